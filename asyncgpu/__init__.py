@@ -1,0 +1,56 @@
+"""asyncgpu: write sequential CuPy and Numba code, run it asynchronously on the GPU.
+
+Kernels wrapped with :func:`kernel` or :func:`cuda_kernel` return at once; independent ones run
+concurrently on different CUDA streams, host-to-device transfers overlap computation, and the
+host blocks only when it touches data that is still being computed::
+
+    import numpy as np, asyncgpu as ag
+    from numba import cuda
+
+    @ag.kernel(const=["x"])
+    @cuda.jit
+    def square(x, y, n):
+        i = cuda.grid(1)
+        if i < n:
+            y[i] = x[i] * x[i]
+
+    x = ag.array(np.arange(1024, dtype=np.float32)); y = ag.empty_like(x)
+    square[4, 256](x, y, 1024)      # returns at once
+    print(y[3])                     # waits only for the kernel that writes y
+"""
+
+from __future__ import annotations
+
+from . import _compat  # noqa: F401  (must precede any numba.cuda import)
+from ._api import (
+    array, asarray, configure, empty, empty_like, full, full_like, ones, ones_like, options,
+    statistics, synchronize, zeros, zeros_like,
+)
+from ._array import Array
+from ._config import Options
+from ._errors import (
+    AnnotationViolation, ArgumentError, ArgumentValueError, AsyncGPUError,
+    BackendUnavailableError, CompileError, DeadlockError, FreedArrayError, KernelFault,
+    OutOfMemoryError, RaceError, SignatureError,
+)
+from ._kernel import Kernel, cuda_kernel, kernel
+from ._statistics import Statistics
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AnnotationViolation", "ArgumentError", "ArgumentValueError", "Array", "AsyncGPUError",
+    "BackendUnavailableError", "CompileError", "DeadlockError", "FreedArrayError", "Kernel",
+    "KernelFault", "Options", "OutOfMemoryError", "RaceError", "SignatureError", "Statistics",
+    "array", "asarray", "configure", "cuda_kernel", "empty", "empty_like", "full", "full_like",
+    "kernel", "ones", "ones_like", "options", "statistics", "synchronize", "zeros", "zeros_like",
+]
+
+for _name in __all__:
+    _obj = globals()[_name]
+    if getattr(_obj, "__module__", "").startswith("asyncgpu."):
+        try:
+            _obj.__module__ = "asyncgpu"
+        except (AttributeError, TypeError):
+            pass
+del _name, _obj

@@ -1,0 +1,189 @@
+"""Module-level functions of the public API (array creation, configuration, synchronization)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._array import HOST, Array
+from ._config import Options
+from ._runtime import _dtype, current_options, current_runtime, empty_array, set_options
+from ._statistics import Statistics
+
+
+def array(obj: Any, dtype: Any = None) -> Array:
+    """A new managed array holding a copy of ``obj`` (any array-like; NumPy rules for dtype).
+
+    Parameters
+    ----------
+    obj:
+        NumPy array, nested sequence, scalar, or an :class:`Array` (copied through the host).
+    dtype:
+        Element type; by default the type NumPy infers.
+
+    Returns
+    -------
+    Array
+        Host-initialized: the first kernel that uses it prefetches it to the device.
+    """
+    data = obj.numpy() if isinstance(obj, Array) else obj
+    data = np.asarray(data, dtype=dtype)
+    out = empty_array(data.shape, _dtype(data.dtype), HOST)
+    out[...] = data
+    return out
+
+
+def asarray(obj: Any, dtype: Any = None) -> Array:
+    """``obj`` itself if it is an :class:`Array` of that dtype, else a new array (copy).
+
+    Returns
+    -------
+    Array
+    """
+    if isinstance(obj, Array) and (dtype is None or np.dtype(dtype) == obj.dtype):
+        return obj
+    return array(obj, dtype)
+
+
+def empty(shape: Any, dtype: Any = np.float64) -> Array:
+    """A new array with undefined contents (never touched by the host: no prefetch needed).
+
+    Returns
+    -------
+    Array
+    """
+    return empty_array(shape, dtype, 0)
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
+    """A new array filled with ``fill_value`` (written by the host).
+
+    Returns
+    -------
+    Array
+    """
+    dt = np.asarray(fill_value).dtype if dtype is None else dtype
+    out = empty_array(shape, dt, HOST)
+    out[...] = fill_value
+    return out
+
+
+def zeros(shape: Any, dtype: Any = np.float64) -> Array:
+    """A new array of zeros.
+
+    Returns
+    -------
+    Array
+    """
+    return full(shape, 0, dtype)
+
+
+def ones(shape: Any, dtype: Any = np.float64) -> Array:
+    """A new array of ones.
+
+    Returns
+    -------
+    Array
+    """
+    return full(shape, 1, dtype)
+
+
+def empty_like(a: Any, dtype: Any = None) -> Array:
+    """A new uninitialized array with the shape (and by default the dtype) of ``a``.
+
+    Returns
+    -------
+    Array
+    """
+    return empty(a.shape, a.dtype if dtype is None else dtype)
+
+
+def zeros_like(a: Any, dtype: Any = None) -> Array:
+    """A new array of zeros with the shape (and by default the dtype) of ``a``.
+
+    Returns
+    -------
+    Array
+    """
+    return zeros(a.shape, a.dtype if dtype is None else dtype)
+
+
+def ones_like(a: Any, dtype: Any = None) -> Array:
+    """A new array of ones with the shape (and by default the dtype) of ``a``.
+
+    Returns
+    -------
+    Array
+    """
+    return ones(a.shape, a.dtype if dtype is None else dtype)
+
+
+def full_like(a: Any, fill_value: Any, dtype: Any = None) -> Array:
+    """A new array filled with ``fill_value`` with the shape (and by default dtype) of ``a``.
+
+    Returns
+    -------
+    Array
+    """
+    return full(a.shape, fill_value, a.dtype if dtype is None else dtype)
+
+
+def synchronize() -> None:
+    """Block the host until every scheduled kernel has finished."""
+    current_runtime().synchronize()
+
+
+def statistics() -> Statistics:
+    """A frozen snapshot of the runtime's counters (nodes, edges, streams, events, syncs).
+
+    Returns
+    -------
+    Statistics
+    """
+    return current_runtime().statistics()
+
+
+def options() -> Options:
+    """The options in force.
+
+    Returns
+    -------
+    Options
+    """
+    return current_options()
+
+
+class configure:
+    """Change options now; used as a context manager, restore the previous ones on exit.
+
+    ``asyncgpu.configure(execution="sync")`` switches to serial execution for the rest of the
+    program; ``with asyncgpu.configure(execution="sync"): ...`` only inside the block (even if
+    it raises). Pending work is finished before policies change. Changing ``backend``
+    starts a new runtime: arrays made before belong to the old one.
+
+    Parameters
+    ----------
+    **changes:
+        Fields of :class:`Options` (``execution``, ``dependency``, ``new_stream``,
+        ``parent_stream``, ``prefetch``, ``backend``, ``max_streams``, ...).
+
+    Raises
+    ------
+    TypeError
+        An unknown option name.
+    ValueError
+        A value outside the option's choices.
+    """
+
+    def __init__(self, **changes: Any) -> None:
+        self._previous = current_options()
+        new = self._previous.replace(**changes)
+        set_options(new)
+        self.options = new
+
+    def __enter__(self) -> Options:
+        return self.options
+
+    def __exit__(self, *exc: Any) -> None:
+        set_options(self._previous)

@@ -1,0 +1,370 @@
+"""``asyncgpu.Array``: a NumPy-like array in managed memory whose host accesses are scheduled.
+
+The model
+---------
+An :class:`Allocation` is one block of memory from the backend (managed memory on ``cuda``, a
+byte array on ``sim``) with its location flags (``HOST``: the host wrote or read it last,
+``DEVICE``: a kernel did) and its lifetime. An :class:`Array` is a view of an allocation:
+``shape``, ``dtype``, ``strides`` and a byte ``offset``; slicing gives another view of the same
+allocation (no copy, as in CuPy), and dependencies are computed on the byte extent each view
+covers, so disjoint halves of one array do not wait for each other.
+
+Host access goes through the runtime: reading waits only for the unfinished writers of the bytes
+read (a read of data that kernels only read never blocks), writing waits for the unfinished
+readers and writers of the bytes written. Reads return NumPy copies, never views of managed
+memory that a later kernel could change under the caller's feet.
+
+Memory is given back to the backend only when no Array refers to the allocation *and* every node
+that used it has finished (nodes keep their allocations alive): CuPy's pool would otherwise hand
+the block to a new array while a kernel on another stream still reads it.
+
+Example::
+
+    x = ag.array(np.arange(8, dtype=np.float32))   # host-written: HOST
+    k[1, 8](x)                                     # kernel writes x; returns at once
+    x[2:4]                                         # a view, no wait
+    print(x[3])                                    # waits for k only, then reads one element
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ._errors import ArgumentValueError, FreedArrayError
+
+if TYPE_CHECKING:
+    from ._runtime import Runtime
+
+HOST, DEVICE = 1, 2
+_alloc_ids = itertools.count(1)
+_FAKE = np.zeros(64, np.uint8)
+
+
+def describe(dtype: np.dtype, shape: tuple[int, ...]) -> str:
+    """``float32[1024]`` / ``int32[16x8]``: how messages name an array."""
+    return f"{dtype.name}[{'x'.join(map(str, shape)) if shape else ''}]"
+
+
+class Allocation:
+    """A block of backend memory (runtime-owned; there is no public constructor)."""
+
+    __slots__ = ("runtime", "buffer", "nbytes", "location", "freed", "id", "__weakref__")
+
+    def __init__(self, runtime: Runtime, buffer: Any, nbytes: int, location: int) -> None:
+        self.runtime = runtime
+        self.buffer = buffer
+        self.nbytes = nbytes
+        self.location = location
+        self.freed = False
+        self.id = next(_alloc_ids)
+
+    def __del__(self) -> None:
+        # Garbage collection may run in the middle of runtime bookkeeping: only queue the
+        # buffer here; the runtime gives it back at its next entry point.
+        buffer = getattr(self, "buffer", None)
+        if buffer is not None:
+            try:
+                self.runtime.release_later(self.id, buffer)
+            except Exception:  # interpreter shutdown: nothing left to order against
+                pass
+
+
+def _normalize_key(key: Any, ndim: int) -> tuple[str, Any]:
+    """Classify an index: ('scalar', ints) | ('basic', key) | ('advanced', key)."""
+    tup = key if isinstance(key, tuple) else (key,)
+    ints = []
+    for k in tup:
+        if isinstance(k, (bool, np.bool_)) or isinstance(k, (list, np.ndarray, Array)):
+            return "advanced", key
+        if isinstance(k, (int, np.integer)):
+            ints.append(int(k))
+        elif not (k is Ellipsis or k is None or isinstance(k, slice)):
+            try:
+                ints.append(operator.index(k))
+            except TypeError:
+                raise IndexError(
+                    f"only integers, slices, ..., None and arrays are valid indices; got {k!r}"
+                ) from None
+    if len(ints) == len(tup) == ndim:
+        return "scalar", ints
+    return "basic", key
+
+
+class Array:
+    """An n-dimensional array in managed (unified) memory, scheduled by asyncgpu.
+
+    Create arrays with :func:`asyncgpu.array`, :func:`asyncgpu.empty`, :func:`asyncgpu.zeros`
+    and friends; pass them to kernels; read and write them from the host with NumPy indexing.
+    ``a[i]`` (all indices integers) reads one element and returns a NumPy scalar; ``a[2:5]`` is
+    a view sharing memory, like in CuPy; ``np.asarray(a)`` and ``a.numpy()`` return host copies;
+    ``a[...] = values`` writes from the host. Each host access waits only for the work that
+    touches the same bytes.
+    """
+
+    __slots__ = ("_alloc", "shape", "dtype", "strides", "_offset", "_lo", "_hi", "_cache")
+    __array_priority__ = 100
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            "asyncgpu.Array has no public constructor; use asyncgpu.array(data), "
+            "asyncgpu.empty(shape, dtype) or asyncgpu.zeros(shape, dtype)"
+        )
+
+    @classmethod
+    def _view(cls, alloc: Allocation, shape: tuple[int, ...], dtype: np.dtype,
+              strides: tuple[int, ...], offset: int) -> Array:
+        self = object.__new__(cls)
+        self._alloc = alloc
+        self.shape = shape
+        self.dtype = dtype
+        self.strides = strides
+        self._offset = offset
+        self._cache: dict[str, Any] = {}
+        if 0 in shape:
+            self._lo = self._hi = offset
+        else:
+            lo = hi = offset
+            for n, st in zip(shape, strides):
+                span = (n - 1) * st
+                if span < 0:
+                    lo += span
+                else:
+                    hi += span
+            self._lo, self._hi = lo, hi + dtype.itemsize
+        return self
+
+    # -- NumPy-like metadata -------------------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes spanned by the elements (``size * itemsize``)."""
+        return self.size * self.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    @property
+    def is_c_contiguous(self) -> bool:
+        """Whether the elements are laid out contiguously in C (row-major) order."""
+        expected = self.dtype.itemsize
+        for n, st in zip(reversed(self.shape), reversed(self.strides)):
+            if n != 1 and st != expected:
+                return False
+            expected *= n
+        return True
+
+    @property
+    def base(self) -> Array | None:
+        """The whole allocation as an array of bytes if this is a view, else ``None``."""
+        if self._offset == 0 and self._hi - self._lo == self._alloc.nbytes and self.is_c_contiguous:
+            return None
+        return Array._view(self._alloc, (self._alloc.nbytes,), np.dtype(np.uint8), (1,), 0)
+
+    def describe(self) -> str:
+        """``float32[1024]``: the dtype and shape, as error messages name arrays."""
+        return describe(self.dtype, self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d asyncgpu.Array")
+        return self.shape[0]
+
+    # -- views -------------------------------------------------------------------------------
+    def _check_alive(self) -> None:
+        if self._alloc.freed:
+            raise FreedArrayError(
+                f"array {self.describe()} has been freed; create a new array instead"
+            )
+
+    def _layout_of(self, key: Any) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+        """Shape, strides and byte offset of ``self[key]`` for basic indexing (no data access)."""
+        probe = np.lib.stride_tricks.as_strided(
+            _FAKE[: self.dtype.itemsize].view(self.dtype), self.shape, self.strides
+        )
+        v = probe[key]
+        delta = v.__array_interface__["data"][0] - probe.__array_interface__["data"][0]
+        return v.shape, v.strides, self._offset + delta
+
+    def __getitem__(self, key: Any) -> Any:
+        self._check_alive()
+        kind, norm = _normalize_key(key, self.ndim)
+        if kind == "scalar":
+            offset = self._offset
+            for i, (idx, n, st) in enumerate(zip(norm, self.shape, self.strides)):
+                if not -n <= idx < n:
+                    raise IndexError(
+                        f"index {idx} is out of bounds for axis {i} with size {n}"
+                    )
+                offset += (idx + n if idx < 0 else idx) * st
+            rt = self._alloc.runtime
+            with rt.host_access(self, offset, offset + self.dtype.itemsize, write=False):
+                host = self._alloc.buffer.host
+                return host[offset: offset + self.dtype.itemsize].view(self.dtype)[0]
+        if kind == "advanced":
+            return self.numpy()[key]
+        shape, strides, offset = self._layout_of(key)
+        return Array._view(self._alloc, shape, self.dtype, strides, offset)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._check_alive()
+        if isinstance(value, Array):
+            value = value.numpy()
+        kind, _ = _normalize_key(key, self.ndim)
+        if kind == "advanced":
+            lo, hi = self._lo, self._hi
+        else:
+            shape, strides, offset = self._layout_of(key)
+            lo, hi = Array._view(self._alloc, shape, self.dtype, strides, offset)._span()
+        rt = self._alloc.runtime
+        with rt.host_access(self, lo, hi, write=True):
+            self._host_view()[key] = value
+
+    def _span(self) -> tuple[int, int]:
+        return self._lo, self._hi
+
+    def reshape(self, *shape: Any) -> Array:
+        """A view with a new shape (C-contiguous arrays only, as without a copy)."""
+        self._check_alive()
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        if not self.is_c_contiguous:
+            raise ArgumentValueError(
+                f"reshape of the non-contiguous array {self.describe()} would need a copy; "
+                "copy it first"
+            )
+        probe = np.empty(0, self.dtype) if self.size == 0 else np.lib.stride_tricks.as_strided(
+            _FAKE[: self.dtype.itemsize].view(self.dtype), (self.size,), (self.dtype.itemsize,)
+        )
+        v = probe.reshape(shape)
+        return Array._view(self._alloc, v.shape, self.dtype, v.strides, self._offset)
+
+    def ravel(self) -> Array:
+        """A flat view (C-contiguous arrays only)."""
+        return self.reshape(-1)
+
+    @property
+    def T(self) -> Array:
+        """The transposed view (no copy)."""
+        return self.transpose()
+
+    def transpose(self, *axes: int) -> Array:
+        """A view with permuted axes (reversed by default)."""
+        self._check_alive()
+        order = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+        order = order or tuple(reversed(range(self.ndim)))
+        return Array._view(self._alloc, tuple(self.shape[i] for i in order), self.dtype,
+                           tuple(self.strides[i] for i in order), self._offset)
+
+    # -- host reads --------------------------------------------------------------------------
+    def _host_view(self) -> np.ndarray:
+        view = self._cache.get("host")
+        if view is None:
+            host = self._alloc.buffer.host
+            if self.size == 0:
+                view = np.empty(self.shape, self.dtype)
+            else:
+                view = np.ndarray(self.shape, self.dtype, buffer=host, offset=self._offset,
+                                  strides=self.strides)
+            self._cache["host"] = view
+        return view
+
+    def numpy(self) -> np.ndarray:
+        """A host copy of the array (waits only for unfinished writers of these bytes)."""
+        self._check_alive()
+        with self._alloc.runtime.host_access(self, self._lo, self._hi, write=False):
+            return np.array(self._host_view(), copy=True)
+
+    get = numpy
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def tolist(self) -> Any:
+        """The values as (nested) Python lists."""
+        return self.numpy().tolist()
+
+    def item(self) -> Any:
+        """The single element of a size-1 array as a Python scalar."""
+        if self.size != 1:
+            raise ValueError(f"can only convert an array of size 1 to a scalar, got {self.describe()}")
+        return self.numpy().reshape(()).item()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iu":
+            raise TypeError("only integer arrays of size 1 can be used as an index")
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        return bool(self.item())
+
+    def __repr__(self) -> str:
+        if self._alloc.freed:
+            return f"asyncgpu.Array(<freed {self.describe()}>)"
+        body = np.array2string(self.numpy(), separator=", ", prefix="asyncgpu.Array(")
+        return f"asyncgpu.Array({body}, dtype={self.dtype.name})"
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def free(self) -> None:
+        """Give the memory back now: waits for unfinished work on it; later use raises.
+
+        Every view of the same allocation becomes unusable too (``FreedArrayError``).
+        """
+        self._check_alive()
+        self._alloc.runtime.free(self._alloc)
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """CUDA Array Interface v3 (``cuda`` backend); the consumer must order its own work.
+
+        asyncgpu cannot see what another library does with the pointer: synchronize
+        (``asyncgpu.synchronize()``) before handing an array that kernels are writing to
+        another library, and do not write it from elsewhere while asyncgpu kernels use it.
+        """
+        self._check_alive()
+        ptr = self._alloc.buffer.device_pointer() + self._offset if self.size else 0
+        return {
+            "shape": self.shape,
+            "typestr": self.dtype.str,
+            "data": (ptr, False),
+            "strides": None if self.is_c_contiguous else self.strides,
+            "version": 3,
+            "stream": None,
+        }
+
+
+def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Strides of a C-contiguous array of this shape."""
+    acc, out = itemsize, []
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
+
+
+def new_array(runtime: Runtime, shape: tuple[int, ...], dtype: np.dtype, location: int) -> Array:
+    """Allocate a C-contiguous array through ``runtime`` (runtime-internal)."""
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    alloc = Allocation(runtime, runtime.allocate(nbytes), nbytes, location)
+    return Array._view(alloc, tuple(shape), dtype, c_strides(shape, dtype.itemsize), 0)

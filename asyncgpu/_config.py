@@ -1,0 +1,159 @@
+"""Options of the runtime, and the one place where ``ASYNCGPU_*`` environment variables are read.
+
+:class:`Options` is a frozen dataclass; :func:`options_from_env` builds the defaults from the
+environment once, and :func:`asyncgpu.configure` derives new instances with
+:func:`dataclasses.replace`. Every variable is documented in ``docs/environment.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Backend = Literal["auto", "cuda", "sim"]
+Execution = Literal["async", "sync"]
+Dependency = Literal["with-const", "no-const"]
+NewStream = Literal["reuse", "always-new"]
+ParentStream = Literal["disjoint", "same-as-parent"]
+Prefetch = Literal["auto", "off"]
+SimStrategy = Literal["random", "pct", "reverse", "starve", "eager", "lazy"]
+
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "backend": ("auto", "cuda", "sim"),
+    "execution": ("async", "sync"),
+    "dependency": ("with-const", "no-const"),
+    "new_stream": ("reuse", "always-new"),
+    "parent_stream": ("disjoint", "same-as-parent"),
+    "prefetch": ("auto", "off"),
+    "sim_strategy": ("random", "pct", "reverse", "starve", "eager", "lazy"),
+}
+
+#: Test-only switches that plant a known bug in the runtime (mutation testing): the test suite
+#: must fail with each one. Never set them in production.
+TEST_BUGS = frozenset({"drop_raw", "drop_war", "alias_blind", "host_no_wait", "eager_free"})
+
+
+@dataclass(frozen=True)
+class Options:
+    """Every option of the runtime (see ``docs/environment.md`` for each one's variable).
+
+    Policies follow GrCUDA's names: ``dependency`` (``with-const`` lets readers of the same
+    array run concurrently; ``no-const`` treats every array argument as written),
+    ``new_stream`` (where a node without parents goes), ``parent_stream`` (whether the first
+    child inherits its parent's stream, ``disjoint``, or all children do, ``same-as-parent``),
+    ``execution`` (``sync`` runs each node and waits for it on one stream: the serial oracle),
+    ``prefetch`` (``auto`` prefetches host-current managed arrays before a kernel).
+    """
+
+    backend: Backend = "auto"
+    execution: Execution = "async"
+    dependency: Dependency = "with-const"
+    new_stream: NewStream = "reuse"
+    parent_stream: ParentStream = "disjoint"
+    prefetch: Prefetch = "auto"
+    #: Upper bound on streams per device; beyond it work shares the least recently used stream.
+    max_streams: int = 32
+    #: In-flight nodes beyond which each launch polls events to retire finished work.
+    poll_threshold: int = 32
+    device: int = 0
+    #: Attach the happens-before checker to the ``cuda`` backend (always on for ``sim``).
+    debug_hb: bool = False
+    sim_seed: int | None = None
+    sim_strategy: SimStrategy = "random"
+    #: Probability that the simulator takes a step of queued work at each API call.
+    sim_tick: float = 0.3
+    test_bugs: frozenset[str] = field(default_factory=frozenset)
+
+    def __post_init__(self) -> None:
+        for name, choices in _CHOICES.items():
+            value = getattr(self, name)
+            if value not in choices:
+                raise ValueError(
+                    f"option {name} must be one of {', '.join(choices)}; got {value!r}"
+                )
+        for name in ("max_streams", "poll_threshold"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"option {name} must be a positive integer; got {value!r}")
+        if not 0.0 <= self.sim_tick <= 1.0:
+            raise ValueError(f"option sim_tick must be in [0, 1]; got {self.sim_tick!r}")
+        unknown = set(self.test_bugs) - TEST_BUGS
+        if unknown:
+            raise ValueError(
+                f"unknown test bug switch {sorted(unknown)}; known: {sorted(TEST_BUGS)}"
+            )
+
+    def replace(self, **changes: Any) -> Options:
+        """Return a copy with ``changes`` applied; unknown names raise ``TypeError``."""
+        names = {f.name for f in dataclasses.fields(self)}
+        unknown = set(changes) - names
+        if unknown:
+            raise TypeError(
+                f"unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(names))}"
+            )
+        if "test_bugs" in changes:
+            changes["test_bugs"] = frozenset(changes["test_bugs"])
+        return dataclasses.replace(self, **changes)
+
+
+#: Environment variable -> (option name, parser). Documented in docs/environment.md.
+ENVIRONMENT: dict[str, tuple[str, Any]] = {
+    "ASYNCGPU_BACKEND": ("backend", str),
+    "ASYNCGPU_EXECUTION": ("execution", str),
+    "ASYNCGPU_DEPENDENCY": ("dependency", str),
+    "ASYNCGPU_NEW_STREAM": ("new_stream", str),
+    "ASYNCGPU_PARENT_STREAM": ("parent_stream", str),
+    "ASYNCGPU_PREFETCH": ("prefetch", str),
+    "ASYNCGPU_MAX_STREAMS": ("max_streams", int),
+    "ASYNCGPU_POLL_THRESHOLD": ("poll_threshold", int),
+    "ASYNCGPU_DEVICE": ("device", int),
+    "ASYNCGPU_DEBUG_HB": ("debug_hb", lambda s: s.strip().lower() in ("1", "true", "yes", "on")),
+    "ASYNCGPU_SIM_SEED": ("sim_seed", int),
+    "ASYNCGPU_SIM_STRATEGY": ("sim_strategy", str),
+    "ASYNCGPU_SIM_TICK": ("sim_tick", float),
+    "ASYNCGPU_TEST_BUG": ("test_bugs", lambda s: frozenset(filter(None, s.split(",")))),
+}
+
+
+def options_from_env(environ: dict[str, str] | None = None) -> Options:
+    """Build :class:`Options` from ``ASYNCGPU_*`` variables (the defaults where unset)."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for var, (name, parse) in ENVIRONMENT.items():
+        raw = env.get(var)
+        if raw is None or raw == "":
+            continue
+        try:
+            values[name] = parse(raw)
+        except ValueError as exc:
+            raise ValueError(f"environment variable {var}={raw!r} is not valid: {exc}") from None
+    try:
+        return Options(**values)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (from the ASYNCGPU_* environment)") from None
+
+
+def numba_simulator_requested() -> bool:
+    """Whether the user asked Numba for its CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``)."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+
+
+def enable_numba_simulator() -> None:
+    """Ask Numba for its CUDA simulator; effective only before ``numba.cuda`` is imported.
+
+    The ``sim`` backend runs Numba kernels in Numba's simulator. Setting the variable before
+    ``numba.cuda`` is first imported makes ``@cuda.jit`` device functions simulator functions too,
+    which kernels that call them need.
+    """
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+
+def cuda_device_max_connections() -> None:
+    """Give CUDA enough hardware queues for the stream pool (before the context exists).
+
+    CUDA maps streams onto ``CUDA_DEVICE_MAX_CONNECTIONS`` hardware queues (8 by default); more
+    streams than queues creates false dependencies between unrelated streams.
+    """
+    os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")

@@ -1,0 +1,89 @@
+"""The asyncgpu exception hierarchy.
+
+Every error derives from :class:`AsyncGPUError` and, where one fits, from the built-in exception a
+NumPy or CuPy user would expect (``TypeError`` for a wrong kind of argument, ``ValueError`` for a
+bad value, ``MemoryError`` for memory). Messages name the kernel (with the user's launch site), the
+argument (index and name), the array (``float32[1024]``) and, where one exists, the fix.
+
+Errors about user input are raised *before* anything is enqueued: the DAG, the streams and the
+arrays are unchanged afterwards and the runtime stays usable.
+"""
+
+from __future__ import annotations
+
+
+class AsyncGPUError(Exception):
+    """Base class of every error raised by asyncgpu."""
+
+
+class SignatureError(AsyncGPUError, ValueError):
+    """A kernel's declared parameters cannot be understood or disagree with its annotations.
+
+    Raised when a kernel is defined (``ag.kernel``, ``ag.cuda_kernel``), never at launch.
+    """
+
+
+class CompileError(AsyncGPUError):
+    """A CUDA C kernel failed to compile, or the named kernel is not in the source.
+
+    The message carries the compiler log.
+    """
+
+
+class ArgumentError(AsyncGPUError, TypeError):
+    """A launch argument has the wrong number, kind or type (checked before enqueue)."""
+
+
+class ArgumentValueError(AsyncGPUError, ValueError):
+    """A launch argument or launch configuration has a bad value (checked before enqueue)."""
+
+
+class FreedArrayError(AsyncGPUError, RuntimeError):
+    """An array was used after :meth:`asyncgpu.Array.free`."""
+
+
+class OutOfMemoryError(AsyncGPUError, MemoryError):
+    """An allocation was refused because the device does not have that much free memory."""
+
+
+class AnnotationViolation(AsyncGPUError):
+    """A kernel broke its own annotations: it wrote an argument declared ``const``.
+
+    Detected by the ``sim`` backend, which passes ``const`` arrays read-only.
+    """
+
+
+class RaceError(AsyncGPUError):
+    """Two conflicting accesses to the same bytes were not ordered (happens-before checker).
+
+    This is a bug in the runtime (or in work submitted around it), never in the user's program:
+    the message names both accesses and their launch sites.
+    """
+
+
+class DeadlockError(AsyncGPUError):
+    """The host waits for work that can never start (``sim`` backend)."""
+
+
+class KernelFault(AsyncGPUError):
+    """A kernel raised while it ran (``sim``) or the device reported a fault (``cuda``)."""
+
+
+class BackendUnavailableError(AsyncGPUError, RuntimeError):
+    """The requested backend cannot run on this machine (for example ``cuda`` without a GPU)."""
+
+
+__all__ = [
+    "AnnotationViolation",
+    "ArgumentError",
+    "ArgumentValueError",
+    "AsyncGPUError",
+    "BackendUnavailableError",
+    "CompileError",
+    "DeadlockError",
+    "FreedArrayError",
+    "KernelFault",
+    "OutOfMemoryError",
+    "RaceError",
+    "SignatureError",
+]

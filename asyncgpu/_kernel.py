@@ -1,0 +1,508 @@
+"""Kernels whose launches asyncgpu schedules: ``asyncgpu.kernel`` and ``asyncgpu.cuda_kernel``.
+
+A :class:`Kernel` wraps a Numba kernel (a ``@cuda.jit`` dispatcher, or a plain Python function
+that asyncgpu compiles with ``cuda.jit``) or a CUDA C kernel (source text, or a CuPy
+``RawKernel``). It knows each parameter's name and access mode: ``const`` (read-only), ``out``
+(write-only: old contents are not needed) or read-write, the default. For CUDA C, ``const T*``
+parameters are read-only without annotation.
+
+``k[grid, block]`` or ``k[grid, block, shared_bytes]`` returns a launcher (cached per
+configuration); calling it validates every argument *before anything is enqueued*, resolves each
+array to its allocation and byte extent, and hands the launch to the runtime, which returns at
+once. Errors name the kernel with the user's launch site, the argument and the fix.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from ._array import Array
+from ._errors import ArgumentError, ArgumentValueError, FreedArrayError, SignatureError
+from ._signature import Param, parse_cuda_declaration, parse_grcuda_signature
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+_GRID_LIMITS = (2**31 - 1, 65535, 65535)
+_BLOCK_LIMITS = (1024, 1024, 64)
+MAX_THREADS_PER_BLOCK = 1024
+#: Dynamic shared memory a launch may ask for without opting in to more (CUDA's default limit).
+MAX_SHARED_BYTES = 48 * 1024
+
+
+def user_site() -> str:
+    """``file.py:12`` of the innermost frame outside the asyncgpu package."""
+    f = sys._getframe(1)
+    while f is not None and os.path.dirname(os.path.abspath(f.f_code.co_filename)).startswith(
+        _PACKAGE_DIR
+    ):
+        f = f.f_back
+    if f is None:
+        return "<unknown>"
+    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+
+
+@dataclass(frozen=True)
+class NumbaSource:
+    """A Numba kernel: the Python function and, if the user gave one, its dispatcher."""
+
+    py_func: Callable[..., Any]
+    dispatcher: Any
+
+
+@dataclass(frozen=True)
+class CudaCSource:
+    """A CUDA C kernel: source, name, compiler options, an optional CuPy RawKernel, a CPU twin."""
+
+    code: str
+    name: str
+    options: tuple[str, ...]
+    raw: Any
+    sim: Callable[..., Any] | None
+
+
+@dataclass(frozen=True)
+class ArrayArg:
+    """A validated array argument: its position, parameter, array and whether it may be written."""
+
+    index: int
+    param: str
+    array: Array
+    read: bool    # the kernel may read the old contents
+    write: bool   # the kernel may modify it
+
+
+class Kernel:
+    """A kernel whose launches asyncgpu schedules (see :func:`asyncgpu.kernel`)."""
+
+    __slots__ = ("name", "params", "modes", "source", "typed", "_launchers", "_compiled",
+                 "__weakref__")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            "asyncgpu.Kernel has no public constructor; use asyncgpu.kernel(fn) or "
+            "asyncgpu.cuda_kernel(source, name)"
+        )
+
+    @classmethod
+    def _create(cls, name: str, params: tuple[Param, ...], modes: dict[str, str],
+                source: Any, typed: bool) -> Kernel:
+        self = object.__new__(cls)
+        self.name = name
+        self.params = params
+        self.modes = modes        # parameter name -> "r" | "w" | "rw" (arrays only)
+        self.source = source
+        self.typed = typed        # CUDA C: dtypes and array/scalar kinds are declared
+        self._launchers: dict[Any, Launcher] = {}
+        self._compiled: dict[Any, Any] = {}  # backend caches (compiled functions per signature)
+        return self
+
+    def __repr__(self) -> str:
+        names = ", ".join(
+            f"{'const ' if self.modes.get(p.name) == 'r' else 'out ' if self.modes.get(p.name) == 'w' else ''}{p.name}"
+            for p in self.params
+        )
+        return f"<asyncgpu kernel {self.name}({names})>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        raise ArgumentValueError(
+            f"kernel '{self.name}' needs a launch configuration: call it as "
+            f"{self.name}[blocks, threads_per_block](...)"
+        )
+
+    def __getitem__(self, config: Any) -> Launcher:
+        try:
+            return self._launchers[config]
+        except (KeyError, TypeError):
+            pass
+        launcher = Launcher(self, *self._parse_config(config))
+        try:
+            if len(self._launchers) < 256:
+                self._launchers[config] = launcher
+        except TypeError:  # unhashable configuration (lists): fine, just not cached
+            pass
+        return launcher
+
+    def _parse_config(self, config: Any) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+        parts = config if isinstance(config, tuple) else (config,)
+        where = f"kernel '{self.name}' (at {user_site()})"
+        if len(parts) == 4 or (len(parts) == 3 and not _is_int(parts[2])):
+            raise ArgumentValueError(
+                f"{where}: a launch configuration is [blocks, threads] or "
+                "[blocks, threads, shared_bytes]; asyncgpu chooses the stream itself, so drop "
+                "the stream from the configuration"
+            )
+        if len(parts) not in (2, 3):
+            raise ArgumentValueError(
+                f"{where}: a launch configuration is [blocks, threads] or "
+                f"[blocks, threads, shared_bytes]; got {len(parts)} values"
+            )
+        grid = _dims(parts[0], "blocks", _GRID_LIMITS, where)
+        block = _dims(parts[1], "threads per block", _BLOCK_LIMITS, where)
+        threads = int(np.prod(block))
+        if threads > MAX_THREADS_PER_BLOCK:
+            raise ArgumentValueError(
+                f"{where}: a block of {block} has {threads} threads; the limit is "
+                f"{MAX_THREADS_PER_BLOCK}. Use fewer threads per block and more blocks"
+            )
+        shared = parts[2] if len(parts) == 3 else 0
+        if not _is_int(shared) or not 0 <= int(shared) <= MAX_SHARED_BYTES:
+            raise ArgumentValueError(
+                f"{where}: dynamic shared memory must be an integer in [0, {MAX_SHARED_BYTES}] "
+                f"bytes; got {shared!r}"
+            )
+        return grid, block, int(shared)
+
+    # -- argument validation ---------------------------------------------------------------
+    def bind(self, runtime: Any, args: tuple[Any, ...], site: str | None,
+             ) -> tuple[list[ArrayArg], list[Any]]:
+        """Validate ``args``; return the array arguments and the argument values to pass.
+
+        Raises before anything is enqueued; nothing is changed on failure.
+        """
+        params = self.params
+        if len(args) != len(params):
+            names = ", ".join(p.name for p in params)
+            raise ArgumentError(
+                f"{self._where(site)} takes {len(params)} arguments ({names}); "
+                f"{len(args)} given"
+            )
+        arrays: list[ArrayArg] = []
+        values: list[Any] = []
+        for i, (p, a) in enumerate(zip(params, args)):
+            if isinstance(a, Array):
+                arrays.append(self._bind_array(runtime, i, p, a, site))
+                values.append(a)
+            else:
+                values.append(self._bind_scalar(i, p, a, site))
+        return arrays, values
+
+    def _where(self, site: str | None, index: int | None = None) -> str:
+        text = f"kernel '{self.name}'" + (f" (launched at {site})" if site else "")
+        if index is not None:
+            text += f", argument {index} '{self.params[index].name}'"
+        return text
+
+    def _bind_array(self, runtime: Any, i: int, p: Param, a: Array, site: str | None) -> ArrayArg:
+        if a._alloc.freed:
+            raise FreedArrayError(
+                f"{self._where(site, i)}: array {a.describe()} has been freed; "
+                "pass a live array"
+            )
+        if a._alloc.runtime is not runtime:
+            raise ArgumentValueError(
+                f"{self._where(site, i)}: array {a.describe()} belongs to another runtime "
+                "(created before asyncgpu.configure changed the backend); create it again"
+            )
+        if self.typed:
+            if not p.is_array:
+                raise ArgumentError(
+                    f"{self._where(site, i)}: expected a scalar {p.ctype}, got array "
+                    f"{a.describe()}"
+                )
+            if p.dtype is not None and a.dtype != p.dtype:
+                raise ArgumentError(
+                    f"{self._where(site, i)}: expected a {p.dtype.name} array for "
+                    f"'{p.ctype}', got {a.describe()}; create the array with "
+                    f"dtype=numpy.{p.dtype.name}"
+                )
+            if not a.is_c_contiguous:
+                raise ArgumentValueError(
+                    f"{self._where(site, i)}: array {a.describe()} is not C-contiguous "
+                    f"(strides={a.strides}); a raw pointer parameter needs contiguous data: "
+                    "pass a contiguous copy"
+                )
+        mode = self.modes.get(p.name, "rw")
+        return ArrayArg(i, p.name, a, read=mode != "w", write=mode != "r")
+
+    def _bind_scalar(self, i: int, p: Param, a: Any, site: str | None) -> Any:
+        if isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__"):
+            kind = type(a).__module__.split(".")[0] + "." + type(a).__name__
+            raise ArgumentError(
+                f"{self._where(site, i)}: got a {kind}; kernels take asyncgpu arrays: "
+                "convert it with asyncgpu.asarray(x) (NumPy data is copied to managed memory)"
+            )
+        if self.typed and p.is_array:
+            raise ArgumentError(
+                f"{self._where(site, i)}: expected an asyncgpu array for '{p.ctype}', "
+                f"got {type(a).__name__} {a!r}"
+            )
+        if p.name in self.modes and self.modes[p.name] != "rw":
+            raise ArgumentError(
+                f"{self._where(site, i)}: the parameter is annotated "
+                f"{'const' if self.modes[p.name] == 'r' else 'out'}, which only applies to "
+                f"arrays, but got the scalar {a!r}; remove the annotation or pass an array"
+            )
+        if not self.typed:
+            if isinstance(a, (bool, int, float, complex, np.number, np.bool_)):
+                return a
+            raise ArgumentError(
+                f"{self._where(site, i)}: expected an asyncgpu array or a number, got "
+                f"{type(a).__name__}"
+            )
+        return convert_scalar(a, p, lambda: self._where(site, i))
+
+
+def convert_scalar(a: Any, p: Param, where: Callable[[], str]) -> np.generic:
+    """Convert a Python or NumPy scalar to a C parameter's dtype, refusing lossy conversions."""
+    dt = p.dtype
+    assert dt is not None  # Invariant: typed scalar parameters always have a dtype.
+    if a is None or not isinstance(a, (bool, int, float, np.number, np.bool_)):
+        raise ArgumentError(f"{where()}: expected a {p.ctype} number, got {type(a).__name__}")
+    if dt.kind == "b":
+        if not isinstance(a, (bool, np.bool_)):
+            raise ArgumentError(f"{where()}: expected a bool, got {type(a).__name__} {a!r}")
+        return np.bool_(a)
+    if isinstance(a, (bool, np.bool_)):
+        raise ArgumentError(
+            f"{where()}: expected a {p.ctype}, got the bool {a!r}; pass int({a!r}) if meant"
+        )
+    if dt.kind in "iu":
+        if isinstance(a, (float, np.floating)):
+            if not np.isfinite(a) or float(a) != int(a):
+                raise ArgumentValueError(
+                    f"{where()}: expected an integer for {p.ctype}, got {a!r}"
+                )
+        if isinstance(a, (complex, np.complexfloating)):
+            raise ArgumentError(f"{where()}: expected an integer for {p.ctype}, got {a!r}")
+        value = int(a)
+        info = np.iinfo(dt)
+        if not info.min <= value <= info.max:
+            raise ArgumentValueError(
+                f"{where()}: {value} does not fit in {p.ctype} "
+                f"([{info.min}, {info.max}])"
+            )
+        return dt.type(value)
+    if dt.kind == "f":
+        if isinstance(a, (complex, np.complexfloating)):
+            raise ArgumentError(f"{where()}: expected a real {p.ctype}, got {a!r}")
+        return dt.type(a)
+    return dt.type(a)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _dims(value: Any, what: str, limits: tuple[int, ...], where: str) -> tuple[int, ...]:
+    dims = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if not 1 <= len(dims) <= 3 or not all(_is_int(d) for d in dims):
+        raise ArgumentValueError(
+            f"{where}: {what} must be a positive integer or a tuple of 1 to 3 positive "
+            f"integers; got {value!r}"
+        )
+    for axis, (d, limit) in enumerate(zip(dims, limits)):
+        if not 1 <= int(d) <= limit:
+            raise ArgumentValueError(
+                f"{where}: {what} along axis {'xyz'[axis]} must be in [1, {limit}]; got {int(d)}"
+            )
+    return tuple(int(d) for d in dims)
+
+
+class Launcher:
+    """``kernel[grid, block]``: calling it schedules one launch and returns at once."""
+
+    __slots__ = ("kernel", "grid", "block", "shared")
+
+    def __init__(self, kernel: Kernel, grid: tuple[int, ...], block: tuple[int, ...],
+                 shared: int) -> None:
+        self.kernel = kernel
+        self.grid = grid
+        self.block = block
+        self.shared = shared
+
+    def __call__(self, *args: Any) -> None:
+        from ._runtime import current_runtime
+        current_runtime().launch_kernel(self, args)
+
+    def __repr__(self) -> str:
+        return f"<launcher {self.kernel.name}[{self.grid}, {self.block}, {self.shared}]>"
+
+
+# -- construction --------------------------------------------------------------------------
+def _annotate(name: str, params: tuple[Param, ...], const: Any, out: Any,
+              declared_const: set[str], typed: bool) -> dict[str, str]:
+    const_set, out_set = set(_names(const)), set(_names(out))
+    by_name = {p.name: p for p in params}
+    for label, names in (("const", const_set), ("out", out_set)):
+        unknown = sorted(names - set(by_name))
+        if unknown:
+            raise SignatureError(
+                f"kernel '{name}': {label}={unknown} names no parameter; parameters are "
+                f"{', '.join(by_name)}"
+            )
+        if typed:
+            scalars = sorted(n for n in names if not by_name[n].is_array)
+            if scalars:
+                raise SignatureError(
+                    f"kernel '{name}': {label} applies to arrays, but {scalars} are scalars"
+                )
+    both = sorted(const_set & out_set)
+    if both:
+        raise SignatureError(f"kernel '{name}': {both} cannot be both const and out")
+    clash = sorted(out_set & declared_const)
+    if clash:
+        raise SignatureError(
+            f"kernel '{name}': {clash} are declared const in the source and cannot be out"
+        )
+    modes = {}
+    for p in params:
+        if p.name in const_set or p.name in declared_const:
+            modes[p.name] = "r"
+        elif p.name in out_set:
+            modes[p.name] = "w"
+        elif not typed or p.is_array:
+            modes[p.name] = "rw"
+    return modes
+
+
+def _names(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return list(value)
+
+
+def _numba_kernel(fn: Any, const: Any, out: Any, name: str | None) -> Kernel:
+    py_func = getattr(fn, "py_func", None) or getattr(fn, "fn", None) or fn
+    if not callable(py_func):
+        raise TypeError(f"asyncgpu.kernel expects a function or a Numba kernel, got {fn!r}")
+    dispatcher = fn if py_func is not fn else None
+    if getattr(dispatcher, "_device", False) or getattr(
+        getattr(dispatcher, "targetoptions", {}), "get", lambda *_: False
+    )("device"):
+        raise SignatureError(f"'{py_func.__name__}' is a device function, not a kernel")
+    params = []
+    for p in inspect.signature(py_func).parameters.values():
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            raise SignatureError(
+                f"kernel '{py_func.__name__}': parameter '{p.name}' must be positional "
+                "(no *args, **kwargs or keyword-only parameters)"
+            )
+        params.append(Param(p.name, is_array=False, dtype=None, const=False, ctype="any"))
+    kname = name or py_func.__name__
+    modes = _annotate(kname, tuple(params), const, out, set(), typed=False)
+    return Kernel._create(kname, tuple(params), modes, NumbaSource(py_func, dispatcher), False)
+
+
+def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
+           name: str | None = None) -> Any:
+    """Wrap a kernel so that its launches are scheduled asynchronously.
+
+    Use as a decorator above ``@cuda.jit`` (or on a plain Python kernel function, which is
+    compiled with ``cuda.jit``), or call it on a CuPy ``RawKernel``::
+
+        @ag.kernel(const=["x"])
+        @cuda.jit
+        def square(x, y, n): ...
+
+    Parameters
+    ----------
+    fn:
+        A Numba ``@cuda.jit`` kernel, a Python function, a CuPy ``RawKernel`` or a
+        :class:`Kernel` (re-annotated).
+    const:
+        Names of array parameters the kernel only reads. Readers of the same array run
+        concurrently.
+    out:
+        Names of array parameters the kernel only writes (every element it is given); their old
+        contents are not needed.
+    sim:
+        For a CuPy ``RawKernel``: a Python twin that the ``sim`` backend runs instead (see
+        :func:`cuda_kernel`).
+    name:
+        The name used in messages and traces (default: the function's name).
+
+    Returns
+    -------
+    Kernel
+        Launch it with ``k[blocks, threads](*args)`` or ``k[blocks, threads, shared_bytes]``.
+
+    Raises
+    ------
+    SignatureError
+        An annotation names no parameter, or a parameter is both const and out.
+    """
+    if fn is None:
+        return lambda f: kernel(f, const=const, out=out, sim=sim, name=name)
+    if isinstance(fn, Kernel):
+        if isinstance(fn.source, CudaCSource):
+            return _c_kernel(fn.source, fn.params, const, out, name or fn.name)
+        return _numba_kernel(fn.source.dispatcher or fn.source.py_func, const, out,
+                             name or fn.name)
+    if hasattr(fn, "code") and hasattr(fn, "name") and type(fn).__module__.startswith("cupy"):
+        source = CudaCSource(fn.code, fn.name, tuple(getattr(fn, "options", ()) or ()), fn, sim)
+        return _c_kernel(source, parse_cuda_declaration(fn.code, fn.name), const, out, name)
+    return _numba_kernel(fn, const, out, name)
+
+
+def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: Any = (),
+                out: Any = (), sim: Any = None, options: tuple[str, ...] = ()) -> Kernel:
+    """A CUDA C kernel from source, scheduled like any other kernel.
+
+    ``const T*`` parameters are read-only without annotation. A GrCUDA-style ``signature``
+    (``"const pointer x, pointer y, sint32 n"``) may replace the declaration's types.
+
+    Parameters
+    ----------
+    source:
+        CUDA C source declaring ``extern "C" __global__ void <name>(...)``.
+    name:
+        The kernel's name in the source.
+    signature:
+        Optional GrCUDA signature string; it must have as many parameters as the declaration.
+    const, out:
+        Extra access annotations by parameter name (see :func:`kernel`).
+    sim:
+        A CPU twin for the ``sim`` backend: a Numba ``@cuda.jit`` kernel with the same
+        parameters (run in Numba's simulator with the same launch configuration), or a plain
+        function called once per launch with NumPy arrays (``const`` ones read-only) and the
+        scalars converted to their C types. Without it the ``sim`` backend cannot run the kernel.
+    options:
+        NVRTC options (``cuda`` backend), e.g. ``("-use_fast_math",)``.
+
+    Returns
+    -------
+    Kernel
+
+    Raises
+    ------
+    SignatureError, CompileError
+        The declaration cannot be parsed or disagrees with ``signature``; the kernel is not in
+        the source (the compiler log is in the message when compilation fails).
+    """
+    params = parse_cuda_declaration(source, name)
+    if signature is not None:
+        sig = parse_grcuda_signature(signature)
+        if len(sig) != len(params):
+            raise SignatureError(
+                f"kernel '{name}' has {len(params)} parameters, signature declares {len(sig)}"
+            )
+        for i, (d, s) in enumerate(zip(params, sig)):
+            if d.is_array != s.is_array:
+                raise SignatureError(
+                    f"kernel '{name}': parameter {i} '{d.name}' is "
+                    f"{'a pointer' if d.is_array else 'a scalar'} in the source but "
+                    f"{'a pointer' if s.is_array else 'a scalar'} in the signature"
+                )
+        params = tuple(
+            Param(d.name, d.is_array, s.dtype if s.dtype is not None else d.dtype,
+                  d.const or s.const, d.ctype)
+            for d, s in zip(params, sig)
+        )
+        out = list(_names(out)) + [d.name for d, s in zip(params, sig) if getattr(s, "out", False)]
+    src = CudaCSource(source, name, tuple(options), None, sim)
+    return _c_kernel(src, params, const, out, None)
+
+
+def _c_kernel(source: CudaCSource, params: tuple[Param, ...], const: Any, out: Any,
+              name: str | None) -> Kernel:
+    declared = {p.name for p in params if p.is_array and p.const}
+    kname = name or source.name
+    modes = _annotate(kname, params, const, out, declared, typed=True)
+    return Kernel._create(kname, params, modes, source, True)

@@ -1,0 +1,319 @@
+"""The execution context: one per backend, tying arrays, dependencies, streams and backend.
+
+The pipeline every launch goes through (GrCUDA's order, which is what lets host-to-device
+transfers overlap the parents' kernels)::
+
+    validate -> dependencies -> choose stream -> prefetch host-current inputs on that stream
+             -> wait for parents on other streams (events) -> launch -> record the node's event
+             -> commit the accesses -> (sync mode: host waits) / (async: maybe poll events)
+
+Validation happens before anything is enqueued, and the accesses are committed only after the
+launch succeeded, so a refused launch leaves the DAG as it was.
+
+Host accesses (``Array`` indexing, ``numpy()``) wait for the conflicting unfinished nodes only,
+then touch the memory directly; they run under the runtime's lock, so calls from several host
+threads are linearized in the order they take the lock (documented in docs/design.md).
+
+``execution="sync"`` runs the same pipeline on one stream and waits after every node: the serial
+baseline and the oracle the tests compare with.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from . import backends
+from ._array import DEVICE, HOST, Allocation, Array, new_array
+from ._config import Options, options_from_env
+from ._dag import Node, reduce_parents
+from ._deps import Access, DependencyTracker
+from ._errors import FreedArrayError
+from ._kernel import Launcher, user_site
+from ._statistics import Counters, Statistics
+from ._streams import StreamManager
+
+log = logging.getLogger("asyncgpu")
+_MIGRATING_READ = 1 << 20
+
+
+class Runtime:
+    """The scheduler for one backend (use the module-level API; no public constructor)."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.backend = backends.create(options)
+        self.stats = Counters()
+        self._lock = threading.RLock()
+        self._releases: deque[tuple[int, Any]] = deque()
+        self._instruments: list[Any] = []
+        self._configure(options)
+
+    def _configure(self, options: Options) -> None:
+        bugs = options.test_bugs
+        self.options = options
+        self.deps = DependencyTracker(drop_raw="drop_raw" in bugs, drop_war="drop_war" in bugs)
+        self.streams = StreamManager(self.backend, options, self.stats)
+        self.sync_mode = options.execution == "sync"
+        self.no_const = options.dependency == "no-const"
+        self.prefetch = options.prefetch == "auto" and self.backend.prefetches
+        self.want_sites = self.backend.wants_sites
+        self.alias_blind = "alias_blind" in bugs
+        self.host_no_wait = "host_no_wait" in bugs
+        self.eager_free = "eager_free" in bugs
+
+    def reconfigure(self, options: Options) -> None:
+        """Apply new policies (same backend): finishes all work first."""
+        with self._lock:
+            self.synchronize()
+            self._configure(options)
+
+    # -- memory ------------------------------------------------------------------------------
+    def allocate(self, nbytes: int) -> Any:
+        with self._lock:
+            self._drain_releases()
+            return self.backend.alloc(nbytes)
+
+    def release_later(self, alloc_id: int, buffer: Any) -> None:
+        """Called from ``Allocation.__del__``: queue the buffer (deque.append is atomic)."""
+        self._releases.append((alloc_id, buffer))
+
+    def _drain_releases(self) -> None:
+        while self._releases:
+            alloc_id, buffer = self._releases.popleft()
+            self.deps.forget(alloc_id)
+            self.backend.free(buffer)
+
+    def free(self, alloc: Allocation) -> None:
+        """Explicit free: wait for every unfinished node using the allocation, then release."""
+        with self._lock:
+            self._drain_releases()
+            found = self.deps.conflicts([Access(alloc.id, alloc, 0, alloc.nbytes, True, "free")])
+            if found:
+                self.streams.host_wait(list(found))
+                self.stats.sync("free")
+            alloc.freed = True
+            buffer, alloc.buffer = alloc.buffer, None
+            self.deps.forget(alloc.id)
+            self.backend.free(buffer)
+
+    # -- kernels -----------------------------------------------------------------------------
+    def launch_kernel(self, launcher: Launcher, args: tuple[Any, ...]) -> None:
+        """Validate and schedule one kernel launch; returns without waiting."""
+        kernel = launcher.kernel
+        with self._lock:
+            if self._releases:
+                self._drain_releases()
+            site = user_site() if self.want_sites else None
+            arrays, values = kernel.bind(self, args, site)
+            no_const, alias_blind = self.no_const, self.alias_blind
+            accesses = []
+            for a in arrays:
+                arr = a.array
+                alloc = arr._alloc
+                accesses.append(Access(
+                    id(arr) if alias_blind else alloc.id, alloc, arr._lo, arr._hi,
+                    a.write or no_const, a.param,
+                ))
+            launch = self.backend.kernel_launch(kernel, launcher, arrays, values, site)
+            node = Node("kernel", kernel.name, site, accesses)
+            node.launch = launch
+            self.stats.kernels += 1
+            self._issue(node, arrays)
+
+    def _issue(self, node: Node, arrays: list[Any]) -> None:
+        found = self.deps.conflicts(node.accesses)
+        parents = reduce_parents(found)
+        stream = self.streams.choose(node, parents)
+        node.stream = stream
+        node.parents = parents
+        backend = self.backend
+        if self.prefetch:
+            for acc in node.accesses:
+                alloc = acc.alloc
+                if alloc.location & HOST and alloc.nbytes:
+                    backend.prefetch(alloc.buffer, stream.handle)
+                    self.stats.prefetches += 1
+                    self.stats.bytes_prefetched += alloc.nbytes
+                    alloc.location |= DEVICE
+        self.streams.wait_for_parents(node, parents)
+        backend.launch(node, stream.handle)
+        # The launch is enqueued: from here on nothing may fail half-way.
+        self.streams.issued(node)
+        self.deps.commit(node, node.accesses)
+        for acc in node.accesses:
+            acc.alloc.location = DEVICE if acc.write else acc.alloc.location | DEVICE
+        node.keepalive = [acc.alloc for acc in node.accesses]
+        if self.eager_free:
+            node.keepalive = None
+            node.accesses = []
+        stats = self.stats
+        stats.nodes += 1
+        stats.streams_used.add(stream.index)
+        edges = stats.edges
+        for p in parents:
+            for reason, _ in found[p]:
+                edges[reason] += 1
+        if self._instruments:
+            node.edges = [(p, reason, label) for p in parents for reason, label in found[p]]
+            self._notify("node_issued", node)
+        if self.sync_mode:
+            backend.host_wait(node.event)
+            self.streams.finished(node)
+            stats.sync("sync-mode")
+        else:
+            self.streams.poll()
+
+    # -- host access -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def host_access(self, array: Array, lo: int, hi: int, write: bool) -> Iterator[None]:
+        """Hold the lock while the host touches ``[lo, hi)`` of the array's allocation.
+
+        Waits first for the unfinished nodes the access conflicts with (writers, for a read;
+        readers and writers, for a write).
+        """
+        with self._lock:
+            if self._releases:
+                self._drain_releases()
+            alloc = array._alloc
+            if alloc.freed:
+                raise FreedArrayError(f"array {array.describe()} has been freed")
+            key = id(array) if self.alias_blind else alloc.id
+            acc = Access(key, alloc, lo, hi, write, array.describe())
+            found = {} if self.host_no_wait else self.deps.conflicts([acc])
+            if found:
+                self.streams.host_wait(list(found))
+                self.stats.sync("host-write" if write else "host-read")
+            if not self.backend.host_coherent_while_busy and self.streams.inflight:
+                self.synchronize()
+            self.backend.host_access([acc], ("host write of " if write else "host read of ")
+                                     + array.describe())
+            self.stats.host_accesses += 1
+            if self._instruments:
+                node = Node("host-write" if write else "host-read", array.describe(), None, [acc])
+                node.finished = True
+                node.edges = [(p, r, lbl) for p, rs in found.items() for r, lbl in rs]
+                self._notify("node_issued", node)
+            yield
+            if write:
+                alloc.location = HOST
+            elif hi - lo >= _MIGRATING_READ:
+                # A large read migrates the pages to the host: prefetch them back before the
+                # next kernel. A small one moves a page or two, which fault back cheaply.
+                alloc.location |= HOST
+
+    # -- whole-runtime operations ------------------------------------------------------------
+    def synchronize(self) -> None:
+        """Block until all scheduled work has finished."""
+        with self._lock:
+            self.backend.synchronize()
+            self.streams.all_finished()
+            self.stats.sync("synchronize")
+            self._drain_releases()
+
+    def statistics(self) -> Statistics:
+        with self._lock:
+            return self.stats.snapshot(self.backend.name, self.streams.inflight)
+
+    def _notify(self, hook: str, *args: Any) -> None:
+        for inst in list(self._instruments):
+            fn = getattr(inst, hook, None)
+            if fn is None:
+                continue
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("instrument %r raised in %s; removing it", inst, hook)
+                self._instruments.remove(inst)
+
+    @contextlib.contextmanager
+    def instrument(self, obj: Any) -> Iterator[Any]:
+        """Register an instrument (an object with ``node_issued(node)``) for a block."""
+        with self._lock:
+            self._instruments.append(obj)
+        try:
+            yield obj
+        finally:
+            with self._lock:
+                if obj in self._instruments:
+                    self._instruments.remove(obj)
+
+
+# -- the process-wide runtime ---------------------------------------------------------------
+_runtime: Runtime | None = None
+_options: Options | None = None
+_global_lock = threading.Lock()
+
+
+def current_options() -> Options:
+    """The options in force (read from the environment the first time)."""
+    global _options
+    if _options is None:
+        _options = options_from_env()
+    return _options
+
+
+def current_runtime() -> Runtime:
+    """The runtime that module-level calls use, created on first use."""
+    global _runtime
+    rt = _runtime
+    if rt is not None:
+        return rt
+    with _global_lock:
+        if _runtime is None:
+            _runtime = Runtime(current_options())
+        return _runtime
+
+
+def set_options(new: Options) -> None:
+    """Switch options: same backend -> reconfigure in place; other backend -> new runtime."""
+    global _runtime, _options
+    with _global_lock:
+        old = _runtime
+        _options = new
+        if old is None:
+            return
+        if backends.resolve(new) == backends.resolve(old.options) and new.device == old.options.device \
+                and new.sim_seed == old.options.sim_seed and new.sim_strategy == old.options.sim_strategy \
+                and new.sim_tick == old.options.sim_tick and new.debug_hb == old.options.debug_hb:
+            old.reconfigure(new)
+        else:
+            old.synchronize()
+            _runtime = None
+
+
+def empty_array(shape: Any, dtype: Any, location: int) -> Array:
+    shape = _shape(shape)
+    return new_array(current_runtime(), shape, _dtype(dtype), location)
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    out = []
+    for d in dims:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+            raise TypeError(f"array dimensions must be integers; got {d!r} in shape {shape!r}")
+        if d < 0:
+            raise ValueError(f"negative dimensions are not allowed; got shape {shape!r}")
+        out.append(int(d))
+    total = 1
+    for d in out:
+        total *= d
+    if total >= 2**62:
+        raise ValueError(f"an array of shape {tuple(out)} is too large to allocate")
+    return tuple(out)
+
+
+def _dtype(dtype: Any) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt.kind not in "biufc" or dt.hasobject:
+        raise TypeError(
+            f"asyncgpu arrays hold booleans and numbers; dtype {dt} is not supported"
+        )
+    return dt

@@ -1,0 +1,85 @@
+"""Counters kept by the runtime and the frozen snapshot returned by ``asyncgpu.statistics()``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Mapping
+
+
+class Counters:
+    """Mutable counters owned by one runtime (plain attributes: cheap on the launch path)."""
+
+    def __init__(self) -> None:
+        self.nodes = 0
+        self.kernels = 0
+        self.host_accesses = 0
+        self.edges: dict[str, int] = {"RAW": 0, "WAR": 0, "WAW": 0}
+        self.streams_created = 0
+        self.events_created = 0
+        self.events_recorded = 0
+        self.event_waits = 0
+        self.syncs: dict[str, int] = {}
+        self.prefetches = 0
+        self.bytes_prefetched = 0
+        self.nodes_retired = 0
+        self.retired_by_poll = 0
+        self.streams_used: set[int] = set()
+
+    def sync(self, reason: str) -> None:
+        self.syncs[reason] = self.syncs.get(reason, 0) + 1
+
+    def snapshot(self, backend: str, inflight: int) -> Statistics:
+        return Statistics(
+            backend=backend,
+            nodes=self.nodes,
+            kernels=self.kernels,
+            host_accesses=self.host_accesses,
+            edges=MappingProxyType(dict(self.edges)),
+            streams_created=self.streams_created,
+            streams_used=len(self.streams_used),
+            events_created=self.events_created,
+            events_recorded=self.events_recorded,
+            event_waits=self.event_waits,
+            host_syncs=MappingProxyType(dict(self.syncs)),
+            prefetches=self.prefetches,
+            bytes_prefetched=self.bytes_prefetched,
+            nodes_retired=self.nodes_retired,
+            retired_by_poll=self.retired_by_poll,
+            inflight=inflight,
+        )
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """A snapshot of the runtime's counters since it started (or since ``reset``).
+
+    ``edges`` counts dependency edges by reason (RAW, WAR, WAW); ``host_syncs`` counts the times
+    the host blocked, by reason (``host-read``, ``host-write``, ``synchronize``, ``sync-mode``,
+    ``free``); ``inflight`` is the number of device nodes not yet known to be finished.
+    """
+
+    backend: str
+    nodes: int
+    kernels: int
+    host_accesses: int
+    edges: Mapping[str, int] = field(default_factory=dict)
+    streams_created: int = 0
+    streams_used: int = 0
+    events_created: int = 0
+    events_recorded: int = 0
+    event_waits: int = 0
+    host_syncs: Mapping[str, int] = field(default_factory=dict)
+    prefetches: int = 0
+    bytes_prefetched: int = 0
+    nodes_retired: int = 0
+    retired_by_poll: int = 0
+    inflight: int = 0
+
+    def as_dict(self) -> dict[str, object]:
+        """The snapshot as plain, JSON-friendly data."""
+        out: dict[str, object] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = dict(v) if isinstance(v, Mapping) else v
+        return out

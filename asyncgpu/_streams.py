@@ -1,0 +1,197 @@
+"""The stream manager: stream and event pools, waits, retirement and polling.
+
+The model
+---------
+Streams come from a pool of non-blocking streams created on demand up to ``max_streams``; each
+:class:`StreamState` keeps its unfinished nodes in issue order (``inflight``), a sequence counter,
+and ``waited``: for every other stream, the highest sequence number it has already waited for.
+A node gets one completion event from a pool, recorded right after its launch; the event goes
+back to the pool when the node is finished (CUDA binds a wait to the capture current at the time
+of the wait, so re-recording a recycled event cannot affect earlier waits).
+
+This is the only place that decides when an event wait is needed: a parent on the same stream
+needs none (stream order), several parents on one other stream need one wait (on the latest),
+and a wait already implied by an earlier wait of this stream is skipped.
+
+Retirement: :meth:`StreamManager.finished` marks a node and everything before it finished (see
+:func:`asyncgpu._dag.finish_through`). With more than ``poll_threshold`` nodes in flight each
+launch polls up to two events, so a long loop without host access keeps a bounded set of live
+nodes and a flat per-launch cost.
+
+The manager is pure Python: it calls the backend through ``create_stream``, ``create_event``,
+``record``, ``wait`` and ``event_done``, always passing streams explicitly.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from ._dag import Node, finish_through
+from ._policies import NEW_STREAM, PARENT_STREAM, Serial
+
+
+class StreamState:
+    """One stream of the pool (runtime-owned; no public constructor)."""
+
+    __slots__ = ("index", "handle", "inflight", "seq", "waited", "last_used", "device")
+
+    def __init__(self, index: int, handle: Any, device: int = 0) -> None:
+        self.index = index
+        self.handle = handle
+        self.inflight: deque[Node] = deque()
+        self.seq = 0
+        self.waited: dict[int, int] = {}
+        self.last_used = 0
+        self.device = device
+
+    def __repr__(self) -> str:
+        return f"<stream {self.index}: {len(self.inflight)} in flight>"
+
+
+class StreamManager:
+    """Chooses streams, issues waits and records events, retires finished nodes."""
+
+    def __init__(self, backend: Any, options: Any, stats: Any) -> None:
+        self.backend = backend
+        self.stats = stats
+        self.max_streams = options.max_streams
+        self.poll_threshold = options.poll_threshold
+        serial = options.execution == "sync"
+        self.new_policy = Serial() if serial else NEW_STREAM[options.new_stream]()
+        self.parent_policy = None if serial else PARENT_STREAM[options.parent_stream]()
+        self.streams: list[StreamState] = []
+        self._free: deque[StreamState] = deque()
+        self._events: list[Any] = []
+        self._clock = 0
+        self._inflight = 0
+        self._poll_at = 0
+
+    # -- the pool, as seen by the policies ---------------------------------------------------
+    def take_free(self) -> StreamState | None:
+        while self._free:
+            s = self._free.popleft()
+            if not s.inflight:
+                return s
+        return None
+
+    def can_grow(self) -> bool:
+        return len(self.streams) < self.max_streams
+
+    def grow(self) -> StreamState:
+        s = StreamState(len(self.streams), self.backend.create_stream())
+        self.streams.append(s)
+        self.stats.streams_created += 1
+        return s
+
+    def first(self) -> StreamState:
+        return self.streams[0] if self.streams else self.grow()
+
+    def least_recently_used(self) -> StreamState:
+        return min(self.streams, key=lambda s: s.last_used)
+
+    # -- issuing -----------------------------------------------------------------------------
+    def choose(self, node: Node, parents: list[Node]) -> StreamState:
+        """Pick the node's stream by policy (does not enqueue anything)."""
+        stream = None
+        if parents and self.parent_policy is not None:
+            stream = self.parent_policy.pick(parents)
+        if stream is None:
+            stream = self.new_policy.pick(self)
+        return stream
+
+    def wait_for_parents(self, node: Node, parents: list[Node]) -> None:
+        """Make the node's stream wait for parents on other streams (never blocks the host)."""
+        stream = node.stream
+        latest: dict[int, Node] = {}
+        for p in parents:
+            ps = p.stream
+            if ps is stream or ps is None:
+                continue
+            cur = latest.get(ps.index)
+            if cur is None or p.seq > cur.seq:
+                latest[ps.index] = p
+        waited = stream.waited
+        for index, p in latest.items():
+            if waited.get(index, -1) >= p.seq:
+                continue
+            self.backend.wait(stream.handle, p.event)
+            waited[index] = p.seq
+            self.stats.event_waits += 1
+
+    def issued(self, node: Node) -> None:
+        """Book the node on its stream and record its completion event (after the launch)."""
+        stream = node.stream
+        stream.seq += 1
+        node.seq = stream.seq
+        self._clock += 1
+        stream.last_used = self._clock
+        event = self._events.pop() if self._events else self._new_event()
+        self.backend.record(event, stream.handle)
+        node.event = event
+        stream.inflight.append(node)
+        self._inflight += 1
+        self.stats.events_recorded += 1
+
+    def _new_event(self) -> Any:
+        self.stats.events_created += 1
+        return self.backend.create_event()
+
+    # -- retirement --------------------------------------------------------------------------
+    def _on_finish(self, node: Node) -> None:
+        self._events.append(node.event)
+        node.event = None
+        node.keepalive = None
+        node.launch = None
+        self._inflight -= 1
+        if not node.stream.inflight:
+            self._free.append(node.stream)
+
+    def finished(self, node: Node) -> int:
+        """The host knows ``node`` completed: retire it and everything ordered before it."""
+        n = finish_through(node, self._on_finish)
+        self.stats.nodes_retired += n
+        return n
+
+    def all_finished(self) -> None:
+        """After a device-wide synchronize: every node is finished."""
+        for s in self.streams:
+            if s.inflight:
+                self.finished(s.inflight[-1])
+
+    def host_wait(self, nodes: list[Node]) -> None:
+        """Block the host until ``nodes`` completed (one wait per stream: the latest node)."""
+        latest: dict[int, Node] = {}
+        for n in nodes:
+            if n.finished or n.stream is None:
+                continue
+            cur = latest.get(n.stream.index)
+            if cur is None or n.seq > cur.seq:
+                latest[n.stream.index] = n
+        for n in latest.values():
+            if not n.finished:
+                self.backend.host_wait(n.event)
+                self.finished(n)
+
+    def poll(self) -> None:
+        """Retire finished work by querying events, when many nodes are in flight."""
+        if self._inflight <= self.poll_threshold or not self.streams:
+            return
+        for _ in range(len(self.streams)):
+            self._poll_at = (self._poll_at + 1) % len(self.streams)
+            s = self.streams[self._poll_at]
+            if not s.inflight:
+                continue
+            tail = s.inflight[-1]
+            if self.backend.event_done(tail.event):
+                self.stats.retired_by_poll += self.finished(tail)
+            else:
+                head = s.inflight[0]
+                if head is not tail and self.backend.event_done(head.event):
+                    self.stats.retired_by_poll += self.finished(head)
+            return
+
+    @property
+    def inflight(self) -> int:
+        """Number of unfinished device nodes."""
+        return self._inflight

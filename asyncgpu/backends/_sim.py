@@ -1,0 +1,277 @@
+"""The ``sim`` backend: a lazy, adversarial CPU implementation of CUDA's ordering rules.
+
+The model
+---------
+Nothing runs at launch. Each stream is a FIFO queue of operations: kernels, event records,
+event waits and prefetches. Queued work advances only in steps, and a step is one of:
+
+* *begin* the head operation of a stream whose previous operation has ended (a wait may begin
+  only once the capture it was bound to at enqueue time is complete);
+* *end* a running kernel.
+
+A kernel *begins* by copying the bytes it may read into a private snapshot and *ends* by running
+on that snapshot and publishing the bytes it may write. Between the two any number of other
+steps can happen, so a missing dependency (read-after-write, write-after-read, write-after-write)
+turns into a wrong value instead of hiding behind timing. Steps are taken when the host waits
+(only until what it waits for is complete, choosing among everything enabled) and, with
+probability ``sim_tick``, at API calls; a *strategy* chooses among enabled steps:
+
+``random``  uniform;  ``reverse``  most recently enqueued first;  ``starve``  begin before end,
+so kernels stay in flight as long as possible;  ``pct``  random stream priorities with a few
+priority changes (Burckhardt et al.);  ``lazy``  random, but no steps at API calls;
+``eager``  run everything after every call (a control: it hides ordering bugs).
+
+One seed reproduces one execution; error messages carry ``ASYNCGPU_SIM_SEED`` and
+``ASYNCGPU_SIM_STRATEGY``. Ordering is *checked* separately by the happens-before checker
+(``asyncgpu._hb``), whose verdict does not depend on the order chosen here.
+
+Annotations are enforced: ``const`` arrays are passed read-only (a kernel writing one raises
+:class:`AnnotationViolation` naming the argument), ``out`` arrays are poisoned (all bytes 0xFF:
+NaN for floats), as is memory from ``empty`` and memory given back to the pool.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from .._errors import AnnotationViolation, DeadlockError, KernelFault
+
+log = logging.getLogger("asyncgpu.sim")
+POISON = 0xFF
+_uids = itertools.count(1)
+
+
+class SimBuffer:
+    """Memory of the simulated device (one copy: coherent, like managed memory)."""
+
+    __slots__ = ("uid", "nbytes", "host")
+
+    def __init__(self, nbytes: int) -> None:
+        self.uid = next(_uids)
+        self.nbytes = nbytes
+        self.host = np.full(nbytes, POISON, np.uint8)
+
+    def device_pointer(self) -> int:
+        raise TypeError("arrays of the sim backend have no device pointer to export")
+
+
+class Capture:
+    """What one ``record`` captured: done once the record marker has been reached."""
+
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = False
+
+
+class SimEvent:
+    __slots__ = ("capture", "index")
+
+    def __init__(self, index: int) -> None:
+        self.capture: Capture | None = None   # never recorded: waiting on it is a no-op
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"<sim event {self.index}>"
+
+
+class SimStream:
+    __slots__ = ("index", "ops", "running")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.ops: deque[Op] = deque()
+        self.running: Any = None    # state of the head op between begin and end
+
+    def __repr__(self) -> str:
+        return f"<sim stream {self.index}>"
+
+
+class Op:
+    __slots__ = ("kind", "payload", "label", "order")
+
+    def __init__(self, kind: str, payload: Any, label: str, order: int) -> None:
+        self.kind = kind          # "kernel" | "record" | "wait" | "prefetch"
+        self.payload = payload
+        self.label = label
+        self.order = order
+
+
+class SimBackend:
+    """CPU backend; see the module docstring."""
+
+    name = "sim"
+    prefetches = True
+    wants_sites = True
+    host_coherent_while_busy = True
+
+    def __init__(self, seed: int | None, strategy: str, tick: float) -> None:
+        if seed is None:
+            seed = random.SystemRandom().randrange(2**32)
+        self.seed = seed
+        self.strategy = strategy
+        self.tick = 0.0 if strategy == "lazy" else tick
+        self.rng = random.Random(seed)
+        self.streams: list[SimStream] = []
+        self._events = 0
+        self._order = itertools.count()
+        self._errors: list[BaseException] = []
+        self._pool: dict[int, list[SimBuffer]] = {}
+        self._priority: dict[int, float] = {}
+        self._pct_changes = {self.rng.randrange(1, 400) for _ in range(3)}
+        self.steps = 0
+        self.max_running = 0
+        log.info("sim backend: ASYNCGPU_SIM_SEED=%d ASYNCGPU_SIM_STRATEGY=%s", seed, strategy)
+
+    def replay_hint(self) -> str:
+        return f"replay with ASYNCGPU_SIM_SEED={self.seed} ASYNCGPU_SIM_STRATEGY={self.strategy}"
+
+    # -- streams and events ------------------------------------------------------------------
+    def create_stream(self) -> SimStream:
+        s = SimStream(len(self.streams))
+        self.streams.append(s)
+        self._priority[s.index] = self.rng.random()
+        return s
+
+    def create_event(self) -> SimEvent:
+        self._events += 1
+        return SimEvent(self._events)
+
+    def _enqueue(self, stream: SimStream, kind: str, payload: Any, label: str) -> None:
+        stream.ops.append(Op(kind, payload, label, next(self._order)))
+
+    def record(self, event: SimEvent, stream: SimStream) -> None:
+        event.capture = Capture()
+        self._enqueue(stream, "record", event.capture, f"record {event!r}")
+        self._maybe_tick()
+
+    def wait(self, stream: SimStream, event: SimEvent) -> None:
+        self._enqueue(stream, "wait", event.capture, f"wait {event!r}")
+
+    def prefetch(self, buffer: SimBuffer, stream: SimStream) -> None:
+        self._enqueue(stream, "prefetch", buffer, "prefetch")
+
+    def launch(self, node: Any, stream: SimStream) -> None:
+        self._enqueue(stream, "kernel", node.launch, node.label())
+
+    def event_done(self, event: SimEvent) -> bool:
+        return event.capture is None or event.capture.done
+
+    def host_wait(self, event: SimEvent) -> None:
+        capture = event.capture
+        while capture is not None and not capture.done:
+            self._step(forced=True)
+        self._raise_errors()
+
+    def synchronize(self) -> None:
+        while any(s.ops for s in self.streams):
+            self._step(forced=True)
+        self._raise_errors()
+
+    def host_access(self, accesses: Any, label: str) -> None:
+        """Host accesses need no simulation: memory is coherent and waits were done."""
+
+    # -- memory ------------------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> SimBuffer:
+        free = self._pool.get(nbytes)
+        if free:
+            buf = free.pop()     # LIFO reuse: a use-after-free sees the new owner's data
+            buf.host.fill(POISON)
+            return buf
+        return SimBuffer(nbytes)
+
+    def free(self, buffer: SimBuffer) -> None:
+        buffer.host.fill(POISON)
+        self._pool.setdefault(buffer.nbytes, []).append(buffer)
+
+    # -- kernels -----------------------------------------------------------------------------
+    def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],
+                      site: str | None) -> Any:
+        from ._sim_kernels import make_launch
+        return make_launch(kernel, launcher, arrays, values, site)
+
+    # -- the executor ------------------------------------------------------------------------
+    def _maybe_tick(self) -> None:
+        if self.strategy == "eager":
+            while any(s.ops for s in self.streams):
+                if not self._step(forced=False):
+                    return
+            return
+        if self.tick and self.rng.random() < self.tick:
+            for _ in range(self.rng.randint(1, 3)):
+                if not self._step(forced=False):
+                    break
+
+    def _enabled(self) -> list[tuple[str, SimStream]]:
+        steps = []
+        for s in self.streams:
+            if not s.ops:
+                continue
+            if s.running is not None:
+                steps.append(("end", s))
+                continue
+            head = s.ops[0]
+            if head.kind == "wait" and head.payload is not None and not head.payload.done:
+                continue
+            steps.append(("begin", s))
+        return steps
+
+    def _choose(self, steps: list[tuple[str, SimStream]]) -> tuple[str, SimStream]:
+        strategy = self.strategy
+        if strategy == "reverse":
+            return max(steps, key=lambda st: st[1].ops[0].order)
+        if strategy == "starve":
+            begins = [st for st in steps if st[0] == "begin"]
+            return self.rng.choice(begins or steps)
+        if strategy == "pct":
+            if self.steps in self._pct_changes:
+                top = max(steps, key=lambda st: self._priority[st[1].index])
+                self._priority[top[1].index] = -self.rng.random()
+            return max(steps, key=lambda st: self._priority[st[1].index])
+        return self.rng.choice(steps)
+
+    def _step(self, forced: bool) -> bool:
+        steps = self._enabled()
+        if not steps:
+            if forced:
+                heads = [f"stream {s.index}: {s.ops[0].label}" for s in self.streams if s.ops]
+                raise DeadlockError(
+                    "deadlock: the host waits for work that can never start; queue heads: "
+                    + ("; ".join(heads) or "none") + f" ({self.replay_hint()})"
+                )
+            return False
+        kind, stream = self._choose(steps)
+        self.steps += 1
+        op = stream.ops[0]
+        if kind == "begin":
+            if op.kind == "kernel":
+                stream.running = op.payload.begin()
+                running = sum(1 for s in self.streams if s.running is not None)
+                self.max_running = max(self.max_running, running)
+                return True
+            stream.ops.popleft()
+            if op.kind == "record":
+                op.payload.done = True
+            return True
+        stream.ops.popleft()
+        state, stream.running = stream.running, None
+        try:
+            op.payload.end(state)
+        except AnnotationViolation as exc:
+            self._errors.append(AnnotationViolation(f"{exc} ({self.replay_hint()})"))
+        except Exception as exc:  # the kernel's own error: reported at the next host wait
+            err = KernelFault(f"{op.label} raised {type(exc).__name__}: {exc}")
+            err.__cause__ = exc
+            self._errors.append(err)
+        return True
+
+    def _raise_errors(self) -> None:
+        if self._errors:
+            first, self._errors = self._errors[0], []
+            raise first

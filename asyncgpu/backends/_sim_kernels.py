@@ -1,0 +1,153 @@
+"""How the ``sim`` backend runs one kernel launch: snapshot at begin, run and publish at end.
+
+Numba kernels run in Numba's CUDA simulator (whatever ``NUMBA_ENABLE_CUDASIM`` says: the
+simulator's kernel class is used directly on the kernel's Python function). CUDA C kernels run
+their ``sim=`` twin. Arrays are passed as NumPy views of a private snapshot of the bytes the
+launch may touch; arguments sharing an allocation share one snapshot, so aliasing inside a
+launch behaves as on the device.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from .._errors import AnnotationViolation, AsyncGPUError
+from .._kernel import CudaCSource, Kernel
+from ._sim import POISON
+
+
+def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block: tuple[int, ...],
+                  shared: int) -> Callable[[list[Any]], None]:
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    fake = kernel._compiled.get("sim")
+    if fake is None:
+        if isinstance(py_or_fake, FakeCUDAKernel):
+            fake = py_or_fake
+        else:
+            fake = FakeCUDAKernel(getattr(py_or_fake, "py_func", py_or_fake), device=False)
+        kernel._compiled["sim"] = fake
+
+    def run(args: list[Any]) -> None:
+        wrapped = [FakeCUDAArray(a) if isinstance(a, np.ndarray) else a for a in args]
+        fake[grid, block, 0, shared](*wrapped)
+
+    return run
+
+
+def _runner(kernel: Kernel, launcher: Any) -> Callable[[list[Any]], None]:
+    src = kernel.source
+    if isinstance(src, CudaCSource):
+        twin = src.sim
+        if twin is None:
+            raise AsyncGPUError(
+                f"kernel '{kernel.name}' is CUDA C and the sim backend cannot compile it: give "
+                f"it a Python twin, e.g. asyncgpu.cuda_kernel(source, '{kernel.name}', "
+                "sim=twin), where twin is a @cuda.jit kernel or a NumPy function"
+            )
+        if hasattr(twin, "py_func") or type(twin).__name__ == "FakeCUDAKernel":
+            return _numba_runner(kernel, twin, launcher.grid, launcher.block, launcher.shared)
+        return lambda args: twin(*args)
+    return _numba_runner(kernel, src.dispatcher or src.py_func, launcher.grid, launcher.block,
+                         launcher.shared)
+
+
+class SimKernelLaunch:
+    """One queued launch: ``begin()`` snapshots, ``end(state)`` runs and publishes."""
+
+    __slots__ = ("kernel", "run", "arrays", "values", "site")
+
+    def __init__(self, kernel: Kernel, run: Callable[[list[Any]], None], arrays: list[Any],
+                 values: list[Any], site: str | None) -> None:
+        self.kernel = kernel
+        self.run = run
+        self.arrays = arrays
+        self.values = values
+        self.site = site
+
+    def begin(self) -> dict[int, tuple[Any, int, np.ndarray]]:
+        spans: dict[int, list[Any]] = {}
+        for a in self.arrays:
+            arr = a.array
+            buf = arr._alloc.buffer
+            span = spans.get(buf.uid)
+            if span is None:
+                spans[buf.uid] = [buf, arr._lo, arr._hi]
+            else:
+                span[1] = min(span[1], arr._lo)
+                span[2] = max(span[2], arr._hi)
+        return {uid: (buf, lo, buf.host[lo:hi].copy()) for uid, (buf, lo, hi) in spans.items()}
+
+    def _views(self, snaps: dict[int, tuple[Any, int, np.ndarray]], writable: set[int]
+               ) -> list[Any]:
+        args = list(self.values)
+        for a in self.arrays:
+            arr = a.array
+            _, lo0, snap = snaps[arr._alloc.buffer.uid]
+            if arr.size == 0:
+                view = np.empty(arr.shape, arr.dtype)
+            else:
+                view = np.ndarray(arr.shape, arr.dtype, buffer=snap, offset=arr._offset - lo0,
+                                  strides=arr.strides)
+            if a.index not in writable:
+                view.flags.writeable = False
+            args[a.index] = view
+        return args
+
+    def end(self, snaps: dict[int, tuple[Any, int, np.ndarray]]) -> None:
+        arrays = self.arrays
+        for a in arrays:
+            if not a.read and not self._overlaps_other(a):
+                # write-only: the old contents are undefined, and a kernel must not rely on them
+                _, lo0, snap = snaps[a.array._alloc.buffer.uid]
+                snap[a.array._lo - lo0: a.array._hi - lo0] = POISON
+        writable = {a.index for a in arrays if a.write}
+        try:
+            self.run(self._views(snaps, writable))
+        except ValueError as exc:
+            if "read-only" not in str(exc):
+                raise
+            raise self._const_violation(snaps, writable) from exc
+        for a in arrays:
+            if a.write:
+                buf, lo0, snap = snaps[a.array._alloc.buffer.uid]
+                lo, hi = a.array._lo, a.array._hi
+                buf.host[lo:hi] = snap[lo - lo0: hi - lo0]
+
+    def _overlaps_other(self, a: Any) -> bool:
+        arr = a.array
+        return any(
+            b is not a and b.array._alloc is arr._alloc
+            and b.array._lo < arr._hi and arr._lo < b.array._hi
+            for b in self.arrays
+        )
+
+    def _const_violation(self, snaps: dict[int, Any], writable: set[int]) -> AnnotationViolation:
+        """Find which read-only argument the kernel wrote, by running it on copies."""
+        where = f"kernel '{self.kernel.name}'" + (f" (launched at {self.site})" if self.site else "")
+        everything = {a.index for a in self.arrays}
+        for a in self.arrays:
+            if a.index in writable:
+                continue
+            copies = {uid: (buf, lo0, snap.copy()) for uid, (buf, lo0, snap) in snaps.items()}
+            try:
+                self.run(self._views(copies, everything - {a.index}))
+            except ValueError as exc:
+                if "read-only" in str(exc):
+                    return AnnotationViolation(
+                        f"{where} wrote argument {a.index} '{a.param}' "
+                        f"({a.array.describe()}), which is declared const; remove "
+                        f"'{a.param}' from const=[...] or stop writing it"
+                    )
+            except Exception:
+                continue
+        return AnnotationViolation(f"{where} wrote an argument declared const")
+
+
+def make_launch(kernel: Kernel, launcher: Any, arrays: list[Any], values: list[Any],
+                site: str | None) -> SimKernelLaunch:
+    """Prepare a launch for the sim backend (raises before enqueue if it cannot run)."""
+    return SimKernelLaunch(kernel, _runner(kernel, launcher), arrays, values, site)

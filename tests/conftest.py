@@ -1,0 +1,41 @@
+"""Test configuration: the sim backend by default; GPU tests only with ``-m gpu`` on a GPU."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def _gpu_selected(config: pytest.Config) -> bool:
+    expr = config.getoption("markexpr") or ""
+    return "gpu" in expr and "not gpu" not in expr
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not _gpu_selected(config):
+        # Before asyncgpu (and numba.cuda) are imported: CPU tests never touch a GPU.
+        os.environ.setdefault("ASYNCGPU_BACKEND", "sim")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from asyncgpu.backends import cuda_usable
+
+    if _gpu_selected(config) and cuda_usable():
+        return
+    reason = ("needs an NVIDIA GPU with CuPy; run with -m gpu" if not _gpu_selected(config)
+              else "no usable NVIDIA GPU (CuPy cannot see a device)")
+    skip = pytest.mark.skip(reason=reason)
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def sim():
+    """A fresh sim runtime (seed 0, strategy random) for one test; yields the asyncgpu module."""
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_seed=0, sim_strategy="random", execution="async"):
+        yield ag
+        ag.synchronize()

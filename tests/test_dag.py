@@ -1,0 +1,123 @@
+"""Dependency vectors of GrCUDA's mock tests, on the pure tracker (no backend)."""
+
+from __future__ import annotations
+
+import pytest
+
+from asyncgpu._dag import Node, finish_through, reduce_parents
+from asyncgpu._deps import Access, DependencyTracker
+from asyncgpu._streams import StreamState
+
+
+class Sim:
+    """Drives the tracker like the runtime does, one stream per node."""
+
+    def __init__(self, no_const: bool = False) -> None:
+        self.deps = DependencyTracker()
+        self.no_const = no_const
+        self.nodes: dict[str, Node] = {}
+        self.edges: set[tuple[str, str]] = set()
+
+    def launch(self, name: str, *args: str) -> Node:
+        accesses = []
+        for a in args:
+            read_only = a.endswith("r") and not self.no_const
+            key = int(a.rstrip("r"))
+            accesses.append(Access(key, None, 0, 8, not read_only, str(key)))
+        node = Node("kernel", name, None, accesses)
+        found = self.deps.conflicts(accesses)
+        parents = reduce_parents(found)
+        node.parents = parents
+        node.stream = StreamState(len(self.nodes), None)
+        node.stream.inflight.append(node)
+        node.seq = 1
+        self.deps.commit(node, accesses)
+        for p in parents:
+            self.edges.add((p.name, name))
+        self.nodes[name] = node
+        return node
+
+
+def test_no_const_simple():
+    s = Sim(no_const=True)
+    s.launch("A", "1"); s.launch("B", "2"); s.launch("C", "1", "2", "3"); s.launch("D", "3")
+    assert s.edges == {("A", "C"), ("B", "C"), ("C", "D")}
+
+
+def test_no_const_chain():
+    s = Sim(no_const=True)
+    for name, args in [("A", "12"), ("B", "1"), ("C", "2"), ("D", "13"), ("E", "14"), ("F", "4")]:
+        s.launch(name, *args)
+    assert s.edges == {("A", "B"), ("A", "C"), ("B", "D"), ("D", "E"), ("E", "F")}
+
+
+def test_with_const_readers_do_not_depend_on_each_other():
+    s = Sim()
+    s.launch("A", "1r"); s.launch("B", "1r"); s.launch("C", "1", "2"); s.launch("D", "2")
+    assert s.edges == {("A", "C"), ("B", "C"), ("C", "D")}
+
+
+def test_with_const_writer_after_readers_skips_the_first_writer():
+    s = Sim()
+    s.launch("A", "1"); s.launch("B", "1r"); s.launch("C", "1r")
+    assert s.edges == {("A", "B"), ("A", "C")}
+    s.launch("D", "1")
+    assert s.edges == {("A", "B"), ("A", "C"), ("B", "D"), ("C", "D")}
+
+
+def test_with_const_long_vector():
+    s = Sim()
+    for name, args in [("A", ("1r", "2")), ("B", ("1",)), ("C", ("2r",)), ("D", ("1r", "3")),
+                       ("E", ("1r", "4")), ("F", ("4",))]:
+        s.launch(name, *args)
+    assert s.edges == {("A", "B"), ("A", "C"), ("B", "D"), ("B", "E"), ("E", "F")}
+    g = s.launch("G", "1", "3", "4")
+    assert {p.name for p in g.parents} == {"D", "F"}
+
+
+def test_disjoint_byte_ranges_do_not_conflict():
+    deps = DependencyTracker()
+    a = Node("kernel", "a", None, [Access(1, None, 0, 32, True, "x")])
+    a.stream = StreamState(0, None)
+    deps.commit(a, a.accesses)
+    assert deps.conflicts([Access(1, None, 32, 64, True, "x")]) == {}
+    assert list(deps.conflicts([Access(1, None, 16, 48, False, "x")])) == [a]
+
+
+def test_finishing_a_node_finishes_its_stream_predecessors_and_ancestors():
+    s0, s1 = StreamState(0, None), StreamState(1, None)
+    nodes = []
+    for i, stream in enumerate([s0, s0, s1]):
+        n = Node("kernel", f"k{i}", None, [])
+        n.stream = stream
+        stream.seq += 1
+        n.seq = stream.seq
+        stream.inflight.append(n)
+        nodes.append(n)
+    nodes[2].parents = [nodes[1]]
+    done = []
+    assert finish_through(nodes[2], done.append) == 3
+    assert all(n.finished for n in nodes) and not s0.inflight and not s1.inflight
+
+
+def test_entries_stay_bounded_without_host_sync():
+    deps = DependencyTracker()
+    streams = [StreamState(i, None) for i in range(3)]
+    for i in range(3000):
+        write = i % 4 == 0
+        n = Node("kernel", "k", None, [Access(1, None, 0, 64, write, "x")])
+        n.stream = streams[i % 3]
+        n.parents = reduce_parents(deps.conflicts(n.accesses))
+        deps.commit(n, n.accesses)
+    assert deps.live_entries(1) <= 4
+
+
+@pytest.mark.parametrize("modes,expected", [(("w", "r"), "RAW"), (("r", "w"), "WAR"),
+                                            (("w", "w"), "WAW")])
+def test_edge_reasons(modes, expected):
+    deps = DependencyTracker()
+    first = Node("kernel", "a", None, [Access(1, None, 0, 8, modes[0] == "w", "x")])
+    first.stream = StreamState(0, None)
+    deps.commit(first, first.accesses)
+    found = deps.conflicts([Access(1, None, 0, 8, modes[1] == "w", "x")])
+    assert found == {first: [(expected, "x")]}
