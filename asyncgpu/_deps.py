@@ -35,11 +35,16 @@ from ._dag import RAW, WAR, WAW, Node
 
 
 class Access:
-    """One node's use of bytes ``[lo, hi)`` of allocation ``alloc`` (``write``: may modify)."""
+    """One node's use of bytes ``[lo, hi)`` of an allocation (``write``: may modify).
 
-    __slots__ = ("alloc", "lo", "hi", "write", "label")
+    ``key`` identifies the allocation for dependency tracking (its id); ``alloc`` is the
+    allocation object itself, which the runtime needs for prefetch and lifetime.
+    """
 
-    def __init__(self, alloc: Any, lo: int, hi: int, write: bool, label: str) -> None:
+    __slots__ = ("key", "alloc", "lo", "hi", "write", "label")
+
+    def __init__(self, key: Any, alloc: Any, lo: int, hi: int, write: bool, label: str) -> None:
+        self.key = key
         self.alloc = alloc
         self.lo = lo
         self.hi = hi
@@ -72,7 +77,7 @@ class DependencyTracker:
         """Unfinished nodes the accesses conflict with -> [(reason, array label)], in issue order."""
         found: dict[Node, list[tuple[str, str]]] = {}
         for acc in accesses:
-            entries = self._live.get(acc.alloc)
+            entries = self._live.get(acc.key)
             if not entries:
                 continue
             if any(e.node.finished for e in entries):
@@ -101,7 +106,7 @@ class DependencyTracker:
             lo, hi = acc.lo, acc.hi
             if lo >= hi:
                 continue
-            entries = self._live.setdefault(acc.alloc, [])
+            entries = self._live.setdefault(acc.key, [])
             if acc.write:
                 entries[:] = [e for e in entries if not (lo <= e.lo and e.hi <= hi)]
             elif stream is not None:
@@ -111,10 +116,10 @@ class DependencyTracker:
                 ]
             entries.append(_Entry(lo, hi, node, acc.write))
 
-    def forget(self, alloc: Any) -> None:
+    def forget(self, key: Any) -> None:
         """Drop everything known about an allocation (it has been freed)."""
-        self._live.pop(alloc, None)
+        self._live.pop(key, None)
 
-    def live_entries(self, alloc: Any) -> int:
-        """Number of live entries kept for ``alloc`` (for tests of boundedness)."""
-        return sum(1 for e in self._live.get(alloc, ()) if not e.node.finished)
+    def live_entries(self, key: Any) -> int:
+        """Number of live entries kept for an allocation (for tests of boundedness)."""
+        return sum(1 for e in self._live.get(key, ()) if not e.node.finished)

@@ -55,6 +55,24 @@ def _runner(kernel: Kernel, launcher: Any) -> Callable[[list[Any]], None]:
                          launcher.shared)
 
 
+class _Spec:
+    """What a queued launch needs of one array argument: the buffer and layout, not the Array.
+
+    Holding the Array would keep its memory alive by accident; lifetime is the runtime's job.
+    """
+
+    __slots__ = ("index", "param", "read", "write", "buffer", "lo", "hi", "offset", "shape",
+                 "strides", "dtype", "desc")
+
+    def __init__(self, a: Any) -> None:
+        arr = a.array
+        self.index, self.param, self.read, self.write = a.index, a.param, a.read, a.write
+        self.buffer = arr._alloc.buffer
+        self.lo, self.hi, self.offset = arr._lo, arr._hi, arr._offset
+        self.shape, self.strides, self.dtype = arr.shape, arr.strides, arr.dtype
+        self.desc = arr.describe()
+
+
 class SimKernelLaunch:
     """One queued launch: ``begin()`` snapshots, ``end(state)`` runs and publishes."""
 
@@ -64,34 +82,31 @@ class SimKernelLaunch:
                  values: list[Any], site: str | None) -> None:
         self.kernel = kernel
         self.run = run
-        self.arrays = arrays
-        self.values = values
+        self.arrays = [_Spec(a) for a in arrays]
+        self.values = [None if i in {a.index for a in arrays} else v for i, v in enumerate(values)]
         self.site = site
 
     def begin(self) -> dict[int, tuple[Any, int, np.ndarray]]:
         spans: dict[int, list[Any]] = {}
         for a in self.arrays:
-            arr = a.array
-            buf = arr._alloc.buffer
-            span = spans.get(buf.uid)
+            span = spans.get(a.buffer.uid)
             if span is None:
-                spans[buf.uid] = [buf, arr._lo, arr._hi]
+                spans[a.buffer.uid] = [a.buffer, a.lo, a.hi]
             else:
-                span[1] = min(span[1], arr._lo)
-                span[2] = max(span[2], arr._hi)
+                span[1] = min(span[1], a.lo)
+                span[2] = max(span[2], a.hi)
         return {uid: (buf, lo, buf.host[lo:hi].copy()) for uid, (buf, lo, hi) in spans.items()}
 
     def _views(self, snaps: dict[int, tuple[Any, int, np.ndarray]], writable: set[int]
                ) -> list[Any]:
         args = list(self.values)
         for a in self.arrays:
-            arr = a.array
-            _, lo0, snap = snaps[arr._alloc.buffer.uid]
-            if arr.size == 0:
-                view = np.empty(arr.shape, arr.dtype)
+            _, lo0, snap = snaps[a.buffer.uid]
+            if 0 in a.shape:
+                view = np.empty(a.shape, a.dtype)
             else:
-                view = np.ndarray(arr.shape, arr.dtype, buffer=snap, offset=arr._offset - lo0,
-                                  strides=arr.strides)
+                view = np.ndarray(a.shape, a.dtype, buffer=snap, offset=a.offset - lo0,
+                                  strides=a.strides)
             if a.index not in writable:
                 view.flags.writeable = False
             args[a.index] = view
@@ -102,8 +117,8 @@ class SimKernelLaunch:
         for a in arrays:
             if not a.read and not self._overlaps_other(a):
                 # write-only: the old contents are undefined, and a kernel must not rely on them
-                _, lo0, snap = snaps[a.array._alloc.buffer.uid]
-                snap[a.array._lo - lo0: a.array._hi - lo0] = POISON
+                _, lo0, snap = snaps[a.buffer.uid]
+                snap[a.lo - lo0: a.hi - lo0] = POISON
         writable = {a.index for a in arrays if a.write}
         try:
             self.run(self._views(snaps, writable))
@@ -113,15 +128,12 @@ class SimKernelLaunch:
             raise self._const_violation(snaps, writable) from exc
         for a in arrays:
             if a.write:
-                buf, lo0, snap = snaps[a.array._alloc.buffer.uid]
-                lo, hi = a.array._lo, a.array._hi
-                buf.host[lo:hi] = snap[lo - lo0: hi - lo0]
+                buf, lo0, snap = snaps[a.buffer.uid]
+                buf.host[a.lo:a.hi] = snap[a.lo - lo0: a.hi - lo0]
 
-    def _overlaps_other(self, a: Any) -> bool:
-        arr = a.array
+    def _overlaps_other(self, a: _Spec) -> bool:
         return any(
-            b is not a and b.array._alloc is arr._alloc
-            and b.array._lo < arr._hi and arr._lo < b.array._hi
+            b is not a and b.buffer is a.buffer and b.lo < a.hi and a.lo < b.hi
             for b in self.arrays
         )
 
@@ -138,9 +150,8 @@ class SimKernelLaunch:
             except ValueError as exc:
                 if "read-only" in str(exc):
                     return AnnotationViolation(
-                        f"{where} wrote argument {a.index} '{a.param}' "
-                        f"({a.array.describe()}), which is declared const; remove "
-                        f"'{a.param}' from const=[...] or stop writing it"
+                        f"{where} wrote argument {a.index} '{a.param}' ({a.desc}), which is "
+                        f"declared const; remove '{a.param}' from const=[...] or stop writing it"
                     )
             except Exception:
                 continue
