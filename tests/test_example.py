@@ -56,9 +56,10 @@ def run_vec(ag, n=64):
     res = ag.zeros(1, np.float32)
     rec = Recorder()
     with current_runtime().instrument(rec):
-        square[2, 32](x, x1, n)
-        square[2, 32](y, y1, n)
-        reduce[2, 32](x1, y1, res, n)
+        blocks = (n + 31) // 32
+        square[blocks, 32](x, x1, n)
+        square[blocks, 32](y, y1, n)
+        reduce[blocks, 32](x1, y1, res, n)
         value = res[0]
     expected = np.sum(xh.astype(np.float64) ** 2 - yh.astype(np.float64) ** 2)
     return value, expected, rec

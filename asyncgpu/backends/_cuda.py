@@ -97,9 +97,15 @@ class CudaBackend:
         """The Numba view of a CuPy stream (cached: creating one costs about 10 us)."""
         ns = self._numba_streams.get(stream.ptr)
         if ns is None:
-            from numba import cuda
+            try:  # numba-cuda >= 0.25 launches through cuda.core and prefers its Stream
+                import cuda.core as cuda_core
 
-            ns = self._numba_streams[stream.ptr] = cuda.external_stream(stream.ptr)
+                ns = cuda_core.Stream.from_handle(stream.ptr)
+            except (ImportError, AttributeError):
+                from numba import cuda
+
+                ns = cuda.external_stream(stream.ptr)
+            self._numba_streams[stream.ptr] = ns
         return ns
 
     # -- memory ------------------------------------------------------------------------------
