@@ -135,6 +135,11 @@ def options_from_env(environ: dict[str, str] | None = None) -> Options:
         raise ValueError(f"{exc} (from the ASYNCGPU_* environment)") from None
 
 
+def cli_log_level() -> str:
+    """Logging level of the ``asyncgpu`` command (``ASYNCGPU_LOG_LEVEL``, default WARNING)."""
+    return os.environ.get("ASYNCGPU_LOG_LEVEL", "WARNING").upper()
+
+
 def numba_simulator_requested() -> bool:
     """Whether the user asked Numba for its CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``)."""
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")

@@ -147,11 +147,13 @@ def _readers(hb, n):
         hb.record(f"r{s}", s)
 
 
-def test_all_reads_checked_failing(hb):
+@pytest.mark.parametrize("missing", [1, 3, 5])
+def test_all_reads_checked_failing(hb, missing):
     _readers(hb, 5)
-    for s in range(1, 5):  # misses reader 5
-        hb.wait(0, f"r{s}")
-    with pytest.raises(RaceError, match=r"WAR.*read by r5 on stream 5"):
+    for s in range(1, 6):
+        if s != missing:
+            hb.wait(0, f"r{s}")
+    with pytest.raises(RaceError, match=rf"WAR.*read by r{missing} on stream {missing}"):
         hb.launch(0, [wr(5)], "w1")
 
 

@@ -1,0 +1,163 @@
+"""Command line: ``asyncgpu bench ...`` (the benchmark suite) and ``asyncgpu info``.
+
+``python -m asyncgpu`` works the same as the installed ``asyncgpu`` command. This is an
+application, so unlike the library it writes to the terminal (through ``rich``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+SCALES = ("tiny", "small", "medium", "large")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="asyncgpu", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("bench", help="run the benchmark suite (GrCUDA's workloads)")
+    b.add_argument("names", nargs="*", default=["all"],
+                   help="workloads (vec bs img ml hits dl), 'all', or 'overlap'")
+    b.add_argument("--scale", choices=SCALES, default=None,
+                   help="problem size (default: medium on a GPU, tiny on the simulator)")
+    b.add_argument("--modes", default="serial,parallel,handopt",
+                   help="comma-separated: serial, parallel, handopt")
+    b.add_argument("--block-sizes", default=None,
+                   help="comma-separated 1D block sizes (default 32,128,256,1024; 32 on sim)")
+    b.add_argument("--num-blocks", type=int, default=None,
+                   help="blocks per launch (default: 4 x the SM count; 2 on sim)")
+    b.add_argument("--inputs", choices=("streaming", "resident"), default="streaming")
+    b.add_argument("--iterations", type=int, default=None, help="timed iterations (default 20)")
+    b.add_argument("--warmup", type=int, default=3, help="untimed iterations first (default 3)")
+    b.add_argument("--json", default=None, help="write every iteration's time here")
+    b.add_argument("--plot", default=None, help="write a speedup plot (PNG) here")
+    sub.add_parser("info", help="show the backend, device and options in force")
+    return p
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(stderr=False)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import asyncgpu as ag
+    from asyncgpu.backends import resolve
+
+    console = _console()
+    on_gpu = resolve(ag.options()) == "cuda"
+    scale = args.scale or ("medium" if on_gpu else "tiny")
+    if not on_gpu:
+        if scale != "tiny":
+            console.print(f"[yellow]no GPU: the '{scale}' scale needs one; running 'tiny'[/]")
+        scale = "tiny"
+        console.print("[yellow]No usable GPU: running the tiny scale on the CPU simulator "
+                      "(sim backend). Results are checked; times are not GPU times.[/]")
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from benchmarks import harness
+    from benchmarks.workloads import WORKLOADS
+
+    ag.configure(backend="cuda" if on_gpu else "sim")
+    names = list(WORKLOADS) if args.names in (["all"], []) else args.names
+    if "overlap" in names:
+        from benchmarks.overlap import measure
+
+        names = [n for n in names if n != "overlap"]
+        m = measure(ag)
+        console.print("overlap of two independent ~5 ms kernels: "
+                      + ", ".join(f"{k}={v:.3f}" for k, v in m.items()))
+        if args.json and not names:
+            with open(args.json, "w") as f:
+                json.dump({"overlap": m, "machine": harness.machine_info(ag)}, f, indent=1)
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        console.print(f"[red]unknown workload(s) {unknown}; known: {sorted(WORKLOADS)}, overlap[/]")
+        return 2
+    if not names:
+        return 0
+    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
+    bad = [m for m in modes if m not in harness.MODES]
+    if bad:
+        console.print(f"[red]unknown mode(s) {bad}; available: {', '.join(harness.MODES)}[/]")
+        return 2
+    if args.block_sizes:
+        blocks = [int(b) for b in args.block_sizes.split(",")]
+    else:
+        blocks = list(harness.BLOCK_SIZES) if on_gpu else [32]
+    if args.num_blocks:
+        num_blocks = args.num_blocks
+    elif on_gpu:
+        from asyncgpu._runtime import current_runtime
+
+        num_blocks = 4 * current_runtime().backend.sm_count
+    else:
+        num_blocks = 2
+    iterations = args.iterations or (20 if on_gpu else 3)
+    warmup = args.warmup if on_gpu else min(args.warmup, 1)
+    results: list[Any] = []
+    cells = sum(1 if getattr(WORKLOADS[n], "two_d", False) else len(blocks) for n in names)
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("benchmarks", total=cells * len(modes))
+        for name in names:
+            progress.update(task, description=f"{name} ({scale})")
+            results += harness.bench_workload(
+                ag, WORKLOADS[name], scale, modes, blocks, num_blocks, warmup, iterations,
+                args.inputs, lambda: progress.advance(task))
+    table = Table(title=f"asyncgpu bench: scale={scale}, inputs={args.inputs}, "
+                        f"backend={'cuda' if on_gpu else 'sim'}, medians of {iterations}")
+    for col in ("workload", "block", *[f"{m} ms" for m in modes], "parallel/serial speedup",
+                "handopt/parallel", "check"):
+        table.add_column(col, justify="right")
+    rows = harness.summarize(results)
+    for row in rows:
+        cells_ = [row["workload"], row["block"]]
+        cells_ += [f"{row[m] * 1e3:.3f}" if row.get(m) else "-" for m in modes]
+        cells_ += [f"{row['speedup']:.2f}" if row["speedup"] else "-",
+                   f"{row['vs_handopt']:.2f}" if row["vs_handopt"] else "-",
+                   "PASS" if row["ok"] else "[red]FAIL[/]"]
+        table.add_row(*cells_)
+    console.print(table)
+    console.print(f"geometric mean speedup parallel/serial: "
+                  f"{harness.geomean([r['speedup'] for r in rows]):.3f}")
+    for row in rows:
+        for f in row.get("failures", []):
+            console.print(f"[red]FAIL {row['workload']} block {row['block']}: {f}[/]")
+    options = dict(vars(args), scale=scale, iterations=iterations, warmup=warmup,
+                   num_blocks=num_blocks, blocks=blocks)
+    if args.json:
+        harness.write_json(args.json, results, harness.machine_info(ag), options)
+        console.print(f"wrote {args.json}")
+    if args.plot:
+        harness.plot(args.plot, results)
+        console.print(f"wrote {args.plot}")
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``asyncgpu`` command."""
+    args = _parser().parse_args(argv)
+    from asyncgpu._config import cli_log_level
+
+    logging.basicConfig(level=cli_log_level(), format="%(name)s: %(message)s")
+    # the repository root, so that `python -m asyncgpu bench` finds benchmarks/ and kernels/
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    if args.command == "bench":
+        return cmd_bench(args)
+    import asyncgpu as ag
+    from benchmarks.harness import machine_info
+
+    _console().print(machine_info(ag), ag.options())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

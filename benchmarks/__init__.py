@@ -1,0 +1,1 @@
+"""asyncgpu's benchmark suite (the GrCUDA paper's workloads) and its harness."""

@@ -1,0 +1,70 @@
+"""Hand-written scheduling for the ``handopt`` baseline: explicit streams, events and prefetches.
+
+This is what an expert writes without asyncgpu: the same kernels launched on streams chosen by
+hand, joined by events, with the rewritten inputs prefetched first on each stream. It drives the
+runtime's backend directly, bypassing dependency tracking, so it runs on the GPU and on the
+simulator alike; on the simulator the happens-before checker verifies the hand-written ordering
+too (a missing event in a workload's ``run_handopt`` raises ``RaceError``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from asyncgpu._dag import Node
+from asyncgpu._deps import Access
+
+
+class Hand:
+    """The helper object passed to ``Workload.run_handopt`` (see ``benchmarks/workloads``)."""
+
+    def __init__(self, runtime: Any) -> None:
+        self._rt = runtime
+        self._be = runtime.backend
+        self._streams: list[Any] = []
+        self._events: list[Any] = []
+        self._next_event = 0
+
+    def begin(self) -> None:
+        """Start one run: events are reused from run to run, in the order they are asked for."""
+        self._next_event = 0
+
+    def stream(self, i: int) -> Any:
+        while len(self._streams) <= i:
+            self._streams.append(self._be.create_stream())
+        return self._streams[i]
+
+    def event(self) -> Any:
+        if self._next_event == len(self._events):
+            self._events.append(self._be.create_event())
+        e = self._events[self._next_event]
+        self._next_event += 1
+        return e
+
+    def record(self, event: Any, stream: Any) -> None:
+        self._be.record(event, stream)
+
+    def wait(self, stream: Any, event: Any) -> None:
+        self._be.wait(stream, event)
+
+    def prefetch(self, array: Any, stream: Any) -> None:
+        self._be.prefetch(array._alloc.buffer, stream)
+
+    def launch(self, kernel: Any, num_blocks: Any, block: Any, stream: Any, *args: Any) -> None:
+        launcher = kernel[num_blocks, block]
+        arrays, values = kernel.bind(self._rt, args, None)
+        node = Node("kernel", kernel.name, "handopt", [
+            Access(a.array._alloc.id, a.array._alloc, a.array._lo, a.array._hi, a.write, a.param)
+            for a in arrays
+        ])
+        node.launch = self._be.kernel_launch(kernel, launcher, arrays, values, None)
+        node.keepalive = arrays
+        self._be.launch(node, stream)
+
+    def sync_stream(self, stream: Any) -> None:
+        e = self.event()
+        self._be.record(e, stream)
+        self._be.host_wait(e)
+
+    def sync(self) -> None:
+        self._be.synchronize()

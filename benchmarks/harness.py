@@ -1,0 +1,218 @@
+"""The benchmark harness: every workload in every mode, side by side, checked every time.
+
+Per workload, scale and block size, each mode runs ``warmup`` untimed iterations (they include
+compilation) then ``iterations`` timed ones; before every iteration the host rewrites the inputs
+(``reset``, untimed), which puts the host-to-device transfer inside the timed region as in the
+GrCUDA paper (``--inputs streaming``); with ``--inputs resident`` the inputs are rewritten once
+and prefetched, so only the kernels are timed. A result that fails its check reports FAIL and no
+time. Times are host wall-clock from the first launch to the end of the final host read.
+
+Modes: ``serial`` (asyncgpu, ``execution="sync"``), ``parallel`` (asyncgpu's default
+asynchronous policies), ``handopt`` (the same kernels on hand-chosen streams and events, see
+``handopt.py``). ``cudagraph`` and ``recorded`` have their place in ``MODES`` for when the
+recorder lands.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+log = logging.getLogger("asyncgpu.bench")
+
+MODES = ("serial", "parallel", "handopt")
+BLOCK_SIZES = (32, 128, 256, 1024)
+
+
+@dataclass
+class Result:
+    """One (workload, block size, mode) measurement."""
+
+    workload: str
+    scale: str
+    inputs: str
+    block: Any
+    num_blocks: int
+    mode: str
+    ok: bool
+    message: str
+    times_s: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times_s) if self.times_s else float("nan")
+
+    @property
+    def spread(self) -> tuple[float, float]:
+        if not self.times_s:
+            return (float("nan"), float("nan"))
+        q = np.percentile(self.times_s, [10, 90])
+        return float(q[0]), float(q[1])
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Exact equality of two results (floats, arrays, or dicts of them); NaNs compare equal."""
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return bool(np.array_equal(np.asarray(a), np.asarray(b), equal_nan=True))
+
+
+def _close(a: Any, b: Any, rtol: float) -> bool:
+    if isinstance(a, dict):
+        return all(_close(a[k], b[k], rtol) for k in a)
+    return bool(np.allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=rtol,
+                            atol=rtol, equal_nan=True))
+
+
+def run_mode(ag: Any, wl: Any, mode: str, block: Any, num_blocks: int, warmup: int,
+             iterations: int, inputs: str, hand: Any) -> tuple[list[float], Any]:
+    """Run one mode; returns the timed iterations and the last result."""
+    times: list[float] = []
+    result = None
+    execution = "sync" if mode == "serial" else "async"
+    with ag.configure(execution=execution):
+        if inputs == "resident":
+            wl.reset()
+            ag.synchronize()
+        for it in range(warmup + iterations):
+            if inputs == "streaming":
+                wl.reset()
+            elif hasattr(wl, "reset_accumulators"):
+                wl.reset_accumulators()
+            ag.synchronize()
+            t0 = time.perf_counter()
+            if mode == "handopt":
+                hand.begin()
+                result = wl.run_handopt(hand, block, num_blocks)
+            else:
+                result = wl.run(block, num_blocks)
+            elapsed = time.perf_counter() - t0
+            if it >= warmup:
+                times.append(elapsed)
+    return times, result
+
+
+def bench_workload(ag: Any, cls: Any, scale: str, modes: tuple[str, ...], blocks: list[Any],
+                   num_blocks: int, warmup: int, iterations: int, inputs: str,
+                   progress: Callable[[], None] = lambda: None) -> list[Result]:
+    """All requested modes and block sizes of one workload."""
+    from asyncgpu._runtime import current_runtime
+
+    from .handopt import Hand
+
+    wl = cls(ag, scale)
+    hand = Hand(current_runtime())
+    out: list[Result] = []
+    for block in blocks:
+        if getattr(cls, "two_d", False) and isinstance(block, int):
+            block = (8, 8)
+        serial_result = None
+        for mode in modes:
+            try:
+                times, result = run_mode(ag, wl, mode, block, num_blocks, warmup, iterations,
+                                         inputs, hand)
+                ok, message = wl.check(result)
+                if ok and serial_result is not None and not _same(result, serial_result):
+                    tolerance = getattr(wl, "atomic_tolerance", None)
+                    if tolerance is None or not _close(result, serial_result, tolerance):
+                        ok, message = False, f"{mode} result differs from serial"
+                    else:
+                        message += f"; within {tolerance:g} of serial (float atomics)"
+                if mode == "serial":
+                    serial_result = result
+            except Exception as exc:  # a crash is a FAIL of this cell, not of the suite
+                log.exception("%s %s %s failed", cls.name, mode, block)
+                times, ok, message = [], False, f"{type(exc).__name__}: {exc}"
+            out.append(Result(cls.name, scale, inputs, block, num_blocks, mode, ok, message,
+                              times if ok else []))
+            progress()
+        if getattr(cls, "two_d", False):
+            break   # one 2D block shape
+    return out
+
+
+def machine_info(ag: Any) -> dict[str, Any]:
+    from asyncgpu._runtime import current_runtime
+
+    import numba
+
+    be = current_runtime().backend
+    be = getattr(be, "inner", be)
+    info = {
+        "backend": be.name, "python": platform.python_version(), "numpy": np.__version__,
+        "numba": numba.__version__, "platform": platform.platform(),
+    }
+    if be.name == "cuda":
+        import cupy
+
+        info.update(gpu=be.device_name, sms=be.sm_count, cupy=cupy.__version__,
+                    cuda_runtime=cupy.cuda.runtime.runtimeGetVersion(),
+                    driver=cupy.cuda.runtime.driverGetVersion())
+    return info
+
+
+def summarize(results: list[Result]) -> list[dict[str, Any]]:
+    """One row per (workload, block): median per mode and the ratios we report."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in results:
+        key = (r.workload, str(r.block))
+        row = rows.setdefault(key, {"workload": r.workload, "block": str(r.block), "ok": True})
+        row[r.mode] = r.median if r.ok else None
+        row["ok"] = row["ok"] and r.ok
+        if not r.ok:
+            row.setdefault("failures", []).append(f"{r.mode}: {r.message}")
+    for row in rows.values():
+        s, p, h = row.get("serial"), row.get("parallel"), row.get("handopt")
+        row["speedup"] = s / p if s and p else None          # serial time / parallel time
+        row["vs_handopt"] = h / p if h and p else None       # >= 1: parallel at least as fast
+    return list(rows.values())
+
+
+def geomean(values: list[float]) -> float:
+    vals = [v for v in values if v]
+    return float(np.exp(np.mean(np.log(vals)))) if vals else float("nan")
+
+
+def write_json(path: str, results: list[Result], info: dict[str, Any], options: dict[str, Any]
+               ) -> None:
+    doc = {
+        "machine": info, "options": options,
+        "results": [dict(asdict(r), median_s=r.median, spread_s=r.spread) for r in results],
+        "summary": summarize(results),
+    }
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+
+
+def plot(path: str, results: list[Result]) -> None:
+    """Speedup of parallel (and handopt) over serial per workload and block size (Fig. 7 style)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = summarize(results)
+    workloads = sorted({r["workload"] for r in rows})
+    blocks = sorted({r["block"] for r in rows}, key=lambda b: (len(b), b))
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(workloads) * len(blocks) / 2), 4))
+    width = 0.8 / max(len(blocks), 1)
+    for j, b in enumerate(blocks):
+        ys = []
+        for w in workloads:
+            row = next((r for r in rows if r["workload"] == w and r["block"] == b), None)
+            ys.append(row["speedup"] if row and row["speedup"] else 0.0)
+        ax.bar(np.arange(len(workloads)) + j * width, ys, width, label=f"block {b}")
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(np.arange(len(workloads)) + width * (len(blocks) - 1) / 2, workloads)
+    ax.set_ylabel("speedup of parallel over serial")
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
