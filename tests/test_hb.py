@@ -74,6 +74,13 @@ def test_reads_check_last_write(hb):
         hb.launch(2, [rd(6)], "e")
 
 
+def test_later_read_does_not_hide_the_write(hb):
+    hb.launch(1, [wr(5)], "a")
+    hb.launch(1, [rd(5)], "b")  # ordered after a, but a later reader must still see a
+    with pytest.raises(RaceError, match="RAW.*written by a"):
+        hb.launch(2, [rd(5, 0, 8)], "c")
+
+
 def _branch(hb):
     hb.launch(1, [wr(5)], "a")
     hb.record("e", 1)

@@ -1,0 +1,57 @@
+"""Options and environment variables: one place, all documented."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+from asyncgpu._config import ENVIRONMENT, options_from_env
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_every_environment_variable_is_documented():
+    doc = (ROOT / "docs" / "environment.md").read_text()
+    documented = set(re.findall(r"`(ASYNCGPU_[A-Z_]+)`", doc))
+    assert set(ENVIRONMENT) <= documented
+    assert "ASYNCGPU_LOG_LEVEL" in documented
+
+
+def test_environment_is_read_only_in_config():
+    offenders = [
+        str(p.relative_to(ROOT)) for p in (ROOT / "asyncgpu").rglob("*.py")
+        if p.name != "_config.py" and re.search(r"os\.environ|getenv", p.read_text())
+    ]
+    assert offenders == []
+
+
+def test_options_from_env_parses_and_rejects():
+    opts = options_from_env({"ASYNCGPU_EXECUTION": "sync", "ASYNCGPU_MAX_STREAMS": "4",
+                             "ASYNCGPU_TEST_BUG": "drop_raw,drop_war"})
+    assert opts.execution == "sync" and opts.max_streams == 4
+    assert opts.test_bugs == {"drop_raw", "drop_war"}
+    with pytest.raises(ValueError, match="ASYNCGPU_MAX_STREAMS='x' is not valid"):
+        options_from_env({"ASYNCGPU_MAX_STREAMS": "x"})
+    with pytest.raises(ValueError, match="parent_stream must be one of"):
+        options_from_env({"ASYNCGPU_PARENT_STREAM": "nope"})
+
+
+def test_core_modules_import_no_cuda_library():
+    code = ("import sys, asyncgpu._dag, asyncgpu._deps, asyncgpu._policies, asyncgpu._streams, "
+            "asyncgpu._hb; bad = {'cupy', 'numba'} & {m.split('.')[0] for m in sys.modules}; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def test_public_api_is_documented():
+    import asyncgpu as ag
+
+    for name in ag.__all__:
+        obj = getattr(ag, name)
+        assert obj.__doc__, name
+        if isinstance(obj, type) or callable(obj):
+            assert getattr(obj, "__module__", "asyncgpu") == "asyncgpu", name

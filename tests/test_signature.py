@@ -1,0 +1,317 @@
+"""Kernel parameter lists from CUDA C declarations and GrCUDA signature strings."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from asyncgpu._errors import CompileError, SignatureError
+from asyncgpu._signature import Param, parse_cuda_declaration, parse_grcuda_signature
+
+F32, F64, I32 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32)
+
+
+def one(decl: str, name: str = "k") -> Param:
+    (p,) = parse_cuda_declaration(f'extern "C" __global__ void {name}({decl}) {{}}', name)
+    return p
+
+
+# -- CUDA C declarations ------------------------------------------------------------------
+def test_vec_reduce_kernel():
+    src = 'extern "C" __global__ void reduce(const float* x, const float* y, float* z, int n) {}'
+    assert parse_cuda_declaration(src, "reduce") == (
+        Param("x", True, F32, True, "const float*"),
+        Param("y", True, F32, True, "const float*"),
+        Param("z", True, F32, False, "float*"),
+        Param("n", False, I32, False, "int"),
+    )
+
+
+MULTI = r'''
+#include <cuda_fp16.h>
+#define KERNEL __global__ void fake(int q)   /* a macro is no kernel */
+// __global__ void commented_out(float* a)
+__device__ float helper(const float* p, int i) { return p[i]; }
+
+extern "C" {
+/* a block comment
+   __global__ void hidden(double* h)
+*/
+__global__ void __launch_bounds__(256, 2)
+square(const float* __restrict__ x,   // input
+       float* __restrict__ y,         /* output */
+       int n)
+{
+    const char* s = "// not a comment";
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = helper(x, i) * x[i];
+}
+
+__global__ void reduce_all(const double* x, double* out, unsigned long long n) {}
+
+__global__ void
+reduce(
+    const float *x,  // comment, with a comma
+    float *z,
+    size_t n
+) {}
+}
+'''
+
+
+def test_multi_kernel_source_with_comments_and_launch_bounds():
+    assert parse_cuda_declaration(MULTI, "square") == (
+        Param("x", True, F32, True, "const float*"),
+        Param("y", True, F32, False, "float*"),
+        Param("n", False, I32, False, "int"),
+    )
+
+
+def test_kernel_whose_name_prefixes_another_is_found_exactly():
+    assert [p.name for p in parse_cuda_declaration(MULTI, "reduce")] == ["x", "z", "n"]
+    assert parse_cuda_declaration(MULTI, "reduce")[2].dtype == np.dtype(np.uint64)
+    assert [p.name for p in parse_cuda_declaration(MULTI, "reduce_all")] == ["x", "out", "n"]
+    src = "__global__ void reduce_all(double* a) {}\n__global__ void reduce(float* b) {}"
+    assert parse_cuda_declaration(src, "reduce")[0].name == "b"
+
+
+def test_missing_kernel_lists_the_kernels_found():
+    with pytest.raises(CompileError, match=r"kernel 'helper' is not declared as __global__ in the "
+                       r"source; kernels found: square, reduce_all, reduce$"):
+        parse_cuda_declaration(MULTI, "helper")
+    for hidden in ("hidden", "commented_out", "fake"):
+        with pytest.raises(CompileError, match=rf"kernel '{hidden}' is not declared"):
+            parse_cuda_declaration(MULTI, hidden)
+    with pytest.raises(CompileError, match=r"kernels found: none"):
+        parse_cuda_declaration("__device__ void k(int n) {}", "k")
+    with pytest.raises(CompileError, match=r"kernels found: red$"):
+        parse_cuda_declaration("__global__ void red(int n);", "re")
+
+
+def test_extern_c_alone_block_and_absent():
+    for src in ('extern "C" __global__ void k(float* a) {}',
+                'extern "C" {\n__global__ void k(float* a) {}\n}',
+                "__global__ void k(float* a);"):
+        assert parse_cuda_declaration(src, "k") == (Param("a", True, F32, False, "float*"),)
+
+
+def test_other_attributes_between_void_and_name():
+    for attr in ("__launch_bounds__(128)", "__launch_bounds__(MAX_THREADS(4), 2, 1)",
+                 "__launch_bounds__ ( 64 )\n", "__attribute__((noinline))", "[[nodiscard]]",
+                 "__launch_bounds__(1024) __maxnreg__(32)"):
+        src = f'extern "C" __global__ void {attr} k(double* a, int n) {{}}'
+        assert [p.name for p in parse_cuda_declaration(src, "k")] == ["a", "n"], attr
+
+
+def test_line_breaks_and_comments_anywhere():
+    src = ('extern/**/"C"\n__global__\nvoid\n/* x */ k /* y */ (\n  const /* c */ float\n'
+           "  * // star\n  x , int // n\n n ) {}")
+    assert parse_cuda_declaration(src, "k") == (
+        Param("x", True, F32, True, "const float*"),
+        Param("n", False, I32, False, "int"),
+    )
+
+
+@pytest.mark.parametrize("decl", ["", "void", " void ", "/* none */"])
+def test_empty_and_void_parameter_lists(decl):
+    assert parse_cuda_declaration(f"__global__ void k({decl}) {{}}", "k") == ()
+
+
+@pytest.mark.parametrize("decl, const, ctype", [
+    ("const float* x", True, "const float*"),
+    ("float const* x", True, "float const*"),
+    ("float const * x", True, "float const*"),
+    ("const float* const x", True, "const float* const"),
+    ("float* const x", False, "float* const"),
+    ("float * __restrict__ x", False, "float*"),
+    ("const float* restrict x", True, "const float*"),
+    ("const float* __restrict x", True, "const float*"),
+    ("const float x[]", True, "const float*"),
+    ("volatile float* x", False, "volatile float*"),
+])
+def test_const_placement(decl, const, ctype):
+    p = one(decl)
+    assert (p.name, p.is_array, p.dtype, p.const, p.ctype) == ("x", True, F32, const, ctype)
+
+
+@pytest.mark.parametrize("decl", ["float** x", "const float** x", "float* const* x",
+                                  "float * * x", "float* x[]"])
+def test_pointer_to_pointer_is_untyped_and_mutable(decl):
+    p = one(decl)
+    assert (p.is_array, p.dtype, p.const) == (True, None, False)
+
+
+@pytest.mark.parametrize("ctype, dtype", [
+    ("float", "float32"), ("double", "float64"), ("__half", "float16"), ("half", "float16"),
+    ("int", "int32"), ("signed", "int32"), ("signed int", "int32"), ("int32_t", "int32"),
+    ("unsigned", "uint32"), ("unsigned int", "uint32"), ("uint32_t", "uint32"),
+    ("short", "int16"), ("short int", "int16"), ("int16_t", "int16"),
+    ("unsigned short", "uint16"), ("uint16_t", "uint16"),
+    ("char", "int8"), ("signed char", "int8"), ("int8_t", "int8"),
+    ("unsigned char", "uint8"), ("uint8_t", "uint8"),
+    ("long", "int64"), ("long int", "int64"), ("long long", "int64"), ("long long int", "int64"),
+    ("int64_t", "int64"), ("ptrdiff_t", "int64"), ("ssize_t", "int64"),
+    ("unsigned long", "uint64"), ("unsigned long long", "uint64"), ("long unsigned int", "uint64"),
+    ("uint64_t", "uint64"), ("size_t", "uint64"), ("std::size_t", "uint64"), ("bool", "bool"),
+])
+def test_c_type_to_dtype(ctype, dtype):
+    scalar, pointer, unnamed = one(f"{ctype} v"), one(f"{ctype}* v"), one(ctype)
+    assert scalar == Param("v", False, np.dtype(dtype), False, ctype)
+    assert pointer == Param("v", True, np.dtype(dtype), False, f"{ctype}*")
+    assert unnamed == Param("arg0", False, np.dtype(dtype), False, ctype)
+
+
+def test_const_scalar_is_not_const():
+    assert one("const int n") == Param("n", False, I32, False, "const int")
+
+
+def test_unnamed_parameters_get_positional_names():
+    src = "__global__ void k(const float*, float*, int, unsigned long long) {}"
+    params = parse_cuda_declaration(src, "k")
+    assert [p.name for p in params] == ["arg0", "arg1", "arg2", "arg3"]
+    assert [p.const for p in params] == [True, False, False, False]
+    assert params[3].dtype == np.dtype(np.uint64)
+
+
+@pytest.mark.parametrize("decl", ["float2* v", "struct Particle* v", "const cuComplex* v",
+                                  "void* v", "const void* v", "Foo<int>* v"])
+def test_pointer_to_unknown_type_is_untyped(decl):
+    p = one(decl)
+    assert (p.name, p.is_array, p.dtype) == ("v", True, None)
+    assert p.const == decl.startswith("const")
+
+
+@pytest.mark.parametrize("decl, shown", [("float2 v", "float2"), ("struct Params v",
+                                         "struct Params"), ("const cuComplex v", "cuComplex")])
+def test_scalar_of_unknown_type_asks_for_a_signature(decl, shown):
+    with pytest.raises(SignatureError, match=rf"kernel 'k': parameter 0 .*type '{shown}'.*needs a "
+                       r'signature string, e\.g\. ag\.cuda_kernel\(src, "k", signature="\.\.\."\)'):
+        one(decl)
+
+
+def test_unknown_scalar_is_untyped_when_not_strict():
+    src = "__global__ void k(float2 v, int n) {}"
+    assert parse_cuda_declaration(src, "k", strict=False)[0] == Param("v", False, None, False,
+                                                                     "float2")
+
+
+@pytest.mark.parametrize("decl", ["float& x", "int n, ...", "float* x, , int n"])
+def test_unpassable_parameters(decl):
+    with pytest.raises(SignatureError, match=r"kernel 'k': parameter \d+ .*not a parameter"):
+        parse_cuda_declaration(f"__global__ void k({decl}) {{}}", "k")
+
+
+def test_void_scalar_is_rejected_even_when_not_strict():
+    with pytest.raises(SignatureError, match=r"type 'void'"):
+        parse_cuda_declaration("__global__ void k(void, int n) {}", "k", strict=False)
+
+
+@pytest.mark.parametrize("src", [
+    "template <typename T>\n__global__ void k(T* x, int n) {}",
+    "template<int N> __global__ void __launch_bounds__(N) k(float* x) {}",
+    "template <typename T, int N = 4> static __global__ void k(T* x) {}",
+])
+def test_templated_kernel_needs_extern_c_wrapper(src):
+    with pytest.raises(SignatureError, match=r"kernel 'k' is a template.*extern \"C\""):
+        parse_cuda_declaration(src, "k")
+
+
+def test_template_elsewhere_does_not_taint_a_plain_kernel():
+    src = ("template <typename T> __device__ T twice(T v) { return 2 * v; }\n"
+           'extern "C" __global__ void k(float* x) { x[0] = twice(x[0]); }')
+    assert parse_cuda_declaration(src, "k") == (Param("x", True, F32, False, "float*"),)
+
+
+# -- GrCUDA signatures --------------------------------------------------------------------
+def test_nfi_example_from_grcuda():
+    assert parse_grcuda_signature("const pointer x, pointer y, sint32 n") == (
+        Param("x", True, None, True, "const pointer"),
+        Param("y", True, None, False, "pointer"),
+        Param("n", False, I32, False, "sint32"),
+    )
+
+
+def test_nfi_without_names_and_with_extra_whitespace():
+    assert parse_grcuda_signature("  pointer const,pointer ,\tfloat,  sint32") == (
+        Param("arg0", True, None, True, "const pointer"),
+        Param("arg1", True, None, False, "pointer"),
+        Param("arg2", False, F32, False, "float"),
+        Param("arg3", False, I32, False, "sint32"),
+    )
+
+
+def test_nfi_mixed_names_and_typed_pointers():
+    params = parse_grcuda_signature("pointer, float alpha, pointer float y, const pointer double")
+    assert [p.name for p in params] == ["arg0", "alpha", "y", "arg3"]
+    assert [p.dtype for p in params] == [None, F32, F32, F64]
+    assert [p.const for p in params] == [False, False, False, True]
+
+
+def test_nidl_style():
+    assert parse_grcuda_signature(
+        "x: in pointer float, y: out pointer float, z: inout pointer double, n: sint32, "
+        "p: pointer, q: const pointer sint64"
+    ) == (
+        Param("x", True, F32, True, "in pointer float"),
+        Param("y", True, F32, False, "out pointer float", out=True),
+        Param("z", True, F64, False, "inout pointer double"),
+        Param("n", False, I32, False, "sint32"),
+        Param("p", True, None, False, "pointer"),
+        Param("q", True, np.dtype(np.int64), True, "const pointer sint64"),
+    )
+
+
+@pytest.mark.parametrize("token, dtype", [
+    ("sint8", "int8"), ("sint16", "int16"), ("sint32", "int32"), ("sint64", "int64"),
+    ("uint8", "uint8"), ("uint16", "uint16"), ("uint32", "uint32"), ("uint64", "uint64"),
+    ("float", "float32"), ("double", "float64"), ("char", "int8"), ("bool", "bool"),
+])
+def test_grcuda_type_tokens(token, dtype):
+    assert parse_grcuda_signature(f"{token} v, {token}, w: {token}, e: pointer {token}") == (
+        Param("v", False, np.dtype(dtype), False, token),
+        Param("arg1", False, np.dtype(dtype), False, token),
+        Param("w", False, np.dtype(dtype), False, token),
+        Param("e", True, np.dtype(dtype), False, f"pointer {token}"),
+    )
+
+
+def test_out_defaults_to_false():
+    assert Param("x", True, None, False, "pointer").out is False
+    assert not any(p.out for p in parse_grcuda_signature("const pointer, pointer, x: in pointer"))
+
+
+@pytest.mark.parametrize("sig, match", [
+    ("pointer x, pointr y", r"signature parameter 1 \('pointr y'\): unknown type 'pointr'"),
+    ("float128", r"signature parameter 0 \('float128'\): unknown type 'float128'"),
+    ("pointer, n: int", r"signature parameter 1 .*unknown type 'int'"),
+    ("x: in pointer flaot", r"signature parameter 0 .*unknown element type 'flaot'"),
+    ("pointer float128 x", r"signature parameter 0 .*unknown element type 'float128'"),
+    ("pointer, sint32, const sint32 n", r"signature parameter 2 .*'const' applies to pointers, "
+                                        r"not to scalar type 'sint32'"),
+    ("n: in sint32", r"signature parameter 0 .*'in' applies to pointers"),
+    ("pointer, out float a", r"signature parameter 1 .*'out' applies to pointers"),
+    ("n: inout sint64", r"signature parameter 0 .*'inout' applies to pointers"),
+    ("pointer, , sint32", r"signature parameter 1 is empty"),
+    ("pointer,", r"signature parameter 1 is empty"),
+    ("", r"signature parameter 0 is empty"),
+    ("pointer x, sint32 x", r"signature parameter 1 .*duplicate name 'x'"),
+    ("pointer arg1, pointer", r"signature parameter 1 .*duplicate name 'arg1'"),
+    ("x: pointer, x: sint32", r"signature parameter 1 .*duplicate name 'x'"),
+    ("x: out const pointer", r"signature parameter 0 .*'const' contradicts 'out'"),
+    ("x: in out pointer", r"signature parameter 0 .*'out' contradicts 'in'"),
+    ("const", r"signature parameter 0 .*missing type after 'const'"),
+    ("x:", r"signature parameter 0 .*missing type"),
+    ("1x: pointer", r"signature parameter 0 .*'1x' is not a parameter name"),
+    ("sint32 n m", r"signature parameter 0 .*unexpected token 'n'"),
+    ("n: sint32 m", r"signature parameter 0 .*unexpected token 'm'"),
+    ("pointer float x y", r"signature parameter 0 .*unexpected token 'x'"),
+    ("sint32 pointer", r"signature parameter 0 .*unexpected token 'pointer'"),
+])
+def test_signature_errors(sig, match):
+    with pytest.raises(SignatureError, match=match):
+        parse_grcuda_signature(sig)
+
+
+def test_signature_error_is_a_value_error():
+    with pytest.raises(ValueError):
+        parse_grcuda_signature("pointr")
