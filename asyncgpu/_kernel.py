@@ -476,7 +476,7 @@ def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: 
         The declaration cannot be parsed or disagrees with ``signature``; the kernel is not in
         the source (the compiler log is in the message when compilation fails).
     """
-    params = parse_cuda_declaration(source, name)
+    params = parse_cuda_declaration(source, name, strict=signature is None)
     if signature is not None:
         sig = parse_grcuda_signature(signature)
         if len(sig) != len(params):

@@ -115,15 +115,13 @@ def _kernels(src: str) -> list[tuple[str, str, bool]]:
 
 
 def _split_top(text: str) -> list[str]:
-    parts, depth, cur = [], 0, []
-    for ch in text:
+    parts, depth, start = [], 0, 0
+    for j, ch in enumerate(text):
         depth += {"(": 1, "<": 1, "[": 1, ")": -1, ">": -1, "]": -1}.get(ch, 0)
         if ch == "," and depth == 0:
-            parts.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    return parts + ["".join(cur)]
+            parts.append(text[start:j])
+            start = j + 1
+    return parts + [text[start:]]
 
 
 def _c_param(kernel: str, i: int, text: str, strict: bool) -> Param:
