@@ -80,10 +80,13 @@ class DependencyTracker:
             entries = self._live.get(acc.key)
             if not entries:
                 continue
-            if any(e.node.finished for e in entries):
-                entries[:] = [e for e in entries if not e.node.finished]
             lo, hi, write = acc.lo, acc.hi, acc.write
+            stale = False
             for e in entries:
+                node = e.node
+                if node.finished:
+                    stale = True
+                    continue
                 if e.lo >= hi or lo >= e.hi:
                     continue
                 if e.write:
@@ -96,7 +99,13 @@ class DependencyTracker:
                     reason = WAR
                 else:
                     continue
-                found.setdefault(e.node, []).append((reason, acc.label))
+                reasons = found.get(node)
+                if reasons is None:
+                    found[node] = [(reason, acc.label)]
+                else:
+                    reasons.append((reason, acc.label))
+            if stale:
+                entries[:] = [e for e in entries if not e.node.finished]
         return found
 
     def commit(self, node: Node, accesses: Iterable[Access]) -> None:

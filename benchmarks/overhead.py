@@ -81,11 +81,11 @@ def measure(ag: Any, launches: int = 2000) -> dict[str, float]:
         def ag_dependent(n: int, k: Any = ag_k) -> None:
             # out_i is read by launch i+1: every launch has a RAW edge to the previous one,
             # and the alternating writers make those edges cross streams
+            # (with one argument there is no input: each launch overwrites the same output, WAW)
             prev = ag_in[0] if ag_in else None
             for i in range(n):
-                dst = ag_outs[i % 64]
-                args = ([prev] + ag_in[1:]) if prev is not None else []
-                k[1, 32](*args, dst)
+                dst = ag_outs[i % 64] if ag_in else ag_outs[0]
+                k[1, 32](*([prev] + ag_in[1:] if ag_in else []), dst)
                 prev = dst
 
         def sync() -> None:

@@ -28,6 +28,29 @@ def _numba_view(array: Any) -> Any:
     return view
 
 
+def _numba_type(disp: Any, array: Any) -> Any:
+    t = array._cache.get("numba_type")
+    if t is None:
+        t = array._cache["numba_type"] = disp.typeof_pyval(_numba_view(array))
+    return t
+
+
+def _cupy_view(backend: Any, array: Any) -> Any:
+    """A CuPy array over the same memory (CuPy's fastest kernel-argument path), cached."""
+    view = array._cache.get("cupy")
+    if view is None:
+        cupy = backend.cupy
+        buf = array._alloc.buffer
+        if buf.nbytes == 0:
+            view = array._cache["cupy"] = cupy.empty(array.shape, array.dtype)
+            return view
+        mem = cupy.cuda.UnownedMemory(buf.ptr, buf.nbytes, array._alloc, backend.device)
+        ptr = cupy.cuda.MemoryPointer(mem, array._offset)
+        view = cupy.ndarray(array.shape, array.dtype, ptr, array.strides)
+        array._cache["cupy"] = view
+    return view
+
+
 def _dispatcher(kernel: Kernel) -> Any:
     disp = kernel._compiled.get("cuda")
     if disp is None:
@@ -90,13 +113,18 @@ def make_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
     if isinstance(kernel.source, CudaCSource):
         raw = _raw_kernel(backend, kernel)
         for a in arrays:
-            arr = a.array
-            args[a.index] = np.uint64(arr._alloc.buffer.ptr + arr._offset if arr.size else 0)
+            args[a.index] = _cupy_view(backend, a.array)
         return RawLaunch(raw, tuple(args), launcher.grid, launcher.block, launcher.shared)
     disp = _dispatcher(kernel)
+    types = list(args)
+    array_slots = {a.index for a in arrays}
+    for i, v in enumerate(args):
+        if i not in array_slots:
+            types[i] = disp.typeof_pyval(v)
     for a in arrays:
         args[a.index] = _numba_view(a.array)
-    types = tuple(disp.typeof_pyval(v) for v in args)
+        types[a.index] = _numba_type(disp, a.array)
+    types = tuple(types)
     compiled = kernel._compiled.get(types)
     if compiled is None:
         try:

@@ -1,0 +1,90 @@
+"""DL kernels: a two-tower CNN (convolution, mean pooling) with a dense output layer.
+
+Tensors are channel-last 3D arrays (rows, cols, channels). Convolutions are 3x3, "valid" (no
+padding) with a stride, followed by ReLU; their weights, flat in [out_channel][ki][kj][in_channel]
+order, are staged in shared memory once per block. The spatial kernels use 2D grid-stride loops
+(x over columns, y over rows); ``concat`` and ``dot`` are 1D.
+"""
+
+from numba import cuda, float32, float64
+
+from .blockops import BLOCK_MAX, SUM, block_reduce, thread_rank
+
+#: Convolution window.
+K = 3
+#: Room for the largest weight set staged in shared memory (16 x 3 x 3 x 8 = 1152).
+WEIGHTS_MAX = 2048
+
+
+@cuda.jit
+def conv2d(x, w, out, stride):
+    """out[i, j, m] = ReLU(sum_{a, b < K, l} w[m, a, b, l] x[i stride + a, j stride + b, l])."""
+    ws = cuda.shared.array(WEIGHTS_MAX, float32)
+    cin, cout = x.shape[2], out.shape[2]
+    nw = cout * K * K * cin
+    tid = thread_rank()
+    nt = cuda.blockDim.x * cuda.blockDim.y
+    for t in range(tid, nw, nt):
+        ws[t] = w[t]
+    cuda.syncthreads()
+    j0, i0 = cuda.grid(2)
+    sj, si = cuda.gridsize(2)
+    for i in range(i0, out.shape[0], si):
+        for j in range(j0, out.shape[1], sj):
+            for m in range(cout):
+                acc = float32(0.0)
+                for a in range(K):
+                    for b in range(K):
+                        base = ((m * K + a) * K + b) * cin
+                        for l in range(cin):
+                            acc += ws[base + l] * x[i * stride + a, j * stride + b, l]
+                out[i, j, m] = max(acc, float32(0.0))
+
+
+@cuda.jit
+def mean_pool(x, out, window):
+    """out[i, j, c] = mean of x over the window x window tile at (i window, j window)."""
+    inv = float32(1.0 / (window * window))
+    j0, i0 = cuda.grid(2)
+    sj, si = cuda.gridsize(2)
+    for i in range(i0, out.shape[0], si):
+        for j in range(j0, out.shape[1], sj):
+            for c in range(out.shape[2]):
+                acc = float32(0.0)
+                for a in range(window):
+                    for b in range(window):
+                        acc += x[i * window + a, j * window + b, c]
+                out[i, j, c] = acc * inv
+
+
+@cuda.jit
+def concat(x, y, z):
+    """z = [ravel(x), ravel(y)] for two arrays of the same shape (rows, cols, channels)."""
+    cols, ch = x.shape[1], x.shape[2]
+    n = x.shape[0] * cols * ch
+    for t in range(cuda.grid(1), n, cuda.gridsize(1)):
+        i = t // (cols * ch)
+        j = (t // ch) % cols
+        c = t % ch
+        z[t] = x[i, j, c]
+        z[n + t] = y[i, j, c]
+
+
+@cuda.jit
+def dot(x, y, res, n):
+    """res[0] += sum_i x[i] y[i] (float64 partials, one float atomic per block)."""
+    buf = cuda.shared.array(BLOCK_MAX, float64)
+    acc = 0.0
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        acc += float64(x[i]) * float64(y[i])
+    total = block_reduce(buf, acc, SUM)
+    if thread_rank() == 0:
+        cuda.atomic.add(res, 0, float32(total))
+
+
+ANNOTATIONS = {
+    "conv2d": {"const": ["x", "w"], "out": ["out"]},
+    "mean_pool": {"const": ["x"], "out": ["out"]},
+    "concat": {"const": ["x", "y"], "out": ["z"]},
+    "dot": {"const": ["x", "y"], "out": []},      # res: atomic accumulator
+}
