@@ -112,3 +112,45 @@ def test_dropped_array_is_not_reused_while_a_kernel_uses_it(gpu):
     fresh = ag.zeros(1024, np.float32)
     assert fresh._alloc.buffer.ptr != ptr
     ag.synchronize()
+
+
+def test_cupy_rawkernel_and_plain_function_kernels(gpu):
+    import cupy
+    from numba import cuda
+
+    ag = gpu
+    raw = cupy.RawKernel(r'''
+    extern "C" __global__ void twice(const float* x, float* y, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) y[i] = 2.0f * x[i];
+    }''', "twice")
+    twice = ag.kernel(raw)
+
+    @ag.kernel(const=["y"])
+    def plus_one(y, z):
+        i = cuda.grid(1)
+        if i < z.size:
+            z[i] = y[i] + 1
+
+    x = ag.array(np.arange(1000, dtype=np.float32))
+    y, z = ag.empty_like(x), ag.empty_like(x)
+    twice[4, 256](x, y, 1000)
+    plus_one[4, 256](y, z)
+    assert z.numpy().tolist() == (2 * np.arange(1000, dtype=np.float32) + 1).tolist()
+    with pytest.raises(ag.ArgumentError, match="expected a float32 array"):
+        twice[4, 256](ag.zeros(1000, np.float64), y, 1000)
+
+
+def test_refuses_more_managed_memory_than_the_gpu_has(gpu):
+    ag = gpu
+    with pytest.raises(ag.OutOfMemoryError, match="cannot allocate .* MiB of managed memory"):
+        ag.empty((1 << 40,), np.float32)
+    assert ag.zeros(4, np.float32).numpy().tolist() == [0.0] * 4
+
+
+def test_compile_error_carries_the_log(gpu):
+    ag = gpu
+    k = ag.cuda_kernel('extern "C" __global__ void broken(float* x) { x[0] = undefined_name; }',
+                       "broken")
+    with pytest.raises(ag.CompileError, match="undefined_name"):
+        k[1, 1](ag.zeros(1, np.float32))

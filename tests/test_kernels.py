@@ -1,0 +1,111 @@
+"""Kernel kinds and argument handling beyond the example."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from asyncgpu._errors import DeadlockError
+
+
+def test_plain_python_function_is_compiled_as_a_kernel(sim):
+    ag = sim
+
+    @ag.kernel(const=["x"])
+    def triple(x, y):
+        i = cuda.grid(1)
+        if i < y.size:
+            y[i] = 3 * x[i]
+
+    x = ag.array(np.arange(8, dtype=np.int32))
+    y = ag.zeros(8, np.int32)
+    triple[1, 8](x, y)
+    assert y.numpy().tolist() == [3 * i for i in range(8)]
+
+
+def test_same_array_twice_the_writable_use_wins(sim):
+    ag = sim
+
+    @ag.kernel(const=["src"])
+    @cuda.jit
+    def shift(src, dst):
+        i = cuda.grid(1)
+        if i < dst.size - 1:
+            dst[i] = src[i + 1]
+
+    @ag.kernel(const=["x"])
+    @cuda.jit
+    def copy(x, y):
+        i = cuda.grid(1)
+        if i < y.size:
+            y[i] = x[i]
+
+    a = ag.array(np.arange(8, dtype=np.float32))
+    b = ag.zeros(8, np.float32)
+    shift[1, 8](a, a)          # reads and writes a: a later reader must wait for it
+    copy[1, 8](a, b)
+    assert b.numpy()[:7].tolist() == list(range(1, 8))
+
+
+def test_numba_kernel_with_2d_arrays_and_views(sim):
+    ag = sim
+
+    @ag.kernel(const=["m"], out=["col"])
+    @cuda.jit
+    def first_column(m, col):
+        i = cuda.grid(1)
+        if i < col.size:
+            col[i] = m[i, 0]
+
+    h = np.arange(24, dtype=np.float64).reshape(6, 4)
+    m = ag.array(h)
+    col = ag.empty(3, np.float64)
+    first_column[1, 8](m[1:4, 1:], col)      # a strided view of a 2-D array
+    assert col.numpy().tolist() == h[1:4, 1].tolist()
+
+
+def test_numba_2d_launch_configuration(sim):
+    ag = sim
+
+    @ag.kernel(out=["img"])
+    @cuda.jit
+    def coords(img):
+        x, y = cuda.grid(2)
+        if x < img.shape[0] and y < img.shape[1]:
+            img[x, y] = 10 * x + y
+
+    img = ag.empty((4, 4), np.int32)
+    coords[(1, 1), (4, 4)](img)
+    assert img.numpy().tolist() == [[10 * x + y for y in range(4)] for x in range(4)]
+
+
+def test_sim_detects_a_wait_that_can_never_complete():
+    from asyncgpu.backends._sim import Capture, SimBackend
+
+    be = SimBackend(seed=0, strategy="random", tick=0.0)
+    s0 = be.create_stream()
+    never = Capture()                       # a capture nobody will ever complete
+    be._enqueue(s0, "wait", never, "wait on a capture that never completes")
+    e = be.create_event()
+    be.record(e, s0)
+    with pytest.raises(DeadlockError, match="never start.*stream 0: wait on a capture"):
+        be.host_wait(e)
+
+
+def test_waiting_on_a_never_recorded_event_is_a_no_op():
+    from asyncgpu.backends._sim import SimBackend
+
+    be = SimBackend(seed=0, strategy="random", tick=0.0)
+    s0 = be.create_stream()
+    be.wait(s0, be.create_event())
+    assert be.event_done(be.create_event())
+    be.synchronize()
+
+
+def test_statistics_snapshot_is_frozen(sim):
+    ag = sim
+    stats = ag.statistics()
+    with pytest.raises(AttributeError):
+        stats.nodes = 3
+    assert stats.backend == "sim" and isinstance(stats.as_dict()["edges"], dict)
