@@ -1,0 +1,58 @@
+"""Helpers shared by the workloads: launch shapes and result comparison."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+#: The 2D block every 2D kernel uses (the harness passes it to two_d workloads).
+BLOCK_2D = (8, 8)
+
+
+def threads(block: Any) -> int:
+    """Threads per block for the 1D kernels: the block itself, or all threads of a 2D block."""
+    return int(np.prod(block)) if isinstance(block, tuple) else int(block)
+
+
+def block2d(block: Any) -> tuple[int, int]:
+    """The 2D block: the one given, or 8 x 8 when a workload receives a 1D block size."""
+    return tuple(block) if isinstance(block, tuple) else BLOCK_2D
+
+
+def grid2d(num_blocks: int) -> tuple[int, int]:
+    """``num_blocks`` blocks as a 2D grid (x, y), as square as the divisors allow.
+
+    Kernels use 2D grid-stride loops, so any grid is correct; keeping the total equal to the 1D
+    block count keeps it a multiple of the SM count.
+    """
+    gy = max(d for d in range(1, math.isqrt(num_blocks) + 1) if num_blocks % d == 0)
+    return num_blocks // gy, gy
+
+
+def compare(result: Any, ref: Any, rtol: float, scale: float | None = None) -> tuple[bool, str]:
+    """|result - ref| <= rtol * scale elementwise (scale: max |ref| unless given); says max error."""
+    got = np.asarray(result, np.float64)
+    want = np.asarray(ref, np.float64)
+    if got.shape != want.shape:
+        return False, f"shape {got.shape} != reference {want.shape}"
+    if scale is None:
+        scale = float(np.max(np.abs(want))) if want.size else 1.0
+    scale = scale or 1.0
+    err = float(np.max(np.abs(got - want))) if want.size else 0.0
+    ok = bool(np.all(np.isfinite(got))) and err <= rtol * scale
+    return ok, f"max abs error {err:.3g} (relative {err / scale:.3g}, tolerance {rtol:g} x {scale:.3g})"
+
+
+def compare_dict(result: dict[str, Any], ref: dict[str, Any], rtol: float) -> tuple[bool, str]:
+    """``compare`` per key; fails on the first key that does not match."""
+    if not isinstance(result, dict) or result.keys() != ref.keys():
+        return False, f"result keys {sorted(result) if isinstance(result, dict) else type(result)}"
+    msgs = []
+    for k in ref:
+        ok, msg = compare(result[k], ref[k], rtol)
+        msgs.append(f"{k}: {msg}")
+        if not ok:
+            return False, "; ".join(msgs)
+    return True, "; ".join(msgs)
