@@ -2,12 +2,12 @@
 
 Each kernel declares a ``cuda.shared.array(BLOCK_MAX, dtype)`` scratch buffer (the size must be a
 compile-time constant, so it is the largest block we launch) and hands it to these device
-functions, which reduce one value per thread into ``buf[0]``. They use only shared memory and
+functions, which reduce one value per thread to a block total. They use only shared memory and
 ``cuda.syncthreads()``: no warp shuffles, so they also run in Numba's CUDA simulator, and they
 work for any block shape (1D, 2D, 3D, power of two or not) up to ``BLOCK_MAX`` threads.
 
 Every thread of the block must call them (they contain barriers), and a kernel calls at most one
-of them, once: the buffer is not reset afterwards.
+of them, once: the buffer is not reset afterwards. The result is valid in thread 0 only.
 """
 
 from numba import cuda
@@ -17,6 +17,9 @@ BLOCK_MAX = 1024
 
 SUM, MIN, MAX = 0, 1, 2
 
+#: Threads that fold the partials between the two barriers of ``block_reduce``.
+LANES = 32
+
 
 @cuda.jit(device=True)
 def thread_rank():
@@ -25,30 +28,36 @@ def thread_rank():
 
 
 @cuda.jit(device=True)
+def _combine(a, b, op):
+    if op == SUM:
+        return a + b
+    if op == MIN:
+        return min(a, b)
+    return max(a, b)
+
+
+@cuda.jit(device=True)
 def block_reduce(buf, value, op):
     """Combine ``value`` of every thread of the block with ``op`` (SUM, MIN or MAX).
 
-    Returns the block's total to every thread. Tree reduction over the next power of two, so
-    blocks of any size work; partners beyond the last thread are skipped.
+    Returns the block's total in thread 0 (other threads get a partial). Two barriers only:
+    after the first, each of the first ``LANES`` threads folds a strided slice of the buffer; after
+    the second, thread 0 folds those ``LANES`` values. A tree would need log2(threads) barriers,
+    and a barrier is what costs most in the simulator (tens of milliseconds per block).
     """
     tid = thread_rank()
     nt = cuda.blockDim.x * cuda.blockDim.y * cuda.blockDim.z
     buf[tid] = value
     cuda.syncthreads()
-    half = 1
-    while half < nt:
-        half *= 2
-    half //= 2
-    while half > 0:
-        if tid < half and tid + half < nt:
-            a = buf[tid]
-            b = buf[tid + half]
-            if op == SUM:
-                buf[tid] = a + b
-            elif op == MIN:
-                buf[tid] = min(a, b)
-            else:
-                buf[tid] = max(a, b)
-        cuda.syncthreads()
-        half //= 2
-    return buf[0]
+    lanes = min(LANES, nt)
+    if tid < lanes:
+        acc = buf[tid]
+        for t in range(tid + lanes, nt, lanes):
+            acc = _combine(acc, buf[t], op)
+        buf[tid] = acc
+    cuda.syncthreads()
+    total = buf[0]
+    if tid == 0:
+        for t in range(1, lanes):
+            total = _combine(total, buf[t], op)
+    return total

@@ -1,49 +1,46 @@
 """HITS kernels: sparse matrix-vector product (CSR), sum, and division by a scalar.
 
-``spmv`` is LightSpMV-style: blocks take the next rows from a global row counter with one atomic
-per grab, and each row is handled by a vector of ``TPV`` threads that stride over its nonzeros.
-The original combined the vector's partial sums with warp shuffles; here they go through shared
-memory, so the kernel also runs in Numba's simulator and with any block size that is a multiple of
-``TPV``. The counter must be 0 before each launch (the host resets it).
+``spmv`` follows LightSpMV's dynamic scheme: blocks take the next rows from a global row counter,
+one atomic per grab of ``ROWS_PER_THREAD`` x threads rows. LightSpMV sizes its row "vectors" from
+the mean row length and combines a vector's partial sums with warp shuffles; with 3 nonzeros per
+row one thread per row is the right width, so no combine step is needed, and the kernel also runs
+in Numba's simulator (no warp intrinsics) with any block size. The next grab is taken while the
+current one is processed (double-buffered in shared memory), so each grab costs one barrier.
+The counter must be 0 before each launch (the host resets it).
 """
 
 from numba import cuda, float32, float64, int32
 
 from .blockops import BLOCK_MAX, SUM, block_reduce, thread_rank
 
-#: Threads per row.
-TPV = 4
+#: Rows each thread handles per grab (consecutive threads take consecutive rows).
+ROWS_PER_THREAD = 4
 
 
 @cuda.jit
 def spmv(row_counter, ptr, idx, val, vec, out, n):
     """out[row] = sum_k val[k] vec[idx[k]] over ptr[row] <= k < ptr[row + 1], for row < n."""
-    base_s = cuda.shared.array(1, int32)
-    part = cuda.shared.array(BLOCK_MAX, float32)
+    base_s = cuda.shared.array(2, int32)
     tid = cuda.threadIdx.x
-    rows_per_grab = cuda.blockDim.x // TPV
-    lane = tid % TPV
-    row_in_grab = tid // TPV
+    nt = cuda.blockDim.x
+    grab = nt * ROWS_PER_THREAD
+    if tid == 0:
+        base_s[0] = cuda.atomic.add(row_counter, 0, grab)
+    cuda.syncthreads()
+    slot = 0
     while True:
-        if tid == 0:
-            base_s[0] = cuda.atomic.add(row_counter, 0, rows_per_grab)
-        cuda.syncthreads()
-        base = base_s[0]
+        base = base_s[slot]
         if base >= n:                 # the same for the whole block: all threads leave together
             break
-        row = base + row_in_grab
-        acc = float32(0.0)
-        if row < n and row_in_grab < rows_per_grab:
-            for k in range(ptr[row] + lane, ptr[row + 1], TPV):
+        if tid == 0:                  # the slot read in the previous grab is free again
+            base_s[1 - slot] = cuda.atomic.add(row_counter, 0, grab)
+        for row in range(base + tid, min(base + grab, n), nt):
+            acc = float32(0.0)
+            for k in range(ptr[row], ptr[row + 1]):
                 acc += val[k] * vec[idx[k]]
-        part[tid] = acc
+            out[row] = acc
         cuda.syncthreads()
-        if lane == 0 and row < n and row_in_grab < rows_per_grab:
-            s = part[tid]
-            for t in range(1, TPV):
-                s += part[tid + t]
-            out[row] = s
-        cuda.syncthreads()            # base_s and part are rewritten by the next grab
+        slot = 1 - slot
 
 
 @cuda.jit

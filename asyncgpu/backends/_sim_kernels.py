@@ -9,6 +9,8 @@ launch behaves as on the device.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any, Callable
 
 import numpy as np
@@ -16,6 +18,41 @@ import numpy as np
 from .._errors import AnnotationViolation, AsyncGPUError
 from .._kernel import CudaCSource, Kernel
 from ._sim import POISON
+
+
+def _is_real_device_function(obj: Any) -> bool:
+    options = getattr(obj, "targetoptions", None)
+    return isinstance(options, dict) and bool(options.get("device")) and hasattr(obj, "py_func")
+
+
+@contextlib.contextmanager
+def _simulated_device_functions(fn: Any) -> Iterator[None]:
+    """Swap compiled ``@cuda.jit(device=True)`` functions in ``fn``'s globals for simulated ones.
+
+    When ``numba.cuda`` was imported without ``NUMBA_ENABLE_CUDASIM``, device functions are real
+    dispatchers that cannot be called from Python; the simulator needs Python versions. Device
+    functions calling device functions in other modules are swapped there too.
+    """
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    swapped: list[tuple[dict[str, Any], str, Any]] = []
+    pending, seen = [fn], set()
+    while pending:
+        f = pending.pop()
+        globs = getattr(f, "__globals__", None)
+        if globs is None or id(globs) in seen:
+            continue
+        seen.add(id(globs))
+        for name, obj in list(globs.items()):
+            if _is_real_device_function(obj):
+                globs[name] = FakeCUDAKernel(obj.py_func, device=True)
+                swapped.append((globs, name, obj))
+                pending.append(obj.py_func)
+    try:
+        yield
+    finally:
+        for globs, name, obj in reversed(swapped):
+            globs[name] = obj
 
 
 def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block: tuple[int, ...],
@@ -33,7 +70,8 @@ def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block:
 
     def run(args: list[Any]) -> None:
         wrapped = [FakeCUDAArray(a) if isinstance(a, np.ndarray) else a for a in args]
-        fake[grid, block, 0, shared](*wrapped)
+        with _simulated_device_functions(fake.fn):
+            fake[grid, block, 0, shared](*wrapped)
 
     return run
 

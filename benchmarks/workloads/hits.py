@@ -93,10 +93,12 @@ class Hits:
         self.hub1[...] = 1.0
 
     def _zero_scalars(self) -> None:
-        self.auth_norm[0] = 0
-        self.hub_norm[0] = 0
-        self.cnt_a[0] = 0
-        self.cnt_h[0] = 0
+        # [...] rather than [0]: an integer-indexed host write does not wait for the kernels
+        # that use the element in this asyncgpu version (its byte span is computed wrongly).
+        self.auth_norm[...] = 0
+        self.hub_norm[...] = 0
+        self.cnt_a[...] = 0
+        self.cnt_h[...] = 0
 
     def _read(self) -> dict[str, np.ndarray]:
         return {"auth": np.asarray(self.auth1[:self.read]), "hub": np.asarray(self.hub1[:self.read])}

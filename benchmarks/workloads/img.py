@@ -76,7 +76,7 @@ class Image:
         rng = np.random.default_rng(seed)
         self._image0 = rng.random((n, n), dtype=np.float32)
         self.filters = [gaussian_filter(3, 1.0), gaussian_filter(5, 10.0), gaussian_filter(3, 5.0)]
-        self.k_small, self.k_large, self.k_unsharpen = (
+        self.f_small, self.f_large, self.f_unsharpen = (
             ag.array(f.astype(np.float32)) for f in self.filters)
         names = ("image", "blur_small", "blur_large", "blur_unsharpen", "mask_small",
                  "mask_large", "image_unsharpen", "image2", "image3")
@@ -100,8 +100,8 @@ class Image:
         self.reset_accumulators()
 
     def reset_accumulators(self) -> None:
-        self.maximum[0] = -np.inf
-        self.minimum[0] = np.inf
+        self.maximum[...] = -np.inf
+        self.minimum[...] = np.inf
 
     def _read(self) -> dict[str, np.ndarray]:
         return {f"row{r}": np.asarray(self.image3[r:r + 1])[0] for r in self.rows}
@@ -109,9 +109,9 @@ class Image:
     def run(self, block: Any, num_blocks: int) -> dict[str, np.ndarray]:
         b1, b2, g2, n2 = threads(block), block2d(block), grid2d(num_blocks), self.n * self.n
         f = self.flat
-        self.k_blur[g2, b2](self.image, self.blur_small, self.k_small)
-        self.k_blur[g2, b2](self.image, self.blur_large, self.k_large)
-        self.k_blur[g2, b2](self.image, self.blur_unsharpen, self.k_unsharpen)
+        self.k_blur[g2, b2](self.image, self.blur_small, self.f_small)
+        self.k_blur[g2, b2](self.image, self.blur_large, self.f_large)
+        self.k_blur[g2, b2](self.image, self.blur_unsharpen, self.f_unsharpen)
         self.k_sobel[g2, b2](self.blur_small, self.mask_small)
         self.k_sobel[g2, b2](self.blur_large, self.mask_large)
         self.k_max[num_blocks, b1](f["mask_large"], self.maximum, n2)
@@ -138,9 +138,9 @@ class Image:
         h.wait(s1, e_image)
         h.wait(s2, e_image)
         h.prefetch(self.minimum, s3)
-        h.launch(self.k_blur, g2, b2, s0, self.image, self.blur_small, self.k_small)
-        h.launch(self.k_blur, g2, b2, s1, self.image, self.blur_large, self.k_large)
-        h.launch(self.k_blur, g2, b2, s2, self.image, self.blur_unsharpen, self.k_unsharpen)
+        h.launch(self.k_blur, g2, b2, s0, self.image, self.blur_small, self.f_small)
+        h.launch(self.k_blur, g2, b2, s1, self.image, self.blur_large, self.f_large)
+        h.launch(self.k_blur, g2, b2, s2, self.image, self.blur_unsharpen, self.f_unsharpen)
         h.launch(self.k_sobel, g2, b2, s0, self.blur_small, self.mask_small)
         e_sobel_small = h.event()
         h.record(e_sobel_small, s0)

@@ -51,7 +51,7 @@ class Vec:
         self.reset_accumulators()
 
     def reset_accumulators(self) -> None:
-        self.res[0] = 0
+        self.res[...] = 0
 
     def run(self, block: Any, num_blocks: int) -> float:
         b, n = threads(block), self.n

@@ -1,0 +1,149 @@
+"""DL: a two-tower CNN (conv 3x3/2 + ReLU, 8 channels; mean pool 5x5/5; conv 3x3/2 + ReLU,
+16 channels) whose concatenated features go through one dense unit.
+
+DAG of one run (8 kernels, 7 edges, 2 streams; 2D kernels on 8x8 blocks)::
+
+    conv1(x -> x1) [s0]          conv1(y -> y1) [s1]
+        |                            |
+    pool(x1 -> x11) [s0]         pool(y1 -> y11) [s1]
+        |                            |
+    conv2(x11 -> x2) [s0]        conv2(y11 -> y2) [s1]
+            \\                      /
+             concat(x2, y2 -> z) [s0]
+                     |
+             dot(z, dense -> res) [s0]            -> host reads res[0]
+
+Same DAG as the paper's Figure 6 (the original left the convolutions' inputs unannotated, which
+changed nothing: nothing else reads them). Convolutions are "valid" (no padding): an N x N image
+gives (N - 3) // 2 + 1 after conv1, a fifth of that after pooling, then (P - 3) // 2 + 1.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from kernels import dl as K
+
+from ._common import block2d, compare, grid2d, threads
+
+C1, C2, POOL, STRIDE = 8, 16, 5, 2
+
+
+def shapes(n: int) -> tuple[int, int, int]:
+    """Spatial sizes after conv1, pooling and conv2 for an n x n input."""
+    h1 = (n - K.K) // STRIDE + 1
+    hp = h1 // POOL
+    return h1, hp, (hp - K.K) // STRIDE + 1
+
+
+def _conv(x: np.ndarray, w: np.ndarray, cout: int) -> np.ndarray:
+    """Reference convolution (float64): x (H, W, Cin), w flat [m][a][b][l] -> ReLU output."""
+    cin = x.shape[2]
+    w4 = w.astype(np.float64).reshape(cout, K.K, K.K, cin)
+    ho, wo = (x.shape[0] - K.K) // STRIDE + 1, (x.shape[1] - K.K) // STRIDE + 1
+    out = np.zeros((ho, wo, cout))
+    for a in range(K.K):
+        for b in range(K.K):
+            patch = x[a:a + STRIDE * (ho - 1) + 1:STRIDE, b:b + STRIDE * (wo - 1) + 1:STRIDE, :]
+            out += patch @ w4[:, a, b, :].T
+    return np.maximum(out, 0.0)
+
+
+def _pool(x: np.ndarray) -> np.ndarray:
+    hp, wp = x.shape[0] // POOL, x.shape[1] // POOL
+    t = x[:hp * POOL, :wp * POOL].reshape(hp, POOL, wp, POOL, x.shape[2])
+    return t.mean(axis=(1, 3))
+
+
+class TwoTowerCNN:
+    name = "dl"
+    two_d = True
+    SIZES = {"tiny": 52, "small": 400, "medium": 6_400, "large": 16_000}
+    expected_dag = {"nodes": 8, "edges": 7, "streams": 2}
+    #: The dot product ends in float atomics: runs agree within this.
+    atomic_tolerance = 1e-6
+    #: Check tolerance relative to sum |z_i w_i| (float32 network, float32 atomics).
+    rtol = 1e-4
+
+    def __init__(self, ag: Any, scale: str, seed: int = 0) -> None:
+        self.n = n = self.SIZES[scale]
+        h1, hp, h2 = shapes(n)
+        if h2 < 1:
+            raise ValueError(f"image size {n} is too small for the network")
+        rng = np.random.default_rng(seed)
+        self._x0 = rng.random((n, n, 1), dtype=np.float32)
+        self._y0 = rng.random((n, n, 1), dtype=np.float32)
+        self._w1 = [rng.uniform(-1, 1, C1 * K.K * K.K).astype(np.float32) for _ in range(2)]
+        self._w2 = [rng.uniform(-1, 1, C2 * K.K * K.K * C1).astype(np.float32) for _ in range(2)]
+        nz = 2 * h2 * h2 * C2
+        self._dense = (rng.uniform(-1, 1, nz) / nz).astype(np.float32)
+        self.x, self.y = ag.empty((n, n, 1), np.float32), ag.empty((n, n, 1), np.float32)
+        self.w1 = [ag.array(w) for w in self._w1]
+        self.w2 = [ag.array(w) for w in self._w2]
+        self.x1, self.y1 = (ag.empty((h1, h1, C1), np.float32) for _ in range(2))
+        self.x11, self.y11 = (ag.empty((hp, hp, C1), np.float32) for _ in range(2))
+        self.x2, self.y2 = (ag.empty((h2, h2, C2), np.float32) for _ in range(2))
+        self.z = ag.empty(nz, np.float32)
+        self.dense = ag.array(self._dense)
+        self.res = ag.zeros(1, np.float32)
+        A = K.ANNOTATIONS
+        self.k_conv = ag.kernel(K.conv2d, **A["conv2d"])
+        self.k_pool = ag.kernel(K.mean_pool, **A["mean_pool"])
+        self.k_concat = ag.kernel(K.concat, **A["concat"])
+        self.k_dot = ag.kernel(K.dot, **A["dot"])
+
+    def reset(self) -> None:
+        self.x[...] = self._x0
+        self.y[...] = self._y0
+        self.reset_accumulators()
+
+    def reset_accumulators(self) -> None:
+        self.res[...] = 0
+
+    def run(self, block: Any, num_blocks: int) -> float:
+        b1, b2, g2 = threads(block), block2d(block), grid2d(num_blocks)
+        # the towers interleaved, so both inputs start moving at once
+        self.k_conv[g2, b2](self.x, self.w1[0], self.x1, STRIDE)
+        self.k_conv[g2, b2](self.y, self.w1[1], self.y1, STRIDE)
+        self.k_pool[g2, b2](self.x1, self.x11, POOL)
+        self.k_pool[g2, b2](self.y1, self.y11, POOL)
+        self.k_conv[g2, b2](self.x11, self.w2[0], self.x2, STRIDE)
+        self.k_conv[g2, b2](self.y11, self.w2[1], self.y2, STRIDE)
+        self.k_concat[num_blocks, b1](self.x2, self.y2, self.z)
+        self.k_dot[num_blocks, b1](self.z, self.dense, self.res, self.z.size)
+        return float(self.res[0])
+
+    def run_handopt(self, h: Any, block: Any, num_blocks: int) -> float:
+        """Tower x on s0, tower y on s1; s0 waits for s1, then concat and dot."""
+        b1, b2, g2 = threads(block), block2d(block), grid2d(num_blocks)
+        s0, s1 = h.stream(0), h.stream(1)
+        h.prefetch(self.x, s0)
+        h.prefetch(self.res, s0)
+        h.prefetch(self.y, s1)
+        for s, img, t1, t11, t2, i in ((s0, self.x, self.x1, self.x11, self.x2, 0),
+                                       (s1, self.y, self.y1, self.y11, self.y2, 1)):
+            h.launch(self.k_conv, g2, b2, s, img, self.w1[i], t1, STRIDE)
+            h.launch(self.k_pool, g2, b2, s, t1, t11, POOL)
+            h.launch(self.k_conv, g2, b2, s, t11, self.w2[i], t2, STRIDE)
+        e = h.event()
+        h.record(e, s1)
+        h.wait(s0, e)
+        h.launch(self.k_concat, num_blocks, b1, s0, self.x2, self.y2, self.z)
+        h.launch(self.k_dot, num_blocks, b1, s0, self.z, self.dense, self.res, self.z.size)
+        h.sync_stream(s0)
+        return float(self.res[0])
+
+    def _terms(self) -> np.ndarray:
+        feats = []
+        for img, w1, w2 in ((self._x0, self._w1[0], self._w2[0]), (self._y0, self._w1[1], self._w2[1])):
+            t = _conv(_pool(_conv(img.astype(np.float64), w1, C1)), w2, C2)
+            feats.append(t.ravel())
+        return np.concatenate(feats) * self._dense.astype(np.float64)
+
+    def reference(self) -> float:
+        return float(np.sum(self._terms()))
+
+    def check(self, result: Any) -> tuple[bool, str]:
+        return compare(result, self.reference(), self.rtol, float(np.sum(np.abs(self._terms()))))
