@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
 def _console() -> Any:
     from rich.console import Console
 
-    return Console(stderr=False)
+    return Console(width=max(Console().width, 130))
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
