@@ -113,6 +113,7 @@ def reduce_parents(candidates: Iterable[Node]) -> list[Node]:
     cands = list(candidates)
     if len(cands) < 2:
         return cands
+    cands.sort(key=lambda n: n.id)   # issue order: the policies pick the earliest parent first
     implied = {id(p) for c in cands for p in c.parents}
     return [c for c in cands if id(c) not in implied]
 

@@ -65,11 +65,13 @@ class _Entry:
 class DependencyTracker:
     """Computes the parents of a new node and remembers live accesses per allocation.
 
+    Live entries are kept in two lists per allocation, writes and reads, so that a read (the
+    common case for inputs shared by many kernels) scans only the writes.
     ``drop_raw``/``drop_war`` plant known bugs for mutation tests (see ``Options.test_bugs``).
     """
 
     def __init__(self, drop_raw: bool = False, drop_war: bool = False) -> None:
-        self._live: dict[Any, list[_Entry]] = {}
+        self._live: dict[Any, tuple[list[_Entry], list[_Entry]]] = {}
         self._drop_raw = drop_raw
         self._drop_war = drop_war
 
@@ -77,36 +79,36 @@ class DependencyTracker:
         """Unfinished nodes the accesses conflict with -> [(reason, array label)], in issue order."""
         found: dict[Node, list[tuple[str, str]]] = {}
         for acc in accesses:
-            entries = self._live.get(acc.key)
-            if not entries:
+            live = self._live.get(acc.key)
+            if live is None:
                 continue
-            lo, hi, write = acc.lo, acc.hi, acc.write
-            stale = False
-            for e in entries:
-                node = e.node
-                if node.finished:
-                    stale = True
-                    continue
-                if e.lo >= hi or lo >= e.hi:
-                    continue
-                if e.write:
-                    reason = WAW if write else RAW
-                    if reason == RAW and self._drop_raw:
-                        continue
-                elif write:
-                    if self._drop_war:
-                        continue
-                    reason = WAR
-                else:
-                    continue
+            writes, reads = live
+            write = acc.write
+            if write:
+                if not self._drop_war:
+                    self._scan(reads, acc, WAR, found)
+                self._scan(writes, acc, WAW, found)
+            elif not self._drop_raw:
+                self._scan(writes, acc, RAW, found)
+        return found
+
+    @staticmethod
+    def _scan(entries: list[_Entry], acc: Access, reason: str,
+              found: dict[Node, list[tuple[str, str]]]) -> None:
+        lo, hi = acc.lo, acc.hi
+        stale = False
+        for e in entries:
+            node = e.node
+            if node.finished:
+                stale = True
+            elif e.lo < hi and lo < e.hi:
                 reasons = found.get(node)
                 if reasons is None:
                     found[node] = [(reason, acc.label)]
                 else:
                     reasons.append((reason, acc.label))
-            if stale:
-                entries[:] = [e for e in entries if not e.node.finished]
-        return found
+        if stale:
+            entries[:] = [e for e in entries if not e.node.finished]
 
     def commit(self, node: Node, accesses: Iterable[Access]) -> None:
         """Record ``node``'s accesses (after it has been given its stream and issued)."""
@@ -115,15 +117,24 @@ class DependencyTracker:
             lo, hi = acc.lo, acc.hi
             if lo >= hi:
                 continue
-            entries = self._live.setdefault(acc.key, [])
+            live = self._live.get(acc.key)
+            if live is None:
+                live = self._live[acc.key] = ([], [])
+            writes, reads = live
             if acc.write:
-                entries[:] = [e for e in entries if not (lo <= e.lo and e.hi <= hi)]
-            elif stream is not None:
-                entries[:] = [
-                    e for e in entries
-                    if e.write or e.node.stream is not stream or not (lo <= e.lo and e.hi <= hi)
-                ]
-            entries.append(_Entry(lo, hi, node, acc.write))
+                # everything the write covers is ordered before it (it depended on them)
+                for entries in live:
+                    if any(lo <= e.lo and e.hi <= hi for e in entries):
+                        entries[:] = [e for e in entries if not (lo <= e.lo and e.hi <= hi)]
+                writes.append(_Entry(lo, hi, node, True))
+            else:
+                # stream order: a later read of the same stream covers an earlier one
+                if stream is not None and any(
+                    e.node.stream is stream and lo <= e.lo and e.hi <= hi for e in reads
+                ):
+                    reads[:] = [e for e in reads
+                                if e.node.stream is not stream or not (lo <= e.lo and e.hi <= hi)]
+                reads.append(_Entry(lo, hi, node, False))
 
     def forget(self, key: Any) -> None:
         """Drop everything known about an allocation (it has been freed)."""
@@ -131,4 +142,5 @@ class DependencyTracker:
 
     def live_entries(self, key: Any) -> int:
         """Number of live entries kept for an allocation (for tests of boundedness)."""
-        return sum(1 for e in self._live.get(key, ()) if not e.node.finished)
+        live = self._live.get(key, ((), ()))
+        return sum(1 for entries in live for e in entries if not e.node.finished)
