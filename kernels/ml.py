@@ -8,7 +8,10 @@ per feature (only F threads work: the slow, low-occupancy kernel of the benchmar
 
 import math
 
-from numba import cuda, float32, float64, int64
+from numba import cuda, float32, float64, int32, int64
+
+#: Rows ``rr_1`` loads per thread before using them (loads in flight per thread).
+UNROLL = 16
 
 
 @cuda.jit
@@ -16,20 +19,36 @@ def rr_1(x, z):
     """Standardize each column: z[:, q] = (x[:, q] - mean_q) / std_q (population std; 1 if 0).
 
     One pass for the sum and the sum of squares, both exact in int64 (X holds small integers),
-    then one pass to write: consecutive threads read consecutive features, so loads coalesce.
+    then one pass to write. Consecutive threads take consecutive features, so each warp's loads
+    coalesce; with only F threads at work the kernel is latency-bound, so each thread loads
+    ``UNROLL`` rows before using them, to keep that many loads in flight.
     """
     n, f = x.shape[0], x.shape[1]
+    vals = cuda.local.array(UNROLL, int32)
+    full = n - n % UNROLL
     for q in range(cuda.grid(1), f, cuda.gridsize(1)):
         s = int64(0)
         ss = int64(0)
-        for i in range(n):
+        for i0 in range(0, full, UNROLL):
+            for u in range(UNROLL):             # constant trip count: unrolled, in registers
+                vals[u] = x[i0 + u, q]
+            for u in range(UNROLL):
+                v = int64(vals[u])
+                s += v
+                ss += v * v
+        for i in range(full, n):
             v = int64(x[i, q])
             s += v
             ss += v * v
         mean = float64(s) / n
         var = float64(ss) / n - mean * mean
         std = math.sqrt(var) if var > 0.0 else 1.0
-        for i in range(n):
+        for i0 in range(0, full, UNROLL):
+            for u in range(UNROLL):
+                vals[u] = x[i0 + u, q]
+            for u in range(UNROLL):
+                z[i0 + u, q] = float32((float64(vals[u]) - mean) / std)
+        for i in range(full, n):
             z[i, q] = float32((float64(x[i, q]) - mean) / std)
 
 
