@@ -138,6 +138,31 @@ def bench_workload(ag: Any, cls: Any, scale: str, modes: tuple[str, ...], blocks
     return out
 
 
+class KernelRecorder:
+    """An instrument that keeps the kernel nodes the runtime issues (for DAG shapes and figures)."""
+
+    def __init__(self) -> None:
+        self.nodes: list[Any] = []
+
+    def node_issued(self, node: Any) -> None:
+        if node.kind == "kernel":
+            self.nodes.append(node)
+
+
+def record_run(ag: Any, cls: Any, scale: str = "tiny", seed: int = 0) -> list[Any]:
+    """The kernel nodes (with streams and edges) of one ``run()`` on the sim backend."""
+    from asyncgpu._runtime import current_runtime
+
+    with ag.configure(backend="sim", sim_seed=seed, sim_strategy="random"):
+        wl = cls(ag, scale)
+        wl.reset()
+        ag.synchronize()
+        rec = KernelRecorder()
+        with current_runtime().instrument(rec):
+            wl.run((8, 8) if getattr(cls, "two_d", False) else 32, 2)
+    return rec.nodes
+
+
 def machine_info(ag: Any) -> dict[str, Any]:
     from asyncgpu._runtime import current_runtime
 

@@ -9,15 +9,6 @@ from benchmarks import harness
 from benchmarks.workloads import WORKLOADS
 
 
-class Recorder:
-    def __init__(self):
-        self.nodes = []
-
-    def node_issued(self, node):
-        if node.kind == "kernel":
-            self.nodes.append(node)
-
-
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_workload_passes_in_every_mode(name):
     import asyncgpu as ag
@@ -34,20 +25,12 @@ def test_workload_passes_in_every_mode(name):
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_workload_dag_shape(name):
     import asyncgpu as ag
-    from asyncgpu._runtime import current_runtime
 
     cls = WORKLOADS[name]
-    with ag.configure(backend="sim", sim_seed=5, sim_strategy="random"):
-        wl = cls(ag, "tiny")
-        wl.reset()
-        ag.synchronize()
-        rec = Recorder()
-        block = (8, 8) if getattr(cls, "two_d", False) else 32
-        with current_runtime().instrument(rec):
-            wl.run(block, 2)
-    edges = {(p.id, n.id) for n in rec.nodes for p, _, _ in n.edges}
-    streams = {n.stream.index for n in rec.nodes}
+    nodes = harness.record_run(ag, cls, seed=5)
+    edges = {(p.id, n.id) for n in nodes for p, _, _ in n.edges}
+    streams = {n.stream.index for n in nodes}
     expected = cls.expected_dag
-    assert len(rec.nodes) == expected["nodes"]
+    assert len(nodes) == expected["nodes"]
     assert len(edges) == expected["edges"]
     assert len(streams) == expected["streams"]

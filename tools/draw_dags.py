@@ -15,32 +15,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 import asyncgpu as ag  # noqa: E402
-from asyncgpu._runtime import current_runtime  # noqa: E402
+from benchmarks.harness import record_run  # noqa: E402
 from benchmarks.workloads import WORKLOADS  # noqa: E402
 
 COLORS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1",
           "#ff9da7", "#9c755f", "#bab0ac"]
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.nodes = []
-
-    def node_issued(self, node) -> None:
-        if node.kind == "kernel":
-            self.nodes.append(node)
-
-
-def capture(name: str) -> list:
-    cls = WORKLOADS[name]
-    with ag.configure(backend="sim", sim_seed=0, sim_strategy="random"):
-        wl = cls(ag, "tiny")
-        wl.reset()
-        ag.synchronize()
-        rec = Recorder()
-        with current_runtime().instrument(rec):
-            wl.run((8, 8) if getattr(cls, "two_d", False) else 32, 2)
-    return rec.nodes
 
 
 def draw(name: str, nodes: list, path: str) -> None:
@@ -84,7 +63,7 @@ def main() -> None:
     out = sys.argv[1] if len(sys.argv) > 1 else "docs/img"
     os.makedirs(out, exist_ok=True)
     for name in WORKLOADS:
-        nodes = capture(name)
+        nodes = record_run(ag, WORKLOADS[name])
         if name == "hits":      # one iteration is enough to see the cross-synchronization
             nodes = nodes[:6]
         draw(name, nodes, os.path.join(out, f"dag_{name}.png"))
