@@ -204,13 +204,7 @@ class Array:
         self._check_alive()
         kind, norm = _normalize_key(key, self.ndim)
         if kind == "scalar":
-            offset = self._offset
-            for i, (idx, n, st) in enumerate(zip(norm, self.shape, self.strides)):
-                if not -n <= idx < n:
-                    raise IndexError(
-                        f"index {idx} is out of bounds for axis {i} with size {n}"
-                    )
-                offset += (idx + n if idx < 0 else idx) * st
+            offset = self._element_offset(norm)
             rt = self._alloc.runtime
             with rt.host_access(self, offset, offset + self.dtype.itemsize, write=False):
                 host = self._alloc.buffer.host
@@ -220,13 +214,25 @@ class Array:
         shape, strides, offset = self._layout_of(key)
         return Array._view(self._alloc, shape, self.dtype, strides, offset)
 
+    def _element_offset(self, index: list[int]) -> int:
+        """Byte offset in the allocation of the element at an all-integer index."""
+        offset = self._offset
+        for axis, (idx, n, st) in enumerate(zip(index, self.shape, self.strides)):
+            if not -n <= idx < n:
+                raise IndexError(f"index {idx} is out of bounds for axis {axis} with size {n}")
+            offset += (idx + n if idx < 0 else idx) * st
+        return offset
+
     def __setitem__(self, key: Any, value: Any) -> None:
         self._check_alive()
         if isinstance(value, Array):
             value = value.numpy()
-        kind, _ = _normalize_key(key, self.ndim)
+        kind, norm = _normalize_key(key, self.ndim)
         if kind == "advanced":
             lo, hi = self._lo, self._hi
+        elif kind == "scalar":
+            lo = self._element_offset(norm)
+            hi = lo + self.dtype.itemsize
         else:
             shape, strides, offset = self._layout_of(key)
             lo, hi = Array._view(self._alloc, shape, self.dtype, strides, offset)._span()

@@ -24,7 +24,8 @@ LANES = 32
 @cuda.jit(device=True)
 def thread_rank():
     """Linear index of this thread in its block (x fastest)."""
-    return cuda.threadIdx.x + cuda.blockDim.x * (cuda.threadIdx.y + cuda.blockDim.y * cuda.threadIdx.z)
+    tx, ty, tz = cuda.threadIdx.x, cuda.threadIdx.y, cuda.threadIdx.z
+    return tx + cuda.blockDim.x * (ty + cuda.blockDim.y * tz)
 
 
 @cuda.jit(device=True)

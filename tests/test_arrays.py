@@ -153,3 +153,19 @@ def test_configure_validates_and_restores():
     with ag.configure(execution="sync") as opts:
         assert opts.execution == "sync" and ag.options().execution == "sync"
     assert ag.options() == before
+
+
+def test_host_write_of_one_element_waits_for_its_readers(sim):
+    """Regression: an all-integer index used to compute a wrong byte span and skip the wait."""
+    import asyncgpu as ag
+
+    for seed in range(6):
+        with ag.configure(backend="sim", sim_seed=seed, sim_strategy="starve"):
+            copy = make_copy(ag)
+            x = ag.array(np.arange(32, dtype=np.float32))
+            y = ag.empty_like(x)
+            copy[1, 32](x, y)
+            x[0] = -1.0                      # must wait for the copy, which reads x[0]
+            x[-1] = -2.0
+            assert y.numpy().tolist() == list(range(32))
+            assert x[0] == -1.0 and x[31] == -2.0

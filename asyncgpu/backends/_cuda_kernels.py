@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import ArgumentError, CompileError
+from .._errors import ArgumentError, ArgumentValueError, CompileError
 from .._kernel import CudaCSource, Kernel
 
 
@@ -106,12 +106,27 @@ def _raw_kernel(backend: Any, kernel: Kernel) -> Any:
     return raw
 
 
+def _check_block(kernel: Kernel, launcher: Any, site: str | None, limit: int, regs: int) -> None:
+    """Refuse a block the compiled kernel cannot run (the driver would refuse it after enqueue)."""
+    threads = 1
+    for d in launcher.block:
+        threads *= d
+    if threads > limit:
+        where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
+        raise ArgumentValueError(
+            f"{where}: a block of {threads} threads is more than this kernel can run: it uses "
+            f"{regs} registers per thread, so at most {limit} threads per block fit; launch it "
+            f"with at most {limit} threads per block"
+        )
+
+
 def make_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
                 values: list[Any], site: str | None) -> Any:
     """Compile if needed and build the launch object (nothing is enqueued here)."""
     args = list(values)
     if isinstance(kernel.source, CudaCSource):
         raw = _raw_kernel(backend, kernel)
+        _check_block(kernel, launcher, site, raw.max_threads_per_block, raw.num_regs)
         for a in arrays:
             args[a.index] = _cupy_view(backend, a.array)
         return RawLaunch(raw, tuple(args), launcher.grid, launcher.block, launcher.shared)
@@ -136,4 +151,5 @@ def make_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
                 f"({', '.join(map(str, types))}): {exc}"
             ) from exc
         kernel._compiled[types] = compiled
+    _check_block(kernel, launcher, site, compiled.max_threads_per_block, compiled.regs_per_thread)
     return NumbaLaunch(backend, compiled, args, launcher.grid, launcher.block, launcher.shared)

@@ -32,7 +32,10 @@ def grid2d(num_blocks: int) -> tuple[int, int]:
 
 
 def compare(result: Any, ref: Any, rtol: float, scale: float | None = None) -> tuple[bool, str]:
-    """|result - ref| <= rtol * scale elementwise (scale: max |ref| unless given); says max error."""
+    """|result - ref| <= rtol * scale elementwise (scale: max |ref| unless given).
+
+    The message gives the max error.
+    """
     got = np.asarray(result, np.float64)
     want = np.asarray(ref, np.float64)
     if got.shape != want.shape:
@@ -42,7 +45,8 @@ def compare(result: Any, ref: Any, rtol: float, scale: float | None = None) -> t
     scale = scale or 1.0
     err = float(np.max(np.abs(got - want))) if want.size else 0.0
     ok = bool(np.all(np.isfinite(got))) and err <= rtol * scale
-    return ok, f"max abs error {err:.3g} (relative {err / scale:.3g}, tolerance {rtol:g} x {scale:.3g})"
+    return ok, (f"max abs error {err:.3g} (relative {err / scale:.3g}, "
+                f"tolerance {rtol:g} x {scale:.3g})")
 
 
 def compare_dict(result: dict[str, Any], ref: dict[str, Any], rtol: float) -> tuple[bool, str]:

@@ -27,6 +27,7 @@ log-sum-exp per row (the original reduced over the whole matrix).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -120,8 +121,9 @@ class Ensemble:
         h.sync_stream(s0)
         return self.labels.numpy()
 
+    @functools.cached_property
     def _scores(self) -> np.ndarray:
-        """Reference summed class probabilities (float64)."""
+        """Reference summed class probabilities (float64; computed once, inputs are fixed)."""
         x = self._x.astype(np.float64)
         nb = x @ self._nb_w.T.astype(np.float64) + self._prior
         amax = nb.max(axis=1, keepdims=True)
@@ -132,10 +134,10 @@ class Ensemble:
         return p_nb + p_rr
 
     def reference(self) -> np.ndarray:
-        return np.argmax(self._scores(), axis=1).astype(np.int32)
+        return np.argmax(self._scores, axis=1).astype(np.int32)
 
     def check(self, result: Any) -> tuple[bool, str]:
-        scores = self._scores()
+        scores = self._scores
         top2 = np.sort(scores, axis=1)[:, -2:]
         clear = (top2[:, 1] - top2[:, 0]) > self.margin
         got = np.asarray(result)
@@ -143,6 +145,7 @@ class Ensemble:
             return False, f"labels shape {got.shape} != ({self.n},)"
         wrong = got != np.argmax(scores, axis=1)
         bad = int(np.count_nonzero(wrong & clear))
-        return bad == 0, (f"{bad} wrong labels of {int(clear.sum())} with margin > {self.margin:g}; "
+        return bad == 0, (f"{bad} wrong labels of {int(clear.sum())} with margin > "
+                          f"{self.margin:g}; "
                           f"{int(np.count_nonzero(wrong & ~clear))} differ among "
                           f"{int((~clear).sum())} near-ties")

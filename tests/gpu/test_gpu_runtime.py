@@ -154,3 +154,27 @@ def test_compile_error_carries_the_log(gpu):
                        "broken")
     with pytest.raises(ag.CompileError, match="undefined_name"):
         k[1, 1](ag.zeros(1, np.float32))
+
+
+def test_block_too_large_for_the_kernels_registers_is_refused_before_enqueue(gpu):
+    ag = gpu
+    # many live doubles: the compiler needs more than 64 registers per thread
+    body = "".join(f"double v{i} = x[(i + {i}) % n] * {i + 1}.0;\n" for i in range(48))
+    total = " + ".join(f"v{i} * v{(i * 7) % 48}" for i in range(48))
+    src = (f'extern "C" __global__ __launch_bounds__(1024, 1) void heavy(const double* x, '
+           f"double* y, int n) {{\nint i = blockIdx.x * blockDim.x + threadIdx.x;\n{body}"
+           f"if (i < n) y[i] = {total};\n}}\n")
+    k = ag.cuda_kernel(src, "heavy", options=("-maxrregcount=255",))
+    x, y = ag.ones(1024, np.float64), ag.zeros(1024, np.float64)
+    raw_limit = None
+    try:
+        k[1, 1024](x, y, 1024)
+    except ag.ArgumentValueError as exc:
+        raw_limit = str(exc)
+    if raw_limit is None:
+        pytest.skip("the compiler fit this kernel into 1024 threads; nothing to refuse")
+    assert "registers per thread" in raw_limit
+    before = ag.statistics()
+    k[1, 64](x, y, 1024)
+    assert ag.statistics().kernels == before.kernels + 1
+    assert y[0] != 0
