@@ -161,7 +161,7 @@ def test_block_too_large_for_the_kernels_registers_is_refused_before_enqueue(gpu
     # many live doubles: the compiler needs more than 64 registers per thread
     body = "".join(f"double v{i} = x[(i + {i}) % n] * {i + 1}.0;\n" for i in range(48))
     total = " + ".join(f"v{i} * v{(i * 7) % 48}" for i in range(48))
-    src = (f'extern "C" __global__ __launch_bounds__(1024, 1) void heavy(const double* x, '
+    src = (f'extern "C" __global__ void heavy(const double* x, '
            f"double* y, int n) {{\nint i = blockIdx.x * blockDim.x + threadIdx.x;\n{body}"
            f"if (i < n) y[i] = {total};\n}}\n")
     k = ag.cuda_kernel(src, "heavy", options=("-maxrregcount=255",))
