@@ -45,6 +45,11 @@ def _console() -> Any:
     return Console(width=max(Console().width, 130))
 
 
+def _write_micro(path: str, name: str, values: dict[str, float], machine: dict[str, Any]) -> None:
+    with open(path, "w") as f:
+        json.dump({name: values, "machine": machine}, f, indent=1)
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     import asyncgpu as ag
     from asyncgpu.backends import resolve
@@ -78,8 +83,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         console.print("overlap of two independent ~5 ms kernels: "
                       + ", ".join(f"{k}={v:.3f}" for k, v in m.items()))
         if args.json and not names:
-            with open(args.json, "w") as f:
-                json.dump({"overlap": m, "machine": harness.machine_info(ag)}, f, indent=1)
+            _write_micro(args.json, "overlap", m, harness.machine_info(ag))
     if "overhead" in names:
         names = [n for n in names if n != "overhead"]
         if not on_gpu:
@@ -95,8 +99,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                 table.add_row(k, f"{v:.2f}")
             console.print(table)
             if args.json and not names:
-                with open(args.json, "w") as f:
-                    json.dump({"overhead": m, "machine": harness.machine_info(ag)}, f, indent=1)
+                _write_micro(args.json, "overhead", m, harness.machine_info(ag))
     unknown = [n for n in names if n not in WORKLOADS]
     if unknown:
         console.print(f"[red]unknown workload(s) {unknown}; known: {sorted(WORKLOADS)}, overlap[/]")

@@ -28,6 +28,7 @@ class StreamPool(Protocol):
     def can_grow(self) -> bool: ...
     def grow(self) -> Any: ...
     def least_recently_used(self) -> Any: ...
+    def first(self) -> Any: ...
 
 
 class Reuse:
@@ -79,7 +80,7 @@ class Serial:
     name = "serial"
 
     def pick(self, pool: StreamPool) -> Any:
-        return pool.first() if hasattr(pool, "first") else pool.least_recently_used()
+        return pool.first()
 
 
 NEW_STREAM = {"reuse": Reuse, "always-new": AlwaysNew}

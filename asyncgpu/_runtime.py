@@ -279,13 +279,16 @@ def set_options(new: Options) -> None:
         _options = new
         if old is None:
             return
-        if backends.resolve(new) == backends.resolve(old.options) and new.device == old.options.device \
-                and new.sim_seed == old.options.sim_seed and new.sim_strategy == old.options.sim_strategy \
-                and new.sim_tick == old.options.sim_tick and new.debug_hb == old.options.debug_hb:
+        if _backend_identity(new) == _backend_identity(old.options):
             old.reconfigure(new)
         else:
             old.synchronize()
             _runtime = None
+
+
+def _backend_identity(o: Options) -> tuple[Any, ...]:
+    """The options a backend is built from: changing any of them needs a new runtime."""
+    return (backends.resolve(o), o.device, o.sim_seed, o.sim_strategy, o.sim_tick, o.debug_hb)
 
 
 def empty_array(shape: Any, dtype: Any, location: int) -> Array:

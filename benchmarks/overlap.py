@@ -27,7 +27,13 @@ def _spin_twin(out: np.ndarray, cycles: Any) -> None:
     out[0] += 1.0
 
 
-def _timed(ag: Any, spin: Any, outs: list[Any], cycles: int) -> float:
+def spin_kernel(ag: Any) -> Any:
+    """The spin kernel (``spin[1, 32](out, cycles)``), with a sleeping twin for the simulator."""
+    return ag.cuda_kernel(SPIN, "spin", sim=_spin_twin)
+
+
+def timed(ag: Any, spin: Any, outs: list[Any], cycles: int) -> float:
+    """Wall time of one spin kernel per output, issued back to back, until the host reads all."""
     ag.synchronize()
     t0 = time.perf_counter()
     for o in outs:
@@ -37,18 +43,24 @@ def _timed(ag: Any, spin: Any, outs: list[Any], cycles: int) -> float:
     return time.perf_counter() - t0
 
 
+def calibrate(ag: Any, spin: Any, out: Any, target_s: float) -> int:
+    """Spin cycles for one kernel of about ``target_s`` seconds (four refinements)."""
+    cycles = 1_000_000
+    for _ in range(4):
+        cycles = max(1, int(cycles * target_s / timed(ag, spin, [out], cycles)))
+    return cycles
+
+
 def measure(ag: Any, target_s: float = 5e-3, repeats: int = 21) -> dict[str, float]:
     """Median wall times of one kernel and of two independent ones, per execution mode."""
-    spin = ag.cuda_kernel(SPIN, "spin", sim=_spin_twin)
+    spin = spin_kernel(ag)
     out: dict[str, float] = {}
     for execution in ("async", "sync"):
         with ag.configure(execution=execution):
             a, b = ag.zeros(1, np.float32), ag.zeros(1, np.float32)
-            cycles = 1_000_000
-            for _ in range(4):      # calibrate to the target duration
-                cycles = max(1, int(cycles * target_s / _timed(ag, spin, [a], cycles)))
-            one = statistics.median(_timed(ag, spin, [a], cycles) for _ in range(repeats))
-            two = statistics.median(_timed(ag, spin, [a, b], cycles) for _ in range(repeats))
+            cycles = calibrate(ag, spin, a, target_s)
+            one = statistics.median(timed(ag, spin, [a], cycles) for _ in range(repeats))
+            two = statistics.median(timed(ag, spin, [a, b], cycles) for _ in range(repeats))
             out[f"{execution}_one_ms"] = one * 1e3
             out[f"{execution}_two_ms"] = two * 1e3
             out[f"{execution}_ratio"] = two / one

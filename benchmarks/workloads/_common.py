@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -60,3 +61,28 @@ def compare_dict(result: dict[str, Any], ref: dict[str, Any], rtol: float) -> tu
         if not ok:
             return False, "; ".join(msgs)
     return True, "; ".join(msgs)
+
+
+class SumOfTerms:
+    """Check for a workload whose result is the sum of ``self._terms()`` (float64 reference).
+
+    The tolerance is ``rtol`` times the sum of the absolute terms: float32 products and float
+    atomics make the error grow with the terms, not with their (possibly cancelling) sum.
+    """
+
+    rtol: float
+
+    def _terms(self) -> np.ndarray:
+        raise NotImplementedError
+
+    @functools.cached_property
+    def _expected(self) -> tuple[float, float]:
+        t = self._terms()
+        return float(np.sum(t)), float(np.sum(np.abs(t)))
+
+    def reference(self) -> float:
+        return self._expected[0]
+
+    def check(self, result: Any) -> tuple[bool, str]:
+        ref, scale = self._expected
+        return compare(result, ref, self.rtol, scale)

@@ -20,14 +20,13 @@ gives (N - 3) // 2 + 1 after conv1, a fifth of that after pooling, then (P - 3) 
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
 
 from kernels import dl as K
 
-from ._common import block2d, compare, grid2d, threads
+from ._common import SumOfTerms, block2d, grid2d, threads
 
 C1, C2, POOL, STRIDE = 8, 16, 5, 2
 
@@ -58,7 +57,7 @@ def _pool(x: np.ndarray) -> np.ndarray:
     return t.mean(axis=(1, 3))
 
 
-class TwoTowerCNN:
+class TwoTowerCNN(SumOfTerms):
     name = "dl"
     two_d = True
     SIZES = {"tiny": 52, "small": 400, "medium": 6_400, "large": 16_000}
@@ -142,16 +141,3 @@ class TwoTowerCNN:
             t = _conv(_pool(_conv(img.astype(np.float64), w1, C1)), w2, C2)
             feats.append(t.ravel())
         return np.concatenate(feats) * self._dense.astype(np.float64)
-
-    @functools.cached_property
-    def _expected(self) -> tuple[float, float]:
-        """The reference sum and the sum of absolute terms (the error scale); inputs are fixed."""
-        t = self._terms()
-        return float(np.sum(t)), float(np.sum(np.abs(t)))
-
-    def reference(self) -> float:
-        return self._expected[0]
-
-    def check(self, result: Any) -> tuple[bool, str]:
-        ref, scale = self._expected
-        return compare(result, ref, self.rtol, scale)

@@ -13,17 +13,16 @@ unannotated, but nothing else uses x in a run, so it changed nothing.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
 
 from kernels import vec as K
 
-from ._common import compare, threads
+from ._common import SumOfTerms, threads
 
 
-class Vec:
+class Vec(SumOfTerms):
     name = "vec"
     two_d = False
     SIZES = {"tiny": 2048, "small": 1 << 18, "medium": 1 << 26, "large": 400_000_000}
@@ -79,16 +78,3 @@ class Vec:
     def _terms(self) -> np.ndarray:
         x, y = self._x0.astype(np.float64), self._y0.astype(np.float64)
         return x * x - y * y
-
-    @functools.cached_property
-    def _expected(self) -> tuple[float, float]:
-        """The reference sum and the sum of absolute terms (the error scale); inputs are fixed."""
-        t = self._terms()
-        return float(np.sum(t)), float(np.sum(np.abs(t)))
-
-    def reference(self) -> float:
-        return self._expected[0]
-
-    def check(self, result: Any) -> tuple[bool, str]:
-        ref, scale = self._expected
-        return compare(result, ref, self.rtol, scale)

@@ -9,18 +9,10 @@ import numpy as np
 import pytest
 
 import programs
+from benchmarks.overlap import calibrate, measure, spin_kernel
 from test_example import run_vec
 
 pytestmark = pytest.mark.gpu
-
-SPIN = r'''
-extern "C" __global__ void spin(float* out, long long cycles) {
-    long long start = clock64();
-    while (clock64() - start < cycles) { }
-    if (threadIdx.x == 0) out[0] += 1.0f;
-}
-'''
-
 
 @pytest.fixture
 def gpu():
@@ -54,44 +46,20 @@ def test_random_programs_equal_serial_on_gpu(execution):
         assert [f.tolist() for f in final] == [f.tolist() for f in e_final], seed
 
 
-def _timed(ag, spin, outs, cycles):
-    ag.synchronize()
-    t0 = time.perf_counter()
-    for o in outs:
-        spin[1, 32](o, cycles)
-    ag.synchronize()
-    return time.perf_counter() - t0
-
-
-def _calibrate(ag, spin, out, target=5e-3):
-    cycles = 1_000_000
-    for _ in range(4):
-        t = _timed(ag, spin, [out], cycles)
-        cycles = int(cycles * target / t)
-    return cycles
-
-
 def test_two_independent_kernels_overlap_in_async_mode_only():
     import asyncgpu as ag
 
-    ratios = {}
-    for execution in ("async", "sync"):
-        with ag.configure(backend="cuda", execution=execution):
-            spin = ag.cuda_kernel(SPIN, "spin")
-            a, b = ag.zeros(1, np.float32), ag.zeros(1, np.float32)
-            cycles = _calibrate(ag, spin, a)
-            one = np.median([_timed(ag, spin, [a], cycles) for _ in range(5)])
-            two = np.median([_timed(ag, spin, [a, b], cycles) for _ in range(5)])
-            ratios[execution] = two / one
-    assert ratios["async"] < 1.3, ratios
-    assert ratios["sync"] > 1.8, ratios
+    with ag.configure(backend="cuda"):
+        m = measure(ag, target_s=5e-3, repeats=5)
+    assert m["async_ratio"] < 1.3, m
+    assert m["sync_ratio"] > 1.8, m
 
 
 def test_host_read_blocks_only_on_its_producer(gpu):
     ag = gpu
-    spin = ag.cuda_kernel(SPIN, "spin")
+    spin = spin_kernel(ag)
     slow, other = ag.zeros(1, np.float32), ag.array(np.arange(4, dtype=np.float32))
-    cycles = _calibrate(ag, spin, slow, target=50e-3)
+    cycles = calibrate(ag, spin, slow, 50e-3)
     t0 = time.perf_counter()
     spin[1, 32](slow, cycles)
     assert other.numpy().tolist() == [0, 1, 2, 3]
@@ -103,8 +71,8 @@ def test_host_read_blocks_only_on_its_producer(gpu):
 
 def test_dropped_array_is_not_reused_while_a_kernel_uses_it(gpu):
     ag = gpu
-    spin = ag.cuda_kernel(SPIN, "spin")
-    cycles = _calibrate(ag, spin, ag.zeros(1, np.float32), target=20e-3)
+    spin = spin_kernel(ag)
+    cycles = calibrate(ag, spin, ag.zeros(1, np.float32), 20e-3)
     victim = ag.zeros(1024, np.float32)
     spin[1, 32](victim, cycles)
     ptr = victim._alloc.buffer.ptr
