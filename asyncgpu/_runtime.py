@@ -125,9 +125,9 @@ class Runtime:
             node = Node("kernel", kernel.name, site, accesses)
             node.launch = launch
             self.stats.kernels += 1
-            self._issue(node, arrays)
+            self._issue(node)
 
-    def _issue(self, node: Node, arrays: list[Any]) -> None:
+    def _issue(self, node: Node) -> None:
         found = self.deps.conflicts(node.accesses)
         parents = reduce_parents(found)
         stream = self.streams.choose(node, parents)
@@ -141,7 +141,7 @@ class Runtime:
                     backend.prefetch(alloc.buffer, stream.handle)
                     self.stats.prefetches += 1
                     self.stats.bytes_prefetched += alloc.nbytes
-                    alloc.location |= DEVICE
+                    alloc.location = DEVICE   # migrated: a second view in this launch needs none
         self.streams.wait_for_parents(node, parents)
         backend.launch(node, stream.handle)
         # The launch is enqueued: from here on nothing may fail half-way.
