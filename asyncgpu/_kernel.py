@@ -15,36 +15,18 @@ once. Errors name the kernel with the user's launch site, the argument and the f
 from __future__ import annotations
 
 import inspect
-import os
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
 
 from ._array import Array
+from ._checks import (
+    BLOCK_LIMITS, GRID_LIMITS, MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, launch_dims, is_int,
+    convert_scalar, user_site,
+)
 from ._errors import ArgumentError, ArgumentValueError, FreedArrayError, SignatureError
 from ._signature import Param, parse_cuda_declaration, parse_grcuda_signature
-
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-_GRID_LIMITS = (2**31 - 1, 65535, 65535)
-_BLOCK_LIMITS = (1024, 1024, 64)
-MAX_THREADS_PER_BLOCK = 1024
-#: Dynamic shared memory a launch may ask for without opting in to more (CUDA's default limit).
-MAX_SHARED_BYTES = 48 * 1024
-
-
-def user_site() -> str:
-    """``file.py:12`` of the innermost frame outside the asyncgpu package."""
-    f = sys._getframe(1)
-    while f is not None and os.path.dirname(os.path.abspath(f.f_code.co_filename)).startswith(
-        _PACKAGE_DIR
-    ):
-        f = f.f_back
-    if f is None:
-        return "<unknown>"
-    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
-
 
 @dataclass(frozen=True)
 class NumbaSource:
@@ -130,7 +112,7 @@ class Kernel:
     def _parse_config(self, config: Any) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         parts = config if isinstance(config, tuple) else (config,)
         where = f"kernel '{self.name}' (at {user_site()})"
-        if len(parts) == 4 or (len(parts) == 3 and not _is_int(parts[2])):
+        if len(parts) == 4 or (len(parts) == 3 and not is_int(parts[2])):
             raise ArgumentValueError(
                 f"{where}: a launch configuration is [blocks, threads] or "
                 "[blocks, threads, shared_bytes]; asyncgpu chooses the stream itself, so drop "
@@ -141,8 +123,8 @@ class Kernel:
                 f"{where}: a launch configuration is [blocks, threads] or "
                 f"[blocks, threads, shared_bytes]; got {len(parts)} values"
             )
-        grid = _dims(parts[0], "blocks", _GRID_LIMITS, where)
-        block = _dims(parts[1], "threads per block", _BLOCK_LIMITS, where)
+        grid = launch_dims(parts[0], "blocks", GRID_LIMITS, where)
+        block = launch_dims(parts[1], "threads per block", BLOCK_LIMITS, where)
         threads = int(np.prod(block))
         if threads > MAX_THREADS_PER_BLOCK:
             raise ArgumentValueError(
@@ -150,7 +132,7 @@ class Kernel:
                 f"{MAX_THREADS_PER_BLOCK}. Use fewer threads per block and more blocks"
             )
         shared = parts[2] if len(parts) == 3 else 0
-        if not _is_int(shared) or not 0 <= int(shared) <= MAX_SHARED_BYTES:
+        if not is_int(shared) or not 0 <= int(shared) <= MAX_SHARED_BYTES:
             raise ArgumentValueError(
                 f"{where}: dynamic shared memory must be an integer in [0, {MAX_SHARED_BYTES}] "
                 f"bytes; got {shared!r}"
@@ -245,62 +227,6 @@ class Kernel:
                 f"{type(a).__name__}"
             )
         return convert_scalar(a, p, lambda: self._where(site, i))
-
-
-def convert_scalar(a: Any, p: Param, where: Callable[[], str]) -> np.generic:
-    """Convert a Python or NumPy scalar to a C parameter's dtype, refusing lossy conversions."""
-    dt = p.dtype
-    assert dt is not None  # Invariant: typed scalar parameters always have a dtype.
-    if a is None or not isinstance(a, (bool, int, float, np.number, np.bool_)):
-        raise ArgumentError(f"{where()}: expected a {p.ctype} number, got {type(a).__name__}")
-    if dt.kind == "b":
-        if not isinstance(a, (bool, np.bool_)):
-            raise ArgumentError(f"{where()}: expected a bool, got {type(a).__name__} {a!r}")
-        return np.bool_(a)
-    if isinstance(a, (bool, np.bool_)):
-        raise ArgumentError(
-            f"{where()}: expected a {p.ctype}, got the bool {a!r}; pass int({a!r}) if meant"
-        )
-    if dt.kind in "iu":
-        if isinstance(a, (float, np.floating)):
-            if not np.isfinite(a) or float(a) != int(a):
-                raise ArgumentValueError(
-                    f"{where()}: expected an integer for {p.ctype}, got {a!r}"
-                )
-        if isinstance(a, (complex, np.complexfloating)):
-            raise ArgumentError(f"{where()}: expected an integer for {p.ctype}, got {a!r}")
-        value = int(a)
-        info = np.iinfo(dt)
-        if not info.min <= value <= info.max:
-            raise ArgumentValueError(
-                f"{where()}: {value} does not fit in {p.ctype} "
-                f"([{info.min}, {info.max}])"
-            )
-        return dt.type(value)
-    if dt.kind == "f":
-        if isinstance(a, (complex, np.complexfloating)):
-            raise ArgumentError(f"{where()}: expected a real {p.ctype}, got {a!r}")
-        return dt.type(a)
-    return dt.type(a)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
-
-
-def _dims(value: Any, what: str, limits: tuple[int, ...], where: str) -> tuple[int, ...]:
-    dims = tuple(value) if isinstance(value, (tuple, list)) else (value,)
-    if not 1 <= len(dims) <= 3 or not all(_is_int(d) for d in dims):
-        raise ArgumentValueError(
-            f"{where}: {what} must be a positive integer or a tuple of 1 to 3 positive "
-            f"integers; got {value!r}"
-        )
-    for axis, (d, limit) in enumerate(zip(dims, limits)):
-        if not 1 <= int(d) <= limit:
-            raise ArgumentValueError(
-                f"{where}: {what} along axis {'xyz'[axis]} must be in [1, {limit}]; got {int(d)}"
-            )
-    return tuple(int(d) for d in dims)
 
 
 class Launcher:
