@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 
 from .._errors import ArgumentError, ArgumentValueError, CompileError
 from .._kernel import CudaCSource, Kernel
