@@ -6,6 +6,7 @@ the user's launch site), the argument and the fix.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Any, Callable
@@ -58,11 +59,10 @@ def convert_scalar(a: Any, p: Param, where: Callable[[], str]) -> np.generic:
         if isinstance(a, (complex, np.complexfloating)):
             raise ArgumentError(f"{where()}: expected an integer for {p.ctype}, got {a!r}")
         value = int(a)
-        info = np.iinfo(dt)
-        if not info.min <= value <= info.max:
+        lo, hi = _int_bounds(dt)
+        if not lo <= value <= hi:
             raise ArgumentValueError(
-                f"{where()}: {value} does not fit in {p.ctype} "
-                f"([{info.min}, {info.max}])"
+                f"{where()}: {value} does not fit in {p.ctype} ([{lo}, {hi}])"
             )
         return dt.type(value)
     if dt.kind == "f":
@@ -70,6 +70,12 @@ def convert_scalar(a: Any, p: Param, where: Callable[[], str]) -> np.generic:
             raise ArgumentError(f"{where()}: expected a real {p.ctype}, got {a!r}")
         return dt.type(a)
     return dt.type(a)
+
+
+@functools.cache
+def _int_bounds(dt: np.dtype) -> tuple[int, int]:
+    info = np.iinfo(dt)
+    return int(info.min), int(info.max)
 
 
 def is_int(v: Any) -> bool:

@@ -58,6 +58,9 @@ class Options:
     #: In-flight nodes beyond which each launch polls events to retire finished work.
     poll_threshold: int = 32
     device: int = 0
+    #: Launch kernels with one driver call and a prebuilt parameter buffer (``cuda`` backend);
+    #: ``False`` goes through Numba's and CuPy's own launch paths (slower; for diagnosis).
+    packed_launch: bool = True
     #: Attach the happens-before checker to the ``cuda`` backend (always on for ``sim``).
     debug_hb: bool = False
     sim_seed: int | None = None
@@ -98,6 +101,15 @@ class Options:
         return dataclasses.replace(self, **changes)
 
 
+def _flag(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected 1/0, true/false, yes/no or on/off; got {text!r}")
+
+
 #: Environment variable -> (option name, parser). Documented in docs/environment.md.
 ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_BACKEND": ("backend", str),
@@ -109,7 +121,8 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_MAX_STREAMS": ("max_streams", int),
     "ASYNCGPU_POLL_THRESHOLD": ("poll_threshold", int),
     "ASYNCGPU_DEVICE": ("device", int),
-    "ASYNCGPU_DEBUG_HB": ("debug_hb", lambda s: s.strip().lower() in ("1", "true", "yes", "on")),
+    "ASYNCGPU_DEBUG_HB": ("debug_hb", _flag),
+    "ASYNCGPU_PACKED_LAUNCH": ("packed_launch", _flag),
     "ASYNCGPU_SIM_SEED": ("sim_seed", int),
     "ASYNCGPU_SIM_STRATEGY": ("sim_strategy", str),
     "ASYNCGPU_SIM_TICK": ("sim_tick", float),

@@ -55,86 +55,126 @@ class Access:
         return f"Access({self.label}, [{self.lo}, {self.hi}), {'w' if self.write else 'r'})"
 
 
-class _Entry:
-    __slots__ = ("lo", "hi", "node", "write")
+class _Live:
+    """The live accesses of one allocation: writes, and reads by stream.
 
-    def __init__(self, lo: int, hi: int, node: Node, write: bool) -> None:
-        self.lo, self.hi, self.node, self.write = lo, hi, node, write
+    Entries are ``(lo, hi, node)`` tuples. Reads are kept per stream because a read replaces
+    the earlier reads of its own stream that it covers (stream order makes the later one enough),
+    so that replacement looks at one stream's few entries, not at every reader's.
+    """
+
+    __slots__ = ("writes", "reads")
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[int, int, Node]] = []
+        self.reads: dict[Any, list[tuple[int, int, Node]]] = {}
+
+
+def _add(found: dict[Node, list[tuple[str, str]]], node: Node, reason: str, label: str) -> None:
+    reasons = found.get(node)
+    if reasons is None:
+        found[node] = [(reason, label)]
+    else:
+        reasons.append((reason, label))
 
 
 class DependencyTracker:
     """Computes the parents of a new node and remembers live accesses per allocation.
 
-    Live entries are kept in two lists per allocation, writes and reads, so that a read (the
-    common case for inputs shared by many kernels) scans only the writes.
+    A read (the common case for inputs shared by many kernels) scans only the writes.
     ``drop_raw``/``drop_war`` plant known bugs for mutation tests (see ``Options.test_bugs``).
     """
 
     def __init__(self, drop_raw: bool = False, drop_war: bool = False) -> None:
-        self._live: dict[Any, tuple[list[_Entry], list[_Entry]]] = {}
+        self._live: dict[Any, _Live] = {}
         self._drop_raw = drop_raw
         self._drop_war = drop_war
 
     def conflicts(self, accesses: Iterable[Access]) -> dict[Node, list[tuple[str, str]]]:
         """Unfinished nodes the accesses conflict with -> [(reason, array label)], in issue order."""
         found: dict[Node, list[tuple[str, str]]] = {}
+        live_map = self._live
         for acc in accesses:
-            live = self._live.get(acc.key)
+            live = live_map.get(acc.key)
             if live is None:
                 continue
-            writes, reads = live
-            write = acc.write
-            if write:
-                if not self._drop_war:
-                    self._scan(reads, acc, WAR, found)
-                self._scan(writes, acc, WAW, found)
-            elif not self._drop_raw:
-                self._scan(writes, acc, RAW, found)
+            lo, hi = acc.lo, acc.hi
+            if acc.write:
+                if live.reads and not self._drop_war:
+                    self._scan_reads(live.reads, lo, hi, acc.label, found)
+                if live.writes:
+                    self._scan(live.writes, lo, hi, WAW, acc.label, found)
+            elif live.writes and not self._drop_raw:
+                self._scan(live.writes, lo, hi, RAW, acc.label, found)
         return found
 
     @staticmethod
-    def _scan(entries: list[_Entry], acc: Access, reason: str,
+    def _scan(entries: list[tuple[int, int, Node]], lo: int, hi: int, reason: str, label: str,
               found: dict[Node, list[tuple[str, str]]]) -> None:
-        lo, hi = acc.lo, acc.hi
         stale = False
-        for e in entries:
-            node = e.node
+        for elo, ehi, node in entries:
             if node.finished:
                 stale = True
-            elif e.lo < hi and lo < e.hi:
-                reasons = found.get(node)
-                if reasons is None:
-                    found[node] = [(reason, acc.label)]
-                else:
-                    reasons.append((reason, acc.label))
+            elif elo < hi and lo < ehi:
+                _add(found, node, reason, label)
         if stale:
-            entries[:] = [e for e in entries if not e.node.finished]
+            entries[:] = [e for e in entries if not e[2].finished]
+
+    @staticmethod
+    def _scan_reads(reads: dict[Any, list[tuple[int, int, Node]]], lo: int, hi: int, label: str,
+                    found: dict[Node, list[tuple[str, str]]]) -> None:
+        stale = None
+        for stream, entries in reads.items():
+            alive = False
+            for elo, ehi, node in entries:
+                if node.finished:
+                    continue
+                alive = True
+                if elo < hi and lo < ehi:
+                    _add(found, node, WAR, label)
+            if not alive:
+                if stale is None:
+                    stale = [stream]
+                else:
+                    stale.append(stream)
+        if stale:
+            for stream in stale:
+                del reads[stream]
 
     def commit(self, node: Node, accesses: Iterable[Access]) -> None:
         """Record ``node``'s accesses (after it has been given its stream and issued)."""
         stream = node.stream
+        live_map = self._live
         for acc in accesses:
             lo, hi = acc.lo, acc.hi
             if lo >= hi:
                 continue
-            live = self._live.get(acc.key)
+            live = live_map.get(acc.key)
             if live is None:
-                live = self._live[acc.key] = ([], [])
-            writes, reads = live
+                live = live_map[acc.key] = _Live()
             if acc.write:
                 # everything the write covers is ordered before it (it depended on them)
-                for entries in live:
-                    if any(lo <= e.lo and e.hi <= hi for e in entries):
-                        entries[:] = [e for e in entries if not (lo <= e.lo and e.hi <= hi)]
-                writes.append(_Entry(lo, hi, node, True))
+                writes = live.writes
+                if writes:
+                    writes[:] = [e for e in writes if not (lo <= e[0] and e[1] <= hi)]
+                writes.append((lo, hi, node))
+                reads = live.reads
+                if reads:
+                    for s in list(reads):
+                        kept = [e for e in reads[s] if not (lo <= e[0] and e[1] <= hi)]
+                        if kept:
+                            reads[s] = kept
+                        else:
+                            del reads[s]
             else:
-                # stream order: a later read of the same stream covers an earlier one
-                if stream is not None and any(
-                    e.node.stream is stream and lo <= e.lo and e.hi <= hi for e in reads
-                ):
-                    reads[:] = [e for e in reads
-                                if e.node.stream is not stream or not (lo <= e.lo and e.hi <= hi)]
-                reads.append(_Entry(lo, hi, node, False))
+                mine = live.reads.get(stream)
+                if mine is None:
+                    live.reads[stream] = [(lo, hi, node)]
+                else:
+                    # stream order: a later read of the same stream covers an earlier one
+                    mine[:] = [e for e in mine
+                               if not (lo <= e[0] and e[1] <= hi) and not e[2].finished]
+                    mine.append((lo, hi, node))
 
     def forget(self, key: Any) -> None:
         """Drop everything known about an allocation (it has been freed)."""
@@ -142,5 +182,8 @@ class DependencyTracker:
 
     def live_entries(self, key: Any) -> int:
         """Number of live entries kept for an allocation (for tests of boundedness)."""
-        live = self._live.get(key, ((), ()))
-        return sum(1 for entries in live for e in entries if not e.node.finished)
+        live = self._live.get(key)
+        if live is None:
+            return 0
+        entries = live.writes + [e for es in live.reads.values() for e in es]
+        return sum(1 for e in entries if not e[2].finished)

@@ -47,22 +47,43 @@ class CudaCSource:
     sim: Callable[..., Any] | None
 
 
-@dataclass(frozen=True)
 class ArrayArg:
-    """A validated array argument: its position, parameter, array and whether it may be written."""
+    """A validated array argument of one launch, which is also its dependency access.
 
-    index: int
-    param: str
-    array: Array
-    read: bool    # the kernel may read the old contents
-    write: bool   # the kernel may modify it
+    ``index``/``param``: position and parameter name; ``read``: the kernel may read the old
+    contents; ``write``: it may modify them. ``key``, ``alloc``, ``lo``, ``hi`` and ``label``
+    are what :class:`asyncgpu._deps.Access` carries, so the dependency tracker takes the
+    argument as it is (no second object per array per launch).
+    """
+
+    __slots__ = ("index", "param", "array", "read", "write", "key", "alloc", "lo", "hi",
+                 "label")
+
+    def __init__(self, index: int, param: str, array: Array, read: bool, write: bool) -> None:
+        self.index = index
+        self.param = param
+        self.array = array
+        self.read = read
+        self.write = write
+        alloc = array._alloc
+        self.key = alloc.id
+        self.alloc = alloc
+        self.lo = array._lo
+        self.hi = array._hi
+        self.label = param      # edge labels and messages name the array by its parameter
+
+    def __repr__(self) -> str:
+        return f"ArrayArg({self.index} {self.param}, {'rw' if self.write else 'r'})"
+
+
+_NUMBERS = frozenset({int, float, bool, complex})
 
 
 class Kernel:
     """A kernel whose launches asyncgpu schedules (see :func:`asyncgpu.kernel`)."""
 
     __slots__ = ("name", "params", "modes", "source", "typed", "_launchers", "_compiled",
-                 "__weakref__")
+                 "_slots", "__weakref__")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -81,6 +102,13 @@ class Kernel:
         self.typed = typed        # CUDA C: dtypes and array/scalar kinds are declared
         self._launchers: dict[Any, Launcher] = {}
         self._compiled: dict[Any, Any] = {}  # backend caches (compiled functions per signature)
+        # Per parameter, what the launch path needs without dictionary lookups:
+        # (index, name, read, write, array dtype the declaration demands or None, is_array)
+        self._slots = tuple(
+            (i, p.name, modes.get(p.name, "rw") != "w", modes.get(p.name, "rw") != "r",
+             p.dtype if typed and p.is_array else None, p.is_array)
+            for i, p in enumerate(params)
+        )
         return self
 
     def __repr__(self) -> str:
@@ -144,23 +172,30 @@ class Kernel:
              ) -> tuple[list[ArrayArg], list[Any]]:
         """Validate ``args``; return the array arguments and the argument values to pass.
 
-        Raises before anything is enqueued; nothing is changed on failure.
+        Raises before anything is enqueued; nothing is changed on failure. The common case
+        (live arrays of this runtime, plain numbers for untyped kernels) takes no detour; every
+        other case goes through the checks that explain what is wrong.
         """
-        params = self.params
-        if len(args) != len(params):
-            names = ", ".join(p.name for p in params)
+        slots = self._slots
+        if len(args) != len(slots):
+            names = ", ".join(p.name for p in self.params)
             raise ArgumentError(
-                f"{self._where(site)} takes {len(params)} arguments ({names}); "
+                f"{self._where(site)} takes {len(slots)} arguments ({names}); "
                 f"{len(args)} given"
             )
+        typed = self.typed
         arrays: list[ArrayArg] = []
-        values: list[Any] = []
-        for i, (p, a) in enumerate(zip(params, args)):
+        values = list(args)
+        for (i, name, read, write, dtype, is_array), a in zip(slots, args):
             if isinstance(a, Array):
-                arrays.append(self._bind_array(runtime, i, p, a, site))
-                values.append(a)
-            else:
-                values.append(self._bind_scalar(i, p, a, site))
+                alloc = a._alloc
+                if (alloc.freed or alloc.runtime is not runtime
+                        or (typed and not (is_array and (dtype is None or a.dtype == dtype)
+                                           and a.is_c_contiguous))):
+                    self._check_array(runtime, i, self.params[i], a, site)
+                arrays.append(ArrayArg(i, name, a, read, write))
+            elif typed or type(a) not in _NUMBERS or not (read and write):
+                values[i] = self._bind_scalar(i, self.params[i], a, site)
         return arrays, values
 
     def _where(self, site: str | None, index: int | None = None) -> str:
@@ -169,7 +204,8 @@ class Kernel:
             text += f", argument {index} '{self.params[index].name}'"
         return text
 
-    def _bind_array(self, runtime: Any, i: int, p: Param, a: Array, site: str | None) -> ArrayArg:
+    def _check_array(self, runtime: Any, i: int, p: Param, a: Array, site: str | None) -> None:
+        """Raise the error that explains why array ``a`` cannot be argument ``i``."""
         if a._alloc.freed:
             raise FreedArrayError(
                 f"{self._where(site, i)}: array {a.describe()} has been freed; "
@@ -198,8 +234,6 @@ class Kernel:
                     f"(strides={a.strides}); a raw pointer parameter needs contiguous data: "
                     "pass a contiguous copy"
                 )
-        mode = self.modes.get(p.name, "rw")
-        return ArrayArg(i, p.name, a, read=mode != "w", write=mode != "r")
 
     def _bind_scalar(self, i: int, p: Param, a: Any, site: str | None) -> Any:
         if isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__"):
@@ -232,7 +266,7 @@ class Kernel:
 class Launcher:
     """``kernel[grid, block]``: calling it schedules one launch and returns at once."""
 
-    __slots__ = ("kernel", "grid", "block", "shared")
+    __slots__ = ("kernel", "grid", "block", "shared", "grid3", "block3")
 
     def __init__(self, kernel: Kernel, grid: tuple[int, ...], block: tuple[int, ...],
                  shared: int) -> None:
@@ -240,6 +274,8 @@ class Launcher:
         self.grid = grid
         self.block = block
         self.shared = shared
+        self.grid3 = (grid + (1, 1))[:3]     # the x, y, z a driver launch takes
+        self.block3 = (block + (1, 1))[:3]
 
     def __call__(self, *args: Any) -> None:
         from ._runtime import current_runtime

@@ -112,15 +112,10 @@ class Runtime:
                 self._drain_releases()
             site = user_site() if self.want_sites else None
             arrays, values = kernel.bind(self, args, site)
-            no_const, alias_blind = self.no_const, self.alias_blind
-            accesses = []
-            for a in arrays:
-                arr = a.array
-                alloc = arr._alloc
-                accesses.append(Access(
-                    id(arr) if alias_blind else alloc.id, alloc, arr._lo, arr._hi,
-                    a.write or no_const, a.param,
-                ))
+            accesses: list[Any] = arrays     # an ArrayArg is its own dependency access
+            if self.no_const or self.alias_blind:
+                accesses = [Access(id(a.array) if self.alias_blind else a.key, a.alloc, a.lo,
+                                   a.hi, a.write or self.no_const, a.param) for a in arrays]
             launch = self.backend.kernel_launch(kernel, launcher, arrays, values, site)
             node = Node("kernel", kernel.name, site, accesses)
             node.launch = launch
@@ -288,7 +283,8 @@ def set_options(new: Options) -> None:
 
 def _backend_identity(o: Options) -> tuple[Any, ...]:
     """The options a backend is built from: changing any of them needs a new runtime."""
-    return (backends.resolve(o), o.device, o.sim_seed, o.sim_strategy, o.sim_tick, o.debug_hb)
+    return (backends.resolve(o), o.device, o.sim_seed, o.sim_strategy, o.sim_tick, o.debug_hb,
+            o.packed_launch)
 
 
 def empty_array(shape: Any, dtype: Any, location: int) -> Array:

@@ -20,6 +20,7 @@ from .._errors import BackendUnavailableError, OutOfMemoryError
 
 log = logging.getLogger("asyncgpu")
 _uids = itertools.count(1)
+_CUDA_ERROR_INVALID_CONTEXT = 201
 
 
 class CudaBuffer:
@@ -62,6 +63,13 @@ class CudaBackend:
         attr = self.runtime.cudaDevAttrConcurrentManagedAccess
         self.host_coherent_while_busy = bool(self.runtime.deviceGetAttribute(attr, self.device))
         self._numba_streams: dict[int, Any] = {}
+        # Kernels launch through cuLaunchKernel with a packed parameter buffer (_packed.py)
+        # unless the user turned it off or this CuPy lacks the driver entry point.
+        self.driver_launch = getattr(cupy.cuda.driver, "launchKernel", None)
+        self.packed_launches = options.packed_launch and self.driver_launch is not None
+        self._driver_error = cupy.cuda.driver.CUDADriverError
+        self._event_record = self.runtime.eventRecord
+        self._stream_wait = self.runtime.streamWaitEvent
         props = self.runtime.getDeviceProperties(self.device)
         name = props["name"]
         self.device_name = name.decode() if isinstance(name, bytes) else str(name)
@@ -76,10 +84,10 @@ class CudaBackend:
         return self.cupy.cuda.Event(block=False, disable_timing=True)
 
     def record(self, event: Any, stream: Any) -> None:
-        event.record(stream)
+        self._event_record(event.ptr, stream.ptr)
 
     def wait(self, stream: Any, event: Any) -> None:
-        stream.wait_event(event)
+        self._stream_wait(stream.ptr, event.ptr, 0)
 
     def event_done(self, event: Any) -> bool:
         return bool(event.done)
@@ -140,4 +148,12 @@ class CudaBackend:
         return make_launch(self, kernel, launcher, arrays, values, site)
 
     def launch(self, node: Any, stream: Any) -> None:
-        node.launch(stream)
+        try:
+            node.launch(stream)
+        except self._driver_error as exc:
+            # A host thread that has made no CUDA runtime call yet has no current context,
+            # which the driver-level launch needs: bind the device's primary context, retry.
+            if getattr(exc, "status", None) != _CUDA_ERROR_INVALID_CONTEXT:
+                raise
+            self.runtime.setDevice(self.device)
+            node.launch(stream)

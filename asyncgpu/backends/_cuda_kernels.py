@@ -1,10 +1,11 @@
 """Preparing and enqueuing kernel launches on the ``cuda`` backend.
 
 Numba kernels are compiled for the argument types once (``Dispatcher.compile``) *before*
-anything is enqueued, so a typing error leaves the runtime untouched; each launch then calls the
-compiled kernel directly with cached Numba views of the arrays and a cached Numba wrapper of the
-CuPy stream. CUDA C kernels go through a CuPy ``RawKernel``; pointers are passed by value and
-scalars converted to their declared C types (CuPy would pass a Python ``int`` as 8 bytes).
+anything is enqueued, so a typing error leaves the runtime untouched. CUDA C kernels are
+compiled through a CuPy ``RawKernel``. Both then launch through a packed plan (``_packed.py``):
+the argument values are gathered here, per launch, from values cached on the arrays (pointers,
+Numba's array fields), and the enqueue is a single ``cuLaunchKernel``. Argument kinds the plan
+does not cover fall back to Numba's own launch or to ``RawKernel.__call__``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from typing import Any
 
 
 from .._errors import ArgumentError, ArgumentValueError, CompileError
+from .._array import Array
 from .._kernel import CudaCSource, Kernel
+from ._packed import PackedPlan, cuda_c_plan, numba_array_fields, numba_plan
 
 
 def _numba_view(array: Any) -> Any:
@@ -64,6 +67,8 @@ def _dispatcher(kernel: Kernel) -> Any:
 
 
 class NumbaLaunch:
+    """A launch through Numba's own path (argument kinds the packed path does not handle)."""
+
     __slots__ = ("backend", "compiled", "args", "grid", "block", "shared")
 
     def __init__(self, backend: Any, compiled: Any, args: list[Any], grid: Any, block: Any,
@@ -79,6 +84,8 @@ class NumbaLaunch:
 
 
 class RawLaunch:
+    """A launch through CuPy's ``RawKernel.__call__`` (kernels without a typed declaration)."""
+
     __slots__ = ("raw", "args", "grid", "block", "shared")
 
     def __init__(self, raw: Any, args: tuple[Any, ...], grid: Any, block: Any, shared: int) -> None:
@@ -88,6 +95,21 @@ class RawLaunch:
 
     def __call__(self, stream: Any) -> None:
         self.raw(self.grid, self.block, self.args, stream=stream, shared_mem=self.shared)
+
+
+class PackedLaunch:
+    """A launch through a :class:`PackedPlan`: one ``cuLaunchKernel`` call."""
+
+    __slots__ = ("plan", "values", "grid", "block", "shared")
+
+    def __init__(self, plan: PackedPlan, values: tuple[Any, ...], grid: Any, block: Any,
+                 shared: int) -> None:
+        self.plan = plan
+        self.values = values
+        self.grid, self.block, self.shared = grid, block, shared
+
+    def __call__(self, stream: Any) -> None:
+        self.plan.launch(self.values, self.grid, self.block, self.shared, stream.ptr)
 
 
 def _raw_kernel(backend: Any, kernel: Kernel) -> Any:
@@ -121,34 +143,101 @@ def _check_block(kernel: Kernel, launcher: Any, site: str | None, limit: int, re
 
 def make_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
                 values: list[Any], site: str | None) -> Any:
-    """Compile if needed and build the launch object (nothing is enqueued here)."""
-    args = list(values)
+    """Compile if needed and build the launch object (nothing is enqueued here).
+
+    The first launch of a kernel for given argument types compiles it, checks the block against
+    the compiled kernel's limits and builds its packed plan; later launches only gather the
+    argument values.
+    """
     if isinstance(kernel.source, CudaCSource):
-        raw = _raw_kernel(backend, kernel)
-        _check_block(kernel, launcher, site, raw.max_threads_per_block, raw.num_regs)
-        for a in arrays:
-            args[a.index] = _cupy_view(backend, a.array)
-        return RawLaunch(raw, tuple(args), launcher.grid, launcher.block, launcher.shared)
-    disp = _dispatcher(kernel)
-    types = list(args)
-    array_slots = {a.index for a in arrays}
-    for i, v in enumerate(args):
-        if i not in array_slots:
-            types[i] = disp.typeof_pyval(v)
-    for a in arrays:
-        args[a.index] = _numba_view(a.array)
-        types[a.index] = _numba_type(disp, a.array)
-    types = tuple(types)
-    compiled = kernel._compiled.get(types)
-    if compiled is None:
-        try:
-            compiled = disp.compile(types)
-        except Exception as exc:
-            where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
-            raise ArgumentError(
-                f"{where}: Numba cannot compile it for the argument types "
-                f"({', '.join(map(str, types))}): {exc}"
-            ) from exc
-        kernel._compiled[types] = compiled
-    _check_block(kernel, launcher, site, compiled.max_threads_per_block, compiled.regs_per_thread)
+        return _cuda_c_launch(backend, kernel, launcher, arrays, values, site)
+    key = []
+    flat: list[Any] = []
+    for v in values:
+        if type(v) is Array:
+            fields = v._cache.get("nbf")
+            if fields is None:
+                fields = v._cache["nbf"] = _numba_fields(v)
+            key.append(fields[0])
+            flat.extend(fields[1])
+        else:
+            t = type(v)
+            key.append(t if t is not int or _INT64_MIN <= v <= _INT64_MAX else "bigint")
+            flat.append(v)
+    entry = kernel._compiled.get(tuple(key))
+    if entry is None:
+        entry = kernel._compiled[tuple(key)] = _compile_numba(backend, kernel, values, site)
+    compiled, plan, checked = entry
+    if launcher.block not in checked:
+        _check_block(kernel, launcher, site, compiled.max_threads_per_block,
+                     compiled.regs_per_thread)
+        checked.add(launcher.block)
+    if plan is not None:
+        return PackedLaunch(plan, tuple(flat), launcher.grid3, launcher.block3, launcher.shared)
+    args = [_numba_view(v) if type(v) is Array else v for v in values]
     return NumbaLaunch(backend, compiled, args, launcher.grid, launcher.block, launcher.shared)
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _numba_fields(array: Array) -> tuple[str, tuple[int, ...]]:
+    """An array's type token (same token, same Numba type) and its Numba ABI values."""
+    token = f"{array.dtype.str}/{len(array.shape)}/{array.is_c_contiguous}/" \
+            f"{_f_contiguous(array)}"
+    ptr = array._alloc.buffer.ptr + array._offset if array._alloc.buffer.nbytes else 0
+    return token, numba_array_fields(array, ptr)
+
+
+def _f_contiguous(array: Array) -> bool:
+    expected = array.dtype.itemsize
+    for n, st in zip(array.shape, array.strides):
+        if n != 1 and st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _compile_numba(backend: Any, kernel: Kernel, values: list[Any], site: str | None,
+                   ) -> tuple[Any, Any, set[Any]]:
+    disp = _dispatcher(kernel)
+    types = tuple(_numba_type(disp, v) if type(v) is Array else disp.typeof_pyval(v)
+                  for v in values)
+    try:
+        compiled = disp.compile(types)
+    except Exception as exc:
+        where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
+        raise ArgumentError(
+            f"{where}: Numba cannot compile it for the argument types "
+            f"({', '.join(map(str, types))}): {exc}"
+        ) from exc
+    plan = numba_plan(compiled, backend.driver_launch) if backend.packed_launches else None
+    return compiled, plan, set()
+
+
+def _cuda_c_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
+                   values: list[Any], site: str | None) -> Any:
+    entry = kernel._compiled.get("c")
+    if entry is None:
+        raw = _raw_kernel(backend, kernel)
+        plan = None
+        if kernel.typed and backend.packed_launches:
+            plan = cuda_c_plan(raw.kernel.ptr, kernel.params, backend.driver_launch)
+        entry = kernel._compiled["c"] = (raw, plan, set())
+    raw, plan, checked = entry
+    if launcher.block not in checked:
+        _check_block(kernel, launcher, site, raw.max_threads_per_block, raw.num_regs)
+        checked.add(launcher.block)
+    args = list(values)
+    if plan is not None:
+        for a in arrays:
+            arr = a.array
+            ptr = arr._cache.get("ptr")
+            if ptr is None:
+                buf = arr._alloc.buffer
+                ptr = arr._cache["ptr"] = buf.ptr + arr._offset if buf.nbytes else 0
+            args[a.index] = ptr
+        return PackedLaunch(plan, tuple(args), launcher.grid3, launcher.block3, launcher.shared)
+    for a in arrays:
+        args[a.index] = _cupy_view(backend, a.array)
+    return RawLaunch(raw, tuple(args), launcher.grid, launcher.block, launcher.shared)
