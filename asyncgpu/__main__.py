@@ -16,6 +16,23 @@ from typing import Any
 SCALES = ("tiny", "small", "medium", "large")
 
 
+def _print_overhead(console: Any, m: dict[str, Any]) -> None:
+    from rich.table import Table
+
+    table = Table(title="host microseconds per launch (median, p10-p90)")
+    for col in ("case", "median", "p10", "p90"):
+        table.add_column(col, justify="left" if col == "case" else "right")
+    for group in ("cases", "runtime_only"):
+        for name, v in m.get(group, {}).items():
+            label = name if group == "cases" else f"runtime only: {name}"
+            table.add_row(label, f"{v['median_us']:.2f}", f"{v['p10_us']:.2f}",
+                          f"{v['p90_us']:.2f}")
+    console.print(table)
+    for group in ("event_waits_per_timed_launch", "ratios", "flat"):
+        for name, v in m.get(group, {}).items():
+            console.print(f"{group}: {name} = {v:.3f}")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="asyncgpu", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -86,20 +103,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
             _write_micro(args.json, "overlap", m, harness.machine_info(ag))
     if "overhead" in names:
         names = [n for n in names if n != "overhead"]
-        if not on_gpu:
-            console.print("[yellow]overhead: launch costs are GPU host times; skipped on sim[/]")
-        else:
-            from benchmarks.overhead import measure as measure_overhead
+        from benchmarks import overhead
 
-            m = measure_overhead(ag)
-            table = Table(title="host microseconds per launch (medians)")
-            table.add_column("case")
-            table.add_column("us", justify="right")
-            for k, v in m.items():
-                table.add_row(k, f"{v:.2f}")
-            console.print(table)
-            if args.json and not names:
-                _write_micro(args.json, "overhead", m, harness.machine_info(ag))
+        if on_gpu:
+            m = overhead.measure(ag)
+        else:
+            console.print("[yellow]overhead: no GPU; measuring only the runtime's own Python "
+                          "work (a backend that does nothing)[/]")
+            m = {"runtime_only": overhead.runtime_only()}
+        _print_overhead(console, m)
+        if args.json and not names:
+            _write_micro(args.json, "overhead", m, harness.machine_info(ag))
     unknown = [n for n in names if n not in WORKLOADS]
     if unknown:
         console.print(f"[red]unknown workload(s) {unknown}; known: {sorted(WORKLOADS)}, overlap[/]")

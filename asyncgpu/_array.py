@@ -105,7 +105,8 @@ class Array:
     touches the same bytes.
     """
 
-    __slots__ = ("_alloc", "shape", "dtype", "strides", "_offset", "_lo", "_hi", "_cache")
+    __slots__ = ("_alloc", "shape", "dtype", "strides", "_offset", "_lo", "_hi", "_cache",
+                 "_contiguous")
     __array_priority__ = 100
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -135,6 +136,14 @@ class Array:
                 else:
                     hi += span
             self._lo, self._hi = lo, hi + dtype.itemsize
+        expected = dtype.itemsize
+        contiguous = True
+        for n, st in zip(reversed(shape), reversed(strides)):
+            if n != 1 and st != expected:
+                contiguous = False
+                break
+            expected *= n
+        self._contiguous = contiguous
         return self
 
     # -- NumPy-like metadata -------------------------------------------------------------------
@@ -161,12 +170,7 @@ class Array:
     @property
     def is_c_contiguous(self) -> bool:
         """Whether the elements are laid out contiguously in C (row-major) order."""
-        expected = self.dtype.itemsize
-        for n, st in zip(reversed(self.shape), reversed(self.strides)):
-            if n != 1 and st != expected:
-                return False
-            expected *= n
-        return True
+        return self._contiguous
 
     @property
     def base(self) -> Array | None:

@@ -14,6 +14,7 @@ once. Errors name the kernel with the user's launch site, the argument and the f
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -191,7 +192,7 @@ class Kernel:
                 alloc = a._alloc
                 if (alloc.freed or alloc.runtime is not runtime
                         or (typed and not (is_array and (dtype is None or a.dtype == dtype)
-                                           and a.is_c_contiguous))):
+                                           and a._contiguous))):
                     self._check_array(runtime, i, self.params[i], a, site)
                 arrays.append(ArrayArg(i, name, a, read, write))
             elif typed or type(a) not in _NUMBERS or not (read and write):
@@ -278,11 +279,17 @@ class Launcher:
         self.block3 = (block + (1, 1))[:3]
 
     def __call__(self, *args: Any) -> None:
-        from ._runtime import current_runtime
-        current_runtime().launch_kernel(self, args)
+        _runtime_module().current_runtime().launch_kernel(self, args)
 
     def __repr__(self) -> str:
         return f"<launcher {self.kernel.name}[{self.grid}, {self.block}, {self.shared}]>"
+
+
+@functools.cache
+def _runtime_module() -> Any:
+    """``asyncgpu._runtime``, imported on first launch (it imports this module)."""
+    from . import _runtime
+    return _runtime
 
 
 # -- construction --------------------------------------------------------------------------

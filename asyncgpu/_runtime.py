@@ -46,9 +46,11 @@ _MIGRATING_READ = 1 << 20
 class Runtime:
     """The scheduler for one backend (use the module-level API; no public constructor)."""
 
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, backend: Any = None) -> None:
         self.options = options
-        self.backend = backends.create(options)
+        # ``backend`` replaces the one the options select (micro-benchmarks of the runtime's
+        # own cost use a backend that does nothing)
+        self.backend = backends.create(options) if backend is None else backend
         self.stats = Counters()
         self._lock = threading.RLock()
         self._releases: deque[tuple[int, Any]] = deque()
@@ -124,46 +126,53 @@ class Runtime:
 
     def _issue(self, node: Node) -> None:
         found = self.deps.conflicts(node.accesses)
-        parents = reduce_parents(found)
-        stream = self.streams.choose(node, parents)
+        parents = reduce_parents(found) if len(found) > 1 else list(found)
+        streams = self.streams
+        stream = streams.choose(node, parents)
         node.stream = stream
         node.parents = parents
         backend = self.backend
+        accesses = node.accesses
+        stats = self.stats
         if self.prefetch:
-            for acc in node.accesses:
+            for acc in accesses:
                 alloc = acc.alloc
                 if alloc.location & HOST and alloc.nbytes:
                     backend.prefetch(alloc.buffer, stream.handle)
-                    self.stats.prefetches += 1
-                    self.stats.bytes_prefetched += alloc.nbytes
+                    stats.prefetches += 1
+                    stats.bytes_prefetched += alloc.nbytes
                     alloc.location = DEVICE   # migrated: a second view in this launch needs none
-        self.streams.wait_for_parents(node, parents)
+        if parents:
+            streams.wait_for_parents(node, parents)
         backend.launch(node, stream.handle)
         # The launch is enqueued: from here on nothing may fail half-way.
-        self.streams.issued(node)
-        self.deps.commit(node, node.accesses)
-        for acc in node.accesses:
-            acc.alloc.location = DEVICE if acc.write else acc.alloc.location | DEVICE
-        node.keepalive = [acc.alloc for acc in node.accesses]
+        streams.issued(node)
+        self.deps.commit(node, accesses)
+        keep = []
+        for acc in accesses:
+            alloc = acc.alloc
+            alloc.location = DEVICE if acc.write else alloc.location | DEVICE
+            keep.append(alloc)
+        node.keepalive = keep
         if self.eager_free:
             node.keepalive = None
             node.accesses = []
-        stats = self.stats
         stats.nodes += 1
         stats.streams_used.add(stream.index)
-        edges = stats.edges
-        for p in parents:
-            for reason, _ in found[p]:
-                edges[reason] += 1
+        if found:
+            edges = stats.edges
+            for p in parents:
+                for reason, _ in found[p]:
+                    edges[reason] += 1
         if self._instruments:
             node.edges = [(p, reason, label) for p in parents for reason, label in found[p]]
             self._notify("node_issued", node)
         if self.sync_mode:
             backend.host_wait(node.event)
-            self.streams.finished(node)
+            streams.finished(node)
             stats.sync("sync-mode")
-        else:
-            self.streams.poll()
+        elif streams._inflight > streams.poll_threshold:
+            streams.poll()
 
     # -- host access -------------------------------------------------------------------------
     @contextlib.contextmanager

@@ -34,7 +34,7 @@ from ._policies import NEW_STREAM, PARENT_STREAM, Serial
 class StreamState:
     """One stream of the pool (runtime-owned; no public constructor)."""
 
-    __slots__ = ("index", "handle", "inflight", "seq", "waited", "last_used", "device")
+    __slots__ = ("index", "handle", "inflight", "seq", "waited", "device")
 
     def __init__(self, index: int, handle: Any, device: int = 0) -> None:
         self.index = index
@@ -42,7 +42,6 @@ class StreamState:
         self.inflight: deque[Node] = deque()
         self.seq = 0
         self.waited: dict[int, int] = {}
-        self.last_used = 0
         self.device = device
 
     def __repr__(self) -> str:
@@ -63,7 +62,7 @@ class StreamManager:
         self.streams: list[StreamState] = []
         self._free: deque[StreamState] = deque()
         self._events: list[Any] = []
-        self._clock = 0
+        self._by_use: dict[StreamState, None] = {}   # streams, least recently used first
         self._inflight = 0
         self._poll_at = 0
 
@@ -81,6 +80,7 @@ class StreamManager:
     def grow(self) -> StreamState:
         s = StreamState(len(self.streams), self.backend.create_stream())
         self.streams.append(s)
+        self._by_use[s] = None
         self.stats.streams_created += 1
         return s
 
@@ -88,7 +88,7 @@ class StreamManager:
         return self.streams[0] if self.streams else self.grow()
 
     def least_recently_used(self) -> StreamState:
-        return min(self.streams, key=lambda s: s.last_used)
+        return next(iter(self._by_use))
 
     # -- issuing -----------------------------------------------------------------------------
     def choose(self, node: Node, parents: list[Node]) -> StreamState:
@@ -124,8 +124,9 @@ class StreamManager:
         stream = node.stream
         stream.seq += 1
         node.seq = stream.seq
-        self._clock += 1
-        stream.last_used = self._clock
+        by_use = self._by_use
+        del by_use[stream]     # move to the most recently used end
+        by_use[stream] = None
         event = self._events.pop() if self._events else self._new_event()
         self.backend.record(event, stream.handle)
         node.event = event

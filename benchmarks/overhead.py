@@ -1,20 +1,34 @@
 """Micro-benchmark: host time per launch through asyncgpu versus raw CuPy and plain Numba.
 
 Tiny kernels (one block of 32 threads) with 1, 3 and 8 array arguments, launched back to back
-without host access: ``independent`` (each launch writes its own array, so no edges) and
-``dependent`` (each launch reads the previous one's output from another stream's work: one
-cross-stream edge per launch). The raw baselines launch the same kernels on one CuPy stream.
-Reported: median microseconds per launch over repeated runs, and the per-launch cost measured
-after 10, 1,000 and 100,000 launches (it must stay flat).
+without host access, for CUDA C (CuPy ``RawKernel``) and Numba kernels:
+
+* ``independent``: each launch writes its own output, so there are no edges;
+* ``cross-stream``: each timed launch reads the output of the previous timed launch, whose stream
+  was already handed to another child, so it gets another stream and one event wait (the untimed
+  sibling launch in between is what hands the stream over). ``statistics().event_waits`` confirms
+  one wait per timed launch.
+
+Baselines, same kernels, same run: ``cupy_raw`` (``RawKernel.__call__`` on CuPy arrays, one
+stream), ``numba_device`` (Numba's launch with Numba device arrays) and ``numba_cupy`` (Numba's
+launch with CuPy arrays on an external stream: the same arguments asyncgpu hands Numba).
+Each case is timed over ``launches`` launches, ``repeats`` times; the report gives the median and
+the 10th/90th percentiles in microseconds per launch. ``flat`` gives the per-launch cost of 1,000
+launches after 10, 1,000 and 100,000 launches without a host access (it must stay flat).
+
+``runtime_only`` measures asyncgpu's own Python work per launch with a backend that does nothing
+(no CUDA at all), so it runs anywhere, the simulator's machines included.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
+
+ARGS = (1, 3, 8)
 
 
 def _c_source(nargs: int) -> str:
@@ -36,84 +50,202 @@ def _numba_kernel(nargs: int) -> Any:
     return cuda.jit(scope[f"k{nargs}"])
 
 
-def _per_launch(fn: Any, count: int, sync: Any, repeats: int = 5) -> float:
+def _summary(samples: list[float]) -> dict[str, float]:
+    q = np.percentile(samples, [10, 90])
+    return {"median_us": statistics.median(samples), "p10_us": float(q[0]),
+            "p90_us": float(q[1])}
+
+
+def _per_launch(fn: Callable[[int], float | None], count: int, sync: Callable[[], None],
+                repeats: int) -> dict[str, float]:
+    """``fn(count)`` launches ``count`` times; it returns the seconds it timed itself, or None
+    to be timed as a whole."""
     samples = []
     for _ in range(repeats):
         sync()
         t0 = time.perf_counter()
-        fn(count)
-        samples.append((time.perf_counter() - t0) / count)
+        own = fn(count)
+        elapsed = own if own is not None else time.perf_counter() - t0
+        samples.append(elapsed / count * 1e6)
         sync()
-    return statistics.median(samples) * 1e6
+    return _summary(samples)
 
 
-def measure(ag: Any, launches: int = 2000) -> dict[str, float]:
-    """Median host microseconds per launch for each case (``cuda`` backend only)."""
+def _ag_cases(ag: Any, k: Any, nargs: int) -> dict[str, Callable[[int], float | None]]:
+    """The independent and cross-stream loops of one asyncgpu kernel."""
+    ins = [ag.ones(32, np.float32) for _ in range(max(nargs - 1, 1))]
+    outs = [ag.zeros(32, np.float32) for _ in range(64)]
+    sink = [ag.zeros(32, np.float32) for _ in range(64)]
+
+    def independent(n: int) -> None:
+        for i in range(n):
+            k[1, 32](*ins[: nargs - 1], outs[i % 64])
+
+    def cross_stream(n: int) -> float:
+        # timed launch i reads out[i-1]; the untimed sibling took out[i-1]'s producer's stream,
+        # so launch i runs on another stream behind one event wait
+        spent = 0.0
+        clock = time.perf_counter
+        prev = outs[63]
+        for i in range(n):
+            dst = outs[i % 64]
+            args = [prev, *ins[1: nargs - 1], dst] if nargs > 1 else [dst]
+            t0 = clock()
+            k[1, 32](*args)
+            spent += clock() - t0
+            k[1, 32](*([dst] * (nargs - 1)), sink[i % 64])
+            prev = dst
+        return spent
+
+    if nargs == 1:      # no input to depend on
+        return {"independent": independent}
+    return {"independent": independent, "cross_stream": cross_stream}
+
+
+def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
+    """Host microseconds per launch for every case (``cuda`` backend only)."""
     import cupy
     from numba import cuda
 
-    out: dict[str, float] = {}
+    cases: dict[str, dict[str, float]] = {}
+    waits: dict[str, float] = {}
     stream = cupy.cuda.Stream(non_blocking=True)
     nstream = cuda.external_stream(stream.ptr)
-    for nargs in (1, 3, 8):
+
+    def sync() -> None:
+        stream.synchronize()
+        ag.synchronize()
+
+    for nargs in ARGS:
         src = _c_source(nargs)
         raw = cupy.RawKernel(src, f"k{nargs}")
         cp_arrays = [cupy.ones(32, np.float32) for _ in range(nargs)]
-        ag_k = ag.cuda_kernel(src, f"k{nargs}")
-        ag_in = [ag.ones(32, np.float32) for _ in range(nargs - 1)]
-        ag_outs = [ag.zeros(32, np.float32) for _ in range(64)]
         nb = _numba_kernel(nargs)
         nb_arrays = [cuda.to_device(np.ones(32, np.float32)) for _ in range(nargs)]
-        ag_nb = ag.kernel(nb, const=[f"a{i}" for i in range(nargs - 1)])
+        const = [f"a{i}" for i in range(nargs - 1)]
+        loops: dict[str, Callable[[int], float | None]] = {
+            "cupy_raw": lambda n: [raw((1,), (32,), tuple(cp_arrays), stream=stream)
+                                   for _ in range(n)] and None,
+            "numba_device": lambda n: [nb[1, 32, nstream](*nb_arrays) for _ in range(n)] and None,
+            "numba_cupy": lambda n: [nb[1, 32, nstream](*cp_arrays) for _ in range(n)] and None,
+        }
+        for kind, k in (("cuda_c", ag.cuda_kernel(src, f"k{nargs}")),
+                        ("numba", ag.kernel(nb, const=const))):
+            for case, fn in _ag_cases(ag, k, nargs).items():
+                loops[f"ag_{kind}_{case}"] = fn
+        for name, fn in loops.items():
+            fn(50)                                  # compile and warm up
+            sync()
+            before = ag.statistics().event_waits
+            cases[f"{name}_{nargs}args"] = _per_launch(fn, launches, sync, repeats)
+            if name.endswith("cross_stream"):
+                waits[f"{name}_{nargs}args"] = (ag.statistics().event_waits - before) / (
+                    launches * repeats)
+    med = {k: v["median_us"] for k, v in cases.items()}
+    ratios = {
+        "cuda_c_cross_stream_over_cupy_raw_3args":
+            med["ag_cuda_c_cross_stream_3args"] / med["cupy_raw_3args"],
+        "numba_cupy_over_ag_numba_independent_3args":
+            med["numba_cupy_3args"] / med["ag_numba_independent_3args"],
+    }
+    return {"cases": cases, "event_waits_per_timed_launch": waits, "ratios": ratios,
+            "flat": flatness(ag), "runtime_only": runtime_only()}
 
-        def raw_run(n: int) -> None:
-            for _ in range(n):
-                raw((1,), (32,), tuple(cp_arrays), stream=stream)
 
-        def numba_run(n: int) -> None:
-            for _ in range(n):
-                nb[1, 32, nstream](*nb_arrays)
-
-        def ag_independent(n: int, k: Any = ag_k) -> None:
-            for i in range(n):
-                k[1, 32](*ag_in, ag_outs[i % 64])
-
-        def ag_dependent(n: int, k: Any = ag_k) -> None:
-            # out_i is read by launch i+1: every launch has a RAW edge to the previous one,
-            # and the alternating writers make those edges cross streams
-            # (with one argument there is no input: each launch overwrites the same output, WAW)
-            prev = ag_in[0] if ag_in else None
-            for i in range(n):
-                dst = ag_outs[i % 64] if ag_in else ag_outs[0]
-                k[1, 32](*([prev] + ag_in[1:] if ag_in else []), dst)
-                prev = dst
-
-        def sync() -> None:
-            stream.synchronize()
-            ag.synchronize()
-
-        for fn in (raw_run, numba_run, ag_independent, ag_dependent):
-            fn(50)          # compile and warm up
-        sync()
-        out[f"cupy_raw_{nargs}args_us"] = _per_launch(raw_run, launches, sync)
-        out[f"numba_plain_{nargs}args_us"] = _per_launch(numba_run, launches, sync)
-        out[f"ag_cuda_c_independent_{nargs}args_us"] = _per_launch(ag_independent, launches, sync)
-        out[f"ag_cuda_c_dependent_{nargs}args_us"] = _per_launch(ag_dependent, launches, sync)
-        out[f"ag_numba_independent_{nargs}args_us"] = _per_launch(
-            lambda n: ag_independent(n, ag_nb), launches, sync)
-    # flatness: the cost of 1,000 launches after 10, 1,000 and 100,000 without a host access
+def flatness(ag: Any) -> dict[str, float]:
+    """Per-launch cost of 1,000 launches after 10, 1,000 and 100,000 launches (3 arguments)."""
     k3 = ag.cuda_kernel(_c_source(3), "k3")
     a = [ag.ones(32, np.float32) for _ in range(2)]
     outs = [ag.zeros(32, np.float32) for _ in range(64)]
+    for i in range(64):
+        k3[1, 32](*a, outs[i])
     ag.synchronize()
+    out: dict[str, float] = {}
     done = 0
     for mark in (10, 1000, 100_000):
         for i in range(mark - done):
             k3[1, 32](*a, outs[i % 64])
-        t0 = time.perf_counter()
-        for i in range(1000):
-            k3[1, 32](*a, outs[i % 64])
-        out[f"ag_per_launch_after_{mark}_us"] = (time.perf_counter() - t0) / 1000 * 1e6
+        samples = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for i in range(200):
+                k3[1, 32](*a, outs[i % 64])
+            samples.append((time.perf_counter() - t0) / 200 * 1e6)
+        out[f"after_{mark}_us"] = statistics.median(samples)
         done = mark + 1000
     ag.synchronize()
+    out["ratio_100000_over_1000"] = out["after_100000_us"] / out["after_1000_us"]
+    return out
+
+
+class NullBackend:
+    """A backend that does nothing: what remains is the runtime's own Python work."""
+
+    name = "null"
+    prefetches = True
+    wants_sites = False
+    host_coherent_while_busy = True
+
+    class _Buffer:
+        __slots__ = ("nbytes", "host", "uid", "ptr")
+
+        def __init__(self, nbytes: int) -> None:
+            self.nbytes, self.host, self.uid, self.ptr = nbytes, np.zeros(nbytes, np.uint8), 0, 0
+
+    def create_stream(self) -> object:
+        return object()
+
+    def create_event(self) -> object:
+        return object()
+
+    def record(self, event: Any, stream: Any) -> None: ...
+    def wait(self, stream: Any, event: Any) -> None: ...
+    def event_done(self, event: Any) -> bool: return True
+    def host_wait(self, event: Any) -> None: ...
+    def synchronize(self) -> None: ...
+    def host_access(self, accesses: Any, label: str) -> None: ...
+    def prefetch(self, buffer: Any, stream: Any) -> None: ...
+    def free(self, buffer: Any) -> None: ...
+    def alloc(self, nbytes: int) -> Any: return self._Buffer(nbytes)
+    def kernel_launch(self, *args: Any) -> None: return None
+    def launch(self, node: Any, stream: Any) -> None: ...
+
+
+def runtime_only(launches: int = 20000, repeats: int = 5) -> dict[str, dict[str, float]]:
+    """asyncgpu's own host microseconds per launch (3 arguments), with :class:`NullBackend`."""
+    from asyncgpu import cuda_kernel
+    from asyncgpu._array import HOST, new_array
+    from asyncgpu._config import Options
+    from asyncgpu._runtime import Runtime
+
+    rt = Runtime(Options(), backend=NullBackend())
+    k = cuda_kernel(_c_source(3), "k3", sim=lambda *a: None)
+    ins = [new_array(rt, (32,), np.dtype(np.float32), HOST) for _ in range(2)]
+    outs = [new_array(rt, (32,), np.dtype(np.float32), HOST) for _ in range(64)]
+    sink = [new_array(rt, (32,), np.dtype(np.float32), HOST) for _ in range(64)]
+    launcher = k[1, 32]
+    launch = rt.launch_kernel
+
+    def independent(n: int) -> None:
+        for i in range(n):
+            launch(launcher, (ins[0], ins[1], outs[i % 64]))
+
+    def cross_stream(n: int) -> None:
+        prev = outs[63]
+        for i in range(n):
+            dst = outs[i % 64]
+            launch(launcher, (prev, ins[1], dst))
+            launch(launcher, (dst, dst, sink[i % 64]))
+            prev = dst
+
+    out = {}
+    for name, fn, per in (("independent", independent, 1), ("cross_stream_pair", cross_stream, 2)):
+        fn(200)
+        samples = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn(launches // per)
+            samples.append((time.perf_counter() - t0) / launches * 1e6)
+        rt.synchronize()
+        out[name] = _summary(samples)
     return out

@@ -13,9 +13,9 @@ The driver copies the parameters during the call, so the buffer can be reused at
 
 Numba's parameter ABI (numba-cuda's ``_Kernel._prepare_args``) flattens an array argument into
 ``meminfo, parent, nitems, itemsize, data, shape[ndim], strides[ndim]`` (all 64-bit), a complex
-scalar into its two parts, and passes other scalars at their own width. Argument kinds outside
-that set (records, tuples, enums, booleans) and debug or cooperative kernels keep Numba's own
-launch: :func:`numba_plan` returns ``None`` for them.
+scalar into its two parts, and passes integers and floats at their own width. Argument kinds
+outside that set (booleans, half floats, records, tuples, enums) and debug or cooperative kernels
+keep Numba's own launch: :func:`numba_plan` returns ``None`` for them.
 
 Invariants
 ----------
@@ -130,8 +130,6 @@ def numba_plan(compiled: Any, launch_fn: Any) -> PackedPlan | None:
             if code is None:
                 return None
             fmt.append(code if ty.signed else code.upper())
-        elif ty == types.float16:
-            fmt.append("e")
         elif ty == types.float32:
             fmt.append("f")
         elif ty == types.float64:

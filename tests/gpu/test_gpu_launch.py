@@ -1,0 +1,169 @@
+"""Packed launches (one cuLaunchKernel with a prebuilt parameter buffer) against Numba's and
+CuPy's own launch paths, for every argument kind the packed path supports and for the kinds it
+hands back to them."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.gpu
+
+
+class LaunchKinds:
+    """An instrument that records which launch object each kernel node used."""
+
+    def __init__(self) -> None:
+        self.kinds: list[str] = []
+
+    def node_issued(self, node) -> None:
+        if node.kind == "kernel":
+            self.kinds.append(type(node.launch).__name__)
+
+
+def _run_both(ag, program):
+    """``program(ag)`` with packed launches and with the libraries' own launches."""
+    from asyncgpu._runtime import current_runtime
+
+    results = {}
+    for packed in (True, False):
+        with ag.configure(backend="cuda", packed_launch=packed):
+            with current_runtime().instrument(LaunchKinds()) as kinds:
+                results[packed] = program(ag)
+            ag.synchronize()
+            results[(packed, "kinds")] = kinds.kinds
+    return results
+
+
+def _numba_mixed_kernel():
+    from numba import cuda
+
+    @cuda.jit
+    def mixed(x, m, v, out, a, b, c, d, e, f, z):
+        i = cuda.grid(1)
+        if i < out.shape[0]:
+            r = i % m.shape[0]
+            col = i % m.shape[1]
+            out[i] = (x[i] * a + b + m[r, col] + v[i % v.shape[0]] + c + d + e + f
+                      + z.real * 2 + z.imag)
+
+    return mixed
+
+
+def test_numba_packed_launch_equals_numba_launch_for_every_argument_kind():
+    import asyncgpu as ag
+
+    mixed = _numba_mixed_kernel()
+    n = 1000
+    x0 = np.arange(n, dtype=np.float32)
+    m0 = np.arange(6 * 7, dtype=np.float64).reshape(6, 7)
+    v0 = np.arange(40, dtype=np.float64)
+    scalars = (2, 0.5, np.float32(1.25), np.int16(-3), np.uint8(7), np.uint64(11),
+               complex(1.5, -2.0))
+
+    def program(ag):
+        k = ag.kernel(mixed, const=["x", "m", "v"])
+        x = ag.array(x0)
+        m = ag.array(m0.T.copy()).T          # an F-ordered 2-D view
+        v = ag.array(v0)[::4]                # a strided 1-D view
+        out = ag.zeros(n, np.float64)
+        k[4, 256](x, m, v, out, *scalars)
+        k[4, 256](x, m[::2, 1:], v, out, *scalars)   # a non-contiguous 2-D view
+        return out.numpy()
+
+    got = _run_both(ag, program)
+    np.testing.assert_array_equal(got[True], got[False])
+    i = np.arange(n)
+    mv = m0[::2, 1:]
+    a, b, c, d, e, f, z = scalars
+    expected = (x0.astype(np.float64) * a + b + mv[i % mv.shape[0], i % mv.shape[1]]
+                + v0[::4][i % 10] + float(c) + int(d) + int(e) + int(f) + z.real * 2 + z.imag)
+    np.testing.assert_allclose(got[True], expected, rtol=1e-12)
+    assert got[(True, "kinds")] == ["PackedLaunch"] * 2
+    assert got[(False, "kinds")] == ["NumbaLaunch"] * 2
+
+
+def test_numba_bool_argument_falls_back_to_numba_launch():
+    import asyncgpu as ag
+    from numba import cuda
+
+    @cuda.jit
+    def pick(out, flag):
+        i = cuda.grid(1)
+        if i < out.shape[0]:
+            out[i] = 1.0 if flag else -1.0
+
+    def program(ag):
+        k = ag.kernel(pick)
+        out = ag.zeros(64, np.float32)
+        k[1, 64](out, True)
+        first = out.numpy()
+        k[1, 64](out, False)
+        return np.concatenate([first, out.numpy()])
+
+    got = _run_both(ag, program)
+    np.testing.assert_array_equal(got[True], np.r_[np.ones(64), -np.ones(64)])
+    assert got[(True, "kinds")] == ["NumbaLaunch"] * 2
+
+
+C_SOURCE = r'''
+extern "C" __global__ void scal(const float* x, double* out, float a, double b, int c,
+                                unsigned char d, short e, long long f, unsigned int g, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] * a + b + c + d + e + f + g;
+}'''
+
+
+def test_cuda_c_packed_launch_equals_cupy_launch_for_every_scalar_type():
+    import asyncgpu as ag
+
+    n = 777
+    x0 = np.linspace(-1, 1, n, dtype=np.float32)
+    scalars = (1.5, -2.25, -7, 200, -300, 2**40, 2**31 + 5)
+
+    def program(ag):
+        k = ag.cuda_kernel(C_SOURCE, "scal")
+        x = ag.array(x0)
+        out = ag.zeros(n, np.float64)
+        k[(n + 127) // 128, 128](x, out, *scalars, n)
+        return out.numpy()
+
+    got = _run_both(ag, program)
+    np.testing.assert_array_equal(got[True], got[False])
+    expected = x0.astype(np.float64) * np.float32(1.5) + sum(scalars[1:])
+    np.testing.assert_allclose(got[True], expected, rtol=1e-6)
+    assert got[(True, "kinds")] == ["PackedLaunch"]
+    assert got[(False, "kinds")] == ["RawLaunch"]
+
+
+def test_packed_launch_from_a_fresh_host_thread():
+    import asyncgpu as ag
+    from numba import cuda
+
+    @ag.kernel(const=["x"])
+    @cuda.jit
+    def double(x, y):
+        i = cuda.grid(1)
+        if i < y.shape[0]:
+            y[i] = 2 * x[i]
+
+    with ag.configure(backend="cuda"):
+        x = ag.array(np.arange(256, dtype=np.float32))
+        y = ag.empty_like(x)
+        double[1, 256](x, y)            # compiles in this thread
+        ag.synchronize()
+        errors: list[BaseException] = []
+
+        def worker() -> None:
+            try:
+                double[1, 256](x, y)
+                assert np.array_equal(y.numpy(), 2 * np.arange(256, dtype=np.float32))
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        assert not errors, errors
