@@ -144,6 +144,9 @@ class StreamManager:
         node.event = None
         node.keepalive = None
         node.launch = None
+        # The tracker may keep a finished node in its entries until they are next scanned;
+        # the node must not keep the allocations alive meanwhile (their arrays may be gone).
+        node.accesses = ()
         self._inflight -= 1
         if not node.stream.inflight:
             self._free.append(node.stream)

@@ -169,3 +169,27 @@ def test_host_write_of_one_element_waits_for_its_readers(sim):
             x[-1] = -2.0
             assert y.numpy().tolist() == list(range(32))
             assert x[0] == -1.0 and x[31] == -2.0
+
+
+def test_memory_of_dropped_arrays_is_reclaimed_after_their_kernels_finish(sim):
+    """Finished nodes remembered by the dependency tracker must not keep allocations alive."""
+    import gc
+    import weakref
+
+    ag = sim
+
+    @ag.kernel(const=["x"])
+    @cuda.jit
+    def inc(x, y):
+        i = cuda.grid(1)
+        if i < y.shape[0]:
+            y[i] = x[i] + 1
+
+    x = ag.ones(100, np.float32)
+    y = ag.empty(100, np.float32)
+    inc[1, 128](x, y)
+    refs = [weakref.ref(x._alloc), weakref.ref(y._alloc)]
+    ag.synchronize()
+    del x, y
+    gc.collect()
+    assert [r() for r in refs] == [None, None]
