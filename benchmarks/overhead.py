@@ -141,6 +141,7 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
             if name.endswith("cross_stream"):
                 waits[f"{name}_{nargs}args"] = (ag.statistics().event_waits - before) / (
                     launches * repeats)
+    components = _components(ag, stream, launches, repeats, sync)
     med = {k: v["median_us"] for k, v in cases.items()}
     ratios = {
         "cuda_c_cross_stream_over_cupy_raw_3args":
@@ -148,8 +149,41 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
         "numba_cupy_over_ag_numba_independent_3args":
             med["numba_cupy_3args"] / med["ag_numba_independent_3args"],
     }
-    return {"cases": cases, "event_waits_per_timed_launch": waits, "ratios": ratios,
-            "flat": flatness(ag), "runtime_only": runtime_only()}
+    return {"cases": cases, "components": components, "event_waits_per_timed_launch": waits,
+            "ratios": ratios, "flat": flatness(ag), "runtime_only": runtime_only()}
+
+
+def _components(ag: Any, stream: Any, launches: int, repeats: int,
+                sync: Callable[[], None]) -> dict[str, dict[str, float]]:
+    """The CUDA calls one asyncgpu launch makes, each timed alone (3-argument CUDA C kernel)."""
+    import cupy
+
+    from asyncgpu._runtime import current_runtime
+    from asyncgpu.backends._packed import cuda_c_plan
+
+    k = ag.cuda_kernel(_c_source(3), "k3")
+    arrays = [ag.ones(32, np.float32) for _ in range(3)]
+    k[1, 32](*arrays)
+    sync()
+    raw = cupy.RawKernel(_c_source(3), "k3")
+    plan = cuda_c_plan(raw.kernel.ptr, k.params, cupy.cuda.driver.launchKernel)
+    values = tuple(a.__cuda_array_interface__["data"][0] for a in arrays)
+    backend = current_runtime().backend
+    event = backend.create_event()
+    other = backend.create_stream()
+    sp = stream.ptr
+    loops: dict[str, Callable[[int], None]] = {
+        "packed_cuLaunchKernel": lambda n: [plan.launch(values, (1, 1, 1), (32, 1, 1), 0, sp)
+                                            for _ in range(n)] and None,
+        "event_record": lambda n: [backend.record(event, stream) for _ in range(n)] and None,
+        "stream_wait_event": lambda n: [backend.wait(other, event) for _ in range(n)] and None,
+        "event_query": lambda n: [backend.event_done(event) for _ in range(n)] and None,
+    }
+    out = {}
+    for name, fn in loops.items():
+        fn(50)
+        out[name] = _per_launch(fn, launches, sync, repeats)
+    return out
 
 
 def flatness(ag: Any) -> dict[str, float]:

@@ -1,0 +1,119 @@
+"""The packed parameter buffers of the cuda backend, checked against C's struct layout on the CPU.
+
+CUDA lays kernel parameters out like the fields of a C struct (each at its natural alignment);
+``ctypes.Structure`` follows the same rules, so it is the oracle here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from types import SimpleNamespace
+
+import numpy as np
+from numba.core import types
+
+from asyncgpu._signature import Param
+from asyncgpu.backends._packed import cuda_c_plan, numba_array_fields, numba_plan
+
+
+class FakeDriver:
+    """Stands in for ``cuLaunchKernel``: keeps what it was asked to launch."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple] = []
+
+    def __call__(self, *args) -> None:
+        self.calls.append(args)
+
+
+def _buffer(plan) -> bytes:
+    return ctypes.string_at(ctypes.addressof(plan.buf), plan.size.value)
+
+
+def _c_struct(fields: list[tuple[str, object]], values: list) -> bytes:
+    cls = type("Params", (ctypes.Structure,), {"_fields_": fields})
+    return bytes(cls(*values))
+
+
+def test_cuda_c_parameters_follow_c_struct_layout():
+    params = (
+        Param("p", True, np.dtype(np.float32), True, "const float*"),
+        Param("c", False, np.dtype(np.int8), False, "char"),
+        Param("d", False, np.dtype(np.float64), False, "double"),
+        Param("s", False, np.dtype(np.int16), False, "short"),
+        Param("f", False, np.dtype(np.float32), False, "float"),
+        Param("u", False, np.dtype(np.uint64), False, "unsigned long long"),
+        Param("q", True, np.dtype(np.int32), False, "int*"),
+        Param("b", False, np.dtype(np.bool_), False, "bool"),
+        Param("i", False, np.dtype(np.int32), False, "int"),
+    )
+    driver = FakeDriver()
+    plan = cuda_c_plan(0xABC, params, driver)
+    values = (0x7F0000001000, np.int8(-5), 2.5, np.int16(-300), np.float32(1.5),
+              np.uint64(2**63 + 7), 0x7F0000002000, np.bool_(True), np.int32(-9))
+    plan.launch(values, (3, 2, 1), (128, 1, 1), 64, 0x55)
+    expected = _c_struct(
+        [("p", ctypes.c_uint64), ("c", ctypes.c_int8), ("d", ctypes.c_double),
+         ("s", ctypes.c_int16), ("f", ctypes.c_float), ("u", ctypes.c_uint64),
+         ("q", ctypes.c_uint64), ("b", ctypes.c_bool), ("i", ctypes.c_int32)],
+        [0x7F0000001000, -5, 2.5, -300, 1.5, 2**63 + 7, 0x7F0000002000, True, -9],
+    )
+    assert _buffer(plan) == expected
+    (handle, gx, gy, gz, bx, by, bz, shared, stream, params_ptr, extra), = driver.calls
+    assert (handle, gx, gy, gz, bx, by, bz, shared, stream, params_ptr) == (
+        0xABC, 3, 2, 1, 128, 1, 1, 64, 0x55, 0)
+    markers = (ctypes.c_void_p * 5).from_address(extra)
+    assert markers[0] == 1 and markers[1] == ctypes.addressof(plan.buf)
+    assert markers[2] == 2 and ctypes.c_size_t.from_address(markers[3]).value == len(expected)
+    assert markers[4] is None
+
+
+def test_cuda_c_complex_parameter_is_two_floats():
+    params = (Param("z", False, np.dtype(np.complex64), False, "cuFloatComplex"),
+              Param("n", False, np.dtype(np.int32), False, "int"))
+    plan = cuda_c_plan(1, params, FakeDriver())
+    plan.launch((np.complex64(1.5 - 2j), 7), (1, 1, 1), (1, 1, 1), 0, 0)
+    assert _buffer(plan) == _c_struct(
+        [("re", ctypes.c_float), ("im", ctypes.c_float), ("n", ctypes.c_int32)], [1.5, -2.0, 7])
+
+
+def _fake_compiled(argument_types):
+    cufunc = SimpleNamespace(handle=0x1234)
+    return SimpleNamespace(argument_types=argument_types, debug=False, cooperative=False,
+                           extensions=[],
+                           _codelibrary=SimpleNamespace(get_cufunc=lambda: cufunc))
+
+
+def test_numba_arrays_are_flattened_as_numba_passes_them():
+    compiled = _fake_compiled([types.Array(types.float32, 2, "C"), types.int32,
+                               types.float64, types.complex128, types.uint16])
+    plan = numba_plan(compiled, FakeDriver())
+    assert plan.handle == 0x1234
+    array = SimpleNamespace(shape=(4, 5), strides=(20, 4), dtype=np.dtype(np.float32))
+    fields = numba_array_fields(array, 0x7000)
+    assert fields == (0, 0, 20, 4, 0x7000, 4, 5, 20, 4)
+    plan.launch((*fields, -3, 0.25, 1 + 2j, 9), (1, 1, 1), (1, 1, 1), 0, 0)
+    expected = _c_struct(
+        [(f"a{i}", ctypes.c_int64) for i in range(9)]
+        + [("i", ctypes.c_int32), ("d", ctypes.c_double), ("re", ctypes.c_double),
+           ("im", ctypes.c_double), ("u", ctypes.c_uint16)],
+        [*fields, -3, 0.25, 1.0, 2.0, 9],
+    )
+    assert _buffer(plan) == expected
+
+
+def test_numba_argument_kinds_without_a_packed_layout_keep_numbas_launch():
+    for ty in (types.boolean, types.float16, types.UniTuple(types.int32, 2)):
+        assert numba_plan(_fake_compiled([types.int32, ty]), FakeDriver()) is None
+    debug = _fake_compiled([types.int32])
+    debug.debug = True
+    assert numba_plan(debug, FakeDriver()) is None
+
+
+def test_runtime_only_overhead_benchmark_runs_without_a_gpu():
+    from benchmarks.overhead import runtime_only
+
+    out = runtime_only(launches=400, repeats=2)
+    assert set(out) == {"independent", "cross_stream_pair"}
+    for v in out.values():
+        assert 0 < v["p10_us"] <= v["median_us"] <= v["p90_us"]
