@@ -22,7 +22,7 @@ def _print_overhead(console: Any, m: dict[str, Any]) -> None:
     table = Table(title="host microseconds per launch (median, p10-p90)")
     for col in ("case", "median", "p10", "p90"):
         table.add_column(col, justify="left" if col == "case" else "right")
-    for group in ("cases", "components", "runtime_only"):
+    for group in ("cases", "components", "options", "runtime_only"):
         for name, v in m.get(group, {}).items():
             label = name if group == "cases" else f"{group.replace('_', ' ')}: {name}"
             table.add_row(label, f"{v['median_us']:.2f}", f"{v['p10_us']:.2f}",

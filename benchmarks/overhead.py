@@ -150,7 +150,32 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
             med["numba_cupy_3args"] / med["ag_numba_independent_3args"],
     }
     return {"cases": cases, "components": components, "event_waits_per_timed_launch": waits,
-            "ratios": ratios, "flat": flatness(ag), "runtime_only": runtime_only()}
+            "ratios": ratios, "flat": flatness(ag), "options": options_effect(ag),
+            "runtime_only": runtime_only()}
+
+
+#: Options that trade safety or concurrency for launch cost, as measured by options_effect.
+OPTION_VARIANTS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "packed_launch=False": {"packed_launch": False},
+    "debug_hb=True": {"debug_hb": True},
+    "poll_threshold=1": {"poll_threshold": 1},
+    "poll_threshold=100000": {"poll_threshold": 100_000},
+    "execution=sync": {"execution": "sync"},
+}
+
+
+def options_effect(ag: Any, launches: int = 1000, repeats: int = 5) -> dict[str, dict[str, float]]:
+    """Host us per launch of the independent 3-argument CUDA C loop under each option variant."""
+    out = {}
+    for label, changes in OPTION_VARIANTS.items():
+        with ag.configure(backend="cuda", **changes):
+            k = ag.cuda_kernel(_c_source(3), "k3")
+            loop = _ag_cases(ag, k, 3)["independent"]
+            loop(50)
+            ag.synchronize()
+            out[label] = _per_launch(loop, launches, ag.synchronize, repeats)
+    return out
 
 
 def _components(ag: Any, stream: Any, launches: int, repeats: int,
