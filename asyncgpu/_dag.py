@@ -38,6 +38,7 @@ from typing import Any
 RAW, WAR, WAW = "RAW", "WAR", "WAW"
 
 _ids = itertools.count(1)
+_NONE: Any = ()      # shared empty default: nodes without parents or recorded edges are common
 
 
 class Node:
@@ -57,8 +58,8 @@ class Node:
         self.stream: Any = None     # StreamState for device nodes
         self.seq = -1
         self.event: Any = None
-        self.parents: list[Node] = []
-        self.edges: list[tuple[Node, str, str]] = []   # (parent, reason, array label)
+        self.parents: list[Node] = _NONE        # replaced, never mutated in place
+        self.edges: list[tuple[Node, str, str]] = _NONE   # (parent, reason, array label)
         self.keepalive: Any = None  # allocations pinned until the node is finished
         self.finished = False
         self.handed_off = False     # its stream was inherited by a child (disjoint policy)
@@ -99,7 +100,7 @@ def finish_through(node: Node, on_finish: Any) -> int:
             m = inflight.popleft()
             m.finished = True
             stack.extend(p for p in m.parents if not p.finished)
-            m.parents = []
+            m.parents = _NONE
             on_finish(m)
             count += 1
     return count

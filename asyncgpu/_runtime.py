@@ -148,12 +148,10 @@ class Runtime:
         # The launch is enqueued: from here on nothing may fail half-way.
         streams.issued(node)
         self.deps.commit(node, accesses)
-        keep = []
         for acc in accesses:
+            # (the accesses also keep the allocations alive until the node is finished)
             alloc = acc.alloc
             alloc.location = DEVICE if acc.write else alloc.location | DEVICE
-            keep.append(alloc)
-        node.keepalive = keep
         if self.eager_free:
             node.keepalive = None
             node.accesses = []
