@@ -43,10 +43,10 @@ __version__ = "0.1.0"
 __all__ = [
     "AnnotationViolation", "ArgumentError", "ArgumentValueError", "Array", "AsyncGPUError",
     "BackendUnavailableError", "CompileError", "DeadlockError", "FreedArrayError", "Instrument",
-    "Kernel", "KernelFault", "Options", "OutOfMemoryError", "RaceError", "SignatureError", "Statistics",
-    "Trace", "array", "asarray", "configure", "cuda_kernel", "empty", "empty_like", "full", "full_like",
-    "instrument", "kernel", "ones", "ones_like", "options", "statistics", "synchronize", "trace",
-    "zeros", "zeros_like",
+    "Kernel", "KernelFault", "Options", "OutOfMemoryError", "RaceError", "SignatureError",
+    "Statistics", "Trace", "array", "asarray", "configure", "cuda_kernel", "empty",
+    "empty_like", "full", "full_like", "instrument", "kernel", "ones", "ones_like", "options",
+    "statistics", "synchronize", "trace", "zeros", "zeros_like",
 ]
 
 for _name in __all__:

@@ -230,7 +230,7 @@ class Runtime:
             return self.stats.snapshot(self.backend.name, self.streams.inflight)
 
     def _notify_node(self, node: Node) -> None:
-        """The instrument hooks for one issued node: node_added, edge_added per edge, node_issued."""
+        """Instrument hooks of one issued node: node_added, edge_added per edge, node_issued."""
         self._notify("node_added", node)
         for parent, reason, label in node.edges:
             self._notify("edge_added", parent, node, reason, label)
