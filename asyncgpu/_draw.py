@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._trace import PALETTE
+from ._trace import PALETTE, edge_labels
 
 
 def _pyplot() -> Any:
@@ -44,13 +44,13 @@ def draw_dag(nodes: list[Any], path: str, title: str = "") -> None:
     width = max((len(r) for r in levels.values()), default=1)
     fig, ax = plt.subplots(figsize=(max(4, 2.2 * width), max(3, 0.9 * len(levels) + 1)))
     for n in nodes:
-        for pid, reason, label in n.parents:
+        for pid, labels in edge_labels(n).items():
             if pid in pos:
                 (x0, y0), (x1, y1) = pos[pid], pos[n.id]
                 ax.annotate("", (x1, y1 + 0.18), (x0, y0 - 0.18),
                             arrowprops=dict(arrowstyle="->", color="#555555"))
-                ax.text((x0 + x1) / 2, (y0 + y1) / 2, f"{reason} {label}", fontsize=6,
-                        color="#555555", ha="center")
+                ax.text((x0 + x1) / 2, (y0 + y1) / 2, "\n".join(labels), fontsize=6,
+                        color="#555555", ha="center", va="center")
     streams = sorted({n.stream for n in nodes if n.stream is not None})
     for n in nodes:
         x, y = pos[n.id]

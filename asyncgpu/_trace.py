@@ -98,6 +98,17 @@ class SyncRecord:
     waited: list[int] | None
 
 
+def edge_labels(node: NodeRecord) -> dict[int, list[str]]:
+    """``node``'s edges grouped by parent: parent id -> ["RAW x", "WAR y", ...]."""
+    out: dict[int, list[str]] = {}
+    for pid, reason, array in node.parents:
+        label = f"{reason} {array}"
+        labels = out.setdefault(pid, [])
+        if label not in labels:
+            labels.append(label)
+    return out
+
+
 class _TracingBackend:
     """Forwards to the real backend; brackets launches and prefetches with timing events."""
 
@@ -377,10 +388,10 @@ class Trace:
                 color, extra, shape = PALETTE[n.stream % len(PALETTE)], f"\\nstream {n.stream}", ""
             label = (n.name if n.stream is not None else f"{n.kind} {n.name}").replace('"', r"\"")
             lines.append(f'  n{n.id} [label="{label}{extra}", fillcolor="{color}"{shape}];')
-            for pid, reason, array in n.parents:
+            for pid, labels in edge_labels(n).items():
                 if pid in shown:
-                    array = array.replace('"', r"\"")
-                    lines.append(f'  n{pid} -> n{n.id} [label="{reason} {array}"];')
+                    label = "\\n".join(labels).replace('"', r"\"")
+                    lines.append(f'  n{pid} -> n{n.id} [label="{label}"];')
         lines.append("}")
         return "\n".join(lines) + "\n"
 
