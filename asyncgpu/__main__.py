@@ -270,8 +270,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for row in rows:
         for f in row.get("failures", []):
             console.print(f"[red]FAIL {row['workload']} block {row['block']}: {f}[/]")
-    options = dict(vars(args), scale=scale, h2d_bytes_per_s=bandwidth, iterations=iterations, warmup=warmup,
-                   num_blocks=num_blocks, blocks=blocks)
+    options = dict(vars(args), scale=scale, iterations=iterations, warmup=warmup,
+                   num_blocks=num_blocks, blocks=blocks, h2d_bytes_per_s=bandwidth)
     if args.json:
         harness.write_json(args.json, results, harness.machine_info(ag), options)
         console.print(f"wrote {args.json}")
