@@ -369,7 +369,7 @@ class Trace:
                        "dur": (s.end_s - s.start_s) * us, "name": f"sync: {s.reason}",
                        "cat": "sync", "args": {"waited": s.waited}})
         return {"traceEvents": ev, "displayTimeUnit": "ms",
-                "otherData": {"backend": self.backend_name, "metrics": self.metrics()}}
+                "otherData": {"backend": self.backend_name, "metrics": _finite(self.metrics())}}
 
     def save_chrome(self, path: str) -> None:
         """Write :meth:`chrome_trace` as JSON."""
@@ -420,9 +420,14 @@ class Trace:
         self.save_timeline(paths["timeline"], stem)
         self.save_dag(paths["dag"], stem)
         with open(paths["metrics"], "w") as f:
-            json.dump(dict(self.metrics(), backend=self.backend_name,
+            json.dump(dict(_finite(self.metrics()), backend=self.backend_name,
                            logical_clock=self.logical_clock), f, indent=1)
         return paths
+
+
+def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
+    """NaN (an undefined metric) as None: browsers' JSON parsers reject NaN."""
+    return {k: (None if v != v else v) for k, v in metrics.items()}
 
 
 def trace(runtime: Any = None) -> Trace:

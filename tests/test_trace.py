@@ -84,7 +84,7 @@ def test_exports(sim, tmp_path):
     with ag.trace() as t:
         run()
     doc = t.chrome_trace()
-    json.dumps(doc)
+    json.dumps(doc, allow_nan=False)
     names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in doc["traceEvents"]
              if e["name"] == "thread_name"}
     assert sorted(names.values()) == ["host", "stream 0", "stream 1"]
