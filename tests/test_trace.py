@@ -240,3 +240,20 @@ def test_asyncgpu_trace_variable_writes_a_chrome_trace_at_exit(tmp_path):
     spans = sorted((e["ts"], e["name"]) for e in doc["traceEvents"]
                    if e["ph"] == "X" and e["pid"] == 1)
     assert [name for _, name in spans] == ["prefetch", "square"]
+
+
+def test_long_traces_read_completed_events_as_they_go(sim, monkeypatch):
+    import asyncgpu._trace as T
+
+    ag = sim
+    monkeypatch.setattr(T, "_HARVEST", 4)
+    run = vec_program(ag)
+    with ag.trace() as t:
+        for _ in range(4):
+            run()
+        assert len(t._events) < 4 * 3     # completed ones were read during the run
+    kernels = t.kernels
+    assert len(kernels) == 12 and all(k.start_s < k.end_s for k in kernels)
+    for a, b in zip(kernels, kernels[1:]):
+        if a.stream == b.stream:
+            assert a.end_s <= b.start_s
