@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from . import _compat  # noqa: F401  (must precede any numba.cuda import)
 from ._api import (
-    array, asarray, configure, empty, empty_like, full, full_like, ones, ones_like, options,
-    statistics, synchronize, zeros, zeros_like,
+    array, asarray, configure, empty, empty_like, full, full_like, instrument, ones, ones_like,
+    options, statistics, synchronize, trace, zeros, zeros_like,
 )
 from ._array import Array
 from ._config import Options
@@ -34,16 +34,19 @@ from ._errors import (
     OutOfMemoryError, RaceError, SignatureError,
 )
 from ._kernel import Kernel, cuda_kernel, kernel
+from ._instrument import Instrument
 from ._statistics import Statistics
+from ._trace import Trace
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AnnotationViolation", "ArgumentError", "ArgumentValueError", "Array", "AsyncGPUError",
-    "BackendUnavailableError", "CompileError", "DeadlockError", "FreedArrayError", "Kernel",
-    "KernelFault", "Options", "OutOfMemoryError", "RaceError", "SignatureError", "Statistics",
-    "array", "asarray", "configure", "cuda_kernel", "empty", "empty_like", "full", "full_like",
-    "kernel", "ones", "ones_like", "options", "statistics", "synchronize", "zeros", "zeros_like",
+    "BackendUnavailableError", "CompileError", "DeadlockError", "FreedArrayError", "Instrument",
+    "Kernel", "KernelFault", "Options", "OutOfMemoryError", "RaceError", "SignatureError",
+    "Statistics", "Trace", "array", "asarray", "configure", "cuda_kernel", "empty",
+    "empty_like", "full", "full_like", "instrument", "kernel", "ones", "ones_like", "options",
+    "statistics", "synchronize", "trace", "zeros", "zeros_like",
 ]
 
 for _name in __all__:

@@ -1,4 +1,5 @@
-"""Command line: ``asyncgpu bench ...`` (the benchmark suite) and ``asyncgpu info``.
+"""Command line: ``asyncgpu bench ...`` (the benchmark suite), ``asyncgpu trace ...`` (one
+workload traced: timeline, DAG, overlap metrics) and ``asyncgpu info``.
 
 ``python -m asyncgpu`` works the same as the installed ``asyncgpu`` command. This is an
 application, so unlike the library it writes to the terminal (through ``rich``).
@@ -9,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 from typing import Any
@@ -52,6 +54,20 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--warmup", type=int, default=3, help="untimed iterations first (default 3)")
     b.add_argument("--json", default=None, help="write every iteration's time here")
     b.add_argument("--plot", default=None, help="write a speedup plot (PNG) here")
+    b.add_argument("--metrics", action="store_true",
+                   help="trace one extra untimed iteration per mode: overlap metrics CT/TC/CC/TOT")
+    b.add_argument("--no-bounds", action="store_true",
+                   help="skip the transfer and compute bounds (they need serial and parallel)")
+    t = sub.add_parser("trace", help="run one workload traced; write trace, DOT, pictures, metrics")
+    t.add_argument("name", help="workload (vec bs img ml hits dl)")
+    t.add_argument("--scale", choices=SCALES, default=None,
+                   help="problem size (default: medium on a GPU, tiny on the simulator)")
+    t.add_argument("--mode", choices=("serial", "parallel", "handopt"), default="parallel")
+    t.add_argument("--block-size", type=int, default=256, help="1D block size (default 256)")
+    t.add_argument("--num-blocks", type=int, default=None,
+                   help="blocks per launch (default: 4 x the SM count; 2 on sim)")
+    t.add_argument("--inputs", choices=("streaming", "resident"), default="streaming")
+    t.add_argument("--out", required=True, help="directory for the files")
     sub.add_parser("info", help="show the backend, device and options in force")
     return p
 
@@ -67,19 +83,86 @@ def _write_micro(path: str, name: str, values: dict[str, float], machine: dict[s
         json.dump({name: values, "machine": machine}, f, indent=1)
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
-    import asyncgpu as ag
+def _scale(ag: Any, console: Any, requested: str | None) -> tuple[bool, str]:
     from asyncgpu.backends import resolve
 
-    console = _console()
     on_gpu = resolve(ag.options()) == "cuda"
-    scale = args.scale or ("medium" if on_gpu else "tiny")
+    scale = requested or ("medium" if on_gpu else "tiny")
     if not on_gpu:
         if scale != "tiny":
             console.print(f"[yellow]no GPU: the '{scale}' scale needs one; running 'tiny'[/]")
         scale = "tiny"
         console.print("[yellow]No usable GPU: running the tiny scale on the CPU simulator "
                       "(sim backend). Results are checked; times are not GPU times.[/]")
+    return on_gpu, scale
+
+
+def _fmt(v: Any, scale: float = 1.0, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "n/a"
+    return f"{v * scale:.{digits}f}"
+
+
+def _metrics_table(rows: list[dict[str, Any]], title: str) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("workload", "block", "mode", "CT", "TC", "CC", "TOT"):
+        table.add_column(col, justify="right")
+    for row in rows:
+        for mode, m in row.get("metrics", {}).items():
+            table.add_row(row["workload"], row["block"], mode,
+                          *[_fmt(m[k], digits=2) for k in ("CT", "TC", "CC", "TOT")])
+    return table
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    import asyncgpu as ag
+    from asyncgpu._runtime import current_runtime
+
+    from benchmarks import harness
+    from benchmarks.workloads import WORKLOADS
+
+    console = _console()
+    if args.name not in WORKLOADS:
+        console.print(f"[red]unknown workload {args.name!r}; known: {sorted(WORKLOADS)}[/]")
+        return 2
+    on_gpu, scale = _scale(ag, console, args.scale)
+    ag.configure(backend="cuda" if on_gpu else "sim")
+    cls = WORKLOADS[args.name]
+    num_blocks = args.num_blocks or (4 * current_runtime().backend.sm_count if on_gpu else 2)
+    block: Any = (8, 8) if getattr(cls, "two_d", False) else args.block_size
+    wl = cls(ag, scale)
+    # one untraced iteration first: compilation and first-touch costs stay out of the trace
+    harness.run_mode(ag, wl, args.mode, block, num_blocks, 1, 0, args.inputs,
+                     _hand(current_runtime()))
+    t = harness.traced_iteration(ag, wl, args.mode, block, num_blocks, args.inputs)
+    stem = f"{args.name}_{args.mode}"
+    paths = t.save(args.out, stem)
+    m = t.metrics()
+    table = _metrics_table([{"workload": args.name, "block": str(block),
+                             "metrics": {args.mode: m}}],
+                           f"overlap of one traced {args.mode} iteration ({scale}, "
+                           f"{'cuda' if on_gpu else 'sim: logical clock'})")
+    console.print(table)
+    console.print(f"{len(t.kernels)} kernels on {t.streams} streams, {len(t.prefetches)} "
+                  f"prefetches, {len(t.syncs)} host waits")
+    for kind, path in paths.items():
+        console.print(f"wrote {kind}: {path}")
+    return 0
+
+
+def _hand(rt: Any) -> Any:
+    from benchmarks.handopt import Hand
+
+    return Hand(rt)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import asyncgpu as ag
+
+    console = _console()
+    on_gpu, scale = _scale(ag, console, args.scale)
     from rich.progress import Progress
     from rich.table import Table
 
@@ -139,6 +222,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
         num_blocks = 2
     iterations = args.iterations or (20 if on_gpu else 3)
     warmup = args.warmup if on_gpu else min(args.warmup, 1)
+    from benchmarks import bounds as bounds_mod
+
+    want_bounds = not args.no_bounds and "serial" in modes and "parallel" in modes
+    bandwidth = None
+    if want_bounds and on_gpu:
+        from asyncgpu._runtime import current_runtime
+
+        bandwidth = bounds_mod.h2d_bandwidth(current_runtime())
+        console.print(f"host-to-device prefetch bandwidth: {bandwidth / 1e9:.2f} GB/s")
     results: list[Any] = []
     cells = sum(1 if getattr(WORKLOADS[n], "two_d", False) else len(blocks) for n in names)
     with Progress(console=console, transient=True) as progress:
@@ -147,28 +239,39 @@ def cmd_bench(args: argparse.Namespace) -> int:
             progress.update(task, description=f"{name} ({scale})")
             results += harness.bench_workload(
                 ag, WORKLOADS[name], scale, modes, blocks, num_blocks, warmup, iterations,
-                args.inputs, lambda: progress.advance(task))
+                args.inputs, lambda: progress.advance(task), metrics=args.metrics,
+                bounds=want_bounds, bandwidth=bandwidth)
     table = Table(title=f"asyncgpu bench: scale={scale}, inputs={args.inputs}, "
                         f"backend={'cuda' if on_gpu else 'sim'}, medians of {iterations}")
+    bound_cols = ("transfer bound ms", "compute bound ms", "parallel/bound") if want_bounds else ()
     for col in ("workload", "block", *[f"{m} ms" for m in modes], "parallel/serial speedup",
-                "handopt/parallel", "check"):
+                "handopt/parallel", *bound_cols, "check"):
         table.add_column(col, justify="right")
     rows = harness.summarize(results)
     for row in rows:
         cells_ = [row["workload"], row["block"]]
         cells_ += [f"{row[m] * 1e3:.3f}" if row.get(m) else "-" for m in modes]
         cells_ += [f"{row['speedup']:.2f}" if row["speedup"] else "-",
-                   f"{row['vs_handopt']:.2f}" if row["vs_handopt"] else "-",
-                   "PASS" if row["ok"] else "[red]FAIL[/]"]
+                   f"{row['vs_handopt']:.2f}" if row["vs_handopt"] else "-"]
+        if want_bounds:
+            b = row.get("bounds") or {}
+            cells_ += [_fmt(b.get("transfer_bound_s"), 1e3), _fmt(b.get("compute_bound_s"), 1e3),
+                       _fmt(b.get("parallel_over_bound"), digits=2)]
+        cells_.append("PASS" if row["ok"] else "[red]FAIL[/]")
         table.add_row(*cells_)
     console.print(table)
+    if want_bounds and not on_gpu:
+        console.print("bounds: n/a on the simulator (no physical transfer; logical clock)")
+    if args.metrics:
+        console.print(_metrics_table(rows, "overlap metrics (one traced iteration per mode)"
+                                     + ("" if on_gpu else "; sim: logical clock")))
     console.print(f"geometric mean speedup parallel/serial: "
                   f"{harness.geomean([r['speedup'] for r in rows]):.3f}")
     for row in rows:
         for f in row.get("failures", []):
             console.print(f"[red]FAIL {row['workload']} block {row['block']}: {f}[/]")
     options = dict(vars(args), scale=scale, iterations=iterations, warmup=warmup,
-                   num_blocks=num_blocks, blocks=blocks)
+                   num_blocks=num_blocks, blocks=blocks, h2d_bytes_per_s=bandwidth)
     if args.json:
         harness.write_json(args.json, results, harness.machine_info(ag), options)
         console.print(f"wrote {args.json}")
@@ -190,6 +293,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, root)
     if args.command == "bench":
         return cmd_bench(args)
+    if args.command == "trace":
+        return cmd_trace(args)
     import asyncgpu as ag
     from benchmarks.harness import machine_info
 

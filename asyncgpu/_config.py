@@ -68,6 +68,8 @@ class Options:
     #: Probability that the simulator takes a step of queued work at each API call.
     sim_tick: float = 0.3
     test_bugs: frozenset[str] = field(default_factory=frozenset)
+    #: Trace the whole process and write a Chrome trace JSON to this path at exit.
+    trace: str | None = None
 
     def __post_init__(self) -> None:
         for name, choices in _CHOICES.items():
@@ -126,6 +128,7 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_SIM_SEED": ("sim_seed", int),
     "ASYNCGPU_SIM_STRATEGY": ("sim_strategy", str),
     "ASYNCGPU_SIM_TICK": ("sim_tick", float),
+    "ASYNCGPU_TRACE": ("trace", str),
     "ASYNCGPU_TEST_BUG": ("test_bugs", lambda s: frozenset(filter(None, s.split(",")))),
 }
 

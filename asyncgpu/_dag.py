@@ -117,22 +117,3 @@ def reduce_parents(candidates: Iterable[Node]) -> list[Node]:
     cands.sort(key=lambda n: n.id)   # issue order: the policies pick the earliest parent first
     implied = {id(p) for c in cands for p in c.parents}
     return [c for c in cands if id(c) not in implied]
-
-
-def to_dot(nodes: Iterable[Node], colors: Iterable[str] | None = None) -> str:
-    """Render nodes and their recorded edges as Graphviz DOT; streams become colours."""
-    palette = list(colors or (
-        "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-        "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
-    ))
-    lines = ["digraph asyncgpu {", "  node [style=filled, fontname=Helvetica];"]
-    for n in nodes:
-        idx = getattr(n.stream, "index", None)
-        color = "#dddddd" if idx is None else palette[idx % len(palette)]
-        label = n.name.replace('"', r"\"")
-        extra = "" if idx is None else f"\\nstream {idx}"
-        lines.append(f'  n{n.id} [label="{label}{extra}", fillcolor="{color}"];')
-        for parent, reason, array in n.edges:
-            lines.append(f'  n{parent.id} -> n{n.id} [label="{reason} {array}"];')
-    lines.append("}")
-    return "\n".join(lines)

@@ -56,6 +56,10 @@ class Runtime:
         self._releases: deque[tuple[int, Any]] = deque()
         self._instruments: list[Any] = []
         self._configure(options)
+        if options.trace:
+            from ._trace import trace_process
+
+            trace_process(self, options.trace)
 
     def _configure(self, options: Options) -> None:
         bugs = options.test_bugs
@@ -164,7 +168,7 @@ class Runtime:
                     edges[reason] += 1
         if self._instruments:
             node.edges = [(p, reason, label) for p in parents for reason, label in found[p]]
-            self._notify("node_issued", node)
+            self._notify_node(node)
         if self.sync_mode:
             backend.host_wait(node.event)
             streams.finished(node)
@@ -201,7 +205,7 @@ class Runtime:
                 node = Node("host-write" if write else "host-read", array.describe(), None, [acc])
                 node.finished = True
                 node.edges = [(p, r, lbl) for p, rs in found.items() for r, lbl in rs]
-                self._notify("node_issued", node)
+                self._notify_node(node)
             yield
             if write:
                 alloc.location = HOST
@@ -223,6 +227,17 @@ class Runtime:
         with self._lock:
             return self.stats.snapshot(self.backend.name, self.streams.inflight)
 
+    def _notify_node(self, node: Node) -> None:
+        """Instrument hooks of one issued node: node_added, edge_added per edge, node_issued."""
+        self._notify("node_added", node)
+        for parent, reason, label in node.edges:
+            self._notify("edge_added", parent, node, reason, label)
+        self._notify("node_issued", node)
+
+    def _synchronized(self, reason: str) -> None:
+        """``Counters.sync`` calls this while instruments are registered."""
+        self._notify("synchronized", reason)
+
     def _notify(self, hook: str, *args: Any) -> None:
         for inst in list(self._instruments):
             fn = getattr(inst, hook, None)
@@ -236,15 +251,18 @@ class Runtime:
 
     @contextlib.contextmanager
     def instrument(self, obj: Any) -> Iterator[Any]:
-        """Register an instrument (an object with ``node_issued(node)``) for a block."""
+        """Register an instrument for a block (see ``asyncgpu.Instrument`` for the hooks)."""
         with self._lock:
             self._instruments.append(obj)
+            self.stats.listener = self._synchronized
         try:
             yield obj
         finally:
             with self._lock:
                 if obj in self._instruments:
                     self._instruments.remove(obj)
+                if not self._instruments:
+                    self.stats.listener = None
 
 
 # -- the process-wide runtime ---------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
 
 class Counters:
@@ -25,9 +25,15 @@ class Counters:
         self.nodes_retired = 0
         self.retired_by_poll = 0
         self.streams_used: set[int] = set()
+        self.graphs_recorded = 0
+        self.graphs_replayed = 0
+        #: Called with the reason of each host synchronization while instruments are registered.
+        self.listener: Any = None
 
     def sync(self, reason: str) -> None:
         self.syncs[reason] = self.syncs.get(reason, 0) + 1
+        if self.listener is not None:
+            self.listener(reason)
 
     def snapshot(self, backend: str, inflight: int) -> Statistics:
         return Statistics(
@@ -47,6 +53,8 @@ class Counters:
             nodes_retired=self.nodes_retired,
             retired_by_poll=self.retired_by_poll,
             inflight=inflight,
+            graphs_recorded=self.graphs_recorded,
+            graphs_replayed=self.graphs_replayed,
         )
 
 
@@ -57,6 +65,10 @@ class Statistics:
     ``edges`` counts dependency edges by reason (RAW, WAR, WAW); ``host_syncs`` counts the times
     the host blocked, by reason (``host-read``, ``host-write``, ``synchronize``, ``sync-mode``,
     ``free``); ``inflight`` is the number of device nodes not yet known to be finished.
+    ``events_recorded`` counts completion events recorded (one per device node; traces' timing
+    events are not counted). ``prefetches``/``bytes_prefetched`` count host-to-device
+    prefetches. ``graphs_recorded``/``graphs_replayed`` count CUDA graphs captured and launched
+    by the recorder (0 until it is used).
     """
 
     backend: str
@@ -75,6 +87,8 @@ class Statistics:
     nodes_retired: int = 0
     retired_by_poll: int = 0
     inflight: int = 0
+    graphs_recorded: int = 0
+    graphs_replayed: int = 0
 
     def as_dict(self) -> dict[str, object]:
         """The snapshot as plain, JSON-friendly data."""

@@ -11,6 +11,12 @@ Modes: ``serial`` (asyncgpu, ``execution="sync"``), ``parallel`` (asyncgpu's def
 asynchronous policies), ``handopt`` (the same kernels on hand-chosen streams and events, see
 ``handopt.py``). ``cudagraph`` and ``recorded`` have their place in ``MODES`` for when the
 recorder lands.
+
+With ``metrics`` each mode runs one more iteration, untimed and traced (so the timed ones stay
+untraced), whose trace gives the GrCUDA paper's overlap metrics (CT, TC, CC, TOT). With
+``bounds`` the serial and parallel traces of such iterations give the compute bound and the
+workload's ``streamed_bytes()`` over the measured prefetch bandwidth the transfer bound (see
+``bounds.py``).
 """
 
 from __future__ import annotations
@@ -44,6 +50,10 @@ class Result:
     ok: bool
     message: str
     times_s: list[float] = field(default_factory=list)
+    #: Overlap metrics of a traced, untimed iteration (``metrics=True``).
+    metrics: dict[str, float] | None = None
+    #: Physical bounds of this workload and block size (``bounds=True``; same for every mode).
+    bounds: dict[str, Any] | None = None
 
     @property
     def median(self) -> float:
@@ -99,10 +109,61 @@ def run_mode(ag: Any, wl: Any, mode: str, block: Any, num_blocks: int, warmup: i
     return times, result
 
 
+TRACEABLE = ("serial", "parallel", "handopt")
+
+
+def traced_iteration(ag: Any, wl: Any, mode: str, block: Any, num_blocks: int,
+                     inputs: str) -> Any:
+    """One untimed iteration of ``mode`` under ``asyncgpu.trace()``; returns the trace."""
+    from asyncgpu._runtime import current_runtime
+
+    from .handopt import Hand
+
+    with ag.configure(execution="sync" if mode == "serial" else "async"):
+        if inputs == "streaming":
+            wl.reset()
+        elif hasattr(wl, "reset_accumulators"):
+            wl.reset_accumulators()
+        ag.synchronize()
+        with ag.trace() as t:
+            if mode == "handopt":
+                hand = Hand(current_runtime())   # made inside: it drives the traced backend
+                hand.begin()
+                wl.run_handopt(hand, block, num_blocks)
+            else:
+                wl.run(block, num_blocks)
+        t.metrics()   # resolves the device times while the mode's options are in force
+    return t
+
+
+def _observe(ag: Any, wl: Any, cell: list[Result], block: Any, num_blocks: int, inputs: str,
+             metrics: bool, bounds: bool, bandwidth: float | None) -> None:
+    """Traced iterations for the metrics and bounds of one block size's results."""
+    from . import bounds as B
+
+    traces = {}
+    for r in cell:
+        if r.ok and r.mode in TRACEABLE and (metrics or r.mode in ("serial", "parallel")):
+            traces[r.mode] = traced_iteration(ag, wl, r.mode, block, num_blocks, inputs)
+            if metrics:
+                r.metrics = traces[r.mode].metrics()
+    if bounds and "serial" in traces and "parallel" in traces:
+        par = next(r for r in cell if r.mode == "parallel")
+        streamed = wl.streamed_bytes() if inputs == "streaming" else 0
+        b = B.bounds(streamed, bandwidth, traces["parallel"], traces["serial"], par.median)
+        for r in cell:
+            r.bounds = b
+
+
 def bench_workload(ag: Any, cls: Any, scale: str, modes: tuple[str, ...], blocks: list[Any],
                    num_blocks: int, warmup: int, iterations: int, inputs: str,
-                   progress: Callable[[], None] = lambda: None) -> list[Result]:
-    """All requested modes and block sizes of one workload."""
+                   progress: Callable[[], None] = lambda: None, metrics: bool = False,
+                   bounds: bool = False, bandwidth: float | None = None) -> list[Result]:
+    """All requested modes and block sizes of one workload.
+
+    ``metrics``: overlap metrics per mode; ``bounds``: transfer and compute bounds per block
+    size (needs the serial and parallel modes; ``bandwidth`` from ``bounds.h2d_bandwidth``).
+    """
     from asyncgpu._runtime import current_runtime
 
     from .handopt import Hand
@@ -114,6 +175,7 @@ def bench_workload(ag: Any, cls: Any, scale: str, modes: tuple[str, ...], blocks
         if getattr(cls, "two_d", False) and isinstance(block, int):
             block = (8, 8)
         serial_result = None
+        cell: list[Result] = []
         for mode in modes:
             try:
                 times, result = run_mode(ag, wl, mode, block, num_blocks, warmup, iterations,
@@ -130,9 +192,15 @@ def bench_workload(ag: Any, cls: Any, scale: str, modes: tuple[str, ...], blocks
             except Exception as exc:  # a crash is a FAIL of this cell, not of the suite
                 log.exception("%s %s %s failed", cls.name, mode, block)
                 times, ok, message = [], False, f"{type(exc).__name__}: {exc}"
-            out.append(Result(cls.name, scale, inputs, block, num_blocks, mode, ok, message,
-                              times if ok else []))
+            cell.append(Result(cls.name, scale, inputs, block, num_blocks, mode, ok, message,
+                               times if ok else []))
             progress()
+        if metrics or bounds:
+            try:
+                _observe(ag, wl, cell, block, num_blocks, inputs, metrics, bounds, bandwidth)
+            except Exception:  # observing must not turn a passing cell into a crash
+                log.exception("%s %s: traced iterations failed", cls.name, block)
+        out += cell
         if getattr(cls, "two_d", False):
             break   # one 2D block shape
     return out
@@ -190,6 +258,10 @@ def summarize(results: list[Result]) -> list[dict[str, Any]]:
         key = (r.workload, str(r.block))
         row = rows.setdefault(key, {"workload": r.workload, "block": str(r.block), "ok": True})
         row[r.mode] = r.median if r.ok else None
+        if r.metrics is not None:
+            row.setdefault("metrics", {})[r.mode] = r.metrics
+        if r.bounds is not None:
+            row["bounds"] = r.bounds
         row["ok"] = row["ok"] and r.ok
         if not r.ok:
             row.setdefault("failures", []).append(f"{r.mode}: {r.message}")

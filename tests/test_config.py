@@ -42,7 +42,9 @@ def test_options_from_env_parses_and_rejects():
 
 def test_core_modules_import_no_cuda_library():
     code = ("import sys, asyncgpu._dag, asyncgpu._deps, asyncgpu._policies, asyncgpu._streams, "
-            "asyncgpu._hb; bad = {'cupy', 'numba'} & {m.split('.')[0] for m in sys.modules}; "
+            "asyncgpu._hb, asyncgpu._trace, asyncgpu._metrics, asyncgpu._instrument, "
+            "asyncgpu._draw; "
+            "bad = {'cupy', 'numba'} & {m.split('.')[0] for m in sys.modules}; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 

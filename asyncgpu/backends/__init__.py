@@ -6,6 +6,11 @@ same operations, always with explicit streams: ``create_stream``, ``create_event
 ``synchronize``, ``alloc``/``free``, ``prefetch(buffer, stream)``, ``kernel_launch`` (prepare,
 before enqueue) and ``launch(node, stream)`` (enqueue), ``host_access`` (a hook).
 
+For traces (``asyncgpu._trace``) each backend also offers a device clock: ``timing_event()`` (an
+event whose ``record`` captures a timestamp: CUDA timing events; on ``sim`` the executor's step
+count, a logical clock), ``clock_base()`` (an already-complete event marking "now") and
+``elapsed_s(start, end)`` (seconds between two completed ones). They are used only while tracing.
+
 :class:`CheckedBackend` forwards every operation and feeds the same log to
 :class:`asyncgpu._hb.HappensBeforeChecker`: always on ``sim``, on ``cuda`` with
 ``ASYNCGPU_DEBUG_HB=1``.
@@ -121,6 +126,15 @@ class CheckedBackend:
         hb_accesses = [(a.alloc.buffer.uid, a.lo, a.hi, a.write) for a in accesses]
         self._checked(self.hb.host_access, hb_accesses, label)
         self.inner.host_access(accesses, label)
+
+    def timing_event(self) -> Any:
+        return self.inner.timing_event()
+
+    def clock_base(self) -> Any:
+        return self.inner.clock_base()
+
+    def elapsed_s(self, start: Any, end: Any) -> float:
+        return self.inner.elapsed_s(start, end)
 
     def free(self, buffer: Any) -> None:
         self._checked(self.hb.free, buffer.uid, f"free of buffer {buffer.uid}")

@@ -83,6 +83,25 @@ class CudaBackend:
     def create_event(self) -> Any:
         return self.cupy.cuda.Event(block=False, disable_timing=True)
 
+    def timing_event(self) -> Any:
+        """A timing-enabled event (traces only: timing makes recording slightly dearer)."""
+        return self.cupy.cuda.Event(block=False, disable_timing=False)
+
+    def clock_base(self) -> Any:
+        """A timing event recorded on the legacy default stream and waited for: "now".
+
+        Our streams are non-blocking, so recording on the null stream does not wait for them;
+        the event completes at once and marks the host time of the call on the device clock.
+        """
+        event = self.timing_event()
+        event.record(self.cupy.cuda.Stream.null)
+        event.synchronize()
+        return event
+
+    def elapsed_s(self, start: Any, end: Any) -> float:
+        """Seconds between two completed timing events (cudaEventElapsedTime, 0.5 us steps)."""
+        return self.cupy.cuda.get_elapsed_time(start, end) * 1e-3
+
     def record(self, event: Any, stream: Any) -> None:
         self._event_record(event.ptr, stream.ptr)
 

@@ -62,12 +62,17 @@ class SimBuffer:
 
 
 class Capture:
-    """What one ``record`` captured: done once the record marker has been reached."""
+    """What one ``record`` captured: done once the record marker has been reached.
 
-    __slots__ = ("done",)
+    ``step`` is the logical time (the executor's step count) at which it was reached: the
+    simulator's clock for traces.
+    """
+
+    __slots__ = ("done", "step")
 
     def __init__(self) -> None:
         self.done = False
+        self.step = -1
 
 
 class SimEvent:
@@ -159,6 +164,26 @@ class SimBackend:
 
     def launch(self, node: Any, stream: SimStream) -> None:
         self._enqueue(stream, "kernel", node.launch, node.label())
+
+    # -- the logical clock (traces) -----------------------------------------------------------
+    def timing_event(self) -> SimEvent:
+        """An event whose record captures the logical time it is reached at."""
+        return self.create_event()
+
+    def clock_base(self) -> SimEvent:
+        """An already-complete event at the current logical time (a trace's origin)."""
+        event = self.create_event()
+        event.capture = Capture()
+        event.capture.done = True
+        event.capture.step = self.steps
+        return event
+
+    def elapsed_s(self, start: SimEvent, end: SimEvent) -> float:
+        """Logical time between two reached records: one executor step counts as 1 us."""
+        a, b = start.capture, end.capture
+        if a is None or b is None or not (a.done and b.done):
+            raise RuntimeError("elapsed_s needs two recorded events that have been reached")
+        return (b.step - a.step) * 1e-6
 
     def event_done(self, event: SimEvent) -> bool:
         return event.capture is None or event.capture.done
@@ -258,6 +283,7 @@ class SimBackend:
             stream.ops.popleft()
             if op.kind == "record":
                 op.payload.done = True
+                op.payload.step = self.steps
             return True
         stream.ops.popleft()
         state, stream.running = stream.running, None

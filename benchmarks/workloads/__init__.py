@@ -6,7 +6,9 @@ and wraps the kernels), ``reset()`` (untimed: the host rewrites the streamed inp
 accumulators), ``reset_accumulators()`` (only the accumulators and state the kernels consume, for
 ``--inputs resident``), ``run(block, num_blocks)`` (timed; returns NumPy values),
 ``run_handopt(h, block, num_blocks)`` (the same on hand-chosen streams), ``reference()``,
-``check(result)``, and ``atomic_tolerance`` where float atomics make runs differ slightly.
+``check(result)``, ``streamed_bytes()`` (bytes a streaming iteration moves to the device:
+the transfer bound's numerator, see ``benchmarks/bounds.py``), and ``atomic_tolerance`` where float atomics make runs
+differ slightly.
 """
 
 from .bs import BlackScholes

@@ -12,6 +12,11 @@ import numpy as np
 BLOCK_2D = (8, 8)
 
 
+def streamed_bytes(*arrays: Any) -> int:
+    """Total size of the arrays the host rewrites each iteration and the kernels then read."""
+    return sum(int(a.nbytes) for a in arrays)
+
+
 def threads(block: Any) -> int:
     """Threads per block for the 1D kernels: the block itself, or all threads of a 2D block."""
     return int(np.prod(block)) if isinstance(block, tuple) else int(block)

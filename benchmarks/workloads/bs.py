@@ -18,7 +18,7 @@ import numpy as np
 
 from kernels import bs as K
 
-from ._common import compare, threads
+from ._common import compare, streamed_bytes, threads
 
 STOCKS = 10
 R, V, T, STRIKE = 0.08, 0.3, 1.0, 60.0
@@ -53,6 +53,10 @@ class BlackScholes:
         self.x = [ag.empty(n, np.float64) for _ in range(STOCKS)]
         self.y = [ag.empty(n, np.float64) for _ in range(STOCKS)]
         self.k_bs = ag.kernel(K.bs, **K.ANNOTATIONS["bs"])
+
+    def streamed_bytes(self) -> int:
+        """Bytes a streaming iteration must move to the device: the ten price vectors."""
+        return streamed_bytes(*self.x)
 
     def reset(self) -> None:
         for x, x0 in zip(self.x, self._x0):

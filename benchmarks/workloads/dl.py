@@ -26,7 +26,7 @@ import numpy as np
 
 from kernels import dl as K
 
-from ._common import SumOfTerms, block2d, grid2d, threads
+from ._common import SumOfTerms, block2d, grid2d, streamed_bytes, threads
 
 C1, C2, POOL, STRIDE = 8, 16, 5, 2
 
@@ -93,6 +93,11 @@ class TwoTowerCNN(SumOfTerms):
         self.k_pool = ag.kernel(K.mean_pool, **A["mean_pool"])
         self.k_concat = ag.kernel(K.concat, **A["concat"])
         self.k_dot = ag.kernel(K.dot, **A["dot"])
+
+    def streamed_bytes(self) -> int:
+        """Bytes a streaming iteration must move to the device: the two input images and the
+        accumulator res."""
+        return streamed_bytes(self.x, self.y, self.res)
 
     def reset(self) -> None:
         self.x[...] = self._x0

@@ -36,7 +36,7 @@ import numpy as np
 
 from kernels import hits as K
 
-from ._common import compare_dict, threads
+from ._common import compare_dict, streamed_bytes, threads
 
 DEGREE, ITERATIONS, READ = 3, 5, 4096
 
@@ -92,6 +92,12 @@ class Hits:
         self.k_sum = ag.kernel(K.vsum, **K.ANNOTATIONS["vsum"])
         self.k_divide = ag.kernel(K.divide, **K.ANNOTATIONS["divide"])
         self.read = min(n, READ)
+
+    def streamed_bytes(self) -> int:
+        """Bytes a streaming iteration must move to the device: the score vectors the reset
+        sets to 1, and the four scalars that each of the ``ITERATIONS`` zeroes from the host."""
+        scalars = streamed_bytes(self.auth_norm, self.hub_norm, self.cnt_a, self.cnt_h)
+        return streamed_bytes(self.auth1, self.hub1) + ITERATIONS * scalars
 
     def reset(self) -> None:
         self.reset_accumulators()

@@ -34,7 +34,7 @@ import numpy as np
 
 from kernels import img as K
 
-from ._common import block2d, compare_dict, grid2d, threads
+from ._common import block2d, compare_dict, grid2d, streamed_bytes, threads
 
 AMOUNT = np.float32(0.5)     # unsharpen strength
 
@@ -95,6 +95,11 @@ class Image:
         self.k_extend = ag.kernel(K.extend, **A["extend"])
         self.k_unsharpen = ag.kernel(K.unsharpen, **A["unsharpen"])
         self.k_combine = ag.kernel(K.combine, **A["combine"])
+
+    def streamed_bytes(self) -> int:
+        """Bytes a streaming iteration must move to the device: the image and the min/max
+        accumulators."""
+        return streamed_bytes(self.image, self.maximum, self.minimum)
 
     def reset(self) -> None:
         self.image[...] = self._image0

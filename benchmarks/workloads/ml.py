@@ -34,7 +34,7 @@ import numpy as np
 
 from kernels import ml as K
 
-from ._common import threads
+from ._common import streamed_bytes, threads
 
 FEATURES, CLASSES = 200, 10
 
@@ -76,6 +76,11 @@ class Ensemble:
         self.labels = ag.empty(n, np.int32)
         for name in ("rr_1", "rr_2", "rr_3", "nb_1", "nb_2", "nb_3", "nb_4", "softmax", "argmax"):
             setattr(self, "k_" + name, ag.kernel(getattr(K, name), **K.ANNOTATIONS[name]))
+
+    def streamed_bytes(self) -> int:
+        """Bytes a streaming iteration must move to the device:
+        the score matrices the reset rewrites (the inputs stay resident)."""
+        return streamed_bytes(self.r1, self.r2)
 
     def reset(self) -> None:
         self.reset_accumulators()

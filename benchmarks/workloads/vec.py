@@ -19,7 +19,7 @@ import numpy as np
 
 from kernels import vec as K
 
-from ._common import SumOfTerms, threads
+from ._common import SumOfTerms, streamed_bytes, threads
 
 
 class Vec(SumOfTerms):
@@ -44,6 +44,11 @@ class Vec(SumOfTerms):
         self.res = ag.zeros(1, np.float32)
         self.k_square = ag.kernel(K.square, **K.ANNOTATIONS["square"])
         self.k_reduce = ag.kernel(K.reduce, **K.ANNOTATIONS["reduce"])
+
+    def streamed_bytes(self) -> int:
+        """Bytes a streaming iteration must move to the device: x and y (rewritten every iteration)
+        and the accumulator res."""
+        return streamed_bytes(self.x, self.y, self.res)
 
     def reset(self) -> None:
         self.x[...] = self._x0

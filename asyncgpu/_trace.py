@@ -1,0 +1,493 @@
+"""Traces: what ran where and when, why each edge exists, and what overlapped.
+
+The model
+---------
+``with asyncgpu.trace() as t:`` (or ``ASYNCGPU_TRACE=path`` for the whole process) records, per
+node: its name, the user's launch site, its stream, its parents with the reason of each edge
+(RAW/WAR/WAW and the array), the host time it was enqueued, and its device start and end;
+prefetches and host synchronizations are intervals of their own.
+
+A trace is attached to one runtime by two things, both removed when it ends:
+
+* a *tracing backend* that the runtime and its stream manager talk to instead of the real one.
+  It forwards every operation, and around each kernel launch and each prefetch it records a
+  timing event on the same stream (before and after), and it times host waits. The runtime's
+  launch path is unchanged: when no trace is active nothing at all is added to it.
+* an *instrument* (see ``asyncgpu.instrument``) that receives each node with its edges.
+
+Device times are read lazily: the first read of a trace after work was issued synchronizes the
+runtime, then converts every event to seconds since the trace's origin (``clock_base``, taken
+when the trace started, so device and host times share an origin to within microseconds on the
+GPU). Timing events come from a per-backend pool and go back to it once read.
+
+On ``sim`` the device clock is *logical*: the simulator's step count (one step shown as 1 us),
+so timelines show orderings and overlaps the simulator chose, not physical durations.
+
+Example::
+
+    with ag.trace() as t:
+        square[8, 256](x, x1, n); square[8, 256](y, y1, n); reduce[8, 256](x1, y1, res, n)
+        res[0]
+    t.metrics()                         # {"CT": ..., "TC": ..., "CC": ..., "TOT": ...}
+    t.save("out/", "vec")               # vec.trace.json, vec.dot, vec.timeline.png, vec.dag.png
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import _metrics
+
+log = logging.getLogger("asyncgpu")
+
+#: Colours of streams 0, 1, ... in DOT output and pictures.
+PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+           "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
+
+_pools: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+#: Pending timing events beyond which a launch first reads the completed ones (bounds the
+#: number of live events in a whole-process trace).
+_HARVEST = 4096
+
+
+@dataclass
+class NodeRecord:
+    """One traced node. Times in seconds since the trace started (device times: see module)."""
+
+    id: int
+    kind: str                      # "kernel", "host-read", "host-write"
+    name: str
+    site: str | None
+    stream: int | None             # trace track of the stream; None for host nodes
+    order: int                     # position in the host's issue order
+    enqueue_s: float
+    parents: list[tuple[int, str, str]] = field(default_factory=list)  # (id, reason, array)
+    start_s: float | None = None
+    end_s: float | None = None
+
+
+@dataclass
+class PrefetchRecord:
+    """One host-to-device prefetch, enqueued before the kernel ``node`` on its stream."""
+
+    stream: int
+    nbytes: int
+    order: int
+    enqueue_s: float
+    node: int | None = None
+    start_s: float | None = None
+    end_s: float | None = None
+
+
+@dataclass
+class SyncRecord:
+    """The host blocked from ``start_s`` to ``end_s`` (host clock) for ``reason``.
+
+    ``waited``: ids of the nodes waited for, or None for a device-wide synchronize.
+    """
+
+    reason: str
+    order: int
+    start_s: float
+    end_s: float
+    waited: list[int] | None
+
+
+def edge_labels(node: NodeRecord) -> dict[int, list[str]]:
+    """``node``'s edges grouped by parent: parent id -> ["RAW x", "WAR y", ...]."""
+    out: dict[int, list[str]] = {}
+    for pid, reason, array in node.parents:
+        label = f"{reason} {array}"
+        labels = out.setdefault(pid, [])
+        if label not in labels:
+            labels.append(label)
+    return out
+
+
+class _TracingBackend:
+    """Forwards to the real backend; brackets launches and prefetches with timing events."""
+
+    wants_sites = True
+
+    def __init__(self, inner: Any, trace: Trace) -> None:
+        self.inner = inner
+        self._trace = trace
+        self.name = inner.name
+        self.prefetches = inner.prefetches
+        self.host_coherent_while_busy = inner.host_coherent_while_busy
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def prefetch(self, buffer: Any, stream: Any) -> None:
+        t, inner = self._trace, self.inner
+        e0, e1 = t._event(), t._event()
+        enq = time.perf_counter() - t._t0
+        inner.record(e0, stream)
+        inner.prefetch(buffer, stream)
+        inner.record(e1, stream)
+        rec = PrefetchRecord(t._track(stream), buffer.nbytes, t._next_order(), enq)
+        t._prefetches.append(rec)
+        t._pending_prefetches.append(rec)
+        t._events.append((rec, e0, e1))
+
+    def launch(self, node: Any, stream: Any) -> None:
+        t, inner = self._trace, self.inner
+        e0, e1 = t._event(), t._event()
+        enq = time.perf_counter() - t._t0
+        inner.record(e0, stream)
+        inner.launch(node, stream)
+        inner.record(e1, stream)
+        rec = NodeRecord(node.id, node.kind, node.name, node.site, t._track(stream),
+                         t._next_order(), enq)
+        t._nodes[node.id] = rec
+        for p in t._pending_prefetches:
+            p.node = node.id
+        t._pending_prefetches.clear()
+        t._events.append((rec, e0, e1))
+        if len(t._events) >= t._harvest_at:
+            t._harvest()
+
+    def host_wait(self, event: Any) -> None:
+        t = self._trace
+        t0 = time.perf_counter()
+        self.inner.host_wait(event)
+        waited = t._event_owner.get(id(event))
+        t._sync(t0, [waited] if waited is not None else [])
+
+    def synchronize(self) -> None:
+        t = self._trace
+        t0 = time.perf_counter()
+        self.inner.synchronize()
+        t._sync(t0, None)
+
+
+class Trace:
+    """The record of one traced region (from :func:`asyncgpu.trace`); read it after the block.
+
+    Reading any of ``nodes``, ``prefetches``, ``metrics()`` or an export synchronizes the
+    runtime first if traced work may still be running.
+    """
+
+    def __init__(self, runtime: Any) -> None:
+        self._rt = runtime
+        self._lock = threading.Lock()
+        self._nodes: dict[int, NodeRecord] = {}
+        self._host_nodes: list[NodeRecord] = []
+        self._prefetches: list[PrefetchRecord] = []
+        self._pending_prefetches: list[PrefetchRecord] = []
+        self._syncs: list[SyncRecord] = []
+        self._unlabelled: list[SyncRecord] = []
+        self._events: list[tuple[Any, Any, Any]] = []
+        self._event_owner: dict[int, int] = {}
+        self._tracks: dict[int, int] = {}
+        self._order = 0
+        self._harvest_at = _HARVEST
+        self._active = False
+        self._backend: _TracingBackend | None = None
+        self.backend_name = getattr(runtime.backend, "name", "?")
+        self.logical_clock = self.backend_name == "sim"
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def start(self) -> Trace:
+        rt = self._rt
+        with rt._lock:
+            inner = rt.backend
+            root = inner
+            while isinstance(root, _TracingBackend):
+                root = root.inner
+            self._root = root
+            self._pool = _pools.setdefault(root, [])
+            self._base = root.clock_base()
+            self._t0 = time.perf_counter()
+            self._saved = (inner, rt.want_sites)
+            self._backend = _TracingBackend(inner, self)
+            rt.backend = self._backend
+            rt.streams.backend = self._backend
+            rt.want_sites = True
+            rt._instruments.append(self)
+            rt.stats.listener = rt._synchronized
+            self._active = True
+        return self
+
+    def stop(self) -> None:
+        """Detach from the runtime (work already issued keeps its timing events)."""
+        rt = self._rt
+        with rt._lock:
+            if not self._active:
+                return
+            if rt.backend is not self._backend:
+                raise RuntimeError("asyncgpu traces must end in the reverse order they began")
+            inner, want_sites = self._saved
+            rt.backend = inner
+            if rt.streams.backend is self._backend:
+                rt.streams.backend = inner
+            rt.want_sites = want_sites if rt.backend is inner else rt.backend.wants_sites
+            if self in rt._instruments:
+                rt._instruments.remove(self)
+            if not rt._instruments:
+                rt.stats.listener = None
+            self._active = False
+
+    def __enter__(self) -> Trace:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # -- recording (called under the runtime's lock) -----------------------------------------
+    def _event(self) -> Any:
+        return self._pool.pop() if self._pool else self._root.timing_event()
+
+    def _track(self, handle: Any) -> int:
+        key = id(handle)
+        track = self._tracks.get(key)
+        if track is None:
+            track = self._tracks[key] = len(self._tracks)
+        return track
+
+    def _next_order(self) -> int:
+        self._order += 1
+        return self._order
+
+    def _sync(self, t0: float, waited: list[int] | None) -> None:
+        rec = SyncRecord("host-wait", self._next_order(), t0 - self._t0,
+                         time.perf_counter() - self._t0, waited)
+        self._syncs.append(rec)
+        self._unlabelled.append(rec)
+
+    # instrument hooks
+    def node_issued(self, node: Any) -> None:
+        parents = [(p.id, reason, label) for p, reason, label in node.edges]
+        rec = self._nodes.get(node.id)
+        if rec is None:   # a host access: complete when issued
+            rec = NodeRecord(node.id, node.kind, node.name, node.site, None, self._next_order(),
+                             time.perf_counter() - self._t0)
+            self._host_nodes.append(rec)
+        rec.parents = parents
+        if node.event is not None:
+            self._event_owner[id(node.event)] = node.id
+
+    def synchronized(self, reason: str) -> None:
+        for rec in self._unlabelled:
+            rec.reason = reason
+        self._unlabelled.clear()
+
+    def _harvest(self) -> None:
+        """Read the timing events that have completed, without waiting (long traces).
+
+        Asks the backend below the happens-before checker: the trace observing an event must
+        not count as the runtime having synchronized with it.
+        """
+        done = getattr(self._root, "inner", self._root).event_done
+        base, elapsed = self._base, self._root.elapsed_s
+        pending = []
+        for item in self._events:
+            rec, e0, e1 = item
+            if done(e1):
+                rec.start_s = elapsed(base, e0)
+                rec.end_s = elapsed(base, e1)
+                self._pool.extend((e0, e1))
+            else:
+                pending.append(item)
+        self._events = pending
+        self._harvest_at = max(_HARVEST, 2 * len(pending))
+
+    # -- reading -----------------------------------------------------------------------------
+    def _resolve(self) -> None:
+        with self._rt._lock, self._lock:   # the runtime's lock first, as on the launch path
+            if not self._events:
+                return
+            self._rt.synchronize()
+            base, elapsed = self._base, self._root.elapsed_s
+            for rec, e0, e1 in self._events:
+                rec.start_s = elapsed(base, e0)
+                rec.end_s = elapsed(base, e1)
+                self._pool.extend((e0, e1))
+            self._events = []
+
+    @property
+    def nodes(self) -> list[NodeRecord]:
+        """Every traced node (kernels and host accesses) in issue order."""
+        self._resolve()
+        return sorted([*self._nodes.values(), *self._host_nodes], key=lambda r: r.order)
+
+    @property
+    def kernels(self) -> list[NodeRecord]:
+        """The device nodes in issue order."""
+        return [n for n in self.nodes if n.stream is not None]
+
+    @property
+    def prefetches(self) -> list[PrefetchRecord]:
+        self._resolve()
+        return list(self._prefetches)
+
+    @property
+    def syncs(self) -> list[SyncRecord]:
+        """Host synchronizations (host clock), labelled with the runtime's reason."""
+        return list(self._syncs)
+
+    @property
+    def streams(self) -> int:
+        """Number of distinct streams the traced device work used."""
+        return len({n.stream for n in self.kernels} | {p.stream for p in self._prefetches})
+
+    def metrics(self) -> dict[str, float]:
+        """The GrCUDA paper's overlap metrics CT, TC, CC, TOT (see ``asyncgpu._metrics``)."""
+        comp = [(n.start_s, n.end_s) for n in self.kernels]
+        xfer = [(p.start_s, p.end_s) for p in self.prefetches]
+        return _metrics.overlap(comp, xfer)
+
+    # -- exports -----------------------------------------------------------------------------
+    def chrome_trace(self) -> dict[str, Any]:
+        """The trace as Chrome/Perfetto JSON: a host track and one track per stream.
+
+        Open it at https://ui.perfetto.dev or chrome://tracing. Edges are flow arrows.
+        """
+        nodes, prefetches = self.nodes, self.prefetches
+        dev = ("sim device (logical clock: 1 step = 1 us)" if self.logical_clock
+               else f"{self.backend_name} device")
+        ev: list[dict[str, Any]] = [
+            {"ph": "M", "pid": 0, "name": "process_name", "args": {"name": "host"}},
+            {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": dev}},
+            {"ph": "M", "pid": 0, "tid": 0, "name": "thread_name", "args": {"name": "host"}},
+        ]
+        for track in sorted({n.stream for n in nodes if n.stream is not None}
+                            | {p.stream for p in prefetches}):
+            ev.append({"ph": "M", "pid": 1, "tid": track, "name": "thread_name",
+                       "args": {"name": f"stream {track}"}})
+        us = 1e6
+        by_id = {n.id: n for n in nodes}
+        for n in nodes:
+            args = {"site": n.site, "parents": [f"{r} {a} <- node {p}" for p, r, a in n.parents]}
+            ev.append({"ph": "i", "pid": 0, "tid": 0, "s": "t", "ts": n.enqueue_s * us,
+                       "name": f"{'launch' if n.stream is not None else n.kind} {n.name}",
+                       "args": args})
+            if n.stream is None:
+                continue
+            ev.append({"ph": "X", "pid": 1, "tid": n.stream, "ts": n.start_s * us,
+                       "dur": max(n.end_s - n.start_s, 0.0) * us, "name": n.name,
+                       "cat": n.kind, "args": dict(args, node=n.id)})
+            for k, (pid, reason, array) in enumerate(n.parents):
+                p = by_id.get(pid)
+                if p is None or p.stream is None or p.stream == n.stream:
+                    continue
+                flow = n.id * 1000 + k
+                ev.append({"ph": "s", "pid": 1, "tid": p.stream, "ts": p.end_s * us, "id": flow,
+                           "name": f"{reason} {array}", "cat": "edge"})
+                ev.append({"ph": "f", "bp": "e", "pid": 1, "tid": n.stream,
+                           "ts": n.start_s * us, "id": flow, "name": f"{reason} {array}",
+                           "cat": "edge"})
+        for p in prefetches:
+            ev.append({"ph": "X", "pid": 1, "tid": p.stream, "ts": p.start_s * us,
+                       "dur": max(p.end_s - p.start_s, 0.0) * us, "name": "prefetch",
+                       "cat": "transfer", "args": {"bytes": p.nbytes, "before_node": p.node}})
+        for s in self.syncs:
+            ev.append({"ph": "X", "pid": 0, "tid": 0, "ts": s.start_s * us,
+                       "dur": (s.end_s - s.start_s) * us, "name": f"sync: {s.reason}",
+                       "cat": "sync", "args": {"waited": s.waited}})
+        return {"traceEvents": ev, "displayTimeUnit": "ms",
+                "otherData": {"backend": self.backend_name, "metrics": _finite(self.metrics())}}
+
+    def save_chrome(self, path: str) -> None:
+        """Write :meth:`chrome_trace` as JSON."""
+        with open(path, "w") as f:
+            json.dump(self.chrome_trace(), f)
+
+    def to_dot(self, kernels_only: bool = False) -> str:
+        """The DAG as Graphviz DOT: streams as colours, edges labelled with reason and array."""
+        nodes = self.kernels if kernels_only else self.nodes
+        shown = {n.id for n in nodes}
+        lines = ["digraph asyncgpu {", "  node [style=filled, fontname=Helvetica];"]
+        for n in nodes:
+            if n.stream is None:
+                color, extra, shape = "#dddddd", "", ", shape=box"
+            else:
+                color, extra, shape = PALETTE[n.stream % len(PALETTE)], f"\\nstream {n.stream}", ""
+            label = (n.name if n.stream is not None else f"{n.kind} {n.name}").replace('"', r"\"")
+            lines.append(f'  n{n.id} [label="{label}{extra}", fillcolor="{color}"{shape}];')
+            for pid, labels in edge_labels(n).items():
+                if pid in shown:
+                    label = "\\n".join(labels).replace('"', r"\"")
+                    lines.append(f'  n{pid} -> n{n.id} [label="{label}"];')
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+    def save_timeline(self, path: str, title: str = "") -> None:
+        """A PNG timeline (host and one row per stream) through matplotlib."""
+        from ._draw import draw_timeline
+
+        draw_timeline(self, path, title)
+
+    def save_dag(self, path: str, title: str = "", kernels_only: bool = True) -> None:
+        """A PNG picture of the DAG (laid out by depth; streams as colours) through matplotlib."""
+        from ._draw import draw_dag
+
+        draw_dag(self.kernels if kernels_only else self.nodes, path, title)
+
+    def save(self, directory: str, stem: str = "trace") -> dict[str, str]:
+        """Write ``stem.trace.json``, ``.dot``, ``.timeline.png``, ``.dag.png`` and
+        ``.metrics.json`` into ``directory``; returns kind -> path."""
+        os.makedirs(directory, exist_ok=True)
+        paths = {k: os.path.join(directory, f"{stem}.{ext}") for k, ext in (
+            ("trace", "trace.json"), ("dot", "dot"), ("timeline", "timeline.png"),
+            ("dag", "dag.png"), ("metrics", "metrics.json"))}
+        self.save_chrome(paths["trace"])
+        with open(paths["dot"], "w") as f:
+            f.write(self.to_dot())
+        self.save_timeline(paths["timeline"], stem)
+        self.save_dag(paths["dag"], stem)
+        with open(paths["metrics"], "w") as f:
+            json.dump(dict(_finite(self.metrics()), backend=self.backend_name,
+                           logical_clock=self.logical_clock), f, indent=1)
+        return paths
+
+
+def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
+    """NaN (an undefined metric) as None: browsers' JSON parsers reject NaN."""
+    return {k: (None if v != v else v) for k, v in metrics.items()}
+
+
+def trace(runtime: Any = None) -> Trace:
+    """Start tracing the runtime; use as ``with asyncgpu.trace() as t:`` (see :class:`Trace`)."""
+    if runtime is None:
+        from ._runtime import current_runtime
+
+        runtime = current_runtime()
+    return Trace(runtime).start()
+
+
+_process_traces = 0
+
+
+def trace_process(runtime: Any, path: str) -> Trace:
+    """``ASYNCGPU_TRACE=path``: trace the runtime until exit, then write the Chrome JSON there.
+
+    A second runtime in the same process (another backend) writes ``path`` with ``.1``, ``.2``
+    before the extension.
+    """
+    global _process_traces
+    if _process_traces:
+        root, ext = os.path.splitext(path)
+        path = f"{root}.{_process_traces}{ext}"
+    _process_traces += 1
+    t = Trace(runtime).start()
+
+    def write() -> None:
+        try:
+            t.stop()
+            t.save_chrome(path)
+            log.info("asyncgpu: wrote the process trace to %s", path)
+        except Exception:
+            log.exception("asyncgpu: could not write the trace to %s", path)
+
+    atexit.register(write)
+    return t

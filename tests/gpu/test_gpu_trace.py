@@ -1,0 +1,93 @@
+"""Traces, overlap metrics and bounds on a real GPU (CUDA timing events)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.overlap import calibrate, spin_kernel
+
+pytestmark = pytest.mark.gpu
+
+
+def two_spins(ag, execution, seconds=3e-3):
+    with ag.configure(backend="cuda", execution=execution):
+        spin = spin_kernel(ag)
+        a, b = ag.zeros(1, np.float32), ag.zeros(1, np.float32)
+        cycles = calibrate(ag, spin, a, seconds)
+        ag.synchronize()
+        with ag.trace() as t:
+            spin[1, 32](a, cycles)
+            spin[1, 32](b, cycles)
+            a[0], b[0]
+        t.metrics()
+    return t
+
+
+def test_two_independent_kernels_overlap_only_in_async_mode():
+    import asyncgpu as ag
+
+    t = two_spins(ag, "async")
+    k1, k2 = t.kernels
+    assert k1.stream != k2.stream
+    for k in (k1, k2):
+        assert 1e-3 < k.end_s - k.start_s < 20e-3, k
+        assert k.start_s > k.enqueue_s - 1e-3          # host and device share an origin
+    assert t.metrics()["CC"] > 0.3, t.metrics()
+    s = two_spins(ag, "sync")
+    assert s.streams == 1
+    assert s.metrics()["CC"] == 0.0, s.metrics()
+    assert s.metrics()["TOT"] == 0.0, s.metrics()
+    k1, k2 = s.kernels
+    assert k1.end_s <= k2.start_s
+
+
+def test_timing_events_are_pooled():
+    import asyncgpu as ag
+    from asyncgpu._trace import _pools
+
+    two_spins(ag, "async", 1e-3)
+    sizes = [len(p) for p in _pools.values()]
+    two_spins(ag, "async", 1e-3)
+    assert [len(p) for p in _pools.values()] == sizes
+
+
+def test_prefetch_bandwidth_probe():
+    import asyncgpu as ag
+    from asyncgpu._runtime import current_runtime
+    from benchmarks.bounds import h2d_bandwidth
+
+    with ag.configure(backend="cuda"):
+        bw = h2d_bandwidth(current_runtime(), nbytes=1 << 26, repeats=3)
+    assert 1e9 < bw < 1e12, bw       # PCIe / C2C: GB/s to hundreds of GB/s
+
+
+def test_vec_bounds_and_metrics_on_gpu():
+    import asyncgpu as ag
+    from asyncgpu._runtime import current_runtime
+    from benchmarks import harness
+    from benchmarks.bounds import h2d_bandwidth
+    from benchmarks.workloads import WORKLOADS
+
+    with ag.configure(backend="cuda"):
+        bw = h2d_bandwidth(current_runtime(), nbytes=1 << 26, repeats=3)
+        results = harness.bench_workload(ag, WORKLOADS["vec"], "small", harness.MODES, [256],
+                                         4 * current_runtime().backend.sm_count, warmup=1,
+                                         iterations=3, inputs="streaming", metrics=True,
+                                         bounds=True, bandwidth=bw)
+    assert all(r.ok for r in results), [r.message for r in results]
+    b = results[0].bounds
+    assert b["transfer_bound_s"] > 0 and b["compute_bound_s"] > 0
+    assert b["bound_s"] == max(b["transfer_bound_s"], b["compute_bound_s"])
+    assert b["parallel_over_bound"] > 0.5, b          # a lower bound, up to timing noise
+    by_mode = {r.mode: r.metrics for r in results}
+    assert by_mode["serial"]["CC"] == 0.0 and by_mode["serial"]["CT"] == 0.0
+    assert by_mode["parallel"]["TOT"] > 0.0
+
+
+def test_trace_command_on_gpu(tmp_path):
+    from asyncgpu.__main__ import main
+
+    assert main(["trace", "img", "--scale", "small", "--out", str(tmp_path)]) == 0
+    for ext in ("trace.json", "dot", "timeline.png", "dag.png", "metrics.json"):
+        assert (tmp_path / f"img_parallel.{ext}").stat().st_size > 0

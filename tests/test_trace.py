@@ -1,0 +1,259 @@
+"""Traces on the sim backend: nodes, streams, edges, device intervals, exports, hooks."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import programs
+from test_example import REDUCE_SRC, make_square, reduce_twin
+
+
+def vec_program(ag, n=64):
+    square = make_square(ag)
+    reduce = ag.cuda_kernel(REDUCE_SRC, "reduce", sim=reduce_twin)
+    x = ag.array(np.arange(n, dtype=np.float32))
+    y = ag.array(np.ones(n, dtype=np.float32))
+    x1, y1, res = ag.empty_like(x), ag.empty_like(y), ag.zeros(1, np.float32)
+    ag.synchronize()
+
+    def run():
+        square[2, 32](x, x1, n)
+        square[2, 32](y, y1, n)
+        reduce[2, 32](x1, y1, res, n)
+        return float(res[0])
+    return run
+
+
+def test_trace_of_vec_has_its_nodes_streams_and_edges(sim):
+    ag = sim
+    run = vec_program(ag)
+    with ag.trace() as t:
+        value = run()
+    assert value == pytest.approx(sum(i * i - 1 for i in range(64)))
+    sq_x, sq_y, red = t.kernels
+    assert [k.name for k in t.kernels] == ["square", "square", "reduce"]
+    assert all(k.site and k.site.startswith("test_trace.py:") for k in t.kernels)
+    assert sq_x.stream != sq_y.stream and red.stream == sq_x.stream
+    assert t.streams == 2
+    assert sorted(red.parents) == sorted([(sq_x.id, "RAW", "x"), (sq_y.id, "RAW", "y")])
+    assert sq_x.parents == [] and sq_y.parents == []
+    host = [n for n in t.nodes if n.stream is None]
+    assert [(h.kind, h.parents) for h in host] == [("host-read", [(red.id, "RAW", "float32[1]")])]
+    assert [(s.reason, s.waited) for s in t.syncs] == [("host-read", [red.id])]
+    # three prefetches (x, y, res: the host wrote them), each before its kernel on its stream
+    assert sorted(p.nbytes for p in t.prefetches) == [4, 256, 256]
+    by_id = {k.id: k for k in t.kernels}
+    for p in t.prefetches:
+        assert p.stream == by_id[p.node].stream and p.end_s <= by_id[p.node].start_s
+    # device intervals respect every edge and each stream's order
+    for k in t.kernels:
+        assert k.start_s < k.end_s
+        for pid, _, _ in k.parents:
+            assert by_id[pid].end_s <= k.start_s
+    assert sq_x.end_s <= red.start_s
+    orders = [n.order for n in t.nodes]
+    assert orders == sorted(orders)
+    enq = [k.enqueue_s for k in t.kernels]
+    assert enq == sorted(enq)
+    m = t.metrics()
+    assert set(m) == {"CT", "TC", "CC", "TOT"} and all(0 <= v <= 1 for v in m.values())
+
+
+def test_sync_mode_trace_is_one_stream_without_overlap(sim):
+    ag = sim
+    run = vec_program(ag)
+    with ag.configure(execution="sync"):
+        with ag.trace() as t:
+            run()
+    assert t.streams == 1
+    assert all(k.parents == [] for k in t.kernels)      # each node finished before the next
+    assert [s.reason for s in t.syncs].count("sync-mode") == 3
+    assert t.metrics() == {"CT": 0.0, "TC": 0.0, "CC": 0.0, "TOT": 0.0}
+
+
+def test_exports(sim, tmp_path):
+    ag = sim
+    run = vec_program(ag)
+    with ag.trace() as t:
+        run()
+    doc = t.chrome_trace()
+    json.dumps(doc, allow_nan=False)
+    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in doc["traceEvents"]
+             if e["name"] == "thread_name"}
+    assert sorted(names.values()) == ["host", "stream 0", "stream 1"]
+    spans = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert sorted(e["name"] for e in spans if e["pid"] == 1) == [
+        "prefetch", "prefetch", "prefetch", "reduce", "square", "square"]
+    assert [e["name"] for e in spans if e["pid"] == 0] == ["sync: host-read"]
+    flows = [e for e in doc["traceEvents"] if e["ph"] in "sf"]
+    assert sorted(e["ph"] for e in flows) == ["f", "s"] and flows[0]["name"] == "RAW y"
+    dot = t.to_dot()
+    assert dot.startswith("digraph") and dot.count("->") == 3 and 'label="RAW y"' in dot
+    assert '"#4e79a7"' in dot and '"#f28e2b"' in dot
+    paths = t.save(str(tmp_path), "vec")
+    for kind in ("timeline", "dag"):
+        with open(paths[kind], "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    with open(paths["metrics"]) as f:
+        saved = json.load(f)
+    assert saved["logical_clock"] is True and saved["CC"] == t.metrics()["CC"]
+
+
+def test_tracing_leaves_the_runtime_as_it_was(sim):
+    ag = sim
+    from asyncgpu._runtime import current_runtime
+
+    rt = current_runtime()
+    backend, streams_backend, sites = rt.backend, rt.streams.backend, rt.want_sites
+    run = vec_program(ag)
+    run()             # the first run prefetches the inputs; the next two do not
+    before = ag.statistics()
+    run()
+    mid = ag.statistics()
+    with ag.trace():
+        with ag.configure(execution="async", max_streams=8):   # reconfigured inside a trace
+            run()
+    after = ag.statistics()
+    assert rt.backend is backend and rt.streams.backend is streams_backend
+    assert rt.want_sites == sites and rt._instruments == [] and rt.stats.listener is None
+    # the trace's timing events are not counted as the runtime's events
+    for field in ("nodes", "events_recorded", "prefetches", "event_waits"):
+        assert getattr(after, field) - getattr(mid, field) == getattr(mid, field) - getattr(
+            before, field), field
+
+
+def test_nested_traces_and_wrong_order(sim):
+    ag = sim
+    run = vec_program(ag)
+    with ag.trace() as outer:
+        run()
+        with ag.trace() as inner:
+            run()
+    assert len(outer.kernels) == 6 and len(inner.kernels) == 3
+    a = ag.trace()
+    b = ag.trace()
+    with pytest.raises(RuntimeError, match="reverse order"):
+        a.stop()
+    b.stop()
+    a.stop()
+
+
+class Hooks(object):
+    def __init__(self):
+        self.calls = []
+
+    def node_added(self, node):
+        self.calls.append(("added", node.name))
+
+    def edge_added(self, parent, child, reason, array):
+        self.calls.append(("edge", parent.name, child.name, reason, array))
+
+    def node_issued(self, node):
+        self.calls.append(("issued", node.name))
+
+    def synchronized(self, reason):
+        self.calls.append(("sync", reason))
+
+
+def test_instrument_hooks_in_order(sim):
+    ag = sim
+    run = vec_program(ag)
+    with ag.instrument(Hooks()) as h:
+        run()
+    assert h.calls == [
+        ("added", "square"), ("issued", "square"),
+        ("added", "square"), ("issued", "square"),
+        ("added", "reduce"), ("edge", "square", "reduce", "RAW", "x"),
+        ("edge", "square", "reduce", "RAW", "y"), ("issued", "reduce"),
+        ("sync", "host-read"),
+        ("added", "float32[1]"), ("edge", "reduce", "float32[1]", "RAW", "float32[1]"),
+        ("issued", "float32[1]"),
+    ]
+    assert isinstance(ag.Instrument(), object)
+
+
+def test_a_failing_instrument_is_removed_and_logged(sim, caplog):
+    ag = sim
+    run = vec_program(ag)
+
+    class Broken(ag.Instrument):
+        def edge_added(self, *args):
+            raise ValueError("boom")
+
+    with ag.instrument(Broken()):
+        assert run() == pytest.approx(sum(i * i - 1 for i in range(64)))
+    assert "boom" in caplog.text or "raised in edge_added" in caplog.text
+
+
+def test_statistics_snapshot_fields(sim):
+    ag = sim
+    run = vec_program(ag)
+    s0 = ag.statistics()
+    run()
+    s = ag.statistics()
+    assert s.nodes - s0.nodes == 3 and s.edges["RAW"] - s0.edges["RAW"] == 2
+    assert s.graphs_recorded == 0 and s.graphs_replayed == 0
+    assert s.host_syncs["host-read"] - s0.host_syncs.get("host-read", 0) == 1
+    d = s.as_dict()
+    assert d["graphs_recorded"] == 0 and isinstance(d["edges"], dict)
+    with pytest.raises(AttributeError):
+        s.nodes = 0
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=programs.strategies())
+def test_traced_random_programs_equal_serial(steps):
+    """Tracing adds records on the streams: results (and the checker) must not change."""
+    import asyncgpu as ag
+
+    init = programs.initial()
+    with ag.configure(backend="sim", execution="sync", sim_seed=0, sim_strategy="eager"):
+        expected = programs.run(ag, steps, init)
+    with ag.configure(backend="sim", execution="async", sim_seed=3, sim_strategy="random"):
+        with ag.trace() as t:
+            got = programs.run(ag, steps, init)
+        for k in t.kernels:
+            assert k.start_s < k.end_s
+    for a, b in zip(got[0] + got[1], expected[0] + expected[1]):
+        assert a.tolist() == b.tolist()
+
+
+def test_asyncgpu_trace_variable_writes_a_chrome_trace_at_exit(tmp_path):
+    path = tmp_path / "proc.json"
+    code = ("import numpy as np, asyncgpu as ag\n"
+            "from test_example import make_square\n"
+            "sq = make_square(ag); x = ag.array(np.ones(8, np.float32)); y = ag.empty_like(x)\n"
+            "sq[1, 8](x, y, 8); print(float(y[0]))\n")
+    env = dict(os.environ, ASYNCGPU_TRACE=str(path), ASYNCGPU_BACKEND="sim",
+               PYTHONPATH=os.pathsep.join([os.getcwd(), os.path.dirname(__file__)]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(path.read_text())
+    spans = sorted((e["ts"], e["name"]) for e in doc["traceEvents"]
+                   if e["ph"] == "X" and e["pid"] == 1)
+    assert [name for _, name in spans] == ["prefetch", "square"]
+
+
+def test_long_traces_read_completed_events_as_they_go(sim, monkeypatch):
+    import asyncgpu._trace as T
+
+    ag = sim
+    monkeypatch.setattr(T, "_HARVEST", 4)
+    run = vec_program(ag)
+    with ag.trace() as t:
+        for _ in range(4):
+            run()
+        assert len(t._events) < 4 * 3     # completed ones were read during the run
+    kernels = t.kernels
+    assert len(kernels) == 12 and all(k.start_s < k.end_s for k in kernels)
+    for a, b in zip(kernels, kernels[1:]):
+        if a.stream == b.stream:
+            assert a.end_s <= b.start_s
