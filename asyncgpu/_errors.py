@@ -61,6 +61,11 @@ class RaceError(AsyncGPUError):
     """
 
 
+class CaptureError(AsyncGPUError, RuntimeError):
+    """An operation CUDA stream capture forbids (a host synchronization with captured work, a
+    prefetch on a capturing stream, unjoined work at the end of a capture), or a misused graph."""
+
+
 class DeadlockError(AsyncGPUError):
     """The host waits for work that can never start (``sim`` backend)."""
 
@@ -79,6 +84,7 @@ __all__ = [
     "ArgumentValueError",
     "AsyncGPUError",
     "BackendUnavailableError",
+    "CaptureError",
     "CompileError",
     "DeadlockError",
     "FreedArrayError",

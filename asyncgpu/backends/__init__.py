@@ -11,6 +11,26 @@ event whose ``record`` captures a timestamp: CUDA timing events; on ``sim`` the 
 count, a logical clock), ``clock_base()`` (an already-complete event marking "now") and
 ``elapsed_s(start, end)`` (seconds between two completed ones). They are used only while tracing.
 
+Graphs (CUDA stream capture; the model is in :mod:`asyncgpu.backends._capture`):
+
+* ``begin_capture(stream)``: from now on, work enqueued on ``stream``, and on every stream that
+  waits on an event recorded in the capture, is recorded, not run. Relaxed capture mode on
+  ``cuda``: other threads and harmless calls of our own (pool growth, module loading) stay legal;
+  what truly breaks a capture raises :class:`~asyncgpu._errors.CaptureError` on both backends: a
+  host wait or query of captured work, ``synchronize``, a prefetch on a capturing stream (CUDA
+  graphs cannot hold prefetches: issue them before the launch), waiting on an outside event.
+* ``end_capture(stream) -> graph``: every joined stream must have been joined back (the origin
+  waits on an event recorded after its last kernel); on ``cuda`` the graph is instantiated.
+* ``graph_launch(graph, stream)``: one launch of the whole graph, after the earlier work of
+  ``stream``; later work of ``stream`` waits for all of it; launches of one graph never overlap.
+* ``graph_destroy(graph)``: waits for its last launch, then frees it. A graph keeps the arrays it
+  uses alive until then (and while a launch runs, even if dropped); launching a graph whose
+  array was freed explicitly raises.
+
+On the checked backend, captured operations reach the happens-before checker when the graph is
+launched, each inner operation on a lane of its own; ``end_capture`` also checks the graph alone,
+so a capture missing an inner edge raises :class:`RaceError` there.
+
 :class:`CheckedBackend` forwards every operation and feeds the same log to
 :class:`asyncgpu._hb.HappensBeforeChecker`: always on ``sim``, on ``cuda`` with
 ``ASYNCGPU_DEBUG_HB=1``.
@@ -25,6 +45,7 @@ from typing import Any
 from .._config import Options, enable_numba_simulator
 from .._errors import BackendUnavailableError, RaceError
 from .._hb import HappensBeforeChecker
+from ._capture import Expansion, check_launch
 
 log = logging.getLogger("asyncgpu")
 _cuda_usable: bool | None = None
@@ -95,13 +116,20 @@ class CheckedBackend:
             hint = self._hint()
             raise RaceError(f"{exc} ({hint})" if hint else str(exc)) from None
 
+    def _capturing(self, stream: Any) -> bool:
+        captures = self.inner.captures
+        return captures.engaged and captures.capturing(stream)
+
     def record(self, event: Any, stream: Any) -> None:
+        captured = self._capturing(stream)
         self.inner.record(event, stream)
-        self.hb.record(event, stream)
+        if not captured:        # captured work reaches the checker at graph launch
+            self.hb.record(event, stream)
 
     def wait(self, stream: Any, event: Any) -> None:
         self.inner.wait(stream, event)
-        self.hb.wait(stream, event)
+        if not self._capturing(stream):
+            self.hb.wait(stream, event)
 
     def event_done(self, event: Any) -> bool:
         done = self.inner.event_done(event)
@@ -118,6 +146,9 @@ class CheckedBackend:
         self.hb.host_sync_all()
 
     def launch(self, node: Any, stream: Any) -> None:
+        if self._capturing(stream):
+            self.inner.launch(node, stream)
+            return
         accesses = [(a.alloc.buffer.uid, a.lo, a.hi, a.write) for a in node.accesses]
         self._checked(self.hb.launch, stream, accesses, node.label())
         self.inner.launch(node, stream)
@@ -136,6 +167,46 @@ class CheckedBackend:
     def elapsed_s(self, start: Any, end: Any) -> float:
         return self.inner.elapsed_s(start, end)
 
+    # -- graphs ------------------------------------------------------------------------------
+    def begin_capture(self, stream: Any) -> None:
+        self.inner.begin_capture(stream)
+
+    def end_capture(self, stream: Any) -> Any:
+        graph = self.inner.end_capture(stream)
+        keys = iter(range(1 << 62))
+        alone = HappensBeforeChecker()
+        try:    # the graph on its own: a missing inner edge is a race whatever surrounds it
+            Expansion(graph, lambda: ("lane", next(keys)), lambda: ("event", next(keys))).issue(
+                graph, "launch stream", alone.record, alone.wait,
+                lambda node, lane: alone.launch(lane, _accesses(node), node.label()))
+        except RaceError as exc:
+            self.inner.graph_destroy(graph)
+            raise RaceError(f"in the captured graph: {exc}") from None
+        tag = object()      # this graph's lanes and events for the checker
+        graph.hb = Expansion(graph, lambda: (tag, "lane", next(keys)),
+                             lambda: (tag, "event", next(keys)))
+        return graph
+
+    def graph_launch(self, graph: Any, stream: Any) -> None:
+        check_launch(graph, stream, self.inner.captures)
+        hb = self.hb
+
+        def kernel(node: Any, lane: Any) -> None:
+            self._checked(hb.launch, lane, _accesses(node), node.label())
+
+        graph.hb.issue(graph, stream, hb.record, hb.wait, kernel)
+        self.inner.graph_launch(graph, stream)
+
+    def graph_destroy(self, graph: Any) -> None:
+        launched = graph.hb is not None and graph.hb.launched and not graph.destroyed
+        self.inner.graph_destroy(graph)
+        if launched:
+            self.hb.host_sync_event(graph.hb.done)
+
     def free(self, buffer: Any) -> None:
         self._checked(self.hb.free, buffer.uid, f"free of buffer {buffer.uid}")
         self.inner.free(buffer)
+
+
+def _accesses(node: Any) -> list[tuple[Any, int, int, bool]]:
+    return [(a.alloc.buffer.uid, a.lo, a.hi, a.write) for a in node.accesses]

@@ -4,6 +4,20 @@ Every stream is a non-blocking CuPy stream and is passed explicitly; CuPy's "cur
 never changed or relied on. Memory is managed (unified) memory from a private CuPy pool over
 ``cudaMallocManaged`` (so freeing never calls the device-synchronizing ``cudaFree``); the host
 reads and writes it through a NumPy view of the same addresses.
+
+Graphs: ``begin_capture``/``end_capture`` use CuPy's stream capture in *relaxed* mode, and
+``graph_launch`` CuPy's ``Graph.launch`` (see :mod:`asyncgpu.backends._capture` for the model).
+Relaxed, not global or thread-local: a library cannot know what other threads do (in global
+mode an unrelated ``cudaMalloc`` elsewhere would break our capture, or ours theirs), and during a
+capture our own thread may legitimately make calls CUDA calls "potentially unsafe" (the memory
+pool growing, lazy module loading). The operations that really break a capture (waiting for or
+querying captured work, prefetching on a capturing stream) are illegal in every mode; the shared
+tracker rejects them first, with the same messages as on ``sim``. CUDA has no prefetch graph
+node and ``cudaMemPrefetchAsync`` invalidates a capture, so prefetches stay outside graphs.
+Numba kernels are capturable: their launch (``_Kernel.launch`` in numba-cuda 0.30) prepares the
+arguments without copies for device arrays and calls ``cuda.core.launch`` on the stream; only a
+kernel's first launch loads its module (so warm kernels up before capturing) and ``debug=True``
+kernels read an error flag back synchronously (not capturable).
 """
 
 from __future__ import annotations
@@ -16,7 +30,8 @@ from typing import Any
 import numpy as np
 
 from .._config import Options, cuda_device_max_connections
-from .._errors import BackendUnavailableError, OutOfMemoryError
+from .._errors import BackendUnavailableError, CaptureError, OutOfMemoryError
+from ._capture import CaptureTracker, Graph, check_launch
 
 log = logging.getLogger("asyncgpu")
 _uids = itertools.count(1)
@@ -70,6 +85,8 @@ class CudaBackend:
         self._driver_error = cupy.cuda.driver.CUDADriverError
         self._event_record = self.runtime.eventRecord
         self._stream_wait = self.runtime.streamWaitEvent
+        self.captures = CaptureTracker()
+        self._graphs_in_flight: dict[int, Graph] = {}
         props = self.runtime.getDeviceProperties(self.device)
         name = props["name"]
         self.device_name = name.decode() if isinstance(name, bytes) else str(name)
@@ -103,19 +120,82 @@ class CudaBackend:
         return self.cupy.cuda.get_elapsed_time(start, end) * 1e-3
 
     def record(self, event: Any, stream: Any) -> None:
+        if self.captures.engaged:
+            self.captures.record(event, stream)
         self._event_record(event.ptr, stream.ptr)
 
     def wait(self, stream: Any, event: Any) -> None:
+        if self.captures.engaged:
+            self.captures.wait(stream, event)
         self._stream_wait(stream.ptr, event.ptr, 0)
 
     def event_done(self, event: Any) -> bool:
+        if self.captures.engaged:
+            self.captures.check_host_wait(event, "event query")
         return bool(event.done)
 
     def host_wait(self, event: Any) -> None:
+        if self.captures.engaged:
+            self.captures.check_host_wait(event, "host wait")
         event.synchronize()
 
     def synchronize(self) -> None:
+        self.captures.check_synchronize()
         self.runtime.deviceSynchronize()
+        self._graphs_in_flight.clear()
+
+    # -- graphs ------------------------------------------------------------------------------
+    def begin_capture(self, stream: Any) -> None:
+        self.captures.begin(stream)
+        try:
+            mode = getattr(self.runtime, "streamCaptureModeRelaxed", None)
+            stream.begin_capture(mode)
+        except Exception as exc:
+            try:
+                self.captures.end(stream)
+            except CaptureError:
+                pass
+            raise CaptureError(f"begin_capture on {stream!r} failed: {exc}") from exc
+
+    def end_capture(self, stream: Any) -> Graph:
+        try:
+            graph = self.captures.end(stream)
+        except CaptureError:
+            if stream.is_capturing():
+                try:    # leave capture mode on the CUDA side too; the graph is discarded
+                    stream.end_capture()
+                except Exception:
+                    pass
+            raise
+        try:
+            graph.handle = stream.end_capture()      # captures and instantiates
+        except Exception as exc:
+            raise CaptureError(f"end_capture on {stream!r}: CUDA refused the capture: {exc}"
+                               ) from exc
+        graph.done = self.create_event()
+        return graph
+
+    def graph_launch(self, graph: Graph, stream: Any) -> None:
+        check_launch(graph, stream, self.captures)
+        graph.handle.launch(stream)
+        graph.done.record(stream)
+        graph.launched = True
+        # the graph (and so its arrays) must outlive its running launches even if dropped
+        inflight = self._graphs_in_flight
+        inflight[id(graph)] = graph
+        if len(inflight) > 16:
+            for key in [k for k, g in inflight.items() if g.done.done]:
+                del inflight[key]
+
+    def graph_destroy(self, graph: Graph) -> None:
+        if graph.destroyed:
+            return
+        if graph.launched:
+            self.host_wait(graph.done)
+        self._graphs_in_flight.pop(id(graph), None)
+        graph.destroyed = True
+        graph.handle = None      # CuPy destroys the executable and the graph
+        graph.nodes, graph.allocs, graph.ops = [], [], []
 
     def host_access(self, accesses: Any, label: str) -> None:
         """Managed memory is coherent: the waits already happened."""
@@ -158,6 +238,8 @@ class CudaBackend:
         buffer.host = None
 
     def prefetch(self, buffer: CudaBuffer, stream: Any) -> None:
+        if self.captures.engaged:
+            self.captures.check_prefetch(stream)
         self.runtime.memPrefetchAsync(buffer.ptr, buffer.nbytes, self.device, stream.ptr)
 
     # -- kernels -----------------------------------------------------------------------------
@@ -167,6 +249,8 @@ class CudaBackend:
         return make_launch(self, kernel, launcher, arrays, values, site)
 
     def launch(self, node: Any, stream: Any) -> None:
+        if self.captures.engaged:
+            self.captures.launch(node, stream)    # CUDA records it; we keep its arrays
         try:
             node.launch(stream)
         except self._driver_error as exc:

@@ -21,6 +21,11 @@ so kernels stay in flight as long as possible;  ``pct``  random stream prioritie
 priority changes (Burckhardt et al.);  ``lazy``  random, but no steps at API calls;
 ``eager``  run everything after every call (a control: it hides ordering bugs).
 
+Stream capture (``begin_capture``/``end_capture``/``graph_launch``, see
+:mod:`asyncgpu.backends._capture`): work enqueued on a capturing stream is recorded into a graph
+instead of the queues; a launch expands the graph onto lane streams of its own, so the executor
+interleaves its inner operations like any others and the checker sees each of them.
+
 One seed reproduces one execution; error messages carry ``ASYNCGPU_SIM_SEED`` and
 ``ASYNCGPU_SIM_STRATEGY``. Ordering is *checked* separately by the happens-before checker
 (``asyncgpu._hb``), whose verdict does not depend on the order chosen here.
@@ -41,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import AnnotationViolation, DeadlockError, KernelFault
+from ._capture import CaptureTracker, Expansion, Graph, check_launch
 
 log = logging.getLogger("asyncgpu.sim")
 POISON = 0xFF
@@ -132,6 +138,8 @@ class SimBackend:
         self._pct_changes = {self.rng.randrange(1, 400) for _ in range(3)}
         self.steps = 0
         self.max_running = 0
+        self.captures = CaptureTracker()
+        self._graphs_in_flight: dict[int, Graph] = {}
         log.info("sim backend: ASYNCGPU_SIM_SEED=%d ASYNCGPU_SIM_STRATEGY=%s", seed, strategy)
 
     def replay_hint(self) -> str:
@@ -152,17 +160,31 @@ class SimBackend:
         stream.ops.append(Op(kind, payload, label, next(self._order)))
 
     def record(self, event: SimEvent, stream: SimStream) -> None:
-        event.capture = Capture()
-        self._enqueue(stream, "record", event.capture, f"record {event!r}")
+        if self.captures.engaged and self.captures.record(event, stream):
+            return
+        self._record(event, stream)
         self._maybe_tick()
 
+    def _record(self, event: SimEvent, stream: SimStream) -> None:
+        event.capture = Capture()
+        self._enqueue(stream, "record", event.capture, f"record {event!r}")
+
     def wait(self, stream: SimStream, event: SimEvent) -> None:
+        if self.captures.engaged and self.captures.wait(stream, event):
+            return
+        self._wait(stream, event)
+
+    def _wait(self, stream: SimStream, event: SimEvent) -> None:
         self._enqueue(stream, "wait", event.capture, f"wait {event!r}")
 
     def prefetch(self, buffer: SimBuffer, stream: SimStream) -> None:
+        if self.captures.engaged:
+            self.captures.check_prefetch(stream)
         self._enqueue(stream, "prefetch", buffer, "prefetch")
 
     def launch(self, node: Any, stream: SimStream) -> None:
+        if self.captures.engaged and self.captures.launch(node, stream):
+            return
         self._enqueue(stream, "kernel", node.launch, node.label())
 
     # -- the logical clock (traces) -----------------------------------------------------------
@@ -186,18 +208,54 @@ class SimBackend:
         return (b.step - a.step) * 1e-6
 
     def event_done(self, event: SimEvent) -> bool:
+        if self.captures.engaged:
+            self.captures.check_host_wait(event, "event query")
         return event.capture is None or event.capture.done
 
     def host_wait(self, event: SimEvent) -> None:
+        if self.captures.engaged:
+            self.captures.check_host_wait(event, "host wait")
         capture = event.capture
         while capture is not None and not capture.done:
             self._step(forced=True)
         self._raise_errors()
 
     def synchronize(self) -> None:
+        self.captures.check_synchronize()
         while any(s.ops for s in self.streams):
             self._step(forced=True)
+        self._graphs_in_flight.clear()
         self._raise_errors()
+
+    # -- graphs ------------------------------------------------------------------------------
+    def begin_capture(self, stream: SimStream) -> None:
+        self.captures.begin(stream)
+
+    def end_capture(self, stream: SimStream) -> Graph:
+        graph = self.captures.end(stream)
+        graph.handle = Expansion(graph, self.create_stream, self.create_event)
+        return graph
+
+    def graph_launch(self, graph: Graph, stream: SimStream) -> None:
+        check_launch(graph, stream, self.captures)
+        graph.handle.issue(graph, stream, self._record, self._wait, self._enqueue_kernel)
+        graph.launched = True
+        # queued operations hold buffers, not arrays: the graph (so its arrays) must outlive them
+        self._graphs_in_flight[id(graph)] = graph
+        self._maybe_tick()
+
+    def _enqueue_kernel(self, node: Any, stream: SimStream) -> None:
+        self._enqueue(stream, "kernel", node.launch, node.label())
+
+    def graph_destroy(self, graph: Graph) -> None:
+        if graph.destroyed:
+            return
+        if graph.launched:
+            self.host_wait(graph.handle.done)
+        self._graphs_in_flight.pop(id(graph), None)
+        graph.destroyed = True
+        graph.handle = None
+        graph.nodes, graph.allocs, graph.ops = [], [], []
 
     def host_access(self, accesses: Any, label: str) -> None:
         """Host accesses need no simulation: memory is coherent and waits were done."""
