@@ -65,6 +65,7 @@ class GraphHand(Hand):
         """Run ``fn(self, *args)`` once in capture mode (its result is discarded)."""
         self.release()
         self.mode = "capture"
+        self._ops, self._prefetched = [], set()
         try:
             self.begin()
             fn(self, *args)
@@ -87,6 +88,7 @@ class GraphHand(Hand):
         if not self.segments:
             raise CaptureError("replay before capture")
         self.mode = "replay"
+        self._ops, self._prefetched = [], set()
         try:
             self.begin()
             self._segment = 0

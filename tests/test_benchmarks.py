@@ -34,3 +34,48 @@ def test_workload_dag_shape(name):
     assert len(nodes) == expected["nodes"]
     assert len(edges) == expected["edges"]
     assert len(streams) == expected["streams"]
+
+
+#: Graphs per run in the cudagraph mode: one per stretch of device work between host syncs.
+GRAPHS = {"vec": 1, "bs": 1, "img": 1, "ml": 1, "hits": 5, "dl": 1}
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_cudagraph_captures_every_kernel_of_handopt(name):
+    import asyncgpu as ag
+    from asyncgpu._runtime import current_runtime
+
+    from benchmarks.cudagraph import GraphHand
+
+    cls = WORKLOADS[name]
+    with ag.configure(backend="sim", sim_seed=3, sim_strategy="random"):
+        wl = cls(ag, "tiny")
+        hand = GraphHand(current_runtime())
+        block = (8, 8) if cls.two_d else 32
+        hand.capture(wl.run_handopt, block, 2)
+        assert len(hand.graphs) == GRAPHS[name]
+        assert sum(g.kernels for g in hand.graphs) == cls.expected_dag["nodes"]
+        hand.release()
+
+
+def test_cudagraph_replay_refuses_a_changed_schedule():
+    import asyncgpu as ag
+    from asyncgpu._errors import CaptureError
+    from asyncgpu._runtime import current_runtime
+
+    from benchmarks.cudagraph import GraphHand
+    from benchmarks.workloads import Vec
+
+    with ag.configure(backend="sim", sim_seed=3, sim_strategy="random"):
+        wl = Vec(ag, "tiny")
+        wl.reset()
+        hand = GraphHand(current_runtime())
+        hand.capture(wl.run_handopt, 32, 2)
+        with pytest.raises(CaptureError, match="differs from the one captured"):
+            hand.replay(wl.run_handopt, 64, 2)
+        ag.synchronize()
+        wl.reset()
+        ag.synchronize()
+        ok, message = wl.check(hand.replay(wl.run_handopt, 32, 2))
+        assert ok, message
+        hand.release()

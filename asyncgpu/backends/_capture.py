@@ -132,7 +132,7 @@ class Expansion:
         record(self.fork, stream)
         for lane in self.lanes:
             wait(lane, self.fork)
-            if self.launched:
+            if self.launched:   # implied by the lanes' FIFO order and the captured joins; explicit
                 wait(lane, self.done)
         lanes, events = self.lanes, self.events
         for kind, i, arg in graph.ops:
