@@ -175,6 +175,11 @@ class CaptureTracker:
         """Whether ``stream`` is capturing (the origin of a capture or joined to one)."""
         return stream in self._streams
 
+    def is_origin(self, stream: Any) -> bool:
+        """Whether ``stream`` began the capture it is in (so ``end`` will close it)."""
+        c = self._streams.get(stream)
+        return c is not None and c.origin is stream
+
     # -- capture operations ------------------------------------------------------------------
     def begin(self, origin: Any) -> None:
         c = self._streams.get(origin)

@@ -9,10 +9,10 @@ Graphs: ``begin_capture``/``end_capture`` use CuPy's stream capture in *relaxed*
 ``graph_launch`` CuPy's ``Graph.launch`` (see :mod:`asyncgpu.backends._capture` for the model).
 Relaxed, not global or thread-local: a library cannot know what other threads do (in global
 mode an unrelated ``cudaMalloc`` elsewhere would break our capture, or ours theirs), and during a
-capture our own thread may legitimately make calls CUDA calls "potentially unsafe" (the memory
-pool growing, lazy module loading). The operations that really break a capture (waiting for or
-querying captured work, prefetching on a capturing stream) are illegal in every mode; the shared
-tracker rejects them first, with the same messages as on ``sim``. CUDA has no prefetch graph
+capture our own thread may legitimately make calls that CUDA calls "potentially unsafe" (the
+memory pool growing, lazy module loading). What really breaks a capture (waiting for or querying
+captured work, prefetching on a capturing stream) is illegal in every mode; the shared tracker
+rejects it first, with the same messages as on ``sim``. CUDA has no prefetch graph
 node and ``cudaMemPrefetchAsync`` invalidates a capture, so prefetches stay outside graphs.
 Numba kernels are capturable: their launch (``_Kernel.launch`` in numba-cuda 0.30) prepares the
 arguments without copies for device arrays and calls ``cuda.core.launch`` on the stream; only a
@@ -158,10 +158,11 @@ class CudaBackend:
             raise CaptureError(f"begin_capture on {stream!r} failed: {exc}") from exc
 
     def end_capture(self, stream: Any) -> Graph:
+        closes = self.captures.is_origin(stream)
         try:
             graph = self.captures.end(stream)
         except CaptureError:
-            if stream.is_capturing():
+            if closes:
                 try:    # leave capture mode on the CUDA side too; the graph is discarded
                     stream.end_capture()
                 except Exception:
