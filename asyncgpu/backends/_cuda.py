@@ -14,10 +14,12 @@ memory pool growing, lazy module loading). What really breaks a capture (waiting
 captured work, prefetching on a capturing stream) is illegal in every mode; the shared tracker
 rejects it first, with the same messages as on ``sim``. CUDA has no prefetch graph
 node and ``cudaMemPrefetchAsync`` invalidates a capture, so prefetches stay outside graphs.
-Numba kernels are capturable: their launch (``_Kernel.launch`` in numba-cuda 0.30) prepares the
-arguments without copies for device arrays and calls ``cuda.core.launch`` on the stream; only a
-kernel's first launch loads its module (so warm kernels up before capturing) and ``debug=True``
-kernels read an error flag back synchronously (not capturable).
+Kernel launches are capturable: a packed launch is one ``cuLaunchKernel`` on the stream (the
+driver copies the parameter buffer during the call, so the graph node keeps its own copy), and
+Numba's own launch (``_Kernel.launch`` in numba-cuda 0.30, for the argument kinds packing leaves
+to it) prepares device-array arguments without copies and calls ``cuda.core.launch`` on the
+stream. Only a kernel's first launch loads its module (so warm kernels up before capturing), and
+``debug=True`` Numba kernels read an error flag back synchronously (not capturable).
 """
 
 from __future__ import annotations
