@@ -11,17 +11,21 @@ the capture: the used streams join back into the origin and the graph is instant
 is waited for, since nothing ran. So a schedule with host steps in the middle (HITS resets its
 norms between iterations) becomes one graph per segment between host synchronizations.
 Prefetches are not captured: CUDA graphs have no prefetch node and ``cudaMemPrefetchAsync``
-invalidates a capture.
+invalidates a capture. Instead, a stream that prefetched gets an *external wait* in the graph
+before its next operation (``wait_external``: every launch waits there for that stream's
+prefetch event as of the launch), so each branch waits only for its own inputs, as in
+``handopt``.
 
 *replay* (every timed iteration): the same method runs again; host code runs for real (resets,
 the final read and check), prefetches are issued for real on their streams, device operations
 are skipped after checking they match the captured ones (a schedule that changed between
 capture and replay raises instead of replaying the wrong graph), and at each host
-synchronization the segment's graph is launched (on the synchronized stream, after that stream
-waits for the prefetches) and then the host synchronizes as ``handopt`` does. A graph therefore
-starts once its inputs have arrived: unlike ``handopt``, a branch cannot start while another
-branch's inputs are still moving (an external event-wait node per branch could allow that; not
-done here).
+synchronization each prefetching stream records its prefetch event, the segment's graph is
+launched on the origin stream (which carries no prefetch, so no branch waits for another
+branch's transfers), and the host waits for the graph and synchronizes as ``handopt`` does.
+
+With ``external_waits=False`` the graph is launched on the synchronized stream after that stream
+waits for every prefetch instead: simpler, but the whole graph then waits for all transfers.
 
 A workload may define ``run_cudagraph(h, block, num_blocks)`` to be used instead of
 ``run_handopt`` (none needs to).
@@ -37,19 +41,22 @@ from .handopt import Hand
 
 
 class _Segment:
-    __slots__ = ("graph", "ops", "launch")
+    __slots__ = ("graph", "ops", "launch", "xwaits")
 
-    def __init__(self, graph: Any, ops: list[tuple[Any, ...]], launch: int) -> None:
+    def __init__(self, graph: Any, ops: list[tuple[Any, ...]], launch: int,
+                 xwaits: set[int]) -> None:
         self.graph = graph
         self.ops = ops          # signatures of the captured operations, checked at replay
-        self.launch = launch    # index of the stream the graph is launched on
+        self.launch = launch    # index of the synchronized stream
+        self.xwaits = xwaits    # streams whose prefetch event the graph waits for
 
 
 class GraphHand(Hand):
     """A :class:`Hand` that captures a schedule into graphs, then replays them."""
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: Any, external_waits: bool = True) -> None:
         super().__init__(runtime)
+        self.external_waits = external_waits
         self.mode = "eager"
         self.segments: list[_Segment] = []
         self._origin: Any = None
@@ -59,13 +66,16 @@ class GraphHand(Hand):
         self._fork: Any = None
         self._segment = 0
         self._prefetched: set[int] = set()
+        self._pending: set[int] = set()          # capture: prefetched, external wait not yet in
+        self._xwaits: set[int] = set()           # capture: streams with an external wait
+        self._pf_events: dict[int, Any] = {}     # per stream, fixed: the graphs refer to them
 
     # -- driving ----------------------------------------------------------------------------
     def capture(self, fn: Any, *args: Any) -> None:
         """Run ``fn(self, *args)`` once in capture mode (its result is discarded)."""
         self.release()
         self.mode = "capture"
-        self._ops, self._prefetched = [], set()
+        self._ops, self._prefetched, self._pending, self._xwaits = [], set(), set(), set()
         try:
             self.begin()
             fn(self, *args)
@@ -127,6 +137,17 @@ class GraphHand(Hand):
         if id(stream) not in self._joined:
             self._be.wait(stream, self._fork)
             self._joined.add(id(stream))
+        i = self._index[id(stream)]
+        if i in self._pending:
+            self._pending.discard(i)
+            self._xwaits.add(i)
+            self._be.wait_external(stream, self._pf_event(i))
+
+    def _pf_event(self, i: int) -> Any:
+        e = self._pf_events.get(i)
+        if e is None:
+            e = self._pf_events[i] = self._be.create_event()
+        return e
 
     def _op(self, *sig: Any) -> bool:
         """Note one device operation; whether it must be issued now (capture) or skipped."""
@@ -159,14 +180,18 @@ class GraphHand(Hand):
 
     def prefetch(self, array: Any, stream: Any) -> None:
         if self.mode == "capture":
-            return      # not capturable: issued before each launch at replay
+            if self.external_waits:     # not capturable: the graph waits for it instead
+                self._pending.add(self._index[id(stream)])
+            return
         if self.mode == "replay":
             self._prefetched.add(self._index[id(stream)])
         super().prefetch(array, stream)
 
     def sync_stream(self, stream: Any) -> None:
-        self._end_segment(self._index[id(stream)])
+        launched = self._end_segment(self._index[id(stream)])
         if self.mode != "capture":
+            if launched is not None and launched is not stream:
+                super().sync_stream(launched)
             super().sync_stream(stream)
 
     def sync(self) -> None:
@@ -174,9 +199,10 @@ class GraphHand(Hand):
         if self.mode != "capture":
             super().sync()
 
-    def _end_segment(self, launch: int) -> None:
+    def _end_segment(self, launch: int) -> Any:
+        """End a segment: capture its graph, or launch it; returns the stream launched on."""
         if self.mode == "eager" or not self._ops:
-            return
+            return None
         ops, self._ops = self._ops, []
         if self.mode == "capture":
             origin = self._origin
@@ -184,17 +210,22 @@ class GraphHand(Hand):
                 e = self.event()
                 self._be.record(e, self._streams[i])
                 self._be.wait(origin, e)
-            self.segments.append(_Segment(self._be.end_capture(origin), ops, launch))
-            return
+            xwaits, self._xwaits, self._pending = self._xwaits, set(), set()
+            self.segments.append(_Segment(self._be.end_capture(origin), ops, launch, xwaits))
+            return None
         if self._segment >= len(self.segments) or self.segments[self._segment].ops != ops:
             raise CaptureError(f"segment {self._segment} of the schedule replayed differs from "
                                "the one captured")
         seg = self.segments[self._segment]
         self._segment += 1
-        target = self.stream(seg.launch)
-        for i in sorted(self._prefetched - {seg.launch}):
-            e = self.event()
-            self._be.record(e, self._streams[i])
-            self._be.wait(target, e)
+        target = self._origin if self.external_waits else self.stream(seg.launch)
+        for i in sorted(self._prefetched):
+            if i in seg.xwaits:
+                self._be.record(self._pf_event(i), self._streams[i])
+            elif self._streams[i] is not target:
+                e = self.event()
+                self._be.record(e, self._streams[i])
+                self._be.wait(target, e)
         self._prefetched = set()
         self._be.graph_launch(seg.graph, target)
+        return target

@@ -55,6 +55,8 @@ def test_cudagraph_captures_every_kernel_of_handopt(name):
         hand.capture(wl.run_handopt, block, 2)
         assert len(hand.graphs) == GRAPHS[name]
         assert sum(g.kernels for g in hand.graphs) == cls.expected_dag["nodes"]
+        # every segment's branches wait for their own prefetches through external waits
+        assert all(any(kind == "xwait" for kind, _, _ in g.ops) for g in hand.graphs)
         hand.release()
 
 
@@ -78,4 +80,26 @@ def test_cudagraph_replay_refuses_a_changed_schedule():
         ag.synchronize()
         ok, message = wl.check(hand.replay(wl.run_handopt, 32, 2))
         assert ok, message
+        hand.release()
+
+
+@pytest.mark.parametrize("name", ["vec", "img"])
+def test_cudagraph_with_joined_prefetches_instead_of_external_waits(name):
+    import asyncgpu as ag
+    from asyncgpu._runtime import current_runtime
+
+    from benchmarks.cudagraph import GraphHand
+
+    cls = WORKLOADS[name]
+    with ag.configure(backend="sim", sim_seed=5, sim_strategy="random"):
+        wl = cls(ag, "tiny")
+        hand = GraphHand(current_runtime(), external_waits=False)
+        block = (8, 8) if cls.two_d else 32
+        hand.capture(wl.run_handopt, block, 2)
+        assert not any(kind == "xwait" for g in hand.graphs for kind, _, _ in g.ops)
+        for _ in range(2):
+            wl.reset()
+            ag.synchronize()
+            ok, message = wl.check(hand.replay(wl.run_handopt, block, 2))
+            assert ok, message
         hand.release()

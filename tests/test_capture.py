@@ -401,3 +401,46 @@ def test_random_schedules_replay_like_eager(ops, seed, strategy):
         h.sync()
         for a, want in zip(arrays, eager):
             np.testing.assert_array_equal(a.numpy(), want)
+
+
+def _gated_graph(be, h, k, x, y, ev, external):
+    s0, s1 = h.stream(0), h.stream(1)
+    be.begin_capture(s0)
+    fork = h.event()
+    be.record(fork, s0)
+    be.wait(s1, fork)
+    if external:
+        be.wait_external(s1, ev)
+    h.launch(k["scale"], 1, N, s1, x, y, np.float32(2), N)
+    join = h.event()
+    be.record(join, s1)
+    be.wait(s0, join)
+    return be.end_capture(s0)
+
+
+def test_external_wait_gates_a_branch_on_work_outside_the_graph(env):
+    ag, be, h, k = env
+    x = ag.zeros(N, np.float32)
+    y = ag.empty(N, np.float32)
+    s2, s3 = h.stream(2), h.stream(3)
+    ev = be.create_event()
+    g = _gated_graph(be, h, k, x, y, ev, external=True)
+    for i in range(1, 4):
+        h.launch(k["inc"], 1, N, s2, x, N)      # outside the graph, on another stream
+        be.record(ev, s2)                        # the graph waits for this record
+        be.graph_launch(g, s3)
+        h.sync_stream(s3)
+        np.testing.assert_array_equal(y.numpy(), np.full(N, 2 * i, np.float32))
+    h.sync()
+    ungated = _gated_graph(be, h, k, x, y, ev, external=False)
+    h.launch(k["inc"], 1, N, s2, x, N)
+    be.record(ev, s2)
+    with pytest.raises(RaceError, match="RAW"):
+        be.graph_launch(ungated, s3)
+    h.sync()
+
+
+def test_external_wait_outside_a_capture_raises(env):
+    ag, be, h, k = env
+    with pytest.raises(CaptureError, match="not capturing"):
+        be.wait_external(h.stream(0), be.create_event())

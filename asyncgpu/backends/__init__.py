@@ -19,6 +19,9 @@ Graphs (CUDA stream capture; the model is in :mod:`asyncgpu.backends._capture`):
   what truly breaks a capture raises :class:`~asyncgpu._errors.CaptureError` on both backends: a
   host wait or query of captured work, ``synchronize``, a prefetch on a capturing stream (CUDA
   graphs cannot hold prefetches: issue them before the launch), waiting on an outside event.
+* ``wait_external(stream, event)`` (capturing streams only): every launch of the graph waits
+  there for the event's record as of that launch (``cudaEventWaitExternal``), so work outside the
+  graph, such as a prefetch, gates only the branch that needs it.
 * ``end_capture(stream) -> graph``: every joined stream must have been joined back (the origin
   waits on an event recorded after its last kernel); on ``cuda`` the graph is instantiated.
 * ``graph_launch(graph, stream)``: one launch of the whole graph, after the earlier work of
@@ -170,6 +173,9 @@ class CheckedBackend:
     # -- graphs ------------------------------------------------------------------------------
     def begin_capture(self, stream: Any) -> None:
         self.inner.begin_capture(stream)
+
+    def wait_external(self, stream: Any, event: Any) -> None:
+        self.inner.wait_external(stream, event)     # reaches the checker at each graph launch
 
     def end_capture(self, stream: Any) -> Any:
         graph = self.inner.end_capture(stream)

@@ -20,9 +20,14 @@ the capture is marked invalid and ``end_capture`` discards it, leaving both stre
 * a capturing stream waiting on an event recorded outside the capture;
 * any use of an event whose last record was in a capture that has ended (it marks no work).
 
+``wait_external(stream, event)`` on a capturing stream captures an *external* wait (CUDA's
+``cudaEventWaitExternal``): every launch of the graph waits there for the event's record as of
+that launch, so work outside the graph (a prefetch, say) can gate one branch of it.
+
 A :class:`Graph` keeps the captured work as a program over *lanes*, one per captured stream,
-origin first: ``("kernel", lane, node)``, ``("record", lane, k)`` and ``("wait", lane, k)``,
-where ``k`` numbers the captured records, so each wait names the record it was bound to. An
+origin first: ``("kernel", lane, node)``, ``("record", lane, k)``, ``("wait", lane, k)``, where
+``k`` numbers the captured records, so each wait names the record it was bound to, and
+``("xwait", lane, event)`` for an external wait. An
 :class:`Expansion` issues one launch of it through three callbacks (record, wait, kernel) onto
 lane streams of its own: the ``sim`` backend enqueues these operations, and the checked backend
 feeds the same ones to the happens-before checker::
@@ -140,8 +145,10 @@ class Expansion:
                 kernel(arg, lanes[i])
             elif kind == "record":
                 record(events[arg], lanes[i])
-            else:
+            elif kind == "wait":
                 wait(lanes[i], events[arg])
+            else:       # external: the event's record as of this launch
+                wait(lanes[i], arg)
         for lane, join in zip(lanes, self.joins):
             record(join, lane)
             wait(stream, join)
@@ -247,6 +254,18 @@ class CaptureTracker:
         c.ops.append(("wait", lane, k))
         _merge(c.clocks[lane], clock)
         return True
+
+    def wait_external(self, stream: Any, event: Any) -> None:
+        c = self._streams.get(stream)
+        if c is None:
+            raise CaptureError(f"wait_external: {stream!r} is not capturing (an external wait "
+                               "only exists inside a capture; use wait outside one)")
+        self._valid(c)
+        entry = self._events.get(event)
+        if entry is not None and not entry[0].closed:
+            self._invalidate(c, f"wait_external on {event!r}, which was recorded in a capture: "
+                                "use wait for events recorded inside the capture")
+        c.ops.append(("xwait", c.lanes[stream], event))
 
     def launch(self, node: Any, stream: Any) -> bool:
         c = self._streams.get(stream)

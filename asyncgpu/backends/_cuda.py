@@ -37,6 +37,7 @@ from ._capture import CaptureTracker, Graph, check_launch
 
 log = logging.getLogger("asyncgpu")
 _uids = itertools.count(1)
+_CUDA_EVENT_WAIT_EXTERNAL = 1     # cudaEventWaitExternal: an event-wait node in the graph
 _CUDA_ERROR_INVALID_CONTEXT = 201
 
 
@@ -130,6 +131,10 @@ class CudaBackend:
         if self.captures.engaged:
             self.captures.wait(stream, event)
         self._stream_wait(stream.ptr, event.ptr, 0)
+
+    def wait_external(self, stream: Any, event: Any) -> None:
+        self.captures.wait_external(stream, event)
+        self._stream_wait(stream.ptr, event.ptr, _CUDA_EVENT_WAIT_EXTERNAL)
 
     def event_done(self, event: Any) -> bool:
         if self.captures.engaged:

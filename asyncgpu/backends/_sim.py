@@ -177,6 +177,9 @@ class SimBackend:
     def _wait(self, stream: SimStream, event: SimEvent) -> None:
         self._enqueue(stream, "wait", event.capture, f"wait {event!r}")
 
+    def wait_external(self, stream: SimStream, event: SimEvent) -> None:
+        self.captures.wait_external(stream, event)
+
     def prefetch(self, buffer: SimBuffer, stream: SimStream) -> None:
         if self.captures.engaged:
             self.captures.check_prefetch(stream)

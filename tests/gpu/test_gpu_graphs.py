@@ -143,3 +143,32 @@ def test_every_workload_small_in_cudagraph_mode(name):
                                          warmup=1, iterations=2, inputs="streaming")
     bad = [(r.mode, r.message) for r in results if not r.ok]
     assert not bad
+
+
+@pytest.mark.parametrize("external_waits", [True, False])
+def test_vec_small_graph_hand_replays(external_waits):
+    """GraphHand directly, both ways of ordering the prefetches before the graph's kernels."""
+    import asyncgpu as ag
+    from asyncgpu._runtime import current_runtime
+
+    from benchmarks.cudagraph import GraphHand
+
+    with ag.configure(backend="cuda"):
+        rt = current_runtime()
+        wl = WORKLOADS["vec"](ag, "small")
+        hand = GraphHand(rt, external_waits=external_waits)
+        num_blocks = 4 * rt.backend.sm_count
+        wl.reset()
+        ag.synchronize()
+        hand.begin()
+        wl.run_handopt(hand, 256, num_blocks)       # eager: compile and load modules
+        ag.synchronize()
+        hand.capture(wl.run_handopt, 256, num_blocks)
+        xwaits = sum(kind == "xwait" for g in hand.graphs for kind, _, _ in g.ops)
+        assert (xwaits > 0) == external_waits
+        for _ in range(3):
+            wl.reset()
+            ag.synchronize()
+            ok, message = wl.check(hand.replay(wl.run_handopt, 256, num_blocks))
+            assert ok, message
+        hand.release()
