@@ -17,8 +17,12 @@ the capture is marked invalid and ``end_capture`` discards it, leaving both stre
   run and will not run until the graph is launched), and a device-wide ``synchronize``;
 * a prefetch on a capturing stream: CUDA graphs have no prefetch node and
   ``cudaMemPrefetchAsync`` invalidates a capture, so prefetches stay outside graphs;
-* a capturing stream waiting on an event recorded outside the capture;
-* any use of an event whose last record was in a capture that has ended (it marks no work).
+* a capturing stream waiting on an event recorded outside the capture.
+
+A record captured into a graph marks no work once the capture has ended: record the event again
+before waiting on it outside (CUDA leaves such an event's state unspecified; the simulator keeps
+its earlier record, and the checker checks the ordering that gives). The tracker forgets a
+capture's events when it ends, so with no capture open it costs one test per operation.
 
 ``wait_external(stream, event)`` on a capturing stream captures an *external* wait (CUDA's
 ``cudaEventWaitExternal``): every launch of the graph waits there for the event's record as of
@@ -175,8 +179,8 @@ class CaptureTracker:
 
     @property
     def engaged(self) -> bool:
-        """Whether anything is to check: a capture is open or an event was captured."""
-        return bool(self._streams) or bool(self._events)
+        """Whether anything is to check: a capture is open."""
+        return bool(self._streams)
 
     def capturing(self, stream: Any) -> bool:
         """Whether ``stream`` is capturing (the origin of a capture or joined to one)."""
@@ -234,12 +238,6 @@ class CaptureTracker:
                                 "recorded in the capture (wait before begin_capture, or record "
                                 "the event inside the capture)")
         ec, k, clock = entry
-        if ec.closed:
-            msg = (f"{event!r} was last recorded inside a capture that has ended, so it marks "
-                   "no work; record it again outside a capture")
-            if c is not None:
-                self._invalidate(c, msg)
-            raise CaptureError(msg)
         if c is None:
             self._valid(ec)
             c = ec
@@ -261,8 +259,7 @@ class CaptureTracker:
             raise CaptureError(f"wait_external: {stream!r} is not capturing (an external wait "
                                "only exists inside a capture; use wait outside one)")
         self._valid(c)
-        entry = self._events.get(event)
-        if entry is not None and not entry[0].closed:
+        if event in self._events:
             self._invalidate(c, f"wait_external on {event!r}, which was recorded in a capture: "
                                 "use wait for events recorded inside the capture")
         c.ops.append(("xwait", c.lanes[stream], event))
@@ -290,6 +287,8 @@ class CaptureTracker:
         for s in c.lanes:
             self._streams.pop(s, None)
         c.closed = True
+        for e in [e for e, entry in self._events.items() if entry[0] is c]:
+            del self._events[e]
         if c.invalid is not None:
             raise CaptureError(f"end_capture: the capture begun on {origin!r} was invalidated "
                                f"({c.invalid}) and is discarded")
@@ -318,10 +317,6 @@ class CaptureTracker:
         if entry is None:
             return
         c = entry[0]
-        if c.closed:
-            raise CaptureError(f"{what} of {event!r}: it was last recorded inside a capture "
-                               "that has ended, so it marks no work; record it again outside "
-                               "a capture")
         self._invalidate(c, f"{what} of {event!r}, recorded in the capture: captured work "
                             "does not run until the graph is launched")
 
