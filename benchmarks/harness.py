@@ -119,6 +119,8 @@ def run_mode(ag: Any, wl: Any, mode: str, block: Any, num_blocks: int, warmup: i
     return times, result
 
 
+#: Modes with overlap metrics. Not ``cudagraph``: its kernels run inside graphs, where the
+#: per-launch timing events a trace records around each kernel do not exist.
 TRACEABLE = ("serial", "parallel", "handopt")
 
 

@@ -93,7 +93,7 @@ def test_harness_reports_metrics_and_bounds(sim):
     assert by_mode["parallel"].metrics["TOT"] >= 0
     assert by_mode["parallel"].bounds["streamed_bytes"] == 16388
     row, = harness.summarize(results)
-    assert set(row["metrics"]) == set(harness.MODES) and row["bounds"]["bound_s"] is None
+    assert set(row["metrics"]) == set(harness.TRACEABLE) and row["bounds"]["bound_s"] is None
 
 
 def test_trace_and_bench_commands(sim, tmp_path):
