@@ -176,11 +176,8 @@ class CaptureTracker:
     def __init__(self) -> None:
         self._streams: dict[Any, _Open] = {}
         self._events: dict[Any, tuple[_Open, int, dict[int, int]]] = {}
-
-    @property
-    def engaged(self) -> bool:
-        """Whether anything is to check: a capture is open."""
-        return bool(self._streams)
+        #: Whether a capture is open: the backends test it before anything else (hot path).
+        self.engaged = False
 
     def capturing(self, stream: Any) -> bool:
         """Whether ``stream`` is capturing (the origin of a capture or joined to one)."""
@@ -200,6 +197,7 @@ class CaptureTracker:
                 f"{c.origin!r}); end that capture first"
             )
         self._streams[origin] = _Open(origin)
+        self.engaged = True
 
     def _valid(self, c: _Open) -> None:
         if c.invalid is not None:
@@ -286,6 +284,7 @@ class CaptureTracker:
                                f"{c.origin!r}; end it on that stream")
         for s in c.lanes:
             self._streams.pop(s, None)
+        self.engaged = bool(self._streams)
         c.closed = True
         for e in [e for e, entry in self._events.items() if entry[0] is c]:
             del self._events[e]
