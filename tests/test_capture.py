@@ -327,7 +327,7 @@ def test_launches_of_one_graph_are_ordered_across_lanes(env):
     np.testing.assert_array_equal(z.numpy(), np.full(N, 6, np.float32))
 
 
-# -- property: any correctly synchronized multi-stream schedule replays like it runs eagerly --------
+# -- property: any correctly synchronized multi-stream schedule replays like it runs eagerly ------
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
