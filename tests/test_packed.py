@@ -31,8 +31,10 @@ def _buffer(plan) -> bytes:
 
 
 def _c_struct(fields: list[tuple[str, object]], values: list) -> bytes:
+    """The C layout of the parameters, up to the end of the last one (no tail padding)."""
     cls = type("Params", (ctypes.Structure,), {"_fields_": fields})
-    return bytes(cls(*values))
+    last = getattr(cls, fields[-1][0])
+    return bytes(cls(*values))[: last.offset + last.size]
 
 
 def test_cuda_c_parameters_follow_c_struct_layout():
@@ -66,6 +68,13 @@ def test_cuda_c_parameters_follow_c_struct_layout():
     assert markers[0] == 1 and markers[1] == ctypes.addressof(plan.buf)
     assert markers[2] == 2 and ctypes.c_size_t.from_address(markers[3]).value == len(expected)
     assert markers[4] is None
+
+
+def test_parameter_buffer_ends_at_the_last_parameter():
+    params = (Param("p", True, np.dtype(np.float64), True, "const double*"),
+              Param("n", False, np.dtype(np.int32), False, "int"))
+    plan = cuda_c_plan(1, params, FakeDriver())
+    assert plan.size.value == 12      # not sizeof(struct {double*; int;}) == 16
 
 
 def test_cuda_c_complex_parameter_is_two_floats():

@@ -58,11 +58,10 @@ class PackedPlan:
     def __init__(self, handle: int, fmt: str, splits: tuple[int, ...], launch_fn: Any) -> None:
         self.handle = int(handle)
         self.struct = struct.Struct("@" + fmt)
-        # sizeof of the equivalent C struct: tail padding up to the strictest member alignment
-        align = max((struct.calcsize("@" + c) for c in set(fmt)), default=1)
-        size = -(-self.struct.size // align) * align
-        self.buf = ctypes.create_string_buffer(max(size, 8))
-        self.size = ctypes.c_size_t(size)
+        # The driver wants the exact end of the last parameter: no tail padding (a C struct's
+        # sizeof, rounded up, makes it refuse the launch with "too many resources requested").
+        self.buf = ctypes.create_string_buffer(max(self.struct.size, 8))
+        self.size = ctypes.c_size_t(self.struct.size)
         self.extra = (ctypes.c_void_p * 5)(
             _PARAM_BUFFER_POINTER, ctypes.addressof(self.buf),
             _PARAM_BUFFER_SIZE, ctypes.addressof(self.size), _PARAM_END,
