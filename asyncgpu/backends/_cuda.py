@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from .._config import Options, cuda_device_max_connections
+from ._cuda_kernels import make_launch
 from .._errors import BackendUnavailableError, CaptureError, OutOfMemoryError
 from ._capture import CaptureTracker, Graph, check_launch
 
@@ -253,7 +254,6 @@ class CudaBackend:
     # -- kernels -----------------------------------------------------------------------------
     def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],
                       site: str | None) -> Any:
-        from ._cuda_kernels import make_launch
         return make_launch(self, kernel, launcher, arrays, values, site)
 
     def launch(self, node: Any, stream: Any) -> None:
