@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._errors import ArgumentValueError, FreedArrayError
+from ._errors import FreedArrayError
+from ._operators import ArrayOperators
 
 if TYPE_CHECKING:
     from ._runtime import Runtime
@@ -94,7 +95,7 @@ def _normalize_key(key: Any, ndim: int) -> tuple[str, Any]:
     return "basic", key
 
 
-class Array:
+class Array(ArrayOperators):
     """An n-dimensional array in managed (unified) memory, scheduled by asyncgpu.
 
     Create arrays with :func:`asyncgpu.array`, :func:`asyncgpu.empty`, :func:`asyncgpu.zeros`
@@ -102,7 +103,8 @@ class Array:
     ``a[i]`` (all indices integers) reads one element and returns a NumPy scalar; ``a[2:5]`` is
     a view sharing memory, like in CuPy; ``np.asarray(a)`` and ``a.numpy()`` return host copies;
     ``a[...] = values`` writes from the host. Each host access waits only for the work that
-    touches the same bytes.
+    touches the same bytes. Operators, reductions and methods (``a + b``, ``a @ b``,
+    ``a.sum()``, ``a.astype(t)``, ...) are library-call nodes (``asyncgpu._operators``).
     """
 
     __slots__ = ("_alloc", "shape", "dtype", "strides", "_offset", "_lo", "_hi", "_cache",
@@ -248,15 +250,13 @@ class Array:
         return self._lo, self._hi
 
     def reshape(self, *shape: Any) -> Array:
-        """A view with a new shape (C-contiguous arrays only, as without a copy)."""
+        """A view with a new shape; a non-contiguous array is copied by a node (as in CuPy)."""
         self._check_alive()
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         if not self.is_c_contiguous:
-            raise ArgumentValueError(
-                f"reshape of the non-contiguous array {self.describe()} would need a copy; "
-                "copy it first"
-            )
+            from ._library import dispatch
+            return dispatch("ndarray.reshape", (self, shape), {})
         probe = np.empty(0, self.dtype) if self.size == 0 else np.lib.stride_tricks.as_strided(
             _FAKE[: self.dtype.itemsize].view(self.dtype), (self.size,), (self.dtype.itemsize,)
         )
@@ -264,7 +264,7 @@ class Array:
         return Array._view(self._alloc, v.shape, self.dtype, v.strides, self._offset)
 
     def ravel(self) -> Array:
-        """A flat view (C-contiguous arrays only)."""
+        """A flat view (a copy, by a node, for a non-contiguous array)."""
         return self.reshape(-1)
 
     @property
