@@ -346,22 +346,38 @@ class Array(ArrayOperators):
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
-        """CUDA Array Interface v3 (``cuda`` backend); the consumer must order its own work.
+        """CUDA Array Interface v3 (``cuda`` backend), safe to hand to other libraries.
 
-        asyncgpu cannot see what another library does with the pointer: synchronize
-        (``asyncgpu.synchronize()``) before handing an array that kernels are writing to
-        another library, and do not write it from elsewhere while asyncgpu kernels use it.
+        ``stream`` is a stream on which every unfinished asyncgpu node reading or writing this
+        array is ordered (``None`` if there is none), so consumers that honour it (CuPy, Numba)
+        order their work after asyncgpu's. What the consumer does afterwards is invisible to
+        asyncgpu: see ``asyncgpu._interop`` and docs/api.md ("Interop").
         """
         self._check_alive()
+        from ._interop import cuda_array_interface
+        return cuda_array_interface(self)
+
+    def _device_interface(self) -> dict[str, Any]:
+        """The CUDA Array Interface without export bookkeeping (``stream: None``), for the
+        runtime's own launches, which order their work themselves."""
         ptr = self._alloc.buffer.device_pointer() + self._offset if self.size else 0
-        return {
-            "shape": self.shape,
-            "typestr": self.dtype.str,
-            "data": (ptr, False),
-            "strides": None if self.is_c_contiguous else self.strides,
-            "version": 3,
-            "stream": None,
-        }
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (ptr, False),
+                "strides": None if self.is_c_contiguous else self.strides, "version": 3,
+                "stream": None}
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None) -> Any:
+        """DLPack export: the consumer's ``stream`` is made to wait for asyncgpu's work on it.
+
+        On ``cuda`` the capsule shares the managed memory; on ``sim`` it holds a host copy.
+        """
+        self._check_alive()
+        from ._interop import dlpack
+        return dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from ._interop import dlpack_device
+        return dlpack_device(self)
 
 
 def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
