@@ -315,9 +315,9 @@ def test_sync_mode_gives_the_same_results():
 
 def test_interop_on_sim(sim):
     ag = sim
-    from numba import cuda
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
-    d = cuda.to_device(A)            # the simulator's device array
+    d = FakeCUDAArray(A.copy())      # a device array of Numba's simulator
     a = ag.asarray(d)
     check(a, A)
     check(ag.array(d, dtype=np.float32), A.astype(np.float32))
