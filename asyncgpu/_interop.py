@@ -187,7 +187,7 @@ def dlpack(array: Array, stream: Any = None, max_version: Any = None, dl_device:
         kwargs["max_version"] = max_version
     try:
         return view.__dlpack__(**kwargs)
-    except TypeError:
+    except (TypeError, ValueError):   # an older CuPy: no stream=-1 / max_version
         return view.toDlpack()
 
 
