@@ -126,7 +126,8 @@ class LibraryCall:
             sub: list[Array] = []
             split(kwargs["out"], sub, self.name)
             written |= {i for i, a in enumerate(self.arrays) if any(a is s for s in sub)}
-        for pos in IN_PLACE.get(self.name, ()):
+        in_place = IN_PLACE.get(self.name, (0,) if self.name.endswith(".at") else ())
+        for pos in in_place:
             if pos < len(self.args) and isinstance(self.args[pos], _Slot):
                 written.add(self.args[pos].index)
         return written
@@ -193,6 +194,7 @@ class Synchronizing(Exception):
 
 _SCALARS = (bool, int, float, complex, np.generic)
 _meta_cache: dict[Any, Any] = {}
+_META_CACHE_SIZE = 4096
 
 
 def placeholders(call: LibraryCall, rng: np.random.Generator, zeros: bool
@@ -257,6 +259,17 @@ def _shapes(meta: Any) -> Any:
     return None
 
 
+def _key(obj: Any) -> Any:
+    """A hashable description of an argument, with types (``2`` and ``2.0`` differ)."""
+    if isinstance(obj, _Slot):
+        return ("slot", obj.index)
+    if type(obj) in (list, tuple):
+        return (type(obj).__name__,) + tuple(_key(o) for o in obj)
+    if type(obj) is dict:
+        return ("dict",) + tuple((k, _key(v)) for k, v in sorted(obj.items()))
+    return (type(obj).__qualname__, obj)
+
+
 def _signature(call: LibraryCall) -> Any:
     groups: dict[int, int] = {}
     arrays = tuple(
@@ -264,7 +277,7 @@ def _signature(call: LibraryCall) -> Any:
          groups.setdefault(a._alloc.id, len(groups)))
         for a in call.arrays
     )
-    key = (call.name, call.args, tuple(sorted(call.kwargs.items())), arrays, tuple(call.written))
+    key = (call.name, _key(call.args), _key(call.kwargs), arrays, tuple(sorted(call.written)))
     try:
         hash(key)
     except TypeError:
@@ -303,6 +316,8 @@ def infer(call: LibraryCall, fn: Callable[..., Any]) -> Any:
     if _shapes(metas[0]) != _shapes(metas[1]):
         raise Synchronizing
     if key is not None:
+        if len(_meta_cache) >= _META_CACHE_SIZE:
+            _meta_cache.clear()      # rare: programs repeat a few signatures
         _meta_cache[key] = metas[0]
     return metas[0]
 

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ._array import Array
-from ._library import backend_module, dispatch
+from ._library import backend_module, dispatch, function_resolver
 
 _METADATA = frozenset({
     "result_type", "can_cast", "min_scalar_type", "promote_types", "common_type", "shape",
@@ -57,6 +57,13 @@ class Function:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return dispatch(self.path, args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # ufunc methods (``acp.add.reduce``, ``acp.add.at``) are nodes too
+        if name.startswith("_"):
+            raise AttributeError(name)
+        attr = getattr(function_resolver(self.path)(_backend()), name)
+        return Function(f"{self.path}.{name}", attr.__doc__) if callable(attr) else attr
 
     def __repr__(self) -> str:
         return f"<asyncgpu.cupy function {self.path}>"

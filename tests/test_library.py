@@ -328,3 +328,26 @@ def test_interop_on_sim(sim):
     check(ag.asarray(a, np.float32), A.astype(np.float32))
     with pytest.raises(TypeError, match="no device pointer"):
         a.__cuda_array_interface__
+
+
+def test_ufunc_methods_and_scalar_types(sim):
+    ag = sim
+    h = np.arange(6.0).reshape(2, 3)
+    x = ag.array(h)
+    check(acp.add.reduce(x, axis=1), np.add.reduce(h, axis=1))
+    check(acp.multiply.outer(x[0], x[1]), np.multiply.outer(h[0], h[1]))
+    z = ag.zeros(4)
+    acp.add.at(z, ag.array(np.array([0, 0, 3])), 1.0)      # in place, repeated indices
+    check(z, np.array([2.0, 0, 0, 1.0]))
+    ints = ag.array(np.arange(5))
+    assert (ints * 2).dtype == np.int64 and (ints * 2.0).dtype == np.float64
+    assert (ints * 2).dtype == np.int64                       # cached metadata keeps types apart
+    assert isinstance(np.float64(2) * x, ag.Array)            # NumPy scalars defer to Array
+
+
+def test_value_dependent_shape_is_detected_without_a_list(sim):
+    """``where(cond)`` (one argument) is not listed as data-dependent: inference notices."""
+    ag = sim
+    h = np.array([0.0, 2.0, 0.0, 3.0])
+    x = ag.array(h)
+    check(acp.where(x * 1 > 1), np.where(h > 1))
