@@ -351,3 +351,14 @@ def test_value_dependent_shape_is_detected_without_a_list(sim):
     h = np.array([0.0, 2.0, 0.0, 3.0])
     x = ag.array(h)
     check(acp.where(x * 1 > 1), np.where(h > 1))
+
+
+def test_library_modules_import_no_cuda_library():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, asyncgpu._library, asyncgpu._operators, asyncgpu._interop, "
+            "asyncgpu._random, asyncgpu.cupy; "
+            "bad = {'cupy', 'numba'} & {m.split('.')[0] for m in sys.modules}; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)
