@@ -225,15 +225,19 @@ def placeholders(call: LibraryCall, rng: np.random.Generator, zeros: bool
 
 
 def classify(call: LibraryCall, result: Any, views: list[np.ndarray],
-             buffers: dict[int, np.ndarray]) -> Any:
-    """The result's structure with each array leaf turned into a New/ViewResult."""
-    if result is None or isinstance(result, (str, np.dtype, type)):
+             buffers: dict[int, np.ndarray], placeholder: bool = True) -> Any:
+    """The result's structure with each array leaf turned into a New/ViewResult.
+
+    Other leaves are returned as they are; from a placeholder run only those that cannot depend
+    on the values (``None``, dtypes, types) are, any other one makes the call synchronizing.
+    """
+    if result is None or isinstance(result, (np.dtype, type)):
         return result
     if isinstance(result, tuple):
-        items = [classify(call, r, views, buffers) for r in result]
+        items = [classify(call, r, views, buffers, placeholder) for r in result]
         return type(result)(*items) if hasattr(result, "_fields") else tuple(items)
     if isinstance(result, list):
-        return [classify(call, r, views, buffers) for r in result]
+        return [classify(call, r, views, buffers, placeholder) for r in result]
     if isinstance(result, _SCALARS):
         return NewResult((), np.asarray(result).dtype)
     if isinstance(result, np.ndarray):
@@ -248,6 +252,8 @@ def classify(call: LibraryCall, result: Any, views: list[np.ndarray],
                 if base <= addr < base + buf.nbytes and np.shares_memory(result, buf):
                     return ViewResult(i, result.shape, result.dtype, result.strides, addr - base)
         return NewResult(result.shape, result.dtype)
+    if placeholder:
+        raise Synchronizing      # a string or object computed from placeholder values
     return result
 
 
@@ -366,7 +372,7 @@ def run_now(runtime: Any, call: LibraryCall, fn: Callable[..., Any]) -> Any:
         except Exception as exc:
             raise ArgumentError(f"{call.describe()} failed: {type(exc).__name__}: {exc}") from exc
         buffers = {a._alloc.id: a._alloc.buffer.host for a in call.arrays}
-        meta = classify(call, result, views, buffers)
+        meta = classify(call, result, views, buffers, placeholder=False)
         runtime.stats.sync("library-call")
         return _wrap_now(call, meta, result, host_array)
 
