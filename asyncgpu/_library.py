@@ -86,6 +86,12 @@ def split(obj: Any, arrays: list[Array], where: str) -> Any:
             "an asyncgpu.Array (CuPy refuses implicit host-to-device copies too); pass "
             "asyncgpu.asarray(x) instead"
         )
+    if (hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "copy_to_host")) \
+            and not isinstance(obj, type):
+        raise ArgumentError(
+            f"{where}: got a {type(obj).__module__.split('.')[0]}.{type(obj).__name__}, whose "
+            "producer asyncgpu cannot order against; import it with asyncgpu.asarray(x) first"
+        )
     return obj
 
 

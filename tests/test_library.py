@@ -160,7 +160,10 @@ def test_issue_example(sim):
     c = acp.sqrt(a) + b
     d = acp.matmul(a2, b2)
     acp.multiply(c, 2, out=c)
-    s = float(c.sum() + d.sum())
+    total = c.sum() + d.sum()
+    pending = ag.statistics()
+    assert not pending.host_syncs and pending.inflight == 7     # nothing has waited yet
+    s = float(total)
     expected = ((np.sqrt(ha) + hb) * 2).sum() + (ha.T @ (hb * 2)).sum()
     assert s == pytest.approx(expected, rel=1e-12)
     st = ag.statistics()
@@ -291,6 +294,10 @@ def test_bad_input_is_refused_before_enqueue_and_runtime_stays_usable(sim):
         acp.add(a, A)
     with pytest.raises(ag.ArgumentError, match="asyncgpu.asarray"):
         _ = a + A
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    with pytest.raises(ag.ArgumentError, match="asyncgpu.asarray"):
+        acp.sqrt(FakeCUDAArray(A.copy()))
     assert ag.statistics().nodes == before
     c = ag.array(A)
     c.free()
