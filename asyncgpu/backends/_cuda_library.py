@@ -14,6 +14,8 @@ same stream, which runs after it.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any, Callable
 
 import numpy as np
@@ -40,6 +42,28 @@ def cupy_view(backend: Any, array: Array) -> Any:
     return view
 
 
+@contextlib.contextmanager
+def _no_fft_plan_cache(cupy: Any, name: str) -> Iterator[None]:
+    """Run an FFT without CuPy's plan cache.
+
+    A cached cuFFT plan owns one work area and is shared by every call of the same shape,
+    whatever the stream: two independent FFTs on two streams would race on it. An uncached
+    plan's work area comes from this call's stream arena and is freed in stream order.
+    """
+    if not name.startswith("fft."):
+        yield
+        return
+    cache = cupy.fft.config.get_plan_cache()
+    size = cache.get_size()
+    if size:
+        cache.set_size(0)        # disables the cache (and drops the plans it held)
+    try:
+        yield
+    finally:
+        if size:
+            cache.set_size(size)
+
+
 class CudaCallLaunch:
     """Runs the CuPy call on the node's stream and adopts its result arrays."""
 
@@ -64,7 +88,7 @@ class CudaCallLaunch:
 
         views = [cupy_view(backend, a) for a in call.arrays]
         try:
-            with cupy.cuda.using_allocator(malloc), stream:
+            with cupy.cuda.using_allocator(malloc), stream, _no_fft_plan_cache(cupy, call.name):
                 result = self.fn(*fill(call.args, views), **fill(call.kwargs, views))
                 call.results = self._adopt(result, chunks, {}, malloc)
         except ArgumentError:
