@@ -376,3 +376,25 @@ def test_non_array_results_are_computed_from_the_real_values(sim):
     x = ag.array(np.array([1.5, 2.5]))
     y = x * 2                      # pending
     assert acp.array2string(y) == np.array2string(np.array([3.0, 5.0]))
+
+
+def test_export_stream_orders_a_consumer_after_all_pending_work(sim):
+    """The stream handed to consumers (CAI ``stream``, DLPack) follows every pending node."""
+    ag = sim
+    from asyncgpu._interop import export_stream
+    from asyncgpu._runtime import current_runtime
+
+    rt = current_runtime()
+    x = ag.zeros(8)
+    x.numpy()
+    acp.add(x[:4], 1, out=x[:4])
+    acp.add(x[4:], 1, out=x[4:])          # independent: another stream
+    assert ag.statistics().streams_used == 2
+    stream = export_stream(x)
+    uid = x._alloc.buffer.uid
+    rt.backend.hb.launch(stream, [(uid, 0, 64, True)], "consumer")    # ordered: no RaceError
+    other = rt.backend.create_stream()
+    with pytest.raises(ag.RaceError):
+        rt.backend.hb.launch(other, [(uid, 0, 64, True)], "unordered consumer")
+    ag.synchronize()
+    assert export_stream(x) is None       # nothing pending: no stream to wait on

@@ -222,3 +222,18 @@ def test_interop_with_cupy_and_numba_on_gpu(gpu):
     nb = cuda.to_device(np.arange(5, dtype=np.int32))
     assert ag.asarray(nb).numpy().tolist() == [0, 1, 2, 3, 4]
     assert (acp.sqrt(ag.asarray(cupy.full(3, 4.0))).numpy() == 2.0).all()
+
+
+def test_independent_ffts_of_one_shape_on_several_streams(gpu):
+    """Same-shape FFTs on different streams must not share a cuFFT work area."""
+    import asyncgpu.cupy as acp
+
+    ag = gpu
+    rng = np.random.default_rng(9)
+    hosts = [rng.random((64, 1 << 14)) for _ in range(4)]
+    xs = [ag.array(h) for h in hosts]
+    before = ag.statistics().streams_used
+    outs = [acp.fft.fft(x, axis=1) for x in xs]
+    assert ag.statistics().streams_used >= min(2, before + 2)
+    for h, o in zip(hosts, outs):
+        np.testing.assert_allclose(o.numpy(), np.fft.fft(h, axis=1), rtol=1e-9, atol=1e-6)
