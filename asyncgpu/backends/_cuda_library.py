@@ -20,9 +20,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .._array import DEVICE, Allocation, Array, new_array
+from .._array import DEVICE, Allocation, Array, c_strides
 from .._deps import Access
-from .._errors import ArgumentError
+from .._errors import ArgumentError, AsyncGPUError
 from .._library import LibraryCall, fill
 
 
@@ -91,7 +91,7 @@ class CudaCallLaunch:
             with cupy.cuda.using_allocator(malloc), stream, _no_fft_plan_cache(cupy, call.name):
                 result = self.fn(*fill(call.args, views), **fill(call.kwargs, views))
                 call.results = self._adopt(result, chunks, {}, malloc)
-        except ArgumentError:
+        except AsyncGPUError:        # ours (e.g. OutOfMemoryError from the allocator)
             raise
         except Exception as exc:
             raise ArgumentError(f"{call.describe()} failed: {type(exc).__name__}: {exc}") from exc
@@ -108,8 +108,10 @@ class CudaCallLaunch:
             value = cupy.asarray(value)       # a 0-d device array, like CuPy's reductions
         if not isinstance(value, cupy.ndarray):
             return value
-        if value.size == 0:
-            return new_array(self.runtime, value.shape, value.dtype, 0)
+        if value.size == 0:        # no memory to adopt (and no allocation mid-issue)
+            empty = Allocation(self.runtime, self.backend.alloc(0), 0, DEVICE)
+            return Array._view(empty, value.shape, value.dtype,
+                               c_strides(value.shape, value.dtype.itemsize), 0)
         ptr = value.data.ptr
         for a in self.call.arrays:
             buf = a._alloc.buffer
