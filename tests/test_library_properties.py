@@ -37,8 +37,8 @@ def assert_same(got, expected):
         np.testing.assert_array_equal(x, y)
 
 
-@pytest.mark.parametrize("strategy", ["random", "starve", "reverse"])
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@pytest.mark.parametrize("strategy", ["random", "starve", "reverse", "pct"])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=lp.strategies())
 def test_mixed_library_programs_equal_serial(strategy, steps):
     import asyncgpu as ag
@@ -46,6 +46,23 @@ def test_mixed_library_programs_equal_serial(strategy, steps):
     init = programs.initial()
     expected = serial(ag, steps, init)
     assert_same(asynchronous(ag, steps, init, strategy, 5), expected)
+
+
+@pytest.mark.parametrize("policy", [
+    {"dependency": "no-const"},
+    {"parent_stream": "same-as-parent"},
+    {"new_stream": "always-new"},
+    {"prefetch": "off"},
+    {"max_streams": 2},
+])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=lp.strategies())
+def test_mixed_library_programs_equal_serial_under_every_policy(policy, steps):
+    import asyncgpu as ag
+
+    init = programs.initial(1)
+    expected = serial(ag, steps, init)
+    assert_same(asynchronous(ag, steps, init, "random", 11, **policy), expected)
 
 
 def _random_mixed(rnd):
