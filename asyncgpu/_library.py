@@ -125,6 +125,7 @@ class LibraryCall:
         self.state = state is not None
         self.inference: Callable[[], Any] | None = None   # the function on a copy of the state
         self.results: Any = None        # set when the call is issued
+        self.error: BaseException | None = None   # a call that failed at enqueue (cuda)
 
     def _written(self, kwargs: dict[str, Any]) -> set[int]:
         written: set[int] = set()

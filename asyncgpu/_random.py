@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import ArgumentError
-from ._library import dispatch
+from ._library import backend_module, dispatch
 
 
 class Generator:
@@ -40,10 +40,8 @@ class Generator:
         self._state = empty(1, np.uint8)
         backend = self._runtime.backend.name
         if backend == "cuda":
-            import cupy
-
             self._gen = dispatch("random.default_rng", (seed,), {}, state=self._state,
-                                 resolve=lambda b: cupy.random.default_rng)
+                                 resolve=lambda b: backend_module(b).random.default_rng)
         else:
             self._gen = np.random.default_rng(seed)
 

@@ -152,6 +152,8 @@ class Runtime:
             node = Node("call", call.name, site, accesses)
             node.launch = launch
             self._issue(node)
+            if call.error is not None:   # failed at enqueue: issued anyway, then raised
+                raise call.error
             return call.results
 
     def _issue(self, node: Node) -> None:

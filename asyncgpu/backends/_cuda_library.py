@@ -87,14 +87,18 @@ class CudaCallLaunch:
             return buf.mem
 
         views = [cupy_view(backend, a) for a in call.arrays]
+        # A failing call may have enqueued part of its work already: it is not raised from
+        # here but after the node is issued (``Runtime.launch_call``), so that whatever was
+        # enqueued stays ordered and its arguments stay alive like any node's.
         try:
             with cupy.cuda.using_allocator(malloc), stream, _no_fft_plan_cache(cupy, call.name):
                 result = self.fn(*fill(call.args, views), **fill(call.kwargs, views))
                 call.results = self._adopt(result, chunks, {}, malloc)
-        except AsyncGPUError:        # ours (e.g. OutOfMemoryError from the allocator)
-            raise
+        except AsyncGPUError as exc:  # ours (e.g. OutOfMemoryError from the allocator)
+            call.error = exc
         except Exception as exc:
-            raise ArgumentError(f"{call.describe()} failed: {type(exc).__name__}: {exc}") from exc
+            call.error = ArgumentError(f"{call.describe()} failed: {type(exc).__name__}: {exc}")
+            call.error.__cause__ = exc
 
     def _adopt(self, value: Any, chunks: list[Any], adopted: dict[int, Allocation],
                malloc: Callable[[int], Any]) -> Any:
