@@ -81,9 +81,9 @@ def _host_copy(obj: Any) -> np.ndarray:
 
 def _device_copy(obj: Any, dtype: Any) -> Array:
     """Copy a CUDA array into the runtime's memory with a node (cuda backend)."""
-    import cupy
+    from ._library import backend_module, dispatch
 
-    from ._library import dispatch
+    cupy = backend_module("cuda")
 
     try:
         src = cupy.asarray(obj) if hasattr(obj, "__cuda_array_interface__") else \
@@ -166,9 +166,10 @@ def dlpack(array: Array, stream: Any = None, max_version: Any = None, dl_device:
             host.__dlpack__(max_version=max_version)
     if copy:
         raise BufferError("asyncgpu arrays are exported without a copy; call x.copy() first")
-    import cupy
-
+    from ._library import backend_module
     from .backends._cuda_library import cupy_view
+
+    cupy = backend_module("cuda")
 
     producer = export_stream(array)
     if producer is not None and stream != -1:

@@ -24,8 +24,8 @@ _uids = itertools.count(1)
 
 
 class _Mem:
-    def __init__(self, ptr, size):
-        self.ptr, self.size = ptr, size
+    def __init__(self, ptr, size, owner=None):
+        self.ptr, self.size, self.owner = ptr, size, owner    # owner keeps the bytes alive
 
 
 class _Ptr:
@@ -54,6 +54,11 @@ class FakeNdarray:
     dtype = property(lambda self: self.np.dtype)
     strides = property(lambda self: self.np.strides)
     size = property(lambda self: self.np.size)
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (self.data.ptr, False),
+                "strides": self.strides, "version": 3, "stream": None}
 
     def copy(self):
         out = FakeNdarray(self.shape, self.dtype)
@@ -101,9 +106,21 @@ class _PlanCache:
         self.size = n
 
 
+class FakeEvent:
+    def __init__(self, block=False, disable_timing=True):
+        self.recorded_on = None
+
+    def record(self, stream=None):
+        self.recorded_on = stream
+
+
 class FakeStream:
     def __init__(self, inner):
         self.inner = inner
+        self.waits = []
+
+    def wait_event(self, event):
+        self.waits.append(event)
 
     def __enter__(self):
         fake.current_stream = self
@@ -119,7 +136,7 @@ def _build():
     cuda = types.SimpleNamespace()
     cuda.UnownedMemory = lambda ptr, size, owner, device: _Mem(ptr, size)
     cuda.MemoryPointer = _Ptr
-    cuda._allocator = None
+    cuda._allocator = lambda n: FakeBuffer(n).mem       # CuPy's default pool, for the caller
 
     @contextlib.contextmanager
     def using_allocator(fn):
@@ -130,7 +147,18 @@ def _build():
             cuda._allocator = old
 
     cuda.using_allocator = using_allocator
+    cuda.Event = FakeEvent
+    user = FakeStream("user")
+    cuda.user_stream = user
+    cuda.get_current_stream = lambda: mod.current_stream or user
     mod.cuda = cuda
+
+    def array(src, dtype=None, copy=True, order="C"):
+        if mod.current_stream is None:
+            raise AssertionError("the import copy ran off the node's stream")
+        return _from_numpy(np.array(src.np, dtype=dtype, copy=True, order=order), [])
+
+    mod.array = array
     for name in ("sqrt", "add", "matmul", "sum", "transpose", "nonzero", "argmax"):
         setattr(mod, name, _function(getattr(np, name)))
     cache = _PlanCache()
@@ -153,7 +181,7 @@ def _build():
             return _function(getattr(self.inner, name))
 
     mod.random = types.SimpleNamespace(default_rng=FakeGenerator)
-    mod.asarray = lambda v: _from_numpy(np.asarray(v), [])
+    mod.asarray = lambda v: v if isinstance(v, FakeNdarray) else _from_numpy(np.asarray(v), [])
     return mod
 
 
@@ -166,7 +194,7 @@ class FakeBuffer:
         self.nbytes = nbytes
         self.host = np.zeros(max(nbytes, 1), np.uint8)[:nbytes]
         self.ptr = self.host.ctypes.data
-        self.mem = _Ptr(_Mem(self.ptr, nbytes))
+        self.mem = _Ptr(_Mem(self.ptr, nbytes, self.host))
 
     def device_pointer(self):
         return self.ptr
@@ -286,3 +314,16 @@ def test_generator_is_created_and_drawn_on_streams(fake_cuda):
     expected = np.random.default_rng(4)
     np.testing.assert_array_equal(x.numpy(), expected.standard_normal((100, 50)))
     np.testing.assert_array_equal(y.numpy(), expected.random(10))
+
+
+def test_import_of_a_device_array_is_an_ordered_copy(fake_cuda):
+    ag = fake_cuda
+    src = fake.asarray(np.arange(6.0))
+    user = fake.cuda.user_stream
+    user.waits.clear()
+    a = ag.asarray(src)
+    src.np[...] = -1                        # the copy was taken, not a view
+    assert a.numpy().tolist() == list(range(6)) and a._alloc.buffer.ptr != src.data.ptr
+    assert len(user.waits) == 1             # the caller's stream waits for the copy
+    b = ag.asarray(src, dtype=np.float32)
+    assert b.dtype == np.float32 and b.numpy().tolist() == [-1.0] * 6
