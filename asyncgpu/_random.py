@@ -26,7 +26,8 @@ from typing import Any
 import numpy as np
 
 from ._errors import ArgumentError
-from ._library import backend_module, dispatch
+from . import _library
+from ._library import dispatch
 
 
 class Generator:
@@ -41,7 +42,7 @@ class Generator:
         backend = self._runtime.backend.name
         if backend == "cuda":
             self._gen = dispatch("random.default_rng", (seed,), {}, state=self._state,
-                                 resolve=lambda b: backend_module(b).random.default_rng)
+                                 resolve=lambda b: _library.backend_module(b).random.default_rng)
         else:
             self._gen = np.random.default_rng(seed)
 
