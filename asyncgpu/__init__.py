@@ -17,6 +17,12 @@ host blocks only when it touches data that is still being computed::
     x = ag.array(np.arange(1024, dtype=np.float32)); y = ag.empty_like(x)
     square[4, 256](x, y, 1024)      # returns at once
     print(y[3])                     # waits only for the kernel that writes y
+
+CuPy calls and array operators are scheduled the same way (``asyncgpu.cupy``)::
+
+    import asyncgpu.cupy as acp
+    z = acp.sqrt(x) + y             # two nodes; returns at once
+    total = float(z.sum())          # waits only for what z.sum() needs
 """
 
 from __future__ import annotations

@@ -27,6 +27,11 @@ def array(obj: Any, dtype: Any = None) -> Array:
     Array
         Host-initialized: the first kernel that uses it prefetches it to the device.
     """
+    from ._interop import _is_device_array, asarray as _import
+
+    if not isinstance(obj, (Array, np.ndarray)) and (_is_device_array(obj)
+                                                     or hasattr(obj, "copy_to_host")):
+        return _import(obj, dtype)
     data = obj.numpy() if isinstance(obj, Array) else obj
     data = np.asarray(data, dtype=dtype)
     out = empty_array(data.shape, _dtype(data.dtype), HOST)
@@ -37,13 +42,17 @@ def array(obj: Any, dtype: Any = None) -> Array:
 def asarray(obj: Any, dtype: Any = None) -> Array:
     """``obj`` itself if it is an :class:`Array` of that dtype, else a new array (copy).
 
+    Accepts NumPy arrays and array-likes (copied through the host), CuPy arrays, Numba device
+    arrays and anything with ``__cuda_array_interface__`` or ``__dlpack__`` (copied on the
+    device by a node, ordered after the producer's work). A dtype change of an Array is a node.
+
     Returns
     -------
     Array
     """
-    if isinstance(obj, Array) and (dtype is None or np.dtype(dtype) == obj.dtype):
-        return obj
-    return array(obj, dtype)
+    from ._interop import asarray as _asarray
+
+    return _asarray(obj, dtype)
 
 
 def empty(shape: Any, dtype: Any = np.float64) -> Array:

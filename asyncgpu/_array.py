@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._errors import ArgumentValueError, FreedArrayError
+from ._errors import FreedArrayError
+from ._operators import ArrayOperators
 
 if TYPE_CHECKING:
     from ._runtime import Runtime
@@ -94,7 +95,7 @@ def _normalize_key(key: Any, ndim: int) -> tuple[str, Any]:
     return "basic", key
 
 
-class Array:
+class Array(ArrayOperators):
     """An n-dimensional array in managed (unified) memory, scheduled by asyncgpu.
 
     Create arrays with :func:`asyncgpu.array`, :func:`asyncgpu.empty`, :func:`asyncgpu.zeros`
@@ -102,7 +103,8 @@ class Array:
     ``a[i]`` (all indices integers) reads one element and returns a NumPy scalar; ``a[2:5]`` is
     a view sharing memory, like in CuPy; ``np.asarray(a)`` and ``a.numpy()`` return host copies;
     ``a[...] = values`` writes from the host. Each host access waits only for the work that
-    touches the same bytes.
+    touches the same bytes. Operators, reductions and methods (``a + b``, ``a @ b``,
+    ``a.sum()``, ``a.astype(t)``, ...) are library-call nodes (``asyncgpu._operators``).
     """
 
     __slots__ = ("_alloc", "shape", "dtype", "strides", "_offset", "_lo", "_hi", "_cache",
@@ -248,15 +250,13 @@ class Array:
         return self._lo, self._hi
 
     def reshape(self, *shape: Any) -> Array:
-        """A view with a new shape (C-contiguous arrays only, as without a copy)."""
+        """A view with a new shape; a non-contiguous array is copied by a node (as in CuPy)."""
         self._check_alive()
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         if not self.is_c_contiguous:
-            raise ArgumentValueError(
-                f"reshape of the non-contiguous array {self.describe()} would need a copy; "
-                "copy it first"
-            )
+            from ._library import dispatch
+            return dispatch("ndarray.reshape", (self, shape), {})
         probe = np.empty(0, self.dtype) if self.size == 0 else np.lib.stride_tricks.as_strided(
             _FAKE[: self.dtype.itemsize].view(self.dtype), (self.size,), (self.dtype.itemsize,)
         )
@@ -264,7 +264,7 @@ class Array:
         return Array._view(self._alloc, v.shape, self.dtype, v.strides, self._offset)
 
     def ravel(self) -> Array:
-        """A flat view (C-contiguous arrays only)."""
+        """A flat view (a copy, by a node, for a non-contiguous array)."""
         return self.reshape(-1)
 
     @property
@@ -346,22 +346,38 @@ class Array:
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
-        """CUDA Array Interface v3 (``cuda`` backend); the consumer must order its own work.
+        """CUDA Array Interface v3 (``cuda`` backend), safe to hand to other libraries.
 
-        asyncgpu cannot see what another library does with the pointer: synchronize
-        (``asyncgpu.synchronize()``) before handing an array that kernels are writing to
-        another library, and do not write it from elsewhere while asyncgpu kernels use it.
+        ``stream`` is a stream on which every unfinished asyncgpu node reading or writing this
+        array is ordered (``None`` if there is none), so consumers that honour it (CuPy, Numba)
+        order their work after asyncgpu's. What the consumer does afterwards is invisible to
+        asyncgpu: see ``asyncgpu._interop`` and docs/api.md ("Interop").
         """
         self._check_alive()
+        from ._interop import cuda_array_interface
+        return cuda_array_interface(self)
+
+    def _device_interface(self) -> dict[str, Any]:
+        """The CUDA Array Interface without export bookkeeping (``stream: None``), for the
+        runtime's own launches, which order their work themselves."""
         ptr = self._alloc.buffer.device_pointer() + self._offset if self.size else 0
-        return {
-            "shape": self.shape,
-            "typestr": self.dtype.str,
-            "data": (ptr, False),
-            "strides": None if self.is_c_contiguous else self.strides,
-            "version": 3,
-            "stream": None,
-        }
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (ptr, False),
+                "strides": None if self.is_c_contiguous else self.strides, "version": 3,
+                "stream": None}
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None) -> Any:
+        """DLPack export: the consumer's ``stream`` is made to wait for asyncgpu's work on it.
+
+        On ``cuda`` the capsule shares the managed memory; on ``sim`` it holds a host copy.
+        """
+        self._check_alive()
+        from ._interop import dlpack
+        return dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from ._interop import dlpack_device
+        return dlpack_device(self)
 
 
 def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

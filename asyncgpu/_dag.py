@@ -69,8 +69,8 @@ class Node:
     def label(self) -> str:
         """``kernel 'square' at prog.py:12`` (used in messages and traces)."""
         where = f" at {self.site}" if self.site else ""
-        if self.kind == "kernel":
-            return f"kernel '{self.name}'{where}"
+        if self.kind in ("kernel", "call"):
+            return f"{self.kind} '{self.name}'{where}"
         return f"{self.kind} of '{self.name}'{where}"
 
     def __repr__(self) -> str:

@@ -128,6 +128,34 @@ class Runtime:
             self.stats.kernels += 1
             self._issue(node)
 
+    def launch_call(self, call: Any) -> Any:
+        """Validate and schedule one library call (``asyncgpu._library``); returns its result.
+
+        The backend prepares the call (on ``sim`` it infers the result's metadata and may
+        answer that the call must run at once; on ``cuda`` the call runs at enqueue, inside
+        the node's stream) and the node goes through the same ``_issue`` as a kernel launch.
+        """
+        with self._lock:
+            if self._releases:
+                self._drain_releases()
+            call.validate(self)
+            site = user_site() if self.want_sites else None
+            accesses = call.accesses(self.alias_blind)
+            if self.no_const:
+                for acc in accesses:
+                    acc.write = True
+            self.stats.calls += 1
+            launch = self.backend.library_call(self, call, accesses)
+            if launch is None:
+                from ._library import run_now
+                return run_now(self, call, call.resolve(self.backend.name))
+            node = Node("call", call.name, site, accesses)
+            node.launch = launch
+            self._issue(node)
+            if call.error is not None:   # failed at enqueue: issued anyway, then raised
+                raise call.error
+            return call.results
+
     def _issue(self, node: Node) -> None:
         found = self.deps.conflicts(node.accesses)
         parents = reduce_parents(found) if len(found) > 1 else list(found)

@@ -13,6 +13,7 @@ class Counters:
     def __init__(self) -> None:
         self.nodes = 0
         self.kernels = 0
+        self.calls = 0
         self.host_accesses = 0
         self.edges: dict[str, int] = {"RAW": 0, "WAR": 0, "WAW": 0}
         self.streams_created = 0
@@ -40,6 +41,7 @@ class Counters:
             backend=backend,
             nodes=self.nodes,
             kernels=self.kernels,
+            calls=self.calls,
             host_accesses=self.host_accesses,
             edges=MappingProxyType(dict(self.edges)),
             streams_created=self.streams_created,
@@ -62,6 +64,7 @@ class Counters:
 class Statistics:
     """A snapshot of the runtime's counters since it started (or since ``reset``).
 
+    ``calls`` counts library calls (``asyncgpu.cupy`` functions and ``Array`` operators);
     ``edges`` counts dependency edges by reason (RAW, WAR, WAW); ``host_syncs`` counts the times
     the host blocked, by reason (``host-read``, ``host-write``, ``synchronize``, ``sync-mode``,
     ``free``); ``inflight`` is the number of device nodes not yet known to be finished.
@@ -75,6 +78,7 @@ class Statistics:
     nodes: int
     kernels: int
     host_accesses: int
+    calls: int = 0
     edges: Mapping[str, int] = field(default_factory=dict)
     streams_created: int = 0
     streams_used: int = 0

@@ -256,6 +256,10 @@ class CudaBackend:
                       site: str | None) -> Any:
         return make_launch(self, kernel, launcher, arrays, values, site)
 
+    def library_call(self, runtime: Any, call: Any, accesses: list[Any]) -> Any:
+        from ._cuda_library import make_call
+        return make_call(self, runtime, call, accesses)
+
     def launch(self, node: Any, stream: Any) -> None:
         if self.captures.engaged:
             self.captures.launch(node, stream)    # CUDA records it; we keep its arrays

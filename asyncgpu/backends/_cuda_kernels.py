@@ -24,7 +24,7 @@ def _numba_view(array: Any) -> Any:
     if view is None:
         from numba import cuda
 
-        view = cuda.from_cuda_array_interface(array.__cuda_array_interface__, owner=None,
+        view = cuda.from_cuda_array_interface(array._device_interface(), owner=None,
                                               sync=False)
         array._cache["numba"] = view
     return view

@@ -282,6 +282,10 @@ class SimBackend:
         from ._sim_kernels import make_launch
         return make_launch(kernel, launcher, arrays, values, site)
 
+    def library_call(self, runtime: Any, call: Any, accesses: list[Any]) -> Any:
+        from ._sim_library import make_call
+        return make_call(runtime, call, accesses)
+
     # -- the executor ------------------------------------------------------------------------
     def _maybe_tick(self) -> None:
         if self.strategy == "eager":

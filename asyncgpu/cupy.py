@@ -1,0 +1,171 @@
+"""``asyncgpu.cupy``: CuPy's functions as asynchronously scheduled nodes.
+
+Every public function of CuPy (``cupy.sqrt``, ``cupy.matmul``, ``cupy.linalg.solve``,
+``cupy.fft.fft``, ...) is available here under the same name, without a hand-written list: a
+module ``__getattr__`` wraps the function of the same name of the backend's array library
+(CuPy on ``cuda``, NumPy on ``sim``). Each call is a node of the DAG: its :class:`asyncgpu.Array`
+arguments are reads, its result and ``out=`` / in-place targets are writes, other arguments pass
+through, and it returns at once with :class:`asyncgpu.Array` results::
+
+    import asyncgpu as ag, asyncgpu.cupy as acp
+    c = acp.sqrt(a) + b              # two nodes
+    d = acp.matmul(a2, b2)           # independent of c: may run on another stream
+    acp.multiply(c, 2, out=c)        # in place: a write of c
+    s = float(c.sum() + d.sum())     # the host blocks here, only on what it needs
+
+Random numbers come from an explicit generator, ``g = acp.random.default_rng(seed)``; its draws
+are ordered among themselves (they share its state) and with everything else by their arrays.
+
+Not nodes: constants and types (``acp.float32``, ``acp.pi``, ``acp.newaxis``) are NumPy's;
+metadata functions (``result_type``, ``can_cast``, ``shape``, ``ndim``, ``size``, ``isscalar``,
+...) look only at shapes and dtypes and run at once; ``asarray``/``array`` copy host or foreign
+data into the runtime's memory (see :func:`asyncgpu.asarray`); ``asnumpy`` is a host read.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import numpy as np
+
+from ._array import Array
+from ._library import backend_module, dispatch, function_resolver
+
+_METADATA = frozenset({
+    "result_type", "can_cast", "min_scalar_type", "promote_types", "common_type", "shape",
+    "ndim", "size", "isscalar", "iscomplexobj", "isrealobj",
+})
+
+
+def _backend() -> str:
+    from . import backends
+    from ._runtime import current_options
+
+    return backends.resolve(current_options())
+
+
+class Function:
+    """A library function whose calls are scheduled as nodes (see the module docstring)."""
+
+    __slots__ = ("path", "__name__", "__qualname__", "__dict__")
+
+    def __init__(self, path: str, doc: str | None) -> None:
+        self.path = path
+        self.__name__ = self.__qualname__ = path.rsplit(".", 1)[-1]
+        self.__doc__ = doc
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return dispatch(self.path, args, kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # ufunc methods (``acp.add.reduce``, ``acp.add.at``) are nodes too
+        if name.startswith("_"):
+            raise AttributeError(name)
+        attr = getattr(function_resolver(self.path)(_backend()), name)
+        return Function(f"{self.path}.{name}", attr.__doc__) if callable(attr) else attr
+
+    def __repr__(self) -> str:
+        return f"<asyncgpu.cupy function {self.path}>"
+
+
+def _shape_only(obj: Any) -> Any:
+    if isinstance(obj, Array):
+        return np.lib.stride_tricks.as_strided(np.zeros(1, obj.dtype), obj.shape,
+                                               (0,) * obj.ndim)
+    if type(obj) in (list, tuple):
+        return type(obj)(_shape_only(o) for o in obj)
+    return obj
+
+
+def _metadata_function(fn: Any) -> Any:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        return fn(*_shape_only(args), **{k: _shape_only(v) for k, v in kwargs.items()})
+    run.__name__ = run.__qualname__ = fn.__name__
+    run.__doc__ = f"NumPy's ``{fn.__name__}`` on the arrays' shapes and dtypes (no node)."
+    return run
+
+
+class Namespace(types.ModuleType):
+    """A sub-namespace (``linalg``, ``fft``, ...) resolved like the top level."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__(f"asyncgpu.cupy.{prefix.rstrip('.')}")
+        self._prefix = prefix
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _attribute(self._prefix, name)
+
+
+_cache: dict[tuple[str, str], Any] = {}
+
+
+def _attribute(prefix: str, name: str) -> Any:
+    backend = _backend()
+    key = (backend, prefix + name)
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit
+    mod = backend_module(backend)
+    for part in prefix.split(".")[:-1]:
+        mod = getattr(mod, part)
+    if prefix == "random.":
+        from ._random import attribute
+        value = attribute(name, mod)
+    else:
+        try:
+            obj = getattr(mod, name)
+        except AttributeError:
+            raise AttributeError(
+                f"asyncgpu.cupy has no attribute '{prefix}{name}': the {mod.__name__} module "
+                "of this backend has none"
+            ) from None
+        if isinstance(obj, types.ModuleType):
+            value = Namespace(prefix + name + ".")
+        elif not prefix and name in _METADATA:
+            value = _metadata_function(obj)
+        elif isinstance(obj, type) or not callable(obj):
+            value = obj
+        else:
+            value = Function(prefix + name, getattr(obj, "__doc__", None))
+    _cache[key] = value
+    return value
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return _attribute("", name)
+
+
+ndarray = Array
+
+
+def asarray(a: Any, dtype: Any = None) -> Array:
+    """``a`` as an :class:`asyncgpu.Array` (a copy into the runtime's memory unless it is one)."""
+    from ._interop import asarray as _asarray
+
+    return _asarray(a, dtype)
+
+
+def array(obj: Any, dtype: Any = None, copy: bool = True) -> Array:
+    """A new array holding a copy of ``obj`` (an asyncgpu array is copied by a node)."""
+    if isinstance(obj, Array):
+        if not copy and (dtype is None or np.dtype(dtype) == obj.dtype):
+            return obj
+        return dispatch("array", (obj,), {} if dtype is None else {"dtype": dtype})
+    return asarray(obj, dtype)
+
+
+def asnumpy(a: Any) -> np.ndarray:
+    """A host copy (waits only for the writers of ``a``)."""
+    return a.numpy() if isinstance(a, Array) else np.asarray(a)
+
+
+def get_array_module(*args: Any) -> Any:
+    """This module: asyncgpu arrays are handled by ``asyncgpu.cupy``."""
+    import sys
+
+    return sys.modules[__name__]

@@ -1,0 +1,400 @@
+"""``asyncgpu.cupy`` and the ``Array`` operators against NumPy, the oracle (CuPy's test style).
+
+Every test runs on the lazy, adversarial sim backend with its happens-before checker, so each
+result is both NumPy's value and provably well ordered.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asyncgpu.cupy as acp
+
+RNG = np.random.default_rng(7)
+A = RNG.uniform(0.5, 2.0, (6, 5))
+B = RNG.uniform(0.5, 2.0, (6, 5))
+S = RNG.uniform(0.5, 2.0, (5, 5)) + 5 * np.eye(5)      # well conditioned
+SPD = S @ S.T
+
+
+def check(got, want, rtol=1e-12, atol=1e-12):
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want)
+        for g, w in zip(got, want):
+            check(g, w, rtol, atol)
+        return
+    import asyncgpu as ag
+
+    assert isinstance(got, ag.Array), type(got)
+    host = got.numpy()
+    want = np.asarray(want)
+    assert host.shape == want.shape and host.dtype == want.dtype, (host, want)
+    np.testing.assert_allclose(host, want, rtol=rtol, atol=atol)
+
+
+UNARY = ["sqrt", "exp", "log", "log1p", "sin", "cos", "tanh", "arctan", "absolute", "negative",
+         "floor", "ceil", "square", "reciprocal", "sign", "isnan", "isfinite", "rint", "cbrt",
+         "exp2", "expm1", "degrees", "logical_not"]
+
+
+@pytest.mark.parametrize("name", UNARY)
+def test_unary_ufuncs(sim, name):
+    a = sim.array(A)
+    check(getattr(acp, name)(a), getattr(np, name)(A))
+
+
+BINARY = ["add", "subtract", "multiply", "divide", "power", "maximum", "minimum", "arctan2",
+          "hypot", "fmod", "equal", "not_equal", "less", "greater_equal", "logical_and",
+          "copysign", "floor_divide"]
+
+
+@pytest.mark.parametrize("name", BINARY)
+@pytest.mark.parametrize("rhs", ["array", "scalar", "broadcast"])
+def test_binary_ufuncs(sim, name, rhs):
+    a = sim.array(A)
+    other = {"array": B, "scalar": 1.5, "broadcast": B[0]}[rhs]
+    arg = other if rhs == "scalar" else sim.array(other)
+    check(getattr(acp, name)(a, arg), getattr(np, name)(A, other))
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "mean", "std", "var", "max", "min", "argmax",
+                                  "argmin", "any", "all", "cumsum", "ptp", "median"])
+@pytest.mark.parametrize("axis", [None, 0, 1, -1])
+def test_reductions_with_axis(sim, name, axis):
+    a = sim.array(A)
+    fn_np, fn = getattr(np, name), getattr(acp, name)
+    check(fn(a, axis=axis), fn_np(A, axis=axis))
+    if name not in ("cumsum", "argmax", "argmin"):
+        check(fn(a, axis=axis, keepdims=True), fn_np(A, axis=axis, keepdims=True))
+
+
+@pytest.mark.parametrize("case", [
+    ("matmul", lambda m: (m.asarray(A), m.asarray(B.T))),
+    ("dot", lambda m: (m.asarray(A), m.asarray(B.T))),
+    ("tensordot", lambda m: (m.asarray(A), m.asarray(B), 2)),
+    ("outer", lambda m: (m.asarray(A[0]), m.asarray(B[1]))),
+    ("concatenate", lambda m: ([m.asarray(A), m.asarray(B)],)),
+    ("stack", lambda m: ((m.asarray(A), m.asarray(B)),)),
+    ("where", lambda m: (m.asarray(A > 1), m.asarray(A), m.asarray(B))),
+    ("clip", lambda m: (m.asarray(A), 0.8, 1.5)),
+    ("sort", lambda m: (m.asarray(A),)),
+    ("argsort", lambda m: (m.asarray(A),)),
+    ("flip", lambda m: (m.asarray(A), 0)),
+    ("roll", lambda m: (m.asarray(A), 2)),
+    ("tile", lambda m: (m.asarray(A), (2, 1))),
+    ("transpose", lambda m: (m.asarray(A),)),
+    ("diff", lambda m: (m.asarray(A),)),
+    ("cross", lambda m: (m.asarray(A[:, :3]), m.asarray(B[:, :3]))),
+    ("einsum", lambda m: ("ij,kj->ik", m.asarray(A), m.asarray(B))),
+    ("trace", lambda m: (m.asarray(S),)),
+    ("linspace", lambda m: (0.0, 1.0, 7)),
+    ("arange", lambda m: (3, 12, 2)),
+    ("eye", lambda m: (4,)),
+    ("zeros_like", lambda m: (m.asarray(A),)),
+])
+def test_array_functions(sim, case):
+    import asyncgpu as ag
+
+    name, make = case
+    check(getattr(acp, name)(*make(ag)), getattr(np, name)(*make(np)))
+
+
+@pytest.mark.parametrize("case", [
+    ("solve", lambda m: (m.asarray(S), m.asarray(B[:5]))),
+    ("inv", lambda m: (m.asarray(S),)),
+    ("det", lambda m: (m.asarray(S),)),
+    ("norm", lambda m: (m.asarray(A),)),
+    ("qr", lambda m: (m.asarray(A),)),
+    ("svd", lambda m: (m.asarray(A),)),
+    ("eigh", lambda m: (m.asarray(SPD),)),
+    ("cholesky", lambda m: (m.asarray(SPD),)),
+    ("pinv", lambda m: (m.asarray(A),)),
+    ("matrix_power", lambda m: (m.asarray(S), 3)),
+    ("lstsq", lambda m: (m.asarray(A), m.asarray(B[:, 0]), None)),
+])
+def test_linalg(sim, case):
+    import asyncgpu as ag
+
+    name, make = case
+    check(getattr(acp.linalg, name)(*make(ag)), getattr(np.linalg, name)(*make(np)),
+          rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("name,args", [
+    ("fft", ()), ("ifft", ()), ("rfft", ()), ("fft2", ()), ("ifft2", ()), ("rfftn", ()),
+    ("fftshift", ()), ("fft", (8,)),
+])
+def test_fft(sim, name, args):
+    a = sim.array(A)
+    check(getattr(acp.fft, name)(a, *args), getattr(np.fft, name)(A, *args),
+          rtol=1e-10, atol=1e-10)
+
+
+def test_random_generator_shapes_dtypes_statistics(sim):
+    g = acp.random.default_rng(3)
+    x = g.standard_normal((200, 100), dtype=np.float32)
+    u = g.random(20000)
+    k = g.integers(0, 10, size=5000)
+    assert x.shape == (200, 100) and x.dtype == np.float32
+    assert abs(float(x.mean())) < 0.02 and abs(float(x.std()) - 1) < 0.02
+    assert 0 <= float(u.min()) and float(u.max()) < 1 and abs(float(u.mean()) - 0.5) < 0.01
+    assert k.dtype.kind == "i" and int(k.min()) == 0 and int(k.max()) == 9
+    # same seed, same draws: reproducible whatever the streams
+    g2 = acp.random.default_rng(3)
+    np.testing.assert_array_equal(g2.standard_normal((200, 100), dtype=np.float32).numpy(),
+                                  x.numpy())
+
+
+def test_random_global_state_is_refused(sim):
+    with pytest.raises(AttributeError, match="default_rng"):
+        acp.random.rand(3)
+
+
+def test_issue_example(sim):
+    ag = sim
+    rng = np.random.default_rng(0)
+    ha, hb = rng.random((64, 64)), rng.random((64, 64))
+    a, b = ag.array(ha), ag.array(hb)
+    a2, b2 = ag.array(ha.T.copy()), ag.array(hb * 2)
+    c = acp.sqrt(a) + b
+    d = acp.matmul(a2, b2)
+    acp.multiply(c, 2, out=c)
+    total = c.sum() + d.sum()
+    pending = ag.statistics()
+    assert not pending.host_syncs and pending.inflight == 7     # nothing has waited yet
+    s = float(total)
+    expected = ((np.sqrt(ha) + hb) * 2).sum() + (ha.T @ (hb * 2)).sum()
+    assert s == pytest.approx(expected, rel=1e-12)
+    st = ag.statistics()
+    assert st.calls == 7 and st.streams_used >= 2
+    assert st.host_syncs.get("host-read") == 1
+
+
+def test_operators(sim):
+    ag = sim
+    a, b = ag.array(A), ag.array(B)
+    cases = [
+        (a + b, A + B), (a - 1, A - 1), (2 * a, 2 * A), (a / b, A / B), (1 / a, 1 / A),
+        (a // 0.3, A // 0.3), (a % 0.7, A % 0.7), (a ** 2, A ** 2), (2 ** a, 2 ** A),
+        (-a, -A), (+a, +A), (abs(a - 1.2), abs(A - 1.2)), (a < b, A < B), (a >= 1, A >= 1),
+        (a == b, A == B), (a != a, A != A), (a @ b.T, A @ B.T), (a.T, A.T),
+        (a.astype(np.float32), A.astype(np.float32)), (a.copy(), A.copy()),
+        (a.sum(axis=0), A.sum(axis=0)), (a.mean(), A.mean()), (a.max(axis=1), A.max(axis=1)),
+        (a.argmax(), A.argmax()), (a.T.reshape(30), A.T.reshape(30)), (a.T.ravel(), A.T.ravel()),
+        (a.cumsum(axis=1), A.cumsum(axis=1)), (a.clip(0.8, 1.2), A.clip(0.8, 1.2)),
+        (a.round(1), A.round(1)), (a.std(), A.std()), (a.min(), A.min()),
+    ]
+    ints = ag.array(np.arange(12, dtype=np.int64))
+    hi = np.arange(12, dtype=np.int64)
+    cases += [(ints & 5, hi & 5), (ints | 3, hi | 3), (ints ^ 6, hi ^ 6), (~ints, ~hi),
+              (ints << 2, hi << 2), (ints >> 1, hi >> 1)]
+    for got, want in cases:
+        check(got, want)
+
+
+def test_in_place_operators_write_the_left_operand(sim):
+    ag = sim
+    a = ag.array(A)
+    view = a[1:3]
+    same = a
+    a += 1
+    a *= 2
+    view -= 0.5
+    a /= ag.array(B)
+    assert same is a
+    expected = (A + 1) * 2
+    expected[1:3] -= 0.5
+    expected /= B
+    check(a, expected)
+    ints = ag.array(np.arange(5))
+    ints //= 2
+    check(ints, np.arange(5) // 2)
+
+
+def test_scalar_conversions_wait_for_that_value_only(sim):
+    ag = sim
+    a = ag.array(A)
+    total = a.sum()
+    assert isinstance(total, ag.Array) and total.shape == ()
+    assert float(total) == pytest.approx(A.sum())
+    assert int(a.argmax()) == int(A.argmax())
+    assert bool((a > 0).all()) is True
+    assert a.mean().item() == pytest.approx(A.mean())
+
+
+def test_out_and_in_place_functions(sim):
+    ag = sim
+    a, b = ag.array(A), ag.array(B)
+    r = acp.add(a, b, out=a)
+    check(a, A + B)
+    assert r.shape == a.shape
+    acp.copyto(b, 3.0)
+    check(b, np.full_like(B, 3.0))
+    z = ag.zeros((4, 4))
+    acp.fill_diagonal(z, 2.0)
+    check(z, 2 * np.eye(4))
+    a.sort(axis=1)
+    check(a, np.sort(A + B, axis=1))
+    a.fill(1.5)
+    check(a, np.full_like(A, 1.5))
+
+
+def test_data_dependent_calls_synchronize_and_are_correct(sim):
+    ag = sim
+    h = np.array([3, 0, 1, 3, 0, 7, 1])
+    x = ag.array(h)
+    y = x * 2            # pending: nonzero must wait for it
+    check(acp.nonzero(y), np.nonzero(h * 2))
+    check(acp.unique(y), np.unique(h * 2))
+    check(acp.extract(y > 2, y), np.extract(h * 2 > 2, h * 2))
+    check(acp.flatnonzero(y), np.flatnonzero(h * 2))
+    check(acp.bincount(x), np.bincount(h))
+    vals, counts = acp.unique(x, return_counts=True)
+    check((vals, counts), np.unique(h, return_counts=True))
+    assert sim.statistics().host_syncs.get("library-call", 0) >= 6
+    # boolean-mask indexing keeps its host semantics: a NumPy array
+    got = y[y > 2]
+    assert isinstance(got, np.ndarray) and got.tolist() == (h * 2)[h * 2 > 2].tolist()
+
+
+def test_views_of_arguments_are_views(sim):
+    ag = sim
+    a = ag.array(A)
+    t = acp.transpose(a)
+    r = acp.reshape(a, (5, 6))
+    acp.multiply(a, 0, out=a)
+    check(t, np.zeros((5, 6)))
+    check(r, np.zeros((5, 6)))
+
+
+def test_metadata_functions_and_constants(sim):
+    ag = sim
+    a = ag.array(A.astype(np.float32))
+    assert acp.result_type(a, np.float64) == np.float64
+    assert acp.shape(a) == (6, 5) and acp.ndim(a) == 2
+    assert acp.float32 is np.float32 and acp.pi == np.pi
+    assert acp.ndarray is ag.Array
+    assert acp.get_array_module(a) is acp
+    np.testing.assert_array_equal(acp.asnumpy(a), A.astype(np.float32))
+
+
+def test_unknown_function_names_the_module(sim):
+    with pytest.raises(AttributeError, match="no attribute 'no_such_function'"):
+        acp.no_such_function
+
+
+def test_bad_input_is_refused_before_enqueue_and_runtime_stays_usable(sim):
+    ag = sim
+    a, b = ag.array(A), ag.array(B[:, :4])
+    before = ag.statistics().nodes
+    with pytest.raises(ag.ArgumentError, match="call 'add'"):
+        acp.add(a, b)
+    with pytest.raises(ag.ArgumentError, match="asyncgpu.asarray"):
+        acp.add(a, A)
+    with pytest.raises(ag.ArgumentError, match="asyncgpu.asarray"):
+        _ = a + A
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    with pytest.raises(ag.ArgumentError, match="asyncgpu.asarray"):
+        acp.sqrt(FakeCUDAArray(A.copy()))
+    assert ag.statistics().nodes == before
+    c = ag.array(A)
+    c.free()
+    with pytest.raises(ag.FreedArrayError, match="call 'sqrt'"):
+        acp.sqrt(c)
+    check(a + 1, A + 1)
+
+
+def test_arrays_are_not_hashable_like_numpy(sim):
+    with pytest.raises(TypeError):
+        hash(sim.array(A))
+
+
+def test_sync_mode_gives_the_same_results():
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", execution="sync"):
+        a = ag.array(A)
+        check(acp.linalg.inv(a @ a.T + 5 * acp.eye(6)), np.linalg.inv(A @ A.T + 5 * np.eye(6)),
+              rtol=1e-9)
+
+
+def test_interop_on_sim(sim):
+    ag = sim
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    d = FakeCUDAArray(A.copy())      # a device array of Numba's simulator
+    a = ag.asarray(d)
+    check(a, A)
+    check(ag.array(d, dtype=np.float32), A.astype(np.float32))
+    e = acp.exp(a)
+    np.testing.assert_allclose(np.from_dlpack(e), np.exp(A))
+    assert e.__dlpack_device__() == (1, 0)
+    assert ag.asarray(a) is a
+    check(ag.asarray(a, np.float32), A.astype(np.float32))
+    with pytest.raises(TypeError, match="no device pointer"):
+        a.__cuda_array_interface__
+
+
+def test_ufunc_methods_and_scalar_types(sim):
+    ag = sim
+    h = np.arange(6.0).reshape(2, 3)
+    x = ag.array(h)
+    check(acp.add.reduce(x, axis=1), np.add.reduce(h, axis=1))
+    check(acp.multiply.outer(x[0], x[1]), np.multiply.outer(h[0], h[1]))
+    z = ag.zeros(4)
+    acp.add.at(z, ag.array(np.array([0, 0, 3])), 1.0)      # in place, repeated indices
+    check(z, np.array([2.0, 0, 0, 1.0]))
+    ints = ag.array(np.arange(5))
+    assert (ints * 2).dtype == np.int64 and (ints * 2.0).dtype == np.float64
+    assert (ints * 2).dtype == np.int64                       # cached metadata keeps types apart
+    assert isinstance(np.float64(2) * x, ag.Array)            # NumPy scalars defer to Array
+
+
+def test_value_dependent_shape_is_detected_without_a_list(sim):
+    """``where(cond)`` (one argument) is not listed as data-dependent: inference notices."""
+    ag = sim
+    h = np.array([0.0, 2.0, 0.0, 3.0])
+    x = ag.array(h)
+    check(acp.where(x * 1 > 1), np.where(h > 1))
+
+
+def test_library_modules_import_no_cuda_library():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, asyncgpu._library, asyncgpu._operators, asyncgpu._interop, "
+            "asyncgpu._random, asyncgpu.cupy; "
+            "bad = {'cupy', 'numba'} & {m.split('.')[0] for m in sys.modules}; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)
+
+
+def test_non_array_results_are_computed_from_the_real_values(sim):
+    ag = sim
+    x = ag.array(np.array([1.5, 2.5]))
+    y = x * 2                      # pending
+    assert acp.array2string(y) == np.array2string(np.array([3.0, 5.0]))
+
+
+def test_export_stream_orders_a_consumer_after_all_pending_work(sim):
+    """The stream handed to consumers (CAI ``stream``, DLPack) follows every pending node."""
+    ag = sim
+    from asyncgpu._interop import export_stream
+    from asyncgpu._runtime import current_runtime
+
+    rt = current_runtime()
+    x = ag.zeros(8)
+    x.numpy()
+    acp.add(x[:4], 1, out=x[:4])
+    acp.add(x[4:], 1, out=x[4:])          # independent: another stream
+    assert ag.statistics().streams_used == 2
+    stream = export_stream(x)
+    uid = x._alloc.buffer.uid
+    rt.backend.hb.launch(stream, [(uid, 0, 64, True)], "consumer")    # ordered: no RaceError
+    other = rt.backend.create_stream()
+    with pytest.raises(ag.RaceError):
+        rt.backend.hb.launch(other, [(uid, 0, 64, True)], "unordered consumer")
+    ag.synchronize()
+    assert export_stream(x) is None       # nothing pending: no stream to wait on
