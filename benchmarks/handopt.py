@@ -20,10 +20,15 @@ class Hand:
 
     def __init__(self, runtime: Any) -> None:
         self._rt = runtime
-        self._be = runtime.backend
         self._streams: list[Any] = []
         self._events: list[Any] = []
         self._next_event = 0
+
+    @property
+    def _be(self) -> Any:
+        # looked up each time: a trace swaps the runtime's backend for a timing wrapper, and
+        # the hand-written prefetches and launches must show up in the trace too
+        return self._rt.backend
 
     def begin(self) -> None:
         """Start one run: events are reused from run to run, in the order they are asked for."""
