@@ -160,6 +160,8 @@ OPTION_VARIANTS: dict[str, dict[str, Any]] = {
     "packed_launch=False": {"packed_launch": False},
     "debug_hb=True": {"debug_hb": True},
     "poll_threshold=1": {"poll_threshold": 1},
+    "poll_threshold=4": {"poll_threshold": 4},
+    "poll_threshold=8": {"poll_threshold": 8},
     "poll_threshold=100000": {"poll_threshold": 100_000},
     "execution=sync": {"execution": "sync"},
 }
