@@ -16,7 +16,7 @@ from typing import Any
 from .._errors import ArgumentError, ArgumentValueError, CompileError
 from .._array import Array
 from .._kernel import CudaCSource, Kernel
-from ._packed import PackedPlan, _split_complex, cuda_c_plan, numba_array_fields, numba_plan
+from ._packed import PackedPlan, split_complex, cuda_c_plan, numba_array_fields, numba_plan
 
 
 def _numba_view(array: Any) -> Any:
@@ -113,7 +113,7 @@ class PackedLaunch:
         plan = self.plan
         values = self.values
         if plan.splits:
-            values = _split_complex(values, plan.splits)
+            values = split_complex(values, plan.splits)
         plan.struct.pack_into(plan.buf, 0, *values)
         g, b = self.grid, self.block
         plan.launch_fn(plan.handle, g[0], g[1], g[2], b[0], b[1], b[2], self.shared, stream.ptr,

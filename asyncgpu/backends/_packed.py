@@ -74,13 +74,13 @@ class PackedPlan:
                block: tuple[int, int, int], shared: int, stream_ptr: int) -> None:
         """Pack ``values`` (already in the plan's order and kinds) and enqueue the kernel."""
         if self.splits:
-            values = _split_complex(values, self.splits)
+            values = split_complex(values, self.splits)
         self.struct.pack_into(self.buf, 0, *values)
         self.launch_fn(self.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                        shared, stream_ptr, 0, self.extra_ptr)
 
 
-def _split_complex(values: tuple[Any, ...], splits: tuple[int, ...]) -> tuple[Any, ...]:
+def split_complex(values: tuple[Any, ...], splits: tuple[int, ...]) -> tuple[Any, ...]:
     out: list[Any] = []
     start = 0
     for i in splits:
