@@ -152,3 +152,16 @@ def random_program(rnd: Any, length: int = 12) -> list[Any]:
         else:
             steps.append(HostWrite(rnd.choice(names), float(rnd.randint(-50, 50))))
     return steps
+
+
+def run_serial(ag, run, steps, init):
+    """``run(ag, steps, init)`` on the serial oracle (sync execution, eager simulator)."""
+    with ag.configure(backend="sim", execution="sync", sim_seed=0, sim_strategy="eager"):
+        return run(ag, steps, init)
+
+
+def run_async(ag, run, steps, init, strategy, seed, **options):
+    """``run(ag, steps, init)`` asynchronously under one simulator strategy and seed."""
+    with ag.configure(backend="sim", execution="async", sim_seed=seed, sim_strategy=strategy,
+                      **options):
+        return run(ag, steps, init)

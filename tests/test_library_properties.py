@@ -19,14 +19,11 @@ import programs
 
 
 def serial(ag, steps, init):
-    with ag.configure(backend="sim", execution="sync", sim_seed=0, sim_strategy="eager"):
-        return lp.run(ag, steps, init)
+    return programs.run_serial(ag, lp.run, steps, init)
 
 
 def asynchronous(ag, steps, init, strategy, seed, **options):
-    with ag.configure(backend="sim", execution="async", sim_seed=seed, sim_strategy=strategy,
-                      **options):
-        return lp.run(ag, steps, init)
+    return programs.run_async(ag, lp.run, steps, init, strategy, seed, **options)
 
 
 def assert_same(got, expected):

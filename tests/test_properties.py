@@ -16,14 +16,11 @@ STRATEGIES = ["random", "pct", "reverse", "starve", "lazy"]
 
 
 def serial(ag, steps, init):
-    with ag.configure(backend="sim", execution="sync", sim_seed=0, sim_strategy="eager"):
-        return programs.run(ag, steps, init)
+    return programs.run_serial(ag, programs.run, steps, init)
 
 
 def asynchronous(ag, steps, init, strategy, seed, **options):
-    with ag.configure(backend="sim", execution="async", sim_seed=seed, sim_strategy=strategy,
-                      **options):
-        return programs.run(ag, steps, init)
+    return programs.run_async(ag, programs.run, steps, init, strategy, seed, **options)
 
 
 def assert_same(a, b):

@@ -93,6 +93,20 @@ def _runner(kernel: Kernel, launcher: Any) -> Callable[[list[Any]], None]:
                          launcher.shared)
 
 
+
+def snapshot(layouts: Any) -> dict[int, tuple[Any, int, np.ndarray]]:
+    """A private copy of the bytes each buffer's layouts span (what a kernel or call reads at its
+    begin, so that writes by others before its end cannot reach it)."""
+    spans: dict[int, list[Any]] = {}
+    for a in layouts:
+        span = spans.get(a.buffer.uid)
+        if span is None:
+            spans[a.buffer.uid] = [a.buffer, a.lo, a.hi]
+        else:
+            span[1] = min(span[1], a.lo)
+            span[2] = max(span[2], a.hi)
+    return {uid: (buf, lo, buf.host[lo:hi].copy()) for uid, (buf, lo, hi) in spans.items()}
+
 class _Spec:
     """What a queued launch needs of one array argument: the buffer and layout, not the Array.
 
@@ -125,15 +139,7 @@ class SimKernelLaunch:
         self.site = site
 
     def begin(self) -> dict[int, tuple[Any, int, np.ndarray]]:
-        spans: dict[int, list[Any]] = {}
-        for a in self.arrays:
-            span = spans.get(a.buffer.uid)
-            if span is None:
-                spans[a.buffer.uid] = [a.buffer, a.lo, a.hi]
-            else:
-                span[1] = min(span[1], a.lo)
-                span[2] = max(span[2], a.hi)
-        return {uid: (buf, lo, buf.host[lo:hi].copy()) for uid, (buf, lo, hi) in spans.items()}
+        return snapshot(self.arrays)
 
     def _views(self, snaps: dict[int, tuple[Any, int, np.ndarray]], writable: set[int]
                ) -> list[Any]:

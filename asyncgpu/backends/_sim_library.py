@@ -19,6 +19,7 @@ import numpy as np
 from .._array import Array
 from .._deps import Access
 from .._library import LibraryCall, Synchronizing, allocate_results, fill, flatten, infer, quiet
+from ._sim_kernels import snapshot
 
 
 class _Layout:
@@ -54,15 +55,7 @@ class SimCallLaunch:
         self.leaves = leaves          # per result leaf: index into results, or None (a view)
 
     def begin(self) -> dict[int, tuple[Any, int, np.ndarray]]:
-        spans: dict[int, list[Any]] = {}
-        for a in self.inputs:
-            span = spans.get(a.buffer.uid)
-            if span is None:
-                spans[a.buffer.uid] = [a.buffer, a.lo, a.hi]
-            else:
-                span[1] = min(span[1], a.lo)
-                span[2] = max(span[2], a.hi)
-        return {uid: (buf, lo, buf.host[lo:hi].copy()) for uid, (buf, lo, hi) in spans.items()}
+        return snapshot(self.inputs)
 
     def end(self, snaps: dict[int, tuple[Any, int, np.ndarray]]) -> None:
         views = []
