@@ -165,3 +165,13 @@ def run_async(ag, run, steps, init, strategy, seed, **options):
     with ag.configure(backend="sim", execution="async", sim_seed=seed, sim_strategy=strategy,
                       **options):
         return run(ag, steps, init)
+
+
+#: Scheduling policies every random program must also equal serial under.
+POLICIES = [
+    {"dependency": "no-const"},
+    {"parent_stream": "same-as-parent"},
+    {"new_stream": "always-new"},
+    {"prefetch": "off"},
+    {"max_streams": 2},
+]

@@ -45,13 +45,7 @@ def test_mixed_library_programs_equal_serial(strategy, steps):
     assert_same(asynchronous(ag, steps, init, strategy, 5), expected)
 
 
-@pytest.mark.parametrize("policy", [
-    {"dependency": "no-const"},
-    {"parent_stream": "same-as-parent"},
-    {"new_stream": "always-new"},
-    {"prefetch": "off"},
-    {"max_streams": 2},
-])
+@pytest.mark.parametrize("policy", programs.POLICIES)
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=lp.strategies())
 def test_mixed_library_programs_equal_serial_under_every_policy(policy, steps):
