@@ -161,48 +161,75 @@ class Runtime:
         parents = reduce_parents(found) if len(found) > 1 else list(found)
         streams = self.streams
         stream = streams.choose(node, parents)
-        node.stream = stream
-        node.parents = parents
-        backend = self.backend
-        accesses = node.accesses
-        stats = self.stats
-        if self.prefetch:
+        enqueued = False
+        try:
+            node.stream = stream
+            node.parents = parents
+            backend = self.backend
+            accesses = node.accesses
+            stats = self.stats
+            if self.prefetch:
+                for acc in accesses:
+                    alloc = acc.alloc
+                    if alloc.location & HOST and alloc.nbytes:
+                        backend.prefetch(alloc.buffer, stream.handle)
+                        stats.prefetches += 1
+                        stats.bytes_prefetched += alloc.nbytes
+                        alloc.location = DEVICE   # migrated: a second view in this launch needs none
+            if parents:
+                streams.wait_for_parents(node, parents)
+            enqueued = True   # (set first: an interrupt may land right after the call)
+            backend.launch(node, stream.handle)
+            # The launch is enqueued: from here on nothing may fail half-way.
+            streams.issued(node)
+            self.deps.commit(node, accesses)
             for acc in accesses:
+                # (the accesses also keep the allocations alive until the node is finished)
                 alloc = acc.alloc
-                if alloc.location & HOST and alloc.nbytes:
-                    backend.prefetch(alloc.buffer, stream.handle)
-                    stats.prefetches += 1
-                    stats.bytes_prefetched += alloc.nbytes
-                    alloc.location = DEVICE   # migrated: a second view in this launch needs none
-        if parents:
-            streams.wait_for_parents(node, parents)
-        backend.launch(node, stream.handle)
-        # The launch is enqueued: from here on nothing may fail half-way.
-        streams.issued(node)
-        self.deps.commit(node, accesses)
-        for acc in accesses:
-            # (the accesses also keep the allocations alive until the node is finished)
-            alloc = acc.alloc
-            alloc.location = DEVICE if acc.write else alloc.location | DEVICE
-        if self.eager_free:
-            node.keepalive = None
-            node.accesses = []
-        stats.nodes += 1
-        stats.streams_used.add(stream.index)
-        if found:
-            edges = stats.edges
-            for p in parents:
-                for reason, _ in found[p]:
-                    edges[reason] += 1
-        if self._instruments:
-            node.edges = [(p, reason, label) for p in parents for reason, label in found[p]]
-            self._notify_node(node)
-        if self.sync_mode:
-            backend.host_wait(node.event)
-            streams.finished(node)
-            stats.sync("sync-mode")
-        elif streams._inflight > streams.poll_threshold:
-            streams.poll()
+                alloc.location = DEVICE if acc.write else alloc.location | DEVICE
+            if self.eager_free:
+                node.keepalive = None
+                node.accesses = []
+            stats.nodes += 1
+            stats.streams_used.add(stream.index)
+            if found:
+                edges = stats.edges
+                for p in parents:
+                    for reason, _ in found[p]:
+                        edges[reason] += 1
+            if self._instruments:
+                node.edges = [(p, reason, label) for p in parents for reason, label in found[p]]
+                self._notify_node(node)
+            if self.sync_mode:
+                backend.host_wait(node.event)
+                streams.finished(node)
+                stats.sync("sync-mode")
+            elif streams._inflight > streams.poll_threshold:
+                streams.poll()
+        except BaseException:
+            # Before the launch only harmless work was enqueued (waits, prefetches) and no
+            # bookkeeping had changed. From the launch on, the node may be queued on the
+            # device while the DAG does not know it: drain, then mark everything finished.
+            if enqueued:
+                self._recover(node)
+            raise
+
+    def _recover(self, node: Node) -> None:
+        """Make the bookkeeping consistent after an exception escaped ``_issue`` mid-way.
+
+        The interrupted node may or may not be enqueued, booked on its stream, committed to
+        the tracker: rather than undo each step, wait for all device work (the node's too)
+        and mark every node finished, so no half-registered node can be a parent. Costs one
+        device-wide synchronize, on the error path only.
+        """
+        try:
+            self.backend.synchronize()
+        except BaseException:   # a device fault, or capture mode: keep the first error
+            log.warning("synchronize after an interrupted launch failed", exc_info=True)
+            return
+        node.finished = True
+        self.streams.recover()
+        self._drain_releases()
 
     # -- host access -------------------------------------------------------------------------
     @contextlib.contextmanager

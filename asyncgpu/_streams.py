@@ -162,6 +162,24 @@ class StreamManager:
         for s in self.streams:
             if s.inflight:
                 self.finished(s.inflight[-1])
+        # (a retirement cut short by an exception leaves the count high: heal it here)
+        self._inflight = 0
+
+    def recover(self) -> None:
+        """Rebuild the pool's bookkeeping after an exception interrupted :meth:`issued` or a
+        retirement (the runtime has synchronized the device: nothing is in flight)."""
+        for s in self.streams:
+            while s.inflight:
+                node = s.inflight.popleft()
+                node.finished = True
+                if node.event is not None:
+                    self._events.append(node.event)
+                    node.event = None
+            if s not in self._by_use:      # dropped between the two steps of the LRU move
+                self._by_use[s] = None
+        self._events = [e for e in self._events if e is not None]
+        self._free = deque(self.streams)
+        self._inflight = 0
 
     def host_wait(self, nodes: list[Node]) -> None:
         """Block the host until ``nodes`` completed (one wait per stream: the latest node)."""
