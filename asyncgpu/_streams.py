@@ -190,10 +190,18 @@ class StreamManager:
             cur = latest.get(n.stream.index)
             if cur is None or n.seq > cur.seq:
                 latest[n.stream.index] = n
-        for n in latest.values():
-            if not n.finished:
-                self.backend.host_wait(n.event)
-                self.finished(n)
+        try:
+            for n in latest.values():
+                if not n.finished:
+                    self.backend.host_wait(n.event)
+                    self.finished(n)
+        except BaseException:
+            self.recount()      # a retirement cut short (KeyboardInterrupt) left it off
+            raise
+
+    def recount(self) -> None:
+        """Recompute the in-flight count from the streams (after an interrupted retirement)."""
+        self._inflight = sum(len(s.inflight) for s in self.streams)
 
     def poll(self) -> None:
         """Retire finished work by querying events, when many nodes are in flight."""
