@@ -392,5 +392,8 @@ def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
 def new_array(runtime: Runtime, shape: tuple[int, ...], dtype: np.dtype, location: int) -> Array:
     """Allocate a C-contiguous array through ``runtime`` (runtime-internal)."""
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if nbytes >= 2**62:       # before the backend: no CUDA call with a wrapped-around size
+        raise ValueError(f"an array {describe(dtype, shape)} needs {nbytes} bytes, too many "
+                         "to allocate")
     alloc = Allocation(runtime, runtime.allocate(nbytes), nbytes, location)
     return Array._view(alloc, tuple(shape), dtype, c_strides(shape, dtype.itemsize), 0)

@@ -23,18 +23,40 @@ def axpy_twin(x, y, a, n):
 
 @pytest.fixture
 def env(sim):
+    """axpy, x = [0..8), y = zeros, and one launch y += x left pending (lazy: nothing ran)."""
     ag = sim
     k = ag.cuda_kernel(SRC, "axpy", sim=axpy_twin)
     x = ag.array(np.arange(8, dtype=np.float32))
     y = ag.zeros(8, np.float32)
+    k[1, 8](x, y, 1.0, 8)
     return ag, k, x, y
 
 
+def runtime_state(ag):
+    """What a refused call must leave unchanged: counters, the backend's queues (the sim's
+    operations per stream, and its executor steps), the DAG (in-flight nodes per stream and
+    the tracker's live entries) and the pool of streams."""
+    from asyncgpu._runtime import current_runtime
+    rt = current_runtime()
+    st = ag.statistics()
+    sim = getattr(rt.backend, "inner", rt.backend)
+    live = {key: (tuple((lo, hi, n.id) for lo, hi, n in v.writes),
+                  tuple(sorted((id(s), tuple((lo, hi, n.id) for lo, hi, n in e))
+                               for s, e in v.reads.items())))
+            for key, v in rt.deps._live.items()}
+    return (st.nodes, st.kernels, st.calls, st.host_accesses, st.events_recorded,
+            tuple(len(s.ops) for s in sim.streams), sim.steps,
+            tuple((s.index, s.seq, tuple(n.id for n in s.inflight)) for s in rt.streams.streams),
+            live)
+
+
 def assert_nothing_enqueued_and_usable(ag, k, x, y, before):
-    after = ag.statistics()
-    assert after.nodes == before.nodes and after.kernels == before.kernels
+    """Nothing was enqueued or committed; the arrays hold what they held; the next launch runs."""
+    assert runtime_state(ag) == before
+    assert x.numpy().tolist() == list(range(8))
+    assert y.numpy().tolist() == list(range(8))          # the pending y += x, nothing else
     k[1, 8](x, y, 2.0, 8)
-    assert y.numpy().tolist() == (2.0 * np.arange(8)).tolist()
+    assert y.numpy().tolist() == (3.0 * np.arange(8)).tolist()
 
 
 CASES = [
@@ -59,14 +81,54 @@ CASES = [
                                       r"argument 0 'x': got a numpy.ndarray; .*asyncgpu.asarray")),
     ("non-contiguous", lambda ag, x, y: ((ag.zeros(16, np.float32)[::2], y, 2.0, 8),
                                          ag.ArgumentValueError, r"argument 0 'x': .*not C-contiguous")),
+    ("negative strides", lambda ag, x, y: ((ag.zeros(8, np.float32)[::-1], y, 2.0, 8),
+                                           ag.ArgumentValueError,
+                                           r"argument 0 'x': .*not C-contiguous \(strides=\(-4,\)\).*contiguous copy")),
+    ("Fortran order", lambda ag, x, y: ((ag.zeros((2, 4), np.float32).T, y, 2.0, 8),
+                                        ag.ArgumentValueError, r"argument 0 'x': array float32\[4x2\] is not C-contiguous")),
+    ("list", lambda ag, x, y: (([0.0] * 8, y, 2.0, 8), ag.ArgumentError,
+                               r"argument 0 'x': expected an asyncgpu array for 'const float\*', got list")),
+    ("object", lambda ag, x, y: ((x, y, object(), 8), ag.ArgumentError,
+                                 r"argument 2 'a': expected a float number, got object")),
+    ("string", lambda ag, x, y: ((x, y, 2.0, "8"), ag.ArgumentError, r"argument 3 'n'")),
+    ("too many arguments", lambda ag, x, y: ((x, y, 2.0, 8, 9), ag.ArgumentError,
+                                             r"takes 4 arguments \(x, y, a, n\); 5 given")),
+    ("freed view", lambda ag, x, y: ((_freed_view(ag), y, 2.0, 8), ag.FreedArrayError,
+                                     r"argument 0 'x': array float32\[8\] has been freed")),
+    ("other runtime", lambda ag, x, y: ((_foreign_array(ag), y, 2.0, 8), ag.ArgumentValueError,
+                                        r"argument 0 'x': .*belongs to another runtime")),
 ]
+
+
+def _freed_view(ag):
+    base = ag.zeros(16, np.float32)
+    view = base[4:12]
+    base.free()
+    return view
+
+
+_FOREIGN = []
+
+
+def _foreign_array(ag):
+    """An array of another runtime (a sim backend with another seed is another runtime)."""
+    return _FOREIGN[0]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _foreign():
+    import asyncgpu as ag
+    with ag.configure(backend="sim", sim_seed=12345):
+        _FOREIGN.append(ag.zeros(8, np.float32))
+    yield
+    _FOREIGN.clear()
 
 
 @pytest.mark.parametrize("name,case", CASES, ids=[c[0] for c in CASES])
 def test_bad_argument_is_refused_before_enqueue(env, name, case):
     ag, k, x, y = env
     args, exc, pattern = case(ag, x, y)
-    before = ag.statistics()
+    before = runtime_state(ag)
     with pytest.raises(exc, match=pattern):
         k[1, 8](*args)
     assert_nothing_enqueued_and_usable(ag, k, x, y, before)
@@ -85,7 +147,7 @@ def test_bad_argument_is_refused_before_enqueue(env, name, case):
 ])
 def test_bad_launch_configuration(env, config, pattern):
     ag, k, x, y = env
-    before = ag.statistics()
+    before = runtime_state(ag)
     with pytest.raises(ag.ArgumentValueError, match=pattern):
         k[config](x, y, 2.0, 8)
     assert_nothing_enqueued_and_usable(ag, k, x, y, before)
@@ -95,7 +157,7 @@ def test_freed_array(env):
     ag, k, x, y = env
     z = ag.array(np.ones(8, np.float32))
     z.free()
-    before = ag.statistics()
+    before = runtime_state(ag)
     with pytest.raises(ag.FreedArrayError, match=r"argument 0 'x': array float32\[8\] has been freed"):
         k[1, 8](z, y, 2.0, 8)
     with pytest.raises(ag.FreedArrayError):
@@ -108,8 +170,8 @@ def test_freed_array(env):
 def test_free_waits_for_pending_work(env):
     ag, k, x, y = env
     k[1, 8](x, y, 1.0, 8)
-    x.free()                      # the kernel reading x must run first
-    assert y.numpy().tolist() == np.arange(8).tolist()
+    x.free()                      # both kernels reading x must run first
+    assert y.numpy().tolist() == (2.0 * np.arange(8)).tolist()
 
 
 def test_kernel_called_without_configuration(env):
@@ -176,3 +238,183 @@ def test_bad_allocation_requests(sim):
         ag.array(np.array([None, 1], dtype=object))
     with pytest.raises(TypeError, match="no public constructor"):
         ag.Array()
+
+
+# -- section 4 of the reliability note, the cases not covered above -----------------------------
+UNSIGNED = SRC.replace("int n", "unsigned int n")
+
+
+@pytest.mark.parametrize("build,exc,pattern", [
+    # 1: syntax errors and unknown type tokens, with the position
+    (lambda ag: ag.cuda_kernel(SRC, "axpy", "pointr x, pointer y, float a, sint32 n"),
+     "SignatureError", r"signature parameter 0 \('pointr x'\): unknown type 'pointr'; expected pointer"),
+    (lambda ag: ag.cuda_kernel(SRC, "axpy", "const pointer x, pointer y, float128 a, sint32 n"),
+     "SignatureError", r"parameter 2 \('float128 a'\): unknown type 'float128'"),
+    (lambda ag: ag.cuda_kernel(SRC, "axpy", "const pointer x,, pointer y, float a, sint32 n"),
+     "SignatureError", r"signature parameter 1 is empty"),
+    # 2: const on a scalar; const and out on one argument
+    (lambda ag: ag.cuda_kernel(SRC, "axpy", "const pointer x, pointer y, const float a, sint32 n"),
+     "SignatureError", r"parameter 2 \('const float a'\): 'const' applies to pointers"),
+    (lambda ag: ag.cuda_kernel(SRC, "axpy", const=["a"]),
+     "SignatureError", r"applies to arrays, but \['a'\] are scalars"),
+    (lambda ag: ag.cuda_kernel(SRC, "axpy", const=["y"], out=["y"]),
+     "SignatureError", r"cannot be both const and out"),
+    # 3: parameter count
+    (lambda ag: ag.cuda_kernel(SRC, "axpy", "const pointer x, pointer y, float a"),
+     "SignatureError", r"kernel 'axpy' has 4 parameters, signature declares 3"),
+    # 4: declared scalar size differs from the parameter's
+    (lambda ag: ag.cuda_kernel(SRC, "axpy", "const pointer x, pointer y, float a, sint64 n"),
+     "SignatureError", r"parameter 3 'n' is 'int' \(4 bytes\) in the source but 'sint64' \(8 bytes"),
+    (lambda ag: ag.cuda_kernel(SRC, "axpy", "const pointer x, pointer y, double a, sint32 n"),
+     "SignatureError", r"parameter 2 'a' is 'float' \(4 bytes\) .* 'double' \(8 bytes"),
+    (lambda ag: ag.cuda_kernel(SRC, "axpy", "const pointer x, pointer y, sint32 a, sint32 n"),
+     "SignatureError", r"parameter 2 'a' is 'float' .* in the source but 'sint32'"),
+    (lambda ag: ag.cuda_kernel(SRC, "axpy", "const pointer x, float y, float a, sint32 n"),
+     "SignatureError", r"parameter 1 'y' is a pointer in the source but a scalar in the signature"),
+    # 24: kernel name not in the module
+    (lambda ag: ag.cuda_kernel(SRC, "axpz"),
+     "CompileError", r"kernel 'axpz' is not declared as __global__ in the source; kernels found: axpy"),
+])
+def test_bad_kernel_definition(env, build, exc, pattern):
+    ag, k, x, y = env
+    before = runtime_state(ag)
+    with pytest.raises(getattr(ag, exc), match=pattern):
+        build(ag)
+    assert_nothing_enqueued_and_usable(ag, k, x, y, before)
+
+
+@pytest.mark.parametrize("value,pattern", [
+    (-1, r"argument 3 'n': -1 does not fit in unsigned int \(\[0, 4294967295\]\)"),
+    (2**32, r"argument 3 'n': 4294967296 does not fit in unsigned int"),
+    (np.float64("nan"), r"argument 3 'n': expected an integer"),
+])
+def test_scalar_out_of_range_for_unsigned(env, value, pattern):       # case 10
+    ag, k, x, y = env
+    ku = ag.cuda_kernel(UNSIGNED, "axpy", sim=axpy_twin)
+    before = runtime_state(ag)
+    with pytest.raises(ag.ArgumentValueError, match=pattern):
+        ku[1, 8](x, y, 1.0, value)
+    assert_nothing_enqueued_and_usable(ag, k, x, y, before)
+
+
+def test_const_argument_written_by_the_kernel(env):                   # case 5
+    ag, k, x, y = env
+
+    @cuda.jit
+    def scribble(a, b):
+        i = cuda.grid(1)
+        if i < a.size:
+            a[i] = 5
+            b[i] = 1
+
+    bad = ag.kernel(scribble, const=["a"])
+    z = ag.zeros(8, np.float32)
+    with pytest.raises(ag.AnnotationViolation,
+                       match=r"kernel 'scribble' .*wrote argument 0 'a' .*declared const; remove 'a'"):
+        bad[1, 8](x, z)
+        ag.synchronize()
+    assert x.numpy().tolist() == list(range(8))       # the const array was not modified
+    k[1, 8](x, y, 2.0, 8)
+    assert y.numpy().tolist() == (3.0 * np.arange(8)).tolist()
+
+
+def test_out_argument_read_by_the_kernel_sees_poison(sim):            # case 6
+    ag = sim
+
+    @cuda.jit
+    def accumulate(y):
+        i = cuda.grid(1)
+        if i < y.size:
+            y[i] += 1
+
+    k = ag.kernel(accumulate, out=["y"])
+    y = ag.zeros(4, np.float32)
+    k[1, 4](y)
+    # the sim poisons `out` buffers (NaN): reading one makes the result differ from serial
+    # (undetectable on the GPU, where it reads whatever the memory held; documented)
+    assert np.isnan(y.numpy()).all()
+
+
+def test_misaligned_data_is_copied_to_aligned_memory(env):            # case 14
+    ag, k, x, y = env
+    raw = np.zeros(8 * 4 + 1, np.uint8)
+    misaligned = raw[1:].view(np.float32)
+    misaligned[:] = np.arange(8)
+    assert misaligned.ctypes.data % 4 != 0
+    m = ag.asarray(misaligned)               # asarray copies into an aligned allocation
+    assert m._alloc.buffer.host.ctypes.data % 4 == 0
+    z = ag.zeros(8, np.float32)
+    k[1, 8](m, z, 1.0, 8)
+    # asyncgpu arrays have no dtype-changing views, so element views are always aligned
+    k[1, 4](x[4:8], z[0:4], 1.0, 4)
+    assert z.numpy().tolist() == [4.0, 6.0, 8.0, 10.0, 4.0, 5.0, 6.0, 7.0]
+
+
+def test_zero_size_arrays_launch_as_a_no_op(env):                     # case 15
+    ag, k, x, y = env
+    e = ag.zeros(0, np.float32)
+    k[1, 8](e, e, 2.0, 0)                    # documented: runs, touches nothing
+    assert e.numpy().shape == (0,)
+    assert y.numpy().tolist() == list(range(8))
+    with pytest.raises(ag.ArgumentValueError, match=r"blocks along axis x must be in \[1, "):
+        k[0, 8](e, e, 2.0, 0)               # an empty grid is refused at once
+
+
+def test_read_only_numpy_data_is_copied_not_written(env):             # case 18
+    ag, k, x, y = env
+    ro = np.arange(8, dtype=np.float32)
+    ro.flags.writeable = False
+    r = ag.asarray(ro)                        # a copy: the kernel may write it
+    k[1, 8](x, r, 1.0, 8)
+    assert r.numpy().tolist() == (2.0 * np.arange(8)).tolist()
+    assert ro.tolist() == list(range(8))
+
+
+def test_one_array_passed_twice_is_ordered_as_one_writer(env):        # case 19
+    ag, k, x, y = env
+    # Decision (documented): allowed. The node's accesses are the union of its arguments, so
+    # the DAG orders it as a writer of y; what the kernel does inside is the kernel's business.
+    k[1, 8](y, y, 1.0, 8)                     # y += y, after the pending y += x
+    k[1, 8](y, x, 1.0, 8)                     # x += y: RAW on the aliased write
+    assert y.numpy().tolist() == (2.0 * np.arange(8)).tolist()
+    assert x.numpy().tolist() == (3.0 * np.arange(8)).tolist()
+
+
+@pytest.mark.parametrize("use", [
+    lambda a: a.numpy(), lambda a: a.__setitem__(0, 1.0), lambda a: a[1:3], lambda a: a.free(),
+    lambda a: a.__cuda_array_interface__, lambda a: a.reshape(2, 4), lambda a: float(a[0]),
+], ids=["read", "write", "view", "free", "export", "reshape", "item"])
+def test_every_entry_refuses_a_freed_array(env, use):                 # cases 20, 21
+    ag, k, x, y = env
+    for victim in (ag.zeros(8, np.float32), _freed_view(ag)):
+        if not victim._alloc.freed:
+            victim.free()
+        before = runtime_state(ag)
+        with pytest.raises(ag.FreedArrayError, match=r"array float32\[8\] has been freed"):
+            use(victim)
+        assert_nothing_enqueued_and_usable(ag, k, x, y, before)
+        k[1, 8](x, y, -2.0, 8)               # undo the check's launch: y back to x
+
+
+def test_kernel_that_raises_is_reported_naming_it_and_the_runtime_goes_on(env):   # case 27
+    ag, k, x, y = env
+
+    def boom(x, y, a, n):
+        raise IndexError("index 1073741824 out of bounds")
+
+    bad = ag.cuda_kernel(SRC, "axpy", sim=boom)
+    bad[1, 8](x, y, 1.0, 8)
+    with pytest.raises(ag.KernelFault, match=r"kernel 'axpy' at .* raised IndexError: index 1073741824"):
+        y.numpy()
+    ag.synchronize()
+    k[1, 8](x, y, 2.0, 8)
+    assert y.numpy().tolist() == (3.0 * np.arange(8)).tolist()
+
+
+def test_huge_allocation_is_refused_before_the_backend(sim):          # case 30
+    ag = sim
+    with pytest.raises(ValueError, match=r"needs 9223372036854775808 bytes, too many"):
+        ag.empty(2**61, np.float32)
+    with pytest.raises(ValueError, match="too large"):
+        ag.zeros((2**31, 2**31), np.int8)
+    assert ag.zeros(4).numpy().tolist() == [0.0] * 4
