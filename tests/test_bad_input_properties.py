@@ -1,0 +1,128 @@
+"""Property: for random (signature, arguments) pairs, valid pairs launch and give the serial
+answer; invalid ones raise before anything is enqueued, leaving queues, DAG and arrays as they
+were, and the runtime usable."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import asyncgpu as ag
+from test_bad_input import runtime_state
+
+POINTEES = {"float": np.float32, "double": np.float64, "int": np.int32}
+SCALARS = {"int": np.int32, "unsigned int": np.uint32, "float": np.float32, "double": np.float64}
+N = 4
+
+
+def source(params):
+    decls = ", ".join(
+        (f"{'const ' if p['const'] else ''}{p['ctype']}* p{i}" if p["ptr"] else f"{p['ctype']} p{i}")
+        for i, p in enumerate(params))
+    return f'extern "C" __global__ void k({decls}) {{ }}\n'
+
+
+def make_twin(params):
+    def twin(*args):
+        total = sum(float(a) for a, p in zip(args, params) if not p["ptr"])
+        for a, p in zip(args, params):
+            if p["ptr"] and not p["const"]:
+                a += a.dtype.type(1 + int(total) % 3)
+    return twin
+
+
+param = st.one_of(
+    st.builds(lambda c, k: {"ptr": True, "ctype": c, "const": k},
+              st.sampled_from(sorted(POINTEES)), st.booleans()),
+    st.builds(lambda c: {"ptr": False, "ctype": c, "const": False},
+              st.sampled_from(sorted(SCALARS))),
+)
+
+# corruption name -> applies to pointers?
+BAD_POINTER = ["wrong dtype", "scalar", "numpy", "strided", "freed", "none", "list"]
+BAD_SCALAR = ["array", "none", "out of range", "fraction", "string", "complex"]
+
+
+def argument(ag, p, bad, rng):
+    if p["ptr"]:
+        dt = POINTEES[p["ctype"]]
+        if bad is None:
+            return ag.array(np.arange(N, dtype=dt) + int(rng.integers(0, 5)))
+        if bad == "wrong dtype":
+            return ag.zeros(N, np.int64 if dt != np.int64 else np.float32)
+        if bad == "scalar":
+            return 1.0
+        if bad == "numpy":
+            return np.zeros(N, dt)
+        if bad == "strided":
+            return ag.zeros(2 * N, dt)[::2]
+        if bad == "freed":
+            a = ag.zeros(N, dt)
+            a.free()
+            return a
+        return None if bad == "none" else [0] * N
+    dt = SCALARS[p["ctype"]]
+    if bad is None:
+        return int(rng.integers(0, 9)) if dt in (np.int32, np.uint32) else float(rng.integers(0, 9))
+    if bad == "array":
+        return ag.zeros(N, np.float32)
+    if bad == "none":
+        return None
+    if bad == "out of range":
+        return -1 if dt == np.uint32 else (2**40 if dt == np.int32 else "x")
+    if bad == "fraction":
+        return 2.5 if dt in (np.int32, np.uint32) else "2.5"
+    if bad == "string":
+        return "3"
+    return 1j
+
+
+@st.composite
+def cases(draw):
+    params = draw(st.lists(param, min_size=1, max_size=4))
+    bad = [None] * len(params)
+    if draw(st.booleans()):
+        i = draw(st.integers(0, len(params) - 1))
+        bad[i] = draw(st.sampled_from(BAD_POINTER if params[i]["ptr"] else BAD_SCALAR))
+    count_change = draw(st.sampled_from([0, 0, 0, 0, -1, 1]))
+    return params, bad, count_change, draw(st.integers(0, 2**16))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_random_signatures_and_arguments(case):
+    params, bad, count_change, seed = case
+    rng = np.random.default_rng(seed)
+    with ag.configure(backend="sim", sim_seed=seed, sim_strategy="lazy", execution="async"):
+        k = ag.cuda_kernel(source(params), "k", sim=make_twin(params))
+        args = [argument(ag, p, b, rng) for p, b in zip(params, bad)]
+        if count_change < 0:
+            args = args[:-1]
+        elif count_change > 0:
+            args = args + [1]
+        arrays = [a for a in args if isinstance(a, ag.Array) and not a._alloc.freed]
+        host = [a.numpy().copy() for a in arrays]
+        valid = all(b is None for b in bad) and count_change == 0
+        before = runtime_state(ag)
+        if valid:
+            k[1, N](*args)
+            expect = [h.copy() for h in host]
+            make_twin(params)(*[expect[[id(b) for b in arrays].index(id(a))] if isinstance(a, ag.Array) else
+                                SCALARS[p["ctype"]](a) for a, p in zip(args, params)])
+            for a, e in zip(arrays, expect):
+                np.testing.assert_array_equal(a.numpy(), e)
+            assert ag.statistics().kernels == before[1] + 1
+        else:
+            try:
+                k[1, N](*args)
+            except ag.AsyncGPUError as exc:
+                assert "kernel 'k'" in str(exc)
+            else:
+                raise AssertionError(f"launch with {bad}, count {count_change:+d} was accepted")
+            assert runtime_state(ag) == before
+            for a, h in zip(arrays, host):
+                np.testing.assert_array_equal(a.numpy(), h)
+            good = [argument(ag, p, None, rng) for p in params]
+            k[1, N](*good)                       # the runtime is still usable
+            ag.synchronize()
