@@ -27,19 +27,31 @@ from __future__ import annotations
 import ctypes
 import itertools
 import logging
+from collections import deque
 from typing import Any
 
 import numpy as np
 
 from .._config import Options, cuda_device_max_connections
 from ._cuda_kernels import make_launch
-from .._errors import BackendUnavailableError, CaptureError, OutOfMemoryError
+from .._errors import BackendUnavailableError, CaptureError, KernelFault, OutOfMemoryError
 from ._capture import CaptureTracker, Graph, check_launch
 
 log = logging.getLogger("asyncgpu")
 _uids = itertools.count(1)
 _CUDA_EVENT_WAIT_EXTERNAL = 1     # cudaEventWaitExternal: an event-wait node in the graph
 _CUDA_ERROR_INVALID_CONTEXT = 201
+#: Errors that kill the context (cudaError / CUresult share these numbers): illegal address,
+#: device assert, hardware stack error, illegal instruction, misaligned address, invalid
+#: address space, invalid PC, launch failure. Every later CUDA call fails with one of them.
+STICKY_ERRORS = frozenset({700, 710, 714, 715, 716, 717, 718, 719})
+_STICKY_NAMES = ("ILLEGAL_ADDRESS", "IllegalAddress", "INVALID_ADDRESS_SPACE",
+                 "InvalidAddressSpace", "ILLEGAL_INSTRUCTION", "IllegalInstruction",
+                 "MISALIGNED_ADDRESS", "MisalignedAddress", "LAUNCH_FAILED", "LaunchFailure",
+                 "INVALID_PC", "InvalidPc", "HARDWARE_STACK_ERROR", "HardwareStackError",
+                 "cudaErrorAssert", "CUDA_ERROR_ASSERT")
+#: How many of the latest launches a device fault names as candidates.
+RECENT_LAUNCHES = 16
 
 
 class CudaBuffer:
@@ -91,6 +103,10 @@ class CudaBackend:
         self._stream_wait = self.runtime.streamWaitEvent
         self.captures = CaptureTracker()
         self._graphs_in_flight: dict[int, Graph] = {}
+        # The latest launched nodes (a finished node holds no arrays: bounded, nothing pinned)
+        # and the first device fault seen, which every later call reports again.
+        self._recent: deque[Any] = deque(maxlen=RECENT_LAUNCHES)
+        self.fault: KernelFault | None = None
         props = self.runtime.getDeviceProperties(self.device)
         name = props["name"]
         self.device_name = name.decode() if isinstance(name, bytes) else str(name)
@@ -140,17 +156,57 @@ class CudaBackend:
     def event_done(self, event: Any) -> bool:
         if self.captures.engaged:
             self.captures.check_host_wait(event, "event query")
-        return bool(event.done)
+        try:
+            return bool(event.done)
+        except Exception as exc:
+            raise self._device_error(exc)
 
     def host_wait(self, event: Any) -> None:
         if self.captures.engaged:
             self.captures.check_host_wait(event, "host wait")
-        event.synchronize()
+        try:
+            event.synchronize()
+        except Exception as exc:
+            raise self._device_error(exc)
 
     def synchronize(self) -> None:
         self.captures.check_synchronize()
-        self.runtime.deviceSynchronize()
+        if self.fault is not None:
+            raise self._device_error(None)
+        try:
+            self.runtime.deviceSynchronize()
+        except Exception as exc:
+            raise self._device_error(exc)
         self._graphs_in_flight.clear()
+
+    # -- device faults -----------------------------------------------------------------------
+    def _device_error(self, exc: BaseException | None) -> BaseException:
+        """The error to raise for ``exc``, a CUDA error seen at a sync, query or launch.
+
+        A sticky fault (the context is dead) becomes :class:`KernelFault` naming the launches
+        that may have caused it (the latest ones: faults surface at a later call); after the
+        first, every call that reaches here raises the same message. Other errors pass on.
+        """
+        if self.fault is None:
+            if exc is None or not _is_sticky(exc):
+                return exc   # type: ignore[return-value]
+            candidates = ", ".join(
+                f"{n.label()} on stream {getattr(n.stream, 'index', '?')}"
+                for n in reversed(self._recent)) or "none recorded"
+            self.fault = KernelFault(
+                f"the GPU reported a fault ({exc}); a kernel launched since the last clean "
+                f"synchronization caused it. Latest launches, newest first: {candidates}. "
+                "The CUDA context is unusable for the rest of this process: restart it (with "
+                "ASYNCGPU_EXECUTION=sync or CUDA_LAUNCH_BLOCKING=1 the first fault names the "
+                "exact kernel)"
+            )
+            log.error("%s", self.fault)
+            err = KernelFault(str(self.fault))
+            err.__cause__ = exc
+            return err
+        err = KernelFault(str(self.fault))
+        err.__cause__ = exc
+        return err
 
     # -- graphs ------------------------------------------------------------------------------
     def begin_capture(self, stream: Any) -> None:
@@ -207,7 +263,10 @@ class CudaBackend:
         graph.nodes, graph.allocs, graph.ops = [], [], []
 
     def host_access(self, accesses: Any, label: str) -> None:
-        """Managed memory is coherent: the waits already happened."""
+        """Managed memory is coherent: the waits already happened (unless the device faulted:
+        then the data may be garbage, and the host must not read it as if it were fine)."""
+        if self.fault is not None:
+            raise self._device_error(None)
 
     def numba_stream(self, stream: Any) -> Any:
         """The Numba view of a CuPy stream (cached: creating one costs about 10 us)."""
@@ -228,6 +287,8 @@ class CudaBackend:
     def alloc(self, nbytes: int) -> CudaBuffer:
         if nbytes == 0:
             return CudaBuffer(0, None, 0, np.empty(0, np.uint8))
+        if self.fault is not None:
+            raise self._device_error(None)
         free, total = self.runtime.memGetInfo()
         reusable = self.pool.free_bytes()
         if nbytes > free + reusable:
@@ -263,12 +324,24 @@ class CudaBackend:
     def launch(self, node: Any, stream: Any) -> None:
         if self.captures.engaged:
             self.captures.launch(node, stream)    # CUDA records it; we keep its arrays
+        self._recent.append(node)
         try:
             node.launch(stream)
-        except self._driver_error as exc:
+        except Exception as exc:
+            if self.fault is not None or _is_sticky(exc):
+                raise self._device_error(exc) from exc
             # A host thread that has made no CUDA runtime call yet has no current context,
             # which the driver-level launch needs: bind the device's primary context, retry.
-            if getattr(exc, "status", None) != _CUDA_ERROR_INVALID_CONTEXT:
+            if (not isinstance(exc, self._driver_error)
+                    or getattr(exc, "status", None) != _CUDA_ERROR_INVALID_CONTEXT):
                 raise
             self.runtime.setDevice(self.device)
             node.launch(stream)
+
+
+def _is_sticky(exc: BaseException) -> bool:
+    """Whether a CUDA error (CuPy runtime or driver, Numba) means the context has faulted."""
+    if getattr(exc, "status", None) in STICKY_ERRORS:
+        return True
+    text = str(exc)
+    return any(name in text for name in _STICKY_NAMES)

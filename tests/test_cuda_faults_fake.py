@@ -1,0 +1,100 @@
+"""The cuda backend's device-fault reporting, run on the CPU with fake CUDA errors.
+
+A sticky fault (illegal address and friends) surfaces at a later sync; the backend turns it into
+one ``KernelFault`` naming the latest launches, and every later call raises the same message
+without touching CUDA. The real thing runs in a spawned interpreter in
+tests/gpu/test_gpu_faults.py.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+
+from asyncgpu import KernelFault
+from asyncgpu._dag import Node
+from asyncgpu._streams import StreamState
+from asyncgpu.backends import _cuda
+
+
+class FakeCudaError(Exception):
+    def __init__(self, status, text):
+        super().__init__(text)
+        self.status = status
+
+
+class FakeRuntime:
+    def __init__(self):
+        self.calls = 0
+        self.error = None
+
+    def deviceSynchronize(self):
+        self.calls += 1
+        if self.error is not None:
+            raise self.error
+
+
+class FakeEvent:
+    def __init__(self, error=None):
+        self.error = error
+
+    def synchronize(self):
+        if self.error is not None:
+            raise self.error
+
+    @property
+    def done(self):
+        if self.error is not None:
+            raise self.error
+        return True
+
+
+def backend():
+    b = object.__new__(_cuda.CudaBackend)
+    b._recent = deque(maxlen=_cuda.RECENT_LAUNCHES)
+    b.fault = None
+    b.runtime = FakeRuntime()
+    b.captures = _cuda.CaptureTracker()
+    b._graphs_in_flight = {}
+    for i, name in enumerate(["fill", "scale", "oob_store"]):
+        n = Node("kernel", name, f"prog.py:{10 + i}", [])
+        n.stream = StreamState(i % 2, None)
+        b._recent.append(n)
+    return b
+
+
+ILLEGAL = FakeCudaError(700, "cudaErrorIllegalAddress: an illegal memory access was encountered")
+
+
+def test_sticky_fault_names_the_latest_launches_and_stays():
+    b = backend()
+    with pytest.raises(KernelFault, match=r"the GPU reported a fault \(cudaErrorIllegalAddress.*"
+                       r"Latest launches, newest first: kernel 'oob_store' at prog.py:12 on "
+                       r"stream 0, kernel 'scale' at prog.py:11 on stream 1, kernel 'fill'.*"
+                       r"restart it"):
+        b.host_wait(FakeEvent(ILLEGAL))
+    calls = b.runtime.calls
+    for call in (b.synchronize, lambda: b.host_access([], "host read of x"),
+                 lambda: b.alloc(64)):
+        with pytest.raises(KernelFault, match=r"kernel 'oob_store'"):
+            call()
+    assert b.runtime.calls == calls          # no new CUDA calls after the fault
+
+
+def test_fault_reported_by_a_query_or_a_synchronize():
+    b = backend()
+    with pytest.raises(KernelFault):
+        b.event_done(FakeEvent(FakeCudaError(719, "cudaErrorLaunchFailure")))
+    b = backend()
+    b.runtime.error = FakeCudaError(0, "CUDA_ERROR_INVALID_ADDRESS_SPACE: not supported")
+    with pytest.raises(KernelFault, match="INVALID_ADDRESS_SPACE"):
+        b.synchronize()
+
+
+def test_other_errors_pass_through_unchanged():
+    b = backend()
+    err = FakeCudaError(2, "cudaErrorMemoryAllocation")
+    with pytest.raises(FakeCudaError):
+        b.host_wait(FakeEvent(err))
+    assert b.fault is None
