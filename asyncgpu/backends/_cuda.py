@@ -142,12 +142,18 @@ class CudaBackend:
     def record(self, event: Any, stream: Any) -> None:
         if self.captures.engaged:
             self.captures.record(event, stream)
-        self._event_record(event.ptr, stream.ptr)
+        try:
+            self._event_record(event.ptr, stream.ptr)
+        except Exception as exc:     # (free when nothing is raised)
+            raise self._device_error(exc) from exc
 
     def wait(self, stream: Any, event: Any) -> None:
         if self.captures.engaged:
             self.captures.wait(stream, event)
-        self._stream_wait(stream.ptr, event.ptr, 0)
+        try:
+            self._stream_wait(stream.ptr, event.ptr, 0)
+        except Exception as exc:
+            raise self._device_error(exc) from exc
 
     def wait_external(self, stream: Any, event: Any) -> None:
         self.captures.wait_external(stream, event)
@@ -310,7 +316,10 @@ class CudaBackend:
     def prefetch(self, buffer: CudaBuffer, stream: Any) -> None:
         if self.captures.engaged:
             self.captures.check_prefetch(stream)
-        self.runtime.memPrefetchAsync(buffer.ptr, buffer.nbytes, self.device, stream.ptr)
+        try:
+            self.runtime.memPrefetchAsync(buffer.ptr, buffer.nbytes, self.device, stream.ptr)
+        except Exception as exc:
+            raise self._device_error(exc) from exc
 
     # -- kernels -----------------------------------------------------------------------------
     def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],
