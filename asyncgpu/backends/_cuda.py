@@ -145,7 +145,7 @@ class CudaBackend:
         try:
             self._event_record(event.ptr, stream.ptr)
         except Exception as exc:     # (free when nothing is raised)
-            raise self._device_error(exc) from exc
+            raise self._device_error(exc)
 
     def wait(self, stream: Any, event: Any) -> None:
         if self.captures.engaged:
@@ -153,7 +153,7 @@ class CudaBackend:
         try:
             self._stream_wait(stream.ptr, event.ptr, 0)
         except Exception as exc:
-            raise self._device_error(exc) from exc
+            raise self._device_error(exc)
 
     def wait_external(self, stream: Any, event: Any) -> None:
         self.captures.wait_external(stream, event)
@@ -319,7 +319,7 @@ class CudaBackend:
         try:
             self.runtime.memPrefetchAsync(buffer.ptr, buffer.nbytes, self.device, stream.ptr)
         except Exception as exc:
-            raise self._device_error(exc) from exc
+            raise self._device_error(exc)
 
     # -- kernels -----------------------------------------------------------------------------
     def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],
@@ -338,7 +338,7 @@ class CudaBackend:
             node.launch(stream)
         except Exception as exc:
             if self.fault is not None or _is_sticky(exc):
-                raise self._device_error(exc) from exc
+                raise self._device_error(exc)
             # A host thread that has made no CUDA runtime call yet has no current context,
             # which the driver-level launch needs: bind the device's primary context, retry.
             if (not isinstance(exc, self._driver_error)
