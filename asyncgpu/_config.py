@@ -63,6 +63,11 @@ class Options:
     packed_launch: bool = True
     #: Attach the happens-before checker to the ``cuda`` backend (always on for ``sim``).
     debug_hb: bool = False
+    #: Stress mode: random stream assignment and (``cuda``) random spin kernels before nodes,
+    #: so that a missing dependency shows as a wrong answer instead of hiding behind timing.
+    stress: bool = False
+    #: Seed of stress mode's random choices (one seed reproduces one choice sequence).
+    stress_seed: int = 0
     sim_seed: int | None = None
     sim_strategy: SimStrategy = "random"
     #: Probability that the simulator takes a step of queued work at each API call.
@@ -124,6 +129,8 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_POLL_THRESHOLD": ("poll_threshold", int),
     "ASYNCGPU_DEVICE": ("device", int),
     "ASYNCGPU_DEBUG_HB": ("debug_hb", _flag),
+    "ASYNCGPU_STRESS": ("stress", _flag),
+    "ASYNCGPU_STRESS_SEED": ("stress_seed", int),
     "ASYNCGPU_PACKED_LAUNCH": ("packed_launch", _flag),
     "ASYNCGPU_SIM_SEED": ("sim_seed", int),
     "ASYNCGPU_SIM_STRATEGY": ("sim_strategy", str),

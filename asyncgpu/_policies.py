@@ -12,12 +12,14 @@ to the new-stream policy.
   stream; later siblings get other streams, so they run concurrently.
 * ``same-as-parent``: always the first parent's stream (siblings serialize).
 * ``serial``: one stream for everything (``execution="sync"``).
+* ``random``: stress mode (``ASYNCGPU_STRESS=1``): any stream, seeded; no parent policy.
 
 Each policy only *decides*; :class:`asyncgpu._streams.StreamManager` obtains streams.
 """
 
 from __future__ import annotations
 
+import random
 from typing import Any, Protocol
 
 
@@ -29,6 +31,7 @@ class StreamPool(Protocol):
     def grow(self) -> Any: ...
     def least_recently_used(self) -> Any: ...
     def first(self) -> Any: ...
+    streams: list[Any]
 
 
 class Reuse:
@@ -81,6 +84,28 @@ class Serial:
 
     def pick(self, pool: StreamPool) -> Any:
         return pool.first()
+
+
+class RandomStream:
+    """Stress mode: any stream of the pool, or a new one, at random (seeded).
+
+    Correct for any choice (the runtime orders nodes by events, not by stream placement), so
+    a wrong answer under this policy is a missing dependency that placement used to hide.
+    """
+
+    name = "random"
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def pick(self, pool: StreamPool) -> Any:
+        idle = pool.take_free()       # (also keeps the pool's free list from growing)
+        r = self.rng.random()
+        if pool.can_grow() and (r < 0.2 or not pool.streams):
+            return pool.grow()
+        if idle is not None and r < 0.4:
+            return idle
+        return self.rng.choice(pool.streams)
 
 
 NEW_STREAM = {"reuse": Reuse, "always-new": AlwaysNew}

@@ -28,7 +28,7 @@ from collections import deque
 from typing import Any
 
 from ._dag import Node, finish_through
-from ._policies import NEW_STREAM, PARENT_STREAM, Serial
+from ._policies import NEW_STREAM, PARENT_STREAM, RandomStream, Serial
 
 
 class StreamState:
@@ -59,6 +59,9 @@ class StreamManager:
         serial = options.execution == "sync"
         self.new_policy = Serial() if serial else NEW_STREAM[options.new_stream]()
         self.parent_policy = None if serial else PARENT_STREAM[options.parent_stream]()
+        if options.stress and not serial:
+            self.new_policy = RandomStream(options.stress_seed)
+            self.parent_policy = None
         self.streams: list[StreamState] = []
         self._free: deque[StreamState] = deque()
         self._events: list[Any] = []

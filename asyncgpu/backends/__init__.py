@@ -93,7 +93,10 @@ def create(options: Options) -> Any:
         )
     from ._cuda import CudaBackend
 
-    cuda = CudaBackend(options)
+    cuda: Any = CudaBackend(options)
+    if options.stress:
+        from ._stress import StressBackend
+        cuda = StressBackend(cuda, options.stress_seed)
     return CheckedBackend(cuda, lambda: "") if options.debug_hb else cuda
 
 
