@@ -110,3 +110,12 @@ def test_launch_refused_by_the_driver_leaves_the_dag_unchanged():
         big[1, 256, 1024](x, 256)         # within the limit: runs
         assert x.numpy().tolist() == [3.0] * 256
         ag.synchronize()
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_sigint_during_submission_on_gpu(seed):
+    import asyncgpu as ag
+    from interrupts import interrupted_chain
+
+    with ag.configure(backend="cuda", execution="async", debug_hb=bool(seed % 2)):
+        interrupted_chain(ag, seed, max_delay_s=0.3)

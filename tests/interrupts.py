@@ -1,0 +1,66 @@
+"""Real SIGINT while a chain of dependent launches is being submitted (reliability note F13).
+
+A timer thread sends SIGINT to the main thread at a random moment; Python raises
+KeyboardInterrupt between two bytecodes of whatever the main thread runs, usually inside
+asyncgpu's launch path. Afterwards the interrupted launch has either happened or not: the
+accumulator equals the serial value for the completed launches or one more, ``synchronize``
+returns, and more dependent work gives the serial answer. Shared by tests/test_threads.py's
+neighbours on sim and tests/gpu/test_gpu_faults.py.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+
+import numpy as np
+
+SRC = r'''
+extern "C" __global__ void add1(const double* x, double* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] += x[i];
+}
+'''
+N = 64
+
+
+def add1_twin(x, y, n):
+    y[:n] += x[:n]
+
+
+def interrupted_chain(ag, seed: int, max_delay_s: float, launches: int = 20000) -> int:
+    """Submit ``y += x`` on alternating views until SIGINT arrives; check; return the count."""
+    rng = random.Random(seed)
+    k = ag.cuda_kernel(SRC, "add1", sim=add1_twin)
+    x = ag.ones(N)
+    y = ag.zeros(N)
+    other = ag.zeros(N)
+    done = 0
+    main = threading.main_thread().ident
+    timer = threading.Timer(rng.uniform(0.0, max_delay_s),
+                            lambda: signal.pthread_kill(main, signal.SIGINT))
+    timer.start()
+    try:
+        for _ in range(launches):
+            k[1, N](x, y, N)
+            done += 1
+            k[1, N](y, other, N)       # a reader of y on another stream: WAR edges
+            done += 1
+        time.sleep(5)                  # (the signal arrived after the loop: wait for it)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        timer.cancel()
+    ag.synchronize()
+    got_y = y.numpy()[0]
+    adds_y = (done + 1) // 2
+    assert got_y in (adds_y, adds_y + 1), (done, got_y)
+    # more dependent work gives the serial answer from where the interrupted run stopped
+    base_other = other.numpy().copy()
+    k[1, N](x, y, N)
+    k[1, N](y, other, N)
+    np.testing.assert_array_equal(y.numpy(), np.full(N, got_y + 1))
+    np.testing.assert_array_equal(other.numpy(), base_other + got_y + 1)
+    return done
