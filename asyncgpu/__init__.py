@@ -37,7 +37,7 @@ from ._config import Options
 from ._errors import (
     AnnotationViolation, ArgumentError, ArgumentValueError, AsyncGPUError,
     BackendUnavailableError, CompileError, DeadlockError, FreedArrayError, KernelFault,
-    OutOfMemoryError, RaceError, SignatureError,
+    LaunchError, OutOfMemoryError, RaceError, SignatureError,
 )
 from ._kernel import Kernel, cuda_kernel, kernel
 from ._instrument import Instrument
@@ -49,7 +49,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AnnotationViolation", "ArgumentError", "ArgumentValueError", "Array", "AsyncGPUError",
     "BackendUnavailableError", "CompileError", "DeadlockError", "FreedArrayError", "Instrument",
-    "Kernel", "KernelFault", "Options", "OutOfMemoryError", "RaceError", "SignatureError",
+    "Kernel", "KernelFault", "LaunchError", "Options", "OutOfMemoryError", "RaceError", "SignatureError",
     "Statistics", "Trace", "array", "asarray", "configure", "cuda_kernel", "empty",
     "empty_like", "full", "full_like", "instrument", "kernel", "ones", "ones_like", "options",
     "statistics", "synchronize", "trace", "zeros", "zeros_like",

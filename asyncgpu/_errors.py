@@ -74,6 +74,11 @@ class KernelFault(AsyncGPUError):
     """A kernel raised while it ran (``sim``) or the device reported a fault (``cuda``)."""
 
 
+class LaunchError(AsyncGPUError, RuntimeError):
+    """The driver refused a launch (out of resources, an invalid configuration for this kernel
+    on this device). Not a device fault: nothing ran, and the runtime stays usable."""
+
+
 class BackendUnavailableError(AsyncGPUError, RuntimeError):
     """The requested backend cannot run on this machine (for example ``cuda`` without a GPU)."""
 
@@ -89,6 +94,7 @@ __all__ = [
     "DeadlockError",
     "FreedArrayError",
     "KernelFault",
+    "LaunchError",
     "OutOfMemoryError",
     "RaceError",
     "SignatureError",

@@ -34,7 +34,9 @@ import numpy as np
 
 from .._config import Options, cuda_device_max_connections
 from ._cuda_kernels import make_launch
-from .._errors import BackendUnavailableError, CaptureError, KernelFault, OutOfMemoryError
+from .._errors import (
+    BackendUnavailableError, CaptureError, KernelFault, LaunchError, OutOfMemoryError,
+)
 from ._capture import CaptureTracker, Graph, check_launch
 
 log = logging.getLogger("asyncgpu")
@@ -341,9 +343,14 @@ class CudaBackend:
                 raise self._device_error(exc)
             # A host thread that has made no CUDA runtime call yet has no current context,
             # which the driver-level launch needs: bind the device's primary context, retry.
-            if (not isinstance(exc, self._driver_error)
-                    or getattr(exc, "status", None) != _CUDA_ERROR_INVALID_CONTEXT):
+            if not isinstance(exc, self._driver_error):
                 raise
+            if getattr(exc, "status", None) != _CUDA_ERROR_INVALID_CONTEXT:
+                raise LaunchError(
+                    f"{node.label()}: the driver refused the launch ({exc}); nothing ran. The "
+                    "launch configuration asks for more than this kernel can have on this "
+                    "device (threads for its registers, static plus dynamic shared memory)"
+                ) from exc
             self.runtime.setDevice(self.device)
             node.launch(stream)
 
