@@ -39,20 +39,33 @@ def interrupted_chain(ag, seed: int, max_delay_s: float, launches: int = 20000) 
     other = ag.zeros(N)
     done = 0
     main = threading.main_thread().ident
-    timer = threading.Timer(rng.uniform(0.0, max_delay_s),
-                            lambda: signal.pthread_kill(main, signal.SIGINT))
-    timer.start()
+    caught = threading.Event()
+
+    def interrupter() -> None:
+        time.sleep(rng.uniform(0.0, max_delay_s))
+        # again until it lands in our code (one can be swallowed by a finalizer or gc callback)
+        while not caught.is_set():
+            signal.pthread_kill(main, signal.SIGINT)
+            caught.wait(0.01)
+
+    thread = threading.Thread(target=interrupter, daemon=True)
+    thread.start()
     try:
         for _ in range(launches):
             k[1, N](x, y, N)
             done += 1
             k[1, N](y, other, N)       # a reader of y on another stream: WAR edges
             done += 1
-        time.sleep(5)                  # (the signal arrived after the loop: wait for it)
+        while True:                    # the signal comes after the loop: wait for it
+            time.sleep(0.001)
     except KeyboardInterrupt:
         pass
-    finally:
-        timer.cancel()
+    while thread.is_alive():
+        try:                           # (a late second SIGINT may land here: ignore it)
+            caught.set()
+            thread.join()
+        except KeyboardInterrupt:
+            pass
     ag.synchronize()
     got_y = y.numpy()[0]
     adds_y = (done + 1) // 2
