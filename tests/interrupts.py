@@ -4,8 +4,8 @@ A timer thread sends SIGINT to the main thread at a random moment; Python raises
 KeyboardInterrupt between two bytecodes of whatever the main thread runs, usually inside
 asyncgpu's launch path. Afterwards the interrupted launch has either happened or not: the
 accumulator equals the serial value for the completed launches or one more, ``synchronize``
-returns, and more dependent work gives the serial answer. Shared by tests/test_threads.py's
-neighbours on sim and tests/gpu/test_gpu_faults.py.
+returns, and more dependent work gives the serial answer. Used by tests/test_interrupts.py (sim)
+and tests/gpu/test_gpu_faults.py (cuda).
 """
 
 from __future__ import annotations

@@ -111,6 +111,7 @@ def test_launch_refused_by_the_driver_leaves_the_dag_unchanged():
         ag.synchronize()
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("seed", range(5))
 def test_sigint_during_submission_on_gpu(seed):
     import asyncgpu as ag
