@@ -37,10 +37,11 @@ from ._config import Options
 from ._errors import (
     AnnotationViolation, ArgumentError, ArgumentValueError, AsyncGPUError,
     BackendUnavailableError, CompileError, DeadlockError, FreedArrayError, KernelFault,
-    LaunchError, OutOfMemoryError, RaceError, SignatureError,
+    LaunchError, OutOfMemoryError, RaceError, RecordingError, SignatureError,
 )
 from ._kernel import Kernel, cuda_kernel, kernel
 from ._instrument import Instrument
+from ._recorder import graph, record
 from ._statistics import Statistics
 from ._trace import Trace
 
@@ -49,10 +50,11 @@ __version__ = "0.1.0"
 __all__ = [
     "AnnotationViolation", "ArgumentError", "ArgumentValueError", "Array", "AsyncGPUError",
     "BackendUnavailableError", "CompileError", "DeadlockError", "FreedArrayError", "Instrument",
-    "Kernel", "KernelFault", "LaunchError", "Options", "OutOfMemoryError", "RaceError", "SignatureError",
-    "Statistics", "Trace", "array", "asarray", "configure", "cuda_kernel", "empty",
-    "empty_like", "full", "full_like", "instrument", "kernel", "ones", "ones_like", "options",
-    "statistics", "synchronize", "trace", "zeros", "zeros_like",
+    "Kernel", "KernelFault", "LaunchError", "Options", "OutOfMemoryError", "RaceError",
+    "RecordingError", "SignatureError", "Statistics", "Trace", "array", "asarray", "configure",
+    "cuda_kernel", "empty", "empty_like", "full", "full_like", "graph", "instrument", "kernel",
+    "ones", "ones_like", "options", "record", "statistics", "synchronize", "trace", "zeros",
+    "zeros_like",
 ]
 
 for _name in __all__:

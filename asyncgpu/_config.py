@@ -28,6 +28,8 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "parent_stream": ("disjoint", "same-as-parent"),
     "prefetch": ("auto", "off"),
     "sim_strategy": ("random", "pct", "reverse", "starve", "eager", "lazy"),
+    "graph_streams": ("opara", "nimble"),
+    "graph_order": ("topological", "opara"),
 }
 
 #: Test-only switches that plant a known bug in the runtime (mutation testing): the test suite
@@ -75,6 +77,11 @@ class Options:
     test_bugs: frozenset[str] = field(default_factory=frozenset)
     #: Trace the whole process and write a Chrome trace JSON to this path at exit.
     trace: str | None = None
+    #: Recorder: stream allocation of captured graphs (Opara's Algorithm 1, or Nimble's
+    #: minimum path cover), launch order inside them, and the number of keys/graphs kept.
+    graph_streams: Literal["opara", "nimble"] = "opara"
+    graph_order: Literal["topological", "opara"] = "topological"
+    graph_cache: int = 64
 
     def __post_init__(self) -> None:
         for name, choices in _CHOICES.items():
@@ -83,7 +90,7 @@ class Options:
                 raise ValueError(
                     f"option {name} must be one of {', '.join(choices)}; got {value!r}"
                 )
-        for name in ("max_streams", "poll_threshold"):
+        for name in ("max_streams", "poll_threshold", "graph_cache"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"option {name} must be a positive integer; got {value!r}")
@@ -136,6 +143,9 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_SIM_STRATEGY": ("sim_strategy", str),
     "ASYNCGPU_SIM_TICK": ("sim_tick", float),
     "ASYNCGPU_TRACE": ("trace", str),
+    "ASYNCGPU_GRAPH_STREAMS": ("graph_streams", str),
+    "ASYNCGPU_GRAPH_ORDER": ("graph_order", str),
+    "ASYNCGPU_GRAPH_CACHE": ("graph_cache", int),
     "ASYNCGPU_TEST_BUG": ("test_bugs", lambda s: frozenset(filter(None, s.split(",")))),
 }
 

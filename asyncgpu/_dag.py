@@ -69,7 +69,7 @@ class Node:
     def label(self) -> str:
         """``kernel 'square' at prog.py:12`` (used in messages and traces)."""
         where = f" at {self.site}" if self.site else ""
-        if self.kind in ("kernel", "call"):
+        if self.kind in ("kernel", "call", "graph"):
             return f"{self.kind} '{self.name}'{where}"
         return f"{self.kind} of '{self.name}'{where}"
 

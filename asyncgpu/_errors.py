@@ -66,6 +66,12 @@ class CaptureError(AsyncGPUError, RuntimeError):
     prefetch on a capturing stream, unjoined work at the end of a capture), or a misused graph."""
 
 
+class RecordingError(AsyncGPUError, RuntimeError):
+    """An operation a recording cannot contain (a host access to an array, a synchronize, a
+    free) was attempted inside ``asyncgpu.graph``/``asyncgpu.record``: the launches of a
+    recording run only when it ends, so the host would see stale data."""
+
+
 class DeadlockError(AsyncGPUError):
     """The host waits for work that can never start (``sim`` backend)."""
 
@@ -97,5 +103,6 @@ __all__ = [
     "LaunchError",
     "OutOfMemoryError",
     "RaceError",
+    "RecordingError",
     "SignatureError",
 ]

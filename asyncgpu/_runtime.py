@@ -55,6 +55,9 @@ class Runtime:
         self._lock = threading.RLock()
         self._releases: deque[tuple[int, Any]] = deque()
         self._instruments: list[Any] = []
+        #: The recording in progress (``asyncgpu._recorder``): launches are deferred into it.
+        self.recording: Any = None
+        self.graphs: Any = None     # the recorder's GraphCache, created on first use
         self._configure(options)
         if options.trace:
             from ._trace import trace_process
@@ -99,6 +102,8 @@ class Runtime:
     def free(self, alloc: Allocation) -> None:
         """Explicit free: wait for every unfinished node using the allocation, then release."""
         with self._lock:
+            if self.recording is not None:
+                self.recording.refuse(f"free of an array of {alloc.nbytes} bytes")
             self._drain_releases()
             found = self.deps.conflicts([Access(alloc.id, alloc, 0, alloc.nbytes, True, "free")])
             if found:
@@ -117,6 +122,8 @@ class Runtime:
             if self._releases:
                 self._drain_releases()
             site = user_site() if self.want_sites else None
+            if self.recording is not None and self.recording.kernel(launcher, args, site):
+                return
             arrays, values = kernel.bind(self, args, site)
             accesses: list[Any] = arrays     # an ArrayArg is its own dependency access
             if self.no_const or self.alias_blind:
@@ -139,6 +146,8 @@ class Runtime:
             if self._releases:
                 self._drain_releases()
             call.validate(self)
+            if self.recording is not None:
+                self.recording.library_call(call.name)
             site = user_site() if self.want_sites else None
             accesses = call.accesses(self.alias_blind)
             if self.no_const:
@@ -156,7 +165,19 @@ class Runtime:
                 raise call.error
             return call.results
 
-    def _issue(self, node: Node) -> None:
+    def launch_graph(self, name: str, graph: Any, accesses: list[Access]) -> None:
+        """Schedule one launch of a captured graph (``asyncgpu._recorder``) as one node whose
+        accesses are the union of the graph's."""
+        with self._lock:
+            if self._releases:
+                self._drain_releases()
+            site = user_site() if self.want_sites else None
+            node = Node("graph", name, site, list(accesses))
+            node.keepalive = graph
+            self.stats.graphs_replayed += 1
+            self._issue(node, graph)
+
+    def _issue(self, node: Node, graph: Any = None) -> None:
         found = self.deps.conflicts(node.accesses)
         parents = reduce_parents(found) if len(found) > 1 else list(found)
         streams = self.streams
@@ -179,7 +200,10 @@ class Runtime:
             if parents:
                 streams.wait_for_parents(node, parents)
             enqueued = True   # (set first: an interrupt may land right after the call)
-            backend.launch(node, stream.handle)
+            if graph is None:
+                backend.launch(node, stream.handle)
+            else:
+                backend.graph_launch(graph, stream.handle)
             # The launch is enqueued: from here on nothing may fail half-way.
             streams.issued(node)
             self.deps.commit(node, accesses)
@@ -243,6 +267,9 @@ class Runtime:
             if self._releases:
                 self._drain_releases()
             alloc = array._alloc
+            if self.recording is not None:
+                self.recording.refuse(("host write of " if write else "host read of ")
+                                      + f"array {array.describe()}")
             if alloc.freed:
                 raise FreedArrayError(f"array {array.describe()} has been freed")
             key = id(array) if self.alias_blind else alloc.id
@@ -273,6 +300,8 @@ class Runtime:
     def synchronize(self) -> None:
         """Block until all scheduled work has finished."""
         with self._lock:
+            if self.recording is not None:
+                self.recording.refuse("synchronize")
             self.backend.synchronize()
             self.streams.all_finished()
             self.stats.sync("synchronize")

@@ -1,0 +1,486 @@
+"""The recorder: repeated stretches of launches frozen into CUDA graphs and replayed.
+
+The model
+---------
+A *recording* is one run of a recorded body (a function decorated with :func:`graph`, or the
+body of ``with record():``). While it runs, kernel launches are validated and **deferred**: the
+runtime's launch entry point hands them to the active :class:`Recording` instead of issuing
+them. When the body ends, the deferred sequence is the *key*: for each launch the kernel, its
+launch configuration, every array argument's allocation identity, byte range, shape, dtype and
+strides, and every scalar value (so a different scalar, a rebound array or a different branch
+of the body is a different key). Then, per key, deterministically:
+
+* first time seen: the launches are issued eagerly, one node each (as without the recorder);
+* second time: the launches are captured into a graph (streams and launch order from
+  :mod:`asyncgpu._graph_schedule`, ``Options.graph_streams``/``graph_order``), and the graph
+  is launched; every later time the graph is launched again.
+
+A launched graph is **one node** of the dynamic DAG whose accesses are the union of the
+recorded reads and writes: it waits for the unfinished nodes it conflicts with, host access to
+its arrays waits for it, and host-current arrays are prefetched on its stream before it
+(prefetches cannot be captured). Graphs live in a per-runtime LRU cache of
+``Options.graph_cache`` entries; an evicted graph is destroyed (after its last launch). A graph
+keeps every array it touches alive as long as it exists.
+
+Hazards, and what happens:
+
+* host access (indexing, ``numpy()``), ``synchronize`` or ``free`` inside a recording raise
+  :class:`RecordingError` naming the array; the launches recorded before it are issued
+  eagerly (what the program would have done without the recorder) and recording ends;
+* the user's own exception escapes unchanged, after the same eager issue;
+* a library call (``asyncgpu.cupy``) inside a recording: the launches recorded so far are
+  issued eagerly, the call and the rest of the body run eagerly, and a warning names the call
+  (library calls are never captured);
+* outputs are the same arrays at every replay: the next replay overwrites them;
+* recordings nest by inlining: a recorded function called inside a recording is part of it.
+
+Example::
+
+    @graph
+    def step(x, y):
+        k1[g, b](x, y); k2[g, b](y)
+    step(x, y)      # recorded, issued eagerly (2 nodes)
+    step(x, y)      # same key: captured, launched (1 node)
+    step(x, y)      # launched (1 node)
+
+This module is plain Python: the backend captures (``begin_capture``/``end_capture``) and
+launches (``graph_launch``) the graphs.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import threading
+import warnings
+from collections import OrderedDict
+from typing import Any, Callable
+
+from . import _graph_schedule as schedule
+from ._array import Array
+from ._dag import Node
+from ._deps import Access
+from ._errors import CaptureError, RecordingError
+
+log = logging.getLogger("asyncgpu")
+_tokens = itertools.count(1)
+_SEEN = "seen"                  # a key seen once: next time it is captured
+_EAGER = "eager"                # a key whose capture failed: always issued eagerly
+
+
+class _Launch:
+    """One deferred kernel launch: what to issue eagerly, to capture, and its key."""
+
+    __slots__ = ("launcher", "args", "arrays", "values", "site", "key")
+
+    def __init__(self, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
+                 values: list[Any], site: str | None) -> None:
+        self.launcher = launcher
+        self.args = args
+        self.arrays = arrays
+        self.values = values
+        self.site = site
+        parts: list[Any] = []
+        arrays_at = {a.index: a.array for a in arrays}
+        for i, v in enumerate(values):
+            a = arrays_at.get(i)
+            if a is not None:
+                parts.append((a._alloc.id, a._lo, a._hi, a.shape, a.dtype.str, a.strides))
+            else:
+                parts.append((type(v).__name__, repr(v)))
+        self.key = (launcher.kernel, launcher.grid3, launcher.block3, launcher.shared,
+                    tuple(parts))
+
+
+class Recording:
+    """The recording in progress on one runtime (``runtime.recording``) for one thread."""
+
+    __slots__ = ("runtime", "name", "thread", "launches", "failed", "eager")
+
+    def __init__(self, runtime: Any, name: str) -> None:
+        self.runtime = runtime
+        self.name = name
+        self.thread = threading.get_ident()
+        self.launches: list[_Launch] = []
+        self.failed = False         # a refused operation: not cached
+        self.eager = False          # fell back to eager execution (a library call)
+
+    # -- hooks the runtime calls (under its lock) -------------------------------------------
+    def kernel(self, launcher: Any, args: tuple[Any, ...], site: str | None) -> bool:
+        """Defer one launch; False when the launch is another thread's (issue it normally)."""
+        if threading.get_ident() != self.thread:
+            return False
+        arrays, values = launcher.kernel.bind(self.runtime, args, site)
+        self.launches.append(_Launch(launcher, args, arrays, values, site))
+        return True
+
+    def refuse(self, what: str) -> None:
+        """A host operation inside the recording: raise (the caller's thread only)."""
+        if threading.get_ident() != self.thread:
+            return
+        self.failed = True
+        raise RecordingError(
+            f"{what} inside the recording of '{self.name}': recorded launches run only when "
+            "the recording ends, so the host cannot see their results here; move the host "
+            "access out of the recorded function (record the device part only)"
+        )
+
+    def library_call(self, name: str) -> None:
+        """A library call: issue what was deferred, run the rest of the body eagerly."""
+        if threading.get_ident() != self.thread:
+            return
+        rt = self.runtime
+        rt.recording = None
+        self.eager = True
+        warnings.warn(
+            f"asyncgpu: library call '{name}' inside the recording of '{self.name}' cannot be "
+            "captured into a CUDA graph; this run of it executes eagerly (record only the "
+            "kernel launches to get a graph)", stacklevel=5)
+        issue_eagerly(rt, self.launches)
+        self.launches = []
+
+
+def issue_eagerly(rt: Any, launches: list[_Launch]) -> None:
+    for launch in launches:
+        rt.launch_kernel(launch.launcher, launch.args)
+
+
+class _Frozen:
+    """A captured graph and the union of its accesses (one cache entry)."""
+
+    __slots__ = ("graph", "accesses", "launches", "events", "name", "kernels")
+
+    def __init__(self, graph: Any, accesses: list[Access], launches: list[_Launch],
+                 events: list[Any], name: str) -> None:
+        self.graph = graph
+        self.accesses = accesses
+        self.launches = launches    # keeps the arrays alive with the graph
+        self.events = events
+        self.name = name
+        self.kernels = len(launches)
+
+
+class GraphCache:
+    """Per-runtime LRU of keys seen and graphs captured, plus the capture streams."""
+
+    def __init__(self, runtime: Any) -> None:
+        self.runtime = runtime
+        self.entries: OrderedDict[Any, Any] = OrderedDict()
+        self.lanes: list[Any] = []
+
+    def get(self, key: Any) -> Any:
+        entry = self.entries.get(key)
+        if entry is not None:
+            self.entries.move_to_end(key)
+        return entry
+
+    def put(self, key: Any, entry: Any) -> None:
+        old = self.entries.pop(key, None)
+        if isinstance(old, _Frozen) and old is not entry:
+            self._destroy(old)
+        self.entries[key] = entry
+        limit = self.runtime.options.graph_cache
+        while len(self.entries) > limit:
+            _, evicted = self.entries.popitem(last=False)
+            if isinstance(evicted, _Frozen):
+                self._destroy(evicted)
+
+    def clear(self, token: Any = None) -> None:
+        """Destroy the graphs (of one recorder, or all) and forget their keys."""
+        for key in [k for k in self.entries if token is None or k[0] == token]:
+            entry = self.entries.pop(key)
+            if isinstance(entry, _Frozen):
+                self._destroy(entry)
+
+    def _destroy(self, frozen: _Frozen) -> None:
+        self.runtime.backend.graph_destroy(frozen.graph)
+
+    def lane(self, i: int) -> Any:
+        while len(self.lanes) <= i:
+            self.lanes.append(self.runtime.backend.create_stream())
+        return self.lanes[i]
+
+
+def graph_cache(rt: Any) -> GraphCache:
+    cache = rt.graphs
+    if cache is None:
+        cache = rt.graphs = GraphCache(rt)
+    return cache
+
+
+# -- what to do with a finished recording -----------------------------------------------------
+def finish(rt: Any, token: Any, rec: Recording) -> str:
+    """Issue, capture or replay the recording's launches; returns what was done."""
+    launches = rec.launches
+    if rec.eager:
+        issue_eagerly(rt, launches)
+        return "eager"
+    if not launches:
+        return "empty"
+    opts = rt.options
+    key = (token, opts.graph_streams, opts.graph_order, tuple(l.key for l in launches))
+    with rt._lock:
+        cache = graph_cache(rt)
+        entry = cache.get(key)
+        if entry is None:
+            cache.put(key, _SEEN)
+        elif entry is _SEEN:
+            try:
+                entry = capture(rt, cache, rec.name, launches)
+            except CaptureError as exc:
+                warnings.warn(f"asyncgpu: the recording of '{rec.name}' could not be captured "
+                              f"into a CUDA graph ({exc}); it runs eagerly", stacklevel=4)
+                cache.put(key, _EAGER)
+                entry = _EAGER
+            else:
+                cache.put(key, entry)
+        if isinstance(entry, _Frozen):
+            rt.launch_graph(entry.name, entry.graph, entry.accesses)
+            return "replayed"
+    issue_eagerly(rt, launches)
+    return "eager" if entry is _EAGER else "recorded"
+
+
+def dependencies(launches: list[_Launch]) -> list[list[int]]:
+    """``preds[i]``: earlier launches that launch ``i`` conflicts with (RAW, WAR, WAW)."""
+    last: dict[int, list[tuple[int, int, int, bool]]] = {}     # alloc -> (lo, hi, i, write)
+    preds: list[list[int]] = []
+    for i, launch in enumerate(launches):
+        mine: set[int] = set()
+        for a in launch.arrays:
+            for lo, hi, j, w in last.get(a.key, ()):
+                if lo < a.hi and a.lo < hi and (w or a.write) and j != i:
+                    mine.add(j)
+        for a in launch.arrays:
+            last.setdefault(a.key, []).append((a.lo, a.hi, i, a.write))
+        preds.append(sorted(mine))
+    return preds
+
+
+def plan(rt: Any, launches: list[_Launch]) -> tuple[list[list[int]], list[int], list[int]]:
+    """(preds, lanes, order) for capturing ``launches`` under the runtime's options."""
+    preds = dependencies(launches)
+    opts = rt.options
+    if opts.graph_order == "opara":
+        attrs = getattr(rt.backend, "kernel_attributes", None)
+        demand = []
+        for launch in launches:
+            lc = launch.launcher
+            threads = lc.block3[0] * lc.block3[1] * lc.block3[2]
+            blocks = lc.grid3[0] * lc.grid3[1] * lc.grid3[2]
+            a = attrs(lc.kernel) if attrs is not None else None
+            demand.append(schedule.resource_demand(a, threads, blocks))
+        # class: memory-bound unless measured otherwise; no timings are measured yet, so every
+        # launch is one class and the order is "smallest demand first"
+        memory = [False] * len(launches)
+        order = schedule.opara_order(preds, demand, memory)
+    else:
+        order = schedule.topological_order(preds)
+    if opts.graph_streams == "nimble":
+        lanes = schedule.nimble_streams(preds)
+    else:
+        lanes = schedule.opara_streams(preds, order)
+    return preds, lanes, order
+
+
+def capture(rt: Any, cache: GraphCache, name: str, launches: list[_Launch]) -> _Frozen:
+    """Capture ``launches`` into a graph on the cache's lane streams (under the runtime lock)."""
+    be = _capture_backend(rt.backend)
+    preds, lanes, order = plan(rt, launches)
+    waits = schedule.cross_waits(preds, lanes, order)
+    recorded = {p for ws in waits for p in ws}
+    nodes = []
+    for launch in launches:
+        kernel = launch.launcher.kernel
+        node = Node("kernel", kernel.name, launch.site, launch.arrays)
+        node.launch = be.kernel_launch(kernel, launch.launcher, launch.arrays, launch.values,
+                                       launch.site)
+        node.keepalive = launch.arrays
+        nodes.append(node)
+    streams = [cache.lane(i) for i in range(max(lanes) + 1)]
+    origin = streams[0]
+    events: dict[int, Any] = {}
+    joins: list[Any] = []
+    be.begin_capture(origin)
+    try:
+        fork = be.create_event()
+        be.record(fork, origin)
+        joined = {0}
+        for v in order:
+            lane = lanes[v]
+            s = streams[lane]
+            if lane not in joined:
+                be.wait(s, fork)
+                joined.add(lane)
+            for p in waits[v]:
+                be.wait(s, events[p])
+            be.launch(nodes[v], s)
+            if v in recorded:
+                events[v] = be.create_event()
+                be.record(events[v], s)
+        for lane in sorted(joined - {0}):
+            e = be.create_event()
+            joins.append(e)
+            be.record(e, streams[lane])
+            be.wait(origin, e)
+        graph = be.end_capture(origin)
+    except BaseException:
+        if be.captures.capturing(origin):
+            try:
+                be.end_capture(origin)
+            except CaptureError:
+                pass
+        raise
+    rt.stats.graphs_recorded += 1
+    log.debug("captured '%s': %d kernels on %d streams", name, len(launches), len(streams))
+    merged: dict[tuple[int, int, int], Access] = {}
+    for launch in launches:
+        for a in launch.arrays:
+            k = (a.key, a.lo, a.hi)
+            acc = merged.get(k)
+            if acc is None:
+                merged[k] = Access(a.key, a.alloc, a.lo, a.hi, a.write, a.param)
+            elif a.write:
+                acc.write = True
+    return _Frozen(graph, list(merged.values()), launches, [fork, *events.values(), *joins],
+                   name)
+
+
+def _capture_backend(be: Any) -> Any:
+    """The backend to capture with: under a trace, the traced one (timing events recorded
+    around captured launches would be captured too, and querying them breaks the capture)."""
+    from ._trace import _TracingBackend
+
+    return be.inner if isinstance(be, _TracingBackend) else be
+
+
+# -- the public entry points ------------------------------------------------------------------
+class _Run:
+    """Entering and leaving one recording (shared by :class:`Recorder` and :func:`graph`)."""
+
+    def __init__(self, token: Any, name: str) -> None:
+        self.token = token
+        self.name = name
+        #: What the last run did: "recorded" (issued eagerly, key remembered), "replayed"
+        #: (captured now or before, launched as one graph), "eager" (a library call or capture
+        #: failure made it run eagerly), "inline" (part of an enclosing recording), "empty".
+        self.outcome: str | None = None
+        self._rec: Recording | None = None
+
+    def _enter(self) -> None:
+        from ._runtime import current_runtime
+
+        rt = current_runtime()
+        with rt._lock:
+            cur = rt.recording
+            if cur is not None and cur.thread == threading.get_ident():
+                self._rec = None        # nested: part of the enclosing recording
+                return
+            if cur is not None:
+                raise RecordingError(
+                    f"cannot record '{self.name}': thread {cur.thread} is recording "
+                    f"'{cur.name}' on this runtime (record from one thread at a time)")
+            self._rec = rt.recording = Recording(rt, self.name)
+
+    def _exit(self, failed: bool) -> None:
+        rec, self._rec = self._rec, None
+        if rec is None:
+            self.outcome = "inline"
+            return
+        rt = rec.runtime
+        with rt._lock:
+            if rt.recording is rec:
+                rt.recording = None
+        if failed or rec.failed:
+            self.outcome = "eager"
+            try:
+                issue_eagerly(rt, rec.launches)
+            except Exception:
+                # the exception already escaping is the one the user must see
+                log.exception("asyncgpu: issuing the launches of the failed recording of '%s'",
+                              rec.name)
+            return
+        self.outcome = finish(rt, self.token, rec)
+
+    def clear(self) -> None:
+        """Destroy this recorder's graphs (waits for their last launches) and forget its keys."""
+        from ._runtime import current_runtime
+
+        rt = current_runtime()
+        with rt._lock:
+            if rt.graphs is not None:
+                rt.graphs.clear(self.token)
+
+
+class Recorder(_Run):
+    """``with asyncgpu.record():`` (see :func:`record`)."""
+
+    def __enter__(self) -> Recorder:
+        self._enter()
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self._exit(exc is not None)
+
+
+class GraphFunction(_Run):
+    """A function whose launches are recorded and replayed as CUDA graphs (see :func:`graph`)."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        super().__init__(next(_tokens), getattr(fn, "__qualname__", repr(fn)))
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        self._enter()
+        try:
+            result = self.fn(*args, **kwargs)
+        except BaseException:
+            self._exit(True)
+            raise
+        self._exit(False)
+        return result
+
+    def __repr__(self) -> str:
+        return f"<asyncgpu.graph {self.name}>"
+
+
+_sites: dict[tuple[str, int], Any] = {}
+_sites_lock = threading.Lock()
+
+
+def graph(fn: Callable[..., Any]) -> GraphFunction:
+    """Decorator: record the kernel launches of ``fn`` and replay them as a CUDA graph.
+
+    Each call runs ``fn`` with its launches deferred; the sequence (kernels, launch
+    configurations, arrays, scalars) is the key. A key's first call issues the launches
+    eagerly; its second call captures them into a graph and launches it; later calls launch
+    the graph, as one node of the dynamic DAG. ``fn`` must not touch array contents on the
+    host (that raises :class:`asyncgpu.RecordingError`); library calls make the call run
+    eagerly, with a warning. ``fn.clear()`` destroys its graphs; ``fn.outcome`` says what the
+    last call did.
+    """
+    return GraphFunction(fn)
+
+
+def record(name: str | None = None) -> Recorder:
+    """``with asyncgpu.record():`` the block's launches are recorded and replayed as a graph.
+
+    The same rules as :func:`graph`. Blocks are told apart by ``name``, or else by the source
+    line of the ``record()`` call, so a ``with record():`` inside a loop replays from its
+    second iteration on. The object bound by ``as`` has ``outcome`` and ``clear()``.
+    """
+    import sys
+
+    if name is None:
+        frame = sys._getframe(1)
+        site: tuple[str, int] = (frame.f_code.co_filename, frame.f_lineno)
+        label = f"record at {site[0].rsplit('/', 1)[-1]}:{site[1]}"
+    else:
+        site, label = ("name", name), name    # type: ignore[assignment]
+    with _sites_lock:
+        token = _sites.get(site)
+        if token is None:
+            token = _sites[site] = next(_tokens)
+    return Recorder(token, label)

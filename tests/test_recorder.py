@@ -1,0 +1,178 @@
+"""The recorder on the sim backend: record, capture, replay; replays equal the serial execution,
+compose with dynamic work and host access, and the happens-before checker sees inside them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from asyncgpu._errors import RaceError
+
+N = 64
+
+SCALE = """extern "C" __global__ void scale(const float* x, float* y, float a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i];
+}"""
+ADD = """extern "C" __global__ void add(const float* x, const float* y, float* z, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) z[i] = x[i] + y[i];
+}"""
+INC = """extern "C" __global__ void inc(float* x, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += 1.0f;
+}"""
+
+
+def _scale(x, y, a, n):
+    y[:n] = np.float32(a) * x[:n]
+
+
+def _add(x, y, z, n):
+    z[:n] = x[:n] + y[:n]
+
+
+def _inc(x, n):
+    x[:n] += np.float32(1)
+
+
+def kernels(ag):
+    return (ag.cuda_kernel(SCALE, "scale", out=["y"], sim=_scale),
+            ag.cuda_kernel(ADD, "add", out=["z"], sim=_add),
+            ag.cuda_kernel(INC, "inc", sim=_inc))
+
+
+@pytest.mark.parametrize("streams", ["opara", "nimble"])
+@pytest.mark.parametrize("order", ["topological", "opara"])
+@pytest.mark.parametrize("seed", range(2))
+def test_graph_replays_equal_eager(streams, order, seed):
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_seed=seed, graph_streams=streams, graph_order=order):
+        scale, add, inc = kernels(ag)
+        x0 = np.arange(N, dtype=np.float32)
+        x = ag.array(x0)
+        y, z, w = (ag.empty(N, np.float32) for _ in range(3))
+
+        @ag.graph
+        def step(x, y, z, w):
+            scale[1, N](x, y, np.float32(2), N)      # y = 2x   } independent
+            scale[1, N](x, z, np.float32(3), N)      # z = 3x   }
+            add[1, N](y, z, w, N)                    # w = 5x
+            inc[1, N](x, N)                          # x += 1 (WAR with both scales)
+
+        outcomes = []
+        before = ag.statistics()
+        for i in range(5):
+            x[...] = x0 * i                          # host write, ordered with the graph
+            step(x, y, z, w)
+            outcomes.append(step.outcome)
+            np.testing.assert_array_equal(w.numpy(), 5 * x0 * i)
+            np.testing.assert_array_equal(x.numpy(), x0 * i + 1)
+        assert outcomes == ["recorded"] + ["replayed"] * 4
+        after = ag.statistics()
+        assert after.graphs_recorded - before.graphs_recorded == 1
+        assert after.graphs_replayed - before.graphs_replayed == 4
+
+
+def test_replay_is_one_node_and_composes_with_dynamic_work(sim):
+    ag = sim
+    scale, add, inc = kernels(ag)
+    x = ag.array(np.ones(N, np.float32))
+    y, z = ag.empty(N, np.float32), ag.empty(N, np.float32)
+
+    @ag.graph
+    def step():
+        scale[1, N](x, y, np.float32(2), N)
+        inc[1, N](y, N)
+
+    step()
+    step()
+    nodes = ag.statistics().nodes
+    for _ in range(3):
+        inc[1, N](x, N)              # dynamic: the graph reads x after it (RAW)
+        step()                       # one node
+        add[1, N](y, y, z, N)        # dynamic: reads y after the graph writes it
+    assert ag.statistics().nodes - nodes == 9
+    np.testing.assert_array_equal(z.numpy(), 2 * (2 * 4 + 1) * np.ones(N, np.float32))
+
+
+def test_record_context_manager_replays_from_the_second_iteration(sim):
+    ag = sim
+    scale, add, inc = kernels(ag)
+    x = ag.zeros(N, np.float32)
+    seen = []
+    for _ in range(4):
+        with ag.record() as rec:
+            inc[1, N](x, N)
+            inc[1, N](x, N)
+        seen.append(rec.outcome)
+    assert seen == ["recorded", "replayed", "replayed", "replayed"]
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 8, np.float32))
+
+
+def test_graph_is_launched_once_per_call_not_per_kernel(sim):
+    ag = sim
+    scale, add, inc = kernels(ag)
+    x = ag.zeros(N, np.float32)
+
+    @ag.graph
+    def many():
+        for _ in range(10):
+            inc[1, N](x, N)
+
+    many()
+    k = ag.statistics().kernels
+    many()
+    many()
+    assert ag.statistics().kernels == k     # replays launch no individual kernels
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 30, np.float32))
+
+
+def test_cache_is_bounded_and_destroys_evicted_graphs():
+    import asyncgpu as ag
+    from asyncgpu._runtime import current_runtime
+
+    with ag.configure(backend="sim", sim_seed=1, graph_cache=2):
+        scale, add, inc = kernels(ag)
+        arrays = [ag.zeros(N, np.float32) for _ in range(3)]
+
+        @ag.graph
+        def bump(a):
+            inc[1, N](a, N)
+
+        for a in arrays:            # three keys, each captured on its second call
+            bump(a)
+            bump(a)
+        cache = current_runtime().graphs
+        assert len(cache.entries) == 2
+        frozen = [e for e in cache.entries.values() if hasattr(e, "graph")]
+        assert all(not e.graph.destroyed for e in frozen)
+        bump(arrays[0])             # evicted: recorded again
+        assert bump.outcome == "recorded"
+        for a in arrays:
+            np.testing.assert_array_equal(a.numpy(), np.full(N, 3 if a is arrays[0] else 2))
+        bump.clear()
+        assert not cache.entries
+
+
+def test_dropped_edge_in_the_schedule_is_caught(sim, monkeypatch):
+    """A broken stream schedule (a cross-stream wait dropped) raises RaceError at capture."""
+    ag = sim
+    from asyncgpu import _graph_schedule
+
+    scale, add, inc = kernels(ag)
+    x = ag.array(np.ones(N, np.float32))
+    y, z, w = (ag.empty(N, np.float32) for _ in range(3))
+
+    def step():
+        scale[1, N](x, y, np.float32(2), N)
+        scale[1, N](x, z, np.float32(3), N)
+        add[1, N](y, z, w, N)
+
+    monkeypatch.setattr(_graph_schedule, "cross_waits",
+                        lambda preds, lanes, order: [[] for _ in preds])
+    g = ag.graph(step)
+    g()
+    with pytest.raises(RaceError):
+        g()
