@@ -1,0 +1,262 @@
+"""Each hazard of recording and replaying graphs, with what a user sees (sim backend)."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+
+import numpy as np
+import pytest
+
+from asyncgpu._errors import RecordingError
+
+from recorder_kernels import N, kernels
+
+
+@pytest.fixture
+def env(sim):
+    from asyncgpu._runtime import current_runtime
+
+    return sim, current_runtime(), kernels(sim)
+
+
+def test_graph_keeps_its_arrays_alive(env):
+    ag, rt, (scale, add, inc) = env
+
+    @ag.graph
+    def step(a):
+        inc[1, N](a, N)
+
+    a = ag.zeros(N, np.float32)
+    step(a)
+    step(a)                                  # captured: the graph holds a
+    alloc = weakref.ref(a._alloc)
+    view = a[:N]                             # keep a way to read it back
+    del a
+    gc.collect()
+    assert alloc() is not None
+    np.testing.assert_array_equal(view.numpy(), np.full(N, 2, np.float32))
+    del view
+    step.clear()                             # graph destroyed: nothing holds the memory now
+    gc.collect()
+    assert alloc() is None
+
+
+def test_host_access_inside_a_recording_raises_naming_the_array(env):
+    ag, rt, (scale, add, inc) = env
+    x = ag.zeros(N, np.float32)
+    y = ag.empty(N, np.float32)
+
+    @ag.graph
+    def peek():
+        inc[1, N](x, N)
+        return float(x[0])                   # would read stale data: launches are deferred
+
+    with pytest.raises(RecordingError, match=r"host read of array float32\[64\]"):
+        peek()
+    assert rt.recording is None              # recording mode left
+    # the launch before the refused access was issued, as without the recorder
+    np.testing.assert_array_equal(x.numpy(), np.ones(N, np.float32))
+    scale[1, N](x, y, np.float32(2), N)      # the runtime stays usable
+    np.testing.assert_array_equal(y.numpy(), np.full(N, 2, np.float32))
+
+    @ag.graph
+    def poke():
+        x[0] = 5
+
+    with pytest.raises(RecordingError, match="host write"):
+        poke()
+    assert rt.recording is None
+
+
+def test_synchronize_and_free_inside_a_recording_raise(env):
+    ag, rt, (scale, add, inc) = env
+    x = ag.zeros(N, np.float32)
+    with pytest.raises(RecordingError, match="synchronize"):
+        with ag.record():
+            inc[1, N](x, N)
+            ag.synchronize()
+    with pytest.raises(RecordingError, match="free"):
+        with ag.record():
+            x.free()
+    assert rt.recording is None
+    np.testing.assert_array_equal(x.numpy(), np.ones(N, np.float32))
+
+
+def test_the_users_exception_escapes_and_the_runtime_stays_usable(env):
+    ag, rt, (scale, add, inc) = env
+    x = ag.zeros(N, np.float32)
+
+    class Mine(Exception):
+        pass
+
+    @ag.graph
+    def broken():
+        inc[1, N](x, N)
+        raise Mine("from the user")
+
+    for _ in range(3):
+        with pytest.raises(Mine, match="from the user"):
+            broken()
+    assert rt.recording is None
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 3, np.float32))
+
+
+def test_scalars_are_part_of_the_key(env):
+    ag, rt, (scale, add, inc) = env
+    x = ag.array(np.ones(N, np.float32))
+    y = ag.empty(N, np.float32)
+
+    @ag.graph
+    def times(a):
+        scale[1, N](x, y, np.float32(a), N)
+
+    times(2)
+    times(2)
+    assert times.outcome == "replayed"
+    np.testing.assert_array_equal(y.numpy(), np.full(N, 2, np.float32))
+    times(3)                                 # never the frozen 2
+    assert times.outcome == "recorded"
+    np.testing.assert_array_equal(y.numpy(), np.full(N, 3, np.float32))
+    times(3)
+    assert times.outcome == "replayed"
+    np.testing.assert_array_equal(y.numpy(), np.full(N, 3, np.float32))
+
+
+def test_rebound_arrays_record_again(env):
+    ag, rt, (scale, add, inc) = env
+
+    @ag.graph
+    def bump(a):
+        inc[1, N](a, N)
+
+    a = ag.zeros(N, np.float32)
+    bump(a)
+    bump(a)
+    assert bump.outcome == "replayed"
+    b = ag.zeros(N, np.float32)              # same shape and dtype, another array
+    bump(b)
+    assert bump.outcome == "recorded"
+    np.testing.assert_array_equal(b.numpy(), np.ones(N, np.float32))
+    np.testing.assert_array_equal(a.numpy(), np.full(N, 2, np.float32))
+    c = a[: N // 2]                          # a view of the same memory: another byte range
+    bump.clear()
+    with ag.record("views") as rec:
+        inc[1, N // 2](c, N // 2)
+    assert rec.outcome == "recorded"
+
+
+def test_outputs_are_overwritten_by_the_next_replay(env):
+    """The graph writes the same arrays every time: copy what you want to keep."""
+    ag, rt, (scale, add, inc) = env
+    x = ag.zeros(N, np.float32)
+    out = ag.empty(N, np.float32)
+
+    @ag.graph
+    def step():
+        inc[1, N](x, N)
+        scale[1, N](x, out, np.float32(10), N)
+        return out
+
+    results = [step() for _ in range(2)]
+    kept = results[1].numpy().copy()         # a host copy survives
+    third = step()
+    assert third is results[1] is out        # the same array object every time
+    np.testing.assert_array_equal(kept, np.full(N, 20, np.float32))
+    np.testing.assert_array_equal(third.numpy(), np.full(N, 30, np.float32))
+
+
+def test_data_dependent_branches_have_one_key_each(env):
+    ag, rt, (scale, add, inc) = env
+    x = ag.zeros(N, np.float32)
+
+    @ag.graph
+    def step(twice):
+        inc[1, N](x, N)
+        if twice:
+            inc[1, N](x, N)
+
+    pattern = [True, False, True, False, True, False]
+    outcomes = []
+    for flag in pattern:
+        step(flag)
+        outcomes.append(step.outcome)
+    assert outcomes == ["recorded", "recorded", "replayed", "replayed", "replayed", "replayed"]
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 9, np.float32))
+
+
+def test_library_calls_run_eagerly_with_a_warning_naming_the_call(env):
+    ag, rt, (scale, add, inc) = env
+    import asyncgpu.cupy as acp
+
+    x = ag.array(np.full(N, 4, np.float32))
+    y = ag.empty(N, np.float32)
+
+    @ag.graph
+    def step():
+        inc[1, N](x, N)
+        r = acp.sqrt(x)                      # a library call: not captured
+        add[1, N](r, r, y, N)
+
+    for i in range(2):
+        with pytest.warns(UserWarning, match="sqrt"):
+            step()
+        assert step.outcome == "eager"
+        np.testing.assert_allclose(y.numpy(), 2 * np.sqrt(np.full(N, 5 + i, np.float32)))
+    assert rt.recording is None
+
+
+def test_nested_recordings_are_inlined(env):
+    ag, rt, (scale, add, inc) = env
+    x = ag.zeros(N, np.float32)
+
+    @ag.graph
+    def inner():
+        inc[1, N](x, N)
+
+    @ag.graph
+    def outer():
+        inner()
+        inner()
+
+    for _ in range(3):
+        outer()
+    assert outer.outcome == "replayed" and inner.outcome == "inline"
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 6, np.float32))
+
+
+def test_other_threads_launch_normally_during_a_recording(env):
+    ag, rt, (scale, add, inc) = env
+    x = ag.zeros(N, np.float32)
+    y = ag.zeros(N, np.float32)
+    done = []
+
+    def other():
+        inc[1, N](y, N)
+        done.append(float(y[0]))             # host access from another thread is allowed
+
+    with ag.record():
+        inc[1, N](x, N)
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+    assert done == [1.0]
+    np.testing.assert_array_equal(x.numpy(), np.ones(N, np.float32))
+
+
+def test_a_freed_array_is_refused_at_the_next_call(env):
+    ag, rt, (scale, add, inc) = env
+    from asyncgpu import FreedArrayError
+
+    @ag.graph
+    def bump(a):
+        inc[1, N](a, N)
+
+    a = ag.zeros(N, np.float32)
+    bump(a)
+    bump(a)
+    a.free()
+    with pytest.raises(FreedArrayError):
+        bump(a)
+    assert rt.recording is None
