@@ -58,7 +58,6 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from . import _graph_schedule as schedule
-from ._array import Array
 from ._dag import Node
 from ._deps import Access
 from ._errors import CaptureError, RecordingError

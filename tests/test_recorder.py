@@ -145,3 +145,63 @@ def test_dropped_edge_in_the_schedule_is_caught(sim, monkeypatch):
     g()
     with pytest.raises(RaceError):
         g()
+
+
+# -- random programs: recorded functions called repeatedly, host writes between calls --------
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import programs  # noqa: E402
+
+
+def _run_rounds(ag, body, writes, init, rounds, recorded):
+    """Call ``body`` (a list of launches) ``rounds`` times, host writes and reads between."""
+    allocs = [ag.array(init[i]) for i in range(3)]
+    views = {name: allocs[i][s:s + programs.N] for name, (i, s) in programs.OPERANDS.items()}
+
+    def step():
+        for launch in body:
+            k = programs.kernel_for(ag, tuple(m for _, m in launch.args))
+            k[1, programs.N](*[views[o] for o, _ in launch.args], programs.N, launch.c)
+
+    fn = ag.graph(step) if recorded else step
+    reads, outcomes = [], []
+    for r in range(rounds):
+        for w in writes:
+            views[w.operand][...] = w.value + r
+        fn()
+        outcomes.append(getattr(fn, "outcome", None))
+        if r % 2:
+            reads.append(np.asarray(views[body[-1].args[0][0]]))
+    final = [a.numpy() for a in allocs]
+    return reads, final, outcomes
+
+
+def _launches():
+    operand = st.sampled_from(sorted(programs.OPERANDS))
+    arg = st.tuples(operand, st.sampled_from(programs.MODES))
+    return st.builds(programs.Launch,
+                     st.lists(arg, min_size=1, max_size=3).map(tuple).filter(programs.valid_launch),
+                     st.integers(1, 1000).map(float))
+
+
+@pytest.mark.parametrize("strategy,streams,order", [
+    ("random", "opara", "topological"), ("pct", "nimble", "opara"),
+    ("reverse", "opara", "opara"), ("starve", "nimble", "topological"),
+])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=st.lists(_launches(), min_size=1, max_size=8),
+       writes=st.lists(st.builds(programs.HostWrite, st.sampled_from(sorted(programs.OPERANDS)),
+                                 st.integers(-50, 50).map(float)), max_size=2))
+def test_recorded_random_programs_equal_serial(strategy, streams, order, body, writes):
+    import asyncgpu as ag
+
+    init = programs.initial()
+    with ag.configure(backend="sim", execution="sync", sim_seed=0, sim_strategy="eager"):
+        reads0, final0, _ = _run_rounds(ag, body, writes, init, 4, recorded=False)
+    with ag.configure(backend="sim", sim_seed=3, sim_strategy=strategy, graph_streams=streams,
+                      graph_order=order):
+        reads, final, outcomes = _run_rounds(ag, body, writes, init, 4, recorded=True)
+    assert outcomes == ["recorded", "replayed", "replayed", "replayed"]
+    for a, b in zip(reads + final, reads0 + final0):
+        assert a.tolist() == b.tolist()
