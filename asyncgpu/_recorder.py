@@ -93,17 +93,27 @@ class _Launch:
 
 
 class Recording:
-    """The recording in progress on one runtime (``runtime.recording``) for one thread."""
+    """The recording in progress on one runtime (``runtime.recording``) for one thread.
 
-    __slots__ = ("runtime", "name", "thread", "launches", "failed", "eager")
+    With ``split`` a host operation or a library call ends the current *segment* (its
+    launches are issued, captured or replayed like a whole recording, keyed by the segment's
+    position) and recording goes on after it, instead of raising.
+    """
 
-    def __init__(self, runtime: Any, name: str) -> None:
+    __slots__ = ("runtime", "token", "name", "thread", "launches", "failed", "eager", "split",
+                 "segment", "outcomes")
+
+    def __init__(self, runtime: Any, token: Any, name: str, split: bool) -> None:
         self.runtime = runtime
+        self.token = token
         self.name = name
         self.thread = threading.get_ident()
         self.launches: list[_Launch] = []
         self.failed = False         # a refused operation: not cached
         self.eager = False          # fell back to eager execution (a library call)
+        self.split = split
+        self.segment = 0
+        self.outcomes: list[str] = []
 
     # -- hooks the runtime calls (under its lock) -------------------------------------------
     def kernel(self, launcher: Any, args: tuple[Any, ...], site: str | None) -> bool:
@@ -115,19 +125,26 @@ class Recording:
         return True
 
     def refuse(self, what: str) -> None:
-        """A host operation inside the recording: raise (the caller's thread only)."""
+        """A host operation inside the recording: raise, or end the segment (``split``)."""
         if threading.get_ident() != self.thread:
+            return
+        if self.split:
+            self.end_segment()
             return
         self.failed = True
         raise RecordingError(
             f"{what} inside the recording of '{self.name}': recorded launches run only when "
             "the recording ends, so the host cannot see their results here; move the host "
-            "access out of the recorded function (record the device part only)"
+            "access out of the recorded function (record the device part only), or record "
+            "with split=True to make each host operation end a segment"
         )
 
     def library_call(self, name: str) -> None:
         """A library call: issue what was deferred, run the rest of the body eagerly."""
         if threading.get_ident() != self.thread:
+            return
+        if self.split:
+            self.end_segment()
             return
         rt = self.runtime
         rt.recording = None
@@ -135,9 +152,22 @@ class Recording:
         warnings.warn(
             f"asyncgpu: library call '{name}' inside the recording of '{self.name}' cannot be "
             "captured into a CUDA graph; this run of it executes eagerly (record only the "
-            "kernel launches to get a graph)", stacklevel=5)
+            "kernel launches, or record with split=True)", stacklevel=5)
         issue_eagerly(rt, self.launches)
         self.launches = []
+
+    def end_segment(self) -> None:
+        """Finish the launches deferred so far (issue, capture or replay them)."""
+        rt = self.runtime
+        launches, self.launches = self.launches, []
+        rt.recording = None
+        try:
+            outcome = finish(rt, (self.token, self.segment), self.name, launches)
+        finally:
+            rt.recording = self
+        self.segment += 1
+        if outcome != "empty":
+            self.outcomes.append(outcome)
 
 
 def issue_eagerly(rt: Any, launches: list[_Launch]) -> None:
@@ -187,7 +217,7 @@ class GraphCache:
 
     def clear(self, token: Any = None) -> None:
         """Destroy the graphs (of one recorder, or all) and forget their keys."""
-        for key in [k for k in self.entries if token is None or k[0] == token]:
+        for key in [k for k in self.entries if token is None or k[0][0] == token]:
             entry = self.entries.pop(key)
             if isinstance(entry, _Frozen):
                 self._destroy(entry)
@@ -209,12 +239,8 @@ def graph_cache(rt: Any) -> GraphCache:
 
 
 # -- what to do with a finished recording -----------------------------------------------------
-def finish(rt: Any, token: Any, rec: Recording) -> str:
-    """Issue, capture or replay the recording's launches; returns what was done."""
-    launches = rec.launches
-    if rec.eager:
-        issue_eagerly(rt, launches)
-        return "eager"
+def finish(rt: Any, token: Any, name: str, launches: list[_Launch]) -> str:
+    """Issue, capture or replay a recording's launches; returns what was done."""
     if not launches:
         return "empty"
     opts = rt.options
@@ -226,9 +252,9 @@ def finish(rt: Any, token: Any, rec: Recording) -> str:
             cache.put(key, _SEEN)
         elif entry is _SEEN:
             try:
-                entry = capture(rt, cache, rec.name, launches)
+                entry = capture(rt, cache, name, launches)
             except CaptureError as exc:
-                warnings.warn(f"asyncgpu: the recording of '{rec.name}' could not be captured "
+                warnings.warn(f"asyncgpu: the recording of '{name}' could not be captured "
                               f"into a CUDA graph ({exc}); it runs eagerly", stacklevel=4)
                 cache.put(key, _EAGER)
                 entry = _EAGER
@@ -358,12 +384,14 @@ def _capture_backend(be: Any) -> Any:
 class _Run:
     """Entering and leaving one recording (shared by :class:`Recorder` and :func:`graph`)."""
 
-    def __init__(self, token: Any, name: str) -> None:
+    def __init__(self, token: Any, name: str, split: bool) -> None:
         self.token = token
         self.name = name
+        self.split = split
         #: What the last run did: "recorded" (issued eagerly, key remembered), "replayed"
         #: (captured now or before, launched as one graph), "eager" (a library call or capture
-        #: failure made it run eagerly), "inline" (part of an enclosing recording), "empty".
+        #: failure made it run eagerly), "inline" (part of an enclosing recording), "empty";
+        #: with ``split``, "+"-joined per segment (e.g. "replayed+replayed").
         self.outcome: str | None = None
         self._rec: Recording | None = None
 
@@ -380,7 +408,7 @@ class _Run:
                 raise RecordingError(
                     f"cannot record '{self.name}': thread {cur.thread} is recording "
                     f"'{cur.name}' on this runtime (record from one thread at a time)")
-            self._rec = rt.recording = Recording(rt, self.name)
+            self._rec = rt.recording = Recording(rt, self.token, self.name, self.split)
 
     def _exit(self, failed: bool) -> None:
         rec, self._rec = self._rec, None
@@ -400,7 +428,17 @@ class _Run:
                 log.exception("asyncgpu: issuing the launches of the failed recording of '%s'",
                               rec.name)
             return
-        self.outcome = finish(rt, self.token, rec)
+        if rec.eager:
+            issue_eagerly(rt, rec.launches)
+            self.outcome = "eager"
+            return
+        try:
+            rec.end_segment()
+        finally:
+            with rt._lock:
+                if rt.recording is rec:
+                    rt.recording = None
+        self.outcome = "+".join(rec.outcomes) or "empty"
 
     def clear(self) -> None:
         """Destroy this recorder's graphs (waits for their last launches) and forget its keys."""
@@ -426,8 +464,8 @@ class Recorder(_Run):
 class GraphFunction(_Run):
     """A function whose launches are recorded and replayed as CUDA graphs (see :func:`graph`)."""
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__(next(_tokens), getattr(fn, "__qualname__", repr(fn)))
+    def __init__(self, fn: Callable[..., Any], split: bool = False) -> None:
+        super().__init__(next(_tokens), getattr(fn, "__qualname__", repr(fn)), split)
         self.fn = fn
         functools.update_wrapper(self, fn)
 
@@ -449,7 +487,7 @@ _sites: dict[tuple[str, int], Any] = {}
 _sites_lock = threading.Lock()
 
 
-def graph(fn: Callable[..., Any]) -> GraphFunction:
+def graph(fn: Callable[..., Any] | None = None, *, split: bool = False) -> Any:
     """Decorator: record the kernel launches of ``fn`` and replay them as a CUDA graph.
 
     Each call runs ``fn`` with its launches deferred; the sequence (kernels, launch
@@ -457,13 +495,17 @@ def graph(fn: Callable[..., Any]) -> GraphFunction:
     eagerly; its second call captures them into a graph and launches it; later calls launch
     the graph, as one node of the dynamic DAG. ``fn`` must not touch array contents on the
     host (that raises :class:`asyncgpu.RecordingError`); library calls make the call run
-    eagerly, with a warning. ``fn.clear()`` destroys its graphs; ``fn.outcome`` says what the
-    last call did.
+    eagerly, with a warning. With ``split=True`` (``@graph(split=True)``) each host
+    operation or library call instead ends a *segment*, recorded and replayed on its own, so a
+    loop with host steps in the middle becomes one graph per stretch between them.
+    ``fn.clear()`` destroys its graphs; ``fn.outcome`` says what the last call did.
     """
-    return GraphFunction(fn)
+    if fn is None:
+        return lambda f: GraphFunction(f, split)
+    return GraphFunction(fn, split)
 
 
-def record(name: str | None = None) -> Recorder:
+def record(name: str | None = None, *, split: bool = False) -> Recorder:
     """``with asyncgpu.record():`` the block's launches are recorded and replayed as a graph.
 
     The same rules as :func:`graph`. Blocks are told apart by ``name``, or else by the source
@@ -482,4 +524,4 @@ def record(name: str | None = None) -> Recorder:
         token = _sites.get(site)
         if token is None:
             token = _sites[site] = next(_tokens)
-    return Recorder(token, label)
+    return Recorder(token, label, split)

@@ -260,3 +260,22 @@ def test_a_freed_array_is_refused_at_the_next_call(env):
     with pytest.raises(FreedArrayError):
         bump(a)
     assert rt.recording is None
+
+
+def test_split_recordings_replay_each_stretch_between_host_operations(env):
+    ag, rt, (scale, add, inc) = env
+    x = ag.zeros(N, np.float32)
+    y = ag.empty(N, np.float32)
+
+    @ag.graph(split=True)
+    def step():
+        for _ in range(2):
+            x[0] = 0                         # host write: ends a segment, then runs
+            inc[1, N](x, N)
+            scale[1, N](x, y, np.float32(2), N)
+        return float(y[1])                   # host read: waits for the replayed segment
+
+    got = [step() for _ in range(3)]
+    assert step.outcome == "replayed+replayed"
+    assert got == [4.0, 8.0, 12.0]
+    assert float(y[0]) == 2.0
