@@ -206,7 +206,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
     future = [m for m in modes if m in harness.FUTURE_MODES]
     if future:
-        console.print(f"[red]mode(s) {future} not implemented yet (the graph recorder, issue 7); "
+        console.print(f"[red]mode(s) {future} not implemented yet; "
                       f"available: {', '.join(harness.MODES)}[/]")
         return 2
     bad = [m for m in modes if m not in harness.MODES]

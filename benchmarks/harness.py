@@ -10,8 +10,10 @@ time. Times are host wall-clock from the first launch to the end of the final ho
 Modes: ``serial`` (asyncgpu, ``execution="sync"``), ``parallel`` (asyncgpu's default
 asynchronous policies), ``handopt`` (the same kernels on hand-chosen streams and events, see
 ``handopt.py``), ``cudagraph`` (``handopt``'s device work captured once into CUDA graphs,
-untimed, then replayed every iteration: see ``cudagraph.py``). ``recorded`` (asyncgpu's graph
-recorder, issue 7) is a future mode: it is listed in ``FUTURE_MODES``, not in ``MODES``.
+untimed, then replayed every iteration: see ``cudagraph.py``), ``recorded`` (the workload's
+own ``run()`` under asyncgpu's graph recorder, ``asyncgpu.graph(run, split=True)``: every
+stretch of launches between two host operations is one graph; two untimed iterations record and
+capture them, the timed ones replay them; a workload may define ``run_recorded`` instead).
 
 With ``metrics`` each mode runs one more iteration, untimed and traced (so the timed ones stay
 untraced), whose trace gives the GrCUDA paper's overlap metrics (CT, TC, CC, TOT). With
@@ -34,9 +36,9 @@ import numpy as np
 
 log = logging.getLogger("asyncgpu.bench")
 
-MODES = ("serial", "parallel", "handopt", "cudagraph")
+MODES = ("serial", "parallel", "handopt", "cudagraph", "recorded")
 #: Modes with a place in the reports but no implementation yet.
-FUTURE_MODES = ("recorded",)
+FUTURE_MODES: tuple[str, ...] = ()
 BLOCK_SIZES = (32, 128, 256, 1024)
 
 
@@ -97,6 +99,12 @@ def run_mode(ag: Any, wl: Any, mode: str, block: Any, num_blocks: int, warmup: i
         if mode == "cudagraph":
             schedule = getattr(wl, "run_cudagraph", wl.run_handopt)
             _capture(ag, wl, schedule, hand, block, num_blocks, inputs)
+        recorded = None
+        if mode == "recorded":
+            recorded = getattr(wl, "run_recorded", None) or ag.graph(wl.run, split=True)
+            for _ in range(2):      # untimed: record, then capture (as cudagraph's capture)
+                _prepare(ag, wl, inputs)
+                recorded(block, num_blocks)
         for it in range(warmup + iterations):
             if inputs == "streaming":
                 wl.reset()
@@ -109,6 +117,8 @@ def run_mode(ag: Any, wl: Any, mode: str, block: Any, num_blocks: int, warmup: i
                 result = wl.run_handopt(hand, block, num_blocks)
             elif mode == "cudagraph":
                 result = hand.replay(schedule, block, num_blocks)
+            elif recorded is not None:
+                result = recorded(block, num_blocks)
             else:
                 result = wl.run(block, num_blocks)
             elapsed = time.perf_counter() - t0
@@ -116,7 +126,17 @@ def run_mode(ag: Any, wl: Any, mode: str, block: Any, num_blocks: int, warmup: i
                 times.append(elapsed)
         if mode == "cudagraph":
             hand.release()
+        if recorded is not None and hasattr(recorded, "clear"):
+            recorded.clear()
     return times, result
+
+
+def _prepare(ag: Any, wl: Any, inputs: str) -> None:
+    if inputs == "streaming":
+        wl.reset()
+    elif hasattr(wl, "reset_accumulators"):
+        wl.reset_accumulators()
+    ag.synchronize()
 
 
 #: Modes with overlap metrics. Not ``cudagraph``: its kernels run inside graphs, where the
