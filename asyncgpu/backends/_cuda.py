@@ -328,6 +328,11 @@ class CudaBackend:
                       site: str | None) -> Any:
         return make_launch(self, kernel, launcher, arrays, values, site)
 
+    def kernel_attributes(self, kernel: Any) -> dict[str, int] | None:
+        """``{"regs", "shared"}`` of a compiled kernel (the recorder's launch order)."""
+        from ._cuda_kernels import kernel_attributes
+        return kernel_attributes(kernel)
+
     def library_call(self, runtime: Any, call: Any, accesses: list[Any]) -> Any:
         from ._cuda_library import make_call
         return make_call(self, runtime, call, accesses)

@@ -249,3 +249,23 @@ def _cuda_c_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any
     for a in arrays:
         args[a.index] = _cupy_view(backend, a.array)
     return RawLaunch(raw, tuple(args), launcher.grid, launcher.block, launcher.shared)
+
+
+def kernel_attributes(kernel: Kernel) -> dict[str, int] | None:
+    """Registers per thread and static shared memory of an already compiled kernel (for the
+    recorder's launch order); None before the kernel's first compilation."""
+    try:
+        if isinstance(kernel.source, CudaCSource):
+            entry = kernel._compiled.get("c")
+            if entry is None:
+                return None
+            raw = entry[0]
+            return {"regs": int(raw.num_regs), "shared": int(raw.shared_size_bytes)}
+        for key, entry in kernel._compiled.items():
+            if isinstance(key, tuple):
+                compiled = entry[0]
+                return {"regs": int(getattr(compiled, "regs_per_thread", 0)),
+                        "shared": int(getattr(compiled, "shared_mem_per_block", 0))}
+    except Exception:   # attributes only tune the order: never fail a capture over them
+        return None
+    return None
