@@ -40,11 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     b = sub.add_parser("bench", help="run the benchmark suite (GrCUDA's workloads)")
     b.add_argument("names", nargs="*", default=["all"],
-                   help="workloads (vec bs img ml hits dl), 'all', or 'overlap'")
+                   help="workloads (vec bs img ml hits dl), 'all', or 'overlap', 'overhead', "
+                        "'inception', 'replay'")
     b.add_argument("--scale", choices=SCALES, default=None,
                    help="problem size (default: medium on a GPU, tiny on the simulator)")
     b.add_argument("--modes", default="serial,parallel,handopt",
-                   help="comma-separated: serial, parallel, handopt, cudagraph")
+                   help="comma-separated: serial, parallel, handopt, cudagraph, recorded")
     b.add_argument("--block-sizes", default=None,
                    help="comma-separated 1D block sizes (default 32,128,256,1024; 32 on sim)")
     b.add_argument("--num-blocks", type=int, default=None,
@@ -197,6 +198,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
         _print_overhead(console, m)
         if args.json and not names:
             _write_micro(args.json, "overhead", m, harness.machine_info(ag))
+    for micro in ("inception", "replay"):
+        if micro not in names:
+            continue
+        names = [n for n in names if n != micro]
+        import importlib
+
+        mod = importlib.import_module(f"benchmarks.{micro}")
+        m = mod.measure(ag, scale) if micro == "inception" else mod.measure(ag)
+        for key, value in m.items():
+            console.print(f"{micro} {key}: {value}")
+        if args.json and not names:
+            _write_micro(args.json, micro, m, harness.machine_info(ag))
     unknown = [n for n in names if n not in WORKLOADS]
     if unknown:
         console.print(f"[red]unknown workload(s) {unknown}; known: {sorted(WORKLOADS)}, overlap[/]")

@@ -28,7 +28,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "parent_stream": ("disjoint", "same-as-parent"),
     "prefetch": ("auto", "off"),
     "sim_strategy": ("random", "pct", "reverse", "starve", "eager", "lazy"),
-    "graph_streams": ("opara", "nimble"),
+    "graph_streams": ("opara", "nimble", "single"),
     "graph_order": ("topological", "opara"),
 }
 
@@ -78,8 +78,9 @@ class Options:
     #: Trace the whole process and write a Chrome trace JSON to this path at exit.
     trace: str | None = None
     #: Recorder: stream allocation of captured graphs (Opara's Algorithm 1, or Nimble's
-    #: minimum path cover), launch order inside them, and the number of keys/graphs kept.
-    graph_streams: Literal["opara", "nimble"] = "opara"
+    #: minimum path cover, or ``single``: one stream, the sequential-graph baseline), launch
+    #: order inside them, and the number of keys/graphs kept.
+    graph_streams: Literal["opara", "nimble", "single"] = "opara"
     graph_order: Literal["topological", "opara"] = "topological"
     graph_cache: int = 64
 

@@ -17,6 +17,7 @@ choice gives the same results, because every DAG edge becomes a stream order or 
     of the bipartite graph (left copy -> right copy of each reduced edge) by augmenting paths;
     matched edges glue launches into chains, a minimum path cover: maximum logical concurrency
     with the fewest cross-stream synchronizations (|reduced edges| - |matching|).
+  - ``single``: every launch on one stream (the sequential graph, a baseline).
 
 * **launch order** (``order``): the order the launches are enqueued in during the capture (any
   topological order).
@@ -42,7 +43,7 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-STREAM_STRATEGIES = ("opara", "nimble")
+STREAM_STRATEGIES = ("opara", "nimble", "single")
 ORDER_STRATEGIES = ("topological", "opara")
 
 

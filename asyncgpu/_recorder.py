@@ -304,6 +304,8 @@ def plan(rt: Any, launches: list[_Launch]) -> tuple[list[list[int]], list[int], 
         order = schedule.topological_order(preds)
     if opts.graph_streams == "nimble":
         lanes = schedule.nimble_streams(preds)
+    elif opts.graph_streams == "single":
+        lanes = [0] * len(launches)
     else:
         lanes = schedule.opara_streams(preds, order)
     return preds, lanes, order

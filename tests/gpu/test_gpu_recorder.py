@@ -123,3 +123,25 @@ def test_every_workload_small_in_recorded_mode(name):
         assert ag.statistics().graphs_replayed > 0
     bad = [(r.mode, r.message) for r in results if not r.ok]
     assert not bad
+
+
+def test_inception_small_replays_correctly_under_every_configuration():
+    import asyncgpu as ag
+    from benchmarks import inception
+
+    with ag.configure(backend="cuda"):
+        m = inception.measure(ag, "small", iterations=5)
+    assert m["kernels"] == 42
+    for key, v in m.items():
+        if isinstance(v, dict):
+            assert v["median_ms"] > 0, key
+
+
+def test_replay_micro_benchmark_on_gpu():
+    import asyncgpu as ag
+    from benchmarks import replay
+
+    with ag.configure(backend="cuda"):
+        m = replay.measure(ag, (10, 100), iterations=10)
+    # a replay issues one graph launch per call: far less host time than 100 launches
+    assert m["independent/100"]["recorded_host_us"] < m["independent/100"]["eager_host_us"] * 2
