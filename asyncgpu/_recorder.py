@@ -57,7 +57,10 @@ import warnings
 from collections import OrderedDict
 from typing import Any, Callable
 
+import numpy as np
+
 from . import _graph_schedule as schedule
+from ._array import Array
 from ._dag import Node
 from ._deps import Access
 from ._errors import CaptureError, RecordingError
@@ -81,13 +84,17 @@ class _Launch:
         self.values = values
         self.site = site
         parts: list[Any] = []
-        arrays_at = {a.index: a.array for a in arrays}
-        for i, v in enumerate(values):
-            a = arrays_at.get(i)
-            if a is not None:
-                parts.append((a._alloc.id, a._lo, a._hi, a.shape, a.dtype.str, a.strides))
+        for v in values:
+            t = type(v)
+            if t is int:
+                parts.append(v)
+            elif isinstance(v, Array):
+                parts.append((v._alloc.id, v._lo, v._hi, v.shape, v.strides, v.dtype))
+            elif isinstance(v, np.generic):
+                # exact bits: -0.0 and 0.0, or two NaN payloads, are different keys
+                parts.append((t, v.tobytes()))
             else:
-                parts.append((type(v).__name__, repr(v)))
+                parts.append((t, repr(v)))
         self.key = (launcher.kernel, launcher.grid3, launcher.block3, launcher.shared,
                     tuple(parts))
 

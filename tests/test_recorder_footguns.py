@@ -279,3 +279,19 @@ def test_split_recordings_replay_each_stretch_between_host_operations(env):
     assert step.outcome == "replayed+replayed"
     assert got == [4.0, 8.0, 12.0]
     assert float(y[0]) == 2.0
+
+
+def test_scalars_are_keyed_by_their_exact_bits(env):
+    """-0.0 == 0.0 in Python, but a kernel may tell them apart: never replay one for the other."""
+    ag, rt, (scale, add, inc) = env
+    x = ag.array(np.ones(N, np.float32))
+    y = ag.empty(N, np.float32)
+
+    @ag.graph
+    def times(a):
+        scale[1, N](x, y, a, N)
+
+    for a in (np.float32(0.0), np.float32(0.0), np.float32(-0.0)):
+        times(a)
+    assert times.outcome == "recorded"
+    assert np.signbit(y.numpy()).all()
