@@ -173,6 +173,9 @@ class Runtime:
                 self._drain_releases()
             site = user_site() if self.want_sites else None
             node = Node("graph", name, site, list(accesses))
+            if self.no_const:
+                node.accesses = [Access(a.key, a.alloc, a.lo, a.hi, True, a.label)
+                                 for a in accesses]
             node.keepalive = graph
             self.stats.graphs_replayed += 1
             self._issue(node, graph)
@@ -203,7 +206,11 @@ class Runtime:
             if graph is None:
                 backend.launch(node, stream.handle)
             else:
-                backend.graph_launch(graph, stream.handle)
+                traced = getattr(backend, "launch_traced_graph", None)   # under a trace
+                if traced is not None:
+                    traced(node, graph, stream.handle)
+                else:
+                    backend.graph_launch(graph, stream.handle)
             # The launch is enqueued: from here on nothing may fail half-way.
             streams.issued(node)
             self.deps.commit(node, accesses)

@@ -139,12 +139,19 @@ class _TracingBackend:
         t._pending_prefetches.append(rec)
         t._events.append((rec, e0, e1))
 
-    def launch(self, node: Any, stream: Any) -> None:
+    def launch_traced_graph(self, node: Any, graph: Any, stream: Any) -> None:
+        """A replayed graph (``asyncgpu._recorder``): bracketed and recorded like a kernel."""
+        self.launch(node, stream, graph)
+
+    def launch(self, node: Any, stream: Any, graph: Any = None) -> None:
         t, inner = self._trace, self.inner
         e0, e1 = t._event(), t._event()
         enq = time.perf_counter() - t._t0
         inner.record(e0, stream)
-        inner.launch(node, stream)
+        if graph is None:
+            inner.launch(node, stream)
+        else:
+            inner.graph_launch(graph, stream)
         inner.record(e1, stream)
         rec = NodeRecord(node.id, node.kind, node.name, node.site, t._track(stream),
                          t._next_order(), enq)
