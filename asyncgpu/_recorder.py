@@ -402,25 +402,24 @@ class _Run:
         #: failure made it run eagerly), "inline" (part of an enclosing recording), "empty";
         #: with ``split``, "+"-joined per segment (e.g. "replayed+replayed").
         self.outcome: str | None = None
-        self._rec: Recording | None = None
 
-    def _enter(self) -> None:
+    def _enter(self) -> Recording | None:
+        """Start recording; None when nested in a recording of this thread (inlined)."""
         from ._runtime import current_runtime
 
         rt = current_runtime()
         with rt._lock:
             cur = rt.recording
             if cur is not None and cur.thread == threading.get_ident():
-                self._rec = None        # nested: part of the enclosing recording
-                return
+                return None             # nested: part of the enclosing recording
             if cur is not None:
                 raise RecordingError(
                     f"cannot record '{self.name}': thread {cur.thread} is recording "
                     f"'{cur.name}' on this runtime (record from one thread at a time)")
-            self._rec = rt.recording = Recording(rt, self.token, self.name, self.split)
+            rec = rt.recording = Recording(rt, self.token, self.name, self.split)
+            return rec
 
-    def _exit(self, failed: bool) -> None:
-        rec, self._rec = self._rec, None
+    def _exit(self, rec: Recording | None, failed: bool) -> None:
         if rec is None:
             self.outcome = "inline"
             return
@@ -462,12 +461,16 @@ class _Run:
 class Recorder(_Run):
     """``with asyncgpu.record():`` (see :func:`record`)."""
 
+    def __init__(self, token: Any, name: str, split: bool) -> None:
+        super().__init__(token, name, split)
+        self._open: list[Recording | None] = []
+
     def __enter__(self) -> Recorder:
-        self._enter()
+        self._open.append(self._enter())
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self._exit(exc is not None)
+        self._exit(self._open.pop(), exc is not None)
 
 
 class GraphFunction(_Run):
@@ -479,13 +482,13 @@ class GraphFunction(_Run):
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        self._enter()
+        rec = self._enter()
         try:
             result = self.fn(*args, **kwargs)
         except BaseException:
-            self._exit(True)
+            self._exit(rec, True)
             raise
-        self._exit(False)
+        self._exit(rec, False)
         return result
 
     def __repr__(self) -> str:

@@ -295,3 +295,36 @@ def test_scalars_are_keyed_by_their_exact_bits(env):
         times(a)
     assert times.outcome == "recorded"
     assert np.signbit(y.numpy()).all()
+
+
+def test_recursive_recorded_functions_are_inlined(env):
+    ag, rt, (scale, add, inc) = env
+    x = ag.zeros(N, np.float32)
+
+    @ag.graph
+    def bump(depth):
+        inc[1, N](x, N)
+        if depth:
+            bump(depth - 1)
+
+    for _ in range(3):
+        bump(2)
+    assert bump.outcome == "replayed" and rt.recording is None
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 9, np.float32))
+
+
+def test_bad_arguments_inside_a_recording_raise_before_anything_is_enqueued(env):
+    ag, rt, (scale, add, inc) = env
+    from asyncgpu import ArgumentError
+
+    x = ag.zeros(N, np.float32)
+
+    @ag.graph
+    def bad():
+        inc[1, N](x, N)
+        inc[1, N](x)                         # missing n
+
+    with pytest.raises(ArgumentError, match="inc"):
+        bad()
+    assert rt.recording is None
+    np.testing.assert_array_equal(x.numpy(), np.ones(N, np.float32))
