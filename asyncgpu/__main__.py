@@ -285,6 +285,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                      + ("" if on_gpu else "; sim: logical clock")))
     console.print(f"geometric mean speedup parallel/serial: "
                   f"{harness.geomean([r['speedup'] for r in rows]):.3f}")
+    for ratio in ("recorded_vs_cudagraph", "recorded_vs_parallel"):
+        values = [r[ratio] for r in rows if r.get(ratio)]
+        if values:
+            console.print(f"geometric mean {ratio.replace('_vs_', ' speed vs ')}: "
+                          f"{harness.geomean(values):.3f}")
     for row in rows:
         for f in row.get("failures", []):
             console.print(f"[red]FAIL {row['workload']} block {row['block']}: {f}[/]")

@@ -326,6 +326,10 @@ def summarize(results: list[Result]) -> list[dict[str, Any]]:
         row["vs_handopt"] = h / p if h and p else None       # >= 1: parallel at least as fast
         g = row.get("cudagraph")
         row["vs_cudagraph"] = g / p if g and p else None     # >= 1: parallel at least as fast
+        rec = row.get("recorded")
+        # issue 7's targets: recorded at least 0.98x cudagraph's speed, 1.5x parallel's (small)
+        row["recorded_vs_cudagraph"] = g / rec if g and rec else None
+        row["recorded_vs_parallel"] = p / rec if p and rec else None
     return list(rows.values())
 
 
