@@ -274,15 +274,16 @@ def finish(rt: Any, token: Any, name: str, launches: list[_Launch]) -> str:
     return "eager" if entry is _EAGER else "recorded"
 
 
-def dependencies(launches: list[_Launch]) -> list[list[int]]:
-    """``preds[i]``: earlier launches that launch ``i`` conflicts with (RAW, WAR, WAW)."""
+def dependencies(launches: list[_Launch], all_write: bool = False) -> list[list[int]]:
+    """``preds[i]``: earlier launches that launch ``i`` conflicts with (RAW, WAR, WAW);
+    ``all_write``: every array argument counts as written (the ``no-const`` policy)."""
     last: dict[int, list[tuple[int, int, int, bool]]] = {}     # alloc -> (lo, hi, i, write)
     preds: list[list[int]] = []
     for i, launch in enumerate(launches):
         mine: set[int] = set()
         for a in launch.arrays:
             for lo, hi, j, w in last.get(a.key, ()):
-                if lo < a.hi and a.lo < hi and (w or a.write) and j != i:
+                if lo < a.hi and a.lo < hi and (w or a.write or all_write) and j != i:
                     mine.add(j)
         for a in launch.arrays:
             last.setdefault(a.key, []).append((a.lo, a.hi, i, a.write))
@@ -292,7 +293,7 @@ def dependencies(launches: list[_Launch]) -> list[list[int]]:
 
 def plan(rt: Any, launches: list[_Launch]) -> tuple[list[list[int]], list[int], list[int]]:
     """(preds, lanes, order) for capturing ``launches`` under the runtime's options."""
-    preds = dependencies(launches)
+    preds = dependencies(launches, rt.no_const)
     opts = rt.options
     if opts.graph_order == "opara":
         attrs = getattr(rt.backend, "kernel_attributes", None)
