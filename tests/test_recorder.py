@@ -189,22 +189,23 @@ def _launches():
                      st.integers(1, 1000).map(float))
 
 
-@pytest.mark.parametrize("strategy,streams,order", [
-    ("random", "opara", "topological"), ("pct", "nimble", "opara"),
-    ("reverse", "opara", "opara"), ("starve", "nimble", "topological"),
+@pytest.mark.parametrize("strategy,streams,order,dependency", [
+    ("random", "opara", "topological", "with-const"), ("pct", "nimble", "opara", "with-const"),
+    ("reverse", "opara", "opara", "with-const"), ("starve", "nimble", "topological", "no-const"),
 ])
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(body=st.lists(_launches(), min_size=1, max_size=8),
        writes=st.lists(st.builds(programs.HostWrite, st.sampled_from(sorted(programs.OPERANDS)),
                                  st.integers(-50, 50).map(float)), max_size=2))
-def test_recorded_random_programs_equal_serial(strategy, streams, order, body, writes):
+def test_recorded_random_programs_equal_serial(strategy, streams, order, dependency, body,
+                                              writes):
     import asyncgpu as ag
 
     init = programs.initial()
     with ag.configure(backend="sim", execution="sync", sim_seed=0, sim_strategy="eager"):
         reads0, final0, _ = _run_rounds(ag, body, writes, init, 4, recorded=False)
     with ag.configure(backend="sim", sim_seed=3, sim_strategy=strategy, graph_streams=streams,
-                      graph_order=order):
+                      graph_order=order, dependency=dependency):
         reads, final, outcomes = _run_rounds(ag, body, writes, init, 4, recorded=True)
     assert outcomes == ["recorded", "replayed", "replayed", "replayed"]
     for a, b in zip(reads + final, reads0 + final0):
