@@ -59,11 +59,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import _graph_schedule as schedule
 from ._array import Array
-from ._dag import Node
-from ._deps import Access
 from ._errors import CaptureError, RecordingError
+from ._graph_capture import FrozenGraph, capture
 
 log = logging.getLogger("asyncgpu")
 _tokens = itertools.count(1)
@@ -182,21 +180,6 @@ def issue_eagerly(rt: Any, launches: list[_Launch]) -> None:
         rt.launch_kernel(launch.launcher, launch.args)
 
 
-class _Frozen:
-    """A captured graph and the union of its accesses (one cache entry)."""
-
-    __slots__ = ("graph", "accesses", "launches", "events", "name", "kernels")
-
-    def __init__(self, graph: Any, accesses: list[Access], launches: list[_Launch],
-                 events: list[Any], name: str) -> None:
-        self.graph = graph
-        self.accesses = accesses
-        self.launches = launches    # keeps the arrays alive with the graph
-        self.events = events
-        self.name = name
-        self.kernels = len(launches)
-
-
 class GraphCache:
     """Per-runtime LRU of keys seen and graphs captured, plus the capture streams."""
 
@@ -213,23 +196,23 @@ class GraphCache:
 
     def put(self, key: Any, entry: Any) -> None:
         old = self.entries.pop(key, None)
-        if isinstance(old, _Frozen) and old is not entry:
+        if isinstance(old, FrozenGraph) and old is not entry:
             self._destroy(old)
         self.entries[key] = entry
         limit = self.runtime.options.graph_cache
         while len(self.entries) > limit:
             _, evicted = self.entries.popitem(last=False)
-            if isinstance(evicted, _Frozen):
+            if isinstance(evicted, FrozenGraph):
                 self._destroy(evicted)
 
     def clear(self, token: Any = None) -> None:
         """Destroy the graphs (of one recorder, or all) and forget their keys."""
         for key in [k for k in self.entries if token is None or k[0][0] == token]:
             entry = self.entries.pop(key)
-            if isinstance(entry, _Frozen):
+            if isinstance(entry, FrozenGraph):
                 self._destroy(entry)
 
-    def _destroy(self, frozen: _Frozen) -> None:
+    def _destroy(self, frozen: FrozenGraph) -> None:
         self.runtime.backend.graph_destroy(frozen.graph)
 
     def lane(self, i: int) -> Any:
@@ -267,127 +250,11 @@ def finish(rt: Any, token: Any, name: str, launches: list[_Launch]) -> str:
                 entry = _EAGER
             else:
                 cache.put(key, entry)
-        if isinstance(entry, _Frozen):
+        if isinstance(entry, FrozenGraph):
             rt.launch_graph(entry.name, entry.graph, entry.accesses)
             return "replayed"
     issue_eagerly(rt, launches)
     return "eager" if entry is _EAGER else "recorded"
-
-
-def dependencies(launches: list[_Launch], all_write: bool = False) -> list[list[int]]:
-    """``preds[i]``: earlier launches that launch ``i`` conflicts with (RAW, WAR, WAW);
-    ``all_write``: every array argument counts as written (the ``no-const`` policy)."""
-    last: dict[int, list[tuple[int, int, int, bool]]] = {}     # alloc -> (lo, hi, i, write)
-    preds: list[list[int]] = []
-    for i, launch in enumerate(launches):
-        mine: set[int] = set()
-        for a in launch.arrays:
-            for lo, hi, j, w in last.get(a.key, ()):
-                if lo < a.hi and a.lo < hi and (w or a.write or all_write) and j != i:
-                    mine.add(j)
-        for a in launch.arrays:
-            last.setdefault(a.key, []).append((a.lo, a.hi, i, a.write))
-        preds.append(sorted(mine))
-    return preds
-
-
-def plan(rt: Any, launches: list[_Launch]) -> tuple[list[list[int]], list[int], list[int]]:
-    """(preds, lanes, order) for capturing ``launches`` under the runtime's options."""
-    preds = dependencies(launches, rt.no_const)
-    opts = rt.options
-    if opts.graph_order == "opara":
-        attrs = getattr(rt.backend, "kernel_attributes", None)
-        demand = []
-        for launch in launches:
-            lc = launch.launcher
-            threads = lc.block3[0] * lc.block3[1] * lc.block3[2]
-            blocks = lc.grid3[0] * lc.grid3[1] * lc.grid3[2]
-            a = attrs(lc.kernel) if attrs is not None else None
-            demand.append(schedule.resource_demand(a, threads, blocks))
-        # class: memory-bound unless measured otherwise; no timings are measured yet, so every
-        # launch is one class and the order is "smallest demand first"
-        memory = [False] * len(launches)
-        order = schedule.opara_order(preds, demand, memory)
-    else:
-        order = schedule.topological_order(preds)
-    if opts.graph_streams == "nimble":
-        lanes = schedule.nimble_streams(preds)
-    elif opts.graph_streams == "single":
-        lanes = [0] * len(launches)
-    else:
-        lanes = schedule.opara_streams(preds, order)
-    return preds, lanes, order
-
-
-def capture(rt: Any, cache: GraphCache, name: str, launches: list[_Launch]) -> _Frozen:
-    """Capture ``launches`` into a graph on the cache's lane streams (under the runtime lock)."""
-    be = _capture_backend(rt.backend)
-    preds, lanes, order = plan(rt, launches)
-    waits = schedule.cross_waits(preds, lanes, order)
-    recorded = {p for ws in waits for p in ws}
-    nodes = []
-    for launch in launches:
-        kernel = launch.launcher.kernel
-        node = Node("kernel", kernel.name, launch.site, launch.arrays)
-        node.launch = be.kernel_launch(kernel, launch.launcher, launch.arrays, launch.values,
-                                       launch.site)
-        node.keepalive = launch.arrays
-        nodes.append(node)
-    streams = [cache.lane(i) for i in range(max(lanes) + 1)]
-    origin = streams[0]
-    events: dict[int, Any] = {}
-    joins: list[Any] = []
-    be.begin_capture(origin)
-    try:
-        fork = be.create_event()
-        be.record(fork, origin)
-        joined = {0}
-        for v in order:
-            lane = lanes[v]
-            s = streams[lane]
-            if lane not in joined:
-                be.wait(s, fork)
-                joined.add(lane)
-            for p in waits[v]:
-                be.wait(s, events[p])
-            be.launch(nodes[v], s)
-            if v in recorded:
-                events[v] = be.create_event()
-                be.record(events[v], s)
-        for lane in sorted(joined - {0}):
-            e = be.create_event()
-            joins.append(e)
-            be.record(e, streams[lane])
-            be.wait(origin, e)
-        graph = be.end_capture(origin)
-    except BaseException:
-        if be.captures.capturing(origin):
-            try:
-                be.end_capture(origin)
-            except CaptureError:
-                pass
-        raise
-    rt.stats.graphs_recorded += 1
-    log.debug("captured '%s': %d kernels on %d streams", name, len(launches), len(streams))
-    merged: dict[tuple[int, int, int], Access] = {}
-    for launch in launches:
-        for a in launch.arrays:
-            k = (a.key, a.lo, a.hi)
-            acc = merged.get(k)
-            if acc is None:
-                merged[k] = Access(a.key, a.alloc, a.lo, a.hi, a.write, a.param)
-            elif a.write:
-                acc.write = True
-    return _Frozen(graph, list(merged.values()), launches, [fork, *events.values(), *joins],
-                   name)
-
-
-def _capture_backend(be: Any) -> Any:
-    """The backend to capture with: under a trace, the traced one (timing events recorded
-    around captured launches would be captured too, and querying them breaks the capture)."""
-    from ._trace import _TracingBackend
-
-    return be.inner if isinstance(be, _TracingBackend) else be
 
 
 # -- the public entry points ------------------------------------------------------------------

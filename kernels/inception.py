@@ -11,7 +11,8 @@ from numba import cuda, float32
 
 @cuda.jit
 def conv_relu(inp, w, bias, out, cin, h, wd, k, cout):
-    """out[co, y, x] = relu(bias[co] + sum_{ci, ky, kx} inp[ci, y+ky-p, x+kx-p] w[co, ci, ky, kx])."""
+    """``relu(bias[co] + sum over ci, ky, kx of inp[ci, y+ky-p, x+kx-p] w[co, ci, ky, kx])``
+    at each output ``(co, y, x)`` (``p = k // 2``: same padding)."""
     p = k // 2
     plane = h * wd
     for i in range(cuda.grid(1), cout * plane, cuda.gridsize(1)):

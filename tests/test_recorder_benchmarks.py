@@ -14,7 +14,7 @@ def test_inception_replays_under_every_configuration(sim):
 
 
 def test_inception_stream_allocations(sim):
-    from asyncgpu import _recorder
+    from asyncgpu import _graph_capture, _recorder
     from asyncgpu._runtime import current_runtime
 
     ag = sim
@@ -29,7 +29,7 @@ def test_inception_stream_allocations(sim):
                 wl.run(32)
             finally:
                 rt.recording = None
-            preds, lane, order = _recorder.plan(rt, rec.launches)
+            preds, lane, order = _graph_capture.plan(rt, rec.launches)
             lanes[streams] = len(set(lane))
     # four branches per block: at least four streams where they may run side by side
     assert lanes["single"] == 1
