@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import Result, geomean, plot  # noqa: E402
 
-MODES = ("serial", "parallel", "handopt", "cudagraph")
+MODES = ("serial", "parallel", "handopt", "cudagraph", "recorded")
 
 
 def _ms(v: float | None) -> str:
