@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import sys
 import threading
 from collections import deque
 from collections.abc import Iterator
@@ -55,6 +56,7 @@ class Runtime:
         self._lock = threading.RLock()
         self._releases: deque[tuple[int, Any]] = deque()
         self._instruments: list[Any] = []
+        self._issuing = False      # inside _issue: a re-entrant launch is refused
         #: The recording in progress (``asyncgpu._recorder``): launches are deferred into it.
         self.recording: Any = None
         self.graphs: Any = None     # the recorder's GraphCache, created on first use
@@ -181,6 +183,22 @@ class Runtime:
             self._issue(node, graph)
 
     def _issue(self, node: Node, graph: Any = None) -> None:
+        if self._issuing and _inside_issue():
+            # Same thread (the lock is re-entrant): a finalizer or callback ran in the middle
+            # of scheduling another node and launched; going on would corrupt the DAG. (The
+            # stack is checked because an interrupt at the wrong moment can leave the flag set.)
+            raise RuntimeError(
+                f"{node.label()} was launched from inside another asyncgpu operation (a "
+                "finalizer or callback running while asyncgpu schedules work); nothing was "
+                "enqueued. Launch it after that operation returns"
+            )
+        self._issuing = True
+        try:
+            self._issue_node(node, graph)
+        finally:
+            self._issuing = False
+
+    def _issue_node(self, node: Node, graph: Any) -> None:
         found = self.deps.conflicts(node.accesses)
         parents = reduce_parents(found) if len(found) > 1 else list(found)
         streams = self.streams
@@ -354,6 +372,17 @@ class Runtime:
                     self._instruments.remove(obj)
                 if not self._instruments:
                     self.stats.listener = None
+
+
+def _inside_issue() -> bool:
+    """Whether a caller of the current frame is scheduling a node (``Runtime._issue_node``)."""
+    code = Runtime._issue_node.__code__
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code is code:
+            return True
+        frame = frame.f_back
+    return False
 
 
 # -- the process-wide runtime ---------------------------------------------------------------

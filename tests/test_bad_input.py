@@ -418,3 +418,39 @@ def test_huge_allocation_is_refused_before_the_backend(sim):          # case 30
     with pytest.raises(ValueError, match="too large"):
         ag.zeros((2**31, 2**31), np.int8)
     assert ag.zeros(4).numpy().tolist() == [0.0] * 4
+
+
+def test_launch_from_inside_another_launch_is_refused_and_nothing_breaks(sim):
+    """Case 29 of the reliability note: a finalizer or callback that launches while asyncgpu is
+    scheduling another node (same thread, re-entrant lock) gets a RuntimeError; the outer
+    launch completes and the runtime stays usable."""
+    from asyncgpu._runtime import current_runtime
+
+    ag = sim
+
+    @ag.kernel(const=["x"])
+    @cuda.jit
+    def plus_one(x, y):
+        i = cuda.grid(1)
+        if i < y.size:
+            y[i] = x[i] + 1
+
+    x = ag.array(np.arange(16, dtype=np.float32))
+    y, z = ag.zeros(16, np.float32), ag.zeros(16, np.float32)
+    refused = []
+
+    class Reentrant:
+        def node_issued(self, node):       # runs inside the runtime's scheduling of a node
+            try:
+                plus_one[1, 16](x, z)
+            except RuntimeError as exc:
+                refused.append(str(exc))
+
+    with current_runtime().instrument(Reentrant()):
+        plus_one[1, 16](x, y)
+    assert refused and "launched from inside another asyncgpu operation" in refused[0]
+    assert "plus_one" in refused[0]
+    assert y.numpy().tolist() == list(range(1, 17))
+    assert z.numpy().tolist() == [0.0] * 16          # the refused launch never ran
+    plus_one[1, 16](y, z)                            # and the runtime is usable
+    assert z.numpy().tolist() == list(range(2, 18))
