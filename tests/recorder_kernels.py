@@ -1,4 +1,4 @@
-"""Small CUDA C kernels (with NumPy stand-ins for sim) shared by the recorder tests."""
+"""Small CUDA C kernels (with NumPy stand-ins for sim) shared by the capture and recorder tests."""
 
 from __future__ import annotations
 

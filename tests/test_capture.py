@@ -12,33 +12,7 @@ import pytest
 from asyncgpu._errors import CaptureError, RaceError
 from benchmarks.handopt import Hand
 
-N = 64
-
-SCALE = """extern "C" __global__ void scale(const float* x, float* y, float a, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) y[i] = a * x[i];
-}"""
-ADD = """extern "C" __global__ void add(const float* x, const float* y, float* z, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) z[i] = x[i] + y[i];
-}"""
-INC = """extern "C" __global__ void inc(float* x, int n) {
-    int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] += 1.0f;
-}"""
-
-
-def _scale(x, y, a, n):
-    y[:n] = np.float32(a) * x[:n]
-
-
-def _add(x, y, z, n):
-    z[:n] = x[:n] + y[:n]
-
-
-def _inc(x, n):
-    x[:n] += np.float32(1)
-
+from recorder_kernels import ADD, INC, N, SCALE, _add, _inc, _scale, kernels as make_kernels
 
 @pytest.fixture
 def env(sim):
@@ -47,11 +21,7 @@ def env(sim):
 
     ag = sim
     rt = current_runtime()
-    kernels = {
-        "scale": ag.cuda_kernel(SCALE, "scale", out=["y"], sim=_scale),
-        "add": ag.cuda_kernel(ADD, "add", out=["z"], sim=_add),
-        "inc": ag.cuda_kernel(INC, "inc", sim=_inc),
-    }
+    kernels = dict(zip(("scale", "add", "inc"), make_kernels(ag)))
     return ag, rt.backend, Hand(rt), kernels
 
 
