@@ -14,7 +14,6 @@ once. Errors name the kernel with the user's launch site, the argument and the f
 
 from __future__ import annotations
 
-import functools
 import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -279,16 +278,21 @@ class Launcher:
         self.block3 = (block + (1, 1))[:3]
 
     def __call__(self, *args: Any) -> None:
-        _runtime_module().current_runtime().launch_kernel(self, args)
+        mod = _runtime_mod or _runtime_module()
+        (mod._runtime or mod.current_runtime()).launch_kernel(self, args)
 
     def __repr__(self) -> str:
         return f"<launcher {self.kernel.name}[{self.grid}, {self.block}, {self.shared}]>"
 
 
-@functools.cache
+_runtime_mod: Any = None
+
+
 def _runtime_module() -> Any:
     """``asyncgpu._runtime``, imported on first launch (it imports this module)."""
+    global _runtime_mod
     from . import _runtime
+    _runtime_mod = _runtime
     return _runtime
 
 

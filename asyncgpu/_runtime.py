@@ -193,18 +193,12 @@ class Runtime:
                 "enqueued. Launch it after that operation returns"
             )
         self._issuing = True
-        try:
-            self._issue_node(node, graph)
-        finally:
-            self._issuing = False
-
-    def _issue_node(self, node: Node, graph: Any) -> None:
-        found = self.deps.conflicts(node.accesses)
-        parents = reduce_parents(found) if len(found) > 1 else list(found)
-        streams = self.streams
-        stream = streams.choose(node, parents)
         enqueued = False
         try:
+            found = self.deps.conflicts(node.accesses)
+            parents = reduce_parents(found) if len(found) > 1 else list(found)
+            streams = self.streams
+            stream = streams.choose(node, parents)
             node.stream = stream
             node.parents = parents
             backend = self.backend
@@ -262,6 +256,8 @@ class Runtime:
             if enqueued:
                 self._recover(node)
             raise
+        finally:
+            self._issuing = False
 
     def _recover(self, node: Node) -> None:
         """Make the bookkeeping consistent after an exception escaped ``_issue`` mid-way.
@@ -375,9 +371,9 @@ class Runtime:
 
 
 def _inside_issue() -> bool:
-    """Whether a caller of the current frame is scheduling a node (``Runtime._issue_node``)."""
-    code = Runtime._issue_node.__code__
-    frame = sys._getframe(1)
+    """Whether a caller of the calling ``Runtime._issue`` is itself scheduling a node."""
+    code = Runtime._issue.__code__
+    frame = sys._getframe(2)
     while frame is not None:
         if frame.f_code is code:
             return True
