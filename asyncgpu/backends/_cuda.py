@@ -25,6 +25,7 @@ stream. Only a kernel's first launch loads its module (so warm kernels up before
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
 import logging
 from collections import deque
@@ -96,6 +97,8 @@ class CudaBackend:
         attr = self.runtime.cudaDevAttrConcurrentManagedAccess
         self.host_coherent_while_busy = bool(self.runtime.deviceGetAttribute(attr, self.device))
         self._numba_streams: dict[int, Any] = {}
+        # one Python frame less per launch than going through the method
+        self.kernel_launch = functools.partial(make_launch, self)
         # Kernels launch through cuLaunchKernel with a packed parameter buffer (_packed.py)
         # unless the user turned it off or this CuPy lacks the driver entry point.
         self.driver_launch = getattr(cupy.cuda.driver, "launchKernel", None)
@@ -326,6 +329,7 @@ class CudaBackend:
     # -- kernels -----------------------------------------------------------------------------
     def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],
                       site: str | None) -> Any:
+        """Prepare a launch (``_cuda_kernels.make_launch``; __init__ binds it directly)."""
         return make_launch(self, kernel, launcher, arrays, values, site)
 
     def kernel_attributes(self, kernel: Any) -> dict[str, int] | None:
