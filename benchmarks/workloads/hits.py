@@ -22,9 +22,8 @@ all streams free, the ``reuse`` policy (longest-free first) may rotate through o
 pool, so a runtime that already holds more streams shows up to 10 distinct ones in a run.
 
 The host reads the first 4096 entries of auth1 and hub1 at the end (all of them at the tiny
-scale; the original read nothing it checked). Host writes to the size-1 scalars use ``[...]``:
-in this asyncgpu version an integer-indexed host write (``a[0] = 0``) computes a wrong byte span
-and does not wait for the kernels using the element.
+scale; the original read nothing it checked). Host writes to the size-1 scalars use ``[...]``
+(``a[0] = 0`` is equivalent: both wait for the kernels using the element).
 """
 
 from __future__ import annotations
