@@ -106,7 +106,7 @@ class Recording:
     """
 
     __slots__ = ("runtime", "token", "name", "thread", "launches", "failed", "eager", "split",
-                 "segment", "outcomes")
+                 "segment", "outcomes", "frozen")
 
     def __init__(self, runtime: Any, token: Any, name: str, split: bool) -> None:
         self.runtime = runtime
@@ -119,6 +119,7 @@ class Recording:
         self.split = split
         self.segment = 0
         self.outcomes: list[str] = []
+        self.frozen: list[Any] = []     # per segment: the FrozenGraph launched, or None
 
     # -- hooks the runtime calls (under its lock) -------------------------------------------
     def kernel(self, launcher: Any, args: tuple[Any, ...], site: str | None) -> bool:
@@ -167,12 +168,13 @@ class Recording:
         launches, self.launches = self.launches, []
         rt.recording = None
         try:
-            outcome = finish(rt, (self.token, self.segment), self.name, launches)
+            outcome, frozen = finish(rt, (self.token, self.segment), self.name, launches)
         finally:
             rt.recording = self
         self.segment += 1
         if outcome != "empty":
             self.outcomes.append(outcome)
+            self.frozen.append(frozen)
 
 
 def issue_eagerly(rt: Any, launches: list[_Launch]) -> None:
@@ -229,10 +231,11 @@ def graph_cache(rt: Any) -> GraphCache:
 
 
 # -- what to do with a finished recording -----------------------------------------------------
-def finish(rt: Any, token: Any, name: str, launches: list[_Launch]) -> str:
-    """Issue, capture or replay a recording's launches; returns what was done."""
+def finish(rt: Any, token: Any, name: str, launches: list[_Launch]) -> tuple[str, Any]:
+    """Issue, capture or replay a recording's launches; returns what was done, and the
+    :class:`FrozenGraph` launched (None when the launches were issued eagerly)."""
     if not launches:
-        return "empty"
+        return "empty", None
     opts = rt.options
     key = (token, opts.graph_streams, opts.graph_order, tuple(l.key for l in launches))
     with rt._lock:
@@ -252,9 +255,9 @@ def finish(rt: Any, token: Any, name: str, launches: list[_Launch]) -> str:
                 cache.put(key, entry)
         if isinstance(entry, FrozenGraph):
             rt.launch_graph(entry.name, entry.graph, entry.accesses)
-            return "replayed"
+            return "replayed", entry
     issue_eagerly(rt, launches)
-    return "eager" if entry is _EAGER else "recorded"
+    return ("eager" if entry is _EAGER else "recorded"), None
 
 
 # -- the public entry points ------------------------------------------------------------------
@@ -270,6 +273,7 @@ class _Run:
         #: failure made it run eagerly), "inline" (part of an enclosing recording), "empty";
         #: with ``split``, "+"-joined per segment (e.g. "replayed+replayed").
         self.outcome: str | None = None
+        self._last: Recording | None = None    # the last recording that ended normally
 
     def _enter(self) -> Recording | None:
         """Start recording; None when nested in a recording of this thread (inlined)."""
@@ -315,6 +319,8 @@ class _Run:
                 if rt.recording is rec:
                     rt.recording = None
         self.outcome = "+".join(rec.outcomes) or "empty"
+        if getattr(self, "static", False):
+            self._last = rec      # read (and dropped) by GraphFunction.__call__
 
     def clear(self) -> None:
         """Destroy this recorder's graphs (waits for their last launches) and forget its keys."""
@@ -344,30 +350,93 @@ class Recorder(_Run):
 class GraphFunction(_Run):
     """A function whose launches are recorded and replayed as CUDA graphs (see :func:`graph`)."""
 
-    def __init__(self, fn: Callable[..., Any], split: bool = False) -> None:
+    def __init__(self, fn: Callable[..., Any], split: bool = False, static: bool = False) -> None:
+        if static and split:
+            raise ValueError("asyncgpu.graph: static=True replays one graph per call without "
+                             "running the body, so it cannot split the body at host operations")
         super().__init__(next(_tokens), getattr(fn, "__qualname__", repr(fn)), split)
         self.fn = fn
+        self.static = static
+        #: static: argument key -> (FrozenGraph, what the capturing call returned)
+        self._static: OrderedDict[Any, tuple[FrozenGraph, Any]] = OrderedDict()
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        akey = _argument_key(args, kwargs) if self.static else None
+        if akey is not None:
+            hit = self._static.get(akey)
+            if hit is not None and self._replay_static(hit[0]):
+                return hit[1]
         rec = self._enter()
         try:
             result = self.fn(*args, **kwargs)
         except BaseException:
             self._exit(rec, True)
             raise
+        self._last = None
         self._exit(rec, False)
+        last, self._last = self._last, None     # the recording holds its arrays: drop it
+        if (akey is not None and last is not None and last.outcomes == ["replayed"]
+                and last.frozen[0] is not None):
+            self._static[akey] = (last.frozen[0], result)
+            if len(self._static) > _STATIC_KEYS:
+                self._static.popitem(last=False)
         return result
+
+    def _replay_static(self, frozen: FrozenGraph) -> bool:
+        """Launch a cached graph without running the body; False if that is not possible."""
+        from ._runtime import current_runtime
+
+        rt = current_runtime()
+        with rt._lock:
+            if rt.recording is not None or frozen.graph.destroyed:
+                return False            # nested in a recording, or evicted from the cache
+            rt.launch_graph(frozen.name, frozen.graph, frozen.accesses)
+        self.outcome = "replayed"
+        return True
+
+    def clear(self) -> None:
+        self._static.clear()
+        super().clear()
 
     def __repr__(self) -> str:
         return f"<asyncgpu.graph {self.name}>"
+
+
+#: Argument keys a static graph function remembers (least recently added dropped first).
+_STATIC_KEYS = 64
+
+
+def _argument_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """What identifies a static call: arrays by allocation, extent, shape, strides and dtype;
+    numbers by type and exact value; None if an argument is anything else."""
+    try:
+        return (tuple(_value_key(a) for a in args),
+                tuple((k, _value_key(v)) for k, v in sorted(kwargs.items())))
+    except TypeError:
+        return None
+
+
+def _value_key(v: Any) -> Any:
+    if isinstance(v, Array):
+        return ("A", v._alloc.id, v._lo, v._hi, v.shape, v.strides, v.dtype.str)
+    if isinstance(v, (bool, int, str, type(None), np.integer, np.bool_)):
+        return (type(v), v)
+    if isinstance(v, (float, np.floating)):
+        return (type(v), float(v).hex())          # exact bits: -0.0 and 0.0 differ
+    if isinstance(v, (complex, np.complexfloating)):
+        return (type(v), complex(v).real.hex(), complex(v).imag.hex())
+    if isinstance(v, tuple):
+        return ("T",) + tuple(_value_key(x) for x in v)
+    raise TypeError(f"no static key for {type(v).__name__}")
 
 
 _sites: dict[tuple[str, int], Any] = {}
 _sites_lock = threading.Lock()
 
 
-def graph(fn: Callable[..., Any] | None = None, *, split: bool = False) -> Any:
+def graph(fn: Callable[..., Any] | None = None, *, split: bool = False,
+          static: bool = False) -> Any:
     """Decorator: record the kernel launches of ``fn`` and replay them as a CUDA graph.
 
     Each call runs ``fn`` with its launches deferred; the sequence (kernels, launch
@@ -379,10 +448,18 @@ def graph(fn: Callable[..., Any] | None = None, *, split: bool = False) -> Any:
     operation or library call instead ends a *segment*, recorded and replayed on its own, so a
     loop with host steps in the middle becomes one graph per stretch between them.
     ``fn.clear()`` destroys its graphs; ``fn.outcome`` says what the last call did.
+
+    With ``static=True`` the body stops running once it has been captured: a later call whose
+    arguments are the same (the same arrays by allocation, extent, shape and dtype; numbers by
+    exact value) launches the graph at once and returns what the capturing call returned.
+    That is the cheapest replay (one graph launch per call, no per-kernel work), and it is
+    only correct for a body whose launches depend on nothing but its arguments: a global
+    scalar, a closure variable or an array the body reaches without taking it as an argument
+    is frozen at capture. Arguments of other types make the call run the body as usual.
     """
     if fn is None:
-        return lambda f: GraphFunction(f, split)
-    return GraphFunction(fn, split)
+        return lambda f: GraphFunction(f, split, static)
+    return GraphFunction(fn, split, static)
 
 
 def record(name: str | None = None, *, split: bool = False) -> Recorder:

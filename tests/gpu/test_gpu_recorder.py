@@ -68,6 +68,30 @@ def test_recorded_fork_join_replays_like_eager(streams, order, debug_hb):
         step.clear()
 
 
+def test_static_replay_skips_the_body_on_gpu():
+    import asyncgpu as ag
+
+    with ag.configure(backend="cuda"):
+        square, add = _kernels(ag)
+        x, x1, z = (ag.empty(N, np.float32) for _ in range(3))
+        runs = []
+
+        @ag.graph(static=True)
+        def step(a):
+            runs.append(a)
+            square[64, 256](x, x1, N)
+            add[64, 256](x1, x, z, np.float32(a), N)        # z = x^2 + a x
+
+        rng = np.random.default_rng(1)
+        for i in range(5):
+            x0 = rng.random(N, dtype=np.float32)
+            x[...] = x0
+            step(2.0)
+            np.testing.assert_allclose(z.numpy(), x0 * x0 + np.float32(2) * x0, rtol=1e-6)
+        assert len(runs) == 2 and step.outcome == "replayed"
+        step.clear()
+
+
 def test_host_read_waits_for_a_replayed_graph():
     import asyncgpu as ag
 

@@ -1,0 +1,99 @@
+"""``asyncgpu.graph(static=True)``: once captured, calls with the same arguments launch the graph
+without running the body."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from recorder_kernels import N, kernels
+
+
+@pytest.fixture
+def env(sim):
+    return sim, kernels(sim)
+
+
+def test_static_replay_skips_the_body_and_follows_host_writes(env):
+    ag, (scale, add, inc) = env
+    runs = []
+
+    @ag.graph(static=True)
+    def step(x, y, z):
+        runs.append(1)
+        scale[1, N](x, y, np.float32(2), N)
+        add[1, N](x, y, z, N)
+        return z
+
+    x, y, z = ag.zeros(N, np.float32), ag.empty(N, np.float32), ag.empty(N, np.float32)
+    for i in range(6):
+        x[...] = np.full(N, i, np.float32)          # host write, ordered with the graph
+        out = step(x, y, z)
+        assert out is z
+        np.testing.assert_array_equal(z.numpy(), np.full(N, 3 * i, np.float32))
+    assert len(runs) == 2                           # recorded, captured; then never again
+    assert step.outcome == "replayed"
+    assert ag.statistics().graphs_replayed >= 5
+
+
+def test_static_replay_keys_on_arrays_and_scalars(env):
+    ag, (scale, add, inc) = env
+    runs = []
+
+    @ag.graph(static=True)
+    def scaled(x, y, a):
+        runs.append(a)
+        scale[1, N](x, y, np.float32(a), N)
+
+    x = ag.array(np.arange(N, dtype=np.float32))
+    y, w = ag.empty(N, np.float32), ag.empty(N, np.float32)
+    for _ in range(3):
+        scaled(x, y, 2.0)
+    assert runs == [2.0, 2.0]
+    scaled(x, y, -0.0)                              # another scalar: the body runs
+    scaled(x, w, 2.0)                               # another output array: the body runs
+    assert runs == [2.0, 2.0, -0.0, 2.0]
+    np.testing.assert_array_equal(w.numpy(), 2 * np.arange(N, dtype=np.float32))
+
+
+def test_static_freezes_what_the_body_reads_outside_its_arguments(env):
+    """The documented hazard: a global scalar is frozen at capture."""
+    ag, (scale, add, inc) = env
+    factor = {"a": 2.0}
+
+    @ag.graph(static=True)
+    def scaled(x, y):
+        scale[1, N](x, y, np.float32(factor["a"]), N)
+
+    x = ag.array(np.ones(N, np.float32))
+    y = ag.empty(N, np.float32)
+    scaled(x, y)
+    scaled(x, y)
+    factor["a"] = 5.0
+    scaled(x, y)                                    # replayed: still 2
+    np.testing.assert_array_equal(y.numpy(), np.full(N, 2, np.float32))
+    scaled.clear()                                  # forget the graphs: the body runs again
+    scaled(x, y)
+    np.testing.assert_array_equal(y.numpy(), np.full(N, 5, np.float32))
+
+
+def test_static_with_unkeyable_arguments_runs_the_body(env):
+    ag, (scale, add, inc) = env
+    runs = []
+
+    @ag.graph(static=True)
+    def bump(x, tag):
+        runs.append(tag)
+        inc[1, N](x, N)
+
+    x = ag.zeros(N, np.float32)
+    for _ in range(3):
+        bump(x, ["not", "hashable"])
+    assert len(runs) == 3
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 3, np.float32))
+
+
+def test_static_and_split_are_exclusive(env):
+    ag, _ = env
+    with pytest.raises(ValueError, match="static"):
+        ag.graph(lambda: None, split=True, static=True)
