@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ._errors import ArgumentError, ArgumentValueError
+from ._errors import ArgumentError, ArgumentValueError, FreedArrayError
 from ._signature import Param
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -34,6 +34,19 @@ def user_site() -> str:
     if f is None:
         return "<unknown>"
     return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+
+
+def check_usable(array: Any, runtime: Any, what: str) -> None:
+    """Refuse a freed array, or one of another runtime, as an argument; ``what`` names it in
+    the message (``kernel 'k', argument 0 'x': array float32[8]``)."""
+    alloc = array._alloc
+    if alloc.freed:
+        raise FreedArrayError(f"{what} has been freed; pass a live array")
+    if alloc.runtime is not runtime:
+        raise ArgumentValueError(
+            f"{what} belongs to another runtime (created before asyncgpu.configure changed "
+            "the backend); create it again"
+        )
 
 
 def convert_scalar(a: Any, p: Param, where: Callable[[], str]) -> np.generic:

@@ -22,10 +22,10 @@ import numpy as np
 
 from ._array import Array
 from ._checks import (
-    BLOCK_LIMITS, GRID_LIMITS, MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, launch_dims, is_int,
-    convert_scalar, user_site,
+    BLOCK_LIMITS, GRID_LIMITS, MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, check_usable,
+    convert_scalar, is_int, launch_dims, user_site,
 )
-from ._errors import ArgumentError, ArgumentValueError, FreedArrayError, SignatureError
+from ._errors import ArgumentError, ArgumentValueError, SignatureError
 from ._signature import Param, parse_cuda_declaration, parse_grcuda_signature
 
 @dataclass(frozen=True)
@@ -206,16 +206,7 @@ class Kernel:
 
     def _check_array(self, runtime: Any, i: int, p: Param, a: Array, site: str | None) -> None:
         """Raise the error that explains why array ``a`` cannot be argument ``i``."""
-        if a._alloc.freed:
-            raise FreedArrayError(
-                f"{self._where(site, i)}: array {a.describe()} has been freed; "
-                "pass a live array"
-            )
-        if a._alloc.runtime is not runtime:
-            raise ArgumentValueError(
-                f"{self._where(site, i)}: array {a.describe()} belongs to another runtime "
-                "(created before asyncgpu.configure changed the backend); create it again"
-            )
+        check_usable(a, runtime, f"{self._where(site, i)}: array {a.describe()}")
         if self.typed:
             if not p.is_array:
                 raise ArgumentError(

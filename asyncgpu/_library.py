@@ -42,8 +42,9 @@ from typing import Any, Callable
 import numpy as np
 
 from ._array import Array, new_array
+from ._checks import check_usable
 from ._deps import Access
-from ._errors import ArgumentError, ArgumentValueError, FreedArrayError
+from ._errors import ArgumentError
 
 #: Functions whose result shape depends on array values (synchronizing on ``sim``).
 DATA_DEPENDENT = frozenset({
@@ -145,17 +146,7 @@ class LibraryCall:
     def validate(self, runtime: Any) -> None:
         """Refuse freed arrays and arrays of another runtime, before anything is enqueued."""
         for i, a in enumerate(self.arrays):
-            if a._alloc.freed:
-                raise FreedArrayError(
-                    f"{self.describe()}: array argument {i} ({a.describe()}) has been freed; "
-                    "pass a live array"
-                )
-            if a._alloc.runtime is not runtime:
-                raise ArgumentValueError(
-                    f"{self.describe()}: array argument {i} ({a.describe()}) belongs to another "
-                    "runtime (created before asyncgpu.configure changed the backend); create it "
-                    "again"
-                )
+            check_usable(a, runtime, f"{self.describe()}: array argument {i} ({a.describe()})")
 
     def accesses(self, alias_blind: bool = False) -> list[Access]:
         """One access per distinct array argument (a write if any occurrence is written)."""

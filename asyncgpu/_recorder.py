@@ -273,7 +273,6 @@ class _Run:
         #: failure made it run eagerly), "inline" (part of an enclosing recording), "empty";
         #: with ``split``, "+"-joined per segment (e.g. "replayed+replayed").
         self.outcome: str | None = None
-        self._last: Recording | None = None    # the last recording that ended normally
 
     def _enter(self) -> Recording | None:
         """Start recording; None when nested in a recording of this thread (inlined)."""
@@ -291,10 +290,11 @@ class _Run:
             rec = rt.recording = Recording(rt, self.token, self.name, self.split)
             return rec
 
-    def _exit(self, rec: Recording | None, failed: bool) -> None:
+    def _exit(self, rec: Recording | None, failed: bool) -> Recording | None:
+        """End the recording; returns it when it ended normally (its segments' outcomes)."""
         if rec is None:
             self.outcome = "inline"
-            return
+            return None
         rt = rec.runtime
         with rt._lock:
             if rt.recording is rec:
@@ -307,11 +307,11 @@ class _Run:
                 # the exception already escaping is the one the user must see
                 log.exception("asyncgpu: issuing the launches of the failed recording of '%s'",
                               rec.name)
-            return
+            return None
         if rec.eager:
             issue_eagerly(rt, rec.launches)
             self.outcome = "eager"
-            return
+            return None
         try:
             rec.end_segment()
         finally:
@@ -319,8 +319,7 @@ class _Run:
                 if rt.recording is rec:
                     rt.recording = None
         self.outcome = "+".join(rec.outcomes) or "empty"
-        if getattr(self, "static", False):
-            self._last = rec      # read (and dropped) by GraphFunction.__call__
+        return rec
 
     def clear(self) -> None:
         """Destroy this recorder's graphs (waits for their last launches) and forget its keys."""
@@ -373,9 +372,7 @@ class GraphFunction(_Run):
         except BaseException:
             self._exit(rec, True)
             raise
-        self._last = None
-        self._exit(rec, False)
-        last, self._last = self._last, None     # the recording holds its arrays: drop it
+        last = self._exit(rec, False)
         if (akey is not None and last is not None and last.outcomes == ["replayed"]
                 and last.frozen[0] is not None):
             self._static[akey] = (last.frozen[0], result)

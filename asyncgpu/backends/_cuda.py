@@ -38,7 +38,7 @@ from ._cuda_kernels import make_launch
 from .._errors import (
     BackendUnavailableError, CaptureError, KernelFault, LaunchError, OutOfMemoryError,
 )
-from ._capture import CaptureTracker, Graph, check_launch
+from ._capture import CaptureTracker, Graph, check_launch, destroy
 
 log = logging.getLogger("asyncgpu")
 _uids = itertools.count(1)
@@ -212,9 +212,6 @@ class CudaBackend:
                 "exact kernel)"
             )
             log.error("%s", self.fault)
-            err = KernelFault(str(self.fault))
-            err.__cause__ = exc
-            return err
         err = KernelFault(str(self.fault))
         err.__cause__ = exc
         return err
@@ -264,14 +261,7 @@ class CudaBackend:
                 del inflight[key]
 
     def graph_destroy(self, graph: Graph) -> None:
-        if graph.destroyed:
-            return
-        if graph.launched:
-            self.host_wait(graph.done)
-        self._graphs_in_flight.pop(id(graph), None)
-        graph.destroyed = True
-        graph.handle = None      # CuPy destroys the executable and the graph
-        graph.nodes, graph.allocs, graph.ops = [], [], []
+        destroy(graph, lambda: self.host_wait(graph.done), self._graphs_in_flight)
 
     def host_access(self, accesses: Any, label: str) -> None:
         """Managed memory is coherent: the waits already happened (unless the device faulted:

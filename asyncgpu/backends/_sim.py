@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import AnnotationViolation, DeadlockError, KernelFault
-from ._capture import CaptureTracker, Expansion, Graph, check_launch
+from ._capture import CaptureTracker, Expansion, Graph, check_launch, destroy
 
 log = logging.getLogger("asyncgpu.sim")
 POISON = 0xFF
@@ -251,14 +251,7 @@ class SimBackend:
         self._enqueue(stream, "kernel", node.launch, node.label())
 
     def graph_destroy(self, graph: Graph) -> None:
-        if graph.destroyed:
-            return
-        if graph.launched:
-            self.host_wait(graph.handle.done)
-        self._graphs_in_flight.pop(id(graph), None)
-        graph.destroyed = True
-        graph.handle = None
-        graph.nodes, graph.allocs, graph.ops = [], [], []
+        destroy(graph, lambda: self.host_wait(graph.handle.done), self._graphs_in_flight)
 
     def host_access(self, accesses: Any, label: str) -> None:
         """Host accesses need no simulation: memory is coherent and waits were done."""
