@@ -49,15 +49,22 @@ class FaultInjector:
         self.where: str | None = None        # "file.py:line in function" of the raise
         self.points: list[str] = []          # every point seen (when counting)
         self._files = {os.path.join(_PACKAGE, m + ".py") for m in modules}
+        # One bound method each, owned here. CPython drops its reference to the global trace
+        # function when a trace function raises; if that happens inside a finalizer run by a
+        # garbage collection that a trace call itself triggered (3.11 builds the frame object
+        # for the call event first), the interpreter goes on to call the function it had
+        # already loaded: freed memory, unless something else keeps it alive.
+        self.trace = self._call
+        self._local = self._line
 
     def _call(self, frame: Any, event: str, arg: Any) -> Any:
         if frame.f_code.co_filename in self._files:
-            return self._line
+            return self._local
         return None
 
     def _line(self, frame: Any, event: str, arg: Any) -> Any:
         if event != "line":
-            return self._line
+            return self._local
         self.count += 1
         where = (f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} "
                  f"in {frame.f_code.co_name}")
@@ -66,7 +73,7 @@ class FaultInjector:
         elif self.count == self.at:
             self.where = where
             raise self.make()
-        return self._line
+        return self._local
 
 
 @contextlib.contextmanager
@@ -76,7 +83,7 @@ def inject(at: int | None, make: Callable[[], BaseException] = KeyboardInterrupt
     (``at=None``: only count, and list the points in ``.points``)."""
     injector = FaultInjector(at, make, modules)
     previous = sys.gettrace()
-    sys.settrace(injector._call)
+    sys.settrace(injector.trace)
     try:
         yield injector
     finally:

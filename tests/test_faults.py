@@ -7,9 +7,16 @@ lines it executes in the runtime's core modules), then, for every point, runs th
 on a fresh runtime, raises there, and checks: the stream bookkeeping is intact, the call either
 happened or did not (no third outcome), ``synchronize`` returns, and a follow-up program gives
 the serial answer with the happens-before checker silent (a missing edge raises RaceError).
+
+A second test leaves arrays in reference cycles and collects garbage often, so that faults land
+inside ``Allocation.__del__`` run by the collector in the middle of runtime work (and inside the
+collections that CPython's own trace calls trigger: the case that once crashed the interpreter,
+see ``asyncgpu._faults``).
 """
 
 from __future__ import annotations
+
+import gc
 
 import numpy as np
 import pytest
@@ -32,7 +39,7 @@ def axpy_twin(x, y, a, n):
     y[:n] += a * x[:n]
 
 
-def prologue():
+def prologue(garbage=False):
     """y = x and z = x on (likely) different streams, left pending by the lazy strategy."""
     k = ag.cuda_kernel(SRC, "axpy", sim=axpy_twin)
     x = ag.array(X)
@@ -40,6 +47,9 @@ def prologue():
     z = ag.zeros(8, np.float32)
     k[1, 8](x, y, 1.0, 8)
     k[1, 8](x, z, 1.0, 8)
+    for _ in range(20 if garbage else 0):     # garbage only the cycle collector frees
+        cycle = [ag.zeros(4, np.float32)]
+        cycle.append(cycle)
     return {"k": k, "x": x, "y": y, "z": z}
 
 
@@ -103,10 +113,10 @@ def follow_up(env, z_factor):
     np.testing.assert_array_equal(v.numpy(), z_factor * X)
 
 
-def run_once(target, at, make, seed):
+def run_once(target, at, make, seed, garbage=False):
     call, outcomes = TARGETS[target]
     with ag.configure(backend="sim", sim_seed=seed, sim_strategy="lazy", execution="async"):
-        env = prologue()
+        env = prologue(garbage)
         with inject(at, make) as injector:
             try:
                 call(env)
@@ -137,6 +147,16 @@ class InjectedError(RuntimeError):
     pass
 
 
+@pytest.fixture
+def frequent_gc():
+    before = gc.get_threshold()
+    gc.set_threshold(10)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 @pytest.mark.parametrize("make", [KeyboardInterrupt, InjectedError], ids=["interrupt", "error"])
 @pytest.mark.parametrize("target", list(TARGETS))
 def test_fault_at_every_point_leaves_the_runtime_consistent(target, make):
@@ -148,6 +168,16 @@ def test_fault_at_every_point_leaves_the_runtime_consistent(target, make):
         raised += injector.where is not None
     # (runs differ a little with the seed: the last few points may not be reached)
     assert raised >= 0.8 * len(points)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # __del__'s
+@pytest.mark.parametrize("target", ["library-call", "launch"])
+def test_fault_inside_a_finalizer_run_by_the_collector(target, frequent_gc):
+    # (the points now include finalizer lines, which the collector runs at different moments
+    # in each run: no count to compare against, only consistency after every fault)
+    points = count_points(target).points
+    for at in range(1, len(points) + 1):
+        run_once(target, at, KeyboardInterrupt, seed=at, garbage=True)
 
 
 def test_counting_costs_nothing_outside_the_block(sim):
