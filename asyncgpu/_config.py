@@ -29,7 +29,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "prefetch": ("auto", "off"),
     "sim_strategy": ("random", "pct", "reverse", "starve", "eager", "lazy"),
     "graph_streams": ("opara", "nimble", "single"),
-    "graph_order": ("topological", "opara"),
+    "graph_order": ("topological", "opara", "ios"),
 }
 
 #: Test-only switches that plant a known bug in the runtime (mutation testing): the test suite
@@ -81,8 +81,18 @@ class Options:
     #: minimum path cover, or ``single``: one stream, the sequential-graph baseline), launch
     #: order inside them, and the number of keys/graphs kept.
     graph_streams: Literal["opara", "nimble", "single"] = "opara"
-    graph_order: Literal["topological", "opara"] = "topological"
+    graph_order: Literal["topological", "opara", "ios"] = "topological"
     graph_cache: int = 64
+    #: Recorder: time launches when a graph is captured (``opara``: each launch's
+    #: memory/compute class; ``ios``: the candidate stages); off: classes from kernel
+    #: attributes, and ``ios`` falls back to ``opara``.
+    graph_measure: bool = True
+    #: Recorder, ``ios`` order: IOS's pruning, at most ``graph_ios_group`` launches per group
+    #: (r) and ``graph_ios_groups`` groups per stage (s), and the largest recording searched
+    #: (beyond it the ``opara`` order is used).
+    graph_ios_group: int = 3
+    graph_ios_groups: int = 8
+    graph_ios_max: int = 24
 
     def __post_init__(self) -> None:
         for name, choices in _CHOICES.items():
@@ -91,7 +101,8 @@ class Options:
                 raise ValueError(
                     f"option {name} must be one of {', '.join(choices)}; got {value!r}"
                 )
-        for name in ("max_streams", "poll_threshold", "graph_cache"):
+        for name in ("max_streams", "poll_threshold", "graph_cache", "graph_ios_group",
+                     "graph_ios_groups", "graph_ios_max"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"option {name} must be a positive integer; got {value!r}")
@@ -147,6 +158,10 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_GRAPH_STREAMS": ("graph_streams", str),
     "ASYNCGPU_GRAPH_ORDER": ("graph_order", str),
     "ASYNCGPU_GRAPH_CACHE": ("graph_cache", int),
+    "ASYNCGPU_GRAPH_MEASURE": ("graph_measure", _flag),
+    "ASYNCGPU_GRAPH_IOS_GROUP": ("graph_ios_group", int),
+    "ASYNCGPU_GRAPH_IOS_GROUPS": ("graph_ios_groups", int),
+    "ASYNCGPU_GRAPH_IOS_MAX": ("graph_ios_max", int),
     "ASYNCGPU_TEST_BUG": ("test_bugs", lambda s: frozenset(filter(None, s.split(",")))),
 }
 

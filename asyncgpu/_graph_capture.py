@@ -6,7 +6,8 @@ A recording's launches (``asyncgpu._recorder``) depend on each other where they 
 overlapping bytes of one allocation and one of them writes (:func:`dependencies`: RAW, WAR,
 WAW, in recorded order, so indices are a topological order). :func:`plan` orders them and
 assigns them to lanes (``asyncgpu._graph_schedule``, per ``Options.graph_order`` and
-``graph_streams``); :func:`capture` issues them on the recorder's lane streams inside one
+``graph_streams``; the ``opara`` and ``ios`` orders time the launches first, see
+``asyncgpu._graph_profile``); :func:`capture` issues them on the recorder's lane streams inside one
 stream capture::
 
     origin: record fork                      (lane 0 is the origin)
@@ -32,6 +33,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from . import _graph_profile as profile
 from . import _graph_schedule as schedule
 from ._dag import Node
 from ._deps import Access
@@ -72,22 +74,32 @@ def dependencies(launches: list[Any], all_write: bool = False) -> list[list[int]
     return preds
 
 
-def plan(rt: Any, launches: list[Any]) -> tuple[list[list[int]], list[int], list[int]]:
-    """(preds, lanes, order) for capturing ``launches`` under the runtime's options."""
+def plan(rt: Any, launches: list[Any], name: str = "recording",
+         ) -> tuple[list[list[int]], list[int], list[int]]:
+    """(preds, lanes, order) for capturing ``launches`` under the runtime's options.
+
+    ``ios`` may add IOS's stage barriers to ``preds`` (and then fixes the lanes itself); when
+    its search is skipped (too many launches, no timer) the ``opara`` order is used.
+    """
     preds = dependencies(launches, rt.no_const)
     opts = rt.options
-    if opts.graph_order == "opara":
-        attrs = getattr(rt.backend, "kernel_attributes", None)
+    be = _capture_backend(rt.backend)
+    kind = opts.graph_order
+    if kind == "ios":
+        stages = profile.ios_stages(rt, be, launches, preds, name)
+        if stages is not None:
+            return schedule.stage_plan(preds, stages)
+        kind = "opara"
+    if kind == "opara":
+        attrs = getattr(be, "kernel_attributes", None)
         demand = []
         for launch in launches:
-            lc = launch.launcher
-            threads = lc.block3[0] * lc.block3[1] * lc.block3[2]
-            blocks = lc.grid3[0] * lc.grid3[1] * lc.grid3[2]
-            a = attrs(lc.kernel) if attrs is not None else None
+            blocks, threads = profile.launch_threads(launch)
+            a = attrs(launch.launcher.kernel) if attrs is not None else None
             demand.append(schedule.resource_demand(a, threads, blocks))
-        # class: memory-bound unless measured otherwise; no timings are measured yet, so every
-        # launch is one class and the order is "smallest demand first"
-        memory = [False] * len(launches)
+        with profile.stage_timer(rt, be, launches) as timer:
+            classes = profile.launch_classes(rt, be, launches, timer)
+        memory = [c != "compute" for c in classes]
         order = schedule.opara_order(preds, demand, memory)
     else:
         order = schedule.topological_order(preds)
@@ -103,7 +115,7 @@ def plan(rt: Any, launches: list[Any]) -> tuple[list[list[int]], list[int], list
 def capture(rt: Any, cache: Any, name: str, launches: list[Any]) -> FrozenGraph:
     """Capture ``launches`` into a graph on the cache's lane streams (under the runtime lock)."""
     be = _capture_backend(rt.backend)
-    preds, lanes, order = plan(rt, launches)
+    preds, lanes, order = plan(rt, launches, name)
     waits = schedule.cross_waits(preds, lanes, order)
     recorded = {p for ws in waits for p in ws}
     nodes = []

@@ -26,6 +26,9 @@ choice gives the same results, because every DAG edge becomes a stream order or 
   - ``opara`` (Opara's Algorithm 2): Kahn's algorithm with two ready queues, memory-bound and
     compute-bound; the two are alternated, and from the chosen queue the launch with the
     smallest resource demand is taken first (ties: the earliest).
+  - ``ios``: IOS's stages (``asyncgpu._ios``) fix the order *and* the streams: stage by stage,
+    group ``j`` of a stage on stream ``j``, and :func:`stage_plan` adds IOS's barrier between
+    consecutive stages as extra edges (so the stream allocation option does not apply).
 
 Waits: :func:`cross_waits` gives, for each launch, the predecessors on other streams it must
 wait for, dropping those implied by an earlier wait of the same stream or by stream order.
@@ -44,7 +47,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 STREAM_STRATEGIES = ("opara", "nimble", "single")
-ORDER_STRATEGIES = ("topological", "opara")
+ORDER_STRATEGIES = ("topological", "opara", "ios")
 
 
 def opara_streams(preds: Sequence[Sequence[int]], order: Iterable[int]) -> list[int]:
@@ -168,6 +171,30 @@ def opara_order(preds: Sequence[Sequence[int]], demand: Sequence[float],
             if indegree[s] == 0:
                 ready[bool(memory_bound[s])].append(s)
     return order
+
+
+def stage_plan(preds: Sequence[Sequence[int]], stages: Sequence[Sequence[Sequence[int]]],
+               ) -> tuple[list[list[int]], list[int], list[int]]:
+    """(preds with stage barriers, lanes, order) for IOS's stages (first stage first).
+
+    Group ``j`` of every stage goes on lane ``j``, its launches in order; the first launch of
+    each group of stage ``k + 1`` also follows the last launch of every group of stage ``k``
+    (with the lanes' FIFO order, all of stage ``k + 1`` follows all of stage ``k``).
+    """
+    out = [sorted(set(ps)) for ps in preds]
+    lanes = [-1] * len(preds)
+    order: list[int] = []
+    ends: list[int] = []
+    for stage in stages:
+        for j, group in enumerate(stage):
+            for v in group:
+                lanes[v] = j
+                order.append(v)
+            out[group[0]] = sorted(set(out[group[0]]) | set(ends))
+        ends = [group[-1] for group in stage]
+    if sorted(order) != list(range(len(preds))):
+        raise ValueError("stage_plan: the stages must hold every launch exactly once")
+    return out, lanes, order
 
 
 def resource_demand(attrs: dict[str, Any] | None, threads: int, blocks: int,

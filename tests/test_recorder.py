@@ -12,7 +12,7 @@ from recorder_kernels import N, kernels
 
 
 @pytest.mark.parametrize("streams", ["opara", "nimble"])
-@pytest.mark.parametrize("order", ["topological", "opara"])
+@pytest.mark.parametrize("order", ["topological", "opara", "ios"])
 @pytest.mark.parametrize("seed", range(2))
 def test_graph_replays_equal_eager(streams, order, seed):
     import asyncgpu as ag
@@ -192,6 +192,7 @@ def _launches():
 @pytest.mark.parametrize("strategy,streams,order,dependency", [
     ("random", "opara", "topological", "with-const"), ("pct", "nimble", "opara", "with-const"),
     ("reverse", "opara", "opara", "with-const"), ("starve", "nimble", "topological", "no-const"),
+    ("random", "opara", "ios", "with-const"), ("starve", "nimble", "ios", "no-const"),
 ])
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(body=st.lists(_launches(), min_size=1, max_size=8),

@@ -279,6 +279,11 @@ class SimBackend:
         from ._sim_library import make_call
         return make_call(runtime, call, accesses)
 
+    def stage_timer(self, runtime: Any, launches: list[Any]) -> Any:
+        """The recorder's stage timer: a deterministic cost model (``_sim_timing``)."""
+        from ._sim_timing import SimStageTimer
+        return SimStageTimer(launches)
+
     # -- the executor ------------------------------------------------------------------------
     def _maybe_tick(self) -> None:
         if self.strategy == "eager":
