@@ -88,11 +88,13 @@ class Options:
     #: attributes, and ``ios`` falls back to ``opara``.
     graph_measure: bool = True
     #: Recorder, ``ios`` order: IOS's pruning, at most ``graph_ios_group`` launches per group
-    #: (r) and ``graph_ios_groups`` groups per stage (s), and the largest recording searched
-    #: (beyond it the ``opara`` order is used).
+    #: (r) and ``graph_ios_groups`` groups per stage (s); recordings are searched in parts of
+    #: ``graph_ios_part`` consecutive launches; beyond ``graph_ios_max`` launches the ``opara``
+    #: order is used.
     graph_ios_group: int = 3
     graph_ios_groups: int = 8
-    graph_ios_max: int = 24
+    graph_ios_part: int = 24
+    graph_ios_max: int = 256
 
     def __post_init__(self) -> None:
         for name, choices in _CHOICES.items():
@@ -102,7 +104,7 @@ class Options:
                     f"option {name} must be one of {', '.join(choices)}; got {value!r}"
                 )
         for name in ("max_streams", "poll_threshold", "graph_cache", "graph_ios_group",
-                     "graph_ios_groups", "graph_ios_max"):
+                     "graph_ios_groups", "graph_ios_part", "graph_ios_max"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"option {name} must be a positive integer; got {value!r}")
@@ -161,6 +163,7 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_GRAPH_MEASURE": ("graph_measure", _flag),
     "ASYNCGPU_GRAPH_IOS_GROUP": ("graph_ios_group", int),
     "ASYNCGPU_GRAPH_IOS_GROUPS": ("graph_ios_groups", int),
+    "ASYNCGPU_GRAPH_IOS_PART": ("graph_ios_part", int),
     "ASYNCGPU_GRAPH_IOS_MAX": ("graph_ios_max", int),
     "ASYNCGPU_TEST_BUG": ("test_bugs", lambda s: frozenset(filter(None, s.split(",")))),
 }

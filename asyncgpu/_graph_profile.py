@@ -16,7 +16,10 @@ they order, taken once, when the recording is captured:
   ``small`` launches go in the memory queue, with the light elementwise work Opara's operator
   table puts there. Without a measurement (no timer, ``graph_measure=False``, or a failure)
   the class comes from :func:`heuristic_class` (bytes per thread and registers).
-* ``ios`` (``asyncgpu._ios``) measures every candidate stage it considers.
+* ``ios`` (``asyncgpu._ios``) measures every candidate stage it considers. As in IOS, a long
+  recording is cut into consecutive parts of at most ``graph_ios_part`` launches, searched one
+  after the other; recordings above ``graph_ios_max`` launches, or searches over budget, use
+  the ``opara`` order instead (logged).
 
 Both take their times from the backend's *stage timer* (``backend.stage_timer(runtime,
 launches)``, or None when the backend cannot time): ``timer.time(stage)`` gives the seconds one
@@ -151,8 +154,10 @@ def ios_stages(rt: Any, be: Any, launches: Sequence[Any], preds: Sequence[Sequen
             return timer.time(stage)
 
         try:
-            stages = _ios.ios_schedule(preds, latency, opts.graph_ios_group,
-                                       opts.graph_ios_groups)
+            stages = []
+            for part in _ios.parts(len(launches), opts.graph_ios_part):
+                stages += _ios.ios_schedule_part(preds, part, latency, opts.graph_ios_group,
+                                                 opts.graph_ios_groups)
         except _ios.SearchTooLarge as exc:
             log.info("asyncgpu: the IOS search for '%s' (%d launches) is too large (%s): the "
                      "opara order is used", name, n, exc)

@@ -176,6 +176,29 @@ def _groups(E: int, nbr: list[int], r: int, s: int) -> Stage | None:
     return tuple(sorted(groups))
 
 
+def parts(n: int, size: int) -> list[range]:
+    """Launches ``0..n-1`` cut into consecutive parts of at most ``size`` (IOS's
+    ``max_part_size``): indices are a topological order, so each part's predecessors outside
+    it are in earlier parts."""
+    return [range(k, min(n, k + size)) for k in range(0, n, size)]
+
+
+def ios_schedule_part(preds: Sequence[Sequence[int]], part: range,
+                      latency: Callable[[Stage], float], r: int = DEFAULT_GROUP_SIZE,
+                      s: int = DEFAULT_GROUPS, max_endings: int = DEFAULT_MAX_ENDINGS,
+                      ) -> list[Stage]:
+    """:func:`ios_schedule` of the launches in ``part`` (edges from earlier parts dropped:
+    their stages come first), in the launches' own indices."""
+    base = part.start
+    local = [[p - base for p in preds[v] if p >= base] for v in part]
+    stages = ios_schedule(local, lambda st: latency(_shift(st, base)), r, s, max_endings)
+    return [_shift(st, base) for st in stages]
+
+
+def _shift(stage: Stage, base: int) -> Stage:
+    return tuple(tuple(v + base for v in g) for g in stage)
+
+
 def schedule_cost(stages: Sequence[Stage], latency: Callable[[Stage], float]) -> float:
     """Total latency of a schedule (the quantity :func:`ios_schedule` minimises)."""
     return sum(float(latency(tuple(st))) for st in stages)

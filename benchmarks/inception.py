@@ -7,7 +7,7 @@ GPU mostly idle and launches dominate: the case Opara and Nimble were built for.
 
 :func:`measure` records ``run()`` with :func:`asyncgpu.graph` under each configuration of
 ``CONFIGS`` (``graph_streams``/``graph_order``; ``single`` puts every launch on one stream: the
-sequential graph baseline), checks every replay against a NumPy float64 reference, and times
+sequential graph baseline; ``ios/ios`` is the ``ios`` order, which sets the streams itself), checks every replay against a NumPy float64 reference, and times
 replays (host call to the end of a host synchronization): median and 10th/90th percentiles in
 milliseconds, plus the eager ``parallel`` run of the same launches for comparison.
 """
@@ -26,7 +26,7 @@ from kernels import inception as K
 SIZES = {"tiny": (2, 4, 8), "small": (6, 17, 64), "medium": (10, 35, 128),
          "large": (12, 35, 256)}
 CONFIGS = (("single", "topological"), ("opara", "topological"), ("opara", "opara"),
-           ("nimble", "topological"), ("nimble", "opara"))
+           ("nimble", "topological"), ("nimble", "opara"), ("ios", "ios"))
 
 
 def _split(c: int) -> dict[str, int]:
@@ -157,7 +157,8 @@ def measure(ag: Any, scale: str = "small", iterations: int = 50, block: int = 12
             raise AssertionError(f"inception parallel: {msg}")
         out["parallel"] = _summary(_times(lambda: wl.run(block), ag, iterations))
     for streams, order in configs:
-        with ag.configure(graph_streams=streams, graph_order=order):
+        opts = {"graph_streams": streams} if streams != "ios" else {}
+        with ag.configure(graph_order=order, **opts):
             step = ag.graph(wl.run)
             for _ in range(2):                          # record, capture
                 wl.acts[-1][...] = np.nan

@@ -97,6 +97,18 @@ def test_ios_dp_equals_brute_force(preds, r, s, seed):
     assert schedule_cost(stages, lat) == pytest.approx(_brute(preds, lat, r, s))
 
 
+@settings(max_examples=40, deadline=None)
+@given(preds=dags(9), size=st.integers(1, 9), seed=st.integers(0, 10**6))
+def test_ios_in_parts_is_a_valid_schedule(preds, size, seed):
+    lat = _random_latency(seed)
+    stages = []
+    for part in _ios.parts(len(preds), size):
+        stages += _ios.ios_schedule_part(preds, part, lat, 2, 3)
+    _valid(preds, stages, 2, 3)
+    if size >= len(preds):
+        assert stages == ios_schedule(preds, lat, 2, 3)
+
+
 def test_ios_prefers_concurrency_when_it_pays_and_measures_each_stage_once():
     calls = []
 

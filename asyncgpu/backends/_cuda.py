@@ -327,6 +327,12 @@ class CudaBackend:
         from ._cuda_kernels import kernel_attributes
         return kernel_attributes(kernel)
 
+    def stage_timer(self, runtime: Any, launches: list[Any]) -> Any:
+        """The recorder's stage timer: CUDA events, scratch copies of written arrays
+        (``_cuda_timing``)."""
+        from ._cuda_timing import CudaStageTimer
+        return CudaStageTimer(self, runtime, launches)
+
     def library_call(self, runtime: Any, call: Any, accesses: list[Any]) -> Any:
         from ._cuda_library import make_call
         return make_call(self, runtime, call, accesses)

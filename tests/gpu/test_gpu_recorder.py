@@ -34,7 +34,8 @@ def _kernels(ag):
             ag.cuda_kernel(ADD_SCALED, "add_scaled", out=["z"]))
 
 
-@pytest.mark.parametrize("streams,order", [("opara", "topological"), ("nimble", "opara")])
+@pytest.mark.parametrize("streams,order", [("opara", "topological"), ("nimble", "opara"),
+                                           ("opara", "ios")])
 @pytest.mark.parametrize("debug_hb", [False, True])
 def test_recorded_fork_join_replays_like_eager(streams, order, debug_hb):
     import asyncgpu as ag
@@ -169,3 +170,48 @@ def test_replay_micro_benchmark_on_gpu():
         m = replay.measure(ag, (10, 100), iterations=10)
     # a replay issues one graph launch per call: far less host time than 100 launches
     assert m["independent/100"]["recorded_host_us"] < m["independent/100"]["eager_host_us"] * 2
+
+
+def test_stage_timer_measures_classes_without_side_effects():
+    """Timing at capture runs the kernels on scratch copies: the program's arrays keep their
+    values; a streaming kernel is memory-bound, a spinning one compute-bound."""
+    import asyncgpu as ag
+    from asyncgpu import _graph_profile, _recorder
+    from asyncgpu._runtime import current_runtime
+
+    with ag.configure(backend="cuda"):
+        square, add = _kernels(ag)
+        spin = ag.cuda_kernel(SPIN, "spin")
+        big = 1 << 24
+        x = ag.array(np.ones(big, np.float32))
+        y = ag.array(np.full(big, 2, np.float32))
+        z = ag.array(np.full(big, np.nan, np.float32))
+        w = ag.zeros(32, np.float32)
+        rt = current_runtime()
+        rec = _recorder.Recording(rt, 0, "timing", False)
+        rt.recording = rec
+        try:
+            add[1024, 256](x, y, z, np.float32(1), big)      # 192 MiB streamed
+            spin[1, 32](w, 4_000_000, 32)                    # ~2 ms of clock64, 256 bytes
+        finally:
+            rt.recording = None
+        be = rt.backend
+        with _graph_profile.stage_timer(rt, be, rec.launches) as timer:
+            assert timer is not None and timer.peak_bandwidth > 1e11
+            classes = _graph_profile.launch_classes(rt, be, rec.launches, timer)
+            both = timer.time(((0,), (1,)))
+            assert both > 1e-3
+        assert classes == ["memory", "compute"]
+        assert np.isnan(z.numpy()).all() and not w.numpy().any()
+
+
+def test_ios_order_replays_inception_tiny_and_small():
+    """The ios order on INCEPTION: tiny is one search part, small is cut into parts."""
+    import asyncgpu as ag
+    from benchmarks import inception
+
+    with ag.configure(backend="cuda"):
+        for scale in ("tiny", "small"):
+            m = inception.measure(ag, scale, iterations=3,
+                                  configs=(("single", "topological"), ("ios", "ios")))
+            assert m["ios/ios"]["median_ms"] > 0

@@ -1,0 +1,125 @@
+"""The ``cuda`` backend's stage timer: launches of a recording timed with CUDA events, on
+scratch copies of the arrays they write.
+
+What it does, once per capture that asks for timings (``asyncgpu._graph_profile``):
+
+1. waits for the device (so the recording's inputs are complete and nothing of ours runs);
+2. for every allocation a launch of the recording writes, allocates a scratch block of the
+   same size (asyncgpu's managed pool) and copies the allocation into it (device to device);
+3. rebuilds each launch with every array on such an allocation replaced by the same view of
+   its scratch copy (``Kernel.bind`` and the backend's ``kernel_launch``: the same compiled
+   kernel and launch path as the real launch). Arrays only read are the program's own: the
+   timed launches read them, never write them, so the program sees no effect;
+4. ``time(stage)`` runs the stage ``WARMUP`` times untimed, then ``REPEAT`` times between
+   timing events: group ``j`` on stream ``j``, all groups forked from and joined back into
+   stream 0, and returns the median in seconds.
+
+The scratch copies start with the data the launches would see (so data-dependent kernels, such
+as a gather through an index array the recording computes, stay in bounds as in the real run)
+and are released after the capture. ``peak_bandwidth`` is measured once per backend: a
+device-to-device copy of 128 MiB, bytes read plus bytes written over its time.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from .._array import Allocation, Array
+
+WARMUP = 1
+REPEAT = 3
+_MEMCPY_DEFAULT = 4            # cudaMemcpyDefault: unified addressing tells the direction
+_BANDWIDTH_BYTES = 128 << 20
+
+
+class CudaStageTimer:
+    """Times stages of ``launches`` (see the module docstring)."""
+
+    def __init__(self, backend: Any, runtime: Any, launches: Sequence[Any]) -> None:
+        self.backend = backend
+        cupy = backend.cupy
+        backend.synchronize()
+        scratch: dict[int, Allocation] = {}
+        for launch in launches:
+            for a in launch.arrays:
+                if a.write and a.key not in scratch and a.alloc.nbytes:
+                    alloc = a.alloc
+                    buf = runtime.allocate(alloc.nbytes)
+                    cupy.cuda.runtime.memcpy(buf.ptr, alloc.buffer.ptr, alloc.nbytes,
+                                             _MEMCPY_DEFAULT)
+                    scratch[a.key] = Allocation(runtime, buf, alloc.nbytes, alloc.location)
+        self._scratch = scratch
+        self._launches = [self._rebind(runtime, launch) for launch in launches]
+        self._streams: list[Any] = []
+        self._start = backend.timing_event()
+        self._stop = backend.timing_event()
+        self._fork = backend.create_event()
+        self.peak_bandwidth = peak_bandwidth(backend)
+
+    def _rebind(self, runtime: Any, launch: Any) -> Any:
+        args = []
+        for v in launch.args:
+            if isinstance(v, Array) and v._alloc.id in self._scratch:
+                v = Array._view(self._scratch[v._alloc.id], v.shape, v.dtype, v.strides,
+                                v._offset)
+            args.append(v)
+        kernel = launch.launcher.kernel
+        arrays, values = kernel.bind(runtime, tuple(args), launch.site)
+        return self.backend.kernel_launch(kernel, launch.launcher, arrays, values, launch.site)
+
+    def _stream(self, j: int) -> Any:
+        while len(self._streams) <= j:
+            self._streams.append(self.backend.create_stream())
+        return self._streams[j]
+
+    def time(self, stage: Sequence[Sequence[int]]) -> float:
+        """Median seconds of one run of ``stage`` (groups concurrently, each in order)."""
+        streams = [self._stream(j) for j in range(len(stage))]
+        joins = [self.backend.create_event() for _ in streams[1:]]
+        origin = streams[0]
+        times = []
+        for rep in range(WARMUP + REPEAT):
+            self._start.record(origin)
+            self._fork.record(origin)
+            for s in streams[1:]:
+                s.wait_event(self._fork)
+            for group, s in zip(stage, streams):
+                for v in group:
+                    self._launches[v](s)
+            for join, s in zip(joins, streams[1:]):
+                join.record(s)
+                origin.wait_event(join)
+            self._stop.record(origin)
+            self._stop.synchronize()
+            if rep >= WARMUP:
+                times.append(self.backend.cupy.cuda.get_elapsed_time(self._start, self._stop))
+        return statistics.median(times) * 1e-3
+
+    def close(self) -> None:
+        """Let go of the scratch copies (every timed launch has finished: ``time`` waits)."""
+        self._launches = []
+        self._scratch = {}
+
+
+def peak_bandwidth(backend: Any) -> float:
+    """Bytes per second of a large device-to-device copy (read + written), measured once."""
+    bw = getattr(backend, "_peak_bandwidth", None)
+    if bw is None:
+        cupy = backend.cupy
+        src = cupy.empty(_BANDWIDTH_BYTES, dtype=cupy.uint8)
+        dst = cupy.empty_like(src)
+        stream = backend.create_stream()
+        start, stop = backend.timing_event(), backend.timing_event()
+        best = float("inf")
+        for _ in range(3):
+            start.record(stream)
+            cupy.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, _BANDWIDTH_BYTES,
+                                          _MEMCPY_DEFAULT, stream.ptr)
+            stop.record(stream)
+            stop.synchronize()
+            best = min(best, cupy.cuda.get_elapsed_time(start, stop) * 1e-3)
+        del src, dst
+        bw = backend._peak_bandwidth = 2 * _BANDWIDTH_BYTES / best
+    return bw
