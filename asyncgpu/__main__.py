@@ -285,7 +285,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                      + ("" if on_gpu else "; sim: logical clock")))
     console.print(f"geometric mean speedup parallel/serial: "
                   f"{harness.geomean([r['speedup'] for r in rows]):.3f}")
-    for ratio in ("recorded_vs_cudagraph", "recorded_vs_parallel"):
+    for ratio in ("recorded_vs_cudagraph", "recorded_vs_parallel",
+                  "recorded_static_vs_cudagraph"):
         values = [r[ratio] for r in rows if r.get(ratio)]
         if values:
             console.print(f"geometric mean {ratio.replace('_vs_', ' speed vs ')}: "

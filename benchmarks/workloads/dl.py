@@ -107,7 +107,15 @@ class TwoTowerCNN(SumOfTerms):
     def reset_accumulators(self) -> None:
         self.res[...] = 0
 
+    def read(self) -> float:
+        return float(self.res[0])
+
     def run(self, block: Any, num_blocks: int) -> float:
+        self.run_device(block, num_blocks)
+        return self.read()
+
+    def run_device(self, block: Any, num_blocks: int) -> None:
+        """The launches of ``run`` (no host access: what ``recorded_static`` replays)."""
         b1, b2, g2 = threads(block), block2d(block), grid2d(num_blocks)
         # the towers interleaved, so both inputs start moving at once
         self.k_conv[g2, b2](self.x, self.w1[0], self.x1, STRIDE)
@@ -118,7 +126,6 @@ class TwoTowerCNN(SumOfTerms):
         self.k_conv[g2, b2](self.y11, self.w2[1], self.y2, STRIDE)
         self.k_concat[num_blocks, b1](self.x2, self.y2, self.z)
         self.k_dot[num_blocks, b1](self.z, self.dense, self.res, self.z.size)
-        return float(self.res[0])
 
     def run_handopt(self, h: Any, block: Any, num_blocks: int) -> float:
         """Tower x on s0, tower y on s1; s0 waits for s1, then concat and dot."""

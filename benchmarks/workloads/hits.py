@@ -90,7 +90,7 @@ class Hits:
         self.k_spmv = ag.kernel(K.spmv, **K.ANNOTATIONS["spmv"])
         self.k_sum = ag.kernel(K.vsum, **K.ANNOTATIONS["vsum"])
         self.k_divide = ag.kernel(K.divide, **K.ANNOTATIONS["divide"])
-        self.read = min(n, READ)
+        self.read_count = min(n, READ)
 
     def streamed_bytes(self) -> int:
         """Bytes a streaming iteration must move to the device: the score vectors the reset
@@ -113,22 +113,41 @@ class Hits:
         self.cnt_a[...] = 0
         self.cnt_h[...] = 0
 
-    def _read(self) -> dict[str, np.ndarray]:
-        k = self.read
+    def read(self) -> dict[str, np.ndarray]:
+        k = self.read_count
         return {"auth": np.asarray(self.auth1[:k]), "hub": np.asarray(self.hub1[:k])}
 
     def run(self, block: Any, num_blocks: int) -> dict[str, np.ndarray]:
         g, b, n = num_blocks, threads(block), self.n
         for _ in range(ITERATIONS):
             self._zero_scalars()
-            self.k_spmv[g, b](self.cnt_a, self.ptr_t, self.idx_t, self.val_t, self.hub1,
-                              self.auth2, n)
-            self.k_spmv[g, b](self.cnt_h, self.ptr, self.idx, self.val, self.auth1, self.hub2, n)
-            self.k_sum[g, b](self.auth2, self.auth_norm, n)
-            self.k_sum[g, b](self.hub2, self.hub_norm, n)
-            self.k_divide[g, b](self.auth2, self.auth1, self.auth_norm, n)
-            self.k_divide[g, b](self.hub2, self.hub1, self.hub_norm, n)
-        return self._read()
+            self.iteration(g, b, n)
+        return self.read()
+
+    def iteration(self, g: int, b: int, n: int) -> None:
+        """One iteration's launches (the host zeroes the scalars before it)."""
+        self.k_spmv[g, b](self.cnt_a, self.ptr_t, self.idx_t, self.val_t, self.hub1,
+                          self.auth2, n)
+        self.k_spmv[g, b](self.cnt_h, self.ptr, self.idx, self.val, self.auth1, self.hub2, n)
+        self.k_sum[g, b](self.auth2, self.auth_norm, n)
+        self.k_sum[g, b](self.hub2, self.hub_norm, n)
+        self.k_divide[g, b](self.auth2, self.auth1, self.auth_norm, n)
+        self.k_divide[g, b](self.hub2, self.hub1, self.hub_norm, n)
+
+    def static_runner(self, ag: Any) -> Any:
+        """``recorded_static``: the host zeroes the scalars, then one static graph function
+        replays an iteration's launches (host writes cannot be inside a static graph)."""
+        step = ag.graph(self.iteration, static=True)
+
+        def run(block: Any, num_blocks: int) -> dict[str, np.ndarray]:
+            g, b, n = num_blocks, threads(block), self.n
+            for _ in range(ITERATIONS):
+                self._zero_scalars()
+                step(g, b, n)
+            return self.read()
+
+        run.clear = step.clear      # type: ignore[attr-defined]
+        return run
 
     def run_handopt(self, h: Any, block: Any, num_blocks: int) -> dict[str, np.ndarray]:
         """Authorities on s0, hubs on s1; each divide waits for the other stream's SpMV."""
@@ -159,7 +178,7 @@ class Hits:
             h.launch(self.k_divide, g, b, s1, self.hub2, self.hub1, self.hub_norm, n)
             h.sync_stream(s0)
             h.sync_stream(s1)
-        return self._read()
+        return self.read()
 
     def reference(self) -> dict[str, np.ndarray]:
         return self._expected
@@ -175,7 +194,7 @@ class Hits:
             auth2 = np.bincount(idx, weights=hub[rows], minlength=n)     # A^T hub
             hub2 = np.bincount(rows, weights=auth[idx], minlength=n)     # A auth
             auth, hub = auth2 / auth2.sum(), hub2 / hub2.sum()
-        return {"auth": auth[:self.read], "hub": hub[:self.read]}
+        return {"auth": auth[:self.read_count], "hub": hub[:self.read_count]}
 
     def check(self, result: Any) -> tuple[bool, str]:
         return compare_dict(result, self._expected, self.rtol)

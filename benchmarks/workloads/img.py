@@ -109,10 +109,15 @@ class Image:
         self.maximum[...] = -np.inf
         self.minimum[...] = np.inf
 
-    def _read(self) -> dict[str, np.ndarray]:
+    def read(self) -> dict[str, np.ndarray]:
         return {f"row{r}": np.asarray(self.image3[r:r + 1])[0] for r in self.rows}
 
     def run(self, block: Any, num_blocks: int) -> dict[str, np.ndarray]:
+        self.run_device(block, num_blocks)
+        return self.read()
+
+    def run_device(self, block: Any, num_blocks: int) -> None:
+        """The launches of ``run`` (no host access: what ``recorded_static`` replays)."""
         b1, b2, g2, n2 = threads(block), block2d(block), grid2d(num_blocks), self.n * self.n
         f = self.flat
         self.k_blur[g2, b2](self.image, self.blur_small, self.f_small)
@@ -129,7 +134,6 @@ class Image:
                                        f["image2"], n2)
         self.k_combine[num_blocks, b1](f["image2"], f["blur_small"], f["mask_small"],
                                        f["image3"], n2)
-        return self._read()
 
     def run_handopt(self, h: Any, block: Any, num_blocks: int) -> dict[str, np.ndarray]:
         """Four streams: small blur chain, large blur chain, unsharpen chain, and the minimum."""
@@ -172,7 +176,7 @@ class Image:
         h.launch(self.k_combine, num_blocks, b1, s2, f["image2"], f["blur_small"],
                  f["mask_small"], f["image3"], n2)
         h.sync_stream(s2)
-        return self._read()
+        return self.read()
 
     def reference(self) -> dict[str, np.ndarray]:
         return self._expected

@@ -90,7 +90,15 @@ class Ensemble:
         self.r1[...] = self._r1_0
         self.r2[...] = 0
 
+    def read(self) -> np.ndarray:
+        return self.labels.numpy()
+
     def run(self, block: Any, num_blocks: int) -> np.ndarray:
+        self.run_device(block, num_blocks)
+        return self.read()
+
+    def run_device(self, block: Any, num_blocks: int) -> None:
+        """The launches of ``run`` (no host access: what ``recorded_static`` replays)."""
         g, b = num_blocks, threads(block)
         self.k_rr_1[g, b](self.x, self.z)
         self.k_nb_1[g, b](self.x, self.nb_w, self.r1)
@@ -102,7 +110,6 @@ class Ensemble:
         self.k_softmax[g, b](self.r1)
         self.k_softmax[g, b](self.r2)
         self.k_argmax[g, b](self.r1, self.r2, self.labels)
-        return self.labels.numpy()
 
     def run_handopt(self, h: Any, block: Any, num_blocks: int) -> np.ndarray:
         """Ridge chain on s0, Naive Bayes chain on s1; argmax joins on s0 (the longer branch)."""

@@ -58,12 +58,19 @@ class Vec(SumOfTerms):
     def reset_accumulators(self) -> None:
         self.res[...] = 0
 
+    def read(self) -> float:
+        return float(self.res[0])
+
     def run(self, block: Any, num_blocks: int) -> float:
+        self.run_device(block, num_blocks)
+        return self.read()
+
+    def run_device(self, block: Any, num_blocks: int) -> None:
+        """The launches of ``run`` (no host access: what ``recorded_static`` replays)."""
         b, n = threads(block), self.n
         self.k_square[num_blocks, b](self.x, self.x1, n)
         self.k_square[num_blocks, b](self.y, self.y1, n)
         self.k_reduce[num_blocks, b](self.x1, self.y1, self.res, n)
-        return float(self.res[0])
 
     def run_handopt(self, h: Any, block: Any, num_blocks: int) -> float:
         b, n = threads(block), self.n
