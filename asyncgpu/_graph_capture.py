@@ -95,7 +95,8 @@ def plan(rt: Any, launches: list[Any], name: str = "recording",
         demand = []
         for launch in launches:
             blocks, threads = profile.launch_threads(launch)
-            a = attrs(launch.launcher.kernel) if attrs is not None else None
+            a = (attrs(launch.launcher.kernel) if attrs is not None and launch.launcher
+                 else None)
             demand.append(schedule.resource_demand(a, threads, blocks))
         with profile.stage_timer(rt, be, launches) as timer:
             classes = profile.launch_classes(rt, be, launches, timer)
@@ -118,14 +119,8 @@ def capture(rt: Any, cache: Any, name: str, launches: list[Any]) -> FrozenGraph:
     preds, lanes, order = plan(rt, launches, name)
     waits = schedule.cross_waits(preds, lanes, order)
     recorded = {p for ws in waits for p in ws}
-    nodes = []
-    for launch in launches:
-        kernel = launch.launcher.kernel
-        node = Node("kernel", kernel.name, launch.site, launch.arrays)
-        node.launch = be.kernel_launch(kernel, launch.launcher, launch.arrays, launch.values,
-                                       launch.site)
-        node.keepalive = launch.arrays
-        nodes.append(node)
+    built = [_node(rt, be, launch) for launch in launches]
+    nodes = [node for node, _ in built]
     streams = [cache.lane(i) for i in range(max(lanes) + 1)]
     origin = streams[0]
     events: dict[int, Any] = {}
@@ -144,6 +139,9 @@ def capture(rt: Any, cache: Any, name: str, launches: list[Any]) -> FrozenGraph:
             for p in waits[v]:
                 be.wait(s, events[p])
             be.launch(nodes[v], s)
+            call = built[v][1]
+            if call is not None and call.error is not None:
+                raise CaptureError(f"{call.describe()} failed during the capture: {call.error}")
             if v in recorded:
                 events[v] = be.create_event()
                 be.record(events[v], s)
@@ -173,6 +171,31 @@ def capture(rt: Any, cache: Any, name: str, launches: list[Any]) -> FrozenGraph:
                 acc.write = True
     return FrozenGraph(graph, list(merged.values()), launches, [fork, *events.values(), *joins],
                    name)
+
+
+def _node(rt: Any, be: Any, launch: Any) -> tuple[Node, Any]:
+    """The node capturing one launch: a kernel, or a library call (``_graph_calls``) whose
+    temporaries stay pinned as long as the node (so the graph) exists."""
+    if launch.launcher is not None:
+        kernel = launch.launcher.kernel
+        node = Node("kernel", kernel.name, launch.site, launch.arrays)
+        node.launch = be.kernel_launch(kernel, launch.launcher, launch.arrays, launch.values,
+                                       launch.site)
+        node.keepalive = launch.arrays
+        return node, None
+    call = launch.call()
+    accesses = call.accesses(rt.alias_blind)
+    prepared = be.library_call(rt, call, accesses)
+    if prepared is None:
+        raise CaptureError(f"{call.describe()} must run at once (its result depends on the "
+                           "data), so it cannot be captured")
+    pinned: list[Any] = []
+    if hasattr(prepared, "pinned"):
+        prepared.pinned = pinned
+    node = Node("call", call.name, launch.site, accesses)
+    node.launch = prepared
+    node.keepalive = (call.arrays, pinned)
+    return node, call
 
 
 def _capture_backend(be: Any) -> Any:

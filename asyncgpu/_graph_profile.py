@@ -66,8 +66,10 @@ def launch_bytes(launch: Any) -> int:
 
 
 def launch_threads(launch: Any) -> tuple[int, int]:
-    """(blocks, threads per block) of a launch."""
+    """(blocks, threads per block) of a launch ((0, 0) for a library call: unknown)."""
     lc = launch.launcher
+    if lc is None:
+        return 0, 0
     g, b = lc.grid3, lc.block3
     return g[0] * g[1] * g[2], b[0] * b[1] * b[2]
 
@@ -117,6 +119,9 @@ def launch_classes(rt: Any, be: Any, launches: Sequence[Any], timer: Any) -> lis
     for i, launch in enumerate(launches):
         nbytes = launch_bytes(launch)
         cls = None
+        if launch.launcher is None:     # a captured library call: matrix products compute
+            classes.append("compute" if launch.name in ("matmul", "dot") else "memory")
+            continue
         if timer is not None:
             try:
                 cls = classify(timer.time(((i,),)), nbytes, timer.peak_bandwidth)
@@ -136,6 +141,10 @@ def ios_stages(rt: Any, be: Any, launches: Sequence[Any], preds: Sequence[Sequen
     """IOS's stages for a recording, or None (logged) when it is too large or not measurable."""
     opts = rt.options
     n = len(launches)
+    if any(launch.launcher is None for launch in launches):
+        log.info("asyncgpu: '%s' captures library calls, which the stage timer cannot run on "
+                 "scratch copies: the opara order is used instead of ios", name)
+        return None
     if n > opts.graph_ios_max:
         log.info("asyncgpu: '%s' has %d launches, more than graph_ios_max=%d: the IOS search "
                  "is skipped and the opara order used", name, n, opts.graph_ios_max)

@@ -28,9 +28,11 @@ Hazards, and what happens:
   :class:`RecordingError` naming the array; the launches recorded before it are issued
   eagerly (what the program would have done without the recorder) and recording ends;
 * the user's own exception escapes unchanged, after the same eager issue;
-* a library call (``asyncgpu.cupy``) inside a recording: the launches recorded so far are
-  issued eagerly, the call and the rest of the body run eagerly, and a warning names the call
-  (library calls are never captured);
+* a library call (``asyncgpu.cupy``, ``Array`` operators) inside a recording is captured
+  like a launch when it can be (elementwise ufuncs, reductions, ``matmul``: see
+  :mod:`asyncgpu._graph_calls`; its result is the same array at every run); any other call
+  makes the launches recorded so far issue eagerly, the call and the rest of the body run
+  eagerly, and a warning names the call and why;
 * outputs are the same arrays at every replay: the next replay overwrites them;
 * recordings nest by inlining: a recorded function called inside a recording is part of it.
 
@@ -59,6 +61,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import _graph_calls
 from ._array import Array
 from ._errors import CaptureError, RecordingError
 from ._graph_capture import FrozenGraph, capture
@@ -96,6 +99,10 @@ class _Launch:
         self.key = (launcher.kernel, launcher.grid3, launcher.block3, launcher.shared,
                     tuple(parts))
 
+    def issue(self, rt: Any) -> None:
+        """Issue it eagerly (one kernel node)."""
+        rt.launch_kernel(self.launcher, self.args)
+
 
 class Recording:
     """The recording in progress on one runtime (``runtime.recording``) for one thread.
@@ -106,7 +113,7 @@ class Recording:
     """
 
     __slots__ = ("runtime", "token", "name", "thread", "launches", "failed", "eager", "split",
-                 "segment", "outcomes", "frozen")
+                 "segment", "calls", "outcomes", "frozen")
 
     def __init__(self, runtime: Any, token: Any, name: str, split: bool) -> None:
         self.runtime = runtime
@@ -118,6 +125,7 @@ class Recording:
         self.eager = False          # fell back to eager execution (a library call)
         self.split = split
         self.segment = 0
+        self.calls = 0              # library calls deferred in this segment (their position)
         self.outcomes: list[str] = []
         self.frozen: list[Any] = []     # per segment: the FrozenGraph launched, or None
 
@@ -145,22 +153,31 @@ class Recording:
             "with split=True to make each host operation end a segment"
         )
 
-    def library_call(self, name: str) -> None:
-        """A library call: issue what was deferred, run the rest of the body eagerly."""
+    def library_call(self, call: Any, site: str | None) -> tuple[bool, Any]:
+        """A library call: deferred like a launch when it can be captured (returns True and
+        its result); otherwise issue what was deferred and run the rest of the body eagerly
+        (or end the segment, with ``split``) and return False."""
         if threading.get_ident() != self.thread:
-            return
+            return False, None
+        launch, result, reason = _graph_calls.defer(self, call, site)
+        if launch is not None:
+            self.launches.append(launch)
+            self.calls += 1
+            return True, result
         if self.split:
             self.end_segment()
-            return
+            return False, None
         rt = self.runtime
         rt.recording = None
         self.eager = True
         warnings.warn(
-            f"asyncgpu: library call '{name}' inside the recording of '{self.name}' cannot be "
-            "captured into a CUDA graph; this run of it executes eagerly (record only the "
-            "kernel launches, or record with split=True)", stacklevel=5)
+            f"asyncgpu: library call '{call.name}' inside the recording of '{self.name}' "
+            f"cannot be captured into a CUDA graph ({reason}); this run of it executes "
+            "eagerly (record only the kernel launches and capturable calls, or record with "
+            "split=True)", stacklevel=5)
         issue_eagerly(rt, self.launches)
         self.launches = []
+        return False, None
 
     def end_segment(self) -> None:
         """Finish the launches deferred so far (issue, capture or replay them)."""
@@ -172,14 +189,15 @@ class Recording:
         finally:
             rt.recording = self
         self.segment += 1
+        self.calls = 0
         if outcome != "empty":
             self.outcomes.append(outcome)
             self.frozen.append(frozen)
 
 
-def issue_eagerly(rt: Any, launches: list[_Launch]) -> None:
+def issue_eagerly(rt: Any, launches: list[Any]) -> None:
     for launch in launches:
-        rt.launch_kernel(launch.launcher, launch.args)
+        launch.issue(rt)
 
 
 class GraphCache:
@@ -189,6 +207,9 @@ class GraphCache:
         self.runtime = runtime
         self.entries: OrderedDict[Any, Any] = OrderedDict()
         self.lanes: list[Any] = []
+        #: Result arrays of captured library calls, per (recording segment, position, call):
+        #: the same arrays at every run (``asyncgpu._graph_calls``).
+        self.results: OrderedDict[Any, Any] = OrderedDict()
 
     def get(self, key: Any) -> Any:
         entry = self.entries.get(key)
@@ -213,6 +234,8 @@ class GraphCache:
             entry = self.entries.pop(key)
             if isinstance(entry, FrozenGraph):
                 self._destroy(entry)
+        for key in [k for k in self.results if token is None or k[0][0] == token]:
+            del self.results[key]
 
     def _destroy(self, frozen: FrozenGraph) -> None:
         self.runtime.backend.graph_destroy(frozen.graph)

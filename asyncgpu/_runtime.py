@@ -148,9 +148,11 @@ class Runtime:
             if self._releases:
                 self._drain_releases()
             call.validate(self)
-            if self.recording is not None:
-                self.recording.library_call(call.name)
             site = user_site() if self.want_sites else None
+            if self.recording is not None:
+                deferred, results = self.recording.library_call(call, site)
+                if deferred:
+                    return results
             accesses = call.accesses(self.alias_blind)
             if self.no_const:
                 for acc in accesses:

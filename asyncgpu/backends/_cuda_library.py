@@ -6,7 +6,8 @@ every cuBLAS / cuFFT / cuSOLVER / cuRAND call CuPy makes goes to that stream (Cu
 library handles to the current stream at each call); the legacy default stream is never used.
 
 Memory CuPy allocates during the call comes from the runtime's managed pool
-(``cupy.cuda.using_allocator``). A block that backs a result becomes an ``Allocation`` owned by the
+(``cupy.cuda.using_allocator``); a call captured into a graph (``asyncgpu._graph_calls``)
+pins its temporaries for the graph's lifetime. A block that backs a result becomes an ``Allocation`` owned by the
 runtime; the others are CuPy's temporaries. CuPy's pool is stream-ordered: a block freed while
 the stream still uses it returns to that stream's arena and is reused only by later work on the
 same stream, which runs after it.
@@ -67,12 +68,16 @@ def _no_fft_plan_cache(cupy: Any, name: str) -> Iterator[None]:
 class CudaCallLaunch:
     """Runs the CuPy call on the node's stream and adopts its result arrays."""
 
-    __slots__ = ("backend", "runtime", "call", "fn", "accesses")
+    __slots__ = ("backend", "runtime", "call", "fn", "accesses", "pinned")
 
     def __init__(self, backend: Any, runtime: Any, call: LibraryCall, fn: Callable[..., Any],
                  accesses: list[Access]) -> None:
         self.backend, self.runtime, self.call, self.fn = backend, runtime, call, fn
         self.accesses = accesses      # the node's list: adopted results are appended
+        #: Set by the recorder when the call is captured into a graph: the blocks CuPy takes
+        #: during the call (its temporaries) are kept here, so the pool never hands them out
+        #: again while the graph, which writes them at every replay, exists.
+        self.pinned: list[Any] | None = None
 
     def __call__(self, stream: Any) -> None:
         backend, call = self.backend, self.call
@@ -94,6 +99,8 @@ class CudaCallLaunch:
             with cupy.cuda.using_allocator(malloc), stream, _no_fft_plan_cache(cupy, call.name):
                 result = self.fn(*fill(call.args, views), **fill(call.kwargs, views))
                 call.results = self._adopt(result, chunks, {}, malloc)
+            if self.pinned is not None:
+                self.pinned.extend(chunks)
         except AsyncGPUError as exc:  # ours (e.g. OutOfMemoryError from the allocator)
             call.error = exc
         except Exception as exc:

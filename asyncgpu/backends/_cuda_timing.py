@@ -59,6 +59,8 @@ class CudaStageTimer:
         self.peak_bandwidth = peak_bandwidth(backend)
 
     def _rebind(self, runtime: Any, launch: Any) -> Any:
+        if launch.launcher is None:     # a library call: not timed (see _graph_profile)
+            return None
         args = []
         for v in launch.args:
             if isinstance(v, Array) and v._alloc.id in self._scratch:

@@ -143,7 +143,8 @@ def test_every_workload_small_in_recorded_mode(name):
     with ag.configure(backend="cuda"):
         num_blocks = 4 * current_runtime().backend.sm_count
         results = harness.bench_workload(ag, WORKLOADS[name], "small",
-                                         ("serial", "recorded"), [256], num_blocks,
+                                         ("serial", "recorded", "recorded_static"), [256],
+                                         num_blocks,
                                          warmup=1, iterations=3, inputs="streaming")
         assert ag.statistics().graphs_replayed > 0
     bad = [(r.mode, r.message) for r in results if not r.ok]
