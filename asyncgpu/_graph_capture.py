@@ -166,7 +166,7 @@ def capture(rt: Any, cache: Any, name: str, launches: list[Any]) -> FrozenGraph:
             k = (a.key, a.lo, a.hi)
             acc = merged.get(k)
             if acc is None:
-                merged[k] = Access(a.key, a.alloc, a.lo, a.hi, a.write, a.param)
+                merged[k] = Access(a.key, a.alloc, a.lo, a.hi, a.write, a.label)
             elif a.write:
                 acc.write = True
     return FrozenGraph(graph, list(merged.values()), launches, [fork, *events.values(), *joins],

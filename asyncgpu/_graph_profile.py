@@ -61,7 +61,9 @@ def launch_bytes(launch: Any) -> int:
     """Bytes a launch touches: each array range once per direction (read, written)."""
     total = 0
     for a in launch.arrays:
-        total += (a.hi - a.lo) * (int(bool(a.read)) + int(bool(a.write)))
+        # a library call's accesses do not say whether a written array is also read
+        read = getattr(a, "read", True)
+        total += (a.hi - a.lo) * (int(bool(read)) + int(bool(a.write)))
     return total
 
 

@@ -1,0 +1,153 @@
+"""Library calls captured inside recordings (sim): elementwise ufuncs, reductions and matrix
+products are part of the graph, their results are the same arrays at every run, replays equal
+NumPy, and calls off the allow-list keep the eager fallback with a warning."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from asyncgpu import _graph_calls
+
+from recorder_kernels import N, kernels
+
+
+def test_captured_calls_replay_equal_numpy_with_stable_results(sim):
+    ag = sim
+    import asyncgpu.cupy as acp
+
+    scale, add, inc = kernels(ag)
+    x = ag.array(np.arange(N, dtype=np.float32))
+    m = ag.array(np.arange(16, dtype=np.float32).reshape(4, 4))
+    y = ag.empty(N, np.float32)
+
+    @ag.graph
+    def step(x, m):
+        r = acp.sqrt(x)                          # ufunc
+        s = r * 2 + 1                            # operators: ufuncs
+        scale[1, N](s, y, np.float32(3), N)      # a kernel reads a call's result
+        total = y.sum()                          # method reduction (0-d)
+        p = acp.matmul(m, m)                     # matrix product
+        col = acp.max(p, axis=0)                 # reduction with an axis
+        return r, total, col
+
+    seen = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")           # nothing falls back
+        for i in range(4):
+            x0 = np.arange(N, dtype=np.float32) + i
+            x[...] = x0
+            r, total, col = step(x, m)
+            seen.append((r, total, col))
+            want_y = 3 * (np.sqrt(x0) * 2 + 1)
+            np.testing.assert_allclose(r.numpy(), np.sqrt(x0), rtol=1e-6)
+            np.testing.assert_allclose(y.numpy(), want_y, rtol=1e-6)
+            np.testing.assert_allclose(float(total), want_y.sum(dtype=np.float32), rtol=1e-5)
+            m0 = np.arange(16, dtype=np.float32).reshape(4, 4)
+            np.testing.assert_array_equal(col.numpy(), (m0 @ m0).max(axis=0))
+            assert step.outcome == ("recorded" if i == 0 else "replayed")
+    # the same result arrays at every run: what makes the second run's key equal the first's
+    assert all(s[0] is seen[0][0] and s[2] is seen[0][2] for s in seen)
+
+
+def test_a_replayed_graph_with_calls_is_one_node(sim):
+    ag = sim
+    import asyncgpu.cupy as acp
+
+    x = ag.array(np.ones(N, np.float32))
+
+    @ag.graph
+    def step():
+        acp.multiply(x, 2, out=x)                # the caller's out=: an in-place write
+        acp.add(x, 1, out=x)
+
+    step()
+    step()
+    before = ag.statistics()
+    step()
+    after = ag.statistics()
+    assert step.outcome == "replayed"
+    assert after.nodes - before.nodes == 1 and after.calls == before.calls
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 15, np.float32))   # ((1*2+1)*2+1)*2+1
+
+
+def test_calls_off_the_allow_list_or_with_several_results_fall_back(sim):
+    ag = sim
+    import asyncgpu.cupy as acp
+
+    x = ag.array(np.arange(N, dtype=np.float32))
+
+    @ag.graph
+    def step():
+        return acp.modf(x)                       # two results: not on the allow-list
+
+    with pytest.warns(UserWarning, match="modf.*allow-list"):
+        frac, whole = step()
+    np.testing.assert_array_equal(whole.numpy(), np.arange(N, dtype=np.float32))
+    assert step.outcome == "eager"
+    assert "sort" not in _graph_calls.CAPTURABLE and "sum" in _graph_calls.CAPTURABLE
+
+
+def test_split_recording_keeps_capturable_calls_in_the_segment(sim):
+    ag = sim
+    import asyncgpu.cupy as acp
+
+    scale, add, inc = kernels(ag)
+    x = ag.zeros(N, np.float32)
+
+    @ag.graph(split=True)
+    def step():
+        inc[1, N](x, N)
+        s = x.sum()                              # captured: no segment break
+        t = acp.cumsum(x)                        # not capturable: ends the segment
+        return float(s), t
+
+    got = [step()[0] for _ in range(3)]
+    assert got == [N * 1.0, N * 2.0, N * 3.0]
+    assert step.outcome == "replayed"            # one segment before cumsum, none after
+
+
+_OPS = ("add", "multiply", "subtract", "maximum", "sqrt", "negative", "sum0", "matmul")
+
+
+@settings(max_examples=15, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(_OPS), st.integers(0, 2), st.integers(0, 2)),
+                    min_size=1, max_size=6),
+       order=st.sampled_from(["topological", "opara"]), seed=st.integers(0, 3))
+def test_random_recorded_call_programs_equal_numpy(ops, order, seed):
+    import asyncgpu as ag
+    import asyncgpu.cupy as acp
+
+    def program(lib, arrs):
+        vals = list(arrs)
+        for op, i, j in ops:
+            a, b = vals[i], vals[j]
+            if op == "sqrt":
+                r = lib.sqrt(lib.absolute(a))
+            elif op == "negative":
+                r = lib.negative(a)
+            elif op == "sum0":
+                r = lib.sum(a, axis=0) + a       # broadcast back to the shape
+            elif op == "matmul":
+                r = lib.matmul(a, b) * 0.125
+            else:
+                r = getattr(lib, op)(a, b)
+            vals[i] = r
+        return vals
+
+    init = [np.random.default_rng(k).uniform(-1, 1, (4, 4)).astype(np.float32)
+            for k in range(3)]
+    want = program(np, [a.copy() for a in init])
+    with ag.configure(backend="sim", sim_seed=seed, graph_order=order):
+        arrs = [ag.array(a) for a in init]
+        step = ag.graph(lambda: program(acp, arrs))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for _ in range(3):
+                got = step()
+        assert step.outcome == "replayed"
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(np.asarray(g.numpy()), w, rtol=1e-5, atol=1e-6)
