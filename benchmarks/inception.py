@@ -7,9 +7,10 @@ GPU mostly idle and launches dominate: the case Opara and Nimble were built for.
 
 :func:`measure` records ``run()`` with :func:`asyncgpu.graph` under each configuration of
 ``CONFIGS`` (``graph_streams``/``graph_order``; ``single`` puts every launch on one stream: the
-sequential graph baseline; ``ios/ios`` is the ``ios`` order, which sets the streams itself), checks every replay against a NumPy float64 reference, and times
-replays (host call to the end of a host synchronization): median and 10th/90th percentiles in
-milliseconds, plus the eager ``parallel`` run of the same launches for comparison.
+sequential graph baseline; ``ios/ios`` is the ``ios`` order, which sets the streams itself), checks
+every replay against a NumPy float64 reference, and times replays (host call to the end of a host
+synchronization): median and 10th/90th percentiles in milliseconds, plus the eager ``parallel`` run
+of the same launches for comparison.
 """
 
 from __future__ import annotations

@@ -6,11 +6,11 @@ every cuBLAS / cuFFT / cuSOLVER / cuRAND call CuPy makes goes to that stream (Cu
 library handles to the current stream at each call); the legacy default stream is never used.
 
 Memory CuPy allocates during the call comes from the runtime's managed pool
-(``cupy.cuda.using_allocator``); a call captured into a graph (``asyncgpu._graph_calls``)
-pins its temporaries for the graph's lifetime. A block that backs a result becomes an ``Allocation`` owned by the
-runtime; the others are CuPy's temporaries. CuPy's pool is stream-ordered: a block freed while
-the stream still uses it returns to that stream's arena and is reused only by later work on the
-same stream, which runs after it.
+(``cupy.cuda.using_allocator``). A block that backs a result becomes an ``Allocation`` owned by the
+runtime; the others are CuPy's temporaries (a call captured into a graph,
+``asyncgpu._graph_calls``, pins them for the graph's lifetime). CuPy's pool is stream-ordered: a
+block freed while the stream still uses it returns to that stream's arena and is reused only by
+later work on the same stream, which runs after it.
 """
 
 from __future__ import annotations
