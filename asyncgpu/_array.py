@@ -236,14 +236,18 @@ class Array(ArrayOperators):
         kind, norm = _normalize_key(key, self.ndim)
         if kind == "advanced":
             lo, hi = self._lo, self._hi
+            dense = False
         elif kind == "scalar":
             lo = self._element_offset(norm)
             hi = lo + self.dtype.itemsize
+            dense = True
         else:
             shape, strides, offset = self._layout_of(key)
-            lo, hi = Array._view(self._alloc, shape, self.dtype, strides, offset)._span()
+            view = Array._view(self._alloc, shape, self.dtype, strides, offset)
+            lo, hi = view._span()
+            dense = view.is_c_contiguous     # every byte of [lo, hi) is written
         rt = self._alloc.runtime
-        with rt.host_access(self, lo, hi, write=True):
+        with rt.host_access(self, lo, hi, write=True, dense=dense):
             self._host_view()[key] = value
 
     def _span(self) -> tuple[int, int]:

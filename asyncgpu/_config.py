@@ -18,6 +18,7 @@ Dependency = Literal["with-const", "no-const"]
 NewStream = Literal["reuse", "always-new"]
 ParentStream = Literal["disjoint", "same-as-parent"]
 Prefetch = Literal["auto", "off"]
+Memory = Literal["managed", "explicit"]
 SimStrategy = Literal["random", "pct", "reverse", "starve", "eager", "lazy"]
 
 _CHOICES: dict[str, tuple[str, ...]] = {
@@ -27,6 +28,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "new_stream": ("reuse", "always-new"),
     "parent_stream": ("disjoint", "same-as-parent"),
     "prefetch": ("auto", "off"),
+    "memory": ("managed", "explicit"),
     "sim_strategy": ("random", "pct", "reverse", "starve", "eager", "lazy"),
     "graph_streams": ("opara", "nimble", "single"),
     "graph_order": ("topological", "opara", "ios"),
@@ -46,7 +48,9 @@ class Options:
     ``new_stream`` (where a node without parents goes), ``parent_stream`` (whether the first
     child inherits its parent's stream, ``disjoint``, or all children do, ``same-as-parent``),
     ``execution`` (``sync`` runs each node and waits for it on one stream: the serial oracle),
-    ``prefetch`` (``auto`` prefetches host-current managed arrays before a kernel).
+    ``prefetch`` (``auto`` prefetches host-current managed arrays before a kernel),
+    ``memory`` (``managed``: unified memory, prefetched; ``explicit``: device memory with a
+    pinned host mirror and copies as DAG nodes, see ``asyncgpu._memory``).
     """
 
     backend: Backend = "auto"
@@ -55,6 +59,7 @@ class Options:
     new_stream: NewStream = "reuse"
     parent_stream: ParentStream = "disjoint"
     prefetch: Prefetch = "auto"
+    memory: Memory = "managed"
     #: Upper bound on streams per device; beyond it work shares the least recently used stream.
     max_streams: int = 32
     #: In-flight nodes beyond which each launch polls events to retire finished work.
@@ -146,6 +151,7 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_NEW_STREAM": ("new_stream", str),
     "ASYNCGPU_PARENT_STREAM": ("parent_stream", str),
     "ASYNCGPU_PREFETCH": ("prefetch", str),
+    "ASYNCGPU_MEMORY": ("memory", str),
     "ASYNCGPU_MAX_STREAMS": ("max_streams", int),
     "ASYNCGPU_POLL_THRESHOLD": ("poll_threshold", int),
     "ASYNCGPU_DEVICE": ("device", int),

@@ -13,7 +13,9 @@ Importing (:func:`asarray`)
 Exporting (``Array.__cuda_array_interface__``, ``Array.__dlpack__``, ``cupy.asarray(x)``)
     The consumer gets the array's memory (no copy) and a stream on which every unfinished node
     that reads or writes the array is ordered: the stream of the last such node, made to wait
-    (by events, never blocking the host) for the others. CAI v3 consumers that honour the
+    (by events, never blocking the host) for the others. With ``memory="explicit"`` that is the
+    device copy, brought current first by a copy node when the host's copy was the current one;
+    the array is then device-current (the consumer may write it). CAI v3 consumers that honour the
     ``stream`` field (CuPy, Numba) and DLPack consumers (which pass their stream) are therefore
     ordered after asyncgpu's reads and writes of the array.
 
@@ -140,9 +142,20 @@ def export_stream(array: Array) -> Any:
         return stream.handle
 
 
+def device_export(array: Array) -> None:
+    """Explicit memory model: an exported pointer is to the device copy, which must be current
+    (a copy node if the host's is the current one); the consumer may write it, so the host
+    copy is no longer known to be current."""
+    rt = array._alloc.runtime
+    if rt.memory is not None:
+        with rt._lock:
+            rt.memory.before_export(array)
+
+
 def cuda_array_interface(array: Array) -> dict[str, Any]:
     """CUDA Array Interface v3 of an array, with the stream consumers must order after."""
     ptr = array._alloc.buffer.device_pointer() + array._offset if array.size else 0
+    device_export(array)
     stream = export_stream(array)
     return {
         "shape": array.shape,
@@ -171,6 +184,7 @@ def dlpack(array: Array, stream: Any = None, max_version: Any = None, dl_device:
 
     cupy = backend_module("cuda")
 
+    device_export(array)
     producer = export_stream(array)
     if producer is not None and stream != -1:
         if stream is None or stream == 1:

@@ -37,6 +37,7 @@ from ._dag import Node, reduce_parents
 from ._deps import Access, DependencyTracker
 from ._errors import FreedArrayError
 from ._kernel import Launcher, user_site
+from ._memory import ExplicitMemory
 from ._statistics import Counters, Statistics
 from ._streams import StreamManager
 
@@ -73,7 +74,10 @@ class Runtime:
         self.streams = StreamManager(self.backend, options, self.stats)
         self.sync_mode = options.execution == "sync"
         self.no_const = options.dependency == "no-const"
-        self.prefetch = options.prefetch == "auto" and self.backend.prefetches
+        #: The explicit memory model (``asyncgpu._memory``), or None for managed memory.
+        self.memory = ExplicitMemory(self) if options.memory == "explicit" else None
+        self.prefetch = (options.prefetch == "auto" and self.backend.prefetches
+                         and self.memory is None)
         self.want_sites = self.backend.wants_sites
         self.alias_blind = "alias_blind" in bugs
         self.host_no_wait = "host_no_wait" in bugs
@@ -194,6 +198,8 @@ class Runtime:
                 "finalizer or callback running while asyncgpu schedules work); nothing was "
                 "enqueued. Launch it after that operation returns"
             )
+        if self.memory is not None and node.kind != "copy":
+            self.memory.before_device(node.accesses)   # copy nodes: parents of this one
         self._issuing = True
         enqueued = False
         try:
@@ -280,11 +286,13 @@ class Runtime:
 
     # -- host access -------------------------------------------------------------------------
     @contextlib.contextmanager
-    def host_access(self, array: Array, lo: int, hi: int, write: bool) -> Iterator[None]:
+    def host_access(self, array: Array, lo: int, hi: int, write: bool, dense: bool = False
+                    ) -> Iterator[None]:
         """Hold the lock while the host touches ``[lo, hi)`` of the array's allocation.
 
         Waits first for the unfinished nodes the access conflicts with (writers, for a read;
-        readers and writers, for a write).
+        readers and writers, for a write). ``dense``: a write sets every byte of the span (the
+        explicit memory model then needs no copy of the old contents).
         """
         with self._lock:
             if self._releases:
@@ -295,9 +303,13 @@ class Runtime:
                                       + f"array {array.describe()}")
             if alloc.freed:
                 raise FreedArrayError(f"array {array.describe()} has been freed")
+            memory = self.memory
+            fetched = None if memory is None else memory.before_host(array, lo, hi, write, dense)
             key = id(array) if self.alias_blind else alloc.id
             acc = Access(key, alloc, lo, hi, write, array.describe())
             found = {} if self.host_no_wait else self.deps.conflicts([acc])
+            if fetched is not None and not fetched.finished:
+                found.setdefault(fetched, [])
             if found:
                 self.streams.host_wait(list(found))
                 self.stats.sync("host-write" if write else "host-read")
@@ -312,7 +324,9 @@ class Runtime:
                 node.edges = [(p, r, lbl) for p, rs in found.items() for r, lbl in rs]
                 self._notify_node(node)
             yield
-            if write:
+            if memory is not None:
+                memory.after_host(array, lo, hi, write, dense)
+            elif write:
                 alloc.location = HOST
             elif hi - lo >= _MIGRATING_READ:
                 # A large read migrates the pages to the host: prefetch them back before the
@@ -426,7 +440,7 @@ def set_options(new: Options) -> None:
 
 def _backend_identity(o: Options) -> tuple[Any, ...]:
     """The options a backend is built from: changing any of them needs a new runtime."""
-    return (backends.resolve(o), o.device, o.sim_seed, o.sim_strategy, o.sim_tick, o.debug_hb,
+    return (backends.resolve(o), o.memory, o.device, o.sim_seed, o.sim_strategy, o.sim_tick, o.debug_hb,
             o.packed_launch, o.stress, o.stress_seed)
 
 

@@ -23,6 +23,10 @@ class Counters:
         self.syncs: dict[str, int] = {}
         self.prefetches = 0
         self.bytes_prefetched = 0
+        self.copies_to_device = 0
+        self.copies_to_host = 0
+        self.bytes_to_device = 0
+        self.bytes_to_host = 0
         self.nodes_retired = 0
         self.retired_by_poll = 0
         self.streams_used: set[int] = set()
@@ -52,6 +56,10 @@ class Counters:
             host_syncs=MappingProxyType(dict(self.syncs)),
             prefetches=self.prefetches,
             bytes_prefetched=self.bytes_prefetched,
+            copies_to_device=self.copies_to_device,
+            copies_to_host=self.copies_to_host,
+            bytes_to_device=self.bytes_to_device,
+            bytes_to_host=self.bytes_to_host,
             nodes_retired=self.nodes_retired,
             retired_by_poll=self.retired_by_poll,
             inflight=inflight,
@@ -70,7 +78,9 @@ class Statistics:
     ``free``); ``inflight`` is the number of device nodes not yet known to be finished.
     ``events_recorded`` counts completion events recorded (one per device node; traces' timing
     events are not counted). ``prefetches``/``bytes_prefetched`` count host-to-device
-    prefetches. ``graphs_recorded``/``graphs_replayed`` count CUDA graphs captured and launched
+    prefetches (managed memory). ``copies_to_device``/``copies_to_host`` and
+    ``bytes_to_device``/``bytes_to_host`` count the copy nodes of the explicit memory model
+    (``memory="explicit"``) and the bytes they move. ``graphs_recorded``/``graphs_replayed`` count CUDA graphs captured and launched
     by the recorder (0 until it is used).
     """
 
@@ -88,6 +98,10 @@ class Statistics:
     host_syncs: Mapping[str, int] = field(default_factory=dict)
     prefetches: int = 0
     bytes_prefetched: int = 0
+    copies_to_device: int = 0
+    copies_to_host: int = 0
+    bytes_to_device: int = 0
+    bytes_to_host: int = 0
     nodes_retired: int = 0
     retired_by_poll: int = 0
     inflight: int = 0

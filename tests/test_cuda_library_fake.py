@@ -190,9 +190,9 @@ fake = _build()
 
 class FakeBuffer:
     def __init__(self, nbytes):
-        self.uid = next(_uids)
+        self.uid = self.host_uid = next(_uids)
         self.nbytes = nbytes
-        self.host = np.zeros(max(nbytes, 1), np.uint8)[:nbytes]
+        self.host = self.dev = np.zeros(max(nbytes, 1), np.uint8)[:nbytes]
         self.ptr = self.host.ctypes.data
         self.mem = _Ptr(_Mem(self.ptr, nbytes, self.host))
 

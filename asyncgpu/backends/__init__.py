@@ -84,7 +84,8 @@ def create(options: Options) -> Any:
             enable_numba_simulator()
         from ._sim import SimBackend
 
-        sim = SimBackend(options.sim_seed, options.sim_strategy, options.sim_tick)
+        sim = SimBackend(options.sim_seed, options.sim_strategy, options.sim_tick,
+                         split=options.memory == "explicit")
         return CheckedBackend(sim, sim.replay_hint)
     if not cuda_usable():
         raise BackendUnavailableError(
@@ -155,12 +156,12 @@ class CheckedBackend:
         if self._capturing(stream):
             self.inner.launch(node, stream)
             return
-        accesses = [(a.alloc.buffer.uid, a.lo, a.hi, a.write) for a in node.accesses]
-        self._checked(self.hb.launch, stream, accesses, node.label())
+        self._checked(self.hb.launch, stream, _accesses(node), node.label())
         self.inner.launch(node, stream)
 
     def host_access(self, accesses: Any, label: str) -> None:
-        hb_accesses = [(a.alloc.buffer.uid, a.lo, a.hi, a.write) for a in accesses]
+        # the host touches the host copy: the same buffer as the device's in managed memory
+        hb_accesses = [(a.alloc.buffer.host_uid, a.lo, a.hi, a.write) for a in accesses]
         self._checked(self.hb.host_access, hb_accesses, label)
         self.inner.host_access(accesses, label)
 
@@ -218,4 +219,6 @@ class CheckedBackend:
 
 
 def _accesses(node: Any) -> list[tuple[Any, int, int, bool]]:
+    if node.kind == "copy":     # reads one copy, writes the other
+        return node.launch.hb_accesses()
     return [(a.alloc.buffer.uid, a.lo, a.hi, a.write) for a in node.accesses]

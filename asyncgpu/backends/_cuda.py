@@ -3,7 +3,10 @@
 Every stream is a non-blocking CuPy stream and is passed explicitly; CuPy's "current stream" is
 never changed or relied on. Memory is managed (unified) memory from a private CuPy pool over
 ``cudaMallocManaged`` (so freeing never calls the device-synchronizing ``cudaFree``); the host
-reads and writes it through a NumPy view of the same addresses.
+reads and writes it through a NumPy view of the same addresses. With ``memory="explicit"``
+arrays live in device memory from a private CuPy pool over ``cudaMalloc``, each with a pinned
+host mirror allocated on first host use (:class:`DeviceBuffer`); the runtime's copy nodes run
+``cudaMemcpyAsync`` on their stream (:class:`CudaCopy`).
 
 Graphs: ``begin_capture``/``end_capture`` use CuPy's stream capture in *relaxed* mode, and
 ``graph_launch`` CuPy's ``Graph.launch`` (see :mod:`asyncgpu.backends._capture` for the model).
@@ -60,10 +63,10 @@ RECENT_LAUNCHES = 16
 class CudaBuffer:
     """A block of managed memory and the NumPy view of it that the host uses."""
 
-    __slots__ = ("uid", "nbytes", "mem", "ptr", "host")
+    __slots__ = ("uid", "host_uid", "nbytes", "mem", "ptr", "host")
 
     def __init__(self, nbytes: int, mem: Any, ptr: int, host: np.ndarray) -> None:
-        self.uid = next(_uids)
+        self.uid = self.host_uid = next(_uids)     # one memory, seen by host and device
         self.nbytes = nbytes
         self.mem = mem
         self.ptr = ptr
@@ -71,6 +74,70 @@ class CudaBuffer:
 
     def device_pointer(self) -> int:
         return self.ptr
+
+
+class DeviceBuffer:
+    """Device memory (explicit memory model) and its pinned host mirror.
+
+    The mirror is allocated on first use of ``host`` (a host access, or a copy that needs it),
+    from CuPy's pinned memory pool, and viewed as NumPy bytes: asynchronous copies need
+    page-locked memory to run at full bandwidth and without blocking the host.
+    """
+
+    __slots__ = ("uid", "host_uid", "nbytes", "mem", "ptr", "_host", "_pinned")
+
+    def __init__(self, nbytes: int, mem: Any, ptr: int) -> None:
+        self.uid = next(_uids)
+        self.host_uid = next(_uids)
+        self.nbytes = nbytes
+        self.mem = mem
+        self.ptr = ptr
+        self._host: np.ndarray | None = None
+        self._pinned: Any = None
+
+    @property
+    def host(self) -> np.ndarray:
+        host = self._host
+        if host is None:
+            if self.nbytes == 0:
+                host = np.empty(0, np.uint8)
+            else:
+                import cupy
+
+                self._pinned = cupy.cuda.alloc_pinned_memory(self.nbytes)
+                host = np.frombuffer(self._pinned, np.uint8, self.nbytes)
+            self._host = host
+        return host
+
+    def release(self) -> None:
+        self.mem = None      # back to the pools: every node using them has finished
+        self._host = None
+        self._pinned = None
+
+    def device_pointer(self) -> int:
+        return self.ptr
+
+
+class CudaCopy:
+    """One ``cudaMemcpyAsync`` between a buffer's pinned mirror and its device memory."""
+
+    __slots__ = ("memcpy", "dst", "src", "nbytes", "kind")
+
+    def __init__(self, runtime: Any, buffer: DeviceBuffer, lo: int, hi: int,
+                 to_device: bool) -> None:
+        host = buffer.host.ctypes.data + lo      # allocates the mirror now, before enqueue
+        dev = buffer.ptr + lo
+        self.memcpy = runtime.memcpyAsync
+        self.nbytes = hi - lo
+        if to_device:
+            self.dst, self.src = dev, host
+            self.kind = getattr(runtime, "memcpyHostToDevice", 1)
+        else:
+            self.dst, self.src = host, dev
+            self.kind = getattr(runtime, "memcpyDeviceToHost", 2)
+
+    def __call__(self, stream: Any) -> None:
+        self.memcpy(self.dst, self.src, self.nbytes, self.kind, stream.ptr)
 
 
 class CudaBackend:
@@ -93,9 +160,16 @@ class CudaBackend:
             )
         self.device = options.device
         self.runtime.setDevice(self.device)
-        self.pool = cupy.cuda.MemoryPool(cupy.cuda.malloc_managed)
-        attr = self.runtime.cudaDevAttrConcurrentManagedAccess
-        self.host_coherent_while_busy = bool(self.runtime.deviceGetAttribute(attr, self.device))
+        #: Explicit memory model: device memory (cudaMalloc) and pinned host mirrors.
+        self.explicit = options.memory == "explicit"
+        if self.explicit:
+            self.pool = cupy.cuda.MemoryPool()
+            self.host_coherent_while_busy = True    # the host only touches its mirror
+        else:
+            self.pool = cupy.cuda.MemoryPool(cupy.cuda.malloc_managed)
+            attr = self.runtime.cudaDevAttrConcurrentManagedAccess
+            self.host_coherent_while_busy = bool(self.runtime.deviceGetAttribute(attr,
+                                                                                 self.device))
         self._numba_streams: dict[int, Any] = {}
         # one Python frame less per launch than going through the method
         self.kernel_launch = functools.partial(make_launch, self)
@@ -285,28 +359,42 @@ class CudaBackend:
         return ns
 
     # -- memory ------------------------------------------------------------------------------
-    def alloc(self, nbytes: int) -> CudaBuffer:
+    def alloc(self, nbytes: int) -> Any:
         if nbytes == 0:
+            if self.explicit:
+                return DeviceBuffer(0, None, 0)
             return CudaBuffer(0, None, 0, np.empty(0, np.uint8))
         if self.fault is not None:
             raise self._device_error(None)
         free, total = self.runtime.memGetInfo()
         reusable = self.pool.free_bytes()
         if nbytes > free + reusable:
+            kind = "device" if self.explicit else "managed"
             raise OutOfMemoryError(
-                f"cannot allocate {nbytes / 2**20:.1f} MiB of managed memory: the GPU has "
+                f"cannot allocate {nbytes / 2**20:.1f} MiB of {kind} memory: the GPU has "
                 f"{free / 2**20:.1f} MiB free of {total / 2**20:.1f} MiB (plus "
                 f"{reusable / 2**20:.1f} MiB reusable in asyncgpu's pool); asking for more "
                 "managed memory than the device has free can hang the GPU. Free arrays "
                 "(Array.free()) or use smaller ones"
             )
         mem = self.pool.malloc(nbytes)
+        if self.explicit:
+            return DeviceBuffer(nbytes, mem, mem.ptr)
         host = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(mem.ptr))
         return CudaBuffer(nbytes, mem, mem.ptr, host)
 
-    def free(self, buffer: CudaBuffer) -> None:
+    def free(self, buffer: Any) -> None:
+        if isinstance(buffer, DeviceBuffer):
+            buffer.release()
+            return
         buffer.mem = None     # back to the pool: every node using it has finished
         buffer.host = None
+
+    def copy_launch(self, buffer: DeviceBuffer, lo: int, hi: int, to_device: bool) -> CudaCopy:
+        """Prepare a copy of ``[lo, hi)`` between the pinned mirror and the device memory."""
+        if self.fault is not None:
+            raise self._device_error(None)
+        return CudaCopy(self.runtime, buffer, lo, hi, to_device)
 
     def prefetch(self, buffer: CudaBuffer, stream: Any) -> None:
         if self.captures.engaged:

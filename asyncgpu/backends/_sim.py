@@ -54,17 +54,61 @@ _uids = itertools.count(1)
 
 
 class SimBuffer:
-    """Memory of the simulated device (one copy: coherent, like managed memory)."""
+    """Memory of the simulated device.
 
-    __slots__ = ("uid", "nbytes", "host")
+    ``dev`` is what kernels and library calls see, ``host`` what host accesses see. Coherent
+    (managed) mode: one byte array for both, as unified memory. Split mode (the explicit memory
+    model): two arrays, so a copy the runtime forgot shows as stale (poisoned) data, and the
+    checker tracks the host mirror as a buffer of its own (``host_uid``).
+    """
 
-    def __init__(self, nbytes: int) -> None:
+    __slots__ = ("uid", "host_uid", "nbytes", "dev", "host")
+
+    def __init__(self, nbytes: int, split: bool = False) -> None:
         self.uid = next(_uids)
         self.nbytes = nbytes
-        self.host = np.full(nbytes, POISON, np.uint8)
+        self.dev = np.full(nbytes, POISON, np.uint8)
+        if split:
+            self.host = np.full(nbytes, POISON, np.uint8)
+            self.host_uid = next(_uids)
+        else:
+            self.host = self.dev
+            self.host_uid = self.uid
+
+    def poison(self) -> None:
+        self.dev.fill(POISON)
+        if self.host is not self.dev:
+            self.host.fill(POISON)
 
     def device_pointer(self) -> int:
         raise TypeError("arrays of the sim backend have no device pointer to export")
+
+
+class SimCopy:
+    """One queued copy between the host mirror and the device copy of ``[lo, hi)``.
+
+    Like a kernel: *begin* snapshots the source bytes, *end* writes them to the destination,
+    so work running in between cannot leak into the copy, nor the copy into it early.
+    """
+
+    __slots__ = ("buffer", "lo", "hi", "to_device")
+
+    def __init__(self, buffer: SimBuffer, lo: int, hi: int, to_device: bool) -> None:
+        self.buffer, self.lo, self.hi, self.to_device = buffer, lo, hi, to_device
+
+    def hb_accesses(self) -> list[tuple[int, int, int, bool]]:
+        """What the happens-before checker sees: a read of the source, a write of the target."""
+        b, lo, hi = self.buffer, self.lo, self.hi
+        src, dst = (b.host_uid, b.uid) if self.to_device else (b.uid, b.host_uid)
+        return [(src, lo, hi, False), (dst, lo, hi, True)]
+
+    def begin(self) -> np.ndarray:
+        src = self.buffer.host if self.to_device else self.buffer.dev
+        return src[self.lo:self.hi].copy()
+
+    def end(self, data: np.ndarray) -> None:
+        dst = self.buffer.dev if self.to_device else self.buffer.host
+        dst[self.lo:self.hi] = data
 
 
 class Capture:
@@ -108,7 +152,7 @@ class Op:
     __slots__ = ("kind", "payload", "label", "order")
 
     def __init__(self, kind: str, payload: Any, label: str, order: int) -> None:
-        self.kind = kind          # "kernel" | "record" | "wait" | "prefetch"
+        self.kind = kind          # "kernel" (kernels, calls, copies) | "record" | "wait" | "prefetch"
         self.payload = payload
         self.label = label
         self.order = order
@@ -122,7 +166,10 @@ class SimBackend:
     wants_sites = True
     host_coherent_while_busy = True
 
-    def __init__(self, seed: int | None, strategy: str, tick: float) -> None:
+    def __init__(self, seed: int | None, strategy: str, tick: float, split: bool = False
+                 ) -> None:
+        #: Split memory (``memory="explicit"``): separate host and device bytes per buffer.
+        self.split = split
         if seed is None:
             seed = random.SystemRandom().randrange(2**32)
         self.seed = seed
@@ -261,13 +308,17 @@ class SimBackend:
         free = self._pool.get(nbytes)
         if free:
             buf = free.pop()     # LIFO reuse: a use-after-free sees the new owner's data
-            buf.host.fill(POISON)
+            buf.poison()
             return buf
-        return SimBuffer(nbytes)
+        return SimBuffer(nbytes, self.split)
 
     def free(self, buffer: SimBuffer) -> None:
-        buffer.host.fill(POISON)
+        buffer.poison()
         self._pool.setdefault(buffer.nbytes, []).append(buffer)
+
+    def copy_launch(self, buffer: SimBuffer, lo: int, hi: int, to_device: bool) -> SimCopy:
+        """Prepare a copy of ``[lo, hi)`` between the host mirror and the device (split mode)."""
+        return SimCopy(buffer, lo, hi, to_device)
 
     # -- kernels -----------------------------------------------------------------------------
     def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],

@@ -105,7 +105,7 @@ def snapshot(layouts: Any) -> dict[int, tuple[Any, int, np.ndarray]]:
         else:
             span[1] = min(span[1], a.lo)
             span[2] = max(span[2], a.hi)
-    return {uid: (buf, lo, buf.host[lo:hi].copy()) for uid, (buf, lo, hi) in spans.items()}
+    return {uid: (buf, lo, buf.dev[lo:hi].copy()) for uid, (buf, lo, hi) in spans.items()}
 
 class _Spec:
     """What a queued launch needs of one array argument: the buffer and layout, not the Array.
@@ -173,7 +173,7 @@ class SimKernelLaunch:
         for a in arrays:
             if a.write:
                 buf, lo0, snap = snaps[a.buffer.uid]
-                buf.host[a.lo:a.hi] = snap[a.lo - lo0: a.hi - lo0]
+                buf.dev[a.lo:a.hi] = snap[a.lo - lo0: a.hi - lo0]
 
     def _overlaps_other(self, a: _Spec) -> bool:
         return any(

@@ -82,11 +82,11 @@ class SimCallLaunch:
                     f"{out.dtype}{list(out.shape)} was inferred: its result depends on the "
                     "data; report this function as data-dependent"
                 )
-            out.view(out.buffer.host, 0)[...] = value
+            out.view(out.buffer.dev, 0)[...] = value
         for i in self.written:
             a = self.inputs[i]
             buf, base, snap = snaps[a.buffer.uid]
-            buf.host[a.lo:a.hi] = snap[a.lo - base: a.hi - base]
+            buf.dev[a.lo:a.hi] = snap[a.lo - base: a.hi - base]
 
 
 def make_call(runtime: Any, call: LibraryCall, accesses: list[Access]) -> SimCallLaunch | None:

@@ -1,0 +1,176 @@
+"""The explicit memory model: where each allocation's current copy is, and the copies that move it.
+
+The model
+---------
+With ``memory="explicit"`` an allocation is device memory plus a host mirror (pinned memory on
+``cuda``, a separate byte array on ``sim``) allocated on first host use. Kernels, library calls,
+replayed graphs and exported pointers use the device copy; host accesses use the mirror. The
+allocation's ``location`` says which copy is current: ``HOST``, ``DEVICE``, ``BOTH``
+(``HOST | DEVICE``), or ``0`` (never written: ``empty`` and fresh results; either copy will do).
+
+Copies are nodes of the DAG (kind ``"copy"``), issued through the same ``Runtime._issue`` as
+kernels, so dependencies, streams, events, traces, statistics, the checker and fault recovery
+all see them. In the dependency tracker a copy is an access of the allocation's bytes:
+
+* host-to-device (H2D) is a **write**: later device readers depend on it (RAW); it depends on
+  unfinished device readers of those bytes (WAR), of which there are normally none because the
+  host write that made the host copy current already waited for them;
+* device-to-host (D2H) is a **read**: it depends on the unfinished writers (RAW), later device
+  writers wait for it (WAR); the host waits for it before reading the mirror.
+
+Transitions (:func:`device_use`, :func:`host_read`, :func:`host_write`)::
+
+    event                               location   copy                               after
+    device use that reads (or a write   HOST       H2D whole allocation, before it     BOTH, then
+      not covering every byte)          other      none                                DEVICE if it writes
+    device write-only of every byte     any        none                                DEVICE
+    host read of [lo, hi)               DEVICE     D2H of [lo, hi), host waits         BOTH if whole
+                                        other      none                                unchanged
+    host write of every byte            any        none                                HOST
+    host write of part                  HOST, BOTH, 0  none                            HOST
+                                        DEVICE     [D2H of the span first unless the   DEVICE
+                                                   write is dense] H2D of the span after
+
+Precision: the location is kept per allocation; copies triggered by host accesses move only
+the bytes accessed (the span ``[lo, hi)`` of the view), those triggered by device use move the
+whole allocation. A partial host write of a DEVICE array keeps the rest of the array: the
+written span goes to the device (a write that leaves holes in its span, such as ``x[::2] = v``,
+fetches the span first so the holes carry the device's values back). Per-allocation flags
+keep the launch path to one integer test per array; the cost is that a host read of part of a
+device-current array leaves it DEVICE (a later read copies again).
+
+Example::
+
+    x = ag.array(data)        # host write of every byte: HOST
+    k[g, b](x, y)             # reads x: H2D copy node (x: BOTH), then k; y written: DEVICE
+    y[3]                      # D2H copy of 8 bytes of y, host waits for it, reads the mirror
+    y[0:4] = 1                # partial dense write of a DEVICE array: H2D copy of 32 bytes
+
+This module is plain Python: the backends run the copies (``copy_launch``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._array import DEVICE, HOST
+from ._dag import Node
+from ._deps import Access
+
+BOTH = HOST | DEVICE
+
+
+def device_use(location: int, reads: bool, writes: bool, covers: bool) -> tuple[bool, int]:
+    """A kernel, call or graph uses an allocation: (copy the host copy in first?, location after).
+
+    ``reads``: the old contents may be read; ``covers``: the use writes every byte of the
+    allocation (only then may a write-only use skip the copy: otherwise bytes it leaves alone
+    would lose their host-current values).
+    """
+    copy_in = location == HOST and (reads or not covers)
+    after = BOTH if copy_in else location
+    if writes:
+        after = DEVICE
+    return copy_in, after
+
+
+def host_read(location: int, whole: bool) -> tuple[bool, int]:
+    """The host reads (part of) an allocation: (copy the span out first?, location after)."""
+    if location == DEVICE:
+        return True, BOTH if whole else DEVICE
+    return False, location
+
+
+def host_write(location: int, whole: bool, dense: bool) -> tuple[bool, bool, int]:
+    """The host writes (part of) an allocation: (fetch the span first?, copy the span in after?,
+    location after).
+
+    ``whole``: every byte of the allocation is written; ``dense``: every byte of the span is.
+    """
+    if whole:
+        return False, False, HOST
+    if location == DEVICE:
+        return not dense, True, DEVICE
+    return False, False, HOST
+
+
+class ExplicitMemory:
+    """The runtime's side of the explicit model: applies the transitions, issues the copies.
+
+    Called under the runtime's lock: :meth:`before_device` from ``Runtime._issue`` before the
+    node's own dependencies are computed (so the copy becomes its parent), the host hooks from
+    ``Runtime.host_access``.
+    """
+
+    def __init__(self, runtime: Any) -> None:
+        self.runtime = runtime
+
+    def copy(self, alloc: Any, lo: int, hi: int, to_device: bool, label: str) -> Node:
+        """Issue one copy node of bytes ``[lo, hi)`` of ``alloc`` (H2D: a write; D2H: a read)."""
+        rt = self.runtime
+        launch = rt.backend.copy_launch(alloc.buffer, lo, hi, to_device)
+        node = Node("copy", f"{label} to {'device' if to_device else 'host'}", None,
+                    [Access(alloc.id, alloc, lo, hi, to_device, label)])
+        node.launch = launch
+        stats = rt.stats
+        if to_device:
+            stats.copies_to_device += 1
+            stats.bytes_to_device += hi - lo
+        else:
+            stats.copies_to_host += 1
+            stats.bytes_to_host += hi - lo
+        location = alloc.location
+        rt._issue(node)
+        alloc.location = location     # (_issue books a write as DEVICE: the caller decides)
+        return node
+
+    def before_device(self, accesses: list[Any]) -> None:
+        """Copy in every host-current allocation the node needs, before the node's waits."""
+        for acc in accesses:
+            alloc = acc.alloc
+            if alloc.location != HOST or not alloc.nbytes:
+                continue
+            reads = getattr(acc, "read", True)
+            covers = False
+            if not reads:
+                array = acc.array
+                covers = acc.lo == 0 and acc.hi == alloc.nbytes and array.is_c_contiguous
+            copy_in, _ = device_use(HOST, reads, acc.write, covers)
+            if copy_in:
+                self.copy(alloc, 0, alloc.nbytes, True, acc.label)
+                alloc.location = BOTH
+            # (_issue's commit then books the node's writes as DEVICE)
+
+    def before_export(self, array: Any) -> None:
+        """Another library gets the device pointer: bring the device copy current, and assume
+        the consumer may write it (the host copy is no longer known to be current)."""
+        alloc = array._alloc
+        if alloc.location == HOST and alloc.nbytes:
+            self.copy(alloc, 0, alloc.nbytes, True, array.describe())
+        if alloc.nbytes:
+            alloc.location = DEVICE
+
+    def before_host(self, array: Any, lo: int, hi: int, write: bool, dense: bool
+                    ) -> Node | None:
+        """Issue the D2H copy a host access needs first (the host must wait for it)."""
+        alloc = array._alloc
+        if alloc.location != DEVICE or lo >= hi:
+            return None
+        whole = dense and lo == 0 and hi == alloc.nbytes
+        fetch = host_write(DEVICE, whole, dense)[0] if write else host_read(DEVICE, whole)[0]
+        if not fetch:
+            return None
+        return self.copy(alloc, lo, hi, False, array.describe())
+
+    def after_host(self, array: Any, lo: int, hi: int, write: bool, dense: bool) -> None:
+        """Book the access's effect on the location; a partial write of a DEVICE allocation
+        sends the written span to the device."""
+        alloc = array._alloc
+        whole = lo == 0 and hi == alloc.nbytes
+        if not write:
+            alloc.location = host_read(alloc.location, whole)[1]
+            return
+        _, copy_in, after = host_write(alloc.location, whole and dense, dense)
+        if copy_in and lo < hi:
+            self.copy(alloc, lo, hi, True, array.describe())
+        alloc.location = after
