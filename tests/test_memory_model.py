@@ -1,0 +1,340 @@
+"""The explicit memory model (``memory="explicit"``): the location state machine and its copies.
+
+On ``sim`` the explicit model splits every buffer into a device copy (what kernels see) and a host
+mirror (what host accesses see), so a copy the runtime forgets shows as stale (poisoned) data and
+the happens-before checker sees each copy as a read of one copy and a write of the other.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import library_programs
+import programs
+import recorder_kernels
+from asyncgpu import _memory
+from asyncgpu._array import DEVICE, HOST
+from asyncgpu._memory import BOTH
+
+N = recorder_kernels.N
+
+
+@pytest.fixture
+def ex():
+    """A sim runtime in the explicit memory model; yields the asyncgpu module."""
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", memory="explicit", sim_seed=3, sim_strategy="random",
+                      execution="async"):
+        yield ag
+        ag.synchronize()
+
+
+def _delta(ag, before, *names):
+    after = ag.statistics()
+    return tuple(getattr(after, n) - getattr(before, n) for n in names)
+
+
+def _loc(a):
+    return a._alloc.location
+
+
+# -- the transition functions, every case ---------------------------------------------------
+@pytest.mark.parametrize("location", [0, HOST, DEVICE, BOTH])
+@pytest.mark.parametrize("reads", [False, True])
+@pytest.mark.parametrize("writes", [False, True])
+@pytest.mark.parametrize("covers", [False, True])
+def test_device_use_transitions(location, reads, writes, covers):
+    copy_in, after = _memory.device_use(location, reads, writes, covers)
+    # a copy exactly when the host holds the only current copy and the device needs old bytes
+    assert copy_in == (location == HOST and (reads or not covers))
+    if writes:
+        assert after == DEVICE
+    elif copy_in:
+        assert after == BOTH
+    else:
+        assert after == location
+
+
+@pytest.mark.parametrize("location", [0, HOST, DEVICE, BOTH])
+@pytest.mark.parametrize("whole", [False, True])
+def test_host_read_transitions(location, whole):
+    copy_out, after = _memory.host_read(location, whole)
+    assert copy_out == (location == DEVICE)
+    assert after == (BOTH if location == DEVICE and whole else location)
+
+
+@pytest.mark.parametrize("location", [0, HOST, DEVICE, BOTH])
+@pytest.mark.parametrize("whole,dense", [(True, True), (False, True), (False, False)])
+def test_host_write_transitions(location, whole, dense):
+    fetch, copy_in, after = _memory.host_write(location, whole, dense)
+    if whole:
+        assert (fetch, copy_in, after) == (False, False, HOST)
+    elif location == DEVICE:
+        assert (fetch, copy_in, after) == (not dense, True, DEVICE)
+    else:
+        assert (fetch, copy_in, after) == (False, False, HOST)
+
+
+# -- the runtime applies them ----------------------------------------------------------------
+def test_host_initialized_array_is_copied_in_once(ex):
+    ag = ex
+    scale, add, inc = recorder_kernels.kernels(ag)
+    data = np.arange(N, dtype=np.float32)
+    x, y = ag.array(data), ag.empty(N, np.float32)
+    assert _loc(x) == HOST and _loc(y) == 0
+    before = ag.statistics()
+    scale[1, N](x, y, 2.0, N)
+    assert _loc(x) == BOTH and _loc(y) == DEVICE
+    scale[1, N](x, y, 3.0, N)                     # x is current on the device: no second copy
+    assert _delta(ag, before, "copies_to_device", "bytes_to_device", "nodes") == (1, 4 * N, 3)
+    np.testing.assert_array_equal(y.numpy(), 3 * data)
+    assert _loc(y) == BOTH                        # a whole read makes the mirror current
+
+
+def test_host_read_copies_only_what_is_read(ex):
+    ag = ex
+    scale, add, inc = recorder_kernels.kernels(ag)
+    x = ag.array(np.arange(N, dtype=np.float32))
+    inc[1, N](x, N)
+    assert _loc(x) == DEVICE
+    before = ag.statistics()
+    assert x[5] == 6.0
+    assert _delta(ag, before, "copies_to_host", "bytes_to_host") == (1, 4)
+    assert _loc(x) == DEVICE                      # part of the mirror only
+    np.testing.assert_array_equal(np.asarray(x[8:12]), [9, 10, 11, 12])
+    assert _delta(ag, before, "copies_to_host", "bytes_to_host") == (2, 20)
+    np.testing.assert_array_equal(x.numpy(), np.arange(N) + 1)
+    assert _loc(x) == BOTH
+    before = ag.statistics()
+    assert x[3] == 4.0 and x.numpy().sum() == sum(range(1, N + 1))   # mirror current: no copy
+    assert _delta(ag, before, "copies_to_host") == (0,)
+
+
+def test_whole_host_write_needs_no_copy_back(ex):
+    ag = ex
+    scale, add, inc = recorder_kernels.kernels(ag)
+    x = ag.array(np.zeros(N, np.float32))
+    inc[1, N](x, N)
+    before = ag.statistics()
+    x[...] = np.full(N, 7, np.float32)
+    assert _loc(x) == HOST
+    assert _delta(ag, before, "copies_to_host", "copies_to_device") == (0, 0)
+    inc[1, N](x, N)
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 8))
+
+
+def test_partial_host_write_of_device_array_keeps_the_rest(ex):
+    ag = ex
+    scale, add, inc = recorder_kernels.kernels(ag)
+    x = ag.array(np.zeros(N, np.float32))
+    inc[1, N](x, N)                               # device: all ones; mirror: zeros
+    before = ag.statistics()
+    x[4:8] = 5                                    # dense: the span goes to the device
+    x[10] = 9
+    assert _loc(x) == DEVICE
+    assert _delta(ag, before, "copies_to_host", "copies_to_device", "bytes_to_device") == \
+        (0, 2, 5 * 4)
+    inc[1, N](x, N)
+    expected = np.full(N, 2, np.float32)
+    expected[4:8] = 6
+    expected[10] = 10
+    np.testing.assert_array_equal(x.numpy(), expected)
+
+
+def test_strided_host_write_of_device_array_fetches_the_span_first(ex):
+    ag = ex
+    scale, add, inc = recorder_kernels.kernels(ag)
+    x = ag.array(np.zeros(N, np.float32))
+    inc[1, N](x, N)
+    before = ag.statistics()
+    x[0:16:2] = -1                                # holes between the written elements
+    assert _delta(ag, before, "copies_to_host", "copies_to_device") == (1, 1)
+    expected = np.ones(N, np.float32)
+    expected[0:16:2] = -1
+    np.testing.assert_array_equal(x.numpy(), expected)
+    x2 = ag.array(np.zeros(N, np.float32))
+    inc[1, N](x2, N)
+    x2[np.array([1, 3])] = 4                      # advanced index: not dense either
+    expected = np.ones(N, np.float32)
+    expected[[1, 3]] = 4
+    np.testing.assert_array_equal(x2.numpy(), expected)
+
+
+def test_write_only_kernel_skips_the_copy_only_when_it_covers_everything(ex):
+    ag = ex
+    scale, add, inc = recorder_kernels.kernels(ag)
+    x = ag.array(np.arange(N, dtype=np.float32))
+    y = ag.array(np.full(N, 3, np.float32))       # HOST, then overwritten whole by `out=y`
+    z = ag.array(np.full(2 * N, 4, np.float32))   # HOST, half of it overwritten
+    before = ag.statistics()
+    scale[1, N](x, y, 2.0, N)
+    assert _delta(ag, before, "copies_to_device") == (1,)      # x only
+    scale[1, N](x, z[:N], 2.0, N)
+    assert _delta(ag, before, "copies_to_device") == (2,)      # z: its other half is needed
+    np.testing.assert_array_equal(y.numpy(), 2 * np.arange(N))
+    np.testing.assert_array_equal(z.numpy(), np.r_[2 * np.arange(N), np.full(N, 4)])
+
+
+def test_empty_arrays_are_never_copied(ex):
+    ag = ex
+    scale, add, inc = recorder_kernels.kernels(ag)
+    x = ag.empty(N, np.float32)
+    before = ag.statistics()
+    scale[1, N](ag.zeros(N, np.float32), x, 1.0, N)
+    assert _delta(ag, before, "copies_to_device") == (1,)      # the zeros, not x
+    assert (x.numpy() == 0).all()
+
+
+def test_a_missing_copy_shows_as_stale_data(ex, monkeypatch):
+    ag = ex
+    scale, add, inc = recorder_kernels.kernels(ag)
+    monkeypatch.setattr(_memory.ExplicitMemory, "before_device", lambda self, accesses: None)
+    x, y = ag.array(np.ones(N, np.float32)), ag.empty(N, np.float32)
+    scale[1, N](x, y, 2.0, N)                     # x's device copy was never written
+    assert np.isnan(y.numpy()).all()              # poison, not 2.0
+
+
+def test_an_unwaited_copy_is_a_race(ex, monkeypatch):
+    ag = ex
+    scale, add, inc = recorder_kernels.kernels(ag)
+    real = _memory.ExplicitMemory.copy
+
+    def unwaited(self, alloc, lo, hi, to_device, label):
+        node = real(self, alloc, lo, hi, to_device, label)
+        if not to_device:
+            node.finished = True                  # the host would read without waiting
+        return node
+
+    monkeypatch.setattr(_memory.ExplicitMemory, "copy", unwaited)
+    x = ag.array(np.ones(N, np.float32))
+    inc[1, N](x, N)
+    with pytest.raises(ag.RaceError):
+        x.numpy()
+
+
+def test_copies_are_nodes_in_traces(ex):
+    ag = ex
+    scale, add, inc = recorder_kernels.kernels(ag)
+    x, y = ag.array(np.ones(N, np.float32)), ag.empty(N, np.float32)
+    with ag.trace() as t:
+        scale[1, N](x, y, 2.0, N)
+        y.numpy()
+    kinds = [(n.kind, n.name) for n in t.kernels]
+    assert kinds[0][0] == "copy" and kinds[0][1].endswith("to device")
+    assert kinds[1] == ("kernel", "scale")
+    assert kinds[2][0] == "copy" and kinds[2][1].endswith("to host")
+    scale_rec = t.kernels[1]
+    assert any(pid == t.kernels[0].id and reason == "RAW" for pid, reason, _ in scale_rec.parents)
+
+
+def test_library_calls_and_operators_use_the_device_copy(ex):
+    ag = ex
+    import asyncgpu.cupy as acp
+
+    a = np.linspace(0, 1, 32)
+    x = ag.array(a)
+    y = acp.sqrt(x) + x
+    x[3] = 10.0                                   # after the calls read x: they saw the old x
+    np.testing.assert_array_equal(y.numpy(), np.sqrt(a) + a)
+    assert float(x.sum()) == pytest.approx(a.sum() - a[3] + 10.0)
+    out = ag.empty(32)
+    acp.multiply(x, 2.0, out=out)
+    b = a.copy()
+    b[3] = 10.0
+    np.testing.assert_array_equal(out.numpy(), 2 * b)
+
+
+def test_recorded_graphs_see_host_writes_between_replays(ex):
+    ag = ex
+    scale, add, inc = recorder_kernels.kernels(ag)
+    x, y = ag.array(np.zeros(N, np.float32)), ag.empty(N, np.float32)
+
+    @ag.graph
+    def step(x, y):
+        inc[1, N](x, N)
+        scale[1, N](x, y, 2.0, N)
+
+    for i in range(4):
+        x[...] = np.full(N, i, np.float32)        # HOST again: the replay needs a copy in
+        step(x, y)
+        np.testing.assert_array_equal(y.numpy(), np.full(N, 2 * (i + 1)))
+        assert x[0] == i + 1
+
+
+def test_memory_option_from_the_environment():
+    from asyncgpu._config import options_from_env
+
+    assert options_from_env({}).memory == "managed"
+    assert options_from_env({"ASYNCGPU_MEMORY": "explicit"}).memory == "explicit"
+    with pytest.raises(ValueError, match="ASYNCGPU_MEMORY|memory"):
+        options_from_env({"ASYNCGPU_MEMORY": "unified"})
+
+
+def test_switching_memory_model_is_a_new_runtime():
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_seed=1):
+        a = ag.array(np.arange(8.0))
+        with ag.configure(backend="sim", sim_seed=1, memory="explicit"):
+            b = ag.array(np.arange(8.0))
+            np.testing.assert_array_equal((b + 1).numpy(), np.arange(8.0) + 1)
+            with pytest.raises(ag.ArgumentValueError, match="another runtime"):
+                a * 2           # memory of the other model: refused, clearly
+        np.testing.assert_array_equal(a.numpy(), np.arange(8.0))
+
+
+# -- random programs: both models equal serial -----------------------------------------------
+def _serial_managed(ag, steps, init):
+    return programs.run_serial(ag, programs.run, steps, init)
+
+
+def _same(a, b):
+    for x, y in zip(a[0] + a[1], b[0] + b[1]):
+        assert x.tolist() == y.tolist()
+    assert len(a[0]) == len(b[0])
+
+
+@pytest.mark.parametrize("strategy", ["random", "reverse", "starve", "pct"])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=programs.strategies())
+def test_random_programs_explicit_equal_serial(strategy, steps):
+    import asyncgpu as ag
+
+    init = programs.initial(2)
+    expected = _serial_managed(ag, steps, init)
+    with ag.configure(backend="sim", execution="sync", sim_seed=0, sim_strategy="eager",
+                      memory="explicit"):
+        _same(programs.run(ag, steps, init), expected)
+    for seed in (0, 1):
+        _same(programs.run_async(ag, programs.run, steps, init, strategy, seed,
+                                 memory="explicit"), expected)
+
+
+@pytest.mark.parametrize("policy", programs.POLICIES[:4])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=programs.strategies())
+def test_random_programs_explicit_every_policy(policy, steps):
+    import asyncgpu as ag
+
+    init = programs.initial(3)
+    expected = _serial_managed(ag, steps, init)
+    _same(programs.run_async(ag, programs.run, steps, init, "random", 5, memory="explicit",
+                             **policy), expected)
+
+
+@pytest.mark.parametrize("strategy", ["random", "starve"])
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=library_programs.strategies())
+def test_mixed_library_programs_explicit_equal_serial(strategy, steps):
+    import asyncgpu as ag
+
+    init = programs.initial(4)
+    expected = programs.run_serial(ag, library_programs.run, steps, init)
+    got = programs.run_async(ag, library_programs.run, steps, init, strategy, 2,
+                             memory="explicit")
+    assert len(got[0]) == len(expected[0])
+    for x, y in zip(got[0] + got[1], expected[0] + expected[1]):
+        np.testing.assert_array_equal(x, y)
