@@ -60,6 +60,9 @@ class Options:
     parent_stream: ParentStream = "disjoint"
     prefetch: Prefetch = "auto"
     memory: Memory = "managed"
+    #: Explicit memory: chunks a large host-to-device copy feeding an ``elementwise`` kernel
+    #: is split into, so the kernel's chunks overlap the later copies (1: never split).
+    copy_chunks: int = 8
     #: Upper bound on streams per device; beyond it work shares the least recently used stream.
     max_streams: int = 32
     #: In-flight nodes beyond which each launch polls events to retire finished work.
@@ -109,7 +112,7 @@ class Options:
                     f"option {name} must be one of {', '.join(choices)}; got {value!r}"
                 )
         for name in ("max_streams", "poll_threshold", "graph_cache", "graph_ios_group",
-                     "graph_ios_groups", "graph_ios_part", "graph_ios_max"):
+                     "graph_ios_groups", "graph_ios_part", "graph_ios_max", "copy_chunks"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"option {name} must be a positive integer; got {value!r}")
@@ -152,6 +155,7 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_PARENT_STREAM": ("parent_stream", str),
     "ASYNCGPU_PREFETCH": ("prefetch", str),
     "ASYNCGPU_MEMORY": ("memory", str),
+    "ASYNCGPU_COPY_CHUNKS": ("copy_chunks", int),
     "ASYNCGPU_MAX_STREAMS": ("max_streams", int),
     "ASYNCGPU_POLL_THRESHOLD": ("poll_threshold", int),
     "ASYNCGPU_DEVICE": ("device", int),

@@ -82,8 +82,8 @@ _NUMBERS = frozenset({int, float, bool, complex})
 class Kernel:
     """A kernel whose launches asyncgpu schedules (see :func:`asyncgpu.kernel`)."""
 
-    __slots__ = ("name", "params", "modes", "source", "typed", "_launchers", "_compiled",
-                 "_slots", "__weakref__")
+    __slots__ = ("name", "params", "modes", "source", "typed", "elementwise", "_launchers",
+                 "_compiled", "_slots", "__weakref__")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -100,6 +100,9 @@ class Kernel:
         self.modes = modes        # parameter name -> "r" | "w" | "rw" (arrays only)
         self.source = source
         self.typed = typed        # CUDA C: dtypes and array/scalar kinds are declared
+        #: False, True (extent from the arrays) or the element-count parameter's name
+        #: (``asyncgpu._chunks``); set by ``kernel``/``cuda_kernel`` after validation.
+        self.elementwise: bool | str = False
         self._launchers: dict[Any, Launcher] = {}
         self._compiled: dict[Any, Any] = {}  # backend caches (compiled functions per signature)
         # Per parameter, what the launch path needs without dictionary lookups:
@@ -355,7 +358,7 @@ def _numba_kernel(fn: Any, const: Any, out: Any, name: str | None) -> Kernel:
 
 
 def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
-           name: str | None = None) -> Any:
+           name: str | None = None, elementwise: bool | str = False) -> Any:
     """Wrap a kernel so that its launches are scheduled asynchronously.
 
     Use as a decorator above ``@cuda.jit`` (or on a plain Python kernel function, which is
@@ -381,6 +384,18 @@ def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
         :func:`cuda_kernel`).
     name:
         The name used in messages and traces (default: the function's name).
+    elementwise:
+        Declares that the launch may be split into chunks (``memory="explicit"``: a large
+        host-to-device copy then overlaps the kernel, chunk by chunk; see ``asyncgpu._chunks``).
+        The contract: every array argument is split along axis 0 into the same chunks (so all
+        have the same length along axis 0 and are C-contiguous), and the kernel computes the
+        element(s) at index ``i`` of axis 0 from index ``i`` only (no reductions, neighbours
+        or scatter), covering its arrays by a grid-stride loop or by a grid of at least one
+        thread per element. ``True``: the kernel takes its extent from the arrays
+        (``x.shape[0]``, ``x.size``); a parameter name (``elementwise="n"``): that integer
+        argument is the element count along axis 0, and each chunk gets its own length there.
+        Other scalar arguments are passed unchanged to every chunk. A 1-D grid is scaled down
+        in proportion to each chunk. Off by default: never assumed.
 
     Returns
     -------
@@ -390,23 +405,36 @@ def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
     Raises
     ------
     SignatureError
-        An annotation names no parameter, or a parameter is both const and out.
+        An annotation names no parameter, or a parameter is both const and out; or
+        ``elementwise`` cannot hold (see :func:`asyncgpu._chunks.check_annotation`).
     """
     if fn is None:
-        return lambda f: kernel(f, const=const, out=out, sim=sim, name=name)
+        return lambda f: kernel(f, const=const, out=out, sim=sim, name=name,
+                                elementwise=elementwise)
     if isinstance(fn, Kernel):
         if isinstance(fn.source, CudaCSource):
-            return _c_kernel(fn.source, fn.params, const, out, name or fn.name)
-        return _numba_kernel(fn.source.dispatcher or fn.source.py_func, const, out,
-                             name or fn.name)
-    if hasattr(fn, "code") and hasattr(fn, "name") and type(fn).__module__.startswith("cupy"):
+            k = _c_kernel(fn.source, fn.params, const, out, name or fn.name)
+        else:
+            k = _numba_kernel(fn.source.dispatcher or fn.source.py_func, const, out,
+                              name or fn.name)
+    elif hasattr(fn, "code") and hasattr(fn, "name") and type(fn).__module__.startswith("cupy"):
         source = CudaCSource(fn.code, fn.name, tuple(getattr(fn, "options", ()) or ()), fn, sim)
-        return _c_kernel(source, parse_cuda_declaration(fn.code, fn.name), const, out, name)
-    return _numba_kernel(fn, const, out, name)
+        k = _c_kernel(source, parse_cuda_declaration(fn.code, fn.name), const, out, name)
+    else:
+        k = _numba_kernel(fn, const, out, name)
+    return _elementwise(k, elementwise)
+
+
+def _elementwise(k: Kernel, elementwise: bool | str) -> Kernel:
+    from ._chunks import check_annotation
+
+    k.elementwise = check_annotation(k, elementwise)
+    return k
 
 
 def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: Any = (),
-                out: Any = (), sim: Any = None, options: tuple[str, ...] = ()) -> Kernel:
+                out: Any = (), sim: Any = None, options: tuple[str, ...] = (),
+                elementwise: bool | str = False) -> Kernel:
     """A CUDA C kernel from source, scheduled like any other kernel.
 
     ``const T*`` parameters are read-only without annotation. A GrCUDA-style ``signature``
@@ -429,6 +457,10 @@ def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: 
         scalars converted to their C types. Without it the ``sim`` backend cannot run the kernel.
     options:
         NVRTC options (``cuda`` backend), e.g. ``("-use_fast_math",)``.
+    elementwise:
+        The name of the integer parameter holding the element count (``elementwise="n"``),
+        declaring the chunking contract of :func:`kernel`; ``True`` is refused because raw
+        pointers carry no extent.
 
     Returns
     -------
@@ -470,7 +502,7 @@ def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: 
         )
         out = list(_names(out)) + [d.name for d, s in zip(params, sig) if getattr(s, "out", False)]
     src = CudaCSource(source, name, tuple(options), None, sim)
-    return _c_kernel(src, params, const, out, None)
+    return _elementwise(_c_kernel(src, params, const, out, None), elementwise)
 
 
 def _c_kernel(source: CudaCSource, params: tuple[Param, ...], const: Any, out: Any,

@@ -37,6 +37,7 @@ from ._dag import Node, reduce_parents
 from ._deps import Access, DependencyTracker
 from ._errors import FreedArrayError
 from ._kernel import Launcher, user_site
+from ._chunks import launch_chunked
 from ._memory import ExplicitMemory
 from ._statistics import Counters, Statistics
 from ._streams import StreamManager
@@ -131,6 +132,9 @@ class Runtime:
             if self.recording is not None and self.recording.kernel(launcher, args, site):
                 return
             arrays, values = kernel.bind(self, args, site)
+            if (self.memory is not None and kernel.elementwise
+                    and launch_chunked(self, launcher, args, arrays, values, site)):
+                return
             accesses: list[Any] = arrays     # an ArrayArg is its own dependency access
             if self.no_const or self.alias_blind:
                 accesses = [Access(id(a.array) if self.alias_blind else a.key, a.alloc, a.lo,

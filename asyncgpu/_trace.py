@@ -63,7 +63,7 @@ class NodeRecord:
     """One traced node. Times in seconds since the trace started (device times: see module)."""
 
     id: int
-    kind: str                      # "kernel", "host-read", "host-write"
+    kind: str                      # "kernel", "call", "graph", "copy", "host-read", "host-write"
     name: str
     site: str | None
     stream: int | None             # trace track of the stream; None for host nodes
@@ -349,8 +349,11 @@ class Trace:
 
     def metrics(self) -> dict[str, float]:
         """The GrCUDA paper's overlap metrics CT, TC, CC, TOT (see ``asyncgpu._metrics``)."""
-        comp = [(n.start_s, n.end_s) for n in self.kernels]
-        xfer = [(p.start_s, p.end_s) for p in self.prefetches]
+        kernels = self.kernels
+        comp = [(n.start_s, n.end_s) for n in kernels if n.kind != "copy"]
+        # transfers: prefetches (managed memory) and copy nodes (explicit memory)
+        xfer = [(p.start_s, p.end_s) for p in self.prefetches] + \
+            [(n.start_s, n.end_s) for n in kernels if n.kind == "copy"]
         return _metrics.overlap(comp, xfer)
 
     # -- exports -----------------------------------------------------------------------------

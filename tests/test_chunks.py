@@ -1,0 +1,167 @@
+"""Chunked pipelining (``elementwise=`` kernels in the explicit memory model) on the sim backend.
+
+A chunked launch must give exactly the unchunked result under adversarial orders (the checker
+on), a kernel not declared element-wise is never split, and an annotation whose contract cannot
+hold is refused with a clear error before anything is enqueued.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numba import cuda
+
+from asyncgpu import _chunks
+
+AFFINE_SRC = r'''
+extern "C" __global__ void affine(const float* x, float* y, float a, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        y[i] = a * x[i] + 1.0f;
+}
+'''
+
+
+def _affine_twin(x, y, a, n):
+    y[:n] = np.float32(a) * x[:n] + np.float32(1)
+
+
+def _kernels(ag, elementwise):
+    affine = ag.cuda_kernel(AFFINE_SRC, "affine", out=["y"], sim=_affine_twin,
+                            elementwise="n" if elementwise else False)
+
+    @ag.kernel(const=["x"], elementwise=elementwise)
+    @cuda.jit
+    def bump(x, y):                  # rows of a 2-D array, y += x, grid-stride
+        for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+            for j in range(x.shape[1]):
+                y[i, j] += x[i, j]
+
+    return affine, bump
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(_chunks, "MIN_CHUNK_BYTES", 8)
+
+
+def _program(ag, elementwise, n=40, rows=12):
+    affine, bump = _kernels(ag, elementwise)
+    rng = np.random.default_rng(5)
+    xh = rng.integers(-9, 9, n).astype(np.float32)
+    x, y = ag.array(xh), ag.empty(n, np.float32)
+    affine[4, 8](x, y, 3.0, n)
+    m = ag.array(rng.integers(-9, 9, (rows, 3)).astype(np.float32))
+    acc = ag.array(np.ones((rows, 3), np.float32))
+    bump[2, 4](m, acc)
+    m[...] = 2 * m.numpy()          # host-current again: the next launch copies (chunked) again
+    bump[2, 4](m, acc)
+    x[...] = -xh
+    affine[4, 8](x, y, 0.5, n)
+    return [y.numpy(), acc.numpy(), m.numpy()]
+
+
+@pytest.mark.parametrize("strategy", ["random", "reverse", "starve", "pct"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_chunked_equals_unchunked(small_chunks, strategy, seed):
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", execution="sync", sim_strategy="eager", sim_seed=0,
+                      memory="explicit", copy_chunks=1):
+        expected = _program(ag, True)
+    with ag.configure(backend="sim", sim_strategy=strategy, sim_seed=seed, memory="explicit",
+                      copy_chunks=4):
+        before = ag.statistics()
+        got = _program(ag, True)
+        after = ag.statistics()
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(g, e)
+    # 4 launches, each split in 4: 16 kernel chunks; chunk copies: x (4), m and acc (8: both
+    # host-current at the first bump), m only at the second (acc is on the device), x (4)
+    assert after.kernels - before.kernels == 16
+    assert after.copies_to_device - before.copies_to_device == 20
+
+
+def test_not_elementwise_is_never_chunked(small_chunks):
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_seed=0, memory="explicit", copy_chunks=4):
+        before = ag.statistics()
+        got = _program(ag, False)
+        after = ag.statistics()
+    assert after.kernels - before.kernels == 4
+    assert after.copies_to_device - before.copies_to_device == 5   # x, m, acc, m, x: whole
+    with ag.configure(backend="sim", execution="sync", sim_seed=0, memory="explicit"):
+        expected = _program(ag, True)
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(g, e)
+
+
+def test_small_copies_and_managed_memory_are_not_chunked():
+    import asyncgpu as ag
+
+    for memory in ("managed", "explicit"):        # (explicit: below MIN_CHUNK_BYTES)
+        with ag.configure(backend="sim", sim_seed=0, memory=memory, copy_chunks=4):
+            before = ag.statistics()
+            _program(ag, True)
+            assert ag.statistics().kernels - before.kernels == 4
+
+
+def test_chunks_overlap_copies_on_other_streams(small_chunks):
+    import asyncgpu as ag
+
+    affine, _ = _kernels(ag, True)
+    with ag.configure(backend="sim", sim_seed=0, memory="explicit", copy_chunks=4):
+        x, y = ag.array(np.ones(64, np.float32)), ag.empty(64, np.float32)
+        with ag.trace() as t:
+            affine[4, 8](x, y, 2.0, 64)
+        nodes = t.kernels
+        assert [n.kind for n in nodes] == ["copy", "kernel"] * 4
+        for copy, kernel in zip(nodes[::2], nodes[1::2]):
+            assert {pid for pid, _, _ in kernel.parents} == {copy.id}    # its own chunk only
+        assert len({n.stream for n in nodes}) > 1
+        np.testing.assert_array_equal(y.numpy(), np.full(64, 3, np.float32))
+
+
+@settings(max_examples=60, deadline=None)
+@given(length=st.integers(1, 500), chunks=st.integers(1, 20))
+def test_ranges_partition_in_order(length, chunks):
+    rs = _chunks.ranges(length, chunks)
+    assert rs[0][0] == 0 and rs[-1][1] == length
+    assert all(a < b for a, b in rs)
+    assert all(rs[k][1] == rs[k + 1][0] for k in range(len(rs) - 1))
+    sizes = [b - a for a, b in rs]
+    assert max(sizes) - min(sizes) <= 1 and len(rs) == min(chunks, length)
+
+
+def test_annotations_that_cannot_hold_are_refused():
+    import asyncgpu as ag
+
+    with pytest.raises(ag.SignatureError, match="elementwise='n'"):
+        ag.cuda_kernel(AFFINE_SRC, "affine", elementwise=True)
+    with pytest.raises(ag.SignatureError, match="names no parameter"):
+        ag.cuda_kernel(AFFINE_SRC, "affine", elementwise="m")
+    with pytest.raises(ag.SignatureError, match="integer scalar"):
+        ag.cuda_kernel(AFFINE_SRC, "affine", elementwise="a")
+    with pytest.raises(ag.SignatureError, match="integer scalar"):
+        ag.cuda_kernel(AFFINE_SRC, "affine", elementwise="x")
+
+
+def test_launches_breaking_the_contract_are_refused_before_enqueue(small_chunks):
+    import asyncgpu as ag
+
+    affine, bump = _kernels(ag, True)
+    with ag.configure(backend="sim", sim_seed=0, memory="explicit", copy_chunks=4):
+        x, y = ag.array(np.ones(40, np.float32)), ag.empty(48, np.float32)
+        before = ag.statistics()
+        with pytest.raises(ag.ArgumentError, match="argument 1 'y'.*48 rows"):
+            affine[4, 8](x, y[:48], 2.0, 40)
+        with pytest.raises(ag.ArgumentError, match="argument 3 'n'.*element count"):
+            affine[4, 8](x, y[:40], 2.0, 32)
+        m = ag.array(np.ones((8, 4), np.float32))
+        with pytest.raises(ag.ArgumentError, match="cannot be split"):
+            bump[2, 4](m.T, ag.empty((4, 8), np.float32))
+        assert ag.statistics().nodes == before.nodes
+        affine[4, 8](x, y[:40], 2.0, 40)                 # the runtime is still usable
+        np.testing.assert_array_equal(y[:40].numpy(), np.full(40, 3, np.float32))
