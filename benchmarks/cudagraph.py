@@ -177,6 +177,8 @@ class GraphHand(Hand):
                tuple(id(a) if hasattr(a, "_alloc") else a for a in args))
         if self._op(*sig):
             super().launch(kernel, num_blocks, block, stream, *args)
+        else:
+            self.mark_written(kernel, args)      # replayed by the graph
 
     def prefetch(self, array: Any, stream: Any) -> None:
         if self.mode == "capture":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from asyncgpu._array import DEVICE, HOST
 from asyncgpu._dag import Node
 from asyncgpu._deps import Access
 
@@ -53,7 +54,26 @@ class Hand:
         self._be.wait(stream, event)
 
     def prefetch(self, array: Any, stream: Any) -> None:
-        self._be.prefetch(array._alloc.buffer, stream)
+        """Managed memory: prefetch. Explicit memory: what an expert writes instead, an
+        asynchronous copy from the pinned mirror when the host holds the current copy."""
+        alloc = array._alloc
+        if self._rt.memory is None:
+            self._be.prefetch(alloc.buffer, stream)
+        elif alloc.location == HOST and alloc.nbytes:
+            node = Node("copy", f"{array.describe()} to device", "handopt",
+                        [Access(alloc.id, alloc, 0, alloc.nbytes, True, array.describe())])
+            node.launch = self._be.copy_launch(alloc.buffer, 0, alloc.nbytes, True)
+            self._be.launch(node, stream)
+            alloc.location = HOST | DEVICE
+
+    def mark_written(self, kernel: Any, args: tuple[Any, ...]) -> None:
+        """Explicit memory: the arrays a hand launch may write are current on the device only
+        (the runtime's later host reads then copy them back)."""
+        if self._rt.memory is None:
+            return
+        for p, a in zip(kernel.params, args):
+            if hasattr(a, "_alloc") and kernel.modes.get(p.name, "rw") != "r" and a.nbytes:
+                a._alloc.location = DEVICE
 
     def launch(self, kernel: Any, num_blocks: Any, block: Any, stream: Any, *args: Any) -> None:
         launcher = kernel[num_blocks, block]
@@ -65,6 +85,7 @@ class Hand:
         node.launch = self._be.kernel_launch(kernel, launcher, arrays, values, None)
         node.keepalive = arrays
         self._be.launch(node, stream)
+        self.mark_written(kernel, args)
 
     def sync_stream(self, stream: Any) -> None:
         e = self.event()
