@@ -59,6 +59,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="trace one extra untimed iteration per mode: overlap metrics CT/TC/CC/TOT")
     b.add_argument("--no-bounds", action="store_true",
                    help="skip the transfer and compute bounds (they need serial and parallel)")
+    b.add_argument("--memory", choices=("managed", "explicit", "both"), default=None,
+                   help="memory model(s) to measure, side by side with 'both' (default: the "
+                        "one in force, ASYNCGPU_MEMORY)")
     t = sub.add_parser("trace", help="run one workload traced; write trace, DOT, pictures, metrics")
     t.add_argument("name", help="workload (vec bs img ml hits dl)")
     t.add_argument("--scale", choices=SCALES, default=None,
@@ -243,31 +246,43 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from benchmarks import bounds as bounds_mod
 
     want_bounds = not args.no_bounds and "serial" in modes and "parallel" in modes
-    bandwidth = None
-    if want_bounds and on_gpu:
-        from asyncgpu._runtime import current_runtime
+    from asyncgpu._runtime import current_options, current_runtime
 
-        bandwidth = bounds_mod.h2d_bandwidth(current_runtime())
-        console.print(f"host-to-device prefetch bandwidth: {bandwidth / 1e9:.2f} GB/s")
+    memories = (harness.MEMORY_MODELS if args.memory == "both"
+                else (args.memory or current_options().memory,))
+    bandwidths: dict[str, float | None] = {}
     results: list[Any] = []
     cells = sum(1 if getattr(WORKLOADS[n], "two_d", False) else len(blocks) for n in names)
     with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("benchmarks", total=cells * len(modes))
-        for name in names:
-            progress.update(task, description=f"{name} ({scale})")
-            results += harness.bench_workload(
-                ag, WORKLOADS[name], scale, modes, blocks, num_blocks, warmup, iterations,
-                args.inputs, lambda: progress.advance(task), metrics=args.metrics,
-                bounds=want_bounds, bandwidth=bandwidth)
+        task = progress.add_task("benchmarks", total=cells * len(modes) * len(memories))
+        for memory in memories:
+            ag.configure(memory=memory)
+            bandwidth = None
+            if want_bounds and on_gpu:
+                # the bandwidth of the mechanism this memory model moves inputs with
+                bandwidth = (bounds_mod.h2d_bandwidth(current_runtime()) if memory == "managed"
+                             else bounds_mod.pinned_bandwidth(current_runtime()))
+                bandwidths[memory] = bandwidth
+                console.print(f"host-to-device {'prefetch' if memory == 'managed' else 'pinned copy'}"
+                              f" bandwidth: {bandwidth / 1e9:.2f} GB/s")
+            for name in names:
+                progress.update(task, description=f"{name} ({scale}, {memory})")
+                results += harness.bench_workload(
+                    ag, WORKLOADS[name], scale, modes, blocks, num_blocks, warmup, iterations,
+                    args.inputs, lambda: progress.advance(task), metrics=args.metrics,
+                    bounds=want_bounds, bandwidth=bandwidth)
+    bandwidth = bandwidths.get(memories[0])
     table = Table(title=f"asyncgpu bench: scale={scale}, inputs={args.inputs}, "
                         f"backend={'cuda' if on_gpu else 'sim'}, medians of {iterations}")
     bound_cols = ("transfer bound ms", "compute bound ms", "parallel/bound") if want_bounds else ()
-    for col in ("workload", "block", *[f"{m} ms" for m in modes], "parallel/serial speedup",
+    memory_cols = ("memory",) if len(memories) > 1 else ()
+    for col in ("workload", "block", *memory_cols, *[f"{m} ms" for m in modes],
+                "parallel/serial speedup",
                 "handopt/parallel", *bound_cols, "check"):
         table.add_column(col, justify="right")
     rows = harness.summarize(results)
     for row in rows:
-        cells_ = [row["workload"], row["block"]]
+        cells_ = [row["workload"], row["block"]] + [row["memory"]] * len(memory_cols)
         cells_ += [f"{row[m] * 1e3:.3f}" if row.get(m) else "-" for m in modes]
         cells_ += [f"{row['speedup']:.2f}" if row["speedup"] else "-",
                    f"{row['vs_handopt']:.2f}" if row["vs_handopt"] else "-"]
@@ -285,6 +300,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                      + ("" if on_gpu else "; sim: logical clock")))
     console.print(f"geometric mean speedup parallel/serial: "
                   f"{harness.geomean([r['speedup'] for r in rows]):.3f}")
+    for row in rows:
+        if row.get("pinned_bound_s"):
+            console.print(
+                f"{row['workload']} block {row['block']} {row['memory']}: transfer bound (one "
+                f"pinned copy of the streamed bytes, this run) {row['pinned_bound_s'] * 1e3:.3f} "
+                f"ms; parallel/bound {_fmt(row.get('parallel_over_pinned'), digits=3)}")
+    if len(memories) > 1:
+        values = [r["vs_other_memory"] for r in rows
+                  if r["memory"] == "explicit" and r.get("vs_other_memory")]
+        console.print("geometric mean speed of explicit vs managed memory (parallel): "
+                      f"{harness.geomean(values):.3f} (> 1: explicit faster)")
     for ratio in ("recorded_vs_cudagraph", "recorded_vs_parallel",
                   "recorded_static_vs_cudagraph"):
         values = [r[ratio] for r in rows if r.get(ratio)]
@@ -295,7 +321,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         for f in row.get("failures", []):
             console.print(f"[red]FAIL {row['workload']} block {row['block']}: {f}[/]")
     options = dict(vars(args), scale=scale, iterations=iterations, warmup=warmup,
-                   num_blocks=num_blocks, blocks=blocks, h2d_bytes_per_s=bandwidth)
+                   num_blocks=num_blocks, blocks=blocks, h2d_bytes_per_s=bandwidth,
+                   h2d_bytes_per_s_by_memory=bandwidths, memories=list(memories))
     if args.json:
         harness.write_json(args.json, results, harness.machine_info(ag), options)
         console.print(f"wrote {args.json}")

@@ -152,19 +152,12 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[A
     count = kernel.elementwise
     count_at = (next(i for i, p in enumerate(kernel.params) if p.name == count)
                 if isinstance(count, str) else -1)
-    grid = launcher.grid
     planned = []
     for start, stop in ranges(length, chunks):
         part = [a[start:stop] if isinstance(a, Array) else
                 (type(a)(stop - start) if i == count_at else a) for i, a in enumerate(args)]
-        if len(grid) == 1:
-            blocks = max(1, -(-grid[0] * (stop - start) // length))
-            chunk_launcher = kernel[(blocks,), launcher.block, launcher.shared]
-        else:
-            chunk_launcher = launcher
         chunk_arrays, chunk_values = kernel.bind(rt, tuple(part), site)
-        launch = rt.backend.kernel_launch(kernel, chunk_launcher, chunk_arrays, chunk_values,
-                                          site)
+        launch = rt.backend.kernel_launch(kernel, launcher, chunk_arrays, chunk_values, site)
         planned.append((chunk_arrays, launch))
     memory = rt.memory
     for a in host.values():     # the chunks' copies make these current on the device

@@ -394,8 +394,9 @@ def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
         thread per element. ``True``: the kernel takes its extent from the arrays
         (``x.shape[0]``, ``x.size``); a parameter name (``elementwise="n"``): that integer
         argument is the element count along axis 0, and each chunk gets its own length there.
-        Other scalar arguments are passed unchanged to every chunk. A 1-D grid is scaled down
-        in proportion to each chunk. Off by default: never assumed.
+        Other scalar arguments, and the launch configuration, are passed unchanged to every
+        chunk (a grid that covers the whole array covers each chunk). Off by default: never
+        assumed.
 
     Returns
     -------

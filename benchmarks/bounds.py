@@ -6,7 +6,10 @@ Two lower bounds, both measured on the machine that runs the benchmark, in the s
   ``streamed_bytes()``: arrays its reset rewrites and its kernels then read) over the
   host-to-device bandwidth of the mechanism the runtime uses, managed-memory prefetch,
   measured by :func:`h2d_bandwidth` (prefetch a large host-touched managed buffer, time it with
-  CUDA events). Not applicable on ``sim`` (no physical transfer).
+  CUDA events), or with ``memory="explicit"`` pinned copies (:func:`pinned_bandwidth`). For
+  VEC and B&S the harness also times a pinned copy of exactly the streamed bytes in the same
+  run (:func:`pinned_copy_times`): the issue 8 target is explicit parallel within 1.05x of it.
+  Not applicable on ``sim`` (no physical transfer).
 * **compute bound**: the critical path of the DAG (:func:`critical_path`), each kernel weighted
   by its device time measured in ``serial`` mode (CUDA timing events of a traced serial
   iteration: each kernel runs alone, so the times carry no contention), the DAG's edges and host
@@ -108,6 +111,48 @@ def h2d_bandwidth(runtime: Any, nbytes: int = 1 << 28, repeats: int = 5) -> floa
         be.synchronize()
         be.free(buf)
     return statistics.median(rates)
+
+
+def pinned_copy_times(runtime: Any, nbytes: int, repeats: int = 5) -> list[float] | None:
+    """Seconds of ``repeats`` host-to-device copies of ``nbytes`` from pinned host memory into
+    device memory (``cudaMemcpyAsync`` on a stream of its own, CUDA timing events); None on sim.
+
+    The reference of the explicit memory model: the fastest way the bytes can reach the device.
+    """
+    be = runtime.backend
+    while hasattr(be, "inner"):
+        be = be.inner
+    if be.name != "cuda" or nbytes <= 0:
+        return None
+    import cupy
+    import numpy as np
+
+    dev = cupy.empty(nbytes, np.uint8)
+    pinned = cupy.cuda.alloc_pinned_memory(nbytes)
+    host = np.frombuffer(pinned, np.uint8, nbytes)
+    host[:] = 1
+    rt = cupy.cuda.runtime
+    stream = cupy.cuda.Stream(non_blocking=True)
+    e0, e1 = be.timing_event(), be.timing_event()
+    times = []
+    try:
+        for _ in range(repeats):
+            e0.record(stream)
+            rt.memcpyAsync(dev.data.ptr, host.ctypes.data, nbytes, rt.memcpyHostToDevice,
+                           stream.ptr)
+            e1.record(stream)
+            e1.synchronize()
+            times.append(be.elapsed_s(e0, e1))
+    finally:
+        stream.synchronize()
+        del dev, host, pinned
+    return times
+
+
+def pinned_bandwidth(runtime: Any, nbytes: int = 1 << 28, repeats: int = 5) -> float | None:
+    """Host-to-device bandwidth of pinned copies (bytes/s, median); None on sim."""
+    times = pinned_copy_times(runtime, nbytes, repeats)
+    return None if not times else nbytes / statistics.median(times)
 
 
 def bounds(streamed_bytes: int, bandwidth: float | None, parallel: Any, serial: Any,

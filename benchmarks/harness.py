@@ -42,6 +42,10 @@ import numpy as np
 log = logging.getLogger("asyncgpu.bench")
 
 MODES = ("serial", "parallel", "handopt", "cudagraph", "recorded", "recorded_static")
+#: Memory models (``asyncgpu bench --memory``).
+MEMORY_MODELS = ("managed", "explicit")
+#: Workloads whose transfer bound is also timed as one pinned copy of their streamed bytes.
+PINNED_BOUND_WORKLOADS = ("vec", "bs")
 #: Modes with a place in the reports but no implementation yet.
 FUTURE_MODES: tuple[str, ...] = ()
 BLOCK_SIZES = (32, 128, 256, 1024)
@@ -64,6 +68,11 @@ class Result:
     metrics: dict[str, float] | None = None
     #: Physical bounds of this workload and block size (``bounds=True``; same for every mode).
     bounds: dict[str, Any] | None = None
+    #: The memory model of the run (``Options.memory``).
+    memory: str = "managed"
+    #: A pinned host-to-device copy of the workload's streamed bytes, timed in the same run
+    #: (median seconds; VEC and B&S with ``bounds=True`` on a GPU).
+    pinned_bound_s: float | None = None
 
     @property
     def median(self) -> float:
@@ -244,12 +253,18 @@ def bench_workload(ag: Any, cls: Any, scale: str, modes: tuple[str, ...], blocks
     ``metrics``: overlap metrics per mode; ``bounds``: transfer and compute bounds per block
     size (needs the serial and parallel modes; ``bandwidth`` from ``bounds.h2d_bandwidth``).
     """
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu._runtime import current_options, current_runtime
 
+    from . import bounds as B
     from .cudagraph import GraphHand
     from .handopt import Hand
 
+    memory = current_options().memory
     wl = cls(ag, scale)
+    pinned_s = None
+    if bounds and inputs == "streaming" and cls.name in PINNED_BOUND_WORKLOADS:
+        times = B.pinned_copy_times(current_runtime(), wl.streamed_bytes())
+        pinned_s = statistics.median(times) if times else None
     hand = Hand(current_runtime())
     graph_hand = GraphHand(current_runtime())
     out: list[Result] = []
@@ -275,7 +290,7 @@ def bench_workload(ag: Any, cls: Any, scale: str, modes: tuple[str, ...], blocks
                 log.exception("%s %s %s failed", cls.name, mode, block)
                 times, ok, message = [], False, f"{type(exc).__name__}: {exc}"
             cell.append(Result(cls.name, scale, inputs, block, num_blocks, mode, ok, message,
-                               times if ok else []))
+                               times if ok else [], memory=memory, pinned_bound_s=pinned_s))
             progress()
         if metrics or bounds:
             try:
@@ -335,10 +350,13 @@ def machine_info(ag: Any) -> dict[str, Any]:
 
 def summarize(results: list[Result]) -> list[dict[str, Any]]:
     """One row per (workload, block): median per mode and the ratios we report."""
-    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    rows: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in results:
-        key = (r.workload, str(r.block))
-        row = rows.setdefault(key, {"workload": r.workload, "block": str(r.block), "ok": True})
+        key = (r.workload, str(r.block), r.memory)
+        row = rows.setdefault(key, {"workload": r.workload, "block": str(r.block),
+                                    "memory": r.memory, "ok": True})
+        if r.pinned_bound_s is not None:
+            row["pinned_bound_s"] = r.pinned_bound_s
         row[r.mode] = r.median if r.ok else None
         if r.metrics is not None:
             row.setdefault("metrics", {})[r.mode] = r.metrics
@@ -359,6 +377,15 @@ def summarize(results: list[Result]) -> list[dict[str, Any]]:
         row["recorded_vs_parallel"] = p / rec if p and rec else None
         st = row.get("recorded_static")
         row["recorded_static_vs_cudagraph"] = g / st if g and st else None
+        pinned = row.get("pinned_bound_s")
+        # issue 8's target (explicit memory): parallel within 1.05x of a pinned copy
+        row["parallel_over_pinned"] = p / pinned if p and pinned else None
+    for (workload, block, memory), row in rows.items():
+        # > 1: this memory model's parallel run is faster than the other model's
+        other = rows.get((workload, block, "managed" if memory == "explicit" else "explicit"))
+        p = row.get("parallel")
+        q = other.get("parallel") if other else None
+        row["vs_other_memory"] = q / p if p and q else None
     return list(rows.values())
 
 

@@ -36,5 +36,6 @@ def bs(x, y, n, r, v, t, k):
 
 
 ANNOTATIONS = {
-    "bs": {"const": ["x"], "out": ["y"]},
+    # grid-stride over n elements, element i from element i: chunkable (explicit memory)
+    "bs": {"const": ["x"], "out": ["y"], "elementwise": "n"},
 }

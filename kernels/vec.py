@@ -30,6 +30,7 @@ def reduce(x, y, z, n):
 
 
 ANNOTATIONS = {
-    "square": {"const": ["x"], "out": ["y"]},
+    # grid-stride over n elements, element i from element i: chunkable (explicit memory)
+    "square": {"const": ["x"], "out": ["y"], "elementwise": "n"},
     "reduce": {"const": ["x", "y"], "out": []},   # z is an atomic accumulator: read-write
 }

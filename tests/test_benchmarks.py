@@ -114,3 +114,13 @@ def test_cudagraph_with_joined_prefetches_instead_of_external_waits(name):
             ok, message = wl.check(hand.replay(wl.run_handopt, block, 2))
             assert ok, message
         hand.release()
+
+
+def test_bench_both_memory_models_side_by_side(capsys):
+    from asyncgpu.__main__ import main
+
+    assert main(["bench", "vec", "--memory", "both", "--modes", "serial,parallel",
+                 "--iterations", "1", "--warmup", "0"]) == 0
+    out = capsys.readouterr().out
+    assert "managed" in out and "explicit" in out
+    assert "explicit vs managed" in out
