@@ -104,7 +104,15 @@ class DeviceBuffer:
             else:
                 import cupy
 
-                self._pinned = cupy.cuda.alloc_pinned_memory(self.nbytes)
+                try:
+                    self._pinned = cupy.cuda.alloc_pinned_memory(self.nbytes)
+                except Exception as exc:     # cudaErrorMemoryAllocation: page-locked RAM
+                    raise OutOfMemoryError(
+                        f"cannot allocate {self.nbytes / 2**20:.1f} MiB of pinned host memory "
+                        f"for the host copy of an array (explicit memory model): {exc}. Free "
+                        "arrays, touch fewer large arrays from the host, or use "
+                        "ASYNCGPU_MEMORY=managed"
+                    ) from exc
                 host = np.frombuffer(self._pinned, np.uint8, self.nbytes)
             self._host = host
         return host
