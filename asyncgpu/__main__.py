@@ -256,21 +256,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("benchmarks", total=cells * len(modes) * len(memories))
         for memory in memories:
-            ag.configure(memory=memory)
-            bandwidth = None
-            if want_bounds and on_gpu:
-                # the bandwidth of the mechanism this memory model moves inputs with
-                bandwidth = (bounds_mod.h2d_bandwidth(current_runtime()) if memory == "managed"
-                             else bounds_mod.pinned_bandwidth(current_runtime()))
-                bandwidths[memory] = bandwidth
-                console.print(f"host-to-device {'prefetch' if memory == 'managed' else 'pinned copy'}"
-                              f" bandwidth: {bandwidth / 1e9:.2f} GB/s")
-            for name in names:
-                progress.update(task, description=f"{name} ({scale}, {memory})")
-                results += harness.bench_workload(
-                    ag, WORKLOADS[name], scale, modes, blocks, num_blocks, warmup, iterations,
-                    args.inputs, lambda: progress.advance(task), metrics=args.metrics,
-                    bounds=want_bounds, bandwidth=bandwidth)
+            with ag.configure(memory=memory):      # a runtime of its own, for this pass only
+                bandwidth = None
+                if want_bounds and on_gpu:
+                    # the bandwidth of the mechanism this memory model moves inputs with
+                    rt = current_runtime()
+                    bandwidth = (bounds_mod.h2d_bandwidth(rt) if memory == "managed"
+                                 else bounds_mod.pinned_bandwidth(rt))
+                    bandwidths[memory] = bandwidth
+                    how = "prefetch" if memory == "managed" else "pinned copy"
+                    console.print(f"host-to-device {how} bandwidth: {bandwidth / 1e9:.2f} GB/s")
+                for name in names:
+                    progress.update(task, description=f"{name} ({scale}, {memory})")
+                    results += harness.bench_workload(
+                        ag, WORKLOADS[name], scale, modes, blocks, num_blocks, warmup,
+                        iterations, args.inputs, lambda: progress.advance(task),
+                        metrics=args.metrics, bounds=want_bounds, bandwidth=bandwidth)
     bandwidth = bandwidths.get(memories[0])
     table = Table(title=f"asyncgpu bench: scale={scale}, inputs={args.inputs}, "
                         f"backend={'cuda' if on_gpu else 'sim'}, medians of {iterations}")
