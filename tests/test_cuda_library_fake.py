@@ -196,6 +196,9 @@ class FakeBuffer:
         self.ptr = self.host.ctypes.data
         self.mem = _Ptr(_Mem(self.ptr, nbytes, self.host))
 
+    def poison(self):            # (the sim backend's buffer interface, when it frees one)
+        self.host.fill(0xFF)
+
     def device_pointer(self):
         return self.ptr
 
