@@ -125,21 +125,28 @@ class ExplicitMemory:
         return node
 
     def before_device(self, accesses: list[Any]) -> None:
-        """Copy in every host-current allocation the node needs, before the node's waits."""
+        """Copy in every host-current allocation the node needs, before the node's waits.
+
+        Written allocations are booked DEVICE here, before the launch rather than at its
+        commit: once the device copy is current, DEVICE is true whether or not the launch then
+        happens, so an exception or interrupt in between cannot leave a stale host copy marked
+        current.
+        """
         for acc in accesses:
             alloc = acc.alloc
-            if alloc.location != HOST or not alloc.nbytes:
-                continue
-            reads = getattr(acc, "read", True)
-            covers = False
-            if not reads:
-                array = acc.array
-                covers = acc.lo == 0 and acc.hi == alloc.nbytes and array.is_c_contiguous
-            copy_in, _ = device_use(HOST, reads, acc.write, covers)
-            if copy_in:
-                self.copy(alloc, 0, alloc.nbytes, True, acc.label)
-                alloc.location = BOTH
-            # (_issue's commit then books the node's writes as DEVICE)
+            if alloc.location == HOST and alloc.nbytes:
+                reads = getattr(acc, "read", True)
+                covers = False
+                if not reads:
+                    array = acc.array
+                    covers = acc.lo == 0 and acc.hi == alloc.nbytes and array.is_c_contiguous
+                copy_in, _ = device_use(HOST, reads, acc.write, covers)
+                if copy_in:
+                    self.copy(alloc, 0, alloc.nbytes, True, acc.label)
+                    alloc.location = BOTH
+        for acc in accesses:     # (a second pass: another argument may read the same array)
+            if acc.write and acc.alloc.nbytes:
+                acc.alloc.location = DEVICE
 
     def before_export(self, array: Any) -> None:
         """Another library gets the device pointer: bring the device copy current, and assume

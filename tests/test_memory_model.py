@@ -338,3 +338,19 @@ def test_mixed_library_programs_explicit_equal_serial(strategy, steps):
     assert len(got[0]) == len(expected[0])
     for x, y in zip(got[0] + got[1], expected[0] + expected[1]):
         np.testing.assert_array_equal(x, y)
+
+
+def test_same_array_written_whole_and_read_in_one_launch(ex):
+    ag = ex
+    src = r'''extern "C" __global__ void k(const float* x, float* y, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x;
+        if (i < n) y[i] = 2.0f * x[i];
+    }'''
+
+    def twin(x, y, n):
+        y[:n] = 2 * x[:n]
+
+    k = ag.cuda_kernel(src, "k", out=["y"], sim=twin)
+    x = ag.array(np.arange(8, dtype=np.float32))    # HOST; `out` covers it, `x` reads it
+    k[1, 8](x, x, 8)
+    np.testing.assert_array_equal(x.numpy(), 2 * np.arange(8))
