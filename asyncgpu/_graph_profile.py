@@ -101,6 +101,12 @@ def stage_timer(rt: Any, be: Any, launches: Sequence[Any]) -> Iterator[Any]:
     make = getattr(be, "stage_timer", None)
     timer = None
     if rt.options.graph_measure and make is not None:
+        if rt.memory is not None:
+            # explicit memory: the timed launches (and the scratch copies of what they write)
+            # read the device copies, which must hold the program's data (an index array
+            # still on the host would send a gather out of bounds)
+            rt.memory.make_device_current([a for launch in launches
+                                           for a in getattr(launch, "arrays", ())])
         try:
             timer = make(rt, launches)
         except Exception as exc:   # measuring only tunes the schedule: never fail a capture

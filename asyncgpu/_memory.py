@@ -132,6 +132,13 @@ class ExplicitMemory:
         happens, so an exception or interrupt in between cannot leave a stale host copy marked
         current.
         """
+        self.make_device_current(accesses)
+        for acc in accesses:     # (a second pass: another argument may read the same array)
+            if acc.write and acc.alloc.nbytes:
+                acc.alloc.location = DEVICE
+
+    def make_device_current(self, accesses: list[Any]) -> None:
+        """Copy in the host-current allocations whose old bytes ``accesses`` need."""
         for acc in accesses:
             alloc = acc.alloc
             if alloc.location == HOST and alloc.nbytes:
@@ -144,9 +151,6 @@ class ExplicitMemory:
                 if copy_in:
                     self.copy(alloc, 0, alloc.nbytes, True, acc.label)
                     alloc.location = BOTH
-        for acc in accesses:     # (a second pass: another argument may read the same array)
-            if acc.write and acc.alloc.nbytes:
-                acc.alloc.location = DEVICE
 
     def before_export(self, array: Any) -> None:
         """Another library gets the device pointer: bring the device copy current, and assume
@@ -159,8 +163,19 @@ class ExplicitMemory:
 
     def before_host(self, array: Any, lo: int, hi: int, write: bool, dense: bool
                     ) -> Node | None:
-        """Issue the D2H copy a host access needs first (the host must wait for it)."""
+        """Issue the D2H copy a host access needs first (the host must wait for it).
+
+        Interrupt safety: a DEVICE allocation stays DEVICE until the write's span has been
+        copied in (``after_host``), so an interrupted host write of it is simply lost, as if
+        it had not happened; any other allocation is booked HOST before the write.
+        """
         alloc = array._alloc
+        if write and alloc.location != DEVICE:
+            # The mirror is current before the write and after it: HOST is true from now on,
+            # so an interrupt between the write and ``after_host`` cannot leave BOTH behind
+            # with only the host copy changed.
+            alloc.location = HOST
+            return None
         if alloc.location != DEVICE or lo >= hi:
             return None
         whole = dense and lo == 0 and hi == alloc.nbytes

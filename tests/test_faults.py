@@ -185,3 +185,23 @@ def test_counting_costs_nothing_outside_the_block(sim):
     with inject(None):
         pass
     assert sys.gettrace() is None or "FaultInjector" not in repr(sys.gettrace())
+
+
+@pytest.mark.parametrize("target", ["launch", "host-read", "host-write", "library-call"])
+def test_fault_at_every_point_in_the_explicit_memory_model(target, monkeypatch):
+    """The same, with copy nodes and location bookkeeping on the path (one fault kind: the
+    points are the same for both)."""
+    real = ag.configure
+
+    class explicit(real):
+        def __init__(self, **options):
+            options.setdefault("memory", "explicit")
+            super().__init__(**options)
+
+    monkeypatch.setattr(ag, "configure", explicit)
+    points = count_points(target).points
+    assert any("_memory.py" in str(p) for p in points), points[:5]   # the model is on the path
+    raised = 0
+    for at in range(1, len(points) + 1, 2):
+        raised += run_once(target, at, InjectedError, seed=at).where is not None
+    assert raised >= 0.8 * len(range(1, len(points) + 1, 2))
