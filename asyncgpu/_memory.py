@@ -184,6 +184,23 @@ class ExplicitMemory:
             return None
         return self.copy(alloc, lo, hi, False, array.describe())
 
+    @staticmethod
+    def host_waits(alloc: Any, write: bool, found: dict[Node, Any], fetched: Node | None
+                   ) -> dict[Node, Any]:
+        """What a host access of the mirror must wait for, out of the tracker's ``found``.
+
+        A read touches only the mirror, and nothing unfinished writes the mirror (a
+        device-to-host copy is waited for by the access that issued it): it waits only for its
+        own copy out, if any, so a read of data kernels only read never blocks, as in managed
+        memory. A write keeps every conflict: the host-to-device copies still reading the
+        mirror may hide behind later kernels in the tracker (a write that covers an entry
+        replaces it), so waiting for those kernels is what orders the write after the copies.
+        """
+        waits = dict(found) if write else {}
+        if fetched is not None and not fetched.finished:
+            waits.setdefault(fetched, [])
+        return waits
+
     def after_host(self, array: Any, lo: int, hi: int, write: bool, dense: bool) -> None:
         """Book the access's effect on the location; a partial write of a DEVICE allocation
         sends the written span to the device."""

@@ -312,8 +312,8 @@ class Runtime:
             key = id(array) if self.alias_blind else alloc.id
             acc = Access(key, alloc, lo, hi, write, array.describe())
             found = {} if self.host_no_wait else self.deps.conflicts([acc])
-            if fetched is not None and not fetched.finished:
-                found.setdefault(fetched, [])
+            if memory is not None:
+                found = memory.host_waits(alloc, write, found, fetched)
             if found:
                 self.streams.host_wait(list(found))
                 self.stats.sync("host-write" if write else "host-read")

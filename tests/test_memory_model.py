@@ -354,3 +354,17 @@ def test_same_array_written_whole_and_read_in_one_launch(ex):
     x = ag.array(np.arange(8, dtype=np.float32))    # HOST; `out` covers it, `x` reads it
     k[1, 8](x, x, 8)
     np.testing.assert_array_equal(x.numpy(), 2 * np.arange(8))
+
+
+def test_host_read_of_data_kernels_only_read_never_blocks():
+    import asyncgpu as ag
+
+    scale, add, inc = recorder_kernels.kernels(ag)
+    with ag.configure(backend="sim", memory="explicit", sim_seed=0, sim_strategy="lazy"):
+        x, y = ag.array(np.arange(N, dtype=np.float32)), ag.empty(N, np.float32)
+        scale[1, N](x, y, 2.0, N)                 # copy of x and the kernel: both pending
+        before = ag.statistics()
+        assert x[5] == 5.0 and x.numpy().sum() == sum(range(N))
+        after = ag.statistics()
+        assert after.host_syncs == before.host_syncs and after.inflight == before.inflight > 0
+        np.testing.assert_array_equal(y.numpy(), 2 * np.arange(N))
