@@ -171,6 +171,7 @@ class GraphHand(Hand):
             super().wait(stream, event)
 
     def launch(self, kernel: Any, num_blocks: Any, block: Any, stream: Any, *args: Any) -> None:
+        self.inputs_on_device(args)        # (outside the capture: the runtime's stream)
         if self.mode == "capture":
             self._touch(stream)
         sig = ("launch", self._index[id(stream)], kernel.name, num_blocks, block,

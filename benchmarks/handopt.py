@@ -66,6 +66,21 @@ class Hand:
             self._be.launch(node, stream)
             alloc.location = HOST | DEVICE
 
+    def inputs_on_device(self, args: tuple[Any, ...]) -> None:
+        """Explicit memory: an array the hand-written schedule does not copy (one the host
+        wrote once, such as a filter) is copied by the runtime before its first use, and the
+        host waits for the copy; with managed memory page faults bring such arrays over."""
+        rt = self._rt
+        if rt.memory is None:
+            return
+        for a in args:
+            alloc = getattr(a, "_alloc", None)
+            if alloc is not None and alloc.location == HOST and alloc.nbytes:
+                with rt._lock:
+                    node = rt.memory.copy(alloc, 0, alloc.nbytes, True, a.describe())
+                    alloc.location = HOST | DEVICE
+                    rt.streams.host_wait([node])
+
     def mark_written(self, kernel: Any, args: tuple[Any, ...]) -> None:
         """Explicit memory: the arrays a hand launch may write are current on the device only
         (the runtime's later host reads then copy them back)."""
@@ -76,6 +91,7 @@ class Hand:
                 a._alloc.location = DEVICE
 
     def launch(self, kernel: Any, num_blocks: Any, block: Any, stream: Any, *args: Any) -> None:
+        self.inputs_on_device(args)
         launcher = kernel[num_blocks, block]
         arrays, values = kernel.bind(self._rt, args, None)
         node = Node("kernel", kernel.name, "handopt", [

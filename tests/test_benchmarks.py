@@ -94,15 +94,16 @@ def test_cudagraph_replay_refuses_a_changed_schedule():
         hand.release()
 
 
+@pytest.mark.parametrize("memory", ["managed", "explicit"])
 @pytest.mark.parametrize("name", ["vec", "img"])
-def test_cudagraph_with_joined_prefetches_instead_of_external_waits(name):
+def test_cudagraph_with_joined_prefetches_instead_of_external_waits(name, memory):
     import asyncgpu as ag
     from asyncgpu._runtime import current_runtime
 
     from benchmarks.cudagraph import GraphHand
 
     cls = WORKLOADS[name]
-    with ag.configure(backend="sim", sim_seed=5, sim_strategy="random"):
+    with ag.configure(backend="sim", sim_seed=5, sim_strategy="random", memory=memory):
         wl = cls(ag, "tiny")
         hand = GraphHand(current_runtime(), external_waits=False)
         block = (8, 8) if cls.two_d else 32
