@@ -368,3 +368,36 @@ def test_host_read_of_data_kernels_only_read_never_blocks():
         after = ag.statistics()
         assert after.host_syncs == before.host_syncs and after.inflight == before.inflight > 0
         np.testing.assert_array_equal(y.numpy(), 2 * np.arange(N))
+
+
+def test_cuda_copy_moves_the_span_between_mirror_and_device():
+    """The cuda backend's copy (``cudaMemcpyAsync`` arguments) with host bytes standing in for
+    device memory: the right span, direction and checker accesses."""
+    import ctypes
+    import types
+
+    from asyncgpu.backends._cuda import CudaCopy, DeviceBuffer
+
+    device = np.zeros(64, np.uint8)
+    buf = DeviceBuffer(64, None, device.ctypes.data)
+    buf._host = np.arange(64, dtype=np.uint8)      # the pinned mirror, already allocated
+    kinds = []
+
+    def memcpy_async(dst, src, nbytes, kind, stream):
+        kinds.append((kind, stream))
+        ctypes.memmove(dst, src, nbytes)
+
+    runtime = types.SimpleNamespace(memcpyAsync=memcpy_async, memcpyHostToDevice=1,
+                                    memcpyDeviceToHost=2)
+    stream = types.SimpleNamespace(ptr=77)
+    h2d = CudaCopy(runtime, buf, 8, 24, True)
+    h2d(stream)
+    assert device[8:24].tolist() == list(range(8, 24)) and not device[:8].any()
+    assert not device[24:].any()
+    device[30:40] = 200
+    d2h = CudaCopy(runtime, buf, 30, 40, False)
+    d2h(stream)
+    assert (buf.host[30:40] == 200).all() and buf.host[29] == 29 and buf.host[40] == 40
+    assert kinds == [(1, 77), (2, 77)]
+    assert h2d.hb_accesses() == [(buf.host_uid, 8, 24, False), (buf.uid, 8, 24, True)]
+    assert d2h.hb_accesses() == [(buf.uid, 30, 40, False), (buf.host_uid, 30, 40, True)]

@@ -129,12 +129,13 @@ class DeviceBuffer:
 class CudaCopy:
     """One ``cudaMemcpyAsync`` between a buffer's pinned mirror and its device memory."""
 
-    __slots__ = ("memcpy", "dst", "src", "nbytes", "kind")
+    __slots__ = ("memcpy", "dst", "src", "nbytes", "kind", "span")
 
     def __init__(self, runtime: Any, buffer: DeviceBuffer, lo: int, hi: int,
                  to_device: bool) -> None:
         host = buffer.host.ctypes.data + lo      # allocates the mirror now, before enqueue
         dev = buffer.ptr + lo
+        self.span = (buffer.uid, buffer.host_uid, lo, hi, to_device)
         self.memcpy = runtime.memcpyAsync
         self.nbytes = hi - lo
         if to_device:
@@ -143,6 +144,12 @@ class CudaCopy:
         else:
             self.dst, self.src = host, dev
             self.kind = getattr(runtime, "memcpyDeviceToHost", 2)
+
+    def hb_accesses(self) -> list[tuple[int, int, int, bool]]:
+        """For the checker (``ASYNCGPU_DEBUG_HB``): reads one copy, writes the other."""
+        dev, host, lo, hi, to_device = self.span
+        src, dst = (host, dev) if to_device else (dev, host)
+        return [(src, lo, hi, False), (dst, lo, hi, True)]
 
     def __call__(self, stream: Any) -> None:
         self.memcpy(self.dst, self.src, self.nbytes, self.kind, stream.ptr)
