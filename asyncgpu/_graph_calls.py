@@ -4,9 +4,9 @@ The model
 ---------
 A library call (``asyncgpu.cupy``, ``Array`` operators) inside a recording is *captured* like
 a kernel launch when it is on the allow-list :data:`CAPTURABLE` and has one array result (or
-an ``out=`` the caller gave): elementwise ufuncs, reductions, ``matmul``/``dot``. Their
-kernels (and cuBLAS's, for ``matmul``) go to the stream CuPy is told to use, so stream capture
-records them; what must not happen during a capture is CuPy allocating the *result* from its
+an ``out=`` the caller gave): elementwise ufuncs and reductions. Their kernels go to the
+stream CuPy is told to use, so stream capture records them (``matmul``/``dot`` are not on the
+list: CuPy 14 refuses cuBLAS calls during stream capture, measured on the H100); what must not happen during a capture is CuPy allocating the *result* from its
 pool (the graph would write, at every replay, memory the pool hands out again). So:
 
 * at record time the result's shape and dtype come from NumPy on placeholder data (as on
@@ -55,10 +55,10 @@ _UFUNCS = frozenset({
 })
 _REDUCTIONS = frozenset({"sum", "prod", "max", "min", "amax", "amin", "mean", "argmax",
                          "argmin", "all", "any"})
-#: Library calls captured into graphs (elementwise ufuncs, reductions, matrix products; the
-#: ``ndarray.`` forms are the ``Array`` methods).
-CAPTURABLE = (_UFUNCS | _REDUCTIONS | {"matmul", "dot"}
-              | {f"ndarray.{r}" for r in _REDUCTIONS})
+#: Library calls captured into graphs (elementwise ufuncs and reductions; the ``ndarray.``
+#: forms are the ``Array`` methods). Not matrix products: CuPy raises "calling cuBLAS API
+#: during stream capture is currently unsupported", so they end the segment or run eagerly.
+CAPTURABLE = _UFUNCS | _REDUCTIONS | {f"ndarray.{r}" for r in _REDUCTIONS}
 #: Result arrays remembered per runtime (least recently used dropped first).
 RESULTS_KEPT = 4096
 
@@ -103,8 +103,10 @@ def _signature(call: LibraryCall) -> Any:
 
 def why_not(call: LibraryCall) -> str | None:
     """Why ``call`` cannot be captured, or None when it can."""
+    if call.name in ("matmul", "dot"):
+        return "CuPy cannot call cuBLAS during a stream capture"
     if call.name not in CAPTURABLE:
-        return "it is not on the capture allow-list (elementwise ufuncs, reductions, matmul, dot)"
+        return "it is not on the capture allow-list (elementwise ufuncs and reductions)"
     if call.state:
         return "it draws random numbers from a generator's state"
     return None

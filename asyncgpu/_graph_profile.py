@@ -127,8 +127,8 @@ def launch_classes(rt: Any, be: Any, launches: Sequence[Any], timer: Any) -> lis
     for i, launch in enumerate(launches):
         nbytes = launch_bytes(launch)
         cls = None
-        if launch.launcher is None:     # a captured library call: matrix products compute
-            classes.append("compute" if launch.name in ("matmul", "dot") else "memory")
+        if launch.launcher is None:     # a captured call: ufuncs and reductions stream memory
+            classes.append("memory")
             continue
         if timer is not None:
             try:
