@@ -145,14 +145,16 @@ def _products(ag, acp, pairs, outs, repeats):
     return time.perf_counter() - t0
 
 
-def test_two_independent_matmul_chains_overlap():
-    """Two independent chains of (1024x4096) @ (4096x1024) float32 matmuls run concurrently.
+def test_two_independent_matmul_chains_go_to_two_streams_without_waits():
+    """Two independent chains of (1024x4096) @ (4096x1024) float32 matmuls are issued on two
+    streams with no event wait between them, and give NumPy's answer.
 
-    Baseline: the same calls in async mode on one stream (``max_streams=1``). Each product has
-    a 1024x1024 result, a fraction of the H100's tiles, so two streams finish markedly sooner.
-    The message carries both times: if cuBLAS fills the GPU with one product on some version,
-    lower the result size.
+    Whether they then overlap on the device is cuBLAS's business (one 1024x1024 product fills
+    most of an H100: two streams took 0.89 of one stream's time in one run and 1.04 in
+    another), so the time is logged, not asserted: timed thresholds belong to benchmarks.
     """
+    import logging
+
     import asyncgpu as ag
     import asyncgpu.cupy as acp
 
@@ -166,15 +168,16 @@ def test_two_independent_matmul_chains_overlap():
             pairs = [(ag.array(x), ag.array(w)) for x, w in zip(hx, hw)]
             outs = [ag.empty((m, m), np.float32) for _ in range(2)]
             _products(ag, acp, pairs, outs, 2)          # warm-up: cuBLAS handle, kernels
+            before = ag.statistics()
             times[label] = min(_products(ag, acp, pairs, outs, repeats) for _ in range(3))
+            after = ag.statistics()
             if label == "streams":
-                assert ag.statistics().streams_used >= 2
+                assert after.streams_used >= 2
+                assert after.event_waits == before.event_waits     # the chains never wait
             for (x, w), y in zip(zip(hx, hw), outs):
                 np.testing.assert_allclose(y.numpy(), x @ w, rtol=1e-4)
-    # cuBLAS spreads one 1024x1024 product over most of an H100 (measured: two streams take
-    # 0.89 of one stream's time), so the margin is what is left when a product's tail wave
-    # leaves SMs idle for the other stream
-    assert times["streams"] < 0.94 * times["one-stream"], times
+    logging.getLogger(__name__).info("two matmul chains: %s (ratio %.2f)", times,
+                                     times["streams"] / times["one-stream"])
 
 
 def test_nothing_runs_on_the_legacy_default_stream(gpu):
