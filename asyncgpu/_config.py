@@ -49,8 +49,10 @@ class Options:
     child inherits its parent's stream, ``disjoint``, or all children do, ``same-as-parent``),
     ``execution`` (``sync`` runs each node and waits for it on one stream: the serial oracle),
     ``prefetch`` (``auto`` prefetches host-current managed arrays before a kernel),
-    ``memory`` (``managed``: unified memory, prefetched; ``explicit``: device memory with a
-    pinned host mirror and copies as DAG nodes, see ``asyncgpu._memory``).
+    ``memory`` (``explicit``, the default: device memory with a pinned host mirror and copies
+    as DAG nodes, see ``asyncgpu._memory``; ``managed``: unified memory, prefetched, GrCUDA's
+    model). The default was chosen by measurement: explicit was faster in ``parallel`` on all
+    six workloads on the H100 (docs/benchmarks.md, "Memory models").
     """
 
     backend: Backend = "auto"
@@ -59,7 +61,7 @@ class Options:
     new_stream: NewStream = "reuse"
     parent_stream: ParentStream = "disjoint"
     prefetch: Prefetch = "auto"
-    memory: Memory = "managed"
+    memory: Memory = "explicit"
     #: Explicit memory: chunks a large host-to-device copy feeding an ``elementwise`` kernel
     #: is split into, so the kernel's chunks overlap the later copies (1: never split).
     copy_chunks: int = 8

@@ -269,6 +269,7 @@ class NullBackend:
     def free(self, buffer: Any) -> None: ...
     def alloc(self, nbytes: int) -> Any: return self._Buffer(nbytes)
     def kernel_launch(self, *args: Any) -> None: return None
+    def copy_launch(self, *args: Any) -> None: return None
     def launch(self, node: Any, stream: Any) -> None: ...
 
 

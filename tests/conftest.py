@@ -39,3 +39,13 @@ def sim():
     with ag.configure(backend="sim", sim_seed=0, sim_strategy="random", execution="async"):
         yield ag
         ag.synchronize()
+
+
+@pytest.fixture
+def managed_memory():
+    """Pin the managed memory model for a test of what only it does (prefetch counts, DAGs
+    without copy nodes); the explicit model, the default, has its own tests of those."""
+    import asyncgpu as ag
+
+    with ag.configure(memory="managed"):
+        yield

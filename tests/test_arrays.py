@@ -52,7 +52,9 @@ def test_host_reads_and_writes_through_views(sim):
         a[3, 0]
 
 
-def test_host_read_waits_only_for_writers_of_the_bytes_read(sim):
+def test_host_read_waits_only_for_writers_of_the_bytes_read(managed_memory, sim):
+    # (explicit memory tracks where the current copy is per allocation: a read of the
+    # other half waits for the copy that made the whole allocation device-current)
     ag = sim
     fill = make_fill(ag)
     a = ag.zeros(64, np.float32)
@@ -88,7 +90,9 @@ def test_host_write_waits_for_pending_readers(sim):
     assert x.numpy().tolist() == [-5.0] * 32
 
 
-def test_disjoint_views_run_on_different_streams_without_edges(sim):
+def test_disjoint_views_run_on_different_streams_without_edges(managed_memory, sim):
+    # (explicit memory: both views depend on the one copy of the allocation, not on
+    # each other; tests/test_memory_model.py)
     ag = sim
     fill = make_fill(ag)
     a = ag.zeros(64, np.float32)

@@ -33,6 +33,7 @@ def test_workload_passes_in_every_mode_with_explicit_memory(name):
     assert not bad
 
 
+@pytest.mark.usefixtures("managed_memory")      # the paper's DAGs: no copy nodes
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_workload_dag_shape(name):
     import asyncgpu as ag

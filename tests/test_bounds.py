@@ -10,6 +10,9 @@ from benchmarks import bounds as B
 from benchmarks import harness
 from benchmarks.workloads import WORKLOADS
 
+# the streamed bytes are what a managed iteration prefetches
+pytestmark = pytest.mark.usefixtures("managed_memory")
+
 
 def node(i, seconds, *parents):
     return ("node", i, seconds, list(parents))

@@ -14,6 +14,10 @@ from benchmarks.handopt import Hand
 
 from recorder_kernels import ADD, INC, N, SCALE, _add, _inc, _scale, kernels as make_kernels
 
+# the backend-level capture API: hand-written prefetches, no copy nodes
+pytestmark = pytest.mark.usefixtures("managed_memory")
+
+
 @pytest.fixture
 def env(sim):
     """(ag, backend, hand, kernels) on a fresh sim runtime."""
@@ -301,6 +305,7 @@ def test_launches_of_one_graph_are_ordered_across_lanes(env):
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
+
 
 _OP = st.tuples(st.sampled_from(["inc", "scale", "add"]), st.integers(0, 2),
                 st.permutations(range(3)))

@@ -75,7 +75,7 @@ def test_vec_example_gives_the_serial_answer_under_every_strategy(strategy, seed
     assert value == pytest.approx(expected, rel=1e-5)
 
 
-def test_vec_example_dag_two_streams_one_event_wait(sim):
+def test_vec_example_dag_two_streams_one_event_wait(managed_memory, sim):
     ag = sim
     before = ag.statistics()
     value, expected, rec = run_vec(ag)
@@ -90,6 +90,7 @@ def test_vec_example_dag_two_streams_one_event_wait(sim):
     assert after.host_syncs.get("host-read", 0) - before.host_syncs.get("host-read", 0) == 1
 
 
+@pytest.mark.usefixtures("managed_memory")
 def test_sync_execution_uses_one_stream_and_waits_after_every_node():
     import asyncgpu as ag
 

@@ -151,7 +151,7 @@ def test_random_global_state_is_refused(sim):
         acp.random.rand(3)
 
 
-def test_issue_example(sim):
+def test_issue_example(managed_memory, sim):
     ag = sim
     rng = np.random.default_rng(0)
     ha, hb = rng.random((64, 64)), rng.random((64, 64))

@@ -267,8 +267,8 @@ def test_recorded_graphs_see_host_writes_between_replays(ex):
 def test_memory_option_from_the_environment():
     from asyncgpu._config import options_from_env
 
-    assert options_from_env({}).memory == "managed"
-    assert options_from_env({"ASYNCGPU_MEMORY": "explicit"}).memory == "explicit"
+    assert options_from_env({}).memory == "explicit"
+    assert options_from_env({"ASYNCGPU_MEMORY": "managed"}).memory == "managed"
     with pytest.raises(ValueError, match="ASYNCGPU_MEMORY|memory"):
         options_from_env({"ASYNCGPU_MEMORY": "unified"})
 
@@ -276,7 +276,7 @@ def test_memory_option_from_the_environment():
 def test_switching_memory_model_is_a_new_runtime():
     import asyncgpu as ag
 
-    with ag.configure(backend="sim", sim_seed=1):
+    with ag.configure(backend="sim", sim_seed=1, memory="managed"):
         a = ag.array(np.arange(8.0))
         with ag.configure(backend="sim", sim_seed=1, memory="explicit"):
             b = ag.array(np.arange(8.0))

@@ -14,6 +14,9 @@ from hypothesis import HealthCheck, given, settings
 import programs
 from test_example import REDUCE_SRC, make_square, reduce_twin
 
+# node counts and edges of managed runs (copies: test_memory_model.py)
+pytestmark = pytest.mark.usefixtures("managed_memory")
+
 
 def vec_program(ag, n=64):
     square = make_square(ag)
@@ -225,7 +228,8 @@ def test_traced_random_programs_equal_serial(steps):
         assert a.tolist() == b.tolist()
 
 
-def test_asyncgpu_trace_variable_writes_a_chrome_trace_at_exit(tmp_path):
+def test_asyncgpu_trace_variable_writes_a_chrome_trace_at_exit(tmp_path, monkeypatch):
+    monkeypatch.delenv("ASYNCGPU_MEMORY", raising=False)
     path = tmp_path / "proc.json"
     code = ("import numpy as np, asyncgpu as ag\n"
             "from test_example import make_square\n"
@@ -239,7 +243,8 @@ def test_asyncgpu_trace_variable_writes_a_chrome_trace_at_exit(tmp_path):
     doc = json.loads(path.read_text())
     spans = sorted((e["ts"], e["name"]) for e in doc["traceEvents"]
                    if e["ph"] == "X" and e["pid"] == 1)
-    assert [name for _, name in spans] == ["prefetch", "square"]
+    # the default (explicit) memory: x's copy to the device, the kernel, y's copy back
+    assert [name for _, name in spans] == ["x to device", "square", "float32[8] to host"]
 
 
 def test_long_traces_read_completed_events_as_they_go(sim, monkeypatch):
