@@ -328,9 +328,19 @@ class Trace:
         return sorted([*self._nodes.values(), *self._host_nodes], key=lambda r: r.order)
 
     @property
-    def kernels(self) -> list[NodeRecord]:
-        """The device nodes in issue order."""
+    def device_nodes(self) -> list[NodeRecord]:
+        """The device nodes (kernels, library calls, graphs, copies) in issue order."""
         return [n for n in self.nodes if n.stream is not None]
+
+    @property
+    def kernels(self) -> list[NodeRecord]:
+        """The device nodes that compute (kernels, library calls, graphs) in issue order."""
+        return [n for n in self.device_nodes if n.kind != "copy"]
+
+    @property
+    def copies(self) -> list[NodeRecord]:
+        """The copy nodes of explicit memory (host to device and back) in issue order."""
+        return [n for n in self.device_nodes if n.kind == "copy"]
 
     @property
     def prefetches(self) -> list[PrefetchRecord]:
@@ -345,15 +355,13 @@ class Trace:
     @property
     def streams(self) -> int:
         """Number of distinct streams the traced device work used."""
-        return len({n.stream for n in self.kernels} | {p.stream for p in self._prefetches})
+        return len({n.stream for n in self.device_nodes} | {p.stream for p in self._prefetches})
 
     def metrics(self) -> dict[str, float]:
         """The GrCUDA paper's overlap metrics CT, TC, CC, TOT (see ``asyncgpu._metrics``)."""
-        kernels = self.kernels
-        comp = [(n.start_s, n.end_s) for n in kernels if n.kind != "copy"]
+        comp = [(n.start_s, n.end_s) for n in self.kernels]
         # transfers: prefetches (managed memory) and copy nodes (explicit memory)
-        xfer = [(p.start_s, p.end_s) for p in self.prefetches] + \
-            [(n.start_s, n.end_s) for n in kernels if n.kind == "copy"]
+        xfer = [(p.start_s, p.end_s) for p in [*self.prefetches, *self.copies]]
         return _metrics.overlap(comp, xfer)
 
     # -- exports -----------------------------------------------------------------------------
@@ -414,7 +422,7 @@ class Trace:
 
     def to_dot(self, kernels_only: bool = False) -> str:
         """The DAG as Graphviz DOT: streams as colours, edges labelled with reason and array."""
-        nodes = self.kernels if kernels_only else self.nodes
+        nodes = self.device_nodes if kernels_only else self.nodes
         shown = {n.id for n in nodes}
         lines = ["digraph asyncgpu {", "  node [style=filled, fontname=Helvetica];"]
         for n in nodes:
@@ -441,7 +449,7 @@ class Trace:
         """A PNG picture of the DAG (laid out by depth; streams as colours) through matplotlib."""
         from ._draw import draw_dag
 
-        draw_dag(self.kernels if kernels_only else self.nodes, path, title)
+        draw_dag(self.device_nodes if kernels_only else self.nodes, path, title)
 
     def save(self, directory: str, stem: str = "trace") -> dict[str, str]:
         """Write ``stem.trace.json``, ``.dot``, ``.timeline.png``, ``.dag.png`` and

@@ -95,6 +95,10 @@ def h2d_bandwidth(runtime: Any, nbytes: int = 1 << 28, repeats: int = 5) -> floa
         be = be.inner
     if be.name != "cuda":
         return None
+    if getattr(be, "explicit", False):
+        raise ValueError("h2d_bandwidth times the prefetch of managed memory, and this runtime "
+                         "uses explicit memory: configure memory='managed' around it, or "
+                         "measure pinned copies with pinned_bandwidth")
     buf = be.alloc(nbytes)
     try:
         stream = be.create_stream()

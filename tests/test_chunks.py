@@ -116,7 +116,7 @@ def test_chunks_overlap_copies_on_other_streams(small_chunks):
         x, y = ag.array(np.ones(64, np.float32)), ag.empty(64, np.float32)
         with ag.trace() as t:
             affine[4, 8](x, y, 2.0, 64)
-        nodes = t.kernels
+        nodes = t.device_nodes
         assert [n.kind for n in nodes] == ["copy", "kernel"] * 4
         for copy, kernel in zip(nodes[::2], nodes[1::2]):
             assert {pid for pid, _, _ in kernel.parents} == {copy.id}    # its own chunk only

@@ -222,12 +222,12 @@ def test_copies_are_nodes_in_traces(ex):
     with ag.trace() as t:
         scale[1, N](x, y, 2.0, N)
         y.numpy()
-    kinds = [(n.kind, n.name) for n in t.kernels]
+    kinds = [(n.kind, n.name) for n in t.device_nodes]
     assert kinds[0][0] == "copy" and kinds[0][1].endswith("to device")
     assert kinds[1] == ("kernel", "scale")
     assert kinds[2][0] == "copy" and kinds[2][1].endswith("to host")
-    scale_rec = t.kernels[1]
-    assert any(pid == t.kernels[0].id and reason == "RAW" for pid, reason, _ in scale_rec.parents)
+    scale_rec = t.device_nodes[1]
+    assert any(pid == t.device_nodes[0].id and reason == "RAW" for pid, reason, _ in scale_rec.parents)
 
 
 def test_library_calls_and_operators_use_the_device_copy(ex):

@@ -388,9 +388,9 @@ class CudaBackend:
             raise OutOfMemoryError(
                 f"cannot allocate {nbytes / 2**20:.1f} MiB of {kind} memory: the GPU has "
                 f"{free / 2**20:.1f} MiB free of {total / 2**20:.1f} MiB (plus "
-                f"{reusable / 2**20:.1f} MiB reusable in asyncgpu's pool); asking for more "
-                "managed memory than the device has free can hang the GPU. Free arrays "
-                "(Array.free()) or use smaller ones"
+                f"{reusable / 2**20:.1f} MiB reusable in asyncgpu's pool)"
+                + ("" if self.explicit else "; asking for more managed memory than the device "
+                   "has free can hang the GPU") + ". Free arrays (Array.free()) or use smaller ones"
             )
         mem = self.pool.malloc(nbytes)
         if self.explicit:

@@ -45,7 +45,7 @@ def test_fork_join_capture_replays_like_eager_numba_and_rawkernel(debug_hb):
     import asyncgpu as ag
     from asyncgpu._runtime import current_runtime
 
-    with ag.configure(backend="cuda", debug_hb=debug_hb):
+    with ag.configure(backend="cuda", memory="managed", debug_hb=debug_hb):
         rt = current_runtime()
         be, h = rt.backend, Hand(rt)
         k = {"square": ag.kernel(K.square, **K.ANNOTATIONS["square"]),

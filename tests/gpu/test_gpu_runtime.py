@@ -109,11 +109,14 @@ def test_cupy_rawkernel_and_plain_function_kernels(gpu):
         twice[4, 256](ag.zeros(1000, np.float64), y, 1000)
 
 
-def test_refuses_more_managed_memory_than_the_gpu_has(gpu):
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_refuses_more_memory_than_the_gpu_has(gpu, memory):
     ag = gpu
-    with pytest.raises(ag.OutOfMemoryError, match="cannot allocate .* MiB of managed memory"):
-        ag.empty((1 << 40,), np.float32)
-    assert ag.zeros(4, np.float32).numpy().tolist() == [0.0] * 4
+    with ag.configure(memory=memory):
+        kind = "device" if memory == "explicit" else "managed"
+        with pytest.raises(ag.OutOfMemoryError, match=f"cannot allocate .* MiB of {kind} memory"):
+            ag.empty((1 << 40,), np.float32)
+        assert ag.zeros(4, np.float32).numpy().tolist() == [0.0] * 4
 
 
 def test_compile_error_carries_the_log(gpu):

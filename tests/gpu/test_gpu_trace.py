@@ -57,7 +57,7 @@ def test_prefetch_bandwidth_probe():
     from asyncgpu._runtime import current_runtime
     from benchmarks.bounds import h2d_bandwidth
 
-    with ag.configure(backend="cuda"):
+    with ag.configure(backend="cuda", memory="managed"):    # the prefetch of managed memory
         bw = h2d_bandwidth(current_runtime(), nbytes=1 << 26, repeats=3)
     assert 1e9 < bw < 1e12, bw       # PCIe / C2C: GB/s to hundreds of GB/s
 
@@ -69,7 +69,7 @@ def test_vec_bounds_and_metrics_on_gpu():
     from benchmarks.bounds import h2d_bandwidth
     from benchmarks.workloads import WORKLOADS
 
-    with ag.configure(backend="cuda"):
+    with ag.configure(backend="cuda", memory="managed"):
         bw = h2d_bandwidth(current_runtime(), nbytes=1 << 26, repeats=3)
         results = harness.bench_workload(ag, WORKLOADS["vec"], "small", harness.MODES, [256],
                                          4 * current_runtime().backend.sm_count, warmup=1,
