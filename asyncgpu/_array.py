@@ -1,9 +1,10 @@
-"""``asyncgpu.Array``: a NumPy-like array in managed memory whose host accesses are scheduled.
+"""``asyncgpu.Array``: a NumPy-like array in GPU memory whose host accesses are scheduled.
 
 The model
 ---------
-An :class:`Allocation` is one block of memory from the backend (managed memory on ``cuda``, a
-byte array on ``sim``) with its location flags (``HOST``: the host wrote or read it last,
+An :class:`Allocation` is one block of memory from the backend (on ``cuda`` device memory with
+a pinned host mirror, or managed memory with ``memory="managed"``; byte arrays on ``sim``) with
+its location flags (``HOST``: the host wrote or read it last,
 ``DEVICE``: a kernel did) and its lifetime. An :class:`Array` is a view of an allocation:
 ``shape``, ``dtype``, ``strides`` and a byte ``offset``; slicing gives another view of the same
 allocation (no copy, as in CuPy), and dependencies are computed on the byte extent each view
@@ -373,7 +374,7 @@ class Array(ArrayOperators):
                    copy: Any = None) -> Any:
         """DLPack export: the consumer's ``stream`` is made to wait for asyncgpu's work on it.
 
-        On ``cuda`` the capsule shares the managed memory; on ``sim`` it holds a host copy.
+        On ``cuda`` the capsule shares the device memory; on ``sim`` it holds a host copy.
         """
         self._check_alive()
         from ._interop import dlpack
