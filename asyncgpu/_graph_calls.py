@@ -6,8 +6,9 @@ A library call (``asyncgpu.cupy``, ``Array`` operators) inside a recording is *c
 a kernel launch when it is on the allow-list :data:`CAPTURABLE` and has one array result (or
 an ``out=`` the caller gave): elementwise ufuncs and reductions. Their kernels go to the
 stream CuPy is told to use, so stream capture records them (``matmul``/``dot`` are not on the
-list: CuPy 14 refuses cuBLAS calls during stream capture, measured on the H100); what must not happen during a capture is CuPy allocating the *result* from its
-pool (the graph would write, at every replay, memory the pool hands out again). So:
+list: CuPy 14 refuses cuBLAS calls during stream capture, seen on the H100). What must not
+happen during a capture is CuPy allocating the *result* from its pool (the graph would write,
+at every replay, memory the pool hands out again). So:
 
 * at record time the result's shape and dtype come from NumPy on placeholder data (as on
   ``sim``, ``asyncgpu._library.infer``), the result array is allocated by the recorder and
