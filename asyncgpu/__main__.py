@@ -149,8 +149,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
                            f"overlap of one traced {args.mode} iteration ({scale}, "
                            f"{'cuda' if on_gpu else 'sim: logical clock'})")
     console.print(table)
-    console.print(f"{len(t.kernels)} kernels on {t.streams} streams, {len(t.prefetches)} "
-                  f"prefetches, {len(t.syncs)} host waits")
+    console.print(f"{len(t.kernels)} kernels on {t.streams} streams, {len(t.copies)} copies, "
+                  f"{len(t.prefetches)} prefetches, {len(t.syncs)} host waits")
     for kind, path in paths.items():
         console.print(f"wrote {kind}: {path}")
     return 0

@@ -59,9 +59,11 @@ def critical_path(steps: Iterable[Step]) -> float:
 def steps_from_traces(parallel: Any, serial: Any) -> list[Step]:
     """Critical-path steps: the DAG and host waits of ``parallel``, kernel times of ``serial``.
 
-    Both traces must be of the same program (same kernels in the same order).
+    Both traces must be of the same program (same kernels in the same order). Copy nodes
+    (explicit memory) are edges of the DAG but weigh nothing here: moving bytes is the
+    transfer bound's part, as prefetches are in the managed model.
     """
-    par, ser = parallel.kernels, serial.kernels
+    par, ser = parallel.kernels, serial.kernels     # the computing nodes, copies left out
     if [k.name for k in par] != [k.name for k in ser]:
         raise ValueError("the serial and parallel traces issued different kernels: "
                          f"{[k.name for k in ser]} vs {[k.name for k in par]}")
@@ -72,7 +74,8 @@ def steps_from_traces(parallel: Any, serial: Any) -> list[Step]:
         if n.stream is None:
             items.append((n.order, ("barrier", parents)))
         else:
-            items.append((n.order, ("node", n.id, seconds[n.id], parents)))
+            cost = 0.0 if n.kind == "copy" else seconds[n.id]
+            items.append((n.order, ("node", n.id, cost, parents)))
     for s in parallel.syncs:
         items.append((s.order, ("barrier", s.waited)))
     items.sort(key=lambda it: it[0])

@@ -10,9 +10,6 @@ from benchmarks import bounds as B
 from benchmarks import harness
 from benchmarks.workloads import WORKLOADS
 
-# the streamed bytes are what a managed iteration prefetches
-pytestmark = pytest.mark.usefixtures("managed_memory")
-
 
 def node(i, seconds, *parents):
     return ("node", i, seconds, list(parents))
@@ -46,8 +43,10 @@ def traced(ag, cls, mode):
     return harness.traced_iteration(ag, wl, mode, block, 2, "streaming")
 
 
-def test_compute_bound_of_vec_from_serial_times(sim):
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_compute_bound_of_vec_from_serial_times(sim, memory):
     ag = sim
+    ag.configure(memory=memory)        # (the sim fixture restores the options afterwards)
     par = traced(ag, WORKLOADS["vec"], "parallel")
     ser = traced(ag, WORKLOADS["vec"], "serial")
     sq_x, sq_y, red = (k.end_s - k.start_s for k in ser.kernels)
@@ -64,6 +63,7 @@ def test_compute_bound_of_vec_from_serial_times(sim):
         B.compute_bound(par, other)
 
 
+@pytest.mark.usefixtures("managed_memory")     # counts what managed memory prefetches
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_streamed_bytes_are_what_a_streaming_iteration_prefetches(sim, name):
     ag = sim
