@@ -14,6 +14,12 @@ ADD = """extern "C" __global__ void add(const float* x, const float* y, float* z
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) z[i] = x[i] + y[i];
 }"""
+#: grid-stride (any grid): the GPU graph and recorder tests launch it at real sizes
+ADD_SCALED = r"""extern "C" __global__ void add_scaled(const float* x, const float* y, float* z,
+                                                float a, int n) {
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        z[i] = x[i] + a * y[i];
+}"""
 INC = """extern "C" __global__ void inc(float* x, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] += 1.0f;

@@ -12,15 +12,11 @@ from benchmarks import harness
 from benchmarks.handopt import Hand
 from benchmarks.workloads import WORKLOADS
 from kernels import vec as K
+from recorder_kernels import ADD_SCALED
 
 pytestmark = pytest.mark.gpu
 
 N = 1 << 20
-ADD_SCALED = r"""extern "C" __global__ void add_scaled(const float* x, const float* y, float* z,
-                                                float a, int n) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        z[i] = x[i] + a * y[i];
-}"""
 
 
 def _schedule(be, h, k, arrays, fork, join):

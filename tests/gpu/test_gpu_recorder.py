@@ -12,15 +12,11 @@ import pytest
 from benchmarks import harness
 from benchmarks.workloads import WORKLOADS
 from kernels import vec as K
+from recorder_kernels import ADD_SCALED
 
 pytestmark = pytest.mark.gpu
 
 N = 1 << 20
-ADD_SCALED = r"""extern "C" __global__ void add_scaled(const float* x, const float* y, float* z,
-                                                float a, int n) {
-    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
-        z[i] = x[i] + a * y[i];
-}"""
 SPIN = r"""extern "C" __global__ void spin(float* x, long long cycles, int n) {
     long long t0 = clock64();
     while (clock64() - t0 < cycles) { }
