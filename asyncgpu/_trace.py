@@ -370,50 +370,8 @@ class Trace:
 
         Open it at https://ui.perfetto.dev or chrome://tracing. Edges are flow arrows.
         """
-        nodes, prefetches = self.nodes, self.prefetches
-        dev = ("sim device (logical clock: 1 step = 1 us)" if self.logical_clock
-               else f"{self.backend_name} device")
-        ev: list[dict[str, Any]] = [
-            {"ph": "M", "pid": 0, "name": "process_name", "args": {"name": "host"}},
-            {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": dev}},
-            {"ph": "M", "pid": 0, "tid": 0, "name": "thread_name", "args": {"name": "host"}},
-        ]
-        for track in sorted({n.stream for n in nodes if n.stream is not None}
-                            | {p.stream for p in prefetches}):
-            ev.append({"ph": "M", "pid": 1, "tid": track, "name": "thread_name",
-                       "args": {"name": f"stream {track}"}})
-        us = 1e6
-        by_id = {n.id: n for n in nodes}
-        for n in nodes:
-            args = {"site": n.site, "parents": [f"{r} {a} <- node {p}" for p, r, a in n.parents]}
-            ev.append({"ph": "i", "pid": 0, "tid": 0, "s": "t", "ts": n.enqueue_s * us,
-                       "name": f"{'launch' if n.stream is not None else n.kind} {n.name}",
-                       "args": args})
-            if n.stream is None:
-                continue
-            ev.append({"ph": "X", "pid": 1, "tid": n.stream, "ts": n.start_s * us,
-                       "dur": max(n.end_s - n.start_s, 0.0) * us, "name": n.name,
-                       "cat": n.kind, "args": dict(args, node=n.id)})
-            for k, (pid, reason, array) in enumerate(n.parents):
-                p = by_id.get(pid)
-                if p is None or p.stream is None or p.stream == n.stream:
-                    continue
-                flow = n.id * 1000 + k
-                ev.append({"ph": "s", "pid": 1, "tid": p.stream, "ts": p.end_s * us, "id": flow,
-                           "name": f"{reason} {array}", "cat": "edge"})
-                ev.append({"ph": "f", "bp": "e", "pid": 1, "tid": n.stream,
-                           "ts": n.start_s * us, "id": flow, "name": f"{reason} {array}",
-                           "cat": "edge"})
-        for p in prefetches:
-            ev.append({"ph": "X", "pid": 1, "tid": p.stream, "ts": p.start_s * us,
-                       "dur": max(p.end_s - p.start_s, 0.0) * us, "name": "prefetch",
-                       "cat": "transfer", "args": {"bytes": p.nbytes, "before_node": p.node}})
-        for s in self.syncs:
-            ev.append({"ph": "X", "pid": 0, "tid": 0, "ts": s.start_s * us,
-                       "dur": (s.end_s - s.start_s) * us, "name": f"sync: {s.reason}",
-                       "cat": "sync", "args": {"waited": s.waited}})
-        return {"traceEvents": ev, "displayTimeUnit": "ms",
-                "otherData": {"backend": self.backend_name, "metrics": _finite(self.metrics())}}
+        from ._export import chrome_trace
+        return chrome_trace(self)
 
     def save_chrome(self, path: str) -> None:
         """Write :meth:`chrome_trace` as JSON."""
@@ -422,22 +380,8 @@ class Trace:
 
     def to_dot(self, kernels_only: bool = False) -> str:
         """The DAG as Graphviz DOT: streams as colours, edges labelled with reason and array."""
-        nodes = self.device_nodes if kernels_only else self.nodes
-        shown = {n.id for n in nodes}
-        lines = ["digraph asyncgpu {", "  node [style=filled, fontname=Helvetica];"]
-        for n in nodes:
-            if n.stream is None:
-                color, extra, shape = "#dddddd", "", ", shape=box"
-            else:
-                color, extra, shape = PALETTE[n.stream % len(PALETTE)], f"\\nstream {n.stream}", ""
-            label = (n.name if n.stream is not None else f"{n.kind} {n.name}").replace('"', r"\"")
-            lines.append(f'  n{n.id} [label="{label}{extra}", fillcolor="{color}"{shape}];')
-            for pid, labels in edge_labels(n).items():
-                if pid in shown:
-                    label = "\\n".join(labels).replace('"', r"\"")
-                    lines.append(f'  n{pid} -> n{n.id} [label="{label}"];')
-        lines.append("}")
-        return "\n".join(lines) + "\n"
+        from ._export import to_dot
+        return to_dot(self.device_nodes if kernels_only else self.nodes)
 
     def save_timeline(self, path: str, title: str = "") -> None:
         """A PNG timeline (host and one row per stream) through matplotlib."""
@@ -464,12 +408,12 @@ class Trace:
         self.save_timeline(paths["timeline"], stem)
         self.save_dag(paths["dag"], stem)
         with open(paths["metrics"], "w") as f:
-            json.dump(dict(_finite(self.metrics()), backend=self.backend_name,
+            json.dump(dict(finite(self.metrics()), backend=self.backend_name,
                            logical_clock=self.logical_clock), f, indent=1)
         return paths
 
 
-def _finite(metrics: dict[str, float]) -> dict[str, float | None]:
+def finite(metrics: dict[str, float]) -> dict[str, float | None]:
     """NaN (an undefined metric) as None: browsers' JSON parsers reject NaN."""
     return {k: (None if v != v else v) for k, v in metrics.items()}
 
