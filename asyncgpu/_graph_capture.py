@@ -17,7 +17,18 @@ stream capture::
         on another lane waits for it
     every other lane records a join event; the origin waits for each; end_capture
 
-so the graph's inner order is exactly the launches' dependencies. The result is a
+so the graph's inner order is exactly the launches' dependencies.
+
+With explicit memory the allocations whose current copy is on the host when the recording is
+captured (``copy_in``) are copied in *inside* the graph: one extra lane, forked from the origin,
+issues their host-to-device copies back to back in the order their first users are launched, and
+each lane waits for the copy of an allocation before its first launch that uses it (the copies
+are one chain, so one wait covers every earlier copy). A replay then moves its inputs without a
+node of its own per copy, and the copies overlap the branches that do not need them, as a
+hand-written graph's transfers would. Such a graph is only valid while the same allocations are
+host-current: the recorder keys graphs by that set (``asyncgpu._memory.host_current``).
+
+The result is a
 :class:`FrozenGraph`: the backend's graph, the union of the launches' accesses (what the replay
 node declares to the dynamic DAG: a range written by any launch is written) and the launches
 themselves, whose arrays the graph keeps alive.
@@ -43,18 +54,32 @@ log = logging.getLogger("asyncgpu")
 
 
 class FrozenGraph:
-    """A captured graph and the union of its accesses (one cache entry)."""
+    """A captured graph and the union of its accesses (one cache entry).
 
-    __slots__ = ("graph", "accesses", "launches", "events", "name", "kernels")
+    ``copy_in``: the allocations the graph copies to the device itself (their accesses are
+    writes of the whole allocation: the graph writes the device copy); ``copy_only``: those of
+    them no launch writes (host and device copies are both current after a replay);
+    ``allocs``: every allocation the graph touches, once (a static replay checks that the
+    host-current ones are exactly ``copy_in``).
+    """
+
+    __slots__ = ("graph", "accesses", "launches", "events", "name", "kernels", "copy_in",
+                 "copy_only", "copy_bytes", "allocs")
 
     def __init__(self, graph: Any, accesses: list[Access], launches: list[Any],
-                 events: list[Any], name: str) -> None:
+                 events: list[Any], name: str, copy_in: tuple[Any, ...] = ()) -> None:
         self.graph = graph
         self.accesses = accesses
         self.launches = launches    # keeps the arrays alive with the graph
         self.events = events
         self.name = name
         self.kernels = len(launches)
+        self.copy_in = copy_in
+        written = {a.key for launch in launches for a in launch.arrays if a.write}
+        self.copy_only = tuple(a for a in copy_in if a.id not in written)
+        self.copy_bytes = sum(a.nbytes for a in copy_in)
+        self.allocs = tuple({a.key: a.alloc for launch in launches
+                             for a in launch.arrays}.values())
 
 
 def dependencies(launches: list[Any], all_write: bool = False) -> list[list[int]]:
@@ -113,29 +138,46 @@ def plan(rt: Any, launches: list[Any], name: str = "recording",
     return preds, lanes, order
 
 
-def capture(rt: Any, cache: Any, name: str, launches: list[Any]) -> FrozenGraph:
-    """Capture ``launches`` into a graph on the cache's lane streams (under the runtime lock)."""
+def capture(rt: Any, cache: Any, name: str, launches: list[Any],
+            copy_in: tuple[Any, ...] = ()) -> FrozenGraph:
+    """Capture ``launches`` into a graph on the cache's lane streams (under the runtime lock);
+    the allocations of ``copy_in`` are copied to the device inside the graph."""
     be = _capture_backend(rt.backend)
     preds, lanes, order = plan(rt, launches, name)
     waits = schedule.cross_waits(preds, lanes, order)
     recorded = {p for ws in waits for p in ws}
     built = [_node(rt, be, launch) for launch in launches]
     nodes = [node for node, _ in built]
-    streams = [cache.lane(i) for i in range(max(lanes) + 1)]
+    copies, needs = _copies(be, launches, order, copy_in)
+    n_lanes = max(lanes) + 1
+    streams = [cache.lane(i) for i in range(n_lanes + (1 if copies else 0))]
     origin = streams[0]
     events: dict[int, Any] = {}
+    copied: list[Any] = []          # the event after each copy
+    waited = [-1] * len(streams)    # per lane: the last copy it waited for
     joins: list[Any] = []
     be.begin_capture(origin)
     try:
         fork = be.create_event()
         be.record(fork, origin)
         joined = {0}
+        if copies:
+            s = streams[n_lanes]
+            be.wait(s, fork)
+            joined.add(n_lanes)
+            for node in copies:
+                be.launch(node, s)
+                copied.append(be.create_event())
+                be.record(copied[-1], s)
         for v in order:
             lane = lanes[v]
             s = streams[lane]
             if lane not in joined:
                 be.wait(s, fork)
                 joined.add(lane)
+            if needs[v] > waited[lane]:
+                waited[lane] = needs[v]
+                be.wait(s, copied[needs[v]])
             for p in waits[v]:
                 be.wait(s, events[p])
             be.launch(nodes[v], s)
@@ -159,18 +201,52 @@ def capture(rt: Any, cache: Any, name: str, launches: list[Any]) -> FrozenGraph:
                 pass
         raise
     rt.stats.graphs_recorded += 1
-    log.debug("captured '%s': %d kernels on %d streams", name, len(launches), len(streams))
+    log.debug("captured '%s': %d kernels and %d copies on %d streams", name, len(launches),
+              len(copies), len(streams))
+    whole = {a.id for a in copy_in}
     merged: dict[tuple[int, int, int], Access] = {}
+    for node in copies:             # the graph writes the whole device copy of these
+        a = node.accesses[0]
+        merged[(a.key, a.lo, a.hi)] = a
     for launch in launches:
         for a in launch.arrays:
+            if a.key in whole:
+                continue
             k = (a.key, a.lo, a.hi)
             acc = merged.get(k)
             if acc is None:
                 merged[k] = Access(a.key, a.alloc, a.lo, a.hi, a.write, a.label)
             elif a.write:
                 acc.write = True
-    return FrozenGraph(graph, list(merged.values()), launches, [fork, *events.values(), *joins],
-                   name)
+    return FrozenGraph(graph, list(merged.values()), launches,
+                       [fork, *events.values(), *copied, *joins], name, copy_in)
+
+
+def _copies(be: Any, launches: list[Any], order: list[int], copy_in: tuple[Any, ...]
+            ) -> tuple[list[Node], list[int]]:
+    """The copy nodes of ``copy_in`` in the order their first users launch, and per launch the
+    index of the last copy it needs (-1: none)."""
+    needs = [-1] * len(launches)
+    if not copy_in:
+        return [], needs
+    wanted = {a.id for a in copy_in}
+    first: dict[int, tuple[int, Any]] = {}      # alloc id -> (position of first user, access)
+    for pos, v in enumerate(order):
+        for a in launches[v].arrays:
+            if a.key in wanted and a.key not in first:
+                first[a.key] = (pos, a)
+    copies: list[Node] = []
+    index: dict[int, int] = {}
+    for key, (_, a) in sorted(first.items(), key=lambda kv: kv[1][0]):
+        alloc = a.alloc
+        node = Node("copy", f"{a.label} to device", None,
+                    [Access(key, alloc, 0, alloc.nbytes, True, a.label)])
+        node.launch = be.copy_launch(alloc.buffer, 0, alloc.nbytes, True)
+        index[key] = len(copies)
+        copies.append(node)
+    for v, launch in enumerate(launches):
+        needs[v] = max((index[a.key] for a in launch.arrays if a.key in index), default=-1)
+    return copies, needs
 
 
 def _node(rt: Any, be: Any, launch: Any) -> tuple[Node, Any]:

@@ -94,6 +94,13 @@ def host_write(location: int, whole: bool, dense: bool) -> tuple[bool, bool, int
     return False, False, HOST
 
 
+def host_current(allocs: Any) -> tuple[Any, ...]:
+    """The allocations among ``allocs`` (each once, in order) whose current copy is only on the
+    host: what a device use must copy in first. A captured graph copies these in itself
+    (``asyncgpu._graph_capture``), so the set is part of the graph's key."""
+    return tuple(a for a in allocs if a.location == HOST and a.nbytes)
+
+
 class ExplicitMemory:
     """The runtime's side of the explicit model: applies the transitions, issues the copies.
 

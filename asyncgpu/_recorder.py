@@ -65,6 +65,7 @@ from . import _graph_calls
 from ._array import Array
 from ._errors import CaptureError, RecordingError
 from ._graph_capture import FrozenGraph, capture
+from ._memory import host_current
 
 log = logging.getLogger("asyncgpu")
 _tokens = itertools.count(1)
@@ -219,31 +220,56 @@ class GraphCache:
 
     def put(self, key: Any, entry: Any) -> None:
         old = self.entries.pop(key, None)
-        if isinstance(old, FrozenGraph) and old is not entry:
+        if isinstance(old, Variants) and old is not entry:
             self._destroy(old)
         self.entries[key] = entry
         limit = self.runtime.options.graph_cache
         while len(self.entries) > limit:
             _, evicted = self.entries.popitem(last=False)
-            if isinstance(evicted, FrozenGraph):
+            if isinstance(evicted, Variants):
                 self._destroy(evicted)
 
     def clear(self, token: Any = None) -> None:
         """Destroy the graphs (of one recorder, or all) and forget their keys."""
         for key in [k for k in self.entries if token is None or k[0][0] == token]:
             entry = self.entries.pop(key)
-            if isinstance(entry, FrozenGraph):
+            if isinstance(entry, Variants):
                 self._destroy(entry)
         for key in [k for k in self.results if token is None or k[0][0] == token]:
             del self.results[key]
 
-    def _destroy(self, frozen: FrozenGraph) -> None:
-        self.runtime.backend.graph_destroy(frozen.graph)
+    def _destroy(self, variants: Variants) -> None:
+        for frozen in variants.values():
+            self.runtime.backend.graph_destroy(frozen.graph)
 
     def lane(self, i: int) -> Any:
         while len(self.lanes) <= i:
             self.lanes.append(self.runtime.backend.create_stream())
         return self.lanes[i]
+
+
+class Variants(OrderedDict):
+    """The graphs of one key, per set of allocations they copy in (explicit memory: a graph
+    is valid only while the same inputs are host-current, see ``asyncgpu._graph_capture``;
+    managed memory has one variant). The least recently used is destroyed beyond
+    :data:`_VARIANTS`."""
+
+    def use(self, rt: Any, copy_in: tuple[Any, ...]) -> FrozenGraph | None:
+        sig = tuple(a.id for a in copy_in)
+        frozen = self.get(sig)
+        if frozen is not None:
+            self.move_to_end(sig)
+        return frozen
+
+    def add(self, rt: Any, frozen: FrozenGraph) -> None:
+        self[tuple(a.id for a in frozen.copy_in)] = frozen
+        while len(self) > _VARIANTS:
+            _, old = self.popitem(last=False)
+            rt.backend.graph_destroy(old.graph)
+
+
+#: Graphs kept per key, one per set of host-current inputs (explicit memory).
+_VARIANTS = 4
 
 
 def graph_cache(rt: Any) -> GraphCache:
@@ -266,21 +292,35 @@ def finish(rt: Any, token: Any, name: str, launches: list[_Launch]) -> tuple[str
         entry = cache.get(key)
         if entry is None:
             cache.put(key, _SEEN)
-        elif entry is _SEEN:
-            try:
-                entry = capture(rt, cache, name, launches)
-            except CaptureError as exc:
-                warnings.warn(f"asyncgpu: the recording of '{name}' could not be captured "
-                              f"into a CUDA graph ({exc}); it runs eagerly", stacklevel=4)
-                cache.put(key, _EAGER)
-                entry = _EAGER
-            else:
-                cache.put(key, entry)
-        if isinstance(entry, FrozenGraph):
-            rt.launch_graph(entry.name, entry.graph, entry.accesses)
-            return "replayed", entry
+        elif entry is not _EAGER:
+            copy_in = _copy_in(rt, launches)
+            frozen = entry.use(rt, copy_in) if isinstance(entry, Variants) else None
+            if frozen is None:
+                try:
+                    frozen = capture(rt, cache, name, launches, copy_in)
+                except CaptureError as exc:
+                    warnings.warn(f"asyncgpu: the recording of '{name}' could not be captured "
+                                  f"into a CUDA graph ({exc}); it runs eagerly", stacklevel=4)
+                    cache.put(key, _EAGER)
+                    entry = _EAGER
+                else:
+                    if not isinstance(entry, Variants):
+                        entry = Variants()
+                        cache.put(key, entry)
+                    entry.add(rt, frozen)
+            if frozen is not None:
+                rt.launch_graph(frozen)
+                return "replayed", frozen
     issue_eagerly(rt, launches)
     return ("eager" if entry is _EAGER else "recorded"), None
+
+
+def _copy_in(rt: Any, launches: list[Any]) -> tuple[Any, ...]:
+    """Explicit memory: the host-current allocations the launches use (a graph captured now
+    copies them in itself, so it is keyed by them); managed memory: none."""
+    if rt.memory is None:
+        return ()
+    return host_current({a.key: a.alloc for launch in launches for a in launch.arrays}.values())
 
 
 # -- the public entry points ------------------------------------------------------------------
@@ -379,16 +419,20 @@ class GraphFunction(_Run):
         super().__init__(next(_tokens), getattr(fn, "__qualname__", repr(fn)), split)
         self.fn = fn
         self.static = static
-        #: static: argument key -> (FrozenGraph, what the capturing call returned)
-        self._static: OrderedDict[Any, tuple[FrozenGraph, Any]] = OrderedDict()
+        #: static: argument key -> {allocations copied in: (FrozenGraph, what the capturing
+        #: call returned)} (explicit memory: one graph per set of host-current inputs)
+        self._static: OrderedDict[Any, dict[tuple[int, ...], tuple[FrozenGraph, Any]]] = \
+            OrderedDict()
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         akey = _argument_key(args, kwargs) if self.static else None
         if akey is not None:
-            hit = self._static.get(akey)
-            if hit is not None and self._replay_static(hit[0]):
-                return hit[1]
+            hits = self._static.get(akey)
+            if hits is not None:
+                done, result = self._replay_static(hits)
+                if done:
+                    return result
         rec = self._enter()
         try:
             result = self.fn(*args, **kwargs)
@@ -398,22 +442,34 @@ class GraphFunction(_Run):
         last = self._exit(rec, False)
         if (akey is not None and last is not None and last.outcomes == ["replayed"]
                 and last.frozen[0] is not None):
-            self._static[akey] = (last.frozen[0], result)
+            frozen = last.frozen[0]
+            hits = self._static.setdefault(akey, {})
+            hits[tuple(a.id for a in frozen.copy_in)] = (frozen, result)
             if len(self._static) > _STATIC_KEYS:
                 self._static.popitem(last=False)
         return result
 
-    def _replay_static(self, frozen: FrozenGraph) -> bool:
-        """Launch a cached graph without running the body; False if that is not possible."""
+    def _replay_static(self, hits: dict[tuple[int, ...], tuple[FrozenGraph, Any]]
+                       ) -> tuple[bool, Any]:
+        """Launch the cached graph for the inputs' locations without running the body;
+        (False, None) if there is none or it cannot be launched now."""
         from ._runtime import current_runtime
 
         rt = current_runtime()
         with rt._lock:
-            if rt.recording is not None or frozen.graph.destroyed:
-                return False            # nested in a recording, or evicted from the cache
-            rt.launch_graph(frozen.name, frozen.graph, frozen.accesses)
+            if rt.recording is not None:
+                return False, None      # nested in a recording
+            frozen, result = next(iter(hits.values()))
+            if rt.memory is not None:
+                hit = hits.get(tuple(a.id for a in host_current(frozen.allocs)))
+                if hit is None:
+                    return False, None  # other inputs are host-current: record that case
+                frozen, result = hit
+            if frozen.graph.destroyed:
+                return False, None      # evicted from the cache
+            rt.launch_graph(frozen)
         self.outcome = "replayed"
-        return True
+        return True, result
 
     def clear(self) -> None:
         self._static.clear()

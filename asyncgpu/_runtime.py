@@ -177,20 +177,43 @@ class Runtime:
                 raise call.error
             return call.results
 
-    def launch_graph(self, name: str, graph: Any, accesses: list[Access]) -> None:
-        """Schedule one launch of a captured graph (``asyncgpu._recorder``) as one node whose
-        accesses are the union of the graph's."""
+    def launch_graph(self, frozen: Any) -> None:
+        """Schedule one launch of a captured graph (``asyncgpu._graph_capture.FrozenGraph``) as
+        one node whose accesses are the union of the graph's.
+
+        Explicit memory: the graph copies its ``copy_in`` allocations in itself, so they are
+        booked current on both sides before the issue (no copy node is made for them); their
+        accesses are writes, so the graph's ``DEVICE`` booking is undone afterwards for those no
+        kernel writes. If the graph is not launched after all, they are host-current again.
+        """
+        graph, accesses, copy_in = frozen.graph, frozen.accesses, frozen.copy_in
         with self._lock:
             if self._releases:
                 self._drain_releases()
             site = user_site() if self.want_sites else None
-            node = Node("graph", name, site, list(accesses))
+            node = Node("graph", frozen.name, site, list(accesses))
             if self.no_const:
                 node.accesses = [Access(a.key, a.alloc, a.lo, a.hi, True, a.label)
                                  for a in accesses]
             node.keepalive = graph
-            self.stats.graphs_replayed += 1
-            self._issue(node, graph)
+            stats = self.stats
+            stats.graphs_replayed += 1
+            if not copy_in:
+                self._issue(node, graph)
+                return
+            for alloc in copy_in:
+                alloc.location = HOST | DEVICE
+            try:
+                self._issue(node, graph)
+            except BaseException:
+                if not node.finished:       # not launched (or unknown: keep the host copy)
+                    for alloc in copy_in:
+                        alloc.location = HOST
+                raise
+            for alloc in frozen.copy_only:
+                alloc.location = HOST | DEVICE
+            stats.copies_to_device += len(copy_in)
+            stats.bytes_to_device += frozen.copy_bytes
 
     def _issue(self, node: Node, graph: Any = None) -> None:
         if self._issuing and _inside_issue():

@@ -115,9 +115,10 @@ def test_cache_is_bounded_and_destroys_evicted_graphs():
             bump(a)
         cache = current_runtime().graphs
         assert len(cache.entries) == 2
-        frozen = [e for e in cache.entries.values() if hasattr(e, "graph")]
-        assert all(not e.graph.destroyed for e in frozen)
+        frozen = [f for e in cache.entries.values() for f in e.values()]
+        assert len(frozen) == 2 and all(not f.graph.destroyed for f in frozen)
         bump(arrays[0])             # evicted: recorded again
+        assert all(f.graph.destroyed for f in frozen[:1])
         assert bump.outcome == "recorded"
         for a in arrays:
             np.testing.assert_array_equal(a.numpy(), np.full(N, 3 if a is arrays[0] else 2))

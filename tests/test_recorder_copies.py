@@ -1,0 +1,208 @@
+"""Explicit memory and the recorder: host-current inputs are copied in *inside* the graph.
+
+A replay whose inputs the host rewrote is one node (no copy node per input), its results equal
+the eager ones, a change in which inputs are host-current selects (or captures) another graph,
+and the happens-before checker sees the copies inside the graph like any other access.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from asyncgpu._array import DEVICE, HOST
+from asyncgpu._errors import RaceError
+
+from recorder_kernels import N, kernels
+
+BOTH = HOST | DEVICE
+
+
+@pytest.fixture(params=[0, 1, 2])
+def explicit(request):
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_seed=request.param, sim_strategy="random",
+                      memory="explicit"):
+        yield ag
+        ag.synchronize()
+
+
+def test_host_written_inputs_are_copied_inside_the_replayed_graph(explicit):
+    ag = explicit
+    scale, add, inc = kernels(ag)
+    x0 = np.arange(N, dtype=np.float32)
+    x, y, z, w = ag.empty(N, np.float32), *(ag.empty(N, np.float32) for _ in range(3))
+
+    @ag.graph
+    def step():
+        scale[1, N](x, y, np.float32(2), N)
+        scale[1, N](x, z, np.float32(3), N)
+        add[1, N](y, z, w, N)
+
+    for i in range(6):
+        x[...] = x0 + i                     # the host rewrites the input every iteration
+        before = ag.statistics()
+        step()
+        after = ag.statistics()
+        np.testing.assert_array_equal(w.numpy(), 5 * (x0 + i))
+        if i >= 1:
+            assert step.outcome == "replayed"
+            assert after.nodes - before.nodes == 1          # the graph, no copy node
+            assert after.copies_to_device - before.copies_to_device == 1
+            assert after.bytes_to_device - before.bytes_to_device == x.nbytes
+    assert ag.statistics().graphs_recorded == 1
+
+
+def test_after_a_replay_copy_only_inputs_are_current_on_both_sides(explicit):
+    ag = explicit
+    scale, add, inc = kernels(ag)
+    x, y = ag.empty(N, np.float32), ag.empty(N, np.float32)
+
+    @ag.graph
+    def step():
+        scale[1, N](x, y, np.float32(2), N)
+
+    for i in range(3):
+        x[...] = i
+        step()
+    assert step.outcome == "replayed"
+    assert x._alloc.location == BOTH          # copied in, not written: no copy back needed
+    assert y._alloc.location == DEVICE
+    before = ag.statistics().copies_to_host
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 2, np.float32))
+    assert ag.statistics().copies_to_host == before
+    np.testing.assert_array_equal(y.numpy(), np.full(N, 4, np.float32))
+
+
+def test_which_inputs_are_host_current_selects_the_graph(explicit):
+    """Iterations alternate between rewriting x and not: two graphs, both correct."""
+    ag = explicit
+    scale, add, inc = kernels(ag)
+    x = ag.zeros(N, np.float32)
+    y = ag.zeros(N, np.float32)
+
+    @ag.graph
+    def step():
+        inc[1, N](x, N)
+        add[1, N](x, x, y, N)
+
+    want_x = 0.0
+    outcomes = []
+    for i in range(8):
+        if i % 2 == 0:
+            x[...] = 10 * i
+            want_x = 10 * i
+        step()
+        want_x += 1
+        outcomes.append(step.outcome)
+        np.testing.assert_array_equal(x.numpy(), np.full(N, want_x, np.float32))
+        np.testing.assert_array_equal(y.numpy(), np.full(N, 2 * want_x, np.float32))
+    # the second call captures (x host-current); the third captures the other variant
+    assert outcomes == ["recorded"] + ["replayed"] * 7
+    assert ag.statistics().graphs_recorded == 2
+
+
+def test_static_replay_picks_the_graph_for_the_inputs_locations(explicit):
+    ag = explicit
+    scale, add, inc = kernels(ag)
+    x, y = ag.zeros(N, np.float32), ag.zeros(N, np.float32)
+    runs = []
+
+    @ag.graph(static=True)
+    def step(x, y):
+        runs.append(1)
+        scale[1, N](x, y, np.float32(3), N)
+
+    for i in range(4):
+        x[...] = i
+        step(x, y)
+        np.testing.assert_array_equal(y.numpy(), np.full(N, 3 * i, np.float32))
+    assert len(runs) == 2                     # recorded, captured; then no body
+    for _ in range(3):                        # x stays on the device: another graph
+        step(x, y)
+        np.testing.assert_array_equal(y.numpy(), np.full(N, 9, np.float32))
+    assert len(runs) == 3                     # one body run captures that variant
+    x[...] = 7
+    step(x, y)                                # the first variant again, no body
+    assert len(runs) == 3
+    np.testing.assert_array_equal(y.numpy(), np.full(N, 21, np.float32))
+
+
+def test_a_failed_replay_leaves_the_inputs_host_current(explicit, monkeypatch):
+    ag = explicit
+    from asyncgpu._runtime import current_runtime
+
+    scale, add, inc = kernels(ag)
+    x, y = ag.empty(N, np.float32), ag.empty(N, np.float32)
+
+    @ag.graph
+    def step():
+        scale[1, N](x, y, np.float32(2), N)
+
+    for i in range(2):
+        x[...] = i
+        step()
+    x[...] = 5
+    rt = current_runtime()
+    real = rt.streams.choose
+
+    def refuse(node, parents):
+        raise RuntimeError("injected before the launch")
+
+    monkeypatch.setattr(rt.streams, "choose", refuse)
+    with pytest.raises(RuntimeError, match="injected"):
+        step()
+    monkeypatch.setattr(rt.streams, "choose", real)
+    assert x._alloc.location == HOST          # the copy never ran: the host copy is current
+    step()
+    np.testing.assert_array_equal(y.numpy(), np.full(N, 10, np.float32))
+
+
+def test_a_dropped_copy_wait_is_caught(explicit, monkeypatch):
+    """Without the wait for the copy inside the graph, the checker reports the race."""
+    ag = explicit
+    from asyncgpu import _graph_capture
+
+    scale, add, inc = kernels(ag)
+    x, y = ag.empty(N, np.float32), ag.empty(N, np.float32)
+    real = _graph_capture._copies
+
+    def no_waits(be, launches, order, copy_in):
+        copies, needs = real(be, launches, order, copy_in)
+        return copies, [-1] * len(needs)
+
+    monkeypatch.setattr(_graph_capture, "_copies", no_waits)
+
+    @ag.graph
+    def step():
+        scale[1, N](x, y, np.float32(2), N)
+
+    x[...] = 1
+    step()
+    x[...] = 2
+    with pytest.raises(RaceError):
+        step()
+        ag.synchronize()
+
+
+def test_managed_memory_graphs_copy_nothing(managed_memory):
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_seed=0):
+        scale, add, inc = kernels(ag)
+        x, y = ag.empty(N, np.float32), ag.empty(N, np.float32)
+
+        @ag.graph
+        def step():
+            scale[1, N](x, y, np.float32(2), N)
+
+        for i in range(3):
+            x[...] = i
+            step()
+        assert step.outcome == "replayed"
+        from asyncgpu._runtime import current_runtime
+        frozen = [f for e in current_runtime().graphs.entries.values() if isinstance(e, dict)
+                  for f in e.values()]
+        assert [f.copy_in for f in frozen] == [()]
+        np.testing.assert_array_equal(y.numpy(), np.full(N, 4, np.float32))
