@@ -102,8 +102,21 @@ class DependencyTracker:
             if acc.write:
                 if live.reads and not self._drop_war:
                     self._scan_reads(live.reads, lo, hi, acc.label, found)
-                if live.writes:
-                    self._scan(live.writes, lo, hi, WAW, acc.label, found)
+                writes = live.writes
+                if len(writes) == 1:
+                    # the common case (one live writer, say the previous launch of the same
+                    # graph or kernel), without the general scan's calls
+                    elo, ehi, node = writes[0]
+                    if node.finished:
+                        writes.clear()
+                    elif elo < hi and lo < ehi:
+                        reasons = found.get(node)
+                        if reasons is None:
+                            found[node] = [(WAW, acc.label)]
+                        else:
+                            reasons.append((WAW, acc.label))
+                elif writes:
+                    self._scan(writes, lo, hi, WAW, acc.label, found)
             elif live.writes and not self._drop_raw:
                 self._scan(live.writes, lo, hi, RAW, acc.label, found)
         return found
@@ -155,9 +168,16 @@ class DependencyTracker:
             if acc.write:
                 # everything the write covers is ordered before it (it depended on them)
                 writes = live.writes
-                if writes:
-                    writes[:] = [e for e in writes if not (lo <= e[0] and e[1] <= hi)]
-                writes.append((lo, hi, node))
+                if len(writes) == 1:
+                    e = writes[0]
+                    if lo <= e[0] and e[1] <= hi:
+                        writes[0] = (lo, hi, node)
+                    else:
+                        writes.append((lo, hi, node))
+                else:
+                    if writes:
+                        writes[:] = [e for e in writes if not (lo <= e[0] and e[1] <= hi)]
+                    writes.append((lo, hi, node))
                 reads = live.reads
                 if reads:
                     for s in list(reads):

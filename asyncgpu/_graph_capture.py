@@ -49,6 +49,7 @@ from . import _graph_schedule as schedule
 from ._dag import Node
 from ._deps import Access
 from ._errors import CaptureError
+from ._memory import overwrites
 
 log = logging.getLogger("asyncgpu")
 
@@ -59,12 +60,13 @@ class FrozenGraph:
     ``copy_in``: the allocations the graph copies to the device itself (their accesses are
     writes of the whole allocation: the graph writes the device copy); ``copy_only``: those of
     them no launch writes (host and device copies are both current after a replay);
-    ``allocs``: every allocation the graph touches, once (a static replay checks that the
-    host-current ones are exactly ``copy_in``).
+    ``inputs``/``overwritten``: the allocations the graph touches, split by whether its first
+    use may read the old bytes (a static replay checks that the host-current inputs are
+    exactly ``copy_in``; an overwritten one needs no copy wherever its current copy is).
     """
 
     __slots__ = ("graph", "accesses", "launches", "events", "name", "kernels", "copy_in",
-                 "copy_only", "copy_bytes", "allocs")
+                 "copy_only", "copy_bytes", "inputs", "overwritten")
 
     def __init__(self, graph: Any, accesses: list[Access], launches: list[Any],
                  events: list[Any], name: str, copy_in: tuple[Any, ...] = ()) -> None:
@@ -78,8 +80,19 @@ class FrozenGraph:
         written = {a.key for launch in launches for a in launch.arrays if a.write}
         self.copy_only = tuple(a for a in copy_in if a.id not in written)
         self.copy_bytes = sum(a.nbytes for a in copy_in)
-        self.allocs = tuple({a.key: a.alloc for launch in launches
-                             for a in launch.arrays}.values())
+        self.inputs, self.overwritten = graph_inputs(launches)
+
+
+def graph_inputs(launches: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The allocations ``launches`` use, each once: (those whose old bytes they may read,
+    those their first use overwrites whole)."""
+    first: dict[int, Any] = {}
+    for launch in launches:
+        for a in launch.arrays:
+            first.setdefault(a.key, a)
+    inputs = tuple(a.alloc for a in first.values() if not overwrites(a))
+    overwritten = tuple(a.alloc for a in first.values() if overwrites(a))
+    return inputs, overwritten
 
 
 def dependencies(launches: list[Any], all_write: bool = False) -> list[list[int]]:

@@ -94,6 +94,14 @@ def host_write(location: int, whole: bool, dense: bool) -> tuple[bool, bool, int
     return False, False, HOST
 
 
+def overwrites(acc: Any) -> bool:
+    """Whether a device use (an ``ArrayArg``) writes every byte of its allocation without
+    reading the old ones, so no copy in is needed before it (``device_use`` with ``covers``)."""
+    if getattr(acc, "read", True) or not acc.write:
+        return False
+    return acc.lo == 0 and acc.hi == acc.alloc.nbytes and acc.array.is_c_contiguous
+
+
 def host_current(allocs: Any) -> tuple[Any, ...]:
     """The allocations among ``allocs`` (each once, in order) whose current copy is only on the
     host: what a device use must copy in first. A captured graph copies these in itself
@@ -149,13 +157,7 @@ class ExplicitMemory:
         for acc in accesses:
             alloc = acc.alloc
             if alloc.location == HOST and alloc.nbytes:
-                reads = getattr(acc, "read", True)
-                covers = False
-                if not reads:
-                    array = acc.array
-                    covers = acc.lo == 0 and acc.hi == alloc.nbytes and array.is_c_contiguous
-                copy_in, _ = device_use(HOST, reads, acc.write, covers)
-                if copy_in:
+                if not overwrites(acc):
                     self.copy(alloc, 0, alloc.nbytes, True, acc.label)
                     alloc.location = BOTH
 

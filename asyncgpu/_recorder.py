@@ -64,7 +64,7 @@ import numpy as np
 from . import _graph_calls
 from ._array import Array
 from ._errors import CaptureError, RecordingError
-from ._graph_capture import FrozenGraph, capture
+from ._graph_capture import FrozenGraph, capture, graph_inputs
 from ._memory import host_current
 
 log = logging.getLogger("asyncgpu")
@@ -320,7 +320,7 @@ def _copy_in(rt: Any, launches: list[Any]) -> tuple[Any, ...]:
     copies them in itself, so it is keyed by them); managed memory: none."""
     if rt.memory is None:
         return ()
-    return host_current({a.key: a.alloc for launch in launches for a in launch.arrays}.values())
+    return host_current(graph_inputs(launches)[0])
 
 
 # -- the public entry points ------------------------------------------------------------------
@@ -461,7 +461,7 @@ class GraphFunction(_Run):
                 return False, None      # nested in a recording
             frozen, result = next(iter(hits.values()))
             if rt.memory is not None:
-                hit = hits.get(tuple(a.id for a in host_current(frozen.allocs)))
+                hit = hits.get(tuple(a.id for a in host_current(frozen.inputs)))
                 if hit is None:
                     return False, None  # other inputs are host-current: record that case
                 frozen, result = hit

@@ -184,10 +184,14 @@ class Runtime:
         Explicit memory: the graph copies its ``copy_in`` allocations in itself, so they are
         booked current on both sides before the issue (no copy node is made for them); their
         accesses are writes, so the graph's ``DEVICE`` booking is undone afterwards for those no
-        kernel writes. If the graph is not launched after all, they are host-current again.
+        kernel writes. Host-current allocations the graph overwrites whole need no copy at
+        all. If the graph is not launched after all, they are all host-current again.
         """
-        graph, accesses, copy_in = frozen.graph, frozen.accesses, frozen.copy_in
+        graph, accesses = frozen.graph, frozen.accesses
         with self._lock:
+            copy_in = frozen.copy_in
+            if frozen.overwritten and self.memory is not None:
+                copy_in += tuple(a for a in frozen.overwritten if a.location == HOST)
             if self._releases:
                 self._drain_releases()
             site = user_site() if self.want_sites else None
@@ -212,7 +216,7 @@ class Runtime:
                 raise
             for alloc in frozen.copy_only:
                 alloc.location = HOST | DEVICE
-            stats.copies_to_device += len(copy_in)
+            stats.copies_to_device += len(frozen.copy_in)
             stats.bytes_to_device += frozen.copy_bytes
 
     def _issue(self, node: Node, graph: Any = None) -> None:

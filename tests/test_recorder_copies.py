@@ -206,3 +206,24 @@ def test_managed_memory_graphs_copy_nothing(managed_memory):
                   for f in e.values()]
         assert [f.copy_in for f in frozen] == [()]
         np.testing.assert_array_equal(y.numpy(), np.full(N, 4, np.float32))
+
+
+def test_a_host_written_output_the_graph_overwrites_is_not_copied(explicit):
+    ag = explicit
+    scale, add, inc = kernels(ag)
+    x, y = ag.empty(N, np.float32), ag.empty(N, np.float32)
+
+    @ag.graph
+    def step():
+        scale[1, N](x, y, np.float32(2), N)     # y: written whole, never read
+
+    for i in range(4):
+        x[...] = i
+        y[...] = np.nan                          # host-current, but overwritten by the graph
+        before = ag.statistics()
+        step()
+        after = ag.statistics()
+        np.testing.assert_array_equal(y.numpy(), np.full(N, 2 * i, np.float32))
+    assert step.outcome == "replayed"
+    assert after.copies_to_device - before.copies_to_device == 1       # x only
+    assert after.bytes_to_device - before.bytes_to_device == x.nbytes

@@ -89,6 +89,44 @@ def test_static_replay_skips_the_body_on_gpu():
         step.clear()
 
 
+@pytest.mark.parametrize("debug_hb", [False, True])
+def test_host_written_inputs_are_copied_inside_the_graph_on_gpu(debug_hb):
+    """Explicit memory: a replay copies the rewritten inputs itself (one node, no copy nodes),
+    the graph for "x stays on the device" is another variant, results equal eager ones."""
+    import asyncgpu as ag
+
+    with ag.configure(backend="cuda", memory="explicit", debug_hb=debug_hb):
+        square, add = _kernels(ag)
+        x, y, x1, y1, z = (ag.empty(N, np.float32) for _ in range(5))
+
+        @ag.graph
+        def step():
+            square[64, 256](x, x1, N)
+            square[64, 256](y, y1, N)
+            add[64, 256](x1, y1, z, np.float32(2), N)        # z = x^2 + 2 y^2
+
+        rng = np.random.default_rng(2)
+        start = ag.statistics().graphs_recorded
+        for i in range(8):
+            x0 = rng.random(N, dtype=np.float32)
+            x[...] = x0
+            if i in (0, 6):                                  # y host-current too
+                y0 = rng.random(N, dtype=np.float32)
+                y[...] = y0
+            before = ag.statistics()
+            step()
+            after = ag.statistics()
+            np.testing.assert_allclose(z.numpy(), x0 * x0 + np.float32(2) * (y0 * y0),
+                                       rtol=1e-6)
+            if 1 <= i <= 5:
+                assert step.outcome == "replayed"
+                assert after.nodes - before.nodes == 1
+                assert after.bytes_to_device - before.bytes_to_device == x.nbytes
+        assert step.outcome == "replayed"
+        assert ag.statistics().graphs_recorded - start == 2  # {x} and {x, y} host-current
+        step.clear()
+
+
 def test_host_read_waits_for_a_replayed_graph():
     import asyncgpu as ag
 
