@@ -93,6 +93,10 @@ class Options:
     graph_streams: Literal["opara", "nimble", "single"] = "opara"
     graph_order: Literal["topological", "opara", "ios"] = "topological"
     graph_cache: int = 64
+    #: Recorder: at most this many streams inside a captured graph (0: as many as the stream
+    #: allocation asks for); beyond it lanes are folded round-robin, which adds edges between
+    #: launches that could have run side by side and makes a wide graph cheaper to launch.
+    graph_max_streams: int = 0
     #: Recorder: time launches when a graph is captured (``opara``: each launch's
     #: memory/compute class; ``ios``: the candidate stages); off: classes from kernel
     #: attributes, and ``ios`` falls back to ``opara``.
@@ -118,6 +122,9 @@ class Options:
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"option {name} must be a positive integer; got {value!r}")
+        if not isinstance(self.graph_max_streams, int) or self.graph_max_streams < 0:
+            raise ValueError("option graph_max_streams must be 0 (no limit) or a positive "
+                             f"integer; got {self.graph_max_streams!r}")
         if not 0.0 <= self.sim_tick <= 1.0:
             raise ValueError(f"option sim_tick must be in [0, 1]; got {self.sim_tick!r}")
         unknown = set(self.test_bugs) - TEST_BUGS
@@ -172,6 +179,7 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_GRAPH_STREAMS": ("graph_streams", str),
     "ASYNCGPU_GRAPH_ORDER": ("graph_order", str),
     "ASYNCGPU_GRAPH_CACHE": ("graph_cache", int),
+    "ASYNCGPU_GRAPH_MAX_STREAMS": ("graph_max_streams", int),
     "ASYNCGPU_GRAPH_MEASURE": ("graph_measure", _flag),
     "ASYNCGPU_GRAPH_IOS_GROUP": ("graph_ios_group", int),
     "ASYNCGPU_GRAPH_IOS_GROUPS": ("graph_ios_groups", int),

@@ -126,7 +126,8 @@ def plan(rt: Any, launches: list[Any], name: str = "recording",
     if kind == "ios":
         stages = profile.ios_stages(rt, be, launches, preds, name)
         if stages is not None:
-            return schedule.stage_plan(preds, stages)
+            preds, lanes, order = schedule.stage_plan(preds, stages)
+            return preds, _fold(lanes, opts.graph_max_streams), order
         kind = "opara"
     if kind == "opara":
         attrs = getattr(be, "kernel_attributes", None)
@@ -148,7 +149,16 @@ def plan(rt: Any, launches: list[Any], name: str = "recording",
         lanes = [0] * len(launches)
     else:
         lanes = schedule.opara_streams(preds, order)
-    return preds, lanes, order
+    return preds, _fold(lanes, opts.graph_max_streams), order
+
+
+def _fold(lanes: list[int], limit: int) -> list[int]:
+    """At most ``limit`` lanes (0: no limit), folded round-robin. Safe for any folding: launches
+    are captured in a topological order, so the stream order a shared lane adds only follows
+    edges that order already respects; the cross-lane waits are computed after folding."""
+    if not limit or not lanes or max(lanes) < limit:
+        return lanes
+    return [lane % limit for lane in lanes]
 
 
 def capture(rt: Any, cache: Any, name: str, launches: list[Any],

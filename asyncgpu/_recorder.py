@@ -286,7 +286,8 @@ def finish(rt: Any, token: Any, name: str, launches: list[_Launch]) -> tuple[str
     if not launches:
         return "empty", None
     opts = rt.options
-    key = (token, opts.graph_streams, opts.graph_order, tuple(l.key for l in launches))
+    key = (token, opts.graph_streams, opts.graph_order, opts.graph_max_streams,
+           tuple(l.key for l in launches))
     with rt._lock:
         cache = graph_cache(rt)
         entry = cache.get(key)

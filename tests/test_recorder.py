@@ -232,3 +232,38 @@ def test_traces_show_replayed_graphs_as_nodes(sim):
     assert len(graphs) == 2 and all(n.name.endswith(".f") for n in graphs)
     assert all(n.stream is not None and n.end_s >= n.start_s for n in graphs)
     assert graphs[1].parents and graphs[1].parents[0][1] == "WAW"
+
+
+@pytest.mark.parametrize("order", ["topological", "opara", "ios"])
+@pytest.mark.parametrize("limit", [1, 2, 3])
+def test_graph_max_streams_folds_lanes_and_keeps_results(order, limit):
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_seed=limit, graph_order=order,
+                      graph_max_streams=limit):
+        scale, add, inc = kernels(ag)
+        xs = [ag.array(np.full(N, i, np.float32)) for i in range(6)]
+        ys = [ag.empty(N, np.float32) for _ in range(6)]
+        z = ag.empty(N, np.float32)
+
+        @ag.graph
+        def wide():
+            for x, y in zip(xs, ys):
+                scale[1, N](x, y, np.float32(2), N)       # six independent launches
+            add[1, N](ys[0], ys[5], z, N)
+
+        for i in range(3):
+            xs[0][...] = i
+            wide()
+            np.testing.assert_array_equal(z.numpy(), np.full(N, 2 * i + 10, np.float32))
+        assert wide.outcome == "replayed"
+        frozen = [f for e in ag._runtime.current_runtime().graphs.entries.values()
+                  for f in e.values()]
+        assert max(f.graph.lanes for f in frozen) <= limit + 1     # + the copy lane
+
+
+def test_graph_max_streams_is_validated():
+    from asyncgpu._config import Options
+
+    with pytest.raises(ValueError, match="graph_max_streams"):
+        Options(graph_max_streams=-1)
