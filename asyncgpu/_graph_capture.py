@@ -66,7 +66,7 @@ class FrozenGraph:
     """
 
     __slots__ = ("graph", "accesses", "launches", "events", "name", "kernels", "copy_in",
-                 "copy_only", "copy_bytes", "inputs", "overwritten")
+                 "copy_only", "copy_bytes", "inputs", "overwritten", "plan")
 
     def __init__(self, graph: Any, accesses: list[Access], launches: list[Any],
                  events: list[Any], name: str, copy_in: tuple[Any, ...] = ()) -> None:
@@ -81,6 +81,7 @@ class FrozenGraph:
         self.copy_only = tuple(a for a in copy_in if a.id not in written)
         self.copy_bytes = sum(a.nbytes for a in copy_in)
         self.inputs, self.overwritten = graph_inputs(launches)
+        self.plan: Any = None       # (preds, lanes, order) it was captured with
 
 
 def graph_inputs(launches: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -162,11 +163,13 @@ def _fold(lanes: list[int], limit: int) -> list[int]:
 
 
 def capture(rt: Any, cache: Any, name: str, launches: list[Any],
-            copy_in: tuple[Any, ...] = ()) -> FrozenGraph:
+            copy_in: tuple[Any, ...] = (), planned: Any = None) -> FrozenGraph:
     """Capture ``launches`` into a graph on the cache's lane streams (under the runtime lock);
-    the allocations of ``copy_in`` are copied to the device inside the graph."""
+    the allocations of ``copy_in`` are copied to the device inside the graph. ``planned``:
+    the (preds, lanes, order) of another variant of the same launches, reused (it does not
+    depend on which inputs are copied in, and ``opara``/``ios`` plans cost timed runs)."""
     be = _capture_backend(rt.backend)
-    preds, lanes, order = plan(rt, launches, name)
+    preds, lanes, order = planned if planned is not None else plan(rt, launches, name)
     waits = schedule.cross_waits(preds, lanes, order)
     recorded = {p for ws in waits for p in ws}
     built = [_node(rt, be, launch) for launch in launches]
@@ -241,8 +244,10 @@ def capture(rt: Any, cache: Any, name: str, launches: list[Any],
                 merged[k] = Access(a.key, a.alloc, a.lo, a.hi, a.write, a.label)
             elif a.write:
                 acc.write = True
-    return FrozenGraph(graph, list(merged.values()), launches,
-                       [fork, *events.values(), *copied, *joins], name, copy_in)
+    frozen = FrozenGraph(graph, list(merged.values()), launches,
+                         [fork, *events.values(), *copied, *joins], name, copy_in)
+    frozen.plan = (preds, lanes, order)
+    return frozen
 
 
 def _copies(be: Any, launches: list[Any], order: list[int], copy_in: tuple[Any, ...]

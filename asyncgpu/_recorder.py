@@ -261,6 +261,10 @@ class Variants(OrderedDict):
             self.move_to_end(sig)
         return frozen
 
+    def plan(self) -> Any:
+        """The schedule every variant shares (that of the most recent one)."""
+        return next(reversed(self.values())).plan if self else None
+
     def add(self, rt: Any, frozen: FrozenGraph) -> None:
         self[tuple(a.id for a in frozen.copy_in)] = frozen
         while len(self) > _VARIANTS:
@@ -295,10 +299,12 @@ def finish(rt: Any, token: Any, name: str, launches: list[_Launch]) -> tuple[str
             cache.put(key, _SEEN)
         elif entry is not _EAGER:
             copy_in = _copy_in(rt, launches)
-            frozen = entry.use(rt, copy_in) if isinstance(entry, Variants) else None
+            variants = entry if isinstance(entry, Variants) else None
+            frozen = variants.use(rt, copy_in) if variants is not None else None
             if frozen is None:
                 try:
-                    frozen = capture(rt, cache, name, launches, copy_in)
+                    frozen = capture(rt, cache, name, launches, copy_in,
+                                     variants.plan() if variants else None)
                 except CaptureError as exc:
                     warnings.warn(f"asyncgpu: the recording of '{name}' could not be captured "
                                   f"into a CUDA graph ({exc}); it runs eagerly", stacklevel=4)
