@@ -59,50 +59,16 @@ import warnings
 from collections import OrderedDict
 from typing import Any, Callable
 
-import numpy as np
-
 from . import _graph_calls
-from ._array import Array
 from ._errors import CaptureError, RecordingError
 from ._graph_capture import FrozenGraph, capture, graph_inputs
 from ._memory import host_current
+from ._recording_keys import Launch, LaunchMemo, RecordingKey, argument_key
 
 log = logging.getLogger("asyncgpu")
 _tokens = itertools.count(1)
 _SEEN = "seen"                  # a key seen once: next time it is captured
 _EAGER = "eager"                # a key whose capture failed: always issued eagerly
-
-
-class _Launch:
-    """One deferred kernel launch: what to issue eagerly, to capture, and its key."""
-
-    __slots__ = ("launcher", "args", "arrays", "values", "site", "key")
-
-    def __init__(self, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
-                 values: list[Any], site: str | None) -> None:
-        self.launcher = launcher
-        self.args = args
-        self.arrays = arrays
-        self.values = values
-        self.site = site
-        parts: list[Any] = []
-        for v in values:
-            t = type(v)
-            if t is int:
-                parts.append(v)
-            elif isinstance(v, Array):
-                parts.append((v._alloc.id, v._lo, v._hi, v.shape, v.strides, v.dtype))
-            elif isinstance(v, np.generic):
-                # exact bits: -0.0 and 0.0, or two NaN payloads, are different keys
-                parts.append((t, v.tobytes()))
-            else:
-                parts.append((t, repr(v)))
-        self.key = (launcher.kernel, launcher.grid3, launcher.block3, launcher.shared,
-                    tuple(parts))
-
-    def issue(self, rt: Any) -> None:
-        """Issue it eagerly (one kernel node)."""
-        rt.launch_kernel(self.launcher, self.args)
 
 
 class Recording:
@@ -114,14 +80,14 @@ class Recording:
     """
 
     __slots__ = ("runtime", "token", "name", "thread", "launches", "failed", "eager", "split",
-                 "segment", "calls", "outcomes", "frozen")
+                 "segment", "calls", "outcomes", "frozen", "memo", "remembered")
 
     def __init__(self, runtime: Any, token: Any, name: str, split: bool) -> None:
         self.runtime = runtime
         self.token = token
         self.name = name
         self.thread = threading.get_ident()
-        self.launches: list[_Launch] = []
+        self.launches: list[Launch] = []
         self.failed = False         # a refused operation: not cached
         self.eager = False          # fell back to eager execution (a library call)
         self.split = split
@@ -129,14 +95,30 @@ class Recording:
         self.calls = 0              # library calls deferred in this segment (their position)
         self.outcomes: list[str] = []
         self.frozen: list[Any] = []     # per segment: the FrozenGraph launched, or None
+        self.memo: LaunchMemo | None = None     # the segment's previous run
+        self.remembered = 0                     # launches of this segment taken from it
+        self._remember()
+
+    def _remember(self) -> None:
+        cache = self.runtime.graphs
+        self.memo = (cache.memo.get((self.token, self.segment)) if cache is not None
+                     else None)
+        self.remembered = 0
 
     # -- hooks the runtime calls (under its lock) -------------------------------------------
     def kernel(self, launcher: Any, args: tuple[Any, ...], site: str | None) -> bool:
         """Defer one launch; False when the launch is another thread's (issue it normally)."""
         if threading.get_ident() != self.thread:
             return False
+        memo = self.memo
+        if memo is not None:
+            same = memo.match(len(self.launches), launcher, args)
+            if same is not None:
+                self.launches.append(same)      # validated and keyed last time
+                self.remembered += 1
+                return True
         arrays, values = launcher.kernel.bind(self.runtime, args, site)
-        self.launches.append(_Launch(launcher, args, arrays, values, site))
+        self.launches.append(Launch(launcher, args, arrays, values, site))
         return True
 
     def refuse(self, what: str) -> None:
@@ -184,13 +166,18 @@ class Recording:
         """Finish the launches deferred so far (issue, capture or replay them)."""
         rt = self.runtime
         launches, self.launches = self.launches, []
+        memo = self.memo
+        same = (memo is not None and self.remembered == len(launches) == len(memo.launches)
+                and launches)
         rt.recording = None
         try:
-            outcome, frozen = finish(rt, (self.token, self.segment), self.name, launches)
+            outcome, frozen = finish(rt, (self.token, self.segment), self.name, launches,
+                                     memo.key if same else None)
         finally:
             rt.recording = self
         self.segment += 1
         self.calls = 0
+        self._remember()
         if outcome != "empty":
             self.outcomes.append(outcome)
             self.frozen.append(frozen)
@@ -211,6 +198,8 @@ class GraphCache:
         #: Result arrays of captured library calls, per (recording segment, position, call):
         #: the same arrays at every run (``asyncgpu._graph_calls``).
         self.results: OrderedDict[Any, Any] = OrderedDict()
+        #: The previous run of each recording segment (``asyncgpu._recording_keys``).
+        self.memo: OrderedDict[Any, LaunchMemo] = OrderedDict()
 
     def get(self, key: Any) -> Any:
         entry = self.entries.get(key)
@@ -231,12 +220,14 @@ class GraphCache:
 
     def clear(self, token: Any = None) -> None:
         """Destroy the graphs (of one recorder, or all) and forget their keys."""
-        for key in [k for k in self.entries if token is None or k[0][0] == token]:
+        for key in [k for k in self.entries if token is None or k.token[0] == token]:
             entry = self.entries.pop(key)
             if isinstance(entry, Variants):
                 self._destroy(entry)
         for key in [k for k in self.results if token is None or k[0][0] == token]:
             del self.results[key]
+        for key in [k for k in self.memo if token is None or k[0] == token]:
+            del self.memo[key]
 
     def _destroy(self, variants: Variants) -> None:
         for frozen in variants.values():
@@ -265,6 +256,10 @@ class Variants(OrderedDict):
         """The schedule every variant shares (that of the most recent one)."""
         return next(reversed(self.values())).plan if self else None
 
+    def inputs(self) -> tuple[Any, ...]:
+        """The allocations whose old bytes the graphs read (the same in every variant)."""
+        return next(reversed(self.values())).inputs if self else ()
+
     def add(self, rt: Any, frozen: FrozenGraph) -> None:
         self[tuple(a.id for a in frozen.copy_in)] = frozen
         while len(self) > _VARIANTS:
@@ -284,22 +279,32 @@ def graph_cache(rt: Any) -> GraphCache:
 
 
 # -- what to do with a finished recording -----------------------------------------------------
-def finish(rt: Any, token: Any, name: str, launches: list[_Launch]) -> tuple[str, Any]:
+def finish(rt: Any, token: Any, name: str, launches: list[Launch],
+           key: RecordingKey | None = None) -> tuple[str, Any]:
     """Issue, capture or replay a recording's launches; returns what was done, and the
-    :class:`FrozenGraph` launched (None when the launches were issued eagerly)."""
+    :class:`FrozenGraph` launched (None when the launches were issued eagerly). ``key``: the
+    key of the previous run, when every launch is the remembered one (``LaunchMemo``)."""
     if not launches:
         return "empty", None
     opts = rt.options
-    key = (token, opts.graph_streams, opts.graph_order, opts.graph_max_streams,
-           tuple(l.key for l in launches))
+    if key is None or key.parts[0] != (opts.graph_streams, opts.graph_order,
+                                       opts.graph_max_streams):
+        key = RecordingKey(token, ((opts.graph_streams, opts.graph_order,
+                                    opts.graph_max_streams), tuple(l.key for l in launches)))
     with rt._lock:
         cache = graph_cache(rt)
+        memo = cache.memo
+        memo[token] = LaunchMemo(launches, key)
+        memo.move_to_end(token)
+        if len(memo) > opts.graph_cache:
+            memo.popitem(last=False)    # (it keeps the last run's arrays alive)
         entry = cache.get(key)
         if entry is None:
             cache.put(key, _SEEN)
         elif entry is not _EAGER:
-            copy_in = _copy_in(rt, launches)
             variants = entry if isinstance(entry, Variants) else None
+            copy_in = (host_current(variants.inputs()) if variants and rt.memory is not None
+                       else _copy_in(rt, launches))
             frozen = variants.use(rt, copy_in) if variants is not None else None
             if frozen is None:
                 try:
@@ -433,7 +438,7 @@ class GraphFunction(_Run):
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        akey = _argument_key(args, kwargs) if self.static else None
+        akey = argument_key(args, kwargs) if self.static else None
         if akey is not None:
             hits = self._static.get(akey)
             if hits is not None:
@@ -488,30 +493,6 @@ class GraphFunction(_Run):
 
 #: Argument keys a static graph function remembers (least recently added dropped first).
 _STATIC_KEYS = 64
-
-
-def _argument_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """What identifies a static call: arrays by allocation, extent, shape, strides and dtype;
-    numbers by type and exact value; None if an argument is anything else."""
-    try:
-        return (tuple(_value_key(a) for a in args),
-                tuple((k, _value_key(v)) for k, v in sorted(kwargs.items())))
-    except TypeError:
-        return None
-
-
-def _value_key(v: Any) -> Any:
-    if isinstance(v, Array):
-        return ("A", v._alloc.id, v._lo, v._hi, v.shape, v.strides, v.dtype.str)
-    if isinstance(v, (bool, int, str, type(None), np.integer, np.bool_)):
-        return (type(v), v)
-    if isinstance(v, (float, np.floating)):
-        return (type(v), float(v).hex())          # exact bits: -0.0 and 0.0 differ
-    if isinstance(v, (complex, np.complexfloating)):
-        return (type(v), complex(v).real.hex(), complex(v).imag.hex())
-    if isinstance(v, tuple):
-        return ("T",) + tuple(_value_key(x) for x in v)
-    raise TypeError(f"no static key for {type(v).__name__}")
 
 
 _sites: dict[tuple[str, int], Any] = {}

@@ -1,0 +1,128 @@
+"""The recorder's memo of the previous run (``asyncgpu._recording_keys``): a launch taken from
+it has exactly the key full keying gives, and everything that must be keyed again is."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from asyncgpu import _recorder
+from asyncgpu._errors import FreedArrayError
+from asyncgpu._recording_keys import LaunchMemo
+
+from recorder_kernels import N, kernels
+
+
+@pytest.fixture
+def keys_checked(monkeypatch):
+    """Every remembered key handed to ``finish`` is compared with the full key."""
+    checked = []
+    real = _recorder.finish
+
+    def finish(rt, token, name, launches, key=None):
+        if key is not None:
+            full = tuple(launch.key for launch in launches)
+            assert key.parts[1] == full and key.token == token
+            checked.append(token)
+        return real(rt, token, name, launches, key)
+
+    monkeypatch.setattr(_recorder, "finish", finish)
+    return checked
+
+
+SCALARS = [2, 3, 2.5, 0.0, -0.0, float("nan"), np.float32(2), np.float32(0), np.float32(-0.0),
+           np.int32(2), True]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(calls=st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3), st.sampled_from(SCALARS)),
+                      min_size=1, max_size=12),
+       views=st.booleans())
+def test_remembered_runs_equal_fully_keyed_runs(keys_checked, calls, views):
+    """The same random calls with and without the memo: same outcomes, same results, and
+    every remembered key equal to the full one."""
+    import asyncgpu as ag
+
+    def run(memo: bool):
+        outcomes, results = [], []
+        with ag.configure(backend="sim", sim_seed=0, sim_strategy="eager"):
+            scale, add, inc = kernels(ag)
+            base = ag.array(np.arange(2 * N, dtype=np.float32))
+            arrays = [base[:N], base[N:], ag.zeros(N, np.float32), ag.zeros(N, np.float32)]
+
+            @ag.graph
+            def step(i, j, a):
+                src = arrays[i][:] if views else arrays[i]       # a new view object per call
+                if i != j:
+                    scale[1, N](src, arrays[j], np.float32(a), N)
+                inc[1, N](arrays[j], N)
+
+            if not memo:
+                orig = LaunchMemo.match
+                LaunchMemo.match = lambda self, *a: None
+            try:
+                for i, j, a in calls:
+                    step(i, j, a)
+                    outcomes.append(step.outcome)
+                    results.append([x.numpy().tobytes() for x in arrays])
+            finally:
+                if not memo:
+                    LaunchMemo.match = orig
+        return outcomes, results
+
+    assert run(True) == run(False)
+
+
+def test_repeated_identical_calls_use_the_remembered_key(sim, keys_checked):
+    ag = sim
+    scale, add, inc = kernels(ag)
+    x, y = ag.ones(N, np.float32), ag.empty(N, np.float32)
+
+    @ag.graph
+    def step(a):
+        scale[1, N](x, y, a, N)
+        inc[1, N](y, N)
+
+    for _ in range(4):
+        step(np.float32(2))
+    assert step.outcome == "replayed" and len(keys_checked) == 3
+    np.testing.assert_array_equal(y.numpy(), np.full(N, 3, np.float32))
+
+
+def test_signed_zero_scalars_are_different_keys(sim):
+    ag = sim
+    scale, add, inc = kernels(ag)
+    x, y = ag.ones(N, np.float32), ag.empty(N, np.float32)
+
+    @ag.graph
+    def step(a):
+        scale[1, N](x, y, a, N)
+
+    outcomes = []
+    for a in (0.0, 0.0, 0.0, -0.0):
+        step(a)
+        outcomes.append(step.outcome)
+    assert outcomes == ["recorded", "replayed", "replayed", "recorded"]
+    assert np.signbit(y.numpy()).all()
+
+
+def test_a_freed_array_is_refused_not_remembered(sim):
+    ag = sim
+    scale, add, inc = kernels(ag)
+    x, y = ag.ones(N, np.float32), ag.empty(N, np.float32)
+
+    @ag.graph
+    def step():
+        scale[1, N](x, y, np.float32(2), N)
+
+    step()
+    step()
+    ag.synchronize()
+    y.free()
+    with pytest.raises(FreedArrayError):
+        step()
+    z = ag.empty(N, np.float32)
+    scale[1, N](x, z, np.float32(4), N)     # the runtime is still usable
+    np.testing.assert_array_equal(z.numpy(), np.full(N, 4, np.float32))
