@@ -184,7 +184,11 @@ class Array(ArrayOperators):
 
     def describe(self) -> str:
         """``float32[1024]``: the dtype and shape, as error messages name arrays."""
-        return describe(self.dtype, self.shape)
+        # cached: every host access labels its node with it, and NumPy's dtype.name is slow
+        text = self._cache.get("describe")
+        if text is None:
+            text = self._cache["describe"] = describe(self.dtype, self.shape)
+        return text
 
     def __len__(self) -> int:
         if not self.shape:

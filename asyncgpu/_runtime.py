@@ -195,7 +195,7 @@ class Runtime:
             if self._releases:
                 self._drain_releases()
             site = user_site() if self.want_sites else None
-            node = Node("graph", frozen.name, site, list(accesses))
+            node = Node("graph", frozen.name, site, accesses)     # (shared: never mutated)
             if self.no_const:
                 node.accesses = [Access(a.key, a.alloc, a.lo, a.hi, True, a.label)
                                  for a in accesses]
