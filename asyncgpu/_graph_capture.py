@@ -26,7 +26,7 @@ each lane waits for the copy of an allocation before its first launch that uses 
 are one chain, so one wait covers every earlier copy). A replay then moves its inputs without a
 node of its own per copy, and the copies overlap the branches that do not need them, as a
 hand-written graph's transfers would. Such a graph is only valid while the same allocations are
-host-current: the recorder keys graphs by that set (``asyncgpu._memory.host_current``).
+host-current: the recorder keeps one graph per such set (its *variants*, sharing one plan).
 
 The result is a
 :class:`FrozenGraph`: the backend's graph, the union of the launches' accesses (what the replay

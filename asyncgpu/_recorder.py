@@ -8,7 +8,8 @@ runtime's launch entry point hands them to the active :class:`Recording` instead
 them. When the body ends, the deferred sequence is the *key*: for each launch the kernel, its
 launch configuration, every array argument's allocation identity, byte range, shape, dtype and
 strides, and every scalar value (so a different scalar, a rebound array or a different branch
-of the body is a different key). Then, per key, deterministically:
+of the body is a different key; a run that repeats the previous one's launches with the same
+objects reuses its key, see :mod:`asyncgpu._recording_keys`). Then, per key, deterministically:
 
 * first time seen: the launches are issued eagerly, one node each (as without the recorder);
 * second time: the launches are captured into a graph (streams and launch order from
@@ -16,11 +17,13 @@ of the body is a different key). Then, per key, deterministically:
   is launched; every later time the graph is launched again.
 
 A launched graph is **one node** of the dynamic DAG whose accesses are the union of the
-recorded reads and writes: it waits for the unfinished nodes it conflicts with, host access to
-its arrays waits for it, and host-current arrays are prefetched on its stream before it
-(prefetches cannot be captured). Graphs live in a per-runtime LRU cache of
-``Options.graph_cache`` entries; an evicted graph is destroyed (after its last launch). A graph
-keeps every array it touches alive as long as it exists.
+recorded reads and writes: it waits for the unfinished nodes it conflicts with and host access
+to its arrays waits for it. Host-current inputs are copied in by the graph itself with explicit
+memory (a key then has up to :data:`_VARIANTS` graphs, one per set of host-current inputs,
+sharing one schedule) and prefetched on its stream before it with managed memory (prefetches
+cannot be captured). Keys live in a per-runtime LRU cache of ``Options.graph_cache`` entries;
+an evicted key's graphs are destroyed (after their last launch). A graph keeps every array it
+touches alive as long as it exists.
 
 Hazards, and what happens:
 
@@ -245,8 +248,9 @@ class Variants(OrderedDict):
     managed memory has one variant). The least recently used is destroyed beyond
     :data:`_VARIANTS`."""
 
-    def use(self, rt: Any, copy_in: tuple[Any, ...]) -> FrozenGraph | None:
-        sig = tuple(a.id for a in copy_in)
+    def use(self, copy_in: tuple[Any, ...]) -> FrozenGraph | None:
+        """The graph that copies in exactly ``copy_in``, if captured."""
+        sig = copy_key(copy_in)
         frozen = self.get(sig)
         if frozen is not None:
             self.move_to_end(sig)
@@ -261,7 +265,7 @@ class Variants(OrderedDict):
         return next(reversed(self.values())).inputs if self else ()
 
     def add(self, rt: Any, frozen: FrozenGraph) -> None:
-        self[tuple(a.id for a in frozen.copy_in)] = frozen
+        self[copy_key(frozen.copy_in)] = frozen
         while len(self) > _VARIANTS:
             _, old = self.popitem(last=False)
             rt.backend.graph_destroy(old.graph)
@@ -269,6 +273,11 @@ class Variants(OrderedDict):
 
 #: Graphs kept per key, one per set of host-current inputs (explicit memory).
 _VARIANTS = 4
+
+
+def copy_key(allocs: tuple[Any, ...]) -> tuple[int, ...]:
+    """What tells the variants of one key apart: the ids of the allocations copied in."""
+    return tuple(a.id for a in allocs)
 
 
 def graph_cache(rt: Any) -> GraphCache:
@@ -305,7 +314,7 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
             variants = entry if isinstance(entry, Variants) else None
             copy_in = (host_current(variants.inputs()) if variants and rt.memory is not None
                        else _copy_in(rt, launches))
-            frozen = variants.use(rt, copy_in) if variants is not None else None
+            frozen = variants.use(copy_in) if variants is not None else None
             if frozen is None:
                 try:
                     frozen = capture(rt, cache, name, launches, copy_in,
@@ -328,8 +337,8 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
 
 
 def _copy_in(rt: Any, launches: list[Any]) -> tuple[Any, ...]:
-    """Explicit memory: the host-current allocations the launches use (a graph captured now
-    copies them in itself, so it is keyed by them); managed memory: none."""
+    """Explicit memory: the host-current allocations whose old bytes the launches read (a
+    graph captured now copies them in itself, so they choose the variant); managed: none."""
     if rt.memory is None:
         return ()
     return host_current(graph_inputs(launches)[0])
@@ -456,7 +465,9 @@ class GraphFunction(_Run):
                 and last.frozen[0] is not None):
             frozen = last.frozen[0]
             hits = self._static.setdefault(akey, {})
-            hits[tuple(a.id for a in frozen.copy_in)] = (frozen, result)
+            hits[copy_key(frozen.copy_in)] = (frozen, result)
+            if len(hits) > _VARIANTS:         # (as the cache's variants: oldest first)
+                del hits[next(iter(hits))]
             if len(self._static) > _STATIC_KEYS:
                 self._static.popitem(last=False)
         return result
@@ -473,7 +484,7 @@ class GraphFunction(_Run):
                 return False, None      # nested in a recording
             frozen, result = next(iter(hits.values()))
             if rt.memory is not None:
-                hit = hits.get(tuple(a.id for a in host_current(frozen.inputs)))
+                hit = hits.get(copy_key(host_current(frozen.inputs)))
                 if hit is None:
                     return False, None  # other inputs are host-current: record that case
                 frozen, result = hit
