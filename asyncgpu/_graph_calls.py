@@ -136,7 +136,7 @@ def defer(recording: Any, call: LibraryCall, site: str | None,
     sig = _signature(call)
     if sig is None:
         return None, None, "its arguments cannot be keyed"
-    from ._recorder import graph_cache
+    from ._graph_cache import graph_cache
 
     cache = graph_cache(rt)
     key = ((recording.token, recording.segment), recording.calls, sig)

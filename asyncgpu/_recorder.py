@@ -19,7 +19,7 @@ objects reuses its key, see :mod:`asyncgpu._recording_keys`). Then, per key, det
 A launched graph is **one node** of the dynamic DAG whose accesses are the union of the
 recorded reads and writes: it waits for the unfinished nodes it conflicts with and host access
 to its arrays waits for it. Host-current inputs are copied in by the graph itself with explicit
-memory (a key then has up to :data:`_VARIANTS` graphs, one per set of host-current inputs,
+memory (a key then has up to ``VARIANTS`` graphs, one per set of host-current inputs,
 sharing one schedule) and prefetched on its stream before it with managed memory (prefetches
 cannot be captured). Keys live in a per-runtime LRU cache of ``Options.graph_cache`` entries;
 an evicted key's graphs are destroyed (after their last launch). A graph keeps every array it
@@ -66,6 +66,7 @@ from . import _graph_calls
 from ._errors import CaptureError, RecordingError
 from ._graph_capture import FrozenGraph, capture, graph_inputs
 from ._memory import host_current
+from ._graph_cache import VARIANTS, Variants, copy_key, graph_cache
 from ._recording_keys import Launch, LaunchMemo, RecordingKey, argument_key
 
 log = logging.getLogger("asyncgpu")
@@ -189,102 +190,6 @@ class Recording:
 def issue_eagerly(rt: Any, launches: list[Any]) -> None:
     for launch in launches:
         launch.issue(rt)
-
-
-class GraphCache:
-    """Per-runtime LRU of keys seen and graphs captured, plus the capture streams."""
-
-    def __init__(self, runtime: Any) -> None:
-        self.runtime = runtime
-        self.entries: OrderedDict[Any, Any] = OrderedDict()
-        self.lanes: list[Any] = []
-        #: Result arrays of captured library calls, per (recording segment, position, call):
-        #: the same arrays at every run (``asyncgpu._graph_calls``).
-        self.results: OrderedDict[Any, Any] = OrderedDict()
-        #: The previous run of each recording segment (``asyncgpu._recording_keys``).
-        self.memo: OrderedDict[Any, LaunchMemo] = OrderedDict()
-
-    def get(self, key: Any) -> Any:
-        entry = self.entries.get(key)
-        if entry is not None:
-            self.entries.move_to_end(key)
-        return entry
-
-    def put(self, key: Any, entry: Any) -> None:
-        old = self.entries.pop(key, None)
-        if isinstance(old, Variants) and old is not entry:
-            self._destroy(old)
-        self.entries[key] = entry
-        limit = self.runtime.options.graph_cache
-        while len(self.entries) > limit:
-            _, evicted = self.entries.popitem(last=False)
-            if isinstance(evicted, Variants):
-                self._destroy(evicted)
-
-    def clear(self, token: Any = None) -> None:
-        """Destroy the graphs (of one recorder, or all) and forget their keys."""
-        for key in [k for k in self.entries if token is None or k.token[0] == token]:
-            entry = self.entries.pop(key)
-            if isinstance(entry, Variants):
-                self._destroy(entry)
-        for key in [k for k in self.results if token is None or k[0][0] == token]:
-            del self.results[key]
-        for key in [k for k in self.memo if token is None or k[0] == token]:
-            del self.memo[key]
-
-    def _destroy(self, variants: Variants) -> None:
-        for frozen in variants.values():
-            self.runtime.backend.graph_destroy(frozen.graph)
-
-    def lane(self, i: int) -> Any:
-        while len(self.lanes) <= i:
-            self.lanes.append(self.runtime.backend.create_stream())
-        return self.lanes[i]
-
-
-class Variants(OrderedDict):
-    """The graphs of one key, per set of allocations they copy in (explicit memory: a graph
-    is valid only while the same inputs are host-current, see ``asyncgpu._graph_capture``;
-    managed memory has one variant). The least recently used is destroyed beyond
-    :data:`_VARIANTS`."""
-
-    def use(self, copy_in: tuple[Any, ...]) -> FrozenGraph | None:
-        """The graph that copies in exactly ``copy_in``, if captured."""
-        sig = copy_key(copy_in)
-        frozen = self.get(sig)
-        if frozen is not None:
-            self.move_to_end(sig)
-        return frozen
-
-    def plan(self) -> Any:
-        """The schedule every variant shares (that of the most recent one)."""
-        return next(reversed(self.values())).plan if self else None
-
-    def inputs(self) -> tuple[Any, ...]:
-        """The allocations whose old bytes the graphs read (the same in every variant)."""
-        return next(reversed(self.values())).inputs if self else ()
-
-    def add(self, rt: Any, frozen: FrozenGraph) -> None:
-        self[copy_key(frozen.copy_in)] = frozen
-        while len(self) > _VARIANTS:
-            _, old = self.popitem(last=False)
-            rt.backend.graph_destroy(old.graph)
-
-
-#: Graphs kept per key, one per set of host-current inputs (explicit memory).
-_VARIANTS = 4
-
-
-def copy_key(allocs: tuple[Any, ...]) -> tuple[int, ...]:
-    """What tells the variants of one key apart: the ids of the allocations copied in."""
-    return tuple(a.id for a in allocs)
-
-
-def graph_cache(rt: Any) -> GraphCache:
-    cache = rt.graphs
-    if cache is None:
-        cache = rt.graphs = GraphCache(rt)
-    return cache
 
 
 # -- what to do with a finished recording -----------------------------------------------------
@@ -466,7 +371,7 @@ class GraphFunction(_Run):
             frozen = last.frozen[0]
             hits = self._static.setdefault(akey, {})
             hits[copy_key(frozen.copy_in)] = (frozen, result)
-            if len(hits) > _VARIANTS:         # (as the cache's variants: oldest first)
+            if len(hits) > VARIANTS:         # (as the cache's variants: oldest first)
                 del hits[next(iter(hits))]
             if len(self._static) > _STATIC_KEYS:
                 self._static.popitem(last=False)
