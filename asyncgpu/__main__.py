@@ -53,6 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--inputs", choices=("streaming", "resident"), default="streaming")
     b.add_argument("--iterations", type=int, default=None, help="timed iterations (default 20)")
     b.add_argument("--warmup", type=int, default=3, help="untimed iterations first (default 3)")
+    b.add_argument("--rounds", type=int, default=1,
+                   help="split each mode's timed iterations into this many blocks taken in "
+                        "turn with the other modes' (default 1: one mode after the other)")
     b.add_argument("--json", default=None, help="write every iteration's time here")
     b.add_argument("--plot", default=None, help="write a speedup plot (PNG) here")
     b.add_argument("--metrics", action="store_true",
@@ -271,7 +274,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
                     results += harness.bench_workload(
                         ag, WORKLOADS[name], scale, modes, blocks, num_blocks, warmup,
                         iterations, args.inputs, lambda: progress.advance(task),
-                        metrics=args.metrics, bounds=want_bounds, bandwidth=bandwidth)
+                        metrics=args.metrics, bounds=want_bounds, bandwidth=bandwidth,
+                        rounds=max(1, min(args.rounds, iterations)))
     bandwidth = bandwidths.get(memories[0])
     table = Table(title=f"asyncgpu bench: scale={scale}, inputs={args.inputs}, "
                         f"backend={'cuda' if on_gpu else 'sim'}, medians of {iterations}")

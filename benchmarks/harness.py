@@ -1,7 +1,8 @@
 """The benchmark harness: every workload in every mode, side by side, checked every time.
 
 Per workload, scale and block size, each mode runs ``warmup`` untimed iterations (they include
-compilation) then ``iterations`` timed ones; before every iteration the host rewrites the inputs
+compilation) then ``iterations`` timed ones (with ``rounds`` > 1 in that many blocks, the modes'
+blocks taken in turn, so a slow spell of the host is shared by every mode: ``run_modes``); before every iteration the host rewrites the inputs
 (``reset``, untimed), which puts the host-to-device transfer inside the timed region as in the
 GrCUDA paper (``--inputs streaming``); with ``--inputs resident`` the inputs are rewritten once
 and prefetched, so only the kernels are timed. A result that fails its check reports FAIL and no
@@ -100,50 +101,126 @@ def _close(a: Any, b: Any, rtol: float) -> bool:
                             atol=rtol, equal_nan=True))
 
 
+class ModeRun:
+    """One mode of one workload and block size: set up once (captures, recordings), then timed
+    in one or more blocks of iterations (``rounds`` interleave the modes' blocks), then closed.
+
+    Setup, every block and ``close`` each run under the mode's ``execution`` option. With
+    resident inputs every block starts with the inputs rewritten and one untimed iteration, so
+    no timed iteration pays for a transfer another mode's block caused.
+    """
+
+    def __init__(self, ag: Any, wl: Any, mode: str, block: Any, num_blocks: int, inputs: str,
+                 hand: Any) -> None:
+        self.ag, self.wl, self.mode, self.hand = ag, wl, mode, hand
+        self.block, self.num_blocks, self.inputs = block, num_blocks, inputs
+        self.execution = "sync" if mode == "serial" else "async"
+        self.result: Any = None
+        self.schedule: Any = None
+        self.recorded: Any = None
+        with ag.configure(execution=self.execution):
+            if mode == "cudagraph":
+                self.schedule = getattr(wl, "run_cudagraph", wl.run_handopt)
+                if inputs == "resident":
+                    wl.reset()
+                    ag.synchronize()
+                _capture(ag, wl, self.schedule, hand, block, num_blocks, inputs)
+            if mode in ("recorded", "recorded_static"):
+                self.recorded = (static_runner(ag, wl) if mode == "recorded_static" else
+                                 getattr(wl, "run_recorded", None)
+                                 or ag.graph(wl.run, split=True))
+                if inputs == "resident":
+                    wl.reset()
+                    ag.synchronize()
+                for _ in range(2):  # untimed: record, then capture (as cudagraph's capture)
+                    _prepare(ag, wl, inputs)
+                    self.recorded(block, num_blocks)
+
+    def iterations(self, count: int, warmup: int = 0) -> list[float]:
+        """``warmup`` untimed iterations, then ``count`` timed ones; their seconds."""
+        ag, wl, inputs = self.ag, self.wl, self.inputs
+        times: list[float] = []
+        with ag.configure(execution=self.execution):
+            if inputs == "resident":
+                wl.reset()
+                ag.synchronize()
+                warmup = max(warmup, 1)     # the rewritten inputs move before the timing
+            for it in range(warmup + count):
+                _prepare(ag, wl, inputs)
+                t0 = time.perf_counter()
+                self.result = self._once()
+                elapsed = time.perf_counter() - t0
+                if it >= warmup:
+                    times.append(elapsed)
+        return times
+
+    def _once(self) -> Any:
+        mode, wl, hand, block, nb = self.mode, self.wl, self.hand, self.block, self.num_blocks
+        if mode == "handopt":
+            hand.begin()
+            return wl.run_handopt(hand, block, nb)
+        if mode == "cudagraph":
+            return hand.replay(self.schedule, block, nb)
+        if self.recorded is not None:
+            return self.recorded(block, nb)
+        return wl.run(block, nb)
+
+    def close(self) -> None:
+        """Destroy what setup captured."""
+        with self.ag.configure(execution=self.execution):
+            if self.mode == "cudagraph":
+                self.hand.release()
+            if self.recorded is not None and hasattr(self.recorded, "clear"):
+                self.recorded.clear()
+
+
 def run_mode(ag: Any, wl: Any, mode: str, block: Any, num_blocks: int, warmup: int,
              iterations: int, inputs: str, hand: Any) -> tuple[list[float], Any]:
-    """Run one mode; returns the timed iterations and the last result."""
-    times: list[float] = []
-    result = None
-    execution = "sync" if mode == "serial" else "async"
-    with ag.configure(execution=execution):
-        if inputs == "resident":
-            wl.reset()
-            ag.synchronize()
-        if mode == "cudagraph":
-            schedule = getattr(wl, "run_cudagraph", wl.run_handopt)
-            _capture(ag, wl, schedule, hand, block, num_blocks, inputs)
-        recorded = None
-        if mode in ("recorded", "recorded_static"):
-            recorded = (static_runner(ag, wl) if mode == "recorded_static" else
-                        getattr(wl, "run_recorded", None) or ag.graph(wl.run, split=True))
-            for _ in range(2):      # untimed: record, then capture (as cudagraph's capture)
-                _prepare(ag, wl, inputs)
-                recorded(block, num_blocks)
-        for it in range(warmup + iterations):
-            if inputs == "streaming":
-                wl.reset()
-            elif hasattr(wl, "reset_accumulators"):
-                wl.reset_accumulators()
-            ag.synchronize()
-            t0 = time.perf_counter()
-            if mode == "handopt":
-                hand.begin()
-                result = wl.run_handopt(hand, block, num_blocks)
-            elif mode == "cudagraph":
-                result = hand.replay(schedule, block, num_blocks)
-            elif recorded is not None:
-                result = recorded(block, num_blocks)
-            else:
-                result = wl.run(block, num_blocks)
-            elapsed = time.perf_counter() - t0
-            if it >= warmup:
-                times.append(elapsed)
-        if mode == "cudagraph":
-            hand.release()
-        if recorded is not None and hasattr(recorded, "clear"):
-            recorded.clear()
-    return times, result
+    """Run one mode on its own; returns the timed iterations and the last result."""
+    run = ModeRun(ag, wl, mode, block, num_blocks, inputs, hand)
+    try:
+        times = run.iterations(iterations, warmup)
+    finally:
+        run.close()
+    return times, run.result
+
+
+def run_modes(ag: Any, wl: Any, modes: tuple[str, ...], block: Any, num_blocks: int,
+              warmup: int, iterations: int, inputs: str, hands: dict[str, Any], rounds: int,
+              ) -> dict[str, tuple[list[float], Any, str | None]]:
+    """Every mode of one cell, their timed iterations split into ``rounds`` blocks taken in
+    turn (mode order rotated each round), so a slow spell of the host lands on every mode
+    rather than on one; per mode (times, last result, error or None). ``rounds=1`` runs each
+    mode's iterations in one block, one mode after the other."""
+    out: dict[str, tuple[list[float], Any, str | None]] = {}
+    runs: dict[str, ModeRun] = {}
+    for mode in modes:
+        try:
+            runs[mode] = ModeRun(ag, wl, mode, block, num_blocks, inputs, hands[mode])
+        except Exception as exc:  # a crash is a FAIL of this cell, not of the suite
+            log.exception("%s %s %s failed", wl.name, mode, block)
+            out[mode] = ([], None, f"{type(exc).__name__}: {exc}")
+    times: dict[str, list[float]] = {m: [] for m in runs}
+    per = [iterations // rounds + (1 if r < iterations % rounds else 0) for r in range(rounds)]
+    order = list(runs)
+    for r in range(rounds):
+        turn = r % len(order) if order else 0
+        for mode in order[turn:] + order[:turn]:
+            if mode in out:
+                continue
+            try:
+                times[mode] += runs[mode].iterations(per[r], warmup if r == 0 else 0)
+            except Exception as exc:
+                log.exception("%s %s %s failed", wl.name, mode, block)
+                out[mode] = ([], None, f"{type(exc).__name__}: {exc}")
+    for mode, run in runs.items():
+        try:
+            run.close()
+        except Exception as exc:
+            log.exception("%s %s %s: close failed", wl.name, mode, block)
+            out.setdefault(mode, ([], None, f"{type(exc).__name__}: {exc}"))
+        out.setdefault(mode, (times[mode], run.result, None))
+    return {m: out[m] for m in modes}
 
 
 class _StaticRun:
@@ -247,11 +324,13 @@ def _capture(ag: Any, wl: Any, schedule: Any, hand: Any, block: Any, num_blocks:
 def bench_workload(ag: Any, cls: Any, scale: str, modes: tuple[str, ...], blocks: list[Any],
                    num_blocks: int, warmup: int, iterations: int, inputs: str,
                    progress: Callable[[], None] = lambda: None, metrics: bool = False,
-                   bounds: bool = False, bandwidth: float | None = None) -> list[Result]:
+                   bounds: bool = False, bandwidth: float | None = None,
+                   rounds: int = 1) -> list[Result]:
     """All requested modes and block sizes of one workload.
 
     ``metrics``: overlap metrics per mode; ``bounds``: transfer and compute bounds per block
-    size (needs the serial and parallel modes; ``bandwidth`` from ``bounds.h2d_bandwidth``).
+    size (needs the serial and parallel modes; ``bandwidth`` from ``bounds.h2d_bandwidth``);
+    ``rounds``: the timed iterations in that many interleaved blocks per mode (``run_modes``).
     """
     from asyncgpu._runtime import current_options, current_runtime
 
@@ -273,11 +352,19 @@ def bench_workload(ag: Any, cls: Any, scale: str, modes: tuple[str, ...], blocks
             block = (8, 8)
         serial_result = None
         cell: list[Result] = []
+        hands = {m: graph_hand if m == "cudagraph" else hand for m in modes}
+        runs = run_modes(ag, wl, modes, block, num_blocks, warmup, iterations, inputs, hands,
+                         rounds)
         for mode in modes:
-            try:
-                times, result = run_mode(ag, wl, mode, block, num_blocks, warmup, iterations,
-                                         inputs, graph_hand if mode == "cudagraph" else hand)
-                ok, message = wl.check(result)
+            times, result, error = runs[mode]
+            if error is not None:
+                ok, message = False, error
+            else:
+                try:
+                    ok, message = wl.check(result)
+                except Exception as exc:
+                    log.exception("%s %s %s: check failed", cls.name, mode, block)
+                    ok, message = False, f"{type(exc).__name__}: {exc}"
                 if ok and serial_result is not None and not _same(result, serial_result):
                     tolerance = getattr(wl, "atomic_tolerance", None)
                     if tolerance is None or not _close(result, serial_result, tolerance):
@@ -286,9 +373,6 @@ def bench_workload(ag: Any, cls: Any, scale: str, modes: tuple[str, ...], blocks
                         message += f"; within {tolerance:g} of serial (float atomics)"
                 if mode == "serial":
                     serial_result = result
-            except Exception as exc:  # a crash is a FAIL of this cell, not of the suite
-                log.exception("%s %s %s failed", cls.name, mode, block)
-                times, ok, message = [], False, f"{type(exc).__name__}: {exc}"
             cell.append(Result(cls.name, scale, inputs, block, num_blocks, mode, ok, message,
                                times if ok else [], memory=memory, pinned_bound_s=pinned_s))
             progress()

@@ -126,3 +126,46 @@ def test_bench_both_memory_models_side_by_side(capsys):
     out = capsys.readouterr().out
     assert "managed" in out and "explicit" in out
     assert "explicit vs managed" in out
+
+
+@pytest.mark.parametrize("inputs", ["streaming", "resident"])
+def test_rounds_interleave_the_modes_and_keep_every_iteration(inputs, monkeypatch):
+    """``rounds`` splits each mode's timed iterations into blocks taken in turn (the order
+    rotated each round); every mode still gets all its iterations and passes its checks."""
+    import asyncgpu as ag
+
+    blocks = []
+    real = harness.ModeRun.iterations
+
+    def spy(self, count, warmup=0):
+        blocks.append((self.mode, count))
+        return real(self, count, warmup)
+
+    monkeypatch.setattr(harness.ModeRun, "iterations", spy)
+    modes = ("serial", "parallel", "cudagraph", "recorded_static")
+    with ag.configure(backend="sim", sim_seed=3, sim_strategy="eager"):
+        results = harness.bench_workload(ag, WORKLOADS["vec"], "tiny", modes, [32], 2,
+                                         warmup=0, iterations=5, inputs=inputs, rounds=3)
+    assert [(r.mode, r.ok, len(r.times_s)) for r in results] == [(m, True, 5) for m in modes]
+    assert [m for m, _ in blocks] == [*modes, *modes[1:], modes[0], *modes[2:], *modes[:2]]
+    assert [n for _, n in blocks] == [2] * 4 + [2] * 4 + [1] * 4
+
+
+def test_a_mode_that_fails_in_a_round_fails_alone(monkeypatch):
+    import asyncgpu as ag
+
+    real = harness.ModeRun._once
+
+    def flaky(self):
+        if self.mode == "parallel":
+            raise RuntimeError("injected")
+        return real(self)
+
+    monkeypatch.setattr(harness.ModeRun, "_once", flaky)
+    with ag.configure(backend="sim", sim_seed=3, sim_strategy="eager"):
+        results = harness.bench_workload(ag, WORKLOADS["vec"], "tiny", ("serial", "parallel",
+                                         "handopt"), [32], 2, warmup=0, iterations=2,
+                                         inputs="streaming", rounds=2)
+    assert [(r.mode, r.ok) for r in results] == [("serial", True), ("parallel", False),
+                                                 ("handopt", True)]
+    assert "injected" in results[1].message
