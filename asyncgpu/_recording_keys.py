@@ -10,10 +10,12 @@ again at every cache lookup.
 
 A recorded function usually makes the same launches with the same argument *objects* call after
 call. :class:`LaunchMemo` remembers the previous run of each recording segment; a launch whose
-launcher is the same object and whose arguments are the same live arrays (identity: an
-``Array``'s allocation, extent, shape, strides and dtype never change) and equal numbers (of
-the same type, with one bit pattern: not zero, not NaN) *is* the remembered launch, so it is
-taken as it is, without validating or keying it again. A run made only of remembered launches,
+launcher is the same object and whose arguments are the same live views (the same object, or
+one with the same allocation, byte extent, shape, strides and dtype, as ``w[0]`` made again
+at every call; a view's layout never changes) and equal numbers (of the same type, with one bit
+pattern: not zero, not NaN) *is* the remembered launch, so it is taken as it is, without
+validating or keying it again (the remembered launch keeps the first view object, which is
+equivalent). A run made only of remembered launches,
 as many as before, has the remembered :class:`RecordingKey`, whose hash is computed once.
 Anything else (a new array, a freed one, another scalar, one launch more or fewer) is keyed in
 full, as without the memo.
@@ -28,7 +30,7 @@ Example::
         k[g, b](x, y, 2)
     step(x, y)      # keyed in full (and remembered)
     step(x, y)      # every launch remembered: the key of the previous run, no bind
-    step(x, z)      # z is not y: keyed in full
+    step(x, z)      # z is another array: keyed in full
 
 Plain Python (no CUDA).
 """
@@ -94,8 +96,9 @@ class RecordingKey:
 
 
 def same_arguments(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
-    """Whether ``new`` passes exactly what ``old`` passed: the same live arrays, and numbers
-    of the same type and bit pattern."""
+    """Whether ``new`` passes exactly what ``old`` passed: live arrays that are the same view
+    (allocation, byte extent, shape, strides, dtype), and numbers of the same type and bit
+    pattern."""
     if len(old) != len(new):
         return False
     for a, b in zip(old, new):
@@ -106,7 +109,13 @@ def same_arguments(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
         t = type(a)
         if t is not type(b):
             return False
-        if t is int or isinstance(a, np.integer):
+        if t is Array:
+            # a new view object of the same bytes (``w[0]`` made again each call)
+            if (a._alloc is b._alloc and a._lo == b._lo and a._hi == b._hi
+                    and a.shape == b.shape and a.strides == b.strides
+                    and (a.dtype is b.dtype or a.dtype == b.dtype) and not a._alloc.freed):
+                continue
+        elif t is int or isinstance(a, np.integer):
             if a == b:
                 continue
         elif t is float or isinstance(a, np.floating):

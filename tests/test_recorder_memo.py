@@ -126,3 +126,23 @@ def test_a_freed_array_is_refused_not_remembered(sim):
     z = ag.empty(N, np.float32)
     scale[1, N](x, z, np.float32(4), N)     # the runtime is still usable
     np.testing.assert_array_equal(z.numpy(), np.full(N, 4, np.float32))
+
+
+def test_views_made_again_each_call_are_remembered(sim, keys_checked):
+    """``w[0]`` is a new view object at every call: the same bytes and layout are remembered;
+    another row is not."""
+    ag = sim
+    scale, add, inc = kernels(ag)
+    w = ag.array(np.arange(2 * N, dtype=np.float32).reshape(2, N))
+    y = ag.empty(N, np.float32)
+
+    @ag.graph
+    def step(row):
+        scale[1, N](w[row], y, np.float32(2), N)
+
+    for _ in range(3):
+        step(0)
+    assert step.outcome == "replayed" and len(keys_checked) == 2
+    step(1)                                 # another row: keyed in full, a new key
+    assert step.outcome == "recorded" and len(keys_checked) == 2
+    np.testing.assert_array_equal(y.numpy(), 2 * np.arange(N, 2 * N, dtype=np.float32))
