@@ -190,6 +190,7 @@ def test_counting_costs_nothing_outside_the_block(sim):
 
 
 @pytest.mark.parametrize("target", ["launch", "host-read", "host-write", "library-call"])
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # __del__'s
 def test_fault_at_every_point_in_the_explicit_memory_model(target, monkeypatch):
     """The same, with copy nodes and location bookkeeping on the path (one fault kind: the
     points are the same for both)."""
