@@ -42,3 +42,14 @@ def kernels(ag):
     return (ag.cuda_kernel(SCALE, "scale", out=["y"], sim=_scale),
             ag.cuda_kernel(ADD, "add", out=["z"], sim=_add),
             ag.cuda_kernel(INC, "inc", sim=_inc))
+
+
+def captured_graphs() -> list:
+    """Every graph (``FrozenGraph``) in the current runtime's recorder cache, all variants."""
+    from asyncgpu._graph_cache import Variants
+    from asyncgpu._runtime import current_runtime
+
+    cache = current_runtime().graphs
+    if cache is None:
+        return []
+    return [f for e in cache.entries.values() if isinstance(e, Variants) for f in e.values()]

@@ -8,7 +8,7 @@ import pytest
 
 from asyncgpu._errors import RaceError
 
-from recorder_kernels import N, kernels
+from recorder_kernels import N, captured_graphs, kernels
 
 
 @pytest.mark.parametrize("streams", ["opara", "nimble"])
@@ -115,7 +115,7 @@ def test_cache_is_bounded_and_destroys_evicted_graphs():
             bump(a)
         cache = current_runtime().graphs
         assert len(cache.entries) == 2
-        frozen = [f for e in cache.entries.values() for f in e.values()]
+        frozen = captured_graphs()
         assert len(frozen) == 2 and all(not f.graph.destroyed for f in frozen)
         bump(arrays[0])             # evicted: recorded again
         assert all(f.graph.destroyed for f in frozen[:1])
@@ -257,8 +257,7 @@ def test_graph_max_streams_folds_lanes_and_keeps_results(order, limit):
             wide()
             np.testing.assert_array_equal(z.numpy(), np.full(N, 2 * i + 10, np.float32))
         assert wide.outcome == "replayed"
-        frozen = [f for e in ag._runtime.current_runtime().graphs.entries.values()
-                  for f in e.values()]
+        frozen = captured_graphs()
         assert max(f.graph.lanes for f in frozen) <= limit + 1     # + the copy lane
 
 

@@ -13,7 +13,7 @@ import pytest
 from asyncgpu._array import DEVICE, HOST
 from asyncgpu._errors import RaceError
 
-from recorder_kernels import N, kernels
+from recorder_kernels import N, captured_graphs, kernels
 
 BOTH = HOST | DEVICE
 
@@ -201,9 +201,7 @@ def test_managed_memory_graphs_copy_nothing(managed_memory):
             x[...] = i
             step()
         assert step.outcome == "replayed"
-        from asyncgpu._runtime import current_runtime
-        frozen = [f for e in current_runtime().graphs.entries.values() if isinstance(e, dict)
-                  for f in e.values()]
+        frozen = captured_graphs()
         assert [f.copy_in for f in frozen] == [()]
         np.testing.assert_array_equal(y.numpy(), np.full(N, 4, np.float32))
 
@@ -235,7 +233,6 @@ def test_variants_share_one_schedule(order):
     the timed capture-time search is not run again, and both follow the same schedule."""
     import asyncgpu as ag
     from asyncgpu import _graph_capture
-    from asyncgpu._runtime import current_runtime
 
     with ag.configure(backend="sim", sim_seed=0, memory="explicit", graph_order=order):
         scale, add, inc = kernels(ag)
@@ -258,6 +255,6 @@ def test_variants_share_one_schedule(order):
                 np.testing.assert_array_equal(w.numpy(), np.full(N, 5 * (2 if i else 1)))
         finally:
             _graph_capture.plan = real
-        frozen = [f for e in current_runtime().graphs.entries.values() for f in e.values()]
+        frozen = captured_graphs()
         assert len(frozen) == 2 and frozen[0].plan == frozen[1].plan
         assert len(planned) == 1
