@@ -161,6 +161,33 @@ class ExplicitMemory:
                     self.copy(alloc, 0, alloc.nbytes, True, acc.label)
                     alloc.location = BOTH
 
+    @staticmethod
+    def before_graph(frozen: Any) -> tuple[Any, ...]:
+        """A replayed graph copies its ``copy_in`` allocations in itself: book them current on
+        both sides before the issue, so no copy node is made for them; host-current ones it
+        overwrites whole need no copy at all. Returns what was booked."""
+        booked = frozen.copy_in
+        if frozen.overwritten:
+            booked += tuple(a for a in frozen.overwritten if a.location == HOST)
+        for alloc in booked:
+            alloc.location = BOTH
+        return booked
+
+    @staticmethod
+    def graph_not_launched(booked: tuple[Any, ...]) -> None:
+        """The graph never ran: the host copies are the current ones again."""
+        for alloc in booked:
+            alloc.location = HOST
+
+    def after_graph(self, frozen: Any) -> None:
+        """The graph's copies are writes (the issue booked them ``DEVICE``): those no kernel
+        writes are current on both sides."""
+        for alloc in frozen.copy_only:
+            alloc.location = BOTH
+        stats = self.runtime.stats
+        stats.copies_to_device += len(frozen.copy_in)
+        stats.bytes_to_device += frozen.copy_bytes
+
     def before_export(self, array: Any) -> None:
         """Another library gets the device pointer: bring the device copy current, and assume
         the consumer may write it (the host copy is no longer known to be current)."""

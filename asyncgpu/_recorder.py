@@ -201,10 +201,9 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
     if not launches:
         return "empty", None
     opts = rt.options
-    if key is None or key.parts[0] != (opts.graph_streams, opts.graph_order,
-                                       opts.graph_max_streams):
-        key = RecordingKey(token, ((opts.graph_streams, opts.graph_order,
-                                    opts.graph_max_streams), tuple(l.key for l in launches)))
+    config = (opts.graph_streams, opts.graph_order, opts.graph_max_streams)
+    if key is None or key.parts[0] != config:
+        key = RecordingKey(token, (config, tuple(l.key for l in launches)))
     with rt._lock:
         cache = graph_cache(rt)
         memo = cache.memo
@@ -217,8 +216,8 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
             cache.put(key, _SEEN)
         elif entry is not _EAGER:
             variants = entry if isinstance(entry, Variants) else None
-            copy_in = (host_current(variants.inputs()) if variants and rt.memory is not None
-                       else _copy_in(rt, launches))
+            copy_in = () if rt.memory is None else host_current(
+                variants.inputs() if variants else graph_inputs(launches)[0])
             frozen = variants.use(copy_in) if variants is not None else None
             if frozen is None:
                 try:
@@ -239,14 +238,6 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
                 return "replayed", frozen
     issue_eagerly(rt, launches)
     return ("eager" if entry is _EAGER else "recorded"), None
-
-
-def _copy_in(rt: Any, launches: list[Any]) -> tuple[Any, ...]:
-    """Explicit memory: the host-current allocations whose old bytes the launches read (a
-    graph captured now copies them in itself, so they choose the variant); managed: none."""
-    if rt.memory is None:
-        return ()
-    return host_current(graph_inputs(launches)[0])
 
 
 # -- the public entry points ------------------------------------------------------------------

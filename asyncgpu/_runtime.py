@@ -179,19 +179,10 @@ class Runtime:
 
     def launch_graph(self, frozen: Any) -> None:
         """Schedule one launch of a captured graph (``asyncgpu._graph_capture.FrozenGraph``) as
-        one node whose accesses are the union of the graph's.
-
-        Explicit memory: the graph copies its ``copy_in`` allocations in itself, so they are
-        booked current on both sides before the issue (no copy node is made for them); their
-        accesses are writes, so the graph's ``DEVICE`` booking is undone afterwards for those no
-        kernel writes. Host-current allocations the graph overwrites whole need no copy at
-        all. If the graph is not launched after all, they are all host-current again.
-        """
+        one node whose accesses are the union of the graph's (explicit memory: the copies it
+        makes itself are booked by ``ExplicitMemory.before_graph``)."""
         graph, accesses = frozen.graph, frozen.accesses
         with self._lock:
-            copy_in = frozen.copy_in
-            if frozen.overwritten and self.memory is not None:
-                copy_in += tuple(a for a in frozen.overwritten if a.location == HOST)
             if self._releases:
                 self._drain_releases()
             site = user_site() if self.want_sites else None
@@ -200,24 +191,17 @@ class Runtime:
                 node.accesses = [Access(a.key, a.alloc, a.lo, a.hi, True, a.label)
                                  for a in accesses]
             node.keepalive = graph
-            stats = self.stats
-            stats.graphs_replayed += 1
-            if not copy_in:
-                self._issue(node, graph)
-                return
-            for alloc in copy_in:
-                alloc.location = HOST | DEVICE
+            self.stats.graphs_replayed += 1
+            memory = self.memory
+            booked = memory.before_graph(frozen) if memory is not None else ()
             try:
                 self._issue(node, graph)
             except BaseException:
-                if not node.finished:       # not launched (or unknown: keep the host copy)
-                    for alloc in copy_in:
-                        alloc.location = HOST
+                if booked and not node.finished:    # not launched (or unknown)
+                    memory.graph_not_launched(booked)
                 raise
-            for alloc in frozen.copy_only:
-                alloc.location = HOST | DEVICE
-            stats.copies_to_device += len(frozen.copy_in)
-            stats.bytes_to_device += frozen.copy_bytes
+            if booked:
+                memory.after_graph(frozen)
 
     def _issue(self, node: Node, graph: Any = None) -> None:
         if self._issuing and _inside_issue():

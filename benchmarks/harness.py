@@ -119,19 +119,16 @@ class ModeRun:
         self.schedule: Any = None
         self.recorded: Any = None
         with ag.configure(execution=self.execution):
+            if inputs == "resident" and mode in ("cudagraph", "recorded", "recorded_static"):
+                wl.reset()      # captured with the inputs where the timed blocks find them
+                ag.synchronize()
             if mode == "cudagraph":
                 self.schedule = getattr(wl, "run_cudagraph", wl.run_handopt)
-                if inputs == "resident":
-                    wl.reset()
-                    ag.synchronize()
                 _capture(ag, wl, self.schedule, hand, block, num_blocks, inputs)
             if mode in ("recorded", "recorded_static"):
                 self.recorded = (static_runner(ag, wl) if mode == "recorded_static" else
                                  getattr(wl, "run_recorded", None)
                                  or ag.graph(wl.run, split=True))
-                if inputs == "resident":
-                    wl.reset()
-                    ag.synchronize()
                 for _ in range(2):  # untimed: record, then capture (as cudagraph's capture)
                     _prepare(ag, wl, inputs)
                     self.recorded(block, num_blocks)
