@@ -53,3 +53,17 @@ def captured_graphs() -> list:
     if cache is None:
         return []
     return [f for e in cache.entries.values() if isinstance(e, Variants) for f in e.values()]
+
+
+def doubling(ag, x=None):
+    """``(x, y, step)``: arrays and a recorded function writing ``y = 2 x`` in one launch, the
+    smallest recording with an input and an output (``x``: a fresh empty array if not given)."""
+    scale, _, _ = kernels(ag)
+    x = ag.empty(N, np.float32) if x is None else x
+    y = ag.empty(N, np.float32)
+
+    @ag.graph
+    def step():
+        scale[1, N](x, y, np.float32(2), N)     # y: written whole, never read
+
+    return x, y, step

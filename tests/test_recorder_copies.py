@@ -13,7 +13,7 @@ import pytest
 from asyncgpu._array import DEVICE, HOST
 from asyncgpu._errors import RaceError
 
-from recorder_kernels import N, captured_graphs, kernels
+from recorder_kernels import N, captured_graphs, doubling, kernels
 
 BOTH = HOST | DEVICE
 
@@ -56,12 +56,7 @@ def test_host_written_inputs_are_copied_inside_the_replayed_graph(explicit):
 
 def test_after_a_replay_copy_only_inputs_are_current_on_both_sides(explicit):
     ag = explicit
-    scale, add, inc = kernels(ag)
-    x, y = ag.empty(N, np.float32), ag.empty(N, np.float32)
-
-    @ag.graph
-    def step():
-        scale[1, N](x, y, np.float32(2), N)
+    x, y, step = doubling(ag)
 
     for i in range(3):
         x[...] = i
@@ -133,12 +128,7 @@ def test_a_failed_replay_leaves_the_inputs_host_current(explicit, monkeypatch):
     ag = explicit
     from asyncgpu._runtime import current_runtime
 
-    scale, add, inc = kernels(ag)
-    x, y = ag.empty(N, np.float32), ag.empty(N, np.float32)
-
-    @ag.graph
-    def step():
-        scale[1, N](x, y, np.float32(2), N)
+    x, y, step = doubling(ag)
 
     for i in range(2):
         x[...] = i
@@ -164,8 +154,7 @@ def test_a_dropped_copy_wait_is_caught(explicit, monkeypatch):
     ag = explicit
     from asyncgpu import _graph_capture
 
-    scale, add, inc = kernels(ag)
-    x, y = ag.empty(N, np.float32), ag.empty(N, np.float32)
+    x, y, step = doubling(ag)
     real = _graph_capture._copies
 
     def no_waits(be, launches, order, copy_in):
@@ -173,10 +162,6 @@ def test_a_dropped_copy_wait_is_caught(explicit, monkeypatch):
         return copies, [-1] * len(needs)
 
     monkeypatch.setattr(_graph_capture, "_copies", no_waits)
-
-    @ag.graph
-    def step():
-        scale[1, N](x, y, np.float32(2), N)
 
     x[...] = 1
     step()
@@ -190,12 +175,7 @@ def test_managed_memory_graphs_copy_nothing(managed_memory):
     import asyncgpu as ag
 
     with ag.configure(backend="sim", sim_seed=0):
-        scale, add, inc = kernels(ag)
-        x, y = ag.empty(N, np.float32), ag.empty(N, np.float32)
-
-        @ag.graph
-        def step():
-            scale[1, N](x, y, np.float32(2), N)
+        x, y, step = doubling(ag)
 
         for i in range(3):
             x[...] = i
@@ -208,12 +188,7 @@ def test_managed_memory_graphs_copy_nothing(managed_memory):
 
 def test_a_host_written_output_the_graph_overwrites_is_not_copied(explicit):
     ag = explicit
-    scale, add, inc = kernels(ag)
-    x, y = ag.empty(N, np.float32), ag.empty(N, np.float32)
-
-    @ag.graph
-    def step():
-        scale[1, N](x, y, np.float32(2), N)     # y: written whole, never read
+    x, y, step = doubling(ag)
 
     for i in range(4):
         x[...] = i

@@ -12,7 +12,7 @@ from asyncgpu import _recorder
 from asyncgpu._errors import FreedArrayError
 from asyncgpu._recording_keys import LaunchMemo
 
-from recorder_kernels import N, kernels
+from recorder_kernels import N, doubling, kernels
 
 
 @pytest.fixture
@@ -111,12 +111,7 @@ def test_signed_zero_scalars_are_different_keys(sim):
 def test_a_freed_array_is_refused_not_remembered(sim):
     ag = sim
     scale, add, inc = kernels(ag)
-    x, y = ag.ones(N, np.float32), ag.empty(N, np.float32)
-
-    @ag.graph
-    def step():
-        scale[1, N](x, y, np.float32(2), N)
-
+    x, y, step = doubling(ag, ag.ones(N, np.float32))
     step()
     step()
     ag.synchronize()
