@@ -118,7 +118,8 @@ def plan(rt: Any, launches: list[Any], name: str = "recording",
     """(preds, lanes, order) for capturing ``launches`` under the runtime's options.
 
     ``ios`` may add IOS's stage barriers to ``preds`` (and then fixes the lanes itself); when
-    its search is skipped (too many launches, no timer) the ``opara`` order is used.
+    its search is skipped (too many launches, no timer) the ``opara`` order is used. The
+    other orders' lanes are then held to ``graph_max_streams`` and to the lane budget.
     """
     preds = dependencies(launches, rt.no_const)
     opts = rt.options
@@ -128,8 +129,9 @@ def plan(rt: Any, launches: list[Any], name: str = "recording",
         stages = profile.ios_stages(rt, be, launches, preds, name)
         if stages is not None:
             preds, lanes, order = schedule.stage_plan(preds, stages)
-            return preds, _fold(lanes, opts.graph_max_streams), order
+            return preds, schedule.fold_lanes(lanes, opts.graph_max_streams), order
         kind = "opara"
+    times: list[float | None] = []
     if kind == "opara":
         attrs = getattr(be, "kernel_attributes", None)
         demand = []
@@ -139,7 +141,7 @@ def plan(rt: Any, launches: list[Any], name: str = "recording",
                  else None)
             demand.append(schedule.resource_demand(a, threads, blocks))
         with profile.stage_timer(rt, be, launches) as timer:
-            classes = profile.launch_classes(rt, be, launches, timer)
+            classes = profile.launch_classes(rt, be, launches, timer, times)
         memory = [c != "compute" for c in classes]
         order = schedule.opara_order(preds, demand, memory)
     else:
@@ -150,16 +152,41 @@ def plan(rt: Any, launches: list[Any], name: str = "recording",
         lanes = [0] * len(launches)
     else:
         lanes = schedule.opara_streams(preds, order)
-    return preds, _fold(lanes, opts.graph_max_streams), order
+    lanes = schedule.fold_lanes(lanes, opts.graph_max_streams)
+    return preds, _budget(rt, be, launches, preds, order, lanes, times), order
 
 
-def _fold(lanes: list[int], limit: int) -> list[int]:
-    """At most ``limit`` lanes (0: no limit), folded round-robin. Safe for any folding: launches
-    are captured in a topological order, so the stream order a shared lane adds only follows
-    edges that order already respects; the cross-lane waits are computed after folding."""
-    if not limit or not lanes or max(lanes) < limit:
+#: Bytes per second no device moves data faster than: a launch takes at least its traffic at
+#: this rate, the lower bound that decides whether measuring for the lane budget can pay.
+_FASTEST_BANDWIDTH = 10e12
+
+
+def _budget(rt: Any, be: Any, launches: list[Any], preds: list[list[int]], order: list[int],
+            lanes: list[int], times: list[float | None]) -> list[int]:
+    """``lanes`` folded to the lane budget (``graph_lane_cost_us``), from measured durations.
+
+    The durations are the ``opara`` order's when it measured them; otherwise each launch is
+    timed alone, but only when folding would pay even if every launch took just its traffic
+    at :data:`_FASTEST_BANDWIDTH` (long launches never pay for the measuring).
+    """
+    cost = rt.options.graph_lane_cost_us * 1e-6
+    width = max(lanes, default=-1) + 1
+    if cost <= 0 or width < 2:
         return lanes
-    return [lane % limit for lane in lanes]
+    durations = times if len(times) == len(launches) and None not in times else None
+    if durations is None:
+        shortest = [profile.launch_bytes(launch) / _FASTEST_BANDWIDTH for launch in launches]
+        if schedule.lane_budget(preds, order, lanes, shortest, cost) == width:
+            return lanes
+        with profile.stage_timer(rt, be, launches) as timer:
+            durations = profile.launch_times(launches, timer)
+        if durations is None:
+            return lanes
+    count = schedule.lane_budget(preds, order, lanes, durations, cost)
+    if count < width:
+        log.debug("asyncgpu: %d lanes folded to %d: the launches are too short for more "
+                  "(lane budget %.2f us each)", width, count, cost * 1e6)
+    return schedule.fold_lanes(lanes, count)
 
 
 def capture(rt: Any, cache: Any, name: str, launches: list[Any],

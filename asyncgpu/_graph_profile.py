@@ -120,19 +120,25 @@ def stage_timer(rt: Any, be: Any, launches: Sequence[Any]) -> Iterator[Any]:
             timer.close()
 
 
-def launch_classes(rt: Any, be: Any, launches: Sequence[Any], timer: Any) -> list[str]:
-    """Each launch's class: measured with ``timer`` when given, else :func:`heuristic_class`."""
+def launch_classes(rt: Any, be: Any, launches: Sequence[Any], timer: Any,
+                   times: list[float | None] | None = None) -> list[str]:
+    """Each launch's class: measured with ``timer`` when given, else :func:`heuristic_class`;
+    ``times``, when given, receives each launch's measured seconds (None: not measured)."""
     classes: list[str] = []
     attrs = getattr(be, "kernel_attributes", None)
     for i, launch in enumerate(launches):
         nbytes = launch_bytes(launch)
         cls = None
+        seconds = None
         if launch.launcher is None:     # a captured call: ufuncs and reductions stream memory
             classes.append("memory")
+            if times is not None:
+                times.append(None)
             continue
         if timer is not None:
             try:
-                cls = classify(timer.time(((i,),)), nbytes, timer.peak_bandwidth)
+                seconds = timer.time(((i,),))
+                cls = classify(seconds, nbytes, timer.peak_bandwidth)
             except Exception as exc:
                 log.warning("asyncgpu: timing '%s' failed (%s); its class comes from its "
                             "attributes", launch.launcher.kernel.name, exc)
@@ -141,7 +147,21 @@ def launch_classes(rt: Any, be: Any, launches: Sequence[Any], timer: Any) -> lis
             a = attrs(launch.launcher.kernel) if attrs is not None else None
             cls = heuristic_class(nbytes, blocks * threads, a)
         classes.append(cls)
+        if times is not None:
+            times.append(seconds)
     return classes
+
+
+def launch_times(launches: Sequence[Any], timer: Any) -> list[float] | None:
+    """Each launch's measured seconds alone, or None when one of them cannot be timed (a
+    captured library call, no timer, a failure: logged)."""
+    if timer is None or any(launch.launcher is None for launch in launches):
+        return None
+    try:
+        return [timer.time(((i,),)) for i in range(len(launches))]
+    except Exception as exc:
+        log.warning("asyncgpu: timing the launches failed (%s); the graph keeps its lanes", exc)
+        return None
 
 
 def ios_stages(rt: Any, be: Any, launches: Sequence[Any], preds: Sequence[Sequence[int]],

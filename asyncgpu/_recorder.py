@@ -201,7 +201,8 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
     if not launches:
         return "empty", None
     opts = rt.options
-    config = (opts.graph_streams, opts.graph_order, opts.graph_max_streams)
+    config = (opts.graph_streams, opts.graph_order, opts.graph_max_streams,
+              opts.graph_lane_cost_us)
     if key is None or key.parts[0] != config:
         key = RecordingKey(token, (config, tuple(l.key for l in launches)))
     with rt._lock:

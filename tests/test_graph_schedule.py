@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asyncgpu._graph_schedule import (
-    cross_waits, nimble_streams, opara_order, opara_streams, resource_demand,
-    topological_order, transitive_reduction,
+    cross_waits, fold_lanes, lane_budget, makespan, nimble_streams, opara_order, opara_streams,
+    resource_demand, topological_order, transitive_reduction,
 )
 
 DIAMOND = [[], [0], [0], [1, 2]]
@@ -156,3 +156,56 @@ def test_resource_demand_grows_with_attributes_and_grid():
     assert 0 < small < big == 1.0
     assert resource_demand({"shared": 48 * 1024}, 32, 132) == 1.0
     assert resource_demand({"regs": 255}, 256, 132) > resource_demand({"regs": 32}, 256, 132)
+
+
+US = 1e-6
+
+
+def test_lane_budget_folds_short_independent_launches_and_keeps_long_ones():
+    ten = [[] for _ in range(10)]
+    lanes = opara_streams(ten, range(10))
+    assert lanes == list(range(10))
+    # 2 us each, 1 us per lane: 5 lanes (5 + 4 us) beat 10 (10 + 2) and 4 (4 + 6)
+    assert lane_budget(ten, range(10), lanes, [2 * US] * 10, 1 * US) == 5
+    # 100 us each: every lane pays for itself
+    assert lane_budget(ten, range(10), lanes, [100 * US] * 10, 1 * US) == 10
+    # free lanes: never fold
+    assert lane_budget(ten, range(10), lanes, [2 * US] * 10, 0.0) == 10
+
+
+def test_lane_budget_keeps_a_side_branch_that_shortens_the_graph():
+    # a chain of 95 us with a 5 us side launch: folding the side launch into the chain would
+    # lengthen the graph by 5 us to save 1 us of launch
+    preds = [[], [0], [0], [1, 2]]
+    lanes = opara_streams(preds, range(4))
+    assert lane_budget(preds, range(4), lanes, [1 * US, 94 * US, 5 * US, 0], 1 * US) == 2
+    # ... but not a side launch shorter than the lane costs
+    assert lane_budget(preds, range(4), lanes, [1 * US, 94 * US, 0.5 * US, 0], 1 * US) == 1
+
+
+def test_makespan_of_hand_built_schedules():
+    assert makespan(DIAMOND, range(4), [0, 0, 1, 0], [1, 2, 3, 1]) == 5     # 0, then 2, then 3
+    assert makespan(DIAMOND, range(4), [0, 0, 0, 0], [1, 2, 3, 1]) == 7     # all on one lane
+    assert makespan([[], []], range(2), [0, 1], [4, 4]) == 4
+    assert fold_lanes([0, 1, 2, 3, 4], 2) == [0, 1, 0, 1, 0]
+    assert fold_lanes([0, 1, 2], 0) == [0, 1, 2] == fold_lanes([0, 1, 2], 3)
+
+
+@given(dags(max_n=10), st.data())
+@settings(max_examples=150, deadline=None)
+def test_lane_budget_never_costs_more_than_every_lane(preds, data):
+    n = len(preds)
+    order = topological_order(preds)
+    lanes = opara_streams(preds, order)
+    width = max(lanes) + 1
+    durations = data.draw(st.lists(st.floats(0, 1e-4), min_size=n, max_size=n))
+    cost = data.draw(st.floats(0, 5e-6))
+    count = lane_budget(preds, order, lanes, durations, cost)
+    assert 1 <= count <= width
+    folded = fold_lanes(lanes, count)
+    assert max(folded) + 1 == count
+    # folding only adds stream order: the graph can only get longer, and only by less than
+    # the lanes it saves
+    assert makespan(preds, order, folded, durations) >= makespan(preds, order, lanes, durations)
+    assert (cost * count + makespan(preds, order, folded, durations)
+            <= cost * width + makespan(preds, order, lanes, durations) + 1e-12)

@@ -266,3 +266,42 @@ def test_graph_max_streams_is_validated():
 
     with pytest.raises(ValueError, match="graph_max_streams"):
         Options(graph_max_streams=-1)
+
+
+@pytest.mark.parametrize("order", ["topological", "opara"])
+def test_short_independent_launches_are_folded_to_the_lane_budget(order):
+    import asyncgpu as ag
+
+    def lanes_of_ten(threads, cost):
+        with ag.configure(backend="sim", graph_order=order, graph_lane_cost_us=cost):
+            scale, _, _ = kernels(ag)
+            xs = [ag.array(np.full(N, i, np.float32)) for i in range(10)]
+            ys = [ag.empty(N, np.float32) for _ in range(10)]
+
+            @ag.graph
+            def wide():
+                for x, y in zip(xs, ys):
+                    scale[threads // 256, 256](x, y, np.float32(2), N)
+
+            for _ in range(3):
+                wide()
+            assert wide.outcome == "replayed"
+            for i, y in enumerate(ys):
+                np.testing.assert_array_equal(y.numpy(), np.full(N, 2 * i, np.float32))
+            (count,) = {max(f.plan[1]) + 1 for f in captured_graphs()}    # (all variants)
+            wide.clear()
+            return count
+
+    # the simulator's cost model: a small launch takes about 2 us, so at 1 us per lane five
+    # lanes (5 + 4 us) beat ten (10 + 2 us); launches of 2**26 threads (134 us each) keep ten
+    assert lanes_of_ten(256, 1.0) == 5
+    assert lanes_of_ten(256, 0.0) == 10
+    assert lanes_of_ten(1 << 26, 1.0) == 10
+
+
+def test_graph_lane_cost_is_validated():
+    from asyncgpu._config import Options
+
+    for bad in (-1.0, float("inf"), "1"):
+        with pytest.raises(ValueError, match="graph_lane_cost_us"):
+            Options(graph_lane_cost_us=bad)
