@@ -60,13 +60,14 @@ class FrozenGraph:
     ``copy_in``: the allocations the graph copies to the device itself (their accesses are
     writes of the whole allocation: the graph writes the device copy); ``copy_only``: those of
     them no launch writes (host and device copies are both current after a replay);
+    ``written``: the allocations a launch writes;
     ``inputs``/``overwritten``: the allocations the graph touches, split by whether its first
     use may read the old bytes (a static replay checks that the host-current inputs are
     exactly ``copy_in``; an overwritten one needs no copy wherever its current copy is).
     """
 
     __slots__ = ("graph", "accesses", "launches", "events", "name", "kernels", "copy_in",
-                 "copy_only", "copy_bytes", "inputs", "overwritten", "plan")
+                 "copy_only", "copy_bytes", "inputs", "overwritten", "written", "plan")
 
     def __init__(self, graph: Any, accesses: list[Access], launches: list[Any],
                  events: list[Any], name: str, copy_in: tuple[Any, ...] = ()) -> None:
@@ -77,7 +78,8 @@ class FrozenGraph:
         self.name = name
         self.kernels = len(launches)
         self.copy_in = copy_in
-        written = {a.key for launch in launches for a in launch.arrays if a.write}
+        written = {a.key: a.alloc for launch in launches for a in launch.arrays if a.write}
+        self.written = tuple(a for a in written.values() if a.nbytes)
         self.copy_only = tuple(a for a in copy_in if a.id not in written)
         self.copy_bytes = sum(a.nbytes for a in copy_in)
         self.inputs, self.overwritten = graph_inputs(launches)

@@ -165,12 +165,21 @@ class ExplicitMemory:
     def before_graph(frozen: Any) -> tuple[Any, ...]:
         """A replayed graph copies its ``copy_in`` allocations in itself: book them current on
         both sides before the issue, so no copy node is made for them; host-current ones it
-        overwrites whole need no copy at all. Returns what was booked."""
+        overwrites whole need no copy at all. What it writes is then booked ``DEVICE``, before
+        the launch as :meth:`before_device` books a kernel's. Returns what was booked from
+        ``HOST``.
+
+        This is all of a graph's location bookkeeping: the caller launches the variant whose
+        ``copy_in`` is exactly its host-current inputs, so nothing it reads is left on the
+        host only and every allocation it touches is current on the device afterwards.
+        """
         booked = frozen.copy_in
         if frozen.overwritten:
             booked += tuple(a for a in frozen.overwritten if a.location == HOST)
         for alloc in booked:
             alloc.location = BOTH
+        for alloc in frozen.written:
+            alloc.location = DEVICE
         return booked
 
     @staticmethod

@@ -68,6 +68,7 @@ from ._graph_capture import FrozenGraph, capture, graph_inputs
 from ._memory import host_current
 from ._graph_cache import VARIANTS, Variants, copy_key, graph_cache
 from ._recording_keys import Launch, LaunchMemo, RecordingKey, argument_key
+from ._runtime import current_runtime
 
 log = logging.getLogger("asyncgpu")
 _tokens = itertools.count(1)
@@ -257,8 +258,6 @@ class _Run:
 
     def _enter(self) -> Recording | None:
         """Start recording; None when nested in a recording of this thread (inlined)."""
-        from ._runtime import current_runtime
-
         rt = current_runtime()
         with rt._lock:
             cur = rt.recording
@@ -304,8 +303,6 @@ class _Run:
 
     def clear(self) -> None:
         """Destroy this recorder's graphs (waits for their last launches) and forget its keys."""
-        from ._runtime import current_runtime
-
         rt = current_runtime()
         with rt._lock:
             if rt.graphs is not None:
@@ -373,23 +370,21 @@ class GraphFunction(_Run):
                        ) -> tuple[bool, Any]:
         """Launch the cached graph for the inputs' locations without running the body;
         (False, None) if there is none or it cannot be launched now."""
-        from ._runtime import current_runtime
-
         rt = current_runtime()
         with rt._lock:
             if rt.recording is not None:
                 return False, None      # nested in a recording
-            frozen, result = next(iter(hits.values()))
+            hit = next(iter(hits.values()))
             if rt.memory is not None:
-                hit = hits.get(copy_key(host_current(frozen.inputs)))
+                hit = hits.get(copy_key(host_current(hit[0].inputs)))
                 if hit is None:
                     return False, None  # other inputs are host-current: record that case
-                frozen, result = hit
+            frozen = hit[0]
             if frozen.graph.destroyed:
                 return False, None      # evicted from the cache
             rt.launch_graph(frozen)
         self.outcome = "replayed"
-        return True, result
+        return True, hit[1]
 
     def clear(self) -> None:
         self._static.clear()

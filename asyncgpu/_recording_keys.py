@@ -148,8 +148,8 @@ def argument_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """What identifies a static call: arrays by allocation, extent, shape, strides and dtype;
     numbers by type and exact value; None if an argument is anything else."""
     try:
-        return (tuple(value_key(a) for a in args),
-                tuple((k, value_key(v)) for k, v in sorted(kwargs.items())))
+        return (tuple([value_key(a) for a in args]),
+                tuple([(k, value_key(v)) for k, v in sorted(kwargs.items())]) if kwargs else ())
     except TypeError:
         return None
 

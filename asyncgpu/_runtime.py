@@ -213,8 +213,10 @@ class Runtime:
                 "finalizer or callback running while asyncgpu schedules work); nothing was "
                 "enqueued. Launch it after that operation returns"
             )
-        if self.memory is not None and node.kind != "copy":
-            self.memory.before_device(node.accesses)   # copy nodes: parents of this one
+        explicit = self.memory is not None
+        if explicit and graph is None and node.kind != "copy":
+            # (copy nodes are parents of this one; a graph's are booked by before_graph)
+            self.memory.before_device(node.accesses)
         self._issuing = True
         enqueued = False
         try:
@@ -240,19 +242,18 @@ class Runtime:
             enqueued = True   # (set first: an interrupt may land right after the call)
             if graph is None:
                 backend.launch(node, stream.handle)
+            elif self._instruments and hasattr(backend, "launch_traced_graph"):  # a trace
+                backend.launch_traced_graph(node, graph, stream.handle)
             else:
-                traced = getattr(backend, "launch_traced_graph", None)   # under a trace
-                if traced is not None:
-                    traced(node, graph, stream.handle)
-                else:
-                    backend.graph_launch(graph, stream.handle)
+                backend.graph_launch(graph, stream.handle)
             # The launch is enqueued: from here on nothing may fail half-way.
             streams.issued(node)
             self.deps.commit(node, accesses)
-            for acc in accesses:
-                # (the accesses also keep the allocations alive until the node is finished)
-                alloc = acc.alloc
-                alloc.location = DEVICE if acc.write else alloc.location | DEVICE
+            if graph is None or not explicit:
+                for acc in accesses:
+                    # (the accesses also keep the allocations alive until the node is finished)
+                    alloc = acc.alloc
+                    alloc.location = DEVICE if acc.write else alloc.location | DEVICE
             if self.eager_free:
                 node.keepalive = None
                 node.accesses = []

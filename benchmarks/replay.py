@@ -11,7 +11,8 @@ deferred and validated (the key), which is what the recorder costs per kernel on
 graph launch; the issue's target is 1.5 us per kernel. ``recorded_static`` is the same body
 under ``asyncgpu.graph(static=True)``: once captured, a call launches the graph without running
 the body. ``graph_launch_us`` (GPU only) is CUDA's own floor: the same executable graph
-launched straight through CuPy, per kernel.
+launched straight through CuPy, per kernel; ``graph_lanes`` the streams inside that graph
+(after the lane budget, ``Options.graph_lane_cost_us``).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def _case(ag: Any, k: int, shape: str, iterations: int) -> dict[str, float]:
             total.append(t2 - t0)
         out[f"{mode}_host_us"] = 1e6 * statistics.median(host) / k
         out[f"{mode}_total_us"] = 1e6 * statistics.median(total) / k
+    frozen = next(iter(next(iter(static._static.values())).values()))[0]
+    out["graph_lanes"] = max(frozen.plan[1]) + 1      # after the lane budget
     raw = _raw_graph_launch_us(static, iterations)
     if raw is not None:
         out["graph_launch_us"] = raw / k

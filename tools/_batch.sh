@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Temporary: this session's GPU batch (deleted after use). usage: tools/_batch.sh 1|2
+set -u
+export PYTHONPATH=. PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+B="python3 -W ignore -m asyncgpu bench"
+if [ "$1" = 1 ]; then
+  python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 -W ignore > "$OUT/pytest_gpu.log" 2>&1
+  tail -3 "$OUT/pytest_gpu.log"
+  $B replay --json "$OUT/replay.json" > "$OUT/replay.txt" 2>&1
+  $B replay --json "$OUT/replay2.json" > "$OUT/replay2.txt" 2>&1
+  ASYNCGPU_GRAPH_LANE_COST_US=0 $B replay --json "$OUT/replay_nobudget.json" > "$OUT/replay_nobudget.txt" 2>&1
+  $B inception --scale small --json "$OUT/inception.json" > "$OUT/inception.txt" 2>&1
+else
+  $B all --scale small --block-sizes 256 --modes parallel,cudagraph,recorded,recorded_static \
+    --iterations 30 --warmup 3 --rounds 5 --json "$OUT/small.json" > "$OUT/small.txt" 2>&1
+  $B overhead --json "$OUT/overhead.json" > "$OUT/overhead.txt" 2>&1
+fi
+cd "$OUT" && tar czf results.tgz *.json *.txt *.log 2>/dev/null; ls "$OUT"
