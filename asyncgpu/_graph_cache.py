@@ -121,7 +121,7 @@ VARIANTS = 4
 
 def copy_key(allocs: tuple[Any, ...]) -> tuple[int, ...]:
     """What tells the variants of one key apart: the ids of the allocations copied in."""
-    return tuple(a.id for a in allocs)
+    return tuple([a.id for a in allocs]) if allocs else ()
 
 
 def graph_cache(rt: Any) -> GraphCache:

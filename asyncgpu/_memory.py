@@ -106,7 +106,7 @@ def host_current(allocs: Any) -> tuple[Any, ...]:
     """The allocations among ``allocs`` (each once, in order) whose current copy is only on the
     host: what a device use must copy in first. A captured graph copies these in itself
     (``asyncgpu._graph_capture``), so the set chooses which of a key's graphs runs."""
-    return tuple(a for a in allocs if a.location == HOST and a.nbytes)
+    return tuple([a for a in allocs if a.location == HOST and a.nbytes])
 
 
 class ExplicitMemory:

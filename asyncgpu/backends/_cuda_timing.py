@@ -14,6 +14,14 @@ What it does, once per capture that asks for timings (``asyncgpu._graph_profile`
    timing events: group ``j`` on stream ``j``, all groups forked from and joined back into
    stream 0, and returns the median in seconds.
 
+Each run is held behind a *gate*: a one-thread kernel that spins on a flag in pinned host
+memory, enqueued on stream 0 before the start event; the host opens it (writes the flag) once
+the whole run is enqueued. Without it the interval would include the host's time to enqueue
+the launches (5-10 us each on the H100 machine): a one-block kernel that runs for 2 us timed
+as 6-7 us, which made short launches look long to the lane budget
+(``asyncgpu._graph_schedule.lane_budget``). The gate gives up by itself after about a second
+(the interval is then simply longer), so a host that never opens it cannot hang the device.
+
 The scratch copies start with the data the launches would see (so data-dependent kernels, such
 as a gather through an index array the recording computes, stay in bounds as in the real run)
 and are released after the capture. ``peak_bandwidth`` is measured once per backend: a
@@ -23,16 +31,63 @@ bytes read plus bytes written over its time, the best of 3.
 
 from __future__ import annotations
 
+import logging
 import statistics
 from collections.abc import Sequence
 from typing import Any
 
 from .._array import Allocation, Array
 
+log = logging.getLogger("asyncgpu")
+
 WARMUP = 1
 REPEAT = 3
 _MEMCPY_DEFAULT = 4            # cudaMemcpyDefault: unified addressing tells the direction
 _BANDWIDTH_BYTES = 128 << 20
+
+
+_GATE = r"""extern "C" __global__ void asyncgpu_timing_gate(unsigned long long flag_ptr) {
+    volatile int* flag = (volatile int*)flag_ptr;
+    long long start = clock64();
+    while (*flag == 0 && clock64() - start < 2000000000LL) {
+        __nanosleep(200);
+    }
+}"""
+
+
+class _Gate:
+    """A flag in pinned host memory and the kernel that waits for it (one per backend)."""
+
+    def __init__(self, backend: Any) -> None:
+        import numpy as np
+
+        cupy = backend.cupy
+        self._mem = cupy.cuda.alloc_pinned_memory(8)
+        self.flag = np.frombuffer(self._mem, np.int32, 1)
+        self._arg = np.uint64(self._mem.ptr)     # mapped: unified addressing
+        self._kernel = cupy.RawKernel(_GATE, "asyncgpu_timing_gate")
+        self._kernel.compile()
+
+    def close_on(self, stream: Any) -> None:
+        self.flag[0] = 0
+        self._kernel((1,), (1,), (self._arg,), stream=stream)
+
+    def open(self) -> None:
+        self.flag[0] = 1
+
+
+def _gate(backend: Any) -> _Gate | None:
+    """The backend's gate, made on first use; None if it cannot be made (logged once)."""
+    gate = getattr(backend, "_timing_gate", False)
+    if gate is False:
+        try:
+            gate = _Gate(backend)
+        except Exception as exc:    # timing still works, only less precisely
+            log.warning("asyncgpu: no timing gate (%s): short launches are timed with the "
+                        "host's enqueue time included", exc)
+            gate = None
+        backend._timing_gate = gate
+    return gate
 
 
 class CudaStageTimer:
@@ -57,6 +112,7 @@ class CudaStageTimer:
         self._start = backend.timing_event()
         self._stop = backend.timing_event()
         self._fork = backend.create_event()
+        self._gate = _gate(backend)
         self.peak_bandwidth = peak_bandwidth(backend)
 
     def _rebind(self, runtime: Any, launch: Any) -> Any:
@@ -83,18 +139,25 @@ class CudaStageTimer:
         joins = [self.backend.create_event() for _ in streams[1:]]
         origin = streams[0]
         times = []
+        gate = self._gate
         for rep in range(WARMUP + REPEAT):
-            self._start.record(origin)
-            self._fork.record(origin)
-            for s in streams[1:]:
-                s.wait_event(self._fork)
-            for group, s in zip(stage, streams):
-                for v in group:
-                    self._launches[v](s)
-            for join, s in zip(joins, streams[1:]):
-                join.record(s)
-                origin.wait_event(join)
-            self._stop.record(origin)
+            if gate is not None:
+                gate.close_on(origin)
+            try:
+                self._start.record(origin)
+                self._fork.record(origin)
+                for s in streams[1:]:
+                    s.wait_event(self._fork)
+                for group, s in zip(stage, streams):
+                    for v in group:
+                        self._launches[v](s)
+                for join, s in zip(joins, streams[1:]):
+                    join.record(s)
+                    origin.wait_event(join)
+                self._stop.record(origin)
+            finally:
+                if gate is not None:
+                    gate.open()
             self._stop.synchronize()
             if rep >= WARMUP:
                 times.append(self.backend.cupy.cuda.get_elapsed_time(self._start, self._stop))

@@ -12,7 +12,7 @@ import pytest
 from benchmarks import harness
 from benchmarks.workloads import WORKLOADS
 from kernels import vec as K
-from recorder_kernels import ADD_SCALED
+from recorder_kernels import ADD_SCALED, captured_graphs
 
 pytestmark = pytest.mark.gpu
 
@@ -120,6 +120,7 @@ def test_host_written_inputs_are_copied_inside_the_graph_on_gpu(debug_hb):
                                        rtol=1e-6)
             if 1 <= i <= 5:
                 assert step.outcome == "replayed"
+            if 2 <= i <= 5:     # (the capture may copy x in once more, to time the launches)
                 assert after.nodes - before.nodes == 1
                 assert after.bytes_to_device - before.bytes_to_device == x.nbytes
         assert step.outcome == "replayed"
@@ -238,6 +239,61 @@ def test_stage_timer_measures_classes_without_side_effects():
             assert both > 1e-3
         assert classes == ["memory", "compute"]
         assert np.isnan(z.numpy()).all() and not w.numpy().any()
+
+
+def test_timing_gate_holds_each_run_and_reopens_after_a_failure():
+    """The stage timer's runs wait behind a gate the host opens once they are enqueued (so
+    one-block launches are timed as short as they run, and a graph of ten of them is folded by
+    the lane budget); a launch that fails mid-run still opens it (the device is not held)."""
+    import asyncgpu as ag
+    from asyncgpu import _graph_profile, _recorder
+    from asyncgpu._runtime import current_runtime
+    from recorder_kernels import N, kernels
+
+    with ag.configure(backend="cuda"):
+        scale, _, _ = kernels(ag)
+        xs = [ag.array(np.full(N, i, np.float32)) for i in range(10)]
+        ys = [ag.empty(N, np.float32) for _ in range(10)]
+
+        def body():
+            for x, y in zip(xs, ys):
+                scale[1, N](x, y, np.float32(2), N)
+
+        rt = current_runtime()
+        rec = _recorder.Recording(rt, 0, "gate", False)
+        rt.recording = rec
+        try:
+            body()
+        finally:
+            rt.recording = None
+        with _graph_profile.stage_timer(rt, rt.backend, rec.launches) as timer:
+            gate = timer._gate
+            assert gate is not None
+            assert 0 < timer.time(((0,),)) < 1e-3
+            good = timer._launches[3]
+
+            def broken(stream):
+                raise RuntimeError("launch refused")
+
+            timer._launches[3] = broken
+            with pytest.raises(RuntimeError, match="launch refused"):
+                timer.time(((2, 3),))
+            timer._launches[3] = good
+            assert gate.flag[0] == 1
+            t0 = time.perf_counter()
+            ag.synchronize()
+            assert time.perf_counter() - t0 < 0.5       # not held until the gate gives up
+
+        step = ag.graph(body)
+        earlier = {id(f) for f in captured_graphs()}
+        for _ in range(3):
+            step()
+        assert step.outcome == "replayed"
+        for i, y in enumerate(ys):
+            np.testing.assert_array_equal(y.numpy(), np.full(N, 2 * i, np.float32))
+        lanes = {max(f.plan[1]) + 1 for f in captured_graphs() if id(f) not in earlier}
+        assert lanes and max(lanes) < 10
+        step.clear()
 
 
 def test_ios_order_replays_inception_tiny_and_small():
