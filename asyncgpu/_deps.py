@@ -89,6 +89,24 @@ class DependencyTracker:
         self._live: dict[Any, _Live] = {}
         self._drop_raw = drop_raw
         self._drop_war = drop_war
+        #: Bumped by every commit and forget: while it stands still the live accesses are
+        #: those the last commit left (dropping finished entries does not count: it changes
+        #: no answer). See :meth:`repeat_conflicts`.
+        self.version = 0
+
+    def self_conflicts(self, accesses: list[Access]) -> list[tuple[str, str]]:
+        """Why a node with ``accesses`` depends on an unfinished earlier node with the very same
+        accesses: [(reason, array label)], empty when both only read.
+
+        When it is not empty and nothing was committed after the earlier node (:attr:`version`
+        unchanged), the earlier node is the only parent the new one needs: every other live
+        access the new one conflicts with, the earlier one conflicted with too, so it is
+        ordered before the earlier one already (a graph replayed again, ``Runtime.launch_graph``).
+        """
+        probe = DependencyTracker(self._drop_raw, self._drop_war)
+        earlier = Node("probe", "probe", None, accesses)
+        probe.commit(earlier, accesses)
+        return probe.conflicts(accesses).get(earlier, [])
 
     def conflicts(self, accesses: Iterable[Access]) -> dict[Node, list[tuple[str, str]]]:
         """Unfinished nodes the accesses conflict with -> [(reason, array label)], in issue order."""
@@ -158,6 +176,7 @@ class DependencyTracker:
         """Record ``node``'s accesses (after it has been given its stream and issued)."""
         stream = node.stream
         live_map = self._live
+        self.version += 1
         for acc in accesses:
             lo, hi = acc.lo, acc.hi
             if lo >= hi:
@@ -198,6 +217,7 @@ class DependencyTracker:
 
     def forget(self, key: Any) -> None:
         """Drop everything known about an allocation (it has been freed)."""
+        self.version += 1
         self._live.pop(key, None)
 
     def live_entries(self, key: Any) -> int:

@@ -67,7 +67,8 @@ class FrozenGraph:
     """
 
     __slots__ = ("graph", "accesses", "launches", "events", "name", "kernels", "copy_in",
-                 "copy_only", "copy_bytes", "inputs", "overwritten", "written", "plan")
+                 "copy_only", "copy_bytes", "inputs", "overwritten", "written", "plan", "last",
+                 "repeat")
 
     def __init__(self, graph: Any, accesses: list[Access], launches: list[Any],
                  events: list[Any], name: str, copy_in: tuple[Any, ...] = ()) -> None:
@@ -84,6 +85,10 @@ class FrozenGraph:
         self.copy_bytes = sum(a.nbytes for a in copy_in)
         self.inputs, self.overwritten = graph_inputs(launches)
         self.plan: Any = None       # (preds, lanes, order) it was captured with
+        #: (tracker, version, node) after its last launch, and (tracker, the reasons it
+        #: conflicts with itself): ``Runtime.launch_graph``'s shortcut for a repeated launch
+        self.last: Any = None
+        self.repeat: Any = None
 
 
 def graph_inputs(launches: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
