@@ -16,4 +16,13 @@ else
     --iterations 30 --warmup 3 --rounds 5 --json "$OUT/small.json" > "$OUT/small.txt" 2>&1
   $B overhead --json "$OUT/overhead.json" > "$OUT/overhead.txt" 2>&1
 fi
-cd "$OUT" && tar czf results.tgz *.json *.txt *.log 2>/dev/null; ls "$OUT"
+[ "$1" = 3 ] || { cd "$OUT" && tar czf results.tgz *.json *.txt *.log 2>/dev/null; }
+if [ "$1" = 3 ]; then
+  $B all --scale small --block-sizes 256 --modes parallel,cudagraph,recorded,recorded_static \
+    --iterations 30 --warmup 3 --rounds 5 --inputs resident --json "$OUT/small_resident.json" > "$OUT/small_resident.txt" 2>&1
+  $B all --scale small --block-sizes 256 --modes parallel,cudagraph,recorded,recorded_static \
+    --iterations 30 --warmup 3 --rounds 5 --json "$OUT/small2.json" > "$OUT/small2.txt" 2>&1
+  $B all --scale medium --block-sizes 256 --modes parallel,cudagraph,recorded,recorded_static \
+    --iterations 10 --warmup 2 --rounds 2 --json "$OUT/medium.json" > "$OUT/medium.txt" 2>&1
+  cd "$OUT" && tar czf results3.tgz small_resident.* small2.* medium.*
+fi
