@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
+from threading import get_ident
 from typing import Any, Callable
 
 import numpy as np
@@ -273,7 +274,13 @@ class Launcher:
 
     def __call__(self, *args: Any) -> None:
         mod = _runtime_mod or _runtime_module()
-        (mod._runtime or mod.current_runtime()).launch_kernel(self, args)
+        rt = mod._runtime or mod.current_runtime()
+        rec = rt.recording
+        # A launch that repeats the recording's previous run is taken from its memo without
+        # the runtime's lock: only this thread reads or ends its own recording.
+        if rec is not None and rec.thread == get_ident() and rec.remember(self, args):
+            return
+        rt.launch_kernel(self, args)
 
     def __repr__(self) -> str:
         return f"<launcher {self.kernel.name}[{self.grid}, {self.block}, {self.shared}]>"

@@ -67,7 +67,9 @@ from ._errors import CaptureError, RecordingError
 from ._graph_capture import FrozenGraph, capture, graph_inputs
 from ._memory import host_current
 from ._graph_cache import VARIANTS, Variants, copy_key, graph_cache
-from ._recording_keys import Launch, LaunchMemo, RecordingKey, argument_key
+from ._recording_keys import (
+    Launch, LaunchMemo, RecordingKey, argument_key, same_arguments,
+)
 from ._runtime import current_runtime
 
 log = logging.getLogger("asyncgpu")
@@ -115,15 +117,28 @@ class Recording:
         """Defer one launch; False when the launch is another thread's (issue it normally)."""
         if threading.get_ident() != self.thread:
             return False
-        memo = self.memo
-        if memo is not None:
-            same = memo.match(len(self.launches), launcher, args)
-            if same is not None:
-                self.launches.append(same)      # validated and keyed last time
-                self.remembered += 1
-                return True
+        if self.remember(launcher, args):
+            return True
         arrays, values = launcher.kernel.bind(self.runtime, args, site)
         self.launches.append(Launch(launcher, args, arrays, values, site))
+        return True
+
+    def remember(self, launcher: Any, args: tuple[Any, ...]) -> bool:
+        """Defer the launch as the previous run's launch at this position (validated and
+        keyed then) when it is the same launcher with the same arguments; False if not."""
+        memo = self.memo
+        if memo is None:
+            return False
+        launches = self.launches
+        previous = memo.launches
+        position = len(launches)
+        if position >= len(previous):
+            return False
+        same = previous[position]
+        if same.launcher is not launcher or not same_arguments(same.args, args):
+            return False
+        launches.append(same)
+        self.remembered += 1
         return True
 
     def refuse(self, what: str) -> None:

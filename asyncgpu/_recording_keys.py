@@ -134,15 +134,6 @@ class LaunchMemo:
         self.launches = launches
         self.key = key
 
-    def match(self, position: int, launcher: Any, args: tuple[Any, ...]) -> Launch | None:
-        """The remembered launch at ``position`` if this one is the same, else None."""
-        launches = self.launches
-        if position < len(launches):
-            old = launches[position]
-            if old.launcher is launcher and same_arguments(old.args, args):
-                return old
-        return None
-
 
 def argument_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """What identifies a static call: arrays by allocation, extent, shape, strides and dtype;

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from asyncgpu import _recorder
 from asyncgpu._errors import FreedArrayError
-from asyncgpu._recording_keys import LaunchMemo
+from asyncgpu._recorder import Recording
 
 from recorder_kernels import N, doubling, kernels
 
@@ -60,8 +60,8 @@ def test_remembered_runs_equal_fully_keyed_runs(keys_checked, calls, views):
                 inc[1, N](arrays[j], N)
 
             if not memo:
-                orig = LaunchMemo.match
-                LaunchMemo.match = lambda self, *a: None
+                orig = Recording.remember
+                Recording.remember = lambda self, *a: False
             try:
                 for i, j, a in calls:
                     step(i, j, a)
@@ -69,7 +69,7 @@ def test_remembered_runs_equal_fully_keyed_runs(keys_checked, calls, views):
                     results.append([x.numpy().tobytes() for x in arrays])
             finally:
                 if not memo:
-                    LaunchMemo.match = orig
+                    Recording.remember = orig
         return outcomes, results
 
     assert run(True) == run(False)
