@@ -16,7 +16,7 @@ else
     --iterations 30 --warmup 3 --rounds 5 --json "$OUT/small.json" > "$OUT/small.txt" 2>&1
   $B overhead --json "$OUT/overhead.json" > "$OUT/overhead.txt" 2>&1
 fi
-[ "$1" = 3 ] || { cd "$OUT" && tar czf results.tgz *.json *.txt *.log 2>/dev/null; }
+case "$1" in 1|2) (cd "$OUT" && tar czf results.tgz *.json *.txt *.log 2>/dev/null);; esac
 if [ "$1" = 3 ]; then
   $B all --scale small --block-sizes 256 --modes parallel,cudagraph,recorded,recorded_static \
     --iterations 30 --warmup 3 --rounds 5 --inputs resident --json "$OUT/small_resident.json" > "$OUT/small_resident.txt" 2>&1
@@ -24,5 +24,17 @@ if [ "$1" = 3 ]; then
     --iterations 30 --warmup 3 --rounds 5 --json "$OUT/small2.json" > "$OUT/small2.txt" 2>&1
   $B all --scale medium --block-sizes 256 --modes parallel,cudagraph,recorded,recorded_static \
     --iterations 10 --warmup 2 --rounds 2 --json "$OUT/medium.json" > "$OUT/medium.txt" 2>&1
-  cd "$OUT" && tar czf results3.tgz small_resident.* small2.* medium.*
+  (cd "$OUT" && tar czf results3.tgz small_resident.* small2.* medium.*)
+fi
+if [ "$1" = 4 ]; then
+  python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 -W ignore > "$OUT/pytest_gpu4.log" 2>&1
+  tail -1 "$OUT/pytest_gpu4.log"
+  $B replay --json "$OUT/replay4a.json" > /dev/null 2>&1
+  $B replay --json "$OUT/replay4b.json" > /dev/null 2>&1
+  $B all --scale small --block-sizes 256 --modes parallel,cudagraph,recorded,recorded_static \
+    --iterations 30 --warmup 3 --rounds 5 --json "$OUT/small4.json" > "$OUT/small4.txt" 2>&1
+  $B all --scale small --block-sizes 256 --modes parallel,cudagraph,recorded,recorded_static \
+    --iterations 30 --warmup 3 --rounds 5 --inputs resident --json "$OUT/small4_resident.json" > "$OUT/small4_resident.txt" 2>&1
+  $B overhead --json "$OUT/overhead4.json" > "$OUT/overhead4.txt" 2>&1
+  (cd "$OUT" && tar czf results4.tgz pytest_gpu4.log replay4* small4* overhead4*)
 fi

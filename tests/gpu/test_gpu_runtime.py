@@ -51,8 +51,10 @@ def test_two_independent_kernels_overlap_in_async_mode_only():
 
     with ag.configure(backend="cuda"):
         m = measure(ag, target_s=5e-3, repeats=5)
+    # two kernels of ~5 ms: side by side they take about as long as one, serially about twice
+    # (the host's timing noise is a few tenths either way; the benchmark reports the numbers)
     assert m["async_ratio"] < 1.3, m
-    assert m["sync_ratio"] > 1.8, m
+    assert m["sync_ratio"] > 1.6, m
 
 
 def test_host_read_blocks_only_on_its_producer(gpu):
