@@ -39,7 +39,8 @@ from ._errors import (
     BackendUnavailableError, CompileError, DeadlockError, FreedArrayError, KernelFault,
     LaunchError, OutOfMemoryError, RaceError, RecordingError, SignatureError,
 )
-from ._kernel import Kernel, cuda_kernel, kernel
+from ._kernel import Kernel
+from ._kernel_builders import cuda_kernel, kernel
 from ._instrument import Instrument
 from ._recorder import graph, record
 from ._statistics import Statistics

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from ._array import HOST, Array
+from ._array import HOST, Array, new_array
 from ._config import Options
-from ._runtime import _dtype, current_options, current_runtime, empty_array, set_options
+from ._runtime import current_options, current_runtime, set_options
 from ._statistics import Statistics
 
 
@@ -227,3 +227,35 @@ class configure:
 
     def __exit__(self, *exc: Any) -> None:
         set_options(self._previous)
+
+
+# -- constructing arrays ---------------------------------------------------------------------
+def empty_array(shape: Any, dtype: Any, location: int) -> Array:
+    shape = _shape(shape)
+    return new_array(current_runtime(), shape, _dtype(dtype), location)
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    out = []
+    for d in dims:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+            raise TypeError(f"array dimensions must be integers; got {d!r} in shape {shape!r}")
+        if d < 0:
+            raise ValueError(f"negative dimensions are not allowed; got shape {shape!r}")
+        out.append(int(d))
+    total = 1
+    for d in out:
+        total *= d
+    if total >= 2**62:
+        raise ValueError(f"an array of shape {tuple(out)} is too large to allocate")
+    return tuple(out)
+
+
+def _dtype(dtype: Any) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt.kind not in "biufc" or dt.hasobject:
+        raise TypeError(
+            f"asyncgpu arrays hold booleans and numbers; dtype {dt} is not supported"
+        )
+    return dt

@@ -28,10 +28,8 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
-
 from . import backends
-from ._array import DEVICE, HOST, Allocation, Array, new_array
+from ._array import DEVICE, HOST, Allocation, Array
 from ._config import Options, options_from_env
 from ._dag import Node, reduce_parents
 from ._deps import Access, DependencyTracker
@@ -474,34 +472,3 @@ def _backend_identity(o: Options) -> tuple[Any, ...]:
     """The options a backend is built from: changing any of them needs a new runtime."""
     return (backends.resolve(o), o.memory, o.device, o.sim_seed, o.sim_strategy, o.sim_tick,
             o.debug_hb, o.packed_launch, o.stress, o.stress_seed)
-
-
-def empty_array(shape: Any, dtype: Any, location: int) -> Array:
-    shape = _shape(shape)
-    return new_array(current_runtime(), shape, _dtype(dtype), location)
-
-
-def _shape(shape: Any) -> tuple[int, ...]:
-    dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    out = []
-    for d in dims:
-        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
-            raise TypeError(f"array dimensions must be integers; got {d!r} in shape {shape!r}")
-        if d < 0:
-            raise ValueError(f"negative dimensions are not allowed; got shape {shape!r}")
-        out.append(int(d))
-    total = 1
-    for d in out:
-        total *= d
-    if total >= 2**62:
-        raise ValueError(f"an array of shape {tuple(out)} is too large to allocate")
-    return tuple(out)
-
-
-def _dtype(dtype: Any) -> np.dtype:
-    dt = np.dtype(dtype)
-    if dt.kind not in "biufc" or dt.hasobject:
-        raise TypeError(
-            f"asyncgpu arrays hold booleans and numbers; dtype {dt} is not supported"
-        )
-    return dt
