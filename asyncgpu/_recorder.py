@@ -219,15 +219,20 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
     opts = rt.options
     config = (opts.graph_streams, opts.graph_order, opts.graph_max_streams,
               opts.graph_lane_cost_us)
-    if key is None or key.parts[0] != config:
+    remembered = key is not None and key.parts[0] == config
+    if not remembered:
         key = RecordingKey(token, (config, tuple(l.key for l in launches)))
     with rt._lock:
         cache = graph_cache(rt)
         memo = cache.memo
-        memo[token] = LaunchMemo(launches, key)
-        memo.move_to_end(token)
-        if len(memo) > opts.graph_cache:
-            memo.popitem(last=False)    # (it keeps the last run's arrays alive)
+        previous = memo.get(token)
+        if remembered and previous is not None and previous.key is key:
+            memo.move_to_end(token)     # the same launches as the memo's: keep it
+        else:
+            memo[token] = LaunchMemo(launches, key)
+            memo.move_to_end(token)
+            if len(memo) > opts.graph_cache:
+                memo.popitem(last=False)    # (it keeps the last run's arrays alive)
         entry = cache.get(key)
         if entry is None:
             cache.put(key, _SEEN)
