@@ -91,7 +91,7 @@ class DependencyTracker:
         self._drop_war = drop_war
         #: Bumped by every commit and forget: while it stands still the live accesses are
         #: those the last commit left (dropping finished entries does not count: it changes
-        #: no answer). See :meth:`repeat_conflicts`.
+        #: no answer). See :meth:`self_conflicts`.
         self.version = 0
 
     def self_conflicts(self, accesses: list[Access]) -> list[tuple[str, str]]:
