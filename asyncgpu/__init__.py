@@ -36,7 +36,7 @@ from ._array import Array
 from ._config import Options
 from ._errors import (
     AnnotationViolation, ArgumentError, ArgumentValueError, AsyncGPUError,
-    BackendUnavailableError, CompileError, DeadlockError, FreedArrayError, KernelFault,
+    BackendUnavailableError, BlockTooLargeError, CompileError, DeadlockError, FreedArrayError, KernelFault,
     LaunchError, OutOfMemoryError, RaceError, RecordingError, SignatureError,
 )
 from ._kernel import Kernel
@@ -50,7 +50,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AnnotationViolation", "ArgumentError", "ArgumentValueError", "Array", "AsyncGPUError",
-    "BackendUnavailableError", "CompileError", "DeadlockError", "FreedArrayError", "Instrument",
+    "BackendUnavailableError", "BlockTooLargeError", "CompileError", "DeadlockError", "FreedArrayError", "Instrument",
     "Kernel", "KernelFault", "LaunchError", "Options", "OutOfMemoryError", "RaceError",
     "RecordingError", "SignatureError", "Statistics", "Trace", "array", "asarray", "configure",
     "cuda_kernel", "empty", "empty_like", "full", "full_like", "graph", "instrument", "kernel",

@@ -295,7 +295,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             b = row.get("bounds") or {}
             cells_ += [_fmt(b.get("transfer_bound_s"), 1e3), _fmt(b.get("compute_bound_s"), 1e3),
                        _fmt(b.get("parallel_over_bound"), digits=2)]
-        cells_.append("PASS" if row["ok"] else "[red]FAIL[/]")
+        cells_.append("[red]FAIL[/]" if not row["ok"] else "SKIP" if not any(
+            row.get(m) for m in modes) else "PASS")
         table.add_row(*cells_)
     console.print(table)
     if want_bounds and not on_gpu:
@@ -325,6 +326,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     for row in rows:
         for f in row.get("failures", []):
             console.print(f"[red]FAIL {row['workload']} block {row['block']}: {f}[/]")
+        for f in row.get("skipped", []):
+            console.print(f"SKIP {row['workload']} block {row['block']}: {f}")
     options = dict(vars(args), scale=scale, iterations=iterations, warmup=warmup,
                    num_blocks=num_blocks, blocks=blocks, h2d_bytes_per_s=bandwidth,
                    h2d_bytes_per_s_by_memory=bandwidths, memories=list(memories))

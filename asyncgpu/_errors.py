@@ -38,6 +38,11 @@ class ArgumentValueError(AsyncGPUError, ValueError):
     """A launch argument or launch configuration has a bad value (checked before enqueue)."""
 
 
+class BlockTooLargeError(ArgumentValueError):
+    """A launch asks for more threads per block than the compiled kernel can run on this device
+    (its registers per thread limit the block); raised before enqueue, naming the limit."""
+
+
 class FreedArrayError(AsyncGPUError, RuntimeError):
     """An array was used after :meth:`asyncgpu.Array.free`."""
 

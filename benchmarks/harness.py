@@ -40,6 +40,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from asyncgpu import BlockTooLargeError
+
 log = logging.getLogger("asyncgpu.bench")
 
 MODES = ("serial", "parallel", "handopt", "cudagraph", "recorded", "recorded_static")
@@ -74,6 +76,9 @@ class Result:
     #: A pinned host-to-device copy of the workload's streamed bytes, timed in the same run
     #: (median seconds; VEC and B&S with ``bounds=True`` on a GPU).
     pinned_bound_s: float | None = None
+    #: Not run: the kernel cannot run this block size on this device (``BlockTooLargeError``,
+    #: refused before anything was enqueued); not a failure.
+    skipped: bool = False
 
     @property
     def median(self) -> float:
@@ -184,19 +189,19 @@ def run_mode(ag: Any, wl: Any, mode: str, block: Any, num_blocks: int, warmup: i
 
 def run_modes(ag: Any, wl: Any, modes: tuple[str, ...], block: Any, num_blocks: int,
               warmup: int, iterations: int, inputs: str, hands: dict[str, Any], rounds: int,
-              ) -> dict[str, tuple[list[float], Any, str | None]]:
+              ) -> dict[str, tuple[list[float], Any, Exception | None]]:
     """Every mode of one cell, their timed iterations split into ``rounds`` blocks taken in
     turn (mode order rotated each round), so a slow spell of the host lands on every mode
     rather than on one; per mode (times, last result, error or None). ``rounds=1`` runs each
     mode's iterations in one block, one mode after the other."""
-    out: dict[str, tuple[list[float], Any, str | None]] = {}
+    out: dict[str, tuple[list[float], Any, Exception | None]] = {}
     runs: dict[str, ModeRun] = {}
     for mode in modes:
         try:
             runs[mode] = ModeRun(ag, wl, mode, block, num_blocks, inputs, hands[mode])
         except Exception as exc:  # a crash is a FAIL of this cell, not of the suite
-            log.exception("%s %s %s failed", wl.name, mode, block)
-            out[mode] = ([], None, f"{type(exc).__name__}: {exc}")
+            _log_failure(exc, "%s %s %s failed", wl.name, mode, block)
+            out[mode] = ([], None, exc)
     times: dict[str, list[float]] = {m: [] for m in runs}
     per = [iterations // rounds + (1 if r < iterations % rounds else 0) for r in range(rounds)]
     order = list(runs)
@@ -208,16 +213,25 @@ def run_modes(ag: Any, wl: Any, modes: tuple[str, ...], block: Any, num_blocks: 
             try:
                 times[mode] += runs[mode].iterations(per[r], warmup if r == 0 else 0)
             except Exception as exc:
-                log.exception("%s %s %s failed", wl.name, mode, block)
-                out[mode] = ([], None, f"{type(exc).__name__}: {exc}")
+                _log_failure(exc, "%s %s %s failed", wl.name, mode, block)
+                out[mode] = ([], None, exc)
     for mode, run in runs.items():
         try:
             run.close()
         except Exception as exc:
             log.exception("%s %s %s: close failed", wl.name, mode, block)
-            out.setdefault(mode, ([], None, f"{type(exc).__name__}: {exc}"))
+            out.setdefault(mode, ([], None, exc))
         out.setdefault(mode, (times[mode], run.result, None))
     return {m: out[m] for m in modes}
+
+
+def _log_failure(exc: Exception, *args: Any) -> None:
+    """A block the kernel cannot run is a skipped cell (logged briefly); anything else a
+    failure, logged with its traceback."""
+    if isinstance(exc, BlockTooLargeError):
+        log.info(*args)
+        return
+    log.exception(*args)
 
 
 class _StaticRun:
@@ -354,8 +368,9 @@ def bench_workload(ag: Any, cls: Any, scale: str, modes: tuple[str, ...], blocks
                          rounds)
         for mode in modes:
             times, result, error = runs[mode]
+            skipped = isinstance(error, BlockTooLargeError)
             if error is not None:
-                ok, message = False, error
+                ok, message = False, f"{type(error).__name__}: {error}"
             else:
                 try:
                     ok, message = wl.check(result)
@@ -371,7 +386,8 @@ def bench_workload(ag: Any, cls: Any, scale: str, modes: tuple[str, ...], blocks
                 if mode == "serial":
                     serial_result = result
             cell.append(Result(cls.name, scale, inputs, block, num_blocks, mode, ok, message,
-                               times if ok else [], memory=memory, pinned_bound_s=pinned_s))
+                               times if ok else [], memory=memory, pinned_bound_s=pinned_s,
+                               skipped=skipped))
             progress()
         if metrics or bounds:
             try:
@@ -443,6 +459,9 @@ def summarize(results: list[Result]) -> list[dict[str, Any]]:
             row.setdefault("metrics", {})[r.mode] = r.metrics
         if r.bounds is not None:
             row["bounds"] = r.bounds
+        if r.skipped:
+            row.setdefault("skipped", []).append(f"{r.mode}: {r.message}")
+            continue
         row["ok"] = row["ok"] and r.ok
         if not r.ok:
             row.setdefault("failures", []).append(f"{r.mode}: {r.message}")

@@ -169,3 +169,33 @@ def test_a_mode_that_fails_in_a_round_fails_alone(monkeypatch):
     assert [(r.mode, r.ok) for r in results] == [("serial", True), ("parallel", False),
                                                  ("handopt", True)]
     assert "injected" in results[1].message
+
+
+def test_a_block_the_kernel_cannot_run_is_skipped_not_failed(monkeypatch, capsys):
+    """On a GPU a kernel whose registers do not fit a 1024-thread block is refused before
+    enqueue (``BlockTooLargeError``): the suite reports that cell SKIP with the reason and
+    still exits 0; any other error stays a FAIL."""
+    import asyncgpu as ag
+    from asyncgpu.__main__ import main
+
+    real = harness.ModeRun._once
+
+    def refuse_1024(self):
+        if self.block == 1024:
+            raise ag.BlockTooLargeError("kernel 'k': a block of 1024 threads is more than "
+                                        "this kernel can run; at most 512 threads per block")
+        return real(self)
+
+    monkeypatch.setattr(harness.ModeRun, "_once", refuse_1024)
+    assert main(["bench", "vec", "--scale", "tiny", "--block-sizes", "32,1024", "--modes",
+                 "serial,parallel", "--iterations", "1", "--warmup", "0", "--no-bounds"]) == 0
+    out = capsys.readouterr().out
+    assert "SKIP vec block 1024: serial: BlockTooLargeError" in out
+    assert "PASS" in out and "FAIL" not in out
+
+    def broken(self):
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(harness.ModeRun, "_once", broken)
+    assert main(["bench", "vec", "--scale", "tiny", "--block-sizes", "32", "--modes",
+                 "serial", "--iterations", "1", "--warmup", "0", "--no-bounds"]) == 1

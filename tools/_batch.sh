@@ -38,3 +38,13 @@ if [ "$1" = 4 ]; then
   $B overhead --json "$OUT/overhead4.json" > "$OUT/overhead4.txt" 2>&1
   (cd "$OUT" && tar czf results4.tgz pytest_gpu4.log replay4* small4* overhead4*)
 fi
+if [ "$1" = 5 ]; then
+  python3 -m pytest -m gpu -q -p no:cacheprovider --timeout 300 -W ignore > "$OUT/pytest_gpu5.log" 2>&1
+  tail -1 "$OUT/pytest_gpu5.log"
+  $B replay --json "$OUT/replay5.json" > /dev/null 2>&1
+  $B inception --scale small --json "$OUT/inception5.json" > /dev/null 2>&1
+  $B all --scale small --block-sizes 256 --modes parallel,cudagraph,recorded,recorded_static \
+    --iterations 30 --warmup 3 --rounds 5 --json "$OUT/small5.json" > "$OUT/small5.txt" 2>&1
+  python3 -W ignore -m asyncgpu bench > "$OUT/main_job.txt" 2>&1; echo "main job rc=$?"
+  (cd "$OUT" && tar czf results5.tgz pytest_gpu5.log replay5* inception5* small5* main_job.txt)
+fi

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 
-from .._errors import ArgumentError, ArgumentValueError, CompileError
+from .._errors import ArgumentError, BlockTooLargeError, CompileError
 from .._array import Array
 from .._kernel import CudaCSource, Kernel
 from ._packed import PackedPlan, split_complex, cuda_c_plan, numba_array_fields, numba_plan
@@ -142,7 +142,7 @@ def _check_block(kernel: Kernel, launcher: Any, site: str | None, limit: int, re
         threads *= d
     if threads > limit:
         where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
-        raise ArgumentValueError(
+        raise BlockTooLargeError(
             f"{where}: a block of {threads} threads is more than this kernel can run: it uses "
             f"{regs} registers per thread, so at most {limit} threads per block fit; launch it "
             f"with at most {limit} threads per block"

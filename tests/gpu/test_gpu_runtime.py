@@ -142,7 +142,8 @@ def test_block_too_large_for_the_kernels_registers_is_refused_before_enqueue(gpu
     raw_limit = None
     try:
         k[1, 1024](x, y, 1024)
-    except ag.ArgumentValueError as exc:
+    except ag.BlockTooLargeError as exc:        # (an ArgumentValueError)
+        assert isinstance(exc, ag.ArgumentValueError)
         raw_limit = str(exc)
     if raw_limit is None:
         pytest.skip("the compiler fit this kernel into 1024 threads; nothing to refuse")
