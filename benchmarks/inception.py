@@ -145,9 +145,26 @@ def _summary(times: list[float]) -> dict[str, float]:
             "p90_ms": 1e3 * float(q[1])}
 
 
+def graph_lanes(step: Any) -> list[int]:
+    """The stream counts of the graphs ``step`` (an ``asyncgpu.graph`` function) has captured,
+    after the lane budget (one per variant, distinct, sorted)."""
+    from asyncgpu._graph_cache import Variants
+    from asyncgpu._runtime import current_runtime
+
+    cache = current_runtime().graphs
+    if cache is None:
+        return []
+    return sorted({max(f.plan[1]) + 1 for key, entry in cache.entries.items()
+                   if key.token[0] == step.token and isinstance(entry, Variants)
+                   for f in entry.values()})
+
+
 def measure(ag: Any, scale: str = "small", iterations: int = 50, block: int = 128,
-            configs: tuple[tuple[str, str], ...] = CONFIGS) -> dict[str, Any]:
-    """Replay time per configuration (and eager ``parallel``); every result checked."""
+            configs: tuple[tuple[str, str], ...] = CONFIGS, rounds: int = 5) -> dict[str, Any]:
+    """Replay time per configuration (and eager ``parallel``) with the stream counts of its
+    graphs (``lanes``); every result checked. Every configuration is captured first; the timed
+    calls are then taken in ``rounds`` blocks, configurations in turn (the order rotated each
+    round), so a slow spell of the host lands on all of them, not on one."""
     wl = Inception(ag, scale)
     out: dict[str, Any] = {"kernels": wl.kernels, "scale": scale}
     with ag.configure(execution="async"):
@@ -157,9 +174,12 @@ def measure(ag: Any, scale: str = "small", iterations: int = 50, block: int = 12
         if not ok:
             raise AssertionError(f"inception parallel: {msg}")
         out["parallel"] = _summary(_times(lambda: wl.run(block), ag, iterations))
+    steps: dict[str, tuple[Any, dict[str, str]]] = {}
     for streams, order in configs:
-        opts = {"graph_streams": streams} if streams != "ios" else {}
-        with ag.configure(graph_order=order, **opts):
+        opts = {"graph_order": order}
+        if streams != "ios":
+            opts["graph_streams"] = streams
+        with ag.configure(**opts):
             step = ag.graph(wl.run)
             # record, capture (the output poisoned by the host: the graph must write all of
             # it), then capture the variant the timed calls use: the output left on the device
@@ -170,9 +190,23 @@ def measure(ag: Any, scale: str = "small", iterations: int = 50, block: int = 12
                 ok, msg = wl.check(wl.acts[-1].numpy())
                 if i and (not ok or step.outcome != "replayed"):
                     raise AssertionError(f"inception {streams}/{order}: {msg}, {step.outcome}")
-            times = _times(lambda: step(block), ag, iterations)
-            out[f"{streams}/{order}"] = _summary(times)
-            step.clear()
+        steps[f"{streams}/{order}"] = (step, opts)
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    names = list(steps)
+    rounds = max(1, min(rounds, iterations))
+    for r in range(rounds):
+        count = iterations // rounds + (1 if r < iterations % rounds else 0)
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            step, opts = steps[name]
+            with ag.configure(**opts):      # (the options a recorded call is keyed with)
+                step(block)                 # untimed: the first call after the switch
+                ag.synchronize()
+                times[name] += _times(lambda: step(block), ag, count)
+    for name, (step, _) in steps.items():
+        if step.outcome != "replayed":
+            raise AssertionError(f"inception {name}: the timed calls were {step.outcome}")
+        out[name] = dict(_summary(times[name]), lanes=graph_lanes(step))
+        step.clear()
     base = out["single/topological"]["median_ms"]
     for key, v in out.items():
         if isinstance(v, dict):
