@@ -124,6 +124,15 @@ def copy_key(allocs: tuple[Any, ...]) -> tuple[int, ...]:
     return tuple([a.id for a in allocs]) if allocs else ()
 
 
+def graphs_of(rt: Any, token: Any) -> list[FrozenGraph]:
+    """Every graph (all variants) the recorder with ``token`` has in ``rt``'s cache."""
+    cache = rt.graphs
+    if cache is None:
+        return []
+    return [f for key, entry in cache.entries.items()
+            if key.token[0] == token and isinstance(entry, Variants) for f in entry.values()]
+
+
 def graph_cache(rt: Any) -> GraphCache:
     cache = rt.graphs
     if cache is None:

@@ -91,6 +91,13 @@ class FrozenGraph:
         self.repeat: Any = None
 
 
+    @property
+    def lanes(self) -> int:
+        """The streams its launches were captured on (after the lane budget; copy lane not
+        counted)."""
+        return max(self.plan[1]) + 1 if self.plan is not None else 1
+
+
 def graph_inputs(launches: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """The allocations ``launches`` use, each once: (those whose old bytes they may read,
     those their first use overwrites whole)."""

@@ -148,15 +148,10 @@ def _summary(times: list[float]) -> dict[str, float]:
 def graph_lanes(step: Any) -> list[int]:
     """The stream counts of the graphs ``step`` (an ``asyncgpu.graph`` function) has captured,
     after the lane budget (one per variant, distinct, sorted)."""
-    from asyncgpu._graph_cache import Variants
+    from asyncgpu._graph_cache import graphs_of
     from asyncgpu._runtime import current_runtime
 
-    cache = current_runtime().graphs
-    if cache is None:
-        return []
-    return sorted({max(f.plan[1]) + 1 for key, entry in cache.entries.items()
-                   if key.token[0] == step.token and isinstance(entry, Variants)
-                   for f in entry.values()})
+    return sorted({f.lanes for f in graphs_of(current_runtime(), step.token)})
 
 
 def measure(ag: Any, scale: str = "small", iterations: int = 50, block: int = 128,

@@ -60,8 +60,8 @@ def _case(ag: Any, k: int, shape: str, iterations: int) -> dict[str, float]:
         out[f"{mode}_host_us"] = 1e6 * statistics.median(host) / k
         out[f"{mode}_total_us"] = 1e6 * statistics.median(total) / k
     frozen = next(iter(next(iter(static._static.values())).values()))[0]
-    out["graph_lanes"] = max(frozen.plan[1]) + 1      # after the lane budget
-    raw = _raw_graph_launch_us(static, iterations)
+    out["graph_lanes"] = frozen.lanes
+    raw = _raw_graph_launch_us(frozen, iterations)
     if raw is not None:
         out["graph_launch_us"] = raw / k
     step.clear()
@@ -74,7 +74,7 @@ def _case(ag: Any, k: int, shape: str, iterations: int) -> dict[str, float]:
     return out
 
 
-def _raw_graph_launch_us(static: Any, iterations: int) -> float | None:
+def _raw_graph_launch_us(frozen: Any, iterations: int) -> float | None:
     """CUDA's own floor: host microseconds of one launch of the same executable graph straight
     through CuPy (``cudaGraphLaunch``, no asyncgpu bookkeeping); None on the simulator."""
     from asyncgpu._runtime import current_runtime
@@ -82,7 +82,6 @@ def _raw_graph_launch_us(static: Any, iterations: int) -> float | None:
     rt = current_runtime()
     if rt.backend.name != "cuda":
         return None
-    frozen = next(iter(next(iter(static._static.values())).values()))[0]
     handle, stream = frozen.graph.handle, rt.backend.create_stream()
     rt.synchronize()
     times = []

@@ -44,12 +44,16 @@ def kernels(ag):
             ag.cuda_kernel(INC, "inc", sim=_inc))
 
 
-def captured_graphs() -> list:
-    """Every graph (``FrozenGraph``) in the current runtime's recorder cache, all variants."""
-    from asyncgpu._graph_cache import Variants
+def captured_graphs(step=None) -> list:
+    """Every graph (``FrozenGraph``, all variants) in the current runtime's recorder cache, or
+    only those of the recorded function ``step``."""
+    from asyncgpu._graph_cache import Variants, graphs_of
     from asyncgpu._runtime import current_runtime
 
-    cache = current_runtime().graphs
+    rt = current_runtime()
+    if step is not None:
+        return graphs_of(rt, step.token)
+    cache = rt.graphs
     if cache is None:
         return []
     return [f for e in cache.entries.values() if isinstance(e, Variants) for f in e.values()]
