@@ -98,10 +98,11 @@ class Options:
     #: launches that could have run side by side and makes a wide graph cheaper to launch.
     graph_max_streams: int = 0
     #: Recorder: what one more stream inside a graph costs each launch of it, in microseconds
-    #: (about 1 on the H100: the driver starts every branch on its own). When the launches
-    #: are measured short, a graph's lanes are folded to the count that minimizes this cost
-    #: plus the estimated run time of the graph; 0 keeps every lane the allocation asks for.
-    graph_lane_cost_us: float = 1.0
+    #: (0.8-1 on the H100 machine: the driver starts every branch on its own). When the
+    #: launches are measured short, a graph's lanes are folded to the count that minimizes this
+    #: cost plus the estimated run time of the graph. None: measured once on the GPU (1 on
+    #: ``sim``); 0 keeps every lane the allocation asks for.
+    graph_lane_cost_us: float | None = None
     #: Recorder: time launches when a graph is captured (``opara``: each launch's
     #: memory/compute class; ``ios``: the candidate stages); off: classes from kernel
     #: attributes, and ``ios`` falls back to ``opara``.
@@ -130,10 +131,11 @@ class Options:
         if not isinstance(self.graph_max_streams, int) or self.graph_max_streams < 0:
             raise ValueError("option graph_max_streams must be 0 (no limit) or a positive "
                              f"integer; got {self.graph_max_streams!r}")
-        if (not isinstance(self.graph_lane_cost_us, (int, float))
-                or not 0.0 <= self.graph_lane_cost_us < float("inf")):
-            raise ValueError("option graph_lane_cost_us must be a finite number of "
-                             f"microseconds >= 0; got {self.graph_lane_cost_us!r}")
+        cost = self.graph_lane_cost_us
+        if cost is not None and (not isinstance(cost, (int, float)) or isinstance(cost, bool)
+                                 or not 0.0 <= cost < float("inf")):
+            raise ValueError("option graph_lane_cost_us must be None (measured) or a finite "
+                             f"number of microseconds >= 0; got {cost!r}")
         if not 0.0 <= self.sim_tick <= 1.0:
             raise ValueError(f"option sim_tick must be in [0, 1]; got {self.sim_tick!r}")
         unknown = set(self.test_bugs) - TEST_BUGS
@@ -189,7 +191,8 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_GRAPH_ORDER": ("graph_order", str),
     "ASYNCGPU_GRAPH_CACHE": ("graph_cache", int),
     "ASYNCGPU_GRAPH_MAX_STREAMS": ("graph_max_streams", int),
-    "ASYNCGPU_GRAPH_LANE_COST_US": ("graph_lane_cost_us", float),
+    "ASYNCGPU_GRAPH_LANE_COST_US": ("graph_lane_cost_us",
+                                    lambda s: None if s.strip().lower() == "auto" else float(s)),
     "ASYNCGPU_GRAPH_MEASURE": ("graph_measure", _flag),
     "ASYNCGPU_GRAPH_IOS_GROUP": ("graph_ios_group", int),
     "ASYNCGPU_GRAPH_IOS_GROUPS": ("graph_ios_groups", int),

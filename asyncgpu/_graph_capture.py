@@ -170,6 +170,19 @@ def plan(rt: Any, launches: list[Any], name: str = "recording",
     return preds, _budget(rt, be, launches, preds, order, lanes, times), order
 
 
+#: A graph branch's launch cost where it is neither set nor measurable (``sim``): seconds.
+_LANE_COST_S = 1e-6
+
+
+def _lane_cost_s(rt: Any, be: Any) -> float:
+    """``graph_lane_cost_us`` in seconds, or when it is None the backend's measured cost."""
+    cost_us = rt.options.graph_lane_cost_us
+    if cost_us is not None:
+        return cost_us * 1e-6
+    measure = getattr(be, "lane_cost_s", None)
+    return measure() if measure is not None else _LANE_COST_S
+
+
 #: Bytes per second no device moves data faster than: a launch takes at least its traffic at
 #: this rate, the lower bound that decides whether measuring for the lane budget can pay.
 _FASTEST_BANDWIDTH = 10e12
@@ -183,9 +196,9 @@ def _budget(rt: Any, be: Any, launches: list[Any], preds: list[list[int]], order
     timed alone, but only when folding would pay even if every launch took just its traffic
     at :data:`_FASTEST_BANDWIDTH` (long launches never pay for the measuring).
     """
-    cost = rt.options.graph_lane_cost_us * 1e-6
     width = max(lanes, default=-1) + 1
-    if cost <= 0 or width < 2:
+    cost = _lane_cost_s(rt, be) if width > 1 else 0.0
+    if cost <= 0:
         return lanes
     durations = times if len(times) == len(launches) and None not in times else None
     if durations is None:

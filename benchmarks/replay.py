@@ -12,7 +12,8 @@ graph launch; the issue's target is 1.5 us per kernel. ``recorded_static`` is th
 under ``asyncgpu.graph(static=True)``: once captured, a call launches the graph without running
 the body. ``graph_launch_us`` (GPU only) is CUDA's own floor: the same executable graph
 launched straight through CuPy, per kernel; ``graph_lanes`` the streams inside that graph
-(after the lane budget, ``Options.graph_lane_cost_us``).
+(after the lane budget, ``Options.graph_lane_cost_us``) and, on the GPU, ``lane_cost_us`` the
+cost of one more branch the budget used (measured once per process).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import time
 from typing import Any
 
 import numpy as np
+
+from asyncgpu._runtime import current_runtime
 
 INC = r"""extern "C" __global__ void inc(float* x, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -61,6 +64,9 @@ def _case(ag: Any, k: int, shape: str, iterations: int) -> dict[str, float]:
         out[f"{mode}_total_us"] = 1e6 * statistics.median(total) / k
     frozen = next(iter(next(iter(static._static.values())).values()))[0]
     out["graph_lanes"] = frozen.lanes
+    lane_cost = getattr(current_runtime().backend, "lane_cost_s", None)    # (cuda: measured)
+    if lane_cost is not None:
+        out["lane_cost_us"] = 1e6 * lane_cost()
     raw = _raw_graph_launch_us(frozen, iterations)
     if raw is not None:
         out["graph_launch_us"] = raw / k
@@ -77,8 +83,6 @@ def _case(ag: Any, k: int, shape: str, iterations: int) -> dict[str, float]:
 def _raw_graph_launch_us(frozen: Any, iterations: int) -> float | None:
     """CUDA's own floor: host microseconds of one launch of the same executable graph straight
     through CuPy (``cudaGraphLaunch``, no asyncgpu bookkeeping); None on the simulator."""
-    from asyncgpu._runtime import current_runtime
-
     rt = current_runtime()
     if rt.backend.name != "cuda":
         return None

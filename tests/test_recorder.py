@@ -299,9 +299,49 @@ def test_short_independent_launches_are_folded_to_the_lane_budget(order):
     assert lanes_of_ten(1 << 26, 1.0) == 10
 
 
-def test_graph_lane_cost_is_validated():
-    from asyncgpu._config import Options
+def test_graph_lane_cost_is_validated_and_read_from_the_environment():
+    from asyncgpu._config import Options, options_from_env
 
-    for bad in (-1.0, float("inf"), "1"):
+    for bad in (-1.0, float("inf"), "1", True):
         with pytest.raises(ValueError, match="graph_lane_cost_us"):
             Options(graph_lane_cost_us=bad)
+    assert Options().graph_lane_cost_us is None             # measured on the GPU
+    env = "ASYNCGPU_GRAPH_LANE_COST_US"
+    assert options_from_env({env: "auto"}).graph_lane_cost_us is None
+    assert options_from_env({env: "2.5"}).graph_lane_cost_us == 2.5
+    with pytest.raises(ValueError):
+        options_from_env({env: "fast"})
+
+
+def test_the_lane_cost_is_measured_by_the_backend_when_not_set():
+    """``graph_lane_cost_us=None`` asks the backend (``lane_cost_s``, measured once on the GPU):
+    a backend that says lanes are free keeps all ten; one that says they are dear folds
+    further than the 1 us default's five."""
+    import asyncgpu as ag
+    from asyncgpu import _graph_capture
+    from asyncgpu._runtime import current_runtime
+
+    def lanes_with(cost_s):
+        with ag.configure(backend="sim", graph_lane_cost_us=None):
+            be = _graph_capture._capture_backend(current_runtime().backend)
+            be.inner.lane_cost_s = lambda: cost_s
+            try:
+                scale, _, _ = kernels(ag)
+                xs = [ag.array(np.full(N, i, np.float32)) for i in range(10)]
+                ys = [ag.empty(N, np.float32) for _ in range(10)]
+
+                @ag.graph
+                def wide():
+                    for x, y in zip(xs, ys):
+                        scale[1, 256](x, y, np.float32(2), N)
+
+                for _ in range(3):
+                    wide()
+                (count,) = {f.lanes for f in captured_graphs(wide)}
+                wide.clear()
+                return count
+            finally:
+                del be.inner.lane_cost_s
+
+    assert lanes_with(0.0) == 10
+    assert lanes_with(4e-6) < 5

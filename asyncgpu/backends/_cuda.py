@@ -430,6 +430,13 @@ class CudaBackend:
         from ._cuda_kernels import kernel_attributes
         return kernel_attributes(kernel)
 
+    def lane_cost_s(self) -> float:
+        """Host seconds one more parallel branch adds to a graph launch, measured once
+        (``_cuda_timing.lane_cost_s``; the recorder's lane budget)."""
+        from ._cuda_timing import lane_cost_s
+
+        return lane_cost_s(self)
+
     def stage_timer(self, runtime: Any, launches: list[Any]) -> Any:
         """The recorder's stage timer: CUDA events, scratch copies of written arrays
         (``_cuda_timing``)."""

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import statistics
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -167,6 +168,66 @@ class CudaStageTimer:
         """Let go of the scratch copies (every timed launch has finished: ``time`` waits)."""
         self._launches = []
         self._scratch = {}
+
+
+#: Branches of the wide graph :func:`lane_cost_s` compares with a one-branch graph, and the
+#: launches of each it times.
+_LANES, _LANE_LAUNCHES = 8, 25
+#: The lane cost used when it cannot be measured (seconds; the H100 machine's 0.8-1 us).
+DEFAULT_LANE_COST_S = 1e-6
+
+
+def lane_cost_s(backend: Any) -> float:
+    """Host seconds that one more parallel branch adds to ``cudaGraphLaunch``, measured once per
+    backend: two graphs of the same 8 empty kernels, one chain and 8 branches, each launched 25
+    times; the difference of the median launch times over 7. Falls back to
+    :data:`DEFAULT_LANE_COST_S` (logged) if measuring fails."""
+    cost = getattr(backend, "_lane_cost_s", None)
+    if cost is None:
+        try:
+            cost = _measure_lane_cost(backend)
+        except Exception as exc:
+            log.warning("asyncgpu: could not measure a graph branch's launch cost (%s); "
+                        "using %.1f us", exc, DEFAULT_LANE_COST_S * 1e6)
+            cost = DEFAULT_LANE_COST_S
+        backend._lane_cost_s = cost
+        log.debug("asyncgpu: a graph branch costs %.2f us to launch", cost * 1e6)
+    return cost
+
+
+def _measure_lane_cost(backend: Any) -> float:
+    cupy = backend.cupy
+    nop = cupy.RawKernel('extern "C" __global__ void asyncgpu_nop() {}', "asyncgpu_nop")
+    mode = getattr(backend.runtime, "streamCaptureModeRelaxed", None)
+    launch_on = cupy.cuda.Stream(non_blocking=True)
+    medians = {}
+    for lanes in (1, _LANES):
+        streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(lanes)]
+        origin = streams[0]
+        origin.begin_capture(mode)
+        try:
+            fork = cupy.cuda.Event(disable_timing=True)
+            fork.record(origin)
+            for s in streams[1:]:
+                s.wait_event(fork)
+            for i in range(_LANES):
+                nop((1,), (1,), (), stream=streams[i % lanes])
+            for s in streams[1:]:
+                join = cupy.cuda.Event(disable_timing=True)
+                join.record(s)
+                origin.wait_event(join)
+        finally:
+            graph = origin.end_capture()
+        graph.launch(launch_on)         # (the first launch uploads the graph)
+        launch_on.synchronize()
+        samples = []
+        for _ in range(_LANE_LAUNCHES):
+            t0 = time.perf_counter()
+            graph.launch(launch_on)
+            samples.append(time.perf_counter() - t0)
+            launch_on.synchronize()
+        medians[lanes] = statistics.median(samples)
+    return max(0.0, (medians[_LANES] - medians[1]) / (_LANES - 1))
 
 
 def peak_bandwidth(backend: Any) -> float:

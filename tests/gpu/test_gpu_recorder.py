@@ -293,6 +293,9 @@ def test_timing_gate_holds_each_run_and_reopens_after_a_failure():
         lanes = {f.lanes for f in captured_graphs(step)}
         assert lanes and max(lanes) < 10
         step.clear()
+        # the branch cost the budget used: measured once (host time of a graph launch)
+        cost = rt.backend.lane_cost_s()
+        assert 0 <= cost < 1e-4 and rt.backend.lane_cost_s() == cost
 
 
 def test_ios_order_replays_inception_tiny_and_small():
