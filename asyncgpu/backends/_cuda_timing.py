@@ -17,8 +17,8 @@ What it does, once per capture that asks for timings (``asyncgpu._graph_profile`
 Each run is held behind a *gate*: a one-thread kernel that spins on a flag in pinned host
 memory, enqueued on stream 0 before the start event; the host opens it (writes the flag) once
 the whole run is enqueued. Without it the interval would include the host's time to enqueue
-the launches (5-10 us each on the H100 machine): a one-block kernel that runs for 2 us timed
-as 6-7 us, which made short launches look long to the lane budget
+the launches (5-10 us each on the H100 machine): one-block kernels looked about 6 us long,
+which made short launches look long to the lane budget
 (``asyncgpu._graph_schedule.lane_budget``). The gate gives up by itself after about a second
 (the interval is then simply longer), so a host that never opens it cannot hang the device.
 
