@@ -36,7 +36,8 @@ choice gives the same results, because every DAG edge becomes a stream order or 
   launches that is more than the overlap gains, so with measured durations the lanes are
   folded (:func:`fold_lanes`, round-robin) to the count ``L`` that minimizes
   ``lane_cost * L + makespan``, the makespan estimated by :func:`makespan` (each launch starts
-  when its lane and its predecessors are done). Long launches keep every lane.
+  when its lane and its predecessors are done), if that saves more than half a lane's cost
+  (durations are measured, so noisy). Long launches keep every lane.
 
 Waits: :func:`cross_waits` gives, for each launch, the predecessors on other streams it must
 wait for, dropping those implied by an earlier wait of the same stream or by stream order.
@@ -255,14 +256,17 @@ def makespan(preds: Sequence[Sequence[int]], order: Sequence[int], lanes: Sequen
 def lane_budget(preds: Sequence[Sequence[int]], order: Sequence[int], lanes: Sequence[int],
                 durations: Sequence[float], lane_cost: float) -> int:
     """The lane count ``L`` (1 to the lanes used) that minimizes ``lane_cost * L`` plus the
-    :func:`makespan` of the lanes folded to ``L``; ties keep more lanes."""
+    :func:`makespan` of the lanes folded to ``L``; ties keep more lanes, and every lane is kept
+    unless folding saves more than half a lane's cost (measured durations are noisy: a graph
+    near the break-even point should not get a different count at every capture)."""
     width = max(lanes, default=-1) + 1
-    best, best_cost = width, lane_cost * width + makespan(preds, order, lanes, durations)
+    unfolded = lane_cost * width + makespan(preds, order, lanes, durations)
+    best, best_cost = width, unfolded
     for count in range(width - 1, 0, -1):
         cost = lane_cost * count + makespan(preds, order, fold_lanes(lanes, count), durations)
         if cost < best_cost:
             best, best_cost = count, cost
-    return best
+    return best if unfolded - best_cost > lane_cost / 2 else width
 
 
 def cross_waits(preds: Sequence[Sequence[int]], lanes: Sequence[int],

@@ -179,8 +179,11 @@ def test_lane_budget_keeps_a_side_branch_that_shortens_the_graph():
     preds = [[], [0], [0], [1, 2]]
     lanes = opara_streams(preds, range(4))
     assert lane_budget(preds, range(4), lanes, [1 * US, 94 * US, 5 * US, 0], 1 * US) == 2
-    # ... but not a side launch shorter than the lane costs
-    assert lane_budget(preds, range(4), lanes, [1 * US, 94 * US, 0.5 * US, 0], 1 * US) == 1
+    # ... but not a side launch much shorter than the lane costs
+    assert lane_budget(preds, range(4), lanes, [1 * US, 94 * US, 0.2 * US, 0], 1 * US) == 1
+    # near the break-even point (folding would save 0.4 us, under half a lane) every lane stays,
+    # so noise in the measured durations does not change the count from capture to capture
+    assert lane_budget(preds, range(4), lanes, [1 * US, 94 * US, 0.6 * US, 0], 1 * US) == 2
 
 
 def test_makespan_of_hand_built_schedules():
@@ -207,5 +210,7 @@ def test_lane_budget_never_costs_more_than_every_lane(preds, data):
     # folding only adds stream order: the graph can only get longer, and only by less than
     # the lanes it saves
     assert makespan(preds, order, folded, durations) >= makespan(preds, order, lanes, durations)
-    assert (cost * count + makespan(preds, order, folded, durations)
-            <= cost * width + makespan(preds, order, lanes, durations) + 1e-12)
+    saved = (cost * width + makespan(preds, order, lanes, durations)
+             - cost * count - makespan(preds, order, folded, durations))
+    assert saved >= -1e-12
+    assert count == width or saved > cost / 2      # folds only when it pays for the noise
