@@ -145,7 +145,6 @@ def plan(rt: Any, launches: list[Any], name: str = "recording",
             preds, lanes, order = schedule.stage_plan(preds, stages)
             return preds, schedule.fold_lanes(lanes, opts.graph_max_streams), order
         kind = "opara"
-    times: list[float | None] = []
     if kind == "opara":
         attrs = getattr(be, "kernel_attributes", None)
         demand = []
@@ -155,7 +154,7 @@ def plan(rt: Any, launches: list[Any], name: str = "recording",
                  else None)
             demand.append(schedule.resource_demand(a, threads, blocks))
         with profile.stage_timer(rt, be, launches) as timer:
-            classes = profile.launch_classes(rt, be, launches, timer, times)
+            classes = profile.launch_classes(rt, be, launches, timer)
         memory = [c != "compute" for c in classes]
         order = schedule.opara_order(preds, demand, memory)
     else:
@@ -167,7 +166,7 @@ def plan(rt: Any, launches: list[Any], name: str = "recording",
     else:
         lanes = schedule.opara_streams(preds, order)
     lanes = schedule.fold_lanes(lanes, opts.graph_max_streams)
-    return preds, _budget(rt, be, launches, preds, order, lanes, times), order
+    return preds, _budget(rt, be, launches, preds, order, lanes), order
 
 
 #: A graph branch's launch cost where it is neither set nor measurable (``sim``): seconds.
@@ -189,26 +188,23 @@ _FASTEST_BANDWIDTH = 10e12
 
 
 def _budget(rt: Any, be: Any, launches: list[Any], preds: list[list[int]], order: list[int],
-            lanes: list[int], times: list[float | None]) -> list[int]:
-    """``lanes`` folded to the lane budget (``graph_lane_cost_us``), from measured durations.
-
-    The durations are the ``opara`` order's when it measured them; otherwise each launch is
-    timed alone, but only when folding would pay even if every launch took just its traffic
-    at :data:`_FASTEST_BANDWIDTH` (long launches never pay for the measuring).
+            lanes: list[int]) -> list[int]:
+    """``lanes`` folded to the lane budget (``graph_lane_cost_us``), from measured durations
+    (``_graph_profile.launch_times``: what each launch adds to a lane). The launches are timed
+    only when folding would pay even if every launch took just its traffic at
+    :data:`_FASTEST_BANDWIDTH` (long launches never pay for the measuring).
     """
     width = max(lanes, default=-1) + 1
     cost = _lane_cost_s(rt, be) if width > 1 else 0.0
     if cost <= 0:
         return lanes
-    durations = times if len(times) == len(launches) and None not in times else None
+    shortest = [profile.launch_bytes(launch) / _FASTEST_BANDWIDTH for launch in launches]
+    if schedule.lane_budget(preds, order, lanes, shortest, cost) == width:
+        return lanes
+    with profile.stage_timer(rt, be, launches) as timer:
+        durations = profile.launch_times(launches, timer)
     if durations is None:
-        shortest = [profile.launch_bytes(launch) / _FASTEST_BANDWIDTH for launch in launches]
-        if schedule.lane_budget(preds, order, lanes, shortest, cost) == width:
-            return lanes
-        with profile.stage_timer(rt, be, launches) as timer:
-            durations = profile.launch_times(launches, timer)
-        if durations is None:
-            return lanes
+        return lanes
     count = schedule.lane_budget(preds, order, lanes, durations, cost)
     if count < width:
         log.debug("asyncgpu: %d lanes folded to %d: the launches are too short for more "

@@ -120,25 +120,19 @@ def stage_timer(rt: Any, be: Any, launches: Sequence[Any]) -> Iterator[Any]:
             timer.close()
 
 
-def launch_classes(rt: Any, be: Any, launches: Sequence[Any], timer: Any,
-                   times: list[float | None] | None = None) -> list[str]:
-    """Each launch's class: measured with ``timer`` when given, else :func:`heuristic_class`;
-    ``times``, when given, receives each launch's measured seconds (None: not measured)."""
+def launch_classes(rt: Any, be: Any, launches: Sequence[Any], timer: Any) -> list[str]:
+    """Each launch's class: measured with ``timer`` when given, else :func:`heuristic_class`."""
     classes: list[str] = []
     attrs = getattr(be, "kernel_attributes", None)
     for i, launch in enumerate(launches):
         nbytes = launch_bytes(launch)
         cls = None
-        seconds = None
         if launch.launcher is None:     # a captured call: ufuncs and reductions stream memory
             classes.append("memory")
-            if times is not None:
-                times.append(None)
             continue
         if timer is not None:
             try:
-                seconds = timer.time(((i,),))
-                cls = classify(seconds, nbytes, timer.peak_bandwidth)
+                cls = classify(timer.time(((i,),)), nbytes, timer.peak_bandwidth)
             except Exception as exc:
                 log.warning("asyncgpu: timing '%s' failed (%s); its class comes from its "
                             "attributes", launch.launcher.kernel.name, exc)
@@ -147,18 +141,27 @@ def launch_classes(rt: Any, be: Any, launches: Sequence[Any], timer: Any,
             a = attrs(launch.launcher.kernel) if attrs is not None else None
             cls = heuristic_class(nbytes, blocks * threads, a)
         classes.append(cls)
-        if times is not None:
-            times.append(seconds)
     return classes
 
 
+#: Launches in a row that :func:`launch_times` compares with one.
+IN_A_ROW = 4
+
+
 def launch_times(launches: Sequence[Any], timer: Any) -> list[float] | None:
-    """Each launch's measured seconds alone, or None when one of them cannot be timed (a
-    captured library call, no timer, a failure: logged)."""
+    """What each launch adds to its lane: the seconds of :data:`IN_A_ROW` of it back to back on
+    one stream less one of it, per extra launch (a launch timed alone also counts the device
+    starting its kernel, 1-2 us that a lane overlaps with the launch before); None when one of
+    them cannot be timed (a captured library call, no timer, a failure: logged)."""
     if timer is None or any(launch.launcher is None for launch in launches):
         return None
     try:
-        return [timer.time(((i,),)) for i in range(len(launches))]
+        out = []
+        for i in range(len(launches)):
+            one = timer.time(((i,),))
+            row = timer.time(((i,) * IN_A_ROW,))
+            out.append(max(0.0, (row - one) / (IN_A_ROW - 1)))
+        return out
     except Exception as exc:
         log.warning("asyncgpu: timing the launches failed (%s); the graph keeps its lanes", exc)
         return None
