@@ -7,7 +7,8 @@ overlapping bytes of one allocation and one of them writes (:func:`dependencies`
 WAW, in recorded order, so indices are a topological order). :func:`plan` orders them and
 assigns them to lanes (``asyncgpu._graph_schedule``, per ``Options.graph_order`` and
 ``graph_streams``; the ``opara`` and ``ios`` orders time the launches first, see
-``asyncgpu._graph_profile``); :func:`capture` issues them on the recorder's lane streams inside one
+``asyncgpu._graph_profile``; short launches are then folded onto fewer lanes, the lane
+budget); :func:`capture` issues them on the recorder's lane streams inside one
 stream capture::
 
     origin: record fork                      (lane 0 is the origin)

@@ -1,9 +1,10 @@
-"""Measuring a recording's launches for its schedule: memory/compute class and IOS stages.
+"""Measuring a recording's launches for its schedule: memory/compute class, lane durations
+and IOS stages.
 
 The model
 ---------
-Two launch orders of the recorder (``asyncgpu._graph_schedule``) need timings of the launches
-they order, taken once, when the recording is captured:
+The recorder's launch orders and lane budget (``asyncgpu._graph_schedule``) need timings of
+the launches they schedule, taken once, when the recording is captured:
 
 * ``opara`` puts each launch in a *memory-bound* or *compute-bound* ready queue. The class is
   measured: the launch runs alone and its time ``t`` is compared with its roofline memory time
@@ -16,12 +17,14 @@ they order, taken once, when the recording is captured:
   ``small`` launches go in the memory queue, with the light elementwise work Opara's operator
   table puts there. Without a measurement (no timer, ``graph_measure=False``, or a failure)
   the class comes from :func:`heuristic_class` (bytes per thread and registers).
+* the lane budget (``asyncgpu._graph_schedule.lane_budget``) needs what each launch adds to
+  its lane: :func:`launch_times` times it once alone and :data:`IN_A_ROW` times back to back.
 * ``ios`` (``asyncgpu._ios``) measures every candidate stage it considers. As in IOS, a long
   recording is cut into consecutive parts of at most ``graph_ios_part`` launches, searched one
   after the other; recordings above ``graph_ios_max`` launches, or searches over budget, use
   the ``opara`` order instead (logged).
 
-Both take their times from the backend's *stage timer* (``backend.stage_timer(runtime,
+All take their times from the backend's *stage timer* (``backend.stage_timer(runtime,
 launches)``, or None when the backend cannot time): ``timer.time(stage)`` gives the seconds one
 run of a stage takes, its groups concurrently, each group's launches in order, and
 ``timer.peak_bandwidth`` the device's bytes per second. On ``cuda`` the launches run on scratch
