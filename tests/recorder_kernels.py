@@ -59,6 +59,22 @@ def captured_graphs(step=None) -> list:
     return [f for e in cache.entries.values() if isinstance(e, Variants) for f in e.values()]
 
 
+def deferred_launches(body, name="t"):
+    """``(runtime, launches)``: ``body()`` run under a bare recording, its launches validated
+    and deferred (never issued); for tests of the schedule and the stage timer."""
+    from asyncgpu import _recorder
+    from asyncgpu._runtime import current_runtime
+
+    rt = current_runtime()
+    rec = _recorder.Recording(rt, 0, name, False)
+    rt.recording = rec
+    try:
+        body()
+    finally:
+        rt.recording = None
+    return rt, rec.launches
+
+
 def doubling(ag, x=None):
     """``(x, y, step)``: arrays and a recorded function writing ``y = 2 x`` in one launch, the
     smallest recording with an input and an output (``x``: a fresh empty array if not given)."""

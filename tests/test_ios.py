@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from asyncgpu import _graph_capture, _graph_profile, _graph_schedule, _ios, _recorder
+from asyncgpu import _graph_capture, _graph_profile, _graph_schedule, _ios
 from asyncgpu._ios import SearchTooLarge, ios_schedule, schedule_cost
+
+from recorder_kernels import deferred_launches
 
 
 @st.composite
@@ -186,19 +188,6 @@ def _kernels(ag):
     return copy, spin
 
 
-def _record(ag, body):
-    from asyncgpu._runtime import current_runtime
-
-    rt = current_runtime()
-    rec = _recorder.Recording(rt, 0, "t", False)
-    rt.recording = rec
-    try:
-        body()
-    finally:
-        rt.recording = None
-    return rt, rec.launches
-
-
 def test_measured_classes_on_sim(sim):
     ag = sim
     copy, spin = _kernels(ag)
@@ -212,7 +201,7 @@ def test_measured_classes_on_sim(sim):
         spin[4096, 1024](t, 1)                  # 4M threads, 4 bytes: compute-bound
         copy[1, 32](x[:8], small, 8)            # tiny: latency-bound
 
-    rt, launches = _record(ag, body)
+    rt, launches = deferred_launches(body)
     from asyncgpu._graph_capture import _capture_backend
     be = _capture_backend(rt.backend)
     with _graph_profile.stage_timer(rt, be, launches) as timer:
@@ -240,7 +229,7 @@ def test_opara_order_alternates_measured_classes(sim):
         spin[4096, 1024](ts[1], 2)
 
     with ag.configure(graph_order="opara"):
-        rt, launches = _record(ag, body)
+        rt, launches = deferred_launches(body)
         _, _, order = _graph_capture.plan(rt, launches)
     kinds = ["m", "m", "c", "c"]
     assert [kinds[v] for v in order] == ["c", "m", "c", "m"]     # compute first, alternating
@@ -261,7 +250,7 @@ def test_ios_order_end_to_end_and_fallback(sim, caplog):
         copy[4, 256](ys[2], z, n)               # then one that depends on the last
 
     with ag.configure(graph_order="ios"):
-        rt, launches = _record(ag, step.fn)
+        rt, launches = deferred_launches(step.fn)
         preds, lanes, order = _graph_capture.plan(rt, launches)
         # small launches overlap for free in the cost model: the three copies share a stage
         assert sorted(order[:3]) == [0, 1, 2] and order[3] == 3
@@ -273,6 +262,6 @@ def test_ios_order_end_to_end_and_fallback(sim, caplog):
         assert step.outcome == "replayed"
     with ag.configure(graph_order="ios", graph_ios_max=2), \
             caplog.at_level(logging.INFO, logger="asyncgpu"):
-        rt, launches = _record(ag, step.fn)
+        rt, launches = deferred_launches(step.fn)
         _, _, order = _graph_capture.plan(rt, launches, "step")
         assert "more than graph_ios_max=2" in caplog.text and sorted(order) == [0, 1, 2, 3]

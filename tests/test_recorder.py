@@ -268,28 +268,35 @@ def test_graph_max_streams_is_validated():
         Options(graph_max_streams=-1)
 
 
+def _lanes_of_ten(ag, threads=256):
+    """The streams of the captured graph of ten independent ``scale`` launches of ``threads``
+    threads each (results checked), and the outputs."""
+    scale, _, _ = kernels(ag)
+    xs = [ag.array(np.full(N, i, np.float32)) for i in range(10)]
+    ys = [ag.empty(N, np.float32) for _ in range(10)]
+
+    @ag.graph
+    def wide():
+        for x, y in zip(xs, ys):
+            scale[threads // 256, 256](x, y, np.float32(2), N)
+
+    for _ in range(3):
+        wide()
+    (count,) = {f.lanes for f in captured_graphs(wide)}    # (all variants)
+    wide.clear()
+    return count, wide.outcome, ys
+
+
 @pytest.mark.parametrize("order", ["topological", "opara"])
 def test_short_independent_launches_are_folded_to_the_lane_budget(order):
     import asyncgpu as ag
 
     def lanes_of_ten(threads, cost):
         with ag.configure(backend="sim", graph_order=order, graph_lane_cost_us=cost):
-            scale, _, _ = kernels(ag)
-            xs = [ag.array(np.full(N, i, np.float32)) for i in range(10)]
-            ys = [ag.empty(N, np.float32) for _ in range(10)]
-
-            @ag.graph
-            def wide():
-                for x, y in zip(xs, ys):
-                    scale[threads // 256, 256](x, y, np.float32(2), N)
-
-            for _ in range(3):
-                wide()
-            assert wide.outcome == "replayed"
+            count, outcome, ys = _lanes_of_ten(ag, threads)
+            assert outcome == "replayed"
             for i, y in enumerate(ys):
                 np.testing.assert_array_equal(y.numpy(), np.full(N, 2 * i, np.float32))
-            (count,) = {f.lanes for f in captured_graphs(wide)}    # (all variants)
-            wide.clear()
             return count
 
     # the simulator's cost model: a small launch takes about 2 us, so at 1 us per lane five
@@ -326,20 +333,7 @@ def test_the_lane_cost_is_measured_by_the_backend_when_not_set():
             be = _graph_capture._capture_backend(current_runtime().backend)
             be.inner.lane_cost_s = lambda: cost_s
             try:
-                scale, _, _ = kernels(ag)
-                xs = [ag.array(np.full(N, i, np.float32)) for i in range(10)]
-                ys = [ag.empty(N, np.float32) for _ in range(10)]
-
-                @ag.graph
-                def wide():
-                    for x, y in zip(xs, ys):
-                        scale[1, 256](x, y, np.float32(2), N)
-
-                for _ in range(3):
-                    wide()
-                (count,) = {f.lanes for f in captured_graphs(wide)}
-                wide.clear()
-                return count
+                return _lanes_of_ten(ag)[0]
             finally:
                 del be.inner.lane_cost_s
 

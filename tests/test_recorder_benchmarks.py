@@ -8,6 +8,7 @@ import pytest
 
 from benchmarks import harness, inception, replay
 from benchmarks.workloads import WORKLOADS
+from recorder_kernels import deferred_launches
 
 
 def test_inception_replays_under_every_configuration(sim):
@@ -17,22 +18,15 @@ def test_inception_replays_under_every_configuration(sim):
 
 
 def test_inception_stream_allocations(sim):
-    from asyncgpu import _graph_capture, _recorder
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu import _graph_capture
 
     ag = sim
     wl = inception.Inception(ag, "tiny")
-    rt = current_runtime()
     lanes = {}
     for streams in ("single", "opara", "nimble"):
         with ag.configure(graph_streams=streams):
-            rec = _recorder.Recording(rt, 0, "inception", False)
-            rt.recording = rec
-            try:
-                wl.run(32)
-            finally:
-                rt.recording = None
-            preds, lane, order = _graph_capture.plan(rt, rec.launches)
+            rt, launches = deferred_launches(lambda: wl.run(32), "inception")
+            preds, lane, order = _graph_capture.plan(rt, launches)
             lanes[streams] = len(set(lane))
     # four branches per block: at least four streams where they may run side by side
     assert lanes["single"] == 1

@@ -12,7 +12,7 @@ import pytest
 from benchmarks import harness
 from benchmarks.workloads import WORKLOADS
 from kernels import vec as K
-from recorder_kernels import ADD_SCALED, captured_graphs
+from recorder_kernels import ADD_SCALED, captured_graphs, deferred_launches
 
 pytestmark = pytest.mark.gpu
 
@@ -212,8 +212,7 @@ def test_stage_timer_measures_classes_without_side_effects():
     """Timing at capture runs the kernels on scratch copies: the program's arrays keep their
     values; a streaming kernel is memory-bound, a spinning one compute-bound."""
     import asyncgpu as ag
-    from asyncgpu import _graph_profile, _recorder
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu import _graph_profile
 
     with ag.configure(backend="cuda"):
         square, add = _kernels(ag)
@@ -223,18 +222,15 @@ def test_stage_timer_measures_classes_without_side_effects():
         y = ag.array(np.full(big, 2, np.float32))
         z = ag.array(np.full(big, np.nan, np.float32))
         w = ag.zeros(32, np.float32)
-        rt = current_runtime()
-        rec = _recorder.Recording(rt, 0, "timing", False)
-        rt.recording = rec
-        try:
+        def body():
             add[1024, 256](x, y, z, np.float32(1), big)      # 192 MiB streamed
             spin[1, 32](w, 4_000_000, 32)                    # ~2 ms of clock64, 256 bytes
-        finally:
-            rt.recording = None
+
+        rt, launches = deferred_launches(body, "timing")
         be = rt.backend
-        with _graph_profile.stage_timer(rt, be, rec.launches) as timer:
+        with _graph_profile.stage_timer(rt, be, launches) as timer:
             assert timer is not None and timer.peak_bandwidth > 1e11
-            classes = _graph_profile.launch_classes(rt, be, rec.launches, timer)
+            classes = _graph_profile.launch_classes(rt, be, launches, timer)
             both = timer.time(((0,), (1,)))
             assert both > 1e-3
         assert classes == ["memory", "compute"]
@@ -246,8 +242,7 @@ def test_timing_gate_holds_each_run_and_reopens_after_a_failure():
     one-block launches are timed as short as they run, and a graph of ten of them is folded by
     the lane budget); a launch that fails mid-run still opens it (the device is not held)."""
     import asyncgpu as ag
-    from asyncgpu import _graph_profile, _recorder
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu import _graph_profile
     from recorder_kernels import N, kernels
 
     with ag.configure(backend="cuda"):
@@ -259,14 +254,8 @@ def test_timing_gate_holds_each_run_and_reopens_after_a_failure():
             for x, y in zip(xs, ys):
                 scale[1, N](x, y, np.float32(2), N)
 
-        rt = current_runtime()
-        rec = _recorder.Recording(rt, 0, "gate", False)
-        rt.recording = rec
-        try:
-            body()
-        finally:
-            rt.recording = None
-        with _graph_profile.stage_timer(rt, rt.backend, rec.launches) as timer:
+        rt, launches = deferred_launches(body, "gate")
+        with _graph_profile.stage_timer(rt, rt.backend, launches) as timer:
             gate = timer._gate
             assert gate is not None
             assert 0 < timer.time(((0,),)) < 1e-3
