@@ -86,15 +86,10 @@ def _raw_graph_launch_us(frozen: Any, iterations: int) -> float | None:
     rt = current_runtime()
     if rt.backend.name != "cuda":
         return None
-    handle, stream = frozen.graph.handle, rt.backend.create_stream()
+    from asyncgpu.backends._cuda_timing import graph_launch_s
+
     rt.synchronize()
-    times = []
-    for _ in range(iterations):
-        t0 = time.perf_counter()
-        handle.launch(stream)
-        times.append(time.perf_counter() - t0)
-        stream.synchronize()
-    return 1e6 * statistics.median(times)
+    return 1e6 * graph_launch_s(frozen.graph.handle, rt.backend.create_stream(), iterations)
 
 
 def measure(ag: Any, sizes: tuple[int, ...] = (10, 100), iterations: int = 50,

@@ -220,14 +220,20 @@ def _measure_lane_cost(backend: Any) -> float:
             graph = origin.end_capture()
         graph.launch(launch_on)         # (the first launch uploads the graph)
         launch_on.synchronize()
-        samples = []
-        for _ in range(_LANE_LAUNCHES):
-            t0 = time.perf_counter()
-            graph.launch(launch_on)
-            samples.append(time.perf_counter() - t0)
-            launch_on.synchronize()
-        medians[lanes] = statistics.median(samples)
+        medians[lanes] = graph_launch_s(graph, launch_on, _LANE_LAUNCHES)
     return max(0.0, (medians[_LANES] - medians[1]) / (_LANES - 1))
+
+
+def graph_launch_s(graph: Any, stream: Any, launches: int) -> float:
+    """Median host seconds of one ``cudaGraphLaunch`` of a CuPy executable graph on ``stream``,
+    over ``launches`` launches, each waited for before the next."""
+    samples = []
+    for _ in range(launches):
+        t0 = time.perf_counter()
+        graph.launch(stream)
+        samples.append(time.perf_counter() - t0)
+        stream.synchronize()
+    return statistics.median(samples)
 
 
 def peak_bandwidth(backend: Any) -> float:
