@@ -114,11 +114,10 @@ class Recording:
 
     # -- hooks the runtime calls (under its lock) -------------------------------------------
     def kernel(self, launcher: Any, args: tuple[Any, ...], site: str | None) -> bool:
-        """Defer one launch; False when the launch is another thread's (issue it normally)."""
+        """Defer one launch, validated and keyed in full (the launcher has already tried
+        :meth:`remember`); False when the launch is another thread's (issue it normally)."""
         if threading.get_ident() != self.thread:
             return False
-        if self.remember(launcher, args):
-            return True
         arrays, values = launcher.kernel.bind(self.runtime, args, site)
         self.launches.append(Launch(launcher, args, arrays, values, site))
         return True
