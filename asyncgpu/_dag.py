@@ -99,8 +99,12 @@ def finish_through(node: Node, on_finish: Any) -> int:
         while inflight and inflight[0].seq <= n.seq:
             m = inflight.popleft()
             m.finished = True
-            stack.extend(p for p in m.parents if not p.finished)
-            m.parents = _NONE
+            parents = m.parents
+            if parents:
+                for p in parents:
+                    if not p.finished:
+                        stack.append(p)
+                m.parents = _NONE
             on_finish(m)
             count += 1
     return count

@@ -120,23 +120,26 @@ class DependencyTracker:
             if acc.write:
                 if live.reads and not self._drop_war:
                     self._scan_reads(live.reads, lo, hi, acc.label, found)
-                writes = live.writes
-                if len(writes) == 1:
-                    # the common case (one live writer, say the previous launch of the same
-                    # graph or kernel), without the general scan's calls
-                    elo, ehi, node = writes[0]
-                    if node.finished:
-                        writes.clear()
-                    elif elo < hi and lo < ehi:
-                        reasons = found.get(node)
-                        if reasons is None:
-                            found[node] = [(WAW, acc.label)]
-                        else:
-                            reasons.append((WAW, acc.label))
-                elif writes:
-                    self._scan(writes, lo, hi, WAW, acc.label, found)
-            elif live.writes and not self._drop_raw:
-                self._scan(live.writes, lo, hi, RAW, acc.label, found)
+                reason = WAW
+            elif self._drop_raw:
+                continue
+            else:
+                reason = RAW
+            writes = live.writes
+            if len(writes) == 1:
+                # the common case (one live writer, say the previous launch of the same graph
+                # or kernel), without the general scan's calls
+                elo, ehi, node = writes[0]
+                if node.finished:
+                    writes.clear()
+                elif elo < hi and lo < ehi:
+                    reasons = found.get(node)
+                    if reasons is None:
+                        found[node] = [(reason, acc.label)]
+                    else:
+                        reasons.append((reason, acc.label))
+            elif writes:
+                self._scan(writes, lo, hi, reason, acc.label, found)
         return found
 
     @staticmethod
@@ -199,8 +202,13 @@ class DependencyTracker:
                     writes.append((lo, hi, node))
                 reads = live.reads
                 if reads:
-                    for s in list(reads):
-                        kept = [e for e in reads[s] if not (lo <= e[0] and e[1] <= hi)]
+                    for s, entries in list(reads.items()):
+                        if len(entries) == 1:       # (the common case, without a new list)
+                            e = entries[0]
+                            if lo <= e[0] and e[1] <= hi:
+                                del reads[s]
+                            continue
+                        kept = [e for e in entries if not (lo <= e[0] and e[1] <= hi)]
                         if kept:
                             reads[s] = kept
                         else:
@@ -209,6 +217,13 @@ class DependencyTracker:
                 mine = live.reads.get(stream)
                 if mine is None:
                     live.reads[stream] = [(lo, hi, node)]
+                elif len(mine) == 1:
+                    # the common case: this stream's one earlier read of the array
+                    e = mine[0]
+                    if (lo <= e[0] and e[1] <= hi) or e[2].finished:
+                        mine[0] = (lo, hi, node)
+                    else:
+                        mine.append((lo, hi, node))
                 else:
                     # stream order: a later read of the same stream covers an earlier one
                     mine[:] = [e for e in mine

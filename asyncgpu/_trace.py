@@ -222,6 +222,7 @@ class Trace:
             rt.want_sites = True
             rt._instruments.append(self)
             rt.stats.listener = rt._synchronized
+            rt._update_fast()
             self._active = True
         return self
 
@@ -242,6 +243,7 @@ class Trace:
                 rt._instruments.remove(self)
             if not rt._instruments:
                 rt.stats.listener = None
+            rt._update_fast()
             self._active = False
 
     def __enter__(self) -> Trace:

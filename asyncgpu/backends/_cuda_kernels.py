@@ -97,26 +97,38 @@ class RawLaunch:
         self.raw(self.grid, self.block, self.args, stream=stream, shared_mem=self.shared)
 
 
+class PackedTarget:
+    """What every packed launch of one launcher shares: the plan and the launch dimensions
+    (made once per launcher and argument types; ``Launcher.prepared`` keeps the latest)."""
+
+    __slots__ = ("backend", "key", "plan", "grid", "block", "shared")
+
+    def __init__(self, backend: Any, key: Any, plan: PackedPlan, launcher: Any) -> None:
+        self.backend = backend
+        self.key = key            # Numba: the argument types' tokens it was built for
+        self.plan = plan
+        self.grid, self.block, self.shared = launcher.grid3, launcher.block3, launcher.shared
+
+
 class PackedLaunch:
     """A launch through a :class:`PackedPlan`: one ``cuLaunchKernel`` call."""
 
-    __slots__ = ("plan", "values", "grid", "block", "shared")
+    __slots__ = ("target", "values")
 
-    def __init__(self, plan: PackedPlan, values: tuple[Any, ...], grid: Any, block: Any,
-                 shared: int) -> None:
-        self.plan = plan
+    def __init__(self, target: PackedTarget, values: tuple[Any, ...]) -> None:
+        self.target = target
         self.values = values
-        self.grid, self.block, self.shared = grid, block, shared
 
     def __call__(self, stream: Any) -> None:
         # PackedPlan.launch, inlined: this runs once per launch
-        plan = self.plan
+        t = self.target
+        plan = t.plan
         values = self.values
         if plan.splits:
             values = split_complex(values, plan.splits)
         plan.struct.pack_into(plan.buf, 0, *values)
-        g, b = self.grid, self.block
-        plan.launch_fn(plan.handle, g[0], g[1], g[2], b[0], b[1], b[2], self.shared, stream.ptr,
+        g, b = t.grid, t.block
+        plan.launch_fn(plan.handle, g[0], g[1], g[2], b[0], b[1], b[2], t.shared, stream.ptr,
                        0, plan.extra_ptr)
 
 
@@ -154,8 +166,8 @@ def make_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
     """Compile if needed and build the launch object (nothing is enqueued here).
 
     The first launch of a kernel for given argument types compiles it, checks the block against
-    the compiled kernel's limits and builds its packed plan; later launches only gather the
-    argument values.
+    the compiled kernel's limits and builds its packed plan; later launches of the same launcher
+    find that in ``launcher.prepared`` and only gather the argument values.
     """
     if isinstance(kernel.source, CudaCSource):
         return _cuda_c_launch(backend, kernel, launcher, arrays, values, site)
@@ -172,6 +184,9 @@ def make_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
             t = type(v)
             key.append(t if t is not int or _INT64_MIN <= v <= _INT64_MAX else "bigint")
             flat.append(v)
+    target = launcher.prepared
+    if target is not None and target.backend is backend and target.key == key:
+        return PackedLaunch(target, tuple(flat))
     entry = kernel._compiled.get(tuple(key))
     if entry is None:
         entry = kernel._compiled[tuple(key)] = _compile_numba(backend, kernel, values, site)
@@ -181,7 +196,8 @@ def make_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
                      compiled.regs_per_thread)
         checked.add(launcher.block)
     if plan is not None:
-        return PackedLaunch(plan, tuple(flat), launcher.grid3, launcher.block3, launcher.shared)
+        target = launcher.prepared = PackedTarget(backend, key, plan, launcher)
+        return PackedLaunch(target, tuple(flat))
     args = [_numba_view(v) if type(v) is Array else v for v in values]
     return NumbaLaunch(backend, compiled, args, launcher.grid, launcher.block, launcher.shared)
 
@@ -225,30 +241,34 @@ def _compile_numba(backend: Any, kernel: Kernel, values: list[Any], site: str | 
 
 def _cuda_c_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
                    values: list[Any], site: str | None) -> Any:
-    entry = kernel._compiled.get("c")
-    if entry is None:
-        raw = _raw_kernel(backend, kernel)
-        plan = None
-        if kernel.typed and backend.packed_launches:
-            plan = cuda_c_plan(raw.kernel.ptr, kernel.params, backend.driver_launch)
-        entry = kernel._compiled["c"] = (raw, plan, set())
-    raw, plan, checked = entry
-    if launcher.block not in checked:
-        _check_block(kernel, launcher, site, raw.max_threads_per_block, raw.num_regs)
-        checked.add(launcher.block)
+    target = launcher.prepared
+    if target is None or target.backend is not backend:
+        entry = kernel._compiled.get("c")
+        if entry is None:
+            raw = _raw_kernel(backend, kernel)
+            plan = None
+            if kernel.typed and backend.packed_launches:
+                plan = cuda_c_plan(raw.kernel.ptr, kernel.params, backend.driver_launch)
+            entry = kernel._compiled["c"] = (raw, plan, set())
+        raw, plan, checked = entry
+        if launcher.block not in checked:
+            _check_block(kernel, launcher, site, raw.max_threads_per_block, raw.num_regs)
+            checked.add(launcher.block)
+        if plan is None:
+            args = list(values)
+            for a in arrays:
+                args[a.index] = _cupy_view(backend, a.array)
+            return RawLaunch(raw, tuple(args), launcher.grid, launcher.block, launcher.shared)
+        target = launcher.prepared = PackedTarget(backend, None, plan, launcher)
     args = list(values)
-    if plan is not None:
-        for a in arrays:
-            arr = a.array
-            ptr = arr._cache.get("ptr")
-            if ptr is None:
-                buf = arr._alloc.buffer
-                ptr = arr._cache["ptr"] = buf.ptr + arr._offset if buf.nbytes else 0
-            args[a.index] = ptr
-        return PackedLaunch(plan, tuple(args), launcher.grid3, launcher.block3, launcher.shared)
     for a in arrays:
-        args[a.index] = _cupy_view(backend, a.array)
-    return RawLaunch(raw, tuple(args), launcher.grid, launcher.block, launcher.shared)
+        arr = a.array
+        ptr = arr._cache.get("ptr")
+        if ptr is None:
+            buf = arr._alloc.buffer
+            ptr = arr._cache["ptr"] = buf.ptr + arr._offset if buf.nbytes else 0
+        args[a.index] = ptr
+    return PackedLaunch(target, tuple(args))
 
 
 def kernel_attributes(kernel: Kernel) -> dict[str, int] | None:
