@@ -73,9 +73,6 @@ class Options:
     #: Launch kernels with one driver call and a prebuilt parameter buffer (``cuda`` backend);
     #: ``False`` goes through Numba's and CuPy's own launch paths (slower; for diagnosis).
     packed_launch: bool = True
-    #: Take the eager launch's fast path (``asyncgpu._fast_launch``) when a launch qualifies;
-    #: ``False`` sends every launch through the general pipeline (same results, slower).
-    fast_launch: bool = True
     #: Attach the happens-before checker to the ``cuda`` backend (always on for ``sim``).
     debug_hb: bool = False
     #: Stress mode: random stream assignment and (``cuda``) random spin kernels before nodes,
@@ -186,7 +183,6 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_STRESS": ("stress", _flag),
     "ASYNCGPU_STRESS_SEED": ("stress_seed", int),
     "ASYNCGPU_PACKED_LAUNCH": ("packed_launch", _flag),
-    "ASYNCGPU_FAST_LAUNCH": ("fast_launch", _flag),
     "ASYNCGPU_SIM_SEED": ("sim_seed", int),
     "ASYNCGPU_SIM_STRATEGY": ("sim_strategy", str),
     "ASYNCGPU_SIM_TICK": ("sim_tick", float),

@@ -35,7 +35,7 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 #: the runtime's own modules (the backends and the happens-before checker play the driver
 #: and the oracle: an exception inside them would model a corrupted driver, not a caller)
 CORE_MODULES = ("_runtime", "_streams", "_deps", "_dag", "_kernel", "_checks", "_array",
-                "_library", "_policies", "_statistics", "_memory", "_chunks", "_fast_launch")
+                "_library", "_policies", "_statistics", "_memory", "_chunks")
 
 
 class FaultInjector:

@@ -83,7 +83,7 @@ class Kernel:
     """A kernel whose launches asyncgpu schedules (see :func:`asyncgpu.kernel`)."""
 
     __slots__ = ("name", "params", "modes", "source", "typed", "elementwise", "_launchers",
-                 "_compiled", "_slots", "_fast", "__weakref__")
+                 "_compiled", "_slots", "__weakref__")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -112,7 +112,6 @@ class Kernel:
              p.dtype if typed and p.is_array else None, p.is_array)
             for i, p in enumerate(params)
         )
-        self._fast: Any = None   # the fast path's slots (``asyncgpu._fast_launch``), on first use
         return self
 
     def __repr__(self) -> str:
@@ -278,17 +277,10 @@ class Launcher:
         mod = _runtime_mod or _runtime_module()
         rt = mod._runtime or mod.current_runtime()
         rec = rt.recording
-        if rec is not None:
-            # A launch that repeats the recording's previous run is taken from its memo without
-            # the runtime's lock: only this thread reads or ends its own recording.
-            if rec.thread == get_ident() and rec.remember(self, args):
-                return
-        elif rt._fast:
-            # Runtime.launch_kernel's first step, one call shorter (see asyncgpu._fast_launch)
-            with rt._lock:
-                if (not rt._releases and rt.recording is None and not rt._issuing
-                        and mod.launch_fast(rt, self, args)):
-                    return
+        # A launch that repeats the recording's previous run is taken from its memo without
+        # the runtime's lock: only this thread reads or ends its own recording.
+        if rec is not None and rec.thread == get_ident() and rec.remember(self, args):
+            return
         rt.launch_kernel(self, args)
 
     def __repr__(self) -> str:

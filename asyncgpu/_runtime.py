@@ -36,7 +36,6 @@ from ._deps import Access, DependencyTracker
 from ._errors import FreedArrayError
 from ._kernel import Launcher, user_site
 from ._chunks import launch_chunked
-from ._fast_launch import host_blocked, launch_fast
 from ._memory import ExplicitMemory
 from ._statistics import Counters, Statistics
 from ._streams import StreamManager
@@ -82,15 +81,6 @@ class Runtime:
         self.alias_blind = "alias_blind" in bugs
         self.host_no_wait = "host_no_wait" in bugs
         self.eager_free = "eager_free" in bugs
-        #: Locations that keep an array off the fast path (it needs a copy or prefetch first).
-        self.host_blocked = host_blocked(self.memory is not None, self.prefetch)
-        self._update_fast()
-
-    def _update_fast(self) -> None:
-        """Whether eager launches may take the fast path (``asyncgpu._fast_launch``)."""
-        o = self.options
-        self._fast = (o.fast_launch and not self.sync_mode and not self.no_const
-                      and not o.test_bugs and not self._instruments)
 
     def reconfigure(self, options: Options) -> None:
         """Apply new policies (same backend): finishes all work first."""
@@ -136,9 +126,6 @@ class Runtime:
         with self._lock:
             if self._releases:
                 self._drain_releases()
-            if (self._fast and self.recording is None and not self._issuing
-                    and launch_fast(self, launcher, args)):
-                return
             site = user_site() if self.want_sites else None
             if self.recording is not None and self.recording.kernel(launcher, args, site):
                 return
@@ -419,7 +406,6 @@ class Runtime:
         with self._lock:
             self._instruments.append(obj)
             self.stats.listener = self._synchronized
-            self._update_fast()
         try:
             yield obj
         finally:
@@ -428,16 +414,14 @@ class Runtime:
                     self._instruments.remove(obj)
                 if not self._instruments:
                     self.stats.listener = None
-                self._update_fast()
 
 
 def _inside_issue() -> bool:
-    """Whether a caller of the calling ``Runtime._issue`` is itself scheduling a node (in
-    ``_issue`` or on the fast path)."""
-    codes = (Runtime._issue.__code__, launch_fast.__code__)
+    """Whether a caller of the calling ``Runtime._issue`` is itself scheduling a node."""
+    code = Runtime._issue.__code__
     frame = sys._getframe(2)
     while frame is not None:
-        if frame.f_code in codes:
+        if frame.f_code is code:
             return True
         frame = frame.f_back
     return False

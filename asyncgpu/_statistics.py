@@ -32,7 +32,6 @@ class Counters:
         self.streams_used: set[int] = set()
         self.graphs_recorded = 0
         self.graphs_replayed = 0
-        self.fast_launches = 0
         #: Called with the reason of each host synchronization while instruments are registered.
         self.listener: Any = None
 
@@ -66,7 +65,6 @@ class Counters:
             inflight=inflight,
             graphs_recorded=self.graphs_recorded,
             graphs_replayed=self.graphs_replayed,
-            fast_launches=self.fast_launches,
         )
 
 
@@ -83,8 +81,7 @@ class Statistics:
     prefetches (managed memory). ``copies_to_device``/``copies_to_host`` and
     ``bytes_to_device``/``bytes_to_host`` count the copy nodes of the explicit memory model
     (``memory="explicit"``) and the bytes they move. ``graphs_recorded``/``graphs_replayed`` count CUDA graphs captured and launched
-    by the recorder (0 until it is used). ``fast_launches`` counts the kernel launches that took
-    the fast path (``asyncgpu._fast_launch``: arrays already on the device, plain numbers).
+    by the recorder (0 until it is used).
     """
 
     backend: str
@@ -110,7 +107,6 @@ class Statistics:
     inflight: int = 0
     graphs_recorded: int = 0
     graphs_replayed: int = 0
-    fast_launches: int = 0
 
     def as_dict(self) -> dict[str, object]:
         """The snapshot as plain, JSON-friendly data."""

@@ -222,7 +222,6 @@ class Trace:
             rt.want_sites = True
             rt._instruments.append(self)
             rt.stats.listener = rt._synchronized
-            rt._update_fast()
             self._active = True
         return self
 
@@ -243,7 +242,6 @@ class Trace:
                 rt._instruments.remove(self)
             if not rt._instruments:
                 rt.stats.listener = None
-            rt._update_fast()
             self._active = False
 
     def __enter__(self) -> Trace:

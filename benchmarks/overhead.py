@@ -158,7 +158,6 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
 OPTION_VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
     "packed_launch=False": {"packed_launch": False},
-    "fast_launch=False": {"fast_launch": False},
     "debug_hb=True": {"debug_hb": True},
     "poll_threshold=1": {"poll_threshold": 1},
     "poll_threshold=4": {"poll_threshold": 4},

@@ -193,14 +193,12 @@ def test_counting_costs_nothing_outside_the_block(sim):
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # __del__'s
 def test_fault_at_every_point_in_the_explicit_memory_model(target, monkeypatch):
     """The same, with copy nodes and location bookkeeping on the path (one fault kind: the
-    points are the same for both). The launch's arrays are on the device, so its fast path
-    (which the test above covers) would skip the model's code: this one takes the general path."""
+    points are the same for both)."""
     real = ag.configure
 
     class explicit(real):
         def __init__(self, **options):
             options.setdefault("memory", "explicit")
-            options.setdefault("fast_launch", False)
             super().__init__(**options)
 
     monkeypatch.setattr(ag, "configure", explicit)
