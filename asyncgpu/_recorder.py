@@ -60,6 +60,7 @@ import logging
 import threading
 import warnings
 from collections import OrderedDict
+from operator import is_
 from typing import Any, Callable
 
 from . import _graph_calls
@@ -87,7 +88,7 @@ class Recording:
     """
 
     __slots__ = ("runtime", "token", "name", "thread", "launches", "failed", "eager", "split",
-                 "segment", "calls", "outcomes", "frozen", "memo", "remembered")
+                 "segment", "calls", "outcomes", "frozen", "memo", "previous")
 
     def __init__(self, runtime: Any, token: Any, name: str, split: bool) -> None:
         self.runtime = runtime
@@ -103,14 +104,16 @@ class Recording:
         self.outcomes: list[str] = []
         self.frozen: list[Any] = []     # per segment: the FrozenGraph launched, or None
         self.memo: LaunchMemo | None = None     # the segment's previous run
-        self.remembered = 0                     # launches of this segment taken from it
+        self.previous: Any = ()                 # its launches (empty: nothing to remember)
         self._remember()
 
     def _remember(self) -> None:
         cache = self.runtime.graphs
-        self.memo = (cache.memo.get((self.token, self.segment)) if cache is not None
-                     else None)
-        self.remembered = 0
+        memo = cache.memo.get((self.token, self.segment)) if cache is not None else None
+        if memo is not None and not memo.usable(self.runtime.frees):
+            memo = None         # an array of it was freed: key (and refuse) in full
+        self.memo = memo
+        self.previous = memo.launches if memo is not None else ()
 
     # -- hooks the runtime calls (under its lock) -------------------------------------------
     def kernel(self, launcher: Any, args: tuple[Any, ...], site: str | None) -> bool:
@@ -125,20 +128,19 @@ class Recording:
     def remember(self, launcher: Any, args: tuple[Any, ...]) -> bool:
         """Defer the launch as the previous run's launch at this position (validated and
         keyed then) when it is the same launcher with the same arguments; False if not."""
-        memo = self.memo
-        if memo is None:
-            return False
         launches = self.launches
-        previous = memo.launches
+        previous = self.previous
         position = len(launches)
-        if position >= len(previous):
-            return False
-        same = previous[position]
-        if same.launcher is not launcher or not same_arguments(same.args, args):
-            return False
-        launches.append(same)
-        self.remembered += 1
-        return True
+        if position < len(previous):
+            same = previous[position]
+            if same.launcher is launcher:
+                old = same.args
+                # the common case, in C: the very same objects (live: LaunchMemo.usable)
+                if (len(old) == len(args) and all(map(is_, old, args))) \
+                        or same_arguments(old, args):
+                    launches.append(same)
+                    return True
+        return False
 
     def refuse(self, what: str) -> None:
         """A host operation inside the recording: raise, or end the segment (``split``)."""
@@ -181,22 +183,24 @@ class Recording:
         self.launches = []
         return False, None
 
-    def end_segment(self) -> None:
-        """Finish the launches deferred so far (issue, capture or replay them)."""
+    def end_segment(self, last: bool = False) -> None:
+        """Finish the launches deferred so far (issue, capture or replay them); ``last``: the
+        recording ends here (no next segment to remember)."""
         rt = self.runtime
         launches, self.launches = self.launches, []
-        memo = self.memo
-        same = (memo is not None and self.remembered == len(launches) == len(memo.launches)
-                and launches)
+        previous = self.previous
+        same = (launches and len(launches) == len(previous)
+                and all(map(is_, launches, previous)))     # every launch the remembered one
         rt.recording = None
         try:
             outcome, frozen = finish(rt, (self.token, self.segment), self.name, launches,
-                                     memo.key if same else None)
+                                     self.memo.key if same else None)
         finally:
             rt.recording = self
         self.segment += 1
         self.calls = 0
-        self._remember()
+        if not last:
+            self._remember()
         if outcome != "empty":
             self.outcomes.append(outcome)
             self.frozen.append(frozen)
@@ -228,7 +232,7 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
         if remembered and previous is not None and previous.key is key:
             memo.move_to_end(token)     # the same launches as the memo's: keep it
         else:
-            memo[token] = LaunchMemo(launches, key)
+            memo[token] = LaunchMemo(launches, key, rt.frees)
             memo.move_to_end(token)
             if len(memo) > opts.graph_cache:
                 memo.popitem(last=False)    # (it keeps the last run's arrays alive)
@@ -312,7 +316,7 @@ class _Run:
             self.outcome = "eager"
             return None
         try:
-            rec.end_segment()
+            rec.end_segment(last=True)
         finally:
             with rt._lock:
                 if rt.recording is rec:

@@ -15,7 +15,10 @@ one with the same allocation, byte extent, shape, strides and dtype, as ``w[0]``
 at every call; a view's layout never changes) and equal numbers (of the same type, with one bit
 pattern: not zero, not NaN) *is* the remembered launch, so it is taken as it is, without
 validating or keying it again (the remembered launch keeps the first view object, which is
-equivalent). A run made only of remembered launches,
+equivalent). The common case, every argument the very same object, is one identity test per
+argument (``operator.is_`` mapped in C); that the remembered arrays are still live is checked
+once per run, and only when the runtime's count of explicit frees has moved
+(:meth:`LaunchMemo.usable`). A run made only of remembered launches,
 as many as before, has the remembered :class:`RecordingKey`, whose hash is computed once.
 Anything else (a new array, a freed one, another scalar, one launch more or fewer) is keyed in
 full, as without the memo.
@@ -126,13 +129,30 @@ def same_arguments(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
 
 
 class LaunchMemo:
-    """The previous run of one recording segment: its launches and key."""
+    """The previous run of one recording segment: its launches and key.
 
-    __slots__ = ("launches", "key")
+    ``frees``: the runtime's count of explicit frees when the launches' arrays were last known
+    to be live; :meth:`usable` checks them again only when it has moved, so a remembered launch
+    is matched on argument identity alone.
+    """
 
-    def __init__(self, launches: list[Any], key: RecordingKey) -> None:
+    __slots__ = ("launches", "key", "frees")
+
+    def __init__(self, launches: list[Any], key: RecordingKey, frees: int) -> None:
         self.launches = launches
         self.key = key
+        self.frees = frees
+
+    def usable(self, frees: int) -> bool:
+        """Whether no array of the remembered launches has been freed (``frees``: the
+        runtime's count now)."""
+        if frees != self.frees:
+            for launch in self.launches:
+                for a in launch.args:
+                    if type(a) is Array and a._alloc.freed:
+                        return False
+            self.frees = frees
+        return True
 
 
 def argument_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -59,6 +59,8 @@ class Runtime:
         self._issuing = False      # inside _issue: a re-entrant launch is refused
         #: The recording in progress (``asyncgpu._recorder``): launches are deferred into it.
         self.recording: Any = None
+        #: Explicit frees so far (a remembered recording re-checks its arrays when it moved).
+        self.frees = 0
         self.graphs: Any = None     # the recorder's GraphCache, created on first use
         self._configure(options)
         if options.trace:
@@ -115,6 +117,7 @@ class Runtime:
                 self.streams.host_wait(list(found))
                 self.stats.sync("free")
             alloc.freed = True
+            self.frees += 1
             buffer, alloc.buffer = alloc.buffer, None
             self.deps.forget(alloc.id)
             self.backend.free(buffer)

@@ -123,6 +123,29 @@ def test_a_freed_array_is_refused_not_remembered(sim):
     np.testing.assert_array_equal(z.numpy(), np.full(N, 4, np.float32))
 
 
+def test_a_freed_array_passed_as_the_very_same_object_is_refused(sim):
+    """Every argument the same object as last call (matched by identity alone): a free between
+    the calls still makes the next call key, and refuse, the launch in full."""
+    ag = sim
+    _, add, inc = kernels(ag)
+    x, y, z = (ag.ones(N, np.float32) for _ in range(3))
+
+    @ag.graph
+    def step():
+        inc[1, N](x, N)
+        add[1, N](x, y, z, N)
+
+    for _ in range(3):
+        step()
+    assert step.outcome == "replayed"
+    ag.synchronize()
+    y.free()
+    with pytest.raises(FreedArrayError, match="'add'.*argument 1 'y'"):
+        step()
+    inc[1, N](x, N)                          # the runtime is still usable
+    assert x.numpy().tolist() == [6.0] * N   # 1 + three calls, the refused one's inc, this one
+
+
 def test_views_made_again_each_call_are_remembered(sim, keys_checked):
     """``w[0]`` is a new view object at every call: the same bytes and layout are remembered;
     another row is not."""
