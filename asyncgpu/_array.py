@@ -55,6 +55,9 @@ class Allocation:
     """A block of backend memory (runtime-owned; there is no public constructor)."""
 
     __slots__ = ("runtime", "buffer", "nbytes", "location", "freed", "id", "__weakref__")
+    #: Explicit frees so far, in every runtime (``Runtime.free``): whoever caches "these
+    #: allocations are live" checks again only when it has moved.
+    explicit_frees = 0
 
     def __init__(self, runtime: Runtime, buffer: Any, nbytes: int, location: int) -> None:
         self.runtime = runtime

@@ -104,9 +104,9 @@ class Variants(OrderedDict):
         """The schedule every variant shares (that of the most recent one)."""
         return next(reversed(self.values())).plan if self else None
 
-    def inputs(self) -> tuple[Any, ...]:
-        """The allocations whose old bytes the graphs read (the same in every variant)."""
-        return next(reversed(self.values())).inputs if self else ()
+    def latest(self) -> FrozenGraph:
+        """The variant used last (its ``inputs`` are every variant's)."""
+        return next(reversed(self.values()))
 
     def add(self, rt: Any, frozen: FrozenGraph) -> None:
         self[copy_key(frozen.copy_in)] = frozen

@@ -50,7 +50,7 @@ from . import _graph_schedule as schedule
 from ._dag import Node
 from ._deps import Access
 from ._errors import CaptureError
-from ._memory import overwrites
+from ._memory import host_current, overwrites
 
 log = logging.getLogger("asyncgpu")
 
@@ -69,7 +69,7 @@ class FrozenGraph:
 
     __slots__ = ("graph", "accesses", "launches", "events", "name", "kernels", "copy_in",
                  "copy_only", "copy_bytes", "inputs", "overwritten", "written", "plan", "last",
-                 "repeat")
+                 "repeat", "settled")
 
     def __init__(self, graph: Any, accesses: list[Access], launches: list[Any],
                  events: list[Any], name: str, copy_in: tuple[Any, ...] = ()) -> None:
@@ -90,6 +90,17 @@ class FrozenGraph:
         #: conflicts with itself): ``Runtime.launch_graph``'s shortcut for a repeated launch
         self.last: Any = None
         self.repeat: Any = None
+        #: ``Runtime.host_epoch`` right after its last launch: while the epoch stands still,
+        #: none of its allocations is host-current (see :meth:`host_current`).
+        self.settled = -1
+
+    def host_current(self, rt: Any) -> tuple[Any, ...]:
+        """Its inputs that are host-current now (``asyncgpu._memory.host_current``): none
+        while nothing has made one host-current since its last launch left them all on the
+        device."""
+        if self.settled == rt.host_epoch:
+            return ()
+        return host_current(self.inputs)
 
 
     @property

@@ -110,7 +110,7 @@ class Recording:
     def _remember(self) -> None:
         cache = self.runtime.graphs
         memo = cache.memo.get((self.token, self.segment)) if cache is not None else None
-        if memo is not None and not memo.usable(self.runtime.frees):
+        if memo is not None and not memo.usable():
             memo = None         # an array of it was freed: key (and refuse) in full
         self.memo = memo
         self.previous = memo.launches if memo is not None else ()
@@ -232,7 +232,7 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
         if remembered and previous is not None and previous.key is key:
             memo.move_to_end(token)     # the same launches as the memo's: keep it
         else:
-            memo[token] = LaunchMemo(launches, key, rt.frees)
+            memo[token] = LaunchMemo(launches, key)
             memo.move_to_end(token)
             if len(memo) > opts.graph_cache:
                 memo.popitem(last=False)    # (it keeps the last run's arrays alive)
@@ -241,8 +241,9 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
             cache.put(key, _SEEN)
         elif entry is not _EAGER:
             variants = entry if isinstance(entry, Variants) else None
-            copy_in = () if rt.memory is None else host_current(
-                variants.inputs() if variants else graph_inputs(launches)[0])
+            copy_in = () if rt.memory is None else (
+                variants.latest().host_current(rt) if variants
+                else host_current(graph_inputs(launches)[0]))
             frozen = variants.use(copy_in) if variants is not None else None
             if frozen is None:
                 try:
@@ -399,7 +400,11 @@ class GraphFunction(_Run):
                 return False, None      # nested in a recording
             hit = next(iter(hits.values()))
             if rt.memory is not None:
-                hit = hits.get(copy_key(host_current(hit[0].inputs)))
+                # the variant copying nothing in, when its last launch settled everything
+                # (the steady state); else the one for the inputs host-current now
+                settled = hits.get(())
+                hit = (settled if settled is not None and not settled[0].host_current(rt)
+                       else hits.get(copy_key(host_current(hit[0].inputs))))
                 if hit is None:
                     return False, None  # other inputs are host-current: record that case
             frozen = hit[0]

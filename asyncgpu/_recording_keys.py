@@ -17,7 +17,7 @@ pattern: not zero, not NaN) *is* the remembered launch, so it is taken as it is,
 validating or keying it again (the remembered launch keeps the first view object, which is
 equivalent). The common case, every argument the very same object, is one identity test per
 argument (``operator.is_`` mapped in C); that the remembered arrays are still live is checked
-once per run, and only when the runtime's count of explicit frees has moved
+once per run, and only when the process's count of explicit frees has moved
 (:meth:`LaunchMemo.usable`). A run made only of remembered launches,
 as many as before, has the remembered :class:`RecordingKey`, whose hash is computed once.
 Anything else (a new array, a freed one, another scalar, one launch more or fewer) is keyed in
@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from ._array import Array
+from ._array import Allocation, Array
 
 
 class Launch:
@@ -131,21 +131,21 @@ def same_arguments(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
 class LaunchMemo:
     """The previous run of one recording segment: its launches and key.
 
-    ``frees``: the runtime's count of explicit frees when the launches' arrays were last known
-    to be live; :meth:`usable` checks them again only when it has moved, so a remembered launch
-    is matched on argument identity alone.
+    ``frees``: ``Allocation.explicit_frees`` when the launches' arrays were last known to be
+    live; :meth:`usable` checks them again only when it has moved, so a remembered launch is
+    matched on argument identity alone.
     """
 
     __slots__ = ("launches", "key", "frees")
 
-    def __init__(self, launches: list[Any], key: RecordingKey, frees: int) -> None:
+    def __init__(self, launches: list[Any], key: RecordingKey) -> None:
         self.launches = launches
         self.key = key
-        self.frees = frees
+        self.frees = Allocation.explicit_frees
 
-    def usable(self, frees: int) -> bool:
-        """Whether no array of the remembered launches has been freed (``frees``: the
-        runtime's count now)."""
+    def usable(self) -> bool:
+        """Whether no array of the remembered launches has been freed."""
+        frees = Allocation.explicit_frees
         if frees != self.frees:
             for launch in self.launches:
                 for a in launch.args:

@@ -59,8 +59,11 @@ class Runtime:
         self._issuing = False      # inside _issue: a re-entrant launch is refused
         #: The recording in progress (``asyncgpu._recorder``): launches are deferred into it.
         self.recording: Any = None
-        #: Explicit frees so far (a remembered recording re-checks its arrays when it moved).
-        self.frees = 0
+        #: Bumped by every host access: the only event that makes an allocation host-current
+        #: again (a failed graph launch restores HOST only to allocations that were HOST when
+        #: it began, which no graph launched since the last bump can use). A graph launched at
+        #: the current epoch left its allocations on the device (``FrozenGraph.settled``).
+        self.host_epoch = 0
         self.graphs: Any = None     # the recorder's GraphCache, created on first use
         self._configure(options)
         if options.trace:
@@ -117,7 +120,7 @@ class Runtime:
                 self.streams.host_wait(list(found))
                 self.stats.sync("free")
             alloc.freed = True
-            self.frees += 1
+            Allocation.explicit_frees += 1
             buffer, alloc.buffer = alloc.buffer, None
             self.deps.forget(alloc.id)
             self.backend.free(buffer)
@@ -194,7 +197,11 @@ class Runtime:
             node.keepalive = graph
             self.stats.graphs_replayed += 1
             memory = self.memory
-            booked = memory.before_graph(frozen) if memory is not None else ()
+            epoch = self.host_epoch
+            # (settled: launched at this epoch, so nothing of it is host-current and what it
+            # writes is already booked DEVICE: the bookkeeping would change nothing)
+            booked = (memory.before_graph(frozen) if memory is not None
+                      and (frozen.settled != epoch or frozen.copy_in) else ())
             deps = self.deps
             found = None
             last = frozen.last      # (tracker, its version, node) after the previous launch
@@ -215,6 +222,7 @@ class Runtime:
                     memory.graph_not_launched(booked)
                 raise
             frozen.last = (deps, deps.version, node)
+            frozen.settled = self.host_epoch
             if booked:
                 memory.after_graph(frozen)
 
@@ -330,6 +338,7 @@ class Runtime:
         with self._lock:
             if self._releases:
                 self._drain_releases()
+            self.host_epoch += 1
             alloc = array._alloc
             if self.recording is not None:
                 self.recording.refuse(("host write of " if write else "host read of ")

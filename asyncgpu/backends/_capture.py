@@ -65,6 +65,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from .._array import Allocation
 from .._errors import CaptureError
 
 
@@ -93,7 +94,7 @@ class Graph:
     """
 
     __slots__ = ("ops", "lanes", "records", "nodes", "allocs", "handle", "done", "hb",
-                 "launched", "destroyed", "__weakref__")
+                 "launched", "destroyed", "frees", "__weakref__")
 
     def __init__(self, ops: list[tuple[str, int, Any]], lanes: int, records: int) -> None:
         self.ops = ops
@@ -110,6 +111,7 @@ class Graph:
         self.hb: Expansion | None = None
         self.launched = False
         self.destroyed = False
+        self.frees = -1     # Allocation.explicit_frees when its arrays were last seen live
 
     @property
     def kernels(self) -> int:
@@ -344,12 +346,15 @@ def check_launch(graph: Any, stream: Any, tracker: CaptureTracker) -> None:
         raise CaptureError(f"graph_launch: {graph!r} is not a graph from end_capture")
     if graph.destroyed:
         raise CaptureError("graph_launch: the graph was destroyed")
-    for alloc in graph.allocs:
-        if alloc.freed:
-            raise CaptureError(
-                "graph_launch: the graph uses an array that was freed (Array.free()); arrays a "
-                "graph uses must stay alive as long as the graph"
-            )
+    frees = Allocation.explicit_frees
+    if graph.frees != frees:        # (its arrays were all live, and nothing was freed since)
+        for alloc in graph.allocs:
+            if alloc.freed:
+                raise CaptureError(
+                    "graph_launch: the graph uses an array that was freed (Array.free()); "
+                    "arrays a graph uses must stay alive as long as the graph"
+                )
+        graph.frees = frees
     if tracker.capturing(stream):
         raise CaptureError(f"graph_launch: {stream!r} is capturing; launching a graph inside a "
                            "capture (a child graph) is not supported")
