@@ -1,0 +1,79 @@
+"""A/B host-time comparison of two trees on one GPU machine, in alternating processes.
+
+The device tool's host changes speed from minute to minute (eager launches measured 13 to 28 us
+in one run), so two benchmark runs one after the other do not compare. This runs each tree in
+turn, ``rounds`` times, each in a fresh process (the order alternates), and reports per round
+the ratio of the two trees' numbers measured a few seconds apart, then the median ratio.
+
+usage: PYTHONPATH=. python3 tools/ab_host.py OLD_TREE [rounds] > ab.json
+  (the current directory is tree B, "new"; OLD_TREE is tree A)
+
+Measured per process: the replay micro-benchmark's host us per kernel (10-kernel chain and
+10 independent kernels: eager, recorded, recorded_static; ``benchmarks.replay``) and the eager
+launch of the 3-array CUDA C kernel (independent and with one cross-stream wait) next to the
+raw CuPy launch (``benchmarks.overhead``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+PROBE = r"""
+import json, statistics, time
+import cupy, numpy as np
+import asyncgpu as ag
+from benchmarks import overhead, replay
+out = {}
+for case, v in replay.measure(ag, sizes=(10,), iterations=40).items():
+    for mode in ("eager", "recorded", "recorded_static"):
+        out[f"{case} {mode}"] = v[f"{mode}_host_us"]
+k = ag.cuda_kernel(overhead._c_source(3), "k3")
+raw = cupy.RawKernel(overhead._c_source(3), "k3")
+arrays = [cupy.ones(32, np.float32) for _ in range(3)]
+stream = cupy.cuda.Stream(non_blocking=True)
+loops = dict(overhead._ag_cases(ag, k, 3))
+loops["cupy_raw"] = lambda n: [raw((1,), (32,), tuple(arrays), stream=stream)
+                               for _ in range(n)] and None
+def sync():
+    stream.synchronize(); ag.synchronize()
+for name, fn in loops.items():
+    fn(50); sync()
+    out[f"launch {name}"] = overhead._per_launch(fn, 2000, sync, 5)["median_us"]
+print(json.dumps(out))
+"""
+
+
+def probe(tree: str) -> dict[str, float]:
+    env = dict(os.environ, PYTHONPATH=".", PYTHONWARNINGS="ignore")
+    done = subprocess.run([sys.executable, "-c", PROBE], cwd=tree, env=env, check=True,
+                          capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    old = sys.argv[1]
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 6
+    runs: list[dict[str, dict[str, float]]] = []
+    for r in range(rounds):
+        order = (("new", "."), ("old", old)) if r % 2 == 0 else (("old", old), ("new", "."))
+        runs.append({name: probe(tree) for name, tree in order})
+        print(f"round {r + 1}/{rounds} done", file=sys.stderr)
+    keys = list(runs[0]["new"])
+    summary = {}
+    for key in keys:
+        ratios = [run["new"][key] / run["old"][key] for run in runs]
+        summary[key] = {
+            "new_median_us": statistics.median(run["new"][key] for run in runs),
+            "old_median_us": statistics.median(run["old"][key] for run in runs),
+            "new_over_old_median": statistics.median(ratios),
+            "new_over_old_per_round": ratios,
+        }
+    json.dump({"rounds": runs, "summary": summary}, sys.stdout, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""The host-side Python of the cuda backend's hot paths, timed on a machine without a GPU.
+
+The GPU machine's host changes speed from minute to minute, which hides changes of 10-20% in
+asyncgpu's own Python. This runs the real ``CudaBackend`` over a stand-in CuPy whose CUDA calls
+do nothing (``tools/fakecupy``), so what is timed is asyncgpu's Python alone, and it is stable
+on an idle CPU: host microseconds per launch of the overhead benchmark's 3-array CUDA C kernel
+(independent, and with one cross-stream wait) and per kernel of the replay benchmark's bodies
+of 10 (eager, recorded, recorded_static). Medians of 9 repeats.
+
+usage: PYTHONPATH=. python3 tools/host_paths.py      (compare two trees: run it in each)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakecupy"))
+
+import numpy as np  # noqa: E402
+
+import asyncgpu as ag  # noqa: E402
+from asyncgpu import _runtime  # noqa: E402
+from asyncgpu._array import HOST, new_array  # noqa: E402
+from asyncgpu._config import Options  # noqa: E402
+from asyncgpu.backends._cuda import CudaBackend  # noqa: E402
+from benchmarks import overhead, replay  # noqa: E402
+
+
+def _median_us(fn, count: int, per: int = 1, repeats: int = 9) -> float:
+    fn(200)
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        own = fn(count)
+        elapsed = own if own is not None else time.perf_counter() - t0
+        samples.append(elapsed / (count * per) * 1e6)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    opts = Options(backend="cuda", graph_measure=False, graph_lane_cost_us=0)
+    rt = _runtime.Runtime(opts, backend=CudaBackend(opts))
+    _runtime._runtime, _runtime._options = rt, opts
+    out: dict[str, float] = {}
+    k3 = ag.cuda_kernel(overhead._c_source(3), "k3")
+    for case, fn in overhead._ag_cases(ag, k3, 3).items():
+        out[f"launch {case}"] = _median_us(fn, 20000)
+    inc = ag.cuda_kernel(replay.INC, "inc")
+    for shape in ("chain", "independent"):
+        arrays = [new_array(rt, (32,), np.dtype(np.float32), HOST)
+                  for _ in range(1 if shape == "chain" else 10)]
+
+        def body(arrays=arrays) -> None:
+            for i in range(10):
+                inc[1, 32](arrays[i % len(arrays)], 32)
+
+        for mode, fn in (("eager", body), ("recorded", ag.graph(body)),
+                         ("recorded_static", ag.graph(body, static=True))):
+            fn()
+            fn()
+
+            def calls(n: int, fn=fn) -> None:
+                for _ in range(n):
+                    fn()
+            out[f"{shape}/10 {mode}"] = _median_us(calls, 2000, per=10)
+            rt.synchronize()
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
