@@ -196,7 +196,8 @@ class Recording:
             outcome, frozen = finish(rt, (self.token, self.segment), self.name, launches,
                                      self.memo.key if same else None)
         finally:
-            rt.recording = self
+            if not last:
+                rt.recording = self
         self.segment += 1
         self.calls = 0
         if not last:
@@ -220,13 +221,12 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
     if not launches:
         return "empty", None
     opts = rt.options
-    config = (opts.graph_streams, opts.graph_order, opts.graph_max_streams,
-              opts.graph_lane_cost_us)
-    remembered = key is not None and key.parts[0] == config
-    if not remembered:
-        key = RecordingKey(token, (config, tuple(l.key for l in launches)))
     with rt._lock:
         cache = graph_cache(rt)
+        config = cache.config(opts)
+        remembered = key is not None and key.parts[0] is config
+        if not remembered:
+            key = RecordingKey(token, (config, tuple(l.key for l in launches)))
         memo = cache.memo
         previous = memo.get(token)
         if remembered and previous is not None and previous.key is key:
@@ -303,6 +303,10 @@ class _Run:
         with rt._lock:
             if rt.recording is rec:
                 rt.recording = None
+            if not (failed or rec.failed or rec.eager):
+                rec.end_segment(last=True)      # (leaves no recording open on the runtime)
+                self.outcome = "+".join(rec.outcomes) or "empty"
+                return rec
         if failed or rec.failed:
             self.outcome = "eager"
             try:
@@ -312,18 +316,9 @@ class _Run:
                 log.exception("asyncgpu: issuing the launches of the failed recording of '%s'",
                               rec.name)
             return None
-        if rec.eager:
-            issue_eagerly(rt, rec.launches)
-            self.outcome = "eager"
-            return None
-        try:
-            rec.end_segment(last=True)
-        finally:
-            with rt._lock:
-                if rt.recording is rec:
-                    rt.recording = None
-        self.outcome = "+".join(rec.outcomes) or "empty"
-        return rec
+        issue_eagerly(rt, rec.launches)     # (a library call made the run eager)
+        self.outcome = "eager"
+        return None
 
     def clear(self) -> None:
         """Destroy this recorder's graphs (waits for their last launches) and forget its keys."""
