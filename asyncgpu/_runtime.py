@@ -24,7 +24,7 @@ import contextlib
 import logging
 import sys
 import threading
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterator
 from typing import Any
 
@@ -203,7 +203,7 @@ class Runtime:
             booked = (memory.before_graph(frozen) if memory is not None
                       and (frozen.settled != epoch or frozen.copy_in) else ())
             deps = self.deps
-            found = None
+            found = counts = None
             last = frozen.last      # (tracker, its version, node) after the previous launch
             if last is not None and last[0] is deps and last[1] == deps.version:
                 previous = last[2]
@@ -212,11 +212,13 @@ class Runtime:
                     # only parent needed, if the graph conflicts with itself at all.
                     repeat = frozen.repeat
                     if repeat is None or repeat[0] is not deps:
-                        repeat = frozen.repeat = (deps, deps.self_conflicts(node.accesses))
+                        reasons = deps.self_conflicts(node.accesses)
+                        counts = Counter(reason for reason, _ in reasons)
+                        repeat = frozen.repeat = (deps, reasons, tuple(counts.items()))
                     if repeat[1]:
-                        found = {previous: list(repeat[1])}
+                        found, counts = {previous: repeat[1]}, repeat[2]
             try:
-                self._issue(node, graph, found)
+                self._issue(node, graph, found, counts)
             except BaseException:
                 if booked and not node.finished:    # not launched (or unknown)
                     memory.graph_not_launched(booked)
@@ -227,7 +229,10 @@ class Runtime:
                 memory.after_graph(frozen)
 
     def _issue(self, node: Node, graph: Any = None,
-               found: dict[Node, list[tuple[str, str]]] | None = None) -> None:
+               found: dict[Node, list[tuple[str, str]]] | None = None,
+               edge_counts: Any = None) -> None:
+        # (``found`` and ``edge_counts``, the reasons counted, are given for a graph launched
+        # again: see launch_graph)
         if self._issuing and _inside_issue():
             # Same thread (the lock is re-entrant): a finalizer or callback ran in the middle
             # of scheduling another node and launched; going on would corrupt the DAG. (The
@@ -244,7 +249,7 @@ class Runtime:
         self._issuing = True
         enqueued = False
         try:
-            if found is None:       # (given: a graph launched again, see launch_graph)
+            if found is None:
                 found = self.deps.conflicts(node.accesses)
             parents = reduce_parents(found) if len(found) > 1 else list(found)
             streams = self.streams
@@ -286,9 +291,13 @@ class Runtime:
             stats.streams_used.add(stream.index)
             if found:
                 edges = stats.edges
-                for p in parents:
-                    for reason, _ in found[p]:
-                        edges[reason] += 1
+                if edge_counts is not None:
+                    for reason, count in edge_counts:
+                        edges[reason] += count
+                else:
+                    for p in parents:
+                        for reason, _ in found[p]:
+                            edges[reason] += 1
             if self._instruments:
                 node.edges = [(p, reason, label) for p in parents for reason, label in found[p]]
                 self._notify_node(node)
