@@ -304,7 +304,8 @@ class _Run:
             if rt.recording is rec:
                 rt.recording = None
             if not (failed or rec.failed or rec.eager):
-                rec.end_segment(last=True)      # (leaves no recording open on the runtime)
+                if rec.launches:    # (else nothing to finish: a split body's last segment)
+                    rec.end_segment(last=True)
                 self.outcome = "+".join(rec.outcomes) or "empty"
                 return rec
         if failed or rec.failed:
