@@ -270,14 +270,15 @@ class Runtime:
             if parents:
                 streams.wait_for_parents(node, parents)
             enqueued = True   # (set first: an interrupt may land right after the call)
+            done = None       # (a graph launch may come with its completion event recorded)
             if graph is None:
                 backend.launch(node, stream.handle)
             elif self._instruments and hasattr(backend, "launch_traced_graph"):  # a trace
                 backend.launch_traced_graph(node, graph, stream.handle)
             else:
-                backend.graph_launch(graph, stream.handle)
+                done = backend.graph_launch(graph, stream.handle)
             # The launch is enqueued: from here on nothing may fail half-way.
-            streams.issued(node)
+            streams.issued(node, done)
             self.deps.commit(node, accesses)
             if graph is None or not explicit:
                 for acc in accesses:

@@ -122,16 +122,21 @@ class StreamManager:
             waited[index] = p.seq
             self.stats.event_waits += 1
 
-    def issued(self, node: Node) -> None:
-        """Book the node on its stream and record its completion event (after the launch)."""
+    def issued(self, node: Node, recorded: Any = None) -> None:
+        """Book the node on its stream and record its completion event (after the launch);
+        ``recorded``: an event the backend already recorded right after it (a graph's own,
+        see :func:`_pooled`), taken instead."""
         stream = node.stream
         stream.seq += 1
         node.seq = stream.seq
         by_use = self._by_use
         del by_use[stream]     # move to the most recently used end
         by_use[stream] = None
-        event = self._events.pop() if self._events else self._new_event()
-        self.backend.record(event, stream.handle)
+        if recorded is None:
+            event = self._events.pop() if self._events else self._new_event()
+            self.backend.record(event, stream.handle)
+        else:
+            event = recorded
         node.event = event
         stream.inflight.append(node)
         self._inflight += 1
@@ -143,7 +148,8 @@ class StreamManager:
 
     # -- retirement --------------------------------------------------------------------------
     def _on_finish(self, node: Node) -> None:
-        self._events.append(node.event)
+        if _pooled(node):
+            self._events.append(node.event)
         node.event = None
         node.keepalive = None
         node.launch = None
@@ -176,7 +182,8 @@ class StreamManager:
                 node = s.inflight.popleft()
                 node.finished = True
                 if node.event is not None:
-                    self._events.append(node.event)
+                    if _pooled(node):
+                        self._events.append(node.event)
                     node.event = None
             if s not in self._by_use:      # dropped between the two steps of the LRU move
                 self._by_use[s] = None
@@ -228,3 +235,10 @@ class StreamManager:
     def inflight(self) -> int:
         """Number of unfinished device nodes."""
         return self._inflight
+
+
+def _pooled(node: Node) -> bool:
+    """Whether the node's completion event came from the pool. A replayed graph's may be the
+    graph's own (``Graph.done``, which its next launch records again: a wait on an earlier
+    launch then waits for a later one too, which is never wrong), and must not be reused."""
+    return not (node.kind == "graph" and node.event is getattr(node.keepalive, "done", None))

@@ -26,6 +26,10 @@ Graphs (CUDA stream capture; the model is in :mod:`asyncgpu.backends._capture`):
   waits on an event recorded after its last kernel); on ``cuda`` the graph is instantiated.
 * ``graph_launch(graph, stream)``: one launch of the whole graph, after the earlier work of
   ``stream``; later work of ``stream`` waits for all of it; launches of one graph never overlap.
+  It may return an event it recorded on ``stream`` right after the launch (the graph's own,
+  recorded again by its next launch): the runtime then takes it as the node's completion event
+  instead of recording one more (``cuda``); ``None`` otherwise (``sim``, and the checker, whose
+  happens-before log knows only the events it saw recorded).
 * ``graph_destroy(graph)``: waits for its last launch, then frees it. A graph keeps the arrays it
   uses alive until then (and while a launch runs, even if dropped); launching a graph whose
   array was freed explicitly raises.

@@ -337,10 +337,13 @@ class CudaBackend:
         graph.done = self.create_event()
         return graph
 
-    def graph_launch(self, graph: Graph, stream: Any) -> None:
+    def graph_launch(self, graph: Graph, stream: Any) -> Any:
+        """Launch ``graph`` on ``stream``; returns ``graph.done``, recorded right after it (the
+        runtime's completion event for the launch: see the backend contract)."""
         check_launch(graph, stream, self.captures)
         graph.handle.launch(stream)
-        graph.done.record(stream)
+        done = graph.done
+        done.record(stream)
         graph.launched = True
         # the graph (and so its arrays) must outlive its running launches even if dropped
         inflight = self._graphs_in_flight
@@ -348,6 +351,7 @@ class CudaBackend:
         if len(inflight) > 16:
             for key in [k for k, g in inflight.items() if g.done.done]:
                 del inflight[key]
+        return done
 
     def graph_destroy(self, graph: Graph) -> None:
         destroy(graph, lambda: self.host_wait(graph.done), self._graphs_in_flight)
