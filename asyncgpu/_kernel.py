@@ -22,8 +22,8 @@ import numpy as np
 
 from ._array import Array
 from ._checks import (
-    BLOCK_LIMITS, GRID_LIMITS, MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, check_usable,
-    convert_scalar, is_int, launch_dims, user_site,
+    BLOCK_LIMITS, GRID_LIMITS, MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, _int_bounds,
+    check_usable, convert_scalar, is_int, launch_dims, user_site,
 )
 from ._errors import ArgumentError, ArgumentValueError
 from ._signature import Param
@@ -77,6 +77,24 @@ class ArrayArg:
 
 
 _NUMBERS = frozenset({int, float, bool, complex})
+_INTS = frozenset({int})
+_REALS = frozenset({int, float})
+
+
+def plain_scalar(p: Param) -> tuple[frozenset[type], Any, Any, Any] | None:
+    """How a typed scalar parameter converts a plain Python number as ``convert_scalar`` does,
+    without its checks: (types taken, lowest, highest, conversion), or None (only the general
+    path). Integers: a Python int in the type's range; reals: a Python int or float (infinite
+    bounds: NaN fails the range test and takes the general path, which converts it the same)."""
+    if p.is_array or p.dtype is None:
+        return None
+    dt = np.dtype(p.dtype)
+    if dt.kind in "iu":
+        lo, hi = _int_bounds(dt)
+        return _INTS, lo, hi, dt.type
+    if dt.kind == "f":
+        return _REALS, -np.inf, np.inf, dt.type
+    return None
 
 
 class Kernel:
@@ -106,10 +124,12 @@ class Kernel:
         self._launchers: dict[Any, Launcher] = {}
         self._compiled: dict[Any, Any] = {}  # backend caches (compiled functions per signature)
         # Per parameter, what the launch path needs without dictionary lookups:
-        # (index, name, read, write, array dtype the declaration demands or None, is_array)
+        # (index, name, read, write, array dtype the declaration demands or None, is_array,
+        #  how a plain Python number converts without the general checks or None)
         self._slots = tuple(
             (i, p.name, modes.get(p.name, "rw") != "w", modes.get(p.name, "rw") != "r",
-             p.dtype if typed and p.is_array else None, p.is_array)
+             p.dtype if typed and p.is_array else None, p.is_array,
+             plain_scalar(p) if typed and p.name not in modes else None)
             for i, p in enumerate(params)
         )
         return self
@@ -189,7 +209,7 @@ class Kernel:
         typed = self.typed
         arrays: list[ArrayArg] = []
         values = list(args)
-        for (i, name, read, write, dtype, is_array), a in zip(slots, args):
+        for (i, name, read, write, dtype, is_array, plain), a in zip(slots, args):
             if isinstance(a, Array):
                 alloc = a._alloc
                 if (alloc.freed or alloc.runtime is not runtime
@@ -197,6 +217,8 @@ class Kernel:
                                            and a._contiguous))):
                     self._check_array(runtime, i, self.params[i], a, site)
                 arrays.append(ArrayArg(i, name, a, read, write))
+            elif plain is not None and type(a) in plain[0] and plain[1] <= a <= plain[2]:
+                values[i] = plain[3](a)     # what convert_scalar returns, without its checks
             elif typed or type(a) not in _NUMBERS or not (read and write):
                 values[i] = self._bind_scalar(i, self.params[i], a, site)
         return arrays, values

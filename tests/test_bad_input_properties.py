@@ -126,3 +126,54 @@ def test_random_signatures_and_arguments(case):
             good = [argument(ag, p, None, rng) for p in params]
             k[1, N](*good)                       # the runtime is still usable
             ag.synchronize()
+
+
+#: Every C scalar type the quick conversion of plain numbers covers (Kernel.bind, plain_scalar).
+ALL_SCALARS = ["char", "signed char", "unsigned char", "short", "unsigned short", "int",
+               "unsigned int", "long long", "unsigned long long", "float", "double"]
+#: Each integer type's bounds, one either side, and the special floats.
+EDGES = sorted({b + d for bits in (8, 16, 32, 64)
+                for b in (-(2 ** (bits - 1)), 2 ** (bits - 1) - 1, 2**bits - 1)
+                for d in (-1, 0, 1)}) + [0.5, -0.0, float("inf"), float("-inf"), float("nan"),
+                                         3.4028235e38, 3.5e38, 1e308, True, False]
+
+
+def _bind_and_convert(ctype, values):
+    """(what Kernel.bind passes, what convert_scalar returns) for each value, as (type, bytes)
+    or the error's type name."""
+    from asyncgpu._checks import convert_scalar
+    from asyncgpu._runtime import current_runtime
+
+    with ag.configure(backend="sim", sim_seed=0):
+        k = ag.cuda_kernel(f'extern "C" __global__ void k(float* y, {ctype} v) {{ }}', "k",
+                           sim=lambda y, v: None)
+        y = ag.zeros(1, np.float32)
+
+        def outcome(fn):
+            try:
+                v = fn()
+            except Exception as exc:                   # noqa: BLE001 - compared below
+                return type(exc).__name__
+            return (type(v), v.tobytes())
+
+        return [(outcome(lambda: k.bind(current_runtime(), (y, v), None)[1][1]),
+                 outcome(lambda: convert_scalar(v, k.params[1], lambda: "k"))) for v in values]
+
+
+def test_plain_numbers_at_the_edges_bind_as_the_general_conversion_does():
+    """A plain Python number for a typed scalar parameter: the launch path's quick conversion
+    gives the same value and type as ``convert_scalar``, or the same error, at every integer
+    type's bounds and for the special floats."""
+    for ctype in ALL_SCALARS:
+        for value, (got, want) in zip(EDGES, _bind_and_convert(ctype, EDGES)):
+            assert got == want, (ctype, value)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ctype=st.sampled_from(ALL_SCALARS),
+       value=st.one_of(st.integers(-(2**70), 2**70), st.integers(-300, 300),
+                       st.floats(allow_nan=True, allow_infinity=True), st.floats(width=32)))
+def test_plain_numbers_bind_as_the_general_conversion_does(ctype, value):
+    """The same for random numbers."""
+    got, want = _bind_and_convert(ctype, [value])[0]
+    assert got == want
