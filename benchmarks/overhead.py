@@ -150,8 +150,19 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
             med["numba_cupy_3args"] / med["ag_numba_independent_3args"],
     }
     return {"cases": cases, "components": components, "event_waits_per_timed_launch": waits,
-            "ratios": ratios, "flat": flatness(ag), "options": options_effect(ag),
-            "runtime_only": runtime_only()}
+            "ratios": ratios, "floor": cuda_floor(components, med["cupy_raw_3args"]),
+            "flat": flatness(ag), "options": options_effect(ag), "runtime_only": runtime_only()}
+
+
+def cuda_floor(components: dict[str, dict[str, float]], raw_us: float) -> dict[str, float]:
+    """What the CUDA calls of one cross-stream launch cost by themselves (a packed launch, the
+    completion event's record, the wait on the parent's event, one poll's query), and what that
+    leaves of issue 6's target of twice the raw CuPy launch for everything asyncgpu does in
+    Python (docs/performance.md, "Stop 14")."""
+    calls = sum(components[name]["median_us"] for name in
+                ("packed_cuLaunchKernel", "event_record", "stream_wait_event", "event_query"))
+    return {"cuda_calls_cross_stream_us": calls,
+            "python_budget_at_2x_raw_us": 2 * raw_us - calls}
 
 
 #: Options that trade safety or concurrency for launch cost, as measured by options_effect.

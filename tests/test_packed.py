@@ -126,3 +126,14 @@ def test_runtime_only_overhead_benchmark_runs_without_a_gpu():
     assert set(out) == {"independent", "cross_stream_pair"}
     for v in out.values():
         assert 0 < v["p10_us"] <= v["median_us"] <= v["p90_us"]
+
+
+def test_the_cuda_floor_is_the_sum_of_one_cross_stream_launchs_calls():
+    from benchmarks.overhead import cuda_floor
+
+    def c(us):
+        return {"median_us": us}
+    components = {"packed_cuLaunchKernel": c(5.0), "event_record": c(0.5),
+                  "stream_wait_event": c(0.75), "event_query": c(0.25)}
+    floor = cuda_floor(components, raw_us=6.0)
+    assert floor == {"cuda_calls_cross_stream_us": 6.5, "python_budget_at_2x_raw_us": 5.5}
