@@ -7,7 +7,9 @@ Streams come from a pool of non-blocking streams created on demand up to ``max_s
 and ``waited``: for every other stream, the highest sequence number it has already waited for.
 A node gets one completion event from a pool, recorded right after its launch; the event goes
 back to the pool when the node is finished (CUDA binds a wait to the capture current at the time
-of the wait, so re-recording a recycled event cannot affect earlier waits).
+of the wait, so re-recording a recycled event cannot affect earlier waits). A replayed graph's
+node may instead take the event the backend recorded right after the launch (the graph's own,
+``issued(node, recorded)``), which never enters the pool (:func:`_pooled`).
 
 This is the only place that decides when an event wait is needed: a parent on the same stream
 needs none (stream order), several parents on one other stream need one wait (on the latest),
