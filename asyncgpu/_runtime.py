@@ -213,8 +213,8 @@ class Runtime:
                     repeat = frozen.repeat
                     if repeat is None or repeat[0] is not deps:
                         reasons = deps.self_conflicts(node.accesses)
-                        counts = Counter(reason for reason, _ in reasons)
-                        repeat = frozen.repeat = (deps, reasons, tuple(counts.items()))
+                        repeat = frozen.repeat = (
+                            deps, reasons, tuple(Counter(r for r, _ in reasons).items()))
                     if repeat[1]:
                         found, counts = {previous: repeat[1]}, repeat[2]
             try:

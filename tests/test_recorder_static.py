@@ -97,3 +97,28 @@ def test_static_and_split_are_exclusive(env):
     ag, _ = env
     with pytest.raises(ValueError, match="static"):
         ag.graph(lambda: None, split=True, static=True)
+
+
+def test_a_read_only_graph_behind_a_live_writer_counts_an_edge_per_launch():
+    """Each launch of a graph that only reads ``x`` waits for the unfinished writer of ``x``:
+    one RAW edge per call in ``statistics().edges``, the repeated launches' included."""
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_seed=0, sim_strategy="lazy"):
+        _, _, inc = kernels(ag)
+        peek = ag.cuda_kernel('extern "C" __global__ void peek(const float* x, int n) { }',
+                              "peek", sim=lambda x, n: None)
+        x = ag.ones(N, np.float32)
+
+        @ag.graph(static=True)
+        def reader():
+            peek[1, N](x, N)
+
+        inc[1, N](x, N)
+        ag.synchronize()
+        before = ag.statistics().edges["RAW"]
+        inc[1, N](x, N)                  # left unfinished by the lazy simulator
+        for call in range(1, 5):
+            reader()
+            assert ag.statistics().edges["RAW"] - before == call
+        assert reader.outcome == "replayed"
