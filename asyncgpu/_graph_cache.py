@@ -47,19 +47,6 @@ class GraphCache:
         self.results: OrderedDict[Any, Any] = OrderedDict()
         #: The previous run of each recording segment (``asyncgpu._recording_keys``).
         self.memo: OrderedDict[Any, LaunchMemo] = OrderedDict()
-        self._options: Any = None
-        self._config: tuple[Any, ...] = ()
-
-    def config(self, opts: Any) -> tuple[Any, ...]:
-        """The options a recording's key includes (a capture depends on them), the same tuple
-        object while the options are (so a remembered key is recognized by identity)."""
-        if opts is not self._options:
-            config = (opts.graph_streams, opts.graph_order, opts.graph_max_streams,
-                      opts.graph_lane_cost_us)
-            if config != self._config:
-                self._config = config
-            self._options = opts
-        return self._config
 
     def get(self, key: Any) -> Any:
         entry = self.entries.get(key)
@@ -115,7 +102,7 @@ class Variants(OrderedDict):
 
     def plan(self) -> Any:
         """The schedule every variant shares (that of the most recent one)."""
-        return next(reversed(self.values())).plan if self else None
+        return self.latest().plan if self else None
 
     def latest(self) -> FrozenGraph:
         """The variant used last (its ``inputs`` are every variant's)."""

@@ -19,16 +19,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = textwrap.dedent(r"""
     import numpy as np
     import asyncgpu as ag
-    from asyncgpu import _runtime
     from asyncgpu._array import HOST, new_array
-    from asyncgpu._config import Options
     from asyncgpu._graph_cache import graphs_of
-    from asyncgpu.backends._cuda import CudaBackend
     from benchmarks import replay
+    from tools.host_paths import stand_in_runtime
 
-    opts = Options(backend="cuda", graph_measure=False, graph_lane_cost_us=0)
-    rt = _runtime.Runtime(opts, backend=CudaBackend(opts))
-    _runtime._runtime, _runtime._options = rt, opts
+    rt = stand_in_runtime()
     inc = ag.cuda_kernel(replay.INC, "inc")
     xs = [new_array(rt, (32,), np.dtype(np.float32), HOST) for _ in range(3)]
 

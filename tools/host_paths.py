@@ -41,10 +41,17 @@ def _median_us(fn, count: int, per: int = 1, repeats: int = 9) -> float:
     return statistics.median(samples)
 
 
-def main() -> None:
+def stand_in_runtime() -> _runtime.Runtime:
+    """A ``cuda`` runtime over the stand-in CuPy, made the process's runtime (no timing of
+    launches at capture: the stand-in's events measure nothing)."""
     opts = Options(backend="cuda", graph_measure=False, graph_lane_cost_us=0)
     rt = _runtime.Runtime(opts, backend=CudaBackend(opts))
     _runtime._runtime, _runtime._options = rt, opts
+    return rt
+
+
+def main() -> None:
+    rt = stand_in_runtime()
     out: dict[str, float] = {}
     k3 = ag.cuda_kernel(overhead._c_source(3), "k3")
     for case, fn in overhead._ag_cases(ag, k3, 3).items():
