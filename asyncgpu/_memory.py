@@ -206,9 +206,9 @@ class ExplicitMemory:
         if alloc.nbytes:
             alloc.location = DEVICE
 
-    def before_host(self, array: Any, lo: int, hi: int, write: bool, dense: bool
-                    ) -> Node | None:
-        """Issue the D2H copy a host access needs first (the host must wait for it).
+    def before_host(self, array: Any, lo: int, hi: int, write: bool, dense: bool) -> bool:
+        """Whether the host access must fetch its span from the device first (:meth:`fetch`,
+        once the host has waited for what :meth:`host_waits` returns).
 
         Interrupt safety: a DEVICE allocation stays DEVICE until the write's span has been
         copied in (``after_host``), so an interrupted host write of it is simply lost, as if
@@ -220,31 +220,36 @@ class ExplicitMemory:
             # so an interrupt between the write and ``after_host`` cannot leave BOTH behind
             # with only the host copy changed.
             alloc.location = HOST
-            return None
+            return False
         if alloc.location != DEVICE or lo >= hi:
-            return None
-        whole = dense and lo == 0 and hi == alloc.nbytes
-        fetch = host_write(DEVICE, whole, dense)[0] if write else host_read(DEVICE, whole)[0]
-        if not fetch:
-            return None
-        return self.copy(alloc, lo, hi, False, array.describe())
+            return False
+        if not write:
+            return host_read(DEVICE, False)[0]
+        return host_write(DEVICE, dense and lo == 0 and hi == alloc.nbytes, dense)[0]
 
     @staticmethod
-    def host_waits(alloc: Any, write: bool, found: dict[Node, Any], fetched: Node | None
-                   ) -> dict[Node, Any]:
-        """What a host access of the mirror must wait for, out of the tracker's ``found``.
+    def host_waits(write: bool, fetch: bool, found: dict[Node, Any]) -> dict[Node, Any]:
+        """What a host access must wait for, out of the tracker's ``found``.
 
-        A read touches only the mirror, and nothing unfinished writes the mirror (a
-        device-to-host copy is waited for by the access that issued it): it waits only for its
-        own copy out, if any, so a read of data kernels only read never blocks, as in managed
-        memory. A write keeps every conflict: the host-to-device copies still reading the
-        mirror may hide behind later kernels in the tracker (a write that covers an entry
-        replaces it), so waiting for those kernels is what orders the write after the copies.
+        A write keeps every conflict: the host-to-device copies still reading the mirror may
+        hide behind later kernels in the tracker (a write that covers an entry replaces it),
+        so waiting for those kernels is what orders the write after the copies. A read that
+        fetches its span waits for the span's device writers (``found`` holds only those for a
+        read). A read of a current mirror waits for nothing: nothing unfinished writes the
+        mirror, so a read of data kernels only read never blocks, as in managed memory.
         """
-        waits = dict(found) if write else {}
-        if fetched is not None and not fetched.finished:
-            waits.setdefault(fetched, [])
-        return waits
+        return found if write or fetch else {}
+
+    def fetch(self, array: Any, lo: int, hi: int) -> None:
+        """Copy ``[lo, hi)`` of the device copy to the mirror now, synchronously: the host has
+        waited for the span's writers and holds the runtime's lock, so no device work can
+        write the span meanwhile. (Cheaper than a copy node for what the host waits on at
+        once anyway; a trace still gets one: see ``Runtime.host_access``.)"""
+        rt = self.runtime
+        rt.backend.fetch_to_host(array._alloc.buffer, lo, hi, f"{array.describe()} to host")
+        stats = rt.stats
+        stats.copies_to_host += 1
+        stats.bytes_to_host += hi - lo
 
     def after_host(self, array: Any, lo: int, hi: int, write: bool, dense: bool) -> None:
         """Book the access's effect on the location; a partial write of a DEVICE allocation

@@ -142,14 +142,18 @@ class Recording:
                     return True
         return False
 
-    def refuse(self, what: str) -> None:
-        """A host operation inside the recording: raise, or end the segment (``split``)."""
+    def refuse(self, what: str, array: Any = None) -> None:
+        """A host operation inside the recording: raise, or end the segment (``split``).
+        ``what`` names it (followed by the ``array``'s description, if given)."""
         if threading.get_ident() != self.thread:
             return
         if self.split:
-            self.end_segment()
+            if self.launches:       # (host steps in a row end one segment, not one each)
+                self.end_segment()
             return
         self.failed = True
+        if array is not None:
+            what = f"{what}array {array.describe()}"
         raise RecordingError(
             f"{what} inside the recording of '{self.name}': recorded launches run only when "
             "the recording ends, so the host cannot see their results here; move the host "
@@ -169,7 +173,8 @@ class Recording:
             self.calls += 1
             return True, result
         if self.split:
-            self.end_segment()
+            if self.launches:
+                self.end_segment()
             return False, None
         rt = self.runtime
         rt.recording = None

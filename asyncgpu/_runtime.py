@@ -56,7 +56,7 @@ class Runtime:
         self._lock = threading.RLock()
         self._releases: deque[tuple[int, Any]] = deque()
         self._instruments: list[Any] = []
-        self._issuing = False      # inside _issue: a re-entrant launch is refused
+        self._issuing: Node | None = None     # the node _issue is enqueueing (re-entry refused)
         #: The recording in progress (``asyncgpu._recorder``): launches are deferred into it.
         self.recording: Any = None
         #: Bumped by every host access: the only event that makes an allocation host-current
@@ -233,7 +233,7 @@ class Runtime:
                edge_counts: Any = None) -> None:
         # (``found`` and ``edge_counts``, the reasons counted, are given for a graph launched
         # again: see launch_graph)
-        if self._issuing and _inside_issue():
+        if self._issuing is not None and _inside_issue(self._issuing):
             # Same thread (the lock is re-entrant): a finalizer or callback ran in the middle
             # of scheduling another node and launched; going on would corrupt the DAG. (The
             # stack is checked because an interrupt at the wrong moment can leave the flag set.)
@@ -246,9 +246,9 @@ class Runtime:
         if explicit and graph is None and node.kind != "copy":
             # (copy nodes are parents of this one; a graph's are booked by before_graph)
             self.memory.before_device(node.accesses)
-        self._issuing = True
         enqueued = False
         try:
+            self._issuing = node
             if found is None:
                 found = self.deps.conflicts(node.accesses)
             parents = reduce_parents(found) if len(found) > 1 else list(found)
@@ -316,7 +316,7 @@ class Runtime:
                 self._recover(node)
             raise
         finally:
-            self._issuing = False
+            self._issuing = None
 
     def _recover(self, node: Node) -> None:
         """Make the bookkeeping consistent after an exception escaped ``_issue`` mid-way.
@@ -351,22 +351,30 @@ class Runtime:
             self.host_epoch += 1
             alloc = array._alloc
             if self.recording is not None:
-                self.recording.refuse(("host write of " if write else "host read of ")
-                                      + f"array {array.describe()}")
+                self.recording.refuse("host write of " if write else "host read of ", array)
             if alloc.freed:
                 raise FreedArrayError(f"array {array.describe()} has been freed")
-            memory = self.memory
-            fetched = None if memory is None else memory.before_host(array, lo, hi, write, dense)
             key = id(array) if self.alias_blind else alloc.id
             acc = Access(key, alloc, lo, hi, write, array.describe())
+            memory = self.memory
+            fetch = memory is not None and memory.before_host(array, lo, hi, write, dense)
             found = {} if self.host_no_wait else self.deps.conflicts([acc])
             if memory is not None:
-                found = memory.host_waits(alloc, write, found, fetched)
+                found = memory.host_waits(write, fetch, found)
+                if fetch and self._instruments:
+                    # traced: the fetch is a copy node (ordered after the span's writers on
+                    # the device), so the trace shows the transfer
+                    fetched = memory.copy(alloc, lo, hi, False, array.describe())
+                    found = dict(found) if write else {}
+                    found[fetched] = []
+                    fetch = False
             if found:
                 self.streams.host_wait(list(found))
                 self.stats.sync("host-write" if write else "host-read")
             if not self.backend.host_coherent_while_busy and self.streams.inflight:
                 self.synchronize()
+            if fetch:
+                memory.fetch(array, lo, hi)
             self.backend.host_access([acc], ("host write of " if write else "host read of ")
                                      + array.describe())
             self.stats.host_accesses += 1
@@ -438,12 +446,14 @@ class Runtime:
                     self.stats.listener = None
 
 
-def _inside_issue() -> bool:
-    """Whether a caller of the calling ``Runtime._issue`` is itself scheduling a node."""
+def _inside_issue(node: Node) -> bool:
+    """Whether a caller of the calling ``Runtime._issue`` is enqueueing ``node``. (An
+    interrupt can leave ``_issuing`` set; and an ``_issue`` on the stack that has not reached
+    its launch yet, one copying its inputs in, is a legitimate caller.)"""
     code = Runtime._issue.__code__
     frame = sys._getframe(2)
     while frame is not None:
-        if frame.f_code is code:
+        if frame.f_code is code and frame.f_locals.get("node") is node:
             return True
         frame = frame.f_back
     return False

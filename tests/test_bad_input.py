@@ -454,3 +454,28 @@ def test_launch_from_inside_another_launch_is_refused_and_nothing_breaks(sim):
     assert z.numpy().tolist() == [0.0] * 16          # the refused launch never ran
     plus_one[1, 16](y, z)                            # and the runtime is usable
     assert z.numpy().tolist() == list(range(2, 18))
+
+
+def test_an_interrupt_that_leaves_the_issuing_mark_set_refuses_nothing_later(sim):
+    """An interrupt landing on the line that clears ``Runtime._issuing`` leaves it set; a later
+    launch whose input is copied to the device first (an ``_issue`` inside an ``_issue`` that
+    has not launched yet) is not a re-entrant launch and must go through."""
+    from asyncgpu._dag import Node
+    from asyncgpu._runtime import current_runtime
+
+    ag = sim
+    with ag.configure(backend="sim", memory="explicit"):
+        @ag.kernel(const=["x"])
+        @cuda.jit
+        def plus_one(x, y):
+            i = cuda.grid(1)
+            if i < y.size:
+                y[i] = x[i] + 1
+
+        rt = current_runtime()
+        rt._issuing = Node("kernel", "interrupted", None, [])    # left set by the interrupt
+        x = ag.array(np.arange(16, dtype=np.float32))               # host-current: copied in
+        y = ag.zeros(16, np.float32)
+        plus_one[1, 16](x, y)
+        assert y.numpy().tolist() == list(range(1, 17))
+        assert rt._issuing is None

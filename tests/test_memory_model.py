@@ -211,8 +211,45 @@ def test_an_unwaited_copy_is_a_race(ex, monkeypatch):
     monkeypatch.setattr(_memory.ExplicitMemory, "copy", unwaited)
     x = ag.array(np.ones(N, np.float32))
     inc[1, N](x, N)
+    with ag.trace(), pytest.raises(ag.RaceError):
+        x.numpy()                                 # (traced: the fetch is a copy node)
+
+
+def test_a_fetch_before_the_writers_finish_is_a_race(ex, monkeypatch):
+    ag = ex
+    scale, add, inc = recorder_kernels.kernels(ag)
+    # the host would copy the span out without waiting for the kernel that writes it
+    monkeypatch.setattr(_memory.ExplicitMemory, "host_waits",
+                        staticmethod(lambda write, fetch, found: {}))
+    x = ag.array(np.ones(N, np.float32))
+    inc[1, N](x, N)
     with pytest.raises(ag.RaceError):
         x.numpy()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_host_reads_fetch_after_their_writers_under_random_schedules(seed):
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", memory="explicit", sim_seed=seed, sim_strategy="random",
+                      execution="async"):
+        _reads_after_writers(ag)
+
+
+def _reads_after_writers(ag):
+    scale, add, inc = recorder_kernels.kernels(ag)
+    xs = [ag.array(np.full(N, i, np.float32)) for i in range(4)]
+    for step in range(1, 6):
+        for i, x in enumerate(xs):
+            inc[1, N](x, N)
+            if (i + step) % 3 == 0:
+                assert x[step] == i + step        # one element, fetched after the writer
+        ys = [ag.empty(N, np.float32) for _ in xs]
+        for x, y in zip(xs, ys):
+            scale[1, N](x, y, 2.0, N)
+        for i, y in enumerate(ys):
+            np.testing.assert_array_equal(y.numpy(), np.full(N, 2 * (i + step), np.float32))
+        np.testing.assert_array_equal(np.asarray(xs[1][2:6]), np.full(4, 1 + step))
 
 
 def test_copies_are_nodes_in_traces(ex):

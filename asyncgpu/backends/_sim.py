@@ -320,6 +320,13 @@ class SimBackend:
         """Prepare a copy of ``[lo, hi)`` between the host mirror and the device (split mode)."""
         return SimCopy(buffer, lo, hi, to_device)
 
+    def fetch_to_host(self, buffer: SimBuffer, lo: int, hi: int, label: str) -> None:
+        """Copy ``[lo, hi)`` of the device copy to the host mirror now (the caller has waited
+        for the span's writers: what it has not waited for is the checker's to catch)."""
+        if self.captures.engaged:
+            self.captures.check_synchronize()
+        buffer.host[lo:hi] = buffer.dev[lo:hi]
+
     # -- kernels -----------------------------------------------------------------------------
     def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],
                       site: str | None) -> Any:
