@@ -136,12 +136,16 @@ class LaunchMemo:
     matched on argument identity alone.
     """
 
-    __slots__ = ("launches", "key", "frees")
+    __slots__ = ("launches", "key", "frees", "replayed")
 
     def __init__(self, launches: list[Any], key: RecordingKey) -> None:
         self.launches = launches
         self.key = key
         self.frees = Allocation.explicit_frees
+        #: (the graph cache's entry for ``key``, the graph launched) after a run of these
+        #: launches replayed a graph: what a run of the very same launches replays again
+        #: while that graph lives and its inputs are where they were (``_recorder``).
+        self.replayed: Any = None
 
     def usable(self) -> bool:
         """Whether no array of the remembered launches has been freed."""

@@ -126,6 +126,41 @@ def test_cache_is_bounded_and_destroys_evicted_graphs():
         assert not cache.entries
 
 
+def test_a_remembered_run_whose_graph_was_evicted_records_again():
+    """A recorder whose memo outlives its key in the cache (another recorder's new keys
+    evicted it) must not replay the destroyed graph: its next run is keyed and recorded."""
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_seed=2, graph_cache=2):
+        scale, add, inc = kernels(ag)
+        x = ag.zeros(N, np.float32)
+        others = [ag.zeros(N, np.float32) for _ in range(3)]
+
+        @ag.graph
+        def steady():
+            inc[1, N](x, N)
+
+        @ag.graph
+        def changing(a):
+            inc[1, N](a, N)
+
+        steady()
+        steady()
+        steady()
+        assert steady.outcome == "replayed"
+        frozen = captured_graphs(steady)
+        for a in others:            # a new key per call: the steady key is evicted
+            changing(a)
+        assert all(f.graph.destroyed for f in frozen)
+        steady()
+        assert steady.outcome == "recorded"
+        steady()
+        assert steady.outcome == "replayed"
+        np.testing.assert_array_equal(x.numpy(), np.full(N, 5, np.float32))
+        steady.clear()
+        changing.clear()
+
+
 def test_dropped_edge_in_the_schedule_is_caught(sim, monkeypatch):
     """A broken stream schedule (a cross-stream wait dropped) raises RaceError at capture."""
     ag = sim
