@@ -11,7 +11,8 @@ usage: PYTHONPATH=. python3 tools/ab_host.py OLD_TREE [rounds] > ab.json
 Measured per process: the replay micro-benchmark's host us per kernel (10-kernel chain and
 10 independent kernels: eager, recorded, recorded_static; ``benchmarks.replay``) and the eager
 launch of the 3-array CUDA C kernel (independent and with one cross-stream wait) next to the
-raw CuPy launch (``benchmarks.overhead``).
+raw CuPy launch (``benchmarks.overhead``), and a launch followed by a host read of one element
+of the array it wrote (the read waits for the kernel and copies 4 bytes back).
 """
 
 from __future__ import annotations
@@ -43,6 +44,15 @@ def sync():
 for name, fn in loops.items():
     fn(50); sync()
     out[f"launch {name}"] = overhead._per_launch(fn, 2000, sync, 5)["median_us"]
+inc = ag.cuda_kernel(replay.INC, "inc")
+x = ag.zeros(32, np.float32)
+def launch_then_read(n):
+    for _ in range(n):
+        inc[1, 32](x, 32)
+        float(x[0])
+launch_then_read(50)
+out["launch then read one element"] = overhead._per_launch(launch_then_read, 1000, sync, 5)[
+    "median_us"]
 print(json.dumps(out))
 """
 

@@ -28,8 +28,31 @@ run() {   # run TREE NAME
      --json "$OUT/small_$2.json") > "$OUT/small_$2.txt" 2>&1
   tail -3 "$OUT/probe_$2.json"
 }
+# (the device tool returns at most 8 files: the runs are folded into one at the end)
+fold() {
+  python3 - "$OUT" <<'PY'
+import glob, json, math, os, sys
+out = sys.argv[1]
+runs = {}
+for path in sorted(glob.glob(os.path.join(out, "small_*.json"))):
+    name = os.path.basename(path)[6:-5]
+    doc = json.load(open(path))
+    probe = os.path.join(out, f"probe_{name}.json")
+    try:
+        doc["probe"] = json.loads(open(probe).read().strip().splitlines()[-1])
+    except (OSError, ValueError, IndexError):
+        doc["probe"] = None
+    runs[name] = doc
+    rows = doc["summary"]
+    gm = math.exp(sum(math.log(r["recorded_vs_parallel"]) for r in rows) / len(rows))
+    print(f"{name}: recorded vs parallel, geometric mean {gm:.3f}; probe {doc['probe']}")
+json.dump(runs, open(os.path.join(out, "ab_suite.json"), "w"))
+PY
+  rm -f "$OUT"/small_*.json "$OUT"/small_*.txt "$OUT"/probe_*.json
+}
 here=$(pwd)
 for p in $(seq 1 "$PAIRS"); do
   if [ $((p % 2)) -eq 1 ]; then run "$OLD" "old$p"; run "$here" "new$p"
   else run "$here" "new$p"; run "$OLD" "old$p"; fi
 done
+fold

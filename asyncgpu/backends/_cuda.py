@@ -84,7 +84,7 @@ class DeviceBuffer:
     page-locked memory to run at full bandwidth and without blocking the host.
     """
 
-    __slots__ = ("uid", "host_uid", "nbytes", "mem", "ptr", "_host", "_pinned")
+    __slots__ = ("uid", "host_uid", "nbytes", "mem", "ptr", "_host", "_pinned", "_host_ptr")
 
     def __init__(self, nbytes: int, mem: Any, ptr: int) -> None:
         self.uid = next(_uids)
@@ -94,6 +94,7 @@ class DeviceBuffer:
         self.ptr = ptr
         self._host: np.ndarray | None = None
         self._pinned: Any = None
+        self._host_ptr = 0
 
     @property
     def host(self) -> np.ndarray:
@@ -117,10 +118,20 @@ class DeviceBuffer:
             self._host = host
         return host
 
+    @property
+    def host_ptr(self) -> int:
+        """The mirror's address (allocating it): copies take it on every call, and NumPy's
+        ``ctypes.data`` builds an object each time it is asked."""
+        ptr = self._host_ptr
+        if not ptr:
+            ptr = self._host_ptr = self.host.ctypes.data
+        return ptr
+
     def release(self) -> None:
         self.mem = None      # back to the pools: every node using them has finished
         self._host = None
         self._pinned = None
+        self._host_ptr = 0
 
     def device_pointer(self) -> int:
         return self.ptr
@@ -133,7 +144,7 @@ class CudaCopy:
 
     def __init__(self, runtime: Any, buffer: DeviceBuffer, lo: int, hi: int,
                  to_device: bool) -> None:
-        host = buffer.host.ctypes.data + lo      # allocates the mirror now, before enqueue
+        host = buffer.host_ptr + lo      # allocates the mirror now, before enqueue
         dev = buffer.ptr + lo
         self.span = (buffer.uid, buffer.host_uid, lo, hi, to_device)
         self.memcpy = runtime.memcpyAsync
@@ -425,7 +436,7 @@ class CudaBackend:
         stream = self._fetch_stream
         if stream is None:
             stream = self._fetch_stream = self.create_stream()
-        host = buffer.host.ctypes.data + lo
+        host = buffer.host_ptr + lo
         try:
             self.runtime.memcpyAsync(host, buffer.ptr + lo, hi - lo,
                                      getattr(self.runtime, "memcpyDeviceToHost", 2), stream.ptr)
