@@ -8,15 +8,19 @@ replayed graphs and exported pointers use the device copy; host accesses use the
 allocation's ``location`` says which copy is current: ``HOST``, ``DEVICE``, ``BOTH``
 (``HOST | DEVICE``), or ``0`` (never written: ``empty`` and fresh results; either copy will do).
 
-Copies are nodes of the DAG (kind ``"copy"``), issued through the same ``Runtime._issue`` as
-kernels, so dependencies, streams, events, traces, statistics, the checker and fault recovery
-all see them. In the dependency tracker a copy is an access of the allocation's bytes:
+Copies to the device are nodes of the DAG (kind ``"copy"``), issued through the same
+``Runtime._issue`` as kernels, so dependencies, streams, events, traces, statistics, the checker
+and fault recovery all see them. In the dependency tracker a host-to-device (H2D) copy is a
+**write** of the allocation's bytes: later device readers depend on it (RAW); it depends on
+unfinished device readers of those bytes (WAR), of which there are normally none because the
+host write that made the host copy current already waited for them.
 
-* host-to-device (H2D) is a **write**: later device readers depend on it (RAW); it depends on
-  unfinished device readers of those bytes (WAR), of which there are normally none because the
-  host write that made the host copy current already waited for them;
-* device-to-host (D2H) is a **read**: it depends on the unfinished writers (RAW), later device
-  writers wait for it (WAR); the host waits for it before reading the mirror.
+Copies to the host (D2H) are *fetches*: the host waits for the span's unfinished device writers,
+then copies the span into the mirror itself, synchronously, under the runtime's lock
+(:meth:`ExplicitMemory.fetch`), so no device writer can start meanwhile and none needs to wait
+for it. A node would only put the scheduler's Python between the writers and the host, which
+waits at once anyway. Under a trace the fetch is a copy node again (a *read*: after the writers,
+before later device writers), so the trace shows the transfer.
 
 Transitions (:func:`device_use`, :func:`host_read`, :func:`host_write`)::
 
@@ -24,11 +28,11 @@ Transitions (:func:`device_use`, :func:`host_read`, :func:`host_write`)::
     device use that reads (or a write   HOST       H2D whole allocation, before it     BOTH, then
       not covering every byte)          other      none                                DEVICE if it writes
     device write-only of every byte     any        none                                DEVICE
-    host read of [lo, hi)               DEVICE     D2H of [lo, hi), host waits         BOTH if whole
+    host read of [lo, hi)               DEVICE     fetch [lo, hi) after its writers    BOTH if whole
                                         other      none                                unchanged
     host write of every byte            any        none                                HOST
     host write of part                  HOST, BOTH, 0  none                            HOST
-                                        DEVICE     [D2H of the span first unless the   DEVICE
+                                        DEVICE     [fetch of the span first unless the DEVICE
                                                    write is dense] H2D of the span after
 
 Precision: the location is kept per allocation; copies triggered by host accesses move only
@@ -43,10 +47,10 @@ Example::
 
     x = ag.array(data)        # host write of every byte: HOST
     k[g, b](x, y)             # reads x: H2D copy node (x: BOTH), then k; y written: DEVICE
-    y[3]                      # D2H copy of 8 bytes of y, host waits for it, reads the mirror
+    y[3]                      # waits for k, fetches 8 bytes of y, reads the mirror
     y[0:4] = 1                # partial dense write of a DEVICE array: H2D copy of 32 bytes
 
-This module is plain Python: the backends run the copies (``copy_launch``).
+This module is plain Python: the backends run the copies (``copy_launch``, ``fetch_to_host``).
 """
 
 from __future__ import annotations
