@@ -34,6 +34,24 @@ class FakeRuntime:
         if self.error is not None:
             raise self.error
 
+    def memcpyAsync(self, dst, src, nbytes, kind, stream):
+        self.calls += 1
+        if self.error is not None:
+            raise self.error
+
+    def streamSynchronize(self, stream):
+        self.calls += 1
+        if self.error is not None:
+            raise self.error
+
+
+class FakeStream:
+    ptr = 1
+
+
+class FakeBuffer:
+    ptr, host_ptr = 1 << 20, 1 << 30
+
 
 class FakeEvent:
     def __init__(self, error=None):
@@ -57,6 +75,8 @@ def backend():
     b.runtime = FakeRuntime()
     b.captures = _cuda.CaptureTracker()
     b._graphs_in_flight = {}
+    b._fetch_stream = FakeStream()
+    b._d2h = 2
     for i, name in enumerate(["fill", "scale", "oob_store"]):
         n = Node("kernel", name, f"prog.py:{10 + i}", [])
         n.stream = StreamState(i % 2, None)
@@ -76,7 +96,7 @@ def test_sticky_fault_names_the_latest_launches_and_stays():
         b.host_wait(FakeEvent(ILLEGAL))
     calls = b.runtime.calls
     for call in (b.synchronize, lambda: b.host_access([], "host read of x"),
-                 lambda: b.alloc(64)):
+                 lambda: b.alloc(64), lambda: b.fetch_to_host(FakeBuffer(), 0, 4, "x to host")):
         with pytest.raises(KernelFault, match=r"kernel 'oob_store'"):
             call()
     assert b.runtime.calls == calls          # no new CUDA calls after the fault
@@ -90,6 +110,14 @@ def test_fault_reported_by_a_query_or_a_synchronize():
     b.runtime.error = FakeCudaError(0, "CUDA_ERROR_INVALID_ADDRESS_SPACE: not supported")
     with pytest.raises(KernelFault, match="INVALID_ADDRESS_SPACE"):
         b.synchronize()
+
+
+def test_fault_reported_by_a_host_reads_fetch():
+    b = backend()
+    b.runtime.error = ILLEGAL
+    with pytest.raises(KernelFault, match=r"kernel 'oob_store'"):
+        b.fetch_to_host(FakeBuffer(), 0, 4, "float32[8] to host")
+    assert b.runtime.calls == 2              # the copy, and the synchronize after it regardless
 
 
 def test_other_errors_pass_through_unchanged():

@@ -208,6 +208,7 @@ class CudaBackend:
         self._stream_wait = self.runtime.streamWaitEvent
         self.captures = CaptureTracker()
         self._fetch_stream: Any = None      # host reads' copies out (fetch_to_host)
+        self._d2h = getattr(self.runtime, "memcpyDeviceToHost", 2)
         self._graphs_in_flight: dict[int, Graph] = {}
         # The latest launched nodes (a finished node holds no arrays: bounded, nothing pinned)
         # and the first device fault seen, which every later call reports again.
@@ -431,16 +432,19 @@ class CudaBackend:
         """Copy ``[lo, hi)`` of the device memory to the pinned mirror and wait for it (the
         caller has waited for the span's writers). On a stream of its own, not the legacy
         default stream, which would also wait for unrelated work queued there."""
-        if self.captures.engaged:
-            self.captures.check_synchronize()
+        if self.fault is not None:
+            raise self._device_error(None)
         stream = self._fetch_stream
         if stream is None:
             stream = self._fetch_stream = self.create_stream()
         host = buffer.host_ptr + lo
         try:
-            self.runtime.memcpyAsync(host, buffer.ptr + lo, hi - lo,
-                                     getattr(self.runtime, "memcpyDeviceToHost", 2), stream.ptr)
-            self.runtime.streamSynchronize(stream.ptr)
+            try:
+                self.runtime.memcpyAsync(host, buffer.ptr + lo, hi - lo, self._d2h, stream.ptr)
+            finally:
+                # (also after an interrupt: a copy left landing in the mirror later could
+                # tear a host write that follows)
+                self.runtime.streamSynchronize(stream.ptr)
         except Exception as exc:
             raise self._device_error(exc)
 
