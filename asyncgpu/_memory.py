@@ -244,13 +244,19 @@ class ExplicitMemory:
         """
         return found if write or fetch else {}
 
-    def fetch(self, array: Any, lo: int, hi: int) -> None:
-        """Copy ``[lo, hi)`` of the device copy to the mirror now, synchronously: the host has
-        waited for the span's writers and holds the runtime's lock, so no device work can
-        write the span meanwhile. (Cheaper than a copy node for what the host waits on at
-        once anyway; a trace still gets one: see ``Runtime.host_access``.)"""
+    def fetch(self, array: Any, lo: int, hi: int, after: list[Node]) -> None:
+        """Copy ``[lo, hi)`` of the device copy to the mirror now, once the nodes ``after``
+        (the span's unfinished writers, the latest of each stream) have finished, and retire
+        them: the backend orders the copy after their events on the device and waits for the
+        copy alone, one round trip to the device. The runtime's lock is held throughout, so
+        no device writer can start meanwhile and none needs to wait for the copy. (Cheaper than
+        a copy node for what the host waits on at once anyway; a trace still gets one: see
+        ``Runtime.host_access``.)"""
         rt = self.runtime
-        rt.backend.fetch_to_host(array._alloc.buffer, lo, hi, f"{array.describe()} to host")
+        rt.backend.fetch_to_host(array._alloc.buffer, lo, hi, f"{array.describe()} to host",
+                                 [n.event for n in after])
+        if after:
+            rt.streams.retire(after)
         stats = rt.stats
         stats.copies_to_host += 1
         stats.bytes_to_host += hi - lo

@@ -368,13 +368,18 @@ class Runtime:
                     found = dict(found) if write else {}
                     found[fetched] = []
                     fetch = False
+            after: list[Node] = []
             if found:
-                self.streams.host_wait(list(found))
+                if fetch and not write:
+                    # the fetch waits for the span's writers on the device: one round trip
+                    after = self.streams.latest(found)
+                else:
+                    self.streams.host_wait(found)
                 self.stats.sync("host-write" if write else "host-read")
             if not self.backend.host_coherent_while_busy and self.streams.inflight:
                 self.synchronize()
             if fetch:
-                memory.fetch(array, lo, hi)
+                memory.fetch(array, lo, hi, after)
             self.backend.host_access([acc], ("host write of " if write else "host read of ")
                                      + array.describe())
             self.stats.host_accesses += 1

@@ -193,8 +193,9 @@ class StreamManager:
         self._free = deque(self.streams)
         self._inflight = 0
 
-    def host_wait(self, nodes: list[Node]) -> None:
-        """Block the host until ``nodes`` completed (one wait per stream: the latest node)."""
+    @staticmethod
+    def latest(nodes: Any) -> list[Node]:
+        """The unfinished ``nodes`` that finishing implies the rest: the latest of each stream."""
         latest: dict[int, Node] = {}
         for n in nodes:
             if n.finished or n.stream is None:
@@ -202,13 +203,27 @@ class StreamManager:
             cur = latest.get(n.stream.index)
             if cur is None or n.seq > cur.seq:
                 latest[n.stream.index] = n
+        return list(latest.values())
+
+    def host_wait(self, nodes: Any) -> None:
+        """Block the host until ``nodes`` completed (one wait per stream: the latest node)."""
         try:
-            for n in latest.values():
+            for n in self.latest(nodes):
                 if not n.finished:
                     self.backend.host_wait(n.event)
                     self.finished(n)
         except BaseException:
             self.recount()      # a retirement cut short (KeyboardInterrupt) left it off
+            raise
+
+    def retire(self, nodes: list[Node]) -> None:
+        """The host knows ``nodes`` completed (something it waited for ran after them)."""
+        try:
+            for n in nodes:
+                if not n.finished:
+                    self.finished(n)
+        except BaseException:
+            self.recount()
             raise
 
     def recount(self) -> None:

@@ -281,6 +281,7 @@ class NullBackend:
     def alloc(self, nbytes: int) -> Any: return self._Buffer(nbytes)
     def kernel_launch(self, *args: Any) -> None: return None
     def copy_launch(self, *args: Any) -> None: return None
+    def fetch_to_host(self, *args: Any) -> None: ...
     def launch(self, node: Any, stream: Any) -> None: ...
 
 

@@ -96,7 +96,8 @@ def test_sticky_fault_names_the_latest_launches_and_stays():
         b.host_wait(FakeEvent(ILLEGAL))
     calls = b.runtime.calls
     for call in (b.synchronize, lambda: b.host_access([], "host read of x"),
-                 lambda: b.alloc(64), lambda: b.fetch_to_host(FakeBuffer(), 0, 4, "x to host")):
+                 lambda: b.alloc(64),
+                 lambda: b.fetch_to_host(FakeBuffer(), 0, 4, "x to host", [])):
         with pytest.raises(KernelFault, match=r"kernel 'oob_store'"):
             call()
     assert b.runtime.calls == calls          # no new CUDA calls after the fault
@@ -116,7 +117,7 @@ def test_fault_reported_by_a_host_reads_fetch():
     b = backend()
     b.runtime.error = ILLEGAL
     with pytest.raises(KernelFault, match=r"kernel 'oob_store'"):
-        b.fetch_to_host(FakeBuffer(), 0, 4, "float32[8] to host")
+        b.fetch_to_host(FakeBuffer(), 0, 4, "float32[8] to host", [])
     assert b.runtime.calls == 2              # the copy, and the synchronize after it regardless
 
 

@@ -169,11 +169,15 @@ class CheckedBackend:
         self._checked(self.hb.host_access, hb_accesses, label)
         self.inner.host_access(accesses, label)
 
-    def fetch_to_host(self, buffer: Any, lo: int, hi: int, label: str) -> None:
-        # the host reads the device copy and writes the mirror, after its waits
+    def fetch_to_host(self, buffer: Any, lo: int, hi: int, label: str, after: list[Any]
+                      ) -> None:
+        # ordered after the events, then the host waits: as a host access of both copies
+        # after host waits for the events
+        self.inner.fetch_to_host(buffer, lo, hi, label, after)
+        for event in after:
+            self.hb.host_sync_event(event)
         self._checked(self.hb.host_access, [(buffer.uid, lo, hi, False),
                                             (buffer.host_uid, lo, hi, True)], label)
-        self.inner.fetch_to_host(buffer, lo, hi, label)
 
     def timing_event(self) -> Any:
         return self.inner.timing_event()

@@ -428,17 +428,24 @@ class CudaBackend:
             raise self._device_error(None)
         return CudaCopy(self.runtime, buffer, lo, hi, to_device)
 
-    def fetch_to_host(self, buffer: DeviceBuffer, lo: int, hi: int, label: str) -> None:
-        """Copy ``[lo, hi)`` of the device memory to the pinned mirror and wait for it (the
-        caller has waited for the span's writers). On a stream of its own, not the legacy
-        default stream, which would also wait for unrelated work queued there."""
+    def fetch_to_host(self, buffer: DeviceBuffer, lo: int, hi: int, label: str,
+                      after: list[Any]) -> None:
+        """Copy ``[lo, hi)`` of the device memory to the pinned mirror once the events
+        ``after`` have completed, and wait for the copy: the copy waits for them on the device,
+        so the host waits once. On a stream of its own, not the legacy default stream, which
+        would also wait for unrelated work queued there."""
         if self.fault is not None:
             raise self._device_error(None)
+        if self.captures.engaged:
+            for event in after:     # (the host waits for them, through the copy)
+                self.captures.check_host_wait(event, "host read")
         stream = self._fetch_stream
         if stream is None:
             stream = self._fetch_stream = self.create_stream()
         host = buffer.host_ptr + lo
         try:
+            for event in after:
+                self._stream_wait(stream.ptr, event.ptr, 0)
             try:
                 self.runtime.memcpyAsync(host, buffer.ptr + lo, hi - lo, self._d2h, stream.ptr)
             finally:

@@ -320,9 +320,13 @@ class SimBackend:
         """Prepare a copy of ``[lo, hi)`` between the host mirror and the device (split mode)."""
         return SimCopy(buffer, lo, hi, to_device)
 
-    def fetch_to_host(self, buffer: SimBuffer, lo: int, hi: int, label: str) -> None:
-        """Copy ``[lo, hi)`` of the device copy to the host mirror now (the caller has waited
-        for the span's writers: what it has not waited for is the checker's to catch)."""
+    def fetch_to_host(self, buffer: SimBuffer, lo: int, hi: int, label: str,
+                      after: list[SimEvent]) -> None:
+        """Copy ``[lo, hi)`` of the device copy to the host mirror once the events ``after``
+        (the span's writers) have completed: the simulator runs the work up to them first.
+        (What the caller did not list is the checker's to catch.)"""
+        for event in after:
+            self.host_wait(event)
         buffer.host[lo:hi] = buffer.dev[lo:hi]
 
     # -- kernels -----------------------------------------------------------------------------

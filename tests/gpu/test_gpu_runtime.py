@@ -71,6 +71,30 @@ def test_host_read_blocks_only_on_its_producer(gpu):
     assert unrelated < 0.02 < 0.04 < related, (unrelated, related)
 
 
+def test_a_host_read_that_fetches_waits_only_for_its_writer(gpu):
+    """The read's bytes are on the device only (a kernel wrote them): the host fetches them
+    once that kernel is done, while a long kernel on another stream keeps running."""
+    import recorder_kernels
+
+    ag = gpu
+    spin = spin_kernel(ag)
+    _, _, inc = recorder_kernels.kernels(ag)
+    n = recorder_kernels.N
+    slow = ag.zeros(1, np.float32)
+    other = ag.array(np.arange(n, dtype=np.float32))
+    cycles = calibrate(ag, spin, slow, 50e-3)
+    before = ag.statistics().copies_to_host
+    t0 = time.perf_counter()
+    spin[1, 32](slow, cycles)
+    inc[1, n](other, n)                        # other: current on the device only
+    assert other[3] == 4.0 and other[n - 1] == n
+    unrelated = time.perf_counter() - t0
+    assert ag.statistics().copies_to_host - before == 2
+    assert slow[0] == 5.0
+    related = time.perf_counter() - t0
+    assert unrelated < 0.02 < 0.04 < related, (unrelated, related)
+
+
 def test_dropped_array_is_not_reused_while_a_kernel_uses_it(gpu):
     ag = gpu
     spin = spin_kernel(ag)
