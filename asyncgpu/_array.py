@@ -218,11 +218,7 @@ class Array(ArrayOperators):
         self._check_alive()
         kind, norm = _normalize_key(key, self.ndim)
         if kind == "scalar":
-            offset = self._element_offset(norm)
-            rt = self._alloc.runtime
-            with rt.host_access(self, offset, offset + self.dtype.itemsize, write=False):
-                host = self._alloc.buffer.host
-                return host[offset: offset + self.dtype.itemsize].view(self.dtype)[0]
+            return self._alloc.runtime.read_element(self, self._element_offset(norm))
         if kind == "advanced":
             return self.numpy()[key]
         shape, strides, offset = self._layout_of(key)
