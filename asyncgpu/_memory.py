@@ -15,12 +15,12 @@ and fault recovery all see them. In the dependency tracker a host-to-device (H2D
 unfinished device readers of those bytes (WAR), of which there are normally none because the
 host write that made the host copy current already waited for them.
 
-Copies to the host (D2H) are *fetches*: the host waits for the span's unfinished device writers,
-then copies the span into the mirror itself, synchronously, under the runtime's lock
-(:meth:`ExplicitMemory.fetch`), so no device writer can start meanwhile and none needs to wait
-for it. A node would only put the scheduler's Python between the writers and the host, which
-waits at once anyway. Under a trace the fetch is a copy node again (a *read*: after the writers,
-before later device writers), so the trace shows the transfer.
+Copies to the host (D2H) are *fetches* (:meth:`ExplicitMemory.fetch`): a copy of the span into
+the mirror, ordered on the device after the span's unfinished writers, which the host waits
+for at once, under the runtime's lock, so no device writer can start meanwhile and none needs
+to wait for it. A node would only put the scheduler's Python (stream choice, event, tracker,
+retirement) between the writers and the host. Under a trace the fetch is a copy node again (a
+*read*: after the writers, before later device writers), so the trace shows the transfer.
 
 Transitions (:func:`device_use`, :func:`host_read`, :func:`host_write`)::
 
@@ -212,7 +212,7 @@ class ExplicitMemory:
 
     def before_host(self, array: Any, lo: int, hi: int, write: bool, dense: bool) -> bool:
         """Whether the host access must fetch its span from the device first (:meth:`fetch`,
-        once the host has waited for what :meth:`host_waits` returns).
+        after what :meth:`host_waits` returns).
 
         Interrupt safety: a DEVICE allocation stays DEVICE until the write's span has been
         copied in (``after_host``), so an interrupted host write of it is simply lost, as if
