@@ -171,8 +171,9 @@ class CheckedBackend:
 
     def fetch_to_host(self, buffer: Any, lo: int, hi: int, label: str, after: list[Any]
                       ) -> None:
-        # ordered after the events, then the host waits: as a host access of both copies
-        # after host waits for the events
+        # the copy runs after the events and the host waits for it: for the checker, host
+        # waits for the events, then a host access that reads the device copy and writes
+        # the mirror
         self.inner.fetch_to_host(buffer, lo, hi, label, after)
         for event in after:
             self.hb.host_sync_event(event)
