@@ -10,6 +10,7 @@ does not cover fall back to Numba's own launch or to ``RawKernel.__call__``.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 
@@ -99,12 +100,16 @@ class RawLaunch:
 
 class PackedTarget:
     """What every packed launch of one launcher shares: the plan and the launch dimensions
-    (made once per launcher and argument types; ``Launcher.prepared`` keeps the latest)."""
+    (made once per launcher and argument types; ``Launcher.prepared`` keeps the latest).
+
+    ``backend`` is a weak reference: a kernel's launchers outlive runtimes (they are cached on
+    the kernel), and a strong one kept a dropped runtime's backend, its memory pool with it,
+    alive until the launcher was next used with another backend."""
 
     __slots__ = ("backend", "key", "plan", "grid", "block", "shared")
 
     def __init__(self, backend: Any, key: Any, plan: PackedPlan, launcher: Any) -> None:
-        self.backend = backend
+        self.backend = weakref.ref(backend)     # (call it: the backend, or None once dropped)
         self.key = key            # Numba: the argument types' tokens it was built for
         self.plan = plan
         self.grid, self.block, self.shared = launcher.grid3, launcher.block3, launcher.shared
@@ -185,7 +190,7 @@ def make_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
             key.append(t if t is not int or _INT64_MIN <= v <= _INT64_MAX else "bigint")
             flat.append(v)
     target = launcher.prepared
-    if target is not None and target.backend is backend and target.key == key:
+    if target is not None and target.backend() is backend and target.key == key:
         return PackedLaunch(target, tuple(flat))
     entry = kernel._compiled.get(tuple(key))
     if entry is None:
@@ -242,7 +247,7 @@ def _compile_numba(backend: Any, kernel: Kernel, values: list[Any], site: str | 
 def _cuda_c_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
                    values: list[Any], site: str | None) -> Any:
     target = launcher.prepared
-    if target is None or target.backend is not backend:
+    if target is None or target.backend() is not backend:
         entry = kernel._compiled.get("c")
         if entry is None:
             raw = _raw_kernel(backend, kernel)
