@@ -50,3 +50,35 @@ def test_memory_in_use_by_a_slow_reader_is_not_reused(how):
             wrong += not np.all(got == trial + 1)
             del decoys
         assert wrong == 0
+
+
+def test_a_dropped_runtimes_backend_and_device_memory_are_released():
+    """Switching the memory model makes a new runtime; the old one's backend (and the device
+    memory its pool holds) must go with it, though the kernel's cached launchers stay."""
+    import weakref
+
+    import cupy
+
+    import asyncgpu as ag
+    from asyncgpu._runtime import current_runtime
+
+    k = ag.cuda_kernel(SRC, "slow_copy")
+    n = 1 << 26                                           # 256 MiB per array
+    with ag.configure(backend="cuda", memory="explicit"):
+        backend = weakref.ref(current_runtime().backend)
+        gc.collect()
+        free_before, _ = cupy.cuda.runtime.memGetInfo()
+        x, y = ag.ones(n, np.float32), ag.zeros(n, np.float32)
+        k[n // 256, 256](x, y, 0, n)
+        assert float(y[n - 1]) == 1.0
+        del x, y                                          # back to that backend's pool
+    with ag.configure(backend="cuda", memory="managed"):
+        gc.collect()
+        assert backend() is None
+        free_after, _ = cupy.cuda.runtime.memGetInfo()
+        z = ag.zeros(16, np.float32)
+        k[1, 16](z, z, 0, 16)                             # the cached launcher still works
+        ag.synchronize()
+        assert float(z[0]) == 0.0
+    # the pool's 512 MiB went back to the device with the backend
+    assert free_after > free_before - (128 << 20), (free_before >> 20, free_after >> 20)
