@@ -87,6 +87,14 @@ class Runtime:
         self.host_no_wait = "host_no_wait" in bugs
         self.eager_free = "eager_free" in bugs
 
+    def close(self) -> None:
+        """The runtime is being replaced (``set_options``, after its synchronize): give back
+        what its backend caches, such as the device memory pool's free blocks, which the
+        garbage collector does not return to the device when the backend goes."""
+        close = getattr(self.backend, "close", None)
+        if close is not None:
+            close()
+
     def reconfigure(self, options: Options) -> None:
         """Apply new policies (same backend): finishes all work first."""
         with self._lock:
@@ -526,6 +534,7 @@ def set_options(new: Options) -> None:
             old.reconfigure(new)
         else:
             old.synchronize()
+            old.close()
             _runtime = None
 
 

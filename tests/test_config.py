@@ -57,3 +57,25 @@ def test_public_api_is_documented():
         assert obj.__doc__, name
         if isinstance(obj, type) or callable(obj):
             assert getattr(obj, "__module__", "asyncgpu") == "asyncgpu", name
+
+
+def test_a_replaced_runtime_gives_its_backends_caches_back():
+    """Options that need another backend replace the runtime: the old one finishes its work,
+    then its backend is closed (on ``cuda``: the device memory pool's free blocks go back)."""
+    import numpy as np
+
+    import asyncgpu as ag
+    from asyncgpu._runtime import current_runtime
+
+    with ag.configure(backend="sim", memory="explicit"):
+        rt = current_runtime()
+        closed = []
+        rt.backend.close = lambda: closed.append(rt.streams.inflight)
+        x = ag.ones(8, np.float32)
+        x += 1
+        with ag.configure(execution="sync"):        # same backend: reconfigured in place
+            assert current_runtime() is rt
+        assert closed == []
+        with ag.configure(memory="managed"):        # another backend: rt is replaced
+            assert current_runtime() is not rt
+            assert closed == [0]                    # closed once, after its work finished

@@ -220,6 +220,11 @@ class CudaBackend:
         self.sm_count = int(props["multiProcessorCount"])
         log.info("asyncgpu cuda backend on %s (%d SMs)", self.device_name, self.sm_count)
 
+    def close(self) -> None:
+        """The runtime is done with this backend: its pool's free blocks go back to the device
+        (arrays of the old runtime still alive keep theirs)."""
+        self.pool.free_all_blocks()
+
     # -- streams and events ------------------------------------------------------------------
     def create_stream(self) -> Any:
         return self.cupy.cuda.Stream(non_blocking=True)
