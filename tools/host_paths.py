@@ -4,8 +4,9 @@ The GPU machine's host changes speed from minute to minute, which hides changes 
 asyncgpu's own Python. This runs the real ``CudaBackend`` over a stand-in CuPy whose CUDA calls
 do nothing (``tools/fakecupy``), so what is timed is asyncgpu's Python alone, and it is stable
 on an idle CPU: host microseconds per launch of the overhead benchmark's 3-array CUDA C kernel
-(independent, and with one cross-stream wait) and per kernel of the replay benchmark's bodies
-of 10 (eager, recorded, recorded_static). Medians of 9 repeats.
+(independent, and with one cross-stream wait), of a launch followed by a one-element host read
+of what it wrote, of a read of an element current on the host, and per kernel of the replay
+benchmark's bodies of 10 (eager, recorded, recorded_static). Medians of 9 repeats.
 
 usage: PYTHONPATH=. python3 tools/host_paths.py      (compare two trees: run it in each)
 """
@@ -57,6 +58,19 @@ def main() -> None:
     for case, fn in overhead._ag_cases(ag, k3, 3).items():
         out[f"launch {case}"] = _median_us(fn, 20000)
     inc = ag.cuda_kernel(replay.INC, "inc")
+    x = ag.zeros(32, np.float32)
+
+    def launch_then_read(n: int) -> None:
+        for _ in range(n):
+            inc[1, 32](x, 32)
+            float(x[0])         # waits for the launch, fetches 4 bytes
+    out["launch then read one element"] = _median_us(launch_then_read, 5000)
+    h = ag.zeros(32, np.float32)     # never on the device: a read needs no fetch
+
+    def read_settled(n: int) -> None:
+        for _ in range(n):
+            float(h[0])
+    out["read one element on the host"] = _median_us(read_settled, 20000)
     for shape in ("chain", "independent"):
         arrays = [new_array(rt, (32,), np.dtype(np.float32), HOST)
                   for _ in range(1 if shape == "chain" else 10)]
