@@ -420,14 +420,8 @@ def test_huge_allocation_is_refused_before_the_backend(sim):          # case 30
     assert ag.zeros(4).numpy().tolist() == [0.0] * 4
 
 
-def test_launch_from_inside_another_launch_is_refused_and_nothing_breaks(sim):
-    """Case 29 of the reliability note: a finalizer or callback that launches while asyncgpu is
-    scheduling another node (same thread, re-entrant lock) gets a RuntimeError; the outer
-    launch completes and the runtime stays usable."""
-    from asyncgpu._runtime import current_runtime
-
-    ag = sim
-
+def _plus_one(ag):
+    """A Numba kernel ``y = x + 1`` (x read-only)."""
     @ag.kernel(const=["x"])
     @cuda.jit
     def plus_one(x, y):
@@ -435,6 +429,17 @@ def test_launch_from_inside_another_launch_is_refused_and_nothing_breaks(sim):
         if i < y.size:
             y[i] = x[i] + 1
 
+    return plus_one
+
+
+def test_launch_from_inside_another_launch_is_refused_and_nothing_breaks(sim):
+    """Case 29 of the reliability note: a finalizer or callback that launches while asyncgpu is
+    scheduling another node (same thread, re-entrant lock) gets a RuntimeError; the outer
+    launch completes and the runtime stays usable."""
+    from asyncgpu._runtime import current_runtime
+
+    ag = sim
+    plus_one = _plus_one(ag)
     x = ag.array(np.arange(16, dtype=np.float32))
     y, z = ag.zeros(16, np.float32), ag.zeros(16, np.float32)
     refused = []
@@ -465,13 +470,7 @@ def test_an_interrupt_that_leaves_the_issuing_mark_set_refuses_nothing_later(sim
 
     ag = sim
     with ag.configure(backend="sim", memory="explicit"):
-        @ag.kernel(const=["x"])
-        @cuda.jit
-        def plus_one(x, y):
-            i = cuda.grid(1)
-            if i < y.size:
-                y[i] = x[i] + 1
-
+        plus_one = _plus_one(ag)
         rt = current_runtime()
         rt._issuing = Node("kernel", "interrupted", None, [])    # left set by the interrupt
         x = ag.array(np.arange(16, dtype=np.float32))               # host-current: copied in
