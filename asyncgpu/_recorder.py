@@ -48,8 +48,9 @@ Example::
     step(x, y)      # same key: captured, launched (1 node)
     step(x, y)      # launched (1 node)
 
-This module is plain Python: the backend captures (``begin_capture``/``end_capture``) and
-launches (``graph_launch``) the graphs.
+What becomes of each finished segment (issued, captured, replayed) is
+:mod:`asyncgpu._recording_finish`. This module is plain Python: the backend captures
+(``begin_capture``/``end_capture``) and launches (``graph_launch``) the graphs.
 """
 
 from __future__ import annotations
@@ -64,19 +65,15 @@ from operator import is_
 from typing import Any, Callable
 
 from . import _graph_calls
-from ._errors import CaptureError, RecordingError
-from ._graph_capture import FrozenGraph, capture, graph_inputs
-from ._memory import host_current
-from ._graph_cache import VARIANTS, GraphCache, Variants, copy_key, graph_cache
-from ._recording_keys import (
-    Launch, LaunchMemo, RecordingKey, argument_key, same_arguments,
-)
+from ._errors import RecordingError
+from ._graph_capture import FrozenGraph
+from ._graph_cache import VARIANTS, copy_key
+from ._recording_finish import finish, issue_eagerly
+from ._recording_keys import Launch, LaunchMemo, argument_key, same_arguments
 from ._runtime import current_runtime
 
 log = logging.getLogger("asyncgpu")
 _tokens = itertools.count(1)
-_SEEN = "seen"                  # a key seen once: next time it is captured
-_EAGER = "eager"                # a key whose capture failed: always issued eagerly
 
 
 class Recording:
@@ -210,91 +207,6 @@ class Recording:
         if outcome != "empty":
             self.outcomes.append(outcome)
             self.frozen.append(frozen)
-
-
-def _replay_again(rt: Any, cache: GraphCache, memo: LaunchMemo) -> bool:
-    """Launch the graph the memo's previous run replayed, if that is what :func:`finish` would
-    choose again: the key's entry is still the same :class:`Variants` holding that graph, and
-    the host-current inputs are the ones it copies in. (The lookups it spares are the cost of
-    a replay whose body ran: the key is the memo's, known equal.)"""
-    replayed = memo.replayed
-    if replayed is None:
-        return False
-    variants, frozen = replayed
-    if frozen.graph.destroyed or cache.entries.get(memo.key) is not variants:
-        return False
-    if rt.memory is not None and frozen.host_current(rt) != frozen.copy_in:
-        return False                # another variant (or a new capture) is due
-    cache.entries.move_to_end(memo.key)
-    if len(variants) > 1:
-        variants.move_to_end(copy_key(frozen.copy_in))
-    rt.launch_graph(frozen)
-    return True
-
-
-def issue_eagerly(rt: Any, launches: list[Any]) -> None:
-    for launch in launches:
-        launch.issue(rt)
-
-
-# -- what to do with a finished recording -----------------------------------------------------
-def finish(rt: Any, token: Any, name: str, launches: list[Launch],
-           key: RecordingKey | None = None) -> tuple[str, Any]:
-    """Issue, capture or replay a recording's launches; returns what was done, and the
-    :class:`FrozenGraph` launched (None when the launches were issued eagerly). ``key``: the
-    key of the previous run, when every launch is the remembered one (``LaunchMemo``)."""
-    if not launches:
-        return "empty", None
-    opts = rt.options
-    config = (opts.graph_streams, opts.graph_order, opts.graph_max_streams,
-              opts.graph_lane_cost_us)
-    remembered = key is not None and key.parts[0] == config
-    if not remembered:
-        key = RecordingKey(token, (config, tuple(l.key for l in launches)))
-    with rt._lock:
-        cache = graph_cache(rt)
-        memo = cache.memo
-        previous = memo.get(token)
-        if remembered and previous is not None and previous.key is key \
-                and _replay_again(rt, cache, previous):
-            memo.move_to_end(token)
-            return "replayed", previous.replayed[1]
-        if remembered and previous is not None and previous.key is key:
-            memo.move_to_end(token)     # the same launches as the memo's: keep it
-        else:
-            memo[token] = LaunchMemo(launches, key)
-            memo.move_to_end(token)
-            if len(memo) > opts.graph_cache:
-                memo.popitem(last=False)    # (it keeps the last run's arrays alive)
-        entry = cache.get(key)
-        if entry is None:
-            cache.put(key, _SEEN)
-        elif entry is not _EAGER:
-            variants = entry if isinstance(entry, Variants) else None
-            copy_in = () if rt.memory is None else (
-                variants.latest().host_current(rt) if variants
-                else host_current(graph_inputs(launches)[0]))
-            frozen = variants.use(copy_in) if variants is not None else None
-            if frozen is None:
-                try:
-                    frozen = capture(rt, cache, name, launches, copy_in,
-                                     variants.plan() if variants else None)
-                except CaptureError as exc:
-                    warnings.warn(f"asyncgpu: the recording of '{name}' could not be captured "
-                                  f"into a CUDA graph ({exc}); it runs eagerly", stacklevel=4)
-                    cache.put(key, _EAGER)
-                    entry = _EAGER
-                else:
-                    if not isinstance(entry, Variants):
-                        entry = Variants()
-                        cache.put(key, entry)
-                    entry.add(rt, frozen)
-            if frozen is not None:
-                rt.launch_graph(frozen)
-                memo[token].replayed = (entry, frozen)
-                return "replayed", frozen
-    issue_eagerly(rt, launches)
-    return ("eager" if entry is _EAGER else "recorded"), None
 
 
 # -- the public entry points ------------------------------------------------------------------
