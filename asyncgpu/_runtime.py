@@ -11,8 +11,9 @@ Validation happens before anything is enqueued, and the accesses are committed o
 launch succeeded, so a refused launch leaves the DAG as it was.
 
 Host accesses (``Array`` indexing, ``numpy()``) wait for the conflicting unfinished nodes only,
-then touch the memory directly; they run under the runtime's lock, so calls from several host
-threads are linearized in the order they take the lock (documented in docs/design.md).
+then touch the memory directly (``asyncgpu._host_access``); they run under the runtime's lock,
+so calls from several host threads are linearized in the order they take the lock (documented in
+docs/design.md).
 
 ``execution="sync"`` runs the same pipeline on one stream and waits after every node: the serial
 baseline and the oracle the tests compare with.
@@ -29,11 +30,11 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import backends
-from ._array import DEVICE, HOST, Allocation, Array
+from ._array import DEVICE, HOST, Allocation
 from ._config import Options, options_from_env
 from ._dag import Node, reduce_parents
 from ._deps import Access, DependencyTracker
-from ._errors import FreedArrayError
+from ._host_access import HostAccess
 from ._kernel import Launcher, user_site
 from ._chunks import launch_chunked
 from ._memory import ExplicitMemory
@@ -41,10 +42,9 @@ from ._statistics import Counters, Statistics
 from ._streams import StreamManager
 
 log = logging.getLogger("asyncgpu")
-_MIGRATING_READ = 1 << 20
 
 
-class Runtime:
+class Runtime(HostAccess):
     """The scheduler for one backend (use the module-level API; no public constructor)."""
 
     def __init__(self, options: Options, backend: Any = None) -> None:
@@ -342,93 +342,6 @@ class Runtime:
         node.finished = True
         self.streams.recover()
         self._drain_releases()
-
-    # -- host access -------------------------------------------------------------------------
-    @contextlib.contextmanager
-    def host_access(self, array: Array, lo: int, hi: int, write: bool, dense: bool = False
-                    ) -> Iterator[None]:
-        """Hold the lock while the host touches ``[lo, hi)`` of the array's allocation.
-
-        Waits first for the unfinished nodes the access conflicts with (writers, for a read;
-        readers and writers, for a write). ``dense``: a write sets every byte of the span (the
-        explicit memory model then needs no copy of the old contents).
-        """
-        with self._lock:
-            self.begin_host_access(array, lo, hi, write, dense)
-            yield
-            self.end_host_access(array, lo, hi, write, dense)
-
-    def read_element(self, array: Array, offset: int) -> Any:
-        """The element at byte ``offset`` of the array's allocation, read on the host:
-        :meth:`host_access` around one read, without a generator (a scalar read is common in
-        a loop, and the context manager's frames were a third of its cost)."""
-        end = offset + array.dtype.itemsize
-        with self._lock:
-            self.begin_host_access(array, offset, end, False)
-            value = array._alloc.buffer.host[offset:end].view(array.dtype)[0]
-            self.end_host_access(array, offset, end, False)
-        return value
-
-    def begin_host_access(self, array: Array, lo: int, hi: int, write: bool,
-                          dense: bool = False) -> None:
-        """The first half of :meth:`host_access` (under the lock): waits, fetches, checks."""
-        if self._releases:
-            self._drain_releases()
-        self.host_epoch += 1
-        alloc = array._alloc
-        if self.recording is not None:
-            self.recording.refuse("host write of " if write else "host read of ", array)
-        if alloc.freed:
-            raise FreedArrayError(f"array {array.describe()} has been freed")
-        key = id(array) if self.alias_blind else alloc.id
-        acc = Access(key, alloc, lo, hi, write, array.describe())
-        memory = self.memory
-        fetch = memory is not None and memory.before_host(array, lo, hi, write, dense)
-        found = {} if self.host_no_wait else self.deps.conflicts([acc])
-        if memory is not None:
-            found = memory.host_waits(write, fetch, found)
-            if fetch and self._instruments:
-                # traced: the fetch is a copy node (ordered after the span's writers on
-                # the device), so the trace shows the transfer
-                fetched = memory.copy(alloc, lo, hi, False, array.describe())
-                found = dict(found) if write else {}
-                found[fetched] = []
-                fetch = False
-        after: list[Node] = []
-        if found:
-            if fetch and not write:
-                # the fetch waits for the span's writers on the device: one round trip
-                after = self.streams.latest(found)
-            else:
-                self.streams.host_wait(found)
-            self.stats.sync("host-write" if write else "host-read")
-        if not self.backend.host_coherent_while_busy and self.streams.inflight:
-            self.synchronize()
-        if fetch:
-            memory.fetch(array, lo, hi, after)
-        self.backend.host_access([acc], ("host write of " if write else "host read of ")
-                                 + array.describe())
-        self.stats.host_accesses += 1
-        if self._instruments:
-            node = Node("host-write" if write else "host-read", array.describe(), None, [acc])
-            node.finished = True
-            node.edges = [(p, r, lbl) for p, rs in found.items() for r, lbl in rs]
-            self._notify_node(node)
-
-    def end_host_access(self, array: Array, lo: int, hi: int, write: bool,
-                        dense: bool = False) -> None:
-        """The second half of :meth:`host_access` (under the lock, after the host's access):
-        books where the allocation's current copy is."""
-        memory = self.memory
-        alloc = array._alloc
-        if memory is not None:
-            memory.after_host(array, lo, hi, write, dense)
-        elif write:
-            alloc.location = HOST
-        elif hi - lo >= _MIGRATING_READ:
-            # A large read migrates the pages to the host: prefetch them back before the
-            # next kernel. A small one moves a page or two, which fault back cheaply.
-            alloc.location |= HOST
 
     # -- whole-runtime operations ------------------------------------------------------------
     def synchronize(self) -> None:

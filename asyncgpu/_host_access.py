@@ -1,0 +1,129 @@
+"""Host access to arrays: the waits, fetches and bookkeeping around the host touching bytes.
+
+The model
+---------
+The host touches an array's bytes only inside :meth:`HostAccess.host_access` (or
+:meth:`~HostAccess.read_element` for one element), under the runtime's lock. First the access
+waits for the unfinished device nodes it conflicts with (the writers of its span, for a read;
+readers and writers, for a write), except where the explicit memory model says the mirror is
+current; with that model a span current only on the device is fetched first
+(``asyncgpu._memory``), ordered after its writers on the device so the host waits once. After
+the access, the allocation's location is booked (HOST after a write; the explicit model's
+transitions otherwise). Invariants: nothing the host reads is still being written on the
+device, and nothing the device reads later misses a host write (the location says a copy is
+due).
+
+Example::
+
+    value = rt.read_element(y, 12)                  # y[3] of a float32 array
+    with rt.host_access(x, 0, x.nbytes, write=True, dense=True):
+        x._alloc.buffer.host[:] = data              # every byte: x becomes HOST
+
+Plain Python: the backend is told through ``host_access`` (a hook; the checker's on ``sim``)
+and ``fetch_to_host``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from ._array import HOST, Array
+from ._dag import Node
+from ._deps import Access
+from ._errors import FreedArrayError
+
+#: A managed-memory read of at least this many bytes migrates the pages to the host.
+_MIGRATING_READ = 1 << 20
+
+
+class HostAccess:
+    """The runtime's host-access methods (``asyncgpu._runtime.Runtime`` inherits them; they use
+    its lock, tracker, streams, memory model, backend, recording and statistics)."""
+
+    @contextlib.contextmanager
+    def host_access(self, array: Array, lo: int, hi: int, write: bool, dense: bool = False
+                    ) -> Iterator[None]:
+        """Hold the lock while the host touches ``[lo, hi)`` of the array's allocation.
+
+        Waits first for the unfinished nodes the access conflicts with (writers, for a read;
+        readers and writers, for a write). ``dense``: a write sets every byte of the span (the
+        explicit memory model then needs no copy of the old contents).
+        """
+        with self._lock:
+            self.begin_host_access(array, lo, hi, write, dense)
+            yield
+            self.end_host_access(array, lo, hi, write, dense)
+
+    def read_element(self, array: Array, offset: int) -> Any:
+        """The element at byte ``offset`` of the array's allocation, read on the host:
+        :meth:`host_access` around one read, without a generator (a scalar read is common in
+        a loop, and the context manager's frames were a third of its cost)."""
+        end = offset + array.dtype.itemsize
+        with self._lock:
+            self.begin_host_access(array, offset, end, False)
+            value = array._alloc.buffer.host[offset:end].view(array.dtype)[0]
+            self.end_host_access(array, offset, end, False)
+        return value
+
+    def begin_host_access(self, array: Array, lo: int, hi: int, write: bool,
+                          dense: bool = False) -> None:
+        """The first half of :meth:`host_access` (under the lock): waits, fetches, checks."""
+        if self._releases:
+            self._drain_releases()
+        self.host_epoch += 1
+        alloc = array._alloc
+        if self.recording is not None:
+            self.recording.refuse("host write of " if write else "host read of ", array)
+        if alloc.freed:
+            raise FreedArrayError(f"array {array.describe()} has been freed")
+        key = id(array) if self.alias_blind else alloc.id
+        acc = Access(key, alloc, lo, hi, write, array.describe())
+        memory = self.memory
+        fetch = memory is not None and memory.before_host(array, lo, hi, write, dense)
+        found = {} if self.host_no_wait else self.deps.conflicts([acc])
+        if memory is not None:
+            found = memory.host_waits(write, fetch, found)
+            if fetch and self._instruments:
+                # traced: the fetch is a copy node (ordered after the span's writers on
+                # the device), so the trace shows the transfer
+                fetched = memory.copy(alloc, lo, hi, False, array.describe())
+                found = dict(found) if write else {}
+                found[fetched] = []
+                fetch = False
+        after: list[Node] = []
+        if found:
+            if fetch and not write:
+                # the fetch waits for the span's writers on the device: one round trip
+                after = self.streams.latest(found)
+            else:
+                self.streams.host_wait(found)
+            self.stats.sync("host-write" if write else "host-read")
+        if not self.backend.host_coherent_while_busy and self.streams.inflight:
+            self.synchronize()
+        if fetch:
+            memory.fetch(array, lo, hi, after)
+        self.backend.host_access([acc], ("host write of " if write else "host read of ")
+                                 + array.describe())
+        self.stats.host_accesses += 1
+        if self._instruments:
+            node = Node("host-write" if write else "host-read", array.describe(), None, [acc])
+            node.finished = True
+            node.edges = [(p, r, lbl) for p, rs in found.items() for r, lbl in rs]
+            self._notify_node(node)
+
+    def end_host_access(self, array: Array, lo: int, hi: int, write: bool,
+                        dense: bool = False) -> None:
+        """The second half of :meth:`host_access` (under the lock, after the host's access):
+        books where the allocation's current copy is."""
+        memory = self.memory
+        alloc = array._alloc
+        if memory is not None:
+            memory.after_host(array, lo, hi, write, dense)
+        elif write:
+            alloc.location = HOST
+        elif hi - lo >= _MIGRATING_READ:
+            # A large read migrates the pages to the host: prefetch them back before the
+            # next kernel. A small one moves a page or two, which fault back cheaply.
+            alloc.location |= HOST
