@@ -5,8 +5,9 @@ never changed or relied on. Memory is managed (unified) memory from a private Cu
 ``cudaMallocManaged`` (so freeing never calls the device-synchronizing ``cudaFree``); the host
 reads and writes it through a NumPy view of the same addresses. With ``memory="explicit"``
 arrays live in device memory from a private CuPy pool over ``cudaMalloc``, each with a pinned
-host mirror allocated on first host use (:class:`DeviceBuffer`); the runtime's copy nodes run
-``cudaMemcpyAsync`` on their stream (:class:`CudaCopy`).
+host mirror allocated on first host use (``_cuda_buffers.DeviceBuffer``); the runtime's copy
+nodes run ``cudaMemcpyAsync`` on their stream (``_cuda_buffers.CudaCopy``), and host reads fetch
+on a stream of the backend's own (``fetch_to_host``).
 
 Graphs: ``begin_capture``/``end_capture`` use CuPy's stream capture in *relaxed* mode, and
 ``graph_launch`` CuPy's ``Graph.launch`` (see :mod:`asyncgpu.backends._capture` for the model).
@@ -29,7 +30,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import itertools
 import logging
 from collections import deque
 from typing import Any
@@ -42,9 +42,9 @@ from .._errors import (
     BackendUnavailableError, CaptureError, KernelFault, LaunchError, OutOfMemoryError,
 )
 from ._capture import CaptureTracker, Graph, check_launch, destroy
+from ._cuda_buffers import CudaBuffer, CudaCopy, DeviceBuffer
 
 log = logging.getLogger("asyncgpu")
-_uids = itertools.count(1)
 _CUDA_EVENT_WAIT_EXTERNAL = 1     # cudaEventWaitExternal: an event-wait node in the graph
 _CUDA_ERROR_INVALID_CONTEXT = 201
 #: Errors that kill the context (cudaError / CUresult share these numbers): illegal address,
@@ -58,112 +58,6 @@ _STICKY_NAMES = ("ILLEGAL_ADDRESS", "IllegalAddress", "INVALID_ADDRESS_SPACE",
                  "cudaErrorAssert", "CUDA_ERROR_ASSERT")
 #: How many of the latest launches a device fault names as candidates.
 RECENT_LAUNCHES = 16
-
-
-class CudaBuffer:
-    """A block of managed memory and the NumPy view of it that the host uses."""
-
-    __slots__ = ("uid", "host_uid", "nbytes", "mem", "ptr", "host")
-
-    def __init__(self, nbytes: int, mem: Any, ptr: int, host: np.ndarray) -> None:
-        self.uid = self.host_uid = next(_uids)     # one memory, seen by host and device
-        self.nbytes = nbytes
-        self.mem = mem
-        self.ptr = ptr
-        self.host = host
-
-    def device_pointer(self) -> int:
-        return self.ptr
-
-
-class DeviceBuffer:
-    """Device memory (explicit memory model) and its pinned host mirror.
-
-    The mirror is allocated on first use of ``host`` (a host access, or a copy that needs it),
-    from CuPy's pinned memory pool, and viewed as NumPy bytes: asynchronous copies need
-    page-locked memory to run at full bandwidth and without blocking the host.
-    """
-
-    __slots__ = ("uid", "host_uid", "nbytes", "mem", "ptr", "_host", "_pinned", "_host_ptr")
-
-    def __init__(self, nbytes: int, mem: Any, ptr: int) -> None:
-        self.uid = next(_uids)
-        self.host_uid = next(_uids)
-        self.nbytes = nbytes
-        self.mem = mem
-        self.ptr = ptr
-        self._host: np.ndarray | None = None
-        self._pinned: Any = None
-        self._host_ptr = 0
-
-    @property
-    def host(self) -> np.ndarray:
-        host = self._host
-        if host is None:
-            if self.nbytes == 0:
-                host = np.empty(0, np.uint8)
-            else:
-                import cupy
-
-                try:
-                    self._pinned = cupy.cuda.alloc_pinned_memory(self.nbytes)
-                except Exception as exc:     # cudaErrorMemoryAllocation: page-locked RAM
-                    raise OutOfMemoryError(
-                        f"cannot allocate {self.nbytes / 2**20:.1f} MiB of pinned host memory "
-                        f"for the host copy of an array (explicit memory model): {exc}. Free "
-                        "arrays, touch fewer large arrays from the host, or use "
-                        "ASYNCGPU_MEMORY=managed"
-                    ) from exc
-                host = np.frombuffer(self._pinned, np.uint8, self.nbytes)
-            self._host = host
-        return host
-
-    @property
-    def host_ptr(self) -> int:
-        """The mirror's address (allocating it): copies take it on every call, and NumPy's
-        ``ctypes.data`` builds an object each time it is asked."""
-        ptr = self._host_ptr
-        if not ptr:
-            ptr = self._host_ptr = self.host.ctypes.data
-        return ptr
-
-    def release(self) -> None:
-        self.mem = None      # back to the pools: every node using them has finished
-        self._host = None
-        self._pinned = None
-        self._host_ptr = 0
-
-    def device_pointer(self) -> int:
-        return self.ptr
-
-
-class CudaCopy:
-    """One ``cudaMemcpyAsync`` between a buffer's pinned mirror and its device memory."""
-
-    __slots__ = ("memcpy", "dst", "src", "nbytes", "kind", "span")
-
-    def __init__(self, runtime: Any, buffer: DeviceBuffer, lo: int, hi: int,
-                 to_device: bool) -> None:
-        host = buffer.host_ptr + lo      # allocates the mirror now, before enqueue
-        dev = buffer.ptr + lo
-        self.span = (buffer.uid, buffer.host_uid, lo, hi, to_device)
-        self.memcpy = runtime.memcpyAsync
-        self.nbytes = hi - lo
-        if to_device:
-            self.dst, self.src = dev, host
-            self.kind = getattr(runtime, "memcpyHostToDevice", 1)
-        else:
-            self.dst, self.src = host, dev
-            self.kind = getattr(runtime, "memcpyDeviceToHost", 2)
-
-    def hb_accesses(self) -> list[tuple[int, int, int, bool]]:
-        """For the checker (``ASYNCGPU_DEBUG_HB``): reads one copy, writes the other."""
-        dev, host, lo, hi, to_device = self.span
-        src, dst = (host, dev) if to_device else (dev, host)
-        return [(src, lo, hi, False), (dst, lo, hi, True)]
-
-    def __call__(self, stream: Any) -> None:
-        self.memcpy(self.dst, self.src, self.nbytes, self.kind, stream.ptr)
 
 
 class CudaBackend:
