@@ -227,9 +227,8 @@ class ExplicitMemory:
             return False
         if alloc.location != DEVICE or lo >= hi:
             return False
-        if not write:
-            return host_read(DEVICE, False)[0]
-        return host_write(DEVICE, dense and lo == 0 and hi == alloc.nbytes, dense)[0]
+        whole = dense and lo == 0 and hi == alloc.nbytes
+        return host_write(DEVICE, whole, dense)[0] if write else host_read(DEVICE, whole)[0]
 
     @staticmethod
     def host_waits(write: bool, fetch: bool, found: dict[Node, Any]) -> dict[Node, Any]:
@@ -253,7 +252,7 @@ class ExplicitMemory:
         a copy node for what the host waits on at once anyway; a trace still gets one: see
         ``Runtime.host_access``.)"""
         rt = self.runtime
-        rt.backend.fetch_to_host(array._alloc.buffer, lo, hi, f"{array.describe()} to host",
+        rt.backend.fetch_to_host(array._alloc.buffer, lo, hi, array.describe(),
                                  [n.event for n in after])
         if after:
             rt.streams.retire(after)

@@ -145,8 +145,7 @@ class Recording:
         if threading.get_ident() != self.thread:
             return
         if self.split:
-            if self.launches:       # (host steps in a row end one segment, not one each)
-                self.end_segment()
+            self.end_segment()
             return
         self.failed = True
         if array is not None:
@@ -170,8 +169,7 @@ class Recording:
             self.calls += 1
             return True, result
         if self.split:
-            if self.launches:
-                self.end_segment()
+            self.end_segment()
             return False, None
         rt = self.runtime
         rt.recording = None
@@ -187,7 +185,10 @@ class Recording:
 
     def end_segment(self, last: bool = False) -> None:
         """Finish the launches deferred so far (issue, capture or replay them); ``last``: the
-        recording ends here (no next segment to remember)."""
+        recording ends here (no next segment to remember). Without launches nothing ends: host
+        steps in a row end one segment, not one each."""
+        if not self.launches:
+            return
         rt = self.runtime
         launches, self.launches = self.launches, []
         previous = self.previous
@@ -204,9 +205,8 @@ class Recording:
         self.calls = 0
         if not last:
             self._remember()
-        if outcome != "empty":
-            self.outcomes.append(outcome)
-            self.frozen.append(frozen)
+        self.outcomes.append(outcome)
+        self.frozen.append(frozen)
 
 
 # -- the public entry points ------------------------------------------------------------------
@@ -247,8 +247,7 @@ class _Run:
             if rt.recording is rec:
                 rt.recording = None
             if not (failed or rec.failed or rec.eager):
-                if rec.launches:    # (else nothing to finish: a split body's last segment)
-                    rec.end_segment(last=True)
+                rec.end_segment(last=True)
                 self.outcome = "+".join(rec.outcomes) or "empty"
                 return rec
         if failed or rec.failed:

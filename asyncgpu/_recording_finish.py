@@ -42,8 +42,6 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
     """Issue, capture or replay a recording's launches; returns what was done, and the
     :class:`FrozenGraph` launched (None when the launches were issued eagerly). ``key``: the
     key of the previous run, when every launch is the remembered one (``LaunchMemo``)."""
-    if not launches:
-        return "empty", None
     opts = rt.options
     config = (opts.graph_streams, opts.graph_order, opts.graph_max_streams,
               opts.graph_lane_cost_us)

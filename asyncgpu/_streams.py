@@ -207,23 +207,19 @@ class StreamManager:
 
     def host_wait(self, nodes: Any) -> None:
         """Block the host until ``nodes`` completed (one wait per stream: the latest node)."""
-        try:
-            for n in self.latest(nodes):
-                if not n.finished:
-                    self.backend.host_wait(n.event)
-                    self.finished(n)
-        except BaseException:
-            self.recount()      # a retirement cut short (KeyboardInterrupt) left it off
-            raise
+        self.retire(self.latest(nodes), wait=True)
 
-    def retire(self, nodes: list[Node]) -> None:
-        """The host knows ``nodes`` completed (something it waited for ran after them)."""
+    def retire(self, nodes: list[Node], wait: bool = False) -> None:
+        """Retire ``nodes``, which the host knows completed (something it waited for ran after
+        them), or, with ``wait``, after waiting for each."""
         try:
             for n in nodes:
                 if not n.finished:
+                    if wait:
+                        self.backend.host_wait(n.event)
                     self.finished(n)
         except BaseException:
-            self.recount()
+            self.recount()      # a retirement cut short (KeyboardInterrupt) left it off
             raise
 
     def recount(self) -> None:

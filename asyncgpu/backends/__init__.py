@@ -178,7 +178,7 @@ class CheckedBackend:
         for event in after:
             self.hb.host_sync_event(event)
         self._checked(self.hb.host_access, [(buffer.uid, lo, hi, False),
-                                            (buffer.host_uid, lo, hi, True)], label)
+                                            (buffer.host_uid, lo, hi, True)], f"{label} to host")
 
     def timing_event(self) -> Any:
         return self.inner.timing_event()
