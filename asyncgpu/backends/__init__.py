@@ -4,7 +4,11 @@ A backend is the only code that touches the device (or simulates it). Both backe
 same operations, always with explicit streams: ``create_stream``, ``create_event``,
 ``record(event, stream)``, ``wait(stream, event)``, ``event_done``, ``host_wait(event)``,
 ``synchronize``, ``alloc``/``free``, ``prefetch(buffer, stream)``, ``kernel_launch`` (prepare,
-before enqueue) and ``launch(node, stream)`` (enqueue), ``host_access`` (a hook).
+before enqueue) and ``launch(node, stream)`` (enqueue), ``host_access`` (a hook). The explicit
+memory model adds ``copy_launch(buffer, lo, hi, to_device)`` (a copy node's launch) and
+``fetch_to_host(buffer, lo, hi, label, after)`` (a host read's copy out, after the events
+``after``, waited for before it returns). A backend that caches resources beyond its arrays
+offers ``close()``, called when its runtime is replaced (``cuda``: the memory pool's free blocks).
 
 For traces (``asyncgpu._trace``) each backend also offers a device clock: ``timing_event()`` (an
 event whose ``record`` captures a timestamp: CUDA timing events; on ``sim`` the executor's step
