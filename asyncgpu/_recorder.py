@@ -68,7 +68,7 @@ from . import _graph_calls
 from ._errors import RecordingError
 from ._graph_capture import FrozenGraph
 from ._graph_cache import VARIANTS, copy_key
-from ._recording_finish import finish, issue_eagerly
+from ._recording_finish import finish, issue_eagerly, replay_remembered
 from ._recording_keys import Launch, LaunchMemo, argument_key, same_arguments
 from ._runtime import current_runtime
 
@@ -100,17 +100,20 @@ class Recording:
         self.calls = 0              # library calls deferred in this segment (their position)
         self.outcomes: list[str] = []
         self.frozen: list[Any] = []     # per segment: the FrozenGraph launched, or None
-        self.memo: LaunchMemo | None = None     # the segment's previous run
-        self.previous: Any = ()                 # its launches (empty: nothing to remember)
-        self._remember()
+        #: the segment's previous run, and its launches (empty: nothing to remember)
+        self.memo: LaunchMemo | None = None
+        self.previous: Any = ()
+        cache = runtime.graphs
+        if cache is not None:
+            self._remember(cache.memo.get((token, 0)))
 
-    def _remember(self) -> None:
-        cache = self.runtime.graphs
-        memo = cache.memo.get((self.token, self.segment)) if cache is not None else None
-        if memo is not None and not memo.usable():
-            memo = None         # an array of it was freed: key (and refuse) in full
-        self.memo = memo
-        self.previous = memo.launches if memo is not None else ()
+    def _remember(self, memo: LaunchMemo | None) -> None:
+        if memo is not None and memo.usable():  # (else an array of it was freed: key in full)
+            self.memo = memo
+            self.previous = memo.launches
+        else:
+            self.memo = None
+            self.previous = ()
 
     # -- hooks the runtime calls (under its lock) -------------------------------------------
     def kernel(self, launcher: Any, args: tuple[Any, ...], site: str | None) -> bool:
@@ -192,19 +195,23 @@ class Recording:
         rt = self.runtime
         launches, self.launches = self.launches, []
         previous = self.previous
-        same = (launches and len(launches) == len(previous)
-                and all(map(is_, launches, previous)))     # every launch the remembered one
+        memo = (self.memo if len(launches) == len(previous)
+                and all(map(is_, launches, previous)) else None)   # every launch remembered
+        token = (self.token, self.segment)
         rt.recording = None
         try:
-            outcome, frozen = finish(rt, (self.token, self.segment), self.name, launches,
-                                     self.memo.key if same else None)
+            frozen = replay_remembered(rt, token, memo) if memo is not None else None
+            if frozen is not None:
+                outcome = "replayed"
+            else:
+                outcome, frozen = finish(rt, token, self.name, launches, memo)
         finally:
             if not last:
                 rt.recording = self
         self.segment += 1
         self.calls = 0
         if not last:
-            self._remember()
+            self._remember(rt.graphs.memo.get((self.token, self.segment)))
         self.outcomes.append(outcome)
         self.frozen.append(frozen)
 
@@ -248,7 +255,9 @@ class _Run:
                 rt.recording = None
             if not (failed or rec.failed or rec.eager):
                 rec.end_segment(last=True)
-                self.outcome = "+".join(rec.outcomes) or "empty"
+                outcomes = rec.outcomes
+                self.outcome = (outcomes[0] if len(outcomes) == 1
+                                else "+".join(outcomes) or "empty")
                 return rec
         if failed or rec.failed:
             self.outcome = "eager"

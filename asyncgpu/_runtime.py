@@ -77,6 +77,9 @@ class Runtime(HostAccess):
         self.deps = DependencyTracker(drop_raw="drop_raw" in bugs, drop_war="drop_war" in bugs)
         self.streams = StreamManager(self.backend, options, self.stats)
         self.sync_mode = options.execution == "sync"
+        #: The options a recording's key includes (how its graphs are scheduled).
+        self.graph_config = (options.graph_streams, options.graph_order,
+                             options.graph_max_streams, options.graph_lane_cost_us)
         self.no_const = options.dependency == "no-const"
         #: The explicit memory model (``asyncgpu._memory``), or None for managed memory.
         self.memory = ExplicitMemory(self) if options.memory == "explicit" else None
@@ -192,49 +195,50 @@ class Runtime(HostAccess):
     def launch_graph(self, frozen: Any) -> None:
         """Schedule one launch of a captured graph (``asyncgpu._graph_capture.FrozenGraph``) as
         one node whose accesses are the union of the graph's (explicit memory: the copies it
-        makes itself are booked by ``ExplicitMemory.before_graph``)."""
+        makes itself are booked by ``ExplicitMemory.before_graph``). The caller holds the
+        runtime's lock (its callers, the recorder's, already hold it for the decision that
+        leads here, and a lock taken again costs as much as a tenth of a replay)."""
         graph, accesses = frozen.graph, frozen.accesses
-        with self._lock:
-            if self._releases:
-                self._drain_releases()
-            site = user_site() if self.want_sites else None
-            node = Node("graph", frozen.name, site, accesses)     # (shared: never mutated)
-            if self.no_const:
-                node.accesses = [Access(a.key, a.alloc, a.lo, a.hi, True, a.label)
-                                 for a in accesses]
-            node.keepalive = graph
-            self.stats.graphs_replayed += 1
-            memory = self.memory
-            epoch = self.host_epoch
-            # (settled: launched at this epoch, so nothing of it is host-current and what it
-            # writes is already booked DEVICE: the bookkeeping would change nothing)
-            booked = (memory.before_graph(frozen) if memory is not None
-                      and (frozen.settled != epoch or frozen.copy_in) else ())
-            deps = self.deps
-            found = counts = None
-            last = frozen.last      # (tracker, its version, node) after the previous launch
-            if last is not None and last[0] is deps and last[1] == deps.version:
-                previous = last[2]
-                if not previous.finished:
-                    # Launched again with nothing committed since: the previous launch is the
-                    # only parent needed, if the graph conflicts with itself at all.
-                    repeat = frozen.repeat
-                    if repeat is None or repeat[0] is not deps:
-                        reasons = deps.self_conflicts(node.accesses)
-                        repeat = frozen.repeat = (
-                            deps, reasons, tuple(Counter(r for r, _ in reasons).items()))
-                    if repeat[1]:
-                        found, counts = {previous: repeat[1]}, repeat[2]
-            try:
-                self._issue(node, graph, found, counts)
-            except BaseException:
-                if booked and not node.finished:    # not launched (or unknown)
-                    memory.graph_not_launched(booked)
-                raise
-            frozen.last = (deps, deps.version, node)
-            frozen.settled = self.host_epoch
-            if booked:
-                memory.after_graph(frozen)
+        if self._releases:
+            self._drain_releases()
+        site = user_site() if self.want_sites else None
+        node = Node("graph", frozen.name, site, accesses)     # (shared: never mutated)
+        if self.no_const:
+            node.accesses = [Access(a.key, a.alloc, a.lo, a.hi, True, a.label)
+                             for a in accesses]
+        node.keepalive = graph
+        self.stats.graphs_replayed += 1
+        memory = self.memory
+        epoch = self.host_epoch
+        # (settled: launched at this epoch, so nothing of it is host-current and what it
+        # writes is already booked DEVICE: the bookkeeping would change nothing)
+        booked = (memory.before_graph(frozen) if memory is not None
+                  and (frozen.settled != epoch or frozen.copy_in) else ())
+        deps = self.deps
+        found = counts = None
+        last = frozen.last      # (tracker, its version, node) after the previous launch
+        if last is not None and last[0] is deps and last[1] == deps.version:
+            previous = last[2]
+            if not previous.finished:
+                # Launched again with nothing committed since: the previous launch is the
+                # only parent needed, if the graph conflicts with itself at all.
+                repeat = frozen.repeat
+                if repeat is None or repeat[0] is not deps:
+                    reasons = deps.self_conflicts(node.accesses)
+                    repeat = frozen.repeat = (
+                        deps, reasons, tuple(Counter(r for r, _ in reasons).items()))
+                if repeat[1]:
+                    found, counts = {previous: repeat[1]}, repeat[2]
+        try:
+            self._issue(node, graph, found, counts)
+        except BaseException:
+            if booked and not node.finished:    # not launched (or unknown)
+                memory.graph_not_launched(booked)
+            raise
+        frozen.last = (deps, deps.version, node)
+        frozen.settled = self.host_epoch
+        if booked:
+            memory.after_graph(frozen)
 
     def _issue(self, node: Node, graph: Any = None,
                found: dict[Node, list[tuple[str, str]]] | None = None,

@@ -17,18 +17,30 @@ from recorder_kernels import N, doubling, kernels
 
 @pytest.fixture
 def keys_checked(monkeypatch):
-    """Every remembered key handed to ``finish`` is compared with the full key."""
+    """Every remembered key (the memo handed to ``replay_remembered`` or ``finish``) is
+    compared with the full key of the launches it stands for."""
     checked = []
-    real = _recorder.finish
+    real_finish, real_replay = _recorder.finish, _recorder.replay_remembered
 
-    def finish(rt, token, name, launches, key=None):
-        if key is not None:
-            full = tuple(launch.key for launch in launches)
-            assert key.parts[1] == full and key.token == token
+    def check(token, memo, launches):
+        full = tuple(launch.key for launch in launches)
+        assert memo.key.parts[1] == full and memo.key.token == token
+
+    def finish(rt, token, name, launches, memo=None):
+        if memo is not None:
+            check(token, memo, launches)
             checked.append(token)
-        return real(rt, token, name, launches, key)
+        return real_finish(rt, token, name, launches, memo)
+
+    def replay_remembered(rt, token, memo):
+        check(token, memo, memo.launches)   # (the very launches deferred: see end_segment)
+        frozen = real_replay(rt, token, memo)
+        if frozen is not None:      # (else finish takes the memo: counted there)
+            checked.append(token)
+        return frozen
 
     monkeypatch.setattr(_recorder, "finish", finish)
+    monkeypatch.setattr(_recorder, "replay_remembered", replay_remembered)
     return checked
 
 
