@@ -6,7 +6,9 @@ do nothing (``tools/fakecupy``), so what is timed is asyncgpu's Python alone, an
 on an idle CPU: host microseconds per launch of the overhead benchmark's 3-array CUDA C kernel
 (independent, and with one cross-stream wait), of a launch followed by a one-element host read
 of what it wrote, of a read of an element current on the host, and per kernel of the replay
-benchmark's bodies of 10 (eager, recorded, recorded_static). Medians of 9 repeats.
+benchmark's bodies of 10 (eager, recorded, recorded_static). Medians of 9 repeats. The
+recorded bodies are also timed *cold*: one call right after a 32 MiB host copy, the state a
+benchmark iteration starts in after its inputs were rewritten (per call, not per kernel).
 
 usage: PYTHONPATH=. python3 tools/host_paths.py      (compare two trees: run it in each)
 """
@@ -88,8 +90,24 @@ def main() -> None:
                 for _ in range(n):
                     fn()
             out[f"{shape}/10 {mode}"] = _median_us(calls, 2000, per=10)
+            if mode != "eager":
+                out[f"{shape}/10 {mode}, cold"] = _cold_us(fn)
             rt.synchronize()
     print(json.dumps(out, indent=1))
+
+
+def _cold_us(fn) -> float:
+    """Median us of one call right after the host has copied 32 MiB (as a program's own host
+    work between steps does: the caches hold none of asyncgpu's code or objects then)."""
+    src = np.ones(4 << 20, np.float32)
+    dst = np.empty_like(src)
+    samples = []
+    for _ in range(400):
+        dst[...] = src
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples) * 1e6
 
 
 if __name__ == "__main__":
