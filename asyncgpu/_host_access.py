@@ -7,7 +7,9 @@ The host touches an array's bytes only inside :meth:`HostAccess.host_access` (or
 waits for the unfinished device nodes it conflicts with (the writers of its span, for a read;
 readers and writers, for a write), except where the explicit memory model says the mirror is
 current; with that model a span current only on the device is fetched first
-(``asyncgpu._memory``), ordered after its writers on the device so the host waits once. After
+(``asyncgpu._memory``), ordered after its writers on the device so the host waits once (the
+whole allocation, when it is small and that waits for no other writer: a loop reading
+elements of a small result then costs one round trip, not one per element). After
 the access, the allocation's location is booked (HOST after a write; the explicit model's
 transitions otherwise). Invariants: nothing the host reads is still being written on the
 device, and nothing the device reads later misses a host write (the location says a copy is
@@ -33,6 +35,7 @@ from ._array import HOST, Array
 from ._dag import Node
 from ._deps import Access
 from ._errors import FreedArrayError
+from ._memory import BOTH, WHOLE_FETCH_BYTES
 
 #: A managed-memory read of at least this many bytes migrates the pages to the host.
 _MIGRATING_READ = 1 << 20
@@ -82,7 +85,16 @@ class HostAccess:
         acc = Access(key, alloc, lo, hi, write, array.describe())
         memory = self.memory
         fetch = memory is not None and memory.before_host(array, lo, hi, write, dense)
-        found = {} if self.host_no_wait else self.deps.conflicts([acc])
+        # (a read of a current mirror waits for nothing: ``ExplicitMemory.host_waits``)
+        found = ({} if self.host_no_wait or (memory is not None and not (write or fetch))
+                 else self.deps.conflicts([acc]))
+        whole = False
+        if fetch and not write and hi - lo < alloc.nbytes <= WHOLE_FETCH_BYTES:
+            # A small allocation is fetched whole when that waits for no writer the span does
+            # not: the same round trip, and the host's next reads of it need none.
+            everything = Access(key, alloc, 0, alloc.nbytes, False, acc.label)
+            if self.deps.conflicts([everything]).keys() == found.keys():
+                lo, hi, whole = 0, alloc.nbytes, True
         if memory is not None:
             found = memory.host_waits(write, fetch, found)
             if fetch and self._instruments:
@@ -104,6 +116,8 @@ class HostAccess:
             self.synchronize()
         if fetch:
             memory.fetch(array, lo, hi, after)
+        if whole:
+            alloc.location = BOTH   # (fetched, or waited for its copy node: the mirror is current)
         self.backend.host_access([acc], ("host write of " if write else "host read of ")
                                  + array.describe())
         self.stats.host_accesses += 1

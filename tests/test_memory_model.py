@@ -97,8 +97,9 @@ def test_host_initialized_array_is_copied_in_once(ex):
 def test_host_read_copies_only_what_is_read(ex):
     ag = ex
     scale, add, inc = recorder_kernels.kernels(ag)
-    x = ag.array(np.arange(N, dtype=np.float32))
-    inc[1, N](x, N)
+    n = _memory.WHOLE_FETCH_BYTES // 4 + 16        # too large to be fetched whole
+    x = ag.array(np.arange(n, dtype=np.float32))
+    inc[1, N](x, n)
     assert _loc(x) == DEVICE
     before = ag.statistics()
     assert x[5] == 6.0
@@ -106,11 +107,52 @@ def test_host_read_copies_only_what_is_read(ex):
     assert _loc(x) == DEVICE                      # part of the mirror only
     np.testing.assert_array_equal(np.asarray(x[8:12]), [9, 10, 11, 12])
     assert _delta(ag, before, "copies_to_host", "bytes_to_host") == (2, 20)
-    np.testing.assert_array_equal(x.numpy(), np.arange(N) + 1)
+    np.testing.assert_array_equal(x.numpy(), np.arange(n) + 1)
     assert _loc(x) == BOTH
     before = ag.statistics()
-    assert x[3] == 4.0 and x.numpy().sum() == sum(range(1, N + 1))   # mirror current: no copy
-    assert _delta(ag, before, "copies_to_host") == (0,)
+    assert x[3] == 4.0 and x.numpy().sum() == np.arange(1, n + 1, dtype=np.float32).sum()
+    assert _delta(ag, before, "copies_to_host") == (0,)     # mirror current: no copy
+
+
+def test_a_small_allocation_is_fetched_whole_by_its_first_read(ex):
+    ag = ex
+    scale, add, inc = recorder_kernels.kernels(ag)
+    x = ag.array(np.arange(N, dtype=np.float32))
+    inc[1, N](x, N)
+    before = ag.statistics()
+    assert x[5] == 6.0
+    assert _delta(ag, before, "copies_to_host", "bytes_to_host") == (1, 4 * N)
+    assert _loc(x) == BOTH
+    # the other elements are current on the host now: no more round trips
+    assert [float(x[i]) for i in range(N)] == list(np.arange(N) + 1.0)
+    np.testing.assert_array_equal(np.asarray(x[8:12]), [9, 10, 11, 12])
+    assert _delta(ag, before, "copies_to_host") == (1,)
+    inc[1, N](x, N)                               # written on the device again: fetched again
+    assert x[0] == 2.0 and _delta(ag, before, "copies_to_host") == (2,)
+
+
+def test_a_small_allocation_is_fetched_whole_only_if_that_waits_for_no_other_writer():
+    import asyncgpu as ag
+
+    scale, add, inc = recorder_kernels.kernels(ag)
+    half = N // 2
+    with ag.configure(backend="sim", memory="explicit", sim_seed=0, sim_strategy="lazy"):
+        x = ag.array(np.arange(N, dtype=np.float32))
+        inc[1, N](x[:half], half)
+        inc[1, N](x[half:], half)      # another writer, of the other half
+        assert ag.statistics().inflight == 3     # (x copied in, then the two writers)
+        before = ag.statistics()
+        assert x[1] == 2.0             # waits for the first writer and fetches its element only
+        assert _delta(ag, before, "copies_to_host", "bytes_to_host") == (1, 4)
+        assert _loc(x) == DEVICE and ag.statistics().inflight > 0   # the second still runs
+        assert x[2] == 3.0             # no unfinished writer, but the whole has one: 4 bytes
+        assert _delta(ag, before, "copies_to_host", "bytes_to_host") == (2, 8)
+        assert _loc(x) == DEVICE and ag.statistics().inflight > 0
+        assert x[half] == half + 1     # the whole's writers are this span's: all of it
+        assert _delta(ag, before, "copies_to_host", "bytes_to_host") == (3, 8 + 4 * N)
+        assert _loc(x) == BOTH
+        np.testing.assert_array_equal(x.numpy(), np.arange(N) + 1)
+        assert _delta(ag, before, "copies_to_host") == (3,)
 
 
 def test_whole_host_write_needs_no_copy_back(ex):

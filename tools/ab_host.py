@@ -12,7 +12,8 @@ Measured per process: the replay micro-benchmark's host us per kernel (10-kernel
 10 independent kernels: eager, recorded, recorded_static; ``benchmarks.replay``) and the eager
 launch of the 3-array CUDA C kernel (independent and with one cross-stream wait) next to the
 raw CuPy launch (``benchmarks.overhead``), and a launch followed by a host read of one element
-of the array it wrote (the read waits for the kernel and copies 4 bytes back).
+of the array it wrote (the read waits for the kernel and copies the bytes back), or of eight
+elements one by one (a small array: fetched whole by the first read since stop 16).
 """
 
 from __future__ import annotations
@@ -52,6 +53,14 @@ def launch_then_read(n):
         float(x[0])
 launch_then_read(50)
 out["launch then read one element"] = overhead._per_launch(launch_then_read, 1000, sync, 5)[
+    "median_us"]
+def launch_then_read_8(n):
+    for _ in range(n):
+        inc[1, 32](x, 32)
+        for i in range(8):
+            float(x[i])
+launch_then_read_8(50)
+out["launch then read 8 elements"] = overhead._per_launch(launch_then_read_8, 500, sync, 5)[
     "median_us"]
 print(json.dumps(out))
 """

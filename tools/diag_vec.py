@@ -3,7 +3,8 @@
 Each iteration calls one of three ways of replaying VEC's graph and reads the result:
 ``split`` (``graph(wl.run, split=True)``, the benchmark's ``recorded`` mode), ``static+read``
 (``graph(wl.run_device, static=True)`` then ``wl.read()``, ``recorded_static``) and
-``plain+read`` (``graph(wl.run_device)`` then ``wl.read()``). Timestamps around the steps
+``plain+read`` (``graph(wl.run_device)`` then ``wl.read()``), and the benchmark's hand-captured
+``cudagraph`` baseline for scale. Timestamps around the steps
 (entering the recording, the body, ending the segment, ``replay_remembered``,
 ``Runtime.launch_graph``, leaving) give the median microseconds of each step; the wrappers add
 a little time of their own, so compare the three ways with each other, not with the benchmark.
@@ -14,13 +15,16 @@ Before each iteration (``MODE``):
   flush   synchronize, then copy 8 MiB on the host, touching nothing of asyncgpu's: the
           caches are as cold as after ``reset``, the graph the same as with ``sync``
 
-usage: PYTHONPATH=. python3 tools/diag_vec.py [scale] [MODE]      (on the GPU machine)
+usage: PYTHONPATH=. python3 tools/diag_vec.py [scale] [MODE] [--inside]   (on the GPU machine)
+       (--inside: also the steps of ``launch_graph``: ``_issue``, the backend's graph launch,
+       the stream bookkeeping, the tracker's commit)
 """
 
 from __future__ import annotations
 
 import statistics
 import sys
+from collections import Counter
 import time
 from typing import Any
 
@@ -51,7 +55,7 @@ def timed(owner: Any, attr: str, label: str) -> None:
 
 def main() -> None:
     scale = sys.argv[1] if len(sys.argv) > 1 else "small"
-    mode = sys.argv[2] if len(sys.argv) > 2 else "reset"
+    mode = sys.argv[2] if len(sys.argv) > 2 and not sys.argv[2].startswith("-") else "reset"
     wl = WORKLOADS["vec"](ag, scale)
     rt = current_runtime()
     blocks = 4 * rt.backend.sm_count if rt.backend.name == "cuda" else 2
@@ -61,6 +65,13 @@ def main() -> None:
     timed(_recorder, "replay_remembered", "replay")
     timed(Runtime, "launch_graph", "launch")
     timed(wl, "run_device", "body")
+    if "--inside" in sys.argv:      # the steps of launch_graph too
+        from asyncgpu._deps import DependencyTracker
+        from asyncgpu._streams import StreamManager
+        timed(Runtime, "_issue", "issue")
+        timed(type(rt.backend), "graph_launch", "cuda")
+        timed(StreamManager, "issued", "issued")
+        timed(DependencyTracker, "commit", "commit")
     split = ag.graph(wl.run, split=True)
     static = ag.graph(wl.run_device, static=True)
     plain = ag.graph(wl.run_device)
@@ -74,6 +85,11 @@ def main() -> None:
         return wl.read()
 
     ways = {"split": split, "static+read": static_read, "plain+read": plain_read}
+    if rt.backend.name == "cuda":   # the hand-captured baseline, for scale
+        from benchmarks import harness
+        from benchmarks.cudagraph import GraphHand
+        hand = harness.ModeRun(ag, wl, "cudagraph", 256, blocks, "streaming", GraphHand(rt))
+        ways["cudagraph"] = lambda b, nb: hand._once()
     for way in ways.values():          # record, capture, replay once
         for _ in range(3):
             wl.reset()
@@ -101,7 +117,8 @@ def main() -> None:
                                 for i in range(len(seq) - 1)])
     print(f"vec {scale}, before each iteration: {mode}; median us")
     for name in ways:
-        shape = [label for label, _ in steps[name][0]]
+        shapes = Counter(tuple(label for label, _ in s) for s in steps[name])
+        shape = list(shapes.most_common(1)[0][0])     # (a call that recorded or captured differs)
         same = [s for s in steps[name] if [label for label, _ in s] == shape]
         parts = ", ".join(f"{label} {statistics.median(s[i][1] for s in same):.1f}"
                           for i, label in enumerate(shape))

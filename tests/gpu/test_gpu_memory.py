@@ -68,8 +68,14 @@ def test_explicit_model_counts_its_copies():
         after = ag.statistics()
         assert after.copies_to_device - before.copies_to_device == 1
         assert after.copies_to_host - before.copies_to_host == 1
-        assert after.bytes_to_host - before.bytes_to_host == 4
+        assert after.bytes_to_host - before.bytes_to_host == 4 * n     # small: fetched whole
+        assert [float(y[i]) for i in range(n)] == [2.0 * i for i in range(n)]
+        assert ag.statistics().copies_to_host == after.copies_to_host
         assert after.prefetches == before.prefetches
+        big = ag.empty(1 << 20, np.float32)
+        scale[1, n](x, big, 3.0, n)
+        assert big[5] == 15.0                   # large: the element only
+        assert ag.statistics().bytes_to_host - after.bytes_to_host == 4
 
 
 def test_large_arrays_and_host_slices():

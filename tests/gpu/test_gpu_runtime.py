@@ -73,7 +73,9 @@ def test_host_read_blocks_only_on_its_producer(gpu):
 
 def test_a_host_read_that_fetches_waits_only_for_its_writer(gpu):
     """The read's bytes are on the device only (a kernel wrote them): the host fetches them
-    once that kernel is done, while a long kernel on another stream keeps running."""
+    once that kernel is done, while a long kernel on another stream keeps running. The
+    allocation is small and has no other writer, so the first read fetches all of it and the
+    second needs no copy."""
     import recorder_kernels
 
     ag = gpu
@@ -89,7 +91,7 @@ def test_a_host_read_that_fetches_waits_only_for_its_writer(gpu):
     inc[1, n](other, n)                        # other: current on the device only
     assert other[3] == 4.0 and other[n - 1] == n
     unrelated = time.perf_counter() - t0
-    assert ag.statistics().copies_to_host - before == 2
+    assert ag.statistics().copies_to_host - before == 1
     assert slow[0] == 5.0
     related = time.perf_counter() - t0
     assert unrelated < 0.02 < 0.04 < related, (unrelated, related)
