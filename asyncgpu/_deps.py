@@ -230,6 +230,16 @@ class DependencyTracker:
                                if not (lo <= e[0] and e[1] <= hi) and not e[2].finished]
                     mine.append((lo, hi, node))
 
+    def writes_beyond(self, key: Any, known: Any) -> bool:
+        """Whether an unfinished node not in ``known`` writes any byte of the allocation
+        (``HostAccess`` fetches a small allocation whole only when none does)."""
+        live = self._live.get(key)
+        if live is not None:
+            for _, _, node in live.writes:
+                if not node.finished and node not in known:
+                    return True
+        return False
+
     def forget(self, key: Any) -> None:
         """Drop everything known about an allocation (it has been freed)."""
         self.version += 1

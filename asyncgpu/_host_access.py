@@ -92,8 +92,7 @@ class HostAccess:
         if fetch and not write and hi - lo < alloc.nbytes <= WHOLE_FETCH_BYTES:
             # A small allocation is fetched whole when that waits for no writer the span does
             # not: the same round trip, and the host's next reads of it need none.
-            everything = Access(key, alloc, 0, alloc.nbytes, False, acc.label)
-            if self.deps.conflicts([everything]).keys() == found.keys():
+            if not self.deps.writes_beyond(key, found):
                 lo, hi, whole = 0, alloc.nbytes, True
         if memory is not None:
             found = memory.host_waits(write, fetch, found)
