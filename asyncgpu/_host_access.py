@@ -88,12 +88,12 @@ class HostAccess:
         # (a read of a current mirror waits for nothing: ``ExplicitMemory.host_waits``)
         found = ({} if self.host_no_wait or (memory is not None and not (write or fetch))
                  else self.deps.conflicts([acc]))
-        whole = False
-        if fetch and not write and hi - lo < alloc.nbytes <= WHOLE_FETCH_BYTES:
-            # A small allocation is fetched whole when that waits for no writer the span does
-            # not: the same round trip, and the host's next reads of it need none.
-            if not self.deps.writes_beyond(key, found):
-                lo, hi, whole = 0, alloc.nbytes, True
+        # A small allocation is fetched whole when that waits for no writer the span does
+        # not: the same round trip, and the host's next reads of it need none.
+        whole = (fetch and not write and hi - lo < alloc.nbytes <= WHOLE_FETCH_BYTES
+                 and not self.deps.writes_beyond(key, found))
+        if whole:
+            lo, hi = 0, alloc.nbytes
         if memory is not None:
             found = memory.host_waits(write, fetch, found)
             if fetch and self._instruments:

@@ -65,7 +65,7 @@ BOTH = HOST | DEVICE
 
 #: A partial host read of a device-current allocation of at most this many bytes fetches the
 #: whole allocation (``HostAccess.begin_host_access``, when that waits for no more writers):
-#: on a PCIe 5 host 64 KiB more adds 2 to 3 us to a fetch's round trip of 20 to 50 us.
+#: 64 KiB more take 2 to 3 us at PCIe 5 speed, against a fetch's round trip of tens of us.
 WHOLE_FETCH_BYTES = 64 << 10
 
 

@@ -9,7 +9,7 @@ into a graph (``asyncgpu._graph_capture``) for the set of inputs that are host-c
 the graph is launched as one node; a key with a graph for those inputs launches it again; a key
 whose capture failed is issued eagerly for good. It also keeps each segment's previous run (the
 memo), so a run made only of remembered launches reuses the key, and the graph its previous run
-replayed (:func:`_replay_again`) while that is what the cache would choose.
+replayed (:func:`replay_remembered`) while that is what the cache would choose.
 
 Invariant: whatever ``finish`` returns, the launches ran exactly once, as one graph launch or
 one node each, so a recording never changes what the program computes.
@@ -28,7 +28,7 @@ import warnings
 from typing import Any
 
 from ._errors import CaptureError
-from ._graph_cache import GraphCache, Variants, copy_key, graph_cache
+from ._graph_cache import Variants, copy_key, graph_cache
 from ._graph_capture import capture, graph_inputs
 from ._memory import host_current
 from ._recording_keys import Launch, LaunchMemo, RecordingKey

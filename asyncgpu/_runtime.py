@@ -196,8 +196,8 @@ class Runtime(HostAccess):
         """Schedule one launch of a captured graph (``asyncgpu._graph_capture.FrozenGraph``) as
         one node whose accesses are the union of the graph's (explicit memory: the copies it
         makes itself are booked by ``ExplicitMemory.before_graph``). The caller holds the
-        runtime's lock (its callers, the recorder's, already hold it for the decision that
-        leads here, and a lock taken again costs as much as a tenth of a replay)."""
+        runtime's lock: the recorder's paths here hold it already for the decision that leads
+        here, and taking it again would cost a replay another acquire and release."""
         graph, accesses = frozen.graph, frozen.accesses
         if self._releases:
             self._drain_releases()

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import statistics
 import sys
-from collections import Counter
 import time
+from collections import Counter
 from typing import Any
 
 import numpy as np
