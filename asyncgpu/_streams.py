@@ -108,20 +108,25 @@ class StreamManager:
     def wait_for_parents(self, node: Node, parents: list[Node]) -> None:
         """Make the node's stream wait for parents on other streams (never blocks the host)."""
         stream = node.stream
-        latest: dict[int, Node] = {}
-        for p in parents:
-            ps = p.stream
-            if ps is stream or ps is None:
-                continue
-            cur = latest.get(ps.index)
-            if cur is None or p.seq > cur.seq:
-                latest[ps.index] = p
+        if len(parents) == 1:
+            latest: Any = parents       # (the common case, a chain: no per-stream map)
+        else:
+            by_stream: dict[int, Node] = {}
+            for p in parents:
+                ps = p.stream
+                if ps is stream or ps is None:
+                    continue
+                cur = by_stream.get(ps.index)
+                if cur is None or p.seq > cur.seq:
+                    by_stream[ps.index] = p
+            latest = by_stream.values()
         waited = stream.waited
-        for index, p in latest.items():
-            if waited.get(index, -1) >= p.seq:
+        for p in latest:
+            ps = p.stream
+            if ps is stream or ps is None or waited.get(ps.index, -1) >= p.seq:
                 continue
             self.backend.wait(stream.handle, p.event)
-            waited[index] = p.seq
+            waited[ps.index] = p.seq
             self.stats.event_waits += 1
 
     def issued(self, node: Node, recorded: Any = None) -> None:
