@@ -216,6 +216,12 @@ class Array(ArrayOperators):
 
     def __getitem__(self, key: Any) -> Any:
         self._check_alive()
+        if type(key) is int and len(self.shape) == 1 and -self.shape[0] <= key < self.shape[0]:
+            # ``x[i]`` of a vector, the common scalar read (in loops over a small result),
+            # without the general classification of the index
+            if key < 0:
+                key += self.shape[0]
+            return self._alloc.runtime.read_element(self, self._offset + key * self.strides[0])
         kind, norm = _normalize_key(key, self.ndim)
         if kind == "scalar":
             return self._alloc.runtime.read_element(self, self._element_offset(norm))

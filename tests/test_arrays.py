@@ -52,6 +52,22 @@ def test_host_reads_and_writes_through_views(sim):
         a[3, 0]
 
 
+def test_scalar_reads_of_vectors_and_their_views_index_as_numpy(sim):
+    ag = sim
+    h = np.arange(10, dtype=np.float32) * 1.5
+    a = ag.array(h)
+    for view, ref in ((a, h), (a[::3], h[::3]), (a[2:7], h[2:7]), (a[::-2], h[::-2])):
+        n = len(ref)
+        for i in [*range(-n, n), np.int64(1), np.int32(-1)]:
+            assert view[i] == ref[i] and type(view[i]) is type(ref[i])
+        for bad in (n, -n - 1):
+            with pytest.raises(IndexError, match="out of bounds"):
+                view[bad]
+    a.free()
+    with pytest.raises(ag.FreedArrayError):
+        a[0]
+
+
 def test_host_read_waits_only_for_writers_of_the_bytes_read(managed_memory, sim):
     # (explicit memory tracks where the current copy is per allocation: a read of the
     # other half waits for the copy that made the whole allocation device-current)
