@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from asyncgpu._dag import Node, finish_through, reduce_parents
 from asyncgpu._deps import Access, DependencyTracker
@@ -121,3 +123,29 @@ def test_edge_reasons(modes, expected):
     deps.commit(first, first.accesses)
     found = deps.conflicts([Access(1, None, 0, 8, modes[1] == "w", "x")])
     assert found == {first: [(expected, "x")]}
+
+
+@given(ops=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 7), st.integers(1, 8),
+                              st.booleans(), st.integers(-1, 20)), min_size=1, max_size=40),
+       span=st.tuples(st.integers(0, 7), st.integers(1, 8)))
+def test_writes_beyond_is_the_whole_allocation_s_writers_outside_the_span_s(ops, span):
+    """``writes_beyond(key, found)`` (may a small allocation be fetched whole?) answers exactly
+    whether a read of every byte would wait for a writer a read of the span would not."""
+    deps = DependencyTracker()
+    streams = [StreamState(i, None) for i in range(3)]
+    nodes = []
+    for stream, lo, length, write, finish in ops:
+        acc = [Access(1, None, lo * 8, min(64, (lo + length) * 8), write, "x")]
+        n = Node("kernel", "k", None, acc)
+        n.stream = streams[stream]
+        n.parents = reduce_parents(deps.conflicts(acc))
+        deps.commit(n, acc)
+        nodes.append(n)
+        lo, hi = span[0] * 8, min(64, (span[0] + span[1]) * 8)
+        found = deps.conflicts([Access(1, None, lo, hi, False, "x")])
+        if 0 <= finish < len(nodes):
+            nodes[finish].finished = True       # (its entries stay until a scan drops them)
+        beyond = deps.writes_beyond(1, found)
+        everything = deps.conflicts([Access(1, None, 0, 64, False, "x")])
+        assert beyond == bool(everything.keys() - found.keys())
+    assert not deps.writes_beyond(2, {})        # an allocation never written
