@@ -243,22 +243,25 @@ class Array(ArrayOperators):
         self._check_alive()
         if isinstance(value, Array):
             value = value.numpy()
-        kind, norm = _normalize_key(key, self.ndim)
-        if kind == "advanced":
-            lo, hi = self._lo, self._hi
-            dense = False
-        elif kind == "scalar":
-            lo = self._element_offset(norm)
-            hi = lo + self.dtype.itemsize
-            dense = True
+        if key is Ellipsis:
+            # ``x[...] = values``, the common rewrite of a whole array: its own span, without
+            # working out a view's layout
+            lo, hi, dense = self._lo, self._hi, self._contiguous
         else:
-            shape, strides, offset = self._layout_of(key)
-            view = Array._view(self._alloc, shape, self.dtype, strides, offset)
-            lo, hi = view._span()
-            dense = view.is_c_contiguous     # every byte of [lo, hi) is written
-        rt = self._alloc.runtime
-        with rt.host_access(self, lo, hi, write=True, dense=dense):
-            self._host_view()[key] = value
+            kind, norm = _normalize_key(key, self.ndim)
+            if kind == "advanced":
+                lo, hi = self._lo, self._hi
+                dense = False
+            elif kind == "scalar":
+                lo = self._element_offset(norm)
+                hi = lo + self.dtype.itemsize
+                dense = True
+            else:
+                shape, strides, offset = self._layout_of(key)
+                view = Array._view(self._alloc, shape, self.dtype, strides, offset)
+                lo, hi = view._span()
+                dense = view.is_c_contiguous     # every byte of [lo, hi) is written
+        self._alloc.runtime.write_host(self, lo, hi, dense, key, value)
 
     def _span(self) -> tuple[int, int]:
         return self._lo, self._hi

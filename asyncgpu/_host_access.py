@@ -70,6 +70,15 @@ class HostAccess:
             self.end_host_access(array, offset, end, False)
         return value
 
+    def write_host(self, array: Array, lo: int, hi: int, dense: bool, key: Any,
+                   value: Any) -> None:
+        """``array[key] = value`` on the host, ``[lo, hi)`` of its allocation (``dense``: every
+        byte of it): :meth:`host_access` around the write, without a generator."""
+        with self._lock:
+            self.begin_host_access(array, lo, hi, True, dense)
+            array._host_view()[key] = value
+            self.end_host_access(array, lo, hi, True, dense)
+
     def begin_host_access(self, array: Array, lo: int, hi: int, write: bool,
                           dense: bool = False) -> None:
         """The first half of :meth:`host_access` (under the lock): waits, fetches, checks."""

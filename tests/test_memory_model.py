@@ -203,6 +203,17 @@ def test_strided_host_write_of_device_array_fetches_the_span_first(ex):
     expected = np.ones(N, np.float32)
     expected[[1, 3]] = 4
     np.testing.assert_array_equal(x2.numpy(), expected)
+    x3 = ag.array(np.zeros(N, np.float32))
+    inc[1, N](x3, N)
+    before = ag.statistics()
+    x3[4:20:4][...] = 7                           # ``[...]`` of a strided view: holes too
+    assert _delta(ag, before, "copies_to_host", "copies_to_device") == (1, 1)
+    expected = np.ones(N, np.float32)
+    expected[4:20:4] = 7
+    np.testing.assert_array_equal(x3.numpy(), expected)
+    x3[...] = np.arange(N, dtype=np.float32)      # every byte: no fetch, no copy back
+    assert _delta(ag, before, "copies_to_host", "copies_to_device") == (2, 1) and _loc(x3) == HOST
+    np.testing.assert_array_equal(x3.numpy(), np.arange(N))
 
 
 def test_write_only_kernel_skips_the_copy_only_when_it_covers_everything(ex):
