@@ -243,9 +243,10 @@ class Array(ArrayOperators):
         self._check_alive()
         if isinstance(value, Array):
             value = value.numpy()
-        if key is Ellipsis:
-            # ``x[...] = values``, the common rewrite of a whole array: its own span, without
-            # working out a view's layout
+        if key is Ellipsis or (type(key) is slice and self.shape and key.start is None
+                               and key.stop is None and key.step is None):
+            # ``x[...] = values`` or ``x[:] = values``, the common rewrite of a whole array:
+            # its own span, without working out a view's layout
             lo, hi, dense = self._lo, self._hi, self._contiguous
         else:
             kind, norm = _normalize_key(key, self.ndim)

@@ -214,6 +214,13 @@ def test_strided_host_write_of_device_array_fetches_the_span_first(ex):
     x3[...] = np.arange(N, dtype=np.float32)      # every byte: no fetch, no copy back
     assert _delta(ag, before, "copies_to_host", "copies_to_device") == (2, 1) and _loc(x3) == HOST
     np.testing.assert_array_equal(x3.numpy(), np.arange(N))
+    inc[1, N](x3, N)
+    x3[::2][:] = 0                                # ``[:]`` of a strided view: holes
+    expected = np.arange(N, dtype=np.float32) + 1
+    expected[::2] = 0
+    np.testing.assert_array_equal(x3.numpy(), expected)
+    x3[:] = 5                                     # every byte again
+    assert _loc(x3) == HOST and x3.numpy().tolist() == [5.0] * N
 
 
 def test_write_only_kernel_skips_the_copy_only_when_it_covers_everything(ex):
