@@ -214,6 +214,29 @@ class Array(ArrayOperators):
         delta = v.__array_interface__["data"][0] - probe.__array_interface__["data"][0]
         return v.shape, v.strides, self._offset + delta
 
+    def _first_axis_layout(self, key: Any
+                           ) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
+        """Shape, strides and byte offset of ``self[key]`` for a Python int or a slice of the
+        first axis (the common views: ``x[a:b]``, ``m[i]``, ``m[a:b:s]``), as NumPy makes
+        them; None for any other index, an int out of range or an empty slice (the general
+        path answers those)."""
+        shape = self.shape
+        if not shape:
+            return None
+        n = shape[0]
+        if type(key) is int:
+            if not -n <= key < n:
+                return None
+            return shape[1:], self.strides[1:], self._offset + (key % n) * self.strides[0]
+        if type(key) is slice:
+            start, stop, step = key.indices(n)
+            length = len(range(start, stop, step))
+            if length == 0:
+                return None
+            st = self.strides[0]
+            return (length, *shape[1:]), (st * step, *self.strides[1:]), self._offset + start * st
+        return None
+
     def __getitem__(self, key: Any) -> Any:
         self._check_alive()
         if type(key) is int and len(self.shape) == 1 and -self.shape[0] <= key < self.shape[0]:
@@ -222,12 +245,15 @@ class Array(ArrayOperators):
             if key < 0:
                 key += self.shape[0]
             return self._alloc.runtime.read_element(self, self._offset + key * self.strides[0])
-        kind, norm = _normalize_key(key, self.ndim)
-        if kind == "scalar":
-            return self._alloc.runtime.read_element(self, self._element_offset(norm))
-        if kind == "advanced":
-            return self.numpy()[key]
-        shape, strides, offset = self._layout_of(key)
+        layout = self._first_axis_layout(key)
+        if layout is None:
+            kind, norm = _normalize_key(key, self.ndim)
+            if kind == "scalar":
+                return self._alloc.runtime.read_element(self, self._element_offset(norm))
+            if kind == "advanced":
+                return self.numpy()[key]
+            layout = self._layout_of(key)
+        shape, strides, offset = layout
         return Array._view(self._alloc, shape, self.dtype, strides, offset)
 
     def _element_offset(self, index: list[int]) -> int:
@@ -258,7 +284,7 @@ class Array(ArrayOperators):
                 hi = lo + self.dtype.itemsize
                 dense = True
             else:
-                shape, strides, offset = self._layout_of(key)
+                shape, strides, offset = self._first_axis_layout(key) or self._layout_of(key)
                 view = Array._view(self._alloc, shape, self.dtype, strides, offset)
                 lo, hi = view._span()
                 dense = view.is_c_contiguous     # every byte of [lo, hi) is written

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numba import cuda
 
 
@@ -66,6 +68,42 @@ def test_scalar_reads_of_vectors_and_their_views_index_as_numpy(sim):
     a.free()
     with pytest.raises(ag.FreedArrayError):
         a[0]
+
+
+_INDEX = st.one_of(st.integers(-9, 9), st.builds(slice, st.none() | st.integers(-10, 10),
+                                                 st.none() | st.integers(-10, 10),
+                                                 st.none() | st.integers(-3, 3).filter(bool)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(shape=st.sampled_from([(7,), (6, 5), (4, 3, 2)]), first=_INDEX, second=_INDEX,
+       view_first=st.booleans())
+def test_views_of_the_first_axis_are_numpy_s(shape, first, second, view_first):
+    """``a[k]`` and ``a[i:j:s]`` (the short path) and any other basic index give NumPy's
+    shape, strides and elements, as views of views too, and write through to the base."""
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_seed=0):
+        h = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+        a = ag.array(h)
+        base_a, base_h = (a[::-1], h[::-1]) if view_first else (a, h)
+        for key in (first, (first, second) if len(shape) > 1 else first):
+            try:
+                ref = base_h[key]
+            except IndexError:
+                with pytest.raises(IndexError):
+                    base_a[key]
+                continue
+            got = base_a[key]
+            if np.ndim(ref) == 0:
+                assert got == ref
+                continue
+            assert got.shape == ref.shape and got.strides == ref.strides
+            np.testing.assert_array_equal(got.numpy(), ref)
+            if ref.size:
+                got[...] = -1
+                ref[...] = -1
+                np.testing.assert_array_equal(a.numpy(), h)
 
 
 def test_host_read_waits_only_for_writers_of_the_bytes_read(managed_memory, sim):
