@@ -340,8 +340,7 @@ class Array(ArrayOperators):
     def numpy(self) -> np.ndarray:
         """A host copy of the array (waits only for unfinished writers of these bytes)."""
         self._check_alive()
-        with self._alloc.runtime.host_access(self, self._lo, self._hi, write=False):
-            return np.array(self._host_view(), copy=True)
+        return self._alloc.runtime.read_host(self)
 
     get = numpy
 

@@ -31,6 +31,8 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+
 from ._array import HOST, Array
 from ._dag import Node
 from ._deps import Access
@@ -69,6 +71,16 @@ class HostAccess:
             value = array._alloc.buffer.host[offset:end].view(array.dtype)[0]
             self.end_host_access(array, offset, end, False)
         return value
+
+    def read_host(self, array: Array) -> Any:
+        """A host copy of the whole array: :meth:`host_access` around the copy, without a
+        generator (``Array.numpy``, and NumPy's ``asarray`` through ``__array__``)."""
+        lo, hi = array._lo, array._hi
+        with self._lock:
+            self.begin_host_access(array, lo, hi, False)
+            out = np.array(array._host_view(), copy=True)
+            self.end_host_access(array, lo, hi, False)
+        return out
 
     def write_host(self, array: Array, lo: int, hi: int, dense: bool, key: Any,
                    value: Any) -> None:
