@@ -30,6 +30,7 @@ Example::
 from __future__ import annotations
 
 import itertools
+import math
 import operator
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +49,13 @@ _FAKE = np.zeros(64, np.uint8)
 
 def describe(dtype: np.dtype, shape: tuple[int, ...]) -> str:
     """``float32[1024]`` / ``int32[16x8]``: how messages name an array."""
-    return f"{dtype.name}[{'x'.join(map(str, shape)) if shape else ''}]"
+    name = _dtype_names.get(dtype)
+    if name is None:
+        name = _dtype_names[dtype] = dtype.name     # (NumPy works the name out at each call)
+    return f"{name}[{'x'.join(map(str, shape)) if shape else ''}]"
+
+
+_dtype_names: dict[np.dtype, str] = {}
 
 
 class Allocation:
@@ -161,7 +168,7 @@ class Array(ArrayOperators):
     @property
     def size(self) -> int:
         """Number of elements."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def nbytes(self) -> int:
@@ -434,8 +441,8 @@ def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
 
 def new_array(runtime: Runtime, shape: tuple[int, ...], dtype: np.dtype, location: int) -> Array:
     """Allocate a C-contiguous array through ``runtime`` (runtime-internal)."""
-    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if nbytes >= 2**62:       # before the backend: no CUDA call with a wrapped-around size
+    nbytes = math.prod(shape) * dtype.itemsize      # (exact: a Python int never wraps around)
+    if nbytes >= 2**62:       # before the backend: no CUDA call with a size this large
         raise ValueError(f"an array {describe(dtype, shape)} needs {nbytes} bytes, too many "
                          "to allocate")
     alloc = Allocation(runtime, runtime.allocate(nbytes), nbytes, location)

@@ -14,6 +14,7 @@ once. Errors name the kernel with the user's launch site, the argument and the f
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from threading import get_ident
 from typing import Any, Callable
@@ -176,7 +177,7 @@ class Kernel:
             )
         grid = launch_dims(parts[0], "blocks", GRID_LIMITS, where)
         block = launch_dims(parts[1], "threads per block", BLOCK_LIMITS, where)
-        threads = int(np.prod(block))
+        threads = math.prod(block)
         if threads > MAX_THREADS_PER_BLOCK:
             raise ArgumentValueError(
                 f"{where}: a block of {block} has {threads} threads; the limit is "
