@@ -2,8 +2,11 @@
 
 The model
 ---------
-The host touches an array's bytes only inside :meth:`HostAccess.host_access` (or
-:meth:`~HostAccess.read_element` for one element), under the runtime's lock. First the access
+The host touches an array's bytes only between :meth:`HostAccess.begin_host_access` and
+:meth:`~HostAccess.end_host_access`, under the runtime's lock: inside the context manager
+:meth:`~HostAccess.host_access`, or in the three common accesses that skip its generator
+(:meth:`~HostAccess.read_element`, :meth:`~HostAccess.read_host` for ``numpy()``,
+:meth:`~HostAccess.write_host` for ``a[key] = value``). First the access
 waits for the unfinished device nodes it conflicts with (the writers of its span, for a read;
 readers and writers, for a write), except where the explicit memory model says the mirror is
 current; with that model a span current only on the device is fetched first
