@@ -252,6 +252,10 @@ class Array(ArrayOperators):
             if key < 0:
                 key += self.shape[0]
             return self._alloc.runtime.read_element(self, self._offset + key * self.strides[0])
+        if type(key) is tuple and len(key) == len(self.shape) and all(type(k) is int for k in key):
+            # ``m[i, j]``: one element, every index a Python int (the general classification
+            # would build the same list)
+            return self._alloc.runtime.read_element(self, self._element_offset(key))
         layout = self._first_axis_layout(key)
         if layout is None:
             kind, norm = _normalize_key(key, self.ndim)
@@ -263,7 +267,7 @@ class Array(ArrayOperators):
         shape, strides, offset = layout
         return Array._view(self._alloc, shape, self.dtype, strides, offset)
 
-    def _element_offset(self, index: list[int]) -> int:
+    def _element_offset(self, index: Any) -> int:
         """Byte offset in the allocation of the element at an all-integer index."""
         offset = self._offset
         for axis, (idx, n, st) in enumerate(zip(index, self.shape, self.strides)):
