@@ -103,10 +103,11 @@ class HostAccess:
         alloc = array._alloc
         if self.recording is not None:
             self.recording.refuse("host write of " if write else "host read of ", array)
+        label = array.describe()
         if alloc.freed:
-            raise FreedArrayError(f"array {array.describe()} has been freed")
+            raise FreedArrayError(f"array {label} has been freed")
         key = id(array) if self.alias_blind else alloc.id
-        acc = Access(key, alloc, lo, hi, write, array.describe())
+        acc = Access(key, alloc, lo, hi, write, label)
         memory = self.memory
         fetch = memory is not None and memory.before_host(array, lo, hi, write, dense)
         # (a read of a current mirror waits for nothing: ``ExplicitMemory.host_waits``)
@@ -123,7 +124,7 @@ class HostAccess:
             if fetch and self._instruments:
                 # traced: the fetch is a copy node (ordered after the span's writers on
                 # the device), so the trace shows the transfer
-                fetched = memory.copy(alloc, lo, hi, False, array.describe())
+                fetched = memory.copy(alloc, lo, hi, False, label)
                 found = dict(found) if write else {}
                 found[fetched] = []
                 fetch = False
@@ -142,10 +143,10 @@ class HostAccess:
         if whole:
             alloc.location = BOTH   # (fetched, or waited for its copy node: the mirror is current)
         self.backend.host_access([acc], ("host write of " if write else "host read of ")
-                                 + array.describe())
+                                 + label)
         self.stats.host_accesses += 1
         if self._instruments:
-            node = Node("host-write" if write else "host-read", array.describe(), None, [acc])
+            node = Node("host-write" if write else "host-read", label, None, [acc])
             node.finished = True
             node.edges = [(p, r, lbl) for p, rs in found.items() for r, lbl in rs]
             self._notify_node(node)
