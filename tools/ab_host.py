@@ -5,8 +5,9 @@ in one run), so two benchmark runs one after the other do not compare. This runs
 turn, ``rounds`` times, each in a fresh process (the order alternates), and reports per round
 the ratio of the two trees' numbers measured a few seconds apart, then the median ratio.
 
-usage: PYTHONPATH=. python3 tools/ab_host.py OLD_TREE [rounds] > ab.json
-  (the current directory is tree B, "new"; OLD_TREE is tree A)
+usage: PYTHONPATH=. python3 tools/ab_host.py OLD_TREE [rounds] [all|reads] > ab.json
+  (the current directory is tree B, "new"; OLD_TREE is tree A; ``reads``: only the two
+  probes of host reads after a launch, a few seconds per process)
 
 Measured per process: the replay micro-benchmark's host us per kernel (10-kernel chain and
 10 independent kernels: eager, recorded, recorded_static; ``benchmarks.replay``) and the eager
@@ -25,50 +26,45 @@ import subprocess
 import sys
 
 PROBE = r"""
-import json, statistics, time
+import json, sys
 import cupy, numpy as np
 import asyncgpu as ag
 from benchmarks import overhead, replay
 out = {}
-for case, v in replay.measure(ag, sizes=(10,), iterations=40).items():
-    for mode in ("eager", "recorded", "recorded_static"):
-        out[f"{case} {mode}"] = v[f"{mode}_host_us"]
-k = ag.cuda_kernel(overhead._c_source(3), "k3")
-raw = cupy.RawKernel(overhead._c_source(3), "k3")
-arrays = [cupy.ones(32, np.float32) for _ in range(3)]
 stream = cupy.cuda.Stream(non_blocking=True)
-loops = dict(overhead._ag_cases(ag, k, 3))
-loops["cupy_raw"] = lambda n: [raw((1,), (32,), tuple(arrays), stream=stream)
-                               for _ in range(n)] and None
 def sync():
     stream.synchronize(); ag.synchronize()
-for name, fn in loops.items():
-    fn(50); sync()
-    out[f"launch {name}"] = overhead._per_launch(fn, 2000, sync, 5)["median_us"]
+if sys.argv[1] == "all":
+    for case, v in replay.measure(ag, sizes=(10,), iterations=40).items():
+        for mode in ("eager", "recorded", "recorded_static"):
+            out[f"{case} {mode}"] = v[f"{mode}_host_us"]
+    k = ag.cuda_kernel(overhead._c_source(3), "k3")
+    raw = cupy.RawKernel(overhead._c_source(3), "k3")
+    arrays = [cupy.ones(32, np.float32) for _ in range(3)]
+    loops = dict(overhead._ag_cases(ag, k, 3))
+    loops["cupy_raw"] = lambda n: [raw((1,), (32,), tuple(arrays), stream=stream)
+                                   for _ in range(n)] and None
+    for name, fn in loops.items():
+        fn(50); sync()
+        out[f"launch {name}"] = overhead._per_launch(fn, 2000, sync, 5)["median_us"]
 inc = ag.cuda_kernel(replay.INC, "inc")
 x = ag.zeros(32, np.float32)
-def launch_then_read(n):
-    for _ in range(n):
-        inc[1, 32](x, 32)
-        float(x[0])
-launch_then_read(50)
-out["launch then read one element"] = overhead._per_launch(launch_then_read, 1000, sync, 5)[
-    "median_us"]
-def launch_then_read_8(n):
-    for _ in range(n):
-        inc[1, 32](x, 32)
-        for i in range(8):
-            float(x[i])
-launch_then_read_8(50)
-out["launch then read 8 elements"] = overhead._per_launch(launch_then_read_8, 500, sync, 5)[
-    "median_us"]
+for reads, name, count in ((1, "one element", 1000), (8, "8 elements", 500)):
+    def launch_then_read(n, reads=reads):
+        for _ in range(n):
+            inc[1, 32](x, 32)
+            for i in range(reads):
+                float(x[i])
+    launch_then_read(50)
+    out[f"launch then read {name}"] = overhead._per_launch(launch_then_read, count, sync, 5)[
+        "median_us"]
 print(json.dumps(out))
 """
 
 
-def probe(tree: str) -> dict[str, float]:
+def probe(tree: str, which: str) -> dict[str, float]:
     env = dict(os.environ, PYTHONPATH=".", PYTHONWARNINGS="ignore")
-    done = subprocess.run([sys.executable, "-c", PROBE], cwd=tree, env=env, check=True,
+    done = subprocess.run([sys.executable, "-c", PROBE, which], cwd=tree, env=env, check=True,
                           capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -76,10 +72,13 @@ def probe(tree: str) -> dict[str, float]:
 def main() -> None:
     old = sys.argv[1]
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 6
+    which = sys.argv[3] if len(sys.argv) > 3 else "all"
+    if which not in ("all", "reads"):
+        sys.exit(f"ab_host.py: the probes are 'all' or 'reads', not {which!r}")
     runs: list[dict[str, dict[str, float]]] = []
     for r in range(rounds):
         order = (("new", "."), ("old", old)) if r % 2 == 0 else (("old", old), ("new", "."))
-        runs.append({name: probe(tree) for name, tree in order})
+        runs.append({name: probe(tree, which) for name, tree in order})
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
     keys = list(runs[0]["new"])
     summary = {}

@@ -62,18 +62,13 @@ def main() -> None:
     inc = ag.cuda_kernel(replay.INC, "inc")
     x = ag.zeros(32, np.float32)
 
-    def launch_then_read(n: int) -> None:
-        for _ in range(n):
-            inc[1, 32](x, 32)
-            float(x[0])         # waits for the launch, fetches 4 bytes
-    out["launch then read one element"] = _median_us(launch_then_read, 5000)
-
-    def launch_then_read_8(n: int) -> None:
-        for _ in range(n):
-            inc[1, 32](x, 32)
-            for i in range(8):
-                float(x[i])     # a small array: the first read fetches it whole
-    out["launch then read 8 elements"] = _median_us(launch_then_read_8, 2000)
+    for reads, name, count in ((1, "one element", 5000), (8, "8 elements", 2000)):
+        def launch_then_read(n: int, reads: int = reads) -> None:
+            for _ in range(n):
+                inc[1, 32](x, 32)
+                for i in range(reads):
+                    float(x[i])     # waits for the launch; the first read fetches x whole
+        out[f"launch then read {name}"] = _median_us(launch_then_read, count)
     h = ag.zeros(32, np.float32)     # never on the device: a read needs no fetch
 
     def read_settled(n: int) -> None:
