@@ -329,10 +329,10 @@ class CudaBackend:
 
     def fetch_to_host(self, buffer: DeviceBuffer, lo: int, hi: int, label: str,
                       after: list[Any]) -> None:
-        """(``label``: the array, for messages.) Copy ``[lo, hi)`` of the device memory to the pinned mirror once the events
-        ``after`` have completed, and wait for the copy: the copy waits for them on the device,
-        so the host waits once. On a stream of its own, not the legacy default stream, which
-        would also wait for unrelated work queued there."""
+        """Copy ``[lo, hi)`` of the device memory to the pinned mirror once the events ``after``
+        have completed, and wait for the copy: the copy waits for them on the device, so the
+        host waits once. On a stream of its own, not the legacy default stream, which would
+        also wait for unrelated work queued there. (``label``: the array, for messages.)"""
         if self.fault is not None:
             raise self._device_error(None)
         if self.captures.engaged:
