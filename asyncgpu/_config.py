@@ -225,6 +225,17 @@ def cli_log_level() -> str:
     return os.environ.get("ASYNCGPU_LOG_LEVEL", "WARNING").upper()
 
 
+def compiled_call_requested() -> bool:
+    """Whether launchers may use the compiled call of ``asyncgpu._speedups`` when it is built
+    (``ASYNCGPU_SPEEDUPS``, default on; ``0`` keeps the Python call, for diagnosis)."""
+    raw = os.environ.get("ASYNCGPU_SPEEDUPS", "")
+    try:
+        return True if raw.strip() == "" else _flag(raw)
+    except ValueError as exc:
+        raise ValueError(f"environment variable ASYNCGPU_SPEEDUPS={raw!r} is not valid: "
+                         f"{exc}") from None
+
+
 def numba_simulator_requested() -> bool:
     """Whether the user asked Numba for its CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``)."""
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")

@@ -41,6 +41,20 @@ def sim():
         ag.synchronize()
 
 
+@pytest.fixture(params=["compiled", "python"])
+def launcher_call(request):
+    """Run a test with the launcher's compiled call (``asyncgpu._speedups``) and with the Python
+    one; the compiled case is skipped where the module is not built."""
+    from asyncgpu import _kernel
+
+    if request.param == "compiled" and _kernel.speedups is None:
+        pytest.skip("asyncgpu._speedups is not built (python3 tools/build_speedups.py)")
+    before = _kernel.compiled_call_in_use()
+    _kernel.use_compiled_call(request.param == "compiled")
+    yield request.param
+    _kernel.use_compiled_call(before)
+
+
 @pytest.fixture
 def managed_memory():
     """Pin the managed memory model for a test of what only it does (prefetch counts, DAGs

@@ -1,0 +1,148 @@
+"""The launcher's compiled call (``asyncgpu._speedups``) against the Python one: the same
+launches remembered, the same errors, other threads' launches issued, no references leaked.
+(``tests/test_recorder_memo.py`` runs the memo's own tests both ways too.)"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from asyncgpu import _kernel
+from asyncgpu._errors import ArgumentError, ArgumentValueError
+from asyncgpu._runtime import current_runtime
+
+from recorder_kernels import N, kernels
+
+pytestmark = pytest.mark.usefixtures("launcher_call")
+
+
+def test_the_call_in_use_is_the_one_asked_for(launcher_call):
+    assert _kernel.compiled_call_in_use() == (launcher_call == "compiled")
+
+
+def test_remembered_launches_replay_and_compute_the_same(sim):
+    ag = sim
+    scale, add, inc = kernels(ag)
+    x, y = ag.ones(N, np.float32), ag.zeros(N, np.float32)
+    a = np.float32(3)
+
+    @ag.graph
+    def step():
+        scale[1, N](x, y, a, N)      # the very same objects at every call
+        inc[1, N](y, N)
+
+    outcomes = []
+    for _ in range(4):
+        step()
+        outcomes.append(step.outcome)
+    assert outcomes == ["recorded", "replayed", "replayed", "replayed"]
+    np.testing.assert_array_equal(y.numpy(), np.full(N, 4, np.float32))
+
+
+def test_a_changed_argument_is_keyed_again(sim):
+    ag = sim
+    scale, add, inc = kernels(ag)
+    x, y, z = ag.ones(N, np.float32), ag.zeros(N, np.float32), ag.zeros(N, np.float32)
+
+    @ag.graph
+    def step(out, a):
+        scale[1, N](x, out, a, N)
+
+    for out, a in ((y, 2.0), (y, 2.0), (y, 2.0), (z, 2.0), (y, 5.0)):
+        step(out, a)
+    assert step.outcome == "recorded"       # (y, 5.0): a new key
+    np.testing.assert_array_equal(y.numpy(), np.full(N, 5, np.float32))
+    np.testing.assert_array_equal(z.numpy(), np.full(N, 2, np.float32))
+
+
+def test_keyword_arguments_are_refused_before_anything_is_enqueued(sim):
+    ag = sim
+    scale, add, inc = kernels(ag)
+    x = ag.zeros(N, np.float32)
+    before = ag.statistics().kernels
+    with pytest.raises(ArgumentValueError, match=r"kernel 'inc'.*positional.*\bn\b"):
+        inc[1, N](x, n=N)
+    assert ag.statistics().kernels == before
+    inc[1, N](x, N)                          # still usable
+    np.testing.assert_array_equal(x.numpy(), np.ones(N, np.float32))
+
+
+def test_a_bad_argument_raises_the_same_error_inside_a_remembered_run(sim):
+    ag = sim
+    scale, add, inc = kernels(ag)
+    x = ag.zeros(N, np.float32)
+
+    @ag.graph
+    def step(arg):
+        inc[1, N](arg, N)
+
+    step(x)
+    step(x)
+    with pytest.raises(ArgumentError, match="inc"):
+        step(np.zeros(N, np.float64))       # not an asyncgpu array of float32
+    step(x)                                  # the recorder and runtime stay usable
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 3, np.float32))
+
+
+def test_another_threads_launch_during_a_remembered_run_is_issued_eagerly(sim):
+    ag = sim
+    scale, add, inc = kernels(ag)
+    x = ag.zeros(N, np.float32)
+    launch_from_thread = [False]
+
+    def from_thread():
+        inc[1, N](x, N)      # the very launch the recording remembers at this position
+
+    @ag.graph
+    def step():
+        if launch_from_thread[0]:
+            t = threading.Thread(target=from_thread)
+            t.start()
+            t.join()
+        inc[1, N](x, N)
+
+    step()
+    step()
+    launch_from_thread[0] = True
+    for _ in range(2):
+        step()
+        assert step.outcome == "replayed"   # the thread's launch is not part of the recording
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 6, np.float32))
+
+
+def test_remembered_launches_leak_no_references(sim):
+    ag = sim
+    scale, add, inc = kernels(ag)
+    x, y = ag.ones(N, np.float32), ag.zeros(N, np.float32)
+    a = np.float32(2)
+
+    @ag.graph
+    def step():
+        scale[1, N](x, y, a, N)
+
+    for _ in range(3):
+        step()
+    ag.synchronize()
+    launch = current_runtime().graphs.memo[(step.token, 0)].launches[0]
+    counts = [sys.getrefcount(o) for o in (launch, x, y, a, scale[1, N])]
+    for _ in range(500):
+        step()
+    ag.synchronize()
+    assert [sys.getrefcount(o) for o in (launch, x, y, a, scale[1, N])] == counts
+
+
+def test_asyncgpu_speedups_0_keeps_the_python_call():
+    env = dict(os.environ, ASYNCGPU_SPEEDUPS="0", ASYNCGPU_BACKEND="sim")
+    out = subprocess.run(
+        [sys.executable, "-c", "from asyncgpu import _kernel; print(_kernel.compiled_call_in_use())"],
+        env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    env["ASYNCGPU_SPEEDUPS"] = "maybe"
+    bad = subprocess.run([sys.executable, "-c", "import asyncgpu"], env=env,
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "ASYNCGPU_SPEEDUPS" in bad.stderr
