@@ -225,9 +225,9 @@ def cli_log_level() -> str:
     return os.environ.get("ASYNCGPU_LOG_LEVEL", "WARNING").upper()
 
 
-def compiled_call_requested() -> bool:
-    """Whether launchers may use the compiled call of ``asyncgpu._speedups`` when it is built
-    (``ASYNCGPU_SPEEDUPS``, default on; ``0`` keeps the Python call, for diagnosis)."""
+def speedups_requested() -> bool:
+    """Whether the compiled methods of ``asyncgpu._speedups`` may be used where it is built
+    (``ASYNCGPU_SPEEDUPS``, default on; ``0`` keeps the Python ones, for diagnosis)."""
     raw = os.environ.get("ASYNCGPU_SPEEDUPS", "")
     try:
         return True if raw.strip() == "" else _flag(raw)

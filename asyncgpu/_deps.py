@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from . import _compiled as compiled
 from ._dag import RAW, WAR, WAW, Node
 
 
@@ -78,35 +79,15 @@ def _add(found: dict[Node, list[tuple[str, str]]], node: Node, reason: str, labe
         reasons.append((reason, label))
 
 
-class DependencyTracker:
-    """Computes the parents of a new node and remembers live accesses per allocation.
+class PythonTracking:
+    """:class:`DependencyTracker`'s ``conflicts`` and ``commit`` in Python: the reference for
+    the compiled versions in ``asyncgpu/_speedups.c``, and what runs where that is not built."""
 
-    A read (the common case for inputs shared by many kernels) scans only the writes.
-    ``drop_raw``/``drop_war`` plant known bugs for mutation tests (see ``Options.test_bugs``).
-    """
-
-    def __init__(self, drop_raw: bool = False, drop_war: bool = False) -> None:
-        self._live: dict[Any, _Live] = {}
-        self._drop_raw = drop_raw
-        self._drop_war = drop_war
-        #: Bumped by every commit and forget: while it stands still the live accesses are
-        #: those the last commit left (dropping finished entries does not count: it changes
-        #: no answer). See :meth:`self_conflicts`.
-        self.version = 0
-
-    def self_conflicts(self, accesses: list[Access]) -> list[tuple[str, str]]:
-        """Why a node with ``accesses`` depends on an unfinished earlier node with the very same
-        accesses: [(reason, array label)], empty when both only read.
-
-        When it is not empty and nothing was committed after the earlier node (:attr:`version`
-        unchanged), the earlier node is the only parent the new one needs: every other live
-        access the new one conflicts with, the earlier one conflicted with too, so it is
-        ordered before the earlier one already (a graph replayed again, ``Runtime.launch_graph``).
-        """
-        probe = DependencyTracker(self._drop_raw, self._drop_war)
-        earlier = Node("probe", "probe", None, accesses)
-        probe.commit(earlier, accesses)
-        return probe.conflicts(accesses).get(earlier, [])
+    __slots__ = ()
+    _live: dict[Any, _Live]
+    _drop_raw: bool
+    _drop_war: bool
+    version: int
 
     def conflicts(self, accesses: Iterable[Access]) -> dict[Node, list[tuple[str, str]]]:
         """Unfinished nodes the accesses conflict with -> [(reason, array label)], in issue order."""
@@ -230,6 +211,41 @@ class DependencyTracker:
                                if not (lo <= e[0] and e[1] <= hi) and not e[2].finished]
                     mine.append((lo, hi, node))
 
+
+class DependencyTracker(*compiled.bases("TrackerBase", PythonTracking)):
+    """Computes the parents of a new node and remembers live accesses per allocation.
+
+    A read (the common case for inputs shared by many kernels) scans only the writes.
+    ``drop_raw``/``drop_war`` plant known bugs for mutation tests (see ``Options.test_bugs``).
+    ``conflicts`` and ``commit`` are :class:`PythonTracking`'s, or their compiled versions
+    (``asyncgpu._compiled``).
+    """
+
+    __slots__ = ("_live", "_drop_raw", "_drop_war", "version")
+
+    def __init__(self, drop_raw: bool = False, drop_war: bool = False) -> None:
+        self._live: dict[Any, _Live] = {}
+        self._drop_raw = drop_raw
+        self._drop_war = drop_war
+        #: Bumped by every commit and forget: while it stands still the live accesses are
+        #: those the last commit left (dropping finished entries does not count: it changes
+        #: no answer). See :meth:`self_conflicts`.
+        self.version = 0
+
+    def self_conflicts(self, accesses: list[Access]) -> list[tuple[str, str]]:
+        """Why a node with ``accesses`` depends on an unfinished earlier node with the very same
+        accesses: [(reason, array label)], empty when both only read.
+
+        When it is not empty and nothing was committed after the earlier node (:attr:`version`
+        unchanged), the earlier node is the only parent the new one needs: every other live
+        access the new one conflicts with, the earlier one conflicted with too, so it is
+        ordered before the earlier one already (a graph replayed again, ``Runtime.launch_graph``).
+        """
+        probe = DependencyTracker(self._drop_raw, self._drop_war)
+        earlier = Node("probe", "probe", None, accesses)
+        probe.commit(earlier, accesses)
+        return probe.conflicts(accesses).get(earlier, [])
+
     def writes_beyond(self, key: Any, known: Any) -> bool:
         """Whether an unfinished node not in ``known`` writes any byte of the allocation
         (``HostAccess`` fetches a small allocation whole only when none does)."""
@@ -252,3 +268,21 @@ class DependencyTracker:
             return 0
         entries = live.writes + [e for es in live.reads.values() for e in es]
         return sum(1 for e in entries if not e[2].finished)
+
+
+compiled.register(DependencyTracker, PythonTracking, ("conflicts", "commit"))
+#: the classes of accesses the compiled tracker reads at their slots (``register_access_type``)
+_access_types: list[type] = [Access]
+
+
+def register_access_type(cls: type) -> None:
+    """Let the compiled tracker read accesses of ``cls`` (a class with ``__slots__`` ``key``,
+    ``lo``, ``hi``, ``write`` and ``label``) at their slots; any other object is read by name."""
+    if cls not in _access_types:
+        _access_types.append(cls)
+    if compiled.speedups is not None:
+        compiled.speedups.configure_tracker(DependencyTracker, _Live, Node, tuple(_access_types),
+                                            RAW, WAR, WAW)
+
+
+register_access_type(Access)

@@ -26,14 +26,9 @@ from ._checks import (
     BLOCK_LIMITS, GRID_LIMITS, MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, _int_bounds,
     check_usable, convert_scalar, is_int, launch_dims, user_site,
 )
-from ._config import compiled_call_requested
+from . import _compiled as compiled
 from ._errors import ArgumentError, ArgumentValueError
 from ._signature import Param
-
-try:
-    from . import _speedups as speedups
-except ImportError:     # not built (a source tree, or no C compiler at install): Python's call
-    speedups = None
 
 @dataclass(frozen=True)
 class NumbaSource:
@@ -289,8 +284,9 @@ class Kernel:
 def launch_in_python(launcher: Launcher, args: tuple[Any, ...],
                      **kwargs: Any) -> None:
     """The launch of ``launcher(*args)``: remembered by the thread's recording, or handed to
-    the runtime. ``Launcher.__call__`` is this function, or ``asyncgpu._speedups``'s compiled
-    call, which serves the remembered case itself and everything else through this."""
+    the runtime. ``Launcher.__call__`` is this function, or the compiled call of
+    ``asyncgpu._speedups`` (``asyncgpu._compiled``), which serves the remembered case itself
+    and everything else through this."""
     if kwargs:
         raise ArgumentValueError(
             f"kernel '{launcher.kernel.name}': kernel arguments are positional, in the "
@@ -306,8 +302,8 @@ def launch_in_python(launcher: Launcher, args: tuple[Any, ...],
     rt.launch_kernel(launcher, args)
 
 
-class _PythonCall:
-    """The launcher's call where ``asyncgpu._speedups`` is not built (or is turned off)."""
+class PythonCall:
+    """The launcher's call in Python (the compiled one is ``_speedups.LauncherBase``'s)."""
 
     __slots__ = ()
 
@@ -315,7 +311,7 @@ class _PythonCall:
         launch_in_python(self, args, **kwargs)   # type: ignore[arg-type]
 
 
-class Launcher(speedups.LauncherBase if speedups is not None else _PythonCall):
+class Launcher(*compiled.bases("LauncherBase", PythonCall)):
     """``kernel[grid, block]``: calling it schedules one launch and returns at once."""
 
     __slots__ = ("kernel", "grid", "block", "shared", "grid3", "block3", "prepared")
@@ -335,22 +331,7 @@ class Launcher(speedups.LauncherBase if speedups is not None else _PythonCall):
         return f"<launcher {self.kernel.name}[{self.grid}, {self.block}, {self.shared}]>"
 
 
-def use_compiled_call(on: bool) -> bool:
-    """Make launchers use ``asyncgpu._speedups``'s compiled call (``on``) or the Python one;
-    returns whether the compiled call is in use (never when the module is not built)."""
-    if speedups is None:
-        return False
-    if on:
-        if "__call__" in Launcher.__dict__:
-            del Launcher.__call__          # the base's compiled slot again
-    else:
-        Launcher.__call__ = _PythonCall.__call__    # type: ignore[method-assign]
-    return on
-
-
-def compiled_call_in_use() -> bool:
-    """Whether launchers call through ``asyncgpu._speedups`` now."""
-    return speedups is not None and "__call__" not in Launcher.__dict__
+compiled.register(Launcher, PythonCall, ("__call__",))
 
 
 _runtime_mod: Any = None
@@ -361,11 +342,10 @@ def _runtime_module() -> Any:
     global _runtime_mod
     from . import _runtime
     _runtime_mod = _runtime
-    if speedups is not None:
-        speedups.configure(vars(_runtime), launch_in_python)
+    if compiled.speedups is not None:
+        compiled.speedups.configure(vars(_runtime), launch_in_python)
     return _runtime
 
 
-if speedups is not None:
-    speedups.configure(None, launch_in_python)
-    use_compiled_call(compiled_call_requested())
+if compiled.speedups is not None:
+    compiled.speedups.configure(None, launch_in_python)

@@ -33,15 +33,17 @@ from . import backends
 from ._array import DEVICE, HOST, Allocation
 from ._config import Options, options_from_env
 from ._dag import Node, reduce_parents
-from ._deps import Access, DependencyTracker
+from ._deps import Access, DependencyTracker, register_access_type
 from ._host_access import HostAccess
-from ._kernel import Launcher, user_site
+from ._kernel import ArrayArg, Launcher, user_site
 from ._chunks import launch_chunked
 from ._memory import ExplicitMemory
 from ._statistics import Counters, Statistics
 from ._streams import StreamManager
 
 log = logging.getLogger("asyncgpu")
+
+register_access_type(ArrayArg)      # (launch arguments are their own accesses)
 
 
 class Runtime(HostAccess):

@@ -426,7 +426,7 @@ def record_run(ag: Any, cls: Any, scale: str = "tiny", seed: int = 0) -> list[An
 
 
 def machine_info(ag: Any) -> dict[str, Any]:
-    from asyncgpu._kernel import compiled_call_in_use
+    from asyncgpu._compiled import in_use as compiled_in_use
     from asyncgpu._runtime import current_runtime
 
     import numba
@@ -436,7 +436,7 @@ def machine_info(ag: Any) -> dict[str, Any]:
     info = {
         "backend": be.name, "python": platform.python_version(), "numpy": np.__version__,
         "numba": numba.__version__, "platform": platform.platform(),
-        "compiled_call": compiled_call_in_use(),
+        "compiled": compiled_in_use(),
     }
     if be.name == "cuda":
         import cupy

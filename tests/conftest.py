@@ -42,17 +42,17 @@ def sim():
 
 
 @pytest.fixture(params=["compiled", "python"])
-def launcher_call(request):
-    """Run a test with the launcher's compiled call (``asyncgpu._speedups``) and with the Python
-    one; the compiled case is skipped where the module is not built."""
-    from asyncgpu import _kernel
+def compiled(request):
+    """Run a test with the compiled methods of ``asyncgpu._speedups`` and with the Python
+    ones (``asyncgpu._compiled``); the compiled case is skipped where the module is not built."""
+    from asyncgpu import _compiled
 
-    if request.param == "compiled" and _kernel.speedups is None:
+    if request.param == "compiled" and _compiled.speedups is None:
         pytest.skip("asyncgpu._speedups is not built (python3 tools/build_speedups.py)")
-    before = _kernel.compiled_call_in_use()
-    _kernel.use_compiled_call(request.param == "compiled")
+    before = _compiled.in_use()
+    _compiled.use(request.param == "compiled")
     yield request.param
-    _kernel.use_compiled_call(before)
+    _compiled.use(before)
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@ from asyncgpu._recorder import Recording
 
 from recorder_kernels import N, doubling, kernels
 
-# Every test here runs with the launcher's compiled call and with the Python one.
-pytestmark = pytest.mark.usefixtures("launcher_call")
+# Every test here runs with the compiled methods and with the Python ones.
+pytestmark = pytest.mark.usefixtures("compiled")
 
 
 @pytest.fixture

@@ -12,17 +12,24 @@ import threading
 import numpy as np
 import pytest
 
-from asyncgpu import _kernel
+from asyncgpu import _compiled
 from asyncgpu._errors import ArgumentError, ArgumentValueError
 from asyncgpu._runtime import current_runtime
 
 from recorder_kernels import N, kernels
 
-pytestmark = pytest.mark.usefixtures("launcher_call")
+pytestmark = pytest.mark.usefixtures("compiled")
 
 
-def test_the_call_in_use_is_the_one_asked_for(launcher_call):
-    assert _kernel.compiled_call_in_use() == (launcher_call == "compiled")
+def test_the_methods_in_use_are_the_ones_asked_for(compiled):
+    from asyncgpu._deps import DependencyTracker, PythonTracking
+    from asyncgpu._kernel import Launcher, PythonCall
+
+    python = compiled == "python"
+    assert _compiled.in_use() == (not python)
+    assert (Launcher.__call__ is PythonCall.__call__) == python
+    assert (DependencyTracker.conflicts is PythonTracking.conflicts) == python
+    assert (DependencyTracker.commit is PythonTracking.commit) == python
 
 
 def test_remembered_launches_replay_and_compute_the_same(sim):
@@ -139,7 +146,7 @@ def test_remembered_launches_leak_no_references(sim):
 def test_asyncgpu_speedups_0_keeps_the_python_call():
     env = dict(os.environ, ASYNCGPU_SPEEDUPS="0", ASYNCGPU_BACKEND="sim")
     out = subprocess.run(
-        [sys.executable, "-c", "from asyncgpu import _kernel; print(_kernel.compiled_call_in_use())"],
+        [sys.executable, "-c", "from asyncgpu import _compiled; print(_compiled.in_use())"],
         env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
     env["ASYNCGPU_SPEEDUPS"] = "maybe"
