@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ._array import Array
+from ._array import Allocation, Array
 from ._checks import (
     BLOCK_LIMITS, GRID_LIMITS, MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, _int_bounds,
     check_usable, convert_scalar, is_int, launch_dims, user_site,
@@ -99,7 +99,52 @@ def plain_scalar(p: Param) -> tuple[frozenset[type], Any, Any, Any] | None:
     return None
 
 
-class Kernel:
+class PythonBinding:
+    """:class:`Kernel`'s ``bind`` in Python: the reference for the compiled version in
+    ``asyncgpu/_speedups.c``, and what runs where that is not built (``asyncgpu._compiled``)."""
+
+    __slots__ = ()
+    _slots: tuple[Any, ...]
+    params: tuple[Param, ...]
+    typed: bool
+
+    def bind(self, runtime: Any, args: tuple[Any, ...], site: str | None,
+             ) -> tuple[list[ArrayArg], list[Any]]:
+        """Validate ``args``; return the array arguments and the argument values to pass.
+
+        Raises before anything is enqueued; nothing is changed on failure. The common case
+        (live arrays of this runtime, plain numbers for untyped kernels) takes no detour; every
+        other case goes through the checks that explain what is wrong.
+        """
+        slots = self._slots
+        if len(args) != len(slots):
+            names = ", ".join(p.name for p in self.params)
+            raise ArgumentError(
+                f"{self._where(site)} takes {len(slots)} arguments ({names}); "
+                f"{len(args)} given"
+            )
+        typed = self.typed
+        arrays: list[ArrayArg] = []
+        values = list(args)
+        for (i, name, read, write, dtype, is_array, plain), a in zip(slots, args):
+            if isinstance(a, Array):
+                alloc = a._alloc
+                if (alloc.freed or alloc.runtime is not runtime
+                        or (typed and not (is_array and (dtype is None or a.dtype == dtype)
+                                           and a._contiguous))):
+                    self._check_array(runtime, i, self.params[i], a, site)
+                arrays.append(ArrayArg(i, name, a, read, write))
+            elif plain is not None and type(a) in plain[0] and plain[1] <= a <= plain[2]:
+                values[i] = plain[3](a)     # what convert_scalar returns, without its checks
+            elif typed or type(a) not in _NUMBERS or not (read and write):
+                values[i] = self._bind_scalar(i, self.params[i], a, site)
+        return arrays, values
+
+    #: the compiled bind hands the cases it does not take (a wrong argument count) to this
+    bind_in_python = bind
+
+
+class Kernel(*compiled.bases("KernelBase", PythonBinding)):
     """A kernel whose launches asyncgpu schedules (see :func:`asyncgpu.kernel`)."""
 
     __slots__ = ("name", "params", "modes", "source", "typed", "elementwise", "_launchers",
@@ -192,39 +237,7 @@ class Kernel:
             )
         return grid, block, int(shared)
 
-    # -- argument validation ---------------------------------------------------------------
-    def bind(self, runtime: Any, args: tuple[Any, ...], site: str | None,
-             ) -> tuple[list[ArrayArg], list[Any]]:
-        """Validate ``args``; return the array arguments and the argument values to pass.
-
-        Raises before anything is enqueued; nothing is changed on failure. The common case
-        (live arrays of this runtime, plain numbers for untyped kernels) takes no detour; every
-        other case goes through the checks that explain what is wrong.
-        """
-        slots = self._slots
-        if len(args) != len(slots):
-            names = ", ".join(p.name for p in self.params)
-            raise ArgumentError(
-                f"{self._where(site)} takes {len(slots)} arguments ({names}); "
-                f"{len(args)} given"
-            )
-        typed = self.typed
-        arrays: list[ArrayArg] = []
-        values = list(args)
-        for (i, name, read, write, dtype, is_array, plain), a in zip(slots, args):
-            if isinstance(a, Array):
-                alloc = a._alloc
-                if (alloc.freed or alloc.runtime is not runtime
-                        or (typed and not (is_array and (dtype is None or a.dtype == dtype)
-                                           and a._contiguous))):
-                    self._check_array(runtime, i, self.params[i], a, site)
-                arrays.append(ArrayArg(i, name, a, read, write))
-            elif plain is not None and type(a) in plain[0] and plain[1] <= a <= plain[2]:
-                values[i] = plain[3](a)     # what convert_scalar returns, without its checks
-            elif typed or type(a) not in _NUMBERS or not (read and write):
-                values[i] = self._bind_scalar(i, self.params[i], a, site)
-        return arrays, values
-
+    # -- argument validation (bind: PythonBinding's, or compiled) ----------------------------
     def _where(self, site: str | None, index: int | None = None) -> str:
         text = f"kernel '{self.name}'" + (f" (launched at {site})" if site else "")
         if index is not None:
@@ -332,6 +345,9 @@ class Launcher(*compiled.bases("LauncherBase", PythonCall)):
 
 
 compiled.register(Launcher, PythonCall, ("__call__",))
+compiled.register(Kernel, PythonBinding, ("bind",))
+if compiled.speedups is not None:
+    compiled.speedups.configure_binding(Kernel, Array, Allocation, ArrayArg, _NUMBERS)
 
 
 _runtime_mod: Any = None
