@@ -34,6 +34,7 @@ Built by ``pip install`` (setuptools, optional: a failed build leaves the Python
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "pythread.h"
+#include <stdint.h>
 
 /* Set by configure(): the globals of asyncgpu._runtime and the Python launch. */
 static PyObject *runtime_globals = NULL;
@@ -907,10 +908,10 @@ static SlotLayout kernel_layout, array_layout, alloc_layout, arg_layout;
 static PyObject *numbers = NULL;        /* frozenset({int, float, bool, complex}) */
 static PyObject *s_slots, *s_typed, *s_alloc_, *s_dtype, *s_contiguous, *s_lo_, *s_hi_,
     *s_freed, *s_runtime_attr, *s_id, *s_check_array, *s_bind_scalar, *s_params,
-    *s_bind_in_python;
+    *s_bind_in_python, *s_cache, *s_array_attr, *s_index;
 
 enum { K_SLOTS, K_TYPED, K_PARAMS };
-enum { AR_ALLOC, AR_DTYPE, AR_CONTIGUOUS, AR_LO, AR_HI };
+enum { AR_ALLOC, AR_DTYPE, AR_CONTIGUOUS, AR_LO, AR_HI, AR_CACHE };
 enum { AL_FREED, AL_RUNTIME, AL_ID };
 enum { G_INDEX, G_PARAM, G_ARRAY, G_READ, G_WRITE, G_KEY, G_ALLOC, G_LO, G_HI, G_LABEL };
 
@@ -1170,7 +1171,8 @@ configure_binding(PyObject *module, PyObject *args)
 {
     PyObject *kernel_type, *array_type, *alloc_type, *arg_type, *number_types;
     static const char *const kernel_names[] = {"_slots", "typed", "params"};
-    static const char *const array_names[] = {"_alloc", "dtype", "_contiguous", "_lo", "_hi"};
+    static const char *const array_names[] = {"_alloc", "dtype", "_contiguous", "_lo", "_hi",
+                                              "_cache"};
     static const char *const alloc_names[] = {"freed", "runtime", "id"};
     static const char *const arg_names[] = {"index", "param", "array", "read", "write", "key",
                                             "alloc", "lo", "hi", "label"};
@@ -1178,7 +1180,7 @@ configure_binding(PyObject *module, PyObject *args)
                           &alloc_type, &arg_type, &PyFrozenSet_Type, &number_types))
         return NULL;
     if (layout(&kernel_layout, kernel_type, kernel_names, 3) < 0
-            || layout(&array_layout, array_type, array_names, 5) < 0
+            || layout(&array_layout, array_type, array_names, 6) < 0
             || layout(&alloc_layout, alloc_type, alloc_names, 3) < 0)
         return NULL;
     /* ArrayArg: every slot is set here, so its layout must hold exactly these */
@@ -1197,6 +1199,168 @@ configure_binding(PyObject *module, PyObject *args)
     Py_XSETREF(numbers, number_types);
     Py_RETURN_NONE;
 }
+
+/* ---- A packed launch's values --------------------------------------------------------------
+   PackedTarget.numba_values and pointer_values of asyncgpu/backends/_cuda_kernels.py's
+   PythonGathering: the values one cuLaunchKernel packs, from what earlier launches cached on
+   each array (``_cache["nbf"]``: Numba's type token and ABI fields; ``_cache["ptr"]``: the
+   device pointer). None when something is not cached or not what the target was built for:
+   the Python path then builds it. */
+
+static PyObject *s_nbf, *s_ptr, *s_key_attr, *s_bigint, *int64_min, *int64_max;
+
+static PyObject *
+array_cache(PyObject *array)
+{
+    PyObject *cache = get(array, &array_layout, AR_CACHE, s_cache);
+    if (cache != NULL && !PyDict_Check(cache)) {
+        Py_DECREF(cache);
+        PyErr_SetString(PyExc_TypeError, "an array's _cache is not a dict");
+        return NULL;
+    }
+    return cache;
+}
+
+static PyObject *
+target_numba_values(PyObject *self, PyObject *values)
+{
+    PyObject *key = PyObject_GetAttr(self, s_key_attr), *flat = NULL, *result = NULL;
+    if (key == NULL)
+        return NULL;
+    if (!PyList_CheckExact(values) || !PyList_Check(key)
+            || PyList_GET_SIZE(key) != PyList_GET_SIZE(values)) {
+        Py_DECREF(key);
+        Py_RETURN_NONE;
+    }
+    if ((flat = PyList_New(0)) == NULL)
+        goto done;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(values); i++) {
+        PyObject *v = PyList_GET_ITEM(values, i), *k = PyList_GET_ITEM(key, i), *want;
+        int same;
+        if (Py_TYPE(v) == array_layout.type) {
+            PyObject *cache = array_cache(v);
+            if (cache == NULL)
+                goto done;
+            PyObject *fields = PyDict_GetItemWithError(cache, s_nbf);      /* borrowed */
+            Py_XINCREF(fields);
+            Py_DECREF(cache);
+            if (fields == NULL) {
+                if (PyErr_Occurred())
+                    goto done;
+                goto miss;
+            }
+            if (!PyTuple_CheckExact(fields) || PyTuple_GET_SIZE(fields) != 2) {
+                Py_DECREF(fields);
+                goto miss;
+            }
+            want = PyTuple_GET_ITEM(fields, 0);
+            same = want == k ? 1 : PyObject_RichCompareBool(want, k, Py_EQ);
+            if (same > 0) {
+                Py_ssize_t n = PyList_GET_SIZE(flat);
+                same = PyList_SetSlice(flat, n, n, PyTuple_GET_ITEM(fields, 1)) < 0 ? -1 : 1;
+            }
+            Py_DECREF(fields);
+        } else {
+            want = (PyObject *)Py_TYPE(v);
+            if (PyLong_CheckExact(v)) {
+                int lo = PyObject_RichCompareBool(int64_min, v, Py_LE);
+                int hi = lo > 0 ? PyObject_RichCompareBool(v, int64_max, Py_LE) : lo;
+                if (hi < 0)
+                    goto done;
+                if (!hi)
+                    want = s_bigint;
+            }
+            same = want == k ? 1 : PyObject_RichCompareBool(want, k, Py_EQ);
+            if (same > 0 && PyList_Append(flat, v) < 0)
+                same = -1;
+        }
+        if (same < 0)
+            goto done;
+        if (!same)
+            goto miss;
+    }
+    result = PyList_AsTuple(flat);
+    goto done;
+miss:
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    Py_DECREF(key);
+    Py_XDECREF(flat);
+    return result;
+}
+
+static PyObject *
+target_pointer_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "pointer_values(values, arrays: list)");
+        return NULL;
+    }
+    PyObject *out = PySequence_List(args[0]), *arrays = args[1];
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(arrays); i++) {
+        PyObject *a = PyList_GET_ITEM(arrays, i), *array, *index, *cache, *ptr;
+        if ((array = get(a, &arg_layout, G_ARRAY, s_array_attr)) == NULL)
+            goto error;
+        cache = array_cache(array);
+        Py_DECREF(array);
+        if (cache == NULL)
+            goto error;
+        ptr = PyDict_GetItemWithError(cache, s_ptr);       /* borrowed */
+        Py_XINCREF(ptr);
+        Py_DECREF(cache);
+        if (ptr == NULL) {
+            if (PyErr_Occurred())
+                goto error;
+            Py_DECREF(out);
+            Py_RETURN_NONE;             /* not cached yet: the Python path fills it */
+        }
+        if ((index = get(a, &arg_layout, G_INDEX, s_index)) == NULL) {
+            Py_DECREF(ptr);
+            goto error;
+        }
+        Py_ssize_t at = PyNumber_AsSsize_t(index, PyExc_IndexError);
+        Py_DECREF(index);
+        if (at == -1 && PyErr_Occurred()) {
+            Py_DECREF(ptr);
+            goto error;
+        }
+        if (PyList_SetItem(out, at, ptr) < 0)       /* steals ptr */
+            goto error;
+    }
+    PyObject *result = PyList_AsTuple(out);
+    Py_DECREF(out);
+    return result;
+error:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyMethodDef target_methods[] = {
+    {"numba_values", target_numba_values, METH_O,
+     "numba_values(values): the flat values of a packed Numba launch, or None (compiled "
+     "PackedTarget.numba_values)."},
+    {"pointer_values", (PyCFunction)(void (*)(void))target_pointer_values, METH_FASTCALL,
+     "pointer_values(values, arrays): the values of a packed CUDA C launch, or None "
+     "(compiled PackedTarget.pointer_values)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot target_slots[] = {
+    {Py_tp_methods, target_methods},
+    {Py_tp_doc, "Base of asyncgpu's PackedTarget: the launch values, gathered compiled."},
+    {0, NULL},
+};
+
+static PyType_Spec target_spec = {
+    "asyncgpu._speedups.TargetBase",
+    sizeof(PyObject),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    target_slots,
+};
 
 static PyObject *
 configure(PyObject *module, PyObject *const_args)
@@ -1272,6 +1436,16 @@ exec_module(PyObject *module)
     INTERN(s_bind_scalar, "_bind_scalar");
     INTERN(s_params, "params");
     INTERN(s_bind_in_python, "bind_in_python");
+    INTERN(s_cache, "_cache");
+    INTERN(s_array_attr, "array");
+    INTERN(s_index, "index");
+    INTERN(s_nbf, "nbf");
+    INTERN(s_ptr, "ptr");
+    INTERN(s_key_attr, "key");
+    INTERN(s_bigint, "bigint");
+    if ((int64_min = PyLong_FromLongLong(INT64_MIN)) == NULL
+            || (int64_max = PyLong_FromLongLong(INT64_MAX)) == NULL)
+        return -1;
     if ((one = PyLong_FromLong(1)) == NULL)
         return -1;
 #undef INTERN
@@ -1293,6 +1467,13 @@ exec_module(PyObject *module)
     if (type == NULL)
         return -1;
     if (PyModule_AddObject(module, "KernelBase", type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
+    type = PyType_FromSpec(&target_spec);
+    if (type == NULL)
+        return -1;
+    if (PyModule_AddObject(module, "TargetBase", type) < 0) {
         Py_DECREF(type);
         return -1;
     }

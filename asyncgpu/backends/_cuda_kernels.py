@@ -15,6 +15,7 @@ from typing import Any
 
 
 from .._errors import ArgumentError, BlockTooLargeError, CompileError
+from .. import _compiled as compiled
 from .._array import Array
 from .._kernel import CudaCSource, Kernel
 from ._packed import PackedPlan, split_complex, cuda_c_plan, numba_array_fields, numba_plan
@@ -98,7 +99,45 @@ class RawLaunch:
         self.raw(self.grid, self.block, self.args, stream=stream, shared_mem=self.shared)
 
 
-class PackedTarget:
+class PythonGathering:
+    """:class:`PackedTarget`'s gathering of a launch's values in Python: the reference for the
+    compiled versions in ``asyncgpu/_speedups.c`` (``asyncgpu._compiled``). Each answers None
+    when an array's cached values are missing or are not what the target was built for."""
+
+    __slots__ = ()
+    key: Any
+
+    def numba_values(self, values: list[Any]) -> tuple[Any, ...] | None:
+        """The flat values of a packed Numba launch: each array's ABI fields, each number."""
+        key = self.key
+        if type(values) is not list or not isinstance(key, list) or len(key) != len(values):
+            return None
+        flat: list[Any] = []
+        for v, k in zip(values, key):
+            if type(v) is Array:
+                fields = v._cache.get("nbf")
+                if fields is None or fields[0] != k:
+                    return None
+                flat.extend(fields[1])
+            else:
+                t = type(v)
+                if (t if t is not int or _INT64_MIN <= v <= _INT64_MAX else "bigint") != k:
+                    return None
+                flat.append(v)
+        return tuple(flat)
+
+    def pointer_values(self, values: list[Any], arrays: list[Any]) -> tuple[Any, ...] | None:
+        """The values of a packed CUDA C launch: each array's device pointer, each number."""
+        args = list(values)
+        for a in arrays:
+            ptr = a.array._cache.get("ptr")
+            if ptr is None:
+                return None
+            args[a.index] = ptr
+        return tuple(args)
+
+
+class PackedTarget(*compiled.bases("TargetBase", PythonGathering)):
     """What every packed launch of one launcher shares: the plan and the launch dimensions
     (made once per launcher and argument types; ``Launcher.prepared`` keeps the latest).
 
@@ -113,6 +152,9 @@ class PackedTarget:
         self.key = key            # Numba: the argument types' tokens it was built for
         self.plan = plan
         self.grid, self.block, self.shared = launcher.grid3, launcher.block3, launcher.shared
+
+
+compiled.register(PackedTarget, PythonGathering, ("numba_values", "pointer_values"))
 
 
 class PackedLaunch:
@@ -176,6 +218,11 @@ def make_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
     """
     if isinstance(kernel.source, CudaCSource):
         return _cuda_c_launch(backend, kernel, launcher, arrays, values, site)
+    target = launcher.prepared
+    if target is not None and target.backend() is backend:
+        flat = target.numba_values(values)
+        if flat is not None:
+            return PackedLaunch(target, flat)
     key = []
     flat: list[Any] = []
     for v in values:
@@ -265,15 +312,15 @@ def _cuda_c_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any
                 args[a.index] = _cupy_view(backend, a.array)
             return RawLaunch(raw, tuple(args), launcher.grid, launcher.block, launcher.shared)
         target = launcher.prepared = PackedTarget(backend, None, plan, launcher)
-    args = list(values)
-    for a in arrays:
-        arr = a.array
-        ptr = arr._cache.get("ptr")
-        if ptr is None:
-            buf = arr._alloc.buffer
-            ptr = arr._cache["ptr"] = buf.ptr + arr._offset if buf.nbytes else 0
-        args[a.index] = ptr
-    return PackedLaunch(target, tuple(args))
+    flat = target.pointer_values(values, arrays)
+    if flat is None:
+        for a in arrays:        # (the first launch with these arrays: cache their pointers)
+            arr = a.array
+            if arr._cache.get("ptr") is None:
+                buf = arr._alloc.buffer
+                arr._cache["ptr"] = buf.ptr + arr._offset if buf.nbytes else 0
+        flat = target.pointer_values(values, arrays)
+    return PackedLaunch(target, flat)
 
 
 def kernel_attributes(kernel: Kernel) -> dict[str, int] | None:
