@@ -21,8 +21,6 @@ Example::
 
 from __future__ import annotations
 
-from typing import Any
-
 from ._config import speedups_requested
 
 try:

@@ -221,7 +221,7 @@ class DependencyTracker(*compiled.bases("TrackerBase", PythonTracking)):
     (``asyncgpu._compiled``).
     """
 
-    __slots__ = ("_live", "_drop_raw", "_drop_war", "version")
+    __slots__ = ("_drop_raw", "_drop_war", "_live", "version")
 
     def __init__(self, drop_raw: bool = False, drop_war: bool = False) -> None:
         self._live: dict[Any, _Live] = {}

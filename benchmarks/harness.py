@@ -426,10 +426,10 @@ def record_run(ag: Any, cls: Any, scale: str = "tiny", seed: int = 0) -> list[An
 
 
 def machine_info(ag: Any) -> dict[str, Any]:
+    import numba
+
     from asyncgpu._compiled import in_use as compiled_in_use
     from asyncgpu._runtime import current_runtime
-
-    import numba
 
     be = current_runtime().backend
     be = getattr(be, "inner", be)

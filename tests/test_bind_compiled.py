@@ -51,7 +51,7 @@ def _make(ag, what, freed, foreign):
 def _outcome(bind, kernel, rt, args):
     try:
         arrays, values = bind(kernel, rt, args, "site.py:1")
-    except Exception as exc:       # the error a user would see
+    except Exception as exc:  # noqa: BLE001 (any error: the one a user would see)
         return ("error", type(exc), str(exc))
     fields = [(a.index, a.param, a.array is args[a.index], a.read, a.write, a.key, a.alloc,
                a.lo, a.hi, a.label, type(a)) for a in arrays]

@@ -17,6 +17,7 @@ from asyncgpu.backends._cuda_kernels import PackedTarget, PythonGathering
 pytestmark = pytest.mark.skipif(_compiled.speedups is None,
                                 reason="asyncgpu._speedups is not built")
 
+FIXTURE = [HealthCheck.function_scoped_fixture]     # (the sim runtime serves every example)
 NUMBERS = [3, -(2**63), 2**63 - 1, 2**63, -(2**63) - 1, 2.5, True, np.float32(1), 1 + 1j]
 
 
@@ -46,7 +47,7 @@ arg = st.one_of(st.tuples(st.just("array"), st.sampled_from(["cached", "missing"
                 st.tuples(st.just("number"), st.sampled_from(range(len(NUMBERS)))))
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, deadline=None, suppress_health_check=FIXTURE)
 @given(args=st.lists(arg, max_size=5), key_shift=st.sampled_from([0, 0, 0, 1, -1]),
        mangle=st.booleans())
 def test_numba_values_match(sim, args, key_shift, mangle):
@@ -74,7 +75,7 @@ def test_numba_values_match(sim, args, key_shift, mangle):
     assert c == p and type(c) is type(p)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=FIXTURE)
 @given(cached=st.lists(st.booleans(), min_size=1, max_size=4), scalar=st.booleans())
 def test_pointer_values_match(sim, cached, scalar):
     ag = sim

@@ -58,9 +58,9 @@ def test_compiled_tracker_matches_python(program, drop_raw, drop_war, big):
     streams = [object() for _ in range(4)]
     for n, s in enumerate(program):
         if s[0] == "finish":
-            for which in nodes:
-                if s[1] < len(nodes[which]):
-                    nodes[which][s[1]].finished = True
+            for issued in nodes.values():
+                if s[1] < len(issued):
+                    issued[s[1]].finished = True
             continue
         _, stream, accs = s
         found = {}
