@@ -7,9 +7,37 @@ import pytest
 import asyncgpu as ag
 from interrupts import interrupted_chain
 
+# The fault points of the Python methods too (the compiled ones have none inside them).
+pytestmark = pytest.mark.usefixtures("compiled")
+
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # SIGINT in a gc hook
 @pytest.mark.parametrize("seed", range(6))
 def test_sigint_during_submission_leaves_the_runtime_consistent(seed):
     with ag.configure(backend="sim", sim_seed=seed, sim_strategy="random", execution="async"):
         interrupted_chain(ag, seed, max_delay_s=0.05)
+
+
+def test_ctrl_c_inside_a_simulated_kernel_waits_for_its_end():
+    """The simulated device finishes a kernel as a real one would: SIGINT arriving while the
+    host thread runs the kernel's twin is raised after the kernel, whose writes are whole."""
+    import os
+    import signal
+
+    import numpy as np
+
+    def twin(y, n):
+        y[:n] += 1
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):       # bytecodes where the interrupt would land
+            pass
+        y[:n] += 1
+
+    with ag.configure(backend="sim", sim_seed=0, sim_strategy="lazy", execution="async"):
+        k = ag.cuda_kernel('extern "C" __global__ void k(float* y, int n) {}', "k", sim=twin)
+        y = ag.zeros(8, np.float32)
+        k[1, 8](y, 8)
+        with pytest.raises(KeyboardInterrupt):
+            ag.synchronize()        # runs the kernel
+        ag.synchronize()
+        np.testing.assert_array_equal(y.numpy(), np.full(8, 2, np.float32))

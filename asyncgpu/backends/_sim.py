@@ -40,6 +40,7 @@ from __future__ import annotations
 import itertools
 import logging
 import random
+import signal
 from collections import deque
 from typing import Any
 
@@ -51,6 +52,30 @@ from ._capture import CaptureTracker, Expansion, Graph, check_launch, destroy
 log = logging.getLogger("asyncgpu.sim")
 POISON = 0xFF
 _uids = itertools.count(1)
+
+
+def _uninterrupted(end: Any, state: Any) -> None:
+    """Run the end of a simulated kernel with SIGINT held back until it is over.
+
+    A real device finishes a kernel whatever the host's threads receive; the simulated one runs
+    the kernel in the host thread that happens to step it, so a ``KeyboardInterrupt`` landing
+    there would lose or tear the kernel's writes, a fault of the simulation that the runtime
+    cannot see (tests/interrupts.py sends SIGINT at random moments). The signal is blocked in
+    this thread for the kernel's run and delivered when it is unblocked: Ctrl-C then lands just
+    after the step, as it would on a device."""
+    if not _CAN_BLOCK:
+        end(state)
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
+    try:
+        end(state)
+    finally:
+        if signal.SIGINT not in held:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGINT)
+
+
+_SIGINT = {signal.SIGINT}
+_CAN_BLOCK = hasattr(signal, "pthread_sigmask")      # (not on Windows)
 
 
 class SimBuffer:
@@ -411,7 +436,7 @@ class SimBackend:
         stream.ops.popleft()
         state, stream.running = stream.running, None
         try:
-            op.payload.end(state)
+            _uninterrupted(op.payload.end, state)
         except AnnotationViolation as exc:
             self._errors.append(AnnotationViolation(f"{exc} ({self.replay_hint()})"))
         except Exception as exc:  # the kernel's own error: reported at the next host wait
