@@ -3,7 +3,7 @@
 The model
 ---------
 A few hot methods exist twice: in Python, which is the reference and the whole implementation
-where the C module is not built, and in C (``asyncgpu/_speedups.c``), with the same answers
+where the C module is not built, and in C (``asyncgpu/csrc``), with the same answers
 and side effects. A class with compiled methods takes a compiled base class before its Python
 one (:func:`bases`), so the compiled methods win the method lookup; :func:`use` turns them off
 by setting each Python method on the class itself, and on again by deleting those. Tests run

@@ -81,7 +81,7 @@ def _add(found: dict[Node, list[tuple[str, str]]], node: Node, reason: str, labe
 
 class PythonTracking:
     """:class:`DependencyTracker`'s ``conflicts`` and ``commit`` in Python: the reference for
-    the compiled versions in ``asyncgpu/_speedups.c``, and what runs where that is not built."""
+    the compiled versions in ``asyncgpu/csrc/tracker.c``, and what runs where that is not built."""
 
     __slots__ = ()
     _live: dict[Any, _Live]

@@ -1,4 +1,4 @@
-"""The compiled ``Kernel.bind`` (``asyncgpu/_speedups.c``) against the Python one
+"""The compiled ``Kernel.bind`` (``asyncgpu/csrc/binding.c``) against the Python one
 (``asyncgpu._kernel.PythonBinding``): random argument lists, good and bad, for a typed CUDA C
 kernel and an untyped Numba kernel give the same array arguments and values, or the same
 error."""

@@ -1,5 +1,5 @@
 """The compiled gathering of a packed launch's values (``PackedTarget.numba_values`` and
-``pointer_values`` in ``asyncgpu/_speedups.c``) against the Python one (``PythonGathering``):
+``pointer_values`` in ``asyncgpu/csrc/gather.c``) against the Python one (``PythonGathering``):
 the same flat values, or the same None (something not cached, or not what the target was
 built for), on random arguments."""
 

@@ -1,4 +1,4 @@
-"""The compiled dependency tracker (``asyncgpu/_speedups.c``) against the Python one
+"""The compiled dependency tracker (``asyncgpu/csrc/tracker.c``) against the Python one
 (``asyncgpu._deps.PythonTracking``): random programs of reads, writes and finished nodes give
 the same parents, with the same reasons in the same order, and leave the same live entries."""
 

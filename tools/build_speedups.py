@@ -11,6 +11,7 @@ usage: python3 tools/build_speedups.py
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
@@ -21,14 +22,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def main() -> int:
-    source = os.path.join(ROOT, "asyncgpu", "_speedups.c")
+    sources = sorted(glob.glob(os.path.join(ROOT, "asyncgpu", "csrc", "*.c")))
     target = os.path.join(ROOT, "asyncgpu", "_speedups" + sysconfig.get_config_var("EXT_SUFFIX"))
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         print("build_speedups: no C compiler; asyncgpu will use its Python launcher call")
         return 0
     cmd = [cc, "-O2", "-shared", "-fPIC", "-Wall", "-Werror",
-           "-I" + sysconfig.get_paths()["include"], source, "-o", target]
+           "-I" + sysconfig.get_paths()["include"], *sources, "-o", target]
     print(" ".join(cmd))
     subprocess.run(cmd, check=True)
     return 0

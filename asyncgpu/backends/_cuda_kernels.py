@@ -101,7 +101,7 @@ class RawLaunch:
 
 class PythonGathering:
     """:class:`PackedTarget`'s gathering of a launch's values in Python: the reference for the
-    compiled versions in ``asyncgpu/_speedups.c`` (``asyncgpu._compiled``). Each answers None
+    compiled versions in ``asyncgpu/csrc/gather.c`` (``asyncgpu._compiled``). Each answers None
     when an array's cached values are missing or are not what the target was built for."""
 
     __slots__ = ()

@@ -1,0 +1,100 @@
+/* asyncgpu._speedups: reading __slots__ at their offsets, and small helpers shared by the
+   parts. */
+#include "speedups.h"
+
+SlotLayout array_layout, arg_layout;
+
+static Py_ssize_t
+slot_offset(PyTypeObject *type, const char *name)
+{
+    PyObject *descr = PyObject_GetAttrString((PyObject *)type, name);
+    if (descr == NULL)
+        return -1;
+    if (Py_TYPE(descr) != &PyMemberDescr_Type
+            || ((PyMemberDescrObject *)descr)->d_member->type != T_OBJECT_EX) {
+        Py_DECREF(descr);
+        PyErr_Format(PyExc_TypeError, "%s.%s is not a __slots__ attribute", type->tp_name, name);
+        return -1;
+    }
+    Py_ssize_t off = ((PyMemberDescrObject *)descr)->d_member->offset;
+    Py_DECREF(descr);
+    return off;
+}
+
+/* New reference to obj's attribute: at its slot offset when obj's exact type is the layout's,
+   else through getattr. An unset slot raises AttributeError, as getattr would. */
+PyObject *
+get(PyObject *obj, const SlotLayout *layout, int field, PyObject *name)
+{
+    if (layout != NULL && Py_TYPE(obj) == layout->type) {
+        PyObject *v = *(PyObject **)((char *)obj + layout->off[field]);
+        if (v != NULL) {
+            Py_INCREF(v);
+            return v;
+        }
+    }
+    return PyObject_GetAttr(obj, name);
+}
+
+/* a < b for Python ints (any other objects: Python's comparison). 1, 0 or -1 (error). */
+int
+less(PyObject *a, PyObject *b)
+{
+    if (PyLong_CheckExact(a) && PyLong_CheckExact(b)) {
+        int oa, ob;
+        long long x = PyLong_AsLongLongAndOverflow(a, &oa);
+        long long y = PyLong_AsLongLongAndOverflow(b, &ob);
+        if (!oa && !ob && !(x == -1 && PyErr_Occurred()) && !(y == -1 && PyErr_Occurred()))
+            return x < y;
+        PyErr_Clear();
+    }
+    return PyObject_RichCompareBool(a, b, Py_LT);
+}
+
+int
+less_equal(PyObject *a, PyObject *b)
+{
+    int r = less(b, a);
+    return r < 0 ? -1 : !r;
+}
+
+int
+layout(SlotLayout *l, PyObject *type, const char *const *names, int n)
+{
+    if (!PyType_Check(type)) {
+        PyErr_SetString(PyExc_TypeError, "configure_tracker: expected classes");
+        return -1;
+    }
+    for (int i = 0; i < n; i++)
+        if ((l->off[i] = slot_offset((PyTypeObject *)type, names[i])) < 0)
+            return -1;
+    Py_INCREF(type);
+    Py_XSETREF(l->type, (PyTypeObject *)type);
+    return 0;
+}
+
+int
+truth(PyObject *v)
+{
+    return v == Py_True ? 1 : v == Py_False ? 0 : PyObject_IsTrue(v);
+}
+
+int
+intern(PyObject **var, const char *text)
+{
+    *var = PyUnicode_InternFromString(text);
+    return *var == NULL ? -1 : 0;
+}
+
+int
+add_type(PyObject *module, const char *name, PyType_Spec *spec)
+{
+    PyObject *type = PyType_FromSpec(spec);
+    if (type == NULL)
+        return -1;
+    if (PyModule_AddObject(module, name, type) < 0) {
+        Py_DECREF(type);
+        return -1;
+    }
+    return 0;
+}
