@@ -62,7 +62,9 @@ def _uninterrupted(end: Any, state: Any) -> None:
     there would lose or tear the kernel's writes, a fault of the simulation that the runtime
     cannot see (tests/interrupts.py sends SIGINT at random moments). The signal is blocked in
     this thread for the kernel's run and delivered when it is unblocked: Ctrl-C then lands just
-    after the step, as it would on a device."""
+    after the step, as it would on a device. (A SIGINT sent to the process while other threads
+    run may be taken by one of them, and Python raises it in the main thread at once: blocking
+    covers a signal aimed at this thread, as Ctrl-C reaches a program with one thread.)"""
     if not _CAN_BLOCK:
         end(state)
         return
