@@ -59,6 +59,13 @@ def in_use() -> bool:
     return _on
 
 
+def configure(function: str, *args: object) -> None:
+    """Call ``asyncgpu._speedups.<function>(*args)``, which hands the compiled methods the
+    classes and callables they read (nothing where the module is not built)."""
+    if speedups is not None:
+        getattr(speedups, function)(*args)
+
+
 def _apply(cls: type, python: type, names: tuple[str, ...]) -> None:
     for name in names:
         if _on:

@@ -280,9 +280,8 @@ def register_access_type(cls: type) -> None:
     ``lo``, ``hi``, ``write`` and ``label``) at their slots; any other object is read by name."""
     if cls not in _access_types:
         _access_types.append(cls)
-    if compiled.speedups is not None:
-        compiled.speedups.configure_tracker(DependencyTracker, _Live, Node, tuple(_access_types),
-                                            RAW, WAR, WAW)
+    compiled.configure("configure_tracker", DependencyTracker, _Live, Node,
+                       tuple(_access_types), RAW, WAR, WAW)
 
 
 register_access_type(Access)

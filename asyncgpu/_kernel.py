@@ -21,12 +21,12 @@ from typing import Any, Callable
 
 import numpy as np
 
+from . import _compiled as compiled
 from ._array import Allocation, Array
 from ._checks import (
     BLOCK_LIMITS, GRID_LIMITS, MAX_SHARED_BYTES, MAX_THREADS_PER_BLOCK, _int_bounds,
     check_usable, convert_scalar, is_int, launch_dims, user_site,
 )
-from . import _compiled as compiled
 from ._errors import ArgumentError, ArgumentValueError
 from ._signature import Param
 
@@ -346,8 +346,7 @@ class Launcher(*compiled.bases("LauncherBase", PythonCall)):
 
 compiled.register(Launcher, PythonCall, ("__call__",))
 compiled.register(Kernel, PythonBinding, ("bind",))
-if compiled.speedups is not None:
-    compiled.speedups.configure_binding(Kernel, Array, Allocation, ArrayArg, _NUMBERS)
+compiled.configure("configure_binding", Kernel, Array, Allocation, ArrayArg, _NUMBERS)
 
 
 _runtime_mod: Any = None
@@ -358,10 +357,8 @@ def _runtime_module() -> Any:
     global _runtime_mod
     from . import _runtime
     _runtime_mod = _runtime
-    if compiled.speedups is not None:
-        compiled.speedups.configure(vars(_runtime), launch_in_python)
+    compiled.configure("configure", vars(_runtime), launch_in_python)
     return _runtime
 
 
-if compiled.speedups is not None:
-    compiled.speedups.configure(None, launch_in_python)
+compiled.configure("configure", None, launch_in_python)

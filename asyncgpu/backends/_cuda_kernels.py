@@ -13,12 +13,11 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-
-from .._errors import ArgumentError, BlockTooLargeError, CompileError
 from .. import _compiled as compiled
 from .._array import Array
+from .._errors import ArgumentError, BlockTooLargeError, CompileError
 from .._kernel import CudaCSource, Kernel
-from ._packed import PackedPlan, split_complex, cuda_c_plan, numba_array_fields, numba_plan
+from ._packed import PackedPlan, cuda_c_plan, numba_array_fields, numba_plan, split_complex
 
 
 def _numba_view(array: Any) -> Any:
