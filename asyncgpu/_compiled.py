@@ -29,7 +29,7 @@ except ImportError:     # not built (a source tree, or no C compiler at install)
     speedups = None
 
 _registered: list[tuple[type, type, tuple[str, ...]]] = []
-_on = speedups is not None and speedups_requested()
+_on = speedups_requested() and speedups is not None     # (the variable checked either way)
 
 
 def bases(compiled: str, python: type) -> tuple[type, ...]:
