@@ -69,12 +69,21 @@ def probe(tree: str, which: str) -> dict[str, float]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def build(tree: str) -> None:
+    """Build a tree's compiled methods in place, where it has them (tools/build_speedups.py)."""
+    script = os.path.join(tree, "tools", "build_speedups.py")
+    if os.path.exists(script):
+        subprocess.run([sys.executable, script], check=True, capture_output=True)
+
+
 def main() -> None:
     old = sys.argv[1]
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 6
     which = sys.argv[3] if len(sys.argv) > 3 else "all"
     if which not in ("all", "reads"):
         sys.exit(f"ab_host.py: the probes are 'all' or 'reads', not {which!r}")
+    for tree in (".", old):
+        build(tree)
     runs: list[dict[str, dict[str, float]]] = []
     for r in range(rounds):
         order = (("new", "."), ("old", old)) if r % 2 == 0 else (("old", old), ("new", "."))

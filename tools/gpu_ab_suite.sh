@@ -51,6 +51,9 @@ PY
   rm -f "$OUT"/small_*.json "$OUT"/small_*.txt "$OUT"/probe_*.json
 }
 here=$(pwd)
+for tree in "$OLD" "$here"; do     # each tree's compiled methods, where it has them
+  [ -f "$tree/tools/build_speedups.py" ] && (cd "$tree" && python3 tools/build_speedups.py > /dev/null)
+done
 for p in $(seq 1 "$PAIRS"); do
   if [ $((p % 2)) -eq 1 ]; then run "$OLD" "old$p"; run "$here" "new$p"
   else run "$here" "new$p"; run "$OLD" "old$p"; fi
