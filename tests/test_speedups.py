@@ -22,13 +22,18 @@ pytestmark = pytest.mark.usefixtures("compiled")
 
 def test_the_methods_in_use_are_the_ones_asked_for(compiled):
     from asyncgpu._deps import DependencyTracker, PythonTracking
-    from asyncgpu._kernel import Launcher, PythonCall
+    from asyncgpu._kernel import Kernel, Launcher, PythonBinding, PythonCall
+    from asyncgpu.backends._cuda_kernels import PackedTarget, PythonGathering
 
     python = compiled == "python"
     assert _compiled.in_use() == (not python)
-    assert (Launcher.__call__ is PythonCall.__call__) == python
-    assert (DependencyTracker.conflicts is PythonTracking.conflicts) == python
-    assert (DependencyTracker.commit is PythonTracking.commit) == python
+    for cls, reference, names in ((Launcher, PythonCall, ["__call__"]),
+                                  (DependencyTracker, PythonTracking, ["conflicts", "commit"]),
+                                  (Kernel, PythonBinding, ["bind"]),
+                                  (PackedTarget, PythonGathering,
+                                   ["numba_values", "pointer_values"])):
+        for name in names:
+            assert (getattr(cls, name) is getattr(reference, name)) == python, (cls, name)
 
 
 def test_remembered_launches_replay_and_compute_the_same(sim):
