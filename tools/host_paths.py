@@ -10,7 +10,8 @@ benchmark's bodies of 10 (eager, recorded, recorded_static). Medians of 9 repeat
 recorded bodies are also timed *cold*: one call right after a 32 MiB host copy, the state a
 benchmark iteration starts in after its inputs were rewritten (per call, not per kernel).
 
-usage: PYTHONPATH=. python3 tools/host_paths.py      (compare two trees: run it in each)
+usage: PYTHONPATH=. python3 tools/host_paths.py      (compare two trees: run it in each;
+       ASYNCGPU_SPEEDUPS=0 times the Python methods instead of the compiled ones)
 """
 
 from __future__ import annotations
