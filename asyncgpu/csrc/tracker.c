@@ -431,22 +431,8 @@ commit_write(PyObject *writes, PyObject *reads, PyObject *lo, PyObject *hi, PyOb
                 goto items_error;
             continue;
         }
-        PyObject *kept = PyList_New(0);
-        if (kept == NULL)
-            goto items_error;
-        for (Py_ssize_t j = 0; j < PyList_GET_SIZE(entries); j++) {
-            PyObject *e = PyList_GET_ITEM(entries, j), *elo, *ehi, *enode;
-            int c;
-            if (unpack_entry(e, &elo, &ehi, &enode) < 0 || (c = covers(lo, hi, elo, ehi)) < 0
-                    || (!c && PyList_Append(kept, e) < 0)) {
-                Py_DECREF(kept);
-                goto items_error;
-            }
-        }
-        int r = PyList_GET_SIZE(kept) ? PyDict_SetItem(reads, stream, kept)
-                                      : PyDict_DelItem(reads, stream);
-        Py_DECREF(kept);
-        if (r < 0)
+        if (filter_entries(entries, 1, lo, hi) < 0
+                || (!PyList_GET_SIZE(entries) && PyDict_DelItem(reads, stream) < 0))
             goto items_error;
     }
     Py_DECREF(items);
