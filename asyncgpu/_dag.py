@@ -35,19 +35,18 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
+from . import _compiled as compiled
+
 RAW, WAR, WAW = "RAW", "WAR", "WAW"
 
 _ids = itertools.count(1)
 _NONE: Any = ()      # shared empty default: nodes without parents or recorded edges are common
 
 
-class Node:
-    """One unit of scheduled work (created by the runtime; there is no public constructor)."""
+class PythonNode:
+    """``Node.__init__`` in Python: the reference for the compiled one (``csrc/streams.c``)."""
 
-    __slots__ = (
-        "id", "kind", "name", "site", "stream", "seq", "event", "parents", "edges",
-        "accesses", "keepalive", "finished", "handed_off", "launch", "device",
-    )
+    __slots__ = ()
 
     def __init__(self, kind: str, name: str, site: str | None, accesses: list[Any]) -> None:
         self.id = next(_ids)
@@ -66,6 +65,15 @@ class Node:
         self.launch: Any = None     # backend-specific launch object
         self.device = 0
 
+
+class Node(*compiled.bases("NodeBase", PythonNode)):
+    """One unit of scheduled work (created by the runtime; there is no public constructor)."""
+
+    __slots__ = (
+        "id", "kind", "name", "site", "stream", "seq", "event", "parents", "edges",
+        "accesses", "keepalive", "finished", "handed_off", "launch", "device",
+    )
+
     def label(self) -> str:
         """``kernel 'square' at prog.py:12`` (used in messages and traces)."""
         where = f" at {self.site}" if self.site else ""
@@ -77,6 +85,9 @@ class Node:
         state = "finished" if self.finished else "pending"
         stream = getattr(self.stream, "index", None)
         return f"<Node {self.id} {self.label()} stream={stream} {state}>"
+
+
+compiled.register(Node, PythonNode, ("__init__",))
 
 
 def finish_through(node: Node, on_finish: Any) -> int:

@@ -57,7 +57,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._array import DEVICE, HOST
+from . import _compiled as compiled
+from ._array import DEVICE, HOST, Allocation
 from ._dag import Node
 from ._deps import Access
 
@@ -118,7 +119,27 @@ def host_current(allocs: Any) -> tuple[Any, ...]:
     return tuple([a for a in allocs if a.location == HOST and a.nbytes])
 
 
-class ExplicitMemory:
+class PythonBooking:
+    """``ExplicitMemory.before_device`` in Python: the reference for the compiled one
+    (``asyncgpu/csrc/memory.c``)."""
+
+    __slots__ = ()
+
+    def before_device(self, accesses: list[Any]) -> None:
+        """Copy in every host-current allocation the node needs, before the node's waits.
+
+        Written allocations are booked DEVICE here, before the launch rather than at its
+        commit: once the device copy is current, DEVICE is true whether or not the launch then
+        happens, so an exception or interrupt in between cannot leave a stale host copy marked
+        current.
+        """
+        self.make_device_current(accesses)   # type: ignore[attr-defined]
+        for acc in accesses:     # (a second pass: another argument may read the same array)
+            if acc.write and acc.alloc.nbytes:
+                acc.alloc.location = DEVICE
+
+
+class ExplicitMemory(*compiled.bases("MemoryBase", PythonBooking)):
     """The runtime's side of the explicit model: applies the transitions, issues the copies.
 
     Called under the runtime's lock: :meth:`before_device` from ``Runtime._issue`` before the
@@ -147,19 +168,6 @@ class ExplicitMemory:
         rt._issue(node)
         alloc.location = location     # (_issue books a write as DEVICE: the caller decides)
         return node
-
-    def before_device(self, accesses: list[Any]) -> None:
-        """Copy in every host-current allocation the node needs, before the node's waits.
-
-        Written allocations are booked DEVICE here, before the launch rather than at its
-        commit: once the device copy is current, DEVICE is true whether or not the launch then
-        happens, so an exception or interrupt in between cannot leave a stale host copy marked
-        current.
-        """
-        self.make_device_current(accesses)
-        for acc in accesses:     # (a second pass: another argument may read the same array)
-            if acc.write and acc.alloc.nbytes:
-                acc.alloc.location = DEVICE
 
     def make_device_current(self, accesses: list[Any]) -> None:
         """Copy in the host-current allocations whose old bytes ``accesses`` need."""
@@ -277,3 +285,7 @@ class ExplicitMemory:
         if copy_in and lo < hi:
             self.copy(alloc, lo, hi, True, array.describe())
         alloc.location = after
+
+
+compiled.register(ExplicitMemory, PythonBooking, ("before_device",))
+compiled.configure("configure_memory", Allocation, HOST, DEVICE)

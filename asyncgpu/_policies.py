@@ -22,6 +22,8 @@ from __future__ import annotations
 import random
 from typing import Any, Protocol
 
+from . import _compiled as compiled
+
 
 class StreamPool(Protocol):
     """What a policy may ask of the stream manager."""
@@ -34,16 +36,22 @@ class StreamPool(Protocol):
     streams: list[Any]
 
 
-class Reuse:
-    """New-stream policy ``reuse`` (FIFO over free streams)."""
+class PythonReusePick:
+    """``Reuse.pick`` in Python: the reference for the compiled one (``csrc/streams.c``)."""
 
-    name = "reuse"
+    __slots__ = ()
 
     def pick(self, pool: StreamPool) -> Any:
         free = pool.take_free()
         if free is not None:
             return free
         return pool.grow() if pool.can_grow() else pool.least_recently_used()
+
+
+class Reuse(*compiled.bases("ReuseBase", PythonReusePick)):
+    """New-stream policy ``reuse`` (FIFO over free streams)."""
+
+    name = "reuse"
 
 
 class AlwaysNew:
@@ -55,10 +63,10 @@ class AlwaysNew:
         return pool.grow() if pool.can_grow() else pool.least_recently_used()
 
 
-class Disjoint:
-    """Parent-stream policy ``disjoint``: one child per parent inherits its stream."""
+class PythonDisjointPick:
+    """``Disjoint.pick`` in Python: the reference for the compiled one (``csrc/streams.c``)."""
 
-    name = "disjoint"
+    __slots__ = ()
 
     def pick(self, parents: list[Any]) -> Any | None:
         for p in parents:
@@ -66,6 +74,12 @@ class Disjoint:
                 p.handed_off = True
                 return p.stream
         return None
+
+
+class Disjoint(*compiled.bases("DisjointBase", PythonDisjointPick)):
+    """Parent-stream policy ``disjoint``: one child per parent inherits its stream."""
+
+    name = "disjoint"
 
 
 class SameAsParent:
@@ -107,6 +121,9 @@ class RandomStream:
             return idle
         return self.rng.choice(pool.streams)
 
+
+compiled.register(Reuse, PythonReusePick, ("pick",))
+compiled.register(Disjoint, PythonDisjointPick, ("pick",))
 
 NEW_STREAM = {"reuse": Reuse, "always-new": AlwaysNew}
 PARENT_STREAM = {"disjoint": Disjoint, "same-as-parent": SameAsParent}

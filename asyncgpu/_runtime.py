@@ -29,6 +29,7 @@ from collections import Counter, deque
 from collections.abc import Iterator
 from typing import Any
 
+from . import _compiled as compiled
 from . import backends
 from ._array import DEVICE, HOST, Allocation
 from ._config import Options, options_from_env
@@ -46,7 +47,125 @@ log = logging.getLogger("asyncgpu")
 register_access_type(ArrayArg)      # (launch arguments are their own accesses)
 
 
-class Runtime(HostAccess):
+class PythonIssuing:
+    """The runtime's ``launch_kernel`` and ``_issue`` in Python: the reference for the
+    compiled versions in ``asyncgpu/csrc/issue.c`` (``asyncgpu._compiled``), which run the
+    same steps, call the same methods in the same order and raise the same errors."""
+
+    __slots__ = ()
+    _lock: Any
+    _releases: Any
+    _issuing: Node | None
+    _instruments: list[Any]
+
+    def launch_kernel(self, launcher: Launcher, args: tuple[Any, ...]) -> None:
+        """Validate and schedule one kernel launch; returns without waiting."""
+        kernel = launcher.kernel
+        with self._lock:
+            if self._releases:
+                self._drain_releases()
+            site = user_site() if self.want_sites else None
+            if self.recording is not None and self.recording.kernel(launcher, args, site):
+                return
+            arrays, values = kernel.bind(self, args, site)
+            if (self.memory is not None and kernel.elementwise
+                    and launch_chunked(self, launcher, args, arrays, values, site)):
+                return
+            accesses: list[Any] = arrays     # an ArrayArg is its own dependency access
+            if self.no_const or self.alias_blind:
+                accesses = [Access(id(a.array) if self.alias_blind else a.key, a.alloc, a.lo,
+                                   a.hi, a.write or self.no_const, a.param) for a in arrays]
+            launch = self.backend.kernel_launch(kernel, launcher, arrays, values, site)
+            node = Node("kernel", kernel.name, site, accesses)
+            node.launch = launch
+            self.stats.kernels += 1
+            self._issue(node)
+
+    def _issue(self, node: Node, graph: Any = None,
+               found: dict[Node, list[tuple[str, str]]] | None = None,
+               edge_counts: Any = None) -> None:
+        # (``found`` and ``edge_counts``, the reasons counted, are given for a graph launched
+        # again: see launch_graph)
+        if self._issuing is not None:
+            refuse_reentry(self, node)
+        explicit = self.memory is not None
+        if explicit and graph is None and node.kind != "copy":
+            # (copy nodes are parents of this one; a graph's are booked by before_graph)
+            self.memory.before_device(node.accesses)
+        enqueued = False
+        try:
+            self._issuing = node
+            if found is None:
+                found = self.deps.conflicts(node.accesses)
+            parents = reduce_parents(found) if len(found) > 1 else list(found)
+            streams = self.streams
+            stream = streams.choose(node, parents)
+            node.stream = stream
+            node.parents = parents
+            backend = self.backend
+            accesses = node.accesses
+            stats = self.stats
+            if self.prefetch:
+                for acc in accesses:
+                    alloc = acc.alloc
+                    if alloc.location & HOST and alloc.nbytes:
+                        backend.prefetch(alloc.buffer, stream.handle)
+                        stats.prefetches += 1
+                        stats.bytes_prefetched += alloc.nbytes
+                        alloc.location = DEVICE   # migrated: a second view in this launch needs none
+            if parents:
+                streams.wait_for_parents(node, parents)
+            enqueued = True   # (set first: an interrupt may land right after the call)
+            done = None       # (a graph launch may come with its completion event recorded)
+            if graph is None:
+                backend.launch(node, stream.handle)
+            elif self._instruments and hasattr(backend, "launch_traced_graph"):  # a trace
+                backend.launch_traced_graph(node, graph, stream.handle)
+            else:
+                done = backend.graph_launch(graph, stream.handle)
+            # The launch is enqueued: from here on nothing may fail half-way.
+            streams.issued(node, done)
+            self.deps.commit(node, accesses)
+            if graph is None or not explicit:
+                for acc in accesses:
+                    # (the accesses also keep the allocations alive until the node is finished)
+                    alloc = acc.alloc
+                    alloc.location = DEVICE if acc.write else alloc.location | DEVICE
+            if self.eager_free:
+                node.keepalive = None
+                node.accesses = []
+            stats.nodes += 1
+            stats.streams_used.add(stream.index)
+            if found:
+                edges = stats.edges
+                if edge_counts is not None:
+                    for reason, count in edge_counts:
+                        edges[reason] += count
+                else:
+                    for p in parents:
+                        for reason, _ in found[p]:
+                            edges[reason] += 1
+            if self._instruments:
+                node.edges = [(p, reason, label) for p in parents for reason, label in found[p]]
+                self._notify_node(node)
+            if self.sync_mode:
+                backend.host_wait(node.event)
+                streams.finished(node)
+                stats.sync("sync-mode")
+            elif streams._inflight > streams.poll_threshold:
+                streams.poll()
+        except BaseException:
+            # Before the launch only harmless work was enqueued (waits, prefetches) and no
+            # bookkeeping had changed. From the launch on, the node may be queued on the
+            # device while the DAG does not know it: drain, then mark everything finished.
+            if enqueued:
+                self._recover(node)
+            raise
+        finally:
+            self._issuing = None
+
+
+class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
     """The scheduler for one backend (use the module-level API; no public constructor)."""
 
     def __init__(self, options: Options, backend: Any = None) -> None:
@@ -59,6 +178,7 @@ class Runtime(HostAccess):
         self._releases: deque[tuple[int, Any]] = deque()
         self._instruments: list[Any] = []
         self._issuing: Node | None = None     # the node _issue is enqueueing (re-entry refused)
+        self._issuing_compiled: Node | None = None    # the same, set by the compiled _issue
         #: The recording in progress (``asyncgpu._recorder``): launches are deferred into it.
         self.recording: Any = None
         #: Bumped by every host access: the only event that makes an allocation host-current
@@ -139,29 +259,6 @@ class Runtime(HostAccess):
             self.backend.free(buffer)
 
     # -- kernels -----------------------------------------------------------------------------
-    def launch_kernel(self, launcher: Launcher, args: tuple[Any, ...]) -> None:
-        """Validate and schedule one kernel launch; returns without waiting."""
-        kernel = launcher.kernel
-        with self._lock:
-            if self._releases:
-                self._drain_releases()
-            site = user_site() if self.want_sites else None
-            if self.recording is not None and self.recording.kernel(launcher, args, site):
-                return
-            arrays, values = kernel.bind(self, args, site)
-            if (self.memory is not None and kernel.elementwise
-                    and launch_chunked(self, launcher, args, arrays, values, site)):
-                return
-            accesses: list[Any] = arrays     # an ArrayArg is its own dependency access
-            if self.no_const or self.alias_blind:
-                accesses = [Access(id(a.array) if self.alias_blind else a.key, a.alloc, a.lo,
-                                   a.hi, a.write or self.no_const, a.param) for a in arrays]
-            launch = self.backend.kernel_launch(kernel, launcher, arrays, values, site)
-            node = Node("kernel", kernel.name, site, accesses)
-            node.launch = launch
-            self.stats.kernels += 1
-            self._issue(node)
-
     def launch_call(self, call: Any) -> Any:
         """Validate and schedule one library call (``asyncgpu._library``); returns its result.
 
@@ -242,96 +339,6 @@ class Runtime(HostAccess):
         if booked:
             memory.after_graph(frozen)
 
-    def _issue(self, node: Node, graph: Any = None,
-               found: dict[Node, list[tuple[str, str]]] | None = None,
-               edge_counts: Any = None) -> None:
-        # (``found`` and ``edge_counts``, the reasons counted, are given for a graph launched
-        # again: see launch_graph)
-        if self._issuing is not None and _inside_issue(self._issuing):
-            # Same thread (the lock is re-entrant): a finalizer or callback ran in the middle
-            # of scheduling another node and launched; going on would corrupt the DAG. (The
-            # stack is checked because an interrupt at the wrong moment can leave the flag set.)
-            raise RuntimeError(
-                f"{node.label()} was launched from inside another asyncgpu operation (a "
-                "finalizer or callback running while asyncgpu schedules work); nothing was "
-                "enqueued. Launch it after that operation returns"
-            )
-        explicit = self.memory is not None
-        if explicit and graph is None and node.kind != "copy":
-            # (copy nodes are parents of this one; a graph's are booked by before_graph)
-            self.memory.before_device(node.accesses)
-        enqueued = False
-        try:
-            self._issuing = node
-            if found is None:
-                found = self.deps.conflicts(node.accesses)
-            parents = reduce_parents(found) if len(found) > 1 else list(found)
-            streams = self.streams
-            stream = streams.choose(node, parents)
-            node.stream = stream
-            node.parents = parents
-            backend = self.backend
-            accesses = node.accesses
-            stats = self.stats
-            if self.prefetch:
-                for acc in accesses:
-                    alloc = acc.alloc
-                    if alloc.location & HOST and alloc.nbytes:
-                        backend.prefetch(alloc.buffer, stream.handle)
-                        stats.prefetches += 1
-                        stats.bytes_prefetched += alloc.nbytes
-                        alloc.location = DEVICE   # migrated: a second view in this launch needs none
-            if parents:
-                streams.wait_for_parents(node, parents)
-            enqueued = True   # (set first: an interrupt may land right after the call)
-            done = None       # (a graph launch may come with its completion event recorded)
-            if graph is None:
-                backend.launch(node, stream.handle)
-            elif self._instruments and hasattr(backend, "launch_traced_graph"):  # a trace
-                backend.launch_traced_graph(node, graph, stream.handle)
-            else:
-                done = backend.graph_launch(graph, stream.handle)
-            # The launch is enqueued: from here on nothing may fail half-way.
-            streams.issued(node, done)
-            self.deps.commit(node, accesses)
-            if graph is None or not explicit:
-                for acc in accesses:
-                    # (the accesses also keep the allocations alive until the node is finished)
-                    alloc = acc.alloc
-                    alloc.location = DEVICE if acc.write else alloc.location | DEVICE
-            if self.eager_free:
-                node.keepalive = None
-                node.accesses = []
-            stats.nodes += 1
-            stats.streams_used.add(stream.index)
-            if found:
-                edges = stats.edges
-                if edge_counts is not None:
-                    for reason, count in edge_counts:
-                        edges[reason] += count
-                else:
-                    for p in parents:
-                        for reason, _ in found[p]:
-                            edges[reason] += 1
-            if self._instruments:
-                node.edges = [(p, reason, label) for p in parents for reason, label in found[p]]
-                self._notify_node(node)
-            if self.sync_mode:
-                backend.host_wait(node.event)
-                streams.finished(node)
-                stats.sync("sync-mode")
-            elif streams._inflight > streams.poll_threshold:
-                streams.poll()
-        except BaseException:
-            # Before the launch only harmless work was enqueued (waits, prefetches) and no
-            # bookkeeping had changed. From the launch on, the node may be queued on the
-            # device while the DAG does not know it: drain, then mark everything finished.
-            if enqueued:
-                self._recover(node)
-            raise
-        finally:
-            self._issuing = None
-
     def _recover(self, node: Node) -> None:
         """Make the bookkeeping consistent after an exception escaped ``_issue`` mid-way.
 
@@ -402,17 +409,39 @@ class Runtime(HostAccess):
                     self.stats.listener = None
 
 
+def refuse_reentry(rt: Runtime, node: Node) -> None:
+    """Raise if an ``_issue`` of this thread is enqueueing ``rt._issuing`` (called when the
+    mark is set). Same thread, since the lock is re-entrant: a finalizer or callback ran in the
+    middle of scheduling another node and launched; going on would corrupt the DAG.
+
+    The compiled ``_issue`` always clears its marks, so its mark is proof. A Python one may
+    leave its mark set when an interrupt lands on the line that clears it, so its frame is
+    looked for on the stack."""
+    issuing = rt._issuing
+    if issuing is rt._issuing_compiled or _inside_issue(issuing):
+        raise RuntimeError(
+            f"{node.label()} was launched from inside another asyncgpu operation (a "
+            "finalizer or callback running while asyncgpu schedules work); nothing was "
+            "enqueued. Launch it after that operation returns"
+        )
+
+
 def _inside_issue(node: Node) -> bool:
-    """Whether a caller of the calling ``Runtime._issue`` is enqueueing ``node``. (An
-    interrupt can leave ``_issuing`` set; and an ``_issue`` on the stack that has not reached
-    its launch yet, one copying its inputs in, is a legitimate caller.)"""
-    code = Runtime._issue.__code__
+    """Whether a caller of the ``_issue`` calling :func:`refuse_reentry` is a Python
+    ``_issue`` enqueueing ``node``. (An ``_issue`` on the stack that has not reached its launch
+    yet, one copying its inputs in, is a legitimate caller: it has not set the mark.)"""
+    code = PythonIssuing._issue.__code__
     frame = sys._getframe(2)
     while frame is not None:
         if frame.f_code is code and frame.f_locals.get("node") is node:
             return True
         frame = frame.f_back
     return False
+
+
+compiled.register(Runtime, PythonIssuing, ("launch_kernel", "_issue"))
+compiled.configure("configure_issue", Node, Allocation, user_site, refuse_reentry,
+                   PythonIssuing.launch_kernel, reduce_parents, HOST, DEVICE)
 
 
 # -- the process-wide runtime ---------------------------------------------------------------

@@ -29,6 +29,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
+from . import _compiled as compiled
+from . import _dag
 from ._dag import Node, finish_through
 from ._policies import NEW_STREAM, PARENT_STREAM, RandomStream, Serial
 
@@ -50,28 +52,23 @@ class StreamState:
         return f"<stream {self.index}: {len(self.inflight)} in flight>"
 
 
-class StreamManager:
-    """Chooses streams, issues waits and records events, retires finished nodes."""
+class PythonStreamCalls:
+    """The stream manager's per-launch methods in Python: the reference for the compiled
+    versions in ``asyncgpu/csrc/streams.c`` (``asyncgpu._compiled``)."""
 
-    def __init__(self, backend: Any, options: Any, stats: Any) -> None:
-        self.backend = backend
-        self.stats = stats
-        self.max_streams = options.max_streams
-        self.poll_threshold = options.poll_threshold
-        serial = options.execution == "sync"
-        self.new_policy = Serial() if serial else NEW_STREAM[options.new_stream]()
-        self.parent_policy = None if serial else PARENT_STREAM[options.parent_stream]()
-        if options.stress and not serial:
-            self.new_policy = RandomStream(options.stress_seed)
-            self.parent_policy = None
-        self.streams: list[StreamState] = []
-        self._free: deque[StreamState] = deque()
-        self._events: list[Any] = []
-        self._by_use: dict[StreamState, None] = {}   # streams, least recently used first
-        self._inflight = 0
-        self._poll_at = 0
+    __slots__ = ()
+    backend: Any
+    stats: Any
+    poll_threshold: int
+    new_policy: Any
+    parent_policy: Any
+    streams: list[StreamState]
+    _free: deque[StreamState]
+    _events: list[Any]
+    _by_use: dict[StreamState, None]
+    _inflight: int
+    _poll_at: int
 
-    # -- the pool, as seen by the policies ---------------------------------------------------
     def take_free(self) -> StreamState | None:
         while self._free:
             s = self._free.popleft()
@@ -79,23 +76,6 @@ class StreamManager:
                 return s
         return None
 
-    def can_grow(self) -> bool:
-        return len(self.streams) < self.max_streams
-
-    def grow(self) -> StreamState:
-        s = StreamState(len(self.streams), self.backend.create_stream())
-        self.streams.append(s)
-        self._by_use[s] = None
-        self.stats.streams_created += 1
-        return s
-
-    def first(self) -> StreamState:
-        return self.streams[0] if self.streams else self.grow()
-
-    def least_recently_used(self) -> StreamState:
-        return next(iter(self._by_use))
-
-    # -- issuing -----------------------------------------------------------------------------
     def choose(self, node: Node, parents: list[Node]) -> StreamState:
         """Pick the node's stream by policy (does not enqueue anything)."""
         stream = None
@@ -149,11 +129,24 @@ class StreamManager:
         self._inflight += 1
         self.stats.events_recorded += 1
 
-    def _new_event(self) -> Any:
-        self.stats.events_created += 1
-        return self.backend.create_event()
+    def poll(self) -> None:
+        """Retire finished work by querying events, when many nodes are in flight."""
+        if self._inflight <= self.poll_threshold or not self.streams:
+            return
+        for _ in range(len(self.streams)):
+            self._poll_at = (self._poll_at + 1) % len(self.streams)
+            s = self.streams[self._poll_at]
+            if not s.inflight:
+                continue
+            tail = s.inflight[-1]
+            if self.backend.event_done(tail.event):
+                self.stats.retired_by_poll += self.finished(tail)
+            else:
+                head = s.inflight[0]
+                if head is not tail and self.backend.event_done(head.event):
+                    self.stats.retired_by_poll += self.finished(head)
+            return
 
-    # -- retirement --------------------------------------------------------------------------
     def _on_finish(self, node: Node) -> None:
         if _pooled(node):
             self._events.append(node.event)
@@ -173,6 +166,55 @@ class StreamManager:
         self.stats.nodes_retired += n
         return n
 
+
+class StreamManager(*compiled.bases("StreamsBase", PythonStreamCalls)):
+    """Chooses streams, issues waits and records events, retires finished nodes."""
+
+    __slots__ = ("backend", "stats", "max_streams", "poll_threshold", "new_policy",
+                 "parent_policy", "streams", "_free", "_events", "_by_use", "_inflight",
+                 "_poll_at")
+
+    def __init__(self, backend: Any, options: Any, stats: Any) -> None:
+        self.backend = backend
+        self.stats = stats
+        self.max_streams = options.max_streams
+        self.poll_threshold = options.poll_threshold
+        serial = options.execution == "sync"
+        self.new_policy = Serial() if serial else NEW_STREAM[options.new_stream]()
+        self.parent_policy = None if serial else PARENT_STREAM[options.parent_stream]()
+        if options.stress and not serial:
+            self.new_policy = RandomStream(options.stress_seed)
+            self.parent_policy = None
+        self.streams: list[StreamState] = []
+        self._free: deque[StreamState] = deque()
+        self._events: list[Any] = []
+        self._by_use: dict[StreamState, None] = {}   # streams, least recently used first
+        self._inflight = 0
+        self._poll_at = 0
+
+    # -- the pool, as seen by the policies ---------------------------------------------------
+    def can_grow(self) -> bool:
+        return len(self.streams) < self.max_streams
+
+    def grow(self) -> StreamState:
+        s = StreamState(len(self.streams), self.backend.create_stream())
+        self.streams.append(s)
+        self._by_use[s] = None
+        self.stats.streams_created += 1
+        return s
+
+    def first(self) -> StreamState:
+        return self.streams[0] if self.streams else self.grow()
+
+    def least_recently_used(self) -> StreamState:
+        return next(iter(self._by_use))
+
+    # -- issuing -----------------------------------------------------------------------------
+    def _new_event(self) -> Any:
+        self.stats.events_created += 1
+        return self.backend.create_event()
+
+    # -- retirement --------------------------------------------------------------------------
     def all_finished(self) -> None:
         """After a device-wide synchronize: every node is finished."""
         for s in self.streams:
@@ -231,24 +273,6 @@ class StreamManager:
         """Recompute the in-flight count from the streams (after an interrupted retirement)."""
         self._inflight = sum(len(s.inflight) for s in self.streams)
 
-    def poll(self) -> None:
-        """Retire finished work by querying events, when many nodes are in flight."""
-        if self._inflight <= self.poll_threshold or not self.streams:
-            return
-        for _ in range(len(self.streams)):
-            self._poll_at = (self._poll_at + 1) % len(self.streams)
-            s = self.streams[self._poll_at]
-            if not s.inflight:
-                continue
-            tail = s.inflight[-1]
-            if self.backend.event_done(tail.event):
-                self.stats.retired_by_poll += self.finished(tail)
-            else:
-                head = s.inflight[0]
-                if head is not tail and self.backend.event_done(head.event):
-                    self.stats.retired_by_poll += self.finished(head)
-            return
-
     @property
     def inflight(self) -> int:
         """Number of unfinished device nodes."""
@@ -260,3 +284,9 @@ def _pooled(node: Node) -> bool:
     graph's own (``Graph.done``, which its next launch records again: a wait on an earlier
     launch then waits for a later one too, which is never wrong), and must not be reused."""
     return not (node.kind == "graph" and node.event is getattr(node.keepalive, "done", None))
+
+
+compiled.register(StreamManager, PythonStreamCalls,
+                  ("take_free", "choose", "wait_for_parents", "issued", "poll", "finished",
+                   "_on_finish"))
+compiled.configure("configure_streams", Node, StreamState, StreamManager, _dag._ids, _dag._NONE)

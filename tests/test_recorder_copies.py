@@ -135,16 +135,15 @@ def test_a_failed_replay_leaves_the_inputs_host_current(explicit, monkeypatch):
         x[...] = i
         step()
     x[...] = 5
-    rt = current_runtime()
-    real = rt.streams.choose
+    manager = type(current_runtime().streams)
 
-    def refuse(node, parents):
+    def refuse(self, node, parents):
         raise RuntimeError("injected before the launch")
 
-    monkeypatch.setattr(rt.streams, "choose", refuse)
-    with pytest.raises(RuntimeError, match="injected"):
-        step()
-    monkeypatch.setattr(rt.streams, "choose", real)
+    with monkeypatch.context() as patch:
+        patch.setattr(manager, "choose", refuse)
+        with pytest.raises(RuntimeError, match="injected"):
+            step()
     assert x._alloc.location == HOST          # the copy never ran: the host copy is current
     step()
     np.testing.assert_array_equal(y.numpy(), np.full(N, 10, np.float32))

@@ -29,13 +29,13 @@ stream. Only a kernel's first launch loads its module (so warm kernels up before
 from __future__ import annotations
 
 import ctypes
-import functools
 import logging
 from collections import deque
 from typing import Any
 
 import numpy as np
 
+from .. import _compiled as compiled
 from .._config import Options, cuda_device_max_connections
 from ._cuda_kernels import make_launch
 from .._errors import (
@@ -60,7 +60,54 @@ _STICKY_NAMES = ("ILLEGAL_ADDRESS", "IllegalAddress", "INVALID_ADDRESS_SPACE",
 RECENT_LAUNCHES = 16
 
 
-class CudaBackend:
+class PythonDeviceCalls:
+    """The CUDA calls of every launch in Python: the reference for the compiled versions in
+    ``asyncgpu/csrc/device.c`` (``asyncgpu._compiled``)."""
+
+    __slots__ = ()
+    captures: CaptureTracker
+    _recent: deque[Any]
+
+    def record(self, event: Any, stream: Any) -> None:
+        if self.captures.engaged:
+            self.captures.record(event, stream)
+        try:
+            self._event_record(event.ptr, stream.ptr)
+        except Exception as exc:     # (free when nothing is raised)
+            raise self._device_error(exc)
+
+    def wait(self, stream: Any, event: Any) -> None:
+        if self.captures.engaged:
+            self.captures.wait(stream, event)
+        try:
+            self._stream_wait(stream.ptr, event.ptr, 0)
+        except Exception as exc:
+            raise self._device_error(exc)
+
+    def event_done(self, event: Any) -> bool:
+        if self.captures.engaged:
+            self.captures.check_host_wait(event, "event query")
+        try:
+            return bool(event.done)
+        except Exception as exc:
+            raise self._device_error(exc)
+
+    def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],
+                      site: str | None) -> Any:
+        """Prepare a launch (``_cuda_kernels.make_launch``)."""
+        return make_launch(self, kernel, launcher, arrays, values, site)
+
+    def launch(self, node: Any, stream: Any) -> None:
+        if self.captures.engaged:
+            self.captures.launch(node, stream)    # CUDA records it; we keep its arrays
+        self._recent.append(node)
+        try:
+            node.launch(stream)
+        except Exception as exc:
+            self._launch_failed(node, stream, exc)
+
+
+class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
     """GPU backend (see the module docstring)."""
 
     name = "cuda"
@@ -91,8 +138,6 @@ class CudaBackend:
             self.host_coherent_while_busy = bool(self.runtime.deviceGetAttribute(attr,
                                                                                  self.device))
         self._numba_streams: dict[int, Any] = {}
-        # one Python frame less per launch than going through the method
-        self.kernel_launch = functools.partial(make_launch, self)
         # Kernels launch through cuLaunchKernel with a packed parameter buffer (_packed.py)
         # unless the user turned it off or this CuPy lacks the driver entry point.
         self.driver_launch = getattr(cupy.cuda.driver, "launchKernel", None)
@@ -145,33 +190,9 @@ class CudaBackend:
         """Seconds between two completed timing events (cudaEventElapsedTime, 0.5 us steps)."""
         return self.cupy.cuda.get_elapsed_time(start, end) * 1e-3
 
-    def record(self, event: Any, stream: Any) -> None:
-        if self.captures.engaged:
-            self.captures.record(event, stream)
-        try:
-            self._event_record(event.ptr, stream.ptr)
-        except Exception as exc:     # (free when nothing is raised)
-            raise self._device_error(exc)
-
-    def wait(self, stream: Any, event: Any) -> None:
-        if self.captures.engaged:
-            self.captures.wait(stream, event)
-        try:
-            self._stream_wait(stream.ptr, event.ptr, 0)
-        except Exception as exc:
-            raise self._device_error(exc)
-
     def wait_external(self, stream: Any, event: Any) -> None:
         self.captures.wait_external(stream, event)
         self._stream_wait(stream.ptr, event.ptr, _CUDA_EVENT_WAIT_EXTERNAL)
-
-    def event_done(self, event: Any) -> bool:
-        if self.captures.engaged:
-            self.captures.check_host_wait(event, "event query")
-        try:
-            return bool(event.done)
-        except Exception as exc:
-            raise self._device_error(exc)
 
     def host_wait(self, event: Any) -> None:
         if self.captures.engaged:
@@ -363,11 +384,6 @@ class CudaBackend:
             raise self._device_error(exc)
 
     # -- kernels -----------------------------------------------------------------------------
-    def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],
-                      site: str | None) -> Any:
-        """Prepare a launch (``_cuda_kernels.make_launch``; __init__ binds it directly)."""
-        return make_launch(self, kernel, launcher, arrays, values, site)
-
     def kernel_attributes(self, kernel: Any) -> dict[str, int] | None:
         """``{"regs", "shared"}`` of a compiled kernel (the recorder's launch order)."""
         from ._cuda_kernels import kernel_attributes
@@ -390,27 +406,27 @@ class CudaBackend:
         from ._cuda_library import make_call
         return make_call(self, runtime, call, accesses)
 
-    def launch(self, node: Any, stream: Any) -> None:
-        if self.captures.engaged:
-            self.captures.launch(node, stream)    # CUDA records it; we keep its arrays
-        self._recent.append(node)
-        try:
-            node.launch(stream)
-        except Exception as exc:
-            if self.fault is not None or _is_sticky(exc):
-                raise self._device_error(exc)
-            # A host thread that has made no CUDA runtime call yet has no current context,
-            # which the driver-level launch needs: bind the device's primary context, retry.
-            if not isinstance(exc, self._driver_error):
-                raise
-            if getattr(exc, "status", None) != _CUDA_ERROR_INVALID_CONTEXT:
-                raise LaunchError(
-                    f"{node.label()}: the driver refused the launch ({exc}); nothing ran. The "
-                    "launch configuration asks for more than this kernel can have on this "
-                    "device (threads for its registers, static plus dynamic shared memory)"
-                ) from exc
-            self.runtime.setDevice(self.device)
-            node.launch(stream)
+    def _launch_failed(self, node: Any, stream: Any, exc: Exception) -> None:
+        """A launch raised ``exc``: raise what it means, or launch again where the thread only
+        lacked a current context."""
+        if self.fault is not None or _is_sticky(exc):
+            raise self._device_error(exc)
+        # A host thread that has made no CUDA runtime call yet has no current context,
+        # which the driver-level launch needs: bind the device's primary context, retry.
+        if not isinstance(exc, self._driver_error):
+            raise exc
+        if getattr(exc, "status", None) != _CUDA_ERROR_INVALID_CONTEXT:
+            raise LaunchError(
+                f"{node.label()}: the driver refused the launch ({exc}); nothing ran. The "
+                "launch configuration asks for more than this kernel can have on this "
+                "device (threads for its registers, static plus dynamic shared memory)"
+            ) from exc
+        self.runtime.setDevice(self.device)
+        node.launch(stream)
+
+
+compiled.register(CudaBackend, PythonDeviceCalls,
+                  ("record", "wait", "event_done", "kernel_launch", "launch"))
 
 
 def _is_sticky(exc: BaseException) -> bool:

@@ -156,14 +156,13 @@ class PackedTarget(*compiled.bases("TargetBase", PythonGathering)):
 compiled.register(PackedTarget, PythonGathering, ("numba_values", "pointer_values"))
 
 
-class PackedLaunch:
-    """A launch through a :class:`PackedPlan`: one ``cuLaunchKernel`` call."""
+class PythonPackedCall:
+    """:class:`PackedLaunch`'s call in Python: the reference for the compiled one in
+    ``asyncgpu/csrc/device.c``."""
 
-    __slots__ = ("target", "values")
-
-    def __init__(self, target: PackedTarget, values: tuple[Any, ...]) -> None:
-        self.target = target
-        self.values = values
+    __slots__ = ()
+    target: PackedTarget
+    values: tuple[Any, ...]
 
     def __call__(self, stream: Any) -> None:
         # PackedPlan.launch, inlined: this runs once per launch
@@ -176,6 +175,19 @@ class PackedLaunch:
         g, b = t.grid, t.block
         plan.launch_fn(plan.handle, g[0], g[1], g[2], b[0], b[1], b[2], t.shared, stream.ptr,
                        0, plan.extra_ptr)
+
+
+class PackedLaunch(*compiled.bases("PackedCallBase", PythonPackedCall)):
+    """A launch through a :class:`PackedPlan`: one ``cuLaunchKernel`` call."""
+
+    __slots__ = ("target", "values")
+
+    def __init__(self, target: PackedTarget, values: tuple[Any, ...]) -> None:
+        self.target = target
+        self.values = values
+
+
+compiled.register(PackedLaunch, PythonPackedCall, ("__call__",))
 
 
 def _raw_kernel(backend: Any, kernel: Kernel) -> Any:
@@ -340,3 +352,7 @@ def kernel_attributes(kernel: Kernel) -> dict[str, int] | None:
     except Exception:   # attributes only tune the order: never fail a capture over them
         return None
     return None
+
+
+compiled.configure("configure_device", PackedLaunch, PackedTarget, PackedPlan,
+                   PythonPackedCall.__call__, make_launch)

@@ -1,5 +1,7 @@
 /* asyncgpu._speedups: reading __slots__ at their offsets, and small helpers shared by the
    parts. */
+#include <stdarg.h>
+
 #include "speedups.h"
 
 SlotLayout array_layout, arg_layout;
@@ -97,4 +99,73 @@ add_type(PyObject *module, const char *name, PyType_Spec *spec)
         return -1;
     }
     return 0;
+}
+
+/* Set obj's attribute: at its slot offset when obj's exact type is the layout's, else through
+   setattr. */
+int
+set(PyObject *obj, const SlotLayout *layout, int field, PyObject *name, PyObject *value)
+{
+    if (layout != NULL && Py_TYPE(obj) == layout->type) {
+        PyObject **slot = (PyObject **)((char *)obj + layout->off[field]);
+        Py_INCREF(value);
+        Py_XSETREF(*slot, value);
+        return 0;
+    }
+    return PyObject_SetAttr(obj, name, value);
+}
+
+/* obj.name += amount */
+int
+add_to(PyObject *obj, PyObject *name, PyObject *amount)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL)
+        return -1;
+    PyObject *sum = PyNumber_InPlaceAdd(v, amount);
+    Py_DECREF(v);
+    if (sum == NULL)
+        return -1;
+    int r = PyObject_SetAttr(obj, name, sum);
+    Py_DECREF(sum);
+    return r;
+}
+
+/* obj.name(*args): a new reference, or NULL with an error set. */
+PyObject *
+call_method(PyObject *obj, PyObject *name, int nargs, ...)
+{
+    PyObject *stack[9];         /* stack[0]: free for the callee (ARGUMENTS_OFFSET) */
+    va_list ap;
+    stack[1] = obj;
+    va_start(ap, nargs);
+    for (int i = 0; i < nargs && i < 7; i++)
+        stack[i + 2] = va_arg(ap, PyObject *);
+    va_end(ap);
+    return PyObject_VectorcallMethod(
+        name, stack + 1, (size_t)(nargs + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+void
+raise_in_cleanup(SavedError *saved)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *now = PyErr_GetRaisedException();
+    if (saved->value != NULL)
+        PyException_SetContext(now, saved->value);     /* (steals) */
+    PyErr_SetRaisedException(now);
+#else
+    PyObject *type, *value, *traceback;
+    PyErr_Fetch(&type, &value, &traceback);
+    PyErr_NormalizeException(&type, &value, &traceback);
+    if (saved->value != NULL) {
+        PyErr_NormalizeException(&saved->type, &saved->value, &saved->traceback);
+        if (saved->traceback != NULL)
+            PyException_SetTraceback(saved->value, saved->traceback);
+        PyException_SetContext(value, saved->value);   /* (steals) */
+        Py_XDECREF(saved->type);
+        Py_XDECREF(saved->traceback);
+    }
+    PyErr_Restore(type, value, traceback);
+#endif
 }

@@ -9,11 +9,16 @@ versions of the hottest methods on that path, each in its own file:
     tracker.c    DependencyTracker.conflicts and commit
     binding.c    Kernel.bind
     gather.c     PackedTarget.numba_values and pointer_values (the values a launch packs)
+    issue.c      Runtime.launch_kernel and _issue (from the lock to the poll)
+    device.c     CudaBackend.record, wait, launch and PackedLaunch.__call__ (the CUDA calls)
+    streams.c    Node.__init__, the stream manager's per-launch methods, the policies' picks
+    memory.c     ExplicitMemory.before_device (what a launch books before it is enqueued)
     common.c     reading __slots__ attributes at their offsets
 
-Each is a method of a base class (LauncherBase, TrackerBase, KernelBase, TargetBase) that the
-Python class takes before its Python twin (asyncgpu/_compiled.py), which stays the reference
-and the whole implementation where this is not built.
+Each is a method of a base class (LauncherBase, TrackerBase, KernelBase, TargetBase,
+RuntimeBase, BackendBase, PackedCallBase, StreamsBase, ReuseBase, DisjointBase, NodeBase,
+MemoryBase) that the Python class takes before its Python twin (asyncgpu/_compiled.py),
+which stays the reference and the whole implementation where this is not built.
 
 Invariants: the C code keeps no state of its own beyond the classes and callables the
 configure functions hand it; it works on the very Python objects the Python code uses, and
@@ -37,6 +42,20 @@ static PyMethodDef methods[] = {
     {"configure_binding", configure_binding, METH_VARARGS,
      "configure_binding(kernel, array, allocation, array_arg, numbers): the classes whose "
      "__slots__ the compiled bind reads and writes, and the plain number types."},
+    {"configure_issue", configure_issue, METH_VARARGS,
+     "configure_issue(node, allocation, user_site, refuse_reentry, launch_kernel, "
+     "reduce_parents, HOST, DEVICE): what the compiled launch_kernel and _issue create, read "
+     "and call."},
+    {"configure_device", configure_device, METH_VARARGS,
+     "configure_device(packed_launch, packed_target, packed_plan, python_call): the classes "
+     "whose __slots__ the compiled packed launch reads, and its Python twin."},
+    {"configure_streams", configure_streams, METH_VARARGS,
+     "configure_streams(node, stream_state, stream_manager, node_ids, no_nodes): the classes "
+     "whose __slots__ the compiled stream methods read and write, the node id counter and the "
+     "shared empty parents."},
+    {"configure_memory", configure_memory, METH_VARARGS,
+     "configure_memory(allocation, HOST, DEVICE): the class whose __slots__ the compiled "
+     "before_device reads and writes, and the location flags."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -44,7 +63,9 @@ static int
 exec_module(PyObject *module)
 {
     if (launcher_init(module) < 0 || tracker_init(module) < 0 || binding_init(module) < 0
-            || gather_init(module) < 0)
+            || gather_init(module) < 0 || issue_init(module) < 0
+            || device_init(module) < 0 || streams_init(module) < 0
+            || memory_init(module) < 0)
         return -1;
     return 0;
 }
@@ -57,7 +78,7 @@ static PyModuleDef_Slot module_slots[] = {
 static struct PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT,
     "asyncgpu._speedups",
-    "Compiled twins of five hot methods of asyncgpu (optional; see asyncgpu/csrc/module.c).",
+    "Compiled twins of hot methods of asyncgpu (optional; see asyncgpu/csrc/module.c).",
     0,
     methods,
     module_slots,

@@ -10,7 +10,7 @@
    exactly ``type`` (found once by layout(); objects of other types are read by name). */
 typedef struct {
     PyTypeObject *type;
-    Py_ssize_t off[10];
+    Py_ssize_t off[16];
 } SlotLayout;
 
 int layout(SlotLayout *l, PyObject *type, const char *const *names, int n);
@@ -19,6 +19,60 @@ int truth(PyObject *v);
 int less(PyObject *a, PyObject *b);
 int less_equal(PyObject *a, PyObject *b);
 int intern(PyObject **var, const char *text);
+int set(PyObject *obj, const SlotLayout *layout, int field, PyObject *name, PyObject *value);
+int add_to(PyObject *obj, PyObject *name, PyObject *amount);
+PyObject *call_method(PyObject *obj, PyObject *name, int nargs, ...);
+
+/* An exception put aside while cleanup code calls Python (as a ``finally:`` block does). */
+typedef struct {
+    PyObject *type, *value, *traceback;
+} SavedError;
+
+static inline void
+save_error(SavedError *e)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    e->type = e->traceback = NULL;
+    e->value = PyErr_GetRaisedException();
+#else
+    PyErr_Fetch(&e->type, &e->value, &e->traceback);
+#endif
+}
+
+static inline void
+restore_error(SavedError *e)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyErr_SetRaisedException(e->value);
+#else
+    PyErr_Restore(e->type, e->value, e->traceback);
+#endif
+}
+
+/* The saved exception object (borrowed). */
+static inline PyObject *
+saved_exception(SavedError *e)
+{
+#if PY_VERSION_HEX < 0x030C0000
+    PyErr_NormalizeException(&e->type, &e->value, &e->traceback);
+    if (e->traceback != NULL)
+        PyException_SetTraceback(e->value, e->traceback);
+#endif
+    return e->value;
+}
+
+/* The saved exception was handled. */
+static inline void
+forget_error(SavedError *e)
+{
+    Py_XDECREF(e->type);
+    Py_XDECREF(e->value);
+    Py_XDECREF(e->traceback);
+}
+
+/* The cleanup raised: its exception goes on, with the saved one as its context (what
+   Python does for an exception raised inside an ``except`` block). */
+void raise_in_cleanup(SavedError *saved);
 
 /* asyncgpu.Array and asyncgpu._kernel.ArrayArg (set by configure_binding; read by gather.c) */
 extern SlotLayout array_layout, arg_layout;
@@ -30,11 +84,19 @@ int launcher_init(PyObject *module);
 int tracker_init(PyObject *module);
 int binding_init(PyObject *module);
 int gather_init(PyObject *module);
+int issue_init(PyObject *module);
+int device_init(PyObject *module);
+int streams_init(PyObject *module);
+int memory_init(PyObject *module);
 int add_type(PyObject *module, const char *name, PyType_Spec *spec);
 
 /* the configure functions of the parts (module-level) */
 PyObject *configure(PyObject *module, PyObject *args);
 PyObject *configure_tracker(PyObject *module, PyObject *args);
 PyObject *configure_binding(PyObject *module, PyObject *args);
+PyObject *configure_issue(PyObject *module, PyObject *args);
+PyObject *configure_device(PyObject *module, PyObject *args);
+PyObject *configure_streams(PyObject *module, PyObject *args);
+PyObject *configure_memory(PyObject *module, PyObject *args);
 
 #endif

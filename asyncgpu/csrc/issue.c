@@ -1,0 +1,697 @@
+/* asyncgpu._speedups, issue.c: the runtime's launch_kernel and _issue, compiled.
+
+The model
+---------
+Every eager kernel launch runs ``Runtime.launch_kernel`` (lock, bind, the backend's launch
+object, the node) and ``Runtime._issue`` (dependencies, stream, prefetches, event waits,
+launch, completion event, commit, statistics, polling). In Python the two methods' own
+bytecode is a fifth of a launch's host time; their work is almost all calls to other objects
+(the tracker, the stream manager, the backend), which this file makes in the same order with
+the same arguments, as ``asyncgpu._runtime.PythonIssuing`` does.
+
+Invariants
+----------
+* Same steps, same calls, same errors as the Python twin. Unusual configurations
+  (the explicit memory model's chunked elementwise launches, the ``no-const`` dependency
+  policy and the test-only ``alias_blind`` bug) are handed to the Python ``launch_kernel``
+  whole: it calls this ``_issue`` in turn.
+* An exception from any call before the launch leaves the bookkeeping as it was; from the
+  launch on, ``Runtime._recover`` runs before it goes on (as in Python).
+* The re-entry marks: ``_issuing`` (what the Python twin sets) and ``_issuing_compiled`` are
+  both set while a node is being enqueued and both cleared on every way out, since no
+  interrupt can land between C statements. A mark set by a Python ``_issue`` goes to
+  ``refuse_reentry``, which tells a stale one from a live one by the stack.
+
+Example: ``asyncgpu._compiled.use(False)`` puts the Python methods back.
+*/
+#include "speedups.h"
+
+/* Set by configure_issue(). */
+static PyObject *node_type, *user_site, *refuse_reentry, *python_launch_kernel,
+    *reduce_parents, *host_flag, *device_flag;
+static SlotLayout node_layout, alloc_layout;
+enum { N_KIND, N_ACCESSES, N_STREAM, N_PARENTS, N_LAUNCH, N_KEEPALIVE, N_EDGES, N_EVENT };
+enum { L_LOCATION, L_NBYTES, L_BUFFER };
+
+static PyObject *s_kernel, *s_lock, *s_acquire, *s_release, *s_releases, *s_drain_releases,
+    *s_want_sites, *s_recording, *s_bind, *s_memory, *s_elementwise, *s_no_const,
+    *s_alias_blind, *s_backend, *s_kernel_launch, *s_name, *s_stats, *s_kernels, *s_issue,
+    *s_issuing, *s_issuing_compiled, *s_before_device, *s_accesses, *s_kind, *s_copy, *s_deps,
+    *s_conflicts, *s_streams, *s_choose, *s_stream, *s_parents, *s_prefetch, *s_alloc,
+    *s_location, *s_nbytes, *s_buffer, *s_handle, *s_prefetches, *s_bytes_prefetched,
+    *s_wait_for_parents, *s_launch, *s_instruments, *s_launch_traced_graph, *s_graph_launch,
+    *s_issued, *s_commit, *s_write, *s_eager_free, *s_keepalive, *s_nodes, *s_streams_used,
+    *s_add, *s_index, *s_edges, *s_notify_node, *s_sync_mode, *s_host_wait, *s_event,
+    *s_finished, *s_sync, *s_sync_reason, *s_inflight, *s_poll_threshold, *s_poll,
+    *s_recover, *s_kernel_kind;
+static PyObject *one;
+
+/* obj.name, read and tested for truth: 1, 0 or -1 */
+static int
+attr_truth(PyObject *obj, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL)
+        return -1;
+    int r = truth(v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* hasattr(obj, name): 1, 0 or -1 */
+static int
+has_attr(PyObject *obj, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v != NULL) {
+        Py_DECREF(v);
+        return 1;
+    }
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+        return -1;
+    PyErr_Clear();
+    return 0;
+}
+
+/* ---- launch_kernel ------------------------------------------------------------------------ */
+
+/* Whether this launch takes the Python method whole: 1, 0 or -1 */
+static int
+unusual(PyObject *self, PyObject *kernel)
+{
+    int r = attr_truth(self, s_no_const);
+    if (r != 0)
+        return r;
+    if ((r = attr_truth(self, s_alias_blind)) != 0)
+        return r;
+    PyObject *memory = PyObject_GetAttr(self, s_memory);
+    if (memory == NULL)
+        return -1;
+    int explicit = memory != Py_None;
+    Py_DECREF(memory);
+    return explicit ? attr_truth(kernel, s_elementwise) : 0;
+}
+
+/* The body of launch_kernel, under the runtime's lock. */
+static PyObject *
+launch_locked(PyObject *self, PyObject *launcher, PyObject *args, PyObject *kernel)
+{
+    PyObject *result = NULL, *site = NULL, *rec = NULL, *pair = NULL, *backend = NULL,
+        *launch = NULL, *name = NULL, *node = NULL, *stats = NULL, *r;
+    int t = attr_truth(self, s_releases);
+    if (t < 0)
+        return NULL;
+    if (t) {
+        if ((r = PyObject_CallMethodNoArgs(self, s_drain_releases)) == NULL)
+            return NULL;
+        Py_DECREF(r);
+    }
+    if ((t = attr_truth(self, s_want_sites)) < 0)
+        return NULL;
+    site = t ? PyObject_CallNoArgs(user_site) : Py_NewRef(Py_None);
+    if (site == NULL || (rec = PyObject_GetAttr(self, s_recording)) == NULL)
+        goto done;
+    if (rec != Py_None) {
+        if ((r = call_method(rec, s_kernel, 3, launcher, args, site)) == NULL)
+            goto done;
+        t = truth(r);
+        Py_DECREF(r);
+        if (t < 0)
+            goto done;
+        if (t) {                        /* deferred into the recording */
+            result = Py_NewRef(Py_None);
+            goto done;
+        }
+    }
+    if ((pair = call_method(kernel, s_bind, 3, self, args, site)) == NULL)
+        goto done;
+    if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
+        PyErr_SetString(PyExc_TypeError, "Kernel.bind must return (arrays, values)");
+        goto done;
+    }
+    PyObject *arrays = PyTuple_GET_ITEM(pair, 0), *values = PyTuple_GET_ITEM(pair, 1);
+    if ((backend = PyObject_GetAttr(self, s_backend)) == NULL
+            || (launch = call_method(backend, s_kernel_launch, 5, kernel, launcher, arrays,
+                                     values, site)) == NULL
+            || (name = PyObject_GetAttr(kernel, s_name)) == NULL)
+        goto done;
+    PyObject *node_args[] = {s_kernel_kind, name, site, arrays};
+    if ((node = PyObject_Vectorcall(node_type, node_args, 4, NULL)) == NULL
+            || set(node, &node_layout, N_LAUNCH, s_launch, launch) < 0
+            || (stats = PyObject_GetAttr(self, s_stats)) == NULL
+            || add_to(stats, s_kernels, one) < 0)
+        goto done;
+    result = call_method(self, s_issue, 1, node);
+done:
+    Py_XDECREF(site);
+    Py_XDECREF(rec);
+    Py_XDECREF(pair);
+    Py_XDECREF(backend);
+    Py_XDECREF(launch);
+    Py_XDECREF(name);
+    Py_XDECREF(node);
+    Py_XDECREF(stats);
+    return result;
+}
+
+static PyObject *
+runtime_launch_kernel(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "launch_kernel(launcher, args)");
+        return NULL;
+    }
+    PyObject *kernel = PyObject_GetAttr(args[0], s_kernel);
+    if (kernel == NULL)
+        return NULL;
+    int u = unusual(self, kernel);
+    if (u != 0) {
+        Py_DECREF(kernel);
+        if (u < 0)
+            return NULL;
+        PyObject *call[] = {self, args[0], args[1]};
+        return PyObject_Vectorcall(python_launch_kernel, call, 3, NULL);
+    }
+    PyObject *lock = PyObject_GetAttr(self, s_lock), *r = NULL;
+    if (lock == NULL || (r = PyObject_CallMethodNoArgs(lock, s_acquire)) == NULL) {
+        Py_DECREF(kernel);
+        Py_XDECREF(lock);
+        return NULL;
+    }
+    Py_DECREF(r);
+    PyObject *result = launch_locked(self, args[0], args[1], kernel);
+    Py_DECREF(kernel);
+    SavedError saved;
+    save_error(&saved);
+    if ((r = PyObject_CallMethodNoArgs(lock, s_release)) == NULL) {
+        raise_in_cleanup(&saved);
+        Py_CLEAR(result);
+    } else {
+        Py_DECREF(r);
+        restore_error(&saved);
+    }
+    Py_DECREF(lock);
+    return result;
+}
+
+/* ---- _issue ------------------------------------------------------------------------------- */
+
+/* alloc.location = DEVICE, or |= DEVICE (write: 0) */
+static int
+to_device(PyObject *alloc, int only_device)
+{
+    if (only_device)
+        return set(alloc, &alloc_layout, L_LOCATION, s_location, device_flag);
+    PyObject *loc = get(alloc, &alloc_layout, L_LOCATION, s_location), *now;
+    if (loc == NULL)
+        return -1;
+    now = PyNumber_Or(loc, device_flag);
+    Py_DECREF(loc);
+    if (now == NULL)
+        return -1;
+    int r = set(alloc, &alloc_layout, L_LOCATION, s_location, now);
+    Py_DECREF(now);
+    return r;
+}
+
+/* The prefetches of the accesses' host-current allocations onto the node's stream. */
+static int
+prefetch_inputs(PyObject *backend, PyObject *stats, PyObject *accesses, PyObject *handle)
+{
+    PyObject *it = PyObject_GetIter(accesses), *acc;
+    if (it == NULL)
+        return -1;
+    while ((acc = PyIter_Next(it)) != NULL) {
+        PyObject *alloc = PyObject_GetAttr(acc, s_alloc), *loc = NULL, *host = NULL,
+            *nbytes = NULL, *buffer = NULL, *r = NULL;
+        Py_DECREF(acc);
+        int ok = alloc != NULL
+            && (loc = get(alloc, &alloc_layout, L_LOCATION, s_location)) != NULL
+            && (host = PyNumber_And(loc, host_flag)) != NULL;
+        int wanted = ok ? truth(host) : -1;
+        if (wanted > 0) {
+            ok = (nbytes = get(alloc, &alloc_layout, L_NBYTES, s_nbytes)) != NULL;
+            wanted = ok ? truth(nbytes) : -1;
+        }
+        if (wanted > 0) {
+            wanted = ((buffer = get(alloc, &alloc_layout, L_BUFFER, s_buffer)) != NULL
+                      && (r = call_method(backend, s_prefetch, 2, buffer, handle)) != NULL
+                      && add_to(stats, s_prefetches, one) == 0
+                      && add_to(stats, s_bytes_prefetched, nbytes) == 0
+                      && set(alloc, &alloc_layout, L_LOCATION, s_location, device_flag) == 0)
+                ? 0 : -1;
+        }
+        Py_XDECREF(alloc);
+        Py_XDECREF(loc);
+        Py_XDECREF(host);
+        Py_XDECREF(nbytes);
+        Py_XDECREF(buffer);
+        Py_XDECREF(r);
+        if (wanted < 0) {
+            Py_DECREF(it);
+            return -1;
+        }
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* Each access's allocation is on the device now (a write: only there). */
+static int
+book_locations(PyObject *accesses)
+{
+    PyObject *it = PyObject_GetIter(accesses), *acc;
+    if (it == NULL)
+        return -1;
+    while ((acc = PyIter_Next(it)) != NULL) {
+        PyObject *alloc = get(acc, &arg_layout, G_ALLOC, s_alloc), *write = NULL;
+        int w = -1;
+        if (alloc != NULL && (write = get(acc, &arg_layout, G_WRITE, s_write)) != NULL
+                && (w = truth(write)) >= 0)
+            w = to_device(alloc, w);
+        Py_DECREF(acc);
+        Py_XDECREF(alloc);
+        Py_XDECREF(write);
+        if (w < 0) {
+            Py_DECREF(it);
+            return -1;
+        }
+    }
+    Py_DECREF(it);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* edges[reason] += amount */
+static int
+count_edge(PyObject *edges, PyObject *reason, PyObject *amount)
+{
+    PyObject *v = PyObject_GetItem(edges, reason), *sum;
+    if (v == NULL)
+        return -1;
+    sum = PyNumber_InPlaceAdd(v, amount);
+    Py_DECREF(v);
+    if (sum == NULL)
+        return -1;
+    int r = PyObject_SetItem(edges, reason, sum);
+    Py_DECREF(sum);
+    return r;
+}
+
+/* Unpack a 2-item sequence (a (reason, label) or (reason, count) pair): borrowed in *a, *b
+   through a new reference in *seq. */
+static int
+pair_items(PyObject *obj, PyObject **seq, PyObject **a, PyObject **b)
+{
+    *seq = PySequence_Fast(obj, "expected a pair");
+    if (*seq == NULL)
+        return -1;
+    if (PySequence_Fast_GET_SIZE(*seq) != 2) {
+        PyErr_Format(PyExc_ValueError, "expected a pair, got %zd items",
+                     PySequence_Fast_GET_SIZE(*seq));
+        Py_CLEAR(*seq);
+        return -1;
+    }
+    *a = PySequence_Fast_GET_ITEM(*seq, 0);
+    *b = PySequence_Fast_GET_ITEM(*seq, 1);
+    return 0;
+}
+
+/* The statistics' edge counts, and with instruments the node's labelled edges. */
+static int
+count_edges(PyObject *stats, PyObject *found, PyObject *parents, PyObject *edge_counts,
+            PyObject *labelled)
+{
+    PyObject *edges = PyObject_GetAttr(stats, s_edges), *items = NULL, *seq = NULL, *a, *b;
+    int rc = -1;
+    if (edges == NULL)
+        return -1;
+    if (edge_counts != Py_None && labelled == NULL) {
+        if ((items = PySequence_Fast(edge_counts, "edge counts")) == NULL)
+            goto done;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items); i++) {
+            if (pair_items(PySequence_Fast_GET_ITEM(items, i), &seq, &a, &b) < 0
+                    || count_edge(edges, a, b) < 0)
+                goto done;
+            Py_CLEAR(seq);
+        }
+        rc = 0;
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(parents); i++) {
+        PyObject *p = PyList_GET_ITEM(parents, i);
+        Py_XSETREF(items, PyObject_GetItem(found, p));
+        if (items == NULL)
+            goto done;
+        Py_SETREF(items, PySequence_Fast(items, "edge reasons"));
+        if (items == NULL)
+            goto done;
+        for (Py_ssize_t j = 0; j < PySequence_Fast_GET_SIZE(items); j++) {
+            if (pair_items(PySequence_Fast_GET_ITEM(items, j), &seq, &a, &b) < 0)
+                goto done;
+            if (labelled != NULL) {
+                PyObject *edge = PyTuple_Pack(3, p, a, b);
+                if (edge == NULL || PyList_Append(labelled, edge) < 0) {
+                    Py_XDECREF(edge);
+                    goto done;
+                }
+                Py_DECREF(edge);
+            } else if (count_edge(edges, a, one) < 0) {
+                goto done;
+            }
+            Py_CLEAR(seq);
+        }
+    }
+    rc = 0;
+done:
+    Py_XDECREF(edges);
+    Py_XDECREF(items);
+    Py_XDECREF(seq);
+    return rc;
+}
+
+/* Set or clear both re-entry marks (clearing keeps a pending error). */
+static int
+mark(PyObject *self, PyObject *node)
+{
+    if (PyObject_SetAttr(self, s_issuing, node) < 0)
+        return -1;
+    return PyObject_SetAttr(self, s_issuing_compiled, node);
+}
+
+static void
+unmark(PyObject *self)
+{
+    SavedError saved;
+    save_error(&saved);
+    if (mark(self, Py_None) < 0)
+        raise_in_cleanup(&saved);
+    else
+        restore_error(&saved);
+}
+
+/* After the marks are set: everything from the dependencies to the poll. *enqueued is set
+   once the launch may be on the device. */
+static int
+issue_marked(PyObject *self, PyObject *node, PyObject *graph, PyObject *found_given,
+             PyObject *edge_counts, int explicit, int *enqueued)
+{
+    int rc = -1, t;
+    PyObject *found = NULL, *parents = NULL, *streams = NULL, *stream = NULL,
+        *backend = NULL, *accesses = NULL, *stats = NULL, *handle = NULL, *recorded = NULL,
+        *deps = NULL, *r = NULL, *used = NULL, *index = NULL, *instruments = NULL,
+        *labelled = NULL, *event = NULL;
+
+    if (found_given != Py_None) {
+        found = Py_NewRef(found_given);
+    } else {
+        if ((deps = PyObject_GetAttr(self, s_deps)) == NULL
+                || (accesses = get(node, &node_layout, N_ACCESSES, s_accesses)) == NULL
+                || (found = call_method(deps, s_conflicts, 1, accesses)) == NULL)
+            goto done;
+        Py_CLEAR(accesses);
+    }
+    Py_ssize_t nfound = PyObject_Size(found);
+    if (nfound < 0)
+        goto done;
+    parents = nfound > 1 ? PyObject_CallOneArg(reduce_parents, found) : PySequence_List(found);
+    if (parents == NULL)
+        goto done;
+    if (!PyList_CheckExact(parents)) {
+        PyErr_SetString(PyExc_TypeError, "reduce_parents must return a list");
+        goto done;
+    }
+    if ((streams = PyObject_GetAttr(self, s_streams)) == NULL
+            || (stream = call_method(streams, s_choose, 2, node, parents)) == NULL
+            || set(node, &node_layout, N_STREAM, s_stream, stream) < 0
+            || set(node, &node_layout, N_PARENTS, s_parents, parents) < 0
+            || (backend = PyObject_GetAttr(self, s_backend)) == NULL
+            || (accesses = get(node, &node_layout, N_ACCESSES, s_accesses)) == NULL
+            || (stats = PyObject_GetAttr(self, s_stats)) == NULL
+            || (handle = PyObject_GetAttr(stream, s_handle)) == NULL
+            || (t = attr_truth(self, s_prefetch)) < 0
+            || (t && prefetch_inputs(backend, stats, accesses, handle) < 0))
+        goto done;
+    if (PyList_GET_SIZE(parents)
+            && (r = call_method(streams, s_wait_for_parents, 2, node, parents)) == NULL)
+        goto done;
+    Py_CLEAR(r);
+    *enqueued = 1;
+    if (graph == Py_None) {
+        r = call_method(backend, s_launch, 2, node, handle);
+    } else {
+        if ((instruments = PyObject_GetAttr(self, s_instruments)) == NULL
+                || (t = truth(instruments)) < 0)
+            goto done;
+        if (t && (t = has_attr(backend, s_launch_traced_graph)) < 0)
+            goto done;
+        if (t)
+            r = call_method(backend, s_launch_traced_graph, 3, node, graph, handle);
+        else
+            r = recorded = call_method(backend, s_graph_launch, 2, graph, handle);
+        Py_CLEAR(instruments);
+    }
+    if (r == NULL)
+        goto done;
+    if (r != recorded)      /* (the graph's completion event is kept in recorded) */
+        Py_DECREF(r);
+    r = NULL;
+    /* the launch is enqueued: from here on nothing may fail half-way */
+    if ((r = call_method(streams, s_issued, 2, node, recorded ? recorded : Py_None)) == NULL)
+        goto done;
+    Py_CLEAR(r);
+    if (deps == NULL && (deps = PyObject_GetAttr(self, s_deps)) == NULL)
+        goto done;
+    if ((r = call_method(deps, s_commit, 2, node, accesses)) == NULL)
+        goto done;
+    Py_CLEAR(r);
+    if ((graph == Py_None || !explicit) && book_locations(accesses) < 0)
+        goto done;
+    if ((t = attr_truth(self, s_eager_free)) < 0)
+        goto done;
+    if (t) {
+        PyObject *empty = PyList_New(0);
+        t = empty == NULL || set(node, &node_layout, N_KEEPALIVE, s_keepalive, Py_None) < 0
+            || set(node, &node_layout, N_ACCESSES, s_accesses, empty) < 0;
+        Py_XDECREF(empty);
+        if (t)
+            goto done;
+    }
+    if (add_to(stats, s_nodes, one) < 0
+            || (used = PyObject_GetAttr(stats, s_streams_used)) == NULL
+            || (index = PyObject_GetAttr(stream, s_index)) == NULL
+            || (r = call_method(used, s_add, 1, index)) == NULL)
+        goto done;
+    Py_CLEAR(r);
+    if (nfound && count_edges(stats, found, parents, edge_counts, NULL) < 0)
+        goto done;
+    if ((instruments = PyObject_GetAttr(self, s_instruments)) == NULL
+            || (t = truth(instruments)) < 0)
+        goto done;
+    if (t) {
+        if ((labelled = PyList_New(0)) == NULL
+                || count_edges(stats, found, parents, Py_None, labelled) < 0
+                || set(node, &node_layout, N_EDGES, s_edges, labelled) < 0
+                || (r = call_method(self, s_notify_node, 1, node)) == NULL)
+            goto done;
+        Py_CLEAR(r);
+    }
+    if ((t = attr_truth(self, s_sync_mode)) < 0)
+        goto done;
+    if (t) {
+        if ((event = get(node, &node_layout, N_EVENT, s_event)) == NULL
+                || (r = call_method(backend, s_host_wait, 1, event)) == NULL)
+            goto done;
+        Py_CLEAR(r);
+        if ((r = call_method(streams, s_finished, 1, node)) == NULL)
+            goto done;
+        Py_CLEAR(r);
+        if ((r = call_method(stats, s_sync, 1, s_sync_reason)) == NULL)
+            goto done;
+        Py_CLEAR(r);
+    } else {
+        PyObject *inflight = PyObject_GetAttr(streams, s_inflight), *threshold = NULL;
+        t = -1;
+        if (inflight != NULL && (threshold = PyObject_GetAttr(streams, s_poll_threshold)))
+            t = less(threshold, inflight);
+        Py_XDECREF(inflight);
+        Py_XDECREF(threshold);
+        if (t < 0)
+            goto done;
+        if (t) {
+            if ((r = PyObject_CallMethodNoArgs(streams, s_poll)) == NULL)
+                goto done;
+            Py_CLEAR(r);
+        }
+    }
+    rc = 0;
+done:
+    Py_XDECREF(found);
+    Py_XDECREF(parents);
+    Py_XDECREF(streams);
+    Py_XDECREF(stream);
+    Py_XDECREF(backend);
+    Py_XDECREF(accesses);
+    Py_XDECREF(stats);
+    Py_XDECREF(handle);
+    Py_XDECREF(recorded);
+    Py_XDECREF(deps);
+    Py_XDECREF(r);
+    Py_XDECREF(used);
+    Py_XDECREF(index);
+    Py_XDECREF(instruments);
+    Py_XDECREF(labelled);
+    Py_XDECREF(event);
+    return rc;
+}
+
+static PyObject *
+runtime_issue(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 4) {
+        PyErr_SetString(PyExc_TypeError, "_issue(node, graph=None, found=None, edge_counts=None)");
+        return NULL;
+    }
+    PyObject *node = args[0], *graph = nargs > 1 ? args[1] : Py_None,
+        *found = nargs > 2 ? args[2] : Py_None, *edge_counts = nargs > 3 ? args[3] : Py_None;
+    PyObject *issuing = PyObject_GetAttr(self, s_issuing), *r;
+    if (issuing == NULL)
+        return NULL;
+    if (issuing != Py_None) {
+        Py_DECREF(issuing);
+        PyObject *call[] = {self, node};
+        if ((r = PyObject_Vectorcall(refuse_reentry, call, 2, NULL)) == NULL)
+            return NULL;
+        Py_DECREF(r);
+    } else {
+        Py_DECREF(issuing);
+    }
+    PyObject *memory = PyObject_GetAttr(self, s_memory);
+    if (memory == NULL)
+        return NULL;
+    int explicit = memory != Py_None;
+    if (explicit && graph == Py_None) {
+        /* (copy nodes are parents of this one; a graph's are booked by before_graph) */
+        PyObject *kind = get(node, &node_layout, N_KIND, s_kind), *accesses = NULL;
+        int other = kind == NULL ? -1 : PyObject_RichCompareBool(kind, s_copy, Py_NE);
+        Py_XDECREF(kind);
+        if (other > 0) {
+            accesses = get(node, &node_layout, N_ACCESSES, s_accesses);
+            r = accesses ? call_method(memory, s_before_device, 1, accesses) : NULL;
+            Py_XDECREF(accesses);
+            Py_XDECREF(r);
+            other = r == NULL ? -1 : 0;
+        }
+        if (other < 0) {
+            Py_DECREF(memory);
+            return NULL;
+        }
+    }
+    Py_DECREF(memory);
+    int enqueued = 0;
+    if (mark(self, node) < 0
+            || issue_marked(self, node, graph, found, edge_counts, explicit, &enqueued) < 0) {
+        if (enqueued) {
+            /* the node may be queued on the device while the DAG does not know it */
+            SavedError saved;
+            save_error(&saved);
+            if ((r = call_method(self, s_recover, 1, node)) == NULL) {
+                raise_in_cleanup(&saved);
+            } else {
+                Py_DECREF(r);
+                restore_error(&saved);
+            }
+        }
+        unmark(self);
+        return NULL;
+    }
+    unmark(self);
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef runtime_methods[] = {
+    {"launch_kernel", (PyCFunction)(void (*)(void))runtime_launch_kernel, METH_FASTCALL,
+     "Validate and schedule one kernel launch; returns without waiting."},
+    {"_issue", (PyCFunction)(void (*)(void))runtime_issue, METH_FASTCALL,
+     "Enqueue one node: dependencies, stream, waits, launch, event, commit."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot runtime_slots[] = {
+    {Py_tp_methods, runtime_methods},
+    {Py_tp_doc, "Base of asyncgpu's Runtime: launch_kernel and _issue, compiled."},
+    {0, NULL},
+};
+
+static PyType_Spec runtime_spec = {
+    "asyncgpu._speedups.RuntimeBase",
+    sizeof(PyObject),
+    0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    runtime_slots,
+};
+
+PyObject *
+configure_issue(PyObject *module, PyObject *args)
+{
+    PyObject *node, *alloc, *site, *refuse, *python_launch, *reduce, *host, *device;
+    static const char *const node_names[] = {"kind", "accesses", "stream", "parents", "launch",
+                                             "keepalive", "edges", "event"};
+    static const char *const alloc_names[] = {"location", "nbytes", "buffer"};
+    if (!PyArg_ParseTuple(args, "OOOOOOOO:configure_issue", &node, &alloc, &site, &refuse,
+                          &python_launch, &reduce, &host, &device))
+        return NULL;
+    if (layout(&node_layout, node, node_names, 8) < 0
+            || layout(&alloc_layout, alloc, alloc_names, 3) < 0)
+        return NULL;
+    Py_XSETREF(node_type, Py_NewRef(node));
+    Py_XSETREF(user_site, Py_NewRef(site));
+    Py_XSETREF(refuse_reentry, Py_NewRef(refuse));
+    Py_XSETREF(python_launch_kernel, Py_NewRef(python_launch));
+    Py_XSETREF(reduce_parents, Py_NewRef(reduce));
+    Py_XSETREF(host_flag, Py_NewRef(host));
+    Py_XSETREF(device_flag, Py_NewRef(device));
+    Py_RETURN_NONE;
+}
+
+int
+issue_init(PyObject *module)
+{
+    static struct {
+        PyObject **var;
+        const char *text;
+    } strings[] = {
+        {&s_kernel, "kernel"}, {&s_lock, "_lock"}, {&s_acquire, "acquire"},
+        {&s_release, "release"}, {&s_releases, "_releases"},
+        {&s_drain_releases, "_drain_releases"}, {&s_want_sites, "want_sites"},
+        {&s_recording, "recording"}, {&s_bind, "bind"}, {&s_memory, "memory"},
+        {&s_elementwise, "elementwise"}, {&s_no_const, "no_const"},
+        {&s_alias_blind, "alias_blind"}, {&s_backend, "backend"},
+        {&s_kernel_launch, "kernel_launch"}, {&s_name, "name"}, {&s_stats, "stats"},
+        {&s_kernels, "kernels"}, {&s_issue, "_issue"}, {&s_issuing, "_issuing"},
+        {&s_issuing_compiled, "_issuing_compiled"}, {&s_before_device, "before_device"},
+        {&s_accesses, "accesses"}, {&s_kind, "kind"}, {&s_copy, "copy"}, {&s_deps, "deps"},
+        {&s_conflicts, "conflicts"}, {&s_streams, "streams"}, {&s_choose, "choose"},
+        {&s_stream, "stream"}, {&s_parents, "parents"}, {&s_prefetch, "prefetch"},
+        {&s_alloc, "alloc"}, {&s_location, "location"}, {&s_nbytes, "nbytes"},
+        {&s_buffer, "buffer"}, {&s_handle, "handle"}, {&s_prefetches, "prefetches"},
+        {&s_bytes_prefetched, "bytes_prefetched"}, {&s_wait_for_parents, "wait_for_parents"},
+        {&s_launch, "launch"}, {&s_instruments, "_instruments"},
+        {&s_launch_traced_graph, "launch_traced_graph"}, {&s_graph_launch, "graph_launch"},
+        {&s_issued, "issued"}, {&s_commit, "commit"}, {&s_write, "write"},
+        {&s_eager_free, "eager_free"}, {&s_keepalive, "keepalive"}, {&s_nodes, "nodes"},
+        {&s_streams_used, "streams_used"}, {&s_add, "add"}, {&s_index, "index"},
+        {&s_edges, "edges"}, {&s_notify_node, "_notify_node"}, {&s_sync_mode, "sync_mode"},
+        {&s_host_wait, "host_wait"}, {&s_event, "event"}, {&s_finished, "finished"},
+        {&s_sync, "sync"}, {&s_sync_reason, "sync-mode"}, {&s_inflight, "_inflight"},
+        {&s_poll_threshold, "poll_threshold"}, {&s_poll, "poll"}, {&s_recover, "_recover"},
+            };
+    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++)
+        if (intern(strings[i].var, strings[i].text) < 0)
+            return -1;
+    s_kernel_kind = s_kernel;      /* (the node kind "kernel") */
+    if ((one = PyLong_FromLong(1)) == NULL)
+        return -1;
+    return add_type(module, "RuntimeBase", &runtime_spec);
+}
