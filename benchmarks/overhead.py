@@ -12,8 +12,12 @@ without host access, for CUDA C (CuPy ``RawKernel``) and Numba kernels:
 Baselines, same kernels, same run: ``cupy_raw`` (``RawKernel.__call__`` on CuPy arrays, one
 stream), ``numba_device`` (Numba's launch with Numba device arrays) and ``numba_cupy`` (Numba's
 launch with CuPy arrays on an external stream: the same arguments asyncgpu hands Numba).
-Each case is timed over ``launches`` launches, ``repeats`` times; the report gives the median and
-the 10th/90th percentiles in microseconds per launch. ``flat`` gives the per-launch cost of 1,000
+Each case is timed over ``launches`` launches, ``repeats`` times, the cases taking turns; the
+report gives the median and the 10th/90th percentiles in microseconds per launch.
+
+``cuda_sequence_*`` are the CUDA calls an asyncgpu launch makes (launch, event record, a poll's
+query, and the event wait of a cross-stream launch) made straight through CuPy: the floor under
+the ``ag_*`` cases, measured in the same rounds. ``flat`` gives the per-launch cost of 1,000
 launches after 10, 1,000 and 100,000 launches without a host access (it must stay flat).
 
 ``runtime_only`` measures asyncgpu's own Python work per launch with a backend that does nothing
@@ -103,12 +107,14 @@ def _ag_cases(ag: Any, k: Any, nargs: int) -> dict[str, Callable[[int], float | 
 
 
 def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
-    """Host microseconds per launch for every case (``cuda`` backend only)."""
+    """Host microseconds per launch for every case (``cuda`` backend only).
+
+    The cases take turns: each round times every case once, so every case sees the same
+    stretches of the host (whose speed drifts by tens of percent within a run), and the ratios
+    the targets name are also given per round (``ratios_per_round``, then their median)."""
     import cupy
     from numba import cuda
 
-    cases: dict[str, dict[str, float]] = {}
-    waits: dict[str, float] = {}
     stream = cupy.cuda.Stream(non_blocking=True)
     nstream = cuda.external_stream(stream.ptr)
 
@@ -116,6 +122,7 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
         stream.synchronize()
         ag.synchronize()
 
+    loops: dict[str, Callable[[int], float | None]] = {}
     for nargs in ARGS:
         src = _c_source(nargs)
         raw = cupy.RawKernel(src, f"k{nargs}")
@@ -123,35 +130,103 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
         nb = _numba_kernel(nargs)
         nb_arrays = [cuda.to_device(np.ones(32, np.float32)) for _ in range(nargs)]
         const = [f"a{i}" for i in range(nargs - 1)]
-        loops: dict[str, Callable[[int], float | None]] = {
-            "cupy_raw": lambda n: [raw((1,), (32,), tuple(cp_arrays), stream=stream)
-                                   for _ in range(n)] and None,
-            "numba_device": lambda n: [nb[1, 32, nstream](*nb_arrays) for _ in range(n)] and None,
-            "numba_cupy": lambda n: [nb[1, 32, nstream](*cp_arrays) for _ in range(n)] and None,
+        case_loops: dict[str, Callable[[int], float | None]] = {
+            "cupy_raw": lambda n, raw=raw, a=tuple(cp_arrays): [
+                raw((1,), (32,), a, stream=stream) for _ in range(n)] and None,
+            "numba_device": lambda n, nb=nb, a=nb_arrays: [
+                nb[1, 32, nstream](*a) for _ in range(n)] and None,
+            "numba_cupy": lambda n, nb=nb, a=cp_arrays: [
+                nb[1, 32, nstream](*a) for _ in range(n)] and None,
         }
         for kind, k in (("cuda_c", ag.cuda_kernel(src, f"k{nargs}")),
                         ("numba", ag.kernel(nb, const=const))):
             for case, fn in _ag_cases(ag, k, nargs).items():
-                loops[f"ag_{kind}_{case}"] = fn
+                case_loops[f"ag_{kind}_{case}"] = fn
+        loops.update({f"{name}_{nargs}args": fn for name, fn in case_loops.items()})
+    loops.update(_sequences(ag, stream))
+    for fn in loops.values():
+        fn(50)                                      # compile and warm up
+    sync()
+    samples: dict[str, list[float]] = {name: [] for name in loops}
+    waits = dict.fromkeys((n for n in loops if n.startswith("ag_") and "cross_stream" in n), 0)
+    for _ in range(repeats):
         for name, fn in loops.items():
-            fn(50)                                  # compile and warm up
-            sync()
             before = ag.statistics().event_waits
-            cases[f"{name}_{nargs}args"] = _per_launch(fn, launches, sync, repeats)
-            if name.endswith("cross_stream"):
-                waits[f"{name}_{nargs}args"] = (ag.statistics().event_waits - before) / (
-                    launches * repeats)
+            samples[name].append(_timed(fn, launches, sync))
+            if name in waits:
+                waits[name] += ag.statistics().event_waits - before
+    cases = {name: _summary(s) for name, s in samples.items()}
     components = _components(ag, stream, launches, repeats, sync)
-    med = {k: v["median_us"] for k, v in cases.items()}
-    ratios = {
-        "cuda_c_cross_stream_over_cupy_raw_3args":
-            med["ag_cuda_c_cross_stream_3args"] / med["cupy_raw_3args"],
-        "numba_cupy_over_ag_numba_independent_3args":
-            med["numba_cupy_3args"] / med["ag_numba_independent_3args"],
+    per_round = {
+        "cuda_c_cross_stream_over_cupy_raw_3args": _round_ratios(
+            samples, "ag_cuda_c_cross_stream_3args", "cupy_raw_3args"),
+        "numba_cupy_over_ag_numba_independent_3args": _round_ratios(
+            samples, "numba_cupy_3args", "ag_numba_independent_3args"),
+        "cuda_sequence_cross_stream_over_cupy_raw_3args": _round_ratios(
+            samples, "cuda_sequence_cross_stream_3args", "cupy_raw_3args"),
     }
-    return {"cases": cases, "components": components, "event_waits_per_timed_launch": waits,
-            "ratios": ratios, "floor": cuda_floor(components, med["cupy_raw_3args"]),
+    return {"cases": cases, "components": components,
+            "event_waits_per_timed_launch": {n: w / (launches * repeats)
+                                             for n, w in waits.items()},
+            "ratios": {name: statistics.median(r) for name, r in per_round.items()},
+            "ratios_per_round": per_round,
+            "floor": cuda_floor(components, cases["cupy_raw_3args"]["median_us"]),
             "flat": flatness(ag), "options": options_effect(ag), "runtime_only": runtime_only()}
+
+
+def _timed(fn: Callable[[int], float | None], count: int, sync: Callable[[], None]) -> float:
+    """Host us per launch of one ``fn(count)``, between two synchronizations."""
+    sync()
+    t0 = time.perf_counter()
+    own = fn(count)
+    elapsed = own if own is not None else time.perf_counter() - t0
+    sync()
+    return elapsed / count * 1e6
+
+
+def _round_ratios(samples: dict[str, list[float]], num: str, den: str) -> list[float]:
+    return [a / b for a, b in zip(samples[num], samples[den])]
+
+
+def _sequences(ag: Any, stream: Any) -> dict[str, Callable[[int], None]]:
+    """The CUDA calls one asyncgpu launch of the 3-array CUDA C kernel makes, in its order,
+    straight through CuPy with nothing of asyncgpu in between: the packed ``cuLaunchKernel``,
+    the completion event's record, the poll's query of an earlier event, and for the
+    cross-stream case first the wait on the parent's event (on two alternating streams). What
+    asyncgpu adds to a launch is its case's time minus this."""
+    import cupy
+
+    from asyncgpu.backends._packed import cuda_c_plan
+
+    k = ag.cuda_kernel(_c_source(3), "k3")
+    arrays = [ag.ones(32, np.float32) for _ in range(3)]
+    k[1, 32](*arrays)
+    ag.synchronize()
+    raw = cupy.RawKernel(_c_source(3), "k3")
+    plan = cuda_c_plan(raw.kernel.ptr, k.params, cupy.cuda.driver.launchKernel)
+    values = tuple(a.__cuda_array_interface__["data"][0] for a in arrays)
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
+    events = [cupy.cuda.Event(block=False, disable_timing=True) for _ in range(64)]
+    record, wait = cupy.cuda.runtime.eventRecord, cupy.cuda.runtime.streamWaitEvent
+    grid, block = (1, 1, 1), (32, 1, 1)
+
+    def independent(n: int) -> None:
+        sp = stream.ptr
+        for i in range(n):
+            plan.launch(values, grid, block, 0, sp)
+            record(events[i % 64].ptr, sp)
+            events[(i - 1) % 64].done          # noqa: B018 (the query is the point)
+
+    def cross_stream(n: int) -> None:
+        for i in range(n):
+            sp = streams[i % 2].ptr
+            wait(sp, events[(i - 1) % 64].ptr, 0)
+            plan.launch(values, grid, block, 0, sp)
+            record(events[i % 64].ptr, sp)
+            events[(i - 2) % 64].done          # noqa: B018
+
+    return {"cuda_sequence_independent_3args": independent,
+            "cuda_sequence_cross_stream_3args": cross_stream}
 
 
 def cuda_floor(components: dict[str, dict[str, float]], raw_us: float) -> dict[str, float]:
