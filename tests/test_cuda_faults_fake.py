@@ -13,9 +13,14 @@ from collections import deque
 import pytest
 
 from asyncgpu import KernelFault
+from asyncgpu._errors import LaunchError
 from asyncgpu._dag import Node
 from asyncgpu._streams import StreamState
 from asyncgpu.backends import _cuda
+
+
+# The backend's record, wait, event_done and launch have compiled twins (csrc/device.c).
+pytestmark = pytest.mark.usefixtures("compiled")
 
 
 class FakeCudaError(Exception):
@@ -44,6 +49,9 @@ class FakeRuntime:
         if self.error is not None:
             raise self.error
 
+    def setDevice(self, device):
+        self.calls += 1
+
 
 class FakeStream:
     ptr = 1
@@ -54,6 +62,8 @@ class FakeBuffer:
 
 
 class FakeEvent:
+    ptr = 2
+
     def __init__(self, error=None):
         self.error = error
 
@@ -127,3 +137,66 @@ def test_other_errors_pass_through_unchanged():
     with pytest.raises(FakeCudaError):
         b.host_wait(FakeEvent(err))
     assert b.fault is None
+
+
+class FakeLaunch:
+    """A launch object that raises the given errors, one per call, then succeeds."""
+
+    def __init__(self, *errors):
+        self.errors = list(errors)
+        self.calls = 0
+
+    def __call__(self, stream):
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+
+
+def _raise(error):
+    def call(*args):
+        raise error
+    return call
+
+
+def test_a_fault_seen_by_a_record_or_a_wait_is_a_kernel_fault_raised_from_it():
+    b = backend()
+    b._event_record = _raise(ILLEGAL)
+    with pytest.raises(KernelFault, match=r"kernel 'oob_store'") as info:
+        b.record(FakeEvent(), FakeStream())
+    assert info.value.__context__ is ILLEGAL       # raised while handling the CUDA error
+    b = backend()
+    b._stream_wait = _raise(ILLEGAL)
+    with pytest.raises(KernelFault, match=r"kernel 'oob_store'"):
+        b.wait(FakeStream(), FakeEvent())
+
+
+def test_other_errors_of_a_record_or_a_wait_pass_through_unchanged():
+    err = FakeCudaError(2, "cudaErrorInvalidValue")
+    b = backend()
+    b._event_record = b._stream_wait = _raise(err)
+    for call in (lambda: b.record(FakeEvent(), FakeStream()),
+                 lambda: b.wait(FakeStream(), FakeEvent())):
+        with pytest.raises(FakeCudaError) as info:
+            call()
+        assert info.value is err
+    assert b.fault is None
+
+
+def test_a_refused_launch_is_a_launch_error_and_a_missing_context_launches_again():
+    b = backend()
+    b._driver_error = FakeCudaError
+    b.device = 0
+    node = Node("kernel", "k", "prog.py:1", [])
+    node.launch = FakeLaunch(FakeCudaError(1, "CUDA_ERROR_INVALID_VALUE"))
+    with pytest.raises(LaunchError, match=r"kernel 'k' at prog.py:1: the driver refused"):
+        b.launch(node, FakeStream())
+    assert b._recent[-1] is node
+    node.launch = FakeLaunch(FakeCudaError(201, "CUDA_ERROR_INVALID_CONTEXT"))
+    b.launch(node, FakeStream())                   # bound the device's context, launched again
+    assert node.launch.calls == 2
+    node.launch = FakeLaunch(ValueError("not a driver error"))
+    with pytest.raises(ValueError, match="not a driver error"):
+        b.launch(node, FakeStream())
+    node.launch = FakeLaunch(ILLEGAL)
+    with pytest.raises(KernelFault, match=r"kernel 'k' at prog.py:1"):
+        b.launch(node, FakeStream())

@@ -1,6 +1,7 @@
-"""The launcher's compiled call (``asyncgpu._speedups``) against the Python one: the same
-launches remembered, the same errors, other threads' launches issued, no references leaked.
-(``tests/test_recorder_memo.py`` runs the memo's own tests both ways too.)"""
+"""The compiled methods (``asyncgpu._speedups``): each class uses the ones asked for; the
+launcher's compiled call against the Python one: the same launches remembered, the same errors,
+other threads' launches issued, no references leaked. (``tests/test_recorder_memo.py`` runs
+the memo's own tests both ways too; ``test_*_compiled.py`` compare the other twins.)"""
 
 from __future__ import annotations
 
@@ -21,19 +22,18 @@ pytestmark = pytest.mark.usefixtures("compiled")
 
 
 def test_the_methods_in_use_are_the_ones_asked_for(compiled):
-    from asyncgpu._deps import DependencyTracker, PythonTracking
-    from asyncgpu._kernel import Kernel, Launcher, PythonBinding, PythonCall
-    from asyncgpu.backends._cuda_kernels import PackedTarget, PythonGathering
+    import asyncgpu.backends._cuda  # noqa: F401  (registers the cuda backend's methods)
 
     python = compiled == "python"
     assert _compiled.in_use() == (not python)
-    for cls, reference, names in ((Launcher, PythonCall, ["__call__"]),
-                                  (DependencyTracker, PythonTracking, ["conflicts", "commit"]),
-                                  (Kernel, PythonBinding, ["bind"]),
-                                  (PackedTarget, PythonGathering,
-                                   ["numba_values", "pointer_values"])):
+    classes = set()
+    for cls, reference, names in _compiled._registered:
         for name in names:
             assert (getattr(cls, name) is getattr(reference, name)) == python, (cls, name)
+        classes.add(cls.__name__)
+    assert classes == {"Launcher", "DependencyTracker", "Kernel", "PackedTarget", "Runtime",
+                       "StreamManager", "Node", "Reuse", "Disjoint", "ExplicitMemory",
+                       "CudaBackend", "PackedLaunch"}
 
 
 def test_remembered_launches_replay_and_compute_the_same(sim):
