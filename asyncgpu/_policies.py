@@ -51,6 +51,7 @@ class PythonReusePick:
 class Reuse(*compiled.bases("ReuseBase", PythonReusePick)):
     """New-stream policy ``reuse`` (FIFO over free streams)."""
 
+    __slots__ = ()
     name = "reuse"
 
 
@@ -79,6 +80,7 @@ class PythonDisjointPick:
 class Disjoint(*compiled.bases("DisjointBase", PythonDisjointPick)):
     """Parent-stream policy ``disjoint``: one child per parent inherits its stream."""
 
+    __slots__ = ()
     name = "disjoint"
 
 

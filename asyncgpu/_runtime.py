@@ -168,6 +168,12 @@ class PythonIssuing:
 class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
     """The scheduler for one backend (use the module-level API; no public constructor)."""
 
+    # (slots: what every launch reads, which the compiled methods read at their offsets;
+    # everything else lives in the instance dict)
+    __slots__ = ("options", "backend", "stats", "_lock", "_releases", "_instruments",
+                 "_issuing", "_issuing_compiled", "recording", "deps", "streams", "sync_mode",
+                 "no_const", "memory", "prefetch", "want_sites", "alias_blind", "eager_free")
+
     def __init__(self, options: Options, backend: Any = None) -> None:
         self.options = options
         # ``backend`` replaces the one the options select (micro-benchmarks of the runtime's
@@ -440,7 +446,8 @@ def _inside_issue(node: Node) -> bool:
 
 
 compiled.register(Runtime, PythonIssuing, ("launch_kernel", "_issue"))
-compiled.configure("configure_issue", Node, Allocation, user_site, refuse_reentry,
+compiled.configure("configure_issue", Runtime, Counters, Node, Allocation, user_site,
+                   refuse_reentry,
                    PythonIssuing.launch_kernel, reduce_parents, HOST, DEVICE)
 
 

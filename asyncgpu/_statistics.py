@@ -8,7 +8,14 @@ from typing import Any, Mapping
 
 
 class Counters:
-    """Mutable counters owned by one runtime (plain attributes: cheap on the launch path)."""
+    """Mutable counters owned by one runtime (slots: cheap on the launch path, and the compiled
+    methods update them at their offsets)."""
+
+    __slots__ = ("nodes", "kernels", "calls", "host_accesses", "edges", "streams_created",
+                 "events_created", "events_recorded", "event_waits", "syncs", "prefetches",
+                 "bytes_prefetched", "copies_to_device", "copies_to_host", "bytes_to_device",
+                 "bytes_to_host", "nodes_retired", "retired_by_poll", "streams_used",
+                 "graphs_recorded", "graphs_replayed", "listener")
 
     def __init__(self) -> None:
         self.nodes = 0

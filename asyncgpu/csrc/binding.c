@@ -241,6 +241,8 @@ error:
     return NULL;
 }
 
+static Twin t_bind;
+
 static PyMethodDef kernel_methods[] = {
     {"bind", (PyCFunction)(void (*)(void))kernel_bind, METH_FASTCALL,
      "bind(runtime, args, site): validate the arguments; the array arguments and the values "
@@ -308,5 +310,18 @@ binding_init(PyObject *module)
             || intern(&s_bind_scalar, "_bind_scalar") < 0 || intern(&s_params, "params") < 0
             || intern(&s_bind_in_python, "bind_in_python") < 0)
         return -1;
-    return add_type(module, "KernelBase", &kernel_spec);
+    if (add_type(module, "KernelBase", &kernel_spec) < 0
+            || twin(&t_bind, module, "KernelBase", "bind") < 0)
+        return -1;
+    return 0;
+}
+
+PyObject *
+call_bind(PyObject *kernel, PyObject *runtime, PyObject *args, PyObject *site)
+{
+    if (direct(&t_bind, kernel)) {
+        PyObject *stack[] = {runtime, args, site};
+        return kernel_bind(kernel, stack, 3);
+    }
+    return call_method(kernel, t_bind.name, 3, runtime, args, site);
 }

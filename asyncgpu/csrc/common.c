@@ -4,7 +4,7 @@
 
 #include "speedups.h"
 
-SlotLayout array_layout, arg_layout;
+SlotLayout array_layout, arg_layout, stats_layout;
 
 static Py_ssize_t
 slot_offset(PyTypeObject *type, const char *name)
@@ -168,4 +168,65 @@ raise_in_cleanup(SavedError *saved)
     }
     PyErr_Restore(type, value, traceback);
 #endif
+}
+
+/* Find a compiled method's descriptor, once its type is in the module. */
+int
+twin(Twin *t, PyObject *module, const char *type_name, const char *method)
+{
+    PyObject *type = PyObject_GetAttrString(module, type_name);
+    if (type == NULL)
+        return -1;
+    if (!PyType_Check(type) || intern(&t->name, method) < 0) {
+        Py_DECREF(type);
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_TypeError, "%s is not a type", type_name);
+        return -1;
+    }
+    t->descr = PyDict_GetItemWithError(((PyTypeObject *)type)->tp_dict, t->name);
+    Py_XINCREF(t->descr);
+    Py_DECREF(type);
+    if (t->descr == NULL) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_AttributeError, "%s has no method %s", type_name, method);
+        return -1;
+    }
+    return 0;
+}
+
+static const char *const stats_names[] = {
+    "nodes", "kernels", "event_waits", "events_recorded", "nodes_retired", "retired_by_poll",
+    "prefetches", "bytes_prefetched", "streams_used", "edges"};
+#define N_STATS ((int)(sizeof stats_names / sizeof stats_names[0]))
+PyObject *stats_attrs[N_STATS];
+
+/* obj.<name> += amount, at the slot's offset when obj's exact type is the layout's */
+int
+add_at(PyObject *obj, const SlotLayout *layout, int field, PyObject *name, PyObject *amount)
+{
+    if (layout->type != NULL && Py_TYPE(obj) == layout->type) {
+        PyObject **slot = (PyObject **)((char *)obj + layout->off[field]), *sum;
+        if (*slot != NULL) {
+            if ((sum = PyNumber_InPlaceAdd(*slot, amount)) == NULL)
+                return -1;
+            Py_SETREF(*slot, sum);
+            return 0;
+        }
+    }
+    return add_to(obj, name, amount);
+}
+
+int
+count_stat(PyObject *stats, int field, PyObject *amount)
+{
+    return add_at(stats, &stats_layout, field, stats_attrs[field], amount);
+}
+
+int
+stats_configure(PyObject *counters)
+{
+    for (int i = 0; i < N_STATS; i++)
+        if (stats_attrs[i] == NULL && intern(&stats_attrs[i], stats_names[i]) < 0)
+            return -1;
+    return layout(&stats_layout, counters, stats_names, N_STATS);
 }

@@ -29,8 +29,12 @@ Example: ``asyncgpu._compiled.use(False)`` puts the Python methods back.
 /* Set by configure_issue(). */
 static PyObject *node_type, *user_site, *refuse_reentry, *python_launch_kernel,
     *reduce_parents, *host_flag, *device_flag;
-static SlotLayout node_layout, alloc_layout;
+static SlotLayout node_layout, alloc_layout, runtime_layout;
 enum { N_KIND, N_ACCESSES, N_STREAM, N_PARENTS, N_LAUNCH, N_KEEPALIVE, N_EDGES, N_EVENT };
+enum { R_BACKEND, R_STATS, R_LOCK, R_RELEASES, R_INSTRUMENTS, R_ISSUING, R_ISSUING_COMPILED,
+       R_RECORDING, R_DEPS, R_STREAMS, R_SYNC_MODE, R_NO_CONST, R_MEMORY, R_PREFETCH,
+       R_WANT_SITES, R_ALIAS_BLIND, R_EAGER_FREE };
+#define RT(self, f, name) get((self), &runtime_layout, (f), (name))
 enum { L_LOCATION, L_NBYTES, L_BUFFER };
 
 static PyObject *s_kernel, *s_lock, *s_acquire, *s_release, *s_releases, *s_drain_releases,
@@ -46,11 +50,11 @@ static PyObject *s_kernel, *s_lock, *s_acquire, *s_release, *s_releases, *s_drai
     *s_recover, *s_kernel_kind;
 static PyObject *one;
 
-/* obj.name, read and tested for truth: 1, 0 or -1 */
+/* The runtime's attribute, tested for truth: 1, 0 or -1 */
 static int
-attr_truth(PyObject *obj, PyObject *name)
+rt_truth(PyObject *self, int field, PyObject *name)
 {
-    PyObject *v = PyObject_GetAttr(obj, name);
+    PyObject *v = RT(self, field, name);
     if (v == NULL)
         return -1;
     int r = truth(v);
@@ -79,17 +83,23 @@ has_attr(PyObject *obj, PyObject *name)
 static int
 unusual(PyObject *self, PyObject *kernel)
 {
-    int r = attr_truth(self, s_no_const);
+    int r = rt_truth(self, R_NO_CONST, s_no_const);
     if (r != 0)
         return r;
-    if ((r = attr_truth(self, s_alias_blind)) != 0)
+    if ((r = rt_truth(self, R_ALIAS_BLIND, s_alias_blind)) != 0)
         return r;
-    PyObject *memory = PyObject_GetAttr(self, s_memory);
+    PyObject *memory = RT(self, R_MEMORY, s_memory), *elementwise;
     if (memory == NULL)
         return -1;
     int explicit = memory != Py_None;
     Py_DECREF(memory);
-    return explicit ? attr_truth(kernel, s_elementwise) : 0;
+    if (!explicit)
+        return 0;
+    if ((elementwise = PyObject_GetAttr(kernel, s_elementwise)) == NULL)
+        return -1;
+    r = truth(elementwise);
+    Py_DECREF(elementwise);
+    return r;
 }
 
 /* The body of launch_kernel, under the runtime's lock. */
@@ -98,7 +108,7 @@ launch_locked(PyObject *self, PyObject *launcher, PyObject *args, PyObject *kern
 {
     PyObject *result = NULL, *site = NULL, *rec = NULL, *pair = NULL, *backend = NULL,
         *launch = NULL, *name = NULL, *node = NULL, *stats = NULL, *r;
-    int t = attr_truth(self, s_releases);
+    int t = rt_truth(self, R_RELEASES, s_releases);
     if (t < 0)
         return NULL;
     if (t) {
@@ -106,10 +116,10 @@ launch_locked(PyObject *self, PyObject *launcher, PyObject *args, PyObject *kern
             return NULL;
         Py_DECREF(r);
     }
-    if ((t = attr_truth(self, s_want_sites)) < 0)
+    if ((t = rt_truth(self, R_WANT_SITES, s_want_sites)) < 0)
         return NULL;
     site = t ? PyObject_CallNoArgs(user_site) : Py_NewRef(Py_None);
-    if (site == NULL || (rec = PyObject_GetAttr(self, s_recording)) == NULL)
+    if (site == NULL || (rec = RT(self, R_RECORDING, s_recording)) == NULL)
         goto done;
     if (rec != Py_None) {
         if ((r = call_method(rec, s_kernel, 3, launcher, args, site)) == NULL)
@@ -123,14 +133,14 @@ launch_locked(PyObject *self, PyObject *launcher, PyObject *args, PyObject *kern
             goto done;
         }
     }
-    if ((pair = call_method(kernel, s_bind, 3, self, args, site)) == NULL)
+    if ((pair = call_bind(kernel, self, args, site)) == NULL)
         goto done;
     if (!PyTuple_CheckExact(pair) || PyTuple_GET_SIZE(pair) != 2) {
         PyErr_SetString(PyExc_TypeError, "Kernel.bind must return (arrays, values)");
         goto done;
     }
     PyObject *arrays = PyTuple_GET_ITEM(pair, 0), *values = PyTuple_GET_ITEM(pair, 1);
-    if ((backend = PyObject_GetAttr(self, s_backend)) == NULL
+    if ((backend = RT(self, R_BACKEND, s_backend)) == NULL
             || (launch = call_method(backend, s_kernel_launch, 5, kernel, launcher, arrays,
                                      values, site)) == NULL
             || (name = PyObject_GetAttr(kernel, s_name)) == NULL)
@@ -138,8 +148,8 @@ launch_locked(PyObject *self, PyObject *launcher, PyObject *args, PyObject *kern
     PyObject *node_args[] = {s_kernel_kind, name, site, arrays};
     if ((node = PyObject_Vectorcall(node_type, node_args, 4, NULL)) == NULL
             || set(node, &node_layout, N_LAUNCH, s_launch, launch) < 0
-            || (stats = PyObject_GetAttr(self, s_stats)) == NULL
-            || add_to(stats, s_kernels, one) < 0)
+            || (stats = RT(self, R_STATS, s_stats)) == NULL
+            || count_stat(stats, ST_KERNELS, one) < 0)
         goto done;
     result = call_method(self, s_issue, 1, node);
 done:
@@ -172,7 +182,7 @@ runtime_launch_kernel(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *call[] = {self, args[0], args[1]};
         return PyObject_Vectorcall(python_launch_kernel, call, 3, NULL);
     }
-    PyObject *lock = PyObject_GetAttr(self, s_lock), *r = NULL;
+    PyObject *lock = RT(self, R_LOCK, s_lock), *r = NULL;
     if (lock == NULL || (r = PyObject_CallMethodNoArgs(lock, s_acquire)) == NULL) {
         Py_DECREF(kernel);
         Py_XDECREF(lock);
@@ -236,8 +246,8 @@ prefetch_inputs(PyObject *backend, PyObject *stats, PyObject *accesses, PyObject
         if (wanted > 0) {
             wanted = ((buffer = get(alloc, &alloc_layout, L_BUFFER, s_buffer)) != NULL
                       && (r = call_method(backend, s_prefetch, 2, buffer, handle)) != NULL
-                      && add_to(stats, s_prefetches, one) == 0
-                      && add_to(stats, s_bytes_prefetched, nbytes) == 0
+                      && count_stat(stats, ST_PREFETCHES, one) == 0
+                      && count_stat(stats, ST_BYTES_PREFETCHED, nbytes) == 0
                       && set(alloc, &alloc_layout, L_LOCATION, s_location, device_flag) == 0)
                 ? 0 : -1;
         }
@@ -321,7 +331,8 @@ static int
 count_edges(PyObject *stats, PyObject *found, PyObject *parents, PyObject *edge_counts,
             PyObject *labelled)
 {
-    PyObject *edges = PyObject_GetAttr(stats, s_edges), *items = NULL, *seq = NULL, *a, *b;
+    PyObject *edges = get(stats, &stats_layout, ST_EDGES, stats_attrs[ST_EDGES]), *items = NULL,
+        *seq = NULL, *a, *b;
     int rc = -1;
     if (edges == NULL)
         return -1;
@@ -373,9 +384,9 @@ done:
 static int
 mark(PyObject *self, PyObject *node)
 {
-    if (PyObject_SetAttr(self, s_issuing, node) < 0)
+    if (set(self, &runtime_layout, R_ISSUING, s_issuing, node) < 0)
         return -1;
-    return PyObject_SetAttr(self, s_issuing_compiled, node);
+    return set(self, &runtime_layout, R_ISSUING_COMPILED, s_issuing_compiled, node);
 }
 
 static void
@@ -404,9 +415,9 @@ issue_marked(PyObject *self, PyObject *node, PyObject *graph, PyObject *found_gi
     if (found_given != Py_None) {
         found = Py_NewRef(found_given);
     } else {
-        if ((deps = PyObject_GetAttr(self, s_deps)) == NULL
+        if ((deps = RT(self, R_DEPS, s_deps)) == NULL
                 || (accesses = get(node, &node_layout, N_ACCESSES, s_accesses)) == NULL
-                || (found = call_method(deps, s_conflicts, 1, accesses)) == NULL)
+                || (found = call_conflicts(deps, accesses)) == NULL)
             goto done;
         Py_CLEAR(accesses);
     }
@@ -420,26 +431,26 @@ issue_marked(PyObject *self, PyObject *node, PyObject *graph, PyObject *found_gi
         PyErr_SetString(PyExc_TypeError, "reduce_parents must return a list");
         goto done;
     }
-    if ((streams = PyObject_GetAttr(self, s_streams)) == NULL
-            || (stream = call_method(streams, s_choose, 2, node, parents)) == NULL
+    if ((streams = RT(self, R_STREAMS, s_streams)) == NULL
+            || (stream = call_choose(streams, node, parents)) == NULL
             || set(node, &node_layout, N_STREAM, s_stream, stream) < 0
             || set(node, &node_layout, N_PARENTS, s_parents, parents) < 0
-            || (backend = PyObject_GetAttr(self, s_backend)) == NULL
+            || (backend = RT(self, R_BACKEND, s_backend)) == NULL
             || (accesses = get(node, &node_layout, N_ACCESSES, s_accesses)) == NULL
-            || (stats = PyObject_GetAttr(self, s_stats)) == NULL
+            || (stats = RT(self, R_STATS, s_stats)) == NULL
             || (handle = PyObject_GetAttr(stream, s_handle)) == NULL
-            || (t = attr_truth(self, s_prefetch)) < 0
+            || (t = rt_truth(self, R_PREFETCH, s_prefetch)) < 0
             || (t && prefetch_inputs(backend, stats, accesses, handle) < 0))
         goto done;
     if (PyList_GET_SIZE(parents)
-            && (r = call_method(streams, s_wait_for_parents, 2, node, parents)) == NULL)
+            && (r = call_wait_for_parents(streams, node, parents)) == NULL)
         goto done;
     Py_CLEAR(r);
     *enqueued = 1;
     if (graph == Py_None) {
         r = call_method(backend, s_launch, 2, node, handle);
     } else {
-        if ((instruments = PyObject_GetAttr(self, s_instruments)) == NULL
+        if ((instruments = RT(self, R_INSTRUMENTS, s_instruments)) == NULL
                 || (t = truth(instruments)) < 0)
             goto done;
         if (t && (t = has_attr(backend, s_launch_traced_graph)) < 0)
@@ -456,17 +467,17 @@ issue_marked(PyObject *self, PyObject *node, PyObject *graph, PyObject *found_gi
         Py_DECREF(r);
     r = NULL;
     /* the launch is enqueued: from here on nothing may fail half-way */
-    if ((r = call_method(streams, s_issued, 2, node, recorded ? recorded : Py_None)) == NULL)
+    if ((r = call_issued(streams, node, recorded ? recorded : Py_None)) == NULL)
         goto done;
     Py_CLEAR(r);
-    if (deps == NULL && (deps = PyObject_GetAttr(self, s_deps)) == NULL)
+    if (deps == NULL && (deps = RT(self, R_DEPS, s_deps)) == NULL)
         goto done;
-    if ((r = call_method(deps, s_commit, 2, node, accesses)) == NULL)
+    if ((r = call_commit(deps, node, accesses)) == NULL)
         goto done;
     Py_CLEAR(r);
     if ((graph == Py_None || !explicit) && book_locations(accesses) < 0)
         goto done;
-    if ((t = attr_truth(self, s_eager_free)) < 0)
+    if ((t = rt_truth(self, R_EAGER_FREE, s_eager_free)) < 0)
         goto done;
     if (t) {
         PyObject *empty = PyList_New(0);
@@ -476,15 +487,18 @@ issue_marked(PyObject *self, PyObject *node, PyObject *graph, PyObject *found_gi
         if (t)
             goto done;
     }
-    if (add_to(stats, s_nodes, one) < 0
-            || (used = PyObject_GetAttr(stats, s_streams_used)) == NULL
-            || (index = PyObject_GetAttr(stream, s_index)) == NULL
-            || (r = call_method(used, s_add, 1, index)) == NULL)
+    if (count_stat(stats, ST_NODES, one) < 0
+            || (used = get(stats, &stats_layout, ST_STREAMS_USED, stats_attrs[ST_STREAMS_USED]))
+               == NULL
+            || (index = PyObject_GetAttr(stream, s_index)) == NULL)
+        goto done;
+    if (PySet_CheckExact(used) ? PySet_Add(used, index) < 0
+            : (r = call_method(used, s_add, 1, index)) == NULL)
         goto done;
     Py_CLEAR(r);
     if (nfound && count_edges(stats, found, parents, edge_counts, NULL) < 0)
         goto done;
-    if ((instruments = PyObject_GetAttr(self, s_instruments)) == NULL
+    if ((instruments = RT(self, R_INSTRUMENTS, s_instruments)) == NULL
             || (t = truth(instruments)) < 0)
         goto done;
     if (t) {
@@ -495,7 +509,7 @@ issue_marked(PyObject *self, PyObject *node, PyObject *graph, PyObject *found_gi
             goto done;
         Py_CLEAR(r);
     }
-    if ((t = attr_truth(self, s_sync_mode)) < 0)
+    if ((t = rt_truth(self, R_SYNC_MODE, s_sync_mode)) < 0)
         goto done;
     if (t) {
         if ((event = get(node, &node_layout, N_EVENT, s_event)) == NULL
@@ -509,16 +523,10 @@ issue_marked(PyObject *self, PyObject *node, PyObject *graph, PyObject *found_gi
             goto done;
         Py_CLEAR(r);
     } else {
-        PyObject *inflight = PyObject_GetAttr(streams, s_inflight), *threshold = NULL;
-        t = -1;
-        if (inflight != NULL && (threshold = PyObject_GetAttr(streams, s_poll_threshold)))
-            t = less(threshold, inflight);
-        Py_XDECREF(inflight);
-        Py_XDECREF(threshold);
-        if (t < 0)
+        if ((t = should_poll(streams)) < 0)
             goto done;
         if (t) {
-            if ((r = PyObject_CallMethodNoArgs(streams, s_poll)) == NULL)
+            if ((r = call_poll(streams)) == NULL)
                 goto done;
             Py_CLEAR(r);
         }
@@ -553,7 +561,7 @@ runtime_issue(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *node = args[0], *graph = nargs > 1 ? args[1] : Py_None,
         *found = nargs > 2 ? args[2] : Py_None, *edge_counts = nargs > 3 ? args[3] : Py_None;
-    PyObject *issuing = PyObject_GetAttr(self, s_issuing), *r;
+    PyObject *issuing = RT(self, R_ISSUING, s_issuing), *r;
     if (issuing == NULL)
         return NULL;
     if (issuing != Py_None) {
@@ -565,7 +573,7 @@ runtime_issue(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     } else {
         Py_DECREF(issuing);
     }
-    PyObject *memory = PyObject_GetAttr(self, s_memory);
+    PyObject *memory = RT(self, R_MEMORY, s_memory);
     if (memory == NULL)
         return NULL;
     int explicit = memory != Py_None;
@@ -635,14 +643,20 @@ static PyType_Spec runtime_spec = {
 PyObject *
 configure_issue(PyObject *module, PyObject *args)
 {
-    PyObject *node, *alloc, *site, *refuse, *python_launch, *reduce, *host, *device;
+    PyObject *node, *alloc, *site, *refuse, *python_launch, *reduce, *host, *device, *runtime,
+        *counters;
     static const char *const node_names[] = {"kind", "accesses", "stream", "parents", "launch",
                                              "keepalive", "edges", "event"};
     static const char *const alloc_names[] = {"location", "nbytes", "buffer"};
-    if (!PyArg_ParseTuple(args, "OOOOOOOO:configure_issue", &node, &alloc, &site, &refuse,
-                          &python_launch, &reduce, &host, &device))
+    static const char *const runtime_names[] = {
+        "backend", "stats", "_lock", "_releases", "_instruments", "_issuing",
+        "_issuing_compiled", "recording", "deps", "streams", "sync_mode", "no_const", "memory",
+        "prefetch", "want_sites", "alias_blind", "eager_free"};
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOO:configure_issue", &runtime, &counters, &node,
+                          &alloc, &site, &refuse, &python_launch, &reduce, &host, &device))
         return NULL;
-    if (layout(&node_layout, node, node_names, 8) < 0
+    if (layout(&runtime_layout, runtime, runtime_names, 17) < 0 || stats_configure(counters) < 0
+            || layout(&node_layout, node, node_names, 8) < 0
             || layout(&alloc_layout, alloc, alloc_names, 3) < 0)
         return NULL;
     Py_XSETREF(node_type, Py_NewRef(node));

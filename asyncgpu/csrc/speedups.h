@@ -10,7 +10,7 @@
    exactly ``type`` (found once by layout(); objects of other types are read by name). */
 typedef struct {
     PyTypeObject *type;
-    Py_ssize_t off[16];
+    Py_ssize_t off[24];
 } SlotLayout;
 
 int layout(SlotLayout *l, PyObject *type, const char *const *names, int n);
@@ -21,7 +21,38 @@ int less_equal(PyObject *a, PyObject *b);
 int intern(PyObject **var, const char *text);
 int set(PyObject *obj, const SlotLayout *layout, int field, PyObject *name, PyObject *value);
 int add_to(PyObject *obj, PyObject *name, PyObject *amount);
+int add_at(PyObject *obj, const SlotLayout *layout, int field, PyObject *name,
+           PyObject *amount);
 PyObject *call_method(PyObject *obj, PyObject *name, int nargs, ...);
+
+/* A compiled method that the compiled methods call directly, skipping the method call's
+   lookups, when that is what the ordinary call would run: the object has no instance dict and
+   its class resolves the name to this very method (so a subclass's override, a monkeypatch or
+   asyncgpu._compiled.use(False) still wins). */
+typedef struct {
+    PyObject *name;         /* interned */
+    PyObject *descr;        /* the method descriptor in the compiled base class */
+} Twin;
+
+int twin(Twin *t, PyObject *module, const char *type_name, const char *method);
+
+static inline int
+direct(const Twin *t, PyObject *obj)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    return t->descr != NULL && type->tp_dictoffset == 0
+        && !(type->tp_flags & Py_TPFLAGS_MANAGED_DICT) && _PyType_Lookup(type, t->name) == t->descr;
+}
+
+/* Calls of compiled methods from other files (each direct when it can be, see Twin). */
+PyObject *call_conflicts(PyObject *tracker, PyObject *accesses);
+PyObject *call_commit(PyObject *tracker, PyObject *node, PyObject *accesses);
+PyObject *call_bind(PyObject *kernel, PyObject *runtime, PyObject *args, PyObject *site);
+PyObject *call_choose(PyObject *manager, PyObject *node, PyObject *parents);
+PyObject *call_wait_for_parents(PyObject *manager, PyObject *node, PyObject *parents);
+PyObject *call_issued(PyObject *manager, PyObject *node, PyObject *recorded);
+PyObject *call_poll(PyObject *manager);
+int should_poll(PyObject *manager);
 
 /* An exception put aside while cleanup code calls Python (as a ``finally:`` block does). */
 typedef struct {
@@ -78,6 +109,15 @@ void raise_in_cleanup(SavedError *saved);
 extern SlotLayout array_layout, arg_layout;
 enum { AR_ALLOC, AR_DTYPE, AR_CONTIGUOUS, AR_LO, AR_HI, AR_CACHE };
 enum { G_INDEX, G_PARAM, G_ARRAY, G_READ, G_WRITE, G_KEY, G_ALLOC, G_LO, G_HI, G_LABEL };
+
+/* asyncgpu._statistics.Counters (set by configure_issue; updated by issue.c and streams.c) */
+extern SlotLayout stats_layout;
+enum { ST_NODES, ST_KERNELS, ST_EVENT_WAITS, ST_EVENTS_RECORDED, ST_NODES_RETIRED,
+       ST_RETIRED_BY_POLL, ST_PREFETCHES, ST_BYTES_PREFETCHED, ST_STREAMS_USED, ST_EDGES };
+/* stats.<field> += amount */
+int count_stat(PyObject *stats, int field, PyObject *amount);
+extern PyObject *stats_attrs[];
+int stats_configure(PyObject *counters);
 
 /* each part: its types added to the module, its strings interned */
 int launcher_init(PyObject *module);

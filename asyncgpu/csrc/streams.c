@@ -39,9 +39,13 @@ static PyObject *s_id, *s_kind, *s_name, *s_site, *s_accesses, *s_stream, *s_seq
     *s_new_policy, *s_parent_policy, *s_streams, *s_free, *s_events, *s_by_use,
     *s_inflight_count, *s_poll_at, *s_pick, *s_take_free, *s_can_grow, *s_grow,
     *s_least_recently_used, *s_wait, *s_record, *s_new_event, *s_event_done, *s_finished_m,
-    *s_on_finish, *s_popleft, *s_append, *s_pop, *s_event_waits, *s_events_recorded,
-    *s_retired_by_poll, *s_nodes_retired, *s_graph, *s_done, *s_get;
+    *s_on_finish, *s_popleft, *s_append, *s_pop, *s_graph, *s_done, *s_get;
 static PyObject *one, *minus_one, *empty;
+static Twin t_take_free, t_choose, t_wait_for_parents, t_issued, t_poll, t_finished,
+    t_on_finish, t_reuse_pick, t_disjoint_pick;
+static PyObject *manager_take_free(PyObject *self, PyObject *unused);
+static PyObject *manager_finished(PyObject *self, PyObject *node);
+static PyObject *manager_on_finish(PyObject *self, PyObject *node);
 
 #define NODE(obj, f, name) get((obj), &node_layout, (f), (name))
 #define STATE(obj, f, name) get((obj), &state_layout, (f), (name))
@@ -97,7 +101,8 @@ node_init(PyObject *self, PyObject *args, PyObject *kwargs)
 static PyObject *
 reuse_pick(PyObject *self, PyObject *pool)
 {
-    PyObject *free = PyObject_CallMethodNoArgs(pool, s_take_free);
+    PyObject *free = direct(&t_take_free, pool) ? manager_take_free(pool, NULL)
+                                                : PyObject_CallMethodNoArgs(pool, s_take_free);
     if (free != Py_None)
         return free;
     Py_DECREF(free);
@@ -136,6 +141,17 @@ disjoint_pick(PyObject *self, PyObject *parents)
     if (PyErr_Occurred())
         return NULL;
     Py_RETURN_NONE;
+}
+
+/* policy.pick(arg) */
+static PyObject *
+call_pick(PyObject *policy, PyObject *arg)
+{
+    if (direct(&t_reuse_pick, policy))
+        return reuse_pick(policy, arg);
+    if (direct(&t_disjoint_pick, policy))
+        return disjoint_pick(policy, arg);
+    return call_method(policy, s_pick, 1, arg);
 }
 
 /* ---- StreamManager ------------------------------------------------------------------------ */
@@ -189,7 +205,7 @@ manager_choose(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if ((policy = MANAGER(self, M_PARENT_POLICY, s_parent_policy)) == NULL)
             goto error;
         if (policy != Py_None) {
-            Py_SETREF(stream, call_method(policy, s_pick, 1, args[1]));
+            Py_SETREF(stream, call_pick(policy, args[1]));
             if (stream == NULL) {
                 Py_DECREF(policy);
                 return NULL;
@@ -200,7 +216,7 @@ manager_choose(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     if (stream == Py_None) {
         if ((policy = MANAGER(self, M_NEW_POLICY, s_new_policy)) == NULL)
             goto error;
-        Py_SETREF(stream, call_method(policy, s_pick, 1, self));
+        Py_SETREF(stream, call_pick(policy, self));
         Py_DECREF(policy);
     }
     return stream;
@@ -242,7 +258,7 @@ wait_for(PyObject *self, PyObject *stream, PyObject *waited, PyObject *p)
             || (r = call_method(backend, s_wait, 2, handle, event)) == NULL
             || PyObject_SetItem(waited, index, seq) < 0
             || (stats = MANAGER(self, M_STATS, s_stats)) == NULL
-            || add_to(stats, s_event_waits, one) < 0)
+            || count_stat(stats, ST_EVENT_WAITS, one) < 0)
         goto done;
     rc = 0;
 done:
@@ -386,9 +402,9 @@ manager_issued(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             || (inflight = STATE(stream, S_INFLIGHT, s_inflight)) == NULL)
         goto done;
     Py_XSETREF(r, call_method(inflight, s_append, 1, node));
-    if (r == NULL || add_to(self, s_inflight_count, one) < 0
+    if (r == NULL || add_at(self, &manager_layout, M_INFLIGHT, s_inflight_count, one) < 0
             || (stats = MANAGER(self, M_STATS, s_stats)) == NULL
-            || add_to(stats, s_events_recorded, one) < 0)
+            || count_stat(stats, ST_EVENTS_RECORDED, one) < 0)
         goto done;
     result = Py_NewRef(Py_None);
 done:
@@ -444,7 +460,7 @@ manager_on_finish(PyObject *self, PyObject *node)
             || set(node, &node_layout, N_KEEPALIVE, s_keepalive, Py_None) < 0
             || set(node, &node_layout, N_LAUNCH, s_launch, Py_None) < 0
             || set(node, &node_layout, N_ACCESSES, s_accesses, empty) < 0
-            || add_to(self, s_inflight_count, minus_one) < 0
+            || add_at(self, &manager_layout, M_INFLIGHT, s_inflight_count, minus_one) < 0
             || (stream = NODE(node, N_STREAM, s_stream)) == NULL
             || (inflight = STATE(stream, S_INFLIGHT, s_inflight)) == NULL
             || (t = PyObject_IsTrue(inflight)) < 0)
@@ -496,7 +512,8 @@ retire_one(PyObject *self, PyObject *m, PyObject *stack)
             t = -1;
     }
     Py_DECREF(parents);
-    if (t < 0 || (r = call_method(self, s_on_finish, 1, m)) == NULL)
+    if (t < 0 || (r = direct(&t_on_finish, self) ? manager_on_finish(self, m)
+                                                  : call_method(self, s_on_finish, 1, m)) == NULL)
         return -1;
     Py_DECREF(r);
     return 0;
@@ -582,7 +599,7 @@ manager_finished(PyObject *self, PyObject *node)
     }
     if ((total = PyLong_FromSsize_t(count)) == NULL
             || (stats = MANAGER(self, M_STATS, s_stats)) == NULL
-            || add_to(stats, s_nodes_retired, total) < 0)
+            || count_stat(stats, ST_NODES_RETIRED, total) < 0)
         goto error;
     Py_DECREF(stack);
     Py_DECREF(stats);
@@ -605,8 +622,10 @@ retire_if_done(PyObject *self, PyObject *backend, PyObject *stats, PyObject *nod
     int t = -1;
     if (event != NULL && (done = call_method(backend, s_event_done, 1, event)) != NULL
             && (t = truth(done)) > 0) {
-        t = (n = manager_finished(self, node)) == NULL
-            || add_to(stats, s_retired_by_poll, n) < 0 ? -1 : 1;
+        n = direct(&t_finished, self) ? manager_finished(self, node)
+                                      : call_method(self, s_finished_m, 1, node);
+        t = n == NULL
+            || count_stat(stats, ST_RETIRED_BY_POLL, n) < 0 ? -1 : 1;
     }
     Py_XDECREF(event);
     Py_XDECREF(done);
@@ -801,9 +820,7 @@ streams_init(PyObject *module)
         {&s_grow, "grow"}, {&s_least_recently_used, "least_recently_used"}, {&s_wait, "wait"},
         {&s_record, "record"}, {&s_new_event, "_new_event"}, {&s_event_done, "event_done"},
         {&s_finished_m, "finished"}, {&s_on_finish, "_on_finish"}, {&s_popleft, "popleft"},
-        {&s_append, "append"}, {&s_pop, "pop"}, {&s_event_waits, "event_waits"},
-        {&s_events_recorded, "events_recorded"}, {&s_retired_by_poll, "retired_by_poll"},
-        {&s_nodes_retired, "nodes_retired"}, {&s_graph, "graph"}, {&s_done, "done"},
+        {&s_append, "append"}, {&s_pop, "pop"}, {&s_graph, "graph"}, {&s_done, "done"},
         {&s_get, "get"},
     };
     for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++)
@@ -814,7 +831,69 @@ streams_init(PyObject *module)
         return -1;
     if (add_type(module, "StreamsBase", &manager_spec) < 0
             || add_type(module, "ReuseBase", &reuse_spec) < 0
-            || add_type(module, "DisjointBase", &disjoint_spec) < 0)
+            || add_type(module, "DisjointBase", &disjoint_spec) < 0
+            || add_type(module, "NodeBase", &node_spec) < 0)
         return -1;
-    return add_type(module, "NodeBase", &node_spec);
+    static struct {
+        Twin *twin;
+        const char *type, *method;
+    } twins[] = {
+        {&t_take_free, "StreamsBase", "take_free"}, {&t_choose, "StreamsBase", "choose"},
+        {&t_wait_for_parents, "StreamsBase", "wait_for_parents"},
+        {&t_issued, "StreamsBase", "issued"}, {&t_poll, "StreamsBase", "poll"},
+        {&t_finished, "StreamsBase", "finished"}, {&t_on_finish, "StreamsBase", "_on_finish"},
+        {&t_reuse_pick, "ReuseBase", "pick"}, {&t_disjoint_pick, "DisjointBase", "pick"},
+    };
+    for (size_t i = 0; i < sizeof twins / sizeof twins[0]; i++)
+        if (twin(twins[i].twin, module, twins[i].type, twins[i].method) < 0)
+            return -1;
+    return 0;
+}
+
+/* ---- the calls of other files --------------------------------------------------------------- */
+
+PyObject *
+call_choose(PyObject *manager, PyObject *node, PyObject *parents)
+{
+    PyObject *args[] = {node, parents};
+    return direct(&t_choose, manager) ? manager_choose(manager, args, 2)
+                                      : call_method(manager, t_choose.name, 2, node, parents);
+}
+
+PyObject *
+call_wait_for_parents(PyObject *manager, PyObject *node, PyObject *parents)
+{
+    PyObject *args[] = {node, parents};
+    return direct(&t_wait_for_parents, manager)
+        ? manager_wait_for_parents(manager, args, 2)
+        : call_method(manager, t_wait_for_parents.name, 2, node, parents);
+}
+
+PyObject *
+call_issued(PyObject *manager, PyObject *node, PyObject *recorded)
+{
+    PyObject *args[] = {node, recorded};
+    return direct(&t_issued, manager) ? manager_issued(manager, args, 2)
+                                      : call_method(manager, t_issued.name, 2, node, recorded);
+}
+
+/* Whether _issue polls after a launch: more nodes in flight than the threshold (1/0/-1). */
+int
+should_poll(PyObject *manager)
+{
+    PyObject *inflight = MANAGER(manager, M_INFLIGHT, s_inflight_count), *threshold = NULL;
+    int t = -1;
+    if (inflight != NULL
+            && (threshold = MANAGER(manager, M_POLL_THRESHOLD, s_poll_threshold)) != NULL)
+        t = less(threshold, inflight);
+    Py_XDECREF(inflight);
+    Py_XDECREF(threshold);
+    return t;
+}
+
+PyObject *
+call_poll(PyObject *manager)
+{
+    return direct(&t_poll, manager) ? manager_poll(manager, NULL)
+                                    : PyObject_CallMethodNoArgs(manager, t_poll.name);
 }

@@ -583,6 +583,8 @@ error:
     return NULL;
 }
 
+static Twin t_conflicts, t_commit;
+
 static PyMethodDef tracker_methods[] = {
     {"conflicts", tracker_conflicts, METH_O,
      "conflicts(accesses): the unfinished nodes the accesses conflict with -> [(reason, "
@@ -651,5 +653,27 @@ tracker_init(PyObject *module)
         return -1;
     if ((one = PyLong_FromLong(1)) == NULL)
         return -1;
-    return add_type(module, "TrackerBase", &tracker_spec);
+    if (add_type(module, "TrackerBase", &tracker_spec) < 0
+            || twin(&t_conflicts, module, "TrackerBase", "conflicts") < 0
+            || twin(&t_commit, module, "TrackerBase", "commit") < 0)
+        return -1;
+    return 0;
+}
+
+PyObject *
+call_conflicts(PyObject *tracker, PyObject *accesses)
+{
+    if (direct(&t_conflicts, tracker))
+        return tracker_conflicts(tracker, accesses);
+    return call_method(tracker, t_conflicts.name, 1, accesses);
+}
+
+PyObject *
+call_commit(PyObject *tracker, PyObject *node, PyObject *accesses)
+{
+    if (direct(&t_commit, tracker)) {
+        PyObject *args[] = {node, accesses};
+        return tracker_commit(tracker, args, 2);
+    }
+    return call_method(tracker, t_commit.name, 2, node, accesses);
 }
