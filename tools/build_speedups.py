@@ -28,10 +28,14 @@ def main() -> int:
     if cc is None:
         print("build_speedups: no C compiler; asyncgpu will use its Python launcher call")
         return 0
+    # (built beside the target, then renamed over it: a process that has the old module
+    # loaded keeps its copy instead of seeing the file change under it)
+    partial = target + ".partial"
     cmd = [cc, "-O2", "-shared", "-fPIC", "-Wall", "-Werror",
-           "-I" + sysconfig.get_paths()["include"], *sources, "-o", target]
+           "-I" + sysconfig.get_paths()["include"], *sources, "-o", partial]
     print(" ".join(cmd))
     subprocess.run(cmd, check=True)
+    os.replace(partial, target)
     return 0
 
 

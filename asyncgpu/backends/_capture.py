@@ -175,6 +175,8 @@ class CaptureTracker:
     run now); the ``check_*`` methods raise :class:`CaptureError` for what a capture forbids.
     """
 
+    __slots__ = ("_streams", "_events", "engaged")
+
     def __init__(self) -> None:
         self._streams: dict[Any, _Open] = {}
         self._events: dict[Any, tuple[_Open, int, dict[int, int]]] = {}

@@ -110,6 +110,9 @@ class PythonDeviceCalls:
 class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
     """GPU backend (see the module docstring)."""
 
+    # (slots: what the compiled methods read at their offsets; the rest in the instance dict)
+    __slots__ = ("captures", "_recent", "_event_record", "_stream_wait", "__dict__",
+                 "__weakref__")
     name = "cuda"
     prefetches = True
     wants_sites = False
@@ -427,6 +430,7 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
 
 compiled.register(CudaBackend, PythonDeviceCalls,
                   ("record", "wait", "event_done", "kernel_launch", "launch"))
+compiled.configure("configure_backend", CudaBackend, CaptureTracker)
 
 
 def _is_sticky(exc: BaseException) -> bool:

@@ -23,21 +23,6 @@ slot_offset(PyTypeObject *type, const char *name)
     return off;
 }
 
-/* New reference to obj's attribute: at its slot offset when obj's exact type is the layout's,
-   else through getattr. An unset slot raises AttributeError, as getattr would. */
-PyObject *
-get(PyObject *obj, const SlotLayout *layout, int field, PyObject *name)
-{
-    if (layout != NULL && Py_TYPE(obj) == layout->type) {
-        PyObject *v = *(PyObject **)((char *)obj + layout->off[field]);
-        if (v != NULL) {
-            Py_INCREF(v);
-            return v;
-        }
-    }
-    return PyObject_GetAttr(obj, name);
-}
-
 /* a < b for Python ints (any other objects: Python's comparison). 1, 0 or -1 (error). */
 int
 less(PyObject *a, PyObject *b)
@@ -99,20 +84,6 @@ add_type(PyObject *module, const char *name, PyType_Spec *spec)
         return -1;
     }
     return 0;
-}
-
-/* Set obj's attribute: at its slot offset when obj's exact type is the layout's, else through
-   setattr. */
-int
-set(PyObject *obj, const SlotLayout *layout, int field, PyObject *name, PyObject *value)
-{
-    if (layout != NULL && Py_TYPE(obj) == layout->type) {
-        PyObject **slot = (PyObject **)((char *)obj + layout->off[field]);
-        Py_INCREF(value);
-        Py_XSETREF(*slot, value);
-        return 0;
-    }
-    return PyObject_SetAttr(obj, name, value);
 }
 
 /* obj.name += amount */

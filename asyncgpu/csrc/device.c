@@ -27,7 +27,8 @@ Example: ``asyncgpu._compiled.use(False)`` puts the Python methods back.
 */
 #include "speedups.h"
 
-static SlotLayout launch_layout, target_layout, plan_layout;
+static SlotLayout launch_layout, target_layout, plan_layout, backend_layout, captures_layout;
+enum { B_CAPTURES, B_RECENT, B_EVENT_RECORD, B_STREAM_WAIT };
 enum { PL_TARGET, PL_VALUES };
 enum { T_PLAN, T_GRID, T_BLOCK, T_SHARED, T_BACKEND, T_KEY };
 enum { P_HANDLE, P_STRUCT, P_BUF, P_EXTRA_PTR, P_SPLITS, P_LAUNCH_FN };
@@ -148,8 +149,9 @@ python:
 static int
 tell_captures(PyObject *self, PyObject *name, PyObject *a, PyObject *b)
 {
-    PyObject *captures = PyObject_GetAttr(self, s_captures), *engaged = NULL, *r = NULL;
-    int on = captures == NULL || (engaged = PyObject_GetAttr(captures, s_engaged)) == NULL
+    PyObject *captures = get(self, &backend_layout, B_CAPTURES, s_captures), *engaged = NULL,
+        *r = NULL;
+    int on = captures == NULL || (engaged = get(captures, &captures_layout, 0, s_engaged)) == NULL
         ? -1 : truth(engaged);
     if (on > 0)
         on = (r = call_method(captures, name, 2, a, b)) == NULL ? -1 : 0;
@@ -181,11 +183,12 @@ device_error(PyObject *self)
     return NULL;
 }
 
-/* fn(first.ptr, second.ptr[, 0]) through the backend's attribute name: the CUDA call */
+/* fn(first.ptr, second.ptr[, 0]) through the backend's attribute: the CUDA call */
 static PyObject *
-cuda_call(PyObject *self, PyObject *fn_name, PyObject *first, PyObject *second, int flags)
+cuda_call(PyObject *self, int field, PyObject *fn_name, PyObject *first, PyObject *second,
+          int flags)
 {
-    PyObject *fn = PyObject_GetAttr(self, fn_name), *a = NULL, *b = NULL, *r = NULL;
+    PyObject *fn = get(self, &backend_layout, field, fn_name), *a = NULL, *b = NULL, *r = NULL;
     if (fn != NULL && (a = PyObject_GetAttr(first, s_ptr)) != NULL
             && (b = PyObject_GetAttr(second, s_ptr)) != NULL) {
         PyObject *call[3] = {a, b, zero};
@@ -208,7 +211,7 @@ backend_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (tell_captures(self, s_record, args[0], args[1]) < 0)
         return NULL;
-    PyObject *r = cuda_call(self, s_event_record, args[0], args[1], 0);
+    PyObject *r = cuda_call(self, B_EVENT_RECORD, s_event_record, args[0], args[1], 0);
     if (r == NULL)
         return NULL;
     Py_DECREF(r);
@@ -224,7 +227,7 @@ backend_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     if (tell_captures(self, s_wait, args[0], args[1]) < 0)
         return NULL;
-    PyObject *r = cuda_call(self, s_stream_wait, args[0], args[1], 1);
+    PyObject *r = cuda_call(self, B_STREAM_WAIT, s_stream_wait, args[0], args[1], 1);
     if (r == NULL)
         return NULL;
     Py_DECREF(r);
@@ -240,7 +243,7 @@ backend_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *node = args[0], *stream = args[1], *recent = NULL, *launch = NULL, *r = NULL;
     if (tell_captures(self, s_launch, node, stream) < 0
-            || (recent = PyObject_GetAttr(self, s_recent)) == NULL
+            || (recent = get(self, &backend_layout, B_RECENT, s_recent)) == NULL
             || (r = call_method(recent, s_append, 1, node)) == NULL) {
         Py_XDECREF(recent);
         return NULL;
@@ -385,6 +388,20 @@ static PyType_Spec packed_spec = {
     "asyncgpu._speedups.PackedCallBase", sizeof(PyObject), 0,
     Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, packed_slots,
 };
+
+PyObject *
+configure_backend(PyObject *module, PyObject *args)
+{
+    PyObject *backend_type, *captures_type;
+    static const char *const backend_names[] = {"captures", "_recent", "_event_record",
+                                                "_stream_wait"};
+    static const char *const captures_names[] = {"engaged"};
+    if (!PyArg_ParseTuple(args, "OO:configure_backend", &backend_type, &captures_type)
+            || layout(&backend_layout, backend_type, backend_names, 4) < 0
+            || layout(&captures_layout, captures_type, captures_names, 1) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
 
 PyObject *
 configure_device(PyObject *module, PyObject *args)

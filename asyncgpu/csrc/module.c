@@ -49,6 +49,9 @@ static PyMethodDef methods[] = {
     {"configure_device", configure_device, METH_VARARGS,
      "configure_device(packed_launch, packed_target, packed_plan, python_call): the classes "
      "whose __slots__ the compiled packed launch reads, and its Python twin."},
+    {"configure_backend", configure_backend, METH_VARARGS,
+     "configure_backend(cuda_backend, capture_tracker): the classes whose __slots__ the "
+     "compiled backend methods read."},
     {"configure_streams", configure_streams, METH_VARARGS,
      "configure_streams(node, stream_state, stream_manager, node_ids, no_nodes): the classes "
      "whose __slots__ the compiled stream methods read and write, the node id counter and the "

@@ -14,12 +14,39 @@ typedef struct {
 } SlotLayout;
 
 int layout(SlotLayout *l, PyObject *type, const char *const *names, int n);
-PyObject *get(PyObject *obj, const SlotLayout *layout, int field, PyObject *name);
+
+/* New reference to obj's attribute: at its slot offset when obj's exact type is the layout's,
+   else through getattr. An unset slot raises AttributeError, as getattr would. */
+static inline PyObject *
+get(PyObject *obj, const SlotLayout *layout, int field, PyObject *name)
+{
+    if (layout != NULL && Py_TYPE(obj) == layout->type) {
+        PyObject *v = *(PyObject **)((char *)obj + layout->off[field]);
+        if (v != NULL) {
+            Py_INCREF(v);
+            return v;
+        }
+    }
+    return PyObject_GetAttr(obj, name);
+}
+
+/* Set obj's attribute: at its slot offset when obj's exact type is the layout's, else through
+   setattr. */
+static inline int
+set(PyObject *obj, const SlotLayout *layout, int field, PyObject *name, PyObject *value)
+{
+    if (layout != NULL && Py_TYPE(obj) == layout->type) {
+        PyObject **slot = (PyObject **)((char *)obj + layout->off[field]);
+        Py_INCREF(value);
+        Py_XSETREF(*slot, value);
+        return 0;
+    }
+    return PyObject_SetAttr(obj, name, value);
+}
 int truth(PyObject *v);
 int less(PyObject *a, PyObject *b);
 int less_equal(PyObject *a, PyObject *b);
 int intern(PyObject **var, const char *text);
-int set(PyObject *obj, const SlotLayout *layout, int field, PyObject *name, PyObject *value);
 int add_to(PyObject *obj, PyObject *name, PyObject *amount);
 int add_at(PyObject *obj, const SlotLayout *layout, int field, PyObject *name,
            PyObject *amount);
@@ -136,6 +163,7 @@ PyObject *configure_tracker(PyObject *module, PyObject *args);
 PyObject *configure_binding(PyObject *module, PyObject *args);
 PyObject *configure_issue(PyObject *module, PyObject *args);
 PyObject *configure_device(PyObject *module, PyObject *args);
+PyObject *configure_backend(PyObject *module, PyObject *args);
 PyObject *configure_streams(PyObject *module, PyObject *args);
 PyObject *configure_memory(PyObject *module, PyObject *args);
 

@@ -40,7 +40,7 @@ static PyObject *s_id, *s_kind, *s_name, *s_site, *s_accesses, *s_stream, *s_seq
     *s_inflight_count, *s_poll_at, *s_pick, *s_take_free, *s_can_grow, *s_grow,
     *s_least_recently_used, *s_wait, *s_record, *s_new_event, *s_event_done, *s_finished_m,
     *s_on_finish, *s_popleft, *s_append, *s_pop, *s_graph, *s_done, *s_get;
-static PyObject *one, *minus_one, *empty;
+static PyObject *zero, *one, *minus_one, *empty;
 static Twin t_take_free, t_choose, t_wait_for_parents, t_issued, t_poll, t_finished,
     t_on_finish, t_reuse_pick, t_disjoint_pick;
 static PyObject *manager_take_free(PyObject *self, PyObject *unused);
@@ -65,9 +65,15 @@ node_init(PyObject *self, PyObject *args, PyObject *kwargs)
 {
     static char *names[] = {"kind", "name", "site", "accesses", NULL};
     PyObject *kind, *name, *site, *accesses;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO:Node", names, &kind, &name, &site,
-                                     &accesses))
+    if (kwargs == NULL && PyTuple_CheckExact(args) && PyTuple_GET_SIZE(args) == 4) {
+        kind = PyTuple_GET_ITEM(args, 0);       /* (the way the runtime makes them) */
+        name = PyTuple_GET_ITEM(args, 1);
+        site = PyTuple_GET_ITEM(args, 2);
+        accesses = PyTuple_GET_ITEM(args, 3);
+    } else if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OOOO:Node", names, &kind, &name,
+                                            &site, &accesses)) {
         return -1;
+    }
     PyObject *id = PyIter_Next(node_ids);
     if (id == NULL) {
         if (!PyErr_Occurred())
@@ -90,10 +96,7 @@ node_init(PyObject *self, PyObject *args, PyObject *kwargs)
             || set(self, &node_layout, N_HANDED_OFF, s_handed_off, Py_False) < 0
             || set(self, &node_layout, N_LAUNCH, s_launch, Py_None) < 0)
         return -1;
-    PyObject *zero = PyLong_FromLong(0);
-    rc = zero == NULL ? -1 : set(self, &node_layout, N_DEVICE, s_device, zero);
-    Py_XDECREF(zero);
-    return rc;
+    return set(self, &node_layout, N_DEVICE, s_device, zero);
 }
 
 /* ---- the policies' picks ------------------------------------------------------------------ */
@@ -826,7 +829,8 @@ streams_init(PyObject *module)
     for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++)
         if (intern(strings[i].var, strings[i].text) < 0)
             return -1;
-    if ((one = PyLong_FromLong(1)) == NULL || (minus_one = PyLong_FromLong(-1)) == NULL
+    if ((zero = PyLong_FromLong(0)) == NULL || (one = PyLong_FromLong(1)) == NULL
+            || (minus_one = PyLong_FromLong(-1)) == NULL
             || (empty = PyTuple_New(0)) == NULL)
         return -1;
     if (add_type(module, "StreamsBase", &manager_spec) < 0
