@@ -293,8 +293,12 @@ static PyObject *
 prepared_target(PyObject *self, PyObject *launcher)
 {
     PyObject *target = PyObject_GetAttr(launcher, s_prepared), *ref, *backend;
-    if (target == NULL || target == Py_None || Py_TYPE(target) != target_layout.type)
+    if (target == NULL || target == Py_None)
         return target;
+    if (Py_TYPE(target) != target_layout.type) {     /* (not ours to read: Python decides) */
+        Py_DECREF(target);
+        Py_RETURN_NONE;
+    }
     if ((ref = get(target, &target_layout, T_BACKEND, s_backend)) == NULL) {
         Py_DECREF(target);
         return NULL;

@@ -1,0 +1,82 @@
+"""The compiled CUDA calls of a launch against the Python ones, on the CPU.
+
+``CudaBackend.kernel_launch``, ``launch``, ``record``, ``wait``, ``event_done`` and
+``PackedLaunch.__call__`` have compiled twins (``asyncgpu/csrc/device.c``). This runs the real
+``cuda`` backend over the stand-in CuPy of ``tools/fakecupy`` in two fresh interpreters, one
+with the compiled methods and one with ``ASYNCGPU_SPEEDUPS=0``, logs every CUDA call the
+stand-in receives (each ``cuLaunchKernel`` with the bytes of its parameter buffer), and
+requires the two logs to be the same call for call. A fresh interpreter allocates the same
+stand-in addresses in the same order, so pointers compare as they are.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+import stand_in
+from asyncgpu import _compiled
+
+pytestmark = pytest.mark.skipif(_compiled.speedups is None,
+                                reason="asyncgpu._speedups is not built")
+
+SCRIPT = textwrap.dedent(r"""
+    import ctypes, json
+    import numpy as np
+    import cupy
+    log = []
+
+    def logged(name):
+        def call(*args):
+            if name == "launch":
+                extra = (ctypes.c_void_p * 5).from_address(args[-1])
+                size = ctypes.c_size_t.from_address(extra[3]).value
+                args = args[1:-1] + (ctypes.string_at(extra[1], size).hex(),)
+            log.append([name, *args])
+        return call
+
+    cupy.cuda.runtime.eventRecord = logged("record")
+    cupy.cuda.runtime.streamWaitEvent = logged("wait")
+    cupy.cuda.driver.launchKernel = logged("launch")
+
+    import asyncgpu as ag
+    from asyncgpu import _compiled
+    from tools.host_paths import stand_in_runtime
+
+    rt = stand_in_runtime()
+    axpy = ag.cuda_kernel(r'''
+        extern "C" __global__ void axpy(const float* x, float* y, float a, int n) {
+            int i = threadIdx.x; if (i < n) y[i] += a * x[i];
+        }''', "axpy")
+    fill = ag.cuda_kernel(r'''
+        extern "C" __global__ void fill(double* y, double v, long long n) {
+            int i = threadIdx.x; if (i < n) y[i] = v;
+        }''', "fill")
+    xs = [ag.ones(32, np.float32) for _ in range(4)]
+    ds = [ag.zeros(16, np.float64) for _ in range(2)]
+    for i in range(60):
+        axpy[1, 32](xs[i % 4], xs[(i + 1) % 4], 0.5 * i, 32)   # chains across streams
+        axpy[2, 16](xs[0], xs[(i + 2) % 4], -1.0, i % 33)
+        fill[1, 16](ds[i % 2], float(i), 16)                    # independent of the rest
+        if i % 17 == 16:
+            log.append(["read", float(xs[1][0])])               # the host waits
+    rt.synchronize()
+    s = rt.statistics()
+    print(json.dumps({"compiled": _compiled.in_use(), "log": log,
+                      "stats": [s.nodes, s.event_waits, s.events_recorded, s.streams_used,
+                                s.nodes_retired, s.retired_by_poll, dict(s.edges)]}))
+""")
+
+
+def test_compiled_and_python_make_the_same_cuda_calls(monkeypatch):
+    monkeypatch.delenv("ASYNCGPU_SPEEDUPS", raising=False)
+    compiled = json.loads(stand_in.run(SCRIPT))
+    monkeypatch.setenv("ASYNCGPU_SPEEDUPS", "0")
+    python = json.loads(stand_in.run(SCRIPT))
+    assert compiled["compiled"] and not python["compiled"]
+    assert len(compiled["log"]) > 300
+    assert {c[0] for c in compiled["log"]} == {"launch", "record", "wait", "read"}
+    assert compiled["log"] == python["log"]
+    assert compiled["stats"] == python["stats"]
