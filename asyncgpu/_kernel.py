@@ -144,7 +144,29 @@ class PythonBinding:
     bind_in_python = bind
 
 
-class Kernel(*compiled.bases("KernelBase", PythonBinding)):
+class PythonLaunchers:
+    """``Kernel.__getitem__`` in Python: the reference for the compiled one
+    (``asyncgpu/csrc/binding.c``), which answers a cached configuration itself and calls this
+    for every other."""
+
+    __slots__ = ()
+    _launchers: dict[Any, Any]
+
+    def __getitem__(self, config: Any) -> Launcher:
+        try:
+            return self._launchers[config]
+        except (KeyError, TypeError):
+            pass
+        launcher = Launcher(self, *self._parse_config(config))  # type: ignore[attr-defined]
+        try:
+            if len(self._launchers) < 256:
+                self._launchers[config] = launcher
+        except TypeError:  # unhashable configuration (lists): fine, just not cached
+            pass
+        return launcher
+
+
+class Kernel(*compiled.bases("KernelBase", PythonBinding), PythonLaunchers):
     """A kernel whose launches asyncgpu schedules (see :func:`asyncgpu.kernel`)."""
 
     __slots__ = ("name", "params", "modes", "source", "typed", "elementwise", "_launchers",
@@ -193,19 +215,6 @@ class Kernel(*compiled.bases("KernelBase", PythonBinding)):
             f"kernel '{self.name}' needs a launch configuration: call it as "
             f"{self.name}[blocks, threads_per_block](...)"
         )
-
-    def __getitem__(self, config: Any) -> Launcher:
-        try:
-            return self._launchers[config]
-        except (KeyError, TypeError):
-            pass
-        launcher = Launcher(self, *self._parse_config(config))
-        try:
-            if len(self._launchers) < 256:
-                self._launchers[config] = launcher
-        except TypeError:  # unhashable configuration (lists): fine, just not cached
-            pass
-        return launcher
 
     def _parse_config(self, config: Any) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         parts = config if isinstance(config, tuple) else (config,)
@@ -346,7 +355,9 @@ class Launcher(*compiled.bases("LauncherBase", PythonCall)):
 
 compiled.register(Launcher, PythonCall, ("__call__",))
 compiled.register(Kernel, PythonBinding, ("bind",))
-compiled.configure("configure_binding", Kernel, Array, Allocation, ArrayArg, _NUMBERS)
+compiled.register(Kernel, PythonLaunchers, ("__getitem__",))
+compiled.configure("configure_binding", Kernel, Array, Allocation, ArrayArg, _NUMBERS,
+                   PythonLaunchers.__getitem__)
 
 
 _runtime_mod: Any = None

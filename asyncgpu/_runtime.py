@@ -35,6 +35,7 @@ from ._array import DEVICE, HOST, Allocation
 from ._config import Options, options_from_env
 from ._dag import Node, reduce_parents
 from ._deps import Access, DependencyTracker, register_access_type
+from ._graph_capture import FrozenGraph
 from ._host_access import HostAccess
 from ._kernel import ArrayArg, Launcher, user_site
 from ._chunks import launch_chunked
@@ -164,6 +165,52 @@ class PythonIssuing:
         finally:
             self._issuing = None
 
+    def launch_graph(self, frozen: Any) -> None:
+        """Schedule one launch of a captured graph (``asyncgpu._graph_capture.FrozenGraph``) as
+        one node whose accesses are the union of the graph's (explicit memory: the copies it
+        makes itself are booked by ``ExplicitMemory.before_graph``). The caller holds the
+        runtime's lock: the recorder's paths here hold it already for the decision that leads
+        here, and taking it again would cost a replay another acquire and release."""
+        graph, accesses = frozen.graph, frozen.accesses
+        if self._releases:
+            self._drain_releases()
+        site = user_site() if self.want_sites else None
+        node = Node("graph", frozen.name, site, accesses)     # (shared: never mutated)
+        if self.no_const:
+            node.accesses = [Access(a.key, a.alloc, a.lo, a.hi, True, a.label)
+                             for a in accesses]
+        node.keepalive = graph
+        self.stats.graphs_replayed += 1
+        memory = self.memory
+        epoch = self.host_epoch
+        # (settled: launched at this epoch, so nothing of it is host-current and what it
+        # writes is already booked DEVICE: the bookkeeping would change nothing)
+        booked = (memory.before_graph(frozen) if memory is not None
+                  and (frozen.settled != epoch or frozen.copy_in) else ())
+        deps = self.deps
+        found = counts = None
+        last = frozen.last      # (tracker, its version, node) after the previous launch
+        if last is not None and last[0] is deps and last[1] == deps.version:
+            previous = last[2]
+            if not previous.finished:
+                # Launched again with nothing committed since: the previous launch is the
+                # only parent needed, if the graph conflicts with itself at all.
+                repeat = frozen.repeat
+                if repeat is None or repeat[0] is not deps:
+                    repeat = graph_repeat(frozen, deps, node.accesses)
+                if repeat[1]:
+                    found, counts = {previous: repeat[1]}, repeat[2]
+        try:
+            self._issue(node, graph, found, counts)
+        except BaseException:
+            if booked and not node.finished:    # not launched (or unknown)
+                memory.graph_not_launched(booked)
+            raise
+        frozen.last = (deps, deps.version, node)
+        frozen.settled = self.host_epoch
+        if booked:
+            memory.after_graph(frozen)
+
 
 class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
     """The scheduler for one backend (use the module-level API; no public constructor)."""
@@ -172,7 +219,8 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
     # everything else lives in the instance dict)
     __slots__ = ("options", "backend", "stats", "_lock", "_releases", "_instruments",
                  "_issuing", "_issuing_compiled", "recording", "deps", "streams", "sync_mode",
-                 "no_const", "memory", "prefetch", "want_sites", "alias_blind", "eager_free")
+                 "no_const", "memory", "prefetch", "want_sites", "alias_blind", "eager_free",
+                 "host_epoch")
 
     def __init__(self, options: Options, backend: Any = None) -> None:
         self.options = options
@@ -297,54 +345,6 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
                 raise call.error
             return call.results
 
-    def launch_graph(self, frozen: Any) -> None:
-        """Schedule one launch of a captured graph (``asyncgpu._graph_capture.FrozenGraph``) as
-        one node whose accesses are the union of the graph's (explicit memory: the copies it
-        makes itself are booked by ``ExplicitMemory.before_graph``). The caller holds the
-        runtime's lock: the recorder's paths here hold it already for the decision that leads
-        here, and taking it again would cost a replay another acquire and release."""
-        graph, accesses = frozen.graph, frozen.accesses
-        if self._releases:
-            self._drain_releases()
-        site = user_site() if self.want_sites else None
-        node = Node("graph", frozen.name, site, accesses)     # (shared: never mutated)
-        if self.no_const:
-            node.accesses = [Access(a.key, a.alloc, a.lo, a.hi, True, a.label)
-                             for a in accesses]
-        node.keepalive = graph
-        self.stats.graphs_replayed += 1
-        memory = self.memory
-        epoch = self.host_epoch
-        # (settled: launched at this epoch, so nothing of it is host-current and what it
-        # writes is already booked DEVICE: the bookkeeping would change nothing)
-        booked = (memory.before_graph(frozen) if memory is not None
-                  and (frozen.settled != epoch or frozen.copy_in) else ())
-        deps = self.deps
-        found = counts = None
-        last = frozen.last      # (tracker, its version, node) after the previous launch
-        if last is not None and last[0] is deps and last[1] == deps.version:
-            previous = last[2]
-            if not previous.finished:
-                # Launched again with nothing committed since: the previous launch is the
-                # only parent needed, if the graph conflicts with itself at all.
-                repeat = frozen.repeat
-                if repeat is None or repeat[0] is not deps:
-                    reasons = deps.self_conflicts(node.accesses)
-                    repeat = frozen.repeat = (
-                        deps, reasons, tuple(Counter(r for r, _ in reasons).items()))
-                if repeat[1]:
-                    found, counts = {previous: repeat[1]}, repeat[2]
-        try:
-            self._issue(node, graph, found, counts)
-        except BaseException:
-            if booked and not node.finished:    # not launched (or unknown)
-                memory.graph_not_launched(booked)
-            raise
-        frozen.last = (deps, deps.version, node)
-        frozen.settled = self.host_epoch
-        if booked:
-            memory.after_graph(frozen)
-
     def _recover(self, node: Node) -> None:
         """Make the bookkeeping consistent after an exception escaped ``_issue`` mid-way.
 
@@ -415,6 +415,15 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
                     self.stats.listener = None
 
 
+def graph_repeat(frozen: Any, deps: DependencyTracker, accesses: Any) -> tuple[Any, ...]:
+    """What a graph launched again right after itself depends on: ``(deps, [(reason,
+    label)], ((reason, count), ...))``, kept on the graph (``FrozenGraph.repeat``) for the
+    tracker it was computed with."""
+    reasons = deps.self_conflicts(accesses)
+    frozen.repeat = (deps, reasons, tuple(Counter(r for r, _ in reasons).items()))
+    return frozen.repeat
+
+
 def refuse_reentry(rt: Runtime, node: Node) -> None:
     """Raise if an ``_issue`` of this thread is enqueueing ``rt._issuing`` (called when the
     mark is set). Same thread, since the lock is re-entrant: a finalizer or callback ran in the
@@ -445,10 +454,11 @@ def _inside_issue(node: Node) -> bool:
     return False
 
 
-compiled.register(Runtime, PythonIssuing, ("launch_kernel", "_issue"))
+compiled.register(Runtime, PythonIssuing, ("launch_kernel", "launch_graph", "_issue"))
 compiled.configure("configure_issue", Runtime, Counters, Node, Allocation, user_site,
                    refuse_reentry,
-                   PythonIssuing.launch_kernel, reduce_parents, HOST, DEVICE)
+                   PythonIssuing.launch_kernel, reduce_parents, HOST, DEVICE,
+                   PythonIssuing.launch_graph, FrozenGraph, graph_repeat)
 
 
 # -- the process-wide runtime ---------------------------------------------------------------

@@ -1,10 +1,13 @@
 """The compiled CUDA calls of a launch against the Python ones, on the CPU.
 
-``CudaBackend.kernel_launch``, ``launch``, ``record``, ``wait``, ``event_done`` and
-``PackedLaunch.__call__`` have compiled twins (``asyncgpu/csrc/device.c``). This runs the real
+``CudaBackend.kernel_launch``, ``launch``, ``graph_launch``, ``record``, ``wait``,
+``event_done`` and ``PackedLaunch.__call__`` have compiled twins (``asyncgpu/csrc/device.c``),
+as has ``Runtime.launch_graph`` (``issue.c``). This runs the real
 ``cuda`` backend over the stand-in CuPy of ``tools/fakecupy`` in two fresh interpreters, one
 with the compiled methods and one with ``ASYNCGPU_SPEEDUPS=0``, logs every CUDA call the
-stand-in receives (each ``cuLaunchKernel`` with the bytes of its parameter buffer), and
+stand-in receives (each ``cuLaunchKernel`` with the bytes of its parameter buffer; each graph
+launch and the record of its completion event), for eager launches and for plain and static
+recorded graphs, and
 requires the two logs to be the same call for call. A fresh interpreter allocates the same
 stand-in addresses in the same order, so pointers compare as they are.
 """
@@ -37,9 +40,16 @@ SCRIPT = textwrap.dedent(r"""
             log.append([name, *args])
         return call
 
+    def logged_method(name):
+        def call(self, *args):
+            log.append([name, getattr(self, "ptr", None), *[getattr(a, "ptr", a) for a in args]])
+        return call
+
     cupy.cuda.runtime.eventRecord = logged("record")
     cupy.cuda.runtime.streamWaitEvent = logged("wait")
     cupy.cuda.driver.launchKernel = logged("launch")
+    cupy._Graph.launch = logged_method("graph")
+    cupy.cuda.Event.record = logged_method("graph event")
 
     import asyncgpu as ag
     from asyncgpu import _compiled
@@ -56,7 +66,19 @@ SCRIPT = textwrap.dedent(r"""
         }''', "fill")
     xs = [ag.ones(32, np.float32) for _ in range(4)]
     ds = [ag.zeros(16, np.float64) for _ in range(2)]
+    @ag.graph
+    def step(i):
+        axpy[1, 32](xs[2], xs[3], 2.0, 32)
+        fill[1, 16](ds[i % 2], 1.0, 16)
+
+    @ag.graph(static=True)
+    def frozen():
+        axpy[1, 32](xs[0], xs[2], 1.0, 32)
+        axpy[1, 32](xs[1], xs[3], 1.0, 32)
+
     for i in range(60):
+        step(i % 2)                                             # replayed from the 3rd call
+        frozen()
         axpy[1, 32](xs[i % 4], xs[(i + 1) % 4], 0.5 * i, 32)   # chains across streams
         axpy[2, 16](xs[0], xs[(i + 2) % 4], -1.0, i % 33)
         fill[1, 16](ds[i % 2], float(i), 16)                    # independent of the rest
@@ -77,6 +99,7 @@ def test_compiled_and_python_make_the_same_cuda_calls(monkeypatch):
     python = json.loads(stand_in.run(SCRIPT))
     assert compiled["compiled"] and not python["compiled"]
     assert len(compiled["log"]) > 300
-    assert {c[0] for c in compiled["log"]} == {"launch", "record", "wait", "read"}
+    assert {c[0] for c in compiled["log"]} == {"launch", "record", "wait", "read", "graph",
+                                               "graph event"}
     assert compiled["log"] == python["log"]
     assert compiled["stats"] == python["stats"]

@@ -36,6 +36,25 @@ def test_the_methods_in_use_are_the_ones_asked_for(compiled):
                        "CudaBackend", "PackedLaunch"}
 
 
+def test_launch_configurations_are_looked_up_cached_parsed_or_refused_alike(sim):
+    ag = sim
+    inc = kernels(ag)[2]
+    y = ag.zeros(N, np.float32)
+
+    class NoHash:
+        def __hash__(self):
+            raise ValueError("no hash")
+
+    assert inc[1, N] is inc[1, N]                   # cached
+    inc[[1], [N]](y, N)                             # unhashable: parsed each time, not cached
+    assert inc[[1], [N]] is not inc[[1], [N]]
+    with pytest.raises(ValueError, match="no hash"):
+        inc[NoHash()]
+    with pytest.raises(ArgumentValueError, match="launch configuration"):
+        inc[1, 2, 3, 4]
+    np.testing.assert_array_equal(y.numpy(), np.ones(N, np.float32))
+
+
 def test_remembered_launches_replay_and_compute_the_same(sim):
     ag = sim
     scale, _, inc = kernels(ag)

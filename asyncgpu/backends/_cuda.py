@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from .. import _compiled as compiled
+from .._array import Allocation
 from .._config import Options, cuda_device_max_connections
 from ._cuda_kernels import make_launch
 from .._errors import (
@@ -58,6 +59,8 @@ _STICKY_NAMES = ("ILLEGAL_ADDRESS", "IllegalAddress", "INVALID_ADDRESS_SPACE",
                  "cudaErrorAssert", "CUDA_ERROR_ASSERT")
 #: How many of the latest launches a device fault names as candidates.
 RECENT_LAUNCHES = 16
+#: Launched graphs kept alive before the finished ones are looked for and dropped.
+GRAPHS_KEPT = 16
 
 
 class PythonDeviceCalls:
@@ -97,6 +100,21 @@ class PythonDeviceCalls:
         """Prepare a launch (``_cuda_kernels.make_launch``)."""
         return make_launch(self, kernel, launcher, arrays, values, site)
 
+    def graph_launch(self, graph: Graph, stream: Any) -> Any:
+        """Launch ``graph`` on ``stream``; returns ``graph.done``, recorded right after it (the
+        runtime's completion event for the launch: see the backend contract)."""
+        check_launch(graph, stream, self.captures)
+        graph.handle.launch(stream)
+        done = graph.done
+        done.record(stream)
+        graph.launched = True
+        # the graph (and so its arrays) must outlive its running launches even if dropped
+        inflight = self._graphs_in_flight
+        inflight[id(graph)] = graph
+        if len(inflight) > GRAPHS_KEPT:
+            forget_finished(inflight)
+        return done
+
     def launch(self, node: Any, stream: Any) -> None:
         if self.captures.engaged:
             self.captures.launch(node, stream)    # CUDA records it; we keep its arrays
@@ -111,8 +129,8 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
     """GPU backend (see the module docstring)."""
 
     # (slots: what the compiled methods read at their offsets; the rest in the instance dict)
-    __slots__ = ("captures", "_recent", "_event_record", "_stream_wait", "__dict__",
-                 "__weakref__")
+    __slots__ = ("captures", "_recent", "_event_record", "_stream_wait", "_graphs_in_flight",
+                 "__dict__", "__weakref__")
     name = "cuda"
     prefetches = True
     wants_sites = False
@@ -273,22 +291,6 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
         graph.done = self.create_event()
         return graph
 
-    def graph_launch(self, graph: Graph, stream: Any) -> Any:
-        """Launch ``graph`` on ``stream``; returns ``graph.done``, recorded right after it (the
-        runtime's completion event for the launch: see the backend contract)."""
-        check_launch(graph, stream, self.captures)
-        graph.handle.launch(stream)
-        done = graph.done
-        done.record(stream)
-        graph.launched = True
-        # the graph (and so its arrays) must outlive its running launches even if dropped
-        inflight = self._graphs_in_flight
-        inflight[id(graph)] = graph
-        if len(inflight) > 16:
-            for key in [k for k, g in inflight.items() if g.done.done]:
-                del inflight[key]
-        return done
-
     def graph_destroy(self, graph: Graph) -> None:
         destroy(graph, lambda: self.host_wait(graph.done), self._graphs_in_flight)
 
@@ -429,8 +431,13 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
 
 
 compiled.register(CudaBackend, PythonDeviceCalls,
-                  ("record", "wait", "event_done", "kernel_launch", "launch"))
-compiled.configure("configure_backend", CudaBackend, CaptureTracker)
+                  ("record", "wait", "event_done", "kernel_launch", "graph_launch", "launch"))
+
+
+def forget_finished(inflight: dict[int, Graph]) -> None:
+    """Drop the graphs whose last launch has finished from those kept alive while running."""
+    for key in [k for k, g in inflight.items() if g.done.done]:
+        del inflight[key]
 
 
 def _is_sticky(exc: BaseException) -> bool:
@@ -439,3 +446,7 @@ def _is_sticky(exc: BaseException) -> bool:
         return True
     text = str(exc)
     return any(name in text for name in _STICKY_NAMES)
+
+
+compiled.configure("configure_backend", CudaBackend, CaptureTracker, Graph, Allocation,
+                   check_launch, forget_finished)

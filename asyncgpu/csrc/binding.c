@@ -14,7 +14,7 @@ static PyObject *s_slots, *s_typed, *s_alloc_, *s_dtype, *s_contiguous, *s_lo_, 
     *s_freed, *s_runtime_attr, *s_id, *s_check_array, *s_bind_scalar, *s_params,
     *s_bind_in_python;
 
-enum { K_SLOTS, K_TYPED, K_PARAMS };
+enum { K_SLOTS, K_TYPED, K_PARAMS, K_LAUNCHERS };
 enum { AL_FREED, AL_RUNTIME, AL_ID };
 
 /* set a slot of a new ArrayArg (steals value) */
@@ -242,6 +242,39 @@ error:
 }
 
 static Twin t_bind;
+static PyObject *s_launchers, *s_getitem, *python_getitem;
+
+/* kernel[config]: the launcher cached for this configuration (the lookup Kernel.__getitem__
+   tries first); any other case (not cached yet, unhashable) goes to that Python method, which
+   parses, checks and caches. */
+static PyObject *
+kernel_subscript(PyObject *self, PyObject *config)
+{
+    PyObject *launchers = get(self, &kernel_layout, K_LAUNCHERS, s_launchers);
+    if (launchers == NULL)
+        return NULL;
+    if (PyDict_CheckExact(launchers)) {
+        PyObject *launcher = PyDict_GetItemWithError(launchers, config);     /* borrowed */
+        if (launcher != NULL) {
+            Py_INCREF(launcher);
+            Py_DECREF(launchers);
+            return launcher;
+        }
+        if (PyErr_Occurred()) {
+            if (!PyErr_ExceptionMatches(PyExc_TypeError)) {
+                Py_DECREF(launchers);
+                return NULL;        /* (what the Python lookup lets through) */
+            }
+            PyErr_Clear();          /* unhashable: Python's TypeError path decides */
+        }
+    }
+    Py_DECREF(launchers);
+    if (python_getitem == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "asyncgpu._speedups: Kernel.__getitem__ unset");
+        return NULL;
+    }
+    return PyObject_CallFunctionObjArgs(python_getitem, self, config, NULL);
+}
 
 static PyMethodDef kernel_methods[] = {
     {"bind", (PyCFunction)(void (*)(void))kernel_bind, METH_FASTCALL,
@@ -252,7 +285,8 @@ static PyMethodDef kernel_methods[] = {
 
 static PyType_Slot kernel_slots[] = {
     {Py_tp_methods, kernel_methods},
-    {Py_tp_doc, "Base of asyncgpu's Kernel: bind, compiled."},
+    {Py_mp_subscript, kernel_subscript},
+    {Py_tp_doc, "Base of asyncgpu's Kernel: bind and the cached launcher lookup, compiled."},
     {0, NULL},
 };
 
@@ -267,17 +301,18 @@ static PyType_Spec kernel_spec = {
 PyObject *
 configure_binding(PyObject *module, PyObject *args)
 {
-    PyObject *kernel_type, *array_type, *alloc_type, *arg_type, *number_types;
-    static const char *const kernel_names[] = {"_slots", "typed", "params"};
+    PyObject *kernel_type, *array_type, *alloc_type, *arg_type, *number_types, *getitem;
+    static const char *const kernel_names[] = {"_slots", "typed", "params", "_launchers"};
     static const char *const array_names[] = {"_alloc", "dtype", "_contiguous", "_lo", "_hi",
                                               "_cache"};
     static const char *const alloc_names[] = {"freed", "runtime", "id"};
     static const char *const arg_names[] = {"index", "param", "array", "read", "write", "key",
                                             "alloc", "lo", "hi", "label"};
-    if (!PyArg_ParseTuple(args, "OOOOO!:configure_binding", &kernel_type, &array_type,
-                          &alloc_type, &arg_type, &PyFrozenSet_Type, &number_types))
+    if (!PyArg_ParseTuple(args, "OOOOO!O:configure_binding", &kernel_type, &array_type,
+                          &alloc_type, &arg_type, &PyFrozenSet_Type, &number_types, &getitem))
         return NULL;
-    if (layout(&kernel_layout, kernel_type, kernel_names, 3) < 0
+    Py_XSETREF(python_getitem, Py_NewRef(getitem));
+    if (layout(&kernel_layout, kernel_type, kernel_names, 4) < 0
             || layout(&array_layout, array_type, array_names, 6) < 0
             || layout(&alloc_layout, alloc_type, alloc_names, 3) < 0)
         return NULL;
@@ -309,6 +344,8 @@ binding_init(PyObject *module)
             || intern(&s_check_array, "_check_array") < 0
             || intern(&s_bind_scalar, "_bind_scalar") < 0 || intern(&s_params, "params") < 0
             || intern(&s_bind_in_python, "bind_in_python") < 0)
+        return -1;
+    if (intern(&s_launchers, "_launchers") < 0 || intern(&s_getitem, "__getitem__") < 0)
         return -1;
     if (add_type(module, "KernelBase", &kernel_spec) < 0
             || twin(&t_bind, module, "KernelBase", "bind") < 0)

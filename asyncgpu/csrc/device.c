@@ -7,8 +7,9 @@ Each launch on the ``cuda`` backend enters small Python methods that only check 
 the launcher was launched before with arguments of the same kinds), ``CudaBackend.launch``
 (the capture tracker, the recent-launch ring, the launch object), ``CudaBackend.record``,
 ``wait`` and ``event_done`` (the completion event, the event wait and the poll, through
-CuPy's ``cudaEventRecord``, ``cudaStreamWaitEvent`` and ``cudaEventQuery``), and the packed
-launch object's call (``PackedLaunch.__call__``: the parameters packed into the plan's buffer, then
+CuPy's ``cudaEventRecord``, ``cudaStreamWaitEvent`` and ``cudaEventQuery``),
+``CudaBackend.graph_launch`` (a replayed graph's checks, ``cudaGraphLaunch`` and its completion
+event), and the packed launch object's call (``PackedLaunch.__call__``: the parameters packed into the plan's buffer, then
 CuPy's ``cuLaunchKernel``). Here each is a C method that makes the same calls with the same
 arguments (``asyncgpu/backends/_cuda.py``'s ``PythonDeviceCalls`` and
 ``_cuda_kernels.py``'s ``PythonPackedCall`` are the references). A caller in C
@@ -19,6 +20,8 @@ Invariants
 * Errors go where the Python twins send them: a CUDA error of ``record`` or ``wait`` becomes
   ``CudaBackend._device_error(exc)``, raised with ``exc`` as its context; a failed launch goes
   to ``CudaBackend._launch_failed``, which raises or launches again.
+* A graph launch whose checks have anything to look at (another class, a destroyed graph,
+  an array freed since, an open capture) calls ``check_launch``, which decides and raises.
 * A plan with complex parameters (to be split into two floats) takes the Python call; a
   launcher without a target for this backend, or whose arrays' values are not cached yet,
   takes ``make_launch`` (which compiles, checks and caches).
@@ -27,8 +30,14 @@ Example: ``asyncgpu._compiled.use(False)`` puts the Python methods back.
 */
 #include "speedups.h"
 
-static SlotLayout launch_layout, target_layout, plan_layout, backend_layout, captures_layout;
-enum { B_CAPTURES, B_RECENT, B_EVENT_RECORD, B_STREAM_WAIT };
+static SlotLayout launch_layout, target_layout, plan_layout, backend_layout, captures_layout,
+    graph_layout;
+enum { B_CAPTURES, B_RECENT, B_EVENT_RECORD, B_STREAM_WAIT, B_GRAPHS_IN_FLIGHT };
+enum { GR_HANDLE, GR_DONE, GR_LAUNCHED, GR_DESTROYED, GR_FREES };
+/* Set by configure_backend(): asyncgpu._array.Allocation (its explicit_frees) and the
+   Python functions the graph launch calls in their rare cases. */
+static PyObject *allocation_type, *check_launch, *forget_finished;
+#define GRAPHS_KEPT 16      /* backends/_cuda.py's GRAPHS_KEPT */
 enum { PL_TARGET, PL_VALUES };
 enum { T_PLAN, T_GRID, T_BLOCK, T_SHARED, T_BACKEND, T_KEY };
 enum { P_HANDLE, P_STRUCT, P_BUF, P_EXTRA_PTR, P_SPLITS, P_LAUNCH_FN };
@@ -39,7 +48,8 @@ static PyObject *s_target, *s_values, *s_plan, *s_grid, *s_block, *s_shared, *s_
     *s_captures, *s_engaged, *s_record, *s_wait, *s_launch, *s_recent, *s_append,
     *s_launch_attr, *s_launch_failed, *s_event_record, *s_stream_wait, *s_device_error,
     *s_check_host_wait, *s_event_query, *s_done, *s_prepared, *s_backend, *s_key,
-    *s_pointer_values, *s_numba_values;
+    *s_pointer_values, *s_numba_values, *s_destroyed, *s_frees, *s_explicit_frees, *s_launched,
+    *s_graphs_in_flight;
 static PyObject *zero;
 
 /* ---- PackedLaunch.__call__ ---------------------------------------------------------------- */
@@ -356,9 +366,94 @@ error:
     return NULL;
 }
 
+/* ---- CudaBackend.graph_launch ------------------------------------------------------------- */
+
+/* Whether check_launch would find nothing to refuse without looking further: a graph of ours,
+   not destroyed, nothing freed since its arrays were seen live, no capture open (1/0/-1). */
+static int
+launch_checked(PyObject *self, PyObject *graph)
+{
+    if (Py_TYPE(graph) != graph_layout.type)
+        return 0;
+    PyObject *destroyed = get(graph, &graph_layout, GR_DESTROYED, s_destroyed), *frees = NULL,
+        *now = NULL, *captures = NULL, *engaged = NULL;
+    int ok = destroyed == NULL ? -1 : !truth(destroyed);
+    if (ok > 0)
+        ok = (frees = get(graph, &graph_layout, GR_FREES, s_frees)) == NULL
+            || (now = PyObject_GetAttr(allocation_type, s_explicit_frees)) == NULL
+            ? -1 : PyObject_RichCompareBool(frees, now, Py_EQ);
+    if (ok > 0)
+        ok = (captures = get(self, &backend_layout, B_CAPTURES, s_captures)) == NULL
+            || (engaged = get(captures, &captures_layout, 0, s_engaged)) == NULL
+            ? -1 : !truth(engaged);
+    Py_XDECREF(destroyed);
+    Py_XDECREF(frees);
+    Py_XDECREF(now);
+    Py_XDECREF(captures);
+    Py_XDECREF(engaged);
+    return ok;
+}
+
+static PyObject *
+backend_graph_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "graph_launch(graph, stream)");
+        return NULL;
+    }
+    PyObject *graph = args[0], *stream = args[1], *handle = NULL, *done = NULL, *r = NULL,
+        *inflight = NULL, *key = NULL, *captures = NULL;
+    int checked = launch_checked(self, graph);
+    if (checked < 0)
+        return NULL;
+    if (!checked) {         /* (something to look at: check_launch decides and raises) */
+        if ((captures = get(self, &backend_layout, B_CAPTURES, s_captures)) == NULL)
+            return NULL;
+        PyObject *call[] = {graph, stream, captures};
+        r = PyObject_Vectorcall(check_launch, call, 3, NULL);
+        Py_DECREF(captures);
+        if (r == NULL)
+            return NULL;
+        Py_CLEAR(r);
+    }
+    if ((handle = get(graph, &graph_layout, GR_HANDLE, s_handle)) == NULL
+            || (r = call_method(handle, s_launch, 1, stream)) == NULL)
+        goto error;
+    Py_CLEAR(r);
+    if ((done = get(graph, &graph_layout, GR_DONE, s_done)) == NULL
+            || (r = call_method(done, s_record, 1, stream)) == NULL)
+        goto error;
+    Py_CLEAR(r);
+    /* the graph (and so its arrays) must outlive its running launches even if dropped */
+    if (set(graph, &graph_layout, GR_LAUNCHED, s_launched, Py_True) < 0
+            || (inflight = get(self, &backend_layout, B_GRAPHS_IN_FLIGHT, s_graphs_in_flight))
+               == NULL
+            || (key = PyLong_FromVoidPtr(graph)) == NULL
+            || PyObject_SetItem(inflight, key, graph) < 0)
+        goto error;
+    Py_ssize_t kept = PyObject_Size(inflight);
+    if (kept < 0)
+        goto error;
+    if (kept > GRAPHS_KEPT && (r = PyObject_CallOneArg(forget_finished, inflight)) == NULL)
+        goto error;
+    Py_XDECREF(r);
+    Py_DECREF(handle);
+    Py_DECREF(inflight);
+    Py_DECREF(key);
+    return done;
+error:
+    Py_XDECREF(handle);
+    Py_XDECREF(done);
+    Py_XDECREF(inflight);
+    Py_XDECREF(key);
+    return NULL;
+}
+
 static PyMethodDef backend_methods[] = {
     {"event_done", backend_event_done, METH_O,
      "event_done(event): whether the event completed (cudaEventQuery)."},
+    {"graph_launch", (PyCFunction)(void (*)(void))backend_graph_launch, METH_FASTCALL,
+     "graph_launch(graph, stream): launch the graph; its completion event, recorded after."},
     {"kernel_launch", (PyCFunction)(void (*)(void))backend_kernel_launch, METH_FASTCALL,
      "kernel_launch(kernel, launcher, arrays, values, site): prepare a launch (nothing is "
      "enqueued)."},
@@ -396,14 +491,21 @@ static PyType_Spec packed_spec = {
 PyObject *
 configure_backend(PyObject *module, PyObject *args)
 {
-    PyObject *backend_type, *captures_type;
+    PyObject *backend_type, *captures_type, *graph_type, *alloc, *check, *forget;
     static const char *const backend_names[] = {"captures", "_recent", "_event_record",
-                                                "_stream_wait"};
+                                                "_stream_wait", "_graphs_in_flight"};
     static const char *const captures_names[] = {"engaged"};
-    if (!PyArg_ParseTuple(args, "OO:configure_backend", &backend_type, &captures_type)
-            || layout(&backend_layout, backend_type, backend_names, 4) < 0
-            || layout(&captures_layout, captures_type, captures_names, 1) < 0)
+    static const char *const graph_names[] = {"handle", "done", "launched", "destroyed",
+                                              "frees"};
+    if (!PyArg_ParseTuple(args, "OOOOOO:configure_backend", &backend_type, &captures_type,
+                          &graph_type, &alloc, &check, &forget)
+            || layout(&backend_layout, backend_type, backend_names, 5) < 0
+            || layout(&captures_layout, captures_type, captures_names, 1) < 0
+            || layout(&graph_layout, graph_type, graph_names, 5) < 0)
         return NULL;
+    Py_XSETREF(allocation_type, Py_NewRef(alloc));
+    Py_XSETREF(check_launch, Py_NewRef(check));
+    Py_XSETREF(forget_finished, Py_NewRef(forget));
     Py_RETURN_NONE;
 }
 
@@ -446,7 +548,9 @@ device_init(PyObject *module)
         {&s_device_error, "_device_error"}, {&s_check_host_wait, "check_host_wait"},
         {&s_event_query, "event query"}, {&s_done, "done"}, {&s_prepared, "prepared"},
         {&s_backend, "backend"}, {&s_key, "key"}, {&s_pointer_values, "pointer_values"},
-        {&s_numba_values, "numba_values"},
+        {&s_numba_values, "numba_values"}, {&s_destroyed, "destroyed"}, {&s_frees, "frees"},
+        {&s_explicit_frees, "explicit_frees"}, {&s_launched, "launched"},
+        {&s_graphs_in_flight, "_graphs_in_flight"},
     };
     for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++)
         if (intern(strings[i].var, strings[i].text) < 0)

@@ -3,7 +3,9 @@
 The model
 ---------
 Every eager kernel launch runs ``Runtime.launch_kernel`` (lock, bind, the backend's launch
-object, the node) and ``Runtime._issue`` (dependencies, stream, prefetches, event waits,
+object, the node), every replayed graph ``Runtime.launch_graph`` (the node of the whole graph,
+the explicit model's booking of its inputs, the shortcut for a graph launched again right after
+itself), and both ``Runtime._issue`` (dependencies, stream, prefetches, event waits,
 launch, completion event, commit, statistics, polling). In Python the two methods' own
 bytecode is a fifth of a launch's host time; their work is almost all calls to other objects
 (the tracker, the stream manager, the backend), which this file makes in the same order with
@@ -14,7 +16,7 @@ Invariants
 * Same steps, same calls, same errors as the Python twin. Unusual configurations
   (the explicit memory model's chunked elementwise launches, the ``no-const`` dependency
   policy and the test-only ``alias_blind`` bug) are handed to the Python ``launch_kernel``
-  whole: it calls this ``_issue`` in turn.
+  (``launch_graph``) whole: it calls this ``_issue`` in turn.
 * An exception from any call before the launch leaves the bookkeeping as it was; from the
   launch on, ``Runtime._recover`` runs before it goes on (as in Python).
 * The re-entry marks: ``_issuing`` (what the Python twin sets) and ``_issuing_compiled`` are
@@ -28,12 +30,14 @@ Example: ``asyncgpu._compiled.use(False)`` puts the Python methods back.
 
 /* Set by configure_issue(). */
 static PyObject *node_type, *user_site, *refuse_reentry, *python_launch_kernel,
-    *reduce_parents, *host_flag, *device_flag;
-static SlotLayout node_layout, alloc_layout, runtime_layout;
-enum { N_KIND, N_ACCESSES, N_STREAM, N_PARENTS, N_LAUNCH, N_KEEPALIVE, N_EDGES, N_EVENT };
+    *reduce_parents, *host_flag, *device_flag, *python_launch_graph, *graph_repeat;
+static SlotLayout node_layout, alloc_layout, runtime_layout, frozen_layout;
+enum { N_KIND, N_ACCESSES, N_STREAM, N_PARENTS, N_LAUNCH, N_KEEPALIVE, N_EDGES, N_EVENT,
+       N_FINISHED };
 enum { R_BACKEND, R_STATS, R_LOCK, R_RELEASES, R_INSTRUMENTS, R_ISSUING, R_ISSUING_COMPILED,
        R_RECORDING, R_DEPS, R_STREAMS, R_SYNC_MODE, R_NO_CONST, R_MEMORY, R_PREFETCH,
-       R_WANT_SITES, R_ALIAS_BLIND, R_EAGER_FREE };
+       R_WANT_SITES, R_ALIAS_BLIND, R_EAGER_FREE, R_HOST_EPOCH };
+enum { F_GRAPH, F_ACCESSES, F_NAME, F_COPY_IN, F_SETTLED, F_LAST, F_REPEAT };
 #define RT(self, f, name) get((self), &runtime_layout, (f), (name))
 enum { L_LOCATION, L_NBYTES, L_BUFFER };
 
@@ -47,7 +51,9 @@ static PyObject *s_kernel, *s_lock, *s_acquire, *s_release, *s_releases, *s_drai
     *s_issued, *s_commit, *s_write, *s_eager_free, *s_keepalive, *s_nodes, *s_streams_used,
     *s_add, *s_index, *s_edges, *s_notify_node, *s_sync_mode, *s_host_wait, *s_event,
     *s_finished, *s_sync, *s_sync_reason, *s_inflight, *s_poll_threshold, *s_poll,
-    *s_recover, *s_kernel_kind;
+    *s_recover, *s_kernel_kind, *s_graph_kind, *s_host_epoch, *s_graphs_replayed,
+    *s_before_graph, *s_graph_not_launched, *s_after_graph, *s_version, *s_settled, *s_last,
+    *s_repeat, *s_graph_attr, *s_copy_in;
 static PyObject *one;
 
 /* The runtime's attribute, tested for truth: 1, 0 or -1 */
@@ -618,9 +624,180 @@ runtime_issue(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+/* ---- launch_graph ------------------------------------------------------------------------- */
+
+/* The parents of a graph launched again with nothing committed since its previous launch
+   (``previous``, unfinished): that launch alone, if the graph conflicts with itself. Sets
+   *found and *counts (new references) or leaves them NULL. */
+static int
+repeat_parents(PyObject *frozen, PyObject *deps, PyObject *previous, PyObject *accesses,
+               PyObject **found, PyObject **counts)
+{
+    PyObject *repeat = get(frozen, &frozen_layout, F_REPEAT, s_repeat);
+    if (repeat == NULL)
+        return -1;
+    if (repeat == Py_None || !PyTuple_CheckExact(repeat) || PyTuple_GET_SIZE(repeat) != 3
+            || PyTuple_GET_ITEM(repeat, 0) != deps) {
+        PyObject *call[] = {frozen, deps, accesses};
+        Py_SETREF(repeat, PyObject_Vectorcall(graph_repeat, call, 3, NULL));
+        if (repeat == NULL)
+            return -1;
+        if (!PyTuple_CheckExact(repeat) || PyTuple_GET_SIZE(repeat) != 3) {
+            Py_DECREF(repeat);
+            PyErr_SetString(PyExc_TypeError, "graph_repeat must return a 3-tuple");
+            return -1;
+        }
+    }
+    int t = truth(PyTuple_GET_ITEM(repeat, 1));
+    if (t > 0) {
+        if ((*found = PyDict_New()) == NULL
+                || PyDict_SetItem(*found, previous, PyTuple_GET_ITEM(repeat, 1)) < 0) {
+            Py_CLEAR(*found);
+            t = -1;
+        } else {
+            *counts = Py_NewRef(PyTuple_GET_ITEM(repeat, 2));
+        }
+    }
+    Py_DECREF(repeat);
+    return t < 0 ? -1 : 0;
+}
+
+/* found/counts for a graph launched again (see repeat_parents), or both left NULL. */
+static int
+relaunch_parents(PyObject *frozen, PyObject *deps, PyObject *accesses, PyObject **found,
+                 PyObject **counts)
+{
+    PyObject *last = get(frozen, &frozen_layout, F_LAST, s_last), *version = NULL;
+    int rc = 0;
+    if (last == NULL)
+        return -1;
+    if (PyTuple_CheckExact(last) && PyTuple_GET_SIZE(last) == 3
+            && PyTuple_GET_ITEM(last, 0) == deps) {
+        int same = (version = PyObject_GetAttr(deps, s_version)) == NULL ? -1
+            : PyObject_RichCompareBool(PyTuple_GET_ITEM(last, 1), version, Py_EQ);
+        PyObject *previous = PyTuple_GET_ITEM(last, 2), *f = NULL;
+        int done = same > 0 ? ((f = get(previous, &node_layout, N_FINISHED, s_finished)) == NULL
+                               ? -1 : truth(f)) : 0;
+        Py_XDECREF(f);
+        if (same < 0 || done < 0)
+            rc = -1;
+        else if (same && !done)
+            rc = repeat_parents(frozen, deps, previous, accesses, found, counts);
+    }
+    Py_DECREF(last);
+    Py_XDECREF(version);
+    return rc;
+}
+
+static PyObject *
+runtime_launch_graph(PyObject *self, PyObject *frozen)
+{
+    int t = rt_truth(self, R_NO_CONST, s_no_const);
+    if (t != 0) {       /* every access a write: the Python method makes them */
+        if (t < 0)
+            return NULL;
+        PyObject *call[] = {self, frozen};
+        return PyObject_Vectorcall(python_launch_graph, call, 2, NULL);
+    }
+    PyObject *graph = NULL, *accesses = NULL, *r = NULL, *site = NULL, *name = NULL,
+        *node = NULL, *stats = NULL, *memory = NULL, *booked = NULL, *deps = NULL,
+        *found = NULL, *counts = NULL, *version = NULL, *last = NULL, *epoch = NULL,
+        *result = NULL;
+    if ((graph = get(frozen, &frozen_layout, F_GRAPH, s_graph_attr)) == NULL
+            || (accesses = get(frozen, &frozen_layout, F_ACCESSES, s_accesses)) == NULL
+            || (t = rt_truth(self, R_RELEASES, s_releases)) < 0)
+        goto done;
+    if (t && (r = PyObject_CallMethodNoArgs(self, s_drain_releases)) == NULL)
+        goto done;
+    Py_CLEAR(r);
+    if ((t = rt_truth(self, R_WANT_SITES, s_want_sites)) < 0
+            || (site = t ? PyObject_CallNoArgs(user_site) : Py_NewRef(Py_None)) == NULL
+            || (name = get(frozen, &frozen_layout, F_NAME, s_name)) == NULL)
+        goto done;
+    PyObject *node_args[] = {s_graph_kind, name, site, accesses};
+    if ((node = PyObject_Vectorcall(node_type, node_args, 4, NULL)) == NULL
+            || set(node, &node_layout, N_KEEPALIVE, s_keepalive, graph) < 0
+            || (stats = RT(self, R_STATS, s_stats)) == NULL
+            || add_to(stats, s_graphs_replayed, one) < 0
+            || (memory = RT(self, R_MEMORY, s_memory)) == NULL)
+        goto done;
+    if (memory != Py_None) {
+        /* (settled: launched at this epoch, so nothing of it is host-current and what it
+           writes is already booked DEVICE: the bookkeeping would change nothing) */
+        PyObject *settled = get(frozen, &frozen_layout, F_SETTLED, s_settled), *copy_in;
+        int moved = settled == NULL || (epoch = RT(self, R_HOST_EPOCH, s_host_epoch)) == NULL
+            ? -1 : PyObject_RichCompareBool(settled, epoch, Py_NE);
+        Py_XDECREF(settled);
+        Py_CLEAR(epoch);
+        if (moved == 0) {
+            copy_in = get(frozen, &frozen_layout, F_COPY_IN, s_copy_in);
+            moved = copy_in == NULL ? -1 : truth(copy_in);
+            Py_XDECREF(copy_in);
+        }
+        if (moved < 0)
+            goto done;
+        if (moved && (booked = call_method(memory, s_before_graph, 1, frozen)) == NULL)
+            goto done;
+    }
+    if ((deps = RT(self, R_DEPS, s_deps)) == NULL
+            || relaunch_parents(frozen, deps, accesses, &found, &counts) < 0)
+        goto done;
+    r = call_method(self, s_issue, 4, node, graph, found ? found : Py_None,
+                    counts ? counts : Py_None);
+    if (r == NULL) {
+        if (booked != NULL && (t = truth(booked)) != 0) {
+            SavedError saved;
+            save_error(&saved);
+            PyObject *f = t < 0 ? NULL : get(node, &node_layout, N_FINISHED, s_finished);
+            int finished = f == NULL ? -1 : truth(f);
+            Py_XDECREF(f);
+            PyObject *undone = finished == 0
+                ? call_method(memory, s_graph_not_launched, 1, booked) : NULL;
+            if (finished < 0 || (finished == 0 && undone == NULL))
+                raise_in_cleanup(&saved);
+            else
+                restore_error(&saved);
+            Py_XDECREF(undone);
+        }
+        goto done;
+    }
+    Py_CLEAR(r);
+    if ((version = PyObject_GetAttr(deps, s_version)) == NULL
+            || (last = PyTuple_Pack(3, deps, version, node)) == NULL
+            || set(frozen, &frozen_layout, F_LAST, s_last, last) < 0
+            || (epoch = RT(self, R_HOST_EPOCH, s_host_epoch)) == NULL
+            || set(frozen, &frozen_layout, F_SETTLED, s_settled, epoch) < 0)
+        goto done;
+    if (booked != NULL && (t = truth(booked)) != 0) {
+        if (t < 0 || (r = call_method(memory, s_after_graph, 1, frozen)) == NULL)
+            goto done;
+        Py_CLEAR(r);
+    }
+    result = Py_NewRef(Py_None);
+done:
+    Py_XDECREF(graph);
+    Py_XDECREF(accesses);
+    Py_XDECREF(r);
+    Py_XDECREF(site);
+    Py_XDECREF(name);
+    Py_XDECREF(node);
+    Py_XDECREF(stats);
+    Py_XDECREF(memory);
+    Py_XDECREF(booked);
+    Py_XDECREF(deps);
+    Py_XDECREF(found);
+    Py_XDECREF(counts);
+    Py_XDECREF(version);
+    Py_XDECREF(last);
+    Py_XDECREF(epoch);
+    return result;
+}
+
 static PyMethodDef runtime_methods[] = {
     {"launch_kernel", (PyCFunction)(void (*)(void))runtime_launch_kernel, METH_FASTCALL,
      "Validate and schedule one kernel launch; returns without waiting."},
+    {"launch_graph", runtime_launch_graph, METH_O,
+     "Schedule one launch of a captured graph as one node (the caller holds the lock)."},
     {"_issue", (PyCFunction)(void (*)(void))runtime_issue, METH_FASTCALL,
      "Enqueue one node: dependencies, stream, waits, launch, event, commit."},
     {NULL, NULL, 0, NULL},
@@ -644,21 +821,27 @@ PyObject *
 configure_issue(PyObject *module, PyObject *args)
 {
     PyObject *node, *alloc, *site, *refuse, *python_launch, *reduce, *host, *device, *runtime,
-        *counters;
+        *counters, *python_graph, *frozen, *repeat;
     static const char *const node_names[] = {"kind", "accesses", "stream", "parents", "launch",
-                                             "keepalive", "edges", "event"};
+                                             "keepalive", "edges", "event", "finished"};
+    static const char *const frozen_names[] = {"graph", "accesses", "name", "copy_in",
+                                               "settled", "last", "repeat"};
     static const char *const alloc_names[] = {"location", "nbytes", "buffer"};
     static const char *const runtime_names[] = {
         "backend", "stats", "_lock", "_releases", "_instruments", "_issuing",
         "_issuing_compiled", "recording", "deps", "streams", "sync_mode", "no_const", "memory",
-        "prefetch", "want_sites", "alias_blind", "eager_free"};
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOO:configure_issue", &runtime, &counters, &node,
-                          &alloc, &site, &refuse, &python_launch, &reduce, &host, &device))
+        "prefetch", "want_sites", "alias_blind", "eager_free", "host_epoch"};
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOO:configure_issue", &runtime, &counters, &node,
+                          &alloc, &site, &refuse, &python_launch, &reduce, &host, &device,
+                          &python_graph, &frozen, &repeat))
         return NULL;
-    if (layout(&runtime_layout, runtime, runtime_names, 17) < 0 || stats_configure(counters) < 0
-            || layout(&node_layout, node, node_names, 8) < 0
-            || layout(&alloc_layout, alloc, alloc_names, 3) < 0)
+    if (layout(&runtime_layout, runtime, runtime_names, 18) < 0 || stats_configure(counters) < 0
+            || layout(&node_layout, node, node_names, 9) < 0
+            || layout(&alloc_layout, alloc, alloc_names, 3) < 0
+            || layout(&frozen_layout, frozen, frozen_names, 7) < 0)
         return NULL;
+    Py_XSETREF(python_launch_graph, Py_NewRef(python_graph));
+    Py_XSETREF(graph_repeat, Py_NewRef(repeat));
     Py_XSETREF(node_type, Py_NewRef(node));
     Py_XSETREF(user_site, Py_NewRef(site));
     Py_XSETREF(refuse_reentry, Py_NewRef(refuse));
@@ -699,7 +882,12 @@ issue_init(PyObject *module)
         {&s_edges, "edges"}, {&s_notify_node, "_notify_node"}, {&s_sync_mode, "sync_mode"},
         {&s_host_wait, "host_wait"}, {&s_event, "event"}, {&s_finished, "finished"},
         {&s_sync, "sync"}, {&s_sync_reason, "sync-mode"}, {&s_inflight, "_inflight"},
-        {&s_poll_threshold, "poll_threshold"}, {&s_poll, "poll"}, {&s_recover, "_recover"},
+        {&s_poll_threshold, "poll_threshold"}, {&s_poll, "poll"}, {&s_recover, "_recover"}, {&s_graph_kind, "graph"},
+        {&s_host_epoch, "host_epoch"}, {&s_graphs_replayed, "graphs_replayed"},
+        {&s_before_graph, "before_graph"}, {&s_graph_not_launched, "graph_not_launched"},
+        {&s_after_graph, "after_graph"}, {&s_version, "version"}, {&s_settled, "settled"},
+        {&s_last, "last"}, {&s_repeat, "repeat"}, {&s_graph_attr, "graph"},
+        {&s_copy_in, "copy_in"},
             };
     for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++)
         if (intern(strings[i].var, strings[i].text) < 0)

@@ -9,8 +9,9 @@ versions of the hottest methods on that path, each in its own file:
     tracker.c    DependencyTracker.conflicts and commit
     binding.c    Kernel.bind
     gather.c     PackedTarget.numba_values and pointer_values (the values a launch packs)
-    issue.c      Runtime.launch_kernel and _issue (from the lock to the poll)
-    device.c     CudaBackend.record, wait, launch and PackedLaunch.__call__ (the CUDA calls)
+    issue.c      Runtime.launch_kernel, launch_graph and _issue (from the lock to the poll)
+    device.c     CudaBackend's calls of a launch (record, wait, event_done, kernel_launch,
+                 graph_launch, launch) and PackedLaunch.__call__
     streams.c    Node.__init__, the stream manager's per-launch methods, the policies' picks
     memory.c     ExplicitMemory.before_device (what a launch books before it is enqueued)
     common.c     reading __slots__ attributes at their offsets
@@ -50,8 +51,9 @@ static PyMethodDef methods[] = {
      "configure_device(packed_launch, packed_target, packed_plan, python_call): the classes "
      "whose __slots__ the compiled packed launch reads, and its Python twin."},
     {"configure_backend", configure_backend, METH_VARARGS,
-     "configure_backend(cuda_backend, capture_tracker): the classes whose __slots__ the "
-     "compiled backend methods read."},
+     "configure_backend(cuda_backend, capture_tracker, graph, allocation, check_launch, "
+     "forget_finished): the classes whose __slots__ the compiled backend methods read, and "
+     "the Python functions of a graph launch's rare cases."},
     {"configure_streams", configure_streams, METH_VARARGS,
      "configure_streams(node, stream_state, stream_manager, node_ids, no_nodes): the classes "
      "whose __slots__ the compiled stream methods read and write, the node id counter and the "
