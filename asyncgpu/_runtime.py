@@ -17,6 +17,10 @@ docs/design.md).
 
 ``execution="sync"`` runs the same pipeline on one stream and waits after every node: the serial
 baseline and the oracle the tests compare with.
+
+``launch_kernel``, ``launch_graph`` and ``_issue`` are :class:`PythonIssuing`'s, or their
+compiled twins in ``asyncgpu/csrc/issue.c`` (``asyncgpu._compiled``; docs/design.md, "Compiled
+methods").
 """
 
 from __future__ import annotations
@@ -49,9 +53,10 @@ register_access_type(ArrayArg)      # (launch arguments are their own accesses)
 
 
 class PythonIssuing:
-    """The runtime's ``launch_kernel`` and ``_issue`` in Python: the reference for the
-    compiled versions in ``asyncgpu/csrc/issue.c`` (``asyncgpu._compiled``), which run the
-    same steps, call the same methods in the same order and raise the same errors."""
+    """The runtime's ``launch_kernel``, ``launch_graph`` and ``_issue`` in Python: the
+    reference for the compiled versions in ``asyncgpu/csrc/issue.c`` (``asyncgpu._compiled``),
+    which run the same steps, call the same methods in the same order and raise the same
+    errors."""
 
     __slots__ = ()
     _lock: Any

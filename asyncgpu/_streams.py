@@ -20,8 +20,10 @@ Retirement: :meth:`StreamManager.finished` marks a node and everything before it
 launch polls up to two events, so a long loop without host access keeps a bounded set of live
 nodes and a flat per-launch cost.
 
-The manager is pure Python: it calls the backend through ``create_stream``, ``create_event``,
-``record``, ``wait`` and ``event_done``, always passing streams explicitly.
+The manager is plain Python: it calls the backend through ``create_stream``, ``create_event``,
+``record``, ``wait`` and ``event_done``, always passing streams explicitly. Its per-launch
+methods (:class:`PythonStreamCalls`) have compiled twins in ``asyncgpu/csrc/streams.c``
+(``asyncgpu._compiled``), which give the same answers.
 """
 
 from __future__ import annotations

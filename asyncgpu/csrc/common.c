@@ -74,6 +74,41 @@ intern(PyObject **var, const char *text)
 }
 
 int
+intern_all(const Name *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (intern(names[i].var, names[i].text) < 0)
+            return -1;
+    return 0;
+}
+
+int
+for_each(PyObject *iterable, int (*fn)(PyObject *item, void *context), void *context)
+{
+    PyObject *it = PyObject_GetIter(iterable), *item;
+    int r = 0;
+    if (it == NULL)
+        return -1;
+    while (r == 0 && (item = PyIter_Next(it)) != NULL) {
+        r = fn(item, context);
+        Py_DECREF(item);
+    }
+    Py_DECREF(it);
+    return r == 0 && PyErr_Occurred() ? -1 : r;
+}
+
+PyObject *zero, *one, *minus_one;
+
+int
+small_ints_init(void)
+{
+    if ((zero = PyLong_FromLong(0)) == NULL || (one = PyLong_FromLong(1)) == NULL
+            || (minus_one = PyLong_FromLong(-1)) == NULL)
+        return -1;
+    return 0;
+}
+
+int
 add_type(PyObject *module, const char *name, PyType_Spec *spec)
 {
     PyObject *type = PyType_FromSpec(spec);

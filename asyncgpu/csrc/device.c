@@ -9,10 +9,10 @@ the launcher was launched before with arguments of the same kinds), ``CudaBacken
 ``wait`` and ``event_done`` (the completion event, the event wait and the poll, through
 CuPy's ``cudaEventRecord``, ``cudaStreamWaitEvent`` and ``cudaEventQuery``),
 ``CudaBackend.graph_launch`` (a replayed graph's checks, ``cudaGraphLaunch`` and its completion
-event), and the packed launch object's call (``PackedLaunch.__call__``: the parameters packed into the plan's buffer, then
-CuPy's ``cuLaunchKernel``). Here each is a C method that makes the same calls with the same
-arguments (``asyncgpu/backends/_cuda.py``'s ``PythonDeviceCalls`` and
-``_cuda_kernels.py``'s ``PythonPackedCall`` are the references). A caller in C
+event), and the packed launch object's call (``PackedLaunch.__call__``: the parameters packed
+into the plan's buffer, then CuPy's ``cuLaunchKernel``). Here each is a C method that makes
+the same calls with the same arguments (``asyncgpu/backends/_cuda.py``'s ``PythonDeviceCalls``
+and ``_cuda_kernels.py``'s ``PythonPackedCall`` are the references). A caller in C
 (``issue.c``) then reaches the CUDA call without a Python frame on the way.
 
 Invariants
@@ -50,7 +50,6 @@ static PyObject *s_target, *s_values, *s_plan, *s_grid, *s_block, *s_shared, *s_
     *s_check_host_wait, *s_event_query, *s_done, *s_prepared, *s_backend, *s_key,
     *s_pointer_values, *s_numba_values, *s_destroyed, *s_frees, *s_explicit_frees, *s_launched,
     *s_graphs_in_flight;
-static PyObject *zero;
 
 /* ---- PackedLaunch.__call__ ---------------------------------------------------------------- */
 
@@ -212,16 +211,19 @@ cuda_call(PyObject *self, int field, PyObject *fn_name, PyObject *first, PyObjec
     return r;
 }
 
+/* record(event, stream) and wait(stream, event): the capture tracker told (``told``), then
+   the CUDA call (the backend's attribute ``field``/``fn_name``; ``flags``: pass a 0 third). */
 static PyObject *
-backend_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+forward(PyObject *self, PyObject *const *args, Py_ssize_t nargs, const char *usage,
+        PyObject *told, int field, PyObject *fn_name, int flags)
 {
     if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "record(event, stream)");
+        PyErr_SetString(PyExc_TypeError, usage);
         return NULL;
     }
-    if (tell_captures(self, s_record, args[0], args[1]) < 0)
+    if (tell_captures(self, told, args[0], args[1]) < 0)
         return NULL;
-    PyObject *r = cuda_call(self, B_EVENT_RECORD, s_event_record, args[0], args[1], 0);
+    PyObject *r = cuda_call(self, field, fn_name, args[0], args[1], flags);
     if (r == NULL)
         return NULL;
     Py_DECREF(r);
@@ -229,19 +231,17 @@ backend_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyObject *
+backend_record(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    return forward(self, args, nargs, "record(event, stream)", s_record, B_EVENT_RECORD,
+                   s_event_record, 0);
+}
+
+static PyObject *
 backend_wait(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "wait(stream, event)");
-        return NULL;
-    }
-    if (tell_captures(self, s_wait, args[0], args[1]) < 0)
-        return NULL;
-    PyObject *r = cuda_call(self, B_STREAM_WAIT, s_stream_wait, args[0], args[1], 1);
-    if (r == NULL)
-        return NULL;
-    Py_DECREF(r);
-    Py_RETURN_NONE;
+    return forward(self, args, nargs, "wait(stream, event)", s_wait, B_STREAM_WAIT,
+                   s_stream_wait, 1);
 }
 
 static PyObject *
@@ -533,17 +533,14 @@ configure_device(PyObject *module, PyObject *args)
 int
 device_init(PyObject *module)
 {
-    static struct {
-        PyObject **var;
-        const char *text;
-    } strings[] = {
+    static const Name names[] = {
         {&s_target, "target"}, {&s_values, "values"}, {&s_plan, "plan"}, {&s_grid, "grid"},
         {&s_block, "block"}, {&s_shared, "shared"}, {&s_handle, "handle"},
         {&s_struct, "struct"}, {&s_buf, "buf"}, {&s_extra_ptr, "extra_ptr"},
         {&s_splits, "splits"}, {&s_launch_fn, "launch_fn"}, {&s_pack_into, "pack_into"},
         {&s_ptr, "ptr"}, {&s_captures, "captures"}, {&s_engaged, "engaged"},
-        {&s_record, "record"}, {&s_wait, "wait"}, {&s_launch, "launch"},
-        {&s_recent, "_recent"}, {&s_append, "append"}, {&s_launch_failed, "_launch_failed"},
+        {&s_record, "record"}, {&s_wait, "wait"}, {&s_launch, "launch"}, {&s_recent, "_recent"},
+        {&s_append, "append"}, {&s_launch_failed, "_launch_failed"},
         {&s_event_record, "_event_record"}, {&s_stream_wait, "_stream_wait"},
         {&s_device_error, "_device_error"}, {&s_check_host_wait, "check_host_wait"},
         {&s_event_query, "event query"}, {&s_done, "done"}, {&s_prepared, "prepared"},
@@ -552,12 +549,9 @@ device_init(PyObject *module)
         {&s_explicit_frees, "explicit_frees"}, {&s_launched, "launched"},
         {&s_graphs_in_flight, "_graphs_in_flight"},
     };
-    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++)
-        if (intern(strings[i].var, strings[i].text) < 0)
-            return -1;
-    s_launch_attr = s_launch;
-    if ((zero = PyLong_FromLong(0)) == NULL)
+    if (INTERN_ALL(names) < 0)
         return -1;
+    s_launch_attr = s_launch;
     if (add_type(module, "BackendBase", &backend_spec) < 0)
         return -1;
     return add_type(module, "PackedCallBase", &packed_spec);

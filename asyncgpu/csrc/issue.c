@@ -42,19 +42,15 @@ enum { F_GRAPH, F_ACCESSES, F_NAME, F_COPY_IN, F_SETTLED, F_LAST, F_REPEAT };
 enum { L_LOCATION, L_NBYTES, L_BUFFER };
 
 static PyObject *s_kernel, *s_lock, *s_acquire, *s_release, *s_releases, *s_drain_releases,
-    *s_want_sites, *s_recording, *s_bind, *s_memory, *s_elementwise, *s_no_const,
-    *s_alias_blind, *s_backend, *s_kernel_launch, *s_name, *s_stats, *s_kernels, *s_issue,
-    *s_issuing, *s_issuing_compiled, *s_before_device, *s_accesses, *s_kind, *s_copy, *s_deps,
-    *s_conflicts, *s_streams, *s_choose, *s_stream, *s_parents, *s_prefetch, *s_alloc,
-    *s_location, *s_nbytes, *s_buffer, *s_handle, *s_prefetches, *s_bytes_prefetched,
-    *s_wait_for_parents, *s_launch, *s_instruments, *s_launch_traced_graph, *s_graph_launch,
-    *s_issued, *s_commit, *s_write, *s_eager_free, *s_keepalive, *s_nodes, *s_streams_used,
-    *s_add, *s_index, *s_edges, *s_notify_node, *s_sync_mode, *s_host_wait, *s_event,
-    *s_finished, *s_sync, *s_sync_reason, *s_inflight, *s_poll_threshold, *s_poll,
-    *s_recover, *s_kernel_kind, *s_graph_kind, *s_host_epoch, *s_graphs_replayed,
+    *s_want_sites, *s_recording, *s_memory, *s_elementwise, *s_no_const, *s_alias_blind,
+    *s_backend, *s_kernel_launch, *s_name, *s_stats, *s_issue, *s_issuing, *s_issuing_compiled,
+    *s_before_device, *s_accesses, *s_kind, *s_copy, *s_deps, *s_streams, *s_stream, *s_parents,
+    *s_prefetch, *s_alloc, *s_location, *s_nbytes, *s_buffer, *s_handle, *s_launch, *s_instruments,
+    *s_launch_traced_graph, *s_graph_launch, *s_write, *s_eager_free, *s_keepalive, *s_add,
+    *s_index, *s_edges, *s_notify_node, *s_sync_mode, *s_host_wait, *s_event, *s_finished, *s_sync,
+    *s_sync_reason, *s_recover, *s_graph, *s_host_epoch, *s_graphs_replayed,
     *s_before_graph, *s_graph_not_launched, *s_after_graph, *s_version, *s_settled, *s_last,
-    *s_repeat, *s_graph_attr, *s_copy_in;
-static PyObject *one;
+    *s_repeat, *s_copy_in;
 
 /* The runtime's attribute, tested for truth: 1, 0 or -1 */
 static int
@@ -151,7 +147,7 @@ launch_locked(PyObject *self, PyObject *launcher, PyObject *args, PyObject *kern
                                      values, site)) == NULL
             || (name = PyObject_GetAttr(kernel, s_name)) == NULL)
         goto done;
-    PyObject *node_args[] = {s_kernel_kind, name, site, arrays};
+    PyObject *node_args[] = {s_kernel, name, site, arrays};
     if ((node = PyObject_Vectorcall(node_type, node_args, 4, NULL)) == NULL
             || set(node, &node_layout, N_LAUNCH, s_launch, launch) < 0
             || (stats = RT(self, R_STATS, s_stats)) == NULL
@@ -230,71 +226,51 @@ to_device(PyObject *alloc, int only_device)
     return r;
 }
 
-/* The prefetches of the accesses' host-current allocations onto the node's stream. */
+/* What the prefetch of one access needs: the backend, the statistics, the stream's handle. */
+typedef struct {
+    PyObject *backend, *stats, *handle;
+} Prefetch;
+
+/* Prefetch acc's allocation onto the node's stream if it is current on the host. */
 static int
-prefetch_inputs(PyObject *backend, PyObject *stats, PyObject *accesses, PyObject *handle)
+prefetch_one(PyObject *acc, void *context)
 {
-    PyObject *it = PyObject_GetIter(accesses), *acc;
-    if (it == NULL)
-        return -1;
-    while ((acc = PyIter_Next(it)) != NULL) {
-        PyObject *alloc = PyObject_GetAttr(acc, s_alloc), *loc = NULL, *host = NULL,
-            *nbytes = NULL, *buffer = NULL, *r = NULL;
-        Py_DECREF(acc);
-        int ok = alloc != NULL
-            && (loc = get(alloc, &alloc_layout, L_LOCATION, s_location)) != NULL
-            && (host = PyNumber_And(loc, host_flag)) != NULL;
-        int wanted = ok ? truth(host) : -1;
-        if (wanted > 0) {
-            ok = (nbytes = get(alloc, &alloc_layout, L_NBYTES, s_nbytes)) != NULL;
-            wanted = ok ? truth(nbytes) : -1;
-        }
-        if (wanted > 0) {
-            wanted = ((buffer = get(alloc, &alloc_layout, L_BUFFER, s_buffer)) != NULL
-                      && (r = call_method(backend, s_prefetch, 2, buffer, handle)) != NULL
-                      && count_stat(stats, ST_PREFETCHES, one) == 0
-                      && count_stat(stats, ST_BYTES_PREFETCHED, nbytes) == 0
-                      && set(alloc, &alloc_layout, L_LOCATION, s_location, device_flag) == 0)
-                ? 0 : -1;
-        }
-        Py_XDECREF(alloc);
-        Py_XDECREF(loc);
-        Py_XDECREF(host);
-        Py_XDECREF(nbytes);
-        Py_XDECREF(buffer);
-        Py_XDECREF(r);
-        if (wanted < 0) {
-            Py_DECREF(it);
-            return -1;
-        }
-    }
-    Py_DECREF(it);
-    return PyErr_Occurred() ? -1 : 0;
+    Prefetch *p = context;
+    PyObject *alloc = PyObject_GetAttr(acc, s_alloc), *loc = NULL, *host = NULL, *nbytes = NULL,
+        *buffer = NULL, *r = NULL;
+    int wanted = alloc == NULL
+        || (loc = get(alloc, &alloc_layout, L_LOCATION, s_location)) == NULL
+        || (host = PyNumber_And(loc, host_flag)) == NULL ? -1 : truth(host);
+    if (wanted > 0)
+        wanted = (nbytes = get(alloc, &alloc_layout, L_NBYTES, s_nbytes)) == NULL
+            ? -1 : truth(nbytes);
+    if (wanted > 0)     /* migrated: a second view in this launch needs none */
+        wanted = (buffer = get(alloc, &alloc_layout, L_BUFFER, s_buffer)) == NULL
+            || (r = call_method(p->backend, s_prefetch, 2, buffer, p->handle)) == NULL
+            || count_stat(p->stats, ST_PREFETCHES, one) < 0
+            || count_stat(p->stats, ST_BYTES_PREFETCHED, nbytes) < 0
+            || set(alloc, &alloc_layout, L_LOCATION, s_location, device_flag) < 0 ? -1 : 0;
+    Py_XDECREF(alloc);
+    Py_XDECREF(loc);
+    Py_XDECREF(host);
+    Py_XDECREF(nbytes);
+    Py_XDECREF(buffer);
+    Py_XDECREF(r);
+    return wanted < 0 ? -1 : 0;
 }
 
-/* Each access's allocation is on the device now (a write: only there). */
+/* acc's allocation is on the device now (a write: only there). */
 static int
-book_locations(PyObject *accesses)
+book_location(PyObject *acc, void *unused)
 {
-    PyObject *it = PyObject_GetIter(accesses), *acc;
-    if (it == NULL)
-        return -1;
-    while ((acc = PyIter_Next(it)) != NULL) {
-        PyObject *alloc = get(acc, &arg_layout, G_ALLOC, s_alloc), *write = NULL;
-        int w = -1;
-        if (alloc != NULL && (write = get(acc, &arg_layout, G_WRITE, s_write)) != NULL
-                && (w = truth(write)) >= 0)
-            w = to_device(alloc, w);
-        Py_DECREF(acc);
-        Py_XDECREF(alloc);
-        Py_XDECREF(write);
-        if (w < 0) {
-            Py_DECREF(it);
-            return -1;
-        }
-    }
-    Py_DECREF(it);
-    return PyErr_Occurred() ? -1 : 0;
+    PyObject *alloc = get(acc, &arg_layout, G_ALLOC, s_alloc), *write = NULL;
+    int w = -1;
+    if (alloc != NULL && (write = get(acc, &arg_layout, G_WRITE, s_write)) != NULL
+            && (w = truth(write)) >= 0)
+        w = to_device(alloc, w);
+    Py_XDECREF(alloc);
+    Py_XDECREF(write);
+    return w < 0 ? -1 : 0;
 }
 
 /* edges[reason] += amount */
@@ -446,7 +422,8 @@ issue_marked(PyObject *self, PyObject *node, PyObject *graph, PyObject *found_gi
             || (stats = RT(self, R_STATS, s_stats)) == NULL
             || (handle = PyObject_GetAttr(stream, s_handle)) == NULL
             || (t = rt_truth(self, R_PREFETCH, s_prefetch)) < 0
-            || (t && prefetch_inputs(backend, stats, accesses, handle) < 0))
+            || (t && for_each(accesses, prefetch_one,
+                              &(Prefetch){backend, stats, handle}) < 0))
         goto done;
     if (PyList_GET_SIZE(parents)
             && (r = call_wait_for_parents(streams, node, parents)) == NULL)
@@ -481,7 +458,7 @@ issue_marked(PyObject *self, PyObject *node, PyObject *graph, PyObject *found_gi
     if ((r = call_commit(deps, node, accesses)) == NULL)
         goto done;
     Py_CLEAR(r);
-    if ((graph == Py_None || !explicit) && book_locations(accesses) < 0)
+    if ((graph == Py_None || !explicit) && for_each(accesses, book_location, NULL) < 0)
         goto done;
     if ((t = rt_truth(self, R_EAGER_FREE, s_eager_free)) < 0)
         goto done;
@@ -703,7 +680,7 @@ runtime_launch_graph(PyObject *self, PyObject *frozen)
         *node = NULL, *stats = NULL, *memory = NULL, *booked = NULL, *deps = NULL,
         *found = NULL, *counts = NULL, *version = NULL, *last = NULL, *epoch = NULL,
         *result = NULL;
-    if ((graph = get(frozen, &frozen_layout, F_GRAPH, s_graph_attr)) == NULL
+    if ((graph = get(frozen, &frozen_layout, F_GRAPH, s_graph)) == NULL
             || (accesses = get(frozen, &frozen_layout, F_ACCESSES, s_accesses)) == NULL
             || (t = rt_truth(self, R_RELEASES, s_releases)) < 0)
         goto done;
@@ -714,7 +691,7 @@ runtime_launch_graph(PyObject *self, PyObject *frozen)
             || (site = t ? PyObject_CallNoArgs(user_site) : Py_NewRef(Py_None)) == NULL
             || (name = get(frozen, &frozen_layout, F_NAME, s_name)) == NULL)
         goto done;
-    PyObject *node_args[] = {s_graph_kind, name, site, accesses};
+    PyObject *node_args[] = {s_graph, name, site, accesses};
     if ((node = PyObject_Vectorcall(node_type, node_args, 4, NULL)) == NULL
             || set(node, &node_layout, N_KEEPALIVE, s_keepalive, graph) < 0
             || (stats = RT(self, R_STATS, s_stats)) == NULL
@@ -855,45 +832,32 @@ configure_issue(PyObject *module, PyObject *args)
 int
 issue_init(PyObject *module)
 {
-    static struct {
-        PyObject **var;
-        const char *text;
-    } strings[] = {
+    static const Name names[] = {
         {&s_kernel, "kernel"}, {&s_lock, "_lock"}, {&s_acquire, "acquire"},
         {&s_release, "release"}, {&s_releases, "_releases"},
         {&s_drain_releases, "_drain_releases"}, {&s_want_sites, "want_sites"},
-        {&s_recording, "recording"}, {&s_bind, "bind"}, {&s_memory, "memory"},
-        {&s_elementwise, "elementwise"}, {&s_no_const, "no_const"},
-        {&s_alias_blind, "alias_blind"}, {&s_backend, "backend"},
+        {&s_recording, "recording"}, {&s_memory, "memory"}, {&s_elementwise, "elementwise"},
+        {&s_no_const, "no_const"}, {&s_alias_blind, "alias_blind"}, {&s_backend, "backend"},
         {&s_kernel_launch, "kernel_launch"}, {&s_name, "name"}, {&s_stats, "stats"},
-        {&s_kernels, "kernels"}, {&s_issue, "_issue"}, {&s_issuing, "_issuing"},
+        {&s_issue, "_issue"}, {&s_issuing, "_issuing"},
         {&s_issuing_compiled, "_issuing_compiled"}, {&s_before_device, "before_device"},
         {&s_accesses, "accesses"}, {&s_kind, "kind"}, {&s_copy, "copy"}, {&s_deps, "deps"},
-        {&s_conflicts, "conflicts"}, {&s_streams, "streams"}, {&s_choose, "choose"},
-        {&s_stream, "stream"}, {&s_parents, "parents"}, {&s_prefetch, "prefetch"},
-        {&s_alloc, "alloc"}, {&s_location, "location"}, {&s_nbytes, "nbytes"},
-        {&s_buffer, "buffer"}, {&s_handle, "handle"}, {&s_prefetches, "prefetches"},
-        {&s_bytes_prefetched, "bytes_prefetched"}, {&s_wait_for_parents, "wait_for_parents"},
+        {&s_streams, "streams"}, {&s_stream, "stream"}, {&s_parents, "parents"},
+        {&s_prefetch, "prefetch"}, {&s_alloc, "alloc"}, {&s_location, "location"},
+        {&s_nbytes, "nbytes"}, {&s_buffer, "buffer"}, {&s_handle, "handle"},
         {&s_launch, "launch"}, {&s_instruments, "_instruments"},
         {&s_launch_traced_graph, "launch_traced_graph"}, {&s_graph_launch, "graph_launch"},
-        {&s_issued, "issued"}, {&s_commit, "commit"}, {&s_write, "write"},
-        {&s_eager_free, "eager_free"}, {&s_keepalive, "keepalive"}, {&s_nodes, "nodes"},
-        {&s_streams_used, "streams_used"}, {&s_add, "add"}, {&s_index, "index"},
-        {&s_edges, "edges"}, {&s_notify_node, "_notify_node"}, {&s_sync_mode, "sync_mode"},
+        {&s_write, "write"}, {&s_eager_free, "eager_free"}, {&s_keepalive, "keepalive"},
+        {&s_add, "add"}, {&s_index, "index"}, {&s_edges, "edges"},
+        {&s_notify_node, "_notify_node"}, {&s_sync_mode, "sync_mode"},
         {&s_host_wait, "host_wait"}, {&s_event, "event"}, {&s_finished, "finished"},
-        {&s_sync, "sync"}, {&s_sync_reason, "sync-mode"}, {&s_inflight, "_inflight"},
-        {&s_poll_threshold, "poll_threshold"}, {&s_poll, "poll"}, {&s_recover, "_recover"}, {&s_graph_kind, "graph"},
+        {&s_sync, "sync"}, {&s_sync_reason, "sync-mode"}, {&s_recover, "_recover"},
         {&s_host_epoch, "host_epoch"}, {&s_graphs_replayed, "graphs_replayed"},
         {&s_before_graph, "before_graph"}, {&s_graph_not_launched, "graph_not_launched"},
         {&s_after_graph, "after_graph"}, {&s_version, "version"}, {&s_settled, "settled"},
-        {&s_last, "last"}, {&s_repeat, "repeat"}, {&s_graph_attr, "graph"},
-        {&s_copy_in, "copy_in"},
-            };
-    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++)
-        if (intern(strings[i].var, strings[i].text) < 0)
-            return -1;
-    s_kernel_kind = s_kernel;      /* (the node kind "kernel") */
-    if ((one = PyLong_FromLong(1)) == NULL)
+        {&s_last, "last"}, {&s_repeat, "repeat"}, {&s_graph, "graph"}, {&s_copy_in, "copy_in"},
+    };
+    if (INTERN_ALL(names) < 0)
         return -1;
     return add_type(module, "RuntimeBase", &runtime_spec);
 }

@@ -38,44 +38,35 @@ has_bytes(PyObject *alloc, int host_only)
     return t;
 }
 
-/* One pass over the accesses: ``copies`` finds whether one needs copying in (1/0/-1);
-   otherwise the written allocations with bytes are booked DEVICE (0/-1). */
+/* Whether acc's allocation needs copying in: 1 (stops the pass), 0, or -1. */
 static int
-pass(PyObject *accesses, int copies)
+needs_copy(PyObject *acc, void *unused)
 {
-    PyObject *it = PyObject_GetIter(accesses), *acc;
-    int found = 0;
-    if (it == NULL)
-        return -1;
-    while (!found && (acc = PyIter_Next(it)) != NULL) {
-        PyObject *alloc = NULL, *write = NULL;
-        int t = copies ? 1 : (write = get(acc, &arg_layout, G_WRITE, s_write)) == NULL
-                                 ? -1 : truth(write);
-        if (t > 0)
-            t = (alloc = get(acc, &arg_layout, G_ALLOC, s_alloc)) == NULL
-                ? -1 : has_bytes(alloc, copies);
-        if (t > 0) {
-            if (copies)
-                found = 1;
-            else
-                t = set(alloc, &alloc_layout, L_LOCATION, s_location, device_flag);
-        }
-        Py_DECREF(acc);
-        Py_XDECREF(alloc);
-        Py_XDECREF(write);
-        if (t < 0) {
-            Py_DECREF(it);
-            return -1;
-        }
-    }
-    Py_DECREF(it);
-    return PyErr_Occurred() ? -1 : found;
+    PyObject *alloc = get(acc, &arg_layout, G_ALLOC, s_alloc);
+    int t = alloc == NULL ? -1 : has_bytes(alloc, 1);
+    Py_XDECREF(alloc);
+    return t;
+}
+
+/* A written allocation with bytes is booked DEVICE: 0, or -1. */
+static int
+book_write(PyObject *acc, void *unused)
+{
+    PyObject *write = get(acc, &arg_layout, G_WRITE, s_write), *alloc = NULL;
+    int t = write == NULL ? -1 : truth(write);
+    if (t > 0)
+        t = (alloc = get(acc, &arg_layout, G_ALLOC, s_alloc)) == NULL ? -1 : has_bytes(alloc, 0);
+    if (t > 0)
+        t = set(alloc, &alloc_layout, L_LOCATION, s_location, device_flag);
+    Py_XDECREF(write);
+    Py_XDECREF(alloc);
+    return t < 0 ? -1 : 0;
 }
 
 static PyObject *
 memory_before_device(PyObject *self, PyObject *accesses)
 {
-    int copies = pass(accesses, 1);
+    int copies = for_each(accesses, needs_copy, NULL);
     if (copies < 0)
         return NULL;
     if (copies) {
@@ -84,7 +75,7 @@ memory_before_device(PyObject *self, PyObject *accesses)
             return NULL;
         Py_DECREF(r);
     }
-    if (pass(accesses, 0) < 0)
+    if (for_each(accesses, book_write, NULL) < 0)
         return NULL;
     Py_RETURN_NONE;
 }

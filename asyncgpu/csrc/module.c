@@ -67,10 +67,9 @@ static PyMethodDef methods[] = {
 static int
 exec_module(PyObject *module)
 {
-    if (launcher_init(module) < 0 || tracker_init(module) < 0 || binding_init(module) < 0
-            || gather_init(module) < 0 || issue_init(module) < 0
-            || device_init(module) < 0 || streams_init(module) < 0
-            || memory_init(module) < 0)
+    if (small_ints_init() < 0 || launcher_init(module) < 0 || tracker_init(module) < 0
+            || binding_init(module) < 0 || gather_init(module) < 0 || issue_init(module) < 0
+            || device_init(module) < 0 || streams_init(module) < 0 || memory_init(module) < 0)
         return -1;
     return 0;
 }

@@ -47,6 +47,23 @@ int truth(PyObject *v);
 int less(PyObject *a, PyObject *b);
 int less_equal(PyObject *a, PyObject *b);
 int intern(PyObject **var, const char *text);
+
+/* An attribute name a part interns once (see intern_all). */
+typedef struct {
+    PyObject **var;
+    const char *text;
+} Name;
+
+int intern_all(const Name *names, size_t n);
+#define INTERN_ALL(names) intern_all((names), sizeof(names) / sizeof((names)[0]))
+
+/* fn(item, context) for each item of an iterable, until fn returns non-zero: that value
+   (-1: an error is set), or 0 when every item was seen, or -1 if the iteration failed. */
+int for_each(PyObject *iterable, int (*fn)(PyObject *item, void *context), void *context);
+
+/* 0, 1 and -1, made once (common.c) */
+extern PyObject *zero, *one, *minus_one;
+int small_ints_init(void);
 int add_to(PyObject *obj, PyObject *name, PyObject *amount);
 int add_at(PyObject *obj, const SlotLayout *layout, int field, PyObject *name,
            PyObject *amount);

@@ -40,7 +40,7 @@ static PyObject *s_id, *s_kind, *s_name, *s_site, *s_accesses, *s_stream, *s_seq
     *s_inflight_count, *s_poll_at, *s_pick, *s_take_free, *s_can_grow, *s_grow,
     *s_least_recently_used, *s_wait, *s_record, *s_new_event, *s_event_done, *s_finished_m,
     *s_on_finish, *s_popleft, *s_append, *s_pop, *s_graph, *s_done, *s_get;
-static PyObject *zero, *one, *minus_one, *empty;
+static PyObject *empty;
 static Twin t_take_free, t_choose, t_wait_for_parents, t_issued, t_poll, t_finished,
     t_on_finish, t_reuse_pick, t_disjoint_pick;
 static PyObject *manager_take_free(PyObject *self, PyObject *unused);
@@ -644,8 +644,10 @@ manager_poll(PyObject *self, PyObject *unused)
         *tail = NULL, *head = NULL;
     PyObject *result = NULL;
     int t;
-    if (inflight == NULL || (threshold = MANAGER(self, M_POLL_THRESHOLD, s_poll_threshold)) == NULL
-            || (t = less(threshold, inflight)) < 0 || (streams = MANAGER(self, M_STREAMS, s_streams)) == NULL)
+    if (inflight == NULL
+            || (threshold = MANAGER(self, M_POLL_THRESHOLD, s_poll_threshold)) == NULL
+            || (t = less(threshold, inflight)) < 0
+            || (streams = MANAGER(self, M_STREAMS, s_streams)) == NULL)
         goto done;
     Py_ssize_t n = size(streams);
     if (n < 0)
@@ -805,10 +807,7 @@ configure_streams(PyObject *module, PyObject *args)
 int
 streams_init(PyObject *module)
 {
-    static struct {
-        PyObject **var;
-        const char *text;
-    } strings[] = {
+    static const Name names[] = {
         {&s_id, "id"}, {&s_kind, "kind"}, {&s_name, "name"}, {&s_site, "site"},
         {&s_accesses, "accesses"}, {&s_stream, "stream"}, {&s_seq, "seq"}, {&s_event, "event"},
         {&s_parents, "parents"}, {&s_edges, "edges"}, {&s_keepalive, "keepalive"},
@@ -826,12 +825,9 @@ streams_init(PyObject *module)
         {&s_append, "append"}, {&s_pop, "pop"}, {&s_graph, "graph"}, {&s_done, "done"},
         {&s_get, "get"},
     };
-    for (size_t i = 0; i < sizeof strings / sizeof strings[0]; i++)
-        if (intern(strings[i].var, strings[i].text) < 0)
-            return -1;
-    if ((zero = PyLong_FromLong(0)) == NULL || (one = PyLong_FromLong(1)) == NULL
-            || (minus_one = PyLong_FromLong(-1)) == NULL
-            || (empty = PyTuple_New(0)) == NULL)
+    if (INTERN_ALL(names) < 0)
+        return -1;
+    if ((empty = PyTuple_New(0)) == NULL)
         return -1;
     if (add_type(module, "StreamsBase", &manager_spec) < 0
             || add_type(module, "ReuseBase", &reuse_spec) < 0

@@ -19,7 +19,7 @@ static SlotLayout live_layout, node_layout, tracker_layout;    /* writes, reads 
                                                                    version */
 static PyObject *s_key, *s_lo, *s_hi, *s_write, *s_label, *s_writes, *s_reads, *s_finished,
     *s_live, *s_drop_raw, *s_drop_war, *s_version;
-static PyObject *reason_raw, *reason_war, *reason_waw, *one, *s_stream;
+static PyObject *reason_raw, *reason_war, *reason_waw, *s_stream;
 
 static const SlotLayout *
 access_layout(PyObject *acc)
@@ -650,8 +650,6 @@ tracker_init(PyObject *module)
             || intern(&s_finished, "finished") < 0 || intern(&s_live, "_live") < 0
             || intern(&s_drop_raw, "_drop_raw") < 0 || intern(&s_drop_war, "_drop_war") < 0
             || intern(&s_version, "version") < 0 || intern(&s_stream, "stream") < 0)
-        return -1;
-    if ((one = PyLong_FromLong(1)) == NULL)
         return -1;
     if (add_type(module, "TrackerBase", &tracker_spec) < 0
             || twin(&t_conflicts, module, "TrackerBase", "conflicts") < 0
