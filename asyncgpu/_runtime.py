@@ -36,13 +36,13 @@ from typing import Any
 from . import _compiled as compiled
 from . import backends
 from ._array import DEVICE, HOST, Allocation
+from ._chunks import launch_chunked
 from ._config import Options, options_from_env
 from ._dag import Node, reduce_parents
 from ._deps import Access, DependencyTracker, register_access_type
 from ._graph_capture import FrozenGraph
 from ._host_access import HostAccess
 from ._kernel import ArrayArg, Launcher, user_site
-from ._chunks import launch_chunked
 from ._memory import ExplicitMemory
 from ._statistics import Counters, Statistics
 from ._streams import StreamManager
@@ -222,10 +222,10 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
 
     # (slots: what every launch reads, which the compiled methods read at their offsets;
     # everything else lives in the instance dict)
-    __slots__ = ("options", "backend", "stats", "_lock", "_releases", "_instruments",
-                 "_issuing", "_issuing_compiled", "recording", "deps", "streams", "sync_mode",
-                 "no_const", "memory", "prefetch", "want_sites", "alias_blind", "eager_free",
-                 "host_epoch")
+    __slots__ = ("_instruments", "_issuing", "_issuing_compiled", "_lock", "_releases",
+                 "alias_blind", "backend", "deps", "eager_free", "host_epoch", "memory",
+                 "no_const", "options", "prefetch", "recording", "stats", "streams", "sync_mode",
+                 "want_sites")
 
     def __init__(self, options: Options, backend: Any = None) -> None:
         self.options = options

@@ -11,11 +11,11 @@ class Counters:
     """Mutable counters owned by one runtime (slots: cheap on the launch path, and the compiled
     methods update them at their offsets)."""
 
-    __slots__ = ("nodes", "kernels", "calls", "host_accesses", "edges", "streams_created",
-                 "events_created", "events_recorded", "event_waits", "syncs", "prefetches",
-                 "bytes_prefetched", "copies_to_device", "copies_to_host", "bytes_to_device",
-                 "bytes_to_host", "nodes_retired", "retired_by_poll", "streams_used",
-                 "graphs_recorded", "graphs_replayed", "listener")
+    __slots__ = ("bytes_prefetched", "bytes_to_device", "bytes_to_host", "calls",
+                 "copies_to_device", "copies_to_host", "edges", "event_waits", "events_created",
+                 "events_recorded", "graphs_recorded", "graphs_replayed", "host_accesses",
+                 "kernels", "listener", "nodes", "nodes_retired", "prefetches", "retired_by_poll",
+                 "streams_created", "streams_used", "syncs")
 
     def __init__(self) -> None:
         self.nodes = 0

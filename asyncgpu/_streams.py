@@ -172,9 +172,8 @@ class PythonStreamCalls:
 class StreamManager(*compiled.bases("StreamsBase", PythonStreamCalls)):
     """Chooses streams, issues waits and records events, retires finished nodes."""
 
-    __slots__ = ("backend", "stats", "max_streams", "poll_threshold", "new_policy",
-                 "parent_policy", "streams", "_free", "_events", "_by_use", "_inflight",
-                 "_poll_at")
+    __slots__ = ("_by_use", "_events", "_free", "_inflight", "_poll_at", "backend", "max_streams",
+                 "new_policy", "parent_policy", "poll_threshold", "stats", "streams")
 
     def __init__(self, backend: Any, options: Any, stats: Any) -> None:
         self.backend = backend

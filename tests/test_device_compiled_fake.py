@@ -18,8 +18,8 @@ import json
 import textwrap
 
 import pytest
-
 import stand_in
+
 from asyncgpu import _compiled
 
 pytestmark = pytest.mark.skipif(_compiled.speedups is None,

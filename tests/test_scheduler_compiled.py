@@ -14,11 +14,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+import programs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import programs
 from asyncgpu import _compiled
 
 pytestmark = pytest.mark.skipif(_compiled.speedups is None,

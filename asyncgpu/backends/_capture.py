@@ -175,7 +175,7 @@ class CaptureTracker:
     run now); the ``check_*`` methods raise :class:`CaptureError` for what a capture forbids.
     """
 
-    __slots__ = ("_streams", "_events", "engaged")
+    __slots__ = ("_events", "_streams", "engaged")
 
     def __init__(self) -> None:
         self._streams: dict[Any, _Open] = {}

@@ -129,8 +129,8 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
     """GPU backend (see the module docstring)."""
 
     # (slots: what the compiled methods read at their offsets; the rest in the instance dict)
-    __slots__ = ("captures", "_recent", "_event_record", "_stream_wait", "_graphs_in_flight",
-                 "__dict__", "__weakref__")
+    __slots__ = ("__dict__", "__weakref__", "_event_record", "_graphs_in_flight", "_recent",
+                 "_stream_wait", "captures")
     name = "cuda"
     prefetches = True
     wants_sites = False
