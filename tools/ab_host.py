@@ -9,6 +9,10 @@ usage: PYTHONPATH=. python3 tools/ab_host.py OLD_TREE [rounds] [all|reads] > ab.
   (the current directory is tree B, "new"; OLD_TREE is tree A; ``reads``: only the two
   probes of host reads after a launch, a few seconds per process)
 
+Each case's summary also gives ``over_control_median``: the median over the rounds of its ratio
+divided by that round's ratio of the raw CuPy launch, the same code in both trees (present
+when that probe ran), which takes out how much faster the host ran for one tree's process.
+
 Measured per process: the replay micro-benchmark's host us per kernel (10-kernel chain and
 10 independent kernels: eager, recorded, recorded_static; ``benchmarks.replay``) and the eager
 launch of the 3-array CUDA C kernel (independent and with one cross-stream wait) next to the
@@ -76,6 +80,9 @@ def build(tree: str) -> None:
         subprocess.run([sys.executable, script], check=True, capture_output=True)
 
 
+CONTROL = "launch cupy_raw"      # the probe whose code does not change between the trees
+
+
 def main() -> None:
     old = sys.argv[1]
     rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 6
@@ -90,6 +97,10 @@ def main() -> None:
         runs.append({name: probe(tree, which) for name, tree in order})
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
     keys = list(runs[0]["new"])
+    # The raw CuPy launch is the same code in both trees: its ratio in a round is how much
+    # faster or slower the host ran for the new tree's process than for the old one's.
+    control = ([run["new"][CONTROL] / run["old"][CONTROL] for run in runs]
+               if CONTROL in keys else None)
     summary = {}
     for key in keys:
         ratios = [run["new"][key] / run["old"][key] for run in runs]
@@ -99,6 +110,9 @@ def main() -> None:
             "new_over_old_median": statistics.median(ratios),
             "new_over_old_per_round": ratios,
         }
+        if control is not None:
+            summary[key]["over_control_median"] = statistics.median(
+                r / c for r, c in zip(ratios, control))
     json.dump({"rounds": runs, "summary": summary}, sys.stdout, indent=1)
 
 
