@@ -6,7 +6,8 @@
 execution, stress mode and eager polling, a random program must make the same nodes on the
 same streams with the same edges in the same order, count the same statistics and compute the
 same values, whichever twins run (with an instrument registered, which takes the labelled-edge
-path, and without).
+path, and without). The same launches recorded into a graph and replayed (``launch_graph``,
+plain and ``static=True``) must also go the same way.
 """
 
 from __future__ import annotations
@@ -47,6 +48,42 @@ class Log:
         edges = tuple((self.order.get(p.id, -1), reason, label) for p, reason, label in node.edges)
         stream = node.stream.index if node.stream is not None else None
         self.nodes.append((node.kind, node.name, stream, node.seq, edges))
+
+
+def run_recorded(ag, steps, init, compiled: bool, static: bool):
+    """The program's launches as the body of ``@ag.graph`` called four times (recorded,
+    captured, then replayed) with host writes between calls, on a fresh runtime: (final values,
+    issued nodes, statistics, outcomes)."""
+    from asyncgpu import _runtime
+
+    launches = [s for s in steps if isinstance(s, programs.Launch)]
+    _compiled.use(compiled)
+    try:
+        with ag.configure(backend="sim", sim_seed=424242, sim_strategy="eager"):
+            _runtime.current_runtime()
+        with ag.configure(backend="sim", sim_seed=17, sim_strategy="random"):
+            allocs = [ag.array(init[i]) for i in range(3)]
+            views = {name: allocs[i][s:s + programs.N]
+                     for name, (i, s) in programs.OPERANDS.items()}
+
+            @ag.graph(static=static)
+            def body():
+                for step in launches:
+                    k = programs.kernel_for(ag, tuple(m for _, m in step.args))
+                    k[1, programs.N](*[views[o] for o, _ in step.args], programs.N, step.c)
+
+            log, outcomes = Log(), []
+            with ag.instrument(log):
+                for i in range(4):
+                    body()
+                    outcomes.append(body.outcome)
+                    allocs[i % 3][0:2] = float(i)           # a host write between calls
+            final = [a.numpy().tolist() for a in allocs]
+            snap = ag.statistics()
+            stats = {f.name: _plain(getattr(snap, f.name)) for f in dataclasses.fields(snap)}
+    finally:
+        _compiled.use(True)
+    return final, log.nodes, stats, outcomes
 
 
 def _plain(value):
@@ -96,3 +133,18 @@ def test_compiled_and_python_schedule_alike(options, steps, instrumented):
     assert compiled[3] == python[3]              # statistics
     if instrumented:
         assert compiled[2], "the instrument saw no node"
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["plain", "static"])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=programs.strategies())
+def test_compiled_and_python_record_and_replay_alike(static, steps):
+    import asyncgpu as ag
+
+    if not any(isinstance(s, programs.Launch) for s in steps):
+        return
+    init = programs.initial(3)
+    compiled = run_recorded(ag, steps, init, True, static)
+    python = run_recorded(ag, steps, init, False, static)
+    assert compiled == python
+    assert "replayed" in compiled[3]
