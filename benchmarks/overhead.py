@@ -60,19 +60,21 @@ def _summary(samples: list[float]) -> dict[str, float]:
             "p90_us": float(q[1])}
 
 
+def _timed(fn: Callable[[int], float | None], count: int, sync: Callable[[], None]) -> float:
+    """Host us per launch of one ``fn(count)``, between two synchronizations."""
+    sync()
+    t0 = time.perf_counter()
+    own = fn(count)
+    elapsed = own if own is not None else time.perf_counter() - t0
+    sync()
+    return elapsed / count * 1e6
+
+
 def _per_launch(fn: Callable[[int], float | None], count: int, sync: Callable[[], None],
                 repeats: int) -> dict[str, float]:
     """``fn(count)`` launches ``count`` times; it returns the seconds it timed itself, or None
     to be timed as a whole."""
-    samples = []
-    for _ in range(repeats):
-        sync()
-        t0 = time.perf_counter()
-        own = fn(count)
-        elapsed = own if own is not None else time.perf_counter() - t0
-        samples.append(elapsed / count * 1e6)
-        sync()
-    return _summary(samples)
+    return _summary([_timed(fn, count, sync) for _ in range(repeats)])
 
 
 def _ag_cases(ag: Any, k: Any, nargs: int) -> dict[str, Callable[[int], float | None]]:
@@ -172,16 +174,6 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
             "ratios_per_round": per_round,
             "floor": cuda_floor(components, cases["cupy_raw_3args"]["median_us"]),
             "flat": flatness(ag), "options": options_effect(ag), "runtime_only": runtime_only()}
-
-
-def _timed(fn: Callable[[int], float | None], count: int, sync: Callable[[], None]) -> float:
-    """Host us per launch of one ``fn(count)``, between two synchronizations."""
-    sync()
-    t0 = time.perf_counter()
-    own = fn(count)
-    elapsed = own if own is not None else time.perf_counter() - t0
-    sync()
-    return elapsed / count * 1e6
 
 
 def _round_ratios(samples: dict[str, list[float]], num: str, den: str) -> list[float]:

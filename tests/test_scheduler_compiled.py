@@ -12,6 +12,7 @@ plain and ``static=True``) must also go the same way.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Mapping
 
@@ -20,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import asyncgpu as ag
 from asyncgpu import _compiled
 
 pytestmark = pytest.mark.skipif(_compiled.speedups is None,
@@ -50,48 +52,9 @@ class Log:
         self.nodes.append((node.kind, node.name, stream, node.seq, edges))
 
 
-def run_recorded(ag, steps, init, compiled: bool, static: bool):
-    """The program's launches as the body of ``@ag.graph`` called four times (recorded,
-    captured, then replayed) with host writes between calls, on a fresh runtime: (final values,
-    issued nodes, statistics, outcomes)."""
-    from asyncgpu import _runtime
-
-    launches = [s for s in steps if isinstance(s, programs.Launch)]
-    _compiled.use(compiled)
-    try:
-        with ag.configure(backend="sim", sim_seed=424242, sim_strategy="eager"):
-            _runtime.current_runtime()
-        with ag.configure(backend="sim", sim_seed=17, sim_strategy="random"):
-            allocs = [ag.array(init[i]) for i in range(3)]
-            views = {name: allocs[i][s:s + programs.N]
-                     for name, (i, s) in programs.OPERANDS.items()}
-
-            @ag.graph(static=static)
-            def body():
-                for step in launches:
-                    k = programs.kernel_for(ag, tuple(m for _, m in step.args))
-                    k[1, programs.N](*[views[o] for o, _ in step.args], programs.N, step.c)
-
-            log, outcomes = Log(), []
-            with ag.instrument(log):
-                for i in range(4):
-                    body()
-                    outcomes.append(body.outcome)
-                    allocs[i % 3][0:2] = float(i)           # a host write between calls
-            final = [a.numpy().tolist() for a in allocs]
-            snap = ag.statistics()
-            stats = {f.name: _plain(getattr(snap, f.name)) for f in dataclasses.fields(snap)}
-    finally:
-        _compiled.use(True)
-    return final, log.nodes, stats, outcomes
-
-
-def _plain(value):
-    return dict(value) if isinstance(value, Mapping) else value
-
-
-def run(ag, steps, init, compiled: bool, instrumented: bool, options: dict):
-    """One run on a fresh runtime: (results, issued nodes, statistics)."""
+@contextlib.contextmanager
+def fresh_sim(compiled: bool, **options):
+    """A fresh ``sim`` runtime with the compiled or the Python methods, for one run."""
     from asyncgpu import _runtime
 
     _compiled.use(compiled)
@@ -100,21 +63,54 @@ def run(ag, steps, init, compiled: bool, instrumented: bool, options: dict):
         # reconfigured one whose simulator has already drawn random numbers)
         with ag.configure(backend="sim", sim_seed=424242, sim_strategy="eager"):
             _runtime.current_runtime()
-        with ag.configure(backend="sim", execution=options.get("execution", "async"),
-                          sim_seed=17, sim_strategy="random",
-                          **{k: v for k, v in options.items() if k != "execution"}):
-            log = Log()
-            if instrumented:
-                with ag.instrument(log):
-                    results = programs.run(ag, steps, init)
-            else:
-                results = programs.run(ag, steps, init)
-            snap = ag.statistics()
-            stats = {f.name: _plain(getattr(snap, f.name)) for f in dataclasses.fields(snap)}
+        with ag.configure(**({"backend": "sim", "execution": "async", "sim_seed": 17,
+                              "sim_strategy": "random"} | options)):
+            yield
     finally:
         _compiled.use(True)
-    reads, final = results
+
+
+def statistics():
+    """The runtime's statistics as plain values."""
+    snap = ag.statistics()
+    return {f.name: (dict(v) if isinstance(v, Mapping) else v)
+            for f in dataclasses.fields(snap) for v in [getattr(snap, f.name)]}
+
+
+def run(steps, init, compiled: bool, instrumented: bool, options: dict):
+    """One run on a fresh runtime: (host reads, final values, issued nodes, statistics)."""
+    log = Log()
+    with fresh_sim(compiled, **options):
+        with ag.instrument(log) if instrumented else contextlib.nullcontext():
+            reads, final = programs.run(ag, steps, init)
+        stats = statistics()
     return [r.tolist() for r in reads], [f.tolist() for f in final], log.nodes, stats
+
+
+def run_recorded(steps, init, compiled: bool, static: bool):
+    """The program's launches as the body of ``@ag.graph`` called four times (recorded,
+    captured, then replayed) with host writes between calls, on a fresh runtime: (final values,
+    issued nodes, statistics, outcomes)."""
+    launches = [s for s in steps if isinstance(s, programs.Launch)]
+    log, outcomes = Log(), []
+    with fresh_sim(compiled):
+        allocs = [ag.array(init[i]) for i in range(3)]
+        views = {name: allocs[i][s:s + programs.N] for name, (i, s) in programs.OPERANDS.items()}
+
+        @ag.graph(static=static)
+        def body():
+            for step in launches:
+                k = programs.kernel_for(ag, tuple(m for _, m in step.args))
+                k[1, programs.N](*[views[o] for o, _ in step.args], programs.N, step.c)
+
+        with ag.instrument(log):
+            for i in range(4):
+                body()
+                outcomes.append(body.outcome)
+                allocs[i % 3][0:2] = float(i)           # a host write between calls
+        final = [a.numpy().tolist() for a in allocs]
+        stats = statistics()
+    return final, log.nodes, stats, outcomes
 
 
 @pytest.mark.parametrize("options", CONFIGS, ids=lambda o: ",".join(f"{k}={v}" for k, v in
@@ -122,11 +118,9 @@ def run(ag, steps, init, compiled: bool, instrumented: bool, options: dict):
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=programs.strategies(), instrumented=st.booleans())
 def test_compiled_and_python_schedule_alike(options, steps, instrumented):
-    import asyncgpu as ag
-
     init = programs.initial(2)
-    compiled = run(ag, steps, init, True, instrumented, options)
-    python = run(ag, steps, init, False, instrumented, options)
+    compiled = run(steps, init, True, instrumented, options)
+    python = run(steps, init, False, instrumented, options)
     assert compiled[0] == python[0]              # host reads
     assert compiled[1] == python[1]              # final values
     assert compiled[2] == python[2]              # nodes, streams, sequence numbers, edges
@@ -139,12 +133,10 @@ def test_compiled_and_python_schedule_alike(options, steps, instrumented):
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=programs.strategies())
 def test_compiled_and_python_record_and_replay_alike(static, steps):
-    import asyncgpu as ag
-
     if not any(isinstance(s, programs.Launch) for s in steps):
         return
     init = programs.initial(3)
-    compiled = run_recorded(ag, steps, init, True, static)
-    python = run_recorded(ag, steps, init, False, static)
+    compiled = run_recorded(steps, init, True, static)
+    python = run_recorded(steps, init, False, static)
     assert compiled == python
     assert "replayed" in compiled[3]

@@ -12,24 +12,17 @@ usage: PYTHONPATH=. python3 tools/launch_parts.py
 from __future__ import annotations
 
 import json
-import statistics
-import time
 
 import numpy as np
 
 import asyncgpu as ag
 from asyncgpu._runtime import current_runtime
-from benchmarks.overhead import _c_source, _numba_kernel
+from benchmarks.overhead import _c_source, _numba_kernel, _per_launch
 
 
 def _median_us(fn, n: int = 20000) -> float:
     fn(500)
-    samples = []
-    for _ in range(7):
-        t0 = time.perf_counter()
-        fn(n)
-        samples.append((time.perf_counter() - t0) / n * 1e6)
-    return statistics.median(samples)
+    return _per_launch(fn, n, lambda: None, 7)["median_us"]
 
 
 def parts(k) -> dict[str, float]:

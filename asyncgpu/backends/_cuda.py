@@ -449,4 +449,4 @@ def _is_sticky(exc: BaseException) -> bool:
 
 
 compiled.configure("configure_backend", CudaBackend, CaptureTracker, Graph, Allocation,
-                   check_launch, forget_finished)
+                   check_launch, forget_finished, GRAPHS_KEPT)

@@ -37,7 +37,7 @@ enum { GR_HANDLE, GR_DONE, GR_LAUNCHED, GR_DESTROYED, GR_FREES };
 /* Set by configure_backend(): asyncgpu._array.Allocation (its explicit_frees) and the
    Python functions the graph launch calls in their rare cases. */
 static PyObject *allocation_type, *check_launch, *forget_finished;
-#define GRAPHS_KEPT 16      /* backends/_cuda.py's GRAPHS_KEPT */
+static Py_ssize_t graphs_kept;      /* backends/_cuda.py's GRAPHS_KEPT */
 enum { PL_TARGET, PL_VALUES };
 enum { T_PLAN, T_GRID, T_BLOCK, T_SHARED, T_BACKEND, T_KEY };
 enum { P_HANDLE, P_STRUCT, P_BUF, P_EXTRA_PTR, P_SPLITS, P_LAUNCH_FN };
@@ -434,7 +434,7 @@ backend_graph_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_ssize_t kept = PyObject_Size(inflight);
     if (kept < 0)
         goto error;
-    if (kept > GRAPHS_KEPT && (r = PyObject_CallOneArg(forget_finished, inflight)) == NULL)
+    if (kept > graphs_kept && (r = PyObject_CallOneArg(forget_finished, inflight)) == NULL)
         goto error;
     Py_XDECREF(r);
     Py_DECREF(handle);
@@ -497,8 +497,8 @@ configure_backend(PyObject *module, PyObject *args)
     static const char *const captures_names[] = {"engaged"};
     static const char *const graph_names[] = {"handle", "done", "launched", "destroyed",
                                               "frees"};
-    if (!PyArg_ParseTuple(args, "OOOOOO:configure_backend", &backend_type, &captures_type,
-                          &graph_type, &alloc, &check, &forget)
+    if (!PyArg_ParseTuple(args, "OOOOOOn:configure_backend", &backend_type, &captures_type,
+                          &graph_type, &alloc, &check, &forget, &graphs_kept)
             || layout(&backend_layout, backend_type, backend_names, 5) < 0
             || layout(&captures_layout, captures_type, captures_names, 1) < 0
             || layout(&graph_layout, graph_type, graph_names, 5) < 0)

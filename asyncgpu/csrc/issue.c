@@ -9,7 +9,7 @@ itself), and both ``Runtime._issue`` (dependencies, stream, prefetches, event wa
 launch, completion event, commit, statistics, polling). In Python the two methods' own
 bytecode is a fifth of a launch's host time; their work is almost all calls to other objects
 (the tracker, the stream manager, the backend), which this file makes in the same order with
-the same arguments, as ``asyncgpu._runtime.PythonIssuing`` does.
+the same arguments, as ``asyncgpu._issue.PythonIssuing`` does.
 
 Invariants
 ----------

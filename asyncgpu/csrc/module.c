@@ -41,19 +41,23 @@ static PyMethodDef methods[] = {
      "configure_tracker(tracker, live, node, access_types, RAW, WAR, WAW): the classes whose "
      "__slots__ the compiled tracker reads at their offsets, and the reasons it reports."},
     {"configure_binding", configure_binding, METH_VARARGS,
-     "configure_binding(kernel, array, allocation, array_arg, numbers): the classes whose "
-     "__slots__ the compiled bind reads and writes, and the plain number types."},
+     "configure_binding(kernel, array, allocation, array_arg, numbers, getitem): the classes "
+     "whose __slots__ the compiled bind reads and writes, the plain number types, and the "
+     "Python Kernel.__getitem__ an uncached configuration goes to."},
     {"configure_issue", configure_issue, METH_VARARGS,
-     "configure_issue(node, allocation, user_site, refuse_reentry, launch_kernel, "
-     "reduce_parents, HOST, DEVICE): what the compiled launch_kernel and _issue create, read "
-     "and call."},
+     "configure_issue(runtime, counters, node, allocation, user_site, refuse_reentry, "
+     "launch_kernel, reduce_parents, HOST, DEVICE, launch_graph, frozen_graph, graph_repeat): "
+     "the classes whose __slots__ the compiled launch_kernel, launch_graph and _issue read, "
+     "and what they create and call."},
     {"configure_device", configure_device, METH_VARARGS,
-     "configure_device(packed_launch, packed_target, packed_plan, python_call): the classes "
-     "whose __slots__ the compiled packed launch reads, and its Python twin."},
+     "configure_device(packed_launch, packed_target, packed_plan, python_call, make_launch): "
+     "the classes whose __slots__ the compiled packed launch reads, its Python twin, and the "
+     "Python make_launch every unprepared launch goes to."},
     {"configure_backend", configure_backend, METH_VARARGS,
      "configure_backend(cuda_backend, capture_tracker, graph, allocation, check_launch, "
-     "forget_finished): the classes whose __slots__ the compiled backend methods read, and "
-     "the Python functions of a graph launch's rare cases."},
+     "forget_finished, graphs_kept): the classes whose __slots__ the compiled backend methods "
+     "read, the Python functions of a graph launch's rare cases, and how many launched graphs "
+     "are kept before the finished ones are dropped."},
     {"configure_streams", configure_streams, METH_VARARGS,
      "configure_streams(node, stream_state, stream_manager, node_ids, no_nodes): the classes "
      "whose __slots__ the compiled stream methods read and write, the node id counter and the "
