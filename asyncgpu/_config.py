@@ -73,6 +73,10 @@ class Options:
     #: Launch kernels with one driver call and a prebuilt parameter buffer (``cuda`` backend);
     #: ``False`` goes through Numba's and CuPy's own launch paths (slower; for diagnosis).
     packed_launch: bool = True
+    #: Make a launch's CUDA calls (kernel launch, event record, stream wait, event query,
+    #: graph launch) straight into the driver's entry points instead of through CuPy's
+    #: wrappers (``cuda`` backend, compiled module built; a refused call goes through CuPy).
+    direct_driver: bool = True
     #: Attach the happens-before checker to the ``cuda`` backend (always on for ``sim``).
     debug_hb: bool = False
     #: Stress mode: random stream assignment and (``cuda``) random spin kernels before nodes,
@@ -183,6 +187,7 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_STRESS": ("stress", _flag),
     "ASYNCGPU_STRESS_SEED": ("stress_seed", int),
     "ASYNCGPU_PACKED_LAUNCH": ("packed_launch", _flag),
+    "ASYNCGPU_DIRECT_DRIVER": ("direct_driver", _flag),
     "ASYNCGPU_SIM_SEED": ("sim_seed", int),
     "ASYNCGPU_SIM_STRATEGY": ("sim_strategy", str),
     "ASYNCGPU_SIM_TICK": ("sim_tick", float),

@@ -167,6 +167,9 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
         "cuda_sequence_cross_stream_over_cupy_raw_3args": _round_ratios(
             samples, "cuda_sequence_cross_stream_3args", "cupy_raw_3args"),
     }
+    if "driver_sequence_cross_stream_3args" in samples:
+        per_round["driver_sequence_cross_stream_over_cupy_raw_3args"] = _round_ratios(
+            samples, "driver_sequence_cross_stream_3args", "cupy_raw_3args")
     return {"cases": cases, "components": components,
             "event_waits_per_timed_launch": {n: w / (launches * repeats)
                                              for n, w in waits.items()},
@@ -182,12 +185,16 @@ def _round_ratios(samples: dict[str, list[float]], num: str, den: str) -> list[f
 
 def _sequences(ag: Any, stream: Any) -> dict[str, Callable[[int], None]]:
     """The CUDA calls one asyncgpu launch of the 3-array CUDA C kernel makes, in its order,
-    straight through CuPy with nothing of asyncgpu in between: the packed ``cuLaunchKernel``,
-    the completion event's record, the poll's query of an earlier event, and for the
-    cross-stream case first the wait on the parent's event (on two alternating streams). What
-    asyncgpu adds to a launch is its case's time minus this."""
+    with nothing of asyncgpu in between: the packed ``cuLaunchKernel``, the completion event's
+    record, the poll's query of an earlier event, and for the cross-stream case first the wait
+    on the parent's event (on two alternating streams). ``cuda_sequence_*`` makes them through
+    CuPy; ``driver_sequence_*`` through the backend's ``DriverCalls`` (``direct_driver``,
+    where it applies), the calls asyncgpu makes. What asyncgpu adds to a launch is its case's
+    time minus the sequence its calls go through."""
     import cupy
 
+    from asyncgpu._runtime import current_runtime
+    from asyncgpu.backends._driver import cuda_calls
     from asyncgpu.backends._packed import cuda_c_plan
 
     k = ag.cuda_kernel(_c_source(3), "k3")
@@ -195,30 +202,38 @@ def _sequences(ag: Any, stream: Any) -> dict[str, Callable[[int], None]]:
     k[1, 32](*arrays)
     ag.synchronize()
     raw = cupy.RawKernel(_c_source(3), "k3")
-    plan = cuda_c_plan(raw.kernel.ptr, k.params, cupy.cuda.driver.launchKernel)
     values = tuple(a.__cuda_array_interface__["data"][0] for a in arrays)
     streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
     events = [cupy.cuda.Event(block=False, disable_timing=True) for _ in range(64)]
-    record, wait = cupy.cuda.runtime.eventRecord, cupy.cuda.runtime.streamWaitEvent
     grid, block = (1, 1, 1), (32, 1, 1)
+    out: dict[str, Callable[[int], None]] = {}
+    driver = current_runtime().backend.driver
+    for label, calls in (("cuda", cuda_calls(cupy)), ("driver", cuda_calls(cupy, driver))):
+        if label == "driver" and driver is None:
+            continue
+        plan = cuda_c_plan(raw.kernel.ptr, k.params, calls.launch_kernel)
+        record, wait, done = calls.event_record, calls.stream_wait, calls.event_done
 
-    def independent(n: int) -> None:
-        sp = stream.ptr
-        for i in range(n):
-            plan.launch(values, grid, block, 0, sp)
-            record(events[i % 64].ptr, sp)
-            events[(i - 1) % 64].done          # noqa: B018 (the query is the point)
+        def independent(n: int, plan: Any = plan, record: Any = record, done: Any = done
+                        ) -> None:
+            sp = stream.ptr
+            for i in range(n):
+                plan.launch(values, grid, block, 0, sp)
+                record(events[i % 64].ptr, sp)
+                done(events[(i - 1) % 64])
 
-    def cross_stream(n: int) -> None:
-        for i in range(n):
-            sp = streams[i % 2].ptr
-            wait(sp, events[(i - 1) % 64].ptr, 0)
-            plan.launch(values, grid, block, 0, sp)
-            record(events[i % 64].ptr, sp)
-            events[(i - 2) % 64].done          # noqa: B018
+        def cross_stream(n: int, plan: Any = plan, record: Any = record, wait: Any = wait,
+                         done: Any = done) -> None:
+            for i in range(n):
+                sp = streams[i % 2].ptr
+                wait(sp, events[(i - 1) % 64].ptr, 0)
+                plan.launch(values, grid, block, 0, sp)
+                record(events[i % 64].ptr, sp)
+                done(events[(i - 2) % 64])
 
-    return {"cuda_sequence_independent_3args": independent,
-            "cuda_sequence_cross_stream_3args": cross_stream}
+        out[f"{label}_sequence_independent_3args"] = independent
+        out[f"{label}_sequence_cross_stream_3args"] = cross_stream
+    return out
 
 
 def cuda_floor(components: dict[str, dict[str, float]], raw_us: float) -> dict[str, float]:
@@ -236,6 +251,7 @@ def cuda_floor(components: dict[str, dict[str, float]], raw_us: float) -> dict[s
 OPTION_VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
     "packed_launch=False": {"packed_launch": False},
+    "direct_driver=False": {"direct_driver": False},
     "debug_hb=True": {"debug_hb": True},
     "poll_threshold=1": {"poll_threshold": 1},
     "poll_threshold=4": {"poll_threshold": 4},
@@ -271,9 +287,9 @@ def _components(ag: Any, stream: Any, launches: int, repeats: int,
     k[1, 32](*arrays)
     sync()
     raw = cupy.RawKernel(_c_source(3), "k3")
-    plan = cuda_c_plan(raw.kernel.ptr, k.params, cupy.cuda.driver.launchKernel)
-    values = tuple(a.__cuda_array_interface__["data"][0] for a in arrays)
     backend = current_runtime().backend
+    plan = cuda_c_plan(raw.kernel.ptr, k.params, backend.driver_launch)
+    values = tuple(a.__cuda_array_interface__["data"][0] for a in arrays)
     event = backend.create_event()
     other = backend.create_stream()
     sp = stream.ptr

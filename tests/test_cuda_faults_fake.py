@@ -87,6 +87,7 @@ def backend():
     b._graphs_in_flight = {}
     b._fetch_stream = FakeStream()
     b._d2h = 2
+    b._event_done = lambda event: event.done      # (CuPy's query, as without direct calls)
     for i, name in enumerate(["fill", "scale", "oob_store"]):
         n = Node("kernel", name, f"prog.py:{10 + i}", [])
         n.stream = StreamState(i % 2, None)

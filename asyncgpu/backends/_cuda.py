@@ -38,12 +38,17 @@ import numpy as np
 from .. import _compiled as compiled
 from .._array import Allocation
 from .._config import Options, cuda_device_max_connections
-from ._cuda_kernels import make_launch
 from .._errors import (
-    BackendUnavailableError, CaptureError, KernelFault, LaunchError, OutOfMemoryError,
+    BackendUnavailableError,
+    CaptureError,
+    KernelFault,
+    LaunchError,
+    OutOfMemoryError,
 )
 from ._capture import CaptureTracker, Graph, check_launch, destroy
 from ._cuda_buffers import CudaBuffer, CudaCopy, DeviceBuffer
+from ._cuda_kernels import make_launch
+from ._driver import cuda_calls, driver_calls
 
 log = logging.getLogger("asyncgpu")
 _CUDA_EVENT_WAIT_EXTERNAL = 1     # cudaEventWaitExternal: an event-wait node in the graph
@@ -91,7 +96,7 @@ class PythonDeviceCalls:
         if self.captures.engaged:
             self.captures.check_host_wait(event, "event query")
         try:
-            return bool(event.done)
+            return bool(self._event_done(event))
         except Exception as exc:
             raise self._device_error(exc)
 
@@ -104,9 +109,9 @@ class PythonDeviceCalls:
         """Launch ``graph`` on ``stream``; returns ``graph.done``, recorded right after it (the
         runtime's completion event for the launch: see the backend contract)."""
         check_launch(graph, stream, self.captures)
-        graph.handle.launch(stream)
+        self._graph_launch(graph.handle, stream)
         done = graph.done
-        done.record(stream)
+        self._event_record(done.ptr, stream.ptr)
         graph.launched = True
         # the graph (and so its arrays) must outlive its running launches even if dropped
         inflight = self._graphs_in_flight
@@ -129,8 +134,8 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
     """GPU backend (see the module docstring)."""
 
     # (slots: what the compiled methods read at their offsets; the rest in the instance dict)
-    __slots__ = ("__dict__", "__weakref__", "_event_record", "_graphs_in_flight", "_recent",
-                 "_stream_wait", "captures")
+    __slots__ = ("__dict__", "__weakref__", "_event_done", "_event_record", "_graph_launch",
+                 "_graphs_in_flight", "_recent", "_stream_wait", "captures")
     name = "cuda"
     prefetches = True
     wants_sites = False
@@ -159,13 +164,13 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
             self.host_coherent_while_busy = bool(self.runtime.deviceGetAttribute(attr,
                                                                                  self.device))
         self._numba_streams: dict[int, Any] = {}
-        # Kernels launch through cuLaunchKernel with a packed parameter buffer (_packed.py)
-        # unless the user turned it off or this CuPy lacks the driver entry point.
-        self.driver_launch = getattr(cupy.cuda.driver, "launchKernel", None)
+        # A launch's CUDA calls: straight into the driver where that applies (_driver.py),
+        # else CuPy's. Kernels launch through cuLaunchKernel with a packed parameter buffer
+        # (_cuda_kernels.py) unless the user turned it off or this CuPy lacks the entry point.
+        self.use_calls(driver_calls(cupy) if options.direct_driver and compiled.in_use()
+                       else None)
         self.packed_launches = options.packed_launch and self.driver_launch is not None
         self._driver_error = cupy.cuda.driver.CUDADriverError
-        self._event_record = self.runtime.eventRecord
-        self._stream_wait = self.runtime.streamWaitEvent
         self.captures = CaptureTracker()
         self._fetch_stream: Any = None      # host reads' copies out (fetch_to_host)
         self._d2h = getattr(self.runtime, "memcpyDeviceToHost", 2)
@@ -179,6 +184,14 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
         self.device_name = name.decode() if isinstance(name, bytes) else str(name)
         self.sm_count = int(props["multiProcessorCount"])
         log.info("asyncgpu cuda backend on %s (%d SMs)", self.device_name, self.sm_count)
+
+    def use_calls(self, calls: Any) -> None:
+        """Make the CUDA calls of later launches with ``calls`` (an
+        ``asyncgpu._speedups.DriverCalls``), or with CuPy's own callables (None). Kernels
+        already prepared keep the launch call they were prepared with."""
+        self.driver = calls
+        (self.driver_launch, self._event_record, self._stream_wait, self._event_done,
+         self._graph_launch) = cuda_calls(self.cupy, calls)
 
     def close(self) -> None:
         """The runtime is done with this backend: its pool's free blocks go back to the device

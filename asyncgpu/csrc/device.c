@@ -32,7 +32,8 @@ Example: ``asyncgpu._compiled.use(False)`` puts the Python methods back.
 
 static SlotLayout launch_layout, target_layout, plan_layout, backend_layout, captures_layout,
     graph_layout;
-enum { B_CAPTURES, B_RECENT, B_EVENT_RECORD, B_STREAM_WAIT, B_GRAPHS_IN_FLIGHT };
+enum { B_CAPTURES, B_RECENT, B_EVENT_RECORD, B_STREAM_WAIT, B_GRAPHS_IN_FLIGHT, B_EVENT_DONE,
+       B_GRAPH_LAUNCH };
 enum { GR_HANDLE, GR_DONE, GR_LAUNCHED, GR_DESTROYED, GR_FREES };
 /* Set by configure_backend(): asyncgpu._array.Allocation (its explicit_frees) and the
    Python functions the graph launch calls in their rare cases. */
@@ -49,7 +50,7 @@ static PyObject *s_target, *s_values, *s_plan, *s_grid, *s_block, *s_shared, *s_
     *s_launch_attr, *s_launch_failed, *s_event_record, *s_stream_wait, *s_device_error,
     *s_check_host_wait, *s_event_query, *s_done, *s_prepared, *s_backend, *s_key,
     *s_pointer_values, *s_numba_values, *s_destroyed, *s_frees, *s_explicit_frees, *s_launched,
-    *s_graphs_in_flight;
+    *s_graphs_in_flight, *s_event_done_attr, *s_graph_launch;
 
 /* ---- PackedLaunch.__call__ ---------------------------------------------------------------- */
 
@@ -194,8 +195,8 @@ device_error(PyObject *self)
 
 /* fn(first.ptr, second.ptr[, 0]) through the backend's attribute: the CUDA call */
 static PyObject *
-cuda_call(PyObject *self, int field, PyObject *fn_name, PyObject *first, PyObject *second,
-          int flags)
+ptr_call(PyObject *self, int field, PyObject *fn_name, PyObject *first, PyObject *second,
+         int flags)
 {
     PyObject *fn = get(self, &backend_layout, field, fn_name), *a = NULL, *b = NULL, *r = NULL;
     if (fn != NULL && (a = PyObject_GetAttr(first, s_ptr)) != NULL
@@ -206,9 +207,16 @@ cuda_call(PyObject *self, int field, PyObject *fn_name, PyObject *first, PyObjec
     Py_XDECREF(fn);
     Py_XDECREF(a);
     Py_XDECREF(b);
-    if (r == NULL)
-        return device_error(self);
     return r;
+}
+
+/* ptr_call, its CUDA error raised as self._device_error(exc) */
+static PyObject *
+cuda_call(PyObject *self, int field, PyObject *fn_name, PyObject *first, PyObject *second,
+          int flags)
+{
+    PyObject *r = ptr_call(self, field, fn_name, first, second, flags);
+    return r == NULL ? device_error(self) : r;
 }
 
 /* record(event, stream) and wait(stream, event): the capture tracker told (``told``), then
@@ -285,7 +293,11 @@ backend_event_done(PyObject *self, PyObject *event)
 {
     if (tell_captures(self, s_check_host_wait, event, s_event_query) < 0)
         return NULL;
-    PyObject *done = PyObject_GetAttr(event, s_done);
+    PyObject *query = get(self, &backend_layout, B_EVENT_DONE, s_event_done_attr), *done;
+    if (query == NULL)
+        return NULL;
+    done = PyObject_CallOneArg(query, event);
+    Py_DECREF(query);
     if (done == NULL)
         return device_error(self);
     int t = truth(done);
@@ -402,7 +414,7 @@ backend_graph_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *graph = args[0], *stream = args[1], *handle = NULL, *done = NULL, *r = NULL,
-        *inflight = NULL, *key = NULL, *captures = NULL;
+        *inflight = NULL, *key = NULL, *captures = NULL, *launch = NULL;
     int checked = launch_checked(self, graph);
     if (checked < 0)
         return NULL;
@@ -417,11 +429,14 @@ backend_graph_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_CLEAR(r);
     }
     if ((handle = get(graph, &graph_layout, GR_HANDLE, s_handle)) == NULL
-            || (r = call_method(handle, s_launch, 1, stream)) == NULL)
+            || (launch = get(self, &backend_layout, B_GRAPH_LAUNCH, s_graph_launch)) == NULL)
+        goto error;
+    PyObject *call[] = {handle, stream};
+    if ((r = PyObject_Vectorcall(launch, call, 2, NULL)) == NULL)
         goto error;
     Py_CLEAR(r);
     if ((done = get(graph, &graph_layout, GR_DONE, s_done)) == NULL
-            || (r = call_method(done, s_record, 1, stream)) == NULL)
+            || (r = ptr_call(self, B_EVENT_RECORD, s_event_record, done, stream, 0)) == NULL)
         goto error;
     Py_CLEAR(r);
     /* the graph (and so its arrays) must outlive its running launches even if dropped */
@@ -438,11 +453,13 @@ backend_graph_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         goto error;
     Py_XDECREF(r);
     Py_DECREF(handle);
+    Py_DECREF(launch);
     Py_DECREF(inflight);
     Py_DECREF(key);
     return done;
 error:
     Py_XDECREF(handle);
+    Py_XDECREF(launch);
     Py_XDECREF(done);
     Py_XDECREF(inflight);
     Py_XDECREF(key);
@@ -493,13 +510,14 @@ configure_backend(PyObject *module, PyObject *args)
 {
     PyObject *backend_type, *captures_type, *graph_type, *alloc, *check, *forget;
     static const char *const backend_names[] = {"captures", "_recent", "_event_record",
-                                                "_stream_wait", "_graphs_in_flight"};
+                                                "_stream_wait", "_graphs_in_flight",
+                                                "_event_done", "_graph_launch"};
     static const char *const captures_names[] = {"engaged"};
     static const char *const graph_names[] = {"handle", "done", "launched", "destroyed",
                                               "frees"};
     if (!PyArg_ParseTuple(args, "OOOOOOn:configure_backend", &backend_type, &captures_type,
                           &graph_type, &alloc, &check, &forget, &graphs_kept)
-            || layout(&backend_layout, backend_type, backend_names, 5) < 0
+            || layout(&backend_layout, backend_type, backend_names, 7) < 0
             || layout(&captures_layout, captures_type, captures_names, 1) < 0
             || layout(&graph_layout, graph_type, graph_names, 5) < 0)
         return NULL;
@@ -547,7 +565,8 @@ device_init(PyObject *module)
         {&s_backend, "backend"}, {&s_key, "key"}, {&s_pointer_values, "pointer_values"},
         {&s_numba_values, "numba_values"}, {&s_destroyed, "destroyed"}, {&s_frees, "frees"},
         {&s_explicit_frees, "explicit_frees"}, {&s_launched, "launched"},
-        {&s_graphs_in_flight, "_graphs_in_flight"},
+        {&s_graphs_in_flight, "_graphs_in_flight"}, {&s_event_done_attr, "_event_done"},
+        {&s_graph_launch, "_graph_launch"},
     };
     if (INTERN_ALL(names) < 0)
         return -1;

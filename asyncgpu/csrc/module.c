@@ -14,6 +14,8 @@ versions of the hottest methods on that path, each in its own file:
                  graph_launch, launch) and PackedLaunch.__call__
     streams.c    Node.__init__, the stream manager's per-launch methods, the policies' picks
     memory.c     ExplicitMemory.before_device (what a launch books before it is enqueued)
+    driver.c     DriverCalls: the CUDA calls of a launch, straight into the driver's entry
+                 points (not a twin: the cuda backend's choice of callables)
     common.c     reading __slots__ attributes at their offsets
 
 Each is a method of a base class (LauncherBase, TrackerBase, KernelBase, TargetBase,
@@ -29,7 +31,8 @@ tests/test_*_compiled.py compare each with its twin on random inputs.
 Example: ``asyncgpu._compiled.use(False)`` makes every class use its Python methods again.
 
 Built by ``pip install`` (setuptools, optional: a failed build leaves the Python methods) or by
-``python3 tools/build_speedups.py`` in a source tree. Plain CPython C API: no CUDA, no NumPy.
+``python3 tools/build_speedups.py`` in a source tree. Plain CPython C API: no CUDA headers or
+libraries (driver.c calls functions whose addresses it is given), no NumPy.
 */
 #include "speedups.h"
 
@@ -73,7 +76,8 @@ exec_module(PyObject *module)
 {
     if (small_ints_init() < 0 || launcher_init(module) < 0 || tracker_init(module) < 0
             || binding_init(module) < 0 || gather_init(module) < 0 || issue_init(module) < 0
-            || device_init(module) < 0 || streams_init(module) < 0 || memory_init(module) < 0)
+            || device_init(module) < 0 || streams_init(module) < 0 || memory_init(module) < 0
+            || driver_init(module) < 0)
         return -1;
     return 0;
 }

@@ -172,6 +172,7 @@ int issue_init(PyObject *module);
 int device_init(PyObject *module);
 int streams_init(PyObject *module);
 int memory_init(PyObject *module);
+int driver_init(PyObject *module);
 int add_type(PyObject *module, const char *name, PyType_Spec *spec);
 
 /* the configure functions of the parts (module-level) */

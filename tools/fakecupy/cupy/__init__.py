@@ -37,6 +37,9 @@ class MemoryPool:
 
 
 class _Graph:
+    def __init__(self):
+        self.graphExec = next(_addresses)
+
     def launch(self, stream):
         pass
 
