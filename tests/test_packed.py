@@ -7,9 +7,13 @@ CUDA lays kernel parameters out like the fields of a C struct (each at its natur
 from __future__ import annotations
 
 import ctypes
+import struct
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from numba.core import types
 
 from asyncgpu._signature import Param
@@ -137,3 +141,71 @@ def test_the_cuda_floor_is_the_sum_of_one_cross_stream_launchs_calls():
                   "stream_wait_event": c(0.75), "event_query": c(0.25)}
     floor = cuda_floor(components, raw_us=6.0)
     assert floor == {"cuda_calls_cross_stream_us": 6.5, "python_budget_at_2x_raw_us": 5.5}
+
+
+# -- the compiled launch packs the buffer itself: the same bytes, or struct's own error --------
+_CODES = {"b": (-(1 << 7), (1 << 7) - 1), "B": (0, (1 << 8) - 1), "h": (-(1 << 15), (1 << 15) - 1),
+          "H": (0, (1 << 16) - 1), "i": (-(1 << 31), (1 << 31) - 1), "I": (0, (1 << 32) - 1),
+          "q": (-(1 << 63), (1 << 63) - 1), "Q": (0, (1 << 64) - 1)}
+
+
+def _packed_call(fmt: str, values: tuple) -> bytes:
+    """Launch ``values`` through a PackedLaunch of a plan of ``fmt``; the buffer's bytes as
+    the driver saw them."""
+    from asyncgpu.backends._cuda_kernels import PackedLaunch, PackedTarget
+    from asyncgpu.backends._packed import PackedPlan
+
+    seen: list[bytes] = []
+
+    def launch(*args):
+        seen.append(ctypes.string_at(plan.buf_ptr, plan.size.value))
+
+    plan = PackedPlan(0xABC, fmt, (), launch)
+    owner = FakeDriver()            # (anything weakly referenceable stands for the backend)
+    target = PackedTarget(owner, None, plan,
+                          SimpleNamespace(grid3=(1, 1, 1), block3=(32, 1, 1), shared=0))
+    PackedLaunch(target, values)(SimpleNamespace(ptr=0x55))
+    return seen[0]
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])   # (it only switches)
+@given(st.data())
+def test_the_launch_packs_what_struct_packs(compiled, data):
+    fmt = data.draw(st.text(alphabet="bBhHiIqQfd", min_size=1, max_size=12))
+    values = []
+    for code in fmt:
+        if code in "fd":
+            v = data.draw(st.floats(width=32 if code == "f" else 64))
+        else:
+            v = data.draw(st.integers(*_CODES[code]))
+        if data.draw(st.booleans()):     # as a NumPy scalar of the code's own type
+            v = np.dtype(code).type(v)
+        values.append(v)
+    got = _packed_call(fmt, tuple(values))
+    assert got == struct.pack("@" + fmt, *values)
+
+
+@pytest.mark.parametrize(("fmt", "value"), [
+    ("i", 1 << 31), ("B", -1), ("Q", -1), ("q", 1 << 63), ("h", 1 << 40), ("f", "x"),
+    ("q", 2.5), ("d", None),
+])
+def test_a_value_struct_refuses_raises_structs_error(compiled, fmt, value):
+    with pytest.raises(struct.error) as expected:
+        struct.pack("@" + fmt, value)
+    with pytest.raises(struct.error) as got:
+        _packed_call(fmt, (value,))
+    assert str(got.value) == str(expected.value)
+
+
+@pytest.mark.parametrize(("fmt", "value"), [
+    ("q", np.int64(-7)), ("f", 3), ("d", np.float64(0.1)), ("f", 1e300), ("I", True),
+])
+def test_values_of_other_types_pack_as_struct_packs_them(compiled, fmt, value):
+    try:
+        expected = struct.pack("@" + fmt, value)
+    except (struct.error, OverflowError) as exc:
+        with pytest.raises(type(exc)):
+            _packed_call(fmt, (value,))
+    else:
+        assert _packed_call(fmt, (value,)) == expected

@@ -29,6 +29,9 @@ Invariants
 Example: ``asyncgpu._compiled.use(False)`` puts the Python methods back.
 */
 #include "speedups.h"
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 static SlotLayout launch_layout, target_layout, plan_layout, backend_layout, captures_layout,
     graph_layout;
@@ -41,7 +44,7 @@ static PyObject *allocation_type, *check_launch, *forget_finished;
 static Py_ssize_t graphs_kept;      /* backends/_cuda.py's GRAPHS_KEPT */
 enum { PL_TARGET, PL_VALUES };
 enum { T_PLAN, T_GRID, T_BLOCK, T_SHARED, T_BACKEND, T_KEY };
-enum { P_HANDLE, P_STRUCT, P_BUF, P_EXTRA_PTR, P_SPLITS, P_LAUNCH_FN };
+enum { P_HANDLE, P_STRUCT, P_BUF, P_EXTRA_PTR, P_SPLITS, P_LAUNCH_FN, P_LAYOUT, P_BUF_PTR };
 static PyObject *python_packed_call;       /* PythonPackedCall.__call__ */
 static PyObject *python_make_launch;       /* asyncgpu.backends._cuda_kernels.make_launch */
 static PyObject *s_target, *s_values, *s_plan, *s_grid, *s_block, *s_shared, *s_handle,
@@ -49,8 +52,10 @@ static PyObject *s_target, *s_values, *s_plan, *s_grid, *s_block, *s_shared, *s_
     *s_captures, *s_engaged, *s_record, *s_wait, *s_launch, *s_recent, *s_append,
     *s_launch_attr, *s_launch_failed, *s_event_record, *s_stream_wait, *s_device_error,
     *s_check_host_wait, *s_event_query, *s_done, *s_prepared, *s_backend, *s_key,
-    *s_pointer_values, *s_numba_values, *s_destroyed, *s_frees, *s_explicit_frees, *s_launched,
-    *s_graphs_in_flight, *s_event_done_attr, *s_graph_launch;
+    *s_destroyed, *s_frees, *s_explicit_frees, *s_launched,
+    *s_graphs_in_flight, *s_event_done_attr, *s_graph_launch, *s_layout, *s_buf_ptr;
+
+static Twin t_kernel_launch, t_launch, t_record, t_wait, t_event_done, t_graph_launch;
 
 /* ---- PackedLaunch.__call__ ---------------------------------------------------------------- */
 
@@ -84,6 +89,112 @@ done:
     return r == NULL ? -1 : 0;
 }
 
+/* Pack one value at dst by its struct code, converting it as struct does (a float through
+   __float__, an integer through __index__, so NumPy scalars too): 1 done, 0 not (no such
+   conversion, out of range: struct decides and raises). */
+static int
+pack_one(char code, PyObject *v, char *dst)
+{
+    if (code == 'f' || code == 'd') {
+        double x = PyFloat_CheckExact(v) ? PyFloat_AS_DOUBLE(v) : PyFloat_AsDouble(v);
+        if (x == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return 0;
+        }
+        if (code == 'd') {
+            memcpy(dst, &x, sizeof x);
+            return 1;
+        }
+        float y = (float)x;
+        if (isinf(y) && !isinf(x))
+            return 0;
+        memcpy(dst, &y, sizeof y);
+        return 1;
+    }
+    PyObject *index = NULL;
+    if (!PyLong_CheckExact(v)) {
+        if (Py_TYPE(v)->tp_as_number == NULL || Py_TYPE(v)->tp_as_number->nb_index == NULL)
+            return 0;
+        if ((index = PyNumber_Index(v)) == NULL) {
+            PyErr_Clear();
+            return 0;
+        }
+        v = index;
+    }
+    int ok = 1, overflow = 0;
+    long long x = 0;
+    unsigned long long u = 0;
+    if (code == 'Q') {
+        u = PyLong_AsUnsignedLongLong(v);
+        if (u == (unsigned long long)-1 && PyErr_Occurred())
+            ok = 0;
+    } else {
+        x = PyLong_AsLongLongAndOverflow(v, &overflow);
+        if (overflow || (x == -1 && PyErr_Occurred()))
+            ok = 0;
+    }
+    Py_XDECREF(index);
+    if (!ok) {
+        PyErr_Clear();
+        return 0;
+    }
+#define PUT(type, lo, hi)                                                   \
+    do {                                                                    \
+        if (x < (lo) || x > (hi))                                           \
+            return 0;                                                       \
+        type y = (type)x;                                                   \
+        memcpy(dst, &y, sizeof y);                                          \
+        return 1;                                                           \
+    } while (0)
+    switch (code) {
+    case 'Q':
+        memcpy(dst, &u, sizeof u);
+        return 1;
+    case 'q':
+        memcpy(dst, &x, sizeof x);
+        return 1;
+    case 'i': PUT(int32_t, INT32_MIN, INT32_MAX);
+    case 'I': PUT(uint32_t, 0, UINT32_MAX);
+    case 'h': PUT(int16_t, INT16_MIN, INT16_MAX);
+    case 'H': PUT(uint16_t, 0, UINT16_MAX);
+    case 'b': PUT(int8_t, INT8_MIN, INT8_MAX);
+    case 'B': PUT(uint8_t, 0, UINT8_MAX);
+    }
+#undef PUT
+    return 0;
+}
+
+/* Pack values into the plan's buffer through its layout (_packed.value_layout: per value a
+   code byte, padding, a native 32-bit offset), or through plan.struct.pack_into wherever the
+   layout does not apply; the bytes are the same either way. 0, or -1 with an error set. */
+static int
+pack_values(PyObject *plan, PyObject *values)
+{
+    PyObject *layout = get(plan, &plan_layout, P_LAYOUT, s_layout), *at = NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(values), i = 0;
+    char *buf = NULL;
+    if (layout == NULL)
+        return -1;
+    if (PyBytes_CheckExact(layout) && PyBytes_GET_SIZE(layout) == 8 * n) {
+        if ((at = get(plan, &plan_layout, P_BUF_PTR, s_buf_ptr)) == NULL) {
+            Py_DECREF(layout);
+            return -1;
+        }
+        if (PyLong_CheckExact(at) && (buf = PyLong_AsVoidPtr(at)) == NULL)
+            PyErr_Clear();
+        const char *entry = PyBytes_AS_STRING(layout);
+        for (; buf != NULL && i < n; i++, entry += 8) {
+            uint32_t offset;
+            memcpy(&offset, entry + 4, sizeof offset);
+            if (!pack_one(entry[0], PyTuple_GET_ITEM(values, i), buf + offset))
+                break;
+        }
+    }
+    Py_DECREF(layout);
+    Py_XDECREF(at);
+    return buf != NULL && i == n ? 0 : pack(plan, values);
+}
+
 /* Item i of a launch dimension (a 3-tuple), borrowed. */
 static PyObject *
 dimension(PyObject *dims, Py_ssize_t i)
@@ -115,7 +226,7 @@ packed_call(PyObject *self, PyObject *args, PyObject *kwargs)
         result = PyObject_CallFunctionObjArgs(python_packed_call, self, stream, NULL);
         goto done;
     }
-    if (pack(plan, values) < 0
+    if (pack_values(plan, values) < 0
             || (grid = get(target, &target_layout, T_GRID, s_grid)) == NULL
             || (block = get(target, &target_layout, T_BLOCK, s_block)) == NULL
             || (shared = get(target, &target_layout, T_SHARED, s_shared)) == NULL
@@ -353,8 +464,8 @@ backend_kernel_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         /* (a CUDA C target has no key; a Numba one the argument types it was built for) */
         if ((key = get(target, &target_layout, T_KEY, s_key)) == NULL)
             goto error;
-        flat = key == Py_None ? call_method(target, s_pointer_values, 2, values, arrays)
-                              : call_method(target, s_numba_values, 1, values);
+        flat = key == Py_None ? call_pointer_values(target, values, arrays)
+                              : call_numba_values(target, values);
         if (flat == NULL)
             goto error;
         if (PyTuple_CheckExact(flat)) {     /* made as PackedLaunch.__init__ makes it */
@@ -535,13 +646,13 @@ configure_device(PyObject *module, PyObject *args)
     static const char *const target_names[] = {"plan", "grid", "block", "shared", "backend",
                                                "key"};
     static const char *const plan_names[] = {"handle", "struct", "buf", "extra_ptr", "splits",
-                                             "launch_fn"};
+                                             "launch_fn", "layout", "buf_ptr"};
     if (!PyArg_ParseTuple(args, "OOOOO:configure_device", &launch_type, &target_type,
                           &plan_type, &python_call, &make_launch))
         return NULL;
     if (layout(&launch_layout, launch_type, launch_names, 2) < 0
             || layout(&target_layout, target_type, target_names, 6) < 0
-            || layout(&plan_layout, plan_type, plan_names, 6) < 0)
+            || layout(&plan_layout, plan_type, plan_names, 8) < 0)
         return NULL;
     Py_XSETREF(python_packed_call, Py_NewRef(python_call));
     Py_XSETREF(python_make_launch, Py_NewRef(make_launch));
@@ -562,16 +673,78 @@ device_init(PyObject *module)
         {&s_event_record, "_event_record"}, {&s_stream_wait, "_stream_wait"},
         {&s_device_error, "_device_error"}, {&s_check_host_wait, "check_host_wait"},
         {&s_event_query, "event query"}, {&s_done, "done"}, {&s_prepared, "prepared"},
-        {&s_backend, "backend"}, {&s_key, "key"}, {&s_pointer_values, "pointer_values"},
-        {&s_numba_values, "numba_values"}, {&s_destroyed, "destroyed"}, {&s_frees, "frees"},
+        {&s_backend, "backend"}, {&s_key, "key"},
+        {&s_destroyed, "destroyed"}, {&s_frees, "frees"},
         {&s_explicit_frees, "explicit_frees"}, {&s_launched, "launched"},
         {&s_graphs_in_flight, "_graphs_in_flight"}, {&s_event_done_attr, "_event_done"},
-        {&s_graph_launch, "_graph_launch"},
+        {&s_graph_launch, "_graph_launch"}, {&s_layout, "layout"}, {&s_buf_ptr, "buf_ptr"},
     };
     if (INTERN_ALL(names) < 0)
         return -1;
     s_launch_attr = s_launch;
-    if (add_type(module, "BackendBase", &backend_spec) < 0)
+    if (add_type(module, "BackendBase", &backend_spec) < 0
+            || add_type(module, "PackedCallBase", &packed_spec) < 0)
         return -1;
-    return add_type(module, "PackedCallBase", &packed_spec);
+    static const struct {
+        Twin *twin;
+        const char *method;
+    } twins[] = {
+        {&t_kernel_launch, "kernel_launch"}, {&t_launch, "launch"}, {&t_record, "record"},
+        {&t_wait, "wait"}, {&t_event_done, "event_done"}, {&t_graph_launch, "graph_launch"},
+    };
+    for (size_t i = 0; i < sizeof twins / sizeof twins[0]; i++)
+        if (twin(twins[i].twin, module, "BackendBase", twins[i].method) < 0)
+            return -1;
+    return 0;
+}
+
+/* ---- the calls of other files --------------------------------------------------------------- */
+
+PyObject *
+call_kernel_launch(PyObject *backend, PyObject *const *args)
+{
+    return direct(&t_kernel_launch, backend)
+        ? backend_kernel_launch(backend, args, 5)
+        : call_method(backend, t_kernel_launch.name, 5, args[0], args[1], args[2], args[3],
+                      args[4]);
+}
+
+PyObject *
+call_launch(PyObject *backend, PyObject *node, PyObject *stream)
+{
+    PyObject *args[] = {node, stream};
+    return direct(&t_launch, backend) ? backend_launch(backend, args, 2)
+                                      : call_method(backend, t_launch.name, 2, node, stream);
+}
+
+PyObject *
+call_record(PyObject *backend, PyObject *event, PyObject *stream)
+{
+    PyObject *args[] = {event, stream};
+    return direct(&t_record, backend) ? backend_record(backend, args, 2)
+                                      : call_method(backend, t_record.name, 2, event, stream);
+}
+
+PyObject *
+call_wait(PyObject *backend, PyObject *stream, PyObject *event)
+{
+    PyObject *args[] = {stream, event};
+    return direct(&t_wait, backend) ? backend_wait(backend, args, 2)
+                                    : call_method(backend, t_wait.name, 2, stream, event);
+}
+
+PyObject *
+call_event_done(PyObject *backend, PyObject *event)
+{
+    return direct(&t_event_done, backend) ? backend_event_done(backend, event)
+                                          : call_method(backend, t_event_done.name, 1, event);
+}
+
+PyObject *
+call_graph_launch(PyObject *backend, PyObject *graph, PyObject *stream)
+{
+    PyObject *args[] = {graph, stream};
+    return direct(&t_graph_launch, backend)
+        ? backend_graph_launch(backend, args, 2)
+        : call_method(backend, t_graph_launch.name, 2, graph, stream);
 }

@@ -11,6 +11,8 @@
 static PyObject *s_nbf, *s_ptr, *s_key_attr, *s_bigint, *s_cache, *s_array_attr, *s_index,
     *int64_min, *int64_max;
 
+static Twin t_pointer_values, t_numba_values;
+
 static PyObject *
 array_cache(PyObject *array)
 {
@@ -174,5 +176,25 @@ gather_init(PyObject *module)
     if ((int64_min = PyLong_FromLongLong(INT64_MIN)) == NULL
             || (int64_max = PyLong_FromLongLong(INT64_MAX)) == NULL)
         return -1;
-    return add_type(module, "TargetBase", &target_spec);
+    if (add_type(module, "TargetBase", &target_spec) < 0
+            || twin(&t_pointer_values, module, "TargetBase", "pointer_values") < 0
+            || twin(&t_numba_values, module, "TargetBase", "numba_values") < 0)
+        return -1;
+    return 0;
+}
+
+PyObject *
+call_pointer_values(PyObject *target, PyObject *values, PyObject *arrays)
+{
+    PyObject *args[] = {values, arrays};
+    return direct(&t_pointer_values, target)
+        ? target_pointer_values(target, args, 2)
+        : call_method(target, t_pointer_values.name, 2, values, arrays);
+}
+
+PyObject *
+call_numba_values(PyObject *target, PyObject *values)
+{
+    return direct(&t_numba_values, target) ? target_numba_values(target, values)
+                                           : call_method(target, t_numba_values.name, 1, values);
 }

@@ -43,10 +43,10 @@ enum { L_LOCATION, L_NBYTES, L_BUFFER };
 
 static PyObject *s_kernel, *s_lock, *s_acquire, *s_release, *s_releases, *s_drain_releases,
     *s_want_sites, *s_recording, *s_memory, *s_elementwise, *s_no_const, *s_alias_blind,
-    *s_backend, *s_kernel_launch, *s_name, *s_stats, *s_issue, *s_issuing, *s_issuing_compiled,
-    *s_before_device, *s_accesses, *s_kind, *s_copy, *s_deps, *s_streams, *s_stream, *s_parents,
+    *s_backend, *s_name, *s_stats, *s_issue, *s_issuing, *s_issuing_compiled,
+    *s_accesses, *s_kind, *s_copy, *s_deps, *s_streams, *s_stream, *s_parents,
     *s_prefetch, *s_alloc, *s_location, *s_nbytes, *s_buffer, *s_handle, *s_launch, *s_instruments,
-    *s_launch_traced_graph, *s_graph_launch, *s_write, *s_eager_free, *s_keepalive, *s_add,
+    *s_launch_traced_graph, *s_write, *s_eager_free, *s_keepalive, *s_add,
     *s_index, *s_edges, *s_notify_node, *s_sync_mode, *s_host_wait, *s_event, *s_finished, *s_sync,
     *s_sync_reason, *s_recover, *s_graph, *s_host_epoch, *s_graphs_replayed,
     *s_before_graph, *s_graph_not_launched, *s_after_graph, *s_version, *s_settled, *s_last,
@@ -143,8 +143,8 @@ launch_locked(PyObject *self, PyObject *launcher, PyObject *args, PyObject *kern
     }
     PyObject *arrays = PyTuple_GET_ITEM(pair, 0), *values = PyTuple_GET_ITEM(pair, 1);
     if ((backend = RT(self, R_BACKEND, s_backend)) == NULL
-            || (launch = call_method(backend, s_kernel_launch, 5, kernel, launcher, arrays,
-                                     values, site)) == NULL
+            || (launch = call_kernel_launch(backend, (PyObject *[]){kernel, launcher, arrays,
+                                                                    values, site})) == NULL
             || (name = PyObject_GetAttr(kernel, s_name)) == NULL)
         goto done;
     PyObject *node_args[] = {s_kernel, name, site, arrays};
@@ -431,7 +431,7 @@ issue_marked(PyObject *self, PyObject *node, PyObject *graph, PyObject *found_gi
     Py_CLEAR(r);
     *enqueued = 1;
     if (graph == Py_None) {
-        r = call_method(backend, s_launch, 2, node, handle);
+        r = call_launch(backend, node, handle);
     } else {
         if ((instruments = RT(self, R_INSTRUMENTS, s_instruments)) == NULL
                 || (t = truth(instruments)) < 0)
@@ -441,7 +441,7 @@ issue_marked(PyObject *self, PyObject *node, PyObject *graph, PyObject *found_gi
         if (t)
             r = call_method(backend, s_launch_traced_graph, 3, node, graph, handle);
         else
-            r = recorded = call_method(backend, s_graph_launch, 2, graph, handle);
+            r = recorded = call_graph_launch(backend, graph, handle);
         Py_CLEAR(instruments);
     }
     if (r == NULL)
@@ -567,7 +567,7 @@ runtime_issue(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_XDECREF(kind);
         if (other > 0) {
             accesses = get(node, &node_layout, N_ACCESSES, s_accesses);
-            r = accesses ? call_method(memory, s_before_device, 1, accesses) : NULL;
+            r = accesses ? call_before_device(memory, accesses) : NULL;
             Py_XDECREF(accesses);
             Py_XDECREF(r);
             other = r == NULL ? -1 : 0;
@@ -838,15 +838,15 @@ issue_init(PyObject *module)
         {&s_drain_releases, "_drain_releases"}, {&s_want_sites, "want_sites"},
         {&s_recording, "recording"}, {&s_memory, "memory"}, {&s_elementwise, "elementwise"},
         {&s_no_const, "no_const"}, {&s_alias_blind, "alias_blind"}, {&s_backend, "backend"},
-        {&s_kernel_launch, "kernel_launch"}, {&s_name, "name"}, {&s_stats, "stats"},
+        {&s_name, "name"}, {&s_stats, "stats"},
         {&s_issue, "_issue"}, {&s_issuing, "_issuing"},
-        {&s_issuing_compiled, "_issuing_compiled"}, {&s_before_device, "before_device"},
+        {&s_issuing_compiled, "_issuing_compiled"},
         {&s_accesses, "accesses"}, {&s_kind, "kind"}, {&s_copy, "copy"}, {&s_deps, "deps"},
         {&s_streams, "streams"}, {&s_stream, "stream"}, {&s_parents, "parents"},
         {&s_prefetch, "prefetch"}, {&s_alloc, "alloc"}, {&s_location, "location"},
         {&s_nbytes, "nbytes"}, {&s_buffer, "buffer"}, {&s_handle, "handle"},
         {&s_launch, "launch"}, {&s_instruments, "_instruments"},
-        {&s_launch_traced_graph, "launch_traced_graph"}, {&s_graph_launch, "graph_launch"},
+        {&s_launch_traced_graph, "launch_traced_graph"},
         {&s_write, "write"}, {&s_eager_free, "eager_free"}, {&s_keepalive, "keepalive"},
         {&s_add, "add"}, {&s_index, "index"}, {&s_edges, "edges"},
         {&s_notify_node, "_notify_node"}, {&s_sync_mode, "sync_mode"},

@@ -63,6 +63,8 @@ book_write(PyObject *acc, void *unused)
     return t < 0 ? -1 : 0;
 }
 
+static Twin t_before_device;
+
 static PyObject *
 memory_before_device(PyObject *self, PyObject *accesses)
 {
@@ -117,5 +119,16 @@ memory_init(PyObject *module)
             || intern(&s_location, "location") < 0 || intern(&s_nbytes, "nbytes") < 0
             || intern(&s_make_device_current, "make_device_current") < 0)
         return -1;
-    return add_type(module, "MemoryBase", &memory_spec);
+    if (add_type(module, "MemoryBase", &memory_spec) < 0
+            || twin(&t_before_device, module, "MemoryBase", "before_device") < 0)
+        return -1;
+    return 0;
+}
+
+PyObject *
+call_before_device(PyObject *memory, PyObject *accesses)
+{
+    return direct(&t_before_device, memory)
+        ? memory_before_device(memory, accesses)
+        : call_method(memory, t_before_device.name, 1, accesses);
 }

@@ -97,6 +97,15 @@ PyObject *call_wait_for_parents(PyObject *manager, PyObject *node, PyObject *par
 PyObject *call_issued(PyObject *manager, PyObject *node, PyObject *recorded);
 PyObject *call_poll(PyObject *manager);
 int should_poll(PyObject *manager);
+PyObject *call_kernel_launch(PyObject *backend, PyObject *const *args);   /* 5 arguments */
+PyObject *call_launch(PyObject *backend, PyObject *node, PyObject *stream);
+PyObject *call_record(PyObject *backend, PyObject *event, PyObject *stream);
+PyObject *call_wait(PyObject *backend, PyObject *stream, PyObject *event);
+PyObject *call_event_done(PyObject *backend, PyObject *event);
+PyObject *call_graph_launch(PyObject *backend, PyObject *graph, PyObject *stream);
+PyObject *call_pointer_values(PyObject *target, PyObject *values, PyObject *arrays);
+PyObject *call_numba_values(PyObject *target, PyObject *values);
+PyObject *call_before_device(PyObject *memory, PyObject *accesses);
 
 /* An exception put aside while cleanup code calls Python (as a ``finally:`` block does). */
 typedef struct {

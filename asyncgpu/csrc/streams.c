@@ -38,7 +38,7 @@ static PyObject *s_id, *s_kind, *s_name, *s_site, *s_accesses, *s_stream, *s_seq
     *s_index, *s_handle, *s_inflight, *s_waited, *s_backend, *s_stats, *s_poll_threshold,
     *s_new_policy, *s_parent_policy, *s_streams, *s_free, *s_events, *s_by_use,
     *s_inflight_count, *s_poll_at, *s_pick, *s_take_free, *s_can_grow, *s_grow,
-    *s_least_recently_used, *s_wait, *s_record, *s_new_event, *s_event_done, *s_finished_m,
+    *s_least_recently_used, *s_new_event, *s_finished_m,
     *s_on_finish, *s_popleft, *s_append, *s_pop, *s_graph, *s_done, *s_get;
 static PyObject *empty;
 static Twin t_take_free, t_choose, t_wait_for_parents, t_issued, t_poll, t_finished,
@@ -258,7 +258,7 @@ wait_for(PyObject *self, PyObject *stream, PyObject *waited, PyObject *p)
     if ((backend = MANAGER(self, M_BACKEND, s_backend)) == NULL
             || (handle = STATE(stream, S_HANDLE, s_handle)) == NULL
             || (event = NODE(p, N_EVENT, s_event)) == NULL
-            || (r = call_method(backend, s_wait, 2, handle, event)) == NULL
+            || (r = call_wait(backend, handle, event)) == NULL
             || PyObject_SetItem(waited, index, seq) < 0
             || (stats = MANAGER(self, M_STATS, s_stats)) == NULL
             || count_stat(stats, ST_EVENT_WAITS, one) < 0)
@@ -396,7 +396,7 @@ manager_issued(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if ((event = take_event(self)) == NULL
                 || (backend = MANAGER(self, M_BACKEND, s_backend)) == NULL
                 || (handle = STATE(stream, S_HANDLE, s_handle)) == NULL
-                || (r = call_method(backend, s_record, 2, event, handle)) == NULL)
+                || (r = call_record(backend, event, handle)) == NULL)
             goto done;
     } else {
         event = Py_NewRef(recorded);
@@ -623,7 +623,7 @@ retire_if_done(PyObject *self, PyObject *backend, PyObject *stats, PyObject *nod
 {
     PyObject *event = NODE(node, N_EVENT, s_event), *done = NULL, *n = NULL;
     int t = -1;
-    if (event != NULL && (done = call_method(backend, s_event_done, 1, event)) != NULL
+    if (event != NULL && (done = call_event_done(backend, event)) != NULL
             && (t = truth(done)) > 0) {
         n = direct(&t_finished, self) ? manager_finished(self, node)
                                       : call_method(self, s_finished_m, 1, node);
@@ -819,8 +819,8 @@ streams_init(PyObject *module)
         {&s_streams, "streams"}, {&s_free, "_free"}, {&s_events, "_events"},
         {&s_by_use, "_by_use"}, {&s_inflight_count, "_inflight"}, {&s_poll_at, "_poll_at"},
         {&s_pick, "pick"}, {&s_take_free, "take_free"}, {&s_can_grow, "can_grow"},
-        {&s_grow, "grow"}, {&s_least_recently_used, "least_recently_used"}, {&s_wait, "wait"},
-        {&s_record, "record"}, {&s_new_event, "_new_event"}, {&s_event_done, "event_done"},
+        {&s_grow, "grow"}, {&s_least_recently_used, "least_recently_used"},
+        {&s_new_event, "_new_event"},
         {&s_finished_m, "finished"}, {&s_on_finish, "_on_finish"}, {&s_popleft, "popleft"},
         {&s_append, "append"}, {&s_pop, "pop"}, {&s_graph, "graph"}, {&s_done, "done"},
         {&s_get, "get"},
