@@ -50,6 +50,8 @@ class HostAccess:
     """The runtime's host-access methods (``asyncgpu._runtime.Runtime`` inherits them; they use
     its lock, tracker, streams, memory model, backend, recording and statistics)."""
 
+    __slots__ = ()
+
     @contextlib.contextmanager
     def host_access(self, array: Array, lo: int, hi: int, write: bool, dense: bool = False
                     ) -> Iterator[None]:

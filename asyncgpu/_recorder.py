@@ -64,19 +64,66 @@ from collections import OrderedDict
 from operator import is_
 from typing import Any, Callable
 
+from . import _compiled as compiled
 from . import _graph_calls
 from ._errors import RecordingError
 from ._graph_capture import FrozenGraph
 from ._graph_cache import VARIANTS, copy_key
 from ._recording_finish import finish, issue_eagerly, replay_remembered
-from ._recording_keys import Launch, LaunchMemo, argument_key, same_arguments
-from ._runtime import current_runtime
+from ._recording_keys import Launch, LaunchMemo, RecordingKey, argument_key, same_arguments
+from ._runtime import Runtime, current_runtime
 
 log = logging.getLogger("asyncgpu")
 _tokens = itertools.count(1)
 
 
-class Recording:
+class PythonSegmentEnd:
+    """``Recording.end_segment`` in Python: the reference for the compiled one
+    (``asyncgpu/csrc/recording.c``, ``asyncgpu._compiled``)."""
+
+    __slots__ = ()
+    runtime: Any
+    launches: list[Launch]
+    previous: Any
+    memo: LaunchMemo | None
+    token: Any
+    segment: int
+    name: str
+    calls: int
+    outcomes: list[str]
+    frozen: list[Any]
+
+    def end_segment(self, last: bool = False) -> None:
+        """Finish the launches deferred so far (issue, capture or replay them); ``last``: the
+        recording ends here (no next segment to remember). Without launches nothing ends: host
+        steps in a row end one segment, not one each."""
+        if not self.launches:
+            return
+        rt = self.runtime
+        launches, self.launches = self.launches, []
+        previous = self.previous
+        memo = (self.memo if len(launches) == len(previous)
+                and all(map(is_, launches, previous)) else None)   # every launch remembered
+        token = (self.token, self.segment)
+        rt.recording = None
+        try:
+            frozen = replay_remembered(rt, token, memo) if memo is not None else None
+            if frozen is not None:
+                outcome = "replayed"
+            else:
+                outcome, frozen = finish(rt, token, self.name, launches, memo)
+        finally:
+            if not last:
+                rt.recording = self
+        self.segment += 1
+        self.calls = 0
+        if not last:
+            self._remember(rt.graphs.memo.get((self.token, self.segment)))
+        self.outcomes.append(outcome)
+        self.frozen.append(frozen)
+
+
+class Recording(*compiled.bases("RecordingBase", PythonSegmentEnd)):
     """The recording in progress on one runtime (``runtime.recording``) for one thread.
 
     With ``split`` a host operation or a library call ends the current *segment* (its
@@ -186,34 +233,8 @@ class Recording:
         self.launches = []
         return False, None
 
-    def end_segment(self, last: bool = False) -> None:
-        """Finish the launches deferred so far (issue, capture or replay them); ``last``: the
-        recording ends here (no next segment to remember). Without launches nothing ends: host
-        steps in a row end one segment, not one each."""
-        if not self.launches:
-            return
-        rt = self.runtime
-        launches, self.launches = self.launches, []
-        previous = self.previous
-        memo = (self.memo if len(launches) == len(previous)
-                and all(map(is_, launches, previous)) else None)   # every launch remembered
-        token = (self.token, self.segment)
-        rt.recording = None
-        try:
-            frozen = replay_remembered(rt, token, memo) if memo is not None else None
-            if frozen is not None:
-                outcome = "replayed"
-            else:
-                outcome, frozen = finish(rt, token, self.name, launches, memo)
-        finally:
-            if not last:
-                rt.recording = self
-        self.segment += 1
-        self.calls = 0
-        if not last:
-            self._remember(rt.graphs.memo.get((self.token, self.segment)))
-        self.outcomes.append(outcome)
-        self.frozen.append(frozen)
+
+compiled.register(Recording, PythonSegmentEnd, ("end_segment",))
 
 
 # -- the public entry points ------------------------------------------------------------------
@@ -422,3 +443,7 @@ def record(name: str | None = None, *, split: bool = False) -> Recorder:
         if token is None:
             token = _sites[site] = next(_tokens)
     return Recorder(token, label, split)
+
+
+compiled.configure("configure_recording", Recording, LaunchMemo, RecordingKey, FrozenGraph,
+                   Runtime, Launch, globals(), replay_remembered, copy_key)

@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _compiled as compiled
 from ._array import Allocation, Array
 
 
@@ -79,7 +80,18 @@ class Launch:
         rt.launch_kernel(self.launcher, self.args)
 
 
-class RecordingKey:
+class PythonKeyHash:
+    """``RecordingKey.__hash__`` in Python: the reference for the compiled one
+    (``asyncgpu/csrc/recording.c``, ``asyncgpu._compiled``)."""
+
+    __slots__ = ()
+    hash: int
+
+    def __hash__(self) -> int:
+        return self.hash
+
+
+class RecordingKey(*compiled.bases("KeyBase", PythonKeyHash)):
     """The key of one recording segment, hashed once (a tuple of tuples would be hashed again
     at every lookup). ``token``: the recorder's (token, segment)."""
 
@@ -90,8 +102,7 @@ class RecordingKey:
         self.parts = parts
         self.hash = hash((token, parts))
 
-    def __hash__(self) -> int:
-        return self.hash
+    __hash__ = PythonKeyHash.__hash__     # (defining __eq__ would otherwise unset it)
 
     def __eq__(self, other: object) -> bool:
         return self is other or (isinstance(other, RecordingKey) and self.hash == other.hash
@@ -126,6 +137,9 @@ def same_arguments(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
                 continue
         return False                # anything else (another array, say) is keyed in full
     return True
+
+
+compiled.register(RecordingKey, PythonKeyHash, ("__hash__",))
 
 
 class LaunchMemo:

@@ -47,10 +47,10 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
 
     # (slots: what every launch reads, which the compiled methods read at their offsets;
     # everything else lives in the instance dict)
-    __slots__ = ("_instruments", "_issuing", "_issuing_compiled", "_lock", "_releases",
-                 "alias_blind", "backend", "deps", "eager_free", "host_epoch", "memory",
-                 "no_const", "options", "prefetch", "recording", "stats", "streams", "sync_mode",
-                 "want_sites")
+    __slots__ = ("__weakref__", "_instruments", "_issuing", "_issuing_compiled", "_lock",
+                 "_releases", "alias_blind", "backend", "deps", "eager_free", "graph_config",
+                 "graphs", "host_epoch", "host_no_wait", "memory", "no_const", "options",
+                 "prefetch", "recording", "stats", "streams", "sync_mode", "want_sites")
 
     def __init__(self, options: Options, backend: Any = None) -> None:
         self.options = options

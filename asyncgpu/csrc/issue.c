@@ -666,6 +666,8 @@ relaunch_parents(PyObject *frozen, PyObject *deps, PyObject *accesses, PyObject 
     return rc;
 }
 
+static Twin t_launch_graph;
+
 static PyObject *
 runtime_launch_graph(PyObject *self, PyObject *frozen)
 {
@@ -857,7 +859,16 @@ issue_init(PyObject *module)
         {&s_after_graph, "after_graph"}, {&s_version, "version"}, {&s_settled, "settled"},
         {&s_last, "last"}, {&s_repeat, "repeat"}, {&s_graph, "graph"}, {&s_copy_in, "copy_in"},
     };
-    if (INTERN_ALL(names) < 0)
+    if (INTERN_ALL(names) < 0 || add_type(module, "RuntimeBase", &runtime_spec) < 0
+            || twin(&t_launch_graph, module, "RuntimeBase", "launch_graph") < 0)
         return -1;
-    return add_type(module, "RuntimeBase", &runtime_spec);
+    return 0;
+}
+
+PyObject *
+call_launch_graph(PyObject *runtime, PyObject *frozen)
+{
+    return direct(&t_launch_graph, runtime)
+        ? runtime_launch_graph(runtime, frozen)
+        : call_method(runtime, t_launch_graph.name, 1, frozen);
 }

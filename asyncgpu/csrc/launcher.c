@@ -46,7 +46,7 @@ remember(PyObject *rec, PyObject *self, PyObject *args)
     PyObject *thread = NULL, *launches = NULL, *previous = NULL, *same = NULL;
     PyObject *launcher = NULL, *old = NULL;
 
-    thread = PyObject_GetAttr(rec, s_thread);
+    thread = get(rec, &rec_layout, RC_THREAD, s_thread);
     if (thread == NULL)
         goto error;
     if (!PyLong_CheckExact(thread))
@@ -56,10 +56,10 @@ remember(PyObject *rec, PyObject *self, PyObject *args)
         goto error;
     if (ident != PyThread_get_thread_ident())
         goto done;                     /* another thread's recording: the Python path */
-    launches = PyObject_GetAttr(rec, s_launches);
+    launches = get(rec, &rec_layout, RC_LAUNCHES, s_launches);
     if (launches == NULL)
         goto error;
-    previous = PyObject_GetAttr(rec, s_previous);
+    previous = get(rec, &rec_layout, RC_PREVIOUS, s_previous);
     if (previous == NULL)
         goto error;
     if (!PyList_CheckExact(launches) || !PyList_CheckExact(previous))
@@ -69,12 +69,12 @@ remember(PyObject *rec, PyObject *self, PyObject *args)
         goto done;
     same = PyList_GET_ITEM(previous, position);
     Py_INCREF(same);
-    launcher = PyObject_GetAttr(same, s_launcher);
+    launcher = get(same, &deferred_layout, LA_LAUNCHER, s_launcher);
     if (launcher == NULL)
         goto error;
     if (launcher != self)
         goto done;
-    old = PyObject_GetAttr(same, s_args);
+    old = get(same, &deferred_layout, LA_ARGS, s_args);
     if (old == NULL)
         goto error;
     if (!PyTuple_CheckExact(old) || PyTuple_GET_SIZE(old) != PyTuple_GET_SIZE(args))
@@ -113,7 +113,7 @@ launcher_call(PyObject *self, PyObject *args, PyObject *kwargs)
     if (rt == Py_None)
         goto python;                   /* no runtime yet: Python creates it */
     Py_INCREF(rt);
-    PyObject *rec = PyObject_GetAttr(rt, s_recording);
+    PyObject *rec = get(rt, &rt_layout, RT_RECORDING, s_recording);
     if (rec == NULL) {
         Py_DECREF(rt);
         return NULL;

@@ -14,6 +14,8 @@ versions of the hottest methods on that path, each in its own file:
                  graph_launch, launch) and PackedLaunch.__call__
     streams.c    Node.__init__, the stream manager's per-launch methods, the policies' picks
     memory.c     ExplicitMemory.before_device (what a launch books before it is enqueued)
+    recording.c  Recording.end_segment (a remembered segment's graph launched again) and
+                 RecordingKey's stored hash
     driver.c     DriverCalls: the CUDA calls of a launch, straight into the driver's entry
                  points (not a twin: the cuda backend's choice of callables)
     common.c     reading __slots__ attributes at their offsets
@@ -68,6 +70,11 @@ static PyMethodDef methods[] = {
     {"configure_memory", configure_memory, METH_VARARGS,
      "configure_memory(allocation, HOST, DEVICE): the class whose __slots__ the compiled "
      "before_device reads and writes, and the location flags."},
+    {"configure_recording", configure_recording, METH_VARARGS,
+     "configure_recording(recording, launch_memo, recording_key, frozen_graph, runtime, "
+     "launch, recorder_globals, replay_remembered, copy_key): the classes whose __slots__ the "
+     "compiled end_segment and launcher call read, where it finds finish and replay_remembered, and the "
+     "Python replay_remembered it stands for."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -77,7 +84,7 @@ exec_module(PyObject *module)
     if (small_ints_init() < 0 || launcher_init(module) < 0 || tracker_init(module) < 0
             || binding_init(module) < 0 || gather_init(module) < 0 || issue_init(module) < 0
             || device_init(module) < 0 || streams_init(module) < 0 || memory_init(module) < 0
-            || driver_init(module) < 0)
+            || driver_init(module) < 0 || recording_init(module) < 0)
         return -1;
     return 0;
 }

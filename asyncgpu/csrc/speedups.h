@@ -106,6 +106,7 @@ PyObject *call_graph_launch(PyObject *backend, PyObject *graph, PyObject *stream
 PyObject *call_pointer_values(PyObject *target, PyObject *values, PyObject *arrays);
 PyObject *call_numba_values(PyObject *target, PyObject *values);
 PyObject *call_before_device(PyObject *memory, PyObject *accesses);
+PyObject *call_launch_graph(PyObject *runtime, PyObject *frozen);
 
 /* An exception put aside while cleanup code calls Python (as a ``finally:`` block does). */
 typedef struct {
@@ -172,6 +173,14 @@ int count_stat(PyObject *stats, int field, PyObject *amount);
 extern PyObject *stats_attrs[];
 int stats_configure(PyObject *counters);
 
+/* asyncgpu._recorder.Recording, asyncgpu._runtime.Runtime (the recorder's fields) and
+   asyncgpu._recording_keys.Launch (set by configure_recording; read by launcher.c) */
+extern SlotLayout rec_layout, rt_layout, deferred_layout;
+enum { RC_RUNTIME, RC_TOKEN, RC_NAME, RC_LAUNCHES, RC_SEGMENT, RC_CALLS, RC_OUTCOMES, RC_FROZEN,
+       RC_MEMO, RC_PREVIOUS, RC_THREAD };
+enum { RT_RECORDING, RT_GRAPHS, RT_GRAPH_CONFIG, RT_MEMORY };
+enum { LA_LAUNCHER, LA_ARGS };
+
 /* each part: its types added to the module, its strings interned */
 int launcher_init(PyObject *module);
 int tracker_init(PyObject *module);
@@ -182,6 +191,7 @@ int device_init(PyObject *module);
 int streams_init(PyObject *module);
 int memory_init(PyObject *module);
 int driver_init(PyObject *module);
+int recording_init(PyObject *module);
 int add_type(PyObject *module, const char *name, PyType_Spec *spec);
 
 /* the configure functions of the parts (module-level) */
@@ -193,5 +203,6 @@ PyObject *configure_device(PyObject *module, PyObject *args);
 PyObject *configure_backend(PyObject *module, PyObject *args);
 PyObject *configure_streams(PyObject *module, PyObject *args);
 PyObject *configure_memory(PyObject *module, PyObject *args);
+PyObject *configure_recording(PyObject *module, PyObject *args);
 
 #endif
