@@ -77,21 +77,46 @@ log = logging.getLogger("asyncgpu")
 _tokens = itertools.count(1)
 
 
-class PythonSegmentEnd:
-    """``Recording.end_segment`` in Python: the reference for the compiled one
-    (``asyncgpu/csrc/recording.c``, ``asyncgpu._compiled``)."""
+class PythonRecording:
+    """``Recording.__init__`` and ``end_segment`` in Python: the reference for the compiled
+    ones (``asyncgpu/csrc/recording.c``, ``asyncgpu._compiled``)."""
 
     __slots__ = ()
     runtime: Any
-    launches: list[Launch]
-    previous: Any
-    memo: LaunchMemo | None
     token: Any
-    segment: int
     name: str
+    thread: int
+    launches: list[Launch]
+    failed: bool
+    eager: bool
+    split: bool
+    segment: int
     calls: int
     outcomes: list[str]
     frozen: list[Any]
+    memo: LaunchMemo | None
+    previous: Any
+    _remember: Any
+
+    def __init__(self, runtime: Any, token: Any, name: str, split: bool) -> None:
+        self.runtime = runtime
+        self.token = token
+        self.name = name
+        self.thread = threading.get_ident()
+        self.launches: list[Launch] = []
+        self.failed = False         # a refused operation: not cached
+        self.eager = False          # fell back to eager execution (a library call)
+        self.split = split
+        self.segment = 0
+        self.calls = 0              # library calls deferred in this segment (their position)
+        self.outcomes: list[str] = []
+        self.frozen: list[Any] = []     # per segment: the FrozenGraph launched, or None
+        #: the segment's previous run, and its launches (empty: nothing to remember)
+        self.memo: LaunchMemo | None = None
+        self.previous: Any = ()
+        cache = runtime.graphs
+        if cache is not None:
+            self._remember(cache.memo.get((token, 0)))
 
     def end_segment(self, last: bool = False) -> None:
         """Finish the launches deferred so far (issue, capture or replay them); ``last``: the
@@ -123,7 +148,7 @@ class PythonSegmentEnd:
         self.frozen.append(frozen)
 
 
-class Recording(*compiled.bases("RecordingBase", PythonSegmentEnd)):
+class Recording(*compiled.bases("RecordingBase", PythonRecording)):
     """The recording in progress on one runtime (``runtime.recording``) for one thread.
 
     With ``split`` a host operation or a library call ends the current *segment* (its
@@ -133,26 +158,6 @@ class Recording(*compiled.bases("RecordingBase", PythonSegmentEnd)):
 
     __slots__ = ("runtime", "token", "name", "thread", "launches", "failed", "eager", "split",
                  "segment", "calls", "outcomes", "frozen", "memo", "previous")
-
-    def __init__(self, runtime: Any, token: Any, name: str, split: bool) -> None:
-        self.runtime = runtime
-        self.token = token
-        self.name = name
-        self.thread = threading.get_ident()
-        self.launches: list[Launch] = []
-        self.failed = False         # a refused operation: not cached
-        self.eager = False          # fell back to eager execution (a library call)
-        self.split = split
-        self.segment = 0
-        self.calls = 0              # library calls deferred in this segment (their position)
-        self.outcomes: list[str] = []
-        self.frozen: list[Any] = []     # per segment: the FrozenGraph launched, or None
-        #: the segment's previous run, and its launches (empty: nothing to remember)
-        self.memo: LaunchMemo | None = None
-        self.previous: Any = ()
-        cache = runtime.graphs
-        if cache is not None:
-            self._remember(cache.memo.get((token, 0)))
 
     def _remember(self, memo: LaunchMemo | None) -> None:
         if memo is not None and memo.usable():  # (else an array of it was freed: key in full)
@@ -234,7 +239,7 @@ class Recording(*compiled.bases("RecordingBase", PythonSegmentEnd)):
         return False, None
 
 
-compiled.register(Recording, PythonSegmentEnd, ("end_segment",))
+compiled.register(Recording, PythonRecording, ("__init__", "end_segment"))
 
 
 # -- the public entry points ------------------------------------------------------------------
@@ -316,21 +321,16 @@ class Recorder(_Run):
         self._exit(self._open.pop(), exc is not None)
 
 
-class GraphFunction(_Run):
-    """A function whose launches are recorded and replayed as CUDA graphs (see :func:`graph`)."""
+class PythonGraphCall:
+    """``GraphFunction.__call__`` in Python: the reference for the compiled one, which does
+    the plain (not static) call's common case itself (``asyncgpu/csrc/recording.c``)."""
 
-    def __init__(self, fn: Callable[..., Any], split: bool = False, static: bool = False) -> None:
-        if static and split:
-            raise ValueError("asyncgpu.graph: static=True replays one graph per call without "
-                             "running the body, so it cannot split the body at host operations")
-        super().__init__(next(_tokens), getattr(fn, "__qualname__", repr(fn)), split)
-        self.fn = fn
-        self.static = static
-        #: static: argument key -> {allocations copied in: (FrozenGraph, what the capturing
-        #: call returned)} (explicit memory: one graph per set of host-current inputs)
-        self._static: OrderedDict[Any, dict[tuple[int, ...], tuple[FrozenGraph, Any]]] = \
-            OrderedDict()
-        functools.update_wrapper(self, fn)
+    fn: Callable[..., Any]
+    static: bool
+    _static: OrderedDict[Any, dict[tuple[int, ...], tuple[FrozenGraph, Any]]]
+    _enter: Any
+    _exit: Any
+    _replay_static: Any
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         akey = argument_key(args, kwargs) if self.static else None
@@ -357,6 +357,23 @@ class GraphFunction(_Run):
             if len(self._static) > _STATIC_KEYS:
                 self._static.popitem(last=False)
         return result
+
+
+class GraphFunction(*compiled.bases("GraphCallBase", PythonGraphCall), _Run):
+    """A function whose launches are recorded and replayed as CUDA graphs (see :func:`graph`)."""
+
+    def __init__(self, fn: Callable[..., Any], split: bool = False, static: bool = False) -> None:
+        if static and split:
+            raise ValueError("asyncgpu.graph: static=True replays one graph per call without "
+                             "running the body, so it cannot split the body at host operations")
+        super().__init__(next(_tokens), getattr(fn, "__qualname__", repr(fn)), split)
+        self.fn = fn
+        self.static = static
+        #: static: argument key -> {allocations copied in: (FrozenGraph, what the capturing
+        #: call returned)} (explicit memory: one graph per set of host-current inputs)
+        self._static: OrderedDict[Any, dict[tuple[int, ...], tuple[FrozenGraph, Any]]] = \
+            OrderedDict()
+        functools.update_wrapper(self, fn)
 
     def _replay_static(self, hits: dict[tuple[int, ...], tuple[FrozenGraph, Any]]
                        ) -> tuple[bool, Any]:
@@ -387,6 +404,8 @@ class GraphFunction(_Run):
     def __repr__(self) -> str:
         return f"<asyncgpu.graph {self.name}>"
 
+
+compiled.register(GraphFunction, PythonGraphCall, ("__call__",))
 
 #: Argument keys a static graph function remembers (least recently added dropped first).
 _STATIC_KEYS = 64
@@ -446,4 +465,5 @@ def record(name: str | None = None, *, split: bool = False) -> Recorder:
 
 
 compiled.configure("configure_recording", Recording, LaunchMemo, RecordingKey, FrozenGraph,
-                   Runtime, Launch, globals(), replay_remembered, copy_key)
+                   Runtime, Launch, globals(), replay_remembered, copy_key,
+                   PythonGraphCall.__call__)

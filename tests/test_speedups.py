@@ -33,7 +33,8 @@ def test_the_methods_in_use_are_the_ones_asked_for(compiled):
         classes.add(cls.__name__)
     assert classes == {"Launcher", "DependencyTracker", "Kernel", "PackedTarget", "Runtime",
                        "StreamManager", "Node", "Reuse", "Disjoint", "ExplicitMemory",
-                       "CudaBackend", "PackedLaunch", "Recording", "RecordingKey"}
+                       "CudaBackend", "PackedLaunch", "Recording", "RecordingKey",
+                       "GraphFunction"}
 
 
 def test_launch_configurations_are_looked_up_cached_parsed_or_refused_alike(sim):

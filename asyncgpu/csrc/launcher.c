@@ -32,7 +32,7 @@ Example (what the fast path serves)::
 #include "pythread.h"
 
 /* Set by configure(): the globals of asyncgpu._runtime and the Python launch. */
-static PyObject *runtime_globals = NULL;
+PyObject *runtime_globals = NULL;
 static PyObject *launch_in_python = NULL;
 
 static PyObject *s_runtime, *s_recording, *s_thread, *s_launches, *s_previous, *s_launcher,

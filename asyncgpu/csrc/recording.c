@@ -23,6 +23,7 @@ every way out when the recording goes on. tests/test_recorder_compiled.py compar
 Example: ``asyncgpu._compiled.use(False)`` puts the Python method back.
 */
 #include "speedups.h"
+#include "pythread.h"
 
 static SlotLayout memo_layout, key_layout, frozen_layout;
 SlotLayout rec_layout, rt_layout, deferred_layout;       /* (launcher.c reads them too) */
@@ -38,7 +39,10 @@ static PyObject *s_runtime, *s_token, *s_name, *s_launches, *s_segment, *s_calls
     *s_frozen, *s_memo, *s_previous, *s_replayed, *s_key, *s_parts, *s_hash, *s_graph,
     *s_copy_in, *s_recording, *s_graphs, *s_graph_config, *s_memory, *s_destroyed,
     *s_entries, *s_host_current, *s_move_to_end, *s_get, *s_remember, *s_finish,
-    *s_replay_remembered;
+    *s_replay_remembered, *s_thread, *s_failed, *s_eager, *s_split, *s_lock, *s_acquire,
+    *s_release, *s_static, *s_fn, *s_exit, *s_end_segment, *s_outcome, *s_empty, *s_plus,
+    *s_runtime_global, *empty_tuple;
+static Twin t_end_segment;
 
 #define REC(o, f, n) get((o), &rec_layout, (f), (n))
 #define RTA(o, f, n) get((o), &rt_layout, (f), (n))
@@ -338,6 +342,270 @@ done:
     return result;
 }
 
+/* ---- Recording.__init__ ------------------------------------------------------------------- */
+
+static int
+recording_new_init(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *rt, *token, *name, *split, *cache = NULL, *memos = NULL, *key = NULL, *m = NULL,
+        *r = NULL;
+    if ((kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) || !PyTuple_CheckExact(args)
+            || PyTuple_GET_SIZE(args) != 4) {
+        PyErr_SetString(PyExc_TypeError, "Recording(runtime, token, name, split)");
+        return -1;
+    }
+    rt = PyTuple_GET_ITEM(args, 0);
+    token = PyTuple_GET_ITEM(args, 1);
+    name = PyTuple_GET_ITEM(args, 2);
+    split = PyTuple_GET_ITEM(args, 3);
+    PyObject *thread = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
+    PyObject *launches = PyList_New(0), *outcomes = PyList_New(0), *frozen = PyList_New(0);
+    int rc = -1;
+    if (thread == NULL || launches == NULL || outcomes == NULL || frozen == NULL)
+        goto done;
+    struct { int field; PyObject *name, *value; } fields[] = {
+        {RC_RUNTIME, s_runtime, rt}, {RC_TOKEN, s_token, token}, {RC_NAME, s_name, name},
+        {RC_THREAD, s_thread, thread}, {RC_LAUNCHES, s_launches, launches},
+        {-1, s_failed, Py_False}, {-1, s_eager, Py_False}, {-1, s_split, split},
+        {RC_SEGMENT, s_segment, zero}, {RC_CALLS, s_calls, zero},
+        {RC_OUTCOMES, s_outcomes, outcomes}, {RC_FROZEN, s_frozen, frozen},
+        {RC_MEMO, s_memo, Py_None}, {RC_PREVIOUS, s_previous, empty_tuple},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        int ok = fields[i].field >= 0
+            ? set(self, &rec_layout, fields[i].field, fields[i].name, fields[i].value)
+            : PyObject_SetAttr(self, fields[i].name, fields[i].value);
+        if (ok < 0)
+            goto done;
+    }
+    if ((cache = RTA(rt, RT_GRAPHS, s_graphs)) == NULL)
+        goto done;
+    if (cache != Py_None) {
+        if ((memos = PyObject_GetAttr(cache, s_memo)) == NULL
+                || (key = PyTuple_Pack(2, token, zero)) == NULL
+                || (m = lookup(memos, key)) == NULL
+                || (r = call_method(self, s_remember, 1, m)) == NULL)
+            goto done;
+    }
+    rc = 0;
+done:
+    Py_XDECREF(thread);
+    Py_XDECREF(launches);
+    Py_XDECREF(outcomes);
+    Py_XDECREF(frozen);
+    Py_XDECREF(cache);
+    Py_XDECREF(memos);
+    Py_XDECREF(key);
+    Py_XDECREF(m);
+    Py_XDECREF(r);
+    return rc;
+}
+
+/* ---- GraphFunction.__call__ (a plain recorded function) ---------------------------------- */
+
+static PyObject *python_graph_call;     /* PythonGraphCall.__call__ */
+static PyObject *recording_type;        /* asyncgpu._recorder.Recording */
+
+/* lock.acquire() / lock.release(): 0 or -1 */
+static int
+lock_call(PyObject *lock, PyObject *method)
+{
+    PyObject *r = PyObject_CallMethodNoArgs(lock, method);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
+/* Release the lock after work that returned ``result`` (NULL: an error is set, which goes on,
+   with a failed release's error raised from it). */
+static PyObject *
+unlocked(PyObject *lock, PyObject *result)
+{
+    SavedError saved;
+    save_error(&saved);
+    if (lock_call(lock, s_release) < 0) {
+        raise_in_cleanup(&saved);
+        Py_CLEAR(result);
+    } else {
+        restore_error(&saved);
+    }
+    return result;
+}
+
+/* _Run._enter's common case: a new Recording made the runtime's (new reference); None when
+   the runtime is already recording (the Python call decides: nested, or another thread's). */
+static PyObject *
+enter(PyObject *self, PyObject *rt)
+{
+    PyObject *lock = RTA(rt, RT_LOCK, s_lock), *cur, *rec = NULL, *token = NULL, *name = NULL,
+        *split = NULL;
+    if (lock == NULL || lock_call(lock, s_acquire) < 0) {
+        Py_XDECREF(lock);
+        return NULL;
+    }
+    if ((cur = RTA(rt, RT_RECORDING, s_recording)) != NULL && cur == Py_None
+            && (token = PyObject_GetAttr(self, s_token)) != NULL
+            && (name = PyObject_GetAttr(self, s_name)) != NULL
+            && (split = PyObject_GetAttr(self, s_split)) != NULL) {
+        PyObject *call[] = {rt, token, name, split};
+        if ((rec = PyObject_Vectorcall(recording_type, call, 4, NULL)) != NULL
+                && set(rt, &rt_layout, RT_RECORDING, s_recording, rec) < 0)
+            Py_CLEAR(rec);
+    } else if (cur != NULL && !PyErr_Occurred()) {
+        rec = Py_NewRef(Py_None);
+    }
+    Py_XDECREF(cur);
+    Py_XDECREF(token);
+    Py_XDECREF(name);
+    Py_XDECREF(split);
+    rec = unlocked(lock, rec);
+    Py_DECREF(lock);
+    return rec;
+}
+
+/* _Run._exit(rec, False)'s common case, under the lock: 1 done (self.outcome set), 0 the
+   recording failed or fell back to eager (the Python _exit decides), -1 error. */
+static int
+exit_locked(PyObject *self, PyObject *rt, PyObject *rec)
+{
+    PyObject *cur = RTA(rt, RT_RECORDING, s_recording), *flag, *r = NULL, *outcomes = NULL,
+        *outcome = NULL;
+    int t, rc = -1;
+    if (cur == NULL)
+        return -1;
+    Py_DECREF(cur);
+    if (cur == rec && set(rt, &rt_layout, RT_RECORDING, s_recording, Py_None) < 0)
+        return -1;
+    PyObject *flags[] = {s_failed, s_eager};
+    for (int i = 0; i < 2; i++) {
+        if ((flag = PyObject_GetAttr(rec, flags[i])) == NULL)
+            return -1;
+        t = truth(flag);
+        Py_DECREF(flag);
+        if (t != 0)
+            return t < 0 ? -1 : 0;
+    }
+    PyObject *last[] = {Py_True};
+    if ((r = direct(&t_end_segment, rec)
+            ? recording_end_segment(rec, last, 1, NULL)
+            : PyObject_VectorcallMethod(s_end_segment, (PyObject *[]){rec, Py_True},
+                                        2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)) == NULL
+            || (outcomes = REC(rec, RC_OUTCOMES, s_outcomes)) == NULL)
+        goto done;
+    Py_ssize_t n = PyObject_Size(outcomes);
+    if (n < 0)
+        goto done;
+    if (n == 1 && PyList_CheckExact(outcomes)) {
+        outcome = Py_NewRef(PyList_GET_ITEM(outcomes, 0));
+    } else if (n == 0) {
+        outcome = Py_NewRef(s_empty);
+    } else if ((outcome = PyUnicode_Join(s_plus, outcomes)) == NULL) {
+        goto done;
+    }
+    if (PyObject_SetAttr(self, s_outcome, outcome) == 0)
+        rc = 1;
+done:
+    Py_XDECREF(r);
+    Py_XDECREF(outcomes);
+    Py_XDECREF(outcome);
+    return rc;
+}
+
+static PyObject *
+graph_call(PyObject *self, PyObject *args, PyObject *kwargs)
+{
+    PyObject *rt, *rec, *result, *is_static = PyObject_GetAttr(self, s_static);
+    int t = is_static == NULL ? -1 : truth(is_static);
+    Py_XDECREF(is_static);
+    if (t < 0)
+        return NULL;
+    if (t || runtime_globals == NULL || recording_type == NULL)
+        goto python;
+    if ((rt = PyDict_GetItemWithError(runtime_globals, s_runtime_global)) == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        goto python;
+    }
+    if (rt == Py_None)
+        goto python;            /* (no runtime yet: the Python call makes it) */
+    Py_INCREF(rt);
+    if ((rec = enter(self, rt)) == NULL) {
+        Py_DECREF(rt);
+        return NULL;
+    }
+    if (rec == Py_None) {       /* already recording: the Python call decides */
+        Py_DECREF(rec);
+        Py_DECREF(rt);
+        goto python;
+    }
+    PyObject *fn = PyObject_GetAttr(self, s_fn);
+    result = fn == NULL ? NULL : PyObject_Call(fn, args, kwargs);
+    Py_XDECREF(fn);
+    if (result == NULL) {       /* the body raised: _exit(rec, True), then its exception */
+        SavedError saved;
+        save_error(&saved);
+        PyObject *r = PyObject_VectorcallMethod(
+            s_exit, (PyObject *[]){self, rec, Py_True}, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+            NULL);
+        if (r == NULL) {
+            raise_in_cleanup(&saved);
+        } else {
+            Py_DECREF(r);
+            restore_error(&saved);
+        }
+        goto out;
+    }
+    PyObject *lock = RTA(rt, RT_LOCK, s_lock);
+    t = lock == NULL ? -1 : lock_call(lock, s_acquire);
+    if (t == 0) {
+        t = exit_locked(self, rt, rec);
+        if (unlocked(lock, Py_NewRef(Py_None)) == NULL)
+            t = -1;
+        else
+            Py_DECREF(Py_None);
+    }
+    Py_XDECREF(lock);
+    if (t == 0) {               /* failed or eager: the Python _exit does the rest */
+        PyObject *r = PyObject_VectorcallMethod(
+            s_exit, (PyObject *[]){self, rec, Py_False}, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+            NULL);
+        t = r == NULL ? -1 : 1;
+        Py_XDECREF(r);
+    }
+    if (t < 0)
+        Py_CLEAR(result);
+out:
+    Py_DECREF(rec);
+    Py_DECREF(rt);
+    return result;
+python:
+    if (python_graph_call == NULL) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "asyncgpu._speedups was not configured (import asyncgpu first)");
+        return NULL;
+    }
+    PyObject *pair = PyTuple_Pack(1, self), *full;
+    if (pair == NULL)
+        return NULL;
+    full = PySequence_Concat(pair, args);
+    Py_DECREF(pair);
+    if (full == NULL)
+        return NULL;
+    result = PyObject_Call(python_graph_call, full, kwargs);
+    Py_DECREF(full);
+    return result;
+}
+
+static PyType_Slot graph_call_slots[] = {
+    {Py_tp_call, graph_call},
+    {Py_tp_doc, "Base of asyncgpu's GraphFunction: its call, compiled."},
+    {0, NULL},
+};
+
+static PyType_Spec graph_call_spec = {
+    "asyncgpu._speedups.GraphCallBase", sizeof(PyObject), 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, graph_call_slots,
+};
+
 static PyMethodDef recording_methods[] = {
     {"end_segment", (PyCFunction)(void (*)(void))recording_end_segment,
      METH_FASTCALL | METH_KEYWORDS,
@@ -347,6 +615,7 @@ static PyMethodDef recording_methods[] = {
 
 static PyType_Slot recording_slots[] = {
     {Py_tp_methods, recording_methods},
+    {Py_tp_init, recording_new_init},
     {Py_tp_doc, "Base of asyncgpu's Recording: end_segment, compiled."},
     {0, NULL},
 };
@@ -384,7 +653,8 @@ static PyType_Spec key_spec = {
 PyObject *
 configure_recording(PyObject *module, PyObject *args)
 {
-    PyObject *recording, *memo, *key, *frozen, *runtime, *launch, *globals, *replay, *ck;
+    PyObject *recording, *memo, *key, *frozen, *runtime, *launch, *globals, *replay, *ck,
+        *graph_call_python;
     static const char *const rec_names[] = {"runtime", "token", "name", "launches", "segment",
                                             "calls", "outcomes", "frozen", "memo", "previous",
                                             "thread"};
@@ -392,19 +662,23 @@ configure_recording(PyObject *module, PyObject *args)
     static const char *const memo_names[] = {"replayed", "key"};
     static const char *const key_names[] = {"parts", "hash"};
     static const char *const frozen_names[] = {"graph", "copy_in"};
-    static const char *const rt_names[] = {"recording", "graphs", "graph_config", "memory"};
-    if (!PyArg_ParseTuple(args, "OOOOOOO!OO:configure_recording", &recording, &memo, &key,
-                          &frozen, &runtime, &launch, &PyDict_Type, &globals, &replay, &ck)
+    static const char *const rt_names[] = {"recording", "graphs", "graph_config", "memory",
+                                           "_lock"};
+    if (!PyArg_ParseTuple(args, "OOOOOOO!OOO:configure_recording", &recording, &memo, &key,
+                          &frozen, &runtime, &launch, &PyDict_Type, &globals, &replay, &ck,
+                          &graph_call_python)
             || layout(&rec_layout, recording, rec_names, 11) < 0
             || layout(&deferred_layout, launch, launch_names, 2) < 0
             || layout(&memo_layout, memo, memo_names, 2) < 0
             || layout(&key_layout, key, key_names, 2) < 0
             || layout(&frozen_layout, frozen, frozen_names, 2) < 0
-            || layout(&rt_layout, runtime, rt_names, 4) < 0)
+            || layout(&rt_layout, runtime, rt_names, 5) < 0)
         return NULL;
     Py_XSETREF(recorder_globals, Py_NewRef(globals));
     Py_XSETREF(python_replay_remembered, Py_NewRef(replay));
     Py_XSETREF(copy_key, Py_NewRef(ck));
+    Py_XSETREF(recording_type, Py_NewRef(recording));
+    Py_XSETREF(python_graph_call, Py_NewRef(graph_call_python));
     Py_RETURN_NONE;
 }
 
@@ -421,9 +695,18 @@ recording_init(PyObject *module)
         {&s_memory, "memory"}, {&s_destroyed, "destroyed"}, {&s_entries, "entries"},
         {&s_host_current, "host_current"}, {&s_move_to_end, "move_to_end"}, {&s_get, "get"},
         {&s_remember, "_remember"}, {&s_finish, "finish"},
-        {&s_replay_remembered, "replay_remembered"},
+        {&s_replay_remembered, "replay_remembered"}, {&s_thread, "thread"},
+        {&s_failed, "failed"}, {&s_eager, "eager"}, {&s_split, "split"}, {&s_lock, "_lock"},
+        {&s_acquire, "acquire"}, {&s_release, "release"}, {&s_static, "static"},
+        {&s_fn, "fn"}, {&s_exit, "_exit"}, {&s_end_segment, "end_segment"},
+        {&s_outcome, "outcome"}, {&s_empty, "empty"}, {&s_plus, "+"},
+        {&s_runtime_global, "_runtime"},
     };
-    if (INTERN_ALL(names) < 0 || add_type(module, "RecordingBase", &recording_spec) < 0)
+    if (INTERN_ALL(names) < 0 || (empty_tuple = PyTuple_New(0)) == NULL
+            || add_type(module, "RecordingBase", &recording_spec) < 0
+            || add_type(module, "KeyBase", &key_spec) < 0
+            || add_type(module, "GraphCallBase", &graph_call_spec) < 0
+            || twin(&t_end_segment, module, "RecordingBase", "end_segment") < 0)
         return -1;
-    return add_type(module, "KeyBase", &key_spec);
+    return 0;
 }

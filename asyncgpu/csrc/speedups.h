@@ -178,8 +178,10 @@ int stats_configure(PyObject *counters);
 extern SlotLayout rec_layout, rt_layout, deferred_layout;
 enum { RC_RUNTIME, RC_TOKEN, RC_NAME, RC_LAUNCHES, RC_SEGMENT, RC_CALLS, RC_OUTCOMES, RC_FROZEN,
        RC_MEMO, RC_PREVIOUS, RC_THREAD };
-enum { RT_RECORDING, RT_GRAPHS, RT_GRAPH_CONFIG, RT_MEMORY };
+enum { RT_RECORDING, RT_GRAPHS, RT_GRAPH_CONFIG, RT_MEMORY, RT_LOCK };
 enum { LA_LAUNCHER, LA_ARGS };
+/* asyncgpu._runtime's globals, where the current runtime is (set by configure) */
+extern PyObject *runtime_globals;
 
 /* each part: its types added to the module, its strings interned */
 int launcher_init(PyObject *module);
