@@ -205,3 +205,34 @@ def test_recording_keys_hash_alike_compiled_and_in_python():
         _compiled.use(True)
     assert compiled == python == [k.hash for k in keys]
     assert {keys[0]: 1}[RecordingKey((1, 0), ("a", (1, 2)))] == 1   # equal keys meet
+
+
+@pytest.mark.parametrize("compiled_", [True, False], ids=["compiled", "python"])
+def test_numbers_made_again_at_each_call_replay_when_equal(compiled_):
+    """A size or scale computed at every call is a new object each time: equal values replay,
+    other values (or 0.0 against -0.0, or NaN) record again."""
+    with fresh_sim(compiled_):
+        scale = ag.cuda_kernel(
+            r'''extern "C" __global__ void scale(float* x, float a, int n) {
+                int i = threadIdx.x; if (i < n % 1000) x[i] *= a; }''', "scale",
+            sim=lambda x, a, n: x.__setitem__(slice(0, n % 1000),
+                                              x[:n % 1000] * np.float32(a)))
+        x = ag.ones(8, np.float32)
+
+        @ag.graph
+        def step(m, a):
+            n = m * 1000 + 8 if m else 4       # (beyond the small ints Python keeps)
+            scale[1, 8](x, a * 1.0, n)          # new objects at every call
+
+        outcomes = []
+        calls = [(1, 2.0), (1, 2.0), (1, 2.0), (1, 0.5), (1, 0.5), (1, 0.5), (0, 0.5),
+                 (1, 0.0), (1, -0.0), (1, float("nan"))]
+        for m, a in calls:
+            step(m, a)
+            outcomes.append(step.outcome)
+        assert outcomes == ["recorded", "replayed", "replayed", "recorded", "replayed",
+                            "replayed", "recorded", "recorded", "recorded", "recorded"]
+        expected = np.ones(8, np.float32)
+        for m, a in calls:
+            expected[: 8 if m else 4] *= np.float32(a)
+        np.testing.assert_array_equal(x.numpy(), expected)

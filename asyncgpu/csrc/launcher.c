@@ -5,7 +5,8 @@ The model
 Calling ``kernel[grid, block](...)`` enters ``Launcher.__call__`` once per launch. Inside a
 recording whose previous run is remembered (``Recording.previous``, see asyncgpu/_recorder.py),
 a launch that repeats the previous run's launch at the same position with the very same
-argument objects is only appended to the recording: no validation, no keying. In Python that
+arguments (the same objects, or numbers of the same value) is only appended to the
+recording: no validation, no keying. In Python that
 check costs about as much as everything else a replayed kernel costs the host; here it is a
 handful of pointer comparisons.
 
@@ -19,7 +20,9 @@ module is not built. So the two agree by construction on every case but the one 
 and tests/test_speedups.py runs the recorder's tests both ways.
 
 Invariant: the fast path appends the remembered ``Launch`` object itself, exactly what
-``Recording.remember`` appends, and only when ``Recording.remember`` would.
+``Recording.remember`` appends, and only when ``Recording.remember`` would: each argument the
+very same object, or a plain int or float equal to the remembered one as ``same_arguments``
+compares them.
 
 Example (what the fast path serves)::
 
@@ -37,6 +40,25 @@ static PyObject *launch_in_python = NULL;
 
 static PyObject *s_runtime, *s_recording, *s_thread, *s_launches, *s_previous, *s_launcher,
     *s_args, *s_launch_kernel;
+
+/* Whether a launch argument passes what the remembered one passed, in the cases decided
+   here: the very same object, or a plain int of the same value, or a plain float of the same
+   nonzero value (equal and nonzero: the same bits), as same_arguments decides them (a size
+   computed at every call, ``n * n``, is a new int each time). 1 yes, 0 not decided here, -1
+   error. */
+static int
+same_number(PyObject *a, PyObject *b)
+{
+    if (a == b)
+        return 1;
+    if (PyLong_CheckExact(a) && PyLong_CheckExact(b))
+        return PyObject_RichCompareBool(a, b, Py_EQ);
+    if (PyFloat_CheckExact(a) && PyFloat_CheckExact(b)) {
+        double x = PyFloat_AS_DOUBLE(a);
+        return x == PyFloat_AS_DOUBLE(b) && x != 0.0;
+    }
+    return 0;
+}
 
 /* 1: the launch repeats the remembered one and was appended; 0: not; -1: error set. */
 static int
@@ -80,8 +102,12 @@ remember(PyObject *rec, PyObject *self, PyObject *args)
     if (!PyTuple_CheckExact(old) || PyTuple_GET_SIZE(old) != PyTuple_GET_SIZE(args))
         goto done;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(args); i++) {
-        if (PyTuple_GET_ITEM(old, i) != PyTuple_GET_ITEM(args, i))
+        int same_value = same_number(PyTuple_GET_ITEM(old, i), PyTuple_GET_ITEM(args, i));
+        if (same_value <= 0) {
+            if (same_value < 0)
+                goto error;
             goto done;                 /* maybe equal: Python's same_arguments decides */
+        }
     }
     if (PyList_Append(launches, same) < 0)
         goto error;
