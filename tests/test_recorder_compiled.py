@@ -236,3 +236,26 @@ def test_numbers_made_again_at_each_call_replay_when_equal(compiled_):
         for m, a in calls:
             expected[: 8 if m else 4] *= np.float32(a)
         np.testing.assert_array_equal(x.numpy(), expected)
+
+
+@pytest.mark.parametrize("compiled_", [True, False], ids=["compiled", "python"])
+def test_views_made_again_at_each_call_replay_when_they_are_the_same_bytes(compiled_):
+    with fresh_sim(compiled_):
+        inc = kernels()
+        w = ag.zeros((3, 8), np.float32)
+
+        @ag.graph
+        def step(row, cols):
+            inc[1, 8](w[row, :cols], cols)          # a new view object at every call
+
+        outcomes = []
+        calls = [(0, 8), (0, 8), (0, 8), (1, 8), (1, 8), (1, 4), (1, 4), (2, 8)]
+        for row, cols in calls:
+            step(row, cols)
+            outcomes.append(step.outcome)
+        assert outcomes == ["recorded", "replayed", "replayed", "recorded", "replayed",
+                            "recorded", "replayed", "recorded"]
+        expected = np.zeros((3, 8), np.float32)
+        for row, cols in calls:
+            expected[row, :cols] += 1
+        np.testing.assert_array_equal(w.numpy(), expected)

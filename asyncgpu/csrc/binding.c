@@ -12,7 +12,7 @@ static SlotLayout kernel_layout, alloc_layout;
 static PyObject *numbers = NULL;        /* frozenset({int, float, bool, complex}) */
 static PyObject *s_slots, *s_typed, *s_alloc_, *s_dtype, *s_contiguous, *s_lo_, *s_hi_,
     *s_freed, *s_runtime_attr, *s_id, *s_check_array, *s_bind_scalar, *s_params,
-    *s_bind_in_python;
+    *s_bind_in_python, *s_shape, *s_strides;
 
 enum { K_SLOTS, K_TYPED, K_PARAMS, K_LAUNCHERS };
 enum { AL_FREED, AL_RUNTIME, AL_ID };
@@ -298,13 +298,41 @@ static PyType_Spec kernel_spec = {
     kernel_slots,
 };
 
+int
+same_view(PyObject *a, PyObject *b)
+{
+    static const int fields[] = {AR_ALLOC, AR_LO, AR_HI, AR_SHAPE, AR_STRIDES, AR_DTYPE};
+    static PyObject **const names[] = {&s_alloc_, &s_lo_, &s_hi_, &s_shape, &s_strides,
+                                       &s_dtype};
+    int same = 1;
+    for (int i = 0; same > 0 && i < 6; i++) {
+        PyObject *x = get(a, &array_layout, fields[i], *names[i]), *y;
+        if (x == NULL)
+            return -1;
+        if ((y = get(b, &array_layout, fields[i], *names[i])) == NULL) {
+            Py_DECREF(x);
+            return -1;
+        }
+        /* the allocation by identity; the rest by value (dtype: identity first) */
+        same = x == y ? 1 : fields[i] == AR_ALLOC ? 0 : PyObject_RichCompareBool(x, y, Py_EQ);
+        if (same > 0 && fields[i] == AR_ALLOC) {
+            PyObject *freed = get(x, &alloc_layout, AL_FREED, s_freed);
+            same = freed == NULL ? -1 : !truth(freed);
+            Py_XDECREF(freed);
+        }
+        Py_DECREF(x);
+        Py_DECREF(y);
+    }
+    return same;
+}
+
 PyObject *
 configure_binding(PyObject *module, PyObject *args)
 {
     PyObject *kernel_type, *array_type, *alloc_type, *arg_type, *number_types, *getitem;
     static const char *const kernel_names[] = {"_slots", "typed", "params", "_launchers"};
     static const char *const array_names[] = {"_alloc", "dtype", "_contiguous", "_lo", "_hi",
-                                              "_cache"};
+                                              "_cache", "shape", "strides"};
     static const char *const alloc_names[] = {"freed", "runtime", "id"};
     static const char *const arg_names[] = {"index", "param", "array", "read", "write", "key",
                                             "alloc", "lo", "hi", "label"};
@@ -313,7 +341,7 @@ configure_binding(PyObject *module, PyObject *args)
         return NULL;
     Py_XSETREF(python_getitem, Py_NewRef(getitem));
     if (layout(&kernel_layout, kernel_type, kernel_names, 4) < 0
-            || layout(&array_layout, array_type, array_names, 6) < 0
+            || layout(&array_layout, array_type, array_names, 8) < 0
             || layout(&alloc_layout, alloc_type, alloc_names, 3) < 0)
         return NULL;
     /* ArrayArg: every slot is set here, so its layout must hold exactly these */
@@ -345,7 +373,8 @@ binding_init(PyObject *module)
             || intern(&s_bind_scalar, "_bind_scalar") < 0 || intern(&s_params, "params") < 0
             || intern(&s_bind_in_python, "bind_in_python") < 0)
         return -1;
-    if (intern(&s_launchers, "_launchers") < 0 || intern(&s_getitem, "__getitem__") < 0)
+    if (intern(&s_launchers, "_launchers") < 0 || intern(&s_getitem, "__getitem__") < 0
+            || intern(&s_shape, "shape") < 0 || intern(&s_strides, "strides") < 0)
         return -1;
     if (add_type(module, "KernelBase", &kernel_spec) < 0
             || twin(&t_bind, module, "KernelBase", "bind") < 0)

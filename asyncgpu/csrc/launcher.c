@@ -5,10 +5,10 @@ The model
 Calling ``kernel[grid, block](...)`` enters ``Launcher.__call__`` once per launch. Inside a
 recording whose previous run is remembered (``Recording.previous``, see asyncgpu/_recorder.py),
 a launch that repeats the previous run's launch at the same position with the very same
-arguments (the same objects, or numbers of the same value) is only appended to the
-recording: no validation, no keying. In Python that
-check costs about as much as everything else a replayed kernel costs the host; here it is a
-handful of pointer comparisons.
+arguments (the same objects, numbers of the same value, views of the same bytes) is only
+appended to the recording: no validation, no keying. In Python that check costs about as
+much as everything else a replayed kernel costs the host; here it is a handful of pointer
+comparisons.
 
 This module holds no state of its own and decides nothing the Python code does not: it reads
 the same attributes (``asyncgpu._runtime._runtime``, ``Runtime.recording``,
@@ -21,8 +21,8 @@ and tests/test_speedups.py runs the recorder's tests both ways.
 
 Invariant: the fast path appends the remembered ``Launch`` object itself, exactly what
 ``Recording.remember`` appends, and only when ``Recording.remember`` would: each argument the
-very same object, or a plain int or float equal to the remembered one as ``same_arguments``
-compares them.
+very same object, or a plain int or float equal to the remembered one, or the same view of a
+live allocation, as ``same_arguments`` compares them.
 
 Example (what the fast path serves)::
 
@@ -42,9 +42,10 @@ static PyObject *s_runtime, *s_recording, *s_thread, *s_launches, *s_previous, *
     *s_args, *s_launch_kernel;
 
 /* Whether a launch argument passes what the remembered one passed, in the cases decided
-   here: the very same object, or a plain int of the same value, or a plain float of the same
-   nonzero value (equal and nonzero: the same bits), as same_arguments decides them (a size
-   computed at every call, ``n * n``, is a new int each time). 1 yes, 0 not decided here, -1
+   here: the very same object, a plain int of the same value, a plain float of the same
+   nonzero value (equal and nonzero: the same bits), or another view object of the same bytes
+   of a live allocation, as same_arguments decides them (a size computed at every call,
+   ``n * n``, is a new int each time; ``w[0]`` a new view). 1 yes, 0 not decided here, -1
    error. */
 static int
 same_number(PyObject *a, PyObject *b)
@@ -57,6 +58,9 @@ same_number(PyObject *a, PyObject *b)
         double x = PyFloat_AS_DOUBLE(a);
         return x == PyFloat_AS_DOUBLE(b) && x != 0.0;
     }
+    if (array_layout.type != NULL && Py_TYPE(a) == array_layout.type
+            && Py_TYPE(b) == array_layout.type)
+        return same_view(a, b);     /* ``w[0]``, made again at each call */
     return 0;
 }
 

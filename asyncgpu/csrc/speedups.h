@@ -161,7 +161,10 @@ void raise_in_cleanup(SavedError *saved);
 
 /* asyncgpu.Array and asyncgpu._kernel.ArrayArg (set by configure_binding; read by gather.c) */
 extern SlotLayout array_layout, arg_layout;
-enum { AR_ALLOC, AR_DTYPE, AR_CONTIGUOUS, AR_LO, AR_HI, AR_CACHE };
+enum { AR_ALLOC, AR_DTYPE, AR_CONTIGUOUS, AR_LO, AR_HI, AR_CACHE, AR_SHAPE, AR_STRIDES };
+/* Two Array objects that are the same live view: the same allocation (not freed), byte
+   extent, shape, strides and dtype (1/0/-1; binding.c) */
+int same_view(PyObject *a, PyObject *b);
 enum { G_INDEX, G_PARAM, G_ARRAY, G_READ, G_WRITE, G_KEY, G_ALLOC, G_LO, G_HI, G_LABEL };
 
 /* asyncgpu._statistics.Counters (set by configure_issue; updated by issue.c and streams.c) */
