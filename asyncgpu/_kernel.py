@@ -356,7 +356,7 @@ class Launcher(*compiled.bases("LauncherBase", PythonCall)):
 compiled.register(Launcher, PythonCall, ("__call__",))
 compiled.register(Kernel, PythonBinding, ("bind",))
 compiled.register(Kernel, PythonLaunchers, ("__getitem__",))
-compiled.configure("configure_binding", Kernel, Array, Allocation, ArrayArg, _NUMBERS,
+compiled.configure("configure_binding", Kernel, Launcher, Array, Allocation, ArrayArg, _NUMBERS,
                    PythonLaunchers.__getitem__)
 
 

@@ -8,13 +8,13 @@
    case calls the same Python method the Python bind calls (_check_array, _bind_scalar), which
    explains what is wrong or converts. */
 
-static SlotLayout kernel_layout, alloc_layout;
+static SlotLayout alloc_layout;
+SlotLayout kernel_layout, launcher_layout;
 static PyObject *numbers = NULL;        /* frozenset({int, float, bool, complex}) */
 static PyObject *s_slots, *s_typed, *s_alloc_, *s_dtype, *s_contiguous, *s_lo_, *s_hi_,
     *s_freed, *s_runtime_attr, *s_id, *s_check_array, *s_bind_scalar, *s_params,
     *s_bind_in_python, *s_shape, *s_strides;
 
-enum { K_SLOTS, K_TYPED, K_PARAMS, K_LAUNCHERS };
 enum { AL_FREED, AL_RUNTIME, AL_ID };
 
 /* set a slot of a new ArrayArg (steals value) */
@@ -329,18 +329,23 @@ same_view(PyObject *a, PyObject *b)
 PyObject *
 configure_binding(PyObject *module, PyObject *args)
 {
-    PyObject *kernel_type, *array_type, *alloc_type, *arg_type, *number_types, *getitem;
-    static const char *const kernel_names[] = {"_slots", "typed", "params", "_launchers"};
+    PyObject *kernel_type, *launcher_type, *array_type, *alloc_type, *arg_type, *number_types,
+        *getitem;
+    static const char *const kernel_names[] = {"_slots", "typed", "params", "_launchers",
+                                               "name", "elementwise"};
+    static const char *const launcher_names[] = {"kernel"};
     static const char *const array_names[] = {"_alloc", "dtype", "_contiguous", "_lo", "_hi",
                                               "_cache", "shape", "strides"};
     static const char *const alloc_names[] = {"freed", "runtime", "id"};
     static const char *const arg_names[] = {"index", "param", "array", "read", "write", "key",
                                             "alloc", "lo", "hi", "label"};
-    if (!PyArg_ParseTuple(args, "OOOOO!O:configure_binding", &kernel_type, &array_type,
-                          &alloc_type, &arg_type, &PyFrozenSet_Type, &number_types, &getitem))
+    if (!PyArg_ParseTuple(args, "OOOOOO!O:configure_binding", &kernel_type, &launcher_type,
+                          &array_type, &alloc_type, &arg_type, &PyFrozenSet_Type,
+                          &number_types, &getitem))
         return NULL;
     Py_XSETREF(python_getitem, Py_NewRef(getitem));
-    if (layout(&kernel_layout, kernel_type, kernel_names, 4) < 0
+    if (layout(&kernel_layout, kernel_type, kernel_names, 6) < 0
+            || layout(&launcher_layout, launcher_type, launcher_names, 1) < 0
             || layout(&array_layout, array_type, array_names, 8) < 0
             || layout(&alloc_layout, alloc_type, alloc_names, 3) < 0)
         return NULL;

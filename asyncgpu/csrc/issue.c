@@ -40,6 +40,8 @@ enum { R_BACKEND, R_STATS, R_LOCK, R_RELEASES, R_INSTRUMENTS, R_ISSUING, R_ISSUI
 enum { F_GRAPH, F_ACCESSES, F_NAME, F_COPY_IN, F_SETTLED, F_LAST, F_REPEAT };
 #define RT(self, f, name) get((self), &runtime_layout, (f), (name))
 enum { L_LOCATION, L_NBYTES, L_BUFFER };
+static Twin t_launch_graph, t_issue;
+static PyObject *runtime_issue(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyObject *s_kernel, *s_lock, *s_acquire, *s_release, *s_releases, *s_drain_releases,
     *s_want_sites, *s_recording, *s_memory, *s_elementwise, *s_no_const, *s_alias_blind,
@@ -97,7 +99,7 @@ unusual(PyObject *self, PyObject *kernel)
     Py_DECREF(memory);
     if (!explicit)
         return 0;
-    if ((elementwise = PyObject_GetAttr(kernel, s_elementwise)) == NULL)
+    if ((elementwise = get(kernel, &kernel_layout, K_ELEMENTWISE, s_elementwise)) == NULL)
         return -1;
     r = truth(elementwise);
     Py_DECREF(elementwise);
@@ -145,7 +147,7 @@ launch_locked(PyObject *self, PyObject *launcher, PyObject *args, PyObject *kern
     if ((backend = RT(self, R_BACKEND, s_backend)) == NULL
             || (launch = call_kernel_launch(backend, (PyObject *[]){kernel, launcher, arrays,
                                                                     values, site})) == NULL
-            || (name = PyObject_GetAttr(kernel, s_name)) == NULL)
+            || (name = get(kernel, &kernel_layout, K_NAME, s_name)) == NULL)
         goto done;
     PyObject *node_args[] = {s_kernel, name, site, arrays};
     if ((node = PyObject_Vectorcall(node_type, node_args, 4, NULL)) == NULL
@@ -153,7 +155,8 @@ launch_locked(PyObject *self, PyObject *launcher, PyObject *args, PyObject *kern
             || (stats = RT(self, R_STATS, s_stats)) == NULL
             || count_stat(stats, ST_KERNELS, one) < 0)
         goto done;
-    result = call_method(self, s_issue, 1, node);
+    result = direct(&t_issue, self) ? runtime_issue(self, (PyObject *[]){node}, 1)
+                                    : call_method(self, s_issue, 1, node);
 done:
     Py_XDECREF(site);
     Py_XDECREF(rec);
@@ -173,7 +176,7 @@ runtime_launch_kernel(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "launch_kernel(launcher, args)");
         return NULL;
     }
-    PyObject *kernel = PyObject_GetAttr(args[0], s_kernel);
+    PyObject *kernel = get(args[0], &launcher_layout, LN_KERNEL, s_kernel);
     if (kernel == NULL)
         return NULL;
     int u = unusual(self, kernel);
@@ -666,8 +669,6 @@ relaunch_parents(PyObject *frozen, PyObject *deps, PyObject *accesses, PyObject 
     return rc;
 }
 
-static Twin t_launch_graph;
-
 static PyObject *
 runtime_launch_graph(PyObject *self, PyObject *frozen)
 {
@@ -860,7 +861,8 @@ issue_init(PyObject *module)
         {&s_last, "last"}, {&s_repeat, "repeat"}, {&s_graph, "graph"}, {&s_copy_in, "copy_in"},
     };
     if (INTERN_ALL(names) < 0 || add_type(module, "RuntimeBase", &runtime_spec) < 0
-            || twin(&t_launch_graph, module, "RuntimeBase", "launch_graph") < 0)
+            || twin(&t_launch_graph, module, "RuntimeBase", "launch_graph") < 0
+            || twin(&t_issue, module, "RuntimeBase", "_issue") < 0)
         return -1;
     return 0;
 }

@@ -46,7 +46,8 @@ static PyMethodDef methods[] = {
      "configure_tracker(tracker, live, node, access_types, RAW, WAR, WAW): the classes whose "
      "__slots__ the compiled tracker reads at their offsets, and the reasons it reports."},
     {"configure_binding", configure_binding, METH_VARARGS,
-     "configure_binding(kernel, array, allocation, array_arg, numbers, getitem): the classes "
+     "configure_binding(kernel, launcher, array, allocation, array_arg, numbers, getitem): "
+     "the classes "
      "whose __slots__ the compiled bind reads and writes, the plain number types, and the "
      "Python Kernel.__getitem__ an uncached configuration goes to."},
     {"configure_issue", configure_issue, METH_VARARGS,

@@ -167,6 +167,11 @@ enum { AR_ALLOC, AR_DTYPE, AR_CONTIGUOUS, AR_LO, AR_HI, AR_CACHE, AR_SHAPE, AR_S
 int same_view(PyObject *a, PyObject *b);
 enum { G_INDEX, G_PARAM, G_ARRAY, G_READ, G_WRITE, G_KEY, G_ALLOC, G_LO, G_HI, G_LABEL };
 
+/* asyncgpu._kernel.Kernel and Launcher (set by configure_binding) */
+extern SlotLayout kernel_layout, launcher_layout;
+enum { K_SLOTS, K_TYPED, K_PARAMS, K_LAUNCHERS, K_NAME, K_ELEMENTWISE };
+enum { LN_KERNEL };
+
 /* asyncgpu._statistics.Counters (set by configure_issue; updated by issue.c and streams.c) */
 extern SlotLayout stats_layout;
 enum { ST_NODES, ST_KERNELS, ST_EVENT_WAITS, ST_EVENTS_RECORDED, ST_NODES_RETIRED,
