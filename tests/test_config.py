@@ -79,3 +79,13 @@ def test_a_replaced_runtime_gives_its_backends_caches_back():
         with ag.configure(memory="managed"):        # another backend: rt is replaced
             assert current_runtime() is not rt
             assert closed == [0]                    # closed once, after its work finished
+
+
+def test_changing_direct_driver_makes_a_new_backend():
+    import asyncgpu as ag
+    from asyncgpu import _runtime
+
+    with ag.configure(backend="sim", direct_driver=True):
+        first = _runtime.current_runtime()
+        with ag.configure(direct_driver=False):
+            assert _runtime.current_runtime() is not first
