@@ -5,9 +5,11 @@ in one run), so two benchmark runs one after the other do not compare. This runs
 turn, ``rounds`` times, each in a fresh process (the order alternates), and reports per round
 the ratio of the two trees' numbers measured a few seconds apart, then the median ratio.
 
-usage: PYTHONPATH=. python3 tools/ab_host.py OLD_TREE [rounds] [all|reads] > ab.json
+usage: PYTHONPATH=. python3 tools/ab_host.py OLD_TREE [rounds] [all|reads] [VAR=VALUE ...]
   (the current directory is tree B, "new"; OLD_TREE is tree A; ``reads``: only the two
-  probes of host reads after a launch, a few seconds per process)
+  probes of host reads after a launch, a few seconds per process; each VAR=VALUE is set in
+  the old side's environment only, so ``. 8 all ASYNCGPU_DIRECT_DRIVER=0`` compares one
+  option within this tree)
 
 Each case's summary also gives ``over_control_median``: the median over the rounds of its ratio
 divided by that round's ratio of the raw CuPy launch, the same code in both trees (present
@@ -66,8 +68,8 @@ print(json.dumps(out))
 """
 
 
-def probe(tree: str, which: str) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=".", PYTHONWARNINGS="ignore")
+def probe(tree: str, which: str, extra: dict[str, str] | None = None) -> dict[str, float]:
+    env = dict(os.environ, PYTHONPATH=".", PYTHONWARNINGS="ignore", **(extra or {}))
     done = subprocess.run([sys.executable, "-c", PROBE, which], cwd=tree, env=env, check=True,
                           capture_output=True, text=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -89,12 +91,14 @@ def main() -> None:
     which = sys.argv[3] if len(sys.argv) > 3 else "all"
     if which not in ("all", "reads"):
         sys.exit(f"ab_host.py: the probes are 'all' or 'reads', not {which!r}")
+    old_env = dict(arg.split("=", 1) for arg in sys.argv[4:])
     for tree in (".", old):
         build(tree)
     runs: list[dict[str, dict[str, float]]] = []
     for r in range(rounds):
         order = (("new", "."), ("old", old)) if r % 2 == 0 else (("old", old), ("new", "."))
-        runs.append({name: probe(tree, which) for name, tree in order})
+        runs.append({name: probe(tree, which, old_env if name == "old" else None)
+                     for name, tree in order})
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
     keys = list(runs[0]["new"])
     # The raw CuPy launch is the same code in both trees: its ratio in a round is how much
