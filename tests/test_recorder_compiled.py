@@ -69,18 +69,24 @@ def test_split_recordings_go_the_same_way_compiled_and_in_python(steps):
 
 
 def kernels():
+    """``inc(x, n)``: x[:n] += 1; ``scale(x, a, n)``: x[:n % 1000] *= a (the size can be made
+    a large int)."""
     inc = ag.cuda_kernel(
         r'''extern "C" __global__ void inc(float* x, int n) {
             int i = threadIdx.x; if (i < n) x[i] += 1.0f; }''', "inc",
         sim=lambda x, n: x.__setitem__(slice(0, n), x[:n] + np.float32(1)))
-    return inc
+    scale = ag.cuda_kernel(
+        r'''extern "C" __global__ void scale(float* x, float a, int n) {
+            int i = threadIdx.x; if (i < n % 1000) x[i] *= a; }''', "scale",
+        sim=lambda x, a, n: x.__setitem__(slice(0, n % 1000), x[:n % 1000] * np.float32(a)))
+    return inc, scale
 
 
 def hazards(compiled: bool):
     """A sequence of the recorder's unusual cases; what each did, as plain values."""
     seen: list = []
     with fresh_sim(compiled):
-        inc = kernels()
+        inc, _ = kernels()
         x = ag.zeros(8, np.float32)
 
         @ag.graph
@@ -179,7 +185,7 @@ def test_a_patched_finish_is_the_one_called(monkeypatch):
 
     monkeypatch.setattr(_recorder, "finish", finish)
     with fresh_sim(True):
-        inc = kernels()
+        inc, _ = kernels()
         x = ag.zeros(8, np.float32)
 
         @ag.graph
@@ -212,11 +218,7 @@ def test_numbers_made_again_at_each_call_replay_when_equal(compiled_):
     """A size or scale computed at every call is a new object each time: equal values replay,
     other values (or 0.0 against -0.0, or NaN) record again."""
     with fresh_sim(compiled_):
-        scale = ag.cuda_kernel(
-            r'''extern "C" __global__ void scale(float* x, float a, int n) {
-                int i = threadIdx.x; if (i < n % 1000) x[i] *= a; }''', "scale",
-            sim=lambda x, a, n: x.__setitem__(slice(0, n % 1000),
-                                              x[:n % 1000] * np.float32(a)))
+        _, scale = kernels()
         x = ag.ones(8, np.float32)
 
         @ag.graph
@@ -241,7 +243,7 @@ def test_numbers_made_again_at_each_call_replay_when_equal(compiled_):
 @pytest.mark.parametrize("compiled_", [True, False], ids=["compiled", "python"])
 def test_views_made_again_at_each_call_replay_when_they_are_the_same_bytes(compiled_):
     with fresh_sim(compiled_):
-        inc = kernels()
+        inc, _ = kernels()
         w = ag.zeros((3, 8), np.float32)
 
         @ag.graph

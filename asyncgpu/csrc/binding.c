@@ -390,9 +390,5 @@ binding_init(PyObject *module)
 PyObject *
 call_bind(PyObject *kernel, PyObject *runtime, PyObject *args, PyObject *site)
 {
-    if (direct(&t_bind, kernel)) {
-        PyObject *stack[] = {runtime, args, site};
-        return kernel_bind(kernel, stack, 3);
-    }
-    return call_method(kernel, t_bind.name, 3, runtime, args, site);
+    return call_twin(&t_bind, kernel, (PyObject *[]){runtime, args, site}, 3);
 }

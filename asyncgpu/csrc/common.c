@@ -176,6 +176,39 @@ raise_in_cleanup(SavedError *saved)
 #endif
 }
 
+PyObject *
+call_twin(const Twin *t, PyObject *obj, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (direct(t, obj)) {
+        PyMethodDef *m = ((PyMethodDescrObject *)t->descr)->d_method;
+        switch (m->ml_flags & (METH_FASTCALL | METH_O | METH_NOARGS | METH_KEYWORDS)) {
+        case METH_FASTCALL:
+            return ((_PyCFunctionFast)(void (*)(void))m->ml_meth)(obj, args, nargs);
+        case METH_FASTCALL | METH_KEYWORDS:
+            return ((_PyCFunctionFastWithKeywords)(void (*)(void))m->ml_meth)(obj, args, nargs,
+                                                                              NULL);
+        case METH_O:
+            if (nargs == 1)
+                return m->ml_meth(obj, args[0]);
+            break;
+        case METH_NOARGS:
+            if (nargs == 0)
+                return m->ml_meth(obj, NULL);
+            break;
+        }
+    }
+    PyObject *stack[9];         /* stack[0]: free for the callee (ARGUMENTS_OFFSET) */
+    if (nargs > 7) {
+        PyErr_SetString(PyExc_SystemError, "call_twin: more than 7 arguments");
+        return NULL;
+    }
+    stack[1] = obj;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        stack[i + 2] = args[i];
+    return PyObject_VectorcallMethod(t->name, stack + 1,
+                                     (size_t)(nargs + 1) | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
 /* Find a compiled method's descriptor, once its type is in the module. */
 int
 twin(Twin *t, PyObject *module, const char *type_name, const char *method)

@@ -703,48 +703,35 @@ device_init(PyObject *module)
 PyObject *
 call_kernel_launch(PyObject *backend, PyObject *const *args)
 {
-    return direct(&t_kernel_launch, backend)
-        ? backend_kernel_launch(backend, args, 5)
-        : call_method(backend, t_kernel_launch.name, 5, args[0], args[1], args[2], args[3],
-                      args[4]);
+    return call_twin(&t_kernel_launch, backend, args, 5);
 }
 
 PyObject *
 call_launch(PyObject *backend, PyObject *node, PyObject *stream)
 {
-    PyObject *args[] = {node, stream};
-    return direct(&t_launch, backend) ? backend_launch(backend, args, 2)
-                                      : call_method(backend, t_launch.name, 2, node, stream);
+    return call_twin(&t_launch, backend, (PyObject *[]){node, stream}, 2);
 }
 
 PyObject *
 call_record(PyObject *backend, PyObject *event, PyObject *stream)
 {
-    PyObject *args[] = {event, stream};
-    return direct(&t_record, backend) ? backend_record(backend, args, 2)
-                                      : call_method(backend, t_record.name, 2, event, stream);
+    return call_twin(&t_record, backend, (PyObject *[]){event, stream}, 2);
 }
 
 PyObject *
 call_wait(PyObject *backend, PyObject *stream, PyObject *event)
 {
-    PyObject *args[] = {stream, event};
-    return direct(&t_wait, backend) ? backend_wait(backend, args, 2)
-                                    : call_method(backend, t_wait.name, 2, stream, event);
+    return call_twin(&t_wait, backend, (PyObject *[]){stream, event}, 2);
 }
 
 PyObject *
 call_event_done(PyObject *backend, PyObject *event)
 {
-    return direct(&t_event_done, backend) ? backend_event_done(backend, event)
-                                          : call_method(backend, t_event_done.name, 1, event);
+    return call_twin(&t_event_done, backend, &event, 1);
 }
 
 PyObject *
 call_graph_launch(PyObject *backend, PyObject *graph, PyObject *stream)
 {
-    PyObject *args[] = {graph, stream};
-    return direct(&t_graph_launch, backend)
-        ? backend_graph_launch(backend, args, 2)
-        : call_method(backend, t_graph_launch.name, 2, graph, stream);
+    return call_twin(&t_graph_launch, backend, (PyObject *[]){graph, stream}, 2);
 }

@@ -186,15 +186,11 @@ gather_init(PyObject *module)
 PyObject *
 call_pointer_values(PyObject *target, PyObject *values, PyObject *arrays)
 {
-    PyObject *args[] = {values, arrays};
-    return direct(&t_pointer_values, target)
-        ? target_pointer_values(target, args, 2)
-        : call_method(target, t_pointer_values.name, 2, values, arrays);
+    return call_twin(&t_pointer_values, target, (PyObject *[]){values, arrays}, 2);
 }
 
 PyObject *
 call_numba_values(PyObject *target, PyObject *values)
 {
-    return direct(&t_numba_values, target) ? target_numba_values(target, values)
-                                           : call_method(target, t_numba_values.name, 1, values);
+    return call_twin(&t_numba_values, target, &values, 1);
 }

@@ -155,8 +155,7 @@ launch_locked(PyObject *self, PyObject *launcher, PyObject *args, PyObject *kern
             || (stats = RT(self, R_STATS, s_stats)) == NULL
             || count_stat(stats, ST_KERNELS, one) < 0)
         goto done;
-    result = direct(&t_issue, self) ? runtime_issue(self, (PyObject *[]){node}, 1)
-                                    : call_method(self, s_issue, 1, node);
+    result = call_twin(&t_issue, self, &node, 1);
 done:
     Py_XDECREF(site);
     Py_XDECREF(rec);
@@ -722,8 +721,8 @@ runtime_launch_graph(PyObject *self, PyObject *frozen)
     if ((deps = RT(self, R_DEPS, s_deps)) == NULL
             || relaunch_parents(frozen, deps, accesses, &found, &counts) < 0)
         goto done;
-    r = call_method(self, s_issue, 4, node, graph, found ? found : Py_None,
-                    counts ? counts : Py_None);
+    r = call_twin(&t_issue, self, (PyObject *[]){node, graph, found ? found : Py_None,
+                                                  counts ? counts : Py_None}, 4);
     if (r == NULL) {
         if (booked != NULL && (t = truth(booked)) != 0) {
             SavedError saved;
@@ -870,7 +869,5 @@ issue_init(PyObject *module)
 PyObject *
 call_launch_graph(PyObject *runtime, PyObject *frozen)
 {
-    return direct(&t_launch_graph, runtime)
-        ? runtime_launch_graph(runtime, frozen)
-        : call_method(runtime, t_launch_graph.name, 1, frozen);
+    return call_twin(&t_launch_graph, runtime, &frozen, 1);
 }

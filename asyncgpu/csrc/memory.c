@@ -128,7 +128,5 @@ memory_init(PyObject *module)
 PyObject *
 call_before_device(PyObject *memory, PyObject *accesses)
 {
-    return direct(&t_before_device, memory)
-        ? memory_before_device(memory, accesses)
-        : call_method(memory, t_before_device.name, 1, accesses);
+    return call_twin(&t_before_device, memory, &accesses, 1);
 }

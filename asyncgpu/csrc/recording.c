@@ -40,7 +40,7 @@ static PyObject *s_runtime, *s_token, *s_name, *s_launches, *s_segment, *s_calls
     *s_copy_in, *s_recording, *s_graphs, *s_graph_config, *s_memory, *s_destroyed,
     *s_entries, *s_host_current, *s_move_to_end, *s_get, *s_remember, *s_finish,
     *s_replay_remembered, *s_thread, *s_failed, *s_eager, *s_split, *s_lock, *s_acquire,
-    *s_release, *s_static, *s_fn, *s_exit, *s_end_segment, *s_outcome, *s_empty, *s_plus,
+    *s_release, *s_static, *s_fn, *s_exit, *s_outcome, *s_empty, *s_plus,
     *s_runtime_global, *empty_tuple;
 static Twin t_end_segment;
 
@@ -484,11 +484,8 @@ exit_locked(PyObject *self, PyObject *rt, PyObject *rec)
         if (t != 0)
             return t < 0 ? -1 : 0;
     }
-    PyObject *last[] = {Py_True};
-    if ((r = direct(&t_end_segment, rec)
-            ? recording_end_segment(rec, last, 1, NULL)
-            : PyObject_VectorcallMethod(s_end_segment, (PyObject *[]){rec, Py_True},
-                                        2 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL)) == NULL
+    PyObject *last = Py_True;
+    if ((r = call_twin(&t_end_segment, rec, &last, 1)) == NULL
             || (outcomes = REC(rec, RC_OUTCOMES, s_outcomes)) == NULL)
         goto done;
     Py_ssize_t n = PyObject_Size(outcomes);
@@ -698,7 +695,7 @@ recording_init(PyObject *module)
         {&s_replay_remembered, "replay_remembered"}, {&s_thread, "thread"},
         {&s_failed, "failed"}, {&s_eager, "eager"}, {&s_split, "split"}, {&s_lock, "_lock"},
         {&s_acquire, "acquire"}, {&s_release, "release"}, {&s_static, "static"},
-        {&s_fn, "fn"}, {&s_exit, "_exit"}, {&s_end_segment, "end_segment"},
+        {&s_fn, "fn"}, {&s_exit, "_exit"},
         {&s_outcome, "outcome"}, {&s_empty, "empty"}, {&s_plus, "+"},
         {&s_runtime_global, "_runtime"},
     };

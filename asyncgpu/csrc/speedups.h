@@ -88,6 +88,10 @@ direct(const Twin *t, PyObject *obj)
         && !(type->tp_flags & Py_TPFLAGS_MANAGED_DICT) && _PyType_Lookup(type, t->name) == t->descr;
 }
 
+/* obj.<t's method>(*args): its C function called directly when direct(t, obj), else by name
+   (at most 7 arguments). */
+PyObject *call_twin(const Twin *t, PyObject *obj, PyObject *const *args, Py_ssize_t nargs);
+
 /* Calls of compiled methods from other files (each direct when it can be, see Twin). */
 PyObject *call_conflicts(PyObject *tracker, PyObject *accesses);
 PyObject *call_commit(PyObject *tracker, PyObject *node, PyObject *accesses);

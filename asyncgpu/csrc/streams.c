@@ -37,9 +37,9 @@ static PyObject *s_id, *s_kind, *s_name, *s_site, *s_accesses, *s_stream, *s_seq
     *s_parents, *s_edges, *s_keepalive, *s_finished, *s_handed_off, *s_launch, *s_device,
     *s_index, *s_handle, *s_inflight, *s_waited, *s_backend, *s_stats, *s_poll_threshold,
     *s_new_policy, *s_parent_policy, *s_streams, *s_free, *s_events, *s_by_use,
-    *s_inflight_count, *s_poll_at, *s_pick, *s_take_free, *s_can_grow, *s_grow,
-    *s_least_recently_used, *s_new_event, *s_finished_m,
-    *s_on_finish, *s_popleft, *s_append, *s_pop, *s_graph, *s_done, *s_get;
+    *s_inflight_count, *s_poll_at, *s_pick, *s_can_grow, *s_grow,
+    *s_least_recently_used, *s_new_event,
+    *s_popleft, *s_append, *s_pop, *s_graph, *s_done, *s_get;
 static PyObject *empty;
 static Twin t_take_free, t_choose, t_wait_for_parents, t_issued, t_poll, t_finished,
     t_on_finish, t_reuse_pick, t_disjoint_pick;
@@ -104,8 +104,7 @@ node_init(PyObject *self, PyObject *args, PyObject *kwargs)
 static PyObject *
 reuse_pick(PyObject *self, PyObject *pool)
 {
-    PyObject *free = direct(&t_take_free, pool) ? manager_take_free(pool, NULL)
-                                                : PyObject_CallMethodNoArgs(pool, s_take_free);
+    PyObject *free = call_twin(&t_take_free, pool, NULL, 0);
     if (free != Py_None)
         return free;
     Py_DECREF(free);
@@ -515,8 +514,7 @@ retire_one(PyObject *self, PyObject *m, PyObject *stack)
             t = -1;
     }
     Py_DECREF(parents);
-    if (t < 0 || (r = direct(&t_on_finish, self) ? manager_on_finish(self, m)
-                                                  : call_method(self, s_on_finish, 1, m)) == NULL)
+    if (t < 0 || (r = call_twin(&t_on_finish, self, &m, 1)) == NULL)
         return -1;
     Py_DECREF(r);
     return 0;
@@ -625,8 +623,7 @@ retire_if_done(PyObject *self, PyObject *backend, PyObject *stats, PyObject *nod
     int t = -1;
     if (event != NULL && (done = call_event_done(backend, event)) != NULL
             && (t = truth(done)) > 0) {
-        n = direct(&t_finished, self) ? manager_finished(self, node)
-                                      : call_method(self, s_finished_m, 1, node);
+        n = call_twin(&t_finished, self, &node, 1);
         t = n == NULL
             || count_stat(stats, ST_RETIRED_BY_POLL, n) < 0 ? -1 : 1;
     }
@@ -818,10 +815,10 @@ streams_init(PyObject *module)
         {&s_new_policy, "new_policy"}, {&s_parent_policy, "parent_policy"},
         {&s_streams, "streams"}, {&s_free, "_free"}, {&s_events, "_events"},
         {&s_by_use, "_by_use"}, {&s_inflight_count, "_inflight"}, {&s_poll_at, "_poll_at"},
-        {&s_pick, "pick"}, {&s_take_free, "take_free"}, {&s_can_grow, "can_grow"},
+        {&s_pick, "pick"}, {&s_can_grow, "can_grow"},
         {&s_grow, "grow"}, {&s_least_recently_used, "least_recently_used"},
         {&s_new_event, "_new_event"},
-        {&s_finished_m, "finished"}, {&s_on_finish, "_on_finish"}, {&s_popleft, "popleft"},
+        {&s_popleft, "popleft"},
         {&s_append, "append"}, {&s_pop, "pop"}, {&s_graph, "graph"}, {&s_done, "done"},
         {&s_get, "get"},
     };
@@ -855,26 +852,19 @@ streams_init(PyObject *module)
 PyObject *
 call_choose(PyObject *manager, PyObject *node, PyObject *parents)
 {
-    PyObject *args[] = {node, parents};
-    return direct(&t_choose, manager) ? manager_choose(manager, args, 2)
-                                      : call_method(manager, t_choose.name, 2, node, parents);
+    return call_twin(&t_choose, manager, (PyObject *[]){node, parents}, 2);
 }
 
 PyObject *
 call_wait_for_parents(PyObject *manager, PyObject *node, PyObject *parents)
 {
-    PyObject *args[] = {node, parents};
-    return direct(&t_wait_for_parents, manager)
-        ? manager_wait_for_parents(manager, args, 2)
-        : call_method(manager, t_wait_for_parents.name, 2, node, parents);
+    return call_twin(&t_wait_for_parents, manager, (PyObject *[]){node, parents}, 2);
 }
 
 PyObject *
 call_issued(PyObject *manager, PyObject *node, PyObject *recorded)
 {
-    PyObject *args[] = {node, recorded};
-    return direct(&t_issued, manager) ? manager_issued(manager, args, 2)
-                                      : call_method(manager, t_issued.name, 2, node, recorded);
+    return call_twin(&t_issued, manager, (PyObject *[]){node, recorded}, 2);
 }
 
 /* Whether _issue polls after a launch: more nodes in flight than the threshold (1/0/-1). */
@@ -894,6 +884,5 @@ should_poll(PyObject *manager)
 PyObject *
 call_poll(PyObject *manager)
 {
-    return direct(&t_poll, manager) ? manager_poll(manager, NULL)
-                                    : PyObject_CallMethodNoArgs(manager, t_poll.name);
+    return call_twin(&t_poll, manager, NULL, 0);
 }

@@ -661,17 +661,11 @@ tracker_init(PyObject *module)
 PyObject *
 call_conflicts(PyObject *tracker, PyObject *accesses)
 {
-    if (direct(&t_conflicts, tracker))
-        return tracker_conflicts(tracker, accesses);
-    return call_method(tracker, t_conflicts.name, 1, accesses);
+    return call_twin(&t_conflicts, tracker, &accesses, 1);
 }
 
 PyObject *
 call_commit(PyObject *tracker, PyObject *node, PyObject *accesses)
 {
-    if (direct(&t_commit, tracker)) {
-        PyObject *args[] = {node, accesses};
-        return tracker_commit(tracker, args, 2);
-    }
-    return call_method(tracker, t_commit.name, 2, node, accesses);
+    return call_twin(&t_commit, tracker, (PyObject *[]){node, accesses}, 2);
 }
