@@ -14,8 +14,9 @@ versions of the hottest methods on that path, each in its own file:
                  graph_launch, launch) and PackedLaunch.__call__
     streams.c    Node.__init__, the stream manager's per-launch methods, the policies' picks
     memory.c     ExplicitMemory.before_device (what a launch books before it is enqueued)
-    recording.c  Recording.end_segment (a remembered segment's graph launched again) and
-                 RecordingKey's stored hash
+    recording.c  Recording.__init__, .end_segment (a remembered segment's graph launched
+                 again) and RecordingKey's stored hash
+    graph_call.c GraphFunction.__call__: a plain recorded function's entry and exit
     driver.c     DriverCalls: the CUDA calls of a launch, straight into the driver's entry
                  points (not a twin: the cuda backend's choice of callables)
     common.c     reading __slots__ attributes at their offsets
@@ -85,7 +86,8 @@ exec_module(PyObject *module)
     if (small_ints_init() < 0 || launcher_init(module) < 0 || tracker_init(module) < 0
             || binding_init(module) < 0 || gather_init(module) < 0 || issue_init(module) < 0
             || device_init(module) < 0 || streams_init(module) < 0 || memory_init(module) < 0
-            || driver_init(module) < 0 || recording_init(module) < 0)
+            || driver_init(module) < 0 || recording_init(module) < 0
+            || graph_call_init(module) < 0)
         return -1;
     return 0;
 }

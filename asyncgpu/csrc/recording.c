@@ -1,9 +1,10 @@
-/* asyncgpu._speedups, recording.c: the end of a recorded segment that repeated its previous
-run, compiled.
+/* asyncgpu._speedups, recording.c: a recording made, and the end of a recorded segment that
+repeated its previous run, compiled.
 
 The model
 ---------
-A recorded function's call ends each segment with ``Recording.end_segment`` (see
+``Recording.__init__`` sets the recording's fields and remembers its first segment's previous
+run (``Recording._remember``). A recorded function's call ends each segment with ``Recording.end_segment`` (see
 asyncgpu/_recorder.py). In the steady state every launch of the segment was the previous
 run's (``Recording.previous``, appended by launcher.c without keying), so the segment's key is
 the memo's, and ``replay_remembered`` (asyncgpu/_recording_finish.py) launches again the graph
@@ -17,10 +18,10 @@ Also here: the hash of ``RecordingKey``, which the cache's dictionaries ask on e
 was computed once, at construction, and a C ``tp_hash`` returns it without a Python frame.
 
 Invariants: the same outcome, graph, cache order and side effects as
-``_recorder.PythonSegmentEnd.end_segment`` (the reference); ``rt.recording`` is restored on
+``_recorder.PythonRecording`` (the reference); ``rt.recording`` is restored on
 every way out when the recording goes on. tests/test_recorder_compiled.py compares the two.
 
-Example: ``asyncgpu._compiled.use(False)`` puts the Python method back.
+Example: ``asyncgpu._compiled.use(False)`` puts the Python methods back.
 */
 #include "speedups.h"
 #include "pythread.h"
@@ -39,10 +40,8 @@ static PyObject *s_runtime, *s_token, *s_name, *s_launches, *s_segment, *s_calls
     *s_frozen, *s_memo, *s_previous, *s_replayed, *s_key, *s_parts, *s_hash, *s_graph,
     *s_copy_in, *s_recording, *s_graphs, *s_graph_config, *s_memory, *s_destroyed,
     *s_entries, *s_host_current, *s_move_to_end, *s_get, *s_remember, *s_finish,
-    *s_replay_remembered, *s_thread, *s_failed, *s_eager, *s_split, *s_lock, *s_acquire,
-    *s_release, *s_static, *s_fn, *s_exit, *s_outcome, *s_empty, *s_plus,
-    *s_runtime_global, *empty_tuple;
-static Twin t_end_segment;
+    *s_replay_remembered, *s_thread, *s_failed, *s_eager, *s_split,
+    *empty_tuple;
 
 #define REC(o, f, n) get((o), &rec_layout, (f), (n))
 #define RTA(o, f, n) get((o), &rt_layout, (f), (n))
@@ -401,208 +400,6 @@ done:
     return rc;
 }
 
-/* ---- GraphFunction.__call__ (a plain recorded function) ---------------------------------- */
-
-static PyObject *python_graph_call;     /* PythonGraphCall.__call__ */
-static PyObject *recording_type;        /* asyncgpu._recorder.Recording */
-
-/* lock.acquire() / lock.release(): 0 or -1 */
-static int
-lock_call(PyObject *lock, PyObject *method)
-{
-    PyObject *r = PyObject_CallMethodNoArgs(lock, method);
-    Py_XDECREF(r);
-    return r == NULL ? -1 : 0;
-}
-
-/* Release the lock after work that returned ``result`` (NULL: an error is set, which goes on,
-   with a failed release's error raised from it). */
-static PyObject *
-unlocked(PyObject *lock, PyObject *result)
-{
-    SavedError saved;
-    save_error(&saved);
-    if (lock_call(lock, s_release) < 0) {
-        raise_in_cleanup(&saved);
-        Py_CLEAR(result);
-    } else {
-        restore_error(&saved);
-    }
-    return result;
-}
-
-/* _Run._enter's common case: a new Recording made the runtime's (new reference); None when
-   the runtime is already recording (the Python call decides: nested, or another thread's). */
-static PyObject *
-enter(PyObject *self, PyObject *rt)
-{
-    PyObject *lock = RTA(rt, RT_LOCK, s_lock), *cur, *rec = NULL, *token = NULL, *name = NULL,
-        *split = NULL;
-    if (lock == NULL || lock_call(lock, s_acquire) < 0) {
-        Py_XDECREF(lock);
-        return NULL;
-    }
-    if ((cur = RTA(rt, RT_RECORDING, s_recording)) != NULL && cur == Py_None
-            && (token = PyObject_GetAttr(self, s_token)) != NULL
-            && (name = PyObject_GetAttr(self, s_name)) != NULL
-            && (split = PyObject_GetAttr(self, s_split)) != NULL) {
-        PyObject *call[] = {rt, token, name, split};
-        if ((rec = PyObject_Vectorcall(recording_type, call, 4, NULL)) != NULL
-                && set(rt, &rt_layout, RT_RECORDING, s_recording, rec) < 0)
-            Py_CLEAR(rec);
-    } else if (cur != NULL && !PyErr_Occurred()) {
-        rec = Py_NewRef(Py_None);
-    }
-    Py_XDECREF(cur);
-    Py_XDECREF(token);
-    Py_XDECREF(name);
-    Py_XDECREF(split);
-    rec = unlocked(lock, rec);
-    Py_DECREF(lock);
-    return rec;
-}
-
-/* _Run._exit(rec, False)'s common case, under the lock: 1 done (self.outcome set), 0 the
-   recording failed or fell back to eager (the Python _exit decides), -1 error. */
-static int
-exit_locked(PyObject *self, PyObject *rt, PyObject *rec)
-{
-    PyObject *cur = RTA(rt, RT_RECORDING, s_recording), *flag, *r = NULL, *outcomes = NULL,
-        *outcome = NULL;
-    int t, rc = -1;
-    if (cur == NULL)
-        return -1;
-    Py_DECREF(cur);
-    if (cur == rec && set(rt, &rt_layout, RT_RECORDING, s_recording, Py_None) < 0)
-        return -1;
-    PyObject *flags[] = {s_failed, s_eager};
-    for (int i = 0; i < 2; i++) {
-        if ((flag = PyObject_GetAttr(rec, flags[i])) == NULL)
-            return -1;
-        t = truth(flag);
-        Py_DECREF(flag);
-        if (t != 0)
-            return t < 0 ? -1 : 0;
-    }
-    PyObject *last = Py_True;
-    if ((r = call_twin(&t_end_segment, rec, &last, 1)) == NULL
-            || (outcomes = REC(rec, RC_OUTCOMES, s_outcomes)) == NULL)
-        goto done;
-    Py_ssize_t n = PyObject_Size(outcomes);
-    if (n < 0)
-        goto done;
-    if (n == 1 && PyList_CheckExact(outcomes)) {
-        outcome = Py_NewRef(PyList_GET_ITEM(outcomes, 0));
-    } else if (n == 0) {
-        outcome = Py_NewRef(s_empty);
-    } else if ((outcome = PyUnicode_Join(s_plus, outcomes)) == NULL) {
-        goto done;
-    }
-    if (PyObject_SetAttr(self, s_outcome, outcome) == 0)
-        rc = 1;
-done:
-    Py_XDECREF(r);
-    Py_XDECREF(outcomes);
-    Py_XDECREF(outcome);
-    return rc;
-}
-
-static PyObject *
-graph_call(PyObject *self, PyObject *args, PyObject *kwargs)
-{
-    PyObject *rt, *rec, *result, *is_static = PyObject_GetAttr(self, s_static);
-    int t = is_static == NULL ? -1 : truth(is_static);
-    Py_XDECREF(is_static);
-    if (t < 0)
-        return NULL;
-    if (t || runtime_globals == NULL || recording_type == NULL)
-        goto python;
-    if ((rt = PyDict_GetItemWithError(runtime_globals, s_runtime_global)) == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        goto python;
-    }
-    if (rt == Py_None)
-        goto python;            /* (no runtime yet: the Python call makes it) */
-    Py_INCREF(rt);
-    if ((rec = enter(self, rt)) == NULL) {
-        Py_DECREF(rt);
-        return NULL;
-    }
-    if (rec == Py_None) {       /* already recording: the Python call decides */
-        Py_DECREF(rec);
-        Py_DECREF(rt);
-        goto python;
-    }
-    PyObject *fn = PyObject_GetAttr(self, s_fn);
-    result = fn == NULL ? NULL : PyObject_Call(fn, args, kwargs);
-    Py_XDECREF(fn);
-    if (result == NULL) {       /* the body raised: _exit(rec, True), then its exception */
-        SavedError saved;
-        save_error(&saved);
-        PyObject *r = PyObject_VectorcallMethod(
-            s_exit, (PyObject *[]){self, rec, Py_True}, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-            NULL);
-        if (r == NULL) {
-            raise_in_cleanup(&saved);
-        } else {
-            Py_DECREF(r);
-            restore_error(&saved);
-        }
-        goto out;
-    }
-    PyObject *lock = RTA(rt, RT_LOCK, s_lock);
-    t = lock == NULL ? -1 : lock_call(lock, s_acquire);
-    if (t == 0) {
-        t = exit_locked(self, rt, rec);
-        if (unlocked(lock, Py_NewRef(Py_None)) == NULL)
-            t = -1;
-        else
-            Py_DECREF(Py_None);
-    }
-    Py_XDECREF(lock);
-    if (t == 0) {               /* failed or eager: the Python _exit does the rest */
-        PyObject *r = PyObject_VectorcallMethod(
-            s_exit, (PyObject *[]){self, rec, Py_False}, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET,
-            NULL);
-        t = r == NULL ? -1 : 1;
-        Py_XDECREF(r);
-    }
-    if (t < 0)
-        Py_CLEAR(result);
-out:
-    Py_DECREF(rec);
-    Py_DECREF(rt);
-    return result;
-python:
-    if (python_graph_call == NULL) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "asyncgpu._speedups was not configured (import asyncgpu first)");
-        return NULL;
-    }
-    PyObject *pair = PyTuple_Pack(1, self), *full;
-    if (pair == NULL)
-        return NULL;
-    full = PySequence_Concat(pair, args);
-    Py_DECREF(pair);
-    if (full == NULL)
-        return NULL;
-    result = PyObject_Call(python_graph_call, full, kwargs);
-    Py_DECREF(full);
-    return result;
-}
-
-static PyType_Slot graph_call_slots[] = {
-    {Py_tp_call, graph_call},
-    {Py_tp_doc, "Base of asyncgpu's GraphFunction: its call, compiled."},
-    {0, NULL},
-};
-
-static PyType_Spec graph_call_spec = {
-    "asyncgpu._speedups.GraphCallBase", sizeof(PyObject), 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, graph_call_slots,
-};
-
 static PyMethodDef recording_methods[] = {
     {"end_segment", (PyCFunction)(void (*)(void))recording_end_segment,
      METH_FASTCALL | METH_KEYWORDS,
@@ -674,8 +471,8 @@ configure_recording(PyObject *module, PyObject *args)
     Py_XSETREF(recorder_globals, Py_NewRef(globals));
     Py_XSETREF(python_replay_remembered, Py_NewRef(replay));
     Py_XSETREF(copy_key, Py_NewRef(ck));
-    Py_XSETREF(recording_type, Py_NewRef(recording));
-    Py_XSETREF(python_graph_call, Py_NewRef(graph_call_python));
+    if (graph_call_configure(recording, graph_call_python) < 0)
+        return NULL;
     Py_RETURN_NONE;
 }
 
@@ -693,17 +490,11 @@ recording_init(PyObject *module)
         {&s_host_current, "host_current"}, {&s_move_to_end, "move_to_end"}, {&s_get, "get"},
         {&s_remember, "_remember"}, {&s_finish, "finish"},
         {&s_replay_remembered, "replay_remembered"}, {&s_thread, "thread"},
-        {&s_failed, "failed"}, {&s_eager, "eager"}, {&s_split, "split"}, {&s_lock, "_lock"},
-        {&s_acquire, "acquire"}, {&s_release, "release"}, {&s_static, "static"},
-        {&s_fn, "fn"}, {&s_exit, "_exit"},
-        {&s_outcome, "outcome"}, {&s_empty, "empty"}, {&s_plus, "+"},
-        {&s_runtime_global, "_runtime"},
+        {&s_failed, "failed"}, {&s_eager, "eager"}, {&s_split, "split"},
     };
     if (INTERN_ALL(names) < 0 || (empty_tuple = PyTuple_New(0)) == NULL
             || add_type(module, "RecordingBase", &recording_spec) < 0
-            || add_type(module, "KeyBase", &key_spec) < 0
-            || add_type(module, "GraphCallBase", &graph_call_spec) < 0
-            || twin(&t_end_segment, module, "RecordingBase", "end_segment") < 0)
+            || add_type(module, "KeyBase", &key_spec) < 0)
         return -1;
     return 0;
 }

@@ -206,6 +206,8 @@ int streams_init(PyObject *module);
 int memory_init(PyObject *module);
 int driver_init(PyObject *module);
 int recording_init(PyObject *module);
+int graph_call_init(PyObject *module);
+int graph_call_configure(PyObject *recording, PyObject *python_call);
 int add_type(PyObject *module, const char *name, PyType_Spec *spec);
 
 /* the configure functions of the parts (module-level) */
