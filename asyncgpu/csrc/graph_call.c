@@ -33,7 +33,6 @@ static Twin t_end_segment;
 #define REC(o, f, n) get((o), &rec_layout, (f), (n))
 #define RTA(o, f, n) get((o), &rt_layout, (f), (n))
 
-
 /* lock.acquire() / lock.release(): 0 or -1 */
 static int
 lock_call(PyObject *lock, PyObject *method)
