@@ -25,10 +25,51 @@ array_cache(PyObject *array)
     return cache;
 }
 
+/* One value of a Numba launch checked against the type token the target was built for:
+   its flat values as a new reference (the array's cached ABI fields, a tuple; or the number
+   itself), NULL with no error set when it does not match, NULL with an error set on error. */
+static PyObject *
+numba_value(PyObject *v, PyObject *k)
+{
+    PyObject *want, *out;
+    int same;
+    if (Py_TYPE(v) == array_layout.type) {
+        PyObject *cache = array_cache(v), *fields;
+        if (cache == NULL)
+            return NULL;
+        fields = PyDict_GetItemWithError(cache, s_nbf);     /* borrowed */
+        Py_XINCREF(fields);
+        Py_DECREF(cache);
+        if (fields == NULL || !PyTuple_CheckExact(fields) || PyTuple_GET_SIZE(fields) != 2
+                || !PyTuple_CheckExact(PyTuple_GET_ITEM(fields, 1))) {
+            Py_XDECREF(fields);
+            return NULL;            /* (not cached yet, or an error, which stays set) */
+        }
+        want = PyTuple_GET_ITEM(fields, 0);
+        same = want == k ? 1 : PyObject_RichCompareBool(want, k, Py_EQ);
+        out = same > 0 ? Py_NewRef(PyTuple_GET_ITEM(fields, 1)) : NULL;
+        Py_DECREF(fields);
+        return out;
+    }
+    want = (PyObject *)Py_TYPE(v);
+    if (PyLong_CheckExact(v)) {
+        int lo = PyObject_RichCompareBool(int64_min, v, Py_LE);
+        int hi = lo > 0 ? PyObject_RichCompareBool(v, int64_max, Py_LE) : lo;
+        if (hi < 0)
+            return NULL;
+        if (!hi)
+            want = s_bigint;
+    }
+    same = want == k ? 1 : PyObject_RichCompareBool(want, k, Py_EQ);
+    return same > 0 ? Py_NewRef(v) : NULL;
+}
+
 static PyObject *
 target_numba_values(PyObject *self, PyObject *values)
 {
-    PyObject *key = PyObject_GetAttr(self, s_key_attr), *flat = NULL, *result = NULL;
+    PyObject *key = PyObject_GetAttr(self, s_key_attr), *result = NULL;
+    PyObject *small[16], **parts = small;
+    Py_ssize_t n = 0, total = 0, done = 0;
     if (key == NULL)
         return NULL;
     if (!PyList_CheckExact(values) || !PyList_Check(key)
@@ -36,61 +77,38 @@ target_numba_values(PyObject *self, PyObject *values)
         Py_DECREF(key);
         Py_RETURN_NONE;
     }
-    if ((flat = PyList_New(0)) == NULL)
-        goto done;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(values); i++) {
-        PyObject *v = PyList_GET_ITEM(values, i), *k = PyList_GET_ITEM(key, i), *want;
-        int same;
-        if (Py_TYPE(v) == array_layout.type) {
-            PyObject *cache = array_cache(v);
-            if (cache == NULL)
-                goto done;
-            PyObject *fields = PyDict_GetItemWithError(cache, s_nbf);      /* borrowed */
-            Py_XINCREF(fields);
-            Py_DECREF(cache);
-            if (fields == NULL) {
-                if (PyErr_Occurred())
-                    goto done;
-                goto miss;
-            }
-            if (!PyTuple_CheckExact(fields) || PyTuple_GET_SIZE(fields) != 2) {
-                Py_DECREF(fields);
-                goto miss;
-            }
-            want = PyTuple_GET_ITEM(fields, 0);
-            same = want == k ? 1 : PyObject_RichCompareBool(want, k, Py_EQ);
-            if (same > 0) {
-                Py_ssize_t n = PyList_GET_SIZE(flat);
-                same = PyList_SetSlice(flat, n, n, PyTuple_GET_ITEM(fields, 1)) < 0 ? -1 : 1;
-            }
-            Py_DECREF(fields);
-        } else {
-            want = (PyObject *)Py_TYPE(v);
-            if (PyLong_CheckExact(v)) {
-                int lo = PyObject_RichCompareBool(int64_min, v, Py_LE);
-                int hi = lo > 0 ? PyObject_RichCompareBool(v, int64_max, Py_LE) : lo;
-                if (hi < 0)
-                    goto done;
-                if (!hi)
-                    want = s_bigint;
-            }
-            same = want == k ? 1 : PyObject_RichCompareBool(want, k, Py_EQ);
-            if (same > 0 && PyList_Append(flat, v) < 0)
-                same = -1;
-        }
-        if (same < 0)
-            goto done;
-        if (!same)
-            goto miss;
+    n = PyList_GET_SIZE(values);
+    if (n > (Py_ssize_t)(sizeof small / sizeof small[0])
+            && (parts = PyMem_Malloc((size_t)n * sizeof(PyObject *))) == NULL) {
+        Py_DECREF(key);
+        return PyErr_NoMemory();
     }
-    result = PyList_AsTuple(flat);
-    goto done;
-miss:
-    result = Py_None;
-    Py_INCREF(result);
-done:
+    /* first each value checked and its part found, then the flat tuple made at its size */
+    for (; done < n; done++) {
+        PyObject *v = PyList_GET_ITEM(values, done);
+        if ((parts[done] = numba_value(v, PyList_GET_ITEM(key, done))) == NULL)
+            break;
+        total += Py_TYPE(v) == array_layout.type ? PyTuple_GET_SIZE(parts[done]) : 1;
+    }
+    if (done < n) {
+        if (!PyErr_Occurred())
+            result = Py_NewRef(Py_None);    /* a miss: the Python path decides */
+    } else if ((result = PyTuple_New(total)) != NULL) {
+        Py_ssize_t at = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (Py_TYPE(PyList_GET_ITEM(values, i)) == array_layout.type) {
+                for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(parts[i]); j++)
+                    PyTuple_SET_ITEM(result, at++, Py_NewRef(PyTuple_GET_ITEM(parts[i], j)));
+            } else {
+                PyTuple_SET_ITEM(result, at++, Py_NewRef(parts[i]));
+            }
+        }
+    }
+    for (Py_ssize_t i = 0; i < done; i++)
+        Py_DECREF(parts[i]);
+    if (parts != small)
+        PyMem_Free(parts);
     Py_DECREF(key);
-    Py_XDECREF(flat);
     return result;
 }
 
