@@ -207,7 +207,7 @@ def _sequences(ag: Any, stream: Any) -> dict[str, Callable[[int], None]]:
     events = [cupy.cuda.Event(block=False, disable_timing=True) for _ in range(64)]
     grid, block = (1, 1, 1), (32, 1, 1)
     out: dict[str, Callable[[int], None]] = {}
-    driver = current_runtime().backend.driver
+    driver = getattr(current_runtime().backend, "driver", None)   # (a wrapped backend: none)
     for label, calls in (("cuda", cuda_calls(cupy)), ("driver", cuda_calls(cupy, driver))):
         if label == "driver" and driver is None:
             continue
