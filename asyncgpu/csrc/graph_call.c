@@ -27,7 +27,7 @@ static PyObject *python_graph_call;     /* PythonGraphCall.__call__ */
 static PyObject *recording_type;        /* asyncgpu._recorder.Recording */
 static PyObject *s_recording, *s_token, *s_name, *s_split, *s_failed, *s_eager, *s_lock,
     *s_acquire, *s_release, *s_static, *s_fn, *s_exit, *s_outcomes, *s_outcome, *s_empty,
-    *s_plus, *s_runtime;
+    *s_plus;
 static Twin t_end_segment;
 
 #define REC(o, f, n) get((o), &rec_layout, (f), (n))
@@ -102,9 +102,10 @@ exit_locked(PyObject *self, PyObject *rt, PyObject *rec)
     Py_DECREF(cur);
     if (cur == rec && set(rt, &rt_layout, RT_RECORDING, s_recording, Py_None) < 0)
         return -1;
-    PyObject *flags[] = {s_failed, s_eager};
+    static const int flags[] = {RC_FAILED, RC_EAGER};
+    PyObject *const names[] = {s_failed, s_eager};
     for (int i = 0; i < 2; i++) {
-        if ((flag = PyObject_GetAttr(rec, flags[i])) == NULL)
+        if ((flag = REC(rec, flags[i], names[i])) == NULL)
             return -1;
         t = truth(flag);
         Py_DECREF(flag);
@@ -142,15 +143,13 @@ graph_call(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_XDECREF(is_static);
     if (t < 0)
         return NULL;
-    if (t || runtime_globals == NULL || recording_type == NULL)
+    if (t || recording_type == NULL)
         goto python;
-    if ((rt = PyDict_GetItemWithError(runtime_globals, s_runtime)) == NULL) {
+    if ((rt = current_runtime()) == NULL) {
         if (PyErr_Occurred())
             return NULL;
-        goto python;
-    }
-    if (rt == Py_None)
         goto python;            /* (no runtime yet: the Python call makes it) */
+    }
     Py_INCREF(rt);
     if ((rec = enter(self, rt)) == NULL) {
         Py_DECREF(rt);
@@ -247,7 +246,6 @@ graph_call_init(PyObject *module)
         {&s_acquire, "acquire"}, {&s_release, "release"}, {&s_static, "static"},
         {&s_fn, "fn"}, {&s_exit, "_exit"}, {&s_outcomes, "outcomes"},
         {&s_outcome, "outcome"}, {&s_empty, "empty"}, {&s_plus, "+"},
-        {&s_runtime, "_runtime"},
     };
     if (INTERN_ALL(names) < 0 || add_type(module, "GraphCallBase", &graph_call_spec) < 0
             || twin(&t_end_segment, module, "RecordingBase", "end_segment") < 0)

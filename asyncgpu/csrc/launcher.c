@@ -35,7 +35,7 @@ Example (what the fast path serves)::
 #include "pythread.h"
 
 /* Set by configure(): the globals of asyncgpu._runtime and the Python launch. */
-PyObject *runtime_globals = NULL;
+static PyObject *runtime_globals = NULL;
 static PyObject *launch_in_python = NULL;
 
 static PyObject *s_runtime, *s_recording, *s_thread, *s_launches, *s_previous, *s_launcher,
@@ -129,19 +129,25 @@ done:
     return hit;
 }
 
+PyObject *
+current_runtime(void)
+{
+    PyObject *rt = runtime_globals == NULL
+        ? NULL : PyDict_GetItemWithError(runtime_globals, s_runtime);
+    return rt == Py_None ? NULL : rt;
+}
+
 static PyObject *
 launcher_call(PyObject *self, PyObject *args, PyObject *kwargs)
 {
-    if ((kwargs != NULL && PyDict_Size(kwargs) != 0) || runtime_globals == NULL)
+    if (kwargs != NULL && PyDict_Size(kwargs) != 0)
         goto python;
-    PyObject *rt = PyDict_GetItemWithError(runtime_globals, s_runtime);     /* borrowed */
+    PyObject *rt = current_runtime();
     if (rt == NULL) {
         if (PyErr_Occurred())
             return NULL;
-        goto python;
-    }
-    if (rt == Py_None)
         goto python;                   /* no runtime yet: Python creates it */
+    }
     Py_INCREF(rt);
     PyObject *rec = get(rt, &rt_layout, RT_RECORDING, s_recording);
     if (rec == NULL) {

@@ -365,16 +365,14 @@ recording_new_init(PyObject *self, PyObject *args, PyObject *kwargs)
     struct { int field; PyObject *name, *value; } fields[] = {
         {RC_RUNTIME, s_runtime, rt}, {RC_TOKEN, s_token, token}, {RC_NAME, s_name, name},
         {RC_THREAD, s_thread, thread}, {RC_LAUNCHES, s_launches, launches},
-        {-1, s_failed, Py_False}, {-1, s_eager, Py_False}, {-1, s_split, split},
+        {RC_FAILED, s_failed, Py_False}, {RC_EAGER, s_eager, Py_False},
+        {RC_SPLIT, s_split, split},
         {RC_SEGMENT, s_segment, zero}, {RC_CALLS, s_calls, zero},
         {RC_OUTCOMES, s_outcomes, outcomes}, {RC_FROZEN, s_frozen, frozen},
         {RC_MEMO, s_memo, Py_None}, {RC_PREVIOUS, s_previous, empty_tuple},
     };
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        int ok = fields[i].field >= 0
-            ? set(self, &rec_layout, fields[i].field, fields[i].name, fields[i].value)
-            : PyObject_SetAttr(self, fields[i].name, fields[i].value);
-        if (ok < 0)
+        if (set(self, &rec_layout, fields[i].field, fields[i].name, fields[i].value) < 0)
             goto done;
     }
     if ((cache = RTA(rt, RT_GRAPHS, s_graphs)) == NULL)
@@ -451,7 +449,7 @@ configure_recording(PyObject *module, PyObject *args)
         *graph_call_python;
     static const char *const rec_names[] = {"runtime", "token", "name", "launches", "segment",
                                             "calls", "outcomes", "frozen", "memo", "previous",
-                                            "thread"};
+                                            "thread", "failed", "eager", "split"};
     static const char *const launch_names[] = {"launcher", "args"};
     static const char *const memo_names[] = {"replayed", "key"};
     static const char *const key_names[] = {"parts", "hash"};
@@ -461,7 +459,7 @@ configure_recording(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOOOO!OOO:configure_recording", &recording, &memo, &key,
                           &frozen, &runtime, &launch, &PyDict_Type, &globals, &replay, &ck,
                           &graph_call_python)
-            || layout(&rec_layout, recording, rec_names, 11) < 0
+            || layout(&rec_layout, recording, rec_names, 14) < 0
             || layout(&deferred_layout, launch, launch_names, 2) < 0
             || layout(&memo_layout, memo, memo_names, 2) < 0
             || layout(&key_layout, key, key_names, 2) < 0
