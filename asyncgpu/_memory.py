@@ -147,6 +147,8 @@ class ExplicitMemory(*compiled.bases("MemoryBase", PythonBooking)):
     ``Runtime.host_access``.
     """
 
+    __slots__ = ("runtime",)    # (no instance dict: the compiled calls of it go direct)
+
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
 

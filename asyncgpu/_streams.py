@@ -17,7 +17,8 @@ and a wait already implied by an earlier wait of this stream is skipped.
 
 Retirement: :meth:`StreamManager.finished` marks a node and everything before it finished (see
 :func:`asyncgpu._dag.finish_through`). With more than ``poll_threshold`` nodes in flight each
-launch polls up to two events, so a long loop without host access keeps a bounded set of live
+launch polls up to two events of the least recently used stream that has work in flight (its
+newest node, else its oldest), so a long loop without host access keeps a bounded set of live
 nodes and a flat per-launch cost.
 
 The manager is plain Python: it calls the backend through ``create_stream``, ``create_event``,
@@ -69,7 +70,6 @@ class PythonStreamCalls:
     _events: list[Any]
     _by_use: dict[StreamState, None]
     _inflight: int
-    _poll_at: int
 
     def take_free(self) -> StreamState | None:
         while self._free:
@@ -133,21 +133,24 @@ class PythonStreamCalls:
 
     def poll(self) -> None:
         """Retire finished work by querying events, when many nodes are in flight."""
-        if self._inflight <= self.poll_threshold or not self.streams:
+        if self._inflight <= self.poll_threshold:
             return
-        for _ in range(len(self.streams)):
-            self._poll_at = (self._poll_at + 1) % len(self.streams)
-            s = self.streams[self._poll_at]
-            if not s.inflight:
-                continue
-            tail = s.inflight[-1]
-            if self.backend.event_done(tail.event):
-                self.stats.retired_by_poll += self.finished(tail)
-            else:
-                head = s.inflight[0]
-                if head is not tail and self.backend.event_done(head.event):
-                    self.stats.retired_by_poll += self.finished(head)
+        # The stream whose newest work is oldest is the likeliest to have finished all of it,
+        # and its tail's query retires the whole stream. (Polling the streams in turn fell in
+        # step with the stream choice on independent launches: it kept querying the stream
+        # just launched on, two queries per launch for one node retired.)
+        for s in self._by_use:                  # least recently used first
+            if s.inflight:
+                break
+        else:
             return
+        tail = s.inflight[-1]
+        if self.backend.event_done(tail.event):
+            self.stats.retired_by_poll += self.finished(tail)
+        else:
+            head = s.inflight[0]
+            if head is not tail and self.backend.event_done(head.event):
+                self.stats.retired_by_poll += self.finished(head)
 
     def _on_finish(self, node: Node) -> None:
         if _pooled(node):
@@ -172,7 +175,7 @@ class PythonStreamCalls:
 class StreamManager(*compiled.bases("StreamsBase", PythonStreamCalls)):
     """Chooses streams, issues waits and records events, retires finished nodes."""
 
-    __slots__ = ("_by_use", "_events", "_free", "_inflight", "_poll_at", "backend", "max_streams",
+    __slots__ = ("_by_use", "_events", "_free", "_inflight", "backend", "max_streams",
                  "new_policy", "parent_policy", "poll_threshold", "stats", "streams")
 
     def __init__(self, backend: Any, options: Any, stats: Any) -> None:
@@ -191,7 +194,6 @@ class StreamManager(*compiled.bases("StreamsBase", PythonStreamCalls)):
         self._events: list[Any] = []
         self._by_use: dict[StreamState, None] = {}   # streams, least recently used first
         self._inflight = 0
-        self._poll_at = 0
 
     # -- the pool, as seen by the policies ---------------------------------------------------
     def can_grow(self) -> bool:

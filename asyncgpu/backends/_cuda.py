@@ -133,9 +133,16 @@ class PythonDeviceCalls:
 class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
     """GPU backend (see the module docstring)."""
 
-    # (slots: what the compiled methods read at their offsets; the rest in the instance dict)
-    __slots__ = ("__dict__", "__weakref__", "_event_done", "_event_record", "_graph_launch",
-                 "_graphs_in_flight", "_recent", "_stream_wait", "captures")
+    # No instance dict: the compiled methods read these at their offsets and call the
+    # backend's compiled methods directly (an object with an instance dict is called by name,
+    # since the dict could shadow a method: docs/design.md, "Compiled methods"). The last
+    # three are set on first use by asyncgpu/backends/_cuda_timing.py.
+    __slots__ = ("__weakref__", "_d2h", "_driver_error", "_event_done", "_event_record",
+                 "_fetch_stream", "_graph_launch", "_graphs_in_flight", "_numba_streams",
+                 "_recent", "_stream_wait", "captures", "cupy", "device", "device_name", "driver",
+                 "driver_launch", "explicit", "fault", "host_coherent_while_busy",
+                 "packed_launches", "pool", "runtime", "sm_count",
+                 "_lane_cost_s", "_peak_bandwidth", "_timing_gate")
     name = "cuda"
     prefetches = True
     wants_sites = False

@@ -40,7 +40,7 @@ enum { R_BACKEND, R_STATS, R_LOCK, R_RELEASES, R_INSTRUMENTS, R_ISSUING, R_ISSUI
 enum { F_GRAPH, F_ACCESSES, F_NAME, F_COPY_IN, F_SETTLED, F_LAST, F_REPEAT };
 #define RT(self, f, name) get((self), &runtime_layout, (f), (name))
 enum { L_LOCATION, L_NBYTES, L_BUFFER };
-static Twin t_launch_graph, t_issue;
+static Twin t_launch_graph, t_issue, t_launch_kernel;
 static PyObject *runtime_issue(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
 static PyObject *s_kernel, *s_lock, *s_acquire, *s_release, *s_releases, *s_drain_releases,
@@ -861,9 +861,16 @@ issue_init(PyObject *module)
     };
     if (INTERN_ALL(names) < 0 || add_type(module, "RuntimeBase", &runtime_spec) < 0
             || twin(&t_launch_graph, module, "RuntimeBase", "launch_graph") < 0
-            || twin(&t_issue, module, "RuntimeBase", "_issue") < 0)
+            || twin(&t_issue, module, "RuntimeBase", "_issue") < 0
+            || twin(&t_launch_kernel, module, "RuntimeBase", "launch_kernel") < 0)
         return -1;
     return 0;
+}
+
+PyObject *
+call_launch_kernel(PyObject *runtime, PyObject *launcher, PyObject *args)
+{
+    return call_twin(&t_launch_kernel, runtime, (PyObject *[]){launcher, args}, 2);
 }
 
 PyObject *

@@ -39,7 +39,7 @@ static PyObject *runtime_globals = NULL;
 static PyObject *launch_in_python = NULL;
 
 static PyObject *s_runtime, *s_recording, *s_thread, *s_launches, *s_previous, *s_launcher,
-    *s_args, *s_launch_kernel;
+    *s_args;
 
 /* Whether a launch argument passes what the remembered one passed, in the cases decided
    here: the very same object, a plain int of the same value, a plain float of the same
@@ -156,7 +156,7 @@ launcher_call(PyObject *self, PyObject *args, PyObject *kwargs)
     }
     if (rec == Py_None) {              /* eager: straight to the runtime */
         Py_DECREF(rec);
-        PyObject *r = PyObject_CallMethodObjArgs(rt, s_launch_kernel, self, args, NULL);
+        PyObject *r = call_launch_kernel(rt, self, args);
         Py_DECREF(rt);
         return r;
     }
@@ -225,7 +225,7 @@ launcher_init(PyObject *module)
     if (intern(&s_runtime, "_runtime") < 0 || intern(&s_recording, "recording") < 0
             || intern(&s_thread, "thread") < 0 || intern(&s_launches, "launches") < 0
             || intern(&s_previous, "previous") < 0 || intern(&s_launcher, "launcher") < 0
-            || intern(&s_args, "args") < 0 || intern(&s_launch_kernel, "launch_kernel") < 0)
+            || intern(&s_args, "args") < 0)
         return -1;
     return add_type(module, "LauncherBase", &launcher_spec);
 }

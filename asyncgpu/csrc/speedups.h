@@ -111,6 +111,7 @@ PyObject *call_pointer_values(PyObject *target, PyObject *values, PyObject *arra
 PyObject *call_numba_values(PyObject *target, PyObject *values);
 PyObject *call_before_device(PyObject *memory, PyObject *accesses);
 PyObject *call_launch_graph(PyObject *runtime, PyObject *frozen);
+PyObject *call_launch_kernel(PyObject *runtime, PyObject *launcher, PyObject *args);
 
 /* An exception put aside while cleanup code calls Python (as a ``finally:`` block does). */
 typedef struct {

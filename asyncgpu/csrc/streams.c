@@ -31,13 +31,13 @@ enum { N_ID, N_KIND, N_NAME, N_SITE, N_ACCESSES, N_STREAM, N_SEQ, N_EVENT, N_PAR
        N_KEEPALIVE, N_FINISHED, N_HANDED_OFF, N_LAUNCH, N_DEVICE };
 enum { S_INDEX, S_HANDLE, S_INFLIGHT, S_SEQ, S_WAITED };
 enum { M_BACKEND, M_STATS, M_POLL_THRESHOLD, M_NEW_POLICY, M_PARENT_POLICY, M_STREAMS, M_FREE,
-       M_EVENTS, M_BY_USE, M_INFLIGHT, M_POLL_AT };
+       M_EVENTS, M_BY_USE, M_INFLIGHT };
 static PyObject *node_ids, *no_nodes;       /* asyncgpu._dag._ids and _NONE */
 static PyObject *s_id, *s_kind, *s_name, *s_site, *s_accesses, *s_stream, *s_seq, *s_event,
     *s_parents, *s_edges, *s_keepalive, *s_finished, *s_handed_off, *s_launch, *s_device,
     *s_index, *s_handle, *s_inflight, *s_waited, *s_backend, *s_stats, *s_poll_threshold,
     *s_new_policy, *s_parent_policy, *s_streams, *s_free, *s_events, *s_by_use,
-    *s_inflight_count, *s_poll_at, *s_pick, *s_can_grow, *s_grow,
+    *s_inflight_count, *s_pick, *s_can_grow, *s_grow,
     *s_least_recently_used, *s_new_event,
     *s_popleft, *s_append, *s_pop, *s_graph, *s_done, *s_get;
 static PyObject *empty;
@@ -633,68 +633,72 @@ retire_if_done(PyObject *self, PyObject *backend, PyObject *stats, PyObject *nod
     return t;
 }
 
+/* The least recently used stream with work in flight (a new reference), None if there is
+   none, or NULL with an error set. */
+static PyObject *
+oldest_busy(PyObject *by_use)
+{
+    PyObject *s, *value, *queue;
+    Py_ssize_t pos = 0;
+    if (!PyDict_CheckExact(by_use)) {
+        PyErr_SetString(PyExc_TypeError, "StreamManager._by_use must be a dict");
+        return NULL;
+    }
+    while (PyDict_Next(by_use, &pos, &s, &value)) {
+        Py_INCREF(s);
+        Py_ssize_t len = (queue = STATE(s, S_INFLIGHT, s_inflight)) == NULL ? -1 : size(queue);
+        Py_XDECREF(queue);
+        if (len != 0)
+            return len < 0 ? (Py_DECREF(s), NULL) : s;
+        Py_DECREF(s);
+    }
+    return Py_NewRef(Py_None);
+}
+
 static PyObject *
 manager_poll(PyObject *self, PyObject *unused)
 {
     PyObject *inflight = MANAGER(self, M_INFLIGHT, s_inflight_count), *threshold = NULL,
-        *streams = NULL, *backend = NULL, *stats = NULL, *at = NULL, *s = NULL, *queue = NULL,
+        *by_use = NULL, *backend = NULL, *stats = NULL, *s = NULL, *queue = NULL,
         *tail = NULL, *head = NULL;
     PyObject *result = NULL;
     int t;
     if (inflight == NULL
             || (threshold = MANAGER(self, M_POLL_THRESHOLD, s_poll_threshold)) == NULL
-            || (t = less(threshold, inflight)) < 0
-            || (streams = MANAGER(self, M_STREAMS, s_streams)) == NULL)
+            || (t = less(threshold, inflight)) < 0)
         goto done;
-    Py_ssize_t n = size(streams);
-    if (n < 0)
-        goto done;
-    if (!t || n == 0) {
+    if (!t) {
         result = Py_NewRef(Py_None);
         goto done;
     }
-    if ((backend = MANAGER(self, M_BACKEND, s_backend)) == NULL
-            || (stats = MANAGER(self, M_STATS, s_stats)) == NULL)
+    /* (the stream whose newest work is oldest: see PythonStreamCalls.poll) */
+    if ((by_use = MANAGER(self, M_BY_USE, s_by_use)) == NULL
+            || (s = oldest_busy(by_use)) == NULL)
         goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *old = MANAGER(self, M_POLL_AT, s_poll_at);
-        if (old == NULL)
+    if (s == Py_None) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    Py_ssize_t len;
+    if ((backend = MANAGER(self, M_BACKEND, s_backend)) == NULL
+            || (stats = MANAGER(self, M_STATS, s_stats)) == NULL
+            || (queue = STATE(s, S_INFLIGHT, s_inflight)) == NULL
+            || (len = size(queue)) < 0
+            || (tail = PySequence_GetItem(queue, len - 1)) == NULL
+            || (t = retire_if_done(self, backend, stats, tail)) < 0)
+        goto done;
+    if (!t) {
+        if ((head = PySequence_GetItem(queue, 0)) == NULL
+                || (head != tail && retire_if_done(self, backend, stats, head) < 0))
             goto done;
-        Py_ssize_t pos = PyLong_AsSsize_t(old);
-        Py_DECREF(old);
-        if (pos == -1 && PyErr_Occurred())
-            goto done;
-        pos = (pos + 1) % n;
-        Py_XSETREF(at, PyLong_FromSsize_t(pos));
-        if (at == NULL || set(self, &manager_layout, M_POLL_AT, s_poll_at, at) < 0)
-            goto done;
-        Py_XSETREF(s, PySequence_GetItem(streams, pos));
-        if (s == NULL)
-            goto done;
-        Py_XSETREF(queue, STATE(s, S_INFLIGHT, s_inflight));
-        Py_ssize_t len = queue == NULL ? -1 : size(queue);
-        if (len < 0)
-            goto done;
-        if (len == 0)
-            continue;
-        if ((tail = PySequence_GetItem(queue, len - 1)) == NULL
-                || (t = retire_if_done(self, backend, stats, tail)) < 0)
-            goto done;
-        if (!t) {
-            if ((head = PySequence_GetItem(queue, 0)) == NULL
-                    || (head != tail && retire_if_done(self, backend, stats, head) < 0))
-                goto done;
-        }
-        break;
     }
     result = Py_NewRef(Py_None);
 done:
     Py_XDECREF(inflight);
     Py_XDECREF(threshold);
-    Py_XDECREF(streams);
+    Py_XDECREF(by_use);
     Py_XDECREF(backend);
     Py_XDECREF(stats);
-    Py_XDECREF(at);
     Py_XDECREF(s);
     Py_XDECREF(queue);
     Py_XDECREF(tail);
@@ -788,13 +792,13 @@ configure_streams(PyObject *module, PyObject *args)
     static const char *const state_names[] = {"index", "handle", "inflight", "seq", "waited"};
     static const char *const manager_names[] = {
         "backend", "stats", "poll_threshold", "new_policy", "parent_policy", "streams", "_free",
-        "_events", "_by_use", "_inflight", "_poll_at"};
+        "_events", "_by_use", "_inflight"};
     if (!PyArg_ParseTuple(args, "OOOOO:configure_streams", &node, &state, &manager, &ids,
                           &none))
         return NULL;
     if (layout(&node_layout, node, node_names, 15) < 0
             || layout(&state_layout, state, state_names, 5) < 0
-            || layout(&manager_layout, manager, manager_names, 11) < 0)
+            || layout(&manager_layout, manager, manager_names, 10) < 0)
         return NULL;
     Py_XSETREF(node_ids, Py_NewRef(ids));
     Py_XSETREF(no_nodes, Py_NewRef(none));
@@ -814,7 +818,7 @@ streams_init(PyObject *module)
         {&s_stats, "stats"}, {&s_poll_threshold, "poll_threshold"},
         {&s_new_policy, "new_policy"}, {&s_parent_policy, "parent_policy"},
         {&s_streams, "streams"}, {&s_free, "_free"}, {&s_events, "_events"},
-        {&s_by_use, "_by_use"}, {&s_inflight_count, "_inflight"}, {&s_poll_at, "_poll_at"},
+        {&s_by_use, "_by_use"}, {&s_inflight_count, "_inflight"},
         {&s_pick, "pick"}, {&s_can_grow, "can_grow"},
         {&s_grow, "grow"}, {&s_least_recently_used, "least_recently_used"},
         {&s_new_event, "_new_event"},
