@@ -422,7 +422,7 @@ issue_marked(PyObject *self, PyObject *node, PyObject *graph, PyObject *found_gi
             || (backend = RT(self, R_BACKEND, s_backend)) == NULL
             || (accesses = get(node, &node_layout, N_ACCESSES, s_accesses)) == NULL
             || (stats = RT(self, R_STATS, s_stats)) == NULL
-            || (handle = PyObject_GetAttr(stream, s_handle)) == NULL
+            || (handle = get(stream, &state_layout, S_HANDLE, s_handle)) == NULL
             || (t = rt_truth(self, R_PREFETCH, s_prefetch)) < 0
             || (t && for_each(accesses, prefetch_one,
                               &(Prefetch){backend, stats, handle}) < 0))
@@ -475,7 +475,7 @@ issue_marked(PyObject *self, PyObject *node, PyObject *graph, PyObject *found_gi
     if (count_stat(stats, ST_NODES, one) < 0
             || (used = get(stats, &stats_layout, ST_STREAMS_USED, stats_attrs[ST_STREAMS_USED]))
                == NULL
-            || (index = PyObject_GetAttr(stream, s_index)) == NULL)
+            || (index = get(stream, &state_layout, S_INDEX, s_index)) == NULL)
         goto done;
     if (PySet_CheckExact(used) ? PySet_Add(used, index) < 0
             : (r = call_method(used, s_add, 1, index)) == NULL)

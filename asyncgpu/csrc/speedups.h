@@ -177,6 +177,10 @@ extern SlotLayout kernel_layout, launcher_layout;
 enum { K_SLOTS, K_TYPED, K_PARAMS, K_LAUNCHERS, K_NAME, K_ELEMENTWISE };
 enum { LN_KERNEL };
 
+/* asyncgpu._streams.StreamState (set by configure_streams; read by issue.c) */
+extern SlotLayout state_layout;
+enum { S_INDEX, S_HANDLE, S_INFLIGHT, S_SEQ, S_WAITED };
+
 /* asyncgpu._statistics.Counters (set by configure_issue; updated by issue.c and streams.c) */
 extern SlotLayout stats_layout;
 enum { ST_NODES, ST_KERNELS, ST_EVENT_WAITS, ST_EVENTS_RECORDED, ST_NODES_RETIRED,

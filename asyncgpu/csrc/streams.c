@@ -26,10 +26,10 @@ Example: ``asyncgpu._compiled.use(False)`` puts the Python methods back.
 */
 #include "speedups.h"
 
-static SlotLayout node_layout, state_layout, manager_layout;
+static SlotLayout node_layout, manager_layout;
+SlotLayout state_layout;
 enum { N_ID, N_KIND, N_NAME, N_SITE, N_ACCESSES, N_STREAM, N_SEQ, N_EVENT, N_PARENTS, N_EDGES,
        N_KEEPALIVE, N_FINISHED, N_HANDED_OFF, N_LAUNCH, N_DEVICE };
-enum { S_INDEX, S_HANDLE, S_INFLIGHT, S_SEQ, S_WAITED };
 enum { M_BACKEND, M_STATS, M_POLL_THRESHOLD, M_NEW_POLICY, M_PARENT_POLICY, M_STREAMS, M_FREE,
        M_EVENTS, M_BY_USE, M_INFLIGHT };
 static PyObject *node_ids, *no_nodes;       /* asyncgpu._dag._ids and _NONE */

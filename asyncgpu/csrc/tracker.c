@@ -14,7 +14,8 @@ enum { A_KEY, A_LO, A_HI, A_WRITE, A_LABEL };
 
 static SlotLayout access_layouts[MAX_ACCESS_TYPES];
 static int n_access_layouts = 0;
-static SlotLayout live_layout, node_layout, tracker_layout;    /* writes, reads / finished /
+static SlotLayout live_layout, node_layout, tracker_layout;    /* writes, reads / finished,
+                                                                   stream /
                                                                    _live, _drop_raw, _drop_war,
                                                                    version */
 static PyObject *s_key, *s_lo, *s_hi, *s_write, *s_label, *s_writes, *s_reads, *s_finished,
@@ -510,7 +511,7 @@ tracker_commit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_RuntimeError, "asyncgpu._speedups: configure_tracker not called");
         return NULL;
     }
-    if ((stream = PyObject_GetAttr(node, s_stream)) == NULL)
+    if ((stream = get(node, &node_layout, 1, s_stream)) == NULL)
         return NULL;
     if (tracker_state(self, &st) < 0) {
         Py_DECREF(stream);
@@ -524,7 +525,7 @@ tracker_commit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_DECREF(version);
     if (bumped == NULL)
         goto error;
-    int r = PyObject_SetAttr(self, s_version, bumped);
+    int r = set(self, &tracker_layout, 3, s_version, bumped);
     Py_DECREF(bumped);
     if (r < 0)
         goto error;
@@ -615,7 +616,7 @@ configure_tracker(PyObject *module, PyObject *args)
     PyObject *tracker_type, *live_type, *node_type, *access_types, *raw, *war, *waw;
     static const char *const access_names[] = {"key", "lo", "hi", "write", "label"};
     static const char *const live_names[] = {"writes", "reads"};
-    static const char *const node_names[] = {"finished"};
+    static const char *const node_names[] = {"finished", "stream"};
     static const char *const tracker_names[] = {"_live", "_drop_raw", "_drop_war", "version"};
     if (!PyArg_ParseTuple(args, "OOOO!UUU:configure_tracker", &tracker_type, &live_type,
                           &node_type, &PyTuple_Type, &access_types, &raw, &war, &waw))
@@ -626,7 +627,7 @@ configure_tracker(PyObject *module, PyObject *args)
     }
     if (layout(&tracker_layout, tracker_type, tracker_names, 4) < 0
             || layout(&live_layout, live_type, live_names, 2) < 0
-            || layout(&node_layout, node_type, node_names, 1) < 0)
+            || layout(&node_layout, node_type, node_names, 2) < 0)
         return NULL;
     for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(access_types); i++)
         if (layout(&access_layouts[i], PyTuple_GET_ITEM(access_types, i), access_names, 5) < 0)
