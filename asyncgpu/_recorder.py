@@ -466,4 +466,5 @@ def record(name: str | None = None, *, split: bool = False) -> Recorder:
 
 compiled.configure("configure_recording", Recording, LaunchMemo, RecordingKey, FrozenGraph,
                    Runtime, Launch, globals(), replay_remembered, copy_key,
-                   PythonGraphCall.__call__)
+                   PythonGraphCall.__call__, GraphFunction._replay_static,
+                   FrozenGraph.host_current)

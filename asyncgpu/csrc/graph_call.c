@@ -9,9 +9,15 @@ in the steady state launches the remembered graph again, and the call's ``outcom
 Python that is three frames and a few dozen attribute steps around the body on every call;
 here it is one C call around the body, and the segment's end is recording.c's.
 
+A ``static`` function's call launches the graph captured for its arguments without running
+the body (``GraphFunction._replay_static``): here too when the arguments are arrays and plain
+numbers, strings or None (their key built in C as ``_recording_keys.argument_key`` builds it)
+and that graph can launch now.
+
 Whatever is unusual goes to the Python call (``_recorder.PythonGraphCall.__call__``, the
-reference) before anything is done: a ``static`` function, no runtime yet, a runtime already
-recording (nested, or another thread's). After the body, a recording that failed or fell back
+reference) before anything is done: keyword arguments or others without a C key for a
+``static`` function, no graph for them yet, no runtime yet, a runtime already recording
+(nested, or another thread's). After the body, a recording that failed or fell back
 to eager execution is handed to the Python ``_exit``; a body that raised gets the Python
 ``_exit(rec, True)`` and its own exception back (with the cleanup's as its context, as
 ``except: ...; raise`` gives).
@@ -25,9 +31,14 @@ Example: ``asyncgpu._compiled.use(False)`` puts the Python call back.
 
 static PyObject *python_graph_call;     /* PythonGraphCall.__call__ */
 static PyObject *recording_type;        /* asyncgpu._recorder.Recording */
+/* GraphFunction._replay_static and FrozenGraph.host_current (the static call's C path runs
+   while they are the classes' own), asyncgpu._graph_cache.copy_key, and the key's tag */
+static PyObject *python_replay_static, *python_host_current, *copy_key_fn, *array_tag,
+    *no_args;
 static PyObject *s_recording, *s_token, *s_name, *s_split, *s_failed, *s_eager, *s_lock,
     *s_acquire, *s_release, *s_static, *s_fn, *s_exit, *s_outcomes, *s_outcome, *s_empty,
-    *s_plus;
+    *s_plus, *s_static_graphs, *s_replay_static, *s_host_current, *s_settled, *s_host_epoch,
+    *s_graph, *s_destroyed, *s_memory, *s_replayed, *s_id, *s_str, *s_hex;
 static Twin t_end_segment;
 
 #define REC(o, f, n) get((o), &rec_layout, (f), (n))
@@ -135,6 +146,206 @@ done:
     return rc;
 }
 
+/* _recording_keys.value_key(v) for an exact Array, int, bool, str, None or float (a new
+   reference); NULL with no error set for anything else (the Python key decides). */
+static PyObject *
+value_key(PyObject *v)
+{
+    if (Py_TYPE(v) == array_layout.type) {
+        PyObject *alloc = get(v, &array_layout, AR_ALLOC, NULL), *dtype = NULL,
+            *parts[7] = {Py_NewRef(array_tag)}, *key = NULL;
+        if (alloc != NULL && (parts[1] = PyObject_GetAttr(alloc, s_id)) != NULL
+                && (parts[2] = get(v, &array_layout, AR_LO, NULL)) != NULL
+                && (parts[3] = get(v, &array_layout, AR_HI, NULL)) != NULL
+                && (parts[4] = get(v, &array_layout, AR_SHAPE, NULL)) != NULL
+                && (parts[5] = get(v, &array_layout, AR_STRIDES, NULL)) != NULL
+                && (dtype = get(v, &array_layout, AR_DTYPE, NULL)) != NULL
+                && (parts[6] = PyObject_GetAttr(dtype, s_str)) != NULL)
+            key = PyTuple_Pack(7, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5],
+                               parts[6]);
+        Py_XDECREF(alloc);
+        Py_XDECREF(dtype);
+        for (int i = 0; i < 7; i++)
+            Py_XDECREF(parts[i]);
+        return key;
+    }
+    if (PyLong_CheckExact(v) || PyBool_Check(v) || PyUnicode_CheckExact(v) || v == Py_None)
+        return PyTuple_Pack(2, (PyObject *)Py_TYPE(v), v);
+    if (PyFloat_CheckExact(v)) {       /* exact bits: -0.0 and 0.0 differ */
+        PyObject *hex = PyObject_CallMethodNoArgs(v, s_hex), *key;
+        if (hex == NULL)
+            return NULL;
+        key = PyTuple_Pack(2, (PyObject *)&PyFloat_Type, hex);
+        Py_DECREF(hex);
+        return key;
+    }
+    return NULL;
+}
+
+/* _recording_keys.argument_key(args, {}) (a new reference), or NULL: with an error set, or
+   without one for arguments that only the Python key handles. */
+static PyObject *
+argument_key(PyObject *args)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(args);
+    PyObject *keys = PyTuple_New(n), *key = NULL;
+    if (keys == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = value_key(PyTuple_GET_ITEM(args, i));
+        if (k == NULL) {
+            Py_DECREF(keys);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(keys, i, k);
+    }
+    key = PyTuple_Pack(2, keys, no_args);
+    Py_DECREF(keys);
+    return key;
+}
+
+/* ``hits[copy_key(frozen.host_current(rt))]`` for the first variant's graph ``frozen`` (a
+   new reference, None if missing): the graph captured for where the inputs are now. */
+static PyObject *
+variant_now(PyObject *hits, PyObject *frozen, PyObject *rt)
+{
+    PyObject *current, *ck, *hit;
+    if (_PyType_Lookup(Py_TYPE(frozen), s_host_current) == python_host_current) {
+        /* (its common case inline: nothing made host-current since its last launch) */
+        PyObject *settled = PyObject_GetAttr(frozen, s_settled), *epoch = NULL;
+        int same = settled == NULL || (epoch = PyObject_GetAttr(rt, s_host_epoch)) == NULL
+            ? -1 : PyObject_RichCompareBool(settled, epoch, Py_EQ);
+        Py_XDECREF(settled);
+        Py_XDECREF(epoch);
+        if (same < 0)
+            return NULL;
+        current = same ? Py_NewRef(no_args) : call_method(frozen, s_host_current, 1, rt);
+    } else {
+        current = call_method(frozen, s_host_current, 1, rt);
+    }
+    if (current == NULL)
+        return NULL;
+    ck = PyTuple_CheckExact(current) && PyTuple_GET_SIZE(current) == 0
+        ? Py_NewRef(current) : PyObject_CallOneArg(copy_key_fn, current);
+    Py_DECREF(current);
+    if (ck == NULL)
+        return NULL;
+    hit = PyDict_GetItemWithError(hits, ck);
+    Py_DECREF(ck);
+    if (hit == NULL && PyErr_Occurred())
+        return NULL;
+    return Py_NewRef(hit != NULL ? hit : Py_None);
+}
+
+/* Under the lock: GraphFunction._replay_static's launch (1: done, *result set; 0: it cannot
+   launch now, the Python call decides; -1). */
+static int
+replay_static_locked(PyObject *rt, PyObject *hits, PyObject **result)
+{
+    PyObject *cur = RTA(rt, RT_RECORDING, s_recording), *memory = NULL, *hit = NULL,
+        *graph = NULL, *destroyed = NULL, *r = NULL, *key, *value;
+    Py_ssize_t pos = 0;
+    int rc = -1, t;
+    if (cur == NULL)
+        return -1;
+    Py_DECREF(cur);
+    if (cur != Py_None || !PyDict_Next(hits, &pos, &key, &value))
+        return 0;                       /* nested in a recording (or nothing to launch) */
+    hit = Py_NewRef(value);
+    if ((memory = RTA(rt, RT_MEMORY, s_memory)) == NULL)
+        goto done;
+    if (memory != Py_None) {
+        /* (every variant has the same inputs: ask the one that copies nothing in) */
+        PyObject *base = PyDict_GetItemWithError(hits, no_args);
+        if (base == NULL && PyErr_Occurred())
+            goto done;
+        if (base != NULL)
+            Py_SETREF(hit, Py_NewRef(base));
+        if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 2) {
+            PyErr_SetString(PyExc_TypeError, "a static graph's hit is not (graph, result)");
+            goto done;
+        }
+        Py_SETREF(hit, variant_now(hits, PyTuple_GET_ITEM(hit, 0), rt));
+        if (hit == NULL)
+            goto done;
+        if (hit == Py_None) {
+            rc = 0;                     /* other inputs are host-current: record that case */
+            goto done;
+        }
+    }
+    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a static graph's hit is not (graph, result)");
+        goto done;
+    }
+    PyObject *frozen = PyTuple_GET_ITEM(hit, 0);
+    if ((graph = PyObject_GetAttr(frozen, s_graph)) == NULL
+            || (destroyed = PyObject_GetAttr(graph, s_destroyed)) == NULL
+            || (t = truth(destroyed)) < 0)
+        goto done;
+    if (t) {
+        rc = 0;                         /* evicted from the cache */
+        goto done;
+    }
+    if ((r = call_launch_graph(rt, frozen)) == NULL)
+        goto done;
+    *result = Py_NewRef(PyTuple_GET_ITEM(hit, 1));
+    rc = 1;
+done:
+    Py_XDECREF(memory);
+    Py_XDECREF(hit);
+    Py_XDECREF(graph);
+    Py_XDECREF(destroyed);
+    Py_XDECREF(r);
+    return rc;
+}
+
+/* A static function's call that launches its graph without running the body (1, *result
+   set), or 0 when the Python call decides (see the module's docstring), or -1. */
+static int
+replay_static(PyObject *self, PyObject *args, PyObject *kwargs, PyObject **result)
+{
+    if ((kwargs != NULL && PyDict_GET_SIZE(kwargs)) || python_replay_static == NULL
+            || _PyType_Lookup(Py_TYPE(self), s_replay_static) != python_replay_static)
+        return 0;
+    PyObject *akey = argument_key(args), *graphs = NULL, *hits, *rt, *lock = NULL;
+    int rc = -1;
+    if (akey == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if ((graphs = PyObject_GetAttr(self, s_static_graphs)) == NULL)
+        goto done;
+    if (!PyDict_Check(graphs) || (rt = current_runtime()) == NULL) {
+        rc = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    /* (a borrowed lookup, as OrderedDict.get: no reordering) */
+    if ((hits = PyDict_GetItemWithError(graphs, akey)) == NULL || !PyDict_CheckExact(hits)) {
+        rc = PyErr_Occurred() ? -1 : 0;     /* not captured yet: the Python call records */
+        goto done;
+    }
+    Py_INCREF(rt);
+    Py_INCREF(hits);
+    if ((lock = RTA(rt, RT_LOCK, s_lock)) != NULL && lock_call(lock, s_acquire) == 0) {
+        rc = replay_static_locked(rt, hits, result);
+        if (unlocked(lock, Py_NewRef(Py_None)) == NULL) {
+            Py_CLEAR(*result);
+            rc = -1;
+        } else {
+            Py_DECREF(Py_None);
+        }
+    }
+    Py_DECREF(hits);
+    Py_DECREF(rt);
+    if (rc > 0 && PyObject_SetAttr(self, s_outcome, s_replayed) < 0) {
+        Py_CLEAR(*result);
+        rc = -1;
+    }
+done:
+    Py_DECREF(akey);
+    Py_XDECREF(graphs);
+    Py_XDECREF(lock);
+    return rc;
+}
+
 static PyObject *
 graph_call(PyObject *self, PyObject *args, PyObject *kwargs)
 {
@@ -143,7 +354,14 @@ graph_call(PyObject *self, PyObject *args, PyObject *kwargs)
     Py_XDECREF(is_static);
     if (t < 0)
         return NULL;
-    if (t || recording_type == NULL)
+    if (t) {
+        result = NULL;
+        t = replay_static(self, args, kwargs, &result);
+        if (t != 0)
+            return t < 0 ? NULL : result;
+        goto python;
+    }
+    if (recording_type == NULL)
         goto python;
     if ((rt = current_runtime()) == NULL) {
         if (PyErr_Occurred())
@@ -230,10 +448,14 @@ static PyType_Spec graph_call_spec = {
 };
 
 int
-graph_call_configure(PyObject *recording, PyObject *python_call)
+graph_call_configure(PyObject *recording, PyObject *python_call, PyObject *replay_static,
+                     PyObject *host_current, PyObject *copy_key)
 {
     Py_XSETREF(recording_type, Py_NewRef(recording));
     Py_XSETREF(python_graph_call, Py_NewRef(python_call));
+    Py_XSETREF(python_replay_static, Py_NewRef(replay_static));
+    Py_XSETREF(python_host_current, Py_NewRef(host_current));
+    Py_XSETREF(copy_key_fn, Py_NewRef(copy_key));
     return 0;
 }
 
@@ -246,8 +468,14 @@ graph_call_init(PyObject *module)
         {&s_acquire, "acquire"}, {&s_release, "release"}, {&s_static, "static"},
         {&s_fn, "fn"}, {&s_exit, "_exit"}, {&s_outcomes, "outcomes"},
         {&s_outcome, "outcome"}, {&s_empty, "empty"}, {&s_plus, "+"},
+        {&s_static_graphs, "_static"}, {&s_replay_static, "_replay_static"},
+        {&s_host_current, "host_current"}, {&s_settled, "settled"},
+        {&s_host_epoch, "host_epoch"}, {&s_graph, "graph"}, {&s_destroyed, "destroyed"},
+        {&s_memory, "memory"}, {&s_replayed, "replayed"}, {&s_id, "id"}, {&s_str, "str"},
+        {&s_hex, "hex"}, {&array_tag, "A"},
     };
-    if (INTERN_ALL(names) < 0 || add_type(module, "GraphCallBase", &graph_call_spec) < 0
+    if (INTERN_ALL(names) < 0 || (no_args = PyTuple_New(0)) == NULL
+            || add_type(module, "GraphCallBase", &graph_call_spec) < 0
             || twin(&t_end_segment, module, "RecordingBase", "end_segment") < 0)
         return -1;
     return 0;

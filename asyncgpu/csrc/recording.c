@@ -446,7 +446,7 @@ PyObject *
 configure_recording(PyObject *module, PyObject *args)
 {
     PyObject *recording, *memo, *key, *frozen, *runtime, *launch, *globals, *replay, *ck,
-        *graph_call_python;
+        *graph_call_python, *replay_static, *host_current;
     static const char *const rec_names[] = {"runtime", "token", "name", "launches", "segment",
                                             "calls", "outcomes", "frozen", "memo", "previous",
                                             "thread", "failed", "eager", "split"};
@@ -456,9 +456,9 @@ configure_recording(PyObject *module, PyObject *args)
     static const char *const frozen_names[] = {"graph", "copy_in"};
     static const char *const rt_names[] = {"recording", "graphs", "graph_config", "memory",
                                            "_lock"};
-    if (!PyArg_ParseTuple(args, "OOOOOOO!OOO:configure_recording", &recording, &memo, &key,
+    if (!PyArg_ParseTuple(args, "OOOOOOO!OOOOO:configure_recording", &recording, &memo, &key,
                           &frozen, &runtime, &launch, &PyDict_Type, &globals, &replay, &ck,
-                          &graph_call_python)
+                          &graph_call_python, &replay_static, &host_current)
             || layout(&rec_layout, recording, rec_names, 14) < 0
             || layout(&deferred_layout, launch, launch_names, 2) < 0
             || layout(&memo_layout, memo, memo_names, 2) < 0
@@ -469,7 +469,7 @@ configure_recording(PyObject *module, PyObject *args)
     Py_XSETREF(recorder_globals, Py_NewRef(globals));
     Py_XSETREF(python_replay_remembered, Py_NewRef(replay));
     Py_XSETREF(copy_key, Py_NewRef(ck));
-    if (graph_call_configure(recording, graph_call_python) < 0)
+    if (graph_call_configure(recording, graph_call_python, replay_static, host_current, ck) < 0)
         return NULL;
     Py_RETURN_NONE;
 }

@@ -213,7 +213,8 @@ int memory_init(PyObject *module);
 int driver_init(PyObject *module);
 int recording_init(PyObject *module);
 int graph_call_init(PyObject *module);
-int graph_call_configure(PyObject *recording, PyObject *python_call);
+int graph_call_configure(PyObject *recording, PyObject *python_call, PyObject *replay_static,
+                         PyObject *host_current, PyObject *copy_key);
 int add_type(PyObject *module, const char *name, PyType_Spec *spec);
 
 /* the configure functions of the parts (module-level) */
