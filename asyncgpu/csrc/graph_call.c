@@ -1,4 +1,4 @@
-/* asyncgpu._speedups, graph_call.c: a plain recorded function's call, compiled.
+/* asyncgpu._speedups, graph_call.c: a recorded function's call, compiled.
 
 The model
 ---------
