@@ -176,6 +176,52 @@ raise_in_cleanup(SavedError *saved)
 #endif
 }
 
+/* The runtime's lock: acquire() and release() through the methods its type has, looked up
+   once per type (an RLock has no instance dict: nothing can shadow them). */
+static PyTypeObject *lock_type;
+static PyObject *lock_methods[2], *lock_names[2];
+
+static int
+lock_method_call(PyObject *lock, int which)
+{
+    if (Py_TYPE(lock) != lock_type) {
+        if (Py_TYPE(lock)->tp_dictoffset != 0
+                || (Py_TYPE(lock)->tp_flags & Py_TPFLAGS_MANAGED_DICT)) {
+            PyObject *r = PyObject_CallMethodNoArgs(lock, lock_names[which]);
+            Py_XDECREF(r);
+            return r == NULL ? -1 : 0;
+        }
+        for (int i = 0; i < 2; i++) {
+            if (lock_names[i] == NULL
+                    && intern(&lock_names[i], i ? "release" : "acquire") < 0)
+                return -1;
+            PyObject *m = _PyType_Lookup(Py_TYPE(lock), lock_names[i]);
+            if (m == NULL) {
+                PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%U'",
+                             Py_TYPE(lock)->tp_name, lock_names[i]);
+                return -1;
+            }
+            Py_XSETREF(lock_methods[i], Py_NewRef(m));
+        }
+        Py_XSETREF(lock_type, (PyTypeObject *)Py_NewRef(Py_TYPE(lock)));
+    }
+    PyObject *r = PyObject_Vectorcall(lock_methods[which], &lock, 1, NULL);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
+int
+lock_acquire(PyObject *lock)
+{
+    return lock_method_call(lock, 0);
+}
+
+int
+lock_release(PyObject *lock)
+{
+    return lock_method_call(lock, 1);
+}
+
 PyObject *
 call_twin(const Twin *t, PyObject *obj, PyObject *const *args, Py_ssize_t nargs)
 {

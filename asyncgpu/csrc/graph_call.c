@@ -36,22 +36,13 @@ static PyObject *recording_type;        /* asyncgpu._recorder.Recording */
 static PyObject *python_replay_static, *python_host_current, *copy_key_fn, *array_tag,
     *no_args;
 static PyObject *s_recording, *s_token, *s_name, *s_split, *s_failed, *s_eager, *s_lock,
-    *s_acquire, *s_release, *s_static, *s_fn, *s_exit, *s_outcomes, *s_outcome, *s_empty,
+    *s_static, *s_fn, *s_exit, *s_outcomes, *s_outcome, *s_empty,
     *s_plus, *s_static_graphs, *s_replay_static, *s_host_current, *s_settled, *s_host_epoch,
     *s_graph, *s_destroyed, *s_memory, *s_replayed, *s_id, *s_str, *s_hex;
 static Twin t_end_segment;
 
 #define REC(o, f, n) get((o), &rec_layout, (f), (n))
 #define RTA(o, f, n) get((o), &rt_layout, (f), (n))
-
-/* lock.acquire() / lock.release(): 0 or -1 */
-static int
-lock_call(PyObject *lock, PyObject *method)
-{
-    PyObject *r = PyObject_CallMethodNoArgs(lock, method);
-    Py_XDECREF(r);
-    return r == NULL ? -1 : 0;
-}
 
 /* Release the lock after work that returned ``result`` (NULL: an error is set, which goes on,
    with a failed release's error raised from it). */
@@ -60,7 +51,7 @@ unlocked(PyObject *lock, PyObject *result)
 {
     SavedError saved;
     save_error(&saved);
-    if (lock_call(lock, s_release) < 0) {
+    if (lock_release(lock) < 0) {
         raise_in_cleanup(&saved);
         Py_CLEAR(result);
     } else {
@@ -76,7 +67,7 @@ enter(PyObject *self, PyObject *rt)
 {
     PyObject *lock = RTA(rt, RT_LOCK, s_lock), *cur, *rec = NULL, *token = NULL, *name = NULL,
         *split = NULL;
-    if (lock == NULL || lock_call(lock, s_acquire) < 0) {
+    if (lock == NULL || lock_acquire(lock) < 0) {
         Py_XDECREF(lock);
         return NULL;
     }
@@ -324,7 +315,7 @@ replay_static(PyObject *self, PyObject *args, PyObject *kwargs, PyObject **resul
     }
     Py_INCREF(rt);
     Py_INCREF(hits);
-    if ((lock = RTA(rt, RT_LOCK, s_lock)) != NULL && lock_call(lock, s_acquire) == 0) {
+    if ((lock = RTA(rt, RT_LOCK, s_lock)) != NULL && lock_acquire(lock) == 0) {
         rc = replay_static_locked(rt, hits, result);
         if (unlocked(lock, Py_NewRef(Py_None)) == NULL) {
             Py_CLEAR(*result);
@@ -396,7 +387,7 @@ graph_call(PyObject *self, PyObject *args, PyObject *kwargs)
         goto out;
     }
     PyObject *lock = RTA(rt, RT_LOCK, s_lock);
-    t = lock == NULL ? -1 : lock_call(lock, s_acquire);
+    t = lock == NULL ? -1 : lock_acquire(lock);
     if (t == 0) {
         t = exit_locked(self, rt, rec);
         if (unlocked(lock, Py_NewRef(Py_None)) == NULL)
@@ -465,7 +456,7 @@ graph_call_init(PyObject *module)
     static const Name names[] = {
         {&s_recording, "recording"}, {&s_token, "token"}, {&s_name, "name"},
         {&s_split, "split"}, {&s_failed, "failed"}, {&s_eager, "eager"}, {&s_lock, "_lock"},
-        {&s_acquire, "acquire"}, {&s_release, "release"}, {&s_static, "static"},
+        {&s_static, "static"},
         {&s_fn, "fn"}, {&s_exit, "_exit"}, {&s_outcomes, "outcomes"},
         {&s_outcome, "outcome"}, {&s_empty, "empty"}, {&s_plus, "+"},
         {&s_static_graphs, "_static"}, {&s_replay_static, "_replay_static"},

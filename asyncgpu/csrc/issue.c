@@ -43,7 +43,7 @@ enum { L_LOCATION, L_NBYTES, L_BUFFER };
 static Twin t_launch_graph, t_issue, t_launch_kernel;
 static PyObject *runtime_issue(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
-static PyObject *s_kernel, *s_lock, *s_acquire, *s_release, *s_releases, *s_drain_releases,
+static PyObject *s_kernel, *s_lock, *s_releases, *s_drain_releases,
     *s_want_sites, *s_recording, *s_memory, *s_elementwise, *s_no_const, *s_alias_blind,
     *s_backend, *s_name, *s_stats, *s_issue, *s_issuing, *s_issuing_compiled,
     *s_accesses, *s_kind, *s_copy, *s_deps, *s_streams, *s_stream, *s_parents,
@@ -186,22 +186,20 @@ runtime_launch_kernel(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *call[] = {self, args[0], args[1]};
         return PyObject_Vectorcall(python_launch_kernel, call, 3, NULL);
     }
-    PyObject *lock = RT(self, R_LOCK, s_lock), *r = NULL;
-    if (lock == NULL || (r = PyObject_CallMethodNoArgs(lock, s_acquire)) == NULL) {
+    PyObject *lock = RT(self, R_LOCK, s_lock);
+    if (lock == NULL || lock_acquire(lock) < 0) {
         Py_DECREF(kernel);
         Py_XDECREF(lock);
         return NULL;
     }
-    Py_DECREF(r);
     PyObject *result = launch_locked(self, args[0], args[1], kernel);
     Py_DECREF(kernel);
     SavedError saved;
     save_error(&saved);
-    if ((r = PyObject_CallMethodNoArgs(lock, s_release)) == NULL) {
+    if (lock_release(lock) < 0) {
         raise_in_cleanup(&saved);
         Py_CLEAR(result);
     } else {
-        Py_DECREF(r);
         restore_error(&saved);
     }
     Py_DECREF(lock);
@@ -835,8 +833,7 @@ int
 issue_init(PyObject *module)
 {
     static const Name names[] = {
-        {&s_kernel, "kernel"}, {&s_lock, "_lock"}, {&s_acquire, "acquire"},
-        {&s_release, "release"}, {&s_releases, "_releases"},
+        {&s_kernel, "kernel"}, {&s_lock, "_lock"}, {&s_releases, "_releases"},
         {&s_drain_releases, "_drain_releases"}, {&s_want_sites, "want_sites"},
         {&s_recording, "recording"}, {&s_memory, "memory"}, {&s_elementwise, "elementwise"},
         {&s_no_const, "no_const"}, {&s_alias_blind, "alias_blind"}, {&s_backend, "backend"},

@@ -68,6 +68,9 @@ int add_to(PyObject *obj, PyObject *name, PyObject *amount);
 int add_at(PyObject *obj, const SlotLayout *layout, int field, PyObject *name,
            PyObject *amount);
 PyObject *call_method(PyObject *obj, PyObject *name, int nargs, ...);
+/* lock.acquire() / lock.release() (the runtime's lock): 0, or -1 with an error set */
+int lock_acquire(PyObject *lock);
+int lock_release(PyObject *lock);
 
 /* A compiled method that the compiled methods call directly, skipping the method call's
    lookups, when that is what the ordinary call would run: the object has no instance dict and
