@@ -185,6 +185,9 @@ static int
 lock_method_call(PyObject *lock, int which)
 {
     if (Py_TYPE(lock) != lock_type) {
+        for (int i = 0; i < 2; i++)
+            if (lock_names[i] == NULL && intern(&lock_names[i], i ? "release" : "acquire") < 0)
+                return -1;
         if (Py_TYPE(lock)->tp_dictoffset != 0
                 || (Py_TYPE(lock)->tp_flags & Py_TPFLAGS_MANAGED_DICT)) {
             PyObject *r = PyObject_CallMethodNoArgs(lock, lock_names[which]);
@@ -192,9 +195,6 @@ lock_method_call(PyObject *lock, int which)
             return r == NULL ? -1 : 0;
         }
         for (int i = 0; i < 2; i++) {
-            if (lock_names[i] == NULL
-                    && intern(&lock_names[i], i ? "release" : "acquire") < 0)
-                return -1;
             PyObject *m = _PyType_Lookup(Py_TYPE(lock), lock_names[i]);
             if (m == NULL) {
                 PyErr_Format(PyExc_AttributeError, "'%.100s' object has no attribute '%U'",

@@ -228,6 +228,16 @@ variant_now(PyObject *hits, PyObject *frozen, PyObject *rt)
     return Py_NewRef(hit != NULL ? hit : Py_None);
 }
 
+/* Whether a static function's cached entry is (graph, result); 0 with an error set if not. */
+static int
+is_hit(PyObject *hit)
+{
+    if (PyTuple_CheckExact(hit) && PyTuple_GET_SIZE(hit) == 2)
+        return 1;
+    PyErr_SetString(PyExc_TypeError, "a static graph's hit is not (graph, result)");
+    return 0;
+}
+
 /* Under the lock: GraphFunction._replay_static's launch (1: done, *result set; 0: it cannot
    launch now, the Python call decides; -1). */
 static int
@@ -252,10 +262,8 @@ replay_static_locked(PyObject *rt, PyObject *hits, PyObject **result)
             goto done;
         if (base != NULL)
             Py_SETREF(hit, Py_NewRef(base));
-        if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 2) {
-            PyErr_SetString(PyExc_TypeError, "a static graph's hit is not (graph, result)");
+        if (!is_hit(hit))
             goto done;
-        }
         Py_SETREF(hit, variant_now(hits, PyTuple_GET_ITEM(hit, 0), rt));
         if (hit == NULL)
             goto done;
@@ -264,10 +272,8 @@ replay_static_locked(PyObject *rt, PyObject *hits, PyObject **result)
             goto done;
         }
     }
-    if (!PyTuple_CheckExact(hit) || PyTuple_GET_SIZE(hit) != 2) {
-        PyErr_SetString(PyExc_TypeError, "a static graph's hit is not (graph, result)");
+    if (!is_hit(hit))
         goto done;
-    }
     PyObject *frozen = PyTuple_GET_ITEM(hit, 0);
     if ((graph = PyObject_GetAttr(frozen, s_graph)) == NULL
             || (destroyed = PyObject_GetAttr(graph, s_destroyed)) == NULL
