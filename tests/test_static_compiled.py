@@ -153,3 +153,54 @@ def test_a_patched_method_is_the_one_called(monkeypatch, patched):
         assert step.outcome == "replayed"
         np.testing.assert_array_equal(x.numpy(), np.full(8, 4, np.float32))
     assert len(calls) >= 2
+
+
+def test_a_replaced_runtime_lock_is_the_one_taken():
+    """The compiled calls take the runtime's lock through its type's methods, looked up once
+    per type: a lock of another type (here a Python wrapper, which has an instance dict) is
+    the one taken, and the usual lock again after it."""
+    import threading
+
+    from asyncgpu._runtime import current_runtime
+
+    class CountingLock:
+        def __init__(self):
+            self.inner, self.taken = threading.RLock(), 0
+
+        def acquire(self, *args):
+            self.taken += 1
+            return self.inner.acquire(*args)
+
+        def release(self):
+            self.inner.release()
+
+        __enter__ = acquire
+
+        def __exit__(self, *exc):
+            self.release()
+
+    with fresh_sim(True):
+        inc, _ = kernels()
+        x = ag.zeros(8, np.float32)
+
+        @ag.graph(static=True)
+        def step(y):
+            inc[1, 8](y, 8)
+
+        rt = current_runtime()
+        usual = rt._lock
+        for lock in (CountingLock(), usual):
+            rt._lock = lock
+            for _ in range(3):
+                step(x)
+                inc[1, 8](x, 8)
+        assert usual.acquire(blocking=False)      # not left held
+        usual.release()
+        assert rt._lock is usual and step.outcome == "replayed"
+        np.testing.assert_array_equal(x.numpy(), np.full(8, 12, np.float32))
+        counted = CountingLock()
+        rt._lock = counted
+        step(x)
+        inc[1, 8](x, 8)
+        rt._lock = usual
+        assert counted.taken >= 2
