@@ -30,7 +30,8 @@ def _print_overhead(console: Any, m: dict[str, Any]) -> None:
             table.add_row(label, f"{v['median_us']:.2f}", f"{v['p10_us']:.2f}",
                           f"{v['p90_us']:.2f}")
     console.print(table)
-    for group in ("event_waits_per_timed_launch", "ratios", "floor", "flat"):
+    for group in ("event_waits_per_timed_launch", "event_queries_per_launch", "ratios", "floor",
+                  "flat"):
         for name, v in m.get(group, {}).items():
             console.print(f"{group}: {name} = {v:.3f}")
 

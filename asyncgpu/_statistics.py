@@ -13,7 +13,7 @@ class Counters:
 
     __slots__ = ("bytes_prefetched", "bytes_to_device", "bytes_to_host", "calls",
                  "copies_to_device", "copies_to_host", "edges", "event_waits", "events_created",
-                 "events_recorded", "graphs_recorded", "graphs_replayed", "host_accesses",
+                 "events_queried", "events_recorded", "graphs_recorded", "graphs_replayed", "host_accesses",
                  "kernels", "listener", "nodes", "nodes_retired", "prefetches", "retired_by_poll",
                  "streams_created", "streams_used", "syncs")
 
@@ -36,6 +36,7 @@ class Counters:
         self.bytes_to_host = 0
         self.nodes_retired = 0
         self.retired_by_poll = 0
+        self.events_queried = 0
         self.streams_used: set[int] = set()
         self.graphs_recorded = 0
         self.graphs_replayed = 0
@@ -69,6 +70,7 @@ class Counters:
             bytes_to_host=self.bytes_to_host,
             nodes_retired=self.nodes_retired,
             retired_by_poll=self.retired_by_poll,
+            events_queried=self.events_queried,
             inflight=inflight,
             graphs_recorded=self.graphs_recorded,
             graphs_replayed=self.graphs_replayed,
@@ -88,7 +90,8 @@ class Statistics:
     prefetches (managed memory). ``copies_to_device``/``copies_to_host`` and
     ``bytes_to_device``/``bytes_to_host`` count the copy nodes of the explicit memory model
     (``memory="explicit"``) and the bytes they move. ``graphs_recorded``/``graphs_replayed`` count CUDA graphs captured and launched
-    by the recorder (0 until it is used).
+    by the recorder (0 until it is used). ``events_queried`` counts the completion events the
+    polling of long loops asked about (``retired_by_poll`` the nodes those answers retired).
     """
 
     backend: str
@@ -111,6 +114,7 @@ class Statistics:
     bytes_to_host: int = 0
     nodes_retired: int = 0
     retired_by_poll: int = 0
+    events_queried: int = 0
     inflight: int = 0
     graphs_recorded: int = 0
     graphs_replayed: int = 0

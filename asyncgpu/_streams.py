@@ -145,12 +145,18 @@ class PythonStreamCalls:
         else:
             return
         tail = s.inflight[-1]
-        if self.backend.event_done(tail.event):
-            self.stats.retired_by_poll += self.finished(tail)
-        else:
+        if not self._retire_if_done(tail):
             head = s.inflight[0]
-            if head is not tail and self.backend.event_done(head.event):
-                self.stats.retired_by_poll += self.finished(head)
+            if head is not tail:
+                self._retire_if_done(head)
+
+    def _retire_if_done(self, node: Node) -> bool:
+        """Ask ``node``'s completion event; retire it (and what came before it) if it is done."""
+        self.stats.events_queried += 1
+        if not self.backend.event_done(node.event):
+            return False
+        self.stats.retired_by_poll += self.finished(node)
+        return True
 
     def _on_finish(self, node: Node) -> None:
         if _pooled(node):

@@ -151,12 +151,16 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
     sync()
     samples: dict[str, list[float]] = {name: [] for name in loops}
     waits = dict.fromkeys((n for n in loops if n.startswith("ag_") and "cross_stream" in n), 0)
+    queries = dict.fromkeys((n for n in loops if n.startswith("ag_")), 0)
     for _ in range(repeats):
         for name, fn in loops.items():
-            before = ag.statistics().event_waits
+            before = ag.statistics()
             samples[name].append(_timed(fn, launches, sync))
+            after = ag.statistics()
             if name in waits:
-                waits[name] += ag.statistics().event_waits - before
+                waits[name] += after.event_waits - before.event_waits
+            if name in queries:
+                queries[name] += after.events_queried - before.events_queried
     cases = {name: _summary(s) for name, s in samples.items()}
     components = _components(ag, stream, launches, repeats, sync)
     per_round = {
@@ -173,6 +177,11 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
     return {"cases": cases, "components": components,
             "event_waits_per_timed_launch": {n: w / (launches * repeats)
                                              for n, w in waits.items()},
+            # (the cross-stream loops also make an untimed launch per timed one: per launch
+            # of the loop, both counted)
+            "event_queries_per_launch": {
+                n: q / (launches * repeats * (2 if "cross_stream" in n else 1))
+                for n, q in queries.items()},
             "ratios": {name: statistics.median(r) for name, r in per_round.items()},
             "ratios_per_round": per_round,
             "floor": cuda_floor(components, cases["cupy_raw_3args"]["median_us"]),

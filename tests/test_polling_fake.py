@@ -51,7 +51,9 @@ SCRIPT = textwrap.dedent(r"""
         loop(200)
         rt.synchronize()
         launches, queries = clock["launches"], clock["queries"]
+        counted = rt.stats.events_queried
         loop(3000)
+        assert rt.stats.events_queried - counted == clock["queries"] - queries  # the statistic
         out[case] = {"queries_per_launch": (clock["queries"] - queries)
                      / (clock["launches"] - launches),
                      "inflight": rt.streams.inflight,

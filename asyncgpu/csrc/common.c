@@ -281,7 +281,7 @@ twin(Twin *t, PyObject *module, const char *type_name, const char *method)
 
 static const char *const stats_names[] = {
     "nodes", "kernels", "event_waits", "events_recorded", "nodes_retired", "retired_by_poll",
-    "prefetches", "bytes_prefetched", "streams_used", "edges"};
+    "prefetches", "bytes_prefetched", "streams_used", "edges", "events_queried"};
 #define N_STATS ((int)(sizeof stats_names / sizeof stats_names[0]))
 PyObject *stats_attrs[N_STATS];
 

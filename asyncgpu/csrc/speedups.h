@@ -187,7 +187,8 @@ enum { S_INDEX, S_HANDLE, S_INFLIGHT, S_SEQ, S_WAITED };
 /* asyncgpu._statistics.Counters (set by configure_issue; updated by issue.c and streams.c) */
 extern SlotLayout stats_layout;
 enum { ST_NODES, ST_KERNELS, ST_EVENT_WAITS, ST_EVENTS_RECORDED, ST_NODES_RETIRED,
-       ST_RETIRED_BY_POLL, ST_PREFETCHES, ST_BYTES_PREFETCHED, ST_STREAMS_USED, ST_EDGES };
+       ST_RETIRED_BY_POLL, ST_PREFETCHES, ST_BYTES_PREFETCHED, ST_STREAMS_USED, ST_EDGES,
+       ST_EVENTS_QUERIED };
 /* stats.<field> += amount */
 int count_stat(PyObject *stats, int field, PyObject *amount);
 extern PyObject *stats_attrs[];

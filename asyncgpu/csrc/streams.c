@@ -621,7 +621,8 @@ retire_if_done(PyObject *self, PyObject *backend, PyObject *stats, PyObject *nod
 {
     PyObject *event = NODE(node, N_EVENT, s_event), *done = NULL, *n = NULL;
     int t = -1;
-    if (event != NULL && (done = call_event_done(backend, event)) != NULL
+    if (event != NULL && count_stat(stats, ST_EVENTS_QUERIED, one) == 0
+            && (done = call_event_done(backend, event)) != NULL
             && (t = truth(done)) > 0) {
         n = call_twin(&t_finished, self, &node, 1);
         t = n == NULL
