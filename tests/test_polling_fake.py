@@ -15,7 +15,6 @@ import json
 import textwrap
 
 import pytest
-
 import stand_in
 
 SCRIPT = textwrap.dedent(r"""

@@ -35,6 +35,18 @@ CALLS = st.lists(st.tuples(st.integers(0, 1), st.integers(0, 2), st.integers(0, 
                            st.booleans(), st.booleans()), min_size=1, max_size=10)
 
 
+def static_inc():
+    """``inc`` (x[:n] += 1), an 8-element ``x`` and ``step(y)``: one ``inc`` of y, static."""
+    inc, _ = kernels()
+    x = ag.zeros(8, np.float32)
+
+    @ag.graph(static=True)
+    def step(y):
+        inc[1, 8](y, 8)
+
+    return inc, x, step
+
+
 def run_static(calls, compiled: bool, **options):
     """The calls on a fresh runtime: (body runs, outcomes, final values, nodes, statistics)."""
     log, runs, outcomes = Log(), [], []
@@ -86,7 +98,7 @@ def test_repeated_calls_stop_running_the_body():
     once (its launches are the same, so their graph is in the cache already), then replays
     with a host write before every call."""
     for compiled in (True, False):
-        runs, outcomes, final, _, _ = run_static([(0, 1, 5, False, False)] * 4
+        runs, outcomes, _, _, _ = run_static([(0, 1, 5, False, False)] * 4
                                                  + [(0, 1, 2, False, True)] * 4, compiled)
         assert runs == [0, 1, 4]
         assert outcomes[2:] == ["replayed"] * 6
@@ -141,12 +153,7 @@ def test_a_patched_method_is_the_one_called(monkeypatch, patched):
 
     monkeypatch.setattr(cls, patched, wrapper)
     with fresh_sim(True):
-        inc, _ = kernels()
-        x = ag.zeros(8, np.float32)
-
-        @ag.graph(static=True)
-        def step(y):
-            inc[1, 8](y, 8)
+        _, x, step = static_inc()
 
         for _ in range(4):
             step(x)
@@ -180,12 +187,7 @@ def test_a_replaced_runtime_lock_is_the_one_taken():
             self.release()
 
     with fresh_sim(True):
-        inc, _ = kernels()
-        x = ag.zeros(8, np.float32)
-
-        @ag.graph(static=True)
-        def step(y):
-            inc[1, 8](y, 8)
+        inc, x, step = static_inc()
 
         rt = current_runtime()
         usual = rt._lock

@@ -223,6 +223,20 @@ lock_release(PyObject *lock)
 }
 
 PyObject *
+unlocked(PyObject *lock, PyObject *result)
+{
+    SavedError saved;
+    save_error(&saved);
+    if (lock_release(lock) < 0) {
+        raise_in_cleanup(&saved);
+        Py_CLEAR(result);
+    } else {
+        restore_error(&saved);
+    }
+    return result;
+}
+
+PyObject *
 call_twin(const Twin *t, PyObject *obj, PyObject *const *args, Py_ssize_t nargs)
 {
     if (direct(t, obj)) {

@@ -38,27 +38,11 @@ static PyObject *python_replay_static, *python_host_current, *copy_key_fn, *arra
 static PyObject *s_recording, *s_token, *s_name, *s_split, *s_failed, *s_eager, *s_lock,
     *s_static, *s_fn, *s_exit, *s_outcomes, *s_outcome, *s_empty,
     *s_plus, *s_static_graphs, *s_replay_static, *s_host_current, *s_settled, *s_host_epoch,
-    *s_graph, *s_destroyed, *s_memory, *s_replayed, *s_id, *s_str, *s_hex;
+    *s_memory, *s_replayed, *s_id, *s_str, *s_hex;
 static Twin t_end_segment;
 
 #define REC(o, f, n) get((o), &rec_layout, (f), (n))
 #define RTA(o, f, n) get((o), &rt_layout, (f), (n))
-
-/* Release the lock after work that returned ``result`` (NULL: an error is set, which goes on,
-   with a failed release's error raised from it). */
-static PyObject *
-unlocked(PyObject *lock, PyObject *result)
-{
-    SavedError saved;
-    save_error(&saved);
-    if (lock_release(lock) < 0) {
-        raise_in_cleanup(&saved);
-        Py_CLEAR(result);
-    } else {
-        restore_error(&saved);
-    }
-    return result;
-}
 
 /* _Run._enter's common case: a new Recording made the runtime's (new reference); None when
    the runtime is already recording (the Python call decides: nested, or another thread's). */
@@ -243,8 +227,8 @@ is_hit(PyObject *hit)
 static int
 replay_static_locked(PyObject *rt, PyObject *hits, PyObject **result)
 {
-    PyObject *cur = RTA(rt, RT_RECORDING, s_recording), *memory = NULL, *hit = NULL,
-        *graph = NULL, *destroyed = NULL, *r = NULL, *key, *value;
+    PyObject *cur = RTA(rt, RT_RECORDING, s_recording), *memory = NULL, *hit = NULL, *r = NULL,
+        *key, *value;
     Py_ssize_t pos = 0;
     int rc = -1, t;
     if (cur == NULL)
@@ -275,9 +259,7 @@ replay_static_locked(PyObject *rt, PyObject *hits, PyObject **result)
     if (!is_hit(hit))
         goto done;
     PyObject *frozen = PyTuple_GET_ITEM(hit, 0);
-    if ((graph = PyObject_GetAttr(frozen, s_graph)) == NULL
-            || (destroyed = PyObject_GetAttr(graph, s_destroyed)) == NULL
-            || (t = truth(destroyed)) < 0)
+    if ((t = frozen_destroyed(frozen)) < 0)
         goto done;
     if (t) {
         rc = 0;                         /* evicted from the cache */
@@ -290,8 +272,6 @@ replay_static_locked(PyObject *rt, PyObject *hits, PyObject **result)
 done:
     Py_XDECREF(memory);
     Py_XDECREF(hit);
-    Py_XDECREF(graph);
-    Py_XDECREF(destroyed);
     Py_XDECREF(r);
     return rc;
 }
@@ -467,8 +447,7 @@ graph_call_init(PyObject *module)
         {&s_outcome, "outcome"}, {&s_empty, "empty"}, {&s_plus, "+"},
         {&s_static_graphs, "_static"}, {&s_replay_static, "_replay_static"},
         {&s_host_current, "host_current"}, {&s_settled, "settled"},
-        {&s_host_epoch, "host_epoch"}, {&s_graph, "graph"}, {&s_destroyed, "destroyed"},
-        {&s_memory, "memory"}, {&s_replayed, "replayed"}, {&s_id, "id"}, {&s_str, "str"},
+        {&s_host_epoch, "host_epoch"}, {&s_memory, "memory"}, {&s_replayed, "replayed"}, {&s_id, "id"}, {&s_str, "str"},
         {&s_hex, "hex"}, {&array_tag, "A"},
     };
     if (INTERN_ALL(names) < 0 || (no_args = PyTuple_New(0)) == NULL

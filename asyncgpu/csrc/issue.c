@@ -192,16 +192,8 @@ runtime_launch_kernel(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_XDECREF(lock);
         return NULL;
     }
-    PyObject *result = launch_locked(self, args[0], args[1], kernel);
+    PyObject *result = unlocked(lock, launch_locked(self, args[0], args[1], kernel));
     Py_DECREF(kernel);
-    SavedError saved;
-    save_error(&saved);
-    if (lock_release(lock) < 0) {
-        raise_in_cleanup(&saved);
-        Py_CLEAR(result);
-    } else {
-        restore_error(&saved);
-    }
     Py_DECREF(lock);
     return result;
 }

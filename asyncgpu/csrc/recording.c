@@ -58,13 +58,25 @@ lookup(PyObject *d, PyObject *key)
     return Py_NewRef(v != NULL ? v : Py_None);
 }
 
+/* frozen.graph.destroyed (evicted from the cache): 1/0, or -1 with an error set */
+int
+frozen_destroyed(PyObject *frozen)
+{
+    PyObject *graph = get(frozen, &frozen_layout, F_GRAPH, s_graph), *destroyed = NULL;
+    int t = graph == NULL || (destroyed = PyObject_GetAttr(graph, s_destroyed)) == NULL
+        ? -1 : truth(destroyed);
+    Py_XDECREF(graph);
+    Py_XDECREF(destroyed);
+    return t;
+}
+
 /* replay_remembered(rt, token, memo): the graph launched again (new reference), None when
    finish must decide, NULL on error. */
 static PyObject *
 replay_remembered(PyObject *rt, PyObject *token, PyObject *memo)
 {
     PyObject *replayed = NULL, *key = NULL, *parts = NULL, *config = NULL, *cache = NULL,
-        *memos = NULL, *graph = NULL, *destroyed = NULL, *entries = NULL, *memory = NULL,
+        *memos = NULL, *entries = NULL, *memory = NULL,
         *current = NULL, *copy_in = NULL, *r = NULL, *result = NULL;
     PyObject *variants, *frozen;
     int t;
@@ -103,9 +115,7 @@ replay_remembered(PyObject *rt, PyObject *token, PyObject *memo)
     Py_DECREF(m);       /* (compared by identity only) */
     if (m != memo)
         goto none;
-    if ((graph = get(frozen, &frozen_layout, F_GRAPH, s_graph)) == NULL
-            || (destroyed = PyObject_GetAttr(graph, s_destroyed)) == NULL
-            || (t = truth(destroyed)) < 0)
+    if ((t = frozen_destroyed(frozen)) < 0)
         goto done;
     if (t)
         goto none;
@@ -161,8 +171,6 @@ done:
     Py_XDECREF(config);
     Py_XDECREF(cache);
     Py_XDECREF(memos);
-    Py_XDECREF(graph);
-    Py_XDECREF(destroyed);
     Py_XDECREF(entries);
     Py_XDECREF(memory);
     Py_XDECREF(current);

@@ -71,6 +71,9 @@ PyObject *call_method(PyObject *obj, PyObject *name, int nargs, ...);
 /* lock.acquire() / lock.release() (the runtime's lock): 0, or -1 with an error set */
 int lock_acquire(PyObject *lock);
 int lock_release(PyObject *lock);
+/* Release the lock after work that returned ``result`` (NULL: an error is set, which goes on,
+   with a failed release's error raised from it); ``result`` or NULL. */
+PyObject *unlocked(PyObject *lock, PyObject *result);
 
 /* A compiled method that the compiled methods call directly, skipping the method call's
    lookups, when that is what the ordinary call would run: the object has no instance dict and
@@ -217,6 +220,8 @@ int memory_init(PyObject *module);
 int driver_init(PyObject *module);
 int recording_init(PyObject *module);
 int graph_call_init(PyObject *module);
+/* frozen.graph.destroyed, for a FrozenGraph (recording.c): 1/0, or -1 with an error set */
+int frozen_destroyed(PyObject *frozen);
 int graph_call_configure(PyObject *recording, PyObject *python_call, PyObject *replay_static,
                          PyObject *host_current, PyObject *copy_key);
 int add_type(PyObject *module, const char *name, PyType_Spec *spec);
