@@ -77,6 +77,10 @@ class Options:
     #: graph launch) straight into the driver's entry points instead of through CuPy's
     #: wrappers (``cuda`` backend, compiled module built; a refused call goes through CuPy).
     direct_driver: bool = True
+    #: With ``direct_driver``: enqueue each kernel as its stream's one-node CUDA graph (the
+    #: node's parameters set, then ``cuGraphLaunch``), which costs the host about half of a
+    #: ``cuLaunchKernel`` on the H100 machine; off while a capture is under way.
+    single_node_graphs: bool = True
     #: Attach the happens-before checker to the ``cuda`` backend (always on for ``sim``).
     debug_hb: bool = False
     #: Stress mode: random stream assignment and (``cuda``) random spin kernels before nodes,
@@ -188,6 +192,7 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_STRESS_SEED": ("stress_seed", int),
     "ASYNCGPU_PACKED_LAUNCH": ("packed_launch", _flag),
     "ASYNCGPU_DIRECT_DRIVER": ("direct_driver", _flag),
+    "ASYNCGPU_SINGLE_NODE_GRAPHS": ("single_node_graphs", _flag),
     "ASYNCGPU_SIM_SEED": ("sim_seed", int),
     "ASYNCGPU_SIM_STRATEGY": ("sim_strategy", str),
     "ASYNCGPU_SIM_TICK": ("sim_tick", float),

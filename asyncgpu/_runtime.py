@@ -296,4 +296,5 @@ def set_options(new: Options) -> None:
 def _backend_identity(o: Options) -> tuple[Any, ...]:
     """The options a backend is built from: changing any of them needs a new runtime."""
     return (backends.resolve(o), o.memory, o.device, o.sim_seed, o.sim_strategy, o.sim_tick,
-            o.debug_hb, o.packed_launch, o.direct_driver, o.stress, o.stress_seed)
+            o.debug_hb, o.packed_launch, o.direct_driver, o.single_node_graphs, o.stress,
+            o.stress_seed)

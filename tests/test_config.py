@@ -89,3 +89,13 @@ def test_changing_direct_driver_makes_a_new_backend():
         first = _runtime.current_runtime()
         with ag.configure(direct_driver=False):
             assert _runtime.current_runtime() is not first
+
+
+def test_changing_single_node_graphs_makes_a_new_backend():
+    import asyncgpu as ag
+    from asyncgpu import _runtime
+
+    with ag.configure(backend="sim", single_node_graphs=True):
+        first = _runtime.current_runtime()
+        with ag.configure(single_node_graphs=False):
+            assert _runtime.current_runtime() is not first

@@ -141,7 +141,7 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
                  "_fetch_stream", "_graph_launch", "_graphs_in_flight", "_numba_streams",
                  "_recent", "_stream_wait", "captures", "cupy", "device", "device_name", "driver",
                  "driver_launch", "explicit", "fault", "host_coherent_while_busy",
-                 "packed_launches", "pool", "runtime", "sm_count",
+                 "packed_launches", "pool", "runtime", "single_node_graphs", "sm_count",
                  "_lane_cost_s", "_peak_bandwidth", "_timing_gate")
     name = "cuda"
     prefetches = True
@@ -171,6 +171,8 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
             self.host_coherent_while_busy = bool(self.runtime.deviceGetAttribute(attr,
                                                                                  self.device))
         self._numba_streams: dict[int, Any] = {}
+        self.captures = CaptureTracker()
+        self.single_node_graphs = options.single_node_graphs
         # A launch's CUDA calls: straight into the driver where that applies (_driver.py),
         # else CuPy's. Kernels launch through cuLaunchKernel with a packed parameter buffer
         # (_cuda_kernels.py) unless the user turned it off or this CuPy lacks the entry point.
@@ -178,7 +180,6 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
                        else None)
         self.packed_launches = options.packed_launch and self.driver_launch is not None
         self._driver_error = cupy.cuda.driver.CUDADriverError
-        self.captures = CaptureTracker()
         self._fetch_stream: Any = None      # host reads' copies out (fetch_to_host)
         self._d2h = getattr(self.runtime, "memcpyDeviceToHost", 2)
         self._graphs_in_flight: dict[int, Graph] = {}
@@ -199,10 +200,21 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
         self.driver = calls
         (self.driver_launch, self._event_record, self._stream_wait, self._event_done,
          self._graph_launch) = cuda_calls(self.cupy, calls)
+        self._follow_captures()
+
+    def _follow_captures(self) -> None:
+        """Kernels go through their stream's one-node graph (``single_node_graphs``) except
+        while a capture is engaged: a capture must record the kernel itself."""
+        if self.driver is not None:
+            self.driver.single_node_graphs = (self.single_node_graphs
+                                              and not self.captures.engaged)
 
     def close(self) -> None:
         """The runtime is done with this backend: its pool's free blocks go back to the device
-        (arrays of the old runtime still alive keep theirs)."""
+        (arrays of the old runtime still alive keep theirs), and its one-node graphs are
+        destroyed."""
+        if self.driver is not None:
+            self.driver.release_lanes()
         self.pool.free_all_blocks()
 
     # -- streams and events ------------------------------------------------------------------
@@ -282,6 +294,7 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
     # -- graphs ------------------------------------------------------------------------------
     def begin_capture(self, stream: Any) -> None:
         self.captures.begin(stream)
+        self._follow_captures()
         try:
             mode = getattr(self.runtime, "streamCaptureModeRelaxed", None)
             stream.begin_capture(mode)
@@ -290,9 +303,17 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
                 self.captures.end(stream)
             except CaptureError:
                 pass
+            finally:
+                self._follow_captures()
             raise CaptureError(f"begin_capture on {stream!r} failed: {exc}") from exc
 
     def end_capture(self, stream: Any) -> Graph:
+        try:
+            return self._end_capture(stream)
+        finally:
+            self._follow_captures()
+
+    def _end_capture(self, stream: Any) -> Graph:
         closes = self.captures.is_origin(stream)
         try:
             graph = self.captures.end(stream)

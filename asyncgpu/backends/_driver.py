@@ -36,6 +36,14 @@ log = logging.getLogger("asyncgpu")
 #: The driver functions ``DriverCalls`` calls, in the order it takes their addresses.
 ENTRY_POINTS = ("cuLaunchKernel", "cuEventRecord", "cuStreamWaitEvent", "cuEventQuery",
                 "cuGraphLaunch")
+#: The one-node graphs' entry points (``single_node_graphs``, asyncgpu/csrc/graph_lanes.c),
+#: in the order ``DriverCalls`` takes their addresses; each is the first of its names the
+#: library has (the ``_v2`` functions take CUDA 12's kernel node parameters, whose first
+#: fields are those of the older layout).
+GRAPH_ENTRY_POINTS = (("cuGraphCreate",), ("cuGraphAddKernelNode_v2", "cuGraphAddKernelNode"),
+                      ("cuGraphInstantiateWithFlags",),
+                      ("cuGraphExecKernelNodeSetParams_v2", "cuGraphExecKernelNodeSetParams"),
+                      ("cuGraphExecDestroy",), ("cuGraphDestroy",), ("cuCtxSynchronize",))
 _LIBRARIES = {"win32": ("nvcuda.dll",)}.get(sys.platform, ("libcuda.so.1", "libcuda.so"))
 
 
@@ -73,6 +81,21 @@ def entry_points(library: Any) -> tuple[int, ...] | None:
         return None
 
 
+def graph_entry_points(library: Any) -> tuple[int, ...] | None:
+    """The addresses of :data:`GRAPH_ENTRY_POINTS` in a loaded driver library; None if one is
+    missing (then kernels launch with ``cuLaunchKernel`` alone)."""
+    found = []
+    for names in GRAPH_ENTRY_POINTS:
+        for name in names:
+            fn = getattr(library, name, None)
+            if fn is not None:
+                found.append(ctypes.cast(fn, ctypes.c_void_p).value or 0)
+                break
+        else:
+            return None
+    return tuple(found) if all(found) else None
+
+
 def driver_calls(cupy: Any) -> Any:
     """A ``DriverCalls`` over the process's CUDA driver, falling back to CuPy's callables on
     any refused call; None where direct calls do not apply (see the module docstring)."""
@@ -90,6 +113,10 @@ def driver_calls(cupy: Any) -> Any:
             continue
         addresses = entry_points(library)
         if addresses is not None and all(addresses):
-            return speedups.DriverCalls(addresses, *cupy_calls[:3])
+            graphs = graph_entry_points(library)
+            if graphs is None:
+                log.info("asyncgpu: this CUDA driver lacks the graph entry points of "
+                         "single_node_graphs; kernels launch with cuLaunchKernel")
+            return speedups.DriverCalls(addresses + (graphs or ()), *cupy_calls[:3])
     log.info("asyncgpu: no CUDA driver library found for direct calls; using CuPy's")
     return None

@@ -35,6 +35,7 @@ Example (what asyncgpu/backends/_driver.py does)::
     calls.eventRecord(event.ptr, stream.ptr)
 */
 #include "speedups.h"
+#include "graph_lanes.h"
 
 typedef int (*launch_fn)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                          unsigned, void *, void **, void **);
@@ -53,6 +54,7 @@ typedef struct {
     query_fn query;
     graph_launch_fn graph_launch;
     PyObject *cupy_launch, *cupy_record, *cupy_wait;    /* CuPy's: the reference callables */
+    GraphLanes lanes;       /* kernels enqueued as one-node graphs (graph_lanes.c) */
 } DriverCalls;
 
 static PyObject *s_ptr, *s_done, *s_graph_exec, *s_launch;
@@ -108,10 +110,18 @@ calls_launch_kernel(DriverCalls *self, PyObject *const *args, Py_ssize_t nargs)
             return through_cupy(self->cupy_launch, args, nargs);
     }
     int status;
+    Lane *tried = NULL;
+    if (self->lanes.enabled) {
+        KernelNodeParams p = {f, d[0], d[1], d[2], d[3], d[4], d[5], d[6],
+                              (void **)params, (void **)extra, NULL, NULL};
+        if (lanes_launch(&self->lanes, &p, stream, &tried) == 0)
+            Py_RETURN_NONE;
+    }
     Py_BEGIN_ALLOW_THREADS
     status = self->launch(f, d[0], d[1], d[2], d[3], d[4], d[5], d[6], stream,
                           (void **)params, (void **)extra);
     Py_END_ALLOW_THREADS
+    lanes_outcome(&self->lanes, tried, stream, status);
     if (status != 0)
         return through_cupy(self->cupy_launch, args, nargs);
     Py_RETURN_NONE;
@@ -212,7 +222,7 @@ static PyObject *
 calls_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
 {
     PyObject *addresses, *launch, *record, *wait;
-    void *fn[5];
+    void *fn[5 + GRAPH_ENTRY_COUNT] = {NULL};
     if (kwargs != NULL && PyDict_GET_SIZE(kwargs) != 0) {
         PyErr_SetString(PyExc_TypeError, "DriverCalls takes no keyword arguments");
         return NULL;
@@ -220,12 +230,14 @@ calls_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     if (!PyArg_ParseTuple(args, "O!OOO:DriverCalls", &PyTuple_Type, &addresses, &launch,
                           &record, &wait))
         return NULL;
-    if (PyTuple_GET_SIZE(addresses) != 5) {
+    Py_ssize_t count = PyTuple_GET_SIZE(addresses);
+    if (count != 5 && count != 5 + GRAPH_ENTRY_COUNT) {
         PyErr_SetString(PyExc_ValueError, "DriverCalls: five addresses (launch, record, "
-                        "wait, query, graph launch; 0 for one that is missing)");
+                        "wait, query, graph launch; 0 for one that is missing), then "
+                        "optionally the seven of the graph lanes (_driver.GRAPH_ENTRY_POINTS)");
         return NULL;
     }
-    for (int i = 0; i < 5; i++) {
+    for (Py_ssize_t i = 0; i < count; i++) {
         PyObject *a = PyTuple_GET_ITEM(addresses, i);
         fn[i] = PyLong_Check(a) ? PyLong_AsVoidPtr(a) : NULL;
         if (PyErr_Occurred())
@@ -244,6 +256,19 @@ calls_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     self->wait = (wait_fn)fn[2];
     self->query = (query_fn)fn[3];
     self->graph_launch = (graph_launch_fn)fn[4];
+    GraphEntries *g = &self->lanes.fn;
+    g->create = (int (*)(void **, unsigned))fn[5];
+    g->add_node = (int (*)(void **, void *, void *const *, size_t,
+                           const KernelNodeParams *))fn[6];
+    g->instantiate = (int (*)(void **, void *, unsigned long long))fn[7];
+    g->set_params = (int (*)(void *, void *, const KernelNodeParams *))fn[8];
+    g->exec_destroy = (int (*)(void *))fn[9];
+    g->graph_destroy = (int (*)(void *))fn[10];
+    g->ctx_synchronize = (int (*)(void))fn[11];
+    self->lanes.graph_launch = self->graph_launch;
+    self->lanes.available = self->graph_launch != NULL;
+    for (int i = 5; i < 5 + GRAPH_ENTRY_COUNT; i++)
+        self->lanes.available &= fn[i] != NULL;
     self->cupy_launch = Py_NewRef(launch);
     self->cupy_record = Py_NewRef(record);
     self->cupy_wait = Py_NewRef(wait);
@@ -276,12 +301,66 @@ calls_dealloc(DriverCalls *self)
 {
     PyTypeObject *type = Py_TYPE(self);
     PyObject_GC_UnTrack(self);
+    lanes_release(&self->lanes);
     calls_clear(self);
     type->tp_free((PyObject *)self);
     Py_DECREF(type);
 }
 
+static PyObject *
+calls_release_lanes(DriverCalls *self, PyObject *unused)
+{
+    lanes_release(&self->lanes);
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+lanes_get(DriverCalls *self, void *unused)
+{
+    return PyBool_FromLong(self->lanes.enabled);
+}
+
+static int
+lanes_set(DriverCalls *self, PyObject *value, void *unused)
+{
+    int on = value == NULL ? -1 : PyObject_IsTrue(value);
+    if (on < 0) {
+        if (value == NULL)
+            PyErr_SetString(PyExc_AttributeError, "single_node_graphs cannot be deleted");
+        return -1;
+    }
+    self->lanes.enabled = on && self->lanes.available;
+    return 0;
+}
+
+static PyObject *
+lane_launches_get(DriverCalls *self, void *unused)
+{
+    return PyLong_FromUnsignedLongLong(self->lanes.launches);
+}
+
+static PyObject *
+lanes_available_get(DriverCalls *self, void *unused)
+{
+    return PyBool_FromLong(self->lanes.available);
+}
+
+static PyGetSetDef calls_getset[] = {
+    {"single_node_graphs", (getter)lanes_get, (setter)lanes_set,
+     "Whether launchKernel enqueues each kernel as its stream's one-node graph "
+     "(graph_lanes.c); setting it True has no effect where the entry points are missing.",
+     NULL},
+    {"lane_launches", (getter)lane_launches_get, NULL,
+     "How many kernels launchKernel enqueued through a one-node graph.", NULL},
+    {"lanes_available", (getter)lanes_available_get, NULL,
+     "Whether every entry point of the one-node graphs was given.", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PyMethodDef calls_methods[] = {
+    {"release_lanes", (PyCFunction)calls_release_lanes, METH_NOARGS,
+     "release_lanes(): wait for the device, then destroy the one-node graphs (later launches "
+     "make them again)."},
     {"launchKernel", (PyCFunction)(void (*)(void))calls_launch_kernel, METH_FASTCALL,
      "launchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra): cuLaunchKernel "
      "(as cupy.cuda.driver.launchKernel)."},
@@ -303,6 +382,7 @@ static PyType_Slot calls_slots[] = {
     {Py_tp_traverse, calls_traverse},
     {Py_tp_clear, calls_clear},
     {Py_tp_methods, calls_methods},
+    {Py_tp_getset, calls_getset},
     {Py_tp_doc, "DriverCalls(addresses, launch_kernel, event_record, stream_wait_event): the "
                 "CUDA calls of a launch, made straight into the driver (see "
                 "asyncgpu/csrc/driver.c)."},
