@@ -146,9 +146,11 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
                 case_loops[f"ag_{kind}_{case}"] = fn
         loops.update({f"{name}_{nargs}args": fn for name, fn in case_loops.items()})
     loops.update(_sequences(ag, stream))
+    loops.update(_without_lanes(ag, loops))
     for fn in loops.values():
         fn(50)                                      # compile and warm up
     sync()
+    lanes_before = _lanes_used(ag)["lane_launches"]
     samples: dict[str, list[float]] = {name: [] for name in loops}
     waits = dict.fromkeys((n for n in loops if n.startswith("ag_") and "cross_stream" in n), 0)
     queries = dict.fromkeys((n for n in loops if n.startswith("ag_")), 0)
@@ -161,6 +163,8 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
                 waits[name] += after.event_waits - before.event_waits
             if name in queries:
                 queries[name] += after.events_queried - before.events_queried
+    lanes = _lanes_used(ag)
+    lanes["lane_launches"] -= lanes_before
     cases = {name: _summary(s) for name, s in samples.items()}
     components = _components(ag, stream, launches, repeats, sync)
     per_round = {
@@ -171,6 +175,9 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
         "cuda_sequence_cross_stream_over_cupy_raw_3args": _round_ratios(
             samples, "cuda_sequence_cross_stream_3args", "cupy_raw_3args"),
     }
+    if "ag_cuda_c_cross_stream_3args_no_lanes" in samples:
+        per_round["no_lanes_cuda_c_cross_stream_over_cupy_raw_3args"] = _round_ratios(
+            samples, "ag_cuda_c_cross_stream_3args_no_lanes", "cupy_raw_3args")
     if "driver_sequence_cross_stream_3args" in samples:
         per_round["driver_sequence_cross_stream_over_cupy_raw_3args"] = _round_ratios(
             samples, "driver_sequence_cross_stream_3args", "cupy_raw_3args")
@@ -185,7 +192,42 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
             "ratios": {name: statistics.median(r) for name, r in per_round.items()},
             "ratios_per_round": per_round,
             "floor": cuda_floor(components, cases["cupy_raw_3args"]["median_us"]),
-            "flat": flatness(ag), "options": options_effect(ag), "runtime_only": runtime_only()}
+            "flat": flatness(ag), "options": options_effect(ag), "runtime_only": runtime_only(),
+            "single_node_graphs": lanes}
+
+
+def _without_lanes(ag: Any, loops: dict[str, Callable[[int], float | None]]
+                   ) -> dict[str, Callable[[int], float | None]]:
+    """The 3-array asyncgpu cases again with every kernel through ``cuLaunchKernel`` instead of
+    its stream's one-node graph (``single_node_graphs`` off for the loop, same runtime), where
+    the lanes are in use: their effect, measured in the same rounds."""
+    from asyncgpu._runtime import current_runtime
+
+    driver = getattr(current_runtime().backend, "driver", None)
+    if driver is None or not driver.single_node_graphs:
+        return {}
+
+    def off(fn: Callable[[int], float | None]) -> Callable[[int], float | None]:
+        def loop(n: int) -> float | None:
+            driver.single_node_graphs = False
+            try:
+                return fn(n)
+            finally:
+                driver.single_node_graphs = True
+        return loop
+
+    return {f"{name}_no_lanes": off(fn) for name, fn in loops.items()
+            if name.startswith("ag_") and name.endswith("_3args")}
+
+
+def _lanes_used(ag: Any) -> dict[str, Any]:
+    """Whether the current runtime's kernels go through one-node graphs, and how many have
+    (the timed rounds' count, in ``measure``'s result)."""
+    from asyncgpu._runtime import current_runtime
+
+    driver = getattr(current_runtime().backend, "driver", None)
+    return {"on": bool(driver is not None and driver.single_node_graphs),
+            "lane_launches": 0 if driver is None else driver.lane_launches}
 
 
 def _round_ratios(samples: dict[str, list[float]], num: str, den: str) -> list[float]:
@@ -261,6 +303,7 @@ OPTION_VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
     "packed_launch=False": {"packed_launch": False},
     "direct_driver=False": {"direct_driver": False},
+    "single_node_graphs=False": {"single_node_graphs": False},
     "debug_hb=True": {"debug_hb": True},
     "poll_threshold=1": {"poll_threshold": 1},
     "poll_threshold=4": {"poll_threshold": 4},

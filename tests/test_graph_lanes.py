@@ -33,7 +33,7 @@ class NodeParams(ctypes.Structure):
                 ("ctx", P)]
 
     def launch(self) -> tuple:
-        return (self.func or 0, self.gx, self.gy, self.gz, self.bx, self.by, self.bz,
+        return (self.func or self.kern or 0, self.gx, self.gy, self.gz, self.bx, self.by, self.bz,
                 self.shared, self.kernel_params or 0, self.extra or 0)
 
 
@@ -51,6 +51,9 @@ class Driver:
         # what each executable graph's node holds now: (func, dims..., params, extra)
         self.execs: dict[int, tuple] = {}
         self.nodes: dict[int, tuple] = {}
+        # handles that are CUkernels: a kernel node takes them as ``kern``, never as ``func``
+        self.kernels: set[int] = set()
+        self.forms: list[str] = []      # "func" or "kern", per node parameters taken
 
         def new_handle(out) -> int:
             self.handles += 1
@@ -75,7 +78,17 @@ class Driver:
                              self.execs.get(exec_)))
             return self.status["graph_launch"]
 
+        def refused(params) -> bool:
+            p = params.contents
+            if p.func in self.kernels:
+                return True
+            self.forms.append("kern" if p.func is None else "func")
+            return False
+
         def add_node(out, graph, deps, ndeps, params):
+            if refused(params):
+                self.log.append(("add_node", graph, "refused"))
+                return 1
             node = new_handle(out)
             self.nodes[node] = params.contents.launch()
             self.log.append(("add_node", graph, node, self.nodes[node]))
@@ -87,6 +100,8 @@ class Driver:
             return 0
 
         def set_params(exec_, node, params):
+            if refused(params):
+                return 1
             self.execs[exec_] = params.contents.launch()
 
         entries = [
@@ -101,7 +116,8 @@ class Driver:
             (lambda *a: self.status["add_node"] or add_node(*a),
              ctypes.CFUNCTYPE(I, PP, P, P, SZ, ctypes.POINTER(NodeParams))),
             (logged("instantiate", instantiate), ctypes.CFUNCTYPE(I, PP, P, ULL)),
-            (logged("set_params", set_params),
+            (lambda e, n, p: (self.log.append(("set_params", e, n)) or
+                              self.status["set_params"] or set_params(e, n, p) or 0),
              ctypes.CFUNCTYPE(I, P, P, ctypes.POINTER(NodeParams))),
             (logged("exec_destroy"), ctypes.CFUNCTYPE(I, P)),
             (logged("graph_destroy"), ctypes.CFUNCTYPE(I, P)),
@@ -148,19 +164,33 @@ def as_enqueued(args: tuple) -> tuple:
     return (args[8], *args[:8], args[9], args[10])
 
 
-def test_each_kernel_is_enqueued_once_through_its_streams_lane():
+def test_each_kernel_is_enqueued_once_through_its_lane():
     drv, cupy_log = Driver(), []
     calls = make_calls(drv, cupy_log)
     sequence = [launch_args(0x10, 0xA, 0x500), launch_args(0x11, 0xA, 0x501, grid=7),
-                launch_args(0x10, 0xB, 0x502), launch_args(0x12, 0xA, 0x503),
-                launch_args(0x10, 0xB, 0x504)]
+                launch_args(0x10, 0xB, 0x502), launch_args(0x10, 0xA, 0x503, grid=9),
+                launch_args(0x11, 0xA, 0x504), launch_args(0x10, 0xB, 0x505)]
     for args in sequence:
         assert calls.launchKernel(*args) is None
     assert drv.enqueued() == [as_enqueued(a) for a in sequence]
-    # one graph per stream, made on its first launch; later launches set the node's parameters
-    assert drv.names().count("create") == 2 and drv.names().count("instantiate") == 2
+    # one graph per function and stream, made on its first launch there; later launches set
+    # the node's parameters
+    assert drv.names().count("create") == 3 and drv.names().count("instantiate") == 3
     assert drv.names().count("set_params") == 3 and "launch" not in drv.names()
-    assert calls.lane_launches == 5 and cupy_log == []
+    assert calls.lane_launches == 6 and cupy_log == []
+
+
+def test_a_library_kernel_handle_goes_in_the_node_as_kern():
+    drv, cupy_log = Driver(), []
+    calls = make_calls(drv, cupy_log)
+    drv.kernels.add(0x77)           # (numba-cuda's kernels come from cuLibraryGetKernel)
+    sequence = [launch_args(0x77, 0xA, 0x500), launch_args(0x77, 0xA, 0x501, grid=3),
+                launch_args(0x10, 0xA, 0x502), launch_args(0x77, 0xA, 0x503)]
+    for args in sequence:
+        calls.launchKernel(*args)
+    assert drv.enqueued() == [as_enqueued(a) for a in sequence]
+    assert "launch" not in drv.names() and calls.lane_launches == 4
+    assert drv.forms == ["kern", "kern", "func", "kern"]
 
 
 def test_lanes_off_or_unavailable_launch_the_ordinary_way():
@@ -179,13 +209,13 @@ def test_a_refused_lane_launch_goes_the_ordinary_way_and_the_lane_is_dropped():
     calls = make_calls(drv, cupy_log)
     calls.launchKernel(*launch_args(0x10, 0xA, 0x500))
     drv.status["set_params"] = 1                    # the driver will not take this update
-    second = launch_args(0x11, 0xA, 0x501)
+    second = launch_args(0x10, 0xA, 0x501)
     assert calls.launchKernel(*second) is None
     assert drv.enqueued()[-1] == as_enqueued(second)
     assert drv.names()[-4:] == ["set_params", "launch", "exec_destroy", "graph_destroy"]
     drv.status["set_params"] = 0
     drv.log.clear()
-    third = launch_args(0x12, 0xA, 0x502)
+    third = launch_args(0x10, 0xA, 0x502)
     calls.launchKernel(*third)                      # the lane is not tried again
     assert drv.names() == ["launch"] and drv.enqueued() == [as_enqueued(third)]
 
@@ -195,13 +225,13 @@ def test_a_kernel_refused_both_ways_raises_cupys_error_and_keeps_the_lane():
     calls = make_calls(drv, cupy_log, cupy_fails=True)
     calls.launchKernel(*launch_args(0x10, 0xA, 0x500))
     drv.status.update(graph_launch=1, launch=1)      # the kernel itself is refused
-    bad = launch_args(0x11, 0xA, 0x501, grid=0)
+    bad = launch_args(0x10, 0xA, 0x501, grid=0)
     with pytest.raises(CupyError, match="launch refused"):
         calls.launchKernel(*bad)
     assert cupy_log == [bad]
     drv.status.update(graph_launch=0, launch=0)
     drv.log.clear()
-    good = launch_args(0x12, 0xA, 0x502)
+    good = launch_args(0x10, 0xA, 0x502)
     calls.launchKernel(*good)                       # the lane is still in use
     assert drv.names() == ["set_params", "graph_launch"]
     assert drv.enqueued() == [as_enqueued(good)]
@@ -217,10 +247,11 @@ def test_a_lane_that_cannot_be_made_is_not_tried_again_once_the_kernel_launches(
     assert drv.names().count("graph_destroy") == 1  # the half-made graph is not leaked
     drv.status["instantiate"] = 0
     drv.log.clear()
-    calls.launchKernel(*launch_args(0x11, 0xA, 0x501))
+    calls.launchKernel(*launch_args(0x10, 0xA, 0x501))
     assert drv.names() == ["launch"]
-    calls.launchKernel(*launch_args(0x11, 0xB, 0x501))      # another stream gets its lane
-    assert drv.names()[1:] == ["create", "add_node", "instantiate", "graph_launch"]
+    calls.launchKernel(*launch_args(0x10, 0xB, 0x501))      # another stream gets its lane
+    calls.launchKernel(*launch_args(0x11, 0xA, 0x501))      # and another function
+    assert drv.names()[1:] == ["create", "add_node", "instantiate", "graph_launch"] * 2
 
 
 def test_release_waits_for_the_device_then_destroys_every_lane():
@@ -236,13 +267,18 @@ def test_release_waits_for_the_device_then_destroys_every_lane():
     assert drv.names() == ["create", "add_node", "instantiate", "graph_launch"]
 
 
-def test_beyond_the_lane_table_streams_launch_the_ordinary_way():
+def test_beyond_the_lane_table_kernels_launch_the_ordinary_way():
     drv, cupy_log = Driver(), []
     calls = make_calls(drv, cupy_log)
-    for stream in range(1, 70):
-        calls.launchKernel(*launch_args(0x10, stream, 0x500))
-    assert drv.names().count("instantiate") == 64 and drv.names().count("launch") == 5
-    assert len(drv.enqueued()) == 69 and calls.lane_launches == 64
+    pairs = [(f, s) for f in range(0x10, 0x10 + 20) for s in range(1, 21)]   # 400 lanes
+    for f, stream in pairs:
+        calls.launchKernel(*launch_args(f, stream, 0x500))
+    assert drv.names().count("instantiate") == 384 and drv.names().count("launch") == 16
+    drv.log.clear()
+    for f, stream in pairs:                         # every lane made is found again
+        calls.launchKernel(*launch_args(f, stream, 0x501))
+    assert drv.names().count("set_params") == 384 and drv.names().count("launch") == 16
+    assert len(drv.enqueued()) == 400 and calls.lane_launches == 768
 
 
 def test_the_backend_turns_lanes_off_while_a_capture_is_engaged():

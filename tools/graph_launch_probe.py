@@ -99,6 +99,25 @@ def main() -> None:
 
     calls = driver_calls(cupy)
 
+    # the same across several streams, each with its own one-node graph, taken in turn, and
+    # each launch followed by an event record: the pattern of asyncgpu's independent launches
+    lanes = int(next((a.split("=")[1] for a in sys.argv if a.startswith("--lanes=")), 16))
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(lanes)]
+    sps = [st.ptr for st in streams]
+    execs, lane_nodes = [], []
+    for _ in range(lanes):
+        g, nd_, ex = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        assert graph_create(ctypes.byref(g), 0) == 0
+        assert add_node(ctypes.byref(nd_), g, None, ctypes.c_size_t(0),
+                        ctypes.byref(params[0])) == 0
+        assert instantiate(ctypes.byref(ex), g, ctypes.c_ulonglong(0)) == 0
+        execs.append(ex.value)
+        lane_nodes.append(nd_.value)
+    events = [cupy.cuda.Event(block=False, disable_timing=True) for _ in range(64)]
+    evs = [e.ptr for e in events]
+    record = _entry(lib, "cuEventRecord")
+    record.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+
     def check(rc):
         if rc:
             raise RuntimeError(rc)
@@ -112,13 +131,28 @@ def main() -> None:
         "set_graph": lambda n: [(set_params(ev, nd, pp[i & 63]), graph_launch(ev, sp))
                                 for i in range(n)],
     }
+    m = lanes
+    loops.update({
+        "launch_rot": lambda n: [launch(fn, 1, 1, 1, 32, 1, 1, 0, sps[i % m], None,
+                                        extras[i & 63]) for i in range(n)],
+        "set_graph_rot": lambda n: [(set_params(execs[i % m], lane_nodes[i % m], pp[i & 63]),
+                                     graph_launch(execs[i % m], sps[i % m]))
+                                    for i in range(n)],
+        "launch_rot_rec": lambda n: [(launch(fn, 1, 1, 1, 32, 1, 1, 0, sps[i % m], None,
+                                             extras[i & 63]), record(evs[i & 63], sps[i % m]))
+                                     for i in range(n)],
+        "set_graph_rot_rec": lambda n: [(set_params(execs[i % m], lane_nodes[i % m],
+                                                    pp[i & 63]),
+                                         graph_launch(execs[i % m], sps[i % m]),
+                                         record(evs[i & 63], sps[i % m])) for i in range(n)],
+    })
     if calls is not None:
         loops["direct_launch"] = lambda n: [
             calls.launchKernel(fn, 1, 1, 1, 32, 1, 1, 0, sp, 0, extras[i & 63])
             for i in range(n)]
     for f in loops.values():
         f(100)
-    stream.synchronize()
+    cupy.cuda.Device().synchronize()
     # a result check: the graph with its parameters set writes the output it was given
     outs[5].fill(0)
     check(set_params(ev, nd, pp[5]))
@@ -126,16 +160,34 @@ def main() -> None:
     stream.synchronize()
     assert float(outs[5][0]) == 2.0, "graph launch with set parameters did not run"
 
+    # may a node's function change? to another module's kernel, and to one of the same module
+    other = cupy.RawKernel(SRC.replace("k3", "k3b"), "k3b")
+    module = cupy.RawModule(code=SRC + SRC.replace("k3", "k3c"))
+    same_a, same_b = module.get_function("k3"), module.get_function("k3c")
+    for label, f1, f2 in (("another module", fn, other.kernel.ptr),
+                          ("the same module", same_a.kernel.ptr, same_b.kernel.ptr)):
+        g, nd_, ex = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_void_p()
+        p1 = KernelNodeParams(f1, 1, 1, 1, 32, 1, 1, 0, None, extras[0], None, None)
+        p2 = KernelNodeParams(f2, 2, 1, 1, 64, 1, 1, 0, None, extras[1], None, None)
+        graph_create(ctypes.byref(g), 0)
+        add_node(ctypes.byref(nd_), g, None, ctypes.c_size_t(0), ctypes.byref(p1))
+        instantiate(ctypes.byref(ex), g, ctypes.c_ulonglong(0))
+        print(f"set_params to a function of {label}: status",
+              set_params(ex.value, nd_.value, ctypes.addressof(p2)))
+    p3 = KernelNodeParams(fn, 2, 1, 1, 64, 1, 1, 0, None, extras[2], None, None)
+    print("set_params with other dimensions: status",
+          set_params(execs[0], lane_nodes[0], ctypes.addressof(p3)))
+
     n = 1000
     host: dict[str, list[float]] = {k: [] for k in loops}
     wall: dict[str, list[float]] = {k: [] for k in loops}
     for _ in range(rounds):
         for name, f in loops.items():
-            stream.synchronize()
+            cupy.cuda.Device().synchronize()
             t0 = time.perf_counter()
             f(n)
             t1 = time.perf_counter()
-            stream.synchronize()
+            cupy.cuda.Device().synchronize()
             t2 = time.perf_counter()
             host[name].append((t1 - t0) / n * 1e6)
             wall[name].append((t2 - t0) / n * 1e6)

@@ -121,7 +121,7 @@ calls_launch_kernel(DriverCalls *self, PyObject *const *args, Py_ssize_t nargs)
     status = self->launch(f, d[0], d[1], d[2], d[3], d[4], d[5], d[6], stream,
                           (void **)params, (void **)extra);
     Py_END_ALLOW_THREADS
-    lanes_outcome(&self->lanes, tried, stream, status);
+    lanes_outcome(&self->lanes, tried, status);
     if (status != 0)
         return through_cupy(self->cupy_launch, args, nargs);
     Py_RETURN_NONE;

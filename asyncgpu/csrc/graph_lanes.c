@@ -5,11 +5,15 @@ The model
 Measured on the H100 machine (tools/graph_launch_probe.py, docs/performance.md "Stop 21"),
 ``cuLaunchKernel`` costs about 4.7 us of host time there, while ``cuGraphLaunch`` of an
 instantiated one-node graph costs about 2 us and changing that node's parameters in the
-executable graph (``cuGraphExecKernelNodeSetParams``) about 0.6 us. So each stream gets a
-*lane*: a one-node graph, instantiated on the stream's first launch with that launch's kernel,
-and every later kernel on that stream is enqueued by setting the node's parameters (function,
-grid, block, shared memory, the packed parameter buffer: everything may change) and launching
-the graph on the stream.
+executable graph (``cuGraphExecKernelNodeSetParams``) about 0.6 us. So each kernel function
+gets a *lane* on each stream it runs on: a one-node graph, instantiated on the function's first
+launch on that stream, and every later launch of it there is enqueued by setting the node's
+parameters (grid, block, shared memory, the packed parameter buffer) and launching the graph on
+the stream. A lane holds one function: on the H100 machine
+the driver refused to change a node's function to one of another module. The handle
+``cuLaunchKernel`` takes may also be a library's ``CUkernel`` (numba-cuda loads its kernels
+through ``cuLibraryLoadData``); a kernel node takes that as ``kern``, not ``func``, so a lane
+whose graph cannot be made with ``func`` is made with ``kern``, and keeps that form.
 
 Invariants
 ----------
@@ -31,7 +35,7 @@ Example (driver.c's launchKernel)::
     if (lanes.enabled && lanes_launch(&lanes, &params, stream, &tried) == 0)
         return;                                     // enqueued through the stream's lane
     status = cuLaunchKernel(...);
-    lanes_outcome(&lanes, tried, stream, status);
+    lanes_outcome(&lanes, tried, status);
 */
 #include "speedups.h"
 #include "graph_lanes.h"
@@ -48,14 +52,32 @@ destroy_lane(GraphLanes *lanes, Lane *lane)
     lane->exec = lane->graph = lane->node = NULL;
 }
 
+/* ``params`` with the handle given as a CUkernel (``kern``) when the lane takes it so */
+static const KernelNodeParams *
+node_params(const Lane *lane, const KernelNodeParams *params, KernelNodeParams *space)
+{
+    if (!lane->as_kernel)
+        return params;
+    *space = *params;
+    space->kern = space->func;
+    space->func = NULL;
+    return space;
+}
+
 /* The lane's graph, with ``params`` in its one node, instantiated: 0, or the driver's status
    (nothing left behind). */
 static int
 make_lane(GraphLanes *lanes, Lane *lane, const KernelNodeParams *params)
 {
+    KernelNodeParams space;
     int status = lanes->fn.create(&lane->graph, 0);
-    if (status == 0)
-        status = lanes->fn.add_node(&lane->node, lane->graph, NULL, 0, params);
+    lane->as_kernel = 0;
+    if (status == 0
+            && lanes->fn.add_node(&lane->node, lane->graph, NULL, 0, params) != 0) {
+        lane->as_kernel = 1;    /* (refused as a function: perhaps it is a CUkernel) */
+        status = lanes->fn.add_node(&lane->node, lane->graph, NULL, 0,
+                                    node_params(lane, params, &space));
+    }
     if (status == 0)
         status = lanes->fn.instantiate(&lane->exec, lane->graph, 0);
     if (status != 0)
@@ -63,32 +85,34 @@ make_lane(GraphLanes *lanes, Lane *lane, const KernelNodeParams *params)
     return status;
 }
 
+/* The lane of (stream, func), or the empty entry where it would go. */
 static Lane *
-find_lane(GraphLanes *lanes, void *stream)
+find_lane(GraphLanes *lanes, void *stream, void *func)
 {
-    for (int i = 0; i < lanes->n; i++) {
-        if (lanes->lane[i].stream == stream)
-            return &lanes->lane[i];
+    size_t h = ((size_t)stream * 0x9E3779B97F4A7C15ull) ^ ((size_t)func >> 4);
+    for (size_t i = h ^ (h >> 29);; i++) {
+        Lane *lane = &lanes->lane[i & (LANES - 1)];
+        if (lane->state == LANE_EMPTY || (lane->stream == stream && lane->func == func))
+            return lane;
     }
-    return NULL;
 }
 
 int
 lanes_launch(GraphLanes *lanes, const KernelNodeParams *params, void *stream, Lane **tried)
 {
     *tried = NULL;
-    Lane *lane = find_lane(lanes, stream);
-    int status, fresh = lane == NULL;
+    Lane *lane = find_lane(lanes, stream, params->func);
+    int status, fresh = lane->state == LANE_EMPTY;
     if (fresh) {
-        if (lanes->n == LANES)
+        if (lanes->n >= LANES_MAX)
             return -1;
-        /* the next free entry, counted in only once it works (or is known broken) */
-        lane = &lanes->lane[lanes->n];
-        memset(lane, 0, sizeof *lane);
+        /* taken only once it works (or is known broken): see lanes_outcome */
         lane->stream = stream;
+        lane->func = params->func;
         *tried = lane;
         if ((status = make_lane(lanes, lane, params)) != 0)
             return status;
+        lane->state = LANE_READY;
         lanes->n++;
     } else if (lane->state != LANE_READY) {
         return -1;
@@ -96,8 +120,10 @@ lanes_launch(GraphLanes *lanes, const KernelNodeParams *params, void *stream, La
     *tried = lane;
     lane->state = LANE_BUSY;
     void *exec = lane->exec, *node = lane->node;
+    KernelNodeParams space;
+    const KernelNodeParams *p = node_params(lane, params, &space);
     Py_BEGIN_ALLOW_THREADS
-    status = fresh ? 0 : lanes->fn.set_params(exec, node, params);
+    status = fresh ? 0 : lanes->fn.set_params(exec, node, p);
     if (status == 0)
         status = lanes->graph_launch(exec, stream);
     Py_END_ALLOW_THREADS
@@ -108,11 +134,11 @@ lanes_launch(GraphLanes *lanes, const KernelNodeParams *params, void *stream, La
 }
 
 void
-lanes_outcome(GraphLanes *lanes, Lane *tried, void *stream, int status)
+lanes_outcome(GraphLanes *lanes, Lane *tried, int status)
 {
     if (tried == NULL || status != 0)
         return;             /* no lane was tried, or the kernel itself is refused */
-    if (tried == &lanes->lane[lanes->n] && tried->stream == stream)
+    if (tried->state == LANE_EMPTY)
         lanes->n++;         /* a lane that could not be made: known broken from now on */
     destroy_lane(lanes, tried);
     tried->state = LANE_BROKEN;
@@ -122,12 +148,13 @@ void
 lanes_release(GraphLanes *lanes)
 {
     int any = 0;
-    for (int i = 0; i < lanes->n; i++)
+    for (int i = 0; i < LANES; i++)
         any |= lanes->lane[i].exec != NULL;
     /* (an executable graph is destroyed only once the device is done with its launches) */
     if (any && lanes->fn.ctx_synchronize != NULL)
         lanes->fn.ctx_synchronize();
-    for (int i = 0; i < lanes->n; i++)
+    for (int i = 0; i < LANES; i++)
         destroy_lane(lanes, &lanes->lane[i]);
+    memset(lanes->lane, 0, sizeof lanes->lane);
     lanes->n = 0;
 }

@@ -13,15 +13,18 @@ typedef struct {
     void *kern, *ctx;
 } KernelNodeParams;
 
-enum { LANE_READY, LANE_BUSY, LANE_BROKEN };
+enum { LANE_EMPTY, LANE_READY, LANE_BUSY, LANE_BROKEN };
 
-/* A stream's one-node graph: the template (kept for its node's handle) and its executable. */
+/* A one-node graph of one kernel function on one stream: the template (kept for its node's
+   handle) and its executable. */
 typedef struct {
-    void *stream, *graph, *node, *exec;
+    void *stream, *func, *graph, *node, *exec;
     int state;
+    int as_kernel;      /* func is a CUkernel (cuLibraryGetKernel: Numba's), given as ``kern`` */
 } Lane;
 
-enum { LANES = 64 };
+/* The table of lanes: open addressing on (stream, function), filled to at most LANES_MAX. */
+enum { LANES = 512, LANES_MAX = 384 };
 
 /* The driver's graph entry points, in the order GRAPH_ENTRY_POINTS names them
    (asyncgpu/backends/_driver.py). */
@@ -48,13 +51,13 @@ typedef struct {
     Lane lane[LANES];
 } GraphLanes;
 
-/* Enqueue the kernel through ``stream``'s lane (made on its first use). 0: enqueued. Else the
+/* Enqueue the kernel through the lane of its function on ``stream`` (made on first use). 0: enqueued. Else the
    caller launches it the ordinary way, and reports the outcome with lanes_outcome(*tried). */
 int lanes_launch(GraphLanes *lanes, const KernelNodeParams *params, void *stream,
                  Lane **tried);
 /* The ordinary launch after a refused lane launch: status 0 means the lane, not the kernel,
    was at fault, and the lane is not used again. */
-void lanes_outcome(GraphLanes *lanes, Lane *tried, void *stream, int status);
+void lanes_outcome(GraphLanes *lanes, Lane *tried, int status);
 /* Destroy every lane (after the device finished their work). */
 void lanes_release(GraphLanes *lanes);
 
