@@ -2,9 +2,11 @@
 # On the GPU machine (device tool): the small-scale suite and a host-read probe, run for an
 # older tree (OLD, e.g. a `git archive` copied to the ignored .gpu_old/) and for this tree in
 # alternating processes, so the host's changes of speed land on both; results under $OUT.
-# usage: tools/gpu_ab_suite.sh OLD_TREE [pairs]        (one pair: old then new, then new then old)
+# usage: tools/gpu_ab_suite.sh OLD_TREE [pairs] [VAR=VALUE ...]
+#   (one pair: old then new, then new then old; each VAR=VALUE is set for the old side only,
+#   so `tools/gpu_ab_suite.sh . 2 ASYNCGPU_SINGLE_NODE_GRAPHS=0` compares one option in a tree)
 set -u
-OLD=$1; PAIRS=${2:-1}
+OLD=$1; PAIRS=${2:-1}; shift; [ $# -gt 0 ] && shift; OLD_ENV=("$@")
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 SUITE=(all --scale small --block-sizes 256 --modes parallel,cudagraph,recorded,recorded_static
@@ -22,11 +24,12 @@ def once(n):
 once(200)
 print(json.dumps({"launch_then_read_us": statistics.median(once(2000) for _ in range(7))}))
 '
-run() {   # run TREE NAME
-  (cd "$1" && PYTHONPATH=. python3 -W ignore -c "$PROBE") > "$OUT/probe_$2.json" 2>&1
-  (cd "$1" && PYTHONPATH=. python3 -W ignore -m asyncgpu bench "${SUITE[@]}" \
-     --json "$OUT/small_$2.json") > "$OUT/small_$2.txt" 2>&1
-  tail -3 "$OUT/probe_$2.json"
+run() {   # run TREE NAME [VAR=VALUE ...]
+  local tree=$1 name=$2; shift 2
+  (cd "$tree" && env "$@" PYTHONPATH=. python3 -W ignore -c "$PROBE") > "$OUT/probe_$name.json" 2>&1
+  (cd "$tree" && env "$@" PYTHONPATH=. python3 -W ignore -m asyncgpu bench "${SUITE[@]}" \
+     --json "$OUT/small_$name.json") > "$OUT/small_$name.txt" 2>&1
+  tail -3 "$OUT/probe_$name.json"
 }
 # (the device tool returns at most 8 files: the runs are folded into one at the end)
 fold() {
@@ -55,7 +58,7 @@ for tree in "$OLD" "$here"; do     # each tree's compiled methods, where it has 
   [ -f "$tree/tools/build_speedups.py" ] && (cd "$tree" && python3 tools/build_speedups.py > /dev/null)
 done
 for p in $(seq 1 "$PAIRS"); do
-  if [ $((p % 2)) -eq 1 ]; then run "$OLD" "old$p"; run "$here" "new$p"
-  else run "$here" "new$p"; run "$OLD" "old$p"; fi
+  if [ $((p % 2)) -eq 1 ]; then run "$OLD" "old$p" "${OLD_ENV[@]}"; run "$here" "new$p"
+  else run "$here" "new$p"; run "$OLD" "old$p" "${OLD_ENV[@]}"; fi
 done
 fold

@@ -265,3 +265,44 @@ def test_single_node_graphs_compute_what_kernel_launches_compute():
     assert results[True][2] == results[False][2] == "replayed"
     # the 48 eager launches went through lanes, the captured ones did not; a replay is a graph
     assert results[True][3] >= 48 and results[False][3] == 0
+
+
+def test_a_launch_the_lane_refuses_raises_the_drivers_error_and_the_lane_goes_on():
+    """A kernel the driver refuses (a block larger than any kernel may have) on a stream whose
+    lane exists: the graph path refuses it, the ordinary launch raises CuPy's error, and the
+    next good launch on that stream still goes through the lane and computes its result."""
+    import cupy
+
+    import asyncgpu as ag
+    from asyncgpu import _compiled
+    from asyncgpu._runtime import current_runtime
+
+    if not _compiled.in_use():
+        pytest.skip("single_node_graphs needs the compiled module")
+    with ag.configure(backend="cuda", single_node_graphs=True):
+        driver = current_runtime().backend.driver
+        if driver is None or not driver.single_node_graphs:
+            pytest.skip("this driver lacks the graph entry points")
+        src = r'''extern "C" __global__ void fill(float* y, float v) { y[threadIdx.x] = v; }'''
+        raw = cupy.RawKernel(src, "fill")
+        y = cupy.zeros(32, np.float32)
+        raw((1,), (32,), (y, np.float32(0)))                 # loads the module
+        stream = cupy.cuda.Stream(non_blocking=True)
+        fn = raw.kernel.ptr
+
+        def launch(block, value):
+            params = np.array([y.data.ptr], np.uint64).tobytes() + np.float32(value).tobytes()
+            buf = np.frombuffer(params, np.uint8).copy()
+            size = np.array([buf.nbytes], np.uint64)
+            extra = np.array([1, buf.ctypes.data, 2, size.ctypes.data, 0], np.uint64)
+            driver.launchKernel(fn, 1, 1, 1, block, 1, 1, 0, stream.ptr, 0, extra.ctypes.data)
+            stream.synchronize()                            # (buf and extra live until here)
+
+        before = driver.lane_launches
+        launch(32, 1.0)
+        assert driver.lane_launches == before + 1
+        with pytest.raises(cupy.cuda.driver.CUDADriverError):
+            launch(4096, 2.0)
+        launch(32, 3.0)
+        assert driver.lane_launches == before + 2
+        assert cupy.asnumpy(y).tolist() == [3.0] * 32
