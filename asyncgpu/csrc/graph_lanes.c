@@ -148,8 +148,11 @@ void
 lanes_release(GraphLanes *lanes)
 {
     int any = 0;
-    for (int i = 0; i < LANES; i++)
+    for (int i = 0; i < LANES; i++) {
+        if (lanes->lane[i].state == LANE_BUSY)
+            return;     /* another thread is launching through it: left to the dealloc */
         any |= lanes->lane[i].exec != NULL;
+    }
     /* (an executable graph is destroyed only once the device is done with its launches) */
     if (any && lanes->fn.ctx_synchronize != NULL)
         lanes->fn.ctx_synchronize();

@@ -58,7 +58,7 @@ int lanes_launch(GraphLanes *lanes, const KernelNodeParams *params, void *stream
 /* The ordinary launch after a refused lane launch: status 0 means the lane, not the kernel,
    was at fault, and the lane is not used again. */
 void lanes_outcome(GraphLanes *lanes, Lane *tried, int status);
-/* Destroy every lane (after the device finished their work). */
+/* Destroy every lane (after the device finished their work); nothing while one is in use. */
 void lanes_release(GraphLanes *lanes);
 
 #endif
