@@ -160,6 +160,54 @@ def main() -> None:
     stream.synchronize()
     assert float(outs[5][0]) == 2.0, "graph launch with set parameters did not run"
 
+    # the completion event's record (and the parent's wait) as nodes of the lane's graph,
+    # their events set per launch, against the separate calls; two streams taken in turn
+    add_rec = _entry(lib, "cuGraphAddEventRecordNode")
+    add_wait = _entry(lib, "cuGraphAddEventWaitNode")
+    set_rec = _entry(lib, "cuGraphExecEventRecordNodeSetEvent")
+    set_wait = _entry(lib, "cuGraphExecEventWaitNodeSetEvent")
+    for f_ in (set_rec, set_wait):
+        f_.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    wait_event = _entry(lib, "cuStreamWaitEvent")
+    wait_event.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint]
+
+    def lane_graph(with_wait):
+        g, k, r, w, ex = (ctypes.c_void_p() for _ in range(5))
+        assert graph_create(ctypes.byref(g), 0) == 0
+        deps = None
+        ndeps = 0
+        if with_wait:
+            assert add_wait(ctypes.byref(w), g, None, ctypes.c_size_t(0),
+                            ctypes.c_void_p(evs[0])) == 0
+            deps, ndeps = ctypes.byref(w), 1
+        assert add_node(ctypes.byref(k), g, deps, ctypes.c_size_t(ndeps),
+                        ctypes.byref(params[0])) == 0
+        assert add_rec(ctypes.byref(r), g, ctypes.byref(k), ctypes.c_size_t(1),
+                       ctypes.c_void_p(evs[1])) == 0
+        assert instantiate(ctypes.byref(ex), g, ctypes.c_ulonglong(0)) == 0
+        return ex.value, k.value, r.value, w.value
+
+    kr = [lane_graph(False) for _ in range(2)]
+    wkr = [lane_graph(True) for _ in range(2)]
+    s2 = sps[:2]
+    loops.update({
+        "k+rec": lambda n: [(set_params(execs[i & 1], lane_nodes[i & 1], pp[i & 63]),
+                             graph_launch(execs[i & 1], s2[i & 1]),
+                             record(evs[i & 63], s2[i & 1])) for i in range(n)],
+        "[k,rec]": lambda n: [(set_params(kr[i & 1][0], kr[i & 1][1], pp[i & 63]),
+                               set_rec(kr[i & 1][0], kr[i & 1][2], evs[i & 63]),
+                               graph_launch(kr[i & 1][0], s2[i & 1])) for i in range(n)],
+        "wait+k+rec": lambda n: [(wait_event(s2[i & 1], evs[(i - 1) & 63], 0),
+                                  set_params(execs[i & 1], lane_nodes[i & 1], pp[i & 63]),
+                                  graph_launch(execs[i & 1], s2[i & 1]),
+                                  record(evs[i & 63], s2[i & 1])) for i in range(n)],
+        "[wait,k,rec]": lambda n: [(set_wait(wkr[i & 1][0], wkr[i & 1][3], evs[(i - 1) & 63]),
+                                    set_params(wkr[i & 1][0], wkr[i & 1][1], pp[i & 63]),
+                                    set_rec(wkr[i & 1][0], wkr[i & 1][2], evs[i & 63]),
+                                    graph_launch(wkr[i & 1][0], s2[i & 1]))
+                                   for i in range(n)],
+    })
+
     # may a node's function change? to another module's kernel, and to one of the same module
     other = cupy.RawKernel(SRC.replace("k3", "k3b"), "k3b")
     module = cupy.RawModule(code=SRC + SRC.replace("k3", "k3c"))
