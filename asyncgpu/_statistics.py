@@ -6,16 +6,27 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from . import _compiled
 
-class Counters:
-    """Mutable counters owned by one runtime (slots: cheap on the launch path, and the compiled
-    methods update them at their offsets)."""
+#: The integer counts. Where the compiled module is built they live in its ``CountersBase``
+#: as C integers, which the compiled launch path adds to without making int objects
+#: (asyncgpu/csrc/counters.c); otherwise, and for every other field, in ``__slots__``.
+COUNTS = ("nodes", "kernels", "event_waits", "events_recorded", "nodes_retired",
+          "retired_by_poll", "prefetches", "bytes_prefetched", "events_queried", "calls",
+          "host_accesses", "streams_created", "events_created", "copies_to_device",
+          "copies_to_host", "bytes_to_device", "bytes_to_host", "graphs_recorded",
+          "graphs_replayed")
+_OBJECT_FIELDS = ("edges", "listener", "streams_used", "syncs")
+_CountersBase = getattr(_compiled.speedups, "CountersBase", None)
+if _CountersBase is not None and set(_CountersBase.counts()) != set(COUNTS):
+    _CountersBase = None        # (a module built from other sources: keep the slots)
 
-    __slots__ = ("bytes_prefetched", "bytes_to_device", "bytes_to_host", "calls",
-                 "copies_to_device", "copies_to_host", "edges", "event_waits", "events_created",
-                 "events_queried", "events_recorded", "graphs_recorded", "graphs_replayed", "host_accesses",
-                 "kernels", "listener", "nodes", "nodes_retired", "prefetches", "retired_by_poll",
-                 "streams_created", "streams_used", "syncs")
+
+class Counters(*(() if _CountersBase is None else (_CountersBase,))):
+    """Mutable counters owned by one runtime (cheap on the launch path: slots, and the counts in
+    C integers where the compiled module is built, which its methods update in place)."""
+
+    __slots__ = _OBJECT_FIELDS if _CountersBase is not None else COUNTS + _OBJECT_FIELDS
 
     def __init__(self) -> None:
         self.nodes = 0

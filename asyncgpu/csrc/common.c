@@ -4,9 +4,9 @@
 
 #include "speedups.h"
 
-SlotLayout array_layout, arg_layout, stats_layout;
+SlotLayout array_layout, arg_layout;
 
-static Py_ssize_t
+Py_ssize_t
 slot_offset(PyTypeObject *type, const char *name)
 {
     PyObject *descr = PyObject_GetAttrString((PyObject *)type, name);
@@ -85,8 +85,18 @@ intern_all(const Name *names, size_t n)
 int
 for_each(PyObject *iterable, int (*fn)(PyObject *item, void *context), void *context)
 {
-    PyObject *it = PyObject_GetIter(iterable), *item;
     int r = 0;
+    if (PyList_CheckExact(iterable) || PyTuple_CheckExact(iterable)) {
+        /* (no iterator object: the launch path walks a few short lists per launch; the size
+           is read again at each step, as a list iterator does) */
+        for (Py_ssize_t i = 0; r == 0 && i < PySequence_Fast_GET_SIZE(iterable); i++) {
+            PyObject *item = Py_NewRef(PySequence_Fast_GET_ITEM(iterable, i));
+            r = fn(item, context);
+            Py_DECREF(item);
+        }
+        return r;
+    }
+    PyObject *it = PyObject_GetIter(iterable), *item;
     if (it == NULL)
         return -1;
     while (r == 0 && (item = PyIter_Next(it)) != NULL) {
@@ -95,6 +105,17 @@ for_each(PyObject *iterable, int (*fn)(PyObject *item, void *context), void *con
     }
     Py_DECREF(it);
     return r == 0 && PyErr_Occurred() ? -1 : r;
+}
+
+PyObject *
+list_pop_last(PyObject *list)
+{
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    /* the list's reference passes to the caller; shrinking the size alone is what
+       list.pop() does short of giving memory back (list_resize), which a later append reuses */
+    PyObject *item = PyList_GET_ITEM(list, n - 1);
+    Py_SET_SIZE(list, n - 1);
+    return item;
 }
 
 PyObject *zero, *one, *minus_one;
@@ -293,12 +314,6 @@ twin(Twin *t, PyObject *module, const char *type_name, const char *method)
     return 0;
 }
 
-static const char *const stats_names[] = {
-    "nodes", "kernels", "event_waits", "events_recorded", "nodes_retired", "retired_by_poll",
-    "prefetches", "bytes_prefetched", "streams_used", "edges", "events_queried"};
-#define N_STATS ((int)(sizeof stats_names / sizeof stats_names[0]))
-PyObject *stats_attrs[N_STATS];
-
 /* obj.<name> += amount, at the slot's offset when obj's exact type is the layout's */
 int
 add_at(PyObject *obj, const SlotLayout *layout, int field, PyObject *name, PyObject *amount)
@@ -315,17 +330,3 @@ add_at(PyObject *obj, const SlotLayout *layout, int field, PyObject *name, PyObj
     return add_to(obj, name, amount);
 }
 
-int
-count_stat(PyObject *stats, int field, PyObject *amount)
-{
-    return add_at(stats, &stats_layout, field, stats_attrs[field], amount);
-}
-
-int
-stats_configure(PyObject *counters)
-{
-    for (int i = 0; i < N_STATS; i++)
-        if (stats_attrs[i] == NULL && intern(&stats_attrs[i], stats_names[i]) < 0)
-            return -1;
-    return layout(&stats_layout, counters, stats_names, N_STATS);
-}

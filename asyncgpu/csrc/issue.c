@@ -228,7 +228,8 @@ static int
 prefetch_one(PyObject *acc, void *context)
 {
     Prefetch *p = context;
-    PyObject *alloc = PyObject_GetAttr(acc, s_alloc), *loc = NULL, *host = NULL, *nbytes = NULL,
+    PyObject *alloc = get(acc, &arg_layout, G_ALLOC, s_alloc), *loc = NULL, *host = NULL,
+        *nbytes = NULL,
         *buffer = NULL, *r = NULL;
     int wanted = alloc == NULL
         || (loc = get(alloc, &alloc_layout, L_LOCATION, s_location)) == NULL
@@ -269,6 +270,21 @@ book_location(PyObject *acc, void *unused)
 static int
 count_edge(PyObject *edges, PyObject *reason, PyObject *amount)
 {
+    if (PyDict_CheckExact(edges) && PyLong_CheckExact(amount)) {
+        /* (the statistics' own dict of ints: no generic item and number protocols) */
+        PyObject *v = PyDict_GetItemWithError(edges, reason), *sum;
+        long long a = v != NULL && PyLong_CheckExact(v) ? PyLong_AsLongLong(v) : -1;
+        long long b = a == -1 ? -1 : PyLong_AsLongLong(amount);
+        if (a != -1 && b != -1) {
+            if ((sum = PyLong_FromLongLong(a + b)) == NULL)
+                return -1;
+            int r = PyDict_SetItem(edges, reason, sum);
+            Py_DECREF(sum);
+            return r;
+        }
+        if (PyErr_Occurred())
+            return -1;
+    }
     PyObject *v = PyObject_GetItem(edges, reason), *sum;
     if (v == NULL)
         return -1;

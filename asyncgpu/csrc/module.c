@@ -19,6 +19,8 @@ versions of the hottest methods on that path, each in its own file:
     graph_call.c GraphFunction.__call__: a plain recorded function's entry and exit
     driver.c     DriverCalls: the CUDA calls of a launch, straight into the driver's entry
                  points (not a twin: the cuda backend's choice of callables)
+    graph_lanes.c  DriverCalls' one-node graph per kernel and stream (single_node_graphs)
+    counters.c   CountersBase: the runtime's statistics counted in C integers (Counters' base)
     common.c     reading __slots__ attributes at their offsets
 
 Each is a method of a base class (LauncherBase, TrackerBase, KernelBase, TargetBase,
@@ -86,7 +88,7 @@ exec_module(PyObject *module)
     if (small_ints_init() < 0 || launcher_init(module) < 0 || tracker_init(module) < 0
             || binding_init(module) < 0 || gather_init(module) < 0 || issue_init(module) < 0
             || device_init(module) < 0 || streams_init(module) < 0 || memory_init(module) < 0
-            || driver_init(module) < 0 || recording_init(module) < 0
+            || driver_init(module) < 0 || recording_init(module) < 0 || counters_init(module) < 0
             || graph_call_init(module) < 0)
         return -1;
     return 0;

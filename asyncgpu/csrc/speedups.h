@@ -14,6 +14,8 @@ typedef struct {
 } SlotLayout;
 
 int layout(SlotLayout *l, PyObject *type, const char *const *names, int n);
+/* The offset of type's __slots__ attribute name, or -1 with an error set. */
+Py_ssize_t slot_offset(PyTypeObject *type, const char *name);
 
 /* New reference to obj's attribute: at its slot offset when obj's exact type is the layout's,
    else through getattr. An unset slot raises AttributeError, as getattr would. */
@@ -60,6 +62,8 @@ int intern_all(const Name *names, size_t n);
 /* fn(item, context) for each item of an iterable, until fn returns non-zero: that value
    (-1: an error is set), or 0 when every item was seen, or -1 if the iteration failed. */
 int for_each(PyObject *iterable, int (*fn)(PyObject *item, void *context), void *context);
+/* The last item of a non-empty exact list, removed (a new reference; cannot fail). */
+PyObject *list_pop_last(PyObject *list);
 
 /* 0, 1 and -1, made once (common.c) */
 extern PyObject *zero, *one, *minus_one;
@@ -187,12 +191,13 @@ enum { LN_KERNEL };
 extern SlotLayout state_layout;
 enum { S_INDEX, S_HANDLE, S_INFLIGHT, S_SEQ, S_WAITED };
 
-/* asyncgpu._statistics.Counters (set by configure_issue; updated by issue.c and streams.c) */
+/* asyncgpu._statistics.Counters (set by configure_issue; updated by issue.c and streams.c;
+   counters.c): the counts first (C integers in a CountersBase), then two object slots */
 extern SlotLayout stats_layout;
 enum { ST_NODES, ST_KERNELS, ST_EVENT_WAITS, ST_EVENTS_RECORDED, ST_NODES_RETIRED,
-       ST_RETIRED_BY_POLL, ST_PREFETCHES, ST_BYTES_PREFETCHED, ST_STREAMS_USED, ST_EDGES,
-       ST_EVENTS_QUERIED };
-/* stats.<field> += amount */
+       ST_RETIRED_BY_POLL, ST_PREFETCHES, ST_BYTES_PREFETCHED, ST_EVENTS_QUERIED, ST_COUNTS,
+       ST_STREAMS_USED = ST_COUNTS, ST_EDGES };
+/* stats.<field> += amount (a count) */
 int count_stat(PyObject *stats, int field, PyObject *amount);
 extern PyObject *stats_attrs[];
 int stats_configure(PyObject *counters);
@@ -220,6 +225,7 @@ int memory_init(PyObject *module);
 int driver_init(PyObject *module);
 int recording_init(PyObject *module);
 int graph_call_init(PyObject *module);
+int counters_init(PyObject *module);
 /* frozen.graph.destroyed, for a FrozenGraph (recording.c): 1/0, or -1 with an error set */
 int frozen_destroyed(PyObject *frozen);
 int graph_call_configure(PyObject *recording, PyObject *python_call, PyObject *replay_static,

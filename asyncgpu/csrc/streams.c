@@ -332,7 +332,8 @@ manager_wait_for_parents(PyObject *self, PyObject *const *args, Py_ssize_t nargs
     Py_ssize_t n = size(args[1]);
     if (n < 0)
         goto error;
-    latest = n == 1 ? PySequence_List(args[1]) : latest_by_stream(stream, args[1]);
+    latest = n != 1 ? latest_by_stream(stream, args[1])
+        : PyList_CheckExact(args[1]) ? Py_NewRef(args[1]) : PySequence_List(args[1]);
     if (latest == NULL || (waited = STATE(stream, S_WAITED, s_waited)) == NULL)
         goto error;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(latest); i++)
@@ -358,10 +359,7 @@ take_event(PyObject *self)
         return NULL;
     PyObject *event;
     if (PyList_CheckExact(events) && PyList_GET_SIZE(events) > 0) {
-        Py_ssize_t n = PyList_GET_SIZE(events);
-        event = Py_NewRef(PyList_GET_ITEM(events, n - 1));
-        if (PyList_SetSlice(events, n - 1, n, NULL) < 0)
-            Py_CLEAR(event);
+        event = list_pop_last(events);
     } else {
         int t = PyObject_IsTrue(events);
         event = t < 0 ? NULL : t ? PyObject_CallMethodNoArgs(events, s_pop)
@@ -581,10 +579,7 @@ manager_finished(PyObject *self, PyObject *node)
     if (stack == NULL || PyList_Append(stack, node) < 0)
         goto error;
     while (PyList_GET_SIZE(stack)) {
-        Py_ssize_t last = PyList_GET_SIZE(stack) - 1;
-        n = Py_NewRef(PyList_GET_ITEM(stack, last));
-        if (PyList_SetSlice(stack, last, last + 1, NULL) < 0)
-            goto error;
+        n = list_pop_last(stack);
         PyObject *f = NODE(n, N_FINISHED, s_finished);
         int done = f == NULL ? -1 : truth(f);
         Py_XDECREF(f);
