@@ -306,3 +306,31 @@ def test_a_launch_the_lane_refuses_raises_the_drivers_error_and_the_lane_goes_on
         launch(32, 3.0)
         assert driver.lane_launches == before + 2
         assert cupy.asnumpy(y).tolist() == [3.0] * 32
+
+
+def test_more_kernel_and_stream_pairs_than_lanes_all_compute():
+    """Twenty kernels launched across every stream make more (kernel, stream) pairs than the
+    lane table holds (384): the pairs beyond it launch with cuLaunchKernel, and every launch's
+    output is still its own."""
+    import asyncgpu as ag
+    from asyncgpu._runtime import current_runtime
+
+    with ag.configure(backend="cuda", single_node_graphs=True, max_streams=32):
+        driver = current_runtime().backend.driver
+        kernels = [ag.cuda_kernel(
+            f'extern "C" __global__ void k{i}(const float* x, float* y) '
+            f'{{ y[threadIdx.x] = x[threadIdx.x] + {i}.0f; }}', f"k{i}") for i in range(20)]
+        x = ag.array(np.arange(32, dtype=np.float32))
+        outs = [[ag.zeros(32, np.float32) for _ in range(40)] for _ in kernels]
+        before = driver.lane_launches if driver is not None else 0
+        for j in range(40):
+            for i, k in enumerate(kernels):
+                k[1, 32](x, outs[i][j])          # independent: the streams rotate
+        for i in range(20):
+            for j in range(40):
+                np.testing.assert_array_equal(outs[i][j].numpy(), np.arange(32) + i)
+        if driver is not None and driver.single_node_graphs:
+            lanes = driver.lane_launches - before
+            assert 0 < lanes <= 800
+            if 20 * ag.statistics().streams_used > 384:   # (more pairs than the table holds)
+                assert lanes < 800
