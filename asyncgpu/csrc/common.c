@@ -85,25 +85,16 @@ intern_all(const Name *names, size_t n)
 int
 for_each(PyObject *iterable, int (*fn)(PyObject *item, void *context), void *context)
 {
+    Items items;
+    PyObject *item;
     int r = 0;
-    if (PyList_CheckExact(iterable) || PyTuple_CheckExact(iterable)) {
-        /* (no iterator object: the launch path walks a few short lists per launch; the size
-           is read again at each step, as a list iterator does) */
-        for (Py_ssize_t i = 0; r == 0 && i < PySequence_Fast_GET_SIZE(iterable); i++) {
-            PyObject *item = Py_NewRef(PySequence_Fast_GET_ITEM(iterable, i));
-            r = fn(item, context);
-            Py_DECREF(item);
-        }
-        return r;
-    }
-    PyObject *it = PyObject_GetIter(iterable), *item;
-    if (it == NULL)
+    if (items_begin(&items, iterable) < 0)
         return -1;
-    while (r == 0 && (item = PyIter_Next(it)) != NULL) {
+    while (r == 0 && (item = items_next(&items)) != NULL) {
         r = fn(item, context);
         Py_DECREF(item);
     }
-    Py_DECREF(it);
+    items_end(&items);
     return r == 0 && PyErr_Occurred() ? -1 : r;
 }
 
@@ -116,6 +107,34 @@ list_pop_last(PyObject *list)
     PyObject *item = PyList_GET_ITEM(list, n - 1);
     Py_SET_SIZE(list, n - 1);
     return item;
+}
+
+static PyTypeObject *append_type;      /* the last type append_item looked up, and its method */
+static PyObject *append_method, *s_append_name;
+
+int
+append_item(PyObject *seq, PyObject *item)
+{
+    if (PyList_CheckExact(seq))
+        return PyList_Append(seq, item);
+    PyTypeObject *type = Py_TYPE(seq);
+    if (type != append_type) {
+        if (s_append_name == NULL && intern(&s_append_name, "append") < 0)
+            return -1;
+        PyObject *m = type->tp_dictoffset == 0 && !(type->tp_flags & Py_TPFLAGS_MANAGED_DICT)
+            ? _PyType_Lookup(type, s_append_name) : NULL;     /* (borrowed) */
+        if (m == NULL || !PyObject_TypeCheck(m, &PyMethodDescr_Type)) {
+            /* an instance dict could shadow it, or it is not a C method: by name */
+            PyObject *r = call_method(seq, s_append_name, 1, item);
+            Py_XDECREF(r);
+            return r == NULL ? -1 : 0;
+        }
+        Py_XSETREF(append_method, Py_NewRef(m));
+        Py_XSETREF(append_type, (PyTypeObject *)Py_NewRef(type));
+    }
+    PyObject *r = PyObject_Vectorcall(append_method, (PyObject *[]){seq, item}, 2, NULL);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
 }
 
 PyObject *zero, *one, *minus_one;

@@ -49,7 +49,7 @@ static PyObject *python_packed_call;       /* PythonPackedCall.__call__ */
 static PyObject *python_make_launch;       /* asyncgpu.backends._cuda_kernels.make_launch */
 static PyObject *s_target, *s_values, *s_plan, *s_grid, *s_block, *s_shared, *s_handle,
     *s_struct, *s_buf, *s_extra_ptr, *s_splits, *s_launch_fn, *s_pack_into, *s_ptr,
-    *s_captures, *s_engaged, *s_record, *s_wait, *s_launch, *s_recent, *s_append,
+    *s_captures, *s_engaged, *s_record, *s_wait, *s_launch, *s_recent,
     *s_launch_attr, *s_launch_failed, *s_event_record, *s_stream_wait, *s_device_error,
     *s_check_host_wait, *s_event_query, *s_done, *s_prepared, *s_backend, *s_key,
     *s_destroyed, *s_frees, *s_explicit_frees, *s_launched,
@@ -373,12 +373,11 @@ backend_launch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *node = args[0], *stream = args[1], *recent = NULL, *launch = NULL, *r = NULL;
     if (tell_captures(self, s_launch, node, stream) < 0
             || (recent = get(self, &backend_layout, B_RECENT, s_recent)) == NULL
-            || (r = call_method(recent, s_append, 1, node)) == NULL) {
+            || append_item(recent, node) < 0) {
         Py_XDECREF(recent);
         return NULL;
     }
     Py_DECREF(recent);
-    Py_DECREF(r);
     if ((launch = PyObject_GetAttr(node, s_launch_attr)) == NULL)
         return NULL;
     r = PyObject_CallOneArg(launch, stream);
@@ -669,7 +668,7 @@ device_init(PyObject *module)
         {&s_splits, "splits"}, {&s_launch_fn, "launch_fn"}, {&s_pack_into, "pack_into"},
         {&s_ptr, "ptr"}, {&s_captures, "captures"}, {&s_engaged, "engaged"},
         {&s_record, "record"}, {&s_wait, "wait"}, {&s_launch, "launch"}, {&s_recent, "_recent"},
-        {&s_append, "append"}, {&s_launch_failed, "_launch_failed"},
+        {&s_launch_failed, "_launch_failed"},
         {&s_event_record, "_event_record"}, {&s_stream_wait, "_stream_wait"},
         {&s_device_error, "_device_error"}, {&s_check_host_wait, "check_host_wait"},
         {&s_event_query, "event query"}, {&s_done, "done"}, {&s_prepared, "prepared"},

@@ -59,11 +59,51 @@ typedef struct {
 int intern_all(const Name *names, size_t n);
 #define INTERN_ALL(names) intern_all((names), sizeof(names) / sizeof((names)[0]))
 
+/* The items of a list or tuple by index (no iterator object: the launch path walks a few
+   short lists per launch; the size is read again at each step, as a list iterator does), or
+   of any other iterable through its iterator. */
+typedef struct {
+    PyObject *seq, *it;
+    Py_ssize_t i;
+} Items;
+
+static inline int
+items_begin(Items *t, PyObject *seq)
+{
+    t->seq = seq;
+    t->i = 0;
+    t->it = NULL;
+    if (PyList_CheckExact(seq) || PyTuple_CheckExact(seq))
+        return 0;
+    t->it = PyObject_GetIter(seq);
+    return t->it == NULL ? -1 : 0;
+}
+
+/* The next item (a new reference), or NULL at the end or on an error (PyErr_Occurred). */
+static inline PyObject *
+items_next(Items *t)
+{
+    if (t->it != NULL)
+        return PyIter_Next(t->it);
+    if (t->i < PySequence_Fast_GET_SIZE(t->seq))
+        return Py_NewRef(PySequence_Fast_GET_ITEM(t->seq, t->i++));
+    return NULL;
+}
+
+static inline void
+items_end(Items *t)
+{
+    Py_CLEAR(t->it);
+}
+
 /* fn(item, context) for each item of an iterable, until fn returns non-zero: that value
    (-1: an error is set), or 0 when every item was seen, or -1 if the iteration failed. */
 int for_each(PyObject *iterable, int (*fn)(PyObject *item, void *context), void *context);
 /* The last item of a non-empty exact list, removed (a new reference; cannot fail). */
 PyObject *list_pop_last(PyObject *list);
+/* seq.append(item), the method found once per type (a list's directly): 0, or -1 with an
+   error set. */
+int append_item(PyObject *seq, PyObject *item);
 
 /* 0, 1 and -1, made once (common.c) */
 extern PyObject *zero, *one, *minus_one;

@@ -39,7 +39,7 @@ static PyObject *s_id, *s_kind, *s_name, *s_site, *s_accesses, *s_stream, *s_seq
     *s_new_policy, *s_parent_policy, *s_streams, *s_free, *s_events, *s_by_use,
     *s_inflight_count, *s_pick, *s_can_grow, *s_grow,
     *s_least_recently_used, *s_new_event,
-    *s_popleft, *s_append, *s_pop, *s_graph, *s_done, *s_get;
+    *s_popleft, *s_pop, *s_graph, *s_done, *s_get;
 static PyObject *empty;
 static Twin t_take_free, t_choose, t_wait_for_parents, t_issued, t_poll, t_finished,
     t_on_finish, t_reuse_pick, t_disjoint_pick;
@@ -119,10 +119,11 @@ reuse_pick(PyObject *self, PyObject *pool)
 static PyObject *
 disjoint_pick(PyObject *self, PyObject *parents)
 {
-    PyObject *it = PyObject_GetIter(parents), *p;
-    if (it == NULL)
+    Items it;
+    PyObject *p;
+    if (items_begin(&it, parents) < 0)
         return NULL;
-    while ((p = PyIter_Next(it)) != NULL) {
+    while ((p = items_next(&it)) != NULL) {
         PyObject *handed = NODE(p, N_HANDED_OFF, s_handed_off), *stream = NULL;
         int t = handed == NULL ? -1 : truth(handed);
         Py_XDECREF(handed);
@@ -130,16 +131,16 @@ disjoint_pick(PyObject *self, PyObject *parents)
             if (set(p, &node_layout, N_HANDED_OFF, s_handed_off, Py_True) == 0)
                 stream = NODE(p, N_STREAM, s_stream);
             Py_DECREF(p);
-            Py_DECREF(it);
+            items_end(&it);
             return stream;
         }
         Py_DECREF(p);
         if (t < 0) {
-            Py_DECREF(it);
+            items_end(&it);
             return NULL;
         }
     }
-    Py_DECREF(it);
+    items_end(&it);
     if (PyErr_Occurred())
         return NULL;
     Py_RETURN_NONE;
@@ -399,10 +400,9 @@ manager_issued(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         event = Py_NewRef(recorded);
     }
     if (set(node, &node_layout, N_EVENT, s_event, event) < 0
-            || (inflight = STATE(stream, S_INFLIGHT, s_inflight)) == NULL)
-        goto done;
-    Py_XSETREF(r, call_method(inflight, s_append, 1, node));
-    if (r == NULL || add_at(self, &manager_layout, M_INFLIGHT, s_inflight_count, one) < 0
+            || (inflight = STATE(stream, S_INFLIGHT, s_inflight)) == NULL
+            || append_item(inflight, node) < 0
+            || add_at(self, &manager_layout, M_INFLIGHT, s_inflight_count, one) < 0
             || (stats = MANAGER(self, M_STATS, s_stats)) == NULL
             || count_stat(stats, ST_EVENTS_RECORDED, one) < 0)
         goto done;
@@ -453,8 +453,7 @@ manager_on_finish(PyObject *self, PyObject *node)
     if (event == NULL || (t = pooled(node, event)) < 0)
         goto done;
     if (t && ((events = MANAGER(self, M_EVENTS, s_events)) == NULL
-              || (PyList_CheckExact(events) ? PyList_Append(events, event)
-                  : (r = call_method(events, s_append, 1, event)) == NULL ? -1 : 0) < 0))
+              || append_item(events, event) < 0))
         goto done;
     if (set(node, &node_layout, N_EVENT, s_event, Py_None) < 0
             || set(node, &node_layout, N_KEEPALIVE, s_keepalive, Py_None) < 0
@@ -468,7 +467,7 @@ manager_on_finish(PyObject *self, PyObject *node)
     if (!t) {
         Py_XSETREF(r, NULL);
         if ((free = MANAGER(self, M_FREE, s_free)) == NULL
-                || (r = call_method(free, s_append, 1, stream)) == NULL)
+                || append_item(free, stream) < 0)
             goto done;
     }
     result = Py_NewRef(Py_None);
@@ -494,10 +493,11 @@ retire_one(PyObject *self, PyObject *m, PyObject *stack)
         return -1;
     int t = PyObject_IsTrue(parents);
     if (t > 0) {
-        PyObject *it = PyObject_GetIter(parents), *p;
-        if (it == NULL)
+        Items it;
+        PyObject *p;
+        if (items_begin(&it, parents) < 0)
             t = -1;
-        while (t > 0 && (p = PyIter_Next(it)) != NULL) {
+        while (t > 0 && (p = items_next(&it)) != NULL) {
             PyObject *f = NODE(p, N_FINISHED, s_finished);
             int done = f == NULL ? -1 : truth(f);
             Py_XDECREF(f);
@@ -505,7 +505,7 @@ retire_one(PyObject *self, PyObject *m, PyObject *stack)
                 t = -1;
             Py_DECREF(p);
         }
-        Py_XDECREF(it);
+        items_end(&it);
         if (t > 0 && PyErr_Occurred())
             t = -1;
         if (t > 0 && set(m, &node_layout, N_PARENTS, s_parents, no_nodes) < 0)
@@ -819,7 +819,7 @@ streams_init(PyObject *module)
         {&s_grow, "grow"}, {&s_least_recently_used, "least_recently_used"},
         {&s_new_event, "_new_event"},
         {&s_popleft, "popleft"},
-        {&s_append, "append"}, {&s_pop, "pop"}, {&s_graph, "graph"}, {&s_done, "done"},
+        {&s_pop, "pop"}, {&s_graph, "graph"}, {&s_done, "done"},
         {&s_get, "get"},
     };
     if (INTERN_ALL(names) < 0)

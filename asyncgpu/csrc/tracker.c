@@ -303,10 +303,11 @@ tracker_conflicts(PyObject *self, PyObject *accesses)
     TrackerState st;
     if (tracker_state(self, &st) < 0)
         return NULL;
-    PyObject *found = PyDict_New(), *it = NULL, *acc = NULL;
-    if (found == NULL || (it = PyObject_GetIter(accesses)) == NULL)
+    PyObject *found = PyDict_New(), *acc = NULL;
+    Items it = {NULL, NULL, 0};
+    if (found == NULL || items_begin(&it, accesses) < 0)
         goto error;
-    while ((acc = PyIter_Next(it)) != NULL) {
+    while ((acc = items_next(&it)) != NULL) {
         AccessFields a;
         PyObject *writes = NULL, *reads = NULL;
         if (access_fields(acc, &a, 1) < 0)
@@ -365,12 +366,12 @@ access_error:
     }
     if (PyErr_Occurred())
         goto error;
-    Py_DECREF(it);
+    items_end(&it);
     Py_DECREF(st.live_map);
     return found;
 error:
     Py_XDECREF(acc);
-    Py_XDECREF(it);
+    items_end(&it);
     Py_XDECREF(found);
     Py_DECREF(st.live_map);
     return NULL;
@@ -505,7 +506,8 @@ tracker_commit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "commit(node, accesses)");
         return NULL;
     }
-    PyObject *node = args[0], *accesses = args[1], *stream = NULL, *it = NULL, *acc = NULL;
+    PyObject *node = args[0], *accesses = args[1], *stream = NULL, *acc = NULL;
+    Items it = {NULL, NULL, 0};
     TrackerState st;
     if (live_layout.type == NULL) {
         PyErr_SetString(PyExc_RuntimeError, "asyncgpu._speedups: configure_tracker not called");
@@ -529,9 +531,9 @@ tracker_commit(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_DECREF(bumped);
     if (r < 0)
         goto error;
-    if ((it = PyObject_GetIter(accesses)) == NULL)
+    if (items_begin(&it, accesses) < 0)
         goto error;
-    while ((acc = PyIter_Next(it)) != NULL) {
+    while ((acc = items_next(&it)) != NULL) {
         AccessFields a;
         PyObject *writes = NULL, *reads = NULL;
         if (access_fields(acc, &a, 0) < 0)
@@ -572,13 +574,13 @@ access_error:
     }
     if (PyErr_Occurred())
         goto error;
-    Py_DECREF(it);
+    items_end(&it);
     Py_DECREF(stream);
     Py_DECREF(st.live_map);
     Py_RETURN_NONE;
 error:
     Py_XDECREF(acc);
-    Py_XDECREF(it);
+    items_end(&it);
     Py_XDECREF(stream);
     Py_DECREF(st.live_map);
     return NULL;
