@@ -119,9 +119,16 @@ target_pointer_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "pointer_values(values, arrays: list)");
         return NULL;
     }
-    PyObject *out = PySequence_List(args[0]), *arrays = args[1];
-    if (out == NULL)
+    PyObject *values = PySequence_Fast(args[0], "pointer_values: values is not a sequence"),
+        *arrays = args[1], *out = NULL;
+    if (values == NULL)
         return NULL;
+    /* (the tuple itself, filled in place while it is ours alone: no list to copy it from) */
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(values);
+    if ((out = PyTuple_New(n)) == NULL)
+        goto error;
+    for (Py_ssize_t i = 0; i < n; i++)
+        PyTuple_SET_ITEM(out, i, Py_NewRef(PySequence_Fast_GET_ITEM(values, i)));
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(arrays); i++) {
         PyObject *a = PyList_GET_ITEM(arrays, i), *array, *index, *cache, *ptr;
         if ((array = get(a, &arg_layout, G_ARRAY, s_array_attr)) == NULL)
@@ -137,6 +144,7 @@ target_pointer_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (PyErr_Occurred())
                 goto error;
             Py_DECREF(out);
+            Py_DECREF(values);
             Py_RETURN_NONE;             /* not cached yet: the Python path fills it */
         }
         if ((index = get(a, &arg_layout, G_INDEX, s_index)) == NULL) {
@@ -149,14 +157,14 @@ target_pointer_values(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             Py_DECREF(ptr);
             goto error;
         }
-        if (PyList_SetItem(out, at, ptr) < 0)       /* steals ptr */
+        if (PyTuple_SetItem(out, at, ptr) < 0)      /* steals ptr; out of range: IndexError */
             goto error;
     }
-    PyObject *result = PyList_AsTuple(out);
-    Py_DECREF(out);
-    return result;
+    Py_DECREF(values);
+    return out;
 error:
-    Py_DECREF(out);
+    Py_XDECREF(out);
+    Py_DECREF(values);
     return NULL;
 }
 
