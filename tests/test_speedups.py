@@ -177,3 +177,32 @@ def test_asyncgpu_speedups_0_keeps_the_python_call():
     bad = subprocess.run([sys.executable, "-c", "import asyncgpu"], env=env,
                          capture_output=True, text=True, check=False)
     assert bad.returncode != 0 and "ASYNCGPU_SPEEDUPS" in bad.stderr
+
+
+def test_a_class_patched_after_launches_is_called_by_the_compiled_path(monkeypatch, sim):
+    """The compiled methods remember which class resolved a method to its compiled twin (by the
+    class's version tag); patching the class afterwards, as a test or a profiler would, must
+    still reach the patch on the next launch, and undoing it the compiled method again."""
+    import asyncgpu as ag
+    from asyncgpu._deps import DependencyTracker
+    from asyncgpu._streams import StreamManager
+
+    k = ag.cuda_kernel('extern "C" __global__ void inc(float* x) { x[threadIdx.x] += 1; }',
+                       "inc", sim=lambda x: x.__setitem__(slice(None), x + 1))
+    x = ag.zeros(32, np.float32)
+    for _ in range(3):
+        k[1, 32](x)                     # (the twins' answers are cached now)
+    calls = []
+    for cls, name in ((StreamManager, "issued"), (DependencyTracker, "commit")):
+        original = getattr(cls, name)
+
+        def spy(self, *args, original=original, name=name):
+            calls.append(name)
+            return original(self, *args)
+
+        monkeypatch.setattr(cls, name, spy)
+    k[1, 32](x)
+    assert calls == ["issued", "commit"]
+    monkeypatch.undo()
+    k[1, 32](x)
+    assert calls == ["issued", "commit"] and float(x[0]) == 5.0

@@ -277,7 +277,7 @@ unlocked(PyObject *lock, PyObject *result)
 }
 
 PyObject *
-call_twin(const Twin *t, PyObject *obj, PyObject *const *args, Py_ssize_t nargs)
+call_twin(Twin *t, PyObject *obj, PyObject *const *args, Py_ssize_t nargs)
 {
     if (direct(t, obj)) {
         PyMethodDef *m = ((PyMethodDescrObject *)t->descr)->d_method;

@@ -126,21 +126,37 @@ PyObject *unlocked(PyObject *lock, PyObject *result);
 typedef struct {
     PyObject *name;         /* interned */
     PyObject *descr;        /* the method descriptor in the compiled base class */
+    PyTypeObject *type;     /* the last class found to resolve name to descr (no reference: */
+    unsigned int version;   /* its version tag, which no other class ever has, says it holds) */
 } Twin;
 
 int twin(Twin *t, PyObject *module, const char *type_name, const char *method);
 
 static inline int
-direct(const Twin *t, PyObject *obj)
+direct(Twin *t, PyObject *obj)
 {
     PyTypeObject *type = Py_TYPE(obj);
-    return t->descr != NULL && type->tp_dictoffset == 0
+#ifdef Py_TPFLAGS_VALID_VERSION_TAG
+    /* (CPython gives a class a new version tag, or none, whenever anything in it or in a base
+       is set or deleted: an unchanged tag means an unchanged answer) */
+    if (type == t->type && type->tp_version_tag == t->version
+            && (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
+        return 1;
+#endif
+    int yes = t->descr != NULL && type->tp_dictoffset == 0
         && !(type->tp_flags & Py_TPFLAGS_MANAGED_DICT) && _PyType_Lookup(type, t->name) == t->descr;
+#ifdef Py_TPFLAGS_VALID_VERSION_TAG
+    if (yes && (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
+        t->type = type;
+        t->version = type->tp_version_tag;
+    }
+#endif
+    return yes;
 }
 
 /* obj.<t's method>(*args): its C function called directly when direct(t, obj), else by name
    (at most 7 arguments). */
-PyObject *call_twin(const Twin *t, PyObject *obj, PyObject *const *args, Py_ssize_t nargs);
+PyObject *call_twin(Twin *t, PyObject *obj, PyObject *const *args, Py_ssize_t nargs);
 
 /* Calls of compiled methods from other files (each direct when it can be, see Twin). */
 PyObject *call_conflicts(PyObject *tracker, PyObject *accesses);
