@@ -18,7 +18,9 @@ report gives the median and the 10th/90th percentiles in microseconds per launch
 ``cuda_sequence_*`` are the CUDA calls an asyncgpu launch makes (launch, event record, a poll's
 query, and the event wait of a cross-stream launch) made straight through CuPy: the floor under
 the ``ag_*`` cases, measured in the same rounds. ``flat`` gives the per-launch cost of 1,000
-launches after 10, 1,000 and 100,000 launches without a host access (it must stay flat).
+launches after 10, 1,000 and 100,000 launches without a host access (it must stay flat), and
+the same comparison side by side: a runtime after 1,000 launches and one after 100,000, timed in
+alternating windows (``side_by_side_ratio``), which the host's drift cannot tilt.
 
 ``runtime_only`` measures asyncgpu's own Python work per launch with a backend that does nothing
 (no CUDA at all), so it runs anywhere, the simulator's machines included.
@@ -360,7 +362,8 @@ def _components(ag: Any, stream: Any, launches: int, repeats: int,
 
 
 def flatness(ag: Any) -> dict[str, float]:
-    """Per-launch cost of 1,000 launches after 10, 1,000 and 100,000 launches (3 arguments)."""
+    """Per-launch cost of 1,000 launches after 10, 1,000 and 100,000 launches (3 arguments),
+    then :func:`flat_side_by_side`."""
     k3 = ag.cuda_kernel(_c_source(3), "k3")
     a = [ag.ones(32, np.float32) for _ in range(2)]
     outs = [ag.zeros(32, np.float32) for _ in range(64)]
@@ -382,7 +385,53 @@ def flatness(ag: Any) -> dict[str, float]:
         done = mark + 1000
     ag.synchronize()
     out["ratio_100000_over_1000"] = out["after_100000_us"] / out["after_1000_us"]
+    out.update(flat_side_by_side())
     return out
+
+
+def flat_side_by_side(aged: int = 100_000, young: int = 1_000, windows: int = 15,
+                      per: int = 200) -> dict[str, float]:
+    """The same question as the marks above, with the host's drift taken out: two runtimes of
+    their own (``cuda`` backend), one that has made ``young`` launches and one that has made
+    ``aged``, timed in alternating windows of ``per`` launches; the medians of the windows and
+    their ratio (``side_by_side_ratio``). The marks above are minutes apart on a host whose
+    speed wanders by tens of percent within seconds; these are milliseconds apart."""
+    from asyncgpu import cuda_kernel
+    from asyncgpu._array import HOST, new_array
+    from asyncgpu._config import Options
+    from asyncgpu._runtime import Runtime
+    from asyncgpu.backends._cuda import CudaBackend
+
+    launcher = cuda_kernel(_c_source(3), "k3")[1, 32]
+    runtimes, loops = [], []
+    for _ in range(2):
+        opts = Options(backend="cuda")
+        rt = Runtime(opts, backend=CudaBackend(opts))
+        ins = [new_array(rt, (32,), np.dtype(np.float32), HOST) for _ in range(2)]
+        outs = [new_array(rt, (32,), np.dtype(np.float32), HOST) for _ in range(64)]
+
+        def loop(n: int, launch: Any = rt.launch_kernel, ins: Any = ins, outs: Any = outs
+                 ) -> None:
+            for i in range(n):
+                launch(launcher, (ins[0], ins[1], outs[i % 64]))
+        runtimes.append(rt)
+        loops.append(loop)
+    try:
+        loops[0](young)
+        loops[1](aged)
+        samples: list[list[float]] = [[], []]
+        for _ in range(windows):
+            for which in (0, 1):
+                t0 = time.perf_counter()
+                loops[which](per)
+                samples[which].append((time.perf_counter() - t0) / per * 1e6)
+    finally:
+        for rt in runtimes:
+            rt.synchronize()
+            rt.close()
+    young_us, aged_us = statistics.median(samples[0]), statistics.median(samples[1])
+    return {"side_by_side_young_us": young_us, "side_by_side_aged_us": aged_us,
+            "side_by_side_ratio": aged_us / young_us}
 
 
 class NullBackend:
