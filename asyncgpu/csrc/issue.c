@@ -229,8 +229,7 @@ prefetch_one(PyObject *acc, void *context)
 {
     Prefetch *p = context;
     PyObject *alloc = get(acc, &arg_layout, G_ALLOC, s_alloc), *loc = NULL, *host = NULL,
-        *nbytes = NULL,
-        *buffer = NULL, *r = NULL;
+        *nbytes = NULL, *buffer = NULL, *r = NULL;
     int wanted = alloc == NULL
         || (loc = get(alloc, &alloc_layout, L_LOCATION, s_location)) == NULL
         || (host = PyNumber_And(loc, host_flag)) == NULL ? -1 : truth(host);

@@ -272,7 +272,6 @@ done:
     Py_XDECREF(backend);
     Py_XDECREF(handle);
     Py_XDECREF(event);
-    Py_XDECREF(r);
     Py_XDECREF(stats);
     return rc;
 }
@@ -447,7 +446,7 @@ pooled(PyObject *node, PyObject *event)
 static PyObject *
 manager_on_finish(PyObject *self, PyObject *node)
 {
-    PyObject *event = NODE(node, N_EVENT, s_event), *events = NULL, *r = NULL, *stream = NULL,
+    PyObject *event = NODE(node, N_EVENT, s_event), *events = NULL, *stream = NULL,
         *inflight = NULL, *free = NULL, *result = NULL;
     int t;
     if (event == NULL || (t = pooled(node, event)) < 0)
@@ -465,7 +464,6 @@ manager_on_finish(PyObject *self, PyObject *node)
             || (t = PyObject_IsTrue(inflight)) < 0)
         goto done;
     if (!t) {
-        Py_XSETREF(r, NULL);
         if ((free = MANAGER(self, M_FREE, s_free)) == NULL
                 || append_item(free, stream) < 0)
             goto done;
