@@ -272,6 +272,7 @@ done:
     Py_XDECREF(backend);
     Py_XDECREF(handle);
     Py_XDECREF(event);
+    Py_XDECREF(r);
     Py_XDECREF(stats);
     return rc;
 }
@@ -472,7 +473,6 @@ manager_on_finish(PyObject *self, PyObject *node)
 done:
     Py_XDECREF(event);
     Py_XDECREF(events);
-    Py_XDECREF(r);
     Py_XDECREF(stream);
     Py_XDECREF(inflight);
     Py_XDECREF(free);
