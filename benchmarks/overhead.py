@@ -198,14 +198,19 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
             "single_node_graphs": lanes}
 
 
+def _driver_calls() -> Any:
+    """The current runtime's ``DriverCalls``, or None (direct calls off, or a wrapped backend)."""
+    from asyncgpu._runtime import current_runtime
+
+    return getattr(current_runtime().backend, "driver", None)
+
+
 def _without_lanes(ag: Any, loops: dict[str, Callable[[int], float | None]]
                    ) -> dict[str, Callable[[int], float | None]]:
     """The 3-array asyncgpu cases again with every kernel through ``cuLaunchKernel`` instead of
     its stream's one-node graph (``single_node_graphs`` off for the loop, same runtime), where
     the lanes are in use: their effect, measured in the same rounds."""
-    from asyncgpu._runtime import current_runtime
-
-    driver = getattr(current_runtime().backend, "driver", None)
+    driver = _driver_calls()
     if driver is None or not driver.single_node_graphs:
         return {}
 
@@ -225,9 +230,7 @@ def _without_lanes(ag: Any, loops: dict[str, Callable[[int], float | None]]
 def _lanes_used(ag: Any) -> dict[str, Any]:
     """Whether the current runtime's kernels go through one-node graphs, and how many have
     (the timed rounds' count, in ``measure``'s result)."""
-    from asyncgpu._runtime import current_runtime
-
-    driver = getattr(current_runtime().backend, "driver", None)
+    driver = _driver_calls()
     return {"on": bool(driver is not None and driver.single_node_graphs),
             "lane_launches": 0 if driver is None else driver.lane_launches}
 
@@ -246,7 +249,6 @@ def _sequences(ag: Any, stream: Any) -> dict[str, Callable[[int], None]]:
     time minus the sequence its calls go through."""
     import cupy
 
-    from asyncgpu._runtime import current_runtime
     from asyncgpu.backends._driver import cuda_calls
     from asyncgpu.backends._packed import cuda_c_plan
 
@@ -260,7 +262,7 @@ def _sequences(ag: Any, stream: Any) -> dict[str, Callable[[int], None]]:
     events = [cupy.cuda.Event(block=False, disable_timing=True) for _ in range(64)]
     grid, block = (1, 1, 1), (32, 1, 1)
     out: dict[str, Callable[[int], None]] = {}
-    driver = getattr(current_runtime().backend, "driver", None)   # (a wrapped backend: none)
+    driver = _driver_calls()
     for label, calls in (("cuda", cuda_calls(cupy)), ("driver", cuda_calls(cupy, driver))):
         if label == "driver" and driver is None:
             continue

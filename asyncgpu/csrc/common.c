@@ -121,8 +121,7 @@ append_item(PyObject *seq, PyObject *item)
     if (type != append_type) {
         if (s_append_name == NULL && intern(&s_append_name, "append") < 0)
             return -1;
-        PyObject *m = type->tp_dictoffset == 0 && !(type->tp_flags & Py_TPFLAGS_MANAGED_DICT)
-            ? _PyType_Lookup(type, s_append_name) : NULL;     /* (borrowed) */
+        PyObject *m = dictless(type) ? _PyType_Lookup(type, s_append_name) : NULL;  /* borrowed */
         if (m == NULL || !PyObject_TypeCheck(m, &PyMethodDescr_Type)) {
             /* an instance dict could shadow it, or it is not a C method: by name */
             PyObject *r = call_method(seq, s_append_name, 1, item);
@@ -228,8 +227,7 @@ lock_method_call(PyObject *lock, int which)
         for (int i = 0; i < 2; i++)
             if (lock_names[i] == NULL && intern(&lock_names[i], i ? "release" : "acquire") < 0)
                 return -1;
-        if (Py_TYPE(lock)->tp_dictoffset != 0
-                || (Py_TYPE(lock)->tp_flags & Py_TPFLAGS_MANAGED_DICT)) {
+        if (!dictless(Py_TYPE(lock))) {
             PyObject *r = PyObject_CallMethodNoArgs(lock, lock_names[which]);
             Py_XDECREF(r);
             return r == NULL ? -1 : 0;

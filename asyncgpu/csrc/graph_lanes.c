@@ -1,4 +1,4 @@
-/* asyncgpu._speedups, graph_lanes.c: one kernel enqueued as a one-node graph of its stream.
+/* asyncgpu._speedups, graph_lanes.c: a kernel enqueued as a one-node graph on its stream.
 
 The model
 ---------
@@ -9,11 +9,12 @@ executable graph (``cuGraphExecKernelNodeSetParams``) about 0.6 us. So each kern
 gets a *lane* on each stream it runs on: a one-node graph, instantiated on the function's first
 launch on that stream, and every later launch of it there is enqueued by setting the node's
 parameters (grid, block, shared memory, the packed parameter buffer) and launching the graph on
-the stream. A lane holds one function: on the H100 machine
-the driver refused to change a node's function to one of another module. The handle
-``cuLaunchKernel`` takes may also be a library's ``CUkernel`` (numba-cuda loads its kernels
-through ``cuLibraryLoadData``); a kernel node takes that as ``kern``, not ``func``, so a lane
-whose graph cannot be made with ``func`` is made with ``kern``, and keeps that form.
+the stream. A lane holds one function, because a handle comes in one of two forms: the
+handle ``cuLaunchKernel`` takes may be a library's ``CUkernel`` (numba-cuda loads its kernels
+through ``cuLibraryLoadData``), which a kernel node takes as ``kern``, not ``func``. A lane whose
+graph cannot be made with ``func`` is made with ``kern``, and keeps that form; an update then
+never changes the node's function (which the driver does allow, status 0 in the probe, but the
+form would have to be found again).
 
 Invariants
 ----------
@@ -33,7 +34,7 @@ Example (driver.c's launchKernel)::
 
     Lane *tried;
     if (lanes.enabled && lanes_launch(&lanes, &params, stream, &tried) == 0)
-        return;                                     // enqueued through the stream's lane
+        return;                                     // enqueued through its lane
     status = cuLaunchKernel(...);
     lanes_outcome(&lanes, tried, status);
 */

@@ -1,5 +1,5 @@
-/* asyncgpu._speedups: one-node graphs per stream, the cheaper way to enqueue one kernel
-   (see graph_lanes.c). */
+/* asyncgpu._speedups: one-node graphs per kernel and stream, the cheaper way to enqueue one
+   kernel (see graph_lanes.c). */
 #ifndef ASYNCGPU_GRAPH_LANES_H
 #define ASYNCGPU_GRAPH_LANES_H
 
@@ -51,8 +51,9 @@ typedef struct {
     Lane lane[LANES];
 } GraphLanes;
 
-/* Enqueue the kernel through the lane of its function on ``stream`` (made on first use). 0: enqueued. Else the
-   caller launches it the ordinary way, and reports the outcome with lanes_outcome(*tried). */
+/* Enqueue the kernel through the lane of its function on ``stream`` (made on first use).
+   0: enqueued. Else the caller launches it the ordinary way, and reports the outcome with
+   lanes_outcome(*tried). */
 int lanes_launch(GraphLanes *lanes, const KernelNodeParams *params, void *stream,
                  Lane **tried);
 /* The ordinary launch after a refused lane launch: status 0 means the lane, not the kernel,

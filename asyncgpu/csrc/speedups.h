@@ -123,6 +123,14 @@ PyObject *unlocked(PyObject *lock, PyObject *result);
    lookups, when that is what the ordinary call would run: the object has no instance dict and
    its class resolves the name to this very method (so a subclass's override, a monkeypatch or
    asyncgpu._compiled.use(False) still wins). */
+/* Whether objects of ``type`` have no instance dict, which could shadow a method of the
+   class: only then may a method the class resolves be called without asking the object. */
+static inline int
+dictless(PyTypeObject *type)
+{
+    return type->tp_dictoffset == 0 && !(type->tp_flags & Py_TPFLAGS_MANAGED_DICT);
+}
+
 typedef struct {
     PyObject *name;         /* interned */
     PyObject *descr;        /* the method descriptor in the compiled base class */
@@ -143,8 +151,7 @@ direct(Twin *t, PyObject *obj)
             && (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG))
         return 1;
 #endif
-    int yes = t->descr != NULL && type->tp_dictoffset == 0
-        && !(type->tp_flags & Py_TPFLAGS_MANAGED_DICT) && _PyType_Lookup(type, t->name) == t->descr;
+    int yes = t->descr != NULL && dictless(type) && _PyType_Lookup(type, t->name) == t->descr;
 #ifdef Py_TPFLAGS_VALID_VERSION_TAG
     if (yes && (type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG)) {
         t->type = type;
