@@ -1,4 +1,4 @@
-"""Block-wide reductions through shared memory, shared by the workload kernels.
+"""Thread numbering and block-wide reductions through shared memory, shared by the workload kernels.
 
 Each kernel declares a ``cuda.shared.array(BLOCK_MAX, dtype)`` scratch buffer (the size must be a
 compile-time constant, so it is the largest block we launch) and hands it to these device
@@ -26,6 +26,18 @@ def thread_rank():
     """Linear index of this thread in its block (x fastest)."""
     tx, ty, tz = cuda.threadIdx.x, cuda.threadIdx.y, cuda.threadIdx.z
     return tx + cuda.blockDim.x * (ty + cuda.blockDim.y * tz)
+
+
+@cuda.jit(device=True)
+def grid_rank():
+    """(this thread's index over the whole grid, the grid's thread count), for any grid and
+    block shape: blocks in order, threads in block order inside each, so a warp's threads have
+    consecutive numbers and a loop ``for t in range(first, n, step)`` over a flat index makes
+    coalesced accesses whatever the launch's shape (the 2D kernels walk their outputs so)."""
+    bx, by = cuda.gridDim.x, cuda.gridDim.y
+    block = cuda.blockIdx.x + bx * (cuda.blockIdx.y + by * cuda.blockIdx.z)
+    nt = cuda.blockDim.x * cuda.blockDim.y * cuda.blockDim.z
+    return block * nt + thread_rank(), nt * bx * by * cuda.gridDim.z
 
 
 @cuda.jit(device=True)

@@ -1,8 +1,10 @@
 """IMG kernels: Gaussian blurs, Sobel edges, min/max, contrast extension, unsharpen, combine.
 
 Images are 2D float32 arrays (rows, cols), zero-padded at the borders. The 2D kernels
-(``gaussian_blur``, ``sobel``) use 2D grid-stride loops (x over columns, y over rows); the others
-are 1D over the pixels of flat (``ravel``-ed) views. Fixes over the original: the Gaussian weights
+(``gaussian_blur``, ``sobel``) are launched on a 2D grid but number the pixels flat, row by row,
+over all of the grid's threads (``grid_rank``), so a warp reads and writes 32 consecutive pixels
+of a row (an 8 x 8 block's warp used to touch four rows, 8 pixels each); the others are 1D over
+the pixels of flat (``ravel``-ed) views. Fixes over the original: the Gaussian weights
 are centred (the host builds them with an integer centre), the minimum starts at +inf (the host
 resets the accumulator, every thread starts its partial there), and every read-only input is
 annotated ``const`` (the original left unsharpen's and Sobel's inputs unannotated).
@@ -12,7 +14,7 @@ import math
 
 from numba import cuda, float32
 
-from .blockops import BLOCK_MAX, MAX, MIN, block_reduce, thread_rank
+from .blockops import BLOCK_MAX, MAX, MIN, block_reduce, grid_rank, thread_rank
 
 #: Room for the largest filter staged in shared memory (5 x 5 = 25 weights).
 FILTER_MAX = 64
@@ -30,20 +32,20 @@ def gaussian_blur(img, out, weights):
         w[t] = weights[t // d, t % d]
     cuda.syncthreads()
     rows, cols = img.shape[0], img.shape[1]
-    j0, i0 = cuda.grid(2)
-    sj, si = cuda.gridsize(2)
-    for i in range(i0, rows, si):
-        for j in range(j0, cols, sj):
-            acc = float32(0.0)
-            for a in range(-r, r + 1):
-                ii = i + a
-                if ii < 0 or ii >= rows:
-                    continue
-                for b in range(-r, r + 1):
-                    jj = j + b
-                    if jj >= 0 and jj < cols:
-                        acc += w[(a + r) * d + b + r] * img[ii, jj]
-            out[i, j] = acc
+    first, step = grid_rank()
+    for t in range(first, rows * cols, step):
+        i = t // cols
+        j = t - i * cols
+        acc = float32(0.0)
+        for a in range(-r, r + 1):
+            ii = i + a
+            if ii < 0 or ii >= rows:
+                continue
+            for b in range(-r, r + 1):
+                jj = j + b
+                if jj >= 0 and jj < cols:
+                    acc += w[(a + r) * d + b + r] * img[ii, jj]
+        out[i, j] = acc
 
 
 @cuda.jit(device=True)
@@ -58,17 +60,17 @@ def _px(img, i, j):
 def sobel(img, out):
     """out = sqrt(gx^2 + gy^2) with the 3x3 Sobel operators (gx: along rows), zero padding."""
     rows, cols = img.shape[0], img.shape[1]
-    j0, i0 = cuda.grid(2)
-    sj, si = cuda.gridsize(2)
-    for i in range(i0, rows, si):
-        for j in range(j0, cols, sj):
-            tl, tc, tr = _px(img, i - 1, j - 1), _px(img, i - 1, j), _px(img, i - 1, j + 1)
-            ml, mr = _px(img, i, j - 1), _px(img, i, j + 1)
-            bl, bc, br = _px(img, i + 1, j - 1), _px(img, i + 1, j), _px(img, i + 1, j + 1)
-            two = float32(2.0)               # float32 literals keep the math in single precision
-            gx = (bl + two * bc + br) - (tl + two * tc + tr)
-            gy = (tr + two * mr + br) - (tl + two * ml + bl)
-            out[i, j] = math.sqrt(gx * gx + gy * gy)
+    first, step = grid_rank()
+    for t in range(first, rows * cols, step):
+        i = t // cols
+        j = t - i * cols
+        tl, tc, tr = _px(img, i - 1, j - 1), _px(img, i - 1, j), _px(img, i - 1, j + 1)
+        ml, mr = _px(img, i, j - 1), _px(img, i, j + 1)
+        bl, bc, br = _px(img, i + 1, j - 1), _px(img, i + 1, j), _px(img, i + 1, j + 1)
+        two = float32(2.0)               # float32 literals keep the math in single precision
+        gx = (bl + two * bc + br) - (tl + two * tc + tr)
+        gy = (tr + two * mr + br) - (tl + two * ml + bl)
+        out[i, j] = math.sqrt(gx * gx + gy * gy)
 
 
 @cuda.jit
