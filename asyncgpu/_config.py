@@ -115,6 +115,11 @@ class Options:
     #: memory/compute class; ``ios``: the candidate stages); off: classes from kernel
     #: attributes, and ``ios`` falls back to ``opara``.
     graph_measure: bool = True
+    #: Recorder, explicit memory: a replayed graph copies back to the host, right behind it,
+    #: the allocations it wrote that the host fetched whole after its previous replay (so the
+    #: host's reads then wait for the graph once, not for one fetch each); an allocation the
+    #: host then leaves unread is dropped from the list.
+    graph_read_back: bool = True
     #: Recorder, ``ios`` order: IOS's pruning, at most ``graph_ios_group`` launches per group
     #: (r) and ``graph_ios_groups`` groups per stage (s); recordings are searched in parts of
     #: ``graph_ios_part`` consecutive launches; beyond ``graph_ios_max`` launches the ``opara``
@@ -204,6 +209,7 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_GRAPH_LANE_COST_US": ("graph_lane_cost_us",
                                     lambda s: None if s.strip().lower() == "auto" else float(s)),
     "ASYNCGPU_GRAPH_MEASURE": ("graph_measure", _flag),
+    "ASYNCGPU_GRAPH_READ_BACK": ("graph_read_back", _flag),
     "ASYNCGPU_GRAPH_IOS_GROUP": ("graph_ios_group", int),
     "ASYNCGPU_GRAPH_IOS_GROUPS": ("graph_ios_groups", int),
     "ASYNCGPU_GRAPH_IOS_PART": ("graph_ios_part", int),

@@ -69,7 +69,7 @@ class FrozenGraph:
 
     __slots__ = ("graph", "accesses", "launches", "events", "name", "kernels", "copy_in",
                  "copy_only", "copy_bytes", "inputs", "overwritten", "written", "plan", "last",
-                 "repeat", "settled")
+                 "repeat", "settled", "read_back", "replay_version", "__weakref__")
 
     def __init__(self, graph: Any, accesses: list[Access], launches: list[Any],
                  events: list[Any], name: str, copy_in: tuple[Any, ...] = ()) -> None:
@@ -93,6 +93,11 @@ class FrozenGraph:
         #: ``Runtime.host_epoch`` right after its last launch: while the epoch stands still,
         #: none of its allocations is host-current (see :meth:`host_current`).
         self.settled = -1
+        #: explicit memory: ((allocation, label), ...) it copies back to the host after each
+        #: launch (``ExplicitMemory.read_back``), and the tracker's version once its last
+        #: launch (and those copies) were issued
+        self.read_back: tuple[Any, ...] = ()
+        self.replay_version = -1
 
     def host_current(self, rt: Any) -> tuple[Any, ...]:
         """Its inputs that are host-current now (``asyncgpu._memory.host_current``): none

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ._array import HOST, Array
-from ._dag import Node
+from ._dag import RAW, Node
 from ._deps import Access
 from ._errors import FreedArrayError
 from ._memory import BOTH, WHOLE_FETCH_BYTES
@@ -123,6 +123,16 @@ class HostAccess:
             lo, hi = 0, alloc.nbytes
         if memory is not None:
             found = memory.host_waits(write, fetch, found)
+            pending = alloc.read_back
+            if pending is not None:
+                # a replayed graph's copy back (``ExplicitMemory.read_back``): it made the
+                # mirror current, once it completes (a write conflicts with it anyway: it is
+                # a reader of the device copy; a fetch means a device writer came after it)
+                alloc.read_back = None
+                if not (write or fetch or pending.finished):
+                    found = {pending: [(RAW, label)]}
+            elif fetch and not write and lo == 0 and hi == alloc.nbytes and self.read_back:
+                memory.learn_read_back(alloc, label)
             if fetch and self._instruments:
                 # traced: the fetch is a copy node (ordered after the span's writers on
                 # the device), so the trace shows the transfer

@@ -29,6 +29,7 @@ Example::
 from __future__ import annotations
 
 import sys
+import weakref
 from collections import Counter
 from typing import Any
 
@@ -202,6 +203,11 @@ class PythonIssuing:
         frozen.settled = self.host_epoch
         if booked:
             memory.after_graph(frozen)
+        if self.read_back and self.recording is None:
+            self.last_replay = weakref.ref(frozen)    # (a cleared graph must not stay alive)
+            frozen.replay_version = deps.version
+            if frozen.read_back:
+                memory.read_back(frozen)
 
 
 def graph_repeat(frozen: Any, deps: DependencyTracker, accesses: Any) -> tuple[Any, ...]:

@@ -66,8 +66,12 @@ BOTH = HOST | DEVICE
 
 #: A partial host read of a device-current allocation of at most this many bytes fetches the
 #: whole allocation (``HostAccess.begin_host_access``, when that waits for no more writers):
-#: 64 KiB more take 2 to 3 us at PCIe 5 speed, against a fetch's round trip of tens of us.
-WHOLE_FETCH_BYTES = 64 << 10
+#: 512 KiB more take about 10 us at the 50-55 GB/s an H100 host measures, less than the second
+#: round trip they save (a launch and a fetching read of one element: 17-25 us there), so a
+#: loop that reads a few elements of a mid-sized result pays one round trip, not one each.
+WHOLE_FETCH_BYTES = 512 << 10
+#: At most this many allocations a replayed graph copies back to the host behind itself.
+READ_BACK_MAX = 16
 
 
 def device_use(location: int, reads: bool, writes: bool, covers: bool) -> tuple[bool, int]:
@@ -215,6 +219,51 @@ class ExplicitMemory(*compiled.bases("MemoryBase", PythonBooking)):
         stats = self.runtime.stats
         stats.copies_to_device += len(frozen.copy_in)
         stats.bytes_to_device += frozen.copy_bytes
+
+    def read_back(self, frozen: Any) -> None:
+        """After a graph's launch (``Runtime.launch_graph``, under the lock): copy back to the
+        host, behind it on the device, the allocations the host fetched whole after its last
+        launch (``learn_read_back``), and book each current on both sides with its copy as
+        ``Allocation.read_back``, which the host's next access waits for instead of fetching.
+
+        An allocation whose previous copy back the host never consumed (no host access since,
+        or a device writer made it DEVICE again and the host fetched that) is dropped: the
+        list keeps only what the host keeps reading. The copies are D2H copy nodes, reads of
+        the device copy, so a later device writer waits for them as for any reader, and the
+        graph's next launch finds them in the tracker (its shortcut for a repeated launch
+        does not apply: they were committed after it). Booking allocations BOTH is a change
+        of location as a host access makes one, so it moves ``Runtime.host_epoch`` on too.
+        """
+        rt = self.runtime
+        keep = []
+        for alloc, label in frozen.read_back:
+            previous = alloc.read_back
+            alloc.read_back = None
+            if previous is not None or alloc.freed or alloc.location != DEVICE:
+                continue
+            keep.append((alloc, label))
+            node = self.copy(alloc, 0, alloc.nbytes, False, label)
+            alloc.location = BOTH
+            alloc.read_back = node
+        frozen.read_back = tuple(keep)
+        frozen.replay_version = rt.deps.version
+        if keep:
+            # what a graph writes is no longer DEVICE: a graph launched again before the next
+            # host access must not skip its bookkeeping (``FrozenGraph.settled``)
+            rt.host_epoch += 1
+
+    def learn_read_back(self, alloc: Any, label: str) -> None:
+        """The host fetches all of ``alloc``: if the graph launched last wrote it and nothing
+        was committed since (so what the host reads is that graph's result), that graph
+        copies it back at its next launches (:meth:`read_back`)."""
+        rt = self.runtime
+        frozen = rt.last_replay() if rt.last_replay is not None else None
+        if (frozen is None or frozen.replay_version != rt.deps.version
+                or len(frozen.read_back) >= READ_BACK_MAX
+                or not any(a is alloc for a in frozen.written)
+                or any(a is alloc for a, _ in frozen.read_back)):
+            return
+        frozen.read_back += ((alloc, label),)
 
     def before_export(self, array: Any) -> None:
         """Another library gets the device pointer: bring the device copy current, and assume

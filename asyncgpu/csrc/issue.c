@@ -37,7 +37,8 @@ enum { N_KIND, N_ACCESSES, N_STREAM, N_PARENTS, N_LAUNCH, N_KEEPALIVE, N_EDGES, 
 enum { R_BACKEND, R_STATS, R_LOCK, R_RELEASES, R_INSTRUMENTS, R_ISSUING, R_ISSUING_COMPILED,
        R_RECORDING, R_DEPS, R_STREAMS, R_SYNC_MODE, R_NO_CONST, R_MEMORY, R_PREFETCH,
        R_WANT_SITES, R_ALIAS_BLIND, R_EAGER_FREE, R_HOST_EPOCH };
-enum { F_GRAPH, F_ACCESSES, F_NAME, F_COPY_IN, F_SETTLED, F_LAST, F_REPEAT };
+enum { F_GRAPH, F_ACCESSES, F_NAME, F_COPY_IN, F_SETTLED, F_LAST, F_REPEAT, F_READ_BACK,
+       F_REPLAY_VERSION };
 #define RT(self, f, name) get((self), &runtime_layout, (f), (name))
 enum { L_LOCATION, L_NBYTES, L_BUFFER };
 static Twin t_launch_graph, t_issue, t_launch_kernel;
@@ -52,7 +53,7 @@ static PyObject *s_kernel, *s_lock, *s_releases, *s_drain_releases,
     *s_index, *s_edges, *s_notify_node, *s_sync_mode, *s_host_wait, *s_event, *s_finished, *s_sync,
     *s_sync_reason, *s_recover, *s_graph, *s_host_epoch, *s_graphs_replayed,
     *s_before_graph, *s_graph_not_launched, *s_after_graph, *s_version, *s_settled, *s_last,
-    *s_repeat, *s_copy_in;
+    *s_repeat, *s_copy_in, *s_read_back, *s_last_replay, *s_replay_version;
 
 /* The runtime's attribute, tested for truth: 1, 0 or -1 */
 static int
@@ -673,6 +674,40 @@ relaunch_parents(PyObject *frozen, PyObject *deps, PyObject *accesses, PyObject 
     return rc;
 }
 
+/* After a graph's launch, with graph_read_back on and no recording engaged: remember it as
+   the runtime's last replay (``last_replay``, a weak reference; at tracker ``version``) and
+   issue the copies
+   back to the host it has learnt (ExplicitMemory.read_back, which then books the version
+   after them). 0, or -1 with an error set. */
+static int
+read_back_after(PyObject *self, PyObject *frozen, PyObject *memory, PyObject *version)
+{
+    PyObject *on = PyObject_GetAttr(self, s_read_back), *recording = NULL, *pending = NULL;
+    int t = on == NULL ? -1 : truth(on);
+    Py_XDECREF(on);
+    if (t <= 0)
+        return t;
+    if ((recording = RT(self, R_RECORDING, s_recording)) == NULL)
+        return -1;
+    t = recording == Py_None;
+    Py_DECREF(recording);
+    if (!t)
+        return 0;
+    PyObject *ref = PyWeakref_NewRef(frozen, NULL);     /* (the graph's one plain ref) */
+    t = ref == NULL ? -1 : PyObject_SetAttr(self, s_last_replay, ref);
+    Py_XDECREF(ref);
+    if (t < 0 || set(frozen, &frozen_layout, F_REPLAY_VERSION, s_replay_version, version) < 0
+            || (pending = get(frozen, &frozen_layout, F_READ_BACK, s_read_back)) == NULL)
+        return -1;
+    t = truth(pending);
+    Py_DECREF(pending);
+    if (t <= 0)
+        return t;
+    PyObject *r = call_method(memory, s_read_back, 1, frozen);
+    Py_XDECREF(r);
+    return r == NULL ? -1 : 0;
+}
+
 static PyObject *
 runtime_launch_graph(PyObject *self, PyObject *frozen)
 {
@@ -757,6 +792,8 @@ runtime_launch_graph(PyObject *self, PyObject *frozen)
             goto done;
         Py_CLEAR(r);
     }
+    if (read_back_after(self, frozen, memory, version) < 0)
+        goto done;
     result = Py_NewRef(Py_None);
 done:
     Py_XDECREF(graph);
@@ -809,7 +846,8 @@ configure_issue(PyObject *module, PyObject *args)
     static const char *const node_names[] = {"kind", "accesses", "stream", "parents", "launch",
                                              "keepalive", "edges", "event", "finished"};
     static const char *const frozen_names[] = {"graph", "accesses", "name", "copy_in",
-                                               "settled", "last", "repeat"};
+                                               "settled", "last", "repeat", "read_back",
+                                               "replay_version"};
     static const char *const alloc_names[] = {"location", "nbytes", "buffer"};
     static const char *const runtime_names[] = {
         "backend", "stats", "_lock", "_releases", "_instruments", "_issuing",
@@ -822,7 +860,7 @@ configure_issue(PyObject *module, PyObject *args)
     if (layout(&runtime_layout, runtime, runtime_names, 18) < 0 || stats_configure(counters) < 0
             || layout(&node_layout, node, node_names, 9) < 0
             || layout(&alloc_layout, alloc, alloc_names, 3) < 0
-            || layout(&frozen_layout, frozen, frozen_names, 7) < 0)
+            || layout(&frozen_layout, frozen, frozen_names, 9) < 0)
         return NULL;
     Py_XSETREF(python_launch_graph, Py_NewRef(python_graph));
     Py_XSETREF(graph_repeat, Py_NewRef(repeat));
@@ -862,6 +900,8 @@ issue_init(PyObject *module)
         {&s_before_graph, "before_graph"}, {&s_graph_not_launched, "graph_not_launched"},
         {&s_after_graph, "after_graph"}, {&s_version, "version"}, {&s_settled, "settled"},
         {&s_last, "last"}, {&s_repeat, "repeat"}, {&s_graph, "graph"}, {&s_copy_in, "copy_in"},
+        {&s_read_back, "read_back"}, {&s_last_replay, "last_replay"},
+        {&s_replay_version, "replay_version"},
     };
     if (INTERN_ALL(names) < 0 || add_type(module, "RuntimeBase", &runtime_spec) < 0
             || twin(&t_launch_graph, module, "RuntimeBase", "launch_graph") < 0

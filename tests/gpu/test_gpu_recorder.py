@@ -121,10 +121,59 @@ def test_host_written_inputs_are_copied_inside_the_graph_on_gpu(debug_hb):
             if 1 <= i <= 5:
                 assert step.outcome == "replayed"
             if 2 <= i <= 5:     # (the capture may copy x in once more, to time the launches)
-                assert after.nodes - before.nodes == 1
+                copied_back = after.copies_to_host - before.copies_to_host  # z: read back
+                assert copied_back <= 1
+                assert after.nodes - before.nodes == 1 + copied_back
                 assert after.bytes_to_device - before.bytes_to_device == x.nbytes
         assert step.outcome == "replayed"
         assert ag.statistics().graphs_recorded - start == 2  # {x} and {x, y} host-current
+        step.clear()
+
+
+@pytest.mark.parametrize("debug_hb", [False, True])
+def test_replays_copy_back_what_the_host_reads_on_gpu(debug_hb):
+    """Explicit memory: once the host has fetched a replay's outputs, the next replays copy
+    them back behind the graph and the reads wait for those copies (no fetch), behind kernels
+    that spin 1-3 ms; an eager kernel writing an output afterwards and a partial host write
+    still win."""
+    import asyncgpu as ag
+
+    with ag.configure(backend="cuda", memory="explicit", debug_hb=debug_hb):
+        square, add = _kernels(ag)
+        spin = ag.cuda_kernel(SPIN, "spin")
+        x, x1 = ag.empty(N, np.float32), ag.empty(N, np.float32)
+        state = [ag.zeros(4096, np.float32) for _ in range(3)]
+        out = [ag.empty(4096, np.float32) for _ in range(3)]
+
+        @ag.graph
+        def step():
+            square[64, 256](x, x1, N)
+            for i, (s, t) in enumerate(zip(state, out)):
+                spin[4, 256](s, 2_000_000 * (i + 1), 4096)   # s += 1 after 1, 2, 3 ms
+                add[4, 256](s, x1, t, np.float32(i + 1), 4096)  # t = s + (i + 1) x^2
+
+        rng = np.random.default_rng(3)
+        for it in range(1, 7):
+            x0 = rng.random(N, dtype=np.float32)
+            x[...] = x0
+            sq = x0[:4096] * x0[:4096]
+            before = ag.statistics().copies_to_host
+            step()
+            issued = ag.statistics().copies_to_host - before
+            for i, t in enumerate(out):
+                np.testing.assert_allclose(t.numpy(), it + np.float32(i + 1) * sq, rtol=1e-6)
+            if it >= 4:
+                assert step.outcome == "replayed"
+                assert issued == 3                       # all three copied back by the replay
+                assert ag.statistics().copies_to_host - before == 3     # no fetch after it
+        step()
+        add[4, 256](x1, x1, out[0], np.float32(1), 4096)  # an eager writer after the copy back
+        np.testing.assert_allclose(out[0].numpy(), 2 * sq, rtol=1e-6)
+        step()
+        out[1][7] = -1.0                                 # a partial host write after it
+        got = out[1].numpy()
+        assert got[7] == -1.0
+        np.testing.assert_allclose(np.delete(got, 7), np.delete(8 + 2 * sq, 7), rtol=1e-6)
         step.clear()
 
 
