@@ -64,7 +64,9 @@ class FrozenGraph:
     ``written``: the allocations a launch writes;
     ``inputs``/``overwritten``: the allocations the graph touches, split by whether its first
     use may read the old bytes (a static replay checks that the host-current inputs are
-    exactly ``copy_in``; an overwritten one needs no copy wherever its current copy is).
+    exactly ``copy_in``; an overwritten one needs no copy wherever its current copy is);
+    ``read_back``: the written allocations the host fetched whole after a launch, which each
+    launch copies back to the host behind itself (``ExplicitMemory.read_back``).
     """
 
     __slots__ = ("graph", "accesses", "launches", "events", "name", "kernels", "copy_in",

@@ -20,7 +20,10 @@ the mirror, ordered on the device after the span's unfinished writers, which the
 for at once, under the runtime's lock, so no device writer can start meanwhile and none needs
 to wait for it. A node would only put the scheduler's Python (stream choice, event, tracker,
 retirement) between the writers and the host. Under a trace the fetch is a copy node again (a
-*read*: after the writers, before later device writers), so the trace shows the transfer.
+*read*: after the writers, before later device writers), so the trace shows the transfer. So
+are the *copies back* a replayed graph issues behind itself for what the host read after its
+previous launch (:meth:`ExplicitMemory.read_back`): the allocation is booked BOTH with the node
+as ``Allocation.read_back``, which the host's next access waits for instead of fetching.
 
 Transitions (:func:`device_use`, :func:`host_read`, :func:`host_write`)::
 
@@ -29,7 +32,8 @@ Transitions (:func:`device_use`, :func:`host_read`, :func:`host_write`)::
       not covering every byte)          other      none                                DEVICE if it writes
     device write-only of every byte     any        none                                DEVICE
     host read of [lo, hi)               DEVICE     fetch [lo, hi) after its writers    BOTH if whole
-                                        other      none                                unchanged
+                                        other      none (waits for a copy back)        unchanged
+    replay of a graph that learnt A     (A: DEVICE after the graph) D2H copy node of A BOTH
     host write of every byte            any        none                                HOST
     host write of part                  HOST, BOTH, 0  none                            HOST
                                         DEVICE     [fetch of the span first unless the DEVICE

@@ -20,6 +20,13 @@ K = 3
 WEIGHTS_MAX = 2048
 
 
+@cuda.jit(device=True)
+def _place(t, cols, channels):
+    """(row, column, channel) of value number ``t`` of a (rows, cols, channels) array."""
+    p = t // channels
+    return p // cols, p % cols, t % channels
+
+
 @cuda.jit
 def conv2d(x, w, out, stride):
     """out[i, j, m] = ReLU(sum_{a, b < K, l} w[m, a, b, l] x[i stride + a, j stride + b, l])."""
@@ -34,10 +41,7 @@ def conv2d(x, w, out, stride):
     first, step = grid_rank()
     cols = out.shape[1]
     for t in range(first, out.shape[0] * cols * cout, step):
-        m = t % cout
-        p = t // cout
-        j = p % cols
-        i = p // cols
+        i, j, m = _place(t, cols, cout)
         acc = float32(0.0)
         for a in range(K):
             for b in range(K):
@@ -54,10 +58,7 @@ def mean_pool(x, out, window):
     first, step = grid_rank()
     cols, ch = out.shape[1], out.shape[2]
     for t in range(first, out.shape[0] * cols * ch, step):
-        c = t % ch
-        p = t // ch
-        j = p % cols
-        i = p // cols
+        i, j, c = _place(t, cols, ch)
         acc = float32(0.0)
         for a in range(window):
             for b in range(window):

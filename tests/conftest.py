@@ -41,6 +41,18 @@ def sim():
         ag.synchronize()
 
 
+@pytest.fixture(params=[0, 1, 2])
+def explicit(request):
+    """A sim runtime with the explicit memory model, randomized execution with three seeds;
+    yields the asyncgpu module."""
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_seed=request.param, sim_strategy="random",
+                      memory="explicit"):
+        yield ag
+        ag.synchronize()
+
+
 @pytest.fixture(params=["compiled", "python"])
 def compiled(request):
     """Run a test with the compiled methods of ``asyncgpu._speedups`` and with the Python

@@ -18,16 +18,6 @@ from recorder_kernels import N, captured_graphs, doubling, kernels
 BOTH = HOST | DEVICE
 
 
-@pytest.fixture(params=[0, 1, 2])
-def explicit(request):
-    import asyncgpu as ag
-
-    with ag.configure(backend="sim", sim_seed=request.param, sim_strategy="random",
-                      memory="explicit"):
-        yield ag
-        ag.synchronize()
-
-
 def test_host_written_inputs_are_copied_inside_the_replayed_graph(explicit):
     ag = explicit
     scale, add, inc = kernels(ag)

@@ -13,21 +13,10 @@ host write, a free, the option turned off.
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from recorder_kernels import N, kernels
-
-
-@pytest.fixture(params=[0, 1, 2])
-def explicit(request):
-    import asyncgpu as ag
-
-    with ag.configure(backend="sim", sim_seed=request.param, sim_strategy="random",
-                      memory="explicit"):
-        yield ag
-        ag.synchronize()
 
 
 def _copies_to_host(ag):
@@ -120,11 +109,13 @@ def test_replays_with_no_host_access_between_leave_the_host_copy_stale(explicit)
     np.testing.assert_array_equal(y.numpy(), np.full(N, 6, np.float32))
 
 
-def test_another_graph_writing_the_array_after_the_copy_back_wins(explicit):
-    ag = explicit
-    scale, _, _ = kernels(ag)
-    x, z = ag.empty(N, np.float32), ag.empty(N, np.float32)
-    y = ag.empty(N, np.float32)
+def _two_writers(ag, bump: bool):
+    """``(y, first, second)``: two recorded functions writing y (first: y = 2; second: y = 3,
+    or 4 with ``bump``, which also increments it in a second launch)."""
+    scale, _, inc = kernels(ag)
+    x, z, y = (ag.empty(N, np.float32) for _ in range(3))
+    x[...] = 1
+    z[...] = 1
 
     @ag.graph
     def first():
@@ -133,9 +124,13 @@ def test_another_graph_writing_the_array_after_the_copy_back_wins(explicit):
     @ag.graph
     def second():
         scale[1, N](z, y, np.float32(3), N)
+        if bump:
+            inc[1, N](y, N)
+    return y, first, second
 
-    x[...] = 1
-    z[...] = 1
+
+def test_another_graph_writing_the_array_after_the_copy_back_wins(explicit):
+    y, first, second = _two_writers(explicit, bump=False)
     for _ in range(4):          # second settles first, then first learns y
         second()
         first()
@@ -149,39 +144,39 @@ def test_another_graph_writing_the_array_after_the_copy_back_wins(explicit):
     np.testing.assert_array_equal(y.numpy(), np.full(N, 3, np.float32))
 
 
+def _learnt(ag, value: float):
+    """``(y, step)``: y = 2 x with x = ``value``, recorded, captured and read whole after each
+    call until the graph copies y back itself."""
+    x, y = ag.empty(N, np.float32), ag.empty(N, np.float32)
+    step = _step(ag, x, [y])
+    x[...] = value
+    for _ in range(4):
+        step()
+        np.testing.assert_array_equal(y.numpy(), np.full(N, 2 * value, np.float32))
+    return y, step
+
+
 def test_an_eager_kernel_or_a_host_write_after_the_replay_wins(explicit):
     ag = explicit
     _, _, inc = kernels(ag)
-    x = ag.empty(N, np.float32)
-    ys = [ag.empty(N, np.float32)]
-    step = _step(ag, x, ys)
-    x[...] = 1
-    for _ in range(4):
-        step()
-        assert float(ys[0][0]) == 2
+    y, step = _learnt(ag, 1)
     step()
-    inc[1, N](ys[0], N)                 # waits for the copy back (it reads y), then writes y
-    assert float(ys[0][0]) == 3
+    inc[1, N](y, N)                     # waits for the copy back (it reads y), then writes y
+    assert float(y[0]) == 3
     step()
-    ys[0][3] = 7                        # a partial host write waits for the copy back
-    got = ys[0].numpy()
+    y[3] = 7                            # a partial host write waits for the copy back
+    got = y.numpy()
     assert got[3] == 7 and got[0] == 2
     step()
-    ys[0][...] = 5
-    np.testing.assert_array_equal(ys[0].numpy(), np.full(N, 5, np.float32))
+    y[...] = 5
+    np.testing.assert_array_equal(y.numpy(), np.full(N, 5, np.float32))
 
 
 def test_freeing_an_array_its_copy_back_still_reads_is_safe(explicit):
     ag = explicit
-    x = ag.empty(N, np.float32)
-    ys = [ag.empty(N, np.float32)]
-    step = _step(ag, x, ys)
-    x[...] = 2
-    for _ in range(4):
-        step()
-        ys[0].numpy()
+    y, step = _learnt(ag, 2)
     step()                      # copies y back; nobody reads it
-    ys[0].free()
+    y.free()
     ag.synchronize()
     w = ag.array(np.ones(N, np.float32))
     np.testing.assert_array_equal(w.numpy(), np.ones(N, np.float32))
@@ -213,20 +208,8 @@ def test_any_interleaving_reads_what_a_serial_program_reads(ops, seed):
     import asyncgpu as ag
 
     with ag.configure(backend="sim", sim_seed=seed, sim_strategy="random", memory="explicit"):
-        scale, _, inc = kernels(ag)
-        x, z, y = (ag.empty(N, np.float32) for _ in range(3))
-        x[...] = 1
-        z[...] = 1
-
-        @ag.graph
-        def first():
-            scale[1, N](x, y, np.float32(2), N)
-
-        @ag.graph
-        def second():
-            scale[1, N](z, y, np.float32(3), N)
-            inc[1, N](y, N)
-
+        _, _, inc = kernels(ag)
+        y, first, second = _two_writers(ag, bump=True)
         model = np.zeros(N, np.float32)
         y[...] = 0
         for op in ["first", "read"] * 3 + ["second", "read"] * 3 + ops:
