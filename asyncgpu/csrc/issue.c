@@ -676,9 +676,8 @@ relaunch_parents(PyObject *frozen, PyObject *deps, PyObject *accesses, PyObject 
 
 /* After a graph's launch, with graph_read_back on and no recording engaged: remember it as
    the runtime's last replay (``last_replay``, a weak reference; at tracker ``version``) and
-   issue the copies
-   back to the host it has learnt (ExplicitMemory.read_back, which then books the version
-   after them). 0, or -1 with an error set. */
+   issue the copies back to the host it has learnt (ExplicitMemory.read_back, which then
+   books the version after them). 0, or -1 with an error set. */
 static int
 read_back_after(PyObject *self, PyObject *frozen, PyObject *memory, PyObject *version)
 {
