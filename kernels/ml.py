@@ -4,9 +4,9 @@ All matrices are row-major: X[row, feature], weights[class, feature], scores[row
 original ridge standardization (``rr_1``) indexed X as feature-major by mistake; here every kernel
 uses the one layout. Rows are spread over threads with grid-stride loops, except in the two
 matrix products (``nb_1``, ``rr_2``: one thread per (row, class) score, 10 times the threads of
-one per row, which left most of the GPU idle: 169 us against 13.5 us at 2,000 rows on an H100)
-and in ``rr_1``, which gives one thread per feature (only F threads work: the slow,
-low-occupancy kernel of the benchmark).
+one per row, which left most of the GPU idle: 172 us against 16.6 us at 2,000 rows on an H100,
+``tools/kernel_times.py``) and in ``rr_1``, which gives one thread per feature (only F threads
+work: the slow, low-occupancy kernel of the benchmark).
 """
 
 import math
