@@ -6,8 +6,8 @@ order, are staged in shared memory once per block. The spatial kernels are launc
 but number their outputs (row, column, channel) flat over all of the grid's threads
 (``grid_rank``): one thread per output value, consecutive threads on consecutive values, so
 every channel of every position is a thread of its own (with one thread per position, the
-second convolution's 361 positions kept 361 threads busy for 1,152 multiply-adds each, 78 us
-on an H100; 9.6 us now). ``concat`` and ``dot`` are 1D.
+second convolution's 361 positions kept 361 threads busy for 1,152 multiply-adds each, 80 us
+on an H100; 10.9 us now, ``tools/kernel_times.py``). ``concat`` and ``dot`` are 1D.
 """
 
 from numba import cuda, float32, float64
