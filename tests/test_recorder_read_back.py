@@ -234,3 +234,20 @@ def test_any_interleaving_reads_what_a_serial_program_reads(ops, seed):
                 model[:] = -1
         np.testing.assert_array_equal(y.numpy(), model)
         ag.synchronize()
+
+
+def test_a_read_of_what_an_eager_kernel_wrote_after_the_replay_teaches_nothing(explicit):
+    """The host reads y after an eager kernel rewrote it: that is not the graph's result, so
+    the graph does not start copying y back."""
+    ag = explicit
+    _, _, inc = kernels(ag)
+    x = ag.empty(N, np.float32)
+    ys = [ag.empty(N, np.float32)]
+    step = _step(ag, x, ys)
+    x[...] = 1
+    for it in range(6):
+        before = _copies_to_host(ag)
+        step()
+        inc[1, N](ys[0], N)
+        np.testing.assert_array_equal(ys[0].numpy(), np.full(N, 3, np.float32))
+        assert _copies_to_host(ag) - before == 1        # the fetch; no copy back
