@@ -61,7 +61,7 @@ _dtype_names: dict[np.dtype, str] = {}
 class Allocation:
     """A block of backend memory (runtime-owned; there is no public constructor)."""
 
-    __slots__ = ("runtime", "buffer", "nbytes", "location", "freed", "id", "read_back",
+    __slots__ = ("runtime", "buffer", "nbytes", "location", "freed", "id", "copy_back",
                  "__weakref__")
     #: Explicit frees so far, in every runtime (``Runtime.free``): whoever caches "these
     #: allocations are live" checks again only when it has moved.
@@ -76,7 +76,7 @@ class Allocation:
         self.id = next(_alloc_ids)
         #: explicit memory: the copy to the host a replayed graph issued behind itself
         #: (``ExplicitMemory.read_back``), which a host access waits for instead of fetching
-        self.read_back: Any = None
+        self.copy_back: Any = None
 
     def __del__(self) -> None:
         # Garbage collection may run in the middle of runtime bookkeeping: only queue the

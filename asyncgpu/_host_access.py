@@ -123,15 +123,15 @@ class HostAccess:
             lo, hi = 0, alloc.nbytes
         if memory is not None:
             found = memory.host_waits(write, fetch, found)
-            pending = alloc.read_back
+            pending = alloc.copy_back
             if pending is not None:
                 # a replayed graph's copy back (``ExplicitMemory.read_back``): it made the
                 # mirror current, once it completes (a write conflicts with it anyway: it is
                 # a reader of the device copy; a fetch means a device writer came after it)
-                alloc.read_back = None
+                alloc.copy_back = None
                 if not (write or fetch or pending.finished):
                     found = {pending: [(RAW, label)]}
-            elif fetch and not write and lo == 0 and hi == alloc.nbytes and self.read_back:
+            elif fetch and not write and lo == 0 and hi == alloc.nbytes and self.graph_read_back:
                 memory.learn_read_back(alloc, label)
             if fetch and self._instruments:
                 # traced: the fetch is a copy node (ordered after the span's writers on

@@ -203,7 +203,7 @@ class PythonIssuing:
         frozen.settled = self.host_epoch
         if booked:
             memory.after_graph(frozen)
-        if self.read_back and self.recording is None:
+        if self.graph_read_back and self.recording is None:
             self.last_replay = weakref.ref(frozen)    # (a cleared graph must not stay alive)
             frozen.replay_version = deps.version
             if frozen.read_back:

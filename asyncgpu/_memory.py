@@ -23,7 +23,7 @@ retirement) between the writers and the host. Under a trace the fetch is a copy 
 *read*: after the writers, before later device writers), so the trace shows the transfer. So
 are the *copies back* a replayed graph issues behind itself for what the host read after its
 previous launch (:meth:`ExplicitMemory.read_back`): the allocation is booked BOTH with the node
-as ``Allocation.read_back``, which the host's next access waits for instead of fetching.
+as ``Allocation.copy_back``, which the host's next access waits for instead of fetching.
 
 Transitions (:func:`device_use`, :func:`host_read`, :func:`host_write`)::
 
@@ -228,7 +228,7 @@ class ExplicitMemory(*compiled.bases("MemoryBase", PythonBooking)):
         """After a graph's launch (``Runtime.launch_graph``, under the lock): copy back to the
         host, behind it on the device, the allocations the host fetched whole after its last
         launch (``learn_read_back``), and book each current on both sides with its copy as
-        ``Allocation.read_back``, which the host's next access waits for instead of fetching.
+        ``Allocation.copy_back``, which the host's next access waits for instead of fetching.
 
         An allocation whose previous copy back the host never consumed (no host access since,
         or a device writer made it DEVICE again and the host fetched that) is dropped: the
@@ -241,14 +241,14 @@ class ExplicitMemory(*compiled.bases("MemoryBase", PythonBooking)):
         rt = self.runtime
         keep = []
         for alloc, label in frozen.read_back:
-            previous = alloc.read_back
-            alloc.read_back = None
+            previous = alloc.copy_back
+            alloc.copy_back = None
             if previous is not None or alloc.freed or alloc.location != DEVICE:
                 continue
             keep.append((alloc, label))
             node = self.copy(alloc, 0, alloc.nbytes, False, label)
             alloc.location = BOTH
-            alloc.read_back = node
+            alloc.copy_back = node
         frozen.read_back = tuple(keep)
         frozen.replay_version = rt.deps.version
         if keep:

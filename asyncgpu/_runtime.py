@@ -50,7 +50,7 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
     __slots__ = ("__weakref__", "_instruments", "_issuing", "_issuing_compiled", "_lock",
                  "_releases", "alias_blind", "backend", "deps", "eager_free", "graph_config",
                  "graphs", "host_epoch", "host_no_wait", "last_replay", "memory", "no_const",
-                 "options", "prefetch", "read_back", "recording", "stats", "streams",
+                 "options", "prefetch", "graph_read_back", "recording", "stats", "streams",
                  "sync_mode", "want_sites")
 
     def __init__(self, options: Options, backend: Any = None) -> None:
@@ -93,7 +93,7 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
         #: ``graph_read_back`` in force (explicit memory only), and a weak reference to the
         #: graph launched last (``launch_graph``): a host fetch right after it teaches it what
         #: to copy back
-        self.read_back = options.graph_read_back and self.memory is not None
+        self.graph_read_back = options.graph_read_back and self.memory is not None
         self.last_replay: Any = None
         self.prefetch = (options.prefetch == "auto" and self.backend.prefetches
                          and self.memory is None)

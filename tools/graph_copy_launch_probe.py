@@ -3,16 +3,17 @@ memory (4 KiB to 1 MiB, on 1, 2 or 10 branches) or kernels (on 1 or 10 branches)
 with CuPy's stream capture; host us of ``Graph.launch``, medians of 7 x 200 launches, each
 followed by a synchronize (so every launch finds the GPU idle, as a benchmark iteration's does).
 
-usage: python3 tools/graph_copy_launch_probe.py    (a CUDA GPU; needs only CuPy)
+usage: PYTHONPATH=. python3 tools/graph_copy_launch_probe.py    (a CUDA GPU)
 """
 
 from __future__ import annotations
 
 import statistics
-import time
 
 import cupy
 import numpy as np
+
+from asyncgpu.backends._cuda_timing import graph_launch_s
 
 INC = r'''extern "C" __global__ void inc(float* x, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -39,18 +40,9 @@ def capture(build, branches: int):
 
 
 def launch_us(graph, stream, count: int = 200) -> float:
-    graph.launch(stream)
+    graph.launch(stream)        # (the first launch uploads the graph)
     stream.synchronize()
-    medians = []
-    for _ in range(7):
-        samples = []
-        for _ in range(count):
-            t0 = time.perf_counter()
-            graph.launch(stream)
-            samples.append(time.perf_counter() - t0)
-            stream.synchronize()
-        medians.append(statistics.median(samples) * 1e6)
-    return statistics.median(medians)
+    return statistics.median(graph_launch_s(graph, stream, count) for _ in range(7)) * 1e6
 
 
 def main() -> None:

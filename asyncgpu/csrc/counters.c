@@ -41,12 +41,17 @@ typedef struct {
 static PyTypeObject *counters_base;     /* (set by counters_init) */
 static PyMemberDef count_members[N_COUNTS + 1];
 
-static const char *const stats_names[] = {
-    "nodes", "kernels", "event_waits", "events_recorded", "nodes_retired", "retired_by_poll",
-    "prefetches", "bytes_prefetched", "events_queried", "streams_used", "edges"};
-#define N_STATS ((int)(sizeof stats_names / sizeof stats_names[0]))
+/* The ST_ fields: the first ST_COUNTS counts, then Counters' object slots. */
+static const char *const object_names[] = {"streams_used", "edges"};
+#define N_STATS (ST_COUNTS + (int)(sizeof object_names / sizeof object_names[0]))
 PyObject *stats_attrs[N_STATS];
 SlotLayout stats_layout;
+
+static const char *
+stat_name(int field)
+{
+    return field < ST_COUNTS ? count_names[field] : object_names[field - ST_COUNTS];
+}
 
 int
 count_stat(PyObject *stats, int field, PyObject *amount)
@@ -67,7 +72,7 @@ int
 stats_configure(PyObject *counters)
 {
     for (int i = 0; i < N_STATS; i++)
-        if (stats_attrs[i] == NULL && intern(&stats_attrs[i], stats_names[i]) < 0)
+        if (stats_attrs[i] == NULL && intern(&stats_attrs[i], stat_name(i)) < 0)
             return -1;
     if (!PyType_Check(counters)) {
         PyErr_SetString(PyExc_TypeError, "configure_issue: Counters is not a class");
@@ -75,7 +80,7 @@ stats_configure(PyObject *counters)
     }
     int cells = PyType_IsSubtype((PyTypeObject *)counters, counters_base);
     for (int i = cells ? ST_COUNTS : 0; i < N_STATS; i++)
-        if ((stats_layout.off[i] = slot_offset((PyTypeObject *)counters, stats_names[i])) < 0)
+        if ((stats_layout.off[i] = slot_offset((PyTypeObject *)counters, stat_name(i))) < 0)
             return -1;
     Py_INCREF(counters);
     Py_XSETREF(stats_layout.type, (PyTypeObject *)counters);

@@ -36,7 +36,8 @@ enum { N_KIND, N_ACCESSES, N_STREAM, N_PARENTS, N_LAUNCH, N_KEEPALIVE, N_EDGES, 
        N_FINISHED };
 enum { R_BACKEND, R_STATS, R_LOCK, R_RELEASES, R_INSTRUMENTS, R_ISSUING, R_ISSUING_COMPILED,
        R_RECORDING, R_DEPS, R_STREAMS, R_SYNC_MODE, R_NO_CONST, R_MEMORY, R_PREFETCH,
-       R_WANT_SITES, R_ALIAS_BLIND, R_EAGER_FREE, R_HOST_EPOCH };
+       R_WANT_SITES, R_ALIAS_BLIND, R_EAGER_FREE, R_HOST_EPOCH, R_GRAPH_READ_BACK,
+       R_LAST_REPLAY };
 enum { F_GRAPH, F_ACCESSES, F_NAME, F_COPY_IN, F_SETTLED, F_LAST, F_REPEAT, F_READ_BACK,
        F_REPLAY_VERSION };
 #define RT(self, f, name) get((self), &runtime_layout, (f), (name))
@@ -53,7 +54,8 @@ static PyObject *s_kernel, *s_lock, *s_releases, *s_drain_releases,
     *s_index, *s_edges, *s_notify_node, *s_sync_mode, *s_host_wait, *s_event, *s_finished, *s_sync,
     *s_sync_reason, *s_recover, *s_graph, *s_host_epoch, *s_graphs_replayed,
     *s_before_graph, *s_graph_not_launched, *s_after_graph, *s_version, *s_settled, *s_last,
-    *s_repeat, *s_copy_in, *s_read_back, *s_last_replay, *s_replay_version;
+    *s_repeat, *s_copy_in, *s_read_back, *s_graph_read_back, *s_last_replay,
+    *s_replay_version;
 
 /* The runtime's attribute, tested for truth: 1, 0 or -1 */
 static int
@@ -681,9 +683,8 @@ relaunch_parents(PyObject *frozen, PyObject *deps, PyObject *accesses, PyObject 
 static int
 read_back_after(PyObject *self, PyObject *frozen, PyObject *memory, PyObject *version)
 {
-    PyObject *on = PyObject_GetAttr(self, s_read_back), *recording = NULL, *pending = NULL;
-    int t = on == NULL ? -1 : truth(on);
-    Py_XDECREF(on);
+    PyObject *recording = NULL, *pending = NULL;
+    int t = rt_truth(self, R_GRAPH_READ_BACK, s_graph_read_back);
     if (t <= 0)
         return t;
     if ((recording = RT(self, R_RECORDING, s_recording)) == NULL)
@@ -693,7 +694,7 @@ read_back_after(PyObject *self, PyObject *frozen, PyObject *memory, PyObject *ve
     if (!t)
         return 0;
     PyObject *ref = PyWeakref_NewRef(frozen, NULL);     /* (the graph's one plain ref) */
-    t = ref == NULL ? -1 : PyObject_SetAttr(self, s_last_replay, ref);
+    t = ref == NULL ? -1 : set(self, &runtime_layout, R_LAST_REPLAY, s_last_replay, ref);
     Py_XDECREF(ref);
     if (t < 0 || set(frozen, &frozen_layout, F_REPLAY_VERSION, s_replay_version, version) < 0
             || (pending = get(frozen, &frozen_layout, F_READ_BACK, s_read_back)) == NULL)
@@ -851,12 +852,13 @@ configure_issue(PyObject *module, PyObject *args)
     static const char *const runtime_names[] = {
         "backend", "stats", "_lock", "_releases", "_instruments", "_issuing",
         "_issuing_compiled", "recording", "deps", "streams", "sync_mode", "no_const", "memory",
-        "prefetch", "want_sites", "alias_blind", "eager_free", "host_epoch"};
+        "prefetch", "want_sites", "alias_blind", "eager_free", "host_epoch", "graph_read_back",
+        "last_replay"};
     if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOO:configure_issue", &runtime, &counters, &node,
                           &alloc, &site, &refuse, &python_launch, &reduce, &host, &device,
                           &python_graph, &frozen, &repeat))
         return NULL;
-    if (layout(&runtime_layout, runtime, runtime_names, 18) < 0 || stats_configure(counters) < 0
+    if (layout(&runtime_layout, runtime, runtime_names, 20) < 0 || stats_configure(counters) < 0
             || layout(&node_layout, node, node_names, 9) < 0
             || layout(&alloc_layout, alloc, alloc_names, 3) < 0
             || layout(&frozen_layout, frozen, frozen_names, 9) < 0)
@@ -899,7 +901,8 @@ issue_init(PyObject *module)
         {&s_before_graph, "before_graph"}, {&s_graph_not_launched, "graph_not_launched"},
         {&s_after_graph, "after_graph"}, {&s_version, "version"}, {&s_settled, "settled"},
         {&s_last, "last"}, {&s_repeat, "repeat"}, {&s_graph, "graph"}, {&s_copy_in, "copy_in"},
-        {&s_read_back, "read_back"}, {&s_last_replay, "last_replay"},
+        {&s_read_back, "read_back"}, {&s_graph_read_back, "graph_read_back"},
+        {&s_last_replay, "last_replay"},
         {&s_replay_version, "replay_version"},
     };
     if (INTERN_ALL(names) < 0 || add_type(module, "RuntimeBase", &runtime_spec) < 0

@@ -119,10 +119,6 @@ int lock_release(PyObject *lock);
    with a failed release's error raised from it); ``result`` or NULL. */
 PyObject *unlocked(PyObject *lock, PyObject *result);
 
-/* A compiled method that the compiled methods call directly, skipping the method call's
-   lookups, when that is what the ordinary call would run: the object has no instance dict and
-   its class resolves the name to this very method (so a subclass's override, a monkeypatch or
-   asyncgpu._compiled.use(False) still wins). */
 /* Whether objects of ``type`` have no instance dict, which could shadow a method of the
    class: only then may a method the class resolves be called without asking the object. */
 static inline int
@@ -131,6 +127,10 @@ dictless(PyTypeObject *type)
     return type->tp_dictoffset == 0 && !(type->tp_flags & Py_TPFLAGS_MANAGED_DICT);
 }
 
+/* A compiled method that the compiled methods call directly, skipping the method call's
+   lookups, when that is what the ordinary call would run: the object has no instance dict and
+   its class resolves the name to this very method (so a subclass's override, a monkeypatch or
+   asyncgpu._compiled.use(False) still wins). */
 typedef struct {
     PyObject *name;         /* interned */
     PyObject *descr;        /* the method descriptor in the compiled base class */
