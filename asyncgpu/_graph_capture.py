@@ -45,6 +45,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from . import _compiled as compiled
 from . import _graph_profile as profile
 from . import _graph_schedule as schedule
 from ._dag import Node
@@ -55,7 +56,24 @@ from ._memory import host_current, overwrites
 log = logging.getLogger("asyncgpu")
 
 
-class FrozenGraph:
+class PythonFrozen:
+    """``FrozenGraph.host_current`` in Python: the reference for the compiled one
+    (``asyncgpu/csrc/memory.c``)."""
+
+    __slots__ = ()
+    settled: int
+    inputs: tuple[Any, ...]
+
+    def host_current(self, rt: Any) -> tuple[Any, ...]:
+        """Its inputs that are host-current now (``asyncgpu._memory.host_current``): none
+        while nothing has made one host-current since its last launch left them all on the
+        device."""
+        if self.settled == rt.host_epoch:
+            return ()
+        return host_current(self.inputs)
+
+
+class FrozenGraph(*compiled.bases("FrozenBase", PythonFrozen)):
     """A captured graph and the union of its accesses (one cache entry).
 
     ``copy_in``: the allocations the graph copies to the device itself (their accesses are
@@ -101,20 +119,15 @@ class FrozenGraph:
         self.read_back: tuple[Any, ...] = ()
         self.replay_version = -1
 
-    def host_current(self, rt: Any) -> tuple[Any, ...]:
-        """Its inputs that are host-current now (``asyncgpu._memory.host_current``): none
-        while nothing has made one host-current since its last launch left them all on the
-        device."""
-        if self.settled == rt.host_epoch:
-            return ()
-        return host_current(self.inputs)
-
-
     @property
     def lanes(self) -> int:
         """The streams its launches were captured on (after the lane budget; copy lane not
         counted)."""
         return max(self.plan[1]) + 1 if self.plan is not None else 1
+
+
+compiled.register(FrozenGraph, PythonFrozen, ("host_current",))
+compiled.configure("configure_frozen", FrozenGraph)
 
 
 def graph_inputs(launches: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:

@@ -128,8 +128,8 @@ def host_current(allocs: Any) -> tuple[Any, ...]:
 
 
 class PythonBooking:
-    """``ExplicitMemory.before_device`` in Python: the reference for the compiled one
-    (``asyncgpu/csrc/memory.c``)."""
+    """``ExplicitMemory.before_device``, ``before_graph`` and ``after_graph`` in Python: the
+    reference for the compiled ones (``asyncgpu/csrc/memory.c``)."""
 
     __slots__ = ()
 
@@ -145,6 +145,35 @@ class PythonBooking:
         for acc in accesses:     # (a second pass: another argument may read the same array)
             if acc.write and acc.alloc.nbytes:
                 acc.alloc.location = DEVICE
+
+    def before_graph(self, frozen: Any) -> tuple[Any, ...]:
+        """A replayed graph copies its ``copy_in`` allocations in itself: book them current on
+        both sides before the issue, so no copy node is made for them; host-current ones it
+        overwrites whole need no copy at all. What it writes is then booked ``DEVICE``, before
+        the launch as :meth:`before_device` books a kernel's. Returns what was booked from
+        ``HOST``.
+
+        This is all of a graph's location bookkeeping: the caller launches the variant whose
+        ``copy_in`` is exactly its host-current inputs, so nothing it reads is left on the
+        host only and every allocation it touches is current on the device afterwards.
+        """
+        booked = frozen.copy_in
+        if frozen.overwritten:
+            booked += tuple(a for a in frozen.overwritten if a.location == HOST)
+        for alloc in booked:
+            alloc.location = BOTH
+        for alloc in frozen.written:
+            alloc.location = DEVICE
+        return booked
+
+    def after_graph(self, frozen: Any) -> None:
+        """The graph's copies are writes (the issue booked them ``DEVICE``): those no kernel
+        writes are current on both sides."""
+        for alloc in frozen.copy_only:
+            alloc.location = BOTH
+        stats = self.runtime.stats      # type: ignore[attr-defined]
+        stats.copies_to_device += len(frozen.copy_in)
+        stats.bytes_to_device += frozen.copy_bytes
 
 
 class ExplicitMemory(*compiled.bases("MemoryBase", PythonBooking)):
@@ -189,40 +218,10 @@ class ExplicitMemory(*compiled.bases("MemoryBase", PythonBooking)):
                     alloc.location = BOTH
 
     @staticmethod
-    def before_graph(frozen: Any) -> tuple[Any, ...]:
-        """A replayed graph copies its ``copy_in`` allocations in itself: book them current on
-        both sides before the issue, so no copy node is made for them; host-current ones it
-        overwrites whole need no copy at all. What it writes is then booked ``DEVICE``, before
-        the launch as :meth:`before_device` books a kernel's. Returns what was booked from
-        ``HOST``.
-
-        This is all of a graph's location bookkeeping: the caller launches the variant whose
-        ``copy_in`` is exactly its host-current inputs, so nothing it reads is left on the
-        host only and every allocation it touches is current on the device afterwards.
-        """
-        booked = frozen.copy_in
-        if frozen.overwritten:
-            booked += tuple(a for a in frozen.overwritten if a.location == HOST)
-        for alloc in booked:
-            alloc.location = BOTH
-        for alloc in frozen.written:
-            alloc.location = DEVICE
-        return booked
-
-    @staticmethod
     def graph_not_launched(booked: tuple[Any, ...]) -> None:
         """The graph never ran: the host copies are the current ones again."""
         for alloc in booked:
             alloc.location = HOST
-
-    def after_graph(self, frozen: Any) -> None:
-        """The graph's copies are writes (the issue booked them ``DEVICE``): those no kernel
-        writes are current on both sides."""
-        for alloc in frozen.copy_only:
-            alloc.location = BOTH
-        stats = self.runtime.stats
-        stats.copies_to_device += len(frozen.copy_in)
-        stats.bytes_to_device += frozen.copy_bytes
 
     def read_back(self, frozen: Any) -> None:
         """After a graph's launch (``Runtime.launch_graph``, under the lock): copy back to the
@@ -342,5 +341,5 @@ class ExplicitMemory(*compiled.bases("MemoryBase", PythonBooking)):
         alloc.location = after
 
 
-compiled.register(ExplicitMemory, PythonBooking, ("before_device",))
-compiled.configure("configure_memory", Allocation, HOST, DEVICE)
+compiled.register(ExplicitMemory, PythonBooking, ("before_device", "before_graph", "after_graph"))
+compiled.configure("configure_memory", Allocation, HOST, DEVICE, BOTH)

@@ -78,8 +78,8 @@ _tokens = itertools.count(1)
 
 
 class PythonRecording:
-    """``Recording.__init__`` and ``end_segment`` in Python: the reference for the compiled
-    ones (``asyncgpu/csrc/recording.c``, ``asyncgpu._compiled``)."""
+    """``Recording.__init__``, ``end_segment`` and ``_remember`` in Python: the reference for
+    the compiled ones (``asyncgpu/csrc/recording.c``, ``asyncgpu._compiled``)."""
 
     __slots__ = ()
     runtime: Any
@@ -96,7 +96,6 @@ class PythonRecording:
     frozen: list[Any]
     memo: LaunchMemo | None
     previous: Any
-    _remember: Any
 
     def __init__(self, runtime: Any, token: Any, name: str, split: bool) -> None:
         self.runtime = runtime
@@ -147,6 +146,16 @@ class PythonRecording:
         self.outcomes.append(outcome)
         self.frozen.append(frozen)
 
+    def _remember(self, memo: LaunchMemo | None) -> None:
+        """Match the next launches against ``memo``'s, the segment's previous run (none when
+        an array of it was freed: the launches are then keyed in full)."""
+        if memo is not None and memo.usable():
+            self.memo = memo
+            self.previous = memo.launches
+        else:
+            self.memo = None
+            self.previous = ()
+
 
 class Recording(*compiled.bases("RecordingBase", PythonRecording)):
     """The recording in progress on one runtime (``runtime.recording``) for one thread.
@@ -158,14 +167,6 @@ class Recording(*compiled.bases("RecordingBase", PythonRecording)):
 
     __slots__ = ("runtime", "token", "name", "thread", "launches", "failed", "eager", "split",
                  "segment", "calls", "outcomes", "frozen", "memo", "previous")
-
-    def _remember(self, memo: LaunchMemo | None) -> None:
-        if memo is not None and memo.usable():  # (else an array of it was freed: key in full)
-            self.memo = memo
-            self.previous = memo.launches
-        else:
-            self.memo = None
-            self.previous = ()
 
     # -- hooks the runtime calls (under its lock) -------------------------------------------
     def kernel(self, launcher: Any, args: tuple[Any, ...], site: str | None) -> bool:
@@ -239,7 +240,7 @@ class Recording(*compiled.bases("RecordingBase", PythonRecording)):
         return False, None
 
 
-compiled.register(Recording, PythonRecording, ("__init__", "end_segment"))
+compiled.register(Recording, PythonRecording, ("__init__", "end_segment", "_remember"))
 
 
 # -- the public entry points ------------------------------------------------------------------
@@ -465,6 +466,5 @@ def record(name: str | None = None, *, split: bool = False) -> Recorder:
 
 
 compiled.configure("configure_recording", Recording, LaunchMemo, RecordingKey, FrozenGraph,
-                   Runtime, Launch, globals(), replay_remembered, copy_key,
-                   PythonGraphCall.__call__, GraphFunction._replay_static,
-                   FrozenGraph.host_current)
+                   Runtime, Launch, globals(), replay_remembered,
+                   PythonGraphCall.__call__, GraphFunction._replay_static)

@@ -34,7 +34,7 @@ def test_the_methods_in_use_are_the_ones_asked_for(compiled):
     assert classes == {"Launcher", "DependencyTracker", "Kernel", "PackedTarget", "Runtime",
                        "StreamManager", "Node", "Reuse", "Disjoint", "ExplicitMemory",
                        "CudaBackend", "PackedLaunch", "Recording", "RecordingKey",
-                       "GraphFunction"}
+                       "GraphFunction", "FrozenGraph"}
 
 
 def test_launch_configurations_are_looked_up_cached_parsed_or_refused_alike(sim):

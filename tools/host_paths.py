@@ -8,7 +8,9 @@ on an idle CPU: host microseconds per launch of the overhead benchmark's 3-array
 of what it wrote, of a read of an element current on the host, and per kernel of the replay
 benchmark's bodies of 10 (eager, recorded, recorded_static). Medians of 9 repeats. The
 recorded bodies are also timed *cold*: one call right after a 32 MiB host copy, the state a
-benchmark iteration starts in after its inputs were rewritten (per call, not per kernel).
+benchmark iteration starts in after its inputs were rewritten (per call, not per kernel); and
+per call with one input rewritten by the host before each call, warm and cold (the replay then
+chooses the variant of its graph that copies that input in).
 
 usage: PYTHONPATH=. python3 tools/host_paths.py      (compare two trees: run it in each;
        ASYNCGPU_SPEEDUPS=0 times the Python methods instead of the compiled ones)
@@ -95,17 +97,30 @@ def main() -> None:
             out[f"{shape}/10 {mode}"] = _median_us(calls, 2000, per=10)
             if mode != "eager":
                 out[f"{shape}/10 {mode}, cold"] = _cold_us(fn)
+                if shape == "independent":
+                    # an input rewritten by the host before each call (as a benchmark's reset
+                    # does): the replay picks the variant that copies it in
+                    def rewrite_then(fn=fn, a=arrays[0]) -> None:
+                        a[...] = 1.0
+                        fn()
+                    out[f"{shape}/10 {mode}, input rewritten"] = _median_us(
+                        lambda n: [rewrite_then() for _ in range(n)] and None, 2000)
+                    out[f"{shape}/10 {mode}, input rewritten, cold"] = _cold_us(
+                        fn, before=lambda a=arrays[0]: a.__setitem__(Ellipsis, 1.0))
             rt.synchronize()
     print(json.dumps(out, indent=1))
 
 
-def _cold_us(fn) -> float:
+def _cold_us(fn, before=None) -> float:
     """Median us of one call right after the host has copied 32 MiB (as a program's own host
-    work between steps does: the caches hold none of asyncgpu's code or objects then)."""
+    work between steps does: the caches hold none of asyncgpu's code or objects then), after
+    ``before()`` (untimed) if given."""
     src = np.ones(4 << 20, np.float32)
     dst = np.empty_like(src)
     samples = []
     for _ in range(400):
+        if before is not None:
+            before()
         dst[...] = src
         t0 = time.perf_counter()
         fn()

@@ -31,14 +31,13 @@ Example: ``asyncgpu._compiled.use(False)`` puts the Python call back.
 
 static PyObject *python_graph_call;     /* PythonGraphCall.__call__ */
 static PyObject *recording_type;        /* asyncgpu._recorder.Recording */
-/* GraphFunction._replay_static and FrozenGraph.host_current (the static call's C path runs
-   while they are the classes' own), asyncgpu._graph_cache.copy_key, and the key's tag */
-static PyObject *python_replay_static, *python_host_current, *copy_key_fn, *array_tag,
+/* GraphFunction._replay_static (the static call's C path runs while it is the class's own),
+   and the key's tag */
+static PyObject *python_replay_static, *array_tag,
     *no_args;
 static PyObject *s_recording, *s_token, *s_name, *s_split, *s_failed, *s_eager, *s_lock,
     *s_static, *s_fn, *s_exit, *s_outcomes, *s_outcome, *s_empty,
-    *s_plus, *s_static_graphs, *s_replay_static, *s_host_current, *s_settled, *s_host_epoch,
-    *s_memory, *s_replayed, *s_id, *s_str, *s_hex;
+    *s_plus, *s_static_graphs, *s_replay_static, *s_memory, *s_replayed, *s_id, *s_str, *s_hex;
 static Twin t_end_segment;
 
 #define REC(o, f, n) get((o), &rec_layout, (f), (n))
@@ -184,24 +183,10 @@ argument_key(PyObject *args)
 static PyObject *
 variant_now(PyObject *hits, PyObject *frozen, PyObject *rt)
 {
-    PyObject *current, *ck, *hit;
-    if (_PyType_Lookup(Py_TYPE(frozen), s_host_current) == python_host_current) {
-        /* (its common case inline: nothing made host-current since its last launch) */
-        PyObject *settled = PyObject_GetAttr(frozen, s_settled), *epoch = NULL;
-        int same = settled == NULL || (epoch = PyObject_GetAttr(rt, s_host_epoch)) == NULL
-            ? -1 : PyObject_RichCompareBool(settled, epoch, Py_EQ);
-        Py_XDECREF(settled);
-        Py_XDECREF(epoch);
-        if (same < 0)
-            return NULL;
-        current = same ? Py_NewRef(no_args) : call_method(frozen, s_host_current, 1, rt);
-    } else {
-        current = call_method(frozen, s_host_current, 1, rt);
-    }
+    PyObject *current = call_host_current(frozen, rt), *ck, *hit;
     if (current == NULL)
         return NULL;
-    ck = PyTuple_CheckExact(current) && PyTuple_GET_SIZE(current) == 0
-        ? Py_NewRef(current) : PyObject_CallOneArg(copy_key_fn, current);
+    ck = copy_key_of(current);
     Py_DECREF(current);
     if (ck == NULL)
         return NULL;
@@ -425,14 +410,11 @@ static PyType_Spec graph_call_spec = {
 };
 
 int
-graph_call_configure(PyObject *recording, PyObject *python_call, PyObject *replay_static,
-                     PyObject *host_current, PyObject *copy_key)
+graph_call_configure(PyObject *recording, PyObject *python_call, PyObject *replay_static)
 {
     Py_XSETREF(recording_type, Py_NewRef(recording));
     Py_XSETREF(python_graph_call, Py_NewRef(python_call));
     Py_XSETREF(python_replay_static, Py_NewRef(replay_static));
-    Py_XSETREF(python_host_current, Py_NewRef(host_current));
-    Py_XSETREF(copy_key_fn, Py_NewRef(copy_key));
     return 0;
 }
 
@@ -446,8 +428,7 @@ graph_call_init(PyObject *module)
         {&s_fn, "fn"}, {&s_exit, "_exit"}, {&s_outcomes, "outcomes"},
         {&s_outcome, "outcome"}, {&s_empty, "empty"}, {&s_plus, "+"},
         {&s_static_graphs, "_static"}, {&s_replay_static, "_replay_static"},
-        {&s_host_current, "host_current"}, {&s_settled, "settled"},
-        {&s_host_epoch, "host_epoch"}, {&s_memory, "memory"}, {&s_replayed, "replayed"}, {&s_id, "id"}, {&s_str, "str"},
+        {&s_memory, "memory"}, {&s_replayed, "replayed"}, {&s_id, "id"}, {&s_str, "str"},
         {&s_hex, "hex"}, {&array_tag, "A"},
     };
     if (INTERN_ALL(names) < 0 || (no_args = PyTuple_New(0)) == NULL

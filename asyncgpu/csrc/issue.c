@@ -53,7 +53,7 @@ static PyObject *s_kernel, *s_lock, *s_releases, *s_drain_releases,
     *s_launch_traced_graph, *s_write, *s_eager_free, *s_keepalive, *s_add,
     *s_index, *s_edges, *s_notify_node, *s_sync_mode, *s_host_wait, *s_event, *s_finished, *s_sync,
     *s_sync_reason, *s_recover, *s_graph, *s_host_epoch, *s_graphs_replayed,
-    *s_before_graph, *s_graph_not_launched, *s_after_graph, *s_version, *s_settled, *s_last,
+    *s_graph_not_launched, *s_version, *s_settled, *s_last,
     *s_repeat, *s_copy_in, *s_read_back, *s_graph_read_back, *s_last_replay,
     *s_replay_version;
 
@@ -755,7 +755,7 @@ runtime_launch_graph(PyObject *self, PyObject *frozen)
         }
         if (moved < 0)
             goto done;
-        if (moved && (booked = call_method(memory, s_before_graph, 1, frozen)) == NULL)
+        if (moved && (booked = call_before_graph(memory, frozen)) == NULL)
             goto done;
     }
     if ((deps = RT(self, R_DEPS, s_deps)) == NULL
@@ -788,7 +788,7 @@ runtime_launch_graph(PyObject *self, PyObject *frozen)
             || set(frozen, &frozen_layout, F_SETTLED, s_settled, epoch) < 0)
         goto done;
     if (booked != NULL && (t = truth(booked)) != 0) {
-        if (t < 0 || (r = call_method(memory, s_after_graph, 1, frozen)) == NULL)
+        if (t < 0 || (r = call_after_graph(memory, frozen)) == NULL)
             goto done;
         Py_CLEAR(r);
     }
@@ -898,8 +898,7 @@ issue_init(PyObject *module)
         {&s_host_wait, "host_wait"}, {&s_event, "event"}, {&s_finished, "finished"},
         {&s_sync, "sync"}, {&s_sync_reason, "sync-mode"}, {&s_recover, "_recover"},
         {&s_host_epoch, "host_epoch"}, {&s_graphs_replayed, "graphs_replayed"},
-        {&s_before_graph, "before_graph"}, {&s_graph_not_launched, "graph_not_launched"},
-        {&s_after_graph, "after_graph"}, {&s_version, "version"}, {&s_settled, "settled"},
+        {&s_graph_not_launched, "graph_not_launched"}, {&s_version, "version"}, {&s_settled, "settled"},
         {&s_last, "last"}, {&s_repeat, "repeat"}, {&s_graph, "graph"}, {&s_copy_in, "copy_in"},
         {&s_read_back, "read_back"}, {&s_graph_read_back, "graph_read_back"},
         {&s_last_replay, "last_replay"},

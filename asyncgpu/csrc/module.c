@@ -72,11 +72,14 @@ static PyMethodDef methods[] = {
      "whose __slots__ the compiled stream methods read and write, the node id counter and the "
      "shared empty parents."},
     {"configure_memory", configure_memory, METH_VARARGS,
-     "configure_memory(allocation, HOST, DEVICE): the class whose __slots__ the compiled "
-     "before_device reads and writes, and the location flags."},
+     "configure_memory(allocation, HOST, DEVICE, BOTH): the class whose __slots__ the compiled "
+     "booking reads and writes, and the location flags."},
+    {"configure_frozen", configure_frozen, METH_O,
+     "configure_frozen(frozen_graph): the class whose __slots__ the compiled host_current, "
+     "before_graph and after_graph read."},
     {"configure_recording", configure_recording, METH_VARARGS,
      "configure_recording(recording, launch_memo, recording_key, frozen_graph, runtime, "
-     "launch, recorder_globals, replay_remembered, copy_key): the classes whose __slots__ the "
+     "launch, recorder_globals, replay_remembered, graph_call, replay_static): the classes whose __slots__ the "
      "compiled end_segment and launcher call read, where it finds finish and replay_remembered, and the "
      "Python replay_remembered it stands for."},
     {NULL, NULL, 0, NULL},

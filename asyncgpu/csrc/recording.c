@@ -28,20 +28,20 @@ Example: ``asyncgpu._compiled.use(False)`` puts the Python methods back.
 
 static SlotLayout memo_layout, key_layout, frozen_layout;
 SlotLayout rec_layout, rt_layout, deferred_layout;       /* (launcher.c reads them too) */
-enum { M_REPLAYED, M_KEY };
+enum { M_REPLAYED, M_KEY, M_LAUNCHES, M_FREES };
 enum { K_PARTS, K_HASH };
 enum { F_GRAPH, F_COPY_IN };
 /* The globals of asyncgpu._recorder, where end_segment finds ``finish`` and
    ``replay_remembered`` at each call (so a patched one is the one called), and the Python
    replay_remembered, which this file's stands for while it is the one there. */
 static PyObject *recorder_globals, *python_replay_remembered;
-static PyObject *copy_key;          /* _graph_cache.copy_key */
 static PyObject *s_runtime, *s_token, *s_name, *s_launches, *s_segment, *s_calls, *s_outcomes,
     *s_frozen, *s_memo, *s_previous, *s_replayed, *s_key, *s_parts, *s_hash, *s_graph,
     *s_copy_in, *s_recording, *s_graphs, *s_graph_config, *s_memory, *s_destroyed,
-    *s_entries, *s_host_current, *s_move_to_end, *s_get, *s_remember, *s_finish,
-    *s_replay_remembered, *s_thread, *s_failed, *s_eager, *s_split,
-    *empty_tuple;
+    *s_entries, *s_move_to_end, *s_get, *s_remember, *s_finish,
+    *s_replay_remembered, *s_thread, *s_failed, *s_eager, *s_split, *s_frees,
+    *s_explicit_frees, *s_usable, *empty_tuple;
+static Twin t_remember;
 
 #define REC(o, f, n) get((o), &rec_layout, (f), (n))
 #define RTA(o, f, n) get((o), &rt_layout, (f), (n))
@@ -130,7 +130,7 @@ replay_remembered(PyObject *rt, PyObject *token, PyObject *memo)
     if ((memory = RTA(rt, RT_MEMORY, s_memory)) == NULL)
         goto done;
     if (memory != Py_None) {
-        if ((current = call_method(frozen, s_host_current, 1, rt)) == NULL
+        if ((current = call_host_current(frozen, rt)) == NULL
                 || (copy_in = get(frozen, &frozen_layout, F_COPY_IN, s_copy_in)) == NULL
                 || (t = PyObject_RichCompareBool(current, copy_in, Py_NE)) < 0)
             goto done;
@@ -150,7 +150,7 @@ replay_remembered(PyObject *rt, PyObject *token, PyObject *memo)
         if (copy_in == NULL && (copy_in = get(frozen, &frozen_layout, F_COPY_IN, s_copy_in))
                 == NULL)
             goto done;
-        if ((ck = PyObject_CallOneArg(copy_key, copy_in)) == NULL)
+        if ((ck = copy_key_of(copy_in)) == NULL)
             goto done;
         Py_SETREF(r, call_method(variants, s_move_to_end, 1, ck));
         Py_DECREF(ck);
@@ -319,7 +319,7 @@ recording_end_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
         PyObject *m = lookup(memos, next);
         if (m == NULL)
             goto done;
-        r = call_method(self, s_remember, 1, m);
+        r = call_twin(&t_remember, self, &m, 1);
         Py_DECREF(m);
         if (r == NULL)
             goto done;
@@ -349,7 +349,42 @@ done:
     return result;
 }
 
-/* ---- Recording.__init__ ------------------------------------------------------------------- */
+/* ---- Recording.__init__ and _remember ------------------------------------------------------ */
+
+/* memo.usable(), with its common case here: no allocation freed explicitly since it was last
+   found usable. 1/0, or -1 with an error set. */
+static int
+memo_usable(PyObject *memo)
+{
+    PyObject *frees = get(memo, &memo_layout, M_FREES, s_frees), *now = NULL;
+    int same = frees == NULL || (now = PyObject_GetAttr(alloc_class, s_explicit_frees)) == NULL
+        ? -1 : PyObject_RichCompareBool(frees, now, Py_EQ);
+    Py_XDECREF(frees);
+    Py_XDECREF(now);
+    if (same != 0)
+        return same;
+    PyObject *r = PyObject_CallMethodNoArgs(memo, s_usable);
+    if (r == NULL)
+        return -1;
+    int t = truth(r);
+    Py_DECREF(r);
+    return t;
+}
+
+/* _remember(memo): the segment's previous run, which its launches are matched against
+   (memo.launches while memo is a LaunchMemo none of whose arrays was freed; else none). */
+static PyObject *
+recording_remember(PyObject *self, PyObject *memo)
+{
+    PyObject *previous = NULL;
+    int t = memo == Py_None ? 0 : memo_usable(memo);
+    if (t < 0 || (t && (previous = get(memo, &memo_layout, M_LAUNCHES, s_launches)) == NULL))
+        return NULL;
+    int rc = set(self, &rec_layout, RC_MEMO, s_memo, t ? memo : Py_None) < 0
+        || set(self, &rec_layout, RC_PREVIOUS, s_previous, t ? previous : empty_tuple) < 0;
+    Py_XDECREF(previous);
+    return rc ? NULL : Py_NewRef(Py_None);
+}
 
 static int
 recording_new_init(PyObject *self, PyObject *args, PyObject *kwargs)
@@ -389,7 +424,7 @@ recording_new_init(PyObject *self, PyObject *args, PyObject *kwargs)
         if ((memos = PyObject_GetAttr(cache, s_memo)) == NULL
                 || (key = PyTuple_Pack(2, token, zero)) == NULL
                 || (m = lookup(memos, key)) == NULL
-                || (r = call_method(self, s_remember, 1, m)) == NULL)
+                || (r = call_twin(&t_remember, self, &m, 1)) == NULL)
             goto done;
     }
     rc = 0;
@@ -410,13 +445,15 @@ static PyMethodDef recording_methods[] = {
     {"end_segment", (PyCFunction)(void (*)(void))recording_end_segment,
      METH_FASTCALL | METH_KEYWORDS,
      "end_segment(last=False): finish the launches deferred so far (issue, capture or replay)."},
+    {"_remember", recording_remember, METH_O,
+     "_remember(memo): match the next launches against memo's (a usable LaunchMemo) or none."},
     {NULL, NULL, 0, NULL},
 };
 
 static PyType_Slot recording_slots[] = {
     {Py_tp_methods, recording_methods},
     {Py_tp_init, recording_new_init},
-    {Py_tp_doc, "Base of asyncgpu's Recording: end_segment, compiled."},
+    {Py_tp_doc, "Base of asyncgpu's Recording: __init__, end_segment and _remember, compiled."},
     {0, NULL},
 };
 
@@ -453,31 +490,30 @@ static PyType_Spec key_spec = {
 PyObject *
 configure_recording(PyObject *module, PyObject *args)
 {
-    PyObject *recording, *memo, *key, *frozen, *runtime, *launch, *globals, *replay, *ck,
-        *graph_call_python, *replay_static, *host_current;
+    PyObject *recording, *memo, *key, *frozen, *runtime, *launch, *globals, *replay,
+        *graph_call_python, *replay_static;
     static const char *const rec_names[] = {"runtime", "token", "name", "launches", "segment",
                                             "calls", "outcomes", "frozen", "memo", "previous",
                                             "thread", "failed", "eager", "split"};
     static const char *const launch_names[] = {"launcher", "args"};
-    static const char *const memo_names[] = {"replayed", "key"};
+    static const char *const memo_names[] = {"replayed", "key", "launches", "frees"};
     static const char *const key_names[] = {"parts", "hash"};
     static const char *const frozen_names[] = {"graph", "copy_in"};
     static const char *const rt_names[] = {"recording", "graphs", "graph_config", "memory",
                                            "_lock"};
-    if (!PyArg_ParseTuple(args, "OOOOOOO!OOOOO:configure_recording", &recording, &memo, &key,
-                          &frozen, &runtime, &launch, &PyDict_Type, &globals, &replay, &ck,
-                          &graph_call_python, &replay_static, &host_current)
+    if (!PyArg_ParseTuple(args, "OOOOOOO!OOO:configure_recording", &recording, &memo, &key,
+                          &frozen, &runtime, &launch, &PyDict_Type, &globals, &replay,
+                          &graph_call_python, &replay_static)
             || layout(&rec_layout, recording, rec_names, 14) < 0
             || layout(&deferred_layout, launch, launch_names, 2) < 0
-            || layout(&memo_layout, memo, memo_names, 2) < 0
+            || layout(&memo_layout, memo, memo_names, 4) < 0
             || layout(&key_layout, key, key_names, 2) < 0
             || layout(&frozen_layout, frozen, frozen_names, 2) < 0
             || layout(&rt_layout, runtime, rt_names, 5) < 0)
         return NULL;
     Py_XSETREF(recorder_globals, Py_NewRef(globals));
     Py_XSETREF(python_replay_remembered, Py_NewRef(replay));
-    Py_XSETREF(copy_key, Py_NewRef(ck));
-    if (graph_call_configure(recording, graph_call_python, replay_static, host_current, ck) < 0)
+    if (graph_call_configure(recording, graph_call_python, replay_static) < 0)
         return NULL;
     Py_RETURN_NONE;
 }
@@ -493,14 +529,16 @@ recording_init(PyObject *module)
         {&s_parts, "parts"}, {&s_hash, "hash"}, {&s_graph, "graph"}, {&s_copy_in, "copy_in"},
         {&s_recording, "recording"}, {&s_graphs, "graphs"}, {&s_graph_config, "graph_config"},
         {&s_memory, "memory"}, {&s_destroyed, "destroyed"}, {&s_entries, "entries"},
-        {&s_host_current, "host_current"}, {&s_move_to_end, "move_to_end"}, {&s_get, "get"},
+        {&s_move_to_end, "move_to_end"}, {&s_get, "get"},
         {&s_remember, "_remember"}, {&s_finish, "finish"},
         {&s_replay_remembered, "replay_remembered"}, {&s_thread, "thread"},
-        {&s_failed, "failed"}, {&s_eager, "eager"}, {&s_split, "split"},
+        {&s_failed, "failed"}, {&s_eager, "eager"}, {&s_split, "split"}, {&s_frees, "frees"},
+        {&s_explicit_frees, "explicit_frees"}, {&s_usable, "usable"},
     };
     if (INTERN_ALL(names) < 0 || (empty_tuple = PyTuple_New(0)) == NULL
             || add_type(module, "RecordingBase", &recording_spec) < 0
-            || add_type(module, "KeyBase", &key_spec) < 0)
+            || add_type(module, "KeyBase", &key_spec) < 0
+            || twin(&t_remember, module, "RecordingBase", "_remember") < 0)
         return -1;
     return 0;
 }

@@ -183,6 +183,13 @@ PyObject *call_graph_launch(PyObject *backend, PyObject *graph, PyObject *stream
 PyObject *call_pointer_values(PyObject *target, PyObject *values, PyObject *arrays);
 PyObject *call_numba_values(PyObject *target, PyObject *values);
 PyObject *call_before_device(PyObject *memory, PyObject *accesses);
+PyObject *call_before_graph(PyObject *memory, PyObject *frozen);
+PyObject *call_after_graph(PyObject *memory, PyObject *frozen);
+/* frozen.host_current(rt), and _graph_cache.copy_key(allocs) (memory.c) */
+PyObject *call_host_current(PyObject *frozen, PyObject *rt);
+PyObject *copy_key_of(PyObject *allocs);
+/* asyncgpu._array.Allocation (set by configure_memory) */
+extern PyObject *alloc_class;
 PyObject *call_launch_graph(PyObject *runtime, PyObject *frozen);
 PyObject *call_launch_kernel(PyObject *runtime, PyObject *launcher, PyObject *args);
 
@@ -291,8 +298,7 @@ int graph_call_init(PyObject *module);
 int counters_init(PyObject *module);
 /* frozen.graph.destroyed, for a FrozenGraph (recording.c): 1/0, or -1 with an error set */
 int frozen_destroyed(PyObject *frozen);
-int graph_call_configure(PyObject *recording, PyObject *python_call, PyObject *replay_static,
-                         PyObject *host_current, PyObject *copy_key);
+int graph_call_configure(PyObject *recording, PyObject *python_call, PyObject *replay_static);
 int add_type(PyObject *module, const char *name, PyType_Spec *spec);
 
 /* the configure functions of the parts (module-level) */
@@ -304,6 +310,7 @@ PyObject *configure_device(PyObject *module, PyObject *args);
 PyObject *configure_backend(PyObject *module, PyObject *args);
 PyObject *configure_streams(PyObject *module, PyObject *args);
 PyObject *configure_memory(PyObject *module, PyObject *args);
+PyObject *configure_frozen(PyObject *module, PyObject *frozen);
 PyObject *configure_recording(PyObject *module, PyObject *args);
 
 #endif
