@@ -14,8 +14,12 @@ the ones it copies in. That is a dozen attribute and dictionary steps in two Pyt
 call of a recorded function; here it is one C method. Anything else (a launch not remembered,
 a key seen for the first time, another variant due) goes to the same Python ``finish``.
 
-Also here: the hash of ``RecordingKey``, which the cache's dictionaries ask on every lookup; it
-was computed once, at construction, and a C ``tp_hash`` returns it without a Python frame.
+``Recording._remember`` is here too (the previous run the next launches are matched against,
+with ``LaunchMemo.usable``'s common case, no allocation freed since it last looked, inline), and
+the variant check asks ``FrozenGraph.host_current`` and keys the variant in C (memory.c), so a
+remembered replay runs no Python of asyncgpu's. Also here: the hash of ``RecordingKey``, which
+the cache's dictionaries ask on every lookup; it was computed once, at construction, and a C
+``tp_hash`` returns it without a Python frame.
 
 Invariants: the same outcome, graph, cache order and side effects as
 ``_recorder.PythonRecording`` (the reference); ``rt.recording`` is restored on
@@ -356,13 +360,16 @@ done:
 static int
 memo_usable(PyObject *memo)
 {
-    PyObject *frees = get(memo, &memo_layout, M_FREES, s_frees), *now = NULL;
-    int same = frees == NULL || (now = PyObject_GetAttr(alloc_class, s_explicit_frees)) == NULL
-        ? -1 : PyObject_RichCompareBool(frees, now, Py_EQ);
-    Py_XDECREF(frees);
-    Py_XDECREF(now);
-    if (same != 0)
-        return same;
+    if (alloc_class != NULL) {      /* (else asyncgpu._memory is not configured: ask the memo) */
+        PyObject *frees = get(memo, &memo_layout, M_FREES, s_frees), *now = NULL;
+        int same = frees == NULL
+            || (now = PyObject_GetAttr(alloc_class, s_explicit_frees)) == NULL
+            ? -1 : PyObject_RichCompareBool(frees, now, Py_EQ);
+        Py_XDECREF(frees);
+        Py_XDECREF(now);
+        if (same != 0)
+            return same;
+    }
     PyObject *r = PyObject_CallMethodNoArgs(memo, s_usable);
     if (r == NULL)
         return -1;
