@@ -3,10 +3,10 @@
 The model
 ---------
 Every eager kernel launch runs ``Runtime.launch_kernel`` (lock, bind, the backend's launch
-object, the node), every replayed graph ``Runtime.launch_graph`` (the node of the whole graph,
-the explicit model's booking of its inputs, the shortcut for a graph launched again right after
-itself), and both ``Runtime._issue`` (dependencies, stream, prefetches, event waits,
-launch, completion event, commit, statistics, polling). In Python the two methods' own
+object, the node), every replayed graph ``Runtime.launch_graph`` (graph_issue.c: the node of
+the whole graph, the explicit model's booking of its inputs, the shortcut for a graph launched
+again right after itself), and both ``Runtime._issue`` (dependencies, stream, prefetches,
+event waits, launch, completion event, commit, statistics, polling). In Python the two methods' own
 bytecode is a fifth of a launch's host time; their work is almost all calls to other objects
 (the tracker, the stream manager, the backend), which this file makes in the same order with
 the same arguments, as ``asyncgpu._issue.PythonIssuing`` does.
@@ -26,39 +26,28 @@ Invariants
 
 Example: ``asyncgpu._compiled.use(False)`` puts the Python methods back.
 */
-#include "speedups.h"
+#include "issue.h"
 
 /* Set by configure_issue(). */
-static PyObject *node_type, *user_site, *refuse_reentry, *python_launch_kernel,
-    *reduce_parents, *host_flag, *device_flag, *python_launch_graph, *graph_repeat;
-static SlotLayout node_layout, alloc_layout, runtime_layout, frozen_layout;
-enum { N_KIND, N_ACCESSES, N_STREAM, N_PARENTS, N_LAUNCH, N_KEEPALIVE, N_EDGES, N_EVENT,
-       N_FINISHED };
-enum { R_BACKEND, R_STATS, R_LOCK, R_RELEASES, R_INSTRUMENTS, R_ISSUING, R_ISSUING_COMPILED,
-       R_RECORDING, R_DEPS, R_STREAMS, R_SYNC_MODE, R_NO_CONST, R_MEMORY, R_PREFETCH,
-       R_WANT_SITES, R_ALIAS_BLIND, R_EAGER_FREE, R_HOST_EPOCH, R_GRAPH_READ_BACK,
-       R_LAST_REPLAY };
-enum { F_GRAPH, F_ACCESSES, F_NAME, F_COPY_IN, F_SETTLED, F_LAST, F_REPEAT, F_READ_BACK,
-       F_REPLAY_VERSION };
-#define RT(self, f, name) get((self), &runtime_layout, (f), (name))
+PyObject *node_type, *user_site;
+static PyObject *refuse_reentry, *python_launch_kernel, *reduce_parents, *host_flag,
+    *device_flag;
+SlotLayout issue_node_layout, runtime_layout;
+static SlotLayout alloc_layout;
 enum { L_LOCATION, L_NBYTES, L_BUFFER };
 static Twin t_launch_graph, t_issue, t_launch_kernel;
 static PyObject *runtime_issue(PyObject *self, PyObject *const *args, Py_ssize_t nargs);
 
-static PyObject *s_kernel, *s_lock, *s_releases, *s_drain_releases,
-    *s_want_sites, *s_recording, *s_memory, *s_elementwise, *s_no_const, *s_alias_blind,
-    *s_backend, *s_name, *s_stats, *s_issue, *s_issuing, *s_issuing_compiled,
-    *s_accesses, *s_kind, *s_copy, *s_deps, *s_streams, *s_stream, *s_parents,
-    *s_prefetch, *s_alloc, *s_location, *s_nbytes, *s_buffer, *s_handle, *s_launch, *s_instruments,
-    *s_launch_traced_graph, *s_write, *s_eager_free, *s_keepalive, *s_add,
-    *s_index, *s_edges, *s_notify_node, *s_sync_mode, *s_host_wait, *s_event, *s_finished, *s_sync,
-    *s_sync_reason, *s_recover, *s_graph, *s_host_epoch, *s_graphs_replayed,
-    *s_graph_not_launched, *s_version, *s_settled, *s_last,
-    *s_repeat, *s_copy_in, *s_read_back, *s_graph_read_back, *s_last_replay,
-    *s_replay_version;
+static PyObject *s_kernel, *s_lock, *s_releases, *s_drain_releases, *s_want_sites,
+    *s_recording, *s_memory, *s_elementwise, *s_no_const, *s_alias_blind, *s_backend, *s_name,
+    *s_stats, *s_issuing, *s_issuing_compiled, *s_accesses, *s_kind, *s_copy, *s_deps,
+    *s_streams, *s_stream, *s_parents, *s_prefetch, *s_alloc, *s_location, *s_nbytes,
+    *s_buffer, *s_handle, *s_launch, *s_instruments, *s_launch_traced_graph, *s_write,
+    *s_eager_free, *s_keepalive, *s_add, *s_index, *s_edges, *s_notify_node, *s_sync_mode,
+    *s_host_wait, *s_event, *s_finished, *s_sync, *s_sync_reason, *s_recover;
 
 /* The runtime's attribute, tested for truth: 1, 0 or -1 */
-static int
+int
 rt_truth(PyObject *self, int field, PyObject *name)
 {
     PyObject *v = RT(self, field, name);
@@ -154,7 +143,7 @@ launch_locked(PyObject *self, PyObject *launcher, PyObject *args, PyObject *kern
         goto done;
     PyObject *node_args[] = {s_kernel, name, site, arrays};
     if ((node = PyObject_Vectorcall(node_type, node_args, 4, NULL)) == NULL
-            || set(node, &node_layout, N_LAUNCH, s_launch, launch) < 0
+            || set(node, &issue_node_layout, N_LAUNCH, s_launch, launch) < 0
             || (stats = RT(self, R_STATS, s_stats)) == NULL
             || count_stat(stats, ST_KERNELS, one) < 0)
         goto done;
@@ -408,7 +397,7 @@ issue_marked(PyObject *self, PyObject *node, PyObject *graph, PyObject *found_gi
         found = Py_NewRef(found_given);
     } else {
         if ((deps = RT(self, R_DEPS, s_deps)) == NULL
-                || (accesses = get(node, &node_layout, N_ACCESSES, s_accesses)) == NULL
+                || (accesses = get(node, &issue_node_layout, N_ACCESSES, s_accesses)) == NULL
                 || (found = call_conflicts(deps, accesses)) == NULL)
             goto done;
         Py_CLEAR(accesses);
@@ -425,10 +414,10 @@ issue_marked(PyObject *self, PyObject *node, PyObject *graph, PyObject *found_gi
     }
     if ((streams = RT(self, R_STREAMS, s_streams)) == NULL
             || (stream = call_choose(streams, node, parents)) == NULL
-            || set(node, &node_layout, N_STREAM, s_stream, stream) < 0
-            || set(node, &node_layout, N_PARENTS, s_parents, parents) < 0
+            || set(node, &issue_node_layout, N_STREAM, s_stream, stream) < 0
+            || set(node, &issue_node_layout, N_PARENTS, s_parents, parents) < 0
             || (backend = RT(self, R_BACKEND, s_backend)) == NULL
-            || (accesses = get(node, &node_layout, N_ACCESSES, s_accesses)) == NULL
+            || (accesses = get(node, &issue_node_layout, N_ACCESSES, s_accesses)) == NULL
             || (stats = RT(self, R_STATS, s_stats)) == NULL
             || (handle = get(stream, &state_layout, S_HANDLE, s_handle)) == NULL
             || (t = rt_truth(self, R_PREFETCH, s_prefetch)) < 0
@@ -474,8 +463,8 @@ issue_marked(PyObject *self, PyObject *node, PyObject *graph, PyObject *found_gi
         goto done;
     if (t) {
         PyObject *empty = PyList_New(0);
-        t = empty == NULL || set(node, &node_layout, N_KEEPALIVE, s_keepalive, Py_None) < 0
-            || set(node, &node_layout, N_ACCESSES, s_accesses, empty) < 0;
+        t = empty == NULL || set(node, &issue_node_layout, N_KEEPALIVE, s_keepalive, Py_None) < 0
+            || set(node, &issue_node_layout, N_ACCESSES, s_accesses, empty) < 0;
         Py_XDECREF(empty);
         if (t)
             goto done;
@@ -497,7 +486,7 @@ issue_marked(PyObject *self, PyObject *node, PyObject *graph, PyObject *found_gi
     if (t) {
         if ((labelled = PyList_New(0)) == NULL
                 || count_edges(stats, found, parents, Py_None, labelled) < 0
-                || set(node, &node_layout, N_EDGES, s_edges, labelled) < 0
+                || set(node, &issue_node_layout, N_EDGES, s_edges, labelled) < 0
                 || (r = call_method(self, s_notify_node, 1, node)) == NULL)
             goto done;
         Py_CLEAR(r);
@@ -505,7 +494,7 @@ issue_marked(PyObject *self, PyObject *node, PyObject *graph, PyObject *found_gi
     if ((t = rt_truth(self, R_SYNC_MODE, s_sync_mode)) < 0)
         goto done;
     if (t) {
-        if ((event = get(node, &node_layout, N_EVENT, s_event)) == NULL
+        if ((event = get(node, &issue_node_layout, N_EVENT, s_event)) == NULL
                 || (r = call_method(backend, s_host_wait, 1, event)) == NULL)
             goto done;
         Py_CLEAR(r);
@@ -572,11 +561,11 @@ runtime_issue(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int explicit = memory != Py_None;
     if (explicit && graph == Py_None) {
         /* (copy nodes are parents of this one; a graph's are booked by before_graph) */
-        PyObject *kind = get(node, &node_layout, N_KIND, s_kind), *accesses = NULL;
+        PyObject *kind = get(node, &issue_node_layout, N_KIND, s_kind), *accesses = NULL;
         int other = kind == NULL ? -1 : PyObject_RichCompareBool(kind, s_copy, Py_NE);
         Py_XDECREF(kind);
         if (other > 0) {
-            accesses = get(node, &node_layout, N_ACCESSES, s_accesses);
+            accesses = get(node, &issue_node_layout, N_ACCESSES, s_accesses);
             r = accesses ? call_before_device(memory, accesses) : NULL;
             Py_XDECREF(accesses);
             Py_XDECREF(r);
@@ -611,209 +600,6 @@ runtime_issue(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
-/* ---- launch_graph ------------------------------------------------------------------------- */
-
-/* The parents of a graph launched again with nothing committed since its previous launch
-   (``previous``, unfinished): that launch alone, if the graph conflicts with itself. Sets
-   *found and *counts (new references) or leaves them NULL. */
-static int
-repeat_parents(PyObject *frozen, PyObject *deps, PyObject *previous, PyObject *accesses,
-               PyObject **found, PyObject **counts)
-{
-    PyObject *repeat = get(frozen, &frozen_layout, F_REPEAT, s_repeat);
-    if (repeat == NULL)
-        return -1;
-    if (repeat == Py_None || !PyTuple_CheckExact(repeat) || PyTuple_GET_SIZE(repeat) != 3
-            || PyTuple_GET_ITEM(repeat, 0) != deps) {
-        PyObject *call[] = {frozen, deps, accesses};
-        Py_SETREF(repeat, PyObject_Vectorcall(graph_repeat, call, 3, NULL));
-        if (repeat == NULL)
-            return -1;
-        if (!PyTuple_CheckExact(repeat) || PyTuple_GET_SIZE(repeat) != 3) {
-            Py_DECREF(repeat);
-            PyErr_SetString(PyExc_TypeError, "graph_repeat must return a 3-tuple");
-            return -1;
-        }
-    }
-    int t = truth(PyTuple_GET_ITEM(repeat, 1));
-    if (t > 0) {
-        if ((*found = PyDict_New()) == NULL
-                || PyDict_SetItem(*found, previous, PyTuple_GET_ITEM(repeat, 1)) < 0) {
-            Py_CLEAR(*found);
-            t = -1;
-        } else {
-            *counts = Py_NewRef(PyTuple_GET_ITEM(repeat, 2));
-        }
-    }
-    Py_DECREF(repeat);
-    return t < 0 ? -1 : 0;
-}
-
-/* found/counts for a graph launched again (see repeat_parents), or both left NULL. */
-static int
-relaunch_parents(PyObject *frozen, PyObject *deps, PyObject *accesses, PyObject **found,
-                 PyObject **counts)
-{
-    PyObject *last = get(frozen, &frozen_layout, F_LAST, s_last), *version = NULL;
-    int rc = 0;
-    if (last == NULL)
-        return -1;
-    if (PyTuple_CheckExact(last) && PyTuple_GET_SIZE(last) == 3
-            && PyTuple_GET_ITEM(last, 0) == deps) {
-        int same = (version = PyObject_GetAttr(deps, s_version)) == NULL ? -1
-            : PyObject_RichCompareBool(PyTuple_GET_ITEM(last, 1), version, Py_EQ);
-        PyObject *previous = PyTuple_GET_ITEM(last, 2), *f = NULL;
-        int done = same > 0 ? ((f = get(previous, &node_layout, N_FINISHED, s_finished)) == NULL
-                               ? -1 : truth(f)) : 0;
-        Py_XDECREF(f);
-        if (same < 0 || done < 0)
-            rc = -1;
-        else if (same && !done)
-            rc = repeat_parents(frozen, deps, previous, accesses, found, counts);
-    }
-    Py_DECREF(last);
-    Py_XDECREF(version);
-    return rc;
-}
-
-/* After a graph's launch, with graph_read_back on and no recording engaged: remember it as
-   the runtime's last replay (``last_replay``, a weak reference; at tracker ``version``) and
-   issue the copies back to the host it has learnt (ExplicitMemory.read_back, which then
-   books the version after them). 0, or -1 with an error set. */
-static int
-read_back_after(PyObject *self, PyObject *frozen, PyObject *memory, PyObject *version)
-{
-    PyObject *recording = NULL, *pending = NULL;
-    int t = rt_truth(self, R_GRAPH_READ_BACK, s_graph_read_back);
-    if (t <= 0)
-        return t;
-    if ((recording = RT(self, R_RECORDING, s_recording)) == NULL)
-        return -1;
-    t = recording == Py_None;
-    Py_DECREF(recording);
-    if (!t)
-        return 0;
-    PyObject *ref = PyWeakref_NewRef(frozen, NULL);     /* (the graph's one plain ref) */
-    t = ref == NULL ? -1 : set(self, &runtime_layout, R_LAST_REPLAY, s_last_replay, ref);
-    Py_XDECREF(ref);
-    if (t < 0 || set(frozen, &frozen_layout, F_REPLAY_VERSION, s_replay_version, version) < 0
-            || (pending = get(frozen, &frozen_layout, F_READ_BACK, s_read_back)) == NULL)
-        return -1;
-    t = truth(pending);
-    Py_DECREF(pending);
-    if (t <= 0)
-        return t;
-    PyObject *r = call_method(memory, s_read_back, 1, frozen);
-    Py_XDECREF(r);
-    return r == NULL ? -1 : 0;
-}
-
-static PyObject *
-runtime_launch_graph(PyObject *self, PyObject *frozen)
-{
-    int t = rt_truth(self, R_NO_CONST, s_no_const);
-    if (t != 0) {       /* every access a write: the Python method makes them */
-        if (t < 0)
-            return NULL;
-        PyObject *call[] = {self, frozen};
-        return PyObject_Vectorcall(python_launch_graph, call, 2, NULL);
-    }
-    PyObject *graph = NULL, *accesses = NULL, *r = NULL, *site = NULL, *name = NULL,
-        *node = NULL, *stats = NULL, *memory = NULL, *booked = NULL, *deps = NULL,
-        *found = NULL, *counts = NULL, *version = NULL, *last = NULL, *epoch = NULL,
-        *result = NULL;
-    if ((graph = get(frozen, &frozen_layout, F_GRAPH, s_graph)) == NULL
-            || (accesses = get(frozen, &frozen_layout, F_ACCESSES, s_accesses)) == NULL
-            || (t = rt_truth(self, R_RELEASES, s_releases)) < 0)
-        goto done;
-    if (t && (r = PyObject_CallMethodNoArgs(self, s_drain_releases)) == NULL)
-        goto done;
-    Py_CLEAR(r);
-    if ((t = rt_truth(self, R_WANT_SITES, s_want_sites)) < 0
-            || (site = t ? PyObject_CallNoArgs(user_site) : Py_NewRef(Py_None)) == NULL
-            || (name = get(frozen, &frozen_layout, F_NAME, s_name)) == NULL)
-        goto done;
-    PyObject *node_args[] = {s_graph, name, site, accesses};
-    if ((node = PyObject_Vectorcall(node_type, node_args, 4, NULL)) == NULL
-            || set(node, &node_layout, N_KEEPALIVE, s_keepalive, graph) < 0
-            || (stats = RT(self, R_STATS, s_stats)) == NULL
-            || add_to(stats, s_graphs_replayed, one) < 0
-            || (memory = RT(self, R_MEMORY, s_memory)) == NULL)
-        goto done;
-    if (memory != Py_None) {
-        /* (settled: launched at this epoch, so nothing of it is host-current and what it
-           writes is already booked DEVICE: the bookkeeping would change nothing) */
-        PyObject *settled = get(frozen, &frozen_layout, F_SETTLED, s_settled), *copy_in;
-        int moved = settled == NULL || (epoch = RT(self, R_HOST_EPOCH, s_host_epoch)) == NULL
-            ? -1 : PyObject_RichCompareBool(settled, epoch, Py_NE);
-        Py_XDECREF(settled);
-        Py_CLEAR(epoch);
-        if (moved == 0) {
-            copy_in = get(frozen, &frozen_layout, F_COPY_IN, s_copy_in);
-            moved = copy_in == NULL ? -1 : truth(copy_in);
-            Py_XDECREF(copy_in);
-        }
-        if (moved < 0)
-            goto done;
-        if (moved && (booked = call_before_graph(memory, frozen)) == NULL)
-            goto done;
-    }
-    if ((deps = RT(self, R_DEPS, s_deps)) == NULL
-            || relaunch_parents(frozen, deps, accesses, &found, &counts) < 0)
-        goto done;
-    r = call_twin(&t_issue, self, (PyObject *[]){node, graph, found ? found : Py_None,
-                                                  counts ? counts : Py_None}, 4);
-    if (r == NULL) {
-        if (booked != NULL && (t = truth(booked)) != 0) {
-            SavedError saved;
-            save_error(&saved);
-            PyObject *f = t < 0 ? NULL : get(node, &node_layout, N_FINISHED, s_finished);
-            int finished = f == NULL ? -1 : truth(f);
-            Py_XDECREF(f);
-            PyObject *undone = finished == 0
-                ? call_method(memory, s_graph_not_launched, 1, booked) : NULL;
-            if (finished < 0 || (finished == 0 && undone == NULL))
-                raise_in_cleanup(&saved);
-            else
-                restore_error(&saved);
-            Py_XDECREF(undone);
-        }
-        goto done;
-    }
-    Py_CLEAR(r);
-    if ((version = PyObject_GetAttr(deps, s_version)) == NULL
-            || (last = PyTuple_Pack(3, deps, version, node)) == NULL
-            || set(frozen, &frozen_layout, F_LAST, s_last, last) < 0
-            || (epoch = RT(self, R_HOST_EPOCH, s_host_epoch)) == NULL
-            || set(frozen, &frozen_layout, F_SETTLED, s_settled, epoch) < 0)
-        goto done;
-    if (booked != NULL && (t = truth(booked)) != 0) {
-        if (t < 0 || (r = call_after_graph(memory, frozen)) == NULL)
-            goto done;
-        Py_CLEAR(r);
-    }
-    if (read_back_after(self, frozen, memory, version) < 0)
-        goto done;
-    result = Py_NewRef(Py_None);
-done:
-    Py_XDECREF(graph);
-    Py_XDECREF(accesses);
-    Py_XDECREF(r);
-    Py_XDECREF(site);
-    Py_XDECREF(name);
-    Py_XDECREF(node);
-    Py_XDECREF(stats);
-    Py_XDECREF(memory);
-    Py_XDECREF(booked);
-    Py_XDECREF(deps);
-    Py_XDECREF(found);
-    Py_XDECREF(counts);
-    Py_XDECREF(version);
-    Py_XDECREF(last);
-    Py_XDECREF(epoch);
-    return result;
-}
-
 static PyMethodDef runtime_methods[] = {
     {"launch_kernel", (PyCFunction)(void (*)(void))runtime_launch_kernel, METH_FASTCALL,
      "Validate and schedule one kernel launch; returns without waiting."},
@@ -845,9 +631,6 @@ configure_issue(PyObject *module, PyObject *args)
         *counters, *python_graph, *frozen, *repeat;
     static const char *const node_names[] = {"kind", "accesses", "stream", "parents", "launch",
                                              "keepalive", "edges", "event", "finished"};
-    static const char *const frozen_names[] = {"graph", "accesses", "name", "copy_in",
-                                               "settled", "last", "repeat", "read_back",
-                                               "replay_version"};
     static const char *const alloc_names[] = {"location", "nbytes", "buffer"};
     static const char *const runtime_names[] = {
         "backend", "stats", "_lock", "_releases", "_instruments", "_issuing",
@@ -859,12 +642,10 @@ configure_issue(PyObject *module, PyObject *args)
                           &python_graph, &frozen, &repeat))
         return NULL;
     if (layout(&runtime_layout, runtime, runtime_names, 20) < 0 || stats_configure(counters) < 0
-            || layout(&node_layout, node, node_names, 9) < 0
+            || layout(&issue_node_layout, node, node_names, 9) < 0
             || layout(&alloc_layout, alloc, alloc_names, 3) < 0
-            || layout(&frozen_layout, frozen, frozen_names, 9) < 0)
+            || graph_issue_configure(frozen, python_graph, repeat) < 0)
         return NULL;
-    Py_XSETREF(python_launch_graph, Py_NewRef(python_graph));
-    Py_XSETREF(graph_repeat, Py_NewRef(repeat));
     Py_XSETREF(node_type, Py_NewRef(node));
     Py_XSETREF(user_site, Py_NewRef(site));
     Py_XSETREF(refuse_reentry, Py_NewRef(refuse));
@@ -883,8 +664,7 @@ issue_init(PyObject *module)
         {&s_drain_releases, "_drain_releases"}, {&s_want_sites, "want_sites"},
         {&s_recording, "recording"}, {&s_memory, "memory"}, {&s_elementwise, "elementwise"},
         {&s_no_const, "no_const"}, {&s_alias_blind, "alias_blind"}, {&s_backend, "backend"},
-        {&s_name, "name"}, {&s_stats, "stats"},
-        {&s_issue, "_issue"}, {&s_issuing, "_issuing"},
+        {&s_name, "name"}, {&s_stats, "stats"}, {&s_issuing, "_issuing"},
         {&s_issuing_compiled, "_issuing_compiled"},
         {&s_accesses, "accesses"}, {&s_kind, "kind"}, {&s_copy, "copy"}, {&s_deps, "deps"},
         {&s_streams, "streams"}, {&s_stream, "stream"}, {&s_parents, "parents"},
@@ -897,14 +677,9 @@ issue_init(PyObject *module)
         {&s_notify_node, "_notify_node"}, {&s_sync_mode, "sync_mode"},
         {&s_host_wait, "host_wait"}, {&s_event, "event"}, {&s_finished, "finished"},
         {&s_sync, "sync"}, {&s_sync_reason, "sync-mode"}, {&s_recover, "_recover"},
-        {&s_host_epoch, "host_epoch"}, {&s_graphs_replayed, "graphs_replayed"},
-        {&s_graph_not_launched, "graph_not_launched"}, {&s_version, "version"}, {&s_settled, "settled"},
-        {&s_last, "last"}, {&s_repeat, "repeat"}, {&s_graph, "graph"}, {&s_copy_in, "copy_in"},
-        {&s_read_back, "read_back"}, {&s_graph_read_back, "graph_read_back"},
-        {&s_last_replay, "last_replay"},
-        {&s_replay_version, "replay_version"},
     };
-    if (INTERN_ALL(names) < 0 || add_type(module, "RuntimeBase", &runtime_spec) < 0
+    if (INTERN_ALL(names) < 0 || graph_issue_init() < 0
+            || add_type(module, "RuntimeBase", &runtime_spec) < 0
             || twin(&t_launch_graph, module, "RuntimeBase", "launch_graph") < 0
             || twin(&t_issue, module, "RuntimeBase", "_issue") < 0
             || twin(&t_launch_kernel, module, "RuntimeBase", "launch_kernel") < 0)
@@ -922,4 +697,11 @@ PyObject *
 call_launch_graph(PyObject *runtime, PyObject *frozen)
 {
     return call_twin(&t_launch_graph, runtime, &frozen, 1);
+}
+
+PyObject *
+call_issue(PyObject *runtime, PyObject *node, PyObject *launch, PyObject *found,
+           PyObject *counts)
+{
+    return call_twin(&t_issue, runtime, (PyObject *[]){node, launch, found, counts}, 4);
 }

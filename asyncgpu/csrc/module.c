@@ -9,13 +9,15 @@ versions of the hottest methods on that path, each in its own file:
     tracker.c    DependencyTracker.conflicts and commit
     binding.c    Kernel.bind
     gather.c     PackedTarget.numba_values and pointer_values (the values a launch packs)
-    issue.c      Runtime.launch_kernel, launch_graph and _issue (from the lock to the poll)
+    issue.c      Runtime.launch_kernel and _issue (from the lock to the poll)
+    graph_issue.c  Runtime.launch_graph: a replayed graph's node, booking and copies back
     device.c     CudaBackend's calls of a launch (record, wait, event_done, kernel_launch,
                  graph_launch, launch) and PackedLaunch.__call__
     streams.c    Node.__init__, the stream manager's per-launch methods, the policies' picks
-    memory.c     ExplicitMemory.before_device (what a launch books before it is enqueued)
+    memory.c     ExplicitMemory.before_device, before_graph and after_graph (what a launch
+                 or a replayed graph books) and FrozenGraph.host_current (its variant)
     recording.c  Recording.__init__, .end_segment (a remembered segment's graph launched
-                 again) and RecordingKey's stored hash
+                 again), ._remember and RecordingKey's stored hash
     graph_call.c GraphFunction.__call__: a plain recorded function's entry and exit
     driver.c     DriverCalls: the CUDA calls of a launch, straight into the driver's entry
                  points (not a twin: the cuda backend's choice of callables)
@@ -25,7 +27,7 @@ versions of the hottest methods on that path, each in its own file:
 
 Each is a method of a base class (LauncherBase, TrackerBase, KernelBase, TargetBase,
 RuntimeBase, BackendBase, PackedCallBase, StreamsBase, ReuseBase, DisjointBase, NodeBase,
-MemoryBase) that the Python class takes before its Python twin (asyncgpu/_compiled.py),
+MemoryBase, FrozenBase, RecordingBase, KeyBase, GraphCallBase) that the Python class takes before its Python twin (asyncgpu/_compiled.py),
 which stays the reference and the whole implementation where this is not built.
 
 Invariants: the C code keeps no state of its own beyond the classes and callables the
