@@ -30,7 +30,10 @@ static PyObject *python_launch_graph, *graph_repeat;
 static SlotLayout frozen_layout;
 enum { F_GRAPH, F_ACCESSES, F_NAME, F_COPY_IN, F_SETTLED, F_LAST, F_REPEAT, F_READ_BACK,
        F_REPLAY_VERSION };
-static PyObject *s_accesses, *s_copy_in, *s_deps, *s_drain_releases, *s_finished, *s_graph, *s_graph_not_launched, *s_graph_read_back, *s_graphs_replayed, *s_host_epoch, *s_keepalive, *s_last, *s_last_replay, *s_memory, *s_name, *s_no_const, *s_read_back, *s_recording, *s_releases, *s_repeat, *s_replay_version, *s_settled, *s_stats, *s_version, *s_want_sites;
+static PyObject *s_accesses, *s_copy_in, *s_deps, *s_drain_releases, *s_finished, *s_graph,
+    *s_graph_not_launched, *s_graph_read_back, *s_graphs_replayed, *s_host_epoch, *s_keepalive,
+    *s_last, *s_last_replay, *s_memory, *s_name, *s_no_const, *s_read_back, *s_recording,
+    *s_releases, *s_repeat, *s_replay_version, *s_settled, *s_stats, *s_version, *s_want_sites;
 
 /* The parents of a graph launched again with nothing committed since its previous launch
    (``previous``, unfinished): that launch alone, if the graph conflicts with itself. Sets
@@ -82,8 +85,9 @@ relaunch_parents(PyObject *frozen, PyObject *deps, PyObject *accesses, PyObject 
         int same = (version = PyObject_GetAttr(deps, s_version)) == NULL ? -1
             : PyObject_RichCompareBool(PyTuple_GET_ITEM(last, 1), version, Py_EQ);
         PyObject *previous = PyTuple_GET_ITEM(last, 2), *f = NULL;
-        int done = same > 0 ? ((f = get(previous, &issue_node_layout, N_FINISHED, s_finished)) == NULL
-                               ? -1 : truth(f)) : 0;
+        int done = same > 0
+            ? ((f = get(previous, &issue_node_layout, N_FINISHED, s_finished)) == NULL
+               ? -1 : truth(f)) : 0;
         Py_XDECREF(f);
         if (same < 0 || done < 0)
             rc = -1;

@@ -14,6 +14,7 @@ versions of the hottest methods on that path, each in its own file:
     device.c     CudaBackend's calls of a launch (record, wait, event_done, kernel_launch,
                  graph_launch, launch) and PackedLaunch.__call__
     streams.c    Node.__init__, the stream manager's per-launch methods, the policies' picks
+    retire.c     the stream manager's retirement and polling (finished, poll)
     memory.c     ExplicitMemory.before_device, before_graph and after_graph (what a launch
                  or a replayed graph books) and FrozenGraph.host_current (its variant)
     recording.c  Recording.__init__, .end_segment (a remembered segment's graph launched
@@ -27,8 +28,9 @@ versions of the hottest methods on that path, each in its own file:
 
 Each is a method of a base class (LauncherBase, TrackerBase, KernelBase, TargetBase,
 RuntimeBase, BackendBase, PackedCallBase, StreamsBase, ReuseBase, DisjointBase, NodeBase,
-MemoryBase, FrozenBase, RecordingBase, KeyBase, GraphCallBase) that the Python class takes before its Python twin (asyncgpu/_compiled.py),
-which stays the reference and the whole implementation where this is not built.
+MemoryBase, FrozenBase, RecordingBase, KeyBase, GraphCallBase) that the Python class takes
+before its Python twin (asyncgpu/_compiled.py), which stays the reference and the whole
+implementation where this is not built.
 
 Invariants: the C code keeps no state of its own beyond the classes and callables the
 configure functions hand it; it works on the very Python objects the Python code uses, and

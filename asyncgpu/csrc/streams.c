@@ -1,4 +1,4 @@
-/* asyncgpu._speedups, streams.c: nodes, stream choice, waits, events and retirement, compiled.
+/* asyncgpu._speedups, streams.c: nodes, stream choice, waits and events, compiled.
 
 The model
 ---------
@@ -10,9 +10,9 @@ with many nodes in flight, polls one stream and retires what finished (``poll``,
 ``finished``, ``_on_finish``). In Python those are eight small methods calling each other;
 here each is a C method over the very same objects (the ``__slots__`` of ``Node``,
 ``StreamState`` and ``StreamManager``, read at their offsets), and a C method calling another
-stays in C. The Python twins in ``asyncgpu/_dag.py``, ``_streams.py`` and ``_policies.py``
-(``PythonNode``, ``PythonStreamCalls``, ``PythonReusePick``, ``PythonDisjointPick``) are the
-reference.
+stays in C. Retirement and polling (``finished``, ``poll``) are in retire.c. The Python twins
+in ``asyncgpu/_dag.py``, ``_streams.py`` and ``_policies.py`` (``PythonNode``,
+``PythonStreamCalls``, ``PythonReusePick``, ``PythonDisjointPick``) are the reference.
 
 Invariants
 ----------
@@ -24,39 +24,21 @@ Invariants
 
 Example: ``asyncgpu._compiled.use(False)`` puts the Python methods back.
 */
-#include "speedups.h"
+#include "streams.h"
 
-static SlotLayout node_layout, manager_layout;
-SlotLayout state_layout;
-enum { N_ID, N_KIND, N_NAME, N_SITE, N_ACCESSES, N_STREAM, N_SEQ, N_EVENT, N_PARENTS, N_EDGES,
-       N_KEEPALIVE, N_FINISHED, N_HANDED_OFF, N_LAUNCH, N_DEVICE };
-enum { M_BACKEND, M_STATS, M_POLL_THRESHOLD, M_NEW_POLICY, M_PARENT_POLICY, M_STREAMS, M_FREE,
-       M_EVENTS, M_BY_USE, M_INFLIGHT };
-static PyObject *node_ids, *no_nodes;       /* asyncgpu._dag._ids and _NONE */
+SlotLayout streams_node_layout, manager_layout, state_layout;
+PyObject *no_nodes;
+static PyObject *node_ids;       /* asyncgpu._dag._ids (and no_nodes, _NONE) */
 static PyObject *s_id, *s_kind, *s_name, *s_site, *s_accesses, *s_stream, *s_seq, *s_event,
     *s_parents, *s_edges, *s_keepalive, *s_finished, *s_handed_off, *s_launch, *s_device,
-    *s_index, *s_handle, *s_inflight, *s_waited, *s_backend, *s_stats, *s_poll_threshold,
-    *s_new_policy, *s_parent_policy, *s_streams, *s_free, *s_events, *s_by_use,
-    *s_inflight_count, *s_pick, *s_can_grow, *s_grow,
-    *s_least_recently_used, *s_new_event,
-    *s_popleft, *s_pop, *s_graph, *s_done, *s_get;
+    *s_index, *s_handle, *s_inflight, *s_waited, *s_backend, *s_stats, *s_new_policy,
+    *s_parent_policy, *s_free, *s_events, *s_by_use, *s_inflight_count, *s_pick, *s_can_grow,
+    *s_grow, *s_least_recently_used, *s_new_event, *s_popleft, *s_pop, *s_graph, *s_done,
+    *s_get;
 static PyObject *empty;
 static Twin t_take_free, t_choose, t_wait_for_parents, t_issued, t_poll, t_finished,
     t_on_finish, t_reuse_pick, t_disjoint_pick;
 static PyObject *manager_take_free(PyObject *self, PyObject *unused);
-static PyObject *manager_finished(PyObject *self, PyObject *node);
-static PyObject *manager_on_finish(PyObject *self, PyObject *node);
-
-#define NODE(obj, f, name) get((obj), &node_layout, (f), (name))
-#define STATE(obj, f, name) get((obj), &state_layout, (f), (name))
-#define MANAGER(obj, f, name) get((obj), &manager_layout, (f), (name))
-
-/* a deque's or list's length, or -1 */
-static Py_ssize_t
-size(PyObject *seq)
-{
-    return PyList_CheckExact(seq) ? PyList_GET_SIZE(seq) : PyObject_Size(seq);
-}
 
 /* ---- Node.__init__ ------------------------------------------------------------------------ */
 
@@ -80,23 +62,23 @@ node_init(PyObject *self, PyObject *args, PyObject *kwargs)
             PyErr_SetString(PyExc_RuntimeError, "node ids ran out");
         return -1;
     }
-    int rc = set(self, &node_layout, N_ID, s_id, id);
+    int rc = set(self, &streams_node_layout, N_ID, s_id, id);
     Py_DECREF(id);
-    if (rc < 0 || set(self, &node_layout, N_KIND, s_kind, kind) < 0
-            || set(self, &node_layout, N_NAME, s_name, name) < 0
-            || set(self, &node_layout, N_SITE, s_site, site) < 0
-            || set(self, &node_layout, N_ACCESSES, s_accesses, accesses) < 0
-            || set(self, &node_layout, N_STREAM, s_stream, Py_None) < 0
-            || set(self, &node_layout, N_SEQ, s_seq, minus_one) < 0
-            || set(self, &node_layout, N_EVENT, s_event, Py_None) < 0
-            || set(self, &node_layout, N_PARENTS, s_parents, no_nodes) < 0
-            || set(self, &node_layout, N_EDGES, s_edges, no_nodes) < 0
-            || set(self, &node_layout, N_KEEPALIVE, s_keepalive, Py_None) < 0
-            || set(self, &node_layout, N_FINISHED, s_finished, Py_False) < 0
-            || set(self, &node_layout, N_HANDED_OFF, s_handed_off, Py_False) < 0
-            || set(self, &node_layout, N_LAUNCH, s_launch, Py_None) < 0)
+    if (rc < 0 || set(self, &streams_node_layout, N_KIND, s_kind, kind) < 0
+            || set(self, &streams_node_layout, N_NAME, s_name, name) < 0
+            || set(self, &streams_node_layout, N_SITE, s_site, site) < 0
+            || set(self, &streams_node_layout, N_ACCESSES, s_accesses, accesses) < 0
+            || set(self, &streams_node_layout, N_STREAM, s_stream, Py_None) < 0
+            || set(self, &streams_node_layout, N_SEQ, s_seq, minus_one) < 0
+            || set(self, &streams_node_layout, N_EVENT, s_event, Py_None) < 0
+            || set(self, &streams_node_layout, N_PARENTS, s_parents, no_nodes) < 0
+            || set(self, &streams_node_layout, N_EDGES, s_edges, no_nodes) < 0
+            || set(self, &streams_node_layout, N_KEEPALIVE, s_keepalive, Py_None) < 0
+            || set(self, &streams_node_layout, N_FINISHED, s_finished, Py_False) < 0
+            || set(self, &streams_node_layout, N_HANDED_OFF, s_handed_off, Py_False) < 0
+            || set(self, &streams_node_layout, N_LAUNCH, s_launch, Py_None) < 0)
         return -1;
-    return set(self, &node_layout, N_DEVICE, s_device, zero);
+    return set(self, &streams_node_layout, N_DEVICE, s_device, zero);
 }
 
 /* ---- the policies' picks ------------------------------------------------------------------ */
@@ -128,7 +110,7 @@ disjoint_pick(PyObject *self, PyObject *parents)
         int t = handed == NULL ? -1 : truth(handed);
         Py_XDECREF(handed);
         if (t == 0) {
-            if (set(p, &node_layout, N_HANDED_OFF, s_handed_off, Py_True) == 0)
+            if (set(p, &streams_node_layout, N_HANDED_OFF, s_handed_off, Py_True) == 0)
                 stream = NODE(p, N_STREAM, s_stream);
             Py_DECREF(p);
             items_end(&it);
@@ -384,7 +366,7 @@ manager_issued(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             || (r = STATE(stream, S_SEQ, s_seq)) == NULL
             || (seq = PyNumber_InPlaceAdd(r, one)) == NULL
             || set(stream, &state_layout, S_SEQ, s_seq, seq) < 0
-            || set(node, &node_layout, N_SEQ, s_seq, seq) < 0
+            || set(node, &streams_node_layout, N_SEQ, s_seq, seq) < 0
             || (by_use = MANAGER(self, M_BY_USE, s_by_use)) == NULL
             || PyObject_DelItem(by_use, stream) < 0          /* to the most recently used end */
             || PyObject_SetItem(by_use, stream, Py_None) < 0)
@@ -399,7 +381,7 @@ manager_issued(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     } else {
         event = Py_NewRef(recorded);
     }
-    if (set(node, &node_layout, N_EVENT, s_event, event) < 0
+    if (set(node, &streams_node_layout, N_EVENT, s_event, event) < 0
             || (inflight = STATE(stream, S_INFLIGHT, s_inflight)) == NULL
             || append_item(inflight, node) < 0
             || add_at(self, &manager_layout, M_INFLIGHT, s_inflight_count, one) < 0
@@ -455,10 +437,10 @@ manager_on_finish(PyObject *self, PyObject *node)
     if (t && ((events = MANAGER(self, M_EVENTS, s_events)) == NULL
               || append_item(events, event) < 0))
         goto done;
-    if (set(node, &node_layout, N_EVENT, s_event, Py_None) < 0
-            || set(node, &node_layout, N_KEEPALIVE, s_keepalive, Py_None) < 0
-            || set(node, &node_layout, N_LAUNCH, s_launch, Py_None) < 0
-            || set(node, &node_layout, N_ACCESSES, s_accesses, empty) < 0
+    if (set(node, &streams_node_layout, N_EVENT, s_event, Py_None) < 0
+            || set(node, &streams_node_layout, N_KEEPALIVE, s_keepalive, Py_None) < 0
+            || set(node, &streams_node_layout, N_LAUNCH, s_launch, Py_None) < 0
+            || set(node, &streams_node_layout, N_ACCESSES, s_accesses, empty) < 0
             || add_at(self, &manager_layout, M_INFLIGHT, s_inflight_count, minus_one) < 0
             || (stream = NODE(node, N_STREAM, s_stream)) == NULL
             || (inflight = STATE(stream, S_INFLIGHT, s_inflight)) == NULL
@@ -476,227 +458,6 @@ done:
     Py_XDECREF(stream);
     Py_XDECREF(inflight);
     Py_XDECREF(free);
-    return result;
-}
-
-/* ---- retirement: asyncgpu._dag.finish_through, with the manager's _on_finish ------------- */
-
-/* Retire m, the head of its stream: finished, its unfinished parents pushed on stack. */
-static int
-retire_one(PyObject *self, PyObject *m, PyObject *stack)
-{
-    PyObject *parents, *r;
-    if (set(m, &node_layout, N_FINISHED, s_finished, Py_True) < 0
-            || (parents = NODE(m, N_PARENTS, s_parents)) == NULL)
-        return -1;
-    int t = PyObject_IsTrue(parents);
-    if (t > 0) {
-        Items it;
-        PyObject *p;
-        if (items_begin(&it, parents) < 0)
-            t = -1;
-        while (t > 0 && (p = items_next(&it)) != NULL) {
-            PyObject *f = NODE(p, N_FINISHED, s_finished);
-            int done = f == NULL ? -1 : truth(f);
-            Py_XDECREF(f);
-            if (done < 0 || (!done && PyList_Append(stack, p) < 0))
-                t = -1;
-            Py_DECREF(p);
-        }
-        items_end(&it);
-        if (t > 0 && PyErr_Occurred())
-            t = -1;
-        if (t > 0 && set(m, &node_layout, N_PARENTS, s_parents, no_nodes) < 0)
-            t = -1;
-    }
-    Py_DECREF(parents);
-    if (t < 0 || (r = call_twin(&t_on_finish, self, &m, 1)) == NULL)
-        return -1;
-    Py_DECREF(r);
-    return 0;
-}
-
-/* Retire n with everything before it on its stream; the count, or -1. */
-static Py_ssize_t
-retire_through(PyObject *self, PyObject *n, PyObject *stack)
-{
-    PyObject *stream = NODE(n, N_STREAM, s_stream), *inflight = NULL, *seq = NULL;
-    Py_ssize_t count = 0;
-    if (stream == NULL)
-        return -1;
-    if (stream == Py_None) {                /* host nodes: complete when created */
-        Py_DECREF(stream);
-        return set(n, &node_layout, N_FINISHED, s_finished, Py_True) < 0 ? -1 : 0;
-    }
-    if ((inflight = STATE(stream, S_INFLIGHT, s_inflight)) == NULL
-            || (seq = NODE(n, N_SEQ, s_seq)) == NULL)
-        goto error;
-    for (;;) {
-        Py_ssize_t len = size(inflight);
-        if (len < 0)
-            goto error;
-        if (len == 0)
-            break;
-        PyObject *head = PySequence_GetItem(inflight, 0), *head_seq;
-        if (head == NULL || (head_seq = NODE(head, N_SEQ, s_seq)) == NULL) {
-            Py_XDECREF(head);
-            goto error;
-        }
-        Py_DECREF(head);
-        int t = less_equal(head_seq, seq);
-        Py_DECREF(head_seq);
-        if (t < 0)
-            goto error;
-        if (!t)
-            break;
-        PyObject *m = PyObject_CallMethodNoArgs(inflight, s_popleft);
-        if (m == NULL)
-            goto error;
-        t = retire_one(self, m, stack);
-        Py_DECREF(m);
-        if (t < 0)
-            goto error;
-        count++;
-    }
-    Py_DECREF(stream);
-    Py_DECREF(inflight);
-    Py_DECREF(seq);
-    return count;
-error:
-    Py_DECREF(stream);
-    Py_XDECREF(inflight);
-    Py_XDECREF(seq);
-    return -1;
-}
-
-static PyObject *
-manager_finished(PyObject *self, PyObject *node)
-{
-    PyObject *stack = PyList_New(0), *stats = NULL, *n = NULL, *total = NULL;
-    Py_ssize_t count = 0;
-    if (stack == NULL || PyList_Append(stack, node) < 0)
-        goto error;
-    while (PyList_GET_SIZE(stack)) {
-        n = list_pop_last(stack);
-        PyObject *f = NODE(n, N_FINISHED, s_finished);
-        int done = f == NULL ? -1 : truth(f);
-        Py_XDECREF(f);
-        if (done < 0)
-            goto error;
-        if (!done) {
-            Py_ssize_t c = retire_through(self, n, stack);
-            if (c < 0)
-                goto error;
-            count += c;
-        }
-        Py_CLEAR(n);
-    }
-    if ((total = PyLong_FromSsize_t(count)) == NULL
-            || (stats = MANAGER(self, M_STATS, s_stats)) == NULL
-            || count_stat(stats, ST_NODES_RETIRED, total) < 0)
-        goto error;
-    Py_DECREF(stack);
-    Py_DECREF(stats);
-    return total;
-error:
-    Py_XDECREF(stack);
-    Py_XDECREF(stats);
-    Py_XDECREF(n);
-    Py_XDECREF(total);
-    return NULL;
-}
-
-/* ---- polling ------------------------------------------------------------------------------ */
-
-/* Retire ``node`` if its event says it completed: 1 (retired), 0, or -1. */
-static int
-retire_if_done(PyObject *self, PyObject *backend, PyObject *stats, PyObject *node)
-{
-    PyObject *event = NODE(node, N_EVENT, s_event), *done = NULL, *n = NULL;
-    int t = -1;
-    if (event != NULL && count_stat(stats, ST_EVENTS_QUERIED, one) == 0
-            && (done = call_event_done(backend, event)) != NULL
-            && (t = truth(done)) > 0) {
-        n = call_twin(&t_finished, self, &node, 1);
-        t = n == NULL
-            || count_stat(stats, ST_RETIRED_BY_POLL, n) < 0 ? -1 : 1;
-    }
-    Py_XDECREF(event);
-    Py_XDECREF(done);
-    Py_XDECREF(n);
-    return t;
-}
-
-/* The least recently used stream with work in flight (a new reference), None if there is
-   none, or NULL with an error set. */
-static PyObject *
-oldest_busy(PyObject *by_use)
-{
-    PyObject *s, *value, *queue;
-    Py_ssize_t pos = 0;
-    if (!PyDict_CheckExact(by_use)) {
-        PyErr_SetString(PyExc_TypeError, "StreamManager._by_use must be a dict");
-        return NULL;
-    }
-    while (PyDict_Next(by_use, &pos, &s, &value)) {
-        Py_INCREF(s);
-        Py_ssize_t len = (queue = STATE(s, S_INFLIGHT, s_inflight)) == NULL ? -1 : size(queue);
-        Py_XDECREF(queue);
-        if (len != 0)
-            return len < 0 ? (Py_DECREF(s), NULL) : s;
-        Py_DECREF(s);
-    }
-    return Py_NewRef(Py_None);
-}
-
-static PyObject *
-manager_poll(PyObject *self, PyObject *unused)
-{
-    PyObject *inflight = MANAGER(self, M_INFLIGHT, s_inflight_count), *threshold = NULL,
-        *by_use = NULL, *backend = NULL, *stats = NULL, *s = NULL, *queue = NULL,
-        *tail = NULL, *head = NULL;
-    PyObject *result = NULL;
-    int t;
-    if (inflight == NULL
-            || (threshold = MANAGER(self, M_POLL_THRESHOLD, s_poll_threshold)) == NULL
-            || (t = less(threshold, inflight)) < 0)
-        goto done;
-    if (!t) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    /* (the stream whose newest work is oldest: see PythonStreamCalls.poll) */
-    if ((by_use = MANAGER(self, M_BY_USE, s_by_use)) == NULL
-            || (s = oldest_busy(by_use)) == NULL)
-        goto done;
-    if (s == Py_None) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    Py_ssize_t len;
-    if ((backend = MANAGER(self, M_BACKEND, s_backend)) == NULL
-            || (stats = MANAGER(self, M_STATS, s_stats)) == NULL
-            || (queue = STATE(s, S_INFLIGHT, s_inflight)) == NULL
-            || (len = size(queue)) < 0
-            || (tail = PySequence_GetItem(queue, len - 1)) == NULL
-            || (t = retire_if_done(self, backend, stats, tail)) < 0)
-        goto done;
-    if (!t) {
-        if ((head = PySequence_GetItem(queue, 0)) == NULL
-                || (head != tail && retire_if_done(self, backend, stats, head) < 0))
-            goto done;
-    }
-    result = Py_NewRef(Py_None);
-done:
-    Py_XDECREF(inflight);
-    Py_XDECREF(threshold);
-    Py_XDECREF(by_use);
-    Py_XDECREF(backend);
-    Py_XDECREF(stats);
-    Py_XDECREF(s);
-    Py_XDECREF(queue);
-    Py_XDECREF(tail);
-    Py_XDECREF(head);
     return result;
 }
 
@@ -790,7 +551,7 @@ configure_streams(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOO:configure_streams", &node, &state, &manager, &ids,
                           &none))
         return NULL;
-    if (layout(&node_layout, node, node_names, 15) < 0
+    if (layout(&streams_node_layout, node, node_names, 15) < 0
             || layout(&state_layout, state, state_names, 5) < 0
             || layout(&manager_layout, manager, manager_names, 10) < 0)
         return NULL;
@@ -809,9 +570,8 @@ streams_init(PyObject *module)
         {&s_finished, "finished"}, {&s_handed_off, "handed_off"}, {&s_launch, "launch"},
         {&s_device, "device"}, {&s_index, "index"}, {&s_handle, "handle"},
         {&s_inflight, "inflight"}, {&s_waited, "waited"}, {&s_backend, "backend"},
-        {&s_stats, "stats"}, {&s_poll_threshold, "poll_threshold"},
-        {&s_new_policy, "new_policy"}, {&s_parent_policy, "parent_policy"},
-        {&s_streams, "streams"}, {&s_free, "_free"}, {&s_events, "_events"},
+        {&s_stats, "stats"}, {&s_new_policy, "new_policy"}, {&s_parent_policy, "parent_policy"},
+        {&s_free, "_free"}, {&s_events, "_events"},
         {&s_by_use, "_by_use"}, {&s_inflight_count, "_inflight"},
         {&s_pick, "pick"}, {&s_can_grow, "can_grow"},
         {&s_grow, "grow"}, {&s_least_recently_used, "least_recently_used"},
@@ -820,7 +580,7 @@ streams_init(PyObject *module)
         {&s_pop, "pop"}, {&s_graph, "graph"}, {&s_done, "done"},
         {&s_get, "get"},
     };
-    if (INTERN_ALL(names) < 0)
+    if (INTERN_ALL(names) < 0 || retire_init() < 0)
         return -1;
     if ((empty = PyTuple_New(0)) == NULL)
         return -1;
@@ -865,18 +625,16 @@ call_issued(PyObject *manager, PyObject *node, PyObject *recorded)
     return call_twin(&t_issued, manager, (PyObject *[]){node, recorded}, 2);
 }
 
-/* Whether _issue polls after a launch: more nodes in flight than the threshold (1/0/-1). */
-int
-should_poll(PyObject *manager)
+PyObject *
+call_on_finish(PyObject *manager, PyObject *node)
 {
-    PyObject *inflight = MANAGER(manager, M_INFLIGHT, s_inflight_count), *threshold = NULL;
-    int t = -1;
-    if (inflight != NULL
-            && (threshold = MANAGER(manager, M_POLL_THRESHOLD, s_poll_threshold)) != NULL)
-        t = less(threshold, inflight);
-    Py_XDECREF(inflight);
-    Py_XDECREF(threshold);
-    return t;
+    return call_twin(&t_on_finish, manager, &node, 1);
+}
+
+PyObject *
+call_finished(PyObject *manager, PyObject *node)
+{
+    return call_twin(&t_finished, manager, &node, 1);
 }
 
 PyObject *
