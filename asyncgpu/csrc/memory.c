@@ -34,15 +34,23 @@ static PyObject *s_alloc, *s_write, *s_location, *s_nbytes, *s_make_device_curre
     *s_copy_bytes, *s_host_epoch, *s_runtime, *s_stats, *s_copies_to_device,
     *s_bytes_to_device;
 
-/* 1: the access's allocation has bytes and (``host_only``) is current on the host only; 0 not;
+/* 1: the allocation is current on the host only; 0 not; -1 error. */
+static int
+at_host(PyObject *alloc, int unused)
+{
+    PyObject *loc = get(alloc, &alloc_layout, L_LOCATION, s_location);
+    int host = loc == NULL ? -1 : PyObject_RichCompareBool(loc, host_flag, Py_EQ);
+    Py_XDECREF(loc);
+    return host;
+}
+
+/* 1: the allocation has bytes and (``host_only``) is current on the host only; 0 not;
    -1 error. */
 static int
 has_bytes(PyObject *alloc, int host_only)
 {
     if (host_only) {
-        PyObject *loc = get(alloc, &alloc_layout, L_LOCATION, s_location);
-        int host = loc == NULL ? -1 : PyObject_RichCompareBool(loc, host_flag, Py_EQ);
-        Py_XDECREF(loc);
+        int host = at_host(alloc, 0);
         if (host <= 0)
             return host;
     }
@@ -112,16 +120,6 @@ book_all(PyObject *allocs, PyObject *location)
 }
 
 #define FROZEN(o, f, n) get((o), &frozen_layout, (f), (n))
-
-/* 1: the allocation is current on the host only; 0 not; -1 error. */
-static int
-at_host(PyObject *alloc, int unused)
-{
-    PyObject *loc = get(alloc, &alloc_layout, L_LOCATION, s_location);
-    int host = loc == NULL ? -1 : PyObject_RichCompareBool(loc, host_flag, Py_EQ);
-    Py_XDECREF(loc);
-    return host;
-}
 
 /* The allocations of a tuple that ``keep(alloc, flag)`` keeps: a new tuple, or NULL. */
 static PyObject *
