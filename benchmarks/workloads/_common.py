@@ -18,8 +18,12 @@ def streamed_bytes(*arrays: Any) -> int:
 
 
 def threads(block: Any) -> int:
-    """Threads per block for the 1D kernels: the block itself, or all threads of a 2D block."""
-    return int(np.prod(block)) if isinstance(block, tuple) else int(block)
+    """Threads per block for the 1D kernels: the block itself, or all threads of a 2D block.
+
+    (``math.prod``, not NumPy's: every iteration of a body calls this, in every mode that runs
+    the body, and ``np.prod`` of a 2-tuple cost 8.7 us on the development CPU against 0.3.)
+    """
+    return int(math.prod(block)) if isinstance(block, tuple) else int(block)
 
 
 def block2d(block: Any) -> tuple[int, int]:
@@ -27,6 +31,7 @@ def block2d(block: Any) -> tuple[int, int]:
     return tuple(block) if isinstance(block, tuple) else BLOCK_2D
 
 
+@functools.lru_cache(maxsize=64)     # (called every iteration with the same count)
 def grid2d(num_blocks: int) -> tuple[int, int]:
     """``num_blocks`` blocks as a 2D grid (x, y), as square as the divisors allow.
 
