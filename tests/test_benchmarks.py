@@ -23,10 +23,11 @@ def test_workload_passes_in_every_mode(name):
 
 
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
-def test_workload_passes_in_every_mode_with_explicit_memory(name):
+def test_workload_passes_in_every_mode_with_managed_memory(name):
+    """The other memory model (explicit is the default, which the test above runs)."""
     import asyncgpu as ag
 
-    with ag.configure(backend="sim", sim_seed=12, sim_strategy="random", memory="explicit"):
+    with ag.configure(backend="sim", sim_seed=12, sim_strategy="random", memory="managed"):
         results = harness.bench_workload(ag, WORKLOADS[name], "tiny", harness.MODES, [32], 2,
                                          warmup=0, iterations=1, inputs="streaming")
     bad = [(r.mode, r.inputs, r.message) for r in results if not r.ok]
