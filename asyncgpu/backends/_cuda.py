@@ -36,7 +36,6 @@ from typing import Any
 import numpy as np
 
 from .. import _compiled as compiled
-from .._array import Allocation
 from .._config import Options, cuda_device_max_connections
 from .._errors import (
     BackendUnavailableError,
@@ -489,5 +488,5 @@ def _is_sticky(exc: BaseException) -> bool:
     return any(name in text for name in _STICKY_NAMES)
 
 
-compiled.configure("configure_backend", CudaBackend, CaptureTracker, Graph, Allocation,
-                   check_launch, forget_finished, GRAPHS_KEPT)
+compiled.configure("configure_backend", CudaBackend, CaptureTracker, Graph, check_launch,
+                   forget_finished, GRAPHS_KEPT)

@@ -38,9 +38,9 @@ static SlotLayout launch_layout, target_layout, plan_layout, backend_layout, cap
 enum { B_CAPTURES, B_RECENT, B_EVENT_RECORD, B_STREAM_WAIT, B_GRAPHS_IN_FLIGHT, B_EVENT_DONE,
        B_GRAPH_LAUNCH };
 enum { GR_HANDLE, GR_DONE, GR_LAUNCHED, GR_DESTROYED, GR_FREES };
-/* Set by configure_backend(): asyncgpu._array.Allocation (its explicit_frees) and the
-   Python functions the graph launch calls in their rare cases. */
-static PyObject *allocation_type, *check_launch, *forget_finished;
+/* Set by configure_backend(): the Python functions the graph launch calls in their rare
+   cases. */
+static PyObject *check_launch, *forget_finished;
 static Py_ssize_t graphs_kept;      /* backends/_cuda.py's GRAPHS_KEPT */
 enum { PL_TARGET, PL_VALUES };
 enum { T_PLAN, T_GRID, T_BLOCK, T_SHARED, T_BACKEND, T_KEY };
@@ -52,7 +52,7 @@ static PyObject *s_target, *s_values, *s_plan, *s_grid, *s_block, *s_shared, *s_
     *s_captures, *s_engaged, *s_record, *s_wait, *s_launch, *s_recent,
     *s_launch_attr, *s_launch_failed, *s_event_record, *s_stream_wait, *s_device_error,
     *s_check_host_wait, *s_event_query, *s_done, *s_prepared, *s_backend, *s_key,
-    *s_destroyed, *s_frees, *s_explicit_frees, *s_launched,
+    *s_destroyed, *s_frees, *s_launched,
     *s_graphs_in_flight, *s_event_done_attr, *s_graph_launch, *s_layout, *s_buf_ptr;
 
 static Twin t_kernel_launch, t_launch, t_record, t_wait, t_event_done, t_graph_launch;
@@ -498,19 +498,17 @@ launch_checked(PyObject *self, PyObject *graph)
     if (Py_TYPE(graph) != graph_layout.type)
         return 0;
     PyObject *destroyed = get(graph, &graph_layout, GR_DESTROYED, s_destroyed), *frees = NULL,
-        *now = NULL, *captures = NULL, *engaged = NULL;
+        *captures = NULL, *engaged = NULL;
     int ok = destroyed == NULL ? -1 : !truth(destroyed);
     if (ok > 0)
         ok = (frees = get(graph, &graph_layout, GR_FREES, s_frees)) == NULL
-            || (now = PyObject_GetAttr(allocation_type, s_explicit_frees)) == NULL
-            ? -1 : PyObject_RichCompareBool(frees, now, Py_EQ);
+            ? -1 : no_frees_since(frees);
     if (ok > 0)
         ok = (captures = get(self, &backend_layout, B_CAPTURES, s_captures)) == NULL
             || (engaged = get(captures, &captures_layout, 0, s_engaged)) == NULL
             ? -1 : !truth(engaged);
     Py_XDECREF(destroyed);
     Py_XDECREF(frees);
-    Py_XDECREF(now);
     Py_XDECREF(captures);
     Py_XDECREF(engaged);
     return ok;
@@ -618,20 +616,19 @@ static PyType_Spec packed_spec = {
 PyObject *
 configure_backend(PyObject *module, PyObject *args)
 {
-    PyObject *backend_type, *captures_type, *graph_type, *alloc, *check, *forget;
+    PyObject *backend_type, *captures_type, *graph_type, *check, *forget;
     static const char *const backend_names[] = {"captures", "_recent", "_event_record",
                                                 "_stream_wait", "_graphs_in_flight",
                                                 "_event_done", "_graph_launch"};
     static const char *const captures_names[] = {"engaged"};
     static const char *const graph_names[] = {"handle", "done", "launched", "destroyed",
                                               "frees"};
-    if (!PyArg_ParseTuple(args, "OOOOOOn:configure_backend", &backend_type, &captures_type,
-                          &graph_type, &alloc, &check, &forget, &graphs_kept)
+    if (!PyArg_ParseTuple(args, "OOOOOn:configure_backend", &backend_type, &captures_type,
+                          &graph_type, &check, &forget, &graphs_kept)
             || layout(&backend_layout, backend_type, backend_names, 7) < 0
             || layout(&captures_layout, captures_type, captures_names, 1) < 0
             || layout(&graph_layout, graph_type, graph_names, 5) < 0)
         return NULL;
-    Py_XSETREF(allocation_type, Py_NewRef(alloc));
     Py_XSETREF(check_launch, Py_NewRef(check));
     Py_XSETREF(forget_finished, Py_NewRef(forget));
     Py_RETURN_NONE;
@@ -674,7 +671,7 @@ device_init(PyObject *module)
         {&s_event_query, "event query"}, {&s_done, "done"}, {&s_prepared, "prepared"},
         {&s_backend, "backend"}, {&s_key, "key"},
         {&s_destroyed, "destroyed"}, {&s_frees, "frees"},
-        {&s_explicit_frees, "explicit_frees"}, {&s_launched, "launched"},
+        {&s_launched, "launched"},
         {&s_graphs_in_flight, "_graphs_in_flight"}, {&s_event_done_attr, "_event_done"},
         {&s_graph_launch, "_graph_launch"}, {&s_layout, "layout"}, {&s_buf_ptr, "buf_ptr"},
     };

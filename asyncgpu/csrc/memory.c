@@ -28,11 +28,11 @@ static SlotLayout alloc_layout, frozen_layout;
 enum { L_LOCATION, L_NBYTES, L_ID };
 enum { F_SETTLED, F_INPUTS, F_COPY_IN, F_OVERWRITTEN, F_WRITTEN, F_COPY_ONLY, F_COPY_BYTES };
 static PyObject *host_flag, *device_flag, *both_flag, *no_allocs;
-PyObject *alloc_class;
+static PyObject *alloc_class;     /* asyncgpu._array.Allocation */
 static PyObject *s_alloc, *s_write, *s_location, *s_nbytes, *s_make_device_current, *s_id,
     *s_settled, *s_inputs, *s_copy_in, *s_overwritten, *s_written, *s_copy_only,
     *s_copy_bytes, *s_host_epoch, *s_runtime, *s_stats, *s_copies_to_device,
-    *s_bytes_to_device;
+    *s_bytes_to_device, *s_explicit_frees;
 
 /* 1: the allocation is current on the host only; 0 not; -1 error. */
 static int
@@ -337,6 +337,7 @@ memory_init(PyObject *module)
         {&s_copy_bytes, "copy_bytes"}, {&s_host_epoch, "host_epoch"},
         {&s_runtime, "runtime"}, {&s_stats, "stats"},
         {&s_copies_to_device, "copies_to_device"}, {&s_bytes_to_device, "bytes_to_device"},
+        {&s_explicit_frees, "explicit_frees"},
     };
     if (INTERN_ALL(names) < 0 || (no_allocs = PyTuple_New(0)) == NULL
             || add_type(module, "MemoryBase", &memory_spec) < 0
@@ -347,6 +348,17 @@ memory_init(PyObject *module)
             || twin(&t_host_current, module, "FrozenBase", "host_current") < 0)
         return -1;
     return 0;
+}
+
+int
+no_frees_since(PyObject *frees)
+{
+    if (alloc_class == NULL)        /* (asyncgpu._memory not configured yet: look further) */
+        return 0;
+    PyObject *now = PyObject_GetAttr(alloc_class, s_explicit_frees);
+    int same = now == NULL ? -1 : PyObject_RichCompareBool(frees, now, Py_EQ);
+    Py_XDECREF(now);
+    return same;
 }
 
 PyObject *

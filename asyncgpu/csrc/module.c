@@ -67,7 +67,7 @@ static PyMethodDef methods[] = {
      "the classes whose __slots__ the compiled packed launch reads, its Python twin, and the "
      "Python make_launch every unprepared launch goes to."},
     {"configure_backend", configure_backend, METH_VARARGS,
-     "configure_backend(cuda_backend, capture_tracker, graph, allocation, check_launch, "
+     "configure_backend(cuda_backend, capture_tracker, graph, check_launch, "
      "forget_finished, graphs_kept): the classes whose __slots__ the compiled backend methods "
      "read, the Python functions of a graph launch's rare cases, and how many launched graphs "
      "are kept before the finished ones are dropped."},

@@ -42,9 +42,9 @@ static PyObject *recorder_globals, *python_replay_remembered;
 static PyObject *s_runtime, *s_token, *s_name, *s_launches, *s_segment, *s_calls, *s_outcomes,
     *s_frozen, *s_memo, *s_previous, *s_replayed, *s_key, *s_parts, *s_hash, *s_graph,
     *s_copy_in, *s_recording, *s_graphs, *s_graph_config, *s_memory, *s_destroyed,
-    *s_entries, *s_move_to_end, *s_get, *s_remember, *s_finish,
+    *s_entries, *s_move_to_end, *s_get, *s_finish,
     *s_replay_remembered, *s_thread, *s_failed, *s_eager, *s_split, *s_frees,
-    *s_explicit_frees, *s_usable, *empty_tuple;
+    *s_usable, *empty_tuple;
 static Twin t_remember;
 
 #define REC(o, f, n) get((o), &rec_layout, (f), (n))
@@ -360,16 +360,11 @@ done:
 static int
 memo_usable(PyObject *memo)
 {
-    if (alloc_class != NULL) {      /* (else asyncgpu._memory is not configured: ask the memo) */
-        PyObject *frees = get(memo, &memo_layout, M_FREES, s_frees), *now = NULL;
-        int same = frees == NULL
-            || (now = PyObject_GetAttr(alloc_class, s_explicit_frees)) == NULL
-            ? -1 : PyObject_RichCompareBool(frees, now, Py_EQ);
-        Py_XDECREF(frees);
-        Py_XDECREF(now);
-        if (same != 0)
-            return same;
-    }
+    PyObject *frees = get(memo, &memo_layout, M_FREES, s_frees);
+    int same = frees == NULL ? -1 : no_frees_since(frees);
+    Py_XDECREF(frees);
+    if (same != 0)
+        return same;
     PyObject *r = PyObject_CallMethodNoArgs(memo, s_usable);
     if (r == NULL)
         return -1;
@@ -537,10 +532,10 @@ recording_init(PyObject *module)
         {&s_recording, "recording"}, {&s_graphs, "graphs"}, {&s_graph_config, "graph_config"},
         {&s_memory, "memory"}, {&s_destroyed, "destroyed"}, {&s_entries, "entries"},
         {&s_move_to_end, "move_to_end"}, {&s_get, "get"},
-        {&s_remember, "_remember"}, {&s_finish, "finish"},
+        {&s_finish, "finish"},
         {&s_replay_remembered, "replay_remembered"}, {&s_thread, "thread"},
         {&s_failed, "failed"}, {&s_eager, "eager"}, {&s_split, "split"}, {&s_frees, "frees"},
-        {&s_explicit_frees, "explicit_frees"}, {&s_usable, "usable"},
+        {&s_usable, "usable"},
     };
     if (INTERN_ALL(names) < 0 || (empty_tuple = PyTuple_New(0)) == NULL
             || add_type(module, "RecordingBase", &recording_spec) < 0

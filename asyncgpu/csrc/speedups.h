@@ -188,8 +188,9 @@ PyObject *call_after_graph(PyObject *memory, PyObject *frozen);
 /* frozen.host_current(rt), and _graph_cache.copy_key(allocs) (memory.c) */
 PyObject *call_host_current(PyObject *frozen, PyObject *rt);
 PyObject *copy_key_of(PyObject *allocs);
-/* asyncgpu._array.Allocation (set by configure_memory) */
-extern PyObject *alloc_class;
+/* ``frees`` is Allocation.explicit_frees now: nothing was freed explicitly since it was read,
+   so what was then found live still is (1/0/-1; memory.c) */
+int no_frees_since(PyObject *frees);
 PyObject *call_launch_graph(PyObject *runtime, PyObject *frozen);
 PyObject *call_launch_kernel(PyObject *runtime, PyObject *launcher, PyObject *args);
 
