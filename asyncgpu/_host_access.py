@@ -101,10 +101,12 @@ class HostAccess:
         """The first half of :meth:`host_access` (under the lock): waits, fetches, checks."""
         if self._releases:
             self._drain_releases()
-        self.host_epoch += 1
         alloc = array._alloc
         if self.recording is not None:
             self.recording.refuse("host write of " if write else "host read of ", array)
+        # after the segment that ends here was launched: an epoch that has not moved since a
+        # graph's launch must mean no host access came after it (``FrozenGraph.settled``)
+        self.host_epoch += 1
         label = array.describe()
         if alloc.freed:
             raise FreedArrayError(f"array {label} has been freed")

@@ -96,6 +96,7 @@ class PythonRecording:
     frozen: list[Any]
     memo: LaunchMemo | None
     previous: Any
+    cut: LaunchMemo | None
 
     def __init__(self, runtime: Any, token: Any, name: str, split: bool) -> None:
         self.runtime = runtime
@@ -113,6 +114,9 @@ class PythonRecording:
         #: the segment's previous run, and its launches (empty: nothing to remember)
         self.memo: LaunchMemo | None = None
         self.previous: Any = ()
+        #: the steady memo whose segment ``repeated`` ended last, until a host operation
+        #: (it was steady) or a launch not remembered (it was not) follows
+        self.cut: LaunchMemo | None = None
         cache = runtime.graphs
         if cache is not None:
             self._remember(cache.memo.get((token, 0)))
@@ -128,6 +132,8 @@ class PythonRecording:
         previous = self.previous
         memo = (self.memo if len(launches) == len(previous)
                 and all(map(is_, launches, previous)) else None)   # every launch remembered
+        if memo is not None:
+            memo.steady = True
         token = (self.token, self.segment)
         rt.recording = None
         try:
@@ -166,7 +172,7 @@ class Recording(*compiled.bases("RecordingBase", PythonRecording)):
     """
 
     __slots__ = ("runtime", "token", "name", "thread", "launches", "failed", "eager", "split",
-                 "segment", "calls", "outcomes", "frozen", "memo", "previous")
+                 "segment", "calls", "outcomes", "frozen", "memo", "previous", "cut")
 
     # -- hooks the runtime calls (under its lock) -------------------------------------------
     def kernel(self, launcher: Any, args: tuple[Any, ...], site: str | None) -> bool:
@@ -175,6 +181,8 @@ class Recording(*compiled.bases("RecordingBase", PythonRecording)):
         if threading.get_ident() != self.thread:
             return False
         arrays, values = launcher.kernel.bind(self.runtime, args, site)
+        if self.cut is not None:
+            self.went_on()
         self.launches.append(Launch(launcher, args, arrays, values, site))
         return True
 
@@ -192,14 +200,40 @@ class Recording(*compiled.bases("RecordingBase", PythonRecording)):
                 if (len(old) == len(args) and all(map(is_, old, args))) \
                         or same_arguments(old, args):
                     launches.append(same)
+                    if position + 1 == len(previous) and all(map(is_, launches, previous)):
+                        self.repeated()
                     return True
         return False
+
+    def repeated(self) -> None:
+        """Every launch of the segment's previous run came again, in order (called on the
+        last one by :meth:`remember` and by the compiled launcher, ``asyncgpu/csrc/launcher.c``):
+        if that memo is steady, end the segment here, where the runs before ended it, so its
+        graph starts while the body goes on. The host operation that ended those runs then
+        finds nothing to end. A launch that is not remembered may come first instead: it
+        starts the next segment (correct, since a segment may end anywhere; only later
+        segments miss their memos once) and makes the memo unsteady (:meth:`went_on`)."""
+        memo = self.memo
+        if memo is None or not memo.steady:
+            return
+        rt = self.runtime
+        with rt._lock:
+            if rt.recording is self:
+                self.end_segment()
+                self.cut = memo
+
+    def went_on(self) -> None:
+        """A launch not remembered right after :meth:`repeated` ended a segment: the body did
+        not stop where its memo did, so that memo's next run waits for the host operation."""
+        self.cut.steady = False
+        self.cut = None
 
     def refuse(self, what: str, array: Any = None) -> None:
         """A host operation inside the recording: raise, or end the segment (``split``).
         ``what`` names it (followed by the ``array``'s description, if given)."""
         if threading.get_ident() != self.thread:
             return
+        self.cut = None                 # (the segment did end where its memo did)
         if self.split:
             self.end_segment()
             return
@@ -219,6 +253,8 @@ class Recording(*compiled.bases("RecordingBase", PythonRecording)):
         (or end the segment, with ``split``) and return False."""
         if threading.get_ident() != self.thread:
             return False, None
+        if self.cut is not None:
+            self.went_on()
         launch, result, reason = _graph_calls.defer(self, call, site)
         if launch is not None:
             self.launches.append(launch)

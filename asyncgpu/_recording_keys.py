@@ -148,9 +148,15 @@ class LaunchMemo:
     ``frees``: ``Allocation.explicit_frees`` when the launches' arrays were last known to be
     live; :meth:`usable` checks them again only when it has moved, so a remembered launch is
     matched on argument identity alone.
+
+    ``steady``: a later run of the segment repeated these launches, all of them and no more
+    (set when such a run's segment ends, cleared when a run went on launching after them). A
+    steady memo's segment ends at its last launch (``Recording.repeated``); a memo that is
+    not steady waits for the host operation, so a body whose launches change from run to
+    run is not cut at the shorter run's length.
     """
 
-    __slots__ = ("launches", "key", "frees", "replayed")
+    __slots__ = ("launches", "key", "frees", "replayed", "steady")
 
     def __init__(self, launches: list[Any], key: RecordingKey) -> None:
         self.launches = launches
@@ -160,6 +166,7 @@ class LaunchMemo:
         #: launches replayed a graph: what a run of the very same launches replays again
         #: while that graph lives and its inputs are where they were (``_recorder``).
         self.replayed: Any = None
+        self.steady = False
 
     def usable(self) -> bool:
         """Whether no array of the remembered launches has been freed."""

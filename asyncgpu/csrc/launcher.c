@@ -23,6 +23,8 @@ Invariant: the fast path appends the remembered ``Launch`` object itself, exactl
 ``Recording.remember`` appends, and only when ``Recording.remember`` would: each argument the
 very same object, or a plain int or float equal to the remembered one, or the same view of a
 live allocation, as ``same_arguments`` compares them.
+When that launch is the previous run's last and every launch of the segment was remembered,
+it calls ``Recording.repeated`` (which ends the segment) as ``Recording.remember`` does.
 
 Example (what the fast path serves)::
 
@@ -39,7 +41,7 @@ static PyObject *runtime_globals = NULL;
 static PyObject *launch_in_python = NULL;
 
 static PyObject *s_runtime, *s_recording, *s_thread, *s_launches, *s_previous, *s_launcher,
-    *s_args;
+    *s_args, *s_repeated;
 
 /* Whether a launch argument passes what the remembered one passed, in the cases decided
    here: the very same object, a plain int of the same value, a plain float of the same
@@ -116,6 +118,16 @@ remember(PyObject *rec, PyObject *self, PyObject *args)
     if (PyList_Append(launches, same) < 0)
         goto error;
     hit = 1;
+    if (position + 1 == PyList_GET_SIZE(previous)) {
+        /* the previous run's last launch: if every one came again, the segment ends here */
+        for (Py_ssize_t i = 0; i < position; i++)
+            if (PyList_GET_ITEM(launches, i) != PyList_GET_ITEM(previous, i))
+                goto done;
+        PyObject *r = PyObject_CallMethodNoArgs(rec, s_repeated);
+        if (r == NULL)
+            goto error;
+        Py_DECREF(r);
+    }
     goto done;
 error:
     hit = -1;
@@ -225,7 +237,7 @@ launcher_init(PyObject *module)
     if (intern(&s_runtime, "_runtime") < 0 || intern(&s_recording, "recording") < 0
             || intern(&s_thread, "thread") < 0 || intern(&s_launches, "launches") < 0
             || intern(&s_previous, "previous") < 0 || intern(&s_launcher, "launcher") < 0
-            || intern(&s_args, "args") < 0)
+            || intern(&s_args, "args") < 0 || intern(&s_repeated, "repeated") < 0)
         return -1;
     return add_type(module, "LauncherBase", &launcher_spec);
 }

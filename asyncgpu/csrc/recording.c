@@ -32,7 +32,7 @@ Example: ``asyncgpu._compiled.use(False)`` puts the Python methods back.
 
 static SlotLayout memo_layout, key_layout, frozen_layout;
 SlotLayout rec_layout, rt_layout, deferred_layout;       /* (launcher.c reads them too) */
-enum { M_REPLAYED, M_KEY, M_LAUNCHES, M_FREES };
+enum { M_REPLAYED, M_KEY, M_LAUNCHES, M_FREES, M_STEADY };
 enum { K_PARTS, K_HASH };
 enum { F_GRAPH, F_COPY_IN };
 /* The globals of asyncgpu._recorder, where end_segment finds ``finish`` and
@@ -43,7 +43,7 @@ static PyObject *s_runtime, *s_token, *s_name, *s_launches, *s_segment, *s_calls
     *s_frozen, *s_memo, *s_previous, *s_replayed, *s_key, *s_parts, *s_hash, *s_graph,
     *s_copy_in, *s_recording, *s_graphs, *s_graph_config, *s_memory, *s_destroyed,
     *s_entries, *s_move_to_end, *s_get, *s_finish,
-    *s_replay_remembered, *s_thread, *s_failed, *s_eager, *s_split, *s_frees,
+    *s_replay_remembered, *s_thread, *s_failed, *s_eager, *s_split, *s_frees, *s_steady, *s_cut,
     *s_usable, *empty_tuple;
 static Twin t_remember;
 
@@ -278,7 +278,8 @@ recording_end_segment(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
             || (previous = REC(self, RC_PREVIOUS, s_previous)) == NULL)
         goto done;
     if (all_remembered(launches, previous)) {
-        if ((memo = REC(self, RC_MEMO, s_memo)) == NULL)
+        if ((memo = REC(self, RC_MEMO, s_memo)) == NULL
+                || (memo != Py_None && set(memo, &memo_layout, M_STEADY, s_steady, Py_True) < 0))
             goto done;
     } else {
         memo = Py_NewRef(Py_None);
@@ -415,6 +416,7 @@ recording_new_init(PyObject *self, PyObject *args, PyObject *kwargs)
         {RC_SEGMENT, s_segment, zero}, {RC_CALLS, s_calls, zero},
         {RC_OUTCOMES, s_outcomes, outcomes}, {RC_FROZEN, s_frozen, frozen},
         {RC_MEMO, s_memo, Py_None}, {RC_PREVIOUS, s_previous, empty_tuple},
+        {RC_CUT, s_cut, Py_None},
     };
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
         if (set(self, &rec_layout, fields[i].field, fields[i].name, fields[i].value) < 0)
@@ -496,9 +498,9 @@ configure_recording(PyObject *module, PyObject *args)
         *graph_call_python, *replay_static;
     static const char *const rec_names[] = {"runtime", "token", "name", "launches", "segment",
                                             "calls", "outcomes", "frozen", "memo", "previous",
-                                            "thread", "failed", "eager", "split"};
+                                            "thread", "failed", "eager", "split", "cut"};
     static const char *const launch_names[] = {"launcher", "args"};
-    static const char *const memo_names[] = {"replayed", "key", "launches", "frees"};
+    static const char *const memo_names[] = {"replayed", "key", "launches", "frees", "steady"};
     static const char *const key_names[] = {"parts", "hash"};
     static const char *const frozen_names[] = {"graph", "copy_in"};
     static const char *const rt_names[] = {"recording", "graphs", "graph_config", "memory",
@@ -506,9 +508,9 @@ configure_recording(PyObject *module, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOOOO!OOO:configure_recording", &recording, &memo, &key,
                           &frozen, &runtime, &launch, &PyDict_Type, &globals, &replay,
                           &graph_call_python, &replay_static)
-            || layout(&rec_layout, recording, rec_names, 14) < 0
+            || layout(&rec_layout, recording, rec_names, 15) < 0
             || layout(&deferred_layout, launch, launch_names, 2) < 0
-            || layout(&memo_layout, memo, memo_names, 4) < 0
+            || layout(&memo_layout, memo, memo_names, 5) < 0
             || layout(&key_layout, key, key_names, 2) < 0
             || layout(&frozen_layout, frozen, frozen_names, 2) < 0
             || layout(&rt_layout, runtime, rt_names, 5) < 0)
@@ -535,6 +537,7 @@ recording_init(PyObject *module)
         {&s_finish, "finish"},
         {&s_replay_remembered, "replay_remembered"}, {&s_thread, "thread"},
         {&s_failed, "failed"}, {&s_eager, "eager"}, {&s_split, "split"}, {&s_frees, "frees"},
+        {&s_steady, "steady"}, {&s_cut, "cut"},
         {&s_usable, "usable"},
     };
     if (INTERN_ALL(names) < 0 || (empty_tuple = PyTuple_New(0)) == NULL

@@ -277,7 +277,7 @@ int stats_configure(PyObject *counters);
    asyncgpu._recording_keys.Launch (set by configure_recording; read by launcher.c) */
 extern SlotLayout rec_layout, rt_layout, deferred_layout;
 enum { RC_RUNTIME, RC_TOKEN, RC_NAME, RC_LAUNCHES, RC_SEGMENT, RC_CALLS, RC_OUTCOMES, RC_FROZEN,
-       RC_MEMO, RC_PREVIOUS, RC_THREAD, RC_FAILED, RC_EAGER, RC_SPLIT };
+       RC_MEMO, RC_PREVIOUS, RC_THREAD, RC_FAILED, RC_EAGER, RC_SPLIT, RC_CUT };
 enum { RT_RECORDING, RT_GRAPHS, RT_GRAPH_CONFIG, RT_MEMORY, RT_LOCK };
 enum { LA_LAUNCHER, LA_ARGS };
 /* The process's runtime (asyncgpu._runtime._runtime), borrowed; NULL with no error set when
