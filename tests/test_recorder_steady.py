@@ -105,6 +105,28 @@ def test_an_exception_after_the_early_launch_runs_nothing_twice(sim):
     np.testing.assert_array_equal(x.numpy(), np.full(N, 10, np.float32))
 
 
+def test_a_host_write_after_a_launch_is_copied_in_by_the_next_launch(sim):
+    """The run that captures a split segment ends it at a host write of the graph's input (so
+    the graph is launched first), and the next run launches it at its last launch, with no host
+    access in between: that launch must still copy the written input in."""
+    ag = sim
+    scale, add, inc = kernels(ag)
+    x = ag.zeros(N, np.float32)
+
+    @ag.graph(split=True)
+    def step(write):
+        inc[1, N](x, N)
+        if write:
+            x[...] = 5          # after the segment's graph was launched
+        else:
+            ag.synchronize()
+
+    step(False)     # recorded
+    step(True)      # captured without copies in (x is on the device), launched, then x written
+    step(False)     # launched by its launch: x must be copied in
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 6, np.float32))
+
+
 #: Bodies that share prefixes, so a steady memo of one is cut by another: each op is
 #: ("inc", array), ("scale", source, destination), ("read", array) or ("write", array) (host
 #: operations: with split recording each ends a segment; a write makes the array's host copy
