@@ -128,9 +128,9 @@ def test_a_host_write_after_a_launch_is_copied_in_by_the_next_launch(sim):
 
 
 #: Bodies that share prefixes, so a steady memo of one is cut by another: each op is
-#: ("inc", array), ("scale", source, destination), ("read", array) or ("write", array) (host
-#: operations: with split recording each ends a segment; a write makes the array's host copy
-#: the current one, which the next graph must copy in).
+#: ("inc", array), ("scale", source, destination), ("read", array), ("write", array) or
+#: ("sync",) (host operations: with split recording each ends a segment; a write makes the
+#: array's host copy the current one, which the next graph must copy in).
 VARIANTS = [
     [("inc", 0)],
     [("inc", 0), ("scale", 0, 1)],
@@ -140,6 +140,8 @@ VARIANTS = [
     [("write", 0), ("inc", 0), ("scale", 0, 1)],
     [("inc", 0), ("write", 1), ("inc", 1), ("read", 1)],
     [("inc", 0), ("scale", 0, 1), ("write", 0)],
+    [("inc", 0), ("sync",), ("scale", 0, 1), ("write", 1)],
+    [("inc", 0), ("write", 0), ("scale", 0, 1), ("sync",)],
 ]
 
 
@@ -168,6 +170,8 @@ def test_runs_of_changing_bodies_equal_eager_runs(picks, runs, seed):
                         inc[1, N](arrays[op[1]], N)
                     elif op[0] == "scale":
                         scale[1, N](arrays[op[1]], arrays[op[2]], np.float32(0.5), N)
+                    elif op[0] == "sync":
+                        ag.synchronize()
                     elif op[0] == "read":
                         reads.append(float(arrays[op[1]][0]))
                     else:

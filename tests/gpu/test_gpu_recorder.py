@@ -200,6 +200,34 @@ def test_host_read_waits_for_a_replayed_graph():
         assert issued < 0.005
 
 
+def test_steady_segments_launch_at_their_last_launch_on_gpu():
+    """From a segment's third run its graph is launched by its last launch, while the body goes
+    on; an input the host wrote after the previous launch is still copied in."""
+    import asyncgpu as ag
+
+    with ag.configure(backend="cuda"):
+        spin = ag.cuda_kernel(SPIN, "spin")
+        x = ag.zeros(1024, np.float32)
+        inside = []
+
+        @ag.graph(split=True)
+        def step(write):
+            spin[4, 256](x, 0, 1024)                         # x += 1
+            inside.append(ag.statistics().graphs_replayed)
+            if write:
+                x[...] = 5                                   # after the segment's launch
+            else:
+                ag.synchronize()
+
+        base = ag.statistics().graphs_replayed
+        values = []
+        for write in (False, True, False, False):
+            step(write)
+            values.append(float(x[0]))
+        assert values == [1.0, 5.0, 6.0, 7.0]
+        assert [n - base for n in inside] == [0, 0, 2, 3]
+
+
 def test_dynamic_work_composes_with_replays():
     import asyncgpu as ag
 
