@@ -84,8 +84,8 @@ _tokens = itertools.count(1)
 
 
 class PythonRecording:
-    """``Recording.__init__``, ``end_segment`` and ``_remember`` in Python: the reference for
-    the compiled ones (``asyncgpu/csrc/recording.c``, ``asyncgpu._compiled``)."""
+    """``Recording.__init__``, ``end_segment``, ``_remember`` and ``repeated`` in Python: the
+    reference for the compiled ones (``asyncgpu/csrc/recording.c``, ``asyncgpu._compiled``)."""
 
     __slots__ = ()
     runtime: Any
@@ -158,6 +158,23 @@ class PythonRecording:
         self.outcomes.append(outcome)
         self.frozen.append(frozen)
 
+    def repeated(self) -> None:
+        """Every launch of the segment's previous run came again, in order (called on the
+        last one by :meth:`remember` and by the compiled launcher, ``asyncgpu/csrc/launcher.c``):
+        if that memo is steady, end the segment here, where the runs before ended it, so its
+        graph starts while the body goes on. The host operation that ended those runs then
+        finds nothing to end. A launch that is not remembered may come first instead: it
+        starts the next segment (correct, since a segment may end anywhere; only later
+        segments miss their memos once) and makes the memo unsteady (:meth:`went_on`)."""
+        memo = self.memo
+        if memo is None or not memo.steady:
+            return
+        rt = self.runtime
+        with rt._lock:
+            if rt.recording is self:
+                self.end_segment()
+                self.cut = memo
+
     def _remember(self, memo: LaunchMemo | None) -> None:
         """Match the next launches against ``memo``'s, the segment's previous run (none when
         an array of it was freed: the launches are then keyed in full)."""
@@ -210,23 +227,6 @@ class Recording(*compiled.bases("RecordingBase", PythonRecording)):
                         self.repeated()
                     return True
         return False
-
-    def repeated(self) -> None:
-        """Every launch of the segment's previous run came again, in order (called on the
-        last one by :meth:`remember` and by the compiled launcher, ``asyncgpu/csrc/launcher.c``):
-        if that memo is steady, end the segment here, where the runs before ended it, so its
-        graph starts while the body goes on. The host operation that ended those runs then
-        finds nothing to end. A launch that is not remembered may come first instead: it
-        starts the next segment (correct, since a segment may end anywhere; only later
-        segments miss their memos once) and makes the memo unsteady (:meth:`went_on`)."""
-        memo = self.memo
-        if memo is None or not memo.steady:
-            return
-        rt = self.runtime
-        with rt._lock:
-            if rt.recording is self:
-                self.end_segment()
-                self.cut = memo
 
     def went_on(self) -> None:
         """A launch not remembered right after :meth:`repeated` ended a segment: the body did
@@ -282,7 +282,8 @@ class Recording(*compiled.bases("RecordingBase", PythonRecording)):
         return False, None
 
 
-compiled.register(Recording, PythonRecording, ("__init__", "end_segment", "_remember"))
+compiled.register(Recording, PythonRecording, ("__init__", "end_segment", "_remember",
+                                               "repeated"))
 
 
 # -- the public entry points ------------------------------------------------------------------

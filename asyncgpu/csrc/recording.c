@@ -14,6 +14,9 @@ the ones it copies in. That is a dozen attribute and dictionary steps in two Pyt
 call of a recorded function; here it is one C method. Anything else (a launch not remembered,
 a key seen for the first time, another variant due) goes to the same Python ``finish``.
 
+A steady memo's segment ends at its last launch, before the host operation: launcher.c calls
+``Recording.repeated``, here too, which ends the segment under the runtime's lock.
+
 ``Recording._remember`` is here too (the previous run the next launches are matched against,
 with ``LaunchMemo.usable``'s common case, no allocation freed since it last looked, inline), and
 the variant check asks ``FrozenGraph.host_current`` and keys the variant in C (memory.c), so a
@@ -43,9 +46,9 @@ static PyObject *s_runtime, *s_token, *s_name, *s_launches, *s_segment, *s_calls
     *s_frozen, *s_memo, *s_previous, *s_replayed, *s_key, *s_parts, *s_hash, *s_graph,
     *s_copy_in, *s_recording, *s_graphs, *s_graph_config, *s_memory, *s_destroyed,
     *s_entries, *s_move_to_end, *s_get, *s_finish,
-    *s_replay_remembered, *s_thread, *s_failed, *s_eager, *s_split, *s_frees, *s_steady, *s_cut,
+    *s_replay_remembered, *s_thread, *s_failed, *s_eager, *s_split, *s_frees, *s_steady, *s_cut, *s_lock,
     *s_usable, *empty_tuple;
-static Twin t_remember;
+static Twin t_remember, t_end_segment;
 
 #define REC(o, f, n) get((o), &rec_layout, (f), (n))
 #define RTA(o, f, n) get((o), &rt_layout, (f), (n))
@@ -445,7 +448,47 @@ done:
     return rc;
 }
 
+/* repeated(): every launch of the segment's previous run came again (launcher.c calls this on
+   the last one): if that memo is steady, end the segment here, under the runtime's lock, and
+   keep the memo as ``cut`` (PythonRecording.repeated). */
+static PyObject *
+recording_repeated(PyObject *self, PyObject *unused)
+{
+    PyObject *memo = REC(self, RC_MEMO, s_memo), *steady = NULL, *rt = NULL, *lock = NULL,
+        *cur = NULL, *r = NULL, *result = NULL;
+    if (memo == NULL)
+        return NULL;
+    int t = memo == Py_None ? 0
+        : (steady = get(memo, &memo_layout, M_STEADY, s_steady)) == NULL ? -1 : truth(steady);
+    if (t <= 0) {
+        if (t == 0)
+            result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if ((rt = REC(self, RC_RUNTIME, s_runtime)) == NULL
+            || (lock = RTA(rt, RT_LOCK, s_lock)) == NULL || lock_acquire(lock) < 0)
+        goto done;
+    if ((cur = RTA(rt, RT_RECORDING, s_recording)) != NULL) {
+        if (cur != self)
+            result = Py_NewRef(Py_None);
+        else if ((r = call_twin(&t_end_segment, self, NULL, 0)) != NULL
+                 && set(self, &rec_layout, RC_CUT, s_cut, memo) == 0)
+            result = Py_NewRef(Py_None);
+    }
+    result = unlocked(lock, result);
+done:
+    Py_DECREF(memo);
+    Py_XDECREF(steady);
+    Py_XDECREF(rt);
+    Py_XDECREF(lock);
+    Py_XDECREF(cur);
+    Py_XDECREF(r);
+    return result;
+}
+
 static PyMethodDef recording_methods[] = {
+    {"repeated", recording_repeated, METH_NOARGS,
+     "repeated(): end the segment at a steady memo's last launch (called by the launcher)."},
     {"end_segment", (PyCFunction)(void (*)(void))recording_end_segment,
      METH_FASTCALL | METH_KEYWORDS,
      "end_segment(last=False): finish the launches deferred so far (issue, capture or replay)."},
@@ -457,7 +500,8 @@ static PyMethodDef recording_methods[] = {
 static PyType_Slot recording_slots[] = {
     {Py_tp_methods, recording_methods},
     {Py_tp_init, recording_new_init},
-    {Py_tp_doc, "Base of asyncgpu's Recording: __init__, end_segment and _remember, compiled."},
+    {Py_tp_doc, "Base of asyncgpu's Recording: __init__, end_segment, _remember and repeated, "
+                "compiled."},
     {0, NULL},
 };
 
@@ -537,13 +581,14 @@ recording_init(PyObject *module)
         {&s_finish, "finish"},
         {&s_replay_remembered, "replay_remembered"}, {&s_thread, "thread"},
         {&s_failed, "failed"}, {&s_eager, "eager"}, {&s_split, "split"}, {&s_frees, "frees"},
-        {&s_steady, "steady"}, {&s_cut, "cut"},
+        {&s_steady, "steady"}, {&s_cut, "cut"}, {&s_lock, "_lock"},
         {&s_usable, "usable"},
     };
     if (INTERN_ALL(names) < 0 || (empty_tuple = PyTuple_New(0)) == NULL
             || add_type(module, "RecordingBase", &recording_spec) < 0
             || add_type(module, "KeyBase", &key_spec) < 0
-            || twin(&t_remember, module, "RecordingBase", "_remember") < 0)
+            || twin(&t_remember, module, "RecordingBase", "_remember") < 0
+            || twin(&t_end_segment, module, "RecordingBase", "end_segment") < 0)
         return -1;
     return 0;
 }
