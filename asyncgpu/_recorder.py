@@ -19,8 +19,8 @@ objects reuses its key, see :mod:`asyncgpu._recording_keys`). Then, per key, det
 Once a run's segment repeated its previous run's launches, all of them and no more (the memo
 is then *steady*), later runs end the segment at that memo's last launch instead of at the
 host operation or the body's end (:meth:`Recording.repeated`): the graph starts while the
-body's Python goes on. A body that launches more than its steady memo had splits there once, and its memo stops
-being steady (:meth:`Recording.went_on`).
+body's Python goes on. A body that launches more than its steady memo had splits there once,
+and its memo stops being steady (:meth:`Recording.went_on`).
 
 A launched graph is **one node** of the dynamic DAG whose accesses are the union of the
 recorded reads and writes: it waits for the unfinished nodes it conflicts with and host access

@@ -145,7 +145,8 @@ VARIANTS = [
 ]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(picks=st.lists(st.integers(0, len(VARIANTS) - 1), min_size=1, max_size=16),
        runs=st.integers(1, 3), seed=st.integers(0, 3))
 # a read (4) and a write (7) after the early launch: the host access that ended the runs

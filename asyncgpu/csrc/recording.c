@@ -46,8 +46,8 @@ static PyObject *s_runtime, *s_token, *s_name, *s_launches, *s_segment, *s_calls
     *s_frozen, *s_memo, *s_previous, *s_replayed, *s_key, *s_parts, *s_hash, *s_graph,
     *s_copy_in, *s_recording, *s_graphs, *s_graph_config, *s_memory, *s_destroyed,
     *s_entries, *s_move_to_end, *s_get, *s_finish,
-    *s_replay_remembered, *s_thread, *s_failed, *s_eager, *s_split, *s_frees, *s_steady, *s_cut, *s_lock,
-    *s_usable, *empty_tuple;
+    *s_replay_remembered, *s_thread, *s_failed, *s_eager, *s_split, *s_frees, *s_steady,
+    *s_cut, *s_lock, *s_usable, *empty_tuple;
 static Twin t_remember, t_end_segment;
 
 #define REC(o, f, n) get((o), &rec_layout, (f), (n))
