@@ -48,7 +48,7 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
     # (slots: what every launch reads, which the compiled methods read at their offsets;
     # everything else lives in the instance dict)
     __slots__ = ("__weakref__", "_instruments", "_issuing", "_issuing_compiled", "_lock",
-                 "_releases", "alias_blind", "backend", "deps", "eager_free", "graph_config",
+                 "_plain_reads", "_releases", "_short_reads", "alias_blind", "backend", "deps", "eager_free", "graph_config",
                  "graphs", "host_epoch", "host_no_wait", "last_replay", "memory", "no_const",
                  "options", "prefetch", "graph_read_back", "recording", "stats", "streams",
                  "sync_mode", "want_sites")
@@ -94,6 +94,11 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
         #: graph launched last (``launch_graph``): a host fetch right after it teaches it what
         #: to copy back
         self.graph_read_back = options.graph_read_back and self.memory is not None
+        #: a host read of one element of a current mirror may take the short path
+        #: (``read_element``: explicit memory), and skip the backend's host-access hook too
+        #: where it does nothing for such a read (not under the checker)
+        self._short_reads = self.memory is not None and self.backend.host_coherent_while_busy
+        self._plain_reads = getattr(self.backend, "plain_host_reads", False)
         self.last_replay: Any = None
         self.prefetch = (options.prefetch == "auto" and self.backend.prefetches
                          and self.memory is None)

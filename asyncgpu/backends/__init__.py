@@ -120,6 +120,7 @@ class CheckedBackend:
         self.prefetches = inner.prefetches
         self.wants_sites = True
         self.host_coherent_while_busy = inner.host_coherent_while_busy
+        self.plain_host_reads = False       # every host access goes to the checker
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)

@@ -143,6 +143,9 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
                  "packed_launches", "pool", "runtime", "single_node_graphs", "sm_count",
                  "_lane_cost_s", "_peak_bandwidth", "_timing_gate")
     name = "cuda"
+    #: ``host_access`` only reports a device fault, which ``HostAccess.read_element``'s path
+    #: for a current mirror checks itself (``fault``)
+    plain_host_reads = True
     prefetches = True
     wants_sites = False
 

@@ -192,6 +192,10 @@ class SimBackend:
     prefetches = True
     wants_sites = True
     host_coherent_while_busy = True
+    #: ``host_access`` does nothing, so a read of a current mirror need not call it
+    #: (``HostAccess.read_element``); faults surface where simulated ops run, never here
+    plain_host_reads = True
+    fault = None
 
     def __init__(self, seed: int | None, strategy: str, tick: float, split: bool = False
                  ) -> None:
