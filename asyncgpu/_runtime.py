@@ -45,13 +45,13 @@ register_access_type(ArrayArg)      # (launch arguments are their own accesses)
 class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
     """The scheduler for one backend (use the module-level API; no public constructor)."""
 
-    # (slots: what every launch reads, which the compiled methods read at their offsets;
-    # everything else lives in the instance dict)
+    # (slots, no instance dict: the compiled methods read what every launch reads at its
+    # offset)
     __slots__ = ("__weakref__", "_instruments", "_issuing", "_issuing_compiled", "_lock",
-                 "_plain_reads", "_releases", "_short_reads", "alias_blind", "backend", "deps", "eager_free", "graph_config",
-                 "graphs", "host_epoch", "host_no_wait", "last_replay", "memory", "no_const",
-                 "options", "prefetch", "graph_read_back", "recording", "stats", "streams",
-                 "sync_mode", "want_sites")
+                 "_plain_reads", "_releases", "_short_reads", "alias_blind", "backend", "deps",
+                 "eager_free", "graph_config", "graphs", "host_epoch", "host_no_wait",
+                 "last_replay", "memory", "no_const", "options", "prefetch", "graph_read_back",
+                 "recording", "stats", "streams", "sync_mode", "want_sites")
 
     def __init__(self, options: Options, backend: Any = None) -> None:
         self.options = options
