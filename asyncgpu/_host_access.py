@@ -83,8 +83,7 @@ class HostAccess:
                 self.host_epoch += 1
                 if not self._plain_reads:
                     label = array.describe()
-                    key = id(array) if self.alias_blind else alloc.id
-                    self.backend.host_access([Access(key, alloc, offset, end, False, label)],
+                    self.backend.host_access([self._access(array, offset, end, False, label)],
                                              "host read of " + label)
                 self.stats.host_accesses += 1
                 return alloc.buffer.host[offset:end].view(array.dtype)[0]
@@ -112,6 +111,12 @@ class HostAccess:
             array._host_view()[key] = value
             self.end_host_access(array, lo, hi, True, dense)
 
+    def _access(self, array: Array, lo: int, hi: int, write: bool, label: str) -> Access:
+        """The host's access to ``[lo, hi)`` of the array's allocation, as the tracker and the
+        backend's hook see it (keyed by the array object itself when ``alias_blind``)."""
+        alloc = array._alloc
+        return Access(id(array) if self.alias_blind else alloc.id, alloc, lo, hi, write, label)
+
     def begin_host_access(self, array: Array, lo: int, hi: int, write: bool,
                           dense: bool = False) -> None:
         """The first half of :meth:`host_access` (under the lock): waits, fetches, checks."""
@@ -126,8 +131,8 @@ class HostAccess:
         label = array.describe()
         if alloc.freed:
             raise FreedArrayError(f"array {label} has been freed")
-        key = id(array) if self.alias_blind else alloc.id
-        acc = Access(key, alloc, lo, hi, write, label)
+        acc = self._access(array, lo, hi, write, label)
+        key = acc.key
         memory = self.memory
         fetch = memory is not None and memory.before_host(array, lo, hi, write, dense)
         # (a read of a current mirror waits for nothing: ``ExplicitMemory.host_waits``)
