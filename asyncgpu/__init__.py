@@ -42,7 +42,7 @@ from ._errors import (
 from ._kernel import Kernel
 from ._kernel_builders import cuda_kernel, kernel
 from ._instrument import Instrument
-from ._recorder import graph, record
+from ._graph_function import graph, record
 from ._statistics import Statistics
 from ._trace import Trace
 

@@ -141,7 +141,7 @@ def test_a_static_call_inside_a_recording_runs_its_body_there():
 @pytest.mark.parametrize("patched", ["_replay_static", "host_current"])
 def test_a_patched_method_is_the_one_called(monkeypatch, patched):
     from asyncgpu._graph_capture import FrozenGraph
-    from asyncgpu._recorder import GraphFunction
+    from asyncgpu._graph_function import GraphFunction
 
     calls = []
     cls = GraphFunction if patched == "_replay_static" else FrozenGraph

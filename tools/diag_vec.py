@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 import asyncgpu as ag
-from asyncgpu import _recorder
+from asyncgpu import _graph_function, _recorder
 from asyncgpu._runtime import Runtime, current_runtime
 from benchmarks.workloads import WORKLOADS
 
@@ -59,8 +59,8 @@ def main() -> None:
     wl = WORKLOADS["vec"](ag, scale)
     rt = current_runtime()
     blocks = 4 * rt.backend.sm_count if rt.backend.name == "cuda" else 2
-    timed(_recorder._Run, "_enter", "enter")
-    timed(_recorder._Run, "_exit", "exit")
+    timed(_graph_function._Run, "_enter", "enter")
+    timed(_graph_function._Run, "_exit", "exit")
     timed(_recorder.Recording, "end_segment", "segment")
     timed(_recorder, "replay_remembered", "replay")
     timed(Runtime, "launch_graph", "launch")

@@ -14,7 +14,7 @@ the body (``GraphFunction._replay_static``): here too when the arguments are arr
 numbers, strings or None (their key built in C as ``_recording_keys.argument_key`` builds it)
 and that graph can launch now.
 
-Whatever is unusual goes to the Python call (``_recorder.PythonGraphCall.__call__``, the
+Whatever is unusual goes to the Python call (``_graph_function.PythonGraphCall.__call__``, the
 reference) before anything is done: keyword arguments or others without a C key for a
 ``static`` function, no graph for them yet, no runtime yet, a runtime already recording
 (nested, or another thread's). After the body, a recording that failed or fell back
