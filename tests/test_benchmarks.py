@@ -200,3 +200,25 @@ def test_a_block_the_kernel_cannot_run_is_skipped_not_failed(monkeypatch, capsys
     monkeypatch.setattr(harness.ModeRun, "_once", broken)
     assert main(["bench", "vec", "--scale", "tiny", "--block-sizes", "32", "--modes",
                  "serial", "--iterations", "1", "--warmup", "0", "--no-bounds"]) == 1
+
+
+@pytest.mark.parametrize("blocks", [1, 2])
+def test_ml_standardization_covers_full_batches_the_tail_and_constant_columns(sim, blocks):
+    """``rr_1`` sums rows in int32 batches of ``UNROLL`` with unsigned indices: the rows after
+    the last full batch, a feature past the first warp (or past the grid's threads, with one
+    block), and a constant column (standard deviation 0, divided by 1) must all come out as
+    NumPy's population standardization."""
+    import numpy as np
+
+    from kernels import ml as K
+
+    ag = sim
+    n, f = 2 * K.UNROLL + 5, 40
+    x = np.random.default_rng(3).integers(0, 10, (n, f), dtype=np.int32)
+    x[:, 7] = 4
+    mean, std = x.mean(axis=0), x.std(axis=0)
+    want = (x - mean) / np.where(std > 0, std, 1.0)
+    rr_1 = ag.kernel(K.rr_1, **K.ANNOTATIONS["rr_1"])
+    z = ag.empty((n, f), np.float32)
+    rr_1[blocks, 64](ag.array(x), z)
+    np.testing.assert_allclose(z.numpy(), want, rtol=0, atol=1e-5)
