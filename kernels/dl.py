@@ -10,7 +10,7 @@ second convolution's 361 positions kept 361 threads busy for 1,152 multiply-adds
 on an H100; 10.9 us now, ``tools/kernel_times.py``). ``concat`` and ``dot`` are 1D.
 """
 
-from numba import cuda, float32, float64
+from numba import cuda, float32, float64, uint32
 
 from .blockops import BLOCK_MAX, SUM, block_reduce, grid_rank, thread_rank
 
@@ -22,48 +22,68 @@ WEIGHTS_MAX = 2048
 
 @cuda.jit(device=True)
 def _place(t, cols, channels):
-    """(row, column, channel) of value number ``t`` of a (rows, cols, channels) array."""
-    p = t // channels
-    return p // cols, p % cols, t % channels
+    """(row, column, channel) of value number ``t`` of a (rows, cols, channels) array, all
+    unsigned 32-bit: no wraparound check where they index, and 32-bit divisions (a signed
+    64-bit one is several times longer)."""
+    p = uint32(t // channels)
+    i = uint32(p // cols)
+    return i, uint32(p - i * cols), uint32(t - p * channels)
 
 
 @cuda.jit
 def conv2d(x, w, out, stride):
-    """out[i, j, m] = ReLU(sum_{a, b < K, l} w[m, a, b, l] x[i stride + a, j stride + b, l])."""
+    """out[i, j, m] = ReLU(sum_{a, b < K, l} w[m, a, b, l] x[i stride + a, j stride + b, l]).
+
+    Indices are unsigned: Numba checks every signed index for a negative value to wrap it
+    around, which in this loop cost more than the multiply-adds (conv1 at the small scale
+    25.3 -> 17.5 us on an H100, the same sums in the same order; docs/benchmarks.md,
+    "`rr_1` without the wraparound").
+    """
     ws = cuda.shared.array(WEIGHTS_MAX, float32)
-    cin, cout = x.shape[2], out.shape[2]
-    nw = cout * K * K * cin
+    cin, cout = uint32(x.shape[2]), uint32(out.shape[2])
+    nw = cout * uint32(K * K) * cin
     tid = thread_rank()
     nt = cuda.blockDim.x * cuda.blockDim.y
-    for t in range(tid, nw, nt):
-        ws[t] = w[t]
+    for u in range(tid, nw, nt):     # (not ``t``: one name, one type, or t turns signed)
+        ws[u] = w[u]
     cuda.syncthreads()
     first, step = grid_rank()
-    cols = out.shape[1]
-    for t in range(first, out.shape[0] * cols * cout, step):
+    cols = uint32(out.shape[1])
+    total = uint32(out.shape[0]) * cols * cout
+    st = uint32(stride)
+    t = uint32(first)
+    while t < total:
         i, j, m = _place(t, cols, cout)
         acc = float32(0.0)
         for a in range(K):
             for b in range(K):
-                base = ((m * K + a) * K + b) * cin
+                base = uint32((m * uint32(K) + uint32(a)) * uint32(K) + uint32(b)) * cin
+                row = uint32(i * st + uint32(a))
+                col = uint32(j * st + uint32(b))
                 for l in range(cin):
-                    acc += ws[base + l] * x[i * stride + a, j * stride + b, l]
+                    acc += ws[uint32(base + l)] * x[row, col, uint32(l)]
         out[i, j, m] = max(acc, float32(0.0))
+        t = uint32(t + uint32(step))
 
 
 @cuda.jit
 def mean_pool(x, out, window):
-    """out[i, j, c] = mean of x over the window x window tile at (i window, j window)."""
+    """out[i, j, c] = mean of x over the window x window tile at (i window, j window)
+    (unsigned indices, as in ``conv2d``)."""
+    win = uint32(window)
     inv = float32(1.0 / (window * window))
     first, step = grid_rank()
-    cols, ch = out.shape[1], out.shape[2]
-    for t in range(first, out.shape[0] * cols * ch, step):
+    cols, ch = uint32(out.shape[1]), uint32(out.shape[2])
+    total = uint32(out.shape[0]) * cols * ch
+    t = uint32(first)
+    while t < total:
         i, j, c = _place(t, cols, ch)
         acc = float32(0.0)
         for a in range(window):
             for b in range(window):
-                acc += x[i * window + a, j * window + b, c]
+                acc += x[uint32(i * win + uint32(a)), uint32(j * win + uint32(b)), c]
         out[i, j, c] = acc * inv
+        t = uint32(t + uint32(step))
 
 
 @cuda.jit

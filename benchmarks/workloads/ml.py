@@ -37,6 +37,7 @@ from kernels import ml as K
 from ._common import streamed_bytes, threads
 
 FEATURES, CLASSES = 200, 10
+assert CLASSES <= K.CLASSES_MAX, "kernels.ml.softmax holds a row of scores in registers"
 
 
 def _softmax(a: np.ndarray) -> np.ndarray:
