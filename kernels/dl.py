@@ -35,9 +35,9 @@ def conv2d(x, w, out, stride):
     """out[i, j, m] = ReLU(sum_{a, b < K, l} w[m, a, b, l] x[i stride + a, j stride + b, l]).
 
     Indices are unsigned: Numba checks every signed index for a negative value to wrap it
-    around, which in this loop cost more than the multiply-adds (conv1 at the small scale
+    around, which in this loop was about a third of the time (conv1 at the small scale
     25.3 -> 17.5 us on an H100, the same sums in the same order; docs/benchmarks.md,
-    "`rr_1` without the wraparound").
+    "`rr_1` and four more kernels without the wraparound").
     """
     ws = cuda.shared.array(WEIGHTS_MAX, float32)
     cin, cout = uint32(x.shape[2]), uint32(out.shape[2])

@@ -40,7 +40,8 @@ def rr_1(x, z):
     - the write pass computes ``x * (1 / std) - mean / std`` in float32 (one multiply-add;
       the result is float32 anyway, within 2.4e-7 of the float64 formula).
 
-    H100, 2,000 rows: 149 -> 51 us (``docs/benchmarks.md``, "rr_1 without the wraparound").
+    H100, 2,000 rows: 149 -> 51 us (docs/benchmarks.md, "`rr_1` and four more kernels without
+    the wraparound").
     """
     n, f = x.shape[0], x.shape[1]
     lane = thread_rank()
