@@ -73,21 +73,34 @@ class HostAccess:
         end = offset + array.dtype.itemsize
         alloc = array._alloc
         with self._lock:
-            if (self._short_reads and alloc.location != DEVICE and alloc.copy_back is None
-                    and self.recording is None and not self._releases
-                    and not self._instruments and not alloc.freed
-                    and self.backend.fault is None):
-                # The mirror is current and no copy back is pending: for this read the host
-                # access waits for nothing, fetches nothing and books nothing, so what is left
-                # of it is the epoch, the count and (under the checker) the backend's hook.
-                self.host_epoch += 1
-                if not self._plain_reads:
-                    label = array.describe()
-                    self.backend.host_access([self._access(array, offset, end, False, label)],
-                                             "host read of " + label)
-                self.stats.host_accesses += 1
-                return alloc.buffer.host[offset:end].view(array.dtype)[0]
-            self.begin_host_access(array, offset, end, False)
+            refused = False
+            if self._short_reads and not self._releases:
+                recording = self.recording
+                if recording is not None:
+                    # what the full access does first: end the segment (split) or raise. Its
+                    # launch may book this allocation (a copy back), so the checks come after.
+                    recording.refuse("host read of ", array)
+                    refused = True
+                if (alloc.location != DEVICE and not self._releases and not self._instruments
+                        and not alloc.freed and self.backend.fault is None):
+                    # The mirror is current, or will be once a replayed graph's copy back of it
+                    # completes: for this read the host access waits for that copy at most,
+                    # fetches nothing and books nothing, so what is left of it is the epoch,
+                    # the count and (under the checker) the backend's hook.
+                    self.host_epoch += 1
+                    pending = alloc.copy_back
+                    if pending is not None:
+                        alloc.copy_back = None
+                        if not pending.finished:
+                            self.streams.host_wait((pending,))
+                            self.stats.sync("host-read")
+                    if not self._plain_reads:
+                        label = array.describe()
+                        self.backend.host_access([self._access(array, offset, end, False, label)],
+                                                 "host read of " + label)
+                    self.stats.host_accesses += 1
+                    return alloc.buffer.host[offset:end].view(array.dtype)[0]
+            self.begin_host_access(array, offset, end, False, refused=refused)
             value = alloc.buffer.host[offset:end].view(array.dtype)[0]
             self.end_host_access(array, offset, end, False)
         return value
@@ -118,12 +131,13 @@ class HostAccess:
         return Access(id(array) if self.alias_blind else alloc.id, alloc, lo, hi, write, label)
 
     def begin_host_access(self, array: Array, lo: int, hi: int, write: bool,
-                          dense: bool = False) -> None:
-        """The first half of :meth:`host_access` (under the lock): waits, fetches, checks."""
+                          dense: bool = False, refused: bool = False) -> None:
+        """The first half of :meth:`host_access` (under the lock): waits, fetches, checks.
+        ``refused``: the caller already told the recording (``read_element``)."""
         if self._releases:
             self._drain_releases()
         alloc = array._alloc
-        if self.recording is not None:
+        if self.recording is not None and not refused:
             self.recording.refuse("host write of " if write else "host read of ", array)
         # after the segment that ends here was launched: an epoch that has not moved since a
         # graph's launch must mean no host access came after it (``FrozenGraph.settled``)

@@ -1,7 +1,7 @@
 """A host read of one element whose mirror is current takes a short path
-(``HostAccess.read_element``): the same values, locations and statistics as the full host
-access, and the full one wherever anything is pending (a device writer, a copy back, a
-recording, a trace, the checker)."""
+(``HostAccess.read_element``), inside a split recording too (after ending its segment): the
+same values, locations, statistics and errors as the full host access, and the full one
+wherever anything is pending (a device writer, a copy back, a trace, the checker)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from recorder_kernels import N, kernels
 
-OPS = st.lists(st.tuples(st.sampled_from(["inc", "read", "write", "numpy", "sync", "replay"]),
+OPS = st.lists(st.tuples(st.sampled_from(["inc", "read", "write", "numpy", "sync", "replay",
+                                          "split", "refused"]),
                          st.integers(0, 1), st.integers(0, N - 1)), min_size=1, max_size=25)
 
 
@@ -33,6 +34,21 @@ def _program(ops, seed: int, plain: bool):
             scale[1, N](arrays[0], arrays[1], np.float32(0.5), N)
 
         seen = []
+
+        @ag.graph(split=True)
+        def body(which, i):
+            # reads inside the recording: each ends a segment, then reads
+            inc[1, N](arrays[0], N)
+            seen.append(float(arrays[which][i]))
+            scale[1, N](arrays[0], arrays[1], np.float32(0.5), N)
+            seen.append(float(arrays[1][i]))
+            seen.append(float(arrays[1][N - 1 - i]))
+
+        @ag.graph
+        def unsplit(which, i):
+            inc[1, N](arrays[which], N)
+            seen.append(float(arrays[which][i]))        # refused: the recording's error
+
         for op, which, i in ops:
             a = arrays[which]
             if op == "inc":
@@ -45,6 +61,13 @@ def _program(ops, seed: int, plain: bool):
                 seen.append(a.numpy().tobytes())
             elif op == "sync":
                 ag.synchronize()
+            elif op == "split":
+                body(which, i)
+            elif op == "refused":
+                try:
+                    unsplit(which, i)
+                except ag.RecordingError as exc:
+                    seen.append(str(exc))
             else:
                 step()
         s = ag.statistics()
@@ -54,7 +77,7 @@ def _program(ops, seed: int, plain: bool):
         return result
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(ops=OPS, seed=st.integers(0, 3))
 def test_the_short_path_reads_what_the_full_host_access_reads(ops, seed):
     assert _program(ops, seed, True) == _program(ops, seed, False)
@@ -86,3 +109,35 @@ def test_only_explicit_memory_takes_the_short_path_and_the_checker_still_sees_it
         rt = current_runtime()
         # explicit memory only; on sim the checker wraps the backend, so its hook still runs
         assert rt._short_reads == (memory == "explicit") and not rt._plain_reads
+
+
+def test_reads_in_a_split_recording_end_the_segment_then_take_the_short_path(monkeypatch):
+    """The first read of each call ends the segment and waits for it: a full access that
+    fetches x while the graph has not learnt to copy x back (two calls), a wait for that copy
+    on the short path once it has; the second read finds the mirror current."""
+    import asyncgpu as ag
+    from asyncgpu._runtime import Runtime
+
+    with ag.configure(backend="sim", sim_seed=0, memory="explicit"):
+        scale, add, inc = kernels(ag)
+        x = ag.array(np.arange(N, dtype=np.float32))
+
+        @ag.graph(split=True)
+        def body():
+            inc[1, N](x, N)
+            return float(x[0]), float(x[1])
+
+        full = []
+        begin = Runtime.begin_host_access
+
+        def counted(self, *args, **kwargs):
+            full.append(args[0])
+            return begin(self, *args, **kwargs)
+
+        monkeypatch.setattr(Runtime, "begin_host_access", counted)
+        copies = []
+        for k in range(1, 7):
+            assert body() == (k, k + 1)
+            copies.append(ag.statistics().copies_to_host)
+        assert len(full) == 2 and all(a is x for a in full)
+        assert [b - a for a, b in zip(copies, copies[1:])] == [1] * 5   # a fetch, then copies back
