@@ -34,7 +34,7 @@ def rr_1(x, z):
 
     - each thread loads ``UNROLL`` rows before using them, to keep that many loads in flight;
     - row indices are unsigned, which spares every access Numba's negative-index wraparound
-      (a third of the kernel's instructions);
+      (about half of the kernel's time);
     - a batch of rows is summed in int32 (one add and one multiply-add per value, where int64
       takes several), then added to exact int64 totals;
     - the write pass computes ``x * (1 / std) - mean / std`` in float32 (one multiply-add;

@@ -18,8 +18,8 @@ import statistics
 import sys
 from typing import Any
 
-SPIN = r'''extern "C" __global__ void spin(long long cycles) {
-    long long t0 = clock64(); while (clock64() - t0 < cycles) {} }'''
+from alone_timing import SPIN     # (tools/ is the script's directory: a sibling module)
+
 RUNS = 5
 
 

@@ -9,37 +9,21 @@ largest difference between the two outputs. Results: docs/data/h100_kernel_varia
 
 usage: PYTHONPATH=. python3 tools/kernel_variants.py   (a CUDA GPU)
 """
-import math, statistics
+import math
 import numpy as np
 import cupy
 from numba import cuda, float32, int32, uint32
 import asyncgpu  # noqa: F401
+from alone_timing import AloneTimer
 import kernels.dl as DL
 import kernels.ml as ML
 from kernels.blockops import grid_rank, thread_rank
 
-SPIN = r'''extern "C" __global__ void spin(long long cycles) {
-    long long t0 = clock64(); while (clock64() - t0 < cycles) {} }'''
-spin = cupy.RawKernel(SPIN, "spin")
-s = cupy.cuda.Stream(non_blocking=True)
-ns = cuda.external_stream(s.ptr)
+t = AloneTimer()
+s, ns = t.stream, t.numba_stream
 K = 3
 CMAX = 16
 WEIGHTS_MAX = DL.WEIGHTS_MAX
-
-
-def t(launch, reps=10):
-    launch(); s.synchronize()
-    out = []
-    for _ in range(7):
-        a, b = cupy.cuda.Event(), cupy.cuda.Event()
-        spin((1,), (1,), (cupy.int64(8_000_000),), stream=s)
-        a.record(s)
-        for _ in range(reps):
-            launch()
-        b.record(s); b.synchronize()
-        out.append(cupy.cuda.get_elapsed_time(a, b) * 1e3 / reps)
-    return statistics.median(out)
 
 
 @cuda.jit

@@ -9,34 +9,18 @@ standardization, and counts from the PTX. Results: docs/data/h100_rr1_variants_s
 
 usage: PYTHONPATH=. python3 tools/rr1_variants.py   (a CUDA GPU)
 """
-import math, statistics
+import math
 import numpy as np
 import cupy
 from numba import cuda, float32, float64, int32, int64, uint32
 import asyncgpu  # noqa: F401  (numpy 2.5 shim)
+from alone_timing import AloneTimer
 import kernels.ml as ML
 from kernels.blockops import thread_rank
 
-SPIN = r'''extern "C" __global__ void spin(long long cycles) {
-    long long t0 = clock64(); while (clock64() - t0 < cycles) {} }'''
-spin = cupy.RawKernel(SPIN, "spin")
-s = cupy.cuda.Stream(non_blocking=True)
-ns = cuda.external_stream(s.ptr)
+t = AloneTimer()
+s, ns = t.stream, t.numba_stream
 WARP = 32
-
-
-def t(launch, reps=10):
-    launch(); s.synchronize()
-    out = []
-    for _ in range(7):
-        a, b = cupy.cuda.Event(), cupy.cuda.Event()
-        spin((1,), (1,), (cupy.int64(8_000_000),), stream=s)
-        a.record(s)
-        for _ in range(reps):
-            launch()
-        b.record(s); b.synchronize()
-        out.append(cupy.cuda.get_elapsed_time(a, b) * 1e3 / reps)
-    return statistics.median(out)
 
 
 def make(UN, acc32, f32, pipe, unsigned):
