@@ -74,11 +74,14 @@ class HostAccess:
         alloc = array._alloc
         with self._lock:
             refused = False
-            if self._short_reads and not self._releases:
+            if self._short_reads:
+                # what the full access does first, in its order: drain the releases, then end
+                # the recording's segment (split) or raise. The segment's launch may book this
+                # allocation (a copy back) or queue releases, so the checks come after.
+                if self._releases:
+                    self._drain_releases()
                 recording = self.recording
                 if recording is not None:
-                    # what the full access does first: end the segment (split) or raise. Its
-                    # launch may book this allocation (a copy back), so the checks come after.
                     recording.refuse("host read of ", array)
                     refused = True
                 if (alloc.location != DEVICE and not self._releases and not self._instruments
