@@ -1,5 +1,5 @@
-"""Device time of CUDA launches alone, for the kernel probes (``tools/rr1_variants.py``,
-``tools/kernel_variants.py``) and ``tools/kernel_times.py``'s spin.
+"""Device time of CUDA launches alone: the spin kernel ``tools/kernel_times.py`` puts before each
+launch, and a helper that times a set of launches on the device only.
 
 A one-thread kernel spins about 4.5 ms first, so the host has enqueued every launch of a set
 before the GPU reaches them, and the two CUDA events around the set time the device's work

@@ -1,10 +1,12 @@
 """Markdown tables (and a Figure-7 style plot) from `asyncgpu bench --json` files.
 
-usage: python3 tools/report.py [--plot PNG] [--title TEXT] RESULT.json [RESULT.json ...]
+usage: python3 tools/report.py [--plot PNG] [--run KEY] RESULT.json [RESULT.json ...]
 
 Prints one table of medians and ratios (with the physical bounds) and, where the run traced
 iterations (--metrics), one table of overlap metrics; several files are merged (e.g. a suite run
-split over several device calls).
+split over several device calls). A file that holds several runs under keys (``{"1": run,
+"2": run}``, as ``docs/data/h100_small.json`` does) is read for the run ``--run`` names, or for
+every run when it names none.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.harness import Result, geomean, plot  # noqa: E402
 
-MODES = ("serial", "parallel", "handopt", "cudagraph", "recorded")
+MODES = ("serial", "parallel", "handopt", "cudagraph", "recorded", "recorded_static")
 
 
 def _ms(v: float | None) -> str:
@@ -29,19 +31,31 @@ def _x(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.2f}"
 
 
+def _runs(doc: dict, run: str | None, name: str) -> list[dict]:
+    """The bench results in ``doc``: itself, or the runs it holds under keys."""
+    if "summary" in doc:
+        return [doc]
+    if run is not None:
+        if run not in doc:
+            raise SystemExit(f"{name} has no run {run!r}; it has {sorted(doc)}")
+        return [doc[run]]
+    return [doc[k] for k in sorted(doc)]
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("files", nargs="+")
     p.add_argument("--plot", default=None)
+    p.add_argument("--run", default=None, help="the run to read from a file of several runs")
     args = p.parse_args()
     rows, results = [], []
     for f in args.files:
-        doc = json.loads(Path(f).read_text())
-        rows += doc["summary"]
-        for r in doc["results"]:
-            results.append(Result(r["workload"], r["scale"], r["inputs"], r["block"],
-                                  r["num_blocks"], r["mode"], r["ok"], r["message"],
-                                  r["times_s"]))
+        for doc in _runs(json.loads(Path(f).read_text()), args.run, f):
+            rows += doc["summary"]
+            for r in doc["results"]:
+                results.append(Result(r["workload"], r["scale"], r["inputs"], r["block"],
+                                      r["num_blocks"], r["mode"], r["ok"], r["message"],
+                                      r["times_s"]))
     print("| workload | block | " + " | ".join(f"{m} ms" for m in MODES)
           + " | parallel/serial | parallel/handopt | transfer bound ms | compute bound ms"
           " | parallel/bound | check |")

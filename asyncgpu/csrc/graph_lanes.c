@@ -2,7 +2,7 @@
 
 The model
 ---------
-Measured on the H100 machine (tools/graph_launch_probe.py, docs/performance.md "Stop 21"),
+Measured on the H100 machine (docs/performance.md, "Findings that shaped the launch path"),
 ``cuLaunchKernel`` costs about 4.7 us of host time there, while ``cuGraphLaunch`` of an
 instantiated one-node graph costs about 2 us and changing that node's parameters in the
 executable graph (``cuGraphExecKernelNodeSetParams``) about 0.6 us. So each kernel function
