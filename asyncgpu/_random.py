@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ._errors import ArgumentError
-from . import _library
+from . import _cupy_surface, _library
 from ._library import dispatch
 
 
@@ -50,12 +50,20 @@ class Generator:
         if name.startswith("_"):
             raise AttributeError(name)
         gen = self._gen
+        check = None
+        if self._runtime.backend.name != "cuda":
+            # CuPy's Generator has fewer methods than NumPy's: sim offers CuPy's, with CuPy's
+            # signatures, so that a draw that passes here runs on the GPU too
+            entry = _cupy_surface.generator_method(name)
+            check = _cupy_surface.checker(f"random.Generator.{name}", entry, drop_self=True)
         if not callable(getattr(gen, name, None)):
             raise AttributeError(f"the {type(gen).__module__} generator has no method '{name}'")
 
         def draw(*args: Any, **kwargs: Any) -> Any:
             from ._runtime import current_runtime
 
+            if check is not None:
+                check(args, kwargs)
             if current_runtime() is not self._runtime:
                 raise ArgumentError(
                     f"random.Generator.{name}: this generator belongs to another runtime "
@@ -75,8 +83,22 @@ def default_rng(seed: Any = None) -> Generator:
     return Generator(seed)
 
 
+def refuse_global(name: str) -> AttributeError:
+    """The error for ``asyncgpu.cupy.random.<name>``, a function of the hidden global state."""
+    methods = _cupy_surface.surface()["generator_methods"]
+    method = {"rand": "random", "randn": "standard_normal", "random_sample": "random",
+              "randint": "integers"}.get(name, name)
+    use = (f"g.{method}(...)" if method in methods else
+           f"CuPy's Generator has no '{name}' method; it has {', '.join(sorted(methods))}")
+    return AttributeError(
+        f"asyncgpu.cupy.random.{name} draws from a hidden global state whose order asyncgpu "
+        f"cannot track; use an explicit generator: g = asyncgpu.cupy.random.default_rng(seed); "
+        f"{use}", name=name
+    )
+
+
 def attribute(name: str, mod: Any) -> Any:
-    """What ``asyncgpu.cupy.random.<name>`` is."""
+    """What ``asyncgpu.cupy.random.<name>`` is (``mod``: CuPy's ``random`` module)."""
     if name in ("default_rng", "Generator"):
         return default_rng if name == "default_rng" else Generator
     obj = getattr(mod, name, None)
@@ -84,8 +106,4 @@ def attribute(name: str, mod: Any) -> Any:
         raise AttributeError(f"asyncgpu.cupy.random has no attribute '{name}'")
     if isinstance(obj, type) or not callable(obj):
         return obj
-    raise AttributeError(
-        f"asyncgpu.cupy.random.{name} draws from a hidden global state whose order asyncgpu "
-        f"cannot track; use an explicit generator: g = asyncgpu.cupy.random.default_rng(seed); "
-        f"g.{name if name not in ('rand', 'randn') else 'random'}(...)"
-    )
+    raise refuse_global(name)

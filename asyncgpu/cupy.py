@@ -2,8 +2,10 @@
 
 Every public function of CuPy (``cupy.sqrt``, ``cupy.matmul``, ``cupy.linalg.solve``,
 ``cupy.fft.fft``, ...) is available here under the same name, without a hand-written list: a
-module ``__getattr__`` wraps the function of the same name of the backend's array library
-(CuPy on ``cuda``, NumPy on ``sim``). Each call is a node of the DAG: its :class:`asyncgpu.Array`
+module ``__getattr__`` wraps the function of the same name. On ``cuda`` that is CuPy's; on
+``sim`` the names are CuPy's too (a checked-in description of CuPy's namespace, see
+``asyncgpu._cupy_surface``) and NumPy computes them, so a name or a keyword CuPy lacks fails on
+``sim`` as it would on the GPU. Each call is a node of the DAG: its :class:`asyncgpu.Array`
 arguments are reads, its result and ``out=`` / in-place targets are writes, other arguments pass
 through, and it returns at once with :class:`asyncgpu.Array` results::
 
@@ -16,7 +18,8 @@ through, and it returns at once with :class:`asyncgpu.Array` results::
 Random numbers come from an explicit generator, ``g = acp.random.default_rng(seed)``; its draws
 are ordered among themselves (they share its state) and with everything else by their arrays.
 
-Not nodes: constants and types (``acp.float32``, ``acp.pi``, ``acp.newaxis``) are NumPy's;
+Not nodes: constants and types (``acp.float32``, ``acp.pi``, ``acp.newaxis``) are CuPy's, which
+are NumPy's;
 metadata functions (``result_type``, ``can_cast``, ``shape``, ``ndim``, ``size``, ``isscalar``,
 ...) look only at shapes and dtypes and run at once; ``asarray``/``array`` copy host or foreign
 data into the runtime's memory (see :func:`asyncgpu.asarray`); ``asnumpy`` is a host read.
@@ -29,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _cupy_surface
 from ._array import Array
 from ._library import backend_module, dispatch, function_resolver
 
@@ -50,20 +54,38 @@ class Function:
 
     __slots__ = ("path", "__name__", "__qualname__", "__dict__")
 
-    def __init__(self, path: str, doc: str | None) -> None:
+    def __init__(self, path: str, doc: str | None, sim: Any = None,
+                 check: Any = None, ufunc: bool = False) -> None:
         self.path = path
         self.__name__ = self.__qualname__ = path.rsplit(".", 1)[-1]
         self.__doc__ = doc
+        # on sim: what NumPy runs for CuPy's name, and CuPy's signature check (None on cuda)
+        self._sim, self._check, self._ufunc = sim, check, ufunc
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return dispatch(self.path, args, kwargs)
+        if self._check is not None:
+            self._check(args, kwargs)
+        if self._sim is None:
+            return dispatch(self.path, args, kwargs)
+        sim, cuda = self._sim, function_resolver(self.path)
+        return dispatch(self.path, args, kwargs,
+                        resolve=lambda backend: cuda(backend) if backend == "cuda" else sim)
 
     def __getattr__(self, name: str) -> Any:
         # ufunc methods (``acp.add.reduce``, ``acp.add.at``) are nodes too
         if name.startswith("_"):
             raise AttributeError(name)
-        attr = getattr(function_resolver(self.path)(_backend()), name)
-        return Function(f"{self.path}.{name}", attr.__doc__) if callable(attr) else attr
+        backend = _backend()
+        if self._ufunc and backend != "cuda":
+            _cupy_surface.ufunc_attribute(self.path, name)
+        owner = self._sim if self._sim is not None and backend != "cuda" \
+            else function_resolver(self.path)(backend)
+        attr = getattr(owner, name)
+        if not callable(attr):
+            return attr
+        if owner is self._sim:
+            return Function(f"{self.path}.{name}", attr.__doc__, sim=attr)
+        return Function(f"{self.path}.{name}", attr.__doc__)
 
     def __repr__(self) -> str:
         return f"<asyncgpu.cupy function {self.path}>"
@@ -108,6 +130,10 @@ def _attribute(prefix: str, name: str) -> Any:
     hit = _cache.get(key)
     if hit is not None:
         return hit
+    if backend != "cuda":
+        value = _sim_attribute(prefix[:-1], name)
+        _cache[key] = value
+        return value
     mod = backend_module(backend)
     for part in prefix.split(".")[:-1]:
         mod = getattr(mod, part)
@@ -132,6 +158,30 @@ def _attribute(prefix: str, name: str) -> Any:
             value = Function(prefix + name, getattr(obj, "__doc__", None))
     _cache[key] = value
     return value
+
+
+def _sim_attribute(prefix: str, name: str) -> Any:
+    """``asyncgpu.cupy.<prefix>.<name>`` on ``sim``: CuPy's name, computed by NumPy."""
+    entry = _cupy_surface.lookup(prefix, name)
+    path = f"{prefix}.{name}" if prefix else name
+    kind = entry["kind"]
+    if prefix == "random" and name in ("default_rng", "Generator"):
+        from ._random import attribute
+        return attribute(name, None)
+    if kind == "module":
+        if not entry.get("walked"):
+            raise _cupy_surface.unavailable(path, " (a module of CuPy's own)")
+        return Namespace(path + ".")
+    if kind in ("function", "ufunc"):
+        if prefix == "random":
+            from ._random import refuse_global
+            raise refuse_global(name)
+        fn = _cupy_surface.numpy_function(path)
+        if not prefix and name in _METADATA:
+            return _metadata_function(fn)
+        return Function(path, getattr(fn, "__doc__", None), sim=fn,
+                        check=_cupy_surface.checker(path, entry), ufunc=kind == "ufunc")
+    return _cupy_surface.sim_value(prefix, name, entry)
 
 
 def __getattr__(name: str) -> Any:
