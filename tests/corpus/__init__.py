@@ -1,0 +1,71 @@
+"""A corpus of real programs, ported from CuPy's and Numba's own examples.
+
+Each module is one program, ported with as few changes as possible: its docstring names the
+repository and file (or documentation page) it comes from, and every changed line carries a
+comment ``# asyncgpu:`` saying why. Each module exposes
+
+* ``SIZES``: ``{"sim": size, "gpu": size}``, the problem size for the simulator (a few seconds
+  at most) and for a GPU;
+* ``run(size) -> dict``: the program, in the current asyncgpu configuration, its results read
+  back as NumPy arrays (and, where the program draws random numbers on the device, the draws
+  it made, which the reference starts from as the original example does);
+* ``reference(size, got) -> dict``: the same results computed independently with NumPy (``got``
+  is used only for those device draws);
+* ``TOLERANCE``: ``{"sim": {...}, "gpu": {...}}``, the ``rtol``/``atol`` of the comparison
+  (0 and 0: exact, where the algorithm is deterministic), optionally per result under the
+  result's name.
+
+:func:`check` compares a run with its reference.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+#: the programs, by module name
+PROGRAMS = (
+    "cupy_kmeans",          # cupy/cupy examples/kmeans/kmeans.py (CUDA C kernel with a twin)
+    "cupy_gmm",             # cupy/cupy examples/gmm/gmm.py
+    "cupy_cg",              # cupy/cupy examples/cg/cg.py
+    "cupy_black_scholes",   # cupy/cupy examples/finance/black_scholes.py (CUDA C kernel)
+    "cupy_monte_carlo",     # cupy/cupy examples/finance/monte_carlo.py (CUDA C kernel)
+    "numba_matmul",         # numba-cuda docs: matrix multiplication, with shared memory
+    "numba_montecarlo",     # numba-cuda docs: Monte Carlo integration, xoroshiro128p states
+    "numba_laplace",        # numba-cuda docs: the 1-D heat equation
+    "numba_reduction",      # numba-cuda docs: shared-memory reduction
+)
+
+
+def load(name: str) -> ModuleType:
+    """The program module ``name`` (one of :data:`PROGRAMS`)."""
+    return importlib.import_module(f"{__name__}.{name}")
+
+
+def _tolerance(program: ModuleType, backend: str, key: str) -> dict[str, float]:
+    spec = program.TOLERANCE[backend]
+    per_result = spec.get(key)
+    if isinstance(per_result, dict):
+        spec = per_result
+    return {"rtol": spec.get("rtol", 0.0), "atol": spec.get("atol", 0.0)}
+
+
+def check(program: ModuleType, got: dict[str, Any], want: dict[str, Any], backend: str) -> None:
+    """Assert that every result of ``want`` is in ``got`` and matches it (exactly where the
+    program's tolerance for ``backend`` is 0)."""
+    for key, expected in want.items():
+        assert key in got, f"{program.__name__}: the run returned no {key!r}"
+        actual = np.asarray(got[key])
+        expected = np.asarray(expected)
+        assert actual.shape == expected.shape, \
+            f"{program.__name__}: {key} has shape {actual.shape}, NumPy's {expected.shape}"
+        tol = _tolerance(program, backend, key)
+        if tol["rtol"] == 0 and tol["atol"] == 0:
+            np.testing.assert_array_equal(actual, expected,
+                                          err_msg=f"{program.__name__}: {key}")
+        else:
+            np.testing.assert_allclose(actual, expected, rtol=tol["rtol"], atol=tol["atol"],
+                                       err_msg=f"{program.__name__}: {key}")
