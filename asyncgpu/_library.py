@@ -7,9 +7,11 @@ A :class:`LibraryCall` is one call of an array-library function: its name (``"sq
 ``numpy.sqrt``), and the arguments with every :class:`~asyncgpu.Array` found in them (anywhere in
 positional or keyword arguments, also inside lists, tuples and dicts) replaced by a slot.
 
-* Every array argument is a *read*; arrays passed as ``out=`` and the targets of in-place functions
-  (``copyto``, ``put``, ``place``, ``putmask``, ``fill_diagonal``) are *writes*; non-array arguments
-  pass through unchanged.
+* The arrays of the arguments the call writes are *writes*, every other array argument is a
+  *read*: positional and keyword outputs, in-place targets (``copyto``, ``put``, ``ndarray.sort``,
+  a generator's ``shuffle``, ...), and every array argument of a call not known to be pure, as
+  :mod:`asyncgpu._effects` derives them from the function; non-array arguments pass through
+  unchanged.
 * The result's arrays are *writes* of fresh allocations owned by the runtime. A result that is a
   view of an argument (``transpose``, ``reshape``, ``squeeze``, ``out=``) is returned as a view of
   the same allocation, as CuPy does.
@@ -29,6 +31,7 @@ Example::
 
     c = acp.sqrt(a) + b        # node sqrt(a: read) -> result r1; node add(r1, b) -> result c
     acp.multiply(c, 2, out=c)  # node multiply(c: read+write)
+    acp.multiply(a, 2, c)      # the same, its output passed positionally: c is a write
 
 This module is backend-neutral: it imports neither CuPy nor Numba.
 """
@@ -44,6 +47,7 @@ import numpy as np
 from ._array import Array, new_array
 from ._checks import check_usable
 from ._deps import Access
+from ._effects import effects
 from ._errors import ArgumentError
 
 #: Functions whose result shape depends on array values (synchronizing on ``sim``).
@@ -52,9 +56,6 @@ DATA_DEPENDENT = frozenset({
     "unique_inverse", "unique_all", "extract", "compress", "bincount", "trim_zeros", "repeat",
     "histogram", "histogram_bin_edges", "ndarray.nonzero", "ndarray.repeat", "ndarray.compress",
 })
-#: Positional arguments that in-place functions write.
-IN_PLACE = {"copyto": (0,), "put": (0,), "place": (0,), "putmask": (0,),
-            "fill_diagonal": (0,), "ndarray.fill": (0,), "ndarray.sort": (0,)}
 
 
 class _Slot:
@@ -96,6 +97,18 @@ def split(obj: Any, arrays: list[Array], where: str) -> Any:
     return obj
 
 
+def _slots(template: Any, into: set[int]) -> None:
+    """Add the index of every :class:`_Slot` inside ``template`` to ``into``."""
+    if isinstance(template, _Slot):
+        into.add(template.index)
+    elif type(template) in (list, tuple):
+        for o in template:
+            _slots(o, into)
+    elif type(template) is dict:
+        for o in template.values():
+            _slots(o, into)
+
+
 def fill(template: Any, values: list[Any]) -> Any:
     """The inverse of :func:`split`: slots replaced by ``values[slot.index]``."""
     if isinstance(template, _Slot):
@@ -112,14 +125,17 @@ class LibraryCall:
 
     def __init__(self, name: str, resolve: Callable[[str], Callable[..., Any]],
                  args: tuple[Any, ...], kwargs: dict[str, Any],
-                 state: Array | None = None) -> None:
+                 state: Array | None = None, backend: str | None = None) -> None:
         self.name = name
         self.resolve = resolve          # backend name -> the function to call
         self.arrays: list[Array] = []
         where = f"call '{name}'"
         self.args = split(tuple(args), self.arrays, where)
         self.kwargs = split(dict(kwargs), self.arrays, where)
-        self.written = self._written(kwargs)
+        if backend is None:
+            from ._runtime import current_runtime
+            backend = current_runtime().backend.name
+        self.written = self._written(backend)
         if state is not None:            # a generator's state: serializes its draws
             self.arrays.append(state)
             self.written.add(len(self.arrays) - 1)
@@ -128,16 +144,12 @@ class LibraryCall:
         self.results: Any = None        # set when the call is issued
         self.error: BaseException | None = None   # a call that failed at enqueue (cuda)
 
-    def _written(self, kwargs: dict[str, Any]) -> set[int]:
+    def _written(self, backend: str) -> set[int]:
+        """The slots of the arrays inside the arguments the call writes (``_effects``)."""
         written: set[int] = set()
-        if "out" in kwargs:
-            sub: list[Array] = []
-            split(kwargs["out"], sub, self.name)
-            written |= {i for i, a in enumerate(self.arrays) if any(a is s for s in sub)}
-        in_place = IN_PLACE.get(self.name, (0,) if self.name.endswith(".at") else ())
-        for pos in in_place:
-            if pos < len(self.args) and isinstance(self.args[pos], _Slot):
-                written.add(self.args[pos].index)
+        for value in effects(backend, self.name, self.args, self.kwargs).places(
+                self.args, self.kwargs):
+            _slots(value, written)
         return written
 
     def describe(self) -> str:
@@ -426,6 +438,8 @@ def dispatch(path: str, args: tuple[Any, ...], kwargs: dict[str, Any],
     """Schedule ``path(*args, **kwargs)`` as a node of the current runtime; returns its result."""
     from ._runtime import current_runtime
 
-    call = LibraryCall(path, resolve or function_resolver(path), args, kwargs, state)
+    runtime = current_runtime()
+    call = LibraryCall(path, resolve or function_resolver(path), args, kwargs, state,
+                       runtime.backend.name)
     call.inference = inference
-    return current_runtime().launch_call(call)
+    return runtime.launch_call(call)
