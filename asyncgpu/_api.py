@@ -27,11 +27,10 @@ def array(obj: Any, dtype: Any = None) -> Array:
     Array
         Host-initialized: the first kernel that uses it prefetches it to the device.
     """
-    from ._interop import _is_device_array, asarray as _import
+    from ._interop import asarray as _import, is_foreign
 
-    if not isinstance(obj, (Array, np.ndarray)) and (_is_device_array(obj)
-                                                     or hasattr(obj, "copy_to_host")):
-        return _import(obj, dtype)
+    if is_foreign(obj):          # another library's array: viewed, then copied on the device
+        return _import(obj, dtype, copy=True)
     data = obj.numpy() if isinstance(obj, Array) else obj
     data = np.asarray(data, dtype=dtype)
     out = empty_array(data.shape, _dtype(data.dtype), HOST)
@@ -40,11 +39,15 @@ def array(obj: Any, dtype: Any = None) -> Array:
 
 
 def asarray(obj: Any, dtype: Any = None) -> Array:
-    """``obj`` itself if it is an :class:`Array` of that dtype, else a new array (copy).
+    """``obj`` itself if it is an :class:`Array` of that dtype; another library's device array
+    viewed without a copy; else a new array (copy).
 
-    Accepts NumPy arrays and array-likes (copied through the host), CuPy arrays, Numba device
-    arrays and anything with ``__cuda_array_interface__`` or ``__dlpack__`` (copied on the
-    device by a node, ordered after the producer's work). A dtype change of an Array is a node.
+    Device arrays (CuPy, Numba device arrays, PyTorch CUDA tensors: anything with
+    ``__cuda_array_interface__`` or a CUDA ``__dlpack__``) are viewed in place: the Array
+    shares their memory, keeps the producer alive, and its first use is ordered after the
+    producer's stream. NumPy arrays, array-likes and host DLPack producers are copied through
+    the host. A ``dtype`` other than the array's converts into a new array (a node);
+    :func:`array` always copies. See the interop guide for what each backend accepts.
 
     Returns
     -------

@@ -1,14 +1,30 @@
 """Interop with other array libraries: importing their arrays, exporting ours.
 
-Importing (:func:`asarray`)
-    NumPy arrays and array-likes are copied into the runtime's memory through the host. CuPy
-    arrays, Numba device arrays and anything with ``__cuda_array_interface__`` or ``__dlpack__``
-    are copied on the device by a node (on ``cuda``). The copy is ordered after the producer's
-    work: CuPy honours the interface's ``stream`` (and DLPack's stream handshake) against the
-    caller's current stream, and the node's stream waits for the caller's current stream through
-    an event; afterwards the caller's current stream waits for the copy, so the source may be
-    freed (CuPy's pool reuses memory in stream order) without racing the copy. On ``sim``,
-    device arrays of Numba's simulator and CPU DLPack producers are read on the host.
+Importing (:func:`import_array`: ``asarray`` and kernel arguments)
+    A device array of another library (CUDA Array Interface v3: Numba device arrays, CuPy;
+    DLPack: PyTorch CUDA tensors, CuPy) becomes an :class:`Array` viewing the producer's
+    memory, without a copy: an :class:`Allocation` over that memory (the backend's
+    ``foreign_buffer``) that keeps the producer object alive and is never freed by the runtime.
+    Its first use is ordered after the producer's work by an *import node* (kind ``"copy"``,
+    a write of the whole allocation) whose stream waits for an event: recorded on the stream
+    the interface names (CAI ``stream``), or on a stream of ours that the producer was asked
+    to make its work visible on (DLPack's ``stream=`` handshake). From then on the allocation
+    is tracked like any other. One import per memory range and runtime: importing the same
+    memory again (``asarray`` twice, or passing the object to several launches) returns a
+    view of the same allocation while it lives, so launches that use it are ordered among
+    themselves; the producer's later work is not waited for again.
+
+    Memory models: ``explicit``, the allocation is device memory whose host mirror is
+    allocated on the first host access (a host read copies device-to-host then); ``managed``,
+    it is used in place and never prefetched, and the host may touch it only when it is
+    managed or host memory. On ``sim`` (no GPU) what can be imported is host memory: arrays
+    of Numba's CUDA simulator and DLPack producers on the CPU, also without a copy.
+
+    Refused, with the reason and the fix: memory of another device, host memory as a kernel
+    argument (it must be copied: ``asarray`` copies it), read-only or masked arrays, DLPack
+    devices other than CUDA, and (in ``Kernel.bind``) layouts or dtypes the parameter cannot
+    take. NumPy arrays and array-likes are copied by ``asarray``, as is everything by
+    ``asyncgpu.array``.
 
 Exporting (``Array.__cuda_array_interface__``, ``Array.__dlpack__``, ``cupy.asarray(x)``)
     The consumer gets the array's memory (no copy) and a stream on which every unfinished node
@@ -19,97 +35,395 @@ Exporting (``Array.__cuda_array_interface__``, ``Array.__dlpack__``, ``cupy.asar
     ``stream`` field (CuPy, Numba) and DLPack consumers (which pass their stream) are therefore
     ordered after asyncgpu's reads and writes of the array.
 
-What the runtime cannot track after an export: what the consumer does with the memory later.
-Work the consumer enqueues on its own streams is invisible to the DAG, so a later asyncgpu node
-or host access does not wait for it. After another library *writes* an exported array (or
-while it still reads one that asyncgpu will write), synchronize that library's stream, or call
-``asyncgpu.synchronize()`` (a device-wide synchronize, which covers every stream), before using
-the array with asyncgpu again. Freeing: the exported memory stays valid while the Array (or a
-view) is alive; the consumer must not use it after the last Array is gone.
+What the runtime cannot track, either way: work another library enqueues on its own streams
+after the hand-over. A later asyncgpu node or host access does not wait for it. After another
+library *writes* shared memory (or while it still reads memory asyncgpu will write),
+synchronize that library's stream, or call ``asyncgpu.synchronize()`` (a device-wide
+synchronize, which covers every stream), before using the array with asyncgpu again. Freeing:
+exported memory stays valid while the Array (or a view) is alive; imported memory stays
+valid while the Array is, since the allocation holds the producer.
 """
 
 from __future__ import annotations
 
+import logging
+import weakref
 from typing import Any
 
 import numpy as np
 
-from ._array import Array
+from ._array import DEVICE, Allocation, Array
+from ._dag import Node
 from ._deps import Access
 from ._errors import ArgumentError
 
+log = logging.getLogger("asyncgpu")
 
-def _is_device_array(obj: Any) -> bool:
-    return hasattr(obj, "__cuda_array_interface__") or (
-        hasattr(obj, "__dlpack__") and not isinstance(obj, np.ndarray)
-    )
+_DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
+_DL_NAMES = {1: "CPU", 2: "CUDA", 3: "CUDA pinned host", 4: "OpenCL", 7: "Vulkan",
+             8: "Metal", 9: "VPI", 10: "ROCm", 11: "ROCm pinned host", 13: "CUDA managed",
+             14: "oneAPI"}
+_MEMORY_TYPES = {1: "host", 2: "device", 3: "managed"}     # cudaMemoryType
+
+#: per runtime: (base address, bytes) -> the live allocation importing that memory
+_imports: weakref.WeakKeyDictionary[Any, dict[tuple[int, int], weakref.ref[Allocation]]] = \
+    weakref.WeakKeyDictionary()
+#: per cuda backend: the stream DLPack producers are asked to make their work visible on
+_handshake_streams: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
-def asarray(obj: Any, dtype: Any = None) -> Array:
-    """``obj`` as an :class:`Array`: itself if it is one of that dtype, else a copy."""
+def _simulator_array_type() -> Any:
+    try:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    except Exception:     # no numba-cuda, or its simulator fails to import
+        return None
+    return FakeCUDAArray
+
+
+def is_foreign(obj: Any) -> bool:
+    """Whether ``obj`` is another library's array that :func:`import_array` may view: it has
+    the CUDA Array Interface, DLPack (NumPy arrays excepted: host data, copied instead), or is
+    a device array of Numba (real or simulated). The compiled ``Kernel.bind`` hands every
+    argument with one of these attributes to the Python binding, which asks this."""
+    if isinstance(obj, (np.ndarray, np.generic, Array)):
+        return False
+    return (hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "__dlpack__")
+            or hasattr(obj, "__cuda_ndarray__"))
+
+
+def kind_of(obj: Any) -> str:
+    """``numba.DeviceNDArray``, ``torch.Tensor``: how messages name a foreign object."""
+    t = type(obj)
+    package = t.__module__.split(".")[0]
+    return t.__name__ if package == "builtins" else f"{package}.{t.__name__}"
+
+
+def asarray(obj: Any, dtype: Any = None, copy: bool = False) -> Array:
+    """``obj`` as an :class:`Array`: itself if it is one of that dtype; another library's
+    device array viewed without a copy (:func:`import_array`); else a copy.
+
+    ``copy=True`` (what ``asyncgpu.array`` passes) always copies; a ``dtype`` other than the
+    foreign array's converts into a new array.
+    """
     from ._api import array
-    from ._library import dispatch
     from ._runtime import current_runtime
 
     if isinstance(obj, Array):
         if dtype is None or np.dtype(dtype) == obj.dtype:
-            return obj
-        return dispatch("ndarray.astype", (obj, dtype), {})
-    if isinstance(obj, np.ndarray) or not (_is_device_array(obj) or hasattr(obj, "copy_to_host")):
+            return obj.copy() if copy else obj
+        return obj.astype(dtype)
+    if not is_foreign(obj):
         return array(obj, dtype)
     rt = current_runtime()
-    if rt.backend.name != "cuda":
-        return array(_host_copy(obj), dtype)
-    return _device_copy(obj, dtype)
+    host = _host_memory(rt, obj)
+    if host is not None:          # on cuda: a CPU DLPack producer, copied like NumPy data
+        return array(host, dtype)
+    view = import_array(rt, obj, "asyncgpu.asarray")
+    if dtype is not None and np.dtype(dtype) != view.dtype:
+        return view.astype(dtype)
+    return view.copy() if copy else view
 
 
-def _host_copy(obj: Any) -> np.ndarray:
-    """A foreign array's values on the host (sim backend)."""
-    if hasattr(obj, "copy_to_host"):               # Numba device arrays (and the simulator's)
-        return obj.copy_to_host()
-    if hasattr(obj, "__dlpack__"):
-        try:
-            return np.from_dlpack(obj)
-        except (BufferError, RuntimeError, TypeError) as exc:
-            raise ArgumentError(
-                f"asyncgpu.asarray: cannot read a {type(obj).__name__} on the sim backend "
-                f"({exc}); pass a NumPy array instead"
-            ) from exc
+def _host_memory(rt: Any, obj: Any) -> np.ndarray | None:
+    """On ``cuda``, a DLPack producer whose memory is on the CPU (without a CUDA interface) as
+    a NumPy view, which ``asarray`` copies; None otherwise."""
+    if rt.backend.name != "cuda" or hasattr(obj, "__cuda_array_interface__"):
+        return None
+    device = _dlpack_device(obj)
+    if device is None or device[0] != _DL_CPU:
+        return None
+    return np.from_dlpack(obj)
+
+
+def _dlpack_device(obj: Any) -> tuple[int, int] | None:
+    get = getattr(obj, "__dlpack_device__", None)
+    if get is None:
+        return None
+    try:
+        kind, dev = get()
+        return int(kind), int(dev)
+    except Exception:
+        return None
+
+
+class Described:
+    """A foreign array read and checked, not yet adopted (nothing enqueued, nothing cached)."""
+
+    __slots__ = ("obj", "kind", "ptr", "shape", "strides", "dtype", "owner", "ready",
+                 "host_ok")
+
+    def __init__(self, obj: Any, kind: str, ptr: int, shape: tuple[int, ...],
+                 strides: tuple[int, ...], dtype: np.dtype, owner: Any, ready: Any,
+                 host_ok: bool) -> None:
+        self.obj, self.kind, self.ptr, self.shape, self.strides = obj, kind, ptr, shape, strides
+        self.dtype, self.owner, self.ready, self.host_ok = dtype, owner, ready, host_ok
+
+    @property
+    def is_c_contiguous(self) -> bool:
+        expected = self.dtype.itemsize
+        for n, st in zip(reversed(self.shape), reversed(self.strides)):
+            if n != 1 and st != expected:
+                return False
+            expected *= n
+        return True
+
+
+def describe_foreign(rt: Any, obj: Any, where: str) -> Described:
+    """Read a foreign array's interface and check it can be imported (first half of
+    :func:`import_array`: raises :class:`ArgumentError` for what cannot, changing nothing)."""
+    kind = kind_of(obj)
+    if rt.backend.name == "cuda":
+        return Described(obj, kind, *_describe_device(rt, obj, kind, where))
+    return Described(obj, kind, *_describe_host(obj, kind, where), None, True)
+
+
+def adopt(rt: Any, d: Described) -> Array:
+    """The Array viewing a described foreign array: a view of the allocation already
+    importing that memory, or a new allocation whose first use is ordered after the
+    producer (second half of :func:`import_array`)."""
+    lo = hi = 0
+    if 0 not in d.shape:
+        for n, st in zip(d.shape, d.strides):
+            span = (n - 1) * st
+            if span < 0:
+                lo += span
+            else:
+                hi += span
+        hi += d.dtype.itemsize
+    base, nbytes = d.ptr + lo, hi - lo
+    with rt._lock:
+        table = _imports.setdefault(rt, {})
+        found = table.get((base, nbytes))
+        alloc = found() if found is not None else None
+        if alloc is None or alloc.freed or alloc.buffer is None:
+            alloc = Allocation(rt, rt.backend.foreign_buffer(d.owner, base, nbytes, d.kind,
+                                                             d.host_ok), nbytes, DEVICE)
+            for key in [k for k, r in table.items() if r() is None]:
+                del table[key]
+            table[(base, nbytes)] = weakref.ref(alloc)
+            if d.ready is not None and nbytes:
+                _order_after_producer(rt, alloc, d.ready, d.kind)
+            log.debug("imported a %s of %d bytes at 0x%x without a copy", d.kind, nbytes, base)
+    return Array._view(alloc, d.shape, d.dtype, d.strides, d.ptr - base)
+
+
+def import_array(rt: Any, obj: Any, where: str) -> Array:
+    """An :class:`Array` viewing a foreign array's memory without a copy (module docstring).
+
+    ``where`` names the caller in errors (``asyncgpu.asarray``, or a kernel's argument).
+    Raises :class:`ArgumentError` before anything is enqueued for what cannot be imported.
+    """
+    return adopt(rt, describe_foreign(rt, obj, where))
+
+
+def _layout(shape: Any, strides: Any, dtype: np.dtype, kind: str, where: str
+            ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    shape = tuple(int(n) for n in shape)
+    if strides is None:
+        acc, out = dtype.itemsize, []
+        for n in reversed(shape):
+            out.append(acc)
+            acc *= max(n, 1)
+        return shape, tuple(reversed(out))
+    strides = tuple(int(s) for s in strides)
+    if any(s % dtype.itemsize for s in strides):
+        raise ArgumentError(
+            f"{where}: the {kind} has strides {strides} that are not multiples of its "
+            f"{dtype.itemsize}-byte elements; asyncgpu arrays cannot view it: pass a "
+            "contiguous copy (e.g. x.copy() in the producing library)"
+        )
+    return shape, strides
+
+
+def _interface_dtype(obj: Any, cai: dict[str, Any], kind: str, where: str) -> np.dtype:
+    """The dtype a CUDA Array Interface describes: ``descr`` for record types, else
+    ``typestr``; a bare ``|V<n>`` with the object's own ``dtype`` of that size takes that
+    (Numba's device arrays describe records without ``descr``)."""
+    try:
+        dtype = np.dtype(cai["typestr"])
+        descr = cai.get("descr")
+        if descr is not None and not (len(descr) == 1 and descr[0][0] == ""):
+            dtype = np.lib.format.descr_to_dtype(descr)
+        elif dtype.kind == "V":
+            own = getattr(obj, "dtype", None)
+            if isinstance(own, np.dtype) and own.itemsize == dtype.itemsize:
+                dtype = own
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ArgumentError(
+            f"{where}: the {kind}'s __cuda_array_interface__ has a type asyncgpu cannot "
+            f"read ({exc}); pass an array of a NumPy dtype"
+        ) from exc
+    return dtype
+
+
+def _describe_device(rt: Any, obj: Any, kind: str, where: str) -> tuple[Any, ...]:
+    """cuda: (pointer, shape, strides, dtype, owner, (event, stream-pointer-or-None) or None,
+    host addressable) of a foreign device array; refusals raise before anything changes."""
+    backend = rt.backend
+    device = _dlpack_device(obj)
+    if device is not None and (device[0] == _DL_CPU
+                               and not hasattr(obj, "__cuda_array_interface__")):
+        raise ArgumentError(
+            f"{where}: the {kind} lives in host memory (DLPack device CPU), which kernels "
+            "cannot read in place; copy it to the device with asyncgpu.asarray(x), or move "
+            "it to the GPU in its own library (e.g. x.cuda() in PyTorch)"
+        )
+    if device is not None and device[0] not in (_DL_CUDA, _DL_CUDA_MANAGED, _DL_CUDA_HOST) \
+            and not hasattr(obj, "__cuda_array_interface__"):
+        raise ArgumentError(
+            f"{where}: the {kind} lives on a DLPack device of type "
+            f"{_DL_NAMES.get(device[0], device[0])}; asyncgpu imports CUDA memory only: copy "
+            "it to a CUDA device in its own library first"
+        )
+    if hasattr(obj, "__dlpack__") and device is not None and device[0] != _DL_CPU:
+        return _describe_dlpack(backend, obj, kind, where, device)
+    try:
+        cai = obj.__cuda_array_interface__
+    except Exception as exc:
+        raise ArgumentError(f"{where}: reading the {kind}'s __cuda_array_interface__ failed "
+                            f"({exc})") from exc
+    if cai.get("mask") is not None:
+        raise ArgumentError(f"{where}: the {kind} is a masked array (its interface has a "
+                            "mask); pass the data without the mask")
+    ptr, readonly = cai["data"]
+    if readonly:
+        raise ArgumentError(
+            f"{where}: the {kind} is read-only, and asyncgpu arrays are writable; pass a "
+            "writable array, or copy it with asyncgpu.array(x)"
+        )
+    dtype = _interface_dtype(obj, cai, kind, where)
+    shape, strides = _layout(cai["shape"], cai.get("strides"), dtype, kind, where)
+    memory_type = _check_device(backend, ptr, kind, where)
+    ready = None
+    stream = cai.get("stream") if cai.get("version", 0) >= 3 else None
+    if stream is not None:
+        if stream == 0:
+            raise ArgumentError(f"{where}: the {kind}'s __cuda_array_interface__ names stream "
+                                "0, which the interface forbids (1 is the legacy default "
+                                "stream, 2 the per-thread one)")
+        event = backend.create_event()
+        backend._event_record(event.ptr, int(stream))     # the producer's work up to now
+        ready = event
+    return (int(ptr), shape, strides, dtype, obj, ready, memory_type in ("managed", "host"))
+
+
+def _describe_dlpack(backend: Any, obj: Any, kind: str, where: str, device: tuple[int, int]
+                     ) -> tuple[Any, ...]:
+    """cuda, a DLPack producer on a CUDA device: CuPy takes the capsule, passing the stream
+    that is current in it, which is ours: the producer makes its work visible there."""
+    cupy = backend.cupy
+    if device[1] != backend.device:
+        _wrong_device(backend, device[1], kind, where)
+    stream = _handshake_streams.get(backend)
+    if stream is None:
+        stream = _handshake_streams[backend] = backend.create_stream()
+    try:
+        with stream:
+            view = cupy.from_dlpack(obj)
+    except Exception as exc:
+        raise ArgumentError(
+            f"{where}: the {kind} could not be imported through DLPack ({exc}); pass a "
+            "C- or F-ordered array of a numeric dtype on this GPU"
+        ) from exc
+    event = backend.create_event()
+    backend._event_record(event.ptr, stream.ptr)
+    dtype = np.dtype(view.dtype)
+    shape, strides = _layout(view.shape, view.strides, dtype, kind, where)
+    return (int(view.data.ptr), shape, strides, dtype, (view, obj), event,
+            device[0] in (_DL_CUDA_MANAGED, _DL_CUDA_HOST))
+
+
+def _check_device(backend: Any, ptr: int, kind: str, where: str) -> str:
+    """The memory type of ``ptr`` ("device", "managed", "host"); refuses another device's."""
+    if not ptr:
+        return "device"
+    try:
+        attrs = backend.runtime.pointerGetAttributes(int(ptr))
+    except Exception as exc:
+        raise ArgumentError(
+            f"{where}: the {kind}'s data pointer 0x{int(ptr):x} is not memory CUDA knows "
+            f"({exc}); pass a device array"
+        ) from exc
+    memory_type = _MEMORY_TYPES.get(int(getattr(attrs, "type", 2)), "unregistered")
+    if memory_type == "unregistered":
+        raise ArgumentError(
+            f"{where}: the {kind}'s data pointer 0x{int(ptr):x} is host memory CUDA does "
+            "not know; copy it with asyncgpu.array(x)"
+        )
+    dev = int(getattr(attrs, "device", backend.device))
+    if memory_type == "device" and dev != backend.device:
+        _wrong_device(backend, dev, kind, where)
+    return memory_type
+
+
+def _wrong_device(backend: Any, dev: int, kind: str, where: str) -> None:
     raise ArgumentError(
-        f"asyncgpu.asarray: a {type(obj).__name__} lives in GPU memory, which the sim backend "
-        "cannot read; pass a NumPy array, or run on the cuda backend"
+        f"{where}: the {kind} is on GPU {dev}, and this runtime runs on GPU "
+        f"{backend.device}; copy it to GPU {backend.device} in its own library, or configure "
+        f"asyncgpu with device={dev} (ASYNCGPU_DEVICE={dev})"
     )
 
 
-def _device_copy(obj: Any, dtype: Any) -> Array:
-    """Copy a CUDA array into the runtime's memory with a node (cuda backend)."""
-    from ._library import backend_module, dispatch
-
-    cupy = backend_module("cuda")
-
-    try:
-        src = cupy.asarray(obj) if hasattr(obj, "__cuda_array_interface__") else \
-            cupy.from_dlpack(obj)
-    except Exception as exc:
+def _describe_host(obj: Any, kind: str, where: str) -> tuple[Any, ...]:
+    """sim: (pointer, shape, strides, dtype, owner) of a foreign array in host memory."""
+    fake = _simulator_array_type()
+    if fake is not None and isinstance(obj, fake):
+        host = obj._ary          # the simulator's device array is this NumPy array
+    else:
+        device = _dlpack_device(obj)
+        if device is None or device[0] != _DL_CPU:
+            raise ArgumentError(
+                f"{where}: the {kind} lives in GPU memory, which the sim backend cannot "
+                "read; on sim, pass an asyncgpu array, a NumPy array (asyncgpu.asarray copies "
+                "it), a device array of Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1) or a "
+                "CPU DLPack producer; or run on the cuda backend"
+            )
+        try:
+            host = np.from_dlpack(obj)
+        except (BufferError, RuntimeError, TypeError, ValueError) as exc:
+            raise ArgumentError(
+                f"{where}: the {kind} could not be imported through DLPack ({exc}); pass a "
+                "NumPy array instead"
+            ) from exc
+    if not host.flags.writeable:
         raise ArgumentError(
-            f"asyncgpu.asarray: cannot import a {type(obj).__name__} ({exc}); pass a CuPy "
-            "array, a Numba device array, or an object with __cuda_array_interface__ or "
-            "__dlpack__"
-        ) from exc
-    user = cupy.cuda.get_current_stream()
-    ready = cupy.cuda.Event(block=False, disable_timing=True)
-    ready.record(user)
+            f"{where}: the {kind} is read-only, and asyncgpu arrays are writable; pass a "
+            "writable array, or copy it with asyncgpu.array(x)"
+        )
+    dtype = host.dtype
+    shape, strides = _layout(host.shape, host.strides, dtype, kind, where)
+    return (host.__array_interface__["data"][0], shape, strides, dtype, (host, obj))
 
-    def copy_in() -> Any:
-        stream = cupy.cuda.get_current_stream()   # the node's stream, inside the call
-        stream.wait_event(ready)
-        out = cupy.array(src, dtype=dtype, copy=True, order="C")
-        done = cupy.cuda.Event(block=False, disable_timing=True)
-        done.record(stream)
-        user.wait_event(done)                      # the source outlives the copy
-        return out
 
-    return dispatch("asarray", (), {}, resolve=lambda backend: copy_in)
+class ForeignReady:
+    """The launch of an import node: its stream waits for the producer's event."""
+
+    __slots__ = ("wait", "event", "span")
+
+    def __init__(self, backend: Any, event: Any, alloc: Allocation) -> None:
+        self.wait = backend._stream_wait
+        self.event = event
+        self.span = (alloc.buffer.uid, alloc.nbytes)
+
+    def hb_accesses(self) -> list[tuple[int, int, int, bool]]:
+        """For the checker: the producer's write of the memory, which this node stands for."""
+        uid, nbytes = self.span
+        return [(uid, 0, nbytes, True)]
+
+    def __call__(self, stream: Any) -> None:
+        self.wait(stream.ptr, self.event.ptr, 0)
+
+
+def _order_after_producer(rt: Any, alloc: Allocation, event: Any, kind: str) -> None:
+    """Issue the import node (under the runtime's lock): a write of the whole allocation, so
+    every later use waits for it, and on the device it waits for the producer's event."""
+    if rt.recording is not None:
+        rt.recording.refuse(f"import of a {kind}")
+    label = f"import of a {kind}"
+    node = Node("copy", label, None, [Access(alloc.id, alloc, 0, alloc.nbytes, True, label)])
+    node.launch = ForeignReady(rt.backend, event, alloc)
+    rt._issue(node)
+    alloc.location = DEVICE
 
 
 def export_stream(array: Array) -> Any:

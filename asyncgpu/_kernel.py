@@ -28,6 +28,7 @@ from ._checks import (
     check_usable, convert_scalar, is_int, launch_dims, user_site,
 )
 from ._errors import ArgumentError, ArgumentValueError
+from ._interop import adopt, describe_foreign, is_foreign, kind_of
 from ._signature import Param
 
 @dataclass(frozen=True)
@@ -126,7 +127,9 @@ class PythonBinding:
         typed = self.typed
         arrays: list[ArrayArg] = []
         values = list(args)
-        for (i, name, read, write, dtype, is_array, plain), a in zip(slots, args):
+        foreign: list[Any] = []
+        for slot, a in zip(slots, args):
+            i, name, read, write, dtype, is_array, plain = slot
             if isinstance(a, Array):
                 alloc = a._alloc
                 if (alloc.freed or alloc.runtime is not runtime
@@ -137,7 +140,17 @@ class PythonBinding:
             elif plain is not None and type(a) in plain[0] and plain[1] <= a <= plain[2]:
                 values[i] = plain[3](a)     # what convert_scalar returns, without its checks
             elif typed or type(a) not in _NUMBERS or not (read and write):
-                values[i] = self._bind_scalar(i, self.params[i], a, site)
+                if type(a) not in _NUMBERS and is_foreign(a):
+                    foreign.append((slot, self._describe_foreign(runtime, i, a, site)))
+                else:
+                    values[i] = self._bind_scalar(i, self.params[i], a, site)
+        if foreign:
+            # every argument is checked: only now may the imports enqueue their ordering
+            for (i, name, read, write, *_), described in foreign:
+                imported = adopt(runtime, described)
+                arrays.append(ArrayArg(i, name, imported, read, write))
+                values[i] = imported
+            arrays.sort(key=lambda arg: arg.index)
         return arrays, values
 
     #: the compiled bind hands the cases it does not take (a wrong argument count) to this
@@ -275,23 +288,55 @@ class Kernel(*compiled.bases("KernelBase", PythonBinding), PythonLaunchers):
                     "pass a contiguous copy"
                 )
 
+    def _describe_foreign(self, runtime: Any, i: int, a: Any, site: str | None) -> Any:
+        """Another library's array as argument ``i``: read and checked against the parameter
+        (``asyncgpu._interop``, the import ``asyncgpu.asarray`` makes), not yet imported."""
+        p = self.params[i]
+        where = self._where(site, i)
+        d = describe_foreign(runtime, a, where)
+        if self.typed:
+            if not p.is_array:
+                raise ArgumentError(
+                    f"{where}: expected a scalar {p.ctype}, got a {d.kind} (an array)"
+                )
+            if p.dtype is not None and d.dtype != p.dtype:
+                raise ArgumentError(
+                    f"{where}: the {d.kind} has dtype {d.dtype!r}, and the parameter "
+                    f"'{p.ctype}' takes {p.dtype.name} arrays; pass an array of that dtype "
+                    f"(asyncgpu.asarray(x, dtype=numpy.{p.dtype.name}) converts a copy), or "
+                    "declare the parameter with the element type the array has"
+                )
+            if not d.is_c_contiguous:
+                raise ArgumentValueError(
+                    f"{where}: the {d.kind} is not C-contiguous (shape={d.shape}, "
+                    f"strides={d.strides}); a raw pointer parameter needs contiguous data: "
+                    "pass a C-contiguous copy (asyncgpu.array(x) makes one)"
+                )
+        return d
+
     def _bind_scalar(self, i: int, p: Param, a: Any, site: str | None) -> Any:
-        if isinstance(a, np.ndarray) or hasattr(a, "__cuda_array_interface__"):
-            kind = type(a).__module__.split(".")[0] + "." + type(a).__name__
+        if isinstance(a, np.ndarray):
+            from ._runtime import current_runtime
+
+            into = ("device memory (a copy node moves it before the first kernel)"
+                    if current_runtime().memory is not None else "managed memory")
             raise ArgumentError(
-                f"{self._where(site, i)}: got a {kind}; kernels take asyncgpu arrays: "
-                "convert it with asyncgpu.asarray(x) (NumPy data is copied to managed memory)"
+                f"{self._where(site, i)}: got a numpy.ndarray; it lives in host memory, and "
+                "kernels take asyncgpu arrays (or device arrays of other libraries): convert "
+                f"it with asyncgpu.asarray(x), which copies it into {into}"
             )
         if self.typed and p.is_array:
             raise ArgumentError(
                 f"{self._where(site, i)}: expected an asyncgpu array for '{p.ctype}', "
                 f"got {type(a).__name__} {a!r}"
             )
+        number = isinstance(a, (bool, int, float, complex, np.number, np.bool_))
+        what = f"the scalar {a!r}" if number else f"a {kind_of(a)}"
         if p.name in self.modes and self.modes[p.name] != "rw":
             raise ArgumentError(
                 f"{self._where(site, i)}: the parameter is annotated "
                 f"{'const' if self.modes[p.name] == 'r' else 'out'}, which only applies to "
-                f"arrays, but got the scalar {a!r}; remove the annotation or pass an array"
+                f"arrays, but got {what}; remove the annotation or pass an array"
             )
         if not self.typed:
             if isinstance(a, (bool, int, float, complex, np.number, np.bool_)):

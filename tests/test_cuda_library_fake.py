@@ -318,15 +318,3 @@ def test_generator_is_created_and_drawn_on_streams(fake_cuda):
     np.testing.assert_array_equal(x.numpy(), expected.standard_normal((100, 50)))
     np.testing.assert_array_equal(y.numpy(), expected.random(10))
 
-
-def test_import_of_a_device_array_is_an_ordered_copy(fake_cuda):
-    ag = fake_cuda
-    src = fake.asarray(np.arange(6.0))
-    user = fake.cuda.user_stream
-    user.waits.clear()
-    a = ag.asarray(src)
-    src.np[...] = -1                        # the copy was taken, not a view
-    assert a.numpy().tolist() == list(range(6)) and a._alloc.buffer.ptr != src.data.ptr
-    assert len(user.waits) == 1             # the caller's stream waits for the copy
-    b = ag.asarray(src, dtype=np.float32)
-    assert b.dtype == np.float32 and b.numpy().tolist() == [-1.0] * 6

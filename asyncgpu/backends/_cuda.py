@@ -45,7 +45,7 @@ from .._errors import (
     OutOfMemoryError,
 )
 from ._capture import CaptureTracker, Graph, check_launch, destroy
-from ._cuda_buffers import CudaBuffer, CudaCopy, DeviceBuffer
+from ._cuda_buffers import CudaBuffer, CudaCopy, DeviceBuffer, ForeignBuffer
 from ._cuda_kernels import make_launch
 from ._driver import cuda_calls, driver_calls
 
@@ -386,6 +386,18 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
     def free(self, buffer: Any) -> None:
         if isinstance(buffer, DeviceBuffer):
             buffer.release()
+    def foreign_buffer(self, owner: Any, ptr: int, nbytes: int, what: str,
+                       host_addressable: bool) -> Any:
+        """A buffer over another library's device memory (``asyncgpu._interop``), kept alive
+        by ``owner`` and never freed here. Explicit model: device memory like ours, whose
+        pinned mirror is allocated on the first host access. Managed model: used in place,
+        never prefetched; the host reaches it only if it is managed or host memory."""
+        if self.explicit:
+            return DeviceBuffer(nbytes, owner, ptr)
+        host = (np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))
+                if host_addressable and nbytes else None)
+        return ForeignBuffer(nbytes, owner, ptr, host, what)
+
             return
         buffer.mem = None     # back to the pool: every node using it has finished
         buffer.host = None
@@ -427,6 +439,8 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
         if self.captures.engaged:
             self.captures.check_prefetch(stream)
         try:
+        if isinstance(buffer, ForeignBuffer):
+            return    # another library's memory: where its pages live is the producer's choice
             self.runtime.memPrefetchAsync(buffer.ptr, buffer.nbytes, self.device, stream.ptr)
         except Exception as exc:
             raise self._device_error(exc)

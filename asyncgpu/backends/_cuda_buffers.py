@@ -103,6 +103,48 @@ class DeviceBuffer:
         return self.ptr
 
 
+class ForeignBuffer:
+    """Another library's device memory imported without a copy (``asyncgpu.asarray``) under
+    the managed memory model: kernels use it in place and nothing prefetches it. The host can
+    address it only when it is managed or host memory (``host`` is then a NumPy view of it);
+    plain device memory has no host view, and a host access explains the ways out. The
+    explicit model imports into a :class:`DeviceBuffer` instead (a mirror on first host use).
+    The runtime never frees the memory: ``owner`` keeps the producer alive until release."""
+
+    __slots__ = ("uid", "host_uid", "nbytes", "mem", "ptr", "_host", "what")
+
+    def __init__(self, nbytes: int, owner: Any, ptr: int, host: np.ndarray | None,
+                 what: str) -> None:
+        self.uid = self.host_uid = next(_uids)
+        self.nbytes = nbytes
+        self.mem = owner
+        self.ptr = ptr
+        self._host = host
+        self.what = what
+
+    @property
+    def host(self) -> np.ndarray:
+        host = self._host
+        if host is None:
+            from .._errors import ArgumentError
+
+            raise ArgumentError(
+                f"the host cannot read or write this array in place: it views the device "
+                f"memory of a {self.what} (imported without a copy), and with "
+                "memory='managed' the host accesses arrays in place. Copy it first "
+                "(asyncgpu.array(x) or y = x.copy()), or use the explicit memory model "
+                "(ASYNCGPU_MEMORY=explicit, the default), where host reads copy it over"
+            )
+        return host
+
+    @host.setter
+    def host(self, value: Any) -> None:
+        self._host = value
+
+    def device_pointer(self) -> int:
+        return self.ptr
+
+
 class CudaCopy:
     """One ``cudaMemcpyAsync`` between a buffer's pinned mirror and its device memory."""
 

@@ -27,6 +27,8 @@ def _numba_view(array: Any) -> Any:
 
         view = cuda.from_cuda_array_interface(array._device_interface(), owner=None,
                                               sync=False)
+        if array.dtype.fields is not None:     # (the interface's typestr is only |V<size>)
+            view = view.view(array.dtype)
         array._cache["numba"] = view
     return view
 
@@ -270,7 +272,9 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 def _numba_fields(array: Array) -> tuple[str, tuple[int, ...]]:
     """An array's type token (same token, same Numba type) and its Numba ABI values."""
-    token = f"{array.dtype.str}/{len(array.shape)}/{array.is_c_contiguous}/" \
+    dt = array.dtype        # (records: every |V16 is not the same Numba type)
+    token = f"{dt.str if dt.fields is None else dt.descr}/{len(array.shape)}/" \
+            f"{array.is_c_contiguous}/" \
             f"{_f_contiguous(array)}"
     ptr = array._alloc.buffer.ptr + array._offset if array._alloc.buffer.nbytes else 0
     return token, numba_array_fields(array, ptr)

@@ -37,6 +37,7 @@ NaN for floats), as is memory from ``empty`` and memory given back to the pool.
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import logging
 import random
@@ -109,6 +110,27 @@ class SimBuffer:
 
     def device_pointer(self) -> int:
         raise TypeError("arrays of the sim backend have no device pointer to export")
+
+
+class ForeignSimBuffer(SimBuffer):
+    """Another library's memory imported without a copy (``asyncgpu.asarray``): on ``sim``
+    host memory (a CPU DLPack producer, an array of Numba's CUDA simulator). ``dev`` is that
+    memory; the split mode's mirror is a buffer of its own, as for any allocation. Never
+    poisoned nor pooled: the bytes belong to ``owner``, which the buffer keeps alive."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self, owner: Any, dev: np.ndarray, split: bool) -> None:
+        self.uid = next(_uids)
+        self.nbytes = dev.size
+        self.dev = dev
+        self.owner = owner
+        if split:
+            self.host = np.full(dev.size, POISON, np.uint8)
+            self.host_uid = next(_uids)
+        else:
+            self.host = dev
+            self.host_uid = self.uid
 
 
 class SimCopy:
@@ -343,7 +365,18 @@ class SimBackend:
             return buf
         return SimBuffer(nbytes, self.split)
 
+    def foreign_buffer(self, owner: Any, ptr: int, nbytes: int, what: str,
+                       host_addressable: bool) -> SimBuffer:
+        """A buffer over ``nbytes`` of another library's host memory at ``ptr``, kept alive
+        by ``owner`` (``asyncgpu._interop``; on ``sim`` every import is host memory)."""
+        dev = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr)) if nbytes \
+            else np.empty(0, np.uint8)
+        return ForeignSimBuffer(owner, dev, self.split)
+
     def free(self, buffer: SimBuffer) -> None:
+        if isinstance(buffer, ForeignSimBuffer):
+            buffer.owner = None      # the producer's memory: not ours to poison or reuse
+            return
         buffer.poison()
         self._pool.setdefault(buffer.nbytes, []).append(buffer)
 

@@ -13,7 +13,7 @@ SlotLayout kernel_layout, launcher_layout;
 static PyObject *numbers = NULL;        /* frozenset({int, float, bool, complex}) */
 static PyObject *s_slots, *s_typed, *s_alloc_, *s_dtype, *s_contiguous, *s_lo_, *s_hi_,
     *s_freed, *s_runtime_attr, *s_id, *s_check_array, *s_bind_scalar, *s_params,
-    *s_bind_in_python, *s_shape, *s_strides;
+    *s_bind_in_python, *s_shape, *s_strides, *s_cai, *s_dlpack, *s_cuda_ndarray;
 
 enum { AL_FREED, AL_RUNTIME, AL_ID };
 
@@ -214,6 +214,21 @@ kernel_bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 goto error;
             if (!(typed || !number || !rw))
                 continue;               /* an untyped read-write number passes as it is */
+            if (!number) {
+                /* Another library's array (asyncgpu._interop.is_foreign asks the same three
+                   attributes, and decides): the Python bind imports it, from the start, so
+                   that nothing is enqueued before every argument is checked. */
+                int foreign = PyObject_HasAttr(a, s_cai) || PyObject_HasAttr(a, s_dlpack)
+                              || PyObject_HasAttr(a, s_cuda_ndarray);
+                if (foreign) {
+                    Py_DECREF(slots);
+                    Py_XDECREF(params);
+                    Py_DECREF(arrays);
+                    Py_DECREF(values);
+                    return PyObject_CallMethodObjArgs(self, s_bind_in_python, runtime, argv,
+                                                      site, NULL);
+                }
+            }
             if (params == NULL && (params = get(self, &kernel_layout, K_PARAMS, s_params)) == NULL)
                 goto error;
             PyObject *p = PySequence_GetItem(params, i);
@@ -376,7 +391,10 @@ binding_init(PyObject *module)
             || intern(&s_runtime_attr, "runtime") < 0 || intern(&s_id, "id") < 0
             || intern(&s_check_array, "_check_array") < 0
             || intern(&s_bind_scalar, "_bind_scalar") < 0 || intern(&s_params, "params") < 0
-            || intern(&s_bind_in_python, "bind_in_python") < 0)
+            || intern(&s_bind_in_python, "bind_in_python") < 0
+            || intern(&s_cai, "__cuda_array_interface__") < 0
+            || intern(&s_dlpack, "__dlpack__") < 0
+            || intern(&s_cuda_ndarray, "__cuda_ndarray__") < 0)
         return -1;
     if (intern(&s_launchers, "_launchers") < 0 || intern(&s_getitem, "__getitem__") < 0
             || intern(&s_shape, "shape") < 0 || intern(&s_strides, "strides") < 0)
