@@ -117,8 +117,10 @@ class Array(ArrayOperators):
     and friends; pass them to kernels; read and write them from the host with NumPy indexing.
     ``a[i]`` (all indices integers) reads one element and returns a NumPy scalar; ``a[2:5]`` is
     a view sharing memory, like in CuPy; ``np.asarray(a)`` and ``a.numpy()`` return host copies;
-    ``a[...] = values`` writes from the host. Each host access waits only for the work that
-    touches the same bytes. Operators, reductions and methods (``a + b``, ``a @ b``,
+    ``a[...] = values`` writes host values from the host. Each host access waits only for the
+    work that touches the same bytes. Index arrays and masks (``a[idx]``, ``a[a > 0]``, and
+    assignments through them or of an Array value) are nodes giving Arrays, as CuPy's
+    (``asyncgpu._indexing``). Operators, reductions and methods (``a + b``, ``a @ b``,
     ``a.sum()``, ``a.astype(t)``, ...) are library-call nodes (``asyncgpu._operators``).
     """
 
@@ -218,9 +220,7 @@ class Array(ArrayOperators):
 
     def _layout_of(self, key: Any) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         """Shape, strides and byte offset of ``self[key]`` for basic indexing (no data access)."""
-        probe = np.lib.stride_tricks.as_strided(
-            _FAKE[: self.dtype.itemsize].view(self.dtype), self.shape, self.strides
-        )
+        probe = self._probe()
         v = probe[key]
         delta = v.__array_interface__["data"][0] - probe.__array_interface__["data"][0]
         return v.shape, v.strides, self._offset + delta
@@ -266,7 +266,8 @@ class Array(ArrayOperators):
             if kind == "scalar":
                 return self._alloc.runtime.read_element(self, self._element_offset(norm))
             if kind == "advanced":
-                return self.numpy()[key]
+                from ._indexing import getitem
+                return getitem(self, key)
             layout = self._layout_of(key)
         shape, strides, offset = layout
         return Array._view(self._alloc, shape, self.dtype, strides, offset)
@@ -283,7 +284,9 @@ class Array(ArrayOperators):
     def __setitem__(self, key: Any, value: Any) -> None:
         self._check_alive()
         if isinstance(value, Array):
-            value = value.numpy()
+            # a device value: a node copies it, as in CuPy (no round trip through the host)
+            from ._indexing import setitem
+            return setitem(self, key, value)
         if key is Ellipsis or (type(key) is slice and self.shape and key.start is None
                                and key.stop is None and key.step is None):
             # ``x[...] = values`` or ``x[:] = values``, the common rewrite of a whole array:
@@ -292,9 +295,9 @@ class Array(ArrayOperators):
         else:
             kind, norm = _normalize_key(key, self.ndim)
             if kind == "advanced":
-                lo, hi = self._lo, self._hi
-                dense = False
-            elif kind == "scalar":
+                from ._indexing import setitem
+                return setitem(self, key, value)
+            if kind == "scalar":
                 lo = self._element_offset(norm)
                 hi = lo + self.dtype.itemsize
                 dense = True
@@ -339,6 +342,92 @@ class Array(ArrayOperators):
         return Array._view(self._alloc, tuple(self.shape[i] for i in order), self.dtype,
                            tuple(self.strides[i] for i in order), self._offset)
 
+    @property
+    def mT(self) -> Array:
+        """The view with the last two axes swapped (a stack of transposed matrices)."""
+        if self.ndim < 2:
+            raise ValueError("matrix transpose with ndim < 2 is undefined")
+        order = list(range(self.ndim))
+        order[-2], order[-1] = order[-1], order[-2]
+        return self.transpose(order)
+
+    def view(self, dtype: Any = None) -> Array:
+        """A view of the same memory with another dtype (no copy), by NumPy's rules: a dtype
+        of another size needs a contiguous last axis, whose length changes accordingly."""
+        self._check_alive()
+        if dtype is None or (isinstance(dtype, type) and issubclass(dtype, (Array, np.ndarray))):
+            return Array._view(self._alloc, self.shape, self.dtype, self.strides, self._offset)
+        dtype = np.dtype(dtype)
+        if dtype.hasobject or dtype.kind not in "biufc":
+            raise TypeError(f"view({dtype}) of {self.describe()}: asyncgpu arrays hold booleans "
+                            "and numbers only")
+        v = self._probe().view(dtype)     # NumPy checks the layout and works out the shape
+        return Array._view(self._alloc, v.shape, dtype, v.strides, self._offset)
+
+    @property
+    def real(self) -> Array:
+        """The real part: a view for complex arrays, the array itself otherwise (as in CuPy)."""
+        if self.dtype.kind != "c":
+            return self
+        return self._part(0)
+
+    @real.setter
+    def real(self, value: Any) -> None:
+        self.real[...] = value
+
+    @property
+    def imag(self) -> Array:
+        """The imaginary part: a view for complex arrays; for other dtypes a new array of
+        zeros (as in CuPy, which does not return NumPy's read-only view)."""
+        if self.dtype.kind != "c":
+            from ._api import zeros
+            return zeros(self.shape, self.dtype)
+        return self._part(1)
+
+    @imag.setter
+    def imag(self, value: Any) -> None:
+        if self.dtype.kind != "c":
+            raise TypeError(f"array {self.describe()} does not have an imaginary part to set")
+        self.imag[...] = value
+
+    def _part(self, which: int) -> Array:
+        self._check_alive()
+        part = np.dtype(self.dtype.char.lower()).newbyteorder(self.dtype.byteorder)
+        return Array._view(self._alloc, self.shape, part, self.strides,
+                           self._offset + which * part.itemsize)
+
+    def _probe(self) -> np.ndarray:
+        """A NumPy array with this array's shape, dtype and strides over no real memory, for
+        NumPy to work out layouts (never read)."""
+        return np.lib.stride_tricks.as_strided(
+            _FAKE[: self.dtype.itemsize].view(self.dtype), self.shape, self.strides
+        )
+
+    @property
+    def flags(self) -> Flags:
+        """Layout flags, as attributes (``a.flags.c_contiguous``) or by NumPy's keys
+        (``a.flags['C_CONTIGUOUS']``)."""
+        probe = self._probe().flags
+        align = self.dtype.alignment
+        aligned = self._offset % align == 0 and all(st % align == 0 for st in self.strides)
+        return Flags(probe.c_contiguous, probe.f_contiguous, self.base is None, aligned)
+
+    @property
+    def flat(self) -> FlatIter:
+        """A flat (C-order) iterator: ``a.flat[i]`` reads one element, ``a.flat[2:5]`` and
+        ``a.flat[index_array]`` give arrays, iterating reads the array once, ``a.flat[k] = v``
+        is a ``put`` node."""
+        return FlatIter(self)
+
+    @property
+    def device(self) -> Any:
+        """The device holding the array: on ``cuda`` CuPy's ``cupy.cuda.Device`` of the
+        runtime's GPU; on ``sim`` :data:`SIM_DEVICE` (id 0; the simulator has one device)."""
+        backend = self._alloc.runtime.backend
+        if backend.name == "cuda":
+            return backend.cupy.cuda.Device(backend.device)
+        return SIM_DEVICE
+
     # -- host reads --------------------------------------------------------------------------
     def _host_view(self) -> np.ndarray:
         view = self._cache.get("host")
@@ -362,6 +451,10 @@ class Array(ArrayOperators):
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = self.numpy()
         return out if dtype is None else out.astype(dtype, copy=False)
+
+    def tobytes(self, order: str = "C") -> bytes:
+        """The raw bytes of the elements (a host read), as ``numpy.ndarray.tobytes``."""
+        return self.numpy().tobytes(order)
 
     def tolist(self) -> Any:
         """The values as (nested) Python lists."""
@@ -387,6 +480,21 @@ class Array(ArrayOperators):
     def __bool__(self) -> bool:
         return bool(self.item())
 
+    def __str__(self) -> str:
+        """NumPy's ``str`` of the values (a host read): ``'3.0'`` for a 0-d array."""
+        if self._alloc.freed:
+            return repr(self)
+        return str(self.numpy())
+
+    def __format__(self, spec: str) -> str:
+        """A 0-d array formats as its value (``f"{a.sum():.3f}"``, a host read); other arrays
+        only with an empty spec, as NumPy's arrays."""
+        if self.ndim == 0:
+            return format(self.numpy()[()], spec)
+        if spec:
+            raise TypeError("unsupported format string passed to asyncgpu.Array.__format__")
+        return str(self)
+
     def __repr__(self) -> str:
         if self._alloc.freed:
             return f"asyncgpu.Array(<freed {self.describe()}>)"
@@ -409,7 +517,7 @@ class Array(ArrayOperators):
         ``stream`` is a stream on which every unfinished asyncgpu node reading or writing this
         array is ordered (``None`` if there is none), so consumers that honour it (CuPy, Numba)
         order their work after asyncgpu's. What the consumer does afterwards is invisible to
-        asyncgpu: see ``asyncgpu._interop`` and docs/api.md ("Interop").
+        asyncgpu: see ``asyncgpu._interop`` and docs/guide/interop.md.
         """
         self._check_alive()
         from ._interop import cuda_array_interface
@@ -436,6 +544,136 @@ class Array(ArrayOperators):
     def __dlpack_device__(self) -> tuple[int, int]:
         from ._interop import dlpack_device
         return dlpack_device(self)
+
+
+class Flags:
+    """``Array.flags``: the layout flags of an array (a snapshot; asyncgpu arrays are always
+    writeable). Attributes ``c_contiguous``, ``f_contiguous``, ``owndata``, ``writeable``,
+    ``aligned``; NumPy's keys (``'C_CONTIGUOUS'``, ``'C'``, ``'OWNDATA'``, ...) index it."""
+
+    __slots__ = ("c_contiguous", "f_contiguous", "owndata", "writeable", "aligned")
+    _KEYS = {"C_CONTIGUOUS": "c_contiguous", "C": "c_contiguous", "CONTIGUOUS": "c_contiguous",
+             "F_CONTIGUOUS": "f_contiguous", "F": "f_contiguous", "FORTRAN": "f_contiguous",
+             "OWNDATA": "owndata", "O": "owndata", "WRITEABLE": "writeable", "W": "writeable",
+             "ALIGNED": "aligned", "A": "aligned"}
+
+    def __init__(self, c_contiguous: bool, f_contiguous: bool, owndata: bool,
+                 aligned: bool) -> None:
+        self.c_contiguous, self.f_contiguous = bool(c_contiguous), bool(f_contiguous)
+        self.owndata, self.writeable, self.aligned = bool(owndata), True, bool(aligned)
+
+    @property
+    def contiguous(self) -> bool:
+        return self.c_contiguous
+
+    @property
+    def fortran(self) -> bool:
+        return self.f_contiguous
+
+    def __getitem__(self, key: str) -> bool:
+        name = self._KEYS.get(key.upper()) if isinstance(key, str) else None
+        if name is None:
+            raise KeyError(f"unknown flag {key!r}; flags are {', '.join(self._KEYS)}")
+        return getattr(self, name)
+
+    def __repr__(self) -> str:
+        return "\n".join(f"  {key} : {self[key]}" for key in
+                         ("C_CONTIGUOUS", "F_CONTIGUOUS", "OWNDATA", "WRITEABLE", "ALIGNED"))
+
+
+class FlatIter:
+    """``Array.flat``: the elements in C order. Indexing with an integer reads one element
+    (a NumPy scalar, like ``a[i]``); with a slice or index array it gives an Array (of a view
+    for a contiguous array, else of a copy); iteration and ``len`` read the array once;
+    assignment is a ``put`` node (values repeat cyclically, as in NumPy)."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: Array) -> None:
+        self.base = base
+
+    def __len__(self) -> int:
+        return self.base.size
+
+    def __iter__(self) -> Any:
+        return iter(self.base.numpy().ravel())
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        return self.base.numpy().ravel() if dtype is None else \
+            self.base.numpy().ravel().astype(dtype)
+
+    def _int(self, key: Any) -> int | None:
+        if isinstance(key, (bool, np.bool_)):
+            return None
+        try:
+            i = operator.index(key)
+        except TypeError:
+            return None
+        n = self.base.size
+        if not -n <= i < n:
+            raise IndexError(f"index {i} is out of bounds for axis 0 with size {n}")
+        return i % n
+
+    def __getitem__(self, key: Any) -> Any:
+        base = self.base
+        i = self._int(key)
+        if i is not None:
+            return base[np.unravel_index(i, base.shape)] if base.ndim else base[()]
+        return base.reshape(-1)[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        base = self.base
+        base._check_alive()
+        i = self._int(key)
+        if i is not None:
+            index: Any = np.array([i])
+        elif isinstance(key, Array):
+            from ._indexing import flat_index
+            index = flat_index(key, base.size)
+        else:
+            index = np.arange(base.size)[key]
+        from ._api import array
+        if isinstance(index, np.ndarray):
+            index = array(index.ravel())
+        if not isinstance(value, Array):
+            value = np.asarray(value)
+            if value.ndim:
+                value = array(value.ravel())
+        base.put(index, value)
+
+    def __repr__(self) -> str:
+        return f"<asyncgpu flat iterator of {self.base.describe()}>"
+
+
+class SimDevice:
+    """``Array.device`` on ``sim``: the simulator's one device (id 0); usable like CuPy's
+    ``Device`` where code only compares it, reads ``id`` or enters it as a context."""
+
+    __slots__ = ()
+    id = 0
+
+    def __int__(self) -> int:
+        return 0
+
+    __index__ = __int__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SimDevice)
+
+    def __hash__(self) -> int:
+        return hash(SimDevice)
+
+    def __enter__(self) -> SimDevice:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return "<asyncgpu sim device 0>"
+
+
+SIM_DEVICE = SimDevice()
 
 
 def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:

@@ -6,9 +6,12 @@ write the left operand and return it). Reductions without an axis give 0-d array
 lazy until converted: ``float(x)``, ``int(x)``, ``bool(x)`` and ``x.item()`` wait for the
 writers of that value only.
 
-What stays as it was: indexing (``x[i]`` reads one element on the host, ``x[2:5]`` is a view,
-boolean or integer array indices are host reads returning NumPy arrays: use
-``acp.extract``/``acp.take`` for the device versions), ``np.asarray(x)`` (a host copy),
+``x.put(...)`` and ``x.partition(...)`` write ``x`` (``asyncgpu._effects`` books them);
+``x.ptp(...)`` is the function ``ptp`` (NumPy 2 arrays lack the method, CuPy's have it);
+``copy.copy(x)`` and ``copy.deepcopy(x)`` are ``x.copy()``, a node giving an independent array.
+
+Not here: indexing (``x[i]`` reads one element on the host, ``x[2:5]`` is a view, array
+indices and masks are nodes: ``asyncgpu._indexing``), ``np.asarray(x)`` (a host copy),
 ``reshape``/``ravel``/``T``/``transpose`` (views; a ``reshape`` that needs a copy is a node).
 Comparisons return arrays, so like NumPy and CuPy arrays, ``Array`` is not hashable.
 
@@ -66,7 +69,7 @@ METHODS = (
     "sum", "prod", "mean", "var", "std", "max", "min", "argmax", "argmin", "all", "any",
     "cumsum", "cumprod", "trace", "round", "clip", "conj", "conjugate", "dot", "take",
     "repeat", "diagonal", "squeeze", "flatten", "argsort", "searchsorted", "swapaxes", "astype",
-    "copy", "nonzero", "fill", "sort",
+    "copy", "nonzero", "fill", "sort", "put", "partition", "argpartition", "compress", "choose",
 )
 
 
@@ -87,6 +90,16 @@ class ArrayOperators:
 
     def __rdivmod__(self, other: Any) -> Any:
         return _call("divmod", other, self) if _operand(other) else NotImplemented
+
+    def ptp(self, *args: Any, **kwargs: Any) -> Any:
+        """Peak to peak (``max - min``), the function ``ptp`` as a node (same arguments)."""
+        return _call("ptp", self, *args, **kwargs)
+
+    def __copy__(self) -> Any:
+        return _call("ndarray.copy", self)
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return _call("ndarray.copy", self)
 
 
 def _install() -> None:

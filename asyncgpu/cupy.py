@@ -130,6 +130,10 @@ def _attribute(prefix: str, name: str) -> Any:
     hit = _cache.get(key)
     if hit is not None:
         return hit
+    if not prefix and name == "testing":
+        # CuPy's array comparisons, taking asyncgpu and NumPy arrays alike
+        from . import _cupy_testing
+        return _cupy_testing
     if backend != "cuda":
         value = _sim_attribute(prefix[:-1], name)
         _cache[key] = value
@@ -215,7 +219,10 @@ def asnumpy(a: Any) -> np.ndarray:
 
 
 def get_array_module(*args: Any) -> Any:
-    """This module: asyncgpu arrays are handled by ``asyncgpu.cupy``."""
+    """This module if any argument is an :class:`asyncgpu.Array`, else ``numpy`` (as CuPy
+    answers ``numpy`` unless an argument is a device array)."""
     import sys
 
-    return sys.modules[__name__]
+    if any(isinstance(a, Array) for a in args):
+        return sys.modules[__name__]
+    return np
