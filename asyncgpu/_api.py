@@ -8,6 +8,7 @@ import numpy as np
 
 from ._array import HOST, Array, new_array
 from ._config import Options
+from ._errors import AnnotationViolation, KernelFault
 from ._runtime import current_options, current_runtime, set_options
 from ._statistics import Statistics
 
@@ -202,8 +203,18 @@ class configure:
 
     ``asyncgpu.configure(execution="sync")`` switches to serial execution for the rest of the
     program; ``with asyncgpu.configure(execution="sync"): ...`` only inside the block (even if
-    it raises). Pending work is finished before policies change. Changing ``backend``
-    starts a new runtime: arrays made before belong to the old one.
+    it raises). Pending work is finished before options change; if it faulted, the fault is
+    raised here and the options stay as they were (on leaving a ``with`` block they are
+    restored all the same).
+
+    Arrays and generators stay usable across every change but one of ``backend`` or
+    ``device``: a change of ``memory`` converts each live array's memory (explicit: device
+    memory and a host mirror; managed: unified memory), keeping its contents; recorded graphs
+    are recorded again where the backend is rebuilt (``memory``, the ``sim_*`` options,
+    ``debug_hb``, ``stress``, the launch paths), and statistics start again there. After a
+    change of ``backend`` or ``device``, arrays made before are refused as arguments, with a
+    message naming the switch: create them again. A change that rebuilds the backend is
+    refused inside a ``with asyncgpu.trace()`` block.
 
     Parameters
     ----------
@@ -217,6 +228,10 @@ class configure:
         An unknown option name.
     ValueError
         A value outside the option's choices.
+    KernelFault
+        Work issued before faulted (nothing changed; the runtime stays usable).
+    RuntimeError
+        A change that rebuilds the backend while a trace is in progress.
     """
 
     def __init__(self, **changes: Any) -> None:
@@ -229,7 +244,13 @@ class configure:
         return self.options
 
     def __exit__(self, *exc: Any) -> None:
-        set_options(self._previous)
+        try:
+            set_options(self._previous)
+        except (KernelFault, AnnotationViolation):
+            # the block's last work faulted: it has finished, so the options are restored
+            # now, and the fault still reaches the user
+            set_options(self._previous)
+            raise
 
 
 # -- constructing arrays ---------------------------------------------------------------------

@@ -15,6 +15,7 @@ import numpy as np
 
 from ._errors import ArgumentError, ArgumentValueError, FreedArrayError
 from ._signature import Param
+from ._switch import foreign
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 GRID_LIMITS = (2**31 - 1, 65535, 65535)
@@ -37,16 +38,14 @@ def user_site() -> str:
 
 
 def check_usable(array: Any, runtime: Any, what: str) -> None:
-    """Refuse a freed array, or one of another runtime, as an argument; ``what`` names it in
-    the message (``kernel 'k', argument 0 'x': array float32[8]``)."""
+    """Refuse a freed array, or one of another runtime (made before ``asyncgpu.configure``
+    switched to another backend or device), as an argument; ``what`` names it in the message
+    (``kernel 'k', argument 0 'x': array float32[8]``)."""
     alloc = array._alloc
     if alloc.freed:
         raise FreedArrayError(f"{what} has been freed; pass a live array")
     if alloc.runtime is not runtime:
-        raise ArgumentValueError(
-            f"{what} belongs to another runtime (created before asyncgpu.configure changed "
-            "the backend); create it again"
-        )
+        raise ArgumentValueError(f"{what} {foreign(alloc.runtime)}")
 
 
 def convert_scalar(a: Any, p: Param, where: Callable[[], str]) -> np.generic:

@@ -34,6 +34,12 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "graph_order": ("topological", "opara", "ios"),
 }
 
+#: The options a backend object is built from: changing one gives the runtime a new backend, and
+#: its arrays move to it (``asyncgpu._switch``). ``backend`` and ``device`` are not among them:
+#: changing those retires the runtime and its arrays.
+BACKEND_BUILD = ("memory", "sim_seed", "sim_strategy", "sim_tick", "debug_hb", "packed_launch",
+                 "direct_driver", "single_node_graphs", "stress", "stress_seed")
+
 #: Test-only switches that plant a known bug in the runtime (mutation testing): the test suite
 #: must fail with each one. Never set them in production.
 TEST_BUGS = frozenset({"drop_raw", "drop_war", "alias_blind", "host_no_wait", "eager_free"})

@@ -65,10 +65,9 @@ class Generator:
             if check is not None:
                 check(args, kwargs)
             if current_runtime() is not self._runtime:
+                from ._switch import foreign
                 raise ArgumentError(
-                    f"random.Generator.{name}: this generator belongs to another runtime "
-                    "(created before asyncgpu.configure changed the backend); create it again"
-                )
+                    f"random.Generator.{name}: this generator {foreign(self._runtime)}")
             return dispatch(f"random.Generator.{name}", args, kwargs,
                             resolve=lambda b: getattr(gen, name), state=self._state,
                             inference=lambda: getattr(copy.deepcopy(gen), name))

@@ -1,5 +1,9 @@
 """The execution context: one per backend, tying arrays, dependencies, streams and backend.
 
+One runtime per backend and device, with mutable options: ``asyncgpu.configure`` reconfigures
+it in place, rebuilds its backend object and moves its arrays there, or (another backend or
+device) retires it; ``asyncgpu._switch`` has the model and why it was chosen.
+
 Launches, library calls and replayed graphs go through the pipeline of
 ``asyncgpu._issue`` (``launch_kernel``, ``launch_graph`` and ``_issue`` are
 :class:`~asyncgpu._issue.PythonIssuing`'s, or their compiled twins in ``asyncgpu/csrc/issue.c``;
@@ -26,7 +30,8 @@ from typing import Any
 from . import _compiled as compiled
 from . import backends
 from ._array import DEVICE, HOST, Allocation
-from ._config import Options, options_from_env
+from . import _switch
+from ._config import BACKEND_BUILD, Options, options_from_env
 from ._dag import Node, reduce_parents
 from ._deps import Access, DependencyTracker, register_access_type
 from ._graph_capture import FrozenGraph
@@ -51,7 +56,7 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
                  "_plain_reads", "_releases", "_short_reads", "alias_blind", "backend", "deps",
                  "eager_free", "graph_config", "graphs", "host_epoch", "host_no_wait",
                  "last_replay", "memory", "no_const", "options", "prefetch", "graph_read_back",
-                 "recording", "stats", "streams", "sync_mode", "want_sites")
+                 "recording", "retired", "stats", "streams", "sync_mode", "want_sites")
 
     def __init__(self, options: Options, backend: Any = None) -> None:
         self.options = options
@@ -72,6 +77,9 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
         #: the current epoch left its allocations on the device (``FrozenGraph.settled``).
         self.host_epoch = 0
         self.graphs: Any = None     # the recorder's GraphCache, created on first use
+        #: (what the arrays were made on, what configure switched to) once another backend or
+        #: device was selected (``asyncgpu._switch.retire``): its arrays are refused
+        self.retired: tuple[str, str] | None = None
         self._configure(options)
         if options.trace:
             from ._trace import trace_process
@@ -116,9 +124,19 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
             close()
 
     def reconfigure(self, options: Options) -> None:
-        """Apply new policies (same backend): finishes all work first."""
+        """Apply new options (same backend and device): finishes all work first, and builds a
+        new backend for the arrays to move to where an option it is built from changed
+        (``asyncgpu._switch``). A fault of the finished work is raised before anything
+        changes."""
         with self._lock:
+            rebuild = _switch.needs_rebuild(self.options, options)
+            if rebuild:
+                changed = [f"{name}={getattr(options, name)!r}" for name in BACKEND_BUILD
+                           if getattr(options, name) != getattr(self.options, name)]
+                _switch.refuse_rebuild_while_tracing(self, changed)
             self.synchronize()
+            if rebuild:
+                _switch.rebuild_backend(self, options)
             self._configure(options)
 
     # -- memory ------------------------------------------------------------------------------
@@ -289,23 +307,18 @@ def current_runtime() -> Runtime:
 
 
 def set_options(new: Options) -> None:
-    """Switch options: same backend -> reconfigure in place; other backend -> new runtime."""
+    """Switch options: same backend and device -> the runtime is reconfigured (its arrays
+    stay usable); another backend or device -> the runtime is retired, the next call makes
+    one for the new selection (``asyncgpu._switch``). If the pending work faulted, the fault
+    is raised and nothing changes (the work has finished: a second call switches)."""
     global _runtime, _options
     with _global_lock:
         old = _runtime
+        if old is not None:
+            if _switch.describe(new) == _switch.describe(old.options):
+                old.reconfigure(new)
+            else:
+                old.synchronize()
+                _switch.retire(old, new)
+                _runtime = None
         _options = new
-        if old is None:
-            return
-        if _backend_identity(new) == _backend_identity(old.options):
-            old.reconfigure(new)
-        else:
-            old.synchronize()
-            old.close()
-            _runtime = None
-
-
-def _backend_identity(o: Options) -> tuple[Any, ...]:
-    """The options a backend is built from: changing any of them needs a new runtime."""
-    return (backends.resolve(o), o.memory, o.device, o.sim_seed, o.sim_strategy, o.sim_tick,
-            o.debug_hb, o.packed_launch, o.direct_driver, o.single_node_graphs, o.stress,
-            o.stress_seed)

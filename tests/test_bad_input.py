@@ -96,7 +96,8 @@ CASES = [
     ("freed view", lambda ag, x, y: ((_freed_view(ag), y, 2.0, 8), ag.FreedArrayError,
                                      r"argument 0 'x': array float32\[8\] has been freed")),
     ("other runtime", lambda ag, x, y: ((_foreign_array(ag), y, 2.0, 8), ag.ArgumentValueError,
-                                        r"argument 0 'x': .*belongs to another runtime")),
+                                        r"argument 0 'x': .*was created on device 0; "
+                                        r"asyncgpu\.configure switched to device 1")),
 ]
 
 
@@ -111,15 +112,17 @@ _FOREIGN = []
 
 
 def _foreign_array(ag):
-    """An array of another runtime (a sim backend with another seed is another runtime)."""
+    """An array of another runtime (one retired by a switch of device)."""
     return _FOREIGN[0]
 
 
 @pytest.fixture(autouse=True, scope="module")
 def _foreign():
     import asyncgpu as ag
-    with ag.configure(backend="sim", sim_seed=12345):
+    with ag.configure(backend="sim", sim_seed=12345, device=0):
         _FOREIGN.append(ag.zeros(8, np.float32))
+        with ag.configure(device=1):        # retires the runtime the array was made on
+            pass
     yield
     _FOREIGN.clear()
 

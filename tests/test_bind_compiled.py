@@ -74,8 +74,8 @@ def test_compiled_bind_matches_python(typed, picks):
                 pass
         freed = ag.ones(8, np.float32)
         freed.free()
-        with ag.configure(backend="sim", sim_seed=1):
-            foreign = ag.ones(8, np.float32)    # another runtime's array
+        with ag.configure(device=1):
+            foreign = ag.ones(8, np.float32)    # another runtime's array (retired on exit)
         args = tuple(_make(ag, p, freed, foreign) for p in picks)
         rt = current_runtime()
         compiled_bind = type(k).__mro__[1].bind

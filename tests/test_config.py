@@ -59,9 +59,10 @@ def test_public_api_is_documented():
             assert getattr(obj, "__module__", "asyncgpu") == "asyncgpu", name
 
 
-def test_a_replaced_runtime_gives_its_backends_caches_back():
-    """Options that need another backend replace the runtime: the old one finishes its work,
-    then its backend is closed (on ``cuda``: the device memory pool's free blocks go back)."""
+def test_a_replaced_backend_gives_its_caches_back():
+    """Options that need another backend object give the runtime a new one: the old one
+    finishes its work, then is closed (on ``cuda``: the device memory pool's free blocks go
+    back)."""
     import numpy as np
 
     import asyncgpu as ag
@@ -69,15 +70,16 @@ def test_a_replaced_runtime_gives_its_backends_caches_back():
 
     with ag.configure(backend="sim", memory="explicit"):
         rt = current_runtime()
+        backend = rt.backend
         closed = []
-        rt.backend.close = lambda: closed.append(rt.streams.inflight)
+        backend.close = lambda: closed.append(rt.streams.inflight)
         x = ag.ones(8, np.float32)
         x += 1
         with ag.configure(execution="sync"):        # same backend: reconfigured in place
-            assert current_runtime() is rt
+            assert current_runtime().backend is backend
         assert closed == []
-        with ag.configure(memory="managed"):        # another backend: rt is replaced
-            assert current_runtime() is not rt
+        with ag.configure(memory="managed"):        # another backend for the same runtime
+            assert current_runtime() is rt and rt.backend is not backend
             assert closed == [0]                    # closed once, after its work finished
 
 
@@ -86,9 +88,9 @@ def test_changing_direct_driver_makes_a_new_backend():
     from asyncgpu import _runtime
 
     with ag.configure(backend="sim", direct_driver=True):
-        first = _runtime.current_runtime()
+        first = _runtime.current_runtime().backend
         with ag.configure(direct_driver=False):
-            assert _runtime.current_runtime() is not first
+            assert _runtime.current_runtime().backend is not first
 
 
 def test_changing_single_node_graphs_makes_a_new_backend():
@@ -96,6 +98,6 @@ def test_changing_single_node_graphs_makes_a_new_backend():
     from asyncgpu import _runtime
 
     with ag.configure(backend="sim", single_node_graphs=True):
-        first = _runtime.current_runtime()
+        first = _runtime.current_runtime().backend
         with ag.configure(single_node_graphs=False):
-            assert _runtime.current_runtime() is not first
+            assert _runtime.current_runtime().backend is not first

@@ -1,0 +1,53 @@
+"""``asyncgpu.configure`` on the GPU: an explicit-memory array used in a managed-memory block and
+after it keeps its values, and its memory really is converted each way (device memory with a
+pinned host mirror, then managed memory, then device memory again)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asyncgpu as ag
+
+pytestmark = pytest.mark.gpu
+
+SRC = r'''
+extern "C" __global__ void scale_add(float* x, float a, float b, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = x[i] * a + b;
+}
+'''
+N = 1 << 20
+
+
+def memory_type(x):
+    """CUDA's memory type of the array's device pointer (cudaMemoryTypeDevice: 2,
+    cudaMemoryTypeManaged: 3)."""
+    import cupy
+
+    ptr = x._alloc.buffer.device_pointer()
+    return int(cupy.cuda.runtime.pointerGetAttributes(ptr).type)
+
+
+def test_an_explicit_array_goes_through_a_managed_block_and_back():
+    k = ag.cuda_kernel(SRC, "scale_add")
+    start = np.arange(N, dtype=np.float32) % 1000
+    with ag.configure(backend="cuda", memory="explicit", execution="async"):
+        x = ag.array(start)
+        expect = start.copy()
+        k[N // 256, 256](x, np.float32(2), np.float32(1), N)
+        expect = expect * 2 + 1
+        assert memory_type(x) == 2
+        with ag.configure(memory="managed"):
+            assert memory_type(x) == 3
+            k[N // 256, 256](x, np.float32(0.5), np.float32(0), N)    # pending at the exit
+            expect = expect * 0.5
+            y = ag.array(start)                                      # made inside the block
+            k[N // 256, 256](y, np.float32(1), np.float32(3), N)
+        assert memory_type(x) == 2 and memory_type(y) == 2
+        np.testing.assert_array_equal(x.numpy(), expect)
+        k[N // 256, 256](x, np.float32(1), np.float32(-1), N)
+        k[N // 256, 256](y, np.float32(2), np.float32(0), N)
+        np.testing.assert_array_equal(x.numpy(), expect - 1)
+        np.testing.assert_array_equal(y.numpy(), (start + 3) * 2)
+        np.testing.assert_array_equal((x + y).numpy(), expect - 1 + (start + 3) * 2)

@@ -1,0 +1,324 @@
+"""``asyncgpu.configure`` keeps arrays usable: a change of memory model converts their memory,
+every other option but the backend and the device leaves them as they are; pending work and its
+faults are never lost at a switch; recorded graphs are recorded again, never replayed stale.
+Only a change of backend or device retires arrays, with a message that names the switch."""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import asyncgpu as ag
+import asyncgpu.cupy as acp
+import stand_in
+from asyncgpu._runtime import current_runtime
+
+
+@ag.kernel
+@cuda.jit
+def scale_add(x, a, b, n):
+    i = cuda.grid(1)
+    if i < n:
+        x[i] = x[i] * a + b
+
+
+@ag.kernel
+@cuda.jit
+def out_of_bounds(x, n):
+    i = cuda.grid(1)
+    if i < n:
+        x[i + 1000] = 1.0
+
+
+N = 64
+START = np.arange(N, dtype=np.float64)
+
+
+def step(x, a, b):
+    scale_add[1, N](x, a, b, N)
+
+
+def split_memory(x):
+    """Whether ``x`` lives in the explicit model's memory (sim: separate host and device
+    bytes) rather than managed memory (one array for both)."""
+    buffer = x._alloc.buffer
+    return buffer.host is not buffer.dev
+
+
+@pytest.mark.parametrize("outer,inner", [("explicit", "managed"), ("managed", "explicit")])
+def test_an_array_is_used_inside_and_after_a_block_of_the_other_memory_model(outer, inner):
+    with ag.configure(backend="sim", sim_seed=3, sim_strategy="random", memory=outer):
+        x = ag.array(START)
+        expect = START.copy()
+        step(x, 2.0, 1.0)
+        expect = expect * 2 + 1
+        with ag.configure(memory=inner):
+            assert split_memory(x) == (inner == "explicit")      # converted, not just relabelled
+            step(x, 3.0, -1.0)
+            expect = expect * 3 - 1
+            x[5] = 100.0                                         # host write inside
+            expect[5] = 100.0
+            step(x, 0.5, 0.0)
+            expect = expect * 0.5
+            np.testing.assert_array_equal(x.numpy(), expect)
+            step(x, 1.0, 2.0)                                    # pending when the block ends
+            expect = expect + 2
+        assert split_memory(x) == (outer == "explicit")
+        np.testing.assert_array_equal((x * 2).numpy(), expect * 2)
+        step(x, 1.0, 1.0)
+        np.testing.assert_array_equal(x.numpy(), expect + 1)
+
+
+@pytest.mark.parametrize("outer,inner", [("explicit", "managed"), ("managed", "explicit")])
+def test_an_array_made_inside_a_block_is_used_after_it(outer, inner):
+    with ag.configure(backend="sim", sim_seed=4, memory=outer):
+        with ag.configure(memory=inner):
+            y = ag.array(START)
+            empty = ag.empty(N)         # never written: nothing to carry, still usable
+            step(y, 2.0, 0.0)
+        step(y, 1.0, 1.0)
+        empty[...] = 7.0
+        step(empty, 1.0, 0.0)
+        np.testing.assert_array_equal(y.numpy(), START * 2 + 1)
+        np.testing.assert_array_equal(empty.numpy(), np.full(N, 7.0))
+
+
+@pytest.mark.parametrize("inner", ["managed", "explicit"])
+def test_writes_pending_at_the_switch_are_not_lost(inner):
+    # the lazy strategy takes no step at API calls: every launch is still queued at the switch
+    outer = "explicit" if inner == "managed" else "managed"
+    with ag.configure(backend="sim", sim_seed=5, sim_strategy="lazy", memory=outer):
+        xs = [ag.array(START + i) for i in range(4)]
+        expect = [START + i for i in range(4)]
+        for round_ in range(3):
+            for i, x in enumerate(xs):
+                step(x, 2.0, float(round_))
+                expect[i] = expect[i] * 2 + round_
+        xs[1][3:7] = -1.0                  # a partial host write behind pending kernels
+        expect[1][3:7] = -1.0
+        with ag.configure(memory=inner):
+            for x, e in zip(xs, expect):
+                np.testing.assert_array_equal(x.numpy(), e)
+            for x in xs:
+                step(x, 1.0, 1.0)
+        for x, e in zip(xs, expect):
+            np.testing.assert_array_equal(x.numpy(), e + 1)
+
+
+def test_a_fault_pending_at_the_switch_is_raised_by_configure_and_nothing_changes():
+    with ag.configure(backend="sim", sim_seed=6, sim_strategy="lazy", memory="explicit"):
+        x = ag.array(START)
+        step(x, 2.0, 0.0)
+        out_of_bounds[1, 8](x, 8)          # faults when it runs: not before the switch
+        with pytest.raises(ag.KernelFault, match="out_of_bounds"):
+            ag.configure(memory="managed")
+        assert ag.options().memory == "explicit"     # nothing changed
+        assert split_memory(x)
+        np.testing.assert_array_equal(x.numpy(), START * 2)     # the work before it finished
+        with ag.configure(memory="managed"):         # and the runtime is usable
+            step(x, 1.0, 1.0)
+            np.testing.assert_array_equal(x.numpy(), START * 2 + 1)
+
+
+def test_a_fault_pending_when_a_block_ends_is_raised_there_and_the_options_are_restored():
+    with ag.configure(backend="sim", sim_seed=7, sim_strategy="lazy", memory="explicit"):
+        x = ag.array(START)
+        with pytest.raises(ag.KernelFault, match="out_of_bounds"):
+            with ag.configure(memory="managed"):
+                step(x, 2.0, 0.0)
+                out_of_bounds[1, 8](x, 8)
+        assert ag.options().memory == "explicit"
+        assert split_memory(x)
+        np.testing.assert_array_equal(x.numpy(), START * 2)
+        ag.synchronize()                    # the fault was reported once, not kept
+
+
+@pytest.mark.parametrize("change", [
+    {"execution": "sync"}, {"sim_strategy": "reverse"}, {"sim_seed": 11}, {"sim_tick": 1.0},
+    {"dependency": "no-const"}, {"new_stream": "always-new"}, {"max_streams": 2},
+    {"prefetch": "off"}, {"stress": True}, {"packed_launch": False},
+], ids=lambda c: next(iter(c)))
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_other_switches_keep_arrays_and_their_values(change, memory):
+    with ag.configure(backend="sim", sim_seed=8, sim_strategy="random", memory=memory):
+        x = ag.array(START)
+        g = acp.random.default_rng(1)
+        step(x, 2.0, 1.0)
+        with ag.configure(**change):
+            step(x, 3.0, 0.0)
+            y = x + 1
+            u = g.random(4)
+        np.testing.assert_array_equal(y.numpy(), (START * 2 + 1) * 3 + 1)
+        step(x, 1.0, -1.0)
+        np.testing.assert_array_equal(x.numpy(), (START * 2 + 1) * 3 - 1)
+        assert u.shape == (4,) and g.random(2).shape == (2,)
+
+
+def test_a_generator_survives_a_change_of_memory_model():
+    with ag.configure(backend="sim", sim_seed=9, memory="explicit"):
+        g = acp.random.default_rng(5)
+        first = g.random(8).numpy()
+        with ag.configure(memory="managed"):
+            second = g.random(8).numpy()
+        reference = np.random.default_rng(5)
+        np.testing.assert_array_equal(first, reference.random(8))
+        np.testing.assert_array_equal(second, reference.random(8))
+
+
+def test_a_device_switch_retires_arrays_and_generators_naming_the_switch():
+    with ag.configure(backend="sim", sim_seed=10):
+        x = ag.array(START)
+        g = acp.random.default_rng(1)
+        with ag.configure(device=1):
+            with pytest.raises(ag.ArgumentValueError,
+                               match=r"argument 0 'x': array float64\[64\] was created on "
+                                     r"device 0; asyncgpu\.configure switched to device 1; "
+                                     r"create it again"):
+                step(x, 1.0, 1.0)
+            with pytest.raises(ag.ArgumentValueError, match="switched to device 1"):
+                x + 1
+            with pytest.raises(ag.ArgumentError, match="this generator was created on device 0"):
+                g.random(4)
+            z = ag.array(START)             # the new selection works
+            step(z, 1.0, 1.0)
+            np.testing.assert_array_equal(z.numpy(), START + 1)
+        np.testing.assert_array_equal(x.numpy(), START)      # host reads still work
+
+
+BACKEND_SWITCH = textwrap.dedent(r"""
+    import numpy as np
+    import asyncgpu as ag
+    import asyncgpu.cupy as acp
+    from benchmarks import replay
+
+    inc = ag.cuda_kernel(replay.INC, "inc")
+    with ag.configure(backend="sim"):
+        x = ag.zeros(32, np.float32)
+        g = acp.random.default_rng(1)
+    with ag.configure(backend="cuda"):
+        for attempt in (lambda: inc[1, 32](x, 32), lambda: x * 2, lambda: g.random(4)):
+            try:
+                attempt()
+            except (ag.ArgumentValueError, ag.ArgumentError) as exc:
+                print(exc)
+            else:
+                print("accepted")
+""")
+
+
+def test_a_backend_switch_refuses_old_arrays_naming_the_switch():
+    """sim -> cuda, the real ``cuda`` backend over the stand-in CuPy in another interpreter."""
+    lines = stand_in.run(BACKEND_SWITCH).strip().splitlines()
+    assert len(lines) == 3, lines
+    for line in lines:
+        assert "was created on backend 'sim'; asyncgpu.configure switched to 'cuda'; " \
+               "create it again" in line, line
+    assert lines[0].startswith("kernel 'inc'") and "argument 0" in lines[0]
+    assert lines[1].startswith("call ")
+    assert lines[2].startswith("random.Generator.random: this generator")
+
+
+def test_a_graph_function_records_again_after_a_change_of_memory_model():
+    with ag.configure(backend="sim", sim_seed=12, memory="explicit"):
+        x = ag.array(START)
+        expect = START.copy()
+
+        @ag.graph
+        def body(x):
+            step(x, 2.0, 1.0)
+            step(x, 0.5, 0.0)
+
+        for _ in range(3):
+            body(x)
+            expect = (expect * 2 + 1) * 0.5
+        assert body.outcome == "replayed"
+        with ag.configure(memory="managed"):
+            outcomes = []
+            for _ in range(3):
+                body(x)
+                expect = (expect * 2 + 1) * 0.5
+                outcomes.append(body.outcome)
+            np.testing.assert_array_equal(x.numpy(), expect)
+        assert outcomes[0] != "replayed" and outcomes[-1] == "replayed"
+        body(x)
+        expect = (expect * 2 + 1) * 0.5
+        assert body.outcome != "replayed"          # the managed block's graphs are gone too
+        np.testing.assert_array_equal(x.numpy(), expect)
+
+
+@pytest.mark.parametrize("change", [{"memory": "managed"}, {"sim_seed": 99}, {"device": 1}])
+def test_a_static_graph_function_never_replays_a_graph_of_a_replaced_backend(change):
+    with ag.configure(backend="sim", sim_seed=13, memory="explicit"):
+        x = ag.array(START)
+
+        @ag.graph(static=True)
+        def body(x):
+            step(x, 1.0, 1.0)
+
+        for _ in range(3):
+            body(x)
+        assert body.outcome == "replayed"
+        with ag.configure(**change):
+            y = x if "device" not in change else ag.array(START + 3)
+            body(y)                      # the body runs: its graph went with the old backend
+            assert body.outcome != "replayed"
+            np.testing.assert_array_equal(y.numpy(), START + 4)
+
+
+def test_a_policy_switch_keeps_recorded_graphs():
+    with ag.configure(backend="sim", sim_seed=14, memory="explicit"):
+        x = ag.array(START)
+
+        @ag.graph
+        def body(x):
+            step(x, 1.0, 1.0)
+
+        for _ in range(3):
+            body(x)
+        with ag.configure(prefetch="off"):
+            body(x)
+            assert body.outcome == "replayed"
+        np.testing.assert_array_equal(x.numpy(), START + 4)
+
+
+def test_a_switch_that_rebuilds_the_backend_is_refused_during_a_trace():
+    with ag.configure(backend="sim", sim_seed=15, memory="explicit"):
+        x = ag.array(START)
+        with ag.trace() as t:
+            step(x, 2.0, 0.0)
+            with pytest.raises(RuntimeError, match=r"memory='managed'.*trace"):
+                ag.configure(memory="managed")
+            assert ag.options().memory == "explicit"
+            with ag.configure(execution="sync"):       # policies may change inside a trace
+                step(x, 1.0, 1.0)
+        assert len(t.nodes) >= 2
+        np.testing.assert_array_equal(x.numpy(), START * 2 + 1)
+
+
+def test_statistics_go_on_across_policies_and_start_again_with_a_new_backend():
+    with ag.configure(backend="sim", sim_seed=16, memory="explicit"):
+        x = ag.array(START)
+        step(x, 1.0, 1.0)
+        before = ag.statistics().kernels
+        with ag.configure(execution="sync"):
+            step(x, 1.0, 1.0)
+            assert ag.statistics().kernels == before + 1
+        with ag.configure(memory="managed"):
+            assert ag.statistics().kernels == 0
+            step(x, 1.0, 1.0)
+            assert ag.statistics().kernels == 1
+        np.testing.assert_array_equal(x.numpy(), START + 3)
+
+
+def test_the_same_runtime_object_serves_every_option_but_backend_and_device():
+    with ag.configure(backend="sim", sim_seed=17):
+        rt = current_runtime()
+        with ag.configure(memory="managed", sim_seed=1, execution="sync", debug_hb=True):
+            assert current_runtime() is rt
+        assert current_runtime() is rt
+        with ag.configure(device=2):
+            assert current_runtime() is not rt
+            assert rt.retired == ("device 0", "device 2")
