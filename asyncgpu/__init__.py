@@ -37,7 +37,7 @@ from ._config import Options
 from ._errors import (
     AnnotationViolation, ArgumentError, ArgumentValueError, AsyncGPUError,
     BackendUnavailableError, BlockTooLargeError, CompileError, DeadlockError, FreedArrayError, KernelFault,
-    LaunchError, OutOfMemoryError, RaceError, RecordingError, SignatureError,
+    KernelFaults, LaunchError, OutOfMemoryError, RaceError, RecordingError, SignatureError,
 )
 from ._kernel import Kernel
 from ._kernel_builders import cuda_kernel, kernel
@@ -51,7 +51,7 @@ __version__ = "0.1.0"
 __all__ = [
     "AnnotationViolation", "ArgumentError", "ArgumentValueError", "Array", "AsyncGPUError",
     "BackendUnavailableError", "BlockTooLargeError", "CompileError", "DeadlockError", "FreedArrayError", "Instrument",
-    "Kernel", "KernelFault", "LaunchError", "Options", "OutOfMemoryError", "RaceError",
+    "Kernel", "KernelFault", "KernelFaults", "LaunchError", "Options", "OutOfMemoryError", "RaceError",
     "RecordingError", "SignatureError", "Statistics", "Trace", "array", "asarray", "configure",
     "cuda_kernel", "empty", "empty_like", "full", "full_like", "graph", "instrument", "kernel",
     "ones", "ones_like", "options", "record", "statistics", "synchronize", "trace", "zeros",

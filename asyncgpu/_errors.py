@@ -11,6 +11,8 @@ arrays are unchanged afterwards and the runtime stays usable.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class AsyncGPUError(Exception):
     """Base class of every error raised by asyncgpu."""
@@ -85,6 +87,34 @@ class KernelFault(AsyncGPUError):
     """A kernel raised while it ran (``sim``) or the device reported a fault (``cuda``)."""
 
 
+class KernelFaults(ExceptionGroup, KernelFault):
+    """Several nodes faulted before the host next waited: every one of them, in the order the
+    device reported them, each naming its launch site.
+
+    It is a :class:`KernelFault`, so ``except KernelFault`` catches it as it catches a single
+    fault, and an :class:`ExceptionGroup`: ``exceptions`` holds the individual faults
+    (:class:`KernelFault` or :class:`AnnotationViolation`), and ``except*`` splits them.
+    """
+
+    def __new__(cls, message: str, exceptions: Sequence[Exception]) -> KernelFaults:
+        return super().__new__(cls, message, exceptions)
+
+    def derive(self, excs: Sequence[Exception]) -> KernelFaults:
+        return KernelFaults(self.message, excs)
+
+
+def gathered(faults: Sequence[Exception]) -> Exception:
+    """The one error that reports ``faults`` (at least one): the fault itself when alone, else
+    a :class:`KernelFaults` whose message lists every one."""
+    flat: list[Exception] = []
+    for fault in faults:
+        flat.extend(fault.exceptions if isinstance(fault, KernelFaults) else (fault,))
+    if len(flat) == 1:
+        return flat[0]
+    listing = "; ".join(f"({i}) {type(f).__name__}: {f}" for i, f in enumerate(flat, 1))
+    return KernelFaults(f"{len(flat)} faults since the last synchronization: {listing}", flat)
+
+
 class LaunchError(AsyncGPUError, RuntimeError):
     """The driver refused a launch (out of resources, an invalid configuration for this kernel
     on this device). Not a device fault: nothing ran, and the runtime stays usable."""
@@ -105,6 +135,7 @@ __all__ = [
     "DeadlockError",
     "FreedArrayError",
     "KernelFault",
+    "KernelFaults",
     "LaunchError",
     "OutOfMemoryError",
     "RaceError",

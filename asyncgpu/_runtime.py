@@ -33,6 +33,7 @@ from ._array import DEVICE, HOST, Allocation
 from . import _switch
 from ._config import BACKEND_BUILD, Options, options_from_env
 from ._dag import Node, reduce_parents
+from ._errors import AnnotationViolation, KernelFault
 from ._deps import Access, DependencyTracker, register_access_type
 from ._graph_capture import FrozenGraph
 from ._host_access import HostAccess
@@ -214,10 +215,21 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
         """
         try:
             self.backend.synchronize()
-        except BaseException:   # a device fault, or capture mode: keep the first error
+        except (KernelFault, AnnotationViolation) as fault:
+            # earlier work's fault, not this launch's error: the device is drained all the
+            # same, and the fault must still reach the user, at the next host wait
+            self.backend.keep_faults(fault)
+        except BaseException:   # capture mode, a deadlock: the error in flight goes first
             log.warning("synchronize after an interrupted launch failed", exc_info=True)
             return
         node.finished = True
+        if node.kind in ("kernel", "call"):
+            # It may have run: its writes make the device copy the current one, as the normal
+            # path would have booked them. Safe if it did not run: its copies to the device were
+            # issued before the launch (explicit memory), so both copies hold the same bytes.
+            for acc in node.accesses:
+                alloc = acc.alloc
+                alloc.location = DEVICE if acc.write else alloc.location | DEVICE
         self.streams.recover()
         self._drain_releases()
 

@@ -54,7 +54,7 @@ import sys
 from typing import Any
 
 from .._config import Options, enable_numba_simulator
-from .._errors import BackendUnavailableError, RaceError
+from .._errors import AnnotationViolation, BackendUnavailableError, KernelFault, RaceError
 from .._hb import HappensBeforeChecker
 from ._capture import Expansion, check_launch
 
@@ -154,11 +154,20 @@ class CheckedBackend:
         return done
 
     def host_wait(self, event: Any) -> None:
-        self.inner.host_wait(event)
+        try:
+            self.inner.host_wait(event)
+        except (KernelFault, AnnotationViolation):
+            # the wait completed; the faults are the kernels' own, raised after it
+            self.hb.host_sync_event(event)
+            raise
         self.hb.host_sync_event(event)
 
     def synchronize(self) -> None:
-        self.inner.synchronize()
+        try:
+            self.inner.synchronize()
+        except (KernelFault, AnnotationViolation):
+            self.hb.host_sync_all()       # drained all the same (see host_wait)
+            raise
         self.hb.host_sync_all()
 
     def launch(self, node: Any, stream: Any) -> None:

@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import AnnotationViolation, DeadlockError, KernelFault
+from .._errors import AnnotationViolation, DeadlockError, KernelFault, gathered
 from ._capture import CaptureTracker, Expansion, Graph, check_launch, destroy
 
 log = logging.getLogger("asyncgpu.sim")
@@ -485,6 +485,12 @@ class SimBackend:
         return True
 
     def _raise_errors(self) -> None:
+        # every pending fault, not only the first: each names its launch site
         if self._errors:
-            first, self._errors = self._errors[0], []
-            raise first
+            errors, self._errors = self._errors, []
+            raise gathered(errors)
+
+    def keep_faults(self, fault: BaseException) -> None:
+        """Hand back a fault that was raised where it could not reach the user (the runtime's
+        recovery from an interrupted launch): the next host wait raises it again."""
+        self._errors.insert(0, fault)

@@ -1,0 +1,147 @@
+"""Every fault reaches the user: when several nodes fault before the host waits, the next wait
+raises all of them (one :class:`asyncgpu.KernelFaults`, each fault naming its launch site), and a
+fault that surfaces inside the runtime's own recovery is kept for the next wait, not dropped."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import asyncgpu as ag
+import asyncgpu.cupy as acp
+from asyncgpu import _compiled
+
+
+@ag.kernel
+@cuda.jit
+def out_of_bounds(x, n):
+    i = cuda.grid(1)
+    if i < n:
+        x[i + 1000] = 1.0
+
+
+@ag.kernel
+@cuda.jit
+def plus_one(x, n):
+    i = cuda.grid(1)
+    if i < n:
+        x[i] += 1.0
+
+
+@ag.kernel(const=["x"])
+@cuda.jit
+def writes_const(x, n):
+    i = cuda.grid(1)
+    if i < n:
+        x[i] = 2.0
+
+
+@pytest.fixture(params=["random", "lazy"])
+def rt(request):
+    with ag.configure(backend="sim", sim_seed=3, sim_strategy=request.param):
+        yield ag
+        ag.synchronize()
+
+
+def _line(marker: str) -> int:
+    with open(__file__) as f:
+        for n, line in enumerate(f, 1):
+            if marker in line and "_line(" not in line:
+                return n
+    raise AssertionError(marker)
+
+
+def test_two_faulting_kernels_are_both_reported_at_the_next_synchronize(rt):
+    a = ag.zeros(8, np.float32)
+    b = ag.zeros(8, np.float32)
+    out_of_bounds[1, 8](a, 8)          # first fault
+    out_of_bounds[1, 8](b, 8)          # second fault
+    with pytest.raises(ag.KernelFault) as info:
+        ag.synchronize()
+    err = info.value
+    assert isinstance(err, ag.KernelFaults) and isinstance(err, ExceptionGroup)
+    assert len(err.exceptions) == 2
+    sites = {f"test_every_fault_reported.py:{_line('# first fault')}",
+             f"test_every_fault_reported.py:{_line('# second fault')}"}
+    assert {s for s in sites if any(s in str(e) for e in err.exceptions)} == sites
+    assert all(s in str(err) for s in sites)          # the message lists both
+    ag.synchronize()                                   # reported once, then gone
+
+
+def test_one_fault_alone_stays_a_plain_kernel_fault(rt):
+    a = ag.zeros(8, np.float32)
+    out_of_bounds[1, 8](a, 8)
+    with pytest.raises(ag.KernelFault) as info:
+        ag.synchronize()
+    assert type(info.value) is ag.KernelFault
+
+
+def test_faults_of_different_kinds_split_with_except_star(rt):
+    a = ag.zeros(8, np.float32)
+    b = ag.zeros(8, np.float32)
+    out_of_bounds[1, 8](a, 8)
+    writes_const[1, 8](b, 8)
+    kinds: list[type] = []
+    try:
+        ag.synchronize()
+    except* ag.AnnotationViolation as group:
+        kinds += [type(e) for e in group.exceptions]
+    except* ag.KernelFault as group:
+        kinds += [type(e) for e in group.exceptions]
+    assert sorted(k.__name__ for k in kinds) == ["AnnotationViolation", "KernelFault"]
+
+
+def test_two_failing_library_calls_are_both_reported(rt):
+    x = ag.array(np.arange(8, dtype=np.float32))
+    far = ag.array(np.array([100, 200], np.int64))     # out of range: NumPy's take raises
+    acp.take(x, far)
+    acp.take(x, far)
+    with pytest.raises(ag.KernelFaults) as info:
+        ag.synchronize()
+    assert len(info.value.exceptions) == 2
+    assert all("'take'" in str(e) for e in info.value.exceptions)
+
+
+def test_the_runtime_stays_usable_after_several_faults(rt):
+    a = ag.zeros(8, np.float32)
+    out_of_bounds[1, 8](a, 8)
+    out_of_bounds[1, 8](a, 8)
+    with pytest.raises(ag.KernelFaults):
+        ag.synchronize()
+    c = ag.zeros(8, np.float32)
+    plus_one[1, 8](c, 8)
+    plus_one[1, 8](c, 8)
+    np.testing.assert_array_equal(c.numpy(), np.full(8, 2, np.float32))
+
+
+def test_a_fault_met_while_recovering_from_an_interrupted_launch_is_kept():
+    """A launch interrupted right after its enqueue makes the runtime drain the device; a fault
+    of earlier work met there is not this launch's error: the next wait raises it."""
+    from asyncgpu._streams import StreamManager
+
+    was = _compiled.use(False)            # the Python methods, so the one patched below runs
+    issued = StreamManager.__dict__["issued"]
+
+    def interrupted(self, node, recorded=None):
+        if node.kind == "kernel":         # (not the copy of c to the device before it)
+            raise KeyboardInterrupt       # Ctrl-C just after the launch was enqueued
+        issued(self, node, recorded)
+
+    try:
+        with ag.configure(backend="sim", sim_seed=0, sim_strategy="lazy"):
+            a = ag.zeros(8, np.float32)
+            c = ag.zeros(8, np.float32)
+            out_of_bounds[1, 8](a, 8)          # pending: the lazy strategy runs nothing yet
+            StreamManager.issued = interrupted
+            try:
+                with pytest.raises(KeyboardInterrupt):
+                    plus_one[1, 8](c, 8)
+            finally:
+                StreamManager.issued = issued
+            with pytest.raises(ag.KernelFault, match="out_of_bounds"):
+                ag.synchronize()
+            np.testing.assert_array_equal(c.numpy(), np.ones(8, np.float32))
+            ag.synchronize()
+    finally:
+        _compiled.use(was)
