@@ -268,6 +268,10 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
         self._graphs_in_flight.clear()
 
     # -- device faults -----------------------------------------------------------------------
+    def keep_faults(self, fault: BaseException) -> None:
+        """Nothing to keep: a device fault is sticky (``self.fault``), so every later host wait
+        raises it again; the runtime's recovery hands faults back on every backend."""
+
     def _device_error(self, exc: BaseException | None) -> BaseException:
         """The error to raise for ``exc``, a CUDA error seen at a sync, query or launch.
 
