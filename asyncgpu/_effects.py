@@ -82,6 +82,19 @@ IN_PLACE: dict[str, tuple[Any, ...]] = {
 UFUNC_METHODS: dict[str, tuple[str, ...]] = {
     "at": ("a",), "reduce": (), "accumulate": (), "reduceat": (), "outer": (),
 }
+
+
+def _all_any(self: Any, axis: Any = None, dtype: Any = None, out: Any = None,
+             keepdims: bool = False, *, where: Any = True) -> Any:
+    """What NumPy's ``ndarray.all``/``any`` take: ``dtype`` before ``out``, which their
+    published signature ``(self, /, axis=None, out=None, ...)`` leaves out."""
+
+
+#: NumPy functions whose published signature differs from what they do, by path: this
+#: function's signature stands for theirs. It describes NumPy only, so on another backend a
+#: path listed here is bound to the backend's own signature or, if that cannot be read, to
+#: none (all its arrays are writes).
+NUMPY_SIGNATURES: dict[str, Any] = {"ndarray.all": _all_any, "ndarray.any": _all_any}
 _GENERATOR = "random.Generator."
 _METHOD = "ndarray."
 
@@ -177,7 +190,10 @@ def _sources(module: Any, path: str) -> tuple[list[Any], int, tuple[Any, ...], b
         cls = ["random", "Generator"] if generator else ["ndarray"]
         ref = _lookup(np, cls + [name])
         ours = _lookup(module, cls + [name]) if mine else None
-        return [ours, ref], int(generator), IN_PLACE.get(path, ()), callable(ref)
+        known = callable(ref)
+        if path in NUMPY_SIGNATURES:
+            ref = None if mine else NUMPY_SIGNATURES[path]
+        return [ours, ref], int(generator), IN_PLACE.get(path, ()), known
     parts = path.split(".")
     ours = _lookup(module, parts) if mine else None
     ref = _lookup(np, parts)
