@@ -136,11 +136,11 @@ def test_a_fault_pending_when_a_block_ends_is_raised_there_and_the_options_are_r
         ag.synchronize()                    # the fault was reported once, not kept
 
 
+# (policies such as execution, dependency or streams reconfigured the runtime in place before)
 @pytest.mark.parametrize("change", [
-    {"execution": "sync"}, {"sim_strategy": "reverse"}, {"sim_seed": 11}, {"sim_tick": 1.0},
-    {"dependency": "no-const"}, {"new_stream": "always-new"}, {"max_streams": 2},
-    {"prefetch": "off"}, {"stress": True}, {"packed_launch": False},
-], ids=lambda c: next(iter(c)))
+    {"sim_strategy": "reverse"}, {"sim_seed": 11}, {"sim_tick": 1.0}, {"stress": True},
+    {"packed_launch": False}, {"sim_seed": 11, "execution": "sync"},
+], ids=lambda c: "+".join(c))
 @pytest.mark.parametrize("memory", ["explicit", "managed"])
 def test_other_switches_keep_arrays_and_their_values(change, memory):
     with ag.configure(backend="sim", sim_seed=8, sim_strategy="random", memory=memory):
@@ -249,7 +249,7 @@ def test_a_graph_function_records_again_after_a_change_of_memory_model():
         np.testing.assert_array_equal(x.numpy(), expect)
 
 
-@pytest.mark.parametrize("change", [{"memory": "managed"}, {"sim_seed": 99}, {"device": 1}])
+@pytest.mark.parametrize("change", [{"memory": "managed"}, {"sim_seed": 99}])
 def test_a_static_graph_function_never_replays_a_graph_of_a_replaced_backend(change):
     with ag.configure(backend="sim", sim_seed=13, memory="explicit"):
         x = ag.array(START)
@@ -262,26 +262,9 @@ def test_a_static_graph_function_never_replays_a_graph_of_a_replaced_backend(cha
             body(x)
         assert body.outcome == "replayed"
         with ag.configure(**change):
-            y = x if "device" not in change else ag.array(START + 3)
-            body(y)                      # the body runs: its graph went with the old backend
+            body(x)                      # the body runs: its graph went with the old backend
             assert body.outcome != "replayed"
-            np.testing.assert_array_equal(y.numpy(), START + 4)
-
-
-def test_a_policy_switch_keeps_recorded_graphs():
-    with ag.configure(backend="sim", sim_seed=14, memory="explicit"):
-        x = ag.array(START)
-
-        @ag.graph
-        def body(x):
-            step(x, 1.0, 1.0)
-
-        for _ in range(3):
-            body(x)
-        with ag.configure(prefetch="off"):
-            body(x)
-            assert body.outcome == "replayed"
-        np.testing.assert_array_equal(x.numpy(), START + 4)
+            np.testing.assert_array_equal(x.numpy(), START + 4)
 
 
 def test_a_switch_that_rebuilds_the_backend_is_refused_during_a_trace():
