@@ -435,3 +435,59 @@ def test_every_array_a_call_of_the_namespace_modifies_is_booked_as_a_write(sim):
     assert {"multiply", "divmod", "clip", "sum", "put_along_axis", "copyto", "place",
             "add.at", "add.accumulate", "ndarray.sort", "ndarray.fill", "ndarray.partition",
             "random.Generator.random"} <= checked, checked
+
+
+# -- mutants: the tests above notice a rule that forgets a write ---------------------------------
+def _forget_positional_ufunc_outputs(real: Any) -> Any:
+    def mutant(module: Any, path: str, nargs: int, keywords: tuple[str, ...]) -> Any:
+        plan = real(module, path, nargs, keywords)
+        if isinstance(_effects._lookup(np, path.split(".")), np.ufunc):
+            return _effects.Effects(frozenset(), plan.keywords, plan.everything,
+                                    plan.conditional)
+        return plan
+    return mutant
+
+
+def _forget_in_place_functions(real: Any) -> Any:
+    def mutant(module: Any, path: str, nargs: int, keywords: tuple[str, ...]) -> Any:
+        saved = dict(_effects.IN_PLACE)
+        _effects.IN_PLACE.clear()
+        try:
+            return real(module, path, nargs, keywords)
+        finally:
+            _effects.IN_PLACE.update(saved)
+    return mutant
+
+
+@pytest.mark.parametrize("mutant,paths,program", [
+    (_forget_positional_ufunc_outputs, {"multiply", "divmod"},
+     test_positional_ufunc_output_is_written_and_read_back),
+    (_forget_in_place_functions, {"put_along_axis", "copyto", "ndarray.sort"},
+     test_put_along_axis_writes_its_array),
+], ids=["positional-ufunc-outputs", "in-place-functions"])
+def test_a_rule_that_forgets_a_write_is_caught(sim, monkeypatch, mutant, paths, program):
+    """Applied by monkeypatch (never a switch of the library): the sweep names the functions
+    whose write went unbooked and the reported program fails."""
+    monkeypatch.setattr(_effects, "_derive", mutant(_effects._derive))
+    monkeypatch.setattr(_effects, "_plans", {})          # nothing derived by the real rule
+    monkeypatch.setattr(_library, "_meta_cache", {})
+    entries = [e for e in surface() if e[0] in paths]
+    problems = unbooked_writes(sim, entries)
+    for path in paths:
+        assert any(p.startswith(f"{path}(") for p in problems), (path, problems)
+    with pytest.raises((AssertionError, sim.AsyncGPUError)):
+        program(sim)
+    for _ in range(8):               # the faults the mutant caused are reported one sync each
+        try:
+            sim.synchronize()
+            break
+        except sim.KernelFault:
+            pass
+
+
+def test_a_rule_that_books_every_array_as_written_is_caught(sim, monkeypatch):
+    """Correct but serial: the purity the rule knows is checked too."""
+    monkeypatch.setattr(_effects, "_derive", lambda *args: _effects.EVERYTHING)
+    monkeypatch.setattr(_effects, "_plans", {})
+    with pytest.raises(AssertionError):
+        test_pure_calls_still_book_their_inputs_as_reads(sim)
