@@ -65,13 +65,11 @@ def run(ag: Any, steps: list[Any], init: Any) -> tuple[list[Any], list[Any]]:
     import asyncgpu.cupy as acp
 
     allocs = [ag.array(init[i]) for i in range(3)]
-    views = {name: allocs[i][s:s + programs.N] for name, (i, s) in programs.OPERANDS.items()}
+    views = programs.views(allocs)
     reads = []
     for step in steps:
         if isinstance(step, programs.Launch):
-            modes = tuple(m for _, m in step.args)
-            k = programs.kernel_for(ag, modes)
-            k[1, programs.N](*[views[o] for o, _ in step.args], programs.N, step.c)
+            programs.launch(ag, step, views)
         elif isinstance(step, programs.HostRead):
             reads.append(views[step.operand].numpy())
         elif isinstance(step, programs.HostWrite):

@@ -385,8 +385,16 @@ def test_switching_memory_model_converts_the_arrays():
 
 
 # -- random programs: both models equal serial -----------------------------------------------
-def _serial_managed(ag, steps, init):
-    return programs.run_serial(ag, programs.run, steps, init)
+def _serial_managed(ag, steps, init, run_program=programs.run):
+    """The serial oracle with the managed memory model (the default is explicit)."""
+    from asyncgpu._runtime import current_runtime
+
+    def run(ag, steps, init):
+        assert ag.options().memory == "managed"
+        assert current_runtime().memory is None     # no explicit copies: unified memory
+        return run_program(ag, steps, init)
+
+    return programs.run_serial(ag, run, steps, init, memory="managed")
 
 
 def _same(a, b):
@@ -398,7 +406,7 @@ def _same(a, b):
 @pytest.mark.parametrize("strategy", ["random", "reverse", "starve", "pct"])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=programs.strategies())
-def test_random_programs_explicit_equal_serial(strategy, steps):
+def test_random_programs_equal_serial_in_both_memory_models(strategy, steps):
     import asyncgpu as ag
 
     init = programs.initial(2)
@@ -409,6 +417,8 @@ def test_random_programs_explicit_equal_serial(strategy, steps):
     for seed in (0, 1):
         _same(programs.run_async(ag, programs.run, steps, init, strategy, seed,
                                  memory="explicit"), expected)
+    _same(programs.run_async(ag, programs.run, steps, init, strategy, 0, memory="managed"),
+          expected)
 
 
 @pytest.mark.parametrize("policy", programs.POLICIES[:4])
@@ -430,7 +440,7 @@ def test_mixed_library_programs_explicit_equal_serial(strategy, steps):
     import asyncgpu as ag
 
     init = programs.initial(4)
-    expected = programs.run_serial(ag, library_programs.run, steps, init)
+    expected = _serial_managed(ag, steps, init, library_programs.run)
     got = programs.run_async(ag, library_programs.run, steps, init, strategy, 2,
                              memory="explicit")
     assert len(got[0]) == len(expected[0])

@@ -193,12 +193,11 @@ import programs  # noqa: E402
 def _run_rounds(ag, body, writes, init, rounds, recorded):
     """Call ``body`` (a list of launches) ``rounds`` times, host writes and reads between."""
     allocs = [ag.array(init[i]) for i in range(3)]
-    views = {name: allocs[i][s:s + programs.N] for name, (i, s) in programs.OPERANDS.items()}
+    views = programs.views(allocs)
 
     def step():
         for launch in body:
-            k = programs.kernel_for(ag, tuple(m for _, m in launch.args))
-            k[1, programs.N](*[views[o] for o, _ in launch.args], programs.N, launch.c)
+            programs.launch(ag, launch, views)
 
     fn = ag.graph(step) if recorded else step
     reads, outcomes = [], []
@@ -209,8 +208,7 @@ def _run_rounds(ag, body, writes, init, rounds, recorded):
         outcomes.append(getattr(fn, "outcome", None))
         if r == 2:      # dynamic work between replays: ordered with the graphs both ways
             launch = body[0]
-            k = programs.kernel_for(ag, tuple(m for _, m in launch.args))
-            k[1, programs.N](*[views[o] for o, _ in launch.args], programs.N, launch.c + 1)
+            programs.launch(ag, launch, views, c=launch.c + 1)
         if r % 2:
             reads.append(np.asarray(views[body[-1].args[0][0]]))
     final = [a.numpy() for a in allocs]

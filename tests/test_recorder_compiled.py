@@ -34,14 +34,13 @@ def run_split(steps, init, compiled: bool):
     log, outcomes, reads = Log(), [], []
     with fresh_sim(compiled):
         allocs = [ag.array(init[i]) for i in range(3)]
-        views = {name: allocs[i][s:s + programs.N] for name, (i, s) in programs.OPERANDS.items()}
+        views = programs.views(allocs)
 
         @ag.graph(split=True)
         def body():
             for step in steps:
                 if isinstance(step, programs.Launch):
-                    k = programs.kernel_for(ag, tuple(m for _, m in step.args))
-                    k[1, programs.N](*[views[o] for o, _ in step.args], programs.N, step.c)
+                    programs.launch(ag, step, views)
                 elif isinstance(step, programs.HostRead):
                     reads.append(np.asarray(views[step.operand]).tolist())
                 else:

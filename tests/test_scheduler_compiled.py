@@ -95,13 +95,12 @@ def run_recorded(steps, init, compiled: bool, static: bool):
     log, outcomes = Log(), []
     with fresh_sim(compiled):
         allocs = [ag.array(init[i]) for i in range(3)]
-        views = {name: allocs[i][s:s + programs.N] for name, (i, s) in programs.OPERANDS.items()}
+        views = programs.views(allocs)
 
         @ag.graph(static=static)
         def body():
             for step in launches:
-                k = programs.kernel_for(ag, tuple(m for _, m in step.args))
-                k[1, programs.N](*[views[o] for o, _ in step.args], programs.N, step.c)
+                programs.launch(ag, step, views)
 
         with ag.instrument(log):
             for i in range(4):
