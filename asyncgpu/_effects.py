@@ -96,6 +96,7 @@ def _all_any(self: Any, axis: Any = None, dtype: Any = None, out: Any = None,
 #: none (all its arrays are writes).
 NUMPY_SIGNATURES: dict[str, Any] = {"ndarray.all": _all_any, "ndarray.any": _all_any}
 _GENERATOR = "random.Generator."
+_FLAGS = (bool, int, float, np.generic, type(None))
 _METHOD = "ndarray."
 
 
@@ -122,10 +123,8 @@ class Effects:
         got += [kwargs[k] for k in self.keywords if k in kwargs]
         for flag, value, target in self.conditional:
             raw = args[flag] if isinstance(flag, int) else kwargs[flag]
-            try:
-                hit = bool(raw) == value
-            except Exception:        # an array as the flag: its truth is unknown here
-                hit = True
+            # anything but a plain scalar (an array, say) has a truth unknown here
+            hit = not isinstance(raw, _FLAGS) or bool(raw) == value
             if hit:
                 got.append(args[target] if isinstance(target, int) else kwargs[target])
         return got
