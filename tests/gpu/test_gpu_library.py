@@ -192,14 +192,13 @@ def test_nothing_runs_on_the_legacy_default_stream(gpu):
     legacy = cupy.RawKernel(LEGACY_SPIN, "legacy_spin")
     ag.synchronize()
     legacy((1,), (1,), (np.int64(cycles),), stream=cupy.cuda.Stream.null)
-    t0 = time.perf_counter()
-    s, expected = _example(ag, acp, seed=4)
-    elapsed = time.perf_counter() - t0
+    s, expected = _example(ag, acp, seed=4)        # issued, run and read back by the host
     busy = not cupy.cuda.Stream.null.done
     cupy.cuda.Stream.null.synchronize()
     assert s == pytest.approx(expected, rel=1e-9)
-    assert busy, "the legacy stream's kernel ended before asyncgpu's work: inconclusive"
-    assert elapsed < 0.5, elapsed
+    # work queued behind the legacy stream could not have completed (nor been read back)
+    # while its kernel still ran: the order of completions, not a duration
+    assert busy, "asyncgpu's results came only after the legacy stream's kernel ended"
 
 
 def test_interop_with_cupy_and_numba_on_gpu(gpu):
