@@ -12,6 +12,7 @@ engaged; and destroying them waits for the device first.
 from __future__ import annotations
 
 import ctypes
+import math
 import types
 
 import pytest
@@ -270,15 +271,21 @@ def test_release_waits_for_the_device_then_destroys_every_lane():
 def test_beyond_the_lane_table_kernels_launch_the_ordinary_way():
     drv, cupy_log = Driver(), []
     calls = make_calls(drv, cupy_log)
-    pairs = [(f, s) for f in range(0x10, 0x10 + 20) for s in range(1, 21)]   # 400 lanes
+    lanes_max = _compiled.speedups.LANES_MAX       # the table's capacity
+    extra = 16
+    side = math.isqrt(lanes_max + extra - 1) + 1    # functions x streams, each pair a lane
+    pairs = [(f, s) for f in range(0x10, 0x10 + side) for s in range(1, side + 1)]
+    pairs = pairs[:lanes_max + extra]
     for f, stream in pairs:
         calls.launchKernel(*launch_args(f, stream, 0x500))
-    assert drv.names().count("instantiate") == 384 and drv.names().count("launch") == 16
+    assert drv.names().count("instantiate") == lanes_max
+    assert drv.names().count("launch") == extra
     drv.log.clear()
     for f, stream in pairs:                         # every lane made is found again
         calls.launchKernel(*launch_args(f, stream, 0x501))
-    assert drv.names().count("set_params") == 384 and drv.names().count("launch") == 16
-    assert len(drv.enqueued()) == 400 and calls.lane_launches == 768
+    assert drv.names().count("set_params") == lanes_max
+    assert drv.names().count("launch") == extra
+    assert len(drv.enqueued()) == lanes_max + extra and calls.lane_launches == 2 * lanes_max
 
 
 def test_the_backend_turns_lanes_off_while_a_capture_is_engaged():

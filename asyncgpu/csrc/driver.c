@@ -402,5 +402,8 @@ driver_init(PyObject *module)
     };
     if (INTERN_ALL(names) < 0)
         return -1;
+    /* the lane table's capacity, for tests that fill it */
+    if (PyModule_AddIntConstant(module, "LANES_MAX", LANES_MAX) < 0)
+        return -1;
     return add_type(module, "DriverCalls", &calls_spec);
 }
