@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import asyncgpu as ag
+from asyncgpu.backends._sim import POISON
 
 SRC = r'''
 extern "C" __global__ void axpy(const double* x, double* y, double a, int n) {
@@ -95,7 +96,7 @@ def test_freed_memory_is_poisoned_and_returns_to_the_pool(sim):
     x = sim.array(X)
     buffer = x._alloc.buffer
     x.free()
-    assert (buffer.host == 0xFF).all()               # poisoned: NaN for floats
+    assert (buffer.host == POISON).all()             # poisoned: NaN for floats
     assert backend._pool[buffer.nbytes][-1] is buffer  # back in the pool, next in line
     y = sim.empty(N)
     assert y._alloc.buffer is buffer                  # LIFO reuse of the same block
