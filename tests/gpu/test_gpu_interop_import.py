@@ -1,0 +1,134 @@
+"""Other libraries' device arrays enter asyncgpu without a copy (``cuda`` backend).
+
+CuPy arrays, Numba device arrays and PyTorch CUDA tensors: the imported Array has the
+producer's device pointer, writes on either side are visible to the other after a
+synchronization, the first use waits for the producer's stream, and Numba's Monte Carlo
+example with xoroshiro states runs unchanged but for ``@ag.kernel``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from numba import cuda
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(params=["explicit", "managed"])
+def ag(request):
+    import asyncgpu
+
+    with asyncgpu.configure(backend="cuda", memory=request.param):
+        yield asyncgpu
+        asyncgpu.synchronize()
+
+
+def _add_one(ag):
+    @ag.kernel
+    def add_one(x):
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] += 1
+    return add_one
+
+
+def _pointer(a):
+    return a.__cuda_array_interface__["data"][0]
+
+
+def test_cupy_array_is_viewed_and_writes_go_both_ways(ag):
+    cupy = pytest.importorskip("cupy")
+    src = cupy.arange(1024, dtype=cupy.float32)
+    a = ag.asarray(src)
+    assert _pointer(a) == src.data.ptr
+    _add_one(ag)[4, 256](a)
+    ag.synchronize()
+    np.testing.assert_array_equal(cupy.asnumpy(src), np.arange(1024, dtype=np.float32) + 1)
+    src *= 2                                     # the producer writes; then synchronizes
+    cupy.cuda.get_current_stream().synchronize()
+    np.testing.assert_array_equal(a.numpy(), (np.arange(1024, dtype=np.float32) + 1) * 2)
+
+
+def test_numba_device_array_goes_straight_to_a_kernel(ag):
+    src = cuda.to_device(np.zeros(512, np.int32))
+    _add_one(ag)[2, 256](src)
+    _add_one(ag)[2, 256](src)                    # the same allocation: ordered after the first
+    ag.synchronize()
+    np.testing.assert_array_equal(src.copy_to_host(), np.full(512, 2, np.int32))
+    assert _pointer(ag.asarray(src)) == src.device_ctypes_pointer.value
+
+
+def test_torch_cuda_tensor_is_viewed(ag):
+    torch = pytest.importorskip("torch")
+    t = torch.zeros(256, dtype=torch.float32, device="cuda")
+    a = ag.asarray(t)
+    assert _pointer(a) == t.data_ptr()
+    _add_one(ag)[1, 256](a)
+    ag.synchronize()
+    assert float(t.sum().item()) == 256.0
+    t.add_(1)
+    torch.cuda.synchronize()
+    np.testing.assert_array_equal(a.numpy(), np.full(256, 2.0, np.float32))
+
+
+def test_first_use_waits_for_the_producers_stream(ag):
+    """A producer kernel on a non-default stream writes (slowly); asyncgpu reads right after
+    the import without any synchronization and sees the producer's values."""
+
+    @cuda.jit
+    def slow_fill(x, value):
+        i = cuda.grid(1)
+        if i < x.size:
+            acc = 0.0
+            for k in range(20000):               # keep the producer busy for a while
+                acc += k * 1e-12
+            x[i] = value + acc * 0.0
+
+    stream = cuda.stream()
+    n = 1 << 16
+    src = cuda.device_array(n, np.float32, stream=stream)
+    slow_fill[n // 256, 256, stream](src, 7.0)
+    a = ag.asarray(src)                          # its interface names `stream`
+    out = ag.zeros(n, np.float32)
+    copy = ag.kernel(_copy_py)
+    copy[n // 256, 256](a, out)
+    np.testing.assert_array_equal(out.numpy(), np.full(n, 7.0, np.float32))
+
+
+def _copy_py(x, y):
+    i = cuda.grid(1)
+    if i < x.size:
+        y[i] = x[i]
+
+
+def test_numba_monte_carlo_example_with_xoroshiro_states(ag):
+    from numba.cuda.random import create_xoroshiro128p_states, xoroshiro128p_uniform_float32
+
+    @ag.kernel
+    def compute_pi(rng_states, iterations, out):
+        thread_id = cuda.grid(1)
+        inside = 0
+        for i in range(iterations):
+            x = xoroshiro128p_uniform_float32(rng_states, thread_id)
+            y = xoroshiro128p_uniform_float32(rng_states, thread_id)
+            if x ** 2 + y ** 2 <= 1.0:
+                inside += 1
+        out[thread_id] = 4.0 * inside / iterations
+
+    threads_per_block, blocks = 64, 64
+    rng_states = create_xoroshiro128p_states(threads_per_block * blocks, seed=1)
+    out = np.zeros(threads_per_block * blocks, dtype=np.float32)
+    d_out = ag.asarray(out)
+    compute_pi[blocks, threads_per_block](rng_states, 10000, d_out)
+    assert abs(d_out.numpy().mean() - math.pi) < 0.01
+
+
+def test_host_memory_producer_is_refused_as_a_kernel_argument(ag):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ag.ArgumentError, match=r"lives in host memory .*asyncgpu.asarray\(x\)"):
+        _add_one(ag)[1, 4](torch.zeros(4))
+    a = ag.asarray(torch.arange(4, dtype=torch.float32))       # asarray copies host data
+    assert a.numpy().tolist() == [0.0, 1.0, 2.0, 3.0]

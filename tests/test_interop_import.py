@@ -1,0 +1,261 @@
+"""Importing other libraries' arrays without a copy (``asyncgpu._interop``), on the CPU.
+
+On ``sim`` what can be imported is host memory: CPU DLPack producers (here a small wrapper
+over a NumPy array, standing in for a PyTorch CPU tensor) and device arrays of Numba's CUDA
+simulator. The ``cuda`` backend's import path (pointer checks, the ordering node after the
+producer's stream) runs against the stand-in CuPy of ``tools/fakecupy``. Errors: what is
+refused says why and what to do, names no array "the scalar", and tells the truth about the
+memory model.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import stand_in
+from numba import cuda
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class CpuProducer:
+    """A DLPack producer whose memory is on the CPU (what a PyTorch CPU tensor looks like)."""
+
+    def __init__(self, data: np.ndarray) -> None:
+        self.data = data
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        if max_version is None:
+            return self.data.__dlpack__()
+        return self.data.__dlpack__(max_version=max_version)   # flags: writable or not
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+class GpuInterface:
+    """An object that only says it is CUDA memory (what the sim backend cannot read)."""
+
+    def __init__(self) -> None:
+        self.__cuda_array_interface__ = {"shape": (4,), "typestr": "<f4", "data": (4096, False),
+                                         "version": 3, "strides": None, "stream": None}
+
+
+def _double():
+    import asyncgpu as ag
+
+    return ag.kernel(_double_py)
+
+
+def _double_py(x):
+    i = cuda.grid(1)
+    if i < x.size:
+        x[i] = 2 * x[i]
+
+
+def test_asarray_views_a_cpu_dlpack_producer_without_a_copy(sim):
+    ag = sim
+    data = np.arange(8, dtype=np.float32)
+    a = ag.asarray(CpuProducer(data))
+    assert a.shape == (8,) and a.dtype == np.float32
+    _double()[1, 8](a)
+    assert a.numpy().tolist() == [2.0 * v for v in range(8)]
+    ag.synchronize()
+    assert data.tolist() == [2.0 * v for v in range(8)]      # the producer's memory changed
+
+
+def test_explicit_model_reads_an_import_through_its_mirror(explicit):
+    ag = explicit
+    data = np.arange(6, dtype=np.int64)
+    a = ag.asarray(CpuProducer(data))
+    _double()[1, 6](a)
+    assert a.numpy().tolist() == [0, 2, 4, 6, 8, 10]
+    a[0] = 7                                                   # a host write goes back too
+    _double()[1, 6](a)
+    ag.synchronize()
+    assert data.tolist() == [14, 4, 8, 12, 16, 20]
+
+
+def test_a_producer_passed_straight_to_a_kernel_is_imported_once(sim, compiled):
+    ag = sim
+    data = np.ones(16, dtype=np.float64)
+    producer = CpuProducer(data)
+    k = _double()
+    for _ in range(5):               # the same allocation each time: launches are ordered
+        k[1, 16](producer)
+    assert ag.asarray(producer).numpy().tolist() == [32.0] * 16
+    assert ag.asarray(producer)._alloc is ag.asarray(producer)._alloc
+
+
+def test_array_copies_a_foreign_array(sim):
+    ag = sim
+    data = np.arange(4, dtype=np.float32)
+    copy = ag.array(CpuProducer(data))
+    _double()[1, 4](copy)
+    assert copy.numpy().tolist() == [0.0, 2.0, 4.0, 6.0]
+    assert data.tolist() == [0.0, 1.0, 2.0, 3.0]
+    converted = ag.asarray(CpuProducer(data), np.float64)
+    assert converted.dtype == np.float64 and converted.numpy().tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_a_strided_producer_keeps_its_layout(sim):
+    ag = sim
+    data = np.arange(12, dtype=np.float32)
+    a = ag.asarray(CpuProducer(data[::3]))
+    assert a.shape == (4,) and a.strides == (12,)
+    _double()[1, 4](a)
+    ag.synchronize()
+    assert data.tolist() == [0, 1, 2, 6, 4, 5, 12, 7, 8, 18, 10, 11]
+
+
+def test_gpu_memory_is_refused_on_sim_with_what_works_there(sim, compiled):
+    ag = sim
+    with pytest.raises(ag.ArgumentError, match=r"asyncgpu.asarray: the .*GpuInterface lives in "
+                                               r"GPU memory, which the sim backend cannot read"):
+        ag.asarray(GpuInterface())
+    y = ag.zeros(4, np.float32)
+    with pytest.raises(ag.ArgumentError, match=r"kernel '_double_py'.*argument 0 'x': the "
+                                               r".*GpuInterface lives in GPU memory"):
+        _double()[1, 4](GpuInterface())
+    _double()[1, 4](y)                          # still usable afterwards
+    assert y.numpy().tolist() == [0.0] * 4
+
+
+def test_a_read_only_producer_is_refused(sim):
+    ag = sim
+    data = np.arange(4, dtype=np.float32)
+    data.flags.writeable = False
+    with pytest.raises(ag.ArgumentError, match=r"is read-only.*asyncgpu.array\(x\)"):
+        ag.asarray(CpuProducer(data))
+
+
+def test_typed_kernel_names_the_foreign_dtype_it_cannot_take(sim, compiled):
+    ag = sim
+    k = ag.cuda_kernel('extern "C" __global__ void k(float* x, int n) {}', "k",
+                       sim=lambda x, n: None)
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    records = np.zeros(4, np.dtype([("s0", np.uint64), ("s1", np.uint64)], align=True))
+    with pytest.raises(ag.ArgumentError, match=r"argument 0 'x': the numba.FakeCUDAArray has "
+                                               r"dtype dtype\(\[\('s0', '<u8'\), \('s1', '<u8'\)\].*"
+                                               r"'float\*' takes float32 arrays"):
+        k[1, 4](FakeCUDAArray(records), 4)
+    strided = np.zeros(8, np.float32)[::2]
+    with pytest.raises(ag.ArgumentValueError, match=r"is not C-contiguous .*strides=\(8,\)"):
+        k[1, 4](CpuProducer(strided), 4)
+    with pytest.raises(ag.ArgumentError, match=r"argument 1 'n': expected a scalar int, got a "
+                                               r".*CpuProducer \(an array\)"):
+        k[1, 4](ag.zeros(4, np.float32), CpuProducer(np.zeros(4, np.int32)))
+
+
+def test_no_array_is_called_a_scalar(sim, compiled):
+    ag = sim
+
+    @ag.kernel(const=["x"])
+    def k(x, y):
+        pass
+
+    with pytest.raises(ag.ArgumentError, match=r"annotated const.*but got a list;") as info:
+        k[1, 1]([1, 2], ag.zeros(2))
+    assert "scalar" not in str(info.value)
+    with pytest.raises(ag.ArgumentError, match=r"but got the scalar 3;"):
+        k[1, 1](3, ag.zeros(2))
+
+
+@pytest.mark.parametrize("memory, where", [("explicit", "device memory"),
+                                           ("managed", "managed memory")])
+def test_numpy_argument_error_says_where_asarray_copies_it(memory, where, compiled):
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_seed=0, memory=memory):
+        with pytest.raises(ag.ArgumentError, match=rf"got a numpy.ndarray; it lives in host "
+                                                   rf"memory.*copies it into {where}"):
+            _double()[1, 4](np.zeros(4))
+
+
+MONTE_CARLO = """
+import math, numpy as np
+import asyncgpu as ag
+from numba import cuda
+from numba.cuda.random import create_xoroshiro128p_states, xoroshiro128p_uniform_float32
+
+@ag.kernel
+def compute_pi(rng_states, iterations, out):
+    thread_id = cuda.grid(1)
+    inside = 0
+    for i in range(iterations):
+        x = xoroshiro128p_uniform_float32(rng_states, thread_id)
+        y = xoroshiro128p_uniform_float32(rng_states, thread_id)
+        if x ** 2 + y ** 2 <= 1.0:
+            inside += 1
+    out[thread_id] = 4.0 * inside / iterations
+
+threads_per_block, blocks = 16, 4
+rng_states = create_xoroshiro128p_states(threads_per_block * blocks, seed=1)
+out = ag.zeros(threads_per_block * blocks, dtype=np.float32)
+compute_pi[blocks, threads_per_block](rng_states, 100, out)
+first = out.numpy().mean()
+compute_pi[blocks, threads_per_block](rng_states, 100, out)   # the states moved on
+print(first, out.numpy().mean())
+"""
+
+
+def test_numba_monte_carlo_with_xoroshiro_states_runs_on_sim():
+    """Numba's Monte Carlo example, unchanged but for ``@ag.kernel``, in Numba's simulator
+    (``NUMBA_ENABLE_CUDASIM=1``: without it Numba creates the states on a GPU)."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", ASYNCGPU_BACKEND="sim",
+               PYTHONPATH=ROOT, PYTHONWARNINGS="ignore")
+    done = subprocess.run([sys.executable, "-c", MONTE_CARLO], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    first, second = map(float, done.stdout.split())
+    assert abs(first - math_pi()) < 0.2 and abs(second - math_pi()) < 0.2
+    assert first != second          # the kernel advanced the imported states in place
+
+
+def math_pi() -> float:
+    import math
+    return math.pi
+
+
+CUDA_IMPORT = """
+import types
+import numpy as np
+import cupy
+from tools.host_paths import stand_in_runtime
+import asyncgpu as ag
+
+recorded = []
+cupy.cuda.runtime.eventRecord = lambda event, stream: recorded.append(stream)
+cupy.cuda.runtime.pointerGetAttributes = lambda ptr: types.SimpleNamespace(
+    type=2, device=1 if ptr == 0xDEAD000 else 0)
+rt = stand_in_runtime()
+
+class Producer:
+    def __init__(self, ptr, stream):
+        self.__cuda_array_interface__ = {"shape": (256,), "typestr": "<f4", "data": (ptr, False),
+                                         "version": 3, "strides": None, "stream": stream}
+
+a = ag.asarray(Producer(0x5000000, 0x77))
+print(hex(a._alloc.buffer.ptr), a._alloc.buffer.mem is not None, 0x77 in recorded,
+      rt.stats.nodes)
+b = ag.asarray(Producer(0x5000000, 0x77))
+print(b._alloc is a._alloc, rt.stats.nodes)
+try:
+    ag.asarray(Producer(0xDEAD000, None))
+except ag.ArgumentError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_cuda_import_views_the_pointer_and_orders_after_the_producer_stream():
+    out = stand_in.run(CUDA_IMPORT).splitlines()
+    assert out[0] == "0x5000000 True True 1"        # no copy; an event on the producer's stream
+    assert out[1] == "True 1"                        # imported once: no second node
+    assert "is on GPU 1, and this runtime runs on GPU 0" in out[2]
+    assert "device=1" in out[2]
