@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from kernels import inception as K
+from . import kernel_module
+
+K = kernel_module("inception")
 
 #: scale -> (blocks, height = width, channels in/out of a block)
 SIZES = {"tiny": (2, 4, 8), "small": (6, 17, 64), "medium": (10, 35, 128),

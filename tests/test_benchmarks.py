@@ -222,3 +222,96 @@ def test_ml_standardization_covers_full_batches_the_tail_and_constant_columns(si
     z = ag.empty((n, f), np.float32)
     rr_1[blocks, 64](ag.array(x), z)
     np.testing.assert_allclose(z.numpy(), want, rtol=0, atol=1e-5)
+
+
+
+class SideWork:
+    """A workload whose host read depends on part of its device work only: ``run`` squares x
+    into x1 and y into y1 on another stream, and reads x1 alone (as a read of one chunk of a
+    chunked array does not wait for the other chunks)."""
+
+    name = "side"
+    two_d = False
+
+    def __init__(self, ag, scale, seed=0):
+        import numpy as np
+
+        from benchmarks import kernel_module
+
+        K = kernel_module("vec")
+        self.n = 64
+        self.x, self.y, self.x1, self.y1 = (ag.empty(self.n, np.float32) for _ in range(4))
+        self.k_square = ag.kernel(K.square, **K.ANNOTATIONS["square"])
+
+    def reset(self):
+        self.x[...] = 3.0
+        self.y[...] = 2.0
+
+    def run_device(self, block, num_blocks):
+        self.k_square[num_blocks, block](self.x, self.x1, self.n)
+        for _ in range(3):
+            self.k_square[num_blocks, block](self.y, self.y1, self.n)
+
+    def read(self):
+        return float(self.x1[0])
+
+    def run(self, block, num_blocks):
+        self.run_device(block, num_blocks)
+        return self.read()
+
+    def run_handopt(self, h, block, num_blocks):
+        s0, s1 = h.stream(0), h.stream(1)
+        h.prefetch(self.x, s0)
+        h.prefetch(self.y, s1)
+        h.launch(self.k_square, num_blocks, block, s0, self.x, self.x1, self.n)
+        for _ in range(3):
+            h.launch(self.k_square, num_blocks, block, s1, self.y, self.y1, self.n)
+        h.sync()
+        return float(self.x1[0])
+
+    def check(self, result):
+        return result == 9.0, f"x1[0] = {result}"
+
+
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_a_timed_iteration_ends_with_its_device_work_complete(memory, monkeypatch):
+    """Every mode's timed region ends once the iteration's device work is done, not as soon as
+    the host has its values while work they do not depend on is still queued (that work would
+    be paid inside the next iteration's untimed reset, and a mode could be timed below the
+    bounds). The ``lazy`` strategy runs only what the host waits for (and a random choice of
+    other enabled steps), so work left out of the timing stays queued."""
+    import asyncgpu as ag
+    from asyncgpu._runtime import current_runtime
+
+    def queued():
+        be = current_runtime().backend
+        be = getattr(be, "inner", be)
+        return [op.label for s in be.streams for op in s.ops]
+
+    ends = []
+    timing = [None]
+    clock = harness._clock
+
+    def watch():
+        if timing[0] is not None:           # the end of a timed region
+            ends.append((timing[0], queued()))
+            timing[0] = None
+        else:
+            timing[0] = mode[0]
+        return clock()
+
+    mode = [None]
+    real = harness.ModeRun.iterations
+
+    def iterations(self, count, warmup=0):
+        mode[0] = self.mode
+        return real(self, count, warmup)
+
+    monkeypatch.setattr(harness, "_clock", watch)
+    monkeypatch.setattr(harness.ModeRun, "iterations", iterations)
+    with ag.configure(backend="sim", sim_seed=4, sim_strategy="lazy", memory=memory):
+        results = harness.bench_workload(ag, SideWork, "tiny", harness.MODES, [32], 2,
+                                         warmup=1, iterations=2, inputs="streaming")
+    assert [(r.mode, r.ok) for r in results] == [(m, True) for m in harness.MODES]
+    assert [m for m, _ in ends] == [m for m in harness.MODES for _ in range(3)]
+    assert [(m, left) for m, left in ends if left] == []

@@ -16,9 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from kernels import bs as K
-
+from .. import kernel_module
 from ._common import compare, streamed_bytes, threads
+
+K = kernel_module("bs")
 
 STOCKS = 10
 R, V, T, STRIKE = 0.08, 0.3, 1.0, 60.0

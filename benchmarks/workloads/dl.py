@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from kernels import dl as K
-
+from .. import kernel_module
 from ._common import SumOfTerms, block2d, grid2d, streamed_bytes, threads
+
+K = kernel_module("dl")
 
 C1, C2, POOL, STRIDE = 8, 16, 5, 2
 

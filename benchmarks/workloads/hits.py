@@ -33,9 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from kernels import hits as K
-
+from .. import kernel_module
 from ._common import compare_dict, streamed_bytes, threads
+
+K = kernel_module("hits")
 
 DEGREE, ITERATIONS, READ = 3, 5, 4096
 

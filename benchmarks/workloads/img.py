@@ -32,9 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from kernels import img as K
-
+from .. import kernel_module
 from ._common import block2d, compare_dict, grid2d, streamed_bytes, threads
+
+K = kernel_module("img")
 
 AMOUNT = np.float32(0.5)     # unsharpen strength
 

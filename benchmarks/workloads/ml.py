@@ -32,9 +32,10 @@ from typing import Any
 
 import numpy as np
 
-from kernels import ml as K
-
+from .. import kernel_module
 from ._common import streamed_bytes, threads
+
+K = kernel_module("ml")
 
 FEATURES, CLASSES = 200, 10
 assert CLASSES <= K.CLASSES_MAX, "kernels.ml.softmax holds a row of scores in registers"

@@ -17,9 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from kernels import vec as K
-
+from .. import kernel_module
 from ._common import SumOfTerms, streamed_bytes, threads
+
+K = kernel_module("vec")
 
 
 class Vec(SumOfTerms):
