@@ -20,6 +20,7 @@ baseline and the oracle the tests compare with.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import threading
@@ -315,7 +316,34 @@ def current_runtime() -> Runtime:
     with _global_lock:
         if _runtime is None:
             _runtime = Runtime(current_options())
+            if not _exit_check_registered:
+                _register_exit_check()
         return _runtime
+
+
+_exit_check_registered = False
+
+
+def _register_exit_check() -> None:
+    global _exit_check_registered
+    _exit_check_registered = True
+    atexit.register(_faults_at_exit)
+
+
+def _faults_at_exit() -> None:
+    """A program that ends without waiting for its last work would never hear of that work's
+    faults: finish it at exit and log them (an exception raised here would reach nobody)."""
+    rt = _runtime
+    if rt is None or rt.recording is not None or not rt._lock.acquire(blocking=False):
+        return      # (a thread still inside a call, or a recording: nothing safe to wait for)
+    try:
+        rt.synchronize()
+    except (KernelFault, AnnotationViolation) as fault:
+        log.error("faults no synchronization reported before the program ended: %s", fault)
+    except Exception:
+        log.warning("could not finish the pending work at exit", exc_info=True)
+    finally:
+        rt._lock.release()
 
 
 def set_options(new: Options) -> None:

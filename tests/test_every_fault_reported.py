@@ -145,3 +145,28 @@ def test_a_fault_met_while_recovering_from_an_interrupted_launch_is_kept():
             ag.synchronize()
     finally:
         _compiled.use(was)
+
+
+def test_a_fault_never_waited_for_is_reported_when_the_program_ends(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    program = tmp_path / "ends_without_waiting.py"
+    program.write_text(
+        "import numpy as np, asyncgpu as ag\n"
+        "from numba import cuda\n"
+        "@ag.kernel\n@cuda.jit\n"
+        "def boom(x, n):\n"
+        "    i = cuda.grid(1)\n"
+        "    if i < n:\n"
+        "        x[i + 1000] = 1.0\n"
+        "x = ag.zeros(8, np.float32)\n"
+        "boom[1, 8](x, 8)\n"          # no synchronize, no read: the program just ends
+    )
+    env = dict(os.environ, ASYNCGPU_BACKEND="sim", ASYNCGPU_SIM_STRATEGY="lazy")
+    done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "faults no synchronization reported" in done.stderr
+    assert "ends_without_waiting.py:10" in done.stderr
