@@ -8,6 +8,7 @@ application, so unlike the library it writes to the terminal (through ``rich``).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import math
@@ -16,6 +17,51 @@ import sys
 from typing import Any
 
 SCALES = ("tiny", "small", "medium", "large")
+WORKLOAD_NAMES = "vec bs img ml hits dl"
+#: Timed and untimed iterations per mode: (on a GPU, on the simulator). Simulated times are not
+#: GPU times, so the simulator runs each mode once, which is enough to check its results.
+ITERATIONS = (20, 1)
+WARMUP = (3, 0)
+
+DESCRIPTION = """\
+asyncgpu runs plain sequential CuPy and Numba GPU code asynchronously: every kernel launch and
+library call becomes a node of a dependency graph, independent work overlaps on CUDA streams,
+and the host waits only for the data it reads.
+
+commands:
+  bench   run the benchmark suite (the GrCUDA paper's workloads in every mode, each result
+          checked) and print a table of times
+  trace   run one workload traced; write the timeline, the DAG, pictures and overlap metrics
+  info    show the backend, the device and the options in force
+
+Without a usable NVIDIA GPU (or with ASYNCGPU_BACKEND=sim) everything runs on the CPU
+simulator: results are checked, but times are not GPU times. 'asyncgpu COMMAND --help' gives
+each command's options. 'python -m asyncgpu' works the same as 'asyncgpu'."""
+
+
+def _backend_here() -> str:
+    """The backend a run would use here, found without starting a runtime (for the help)."""
+    name = os.environ.get("ASYNCGPU_BACKEND", "auto").strip().lower() or "auto"
+    if name != "auto":
+        return name
+    import importlib.util
+
+    if importlib.util.find_spec("cupy") is None:
+        return "sim"
+    from asyncgpu.backends import cuda_usable
+
+    return "cuda" if cuda_usable() else "sim"
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        return version("asyncgpu")
+    except PackageNotFoundError:   # a source tree run without installing
+        from asyncgpu import __version__
+
+        return __version__
 
 
 def _print_overhead(console: Any, m: dict[str, Any]) -> None:
@@ -37,53 +83,95 @@ def _print_overhead(console: Any, m: dict[str, Any]) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="asyncgpu", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("bench", help="run the benchmark suite (GrCUDA's workloads)")
+    gpu = _backend_here() == "cuda"
+    here = "here: cuda" if gpu else "here: sim, the CPU simulator"
+    scale_help = (f"problem size; without a GPU only 'tiny' runs (default: medium on a GPU, "
+                  f"tiny on the simulator; {here})")
+    blocks_help = (f"blocks per launch (default: 4 x the SM count on a GPU, 2 on the simulator; "
+                   f"{here})")
+    inputs_help = ("streaming: the host rewrites the inputs before every iteration, so the "
+                   "host-to-device transfer is timed; resident: the inputs are written and "
+                   "moved once, so only the kernels are timed (default: streaming)")
+    p = argparse.ArgumentParser(prog="asyncgpu", description=DESCRIPTION,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"asyncgpu {_version()}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    b = sub.add_parser("bench", help="run the benchmark suite (the GrCUDA paper's workloads)",
+                       description="Run the benchmark workloads in every requested mode, check "
+                                   "every result against serial and a reference, and print "
+                                   "the median times.")
     b.add_argument("names", nargs="*", default=["all"],
-                   help="workloads (vec bs img ml hits dl), 'all', or 'overlap', 'overhead', "
-                        "'inception', 'replay'")
-    b.add_argument("--scale", choices=SCALES, default=None,
-                   help="problem size (default: medium on a GPU, tiny on the simulator)")
+                   help=f"workloads ({WORKLOAD_NAMES}) or 'all' (default), or the "
+                        "micro-benchmarks 'overlap', 'overhead', 'inception', 'replay'")
+    b.add_argument("--scale", choices=SCALES, default=None, help=scale_help)
     b.add_argument("--modes", default="serial,parallel,handopt",
-                   help="comma-separated: serial, parallel, handopt, cudagraph, recorded")
+                   help="comma-separated, from: serial, parallel, handopt, cudagraph, recorded, "
+                        "recorded_static (default: serial,parallel,handopt)")
     b.add_argument("--block-sizes", default=None,
-                   help="comma-separated 1D block sizes (default 32,128,256,1024; 32 on sim)")
-    b.add_argument("--num-blocks", type=int, default=None,
-                   help="blocks per launch (default: 4 x the SM count; 2 on sim)")
-    b.add_argument("--inputs", choices=("streaming", "resident"), default="streaming")
-    b.add_argument("--iterations", type=int, default=None, help="timed iterations (default 20)")
-    b.add_argument("--warmup", type=int, default=3, help="untimed iterations first (default 3)")
+                   help="comma-separated 1D block sizes (default: 32,128,256,1024 on a GPU, 32 "
+                        f"on the simulator; {here})")
+    b.add_argument("--num-blocks", type=int, default=None, help=blocks_help)
+    b.add_argument("--inputs", choices=("streaming", "resident"), default="streaming",
+                   help=inputs_help)
+    b.add_argument("--iterations", type=int, default=None,
+                   help=f"timed iterations per mode (default: {ITERATIONS[0]} on a GPU, "
+                        f"{ITERATIONS[1]} on the simulator; {here})")
+    b.add_argument("--warmup", type=int, default=None,
+                   help=f"untimed iterations per mode before the timed ones (default: "
+                        f"{WARMUP[0]} on a GPU, {WARMUP[1]} on the simulator; {here})")
     b.add_argument("--rounds", type=int, default=1,
                    help="split each mode's timed iterations into this many blocks taken in "
-                        "turn with the other modes' (default 1: one mode after the other)")
-    b.add_argument("--json", default=None, help="write every iteration's time here")
-    b.add_argument("--plot", default=None, help="write a speedup plot (PNG) here")
+                        "turn with the other modes' (default: 1, one mode after the other)")
+    b.add_argument("--json", default=None, metavar="PATH",
+                   help="write every iteration's time and the machine's details here")
+    b.add_argument("--plot", default=None, metavar="PATH",
+                   help="write a speedup plot (PNG) here (needs matplotlib)")
     b.add_argument("--metrics", action="store_true",
                    help="trace one extra untimed iteration per mode: overlap metrics CT/TC/CC/TOT")
     b.add_argument("--no-bounds", action="store_true",
-                   help="skip the transfer and compute bounds (they need serial and parallel)")
+                   help="skip the transfer and compute bounds (measured on a GPU, with the "
+                        "serial and parallel modes)")
     b.add_argument("--memory", choices=("managed", "explicit", "both"), default=None,
                    help="memory model(s) to measure, side by side with 'both' (default: the "
                         "one in force, ASYNCGPU_MEMORY)")
-    t = sub.add_parser("trace", help="run one workload traced; write trace, DOT, pictures, metrics")
-    t.add_argument("name", help="workload (vec bs img ml hits dl)")
-    t.add_argument("--scale", choices=SCALES, default=None,
-                   help="problem size (default: medium on a GPU, tiny on the simulator)")
-    t.add_argument("--mode", choices=("serial", "parallel", "handopt"), default="parallel")
-    t.add_argument("--block-size", type=int, default=256, help="1D block size (default 256)")
-    t.add_argument("--num-blocks", type=int, default=None,
-                   help="blocks per launch (default: 4 x the SM count; 2 on sim)")
-    t.add_argument("--inputs", choices=("streaming", "resident"), default="streaming")
-    t.add_argument("--out", required=True, help="directory for the files")
-    sub.add_parser("info", help="show the backend, device and options in force")
+    t = sub.add_parser("trace", help="run one workload traced; write the trace, DAG, pictures "
+                                     "and overlap metrics",
+                       description="Run one iteration of a workload under asyncgpu.trace() "
+                                   "(after an untraced one) and write its trace, DAG and "
+                                   "pictures, and print its overlap metrics.")
+    t.add_argument("name", help=f"workload ({WORKLOAD_NAMES})")
+    t.add_argument("--scale", choices=SCALES, default=None, help=scale_help)
+    t.add_argument("--mode", choices=("serial", "parallel", "handopt"), default="parallel",
+                   help="serial: one launch after the other; parallel: asyncgpu's scheduler; "
+                        "handopt: hand-chosen streams and events (default: parallel)")
+    t.add_argument("--block-size", type=int, default=256, help="1D block size (default: 256)")
+    t.add_argument("--num-blocks", type=int, default=None, help=blocks_help)
+    t.add_argument("--inputs", choices=("streaming", "resident"), default="streaming",
+                   help=inputs_help)
+    t.add_argument("--out", default="asyncgpu-trace", metavar="DIR",
+                   help="directory for the files (default: ./asyncgpu-trace)")
+    sub.add_parser("info", help="show the backend, the device and the options in force",
+                   description="Show the backend, the device and the options in force.")
     return p
 
 
 def _console() -> Any:
     from rich.console import Console
 
-    return Console(width=max(Console().width, 130))
+    return Console()     # the terminal's width: the tables fold their columns to fit
+
+
+def _bench_module(name: str) -> Any:
+    """``benchmarks.<name>`` of the repository in a source tree (run as ``python -m asyncgpu``
+    with the tree on the path), else ``asyncgpu.benchmarks.<name>`` of an installed wheel."""
+    import importlib
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if os.path.isfile(os.path.join(root, "benchmarks", "harness.py")):
+        if root not in sys.path:
+            sys.path.insert(0, root)
+        return importlib.import_module(f"benchmarks.{name}")
+    return importlib.import_module(f"asyncgpu.benchmarks.{name}")
 
 
 def _write_micro(path: str, name: str, values: dict[str, float], machine: dict[str, Any]) -> None:
@@ -97,11 +185,13 @@ def _scale(ag: Any, console: Any, requested: str | None) -> tuple[bool, str]:
     on_gpu = resolve(ag.options()) == "cuda"
     scale = requested or ("medium" if on_gpu else "tiny")
     if not on_gpu:
+        console.print("[yellow]No usable GPU: running on the CPU simulator (sim backend). "
+                      "Every result is checked, but times are simulator times, not GPU "
+                      "times: no speedups are reported.[/]")
         if scale != "tiny":
-            console.print(f"[yellow]no GPU: the '{scale}' scale needs one; running 'tiny'[/]")
+            console.print(f"[yellow]The '{scale}' scale needs a GPU: running the 'tiny' scale "
+                          "instead.[/]")
         scale = "tiny"
-        console.print("[yellow]No usable GPU: running the tiny scale on the CPU simulator "
-                      "(sim backend). Results are checked; times are not GPU times.[/]")
     return on_gpu, scale
 
 
@@ -114,7 +204,7 @@ def _fmt(v: Any, scale: float = 1.0, digits: int = 3) -> str:
 def _metrics_table(rows: list[dict[str, Any]], title: str) -> Any:
     from rich.table import Table
 
-    table = Table(title=title)
+    table = Table(title=title, title_justify="left")
     for col in ("workload", "block", "mode", "CT", "TC", "CC", "TOT"):
         table.add_column(col, justify="right")
     for row in rows:
@@ -128,9 +218,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
     import asyncgpu as ag
     from asyncgpu._runtime import current_runtime
 
-    from benchmarks import harness
-    from benchmarks.workloads import WORKLOADS
-
+    harness = _bench_module("harness")
+    WORKLOADS = _bench_module("workloads").WORKLOADS
     console = _console()
     if args.name not in WORKLOADS:
         console.print(f"[red]unknown workload {args.name!r}; known: {sorted(WORKLOADS)}[/]")
@@ -161,9 +250,15 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def _hand(rt: Any) -> Any:
-    from benchmarks.handopt import Hand
+    return _bench_module("handopt").Hand(rt)
 
-    return Hand(rt)
+
+def _table(title: str) -> Any:
+    from rich import box
+    from rich.table import Table
+
+    return Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+                 collapse_padding=True)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -171,31 +266,23 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     console = _console()
     on_gpu, scale = _scale(ag, console, args.scale)
-    from rich.progress import Progress
-    from rich.table import Table
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.progress import TimeElapsedColumn
 
-    from benchmarks import harness
-
-    try:
-        from benchmarks.workloads import WORKLOADS
-    except ImportError:  # a checkout without the workloads still runs the micro-benchmarks
-        WORKLOADS = {}
-
+    harness = _bench_module("harness")
+    WORKLOADS = _bench_module("workloads").WORKLOADS
     ag.configure(backend="cuda" if on_gpu else "sim")
     names = list(WORKLOADS) if args.names in (["all"], []) else args.names
     if "overlap" in names:
-        from benchmarks.overlap import measure
-
         names = [n for n in names if n != "overlap"]
-        m = measure(ag)
+        m = _bench_module("overlap").measure(ag)
         console.print("overlap of two independent ~5 ms kernels: "
                       + ", ".join(f"{k}={v:.3f}" for k, v in m.items()))
         if args.json and not names:
             _write_micro(args.json, "overlap", m, harness.machine_info(ag))
     if "overhead" in names:
         names = [n for n in names if n != "overhead"]
-        from benchmarks import overhead
-
+        overhead = _bench_module("overhead")
         if on_gpu:
             m = overhead.measure(ag)
         else:
@@ -209,9 +296,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if micro not in names:
             continue
         names = [n for n in names if n != micro]
-        import importlib
-
-        mod = importlib.import_module(f"benchmarks.{micro}")
+        mod = _bench_module(micro)
         m = mod.measure(ag, scale) if micro == "inception" else mod.measure(ag)
         for key, value in m.items():
             console.print(f"{micro} {key}: {value}")
@@ -219,7 +304,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             _write_micro(args.json, micro, m, harness.machine_info(ag))
     unknown = [n for n in names if n not in WORKLOADS]
     if unknown:
-        console.print(f"[red]unknown workload(s) {unknown}; known: {sorted(WORKLOADS)}, overlap[/]")
+        console.print(f"[red]unknown workload(s) {unknown}; known: {sorted(WORKLOADS)}, "
+                      "overlap, overhead, inception, replay[/]")
         return 2
     if not names:
         return 0
@@ -237,32 +323,31 @@ def cmd_bench(args: argparse.Namespace) -> int:
         blocks = [int(b) for b in args.block_sizes.split(",")]
     else:
         blocks = list(harness.BLOCK_SIZES) if on_gpu else [32]
-    if args.num_blocks:
-        num_blocks = args.num_blocks
-    elif on_gpu:
-        from asyncgpu._runtime import current_runtime
-
-        num_blocks = 4 * current_runtime().backend.sm_count
-    else:
-        num_blocks = 2
-    iterations = args.iterations or (20 if on_gpu else 3)
-    warmup = args.warmup if on_gpu else min(args.warmup, 1)
-    from benchmarks import bounds as bounds_mod
-
-    want_bounds = not args.no_bounds and "serial" in modes and "parallel" in modes
     from asyncgpu._runtime import current_options, current_runtime
 
+    if args.num_blocks:
+        num_blocks = args.num_blocks
+    else:
+        num_blocks = 4 * current_runtime().backend.sm_count if on_gpu else 2
+    at = 0 if on_gpu else 1
+    iterations = args.iterations or ITERATIONS[at]
+    warmup = WARMUP[at] if args.warmup is None else args.warmup
+    bounds_mod = _bench_module("bounds")
+    # bounds are physical (a measured bandwidth, device times): none on the simulator
+    want_bounds = (on_gpu and not args.no_bounds and "serial" in modes and "parallel" in modes)
     memories = (harness.MEMORY_MODELS if args.memory == "both"
                 else (args.memory or current_options().memory,))
     bandwidths: dict[str, float | None] = {}
     results: list[Any] = []
     cells = sum(1 if getattr(WORKLOADS[n], "two_d", False) else len(blocks) for n in names)
-    with Progress(console=console, transient=True) as progress:
+    columns = (TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
         task = progress.add_task("benchmarks", total=cells * len(modes) * len(memories))
         for memory in memories:
             with ag.configure(memory=memory):      # a runtime of its own, for this pass only
                 bandwidth = None
-                if want_bounds and on_gpu:
+                if want_bounds:
                     # the bandwidth of the mechanism this memory model moves inputs with
                     rt = current_runtime()
                     bandwidth = (bounds_mod.h2d_bandwidth(rt) if memory == "managed"
@@ -271,64 +356,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
                     how = "prefetch" if memory == "managed" else "pinned copy"
                     console.print(f"host-to-device {how} bandwidth: {bandwidth / 1e9:.2f} GB/s")
                 for name in names:
-                    progress.update(task, description=f"{name} ({scale}, {memory})")
+                    def started(mode: str, name: str = name, memory: str = memory) -> None:
+                        progress.update(task, description=f"{name} {mode} ({memory})")
+
                     results += harness.bench_workload(
                         ag, WORKLOADS[name], scale, modes, blocks, num_blocks, warmup,
                         iterations, args.inputs, lambda: progress.advance(task),
                         metrics=args.metrics, bounds=want_bounds, bandwidth=bandwidth,
-                        rounds=max(1, min(args.rounds, iterations)))
-    bandwidth = bandwidths.get(memories[0])
-    table = Table(title=f"asyncgpu bench: scale={scale}, inputs={args.inputs}, "
-                        f"backend={'cuda' if on_gpu else 'sim'}, medians of {iterations}")
-    bound_cols = ("transfer bound ms", "compute bound ms", "parallel/bound") if want_bounds else ()
-    memory_cols = ("memory",) if len(memories) > 1 else ()
-    for col in ("workload", "block", *memory_cols, *[f"{m} ms" for m in modes],
-                "parallel/serial speedup",
-                "handopt/parallel", *bound_cols, "check"):
-        table.add_column(col, justify="right")
+                        rounds=max(1, min(args.rounds, iterations)), started=started)
     rows = harness.summarize(results)
-    for row in rows:
-        cells_ = [row["workload"], row["block"]] + [row["memory"]] * len(memory_cols)
-        cells_ += [f"{row[m] * 1e3:.3f}" if row.get(m) else "-" for m in modes]
-        cells_ += [f"{row['speedup']:.2f}" if row["speedup"] else "-",
-                   f"{row['vs_handopt']:.2f}" if row["vs_handopt"] else "-"]
-        if want_bounds:
-            b = row.get("bounds") or {}
-            cells_ += [_fmt(b.get("transfer_bound_s"), 1e3), _fmt(b.get("compute_bound_s"), 1e3),
-                       _fmt(b.get("parallel_over_bound"), digits=2)]
-        cells_.append("[red]FAIL[/]" if not row["ok"] else "SKIP" if not any(
-            row.get(m) for m in modes) else "PASS")
-        table.add_row(*cells_)
-    console.print(table)
-    if want_bounds and not on_gpu:
-        console.print("bounds: n/a on the simulator (no physical transfer; logical clock)")
-    if args.metrics:
-        console.print(_metrics_table(rows, "overlap metrics (one traced iteration per mode)"
-                                     + ("" if on_gpu else "; sim: logical clock")))
-    console.print(f"geometric mean speedup parallel/serial: "
-                  f"{harness.geomean([r['speedup'] for r in rows]):.3f}")
-    for row in rows:
-        if row.get("pinned_bound_s"):
-            console.print(
-                f"{row['workload']} block {row['block']} {row['memory']}: transfer bound (one "
-                f"pinned copy of the streamed bytes, this run) {row['pinned_bound_s'] * 1e3:.3f} "
-                f"ms; parallel/bound {_fmt(row.get('parallel_over_pinned'), digits=3)}")
-    if len(memories) > 1:
-        values = [r["vs_other_memory"] for r in rows
-                  if r["memory"] == "explicit" and r.get("vs_other_memory")]
-        console.print("geometric mean speed of explicit vs managed memory (parallel): "
-                      f"{harness.geomean(values):.3f} (> 1: explicit faster)")
-    for ratio in ("recorded_vs_cudagraph", "recorded_vs_parallel",
-                  "recorded_static_vs_cudagraph"):
-        values = [r[ratio] for r in rows if r.get(ratio)]
-        if values:
-            console.print(f"geometric mean {ratio.replace('_vs_', ' speed vs ')}: "
-                          f"{harness.geomean(values):.3f}")
-    for row in rows:
-        for f in row.get("failures", []):
-            console.print(f"[red]FAIL {row['workload']} block {row['block']}: {f}[/]")
-        for f in row.get("skipped", []):
-            console.print(f"SKIP {row['workload']} block {row['block']}: {f}")
+    _print_results(console, args, rows, modes, memories, scale, iterations, on_gpu, want_bounds)
+    bandwidth = bandwidths.get(memories[0])
     options = dict(vars(args), scale=scale, iterations=iterations, warmup=warmup,
                    num_blocks=num_blocks, blocks=blocks, h2d_bytes_per_s=bandwidth,
                    h2d_bytes_per_s_by_memory=bandwidths, memories=list(memories))
@@ -341,25 +379,136 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0 if all(r["ok"] for r in rows) else 1
 
 
+#: Short column names of the modes (the table must fit an 80-column terminal).
+_MODE_COLUMNS = {"serial": "serial", "parallel": "parallel", "handopt": "handopt",
+                 "cudagraph": "cudagraph", "recorded": "recorded", "recorded_static": "rec.static"}
+
+
+def _print_results(console: Any, args: argparse.Namespace, rows: list[dict[str, Any]],
+                   modes: tuple[str, ...], memories: tuple[str, ...], scale: str,
+                   iterations: int, on_gpu: bool, want_bounds: bool) -> None:
+    """The results table and the ratios that mean something on this backend."""
+    harness = _bench_module("harness")
+    if on_gpu:
+        title = f"{scale} scale, {args.inputs} inputs, median ms of {iterations}"
+    else:
+        title = f"{scale} scale, {args.inputs} inputs, simulator ms"
+    table = _table(title)
+    ratios = []
+    if on_gpu and "serial" in modes and "parallel" in modes:
+        ratios.append(("speedup", "par/ser\nspeedup"))
+    if on_gpu and "handopt" in modes and "parallel" in modes:
+        ratios.append(("vs_handopt", "hand/par"))
+    bound_cols = ("xfer\nbound", "comp.\nbound", "par/\nbound") if want_bounds else ()
+    memory_cols = ("memory",) if len(memories) > 1 else ()
+    table.add_column("work\nload")
+    table.add_column("block", justify="right")
+    for col in memory_cols:
+        table.add_column(col)
+    for m in modes:
+        table.add_column(_MODE_COLUMNS.get(m, m), justify="right")
+    for _, col in ratios:
+        table.add_column(col, justify="right")
+    for col in bound_cols:
+        table.add_column(col, justify="right")
+    table.add_column("check")
+    for row in rows:
+        cells = [row["workload"], row["block"]] + [row["memory"]] * len(memory_cols)
+        cells += [f"{row[m] * 1e3:.3f}" if row.get(m) else "-" for m in modes]
+        cells += [f"{row[key]:.2f}" if row.get(key) else "-" for key, _ in ratios]
+        if want_bounds:
+            b = row.get("bounds") or {}
+            cells += [_fmt(b.get("transfer_bound_s"), 1e3), _fmt(b.get("compute_bound_s"), 1e3),
+                      _fmt(b.get("parallel_over_bound"), digits=2)]
+        cells.append("[red]FAIL[/]" if not row["ok"] else "SKIP" if not any(
+            row.get(m) for m in modes) else "PASS")
+        table.add_row(*cells)
+    console.print(table)
+    if args.metrics:
+        console.print(_metrics_table(rows, "overlap metrics (one traced iteration per mode)"
+                                     + ("" if on_gpu else "; sim: logical clock")))
+    if on_gpu:
+        speedups = [r["speedup"] for r in rows if r.get("speedup")]
+        if speedups:
+            console.print(f"geometric mean speedup parallel/serial: "
+                          f"{harness.geomean(speedups):.3f}")
+        for row in rows:
+            if row.get("pinned_bound_s"):
+                console.print(
+                    f"{row['workload']} block {row['block']} {row['memory']}: transfer bound "
+                    f"(one pinned copy of the streamed bytes, this run) "
+                    f"{row['pinned_bound_s'] * 1e3:.3f} ms; parallel/bound "
+                    f"{_fmt(row.get('parallel_over_pinned'), digits=3)}")
+        if len(memories) > 1:
+            values = [r["vs_other_memory"] for r in rows
+                      if r["memory"] == "explicit" and r.get("vs_other_memory")]
+            if values:
+                console.print("geometric mean speed of explicit vs managed memory (parallel): "
+                              f"{harness.geomean(values):.3f} (> 1: explicit faster)")
+        for ratio in ("recorded_vs_cudagraph", "recorded_vs_parallel",
+                      "recorded_static_vs_cudagraph"):
+            values = [r[ratio] for r in rows if r.get(ratio)]
+            if values:
+                console.print(f"geometric mean {ratio.replace('_vs_', ' speed vs ')}: "
+                              f"{harness.geomean(values):.3f}")
+    for row in rows:
+        for f in row.get("failures", []):
+            console.print(f"[red]FAIL {row['workload']} block {row['block']}: {f}[/]")
+        for f in row.get("skipped", []):
+            console.print(f"SKIP {row['workload']} block {row['block']}: {f}")
+
+
+def cmd_info() -> int:
+    import asyncgpu as ag
+    from asyncgpu.backends import resolve
+
+    console = _console()
+    # the backend named outright: 'auto' would log its own "no usable GPU" line on top of ours
+    ag.configure(backend=resolve(ag.options()))
+    info = _bench_module("harness").machine_info(ag)
+    table = _table(f"asyncgpu {_version()}")
+    table.show_header = False
+    table.add_column("")
+    table.add_column("")
+    for key, value in info.items():
+        table.add_row(key, str(value))
+    console.print(table)
+    options = _table("options in force")
+    options.add_column("option")
+    options.add_column("value")
+    for field in dataclasses.fields(ag.options()):
+        options.add_row(field.name, repr(getattr(ag.options(), field.name)))
+    console.print(options)
+    return 0
+
+
+class _Prefixed(logging.Formatter):
+    """``logger: message``, unless the message names asyncgpu already (the library's warnings
+    carry the prefix for Python's last-resort handler, which prints the message alone)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = super().format(record)
+        return message if message.startswith("asyncgpu") else f"{record.name}: {message}"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``asyncgpu`` command."""
     args = _parser().parse_args(argv)
     from asyncgpu._config import cli_log_level
 
-    logging.basicConfig(level=cli_log_level(), format="%(name)s: %(message)s")
-    # the repository root, so that `python -m asyncgpu bench` finds benchmarks/ and kernels/
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if root not in sys.path:
-        sys.path.insert(0, root)
-    if args.command == "bench":
-        return cmd_bench(args)
-    if args.command == "trace":
-        return cmd_trace(args)
-    import asyncgpu as ag
-    from benchmarks.harness import machine_info
-
-    _console().print(machine_info(ag), ag.options())
-    return 0
+    handler = logging.StreamHandler()
+    handler.setFormatter(_Prefixed("%(message)s"))
+    logging.basicConfig(level=cli_log_level(), handlers=[handler], force=True)
+    try:
+        if args.command == "bench":
+            return cmd_bench(args)
+        if args.command == "trace":
+            return cmd_trace(args)
+        return cmd_info()
+    except KeyboardInterrupt:
+        # one line, not the traceback of wherever the interrupt landed
+        print(f"asyncgpu {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -198,14 +198,17 @@ def run_mode(ag: Any, wl: Any, mode: str, block: Any, num_blocks: int, warmup: i
 
 def run_modes(ag: Any, wl: Any, modes: tuple[str, ...], block: Any, num_blocks: int,
               warmup: int, iterations: int, inputs: str, hands: dict[str, Any], rounds: int,
+              started: Callable[[str], None] = lambda mode: None,
               ) -> dict[str, tuple[list[float], Any, Exception | None]]:
     """Every mode of one cell, their timed iterations split into ``rounds`` blocks taken in
     turn (mode order rotated each round), so a slow spell of the host lands on every mode
     rather than on one; per mode (times, last result, error or None). ``rounds=1`` runs each
-    mode's iterations in one block, one mode after the other."""
+    mode's iterations in one block, one mode after the other. ``started(mode)`` is called
+    before each mode's setup and each of its blocks (progress reports)."""
     out: dict[str, tuple[list[float], Any, Exception | None]] = {}
     runs: dict[str, ModeRun] = {}
     for mode in modes:
+        started(mode)
         try:
             runs[mode] = ModeRun(ag, wl, mode, block, num_blocks, inputs, hands[mode])
         except Exception as exc:  # a crash is a FAIL of this cell, not of the suite
@@ -219,6 +222,7 @@ def run_modes(ag: Any, wl: Any, modes: tuple[str, ...], block: Any, num_blocks: 
         for mode in order[turn:] + order[:turn]:
             if mode in out:
                 continue
+            started(mode)
             try:
                 times[mode] += runs[mode].iterations(per[r], warmup if r == 0 else 0)
             except Exception as exc:
@@ -345,12 +349,14 @@ def bench_workload(ag: Any, cls: Any, scale: str, modes: tuple[str, ...], blocks
                    num_blocks: int, warmup: int, iterations: int, inputs: str,
                    progress: Callable[[], None] = lambda: None, metrics: bool = False,
                    bounds: bool = False, bandwidth: float | None = None,
-                   rounds: int = 1) -> list[Result]:
+                   rounds: int = 1, started: Callable[[str], None] = lambda mode: None,
+                   ) -> list[Result]:
     """All requested modes and block sizes of one workload.
 
     ``metrics``: overlap metrics per mode; ``bounds``: transfer and compute bounds per block
     size (needs the serial and parallel modes; ``bandwidth`` from ``bounds.h2d_bandwidth``);
-    ``rounds``: the timed iterations in that many interleaved blocks per mode (``run_modes``).
+    ``rounds``: the timed iterations in that many interleaved blocks per mode (``run_modes``);
+    ``progress()`` after each mode's result, ``started(mode)`` as each mode begins to run.
     """
     from asyncgpu._runtime import current_options, current_runtime
 
@@ -374,7 +380,7 @@ def bench_workload(ag: Any, cls: Any, scale: str, modes: tuple[str, ...], blocks
         cell: list[Result] = []
         hands = {m: graph_hand if m == "cudagraph" else hand for m in modes}
         runs = run_modes(ag, wl, modes, block, num_blocks, warmup, iterations, inputs, hands,
-                         rounds)
+                         rounds, started)
         for mode in modes:
             times, result, error = runs[mode]
             skipped = isinstance(error, BlockTooLargeError)

@@ -1,0 +1,119 @@
+"""The ``asyncgpu`` command on the sim backend: help texts, version, the scale announcement,
+tables that fit 80 columns, no meaningless ratios on the simulator, and Ctrl-C."""
+
+from __future__ import annotations
+
+import pytest
+
+from asyncgpu import __main__ as cli
+
+
+def _run(capsys, monkeypatch, *argv):
+    monkeypatch.setenv("COLUMNS", "80")
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _help(capsys, *argv):
+    with pytest.raises(SystemExit) as exc:
+        cli.main([*argv, "--help"])
+    assert exc.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_top_help_describes_every_command_in_plain_text(capsys):
+    out = _help(capsys)
+    for command in ("bench", "trace", "info"):
+        assert f"  {command} " in out
+    assert "``" not in out and ":class:" not in out     # no reStructuredText markup
+    assert "times are not GPU times" in out
+    assert "works the same as 'asyncgpu'." in out      # the whole description, not its start
+
+
+@pytest.mark.parametrize("command", ["bench", "trace"])
+def test_every_option_has_help_text(capsys, command):
+    parser = cli._parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices[command]
+    missing = [a.dest for a in sub._actions if not a.help]
+    assert missing == []
+    out = _help(capsys, command)
+    assert "--inputs" in out
+
+
+def test_help_shows_the_defaults_of_the_backend_here(capsys):
+    out = " ".join(_help(capsys, "bench").split())
+    assert "here: sim" in out
+    assert f"{cli.ITERATIONS[1]} on the simulator" in out
+    assert "(default: 20)" not in out
+
+
+def test_trace_out_has_a_default(capsys):
+    args = cli._parser().parse_args(["trace", "vec"])
+    assert args.out == "asyncgpu-trace"
+    assert "default: ./asyncgpu-trace" in " ".join(_help(capsys, "trace").split())
+
+
+def test_version(capsys):
+    import asyncgpu
+
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out.strip() == f"asyncgpu {asyncgpu.__version__}"
+
+
+def test_bench_announces_the_scale_it_runs_instead(capsys, monkeypatch):
+    code, out, _ = _run(capsys, monkeypatch, "bench", "vec", "--scale", "large",
+                        "--modes", "parallel")
+    assert code == 0
+    text = " ".join(out.split())
+    assert "The 'large' scale needs a GPU: running the 'tiny' scale instead." in text
+    assert text.count("not GPU times") == 1
+
+
+def test_bench_on_sim_fits_80_columns_and_shows_no_speedup(capsys, monkeypatch):
+    code, out, _ = _run(capsys, monkeypatch, "bench", "vec", "--modes",
+                        "serial,parallel,handopt,cudagraph,recorded,recorded_static")
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "PASS" in out
+    assert "nan" not in out.lower()
+    table = out.split("no speedups are reported.", 1)[1]
+    assert "speedup" not in table and "geometric mean" not in table
+
+
+def test_bench_without_serial_prints_no_nan(capsys, monkeypatch):
+    code, out, _ = _run(capsys, monkeypatch, "bench", "vec", "--modes", "parallel,handopt")
+    assert code == 0
+    assert "nan" not in out.lower()
+
+
+def test_ctrl_c_ends_with_one_line(capsys, monkeypatch):
+    harness = cli._bench_module("harness")
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(harness, "bench_workload", interrupted)
+    code, out, err = _run(capsys, monkeypatch, "bench", "vec")
+    assert code == 130
+    assert err.strip() == "asyncgpu bench: interrupted"
+    assert "Traceback" not in out + err
+
+
+def test_info_names_the_backend_once(capsys, monkeypatch, caplog):
+    code, out, err = _run(capsys, monkeypatch, "info")
+    assert code == 0
+    assert "sim" in out and "options in force" in out
+    assert "asyncgpu: asyncgpu:" not in out + err
+    assert max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_log_lines_name_their_logger_once():
+    import logging
+
+    f = cli._Prefixed("%(message)s")
+    mk = lambda name, msg: logging.LogRecord(name, logging.WARNING, __file__, 1, msg, (), None)
+    assert f.format(mk("asyncgpu", "asyncgpu: no usable GPU")) == "asyncgpu: no usable GPU"
+    assert f.format(mk("asyncgpu.bench", "vec failed")) == "asyncgpu.bench: vec failed"
