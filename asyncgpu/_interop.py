@@ -68,6 +68,9 @@ _MEMORY_TYPES = {1: "host", 2: "device", 3: "managed"}     # cudaMemoryType
 #: per runtime: (base address, bytes) -> the live allocation importing that memory
 _imports: weakref.WeakKeyDictionary[Any, dict[tuple[int, int], weakref.ref[Allocation]]] = \
     weakref.WeakKeyDictionary()
+#: imported allocation -> what its buffer is built from: (owner, base, bytes, kind, host_ok)
+_origins: weakref.WeakKeyDictionary[Allocation, tuple[Any, int, int, str, bool]] = \
+    weakref.WeakKeyDictionary()
 #: per cuda backend: the stream DLPack producers are asked to make their work visible on
 _handshake_streams: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
@@ -196,8 +199,9 @@ def adopt(rt: Any, d: Described) -> Array:
         found = table.get((base, nbytes))
         alloc = found() if found is not None else None
         if alloc is None or alloc.freed or alloc.buffer is None:
-            alloc = Allocation(rt, rt.backend.foreign_buffer(d.owner, base, nbytes, d.kind,
-                                                             d.host_ok), nbytes, DEVICE)
+            origin = (d.owner, base, nbytes, d.kind, d.host_ok)
+            alloc = Allocation(rt, rt.backend.foreign_buffer(*origin), nbytes, DEVICE)
+            _origins[alloc] = origin
             for key in [k for k, r in table.items() if r() is None]:
                 del table[key]
             table[(base, nbytes)] = weakref.ref(alloc)
@@ -205,6 +209,13 @@ def adopt(rt: Any, d: Described) -> Array:
                 _order_after_producer(rt, alloc, d.ready, d.kind)
             log.debug("imported a %s of %d bytes at 0x%x without a copy", d.kind, nbytes, base)
     return Array._view(alloc, d.shape, d.dtype, d.strides, d.ptr - base)
+
+
+def origin(alloc: Allocation) -> tuple[Any, int, int, str, bool] | None:
+    """What an imported allocation's buffer is built from (``backend.foreign_buffer``'s
+    arguments), or None for memory of the runtime's own: a change of memory model builds the
+    new model's buffer over the same producer memory (``asyncgpu._switch``)."""
+    return _origins.get(alloc)
 
 
 def import_array(rt: Any, obj: Any, where: str) -> Array:

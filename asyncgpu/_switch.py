@@ -55,6 +55,8 @@ from typing import Any
 
 from ._array import DEVICE, HOST, Allocation, Array
 from ._config import BACKEND_BUILD, Options
+from ._deps import Access
+from ._interop import origin
 
 log = logging.getLogger("asyncgpu")
 
@@ -89,6 +91,8 @@ def rebuild_backend(rt: Any, options: Options) -> None:
     # (adopted buffers need nothing: only a conversion looks for the allocations)
     allocs, views = _live(rt) if convert else ([], [])
     rt._drain_releases()        # (buffers of arrays dropped before the walk: the old backend's)
+    if convert and old_explicit:
+        _push_imports(rt, allocs)
     new = backends.create(options)
     moved: list[tuple[Allocation, Any, int]] = []
     try:
@@ -149,6 +153,11 @@ def _moved(alloc: Allocation, old: Any, new: Any, old_explicit: bool) -> tuple[A
     allocation (location 0) stays so: there are no bytes to carry.
     """
     buffer = alloc.buffer
+    imported = origin(alloc)
+    if imported is not None:
+        # The producer's memory stays the array's memory (the producer shares it): the new
+        # model's buffer is built over it; its bytes are current there (_push_imports).
+        return new.foreign_buffer(*imported), DEVICE if alloc.location else 0
     target = new.alloc(alloc.nbytes)
     if alloc.location == 0 or alloc.nbytes == 0:
         return target, 0
@@ -160,6 +169,17 @@ def _moved(alloc: Allocation, old: Any, new: Any, old_explicit: bool) -> tuple[A
         new.free(target)
         raise
     return target, HOST
+
+
+def _push_imports(rt: Any, allocs: list[Allocation]) -> None:
+    """Explicit memory: imported allocations whose host mirror holds the newest bytes get
+    them copied to the producer's memory first (copy nodes, then a wait), since the new
+    model's buffer is that memory alone."""
+    stale = [a for a in allocs if a.location == HOST and origin(a) is not None]
+    if stale:
+        rt.memory.before_device([Access(a.id, a, 0, a.nbytes, False, "asyncgpu.configure")
+                                 for a in stale])
+        rt.synchronize()
 
 
 def _root(backend: Any) -> Any:

@@ -259,3 +259,22 @@ def test_cuda_import_views_the_pointer_and_orders_after_the_producer_stream():
     assert out[1] == "True 1"                        # imported once: no second node
     assert "is on GPU 1, and this runtime runs on GPU 0" in out[2]
     assert "device=1" in out[2]
+
+
+@pytest.mark.parametrize("first", ["explicit", "managed"])
+def test_an_import_stays_the_producers_memory_across_a_change_of_memory_model(first):
+    import asyncgpu as ag
+
+    other = "managed" if first == "explicit" else "explicit"
+    data = np.arange(8, dtype=np.float32)
+    with ag.configure(backend="sim", sim_seed=1, sim_strategy="random", memory=first):
+        a = ag.asarray(CpuProducer(data))
+        a[0] = 10.0                        # explicit: newest bytes in the host mirror only
+        with ag.configure(memory=other):
+            _double()[1, 8](a)             # the producer's memory, not a converted copy
+            ag.synchronize()
+            assert data.tolist() == [20.0] + [2.0 * v for v in range(1, 8)]
+        _double()[1, 8](a)
+        assert a.numpy().tolist() == [40.0] + [4.0 * v for v in range(1, 8)]
+        ag.synchronize()
+        assert data.tolist() == [40.0] + [4.0 * v for v in range(1, 8)]
