@@ -135,10 +135,13 @@ def _live(rt: Any) -> tuple[list[Allocation], list[Array]]:
     allocs: list[Allocation] = []
     views: list[Array] = []
     for obj in gc.get_objects():
-        if isinstance(obj, Allocation):
+        # type(), not isinstance(): isinstance reads __class__, which raises ReferenceError on a
+        # weakref.proxy whose referent is gone (Numba's CUDA simulator leaves such proxies)
+        kind = type(obj)
+        if issubclass(kind, Allocation):
             if obj.runtime is rt and obj.buffer is not None and not obj.freed:
                 allocs.append(obj)
-        elif isinstance(obj, Array):
+        elif issubclass(kind, Array):
             views.append(obj)
     return allocs, views
 

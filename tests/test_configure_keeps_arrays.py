@@ -168,6 +168,26 @@ def test_a_generator_survives_a_change_of_memory_model():
         np.testing.assert_array_equal(second, reference.random(8))
 
 
+def test_a_change_of_memory_model_ignores_dead_weak_proxies_elsewhere_in_the_program():
+    # Numba's CUDA simulator (and other libraries) leave weakref.proxy objects whose referent
+    # is gone; the switch's walk over live objects must not trip on them
+    import weakref
+
+    class Owner:
+        pass
+
+    owner = Owner()
+    dead = weakref.proxy(owner)
+    del owner
+    with ag.configure(backend="sim", sim_seed=4, memory="explicit"):
+        x = ag.array(START)
+        with ag.configure(memory="managed"):
+            step(x, 2.0, 1.0)
+        np.testing.assert_array_equal(x.numpy(), START * 2 + 1)
+    with pytest.raises(ReferenceError):     # (the proxy was alive, and dead, all along)
+        dead.value
+
+
 def test_a_device_switch_retires_arrays_and_generators_naming_the_switch():
     with ag.configure(backend="sim", sim_seed=10):
         x = ag.array(START)
