@@ -180,7 +180,8 @@ def result_shape(shape: tuple[int, ...], comps: list[Any]) -> tuple[int, ...]:
             "shape mismatch: indexing arrays could not be broadcast together with shapes "
             + " ".join(str(s) for s in index_shapes)
         ) from None
-    at = where[0] if all(w == where[0] for w in where) else 0
+    # (no index array at all: a basic key, here for an assignment of an Array value)
+    at = where[0] if where and all(w == where[0] for w in where) else 0
     return tuple(dims[:at]) + tuple(broadcast) + tuple(dims[at:])
 
 

@@ -222,3 +222,14 @@ def test_assignment_value_that_does_not_broadcast_is_refused(sim):
     with pytest.raises(ValueError, match=r"shape \(3,\) .* result of shape \(2, 5\)"):
         x[0, 1:3] = value
     assert _counters(ag) == before
+
+
+def test_an_array_value_assigned_through_a_basic_key_of_a_view(sim):
+    ag = sim
+    a = ag.array(np.arange(16, dtype=np.float64))
+    a[0:8][:4] *= 0.125                     # view[:4] = (view[:4] * 0.125): an Array value
+    a[8:][::2] = ag.array(np.ones(4))
+    expected = np.arange(16, dtype=np.float64)
+    expected[0:8][:4] *= 0.125
+    expected[8:][::2] = 1.0
+    np.testing.assert_array_equal(a.numpy(), expected)
