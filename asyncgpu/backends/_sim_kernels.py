@@ -159,10 +159,14 @@ class SimKernelLaunch:
     def end(self, snaps: dict[int, tuple[Any, int, np.ndarray]]) -> None:
         arrays = self.arrays
         for a in arrays:
-            if not a.read and not self._overlaps_other(a):
-                # write-only: the old contents are undefined, and a kernel must not rely on them
+            if not a.read and not self._overlaps_other(a) and 0 not in a.shape:
+                # write-only: the old contents are undefined, and a kernel must not rely on them.
+                # Only the view's elements: a strided view's gaps belong to others (the extent
+                # is copied back whole below).
                 _, lo0, snap = snaps[a.buffer.uid]
-                snap[a.lo - lo0: a.hi - lo0] = POISON
+                elements = np.ndarray(a.shape, np.dtype((np.void, a.dtype.itemsize)), buffer=snap,
+                                      offset=a.offset - lo0, strides=a.strides)
+                elements[...] = np.void(bytes([POISON]) * a.dtype.itemsize)
         writable = {a.index for a in arrays if a.write}
         try:
             self.run(self._views(snaps, writable))
