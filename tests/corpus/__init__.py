@@ -13,9 +13,13 @@ comment ``# asyncgpu:`` saying why. Each module exposes
   is used only for those device draws);
 * ``TOLERANCE``: ``{"sim": {...}, "gpu": {...}}``, the ``rtol``/``atol`` of the comparison
   (0 and 0: exact, where the algorithm is deterministic), optionally per result under the
-  result's name.
+  result's name;
+* ``NEEDS_NUMBA_SIMULATOR`` (optional, default false): on a machine without a GPU the program
+  needs Numba's CUDA simulator itself (``NUMBA_ENABLE_CUDASIM=1`` before ``numba.cuda`` is
+  first imported), for Numba calls it makes outside kernels (``create_xoroshiro128p_states``).
 
-:func:`check` compares a run with its reference.
+:func:`check` compares a run with its reference; :func:`run_checked` runs a program in a
+configuration and checks it.
 """
 
 from __future__ import annotations
@@ -38,6 +42,20 @@ PROGRAMS = (
     "numba_laplace",        # numba-cuda docs: the 1-D heat equation
     "numba_reduction",      # numba-cuda docs: shared-memory reduction
 )
+
+
+#: how the CPU tests run each program: every strategy of the simulator (each with its own
+#: seed), the managed memory model once, and the serial mode
+SIM_MODES: dict[str, dict[str, Any]] = {
+    "random": {"sim_strategy": "random", "sim_seed": 1},
+    "pct": {"sim_strategy": "pct", "sim_seed": 2},
+    "reverse": {"sim_strategy": "reverse", "sim_seed": 3},
+    "starve": {"sim_strategy": "starve", "sim_seed": 4},
+    "lazy": {"sim_strategy": "lazy", "sim_seed": 5},
+    "eager": {"sim_strategy": "eager", "sim_seed": 6},
+    "managed": {"sim_strategy": "random", "sim_seed": 7, "memory": "managed"},
+    "sync": {"execution": "sync", "sim_seed": 8},
+}
 
 
 def load(name: str) -> ModuleType:
@@ -69,3 +87,17 @@ def check(program: ModuleType, got: dict[str, Any], want: dict[str, Any], backen
         else:
             np.testing.assert_allclose(actual, expected, rtol=tol["rtol"], atol=tol["atol"],
                                        err_msg=f"{program.__name__}: {key}")
+
+
+def run_checked(name: str, backend: str, **options: Any) -> dict[str, Any]:
+    """Run program ``name`` at its ``backend`` size under ``asyncgpu.configure(backend=backend,
+    **options)``, compare it with its reference, and return its results."""
+    import asyncgpu as ag
+
+    program = load(name)
+    size = program.SIZES[backend]
+    with ag.configure(backend=backend, **options):
+        got = program.run(size)
+        ag.synchronize()
+    check(program, got, program.reference(size, got), backend)
+    return got
