@@ -27,24 +27,51 @@ CuPy calls and array operators are scheduled the same way (``asyncgpu.cupy``)::
 
 from __future__ import annotations
 
-from . import _compat  # noqa: F401  (must precede any numba.cuda import)
-from ._api import (
-    array, asarray, configure, empty, empty_like, full, full_like, instrument, ones, ones_like,
-    options, statistics, synchronize, trace, zeros, zeros_like,
+from .core import compat as _compat  # noqa: F401  (must precede any numba.cuda import)
+from .core.config import Options
+from .core.errors import (
+    AnnotationViolation,
+    ArgumentError,
+    ArgumentValueError,
+    AsyncGPUError,
+    BackendUnavailableError,
+    BlockTooLargeError,
+    CompileError,
+    DeadlockError,
+    FreedArrayError,
+    KernelFault,
+    KernelFaults,
+    LaunchError,
+    OutOfMemoryError,
+    RaceError,
+    RecordingError,
+    SignatureError,
 )
-from ._array import Array
-from ._config import Options
-from ._errors import (
-    AnnotationViolation, ArgumentError, ArgumentValueError, AsyncGPUError,
-    BackendUnavailableError, BlockTooLargeError, CompileError, DeadlockError, FreedArrayError, KernelFault,
-    KernelFaults, LaunchError, OutOfMemoryError, RaceError, RecordingError, SignatureError,
+from .core.instrument import Instrument
+from .core.statistics import Statistics
+from .observe.trace import Trace
+from .recorder.entry import graph, record
+from .runtime.api import (
+    array,
+    asarray,
+    configure,
+    empty,
+    empty_like,
+    full,
+    full_like,
+    instrument,
+    ones,
+    ones_like,
+    options,
+    statistics,
+    synchronize,
+    trace,
+    zeros,
+    zeros_like,
 )
-from ._kernel import Kernel
-from ._kernel_builders import cuda_kernel, kernel
-from ._instrument import Instrument
-from ._graph_function import graph, record
-from ._statistics import Statistics
-from ._trace import Trace
+from .runtime.array import Array
+from .runtime.kernel import Kernel
+from .runtime.kernel_builders import cuda_kernel, kernel
 
 __version__ = "0.1.0"
 

@@ -216,7 +216,7 @@ def _metrics_table(rows: list[dict[str, Any]], title: str) -> Any:
 
 def cmd_trace(args: argparse.Namespace) -> int:
     import asyncgpu as ag
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu.runtime.context import current_runtime
 
     harness = _bench_module("harness")
     WORKLOADS = _bench_module("workloads").WORKLOADS
@@ -266,8 +266,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     console = _console()
     on_gpu, scale = _scale(ag, console, args.scale)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-    from rich.progress import TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     harness = _bench_module("harness")
     WORKLOADS = _bench_module("workloads").WORKLOADS
@@ -323,7 +322,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         blocks = [int(b) for b in args.block_sizes.split(",")]
     else:
         blocks = list(harness.BLOCK_SIZES) if on_gpu else [32]
-    from asyncgpu._runtime import current_options, current_runtime
+    from asyncgpu.runtime.context import current_options, current_runtime
 
     if args.num_blocks:
         num_blocks = args.num_blocks
@@ -494,7 +493,7 @@ class _Prefixed(logging.Formatter):
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``asyncgpu`` command."""
     args = _parser().parse_args(argv)
-    from asyncgpu._config import cli_log_level
+    from asyncgpu.core.config import cli_log_level
 
     handler = logging.StreamHandler()
     handler.setFormatter(_Prefixed("%(message)s"))

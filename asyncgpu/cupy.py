@@ -4,7 +4,7 @@ Every public function of CuPy (``cupy.sqrt``, ``cupy.matmul``, ``cupy.linalg.sol
 ``cupy.fft.fft``, ...) is available here under the same name, without a hand-written list: a
 module ``__getattr__`` wraps the function of the same name. On ``cuda`` that is CuPy's; on
 ``sim`` the names are CuPy's too (a checked-in description of CuPy's namespace, see
-``asyncgpu._cupy_surface``) and NumPy computes them, so a name or a keyword CuPy lacks fails on
+``asyncgpu.runtime.cupy_surface``) and NumPy computes them, so a name or a keyword CuPy lacks fails on
 ``sim`` as it would on the GPU. Each call is a node of the DAG: its :class:`asyncgpu.Array`
 arguments are reads, its result and ``out=`` / in-place targets are writes, other arguments pass
 through, and it returns at once with :class:`asyncgpu.Array` results::
@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from . import _cupy_surface
-from ._array import Array
-from ._library import backend_module, dispatch, function_resolver
+from .runtime import cupy_surface as _cupy_surface
+from .runtime.array import Array
+from .runtime.library import backend_module, dispatch, function_resolver
 
 _METADATA = frozenset({
     "result_type", "can_cast", "min_scalar_type", "promote_types", "common_type", "shape",
@@ -44,7 +44,7 @@ _METADATA = frozenset({
 
 def _backend() -> str:
     from . import backends
-    from ._runtime import current_options
+    from .runtime.context import current_options
 
     return backends.resolve(current_options())
 
@@ -132,7 +132,7 @@ def _attribute(prefix: str, name: str) -> Any:
         return hit
     if not prefix and name == "testing":
         # CuPy's array comparisons, taking asyncgpu and NumPy arrays alike
-        from . import _cupy_testing
+        from .runtime import cupy_testing as _cupy_testing
         return _cupy_testing
     if backend != "cuda":
         value = _sim_attribute(prefix[:-1], name)
@@ -142,7 +142,7 @@ def _attribute(prefix: str, name: str) -> Any:
     for part in prefix.split(".")[:-1]:
         mod = getattr(mod, part)
     if prefix == "random.":
-        from ._random import attribute
+        from .runtime.cupy_random import attribute
         value = attribute(name, mod)
     else:
         try:
@@ -170,7 +170,7 @@ def _sim_attribute(prefix: str, name: str) -> Any:
     path = f"{prefix}.{name}" if prefix else name
     kind = entry["kind"]
     if prefix == "random" and name in ("default_rng", "Generator"):
-        from ._random import attribute
+        from .runtime.cupy_random import attribute
         return attribute(name, None)
     if kind == "module":
         if not entry.get("walked"):
@@ -178,7 +178,7 @@ def _sim_attribute(prefix: str, name: str) -> Any:
         return Namespace(path + ".")
     if kind in ("function", "ufunc"):
         if prefix == "random":
-            from ._random import refuse_global
+            from .runtime.cupy_random import refuse_global
             raise refuse_global(name)
         fn = _cupy_surface.numpy_function(path)
         if not prefix and name in _METADATA:
@@ -199,7 +199,7 @@ ndarray = Array
 
 def asarray(a: Any, dtype: Any = None) -> Array:
     """``a`` as an :class:`asyncgpu.Array` (a copy into the runtime's memory unless it is one)."""
-    from ._interop import asarray as _asarray
+    from .runtime.interop import asarray as _asarray
 
     return _asarray(a, dtype)
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from asyncgpu._errors import CaptureError
+from asyncgpu.core.errors import CaptureError
 
 from .handopt import Hand
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from asyncgpu._array import DEVICE, HOST
-from asyncgpu._dag import Node
-from asyncgpu._deps import Access
+from asyncgpu.runtime.array import DEVICE, HOST
+from asyncgpu.core.dag import Node
+from asyncgpu.core.deps import Access
 
 
 class Hand:

@@ -200,7 +200,7 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
 
 def _driver_calls() -> Any:
     """The current runtime's ``DriverCalls``, or None (direct calls off, or a wrapped backend)."""
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu.runtime.context import current_runtime
 
     return getattr(current_runtime().backend, "driver", None)
 
@@ -249,8 +249,8 @@ def _sequences(ag: Any, stream: Any) -> dict[str, Callable[[int], None]]:
     time minus the sequence its calls go through."""
     import cupy
 
-    from asyncgpu.backends._driver import cuda_calls
-    from asyncgpu.backends._packed import cuda_c_plan
+    from asyncgpu.backends.cuda.driver import cuda_calls
+    from asyncgpu.backends.cuda.packed import cuda_c_plan
 
     k = ag.cuda_kernel(_c_source(3), "k3")
     arrays = [ag.ones(32, np.float32) for _ in range(3)]
@@ -335,8 +335,8 @@ def _components(ag: Any, stream: Any, launches: int, repeats: int,
     """The CUDA calls one asyncgpu launch makes, each timed alone (3-argument CUDA C kernel)."""
     import cupy
 
-    from asyncgpu._runtime import current_runtime
-    from asyncgpu.backends._packed import cuda_c_plan
+    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.backends.cuda.packed import cuda_c_plan
 
     k = ag.cuda_kernel(_c_source(3), "k3")
     arrays = [ag.ones(32, np.float32) for _ in range(3)]
@@ -399,10 +399,10 @@ def flat_side_by_side(aged: int = 100_000, young: int = 1_000, windows: int = 15
     their ratio (``side_by_side_ratio``). The marks above are minutes apart on a host whose
     speed wanders by tens of percent within seconds; these are milliseconds apart."""
     from asyncgpu import cuda_kernel
-    from asyncgpu._array import HOST, new_array
-    from asyncgpu._config import Options
-    from asyncgpu._runtime import Runtime
-    from asyncgpu.backends._cuda import CudaBackend
+    from asyncgpu.runtime.array import HOST, new_array
+    from asyncgpu.core.config import Options
+    from asyncgpu.runtime.context import Runtime
+    from asyncgpu.backends.cuda.backend import CudaBackend
 
     launcher = cuda_kernel(_c_source(3), "k3")[1, 32]
     runtimes, loops = [], []
@@ -474,9 +474,9 @@ class NullBackend:
 def runtime_only(launches: int = 20000, repeats: int = 5) -> dict[str, dict[str, float]]:
     """asyncgpu's own host microseconds per launch (3 arguments), with :class:`NullBackend`."""
     from asyncgpu import cuda_kernel
-    from asyncgpu._array import HOST, new_array
-    from asyncgpu._config import Options
-    from asyncgpu._runtime import Runtime
+    from asyncgpu.runtime.array import HOST, new_array
+    from asyncgpu.core.config import Options
+    from asyncgpu.runtime.context import Runtime
 
     rt = Runtime(Options(), backend=NullBackend())
     k = cuda_kernel(_c_source(3), "k3", sim=lambda *a: None)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from asyncgpu._runtime import current_runtime
+from asyncgpu.runtime.context import current_runtime
 
 INC = r"""extern "C" __global__ void inc(float* x, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -86,7 +86,7 @@ def _raw_graph_launch_us(frozen: Any, iterations: int) -> float | None:
     rt = current_runtime()
     if rt.backend.name != "cuda":
         return None
-    from asyncgpu.backends._cuda_timing import graph_launch_s
+    from asyncgpu.backends.cuda.timing import graph_launch_s
 
     rt.synchronize()
     return 1e6 * graph_launch_s(frozen.graph.handle, rt.backend.create_stream(), iterations)

@@ -1,5 +1,5 @@
 """The compiled ``Kernel.bind`` (``asyncgpu/csrc/binding.c``) against the Python one
-(``asyncgpu._kernel.PythonBinding``): random argument lists, good and bad, for a typed CUDA C
+(``asyncgpu.runtime.kernel.PythonBinding``): random argument lists, good and bad, for a typed CUDA C
 kernel and an untyped Numba kernel give the same array arguments and values, or the same
 error."""
 
@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asyncgpu import _compiled
-from asyncgpu._kernel import PythonBinding
-from asyncgpu._runtime import current_runtime
+from asyncgpu.core import compiled as _compiled
+from asyncgpu.runtime.kernel import PythonBinding
+from asyncgpu.runtime.context import current_runtime
 
 pytestmark = pytest.mark.skipif(_compiled.speedups is None,
                                 reason="asyncgpu._speedups is not built")

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import cuda
 
-from asyncgpu import _chunks
+from asyncgpu.runtime import chunks as _chunks
 
 AFFINE_SRC = r'''
 extern "C" __global__ void affine(const float* x, float* y, float a, int n) {

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from asyncgpu._config import ENVIRONMENT, options_from_env
+from asyncgpu.core.config import ENVIRONMENT, options_from_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -24,7 +24,8 @@ def test_every_environment_variable_is_documented():
 def test_environment_is_read_only_in_config():
     offenders = [
         str(p.relative_to(ROOT)) for p in (ROOT / "asyncgpu").rglob("*.py")
-        if p.name != "_config.py" and re.search(r"os\.environ|getenv", p.read_text())
+        if p.relative_to(ROOT).as_posix() != "asyncgpu/core/config.py"
+        and re.search(r"os\.environ|getenv", p.read_text())
     ]
     assert offenders == []
 
@@ -41,9 +42,9 @@ def test_options_from_env_parses_and_rejects():
 
 
 def test_core_modules_import_no_cuda_library():
-    code = ("import sys, asyncgpu._dag, asyncgpu._deps, asyncgpu._policies, asyncgpu._streams, "
-            "asyncgpu._hb, asyncgpu._trace, asyncgpu._metrics, asyncgpu._instrument, "
-            "asyncgpu._draw; "
+    code = ("import sys, asyncgpu.core.dag, asyncgpu.core.deps, asyncgpu.core.policies, "
+            "asyncgpu.core.streams, asyncgpu.core.hb, asyncgpu.observe.trace, "
+            "asyncgpu.observe.metrics, asyncgpu.core.instrument, asyncgpu.observe.draw; "
             "bad = {'cupy', 'numba'} & {m.split('.')[0] for m in sys.modules}; "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
@@ -66,7 +67,7 @@ def test_a_replaced_backend_gives_its_caches_back():
     import numpy as np
 
     import asyncgpu as ag
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu.runtime.context import current_runtime
 
     with ag.configure(backend="sim", memory="explicit"):
         rt = current_runtime()
@@ -85,7 +86,7 @@ def test_a_replaced_backend_gives_its_caches_back():
 
 def test_changing_direct_driver_makes_a_new_backend():
     import asyncgpu as ag
-    from asyncgpu import _runtime
+    from asyncgpu.runtime import context as _runtime
 
     with ag.configure(backend="sim", direct_driver=True):
         first = _runtime.current_runtime().backend
@@ -95,7 +96,7 @@ def test_changing_direct_driver_makes_a_new_backend():
 
 def test_changing_single_node_graphs_makes_a_new_backend():
     import asyncgpu as ag
-    from asyncgpu import _runtime
+    from asyncgpu.runtime import context as _runtime
 
     with ag.configure(backend="sim", single_node_graphs=True):
         first = _runtime.current_runtime().backend

@@ -1,4 +1,4 @@
-"""The runtime's counters (``asyncgpu._statistics.Counters``): C integers in the compiled
+"""The runtime's counters (``asyncgpu.core.statistics.Counters``): C integers in the compiled
 ``CountersBase`` where it is built (asyncgpu/csrc/counters.c), slots otherwise. What a user
 sees is the same either way: ints in ``asyncgpu.statistics()``, counted by every launch."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import asyncgpu as ag
-from asyncgpu import _compiled
-from asyncgpu._statistics import COUNTS, Counters
+from asyncgpu.core import compiled as _compiled
+from asyncgpu.core.statistics import COUNTS, Counters
 
 
 def test_every_count_reads_and_writes_as_an_int():

@@ -13,10 +13,10 @@ from collections import deque
 import pytest
 
 from asyncgpu import KernelFault
-from asyncgpu._errors import LaunchError
-from asyncgpu._dag import Node
-from asyncgpu._streams import StreamState
-from asyncgpu.backends import _cuda
+from asyncgpu.core.errors import LaunchError
+from asyncgpu.core.dag import Node
+from asyncgpu.core.streams import StreamState
+from asyncgpu.backends.cuda import backend as _cuda
 
 
 # The backend's record, wait, event_done and launch have compiled twins (csrc/device.c).

@@ -16,8 +16,8 @@ import stand_in
 SCRIPT = textwrap.dedent(r"""
     import numpy as np
     import asyncgpu as ag
-    from asyncgpu._array import HOST, new_array
-    from asyncgpu._graph_cache import graphs_of
+    from asyncgpu.runtime.array import HOST, new_array
+    from asyncgpu.recorder.cache import graphs_of
     from benchmarks import replay
     from tools.host_paths import stand_in_runtime
 
@@ -60,7 +60,7 @@ LIFETIME = textwrap.dedent(r"""
     import gc, weakref
     import numpy as np
     import asyncgpu as ag
-    from asyncgpu import _runtime
+    from asyncgpu.runtime import context as _runtime
     from benchmarks import replay
     from tools.host_paths import stand_in_runtime
 

@@ -1,6 +1,6 @@
 """The ``cuda`` backend's library-call path, run on the CPU against a minimal stand-in for CuPy.
 
-``backends/_cuda_library.py`` is only executed for real on a GPU. Here it runs against a small
+``backends/cuda/library.py`` is only executed for real on a GPU. Here it runs against a small
 fake of the CuPy API it uses (``ndarray`` over raw pointers, ``cuda.UnownedMemory``,
 ``cuda.MemoryPointer``, ``cuda.using_allocator``, streams as context managers, the FFT plan
 cache), with NumPy doing the arithmetic in host memory. The call is executed at enqueue, as on
@@ -18,7 +18,7 @@ import types
 import numpy as np
 import pytest
 
-from asyncgpu.backends._sim import SimBackend
+from asyncgpu.backends.sim.backend import SimBackend
 
 _uids = itertools.count(1)
 
@@ -221,7 +221,7 @@ class FakeCudaBackend(SimBackend):
         buffer.host = None
 
     def library_call(self, runtime, call, accesses):
-        from asyncgpu.backends._cuda_library import make_call
+        from asyncgpu.backends.cuda.library import make_call
         return make_call(self, runtime, call, accesses)
 
     def launch(self, node, stream):
@@ -234,8 +234,8 @@ class FakeCudaBackend(SimBackend):
 @pytest.fixture
 def fake_cuda(monkeypatch):
     import asyncgpu as ag
-    import asyncgpu._library as library
-    from asyncgpu import _runtime
+    import asyncgpu.runtime.library as library
+    from asyncgpu.runtime import context as _runtime
     from asyncgpu.backends import CheckedBackend
 
     monkeypatch.setattr(library, "backend_module",

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asyncgpu._dag import Node, finish_through, reduce_parents
-from asyncgpu._deps import Access, DependencyTracker
-from asyncgpu._streams import StreamState
+from asyncgpu.core.dag import Node, finish_through, reduce_parents
+from asyncgpu.core.deps import Access, DependencyTracker
+from asyncgpu.core.streams import StreamState
 
 
 class Sim:

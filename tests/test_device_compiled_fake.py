@@ -23,7 +23,7 @@ import textwrap
 import pytest
 import stand_in
 
-from asyncgpu import _compiled
+from asyncgpu.core import compiled as _compiled
 
 pytestmark = pytest.mark.skipif(_compiled.speedups is None,
                                 reason="asyncgpu._speedups is not built")
@@ -53,7 +53,7 @@ SCRIPT = textwrap.dedent(r"""
 
     import os
     import asyncgpu as ag
-    from asyncgpu import _compiled
+    from asyncgpu.core import compiled as _compiled
     from tools.host_paths import stand_in_runtime
 
     rt = stand_in_runtime()

@@ -52,7 +52,7 @@ def test_page_has_no_development_history(page):
 
 def _error_classes():
     import asyncgpu
-    from asyncgpu import _errors
+    from asyncgpu.core import errors as _errors
     classes = {name for name, obj in vars(_errors).items()
                if inspect.isclass(obj) and issubclass(obj, asyncgpu.AsyncGPUError)}
     classes |= {name for name in asyncgpu.__all__
@@ -71,7 +71,7 @@ def _variables_read_by_the_code():
     names = set()
     for path in (ROOT / "asyncgpu").rglob("*.py"):
         names |= set(re.findall(r"\bASYNCGPU_[A-Z0-9_]*[A-Z0-9]\b", path.read_text()))
-    from asyncgpu import _config
+    from asyncgpu.core import config as _config
     names |= set(_config.ENVIRONMENT)
     return sorted(names)
 

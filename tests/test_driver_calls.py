@@ -14,8 +14,8 @@ import types
 
 import pytest
 
-from asyncgpu import _compiled
-from asyncgpu.backends import _driver
+from asyncgpu.core import compiled as _compiled
+from asyncgpu.backends.cuda import driver as _driver
 
 pytestmark = pytest.mark.skipif(_compiled.speedups is None,
                                 reason="asyncgpu._speedups is not built")

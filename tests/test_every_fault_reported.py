@@ -10,7 +10,7 @@ from numba import cuda
 
 import asyncgpu as ag
 import asyncgpu.cupy as acp
-from asyncgpu import _compiled
+from asyncgpu.core import compiled as _compiled
 
 
 @ag.kernel
@@ -118,7 +118,7 @@ def test_the_runtime_stays_usable_after_several_faults(rt):
 def test_a_fault_met_while_recovering_from_an_interrupted_launch_is_kept():
     """A launch interrupted right after its enqueue makes the runtime drain the device; a fault
     of earlier work met there is not this launch's error: the next wait raises it."""
-    from asyncgpu._streams import StreamManager
+    from asyncgpu.core.streams import StreamManager
 
     was = _compiled.use(False)            # the Python methods, so the one patched below runs
     issued = StreamManager.__dict__["issued"]

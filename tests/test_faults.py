@@ -11,7 +11,7 @@ the serial answer with the happens-before checker silent (a missing edge raises 
 A second test leaves arrays in reference cycles and collects garbage often, so that faults land
 inside ``Allocation.__del__`` run by the collector in the middle of runtime work (and inside the
 collections that CPython's own trace calls trigger: the case that once crashed the interpreter,
-see ``asyncgpu._faults``).
+see ``asyncgpu.testing.faults``).
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ import pytest
 
 import asyncgpu as ag
 import asyncgpu.cupy  # noqa: F401  (imported here, not inside the first traced call)
-from asyncgpu import _compiled
-from asyncgpu._faults import inject
-from asyncgpu._runtime import current_runtime
+from asyncgpu.core import compiled as _compiled
+from asyncgpu.testing.faults import inject
+from asyncgpu.runtime.context import current_runtime
 
 SRC = r'''
 extern "C" __global__ void axpy(const float* x, float* y, float a, int n) {
@@ -208,7 +208,7 @@ def test_fault_at_every_point_in_the_explicit_memory_model(target, monkeypatch):
     monkeypatch.setattr(ag, "configure", explicit)
     points = count_points(target).points
     if not _compiled.in_use():      # (compiled, the model's booking has no Python lines)
-        assert any("_memory.py" in str(p) for p in points), points[:5]   # it is on the path
+        assert any("memory.py" in str(p) for p in points), points[:5]   # it is on the path
     raised = 0
     for at in range(1, len(points) + 1, 2):
         raised += run_once(target, at, InjectedError, seed=at).where is not None

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from asyncgpu import _compiled
-from asyncgpu._kernel import ArrayArg
-from asyncgpu.backends._cuda_kernels import PackedTarget, PythonGathering
+from asyncgpu.core import compiled as _compiled
+from asyncgpu.runtime.kernel import ArrayArg
+from asyncgpu.backends.cuda.kernels import PackedTarget, PythonGathering
 
 pytestmark = pytest.mark.skipif(_compiled.speedups is None,
                                 reason="asyncgpu._speedups is not built")

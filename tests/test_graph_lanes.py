@@ -17,8 +17,8 @@ import types
 
 import pytest
 
-from asyncgpu import _compiled
-from asyncgpu._config import Options
+from asyncgpu.core import compiled as _compiled
+from asyncgpu.core.config import Options
 
 pytestmark = pytest.mark.skipif(_compiled.speedups is None,
                                 reason="asyncgpu._speedups is not built")
@@ -289,8 +289,8 @@ def test_beyond_the_lane_table_kernels_launch_the_ordinary_way():
 
 
 def test_the_backend_turns_lanes_off_while_a_capture_is_engaged():
-    from asyncgpu.backends._capture import CaptureError, CaptureTracker
-    from asyncgpu.backends._cuda import CudaBackend
+    from asyncgpu.backends.capture import CaptureError, CaptureTracker
+    from asyncgpu.backends.cuda.backend import CudaBackend
 
     drv = Driver()
     calls = make_calls(drv, [])

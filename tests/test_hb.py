@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asyncgpu._errors import RaceError
-from asyncgpu._hb import HappensBeforeChecker
+from asyncgpu.core.errors import RaceError
+from asyncgpu.core.hb import HappensBeforeChecker
 
 N = 64  # bytes of every buffer in these tests
 

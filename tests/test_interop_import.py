@@ -1,4 +1,4 @@
-"""Importing other libraries' arrays without a copy (``asyncgpu._interop``), on the CPU.
+"""Importing other libraries' arrays without a copy (``asyncgpu.runtime.interop``), on the CPU.
 
 On ``sim`` what can be imported is host memory: CPU DLPack producers (here a small wrapper
 over a NumPy array, standing in for a PyTorch CPU tensor) and device arrays of Numba's CUDA

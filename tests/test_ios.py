@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from asyncgpu import _graph_capture, _graph_profile, _graph_schedule, _ios
-from asyncgpu._ios import SearchTooLarge, ios_schedule, schedule_cost
+from asyncgpu.recorder import (
+    capture as _graph_capture, profile as _graph_profile, schedule as _graph_schedule, ios as _ios,
+)
+from asyncgpu.recorder.ios import SearchTooLarge, ios_schedule, schedule_cost
 
 from recorder_kernels import deferred_launches
 
@@ -202,7 +204,7 @@ def test_measured_classes_on_sim(sim):
         copy[1, 32](x[:8], small, 8)            # tiny: latency-bound
 
     rt, launches = deferred_launches(body)
-    from asyncgpu._graph_capture import _capture_backend
+    from asyncgpu.recorder.capture import _capture_backend
     be = _capture_backend(rt.backend)
     with _graph_profile.stage_timer(rt, be, launches) as timer:
         assert _graph_profile.launch_classes(rt, be, launches, timer) == [

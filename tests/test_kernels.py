@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from asyncgpu._errors import DeadlockError
+from asyncgpu.core.errors import DeadlockError
 
 
 def test_plain_python_function_is_compiled_as_a_kernel(sim):
@@ -83,7 +83,7 @@ def test_numba_2d_launch_configuration(sim):
 
 
 def test_sim_detects_a_wait_that_can_never_complete():
-    from asyncgpu.backends._sim import Capture, SimBackend
+    from asyncgpu.backends.sim.backend import Capture, SimBackend
 
     be = SimBackend(seed=0, strategy="random", tick=0.0)
     s0 = be.create_stream()
@@ -96,7 +96,7 @@ def test_sim_detects_a_wait_that_can_never_complete():
 
 
 def test_waiting_on_a_never_recorded_event_is_a_no_op():
-    from asyncgpu.backends._sim import SimBackend
+    from asyncgpu.backends.sim.backend import SimBackend
 
     be = SimBackend(seed=0, strategy="random", tick=0.0)
     s0 = be.create_stream()

@@ -365,8 +365,8 @@ def test_library_modules_import_no_cuda_library():
     import sys
     from pathlib import Path
 
-    code = ("import sys, asyncgpu._library, asyncgpu._operators, asyncgpu._interop, "
-            "asyncgpu._random, asyncgpu.cupy; "
+    code = ("import sys, asyncgpu.runtime.library, asyncgpu.runtime.operators, asyncgpu.runtime.interop, "
+            "asyncgpu.runtime.cupy_random, asyncgpu.cupy; "
             "bad = {'cupy', 'numba'} & {m.split('.')[0] for m in sys.modules}; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)
 
@@ -381,8 +381,8 @@ def test_non_array_results_are_computed_from_the_real_values(sim):
 def test_export_stream_orders_a_consumer_after_all_pending_work(sim):
     """The stream handed to consumers (CAI ``stream``, DLPack) follows every pending node."""
     ag = sim
-    from asyncgpu._interop import export_stream
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu.runtime.interop import export_stream
+    from asyncgpu.runtime.context import current_runtime
 
     rt = current_runtime()
     x = ag.zeros(8)

@@ -1,4 +1,4 @@
-"""Every array a library call writes is booked as a write (``asyncgpu._effects``).
+"""Every array a library call writes is booked as a write (``asyncgpu.runtime.effects``).
 
 On ``sim`` an array booked as a read is handed to NumPy read-only and nothing the call does to
 it is published, so a write the runtime did not book shows up as a fault or as the old values;
@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 import asyncgpu.cupy as acp
-from asyncgpu import _effects, _library
-from asyncgpu._runtime import Runtime
+from asyncgpu.runtime import effects as _effects, library as _library
+from asyncgpu.runtime.context import Runtime
 
 
 class Nodes:
@@ -181,7 +181,7 @@ class _StandInUfunc:
 
 @pytest.fixture
 def stand_in_cupy(monkeypatch):
-    """``asyncgpu._effects`` sees this module as the ``cuda`` backend's CuPy."""
+    """``asyncgpu.runtime.effects`` sees this module as the ``cuda`` backend's CuPy."""
     fake = types.SimpleNamespace(
         clip=_NoSignature(), sum=lambda *args, **kwargs: None, sinc=_StandInUfunc(),
         scatter_add=lambda a, slices, value: None, copyto=lambda target, src: None,

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 import library_programs
 import programs
 import recorder_kernels
-from asyncgpu import _memory
-from asyncgpu._array import DEVICE, HOST
-from asyncgpu._memory import BOTH
+from asyncgpu.runtime import memory as _memory
+from asyncgpu.runtime.array import DEVICE, HOST
+from asyncgpu.runtime.memory import BOTH
 
 N = recorder_kernels.N
 
@@ -362,7 +362,7 @@ def test_recorded_graphs_see_host_writes_between_replays(ex):
 
 
 def test_memory_option_from_the_environment():
-    from asyncgpu._config import options_from_env
+    from asyncgpu.core.config import options_from_env
 
     assert options_from_env({}).memory == "explicit"
     assert options_from_env({"ASYNCGPU_MEMORY": "managed"}).memory == "managed"
@@ -387,7 +387,7 @@ def test_switching_memory_model_converts_the_arrays():
 # -- random programs: both models equal serial -----------------------------------------------
 def _serial_managed(ag, steps, init, run_program=programs.run):
     """The serial oracle with the managed memory model (the default is explicit)."""
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu.runtime.context import current_runtime
 
     def run(ag, steps, init):
         assert ag.options().memory == "managed"
@@ -484,7 +484,7 @@ def test_cuda_copy_moves_the_span_between_mirror_and_device():
     import ctypes
     import types
 
-    from asyncgpu.backends._cuda import CudaCopy, DeviceBuffer
+    from asyncgpu.backends.cuda.backend import CudaCopy, DeviceBuffer
 
     device = np.zeros(64, np.uint8)
     buf = DeviceBuffer(64, None, device.ctypes.data)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asyncgpu._metrics import covered, overlap, union
+from asyncgpu.observe.metrics import covered, overlap, union
 
 
 def test_union_merges_touching_and_nested_intervals():

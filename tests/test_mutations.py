@@ -65,7 +65,7 @@ def failures(ag, strategies, **options):
 @contextlib.contextmanager
 def checker_silenced(monkeypatch):
     """The happens-before checker finds no race: only the values can tell."""
-    from asyncgpu import _hb
+    from asyncgpu.core import hb as _hb
 
     with monkeypatch.context() as m:
         m.setattr(_hb.HappensBeforeChecker, "_check", lambda self, *args: None)
@@ -95,7 +95,7 @@ def test_silenced_checker_leaves_the_correct_runtime_right(monkeypatch):
 def tracker_blind_to_small_overlaps(monkeypatch, blind_bytes=8):
     """The Python tracker (compiled methods off) with a planted bug: two accesses whose byte
     ranges share at most ``blind_bytes`` bytes do not conflict."""
-    from asyncgpu import _compiled, _deps
+    from asyncgpu.core import compiled as _compiled, deps as _deps
 
     def wide(a, b):
         return (a.key == b.key and (a.write or b.write)

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numba.core import types
 
-from asyncgpu._signature import Param
-from asyncgpu.backends._packed import cuda_c_plan, numba_array_fields, numba_plan
+from asyncgpu.runtime.signature import Param
+from asyncgpu.backends.cuda.packed import cuda_c_plan, numba_array_fields, numba_plan
 
 
 class FakeDriver:
@@ -152,8 +152,8 @@ _CODES = {"b": (-(1 << 7), (1 << 7) - 1), "B": (0, (1 << 8) - 1), "h": (-(1 << 1
 def _packed_call(fmt: str, values: tuple) -> bytes:
     """Launch ``values`` through a PackedLaunch of a plan of ``fmt``; the buffer's bytes as
     the driver saw them."""
-    from asyncgpu.backends._cuda_kernels import PackedLaunch, PackedTarget
-    from asyncgpu.backends._packed import PackedPlan
+    from asyncgpu.backends.cuda.kernels import PackedLaunch, PackedTarget
+    from asyncgpu.backends.cuda.packed import PackedPlan
 
     seen: list[bytes] = []
 

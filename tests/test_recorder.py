@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asyncgpu._errors import RaceError
+from asyncgpu.core.errors import RaceError
 
 from recorder_kernels import N, captured_graphs, kernels
 
@@ -100,7 +100,7 @@ def test_graph_is_launched_once_per_call_not_per_kernel(sim):
 
 def test_cache_is_bounded_and_destroys_evicted_graphs():
     import asyncgpu as ag
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu.runtime.context import current_runtime
 
     with ag.configure(backend="sim", sim_seed=1, graph_cache=2):
         scale, add, inc = kernels(ag)
@@ -164,7 +164,7 @@ def test_a_remembered_run_whose_graph_was_evicted_records_again():
 def test_dropped_edge_in_the_schedule_is_caught(sim, monkeypatch):
     """A broken stream schedule (a cross-stream wait dropped) raises RaceError at capture."""
     ag = sim
-    from asyncgpu import _graph_schedule
+    from asyncgpu.recorder import schedule as _graph_schedule
 
     scale, add, inc = kernels(ag)
     x = ag.array(np.ones(N, np.float32))
@@ -295,7 +295,7 @@ def test_graph_max_streams_folds_lanes_and_keeps_results(order, limit):
 
 
 def test_graph_max_streams_is_validated():
-    from asyncgpu._config import Options
+    from asyncgpu.core.config import Options
 
     with pytest.raises(ValueError, match="graph_max_streams"):
         Options(graph_max_streams=-1)
@@ -340,7 +340,7 @@ def test_short_independent_launches_are_folded_to_the_lane_budget(order):
 
 
 def test_graph_lane_cost_is_validated_and_read_from_the_environment():
-    from asyncgpu._config import Options, options_from_env
+    from asyncgpu.core.config import Options, options_from_env
 
     for bad in (-1.0, float("inf"), "1", True):
         with pytest.raises(ValueError, match="graph_lane_cost_us"):
@@ -358,8 +358,8 @@ def test_the_lane_cost_is_measured_by_the_backend_when_not_set():
     a backend that says lanes are free keeps all ten; one that says they are dear folds
     further than the 1 us default's five."""
     import asyncgpu as ag
-    from asyncgpu import _graph_capture
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu.recorder import capture as _graph_capture
+    from asyncgpu.runtime.context import current_runtime
 
     def lanes_with(cost_s):
         with ag.configure(backend="sim", graph_lane_cost_us=None):

@@ -18,7 +18,7 @@ def test_inception_replays_under_every_configuration(sim):
 
 
 def test_inception_stream_allocations(sim):
-    from asyncgpu import _graph_capture
+    from asyncgpu.recorder import capture as _graph_capture
 
     ag = sim
     wl = inception.Inception(ag, "tiny")

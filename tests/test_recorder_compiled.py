@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from test_scheduler_compiled import Log, fresh_sim, statistics
 
 import asyncgpu as ag
-from asyncgpu import _compiled
+from asyncgpu.core import compiled as _compiled
 
 pytestmark = pytest.mark.skipif(_compiled.speedups is None,
                                 reason="asyncgpu._speedups is not built")
@@ -173,7 +173,7 @@ def test_the_recorders_unusual_cases_go_the_same_way_compiled_and_in_python():
 
 
 def test_a_patched_finish_is_the_one_called(monkeypatch):
-    from asyncgpu import _recorder
+    from asyncgpu.recorder import recording as _recorder
 
     calls = []
     real = _recorder.finish
@@ -198,7 +198,7 @@ def test_a_patched_finish_is_the_one_called(monkeypatch):
 
 
 def test_recording_keys_hash_alike_compiled_and_in_python():
-    from asyncgpu._recording_keys import RecordingKey
+    from asyncgpu.recorder.keys import RecordingKey
 
     keys = [RecordingKey((1, 0), ("a", (1, 2))), RecordingKey((1, 1), ()),
             RecordingKey(("t", -1), (None,))]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asyncgpu._array import DEVICE, HOST
-from asyncgpu._errors import RaceError
+from asyncgpu.runtime.array import DEVICE, HOST
+from asyncgpu.core.errors import RaceError
 
 from recorder_kernels import N, captured_graphs, doubling, kernels
 
@@ -120,7 +120,7 @@ def test_static_replay_picks_the_graph_for_the_inputs_locations(explicit):
 
 def test_a_failed_replay_leaves_the_inputs_host_current(explicit, monkeypatch):
     ag = explicit
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu.runtime.context import current_runtime
 
     x, y, step = doubling(ag)
 
@@ -145,7 +145,7 @@ def test_a_failed_replay_leaves_the_inputs_host_current(explicit, monkeypatch):
 def test_a_dropped_copy_wait_is_caught(explicit, monkeypatch):
     """Without the wait for the copy inside the graph, the checker reports the race."""
     ag = explicit
-    from asyncgpu import _graph_capture
+    from asyncgpu.recorder import capture as _graph_capture
 
     x, y, step = doubling(ag)
     real = _graph_capture._copies
@@ -200,7 +200,7 @@ def test_variants_share_one_schedule(order):
     """A second variant (other inputs host-current) reuses the first one's streams and order:
     the timed capture-time search is not run again, and both follow the same schedule."""
     import asyncgpu as ag
-    from asyncgpu import _graph_capture
+    from asyncgpu.recorder import capture as _graph_capture
 
     with ag.configure(backend="sim", sim_seed=0, memory="explicit", graph_order=order):
         scale, add, inc = kernels(ag)

@@ -9,14 +9,14 @@ import weakref
 import numpy as np
 import pytest
 
-from asyncgpu._errors import RecordingError
+from asyncgpu.core.errors import RecordingError
 
 from recorder_kernels import N, kernels
 
 
 @pytest.fixture
 def env(sim):
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu.runtime.context import current_runtime
 
     return sim, current_runtime(), kernels(sim)
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from asyncgpu import _graph_calls
+from asyncgpu.recorder import calls as _graph_calls
 
 from recorder_kernels import N, kernels
 

@@ -1,4 +1,4 @@
-"""The recorder's memo of the previous run (``asyncgpu._recording_keys``): a launch taken from
+"""The recorder's memo of the previous run (``asyncgpu.recorder.keys``): a launch taken from
 it has exactly the key full keying gives, and everything that must be keyed again is."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from asyncgpu import _recorder
-from asyncgpu._errors import FreedArrayError
-from asyncgpu._recorder import Recording
+from asyncgpu.recorder import recording as _recorder
+from asyncgpu.core.errors import FreedArrayError
+from asyncgpu.recorder.recording import Recording
 
 from recorder_kernels import N, doubling, kernels
 

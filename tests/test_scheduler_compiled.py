@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import asyncgpu as ag
-from asyncgpu import _compiled
+from asyncgpu.core import compiled as _compiled
 
 pytestmark = pytest.mark.skipif(_compiled.speedups is None,
                                 reason="asyncgpu._speedups is not built")
@@ -55,7 +55,7 @@ class Log:
 @contextlib.contextmanager
 def fresh_sim(compiled: bool, **options):
     """A fresh ``sim`` runtime with the compiled or the Python methods, for one run."""
-    from asyncgpu import _runtime
+    from asyncgpu.runtime import context as _runtime
 
     _compiled.use(compiled)
     try:

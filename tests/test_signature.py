@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from asyncgpu._errors import CompileError, SignatureError
-from asyncgpu._signature import Param, parse_cuda_declaration, parse_grcuda_signature
+from asyncgpu.core.errors import CompileError, SignatureError
+from asyncgpu.runtime.signature import Param, parse_cuda_declaration, parse_grcuda_signature
 
 F32, F64, I32 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32)
 

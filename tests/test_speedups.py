@@ -14,15 +14,15 @@ import numpy as np
 import pytest
 from recorder_kernels import N, kernels
 
-from asyncgpu import _compiled
-from asyncgpu._errors import ArgumentError, ArgumentValueError
-from asyncgpu._runtime import current_runtime
+from asyncgpu.core import compiled as _compiled
+from asyncgpu.core.errors import ArgumentError, ArgumentValueError
+from asyncgpu.runtime.context import current_runtime
 
 pytestmark = pytest.mark.usefixtures("compiled")
 
 
 def test_the_methods_in_use_are_the_ones_asked_for(compiled):
-    import asyncgpu.backends._cuda  # noqa: F401  (registers the cuda backend's methods)
+    import asyncgpu.backends.cuda.backend  # noqa: F401  (registers the cuda backend's methods)
 
     python = compiled == "python"
     assert _compiled.in_use() == (not python)
@@ -184,8 +184,8 @@ def test_a_class_patched_after_launches_is_called_by_the_compiled_path(monkeypat
     class's version tag); patching the class afterwards, as a test or a profiler would, must
     still reach the patch on the next launch, and undoing it the compiled method again."""
     import asyncgpu as ag
-    from asyncgpu._deps import DependencyTracker
-    from asyncgpu._streams import StreamManager
+    from asyncgpu.core.deps import DependencyTracker
+    from asyncgpu.core.streams import StreamManager
 
     k = ag.cuda_kernel('extern "C" __global__ void inc(float* x) { x[threadIdx.x] += 1; }',
                        "inc", sim=lambda x: x.__setitem__(slice(None), x + 1))

@@ -20,7 +20,7 @@ from test_recorder_compiled import kernels
 from test_scheduler_compiled import Log, fresh_sim, statistics
 
 import asyncgpu as ag
-from asyncgpu import _compiled
+from asyncgpu.core import compiled as _compiled
 
 pytestmark = pytest.mark.skipif(_compiled.speedups is None,
                                 reason="asyncgpu._speedups is not built")
@@ -140,8 +140,8 @@ def test_a_static_call_inside_a_recording_runs_its_body_there():
 
 @pytest.mark.parametrize("patched", ["_replay_static", "host_current"])
 def test_a_patched_method_is_the_one_called(monkeypatch, patched):
-    from asyncgpu._graph_capture import FrozenGraph
-    from asyncgpu._graph_function import GraphFunction
+    from asyncgpu.recorder.capture import FrozenGraph
+    from asyncgpu.recorder.entry import GraphFunction
 
     calls = []
     cls = GraphFunction if patched == "_replay_static" else FrozenGraph
@@ -170,7 +170,7 @@ def test_a_replaced_runtime_lock_is_the_one_taken():
     the one taken, and the usual lock again after it."""
     import threading
 
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu.runtime.context import current_runtime
 
     class CountingLock:
         def __init__(self):

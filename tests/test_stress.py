@@ -14,7 +14,7 @@ from test_properties import assert_same, asynchronous, serial
 
 
 def test_stress_option_from_the_environment():
-    from asyncgpu._config import options_from_env
+    from asyncgpu.core.config import options_from_env
 
     o = options_from_env({"ASYNCGPU_STRESS": "1", "ASYNCGPU_STRESS_SEED": "9"})
     assert o.stress and o.stress_seed == 9

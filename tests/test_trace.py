@@ -111,7 +111,7 @@ def test_exports(sim, tmp_path):
 
 def test_tracing_leaves_the_runtime_as_it_was(sim):
     ag = sim
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu.runtime.context import current_runtime
 
     rt = current_runtime()
     backend, streams_backend, sites = rt.backend, rt.streams.backend, rt.want_sites
@@ -248,7 +248,7 @@ def test_asyncgpu_trace_variable_writes_a_chrome_trace_at_exit(tmp_path, monkeyp
 
 
 def test_long_traces_read_completed_events_as_they_go(sim, monkeypatch):
-    import asyncgpu._trace as T
+    import asyncgpu.observe.trace as T
 
     ag = sim
     monkeypatch.setattr(T, "_HARVEST", 4)

@@ -1,5 +1,5 @@
 """The compiled dependency tracker (``asyncgpu/csrc/tracker.c``) against the Python one
-(``asyncgpu._deps.PythonTracking``): random programs of reads, writes and finished nodes give
+(``asyncgpu.core.deps.PythonTracking``): random programs of reads, writes and finished nodes give
 the same parents, with the same reasons in the same order, and leave the same live entries."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asyncgpu import _compiled
-from asyncgpu._dag import Node
-from asyncgpu._deps import Access, DependencyTracker, PythonTracking
+from asyncgpu.core import compiled as _compiled
+from asyncgpu.core.dag import Node
+from asyncgpu.core.deps import Access, DependencyTracker, PythonTracking
 
 pytestmark = pytest.mark.skipif(_compiled.speedups is None,
                                 reason="asyncgpu._speedups is not built")

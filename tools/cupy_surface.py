@@ -2,7 +2,7 @@
 
 On the ``sim`` backend ``asyncgpu.cupy`` has no CuPy to look at, yet a program that passes
 there must run on the GPU. So the simulator reads a checked-in description of CuPy's
-namespace (``asyncgpu/_cupy_surface.py`` loads it): which names exist, what each one is, the
+namespace (``asyncgpu/runtime/cupy_surface.py`` loads it): which names exist, what each one is, the
 signatures CuPy accepts. This script writes that description from an installed CuPy.
 
 Rerun it (``python3 tools/cupy_surface.py --write asyncgpu/data/cupy_surface.json``) when the
@@ -337,14 +337,14 @@ def _compare(numpy: Any, got: Any, want: Any) -> bool:
 
 def coverage() -> dict[str, Any]:
     """Call each function/ufunc with a simulator counterpart under CuPy and under the
-    simulator's mapping (``asyncgpu._cupy_surface.numpy_function``) on the same small inputs."""
+    simulator's mapping (``asyncgpu.runtime.cupy_surface.numpy_function``) on the same small inputs."""
     import warnings
 
     import cupy
     import numpy
 
     sys.path.insert(0, str(ROOT))
-    from asyncgpu import _cupy_surface as surface_mod
+    from asyncgpu.runtime import cupy_surface as surface_mod
 
     surface = surface_mod.surface()
     rows: dict[str, str] = {}

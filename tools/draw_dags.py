@@ -1,7 +1,7 @@
 """Draw each workload's DAG (one traced run, tiny scale, sim backend) as a PNG.
 
 usage: PYTHONPATH=. python3 tools/draw_dags.py docs/img
-The drawing is ``asyncgpu._draw.draw_dag`` (streams as colours, edges labelled RAW/WAR/WAW and
+The drawing is ``asyncgpu.observe.draw.draw_dag`` (streams as colours, edges labelled RAW/WAR/WAW and
 the array); ``asyncgpu trace NAME --out DIR`` draws the same picture plus a timeline.
 """
 
@@ -11,7 +11,7 @@ import os
 import sys
 
 import asyncgpu as ag
-from asyncgpu._draw import draw_dag
+from asyncgpu.observe.draw import draw_dag
 from benchmarks.workloads import WORKLOADS
 
 

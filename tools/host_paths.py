@@ -29,10 +29,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fak
 import numpy as np  # noqa: E402
 
 import asyncgpu as ag  # noqa: E402
-from asyncgpu import _runtime  # noqa: E402
-from asyncgpu._array import HOST, new_array  # noqa: E402
-from asyncgpu._config import Options  # noqa: E402
-from asyncgpu.backends._cuda import CudaBackend  # noqa: E402
+from asyncgpu.runtime import context as _runtime  # noqa: E402
+from asyncgpu.runtime.array import HOST, new_array  # noqa: E402
+from asyncgpu.core.config import Options  # noqa: E402
+from asyncgpu.backends.cuda.backend import CudaBackend  # noqa: E402
 from benchmarks import overhead, replay  # noqa: E402
 
 

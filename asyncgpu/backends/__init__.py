@@ -10,17 +10,17 @@ memory model adds ``copy_launch(buffer, lo, hi, to_device)`` (a copy node's laun
 ``after``, waited for before it returns). A backend that caches resources beyond its arrays
 offers ``close()``, called when its runtime is replaced (``cuda``: the memory pool's free blocks).
 
-For traces (``asyncgpu._trace``) each backend also offers a device clock: ``timing_event()`` (an
+For traces (``asyncgpu.observe.trace``) each backend also offers a device clock: ``timing_event()`` (an
 event whose ``record`` captures a timestamp: CUDA timing events; on ``sim`` the executor's step
 count, a logical clock), ``clock_base()`` (an already-complete event marking "now") and
 ``elapsed_s(start, end)`` (seconds between two completed ones). They are used only while tracing.
 
-Graphs (CUDA stream capture; the model is in :mod:`asyncgpu.backends._capture`):
+Graphs (CUDA stream capture; the model is in :mod:`asyncgpu.backends.capture`):
 
 * ``begin_capture(stream)``: from now on, work enqueued on ``stream``, and on every stream that
   waits on an event recorded in the capture, is recorded, not run. Relaxed capture mode on
   ``cuda``: other threads and harmless calls of our own (pool growth, module loading) stay legal;
-  what truly breaks a capture raises :class:`~asyncgpu._errors.CaptureError` on both backends: a
+  what truly breaks a capture raises :class:`~asyncgpu.core.errors.CaptureError` on both backends: a
   host wait or query of captured work, ``synchronize``, a prefetch on a capturing stream (CUDA
   graphs cannot hold prefetches: issue them before the launch), waiting on an outside event.
 * ``wait_external(stream, event)`` (capturing streams only): every launch of the graph waits
@@ -43,7 +43,7 @@ launched, each inner operation on a lane of its own; ``end_capture`` also checks
 so a capture missing an inner edge raises :class:`RaceError` there.
 
 :class:`CheckedBackend` forwards every operation and feeds the same log to
-:class:`asyncgpu._hb.HappensBeforeChecker`: always on ``sim``, on ``cuda`` with
+:class:`asyncgpu.core.hb.HappensBeforeChecker`: always on ``sim``, on ``cuda`` with
 ``ASYNCGPU_DEBUG_HB=1``.
 """
 
@@ -53,10 +53,10 @@ import logging
 import sys
 from typing import Any
 
-from .._config import Options, enable_numba_simulator
-from .._errors import AnnotationViolation, BackendUnavailableError, KernelFault, RaceError
-from .._hb import HappensBeforeChecker
-from ._capture import Expansion, check_launch
+from ..core.config import Options, enable_numba_simulator
+from ..core.errors import AnnotationViolation, BackendUnavailableError, KernelFault, RaceError
+from ..core.hb import HappensBeforeChecker
+from .capture import Expansion, check_launch
 
 log = logging.getLogger("asyncgpu")
 _cuda_usable: bool | None = None
@@ -90,7 +90,7 @@ def create(options: Options) -> Any:
             log.warning("asyncgpu: no usable GPU found; using the CPU simulator (sim backend)")
         if "numba.cuda" not in sys.modules:
             enable_numba_simulator()
-        from ._sim import SimBackend
+        from .sim.backend import SimBackend
 
         sim = SimBackend(options.sim_seed, options.sim_strategy, options.sim_tick,
                          split=options.memory == "explicit")
@@ -100,11 +100,11 @@ def create(options: Options) -> Any:
             "the cuda backend needs CuPy (pip install 'asyncgpu[cuda12]' or '[cuda13]') and a "
             "visible NVIDIA GPU; set ASYNCGPU_BACKEND=sim to run on the CPU simulator"
         )
-    from ._cuda import CudaBackend
+    from .cuda.backend import CudaBackend
 
     cuda: Any = CudaBackend(options)
     if options.stress:
-        from ._stress import StressBackend
+        from .cuda.stress import StressBackend
         cuda = StressBackend(cuda, options.stress_seed)
     return CheckedBackend(cuda, lambda: "") if options.debug_hb else cuda
 

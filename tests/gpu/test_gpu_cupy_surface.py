@@ -23,7 +23,7 @@ def _tool():
 
 def test_checked_in_surface_equals_the_installed_cupys():
     pytest.importorskip("cupy")
-    from asyncgpu import _cupy_surface
+    from asyncgpu.runtime import cupy_surface as _cupy_surface
 
     tool = _tool()
     live = json.loads(tool.dumps(tool.describe()))

@@ -25,7 +25,7 @@ class LaunchKinds:
 
 def _run_both(ag, program):
     """``program(ag)`` with packed launches and with the libraries' own launches."""
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu.runtime.context import current_runtime
 
     results = {}
     for packed in (True, False):
@@ -174,8 +174,8 @@ def test_direct_driver_calls_compute_what_cupys_calls_compute():
     eager launches across streams, a recorded graph replayed, host reads; the same values.
     ``configure(direct_driver=...)`` takes effect at once (the backend is made again)."""
     import asyncgpu as ag
-    from asyncgpu import _compiled
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu.core import compiled as _compiled
+    from asyncgpu.runtime.context import current_runtime
 
     src = r'''extern "C" __global__ void axpy(const float* x, float* y, float a, int n) {
         int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] += a * x[i]; }'''
@@ -212,8 +212,8 @@ def test_single_node_graphs_compute_what_kernel_launches_compute():
     are also the ones NumPy computes. The graph path is really taken (``lane_launches``), and
     not while the recorder captures."""
     import asyncgpu as ag
-    from asyncgpu import _compiled
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu.core import compiled as _compiled
+    from asyncgpu.runtime.context import current_runtime
     from numba import cuda
 
     if not _compiled.in_use():
@@ -274,8 +274,8 @@ def test_a_launch_the_lane_refuses_raises_the_drivers_error_and_the_lane_goes_on
     import cupy
 
     import asyncgpu as ag
-    from asyncgpu import _compiled
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu.core import compiled as _compiled
+    from asyncgpu.runtime.context import current_runtime
 
     if not _compiled.in_use():
         pytest.skip("single_node_graphs needs the compiled module")
@@ -313,7 +313,7 @@ def test_more_kernel_and_stream_pairs_than_lanes_all_compute():
     lane table holds (384): the pairs beyond it launch with cuLaunchKernel, and every launch's
     output is still its own."""
     import asyncgpu as ag
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu.runtime.context import current_runtime
 
     with ag.configure(backend="cuda", single_node_graphs=True, max_streams=32):
         driver = current_runtime().backend.driver

@@ -1,4 +1,4 @@
-"""On a GPU: library calls book what CuPy's functions write (``asyncgpu._effects`` over CuPy)."""
+"""On a GPU: library calls book what CuPy's functions write (``asyncgpu.runtime.effects`` over CuPy)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def gpu():
 
 
 def _written(path, args, kwargs=None):
-    from asyncgpu import _effects
+    from asyncgpu.runtime import effects as _effects
 
     kwargs = kwargs or {}
     return set(_effects.effects("cuda", path, args, kwargs).places(args, kwargs))

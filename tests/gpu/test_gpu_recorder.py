@@ -250,7 +250,7 @@ def test_dynamic_work_composes_with_replays():
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_every_workload_small_in_recorded_mode(name):
     import asyncgpu as ag
-    from asyncgpu._runtime import current_runtime
+    from asyncgpu.runtime.context import current_runtime
 
     with ag.configure(backend="cuda"):
         num_blocks = 4 * current_runtime().backend.sm_count
@@ -289,7 +289,7 @@ def test_stage_timer_measures_classes_without_side_effects():
     """Timing at capture runs the kernels on scratch copies: the program's arrays keep their
     values; a streaming kernel is memory-bound, a spinning one compute-bound."""
     import asyncgpu as ag
-    from asyncgpu import _graph_profile
+    from asyncgpu.recorder import profile as _graph_profile
 
     with ag.configure(backend="cuda"):
         square, add = _kernels(ag)
@@ -319,7 +319,7 @@ def test_timing_gate_holds_each_run_and_reopens_after_a_failure():
     one-block launches are timed as short as they run, and a graph of ten of them is folded by
     the lane budget); a launch that fails mid-run still opens it (the device is not held)."""
     import asyncgpu as ag
-    from asyncgpu import _graph_profile
+    from asyncgpu.recorder import profile as _graph_profile
     from recorder_kernels import N, kernels
 
     with ag.configure(backend="cuda"):

@@ -1,0 +1,1 @@
+"""The ``cuda`` backend: CuPy and the CUDA driver (imported only when this backend is made)."""

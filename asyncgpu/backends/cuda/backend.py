@@ -1,0 +1,513 @@
+"""The ``cuda`` backend: CuPy for memory, streams, events and prefetch; Numba and CuPy kernels.
+
+Every stream is a non-blocking CuPy stream and is passed explicitly; CuPy's "current stream" is
+never changed or relied on. Memory is managed (unified) memory from a private CuPy pool over
+``cudaMallocManaged`` (so freeing never calls the device-synchronizing ``cudaFree``); the host
+reads and writes it through a NumPy view of the same addresses. With ``memory="explicit"``
+arrays live in device memory from a private CuPy pool over ``cudaMalloc``, each with a pinned
+host mirror allocated on first host use (``_cuda_buffers.DeviceBuffer``); the runtime's copy
+nodes run ``cudaMemcpyAsync`` on their stream (``_cuda_buffers.CudaCopy``), and host reads fetch
+on a stream of the backend's own (``fetch_to_host``).
+
+Graphs: ``begin_capture``/``end_capture`` use CuPy's stream capture in *relaxed* mode, and
+``graph_launch`` CuPy's ``Graph.launch`` (see :mod:`asyncgpu.backends.capture` for the model).
+Relaxed, not global or thread-local: a library cannot know what other threads do (in global
+mode an unrelated ``cudaMalloc`` elsewhere would break our capture, or ours theirs), and during a
+capture our own thread may legitimately make calls that CUDA calls "potentially unsafe" (the
+memory pool growing, lazy module loading). What really breaks a capture (waiting for or querying
+captured work, prefetching on a capturing stream) is illegal in every mode; the shared tracker
+rejects it first, with the same messages as on ``sim``. CUDA has no prefetch graph
+node and ``cudaMemPrefetchAsync`` invalidates a capture, so prefetches stay outside graphs.
+Kernel launches are capturable: a packed launch is one ``cuLaunchKernel`` on the stream (the
+driver copies the parameter buffer during the call, so the graph node keeps its own copy), and
+Numba's own launch (``_Kernel.launch`` in numba-cuda 0.30, for the argument kinds packing leaves
+to it) prepares device-array arguments without copies and calls ``cuda.core.launch`` on the
+stream. Only a kernel's first launch loads its module (so warm kernels up before capturing), and
+``debug=True`` Numba kernels read an error flag back synchronously (not capturable).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from ...core import compiled
+from ...core.config import Options, cuda_device_max_connections
+from ...core.errors import (
+    BackendUnavailableError,
+    CaptureError,
+    KernelFault,
+    LaunchError,
+    OutOfMemoryError,
+)
+from ..capture import CaptureTracker, Graph, check_launch, destroy
+from .buffers import CudaBuffer, CudaCopy, DeviceBuffer, ForeignBuffer
+from .driver import cuda_calls, driver_calls
+from .kernels import make_launch
+
+log = logging.getLogger("asyncgpu")
+_CUDA_EVENT_WAIT_EXTERNAL = 1     # cudaEventWaitExternal: an event-wait node in the graph
+_CUDA_ERROR_INVALID_CONTEXT = 201
+#: Errors that kill the context (cudaError / CUresult share these numbers): illegal address,
+#: device assert, hardware stack error, illegal instruction, misaligned address, invalid
+#: address space, invalid PC, launch failure. Every later CUDA call fails with one of them.
+STICKY_ERRORS = frozenset({700, 710, 714, 715, 716, 717, 718, 719})
+_STICKY_NAMES = ("ILLEGAL_ADDRESS", "IllegalAddress", "INVALID_ADDRESS_SPACE",
+                 "InvalidAddressSpace", "ILLEGAL_INSTRUCTION", "IllegalInstruction",
+                 "MISALIGNED_ADDRESS", "MisalignedAddress", "LAUNCH_FAILED", "LaunchFailure",
+                 "INVALID_PC", "InvalidPc", "HARDWARE_STACK_ERROR", "HardwareStackError",
+                 "cudaErrorAssert", "CUDA_ERROR_ASSERT")
+#: How many of the latest launches a device fault names as candidates.
+RECENT_LAUNCHES = 16
+#: Launched graphs kept alive before the finished ones are looked for and dropped.
+GRAPHS_KEPT = 16
+
+
+class PythonDeviceCalls:
+    """The CUDA calls of every launch in Python: the reference for the compiled versions in
+    ``asyncgpu/csrc/device.c`` (``asyncgpu.core.compiled``)."""
+
+    __slots__ = ()
+    captures: CaptureTracker
+    _recent: deque[Any]
+
+    def record(self, event: Any, stream: Any) -> None:
+        if self.captures.engaged:
+            self.captures.record(event, stream)
+        try:
+            self._event_record(event.ptr, stream.ptr)
+        except Exception as exc:     # (free when nothing is raised)
+            raise self._device_error(exc)
+
+    def wait(self, stream: Any, event: Any) -> None:
+        if self.captures.engaged:
+            self.captures.wait(stream, event)
+        try:
+            self._stream_wait(stream.ptr, event.ptr, 0)
+        except Exception as exc:
+            raise self._device_error(exc)
+
+    def event_done(self, event: Any) -> bool:
+        if self.captures.engaged:
+            self.captures.check_host_wait(event, "event query")
+        try:
+            return bool(self._event_done(event))
+        except Exception as exc:
+            raise self._device_error(exc)
+
+    def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],
+                      site: str | None) -> Any:
+        """Prepare a launch (``_cuda_kernels.make_launch``)."""
+        return make_launch(self, kernel, launcher, arrays, values, site)
+
+    def graph_launch(self, graph: Graph, stream: Any) -> Any:
+        """Launch ``graph`` on ``stream``; returns ``graph.done``, recorded right after it (the
+        runtime's completion event for the launch: see the backend contract)."""
+        check_launch(graph, stream, self.captures)
+        self._graph_launch(graph.handle, stream)
+        done = graph.done
+        self._event_record(done.ptr, stream.ptr)
+        graph.launched = True
+        # the graph (and so its arrays) must outlive its running launches even if dropped
+        inflight = self._graphs_in_flight
+        inflight[id(graph)] = graph
+        if len(inflight) > GRAPHS_KEPT:
+            forget_finished(inflight)
+        return done
+
+    def launch(self, node: Any, stream: Any) -> None:
+        if self.captures.engaged:
+            self.captures.launch(node, stream)    # CUDA records it; we keep its arrays
+        self._recent.append(node)
+        try:
+            node.launch(stream)
+        except Exception as exc:
+            self._launch_failed(node, stream, exc)
+
+
+class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
+    """GPU backend (see the module docstring)."""
+
+    # No instance dict: the compiled methods read these at their offsets and call the
+    # backend's compiled methods directly (an object with an instance dict is called by name,
+    # since the dict could shadow a method: docs/design.md, "Compiled methods"). The last
+    # three are set on first use by asyncgpu/backends/cuda/timing.py.
+    __slots__ = ("__weakref__", "_d2h", "_driver_error", "_event_done", "_event_record",
+                 "_fetch_stream", "_graph_launch", "_graphs_in_flight", "_numba_streams",
+                 "_recent", "_stream_wait", "captures", "cupy", "device", "device_name", "driver",
+                 "driver_launch", "explicit", "fault", "host_coherent_while_busy",
+                 "packed_launches", "pool", "runtime", "single_node_graphs", "sm_count",
+                 "_lane_cost_s", "_peak_bandwidth", "_timing_gate")
+    name = "cuda"
+    #: ``host_access`` only reports a device fault, which ``HostAccess.read_element``'s path
+    #: for a current mirror checks itself (``fault``)
+    plain_host_reads = True
+    prefetches = True
+    wants_sites = False
+
+    def __init__(self, options: Options) -> None:
+        cuda_device_max_connections()
+        import cupy
+
+        self.cupy = cupy
+        self.runtime = cupy.cuda.runtime
+        count = self.runtime.getDeviceCount()
+        if not 0 <= options.device < count:
+            raise BackendUnavailableError(
+                f"device {options.device} does not exist; this machine has {count} GPU(s)"
+            )
+        self.device = options.device
+        self.runtime.setDevice(self.device)
+        #: Explicit memory model: device memory (cudaMalloc) and pinned host mirrors.
+        self.explicit = options.memory == "explicit"
+        if self.explicit:
+            self.pool = cupy.cuda.MemoryPool()
+            self.host_coherent_while_busy = True    # the host only touches its mirror
+        else:
+            self.pool = cupy.cuda.MemoryPool(cupy.cuda.malloc_managed)
+            attr = self.runtime.cudaDevAttrConcurrentManagedAccess
+            self.host_coherent_while_busy = bool(self.runtime.deviceGetAttribute(attr,
+                                                                                 self.device))
+        self._numba_streams: dict[int, Any] = {}
+        self.captures = CaptureTracker()
+        self.single_node_graphs = options.single_node_graphs
+        # A launch's CUDA calls: straight into the driver where that applies (_driver.py),
+        # else CuPy's. Kernels launch through cuLaunchKernel with a packed parameter buffer
+        # (_cuda_kernels.py) unless the user turned it off or this CuPy lacks the entry point.
+        self.use_calls(driver_calls(cupy) if options.direct_driver and compiled.in_use()
+                       else None)
+        self.packed_launches = options.packed_launch and self.driver_launch is not None
+        self._driver_error = cupy.cuda.driver.CUDADriverError
+        self._fetch_stream: Any = None      # host reads' copies out (fetch_to_host)
+        self._d2h = getattr(self.runtime, "memcpyDeviceToHost", 2)
+        self._graphs_in_flight: dict[int, Graph] = {}
+        # The latest launched nodes (a finished node holds no arrays: bounded, nothing pinned)
+        # and the first device fault seen, which every later call reports again.
+        self._recent: deque[Any] = deque(maxlen=RECENT_LAUNCHES)
+        self.fault: KernelFault | None = None
+        props = self.runtime.getDeviceProperties(self.device)
+        name = props["name"]
+        self.device_name = name.decode() if isinstance(name, bytes) else str(name)
+        self.sm_count = int(props["multiProcessorCount"])
+        log.info("asyncgpu cuda backend on %s (%d SMs)", self.device_name, self.sm_count)
+
+    def use_calls(self, calls: Any) -> None:
+        """Make the CUDA calls of later launches with ``calls`` (an
+        ``asyncgpu._speedups.DriverCalls``), or with CuPy's own callables (None). Kernels
+        already prepared keep the launch call they were prepared with."""
+        self.driver = calls
+        (self.driver_launch, self._event_record, self._stream_wait, self._event_done,
+         self._graph_launch) = cuda_calls(self.cupy, calls)
+        self._follow_captures()
+
+    def _follow_captures(self) -> None:
+        """Kernels go through their stream's one-node graph (``single_node_graphs``) except
+        while a capture is engaged: a capture must record the kernel itself."""
+        if self.driver is not None:
+            self.driver.single_node_graphs = (self.single_node_graphs
+                                              and not self.captures.engaged)
+
+    def close(self) -> None:
+        """The runtime is done with this backend: its pool's free blocks go back to the device
+        (arrays of the old runtime still alive keep theirs), and its one-node graphs are
+        destroyed."""
+        if self.driver is not None:
+            self.driver.release_lanes()
+        self.pool.free_all_blocks()
+
+    # -- streams and events ------------------------------------------------------------------
+    def create_stream(self) -> Any:
+        return self.cupy.cuda.Stream(non_blocking=True)
+
+    def create_event(self) -> Any:
+        return self.cupy.cuda.Event(block=False, disable_timing=True)
+
+    def timing_event(self) -> Any:
+        """A timing-enabled event (traces only: timing makes recording slightly dearer)."""
+        return self.cupy.cuda.Event(block=False, disable_timing=False)
+
+    def clock_base(self) -> Any:
+        """A timing event recorded on the legacy default stream and waited for: "now".
+
+        Our streams are non-blocking, so recording on the null stream does not wait for them;
+        the event completes at once and marks the host time of the call on the device clock.
+        """
+        event = self.timing_event()
+        event.record(self.cupy.cuda.Stream.null)
+        event.synchronize()
+        return event
+
+    def elapsed_s(self, start: Any, end: Any) -> float:
+        """Seconds between two completed timing events (cudaEventElapsedTime, 0.5 us steps)."""
+        return self.cupy.cuda.get_elapsed_time(start, end) * 1e-3
+
+    def wait_external(self, stream: Any, event: Any) -> None:
+        self.captures.wait_external(stream, event)
+        self._stream_wait(stream.ptr, event.ptr, _CUDA_EVENT_WAIT_EXTERNAL)
+
+    def host_wait(self, event: Any) -> None:
+        if self.captures.engaged:
+            self.captures.check_host_wait(event, "host wait")
+        try:
+            event.synchronize()
+        except Exception as exc:
+            raise self._device_error(exc)
+
+    def synchronize(self) -> None:
+        self.captures.check_synchronize()
+        if self.fault is not None:
+            raise self._device_error(None)
+        try:
+            self.runtime.deviceSynchronize()
+        except Exception as exc:
+            raise self._device_error(exc)
+        self._graphs_in_flight.clear()
+
+    # -- device faults -----------------------------------------------------------------------
+    def keep_faults(self, fault: BaseException) -> None:
+        """Nothing to keep: a device fault is sticky (``self.fault``), so every later host wait
+        raises it again; the runtime's recovery hands faults back on every backend."""
+
+    def _device_error(self, exc: BaseException | None) -> BaseException:
+        """The error to raise for ``exc``, a CUDA error seen at a sync, query or launch.
+
+        A sticky fault (the context is dead) becomes :class:`KernelFault` naming the launches
+        that may have caused it (the latest ones: faults surface at a later call); after the
+        first, every call that reaches here raises the same message. Other errors pass on.
+        """
+        if self.fault is None:
+            if exc is None or not _is_sticky(exc):
+                return exc   # type: ignore[return-value]
+            candidates = ", ".join(
+                f"{n.label()} on stream {getattr(n.stream, 'index', '?')}"
+                for n in reversed(self._recent)) or "none recorded"
+            self.fault = KernelFault(
+                f"the GPU reported a fault ({exc}); a kernel launched since the last clean "
+                f"synchronization caused it. Latest launches, newest first: {candidates}. "
+                "The CUDA context is unusable for the rest of this process: restart it (with "
+                "ASYNCGPU_EXECUTION=sync or CUDA_LAUNCH_BLOCKING=1 the first fault names the "
+                "exact kernel)"
+            )
+            log.error("%s", self.fault)
+        err = KernelFault(str(self.fault))
+        err.__cause__ = exc
+        return err
+
+    # -- graphs ------------------------------------------------------------------------------
+    def begin_capture(self, stream: Any) -> None:
+        self.captures.begin(stream)
+        self._follow_captures()
+        try:
+            mode = getattr(self.runtime, "streamCaptureModeRelaxed", None)
+            stream.begin_capture(mode)
+        except Exception as exc:
+            try:
+                self.captures.end(stream)
+            except CaptureError:
+                pass
+            finally:
+                self._follow_captures()
+            raise CaptureError(f"begin_capture on {stream!r} failed: {exc}") from exc
+
+    def end_capture(self, stream: Any) -> Graph:
+        try:
+            return self._end_capture(stream)
+        finally:
+            self._follow_captures()
+
+    def _end_capture(self, stream: Any) -> Graph:
+        closes = self.captures.is_origin(stream)
+        try:
+            graph = self.captures.end(stream)
+        except CaptureError:
+            if closes:
+                try:    # leave capture mode on the CUDA side too; the graph is discarded
+                    stream.end_capture()
+                except Exception:
+                    pass
+            raise
+        try:
+            graph.handle = stream.end_capture()      # captures and instantiates
+        except Exception as exc:
+            raise CaptureError(f"end_capture on {stream!r}: CUDA refused the capture: {exc}"
+                               ) from exc
+        graph.done = self.create_event()
+        return graph
+
+    def graph_destroy(self, graph: Graph) -> None:
+        destroy(graph, lambda: self.host_wait(graph.done), self._graphs_in_flight)
+
+    def host_access(self, accesses: Any, label: str) -> None:
+        """Managed memory is coherent: the waits already happened (unless the device faulted:
+        then the data may be garbage, and the host must not read it as if it were fine)."""
+        if self.fault is not None:
+            raise self._device_error(None)
+
+    def numba_stream(self, stream: Any) -> Any:
+        """The Numba view of a CuPy stream (cached: creating one costs about 10 us)."""
+        ns = self._numba_streams.get(stream.ptr)
+        if ns is None:
+            try:  # numba-cuda >= 0.25 launches through cuda.core and prefers its Stream
+                import cuda.core as cuda_core
+
+                ns = cuda_core.Stream.from_handle(stream.ptr)
+            except (ImportError, AttributeError):
+                from numba import cuda
+
+                ns = cuda.external_stream(stream.ptr)
+            self._numba_streams[stream.ptr] = ns
+        return ns
+
+    # -- memory ------------------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> Any:
+        if nbytes == 0:
+            if self.explicit:
+                return DeviceBuffer(0, None, 0)
+            return CudaBuffer(0, None, 0, np.empty(0, np.uint8))
+        if self.fault is not None:
+            raise self._device_error(None)
+        free, total = self.runtime.memGetInfo()
+        reusable = self.pool.free_bytes()
+        if nbytes > free + reusable:
+            kind = "device" if self.explicit else "managed"
+            raise OutOfMemoryError(
+                f"cannot allocate {nbytes / 2**20:.1f} MiB of {kind} memory: the GPU has "
+                f"{free / 2**20:.1f} MiB free of {total / 2**20:.1f} MiB (plus "
+                f"{reusable / 2**20:.1f} MiB reusable in asyncgpu's pool)"
+                + ("" if self.explicit else "; asking for more managed memory than the device "
+                   "has free can hang the GPU") + ". Free arrays (Array.free()) or use smaller ones"
+            )
+        mem = self.pool.malloc(nbytes)
+        if self.explicit:
+            return DeviceBuffer(nbytes, mem, mem.ptr)
+        host = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(mem.ptr))
+        return CudaBuffer(nbytes, mem, mem.ptr, host)
+
+    def foreign_buffer(self, owner: Any, ptr: int, nbytes: int, what: str,
+                       host_addressable: bool) -> Any:
+        """A buffer over another library's device memory (``asyncgpu.runtime.interop``), kept alive
+        by ``owner`` and never freed here. Explicit model: device memory like ours, whose
+        pinned mirror is allocated on the first host access. Managed model: used in place,
+        never prefetched; the host reaches it only if it is managed or host memory."""
+        if self.explicit:
+            return DeviceBuffer(nbytes, owner, ptr)
+        host = (np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))
+                if host_addressable and nbytes else None)
+        return ForeignBuffer(nbytes, owner, ptr, host, what)
+
+    def free(self, buffer: Any) -> None:
+        if isinstance(buffer, DeviceBuffer):
+            buffer.release()
+            return
+        buffer.mem = None     # back to the pool: every node using it has finished
+        buffer.host = None
+
+    def copy_launch(self, buffer: DeviceBuffer, lo: int, hi: int, to_device: bool) -> CudaCopy:
+        """Prepare a copy of ``[lo, hi)`` between the pinned mirror and the device memory."""
+        if self.fault is not None:
+            raise self._device_error(None)
+        return CudaCopy(self.runtime, buffer, lo, hi, to_device)
+
+    def fetch_to_host(self, buffer: DeviceBuffer, lo: int, hi: int, label: str,
+                      after: list[Any]) -> None:
+        """Copy ``[lo, hi)`` of the device memory to the pinned mirror once the events ``after``
+        have completed, and wait for the copy: the copy waits for them on the device, so the
+        host waits once. On a stream of its own, not the legacy default stream, which would
+        also wait for unrelated work queued there. (``label``: the array, for messages.)"""
+        if self.fault is not None:
+            raise self._device_error(None)
+        if self.captures.engaged:
+            for event in after:     # (the host waits for them, through the copy)
+                self.captures.check_host_wait(event, "host read")
+        stream = self._fetch_stream
+        if stream is None:
+            stream = self._fetch_stream = self.create_stream()
+        host = buffer.host_ptr + lo
+        try:
+            for event in after:
+                self._stream_wait(stream.ptr, event.ptr, 0)
+            try:
+                self.runtime.memcpyAsync(host, buffer.ptr + lo, hi - lo, self._d2h, stream.ptr)
+            finally:
+                # (also after an interrupt: a copy left landing in the mirror later could
+                # tear a host write that follows)
+                self.runtime.streamSynchronize(stream.ptr)
+        except Exception as exc:
+            raise self._device_error(exc)
+
+    def prefetch(self, buffer: CudaBuffer, stream: Any) -> None:
+        if isinstance(buffer, ForeignBuffer):
+            return    # another library's memory: where its pages live is the producer's choice
+        if self.captures.engaged:
+            self.captures.check_prefetch(stream)
+        try:
+            self.runtime.memPrefetchAsync(buffer.ptr, buffer.nbytes, self.device, stream.ptr)
+        except Exception as exc:
+            raise self._device_error(exc)
+
+    # -- kernels -----------------------------------------------------------------------------
+    def kernel_attributes(self, kernel: Any) -> dict[str, int] | None:
+        """``{"regs", "shared"}`` of a compiled kernel (the recorder's launch order)."""
+        from .kernels import kernel_attributes
+        return kernel_attributes(kernel)
+
+    def lane_cost_s(self) -> float:
+        """Host seconds one more parallel branch adds to a graph launch, measured once
+        (``_cuda_timing.lane_cost_s``; the recorder's lane budget)."""
+        from .timing import lane_cost_s
+
+        return lane_cost_s(self)
+
+    def stage_timer(self, runtime: Any, launches: list[Any]) -> Any:
+        """The recorder's stage timer: CUDA events, scratch copies of written arrays
+        (``_cuda_timing``)."""
+        from .timing import CudaStageTimer
+        return CudaStageTimer(self, runtime, launches)
+
+    def library_call(self, runtime: Any, call: Any, accesses: list[Any]) -> Any:
+        from .library import make_call
+        return make_call(self, runtime, call, accesses)
+
+    def _launch_failed(self, node: Any, stream: Any, exc: Exception) -> None:
+        """A launch raised ``exc``: raise what it means, or launch again where the thread only
+        lacked a current context."""
+        if self.fault is not None or _is_sticky(exc):
+            raise self._device_error(exc)
+        # A host thread that has made no CUDA runtime call yet has no current context,
+        # which the driver-level launch needs: bind the device's primary context, retry.
+        if not isinstance(exc, self._driver_error):
+            raise exc
+        if getattr(exc, "status", None) != _CUDA_ERROR_INVALID_CONTEXT:
+            raise LaunchError(
+                f"{node.label()}: the driver refused the launch ({exc}); nothing ran. The "
+                "launch configuration asks for more than this kernel can have on this "
+                "device (threads for its registers, static plus dynamic shared memory)"
+            ) from exc
+        self.runtime.setDevice(self.device)
+        node.launch(stream)
+
+
+compiled.register(CudaBackend, PythonDeviceCalls,
+                  ("record", "wait", "event_done", "kernel_launch", "graph_launch", "launch"))
+
+
+def forget_finished(inflight: dict[int, Graph]) -> None:
+    """Drop the graphs whose last launch has finished from those kept alive while running."""
+    for key in [k for k, g in inflight.items() if g.done.done]:
+        del inflight[key]
+
+
+def _is_sticky(exc: BaseException) -> bool:
+    """Whether a CUDA error (CuPy runtime or driver, Numba) means the context has faulted."""
+    if getattr(exc, "status", None) in STICKY_ERRORS:
+        return True
+    text = str(exc)
+    return any(name in text for name in _STICKY_NAMES)
+
+
+compiled.configure("configure_backend", CudaBackend, CaptureTracker, Graph, check_launch,
+                   forget_finished, GRAPHS_KEPT)

@@ -1,0 +1,174 @@
+"""The ``cuda`` backend's memory: buffers of managed or device memory, and copies between a
+device buffer and its pinned host mirror.
+
+A :class:`CudaBuffer` is managed (unified) memory, one allocation the host and the device both
+address. A :class:`DeviceBuffer` is device memory plus a pinned host mirror allocated on first
+use; the explicit memory model (``asyncgpu.runtime.memory``) moves bytes between the two with
+:class:`CudaCopy` (one ``cudaMemcpyAsync`` on a stream; the backend's ``fetch_to_host`` for host
+reads). Each buffer has a ``uid`` per copy of its bytes (one for managed memory, two for a
+device buffer and its mirror): what the happens-before checker tracks.
+
+Example::
+
+    buf = DeviceBuffer(nbytes, mem, mem.ptr)
+    CudaCopy(cupy.cuda.runtime, buf, 0, nbytes, to_device=True)(stream)
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from ...core.errors import OutOfMemoryError
+
+_uids = itertools.count(1)
+
+
+class CudaBuffer:
+    """A block of managed memory and the NumPy view of it that the host uses."""
+
+    __slots__ = ("uid", "host_uid", "nbytes", "mem", "ptr", "host")
+
+    def __init__(self, nbytes: int, mem: Any, ptr: int, host: np.ndarray) -> None:
+        self.uid = self.host_uid = next(_uids)     # one memory, seen by host and device
+        self.nbytes = nbytes
+        self.mem = mem
+        self.ptr = ptr
+        self.host = host
+
+    def device_pointer(self) -> int:
+        return self.ptr
+
+
+class DeviceBuffer:
+    """Device memory (explicit memory model) and its pinned host mirror.
+
+    The mirror is allocated on first use of ``host`` (a host access, or a copy that needs it),
+    from CuPy's pinned memory pool, and viewed as NumPy bytes: asynchronous copies need
+    page-locked memory to run at full bandwidth and without blocking the host.
+    """
+
+    __slots__ = ("uid", "host_uid", "nbytes", "mem", "ptr", "_host", "_pinned", "_host_ptr")
+
+    def __init__(self, nbytes: int, mem: Any, ptr: int) -> None:
+        self.uid = next(_uids)
+        self.host_uid = next(_uids)
+        self.nbytes = nbytes
+        self.mem = mem
+        self.ptr = ptr
+        self._host: np.ndarray | None = None
+        self._pinned: Any = None
+        self._host_ptr = 0
+
+    @property
+    def host(self) -> np.ndarray:
+        host = self._host
+        if host is None:
+            if self.nbytes == 0:
+                host = np.empty(0, np.uint8)
+            else:
+                import cupy
+
+                try:
+                    self._pinned = cupy.cuda.alloc_pinned_memory(self.nbytes)
+                except Exception as exc:     # cudaErrorMemoryAllocation: page-locked RAM
+                    raise OutOfMemoryError(
+                        f"cannot allocate {self.nbytes / 2**20:.1f} MiB of pinned host memory "
+                        f"for the host copy of an array (explicit memory model): {exc}. Free "
+                        "arrays, touch fewer large arrays from the host, or use "
+                        "ASYNCGPU_MEMORY=managed"
+                    ) from exc
+                host = np.frombuffer(self._pinned, np.uint8, self.nbytes)
+            self._host = host
+        return host
+
+    @property
+    def host_ptr(self) -> int:
+        """The mirror's address (allocating it): copies take it on every call, and NumPy's
+        ``ctypes.data`` builds an object each time it is asked."""
+        ptr = self._host_ptr
+        if not ptr:
+            ptr = self._host_ptr = self.host.ctypes.data
+        return ptr
+
+    def release(self) -> None:
+        self.mem = None      # back to the pools: every node using them has finished
+        self._host = None
+        self._pinned = None
+        self._host_ptr = 0
+
+    def device_pointer(self) -> int:
+        return self.ptr
+
+
+class ForeignBuffer:
+    """Another library's device memory imported without a copy (``asyncgpu.asarray``) under
+    the managed memory model: kernels use it in place and nothing prefetches it. The host can
+    address it only when it is managed or host memory (``host`` is then a NumPy view of it);
+    plain device memory has no host view, and a host access explains the ways out. The
+    explicit model imports into a :class:`DeviceBuffer` instead (a mirror on first host use).
+    The runtime never frees the memory: ``owner`` keeps the producer alive until release."""
+
+    __slots__ = ("uid", "host_uid", "nbytes", "mem", "ptr", "_host", "what")
+
+    def __init__(self, nbytes: int, owner: Any, ptr: int, host: np.ndarray | None,
+                 what: str) -> None:
+        self.uid = self.host_uid = next(_uids)
+        self.nbytes = nbytes
+        self.mem = owner
+        self.ptr = ptr
+        self._host = host
+        self.what = what
+
+    @property
+    def host(self) -> np.ndarray:
+        host = self._host
+        if host is None:
+            from ...core.errors import ArgumentError
+
+            raise ArgumentError(
+                f"the host cannot read or write this array in place: it views the device "
+                f"memory of a {self.what} (imported without a copy), and with "
+                "memory='managed' the host accesses arrays in place. Copy it first "
+                "(asyncgpu.array(x) or y = x.copy()), or use the explicit memory model "
+                "(ASYNCGPU_MEMORY=explicit, the default), where host reads copy it over"
+            )
+        return host
+
+    @host.setter
+    def host(self, value: Any) -> None:
+        self._host = value
+
+    def device_pointer(self) -> int:
+        return self.ptr
+
+
+class CudaCopy:
+    """One ``cudaMemcpyAsync`` between a buffer's pinned mirror and its device memory."""
+
+    __slots__ = ("memcpy", "dst", "src", "nbytes", "kind", "span")
+
+    def __init__(self, runtime: Any, buffer: DeviceBuffer, lo: int, hi: int,
+                 to_device: bool) -> None:
+        host = buffer.host_ptr + lo      # allocates the mirror now, before enqueue
+        dev = buffer.ptr + lo
+        self.span = (buffer.uid, buffer.host_uid, lo, hi, to_device)
+        self.memcpy = runtime.memcpyAsync
+        self.nbytes = hi - lo
+        if to_device:
+            self.dst, self.src = dev, host
+            self.kind = getattr(runtime, "memcpyHostToDevice", 1)
+        else:
+            self.dst, self.src = host, dev
+            self.kind = getattr(runtime, "memcpyDeviceToHost", 2)
+
+    def hb_accesses(self) -> list[tuple[int, int, int, bool]]:
+        """For the checker (``ASYNCGPU_DEBUG_HB``): reads one copy, writes the other."""
+        dev, host, lo, hi, to_device = self.span
+        src, dst = (host, dev) if to_device else (dev, host)
+        return [(src, lo, hi, False), (dst, lo, hi, True)]
+
+    def __call__(self, stream: Any) -> None:
+        self.memcpy(self.dst, self.src, self.nbytes, self.kind, stream.ptr)

@@ -1,0 +1,362 @@
+"""Preparing and enqueuing kernel launches on the ``cuda`` backend.
+
+Numba kernels are compiled for the argument types once (``Dispatcher.compile``) *before*
+anything is enqueued, so a typing error leaves the runtime untouched. CUDA C kernels are
+compiled through a CuPy ``RawKernel``. Both then launch through a packed plan (``_packed.py``):
+the argument values are gathered here, per launch, from values cached on the arrays (pointers,
+Numba's array fields), and the enqueue is a single ``cuLaunchKernel``. Argument kinds the plan
+does not cover fall back to Numba's own launch or to ``RawKernel.__call__``.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from ...core import compiled
+from ...core.errors import ArgumentError, BlockTooLargeError, CompileError
+from ...runtime.array import Array
+from ...runtime.kernel import CudaCSource, Kernel
+from .packed import PackedPlan, cuda_c_plan, numba_array_fields, numba_plan, split_complex
+
+
+def _numba_view(array: Any) -> Any:
+    view = array._cache.get("numba")
+    if view is None:
+        from numba import cuda
+
+        view = cuda.from_cuda_array_interface(array._device_interface(), owner=None,
+                                              sync=False)
+        if array.dtype.fields is not None:     # (the interface's typestr is only |V<size>)
+            view = view.view(array.dtype)
+        array._cache["numba"] = view
+    return view
+
+
+def _numba_type(disp: Any, array: Any) -> Any:
+    t = array._cache.get("numba_type")
+    if t is None:
+        t = array._cache["numba_type"] = disp.typeof_pyval(_numba_view(array))
+    return t
+
+
+def _cupy_view(backend: Any, array: Any) -> Any:
+    """A CuPy array over the same memory (CuPy's fastest kernel-argument path), cached."""
+    view = array._cache.get("cupy")
+    if view is None:
+        cupy = backend.cupy
+        buf = array._alloc.buffer
+        if buf.nbytes == 0:
+            view = array._cache["cupy"] = cupy.empty(array.shape, array.dtype)
+            return view
+        mem = cupy.cuda.UnownedMemory(buf.ptr, buf.nbytes, array._alloc, backend.device)
+        ptr = cupy.cuda.MemoryPointer(mem, array._offset)
+        view = cupy.ndarray(array.shape, array.dtype, ptr, array.strides)
+        array._cache["cupy"] = view
+    return view
+
+
+def _dispatcher(kernel: Kernel) -> Any:
+    disp = kernel._compiled.get("cuda")
+    if disp is None:
+        from numba import cuda
+
+        src = kernel.source
+        disp = src.dispatcher
+        if disp is None or not hasattr(disp, "compile") or type(disp).__name__ == "FakeCUDAKernel":
+            disp = cuda.jit(src.py_func)
+        kernel._compiled["cuda"] = disp
+    return disp
+
+
+class NumbaLaunch:
+    """A launch through Numba's own path (argument kinds the packed path does not handle)."""
+
+    __slots__ = ("backend", "compiled", "args", "grid", "block", "shared")
+
+    def __init__(self, backend: Any, compiled: Any, args: list[Any], grid: Any, block: Any,
+                 shared: int) -> None:
+        self.backend = backend
+        self.compiled = compiled
+        self.args = args
+        self.grid, self.block, self.shared = grid, block, shared
+
+    def __call__(self, stream: Any) -> None:
+        self.compiled.launch(self.args, self.grid, self.block, self.backend.numba_stream(stream),
+                             self.shared)
+
+
+class RawLaunch:
+    """A launch through CuPy's ``RawKernel.__call__`` (kernels without a typed declaration)."""
+
+    __slots__ = ("raw", "args", "grid", "block", "shared")
+
+    def __init__(self, raw: Any, args: tuple[Any, ...], grid: Any, block: Any, shared: int) -> None:
+        self.raw = raw
+        self.args = args
+        self.grid, self.block, self.shared = grid, block, shared
+
+    def __call__(self, stream: Any) -> None:
+        self.raw(self.grid, self.block, self.args, stream=stream, shared_mem=self.shared)
+
+
+class PythonGathering:
+    """:class:`PackedTarget`'s gathering of a launch's values in Python: the reference for the
+    compiled versions in ``asyncgpu/csrc/gather.c`` (``asyncgpu.core.compiled``). Each answers None
+    when an array's cached values are missing or are not what the target was built for."""
+
+    __slots__ = ()
+    key: Any
+
+    def numba_values(self, values: list[Any]) -> tuple[Any, ...] | None:
+        """The flat values of a packed Numba launch: each array's ABI fields, each number."""
+        key = self.key
+        if type(values) is not list or not isinstance(key, list) or len(key) != len(values):
+            return None
+        flat: list[Any] = []
+        for v, k in zip(values, key):
+            if type(v) is Array:
+                fields = v._cache.get("nbf")
+                if fields is None or fields[0] != k:
+                    return None
+                flat.extend(fields[1])
+            else:
+                t = type(v)
+                if (t if t is not int or _INT64_MIN <= v <= _INT64_MAX else "bigint") != k:
+                    return None
+                flat.append(v)
+        return tuple(flat)
+
+    def pointer_values(self, values: list[Any], arrays: list[Any]) -> tuple[Any, ...] | None:
+        """The values of a packed CUDA C launch: each array's device pointer, each number."""
+        args = list(values)
+        for a in arrays:
+            ptr = a.array._cache.get("ptr")
+            if ptr is None:
+                return None
+            args[a.index] = ptr
+        return tuple(args)
+
+
+class PackedTarget(*compiled.bases("TargetBase", PythonGathering)):
+    """What every packed launch of one launcher shares: the plan and the launch dimensions
+    (made once per launcher and argument types; ``Launcher.prepared`` keeps the latest).
+
+    ``backend`` is a weak reference: a kernel's launchers outlive runtimes (they are cached on
+    the kernel), and a strong one kept a dropped runtime's backend, its memory pool with it,
+    alive until the launcher was next used with another backend."""
+
+    __slots__ = ("backend", "key", "plan", "grid", "block", "shared")
+
+    def __init__(self, backend: Any, key: Any, plan: PackedPlan, launcher: Any) -> None:
+        self.backend = weakref.ref(backend)     # (call it: the backend, or None once dropped)
+        self.key = key            # Numba: the argument types' tokens it was built for
+        self.plan = plan
+        self.grid, self.block, self.shared = launcher.grid3, launcher.block3, launcher.shared
+
+
+compiled.register(PackedTarget, PythonGathering, ("numba_values", "pointer_values"))
+
+
+class PythonPackedCall:
+    """:class:`PackedLaunch`'s call in Python: the reference for the compiled one in
+    ``asyncgpu/csrc/device.c``."""
+
+    __slots__ = ()
+    target: PackedTarget
+    values: tuple[Any, ...]
+
+    def __call__(self, stream: Any) -> None:
+        # PackedPlan.launch, inlined: this runs once per launch
+        t = self.target
+        plan = t.plan
+        values = self.values
+        if plan.splits:
+            values = split_complex(values, plan.splits)
+        plan.struct.pack_into(plan.buf, 0, *values)
+        g, b = t.grid, t.block
+        plan.launch_fn(plan.handle, g[0], g[1], g[2], b[0], b[1], b[2], t.shared, stream.ptr,
+                       0, plan.extra_ptr)
+
+
+class PackedLaunch(*compiled.bases("PackedCallBase", PythonPackedCall)):
+    """A launch through a :class:`PackedPlan`: one ``cuLaunchKernel`` call."""
+
+    __slots__ = ("target", "values")
+
+    def __init__(self, target: PackedTarget, values: tuple[Any, ...]) -> None:
+        self.target = target
+        self.values = values
+
+
+compiled.register(PackedLaunch, PythonPackedCall, ("__call__",))
+
+
+def _raw_kernel(backend: Any, kernel: Kernel) -> Any:
+    raw = kernel._compiled.get("raw")
+    if raw is None:
+        src: CudaCSource = kernel.source
+        raw = src.raw or backend.cupy.RawKernel(src.code, src.name, options=src.options)
+        try:
+            raw.compile()
+        except Exception as exc:
+            raise CompileError(
+                f"kernel '{src.name}' failed to compile:\n{exc}"
+            ) from exc
+        kernel._compiled["raw"] = raw
+    return raw
+
+
+def _check_block(kernel: Kernel, launcher: Any, site: str | None, limit: int, regs: int) -> None:
+    """Refuse a block the compiled kernel cannot run (the driver would refuse it after enqueue)."""
+    threads = 1
+    for d in launcher.block:
+        threads *= d
+    if threads > limit:
+        where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
+        raise BlockTooLargeError(
+            f"{where}: a block of {threads} threads is more than this kernel can run: it uses "
+            f"{regs} registers per thread, so at most {limit} threads per block fit; launch it "
+            f"with at most {limit} threads per block"
+        )
+
+
+def make_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
+                values: list[Any], site: str | None) -> Any:
+    """Compile if needed and build the launch object (nothing is enqueued here).
+
+    The first launch of a kernel for given argument types compiles it, checks the block against
+    the compiled kernel's limits and builds its packed plan; later launches of the same launcher
+    find that in ``launcher.prepared`` and only gather the argument values.
+    """
+    if isinstance(kernel.source, CudaCSource):
+        return _cuda_c_launch(backend, kernel, launcher, arrays, values, site)
+    target = launcher.prepared
+    if target is not None and target.backend() is backend:
+        flat = target.numba_values(values)
+        if flat is not None:
+            return PackedLaunch(target, flat)
+    key = []
+    flat: list[Any] = []
+    for v in values:
+        if type(v) is Array:
+            fields = v._cache.get("nbf")
+            if fields is None:
+                fields = v._cache["nbf"] = _numba_fields(v)
+            key.append(fields[0])
+            flat.extend(fields[1])
+        else:
+            t = type(v)
+            key.append(t if t is not int or _INT64_MIN <= v <= _INT64_MAX else "bigint")
+            flat.append(v)
+    target = launcher.prepared
+    if target is not None and target.backend() is backend and target.key == key:
+        return PackedLaunch(target, tuple(flat))
+    entry = kernel._compiled.get(tuple(key))
+    if entry is None:
+        entry = kernel._compiled[tuple(key)] = _compile_numba(backend, kernel, values, site)
+    compiled, plan, checked = entry
+    if launcher.block not in checked:
+        _check_block(kernel, launcher, site, compiled.max_threads_per_block,
+                     compiled.regs_per_thread)
+        checked.add(launcher.block)
+    if plan is not None:
+        target = launcher.prepared = PackedTarget(backend, key, plan, launcher)
+        return PackedLaunch(target, tuple(flat))
+    args = [_numba_view(v) if type(v) is Array else v for v in values]
+    return NumbaLaunch(backend, compiled, args, launcher.grid, launcher.block, launcher.shared)
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _numba_fields(array: Array) -> tuple[str, tuple[int, ...]]:
+    """An array's type token (same token, same Numba type) and its Numba ABI values."""
+    dt = array.dtype        # (records: every |V16 is not the same Numba type)
+    token = f"{dt.str if dt.fields is None else dt.descr}/{len(array.shape)}/" \
+            f"{array.is_c_contiguous}/" \
+            f"{_f_contiguous(array)}"
+    ptr = array._alloc.buffer.ptr + array._offset if array._alloc.buffer.nbytes else 0
+    return token, numba_array_fields(array, ptr)
+
+
+def _f_contiguous(array: Array) -> bool:
+    expected = array.dtype.itemsize
+    for n, st in zip(array.shape, array.strides):
+        if n != 1 and st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _compile_numba(backend: Any, kernel: Kernel, values: list[Any], site: str | None,
+                   ) -> tuple[Any, Any, set[Any]]:
+    disp = _dispatcher(kernel)
+    types = tuple(_numba_type(disp, v) if type(v) is Array else disp.typeof_pyval(v)
+                  for v in values)
+    try:
+        compiled = disp.compile(types)
+    except Exception as exc:
+        where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
+        raise ArgumentError(
+            f"{where}: Numba cannot compile it for the argument types "
+            f"({', '.join(map(str, types))}): {exc}"
+        ) from exc
+    plan = numba_plan(compiled, backend.driver_launch) if backend.packed_launches else None
+    return compiled, plan, set()
+
+
+def _cuda_c_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
+                   values: list[Any], site: str | None) -> Any:
+    target = launcher.prepared
+    if target is None or target.backend() is not backend:
+        entry = kernel._compiled.get("c")
+        if entry is None:
+            raw = _raw_kernel(backend, kernel)
+            plan = None
+            if kernel.typed and backend.packed_launches:
+                plan = cuda_c_plan(raw.kernel.ptr, kernel.params, backend.driver_launch)
+            entry = kernel._compiled["c"] = (raw, plan, set())
+        raw, plan, checked = entry
+        if launcher.block not in checked:
+            _check_block(kernel, launcher, site, raw.max_threads_per_block, raw.num_regs)
+            checked.add(launcher.block)
+        if plan is None:
+            args = list(values)
+            for a in arrays:
+                args[a.index] = _cupy_view(backend, a.array)
+            return RawLaunch(raw, tuple(args), launcher.grid, launcher.block, launcher.shared)
+        target = launcher.prepared = PackedTarget(backend, None, plan, launcher)
+    flat = target.pointer_values(values, arrays)
+    if flat is None:
+        for a in arrays:        # (the first launch with these arrays: cache their pointers)
+            arr = a.array
+            if arr._cache.get("ptr") is None:
+                buf = arr._alloc.buffer
+                arr._cache["ptr"] = buf.ptr + arr._offset if buf.nbytes else 0
+        flat = target.pointer_values(values, arrays)
+    return PackedLaunch(target, flat)
+
+
+def kernel_attributes(kernel: Kernel) -> dict[str, int] | None:
+    """Registers per thread and static shared memory of an already compiled kernel (for the
+    recorder's launch order); None before the kernel's first compilation."""
+    try:
+        if isinstance(kernel.source, CudaCSource):
+            entry = kernel._compiled.get("c")
+            if entry is None:
+                return None
+            raw = entry[0]
+            return {"regs": int(raw.num_regs), "shared": int(raw.shared_size_bytes)}
+        for key, entry in kernel._compiled.items():
+            if isinstance(key, tuple):
+                compiled = entry[0]
+                return {"regs": int(getattr(compiled, "regs_per_thread", 0)),
+                        "shared": int(getattr(compiled, "shared_mem_per_block", 0))}
+    except Exception:   # attributes only tune the order: never fail a capture over them
+        return None
+    return None
+
+
+compiled.configure("configure_device", PackedLaunch, PackedTarget, PackedPlan,
+                   PythonPackedCall.__call__, make_launch)

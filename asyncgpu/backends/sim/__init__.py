@@ -1,0 +1,1 @@
+"""The ``sim`` backend: a CPU simulator of streams and events with randomized schedules."""

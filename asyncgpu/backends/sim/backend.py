@@ -1,0 +1,496 @@
+"""The ``sim`` backend: a lazy, adversarial CPU implementation of CUDA's ordering rules.
+
+The model
+---------
+Nothing runs at launch. Each stream is a FIFO queue of operations: kernels, event records,
+event waits and prefetches. Queued work advances only in steps, and a step is one of:
+
+* *begin* the head operation of a stream whose previous operation has ended (a wait may begin
+  only once the capture it was bound to at enqueue time is complete);
+* *end* a running kernel.
+
+A kernel *begins* by copying the bytes it may read into a private snapshot and *ends* by running
+on that snapshot and publishing the bytes it may write. Between the two any number of other
+steps can happen, so a missing dependency (read-after-write, write-after-read, write-after-write)
+turns into a wrong value instead of hiding behind timing. Steps are taken when the host waits
+(only until what it waits for is complete, choosing among everything enabled) and, with
+probability ``sim_tick``, at API calls; a *strategy* chooses among enabled steps:
+
+``random``  uniform;  ``reverse``  most recently enqueued first;  ``starve``  begin before end,
+so kernels stay in flight as long as possible;  ``pct``  random stream priorities with a few
+priority changes (Burckhardt et al.);  ``lazy``  random, but no steps at API calls;
+``eager``  run everything after every call (a control: it hides ordering bugs).
+
+Stream capture (``begin_capture``/``end_capture``/``graph_launch``, see
+:mod:`asyncgpu.backends.capture`): work enqueued on a capturing stream is recorded into a graph
+instead of the queues; a launch expands the graph onto lane streams of its own, so the executor
+interleaves its inner operations like any others and the checker sees each of them.
+
+One seed reproduces one execution; error messages carry ``ASYNCGPU_SIM_SEED`` and
+``ASYNCGPU_SIM_STRATEGY``. Ordering is *checked* separately by the happens-before checker
+(``asyncgpu.core.hb``), whose verdict does not depend on the order chosen here.
+
+Annotations are enforced: ``const`` arrays are passed read-only (a kernel writing one raises
+:class:`AnnotationViolation` naming the argument), ``out`` arrays are poisoned (all bytes 0xFF:
+NaN for floats), as is memory from ``empty`` and memory given back to the pool.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import logging
+import random
+import signal
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from ...core.errors import AnnotationViolation, DeadlockError, KernelFault, gathered
+from ..capture import CaptureTracker, Expansion, Graph, check_launch, destroy
+
+log = logging.getLogger("asyncgpu.sim")
+POISON = 0xFF
+_uids = itertools.count(1)
+
+
+def _uninterrupted(end: Any, state: Any) -> None:
+    """Run the end of a simulated kernel with SIGINT held back until it is over.
+
+    A real device finishes a kernel whatever the host's threads receive; the simulated one runs
+    the kernel in the host thread that happens to step it, so a ``KeyboardInterrupt`` landing
+    there would lose or tear the kernel's writes, a fault of the simulation that the runtime
+    cannot see (tests/interrupts.py sends SIGINT at random moments). The signal is blocked in
+    this thread for the kernel's run and delivered when it is unblocked: Ctrl-C then lands just
+    after the step, as it would on a device. (A SIGINT sent to the process while other threads
+    run may be taken by one of them, and Python raises it in the main thread at once: blocking
+    covers a signal aimed at this thread, as Ctrl-C reaches a program with one thread.)"""
+    if not _CAN_BLOCK:
+        end(state)
+        return
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
+    try:
+        end(state)
+    finally:
+        if signal.SIGINT not in held:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGINT)
+
+
+_SIGINT = {signal.SIGINT}
+_CAN_BLOCK = hasattr(signal, "pthread_sigmask")      # (not on Windows)
+
+
+class SimBuffer:
+    """Memory of the simulated device.
+
+    ``dev`` is what kernels and library calls see, ``host`` what host accesses see. Coherent
+    (managed) mode: one byte array for both, as unified memory. Split mode (the explicit memory
+    model): two arrays, so a copy the runtime forgot shows as stale (poisoned) data, and the
+    checker tracks the host mirror as a buffer of its own (``host_uid``).
+    """
+
+    __slots__ = ("uid", "host_uid", "nbytes", "dev", "host")
+
+    def __init__(self, nbytes: int, split: bool = False) -> None:
+        self.uid = next(_uids)
+        self.nbytes = nbytes
+        self.dev = np.full(nbytes, POISON, np.uint8)
+        if split:
+            self.host = np.full(nbytes, POISON, np.uint8)
+            self.host_uid = next(_uids)
+        else:
+            self.host = self.dev
+            self.host_uid = self.uid
+
+    def poison(self) -> None:
+        self.dev.fill(POISON)
+        if self.host is not self.dev:
+            self.host.fill(POISON)
+
+    def device_pointer(self) -> int:
+        raise TypeError("arrays of the sim backend have no device pointer to export")
+
+
+class ForeignSimBuffer(SimBuffer):
+    """Another library's memory imported without a copy (``asyncgpu.asarray``): on ``sim``
+    host memory (a CPU DLPack producer, an array of Numba's CUDA simulator). ``dev`` is that
+    memory; the split mode's mirror is a buffer of its own, as for any allocation. Never
+    poisoned nor pooled: the bytes belong to ``owner``, which the buffer keeps alive."""
+
+    __slots__ = ("owner",)
+
+    def __init__(self, owner: Any, dev: np.ndarray, split: bool) -> None:
+        self.uid = next(_uids)
+        self.nbytes = dev.size
+        self.dev = dev
+        self.owner = owner
+        if split:
+            self.host = np.full(dev.size, POISON, np.uint8)
+            self.host_uid = next(_uids)
+        else:
+            self.host = dev
+            self.host_uid = self.uid
+
+
+class SimCopy:
+    """One queued copy between the host mirror and the device copy of ``[lo, hi)``.
+
+    Like a kernel: *begin* snapshots the source bytes, *end* writes them to the destination,
+    so work running in between cannot leak into the copy, nor the copy into it early.
+    """
+
+    __slots__ = ("buffer", "lo", "hi", "to_device")
+
+    def __init__(self, buffer: SimBuffer, lo: int, hi: int, to_device: bool) -> None:
+        self.buffer, self.lo, self.hi, self.to_device = buffer, lo, hi, to_device
+
+    def hb_accesses(self) -> list[tuple[int, int, int, bool]]:
+        """What the happens-before checker sees: a read of the source, a write of the target."""
+        b, lo, hi = self.buffer, self.lo, self.hi
+        src, dst = (b.host_uid, b.uid) if self.to_device else (b.uid, b.host_uid)
+        return [(src, lo, hi, False), (dst, lo, hi, True)]
+
+    def begin(self) -> np.ndarray:
+        src = self.buffer.host if self.to_device else self.buffer.dev
+        return src[self.lo:self.hi].copy()
+
+    def end(self, data: np.ndarray) -> None:
+        dst = self.buffer.dev if self.to_device else self.buffer.host
+        dst[self.lo:self.hi] = data
+
+
+class Capture:
+    """What one ``record`` captured: done once the record marker has been reached.
+
+    ``step`` is the logical time (the executor's step count) at which it was reached: the
+    simulator's clock for traces.
+    """
+
+    __slots__ = ("done", "step")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.step = -1
+
+
+class SimEvent:
+    __slots__ = ("capture", "index")
+
+    def __init__(self, index: int) -> None:
+        self.capture: Capture | None = None   # never recorded: waiting on it is a no-op
+        self.index = index
+
+    def __repr__(self) -> str:
+        return f"<sim event {self.index}>"
+
+
+class SimStream:
+    __slots__ = ("index", "ops", "running")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.ops: deque[Op] = deque()
+        self.running: Any = None    # state of the head op between begin and end
+
+    def __repr__(self) -> str:
+        return f"<sim stream {self.index}>"
+
+
+class Op:
+    __slots__ = ("kind", "payload", "label", "order")
+
+    def __init__(self, kind: str, payload: Any, label: str, order: int) -> None:
+        self.kind = kind          # "kernel" (kernels, calls, copies) | "record" | "wait" | "prefetch"
+        self.payload = payload
+        self.label = label
+        self.order = order
+
+
+class SimBackend:
+    """CPU backend; see the module docstring."""
+
+    name = "sim"
+    prefetches = True
+    wants_sites = True
+    host_coherent_while_busy = True
+    #: ``host_access`` does nothing, so a read of a current mirror need not call it
+    #: (``HostAccess.read_element``); faults surface where simulated ops run, never here
+    plain_host_reads = True
+    fault = None
+
+    def __init__(self, seed: int | None, strategy: str, tick: float, split: bool = False
+                 ) -> None:
+        #: Split memory (``memory="explicit"``): separate host and device bytes per buffer.
+        self.split = split
+        if seed is None:
+            seed = random.SystemRandom().randrange(2**32)
+        self.seed = seed
+        self.strategy = strategy
+        self.tick = 0.0 if strategy == "lazy" else tick
+        self.rng = random.Random(seed)
+        self.streams: list[SimStream] = []
+        self._events = 0
+        self._order = itertools.count()
+        self._errors: list[BaseException] = []
+        self._pool: dict[int, list[SimBuffer]] = {}
+        self._priority: dict[int, float] = {}
+        self._pct_changes = {self.rng.randrange(1, 400) for _ in range(3)}
+        self.steps = 0
+        self.max_running = 0
+        self.captures = CaptureTracker()
+        self._graphs_in_flight: dict[int, Graph] = {}
+        log.info("sim backend: ASYNCGPU_SIM_SEED=%d ASYNCGPU_SIM_STRATEGY=%s", seed, strategy)
+
+    def replay_hint(self) -> str:
+        return f"replay with ASYNCGPU_SIM_SEED={self.seed} ASYNCGPU_SIM_STRATEGY={self.strategy}"
+
+    # -- streams and events ------------------------------------------------------------------
+    def create_stream(self) -> SimStream:
+        s = SimStream(len(self.streams))
+        self.streams.append(s)
+        self._priority[s.index] = self.rng.random()
+        return s
+
+    def create_event(self) -> SimEvent:
+        self._events += 1
+        return SimEvent(self._events)
+
+    def _enqueue(self, stream: SimStream, kind: str, payload: Any, label: str) -> None:
+        stream.ops.append(Op(kind, payload, label, next(self._order)))
+
+    def record(self, event: SimEvent, stream: SimStream) -> None:
+        if self.captures.engaged and self.captures.record(event, stream):
+            return
+        self._record(event, stream)
+        self._maybe_tick()
+
+    def _record(self, event: SimEvent, stream: SimStream) -> None:
+        event.capture = Capture()
+        self._enqueue(stream, "record", event.capture, f"record {event!r}")
+
+    def wait(self, stream: SimStream, event: SimEvent) -> None:
+        if self.captures.engaged and self.captures.wait(stream, event):
+            return
+        self._wait(stream, event)
+
+    def _wait(self, stream: SimStream, event: SimEvent) -> None:
+        self._enqueue(stream, "wait", event.capture, f"wait {event!r}")
+
+    def wait_external(self, stream: SimStream, event: SimEvent) -> None:
+        self.captures.wait_external(stream, event)
+
+    def prefetch(self, buffer: SimBuffer, stream: SimStream) -> None:
+        if self.captures.engaged:
+            self.captures.check_prefetch(stream)
+        self._enqueue(stream, "prefetch", buffer, "prefetch")
+
+    def launch(self, node: Any, stream: SimStream) -> None:
+        if self.captures.engaged and self.captures.launch(node, stream):
+            return
+        self._enqueue(stream, "kernel", node.launch, node.label())
+
+    # -- the logical clock (traces) -----------------------------------------------------------
+    def timing_event(self) -> SimEvent:
+        """An event whose record captures the logical time it is reached at."""
+        return self.create_event()
+
+    def clock_base(self) -> SimEvent:
+        """An already-complete event at the current logical time (a trace's origin)."""
+        event = self.create_event()
+        event.capture = Capture()
+        event.capture.done = True
+        event.capture.step = self.steps
+        return event
+
+    def elapsed_s(self, start: SimEvent, end: SimEvent) -> float:
+        """Logical time between two reached records: one executor step counts as 1 us."""
+        a, b = start.capture, end.capture
+        if a is None or b is None or not (a.done and b.done):
+            raise RuntimeError("elapsed_s needs two recorded events that have been reached")
+        return (b.step - a.step) * 1e-6
+
+    def event_done(self, event: SimEvent) -> bool:
+        if self.captures.engaged:
+            self.captures.check_host_wait(event, "event query")
+        return event.capture is None or event.capture.done
+
+    def host_wait(self, event: SimEvent) -> None:
+        if self.captures.engaged:
+            self.captures.check_host_wait(event, "host wait")
+        capture = event.capture
+        while capture is not None and not capture.done:
+            self._step(forced=True)
+        self._raise_errors()
+
+    def synchronize(self) -> None:
+        self.captures.check_synchronize()
+        while any(s.ops for s in self.streams):
+            self._step(forced=True)
+        self._graphs_in_flight.clear()
+        self._raise_errors()
+
+    # -- graphs ------------------------------------------------------------------------------
+    def begin_capture(self, stream: SimStream) -> None:
+        self.captures.begin(stream)
+
+    def end_capture(self, stream: SimStream) -> Graph:
+        graph = self.captures.end(stream)
+        graph.handle = Expansion(graph, self.create_stream, self.create_event)
+        return graph
+
+    def graph_launch(self, graph: Graph, stream: SimStream) -> None:
+        check_launch(graph, stream, self.captures)
+        graph.handle.issue(graph, stream, self._record, self._wait, self._enqueue_kernel)
+        graph.launched = True
+        # queued operations hold buffers, not arrays: the graph (so its arrays) must outlive them
+        self._graphs_in_flight[id(graph)] = graph
+        self._maybe_tick()
+
+    def _enqueue_kernel(self, node: Any, stream: SimStream) -> None:
+        self._enqueue(stream, "kernel", node.launch, node.label())
+
+    def graph_destroy(self, graph: Graph) -> None:
+        destroy(graph, lambda: self.host_wait(graph.handle.done), self._graphs_in_flight)
+
+    def host_access(self, accesses: Any, label: str) -> None:
+        """Host accesses need no simulation: memory is coherent and waits were done."""
+
+    # -- memory ------------------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> SimBuffer:
+        free = self._pool.get(nbytes)
+        if free:
+            buf = free.pop()     # LIFO reuse: a use-after-free sees the new owner's data
+            buf.poison()
+            return buf
+        return SimBuffer(nbytes, self.split)
+
+    def foreign_buffer(self, owner: Any, ptr: int, nbytes: int, what: str,
+                       host_addressable: bool) -> SimBuffer:
+        """A buffer over ``nbytes`` of another library's host memory at ``ptr``, kept alive
+        by ``owner`` (``asyncgpu.runtime.interop``; on ``sim`` every import is host memory)."""
+        dev = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr)) if nbytes \
+            else np.empty(0, np.uint8)
+        return ForeignSimBuffer(owner, dev, self.split)
+
+    def free(self, buffer: SimBuffer) -> None:
+        if isinstance(buffer, ForeignSimBuffer):
+            buffer.owner = None      # the producer's memory: not ours to poison or reuse
+            return
+        buffer.poison()
+        self._pool.setdefault(buffer.nbytes, []).append(buffer)
+
+    def copy_launch(self, buffer: SimBuffer, lo: int, hi: int, to_device: bool) -> SimCopy:
+        """Prepare a copy of ``[lo, hi)`` between the host mirror and the device (split mode)."""
+        return SimCopy(buffer, lo, hi, to_device)
+
+    def fetch_to_host(self, buffer: SimBuffer, lo: int, hi: int, label: str,
+                      after: list[SimEvent]) -> None:
+        """Copy ``[lo, hi)`` of the device copy to the host mirror once the events ``after``
+        (the span's writers) have completed: the simulator runs the work up to them first.
+        (What the caller did not list is the checker's to catch.)"""
+        for event in after:
+            self.host_wait(event)
+        buffer.host[lo:hi] = buffer.dev[lo:hi]
+
+    # -- kernels -----------------------------------------------------------------------------
+    def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],
+                      site: str | None) -> Any:
+        from .kernels import make_launch
+        return make_launch(kernel, launcher, arrays, values, site)
+
+    def library_call(self, runtime: Any, call: Any, accesses: list[Any]) -> Any:
+        from .library import make_call
+        return make_call(runtime, call, accesses)
+
+    def stage_timer(self, runtime: Any, launches: list[Any]) -> Any:
+        """The recorder's stage timer: a deterministic cost model (``_sim_timing``)."""
+        from .timing import SimStageTimer
+        return SimStageTimer(launches)
+
+    # -- the executor ------------------------------------------------------------------------
+    def _maybe_tick(self) -> None:
+        if self.strategy == "eager":
+            while any(s.ops for s in self.streams):
+                if not self._step(forced=False):
+                    return
+            return
+        if self.tick and self.rng.random() < self.tick:
+            for _ in range(self.rng.randint(1, 3)):
+                if not self._step(forced=False):
+                    break
+
+    def _enabled(self) -> list[tuple[str, SimStream]]:
+        steps = []
+        for s in self.streams:
+            if not s.ops:
+                continue
+            if s.running is not None:
+                steps.append(("end", s))
+                continue
+            head = s.ops[0]
+            if head.kind == "wait" and head.payload is not None and not head.payload.done:
+                continue
+            steps.append(("begin", s))
+        return steps
+
+    def _choose(self, steps: list[tuple[str, SimStream]]) -> tuple[str, SimStream]:
+        strategy = self.strategy
+        if strategy == "reverse":
+            return max(steps, key=lambda st: st[1].ops[0].order)
+        if strategy == "starve":
+            begins = [st for st in steps if st[0] == "begin"]
+            return self.rng.choice(begins or steps)
+        if strategy == "pct":
+            if self.steps in self._pct_changes:
+                top = max(steps, key=lambda st: self._priority[st[1].index])
+                self._priority[top[1].index] = -self.rng.random()
+            return max(steps, key=lambda st: self._priority[st[1].index])
+        return self.rng.choice(steps)
+
+    def _step(self, forced: bool) -> bool:
+        steps = self._enabled()
+        if not steps:
+            if forced:
+                heads = [f"stream {s.index}: {s.ops[0].label}" for s in self.streams if s.ops]
+                raise DeadlockError(
+                    "deadlock: the host waits for work that can never start; queue heads: "
+                    + ("; ".join(heads) or "none") + f" ({self.replay_hint()})"
+                )
+            return False
+        kind, stream = self._choose(steps)
+        self.steps += 1
+        op = stream.ops[0]
+        if kind == "begin":
+            if op.kind == "kernel":
+                stream.running = op.payload.begin()
+                running = sum(1 for s in self.streams if s.running is not None)
+                self.max_running = max(self.max_running, running)
+                return True
+            stream.ops.popleft()
+            if op.kind == "record":
+                op.payload.done = True
+                op.payload.step = self.steps
+            return True
+        stream.ops.popleft()
+        state, stream.running = stream.running, None
+        try:
+            _uninterrupted(op.payload.end, state)
+        except AnnotationViolation as exc:
+            self._errors.append(AnnotationViolation(f"{exc} ({self.replay_hint()})"))
+        except Exception as exc:  # the kernel's own error: reported at the next host wait
+            err = KernelFault(f"{op.label} raised {type(exc).__name__}: {exc}")
+            err.__cause__ = exc
+            self._errors.append(err)
+        return True
+
+    def _raise_errors(self) -> None:
+        # every pending fault, not only the first: each names its launch site
+        if self._errors:
+            errors, self._errors = self._errors, []
+            raise gathered(errors)
+
+    def keep_faults(self, fault: BaseException) -> None:
+        """Hand back a fault that was raised where it could not reach the user (the runtime's
+        recovery from an interrupted launch): the next host wait raises it again."""
+        self._errors.insert(0, fault)

@@ -1,0 +1,212 @@
+"""How the ``sim`` backend runs one kernel launch: snapshot at begin, run and publish at end.
+
+Numba kernels run in Numba's CUDA simulator (whatever ``NUMBA_ENABLE_CUDASIM`` says: the
+simulator's kernel class is used directly on the kernel's Python function). CUDA C kernels run
+their ``sim=`` twin. Arrays are passed as NumPy views of a private snapshot of the bytes the
+launch may touch; arguments sharing an allocation share one snapshot, so aliasing inside a
+launch behaves as on the device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any, Callable
+
+import numpy as np
+
+from ...core.errors import AnnotationViolation, AsyncGPUError
+from ...runtime.kernel import CudaCSource, Kernel
+from .backend import POISON
+
+
+def _is_real_device_function(obj: Any) -> bool:
+    options = getattr(obj, "targetoptions", None)
+    return isinstance(options, dict) and bool(options.get("device")) and hasattr(obj, "py_func")
+
+
+@contextlib.contextmanager
+def _simulated_device_functions(fn: Any) -> Iterator[None]:
+    """Swap compiled ``@cuda.jit(device=True)`` functions in ``fn``'s globals for simulated ones.
+
+    When ``numba.cuda`` was imported without ``NUMBA_ENABLE_CUDASIM``, device functions are real
+    dispatchers that cannot be called from Python; the simulator needs Python versions. Device
+    functions calling device functions in other modules are swapped there too.
+    """
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    swapped: list[tuple[dict[str, Any], str, Any]] = []
+    pending, seen = [fn], set()
+    while pending:
+        f = pending.pop()
+        globs = getattr(f, "__globals__", None)
+        if globs is None or id(globs) in seen:
+            continue
+        seen.add(id(globs))
+        for name, obj in list(globs.items()):
+            if _is_real_device_function(obj):
+                globs[name] = FakeCUDAKernel(obj.py_func, device=True)
+                swapped.append((globs, name, obj))
+                pending.append(obj.py_func)
+    try:
+        yield
+    finally:
+        for globs, name, obj in reversed(swapped):
+            globs[name] = obj
+
+
+def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block: tuple[int, ...],
+                  shared: int) -> Callable[[list[Any]], None]:
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    from numba.cuda.simulator.kernel import FakeCUDAKernel
+
+    fake = kernel._compiled.get("sim")
+    if fake is None:
+        if isinstance(py_or_fake, FakeCUDAKernel):
+            fake = py_or_fake
+        else:
+            fake = FakeCUDAKernel(getattr(py_or_fake, "py_func", py_or_fake), device=False)
+        kernel._compiled["sim"] = fake
+
+    def run(args: list[Any]) -> None:
+        wrapped = [FakeCUDAArray(a) if isinstance(a, np.ndarray) else a for a in args]
+        with _simulated_device_functions(fake.fn):
+            fake[grid, block, 0, shared](*wrapped)
+
+    return run
+
+
+def _runner(kernel: Kernel, launcher: Any) -> Callable[[list[Any]], None]:
+    src = kernel.source
+    if isinstance(src, CudaCSource):
+        twin = src.sim
+        if twin is None:
+            raise AsyncGPUError(
+                f"kernel '{kernel.name}' is CUDA C and the sim backend cannot compile it: give "
+                f"it a Python twin, e.g. asyncgpu.cuda_kernel(source, '{kernel.name}', "
+                "sim=twin), where twin is a @cuda.jit kernel or a NumPy function"
+            )
+        if hasattr(twin, "py_func") or type(twin).__name__ == "FakeCUDAKernel":
+            return _numba_runner(kernel, twin, launcher.grid, launcher.block, launcher.shared)
+        return lambda args: twin(*args)
+    return _numba_runner(kernel, src.dispatcher or src.py_func, launcher.grid, launcher.block,
+                         launcher.shared)
+
+
+
+def snapshot(layouts: Any) -> dict[int, tuple[Any, int, np.ndarray]]:
+    """A private copy of the bytes each buffer's layouts span (what a kernel or call reads at its
+    begin, so that writes by others before its end cannot reach it)."""
+    spans: dict[int, list[Any]] = {}
+    for a in layouts:
+        span = spans.get(a.buffer.uid)
+        if span is None:
+            spans[a.buffer.uid] = [a.buffer, a.lo, a.hi]
+        else:
+            span[1] = min(span[1], a.lo)
+            span[2] = max(span[2], a.hi)
+    return {uid: (buf, lo, buf.dev[lo:hi].copy()) for uid, (buf, lo, hi) in spans.items()}
+
+class _Spec:
+    """What a queued launch needs of one array argument: the buffer and layout, not the Array.
+
+    Holding the Array would keep its memory alive by accident; lifetime is the runtime's job.
+    """
+
+    __slots__ = ("index", "param", "read", "write", "buffer", "lo", "hi", "offset", "shape",
+                 "strides", "dtype", "desc")
+
+    def __init__(self, a: Any) -> None:
+        arr = a.array
+        self.index, self.param, self.read, self.write = a.index, a.param, a.read, a.write
+        self.buffer = arr._alloc.buffer
+        self.lo, self.hi, self.offset = arr._lo, arr._hi, arr._offset
+        self.shape, self.strides, self.dtype = arr.shape, arr.strides, arr.dtype
+        self.desc = arr.describe()
+
+
+class SimKernelLaunch:
+    """One queued launch: ``begin()`` snapshots, ``end(state)`` runs and publishes."""
+
+    __slots__ = ("kernel", "run", "arrays", "values", "site")
+
+    def __init__(self, kernel: Kernel, run: Callable[[list[Any]], None], arrays: list[Any],
+                 values: list[Any], site: str | None) -> None:
+        self.kernel = kernel
+        self.run = run
+        self.arrays = [_Spec(a) for a in arrays]
+        self.values = [None if i in {a.index for a in arrays} else v for i, v in enumerate(values)]
+        self.site = site
+
+    def begin(self) -> dict[int, tuple[Any, int, np.ndarray]]:
+        return snapshot(self.arrays)
+
+    def _views(self, snaps: dict[int, tuple[Any, int, np.ndarray]], writable: set[int]
+               ) -> list[Any]:
+        args = list(self.values)
+        for a in self.arrays:
+            _, lo0, snap = snaps[a.buffer.uid]
+            if 0 in a.shape:
+                view = np.empty(a.shape, a.dtype)
+            else:
+                view = np.ndarray(a.shape, a.dtype, buffer=snap, offset=a.offset - lo0,
+                                  strides=a.strides)
+            if a.index not in writable:
+                view.flags.writeable = False
+            args[a.index] = view
+        return args
+
+    def end(self, snaps: dict[int, tuple[Any, int, np.ndarray]]) -> None:
+        arrays = self.arrays
+        for a in arrays:
+            if not a.read and not self._overlaps_other(a) and 0 not in a.shape:
+                # write-only: the old contents are undefined, and a kernel must not rely on them.
+                # Only the view's elements: a strided view's gaps belong to others (the extent
+                # is copied back whole below).
+                _, lo0, snap = snaps[a.buffer.uid]
+                elements = np.ndarray(a.shape, np.dtype((np.void, a.dtype.itemsize)), buffer=snap,
+                                      offset=a.offset - lo0, strides=a.strides)
+                elements[...] = np.void(bytes([POISON]) * a.dtype.itemsize)
+        writable = {a.index for a in arrays if a.write}
+        try:
+            self.run(self._views(snaps, writable))
+        except ValueError as exc:
+            if "read-only" not in str(exc):
+                raise
+            raise self._const_violation(snaps, writable) from exc
+        for a in arrays:
+            if a.write:
+                buf, lo0, snap = snaps[a.buffer.uid]
+                buf.dev[a.lo:a.hi] = snap[a.lo - lo0: a.hi - lo0]
+
+    def _overlaps_other(self, a: _Spec) -> bool:
+        return any(
+            b is not a and b.buffer is a.buffer and b.lo < a.hi and a.lo < b.hi
+            for b in self.arrays
+        )
+
+    def _const_violation(self, snaps: dict[int, Any], writable: set[int]) -> AnnotationViolation:
+        """Find which read-only argument the kernel wrote, by running it on copies."""
+        where = f"kernel '{self.kernel.name}'" + (f" (launched at {self.site})" if self.site else "")
+        everything = {a.index for a in self.arrays}
+        for a in self.arrays:
+            if a.index in writable:
+                continue
+            copies = {uid: (buf, lo0, snap.copy()) for uid, (buf, lo0, snap) in snaps.items()}
+            try:
+                self.run(self._views(copies, everything - {a.index}))
+            except ValueError as exc:
+                if "read-only" in str(exc):
+                    return AnnotationViolation(
+                        f"{where} wrote argument {a.index} '{a.param}' ({a.desc}), which is "
+                        f"declared const; remove '{a.param}' from const=[...] or stop writing it"
+                    )
+            except Exception:
+                continue
+        return AnnotationViolation(f"{where} wrote an argument declared const")
+
+
+def make_launch(kernel: Kernel, launcher: Any, arrays: list[Any], values: list[Any],
+                site: str | None) -> SimKernelLaunch:
+    """Prepare a launch for the sim backend (raises before enqueue if it cannot run)."""
+    return SimKernelLaunch(kernel, _runner(kernel, launcher), arrays, values, site)

@@ -1,0 +1,116 @@
+"""How the ``sim`` backend runs a library call: NumPy, snapshot at begin, run and publish at end.
+
+A library call is an operation the simulator begins and ends like a kernel: *begin* copies the
+bytes of every argument into a private snapshot, *end* runs the NumPy function on views of that
+snapshot and publishes what the call writes (``out=`` and in-place targets from the snapshot,
+fresh results into their allocations). Anything that runs in between cannot be seen by the call,
+so a missing dependency turns into a wrong value, as for kernels.
+
+The result's metadata was inferred at call time (``asyncgpu.runtime.library.infer``); ``end`` checks
+that the real result matches it and reports a :class:`~asyncgpu.KernelFault` otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ...core.deps import Access
+from ...runtime.array import Array
+from ...runtime.library import (
+    LibraryCall,
+    Synchronizing,
+    allocate_results,
+    fill,
+    flatten,
+    infer,
+    quiet,
+)
+from .kernels import snapshot
+
+
+class _Layout:
+    """An array argument or result without the Array (lifetime is the runtime's job)."""
+
+    __slots__ = ("buffer", "lo", "hi", "offset", "shape", "strides", "dtype")
+
+    def __init__(self, a: Array) -> None:
+        self.buffer = a._alloc.buffer
+        self.lo, self.hi, self.offset = a._lo, a._hi, a._offset
+        self.shape, self.strides, self.dtype = a.shape, a.strides, a.dtype
+
+    def view(self, memory: np.ndarray, base: int) -> np.ndarray:
+        if 0 in self.shape:
+            return np.empty(self.shape, self.dtype)
+        return np.ndarray(self.shape, self.dtype, buffer=memory, offset=self.offset - base,
+                          strides=self.strides)
+
+
+class SimCallLaunch:
+    """One queued library call: ``begin()`` snapshots, ``end(state)`` runs and publishes."""
+
+    __slots__ = ("name", "fn", "args", "kwargs", "inputs", "written", "results", "leaves")
+
+    def __init__(self, call: LibraryCall, fn: Callable[..., Any], results: list[Array],
+                 leaves: list[Any]) -> None:
+        self.name = call.name
+        self.fn = fn
+        self.args, self.kwargs = call.args, call.kwargs
+        self.inputs = [_Layout(a) for a in call.arrays]
+        self.written = set(call.written)
+        self.results = [_Layout(a) for a in results]
+        self.leaves = leaves          # per result leaf: index into results, or None (a view)
+
+    def begin(self) -> dict[int, tuple[Any, int, np.ndarray]]:
+        return snapshot(self.inputs)
+
+    def end(self, snaps: dict[int, tuple[Any, int, np.ndarray]]) -> None:
+        views = []
+        for i, a in enumerate(self.inputs):
+            _, base, snap = snaps[a.buffer.uid]
+            view = a.view(snap, base)
+            if i not in self.written:
+                view.flags.writeable = False
+            views.append(view)
+        with quiet():
+            result = self.fn(*fill(self.args, views), **fill(self.kwargs, views))
+        values = flatten(result)
+        if len(values) != len(self.leaves):
+            raise RuntimeError(f"call '{self.name}' returned {len(values)} values where "
+                               f"{len(self.leaves)} were inferred")
+        for value, leaf in zip(values, self.leaves):
+            if leaf is None:
+                continue
+            out = self.results[leaf]
+            value = np.asarray(value)
+            if value.shape != out.shape or value.dtype != out.dtype:
+                raise RuntimeError(
+                    f"call '{self.name}' produced {value.dtype}{list(value.shape)} where "
+                    f"{out.dtype}{list(out.shape)} was inferred: its result depends on the "
+                    "data; report this function as data-dependent"
+                )
+            out.view(out.buffer.dev, 0)[...] = value
+        for i in self.written:
+            a = self.inputs[i]
+            buf, base, snap = snaps[a.buffer.uid]
+            buf.dev[a.lo:a.hi] = snap[a.lo - base: a.hi - base]
+
+
+def make_call(runtime: Any, call: LibraryCall, accesses: list[Access]) -> SimCallLaunch | None:
+    """Prepare a call (infer its result); ``None`` when it must run at once (synchronizing)."""
+    fn = call.resolve("sim")
+    try:
+        meta = infer(call, fn)
+    except Synchronizing:
+        return None
+    new: list[Array] = []
+    call.results = allocate_results(runtime, call, meta, new)
+    leaves = []
+    by_id = {id(a): k for k, a in enumerate(new)}
+    for leaf in flatten(call.results):
+        leaves.append(by_id.get(id(leaf)))
+    for a in new:
+        alloc = a._alloc
+        accesses.append(Access(alloc.id, alloc, a._lo, a._hi, True, a.describe()))
+    return SimCallLaunch(call, fn, new, leaves)

@@ -1,0 +1,282 @@
+"""Options of the runtime, and the one place where ``ASYNCGPU_*`` environment variables are read.
+
+:class:`Options` is a frozen dataclass; :func:`options_from_env` builds the defaults from the
+environment once, and :func:`asyncgpu.configure` derives new instances with
+:func:`dataclasses.replace`. Every variable is documented in ``docs/environment.md``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Backend = Literal["auto", "cuda", "sim"]
+Execution = Literal["async", "sync"]
+Dependency = Literal["with-const", "no-const"]
+NewStream = Literal["reuse", "always-new"]
+ParentStream = Literal["disjoint", "same-as-parent"]
+Prefetch = Literal["auto", "off"]
+Memory = Literal["managed", "explicit"]
+SimStrategy = Literal["random", "pct", "reverse", "starve", "eager", "lazy"]
+
+_CHOICES: dict[str, tuple[str, ...]] = {
+    "backend": ("auto", "cuda", "sim"),
+    "execution": ("async", "sync"),
+    "dependency": ("with-const", "no-const"),
+    "new_stream": ("reuse", "always-new"),
+    "parent_stream": ("disjoint", "same-as-parent"),
+    "prefetch": ("auto", "off"),
+    "memory": ("managed", "explicit"),
+    "sim_strategy": ("random", "pct", "reverse", "starve", "eager", "lazy"),
+    "graph_streams": ("opara", "nimble", "single"),
+    "graph_order": ("topological", "opara", "ios"),
+}
+
+#: The options a backend object is built from: changing one gives the runtime a new backend, and
+#: its arrays move to it (``asyncgpu.runtime.switch``). ``backend`` and ``device`` are not among them:
+#: changing those retires the runtime and its arrays.
+BACKEND_BUILD = ("memory", "sim_seed", "sim_strategy", "sim_tick", "debug_hb", "packed_launch",
+                 "direct_driver", "single_node_graphs", "stress", "stress_seed")
+
+#: Test-only switches that plant a known bug in the runtime (mutation testing): the test suite
+#: must fail with each one. Never set them in production.
+TEST_BUGS = frozenset({"drop_raw", "drop_war", "alias_blind", "host_no_wait", "eager_free"})
+
+
+@dataclass(frozen=True)
+class Options:
+    """Every option of the runtime (see ``docs/environment.md`` for each one's variable).
+
+    Policies follow GrCUDA's names: ``dependency`` (``with-const`` lets readers of the same
+    array run concurrently; ``no-const`` treats every array argument as written),
+    ``new_stream`` (where a node without parents goes), ``parent_stream`` (whether the first
+    child inherits its parent's stream, ``disjoint``, or all children do, ``same-as-parent``),
+    ``execution`` (``sync`` runs each node and waits for it on one stream: the serial oracle),
+    ``prefetch`` (``auto`` prefetches host-current managed arrays before a kernel),
+    ``memory`` (``explicit``, the default: device memory with a pinned host mirror and copies
+    as DAG nodes, see ``asyncgpu.runtime.memory``; ``managed``: unified memory, prefetched, GrCUDA's
+    model). The default was chosen by measurement: explicit was faster in ``parallel`` on all
+    six workloads on the H100 (docs/benchmarks.md, "Memory models").
+    """
+
+    backend: Backend = "auto"
+    execution: Execution = "async"
+    dependency: Dependency = "with-const"
+    new_stream: NewStream = "reuse"
+    parent_stream: ParentStream = "disjoint"
+    prefetch: Prefetch = "auto"
+    memory: Memory = "explicit"
+    #: Explicit memory: chunks a large host-to-device copy feeding an ``elementwise`` kernel
+    #: is split into, so the kernel's chunks overlap the later copies (1: never split).
+    copy_chunks: int = 8
+    #: Upper bound on streams per device; beyond it work shares the least recently used stream.
+    max_streams: int = 32
+    #: In-flight nodes beyond which each launch polls events to retire finished work.
+    poll_threshold: int = 32
+    device: int = 0
+    #: Launch kernels with one driver call and a prebuilt parameter buffer (``cuda`` backend);
+    #: ``False`` goes through Numba's and CuPy's own launch paths (slower; for diagnosis).
+    packed_launch: bool = True
+    #: Make a launch's CUDA calls (kernel launch, event record, stream wait, event query,
+    #: graph launch) straight into the driver's entry points instead of through CuPy's
+    #: wrappers (``cuda`` backend, compiled module built; a refused call goes through CuPy).
+    direct_driver: bool = True
+    #: With ``direct_driver``: enqueue each kernel as its stream's one-node CUDA graph (the
+    #: node's parameters set, then ``cuGraphLaunch``), which costs the host about half of a
+    #: ``cuLaunchKernel`` on the H100 machine; off while a capture is under way.
+    single_node_graphs: bool = True
+    #: Attach the happens-before checker to the ``cuda`` backend (always on for ``sim``).
+    debug_hb: bool = False
+    #: Stress mode: random stream assignment and (``cuda``) random spin kernels before nodes,
+    #: so that a missing dependency shows as a wrong answer instead of hiding behind timing.
+    stress: bool = False
+    #: Seed of stress mode's random choices (one seed reproduces one choice sequence).
+    stress_seed: int = 0
+    sim_seed: int | None = None
+    sim_strategy: SimStrategy = "random"
+    #: Probability that the simulator takes a step of queued work at each API call.
+    sim_tick: float = 0.3
+    test_bugs: frozenset[str] = field(default_factory=frozenset)
+    #: Trace the whole process and write a Chrome trace JSON to this path at exit.
+    trace: str | None = None
+    #: Recorder: stream allocation of captured graphs (Opara's Algorithm 1, or Nimble's
+    #: minimum path cover, or ``single``: one stream, the sequential-graph baseline), launch
+    #: order inside them, and the number of keys/graphs kept.
+    graph_streams: Literal["opara", "nimble", "single"] = "opara"
+    graph_order: Literal["topological", "opara", "ios"] = "topological"
+    graph_cache: int = 64
+    #: Recorder: at most this many streams inside a captured graph (0: as many as the stream
+    #: allocation asks for); beyond it lanes are folded round-robin, which adds edges between
+    #: launches that could have run side by side and makes a wide graph cheaper to launch.
+    graph_max_streams: int = 0
+    #: Recorder: what one more stream inside a graph costs each launch of it, in microseconds
+    #: (0.8-1 on the H100 machine: the driver starts every branch on its own). When the
+    #: launches are measured short, a graph's lanes are folded to the count that minimizes this
+    #: cost plus the estimated run time of the graph. None: measured once on the GPU (1 on
+    #: ``sim``); 0 keeps every lane the allocation asks for.
+    graph_lane_cost_us: float | None = None
+    #: Recorder: time launches when a graph is captured (``opara``: each launch's
+    #: memory/compute class; ``ios``: the candidate stages); off: classes from kernel
+    #: attributes, and ``ios`` falls back to ``opara``.
+    graph_measure: bool = True
+    #: Recorder, explicit memory: a replayed graph copies back to the host, right behind it,
+    #: the allocations it wrote that the host fetched whole after its previous replay (so the
+    #: host's reads then wait for the graph once, not for one fetch each); an allocation the
+    #: host then leaves unread is dropped from the list.
+    graph_read_back: bool = True
+    #: Recorder, ``ios`` order: IOS's pruning, at most ``graph_ios_group`` launches per group
+    #: (r) and ``graph_ios_groups`` groups per stage (s); recordings are searched in parts of
+    #: ``graph_ios_part`` consecutive launches; beyond ``graph_ios_max`` launches the ``opara``
+    #: order is used.
+    graph_ios_group: int = 3
+    graph_ios_groups: int = 8
+    graph_ios_part: int = 24
+    graph_ios_max: int = 256
+
+    def __post_init__(self) -> None:
+        for name, choices in _CHOICES.items():
+            value = getattr(self, name)
+            if value not in choices:
+                raise ValueError(
+                    f"option {name} must be one of {', '.join(choices)}; got {value!r}"
+                )
+        for name in ("max_streams", "poll_threshold", "graph_cache", "graph_ios_group",
+                     "graph_ios_groups", "graph_ios_part", "graph_ios_max", "copy_chunks"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"option {name} must be a positive integer; got {value!r}")
+        if not isinstance(self.graph_max_streams, int) or self.graph_max_streams < 0:
+            raise ValueError("option graph_max_streams must be 0 (no limit) or a positive "
+                             f"integer; got {self.graph_max_streams!r}")
+        cost = self.graph_lane_cost_us
+        if cost is not None and (not isinstance(cost, (int, float)) or isinstance(cost, bool)
+                                 or not 0.0 <= cost < float("inf")):
+            raise ValueError("option graph_lane_cost_us must be None (measured) or a finite "
+                             f"number of microseconds >= 0; got {cost!r}")
+        if not 0.0 <= self.sim_tick <= 1.0:
+            raise ValueError(f"option sim_tick must be in [0, 1]; got {self.sim_tick!r}")
+        unknown = set(self.test_bugs) - TEST_BUGS
+        if unknown:
+            raise ValueError(
+                f"unknown test bug switch {sorted(unknown)}; known: {sorted(TEST_BUGS)}"
+            )
+
+    def replace(self, **changes: Any) -> Options:
+        """Return a copy with ``changes`` applied; unknown names raise ``TypeError``."""
+        names = {f.name for f in dataclasses.fields(self)}
+        unknown = set(changes) - names
+        if unknown:
+            raise TypeError(
+                f"unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(names))}"
+            )
+        if "test_bugs" in changes:
+            changes["test_bugs"] = frozenset(changes["test_bugs"])
+        return dataclasses.replace(self, **changes)
+
+
+def _flag(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"expected 1/0, true/false, yes/no or on/off; got {text!r}")
+
+
+#: Environment variable -> (option name, parser). Documented in docs/environment.md.
+ENVIRONMENT: dict[str, tuple[str, Any]] = {
+    "ASYNCGPU_BACKEND": ("backend", str),
+    "ASYNCGPU_EXECUTION": ("execution", str),
+    "ASYNCGPU_DEPENDENCY": ("dependency", str),
+    "ASYNCGPU_NEW_STREAM": ("new_stream", str),
+    "ASYNCGPU_PARENT_STREAM": ("parent_stream", str),
+    "ASYNCGPU_PREFETCH": ("prefetch", str),
+    "ASYNCGPU_MEMORY": ("memory", str),
+    "ASYNCGPU_COPY_CHUNKS": ("copy_chunks", int),
+    "ASYNCGPU_MAX_STREAMS": ("max_streams", int),
+    "ASYNCGPU_POLL_THRESHOLD": ("poll_threshold", int),
+    "ASYNCGPU_DEVICE": ("device", int),
+    "ASYNCGPU_DEBUG_HB": ("debug_hb", _flag),
+    "ASYNCGPU_STRESS": ("stress", _flag),
+    "ASYNCGPU_STRESS_SEED": ("stress_seed", int),
+    "ASYNCGPU_PACKED_LAUNCH": ("packed_launch", _flag),
+    "ASYNCGPU_DIRECT_DRIVER": ("direct_driver", _flag),
+    "ASYNCGPU_SINGLE_NODE_GRAPHS": ("single_node_graphs", _flag),
+    "ASYNCGPU_SIM_SEED": ("sim_seed", int),
+    "ASYNCGPU_SIM_STRATEGY": ("sim_strategy", str),
+    "ASYNCGPU_SIM_TICK": ("sim_tick", float),
+    "ASYNCGPU_TRACE": ("trace", str),
+    "ASYNCGPU_GRAPH_STREAMS": ("graph_streams", str),
+    "ASYNCGPU_GRAPH_ORDER": ("graph_order", str),
+    "ASYNCGPU_GRAPH_CACHE": ("graph_cache", int),
+    "ASYNCGPU_GRAPH_MAX_STREAMS": ("graph_max_streams", int),
+    "ASYNCGPU_GRAPH_LANE_COST_US": ("graph_lane_cost_us",
+                                    lambda s: None if s.strip().lower() == "auto" else float(s)),
+    "ASYNCGPU_GRAPH_MEASURE": ("graph_measure", _flag),
+    "ASYNCGPU_GRAPH_READ_BACK": ("graph_read_back", _flag),
+    "ASYNCGPU_GRAPH_IOS_GROUP": ("graph_ios_group", int),
+    "ASYNCGPU_GRAPH_IOS_GROUPS": ("graph_ios_groups", int),
+    "ASYNCGPU_GRAPH_IOS_PART": ("graph_ios_part", int),
+    "ASYNCGPU_GRAPH_IOS_MAX": ("graph_ios_max", int),
+    "ASYNCGPU_TEST_BUG": ("test_bugs", lambda s: frozenset(filter(None, s.split(",")))),
+}
+
+
+def options_from_env(environ: dict[str, str] | None = None) -> Options:
+    """Build :class:`Options` from ``ASYNCGPU_*`` variables (the defaults where unset)."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for var, (name, parse) in ENVIRONMENT.items():
+        raw = env.get(var)
+        if raw is None or raw == "":
+            continue
+        try:
+            values[name] = parse(raw)
+        except ValueError as exc:
+            raise ValueError(f"environment variable {var}={raw!r} is not valid: {exc}") from None
+    try:
+        return Options(**values)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (from the ASYNCGPU_* environment)") from None
+
+
+def cli_log_level() -> str:
+    """Logging level of the ``asyncgpu`` command (``ASYNCGPU_LOG_LEVEL``, default WARNING)."""
+    return os.environ.get("ASYNCGPU_LOG_LEVEL", "WARNING").upper()
+
+
+def speedups_requested() -> bool:
+    """Whether the compiled methods of ``asyncgpu._speedups`` may be used where it is built
+    (``ASYNCGPU_SPEEDUPS``, default on; ``0`` keeps the Python ones, for diagnosis)."""
+    raw = os.environ.get("ASYNCGPU_SPEEDUPS", "")
+    try:
+        return True if raw.strip() == "" else _flag(raw)
+    except ValueError as exc:
+        raise ValueError(f"environment variable ASYNCGPU_SPEEDUPS={raw!r} is not valid: "
+                         f"{exc}") from None
+
+
+def numba_simulator_requested() -> bool:
+    """Whether the user asked Numba for its CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``)."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
+
+
+def enable_numba_simulator() -> None:
+    """Ask Numba for its CUDA simulator; effective only before ``numba.cuda`` is imported.
+
+    The ``sim`` backend runs Numba kernels in Numba's simulator. Setting the variable before
+    ``numba.cuda`` is first imported makes ``@cuda.jit`` device functions simulator functions too,
+    which kernels that call them need.
+    """
+    os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
+
+
+def cuda_device_max_connections() -> None:
+    """Give CUDA enough hardware queues for the stream pool (before the context exists).
+
+    CUDA maps streams onto ``CUDA_DEVICE_MAX_CONNECTIONS`` hardware queues (8 by default); more
+    streams than queues creates false dependencies between unrelated streams.
+    """
+    os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")

@@ -1,0 +1,134 @@
+"""Nodes of the dynamic DAG and their retirement.
+
+The model
+---------
+Every piece of work the runtime schedules is a :class:`Node`: a kernel launch (later: a library
+call, a copy, a replayed graph) or a host access. A device node lives on one stream, has a
+per-stream sequence number and one completion event; its ``parents`` are the unfinished nodes it
+must wait for, each edge labelled with its reason (RAW, WAR, WAW) and the array.
+
+A node is *finished* once the host knows its work is complete: after a host wait on its event
+(or on a later node of the same stream, or on a descendant), after a device-wide synchronize, or
+when polling its event says so. Finished nodes never become parents again, give their event back
+to the pool, drop their parents (so history is not kept alive) and release the arrays they kept
+alive, which is what makes it safe to recycle memory.
+
+Invariants
+----------
+* Stream FIFO: within ``stream.inflight`` sequence numbers increase; when a node is finished,
+  every earlier node of its stream is finished too (CUDA runs a stream in order).
+* Ancestors: when a node is finished, all its ancestors are finished (it waited on their events).
+* Every edge goes from an earlier node to a later one, so the DAG is acyclic by construction.
+
+Example::
+
+    A(x: write) -> B(x: read) -> C(x: write)      edges A->B (RAW x), B->C (WAR x)
+    host waits on C  =>  C, B and A are finished (ancestors), so is everything before C on its stream.
+
+This module is plain Python: no CuPy or Numba.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from collections.abc import Iterable
+from typing import Any
+
+from . import compiled
+
+RAW, WAR, WAW = "RAW", "WAR", "WAW"
+
+_ids = itertools.count(1)
+_NONE: Any = ()      # shared empty default: nodes without parents or recorded edges are common
+
+
+class PythonNode:
+    """``Node.__init__`` in Python: the reference for the compiled one (``csrc/streams.c``)."""
+
+    __slots__ = ()
+
+    def __init__(self, kind: str, name: str, site: str | None, accesses: list[Any]) -> None:
+        self.id = next(_ids)
+        self.kind = kind            # "kernel", "host-read", "host-write", ...
+        self.name = name
+        self.site = site            # "file.py:12" of the user's call, when known
+        self.accesses = accesses    # [Access]
+        self.stream: Any = None     # StreamState for device nodes
+        self.seq = -1
+        self.event: Any = None
+        self.parents: list[Node] = _NONE        # replaced, never mutated in place
+        self.edges: list[tuple[Node, str, str]] = _NONE   # (parent, reason, array label)
+        self.keepalive: Any = None  # allocations pinned until the node is finished
+        self.finished = False
+        self.handed_off = False     # its stream was inherited by a child (disjoint policy)
+        self.launch: Any = None     # backend-specific launch object
+        self.device = 0
+
+
+class Node(*compiled.bases("NodeBase", PythonNode)):
+    """One unit of scheduled work (created by the runtime; there is no public constructor)."""
+
+    __slots__ = (
+        "id", "kind", "name", "site", "stream", "seq", "event", "parents", "edges",
+        "accesses", "keepalive", "finished", "handed_off", "launch", "device",
+    )
+
+    def label(self) -> str:
+        """``kernel 'square' at prog.py:12`` (used in messages and traces)."""
+        where = f" at {self.site}" if self.site else ""
+        if self.kind in ("kernel", "call", "graph"):
+            return f"{self.kind} '{self.name}'{where}"
+        return f"{self.kind} of '{self.name}'{where}"
+
+    def __repr__(self) -> str:
+        state = "finished" if self.finished else "pending"
+        stream = getattr(self.stream, "index", None)
+        return f"<Node {self.id} {self.label()} stream={stream} {state}>"
+
+
+compiled.register(Node, PythonNode, ("__init__",))
+
+
+def finish_through(node: Node, on_finish: Any) -> int:
+    """Mark ``node`` finished with everything that must have completed before it.
+
+    That is every earlier node of its stream and, transitively, every parent. ``on_finish`` is
+    called once per newly finished node (to give back events and streams). Returns the count.
+    """
+    count = 0
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.finished:
+            continue
+        stream = n.stream
+        if stream is None:          # host nodes: complete when created
+            n.finished = True
+            continue
+        inflight: deque[Node] = stream.inflight
+        while inflight and inflight[0].seq <= n.seq:
+            m = inflight.popleft()
+            m.finished = True
+            parents = m.parents
+            if parents:
+                for p in parents:
+                    if not p.finished:
+                        stack.append(p)
+                m.parents = _NONE
+            on_finish(m)
+            count += 1
+    return count
+
+
+def reduce_parents(candidates: Iterable[Node]) -> list[Node]:
+    """GrCUDA's redundant-edge filter: drop a candidate that is a parent of another candidate.
+
+    If N depends on F and on F's child G, the edge F -> N is implied by F -> G -> N.
+    """
+    cands = list(candidates)
+    if len(cands) < 2:
+        return cands
+    cands.sort(key=lambda n: n.id)   # issue order: the policies pick the earliest parent first
+    implied = {id(p) for c in cands for p in c.parents}
+    return [c for c in cands if id(c) not in implied]

@@ -1,0 +1,131 @@
+"""Stream-choice policies: small, swappable, pure decision strategies.
+
+GrCUDA splits the choice in two. A node without unfinished parents asks the *new-stream* policy;
+a node with parents asks the *parent-stream* policy, which may decline (``None``) and fall back
+to the new-stream policy.
+
+* ``reuse``: the free stream (no unfinished work) that has been free longest; a new stream only
+  when none is free and the pool is below ``max_streams``; otherwise the least recently used.
+* ``always-new``: a stream that has never been used while below ``max_streams`` (GrCUDA creates
+  one per node without bound; we cap it), then the least recently used.
+* ``disjoint``: the first parent whose stream has not yet been handed to another child keeps its
+  stream; later siblings get other streams, so they run concurrently.
+* ``same-as-parent``: always the first parent's stream (siblings serialize).
+* ``serial``: one stream for everything (``execution="sync"``).
+* ``random``: stress mode (``ASYNCGPU_STRESS=1``): any stream, seeded; no parent policy.
+
+Each policy only *decides*; :class:`asyncgpu.core.streams.StreamManager` obtains streams.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any, Protocol
+
+from . import compiled
+
+
+class StreamPool(Protocol):
+    """What a policy may ask of the stream manager."""
+
+    def take_free(self) -> Any | None: ...
+    def can_grow(self) -> bool: ...
+    def grow(self) -> Any: ...
+    def least_recently_used(self) -> Any: ...
+    def first(self) -> Any: ...
+    streams: list[Any]
+
+
+class PythonReusePick:
+    """``Reuse.pick`` in Python: the reference for the compiled one (``csrc/streams.c``)."""
+
+    __slots__ = ()
+
+    def pick(self, pool: StreamPool) -> Any:
+        free = pool.take_free()
+        if free is not None:
+            return free
+        return pool.grow() if pool.can_grow() else pool.least_recently_used()
+
+
+class Reuse(*compiled.bases("ReuseBase", PythonReusePick)):
+    """New-stream policy ``reuse`` (FIFO over free streams)."""
+
+    __slots__ = ()
+    name = "reuse"
+
+
+class AlwaysNew:
+    """New-stream policy ``always-new`` (fresh streams up to the cap)."""
+
+    name = "always-new"
+
+    def pick(self, pool: StreamPool) -> Any:
+        return pool.grow() if pool.can_grow() else pool.least_recently_used()
+
+
+class PythonDisjointPick:
+    """``Disjoint.pick`` in Python: the reference for the compiled one (``csrc/streams.c``)."""
+
+    __slots__ = ()
+
+    def pick(self, parents: list[Any]) -> Any | None:
+        for p in parents:
+            if not p.handed_off:
+                p.handed_off = True
+                return p.stream
+        return None
+
+
+class Disjoint(*compiled.bases("DisjointBase", PythonDisjointPick)):
+    """Parent-stream policy ``disjoint``: one child per parent inherits its stream."""
+
+    __slots__ = ()
+    name = "disjoint"
+
+
+class SameAsParent:
+    """Parent-stream policy ``same-as-parent``: every child runs on its first parent's stream."""
+
+    name = "same-as-parent"
+
+    def pick(self, parents: list[Any]) -> Any | None:
+        return parents[0].stream
+
+
+class Serial:
+    """Everything on stream 0 (the ``sync`` execution policy and a debugging aid)."""
+
+    name = "serial"
+
+    def pick(self, pool: StreamPool) -> Any:
+        return pool.first()
+
+
+class RandomStream:
+    """Stress mode: any stream of the pool, or a new one, at random (seeded).
+
+    Correct for any choice (the runtime orders nodes by events, not by stream placement), so
+    a wrong answer under this policy is a missing dependency that placement used to hide.
+    """
+
+    name = "random"
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def pick(self, pool: StreamPool) -> Any:
+        idle = pool.take_free()       # (also keeps the pool's free list from growing)
+        r = self.rng.random()
+        if pool.can_grow() and (r < 0.2 or not pool.streams):
+            return pool.grow()
+        if idle is not None and r < 0.4:
+            return idle
+        return self.rng.choice(pool.streams)
+
+
+compiled.register(Reuse, PythonReusePick, ("pick",))
+compiled.register(Disjoint, PythonDisjointPick, ("pick",))
+
+NEW_STREAM = {"reuse": Reuse, "always-new": AlwaysNew}
+PARENT_STREAM = {"disjoint": Disjoint, "same-as-parent": SameAsParent}

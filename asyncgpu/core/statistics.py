@@ -1,0 +1,139 @@
+"""Counters kept by the runtime and the frozen snapshot returned by ``asyncgpu.statistics()``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from . import compiled as _compiled
+
+#: The integer counts. Where the compiled module is built they live in its ``CountersBase``
+#: as C integers, which the compiled launch path adds to without making int objects
+#: (asyncgpu/csrc/counters.c); otherwise, and for every other field, in ``__slots__``.
+COUNTS = ("nodes", "kernels", "event_waits", "events_recorded", "nodes_retired",
+          "retired_by_poll", "prefetches", "bytes_prefetched", "events_queried", "calls",
+          "host_accesses", "streams_created", "events_created", "copies_to_device",
+          "copies_to_host", "bytes_to_device", "bytes_to_host", "graphs_recorded",
+          "graphs_replayed")
+_OBJECT_FIELDS = ("edges", "listener", "streams_used", "syncs")
+_CountersBase = getattr(_compiled.speedups, "CountersBase", None)
+if _CountersBase is not None and set(_CountersBase.counts()) != set(COUNTS):
+    _CountersBase = None        # (a module built from other sources: keep the slots)
+
+
+class Counters(*(() if _CountersBase is None else (_CountersBase,))):
+    """Mutable counters owned by one runtime (cheap on the launch path: slots, and the counts in
+    C integers where the compiled module is built, which its methods update in place)."""
+
+    __slots__ = _OBJECT_FIELDS if _CountersBase is not None else COUNTS + _OBJECT_FIELDS
+
+    def __init__(self) -> None:
+        self.nodes = 0
+        self.kernels = 0
+        self.calls = 0
+        self.host_accesses = 0
+        self.edges: dict[str, int] = {"RAW": 0, "WAR": 0, "WAW": 0}
+        self.streams_created = 0
+        self.events_created = 0
+        self.events_recorded = 0
+        self.event_waits = 0
+        self.syncs: dict[str, int] = {}
+        self.prefetches = 0
+        self.bytes_prefetched = 0
+        self.copies_to_device = 0
+        self.copies_to_host = 0
+        self.bytes_to_device = 0
+        self.bytes_to_host = 0
+        self.nodes_retired = 0
+        self.retired_by_poll = 0
+        self.events_queried = 0
+        self.streams_used: set[int] = set()
+        self.graphs_recorded = 0
+        self.graphs_replayed = 0
+        #: Called with the reason of each host synchronization while instruments are registered.
+        self.listener: Any = None
+
+    def sync(self, reason: str) -> None:
+        self.syncs[reason] = self.syncs.get(reason, 0) + 1
+        if self.listener is not None:
+            self.listener(reason)
+
+    def snapshot(self, backend: str, inflight: int) -> Statistics:
+        return Statistics(
+            backend=backend,
+            nodes=self.nodes,
+            kernels=self.kernels,
+            calls=self.calls,
+            host_accesses=self.host_accesses,
+            edges=MappingProxyType(dict(self.edges)),
+            streams_created=self.streams_created,
+            streams_used=len(self.streams_used),
+            events_created=self.events_created,
+            events_recorded=self.events_recorded,
+            event_waits=self.event_waits,
+            host_syncs=MappingProxyType(dict(self.syncs)),
+            prefetches=self.prefetches,
+            bytes_prefetched=self.bytes_prefetched,
+            copies_to_device=self.copies_to_device,
+            copies_to_host=self.copies_to_host,
+            bytes_to_device=self.bytes_to_device,
+            bytes_to_host=self.bytes_to_host,
+            nodes_retired=self.nodes_retired,
+            retired_by_poll=self.retired_by_poll,
+            events_queried=self.events_queried,
+            inflight=inflight,
+            graphs_recorded=self.graphs_recorded,
+            graphs_replayed=self.graphs_replayed,
+        )
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """A snapshot of the runtime's counters since it started (or since ``reset``).
+
+    ``calls`` counts library calls (``asyncgpu.cupy`` functions and ``Array`` operators);
+    ``edges`` counts dependency edges by reason (RAW, WAR, WAW); ``host_syncs`` counts the times
+    the host blocked, by reason (``host-read``, ``host-write``, ``synchronize``, ``sync-mode``,
+    ``free``); ``inflight`` is the number of device nodes not yet known to be finished.
+    ``events_recorded`` counts completion events recorded (one per device node; traces' timing
+    events are not counted). ``prefetches``/``bytes_prefetched`` count host-to-device
+    prefetches (managed memory). ``copies_to_device``/``copies_to_host`` and
+    ``bytes_to_device``/``bytes_to_host`` count the copy nodes of the explicit memory model
+    (``memory="explicit"``) and the bytes they move. ``graphs_recorded``/``graphs_replayed`` count CUDA graphs captured and launched
+    by the recorder (0 until it is used). ``events_queried`` counts the completion events the
+    polling of long loops asked about (``retired_by_poll`` the nodes those answers retired).
+    """
+
+    backend: str
+    nodes: int
+    kernels: int
+    host_accesses: int
+    calls: int = 0
+    edges: Mapping[str, int] = field(default_factory=dict)
+    streams_created: int = 0
+    streams_used: int = 0
+    events_created: int = 0
+    events_recorded: int = 0
+    event_waits: int = 0
+    host_syncs: Mapping[str, int] = field(default_factory=dict)
+    prefetches: int = 0
+    bytes_prefetched: int = 0
+    copies_to_device: int = 0
+    copies_to_host: int = 0
+    bytes_to_device: int = 0
+    bytes_to_host: int = 0
+    nodes_retired: int = 0
+    retired_by_poll: int = 0
+    events_queried: int = 0
+    inflight: int = 0
+    graphs_recorded: int = 0
+    graphs_replayed: int = 0
+
+    def as_dict(self) -> dict[str, object]:
+        """The snapshot as plain, JSON-friendly data."""
+        out: dict[str, object] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = dict(v) if isinstance(v, Mapping) else v
+        return out

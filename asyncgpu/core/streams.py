@@ -1,0 +1,301 @@
+"""The stream manager: stream and event pools, waits, retirement and polling.
+
+The model
+---------
+Streams come from a pool of non-blocking streams created on demand up to ``max_streams``; each
+:class:`StreamState` keeps its unfinished nodes in issue order (``inflight``), a sequence counter,
+and ``waited``: for every other stream, the highest sequence number it has already waited for.
+A node gets one completion event from a pool, recorded right after its launch; the event goes
+back to the pool when the node is finished (CUDA binds a wait to the capture current at the time
+of the wait, so re-recording a recycled event cannot affect earlier waits). A replayed graph's
+node may instead take the event the backend recorded right after the launch (the graph's own,
+``issued(node, recorded)``), which never enters the pool (:func:`_pooled`).
+
+This is the only place that decides when an event wait is needed: a parent on the same stream
+needs none (stream order), several parents on one other stream need one wait (on the latest),
+and a wait already implied by an earlier wait of this stream is skipped.
+
+Retirement: :meth:`StreamManager.finished` marks a node and everything before it finished (see
+:func:`asyncgpu.core.dag.finish_through`). With more than ``poll_threshold`` nodes in flight each
+launch polls up to two events of the least recently used stream that has work in flight (its
+newest node, else its oldest), so a long loop without host access keeps a bounded set of live
+nodes and a flat per-launch cost.
+
+The manager is plain Python: it calls the backend through ``create_stream``, ``create_event``,
+``record``, ``wait`` and ``event_done``, always passing streams explicitly. Its per-launch
+methods (:class:`PythonStreamCalls`) have compiled twins in ``asyncgpu/csrc/streams.c``
+(``asyncgpu.core.compiled``), which give the same answers.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from . import compiled
+from . import dag as _dag
+from .dag import Node, finish_through
+from .policies import NEW_STREAM, PARENT_STREAM, RandomStream, Serial
+
+
+class StreamState:
+    """One stream of the pool (runtime-owned; no public constructor)."""
+
+    __slots__ = ("index", "handle", "inflight", "seq", "waited", "device")
+
+    def __init__(self, index: int, handle: Any, device: int = 0) -> None:
+        self.index = index
+        self.handle = handle
+        self.inflight: deque[Node] = deque()
+        self.seq = 0
+        self.waited: dict[int, int] = {}
+        self.device = device
+
+    def __repr__(self) -> str:
+        return f"<stream {self.index}: {len(self.inflight)} in flight>"
+
+
+class PythonStreamCalls:
+    """The stream manager's per-launch methods in Python: the reference for the compiled
+    versions in ``asyncgpu/csrc/streams.c`` (``asyncgpu.core.compiled``)."""
+
+    __slots__ = ()
+    backend: Any
+    stats: Any
+    poll_threshold: int
+    new_policy: Any
+    parent_policy: Any
+    streams: list[StreamState]
+    _free: deque[StreamState]
+    _events: list[Any]
+    _by_use: dict[StreamState, None]
+    _inflight: int
+
+    def take_free(self) -> StreamState | None:
+        while self._free:
+            s = self._free.popleft()
+            if not s.inflight:
+                return s
+        return None
+
+    def choose(self, node: Node, parents: list[Node]) -> StreamState:
+        """Pick the node's stream by policy (does not enqueue anything)."""
+        stream = None
+        if parents and self.parent_policy is not None:
+            stream = self.parent_policy.pick(parents)
+        if stream is None:
+            stream = self.new_policy.pick(self)
+        return stream
+
+    def wait_for_parents(self, node: Node, parents: list[Node]) -> None:
+        """Make the node's stream wait for parents on other streams (never blocks the host)."""
+        stream = node.stream
+        if len(parents) == 1:
+            latest: Any = parents       # (the common case, a chain: no per-stream map)
+        else:
+            by_stream: dict[int, Node] = {}
+            for p in parents:
+                ps = p.stream
+                if ps is stream or ps is None:
+                    continue
+                cur = by_stream.get(ps.index)
+                if cur is None or p.seq > cur.seq:
+                    by_stream[ps.index] = p
+            latest = by_stream.values()
+        waited = stream.waited
+        for p in latest:
+            ps = p.stream
+            if ps is stream or ps is None or waited.get(ps.index, -1) >= p.seq:
+                continue
+            self.backend.wait(stream.handle, p.event)
+            waited[ps.index] = p.seq
+            self.stats.event_waits += 1
+
+    def issued(self, node: Node, recorded: Any = None) -> None:
+        """Book the node on its stream and record its completion event (after the launch);
+        ``recorded``: an event the backend already recorded right after it (a graph's own,
+        see :func:`_pooled`), taken instead."""
+        stream = node.stream
+        stream.seq += 1
+        node.seq = stream.seq
+        by_use = self._by_use
+        del by_use[stream]     # move to the most recently used end
+        by_use[stream] = None
+        if recorded is None:
+            event = self._events.pop() if self._events else self._new_event()
+            self.backend.record(event, stream.handle)
+        else:
+            event = recorded
+        node.event = event
+        stream.inflight.append(node)
+        self._inflight += 1
+        self.stats.events_recorded += 1
+
+    def poll(self) -> None:
+        """Retire finished work by querying events, when many nodes are in flight."""
+        if self._inflight <= self.poll_threshold:
+            return
+        # The stream whose newest work is oldest is the likeliest to have finished all of it,
+        # and its tail's query retires the whole stream. (Polling the streams in turn fell in
+        # step with the stream choice on independent launches: it kept querying the stream
+        # just launched on, two queries per launch for one node retired.)
+        for s in self._by_use:                  # least recently used first
+            if s.inflight:
+                break
+        else:
+            return
+        tail = s.inflight[-1]
+        if not self._retire_if_done(tail):
+            head = s.inflight[0]
+            if head is not tail:
+                self._retire_if_done(head)
+
+    def _retire_if_done(self, node: Node) -> bool:
+        """Ask ``node``'s completion event; retire it (and what came before it) if it is done."""
+        self.stats.events_queried += 1
+        if not self.backend.event_done(node.event):
+            return False
+        self.stats.retired_by_poll += self.finished(node)
+        return True
+
+    def _on_finish(self, node: Node) -> None:
+        if _pooled(node):
+            self._events.append(node.event)
+        node.event = None
+        node.keepalive = None
+        node.launch = None
+        # The tracker may keep a finished node in its entries until they are next scanned;
+        # the node must not keep the allocations alive meanwhile (their arrays may be gone).
+        node.accesses = ()
+        self._inflight -= 1
+        if not node.stream.inflight:
+            self._free.append(node.stream)
+
+    def finished(self, node: Node) -> int:
+        """The host knows ``node`` completed: retire it and everything ordered before it."""
+        n = finish_through(node, self._on_finish)
+        self.stats.nodes_retired += n
+        return n
+
+
+class StreamManager(*compiled.bases("StreamsBase", PythonStreamCalls)):
+    """Chooses streams, issues waits and records events, retires finished nodes."""
+
+    __slots__ = ("_by_use", "_events", "_free", "_inflight", "backend", "max_streams",
+                 "new_policy", "parent_policy", "poll_threshold", "stats", "streams")
+
+    def __init__(self, backend: Any, options: Any, stats: Any) -> None:
+        self.backend = backend
+        self.stats = stats
+        self.max_streams = options.max_streams
+        self.poll_threshold = options.poll_threshold
+        serial = options.execution == "sync"
+        self.new_policy = Serial() if serial else NEW_STREAM[options.new_stream]()
+        self.parent_policy = None if serial else PARENT_STREAM[options.parent_stream]()
+        if options.stress and not serial:
+            self.new_policy = RandomStream(options.stress_seed)
+            self.parent_policy = None
+        self.streams: list[StreamState] = []
+        self._free: deque[StreamState] = deque()
+        self._events: list[Any] = []
+        self._by_use: dict[StreamState, None] = {}   # streams, least recently used first
+        self._inflight = 0
+
+    # -- the pool, as seen by the policies ---------------------------------------------------
+    def can_grow(self) -> bool:
+        return len(self.streams) < self.max_streams
+
+    def grow(self) -> StreamState:
+        s = StreamState(len(self.streams), self.backend.create_stream())
+        self.streams.append(s)
+        self._by_use[s] = None
+        self.stats.streams_created += 1
+        return s
+
+    def first(self) -> StreamState:
+        return self.streams[0] if self.streams else self.grow()
+
+    def least_recently_used(self) -> StreamState:
+        return next(iter(self._by_use))
+
+    # -- issuing -----------------------------------------------------------------------------
+    def _new_event(self) -> Any:
+        self.stats.events_created += 1
+        return self.backend.create_event()
+
+    # -- retirement --------------------------------------------------------------------------
+    def all_finished(self) -> None:
+        """After a device-wide synchronize: every node is finished."""
+        for s in self.streams:
+            if s.inflight:
+                self.finished(s.inflight[-1])
+        # (a retirement cut short by an exception leaves the count high: heal it here)
+        self._inflight = 0
+
+    def recover(self) -> None:
+        """Rebuild the pool's bookkeeping after an exception interrupted :meth:`issued` or a
+        retirement (the runtime has synchronized the device: nothing is in flight)."""
+        for s in self.streams:
+            while s.inflight:
+                node = s.inflight.popleft()
+                node.finished = True
+                if node.event is not None:
+                    if _pooled(node):
+                        self._events.append(node.event)
+                    node.event = None
+            if s not in self._by_use:      # dropped between the two steps of the LRU move
+                self._by_use[s] = None
+        self._events = [e for e in self._events if e is not None]
+        self._free = deque(self.streams)
+        self._inflight = 0
+
+    @staticmethod
+    def latest(nodes: Any) -> list[Node]:
+        """The unfinished ``nodes`` that finishing implies the rest: the latest of each stream."""
+        latest: dict[int, Node] = {}
+        for n in nodes:
+            if n.finished or n.stream is None:
+                continue
+            cur = latest.get(n.stream.index)
+            if cur is None or n.seq > cur.seq:
+                latest[n.stream.index] = n
+        return list(latest.values())
+
+    def host_wait(self, nodes: Any) -> None:
+        """Block the host until ``nodes`` completed (one wait per stream: the latest node)."""
+        self.retire(self.latest(nodes), wait=True)
+
+    def retire(self, nodes: list[Node], wait: bool = False) -> None:
+        """Retire ``nodes``, which the host knows completed (something it waited for ran after
+        them), or, with ``wait``, after waiting for each."""
+        try:
+            for n in nodes:
+                if not n.finished:
+                    if wait:
+                        self.backend.host_wait(n.event)
+                    self.finished(n)
+        except BaseException:
+            self.recount()      # a retirement cut short (KeyboardInterrupt) left it off
+            raise
+
+    def recount(self) -> None:
+        """Recompute the in-flight count from the streams (after an interrupted retirement)."""
+        self._inflight = sum(len(s.inflight) for s in self.streams)
+
+    @property
+    def inflight(self) -> int:
+        """Number of unfinished device nodes."""
+        return self._inflight
+
+
+def _pooled(node: Node) -> bool:
+    """Whether the node's completion event came from the pool. A replayed graph's may be the
+    graph's own (``Graph.done``, which its next launch records again: a wait on an earlier
+    launch then waits for a later one too, which is never wrong), and must not be reused."""
+    return not (node.kind == "graph" and node.event is getattr(node.keepalive, "done", None))
+
+
+compiled.register(StreamManager, PythonStreamCalls,
+                  ("take_free", "choose", "wait_for_parents", "issued", "poll", "finished",
+                   "_on_finish"))
+compiled.configure("configure_streams", Node, StreamState, StreamManager, _dag._ids, _dag._NONE)

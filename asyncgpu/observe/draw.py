@@ -1,0 +1,101 @@
+"""Pictures of traces through matplotlib (imported lazily; no Graphviz or system packages).
+
+:func:`draw_dag` lays the DAG out by depth (longest path from a root, so every edge points
+down), one row per depth, nodes coloured by stream and edges labelled with reason and array (the
+GrCUDA paper's Figure 6). :func:`draw_timeline` draws a host row and one row per stream:
+kernels as coloured bars, prefetches hatched, host synchronizations on the host row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .trace import PALETTE, edge_labels
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def depths(nodes: list[Any]) -> dict[int, int]:
+    """Depth of each node (``id``, ``parents`` as (id, ...)): 1 + deepest shown parent."""
+    depth: dict[int, int] = {}
+    for n in nodes:  # issue order is a topological order
+        depth[n.id] = 1 + max((depth[p[0]] for p in n.parents if p[0] in depth), default=-1)
+    return depth
+
+
+def draw_dag(nodes: list[Any], path: str, title: str = "") -> None:
+    """Save a PNG of the DAG of trace records (``Trace.kernels`` or ``Trace.nodes``)."""
+    plt = _pyplot()
+    depth = depths(nodes)
+    levels: dict[int, list[Any]] = {}
+    for n in nodes:
+        levels.setdefault(depth[n.id], []).append(n)
+    pos = {}
+    for d, row in levels.items():
+        for i, n in enumerate(row):
+            pos[n.id] = (i - (len(row) - 1) / 2, -d)
+    width = max((len(r) for r in levels.values()), default=1)
+    fig, ax = plt.subplots(figsize=(max(4, 2.2 * width), max(3, 0.9 * len(levels) + 1)))
+    for n in nodes:
+        for pid, labels in edge_labels(n).items():
+            if pid in pos:
+                (x0, y0), (x1, y1) = pos[pid], pos[n.id]
+                ax.annotate("", (x1, y1 + 0.18), (x0, y0 - 0.18),
+                            arrowprops=dict(arrowstyle="->", color="#555555"))
+                ax.text((x0 + x1) / 2, (y0 + y1) / 2, "\n".join(labels), fontsize=6,
+                        color="#555555", ha="center", va="center")
+    streams = sorted({n.stream for n in nodes if n.stream is not None})
+    for n in nodes:
+        x, y = pos[n.id]
+        color = "#dddddd" if n.stream is None else PALETTE[streams.index(n.stream) % len(PALETTE)]
+        ax.text(x, y, n.name, ha="center", va="center", fontsize=8,
+                bbox=dict(boxstyle="round", fc=color, ec="black", alpha=0.9))
+    ax.set_xlim(-width / 2 - 0.5, width / 2 + 0.5)
+    ax.set_ylim(-max(len(levels), 1), 0.6)
+    ax.axis("off")
+    head = f"{title}: " if title else ""
+    ax.set_title(f"{head}{len(nodes)} nodes, {len(streams)} streams (colours)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def draw_timeline(trace: Any, path: str, title: str = "") -> None:
+    """Save a PNG timeline of a :class:`asyncgpu.Trace`: host row, then one row per stream."""
+    plt = _pyplot()
+    kernels, prefetches, syncs = trace.kernels, trace.prefetches, trace.syncs
+    tracks = sorted({n.stream for n in kernels} | {p.stream for p in prefetches})
+    row = {t: i + 1 for i, t in enumerate(tracks)}
+    fig, ax = plt.subplots(figsize=(10, 1.2 + 0.5 * (len(tracks) + 1)))
+    for n in kernels:
+        color = PALETTE[n.stream % len(PALETTE)]
+        ax.barh(row[n.stream], n.end_s - n.start_s, left=n.start_s, height=0.6, color=color,
+                edgecolor="black", linewidth=0.4)
+        ax.text((n.start_s + n.end_s) / 2, row[n.stream], n.name, ha="center", va="center",
+                fontsize=6, clip_on=True)
+    for p in prefetches:
+        ax.barh(row[p.stream], p.end_s - p.start_s, left=p.start_s, height=0.3, color="white",
+                edgecolor="#333333", hatch="////", linewidth=0.4)
+    # On sim the device clock is logical and the host clock physical: do not mix them.
+    for s in [] if trace.logical_clock else syncs:
+        ax.barh(0, s.end_s - s.start_s, left=s.start_s, height=0.5, color="#bbbbbb",
+                edgecolor="black", linewidth=0.4)
+    for n in [] if trace.logical_clock else kernels:
+        ax.plot([n.enqueue_s], [0], marker="|", color="black", markersize=6)
+    ax.set_yticks(range(len(tracks) + 1), ["host"] + [f"stream {t}" for t in tracks])
+    ax.invert_yaxis()
+    unit = "logical time (sim steps, 1 step = 1 us)" if trace.logical_clock else "seconds"
+    ax.set_xlabel(f"{unit} since the trace started; hatched: prefetch; grey: host waits")
+    m = trace.metrics()
+    ax.set_title((f"{title}: " if title else "")
+                 + ", ".join(f"{k}={v:.2f}" for k, v in m.items()), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,455 @@
+"""Traces: what ran where and when, why each edge exists, and what overlapped.
+
+The model
+---------
+``with asyncgpu.trace() as t:`` (or ``ASYNCGPU_TRACE=path`` for the whole process) records, per
+node: its name, the user's launch site, its stream, its parents with the reason of each edge
+(RAW/WAR/WAW and the array), the host time it was enqueued, and its device start and end;
+prefetches and host synchronizations are intervals of their own.
+
+A trace is attached to one runtime by two things, both removed when it ends:
+
+* a *tracing backend* that the runtime and its stream manager talk to instead of the real one.
+  It forwards every operation, and around each kernel launch and each prefetch it records a
+  timing event on the same stream (before and after), and it times host waits. The runtime's
+  launch path is unchanged: when no trace is active nothing at all is added to it.
+* an *instrument* (see ``asyncgpu.instrument``) that receives each node with its edges.
+
+Device times are read lazily: the first read of a trace after work was issued synchronizes the
+runtime, then converts every event to seconds since the trace's origin (``clock_base``, taken
+when the trace started, so device and host times share an origin to within microseconds on the
+GPU). Timing events come from a per-backend pool and go back to it once read.
+
+On ``sim`` the device clock is *logical*: the simulator's step count (one step shown as 1 us),
+so timelines show orderings and overlaps the simulator chose, not physical durations.
+
+Example::
+
+    with ag.trace() as t:
+        square[8, 256](x, x1, n); square[8, 256](y, y1, n); reduce[8, 256](x1, y1, res, n)
+        res[0]
+    t.metrics()                         # {"CT": ..., "TC": ..., "CC": ..., "TOT": ...}
+    t.save("out/", "vec")               # vec.trace.json, vec.dot, vec.timeline.png, vec.dag.png
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import threading
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import metrics as _metrics
+
+log = logging.getLogger("asyncgpu")
+
+#: Colours of streams 0, 1, ... in DOT output and pictures.
+PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+           "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
+
+_pools: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+#: Pending timing events beyond which a launch first reads the completed ones (bounds the
+#: number of live events in a whole-process trace).
+_HARVEST = 4096
+
+
+@dataclass
+class NodeRecord:
+    """One traced node. Times in seconds since the trace started (device times: see module)."""
+
+    id: int
+    kind: str                      # "kernel", "call", "graph", "copy", "host-read", "host-write"
+    name: str
+    site: str | None
+    stream: int | None             # trace track of the stream; None for host nodes
+    order: int                     # position in the host's issue order
+    enqueue_s: float
+    parents: list[tuple[int, str, str]] = field(default_factory=list)  # (id, reason, array)
+    start_s: float | None = None
+    end_s: float | None = None
+
+
+@dataclass
+class PrefetchRecord:
+    """One host-to-device prefetch, enqueued before the kernel ``node`` on its stream."""
+
+    stream: int
+    nbytes: int
+    order: int
+    enqueue_s: float
+    node: int | None = None
+    start_s: float | None = None
+    end_s: float | None = None
+
+
+@dataclass
+class SyncRecord:
+    """The host blocked from ``start_s`` to ``end_s`` (host clock) for ``reason``.
+
+    ``waited``: ids of the nodes waited for, or None for a device-wide synchronize.
+    """
+
+    reason: str
+    order: int
+    start_s: float
+    end_s: float
+    waited: list[int] | None
+
+
+def edge_labels(node: NodeRecord) -> dict[int, list[str]]:
+    """``node``'s edges grouped by parent: parent id -> ["RAW x", "WAR y", ...]."""
+    out: dict[int, list[str]] = {}
+    for pid, reason, array in node.parents:
+        label = f"{reason} {array}"
+        labels = out.setdefault(pid, [])
+        if label not in labels:
+            labels.append(label)
+    return out
+
+
+class _TracingBackend:
+    """Forwards to the real backend; brackets launches and prefetches with timing events."""
+
+    wants_sites = True
+
+    def __init__(self, inner: Any, trace: Trace) -> None:
+        self.inner = inner
+        self._trace = trace
+        self.name = inner.name
+        self.prefetches = inner.prefetches
+        self.host_coherent_while_busy = inner.host_coherent_while_busy
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def prefetch(self, buffer: Any, stream: Any) -> None:
+        t, inner = self._trace, self.inner
+        e0, e1 = t._event(), t._event()
+        enq = time.perf_counter() - t._t0
+        inner.record(e0, stream)
+        inner.prefetch(buffer, stream)
+        inner.record(e1, stream)
+        rec = PrefetchRecord(t._track(stream), buffer.nbytes, t._next_order(), enq)
+        t._prefetches.append(rec)
+        t._pending_prefetches.append(rec)
+        t._events.append((rec, e0, e1))
+
+    def launch_traced_graph(self, node: Any, graph: Any, stream: Any) -> None:
+        """A replayed graph (``asyncgpu.recorder.recording``): bracketed and recorded like a kernel."""
+        self.launch(node, stream, graph)
+
+    def launch(self, node: Any, stream: Any, graph: Any = None) -> None:
+        t, inner = self._trace, self.inner
+        e0, e1 = t._event(), t._event()
+        enq = time.perf_counter() - t._t0
+        inner.record(e0, stream)
+        if graph is None:
+            inner.launch(node, stream)
+        else:
+            inner.graph_launch(graph, stream)
+        inner.record(e1, stream)
+        rec = NodeRecord(node.id, node.kind, node.name, node.site, t._track(stream),
+                         t._next_order(), enq)
+        t._nodes[node.id] = rec
+        for p in t._pending_prefetches:
+            p.node = node.id
+        t._pending_prefetches.clear()
+        t._events.append((rec, e0, e1))
+        if len(t._events) >= t._harvest_at:
+            t._harvest()
+
+    def host_wait(self, event: Any) -> None:
+        t = self._trace
+        t0 = time.perf_counter()
+        self.inner.host_wait(event)
+        waited = t._event_owner.get(id(event))
+        t._sync(t0, [waited] if waited is not None else [])
+
+    def synchronize(self) -> None:
+        t = self._trace
+        t0 = time.perf_counter()
+        self.inner.synchronize()
+        t._sync(t0, None)
+
+
+class Trace:
+    """The record of one traced region (from :func:`asyncgpu.trace`); read it after the block.
+
+    Reading any of ``nodes``, ``prefetches``, ``metrics()`` or an export synchronizes the
+    runtime first if traced work may still be running.
+    """
+
+    def __init__(self, runtime: Any) -> None:
+        self._rt = runtime
+        self._lock = threading.Lock()
+        self._nodes: dict[int, NodeRecord] = {}
+        self._host_nodes: list[NodeRecord] = []
+        self._prefetches: list[PrefetchRecord] = []
+        self._pending_prefetches: list[PrefetchRecord] = []
+        self._syncs: list[SyncRecord] = []
+        self._unlabelled: list[SyncRecord] = []
+        self._events: list[tuple[Any, Any, Any]] = []
+        self._event_owner: dict[int, int] = {}
+        self._tracks: dict[int, int] = {}
+        self._order = 0
+        self._harvest_at = _HARVEST
+        self._active = False
+        self._backend: _TracingBackend | None = None
+        self.backend_name = getattr(runtime.backend, "name", "?")
+        self.logical_clock = self.backend_name == "sim"
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def start(self) -> Trace:
+        rt = self._rt
+        with rt._lock:
+            inner = rt.backend
+            root = inner
+            while isinstance(root, _TracingBackend):
+                root = root.inner
+            self._root = root
+            self._pool = _pools.setdefault(root, [])
+            self._base = root.clock_base()
+            self._t0 = time.perf_counter()
+            self._saved = (inner, rt.want_sites)
+            self._backend = _TracingBackend(inner, self)
+            rt.backend = self._backend
+            rt.streams.backend = self._backend
+            rt.want_sites = True
+            rt._instruments.append(self)
+            rt.stats.listener = rt._synchronized
+            self._active = True
+        return self
+
+    def stop(self) -> None:
+        """Detach from the runtime (work already issued keeps its timing events)."""
+        rt = self._rt
+        with rt._lock:
+            if not self._active:
+                return
+            if rt.backend is not self._backend:
+                raise RuntimeError("asyncgpu traces must end in the reverse order they began")
+            inner, want_sites = self._saved
+            rt.backend = inner
+            if rt.streams.backend is self._backend:
+                rt.streams.backend = inner
+            rt.want_sites = want_sites if rt.backend is inner else rt.backend.wants_sites
+            if self in rt._instruments:
+                rt._instruments.remove(self)
+            if not rt._instruments:
+                rt.stats.listener = None
+            self._active = False
+
+    def __enter__(self) -> Trace:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    # -- recording (called under the runtime's lock) -----------------------------------------
+    def _event(self) -> Any:
+        return self._pool.pop() if self._pool else self._root.timing_event()
+
+    def _track(self, handle: Any) -> int:
+        key = id(handle)
+        track = self._tracks.get(key)
+        if track is None:
+            track = self._tracks[key] = len(self._tracks)
+        return track
+
+    def _next_order(self) -> int:
+        self._order += 1
+        return self._order
+
+    def _sync(self, t0: float, waited: list[int] | None) -> None:
+        rec = SyncRecord("host-wait", self._next_order(), t0 - self._t0,
+                         time.perf_counter() - self._t0, waited)
+        self._syncs.append(rec)
+        self._unlabelled.append(rec)
+
+    # instrument hooks
+    def node_issued(self, node: Any) -> None:
+        parents = [(p.id, reason, label) for p, reason, label in node.edges]
+        rec = self._nodes.get(node.id)
+        if rec is None:   # a host access: complete when issued
+            rec = NodeRecord(node.id, node.kind, node.name, node.site, None, self._next_order(),
+                             time.perf_counter() - self._t0)
+            self._host_nodes.append(rec)
+        rec.parents = parents
+        if node.event is not None:
+            self._event_owner[id(node.event)] = node.id
+
+    def synchronized(self, reason: str) -> None:
+        for rec in self._unlabelled:
+            rec.reason = reason
+        self._unlabelled.clear()
+
+    def _harvest(self) -> None:
+        """Read the timing events that have completed, without waiting (long traces).
+
+        Asks the backend below the happens-before checker: the trace observing an event must
+        not count as the runtime having synchronized with it.
+        """
+        done = getattr(self._root, "inner", self._root).event_done
+        base, elapsed = self._base, self._root.elapsed_s
+        pending = []
+        for item in self._events:
+            rec, e0, e1 = item
+            if done(e1):
+                rec.start_s = elapsed(base, e0)
+                rec.end_s = elapsed(base, e1)
+                self._pool.extend((e0, e1))
+            else:
+                pending.append(item)
+        self._events = pending
+        self._harvest_at = max(_HARVEST, 2 * len(pending))
+
+    # -- reading -----------------------------------------------------------------------------
+    def _resolve(self) -> None:
+        with self._rt._lock, self._lock:   # the runtime's lock first, as on the launch path
+            if not self._events:
+                return
+            self._rt.synchronize()
+            base, elapsed = self._base, self._root.elapsed_s
+            for rec, e0, e1 in self._events:
+                rec.start_s = elapsed(base, e0)
+                rec.end_s = elapsed(base, e1)
+                self._pool.extend((e0, e1))
+            self._events = []
+
+    @property
+    def nodes(self) -> list[NodeRecord]:
+        """Every traced node (kernels and host accesses) in issue order."""
+        self._resolve()
+        return sorted([*self._nodes.values(), *self._host_nodes], key=lambda r: r.order)
+
+    @property
+    def device_nodes(self) -> list[NodeRecord]:
+        """The device nodes (kernels, library calls, graphs, copies) in issue order."""
+        return [n for n in self.nodes if n.stream is not None]
+
+    @property
+    def kernels(self) -> list[NodeRecord]:
+        """The device nodes that compute (kernels, library calls, graphs) in issue order."""
+        return [n for n in self.device_nodes if n.kind != "copy"]
+
+    @property
+    def copies(self) -> list[NodeRecord]:
+        """The copy nodes of explicit memory (host to device and back) in issue order."""
+        return [n for n in self.device_nodes if n.kind == "copy"]
+
+    @property
+    def prefetches(self) -> list[PrefetchRecord]:
+        self._resolve()
+        return list(self._prefetches)
+
+    @property
+    def syncs(self) -> list[SyncRecord]:
+        """Host synchronizations (host clock), labelled with the runtime's reason."""
+        return list(self._syncs)
+
+    @property
+    def streams(self) -> int:
+        """Number of distinct streams the traced device work used."""
+        return len({n.stream for n in self.device_nodes} | {p.stream for p in self._prefetches})
+
+    def metrics(self) -> dict[str, float]:
+        """The GrCUDA paper's overlap metrics CT, TC, CC, TOT (see ``asyncgpu.observe.metrics``)."""
+        comp = [(n.start_s, n.end_s) for n in self.kernels]
+        # transfers: prefetches (managed memory) and copy nodes (explicit memory)
+        xfer = [(p.start_s, p.end_s) for p in [*self.prefetches, *self.copies]]
+        return _metrics.overlap(comp, xfer)
+
+    # -- exports -----------------------------------------------------------------------------
+    def chrome_trace(self) -> dict[str, Any]:
+        """The trace as Chrome/Perfetto JSON: a host track and one track per stream.
+
+        Open it at https://ui.perfetto.dev or chrome://tracing. Edges are flow arrows.
+        """
+        from .export import chrome_trace
+        return chrome_trace(self)
+
+    def save_chrome(self, path: str) -> None:
+        """Write :meth:`chrome_trace` as JSON."""
+        with open(path, "w") as f:
+            json.dump(self.chrome_trace(), f)
+
+    def to_dot(self, kernels_only: bool = False) -> str:
+        """The DAG as Graphviz DOT: streams as colours, edges labelled with reason and array."""
+        from .export import to_dot
+        return to_dot(self.device_nodes if kernels_only else self.nodes)
+
+    def save_timeline(self, path: str, title: str = "") -> None:
+        """A PNG timeline (host and one row per stream) through matplotlib."""
+        from .draw import draw_timeline
+
+        draw_timeline(self, path, title)
+
+    def save_dag(self, path: str, title: str = "", kernels_only: bool = True) -> None:
+        """A PNG picture of the DAG (laid out by depth; streams as colours) through matplotlib."""
+        from .draw import draw_dag
+
+        draw_dag(self.device_nodes if kernels_only else self.nodes, path, title)
+
+    def save(self, directory: str, stem: str = "trace") -> dict[str, str]:
+        """Write ``stem.trace.json``, ``.dot``, ``.timeline.png``, ``.dag.png`` and
+        ``.metrics.json`` into ``directory``; returns kind -> path."""
+        os.makedirs(directory, exist_ok=True)
+        paths = {k: os.path.join(directory, f"{stem}.{ext}") for k, ext in (
+            ("trace", "trace.json"), ("dot", "dot"), ("timeline", "timeline.png"),
+            ("dag", "dag.png"), ("metrics", "metrics.json"))}
+        self.save_chrome(paths["trace"])
+        with open(paths["dot"], "w") as f:
+            f.write(self.to_dot())
+        self.save_timeline(paths["timeline"], stem)
+        self.save_dag(paths["dag"], stem)
+        with open(paths["metrics"], "w") as f:
+            json.dump(dict(finite(self.metrics()), backend=self.backend_name,
+                           logical_clock=self.logical_clock), f, indent=1)
+        return paths
+
+
+def finite(metrics: dict[str, float]) -> dict[str, float | None]:
+    """NaN (an undefined metric) as None: browsers' JSON parsers reject NaN."""
+    return {k: (None if v != v else v) for k, v in metrics.items()}
+
+
+def trace(runtime: Any = None) -> Trace:
+    """Start tracing the runtime; use as ``with asyncgpu.trace() as t:`` (see :class:`Trace`)."""
+    if runtime is None:
+        from ..runtime.context import current_runtime
+
+        runtime = current_runtime()
+    return Trace(runtime).start()
+
+
+_process_traces = 0
+
+
+def trace_process(runtime: Any, path: str) -> Trace:
+    """``ASYNCGPU_TRACE=path``: trace the runtime until exit, then write the Chrome JSON there.
+
+    A second runtime in the same process (another backend) writes ``path`` with ``.1``, ``.2``
+    before the extension.
+    """
+    global _process_traces
+    if _process_traces:
+        root, ext = os.path.splitext(path)
+        path = f"{root}.{_process_traces}{ext}"
+    _process_traces += 1
+    t = Trace(runtime).start()
+
+    def write() -> None:
+        try:
+            t.stop()
+            t.save_chrome(path)
+            log.info("asyncgpu: wrote the process trace to %s", path)
+        except Exception:
+            log.exception("asyncgpu: could not write the trace to %s", path)
+
+    atexit.register(write)
+    return t

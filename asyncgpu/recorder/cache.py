@@ -1,0 +1,140 @@
+"""The recorder's cache: keys seen, the graphs captured for them, and the capture streams.
+
+The model
+---------
+One :class:`GraphCache` per runtime (``runtime.graphs``, made on first use). Its ``entries``
+map a recording's key (``asyncgpu.recorder.keys.RecordingKey``) to what is known of it: seen
+once (the recorder's marker), failed to capture (another marker), or :class:`Variants`, the
+captured graphs of that key. With explicit memory a graph that copies host-current inputs in is
+only right while exactly those inputs are host-current, so a key holds up to :data:`VARIANTS`
+graphs, told apart by :func:`copy_key` of what they copy in, all captured with the schedule of
+the first (``FrozenGraph.plan``). Invariants:
+
+* at most ``Options.graph_cache`` keys (least recently used evicted first), at most
+  :data:`VARIANTS` graphs per key; every graph dropped from either is destroyed (the backend
+  waits for its last launch first), so a graph's arrays live exactly as long as the graph;
+* ``results`` (the arrays captured library calls write, ``asyncgpu.recorder.calls``) and
+  ``memo`` (each segment's previous run, ``asyncgpu.recorder.keys.LaunchMemo``) are keyed by
+  the recorder's token, so ``clear(token)`` forgets one recorder entirely.
+
+Example::
+
+    cache = graph_cache(rt)
+    variants = cache.get(key)            # None, a marker, or Variants
+    frozen = variants.use(copy_in)       # the graph for this set of host-current inputs
+
+Plain Python: destroying goes through the backend.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any
+
+from .capture import FrozenGraph
+from .keys import LaunchMemo
+
+
+class GraphCache:
+    """Per-runtime LRU of keys seen and graphs captured, plus the capture streams."""
+
+    def __init__(self, runtime: Any) -> None:
+        self.runtime = runtime
+        self.entries: OrderedDict[Any, Any] = OrderedDict()
+        self.lanes: list[Any] = []
+        #: Result arrays of captured library calls, per (recording segment, position, call):
+        #: the same arrays at every run (``asyncgpu.recorder.calls``).
+        self.results: OrderedDict[Any, Any] = OrderedDict()
+        #: The previous run of each recording segment (``asyncgpu.recorder.keys``).
+        self.memo: OrderedDict[Any, LaunchMemo] = OrderedDict()
+
+    def get(self, key: Any) -> Any:
+        entry = self.entries.get(key)
+        if entry is not None:
+            self.entries.move_to_end(key)
+        return entry
+
+    def put(self, key: Any, entry: Any) -> None:
+        old = self.entries.pop(key, None)
+        if isinstance(old, Variants) and old is not entry:
+            self._destroy(old)
+        self.entries[key] = entry
+        limit = self.runtime.options.graph_cache
+        while len(self.entries) > limit:
+            _, evicted = self.entries.popitem(last=False)
+            if isinstance(evicted, Variants):
+                self._destroy(evicted)
+
+    def clear(self, token: Any = None) -> None:
+        """Destroy the graphs (of one recorder, or all) and forget their keys."""
+        for key in [k for k in self.entries if token is None or k.token[0] == token]:
+            entry = self.entries.pop(key)
+            if isinstance(entry, Variants):
+                self._destroy(entry)
+        for key in [k for k in self.results if token is None or k[0][0] == token]:
+            del self.results[key]
+        for key in [k for k in self.memo if token is None or k[0] == token]:
+            del self.memo[key]
+
+    def _destroy(self, variants: Variants) -> None:
+        for frozen in variants.values():
+            self.runtime.backend.graph_destroy(frozen.graph)
+
+    def lane(self, i: int) -> Any:
+        while len(self.lanes) <= i:
+            self.lanes.append(self.runtime.backend.create_stream())
+        return self.lanes[i]
+
+
+class Variants(OrderedDict):
+    """The graphs of one key, per set of allocations they copy in (explicit memory: a graph
+    is valid only while the same inputs are host-current, see ``asyncgpu.recorder.capture``;
+    managed memory has one variant). The least recently used is destroyed beyond
+    :data:`VARIANTS`."""
+
+    def use(self, copy_in: tuple[Any, ...]) -> FrozenGraph | None:
+        """The graph that copies in exactly ``copy_in``, if captured."""
+        sig = copy_key(copy_in)
+        frozen = self.get(sig)
+        if frozen is not None:
+            self.move_to_end(sig)
+        return frozen
+
+    def plan(self) -> Any:
+        """The schedule every variant shares (that of the most recent one)."""
+        return self.latest().plan if self else None
+
+    def latest(self) -> FrozenGraph:
+        """The variant used last (its ``inputs`` are every variant's)."""
+        return next(reversed(self.values()))
+
+    def add(self, rt: Any, frozen: FrozenGraph) -> None:
+        self[copy_key(frozen.copy_in)] = frozen
+        while len(self) > VARIANTS:
+            _, old = self.popitem(last=False)
+            rt.backend.graph_destroy(old.graph)
+
+
+#: Graphs kept per key, one per set of host-current inputs (explicit memory).
+VARIANTS = 4
+
+
+def copy_key(allocs: tuple[Any, ...]) -> tuple[int, ...]:
+    """What tells the variants of one key apart: the ids of the allocations copied in."""
+    return tuple([a.id for a in allocs]) if allocs else ()
+
+
+def graphs_of(rt: Any, token: Any) -> list[FrozenGraph]:
+    """Every graph (all variants) the recorder with ``token`` has in ``rt``'s cache."""
+    cache = rt.graphs
+    if cache is None:
+        return []
+    return [f for key, entry in cache.entries.items()
+            if key.token[0] == token and isinstance(entry, Variants) for f in entry.values()]
+
+
+def graph_cache(rt: Any) -> GraphCache:
+    cache = rt.graphs
+    if cache is None:
+        cache = rt.graphs = GraphCache(rt)
+    return cache

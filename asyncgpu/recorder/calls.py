@@ -1,0 +1,175 @@
+"""Library calls inside a recording: which ones are captured into the graph, and how.
+
+The model
+---------
+A library call (``asyncgpu.cupy``, ``Array`` operators) inside a recording is *captured* like
+a kernel launch when it is on the allow-list :data:`CAPTURABLE` and has one array result (or
+an ``out=`` the caller gave): elementwise ufuncs and reductions. Their kernels go to the
+stream CuPy is told to use, so stream capture records them (``matmul``/``dot`` are not on the
+list: CuPy 14 refuses cuBLAS calls during stream capture, seen on the H100). What must not
+happen during a capture is CuPy allocating the *result* from its pool (the graph would write,
+at every replay, memory the pool hands out again). So:
+
+* at record time the result's shape and dtype come from NumPy on placeholder data (as on
+  ``sim``, ``asyncgpu.runtime.library.infer``), the result array is allocated by the recorder and
+  the call is deferred as ``fn(*args, **kwargs, out=result)``: it allocates nothing;
+* the result arrays are *the same arrays at every run* of the recording (kept per recording,
+  call position and arguments, like a kernel's output arrays), so the second run's sequence
+  equals the first and the graph is captured and replayed;
+* temporaries CuPy still allocates inside the call (a reduction's scratch) come from the
+  runtime's pool and are *pinned* by the captured node until the graph is destroyed.
+
+Every other call (``sort``, ``linalg.*``, ``fft.*``, data-dependent shapes, several results...)
+ends the recording as before: the launches so far are issued eagerly and the rest of the body
+runs eagerly, with a warning naming the call and why (with ``split=True`` it ends a segment).
+
+Example::
+
+    @ag.graph
+    def step(x, y):
+        r = acp.sqrt(x)          # captured: r is the same array at every call
+        k[g, b](r, y)
+        return r
+
+Plain Python: the backends run the calls (``backend.library_call``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.deps import Access
+from ..runtime.library import (
+    LibraryCall,
+    NewResult,
+    Synchronizing,
+    ViewResult,
+    _key,
+    allocate_results,
+    function_resolver,
+    infer,
+)
+
+_UFUNCS = frozenset({
+    "add", "subtract", "multiply", "divide", "true_divide", "floor_divide", "remainder", "mod",
+    "power", "negative", "positive", "absolute", "abs", "sqrt", "square", "cbrt", "exp",
+    "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "arcsin", "arccos",
+    "arctan", "arctan2", "sinh", "cosh", "tanh", "hypot", "maximum", "minimum", "fmax", "fmin",
+    "sign", "floor", "ceil", "trunc", "rint", "reciprocal", "copysign", "greater",
+    "greater_equal", "less", "less_equal", "equal", "not_equal", "logical_and", "logical_or",
+    "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "invert",
+    "left_shift", "right_shift", "isnan", "isinf", "isfinite",
+})
+_REDUCTIONS = frozenset({"sum", "prod", "max", "min", "amax", "amin", "mean", "argmax",
+                         "argmin", "all", "any"})
+#: Library calls captured into graphs (elementwise ufuncs and reductions; the ``ndarray.``
+#: forms are the ``Array`` methods). Not matrix products: CuPy raises "calling cuBLAS API
+#: during stream capture is currently unsupported", so they end the segment or run eagerly.
+CAPTURABLE = _UFUNCS | _REDUCTIONS | {f"ndarray.{r}" for r in _REDUCTIONS}
+#: Result arrays remembered per runtime (least recently used dropped first).
+RESULTS_KEPT = 4096
+
+
+class CallLaunch:
+    """One deferred library call of a recording (the counterpart of a kernel ``_Launch``)."""
+
+    __slots__ = ("name", "args", "kwargs", "arrays", "site", "key", "launcher")
+
+    def __init__(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+                 site: str | None) -> None:
+        self.name = name
+        self.args, self.kwargs = args, kwargs         # the caller's, with out= the result
+        self.site = site
+        self.launcher = None                          # not a kernel
+        call = self.call()
+        self.arrays: list[Access] = call.accesses()
+        sig = _signature(call)
+        if sig is None:
+            raise TypeError("unhashable arguments")
+        self.key = ("call", sig)
+
+    def call(self) -> LibraryCall:
+        """A fresh :class:`LibraryCall` of it (a call object is used for one issue)."""
+        return LibraryCall(self.name, function_resolver(self.name), self.args, self.kwargs)
+
+    def issue(self, rt: Any) -> None:
+        """Issue it eagerly (a node of the dynamic DAG, writing the recorded result)."""
+        rt.launch_call(self.call())
+
+
+def _signature(call: LibraryCall) -> Any:
+    arrays = tuple((a._alloc.id, a._lo, a._hi, a.shape, a.strides, a.dtype.str)
+                   for a in call.arrays)
+    key = (call.name, _key(call.args), _key(call.kwargs), arrays)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def why_not(call: LibraryCall) -> str | None:
+    """Why ``call`` cannot be captured, or None when it can."""
+    if call.name in ("matmul", "dot"):
+        return "CuPy cannot call cuBLAS during a stream capture"
+    if call.name not in CAPTURABLE:
+        return "it is not on the capture allow-list (elementwise ufuncs and reductions)"
+    if call.state:
+        return "it draws random numbers from a generator's state"
+    return None
+
+
+def defer(recording: Any, call: LibraryCall, site: str | None,
+          ) -> tuple[CallLaunch | None, Any, str]:
+    """(the deferred launch of ``call``, its result, "") with the result allocated or kept
+    from an earlier run of the recording; or (None, None, why it cannot be captured)."""
+    reason = why_not(call)
+    if reason is not None:
+        return None, None, reason
+    rt = recording.runtime
+    try:
+        meta = infer(call, function_resolver(call.name)("sim"))
+    except Synchronizing:
+        return None, None, "its result's shape depends on the data"
+    args, kwargs = _user_args(call)
+    if "out" in kwargs:
+        if not isinstance(meta, ViewResult):
+            return None, None, "its result is not its out= array"
+        result = allocate_results(rt, call, meta, [])
+        return _launch(call.name, args, kwargs, site, result)
+    if not isinstance(meta, NewResult):
+        return None, None, "its result is not one new array"
+    sig = _signature(call)
+    if sig is None:
+        return None, None, "its arguments cannot be keyed"
+    from .cache import graph_cache
+
+    cache = graph_cache(rt)
+    key = ((recording.token, recording.segment), recording.calls, sig)
+    result = cache.results.get(key)
+    if result is None:
+        result = allocate_results(rt, call, meta, [])
+        cache.results[key] = result
+        if len(cache.results) > RESULTS_KEPT:
+            cache.results.popitem(last=False)
+    else:
+        cache.results.move_to_end(key)
+    return _launch(call.name, args, dict(kwargs, out=result), site, result)
+
+
+def _launch(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], site: str | None,
+            result: Any) -> tuple[CallLaunch | None, Any, str]:
+    try:
+        return CallLaunch(name, args, kwargs, site), result, ""
+    except TypeError:
+        return None, None, "its arguments cannot be keyed"
+
+
+def _user_args(call: LibraryCall) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The call's arguments with the arrays put back in their slots."""
+    from ..runtime.library import fill
+
+    return fill(call.args, call.arrays), fill(call.kwargs, call.arrays)
+
+
+__all__ = ["CAPTURABLE", "CallLaunch", "defer", "why_not"]

@@ -1,0 +1,391 @@
+"""Capturing a recording into a graph: its dependencies, schedule and the capture itself.
+
+The model
+---------
+A recording's launches (``asyncgpu.recorder.recording``) depend on each other where they touch
+overlapping bytes of one allocation and one of them writes (:func:`dependencies`: RAW, WAR,
+WAW, in recorded order, so indices are a topological order). :func:`plan` orders them and
+assigns them to lanes (``asyncgpu.recorder.schedule``, per ``Options.graph_order`` and
+``graph_streams``; the ``opara`` and ``ios`` orders time the launches first, see
+``asyncgpu.recorder.profile``; short launches are then folded onto fewer lanes, the lane
+budget); :func:`capture` issues them on the recorder's lane streams inside one
+stream capture::
+
+    origin: record fork                      (lane 0 is the origin)
+    per launch, in the planned order:
+        its lane waits for fork when first used, and for the events of its cross-lane
+        predecessors (redundant waits dropped); launch; record its event if a later launch
+        on another lane waits for it
+    every other lane records a join event; the origin waits for each; end_capture
+
+so the graph's inner order is exactly the launches' dependencies.
+
+With explicit memory the allocations whose current copy is on the host when the recording is
+captured (``copy_in``) are copied in *inside* the graph: one extra lane, forked from the origin,
+issues their host-to-device copies back to back in the order their first users are launched, and
+each lane waits for the copy of an allocation before its first launch that uses it (the copies
+are one chain, so one wait covers every earlier copy). A replay then moves its inputs without a
+node of its own per copy, and the copies overlap the branches that do not need them, as a
+hand-written graph's transfers would. Such a graph is only valid while the same allocations are
+host-current: the recorder keeps one graph per such set (its *variants*, sharing one plan).
+
+The result is a
+:class:`FrozenGraph`: the backend's graph, the union of the launches' accesses (what the replay
+node declares to the dynamic DAG: a range written by any launch is written) and the launches
+themselves, whose arrays the graph keeps alive.
+
+Example: ``k1(x -> y); k2(x -> z); k3(y, z -> w)`` gives preds ``[[], [], [0, 1]]``; with
+``opara`` streams k1 and k3 share lane 0, k2 runs on lane 1 and k3 waits for k2's event.
+
+Plain Python: the backend does the capturing.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ..core import compiled
+from ..core.dag import Node
+from ..core.deps import Access
+from ..core.errors import CaptureError
+from ..runtime.memory import host_current, overwrites
+from . import profile, schedule
+
+log = logging.getLogger("asyncgpu")
+
+
+class PythonFrozen:
+    """``FrozenGraph.host_current`` in Python: the reference for the compiled one
+    (``asyncgpu/csrc/memory.c``)."""
+
+    __slots__ = ()
+    settled: int
+    inputs: tuple[Any, ...]
+
+    def host_current(self, rt: Any) -> tuple[Any, ...]:
+        """Its inputs that are host-current now (``asyncgpu.runtime.memory.host_current``): none
+        while nothing has made one host-current since its last launch left them all on the
+        device."""
+        if self.settled == rt.host_epoch:
+            return ()
+        return host_current(self.inputs)
+
+
+class FrozenGraph(*compiled.bases("FrozenBase", PythonFrozen)):
+    """A captured graph and the union of its accesses (one cache entry).
+
+    ``copy_in``: the allocations the graph copies to the device itself (their accesses are
+    writes of the whole allocation: the graph writes the device copy); ``copy_only``: those of
+    them no launch writes (host and device copies are both current after a replay);
+    ``written``: the allocations a launch writes;
+    ``inputs``/``overwritten``: the allocations the graph touches, split by whether its first
+    use may read the old bytes (a static replay checks that the host-current inputs are
+    exactly ``copy_in``; an overwritten one needs no copy wherever its current copy is);
+    ``read_back``: the written allocations the host fetched whole after a launch, which each
+    launch copies back to the host behind itself (``ExplicitMemory.read_back``).
+    """
+
+    __slots__ = ("graph", "accesses", "launches", "events", "name", "kernels", "copy_in",
+                 "copy_only", "copy_bytes", "inputs", "overwritten", "written", "plan", "last",
+                 "repeat", "settled", "read_back", "replay_version", "__weakref__")
+
+    def __init__(self, graph: Any, accesses: list[Access], launches: list[Any],
+                 events: list[Any], name: str, copy_in: tuple[Any, ...] = ()) -> None:
+        self.graph = graph
+        self.accesses = accesses
+        self.launches = launches    # keeps the arrays alive with the graph
+        self.events = events
+        self.name = name
+        self.kernels = len(launches)
+        self.copy_in = copy_in
+        written = {a.key: a.alloc for launch in launches for a in launch.arrays if a.write}
+        self.written = tuple(a for a in written.values() if a.nbytes)
+        self.copy_only = tuple(a for a in copy_in if a.id not in written)
+        self.copy_bytes = sum(a.nbytes for a in copy_in)
+        self.inputs, self.overwritten = graph_inputs(launches)
+        self.plan: Any = None       # (preds, lanes, order) it was captured with
+        #: (tracker, version, node) after its last launch, and (tracker, the reasons it
+        #: conflicts with itself): ``Runtime.launch_graph``'s shortcut for a repeated launch
+        self.last: Any = None
+        self.repeat: Any = None
+        #: ``Runtime.host_epoch`` right after its last launch: while the epoch stands still,
+        #: none of its allocations is host-current (see :meth:`host_current`).
+        self.settled = -1
+        #: explicit memory: ((allocation, label), ...) it copies back to the host after each
+        #: launch (``ExplicitMemory.read_back``), and the tracker's version once its last
+        #: launch (and those copies) were issued
+        self.read_back: tuple[Any, ...] = ()
+        self.replay_version = -1
+
+    @property
+    def lanes(self) -> int:
+        """The streams its launches were captured on (after the lane budget; copy lane not
+        counted)."""
+        return max(self.plan[1]) + 1 if self.plan is not None else 1
+
+
+compiled.register(FrozenGraph, PythonFrozen, ("host_current",))
+compiled.configure("configure_frozen", FrozenGraph)
+
+
+def graph_inputs(launches: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The allocations ``launches`` use, each once: (those whose old bytes they may read,
+    those their first use overwrites whole)."""
+    first: dict[int, Any] = {}
+    for launch in launches:
+        for a in launch.arrays:
+            first.setdefault(a.key, a)
+    inputs = tuple(a.alloc for a in first.values() if not overwrites(a))
+    overwritten = tuple(a.alloc for a in first.values() if overwrites(a))
+    return inputs, overwritten
+
+
+def dependencies(launches: list[Any], all_write: bool = False) -> list[list[int]]:
+    """``preds[i]``: earlier launches that launch ``i`` conflicts with (RAW, WAR, WAW);
+    ``all_write``: every array argument counts as written (the ``no-const`` policy)."""
+    last: dict[int, list[tuple[int, int, int, bool]]] = {}     # alloc -> (lo, hi, i, write)
+    preds: list[list[int]] = []
+    for i, launch in enumerate(launches):
+        mine: set[int] = set()
+        for a in launch.arrays:
+            for lo, hi, j, w in last.get(a.key, ()):
+                if lo < a.hi and a.lo < hi and (w or a.write or all_write) and j != i:
+                    mine.add(j)
+        for a in launch.arrays:
+            last.setdefault(a.key, []).append((a.lo, a.hi, i, a.write))
+        preds.append(sorted(mine))
+    return preds
+
+
+def plan(rt: Any, launches: list[Any], name: str = "recording",
+         ) -> tuple[list[list[int]], list[int], list[int]]:
+    """(preds, lanes, order) for capturing ``launches`` under the runtime's options.
+
+    ``ios`` may add IOS's stage barriers to ``preds`` (and then fixes the lanes itself); when
+    its search is skipped (too many launches, no timer) the ``opara`` order is used. The
+    other orders' lanes are then held to ``graph_max_streams`` and to the lane budget.
+    """
+    preds = dependencies(launches, rt.no_const)
+    opts = rt.options
+    be = _capture_backend(rt.backend)
+    kind = opts.graph_order
+    if kind == "ios":
+        stages = profile.ios_stages(rt, be, launches, preds, name)
+        if stages is not None:
+            preds, lanes, order = schedule.stage_plan(preds, stages)
+            return preds, schedule.fold_lanes(lanes, opts.graph_max_streams), order
+        kind = "opara"
+    if kind == "opara":
+        attrs = getattr(be, "kernel_attributes", None)
+        demand = []
+        for launch in launches:
+            blocks, threads = profile.launch_threads(launch)
+            a = (attrs(launch.launcher.kernel) if attrs is not None and launch.launcher
+                 else None)
+            demand.append(schedule.resource_demand(a, threads, blocks))
+        with profile.stage_timer(rt, be, launches) as timer:
+            classes = profile.launch_classes(rt, be, launches, timer)
+        memory = [c != "compute" for c in classes]
+        order = schedule.opara_order(preds, demand, memory)
+    else:
+        order = schedule.topological_order(preds)
+    if opts.graph_streams == "nimble":
+        lanes = schedule.nimble_streams(preds)
+    elif opts.graph_streams == "single":
+        lanes = [0] * len(launches)
+    else:
+        lanes = schedule.opara_streams(preds, order)
+    lanes = schedule.fold_lanes(lanes, opts.graph_max_streams)
+    return preds, _budget(rt, be, launches, preds, order, lanes), order
+
+
+#: A graph branch's launch cost where it is neither set nor measurable (``sim``): seconds.
+_LANE_COST_S = 1e-6
+
+
+def _lane_cost_s(rt: Any, be: Any) -> float:
+    """``graph_lane_cost_us`` in seconds, or when it is None the backend's measured cost."""
+    cost_us = rt.options.graph_lane_cost_us
+    if cost_us is not None:
+        return cost_us * 1e-6
+    measure = getattr(be, "lane_cost_s", None)
+    return measure() if measure is not None else _LANE_COST_S
+
+
+#: Bytes per second no device moves data faster than: a launch takes at least its traffic at
+#: this rate, the lower bound that decides whether measuring for the lane budget can pay.
+_FASTEST_BANDWIDTH = 10e12
+
+
+def _budget(rt: Any, be: Any, launches: list[Any], preds: list[list[int]], order: list[int],
+            lanes: list[int]) -> list[int]:
+    """``lanes`` folded to the lane budget (``graph_lane_cost_us``), from measured durations
+    (``_graph_profile.launch_times``: what each launch adds to a lane). The launches are timed
+    only when folding would pay even if every launch took just its traffic at
+    :data:`_FASTEST_BANDWIDTH` (long launches never pay for the measuring).
+    """
+    width = max(lanes, default=-1) + 1
+    cost = _lane_cost_s(rt, be) if width > 1 else 0.0
+    if cost <= 0:
+        return lanes
+    shortest = [profile.launch_bytes(launch) / _FASTEST_BANDWIDTH for launch in launches]
+    if schedule.lane_budget(preds, order, lanes, shortest, cost) == width:
+        return lanes
+    with profile.stage_timer(rt, be, launches) as timer:
+        durations = profile.launch_times(launches, timer)
+    if durations is None:
+        return lanes
+    count = schedule.lane_budget(preds, order, lanes, durations, cost)
+    if count < width:
+        log.debug("asyncgpu: %d lanes folded to %d: the launches are too short for more "
+                  "(lane budget %.2f us each)", width, count, cost * 1e6)
+    return schedule.fold_lanes(lanes, count)
+
+
+def capture(rt: Any, cache: Any, name: str, launches: list[Any],
+            copy_in: tuple[Any, ...] = (), planned: Any = None) -> FrozenGraph:
+    """Capture ``launches`` into a graph on the cache's lane streams (under the runtime lock);
+    the allocations of ``copy_in`` are copied to the device inside the graph. ``planned``:
+    the (preds, lanes, order) of another variant of the same launches, reused (it does not
+    depend on which inputs are copied in, and ``opara``/``ios`` plans cost timed runs)."""
+    be = _capture_backend(rt.backend)
+    preds, lanes, order = planned if planned is not None else plan(rt, launches, name)
+    waits = schedule.cross_waits(preds, lanes, order)
+    recorded = {p for ws in waits for p in ws}
+    built = [_node(rt, be, launch) for launch in launches]
+    nodes = [node for node, _ in built]
+    copies, needs = _copies(be, launches, order, copy_in)
+    n_lanes = max(lanes) + 1
+    streams = [cache.lane(i) for i in range(n_lanes + (1 if copies else 0))]
+    origin = streams[0]
+    events: dict[int, Any] = {}
+    copied: list[Any] = []          # the event after each copy
+    waited = [-1] * len(streams)    # per lane: the last copy it waited for
+    joins: list[Any] = []
+    be.begin_capture(origin)
+    try:
+        fork = be.create_event()
+        be.record(fork, origin)
+        joined = {0}
+        if copies:
+            s = streams[n_lanes]
+            be.wait(s, fork)
+            joined.add(n_lanes)
+            for node in copies:
+                be.launch(node, s)
+                copied.append(be.create_event())
+                be.record(copied[-1], s)
+        for v in order:
+            lane = lanes[v]
+            s = streams[lane]
+            if lane not in joined:
+                be.wait(s, fork)
+                joined.add(lane)
+            if needs[v] > waited[lane]:
+                waited[lane] = needs[v]
+                be.wait(s, copied[needs[v]])
+            for p in waits[v]:
+                be.wait(s, events[p])
+            be.launch(nodes[v], s)
+            call = built[v][1]
+            if call is not None and call.error is not None:
+                raise CaptureError(f"{call.describe()} failed during the capture: {call.error}")
+            if v in recorded:
+                events[v] = be.create_event()
+                be.record(events[v], s)
+        for lane in sorted(joined - {0}):
+            e = be.create_event()
+            joins.append(e)
+            be.record(e, streams[lane])
+            be.wait(origin, e)
+        graph = be.end_capture(origin)
+    except BaseException:
+        if be.captures.capturing(origin):
+            try:
+                be.end_capture(origin)
+            except CaptureError:
+                pass
+        raise
+    rt.stats.graphs_recorded += 1
+    log.debug("captured '%s': %d kernels and %d copies on %d streams", name, len(launches),
+              len(copies), len(streams))
+    whole = {a.id for a in copy_in}
+    merged: dict[tuple[int, int, int], Access] = {}
+    for node in copies:             # the graph writes the whole device copy of these
+        a = node.accesses[0]
+        merged[(a.key, a.lo, a.hi)] = a
+    for launch in launches:
+        for a in launch.arrays:
+            if a.key in whole:
+                continue
+            k = (a.key, a.lo, a.hi)
+            acc = merged.get(k)
+            if acc is None:
+                merged[k] = Access(a.key, a.alloc, a.lo, a.hi, a.write, a.label)
+            elif a.write:
+                acc.write = True
+    frozen = FrozenGraph(graph, list(merged.values()), launches,
+                         [fork, *events.values(), *copied, *joins], name, copy_in)
+    frozen.plan = (preds, lanes, order)
+    return frozen
+
+
+def _copies(be: Any, launches: list[Any], order: list[int], copy_in: tuple[Any, ...]
+            ) -> tuple[list[Node], list[int]]:
+    """The copy nodes of ``copy_in`` in the order their first users launch, and per launch the
+    index of the last copy it needs (-1: none)."""
+    needs = [-1] * len(launches)
+    if not copy_in:
+        return [], needs
+    wanted = {a.id for a in copy_in}
+    first: dict[int, tuple[int, Any]] = {}      # alloc id -> (position of first user, access)
+    for pos, v in enumerate(order):
+        for a in launches[v].arrays:
+            if a.key in wanted and a.key not in first:
+                first[a.key] = (pos, a)
+    copies: list[Node] = []
+    index: dict[int, int] = {}
+    for key, (_, a) in sorted(first.items(), key=lambda kv: kv[1][0]):
+        alloc = a.alloc
+        node = Node("copy", f"{a.label} to device", None,
+                    [Access(key, alloc, 0, alloc.nbytes, True, a.label)])
+        node.launch = be.copy_launch(alloc.buffer, 0, alloc.nbytes, True)
+        index[key] = len(copies)
+        copies.append(node)
+    for v, launch in enumerate(launches):
+        needs[v] = max((index[a.key] for a in launch.arrays if a.key in index), default=-1)
+    return copies, needs
+
+
+def _node(rt: Any, be: Any, launch: Any) -> tuple[Node, Any]:
+    """The node capturing one launch: a kernel, or a library call (``_graph_calls``) whose
+    temporaries stay pinned as long as the node (so the graph) exists."""
+    if launch.launcher is not None:
+        kernel = launch.launcher.kernel
+        node = Node("kernel", kernel.name, launch.site, launch.arrays)
+        node.launch = be.kernel_launch(kernel, launch.launcher, launch.arrays, launch.values,
+                                       launch.site)
+        node.keepalive = launch.arrays
+        return node, None
+    call = launch.call()
+    accesses = call.accesses(rt.alias_blind)
+    prepared = be.library_call(rt, call, accesses)
+    if prepared is None:
+        raise CaptureError(f"{call.describe()} must run at once (its result depends on the "
+                           "data), so it cannot be captured")
+    pinned: list[Any] = []
+    if hasattr(prepared, "pinned"):
+        prepared.pinned = pinned
+    node = Node("call", call.name, launch.site, accesses)
+    node.launch = prepared
+    node.keepalive = (call.arrays, pinned)
+    return node, call
+
+
+def _capture_backend(be: Any) -> Any:
+    """The backend to capture with: under a trace, the traced one (timing events recorded
+    around captured launches would be captured too, and querying them breaks the capture)."""
+    from ..observe.trace import _TracingBackend
+
+    return be.inner if isinstance(be, _TracingBackend) else be

@@ -1,0 +1,278 @@
+"""The recorder's entry points: recorded functions (:func:`graph`) and blocks (:func:`record`).
+
+The model
+---------
+A :class:`GraphFunction` or a :class:`Recorder` is the user's handle on one recorded body: a
+*token* (the body's identity in the runtime's graph cache), a name for messages and the
+``split`` choice. Each run enters a :class:`~asyncgpu.recorder.recording.Recording` on the current
+runtime (``_Run._enter``; inside another recording of this thread the run is inlined into it)
+and leaves it (``_Run._exit``: the last segment ended, which issues, captures or replays it,
+and ``outcome`` set). What a recording defers, keys and replays is :mod:`asyncgpu.recorder.recording`.
+A ``static`` function also remembers, per argument key, the graph its capturing call launched
+and what that call returned, and later calls with the same arguments launch the graph
+without running the body.
+
+Invariant: whatever a run does, its launches run exactly once (eagerly, or as graphs), and
+the user's own exception is the one that escapes.
+
+Example::
+
+    @graph
+    def step(x, y):
+        k1[g, b](x, y); k2[g, b](y)
+    for _ in range(3):
+        step(x, y)      # recorded, then captured and launched, then launched
+    with record():      # a block, told apart by its source line
+        k1[g, b](x, y)
+
+Plain Python; ``GraphFunction.__call__``'s common case is compiled
+(``asyncgpu/csrc/graph_call.c``).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+import threading
+from collections import OrderedDict
+from typing import Any, Callable
+
+from ..core import compiled
+from ..core.errors import RecordingError
+from ..runtime.context import Runtime, current_runtime
+from . import recording as _recorder
+from .cache import VARIANTS, copy_key
+from .capture import FrozenGraph
+from .finish import issue_eagerly, replay_remembered
+from .keys import Launch, LaunchMemo, RecordingKey, argument_key
+from .recording import Recording
+
+log = logging.getLogger("asyncgpu")
+_tokens = itertools.count(1)
+
+
+class _Run:
+    """Entering and leaving one recording (shared by :class:`Recorder` and :func:`graph`)."""
+
+    def __init__(self, token: Any, name: str, split: bool) -> None:
+        self.token = token
+        self.name = name
+        self.split = split
+        #: What the last run did: "recorded" (issued eagerly, key remembered), "replayed"
+        #: (captured now or before, launched as one graph), "eager" (a library call or capture
+        #: failure made it run eagerly), "inline" (part of an enclosing recording), "empty";
+        #: with ``split``, "+"-joined per segment (e.g. "replayed+replayed").
+        self.outcome: str | None = None
+
+    def _enter(self) -> Recording | None:
+        """Start recording; None when nested in a recording of this thread (inlined)."""
+        rt = current_runtime()
+        with rt._lock:
+            cur = rt.recording
+            if cur is not None and cur.thread == threading.get_ident():
+                return None             # nested: part of the enclosing recording
+            if cur is not None:
+                raise RecordingError(
+                    f"cannot record '{self.name}': thread {cur.thread} is recording "
+                    f"'{cur.name}' on this runtime (record from one thread at a time)")
+            rec = rt.recording = Recording(rt, self.token, self.name, self.split)
+            return rec
+
+    def _exit(self, rec: Recording | None, failed: bool) -> Recording | None:
+        """End the recording; returns it when it ended normally (its segments' outcomes)."""
+        if rec is None:
+            self.outcome = "inline"
+            return None
+        rt = rec.runtime
+        with rt._lock:
+            if rt.recording is rec:
+                rt.recording = None
+            if not (failed or rec.failed or rec.eager):
+                rec.end_segment(last=True)
+                outcomes = rec.outcomes
+                self.outcome = (outcomes[0] if len(outcomes) == 1
+                                else "+".join(outcomes) or "empty")
+                return rec
+        if failed or rec.failed:
+            self.outcome = "eager"
+            try:
+                issue_eagerly(rt, rec.launches)
+            except Exception:
+                # the exception already escaping is the one the user must see
+                log.exception("asyncgpu: issuing the launches of the failed recording of '%s'",
+                              rec.name)
+            return None
+        issue_eagerly(rt, rec.launches)     # (a library call made the run eager)
+        self.outcome = "eager"
+        return None
+
+    def clear(self) -> None:
+        """Destroy this recorder's graphs (waits for their last launches) and forget its keys."""
+        rt = current_runtime()
+        with rt._lock:
+            if rt.graphs is not None:
+                rt.graphs.clear(self.token)
+
+
+class Recorder(_Run):
+    """``with asyncgpu.record():`` (see :func:`record`)."""
+
+    def __init__(self, token: Any, name: str, split: bool) -> None:
+        super().__init__(token, name, split)
+        self._open: list[Recording | None] = []
+
+    def __enter__(self) -> Recorder:
+        self._open.append(self._enter())
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self._exit(self._open.pop(), exc is not None)
+
+
+class PythonGraphCall:
+    """``GraphFunction.__call__`` in Python: the reference for the compiled one, which does
+    the plain (not static) call's common case itself (``asyncgpu/csrc/recording.c``)."""
+
+    fn: Callable[..., Any]
+    static: bool
+    _static: OrderedDict[Any, dict[tuple[int, ...], tuple[FrozenGraph, Any]]]
+    _enter: Any
+    _exit: Any
+    _replay_static: Any
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        akey = argument_key(args, kwargs) if self.static else None
+        if akey is not None:
+            hits = self._static.get(akey)
+            if hits is not None:
+                done, result = self._replay_static(hits)
+                if done:
+                    return result
+        rec = self._enter()
+        try:
+            result = self.fn(*args, **kwargs)
+        except BaseException:
+            self._exit(rec, True)
+            raise
+        last = self._exit(rec, False)
+        if (akey is not None and last is not None and last.outcomes == ["replayed"]
+                and last.frozen[0] is not None):
+            frozen = last.frozen[0]
+            hits = self._static.setdefault(akey, {})
+            hits[copy_key(frozen.copy_in)] = (frozen, result)
+            if len(hits) > VARIANTS:         # (as the cache's variants: oldest first)
+                del hits[next(iter(hits))]
+            if len(self._static) > _STATIC_KEYS:
+                self._static.popitem(last=False)
+        return result
+
+
+class GraphFunction(*compiled.bases("GraphCallBase", PythonGraphCall), _Run):
+    """A function whose launches are recorded and replayed as CUDA graphs (see :func:`graph`)."""
+
+    def __init__(self, fn: Callable[..., Any], split: bool = False, static: bool = False) -> None:
+        if static and split:
+            raise ValueError("asyncgpu.graph: static=True replays one graph per call without "
+                             "running the body, so it cannot split the body at host operations")
+        super().__init__(next(_tokens), getattr(fn, "__qualname__", repr(fn)), split)
+        self.fn = fn
+        self.static = static
+        #: static: argument key -> {allocations copied in: (FrozenGraph, what the capturing
+        #: call returned)} (explicit memory: one graph per set of host-current inputs)
+        self._static: OrderedDict[Any, dict[tuple[int, ...], tuple[FrozenGraph, Any]]] = \
+            OrderedDict()
+        functools.update_wrapper(self, fn)
+
+    def _replay_static(self, hits: dict[tuple[int, ...], tuple[FrozenGraph, Any]]
+                       ) -> tuple[bool, Any]:
+        """Launch the cached graph for the inputs' locations without running the body;
+        (False, None) if there is none or it cannot be launched now."""
+        rt = current_runtime()
+        with rt._lock:
+            if rt.recording is not None:
+                return False, None      # nested in a recording
+            hit = next(iter(hits.values()))
+            if rt.memory is not None:
+                # (every variant has the same inputs; asking the one that copies nothing in,
+                # settled in the steady state, spares the walk over them)
+                hit = hits.get(copy_key(hits.get((), hit)[0].host_current(rt)))
+                if hit is None:
+                    return False, None  # other inputs are host-current: record that case
+            frozen = hit[0]
+            if frozen.graph.destroyed:
+                return False, None      # evicted from the cache
+            rt.launch_graph(frozen)
+        self.outcome = "replayed"
+        return True, hit[1]
+
+    def clear(self) -> None:
+        self._static.clear()
+        super().clear()
+
+    def __repr__(self) -> str:
+        return f"<asyncgpu.graph {self.name}>"
+
+
+compiled.register(GraphFunction, PythonGraphCall, ("__call__",))
+
+#: Argument keys a static graph function remembers (least recently added dropped first).
+_STATIC_KEYS = 64
+
+
+_sites: dict[tuple[str, int], Any] = {}
+_sites_lock = threading.Lock()
+
+
+def graph(fn: Callable[..., Any] | None = None, *, split: bool = False,
+          static: bool = False) -> Any:
+    """Decorator: record the kernel launches of ``fn`` and replay them as a CUDA graph.
+
+    Each call runs ``fn`` with its launches deferred; the sequence (kernels, launch
+    configurations, arrays, scalars) is the key. A key's first call issues the launches
+    eagerly; its second call captures them into a graph and launches it; later calls launch
+    the graph, as one node of the dynamic DAG. ``fn`` must not touch array contents on the
+    host (that raises :class:`asyncgpu.RecordingError`); library calls make the call run
+    eagerly, with a warning. With ``split=True`` (``@graph(split=True)``) each host
+    operation or library call instead ends a *segment*, recorded and replayed on its own, so a
+    loop with host steps in the middle becomes one graph per stretch between them.
+    ``fn.clear()`` destroys its graphs; ``fn.outcome`` says what the last call did.
+
+    With ``static=True`` the body stops running once it has been captured: a later call whose
+    arguments are the same (the same arrays by allocation, extent, shape and dtype; numbers by
+    exact value) launches the graph at once and returns what the capturing call returned.
+    That is the cheapest replay (one graph launch per call, no per-kernel work), and it is
+    only correct for a body whose launches depend on nothing but its arguments: a global
+    scalar, a closure variable or an array the body reaches without taking it as an argument
+    is frozen at capture. Arguments of other types make the call run the body as usual.
+    """
+    if fn is None:
+        return lambda f: GraphFunction(f, split, static)
+    return GraphFunction(fn, split, static)
+
+
+def record(name: str | None = None, *, split: bool = False) -> Recorder:
+    """``with asyncgpu.record():`` the block's launches are recorded and replayed as a graph.
+
+    The same rules as :func:`graph`. Blocks are told apart by ``name``, or else by the source
+    line of the ``record()`` call, so a ``with record():`` inside a loop replays from its
+    second iteration on. The object bound by ``as`` has ``outcome`` and ``clear()``.
+    """
+    import sys
+
+    if name is None:
+        frame = sys._getframe(1)
+        site: tuple[str, int] = (frame.f_code.co_filename, frame.f_lineno)
+        label = f"record at {site[0].rsplit('/', 1)[-1]}:{site[1]}"
+    else:
+        site, label = ("name", name), name    # type: ignore[assignment]
+    with _sites_lock:
+        token = _sites.get(site)
+        if token is None:
+            token = _sites[site] = next(_tokens)
+    return Recorder(token, label, split)
+
+
+compiled.configure("configure_recording", Recording, LaunchMemo, RecordingKey, FrozenGraph,
+                   Runtime, Launch, vars(_recorder), replay_remembered,
+                   PythonGraphCall.__call__, GraphFunction._replay_static)

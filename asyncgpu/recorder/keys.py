@@ -1,0 +1,204 @@
+"""What identifies a recording, and how a repeated run of one is recognized cheaply.
+
+The model
+---------
+A recording's *key* (``asyncgpu.recorder.recording``) is the sequence of its launches' keys: per
+launch the kernel, grid, block, shared memory, each array argument's allocation, byte range,
+shape, strides and dtype, and each scalar's exact value (:class:`Launch`). Building it costs a
+validation (``Kernel.bind``) and a tuple per launch, and hashing a long tuple of tuples costs
+again at every cache lookup.
+
+A recorded function usually makes the same launches with the same argument *objects* call after
+call. :class:`LaunchMemo` remembers the previous run of each recording segment; a launch whose
+launcher is the same object and whose arguments are the same live views (the same object, or
+one with the same allocation, byte extent, shape, strides and dtype, as ``w[0]`` made again
+at every call; a view's layout never changes) and equal numbers (of the same type, with one bit
+pattern: not zero, not NaN) *is* the remembered launch, so it is taken as it is, without
+validating or keying it again (the remembered launch keeps the first view object, which is
+equivalent). The common case, every argument the very same object, is one identity test per
+argument (``operator.is_`` mapped in C); that the remembered arrays are still live is checked
+once per run, and only when the process's count of explicit frees has moved
+(:meth:`LaunchMemo.usable`). A run made only of remembered launches,
+as many as before, has the remembered :class:`RecordingKey`, whose hash is computed once.
+Anything else (a new array, a freed one, another scalar, one launch more or fewer) is keyed in
+full, as without the memo.
+
+Invariant: the memo never changes a key, only skips recomputing one that is known to be equal;
+``tests/test_recorder_memo.py`` checks that against full keying.
+
+Example::
+
+    @graph
+    def step(x, y):
+        k[g, b](x, y, 2)
+    step(x, y)      # keyed in full (and remembered)
+    step(x, y)      # every launch remembered: the key of the previous run, no bind
+    step(x, z)      # z is another array: keyed in full
+
+Plain Python (no CUDA).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..core import compiled
+from ..runtime.array import Allocation, Array
+
+
+class Launch:
+    """One deferred kernel launch: what to issue eagerly, to capture, and its key."""
+
+    __slots__ = ("launcher", "args", "arrays", "values", "site", "key")
+
+    def __init__(self, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
+                 values: list[Any], site: str | None) -> None:
+        self.launcher = launcher
+        self.args = args
+        self.arrays = arrays
+        self.values = values
+        self.site = site
+        parts: list[Any] = []
+        for v in values:
+            t = type(v)
+            if t is int:
+                parts.append(v)
+            elif isinstance(v, Array):
+                parts.append((v._alloc.id, v._lo, v._hi, v.shape, v.strides, v.dtype))
+            elif isinstance(v, np.generic):
+                # exact bits: -0.0 and 0.0, or two NaN payloads, are different keys
+                parts.append((t, v.tobytes()))
+            else:
+                parts.append((t, repr(v)))
+        self.key = (launcher.kernel, launcher.grid3, launcher.block3, launcher.shared,
+                    tuple(parts))
+
+    def issue(self, rt: Any) -> None:
+        """Issue it eagerly (one kernel node)."""
+        rt.launch_kernel(self.launcher, self.args)
+
+
+class PythonKeyHash:
+    """``RecordingKey.__hash__`` in Python: the reference for the compiled one
+    (``asyncgpu/csrc/recording.c``, ``asyncgpu.core.compiled``)."""
+
+    __slots__ = ()
+    hash: int
+
+    def __hash__(self) -> int:
+        return self.hash
+
+
+class RecordingKey(*compiled.bases("KeyBase", PythonKeyHash)):
+    """The key of one recording segment, hashed once (a tuple of tuples would be hashed again
+    at every lookup). ``token``: the recorder's (token, segment)."""
+
+    __slots__ = ("token", "parts", "hash")
+
+    def __init__(self, token: Any, parts: tuple[Any, ...]) -> None:
+        self.token = token
+        self.parts = parts
+        self.hash = hash((token, parts))
+
+    __hash__ = PythonKeyHash.__hash__     # (defining __eq__ would otherwise unset it)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (isinstance(other, RecordingKey) and self.hash == other.hash
+                                 and self.token == other.token and self.parts == other.parts)
+
+
+def same_arguments(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
+    """Whether ``new`` passes exactly what ``old`` passed: live arrays that are the same view
+    (allocation, byte extent, shape, strides, dtype), and numbers of the same type and bit
+    pattern."""
+    if len(old) != len(new):
+        return False
+    for a, b in zip(old, new):
+        if a is b:
+            if type(a) is Array and a._alloc.freed:
+                return False        # keyed (and refused) in full
+            continue
+        t = type(a)
+        if t is not type(b):
+            return False
+        if t is Array:
+            # a new view object of the same bytes (``w[0]`` made again each call)
+            if (a._alloc is b._alloc and a._lo == b._lo and a._hi == b._hi
+                    and a.shape == b.shape and a.strides == b.strides
+                    and (a.dtype is b.dtype or a.dtype == b.dtype) and not a._alloc.freed):
+                continue
+        elif t is int or isinstance(a, np.integer):
+            if a == b:
+                continue
+        elif t is float or isinstance(a, np.floating):
+            if a == b and a != 0:   # equal, nonzero, not NaN: the same bits
+                continue
+        return False                # anything else (another array, say) is keyed in full
+    return True
+
+
+compiled.register(RecordingKey, PythonKeyHash, ("__hash__",))
+
+
+class LaunchMemo:
+    """The previous run of one recording segment: its launches and key.
+
+    ``frees``: ``Allocation.explicit_frees`` when the launches' arrays were last known to be
+    live; :meth:`usable` checks them again only when it has moved, so a remembered launch is
+    matched on argument identity alone.
+
+    ``steady``: a later run of the segment repeated these launches, all of them and no more
+    (set when such a run's segment ends, cleared when a run went on launching after them). A
+    steady memo's segment ends at its last launch (``Recording.repeated``); a memo that is
+    not steady waits for the host operation, so a body whose launches change from run to
+    run is not cut at the shorter run's length.
+    """
+
+    __slots__ = ("launches", "key", "frees", "replayed", "steady")
+
+    def __init__(self, launches: list[Any], key: RecordingKey) -> None:
+        self.launches = launches
+        self.key = key
+        self.frees = Allocation.explicit_frees
+        #: (the graph cache's entry for ``key``, the graph launched) after a run of these
+        #: launches replayed a graph: what a run of the very same launches replays again
+        #: while that graph lives and its inputs are where they were (``_recorder``).
+        self.replayed: Any = None
+        self.steady = False
+
+    def usable(self) -> bool:
+        """Whether no array of the remembered launches has been freed."""
+        frees = Allocation.explicit_frees
+        if frees != self.frees:
+            for launch in self.launches:
+                for a in launch.args:
+                    if type(a) is Array and a._alloc.freed:
+                        return False
+            self.frees = frees
+        return True
+
+
+def argument_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """What identifies a static call: arrays by allocation, extent, shape, strides and dtype;
+    numbers by type and exact value; None if an argument is anything else."""
+    try:
+        return (tuple([value_key(a) for a in args]),
+                tuple([(k, value_key(v)) for k, v in sorted(kwargs.items())]) if kwargs else ())
+    except TypeError:
+        return None
+
+
+def value_key(v: Any) -> Any:
+    if isinstance(v, Array):
+        return ("A", v._alloc.id, v._lo, v._hi, v.shape, v.strides, v.dtype.str)
+    if isinstance(v, (bool, int, str, type(None), np.integer, np.bool_)):
+        return (type(v), v)
+    if isinstance(v, (float, np.floating)):
+        return (type(v), float(v).hex())          # exact bits: -0.0 and 0.0 differ
+    if isinstance(v, (complex, np.complexfloating)):
+        return (type(v), complex(v).real.hex(), complex(v).imag.hex())
+    if isinstance(v, tuple):
+        return ("T",) + tuple(value_key(x) for x in v)
+    raise TypeError(f"no static key for {type(v).__name__}")

@@ -1,0 +1,286 @@
+"""Module-level functions of the public API (array creation, configuration, synchronization)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..core.config import Options
+from ..core.errors import AnnotationViolation, KernelFault
+from ..core.statistics import Statistics
+from .array import HOST, Array, new_array
+from .context import current_options, current_runtime, set_options
+
+
+def array(obj: Any, dtype: Any = None) -> Array:
+    """A new managed array holding a copy of ``obj`` (any array-like; NumPy rules for dtype).
+
+    Parameters
+    ----------
+    obj:
+        NumPy array, nested sequence, scalar, or an :class:`Array` (copied through the host).
+    dtype:
+        Element type; by default the type NumPy infers.
+
+    Returns
+    -------
+    Array
+        Host-initialized: the first kernel that uses it prefetches it to the device.
+    """
+    from .interop import asarray as _import
+    from .interop import is_foreign
+
+    if is_foreign(obj):          # another library's array: viewed, then copied on the device
+        return _import(obj, dtype, copy=True)
+    data = obj.numpy() if isinstance(obj, Array) else obj
+    data = np.asarray(data, dtype=dtype)
+    out = empty_array(data.shape, _dtype(data.dtype), HOST)
+    out[...] = data
+    return out
+
+
+def asarray(obj: Any, dtype: Any = None) -> Array:
+    """``obj`` itself if it is an :class:`Array` of that dtype; another library's device array
+    viewed without a copy; else a new array (copy).
+
+    Device arrays (CuPy, Numba device arrays, PyTorch CUDA tensors: anything with
+    ``__cuda_array_interface__`` or a CUDA ``__dlpack__``) are viewed in place: the Array
+    shares their memory, keeps the producer alive, and its first use is ordered after the
+    producer's stream. NumPy arrays, array-likes and host DLPack producers are copied through
+    the host. A ``dtype`` other than the array's converts into a new array (a node);
+    :func:`array` always copies. See the interop guide for what each backend accepts.
+
+    Returns
+    -------
+    Array
+    """
+    from .interop import asarray as _asarray
+
+    return _asarray(obj, dtype)
+
+
+def empty(shape: Any, dtype: Any = np.float64) -> Array:
+    """A new array with undefined contents (never touched by the host: no prefetch needed).
+
+    Returns
+    -------
+    Array
+    """
+    return empty_array(shape, dtype, 0)
+
+
+def full(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
+    """A new array filled with ``fill_value`` (written by the host).
+
+    Returns
+    -------
+    Array
+    """
+    dt = np.asarray(fill_value).dtype if dtype is None else dtype
+    out = empty_array(shape, dt, HOST)
+    out[...] = fill_value
+    return out
+
+
+def zeros(shape: Any, dtype: Any = np.float64) -> Array:
+    """A new array of zeros.
+
+    Returns
+    -------
+    Array
+    """
+    return full(shape, 0, dtype)
+
+
+def ones(shape: Any, dtype: Any = np.float64) -> Array:
+    """A new array of ones.
+
+    Returns
+    -------
+    Array
+    """
+    return full(shape, 1, dtype)
+
+
+def empty_like(a: Any, dtype: Any = None) -> Array:
+    """A new uninitialized array with the shape (and by default the dtype) of ``a``.
+
+    Returns
+    -------
+    Array
+    """
+    return empty(a.shape, a.dtype if dtype is None else dtype)
+
+
+def zeros_like(a: Any, dtype: Any = None) -> Array:
+    """A new array of zeros with the shape (and by default the dtype) of ``a``.
+
+    Returns
+    -------
+    Array
+    """
+    return zeros(a.shape, a.dtype if dtype is None else dtype)
+
+
+def ones_like(a: Any, dtype: Any = None) -> Array:
+    """A new array of ones with the shape (and by default the dtype) of ``a``.
+
+    Returns
+    -------
+    Array
+    """
+    return ones(a.shape, a.dtype if dtype is None else dtype)
+
+
+def full_like(a: Any, fill_value: Any, dtype: Any = None) -> Array:
+    """A new array filled with ``fill_value`` with the shape (and by default dtype) of ``a``.
+
+    Returns
+    -------
+    Array
+    """
+    return full(a.shape, fill_value, a.dtype if dtype is None else dtype)
+
+
+def synchronize() -> None:
+    """Block the host until every scheduled kernel has finished."""
+    current_runtime().synchronize()
+
+
+def statistics() -> Statistics:
+    """A frozen snapshot of the runtime's counters (nodes, edges, streams, events, syncs).
+
+    Returns
+    -------
+    Statistics
+    """
+    return current_runtime().statistics()
+
+
+def instrument(obj: Any) -> Any:
+    """Register an instrument for a ``with`` block: ``with asyncgpu.instrument(tool) as t:``.
+
+    The hooks are those of :class:`asyncgpu.Instrument` (``node_added``, ``edge_added``,
+    ``node_issued``, ``synchronized``); an object may define any subset.
+
+    Returns
+    -------
+    A context manager yielding ``obj``.
+    """
+    return current_runtime().instrument(obj)
+
+
+def trace() -> Any:
+    """Trace the work issued in a ``with`` block: ``with asyncgpu.trace() as t:``.
+
+    Records per node its name, launch site, stream, parents (with RAW/WAR/WAW and the array),
+    host enqueue time and device start and end (timing events, only while tracing), plus
+    prefetches and host synchronizations. Read it after the block: ``t.metrics()`` (CT, TC, CC,
+    TOT), ``t.save_chrome(path)``, ``t.to_dot()``, ``t.save_timeline(path)``,
+    ``t.save_dag(path)``, ``t.save(directory, stem)``. On ``sim`` device times are logical.
+
+    Returns
+    -------
+    Trace
+    """
+    from ..observe.trace import trace as start
+
+    return start(current_runtime())
+
+
+def options() -> Options:
+    """The options in force.
+
+    Returns
+    -------
+    Options
+    """
+    return current_options()
+
+
+class configure:
+    """Change options now; used as a context manager, restore the previous ones on exit.
+
+    ``asyncgpu.configure(execution="sync")`` switches to serial execution for the rest of the
+    program; ``with asyncgpu.configure(execution="sync"): ...`` only inside the block (even if
+    it raises). Pending work is finished before options change; if it faulted, the fault is
+    raised here and the options stay as they were (on leaving a ``with`` block they are
+    restored all the same).
+
+    Arrays and generators stay usable across every change but one of ``backend`` or
+    ``device``: a change of ``memory`` converts each live array's memory (explicit: device
+    memory and a host mirror; managed: unified memory), keeping its contents; recorded graphs
+    are recorded again where the backend is rebuilt (``memory``, the ``sim_*`` options,
+    ``debug_hb``, ``stress``, the launch paths), and statistics start again there. After a
+    change of ``backend`` or ``device``, arrays made before are refused as arguments, with a
+    message naming the switch: create them again. A change that rebuilds the backend is
+    refused inside a ``with asyncgpu.trace()`` block.
+
+    Parameters
+    ----------
+    **changes:
+        Fields of :class:`Options` (``execution``, ``dependency``, ``new_stream``,
+        ``parent_stream``, ``prefetch``, ``backend``, ``max_streams``, ...).
+
+    Raises
+    ------
+    TypeError
+        An unknown option name.
+    ValueError
+        A value outside the option's choices.
+    KernelFault
+        Work issued before faulted (nothing changed; the runtime stays usable).
+    RuntimeError
+        A change that rebuilds the backend while a trace is in progress.
+    """
+
+    def __init__(self, **changes: Any) -> None:
+        self._previous = current_options()
+        new = self._previous.replace(**changes)
+        set_options(new)
+        self.options = new
+
+    def __enter__(self) -> Options:
+        return self.options
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            set_options(self._previous)
+        except (KernelFault, AnnotationViolation):
+            # the block's last work faulted: it has finished, so the options are restored
+            # now, and the fault still reaches the user
+            set_options(self._previous)
+            raise
+
+
+# -- constructing arrays ---------------------------------------------------------------------
+def empty_array(shape: Any, dtype: Any, location: int) -> Array:
+    shape = _shape(shape)
+    return new_array(current_runtime(), shape, _dtype(dtype), location)
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    out = []
+    for d in dims:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+            raise TypeError(f"array dimensions must be integers; got {d!r} in shape {shape!r}")
+        if d < 0:
+            raise ValueError(f"negative dimensions are not allowed; got shape {shape!r}")
+        out.append(int(d))
+    total = 1
+    for d in out:
+        total *= d
+    if total >= 2**62:
+        raise ValueError(f"an array of shape {tuple(out)} is too large to allocate")
+    return tuple(out)
+
+
+def _dtype(dtype: Any) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt.kind not in "biufc" or dt.hasobject:
+        raise TypeError(
+            f"asyncgpu arrays hold booleans and numbers; dtype {dt} is not supported"
+        )
+    return dt

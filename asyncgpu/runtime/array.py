@@ -1,0 +1,695 @@
+"""``asyncgpu.Array``: a NumPy-like array in GPU memory whose host accesses are scheduled.
+
+The model
+---------
+An :class:`Allocation` is one block of memory from the backend (on ``cuda`` device memory with
+a pinned host mirror, or managed memory with ``memory="managed"``; byte arrays on ``sim``) with
+its location flags (``HOST``: the host wrote or read it last,
+``DEVICE``: a kernel did) and its lifetime. An :class:`Array` is a view of an allocation:
+``shape``, ``dtype``, ``strides`` and a byte ``offset``; slicing gives another view of the same
+allocation (no copy, as in CuPy), and dependencies are computed on the byte extent each view
+covers, so disjoint halves of one array do not wait for each other.
+
+Host access goes through the runtime: reading waits only for the unfinished writers of the bytes
+read (a read of data that kernels only read never blocks), writing waits for the unfinished
+readers and writers of the bytes written. Reads return NumPy copies, never views of managed
+memory that a later kernel could change under the caller's feet.
+
+Memory is given back to the backend only when no Array refers to the allocation *and* every node
+that used it has finished (nodes keep their allocations alive): CuPy's pool would otherwise hand
+the block to a new array while a kernel on another stream still reads it.
+
+Example::
+
+    x = ag.array(np.arange(8, dtype=np.float32))   # host-written: HOST
+    k[1, 8](x)                                     # kernel writes x; returns at once
+    x[2:4]                                         # a view, no wait
+    print(x[3])                                    # waits for k only, then reads one element
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import operator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.errors import FreedArrayError
+from .operators import ArrayOperators
+
+if TYPE_CHECKING:
+    from .context import Runtime
+
+HOST, DEVICE = 1, 2
+_alloc_ids = itertools.count(1)
+_FAKE = np.zeros(64, np.uint8)
+
+
+def describe(dtype: np.dtype, shape: tuple[int, ...]) -> str:
+    """``float32[1024]`` / ``int32[16x8]``: how messages name an array."""
+    name = _dtype_names.get(dtype)
+    if name is None:
+        name = _dtype_names[dtype] = dtype.name     # (NumPy works the name out at each call)
+    return f"{name}[{'x'.join(map(str, shape)) if shape else ''}]"
+
+
+_dtype_names: dict[np.dtype, str] = {}
+
+
+class Allocation:
+    """A block of backend memory (runtime-owned; there is no public constructor)."""
+
+    __slots__ = ("runtime", "buffer", "nbytes", "location", "freed", "id", "copy_back",
+                 "__weakref__")
+    #: Explicit frees so far, in every runtime (``Runtime.free``): whoever caches "these
+    #: allocations are live" checks again only when it has moved.
+    explicit_frees = 0
+
+    def __init__(self, runtime: Runtime, buffer: Any, nbytes: int, location: int) -> None:
+        self.runtime = runtime
+        self.buffer = buffer
+        self.nbytes = nbytes
+        self.location = location
+        self.freed = False
+        self.id = next(_alloc_ids)
+        #: explicit memory: the copy to the host a replayed graph issued behind itself
+        #: (``ExplicitMemory.read_back``), which a host access waits for instead of fetching
+        self.copy_back: Any = None
+
+    def __del__(self) -> None:
+        # Garbage collection may run in the middle of runtime bookkeeping: only queue the
+        # buffer here; the runtime gives it back at its next entry point.
+        buffer = getattr(self, "buffer", None)
+        if buffer is not None:
+            try:
+                self.runtime.release_later(self.id, buffer)
+            except Exception:  # interpreter shutdown: nothing left to order against
+                pass
+
+
+def _normalize_key(key: Any, ndim: int) -> tuple[str, Any]:
+    """Classify an index: ('scalar', ints) | ('basic', key) | ('advanced', key)."""
+    tup = key if isinstance(key, tuple) else (key,)
+    ints = []
+    for k in tup:
+        if isinstance(k, (bool, np.bool_)) or isinstance(k, (list, np.ndarray, Array)):
+            return "advanced", key
+        if isinstance(k, (int, np.integer)):
+            ints.append(int(k))
+        elif not (k is Ellipsis or k is None or isinstance(k, slice)):
+            try:
+                ints.append(operator.index(k))
+            except TypeError:
+                raise IndexError(
+                    f"only integers, slices, ..., None and arrays are valid indices; got {k!r}"
+                ) from None
+    if len(ints) == len(tup) == ndim:
+        return "scalar", ints
+    return "basic", key
+
+
+class Array(ArrayOperators):
+    """An n-dimensional array in managed (unified) memory, scheduled by asyncgpu.
+
+    Create arrays with :func:`asyncgpu.array`, :func:`asyncgpu.empty`, :func:`asyncgpu.zeros`
+    and friends; pass them to kernels; read and write them from the host with NumPy indexing.
+    ``a[i]`` (all indices integers) reads one element and returns a NumPy scalar; ``a[2:5]`` is
+    a view sharing memory, like in CuPy; ``np.asarray(a)`` and ``a.numpy()`` return host copies;
+    ``a[...] = values`` writes host values from the host. Each host access waits only for the
+    work that touches the same bytes. Index arrays and masks (``a[idx]``, ``a[a > 0]``, and
+    assignments through them or of an Array value) are nodes giving Arrays, as CuPy's
+    (``asyncgpu.runtime.indexing``). Operators, reductions and methods (``a + b``, ``a @ b``,
+    ``a.sum()``, ``a.astype(t)``, ...) are library-call nodes (``asyncgpu.runtime.operators``).
+    """
+
+    __slots__ = ("_alloc", "shape", "dtype", "strides", "_offset", "_lo", "_hi", "_cache",
+                 "_contiguous")
+    __array_priority__ = 100
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            "asyncgpu.Array has no public constructor; use asyncgpu.array(data), "
+            "asyncgpu.empty(shape, dtype) or asyncgpu.zeros(shape, dtype)"
+        )
+
+    @classmethod
+    def _view(cls, alloc: Allocation, shape: tuple[int, ...], dtype: np.dtype,
+              strides: tuple[int, ...], offset: int) -> Array:
+        self = object.__new__(cls)
+        self._alloc = alloc
+        self.shape = shape
+        self.dtype = dtype
+        self.strides = strides
+        self._offset = offset
+        self._cache: dict[str, Any] = {}
+        if 0 in shape:
+            self._lo = self._hi = offset
+        else:
+            lo = hi = offset
+            for n, st in zip(shape, strides):
+                span = (n - 1) * st
+                if span < 0:
+                    lo += span
+                else:
+                    hi += span
+            self._lo, self._hi = lo, hi + dtype.itemsize
+        expected = dtype.itemsize
+        contiguous = True
+        for n, st in zip(reversed(shape), reversed(strides)):
+            if n != 1 and st != expected:
+                contiguous = False
+                break
+            expected *= n
+        self._contiguous = contiguous
+        return self
+
+    # -- NumPy-like metadata -------------------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        """Number of dimensions."""
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        """Number of elements."""
+        return math.prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes spanned by the elements (``size * itemsize``)."""
+        return self.size * self.dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    @property
+    def is_c_contiguous(self) -> bool:
+        """Whether the elements are laid out contiguously in C (row-major) order."""
+        return self._contiguous
+
+    @property
+    def base(self) -> Array | None:
+        """The whole allocation as an array of bytes if this is a view, else ``None``."""
+        if self._offset == 0 and self._hi - self._lo == self._alloc.nbytes and self.is_c_contiguous:
+            return None
+        return Array._view(self._alloc, (self._alloc.nbytes,), np.dtype(np.uint8), (1,), 0)
+
+    def describe(self) -> str:
+        """``float32[1024]``: the dtype and shape, as error messages name arrays."""
+        # cached: every host access labels its node with it, and NumPy's dtype.name is slow
+        text = self._cache.get("describe")
+        if text is None:
+            text = self._cache["describe"] = describe(self.dtype, self.shape)
+        return text
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d asyncgpu.Array")
+        return self.shape[0]
+
+    # -- views -------------------------------------------------------------------------------
+    def _check_alive(self) -> None:
+        if self._alloc.freed:
+            raise FreedArrayError(
+                f"array {self.describe()} has been freed; create a new array instead"
+            )
+
+    def _layout_of(self, key: Any) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+        """Shape, strides and byte offset of ``self[key]`` for basic indexing (no data access)."""
+        probe = self._probe()
+        v = probe[key]
+        delta = v.__array_interface__["data"][0] - probe.__array_interface__["data"][0]
+        return v.shape, v.strides, self._offset + delta
+
+    def _first_axis_layout(self, key: Any
+                           ) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
+        """Shape, strides and byte offset of ``self[key]`` for a Python int or a slice of the
+        first axis (the common views: ``x[a:b]``, ``m[i]``, ``m[a:b:s]``), as NumPy makes
+        them; None for any other index, an int out of range or an empty slice (the general
+        path answers those)."""
+        shape = self.shape
+        if not shape:
+            return None
+        n = shape[0]
+        if type(key) is int:
+            if not -n <= key < n:
+                return None
+            return shape[1:], self.strides[1:], self._offset + (key % n) * self.strides[0]
+        if type(key) is slice:
+            start, stop, step = key.indices(n)
+            length = len(range(start, stop, step))
+            if length == 0:
+                return None
+            st = self.strides[0]
+            return (length, *shape[1:]), (st * step, *self.strides[1:]), self._offset + start * st
+        return None
+
+    def __getitem__(self, key: Any) -> Any:
+        self._check_alive()
+        if type(key) is int and len(self.shape) == 1 and -self.shape[0] <= key < self.shape[0]:
+            # ``x[i]`` of a vector, the common scalar read (in loops over a small result),
+            # without the general classification of the index
+            if key < 0:
+                key += self.shape[0]
+            return self._alloc.runtime.read_element(self, self._offset + key * self.strides[0])
+        if type(key) is tuple and len(key) == len(self.shape) and all(type(k) is int for k in key):
+            # ``m[i, j]``: one element, every index a Python int (the general classification
+            # would build the same list)
+            return self._alloc.runtime.read_element(self, self._element_offset(key))
+        layout = self._first_axis_layout(key)
+        if layout is None:
+            kind, norm = _normalize_key(key, self.ndim)
+            if kind == "scalar":
+                return self._alloc.runtime.read_element(self, self._element_offset(norm))
+            if kind == "advanced":
+                from .indexing import getitem
+                return getitem(self, key)
+            layout = self._layout_of(key)
+        shape, strides, offset = layout
+        return Array._view(self._alloc, shape, self.dtype, strides, offset)
+
+    def _element_offset(self, index: Any) -> int:
+        """Byte offset in the allocation of the element at an all-integer index."""
+        offset = self._offset
+        for axis, (idx, n, st) in enumerate(zip(index, self.shape, self.strides)):
+            if not -n <= idx < n:
+                raise IndexError(f"index {idx} is out of bounds for axis {axis} with size {n}")
+            offset += (idx + n if idx < 0 else idx) * st
+        return offset
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._check_alive()
+        if isinstance(value, Array):
+            # a device value: a node copies it, as in CuPy (no round trip through the host)
+            from .indexing import setitem
+            return setitem(self, key, value)
+        if key is Ellipsis or (type(key) is slice and self.shape and key.start is None
+                               and key.stop is None and key.step is None):
+            # ``x[...] = values`` or ``x[:] = values``, the common rewrite of a whole array:
+            # its own span, without working out a view's layout
+            lo, hi, dense = self._lo, self._hi, self._contiguous
+        else:
+            kind, norm = _normalize_key(key, self.ndim)
+            if kind == "advanced":
+                from .indexing import setitem
+                return setitem(self, key, value)
+            if kind == "scalar":
+                lo = self._element_offset(norm)
+                hi = lo + self.dtype.itemsize
+                dense = True
+            else:
+                shape, strides, offset = self._first_axis_layout(key) or self._layout_of(key)
+                view = Array._view(self._alloc, shape, self.dtype, strides, offset)
+                lo, hi = view._span()
+                dense = view.is_c_contiguous     # every byte of [lo, hi) is written
+        self._alloc.runtime.write_host(self, lo, hi, dense, key, value)
+
+    def _span(self) -> tuple[int, int]:
+        return self._lo, self._hi
+
+    def reshape(self, *shape: Any) -> Array:
+        """A view with a new shape; a non-contiguous array is copied by a node (as in CuPy)."""
+        self._check_alive()
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        if not self.is_c_contiguous:
+            from .library import dispatch
+            return dispatch("ndarray.reshape", (self, shape), {})
+        probe = np.empty(0, self.dtype) if self.size == 0 else np.lib.stride_tricks.as_strided(
+            _FAKE[: self.dtype.itemsize].view(self.dtype), (self.size,), (self.dtype.itemsize,)
+        )
+        v = probe.reshape(shape)
+        return Array._view(self._alloc, v.shape, self.dtype, v.strides, self._offset)
+
+    def ravel(self) -> Array:
+        """A flat view (a copy, by a node, for a non-contiguous array)."""
+        return self.reshape(-1)
+
+    @property
+    def T(self) -> Array:
+        """The transposed view (no copy)."""
+        return self.transpose()
+
+    def transpose(self, *axes: int) -> Array:
+        """A view with permuted axes (reversed by default)."""
+        self._check_alive()
+        order = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
+        order = order or tuple(reversed(range(self.ndim)))
+        return Array._view(self._alloc, tuple(self.shape[i] for i in order), self.dtype,
+                           tuple(self.strides[i] for i in order), self._offset)
+
+    @property
+    def mT(self) -> Array:
+        """The view with the last two axes swapped (a stack of transposed matrices)."""
+        if self.ndim < 2:
+            raise ValueError("matrix transpose with ndim < 2 is undefined")
+        order = list(range(self.ndim))
+        order[-2], order[-1] = order[-1], order[-2]
+        return self.transpose(order)
+
+    def view(self, dtype: Any = None) -> Array:
+        """A view of the same memory with another dtype (no copy), by NumPy's rules: a dtype
+        of another size needs a contiguous last axis, whose length changes accordingly."""
+        self._check_alive()
+        if dtype is None or (isinstance(dtype, type) and issubclass(dtype, (Array, np.ndarray))):
+            return Array._view(self._alloc, self.shape, self.dtype, self.strides, self._offset)
+        dtype = np.dtype(dtype)
+        if dtype.hasobject or dtype.kind not in "biufc":
+            raise TypeError(f"view({dtype}) of {self.describe()}: asyncgpu arrays hold booleans "
+                            "and numbers only")
+        v = self._probe().view(dtype)     # NumPy checks the layout and works out the shape
+        return Array._view(self._alloc, v.shape, dtype, v.strides, self._offset)
+
+    @property
+    def real(self) -> Array:
+        """The real part: a view for complex arrays, the array itself otherwise (as in CuPy)."""
+        if self.dtype.kind != "c":
+            return self
+        return self._part(0)
+
+    @real.setter
+    def real(self, value: Any) -> None:
+        self.real[...] = value
+
+    @property
+    def imag(self) -> Array:
+        """The imaginary part: a view for complex arrays; for other dtypes a new array of
+        zeros (as in CuPy, which does not return NumPy's read-only view)."""
+        if self.dtype.kind != "c":
+            from .api import zeros
+            return zeros(self.shape, self.dtype)
+        return self._part(1)
+
+    @imag.setter
+    def imag(self, value: Any) -> None:
+        if self.dtype.kind != "c":
+            raise TypeError(f"array {self.describe()} does not have an imaginary part to set")
+        self.imag[...] = value
+
+    def _part(self, which: int) -> Array:
+        self._check_alive()
+        part = np.dtype(self.dtype.char.lower()).newbyteorder(self.dtype.byteorder)
+        return Array._view(self._alloc, self.shape, part, self.strides,
+                           self._offset + which * part.itemsize)
+
+    def _probe(self) -> np.ndarray:
+        """A NumPy array with this array's shape, dtype and strides over no real memory, for
+        NumPy to work out layouts (never read)."""
+        return np.lib.stride_tricks.as_strided(
+            _FAKE[: self.dtype.itemsize].view(self.dtype), self.shape, self.strides
+        )
+
+    @property
+    def flags(self) -> Flags:
+        """Layout flags, as attributes (``a.flags.c_contiguous``) or by NumPy's keys
+        (``a.flags['C_CONTIGUOUS']``)."""
+        probe = self._probe().flags
+        align = self.dtype.alignment
+        aligned = self._offset % align == 0 and all(st % align == 0 for st in self.strides)
+        return Flags(probe.c_contiguous, probe.f_contiguous, self.base is None, aligned)
+
+    @property
+    def flat(self) -> FlatIter:
+        """A flat (C-order) iterator: ``a.flat[i]`` reads one element, ``a.flat[2:5]`` and
+        ``a.flat[index_array]`` give arrays, iterating reads the array once, ``a.flat[k] = v``
+        is a ``put`` node."""
+        return FlatIter(self)
+
+    @property
+    def device(self) -> Any:
+        """The device holding the array: on ``cuda`` CuPy's ``cupy.cuda.Device`` of the
+        runtime's GPU; on ``sim`` :data:`SIM_DEVICE` (id 0; the simulator has one device)."""
+        backend = self._alloc.runtime.backend
+        if backend.name == "cuda":
+            return backend.cupy.cuda.Device(backend.device)
+        return SIM_DEVICE
+
+    # -- host reads --------------------------------------------------------------------------
+    def _host_view(self) -> np.ndarray:
+        view = self._cache.get("host")
+        if view is None:
+            host = self._alloc.buffer.host
+            if self.size == 0:
+                view = np.empty(self.shape, self.dtype)
+            else:
+                view = np.ndarray(self.shape, self.dtype, buffer=host, offset=self._offset,
+                                  strides=self.strides)
+            self._cache["host"] = view
+        return view
+
+    def numpy(self) -> np.ndarray:
+        """A host copy of the array (waits only for unfinished writers of these bytes)."""
+        self._check_alive()
+        return self._alloc.runtime.read_host(self)
+
+    get = numpy
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype, copy=False)
+
+    def tobytes(self, order: str = "C") -> bytes:
+        """The raw bytes of the elements (a host read), as ``numpy.ndarray.tobytes``."""
+        return self.numpy().tobytes(order)
+
+    def tolist(self) -> Any:
+        """The values as (nested) Python lists."""
+        return self.numpy().tolist()
+
+    def item(self) -> Any:
+        """The single element of a size-1 array as a Python scalar."""
+        if self.size != 1:
+            raise ValueError(f"can only convert an array of size 1 to a scalar, got {self.describe()}")
+        return self.numpy().reshape(()).item()
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iu":
+            raise TypeError("only integer arrays of size 1 can be used as an index")
+        return int(self.item())
+
+    def __bool__(self) -> bool:
+        return bool(self.item())
+
+    def __str__(self) -> str:
+        """NumPy's ``str`` of the values (a host read): ``'3.0'`` for a 0-d array."""
+        if self._alloc.freed:
+            return repr(self)
+        return str(self.numpy())
+
+    def __format__(self, spec: str) -> str:
+        """A 0-d array formats as its value (``f"{a.sum():.3f}"``, a host read); other arrays
+        only with an empty spec, as NumPy's arrays."""
+        if self.ndim == 0:
+            return format(self.numpy()[()], spec)
+        if spec:
+            raise TypeError("unsupported format string passed to asyncgpu.Array.__format__")
+        return str(self)
+
+    def __repr__(self) -> str:
+        if self._alloc.freed:
+            return f"asyncgpu.Array(<freed {self.describe()}>)"
+        body = np.array2string(self.numpy(), separator=", ", prefix="asyncgpu.Array(")
+        return f"asyncgpu.Array({body}, dtype={self.dtype.name})"
+
+    # -- lifetime ----------------------------------------------------------------------------
+    def free(self) -> None:
+        """Give the memory back now: waits for unfinished work on it; later use raises.
+
+        Every view of the same allocation becomes unusable too (``FreedArrayError``).
+        """
+        self._check_alive()
+        self._alloc.runtime.free(self._alloc)
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """CUDA Array Interface v3 (``cuda`` backend), safe to hand to other libraries.
+
+        ``stream`` is a stream on which every unfinished asyncgpu node reading or writing this
+        array is ordered (``None`` if there is none), so consumers that honour it (CuPy, Numba)
+        order their work after asyncgpu's. What the consumer does afterwards is invisible to
+        asyncgpu: see ``asyncgpu.runtime.interop`` and docs/guide/interop.md.
+        """
+        self._check_alive()
+        from .interop import cuda_array_interface
+        return cuda_array_interface(self)
+
+    def _device_interface(self) -> dict[str, Any]:
+        """The CUDA Array Interface without export bookkeeping (``stream: None``), for the
+        runtime's own launches, which order their work themselves."""
+        ptr = self._alloc.buffer.device_pointer() + self._offset if self.size else 0
+        return {"shape": self.shape, "typestr": self.dtype.str, "data": (ptr, False),
+                "strides": None if self.is_c_contiguous else self.strides, "version": 3,
+                "stream": None}
+
+    def __dlpack__(self, *, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+                   copy: Any = None) -> Any:
+        """DLPack export: the consumer's ``stream`` is made to wait for asyncgpu's work on it.
+
+        On ``cuda`` the capsule shares the device memory; on ``sim`` it holds a host copy.
+        """
+        self._check_alive()
+        from .interop import dlpack
+        return dlpack(self, stream, max_version, dl_device, copy)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from .interop import dlpack_device
+        return dlpack_device(self)
+
+
+class Flags:
+    """``Array.flags``: the layout flags of an array (a snapshot; asyncgpu arrays are always
+    writeable). Attributes ``c_contiguous``, ``f_contiguous``, ``owndata``, ``writeable``,
+    ``aligned``; NumPy's keys (``'C_CONTIGUOUS'``, ``'C'``, ``'OWNDATA'``, ...) index it."""
+
+    __slots__ = ("c_contiguous", "f_contiguous", "owndata", "writeable", "aligned")
+    _KEYS = {"C_CONTIGUOUS": "c_contiguous", "C": "c_contiguous", "CONTIGUOUS": "c_contiguous",
+             "F_CONTIGUOUS": "f_contiguous", "F": "f_contiguous", "FORTRAN": "f_contiguous",
+             "OWNDATA": "owndata", "O": "owndata", "WRITEABLE": "writeable", "W": "writeable",
+             "ALIGNED": "aligned", "A": "aligned"}
+
+    def __init__(self, c_contiguous: bool, f_contiguous: bool, owndata: bool,
+                 aligned: bool) -> None:
+        self.c_contiguous, self.f_contiguous = bool(c_contiguous), bool(f_contiguous)
+        self.owndata, self.writeable, self.aligned = bool(owndata), True, bool(aligned)
+
+    @property
+    def contiguous(self) -> bool:
+        return self.c_contiguous
+
+    @property
+    def fortran(self) -> bool:
+        return self.f_contiguous
+
+    def __getitem__(self, key: str) -> bool:
+        name = self._KEYS.get(key.upper()) if isinstance(key, str) else None
+        if name is None:
+            raise KeyError(f"unknown flag {key!r}; flags are {', '.join(self._KEYS)}")
+        return getattr(self, name)
+
+    def __repr__(self) -> str:
+        return "\n".join(f"  {key} : {self[key]}" for key in
+                         ("C_CONTIGUOUS", "F_CONTIGUOUS", "OWNDATA", "WRITEABLE", "ALIGNED"))
+
+
+class FlatIter:
+    """``Array.flat``: the elements in C order. Indexing with an integer reads one element
+    (a NumPy scalar, like ``a[i]``); with a slice or index array it gives an Array (of a view
+    for a contiguous array, else of a copy); iteration and ``len`` read the array once;
+    assignment is a ``put`` node (values repeat cyclically, as in NumPy)."""
+
+    __slots__ = ("base",)
+
+    def __init__(self, base: Array) -> None:
+        self.base = base
+
+    def __len__(self) -> int:
+        return self.base.size
+
+    def __iter__(self) -> Any:
+        return iter(self.base.numpy().ravel())
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        return self.base.numpy().ravel() if dtype is None else \
+            self.base.numpy().ravel().astype(dtype)
+
+    def _int(self, key: Any) -> int | None:
+        if isinstance(key, (bool, np.bool_)):
+            return None
+        try:
+            i = operator.index(key)
+        except TypeError:
+            return None
+        n = self.base.size
+        if not -n <= i < n:
+            raise IndexError(f"index {i} is out of bounds for axis 0 with size {n}")
+        return i % n
+
+    def __getitem__(self, key: Any) -> Any:
+        base = self.base
+        i = self._int(key)
+        if i is not None:
+            return base[np.unravel_index(i, base.shape)] if base.ndim else base[()]
+        return base.reshape(-1)[key]
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        base = self.base
+        base._check_alive()
+        i = self._int(key)
+        if i is not None:
+            index: Any = np.array([i])
+        elif isinstance(key, Array):
+            from .indexing import flat_index
+            index = flat_index(key, base.size)
+        else:
+            index = np.arange(base.size)[key]
+        from .api import array
+        if isinstance(index, np.ndarray):
+            index = array(index.ravel())
+        if not isinstance(value, Array):
+            value = np.asarray(value)
+            if value.ndim:
+                value = array(value.ravel())
+        base.put(index, value)
+
+    def __repr__(self) -> str:
+        return f"<asyncgpu flat iterator of {self.base.describe()}>"
+
+
+class SimDevice:
+    """``Array.device`` on ``sim``: the simulator's one device (id 0); usable like CuPy's
+    ``Device`` where code only compares it, reads ``id`` or enters it as a context."""
+
+    __slots__ = ()
+    id = 0
+
+    def __int__(self) -> int:
+        return 0
+
+    __index__ = __int__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SimDevice)
+
+    def __hash__(self) -> int:
+        return hash(SimDevice)
+
+    def __enter__(self) -> SimDevice:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return "<asyncgpu sim device 0>"
+
+
+SIM_DEVICE = SimDevice()
+
+
+def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Strides of a C-contiguous array of this shape."""
+    acc, out = itemsize, []
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
+
+
+def new_array(runtime: Runtime, shape: tuple[int, ...], dtype: np.dtype, location: int) -> Array:
+    """Allocate a C-contiguous array through ``runtime`` (runtime-internal)."""
+    nbytes = math.prod(shape) * dtype.itemsize      # (exact: a Python int never wraps around)
+    if nbytes >= 2**62:       # before the backend: no CUDA call with a size this large
+        raise ValueError(f"an array {describe(dtype, shape)} needs {nbytes} bytes, too many "
+                         "to allocate")
+    alloc = Allocation(runtime, runtime.allocate(nbytes), nbytes, location)
+    return Array._view(alloc, tuple(shape), dtype, c_strides(shape, dtype.itemsize), 0)

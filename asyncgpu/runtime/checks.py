@@ -1,0 +1,110 @@
+"""Checks shared by kernel launches: launch limits, scalar conversion, the user's launch site.
+
+Everything here runs before anything is enqueued, and raises errors that name the kernel (with
+the user's launch site), the argument and the fix.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from typing import Any, Callable
+
+import numpy as np
+
+from ..core.errors import ArgumentError, ArgumentValueError, FreedArrayError
+from .signature import Param
+from .switch import foreign
+
+# the whole asyncgpu package (this module is in its runtime/ subpackage): frames there are ours
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+BLOCK_LIMITS = (1024, 1024, 64)
+MAX_THREADS_PER_BLOCK = 1024
+#: Dynamic shared memory a launch may ask for without opting in to more (CUDA's default limit).
+MAX_SHARED_BYTES = 48 * 1024
+
+
+def user_site() -> str:
+    """``file.py:12`` of the innermost frame outside the asyncgpu package."""
+    f = sys._getframe(1)
+    while f is not None and os.path.dirname(os.path.abspath(f.f_code.co_filename)).startswith(
+        _PACKAGE_DIR
+    ):
+        f = f.f_back
+    if f is None:
+        return "<unknown>"
+    return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
+
+
+def check_usable(array: Any, runtime: Any, what: str) -> None:
+    """Refuse a freed array, or one of another runtime (made before ``asyncgpu.configure``
+    switched to another backend or device), as an argument; ``what`` names it in the message
+    (``kernel 'k', argument 0 'x': array float32[8]``)."""
+    alloc = array._alloc
+    if alloc.freed:
+        raise FreedArrayError(f"{what} has been freed; pass a live array")
+    if alloc.runtime is not runtime:
+        raise ArgumentValueError(f"{what} {foreign(alloc.runtime)}")
+
+
+def convert_scalar(a: Any, p: Param, where: Callable[[], str]) -> np.generic:
+    """Convert a Python or NumPy scalar to a C parameter's dtype, refusing lossy conversions."""
+    dt = p.dtype
+    assert dt is not None  # Invariant: typed scalar parameters always have a dtype.
+    if a is None or not isinstance(a, (bool, int, float, np.number, np.bool_)):
+        raise ArgumentError(f"{where()}: expected a {p.ctype} number, got {type(a).__name__}")
+    if dt.kind == "b":
+        if not isinstance(a, (bool, np.bool_)):
+            raise ArgumentError(f"{where()}: expected a bool, got {type(a).__name__} {a!r}")
+        return np.bool_(a)
+    if isinstance(a, (bool, np.bool_)):
+        raise ArgumentError(
+            f"{where()}: expected a {p.ctype}, got the bool {a!r}; pass int({a!r}) if meant"
+        )
+    if dt.kind in "iu":
+        if isinstance(a, (float, np.floating)):
+            if not np.isfinite(a) or float(a) != int(a):
+                raise ArgumentValueError(
+                    f"{where()}: expected an integer for {p.ctype}, got {a!r}"
+                )
+        if isinstance(a, (complex, np.complexfloating)):
+            raise ArgumentError(f"{where()}: expected an integer for {p.ctype}, got {a!r}")
+        value = int(a)
+        lo, hi = _int_bounds(dt)
+        if not lo <= value <= hi:
+            raise ArgumentValueError(
+                f"{where()}: {value} does not fit in {p.ctype} ([{lo}, {hi}])"
+            )
+        return dt.type(value)
+    if dt.kind == "f":
+        if isinstance(a, (complex, np.complexfloating)):
+            raise ArgumentError(f"{where()}: expected a real {p.ctype}, got {a!r}")
+        return dt.type(a)
+    return dt.type(a)
+
+
+@functools.cache
+def _int_bounds(dt: np.dtype) -> tuple[int, int]:
+    info = np.iinfo(dt)
+    return int(info.min), int(info.max)
+
+
+def is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def launch_dims(value: Any, what: str, limits: tuple[int, ...], where: str) -> tuple[int, ...]:
+    dims = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if not 1 <= len(dims) <= 3 or not all(is_int(d) for d in dims):
+        raise ArgumentValueError(
+            f"{where}: {what} must be a positive integer or a tuple of 1 to 3 positive "
+            f"integers; got {value!r}"
+        )
+    for axis, (d, limit) in enumerate(zip(dims, limits)):
+        if not 1 <= int(d) <= limit:
+            raise ArgumentValueError(
+                f"{where}: {what} along axis {'xyz'[axis]} must be in [1, {limit}]; got {int(d)}"
+            )
+    return tuple(int(d) for d in dims)

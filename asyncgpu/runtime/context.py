@@ -1,0 +1,364 @@
+"""The execution context: one per backend, tying arrays, dependencies, streams and backend.
+
+One runtime per backend and device, with mutable options: ``asyncgpu.configure`` reconfigures
+it in place, rebuilds its backend object and moves its arrays there, or (another backend or
+device) retires it; ``asyncgpu.runtime.switch`` has the model and why it was chosen.
+
+Launches, library calls and replayed graphs go through the pipeline of
+``asyncgpu.runtime.issue`` (``launch_kernel``, ``launch_graph`` and ``_issue`` are
+:class:`~asyncgpu.runtime.issue.PythonIssuing`'s, or their compiled twins in ``asyncgpu/csrc/issue.c``;
+docs/design.md, "Compiled methods").
+
+Host accesses (``Array`` indexing, ``numpy()``) wait for the conflicting unfinished nodes only,
+then touch the memory directly (``asyncgpu.runtime.host_access``); they run under the runtime's lock,
+so calls from several host threads are linearized in the order they take the lock (documented in
+docs/design.md).
+
+``execution="sync"`` runs the same pipeline on one stream and waits after every node: the serial
+baseline and the oracle the tests compare with.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Iterator
+from typing import Any
+
+from .. import backends
+from ..core import compiled
+from ..core.config import BACKEND_BUILD, Options, options_from_env
+from ..core.dag import Node, reduce_parents
+from ..core.deps import Access, DependencyTracker, register_access_type
+from ..core.errors import AnnotationViolation, KernelFault
+from ..core.statistics import Counters, Statistics
+from ..core.streams import StreamManager
+from ..recorder.capture import FrozenGraph
+from . import switch as _switch
+from .array import DEVICE, HOST, Allocation
+from .host_access import HostAccess
+from .issue import PythonIssuing, graph_repeat, refuse_reentry
+from .kernel import ArrayArg, user_site
+from .memory import ExplicitMemory
+
+log = logging.getLogger("asyncgpu")
+
+register_access_type(ArrayArg)      # (launch arguments are their own accesses)
+
+
+class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
+    """The scheduler for one backend (use the module-level API; no public constructor)."""
+
+    # (slots, no instance dict: the compiled methods read what every launch reads at its
+    # offset)
+    __slots__ = ("__weakref__", "_instruments", "_issuing", "_issuing_compiled", "_lock",
+                 "_plain_reads", "_releases", "_short_reads", "alias_blind", "backend", "deps",
+                 "eager_free", "graph_config", "graphs", "host_epoch", "host_no_wait",
+                 "last_replay", "memory", "no_const", "options", "prefetch", "graph_read_back",
+                 "recording", "retired", "stats", "streams", "sync_mode", "want_sites")
+
+    def __init__(self, options: Options, backend: Any = None) -> None:
+        self.options = options
+        # ``backend`` replaces the one the options select (micro-benchmarks of the runtime's
+        # own cost use a backend that does nothing)
+        self.backend = backends.create(options) if backend is None else backend
+        self.stats = Counters()
+        self._lock = threading.RLock()
+        self._releases: deque[tuple[int, Any]] = deque()
+        self._instruments: list[Any] = []
+        self._issuing: Node | None = None     # the node _issue is enqueueing (re-entry refused)
+        self._issuing_compiled: Node | None = None    # the same, set by the compiled _issue
+        #: The recording in progress (``asyncgpu.recorder.recording``): launches are deferred into it.
+        self.recording: Any = None
+        #: Bumped by every host access: the only event that makes an allocation host-current
+        #: again (a failed graph launch restores HOST only to allocations that were HOST when
+        #: it began, which no graph launched since the last bump can use). A graph launched at
+        #: the current epoch left its allocations on the device (``FrozenGraph.settled``).
+        self.host_epoch = 0
+        self.graphs: Any = None     # the recorder's GraphCache, created on first use
+        #: (what the arrays were made on, what configure switched to) once another backend or
+        #: device was selected (``asyncgpu.runtime.switch.retire``): its arrays are refused
+        self.retired: tuple[str, str] | None = None
+        self._configure(options)
+        if options.trace:
+            from ..observe.trace import trace_process
+
+            trace_process(self, options.trace)
+
+    def _configure(self, options: Options) -> None:
+        bugs = options.test_bugs
+        self.options = options
+        self.deps = DependencyTracker(drop_raw="drop_raw" in bugs, drop_war="drop_war" in bugs)
+        self.streams = StreamManager(self.backend, options, self.stats)
+        self.sync_mode = options.execution == "sync"
+        #: The options a recording's key includes (how its graphs are scheduled).
+        self.graph_config = (options.graph_streams, options.graph_order,
+                             options.graph_max_streams, options.graph_lane_cost_us)
+        self.no_const = options.dependency == "no-const"
+        #: The explicit memory model (``asyncgpu.runtime.memory``), or None for managed memory.
+        self.memory = ExplicitMemory(self) if options.memory == "explicit" else None
+        #: ``graph_read_back`` in force (explicit memory only), and a weak reference to the
+        #: graph launched last (``launch_graph``): a host fetch right after it teaches it what
+        #: to copy back
+        self.graph_read_back = options.graph_read_back and self.memory is not None
+        #: a host read of one element of a current mirror may take the short path
+        #: (``read_element``: explicit memory), and skip the backend's host-access hook too
+        #: where it does nothing for such a read (not under the checker)
+        self._short_reads = self.memory is not None and self.backend.host_coherent_while_busy
+        self._plain_reads = getattr(self.backend, "plain_host_reads", False)
+        self.last_replay: Any = None
+        self.prefetch = (options.prefetch == "auto" and self.backend.prefetches
+                         and self.memory is None)
+        self.want_sites = self.backend.wants_sites
+        self.alias_blind = "alias_blind" in bugs
+        self.host_no_wait = "host_no_wait" in bugs
+        self.eager_free = "eager_free" in bugs
+
+    def close(self) -> None:
+        """The runtime is being replaced (``set_options``, after its synchronize): give back
+        what its backend caches, such as the device memory pool's free blocks, which the
+        garbage collector does not return to the device when the backend goes."""
+        close = getattr(self.backend, "close", None)
+        if close is not None:
+            close()
+
+    def reconfigure(self, options: Options) -> None:
+        """Apply new options (same backend and device): finishes all work first, and builds a
+        new backend for the arrays to move to where an option it is built from changed
+        (``asyncgpu.runtime.switch``). A fault of the finished work is raised before anything
+        changes."""
+        with self._lock:
+            rebuild = _switch.needs_rebuild(self.options, options)
+            if rebuild:
+                changed = [f"{name}={getattr(options, name)!r}" for name in BACKEND_BUILD
+                           if getattr(options, name) != getattr(self.options, name)]
+                _switch.refuse_rebuild_while_tracing(self, changed)
+            self.synchronize()
+            if rebuild:
+                _switch.rebuild_backend(self, options)
+            self._configure(options)
+
+    # -- memory ------------------------------------------------------------------------------
+    def allocate(self, nbytes: int) -> Any:
+        with self._lock:
+            self._drain_releases()
+            return self.backend.alloc(nbytes)
+
+    def release_later(self, alloc_id: int, buffer: Any) -> None:
+        """Called from ``Allocation.__del__``: queue the buffer (deque.append is atomic)."""
+        self._releases.append((alloc_id, buffer))
+
+    def _drain_releases(self) -> None:
+        while self._releases:
+            alloc_id, buffer = self._releases.popleft()
+            self.deps.forget(alloc_id)
+            self.backend.free(buffer)
+
+    def free(self, alloc: Allocation) -> None:
+        """Explicit free: wait for every unfinished node using the allocation, then release."""
+        with self._lock:
+            if self.recording is not None:
+                self.recording.refuse(f"free of an array of {alloc.nbytes} bytes")
+            self._drain_releases()
+            found = self.deps.conflicts([Access(alloc.id, alloc, 0, alloc.nbytes, True, "free")])
+            if found:
+                self.streams.host_wait(list(found))
+                self.stats.sync("free")
+            alloc.freed = True
+            Allocation.explicit_frees += 1
+            buffer, alloc.buffer = alloc.buffer, None
+            self.deps.forget(alloc.id)
+            self.backend.free(buffer)
+
+    # -- kernels -----------------------------------------------------------------------------
+    def launch_call(self, call: Any) -> Any:
+        """Validate and schedule one library call (``asyncgpu.runtime.library``); returns its result.
+
+        The backend prepares the call (on ``sim`` it infers the result's metadata and may
+        answer that the call must run at once; on ``cuda`` the call runs at enqueue, inside
+        the node's stream) and the node goes through the same ``_issue`` as a kernel launch.
+        """
+        with self._lock:
+            if self._releases:
+                self._drain_releases()
+            call.validate(self)
+            site = user_site() if self.want_sites else None
+            if self.recording is not None:
+                deferred, results = self.recording.library_call(call, site)
+                if deferred:
+                    return results
+            accesses = call.accesses(self.alias_blind)
+            if self.no_const:
+                for acc in accesses:
+                    acc.write = True
+            self.stats.calls += 1
+            launch = self.backend.library_call(self, call, accesses)
+            if launch is None:
+                from .library import run_now
+                return run_now(self, call, call.resolve(self.backend.name))
+            node = Node("call", call.name, site, accesses)
+            node.launch = launch
+            self._issue(node)
+            if call.error is not None:   # failed at enqueue: issued anyway, then raised
+                raise call.error
+            return call.results
+
+    def _recover(self, node: Node) -> None:
+        """Make the bookkeeping consistent after an exception escaped ``_issue`` mid-way.
+
+        The interrupted node may or may not be enqueued, booked on its stream, committed to
+        the tracker: rather than undo each step, wait for all device work (the node's too)
+        and mark every node finished, so no half-registered node can be a parent. Costs one
+        device-wide synchronize, on the error path only.
+        """
+        try:
+            self.backend.synchronize()
+        except (KernelFault, AnnotationViolation) as fault:
+            # earlier work's fault, not this launch's error: the device is drained all the
+            # same, and the fault must still reach the user, at the next host wait
+            self.backend.keep_faults(fault)
+        except BaseException:   # capture mode, a deadlock: the error in flight goes first
+            log.warning("synchronize after an interrupted launch failed", exc_info=True)
+            return
+        node.finished = True
+        if node.kind in ("kernel", "call"):
+            # It may have run: its writes make the device copy the current one, as the normal
+            # path would have booked them. Safe if it did not run: its copies to the device were
+            # issued before the launch (explicit memory), so both copies hold the same bytes.
+            for acc in node.accesses:
+                alloc = acc.alloc
+                alloc.location = DEVICE if acc.write else alloc.location | DEVICE
+        self.streams.recover()
+        self._drain_releases()
+
+    # -- whole-runtime operations ------------------------------------------------------------
+    def synchronize(self) -> None:
+        """Block until all scheduled work has finished."""
+        with self._lock:
+            if self.recording is not None:
+                self.recording.refuse("synchronize")
+            self.backend.synchronize()
+            self.streams.all_finished()
+            self.stats.sync("synchronize")
+            self._drain_releases()
+
+    def statistics(self) -> Statistics:
+        with self._lock:
+            return self.stats.snapshot(self.backend.name, self.streams.inflight)
+
+    def _notify_node(self, node: Node) -> None:
+        """Instrument hooks of one issued node: node_added, edge_added per edge, node_issued."""
+        self._notify("node_added", node)
+        for parent, reason, label in node.edges:
+            self._notify("edge_added", parent, node, reason, label)
+        self._notify("node_issued", node)
+
+    def _synchronized(self, reason: str) -> None:
+        """``Counters.sync`` calls this while instruments are registered."""
+        self._notify("synchronized", reason)
+
+    def _notify(self, hook: str, *args: Any) -> None:
+        for inst in list(self._instruments):
+            fn = getattr(inst, hook, None)
+            if fn is None:
+                continue
+            try:
+                fn(*args)
+            except Exception:
+                log.exception("instrument %r raised in %s; removing it", inst, hook)
+                self._instruments.remove(inst)
+
+    @contextlib.contextmanager
+    def instrument(self, obj: Any) -> Iterator[Any]:
+        """Register an instrument for a block (see ``asyncgpu.Instrument`` for the hooks)."""
+        with self._lock:
+            self._instruments.append(obj)
+            self.stats.listener = self._synchronized
+        try:
+            yield obj
+        finally:
+            with self._lock:
+                if obj in self._instruments:
+                    self._instruments.remove(obj)
+                if not self._instruments:
+                    self.stats.listener = None
+
+
+compiled.register(Runtime, PythonIssuing, ("launch_kernel", "launch_graph", "_issue"))
+compiled.configure("configure_issue", Runtime, Counters, Node, Allocation, user_site,
+                   refuse_reentry, PythonIssuing.launch_kernel, reduce_parents, HOST, DEVICE,
+                   PythonIssuing.launch_graph, FrozenGraph, graph_repeat)
+
+
+# -- the process-wide runtime ---------------------------------------------------------------
+_runtime: Runtime | None = None
+_options: Options | None = None
+_global_lock = threading.Lock()
+
+
+def current_options() -> Options:
+    """The options in force (read from the environment the first time)."""
+    global _options
+    if _options is None:
+        _options = options_from_env()
+    return _options
+
+
+def current_runtime() -> Runtime:
+    """The runtime that module-level calls use, created on first use."""
+    global _runtime
+    rt = _runtime
+    if rt is not None:
+        return rt
+    with _global_lock:
+        if _runtime is None:
+            _runtime = Runtime(current_options())
+            if not _exit_check_registered:
+                _register_exit_check()
+        return _runtime
+
+
+_exit_check_registered = False
+
+
+def _register_exit_check() -> None:
+    global _exit_check_registered
+    _exit_check_registered = True
+    atexit.register(_faults_at_exit)
+
+
+def _faults_at_exit() -> None:
+    """A program that ends without waiting for its last work would never hear of that work's
+    faults: finish it at exit and log them (an exception raised here would reach nobody)."""
+    rt = _runtime
+    if rt is None or rt.recording is not None or not rt._lock.acquire(blocking=False):
+        return      # (a thread still inside a call, or a recording: nothing safe to wait for)
+    try:
+        rt.synchronize()
+    except (KernelFault, AnnotationViolation) as fault:
+        log.error("faults no synchronization reported before the program ended: %s", fault)
+    except Exception:
+        log.warning("could not finish the pending work at exit", exc_info=True)
+    finally:
+        rt._lock.release()
+
+
+def set_options(new: Options) -> None:
+    """Switch options: same backend and device -> the runtime is reconfigured (its arrays
+    stay usable); another backend or device -> the runtime is retired, the next call makes
+    one for the new selection (``asyncgpu.runtime.switch``). If the pending work faulted, the fault
+    is raised and nothing changes (the work has finished: a second call switches)."""
+    global _runtime, _options
+    with _global_lock:
+        old = _runtime
+        if old is not None:
+            if _switch.describe(new) == _switch.describe(old.options):
+                old.reconfigure(new)
+            else:
+                old.synchronize()
+                _switch.retire(old, new)
+                _runtime = None
+        _options = new

@@ -1,0 +1,219 @@
+"""Host access to arrays: the waits, fetches and bookkeeping around the host touching bytes.
+
+The model
+---------
+The host touches an array's bytes only between :meth:`HostAccess.begin_host_access` and
+:meth:`~HostAccess.end_host_access`, under the runtime's lock: inside the context manager
+:meth:`~HostAccess.host_access`, or in the three common accesses that skip its generator
+(:meth:`~HostAccess.read_element`, :meth:`~HostAccess.read_host` for ``numpy()``,
+:meth:`~HostAccess.write_host` for ``a[key] = value``). First the access
+waits for the unfinished device nodes it conflicts with (the writers of its span, for a read;
+readers and writers, for a write), except where the explicit memory model says the mirror is
+current; with that model a span current only on the device is fetched first
+(``asyncgpu.runtime.memory``), ordered after its writers on the device so the host waits once (the
+whole allocation, when it is small and that waits for no other writer: a loop reading
+elements of a small result then costs one round trip, not one per element). After
+the access, the allocation's location is booked (HOST after a write; the explicit model's
+transitions otherwise). Invariants: nothing the host reads is still being written on the
+device, and nothing the device reads later misses a host write (the location says a copy is
+due).
+
+Example::
+
+    value = rt.read_element(y, 12)                  # y[3] of a float32 array
+    with rt.host_access(x, 0, x.nbytes, write=True, dense=True):
+        x._alloc.buffer.host[:] = data              # every byte: x becomes HOST
+
+Plain Python: the backend is told through ``host_access`` (a hook; the checker's on ``sim``)
+and ``fetch_to_host``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ..core.dag import RAW, Node
+from ..core.deps import Access
+from ..core.errors import FreedArrayError
+from .array import DEVICE, HOST, Array
+from .memory import BOTH, WHOLE_FETCH_BYTES
+
+#: A managed-memory read of at least this many bytes migrates the pages to the host.
+_MIGRATING_READ = 1 << 20
+
+
+class HostAccess:
+    """The runtime's host-access methods (``asyncgpu.runtime.context.Runtime`` inherits them; they use
+    its lock, tracker, streams, memory model, backend, recording and statistics)."""
+
+    __slots__ = ()
+
+    @contextlib.contextmanager
+    def host_access(self, array: Array, lo: int, hi: int, write: bool, dense: bool = False
+                    ) -> Iterator[None]:
+        """Hold the lock while the host touches ``[lo, hi)`` of the array's allocation.
+
+        Waits first for the unfinished nodes the access conflicts with (writers, for a read;
+        readers and writers, for a write). ``dense``: a write sets every byte of the span (the
+        explicit memory model then needs no copy of the old contents).
+        """
+        with self._lock:
+            self.begin_host_access(array, lo, hi, write, dense)
+            yield
+            self.end_host_access(array, lo, hi, write, dense)
+
+    def read_element(self, array: Array, offset: int) -> Any:
+        """The element at byte ``offset`` of the array's allocation, read on the host:
+        :meth:`host_access` around one read, without a generator (a scalar read is common in
+        a loop, and the context manager's frames were a third of its cost)."""
+        end = offset + array.dtype.itemsize
+        alloc = array._alloc
+        with self._lock:
+            refused = False
+            if self._short_reads:
+                # what the full access does first, in its order: drain the releases, then end
+                # the recording's segment (split) or raise. The segment's launch may book this
+                # allocation (a copy back) or queue releases, so the checks come after.
+                if self._releases:
+                    self._drain_releases()
+                recording = self.recording
+                if recording is not None:
+                    recording.refuse("host read of ", array)
+                    refused = True
+                if (alloc.location != DEVICE and not self._releases and not self._instruments
+                        and not alloc.freed and self.backend.fault is None):
+                    # The mirror is current, or will be once a replayed graph's copy back of it
+                    # completes: for this read the host access waits for that copy at most,
+                    # fetches nothing and books nothing, so what is left of it is the epoch,
+                    # the count and (under the checker) the backend's hook.
+                    self.host_epoch += 1
+                    pending = alloc.copy_back
+                    if pending is not None:
+                        alloc.copy_back = None
+                        if not pending.finished:
+                            self.streams.host_wait((pending,))
+                            self.stats.sync("host-read")
+                    if not self._plain_reads:
+                        label = array.describe()
+                        self.backend.host_access([self._access(array, offset, end, False, label)],
+                                                 "host read of " + label)
+                    self.stats.host_accesses += 1
+                    return alloc.buffer.host[offset:end].view(array.dtype)[0]
+            self.begin_host_access(array, offset, end, False, refused=refused)
+            value = alloc.buffer.host[offset:end].view(array.dtype)[0]
+            self.end_host_access(array, offset, end, False)
+        return value
+
+    def read_host(self, array: Array) -> Any:
+        """A host copy of the whole array: :meth:`host_access` around the copy, without a
+        generator (``Array.numpy``, and NumPy's ``asarray`` through ``__array__``)."""
+        lo, hi = array._lo, array._hi
+        with self._lock:
+            self.begin_host_access(array, lo, hi, False)
+            out = np.array(array._host_view(), copy=True)
+            self.end_host_access(array, lo, hi, False)
+        return out
+
+    def write_host(self, array: Array, lo: int, hi: int, dense: bool, key: Any,
+                   value: Any) -> None:
+        """``array[key] = value`` on the host, ``[lo, hi)`` of its allocation (``dense``: every
+        byte of it): :meth:`host_access` around the write, without a generator."""
+        with self._lock:
+            self.begin_host_access(array, lo, hi, True, dense)
+            array._host_view()[key] = value
+            self.end_host_access(array, lo, hi, True, dense)
+
+    def _access(self, array: Array, lo: int, hi: int, write: bool, label: str) -> Access:
+        """The host's access to ``[lo, hi)`` of the array's allocation, as the tracker and the
+        backend's hook see it (keyed by the array object itself when ``alias_blind``)."""
+        alloc = array._alloc
+        return Access(id(array) if self.alias_blind else alloc.id, alloc, lo, hi, write, label)
+
+    def begin_host_access(self, array: Array, lo: int, hi: int, write: bool,
+                          dense: bool = False, refused: bool = False) -> None:
+        """The first half of :meth:`host_access` (under the lock): waits, fetches, checks.
+        ``refused``: the caller already told the recording (``read_element``)."""
+        if self._releases:
+            self._drain_releases()
+        alloc = array._alloc
+        if self.recording is not None and not refused:
+            self.recording.refuse("host write of " if write else "host read of ", array)
+        # after the segment that ends here was launched: an epoch that has not moved since a
+        # graph's launch must mean no host access came after it (``FrozenGraph.settled``)
+        self.host_epoch += 1
+        label = array.describe()
+        if alloc.freed:
+            raise FreedArrayError(f"array {label} has been freed")
+        acc = self._access(array, lo, hi, write, label)
+        key = acc.key
+        memory = self.memory
+        fetch = memory is not None and memory.before_host(array, lo, hi, write, dense)
+        # (a read of a current mirror waits for nothing: ``ExplicitMemory.host_waits``)
+        found = ({} if self.host_no_wait or (memory is not None and not (write or fetch))
+                 else self.deps.conflicts([acc]))
+        # A small allocation is fetched whole when that waits for no writer the span does
+        # not: the same round trip, and the host's next reads of it need none.
+        whole = (fetch and not write and hi - lo < alloc.nbytes <= WHOLE_FETCH_BYTES
+                 and not self.deps.writes_beyond(key, found))
+        if whole:
+            lo, hi = 0, alloc.nbytes
+        if memory is not None:
+            found = memory.host_waits(write, fetch, found)
+            pending = alloc.copy_back
+            if pending is not None:
+                # a replayed graph's copy back (``ExplicitMemory.read_back``): it made the
+                # mirror current, once it completes (a write conflicts with it anyway: it is
+                # a reader of the device copy; a fetch means a device writer came after it)
+                alloc.copy_back = None
+                if not (write or fetch or pending.finished):
+                    found = {pending: [(RAW, label)]}
+            elif fetch and not write and lo == 0 and hi == alloc.nbytes and self.graph_read_back:
+                memory.learn_read_back(alloc, label)
+            if fetch and self._instruments:
+                # traced: the fetch is a copy node (ordered after the span's writers on
+                # the device), so the trace shows the transfer
+                fetched = memory.copy(alloc, lo, hi, False, label)
+                found = dict(found) if write else {}
+                found[fetched] = []
+                fetch = False
+        after: list[Node] = []
+        if found:
+            if fetch and not write:
+                # the fetch waits for the span's writers on the device: one round trip
+                after = self.streams.latest(found)
+            else:
+                self.streams.host_wait(found)
+            self.stats.sync("host-write" if write else "host-read")
+        if not self.backend.host_coherent_while_busy and self.streams.inflight:
+            self.synchronize()
+        if fetch:
+            memory.fetch(array, lo, hi, after)
+        if whole:
+            alloc.location = BOTH   # (fetched, or waited for its copy node: the mirror is current)
+        self.backend.host_access([acc], ("host write of " if write else "host read of ")
+                                 + label)
+        self.stats.host_accesses += 1
+        if self._instruments:
+            node = Node("host-write" if write else "host-read", label, None, [acc])
+            node.finished = True
+            node.edges = [(p, r, lbl) for p, rs in found.items() for r, lbl in rs]
+            self._notify_node(node)
+
+    def end_host_access(self, array: Array, lo: int, hi: int, write: bool,
+                        dense: bool = False) -> None:
+        """The second half of :meth:`host_access` (under the lock, after the host's access):
+        books where the allocation's current copy is."""
+        memory = self.memory
+        alloc = array._alloc
+        if memory is not None:
+            memory.after_host(array, lo, hi, write, dense)
+        elif write:
+            alloc.location = HOST
+        elif hi - lo >= _MIGRATING_READ:
+            # A large read migrates the pages to the host: prefetch them back before the
+            # next kernel. A small one moves a page or two, which fault back cheaply.
+            alloc.location |= HOST

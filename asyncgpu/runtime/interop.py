@@ -1,0 +1,541 @@
+"""Interop with other array libraries: importing their arrays, exporting ours.
+
+Importing (:func:`import_array`: ``asarray`` and kernel arguments)
+    A device array of another library (CUDA Array Interface v3: Numba device arrays, CuPy;
+    DLPack: PyTorch CUDA tensors, CuPy) becomes an :class:`Array` viewing the producer's
+    memory, without a copy: an :class:`Allocation` over that memory (the backend's
+    ``foreign_buffer``) that keeps the producer object alive and is never freed by the runtime.
+    Its first use is ordered after the producer's work by an *import node* (kind ``"copy"``,
+    a write of the whole allocation) whose stream waits for an event: recorded on the stream
+    the interface names (CAI ``stream``), or on a stream of ours that the producer was asked
+    to make its work visible on (DLPack's ``stream=`` handshake). From then on the allocation
+    is tracked like any other. One import per memory range and runtime: importing the same
+    memory again (``asarray`` twice, or passing the object to several launches) returns a
+    view of the same allocation while it lives, so launches that use it are ordered among
+    themselves; the producer's later work is not waited for again.
+
+    Memory models: ``explicit``, the allocation is device memory whose host mirror is
+    allocated on the first host access (a host read copies device-to-host then); ``managed``,
+    it is used in place and never prefetched, and the host may touch it only when it is
+    managed or host memory. On ``sim`` (no GPU) what can be imported is host memory: arrays
+    of Numba's CUDA simulator and DLPack producers on the CPU, also without a copy.
+
+    Refused, with the reason and the fix: memory of another device, host memory as a kernel
+    argument (it must be copied: ``asarray`` copies it), read-only or masked arrays, DLPack
+    devices other than CUDA, and (in ``Kernel.bind``) layouts or dtypes the parameter cannot
+    take. NumPy arrays and array-likes are copied by ``asarray``, as is everything by
+    ``asyncgpu.array``.
+
+Exporting (``Array.__cuda_array_interface__``, ``Array.__dlpack__``, ``cupy.asarray(x)``)
+    The consumer gets the array's memory (no copy) and a stream on which every unfinished node
+    that reads or writes the array is ordered: the stream of the last such node, made to wait
+    (by events, never blocking the host) for the others. With ``memory="explicit"`` that is the
+    device copy, brought current first by a copy node when the host's copy was the current one;
+    the array is then device-current (the consumer may write it). CAI v3 consumers that honour the
+    ``stream`` field (CuPy, Numba) and DLPack consumers (which pass their stream) are therefore
+    ordered after asyncgpu's reads and writes of the array.
+
+What the runtime cannot track, either way: work another library enqueues on its own streams
+after the hand-over. A later asyncgpu node or host access does not wait for it. After another
+library *writes* shared memory (or while it still reads memory asyncgpu will write),
+synchronize that library's stream, or call ``asyncgpu.synchronize()`` (a device-wide
+synchronize, which covers every stream), before using the array with asyncgpu again. Freeing:
+exported memory stays valid while the Array (or a view) is alive; imported memory stays
+valid while the Array is, since the allocation holds the producer.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from typing import Any
+
+import numpy as np
+
+from ..core.dag import Node
+from ..core.deps import Access
+from ..core.errors import ArgumentError
+from .array import DEVICE, Allocation, Array
+
+log = logging.getLogger("asyncgpu")
+
+_DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
+_DL_NAMES = {1: "CPU", 2: "CUDA", 3: "CUDA pinned host", 4: "OpenCL", 7: "Vulkan",
+             8: "Metal", 9: "VPI", 10: "ROCm", 11: "ROCm pinned host", 13: "CUDA managed",
+             14: "oneAPI"}
+_MEMORY_TYPES = {1: "host", 2: "device", 3: "managed"}     # cudaMemoryType
+
+#: per runtime: (base address, bytes) -> the live allocation importing that memory
+_imports: weakref.WeakKeyDictionary[Any, dict[tuple[int, int], weakref.ref[Allocation]]] = \
+    weakref.WeakKeyDictionary()
+#: imported allocation -> what its buffer is built from: (owner, base, bytes, kind, host_ok)
+_origins: weakref.WeakKeyDictionary[Allocation, tuple[Any, int, int, str, bool]] = \
+    weakref.WeakKeyDictionary()
+#: per cuda backend: the stream DLPack producers are asked to make their work visible on
+_handshake_streams: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+def _simulator_array_type() -> Any:
+    try:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    except Exception:     # no numba-cuda, or its simulator fails to import
+        return None
+    return FakeCUDAArray
+
+
+def is_foreign(obj: Any) -> bool:
+    """Whether ``obj`` is another library's array that :func:`import_array` may view: it has
+    the CUDA Array Interface, DLPack (NumPy arrays excepted: host data, copied instead), or is
+    a device array of Numba (real or simulated). The compiled ``Kernel.bind`` hands every
+    argument with one of these attributes to the Python binding, which asks this."""
+    if isinstance(obj, (np.ndarray, np.generic, Array)):
+        return False
+    return (hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "__dlpack__")
+            or hasattr(obj, "__cuda_ndarray__"))
+
+
+def kind_of(obj: Any) -> str:
+    """``numba.DeviceNDArray``, ``torch.Tensor``: how messages name a foreign object."""
+    t = type(obj)
+    package = t.__module__.split(".")[0]
+    return t.__name__ if package == "builtins" else f"{package}.{t.__name__}"
+
+
+def asarray(obj: Any, dtype: Any = None, copy: bool = False) -> Array:
+    """``obj`` as an :class:`Array`: itself if it is one of that dtype; another library's
+    device array viewed without a copy (:func:`import_array`); else a copy.
+
+    ``copy=True`` (what ``asyncgpu.array`` passes) always copies; a ``dtype`` other than the
+    foreign array's converts into a new array.
+    """
+    from .api import array
+    from .context import current_runtime
+
+    if isinstance(obj, Array):
+        if dtype is None or np.dtype(dtype) == obj.dtype:
+            return obj.copy() if copy else obj
+        return obj.astype(dtype)
+    if not is_foreign(obj):
+        return array(obj, dtype)
+    rt = current_runtime()
+    host = _host_memory(rt, obj)
+    if host is not None:          # on cuda: a CPU DLPack producer, copied like NumPy data
+        return array(host, dtype)
+    view = import_array(rt, obj, "asyncgpu.asarray")
+    if dtype is not None and np.dtype(dtype) != view.dtype:
+        return view.astype(dtype)
+    return view.copy() if copy else view
+
+
+def _host_memory(rt: Any, obj: Any) -> np.ndarray | None:
+    """On ``cuda``, a DLPack producer whose memory is on the CPU (without a CUDA interface) as
+    a NumPy view, which ``asarray`` copies; None otherwise."""
+    if rt.backend.name != "cuda" or hasattr(obj, "__cuda_array_interface__"):
+        return None
+    device = _dlpack_device(obj)
+    if device is None or device[0] != _DL_CPU:
+        return None
+    return np.from_dlpack(obj)
+
+
+def _dlpack_device(obj: Any) -> tuple[int, int] | None:
+    get = getattr(obj, "__dlpack_device__", None)
+    if get is None:
+        return None
+    try:
+        kind, dev = get()
+        return int(kind), int(dev)
+    except Exception:
+        return None
+
+
+class Described:
+    """A foreign array read and checked, not yet adopted (nothing enqueued, nothing cached)."""
+
+    __slots__ = ("obj", "kind", "ptr", "shape", "strides", "dtype", "owner", "ready",
+                 "host_ok")
+
+    def __init__(self, obj: Any, kind: str, ptr: int, shape: tuple[int, ...],
+                 strides: tuple[int, ...], dtype: np.dtype, owner: Any, ready: Any,
+                 host_ok: bool) -> None:
+        self.obj, self.kind, self.ptr, self.shape, self.strides = obj, kind, ptr, shape, strides
+        self.dtype, self.owner, self.ready, self.host_ok = dtype, owner, ready, host_ok
+
+    @property
+    def is_c_contiguous(self) -> bool:
+        expected = self.dtype.itemsize
+        for n, st in zip(reversed(self.shape), reversed(self.strides)):
+            if n != 1 and st != expected:
+                return False
+            expected *= n
+        return True
+
+
+def describe_foreign(rt: Any, obj: Any, where: str) -> Described:
+    """Read a foreign array's interface and check it can be imported (first half of
+    :func:`import_array`: raises :class:`ArgumentError` for what cannot, changing nothing)."""
+    kind = kind_of(obj)
+    if rt.backend.name == "cuda":
+        return Described(obj, kind, *_describe_device(rt, obj, kind, where))
+    return Described(obj, kind, *_describe_host(obj, kind, where), None, True)
+
+
+def adopt(rt: Any, d: Described) -> Array:
+    """The Array viewing a described foreign array: a view of the allocation already
+    importing that memory, or a new allocation whose first use is ordered after the
+    producer (second half of :func:`import_array`)."""
+    lo = hi = 0
+    if 0 not in d.shape:
+        for n, st in zip(d.shape, d.strides):
+            span = (n - 1) * st
+            if span < 0:
+                lo += span
+            else:
+                hi += span
+        hi += d.dtype.itemsize
+    base, nbytes = d.ptr + lo, hi - lo
+    with rt._lock:
+        table = _imports.setdefault(rt, {})
+        found = table.get((base, nbytes))
+        alloc = found() if found is not None else None
+        if alloc is None or alloc.freed or alloc.buffer is None:
+            origin = (d.owner, base, nbytes, d.kind, d.host_ok)
+            alloc = Allocation(rt, rt.backend.foreign_buffer(*origin), nbytes, DEVICE)
+            _origins[alloc] = origin
+            for key in [k for k, r in table.items() if r() is None]:
+                del table[key]
+            table[(base, nbytes)] = weakref.ref(alloc)
+            if d.ready is not None and nbytes:
+                _order_after_producer(rt, alloc, d.ready, d.kind)
+            log.debug("imported a %s of %d bytes at 0x%x without a copy", d.kind, nbytes, base)
+    return Array._view(alloc, d.shape, d.dtype, d.strides, d.ptr - base)
+
+
+def origin(alloc: Allocation) -> tuple[Any, int, int, str, bool] | None:
+    """What an imported allocation's buffer is built from (``backend.foreign_buffer``'s
+    arguments), or None for memory of the runtime's own: a change of memory model builds the
+    new model's buffer over the same producer memory (``asyncgpu.runtime.switch``)."""
+    return _origins.get(alloc)
+
+
+def import_array(rt: Any, obj: Any, where: str) -> Array:
+    """An :class:`Array` viewing a foreign array's memory without a copy (module docstring).
+
+    ``where`` names the caller in errors (``asyncgpu.asarray``, or a kernel's argument).
+    Raises :class:`ArgumentError` before anything is enqueued for what cannot be imported.
+    """
+    return adopt(rt, describe_foreign(rt, obj, where))
+
+
+def _layout(shape: Any, strides: Any, dtype: np.dtype, kind: str, where: str
+            ) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    shape = tuple(int(n) for n in shape)
+    if strides is None:
+        acc, out = dtype.itemsize, []
+        for n in reversed(shape):
+            out.append(acc)
+            acc *= max(n, 1)
+        return shape, tuple(reversed(out))
+    strides = tuple(int(s) for s in strides)
+    if any(s % dtype.itemsize for s in strides):
+        raise ArgumentError(
+            f"{where}: the {kind} has strides {strides} that are not multiples of its "
+            f"{dtype.itemsize}-byte elements; asyncgpu arrays cannot view it: pass a "
+            "contiguous copy (e.g. x.copy() in the producing library)"
+        )
+    return shape, strides
+
+
+def _interface_dtype(obj: Any, cai: dict[str, Any], kind: str, where: str) -> np.dtype:
+    """The dtype a CUDA Array Interface describes: ``descr`` for record types, else
+    ``typestr``; a bare ``|V<n>`` with the object's own ``dtype`` of that size takes that
+    (Numba's device arrays describe records without ``descr``)."""
+    try:
+        dtype = np.dtype(cai["typestr"])
+        descr = cai.get("descr")
+        if descr is not None and not (len(descr) == 1 and descr[0][0] == ""):
+            dtype = np.lib.format.descr_to_dtype(descr)
+        elif dtype.kind == "V":
+            own = getattr(obj, "dtype", None)
+            if isinstance(own, np.dtype) and own.itemsize == dtype.itemsize:
+                dtype = own
+    except (TypeError, ValueError, KeyError) as exc:
+        raise ArgumentError(
+            f"{where}: the {kind}'s __cuda_array_interface__ has a type asyncgpu cannot "
+            f"read ({exc}); pass an array of a NumPy dtype"
+        ) from exc
+    return dtype
+
+
+def _describe_device(rt: Any, obj: Any, kind: str, where: str) -> tuple[Any, ...]:
+    """cuda: (pointer, shape, strides, dtype, owner, (event, stream-pointer-or-None) or None,
+    host addressable) of a foreign device array; refusals raise before anything changes."""
+    backend = rt.backend
+    device = _dlpack_device(obj)
+    if device is not None and (device[0] == _DL_CPU
+                               and not hasattr(obj, "__cuda_array_interface__")):
+        raise ArgumentError(
+            f"{where}: the {kind} lives in host memory (DLPack device CPU), which kernels "
+            "cannot read in place; copy it to the device with asyncgpu.asarray(x), or move "
+            "it to the GPU in its own library (e.g. x.cuda() in PyTorch)"
+        )
+    if device is not None and device[0] not in (_DL_CUDA, _DL_CUDA_MANAGED, _DL_CUDA_HOST) \
+            and not hasattr(obj, "__cuda_array_interface__"):
+        raise ArgumentError(
+            f"{where}: the {kind} lives on a DLPack device of type "
+            f"{_DL_NAMES.get(device[0], device[0])}; asyncgpu imports CUDA memory only: copy "
+            "it to a CUDA device in its own library first"
+        )
+    if hasattr(obj, "__dlpack__") and device is not None and device[0] != _DL_CPU:
+        return _describe_dlpack(backend, obj, kind, where, device)
+    try:
+        cai = obj.__cuda_array_interface__
+    except Exception as exc:
+        raise ArgumentError(f"{where}: reading the {kind}'s __cuda_array_interface__ failed "
+                            f"({exc})") from exc
+    if cai.get("mask") is not None:
+        raise ArgumentError(f"{where}: the {kind} is a masked array (its interface has a "
+                            "mask); pass the data without the mask")
+    ptr, readonly = cai["data"]
+    if readonly:
+        raise ArgumentError(
+            f"{where}: the {kind} is read-only, and asyncgpu arrays are writable; pass a "
+            "writable array, or copy it with asyncgpu.array(x)"
+        )
+    dtype = _interface_dtype(obj, cai, kind, where)
+    shape, strides = _layout(cai["shape"], cai.get("strides"), dtype, kind, where)
+    memory_type = _check_device(backend, ptr, kind, where)
+    ready = None
+    stream = cai.get("stream") if cai.get("version", 0) >= 3 else None
+    if stream is not None:
+        if stream == 0:
+            raise ArgumentError(f"{where}: the {kind}'s __cuda_array_interface__ names stream "
+                                "0, which the interface forbids (1 is the legacy default "
+                                "stream, 2 the per-thread one)")
+        event = backend.create_event()
+        backend._event_record(event.ptr, int(stream))     # the producer's work up to now
+        ready = event
+    return (int(ptr), shape, strides, dtype, obj, ready, memory_type in ("managed", "host"))
+
+
+def _describe_dlpack(backend: Any, obj: Any, kind: str, where: str, device: tuple[int, int]
+                     ) -> tuple[Any, ...]:
+    """cuda, a DLPack producer on a CUDA device: CuPy takes the capsule, passing the stream
+    that is current in it, which is ours: the producer makes its work visible there."""
+    cupy = backend.cupy
+    if device[1] != backend.device:
+        _wrong_device(backend, device[1], kind, where)
+    stream = _handshake_streams.get(backend)
+    if stream is None:
+        stream = _handshake_streams[backend] = backend.create_stream()
+    try:
+        with stream:
+            view = cupy.from_dlpack(obj)
+    except Exception as exc:
+        raise ArgumentError(
+            f"{where}: the {kind} could not be imported through DLPack ({exc}); pass a "
+            "C- or F-ordered array of a numeric dtype on this GPU"
+        ) from exc
+    event = backend.create_event()
+    backend._event_record(event.ptr, stream.ptr)
+    dtype = np.dtype(view.dtype)
+    shape, strides = _layout(view.shape, view.strides, dtype, kind, where)
+    return (int(view.data.ptr), shape, strides, dtype, (view, obj), event,
+            device[0] in (_DL_CUDA_MANAGED, _DL_CUDA_HOST))
+
+
+def _check_device(backend: Any, ptr: int, kind: str, where: str) -> str:
+    """The memory type of ``ptr`` ("device", "managed", "host"); refuses another device's."""
+    if not ptr:
+        return "device"
+    try:
+        attrs = backend.runtime.pointerGetAttributes(int(ptr))
+    except Exception as exc:
+        raise ArgumentError(
+            f"{where}: the {kind}'s data pointer 0x{int(ptr):x} is not memory CUDA knows "
+            f"({exc}); pass a device array"
+        ) from exc
+    memory_type = _MEMORY_TYPES.get(int(getattr(attrs, "type", 2)), "unregistered")
+    if memory_type == "unregistered":
+        raise ArgumentError(
+            f"{where}: the {kind}'s data pointer 0x{int(ptr):x} is host memory CUDA does "
+            "not know; copy it with asyncgpu.array(x)"
+        )
+    dev = int(getattr(attrs, "device", backend.device))
+    if memory_type == "device" and dev != backend.device:
+        _wrong_device(backend, dev, kind, where)
+    return memory_type
+
+
+def _wrong_device(backend: Any, dev: int, kind: str, where: str) -> None:
+    raise ArgumentError(
+        f"{where}: the {kind} is on GPU {dev}, and this runtime runs on GPU "
+        f"{backend.device}; copy it to GPU {backend.device} in its own library, or configure "
+        f"asyncgpu with device={dev} (ASYNCGPU_DEVICE={dev})"
+    )
+
+
+def _describe_host(obj: Any, kind: str, where: str) -> tuple[Any, ...]:
+    """sim: (pointer, shape, strides, dtype, owner) of a foreign array in host memory."""
+    fake = _simulator_array_type()
+    if fake is not None and isinstance(obj, fake):
+        host = obj._ary          # the simulator's device array is this NumPy array
+    else:
+        device = _dlpack_device(obj)
+        if device is None or device[0] != _DL_CPU:
+            raise ArgumentError(
+                f"{where}: the {kind} lives in GPU memory, which the sim backend cannot "
+                "read; on sim, pass an asyncgpu array, a NumPy array (asyncgpu.asarray copies "
+                "it), a device array of Numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1) or a "
+                "CPU DLPack producer; or run on the cuda backend"
+            )
+        try:
+            host = np.from_dlpack(obj)
+        except (BufferError, RuntimeError, TypeError, ValueError) as exc:
+            raise ArgumentError(
+                f"{where}: the {kind} could not be imported through DLPack ({exc}); pass a "
+                "NumPy array instead"
+            ) from exc
+    if not host.flags.writeable:
+        raise ArgumentError(
+            f"{where}: the {kind} is read-only, and asyncgpu arrays are writable; pass a "
+            "writable array, or copy it with asyncgpu.array(x)"
+        )
+    dtype = host.dtype
+    shape, strides = _layout(host.shape, host.strides, dtype, kind, where)
+    return (host.__array_interface__["data"][0], shape, strides, dtype, (host, obj))
+
+
+class ForeignReady:
+    """The launch of an import node: its stream waits for the producer's event."""
+
+    __slots__ = ("wait", "event", "span")
+
+    def __init__(self, backend: Any, event: Any, alloc: Allocation) -> None:
+        self.wait = backend._stream_wait
+        self.event = event
+        self.span = (alloc.buffer.uid, alloc.nbytes)
+
+    def hb_accesses(self) -> list[tuple[int, int, int, bool]]:
+        """For the checker: the producer's write of the memory, which this node stands for."""
+        uid, nbytes = self.span
+        return [(uid, 0, nbytes, True)]
+
+    def __call__(self, stream: Any) -> None:
+        self.wait(stream.ptr, self.event.ptr, 0)
+
+
+def _order_after_producer(rt: Any, alloc: Allocation, event: Any, kind: str) -> None:
+    """Issue the import node (under the runtime's lock): a write of the whole allocation, so
+    every later use waits for it, and on the device it waits for the producer's event."""
+    if rt.recording is not None:
+        rt.recording.refuse(f"import of a {kind}")
+    label = f"import of a {kind}"
+    node = Node("copy", label, None, [Access(alloc.id, alloc, 0, alloc.nbytes, True, label)])
+    node.launch = ForeignReady(rt.backend, event, alloc)
+    rt._issue(node)
+    alloc.location = DEVICE
+
+
+def export_stream(array: Array) -> Any:
+    """The handle of a stream ordered after every unfinished node using ``array``'s bytes.
+
+    ``None`` when nothing is pending. Other streams' nodes are waited for by events on the
+    chosen stream (the host never blocks).
+    """
+    rt = array._alloc.runtime
+    with rt._lock:
+        alloc = array._alloc
+        found = rt.deps.conflicts([Access(alloc.id, alloc, array._lo, array._hi, True,
+                                          array.describe())])
+        pending = [n for n in found if not n.finished and n.stream is not None]
+        if not pending:
+            return None
+        last = max(pending, key=lambda n: n.id)
+        stream = last.stream
+        latest: dict[int, Any] = {}
+        for n in pending:
+            if n.stream is not stream:
+                cur = latest.get(n.stream.index)
+                if cur is None or n.seq > cur.seq:
+                    latest[n.stream.index] = n
+        for index, n in latest.items():
+            if stream.waited.get(index, -1) < n.seq:
+                rt.backend.wait(stream.handle, n.event)
+                stream.waited[index] = n.seq
+                rt.stats.event_waits += 1
+        return stream.handle
+
+
+def device_export(array: Array) -> None:
+    """Explicit memory model: an exported pointer is to the device copy, which must be current
+    (a copy node if the host's is the current one); the consumer may write it, so the host
+    copy is no longer known to be current."""
+    rt = array._alloc.runtime
+    if rt.memory is not None:
+        with rt._lock:
+            rt.memory.before_export(array)
+
+
+def cuda_array_interface(array: Array) -> dict[str, Any]:
+    """CUDA Array Interface v3 of an array, with the stream consumers must order after."""
+    ptr = array._alloc.buffer.device_pointer() + array._offset if array.size else 0
+    device_export(array)
+    stream = export_stream(array)
+    return {
+        "shape": array.shape,
+        "typestr": array.dtype.str,
+        "data": (ptr, False),
+        "strides": None if array.is_c_contiguous else array.strides,
+        "version": 3,
+        "stream": None if stream is None else int(stream.ptr),
+    }
+
+
+def dlpack(array: Array, stream: Any = None, max_version: Any = None, dl_device: Any = None,
+           copy: Any = None) -> Any:
+    """A DLPack capsule of the array (cuda: shared memory; sim: a host copy)."""
+    rt = array._alloc.runtime
+    if rt.backend.name != "cuda":
+        if stream is not None:
+            raise BufferError("arrays of the sim backend live on the host: pass stream=None")
+        host = array.numpy()
+        return host.__dlpack__() if max_version is None else \
+            host.__dlpack__(max_version=max_version)
+    if copy:
+        raise BufferError("asyncgpu arrays are exported without a copy; call x.copy() first")
+    from ..backends.cuda.library import cupy_view
+    from .library import backend_module
+
+    cupy = backend_module("cuda")
+
+    device_export(array)
+    producer = export_stream(array)
+    if producer is not None and stream != -1:
+        if stream is None or stream == 1:
+            consumer = cupy.cuda.Stream.null
+        elif stream == 2:
+            consumer = cupy.cuda.Stream.ptds
+        else:
+            consumer = cupy.cuda.ExternalStream(int(stream))
+        ready = cupy.cuda.Event(block=False, disable_timing=True)
+        ready.record(producer)
+        consumer.wait_event(ready)
+    view = cupy_view(rt.backend, array)
+    kwargs: dict[str, Any] = {"stream": -1}
+    if max_version is not None:
+        kwargs["max_version"] = max_version
+    try:
+        return view.__dlpack__(**kwargs)
+    except (TypeError, ValueError):   # an older CuPy: no stream=-1 / max_version
+        return view.toDlpack()
+
+
+def dlpack_device(array: Array) -> tuple[int, int]:
+    """``(device type, id)``: CUDA managed memory on ``cuda``, the CPU on ``sim``."""
+    rt = array._alloc.runtime
+    if rt.backend.name != "cuda":
+        return (1, 0)
+    from ..backends.cuda.library import cupy_view
+
+    return tuple(cupy_view(rt.backend, array).__dlpack_device__())

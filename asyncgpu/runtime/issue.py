@@ -1,0 +1,249 @@
+"""Issuing work: the pipeline every launch, library call and replayed graph goes through.
+
+The model
+---------
+GrCUDA's order, which is what lets host-to-device transfers overlap the parents' kernels::
+
+    validate -> dependencies -> choose stream -> prefetch host-current inputs on that stream
+             -> wait for parents on other streams (events) -> launch -> record the node's event
+             -> commit the accesses -> (sync mode: host waits) / (async: maybe poll events)
+
+:class:`PythonIssuing` holds the runtime's ``launch_kernel``, ``launch_graph`` and ``_issue``
+(``Runtime`` takes it as a base); their compiled twins in ``asyncgpu/csrc/issue.c`` run the same
+steps (``asyncgpu.core.compiled``; docs/design.md, "Compiled methods").
+
+Invariants
+----------
+* Validation happens before anything is enqueued, and the accesses are committed only after
+  the launch succeeded, so a refused launch leaves the DAG as it was.
+* Once a node may be enqueued, an exception makes ``Runtime._recover`` drain the device and
+  mark everything finished: no half-registered node can become a parent.
+* A launch from a finalizer or callback while a node is being enqueued is refused
+  (:func:`refuse_reentry`).
+
+Example::
+
+    k[1, 32](x, y)     # Launcher -> Runtime.launch_kernel -> _issue(node)
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from collections import Counter
+from typing import Any
+
+from ..core.dag import Node, reduce_parents
+from ..core.deps import Access, DependencyTracker
+from .array import DEVICE, HOST
+from .chunks import launch_chunked
+from .kernel import Launcher, user_site
+
+
+class PythonIssuing:
+    """The runtime's ``launch_kernel``, ``launch_graph`` and ``_issue`` in Python: the
+    reference for the compiled versions in ``asyncgpu/csrc/issue.c`` (``asyncgpu.core.compiled``),
+    which run the same steps, call the same methods in the same order and raise the same
+    errors."""
+
+    __slots__ = ()
+    _lock: Any
+    _releases: Any
+    _issuing: Node | None
+    _instruments: list[Any]
+
+    def launch_kernel(self, launcher: Launcher, args: tuple[Any, ...]) -> None:
+        """Validate and schedule one kernel launch; returns without waiting."""
+        kernel = launcher.kernel
+        with self._lock:
+            if self._releases:
+                self._drain_releases()
+            site = user_site() if self.want_sites else None
+            if self.recording is not None and self.recording.kernel(launcher, args, site):
+                return
+            arrays, values = kernel.bind(self, args, site)
+            if (self.memory is not None and kernel.elementwise
+                    and launch_chunked(self, launcher, args, arrays, values, site)):
+                return
+            accesses: list[Any] = arrays     # an ArrayArg is its own dependency access
+            if self.no_const or self.alias_blind:
+                accesses = [Access(id(a.array) if self.alias_blind else a.key, a.alloc, a.lo,
+                                   a.hi, a.write or self.no_const, a.param) for a in arrays]
+            launch = self.backend.kernel_launch(kernel, launcher, arrays, values, site)
+            node = Node("kernel", kernel.name, site, accesses)
+            node.launch = launch
+            self.stats.kernels += 1
+            self._issue(node)
+
+    def _issue(self, node: Node, graph: Any = None,
+               found: dict[Node, list[tuple[str, str]]] | None = None,
+               edge_counts: Any = None) -> None:
+        # (``found`` and ``edge_counts``, the reasons counted, are given for a graph launched
+        # again: see launch_graph)
+        if self._issuing is not None:
+            refuse_reentry(self, node)
+        explicit = self.memory is not None
+        if explicit and graph is None and node.kind != "copy":
+            # (copy nodes are parents of this one; a graph's are booked by before_graph)
+            self.memory.before_device(node.accesses)
+        enqueued = False
+        try:
+            self._issuing = node
+            if found is None:
+                found = self.deps.conflicts(node.accesses)
+            parents = reduce_parents(found) if len(found) > 1 else list(found)
+            streams = self.streams
+            stream = streams.choose(node, parents)
+            node.stream = stream
+            node.parents = parents
+            backend = self.backend
+            accesses = node.accesses
+            stats = self.stats
+            if self.prefetch:
+                for acc in accesses:
+                    alloc = acc.alloc
+                    if alloc.location & HOST and alloc.nbytes:
+                        backend.prefetch(alloc.buffer, stream.handle)
+                        stats.prefetches += 1
+                        stats.bytes_prefetched += alloc.nbytes
+                        alloc.location = DEVICE   # migrated: a second view in this launch needs none
+            if parents:
+                streams.wait_for_parents(node, parents)
+            enqueued = True   # (set first: an interrupt may land right after the call)
+            done = None       # (a graph launch may come with its completion event recorded)
+            if graph is None:
+                backend.launch(node, stream.handle)
+            elif self._instruments and hasattr(backend, "launch_traced_graph"):  # a trace
+                backend.launch_traced_graph(node, graph, stream.handle)
+            else:
+                done = backend.graph_launch(graph, stream.handle)
+            # The launch is enqueued: from here on nothing may fail half-way.
+            streams.issued(node, done)
+            self.deps.commit(node, accesses)
+            if graph is None or not explicit:
+                for acc in accesses:
+                    # (the accesses also keep the allocations alive until the node is finished)
+                    alloc = acc.alloc
+                    alloc.location = DEVICE if acc.write else alloc.location | DEVICE
+            if self.eager_free:
+                node.keepalive = None
+                node.accesses = []
+            stats.nodes += 1
+            stats.streams_used.add(stream.index)
+            if found:
+                edges = stats.edges
+                if edge_counts is not None:
+                    for reason, count in edge_counts:
+                        edges[reason] += count
+                else:
+                    for p in parents:
+                        for reason, _ in found[p]:
+                            edges[reason] += 1
+            if self._instruments:
+                node.edges = [(p, reason, label) for p in parents for reason, label in found[p]]
+                self._notify_node(node)
+            if self.sync_mode:
+                backend.host_wait(node.event)
+                streams.finished(node)
+                stats.sync("sync-mode")
+            elif streams._inflight > streams.poll_threshold:
+                streams.poll()
+        except BaseException:
+            # Before the launch only harmless work was enqueued (waits, prefetches) and no
+            # bookkeeping had changed. From the launch on, the node may be queued on the
+            # device while the DAG does not know it: drain, then mark everything finished.
+            if enqueued:
+                self._recover(node)
+            raise
+        finally:
+            self._issuing = None
+
+    def launch_graph(self, frozen: Any) -> None:
+        """Schedule one launch of a captured graph (``asyncgpu.recorder.capture.FrozenGraph``) as
+        one node whose accesses are the union of the graph's (explicit memory: the copies it
+        makes itself are booked by ``ExplicitMemory.before_graph``). The caller holds the
+        runtime's lock: the recorder's paths here hold it already for the decision that leads
+        here, and taking it again would cost a replay another acquire and release."""
+        graph, accesses = frozen.graph, frozen.accesses
+        if self._releases:
+            self._drain_releases()
+        site = user_site() if self.want_sites else None
+        node = Node("graph", frozen.name, site, accesses)     # (shared: never mutated)
+        if self.no_const:
+            node.accesses = [Access(a.key, a.alloc, a.lo, a.hi, True, a.label)
+                             for a in accesses]
+        node.keepalive = graph
+        self.stats.graphs_replayed += 1
+        memory = self.memory
+        epoch = self.host_epoch
+        # (settled: launched at this epoch, so nothing of it is host-current and what it
+        # writes is already booked DEVICE: the bookkeeping would change nothing)
+        booked = (memory.before_graph(frozen) if memory is not None
+                  and (frozen.settled != epoch or frozen.copy_in) else ())
+        deps = self.deps
+        found = counts = None
+        last = frozen.last      # (tracker, its version, node) after the previous launch
+        if last is not None and last[0] is deps and last[1] == deps.version:
+            previous = last[2]
+            if not previous.finished:
+                # Launched again with nothing committed since: the previous launch is the
+                # only parent needed, if the graph conflicts with itself at all.
+                repeat = frozen.repeat
+                if repeat is None or repeat[0] is not deps:
+                    repeat = graph_repeat(frozen, deps, node.accesses)
+                if repeat[1]:
+                    found, counts = {previous: repeat[1]}, repeat[2]
+        try:
+            self._issue(node, graph, found, counts)
+        except BaseException:
+            if booked and not node.finished:    # not launched (or unknown)
+                memory.graph_not_launched(booked)
+            raise
+        frozen.last = (deps, deps.version, node)
+        frozen.settled = self.host_epoch
+        if booked:
+            memory.after_graph(frozen)
+        if self.graph_read_back and self.recording is None:
+            self.last_replay = weakref.ref(frozen)    # (a cleared graph must not stay alive)
+            frozen.replay_version = deps.version
+            if frozen.read_back:
+                memory.read_back(frozen)
+
+
+def graph_repeat(frozen: Any, deps: DependencyTracker, accesses: Any) -> tuple[Any, ...]:
+    """What a graph launched again right after itself depends on: ``(deps, [(reason,
+    label)], ((reason, count), ...))``, kept on the graph (``FrozenGraph.repeat``) for the
+    tracker it was computed with."""
+    reasons = deps.self_conflicts(accesses)
+    frozen.repeat = (deps, reasons, tuple(Counter(r for r, _ in reasons).items()))
+    return frozen.repeat
+
+
+def refuse_reentry(rt: Any, node: Node) -> None:
+    """Raise if an ``_issue`` of this thread is enqueueing ``rt._issuing`` (called when the
+    mark is set). Same thread, since the lock is re-entrant: a finalizer or callback ran in the
+    middle of scheduling another node and launched; going on would corrupt the DAG.
+
+    The compiled ``_issue`` always clears its marks, so its mark is proof. A Python one may
+    leave its mark set when an interrupt lands on the line that clears it, so its frame is
+    looked for on the stack."""
+    issuing = rt._issuing
+    if issuing is rt._issuing_compiled or _inside_issue(issuing):
+        raise RuntimeError(
+            f"{node.label()} was launched from inside another asyncgpu operation (a "
+            "finalizer or callback running while asyncgpu schedules work); nothing was "
+            "enqueued. Launch it after that operation returns"
+        )
+
+
+def _inside_issue(node: Node) -> bool:
+    """Whether a caller of the ``_issue`` calling :func:`refuse_reentry` is a Python
+    ``_issue`` enqueueing ``node``. (An ``_issue`` on the stack that has not reached its launch
+    yet, one copying its inputs in, is a legitimate caller: it has not set the mark.)"""
+    code = PythonIssuing._issue.__code__
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code is code and frame.f_locals.get("node") is node:
+            return True
+        frame = frame.f_back
+    return False

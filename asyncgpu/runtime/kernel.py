@@ -1,0 +1,429 @@
+"""Kernels whose launches asyncgpu schedules (made by ``asyncgpu.runtime.kernel_builders``).
+
+A :class:`Kernel` wraps a Numba kernel (a ``@cuda.jit`` dispatcher, or a plain Python function
+that asyncgpu compiles with ``cuda.jit``) or a CUDA C kernel (source text, or a CuPy
+``RawKernel``). It knows each parameter's name and access mode: ``const`` (read-only), ``out``
+(write-only: old contents are not needed) or read-write, the default. For CUDA C, ``const T*``
+parameters are read-only without annotation.
+
+``k[grid, block]`` or ``k[grid, block, shared_bytes]`` returns a launcher (cached per
+configuration); calling it validates every argument *before anything is enqueued*, resolves each
+array to its allocation and byte extent, and hands the launch to the runtime, which returns at
+once. Errors name the kernel with the user's launch site, the argument and the fix.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from threading import get_ident
+from typing import Any, Callable
+
+import numpy as np
+
+from ..core import compiled
+from ..core.errors import ArgumentError, ArgumentValueError
+from .array import Allocation, Array
+from .checks import (
+    BLOCK_LIMITS,
+    GRID_LIMITS,
+    MAX_SHARED_BYTES,
+    MAX_THREADS_PER_BLOCK,
+    _int_bounds,
+    check_usable,
+    convert_scalar,
+    is_int,
+    launch_dims,
+    user_site,
+)
+from .interop import adopt, describe_foreign, is_foreign, kind_of
+from .signature import Param
+
+
+@dataclass(frozen=True)
+class NumbaSource:
+    """A Numba kernel: the Python function and, if the user gave one, its dispatcher."""
+
+    py_func: Callable[..., Any]
+    dispatcher: Any
+
+
+@dataclass(frozen=True)
+class CudaCSource:
+    """A CUDA C kernel: source, name, compiler options, an optional CuPy RawKernel, a CPU twin."""
+
+    code: str
+    name: str
+    options: tuple[str, ...]
+    raw: Any
+    sim: Callable[..., Any] | None
+
+
+class ArrayArg:
+    """A validated array argument of one launch, which is also its dependency access.
+
+    ``index``/``param``: position and parameter name; ``read``: the kernel may read the old
+    contents; ``write``: it may modify them. ``key``, ``alloc``, ``lo``, ``hi`` and ``label``
+    are what :class:`asyncgpu.core.deps.Access` carries, so the dependency tracker takes the
+    argument as it is (no second object per array per launch).
+    """
+
+    __slots__ = ("index", "param", "array", "read", "write", "key", "alloc", "lo", "hi",
+                 "label")
+
+    def __init__(self, index: int, param: str, array: Array, read: bool, write: bool) -> None:
+        self.index = index
+        self.param = param
+        self.array = array
+        self.read = read
+        self.write = write
+        alloc = array._alloc
+        self.key = alloc.id
+        self.alloc = alloc
+        self.lo = array._lo
+        self.hi = array._hi
+        self.label = param      # edge labels and messages name the array by its parameter
+
+    def __repr__(self) -> str:
+        return f"ArrayArg({self.index} {self.param}, {'rw' if self.write else 'r'})"
+
+
+_NUMBERS = frozenset({int, float, bool, complex})
+_INTS = frozenset({int})
+_REALS = frozenset({int, float})
+
+
+def plain_scalar(p: Param) -> tuple[frozenset[type], Any, Any, Any] | None:
+    """How a typed scalar parameter converts a plain Python number as ``convert_scalar`` does,
+    without its checks: (types taken, lowest, highest, conversion), or None (only the general
+    path). Integers: a Python int in the type's range; reals: a Python int or float (infinite
+    bounds: NaN fails the range test and takes the general path, which converts it the same)."""
+    if p.is_array or p.dtype is None:
+        return None
+    dt = np.dtype(p.dtype)
+    if dt.kind in "iu":
+        lo, hi = _int_bounds(dt)
+        return _INTS, lo, hi, dt.type
+    if dt.kind == "f":
+        return _REALS, -np.inf, np.inf, dt.type
+    return None
+
+
+class PythonBinding:
+    """:class:`Kernel`'s ``bind`` in Python: the reference for the compiled version in
+    ``asyncgpu/csrc/binding.c``, and what runs where that is not built (``asyncgpu.core.compiled``)."""
+
+    __slots__ = ()
+    _slots: tuple[Any, ...]
+    params: tuple[Param, ...]
+    typed: bool
+
+    def bind(self, runtime: Any, args: tuple[Any, ...], site: str | None,
+             ) -> tuple[list[ArrayArg], list[Any]]:
+        """Validate ``args``; return the array arguments and the argument values to pass.
+
+        Raises before anything is enqueued; nothing is changed on failure. The common case
+        (live arrays of this runtime, plain numbers for untyped kernels) takes no detour; every
+        other case goes through the checks that explain what is wrong.
+        """
+        slots = self._slots
+        if len(args) != len(slots):
+            names = ", ".join(p.name for p in self.params)
+            raise ArgumentError(
+                f"{self._where(site)} takes {len(slots)} arguments ({names}); "
+                f"{len(args)} given"
+            )
+        typed = self.typed
+        arrays: list[ArrayArg] = []
+        values = list(args)
+        foreign: list[Any] = []
+        for slot, a in zip(slots, args):
+            i, name, read, write, dtype, is_array, plain = slot
+            if isinstance(a, Array):
+                alloc = a._alloc
+                if (alloc.freed or alloc.runtime is not runtime
+                        or (typed and not (is_array and (dtype is None or a.dtype == dtype)
+                                           and a._contiguous))):
+                    self._check_array(runtime, i, self.params[i], a, site)
+                arrays.append(ArrayArg(i, name, a, read, write))
+            elif plain is not None and type(a) in plain[0] and plain[1] <= a <= plain[2]:
+                values[i] = plain[3](a)     # what convert_scalar returns, without its checks
+            elif typed or type(a) not in _NUMBERS or not (read and write):
+                if type(a) not in _NUMBERS and is_foreign(a):
+                    foreign.append((slot, self._describe_foreign(runtime, i, a, site)))
+                else:
+                    values[i] = self._bind_scalar(i, self.params[i], a, site)
+        if foreign:
+            # every argument is checked: only now may the imports enqueue their ordering
+            for (i, name, read, write, *_), described in foreign:
+                imported = adopt(runtime, described)
+                arrays.append(ArrayArg(i, name, imported, read, write))
+                values[i] = imported
+            arrays.sort(key=lambda arg: arg.index)
+        return arrays, values
+
+    #: the compiled bind hands the cases it does not take (a wrong argument count) to this
+    bind_in_python = bind
+
+
+class PythonLaunchers:
+    """``Kernel.__getitem__`` in Python: the reference for the compiled one
+    (``asyncgpu/csrc/binding.c``), which answers a cached configuration itself and calls this
+    for every other."""
+
+    __slots__ = ()
+    _launchers: dict[Any, Any]
+
+    def __getitem__(self, config: Any) -> Launcher:
+        try:
+            return self._launchers[config]
+        except (KeyError, TypeError):
+            pass
+        launcher = Launcher(self, *self._parse_config(config))  # type: ignore[attr-defined]
+        try:
+            if len(self._launchers) < 256:
+                self._launchers[config] = launcher
+        except TypeError:  # unhashable configuration (lists): fine, just not cached
+            pass
+        return launcher
+
+
+class Kernel(*compiled.bases("KernelBase", PythonBinding), PythonLaunchers):
+    """A kernel whose launches asyncgpu schedules (see :func:`asyncgpu.kernel`)."""
+
+    __slots__ = ("name", "params", "modes", "source", "typed", "elementwise", "_launchers",
+                 "_compiled", "_slots", "__weakref__")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError(
+            "asyncgpu.Kernel has no public constructor; use asyncgpu.kernel(fn) or "
+            "asyncgpu.cuda_kernel(source, name)"
+        )
+
+    @classmethod
+    def _create(cls, name: str, params: tuple[Param, ...], modes: dict[str, str],
+                source: Any, typed: bool) -> Kernel:
+        self = object.__new__(cls)
+        self.name = name
+        self.params = params
+        self.modes = modes        # parameter name -> "r" | "w" | "rw" (arrays only)
+        self.source = source
+        self.typed = typed        # CUDA C: dtypes and array/scalar kinds are declared
+        #: False, True (extent from the arrays) or the element-count parameter's name
+        #: (``asyncgpu.runtime.chunks``); set by ``kernel``/``cuda_kernel`` after validation.
+        self.elementwise: bool | str = False
+        self._launchers: dict[Any, Launcher] = {}
+        self._compiled: dict[Any, Any] = {}  # backend caches (compiled functions per signature)
+        # Per parameter, what the launch path needs without dictionary lookups:
+        # (index, name, read, write, array dtype the declaration demands or None, is_array,
+        #  how a plain Python number converts without the general checks or None)
+        self._slots = tuple(
+            (i, p.name, modes.get(p.name, "rw") != "w", modes.get(p.name, "rw") != "r",
+             p.dtype if typed and p.is_array else None, p.is_array,
+             plain_scalar(p) if typed and p.name not in modes else None)
+            for i, p in enumerate(params)
+        )
+        return self
+
+    def __repr__(self) -> str:
+        names = ", ".join(
+            f"{'const ' if self.modes.get(p.name) == 'r' else 'out ' if self.modes.get(p.name) == 'w' else ''}{p.name}"
+            for p in self.params
+        )
+        return f"<asyncgpu kernel {self.name}({names})>"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        raise ArgumentValueError(
+            f"kernel '{self.name}' needs a launch configuration: call it as "
+            f"{self.name}[blocks, threads_per_block](...)"
+        )
+
+    def _parse_config(self, config: Any) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+        parts = config if isinstance(config, tuple) else (config,)
+        where = f"kernel '{self.name}' (at {user_site()})"
+        if len(parts) == 4 or (len(parts) == 3 and not is_int(parts[2])):
+            raise ArgumentValueError(
+                f"{where}: a launch configuration is [blocks, threads] or "
+                "[blocks, threads, shared_bytes]; asyncgpu chooses the stream itself, so drop "
+                "the stream from the configuration"
+            )
+        if len(parts) not in (2, 3):
+            raise ArgumentValueError(
+                f"{where}: a launch configuration is [blocks, threads] or "
+                f"[blocks, threads, shared_bytes]; got {len(parts)} values"
+            )
+        grid = launch_dims(parts[0], "blocks", GRID_LIMITS, where)
+        block = launch_dims(parts[1], "threads per block", BLOCK_LIMITS, where)
+        threads = math.prod(block)
+        if threads > MAX_THREADS_PER_BLOCK:
+            raise ArgumentValueError(
+                f"{where}: a block of {block} has {threads} threads; the limit is "
+                f"{MAX_THREADS_PER_BLOCK}. Use fewer threads per block and more blocks"
+            )
+        shared = parts[2] if len(parts) == 3 else 0
+        if not is_int(shared) or not 0 <= int(shared) <= MAX_SHARED_BYTES:
+            raise ArgumentValueError(
+                f"{where}: dynamic shared memory must be an integer in [0, {MAX_SHARED_BYTES}] "
+                f"bytes; got {shared!r}"
+            )
+        return grid, block, int(shared)
+
+    # -- argument validation (bind: PythonBinding's, or compiled) ----------------------------
+    def _where(self, site: str | None, index: int | None = None) -> str:
+        text = f"kernel '{self.name}'" + (f" (launched at {site})" if site else "")
+        if index is not None:
+            text += f", argument {index} '{self.params[index].name}'"
+        return text
+
+    def _check_array(self, runtime: Any, i: int, p: Param, a: Array, site: str | None) -> None:
+        """Raise the error that explains why array ``a`` cannot be argument ``i``."""
+        check_usable(a, runtime, f"{self._where(site, i)}: array {a.describe()}")
+        if self.typed:
+            if not p.is_array:
+                raise ArgumentError(
+                    f"{self._where(site, i)}: expected a scalar {p.ctype}, got array "
+                    f"{a.describe()}"
+                )
+            if p.dtype is not None and a.dtype != p.dtype:
+                raise ArgumentError(
+                    f"{self._where(site, i)}: expected a {p.dtype.name} array for "
+                    f"'{p.ctype}', got {a.describe()}; create the array with "
+                    f"dtype=numpy.{p.dtype.name}"
+                )
+            if not a.is_c_contiguous:
+                raise ArgumentValueError(
+                    f"{self._where(site, i)}: array {a.describe()} is not C-contiguous "
+                    f"(strides={a.strides}); a raw pointer parameter needs contiguous data: "
+                    "pass a contiguous copy"
+                )
+
+    def _describe_foreign(self, runtime: Any, i: int, a: Any, site: str | None) -> Any:
+        """Another library's array as argument ``i``: read and checked against the parameter
+        (``asyncgpu.runtime.interop``, the import ``asyncgpu.asarray`` makes), not yet imported."""
+        p = self.params[i]
+        where = self._where(site, i)
+        d = describe_foreign(runtime, a, where)
+        if self.typed:
+            if not p.is_array:
+                raise ArgumentError(
+                    f"{where}: expected a scalar {p.ctype}, got a {d.kind} (an array)"
+                )
+            if p.dtype is not None and d.dtype != p.dtype:
+                raise ArgumentError(
+                    f"{where}: the {d.kind} has dtype {d.dtype!r}, and the parameter "
+                    f"'{p.ctype}' takes {p.dtype.name} arrays; pass an array of that dtype "
+                    f"(asyncgpu.asarray(x, dtype=numpy.{p.dtype.name}) converts a copy), or "
+                    "declare the parameter with the element type the array has"
+                )
+            if not d.is_c_contiguous:
+                raise ArgumentValueError(
+                    f"{where}: the {d.kind} is not C-contiguous (shape={d.shape}, "
+                    f"strides={d.strides}); a raw pointer parameter needs contiguous data: "
+                    "pass a C-contiguous copy (asyncgpu.array(x) makes one)"
+                )
+        return d
+
+    def _bind_scalar(self, i: int, p: Param, a: Any, site: str | None) -> Any:
+        if isinstance(a, np.ndarray):
+            from .context import current_runtime
+
+            into = ("device memory (a copy node moves it before the first kernel)"
+                    if current_runtime().memory is not None else "managed memory")
+            raise ArgumentError(
+                f"{self._where(site, i)}: got a numpy.ndarray; it lives in host memory, and "
+                "kernels take asyncgpu arrays (or device arrays of other libraries): convert "
+                f"it with asyncgpu.asarray(x), which copies it into {into}"
+            )
+        if self.typed and p.is_array:
+            raise ArgumentError(
+                f"{self._where(site, i)}: expected an asyncgpu array for '{p.ctype}', "
+                f"got {type(a).__name__} {a!r}"
+            )
+        number = isinstance(a, (bool, int, float, complex, np.number, np.bool_))
+        what = f"the scalar {a!r}" if number else f"a {kind_of(a)}"
+        if p.name in self.modes and self.modes[p.name] != "rw":
+            raise ArgumentError(
+                f"{self._where(site, i)}: the parameter is annotated "
+                f"{'const' if self.modes[p.name] == 'r' else 'out'}, which only applies to "
+                f"arrays, but got {what}; remove the annotation or pass an array"
+            )
+        if not self.typed:
+            if isinstance(a, (bool, int, float, complex, np.number, np.bool_)):
+                return a
+            raise ArgumentError(
+                f"{self._where(site, i)}: expected an asyncgpu array or a number, got "
+                f"{type(a).__name__}"
+            )
+        return convert_scalar(a, p, lambda: self._where(site, i))
+
+
+def launch_in_python(launcher: Launcher, args: tuple[Any, ...],
+                     **kwargs: Any) -> None:
+    """The launch of ``launcher(*args)``: remembered by the thread's recording, or handed to
+    the runtime. ``Launcher.__call__`` is this function, or the compiled call of
+    ``asyncgpu._speedups`` (``asyncgpu.core.compiled``), which serves the remembered case itself
+    and everything else through this."""
+    if kwargs:
+        raise ArgumentValueError(
+            f"kernel '{launcher.kernel.name}': kernel arguments are positional, in the "
+            f"kernel's parameter order; got keyword argument(s) {', '.join(sorted(kwargs))}"
+        )
+    mod = _runtime_mod or _runtime_module()
+    rt = mod._runtime or mod.current_runtime()
+    rec = rt.recording
+    # A launch that repeats the recording's previous run is taken from its memo without
+    # the runtime's lock: only this thread reads or ends its own recording.
+    if rec is not None and rec.thread == get_ident() and rec.remember(launcher, args):
+        return
+    rt.launch_kernel(launcher, args)
+
+
+class PythonCall:
+    """The launcher's call in Python (the compiled one is ``_speedups.LauncherBase``'s)."""
+
+    __slots__ = ()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        launch_in_python(self, args, **kwargs)   # type: ignore[arg-type]
+
+
+class Launcher(*compiled.bases("LauncherBase", PythonCall)):
+    """``kernel[grid, block]``: calling it schedules one launch and returns at once."""
+
+    __slots__ = ("kernel", "grid", "block", "shared", "grid3", "block3", "prepared")
+
+    def __init__(self, kernel: Kernel, grid: tuple[int, ...], block: tuple[int, ...],
+                 shared: int) -> None:
+        self.kernel = kernel
+        self.grid = grid
+        self.block = block
+        self.shared = shared
+        self.grid3 = (grid + (1, 1))[:3]     # the x, y, z a driver launch takes
+        self.block3 = (block + (1, 1))[:3]
+        #: The backend's cache for this launcher's launches (its prepared launch target).
+        self.prepared: Any = None
+
+    def __repr__(self) -> str:
+        return f"<launcher {self.kernel.name}[{self.grid}, {self.block}, {self.shared}]>"
+
+
+compiled.register(Launcher, PythonCall, ("__call__",))
+compiled.register(Kernel, PythonBinding, ("bind",))
+compiled.register(Kernel, PythonLaunchers, ("__getitem__",))
+compiled.configure("configure_binding", Kernel, Launcher, Array, Allocation, ArrayArg, _NUMBERS,
+                   PythonLaunchers.__getitem__)
+
+
+_runtime_mod: Any = None
+
+
+def _runtime_module() -> Any:
+    """``asyncgpu.runtime.context``, imported on first launch (it imports this module)."""
+    global _runtime_mod
+    from . import context as _runtime
+    _runtime_mod = _runtime
+    compiled.configure("configure", vars(_runtime), launch_in_python)
+    return _runtime
+
+
+compiled.configure("configure", None, launch_in_python)

@@ -1,0 +1,249 @@
+"""Building kernels: ``asyncgpu.kernel`` (Numba) and ``asyncgpu.cuda_kernel`` (CUDA C).
+
+Each constructor works out a kernel's parameters (from the Python signature, a GrCUDA-style
+signature string or the CUDA C declaration) and their access modes: ``const`` (read-only),
+``out`` (write-only: the old contents are not needed) or read-write, the default; ``const T*``
+in CUDA C is read-only without annotation. An annotation naming no parameter, or marking one
+both ``const`` and ``out``, is refused here, when the kernel is made, not at its first launch.
+The :class:`~asyncgpu.runtime.kernel.Kernel` it returns validates and launches
+(``asyncgpu.runtime.kernel``).
+
+Example::
+
+    k = cuda_kernel(SRC, "axpy", const=["x"])     # y is read-write, x read-only
+    k[blocks, threads](x, y, 2.0, n)
+
+Plain Python: nothing here touches the device (Numba compiles at the first launch).
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from ..core.errors import SignatureError
+from .kernel import CudaCSource, Kernel, NumbaSource
+from .signature import Param, parse_cuda_declaration, parse_grcuda_signature
+
+
+def _annotate(name: str, params: tuple[Param, ...], const: Any, out: Any,
+              declared_const: set[str], typed: bool) -> dict[str, str]:
+    const_set, out_set = set(_names(const)), set(_names(out))
+    by_name = {p.name: p for p in params}
+    for label, names in (("const", const_set), ("out", out_set)):
+        unknown = sorted(names - set(by_name))
+        if unknown:
+            raise SignatureError(
+                f"kernel '{name}': {label}={unknown} names no parameter; parameters are "
+                f"{', '.join(by_name)}"
+            )
+        if typed:
+            scalars = sorted(n for n in names if not by_name[n].is_array)
+            if scalars:
+                raise SignatureError(
+                    f"kernel '{name}': {label} applies to arrays, but {scalars} are scalars"
+                )
+    both = sorted(const_set & out_set)
+    if both:
+        raise SignatureError(f"kernel '{name}': {both} cannot be both const and out")
+    clash = sorted(out_set & declared_const)
+    if clash:
+        raise SignatureError(
+            f"kernel '{name}': {clash} are declared const in the source and cannot be out"
+        )
+    modes = {}
+    for p in params:
+        if p.name in const_set or p.name in declared_const:
+            modes[p.name] = "r"
+        elif p.name in out_set:
+            modes[p.name] = "w"
+        elif not typed or p.is_array:
+            modes[p.name] = "rw"
+    return modes
+
+
+def _names(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return list(value)
+
+
+def _numba_kernel(fn: Any, const: Any, out: Any, name: str | None) -> Kernel:
+    py_func = getattr(fn, "py_func", None) or getattr(fn, "fn", None) or fn
+    if not callable(py_func):
+        raise TypeError(f"asyncgpu.kernel expects a function or a Numba kernel, got {fn!r}")
+    dispatcher = fn if py_func is not fn else None
+    if getattr(dispatcher, "_device", False) or getattr(
+        getattr(dispatcher, "targetoptions", {}), "get", lambda *_: False
+    )("device"):
+        raise SignatureError(f"'{py_func.__name__}' is a device function, not a kernel")
+    params = []
+    for p in inspect.signature(py_func).parameters.values():
+        if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            raise SignatureError(
+                f"kernel '{py_func.__name__}': parameter '{p.name}' must be positional "
+                "(no *args, **kwargs or keyword-only parameters)"
+            )
+        params.append(Param(p.name, is_array=False, dtype=None, const=False, ctype="any"))
+    kname = name or py_func.__name__
+    modes = _annotate(kname, tuple(params), const, out, set(), typed=False)
+    return Kernel._create(kname, tuple(params), modes, NumbaSource(py_func, dispatcher), False)
+
+
+def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
+           name: str | None = None, elementwise: bool | str = False) -> Any:
+    """Wrap a kernel so that its launches are scheduled asynchronously.
+
+    Use as a decorator above ``@cuda.jit`` (or on a plain Python kernel function, which is
+    compiled with ``cuda.jit``), or call it on a CuPy ``RawKernel``::
+
+        @ag.kernel(const=["x"])
+        @cuda.jit
+        def square(x, y, n): ...
+
+    Parameters
+    ----------
+    fn:
+        A Numba ``@cuda.jit`` kernel, a Python function, a CuPy ``RawKernel`` or a
+        :class:`Kernel` (re-annotated).
+    const:
+        Names of array parameters the kernel only reads. Readers of the same array run
+        concurrently.
+    out:
+        Names of array parameters the kernel only writes (every element it is given); their old
+        contents are not needed.
+    sim:
+        For a CuPy ``RawKernel``: a Python twin that the ``sim`` backend runs instead (see
+        :func:`cuda_kernel`).
+    name:
+        The name used in messages and traces (default: the function's name).
+    elementwise:
+        Declares that the launch may be split into chunks (``memory="explicit"``: a large
+        host-to-device copy then overlaps the kernel, chunk by chunk; see ``asyncgpu.runtime.chunks``).
+        The contract: every array argument is split along axis 0 into the same chunks (so all
+        have the same length along axis 0 and are C-contiguous), and the kernel computes the
+        element(s) at index ``i`` of axis 0 from index ``i`` only (no reductions, neighbours
+        or scatter), covering its arrays by a grid-stride loop or by a grid of at least one
+        thread per element. ``True``: the kernel takes its extent from the arrays
+        (``x.shape[0]``, ``x.size``); a parameter name (``elementwise="n"``): that integer
+        argument is the element count along axis 0, and each chunk gets its own length there.
+        Other scalar arguments, and the launch configuration, are passed unchanged to every
+        chunk (a grid that covers the whole array covers each chunk). Off by default: never
+        assumed.
+
+    Returns
+    -------
+    Kernel
+        Launch it with ``k[blocks, threads](*args)`` or ``k[blocks, threads, shared_bytes]``.
+
+    Raises
+    ------
+    SignatureError
+        An annotation names no parameter, or a parameter is both const and out; or
+        ``elementwise`` cannot hold (see :func:`asyncgpu.runtime.chunks.check_annotation`).
+    """
+    if fn is None:
+        return lambda f: kernel(f, const=const, out=out, sim=sim, name=name,
+                                elementwise=elementwise)
+    if isinstance(fn, Kernel):
+        if isinstance(fn.source, CudaCSource):
+            k = _c_kernel(fn.source, fn.params, const, out, name or fn.name)
+        else:
+            k = _numba_kernel(fn.source.dispatcher or fn.source.py_func, const, out,
+                              name or fn.name)
+    elif hasattr(fn, "code") and hasattr(fn, "name") and type(fn).__module__.startswith("cupy"):
+        source = CudaCSource(fn.code, fn.name, tuple(getattr(fn, "options", ()) or ()), fn, sim)
+        k = _c_kernel(source, parse_cuda_declaration(fn.code, fn.name), const, out, name)
+    else:
+        k = _numba_kernel(fn, const, out, name)
+    return _elementwise(k, elementwise)
+
+
+def _elementwise(k: Kernel, elementwise: bool | str) -> Kernel:
+    from .chunks import check_annotation
+
+    k.elementwise = check_annotation(k, elementwise)
+    return k
+
+
+def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: Any = (),
+                out: Any = (), sim: Any = None, options: tuple[str, ...] = (),
+                elementwise: bool | str = False) -> Kernel:
+    """A CUDA C kernel from source, scheduled like any other kernel.
+
+    ``const T*`` parameters are read-only without annotation. A GrCUDA-style ``signature``
+    (``"const pointer x, pointer y, sint32 n"``) may replace the declaration's types.
+
+    Parameters
+    ----------
+    source:
+        CUDA C source declaring ``extern "C" __global__ void <name>(...)``.
+    name:
+        The kernel's name in the source.
+    signature:
+        Optional GrCUDA signature string; it must have as many parameters as the declaration.
+    const, out:
+        Extra access annotations by parameter name (see :func:`kernel`).
+    sim:
+        A CPU twin for the ``sim`` backend: a Numba ``@cuda.jit`` kernel with the same
+        parameters (run in Numba's simulator with the same launch configuration), or a plain
+        function called once per launch with NumPy arrays (``const`` ones read-only) and the
+        scalars converted to their C types. Without it the ``sim`` backend cannot run the kernel.
+    options:
+        NVRTC options (``cuda`` backend), e.g. ``("-use_fast_math",)``.
+    elementwise:
+        The name of the integer parameter holding the element count (``elementwise="n"``),
+        declaring the chunking contract of :func:`kernel`; ``True`` is refused because raw
+        pointers carry no extent.
+
+    Returns
+    -------
+    Kernel
+
+    Raises
+    ------
+    SignatureError, CompileError
+        The declaration cannot be parsed or disagrees with ``signature``; the kernel is not in
+        the source (the compiler log is in the message when compilation fails).
+    """
+    params = parse_cuda_declaration(source, name, strict=signature is None)
+    if signature is not None:
+        sig = parse_grcuda_signature(signature)
+        if len(sig) != len(params):
+            raise SignatureError(
+                f"kernel '{name}' has {len(params)} parameters, signature declares {len(sig)}"
+            )
+        for i, (d, s) in enumerate(zip(params, sig)):
+            if d.is_array != s.is_array:
+                raise SignatureError(
+                    f"kernel '{name}': parameter {i} '{d.name}' is "
+                    f"{'a pointer' if d.is_array else 'a scalar'} in the source but "
+                    f"{'a pointer' if s.is_array else 'a scalar'} in the signature"
+                )
+            if (not d.is_array and d.dtype is not None and s.dtype is not None
+                    and (d.dtype.itemsize != s.dtype.itemsize
+                         or (d.dtype.kind == "f") != (s.dtype.kind == "f"))):
+                raise SignatureError(
+                    f"kernel '{name}': parameter {i} '{d.name}' is '{d.ctype}' "
+                    f"({d.dtype.itemsize} bytes) in the source but '{s.ctype}' "
+                    f"({s.dtype.itemsize} bytes, {s.dtype.name}) in the signature; the kernel "
+                    f"would read the wrong bytes: declare it as the source does"
+                )
+        params = tuple(
+            Param(d.name, d.is_array, s.dtype if s.dtype is not None else d.dtype,
+                  d.const or s.const, d.ctype)
+            for d, s in zip(params, sig)
+        )
+        out = list(_names(out)) + [d.name for d, s in zip(params, sig) if getattr(s, "out", False)]
+    src = CudaCSource(source, name, tuple(options), None, sim)
+    return _elementwise(_c_kernel(src, params, const, out, None), elementwise)
+
+
+def _c_kernel(source: CudaCSource, params: tuple[Param, ...], const: Any, out: Any,
+              name: str | None) -> Kernel:
+    declared = {p.name for p in params if p.is_array and p.const}
+    kname = name or source.name
+    modes = _annotate(kname, params, const, out, declared, typed=True)
+    return Kernel._create(kname, params, modes, source, True)

@@ -1,0 +1,345 @@
+"""The explicit memory model: where each allocation's current copy is, and the copies that move it.
+
+The model
+---------
+With ``memory="explicit"`` an allocation is device memory plus a host mirror (pinned memory on
+``cuda``, a separate byte array on ``sim``) allocated on first host use. Kernels, library calls,
+replayed graphs and exported pointers use the device copy; host accesses use the mirror. The
+allocation's ``location`` says which copy is current: ``HOST``, ``DEVICE``, ``BOTH``
+(``HOST | DEVICE``), or ``0`` (never written: ``empty`` and fresh results; either copy will do).
+
+Copies to the device are nodes of the DAG (kind ``"copy"``), issued through the same
+``Runtime._issue`` as kernels, so dependencies, streams, events, traces, statistics, the checker
+and fault recovery all see them. In the dependency tracker a host-to-device (H2D) copy is a
+**write** of the allocation's bytes: later device readers depend on it (RAW); it depends on
+unfinished device readers of those bytes (WAR), of which there are normally none because the
+host write that made the host copy current already waited for them.
+
+Copies to the host (D2H) are *fetches* (:meth:`ExplicitMemory.fetch`): a copy of the span into
+the mirror, ordered on the device after the span's unfinished writers, which the host waits
+for at once, under the runtime's lock, so no device writer can start meanwhile and none needs
+to wait for it. A node would only put the scheduler's Python (stream choice, event, tracker,
+retirement) between the writers and the host. Under a trace the fetch is a copy node again (a
+*read*: after the writers, before later device writers), so the trace shows the transfer. So
+are the *copies back* a replayed graph issues behind itself for what the host read after its
+previous launch (:meth:`ExplicitMemory.read_back`): the allocation is booked BOTH with the node
+as ``Allocation.copy_back``, which the host's next access waits for instead of fetching.
+
+Transitions (:func:`device_use`, :func:`host_read`, :func:`host_write`)::
+
+    event                               location   copy                               after
+    device use that reads (or a write   HOST       H2D whole allocation, before it     BOTH, then
+      not covering every byte)          other      none                                DEVICE if it writes
+    device write-only of every byte     any        none                                DEVICE
+    host read of [lo, hi)               DEVICE     fetch [lo, hi) after its writers    BOTH if whole
+                                        other      none (waits for a copy back)        unchanged
+    replay of a graph that learnt A     (A: DEVICE after the graph) D2H copy node of A BOTH
+    host write of every byte            any        none                                HOST
+    host write of part                  HOST, BOTH, 0  none                            HOST
+                                        DEVICE     [fetch of the span first unless the DEVICE
+                                                   write is dense] H2D of the span after
+
+Precision: the location is kept per allocation; copies triggered by host accesses move only
+the bytes accessed (the span ``[lo, hi)`` of the view), those triggered by device use move the
+whole allocation. A partial host write of a DEVICE array keeps the rest of the array: the
+written span goes to the device (a write that leaves holes in its span, such as ``x[::2] = v``,
+fetches the span first so the holes carry the device's values back). Per-allocation flags
+keep the launch path to one integer test per array; the cost is that a host read of part of a
+device-current array leaves it DEVICE (a later read copies again).
+
+Example::
+
+    x = ag.array(data)        # host write of every byte: HOST
+    k[g, b](x, y)             # reads x: H2D copy node (x: BOTH), then k; y written: DEVICE
+    y[3]                      # waits for k, fetches 8 bytes of y, reads the mirror
+    y[0:4] = 1                # partial dense write of a DEVICE array: H2D copy of 32 bytes
+
+This module is plain Python: the backends run the copies (``copy_launch``, ``fetch_to_host``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core import compiled
+from ..core.dag import Node
+from ..core.deps import Access
+from .array import DEVICE, HOST, Allocation
+
+BOTH = HOST | DEVICE
+
+#: A partial host read of a device-current allocation of at most this many bytes fetches the
+#: whole allocation (``HostAccess.begin_host_access``, when that waits for no more writers):
+#: 512 KiB more take about 10 us at the 50-55 GB/s an H100 host measures, less than the second
+#: round trip they save (a launch and a fetching read of one element: 17-25 us there), so a
+#: loop that reads a few elements of a mid-sized result pays one round trip, not one each.
+WHOLE_FETCH_BYTES = 512 << 10
+#: At most this many allocations a replayed graph copies back to the host behind itself.
+READ_BACK_MAX = 16
+
+
+def device_use(location: int, reads: bool, writes: bool, covers: bool) -> tuple[bool, int]:
+    """A kernel, call or graph uses an allocation: (copy the host copy in first?, location after).
+
+    ``reads``: the old contents may be read; ``covers``: the use writes every byte of the
+    allocation (only then may a write-only use skip the copy: otherwise bytes it leaves alone
+    would lose their host-current values).
+    """
+    copy_in = location == HOST and (reads or not covers)
+    after = BOTH if copy_in else location
+    if writes:
+        after = DEVICE
+    return copy_in, after
+
+
+def host_read(location: int, whole: bool) -> tuple[bool, int]:
+    """The host reads (part of) an allocation: (copy the span out first?, location after)."""
+    if location == DEVICE:
+        return True, BOTH if whole else DEVICE
+    return False, location
+
+
+def host_write(location: int, whole: bool, dense: bool) -> tuple[bool, bool, int]:
+    """The host writes (part of) an allocation: (fetch the span first?, copy the span in after?,
+    location after).
+
+    ``whole``: every byte of the allocation is written; ``dense``: every byte of the span is.
+    """
+    if whole:
+        return False, False, HOST
+    if location == DEVICE:
+        return not dense, True, DEVICE
+    return False, False, HOST
+
+
+def overwrites(acc: Any) -> bool:
+    """Whether a device use (an ``ArrayArg``) writes every byte of its allocation without
+    reading the old ones, so no copy in is needed before it (``device_use`` with ``covers``)."""
+    if getattr(acc, "read", True) or not acc.write:
+        return False
+    return acc.lo == 0 and acc.hi == acc.alloc.nbytes and acc.array.is_c_contiguous
+
+
+def host_current(allocs: Any) -> tuple[Any, ...]:
+    """The allocations among ``allocs`` (each once, in order) whose current copy is only on the
+    host: what a device use must copy in first. A captured graph copies these in itself
+    (``asyncgpu.recorder.capture``), so the set chooses which of a key's graphs runs."""
+    return tuple([a for a in allocs if a.location == HOST and a.nbytes])
+
+
+class PythonBooking:
+    """``ExplicitMemory.before_device``, ``before_graph`` and ``after_graph`` in Python: the
+    reference for the compiled ones (``asyncgpu/csrc/memory.c``)."""
+
+    __slots__ = ()
+
+    def before_device(self, accesses: list[Any]) -> None:
+        """Copy in every host-current allocation the node needs, before the node's waits.
+
+        Written allocations are booked DEVICE here, before the launch rather than at its
+        commit: once the device copy is current, DEVICE is true whether or not the launch then
+        happens, so an exception or interrupt in between cannot leave a stale host copy marked
+        current.
+        """
+        self.make_device_current(accesses)   # type: ignore[attr-defined]
+        for acc in accesses:     # (a second pass: another argument may read the same array)
+            if acc.write and acc.alloc.nbytes:
+                acc.alloc.location = DEVICE
+
+    def before_graph(self, frozen: Any) -> tuple[Any, ...]:
+        """A replayed graph copies its ``copy_in`` allocations in itself: book them current on
+        both sides before the issue, so no copy node is made for them; host-current ones it
+        overwrites whole need no copy at all. What it writes is then booked ``DEVICE``, before
+        the launch as :meth:`before_device` books a kernel's. Returns what was booked from
+        ``HOST``.
+
+        This is all of a graph's location bookkeeping: the caller launches the variant whose
+        ``copy_in`` is exactly its host-current inputs, so nothing it reads is left on the
+        host only and every allocation it touches is current on the device afterwards.
+        """
+        booked = frozen.copy_in
+        if frozen.overwritten:
+            booked += tuple(a for a in frozen.overwritten if a.location == HOST)
+        for alloc in booked:
+            alloc.location = BOTH
+        for alloc in frozen.written:
+            alloc.location = DEVICE
+        return booked
+
+    def after_graph(self, frozen: Any) -> None:
+        """The graph's copies are writes (the issue booked them ``DEVICE``): those no kernel
+        writes are current on both sides."""
+        for alloc in frozen.copy_only:
+            alloc.location = BOTH
+        stats = self.runtime.stats      # type: ignore[attr-defined]
+        stats.copies_to_device += len(frozen.copy_in)
+        stats.bytes_to_device += frozen.copy_bytes
+
+
+class ExplicitMemory(*compiled.bases("MemoryBase", PythonBooking)):
+    """The runtime's side of the explicit model: applies the transitions, issues the copies.
+
+    Called under the runtime's lock: :meth:`before_device` from ``Runtime._issue`` before the
+    node's own dependencies are computed (so the copy becomes its parent), the host hooks from
+    ``Runtime.host_access``.
+    """
+
+    __slots__ = ("runtime",)    # (no instance dict: the compiled calls of it go direct)
+
+    def __init__(self, runtime: Any) -> None:
+        self.runtime = runtime
+
+    def copy(self, alloc: Any, lo: int, hi: int, to_device: bool, label: str) -> Node:
+        """Issue one copy node of bytes ``[lo, hi)`` of ``alloc`` (H2D: a write; D2H: a read)."""
+        rt = self.runtime
+        launch = rt.backend.copy_launch(alloc.buffer, lo, hi, to_device)
+        node = Node("copy", f"{label} to {'device' if to_device else 'host'}", None,
+                    [Access(alloc.id, alloc, lo, hi, to_device, label)])
+        node.launch = launch
+        stats = rt.stats
+        if to_device:
+            stats.copies_to_device += 1
+            stats.bytes_to_device += hi - lo
+        else:
+            stats.copies_to_host += 1
+            stats.bytes_to_host += hi - lo
+        location = alloc.location
+        rt._issue(node)
+        alloc.location = location     # (_issue books a write as DEVICE: the caller decides)
+        return node
+
+    def make_device_current(self, accesses: list[Any]) -> None:
+        """Copy in the host-current allocations whose old bytes ``accesses`` need."""
+        for acc in accesses:
+            alloc = acc.alloc
+            if alloc.location == HOST and alloc.nbytes:
+                if not overwrites(acc):
+                    self.copy(alloc, 0, alloc.nbytes, True, acc.label)
+                    alloc.location = BOTH
+
+    @staticmethod
+    def graph_not_launched(booked: tuple[Any, ...]) -> None:
+        """The graph never ran: the host copies are the current ones again."""
+        for alloc in booked:
+            alloc.location = HOST
+
+    def read_back(self, frozen: Any) -> None:
+        """After a graph's launch (``Runtime.launch_graph``, under the lock): copy back to the
+        host, behind it on the device, the allocations the host fetched whole after its last
+        launch (``learn_read_back``), and book each current on both sides with its copy as
+        ``Allocation.copy_back``, which the host's next access waits for instead of fetching.
+
+        An allocation whose previous copy back the host never consumed (no host access since,
+        or a device writer made it DEVICE again and the host fetched that) is dropped: the
+        list keeps only what the host keeps reading. The copies are D2H copy nodes, reads of
+        the device copy, so a later device writer waits for them as for any reader, and the
+        graph's next launch finds them in the tracker (its shortcut for a repeated launch
+        does not apply: they were committed after it). Booking allocations BOTH is a change
+        of location as a host access makes one, so it moves ``Runtime.host_epoch`` on too.
+        """
+        rt = self.runtime
+        keep = []
+        for alloc, label in frozen.read_back:
+            previous = alloc.copy_back
+            alloc.copy_back = None
+            if previous is not None or alloc.freed or alloc.location != DEVICE:
+                continue
+            keep.append((alloc, label))
+            node = self.copy(alloc, 0, alloc.nbytes, False, label)
+            alloc.location = BOTH
+            alloc.copy_back = node
+        frozen.read_back = tuple(keep)
+        frozen.replay_version = rt.deps.version
+        if keep:
+            # what a graph writes is no longer DEVICE: a graph launched again before the next
+            # host access must not skip its bookkeeping (``FrozenGraph.settled``)
+            rt.host_epoch += 1
+
+    def learn_read_back(self, alloc: Any, label: str) -> None:
+        """The host fetches all of ``alloc``: if the graph launched last wrote it and nothing
+        was committed since (so what the host reads is that graph's result), that graph
+        copies it back at its next launches (:meth:`read_back`)."""
+        rt = self.runtime
+        frozen = rt.last_replay() if rt.last_replay is not None else None
+        if (frozen is None or frozen.replay_version != rt.deps.version
+                or len(frozen.read_back) >= READ_BACK_MAX
+                or not any(a is alloc for a in frozen.written)
+                or any(a is alloc for a, _ in frozen.read_back)):
+            return
+        frozen.read_back += ((alloc, label),)
+
+    def before_export(self, array: Any) -> None:
+        """Another library gets the device pointer: bring the device copy current, and assume
+        the consumer may write it (the host copy is no longer known to be current)."""
+        alloc = array._alloc
+        if alloc.location == HOST and alloc.nbytes:
+            self.copy(alloc, 0, alloc.nbytes, True, array.describe())
+        if alloc.nbytes:
+            alloc.location = DEVICE
+
+    def before_host(self, array: Any, lo: int, hi: int, write: bool, dense: bool) -> bool:
+        """Whether the host access must fetch its span from the device first (:meth:`fetch`,
+        after what :meth:`host_waits` returns).
+
+        Interrupt safety: a DEVICE allocation stays DEVICE until the write's span has been
+        copied in (``after_host``), so an interrupted host write of it is simply lost, as if
+        it had not happened; any other allocation is booked HOST before the write.
+        """
+        alloc = array._alloc
+        if write and alloc.location != DEVICE:
+            # The mirror is current before the write and after it: HOST is true from now on,
+            # so an interrupt between the write and ``after_host`` cannot leave BOTH behind
+            # with only the host copy changed.
+            alloc.location = HOST
+            return False
+        if alloc.location != DEVICE or lo >= hi:
+            return False
+        whole = dense and lo == 0 and hi == alloc.nbytes
+        return host_write(DEVICE, whole, dense)[0] if write else host_read(DEVICE, whole)[0]
+
+    @staticmethod
+    def host_waits(write: bool, fetch: bool, found: dict[Node, Any]) -> dict[Node, Any]:
+        """What a host access must wait for, out of the tracker's ``found``.
+
+        A write keeps every conflict: the host-to-device copies still reading the mirror may
+        hide behind later kernels in the tracker (a write that covers an entry replaces it),
+        so waiting for those kernels is what orders the write after the copies. A read that
+        fetches its span waits for the span's device writers (``found`` holds only those for a
+        read). A read of a current mirror waits for nothing: nothing unfinished writes the
+        mirror, so a read of data kernels only read never blocks, as in managed memory.
+        """
+        return found if write or fetch else {}
+
+    def fetch(self, array: Any, lo: int, hi: int, after: list[Node]) -> None:
+        """Copy ``[lo, hi)`` of the device copy to the mirror now, once the nodes ``after``
+        (the span's unfinished writers, the latest of each stream) have finished, and retire
+        them: the backend orders the copy after their events on the device and waits for the
+        copy alone, one round trip to the device. The runtime's lock is held throughout, so
+        no device writer can start meanwhile and none needs to wait for the copy. (Cheaper than
+        a copy node for what the host waits on at once anyway; a trace still gets one: see
+        ``Runtime.host_access``.)"""
+        rt = self.runtime
+        rt.backend.fetch_to_host(array._alloc.buffer, lo, hi, array.describe(),
+                                 [n.event for n in after])
+        if after:
+            rt.streams.retire(after)
+        stats = rt.stats
+        stats.copies_to_host += 1
+        stats.bytes_to_host += hi - lo
+
+    def after_host(self, array: Any, lo: int, hi: int, write: bool, dense: bool) -> None:
+        """Book the access's effect on the location; a partial write of a DEVICE allocation
+        sends the written span to the device."""
+        alloc = array._alloc
+        whole = lo == 0 and hi == alloc.nbytes
+        if not write:
+            alloc.location = host_read(alloc.location, whole)[1]
+            return
+        _, copy_in, after = host_write(alloc.location, whole and dense, dense)
+        if copy_in and lo < hi:
+            self.copy(alloc, lo, hi, True, array.describe())
+        alloc.location = after
+
+
+compiled.register(ExplicitMemory, PythonBooking, ("before_device", "before_graph", "after_graph"))
+compiled.configure("configure_memory", Allocation, HOST, DEVICE, BOTH)

@@ -1,0 +1,130 @@
+"""NumPy-style operators and methods of :class:`asyncgpu.Array`, each one a library-call node.
+
+``a + b``, ``a < b``, ``-a``, ``a @ b``, ``a += 1``, ``a.sum(axis=0)``, ``a.astype(np.float32)``,
+``a.copy()`` ... return at once with new :class:`~asyncgpu.Array` results (in-place operators
+write the left operand and return it). Reductions without an axis give 0-d arrays that stay
+lazy until converted: ``float(x)``, ``int(x)``, ``bool(x)`` and ``x.item()`` wait for the
+writers of that value only.
+
+``x.put(...)`` and ``x.partition(...)`` write ``x`` (``asyncgpu.runtime.effects`` books them);
+``x.ptp(...)`` is the function ``ptp`` (NumPy 2 arrays lack the method, CuPy's have it);
+``copy.copy(x)`` and ``copy.deepcopy(x)`` are ``x.copy()``, a node giving an independent array.
+
+Not here: indexing (``x[i]`` reads one element on the host, ``x[2:5]`` is a view, array
+indices and masks are nodes: ``asyncgpu.runtime.indexing``), ``np.asarray(x)`` (a host copy),
+``reshape``/``ravel``/``T``/``transpose`` (views; a ``reshape`` that needs a copy is a node).
+Comparisons return arrays, so like NumPy and CuPy arrays, ``Array`` is not hashable.
+
+Operands: :class:`~asyncgpu.Array` and scalars (Python or NumPy). A NumPy array operand is
+refused with a clear error, as CuPy refuses implicit host-to-device copies.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+_SCALARS = (bool, int, float, complex, np.generic)
+
+
+def _call(path: str, *args: Any, **kwargs: Any) -> Any:
+    from .library import dispatch
+
+    return dispatch(path, args, kwargs)
+
+
+def _operand(other: Any) -> bool:
+    from .array import Array
+
+    return isinstance(other, (Array, np.ndarray) + _SCALARS)
+
+
+def _binary(ufunc: str) -> tuple[Any, Any, Any]:
+    def op(self: Any, other: Any) -> Any:
+        return _call(ufunc, self, other) if _operand(other) else NotImplemented
+
+    def rop(self: Any, other: Any) -> Any:
+        return _call(ufunc, other, self) if _operand(other) else NotImplemented
+
+    def iop(self: Any, other: Any) -> Any:
+        if not _operand(other):
+            return NotImplemented
+        _call(ufunc, self, other, out=self)
+        return self
+
+    return op, rop, iop
+
+
+_BINARY = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "truediv": "true_divide",
+    "floordiv": "floor_divide", "mod": "remainder", "pow": "power", "and": "bitwise_and",
+    "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "left_shift", "rshift": "right_shift",
+}
+_COMPARE = {"lt": "less", "le": "less_equal", "eq": "equal", "ne": "not_equal",
+            "gt": "greater", "ge": "greater_equal"}
+_UNARY = {"neg": "negative", "pos": "positive", "abs": "absolute", "invert": "invert"}
+#: Methods that are nodes: ``x.name(...)`` runs ``x.name(...)`` of the backend's array type.
+METHODS = (
+    "sum", "prod", "mean", "var", "std", "max", "min", "argmax", "argmin", "all", "any",
+    "cumsum", "cumprod", "trace", "round", "clip", "conj", "conjugate", "dot", "take",
+    "repeat", "diagonal", "squeeze", "flatten", "argsort", "searchsorted", "swapaxes", "astype",
+    "copy", "nonzero", "fill", "sort", "put", "partition", "argpartition", "compress", "choose",
+)
+
+
+class ArrayOperators:
+    """The operator and method half of :class:`asyncgpu.Array` (mixed in; no state)."""
+
+    __slots__ = ()
+    __hash__ = None  # type: ignore[assignment]   # comparisons return arrays
+
+    def __matmul__(self, other: Any) -> Any:
+        return _call("matmul", self, other) if _operand(other) else NotImplemented
+
+    def __rmatmul__(self, other: Any) -> Any:
+        return _call("matmul", other, self) if _operand(other) else NotImplemented
+
+    def __divmod__(self, other: Any) -> Any:
+        return _call("divmod", self, other) if _operand(other) else NotImplemented
+
+    def __rdivmod__(self, other: Any) -> Any:
+        return _call("divmod", other, self) if _operand(other) else NotImplemented
+
+    def ptp(self, *args: Any, **kwargs: Any) -> Any:
+        """Peak to peak (``max - min``), the function ``ptp`` as a node (same arguments)."""
+        return _call("ptp", self, *args, **kwargs)
+
+    def __copy__(self) -> Any:
+        return _call("ndarray.copy", self)
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return _call("ndarray.copy", self)
+
+
+def _install() -> None:
+    for short, ufunc in _BINARY.items():
+        op, rop, iop = _binary(ufunc)
+        for name, fn in ((f"__{short}__", op), (f"__r{short}__", rop), (f"__i{short}__", iop)):
+            fn.__name__ = fn.__qualname__ = name
+            fn.__doc__ = f"``{ufunc}`` as a node" + (" (in place)" if name[2] == "i" else "")
+            setattr(ArrayOperators, name, fn)
+    for short, ufunc in _COMPARE.items():
+        op = _binary(ufunc)[0]
+        op.__name__ = op.__qualname__ = f"__{short}__"
+        setattr(ArrayOperators, f"__{short}__", op)
+    for short, ufunc in _UNARY.items():
+        def un(self: Any, _u: str = ufunc) -> Any:
+            return _call(_u, self)
+        un.__name__ = un.__qualname__ = f"__{short}__"
+        setattr(ArrayOperators, f"__{short}__", un)
+    for method in METHODS:
+        def meth(self: Any, *args: Any, _m: str = method, **kwargs: Any) -> Any:
+            return _call(f"ndarray.{_m}", self, *args, **kwargs)
+        meth.__name__ = meth.__qualname__ = method
+        meth.__doc__ = (f"``ndarray.{method}`` as a node (same arguments as NumPy/CuPy); "
+                        "array results are asyncgpu arrays.")
+        setattr(ArrayOperators, method, meth)
+
+
+_install()
