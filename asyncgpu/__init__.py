@@ -27,47 +27,24 @@ CuPy calls and array operators are scheduled the same way (``asyncgpu.cupy``)::
 
 from __future__ import annotations
 
+# The layers, top down (docs/design.md, "Layers"): this module composes them. Importing the
+# backends registers their factory with the runtime, which does not import them.
 from .core import compat as _compat  # noqa: F401  (must precede any numba.cuda import)
+from . import backends  # noqa: F401  (registers the backends with the runtime)
 from .core.config import Options
 from .core.errors import (
-    AnnotationViolation,
-    ArgumentError,
-    ArgumentValueError,
-    AsyncGPUError,
-    BackendUnavailableError,
-    BlockTooLargeError,
-    CompileError,
-    DeadlockError,
-    FreedArrayError,
-    KernelFault,
-    KernelFaults,
-    LaunchError,
-    OutOfMemoryError,
-    RaceError,
-    RecordingError,
+    AnnotationViolation, ArgumentError, ArgumentValueError, AsyncGPUError,
+    BackendUnavailableError, BlockTooLargeError, CompileError, DeadlockError, FreedArrayError,
+    KernelFault, KernelFaults, LaunchError, OutOfMemoryError, RaceError, RecordingError,
     SignatureError,
 )
 from .core.instrument import Instrument
 from .core.statistics import Statistics
-from .observe.trace import Trace
+from .observe.trace import Trace, trace
 from .recorder.entry import graph, record
 from .runtime.api import (
-    array,
-    asarray,
-    configure,
-    empty,
-    empty_like,
-    full,
-    full_like,
-    instrument,
-    ones,
-    ones_like,
-    options,
-    statistics,
-    synchronize,
-    trace,
-    zeros,
-    zeros_like,
+    array, asarray, configure, empty, empty_like, full, full_like, instrument, ones, ones_like,
+    options, statistics, synchronize, zeros, zeros_like,
 )
 from .runtime.array import Array
 from .runtime.kernel import Kernel

@@ -21,7 +21,7 @@ from test_scheduler_compiled import Log, fresh_sim, statistics
 import asyncgpu as ag
 from asyncgpu.core import compiled as _compiled
 from asyncgpu.runtime.array import DEVICE, HOST
-from asyncgpu.recorder.capture import PythonFrozen
+from asyncgpu.runtime.frozen import PythonFrozen
 from asyncgpu.runtime.memory import PythonBooking
 from asyncgpu.runtime.context import current_runtime
 
@@ -170,7 +170,7 @@ def test_rewritten_inputs_replay_the_same_way_compiled_and_in_python(pattern):
 def test_a_patched_host_current_is_the_one_called(monkeypatch):
     """The compiled replay asks the graph through its class: a patched method wins, for a
     recorded and for a static function."""
-    from asyncgpu.recorder.capture import FrozenGraph
+    from asyncgpu.runtime.frozen import FrozenGraph
 
     calls = []
 

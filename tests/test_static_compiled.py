@@ -140,7 +140,7 @@ def test_a_static_call_inside_a_recording_runs_its_body_there():
 
 @pytest.mark.parametrize("patched", ["_replay_static", "host_current"])
 def test_a_patched_method_is_the_one_called(monkeypatch, patched):
-    from asyncgpu.recorder.capture import FrozenGraph
+    from asyncgpu.runtime.frozen import FrozenGraph
     from asyncgpu.recorder.entry import GraphFunction
 
     calls = []

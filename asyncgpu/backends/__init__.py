@@ -56,6 +56,7 @@ from typing import Any
 from ..core.config import Options, enable_numba_simulator
 from ..core.errors import AnnotationViolation, BackendUnavailableError, KernelFault, RaceError
 from ..core.hb import HappensBeforeChecker
+from ..runtime import backend_registry
 from .capture import Expansion, check_launch
 
 log = logging.getLogger("asyncgpu")
@@ -107,6 +108,10 @@ def create(options: Options) -> Any:
         from .cuda.stress import StressBackend
         cuda = StressBackend(cuda, options.stress_seed)
     return CheckedBackend(cuda, lambda: "") if options.debug_hb else cuda
+
+
+# the runtime makes its backends through this registration: it sits below this layer
+backend_registry.register(create=create, resolve=resolve)
 
 
 class CheckedBackend:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .trace import PALETTE, edge_labels
+from .records import PALETTE, edge_labels
 
 
 def _pyplot() -> Any:

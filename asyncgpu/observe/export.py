@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .trace import PALETTE, edge_labels, finite
+from .records import PALETTE, edge_labels, finite
 
 
 def chrome_trace(trace: Any) -> dict[str, Any]:

@@ -44,72 +44,18 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..runtime.context import NEW_RUNTIME_HOOKS, current_runtime
 from . import metrics as _metrics
+from .draw import draw_dag, draw_timeline
+from .export import chrome_trace, to_dot
+from .records import PALETTE, NodeRecord, PrefetchRecord, SyncRecord, edge_labels, finite
 
 log = logging.getLogger("asyncgpu")
-
-#: Colours of streams 0, 1, ... in DOT output and pictures.
-PALETTE = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
-           "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
 
 _pools: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
 #: Pending timing events beyond which a launch first reads the completed ones (bounds the
 #: number of live events in a whole-process trace).
 _HARVEST = 4096
-
-
-@dataclass
-class NodeRecord:
-    """One traced node. Times in seconds since the trace started (device times: see module)."""
-
-    id: int
-    kind: str                      # "kernel", "call", "graph", "copy", "host-read", "host-write"
-    name: str
-    site: str | None
-    stream: int | None             # trace track of the stream; None for host nodes
-    order: int                     # position in the host's issue order
-    enqueue_s: float
-    parents: list[tuple[int, str, str]] = field(default_factory=list)  # (id, reason, array)
-    start_s: float | None = None
-    end_s: float | None = None
-
-
-@dataclass
-class PrefetchRecord:
-    """One host-to-device prefetch, enqueued before the kernel ``node`` on its stream."""
-
-    stream: int
-    nbytes: int
-    order: int
-    enqueue_s: float
-    node: int | None = None
-    start_s: float | None = None
-    end_s: float | None = None
-
-
-@dataclass
-class SyncRecord:
-    """The host blocked from ``start_s`` to ``end_s`` (host clock) for ``reason``.
-
-    ``waited``: ids of the nodes waited for, or None for a device-wide synchronize.
-    """
-
-    reason: str
-    order: int
-    start_s: float
-    end_s: float
-    waited: list[int] | None
-
-
-def edge_labels(node: NodeRecord) -> dict[int, list[str]]:
-    """``node``'s edges grouped by parent: parent id -> ["RAW x", "WAR y", ...]."""
-    out: dict[int, list[str]] = {}
-    for pid, reason, array in node.parents:
-        label = f"{reason} {array}"
-        labels = out.setdefault(pid, [])
-        if label not in labels:
-            labels.append(label)
-    return out
 
 
 class _TracingBackend:
@@ -119,6 +65,10 @@ class _TracingBackend:
 
     def __init__(self, inner: Any, trace: Trace) -> None:
         self.inner = inner
+        #: The backend under the trace: the layers below tell a trace's wrapper by this
+        #: attribute (capture uses the traced backend; configure refuses a new backend)
+        #: without importing this module.
+        self.traced = inner
         self._trace = trace
         self.name = inner.name
         self.prefetches = inner.prefetches
@@ -370,7 +320,6 @@ class Trace:
 
         Open it at https://ui.perfetto.dev or chrome://tracing. Edges are flow arrows.
         """
-        from .export import chrome_trace
         return chrome_trace(self)
 
     def save_chrome(self, path: str) -> None:
@@ -380,19 +329,14 @@ class Trace:
 
     def to_dot(self, kernels_only: bool = False) -> str:
         """The DAG as Graphviz DOT: streams as colours, edges labelled with reason and array."""
-        from .export import to_dot
         return to_dot(self.device_nodes if kernels_only else self.nodes)
 
     def save_timeline(self, path: str, title: str = "") -> None:
         """A PNG timeline (host and one row per stream) through matplotlib."""
-        from .draw import draw_timeline
-
         draw_timeline(self, path, title)
 
     def save_dag(self, path: str, title: str = "", kernels_only: bool = True) -> None:
         """A PNG picture of the DAG (laid out by depth; streams as colours) through matplotlib."""
-        from .draw import draw_dag
-
         draw_dag(self.device_nodes if kernels_only else self.nodes, path, title)
 
     def save(self, directory: str, stem: str = "trace") -> dict[str, str]:
@@ -413,18 +357,20 @@ class Trace:
         return paths
 
 
-def finite(metrics: dict[str, float]) -> dict[str, float | None]:
-    """NaN (an undefined metric) as None: browsers' JSON parsers reject NaN."""
-    return {k: (None if v != v else v) for k, v in metrics.items()}
+def trace() -> Trace:
+    """Trace the work issued in a ``with`` block: ``with asyncgpu.trace() as t:``.
 
+    Records per node its name, launch site, stream, parents (with RAW/WAR/WAW and the array),
+    host enqueue time and device start and end (timing events, only while tracing), plus
+    prefetches and host synchronizations. Read it after the block: ``t.metrics()`` (CT, TC, CC,
+    TOT), ``t.save_chrome(path)``, ``t.to_dot()``, ``t.save_timeline(path)``,
+    ``t.save_dag(path)``, ``t.save(directory, stem)``. On ``sim`` device times are logical.
 
-def trace(runtime: Any = None) -> Trace:
-    """Start tracing the runtime; use as ``with asyncgpu.trace() as t:`` (see :class:`Trace`)."""
-    if runtime is None:
-        from ..runtime.context import current_runtime
-
-        runtime = current_runtime()
-    return Trace(runtime).start()
+    Returns
+    -------
+    Trace
+    """
+    return Trace(current_runtime()).start()
 
 
 _process_traces = 0
@@ -453,3 +399,12 @@ def trace_process(runtime: Any, path: str) -> Trace:
 
     atexit.register(write)
     return t
+
+
+def _trace_if_asked(runtime: Any) -> None:
+    """``ASYNCGPU_TRACE``: every new runtime is traced until exit (:func:`trace_process`)."""
+    if runtime.options.trace:
+        trace_process(runtime, runtime.options.trace)
+
+
+NEW_RUNTIME_HOOKS.append(_trace_if_asked)

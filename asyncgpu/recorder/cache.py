@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from .capture import FrozenGraph
+from ..runtime.frozen import FrozenGraph
 from .keys import LaunchMemo
 
 

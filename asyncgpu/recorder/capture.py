@@ -29,9 +29,9 @@ node of its own per copy, and the copies overlap the branches that do not need t
 hand-written graph's transfers would. Such a graph is only valid while the same allocations are
 host-current: the recorder keeps one graph per such set (its *variants*, sharing one plan).
 
-The result is a
-:class:`FrozenGraph`: the backend's graph, the union of the launches' accesses (what the replay
-node declares to the dynamic DAG: a range written by any launch is written) and the launches
+The result is a :class:`~asyncgpu.runtime.frozen.FrozenGraph` (a runtime type: the runtime
+issues it): the backend's graph, the union of the launches' accesses (what the replay node
+declares to the dynamic DAG: a range written by any launch is written) and the launches
 themselves, whose arrays the graph keeps alive.
 
 Example: ``k1(x -> y); k2(x -> z); k3(y, z -> w)`` gives preds ``[[], [], [0, 1]]``; with
@@ -45,100 +45,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..core import compiled
 from ..core.dag import Node
 from ..core.deps import Access
 from ..core.errors import CaptureError
-from ..runtime.memory import host_current, overwrites
+from ..runtime.frozen import FrozenGraph
 from . import profile, schedule
 
 log = logging.getLogger("asyncgpu")
-
-
-class PythonFrozen:
-    """``FrozenGraph.host_current`` in Python: the reference for the compiled one
-    (``asyncgpu/csrc/memory.c``)."""
-
-    __slots__ = ()
-    settled: int
-    inputs: tuple[Any, ...]
-
-    def host_current(self, rt: Any) -> tuple[Any, ...]:
-        """Its inputs that are host-current now (``asyncgpu.runtime.memory.host_current``): none
-        while nothing has made one host-current since its last launch left them all on the
-        device."""
-        if self.settled == rt.host_epoch:
-            return ()
-        return host_current(self.inputs)
-
-
-class FrozenGraph(*compiled.bases("FrozenBase", PythonFrozen)):
-    """A captured graph and the union of its accesses (one cache entry).
-
-    ``copy_in``: the allocations the graph copies to the device itself (their accesses are
-    writes of the whole allocation: the graph writes the device copy); ``copy_only``: those of
-    them no launch writes (host and device copies are both current after a replay);
-    ``written``: the allocations a launch writes;
-    ``inputs``/``overwritten``: the allocations the graph touches, split by whether its first
-    use may read the old bytes (a static replay checks that the host-current inputs are
-    exactly ``copy_in``; an overwritten one needs no copy wherever its current copy is);
-    ``read_back``: the written allocations the host fetched whole after a launch, which each
-    launch copies back to the host behind itself (``ExplicitMemory.read_back``).
-    """
-
-    __slots__ = ("graph", "accesses", "launches", "events", "name", "kernels", "copy_in",
-                 "copy_only", "copy_bytes", "inputs", "overwritten", "written", "plan", "last",
-                 "repeat", "settled", "read_back", "replay_version", "__weakref__")
-
-    def __init__(self, graph: Any, accesses: list[Access], launches: list[Any],
-                 events: list[Any], name: str, copy_in: tuple[Any, ...] = ()) -> None:
-        self.graph = graph
-        self.accesses = accesses
-        self.launches = launches    # keeps the arrays alive with the graph
-        self.events = events
-        self.name = name
-        self.kernels = len(launches)
-        self.copy_in = copy_in
-        written = {a.key: a.alloc for launch in launches for a in launch.arrays if a.write}
-        self.written = tuple(a for a in written.values() if a.nbytes)
-        self.copy_only = tuple(a for a in copy_in if a.id not in written)
-        self.copy_bytes = sum(a.nbytes for a in copy_in)
-        self.inputs, self.overwritten = graph_inputs(launches)
-        self.plan: Any = None       # (preds, lanes, order) it was captured with
-        #: (tracker, version, node) after its last launch, and (tracker, the reasons it
-        #: conflicts with itself): ``Runtime.launch_graph``'s shortcut for a repeated launch
-        self.last: Any = None
-        self.repeat: Any = None
-        #: ``Runtime.host_epoch`` right after its last launch: while the epoch stands still,
-        #: none of its allocations is host-current (see :meth:`host_current`).
-        self.settled = -1
-        #: explicit memory: ((allocation, label), ...) it copies back to the host after each
-        #: launch (``ExplicitMemory.read_back``), and the tracker's version once its last
-        #: launch (and those copies) were issued
-        self.read_back: tuple[Any, ...] = ()
-        self.replay_version = -1
-
-    @property
-    def lanes(self) -> int:
-        """The streams its launches were captured on (after the lane budget; copy lane not
-        counted)."""
-        return max(self.plan[1]) + 1 if self.plan is not None else 1
-
-
-compiled.register(FrozenGraph, PythonFrozen, ("host_current",))
-compiled.configure("configure_frozen", FrozenGraph)
-
-
-def graph_inputs(launches: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    """The allocations ``launches`` use, each once: (those whose old bytes they may read,
-    those their first use overwrites whole)."""
-    first: dict[int, Any] = {}
-    for launch in launches:
-        for a in launch.arrays:
-            first.setdefault(a.key, a)
-    inputs = tuple(a.alloc for a in first.values() if not overwrites(a))
-    overwritten = tuple(a.alloc for a in first.values() if overwrites(a))
-    return inputs, overwritten
 
 
 def dependencies(launches: list[Any], all_write: bool = False) -> list[list[int]]:
@@ -386,6 +299,5 @@ def _node(rt: Any, be: Any, launch: Any) -> tuple[Node, Any]:
 def _capture_backend(be: Any) -> Any:
     """The backend to capture with: under a trace, the traced one (timing events recorded
     around captured launches would be captured too, and querying them breaks the capture)."""
-    from ..observe.trace import _TracingBackend
-
-    return be.inner if isinstance(be, _TracingBackend) else be
+    traced = getattr(be, "traced", None)     # (set by a trace's wrapper only)
+    return be if traced is None else traced

@@ -41,9 +41,9 @@ from typing import Any, Callable
 from ..core import compiled
 from ..core.errors import RecordingError
 from ..runtime.context import Runtime, current_runtime
+from ..runtime.frozen import FrozenGraph
 from . import recording as _recorder
 from .cache import VARIANTS, copy_key
-from .capture import FrozenGraph
 from .finish import issue_eagerly, replay_remembered
 from .keys import Launch, LaunchMemo, RecordingKey, argument_key
 from .recording import Recording

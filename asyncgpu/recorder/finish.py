@@ -28,9 +28,10 @@ import warnings
 from typing import Any
 
 from ..core.errors import CaptureError
+from ..runtime.frozen import graph_inputs
 from ..runtime.memory import host_current
 from .cache import Variants, copy_key, graph_cache
-from .capture import capture, graph_inputs
+from .capture import capture
 from .keys import Launch, LaunchMemo, RecordingKey
 
 _SEEN = "seen"                  # a key seen once: next time it is captured

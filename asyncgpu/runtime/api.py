@@ -171,24 +171,6 @@ def instrument(obj: Any) -> Any:
     return current_runtime().instrument(obj)
 
 
-def trace() -> Any:
-    """Trace the work issued in a ``with`` block: ``with asyncgpu.trace() as t:``.
-
-    Records per node its name, launch site, stream, parents (with RAW/WAR/WAW and the array),
-    host enqueue time and device start and end (timing events, only while tracing), plus
-    prefetches and host synchronizations. Read it after the block: ``t.metrics()`` (CT, TC, CC,
-    TOT), ``t.save_chrome(path)``, ``t.to_dot()``, ``t.save_timeline(path)``,
-    ``t.save_dag(path)``, ``t.save(directory, stem)``. On ``sim`` device times are logical.
-
-    Returns
-    -------
-    Trace
-    """
-    from ..observe.trace import trace as start
-
-    return start(current_runtime())
-
-
 def options() -> Options:
     """The options in force.
 

@@ -25,10 +25,9 @@ import contextlib
 import logging
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from .. import backends
 from ..core import compiled
 from ..core.config import BACKEND_BUILD, Options, options_from_env
 from ..core.dag import Node, reduce_parents
@@ -36,15 +35,21 @@ from ..core.deps import Access, DependencyTracker, register_access_type
 from ..core.errors import AnnotationViolation, KernelFault
 from ..core.statistics import Counters, Statistics
 from ..core.streams import StreamManager
-from ..recorder.capture import FrozenGraph
+from . import backend_registry
 from . import switch as _switch
 from .array import DEVICE, HOST, Allocation
+from .frozen import FrozenGraph
 from .host_access import HostAccess
 from .issue import PythonIssuing, graph_repeat, refuse_reentry
 from .kernel import ArrayArg, user_site
 from .memory import ExplicitMemory
 
 log = logging.getLogger("asyncgpu")
+
+#: Called with every new runtime once it is configured. The layers above register here what
+#: they attach to a runtime (``asyncgpu.observe.trace``: the whole-process trace that
+#: ``ASYNCGPU_TRACE`` asks for), so the runtime needs no import of them.
+NEW_RUNTIME_HOOKS: list[Callable[[Any], None]] = []
 
 register_access_type(ArrayArg)      # (launch arguments are their own accesses)
 
@@ -64,7 +69,7 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
         self.options = options
         # ``backend`` replaces the one the options select (micro-benchmarks of the runtime's
         # own cost use a backend that does nothing)
-        self.backend = backends.create(options) if backend is None else backend
+        self.backend = backend_registry.create(options) if backend is None else backend
         self.stats = Counters()
         self._lock = threading.RLock()
         self._releases: deque[tuple[int, Any]] = deque()
@@ -83,10 +88,8 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
         #: device was selected (``asyncgpu.runtime.switch.retire``): its arrays are refused
         self.retired: tuple[str, str] | None = None
         self._configure(options)
-        if options.trace:
-            from ..observe.trace import trace_process
-
-            trace_process(self, options.trace)
+        for hook in NEW_RUNTIME_HOOKS:
+            hook(self)
 
     def _configure(self, options: Options) -> None:
         bugs = options.test_bugs

@@ -504,7 +504,6 @@ def dlpack(array: Array, stream: Any = None, max_version: Any = None, dl_device:
             host.__dlpack__(max_version=max_version)
     if copy:
         raise BufferError("asyncgpu arrays are exported without a copy; call x.copy() first")
-    from ..backends.cuda.library import cupy_view
     from .library import backend_module
 
     cupy = backend_module("cuda")
@@ -521,7 +520,7 @@ def dlpack(array: Array, stream: Any = None, max_version: Any = None, dl_device:
         ready = cupy.cuda.Event(block=False, disable_timing=True)
         ready.record(producer)
         consumer.wait_event(ready)
-    view = cupy_view(rt.backend, array)
+    view = rt.backend.cupy_view(array)
     kwargs: dict[str, Any] = {"stream": -1}
     if max_version is not None:
         kwargs["max_version"] = max_version
@@ -536,6 +535,4 @@ def dlpack_device(array: Array) -> tuple[int, int]:
     rt = array._alloc.runtime
     if rt.backend.name != "cuda":
         return (1, 0)
-    from ..backends.cuda.library import cupy_view
-
-    return tuple(cupy_view(rt.backend, array).__dlpack_device__())
+    return tuple(rt.backend.cupy_view(array).__dlpack_device__())

@@ -159,7 +159,7 @@ class PythonIssuing:
             self._issuing = None
 
     def launch_graph(self, frozen: Any) -> None:
-        """Schedule one launch of a captured graph (``asyncgpu.recorder.capture.FrozenGraph``) as
+        """Schedule one launch of a captured graph (``asyncgpu.runtime.frozen.FrozenGraph``) as
         one node whose accesses are the union of the graph's (explicit memory: the copies it
         makes itself are booked by ``ExplicitMemory.before_graph``). The caller holds the
         runtime's lock: the recorder's paths here hold it already for the decision that leads

@@ -55,6 +55,8 @@ from typing import Any
 
 from ..core.config import BACKEND_BUILD, Options
 from ..core.deps import Access
+from ..core.statistics import Counters
+from . import backend_registry
 from .array import DEVICE, HOST, Allocation, Array
 from .interop import origin
 
@@ -69,9 +71,7 @@ def needs_rebuild(old: Options, new: Options) -> bool:
 def refuse_rebuild_while_tracing(rt: Any, changes: list[str]) -> None:
     """A trace wraps the backend and reads its clock: it cannot span a new backend. Raised
     before anything changes."""
-    from ..observe.trace import _TracingBackend
-
-    if isinstance(rt.backend, _TracingBackend):
+    if getattr(rt.backend, "traced", None) is not None:     # (a trace's wrapper)
         raise RuntimeError(
             f"asyncgpu.configure({', '.join(changes)}) builds a new backend, which a trace in "
             "progress cannot follow; end the 'with asyncgpu.trace()' block first, or change "
@@ -82,9 +82,6 @@ def refuse_rebuild_while_tracing(rt: Any, changes: list[str]) -> None:
 def rebuild_backend(rt: Any, options: Options) -> None:
     """Give ``rt`` (all work finished, lock held) the backend ``options`` ask for and move
     its live allocations there. On failure nothing has changed (the new buffers are freed)."""
-    from .. import backends
-    from ..core.statistics import Counters
-
     old = rt.backend
     old_explicit = rt.options.memory == "explicit"
     convert = rt.options.memory != options.memory
@@ -93,7 +90,7 @@ def rebuild_backend(rt: Any, options: Options) -> None:
     rt._drain_releases()        # (buffers of arrays dropped before the walk: the old backend's)
     if convert and old_explicit:
         _push_imports(rt, allocs)
-    new = backends.create(options)
+    new = backend_registry.create(options)
     moved: list[tuple[Allocation, Any, int]] = []
     try:
         if convert:
@@ -208,9 +205,7 @@ def _close(backend: Any) -> None:
 
 def describe(options: Options) -> tuple[str, int]:
     """(backend name, device) of a selection: what a runtime is one per."""
-    from .. import backends
-
-    return backends.resolve(options), options.device
+    return backend_registry.resolve(options), options.device
 
 
 def retire(rt: Any, new: Options) -> None:

@@ -472,6 +472,12 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
         from .library import make_call
         return make_call(self, runtime, call, accesses)
 
+    def cupy_view(self, array: Any) -> Any:
+        """A CuPy array over ``array``'s memory, cached on it: what an export hands out
+        (``asyncgpu.runtime.interop``: DLPack)."""
+        from .library import cupy_view
+        return cupy_view(self, array)
+
     def _launch_failed(self, node: Any, stream: Any, exc: Exception) -> None:
         """A launch raised ``exc``: raise what it means, or launch again where the thread only
         lacked a current context."""
