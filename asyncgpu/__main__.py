@@ -216,7 +216,7 @@ def _metrics_table(rows: list[dict[str, Any]], title: str) -> Any:
 
 def cmd_trace(args: argparse.Namespace) -> int:
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     harness = _bench_module("harness")
     WORKLOADS = _bench_module("workloads").WORKLOADS
@@ -322,7 +322,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         blocks = [int(b) for b in args.block_sizes.split(",")]
     else:
         blocks = list(harness.BLOCK_SIZES) if on_gpu else [32]
-    from asyncgpu.runtime.context import current_options, current_runtime
+    from asyncgpu.runtime.current import current_options, current_runtime
 
     if args.num_blocks:
         num_blocks = args.num_blocks

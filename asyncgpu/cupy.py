@@ -32,9 +32,10 @@ from typing import Any
 
 import numpy as np
 
+from .runtime import array_modules
 from .runtime import cupy_surface as _cupy_surface
 from .runtime.array import Array
-from .runtime.library import backend_module, dispatch, function_resolver
+from .runtime.library import dispatch, function_resolver
 
 _METADATA = frozenset({
     "result_type", "can_cast", "min_scalar_type", "promote_types", "common_type", "shape",
@@ -44,7 +45,7 @@ _METADATA = frozenset({
 
 def _backend() -> str:
     from . import backends
-    from .runtime.context import current_options
+    from .runtime.current import current_options
 
     return backends.resolve(current_options())
 
@@ -138,7 +139,7 @@ def _attribute(prefix: str, name: str) -> Any:
         value = _sim_attribute(prefix[:-1], name)
         _cache[key] = value
         return value
-    mod = backend_module(backend)
+    mod = array_modules.backend_module(backend)
     for part in prefix.split(".")[:-1]:
         mod = getattr(mod, part)
     if prefix == "random.":

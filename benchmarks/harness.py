@@ -284,7 +284,7 @@ TRACEABLE = ("serial", "parallel", "handopt")
 def traced_iteration(ag: Any, wl: Any, mode: str, block: Any, num_blocks: int,
                      inputs: str) -> Any:
     """One untimed iteration of ``mode`` under ``asyncgpu.trace()``; returns the trace."""
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     from .handopt import Hand
 
@@ -331,7 +331,7 @@ def _capture(ag: Any, wl: Any, schedule: Any, hand: Any, block: Any, num_blocks:
     On a GPU one eager run comes first: a kernel's first launch compiles it and loads its module,
     which must not happen inside a capture.
     """
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     if current_runtime().backend.name == "cuda":
         if inputs == "streaming":
@@ -358,7 +358,7 @@ def bench_workload(ag: Any, cls: Any, scale: str, modes: tuple[str, ...], blocks
     ``rounds``: the timed iterations in that many interleaved blocks per mode (``run_modes``);
     ``progress()`` after each mode's result, ``started(mode)`` as each mode begins to run.
     """
-    from asyncgpu.runtime.context import current_options, current_runtime
+    from asyncgpu.runtime.current import current_options, current_runtime
 
     from . import bounds as B
     from .cudagraph import GraphHand
@@ -428,7 +428,7 @@ class KernelRecorder:
 
 def record_run(ag: Any, cls: Any, scale: str = "tiny", seed: int = 0) -> list[Any]:
     """The kernel nodes (with streams and edges) of one ``run()`` on the sim backend."""
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     with ag.configure(backend="sim", sim_seed=seed, sim_strategy="random"):
         wl = cls(ag, scale)
@@ -444,7 +444,7 @@ def machine_info(ag: Any) -> dict[str, Any]:
     import numba
 
     from asyncgpu.core.compiled import in_use as compiled_in_use
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     be = current_runtime().backend
     be = getattr(be, "inner", be)

@@ -151,7 +151,7 @@ def graph_lanes(step: Any) -> list[int]:
     """The stream counts of the graphs ``step`` (an ``asyncgpu.graph`` function) has captured,
     after the lane budget (one per variant, distinct, sorted)."""
     from asyncgpu.recorder.cache import graphs_of
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     return sorted({f.lanes for f in graphs_of(current_runtime(), step.token)})
 

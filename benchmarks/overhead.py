@@ -200,7 +200,7 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
 
 def _driver_calls() -> Any:
     """The current runtime's ``DriverCalls``, or None (direct calls off, or a wrapped backend)."""
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     return getattr(current_runtime().backend, "driver", None)
 
@@ -335,7 +335,7 @@ def _components(ag: Any, stream: Any, launches: int, repeats: int,
     """The CUDA calls one asyncgpu launch makes, each timed alone (3-argument CUDA C kernel)."""
     import cupy
 
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
     from asyncgpu.backends.cuda.packed import cuda_c_plan
 
     k = ag.cuda_kernel(_c_source(3), "k3")

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from asyncgpu.runtime.context import current_runtime
+from asyncgpu.runtime.current import current_runtime
 
 INC = r"""extern "C" __global__ void inc(float* x, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

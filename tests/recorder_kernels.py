@@ -48,7 +48,7 @@ def captured_graphs(step=None) -> list:
     """Every graph (``FrozenGraph``, all variants) in the current runtime's recorder cache, or
     only those of the recorded function ``step``."""
     from asyncgpu.recorder.cache import Variants, graphs_of
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     rt = current_runtime()
     if step is not None:
@@ -63,7 +63,7 @@ def deferred_launches(body, name="t"):
     """``(runtime, launches)``: ``body()`` run under a bare recording, its launches validated
     and deferred (never issued); for tests of the schedule and the stage timer."""
     from asyncgpu.recorder import recording as _recorder
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     rt = current_runtime()
     rec = _recorder.Recording(rt, 0, name, False)

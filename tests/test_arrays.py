@@ -189,7 +189,7 @@ def test_creation_functions(sim):
 def test_many_launches_keep_bounded_state(sim):
     """A long loop without host access: live entries and in-flight nodes stay bounded."""
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     with ag.configure(backend="sim", sim_seed=1, sim_strategy="eager"):
         k = ag.cuda_kernel(

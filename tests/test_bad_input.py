@@ -36,7 +36,7 @@ def runtime_state(ag):
     """What a refused call must leave unchanged: counters, the backend's queues (the sim's
     operations per stream, and its executor steps), the DAG (in-flight nodes per stream and
     the tracker's live entries) and the pool of streams."""
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
     rt = current_runtime()
     st = ag.statistics()
     sim = getattr(rt.backend, "inner", rt.backend)
@@ -439,7 +439,7 @@ def test_launch_from_inside_another_launch_is_refused_and_nothing_breaks(sim):
     """Case 29 of the reliability note: a finalizer or callback that launches while asyncgpu is
     scheduling another node (same thread, re-entrant lock) gets a RuntimeError; the outer
     launch completes and the runtime stays usable."""
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     ag = sim
     plus_one = _plus_one(ag)
@@ -469,7 +469,7 @@ def test_an_interrupt_that_leaves_the_issuing_mark_set_refuses_nothing_later(sim
     launch whose input is copied to the device first (an ``_issue`` inside an ``_issue`` that
     has not launched yet) is not a re-entrant launch and must go through."""
     from asyncgpu.core.dag import Node
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     ag = sim
     with ag.configure(backend="sim", memory="explicit"):

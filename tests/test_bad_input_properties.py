@@ -142,7 +142,7 @@ def _bind_and_convert(ctype, values):
     """(what Kernel.bind passes, what convert_scalar returns) for each value, as (type, bytes)
     or the error's type name."""
     from asyncgpu.runtime.checks import convert_scalar
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     with ag.configure(backend="sim", sim_seed=0):
         k = ag.cuda_kernel(f'extern "C" __global__ void k(float* y, {ctype} v) {{ }}', "k",

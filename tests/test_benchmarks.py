@@ -56,7 +56,7 @@ GRAPHS = {"vec": 1, "bs": 1, "img": 1, "ml": 1, "hits": 5, "dl": 1}
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_cudagraph_captures_every_kernel_of_handopt(name):
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     from benchmarks.cudagraph import GraphHand
 
@@ -76,7 +76,7 @@ def test_cudagraph_captures_every_kernel_of_handopt(name):
 def test_cudagraph_replay_refuses_a_changed_schedule():
     import asyncgpu as ag
     from asyncgpu.core.errors import CaptureError
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     from benchmarks.cudagraph import GraphHand
     from benchmarks.workloads import Vec
@@ -100,7 +100,7 @@ def test_cudagraph_replay_refuses_a_changed_schedule():
 @pytest.mark.parametrize("name", ["vec", "img"])
 def test_cudagraph_with_joined_prefetches_instead_of_external_waits(name, memory):
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     from benchmarks.cudagraph import GraphHand
 
@@ -281,7 +281,7 @@ def test_a_timed_iteration_ends_with_its_device_work_complete(memory, monkeypatc
     bounds). The ``lazy`` strategy runs only what the host waits for (and a random choice of
     other enabled steps), so work left out of the timing stays queued."""
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     def queued():
         be = current_runtime().backend

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from asyncgpu.core import compiled as _compiled
 from asyncgpu.runtime.kernel import PythonBinding
-from asyncgpu.runtime.context import current_runtime
+from asyncgpu.runtime.current import current_runtime
 
 pytestmark = pytest.mark.skipif(_compiled.speedups is None,
                                 reason="asyncgpu._speedups is not built")

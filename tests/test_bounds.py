@@ -80,7 +80,7 @@ def test_streamed_bytes_are_what_a_streaming_iteration_prefetches(sim, name):
 
 
 def test_bandwidth_probe_is_not_applicable_on_sim(sim):
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     assert B.h2d_bandwidth(current_runtime()) is None
 

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.usefixtures("managed_memory")
 @pytest.fixture
 def env(sim):
     """(ag, backend, hand, kernels) on a fresh sim runtime."""
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     ag = sim
     rt = current_runtime()
@@ -58,7 +58,7 @@ def _arrays(ag, x0):
 @pytest.mark.parametrize("seed", range(3))
 def test_capture_then_replay_equals_eager(strategy, seed):
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     with ag.configure(backend="sim", sim_seed=seed, sim_strategy=strategy):
         rt = current_runtime()
@@ -355,7 +355,7 @@ def _run_schedule(be, h, k, arrays, ops, capture_on=None):
        strategy=st.sampled_from(["random", "reverse", "starve", "pct"]))
 def test_random_schedules_replay_like_eager(ops, seed, strategy):
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     init = np.arange(3 * N, dtype=np.float32).reshape(3, N) % 7
     with ag.configure(backend="sim", sim_seed=seed, sim_strategy=strategy):

@@ -67,7 +67,7 @@ def test_a_replaced_backend_gives_its_caches_back():
     import numpy as np
 
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     with ag.configure(backend="sim", memory="explicit"):
         rt = current_runtime()
@@ -86,7 +86,7 @@ def test_a_replaced_backend_gives_its_caches_back():
 
 def test_changing_direct_driver_makes_a_new_backend():
     import asyncgpu as ag
-    from asyncgpu.runtime import context as _runtime
+    from asyncgpu.runtime import current as _runtime
 
     with ag.configure(backend="sim", direct_driver=True):
         first = _runtime.current_runtime().backend
@@ -96,7 +96,7 @@ def test_changing_direct_driver_makes_a_new_backend():
 
 def test_changing_single_node_graphs_makes_a_new_backend():
     import asyncgpu as ag
-    from asyncgpu.runtime import context as _runtime
+    from asyncgpu.runtime import current as _runtime
 
     with ag.configure(backend="sim", single_node_graphs=True):
         first = _runtime.current_runtime().backend

@@ -14,7 +14,7 @@ from numba import cuda
 import asyncgpu as ag
 import asyncgpu.cupy as acp
 import stand_in
-from asyncgpu.runtime.context import current_runtime
+from asyncgpu.runtime.current import current_runtime
 
 
 @ag.kernel

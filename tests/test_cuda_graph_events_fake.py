@@ -60,7 +60,7 @@ LIFETIME = textwrap.dedent(r"""
     import gc, weakref
     import numpy as np
     import asyncgpu as ag
-    from asyncgpu.runtime import context as _runtime
+    from asyncgpu.runtime import current as _runtime
     from benchmarks import replay
     from tools.host_paths import stand_in_runtime
 

@@ -234,11 +234,11 @@ class FakeCudaBackend(SimBackend):
 @pytest.fixture
 def fake_cuda(monkeypatch):
     import asyncgpu as ag
-    import asyncgpu.runtime.library as library
-    from asyncgpu.runtime import context as _runtime
+    import asyncgpu.runtime.array_modules as array_modules
+    from asyncgpu.runtime import current as _runtime
     from asyncgpu.backends import CheckedBackend
 
-    monkeypatch.setattr(library, "backend_module",
+    monkeypatch.setattr(array_modules, "backend_module",
                         lambda backend: fake if backend == "cuda" else np)
     with ag.configure(backend="sim", execution="async"):
         rt = _runtime.current_runtime()

@@ -44,7 +44,7 @@ class Recorder:
 
 
 def run_vec(ag, n=64):
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     square = make_square(ag)
     reduce = ag.cuda_kernel(REDUCE_SRC, "reduce", sim=reduce_twin)

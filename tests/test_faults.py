@@ -25,7 +25,7 @@ import asyncgpu as ag
 import asyncgpu.cupy  # noqa: F401  (imported here, not inside the first traced call)
 from asyncgpu.core import compiled as _compiled
 from asyncgpu.testing.faults import inject
-from asyncgpu.runtime.context import current_runtime
+from asyncgpu.runtime.current import current_runtime
 
 SRC = r'''
 extern "C" __global__ void axpy(const float* x, float* y, float a, int n) {

@@ -19,7 +19,7 @@ OPS = st.lists(st.tuples(st.sampled_from(["inc", "read", "write", "numpy", "sync
 
 def _program(ops, seed: int, plain: bool):
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     with ag.configure(backend="sim", sim_seed=seed, sim_strategy="random", memory="explicit"):
         rt = current_runtime()
@@ -103,7 +103,7 @@ def test_reads_of_a_current_mirror_wait_for_nothing_and_count_once(sim):
 @pytest.mark.parametrize("memory", ["managed", "explicit"])
 def test_only_explicit_memory_takes_the_short_path_and_the_checker_still_sees_it(memory):
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     with ag.configure(backend="sim", sim_seed=0, memory=memory):
         rt = current_runtime()

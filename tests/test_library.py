@@ -382,7 +382,7 @@ def test_export_stream_orders_a_consumer_after_all_pending_work(sim):
     """The stream handed to consumers (CAI ``stream``, DLPack) follows every pending node."""
     ag = sim
     from asyncgpu.runtime.interop import export_stream
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     rt = current_runtime()
     x = ag.zeros(8)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 import asyncgpu.cupy as acp
-from asyncgpu.runtime import effects as _effects, library as _library
+from asyncgpu.runtime import array_modules, effects as _effects, library as _library
 from asyncgpu.runtime.context import Runtime
 
 
@@ -188,7 +188,7 @@ def stand_in_cupy(monkeypatch):
         random=types.SimpleNamespace(Generator=types.SimpleNamespace()),
         ndarray=types.SimpleNamespace(get=lambda self, stream=None: None),
     )
-    monkeypatch.setattr(_library, "backend_module", lambda b: fake if b == "cuda" else np)
+    monkeypatch.setattr(array_modules, "backend_module", lambda b: fake if b == "cuda" else np)
     return fake
 
 

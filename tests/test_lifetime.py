@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import asyncgpu as ag
-from asyncgpu.backends.sim.backend import POISON
+from asyncgpu.backends.sim.kernels import POISON
 
 SRC = r'''
 extern "C" __global__ void axpy(const double* x, double* y, double a, int n) {
@@ -89,7 +89,7 @@ def test_free_of_an_idle_array_does_not_synchronize(sim):
 
 
 def test_freed_memory_is_poisoned_and_returns_to_the_pool(sim):
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     backend = current_runtime().backend
     backend = getattr(backend, "inner", backend)
@@ -105,7 +105,7 @@ def test_freed_memory_is_poisoned_and_returns_to_the_pool(sim):
 
 
 def test_dropped_arrays_return_to_the_pool_after_their_kernels(sim):
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     backend = current_runtime().backend
     backend = getattr(backend, "inner", backend)

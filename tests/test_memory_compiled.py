@@ -23,7 +23,7 @@ from asyncgpu.core import compiled as _compiled
 from asyncgpu.runtime.array import DEVICE, HOST
 from asyncgpu.runtime.frozen import PythonFrozen
 from asyncgpu.runtime.memory import PythonBooking
-from asyncgpu.runtime.context import current_runtime
+from asyncgpu.runtime.current import current_runtime
 
 pytestmark = pytest.mark.skipif(_compiled.speedups is None,
                                 reason="asyncgpu._speedups is not built")

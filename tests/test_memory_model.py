@@ -387,7 +387,7 @@ def test_switching_memory_model_converts_the_arrays():
 # -- random programs: both models equal serial -----------------------------------------------
 def _serial_managed(ag, steps, init, run_program=programs.run):
     """The serial oracle with the managed memory model (the default is explicit)."""
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     def run(ag, steps, init):
         assert ag.options().memory == "managed"

@@ -18,7 +18,7 @@ SRC_R = 'extern "C" __global__ void r(const float* x, float* y) { y[threadIdx.x]
 
 
 def fan_out(ag):
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
     from benchmarks.harness import KernelRecorder
 
     w = ag.cuda_kernel(SRC_W, "w", sim=lambda x: x.__setitem__(slice(None), 1.0))
@@ -50,7 +50,7 @@ def test_fan_out_streams(policy, expected):
 
 def test_reuse_hands_back_free_streams_and_always_new_does_not():
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     for policy, grows in (("reuse", False), ("always-new", True)):
         with ag.configure(backend="sim", sim_seed=4, new_stream=policy):
@@ -68,7 +68,7 @@ def test_reuse_hands_back_free_streams_and_always_new_does_not():
 
 def test_max_streams_caps_the_pool():
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     with ag.configure(backend="sim", sim_seed=4, max_streams=3):
         w = ag.cuda_kernel(SRC_W, "w", sim=lambda x: x.__setitem__(slice(None), 1.0))

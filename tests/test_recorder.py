@@ -100,7 +100,7 @@ def test_graph_is_launched_once_per_call_not_per_kernel(sim):
 
 def test_cache_is_bounded_and_destroys_evicted_graphs():
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     with ag.configure(backend="sim", sim_seed=1, graph_cache=2):
         scale, add, inc = kernels(ag)
@@ -359,7 +359,7 @@ def test_the_lane_cost_is_measured_by_the_backend_when_not_set():
     further than the 1 us default's five."""
     import asyncgpu as ag
     from asyncgpu.recorder import capture as _graph_capture
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     def lanes_with(cost_s):
         with ag.configure(backend="sim", graph_lane_cost_us=None):

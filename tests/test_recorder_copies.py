@@ -120,7 +120,7 @@ def test_static_replay_picks_the_graph_for_the_inputs_locations(explicit):
 
 def test_a_failed_replay_leaves_the_inputs_host_current(explicit, monkeypatch):
     ag = explicit
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     x, y, step = doubling(ag)
 

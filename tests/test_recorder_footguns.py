@@ -16,7 +16,7 @@ from recorder_kernels import N, kernels
 
 @pytest.fixture
 def env(sim):
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     return sim, current_runtime(), kernels(sim)
 

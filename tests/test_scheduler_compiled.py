@@ -55,7 +55,7 @@ class Log:
 @contextlib.contextmanager
 def fresh_sim(compiled: bool, **options):
     """A fresh ``sim`` runtime with the compiled or the Python methods, for one run."""
-    from asyncgpu.runtime import context as _runtime
+    from asyncgpu.runtime import current as _runtime
 
     _compiled.use(compiled)
     try:

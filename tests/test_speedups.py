@@ -16,7 +16,7 @@ from recorder_kernels import N, kernels
 
 from asyncgpu.core import compiled as _compiled
 from asyncgpu.core.errors import ArgumentError, ArgumentValueError
-from asyncgpu.runtime.context import current_runtime
+from asyncgpu.runtime.current import current_runtime
 
 pytestmark = pytest.mark.usefixtures("compiled")
 

@@ -170,7 +170,7 @@ def test_a_replaced_runtime_lock_is_the_one_taken():
     the one taken, and the usual lock again after it."""
     import threading
 
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     class CountingLock:
         def __init__(self):

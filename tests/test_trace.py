@@ -111,7 +111,7 @@ def test_exports(sim, tmp_path):
 
 def test_tracing_leaves_the_runtime_as_it_was(sim):
     ag = sim
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     rt = current_runtime()
     backend, streams_backend, sites = rt.backend, rt.streams.backend, rt.want_sites

@@ -29,7 +29,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "fak
 import numpy as np  # noqa: E402
 
 import asyncgpu as ag  # noqa: E402
-from asyncgpu.runtime import context as _runtime  # noqa: E402
+from asyncgpu.runtime import current  # noqa: E402
+from asyncgpu.runtime.context import Runtime  # noqa: E402
 from asyncgpu.runtime.array import HOST, new_array  # noqa: E402
 from asyncgpu.core.config import Options  # noqa: E402
 from asyncgpu.backends.cuda.backend import CudaBackend  # noqa: E402
@@ -47,12 +48,12 @@ def _median_us(fn, count: int, per: int = 1, repeats: int = 9) -> float:
     return statistics.median(samples)
 
 
-def stand_in_runtime() -> _runtime.Runtime:
+def stand_in_runtime() -> Runtime:
     """A ``cuda`` runtime over the stand-in CuPy, made the process's runtime (no timing of
     launches at capture: the stand-in's events measure nothing)."""
     opts = Options(backend="cuda", graph_measure=False, graph_lane_cost_us=0)
-    rt = _runtime.Runtime(opts, backend=CudaBackend(opts))
-    _runtime._runtime, _runtime._options = rt, opts
+    rt = Runtime(opts, backend=CudaBackend(opts))
+    current._runtime, current._options = rt, opts
     return rt
 
 

@@ -27,7 +27,7 @@ def main() -> None:
     import cupy
 
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
     from benchmarks.handopt import Hand
     from benchmarks.workloads import WORKLOADS
 

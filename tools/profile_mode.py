@@ -12,7 +12,7 @@ import pstats
 import sys
 
 import asyncgpu as ag
-from asyncgpu.runtime.context import current_runtime
+from asyncgpu.runtime.current import current_runtime
 from benchmarks import harness
 from benchmarks.cudagraph import GraphHand
 from benchmarks.handopt import Hand

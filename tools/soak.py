@@ -191,7 +191,7 @@ class Soak:
 
     def run(self, launches: int, check_every: int, host_ops: float) -> dict[str, Any]:
         ag = self.ag
-        from asyncgpu.runtime.context import current_runtime
+        from asyncgpu.runtime.current import current_runtime
 
         runtime = current_runtime()
         start = time.perf_counter()

@@ -41,14 +41,14 @@ import os
 import threading
 import time
 import weakref
-from dataclasses import dataclass, field
 from typing import Any
 
-from ..runtime.context import NEW_RUNTIME_HOOKS, current_runtime
+from ..runtime.context import NEW_RUNTIME_HOOKS
+from ..runtime.current import current_runtime
 from . import metrics as _metrics
 from .draw import draw_dag, draw_timeline
 from .export import chrome_trace, to_dot
-from .records import PALETTE, NodeRecord, PrefetchRecord, SyncRecord, edge_labels, finite
+from .records import NodeRecord, PrefetchRecord, SyncRecord, finite
 
 log = logging.getLogger("asyncgpu")
 

@@ -40,7 +40,8 @@ from typing import Any, Callable
 
 from ..core import compiled
 from ..core.errors import RecordingError
-from ..runtime.context import Runtime, current_runtime
+from ..runtime.context import Runtime
+from ..runtime.current import current_runtime
 from ..runtime.frozen import FrozenGraph
 from . import recording as _recorder
 from .cache import VARIANTS, copy_key

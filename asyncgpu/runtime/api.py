@@ -9,8 +9,10 @@ import numpy as np
 from ..core.config import Options
 from ..core.errors import AnnotationViolation, KernelFault
 from ..core.statistics import Statistics
-from .array import HOST, Array, new_array
-from .context import current_options, current_runtime, set_options
+from .array import Array, empty_array, full_array, host_array
+from .current import current_options, current_runtime, set_options
+from .interop import asarray as _import
+from .interop import is_foreign
 
 
 def array(obj: Any, dtype: Any = None) -> Array:
@@ -28,16 +30,9 @@ def array(obj: Any, dtype: Any = None) -> Array:
     Array
         Host-initialized: the first kernel that uses it prefetches it to the device.
     """
-    from .interop import asarray as _import
-    from .interop import is_foreign
-
     if is_foreign(obj):          # another library's array: viewed, then copied on the device
         return _import(obj, dtype, copy=True)
-    data = obj.numpy() if isinstance(obj, Array) else obj
-    data = np.asarray(data, dtype=dtype)
-    out = empty_array(data.shape, _dtype(data.dtype), HOST)
-    out[...] = data
-    return out
+    return host_array(obj, dtype)
 
 
 def asarray(obj: Any, dtype: Any = None) -> Array:
@@ -55,9 +50,7 @@ def asarray(obj: Any, dtype: Any = None) -> Array:
     -------
     Array
     """
-    from .interop import asarray as _asarray
-
-    return _asarray(obj, dtype)
+    return _import(obj, dtype)
 
 
 def empty(shape: Any, dtype: Any = np.float64) -> Array:
@@ -77,10 +70,7 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
     -------
     Array
     """
-    dt = np.asarray(fill_value).dtype if dtype is None else dtype
-    out = empty_array(shape, dt, HOST)
-    out[...] = fill_value
-    return out
+    return full_array(shape, fill_value, dtype)
 
 
 def zeros(shape: Any, dtype: Any = np.float64) -> Array:
@@ -234,35 +224,3 @@ class configure:
             # now, and the fault still reaches the user
             set_options(self._previous)
             raise
-
-
-# -- constructing arrays ---------------------------------------------------------------------
-def empty_array(shape: Any, dtype: Any, location: int) -> Array:
-    shape = _shape(shape)
-    return new_array(current_runtime(), shape, _dtype(dtype), location)
-
-
-def _shape(shape: Any) -> tuple[int, ...]:
-    dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
-    out = []
-    for d in dims:
-        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
-            raise TypeError(f"array dimensions must be integers; got {d!r} in shape {shape!r}")
-        if d < 0:
-            raise ValueError(f"negative dimensions are not allowed; got shape {shape!r}")
-        out.append(int(d))
-    total = 1
-    for d in out:
-        total *= d
-    if total >= 2**62:
-        raise ValueError(f"an array of shape {tuple(out)} is too large to allocate")
-    return tuple(out)
-
-
-def _dtype(dtype: Any) -> np.dtype:
-    dt = np.dtype(dtype)
-    if dt.kind not in "biufc" or dt.hasobject:
-        raise TypeError(
-            f"asyncgpu arrays hold booleans and numbers; dtype {dt} is not supported"
-        )
-    return dt

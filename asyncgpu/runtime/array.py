@@ -37,6 +37,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.errors import FreedArrayError
+from .current import current_runtime
+from .node_ops import ops
 from .operators import ArrayOperators
 
 if TYPE_CHECKING:
@@ -266,8 +268,7 @@ class Array(ArrayOperators):
             if kind == "scalar":
                 return self._alloc.runtime.read_element(self, self._element_offset(norm))
             if kind == "advanced":
-                from .indexing import getitem
-                return getitem(self, key)
+                return ops.getitem(self, key)
             layout = self._layout_of(key)
         shape, strides, offset = layout
         return Array._view(self._alloc, shape, self.dtype, strides, offset)
@@ -285,8 +286,7 @@ class Array(ArrayOperators):
         self._check_alive()
         if isinstance(value, Array):
             # a device value: a node copies it, as in CuPy (no round trip through the host)
-            from .indexing import setitem
-            return setitem(self, key, value)
+            return ops.setitem(self, key, value)
         if key is Ellipsis or (type(key) is slice and self.shape and key.start is None
                                and key.stop is None and key.step is None):
             # ``x[...] = values`` or ``x[:] = values``, the common rewrite of a whole array:
@@ -295,8 +295,7 @@ class Array(ArrayOperators):
         else:
             kind, norm = _normalize_key(key, self.ndim)
             if kind == "advanced":
-                from .indexing import setitem
-                return setitem(self, key, value)
+                return ops.setitem(self, key, value)
             if kind == "scalar":
                 lo = self._element_offset(norm)
                 hi = lo + self.dtype.itemsize
@@ -317,8 +316,7 @@ class Array(ArrayOperators):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         if not self.is_c_contiguous:
-            from .library import dispatch
-            return dispatch("ndarray.reshape", (self, shape), {})
+            return ops.dispatch("ndarray.reshape", (self, shape), {})
         probe = np.empty(0, self.dtype) if self.size == 0 else np.lib.stride_tricks.as_strided(
             _FAKE[: self.dtype.itemsize].view(self.dtype), (self.size,), (self.dtype.itemsize,)
         )
@@ -380,8 +378,7 @@ class Array(ArrayOperators):
         """The imaginary part: a view for complex arrays; for other dtypes a new array of
         zeros (as in CuPy, which does not return NumPy's read-only view)."""
         if self.dtype.kind != "c":
-            from .api import zeros
-            return zeros(self.shape, self.dtype)
+            return full_array(self.shape, 0, self.dtype)
         return self._part(1)
 
     @imag.setter
@@ -520,8 +517,7 @@ class Array(ArrayOperators):
         asyncgpu: see ``asyncgpu.runtime.interop`` and docs/guide/interop.md.
         """
         self._check_alive()
-        from .interop import cuda_array_interface
-        return cuda_array_interface(self)
+        return ops.cuda_array_interface(self)
 
     def _device_interface(self) -> dict[str, Any]:
         """The CUDA Array Interface without export bookkeeping (``stream: None``), for the
@@ -538,12 +534,10 @@ class Array(ArrayOperators):
         On ``cuda`` the capsule shares the device memory; on ``sim`` it holds a host copy.
         """
         self._check_alive()
-        from .interop import dlpack
-        return dlpack(self, stream, max_version, dl_device, copy)
+        return ops.dlpack(self, stream, max_version, dl_device, copy)
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        from .interop import dlpack_device
-        return dlpack_device(self)
+        return ops.dlpack_device(self)
 
 
 class Flags:
@@ -628,17 +622,15 @@ class FlatIter:
         if i is not None:
             index: Any = np.array([i])
         elif isinstance(key, Array):
-            from .indexing import flat_index
-            index = flat_index(key, base.size)
+            index = ops.flat_index(key, base.size)
         else:
             index = np.arange(base.size)[key]
-        from .api import array
         if isinstance(index, np.ndarray):
-            index = array(index.ravel())
+            index = host_array(index.ravel())
         if not isinstance(value, Array):
             value = np.asarray(value)
             if value.ndim:
-                value = array(value.ravel())
+                value = host_array(value.ravel())
         base.put(index, value)
 
     def __repr__(self) -> str:
@@ -693,3 +685,55 @@ def new_array(runtime: Runtime, shape: tuple[int, ...], dtype: np.dtype, locatio
                          "to allocate")
     alloc = Allocation(runtime, runtime.allocate(nbytes), nbytes, location)
     return Array._view(alloc, tuple(shape), dtype, c_strides(shape, dtype.itemsize), 0)
+
+
+# -- constructing arrays ---------------------------------------------------------------------
+def empty_array(shape: Any, dtype: Any, location: int) -> Array:
+    """A new array of the current runtime, its contents undefined, marked current at
+    ``location`` (``HOST``: the host writes it next; 0: nobody wrote it)."""
+    return new_array(current_runtime(), _shape(shape), _dtype(dtype), location)
+
+
+def full_array(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
+    """A new array filled with ``fill_value`` by the host (``asyncgpu.full`` and its kin)."""
+    dt = np.asarray(fill_value).dtype if dtype is None else dtype
+    out = empty_array(shape, dt, HOST)
+    out[...] = fill_value
+    return out
+
+
+def host_array(obj: Any, dtype: Any = None) -> Array:
+    """A new array holding a copy of host data ``obj`` (array-like; an :class:`Array` is read
+    through the host), with NumPy's rules for ``dtype``: ``asyncgpu.array`` of anything that
+    is not another library's device array."""
+    data = obj.numpy() if isinstance(obj, Array) else obj
+    data = np.asarray(data, dtype=dtype)
+    out = empty_array(data.shape, _dtype(data.dtype), HOST)
+    out[...] = data
+    return out
+
+
+def _shape(shape: Any) -> tuple[int, ...]:
+    dims = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    out = []
+    for d in dims:
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)):
+            raise TypeError(f"array dimensions must be integers; got {d!r} in shape {shape!r}")
+        if d < 0:
+            raise ValueError(f"negative dimensions are not allowed; got shape {shape!r}")
+        out.append(int(d))
+    total = 1
+    for d in out:
+        total *= d
+    if total >= 2**62:
+        raise ValueError(f"an array of shape {tuple(out)} is too large to allocate")
+    return tuple(out)
+
+
+def _dtype(dtype: Any) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt.kind not in "biufc" or dt.hasobject:
+        raise TypeError(
+            f"asyncgpu arrays hold booleans and numbers; dtype {dt} is not supported"
+        )
+    return dt

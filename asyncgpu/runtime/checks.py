@@ -14,8 +14,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ..core.errors import ArgumentError, ArgumentValueError, FreedArrayError
+from .current import foreign
 from .signature import Param
-from .switch import foreign
 
 # the whole asyncgpu package (this module is in its runtime/ subpackage): frames there are ours
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -20,7 +20,6 @@ baseline and the oracle the tests compare with.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import logging
 import threading
@@ -29,19 +28,20 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..core import compiled
-from ..core.config import BACKEND_BUILD, Options, options_from_env
+from ..core.config import BACKEND_BUILD, Options
 from ..core.dag import Node, reduce_parents
 from ..core.deps import Access, DependencyTracker, register_access_type
 from ..core.errors import AnnotationViolation, KernelFault
 from ..core.statistics import Counters, Statistics
 from ..core.streams import StreamManager
-from . import backend_registry
+from . import backend_registry, current
 from . import switch as _switch
 from .array import DEVICE, HOST, Allocation
 from .frozen import FrozenGraph
 from .host_access import HostAccess
 from .issue import PythonIssuing, graph_repeat, refuse_reentry
 from .kernel import ArrayArg, user_site
+from .library import run_now
 from .memory import ExplicitMemory
 
 log = logging.getLogger("asyncgpu")
@@ -144,6 +144,12 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
                 _switch.rebuild_backend(self, options)
             self._configure(options)
 
+    def retire(self, new: Options) -> None:
+        """Another backend or device is selected (``new``; all work finished): give back the
+        backend's resources and refuse this runtime's arrays from now on
+        (``asyncgpu.runtime.switch.retire``)."""
+        _switch.retire(self, new)
+
     # -- memory ------------------------------------------------------------------------------
     def allocate(self, nbytes: int) -> Any:
         with self._lock:
@@ -200,7 +206,6 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
             self.stats.calls += 1
             launch = self.backend.library_call(self, call, accesses)
             if launch is None:
-                from .library import run_now
                 return run_now(self, call, call.resolve(self.backend.name))
             node = Node("call", call.name, site, accesses)
             node.launch = launch
@@ -290,78 +295,8 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
                     self.stats.listener = None
 
 
+current.install(Runtime)
 compiled.register(Runtime, PythonIssuing, ("launch_kernel", "launch_graph", "_issue"))
 compiled.configure("configure_issue", Runtime, Counters, Node, Allocation, user_site,
                    refuse_reentry, PythonIssuing.launch_kernel, reduce_parents, HOST, DEVICE,
                    PythonIssuing.launch_graph, FrozenGraph, graph_repeat)
-
-
-# -- the process-wide runtime ---------------------------------------------------------------
-_runtime: Runtime | None = None
-_options: Options | None = None
-_global_lock = threading.Lock()
-
-
-def current_options() -> Options:
-    """The options in force (read from the environment the first time)."""
-    global _options
-    if _options is None:
-        _options = options_from_env()
-    return _options
-
-
-def current_runtime() -> Runtime:
-    """The runtime that module-level calls use, created on first use."""
-    global _runtime
-    rt = _runtime
-    if rt is not None:
-        return rt
-    with _global_lock:
-        if _runtime is None:
-            _runtime = Runtime(current_options())
-            if not _exit_check_registered:
-                _register_exit_check()
-        return _runtime
-
-
-_exit_check_registered = False
-
-
-def _register_exit_check() -> None:
-    global _exit_check_registered
-    _exit_check_registered = True
-    atexit.register(_faults_at_exit)
-
-
-def _faults_at_exit() -> None:
-    """A program that ends without waiting for its last work would never hear of that work's
-    faults: finish it at exit and log them (an exception raised here would reach nobody)."""
-    rt = _runtime
-    if rt is None or rt.recording is not None or not rt._lock.acquire(blocking=False):
-        return      # (a thread still inside a call, or a recording: nothing safe to wait for)
-    try:
-        rt.synchronize()
-    except (KernelFault, AnnotationViolation) as fault:
-        log.error("faults no synchronization reported before the program ended: %s", fault)
-    except Exception:
-        log.warning("could not finish the pending work at exit", exc_info=True)
-    finally:
-        rt._lock.release()
-
-
-def set_options(new: Options) -> None:
-    """Switch options: same backend and device -> the runtime is reconfigured (its arrays
-    stay usable); another backend or device -> the runtime is retired, the next call makes
-    one for the new selection (``asyncgpu.runtime.switch``). If the pending work faulted, the fault
-    is raised and nothing changes (the work has finished: a second call switches)."""
-    global _runtime, _options
-    with _global_lock:
-        old = _runtime
-        if old is not None:
-            if _switch.describe(new) == _switch.describe(old.options):
-                old.reconfigure(new)
-            else:
-                old.synchronize()
-                _switch.retire(old, new)
-                _runtime = None
-        _options = new

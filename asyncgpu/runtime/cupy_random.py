@@ -26,8 +26,10 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import ArgumentError
+from . import array_modules
 from . import cupy_surface as _cupy_surface
-from . import library as _library
+from .array import empty_array
+from .current import current_runtime, foreign
 from .library import dispatch
 
 
@@ -35,15 +37,12 @@ class Generator:
     """A seeded random generator whose draws are nodes (see the module docstring)."""
 
     def __init__(self, seed: Any = None) -> None:
-        from .api import empty
-        from .context import current_runtime
-
         self._runtime = current_runtime()
-        self._state = empty(1, np.uint8)
+        self._state = empty_array(1, np.uint8, 0)
         backend = self._runtime.backend.name
         if backend == "cuda":
             self._gen = dispatch("random.default_rng", (seed,), {}, state=self._state,
-                                 resolve=lambda b: _library.backend_module(b).random.default_rng)
+                                 resolve=lambda b: array_modules.backend_module(b).random.default_rng)
         else:
             self._gen = np.random.default_rng(seed)
 
@@ -61,12 +60,9 @@ class Generator:
             raise AttributeError(f"the {type(gen).__module__} generator has no method '{name}'")
 
         def draw(*args: Any, **kwargs: Any) -> Any:
-            from .context import current_runtime
-
             if check is not None:
                 check(args, kwargs)
             if current_runtime() is not self._runtime:
-                from .switch import foreign
                 raise ArgumentError(
                     f"random.Generator.{name}: this generator {foreign(self._runtime)}")
             return dispatch(f"random.Generator.{name}", args, kwargs,

@@ -42,7 +42,7 @@ Example::
     effects("cuda", "scatter_add", (SLOT, SLOT, SLOT), {})  # everything (CuPy only)
 
 This module is backend-neutral: it imports neither CuPy nor Numba (the backend's module comes
-from ``asyncgpu.runtime.library.backend_module``).
+from ``asyncgpu.runtime.array_modules.backend_module``).
 """
 
 from __future__ import annotations
@@ -52,6 +52,8 @@ import logging
 from typing import Any
 
 import numpy as np
+
+from . import array_modules
 
 log = logging.getLogger(__name__)
 
@@ -143,10 +145,8 @@ _PLANS_KEPT = 4096
 
 def effects(backend: str, path: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Effects:
     """What a call of ``path`` with these arguments writes on ``backend`` (cached)."""
-    from . import library as _library
-
     try:
-        module = _library.backend_module(backend)
+        module = array_modules.backend_module(backend)
     except Exception:                # no CuPy here (a test of the cuda path): NumPy's only
         module = None
     # keyed by the module's identity (a stand-in module need not be hashable), which the

@@ -30,7 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from .array import Array
+from .array import Array, host_array
+from .library import dispatch
+from .node_ops import ops
 
 _INTEGER_KINDS = "iu"
 
@@ -189,8 +191,7 @@ def _upload(k: Any) -> Any:
     """A host index array as a device Array (a host write into a fresh array, as CuPy copies
     NumPy indices to the device); other components as they are."""
     if isinstance(k, np.ndarray):
-        from .api import array
-        return array(k)
+        return host_array(k)
     return k
 
 
@@ -204,8 +205,6 @@ def _shaped(shape: tuple[int, ...], dtype: np.dtype) -> Any:
 
 def getitem(x: Array, key: Any) -> Array:
     """``x[key]`` for an advanced key: a new Array computed by a gather node."""
-    from .library import dispatch
-
     x, comps = parse(x, key)
     expanded: list[Any] = []
     for k in comps:
@@ -244,8 +243,6 @@ def _check_value(value: Any, target: tuple[int, ...]) -> None:
 
 def setitem(x: Array, key: Any, value: Any) -> None:
     """``x[key] = value`` as a node writing ``x`` (advanced key, or an Array value)."""
-    from .library import dispatch
-
     if isinstance(value, Array):
         value._check_alive()
     elif isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim):
@@ -264,8 +261,6 @@ def setitem(x: Array, key: Any, value: Any) -> None:
 def flat_index(key: Array, size: int) -> Array:
     """A device index of ``a.flat``: an integer Array as it is, a boolean one (of ``size``
     elements) as its ``flatnonzero`` indices (synchronizing, as for a mask)."""
-    from .library import dispatch
-
     if key.dtype.kind == "b":
         if key.size != size:
             raise IndexError(f"boolean index did not match indexed flat array of size {size}; "
@@ -275,3 +270,8 @@ def flat_index(key: Array, size: int) -> Array:
         raise IndexError("arrays used as indices must be of integer (or boolean) type; got "
                          f"{key.describe()}")
     return key
+
+
+ops.getitem = getitem
+ops.setitem = setitem
+ops.flat_index = flat_index

@@ -55,7 +55,10 @@ import numpy as np
 from ..core.dag import Node
 from ..core.deps import Access
 from ..core.errors import ArgumentError
-from .array import DEVICE, Allocation, Array
+from . import array_modules
+from .array import DEVICE, Allocation, Array, host_array
+from .current import current_runtime
+from .node_ops import ops
 
 log = logging.getLogger("asyncgpu")
 
@@ -108,19 +111,16 @@ def asarray(obj: Any, dtype: Any = None, copy: bool = False) -> Array:
     ``copy=True`` (what ``asyncgpu.array`` passes) always copies; a ``dtype`` other than the
     foreign array's converts into a new array.
     """
-    from .api import array
-    from .context import current_runtime
-
     if isinstance(obj, Array):
         if dtype is None or np.dtype(dtype) == obj.dtype:
             return obj.copy() if copy else obj
         return obj.astype(dtype)
     if not is_foreign(obj):
-        return array(obj, dtype)
+        return host_array(obj, dtype)
     rt = current_runtime()
     host = _host_memory(rt, obj)
     if host is not None:          # on cuda: a CPU DLPack producer, copied like NumPy data
-        return array(host, dtype)
+        return host_array(host, dtype)
     view = import_array(rt, obj, "asyncgpu.asarray")
     if dtype is not None and np.dtype(dtype) != view.dtype:
         return view.astype(dtype)
@@ -504,9 +504,7 @@ def dlpack(array: Array, stream: Any = None, max_version: Any = None, dl_device:
             host.__dlpack__(max_version=max_version)
     if copy:
         raise BufferError("asyncgpu arrays are exported without a copy; call x.copy() first")
-    from .library import backend_module
-
-    cupy = backend_module("cuda")
+    cupy = array_modules.backend_module("cuda")
 
     device_export(array)
     producer = export_stream(array)
@@ -536,3 +534,8 @@ def dlpack_device(array: Array) -> tuple[int, int]:
     if rt.backend.name != "cuda":
         return (1, 0)
     return tuple(rt.backend.cupy_view(array).__dlpack_device__())
+
+
+ops.cuda_array_interface = cuda_array_interface
+ops.dlpack = dlpack
+ops.dlpack_device = dlpack_device

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..core import compiled
 from ..core.errors import ArgumentError, ArgumentValueError
+from . import current
 from .array import Allocation, Array
 from .checks import (
     BLOCK_LIMITS,
@@ -36,6 +37,7 @@ from .checks import (
     launch_dims,
     user_site,
 )
+from .current import current_runtime
 from .interop import adopt, describe_foreign, is_foreign, kind_of
 from .signature import Param
 
@@ -325,8 +327,6 @@ class Kernel(*compiled.bases("KernelBase", PythonBinding), PythonLaunchers):
 
     def _bind_scalar(self, i: int, p: Param, a: Any, site: str | None) -> Any:
         if isinstance(a, np.ndarray):
-            from .context import current_runtime
-
             into = ("device memory (a copy node moves it before the first kernel)"
                     if current_runtime().memory is not None else "managed memory")
             raise ArgumentError(
@@ -368,8 +368,7 @@ def launch_in_python(launcher: Launcher, args: tuple[Any, ...],
             f"kernel '{launcher.kernel.name}': kernel arguments are positional, in the "
             f"kernel's parameter order; got keyword argument(s) {', '.join(sorted(kwargs))}"
         )
-    mod = _runtime_mod or _runtime_module()
-    rt = mod._runtime or mod.current_runtime()
+    rt = current._runtime or current.current_runtime()
     rec = rt.recording
     # A launch that repeats the recording's previous run is taken from its memo without
     # the runtime's lock: only this thread reads or ends its own recording.
@@ -414,16 +413,5 @@ compiled.configure("configure_binding", Kernel, Launcher, Array, Allocation, Arr
                    PythonLaunchers.__getitem__)
 
 
-_runtime_mod: Any = None
-
-
-def _runtime_module() -> Any:
-    """``asyncgpu.runtime.context``, imported on first launch (it imports this module)."""
-    global _runtime_mod
-    from . import context as _runtime
-    _runtime_mod = _runtime
-    compiled.configure("configure", vars(_runtime), launch_in_python)
-    return _runtime
-
-
-compiled.configure("configure", None, launch_in_python)
+# the compiled launcher reads the process-wide runtime from the globals of asyncgpu.runtime.current
+compiled.configure("configure", vars(current), launch_in_python)

@@ -46,9 +46,12 @@ import numpy as np
 
 from ..core.deps import Access
 from ..core.errors import ArgumentError
-from .array import Array, new_array
+from . import array_modules
+from .array import Array, host_array, new_array
 from .checks import check_usable
+from .current import current_runtime
 from .effects import effects
+from .node_ops import ops
 
 #: Functions whose result shape depends on array values (synchronizing on ``sim``).
 DATA_DEPENDENT = frozenset({
@@ -133,7 +136,6 @@ class LibraryCall:
         self.args = split(tuple(args), self.arrays, where)
         self.kwargs = split(dict(kwargs), self.arrays, where)
         if backend is None:
-            from .context import current_runtime
             backend = current_runtime().backend.name
         self.written = self._written(backend)
         if state is not None:            # a generator's state: serializes its draws
@@ -364,8 +366,6 @@ def flatten(structure: Any) -> list[Any]:
 
 def run_now(runtime: Any, call: LibraryCall, fn: Callable[..., Any]) -> Any:
     """A synchronizing call (sim): wait for the arguments' conflicts, run on the host, wrap."""
-    from .api import array as host_array
-
     with contextlib.ExitStack() as stack:
         views = []
         for i, a in enumerate(call.arrays):
@@ -384,32 +384,24 @@ def run_now(runtime: Any, call: LibraryCall, fn: Callable[..., Any]) -> Any:
         buffers = {a._alloc.id: a._alloc.buffer.host for a in call.arrays}
         meta = classify(call, result, views, buffers, placeholder=False)
         runtime.stats.sync("library-call")
-        return _wrap_now(call, meta, result, host_array)
+        return _wrap_now(call, meta, result)
 
 
-def _wrap_now(call: LibraryCall, meta: Any, value: Any, host_array: Any) -> Any:
+def _wrap_now(call: LibraryCall, meta: Any, value: Any) -> Any:
     if isinstance(meta, NewResult):
         return host_array(np.asarray(value, dtype=meta.dtype))
     if isinstance(meta, ViewResult):
         src = call.arrays[meta.index]
         return Array._view(src._alloc, meta.shape, meta.dtype, meta.strides, meta.offset)
     if isinstance(meta, tuple):
-        items = [_wrap_now(call, m, v, host_array) for m, v in zip(meta, value)]
+        items = [_wrap_now(call, m, v) for m, v in zip(meta, value)]
         return type(meta)(*items) if hasattr(meta, "_fields") else tuple(items)
     if isinstance(meta, list):
-        return [_wrap_now(call, m, v, host_array) for m, v in zip(meta, value)]
+        return [_wrap_now(call, m, v) for m, v in zip(meta, value)]
     return meta
 
 
 # -- entry points ----------------------------------------------------------------------------
-def backend_module(backend: str) -> Any:
-    """The array library a backend runs calls with: CuPy on ``cuda``, NumPy on ``sim``."""
-    if backend == "cuda":
-        import cupy
-        return cupy
-    return np
-
-
 def function_resolver(path: str) -> Callable[[str], Callable[..., Any]]:
     """``"linalg.solve"`` -> a resolver giving ``numpy.linalg.solve`` / ``cupy.linalg.solve``.
 
@@ -424,7 +416,7 @@ def function_resolver(path: str) -> Callable[[str], Callable[..., Any]]:
         return lambda backend: call_method
 
     def resolve(backend: str) -> Callable[..., Any]:
-        obj = backend_module(backend)
+        obj = array_modules.backend_module(backend)
         for part in path.split("."):
             obj = getattr(obj, part)
         return obj
@@ -436,10 +428,11 @@ def dispatch(path: str, args: tuple[Any, ...], kwargs: dict[str, Any],
              resolve: Callable[[str], Callable[..., Any]] | None = None,
              state: Array | None = None, inference: Callable[[], Any] | None = None) -> Any:
     """Schedule ``path(*args, **kwargs)`` as a node of the current runtime; returns its result."""
-    from .context import current_runtime
-
     runtime = current_runtime()
     call = LibraryCall(path, resolve or function_resolver(path), args, kwargs, state,
                        runtime.backend.name)
     call.inference = inference
     return runtime.launch_call(call)
+
+
+ops.dispatch = dispatch

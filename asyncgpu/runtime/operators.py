@@ -25,19 +25,18 @@ from typing import Any
 
 import numpy as np
 
+from .node_ops import ops
+
 _SCALARS = (bool, int, float, complex, np.generic)
 
 
 def _call(path: str, *args: Any, **kwargs: Any) -> Any:
-    from .library import dispatch
-
-    return dispatch(path, args, kwargs)
+    return ops.dispatch(path, args, kwargs)
 
 
 def _operand(other: Any) -> bool:
-    from .array import Array
-
-    return isinstance(other, (Array, np.ndarray) + _SCALARS)
+    # (every asyncgpu Array is an ArrayOperators: this module is below the array module)
+    return isinstance(other, (ArrayOperators, np.ndarray) + _SCALARS)
 
 
 def _binary(ufunc: str) -> tuple[Any, Any, Any]:

@@ -3,7 +3,7 @@
 The model
 ---------
 There is one :class:`~asyncgpu.runtime.context.Runtime` per backend and device, and its options are
-mutable. A change of options is one of three kinds (``asyncgpu.runtime.context.set_options``):
+mutable. A change of options is one of three kinds (``asyncgpu.runtime.current.set_options``):
 
 * **policies** (``execution``, ``dependency``, streams, ``prefetch``, the recorder's options,
   ...): the runtime finishes its pending work and applies them (``Runtime.reconfigure``).
@@ -58,6 +58,7 @@ from ..core.deps import Access
 from ..core.statistics import Counters
 from . import backend_registry
 from .array import DEVICE, HOST, Allocation, Array
+from .current import describe
 from .interop import origin
 
 log = logging.getLogger("asyncgpu")
@@ -203,11 +204,6 @@ def _close(backend: Any) -> None:
         close()
 
 
-def describe(options: Options) -> tuple[str, int]:
-    """(backend name, device) of a selection: what a runtime is one per."""
-    return backend_registry.resolve(options), options.device
-
-
 def retire(rt: Any, new: Options) -> None:
     """``rt`` (all work finished) is no longer selected: close its backend, destroy its
     graphs, and remember which switch retired it, for :func:`foreign`."""
@@ -221,14 +217,3 @@ def retire(rt: Any, new: Options) -> None:
         rt.graphs.clear()       # a static graph function must not replay them elsewhere
         rt.graphs = None
     rt.close()
-
-
-def foreign(rt: Any) -> str:
-    """Why an array or generator of runtime ``rt`` cannot be used with the current one: the end
-    of a message that begins with the object's name."""
-    retired = getattr(rt, "retired", None)
-    if retired is None:
-        return ("belongs to another runtime than the one asyncgpu.configure selects now; "
-                "create it again")
-    return f"was created on {retired[0]}; asyncgpu.configure switched to {retired[1]}; " \
-           "create it again"

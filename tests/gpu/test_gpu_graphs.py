@@ -39,7 +39,7 @@ def _schedule(be, h, k, arrays, fork, join):
 @pytest.mark.parametrize("debug_hb", [False, True])
 def test_fork_join_capture_replays_like_eager_numba_and_rawkernel(debug_hb):
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     with ag.configure(backend="cuda", memory="managed", debug_hb=debug_hb):
         rt = current_runtime()
@@ -77,7 +77,7 @@ def test_fork_join_capture_replays_like_eager_numba_and_rawkernel(debug_hb):
 
 def test_capture_breaking_calls_raise_and_streams_stay_usable():
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     with ag.configure(backend="cuda"):
         rt = current_runtime()
@@ -115,7 +115,7 @@ def test_capture_breaking_calls_raise_and_streams_stay_usable():
 @pytest.mark.parametrize("inputs", ["streaming", "resident"])
 def test_vec_small_in_cudagraph_mode(inputs):
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     with ag.configure(backend="cuda"):
         num_blocks = 4 * current_runtime().backend.sm_count
@@ -130,7 +130,7 @@ def test_vec_small_in_cudagraph_mode(inputs):
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_every_workload_small_in_cudagraph_mode(name):
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     with ag.configure(backend="cuda"):
         num_blocks = 4 * current_runtime().backend.sm_count
@@ -145,7 +145,7 @@ def test_every_workload_small_in_cudagraph_mode(name):
 def test_vec_small_graph_hand_replays(external_waits):
     """GraphHand directly, both ways of ordering the prefetches before the graph's kernels."""
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     from benchmarks.cudagraph import GraphHand
 

@@ -39,7 +39,7 @@ def _read(ag, a):
     """The host's view of an imported array: read directly with the explicit model; with the
     managed one, plain device memory has no host view (refused, explained), so through a copy
     on the device into asyncgpu's memory."""
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     if current_runtime().memory is None:
         with pytest.raises(ag.ArgumentError, match=r"memory='managed'.*asyncgpu.array\(x\)"):

@@ -25,7 +25,7 @@ class LaunchKinds:
 
 def _run_both(ag, program):
     """``program(ag)`` with packed launches and with the libraries' own launches."""
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     results = {}
     for packed in (True, False):
@@ -175,7 +175,7 @@ def test_direct_driver_calls_compute_what_cupys_calls_compute():
     ``configure(direct_driver=...)`` takes effect at once (the backend is made again)."""
     import asyncgpu as ag
     from asyncgpu.core import compiled as _compiled
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     src = r'''extern "C" __global__ void axpy(const float* x, float* y, float a, int n) {
         int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] += a * x[i]; }'''
@@ -213,7 +213,7 @@ def test_single_node_graphs_compute_what_kernel_launches_compute():
     not while the recorder captures."""
     import asyncgpu as ag
     from asyncgpu.core import compiled as _compiled
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
     from numba import cuda
 
     if not _compiled.in_use():
@@ -275,7 +275,7 @@ def test_a_launch_the_lane_refuses_raises_the_drivers_error_and_the_lane_goes_on
 
     import asyncgpu as ag
     from asyncgpu.core import compiled as _compiled
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     if not _compiled.in_use():
         pytest.skip("single_node_graphs needs the compiled module")
@@ -313,7 +313,7 @@ def test_more_kernel_and_stream_pairs_than_lanes_all_compute():
     lane table holds (384): the pairs beyond it launch with cuLaunchKernel, and every launch's
     output is still its own."""
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     with ag.configure(backend="cuda", single_node_graphs=True, max_streams=32):
         driver = current_runtime().backend.driver

@@ -60,7 +60,7 @@ def test_a_dropped_runtimes_backend_and_device_memory_are_released():
     import cupy
 
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     k = ag.cuda_kernel(SRC, "slow_copy")
     n = 1 << 26                                           # 256 MiB per array

@@ -250,7 +250,7 @@ def test_dynamic_work_composes_with_replays():
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_every_workload_small_in_recorded_mode(name):
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     with ag.configure(backend="cuda"):
         num_blocks = 4 * current_runtime().backend.sm_count

@@ -26,7 +26,7 @@ def same(a, b):
 @pytest.mark.parametrize("stress_seed", range(3))
 def test_random_programs_under_stress_equal_serial_on_gpu(stress_seed):
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
 
     init = programs.initial()
     delays = 0

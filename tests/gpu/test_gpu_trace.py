@@ -65,7 +65,7 @@ def test_timing_events_are_pooled():
 
 def test_prefetch_bandwidth_probe():
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
     from benchmarks.bounds import h2d_bandwidth
 
     with ag.configure(backend="cuda", memory="managed"):    # the prefetch of managed memory
@@ -75,7 +75,7 @@ def test_prefetch_bandwidth_probe():
 
 def test_vec_bounds_and_metrics_on_gpu():
     import asyncgpu as ag
-    from asyncgpu.runtime.context import current_runtime
+    from asyncgpu.runtime.current import current_runtime
     from benchmarks import harness
     from benchmarks.bounds import h2d_bandwidth
     from benchmarks.workloads import WORKLOADS

@@ -49,9 +49,11 @@ import numpy as np
 
 from ...core.errors import AnnotationViolation, DeadlockError, KernelFault, gathered
 from ..capture import CaptureTracker, Expansion, Graph, check_launch, destroy
+from .kernels import POISON, make_launch
+from .library import make_call
+from .timing import SimStageTimer
 
 log = logging.getLogger("asyncgpu.sim")
-POISON = 0xFF
 _uids = itertools.count(1)
 
 
@@ -396,16 +398,13 @@ class SimBackend:
     # -- kernels -----------------------------------------------------------------------------
     def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],
                       site: str | None) -> Any:
-        from .kernels import make_launch
         return make_launch(kernel, launcher, arrays, values, site)
 
     def library_call(self, runtime: Any, call: Any, accesses: list[Any]) -> Any:
-        from .library import make_call
         return make_call(runtime, call, accesses)
 
     def stage_timer(self, runtime: Any, launches: list[Any]) -> Any:
-        """The recorder's stage timer: a deterministic cost model (``_sim_timing``)."""
-        from .timing import SimStageTimer
+        """The recorder's stage timer: a deterministic cost model (``timing``)."""
         return SimStageTimer(launches)
 
     # -- the executor ------------------------------------------------------------------------

@@ -17,7 +17,10 @@ import numpy as np
 
 from ...core.errors import AnnotationViolation, AsyncGPUError
 from ...runtime.kernel import CudaCSource, Kernel
-from .backend import POISON
+
+#: The byte every simulated allocation holds until written, and what a write-only argument's
+#: elements become at a launch's begin: a read of bytes nobody wrote shows as this pattern.
+POISON = 0xFF
 
 
 def _is_real_device_function(obj: Any) -> bool:

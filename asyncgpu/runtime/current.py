@@ -1,0 +1,126 @@
+"""The process-wide runtime: the one module-level calls use, and the options in force.
+
+The model
+---------
+``asyncgpu.configure`` selects options; the first call that needs a runtime makes one for them
+(:func:`current_runtime`), one per backend and device. A change of options reconfigures that
+runtime in place, or, for another backend or device, retires it (:func:`set_options`; the model
+is ``asyncgpu.runtime.switch``'s), and objects of a retired runtime are refused with a message
+naming the switch (:func:`foreign`).
+
+This module sits at the bottom of the runtime layer: arrays, kernels and library calls find
+the runtime they run on here without importing the runtime's class, which the execution
+context (``asyncgpu.runtime.context``) installs (:func:`install`). The compiled launcher reads
+``_runtime`` from this module's globals (``Launcher.__call__``'s twin, ``launcher.c``).
+
+Invariants: ``_runtime`` is None or a runtime made for ``_options``' backend and device;
+it changes only under ``_global_lock``.
+
+Example::
+
+    rt = current_runtime()          # made on first use, from the environment's options
+    set_options(current_options().replace(execution="sync"))   # reconfigured in place
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import threading
+from typing import Any
+
+from ..core.config import Options, options_from_env
+from ..core.errors import AnnotationViolation, KernelFault
+from . import backend_registry
+
+log = logging.getLogger("asyncgpu")
+
+_runtime: Any = None
+_options: Options | None = None
+_global_lock = threading.Lock()
+_runtime_type: Any = None        # asyncgpu.runtime.context.Runtime, once installed
+_exit_check_registered = False
+
+
+def install(runtime_type: Any) -> None:
+    """The class :func:`current_runtime` makes runtimes of (``asyncgpu.runtime.context``)."""
+    global _runtime_type
+    _runtime_type = runtime_type
+
+
+def current_options() -> Options:
+    """The options in force (read from the environment the first time)."""
+    global _options
+    if _options is None:
+        _options = options_from_env()
+    return _options
+
+
+def current_runtime() -> Any:
+    """The runtime that module-level calls use, created on first use."""
+    global _runtime
+    rt = _runtime
+    if rt is not None:
+        return rt
+    with _global_lock:
+        if _runtime is None:
+            _runtime = _runtime_type(current_options())
+            if not _exit_check_registered:
+                _register_exit_check()
+        return _runtime
+
+
+def _register_exit_check() -> None:
+    global _exit_check_registered
+    _exit_check_registered = True
+    atexit.register(_faults_at_exit)
+
+
+def _faults_at_exit() -> None:
+    """A program that ends without waiting for its last work would never hear of that work's
+    faults: finish it at exit and log them (an exception raised here would reach nobody)."""
+    rt = _runtime
+    if rt is None or rt.recording is not None or not rt._lock.acquire(blocking=False):
+        return      # (a thread still inside a call, or a recording: nothing safe to wait for)
+    try:
+        rt.synchronize()
+    except (KernelFault, AnnotationViolation) as fault:
+        log.error("faults no synchronization reported before the program ended: %s", fault)
+    except Exception:
+        log.warning("could not finish the pending work at exit", exc_info=True)
+    finally:
+        rt._lock.release()
+
+
+def set_options(new: Options) -> None:
+    """Switch options: same backend and device -> the runtime is reconfigured (its arrays
+    stay usable); another backend or device -> the runtime is retired, the next call makes
+    one for the new selection (``asyncgpu.runtime.switch``). If the pending work faulted, the
+    fault is raised and nothing changes (the work has finished: a second call switches)."""
+    global _runtime, _options
+    with _global_lock:
+        old = _runtime
+        if old is not None:
+            if describe(new) == describe(old.options):
+                old.reconfigure(new)
+            else:
+                old.synchronize()
+                old.retire(new)
+                _runtime = None
+        _options = new
+
+
+def describe(options: Options) -> tuple[str, int]:
+    """(backend name, device) of a selection: what a runtime is one per."""
+    return backend_registry.resolve(options), options.device
+
+
+def foreign(rt: Any) -> str:
+    """Why an array or generator of runtime ``rt`` cannot be used with the current one: the end
+    of a message that begins with the object's name."""
+    retired = getattr(rt, "retired", None)
+    if retired is None:
+        return ("belongs to another runtime than the one asyncgpu.configure selects now; "
+                "create it again")
+    return f"was created on {retired[0]}; asyncgpu.configure switched to {retired[1]}; " \
+           "create it again"
