@@ -1,7 +1,7 @@
 #include "speedups.h"
 
 /* ---- A kernel's argument binding -----------------------------------------------------------
-   Kernel.bind of asyncgpu/_kernel.py's PythonBinding, with the same answers: for each argument
+   Kernel.bind of asyncgpu/runtime/kernel.py's PythonBinding, with the same answers: for each argument
    and its parameter slot, an asyncgpu array of this runtime becomes an ArrayArg (made here
    as ArrayArg.__init__ makes it), a plain number in a typed parameter's range is converted
    with the dtype's constructor, an untyped read-write number passes as it is; every other
@@ -215,7 +215,7 @@ kernel_bind(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (!(typed || !number || !rw))
                 continue;               /* an untyped read-write number passes as it is */
             if (!number) {
-                /* Another library's array (asyncgpu._interop.is_foreign asks the same three
+                /* Another library's array (asyncgpu.runtime.interop.is_foreign asks the same three
                    attributes, and decides): the Python bind imports it, from the start, so
                    that nothing is enqueued before every argument is checked. */
                 int foreign = PyObject_HasAttr(a, s_cai) || PyObject_HasAttr(a, s_dlpack)

@@ -8,7 +8,7 @@ and past 256 every ``+= 1`` makes a new int object and frees the old one: about 
 instructions of an eager launch's thirty thousand went to that (callgrind, stop 21).
 ``CountersBase`` holds the counts as C integers instead. Python reads and writes them as
 ordinary int attributes (member descriptors of the same names), and the compiled methods add to
-them in place (``count_stat``). ``asyncgpu._statistics.Counters`` takes it as its base where
+them in place (``count_stat``). ``asyncgpu.core.statistics.Counters`` takes it as its base where
 the module is built, and keeps its other fields (the edge and sync dicts, the set of streams
 used, the listener) in __slots__.
 
@@ -66,7 +66,7 @@ count_stat(PyObject *stats, int field, PyObject *amount)
     return add_at(stats, &stats_layout, field, stats_attrs[field], amount);
 }
 
-/* The slots of asyncgpu._statistics.Counters: the object fields always, the counts when they
+/* The slots of asyncgpu.core.statistics.Counters: the object fields always, the counts when they
    are slots (a Counters without CountersBase as its base). */
 int
 stats_configure(PyObject *counters)

@@ -11,7 +11,7 @@ CuPy's ``cudaEventRecord``, ``cudaStreamWaitEvent`` and ``cudaEventQuery``),
 ``CudaBackend.graph_launch`` (a replayed graph's checks, ``cudaGraphLaunch`` and its completion
 event), and the packed launch object's call (``PackedLaunch.__call__``: the parameters packed
 into the plan's buffer, then CuPy's ``cuLaunchKernel``). Here each is a C method that makes
-the same calls with the same arguments (``asyncgpu/backends/_cuda.py``'s ``PythonDeviceCalls``
+the same calls with the same arguments (``asyncgpu/backends/cuda/backend.py``'s ``PythonDeviceCalls``
 and ``_cuda_kernels.py``'s ``PythonPackedCall`` are the references). A caller in C
 (``issue.c``) then reaches the CUDA call without a Python frame on the way.
 
@@ -26,7 +26,7 @@ Invariants
   launcher without a target for this backend, or whose arrays' values are not cached yet,
   takes ``make_launch`` (which compiles, checks and caches).
 
-Example: ``asyncgpu._compiled.use(False)`` puts the Python methods back.
+Example: ``asyncgpu.core.compiled.use(False)`` puts the Python methods back.
 */
 #include "speedups.h"
 #include <math.h>
@@ -46,7 +46,7 @@ enum { PL_TARGET, PL_VALUES };
 enum { T_PLAN, T_GRID, T_BLOCK, T_SHARED, T_BACKEND, T_KEY };
 enum { P_HANDLE, P_STRUCT, P_BUF, P_EXTRA_PTR, P_SPLITS, P_LAUNCH_FN, P_LAYOUT, P_BUF_PTR };
 static PyObject *python_packed_call;       /* PythonPackedCall.__call__ */
-static PyObject *python_make_launch;       /* asyncgpu.backends._cuda_kernels.make_launch */
+static PyObject *python_make_launch;       /* asyncgpu.backends.cuda.kernels.make_launch */
 static PyObject *s_target, *s_values, *s_plan, *s_grid, *s_block, *s_shared, *s_handle,
     *s_struct, *s_buf, *s_extra_ptr, *s_splits, *s_launch_fn, *s_pack_into, *s_ptr,
     *s_captures, *s_engaged, *s_record, *s_wait, *s_launch, *s_recent,

@@ -11,7 +11,7 @@ is an object with the same callables (``launchKernel``, ``eventRecord``, ``strea
 ``eventDone``, ``graphLaunch``: the same arguments as CuPy's ``driver.launchKernel``,
 ``runtime.eventRecord``, ``runtime.streamWaitEvent``, ``Event.done`` and ``Graph.launch``)
 that call the driver's entry points directly, through function pointers found in the
-process's ``libcuda`` (asyncgpu/backends/_driver.py hands over their addresses). The backend
+process's ``libcuda`` (asyncgpu/backends/cuda/driver.py hands over their addresses). The backend
 puts them where it kept CuPy's, so its Python methods and their compiled twins make the
 same calls either way.
 
@@ -27,7 +27,7 @@ Invariants
   while the device's launch queue is full.
 * Arguments that are not plain integers go to CuPy's callable too, which refuses them.
 
-Example (what asyncgpu/backends/_driver.py does)::
+Example (what asyncgpu/backends/cuda/driver.py does)::
 
     calls = DriverCalls((launch, record, wait, query, graph_launch),   # addresses in libcuda
                         cupy.cuda.driver.launchKernel, cupy.cuda.runtime.eventRecord,

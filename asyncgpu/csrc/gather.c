@@ -2,7 +2,7 @@
 #include <stdint.h>
 
 /* ---- A packed launch's values --------------------------------------------------------------
-   PackedTarget.numba_values and pointer_values of asyncgpu/backends/_cuda_kernels.py's
+   PackedTarget.numba_values and pointer_values of asyncgpu/backends/cuda/kernels.py's
    PythonGathering: the values one cuLaunchKernel packs, from what earlier launches cached on
    each array (``_cache["nbf"]``: Numba's type token and ABI fields; ``_cache["ptr"]``: the
    device pointer). None when something is not cached or not what the target was built for:

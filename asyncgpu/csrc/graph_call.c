@@ -25,12 +25,12 @@ to eager execution is handed to the Python ``_exit``; a body that raised gets th
 Invariant: the same outcomes, graphs and exceptions as the Python call;
 tests/test_recorder_compiled.py runs the recorder's unusual cases both ways.
 
-Example: ``asyncgpu._compiled.use(False)`` puts the Python call back.
+Example: ``asyncgpu.core.compiled.use(False)`` puts the Python call back.
 */
 #include "speedups.h"
 
 static PyObject *python_graph_call;     /* PythonGraphCall.__call__ */
-static PyObject *recording_type;        /* asyncgpu._recorder.Recording */
+static PyObject *recording_type;        /* asyncgpu.recorder.recording.Recording */
 /* GraphFunction._replay_static (the static call's C path runs while it is the class's own),
    and the key's tag */
 static PyObject *python_replay_static, *array_tag,

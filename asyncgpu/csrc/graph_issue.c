@@ -2,7 +2,7 @@
 
 The model
 ---------
-A replayed graph (``asyncgpu._graph_capture.FrozenGraph``) is one node of the dynamic DAG:
+A replayed graph (``asyncgpu.runtime.frozen.FrozenGraph``) is one node of the dynamic DAG:
 ``Runtime.launch_graph`` makes that node over the union of the graph's accesses, books the
 explicit memory model's locations around it (``before_graph`` / ``after_graph``, memory.c),
 hands it to ``_issue`` (issue.c) like any node, and afterwards copies back what the host
@@ -12,16 +12,16 @@ learnt to read (``graph_read_back``). Two shortcuts keep a replay cheap:
   last launch has nothing host-current and its writes are booked DEVICE already: no booking;
 * *repeat*: a graph launched again with nothing committed since its previous launch, which
   is unfinished, needs that launch alone as its parent (when it conflicts with itself at all),
-  not a scan of the tracker (``asyncgpu._issue.graph_repeat`` finds the reasons once per
+  not a scan of the tracker (``asyncgpu.runtime.issue.graph_repeat`` finds the reasons once per
   tracker).
 
-The Python twin is ``asyncgpu._issue.PythonIssuing.launch_graph``; with the ``no-const``
+The Python twin is ``asyncgpu.runtime.issue.PythonIssuing.launch_graph``; with the ``no-const``
 policy (every access a write) the Python method runs whole.
 
 Invariants: the same node, bookkeeping, parents and errors as the Python twin; a launch that
 fails before its graph ran puts the booked locations back (``graph_not_launched``).
 
-Example: ``asyncgpu._compiled.use(False)`` puts the Python method back.
+Example: ``asyncgpu.core.compiled.use(False)`` puts the Python method back.
 */
 #include "issue.h"
 

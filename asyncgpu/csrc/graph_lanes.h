@@ -27,7 +27,7 @@ typedef struct {
 enum { LANES = 512, LANES_MAX = 384 };
 
 /* The driver's graph entry points, in the order GRAPH_ENTRY_POINTS names them
-   (asyncgpu/backends/_driver.py). */
+   (asyncgpu/backends/cuda/driver.py). */
 typedef struct {
     int (*create)(void **graph, unsigned flags);
     int (*add_node)(void **node, void *graph, void *const *deps, size_t ndeps,

@@ -9,7 +9,7 @@ again right after itself), and both ``Runtime._issue`` (dependencies, stream, pr
 event waits, launch, completion event, commit, statistics, polling). In Python the two methods' own
 bytecode is a fifth of a launch's host time; their work is almost all calls to other objects
 (the tracker, the stream manager, the backend), which this file makes in the same order with
-the same arguments, as ``asyncgpu._issue.PythonIssuing`` does.
+the same arguments, as ``asyncgpu.runtime.issue.PythonIssuing`` does.
 
 Invariants
 ----------
@@ -24,7 +24,7 @@ Invariants
   interrupt can land between C statements. A mark set by a Python ``_issue`` goes to
   ``refuse_reentry``, which tells a stale one from a live one by the stack.
 
-Example: ``asyncgpu._compiled.use(False)`` puts the Python methods back.
+Example: ``asyncgpu.core.compiled.use(False)`` puts the Python methods back.
 */
 #include "issue.h"
 

@@ -5,7 +5,7 @@
 
 #include "speedups.h"
 
-/* asyncgpu._dag.Node and asyncgpu._runtime.Runtime (set by configure_issue) */
+/* asyncgpu.core.dag.Node and asyncgpu.runtime.context.Runtime (set by configure_issue) */
 extern SlotLayout issue_node_layout, runtime_layout;
 enum { N_KIND, N_ACCESSES, N_STREAM, N_PARENTS, N_LAUNCH, N_KEEPALIVE, N_EDGES, N_EVENT,
        N_FINISHED };
@@ -15,7 +15,7 @@ enum { R_BACKEND, R_STATS, R_LOCK, R_RELEASES, R_INSTRUMENTS, R_ISSUING, R_ISSUI
        R_LAST_REPLAY };
 #define RT(self, f, name) get((self), &runtime_layout, (f), (name))
 
-/* asyncgpu._dag.Node and asyncgpu._checks.user_site (set by configure_issue) */
+/* asyncgpu.core.dag.Node and asyncgpu.runtime.checks.user_site (set by configure_issue) */
 extern PyObject *node_type, *user_site;
 
 /* The runtime's attribute, tested for truth: 1, 0 or -1 */

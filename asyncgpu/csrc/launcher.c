@@ -3,7 +3,7 @@
 The model
 ---------
 Calling ``kernel[grid, block](...)`` enters ``Launcher.__call__`` once per launch. Inside a
-recording whose previous run is remembered (``Recording.previous``, see asyncgpu/_recorder.py),
+recording whose previous run is remembered (``Recording.previous``, see asyncgpu/recorder/recording.py),
 a launch that repeats the previous run's launch at the same position with the very same
 arguments (the same objects, numbers of the same value, views of the same bytes) is only
 appended to the recording: no validation, no keying. In Python that check costs about as
@@ -11,9 +11,9 @@ much as everything else a replayed kernel costs the host; here it is a handful o
 comparisons.
 
 This module holds no state of its own and decides nothing the Python code does not: it reads
-the same attributes (``asyncgpu._runtime._runtime``, ``Runtime.recording``,
+the same attributes (``asyncgpu.runtime.current._runtime``, ``Runtime.recording``,
 ``Recording.thread``/``launches``/``previous``, ``Launch.launcher``/``args``) and takes the
-same fast path as ``asyncgpu._kernel.launch_in_python``. Everything else (no runtime yet, a
+same fast path as ``asyncgpu.runtime.kernel.launch_in_python``. Everything else (no runtime yet, a
 recording of another thread, an argument that is equal but not the same object, keyword
 arguments) goes to that Python function, which is also the whole implementation when this
 module is not built. So the two agree by construction on every case but the one fast path,
@@ -36,7 +36,7 @@ Example (what the fast path serves)::
 #include "speedups.h"
 #include "pythread.h"
 
-/* Set by configure(): the globals of asyncgpu._runtime and the Python launch. */
+/* Set by configure(): the globals of asyncgpu.runtime.current and the Python launch. */
 static PyObject *runtime_globals = NULL;
 static PyObject *launch_in_python = NULL;
 

@@ -9,11 +9,11 @@ on the host are copied in first (``make_device_current``, which issues copy node
 the node writes is booked ``DEVICE`` before the launch. In a loop of launches nothing is
 host-current, so the call only books the writes; here it does that in C, and hands the rare
 case with something to copy to the same Python method the Python twin calls
-(``asyncgpu/_memory.py``'s ``PythonBooking`` is the reference).
+(``asyncgpu/runtime/memory.py``'s ``PythonBooking`` is the reference).
 
 A replayed graph's share is here too: which of its inputs are host-current now
 (``FrozenGraph.host_current``, which picks the variant to launch; the reference is
-``asyncgpu._graph_capture.PythonFrozen``), the variant's key (``copy_key``), and the booking
+``asyncgpu.runtime.frozen.PythonFrozen``), the variant's key (``copy_key``), and the booking
 around its launch (``before_graph``, ``after_graph``). After an untimed host step a replay
 finds the host's caches cold, and each Python frame on its path then costs microseconds:
 with these compiled, a replay of a recorded or static function runs no Python of asyncgpu's.
@@ -28,7 +28,7 @@ static SlotLayout alloc_layout, frozen_layout;
 enum { L_LOCATION, L_NBYTES, L_ID };
 enum { F_SETTLED, F_INPUTS, F_COPY_IN, F_OVERWRITTEN, F_WRITTEN, F_COPY_ONLY, F_COPY_BYTES };
 static PyObject *host_flag, *device_flag, *both_flag, *no_allocs;
-static PyObject *alloc_class;     /* asyncgpu._array.Allocation */
+static PyObject *alloc_class;     /* asyncgpu.runtime.array.Allocation */
 static PyObject *s_alloc, *s_write, *s_location, *s_nbytes, *s_make_device_current, *s_id,
     *s_settled, *s_inputs, *s_copy_in, *s_overwritten, *s_written, *s_copy_only,
     *s_copy_bytes, *s_host_epoch, *s_runtime, *s_stats, *s_copies_to_device,
@@ -353,7 +353,7 @@ memory_init(PyObject *module)
 int
 no_frees_since(PyObject *frees)
 {
-    if (alloc_class == NULL)        /* (asyncgpu._memory not configured yet: look further) */
+    if (alloc_class == NULL)        /* (asyncgpu.runtime.memory not configured yet: look further) */
         return 0;
     PyObject *now = PyObject_GetAttr(alloc_class, s_explicit_frees);
     int same = now == NULL ? -1 : PyObject_RichCompareBool(frees, now, Py_EQ);

@@ -29,7 +29,7 @@ versions of the hottest methods on that path, each in its own file:
 Each is a method of a base class (LauncherBase, TrackerBase, KernelBase, TargetBase,
 RuntimeBase, BackendBase, PackedCallBase, StreamsBase, ReuseBase, DisjointBase, NodeBase,
 MemoryBase, FrozenBase, RecordingBase, KeyBase, GraphCallBase) that the Python class takes
-before its Python twin (asyncgpu/_compiled.py), which stays the reference and the whole
+before its Python twin (asyncgpu/core/compiled.py), which stays the reference and the whole
 implementation where this is not built.
 
 Invariants: the C code keeps no state of its own beyond the classes and callables the
@@ -37,7 +37,7 @@ configure functions hand it; it works on the very Python objects the Python code
 gives the same answers, side effects and errors (unusual cases call the same Python methods).
 tests/test_*_compiled.py compare each with its twin on random inputs.
 
-Example: ``asyncgpu._compiled.use(False)`` makes every class use its Python methods again.
+Example: ``asyncgpu.core.compiled.use(False)`` makes every class use its Python methods again.
 
 Built by ``pip install`` (setuptools, optional: a failed build leaves the Python methods) or by
 ``python3 tools/build_speedups.py`` in a source tree. Plain CPython C API: no CUDA headers or

@@ -5,9 +5,9 @@ The model
 ---------
 ``Recording.__init__`` sets the recording's fields and remembers its first segment's previous
 run (``Recording._remember``). A recorded function's call ends each segment with ``Recording.end_segment`` (see
-asyncgpu/_recorder.py). In the steady state every launch of the segment was the previous
+asyncgpu/recorder/recording.py). In the steady state every launch of the segment was the previous
 run's (``Recording.previous``, appended by launcher.c without keying), so the segment's key is
-the memo's, and ``replay_remembered`` (asyncgpu/_recording_finish.py) launches again the graph
+the memo's, and ``replay_remembered`` (asyncgpu/recorder/finish.py) launches again the graph
 that run replayed, after checking that nothing it relies on moved: the memo is still the
 cache's, its key still holds the same graphs, the graph lives, and the host-current inputs are
 the ones it copies in. That is a dozen attribute and dictionary steps in two Python frames per
@@ -28,7 +28,7 @@ Invariants: the same outcome, graph, cache order and side effects as
 ``_recorder.PythonRecording`` (the reference); ``rt.recording`` is restored on
 every way out when the recording goes on. tests/test_recorder_compiled.py compares the two.
 
-Example: ``asyncgpu._compiled.use(False)`` puts the Python methods back.
+Example: ``asyncgpu.core.compiled.use(False)`` puts the Python methods back.
 */
 #include "speedups.h"
 #include "pythread.h"
@@ -38,7 +38,7 @@ SlotLayout rec_layout, rt_layout, deferred_layout;       /* (launcher.c reads th
 enum { M_REPLAYED, M_KEY, M_LAUNCHES, M_FREES, M_STEADY };
 enum { K_PARTS, K_HASH };
 enum { F_GRAPH, F_COPY_IN };
-/* The globals of asyncgpu._recorder, where end_segment finds ``finish`` and
+/* The globals of asyncgpu.recorder.recording, where end_segment finds ``finish`` and
    ``replay_remembered`` at each call (so a patched one is the one called), and the Python
    replay_remembered, which this file's stands for while it is the one there. */
 static PyObject *recorder_globals, *python_replay_remembered;

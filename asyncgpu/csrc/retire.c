@@ -5,26 +5,26 @@ The model
 A node is *finished* once its completion event has been seen done, or a later node on its
 stream was (a stream runs in order), or one of its children was (a child starts after its
 parents): ``StreamManager.finished(node)`` retires the node with everything before it on its
-stream and, transitively, its parents (``asyncgpu._dag.finish_through``, inlined here), and
+stream and, transitively, its parents (``asyncgpu.core.dag.finish_through``, inlined here), and
 hands each retired node to ``_on_finish`` (streams.c: its event back to the pool, what it
 kept alive dropped). ``StreamManager.poll``, called by ``_issue`` once more nodes are in flight
 than ``poll_threshold``, asks the event of the newest node, then the oldest, of the stream
 whose newest work is oldest, so retirement keeps pace with a long run of launches that never
 waits (``should_poll`` says whether it is due). The Python twins are
-``asyncgpu._streams.PythonStreamCalls.finished`` and ``.poll``.
+``asyncgpu.core.streams.PythonStreamCalls.finished`` and ``.poll``.
 
 Invariants: the same nodes retired, in the same order, with the same statistics
 (``nodes_retired``, ``retired_by_poll``, ``events_queried``) as the Python twins; a node's
 parents are dropped once it is finished (they can no longer matter).
 
-Example: ``asyncgpu._compiled.use(False)`` puts the Python methods back.
+Example: ``asyncgpu.core.compiled.use(False)`` puts the Python methods back.
 */
 #include "streams.h"
 
 static PyObject *s_backend, *s_by_use, *s_event, *s_finished, *s_inflight, *s_inflight_count,
     *s_parents, *s_poll_threshold, *s_popleft, *s_seq, *s_stats, *s_stream;
 
-/* ---- retirement: asyncgpu._dag.finish_through, with the manager's _on_finish ------------- */
+/* ---- retirement: asyncgpu.core.dag.finish_through, with the manager's _on_finish ------------- */
 
 /* Retire m, the head of its stream: finished, its unfinished parents pushed on stack. */
 static int

@@ -130,7 +130,7 @@ dictless(PyTypeObject *type)
 /* A compiled method that the compiled methods call directly, skipping the method call's
    lookups, when that is what the ordinary call would run: the object has no instance dict and
    its class resolves the name to this very method (so a subclass's override, a monkeypatch or
-   asyncgpu._compiled.use(False) still wins). */
+   asyncgpu.core.compiled.use(False) still wins). */
 typedef struct {
     PyObject *name;         /* interned */
     PyObject *descr;        /* the method descriptor in the compiled base class */
@@ -245,7 +245,7 @@ forget_error(SavedError *e)
    Python does for an exception raised inside an ``except`` block). */
 void raise_in_cleanup(SavedError *saved);
 
-/* asyncgpu.Array and asyncgpu._kernel.ArrayArg (set by configure_binding; read by gather.c) */
+/* asyncgpu.Array and asyncgpu.runtime.kernel.ArrayArg (set by configure_binding; read by gather.c) */
 extern SlotLayout array_layout, arg_layout;
 enum { AR_ALLOC, AR_DTYPE, AR_CONTIGUOUS, AR_LO, AR_HI, AR_CACHE, AR_SHAPE, AR_STRIDES };
 /* Two Array objects that are the same live view: the same allocation (not freed), byte
@@ -253,16 +253,16 @@ enum { AR_ALLOC, AR_DTYPE, AR_CONTIGUOUS, AR_LO, AR_HI, AR_CACHE, AR_SHAPE, AR_S
 int same_view(PyObject *a, PyObject *b);
 enum { G_INDEX, G_PARAM, G_ARRAY, G_READ, G_WRITE, G_KEY, G_ALLOC, G_LO, G_HI, G_LABEL };
 
-/* asyncgpu._kernel.Kernel and Launcher (set by configure_binding) */
+/* asyncgpu.runtime.kernel.Kernel and Launcher (set by configure_binding) */
 extern SlotLayout kernel_layout, launcher_layout;
 enum { K_SLOTS, K_TYPED, K_PARAMS, K_LAUNCHERS, K_NAME, K_ELEMENTWISE };
 enum { LN_KERNEL };
 
-/* asyncgpu._streams.StreamState (set by configure_streams; read by issue.c) */
+/* asyncgpu.core.streams.StreamState (set by configure_streams; read by issue.c) */
 extern SlotLayout state_layout;
 enum { S_INDEX, S_HANDLE, S_INFLIGHT, S_SEQ, S_WAITED };
 
-/* asyncgpu._statistics.Counters (set by configure_issue; updated by issue.c and streams.c;
+/* asyncgpu.core.statistics.Counters (set by configure_issue; updated by issue.c and streams.c;
    counters.c): the counts first (C integers in a CountersBase), then two object slots */
 extern SlotLayout stats_layout;
 enum { ST_NODES, ST_KERNELS, ST_EVENT_WAITS, ST_EVENTS_RECORDED, ST_NODES_RETIRED,
@@ -273,14 +273,14 @@ int count_stat(PyObject *stats, int field, PyObject *amount);
 extern PyObject *stats_attrs[];
 int stats_configure(PyObject *counters);
 
-/* asyncgpu._recorder.Recording, asyncgpu._runtime.Runtime (the recorder's fields) and
-   asyncgpu._recording_keys.Launch (set by configure_recording; read by launcher.c) */
+/* asyncgpu.recorder.recording.Recording, asyncgpu.runtime.context.Runtime (the recorder's fields) and
+   asyncgpu.recorder.keys.Launch (set by configure_recording; read by launcher.c) */
 extern SlotLayout rec_layout, rt_layout, deferred_layout;
 enum { RC_RUNTIME, RC_TOKEN, RC_NAME, RC_LAUNCHES, RC_SEGMENT, RC_CALLS, RC_OUTCOMES, RC_FROZEN,
        RC_MEMO, RC_PREVIOUS, RC_THREAD, RC_FAILED, RC_EAGER, RC_SPLIT, RC_CUT };
 enum { RT_RECORDING, RT_GRAPHS, RT_GRAPH_CONFIG, RT_MEMORY, RT_LOCK };
 enum { LA_LAUNCHER, LA_ARGS };
-/* The process's runtime (asyncgpu._runtime._runtime), borrowed; NULL with no error set when
+/* The process's runtime (asyncgpu.runtime.current._runtime), borrowed; NULL with no error set when
    there is none yet (or configure has not run), NULL with an error set on failure. */
 PyObject *current_runtime(void);
 

@@ -11,7 +11,7 @@ with many nodes in flight, polls one stream and retires what finished (``poll``,
 here each is a C method over the very same objects (the ``__slots__`` of ``Node``,
 ``StreamState`` and ``StreamManager``, read at their offsets), and a C method calling another
 stays in C. Retirement and polling (``finished``, ``poll``) are in retire.c. The Python twins
-in ``asyncgpu/_dag.py``, ``_streams.py`` and ``_policies.py`` (``PythonNode``,
+in ``asyncgpu/core/dag.py``, ``_streams.py`` and ``_policies.py`` (``PythonNode``,
 ``PythonStreamCalls``, ``PythonReusePick``, ``PythonDisjointPick``) are the reference.
 
 Invariants
@@ -20,15 +20,15 @@ Invariants
   (``record``, ``wait``, ``event_done``) and the pool's rarely used ones (``grow``,
   ``_new_event``, ``least_recently_used``) are called by name, as Python calls them.
 * A node is finished with everything before it on its stream and, transitively, its parents
-  (``asyncgpu._dag.finish_through``, inlined in ``finished``).
+  (``asyncgpu.core.dag.finish_through``, inlined in ``finished``).
 
-Example: ``asyncgpu._compiled.use(False)`` puts the Python methods back.
+Example: ``asyncgpu.core.compiled.use(False)`` puts the Python methods back.
 */
 #include "streams.h"
 
 SlotLayout streams_node_layout, manager_layout, state_layout;
 PyObject *no_nodes;
-static PyObject *node_ids;       /* asyncgpu._dag._ids (and no_nodes, _NONE) */
+static PyObject *node_ids;       /* asyncgpu.core.dag._ids (and no_nodes, _NONE) */
 static PyObject *s_id, *s_kind, *s_name, *s_site, *s_accesses, *s_stream, *s_seq, *s_event,
     *s_parents, *s_edges, *s_keepalive, *s_finished, *s_handed_off, *s_launch, *s_device,
     *s_index, *s_handle, *s_inflight, *s_waited, *s_backend, *s_stats, *s_new_policy,
@@ -402,7 +402,7 @@ done:
     return result;
 }
 
-/* Whether a finished node's event goes back to the pool (asyncgpu._streams._pooled): not a
+/* Whether a finished node's event goes back to the pool (asyncgpu.core.streams._pooled): not a
    replayed graph's own. 1, 0 or -1. */
 static int
 pooled(PyObject *node, PyObject *event)

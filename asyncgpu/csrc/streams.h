@@ -5,7 +5,7 @@
 
 #include "speedups.h"
 
-/* asyncgpu._dag.Node and asyncgpu._streams.StreamManager (set by configure_streams;
+/* asyncgpu.core.dag.Node and asyncgpu.core.streams.StreamManager (set by configure_streams;
    StreamState's state_layout is in speedups.h) */
 extern SlotLayout streams_node_layout, manager_layout;
 enum { N_ID, N_KIND, N_NAME, N_SITE, N_ACCESSES, N_STREAM, N_SEQ, N_EVENT, N_PARENTS, N_EDGES,
@@ -16,7 +16,7 @@ enum { M_BACKEND, M_STATS, M_POLL_THRESHOLD, M_NEW_POLICY, M_PARENT_POLICY, M_ST
 #define STATE(obj, f, name) get((obj), &state_layout, (f), (name))
 #define MANAGER(obj, f, name) get((obj), &manager_layout, (f), (name))
 
-/* asyncgpu._dag._NONE: the parents of a node that has none (set by configure_streams) */
+/* asyncgpu.core.dag._NONE: the parents of a node that has none (set by configure_streams) */
 extern PyObject *no_nodes;
 
 /* a deque's or list's length, or -1 */

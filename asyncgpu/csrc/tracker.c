@@ -1,7 +1,7 @@
 #include "speedups.h"
 
 /* ---- The dependency tracker's conflicts and commit ----------------------------------------
-   The same algorithm as asyncgpu/_deps.py's PythonTracking, over the same Python objects (a
+   The same algorithm as asyncgpu/core/deps.py's PythonTracking, over the same Python objects (a
    dict of allocation key -> _Live, whose ``writes`` is a list and ``reads`` a dict of stream ->
    list of (lo, hi, node) tuples), with the same answers, the same side effects on stale
    entries, and the same order of the parents found. What makes it cheaper is reading
