@@ -4,8 +4,8 @@ Every public function of CuPy (``cupy.sqrt``, ``cupy.matmul``, ``cupy.linalg.sol
 ``cupy.fft.fft``, ...) is available here under the same name, without a hand-written list: a
 module ``__getattr__`` wraps the function of the same name. On ``cuda`` that is CuPy's; on
 ``sim`` the names are CuPy's too (a checked-in description of CuPy's namespace, see
-``asyncgpu.runtime.cupy_surface``) and NumPy computes them, so a name or a keyword CuPy lacks fails on
-``sim`` as it would on the GPU. Each call is a node of the DAG: its :class:`asyncgpu.Array`
+``asyncgpu.runtime.cupy_surface``) and NumPy computes them, so a name or a keyword CuPy lacks
+fails on ``sim`` as it would on the GPU. Each call is a node of the DAG: its :class:`asyncgpu.Array`
 arguments are reads, its result and ``out=`` / in-place targets are writes, other arguments pass
 through, and it returns at once with :class:`asyncgpu.Array` results::
 

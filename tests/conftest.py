@@ -56,7 +56,8 @@ def explicit(request):
 @pytest.fixture(params=["compiled", "python"])
 def compiled(request):
     """Run a test with the compiled methods of ``asyncgpu._speedups`` and with the Python
-    ones (``asyncgpu.core.compiled``); the compiled case is skipped where the module is not built."""
+    ones (``asyncgpu.core.compiled``); the compiled case is skipped where the module is not
+    built."""
     from asyncgpu.core import compiled as _compiled
 
     if request.param == "compiled" and _compiled.speedups is None:

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asyncgpu.recorder.schedule import (
-    cross_waits, fold_lanes, lane_budget, makespan, nimble_streams, opara_order, opara_streams, resource_demand, topological_order, transitive_reduction,
+    cross_waits, fold_lanes, lane_budget, makespan, nimble_streams, opara_order, opara_streams,
+    resource_demand, topological_order, transitive_reduction,
 )
 
 DIAMOND = [[], [0], [0], [1, 2]]

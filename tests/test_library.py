@@ -365,8 +365,8 @@ def test_library_modules_import_no_cuda_library():
     import sys
     from pathlib import Path
 
-    code = ("import sys, asyncgpu.runtime.library, asyncgpu.runtime.operators, asyncgpu.runtime.interop, "
-            "asyncgpu.runtime.cupy_random, asyncgpu.cupy; "
+    code = ("import sys, asyncgpu.runtime.library, asyncgpu.runtime.operators, "
+            "asyncgpu.runtime.interop, asyncgpu.runtime.cupy_random, asyncgpu.cupy; "
             "bad = {'cupy', 'numba'} & {m.split('.')[0] for m in sys.modules}; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parent.parent)
 

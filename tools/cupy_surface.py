@@ -337,7 +337,8 @@ def _compare(numpy: Any, got: Any, want: Any) -> bool:
 
 def coverage() -> dict[str, Any]:
     """Call each function/ufunc with a simulator counterpart under CuPy and under the
-    simulator's mapping (``asyncgpu.runtime.cupy_surface.numpy_function``) on the same small inputs."""
+    simulator's mapping (``asyncgpu.runtime.cupy_surface.numpy_function``) on the same small
+    inputs."""
     import warnings
 
     import cupy

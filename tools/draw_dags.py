@@ -1,8 +1,8 @@
 """Draw each workload's DAG (one traced run, tiny scale, sim backend) as a PNG.
 
 usage: PYTHONPATH=. python3 tools/draw_dags.py docs/img
-The drawing is ``asyncgpu.observe.draw.draw_dag`` (streams as colours, edges labelled RAW/WAR/WAW and
-the array); ``asyncgpu trace NAME --out DIR`` draws the same picture plus a timeline.
+The drawing is ``asyncgpu.observe.draw.draw_dag`` (streams as colours, edges labelled RAW/WAR/WAW
+and the array); ``asyncgpu trace NAME --out DIR`` draws the same picture plus a timeline.
 """
 
 from __future__ import annotations

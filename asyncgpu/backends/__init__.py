@@ -10,10 +10,11 @@ memory model adds ``copy_launch(buffer, lo, hi, to_device)`` (a copy node's laun
 ``after``, waited for before it returns). A backend that caches resources beyond its arrays
 offers ``close()``, called when its runtime is replaced (``cuda``: the memory pool's free blocks).
 
-For traces (``asyncgpu.observe.trace``) each backend also offers a device clock: ``timing_event()`` (an
-event whose ``record`` captures a timestamp: CUDA timing events; on ``sim`` the executor's step
-count, a logical clock), ``clock_base()`` (an already-complete event marking "now") and
-``elapsed_s(start, end)`` (seconds between two completed ones). They are used only while tracing.
+For traces (``asyncgpu.observe.trace``) each backend also offers a device clock:
+``timing_event()`` (an event whose ``record`` captures a timestamp: CUDA timing events; on
+``sim`` the executor's step count, a logical clock), ``clock_base()`` (an already-complete event
+marking "now") and ``elapsed_s(start, end)`` (seconds between two completed ones). They are
+used only while tracing.
 
 Graphs (CUDA stream capture; the model is in :mod:`asyncgpu.backends.capture`):
 

@@ -35,8 +35,8 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 }
 
 #: The options a backend object is built from: changing one gives the runtime a new backend, and
-#: its arrays move to it (``asyncgpu.runtime.switch``). ``backend`` and ``device`` are not among them:
-#: changing those retires the runtime and its arrays.
+#: its arrays move to it (``asyncgpu.runtime.switch``). ``backend`` and ``device`` are not among
+#: them: changing those retires the runtime and its arrays.
 BACKEND_BUILD = ("memory", "sim_seed", "sim_strategy", "sim_tick", "debug_hb", "packed_launch",
                  "direct_driver", "single_node_graphs", "stress", "stress_seed")
 

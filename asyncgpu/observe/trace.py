@@ -90,7 +90,8 @@ class _TracingBackend:
         t._events.append((rec, e0, e1))
 
     def launch_traced_graph(self, node: Any, graph: Any, stream: Any) -> None:
-        """A replayed graph (``asyncgpu.recorder.recording``): bracketed and recorded like a kernel."""
+        """A replayed graph (``asyncgpu.recorder.recording``): bracketed and recorded like a
+        kernel."""
         self.launch(node, stream, graph)
 
     def launch(self, node: Any, stream: Any, graph: Any = None) -> None:

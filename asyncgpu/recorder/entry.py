@@ -7,7 +7,8 @@ A :class:`GraphFunction` or a :class:`Recorder` is the user's handle on one reco
 ``split`` choice. Each run enters a :class:`~asyncgpu.recorder.recording.Recording` on the current
 runtime (``_Run._enter``; inside another recording of this thread the run is inlined into it)
 and leaves it (``_Run._exit``: the last segment ended, which issues, captures or replays it,
-and ``outcome`` set). What a recording defers, keys and replays is :mod:`asyncgpu.recorder.recording`.
+and ``outcome`` set). What a recording defers, keys and replays is
+:mod:`asyncgpu.recorder.recording`.
 A ``static`` function also remembers, per argument key, the graph its capturing call launched
 and what that call returned, and later calls with the same arguments launch the graph
 without running the body.

@@ -26,8 +26,8 @@ choice gives the same results, because every DAG edge becomes a stream order or 
   - ``opara`` (Opara's Algorithm 2): Kahn's algorithm with two ready queues, memory-bound and
     compute-bound; the two are alternated, and from the chosen queue the launch with the
     smallest resource demand is taken first (ties: the earliest).
-  - ``ios``: IOS's stages (``asyncgpu.recorder.ios``) fix the order *and* the streams: stage by stage,
-    group ``j`` of a stage on stream ``j``, and :func:`stage_plan` adds IOS's barrier between
+  - ``ios``: IOS's stages (``asyncgpu.recorder.ios``) fix the order *and* the streams: stage by
+    stage, group ``j`` of a stage on stream ``j``, and :func:`stage_plan` adds IOS's barrier between
     consecutive stages as extra edges (so the stream allocation option does not apply).
 
 * **lane budget** (:func:`lane_budget`): every lane of a graph costs its launch about a

@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 import math
 import operator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -40,9 +40,6 @@ from ..core.errors import FreedArrayError
 from .current import current_runtime
 from .node_ops import ops
 from .operators import ArrayOperators
-
-if TYPE_CHECKING:
-    from .context import Runtime
 
 HOST, DEVICE = 1, 2
 _alloc_ids = itertools.count(1)
@@ -69,7 +66,7 @@ class Allocation:
     #: allocations are live" checks again only when it has moved.
     explicit_frees = 0
 
-    def __init__(self, runtime: Runtime, buffer: Any, nbytes: int, location: int) -> None:
+    def __init__(self, runtime: Any, buffer: Any, nbytes: int, location: int) -> None:
         self.runtime = runtime
         self.buffer = buffer
         self.nbytes = nbytes
@@ -677,7 +674,7 @@ def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def new_array(runtime: Runtime, shape: tuple[int, ...], dtype: np.dtype, location: int) -> Array:
+def new_array(runtime: Any, shape: tuple[int, ...], dtype: np.dtype, location: int) -> Array:
     """Allocate a C-contiguous array through ``runtime`` (runtime-internal)."""
     nbytes = math.prod(shape) * dtype.itemsize      # (exact: a Python int never wraps around)
     if nbytes >= 2**62:       # before the backend: no CUDA call with a size this large

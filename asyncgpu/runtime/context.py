@@ -6,13 +6,13 @@ device) retires it; ``asyncgpu.runtime.switch`` has the model and why it was cho
 
 Launches, library calls and replayed graphs go through the pipeline of
 ``asyncgpu.runtime.issue`` (``launch_kernel``, ``launch_graph`` and ``_issue`` are
-:class:`~asyncgpu.runtime.issue.PythonIssuing`'s, or their compiled twins in ``asyncgpu/csrc/issue.c``;
-docs/design.md, "Compiled methods").
+:class:`~asyncgpu.runtime.issue.PythonIssuing`'s, or their compiled twins in
+``asyncgpu/csrc/issue.c``; docs/design.md, "Compiled methods").
 
 Host accesses (``Array`` indexing, ``numpy()``) wait for the conflicting unfinished nodes only,
-then touch the memory directly (``asyncgpu.runtime.host_access``); they run under the runtime's lock,
-so calls from several host threads are linearized in the order they take the lock (documented in
-docs/design.md).
+then touch the memory directly (``asyncgpu.runtime.host_access``); they run under the runtime's
+lock, so calls from several host threads are linearized in the order they take the lock
+(documented in docs/design.md).
 
 ``execution="sync"`` runs the same pipeline on one stream and waits after every node: the serial
 baseline and the oracle the tests compare with.
@@ -76,7 +76,8 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
         self._instruments: list[Any] = []
         self._issuing: Node | None = None     # the node _issue is enqueueing (re-entry refused)
         self._issuing_compiled: Node | None = None    # the same, set by the compiled _issue
-        #: The recording in progress (``asyncgpu.recorder.recording``): launches are deferred into it.
+        #: The recording in progress (``asyncgpu.recorder.recording``): launches are deferred
+        #: into it.
         self.recording: Any = None
         #: Bumped by every host access: the only event that makes an allocation host-current
         #: again (a failed graph launch restores HOST only to allocations that were HOST when
@@ -184,7 +185,8 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
 
     # -- kernels -----------------------------------------------------------------------------
     def launch_call(self, call: Any) -> Any:
-        """Validate and schedule one library call (``asyncgpu.runtime.library``); returns its result.
+        """Validate and schedule one library call (``asyncgpu.runtime.library``); returns its
+        result.
 
         The backend prepares the call (on ``sim`` it infers the result's metadata and may
         answer that the call must run at once; on ``cuda`` the call runs at enqueue, inside

@@ -41,8 +41,9 @@ class Generator:
         self._state = empty_array(1, np.uint8, 0)
         backend = self._runtime.backend.name
         if backend == "cuda":
-            self._gen = dispatch("random.default_rng", (seed,), {}, state=self._state,
-                                 resolve=lambda b: array_modules.backend_module(b).random.default_rng)
+            self._gen = dispatch(
+                "random.default_rng", (seed,), {}, state=self._state,
+                resolve=lambda b: array_modules.backend_module(b).random.default_rng)
         else:
             self._gen = np.random.default_rng(seed)
 

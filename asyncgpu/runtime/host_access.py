@@ -47,8 +47,8 @@ _MIGRATING_READ = 1 << 20
 
 
 class HostAccess:
-    """The runtime's host-access methods (``asyncgpu.runtime.context.Runtime`` inherits them; they use
-    its lock, tracker, streams, memory model, backend, recording and statistics)."""
+    """The runtime's host-access methods (``asyncgpu.runtime.context.Runtime`` inherits them;
+    they use its lock, tracker, streams, memory model, backend, recording and statistics)."""
 
     __slots__ = ()
 

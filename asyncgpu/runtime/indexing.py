@@ -254,7 +254,8 @@ def setitem(x: Array, key: Any, value: Any) -> None:
                     (np.nonzero(k) if isinstance(k, np.ndarray) and k.dtype.kind == "b" else (k,))]
         _check_value(value, result_shape(x.shape, expanded))
     index = tuple(_upload(k) for k in comps)
-    # ``ndarray.__setitem__`` writes its ``self`` (``asyncgpu.runtime.effects``): x is the node's write
+    # ``ndarray.__setitem__`` writes its ``self`` (``asyncgpu.runtime.effects``): x is the
+    # node's write
     dispatch("ndarray.__setitem__", (x, index, value), {}, inference=lambda: _assigned)
 
 

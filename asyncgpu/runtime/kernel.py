@@ -113,7 +113,8 @@ def plain_scalar(p: Param) -> tuple[frozenset[type], Any, Any, Any] | None:
 
 class PythonBinding:
     """:class:`Kernel`'s ``bind`` in Python: the reference for the compiled version in
-    ``asyncgpu/csrc/binding.c``, and what runs where that is not built (``asyncgpu.core.compiled``)."""
+    ``asyncgpu/csrc/binding.c``, and what runs where that is not built
+    (``asyncgpu.core.compiled``)."""
 
     __slots__ = ()
     _slots: tuple[Any, ...]

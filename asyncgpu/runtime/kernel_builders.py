@@ -121,7 +121,8 @@ def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
         The name used in messages and traces (default: the function's name).
     elementwise:
         Declares that the launch may be split into chunks (``memory="explicit"``: a large
-        host-to-device copy then overlaps the kernel, chunk by chunk; see ``asyncgpu.runtime.chunks``).
+        host-to-device copy then overlaps the kernel, chunk by chunk; see
+        ``asyncgpu.runtime.chunks``).
         The contract: every array argument is split along axis 0 into the same chunks (so all
         have the same length along axis 0 and are C-contiguous), and the kernel computes the
         element(s) at index ``i`` of axis 0 from index ``i`` only (no reductions, neighbours

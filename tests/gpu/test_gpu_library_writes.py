@@ -1,4 +1,5 @@
-"""On a GPU: library calls book what CuPy's functions write (``asyncgpu.runtime.effects`` over CuPy)."""
+"""On a GPU: library calls book what CuPy's functions write (``asyncgpu.runtime.effects`` over
+CuPy)."""
 
 from __future__ import annotations
 
