@@ -24,19 +24,21 @@ ITERATIONS = (20, 1)
 WARMUP = (3, 0)
 
 DESCRIPTION = """\
-asyncgpu runs plain sequential CuPy and Numba GPU code asynchronously: every kernel launch and
-library call becomes a node of a dependency graph, independent work overlaps on CUDA streams,
-and the host waits only for the data it reads.
+asyncgpu runs plain sequential CuPy and Numba GPU code asynchronously: every
+kernel launch and library call becomes a node of a dependency graph, independent
+work overlaps on CUDA streams, and the host waits only for the data it reads.
 
 commands:
-  bench   run the benchmark suite (the GrCUDA paper's workloads in every mode, each result
-          checked) and print a table of times
-  trace   run one workload traced; write the timeline, the DAG, pictures and overlap metrics
+  bench   run the benchmark suite (the GrCUDA paper's workloads in every mode,
+          each result checked) and print a table of times
+  trace   run one workload traced; write the timeline, the DAG, pictures and
+          overlap metrics
   info    show the backend, the device and the options in force
 
-Without a usable NVIDIA GPU (or with ASYNCGPU_BACKEND=sim) everything runs on the CPU
-simulator: results are checked, but times are not GPU times. 'asyncgpu COMMAND --help' gives
-each command's options. 'python -m asyncgpu' works the same as 'asyncgpu'."""
+Without a usable NVIDIA GPU (or with ASYNCGPU_BACKEND=sim) everything runs on
+the CPU simulator: results are checked, but times are not GPU times.
+'asyncgpu COMMAND --help' gives each command's options. 'python -m asyncgpu'
+works the same as 'asyncgpu'."""
 
 
 def _backend_here() -> str:

@@ -29,6 +29,7 @@ def test_top_help_describes_every_command_in_plain_text(capsys):
     assert "``" not in out and ":class:" not in out     # no reStructuredText markup
     assert "times are not GPU times" in out
     assert "works the same as 'asyncgpu'." in out      # the whole description, not its start
+    assert max(len(line) for line in out.splitlines()) <= 80
 
 
 @pytest.mark.parametrize("command", ["bench", "trace"])
