@@ -387,9 +387,6 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
         host = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(mem.ptr))
         return CudaBuffer(nbytes, mem, mem.ptr, host)
 
-    def free(self, buffer: Any) -> None:
-        if isinstance(buffer, DeviceBuffer):
-            buffer.release()
     def foreign_buffer(self, owner: Any, ptr: int, nbytes: int, what: str,
                        host_addressable: bool) -> Any:
         """A buffer over another library's device memory (``asyncgpu._interop``), kept alive
@@ -402,6 +399,9 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
                 if host_addressable and nbytes else None)
         return ForeignBuffer(nbytes, owner, ptr, host, what)
 
+    def free(self, buffer: Any) -> None:
+        if isinstance(buffer, DeviceBuffer):
+            buffer.release()
             return
         buffer.mem = None     # back to the pool: every node using it has finished
         buffer.host = None
@@ -440,11 +440,11 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
             raise self._device_error(exc)
 
     def prefetch(self, buffer: CudaBuffer, stream: Any) -> None:
+        if isinstance(buffer, ForeignBuffer):
+            return    # another library's memory: where its pages live is the producer's choice
         if self.captures.engaged:
             self.captures.check_prefetch(stream)
         try:
-        if isinstance(buffer, ForeignBuffer):
-            return    # another library's memory: where its pages live is the producer's choice
             self.runtime.memPrefetchAsync(buffer.ptr, buffer.nbytes, self.device, stream.ptr)
         except Exception as exc:
             raise self._device_error(exc)
