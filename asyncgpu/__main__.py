@@ -43,16 +43,10 @@ works the same as 'asyncgpu'."""
 
 def _backend_here() -> str:
     """The backend a run would use here, found without starting a runtime (for the help)."""
-    name = os.environ.get("ASYNCGPU_BACKEND", "auto").strip().lower() or "auto"
-    if name != "auto":
-        return name
-    import importlib.util
+    from asyncgpu import backends
+    from asyncgpu._runtime import current_options
 
-    if importlib.util.find_spec("cupy") is None:
-        return "sim"
-    from asyncgpu.backends import cuda_usable
-
-    return "cuda" if cuda_usable() else "sim"
+    return backends.resolve(current_options())
 
 
 def _version() -> str:
