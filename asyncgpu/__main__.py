@@ -389,37 +389,47 @@ def _print_results(console: Any, args: argparse.Namespace, rows: list[dict[str, 
         title = f"{scale} scale, {args.inputs} inputs, median ms of {iterations}"
     else:
         title = f"{scale} scale, {args.inputs} inputs, simulator ms"
-    table = _table(title)
     ratios = []
     if on_gpu and "serial" in modes and "parallel" in modes:
         ratios.append(("speedup", "par/ser\nspeedup"))
     if on_gpu and "handopt" in modes and "parallel" in modes:
         ratios.append(("vs_handopt", "hand/par"))
-    bound_cols = ("xfer\nbound", "comp.\nbound", "par/\nbound") if want_bounds else ()
+    bound_cols = ("xfer\nbound ms", "comp.\nbound ms", "par/\nbound") if want_bounds else ()
     memory_cols = ("memory",) if len(memories) > 1 else ()
-    table.add_column("work\nload")
-    table.add_column("block", justify="right")
-    for col in memory_cols:
-        table.add_column(col)
+    # Two tables, so that each fits an 80-column terminal whole: the times, then what is
+    # derived from them (ratios, bounds).
+    table = _table(title)
+    derived = _table("ratios and bounds") if ratios or bound_cols else None
+    for t in (table, derived):
+        if t is not None:
+            t.add_column("work\nload")
+            t.add_column("block", justify="right")
+            for col in memory_cols:
+                t.add_column(col)
     for m in modes:
         table.add_column(_MODE_COLUMNS.get(m, m), justify="right")
-    for _, col in ratios:
-        table.add_column(col, justify="right")
-    for col in bound_cols:
-        table.add_column(col, justify="right")
     table.add_column("check")
+    for _, col in ratios:
+        derived.add_column(col, justify="right")
+    for col in bound_cols:
+        derived.add_column(col, justify="right")
     for row in rows:
-        cells = [row["workload"], row["block"]] + [row["memory"]] * len(memory_cols)
-        cells += [f"{row[m] * 1e3:.3f}" if row.get(m) else "-" for m in modes]
-        cells += [f"{row[key]:.2f}" if row.get(key) else "-" for key, _ in ratios]
-        if want_bounds:
-            b = row.get("bounds") or {}
-            cells += [_fmt(b.get("transfer_bound_s"), 1e3), _fmt(b.get("compute_bound_s"), 1e3),
-                      _fmt(b.get("parallel_over_bound"), digits=2)]
+        head = [row["workload"], row["block"]] + [row["memory"]] * len(memory_cols)
+        cells = head + [f"{row[m] * 1e3:.3f}" if row.get(m) else "-" for m in modes]
         cells.append("[red]FAIL[/]" if not row["ok"] else "SKIP" if not any(
             row.get(m) for m in modes) else "PASS")
         table.add_row(*cells)
+        if derived is not None:
+            cells = head + [f"{row[key]:.2f}" if row.get(key) else "-" for key, _ in ratios]
+            if want_bounds:
+                b = row.get("bounds") or {}
+                cells += [_fmt(b.get("transfer_bound_s"), 1e3),
+                          _fmt(b.get("compute_bound_s"), 1e3),
+                          _fmt(b.get("parallel_over_bound"), digits=2)]
+            derived.add_row(*cells)
     console.print(table)
+    if derived is not None:
+        console.print(derived)
     if args.metrics:
         console.print(_metrics_table(rows, "overlap metrics (one traced iteration per mode)"
                                      + ("" if on_gpu else "; sim: logical clock")))
