@@ -36,8 +36,9 @@ from ._array import Array
 from ._config import Options
 from ._errors import (
     AnnotationViolation, ArgumentError, ArgumentValueError, AsyncGPUError,
-    BackendUnavailableError, BlockTooLargeError, CompileError, DeadlockError, FreedArrayError, KernelFault,
-    KernelFaults, LaunchError, OutOfMemoryError, RaceError, RecordingError, SignatureError,
+    BackendUnavailableError, BlockTooLargeError, CompileError, DeadlockError, FreedArrayError,
+    KernelFault, KernelFaults, LaunchError, OutOfMemoryError, RaceError, RecordingError,
+    SignatureError,
 )
 from ._kernel import Kernel
 from ._kernel_builders import cuda_kernel, kernel
@@ -50,8 +51,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AnnotationViolation", "ArgumentError", "ArgumentValueError", "Array", "AsyncGPUError",
-    "BackendUnavailableError", "BlockTooLargeError", "CompileError", "DeadlockError", "FreedArrayError", "Instrument",
-    "Kernel", "KernelFault", "KernelFaults", "LaunchError", "Options", "OutOfMemoryError", "RaceError",
+    "BackendUnavailableError", "BlockTooLargeError", "CompileError", "DeadlockError",
+    "FreedArrayError", "Instrument", "Kernel", "KernelFault", "KernelFaults", "LaunchError",
+    "Options", "OutOfMemoryError", "RaceError",
     "RecordingError", "SignatureError", "Statistics", "Trace", "array", "asarray", "configure",
     "cuda_kernel", "empty", "empty_like", "full", "full_like", "graph", "instrument", "kernel",
     "ones", "ones_like", "options", "record", "statistics", "synchronize", "trace", "zeros",

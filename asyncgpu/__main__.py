@@ -377,7 +377,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 #: Short column names of the modes (the table must fit an 80-column terminal).
 _MODE_COLUMNS = {"serial": "serial", "parallel": "parallel", "handopt": "handopt",
-                 "cudagraph": "cudagraph", "recorded": "recorded", "recorded_static": "recorded\nstatic"}
+                 "cudagraph": "cudagraph", "recorded": "recorded",
+                 "recorded_static": "recorded\nstatic"}
 
 
 def _print_results(console: Any, args: argparse.Namespace, rows: list[dict[str, Any]],
