@@ -37,8 +37,8 @@ from ._config import Options
 from ._errors import (
     AnnotationViolation, ArgumentError, ArgumentValueError, AsyncGPUError,
     BackendUnavailableError, BlockTooLargeError, CompileError, DeadlockError, FreedArrayError,
-    KernelFault, KernelFaults, LaunchError, OutOfMemoryError, RaceError, RecordingError,
-    SignatureError,
+    KernelFault, KernelFaults, LaunchError, NotOnSimulatorError, OutOfMemoryError, RaceError,
+    RecordingError, SignatureError,
 )
 from ._kernel import Kernel
 from ._kernel_builders import cuda_kernel, kernel
@@ -53,7 +53,7 @@ __all__ = [
     "AnnotationViolation", "ArgumentError", "ArgumentValueError", "Array", "AsyncGPUError",
     "BackendUnavailableError", "BlockTooLargeError", "CompileError", "DeadlockError",
     "FreedArrayError", "Instrument", "Kernel", "KernelFault", "KernelFaults", "LaunchError",
-    "Options", "OutOfMemoryError", "RaceError",
+    "NotOnSimulatorError", "Options", "OutOfMemoryError", "RaceError",
     "RecordingError", "SignatureError", "Statistics", "Trace", "array", "asarray", "configure",
     "cuda_kernel", "empty", "empty_like", "full", "full_like", "graph", "instrument", "kernel",
     "ones", "ones_like", "options", "record", "statistics", "synchronize", "trace", "zeros",

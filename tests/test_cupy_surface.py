@@ -10,7 +10,7 @@ import pytest
 
 import asyncgpu.cupy as acp
 from asyncgpu import _cupy_surface
-from asyncgpu._cupy_surface import NotOnSimulatorError
+from asyncgpu import NotOnSimulatorError
 
 
 @pytest.mark.parametrize("method", ["normal", "choice", "shuffle", "permutation", "bytes"])
