@@ -87,8 +87,9 @@ _REALS = frozenset({int, float})
 def plain_scalar(p: Param) -> tuple[frozenset[type], Any, Any, Any] | None:
     """How a typed scalar parameter converts a plain Python number as ``convert_scalar`` does,
     without its checks: (types taken, lowest, highest, conversion), or None (only the general
-    path). Integers: a Python int in the type's range; reals: a Python int or float (infinite
-    bounds: NaN fails the range test and takes the general path, which converts it the same)."""
+    path). Integers: a Python int in the type's range; reals: a Python int or float in the type's
+    finite range (NaN, the infinities and reals beyond the range take the general path, which
+    converts them the same, without NumPy's overflow warning)."""
     if p.is_array or p.dtype is None:
         return None
     dt = np.dtype(p.dtype)
@@ -96,7 +97,8 @@ def plain_scalar(p: Param) -> tuple[frozenset[type], Any, Any, Any] | None:
         lo, hi = _int_bounds(dt)
         return _INTS, lo, hi, dt.type
     if dt.kind == "f":
-        return _REALS, -np.inf, np.inf, dt.type
+        top = float(np.finfo(dt).max)
+        return _REALS, -top, top, dt.type
     return None
 
 
