@@ -35,8 +35,8 @@ from .core.config import Options
 from .core.errors import (
     AnnotationViolation, ArgumentError, ArgumentValueError, AsyncGPUError,
     BackendUnavailableError, BlockTooLargeError, CompileError, DeadlockError, FreedArrayError,
-    KernelFault, KernelFaults, LaunchError, OutOfMemoryError, RaceError, RecordingError,
-    SignatureError,
+    KernelFault, KernelFaults, LaunchError, NotOnSimulatorError, OutOfMemoryError, RaceError,
+    RecordingError, SignatureError,
 )
 from .core.instrument import Instrument
 from .core.statistics import Statistics
@@ -54,8 +54,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AnnotationViolation", "ArgumentError", "ArgumentValueError", "Array", "AsyncGPUError",
-    "BackendUnavailableError", "BlockTooLargeError", "CompileError", "DeadlockError", "FreedArrayError", "Instrument",
-    "Kernel", "KernelFault", "KernelFaults", "LaunchError", "Options", "OutOfMemoryError", "RaceError",
+    "BackendUnavailableError", "BlockTooLargeError", "CompileError", "DeadlockError",
+    "FreedArrayError", "Instrument", "Kernel", "KernelFault", "KernelFaults", "LaunchError",
+    "NotOnSimulatorError", "Options", "OutOfMemoryError", "RaceError",
     "RecordingError", "SignatureError", "Statistics", "Trace", "array", "asarray", "configure",
     "cuda_kernel", "empty", "empty_like", "full", "full_like", "graph", "instrument", "kernel",
     "ones", "ones_like", "options", "record", "statistics", "synchronize", "trace", "zeros",

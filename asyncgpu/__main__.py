@@ -24,33 +24,29 @@ ITERATIONS = (20, 1)
 WARMUP = (3, 0)
 
 DESCRIPTION = """\
-asyncgpu runs plain sequential CuPy and Numba GPU code asynchronously: every kernel launch and
-library call becomes a node of a dependency graph, independent work overlaps on CUDA streams,
-and the host waits only for the data it reads.
+asyncgpu runs plain sequential CuPy and Numba GPU code asynchronously: every
+kernel launch and library call becomes a node of a dependency graph, independent
+work overlaps on CUDA streams, and the host waits only for the data it reads.
 
 commands:
-  bench   run the benchmark suite (the GrCUDA paper's workloads in every mode, each result
-          checked) and print a table of times
-  trace   run one workload traced; write the timeline, the DAG, pictures and overlap metrics
+  bench   run the benchmark suite (the GrCUDA paper's workloads in every mode,
+          each result checked) and print a table of times
+  trace   run one workload traced; write the timeline, the DAG, pictures and
+          overlap metrics
   info    show the backend, the device and the options in force
 
-Without a usable NVIDIA GPU (or with ASYNCGPU_BACKEND=sim) everything runs on the CPU
-simulator: results are checked, but times are not GPU times. 'asyncgpu COMMAND --help' gives
-each command's options. 'python -m asyncgpu' works the same as 'asyncgpu'."""
+Without a usable NVIDIA GPU (or with ASYNCGPU_BACKEND=sim) everything runs on
+the CPU simulator: results are checked, but times are not GPU times.
+'asyncgpu COMMAND --help' gives each command's options. 'python -m asyncgpu'
+works the same as 'asyncgpu'."""
 
 
 def _backend_here() -> str:
     """The backend a run would use here, found without starting a runtime (for the help)."""
-    name = os.environ.get("ASYNCGPU_BACKEND", "auto").strip().lower() or "auto"
-    if name != "auto":
-        return name
-    import importlib.util
+    from asyncgpu import backends
+    from asyncgpu.runtime.current import current_options
 
-    if importlib.util.find_spec("cupy") is None:
-        return "sim"
-    from asyncgpu.backends import cuda_usable
-
-    return "cuda" if cuda_usable() else "sim"
+    return backends.resolve(current_options())
 
 
 def _version() -> str:
@@ -380,7 +376,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 #: Short column names of the modes (the table must fit an 80-column terminal).
 _MODE_COLUMNS = {"serial": "serial", "parallel": "parallel", "handopt": "handopt",
-                 "cudagraph": "cudagraph", "recorded": "recorded", "recorded_static": "rec.static"}
+                 "cudagraph": "cudagraph", "recorded": "recorded",
+                 "recorded_static": "recorded\nstatic"}
 
 
 def _print_results(console: Any, args: argparse.Namespace, rows: list[dict[str, Any]],
@@ -392,37 +389,47 @@ def _print_results(console: Any, args: argparse.Namespace, rows: list[dict[str, 
         title = f"{scale} scale, {args.inputs} inputs, median ms of {iterations}"
     else:
         title = f"{scale} scale, {args.inputs} inputs, simulator ms"
-    table = _table(title)
     ratios = []
     if on_gpu and "serial" in modes and "parallel" in modes:
         ratios.append(("speedup", "par/ser\nspeedup"))
     if on_gpu and "handopt" in modes and "parallel" in modes:
         ratios.append(("vs_handopt", "hand/par"))
-    bound_cols = ("xfer\nbound", "comp.\nbound", "par/\nbound") if want_bounds else ()
+    bound_cols = ("xfer\nbound ms", "comp.\nbound ms", "par/\nbound") if want_bounds else ()
     memory_cols = ("memory",) if len(memories) > 1 else ()
-    table.add_column("work\nload")
-    table.add_column("block", justify="right")
-    for col in memory_cols:
-        table.add_column(col)
+    # Two tables, so that each fits an 80-column terminal whole: the times, then what is
+    # derived from them (ratios, bounds).
+    table = _table(title)
+    derived = _table("ratios and bounds") if ratios or bound_cols else None
+    for t in (table, derived):
+        if t is not None:
+            t.add_column("work\nload")
+            t.add_column("block", justify="right")
+            for col in memory_cols:
+                t.add_column(col)
     for m in modes:
         table.add_column(_MODE_COLUMNS.get(m, m), justify="right")
-    for _, col in ratios:
-        table.add_column(col, justify="right")
-    for col in bound_cols:
-        table.add_column(col, justify="right")
     table.add_column("check")
+    for _, col in ratios:
+        derived.add_column(col, justify="right")
+    for col in bound_cols:
+        derived.add_column(col, justify="right")
     for row in rows:
-        cells = [row["workload"], row["block"]] + [row["memory"]] * len(memory_cols)
-        cells += [f"{row[m] * 1e3:.3f}" if row.get(m) else "-" for m in modes]
-        cells += [f"{row[key]:.2f}" if row.get(key) else "-" for key, _ in ratios]
-        if want_bounds:
-            b = row.get("bounds") or {}
-            cells += [_fmt(b.get("transfer_bound_s"), 1e3), _fmt(b.get("compute_bound_s"), 1e3),
-                      _fmt(b.get("parallel_over_bound"), digits=2)]
+        head = [row["workload"], row["block"]] + [row["memory"]] * len(memory_cols)
+        cells = head + [f"{row[m] * 1e3:.3f}" if row.get(m) else "-" for m in modes]
         cells.append("[red]FAIL[/]" if not row["ok"] else "SKIP" if not any(
             row.get(m) for m in modes) else "PASS")
         table.add_row(*cells)
+        if derived is not None:
+            cells = head + [f"{row[key]:.2f}" if row.get(key) else "-" for key, _ in ratios]
+            if want_bounds:
+                b = row.get("bounds") or {}
+                cells += [_fmt(b.get("transfer_bound_s"), 1e3),
+                          _fmt(b.get("compute_bound_s"), 1e3),
+                          _fmt(b.get("parallel_over_bound"), digits=2)]
+            derived.add_row(*cells)
     console.print(table)
+    if derived is not None:
+        console.print(derived)
     if args.metrics:
         console.print(_metrics_table(rows, "overlap metrics (one traced iteration per mode)"
                                      + ("" if on_gpu else "; sim: logical clock")))

@@ -5,9 +5,11 @@ Every public function of CuPy (``cupy.sqrt``, ``cupy.matmul``, ``cupy.linalg.sol
 module ``__getattr__`` wraps the function of the same name. On ``cuda`` that is CuPy's; on
 ``sim`` the names are CuPy's too (a checked-in description of CuPy's namespace, see
 ``asyncgpu.runtime.cupy_surface``) and NumPy computes them, so a name or a keyword CuPy lacks
-fails on ``sim`` as it would on the GPU. Each call is a node of the DAG: its :class:`asyncgpu.Array`
-arguments are reads, its result and ``out=`` / in-place targets are writes, other arguments pass
-through, and it returns at once with :class:`asyncgpu.Array` results::
+fails on ``sim`` as it would on the GPU. Each call is a node of the DAG: its result and the
+:class:`asyncgpu.Array` arguments it writes (``out=``, a ufunc's positional outputs, in-place
+targets; every argument of a call not known to be pure: ``asyncgpu.runtime.effects``) are
+writes, its other array arguments reads, other arguments pass through, and it returns at once
+with :class:`asyncgpu.Array` results::
 
     import asyncgpu as ag, asyncgpu.cupy as acp
     c = acp.sqrt(a) + b              # two nodes
@@ -19,10 +21,10 @@ Random numbers come from an explicit generator, ``g = acp.random.default_rng(see
 are ordered among themselves (they share its state) and with everything else by their arrays.
 
 Not nodes: constants and types (``acp.float32``, ``acp.pi``, ``acp.newaxis``) are CuPy's, which
-are NumPy's;
-metadata functions (``result_type``, ``can_cast``, ``shape``, ``ndim``, ``size``, ``isscalar``,
-...) look only at shapes and dtypes and run at once; ``asarray``/``array`` copy host or foreign
-data into the runtime's memory (see :func:`asyncgpu.asarray`); ``asnumpy`` is a host read.
+are NumPy's; metadata functions (``result_type``, ``can_cast``, ``shape``, ``ndim``, ``size``, ``isscalar``,
+...) look only at shapes and dtypes and run at once; ``asarray`` copies host data into the
+runtime's memory and views foreign device arrays without a copy, ``array`` always copies (see
+:func:`asyncgpu.asarray`); ``asnumpy`` is a host read.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ Two lower bounds, both measured on the machine that runs the benchmark, in the s
   measured by :func:`h2d_bandwidth` (prefetch a large host-touched managed buffer, time it with
   CUDA events), or with ``memory="explicit"`` pinned copies (:func:`pinned_bandwidth`). For
   VEC and B&S the harness also times a pinned copy of exactly the streamed bytes in the same
-  run (:func:`pinned_copy_times`): the issue 8 target is explicit parallel within 1.05x of it.
+  run (:func:`pinned_copy_times`), the tighter bound for those two.
   Not applicable on ``sim`` (no physical transfer).
 * **compute bound**: the critical path of the DAG (:func:`critical_path`), each kernel weighted
   by its device time measured in ``serial`` mode (CUDA timing events of a traced serial

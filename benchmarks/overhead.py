@@ -294,8 +294,8 @@ def _sequences(ag: Any, stream: Any) -> dict[str, Callable[[int], None]]:
 def cuda_floor(components: dict[str, dict[str, float]], raw_us: float) -> dict[str, float]:
     """What the CUDA calls of one cross-stream launch cost by themselves (a packed launch, the
     completion event's record, the wait on the parent's event, one poll's query), and what that
-    leaves of issue 6's target of twice the raw CuPy launch for everything asyncgpu does in
-    Python (docs/performance.md, "Stop 14")."""
+    leaves, below twice the raw CuPy launch, for everything asyncgpu does in Python
+    (docs/performance.md, "Where the time goes")."""
     calls = sum(components[name]["median_us"] for name in
                 ("packed_cuLaunchKernel", "event_record", "stream_wait_event", "event_query"))
     return {"cuda_calls_cross_stream_us": calls,

@@ -126,7 +126,7 @@ def test_bench_both_memory_models_side_by_side(capsys):
                  "--iterations", "1", "--warmup", "0"]) == 0
     out = capsys.readouterr().out
     assert "managed" in out and "explicit" in out
-    assert "explicit vs managed" in out
+    assert "explicit vs managed" not in out      # simulator times: no speed comparison
 
 
 @pytest.mark.parametrize("inputs", ["streaming", "resident"])

@@ -111,5 +111,5 @@ def test_trace_and_bench_commands(sim, tmp_path):
     doc = json.loads(out.read_text())
     row, = doc["summary"]
     assert set(row["metrics"]) == {"serial", "parallel", "handopt"}
-    assert row["bounds"]["transfer_bound_s"] is None
+    assert row.get("bounds") is None          # (bounds are measured on a GPU only)
     assert all(r["metrics"] is not None for r in doc["results"])

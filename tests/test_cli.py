@@ -29,6 +29,7 @@ def test_top_help_describes_every_command_in_plain_text(capsys):
     assert "``" not in out and ":class:" not in out     # no reStructuredText markup
     assert "times are not GPU times" in out
     assert "works the same as 'asyncgpu'." in out      # the whole description, not its start
+    assert max(len(line) for line in out.splitlines()) <= 80
 
 
 @pytest.mark.parametrize("command", ["bench", "trace"])
@@ -117,3 +118,25 @@ def test_log_lines_name_their_logger_once():
     mk = lambda name, msg: logging.LogRecord(name, logging.WARNING, __file__, 1, msg, (), None)
     assert f.format(mk("asyncgpu", "asyncgpu: no usable GPU")) == "asyncgpu: no usable GPU"
     assert f.format(mk("asyncgpu.bench", "vec failed")) == "asyncgpu.bench: vec failed"
+
+
+def test_gpu_results_fit_80_columns_without_cutting_a_number(capsys, monkeypatch):
+    """A GPU run's table with every mode, the ratios and the bounds: every number is printed
+    whole in an 80-column terminal."""
+    import argparse
+
+    monkeypatch.setenv("COLUMNS", "80")
+    modes = ("serial", "parallel", "handopt", "cudagraph", "recorded", "recorded_static")
+    row = {"workload": "hits", "block": "256", "memory": "explicit", "ok": True,
+           "speedup": 1.19, "vs_handopt": 0.72,
+           "bounds": {"transfer_bound_s": 0.012345, "compute_bound_s": 0.054321,
+                      "parallel_over_bound": 1.14}}
+    row.update({m: 0.0101234 * (i + 1) for i, m in enumerate(modes)})
+    args = argparse.Namespace(inputs="streaming", metrics=False)
+    cli._print_results(cli._console(), args, [row], modes, ("explicit",), "medium", 20,
+                       on_gpu=True, want_bounds=True)
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "…" not in out
+    for text in ("10.123", "60.740", "1.19", "0.72", "12.345", "54.321", "1.14"):
+        assert text in out

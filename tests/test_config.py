@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_every_environment_variable_is_documented():
-    doc = (ROOT / "docs" / "environment.md").read_text()
+    doc = (ROOT / "docs" / "reference" / "environment.md").read_text()
     documented = set(re.findall(r"`(ASYNCGPU_[A-Z_]+)`", doc))
     assert set(ENVIRONMENT) <= documented
     assert "ASYNCGPU_LOG_LEVEL" in documented

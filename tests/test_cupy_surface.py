@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import asyncgpu.cupy as acp
+from asyncgpu import NotOnSimulatorError
 from asyncgpu.runtime import cupy_surface as _cupy_surface
-from asyncgpu.runtime.cupy_surface import NotOnSimulatorError
 
 
 @pytest.mark.parametrize("method", ["normal", "choice", "shuffle", "permutation", "bytes"])

@@ -141,15 +141,15 @@ def test_typed_kernel_names_the_foreign_dtype_it_cannot_take(sim, compiled):
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
     records = np.zeros(4, np.dtype([("s0", np.uint64), ("s1", np.uint64)], align=True))
-    with pytest.raises(ag.ArgumentError, match=r"argument 0 'x': the numba.FakeCUDAArray has "
-                                               r"dtype dtype\(\[\('s0', '<u8'\), \('s1', '<u8'\)\].*"
-                                               r"'float\*' takes float32 arrays"):
+    with pytest.raises(ag.ArgumentError, match=r"argument 0 'x': expected a float32 array for "
+                                               r"'float\*', got numba.FakeCUDAArray of dtype "
+                                               r"\{'names': \['s0', 's1'\].*shape \(4,\)"):
         k[1, 4](FakeCUDAArray(records), 4)
     strided = np.zeros(8, np.float32)[::2]
     with pytest.raises(ag.ArgumentValueError, match=r"is not C-contiguous .*strides=\(8,\)"):
         k[1, 4](CpuProducer(strided), 4)
-    with pytest.raises(ag.ArgumentError, match=r"argument 1 'n': expected a scalar int, got a "
-                                               r".*CpuProducer \(an array\)"):
+    with pytest.raises(ag.ArgumentError, match=r"argument 1 'n': expected a scalar int, got "
+                                               r"array .*CpuProducer of dtype int32"):
         k[1, 4](ag.zeros(4, np.float32), CpuProducer(np.zeros(4, np.int32)))
 
 

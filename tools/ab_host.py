@@ -20,7 +20,7 @@ Measured per process: the replay micro-benchmark's host us per kernel (10-kernel
 launch of the 3-array CUDA C kernel (independent and with one cross-stream wait) next to the
 raw CuPy launch (``benchmarks.overhead``), and a launch followed by a host read of one element
 of the array it wrote (the read waits for the kernel and copies the bytes back), or of eight
-elements one by one (a small array: fetched whole by the first read since stop 16).
+elements one by one (a small array: fetched whole by the first read).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 :class:`Options` is a frozen dataclass; :func:`options_from_env` builds the defaults from the
 environment once, and :func:`asyncgpu.configure` derives new instances with
-:func:`dataclasses.replace`. Every variable is documented in ``docs/environment.md``.
+:func:`dataclasses.replace`. Every variable is documented in ``docs/reference/environment.md``.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ TEST_BUGS = frozenset({"drop_raw", "drop_war", "alias_blind", "host_no_wait", "e
 
 @dataclass(frozen=True)
 class Options:
-    """Every option of the runtime (see ``docs/environment.md`` for each one's variable).
+    """Every option of the runtime (see ``docs/reference/environment.md`` for each one's variable).
 
     Policies follow GrCUDA's names: ``dependency`` (``with-const`` lets readers of the same
     array run concurrently; ``no-const`` treats every array argument as written),
@@ -185,7 +185,7 @@ def _flag(text: str) -> bool:
     raise ValueError(f"expected 1/0, true/false, yes/no or on/off; got {text!r}")
 
 
-#: Environment variable -> (option name, parser). Documented in docs/environment.md.
+#: Environment variable -> (option name, parser). Documented in docs/reference/environment.md.
 ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_BACKEND": ("backend", str),
     "ASYNCGPU_EXECUTION": ("execution", str),

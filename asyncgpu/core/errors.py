@@ -120,6 +120,12 @@ class LaunchError(AsyncGPUError, RuntimeError):
     on this device). Not a device fault: nothing ran, and the runtime stays usable."""
 
 
+class NotOnSimulatorError(AsyncGPUError, NotImplementedError):
+    """A CuPy name that exists on the GPU has no NumPy counterpart the ``sim`` backend could
+    run (``cupy.fuse``, ``cupy.RawKernel``, ``cupy.cuda``): raised when it is looked up on
+    ``sim``. Run that part of the program on the ``cuda`` backend."""
+
+
 class BackendUnavailableError(AsyncGPUError, RuntimeError):
     """The requested backend cannot run on this machine (for example ``cuda`` without a GPU)."""
 
@@ -137,6 +143,7 @@ __all__ = [
     "KernelFault",
     "KernelFaults",
     "LaunchError",
+    "NotOnSimulatorError",
     "OutOfMemoryError",
     "RaceError",
     "RecordingError",

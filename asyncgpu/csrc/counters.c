@@ -5,7 +5,7 @@ The model
 Every launch counts a few things: the kernel, the node, its event record, an event wait, the
 nodes a poll retired and the query that found them. In __slots__ each count is a Python int,
 and past 256 every ``+= 1`` makes a new int object and frees the old one: about a thousand
-instructions of an eager launch's thirty thousand went to that (callgrind, stop 21).
+instructions of an eager launch's thirty thousand went to that (measured with callgrind).
 ``CountersBase`` holds the counts as C integers instead. Python reads and writes them as
 ordinary int attributes (member descriptors of the same names), and the compiled methods add to
 them in place (``count_stat``). ``asyncgpu.core.statistics.Counters`` takes it as its base where

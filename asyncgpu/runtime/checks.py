@@ -81,8 +81,15 @@ def convert_scalar(a: Any, p: Param, where: Callable[[], str]) -> np.generic:
     if dt.kind == "f":
         if isinstance(a, (complex, np.complexfloating)):
             raise ArgumentError(f"{where()}: expected a real {p.ctype}, got {a!r}")
+    return beyond_range_to_infinity(dt, a)
+
+
+def beyond_range_to_infinity(dt: np.dtype, a: Any) -> np.generic:
+    """``a`` as a ``dt`` scalar; a real beyond the type's finite range becomes an infinity of
+    its sign, as C's conversion to ``float`` gives on the device. Deliberate, so without
+    NumPy's overflow warning (its count would depend on the values a program happens to pass)."""
+    with np.errstate(over="ignore"):
         return dt.type(a)
-    return dt.type(a)
 
 
 @functools.cache

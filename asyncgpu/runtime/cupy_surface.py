@@ -37,17 +37,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..core.errors import ArgumentError, AsyncGPUError
+from ..core.errors import ArgumentError, NotOnSimulatorError
 
 PATH = Path(__file__).parent.parent / "data" / "cupy_surface.json"     # (asyncgpu/data)
 FORMAT = 1
 _HINT = ("asyncgpu.cupy follows CuPy's namespace on every backend, so this program would fail "
          "on the GPU too")
-
-
-class NotOnSimulatorError(AsyncGPUError, NotImplementedError):
-    """A CuPy name that exists on the GPU has no NumPy counterpart the ``sim`` backend could
-    run (``cupy.fuse``, ``cupy.RawKernel``, ``cupy.cuda``): raised when it is looked up."""
 
 
 @functools.lru_cache(maxsize=1)

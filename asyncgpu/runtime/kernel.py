@@ -98,8 +98,9 @@ _REALS = frozenset({int, float})
 def plain_scalar(p: Param) -> tuple[frozenset[type], Any, Any, Any] | None:
     """How a typed scalar parameter converts a plain Python number as ``convert_scalar`` does,
     without its checks: (types taken, lowest, highest, conversion), or None (only the general
-    path). Integers: a Python int in the type's range; reals: a Python int or float (infinite
-    bounds: NaN fails the range test and takes the general path, which converts it the same)."""
+    path). Integers: a Python int in the type's range; reals: a Python int or float in the type's
+    finite range (NaN, the infinities and reals beyond the range take the general path, which
+    converts them the same, without NumPy's overflow warning)."""
     if p.is_array or p.dtype is None:
         return None
     dt = np.dtype(p.dtype)
@@ -107,7 +108,8 @@ def plain_scalar(p: Param) -> tuple[frozenset[type], Any, Any, Any] | None:
         lo, hi = _int_bounds(dt)
         return _INTS, lo, hi, dt.type
     if dt.kind == "f":
-        return _REALS, -np.inf, np.inf, dt.type
+        top = float(np.finfo(dt).max)
+        return _REALS, -top, top, dt.type
     return None
 
 
@@ -281,50 +283,37 @@ class Kernel(*compiled.bases("KernelBase", PythonBinding), PythonLaunchers):
     def _check_array(self, runtime: Any, i: int, p: Param, a: Array, site: str | None) -> None:
         """Raise the error that explains why array ``a`` cannot be argument ``i``."""
         check_usable(a, runtime, f"{self._where(site, i)}: array {a.describe()}")
-        if self.typed:
-            if not p.is_array:
-                raise ArgumentError(
-                    f"{self._where(site, i)}: expected a scalar {p.ctype}, got array "
-                    f"{a.describe()}"
-                )
-            if p.dtype is not None and a.dtype != p.dtype:
-                raise ArgumentError(
-                    f"{self._where(site, i)}: expected a {p.dtype.name} array for "
-                    f"'{p.ctype}', got {a.describe()}; create the array with "
-                    f"dtype=numpy.{p.dtype.name}"
-                )
-            if not a.is_c_contiguous:
-                raise ArgumentValueError(
-                    f"{self._where(site, i)}: array {a.describe()} is not C-contiguous "
-                    f"(strides={a.strides}); a raw pointer parameter needs contiguous data: "
-                    "pass a contiguous copy"
-                )
+        self._check_typed(i, p, a.describe(), a.dtype, a.is_c_contiguous, a.strides, site)
 
     def _describe_foreign(self, runtime: Any, i: int, a: Any, site: str | None) -> Any:
         """Another library's array as argument ``i``: read and checked against the parameter
         (``asyncgpu.runtime.interop``, the import ``asyncgpu.asarray`` makes), not yet imported."""
-        p = self.params[i]
-        where = self._where(site, i)
-        d = describe_foreign(runtime, a, where)
-        if self.typed:
-            if not p.is_array:
-                raise ArgumentError(
-                    f"{where}: expected a scalar {p.ctype}, got a {d.kind} (an array)"
-                )
-            if p.dtype is not None and d.dtype != p.dtype:
-                raise ArgumentError(
-                    f"{where}: the {d.kind} has dtype {d.dtype!r}, and the parameter "
-                    f"'{p.ctype}' takes {p.dtype.name} arrays; pass an array of that dtype "
-                    f"(asyncgpu.asarray(x, dtype=numpy.{p.dtype.name}) converts a copy), or "
-                    "declare the parameter with the element type the array has"
-                )
-            if not d.is_c_contiguous:
-                raise ArgumentValueError(
-                    f"{where}: the {d.kind} is not C-contiguous (shape={d.shape}, "
-                    f"strides={d.strides}); a raw pointer parameter needs contiguous data: "
-                    "pass a C-contiguous copy (asyncgpu.array(x) makes one)"
-                )
+        d = describe_foreign(runtime, a, self._where(site, i))
+        self._check_typed(i, self.params[i], f"{d.kind} of dtype {d.dtype} and shape {d.shape}",
+                          d.dtype, d.is_c_contiguous, d.strides, site)
         return d
+
+    def _check_typed(self, i: int, p: Param, label: str, dtype: np.dtype, contiguous: bool,
+                     strides: Any, site: str | None) -> None:
+        """A CUDA C parameter's demands on an array argument, the same for asyncgpu's arrays
+        and other libraries': a pointer parameter, its element type, contiguous data."""
+        if not self.typed:
+            return
+        where = self._where(site, i)
+        if not p.is_array:
+            raise ArgumentError(f"{where}: expected a scalar {p.ctype}, got array {label}")
+        if p.dtype is not None and dtype != p.dtype:
+            raise ArgumentError(
+                f"{where}: expected a {p.dtype.name} array for '{p.ctype}', got {label}; pass "
+                f"an array of that dtype (x.astype(numpy.{p.dtype.name}) converts a copy) or "
+                "declare the parameter with the array's element type"
+            )
+        if not contiguous:
+            raise ArgumentValueError(
+                f"{where}: array {label} is not C-contiguous (strides={strides}); a raw "
+                "pointer parameter needs contiguous data: pass a contiguous copy "
+                "(asyncgpu.array(x) makes one)"
+            )
 
     def _bind_scalar(self, i: int, p: Param, a: Any, site: str | None) -> Any:
         if isinstance(a, np.ndarray):

@@ -90,14 +90,16 @@ def check(program: ModuleType, got: dict[str, Any], want: dict[str, Any], backen
 
 
 def run_checked(name: str, backend: str, **options: Any) -> dict[str, Any]:
-    """Run program ``name`` at its ``backend`` size under ``asyncgpu.configure(backend=backend,
-    **options)``, compare it with its reference, and return its results."""
+    """Run program ``name`` under ``asyncgpu.configure(backend=backend, **options)`` at its size
+    for that backend (``SIZES["sim"]`` on ``sim``, ``SIZES["gpu"]`` on ``cuda``), compare it
+    with its reference, and return its results."""
     import asyncgpu as ag
 
     program = load(name)
-    size = program.SIZES[backend]
+    kind = "sim" if backend == "sim" else "gpu"
+    size = program.SIZES[kind]
     with ag.configure(backend=backend, **options):
         got = program.run(size)
         ag.synchronize()
-    check(program, got, program.reference(size, got), backend)
+    check(program, got, program.reference(size, got), kind)
     return got

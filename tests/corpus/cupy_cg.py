@@ -19,7 +19,7 @@ SIZES = {"sim": 24, "gpu": 2000}
 # The sim run repeats NumPy's arithmetic exactly; on a GPU cuBLAS sums in another order, so the
 # iterates differ by rounding, and both must still solve the system (the original's check).
 TOLERANCE = {"sim": {"rtol": 0.0, "atol": 0.0, "error": {"rtol": 0.0, "atol": 1e-3}},
-             "gpu": {"rtol": 1e-6, "atol": 1e-6, "iterations": {"rtol": 0.0, "atol": 2.0},
+             "gpu": {"rtol": 1e-6, "atol": 1e-6, "iterations": {"rtol": 0.1, "atol": 2.0},
                      "error": {"rtol": 0.0, "atol": 1e-3}}}
 
 

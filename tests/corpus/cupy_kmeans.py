@@ -65,8 +65,7 @@ class KMeans(object):
         # reference starts from the same initial centroids
         np.random.default_rng(seed).shuffle(X_indexes)
         initial_centroid_indexes = X_indexes[:self.n_clusters]
-        # asyncgpu: the index array goes to the device (CuPy refuses a NumPy index array too)
-        self.centers = X[acp.asarray(initial_centroid_indexes)]
+        self.centers = X[initial_centroid_indexes]
         data_num = X.shape[0]
         data_dim = X.shape[1]
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import importlib.util
-import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,24 +13,10 @@ pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("cupy_surface_tool",
-                                                  ROOT / "tools" / "cupy_surface.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_checked_in_surface_equals_the_installed_cupys():
+    """In a fresh interpreter, as the tool writes it: which of CuPy's lazily imported modules
+    are present depends on what the process imported before (this test session imports many)."""
     pytest.importorskip("cupy")
-    from asyncgpu.runtime import cupy_surface as _cupy_surface
-
-    tool = _tool()
-    live = json.loads(tool.dumps(tool.describe()))
-    listed = _cupy_surface.surface()
-    assert live["cupy_version"] == listed["cupy_version"]
-    for prefix in sorted(set(live["namespaces"]) | set(listed["namespaces"])):
-        assert live["namespaces"].get(prefix) == listed["namespaces"].get(prefix), (
-            f"namespace {prefix!r} differs: rerun tools/cupy_surface.py --write")
-    assert live == listed
-
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "cupy_surface.py"), "--check"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr

@@ -219,11 +219,15 @@ def test_interop_with_cupy_and_numba_on_gpu(gpu):
     fill[1, 256](y, 5.0, 4096, cycles)
     via_dlpack = cupy.from_dlpack(y)            # DLPack: CuPy's stream waits for the writer
     assert float(via_dlpack.sum()) == 5.0 * 4096
-    # imports: CuPy array, Numba device array, DLPack producer
+    # imports: CuPy array (no copy: the producer's later writes are its memory's),
+    # ag.array (a copy), Numba device array, DLPack producer
     src = cupy.arange(10, dtype=cupy.float64)
     a = ag.asarray(src)
-    src[...] = -1                               # the copy was taken before
-    assert a.numpy().tolist() == list(range(10))
+    snapshot = ag.array(src)
+    src[...] = -1
+    cupy.cuda.get_current_stream().synchronize()   # (the producer's own work, unseen by asyncgpu)
+    assert a.numpy().tolist() == [-1.0] * 10
+    assert snapshot.numpy().tolist() == list(range(10))
     nb = cuda.to_device(np.arange(5, dtype=np.int32))
     assert ag.asarray(nb).numpy().tolist() == [0, 1, 2, 3, 4]
     assert (acp.sqrt(ag.asarray(cupy.full(3, 4.0))).numpy() == 2.0).all()
