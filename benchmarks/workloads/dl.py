@@ -33,12 +33,13 @@ K = kernel_module("dl")
 
 STRIDE = 2
 #: Per scale: (conv1 channels, conv2 channels, pooling window). The GPU scales run the paper's
-#: network. The tiny scale is what the simulator runs, thread by thread in Python, where conv1's
-#: 5,000 outputs of a 52 x 52 image took nine tenths of a run: a 2 x 2 pooling window reaches the
-#: same 5 x 5 pooled map (so a 2 x 2 output of conv2) from a 21 x 21 image, with 6 and 8 channels,
-#: for a seventh of the work. Every layer still has several input and output channels, and every
-#: spatial kernel but conv2 still has more outputs than the threads of 2 blocks of 8 x 8 (its
-#: grid-stride loop turns).
+#: network. The tiny scale is what the simulator runs, thread by thread in Python, where the
+#: paper's network needs a 52 x 52 image for a 2 x 2 output of conv2, and conv1's 5,000 outputs
+#: per tower were most of a run: a 2 x 2 pooling window reaches the same 5 x 5 pooled map (so the
+#: same 2 x 2 output) from a 21 x 21 image, and with 6 and 8 channels a run is a seventh of the
+#: multiply-adds (a quarter of the simulator's time). Every layer still has several input and
+#: output channels, and every spatial kernel but conv2 more outputs than the threads of 2 blocks
+#: of 8 x 8 (its grid-stride loop turns).
 NETWORKS = {"tiny": (6, 8, 2), "small": (8, 16, 5), "medium": (8, 16, 5), "large": (8, 16, 5)}
 
 
