@@ -7,7 +7,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -1,5 +1,6 @@
 """DL: a two-tower CNN (conv 3x3/2 + ReLU, 8 channels; mean pool 5x5/5; conv 3x3/2 + ReLU,
-16 channels) whose concatenated features go through one dense unit.
+16 channels) whose concatenated features go through one dense unit (``NETWORKS``: the tiny scale
+has a narrower network).
 
 DAG of one run (8 kernels, 7 edges, 2 streams; 2D kernels on 8x8 blocks)::
 
@@ -15,7 +16,8 @@ DAG of one run (8 kernels, 7 edges, 2 streams; 2D kernels on 8x8 blocks)::
 
 Same DAG as the paper's Figure 6 (the original left the convolutions' inputs unannotated, which
 changed nothing: nothing else reads them). Convolutions are "valid" (no padding): an N x N image
-gives (N - 3) // 2 + 1 after conv1, a fifth of that after pooling, then (P - 3) // 2 + 1.
+gives (N - 3) // 2 + 1 after conv1, that divided by the pooling window (rounded down) after
+pooling, then (P - 3) // 2 + 1.
 """
 
 from __future__ import annotations
@@ -29,13 +31,22 @@ from ._common import SumOfTerms, block2d, grid2d, streamed_bytes, threads
 
 K = kernel_module("dl")
 
-C1, C2, POOL, STRIDE = 8, 16, 5, 2
+STRIDE = 2
+#: Per scale: (conv1 channels, conv2 channels, pooling window). The GPU scales run the paper's
+#: network. The tiny scale is what the simulator runs, thread by thread in Python, where the
+#: paper's network needs a 52 x 52 image for a 2 x 2 output of conv2, and conv1's 5,000 outputs
+#: per tower were most of a run: a 2 x 2 pooling window reaches the same 5 x 5 pooled map (so the
+#: same 2 x 2 output) from a 21 x 21 image, and with 6 and 8 channels a run is a seventh of the
+#: multiply-adds (a quarter of the simulator's time). Every layer still has several input and
+#: output channels, and every spatial kernel but conv2 more outputs than the threads of 2 blocks
+#: of 8 x 8 (its grid-stride loop turns).
+NETWORKS = {"tiny": (6, 8, 2), "small": (8, 16, 5), "medium": (8, 16, 5), "large": (8, 16, 5)}
 
 
-def shapes(n: int) -> tuple[int, int, int]:
-    """Spatial sizes after conv1, pooling and conv2 for an n x n input."""
+def shapes(n: int, pool: int) -> tuple[int, int, int]:
+    """Spatial sizes after conv1, pooling (window ``pool``) and conv2 for an n x n input."""
     h1 = (n - K.K) // STRIDE + 1
-    hp = h1 // POOL
+    hp = h1 // pool
     return h1, hp, (hp - K.K) // STRIDE + 1
 
 
@@ -52,16 +63,16 @@ def _conv(x: np.ndarray, w: np.ndarray, cout: int) -> np.ndarray:
     return np.maximum(out, 0.0)
 
 
-def _pool(x: np.ndarray) -> np.ndarray:
-    hp, wp = x.shape[0] // POOL, x.shape[1] // POOL
-    t = x[:hp * POOL, :wp * POOL].reshape(hp, POOL, wp, POOL, x.shape[2])
+def _pool(x: np.ndarray, pool: int) -> np.ndarray:
+    hp, wp = x.shape[0] // pool, x.shape[1] // pool
+    t = x[:hp * pool, :wp * pool].reshape(hp, pool, wp, pool, x.shape[2])
     return t.mean(axis=(1, 3))
 
 
 class TwoTowerCNN(SumOfTerms):
     name = "dl"
     two_d = True
-    SIZES = {"tiny": 52, "small": 400, "medium": 6_400, "large": 16_000}
+    SIZES = {"tiny": 21, "small": 400, "medium": 6_400, "large": 16_000}
     expected_dag = {"nodes": 8, "edges": 7, "streams": 2}
     #: The dot product ends in float atomics: runs agree within this.
     atomic_tolerance = 1e-6
@@ -70,22 +81,23 @@ class TwoTowerCNN(SumOfTerms):
 
     def __init__(self, ag: Any, scale: str, seed: int = 0) -> None:
         self.n = n = self.SIZES[scale]
-        h1, hp, h2 = shapes(n)
+        self.c1, self.c2, self.pool = c1, c2, pool = NETWORKS[scale]
+        h1, hp, h2 = shapes(n, pool)
         if h2 < 1:
             raise ValueError(f"image size {n} is too small for the network")
         rng = np.random.default_rng(seed)
         self._x0 = rng.random((n, n, 1), dtype=np.float32)
         self._y0 = rng.random((n, n, 1), dtype=np.float32)
-        self._w1 = [rng.uniform(-1, 1, C1 * K.K * K.K).astype(np.float32) for _ in range(2)]
-        self._w2 = [rng.uniform(-1, 1, C2 * K.K * K.K * C1).astype(np.float32) for _ in range(2)]
-        nz = 2 * h2 * h2 * C2
+        self._w1 = [rng.uniform(-1, 1, c1 * K.K * K.K).astype(np.float32) for _ in range(2)]
+        self._w2 = [rng.uniform(-1, 1, c2 * K.K * K.K * c1).astype(np.float32) for _ in range(2)]
+        nz = 2 * h2 * h2 * c2
         self._dense = (rng.uniform(-1, 1, nz) / nz).astype(np.float32)
         self.x, self.y = ag.empty((n, n, 1), np.float32), ag.empty((n, n, 1), np.float32)
         self.w1 = [ag.array(w) for w in self._w1]
         self.w2 = [ag.array(w) for w in self._w2]
-        self.x1, self.y1 = (ag.empty((h1, h1, C1), np.float32) for _ in range(2))
-        self.x11, self.y11 = (ag.empty((hp, hp, C1), np.float32) for _ in range(2))
-        self.x2, self.y2 = (ag.empty((h2, h2, C2), np.float32) for _ in range(2))
+        self.x1, self.y1 = (ag.empty((h1, h1, c1), np.float32) for _ in range(2))
+        self.x11, self.y11 = (ag.empty((hp, hp, c1), np.float32) for _ in range(2))
+        self.x2, self.y2 = (ag.empty((h2, h2, c2), np.float32) for _ in range(2))
         self.z = ag.empty(nz, np.float32)
         self.dense = ag.array(self._dense)
         self.res = ag.zeros(1, np.float32)
@@ -121,8 +133,8 @@ class TwoTowerCNN(SumOfTerms):
         # the towers interleaved, so both inputs start moving at once
         self.k_conv[g2, b2](self.x, self.w1[0], self.x1, STRIDE)
         self.k_conv[g2, b2](self.y, self.w1[1], self.y1, STRIDE)
-        self.k_pool[g2, b2](self.x1, self.x11, POOL)
-        self.k_pool[g2, b2](self.y1, self.y11, POOL)
+        self.k_pool[g2, b2](self.x1, self.x11, self.pool)
+        self.k_pool[g2, b2](self.y1, self.y11, self.pool)
         self.k_conv[g2, b2](self.x11, self.w2[0], self.x2, STRIDE)
         self.k_conv[g2, b2](self.y11, self.w2[1], self.y2, STRIDE)
         self.k_concat[num_blocks, b1](self.x2, self.y2, self.z)
@@ -138,7 +150,7 @@ class TwoTowerCNN(SumOfTerms):
         for s, img, t1, t11, t2, i in ((s0, self.x, self.x1, self.x11, self.x2, 0),
                                        (s1, self.y, self.y1, self.y11, self.y2, 1)):
             h.launch(self.k_conv, g2, b2, s, img, self.w1[i], t1, STRIDE)
-            h.launch(self.k_pool, g2, b2, s, t1, t11, POOL)
+            h.launch(self.k_pool, g2, b2, s, t1, t11, self.pool)
             h.launch(self.k_conv, g2, b2, s, t11, self.w2[i], t2, STRIDE)
         e = h.event()
         h.record(e, s1)
@@ -151,6 +163,6 @@ class TwoTowerCNN(SumOfTerms):
     def _terms(self) -> np.ndarray:
         feats = []
         for img, w1, w2 in zip((self._x0, self._y0), self._w1, self._w2):
-            t = _conv(_pool(_conv(img.astype(np.float64), w1, C1)), w2, C2)
+            t = _conv(_pool(_conv(img.astype(np.float64), w1, self.c1), self.pool), w2, self.c2)
             feats.append(t.ravel())
         return np.concatenate(feats) * self._dense.astype(np.float64)
