@@ -213,3 +213,24 @@ def test_fault_at_every_point_in_the_explicit_memory_model(target, monkeypatch):
     for at in range(1, len(points) + 1, 2):
         raised += run_once(target, at, InjectedError, seed=at).where is not None
     assert raised >= 0.8 * len(range(1, len(points) + 1, 2))
+
+
+def test_configure_takes_back_a_lock_an_interrupt_left_held():
+    """Python cannot release a ``with`` block's lock when an exception lands between the
+    block's last line and its exit (the fault points above reach that spot): the lock stays
+    held by the interrupted thread, and every other thread would wait for it forever.
+    ``configure``, which runs between calls, gives it back."""
+    import threading
+
+    with ag.configure(backend="sim", sim_seed=0):
+        rt = current_runtime()
+        rt._lock.acquire()                   # what the interrupted call left behind
+        rt._lock.acquire()
+        with ag.configure(sim_seed=1):
+            done = []
+            worker = threading.Thread(target=lambda: done.append(ag.zeros(4, np.float32)),
+                                      daemon=True)
+            worker.start()
+            worker.join(20)
+            assert not worker.is_alive() and len(done) == 1
+        assert not rt._lock._is_owned()

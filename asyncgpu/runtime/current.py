@@ -92,6 +92,18 @@ def _faults_at_exit() -> None:
         rt._lock.release()
 
 
+def _take_back_abandoned_lock(rt: Any) -> None:
+    """``configure`` runs between calls, never inside one, so a runtime lock this thread holds
+    here was abandoned: an exception (Ctrl-C) landed where Python cannot release a ``with``
+    block's lock, between the block's last line and its exit. Other threads would wait for it
+    forever, so it is released here."""
+    lock = rt._lock
+    if lock._is_owned():
+        lock._release_save()        # (every level of the reentrant lock at once)
+        log.warning("asyncgpu.configure released the runtime's lock, which an interrupted "
+                    "call had left held")
+
+
 def set_options(new: Options) -> None:
     """Switch options: same backend and device -> the runtime is reconfigured (its arrays
     stay usable); another backend or device -> the runtime is retired, the next call makes
@@ -101,6 +113,7 @@ def set_options(new: Options) -> None:
     with _global_lock:
         old = _runtime
         if old is not None:
+            _take_back_abandoned_lock(old)
             if describe(new) == describe(old.options):
                 old.reconfigure(new)
             else:
