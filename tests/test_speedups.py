@@ -170,7 +170,7 @@ def test_remembered_launches_leak_no_references(sim):
 def test_asyncgpu_speedups_0_keeps_the_python_call():
     env = dict(os.environ, ASYNCGPU_SPEEDUPS="0", ASYNCGPU_BACKEND="sim")
     out = subprocess.run(
-        [sys.executable, "-c", "from asyncgpu import _compiled; print(_compiled.in_use())"],
+        [sys.executable, "-c", "from asyncgpu.core import compiled; print(compiled.in_use())"],
         env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
     env["ASYNCGPU_SPEEDUPS"] = "maybe"
