@@ -10,17 +10,11 @@ memory model.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 import stand_in
 from numba import cuda
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class CpuProducer:
@@ -176,51 +170,6 @@ def test_numpy_argument_error_says_where_asarray_copies_it(memory, where, compil
         with pytest.raises(ag.ArgumentError, match=rf"got a numpy.ndarray; it lives in host "
                                                    rf"memory.*copies it into {where}"):
             _double()[1, 4](np.zeros(4))
-
-
-MONTE_CARLO = """
-import math, numpy as np
-import asyncgpu as ag
-from numba import cuda
-from numba.cuda.random import create_xoroshiro128p_states, xoroshiro128p_uniform_float32
-
-@ag.kernel
-def compute_pi(rng_states, iterations, out):
-    thread_id = cuda.grid(1)
-    inside = 0
-    for i in range(iterations):
-        x = xoroshiro128p_uniform_float32(rng_states, thread_id)
-        y = xoroshiro128p_uniform_float32(rng_states, thread_id)
-        if x ** 2 + y ** 2 <= 1.0:
-            inside += 1
-    out[thread_id] = 4.0 * inside / iterations
-
-threads_per_block, blocks = 16, 4
-rng_states = create_xoroshiro128p_states(threads_per_block * blocks, seed=1)
-out = ag.zeros(threads_per_block * blocks, dtype=np.float32)
-compute_pi[blocks, threads_per_block](rng_states, 100, out)
-first = out.numpy().mean()
-compute_pi[blocks, threads_per_block](rng_states, 100, out)   # the states moved on
-print(first, out.numpy().mean())
-"""
-
-
-def test_numba_monte_carlo_with_xoroshiro_states_runs_on_sim():
-    """Numba's Monte Carlo example, unchanged but for ``@ag.kernel``, in Numba's simulator
-    (``NUMBA_ENABLE_CUDASIM=1``: without it Numba creates the states on a GPU)."""
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", ASYNCGPU_BACKEND="sim",
-               PYTHONPATH=ROOT, PYTHONWARNINGS="ignore")
-    done = subprocess.run([sys.executable, "-c", MONTE_CARLO], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    first, second = map(float, done.stdout.split())
-    assert abs(first - math_pi()) < 0.2 and abs(second - math_pi()) < 0.2
-    assert first != second          # the kernel advanced the imported states in place
-
-
-def math_pi() -> float:
-    import math
-    return math.pi
 
 
 CUDA_IMPORT = """
