@@ -18,6 +18,7 @@ import types
 import numpy as np
 import pytest
 
+from asyncgpu.backends.cuda.backend import CudaBackend
 from asyncgpu.backends.sim.backend import SimBackend
 
 _uids = itertools.count(1)
@@ -223,6 +224,8 @@ class FakeCudaBackend(SimBackend):
     def library_call(self, runtime, call, accesses):
         from asyncgpu.backends.cuda.library import make_call
         return make_call(self, runtime, call, accesses)
+
+    cupy_view = CudaBackend.cupy_view       # (the real one: it needs only .cupy and .device)
 
     def launch(self, node, stream):
         if callable(node.launch):

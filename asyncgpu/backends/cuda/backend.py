@@ -473,10 +473,20 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
         return make_call(self, runtime, call, accesses)
 
     def cupy_view(self, array: Any) -> Any:
-        """A CuPy array over ``array``'s memory, cached on it: what an export hands out
-        (``asyncgpu.runtime.interop``: DLPack)."""
-        from .library import cupy_view
-        return cupy_view(self, array)
+        """A CuPy array over ``array``'s memory, cached on it: what a library call computes on,
+        what a CUDA C kernel without a packed plan takes, what an export hands out (DLPack)."""
+        view = array._cache.get("cupy")
+        if view is None:
+            cupy = self.cupy
+            buf = array._alloc.buffer
+            if buf.nbytes == 0 or array.size == 0:
+                view = cupy.ndarray(array.shape, array.dtype)
+            else:
+                mem = cupy.cuda.UnownedMemory(buf.ptr, buf.nbytes, array._alloc, self.device)
+                view = cupy.ndarray(array.shape, array.dtype,
+                                    cupy.cuda.MemoryPointer(mem, array._offset), array.strides)
+            array._cache["cupy"] = view
+        return view
 
     def _launch_failed(self, node: Any, stream: Any, exc: Exception) -> None:
         """A launch raised ``exc``: raise what it means, or launch again where the thread only

@@ -40,22 +40,6 @@ def _numba_type(disp: Any, array: Any) -> Any:
     return t
 
 
-def _cupy_view(backend: Any, array: Any) -> Any:
-    """A CuPy array over the same memory (CuPy's fastest kernel-argument path), cached."""
-    view = array._cache.get("cupy")
-    if view is None:
-        cupy = backend.cupy
-        buf = array._alloc.buffer
-        if buf.nbytes == 0:
-            view = array._cache["cupy"] = cupy.empty(array.shape, array.dtype)
-            return view
-        mem = cupy.cuda.UnownedMemory(buf.ptr, buf.nbytes, array._alloc, backend.device)
-        ptr = cupy.cuda.MemoryPointer(mem, array._offset)
-        view = cupy.ndarray(array.shape, array.dtype, ptr, array.strides)
-        array._cache["cupy"] = view
-    return view
-
-
 def _dispatcher(kernel: Kernel) -> Any:
     disp = kernel._compiled.get("cuda")
     if disp is None:
@@ -324,7 +308,7 @@ def _cuda_c_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any
         if plan is None:
             args = list(values)
             for a in arrays:
-                args[a.index] = _cupy_view(backend, a.array)
+                args[a.index] = backend.cupy_view(a.array)
             return RawLaunch(raw, tuple(args), launcher.grid, launcher.block, launcher.shared)
         target = launcher.prepared = PackedTarget(backend, None, plan, launcher)
     flat = target.pointer_values(values, arrays)

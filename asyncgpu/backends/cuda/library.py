@@ -27,22 +27,6 @@ from ...runtime.array import DEVICE, Allocation, Array, c_strides
 from ...runtime.library import LibraryCall, fill
 
 
-def cupy_view(backend: Any, array: Array) -> Any:
-    """A CuPy array over the same managed memory (cached on the Array)."""
-    view = array._cache.get("cupy_lib")
-    if view is None:
-        cupy = backend.cupy
-        buf = array._alloc.buffer
-        if buf.nbytes == 0 or array.size == 0:
-            view = cupy.ndarray(array.shape, array.dtype)
-        else:
-            mem = cupy.cuda.UnownedMemory(buf.ptr, buf.nbytes, array._alloc, backend.device)
-            view = cupy.ndarray(array.shape, array.dtype,
-                                cupy.cuda.MemoryPointer(mem, array._offset), array.strides)
-        array._cache["cupy_lib"] = view
-    return view
-
-
 @contextlib.contextmanager
 def _no_fft_plan_cache(cupy: Any, name: str) -> Iterator[None]:
     """Run an FFT without CuPy's plan cache.
@@ -91,7 +75,7 @@ class CudaCallLaunch:
             chunks.append(buf)
             return buf.mem
 
-        views = [cupy_view(backend, a) for a in call.arrays]
+        views = [backend.cupy_view(a) for a in call.arrays]
         # A failing call may have enqueued part of its work already: it is not raised from
         # here but after the node is issued (``Runtime.launch_call``), so that whatever was
         # enqueued stays ordered and its arguments stay alive like any node's.
