@@ -142,8 +142,7 @@ class PythonBinding:
         arrays: list[ArrayArg] = []
         values = list(args)
         foreign: list[Any] = []
-        for slot, a in zip(slots, args):
-            i, name, read, write, dtype, is_array, plain = slot
+        for (i, name, read, write, dtype, is_array, plain), a in zip(slots, args):
             if isinstance(a, Array):
                 alloc = a._alloc
                 if (alloc.freed or alloc.runtime is not runtime
@@ -155,12 +154,13 @@ class PythonBinding:
                 values[i] = plain[3](a)     # what convert_scalar returns, without its checks
             elif typed or type(a) not in _NUMBERS or not (read and write):
                 if type(a) not in _NUMBERS and is_foreign(a):
-                    foreign.append((slot, self._describe_foreign(runtime, i, a, site)))
+                    foreign.append((i, name, read, write,
+                                    self._describe_foreign(runtime, i, a, site)))
                 else:
                     values[i] = self._bind_scalar(i, self.params[i], a, site)
         if foreign:
             # every argument is checked: only now may the imports enqueue their ordering
-            for (i, name, read, write, *_), described in foreign:
+            for i, name, read, write, described in foreign:
                 imported = adopt(runtime, described)
                 arrays.append(ArrayArg(i, name, imported, read, write))
                 values[i] = imported
