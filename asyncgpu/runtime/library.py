@@ -147,7 +147,7 @@ class LibraryCall:
         self.error: BaseException | None = None   # a call that failed at enqueue (cuda)
 
     def _written(self, backend: str) -> set[int]:
-        """The slots of the arrays inside the arguments the call writes (``_effects``)."""
+        """The slots of the arrays inside the arguments the call writes (``asyncgpu.runtime.effects``)."""
         written: set[int] = set()
         for value in effects(backend, self.name, self.args, self.kwargs).places(
                 self.args, self.kwargs):
