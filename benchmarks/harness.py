@@ -443,7 +443,7 @@ def record_run(ag: Any, cls: Any, scale: str = "tiny", seed: int = 0) -> list[An
 def machine_info(ag: Any) -> dict[str, Any]:
     import numba
 
-    from asyncgpu.core.compiled import in_use as compiled_in_use
+    from asyncgpu.core.compiled import is_compiled
     from asyncgpu.runtime.current import current_runtime
 
     be = current_runtime().backend
@@ -451,7 +451,7 @@ def machine_info(ag: Any) -> dict[str, Any]:
     info = {
         "backend": be.name, "python": platform.python_version(), "numpy": np.__version__,
         "numba": numba.__version__, "platform": platform.platform(),
-        "compiled": compiled_in_use(),
+        "compiled": is_compiled(),
     }
     if be.name == "cuda":
         import cupy

@@ -1,10 +1,39 @@
-"""Test configuration: the sim backend by default; GPU tests only with ``-m gpu`` on a GPU."""
+"""Test configuration: the sim backend by default; GPU tests only with ``-m gpu`` on a GPU.
+
+``--pure`` runs the session on the plain Python files of a compiled build (the uncompiled pass
+of ``tests/test_uncompiled.py``); tests marked ``pure`` (line-level fault injection, methods
+replaced by mutants) run only where the launch path is plain Python.
+"""
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import os
+import sys
 
 import pytest
+
+
+class _PythonSources(importlib.machinery.PathFinder):
+    """Finds asyncgpu's ``.py`` files where a compiled module sits beside them."""
+
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        if not fullname.startswith("asyncgpu."):
+            return None
+        spec = super().find_spec(fullname, path, target)
+        origin = spec.origin if spec is not None else None
+        if origin and origin.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
+            source = os.path.join(os.path.dirname(origin), fullname.rpartition(".")[2] + ".py")
+            if os.path.exists(source):
+                return importlib.util.spec_from_file_location(fullname, source)
+        return spec
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--pure", action="store_true",
+                     help="import asyncgpu's .py files even where they are compiled")
 
 
 def _gpu_selected(config: pytest.Config) -> bool:
@@ -13,6 +42,10 @@ def _gpu_selected(config: pytest.Config) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("pure"):
+        assert not any(name.startswith("asyncgpu.") for name in sys.modules), \
+            "--pure must take effect before asyncgpu is imported"
+        sys.meta_path.insert(0, _PythonSources)
     if not _gpu_selected(config):
         # Before asyncgpu (and numba.cuda) are imported: CPU tests never touch a GPU.
         os.environ.setdefault("ASYNCGPU_BACKEND", "sim")
@@ -21,6 +54,16 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from asyncgpu.backends import cuda_usable
 
+    if _gpu_selected(config) and cuda_usable():
+        return
+    from asyncgpu.core.compiled import is_compiled
+
+    if is_compiled():
+        compiled = pytest.mark.skip(reason="needs the launch path as plain Python: runs in "
+                                           "the uncompiled pass (tests/test_uncompiled.py)")
+        for item in items:
+            if "pure" in item.keywords:
+                item.add_marker(compiled)
     if _gpu_selected(config) and cuda_usable():
         return
     reason = ("needs an NVIDIA GPU with CuPy; run with -m gpu" if not _gpu_selected(config)
@@ -51,21 +94,6 @@ def explicit(request):
                       memory="explicit"):
         yield ag
         ag.synchronize()
-
-
-@pytest.fixture(params=["compiled", "python"])
-def compiled(request):
-    """Run a test with the compiled methods of ``asyncgpu._speedups`` and with the Python
-    ones (``asyncgpu.core.compiled``); the compiled case is skipped where the module is not
-    built."""
-    from asyncgpu.core import compiled as _compiled
-
-    if request.param == "compiled" and _compiled.speedups is None:
-        pytest.skip("asyncgpu._speedups is not built (python3 tools/build_speedups.py)")
-    before = _compiled.in_use()
-    _compiled.use(request.param == "compiled")
-    yield request.param
-    _compiled.use(before)
 
 
 @pytest.fixture

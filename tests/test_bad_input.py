@@ -464,6 +464,7 @@ def test_launch_from_inside_another_launch_is_refused_and_nothing_breaks(sim):
     assert z.numpy().tolist() == list(range(2, 18))
 
 
+@pytest.mark.pure     # (compiled, no interrupt can land between C statements: the mark is proof)
 def test_an_interrupt_that_leaves_the_issuing_mark_set_refuses_nothing_later(sim):
     """An interrupt landing on the line that clears ``Runtime._issuing`` leaves it set; a later
     launch whose input is copied to the device first (an ``_issue`` inside an ``_issue`` that

@@ -31,10 +31,8 @@ def test_environment_is_read_only_in_config():
 
 
 def test_options_from_env_parses_and_rejects():
-    opts = options_from_env({"ASYNCGPU_EXECUTION": "sync", "ASYNCGPU_MAX_STREAMS": "4",
-                             "ASYNCGPU_TEST_BUG": "drop_raw,drop_war"})
+    opts = options_from_env({"ASYNCGPU_EXECUTION": "sync", "ASYNCGPU_MAX_STREAMS": "4"})
     assert opts.execution == "sync" and opts.max_streams == 4
-    assert opts.test_bugs == {"drop_raw", "drop_war"}
     with pytest.raises(ValueError, match="ASYNCGPU_MAX_STREAMS='x' is not valid"):
         options_from_env({"ASYNCGPU_MAX_STREAMS": "x"})
     with pytest.raises(ValueError, match="parent_stream must be one of"):
@@ -52,12 +50,15 @@ def test_core_modules_import_no_cuda_library():
 
 def test_public_api_is_documented():
     import asyncgpu as ag
+    from asyncgpu.core.compiled import compiled_modules
 
     for name in ag.__all__:
         obj = getattr(ag, name)
         assert obj.__doc__, name
         if isinstance(obj, type) or callable(obj):
-            assert getattr(obj, "__module__", "asyncgpu") == "asyncgpu", name
+            module = getattr(obj, "__module__", "asyncgpu")
+            # (a compiled class's module is fixed by the compiler: the module defining it)
+            assert module == "asyncgpu" or module in compiled_modules(), name
 
 
 def test_a_replaced_backend_gives_its_caches_back():

@@ -1,14 +1,11 @@
-"""The runtime's counters (``asyncgpu.core.statistics.Counters``): C integers in the compiled
-``CountersBase`` where it is built (asyncgpu/csrc/counters.c), slots otherwise. What a user
-sees is the same either way: ints in ``asyncgpu.statistics()``, counted by every launch."""
+"""The runtime's counters (``asyncgpu.core.statistics.Counters``): what a user sees are ints in
+``asyncgpu.statistics()``, counted by every launch."""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 import asyncgpu as ag
-from asyncgpu.core import compiled as _compiled
 from asyncgpu.core.statistics import COUNTS, Counters
 
 
@@ -23,37 +20,20 @@ def test_every_count_reads_and_writes_as_an_int():
     assert snap.kernels == (1 << 40) + COUNTS.index("kernels")
 
 
-@pytest.mark.skipif(_compiled.speedups is None, reason="asyncgpu._speedups is not built")
-def test_the_compiled_counts_are_the_python_ones():
-    assert _compiled.speedups.CountersBase.counts() == COUNTS
-    assert isinstance(Counters(), _compiled.speedups.CountersBase)
-    with pytest.raises(OverflowError):
-        Counters().kernels = 1 << 64
-
-
-def test_launches_count_the_same_with_compiled_and_python_methods():
-    def run():
-        with ag.configure(backend="sim", sim_seed=3):
-            k = ag.cuda_kernel(
-                'extern "C" __global__ void inc(float* x) { x[threadIdx.x] += 1; }', "inc",
-                sim=lambda x: x.__setitem__(slice(None), x + 1))
-            x = ag.zeros(32, np.float32)
-            before = ag.statistics()
-            for _ in range(50):
-                k[1, 32](x)
-            assert float(x[0]) == 50.0
-            after = ag.statistics()
-            return {name: getattr(after, name) - getattr(before, name)
-                    for name in ("kernels", "nodes", "events_recorded", "nodes_retired")}, \
-                sum(after.edges.values()) - sum(before.edges.values())
-
-    compiled = _compiled.in_use()
-    try:
-        results = [run()]
-        _compiled.use(False)
-        results.append(run())
-    finally:
-        _compiled.use(compiled)
-    assert results[0] == results[1]
-    counts, edges = results[0]
-    assert counts["kernels"] == 50 and counts["nodes"] >= 50 and edges >= 49
+def test_every_launch_counts():
+    with ag.configure(backend="sim", sim_seed=3):
+        k = ag.cuda_kernel(
+            'extern "C" __global__ void inc(float* x) { x[threadIdx.x] += 1; }', "inc",
+            sim=lambda x: x.__setitem__(slice(None), x + 1))
+        x = ag.zeros(32, np.float32)
+        before = ag.statistics()
+        for _ in range(50):
+            k[1, 32](x)
+        assert float(x[0]) == 50.0
+        after = ag.statistics()
+    counts = {name: getattr(after, name) - getattr(before, name)
+              for name in ("kernels", "nodes", "events_recorded", "nodes_retired")}
+    assert all(type(getattr(after, name)) is int for name in counts)
+    assert counts["kernels"] == 50 and counts["nodes"] >= 50
+    assert counts["events_recorded"] >= 1 and counts["nodes_retired"] >= 1
+    assert sum(after.edges.values()) - sum(before.edges.values()) >= 49

@@ -19,10 +19,6 @@ from asyncgpu.core.streams import StreamState
 from asyncgpu.backends.cuda import backend as _cuda
 
 
-# The backend's record, wait, event_done and launch have compiled twins (csrc/device.c).
-pytestmark = pytest.mark.usefixtures("compiled")
-
-
 class FakeCudaError(Exception):
     def __init__(self, status, text):
         super().__init__(text)
@@ -201,3 +197,22 @@ def test_a_refused_launch_is_a_launch_error_and_a_missing_context_launches_again
     node.launch = FakeLaunch(ILLEGAL)
     with pytest.raises(KernelFault, match=r"kernel 'k' at prog.py:1"):
         b.launch(node, FakeStream())
+
+
+@pytest.mark.parametrize("status, name", [
+    (700, "CUDA_ERROR_ILLEGAL_ADDRESS"), (710, "CUDA_ERROR_ASSERT"),
+    (714, "CUDA_ERROR_HARDWARE_STACK_ERROR"), (715, "CUDA_ERROR_ILLEGAL_INSTRUCTION"),
+    (716, "CUDA_ERROR_MISALIGNED_ADDRESS"), (717, "CUDA_ERROR_INVALID_ADDRESS_SPACE"),
+    (718, "CUDA_ERROR_INVALID_PC"), (719, "CUDA_ERROR_LAUNCH_FAILED"),
+])
+def test_driver_errors_of_the_direct_calls_are_classified_by_status_or_by_name(status, name):
+    """The direct driver calls (``cudriver.DriverCalls``) raise driver errors, named as the
+    driver names them: each sticky one is a fault by its status and by its text alone."""
+    text = f"{name}: the GPU faulted"
+    assert _cuda._is_sticky(FakeCudaError(status, text))
+    assert _cuda._is_sticky(RuntimeError(text))
+    b = backend()
+    b._event_record = _raise(FakeCudaError(status, text))
+    with pytest.raises(KernelFault, match=name):
+        b.record(FakeEvent(), FakeStream())
+    assert not _cuda._is_sticky(FakeCudaError(1, "CUDA_ERROR_INVALID_VALUE: invalid argument"))

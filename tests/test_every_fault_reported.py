@@ -10,7 +10,6 @@ from numba import cuda
 
 import asyncgpu as ag
 import asyncgpu.cupy as acp
-from asyncgpu.core import compiled as _compiled
 
 
 @ag.kernel
@@ -115,12 +114,12 @@ def test_the_runtime_stays_usable_after_several_faults(rt):
     np.testing.assert_array_equal(c.numpy(), np.full(8, 2, np.float32))
 
 
+@pytest.mark.pure       # (replaces a method of StreamManager)
 def test_a_fault_met_while_recovering_from_an_interrupted_launch_is_kept():
     """A launch interrupted right after its enqueue makes the runtime drain the device; a fault
     of earlier work met there is not this launch's error: the next wait raises it."""
     from asyncgpu.core.streams import StreamManager
 
-    was = _compiled.use(False)            # the Python methods, so the one patched below runs
     issued = StreamManager.__dict__["issued"]
 
     def interrupted(self, node, recorded=None):
@@ -128,23 +127,20 @@ def test_a_fault_met_while_recovering_from_an_interrupted_launch_is_kept():
             raise KeyboardInterrupt       # Ctrl-C just after the launch was enqueued
         issued(self, node, recorded)
 
-    try:
-        with ag.configure(backend="sim", sim_seed=0, sim_strategy="lazy"):
-            a = ag.zeros(8, np.float32)
-            c = ag.zeros(8, np.float32)
-            out_of_bounds[1, 8](a, 8)          # pending: the lazy strategy runs nothing yet
-            StreamManager.issued = interrupted
-            try:
-                with pytest.raises(KeyboardInterrupt):
-                    plus_one[1, 8](c, 8)
-            finally:
-                StreamManager.issued = issued
-            with pytest.raises(ag.KernelFault, match="out_of_bounds"):
-                ag.synchronize()
-            np.testing.assert_array_equal(c.numpy(), np.ones(8, np.float32))
+    with ag.configure(backend="sim", sim_seed=0, sim_strategy="lazy"):
+        a = ag.zeros(8, np.float32)
+        c = ag.zeros(8, np.float32)
+        out_of_bounds[1, 8](a, 8)          # pending: the lazy strategy runs nothing yet
+        StreamManager.issued = interrupted
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                plus_one[1, 8](c, 8)
+        finally:
+            StreamManager.issued = issued
+        with pytest.raises(ag.KernelFault, match="out_of_bounds"):
             ag.synchronize()
-    finally:
-        _compiled.use(was)
+        np.testing.assert_array_equal(c.numpy(), np.ones(8, np.float32))
+        ag.synchronize()
 
 
 def test_a_fault_never_waited_for_is_reported_when_the_program_ends(tmp_path):

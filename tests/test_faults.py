@@ -12,6 +12,9 @@ A second test leaves arrays in reference cycles and collects garbage often, so t
 inside ``Allocation.__del__`` run by the collector in the middle of runtime work (and inside the
 collections that CPython's own trace calls trigger: the case that once crashed the interpreter,
 see ``asyncgpu.testing.faults``).
+
+The fault points are lines of Python: the tests that inject by line need the launch path as
+plain Python (``pure``); a compiled module has no lines to trace.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ import pytest
 
 import asyncgpu as ag
 import asyncgpu.cupy  # noqa: F401  (imported here, not inside the first traced call)
-from asyncgpu.core import compiled as _compiled
 from asyncgpu.testing.faults import inject
 from asyncgpu.runtime.current import current_runtime
 
@@ -34,9 +36,6 @@ extern "C" __global__ void axpy(const float* x, float* y, float a, int n) {
 }
 '''
 X = np.arange(1, 9, dtype=np.float32)
-
-# The fault points of the Python methods too (the compiled ones have none inside them).
-pytestmark = pytest.mark.usefixtures("compiled")
 
 
 def axpy_twin(x, y, a, n):
@@ -162,6 +161,7 @@ def frequent_gc():
 
 
 # (a fault may land in the finalizer of an earlier test's garbage: Python reports and drops it)
+@pytest.mark.pure
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 @pytest.mark.parametrize("make", [KeyboardInterrupt, InjectedError], ids=["interrupt", "error"])
 @pytest.mark.parametrize("target", list(TARGETS))
@@ -176,6 +176,7 @@ def test_fault_at_every_point_leaves_the_runtime_consistent(target, make):
     assert raised >= 0.8 * len(points)
 
 
+@pytest.mark.pure
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # __del__'s
 @pytest.mark.parametrize("target", ["library-call", "launch"])
 def test_fault_inside_a_finalizer_run_by_the_collector(target, frequent_gc):
@@ -193,6 +194,7 @@ def test_counting_costs_nothing_outside_the_block(sim):
     assert sys.gettrace() is None or "FaultInjector" not in repr(sys.gettrace())
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("target", ["launch", "host-read", "host-write", "library-call"])
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # __del__'s
 def test_fault_at_every_point_in_the_explicit_memory_model(target, monkeypatch):
@@ -207,8 +209,7 @@ def test_fault_at_every_point_in_the_explicit_memory_model(target, monkeypatch):
 
     monkeypatch.setattr(ag, "configure", explicit)
     points = count_points(target).points
-    if not _compiled.in_use():      # (compiled, the model's booking has no Python lines)
-        assert any("memory.py" in str(p) for p in points), points[:5]   # it is on the path
+    assert any("memory.py" in str(p) for p in points), points[:5]   # it is on the path
     raised = 0
     for at in range(1, len(points) + 1, 2):
         raised += run_once(target, at, InjectedError, seed=at).where is not None

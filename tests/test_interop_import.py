@@ -75,7 +75,7 @@ def test_explicit_model_reads_an_import_through_its_mirror(explicit):
     assert data.tolist() == [14, 4, 8, 12, 16, 20]
 
 
-def test_a_producer_passed_straight_to_a_kernel_is_imported_once(sim, compiled):
+def test_a_producer_passed_straight_to_a_kernel_is_imported_once(sim):
     ag = sim
     data = np.ones(16, dtype=np.float64)
     producer = CpuProducer(data)
@@ -107,7 +107,7 @@ def test_a_strided_producer_keeps_its_layout(sim):
     assert data.tolist() == [0, 1, 2, 6, 4, 5, 12, 7, 8, 18, 10, 11]
 
 
-def test_gpu_memory_is_refused_on_sim_with_what_works_there(sim, compiled):
+def test_gpu_memory_is_refused_on_sim_with_what_works_there(sim):
     ag = sim
     with pytest.raises(ag.ArgumentError, match=r"asyncgpu.asarray: the .*GpuInterface lives in "
                                                r"GPU memory, which the sim backend cannot read"):
@@ -128,7 +128,7 @@ def test_a_read_only_producer_is_refused(sim):
         ag.asarray(CpuProducer(data))
 
 
-def test_typed_kernel_names_the_foreign_dtype_it_cannot_take(sim, compiled):
+def test_typed_kernel_names_the_foreign_dtype_it_cannot_take(sim):
     ag = sim
     k = ag.cuda_kernel('extern "C" __global__ void k(float* x, int n) {}', "k",
                        sim=lambda x, n: None)
@@ -147,7 +147,7 @@ def test_typed_kernel_names_the_foreign_dtype_it_cannot_take(sim, compiled):
         k[1, 4](ag.zeros(4, np.float32), CpuProducer(np.zeros(4, np.int32)))
 
 
-def test_no_array_is_called_a_scalar(sim, compiled):
+def test_no_array_is_called_a_scalar(sim):
     ag = sim
 
     @ag.kernel(const=["x"])
@@ -163,7 +163,7 @@ def test_no_array_is_called_a_scalar(sim, compiled):
 
 @pytest.mark.parametrize("memory, where", [("explicit", "device memory"),
                                            ("managed", "managed memory")])
-def test_numpy_argument_error_says_where_asarray_copies_it(memory, where, compiled):
+def test_numpy_argument_error_says_where_asarray_copies_it(memory, where):
     import asyncgpu as ag
 
     with ag.configure(backend="sim", sim_seed=0, memory=memory):

@@ -7,9 +7,6 @@ import pytest
 import asyncgpu as ag
 from interrupts import interrupted_chain
 
-# The fault points of the Python methods too (the compiled ones have none inside them).
-pytestmark = pytest.mark.usefixtures("compiled")
-
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # SIGINT in a gc hook
 @pytest.mark.parametrize("seed", range(6))

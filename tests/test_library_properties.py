@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 import library_programs as lp
 import programs
+from asyncgpu.testing.mutants import planted
 
 
 def serial(ag, steps, init):
@@ -76,6 +77,7 @@ def _random_mixed(rnd):
     return steps
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("bug", ["drop_raw", "drop_war"])
 def test_planted_bug_is_caught_in_library_programs(bug):
     """Library nodes are really checked: without RAW (or WAR) edges the suite notices."""
@@ -87,7 +89,8 @@ def test_planted_bug_is_caught_in_library_programs(bug):
         steps = _random_mixed(random.Random(seed))
         expected = serial(ag, steps, init)
         try:
-            got = asynchronous(ag, steps, init, "starve", 3, test_bugs={bug})
+            with planted(bug):
+                got = asynchronous(ag, steps, init, "starve", 3)
             assert_same(got, expected)
         except (AssertionError, ag.AsyncGPUError):
             caught += 1

@@ -56,9 +56,26 @@ def test_every_package_folder_of_the_tree_is_installed(config):
 def test_the_wheel_holds_no_c_sources(config):
     setuptools = config["tool"]["setuptools"]
     assert setuptools.get("include-package-data") is False
-    assert "asyncgpu.csrc" not in setuptools["packages"]
     patterns = [p for ps in setuptools.get("package-data", {}).values() for p in ps]
-    assert not [p for p in patterns if "csrc" in p or p.endswith((".c", ".h", "*"))]
+    assert not [p for p in patterns if p.endswith((".c", ".h", ".pxd", ".pyx", "*"))]
+
+
+def test_every_compiled_module_is_plain_python_beside_its_declarations():
+    """setup.py compiles each hot module from its .py (the code) and the .pxd beside it (C
+    types only): there is no second source of any of them."""
+    import ast
+
+    tree = ast.parse(open(os.path.join(ROOT, "setup.py")).read())
+    hot = next(node.value for node in tree.body if isinstance(node, ast.Assign)
+               and getattr(node.targets[0], "id", "") == "HOT_MODULES")
+    for name in ast.literal_eval(hot):
+        path = os.path.join(ROOT, *name.split("."))
+        assert os.path.isfile(path + ".py"), name
+        assert not os.path.exists(path + ".pyx"), name
+    for folder, _, files in os.walk(os.path.join(ROOT, "asyncgpu")):
+        assert not [f for f in files if f.endswith((".c", ".h")) and
+                    not os.path.exists(os.path.join(folder, f[:-2] + ".py"))
+                    and not os.path.exists(os.path.join(folder, f[:-2] + ".pyx"))], folder
 
 
 def test_extras(config):
@@ -73,7 +90,7 @@ def test_the_sdist_carries_docs_tests_and_tools():
         lines = {line.strip() for line in f}
     for folder in ("docs", "tests", "tools", "benchmarks", "kernels"):
         assert f"graft {folder}" in lines
-    assert "include asyncgpu/csrc/*.h" in lines
+    assert "recursive-include asyncgpu *.pxd *.pyx" in lines
 
 
 def test_benchmarks_import_kernels_through_their_own_layout():

@@ -171,7 +171,7 @@ def _packed_call(fmt: str, values: tuple) -> bytes:
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])   # (it only switches)
 @given(st.data())
-def test_the_launch_packs_what_struct_packs(compiled, data):
+def test_the_launch_packs_what_struct_packs(data):
     fmt = data.draw(st.text(alphabet="bBhHiIqQfd", min_size=1, max_size=12))
     values = []
     for code in fmt:
@@ -190,7 +190,7 @@ def test_the_launch_packs_what_struct_packs(compiled, data):
     ("i", 1 << 31), ("B", -1), ("Q", -1), ("q", 1 << 63), ("h", 1 << 40), ("f", "x"),
     ("q", 2.5), ("d", None),
 ])
-def test_a_value_struct_refuses_raises_structs_error(compiled, fmt, value):
+def test_a_value_struct_refuses_raises_structs_error(fmt, value):
     with pytest.raises(struct.error) as expected:
         struct.pack("@" + fmt, value)
     with pytest.raises(struct.error) as got:
@@ -201,7 +201,7 @@ def test_a_value_struct_refuses_raises_structs_error(compiled, fmt, value):
 @pytest.mark.parametrize(("fmt", "value"), [
     ("q", np.int64(-7)), ("f", 3), ("d", np.float64(0.1)), ("f", 1e300), ("I", True),
 ])
-def test_values_of_other_types_pack_as_struct_packs_them(compiled, fmt, value):
+def test_values_of_other_types_pack_as_struct_packs_them(fmt, value):
     try:
         expected = struct.pack("@" + fmt, value)
     except (struct.error, OverflowError) as exc:

@@ -118,6 +118,7 @@ def test_static_replay_picks_the_graph_for_the_inputs_locations(explicit):
     np.testing.assert_array_equal(y.numpy(), np.full(N, 21, np.float32))
 
 
+@pytest.mark.pure     # (replaces a method of the stream manager)
 def test_a_failed_replay_leaves_the_inputs_host_current(explicit, monkeypatch):
     ag = explicit
     from asyncgpu.runtime.current import current_runtime

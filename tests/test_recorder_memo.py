@@ -14,10 +14,6 @@ from asyncgpu.recorder.recording import Recording
 
 from recorder_kernels import N, doubling, kernels
 
-# Every test here runs with the compiled methods and with the Python ones.
-pytestmark = pytest.mark.usefixtures("compiled")
-
-
 @pytest.fixture
 def keys_checked(monkeypatch):
     """Every remembered key (the memo handed to ``replay_remembered`` or ``finish``) is

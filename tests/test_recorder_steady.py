@@ -12,10 +12,6 @@ from hypothesis import strategies as st
 
 from recorder_kernels import N, kernels
 
-# Every test here runs with the compiled methods and with the Python ones.
-pytestmark = pytest.mark.usefixtures("compiled")
-
-
 def test_a_steady_segment_launches_its_graph_at_its_last_launch(sim):
     ag = sim
     scale, add, inc = kernels(ag)

@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+from asyncgpu.testing.mutants import planted
+
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "tools"))
 from soak import main, soak  # noqa: E402
@@ -27,8 +29,10 @@ def test_soak_on_sim_matches_the_oracle_with_bounded_resources(strategy):
     assert peaks["pool_bytes"] <= 64 * 1024                 # temporaries are reused
 
 
+@pytest.mark.pure
 def test_soak_reports_a_planted_bug():
-    report = soak("sim", launches=600, check_every=50, seed=2, test_bugs={"drop_war"})
+    with planted("drop_war"):
+        report = soak("sim", launches=600, check_every=50, seed=2)
     assert report["counts"]["mismatches"] + report["counts"]["checker_reports"] > 0
 
 

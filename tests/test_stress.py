@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 
 import asyncgpu as ag
 import programs
+from asyncgpu.testing.mutants import planted
 from test_properties import assert_same, asynchronous, serial
 
 
@@ -41,6 +42,7 @@ def test_stress_spreads_dependent_work_over_streams():
     assert stats.event_waits > 0
 
 
+@pytest.mark.pure
 @pytest.mark.parametrize("bug", ["drop_raw", "drop_war"])
 def test_stress_exposes_planted_bugs(bug):
     caught = 0
@@ -49,8 +51,9 @@ def test_stress_exposes_planted_bugs(bug):
         steps = programs.random_program(random.Random(seed), 24)
         expected = serial(ag, steps, init)
         try:
-            got = asynchronous(ag, steps, init, "random", seed, stress=True, stress_seed=seed,
-                               test_bugs={bug})
+            with planted(bug):
+                got = asynchronous(ag, steps, init, "random", seed, stress=True,
+                                   stress_seed=seed)
             assert_same(got, expected)
         except (AssertionError, ag.RaceError):
             caught += 1

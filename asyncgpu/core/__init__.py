@@ -3,7 +3,7 @@
 Accesses and the dependency tracker (``deps``), the DAG's nodes and their retirement (``dag``),
 the stream manager and its stream-choice policies (``streams``, ``policies``), the
 happens-before checker (``hb``), the runtime's counters (``statistics``), the instrument hooks
-(``instrument``), options (``config``), the exceptions (``errors``) and the switch to the
-compiled twins (``compiled``). Everything here works on plain Python objects and a backend
+(``instrument``), options (``config``), the exceptions (``errors``) and whether the hot path
+runs compiled (``compiled``). Everything here works on plain Python objects and a backend
 object it is handed; it never imports CuPy or Numba's CUDA target.
 """

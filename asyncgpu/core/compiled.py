@@ -1,76 +1,38 @@
-"""The optional compiled module, ``asyncgpu._speedups``, and the one switch between it and Python.
+"""Whether this process runs the compiled hot path.
 
 The model
 ---------
-A few hot methods exist twice: in Python, which is the reference and the whole implementation
-where the C module is not built, and in C (``asyncgpu/csrc``), with the same answers
-and side effects. A class with compiled methods takes a compiled base class before its Python
-one (:func:`bases`), so the compiled methods win the method lookup; :func:`use` turns them off
-by setting each Python method on the class itself, and on again by deleting those. Tests run
-both ways (the ``compiled`` fixture of ``tests/conftest.py``); ``ASYNCGPU_SPEEDUPS=0`` starts a
-process with the Python methods.
+The modules of the launch path (dependency tracking, streams, nodes, binding, issuing, memory
+booking, recording and replay) are plain Python, which ``pip install`` compiles with Cython
+where a C compiler is present: the same ``.py`` files, with the C types of their hot classes
+declared in a ``.pxd`` file beside each. Compiled or not, the code is the same; only its cost
+differs. A compiled module is an extension module, so Python imports it instead of the ``.py``.
 
-Invariant: whichever is in use, every method behaves the same; only its cost differs.
+Invariant: a module is either wholly compiled or wholly Python; nothing switches at run time.
 
 Example::
 
-    class DependencyTracker(*bases("TrackerBase", PythonTracking)): ...
-    register(DependencyTracker, PythonTracking, ("conflicts", "commit"))
-    use(False)      # both run their Python versions from now on
+    compiled_modules()      # ['asyncgpu.core.dag', 'asyncgpu.core.deps', ...] or []
 """
 
 from __future__ import annotations
 
-from .config import speedups_requested
+import importlib.machinery
+import sys
 
-try:
-    from .. import _speedups as speedups
-except ImportError:     # not built (a source tree, or no C compiler at install): Python only
-    speedups = None
-
-_registered: list[tuple[type, type, tuple[str, ...]]] = []
-_on = speedups_requested() and speedups is not None     # (the variable checked either way)
+#: The file name endings of extension modules on this platform.
+EXTENSIONS = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 
 
-def bases(compiled: str, python: type) -> tuple[type, ...]:
-    """The base classes of a class whose methods in ``python`` have compiled versions in
-    ``asyncgpu._speedups.<compiled>``: both (compiled first) when built, else ``python``."""
-    return (getattr(speedups, compiled), python) if speedups is not None else (python,)
+def compiled_modules() -> list[str]:
+    """The names of asyncgpu's imported modules that run compiled (extension modules)."""
+    return sorted(name for name, module in list(sys.modules.items())
+                  if name.startswith("asyncgpu.") and module is not None
+                  and str(getattr(module, "__file__", "") or "").endswith(EXTENSIONS))
 
 
-def register(cls: type, python: type, names: tuple[str, ...]) -> None:
-    """Put ``cls``'s methods ``names`` under :func:`use` (their Python versions in ``python``)."""
-    _registered.append((cls, python, names))
-    _apply(cls, python, names)
-
-
-def use(on: bool) -> bool:
-    """Use the compiled methods (``on``, where built) or the Python ones; returns whether the
-    compiled ones are in use."""
-    global _on
-    _on = on and speedups is not None
-    for entry in _registered:
-        _apply(*entry)
-    return _on
-
-
-def in_use() -> bool:
-    """Whether the compiled methods are in use."""
-    return _on
-
-
-def configure(function: str, *args: object) -> None:
-    """Call ``asyncgpu._speedups.<function>(*args)``, which hands the compiled methods the
-    classes and callables they read (nothing where the module is not built)."""
-    if speedups is not None:
-        getattr(speedups, function)(*args)
-
-
-def _apply(cls: type, python: type, names: tuple[str, ...]) -> None:
-    for name in names:
-        if _on:
-            if name in cls.__dict__:
-                delattr(cls, name)      # the compiled base's method again
-        elif speedups is not None:
-            setattr(cls, name, python.__dict__[name])
-
+def is_compiled() -> bool:
+    """Whether the core's launch path runs compiled (``asyncgpu.core.deps`` is the marker:
+    the build compiles all of the hot modules or none)."""
+    module = sys.modules.get("asyncgpu.core.deps")
+    return module is not None and str(getattr(module, "__file__", "")).endswith(EXTENSIONS)

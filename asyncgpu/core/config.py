@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 Backend = Literal["auto", "cuda", "sim"]
@@ -39,11 +39,6 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 #: them: changing those retires the runtime and its arrays.
 BACKEND_BUILD = ("memory", "sim_seed", "sim_strategy", "sim_tick", "debug_hb", "packed_launch",
                  "direct_driver", "single_node_graphs", "stress", "stress_seed")
-
-#: Test-only switches that plant a known bug in the runtime (mutation testing): the test suite
-#: must fail with each one. Never set them in production.
-TEST_BUGS = frozenset({"drop_raw", "drop_war", "alias_blind", "host_no_wait", "eager_free"})
-
 
 @dataclass(frozen=True)
 class Options:
@@ -81,7 +76,8 @@ class Options:
     packed_launch: bool = True
     #: Make a launch's CUDA calls (kernel launch, event record, stream wait, event query,
     #: graph launch) straight into the driver's entry points instead of through CuPy's
-    #: wrappers (``cuda`` backend, compiled module built; a refused call goes through CuPy).
+    #: wrappers (``cuda`` backend, with ``asyncgpu.backends.cuda.cudriver`` compiled; a refused
+    #: call goes through CuPy).
     direct_driver: bool = True
     #: With ``direct_driver``: enqueue each kernel as its stream's one-node CUDA graph (the
     #: node's parameters set, then ``cuGraphLaunch``), which costs the host about half of a
@@ -98,7 +94,6 @@ class Options:
     sim_strategy: SimStrategy = "random"
     #: Probability that the simulator takes a step of queued work at each API call.
     sim_tick: float = 0.3
-    test_bugs: frozenset[str] = field(default_factory=frozenset)
     #: Trace the whole process and write a Chrome trace JSON to this path at exit.
     trace: str | None = None
     #: Recorder: stream allocation of captured graphs (Opara's Algorithm 1, or Nimble's
@@ -157,11 +152,6 @@ class Options:
                              f"number of microseconds >= 0; got {cost!r}")
         if not 0.0 <= self.sim_tick <= 1.0:
             raise ValueError(f"option sim_tick must be in [0, 1]; got {self.sim_tick!r}")
-        unknown = set(self.test_bugs) - TEST_BUGS
-        if unknown:
-            raise ValueError(
-                f"unknown test bug switch {sorted(unknown)}; known: {sorted(TEST_BUGS)}"
-            )
 
     def replace(self, **changes: Any) -> Options:
         """Return a copy with ``changes`` applied; unknown names raise ``TypeError``."""
@@ -171,8 +161,6 @@ class Options:
             raise TypeError(
                 f"unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(names))}"
             )
-        if "test_bugs" in changes:
-            changes["test_bugs"] = frozenset(changes["test_bugs"])
         return dataclasses.replace(self, **changes)
 
 
@@ -220,7 +208,6 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_GRAPH_IOS_GROUPS": ("graph_ios_groups", int),
     "ASYNCGPU_GRAPH_IOS_PART": ("graph_ios_part", int),
     "ASYNCGPU_GRAPH_IOS_MAX": ("graph_ios_max", int),
-    "ASYNCGPU_TEST_BUG": ("test_bugs", lambda s: frozenset(filter(None, s.split(",")))),
 }
 
 
@@ -245,17 +232,6 @@ def options_from_env(environ: dict[str, str] | None = None) -> Options:
 def cli_log_level() -> str:
     """Logging level of the ``asyncgpu`` command (``ASYNCGPU_LOG_LEVEL``, default WARNING)."""
     return os.environ.get("ASYNCGPU_LOG_LEVEL", "WARNING").upper()
-
-
-def speedups_requested() -> bool:
-    """Whether the compiled methods of ``asyncgpu._speedups`` may be used where it is built
-    (``ASYNCGPU_SPEEDUPS``, default on; ``0`` keeps the Python ones, for diagnosis)."""
-    raw = os.environ.get("ASYNCGPU_SPEEDUPS", "")
-    try:
-        return True if raw.strip() == "" else _flag(raw)
-    except ValueError as exc:
-        raise ValueError(f"environment variable ASYNCGPU_SPEEDUPS={raw!r} is not valid: "
-                         f"{exc}") from None
 
 
 def numba_simulator_requested() -> bool:

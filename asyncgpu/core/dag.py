@@ -35,7 +35,6 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from . import compiled
 
 RAW, WAR, WAW = "RAW", "WAR", "WAW"
 
@@ -43,30 +42,7 @@ _ids = itertools.count(1)
 _NONE: Any = ()      # shared empty default: nodes without parents or recorded edges are common
 
 
-class PythonNode:
-    """``Node.__init__`` in Python: the reference for the compiled one (``csrc/streams.c``)."""
-
-    __slots__ = ()
-
-    def __init__(self, kind: str, name: str, site: str | None, accesses: list[Any]) -> None:
-        self.id = next(_ids)
-        self.kind = kind            # "kernel", "host-read", "host-write", ...
-        self.name = name
-        self.site = site            # "file.py:12" of the user's call, when known
-        self.accesses = accesses    # [Access]
-        self.stream: Any = None     # StreamState for device nodes
-        self.seq = -1
-        self.event: Any = None
-        self.parents: list[Node] = _NONE        # replaced, never mutated in place
-        self.edges: list[tuple[Node, str, str]] = _NONE   # (parent, reason, array label)
-        self.keepalive: Any = None  # allocations pinned until the node is finished
-        self.finished = False
-        self.handed_off = False     # its stream was inherited by a child (disjoint policy)
-        self.launch: Any = None     # backend-specific launch object
-        self.device = 0
-
-
-class Node(*compiled.bases("NodeBase", PythonNode)):
+class Node:
     """One unit of scheduled work (created by the runtime; there is no public constructor)."""
 
     __slots__ = (
@@ -86,8 +62,22 @@ class Node(*compiled.bases("NodeBase", PythonNode)):
         stream = getattr(self.stream, "index", None)
         return f"<Node {self.id} {self.label()} stream={stream} {state}>"
 
-
-compiled.register(Node, PythonNode, ("__init__",))
+    def __init__(self, kind: str, name: str, site: str | None, accesses: list[Any]) -> None:
+        self.id = next(_ids)
+        self.kind = kind            # "kernel", "host-read", "host-write", ...
+        self.name = name
+        self.site = site            # "file.py:12" of the user's call, when known
+        self.accesses = accesses    # [Access]
+        self.stream: Any = None     # StreamState for device nodes
+        self.seq = -1
+        self.event: Any = None
+        self.parents: list[Node] = _NONE        # replaced, never mutated in place
+        self.edges: list[tuple[Node, str, str]] = _NONE   # (parent, reason, array label)
+        self.keepalive: Any = None  # allocations pinned until the node is finished
+        self.finished = False
+        self.handed_off = False     # its stream was inherited by a child (disjoint policy)
+        self.launch: Any = None     # backend-specific launch object
+        self.device = 0
 
 
 def finish_through(node: Node, on_finish: Any) -> int:

@@ -31,7 +31,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from . import compiled
 from .dag import RAW, WAR, WAW, Node
 
 
@@ -79,15 +78,57 @@ def _add(found: dict[Node, list[tuple[str, str]]], node: Node, reason: str, labe
         reasons.append((reason, label))
 
 
-class PythonTracking:
-    """:class:`DependencyTracker`'s ``conflicts`` and ``commit`` in Python: the reference for
-    the compiled versions in ``asyncgpu/csrc/tracker.c``, and what runs where that is not built."""
+class DependencyTracker:
+    """Computes the parents of a new node and remembers live accesses per allocation.
 
-    __slots__ = ()
-    _live: dict[Any, _Live]
-    _drop_raw: bool
-    _drop_war: bool
-    version: int
+    A read (the common case for inputs shared by many kernels) scans only the writes.
+    """
+
+    __slots__ = ("_live", "version")
+
+    def __init__(self) -> None:
+        self._live: dict[Any, _Live] = {}
+        #: Bumped by every commit and forget: while it stands still the live accesses are
+        #: those the last commit left (dropping finished entries does not count: it changes
+        #: no answer). See :meth:`self_conflicts`.
+        self.version = 0
+
+    def self_conflicts(self, accesses: list[Access]) -> list[tuple[str, str]]:
+        """Why a node with ``accesses`` depends on an unfinished earlier node with the very same
+        accesses: [(reason, array label)], empty when both only read.
+
+        When it is not empty and nothing was committed after the earlier node (:attr:`version`
+        unchanged), the earlier node is the only parent the new one needs: every other live
+        access the new one conflicts with, the earlier one conflicted with too, so it is
+        ordered before the earlier one already (a graph replayed again, ``Runtime.launch_graph``).
+        """
+        probe = DependencyTracker()
+        earlier = Node("probe", "probe", None, accesses)
+        probe.commit(earlier, accesses)
+        return probe.conflicts(accesses).get(earlier, [])
+
+    def writes_beyond(self, key: Any, known: Any) -> bool:
+        """Whether an unfinished node not in ``known`` writes any byte of the allocation
+        (``HostAccess`` fetches a small allocation whole only when none does)."""
+        live = self._live.get(key)
+        if live is not None:
+            for _, _, node in live.writes:
+                if not node.finished and node not in known:
+                    return True
+        return False
+
+    def forget(self, key: Any) -> None:
+        """Drop everything known about an allocation (it has been freed)."""
+        self.version += 1
+        self._live.pop(key, None)
+
+    def live_entries(self, key: Any) -> int:
+        """Number of live entries kept for an allocation (for tests of boundedness)."""
+        live = self._live.get(key)
+        if live is None:
+            return 0
+        entries = live.writes + [e for es in live.reads.values() for e in es]
+        return sum(1 for e in entries if not e[2].finished)
 
     def conflicts(self, accesses: Iterable[Access]) -> dict[Node, list[tuple[str, str]]]:
         """Unfinished nodes the accesses conflict with -> [(reason, array label)], in issue order."""
@@ -99,11 +140,9 @@ class PythonTracking:
                 continue
             lo, hi = acc.lo, acc.hi
             if acc.write:
-                if live.reads and not self._drop_war:
+                if live.reads:
                     self._scan_reads(live.reads, lo, hi, acc.label, found)
                 reason = WAW
-            elif self._drop_raw:
-                continue
             else:
                 reason = RAW
             writes = live.writes
@@ -210,78 +249,3 @@ class PythonTracking:
                     mine[:] = [e for e in mine
                                if not (lo <= e[0] and e[1] <= hi) and not e[2].finished]
                     mine.append((lo, hi, node))
-
-
-class DependencyTracker(*compiled.bases("TrackerBase", PythonTracking)):
-    """Computes the parents of a new node and remembers live accesses per allocation.
-
-    A read (the common case for inputs shared by many kernels) scans only the writes.
-    ``drop_raw``/``drop_war`` plant known bugs for mutation tests (see ``Options.test_bugs``).
-    ``conflicts`` and ``commit`` are :class:`PythonTracking`'s, or their compiled versions
-    (``asyncgpu.core.compiled``).
-    """
-
-    __slots__ = ("_drop_raw", "_drop_war", "_live", "version")
-
-    def __init__(self, drop_raw: bool = False, drop_war: bool = False) -> None:
-        self._live: dict[Any, _Live] = {}
-        self._drop_raw = drop_raw
-        self._drop_war = drop_war
-        #: Bumped by every commit and forget: while it stands still the live accesses are
-        #: those the last commit left (dropping finished entries does not count: it changes
-        #: no answer). See :meth:`self_conflicts`.
-        self.version = 0
-
-    def self_conflicts(self, accesses: list[Access]) -> list[tuple[str, str]]:
-        """Why a node with ``accesses`` depends on an unfinished earlier node with the very same
-        accesses: [(reason, array label)], empty when both only read.
-
-        When it is not empty and nothing was committed after the earlier node (:attr:`version`
-        unchanged), the earlier node is the only parent the new one needs: every other live
-        access the new one conflicts with, the earlier one conflicted with too, so it is
-        ordered before the earlier one already (a graph replayed again, ``Runtime.launch_graph``).
-        """
-        probe = DependencyTracker(self._drop_raw, self._drop_war)
-        earlier = Node("probe", "probe", None, accesses)
-        probe.commit(earlier, accesses)
-        return probe.conflicts(accesses).get(earlier, [])
-
-    def writes_beyond(self, key: Any, known: Any) -> bool:
-        """Whether an unfinished node not in ``known`` writes any byte of the allocation
-        (``HostAccess`` fetches a small allocation whole only when none does)."""
-        live = self._live.get(key)
-        if live is not None:
-            for _, _, node in live.writes:
-                if not node.finished and node not in known:
-                    return True
-        return False
-
-    def forget(self, key: Any) -> None:
-        """Drop everything known about an allocation (it has been freed)."""
-        self.version += 1
-        self._live.pop(key, None)
-
-    def live_entries(self, key: Any) -> int:
-        """Number of live entries kept for an allocation (for tests of boundedness)."""
-        live = self._live.get(key)
-        if live is None:
-            return 0
-        entries = live.writes + [e for es in live.reads.values() for e in es]
-        return sum(1 for e in entries if not e[2].finished)
-
-
-compiled.register(DependencyTracker, PythonTracking, ("conflicts", "commit"))
-#: the classes of accesses the compiled tracker reads at their slots (``register_access_type``)
-_access_types: list[type] = [Access]
-
-
-def register_access_type(cls: type) -> None:
-    """Let the compiled tracker read accesses of ``cls`` (a class with ``__slots__`` ``key``,
-    ``lo``, ``hi``, ``write`` and ``label``) at their slots; any other object is read by name."""
-    if cls not in _access_types:
-        _access_types.append(cls)
-    compiled.configure("configure_tracker", DependencyTracker, _Live, Node,
-                       tuple(_access_types), RAW, WAR, WAW)
-
-
-register_access_type(Access)

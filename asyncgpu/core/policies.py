@@ -22,8 +22,6 @@ from __future__ import annotations
 import random
 from typing import Any, Protocol
 
-from . import compiled
-
 
 class StreamPool(Protocol):
     """What a policy may ask of the stream manager."""
@@ -36,23 +34,17 @@ class StreamPool(Protocol):
     streams: list[Any]
 
 
-class PythonReusePick:
-    """``Reuse.pick`` in Python: the reference for the compiled one (``csrc/streams.c``)."""
+class Reuse:
+    """New-stream policy ``reuse`` (FIFO over free streams)."""
 
     __slots__ = ()
+    name = "reuse"
 
     def pick(self, pool: StreamPool) -> Any:
         free = pool.take_free()
         if free is not None:
             return free
         return pool.grow() if pool.can_grow() else pool.least_recently_used()
-
-
-class Reuse(*compiled.bases("ReuseBase", PythonReusePick)):
-    """New-stream policy ``reuse`` (FIFO over free streams)."""
-
-    __slots__ = ()
-    name = "reuse"
 
 
 class AlwaysNew:
@@ -64,10 +56,11 @@ class AlwaysNew:
         return pool.grow() if pool.can_grow() else pool.least_recently_used()
 
 
-class PythonDisjointPick:
-    """``Disjoint.pick`` in Python: the reference for the compiled one (``csrc/streams.c``)."""
+class Disjoint:
+    """Parent-stream policy ``disjoint``: one child per parent inherits its stream."""
 
     __slots__ = ()
+    name = "disjoint"
 
     def pick(self, parents: list[Any]) -> Any | None:
         for p in parents:
@@ -75,13 +68,6 @@ class PythonDisjointPick:
                 p.handed_off = True
                 return p.stream
         return None
-
-
-class Disjoint(*compiled.bases("DisjointBase", PythonDisjointPick)):
-    """Parent-stream policy ``disjoint``: one child per parent inherits its stream."""
-
-    __slots__ = ()
-    name = "disjoint"
 
 
 class SameAsParent:
@@ -123,9 +109,6 @@ class RandomStream:
             return idle
         return self.rng.choice(pool.streams)
 
-
-compiled.register(Reuse, PythonReusePick, ("pick",))
-compiled.register(Disjoint, PythonDisjointPick, ("pick",))
 
 NEW_STREAM = {"reuse": Reuse, "always-new": AlwaysNew}
 PARENT_STREAM = {"disjoint": Disjoint, "same-as-parent": SameAsParent}

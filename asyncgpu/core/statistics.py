@@ -6,27 +6,19 @@ from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from . import compiled as _compiled
-
-#: The integer counts. Where the compiled module is built they live in its ``CountersBase``
-#: as C integers, which the compiled launch path adds to without making int objects
-#: (asyncgpu/csrc/counters.c); otherwise, and for every other field, in ``__slots__``.
+#: The integer counts (the rest of the fields are objects).
 COUNTS = ("nodes", "kernels", "event_waits", "events_recorded", "nodes_retired",
           "retired_by_poll", "prefetches", "bytes_prefetched", "events_queried", "calls",
           "host_accesses", "streams_created", "events_created", "copies_to_device",
           "copies_to_host", "bytes_to_device", "bytes_to_host", "graphs_recorded",
           "graphs_replayed")
 _OBJECT_FIELDS = ("edges", "listener", "streams_used", "syncs")
-_CountersBase = getattr(_compiled.speedups, "CountersBase", None)
-if _CountersBase is not None and set(_CountersBase.counts()) != set(COUNTS):
-    _CountersBase = None        # (a module built from other sources: keep the slots)
 
 
-class Counters(*(() if _CountersBase is None else (_CountersBase,))):
-    """Mutable counters owned by one runtime (cheap on the launch path: slots, and the counts in
-    C integers where the compiled module is built, which its methods update in place)."""
+class Counters:
+    """Mutable counters owned by one runtime (cheap on the launch path: slots)."""
 
-    __slots__ = _OBJECT_FIELDS if _CountersBase is not None else COUNTS + _OBJECT_FIELDS
+    __slots__ = COUNTS + _OBJECT_FIELDS
 
     def __init__(self) -> None:
         self.nodes = 0

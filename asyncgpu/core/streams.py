@@ -22,9 +22,7 @@ newest node, else its oldest), so a long loop without host access keeps a bounde
 nodes and a flat per-launch cost.
 
 The manager is plain Python: it calls the backend through ``create_stream``, ``create_event``,
-``record``, ``wait`` and ``event_done``, always passing streams explicitly. Its per-launch
-methods (:class:`PythonStreamCalls`) have compiled twins in ``asyncgpu/csrc/streams.c``
-(``asyncgpu.core.compiled``), which give the same answers.
+``record``, ``wait`` and ``event_done``, always passing streams explicitly.
 """
 
 from __future__ import annotations
@@ -32,8 +30,6 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from . import compiled
-from . import dag as _dag
 from .dag import Node, finish_through
 from .policies import NEW_STREAM, PARENT_STREAM, RandomStream, Serial
 
@@ -55,130 +51,7 @@ class StreamState:
         return f"<stream {self.index}: {len(self.inflight)} in flight>"
 
 
-class PythonStreamCalls:
-    """The stream manager's per-launch methods in Python: the reference for the compiled
-    versions in ``asyncgpu/csrc/streams.c`` (``asyncgpu.core.compiled``)."""
-
-    __slots__ = ()
-    backend: Any
-    stats: Any
-    poll_threshold: int
-    new_policy: Any
-    parent_policy: Any
-    streams: list[StreamState]
-    _free: deque[StreamState]
-    _events: list[Any]
-    _by_use: dict[StreamState, None]
-    _inflight: int
-
-    def take_free(self) -> StreamState | None:
-        while self._free:
-            s = self._free.popleft()
-            if not s.inflight:
-                return s
-        return None
-
-    def choose(self, node: Node, parents: list[Node]) -> StreamState:
-        """Pick the node's stream by policy (does not enqueue anything)."""
-        stream = None
-        if parents and self.parent_policy is not None:
-            stream = self.parent_policy.pick(parents)
-        if stream is None:
-            stream = self.new_policy.pick(self)
-        return stream
-
-    def wait_for_parents(self, node: Node, parents: list[Node]) -> None:
-        """Make the node's stream wait for parents on other streams (never blocks the host)."""
-        stream = node.stream
-        if len(parents) == 1:
-            latest: Any = parents       # (the common case, a chain: no per-stream map)
-        else:
-            by_stream: dict[int, Node] = {}
-            for p in parents:
-                ps = p.stream
-                if ps is stream or ps is None:
-                    continue
-                cur = by_stream.get(ps.index)
-                if cur is None or p.seq > cur.seq:
-                    by_stream[ps.index] = p
-            latest = by_stream.values()
-        waited = stream.waited
-        for p in latest:
-            ps = p.stream
-            if ps is stream or ps is None or waited.get(ps.index, -1) >= p.seq:
-                continue
-            self.backend.wait(stream.handle, p.event)
-            waited[ps.index] = p.seq
-            self.stats.event_waits += 1
-
-    def issued(self, node: Node, recorded: Any = None) -> None:
-        """Book the node on its stream and record its completion event (after the launch);
-        ``recorded``: an event the backend already recorded right after it (a graph's own,
-        see :func:`_pooled`), taken instead."""
-        stream = node.stream
-        stream.seq += 1
-        node.seq = stream.seq
-        by_use = self._by_use
-        del by_use[stream]     # move to the most recently used end
-        by_use[stream] = None
-        if recorded is None:
-            event = self._events.pop() if self._events else self._new_event()
-            self.backend.record(event, stream.handle)
-        else:
-            event = recorded
-        node.event = event
-        stream.inflight.append(node)
-        self._inflight += 1
-        self.stats.events_recorded += 1
-
-    def poll(self) -> None:
-        """Retire finished work by querying events, when many nodes are in flight."""
-        if self._inflight <= self.poll_threshold:
-            return
-        # The stream whose newest work is oldest is the likeliest to have finished all of it,
-        # and its tail's query retires the whole stream. (Polling the streams in turn fell in
-        # step with the stream choice on independent launches: it kept querying the stream
-        # just launched on, two queries per launch for one node retired.)
-        for s in self._by_use:                  # least recently used first
-            if s.inflight:
-                break
-        else:
-            return
-        tail = s.inflight[-1]
-        if not self._retire_if_done(tail):
-            head = s.inflight[0]
-            if head is not tail:
-                self._retire_if_done(head)
-
-    def _retire_if_done(self, node: Node) -> bool:
-        """Ask ``node``'s completion event; retire it (and what came before it) if it is done."""
-        self.stats.events_queried += 1
-        if not self.backend.event_done(node.event):
-            return False
-        self.stats.retired_by_poll += self.finished(node)
-        return True
-
-    def _on_finish(self, node: Node) -> None:
-        if _pooled(node):
-            self._events.append(node.event)
-        node.event = None
-        node.keepalive = None
-        node.launch = None
-        # The tracker may keep a finished node in its entries until they are next scanned;
-        # the node must not keep the allocations alive meanwhile (their arrays may be gone).
-        node.accesses = ()
-        self._inflight -= 1
-        if not node.stream.inflight:
-            self._free.append(node.stream)
-
-    def finished(self, node: Node) -> int:
-        """The host knows ``node`` completed: retire it and everything ordered before it."""
-        n = finish_through(node, self._on_finish)
-        self.stats.nodes_retired += n
-        return n
-
-
-class StreamManager(*compiled.bases("StreamsBase", PythonStreamCalls)):
+class StreamManager:
     """Chooses streams, issues waits and records events, retires finished nodes."""
 
     __slots__ = ("_by_use", "_events", "_free", "_inflight", "backend", "max_streams",
@@ -287,6 +160,112 @@ class StreamManager(*compiled.bases("StreamsBase", PythonStreamCalls)):
         """Number of unfinished device nodes."""
         return self._inflight
 
+    def take_free(self) -> StreamState | None:
+        while self._free:
+            s = self._free.popleft()
+            if not s.inflight:
+                return s
+        return None
+
+    def choose(self, node: Node, parents: list[Node]) -> StreamState:
+        """Pick the node's stream by policy (does not enqueue anything)."""
+        stream = None
+        if parents and self.parent_policy is not None:
+            stream = self.parent_policy.pick(parents)
+        if stream is None:
+            stream = self.new_policy.pick(self)
+        return stream
+
+    def wait_for_parents(self, node: Node, parents: list[Node]) -> None:
+        """Make the node's stream wait for parents on other streams (never blocks the host)."""
+        stream = node.stream
+        if len(parents) == 1:
+            latest: Any = parents       # (the common case, a chain: no per-stream map)
+        else:
+            by_stream: dict[int, Node] = {}
+            for p in parents:
+                ps = p.stream
+                if ps is stream or ps is None:
+                    continue
+                cur = by_stream.get(ps.index)
+                if cur is None or p.seq > cur.seq:
+                    by_stream[ps.index] = p
+            latest = by_stream.values()
+        waited = stream.waited
+        for p in latest:
+            ps = p.stream
+            if ps is stream or ps is None or waited.get(ps.index, -1) >= p.seq:
+                continue
+            self.backend.wait(stream.handle, p.event)
+            waited[ps.index] = p.seq
+            self.stats.event_waits += 1
+
+    def issued(self, node: Node, recorded: Any = None) -> None:
+        """Book the node on its stream and record its completion event (after the launch);
+        ``recorded``: an event the backend already recorded right after it (a graph's own,
+        see :func:`_pooled`), taken instead."""
+        stream = node.stream
+        stream.seq += 1
+        node.seq = stream.seq
+        by_use = self._by_use
+        del by_use[stream]     # move to the most recently used end
+        by_use[stream] = None
+        if recorded is None:
+            event = self._events.pop() if self._events else self._new_event()
+            self.backend.record(event, stream.handle)
+        else:
+            event = recorded
+        node.event = event
+        stream.inflight.append(node)
+        self._inflight += 1
+        self.stats.events_recorded += 1
+
+    def poll(self) -> None:
+        """Retire finished work by querying events, when many nodes are in flight."""
+        if self._inflight <= self.poll_threshold:
+            return
+        # The stream whose newest work is oldest is the likeliest to have finished all of it,
+        # and its tail's query retires the whole stream. (Polling the streams in turn fell in
+        # step with the stream choice on independent launches: it kept querying the stream
+        # just launched on, two queries per launch for one node retired.)
+        for s in self._by_use:                  # least recently used first
+            if s.inflight:
+                break
+        else:
+            return
+        tail = s.inflight[-1]
+        if not self._retire_if_done(tail):
+            head = s.inflight[0]
+            if head is not tail:
+                self._retire_if_done(head)
+
+    def _retire_if_done(self, node: Node) -> bool:
+        """Ask ``node``'s completion event; retire it (and what came before it) if it is done."""
+        self.stats.events_queried += 1
+        if not self.backend.event_done(node.event):
+            return False
+        self.stats.retired_by_poll += self.finished(node)
+        return True
+
+    def _on_finish(self, node: Node) -> None:
+        if _pooled(node):
+            self._events.append(node.event)
+        node.event = None
+        node.keepalive = None
+        node.launch = None
+        # The tracker may keep a finished node in its entries until they are next scanned;
+        # the node must not keep the allocations alive meanwhile (their arrays may be gone).
+        node.accesses = ()
+        self._inflight -= 1
+        if not node.stream.inflight:
+            self._free.append(node.stream)
+
+    def finished(self, node: Node) -> int:
+        """The host knows ``node`` completed: retire it and everything ordered before it."""
+        n = finish_through(node, self._on_finish)
+        self.stats.nodes_retired += n
+        return n
+
 
 def _pooled(node: Node) -> bool:
     """Whether the node's completion event came from the pool. A replayed graph's may be the
@@ -295,7 +274,3 @@ def _pooled(node: Node) -> bool:
     return not (node.kind == "graph" and node.event is getattr(node.keepalive, "done", None))
 
 
-compiled.register(StreamManager, PythonStreamCalls,
-                  ("take_free", "choose", "wait_for_parents", "issued", "poll", "finished",
-                   "_on_finish"))
-compiled.configure("configure_streams", Node, StreamState, StreamManager, _dag._ids, _dag._NONE)

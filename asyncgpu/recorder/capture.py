@@ -282,7 +282,7 @@ def _node(rt: Any, be: Any, launch: Any) -> tuple[Node, Any]:
         node.keepalive = launch.arrays
         return node, None
     call = launch.call()
-    accesses = call.accesses(rt.alias_blind)
+    accesses = call.accesses()
     prepared = be.library_call(rt, call, accesses)
     if prepared is None:
         raise CaptureError(f"{call.describe()} must run at once (its result depends on the "

@@ -25,9 +25,6 @@ Example::
         step(x, y)      # recorded, then captured and launched, then launched
     with record():      # a block, told apart by its source line
         k1[g, b](x, y)
-
-Plain Python; ``GraphFunction.__call__``'s common case is compiled
-(``asyncgpu/csrc/graph_call.c``).
 """
 
 from __future__ import annotations
@@ -39,15 +36,12 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable
 
-from ..core import compiled
 from ..core.errors import RecordingError
-from ..runtime.context import Runtime
 from ..runtime.current import current_runtime
 from ..runtime.frozen import FrozenGraph
-from . import recording as _recorder
 from .cache import VARIANTS, copy_key
-from .finish import issue_eagerly, replay_remembered
-from .keys import Launch, LaunchMemo, RecordingKey, argument_key
+from .finish import issue_eagerly
+from .keys import argument_key
 from .recording import Recording
 
 log = logging.getLogger("asyncgpu")
@@ -132,18 +126,25 @@ class Recorder(_Run):
         self._exit(self._open.pop(), exc is not None)
 
 
-class PythonGraphCall:
-    """``GraphFunction.__call__`` in Python: the reference for the compiled one, which does
-    the plain (not static) call's common case itself (``asyncgpu/csrc/recording.c``)."""
+class GraphFunction(_Run):
+    """A function whose launches are recorded and replayed as CUDA graphs (see :func:`graph`)."""
 
-    fn: Callable[..., Any]
-    static: bool
-    _static: OrderedDict[Any, dict[tuple[int, ...], tuple[FrozenGraph, Any]]]
-    _enter: Any
-    _exit: Any
-    _replay_static: Any
+    def __init__(self, fn: Callable[..., Any], split: bool = False, static: bool = False) -> None:
+        if static and split:
+            raise ValueError("asyncgpu.graph: static=True replays one graph per call without "
+                             "running the body, so it cannot split the body at host operations")
+        super().__init__(next(_tokens), getattr(fn, "__qualname__", repr(fn)), split)
+        self.fn = fn
+        self.static = static
+        #: static: argument key -> {allocations copied in: (FrozenGraph, what the capturing
+        #: call returned)} (explicit memory: one graph per set of host-current inputs)
+        self._static: OrderedDict[Any, dict[tuple[int, ...], tuple[FrozenGraph, Any]]] = \
+            OrderedDict()
+        functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the body in a recording of its own (or inlined in this thread's); a ``static``
+        function whose graph for these arguments can launch now launches it instead."""
         akey = argument_key(args, kwargs) if self.static else None
         if akey is not None:
             hits = self._static.get(akey)
@@ -168,23 +169,6 @@ class PythonGraphCall:
             if len(self._static) > _STATIC_KEYS:
                 self._static.popitem(last=False)
         return result
-
-
-class GraphFunction(*compiled.bases("GraphCallBase", PythonGraphCall), _Run):
-    """A function whose launches are recorded and replayed as CUDA graphs (see :func:`graph`)."""
-
-    def __init__(self, fn: Callable[..., Any], split: bool = False, static: bool = False) -> None:
-        if static and split:
-            raise ValueError("asyncgpu.graph: static=True replays one graph per call without "
-                             "running the body, so it cannot split the body at host operations")
-        super().__init__(next(_tokens), getattr(fn, "__qualname__", repr(fn)), split)
-        self.fn = fn
-        self.static = static
-        #: static: argument key -> {allocations copied in: (FrozenGraph, what the capturing
-        #: call returned)} (explicit memory: one graph per set of host-current inputs)
-        self._static: OrderedDict[Any, dict[tuple[int, ...], tuple[FrozenGraph, Any]]] = \
-            OrderedDict()
-        functools.update_wrapper(self, fn)
 
     def _replay_static(self, hits: dict[tuple[int, ...], tuple[FrozenGraph, Any]]
                        ) -> tuple[bool, Any]:
@@ -215,8 +199,6 @@ class GraphFunction(*compiled.bases("GraphCallBase", PythonGraphCall), _Run):
     def __repr__(self) -> str:
         return f"<asyncgpu.graph {self.name}>"
 
-
-compiled.register(GraphFunction, PythonGraphCall, ("__call__",))
 
 #: Argument keys a static graph function remembers (least recently added dropped first).
 _STATIC_KEYS = 64
@@ -274,7 +256,3 @@ def record(name: str | None = None, *, split: bool = False) -> Recorder:
             token = _sites[site] = next(_tokens)
     return Recorder(token, label, split)
 
-
-compiled.configure("configure_recording", Recording, LaunchMemo, RecordingKey, FrozenGraph,
-                   Runtime, Launch, vars(_recorder), replay_remembered,
-                   PythonGraphCall.__call__, GraphFunction._replay_static)

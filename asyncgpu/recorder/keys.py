@@ -16,10 +16,10 @@ at every call; a view's layout never changes) and equal numbers (of the same typ
 pattern: not zero, not NaN) *is* the remembered launch, so it is taken as it is, without
 validating or keying it again (the remembered launch keeps the first view object, which is
 equivalent). The common case, every argument the very same object, is one identity test per
-argument (``operator.is_`` mapped in C); that the remembered arrays are still live is checked
-once per run, and only when the process's count of explicit frees has moved
-(:meth:`LaunchMemo.usable`). A run made only of remembered launches,
-as many as before, has the remembered :class:`RecordingKey`, whose hash is computed once.
+argument; that the remembered arrays are still live is checked once per run, and only when the
+process's count of explicit frees has moved (:meth:`LaunchMemo.usable`). A run made only of
+remembered launches, as many as before, has the remembered :class:`RecordingKey`, whose hash is
+computed once.
 Anything else (a new array, a freed one, another scalar, one launch more or fewer) is keyed in
 full, as without the memo.
 
@@ -44,7 +44,6 @@ from typing import Any
 
 import numpy as np
 
-from ..core import compiled
 from ..runtime.array import Allocation, Array
 
 
@@ -80,18 +79,7 @@ class Launch:
         rt.launch_kernel(self.launcher, self.args)
 
 
-class PythonKeyHash:
-    """``RecordingKey.__hash__`` in Python: the reference for the compiled one
-    (``asyncgpu/csrc/recording.c``, ``asyncgpu.core.compiled``)."""
-
-    __slots__ = ()
-    hash: int
-
-    def __hash__(self) -> int:
-        return self.hash
-
-
-class RecordingKey(*compiled.bases("KeyBase", PythonKeyHash)):
+class RecordingKey:
     """The key of one recording segment, hashed once (a tuple of tuples would be hashed again
     at every lookup). ``token``: the recorder's (token, segment)."""
 
@@ -102,7 +90,8 @@ class RecordingKey(*compiled.bases("KeyBase", PythonKeyHash)):
         self.parts = parts
         self.hash = hash((token, parts))
 
-    __hash__ = PythonKeyHash.__hash__     # (defining __eq__ would otherwise unset it)
+    def __hash__(self) -> int:
+        return self.hash
 
     def __eq__(self, other: object) -> bool:
         return self is other or (isinstance(other, RecordingKey) and self.hash == other.hash
@@ -137,9 +126,6 @@ def same_arguments(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
                 continue
         return False                # anything else (another array, say) is keyed in full
     return True
-
-
-compiled.register(RecordingKey, PythonKeyHash, ("__hash__",))
 
 
 class LaunchMemo:

@@ -68,33 +68,22 @@ import warnings
 from operator import is_
 from typing import Any
 
-from ..core import compiled
 from ..core.errors import RecordingError
 from . import calls as _graph_calls
 from .finish import finish, issue_eagerly, replay_remembered
 from .keys import Launch, LaunchMemo, same_arguments
 
 
-class PythonRecording:
-    """``Recording.__init__``, ``end_segment``, ``_remember`` and ``repeated`` in Python: the
-    reference for the compiled ones (``asyncgpu/csrc/recording.c``, ``asyncgpu.core.compiled``)."""
+class Recording:
+    """The recording in progress on one runtime (``runtime.recording``) for one thread.
 
-    __slots__ = ()
-    runtime: Any
-    token: Any
-    name: str
-    thread: int
-    launches: list[Launch]
-    failed: bool
-    eager: bool
-    split: bool
-    segment: int
-    calls: int
-    outcomes: list[str]
-    frozen: list[Any]
-    memo: LaunchMemo | None
-    previous: Any
-    cut: LaunchMemo | None
+    With ``split`` a host operation or a library call ends the current *segment* (its
+    launches are issued, captured or replayed like a whole recording, keyed by the segment's
+    position) and recording goes on after it, instead of raising.
+    """
+
+    __slots__ = ("runtime", "token", "name", "thread", "launches", "failed", "eager", "split",
+                 "segment", "calls", "outcomes", "frozen", "memo", "previous", "cut")
 
     def __init__(self, runtime: Any, token: Any, name: str, split: bool) -> None:
         self.runtime = runtime
@@ -151,13 +140,13 @@ class PythonRecording:
         self.frozen.append(frozen)
 
     def repeated(self) -> None:
-        """Every launch of the segment's previous run came again, in order (called on the
-        last one by :meth:`remember` and by the compiled launcher, ``asyncgpu/csrc/launcher.c``):
-        if that memo is steady, end the segment here, where the runs before ended it, so its
-        graph starts while the body goes on. The host operation that ended those runs then
-        finds nothing to end. A launch that is not remembered may come first instead: it
-        starts the next segment (correct, since a segment may end anywhere; only later
-        segments miss their memos once) and makes the memo unsteady (:meth:`went_on`)."""
+        """Every launch of the segment's previous run came again, in order (called by
+        :meth:`remember` on the last one): if that memo is steady, end the segment here, where
+        the runs before ended it, so its graph starts while the body goes on. The host
+        operation that ended those runs then finds nothing to end. A launch that is not
+        remembered may come first instead: it starts the next segment (correct, since a
+        segment may end anywhere; only later segments miss their memos once) and makes the
+        memo unsteady (:meth:`went_on`)."""
         memo = self.memo
         if memo is None or not memo.steady:
             return
@@ -176,18 +165,6 @@ class PythonRecording:
         else:
             self.memo = None
             self.previous = ()
-
-
-class Recording(*compiled.bases("RecordingBase", PythonRecording)):
-    """The recording in progress on one runtime (``runtime.recording``) for one thread.
-
-    With ``split`` a host operation or a library call ends the current *segment* (its
-    launches are issued, captured or replayed like a whole recording, keyed by the segment's
-    position) and recording goes on after it, instead of raising.
-    """
-
-    __slots__ = ("runtime", "token", "name", "thread", "launches", "failed", "eager", "split",
-                 "segment", "calls", "outcomes", "frozen", "memo", "previous", "cut")
 
     # -- hooks the runtime calls (under its lock) -------------------------------------------
     def kernel(self, launcher: Any, args: tuple[Any, ...], site: str | None) -> bool:
@@ -211,7 +188,7 @@ class Recording(*compiled.bases("RecordingBase", PythonRecording)):
             same = previous[position]
             if same.launcher is launcher:
                 old = same.args
-                # the common case, in C: the very same objects (live: LaunchMemo.usable)
+                # the common case: the very same objects (live: LaunchMemo.usable)
                 if (len(old) == len(args) and all(map(is_, old, args))) \
                         or same_arguments(old, args):
                     launches.append(same)
@@ -272,7 +249,3 @@ class Recording(*compiled.bases("RecordingBase", PythonRecording)):
         issue_eagerly(rt, self.launches)
         self.launches = []
         return False, None
-
-
-compiled.register(Recording, PythonRecording, ("__init__", "end_segment", "_remember",
-                                               "repeated"))

@@ -6,8 +6,7 @@ device) retires it; ``asyncgpu.runtime.switch`` has the model and why it was cho
 
 Launches, library calls and replayed graphs go through the pipeline of
 ``asyncgpu.runtime.issue`` (``launch_kernel``, ``launch_graph`` and ``_issue`` are
-:class:`~asyncgpu.runtime.issue.PythonIssuing`'s, or their compiled twins in
-``asyncgpu/csrc/issue.c``; docs/design.md, "Compiled methods").
+:class:`~asyncgpu.runtime.issue.Issuing`'s).
 
 Host accesses (``Array`` indexing, ``numpy()``) wait for the conflicting unfinished nodes only,
 then touch the memory directly (``asyncgpu.runtime.host_access``); they run under the runtime's
@@ -27,20 +26,19 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..core import compiled
+from ..core.compiled import is_compiled
 from ..core.config import BACKEND_BUILD, Options
-from ..core.dag import Node, reduce_parents
-from ..core.deps import Access, DependencyTracker, register_access_type
+from ..core.dag import Node
+from ..core.deps import Access, DependencyTracker
 from ..core.errors import AnnotationViolation, KernelFault
 from ..core.statistics import Counters, Statistics
 from ..core.streams import StreamManager
 from . import backend_registry, current
 from . import switch as _switch
-from .array import DEVICE, HOST, Allocation
-from .frozen import FrozenGraph
+from .array import DEVICE, Allocation
 from .host_access import HostAccess
-from .issue import PythonIssuing, graph_repeat, refuse_reentry
-from .kernel import ArrayArg, user_site
+from .issue import Issuing
+from .kernel import user_site
 from .library import run_now
 from .memory import ExplicitMemory
 
@@ -50,22 +48,25 @@ log = logging.getLogger("asyncgpu")
 #: they attach to a runtime (``asyncgpu.observe.trace``: the whole-process trace that
 #: ``ASYNCGPU_TRACE`` asks for), so the runtime needs no import of them.
 NEW_RUNTIME_HOOKS: list[Callable[[Any], None]] = []
+#: Whether the one line saying the launch path runs uncompiled was logged (once a process).
+_said_uncompiled = False
 
-register_access_type(ArrayArg)      # (launch arguments are their own accesses)
 
+def _say_if_uncompiled() -> None:
+    global _said_uncompiled
+    if not _said_uncompiled and not is_compiled():
+        _said_uncompiled = True
+        log.warning("asyncgpu: the launch path runs as plain Python (it was not compiled at "
+                    "install: no C compiler or Cython); results are the same, each launch "
+                    "costs the host about twice as much")
 
-class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
+class Runtime(Issuing, HostAccess):
     """The scheduler for one backend (use the module-level API; no public constructor)."""
 
-    # (slots, no instance dict: the compiled methods read what every launch reads at its
-    # offset)
-    __slots__ = ("__weakref__", "_instruments", "_issuing", "_issuing_compiled", "_lock",
-                 "_plain_reads", "_releases", "_short_reads", "alias_blind", "backend", "deps",
-                 "eager_free", "graph_config", "graphs", "host_epoch", "host_no_wait",
-                 "last_replay", "memory", "no_const", "options", "prefetch", "graph_read_back",
-                 "recording", "retired", "stats", "streams", "sync_mode", "want_sites")
+    __slots__ = ("__weakref__",)     # (the state is declared by Issuing, which reads it most)
 
     def __init__(self, options: Options, backend: Any = None) -> None:
+        _say_if_uncompiled()
         self.options = options
         # ``backend`` replaces the one the options select (micro-benchmarks of the runtime's
         # own cost use a backend that does nothing)
@@ -75,7 +76,6 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
         self._releases: deque[tuple[int, Any]] = deque()
         self._instruments: list[Any] = []
         self._issuing: Node | None = None     # the node _issue is enqueueing (re-entry refused)
-        self._issuing_compiled: Node | None = None    # the same, set by the compiled _issue
         #: The recording in progress (``asyncgpu.recorder.recording``): launches are deferred
         #: into it.
         self.recording: Any = None
@@ -93,9 +93,8 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
             hook(self)
 
     def _configure(self, options: Options) -> None:
-        bugs = options.test_bugs
         self.options = options
-        self.deps = DependencyTracker(drop_raw="drop_raw" in bugs, drop_war="drop_war" in bugs)
+        self.deps = DependencyTracker()
         self.streams = StreamManager(self.backend, options, self.stats)
         self.sync_mode = options.execution == "sync"
         #: The options a recording's key includes (how its graphs are scheduled).
@@ -117,9 +116,6 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
         self.prefetch = (options.prefetch == "auto" and self.backend.prefetches
                          and self.memory is None)
         self.want_sites = self.backend.wants_sites
-        self.alias_blind = "alias_blind" in bugs
-        self.host_no_wait = "host_no_wait" in bugs
-        self.eager_free = "eager_free" in bugs
 
     def close(self) -> None:
         """The runtime is being replaced (``set_options``, after its synchronize): give back
@@ -201,7 +197,7 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
                 deferred, results = self.recording.library_call(call, site)
                 if deferred:
                     return results
-            accesses = call.accesses(self.alias_blind)
+            accesses = call.accesses()
             if self.no_const:
                 for acc in accesses:
                     acc.write = True
@@ -298,7 +294,3 @@ class Runtime(*compiled.bases("RuntimeBase", PythonIssuing), HostAccess):
 
 
 current.install(Runtime)
-compiled.register(Runtime, PythonIssuing, ("launch_kernel", "launch_graph", "_issue"))
-compiled.configure("configure_issue", Runtime, Counters, Node, Allocation, user_site,
-                   refuse_reentry, PythonIssuing.launch_kernel, reduce_parents, HOST, DEVICE,
-                   PythonIssuing.launch_graph, FrozenGraph, graph_repeat)

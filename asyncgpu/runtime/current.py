@@ -10,8 +10,8 @@ naming the switch (:func:`foreign`).
 
 This module sits at the bottom of the runtime layer: arrays, kernels and library calls find
 the runtime they run on here without importing the runtime's class, which the execution
-context (``asyncgpu.runtime.context``) installs (:func:`install`). The compiled launcher reads
-``_runtime`` from this module's globals (``Launcher.__call__``'s twin, ``launcher.c``).
+context (``asyncgpu.runtime.context``) installs (:func:`install`). ``Launcher.__call__`` reads
+``_runtime`` directly (one attribute, no call) on every launch.
 
 Invariants: ``_runtime`` is None or a runtime made for ``_options``' backend and device;
 it changes only under ``_global_lock``.

@@ -8,8 +8,7 @@ result is a :class:`FrozenGraph`, the one thing the runtime needs to know of it 
 launches' accesses (what its replay node declares to the dynamic DAG), the launches whose
 arrays it keeps alive, and the bookkeeping of explicit memory (which allocations it copies in,
 reads, overwrites, writes and copies back). It lives in the runtime layer because the issue
-path and its compiled twin (``configure_issue``, ``configure_frozen``) take it; the recorder
-builds it.
+path takes it; the recorder builds it.
 
 Invariants: ``inputs`` and ``overwritten`` split the allocations the launches use by whether
 their first use may read the old bytes; ``settled`` equals ``Runtime.host_epoch`` only while no
@@ -25,29 +24,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core import compiled
 from ..core.deps import Access
 from .memory import host_current, overwrites
 
 
-class PythonFrozen:
-    """``FrozenGraph.host_current`` in Python: the reference for the compiled one
-    (``asyncgpu/csrc/memory.c``)."""
-
-    __slots__ = ()
-    settled: int
-    inputs: tuple[Any, ...]
-
-    def host_current(self, rt: Any) -> tuple[Any, ...]:
-        """Its inputs that are host-current now (``asyncgpu.runtime.memory.host_current``): none
-        while nothing has made one host-current since its last launch left them all on the
-        device."""
-        if self.settled == rt.host_epoch:
-            return ()
-        return host_current(self.inputs)
-
-
-class FrozenGraph(*compiled.bases("FrozenBase", PythonFrozen)):
+class FrozenGraph:
     """A captured graph and the union of its accesses (one cache entry).
 
     ``copy_in``: the allocations the graph copies to the device itself (their accesses are
@@ -93,15 +74,19 @@ class FrozenGraph(*compiled.bases("FrozenBase", PythonFrozen)):
         self.read_back: tuple[Any, ...] = ()
         self.replay_version = -1
 
+    def host_current(self, rt: Any) -> tuple[Any, ...]:
+        """Its inputs that are host-current now (``asyncgpu.runtime.memory.host_current``): none
+        while nothing has made one host-current since its last launch left them all on the
+        device."""
+        if self.settled == rt.host_epoch:
+            return ()
+        return host_current(self.inputs)
+
     @property
     def lanes(self) -> int:
         """The streams its launches were captured on (after the lane budget; copy lane not
         counted)."""
         return max(self.plan[1]) + 1 if self.plan is not None else 1
-
-
-compiled.register(FrozenGraph, PythonFrozen, ("host_current",))
-compiled.configure("configure_frozen", FrozenGraph)
 
 
 def graph_inputs(launches: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:

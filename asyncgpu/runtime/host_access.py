@@ -129,9 +129,9 @@ class HostAccess:
 
     def _access(self, array: Array, lo: int, hi: int, write: bool, label: str) -> Access:
         """The host's access to ``[lo, hi)`` of the array's allocation, as the tracker and the
-        backend's hook see it (keyed by the array object itself when ``alias_blind``)."""
+        backend's hook see it."""
         alloc = array._alloc
-        return Access(id(array) if self.alias_blind else alloc.id, alloc, lo, hi, write, label)
+        return Access(alloc.id, alloc, lo, hi, write, label)
 
     def begin_host_access(self, array: Array, lo: int, hi: int, write: bool,
                           dense: bool = False, refused: bool = False) -> None:
@@ -153,7 +153,7 @@ class HostAccess:
         memory = self.memory
         fetch = memory is not None and memory.before_host(array, lo, hi, write, dense)
         # (a read of a current mirror waits for nothing: ``ExplicitMemory.host_waits``)
-        found = ({} if self.host_no_wait or (memory is not None and not (write or fetch))
+        found = ({} if memory is not None and not (write or fetch)
                  else self.deps.conflicts([acc]))
         # A small allocation is fetched whole when that waits for no writer the span does
         # not: the same round trip, and the host's next reads of it need none.

@@ -89,8 +89,8 @@ def _simulator_array_type() -> Any:
 def is_foreign(obj: Any) -> bool:
     """Whether ``obj`` is another library's array that :func:`import_array` may view: it has
     the CUDA Array Interface, DLPack (NumPy arrays excepted: host data, copied instead), or is
-    a device array of Numba (real or simulated). The compiled ``Kernel.bind`` hands every
-    argument with one of these attributes to the Python binding, which asks this."""
+    a device array of Numba (real or simulated). ``Kernel.bind`` asks this of an argument that
+    is neither an asyncgpu array nor a number."""
     if isinstance(obj, (np.ndarray, np.generic, Array)):
         return False
     return (hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "__dlpack__")

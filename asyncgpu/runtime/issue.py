@@ -8,9 +8,8 @@ GrCUDA's order, which is what lets host-to-device transfers overlap the parents'
              -> wait for parents on other streams (events) -> launch -> record the node's event
              -> commit the accesses -> (sync mode: host waits) / (async: maybe poll events)
 
-:class:`PythonIssuing` holds the runtime's ``launch_kernel``, ``launch_graph`` and ``_issue``
-(``Runtime`` takes it as a base); their compiled twins in ``asyncgpu/csrc/issue.c`` run the same
-steps (``asyncgpu.core.compiled``; docs/design.md, "Compiled methods").
+:class:`Issuing` holds the runtime's ``launch_kernel``, ``launch_graph`` and ``_issue``
+(``Runtime`` takes it as a base).
 
 Invariants
 ----------
@@ -33,6 +32,8 @@ import weakref
 from collections import Counter
 from typing import Any
 
+from ..core.compiled import EXTENSIONS
+
 from ..core.dag import Node, reduce_parents
 from ..core.deps import Access, DependencyTracker
 from .array import DEVICE, HOST
@@ -40,17 +41,18 @@ from .chunks import launch_chunked
 from .kernel import Launcher, user_site
 
 
-class PythonIssuing:
-    """The runtime's ``launch_kernel``, ``launch_graph`` and ``_issue`` in Python: the
-    reference for the compiled versions in ``asyncgpu/csrc/issue.c`` (``asyncgpu.core.compiled``),
-    which run the same steps, call the same methods in the same order and raise the same
-    errors."""
+#: Whether this module runs compiled (an extension module has no Python frames to look at).
+_COMPILED = __file__.endswith(EXTENSIONS)
 
-    __slots__ = ()
-    _lock: Any
-    _releases: Any
-    _issuing: Node | None
-    _instruments: list[Any]
+
+class Issuing:
+    """The runtime's ``launch_kernel``, ``launch_graph`` and ``_issue``: the pipeline of the
+    module docstring."""
+
+    __slots__ = ("_instruments", "_issuing", "_lock", "_plain_reads", "_releases", "_short_reads",
+                 "backend", "deps", "graph_config", "graphs", "host_epoch", "last_replay",
+                 "memory", "no_const", "options", "prefetch", "graph_read_back", "recording",
+                 "retired", "stats", "streams", "sync_mode", "want_sites")
 
     def launch_kernel(self, launcher: Launcher, args: tuple[Any, ...]) -> None:
         """Validate and schedule one kernel launch; returns without waiting."""
@@ -66,9 +68,8 @@ class PythonIssuing:
                     and launch_chunked(self, launcher, args, arrays, values, site)):
                 return
             accesses: list[Any] = arrays     # an ArrayArg is its own dependency access
-            if self.no_const or self.alias_blind:
-                accesses = [Access(id(a.array) if self.alias_blind else a.key, a.alloc, a.lo,
-                                   a.hi, a.write or self.no_const, a.param) for a in arrays]
+            if self.no_const:
+                accesses = [Access(a.key, a.alloc, a.lo, a.hi, True, a.param) for a in arrays]
             launch = self.backend.kernel_launch(kernel, launcher, arrays, values, site)
             node = Node("kernel", kernel.name, site, accesses)
             node.launch = launch
@@ -125,9 +126,6 @@ class PythonIssuing:
                     # (the accesses also keep the allocations alive until the node is finished)
                     alloc = acc.alloc
                     alloc.location = DEVICE if acc.write else alloc.location | DEVICE
-            if self.eager_free:
-                node.keepalive = None
-                node.accesses = []
             stats.nodes += 1
             stats.streams_used.add(stream.index)
             if found:
@@ -224,11 +222,10 @@ def refuse_reentry(rt: Any, node: Node) -> None:
     mark is set). Same thread, since the lock is re-entrant: a finalizer or callback ran in the
     middle of scheduling another node and launched; going on would corrupt the DAG.
 
-    The compiled ``_issue`` always clears its marks, so its mark is proof. A Python one may
-    leave its mark set when an interrupt lands on the line that clears it, so its frame is
-    looked for on the stack."""
-    issuing = rt._issuing
-    if issuing is rt._issuing_compiled or _inside_issue(issuing):
+    Compiled, ``_issue`` always clears its mark (no interrupt can land between C statements),
+    so the mark is proof. In Python an interrupt may land on the line that clears it, so the
+    ``_issue`` frame that set it is looked for on the stack."""
+    if _COMPILED or _inside_issue(rt._issuing):
         raise RuntimeError(
             f"{node.label()} was launched from inside another asyncgpu operation (a "
             "finalizer or callback running while asyncgpu schedules work); nothing was "
@@ -240,7 +237,7 @@ def _inside_issue(node: Node) -> bool:
     """Whether a caller of the ``_issue`` calling :func:`refuse_reentry` is a Python
     ``_issue`` enqueueing ``node``. (An ``_issue`` on the stack that has not reached its launch
     yet, one copying its inputs in, is a legitimate caller: it has not set the mark.)"""
-    code = PythonIssuing._issue.__code__
+    code = vars(Issuing)["_issue"].__code__
     frame = sys._getframe(2)
     while frame is not None:
         if frame.f_code is code and frame.f_locals.get("node") is node:

@@ -15,16 +15,17 @@ once. Errors name the kernel with the user's launch site, the argument and the f
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 from threading import get_ident
 from typing import Any, Callable
 
 import numpy as np
 
-from ..core import compiled
+from ..core.deps import Access
 from ..core.errors import ArgumentError, ArgumentValueError
 from . import current
-from .array import Allocation, Array
+from .array import Array
 from .checks import (
     BLOCK_LIMITS,
     GRID_LIMITS,
@@ -61,17 +62,16 @@ class CudaCSource:
     sim: Callable[..., Any] | None
 
 
-class ArrayArg:
+class ArrayArg(Access):
     """A validated array argument of one launch, which is also its dependency access.
 
     ``index``/``param``: position and parameter name; ``read``: the kernel may read the old
-    contents; ``write``: it may modify them. ``key``, ``alloc``, ``lo``, ``hi`` and ``label``
-    are what :class:`asyncgpu.core.deps.Access` carries, so the dependency tracker takes the
-    argument as it is (no second object per array per launch).
+    contents; ``write``: it may modify them. As an :class:`asyncgpu.core.deps.Access` (``key``,
+    ``alloc``, ``lo``, ``hi``, ``label``) the dependency tracker takes the argument as it is
+    (no second object per array per launch).
     """
 
-    __slots__ = ("index", "param", "array", "read", "write", "key", "alloc", "lo", "hi",
-                 "label")
+    __slots__ = ("index", "param", "array", "read")
 
     def __init__(self, index: int, param: str, array: Array, read: bool, write: bool) -> None:
         self.index = index
@@ -91,6 +91,7 @@ class ArrayArg:
 
 
 _NUMBERS = frozenset({int, float, bool, complex})
+_BY_INDEX = operator.attrgetter("index")     # (array arguments in parameter order)
 _INTS = frozenset({int})
 _REALS = frozenset({int, float})
 
@@ -113,87 +114,7 @@ def plain_scalar(p: Param) -> tuple[frozenset[type], Any, Any, Any] | None:
     return None
 
 
-class PythonBinding:
-    """:class:`Kernel`'s ``bind`` in Python: the reference for the compiled version in
-    ``asyncgpu/csrc/binding.c``, and what runs where that is not built
-    (``asyncgpu.core.compiled``)."""
-
-    __slots__ = ()
-    _slots: tuple[Any, ...]
-    params: tuple[Param, ...]
-    typed: bool
-
-    def bind(self, runtime: Any, args: tuple[Any, ...], site: str | None,
-             ) -> tuple[list[ArrayArg], list[Any]]:
-        """Validate ``args``; return the array arguments and the argument values to pass.
-
-        Raises before anything is enqueued; nothing is changed on failure. The common case
-        (live arrays of this runtime, plain numbers for untyped kernels) takes no detour; every
-        other case goes through the checks that explain what is wrong.
-        """
-        slots = self._slots
-        if len(args) != len(slots):
-            names = ", ".join(p.name for p in self.params)
-            raise ArgumentError(
-                f"{self._where(site)} takes {len(slots)} arguments ({names}); "
-                f"{len(args)} given"
-            )
-        typed = self.typed
-        arrays: list[ArrayArg] = []
-        values = list(args)
-        foreign: list[Any] = []
-        for (i, name, read, write, dtype, is_array, plain), a in zip(slots, args):
-            if isinstance(a, Array):
-                alloc = a._alloc
-                if (alloc.freed or alloc.runtime is not runtime
-                        or (typed and not (is_array and (dtype is None or a.dtype == dtype)
-                                           and a._contiguous))):
-                    self._check_array(runtime, i, self.params[i], a, site)
-                arrays.append(ArrayArg(i, name, a, read, write))
-            elif plain is not None and type(a) in plain[0] and plain[1] <= a <= plain[2]:
-                values[i] = plain[3](a)     # what convert_scalar returns, without its checks
-            elif typed or type(a) not in _NUMBERS or not (read and write):
-                if type(a) not in _NUMBERS and is_foreign(a):
-                    foreign.append((i, name, read, write,
-                                    self._describe_foreign(runtime, i, a, site)))
-                else:
-                    values[i] = self._bind_scalar(i, self.params[i], a, site)
-        if foreign:
-            # every argument is checked: only now may the imports enqueue their ordering
-            for i, name, read, write, described in foreign:
-                imported = adopt(runtime, described)
-                arrays.append(ArrayArg(i, name, imported, read, write))
-                values[i] = imported
-            arrays.sort(key=lambda arg: arg.index)
-        return arrays, values
-
-    #: the compiled bind hands the cases it does not take (a wrong argument count) to this
-    bind_in_python = bind
-
-
-class PythonLaunchers:
-    """``Kernel.__getitem__`` in Python: the reference for the compiled one
-    (``asyncgpu/csrc/binding.c``), which answers a cached configuration itself and calls this
-    for every other."""
-
-    __slots__ = ()
-    _launchers: dict[Any, Any]
-
-    def __getitem__(self, config: Any) -> Launcher:
-        try:
-            return self._launchers[config]
-        except (KeyError, TypeError):
-            pass
-        launcher = Launcher(self, *self._parse_config(config))  # type: ignore[attr-defined]
-        try:
-            if len(self._launchers) < 256:
-                self._launchers[config] = launcher
-        except TypeError:  # unhashable configuration (lists): fine, just not cached
-            pass
-        return launcher
-
-
-class Kernel(*compiled.bases("KernelBase", PythonBinding), PythonLaunchers):
+class Kernel:
     """A kernel whose launches asyncgpu schedules (see :func:`asyncgpu.kernel`)."""
 
     __slots__ = ("name", "params", "modes", "source", "typed", "elementwise", "_launchers",
@@ -208,7 +129,7 @@ class Kernel(*compiled.bases("KernelBase", PythonBinding), PythonLaunchers):
     @classmethod
     def _create(cls, name: str, params: tuple[Param, ...], modes: dict[str, str],
                 source: Any, typed: bool) -> Kernel:
-        self = object.__new__(cls)
+        self = cls.__new__(cls)
         self.name = name
         self.params = params
         self.modes = modes        # parameter name -> "r" | "w" | "rw" (arrays only)
@@ -243,6 +164,19 @@ class Kernel(*compiled.bases("KernelBase", PythonBinding), PythonLaunchers):
             f"{self.name}[blocks, threads_per_block](...)"
         )
 
+    def __getitem__(self, config: Any) -> Launcher:
+        try:
+            return self._launchers[config]
+        except (KeyError, TypeError):
+            pass
+        launcher = Launcher(self, *self._parse_config(config))
+        try:
+            if len(self._launchers) < 256:
+                self._launchers[config] = launcher
+        except TypeError:  # unhashable configuration (lists): fine, just not cached
+            pass
+        return launcher
+
     def _parse_config(self, config: Any) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         parts = config if isinstance(config, tuple) else (config,)
         where = f"kernel '{self.name}' (at {user_site()})"
@@ -273,7 +207,7 @@ class Kernel(*compiled.bases("KernelBase", PythonBinding), PythonLaunchers):
             )
         return grid, block, int(shared)
 
-    # -- argument validation (bind: PythonBinding's, or compiled) ----------------------------
+    # -- argument validation ------------------------------------------------------------------
     def _where(self, site: str | None, index: int | None = None) -> str:
         text = f"kernel '{self.name}'" + (f" (launched at {site})" if site else "")
         if index is not None:
@@ -346,37 +280,52 @@ class Kernel(*compiled.bases("KernelBase", PythonBinding), PythonLaunchers):
             )
         return convert_scalar(a, p, lambda: self._where(site, i))
 
+    def bind(self, runtime: Any, args: tuple[Any, ...], site: str | None,
+             ) -> tuple[list[ArrayArg], list[Any]]:
+        """Validate ``args``; return the array arguments and the argument values to pass.
 
-def launch_in_python(launcher: Launcher, args: tuple[Any, ...],
-                     **kwargs: Any) -> None:
-    """The launch of ``launcher(*args)``: remembered by the thread's recording, or handed to
-    the runtime. ``Launcher.__call__`` is this function, or the compiled call of
-    ``asyncgpu._speedups`` (``asyncgpu.core.compiled``), which serves the remembered case itself
-    and everything else through this."""
-    if kwargs:
-        raise ArgumentValueError(
-            f"kernel '{launcher.kernel.name}': kernel arguments are positional, in the "
-            f"kernel's parameter order; got keyword argument(s) {', '.join(sorted(kwargs))}"
-        )
-    rt = current._runtime or current.current_runtime()
-    rec = rt.recording
-    # A launch that repeats the recording's previous run is taken from its memo without
-    # the runtime's lock: only this thread reads or ends its own recording.
-    if rec is not None and rec.thread == get_ident() and rec.remember(launcher, args):
-        return
-    rt.launch_kernel(launcher, args)
+        Raises before anything is enqueued; nothing is changed on failure. The common case
+        (live arrays of this runtime, plain numbers for untyped kernels) takes no detour; every
+        other case goes through the checks that explain what is wrong.
+        """
+        slots = self._slots
+        if len(args) != len(slots):
+            names = ", ".join([p.name for p in self.params])
+            raise ArgumentError(
+                f"{self._where(site)} takes {len(slots)} arguments ({names}); "
+                f"{len(args)} given"
+            )
+        typed = self.typed
+        arrays: list[ArrayArg] = []
+        values = list(args)
+        foreign: list[Any] = []
+        for (i, name, read, write, dtype, is_array, plain), a in zip(slots, args):
+            if isinstance(a, Array):
+                alloc = a._alloc
+                if (alloc.freed or alloc.runtime is not runtime
+                        or (typed and not (is_array and (dtype is None or a.dtype == dtype)
+                                           and a._contiguous))):
+                    self._check_array(runtime, i, self.params[i], a, site)
+                arrays.append(ArrayArg(i, name, a, read, write))
+            elif plain is not None and type(a) in plain[0] and plain[1] <= a <= plain[2]:
+                values[i] = plain[3](a)     # what convert_scalar returns, without its checks
+            elif typed or type(a) not in _NUMBERS or not (read and write):
+                if type(a) not in _NUMBERS and is_foreign(a):
+                    foreign.append((i, name, read, write,
+                                    self._describe_foreign(runtime, i, a, site)))
+                else:
+                    values[i] = self._bind_scalar(i, self.params[i], a, site)
+        if foreign:
+            # every argument is checked: only now may the imports enqueue their ordering
+            for i, name, read, write, described in foreign:
+                imported = adopt(runtime, described)
+                arrays.append(ArrayArg(i, name, imported, read, write))
+                values[i] = imported
+            arrays.sort(key=_BY_INDEX)
+        return arrays, values
 
 
-class PythonCall:
-    """The launcher's call in Python (the compiled one is ``_speedups.LauncherBase``'s)."""
-
-    __slots__ = ()
-
-    def __call__(self, *args: Any, **kwargs: Any) -> None:
-        launch_in_python(self, args, **kwargs)   # type: ignore[arg-type]
-
-
-class Launcher(*compiled.bases("LauncherBase", PythonCall)):
+class Launcher:
     """``kernel[grid, block]``: calling it schedules one launch and returns at once."""
 
     __slots__ = ("kernel", "grid", "block", "shared", "grid3", "block3", "prepared")
@@ -395,13 +344,18 @@ class Launcher(*compiled.bases("LauncherBase", PythonCall)):
     def __repr__(self) -> str:
         return f"<launcher {self.kernel.name}[{self.grid}, {self.block}, {self.shared}]>"
 
-
-compiled.register(Launcher, PythonCall, ("__call__",))
-compiled.register(Kernel, PythonBinding, ("bind",))
-compiled.register(Kernel, PythonLaunchers, ("__getitem__",))
-compiled.configure("configure_binding", Kernel, Launcher, Array, Allocation, ArrayArg, _NUMBERS,
-                   PythonLaunchers.__getitem__)
-
-
-# the compiled launcher reads the process-wide runtime from the globals of asyncgpu.runtime.current
-compiled.configure("configure", vars(current), launch_in_python)
+    def __call__(self, *args: Any, **kwargs: Any) -> None:
+        """Schedule one launch: remembered by the thread's recording, or handed to the
+        runtime."""
+        if kwargs:
+            raise ArgumentValueError(
+                f"kernel '{self.kernel.name}': kernel arguments are positional, in the "
+                f"kernel's parameter order; got keyword argument(s) {', '.join(sorted(kwargs))}"
+            )
+        rt = current._runtime or current.current_runtime()
+        rec = rt.recording
+        # A launch that repeats the recording's previous run is taken from its memo without
+        # the runtime's lock: only this thread reads or ends its own recording.
+        if rec is not None and rec.thread == get_ident() and rec.remember(self, args):
+            return
+        rt.launch_kernel(self, args)

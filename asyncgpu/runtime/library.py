@@ -162,7 +162,7 @@ class LibraryCall:
         for i, a in enumerate(self.arrays):
             check_usable(a, runtime, f"{self.describe()}: array argument {i} ({a.describe()})")
 
-    def accesses(self, alias_blind: bool = False) -> list[Access]:
+    def accesses(self) -> list[Access]:
         """One access per distinct array argument (a write if any occurrence is written)."""
         seen: dict[int, int] = {}
         out: list[Access] = []
@@ -174,8 +174,7 @@ class LibraryCall:
                 continue
             seen[id(a)] = len(out)
             alloc = a._alloc
-            out.append(Access(id(a) if alias_blind else alloc.id, alloc, a._lo, a._hi, write,
-                              a.describe()))
+            out.append(Access(alloc.id, alloc, a._lo, a._hi, write, a.describe()))
         return out
 
 

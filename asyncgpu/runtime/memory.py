@@ -61,10 +61,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core import compiled
 from ..core.dag import Node
 from ..core.deps import Access
-from .array import DEVICE, HOST, Allocation
+from .array import DEVICE, HOST
 
 BOTH = HOST | DEVICE
 
@@ -127,56 +126,7 @@ def host_current(allocs: Any) -> tuple[Any, ...]:
     return tuple([a for a in allocs if a.location == HOST and a.nbytes])
 
 
-class PythonBooking:
-    """``ExplicitMemory.before_device``, ``before_graph`` and ``after_graph`` in Python: the
-    reference for the compiled ones (``asyncgpu/csrc/memory.c``)."""
-
-    __slots__ = ()
-
-    def before_device(self, accesses: list[Any]) -> None:
-        """Copy in every host-current allocation the node needs, before the node's waits.
-
-        Written allocations are booked DEVICE here, before the launch rather than at its
-        commit: once the device copy is current, DEVICE is true whether or not the launch then
-        happens, so an exception or interrupt in between cannot leave a stale host copy marked
-        current.
-        """
-        self.make_device_current(accesses)   # type: ignore[attr-defined]
-        for acc in accesses:     # (a second pass: another argument may read the same array)
-            if acc.write and acc.alloc.nbytes:
-                acc.alloc.location = DEVICE
-
-    def before_graph(self, frozen: Any) -> tuple[Any, ...]:
-        """A replayed graph copies its ``copy_in`` allocations in itself: book them current on
-        both sides before the issue, so no copy node is made for them; host-current ones it
-        overwrites whole need no copy at all. What it writes is then booked ``DEVICE``, before
-        the launch as :meth:`before_device` books a kernel's. Returns what was booked from
-        ``HOST``.
-
-        This is all of a graph's location bookkeeping: the caller launches the variant whose
-        ``copy_in`` is exactly its host-current inputs, so nothing it reads is left on the
-        host only and every allocation it touches is current on the device afterwards.
-        """
-        booked = frozen.copy_in
-        if frozen.overwritten:
-            booked += tuple(a for a in frozen.overwritten if a.location == HOST)
-        for alloc in booked:
-            alloc.location = BOTH
-        for alloc in frozen.written:
-            alloc.location = DEVICE
-        return booked
-
-    def after_graph(self, frozen: Any) -> None:
-        """The graph's copies are writes (the issue booked them ``DEVICE``): those no kernel
-        writes are current on both sides."""
-        for alloc in frozen.copy_only:
-            alloc.location = BOTH
-        stats = self.runtime.stats      # type: ignore[attr-defined]
-        stats.copies_to_device += len(frozen.copy_in)
-        stats.bytes_to_device += frozen.copy_bytes
-
-
-class ExplicitMemory(*compiled.bases("MemoryBase", PythonBooking)):
+class ExplicitMemory:
     """The runtime's side of the explicit model: applies the transitions, issues the copies.
 
     Called under the runtime's lock: :meth:`before_device` from ``Runtime._issue`` before the
@@ -184,7 +134,7 @@ class ExplicitMemory(*compiled.bases("MemoryBase", PythonBooking)):
     ``Runtime.host_access``.
     """
 
-    __slots__ = ("runtime",)    # (no instance dict: the compiled calls of it go direct)
+    __slots__ = ("runtime",)
 
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
@@ -340,6 +290,46 @@ class ExplicitMemory(*compiled.bases("MemoryBase", PythonBooking)):
             self.copy(alloc, lo, hi, True, array.describe())
         alloc.location = after
 
+    def before_device(self, accesses: list[Any]) -> None:
+        """Copy in every host-current allocation the node needs, before the node's waits.
 
-compiled.register(ExplicitMemory, PythonBooking, ("before_device", "before_graph", "after_graph"))
-compiled.configure("configure_memory", Allocation, HOST, DEVICE, BOTH)
+        Written allocations are booked DEVICE here, before the launch rather than at its
+        commit: once the device copy is current, DEVICE is true whether or not the launch then
+        happens, so an exception or interrupt in between cannot leave a stale host copy marked
+        current.
+        """
+        self.make_device_current(accesses)   # type: ignore[attr-defined]
+        for acc in accesses:     # (a second pass: another argument may read the same array)
+            if acc.write and acc.alloc.nbytes:
+                acc.alloc.location = DEVICE
+
+    def before_graph(self, frozen: Any) -> tuple[Any, ...]:
+        """A replayed graph copies its ``copy_in`` allocations in itself: book them current on
+        both sides before the issue, so no copy node is made for them; host-current ones it
+        overwrites whole need no copy at all. What it writes is then booked ``DEVICE``, before
+        the launch as :meth:`before_device` books a kernel's. Returns what was booked from
+        ``HOST``.
+
+        This is all of a graph's location bookkeeping: the caller launches the variant whose
+        ``copy_in`` is exactly its host-current inputs, so nothing it reads is left on the
+        host only and every allocation it touches is current on the device afterwards.
+        """
+        booked = frozen.copy_in
+        if frozen.overwritten:
+            booked += tuple(a for a in frozen.overwritten if a.location == HOST)
+        for alloc in booked:
+            alloc.location = BOTH
+        for alloc in frozen.written:
+            alloc.location = DEVICE
+        return booked
+
+    def after_graph(self, frozen: Any) -> None:
+        """The graph's copies are writes (the issue booked them ``DEVICE``): those no kernel
+        writes are current on both sides."""
+        for alloc in frozen.copy_only:
+            alloc.location = BOTH
+        stats = self.runtime.stats      # type: ignore[attr-defined]
+        stats.copies_to_device += len(frozen.copy_in)
+        stats.bytes_to_device += frozen.copy_bytes
+
+

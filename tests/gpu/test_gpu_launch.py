@@ -174,7 +174,7 @@ def test_direct_driver_calls_compute_what_cupys_calls_compute():
     eager launches across streams, a recorded graph replayed, host reads; the same values.
     ``configure(direct_driver=...)`` takes effect at once (the backend is made again)."""
     import asyncgpu as ag
-    from asyncgpu.core import compiled as _compiled
+    from asyncgpu.backends.cuda.driver import compiled_driver
     from asyncgpu.runtime.current import current_runtime
 
     src = r'''extern "C" __global__ void axpy(const float* x, float* y, float a, int n) {
@@ -183,7 +183,7 @@ def test_direct_driver_calls_compute_what_cupys_calls_compute():
     for direct in (True, False):
         with ag.configure(backend="cuda", direct_driver=direct):
             rt = current_runtime()
-            assert (rt.backend.driver is not None) == (direct and _compiled.in_use())
+            assert (rt.backend.driver is not None) == (direct and compiled_driver() is not None)
             axpy = ag.cuda_kernel(src, "axpy")
             xs = [ag.array(np.arange(1000, dtype=np.float32) * (i + 1)) for i in range(4)]
 
@@ -212,12 +212,12 @@ def test_single_node_graphs_compute_what_kernel_launches_compute():
     are also the ones NumPy computes. The graph path is really taken (``lane_launches``), and
     not while the recorder captures."""
     import asyncgpu as ag
-    from asyncgpu.core import compiled as _compiled
+    from asyncgpu.backends.cuda.driver import compiled_driver
     from asyncgpu.runtime.current import current_runtime
     from numba import cuda
 
-    if not _compiled.in_use():
-        pytest.skip("single_node_graphs needs the compiled module")
+    if compiled_driver() is None:
+        pytest.skip("single_node_graphs needs the compiled module cudriver")
     src = r'''extern "C" __global__ void scale(const float* x, float* y, float a, int n) {
         int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i]; }'''
 
@@ -274,11 +274,11 @@ def test_a_launch_the_lane_refuses_raises_the_drivers_error_and_the_lane_goes_on
     import cupy
 
     import asyncgpu as ag
-    from asyncgpu.core import compiled as _compiled
+    from asyncgpu.backends.cuda.driver import compiled_driver
     from asyncgpu.runtime.current import current_runtime
 
-    if not _compiled.in_use():
-        pytest.skip("single_node_graphs needs the compiled module")
+    if compiled_driver() is None:
+        pytest.skip("single_node_graphs needs the compiled module cudriver")
     with ag.configure(backend="cuda", single_node_graphs=True):
         driver = current_runtime().backend.driver
         if driver is None or not driver.single_node_graphs:

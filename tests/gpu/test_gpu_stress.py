@@ -41,15 +41,17 @@ def test_random_programs_under_stress_equal_serial_on_gpu(stress_seed):
     assert delays > 0
 
 
+@pytest.mark.pure
 def test_stress_makes_a_planted_missing_dependency_visible_on_gpu():
     import asyncgpu as ag
+    from asyncgpu.testing.mutants import planted
 
     init = programs.initial()
     wrong = 0
     for seed in range(20):
         steps = programs.random_program(random.Random(seed), 24)
         expected = run(ag, steps, init, execution="sync")
-        got = run(ag, steps, init, execution="async", stress=True, stress_seed=seed,
-                  test_bugs={"drop_raw"})
+        with planted("drop_raw"):
+            got = run(ag, steps, init, execution="async", stress=True, stress_seed=seed)
         wrong += not same(got, expected)
     assert wrong > 0

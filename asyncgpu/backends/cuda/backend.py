@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 
-from ...core import compiled
 from ...core.config import Options, cuda_device_max_connections
 from ...core.errors import (
     BackendUnavailableError,
@@ -67,75 +66,11 @@ RECENT_LAUNCHES = 16
 GRAPHS_KEPT = 16
 
 
-class PythonDeviceCalls:
-    """The CUDA calls of every launch in Python: the reference for the compiled versions in
-    ``asyncgpu/csrc/device.c`` (``asyncgpu.core.compiled``)."""
-
-    __slots__ = ()
-    captures: CaptureTracker
-    _recent: deque[Any]
-
-    def record(self, event: Any, stream: Any) -> None:
-        if self.captures.engaged:
-            self.captures.record(event, stream)
-        try:
-            self._event_record(event.ptr, stream.ptr)
-        except Exception as exc:     # (free when nothing is raised)
-            raise self._device_error(exc)
-
-    def wait(self, stream: Any, event: Any) -> None:
-        if self.captures.engaged:
-            self.captures.wait(stream, event)
-        try:
-            self._stream_wait(stream.ptr, event.ptr, 0)
-        except Exception as exc:
-            raise self._device_error(exc)
-
-    def event_done(self, event: Any) -> bool:
-        if self.captures.engaged:
-            self.captures.check_host_wait(event, "event query")
-        try:
-            return bool(self._event_done(event))
-        except Exception as exc:
-            raise self._device_error(exc)
-
-    def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],
-                      site: str | None) -> Any:
-        """Prepare a launch (``_cuda_kernels.make_launch``)."""
-        return make_launch(self, kernel, launcher, arrays, values, site)
-
-    def graph_launch(self, graph: Graph, stream: Any) -> Any:
-        """Launch ``graph`` on ``stream``; returns ``graph.done``, recorded right after it (the
-        runtime's completion event for the launch: see the backend contract)."""
-        check_launch(graph, stream, self.captures)
-        self._graph_launch(graph.handle, stream)
-        done = graph.done
-        self._event_record(done.ptr, stream.ptr)
-        graph.launched = True
-        # the graph (and so its arrays) must outlive its running launches even if dropped
-        inflight = self._graphs_in_flight
-        inflight[id(graph)] = graph
-        if len(inflight) > GRAPHS_KEPT:
-            forget_finished(inflight)
-        return done
-
-    def launch(self, node: Any, stream: Any) -> None:
-        if self.captures.engaged:
-            self.captures.launch(node, stream)    # CUDA records it; we keep its arrays
-        self._recent.append(node)
-        try:
-            node.launch(stream)
-        except Exception as exc:
-            self._launch_failed(node, stream, exc)
-
-
-class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
+class CudaBackend:
     """GPU backend (see the module docstring)."""
 
-    # No instance dict: the compiled methods read these at their offsets and call the
-    # backend's compiled methods directly (an object with an instance dict is called by name,
-    # since the dict could shadow a method: docs/design.md, "Compiled methods"). The last
-    # three are set on first use by asyncgpu/backends/cuda/timing.py.
+    # No instance dict (the launch path reads these on every launch). The last three are set
+    # on first use by asyncgpu/backends/cuda/timing.py.
     __slots__ = ("__weakref__", "_d2h", "_driver_error", "_event_done", "_event_record",
                  "_fetch_stream", "_graph_launch", "_graphs_in_flight", "_numba_streams",
                  "_recent", "_stream_wait", "captures", "cupy", "device", "device_name", "driver",
@@ -175,11 +110,10 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
         self._numba_streams: dict[int, Any] = {}
         self.captures = CaptureTracker()
         self.single_node_graphs = options.single_node_graphs
-        # A launch's CUDA calls: straight into the driver where that applies (_driver.py),
+        # A launch's CUDA calls: straight into the driver where that applies (driver.py),
         # else CuPy's. Kernels launch through cuLaunchKernel with a packed parameter buffer
-        # (_cuda_kernels.py) unless the user turned it off or this CuPy lacks the entry point.
-        self.use_calls(driver_calls(cupy) if options.direct_driver and compiled.in_use()
-                       else None)
+        # (kernels.py) unless the user turned it off or this CuPy lacks the entry point.
+        self.use_calls(driver_calls(cupy) if options.direct_driver else None)
         self.packed_launches = options.packed_launch and self.driver_launch is not None
         self._driver_error = cupy.cuda.driver.CUDADriverError
         self._fetch_stream: Any = None      # host reads' copies out (fetch_to_host)
@@ -196,9 +130,10 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
         log.info("asyncgpu cuda backend on %s (%d SMs)", self.device_name, self.sm_count)
 
     def use_calls(self, calls: Any) -> None:
-        """Make the CUDA calls of later launches with ``calls`` (an
-        ``asyncgpu._speedups.DriverCalls``), or with CuPy's own callables (None). Kernels
-        already prepared keep the launch call they were prepared with."""
+        """Make the CUDA calls of later launches with ``calls`` (a ``cudriver.DriverCalls``),
+        or with CuPy's own callables (None); the bound methods are kept as attributes, which
+        the launch path calls directly. Kernels already prepared keep the launch call they
+        were prepared with."""
         self.driver = calls
         (self.driver_launch, self._event_record, self._stream_wait, self._event_done,
          self._graph_launch) = cuda_calls(self.cupy, calls)
@@ -218,6 +153,60 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
         if self.driver is not None:
             self.driver.release_lanes()
         self.pool.free_all_blocks()
+
+    # -- a launch's CUDA calls ---------------------------------------------------------------
+    def record(self, event: Any, stream: Any) -> None:
+        if self.captures.engaged:
+            self.captures.record(event, stream)
+        try:
+            self._event_record(event.ptr, stream.ptr)
+        except Exception as exc:     # (free when nothing is raised)
+            raise self._device_error(exc)
+
+    def wait(self, stream: Any, event: Any) -> None:
+        if self.captures.engaged:
+            self.captures.wait(stream, event)
+        try:
+            self._stream_wait(stream.ptr, event.ptr, 0)
+        except Exception as exc:
+            raise self._device_error(exc)
+
+    def event_done(self, event: Any) -> bool:
+        if self.captures.engaged:
+            self.captures.check_host_wait(event, "event query")
+        try:
+            return bool(self._event_done(event))
+        except Exception as exc:
+            raise self._device_error(exc)
+
+    def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],
+                      site: str | None) -> Any:
+        """Prepare a launch (``kernels.make_launch``)."""
+        return make_launch(self, kernel, launcher, arrays, values, site)
+
+    def graph_launch(self, graph: Graph, stream: Any) -> Any:
+        """Launch ``graph`` on ``stream``; returns ``graph.done``, recorded right after it (the
+        runtime's completion event for the launch: see the backend contract)."""
+        check_launch(graph, stream, self.captures)
+        self._graph_launch(graph.handle, stream)
+        done = graph.done
+        self._event_record(done.ptr, stream.ptr)
+        graph.launched = True
+        # the graph (and so its arrays) must outlive its running launches even if dropped
+        inflight = self._graphs_in_flight
+        inflight[id(graph)] = graph
+        if len(inflight) > GRAPHS_KEPT:
+            forget_finished(inflight)
+        return done
+
+    def launch(self, node: Any, stream: Any) -> None:
+        if self.captures.engaged:
+            self.captures.launch(node, stream)    # CUDA records it; we keep its arrays
+        self._recent.append(node)
+        try:
+            node.launch(stream)
+        except Exception as exc:
+            self._launch_failed(node, stream, exc)
 
     # -- streams and events ------------------------------------------------------------------
     def create_stream(self) -> Any:
@@ -507,10 +496,6 @@ class CudaBackend(*compiled.bases("BackendBase", PythonDeviceCalls)):
         node.launch(stream)
 
 
-compiled.register(CudaBackend, PythonDeviceCalls,
-                  ("record", "wait", "event_done", "kernel_launch", "graph_launch", "launch"))
-
-
 def forget_finished(inflight: dict[int, Graph]) -> None:
     """Drop the graphs whose last launch has finished from those kept alive while running."""
     for key in [k for k, g in inflight.items() if g.done.done]:
@@ -524,6 +509,3 @@ def _is_sticky(exc: BaseException) -> bool:
     text = str(exc)
     return any(name in text for name in _STICKY_NAMES)
 
-
-compiled.configure("configure_backend", CudaBackend, CaptureTracker, Graph, check_launch,
-                   forget_finished, GRAPHS_KEPT)

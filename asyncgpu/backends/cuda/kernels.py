@@ -2,7 +2,7 @@
 
 Numba kernels are compiled for the argument types once (``Dispatcher.compile``) *before*
 anything is enqueued, so a typing error leaves the runtime untouched. CUDA C kernels are
-compiled through a CuPy ``RawKernel``. Both then launch through a packed plan (``_packed.py``):
+compiled through a CuPy ``RawKernel``. Both then launch through a packed plan (``packed.py``):
 the argument values are gathered here, per launch, from values cached on the arrays (pointers,
 Numba's array fields), and the enqueue is a single ``cuLaunchKernel``. Argument kinds the plan
 does not cover fall back to Numba's own launch or to ``RawKernel.__call__``.
@@ -13,7 +13,6 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from ...core import compiled
 from ...core.errors import ArgumentError, BlockTooLargeError, CompileError
 from ...runtime.array import Array
 from ...runtime.kernel import CudaCSource, Kernel
@@ -84,14 +83,24 @@ class RawLaunch:
         self.raw(self.grid, self.block, self.args, stream=stream, shared_mem=self.shared)
 
 
-class PythonGathering:
-    """:class:`PackedTarget`'s gathering of a launch's values in Python: the reference for the
-    compiled versions in ``asyncgpu/csrc/gather.c`` (``asyncgpu.core.compiled``). Each answers None
-    when an array's cached values are missing or are not what the target was built for."""
+class PackedTarget:
+    """What every packed launch of one launcher shares: the plan and the launch dimensions
+    (made once per launcher and argument types; ``Launcher.prepared`` keeps the latest).
 
-    __slots__ = ()
-    key: Any
+    ``backend`` is a weak reference: a kernel's launchers outlive runtimes (they are cached on
+    the kernel), and a strong one kept a dropped runtime's backend, its memory pool with it,
+    alive until the launcher was next used with another backend."""
 
+    __slots__ = ("backend", "key", "plan", "grid", "block", "shared")
+
+    def __init__(self, backend: Any, key: Any, plan: PackedPlan, launcher: Any) -> None:
+        self.backend = weakref.ref(backend)     # (call it: the backend, or None once dropped)
+        self.key = key            # Numba: the argument types' tokens it was built for
+        self.plan = plan
+        self.grid, self.block, self.shared = launcher.grid3, launcher.block3, launcher.shared
+
+    # Each gathering answers None when an array's cached values are missing or are not what
+    # the target was built for (then make_launch gathers them again).
     def numba_values(self, values: list[Any]) -> tuple[Any, ...] | None:
         """The flat values of a packed Numba launch: each array's ABI fields, each number."""
         key = self.key
@@ -122,33 +131,14 @@ class PythonGathering:
         return tuple(args)
 
 
-class PackedTarget(*compiled.bases("TargetBase", PythonGathering)):
-    """What every packed launch of one launcher shares: the plan and the launch dimensions
-    (made once per launcher and argument types; ``Launcher.prepared`` keeps the latest).
+class PackedLaunch:
+    """A launch through a :class:`PackedPlan`: one ``cuLaunchKernel`` call."""
 
-    ``backend`` is a weak reference: a kernel's launchers outlive runtimes (they are cached on
-    the kernel), and a strong one kept a dropped runtime's backend, its memory pool with it,
-    alive until the launcher was next used with another backend."""
+    __slots__ = ("target", "values")
 
-    __slots__ = ("backend", "key", "plan", "grid", "block", "shared")
-
-    def __init__(self, backend: Any, key: Any, plan: PackedPlan, launcher: Any) -> None:
-        self.backend = weakref.ref(backend)     # (call it: the backend, or None once dropped)
-        self.key = key            # Numba: the argument types' tokens it was built for
-        self.plan = plan
-        self.grid, self.block, self.shared = launcher.grid3, launcher.block3, launcher.shared
-
-
-compiled.register(PackedTarget, PythonGathering, ("numba_values", "pointer_values"))
-
-
-class PythonPackedCall:
-    """:class:`PackedLaunch`'s call in Python: the reference for the compiled one in
-    ``asyncgpu/csrc/device.c``."""
-
-    __slots__ = ()
-    target: PackedTarget
-    values: tuple[Any, ...]
+    def __init__(self, target: PackedTarget, values: tuple[Any, ...]) -> None:
+        self.target = target
+        self.values = values
 
     def __call__(self, stream: Any) -> None:
         # PackedPlan.launch, inlined: this runs once per launch
@@ -161,19 +151,6 @@ class PythonPackedCall:
         g, b = t.grid, t.block
         plan.launch_fn(plan.handle, g[0], g[1], g[2], b[0], b[1], b[2], t.shared, stream.ptr,
                        0, plan.extra_ptr)
-
-
-class PackedLaunch(*compiled.bases("PackedCallBase", PythonPackedCall)):
-    """A launch through a :class:`PackedPlan`: one ``cuLaunchKernel`` call."""
-
-    __slots__ = ("target", "values")
-
-    def __init__(self, target: PackedTarget, values: tuple[Any, ...]) -> None:
-        self.target = target
-        self.values = values
-
-
-compiled.register(PackedLaunch, PythonPackedCall, ("__call__",))
 
 
 def _raw_kernel(backend: Any, kernel: Kernel) -> Any:
@@ -341,6 +318,3 @@ def kernel_attributes(kernel: Kernel) -> dict[str, int] | None:
         return None
     return None
 
-
-compiled.configure("configure_device", PackedLaunch, PackedTarget, PackedPlan,
-                   PythonPackedCall.__call__, make_launch)

@@ -53,8 +53,8 @@ _STRUCT_CODE = {
 class PackedPlan:
     """A kernel's function handle, parameter layout and reusable parameter buffer."""
 
-    __slots__ = ("handle", "struct", "buf", "buf_ptr", "layout", "size", "extra", "extra_ptr",
-                 "splits", "launch_fn")
+    __slots__ = ("handle", "struct", "buf", "buf_ptr", "size", "extra", "extra_ptr", "splits",
+                 "launch_fn")
 
     def __init__(self, handle: int, fmt: str, splits: tuple[int, ...], launch_fn: Any) -> None:
         self.handle = int(handle)
@@ -63,7 +63,6 @@ class PackedPlan:
         # sizeof, rounded up, makes it refuse the launch with "too many resources requested").
         self.buf = ctypes.create_string_buffer(max(self.struct.size, 8))
         self.buf_ptr = ctypes.addressof(self.buf)
-        self.layout = value_layout(fmt)
         self.size = ctypes.c_size_t(self.struct.size)
         self.extra = (ctypes.c_void_p * 5)(
             _PARAM_BUFFER_POINTER, ctypes.addressof(self.buf),
@@ -71,7 +70,7 @@ class PackedPlan:
         )
         self.extra_ptr = ctypes.addressof(self.extra)
         self.splits = splits          # positions of complex values to split into (real, imag)
-        self.launch_fn = launch_fn    # cupy.cuda.driver.launchKernel
+        self.launch_fn = launch_fn    # the backend's launchKernel (CuPy's or DriverCalls')
 
     def launch(self, values: tuple[Any, ...], grid: tuple[int, int, int],
                block: tuple[int, int, int], shared: int, stream_ptr: int) -> None:
@@ -81,24 +80,6 @@ class PackedPlan:
         self.struct.pack_into(self.buf, 0, *values)
         self.launch_fn(self.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                        shared, stream_ptr, 0, self.extra_ptr)
-
-
-#: The codes whose packing the compiled launch does itself (``asyncgpu/csrc/device.c``).
-_LAID_OUT = "bBhHiIqQfd"
-
-
-def value_layout(fmt: str) -> bytes | None:
-    """Where each value of a plan's struct format goes: per value its code (one byte), three
-    bytes of padding and its byte offset (native 32-bit), so the compiled launch can pack the
-    buffer without ``struct`` (``asyncgpu/csrc/device.c``); None when a code is not one it
-    packs (then it calls ``pack_into``)."""
-    if any(c not in _LAID_OUT for c in fmt):
-        return None
-    entries = []
-    for i, code in enumerate(fmt):
-        offset = struct.calcsize("@" + fmt[: i + 1]) - struct.calcsize("@" + code)
-        entries.append(struct.pack("@c3xI", code.encode(), offset))
-    return b"".join(entries)
 
 
 def split_complex(values: tuple[Any, ...], splits: tuple[int, ...]) -> tuple[Any, ...]:

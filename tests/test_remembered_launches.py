@@ -1,12 +1,11 @@
-"""The compiled methods (``asyncgpu._speedups``): each class uses the ones asked for; the
-launcher's compiled call against the Python one: the same launches remembered, the same errors,
-other threads' launches issued, no references leaked. (``tests/test_recorder_memo.py`` runs
-the memo's own tests both ways too; ``test_*_compiled.py`` compare the other twins.)"""
+"""A launcher's call inside a recording: the launches of the previous run remembered (taken
+as they are when the arguments are the same), the same errors as outside a recording, other
+threads' launches issued as usual, no references leaked; launch configurations looked up,
+cached, parsed or refused. (``tests/test_recorder_memo.py`` checks the memo's keys against
+full keying.)"""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 import threading
 
@@ -14,27 +13,8 @@ import numpy as np
 import pytest
 from recorder_kernels import N, kernels
 
-from asyncgpu.core import compiled as _compiled
 from asyncgpu.core.errors import ArgumentError, ArgumentValueError
 from asyncgpu.runtime.current import current_runtime
-
-pytestmark = pytest.mark.usefixtures("compiled")
-
-
-def test_the_methods_in_use_are_the_ones_asked_for(compiled):
-    import asyncgpu.backends.cuda.backend  # noqa: F401  (registers the cuda backend's methods)
-
-    python = compiled == "python"
-    assert _compiled.in_use() == (not python)
-    classes = set()
-    for cls, reference, names in _compiled._registered:
-        for name in names:
-            assert (getattr(cls, name) is getattr(reference, name)) == python, (cls, name)
-        classes.add(cls.__name__)
-    assert classes == {"Launcher", "DependencyTracker", "Kernel", "PackedTarget", "Runtime",
-                       "StreamManager", "Node", "Reuse", "Disjoint", "ExplicitMemory",
-                       "CudaBackend", "PackedLaunch", "Recording", "RecordingKey",
-                       "GraphFunction", "FrozenGraph"}
 
 
 def test_launch_configurations_are_looked_up_cached_parsed_or_refused_alike(sim):
@@ -165,44 +145,3 @@ def test_remembered_launches_leak_no_references(sim):
         step()
     ag.synchronize()
     assert [sys.getrefcount(o) for o in (launch, x, y, a, scale[1, N])] == counts
-
-
-def test_asyncgpu_speedups_0_keeps_the_python_call():
-    env = dict(os.environ, ASYNCGPU_SPEEDUPS="0", ASYNCGPU_BACKEND="sim")
-    out = subprocess.run(
-        [sys.executable, "-c", "from asyncgpu.core import compiled; print(compiled.in_use())"],
-        env=env, capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
-    env["ASYNCGPU_SPEEDUPS"] = "maybe"
-    bad = subprocess.run([sys.executable, "-c", "import asyncgpu"], env=env,
-                         capture_output=True, text=True, check=False)
-    assert bad.returncode != 0 and "ASYNCGPU_SPEEDUPS" in bad.stderr
-
-
-def test_a_class_patched_after_launches_is_called_by_the_compiled_path(monkeypatch, sim):
-    """The compiled methods remember which class resolved a method to its compiled twin (by the
-    class's version tag); patching the class afterwards, as a test or a profiler would, must
-    still reach the patch on the next launch, and undoing it the compiled method again."""
-    import asyncgpu as ag
-    from asyncgpu.core.deps import DependencyTracker
-    from asyncgpu.core.streams import StreamManager
-
-    k = ag.cuda_kernel('extern "C" __global__ void inc(float* x) { x[threadIdx.x] += 1; }',
-                       "inc", sim=lambda x: x.__setitem__(slice(None), x + 1))
-    x = ag.zeros(32, np.float32)
-    for _ in range(3):
-        k[1, 32](x)                     # (the twins' answers are cached now)
-    calls = []
-    for cls, name in ((StreamManager, "issued"), (DependencyTracker, "commit")):
-        original = getattr(cls, name)
-
-        def spy(self, *args, original=original, name=name):
-            calls.append(name)
-            return original(self, *args)
-
-        monkeypatch.setattr(cls, name, spy)
-    k[1, 32](x)
-    assert calls == ["issued", "commit"]
-    monkeypatch.undo()
-    k[1, 32](x)
-    assert calls == ["issued", "commit"] and float(x[0]) == 5.0

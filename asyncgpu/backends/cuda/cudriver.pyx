@@ -1,0 +1,423 @@
+# cython: language_level=3, binding=False, boundscheck=False, wraparound=False
+# distutils: language = c++
+"""The CUDA calls of a launch, made straight into the driver (``Options.direct_driver``).
+
+The model
+---------
+Every launch on the ``cuda`` backend makes a few CUDA calls: ``cuLaunchKernel``, the event
+record of its completion, perhaps a stream's wait for another stream's event, later an event
+query; a graph replay makes ``cuGraphLaunch`` and a record. Through CuPy each is a wrapper that
+parses Python integers, releases the GIL and checks the status, and the record, the wait and
+the query go through the CUDA runtime, a layer above the driver. :class:`DriverCalls` has the
+same callables (``launchKernel``, ``eventRecord``, ``streamWaitEvent``, ``eventDone``,
+``graphLaunch``: the arguments of CuPy's ``driver.launchKernel``, ``runtime.eventRecord``,
+``runtime.streamWaitEvent``, ``Event.done`` and ``Graph.launch``) and calls the driver through
+cuda-python's Cython bindings (``cuda.bindings.cydriver``). The backend keeps its bound methods
+where it kept CuPy's (``asyncgpu/backends/cuda/driver.py``), so the launch path calls them
+directly.
+
+One-node graphs (``single_node_graphs``): ``cuLaunchKernel`` costs about 4.7 us of host time on
+the H100 machine, while ``cuGraphLaunch`` of an instantiated one-node graph costs about 2 us and
+changing that node's parameters in the executable graph (``cuGraphExecKernelNodeSetParams``)
+about 0.6 us (docs/performance.md). So each kernel function gets a *lane* on each stream it
+runs on: a one-node graph, instantiated on the function's first launch there; every later
+launch of it there sets the node's parameters (grid, block, shared memory, parameter buffer)
+and launches the graph on the stream. A lane holds one function, because a handle comes in one
+of two forms: the handle ``cuLaunchKernel`` takes may be a library's ``CUkernel`` (numba-cuda
+loads its kernels through ``cuLibraryLoadData``), which a kernel node takes as ``kern``, not
+``func``. A lane whose graph cannot be made with ``func`` is made with ``kern`` and keeps that
+form.
+
+Invariants
+----------
+* The same CUDA call with the same handles as CuPy would make (the driver function under the
+  runtime one), and nothing else. A driver error raises ``error(status)`` (CuPy's
+  ``CUDADriverError`` where the backend passes it), whose text starts with the error's name
+  (``CUDA_ERROR_ILLEGAL_ADDRESS: ...``) and whose ``status`` is the ``CUresult``.
+* A call refused because the thread has no current context (a new thread: the runtime layer
+  would make the device's primary context current) makes the context that was current when the
+  ``DriverCalls`` was made current on the thread, and is made again once.
+* ``cuLaunchKernel`` and ``cuGraphLaunch`` run without the GIL, as CuPy's do: either blocks
+  while the device's launch queue is full.
+* Lanes: ordering is the stream's (a graph launch is stream-ordered work, and a lane is only
+  launched on its own stream); updating an executable graph's parameters does not touch its
+  launches already enqueued (CUDA's contract for executable-graph updates). A lane is used by
+  one launch at a time: it is busy while the GIL is released, and a second thread meeting a
+  busy lane launches the ordinary way. A lane is used only where the thread's current context
+  is the one the lanes were made in (the driver crashes updating a node's parameters on a
+  thread without one).
+* Anything the driver refuses on the graph path (a parameter the node cannot take, another
+  context's function, a full table) leaves the kernel to the ordinary ``cuLaunchKernel``, which
+  reports the kernel's own error. If that ordinary launch succeeds, the lane was at fault and
+  is not used again. Capture never sees a lane: the backend turns lanes off while any capture
+  is engaged.
+
+Example (what asyncgpu/backends/cuda/driver.py does)::
+
+    calls = DriverCalls(cupy.cuda.driver.CUDADriverError)
+    calls.single_node_graphs = True
+    calls.eventRecord(event.ptr, stream.ptr)
+"""
+
+from libc.stdint cimport intptr_t
+from libc.string cimport memset
+
+from cuda.bindings cimport cydriver
+from cuda.bindings.cydriver cimport (
+    CUDA_ERROR_INVALID_CONTEXT,
+    CUDA_ERROR_NOT_READY,
+    CUDA_KERNEL_NODE_PARAMS,
+    CUDA_SUCCESS,
+    CUcontext,
+    CUevent,
+    CUfunction,
+    CUgraph,
+    CUgraphExec,
+    CUgraphNode,
+    CUkernel,
+    CUresult,
+    CUstream,
+)
+
+
+cdef enum:
+    LANE_EMPTY = 0
+    LANE_READY = 1
+    LANE_BUSY = 2
+    LANE_BROKEN = 3
+
+# The lane table: open addressing on (stream, function), filled to at most _LANES_MAX (so a
+# probe always meets an empty entry).
+cdef enum:
+    _LANES = 512
+    _LANES_MAX = 384
+
+#: The lane table's capacity: (function, stream) pairs beyond it launch with cuLaunchKernel.
+LANES_MAX = _LANES_MAX
+
+
+cdef struct Lane:
+    CUstream stream
+    CUfunction func
+    CUgraph graph
+    CUgraphNode node
+    CUgraphExec graph_exec
+    int state
+    bint as_kernel      # func is a CUkernel (cuLibraryGetKernel: Numba's), given as ``kern``
+
+
+class CUDADriverError(RuntimeError):
+    """A CUDA driver error (CuPy's ``CUDADriverError``, where CuPy is not given): ``status`` is
+    the ``CUresult``; the text starts with its name."""
+
+    def __init__(self, status):
+        self.status = int(status)
+        super().__init__(error_text(self.status))
+
+
+def error_text(int status):
+    """``"CUDA_ERROR_NAME: description"`` of a ``CUresult``, as CuPy writes it."""
+    cdef const char* name = NULL
+    cdef const char* text = NULL
+    cdef CUresult code = <CUresult>status
+    try:
+        if (cydriver.cuGetErrorName(code, &name) == CUDA_SUCCESS and name != NULL
+                and cydriver.cuGetErrorString(code, &text) == CUDA_SUCCESS and text != NULL):
+            return f"{name.decode()}: {text.decode()}"
+    except Exception:       # (no driver to ask)
+        pass
+    return f"CUDA error {status}"
+
+
+cdef inline size_t lane_hash(CUstream stream, CUfunction func) noexcept nogil:
+    cdef size_t h = ((<size_t>stream) * <size_t>0x9E3779B97F4A7C15ULL) ^ ((<size_t>func) >> 4)
+    return h ^ (h >> 29)
+
+
+cdef class DriverCalls:
+    """DriverCalls(error=None): the CUDA calls of a launch, made straight into the driver (see
+    the module docstring). ``error``: the exception class a driver error raises, made with the
+    ``CUresult`` (``cupy.cuda.driver.CUDADriverError``); by default this module's
+    :class:`CUDADriverError`. Made on the thread whose current context the launches use."""
+
+    cdef object _error
+    cdef CUcontext _context         # current at creation: made current on a thread without one
+    cdef bint _lanes_available      # a context to make them in; the graph entry points work
+    cdef bint _lanes_on             # ... and the backend wants lanes now (not while capturing)
+    cdef int _n                     # entries of the table in use (ready, busy or broken)
+    cdef unsigned long long _lane_launches
+    cdef Lane _lanes[_LANES]
+
+    def __cinit__(self, error=None):
+        self._error = CUDADriverError if error is None else error
+        cdef CUresult status = cydriver.cuCtxGetCurrent(&self._context)
+        if status != CUDA_SUCCESS:
+            self._context = NULL
+            raise self._error(<int>status)
+        self._lanes_available = self._context != NULL     # (lanes live in that context)
+
+    def __dealloc__(self):
+        self._release()
+
+    # -- the calls -------------------------------------------------------------------------
+
+    def launchKernel(self, intptr_t f, unsigned int gx, unsigned int gy, unsigned int gz,
+                     unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
+                     intptr_t stream, intptr_t params, intptr_t extra):
+        """launchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        cuLaunchKernel (as cupy.cuda.driver.launchKernel), or the kernel's one-node graph on
+        the stream (``single_node_graphs``)."""
+        cdef CUresult status
+        cdef Lane* tried = NULL
+        cdef CUDA_KERNEL_NODE_PARAMS p
+        if self._lanes_on:
+            p.func = <CUfunction><void*>f
+            p.gridDimX, p.gridDimY, p.gridDimZ = gx, gy, gz
+            p.blockDimX, p.blockDimY, p.blockDimZ = bx, by, bz
+            p.sharedMemBytes = shared
+            p.kernelParams = <void**>params
+            p.extra = <void**>extra
+            p.kern = NULL
+            p.ctx = NULL
+            if self._lane_launch(&p, <CUstream><void*>stream, &tried) == 0:
+                return None
+        with nogil:
+            status = cydriver.cuLaunchKernel(<CUfunction><void*>f, gx, gy, gz, bx, by, bz,
+                                             shared, <CUstream><void*>stream,
+                                             <void**>params, <void**>extra)
+        if status != CUDA_SUCCESS and self._rebind(status):
+            with nogil:
+                status = cydriver.cuLaunchKernel(<CUfunction><void*>f, gx, gy, gz, bx, by, bz,
+                                                 shared, <CUstream><void*>stream,
+                                                 <void**>params, <void**>extra)
+        if tried != NULL:
+            self._outcome(tried, status)
+        if status != CUDA_SUCCESS:
+            raise self._error(<int>status)
+        return None
+
+    def eventRecord(self, intptr_t event, intptr_t stream):
+        """eventRecord(event, stream): cuEventRecord (as cupy.cuda.runtime.eventRecord)."""
+        cdef CUresult status = cydriver.cuEventRecord(<CUevent><void*>event,
+                                                      <CUstream><void*>stream)
+        if status != CUDA_SUCCESS and self._rebind(status):
+            status = cydriver.cuEventRecord(<CUevent><void*>event, <CUstream><void*>stream)
+        if status != CUDA_SUCCESS:
+            raise self._error(<int>status)
+        return None
+
+    def streamWaitEvent(self, intptr_t stream, intptr_t event, unsigned int flags):
+        """streamWaitEvent(stream, event, flags): cuStreamWaitEvent (as
+        cupy.cuda.runtime.streamWaitEvent)."""
+        cdef CUresult status = cydriver.cuStreamWaitEvent(<CUstream><void*>stream,
+                                                          <CUevent><void*>event, flags)
+        if status != CUDA_SUCCESS and self._rebind(status):
+            status = cydriver.cuStreamWaitEvent(<CUstream><void*>stream,
+                                                <CUevent><void*>event, flags)
+        if status != CUDA_SUCCESS:
+            raise self._error(<int>status)
+        return None
+
+    def eventDone(self, event):
+        """eventDone(event): whether a CuPy event completed, by cuEventQuery (as event.done)."""
+        cdef intptr_t e = event.ptr
+        cdef CUresult status = cydriver.cuEventQuery(<CUevent><void*>e)
+        if status != CUDA_SUCCESS and status != CUDA_ERROR_NOT_READY and self._rebind(status):
+            status = cydriver.cuEventQuery(<CUevent><void*>e)
+        if status == CUDA_SUCCESS:
+            return True
+        if status == CUDA_ERROR_NOT_READY:
+            return False
+        raise self._error(<int>status)
+
+    def graphLaunch(self, graph, stream):
+        """graphLaunch(graph, stream): cuGraphLaunch of a CuPy graph's executable graph (as
+        graph.launch(stream)); a graph without one yet (or not CuPy's) launches itself."""
+        handle = getattr(graph, "graphExec", 0)
+        if type(handle) is not int or not handle:
+            graph.launch(stream)        # (CuPy instantiates it first)
+            return None
+        cdef CUgraphExec exec_ = <CUgraphExec><void*><intptr_t>handle
+        cdef CUstream s = <CUstream><void*><intptr_t>stream.ptr
+        cdef CUresult status
+        with nogil:
+            status = cydriver.cuGraphLaunch(exec_, s)
+        if status != CUDA_SUCCESS and self._rebind(status):
+            with nogil:
+                status = cydriver.cuGraphLaunch(exec_, s)
+        if status != CUDA_SUCCESS:
+            raise self._error(<int>status)
+        return None
+
+    def release_lanes(self):
+        """release_lanes(): wait for the device, then destroy the one-node graphs (later
+        launches make them again); nothing while another thread launches through one."""
+        self._release()
+
+    # -- the switch and the counters -------------------------------------------------------
+
+    @property
+    def single_node_graphs(self):
+        """Whether launchKernel enqueues each kernel as its stream's one-node graph; setting it
+        True has no effect where the graph entry points are missing."""
+        return self._lanes_on
+
+    @single_node_graphs.setter
+    def single_node_graphs(self, value):
+        self._lanes_on = bool(value) and self._lanes_available
+
+    @property
+    def lane_launches(self):
+        """How many kernels launchKernel enqueued through a one-node graph."""
+        return self._lane_launches
+
+    @property
+    def lanes_available(self):
+        """Whether the one-node graphs can be used: a context was current at creation, and
+        no graph entry point was found missing."""
+        return self._lanes_available
+
+    # -- internals -------------------------------------------------------------------------
+
+    cdef bint _rebind(self, CUresult status) except -1:
+        """Whether a call refused with ``status`` should be made again: the thread had no
+        current context, and now has the one current when this object was made."""
+        cdef CUcontext current = NULL
+        if status != CUDA_ERROR_INVALID_CONTEXT or self._context == NULL:
+            return False
+        if cydriver.cuCtxGetCurrent(&current) != CUDA_SUCCESS or current != NULL:
+            return False        # (another context is current: not ours to replace)
+        return cydriver.cuCtxSetCurrent(self._context) == CUDA_SUCCESS
+
+    cdef Lane* _find(self, CUstream stream, CUfunction func) noexcept:
+        """The lane of (stream, func), or the empty entry where it would go."""
+        cdef size_t i = lane_hash(stream, func)
+        cdef Lane* lane
+        while True:
+            lane = &self._lanes[i & (_LANES - 1)]
+            if lane.state == LANE_EMPTY or (lane.stream == stream and lane.func == func):
+                return lane
+            i += 1
+
+    cdef int _lane_launch(self, CUDA_KERNEL_NODE_PARAMS* p, CUstream stream,
+                          Lane** tried) except -2:
+        """Enqueue the kernel through the lane of its function on ``stream`` (made on first
+        use): 0. Else the driver's status, or -1 where no lane was tried; the caller launches
+        the kernel the ordinary way and reports the outcome with ``_outcome(*tried, ...)``."""
+        cdef Lane* lane = self._find(stream, p.func)
+        cdef CUresult status = CUDA_SUCCESS
+        cdef bint fresh = lane.state == LANE_EMPTY
+        cdef CUDA_KERNEL_NODE_PARAMS space
+        cdef const CUDA_KERNEL_NODE_PARAMS* q
+        tried[0] = NULL
+        if not self._in_context():
+            return -1
+        if fresh:
+            if self._n >= _LANES_MAX:
+                return -1
+            # taken only once it works (or is known broken): see _outcome
+            lane.stream = stream
+            lane.func = p.func
+            try:
+                status = <CUresult>self._make_lane(lane, p)
+            except Exception:       # an entry point this driver lacks: no lanes from now on
+                self._destroy(lane)
+                self._lanes_available = self._lanes_on = False
+                return -1
+            if status != CUDA_SUCCESS:
+                tried[0] = lane
+                return <int>status
+            lane.state = LANE_READY
+            self._n += 1
+        elif lane.state != LANE_READY:
+            return -1
+        lane.state = LANE_BUSY
+        q = p
+        if lane.as_kernel:
+            space = p[0]
+            space.kern = <CUkernel><void*>space.func
+            space.func = NULL
+            q = &space
+        with nogil:
+            if not fresh:
+                status = cydriver.cuGraphExecKernelNodeSetParams(lane.graph_exec, lane.node, q)
+            if status == CUDA_SUCCESS:
+                status = cydriver.cuGraphLaunch(lane.graph_exec, stream)
+        lane.state = LANE_READY
+        if status == CUDA_SUCCESS:
+            self._lane_launches += 1
+        else:
+            tried[0] = lane
+        return <int>status
+
+    cdef bint _in_context(self) except -1:
+        """Whether this thread's current context is the lanes' one (made current where the
+        thread has none). The graph calls are made in it alone: the driver's
+        cuGraphExecKernelNodeSetParams crashes on a thread without a current context."""
+        cdef CUcontext current = NULL
+        if cydriver.cuCtxGetCurrent(&current) != CUDA_SUCCESS:
+            return False
+        if current == self._context:
+            return True
+        return (current == NULL and self._context != NULL
+                and cydriver.cuCtxSetCurrent(self._context) == CUDA_SUCCESS)
+
+    cdef int _make_lane(self, Lane* lane, const CUDA_KERNEL_NODE_PARAMS* p) except -1:
+        """The lane's graph, with ``p`` in its one node, instantiated: CUDA_SUCCESS, or the
+        driver's status (nothing left behind)."""
+        cdef CUDA_KERNEL_NODE_PARAMS space
+        cdef CUresult status = cydriver.cuGraphCreate(&lane.graph, 0)
+        lane.as_kernel = False
+        if (status == CUDA_SUCCESS and cydriver.cuGraphAddKernelNode(
+                &lane.node, lane.graph, NULL, 0, p) != CUDA_SUCCESS):
+            lane.as_kernel = True       # (refused as a function: perhaps it is a CUkernel)
+            space = p[0]
+            space.kern = <CUkernel><void*>space.func
+            space.func = NULL
+            status = cydriver.cuGraphAddKernelNode(&lane.node, lane.graph, NULL, 0, &space)
+        if status == CUDA_SUCCESS:
+            status = cydriver.cuGraphInstantiate(&lane.graph_exec, lane.graph, 0)
+        if status != CUDA_SUCCESS:
+            self._destroy(lane)
+        return <int>status
+
+    cdef void _outcome(self, Lane* tried, CUresult status) noexcept:
+        """The ordinary launch after a refused lane launch: ``status`` CUDA_SUCCESS means the
+        lane, not the kernel, was at fault, and the lane is not used again."""
+        if status != CUDA_SUCCESS:
+            return              # the kernel itself is refused: the lane may still serve
+        if tried.state == LANE_EMPTY:
+            self._n += 1        # a lane that could not be made: known broken from now on
+        self._destroy(tried)
+        tried.state = LANE_BROKEN
+
+    cdef void _destroy(self, Lane* lane) noexcept:
+        if lane.graph_exec != NULL:
+            cydriver.cuGraphExecDestroy(lane.graph_exec)
+        if lane.graph != NULL:
+            cydriver.cuGraphDestroy(lane.graph)
+        lane.graph_exec = NULL
+        lane.graph = NULL
+        lane.node = NULL
+
+    cdef void _release(self) noexcept:
+        """Destroy every lane once the device finished their work; nothing while one is in
+        use (another thread launching through it)."""
+        cdef int i
+        cdef bint made = False
+        cdef CUcontext popped = NULL
+        for i in range(_LANES):
+            if self._lanes[i].state == LANE_BUSY:
+                return
+            made = made or self._lanes[i].graph_exec != NULL
+        if made:
+            # (an executable graph is destroyed only once the device is done with its launches)
+            if self._context != NULL and cydriver.cuCtxPushCurrent(self._context) == CUDA_SUCCESS:
+                cydriver.cuCtxSynchronize()
+                cydriver.cuCtxPopCurrent(&popped)
+            else:
+                cydriver.cuCtxSynchronize()
+        for i in range(_LANES):
+            self._destroy(&self._lanes[i])
+        memset(self._lanes, 0, sizeof(self._lanes))
+        self._n = 0

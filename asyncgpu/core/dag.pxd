@@ -1,0 +1,14 @@
+# C types of asyncgpu/core/dag.py where Cython compiles it (setup.py); the .py is the code.
+cimport cython
+
+
+cdef class Node:
+    cdef public object id, kind, name, site, stream, event, parents, edges, accesses
+    cdef public object keepalive, launch
+    cdef public Py_ssize_t seq
+    cdef public bint finished, handed_off
+    cdef public int device
+
+
+@cython.locals(count=Py_ssize_t, stack=list, n=Node, m=Node, p=Node)
+cpdef Py_ssize_t finish_through(Node node, on_finish) except -1

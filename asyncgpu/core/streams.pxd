@@ -1,0 +1,44 @@
+# C types of asyncgpu/core/streams.py where Cython compiles it (setup.py); the .py is the code.
+cimport cython
+
+from asyncgpu.core.dag cimport Node
+
+
+cdef class StreamState:
+    cdef public object index, handle, inflight
+    cdef public Py_ssize_t seq
+    cdef public dict waited
+    cdef public int device
+
+
+cdef class StreamManager:
+    cdef public object _free, backend, new_policy, parent_policy, stats
+    cdef public dict _by_use
+    cdef public list _events, streams
+    cdef public Py_ssize_t _inflight, max_streams, poll_threshold
+
+    @cython.locals(stream=StreamState)
+    cpdef choose(self, Node node, list parents)
+
+    @cython.locals(stream=StreamState, p=Node, ps=StreamState, cur=Node, by_stream=dict,
+                   waited=dict)
+    cpdef wait_for_parents(self, Node node, list parents)
+
+    @cython.locals(stream=StreamState, by_use=dict)
+    cpdef issued(self, Node node, recorded=*)
+
+    @cython.locals(s=StreamState, tail=Node, head=Node)
+    cpdef poll(self)
+
+    cpdef bint _retire_if_done(self, Node node) except -1
+
+    cpdef _on_finish(self, Node node)
+
+    @cython.locals(n=Py_ssize_t)
+    cpdef Py_ssize_t finished(self, Node node) except -1
+
+    @cython.locals(s=StreamState)
+    cpdef take_free(self)
+
+
+cpdef bint _pooled(Node node) except -1

@@ -1,0 +1,28 @@
+# C types of asyncgpu/runtime/issue.py where Cython compiles it (setup.py); the .py is the code.
+cimport cython
+
+from asyncgpu.core.dag cimport Node
+from asyncgpu.core.deps cimport DependencyTracker
+from asyncgpu.core.statistics cimport Counters
+from asyncgpu.core.streams cimport StreamManager, StreamState
+
+
+cdef class Issuing:
+    cdef public object _instruments, _issuing, _lock, _releases, backend, graph_config, graphs
+    cdef public object last_replay, memory, options, recording, retired
+    cdef public DependencyTracker deps
+    cdef public StreamManager streams
+    cdef public Counters stats
+    cdef public bint _plain_reads, _short_reads, no_const, prefetch, graph_read_back
+    cdef public bint sync_mode, want_sites
+    cdef public Py_ssize_t host_epoch
+
+    @cython.locals(node=Node)
+    cpdef launch_kernel(self, launcher, args)
+
+    @cython.locals(explicit=bint, enqueued=bint, parents=list, streams=StreamManager,
+                   stream=StreamState, stats=Counters, p=Node)
+    cpdef _issue(self, Node node, graph=*, found=*, edge_counts=*)
+
+    @cython.locals(node=Node, deps=DependencyTracker, previous=Node)
+    cpdef launch_graph(self, frozen)

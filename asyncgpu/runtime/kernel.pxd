@@ -1,0 +1,24 @@
+# C types of asyncgpu/runtime/kernel.py where Cython compiles it (setup.py); the .py is the code.
+cimport cython
+
+from asyncgpu.core.deps cimport Access
+
+
+cdef class ArrayArg(Access):
+    cdef public object index, param, array
+    cdef public bint read
+
+
+cdef class Kernel:
+    cdef public object name, params, modes, source, elementwise, _launchers, _compiled
+    cdef public tuple _slots
+    cdef public bint typed
+    cdef object __weakref__
+
+    @cython.locals(slots=tuple, typed=bint, arrays=list, values=list, foreign=list,
+                   read=bint, write=bint, is_array=bint, plain=tuple, arg=ArrayArg)
+    cpdef tuple bind(self, runtime, args, site)
+
+
+cdef class Launcher:
+    cdef public object kernel, grid, block, shared, grid3, block3, prepared

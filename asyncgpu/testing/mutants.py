@@ -1,0 +1,198 @@
+"""Known ordering bugs planted in the runtime for mutation tests (a contributor's tool).
+
+The model
+---------
+A mutant is the production runtime with one piece of its ordering machinery taken out. While a
+``with planted(...)`` block runs, it replaces a few methods of the runtime's classes; on exit the
+originals are back. Every replacement calls the real method and bends its answer (it never has
+an algorithm of its own), so what runs is the production code less exactly that piece:
+
+``drop_raw``      ``DependencyTracker.conflicts`` without its read-after-write reasons: a read
+                  does not wait for the writers before it
+``drop_war``      the same without write-after-read: a write does not wait for the readers
+``alias_blind``   accesses keyed by the array object instead of its allocation (kernel
+                  arguments, library-call arguments, host accesses): two views of one
+                  allocation never conflict, only the same array object with itself
+``host_no_wait``  a host access does not wait for the device nodes it conflicts with (the
+                  tracker answers nothing to ``HostAccess.begin_host_access``)
+``eager_free``    a node lets go of its arrays (its accesses and keepalive) as soon as the
+                  tracker has booked it, so an array the program drops is freed, and its
+                  memory reused, while kernels using it are still in flight
+
+The test suite must fail with each of them planted, by a wrong value or a ``RaceError`` of the
+happens-before checker (``tests/test_mutations.py``): a mutant that survives means a missing test.
+
+Invariants: the classes are patched for the whole process while the block runs (every runtime,
+every thread); blocks nest and may plant several mutants at once; leaving a block restores
+exactly what was there when it began.
+
+Methods of compiled classes cannot be replaced: the mutants need the launch path as plain Python
+(an uncompiled install, or ``pytest --pure``), and :class:`planted` refuses where it is compiled
+(``asyncgpu.core.compiled.is_compiled``). Tests that plant one carry ``@pytest.mark.pure``.
+
+Example::
+
+    from asyncgpu.testing.mutants import planted
+
+    with planted("drop_raw"):
+        run_program()           # must give a wrong value or raise RaceError
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any, Self
+
+from ..core.compiled import compiled_modules, is_compiled
+from ..core.dag import RAW, WAR
+from ..core.deps import DependencyTracker
+from ..runtime.host_access import HostAccess
+from ..runtime.kernel import ArrayArg
+from ..runtime.library import LibraryCall
+
+#: One replacement: (class, method name, the replacement made from the method it replaces).
+Patch = tuple[type, str, Callable[[Any], Any]]
+
+
+def _without(reason: str) -> list[Patch]:
+    """The tracker's answers without ``reason`` (a node left with no reason is no parent)."""
+    def make(conflicts: Any) -> Any:
+        def conflicts_without(self: Any, accesses: Any) -> dict[Any, list[tuple[str, str]]]:
+            found = {}
+            for node, reasons in conflicts(self, accesses).items():
+                kept = [r for r in reasons if r[0] != reason]
+                if kept:
+                    found[node] = kept
+            return found
+        return conflicts_without
+    return [(DependencyTracker, "conflicts", make)]
+
+
+def _drop_raw() -> list[Patch]:
+    return _without(RAW)
+
+
+def _drop_war() -> list[Patch]:
+    return _without(WAR)
+
+
+def _alias_blind() -> list[Patch]:
+    def make_arg(init: Any) -> Any:
+        def __init__(self: Any, index: int, param: str, array: Any, read: bool,
+                     write: bool) -> None:
+            init(self, index, param, array, read, write)
+            self.key = id(array)
+        return __init__
+
+    def make_call(accesses: Any) -> Any:
+        def call_accesses(self: Any) -> Any:
+            out = accesses(self)
+            # one access per distinct array argument, in the order of their first occurrence
+            distinct = list({id(a): a for a in self.arrays})
+            assert len(distinct) == len(out), (distinct, out)
+            for acc, key in zip(out, distinct):
+                acc.key = key
+            return out
+        return call_accesses
+
+    def make_host(access: Any) -> Any:
+        def _access(self: Any, array: Any, lo: int, hi: int, write: bool, label: str) -> Any:
+            acc = access(self, array, lo, hi, write, label)
+            acc.key = id(array)
+            return acc
+        return _access
+
+    return [(ArrayArg, "__init__", make_arg), (LibraryCall, "accesses", make_call),
+            (HostAccess, "_access", make_host)]
+
+
+def _host_no_wait() -> list[Patch]:
+    begin = HostAccess.begin_host_access.__code__
+
+    def make(conflicts: Any) -> Any:
+        def conflicts_unless_host(self: Any, accesses: Any) -> Any:
+            if _caller() is begin:
+                return {}
+            return conflicts(self, accesses)
+        return conflicts_unless_host
+    return [(DependencyTracker, "conflicts", make)]
+
+
+def _eager_free() -> list[Patch]:
+    def make(commit: Any) -> Any:
+        def commit_and_let_go(self: Any, node: Any, accesses: Any) -> None:
+            commit(self, node, accesses)
+            node.keepalive = None
+            node.accesses = []
+        return commit_and_let_go
+    return [(DependencyTracker, "commit", make)]
+
+
+#: Mutant name -> its replacements.
+MUTANTS: dict[str, Callable[[], list[Patch]]] = {
+    "drop_raw": _drop_raw,
+    "drop_war": _drop_war,
+    "alias_blind": _alias_blind,
+    "host_no_wait": _host_no_wait,
+    "eager_free": _eager_free,
+}
+
+
+def _caller() -> Any:
+    """The code of the first caller outside this module of the replacement calling this."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_globals is globals():
+        frame = frame.f_back
+    return frame.f_code if frame is not None else None
+
+
+_MISSING = object()
+
+
+class planted:
+    """``with planted("drop_raw", ...)``: the named mutants (:data:`MUTANTS`) are in the runtime
+    inside the block. Unknown names raise ``ValueError`` at once; entering where the launch path
+    is compiled raises ``RuntimeError``."""
+
+    def __init__(self, *names: str) -> None:
+        unknown = sorted(set(names) - set(MUTANTS))
+        if unknown:
+            raise ValueError(f"unknown mutant(s) {unknown}; known: {sorted(MUTANTS)}")
+        self.names = tuple(dict.fromkeys(names))
+        self._undo: list[tuple[type, str, Any]] | None = None
+
+    def __repr__(self) -> str:
+        return f"planted({', '.join(map(repr, self.names))})"
+
+    def __enter__(self) -> Self:
+        if self._undo is not None:
+            raise RuntimeError(f"{self!r} is already planted")
+        patches = [p for name in self.names for p in MUTANTS[name]()]
+        compiled = sorted({cls.__module__ for cls, _, _ in patches} & set(compiled_modules()))
+        if patches and (is_compiled() or compiled):
+            raise RuntimeError(
+                f"cannot plant {', '.join(self.names)}: the launch path is compiled "
+                f"({', '.join(compiled or ['asyncgpu.core.deps'])}), and methods of compiled "
+                "classes cannot be replaced. Mutants need the plain Python modules: an "
+                "uncompiled install, or pytest --pure")
+        self._undo = []
+        try:
+            for cls, attr, make in patches:
+                self._undo.append((cls, attr, cls.__dict__.get(attr, _MISSING)))
+                setattr(cls, attr, make(getattr(cls, attr)))
+        except BaseException:
+            self._restore()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._restore()
+
+    def _restore(self) -> None:
+        undo, self._undo = self._undo or [], None
+        for cls, attr, before in reversed(undo):
+            if before is _MISSING:
+                delattr(cls, attr)
+            else:
+                setattr(cls, attr, before)
