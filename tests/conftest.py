@@ -53,9 +53,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from asyncgpu.backends import cuda_usable
-
-    if _gpu_selected(config) and cuda_usable():
-        return
     from asyncgpu.core.compiled import is_compiled
 
     if is_compiled():
