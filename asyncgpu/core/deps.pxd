@@ -27,3 +27,13 @@ cdef class DependencyTracker:
     @cython.locals(live_map=dict, acc=Access, live=_Live, lo=Py_ssize_t, hi=Py_ssize_t,
                    writes=list, reads=dict, entries=list, kept=list, mine=list, e=tuple)
     cpdef commit(self, Node node, accesses)
+
+
+@cython.locals(reasons=list)
+cpdef _add(dict found, Node node, reason, label)
+
+@cython.locals(stale=bint, elo=Py_ssize_t, ehi=Py_ssize_t, node=Node)
+cpdef _scan(list entries, Py_ssize_t lo, Py_ssize_t hi, reason, label, dict found)
+
+@cython.locals(alive=bint, elo=Py_ssize_t, ehi=Py_ssize_t, node=Node, entries=list)
+cpdef _scan_reads(dict reads, Py_ssize_t lo, Py_ssize_t hi, label, dict found)

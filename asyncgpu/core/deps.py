@@ -78,6 +78,39 @@ def _add(found: dict[Node, list[tuple[str, str]]], node: Node, reason: str, labe
         reasons.append((reason, label))
 
 
+def _scan(entries: list[tuple[int, int, Node]], lo: int, hi: int, reason: str, label: str,
+          found: dict[Node, list[tuple[str, str]]]) -> None:
+    stale = False
+    for elo, ehi, node in entries:
+        if node.finished:
+            stale = True
+        elif elo < hi and lo < ehi:
+            _add(found, node, reason, label)
+    if stale:
+        entries[:] = [e for e in entries if not e[2].finished]
+
+
+def _scan_reads(reads: dict[Any, list[tuple[int, int, Node]]], lo: int, hi: int, label: str,
+                found: dict[Node, list[tuple[str, str]]]) -> None:
+    stale = None
+    for stream, entries in reads.items():
+        alive = False
+        for elo, ehi, node in entries:
+            if node.finished:
+                continue
+            alive = True
+            if elo < hi and lo < ehi:
+                _add(found, node, WAR, label)
+        if not alive:
+            if stale is None:
+                stale = [stream]
+            else:
+                stale.append(stream)
+    if stale:
+        for stream in stale:
+            del reads[stream]
+
+
 class DependencyTracker:
     """Computes the parents of a new node and remembers live accesses per allocation.
 
@@ -141,7 +174,7 @@ class DependencyTracker:
             lo, hi = acc.lo, acc.hi
             if acc.write:
                 if live.reads:
-                    self._scan_reads(live.reads, lo, hi, acc.label, found)
+                    _scan_reads(live.reads, lo, hi, acc.label, found)
                 reason = WAW
             else:
                 reason = RAW
@@ -159,41 +192,9 @@ class DependencyTracker:
                     else:
                         reasons.append((reason, acc.label))
             elif writes:
-                self._scan(writes, lo, hi, reason, acc.label, found)
+                _scan(writes, lo, hi, reason, acc.label, found)
         return found
 
-    @staticmethod
-    def _scan(entries: list[tuple[int, int, Node]], lo: int, hi: int, reason: str, label: str,
-              found: dict[Node, list[tuple[str, str]]]) -> None:
-        stale = False
-        for elo, ehi, node in entries:
-            if node.finished:
-                stale = True
-            elif elo < hi and lo < ehi:
-                _add(found, node, reason, label)
-        if stale:
-            entries[:] = [e for e in entries if not e[2].finished]
-
-    @staticmethod
-    def _scan_reads(reads: dict[Any, list[tuple[int, int, Node]]], lo: int, hi: int, label: str,
-                    found: dict[Node, list[tuple[str, str]]]) -> None:
-        stale = None
-        for stream, entries in reads.items():
-            alive = False
-            for elo, ehi, node in entries:
-                if node.finished:
-                    continue
-                alive = True
-                if elo < hi and lo < ehi:
-                    _add(found, node, WAR, label)
-            if not alive:
-                if stale is None:
-                    stale = [stream]
-                else:
-                    stale.append(stream)
-        if stale:
-            for stream in stale:
-                del reads[stream]
 
     def commit(self, node: Node, accesses: Iterable[Access]) -> None:
         """Record ``node``'s accesses (after it has been given its stream and issued)."""

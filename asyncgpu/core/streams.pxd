@@ -1,7 +1,7 @@
 # C types of asyncgpu/core/streams.py where Cython compiles it (setup.py); the .py is the code.
 cimport cython
 
-from asyncgpu.core.dag cimport Node
+from asyncgpu.core.dag cimport Node, finish_through
 
 
 cdef class StreamState:

@@ -2,14 +2,17 @@
 cimport cython
 
 from asyncgpu.core.dag cimport Node
-from asyncgpu.core.deps cimport DependencyTracker
+from asyncgpu.core.deps cimport Access, DependencyTracker
 from asyncgpu.core.statistics cimport Counters
 from asyncgpu.core.streams cimport StreamManager, StreamState
+from asyncgpu.runtime.kernel cimport Kernel, Launcher
+from asyncgpu.runtime.memory cimport ExplicitMemory
 
 
 cdef class Issuing:
     cdef public object _instruments, _issuing, _lock, _releases, backend, graph_config, graphs
-    cdef public object last_replay, memory, options, recording, retired
+    cdef public object last_replay, options, recording, retired
+    cdef public ExplicitMemory memory
     cdef public DependencyTracker deps
     cdef public StreamManager streams
     cdef public Counters stats
@@ -17,11 +20,11 @@ cdef class Issuing:
     cdef public bint sync_mode, want_sites
     cdef public Py_ssize_t host_epoch
 
-    @cython.locals(node=Node)
-    cpdef launch_kernel(self, launcher, args)
+    @cython.locals(node=Node, kernel=Kernel, arrays=list, values=list, accesses=list)
+    cpdef launch_kernel(self, Launcher launcher, args)
 
     @cython.locals(explicit=bint, enqueued=bint, parents=list, streams=StreamManager,
-                   stream=StreamState, stats=Counters, p=Node)
+                   stream=StreamState, stats=Counters, p=Node, acc=Access)
     cpdef _issue(self, Node node, graph=*, found=*, edge_counts=*)
 
     @cython.locals(node=Node, deps=DependencyTracker, previous=Node)

@@ -298,7 +298,7 @@ class ExplicitMemory:
         happens, so an exception or interrupt in between cannot leave a stale host copy marked
         current.
         """
-        self.make_device_current(accesses)   # type: ignore[attr-defined]
+        self.make_device_current(accesses)
         for acc in accesses:     # (a second pass: another argument may read the same array)
             if acc.write and acc.alloc.nbytes:
                 acc.alloc.location = DEVICE

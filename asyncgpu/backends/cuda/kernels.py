@@ -16,7 +16,7 @@ from typing import Any
 from ...core.errors import ArgumentError, BlockTooLargeError, CompileError
 from ...runtime.array import Array
 from ...runtime.kernel import CudaCSource, Kernel
-from .packed import PackedPlan, cuda_c_plan, numba_array_fields, numba_plan, split_complex
+from .packed import PackedPlan, cuda_c_plan, numba_array_fields, numba_plan
 
 
 def _numba_view(array: Any) -> Any:
@@ -103,19 +103,24 @@ class PackedTarget:
     # the target was built for (then make_launch gathers them again).
     def numba_values(self, values: list[Any]) -> tuple[Any, ...] | None:
         """The flat values of a packed Numba launch: each array's ABI fields, each number."""
-        key = self.key
-        if type(values) is not list or not isinstance(key, list) or len(key) != len(values):
+        if type(values) is not list or not isinstance(self.key, list):
             return None
-        flat: list[Any] = []
-        for v, k in zip(values, key):
+        key = self.key
+        n = len(values)
+        if len(key) != n:
+            return None
+        flat = []
+        for i in range(n):
+            v = values[i]
             if type(v) is Array:
-                fields = v._cache.get("nbf")
-                if fields is None or fields[0] != k:
+                cache = v._cache
+                fields = cache.get("nbf")
+                if fields is None or fields[0] != key[i]:
                     return None
                 flat.extend(fields[1])
             else:
                 t = type(v)
-                if (t if t is not int or _INT64_MIN <= v <= _INT64_MAX else "bigint") != k:
+                if (t if t is not int or _INT64_MIN <= v <= _INT64_MAX else "bigint") != key[i]:
                     return None
                 flat.append(v)
         return tuple(flat)
@@ -124,7 +129,8 @@ class PackedTarget:
         """The values of a packed CUDA C launch: each array's device pointer, each number."""
         args = list(values)
         for a in arrays:
-            ptr = a.array._cache.get("ptr")
+            cache = a.array._cache
+            ptr = cache.get("ptr")
             if ptr is None:
                 return None
             args[a.index] = ptr
@@ -132,25 +138,23 @@ class PackedTarget:
 
 
 class PackedLaunch:
-    """A launch through a :class:`PackedPlan`: one ``cuLaunchKernel`` call."""
+    """A launch through a :class:`PackedPlan`: one ``cuLaunchKernel`` call (made by
+    :func:`packed_launch`, once per launch)."""
 
     __slots__ = ("target", "values")
 
-    def __init__(self, target: PackedTarget, values: tuple[Any, ...]) -> None:
-        self.target = target
-        self.values = values
-
     def __call__(self, stream: Any) -> None:
-        # PackedPlan.launch, inlined: this runs once per launch
         t = self.target
-        plan = t.plan
-        values = self.values
-        if plan.splits:
-            values = split_complex(values, plan.splits)
-        plan.struct.pack_into(plan.buf, 0, *values)
-        g, b = t.grid, t.block
-        plan.launch_fn(plan.handle, g[0], g[1], g[2], b[0], b[1], b[2], t.shared, stream.ptr,
-                       0, plan.extra_ptr)
+        t.plan.launch(self.values, t.grid, t.block, t.shared, stream.ptr)
+
+
+def packed_launch(target: PackedTarget, values: tuple[Any, ...]) -> PackedLaunch:
+    """The launch of ``values`` through ``target``: allocated directly (no ``__init__`` call to
+    parse; this runs once per launch)."""
+    launch = PackedLaunch.__new__(PackedLaunch)
+    launch.target = target
+    launch.values = values
+    return launch
 
 
 def _raw_kernel(backend: Any, kernel: Kernel) -> Any:
@@ -192,11 +196,19 @@ def make_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
     """
     if isinstance(kernel.source, CudaCSource):
         return _cuda_c_launch(backend, kernel, launcher, arrays, values, site)
-    target = launcher.prepared
-    if target is not None and target.backend() is backend:
-        flat = target.numba_values(values)
-        if flat is not None:
-            return PackedLaunch(target, flat)
+    prepared = launcher.prepared
+    if isinstance(prepared, PackedTarget):
+        target = prepared
+        if target.backend() is backend:
+            flat = target.numba_values(values)
+            if flat is not None:
+                return packed_launch(target, flat)
+    return _numba_launch(backend, kernel, launcher, values, site)
+
+
+def _numba_launch(backend: Any, kernel: Kernel, launcher: Any, values: list[Any],
+                  site: str | None) -> Any:
+    """make_launch of a Numba kernel whose launcher has no target for these values yet."""
     key = []
     flat: list[Any] = []
     for v in values:
@@ -211,8 +223,9 @@ def make_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
             key.append(t if t is not int or _INT64_MIN <= v <= _INT64_MAX else "bigint")
             flat.append(v)
     target = launcher.prepared
-    if target is not None and target.backend() is backend and target.key == key:
-        return PackedLaunch(target, tuple(flat))
+    if (isinstance(target, PackedTarget) and target.backend() is backend
+            and target.key == key):
+        return packed_launch(target, tuple(flat))
     entry = kernel._compiled.get(tuple(key))
     if entry is None:
         entry = kernel._compiled[tuple(key)] = _compile_numba(backend, kernel, values, site)
@@ -223,7 +236,7 @@ def make_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
         checked.add(launcher.block)
     if plan is not None:
         target = launcher.prepared = PackedTarget(backend, key, plan, launcher)
-        return PackedLaunch(target, tuple(flat))
+        return packed_launch(target, tuple(flat))
     args = [_numba_view(v) if type(v) is Array else v for v in values]
     return NumbaLaunch(backend, compiled, args, launcher.grid, launcher.block, launcher.shared)
 
@@ -269,8 +282,22 @@ def _compile_numba(backend: Any, kernel: Kernel, values: list[Any], site: str | 
 
 def _cuda_c_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
                    values: list[Any], site: str | None) -> Any:
+    prepared = launcher.prepared
+    if isinstance(prepared, PackedTarget):
+        target = prepared
+        if target.backend() is backend:
+            flat = target.pointer_values(values, arrays)
+            if flat is not None:
+                return packed_launch(target, flat)
+    return _cuda_c_prepare(backend, kernel, launcher, arrays, values, site)
+
+
+def _cuda_c_prepare(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
+                    values: list[Any], site: str | None) -> Any:
+    """_cuda_c_launch where the launcher has no target for this backend yet, or an array's
+    pointer is not cached yet: compile, check, plan, cache, then gather."""
     target = launcher.prepared
-    if target is None or target.backend() is not backend:
+    if not isinstance(target, PackedTarget) or target.backend() is not backend:
         entry = kernel._compiled.get("c")
         if entry is None:
             raw = _raw_kernel(backend, kernel)
@@ -296,7 +323,7 @@ def _cuda_c_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any
                 buf = arr._alloc.buffer
                 arr._cache["ptr"] = buf.ptr + arr._offset if buf.nbytes else 0
         flat = target.pointer_values(values, arrays)
-    return PackedLaunch(target, flat)
+    return packed_launch(target, flat)
 
 
 def kernel_attributes(kernel: Kernel) -> dict[str, int] | None:

@@ -33,6 +33,7 @@ Example::
 from __future__ import annotations
 
 import ctypes
+import functools
 import struct
 from typing import Any
 
@@ -54,7 +55,7 @@ class PackedPlan:
     """A kernel's function handle, parameter layout and reusable parameter buffer."""
 
     __slots__ = ("handle", "struct", "buf", "buf_ptr", "size", "extra", "extra_ptr", "splits",
-                 "launch_fn")
+                 "launch_fn", "pack")
 
     def __init__(self, handle: int, fmt: str, splits: tuple[int, ...], launch_fn: Any) -> None:
         self.handle = int(handle)
@@ -71,13 +72,17 @@ class PackedPlan:
         self.extra_ptr = ctypes.addressof(self.extra)
         self.splits = splits          # positions of complex values to split into (real, imag)
         self.launch_fn = launch_fn    # the backend's launchKernel (CuPy's or DriverCalls')
+        # pack(*values) is struct.pack_into(buf, 0, *values) without building that argument
+        # tuple per launch (partial passes the values on the C stack)
+        self.pack = functools.partial(self.struct.pack_into, self.buf, 0)
 
     def launch(self, values: tuple[Any, ...], grid: tuple[int, int, int],
-               block: tuple[int, int, int], shared: int, stream_ptr: int) -> None:
-        """Pack ``values`` (already in the plan's order and kinds) and enqueue the kernel."""
+               block: tuple[int, int, int], shared: Any, stream_ptr: Any) -> None:
+        """Pack ``values`` (in the plan's order and kinds, complex values whole) and enqueue
+        the kernel: every packed launch goes through here."""
         if self.splits:
             values = split_complex(values, self.splits)
-        self.struct.pack_into(self.buf, 0, *values)
+        self.pack(*values)
         self.launch_fn(self.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                        shared, stream_ptr, 0, self.extra_ptr)
 

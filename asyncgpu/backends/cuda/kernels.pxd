@@ -1,0 +1,43 @@
+# C types of asyncgpu/backends/cuda/kernels.py where Cython compiles it (setup.py); the .py is
+# the code.
+cimport cython
+
+from asyncgpu.backends.cuda.packed cimport PackedPlan
+from asyncgpu.runtime.kernel cimport ArrayArg, Kernel, Launcher
+
+
+cdef class NumbaLaunch:
+    cdef public object backend, compiled, args, grid, block, shared
+
+
+cdef class RawLaunch:
+    cdef public object raw, args, grid, block, shared
+
+
+@cython.final
+cdef class PackedTarget:
+    cdef public object backend, key, shared
+    cdef public PackedPlan plan
+    cdef public tuple grid, block
+
+    @cython.locals(key=list, flat=list, n=Py_ssize_t, i=Py_ssize_t, cache=dict, fields=tuple)
+    cpdef numba_values(self, values)
+
+    @cython.locals(args=list, a=ArrayArg, cache=dict)
+    cpdef pointer_values(self, values, list arrays)
+
+
+@cython.final
+cdef class PackedLaunch:
+    cdef public PackedTarget target
+    cdef public tuple values
+
+
+@cython.locals(launch=PackedLaunch)
+cpdef PackedLaunch packed_launch(PackedTarget target, tuple values)
+
+@cython.locals(target=PackedTarget)
+cpdef make_launch(backend, Kernel kernel, Launcher launcher, list arrays, values, site)
+
+@cython.locals(target=PackedTarget)
+cpdef _cuda_c_launch(backend, Kernel kernel, Launcher launcher, list arrays, values, site)
