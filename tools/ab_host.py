@@ -76,10 +76,12 @@ def probe(tree: str, which: str, extra: dict[str, str] | None = None) -> dict[st
 
 
 def build(tree: str) -> None:
-    """Build a tree's compiled methods in place, where it has them (tools/build_speedups.py)."""
+    """Compile a tree's launch path in place: ``setup.py build_ext --inplace`` (Cython), or,
+    in an older tree, its ``tools/build_speedups.py``."""
     script = os.path.join(tree, "tools", "build_speedups.py")
-    if os.path.exists(script):
-        subprocess.run([sys.executable, script], check=True, capture_output=True)
+    command = [sys.executable, script] if os.path.exists(script) else \
+        [sys.executable, "setup.py", "-q", "build_ext", "--inplace"]
+    subprocess.run(command, cwd=tree, check=True, capture_output=True)
 
 
 CONTROL = "launch cupy_raw"      # the probe whose code does not change between the trees

@@ -54,8 +54,9 @@ PY
   rm -f "$OUT"/small_*.json "$OUT"/small_*.txt "$OUT"/probe_*.json
 }
 here=$(pwd)
-for tree in "$OLD" "$here"; do     # each tree's compiled methods, where it has them
-  [ -f "$tree/tools/build_speedups.py" ] && (cd "$tree" && python3 tools/build_speedups.py > /dev/null)
+for tree in "$OLD" "$here"; do     # each tree's compiled launch path (an older tree's C twins)
+  if [ -f "$tree/tools/build_speedups.py" ]; then (cd "$tree" && python3 tools/build_speedups.py > /dev/null)
+  else (cd "$tree" && python3 setup.py -q build_ext --inplace > /dev/null); fi
 done
 for p in $(seq 1 "$PAIRS"); do
   if [ $((p % 2)) -eq 1 ]; then run "$OLD" "old$p" "${OLD_ENV[@]}"; run "$here" "new$p"

@@ -4,7 +4,7 @@
 set -u
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-python3 tools/build_speedups.py 2>&1 | tee "$OUT/build_speedups.log"   # the compiled launcher call
+python3 setup.py -q build_ext --inplace 2>&1 | tee "$OUT/build.log"   # the compiled launch path (Cython)
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
   python3 -c "import cupy, numba, numpy; print('cupy', cupy.__version__, 'numba', numba.__version__, 'numpy', numpy.__version__)"
 } > "$OUT/machine.txt" 2>&1

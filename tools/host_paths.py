@@ -13,7 +13,7 @@ per call with one input rewritten by the host before each call, warm and cold (t
 chooses the variant of its graph that copies that input in).
 
 usage: PYTHONPATH=. python3 tools/host_paths.py      (compare two trees: run it in each;
-       ASYNCGPU_SPEEDUPS=0 times the Python methods instead of the compiled ones)
+       without `python3 setup.py build_ext --inplace` it times the uncompiled launch path)
 """
 
 from __future__ import annotations
