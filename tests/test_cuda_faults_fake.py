@@ -8,8 +8,6 @@ tests/gpu/test_gpu_faults.py.
 
 from __future__ import annotations
 
-from collections import deque
-
 import pytest
 
 from asyncgpu import KernelFault
@@ -74,12 +72,28 @@ class FakeEvent:
         return True
 
 
+class FakeLaunch:
+    """A launch object that raises the given errors, one per call, then succeeds."""
+
+    def __init__(self, *errors):
+        self.errors = list(errors)
+        self.calls = 0
+
+    def __call__(self, stream):
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+
+
 def backend():
-    b = object.__new__(_cuda.CudaBackend)
-    b._recent = deque(maxlen=_cuda.RECENT_LAUNCHES)
+    """A backend without CUDA (made as an extension type allows: no ``__init__``) that has
+    launched three kernels."""
+    b = _cuda.CudaBackend.__new__(_cuda.CudaBackend)
+    b.forget_launches()
     b.fault = None
     b.runtime = FakeRuntime()
     b.captures = _cuda.CaptureTracker()
+    b._capturing = False
     b._graphs_in_flight = {}
     b._fetch_stream = FakeStream()
     b._d2h = 2
@@ -87,7 +101,8 @@ def backend():
     for i, name in enumerate(["fill", "scale", "oob_store"]):
         n = Node("kernel", name, f"prog.py:{10 + i}", [])
         n.stream = StreamState(i % 2, None)
-        b._recent.append(n)
+        n.launch = FakeLaunch()
+        b.launch(n, FakeStream())
     return b
 
 
@@ -136,19 +151,6 @@ def test_other_errors_pass_through_unchanged():
     assert b.fault is None
 
 
-class FakeLaunch:
-    """A launch object that raises the given errors, one per call, then succeeds."""
-
-    def __init__(self, *errors):
-        self.errors = list(errors)
-        self.calls = 0
-
-    def __call__(self, stream):
-        self.calls += 1
-        if self.errors:
-            raise self.errors.pop(0)
-
-
 def _raise(error):
     def call(*args):
         raise error
@@ -187,7 +189,7 @@ def test_a_refused_launch_is_a_launch_error_and_a_missing_context_launches_again
     node.launch = FakeLaunch(FakeCudaError(1, "CUDA_ERROR_INVALID_VALUE"))
     with pytest.raises(LaunchError, match=r"kernel 'k' at prog.py:1: the driver refused"):
         b.launch(node, FakeStream())
-    assert b._recent[-1] is node
+    assert b.recent_launches()[0] is node
     node.launch = FakeLaunch(FakeCudaError(201, "CUDA_ERROR_INVALID_CONTEXT"))
     b.launch(node, FakeStream())                   # bound the device's context, launched again
     assert node.launch.calls == 2
@@ -197,6 +199,22 @@ def test_a_refused_launch_is_a_launch_error_and_a_missing_context_launches_again
     node.launch = FakeLaunch(ILLEGAL)
     with pytest.raises(KernelFault, match=r"kernel 'k' at prog.py:1"):
         b.launch(node, FakeStream())
+
+
+def test_a_fault_names_the_latest_launches_only():
+    b = backend()
+    nodes = []
+    for i in range(_cuda.RECENT_LAUNCHES + 5):
+        n = Node("kernel", f"k{i}", f"prog.py:{i}", [])
+        n.stream = StreamState(0, None)
+        n.launch = FakeLaunch()
+        b.launch(n, FakeStream())
+        nodes.append(n)
+    assert all(n.launch.calls == 1 for n in nodes)
+    assert b.recent_launches() == nodes[::-1][:_cuda.RECENT_LAUNCHES]
+    with pytest.raises(KernelFault, match=r"newest first: kernel 'k20' at prog.py:20 on stream "
+                       r"0, kernel 'k19'.*kernel 'k5' at prog.py:5 on stream 0\. The CUDA"):
+        b.host_wait(FakeEvent(ILLEGAL))
 
 
 @pytest.mark.parametrize("status, name", [

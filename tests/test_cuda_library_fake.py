@@ -18,7 +18,7 @@ import types
 import numpy as np
 import pytest
 
-from asyncgpu.backends.cuda.backend import CudaBackend
+from asyncgpu.backends.cuda.backend import cupy_view
 from asyncgpu.backends.sim.backend import SimBackend
 
 _uids = itertools.count(1)
@@ -225,7 +225,8 @@ class FakeCudaBackend(SimBackend):
         from asyncgpu.backends.cuda.library import make_call
         return make_call(self, runtime, call, accesses)
 
-    cupy_view = CudaBackend.cupy_view       # (the real one: it needs only .cupy and .device)
+    def cupy_view(self, array):
+        return cupy_view(self.cupy, self.device, array)    # (CudaBackend.cupy_view's own)
 
     def launch(self, node, stream):
         if callable(node.launch):

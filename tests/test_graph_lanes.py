@@ -34,7 +34,11 @@ class Calls:
     def launchKernel(self, *args):
         self.launched.append(self.single_node_graphs)
 
-    eventRecord = streamWaitEvent = eventDone = graphLaunch = launchKernel
+    eventRecord = streamWaitEvent = graphLaunch = launchKernel
+
+    def eventDone(self, event):
+        self.launchKernel(event)
+        return True
 
 
 class Stream:
@@ -109,3 +113,23 @@ def test_without_driver_calls_there_is_no_switch_to_turn():
     backend.begin_capture(origin)
     assert backend.end_capture(origin).handle == "g"
     assert backend.driver is None
+
+
+def test_the_launch_path_tells_the_capture_what_it_records_only_while_one_is_engaged():
+    """The backend's record, wait, query and launch reach the capture tracker exactly while a
+    capture is engaged (through begin_capture, until end_capture), however it ended."""
+    calls = Calls()
+    backend = backend_over(calls, True)
+    origin, event = Stream(0xA), Stream(0xE)        # (an event needs only its .ptr here)
+    backend.record(event, origin)               # no capture: no check, one CUDA call
+    assert backend.event_done(event) is True
+    backend.begin_capture(origin)
+    backend.record(event, origin)               # recorded in the capture ...
+    with pytest.raises(CaptureError, match="event query of .* recorded in the capture"):
+        backend.event_done(event)               # ... so querying it invalidates the capture
+    with pytest.raises(CaptureError, match="invalidated"):
+        backend.end_capture(origin)
+    assert not backend.captures.engaged and calls.single_node_graphs is True
+    backend.record(event, origin)               # engaged no more: the tracker is not asked
+    assert backend.event_done(event) is True
+    assert len(calls.launched) == 5     # the CUDA calls made (the refused query made none)

@@ -248,6 +248,7 @@ def test_empty_arrays_are_never_copied(ex):
     assert (x.numpy() == 0).all()
 
 
+@pytest.mark.pure     # (replaces a method of the memory model: a mutant)
 def test_a_missing_copy_shows_as_stale_data(ex, monkeypatch):
     ag = ex
     scale, add, inc = recorder_kernels.kernels(ag)
@@ -257,6 +258,7 @@ def test_a_missing_copy_shows_as_stale_data(ex, monkeypatch):
     assert np.isnan(y.numpy()).all()              # poison, not 2.0
 
 
+@pytest.mark.pure     # (replaces a method of the memory model: a mutant)
 def test_an_unwaited_copy_is_a_race(ex, monkeypatch):
     ag = ex
     scale, add, inc = recorder_kernels.kernels(ag)
@@ -275,6 +277,7 @@ def test_an_unwaited_copy_is_a_race(ex, monkeypatch):
         x.numpy()                                 # (traced: the fetch is a copy node)
 
 
+@pytest.mark.pure     # (replaces a method of the memory model: a mutant)
 def test_a_fetch_before_the_writers_finish_is_a_race(ex, monkeypatch):
     ag = ex
     scale, add, inc = recorder_kernels.kernels(ag)

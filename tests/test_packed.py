@@ -152,7 +152,7 @@ _CODES = {"b": (-(1 << 7), (1 << 7) - 1), "B": (0, (1 << 8) - 1), "h": (-(1 << 1
 def _packed_call(fmt: str, values: tuple) -> bytes:
     """Launch ``values`` through a PackedLaunch of a plan of ``fmt``; the buffer's bytes as
     the driver saw them."""
-    from asyncgpu.backends.cuda.kernels import PackedLaunch, PackedTarget
+    from asyncgpu.backends.cuda.kernels import PackedTarget, packed_launch
     from asyncgpu.backends.cuda.packed import PackedPlan
 
     seen: list[bytes] = []
@@ -164,7 +164,7 @@ def _packed_call(fmt: str, values: tuple) -> bytes:
     owner = FakeDriver()            # (anything weakly referenceable stands for the backend)
     target = PackedTarget(owner, None, plan,
                           SimpleNamespace(grid3=(1, 1, 1), block3=(32, 1, 1), shared=0))
-    PackedLaunch(target, values)(SimpleNamespace(ptr=0x55))
+    packed_launch(target, values)(SimpleNamespace(ptr=0x55))
     return seen[0]
 
 

@@ -9,14 +9,11 @@ import numpy as np
 import pytest
 
 from asyncgpu.backends.cuda.kernels import PackedTarget
+from asyncgpu.backends.cuda.packed import PackedPlan
 from asyncgpu.runtime.kernel import ArrayArg
 
 #: a Numba array's cached ABI fields (``Array._cache["nbf"]``): (type token, flat fields)
 FIELDS = ("f4/1", (1, 2, 3, 4, 5, 16, 4))
-
-
-class Plan:
-    pass
 
 
 class Launcher:
@@ -27,7 +24,7 @@ class Launcher:
 def target(key):
     class Backend:
         pass
-    return PackedTarget(Backend(), key, Plan(), Launcher())
+    return PackedTarget(Backend(), key, PackedPlan(1, "q", (), None), Launcher())
 
 
 def cached(ag, fields=FIELDS):

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-from collections import deque
 from typing import Any
 
 import numpy as np
@@ -46,7 +45,7 @@ from ...core.errors import (
 from ..capture import CaptureTracker, Graph, check_launch, destroy
 from .buffers import CudaBuffer, CudaCopy, DeviceBuffer, ForeignBuffer
 from .driver import cuda_calls, driver_calls
-from .kernels import make_launch
+from .kernels import PackedLaunch, make_launch
 
 log = logging.getLogger("asyncgpu")
 _CUDA_EVENT_WAIT_EXTERNAL = 1     # cudaEventWaitExternal: an event-wait node in the graph
@@ -69,14 +68,16 @@ GRAPHS_KEPT = 16
 class CudaBackend:
     """GPU backend (see the module docstring)."""
 
-    # No instance dict (the launch path reads these on every launch). The last three are set
-    # on first use by asyncgpu/backends/cuda/timing.py.
-    __slots__ = ("__weakref__", "_d2h", "_driver_error", "_event_done", "_event_record",
-                 "_fetch_stream", "_graph_launch", "_graphs_in_flight", "_numba_streams",
-                 "_recent", "_stream_wait", "captures", "cupy", "device", "device_name", "driver",
-                 "driver_launch", "explicit", "fault", "host_coherent_while_busy",
-                 "packed_launches", "pool", "runtime", "single_node_graphs", "sm_count",
-                 "_lane_cost_s", "_peak_bandwidth", "_timing_gate")
+    # No instance dict (the launch path reads these on every launch; compiled, they are the
+    # C fields of backend.pxd). The last three are asyncgpu/backends/cuda/timing.py's, made on
+    # first use.
+    __slots__ = ("__weakref__", "_capturing", "_d2h", "_driver_error", "_event_done",
+                 "_event_record", "_fetch_stream", "_graph_launch", "_graphs_in_flight",
+                 "_numba_streams", "_recent", "_recent_at", "_stream_wait", "captures", "cupy",
+                 "device", "device_name", "driver", "driver_launch", "explicit", "fault",
+                 "host_coherent_while_busy", "packed_launches", "pool", "runtime",
+                 "single_node_graphs", "sm_count", "_lane_cost_s", "_peak_bandwidth",
+                 "_timing_gate")
     name = "cuda"
     #: ``host_access`` only reports a device fault, which ``HostAccess.read_element``'s path
     #: for a current mirror checks itself (``fault``)
@@ -109,6 +110,7 @@ class CudaBackend:
                                                                                  self.device))
         self._numba_streams: dict[int, Any] = {}
         self.captures = CaptureTracker()
+        self._capturing = False
         self.single_node_graphs = options.single_node_graphs
         # A launch's CUDA calls: straight into the driver where that applies (driver.py),
         # else CuPy's. Kernels launch through cuLaunchKernel with a packed parameter buffer
@@ -121,8 +123,11 @@ class CudaBackend:
         self._graphs_in_flight: dict[int, Graph] = {}
         # The latest launched nodes (a finished node holds no arrays: bounded, nothing pinned)
         # and the first device fault seen, which every later call reports again.
-        self._recent: deque[Any] = deque(maxlen=RECENT_LAUNCHES)
+        self.forget_launches()
         self.fault: KernelFault | None = None
+        self._timing_gate: Any = False      # (timing.py's: False until made, None if it can't)
+        self._lane_cost_s: float | None = None
+        self._peak_bandwidth: float | None = None
         props = self.runtime.getDeviceProperties(self.device)
         name = props["name"]
         self.device_name = name.decode() if isinstance(name, bytes) else str(name)
@@ -140,11 +145,13 @@ class CudaBackend:
         self._follow_captures()
 
     def _follow_captures(self) -> None:
-        """Kernels go through their stream's one-node graph (``single_node_graphs``) except
-        while a capture is engaged: a capture must record the kernel itself."""
+        """Called wherever a capture may have begun or ended. The launch path reads whether
+        one is engaged from ``_capturing``; kernels go through their stream's one-node graph
+        (``single_node_graphs``) except while a capture is engaged: a capture must record the
+        kernel itself."""
+        self._capturing = bool(self.captures.engaged)
         if self.driver is not None:
-            self.driver.single_node_graphs = (self.single_node_graphs
-                                              and not self.captures.engaged)
+            self.driver.single_node_graphs = self.single_node_graphs and not self._capturing
 
     def close(self) -> None:
         """The runtime is done with this backend: its pool's free blocks go back to the device
@@ -156,7 +163,7 @@ class CudaBackend:
 
     # -- a launch's CUDA calls ---------------------------------------------------------------
     def record(self, event: Any, stream: Any) -> None:
-        if self.captures.engaged:
+        if self._capturing:
             self.captures.record(event, stream)
         try:
             self._event_record(event.ptr, stream.ptr)
@@ -164,7 +171,7 @@ class CudaBackend:
             raise self._device_error(exc)
 
     def wait(self, stream: Any, event: Any) -> None:
-        if self.captures.engaged:
+        if self._capturing:
             self.captures.wait(stream, event)
         try:
             self._stream_wait(stream.ptr, event.ptr, 0)
@@ -172,7 +179,7 @@ class CudaBackend:
             raise self._device_error(exc)
 
     def event_done(self, event: Any) -> bool:
-        if self.captures.engaged:
+        if self._capturing:
             self.captures.check_host_wait(event, "event query")
         try:
             return bool(self._event_done(event))
@@ -200,13 +207,31 @@ class CudaBackend:
         return done
 
     def launch(self, node: Any, stream: Any) -> None:
-        if self.captures.engaged:
+        if self._capturing:
             self.captures.launch(node, stream)    # CUDA records it; we keep its arrays
-        self._recent.append(node)
+        at = self._recent_at
+        self._recent[at] = node
+        self._recent_at = at + 1 if at + 1 < RECENT_LAUNCHES else 0
+        launch = node.launch
         try:
-            node.launch(stream)
+            if type(launch) is PackedLaunch:
+                packed = launch             # (compiled: a C call, no argument tuple)
+                packed.enqueue(stream)
+            else:
+                launch(stream)
         except Exception as exc:
             self._launch_failed(node, stream, exc)
+
+    def recent_launches(self) -> list[Any]:
+        """The latest launched nodes (``RECENT_LAUNCHES`` at most), newest first."""
+        at = self._recent_at
+        ring = self._recent[at:] + self._recent[:at]
+        return [n for n in reversed(ring) if n is not None]
+
+    def forget_launches(self) -> None:
+        """Empty the ring of the latest launched nodes (``recent_launches``)."""
+        self._recent = [None] * RECENT_LAUNCHES
+        self._recent_at = 0
 
     # -- streams and events ------------------------------------------------------------------
     def create_stream(self) -> Any:
@@ -239,7 +264,7 @@ class CudaBackend:
         self._stream_wait(stream.ptr, event.ptr, _CUDA_EVENT_WAIT_EXTERNAL)
 
     def host_wait(self, event: Any) -> None:
-        if self.captures.engaged:
+        if self._capturing:
             self.captures.check_host_wait(event, "host wait")
         try:
             event.synchronize()
@@ -273,7 +298,7 @@ class CudaBackend:
                 return exc   # type: ignore[return-value]
             candidates = ", ".join(
                 f"{n.label()} on stream {getattr(n.stream, 'index', '?')}"
-                for n in reversed(self._recent)) or "none recorded"
+                for n in self.recent_launches()) or "none recorded"
             self.fault = KernelFault(
                 f"the GPU reported a fault ({exc}); a kernel launched since the last clean "
                 f"synchronization caused it. Latest launches, newest first: {candidates}. "
@@ -409,7 +434,7 @@ class CudaBackend:
         also wait for unrelated work queued there. (``label``: the array, for messages.)"""
         if self.fault is not None:
             raise self._device_error(None)
-        if self.captures.engaged:
+        if self._capturing:
             for event in after:     # (the host waits for them, through the copy)
                 self.captures.check_host_wait(event, "host read")
         stream = self._fetch_stream
@@ -431,7 +456,7 @@ class CudaBackend:
     def prefetch(self, buffer: CudaBuffer, stream: Any) -> None:
         if isinstance(buffer, ForeignBuffer):
             return    # another library's memory: where its pages live is the producer's choice
-        if self.captures.engaged:
+        if self._capturing:
             self.captures.check_prefetch(stream)
         try:
             self.runtime.memPrefetchAsync(buffer.ptr, buffer.nbytes, self.device, stream.ptr)
@@ -464,18 +489,7 @@ class CudaBackend:
     def cupy_view(self, array: Any) -> Any:
         """A CuPy array over ``array``'s memory, cached on it: what a library call computes on,
         what a CUDA C kernel without a packed plan takes, what an export hands out (DLPack)."""
-        view = array._cache.get("cupy")
-        if view is None:
-            cupy = self.cupy
-            buf = array._alloc.buffer
-            if buf.nbytes == 0 or array.size == 0:
-                view = cupy.ndarray(array.shape, array.dtype)
-            else:
-                mem = cupy.cuda.UnownedMemory(buf.ptr, buf.nbytes, array._alloc, self.device)
-                view = cupy.ndarray(array.shape, array.dtype,
-                                    cupy.cuda.MemoryPointer(mem, array._offset), array.strides)
-            array._cache["cupy"] = view
-        return view
+        return cupy_view(self.cupy, self.device, array)
 
     def _launch_failed(self, node: Any, stream: Any, exc: Exception) -> None:
         """A launch raised ``exc``: raise what it means, or launch again where the thread only
@@ -494,6 +508,21 @@ class CudaBackend:
             ) from exc
         self.runtime.setDevice(self.device)
         node.launch(stream)
+
+
+def cupy_view(cupy: Any, device: int, array: Any) -> Any:
+    """``CudaBackend.cupy_view`` of a backend on ``cupy`` and ``device``."""
+    view = array._cache.get("cupy")
+    if view is None:
+        buf = array._alloc.buffer
+        if buf.nbytes == 0 or array.size == 0:
+            view = cupy.ndarray(array.shape, array.dtype)
+        else:
+            mem = cupy.cuda.UnownedMemory(buf.ptr, buf.nbytes, array._alloc, device)
+            view = cupy.ndarray(array.shape, array.dtype,
+                                cupy.cuda.MemoryPointer(mem, array._offset), array.strides)
+        array._cache["cupy"] = view
+    return view
 
 
 def forget_finished(inflight: dict[int, Graph]) -> None:

@@ -45,7 +45,10 @@ Invariants
   one launch at a time: it is busy while the GIL is released, and a second thread meeting a
   busy lane launches the ordinary way. A lane is used only where the thread's current context
   is the one the lanes were made in (the driver crashes updating a node's parameters on a
-  thread without one).
+  thread without one). The driver is asked once per thread (and again after a lane launch the
+  driver refuses for the context): a thread-local remembers the context a thread was seen
+  with, and a new thread starts with none. A thread that makes no context current after its
+  launches began (a pop, a device reset) is outside that contract.
 * Anything the driver refuses on the graph path (a parameter the node cannot take, another
   context's function, a full table) leaves the kernel to the ordinary ``cuLaunchKernel``, which
   reports the kernel's own error. If that ordinary launch succeeds, the lane was at fault and
@@ -78,6 +81,15 @@ from cuda.bindings.cydriver cimport (
     CUresult,
     CUstream,
 )
+
+
+cdef extern from *:
+    """
+    /* The context this thread was last seen to have current (DriverCalls._in_context): NULL
+       on a new thread, so its first lane launch asks the driver. */
+    static thread_local void *asyncgpu_lanes_context = NULL;
+    """
+    void* asyncgpu_lanes_context
 
 
 cdef enum:
@@ -304,6 +316,7 @@ cdef class DriverCalls:
         """Enqueue the kernel through the lane of its function on ``stream`` (made on first
         use): 0. Else the driver's status, or -1 where no lane was tried; the caller launches
         the kernel the ordinary way and reports the outcome with ``_outcome(*tried, ...)``."""
+        global asyncgpu_lanes_context
         cdef Lane* lane = self._find(stream, p.func)
         cdef CUresult status = CUDA_SUCCESS
         cdef bint fresh = lane.state == LANE_EMPTY
@@ -348,19 +361,28 @@ cdef class DriverCalls:
             self._lane_launches += 1
         else:
             tried[0] = lane
+            if status == CUDA_ERROR_INVALID_CONTEXT:
+                asyncgpu_lanes_context = NULL       # (ask the driver again next time)
         return <int>status
 
     cdef bint _in_context(self) except -1:
         """Whether this thread's current context is the lanes' one (made current where the
         thread has none). The graph calls are made in it alone: the driver's
-        cuGraphExecKernelNodeSetParams crashes on a thread without a current context."""
+        cuGraphExecKernelNodeSetParams crashes on a thread without a current context. The
+        driver is asked once per thread: the answer is kept in a thread-local."""
+        global asyncgpu_lanes_context
         cdef CUcontext current = NULL
+        if self._context == NULL:
+            return False
+        if asyncgpu_lanes_context == <void*>self._context:
+            return True
         if cydriver.cuCtxGetCurrent(&current) != CUDA_SUCCESS:
             return False
-        if current == self._context:
-            return True
-        return (current == NULL and self._context != NULL
-                and cydriver.cuCtxSetCurrent(self._context) == CUDA_SUCCESS)
+        if current != self._context and (
+                current != NULL or cydriver.cuCtxSetCurrent(self._context) != CUDA_SUCCESS):
+            return False
+        asyncgpu_lanes_context = <void*>self._context
+        return True
 
     cdef int _make_lane(self, Lane* lane, const CUDA_KERNEL_NODE_PARAMS* p) except -1:
         """The lane's graph, with ``p`` in its one node, instantiated: CUDA_SUCCESS, or the

@@ -24,7 +24,7 @@ cdef class PackedTarget:
     cpdef numba_values(self, values)
 
     @cython.locals(args=list, a=ArrayArg, cache=dict)
-    cpdef pointer_values(self, values, list arrays)
+    cpdef pointer_values(self, values, arrays)
 
 
 @cython.final
@@ -32,12 +32,15 @@ cdef class PackedLaunch:
     cdef public PackedTarget target
     cdef public tuple values
 
+    @cython.locals(t=PackedTarget)
+    cpdef enqueue(self, stream)
+
 
 @cython.locals(launch=PackedLaunch)
 cpdef PackedLaunch packed_launch(PackedTarget target, tuple values)
 
 @cython.locals(target=PackedTarget)
-cpdef make_launch(backend, Kernel kernel, Launcher launcher, list arrays, values, site)
+cpdef make_launch(backend, Kernel kernel, Launcher launcher, arrays, values, site)
 
 @cython.locals(target=PackedTarget)
-cpdef _cuda_c_launch(backend, Kernel kernel, Launcher launcher, list arrays, values, site)
+cpdef _cuda_c_launch(backend, Kernel kernel, Launcher launcher, arrays, values, site)

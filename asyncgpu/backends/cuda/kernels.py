@@ -144,6 +144,10 @@ class PackedLaunch:
     __slots__ = ("target", "values")
 
     def __call__(self, stream: Any) -> None:
+        self.enqueue(stream)
+
+    def enqueue(self, stream: Any) -> None:
+        """The launch on ``stream`` (``CudaBackend.launch`` calls this directly)."""
         t = self.target
         t.plan.launch(self.values, t.grid, t.block, t.shared, stream.ptr)
 

@@ -9,4 +9,4 @@ cdef class PackedPlan:
     cdef public object handle, struct, buf, buf_ptr, size, extra, extra_ptr, launch_fn, pack
     cdef public tuple splits
 
-    cpdef launch(self, tuple values, tuple grid, tuple block, shared, stream_ptr)
+    cpdef launch(self, values, tuple grid, tuple block, shared, stream_ptr)

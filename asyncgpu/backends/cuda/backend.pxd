@@ -1,0 +1,31 @@
+# C types of asyncgpu/backends/cuda/backend.py where Cython compiles it (setup.py); the .py is
+# the code.
+cimport cython
+
+from asyncgpu.backends.cuda.kernels cimport PackedLaunch, make_launch
+from asyncgpu.core.dag cimport Node
+
+
+cdef class CudaBackend:
+    cdef object __weakref__
+    cdef public object _d2h, _driver_error, _event_done, _event_record, _fetch_stream
+    cdef public object _graph_launch, _stream_wait, captures, cupy, device_name, driver
+    cdef public object driver_launch, fault, pool, runtime
+    cdef public object _lane_cost_s, _peak_bandwidth, _timing_gate
+    cdef public dict _graphs_in_flight, _numba_streams
+    cdef public list _recent
+    cdef public Py_ssize_t _recent_at
+    cdef public bint _capturing, explicit, host_coherent_while_busy, packed_launches
+    cdef public bint single_node_graphs
+    cdef public int device, sm_count
+
+    cpdef record(self, event, stream)
+
+    cpdef wait(self, stream, event)
+
+    cpdef bint event_done(self, event) except -1
+
+    cpdef kernel_launch(self, kernel, launcher, arrays, values, site)
+
+    @cython.locals(at=Py_ssize_t, packed=PackedLaunch)
+    cpdef launch(self, Node node, stream)
