@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from asyncgpu.recorder import recording as _recorder
 from asyncgpu.core.errors import FreedArrayError
-from asyncgpu.recorder.recording import Recording
+from asyncgpu.runtime.current import current_runtime
 
 from recorder_kernels import N, doubling, kernels
 
@@ -70,20 +70,19 @@ def test_remembered_runs_equal_fully_keyed_runs(keys_checked, calls, views):
                     scale[1, N](src, arrays[j], np.float32(a), N)
                 inc[1, N](arrays[j], N)
 
-            if not memo:      # (nothing remembered: every run keyed in full)
-                orig = Recording._remember
-                Recording._remember = lambda self, _memo: orig(self, None)
-            try:
-                for i, j, a in calls:
-                    step(i, j, a)
-                    outcomes.append(step.outcome)
-                    results.append([x.numpy().tobytes() for x in arrays])
-            finally:
-                if not memo:
-                    Recording._remember = orig
+            rt = current_runtime()
+            for i, j, a in calls:
+                if not memo and rt.graphs is not None:
+                    rt.graphs.memo.clear()      # (nothing remembered: keyed in full)
+                step(i, j, a)
+                outcomes.append(step.outcome)
+                results.append([x.numpy().tobytes() for x in arrays])
         return outcomes, results
 
-    assert run(True) == run(False)
+    remembered = run(True)
+    used = len(keys_checked)
+    assert remembered == run(False)
+    assert len(keys_checked) == used        # (the second run remembered nothing)
 
 
 def test_repeated_identical_calls_use_the_remembered_key(sim, keys_checked):

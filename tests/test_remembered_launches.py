@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 
 import numpy as np
 import pytest
 from recorder_kernels import N, kernels
 
+from asyncgpu.core.compiled import compiled_modules, is_compiled
 from asyncgpu.core.errors import ArgumentError, ArgumentValueError
 from asyncgpu.runtime.current import current_runtime
 
@@ -145,3 +147,35 @@ def test_remembered_launches_leak_no_references(sim):
         step()
     ag.synchronize()
     assert [sys.getrefcount(o) for o in (launch, x, y, a, scale[1, N])] == counts
+
+
+@pytest.mark.skipif(not is_compiled(), reason="the launch path runs as plain Python here")
+def test_the_replay_path_runs_as_c_types_where_compiled():
+    """Where the launch path is compiled, what a remembered launch and a replayed segment go
+    through are C types (their .pxd files were found, so their fields are C fields): a C type
+    refuses a new class attribute, which a Python class would take."""
+    from asyncgpu.recorder.entry import GraphFunction, Recorder
+    from asyncgpu.recorder.keys import Launch, LaunchMemo, RecordingKey
+    from asyncgpu.recorder.recording import Recording
+    from asyncgpu.runtime.frozen import FrozenGraph
+
+    for cls in (Recording, Launch, LaunchMemo, RecordingKey, FrozenGraph, GraphFunction,
+                Recorder):
+        with pytest.raises(TypeError):
+            cls.probe = None
+    assert "asyncgpu.recorder.finish" in compiled_modules()
+
+
+def test_a_graph_function_wraps_its_body():
+    """``functools.update_wrapper`` still reaches a compiled graph function (its instance
+    dictionary): name, docstring and the wrapped body."""
+    import asyncgpu as ag
+
+    def body(x):
+        """The body's docstring."""
+        return x
+
+    step = ag.graph(body)
+    assert (step.__name__, step.__doc__, step.__wrapped__) == ("body", body.__doc__, body)
+    assert step.__qualname__ == body.__qualname__ and repr(step).startswith("<asyncgpu.graph")
+    assert weakref.ref(step)() is step          # (as a function can be)

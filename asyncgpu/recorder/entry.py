@@ -37,6 +37,7 @@ from collections import OrderedDict
 from typing import Any, Callable
 
 from ..core.errors import RecordingError
+from ..runtime import current
 from ..runtime.current import current_runtime
 from ..runtime.frozen import FrozenGraph
 from .cache import VARIANTS, copy_key
@@ -51,6 +52,8 @@ _tokens = itertools.count(1)
 class _Run:
     """Entering and leaving one recording (shared by :class:`Recorder` and :func:`graph`)."""
 
+    __slots__ = ("name", "outcome", "split", "token")
+
     def __init__(self, token: Any, name: str, split: bool) -> None:
         self.token = token
         self.name = name
@@ -63,7 +66,7 @@ class _Run:
 
     def _enter(self) -> Recording | None:
         """Start recording; None when nested in a recording of this thread (inlined)."""
-        rt = current_runtime()
+        rt = current._runtime or current_runtime()
         with rt._lock:
             cur = rt.recording
             if cur is not None and cur.thread == threading.get_ident():
@@ -114,6 +117,8 @@ class _Run:
 class Recorder(_Run):
     """``with asyncgpu.record():`` (see :func:`record`)."""
 
+    __slots__ = ("_open",)
+
     def __init__(self, token: Any, name: str, split: bool) -> None:
         super().__init__(token, name, split)
         self._open: list[Recording | None] = []
@@ -127,7 +132,10 @@ class Recorder(_Run):
 
 
 class GraphFunction(_Run):
-    """A function whose launches are recorded and replayed as CUDA graphs (see :func:`graph`)."""
+    """A function whose launches are recorded and replayed as CUDA graphs (see :func:`graph`).
+    Its instance dictionary holds what ``functools.update_wrapper`` copies from ``fn``."""
+
+    __slots__ = ("__dict__", "__weakref__", "_static", "fn", "static")
 
     def __init__(self, fn: Callable[..., Any], split: bool = False, static: bool = False) -> None:
         if static and split:
@@ -174,7 +182,7 @@ class GraphFunction(_Run):
                        ) -> tuple[bool, Any]:
         """Launch the cached graph for the inputs' locations without running the body;
         (False, None) if there is none or it cannot be launched now."""
-        rt = current_runtime()
+        rt = current._runtime or current_runtime()
         with rt._lock:
             if rt.recording is not None:
                 return False, None      # nested in a recording

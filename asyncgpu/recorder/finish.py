@@ -19,7 +19,8 @@ Example::
     outcome, frozen = finish(rt, (token, 0), "step", launches)   # "recorded", None
     outcome, frozen = finish(rt, (token, 0), "step", launches)   # "replayed", FrozenGraph
 
-Plain Python: the backend captures and launches.
+Plain Python: the backend captures and launches. Cython compiles it (``finish.pxd`` types
+:func:`replay_remembered`, the end of every replayed segment).
 """
 
 from __future__ import annotations
@@ -46,19 +47,23 @@ def replay_remembered(rt: Any, token: Any, memo: LaunchMemo) -> Any:
     (then :func:`finish` decides). The lookups it spares are the cost of a replay whose body
     ran: the key is the memo's, known equal."""
     replayed = memo.replayed
-    if replayed is None or memo.key.parts[0] != rt.graph_config:
+    key = memo.key
+    if replayed is None or key.parts[0] != rt.graph_config:
         return None
     variants, frozen = replayed
     cache = rt.graphs
-    if cache is None or cache.memo.get(token) is not memo or frozen.graph.destroyed:
+    if cache is None:
+        return None
+    memos = cache.memo
+    if memos.get(token) is not memo or frozen.graph.destroyed:
         return None
     entries = cache.entries
-    if entries.get(memo.key) is not variants:
+    if entries.get(key) is not variants:
         return None
     if rt.memory is not None and frozen.host_current(rt) != frozen.copy_in:
         return None             # another variant (or a new capture) is due
-    cache.memo.move_to_end(token)
-    entries.move_to_end(memo.key)
+    memos.move_to_end(token)
+    entries.move_to_end(key)
     if len(variants) > 1:
         variants.move_to_end(copy_key(frozen.copy_in))
     rt.launch_graph(frozen)

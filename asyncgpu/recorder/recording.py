@@ -58,14 +58,15 @@ What becomes of each finished segment (issued, captured, replayed) is
 :mod:`asyncgpu.recorder.finish`; the entry points (:func:`~asyncgpu.recorder.entry.graph`,
 :func:`~asyncgpu.recorder.entry.record`) are :mod:`asyncgpu.recorder.entry`. This module is
 plain Python: the backend captures (``begin_capture``/``end_capture``) and launches
-(``graph_launch``) the graphs.
+(``graph_launch``) the graphs. Cython compiles it (``recording.pxd``: :class:`Recording` a C
+type, :meth:`Recording.remember` typed), so a remembered launch costs a few pointer
+comparisons.
 """
 
 from __future__ import annotations
 
 import threading
 import warnings
-from operator import is_
 from typing import Any
 
 from ..core.errors import RecordingError
@@ -83,7 +84,7 @@ class Recording:
     """
 
     __slots__ = ("runtime", "token", "name", "thread", "launches", "failed", "eager", "split",
-                 "segment", "calls", "outcomes", "frozen", "memo", "previous", "cut")
+                 "segment", "calls", "outcomes", "frozen", "memo", "previous", "cut", "keyed")
 
     def __init__(self, runtime: Any, token: Any, name: str, split: bool) -> None:
         self.runtime = runtime
@@ -100,7 +101,11 @@ class Recording:
         self.frozen: list[Any] = []     # per segment: the FrozenGraph launched, or None
         #: the segment's previous run, and its launches (empty: nothing to remember)
         self.memo: LaunchMemo | None = None
-        self.previous: Any = ()
+        self.previous: list[Any] = []
+        #: a launch of this segment was keyed in full (not its previous run's, taken by
+        #: :meth:`remember`): so the segment's launches are not the memo's. (While none was,
+        #: each launch is the memo's at its position, so no identity walk is needed.)
+        self.keyed = False
         #: the steady memo whose segment ``repeated`` ended last, until a host operation
         #: (it was steady) or a launch not remembered (it was not) follows
         self.cut: LaunchMemo | None = None
@@ -116,9 +121,10 @@ class Recording:
             return
         rt = self.runtime
         launches, self.launches = self.launches, []
-        previous = self.previous
-        memo = (self.memo if len(launches) == len(previous)
-                and all(map(is_, launches, previous)) else None)   # every launch remembered
+        # every launch remembered, as many as before: the memo's launches and key
+        memo = (self.memo if not self.keyed and len(launches) == len(self.previous)
+                else None)
+        self.keyed = False
         if memo is not None:
             memo.steady = True
         token = (self.token, self.segment)
@@ -164,7 +170,7 @@ class Recording:
             self.previous = memo.launches
         else:
             self.memo = None
-            self.previous = ()
+            self.previous = []
 
     # -- hooks the runtime calls (under its lock) -------------------------------------------
     def kernel(self, launcher: Any, args: tuple[Any, ...], site: str | None) -> bool:
@@ -176,6 +182,7 @@ class Recording:
         if self.cut is not None:
             self.went_on()
         self.launches.append(Launch(launcher, args, arrays, values, site))
+        self.keyed = True
         return True
 
     def remember(self, launcher: Any, args: tuple[Any, ...]) -> bool:
@@ -184,18 +191,28 @@ class Recording:
         launches = self.launches
         previous = self.previous
         position = len(launches)
-        if position < len(previous):
-            same = previous[position]
-            if same.launcher is launcher:
-                old = same.args
-                # the common case: the very same objects (live: LaunchMemo.usable)
-                if (len(old) == len(args) and all(map(is_, old, args))) \
-                        or same_arguments(old, args):
-                    launches.append(same)
-                    if position + 1 == len(previous) and all(map(is_, launches, previous)):
-                        self.repeated()
-                    return True
-        return False
+        if position >= len(previous):
+            return False
+        item = previous[position]
+        if type(item) is not Launch:
+            return False                # (a library call's place)
+        same = item
+        if same.launcher is not launcher:
+            return False
+        old = same.args
+        n = len(old)
+        if n != len(args):
+            return False
+        for i in range(n):
+            # the common case: the very same objects (live: LaunchMemo.usable)
+            if old[i] is not args[i]:
+                if not same_arguments(old, args):
+                    return False
+                break
+        launches.append(same)
+        if position + 1 == len(previous) and not self.keyed:
+            self.repeated()
+        return True
 
     def went_on(self) -> None:
         """A launch not remembered right after :meth:`repeated` ended a segment: the body did
@@ -233,6 +250,7 @@ class Recording:
         launch, result, reason = _graph_calls.defer(self, call, site)
         if launch is not None:
             self.launches.append(launch)
+            self.keyed = True
             self.calls += 1
             return True, result
         if self.split:

@@ -1,0 +1,31 @@
+# C types of asyncgpu/recorder/entry.py where Cython compiles it (setup.py); the .py is the code.
+cimport cython
+
+from asyncgpu.recorder.recording cimport Recording
+from asyncgpu.runtime.frozen cimport FrozenGraph
+from asyncgpu.runtime.issue cimport Issuing
+
+
+cdef class _Run:
+    cdef public object token, name, outcome
+    cdef public bint split
+
+    @cython.locals(rt=Issuing, cur=Recording, rec=Recording)
+    cpdef Recording _enter(self)
+
+    @cython.locals(rt=Issuing, outcomes=list)
+    cpdef Recording _exit(self, Recording rec, bint failed)
+
+
+cdef class Recorder(_Run):
+    cdef public list _open
+
+
+cdef class GraphFunction(_Run):
+    cdef dict __dict__
+    cdef object __weakref__
+    cdef public object fn, _static
+    cdef public bint static
+
+    @cython.locals(rt=Issuing, hit=tuple, frozen=FrozenGraph)
+    cpdef tuple _replay_static(self, dict hits)

@@ -1,0 +1,10 @@
+# C types of asyncgpu/recorder/finish.py where Cython compiles it (setup.py); the .py is the code.
+cimport cython
+
+from asyncgpu.recorder.keys cimport LaunchMemo, RecordingKey
+from asyncgpu.runtime.frozen cimport FrozenGraph
+from asyncgpu.runtime.issue cimport Issuing
+
+
+@cython.locals(replayed=tuple, key=RecordingKey, frozen=FrozenGraph)
+cpdef replay_remembered(Issuing rt, token, LaunchMemo memo)
