@@ -330,17 +330,18 @@ def _cuda_c_prepare(backend: Any, kernel: Kernel, launcher: Any, arrays: list[An
     return packed_launch(target, flat)
 
 
-def kernel_attributes(kernel: Kernel) -> dict[str, int] | None:
+def kernel_attributes(kernel: Any) -> dict[str, int] | None:
     """Registers per thread and static shared memory of an already compiled kernel (for the
     recorder's launch order); None before the kernel's first compilation."""
     try:
+        cache = kernel._compiled
         if isinstance(kernel.source, CudaCSource):
-            entry = kernel._compiled.get("c")
+            entry = cache.get("c")
             if entry is None:
                 return None
             raw = entry[0]
             return {"regs": int(raw.num_regs), "shared": int(raw.shared_size_bytes)}
-        for key, entry in kernel._compiled.items():
+        for key, entry in list(cache.items()):
             if isinstance(key, tuple):
                 compiled = entry[0]
                 return {"regs": int(getattr(compiled, "regs_per_thread", 0)),
