@@ -35,7 +35,7 @@ def lint(tree: pathlib.Path) -> subprocess.CompletedProcess[str]:
 def copy_of_package(tmp_path: pathlib.Path) -> pathlib.Path:
     """The package's Python sources and the contracts, in a tree of their own."""
     shutil.copytree(ROOT / "asyncgpu", tmp_path / "asyncgpu",
-                    ignore=shutil.ignore_patterns("__pycache__", "csrc", "*.so", "data"))
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so", "data"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     return tmp_path
 
