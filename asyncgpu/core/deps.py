@@ -164,7 +164,8 @@ class DependencyTracker:
         return sum(1 for e in entries if not e[2].finished)
 
     def conflicts(self, accesses: Iterable[Access]) -> dict[Node, list[tuple[str, str]]]:
-        """Unfinished nodes the accesses conflict with -> [(reason, array label)], in issue order."""
+        """Unfinished nodes the accesses conflict with -> [(reason, array label)], in the order the
+        accesses meet them (``reduce_parents`` sorts the parents by issue order)."""
         found: dict[Node, list[tuple[str, str]]] = {}
         live_map = self._live
         for acc in accesses:
