@@ -24,15 +24,18 @@ import sys
 EXTENSIONS = tuple(importlib.machinery.EXTENSION_SUFFIXES)
 
 
+def is_extension(module: object) -> bool:
+    """Whether ``module`` (a module object) was loaded from an extension module: compiled."""
+    return str(getattr(module, "__file__", "") or "").endswith(EXTENSIONS)
+
+
 def compiled_modules() -> list[str]:
     """The names of asyncgpu's imported modules that run compiled (extension modules)."""
     return sorted(name for name, module in list(sys.modules.items())
-                  if name.startswith("asyncgpu.") and module is not None
-                  and str(getattr(module, "__file__", "") or "").endswith(EXTENSIONS))
+                  if name.startswith("asyncgpu.") and is_extension(module))
 
 
 def is_compiled() -> bool:
     """Whether the core's launch path runs compiled (``asyncgpu.core.deps`` is the marker:
     the build compiles all of the hot modules or none)."""
-    module = sys.modules.get("asyncgpu.core.deps")
-    return module is not None and str(getattr(module, "__file__", "")).endswith(EXTENSIONS)
+    return is_extension(sys.modules.get("asyncgpu.core.deps"))

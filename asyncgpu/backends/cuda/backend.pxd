@@ -13,8 +13,7 @@ cdef class CudaBackend:
     cdef public object driver_launch, fault, pool, runtime
     cdef public object _lane_cost_s, _peak_bandwidth, _timing_gate
     cdef public dict _graphs_in_flight, _numba_streams
-    cdef public list _recent
-    cdef public Py_ssize_t _recent_at
+    cdef public object _recent
     cdef public bint _capturing, explicit, host_coherent_while_busy, packed_launches
     cdef public bint single_node_graphs
     cdef public int device, sm_count

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -73,7 +74,7 @@ class CudaBackend:
     # first use.
     __slots__ = ("__weakref__", "_capturing", "_d2h", "_driver_error", "_event_done",
                  "_event_record", "_fetch_stream", "_graph_launch", "_graphs_in_flight",
-                 "_numba_streams", "_recent", "_recent_at", "_stream_wait", "captures", "cupy",
+                 "_numba_streams", "_recent", "_stream_wait", "captures", "cupy",
                  "device", "device_name", "driver", "driver_launch", "explicit", "fault",
                  "host_coherent_while_busy", "packed_launches", "pool", "runtime",
                  "single_node_graphs", "sm_count", "_lane_cost_s", "_peak_bandwidth",
@@ -209,9 +210,7 @@ class CudaBackend:
     def launch(self, node: Any, stream: Any) -> None:
         if self._capturing:
             self.captures.launch(node, stream)    # CUDA records it; we keep its arrays
-        at = self._recent_at
-        self._recent[at] = node
-        self._recent_at = at + 1 if at + 1 < RECENT_LAUNCHES else 0
+        self._recent.append(node)
         launch = node.launch
         try:
             if type(launch) is PackedLaunch:
@@ -224,14 +223,11 @@ class CudaBackend:
 
     def recent_launches(self) -> list[Any]:
         """The latest launched nodes (``RECENT_LAUNCHES`` at most), newest first."""
-        at = self._recent_at
-        ring = self._recent[at:] + self._recent[:at]
-        return [n for n in reversed(ring) if n is not None]
+        return list(reversed(self._recent))
 
     def forget_launches(self) -> None:
-        """Empty the ring of the latest launched nodes (``recent_launches``)."""
-        self._recent = [None] * RECENT_LAUNCHES
-        self._recent_at = 0
+        """Forget the latest launched nodes (``recent_launches``)."""
+        self._recent = deque(maxlen=RECENT_LAUNCHES)
 
     # -- streams and events ------------------------------------------------------------------
     def create_stream(self) -> Any:
