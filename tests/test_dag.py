@@ -6,9 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from asyncgpu.core.dag import Node, finish_through, reduce_parents
+from asyncgpu.core.config import Options
+from asyncgpu.core.dag import Node, reduce_parents
 from asyncgpu.core.deps import Access, DependencyTracker
-from asyncgpu.core.streams import StreamState
+from asyncgpu.core.statistics import Counters
+from asyncgpu.core.streams import StreamManager, StreamState
 
 
 class Sim:
@@ -86,20 +88,35 @@ def test_disjoint_byte_ranges_do_not_conflict():
     assert list(deps.conflicts([Access(1, None, 16, 48, False, "x")])) == [a]
 
 
+class _Events:
+    """A backend's stream and event calls, recording nothing."""
+
+    def create_stream(self) -> object:
+        return object()
+
+    def create_event(self) -> object:
+        return object()
+
+    def record(self, event: object, stream: object) -> None:
+        pass
+
+
 def test_finishing_a_node_finishes_its_stream_predecessors_and_ancestors():
-    s0, s1 = StreamState(0, None), StreamState(1, None)
+    streams = StreamManager(_Events(), Options(), Counters())
+    s0, s1 = streams.grow(), streams.grow()
     nodes = []
-    for i, stream in enumerate([s0, s0, s1]):
+    for i, stream in enumerate([s0, s0, s1, s1]):
         n = Node("kernel", f"k{i}", None, [])
         n.stream = stream
-        stream.seq += 1
-        n.seq = stream.seq
-        stream.inflight.append(n)
+        streams.issued(n)
         nodes.append(n)
     nodes[2].parents = [nodes[1]]
-    done = []
-    assert finish_through(nodes[2], done.append) == 3
-    assert all(n.finished for n in nodes) and not s0.inflight and not s1.inflight
+    assert streams.finished(nodes[2]) == 3
+    assert [n.finished for n in nodes] == [True, True, True, False]
+    assert list(s0.inflight) == [] and list(s1.inflight) == [nodes[3]]
+    assert streams.inflight == 1 and streams.stats.nodes_retired == 3
+    assert nodes[2].parents == () and nodes[2].event is None    # history and events let go
+    assert streams.finished(nodes[2]) == 0                      # once only
 
 
 def test_entries_stay_bounded_without_host_sync():

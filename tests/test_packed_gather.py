@@ -10,7 +10,7 @@ import pytest
 
 from asyncgpu.backends.cuda.kernels import PackedTarget
 from asyncgpu.backends.cuda.packed import PackedPlan
-from asyncgpu.runtime.kernel import ArrayArg
+from asyncgpu.runtime.kernel import array_arg
 
 #: a Numba array's cached ABI fields (``Array._cache["nbf"]``): (type token, flat fields)
 FIELDS = ("f4/1", (1, 2, 3, 4, 5, 16, 4))
@@ -82,7 +82,7 @@ def test_pointer_values_put_each_arrays_device_pointer_in_its_place(sim):
     for i, x in enumerate(a):
         x._cache["ptr"] = 4096 * (i + 1)
     values = [a[0], 7, a[1], a[2]]
-    arrays = [ArrayArg(i, f"a{i}", values[i], True, True) for i in (0, 2, 3)]
+    arrays = [array_arg(i, f"a{i}", values[i], True, True) for i in (0, 2, 3)]
     assert target(None).pointer_values(values, arrays) == (4096, 7, 8192, 12288)
     del a[1]._cache["ptr"]
     assert target(None).pointer_values(values, arrays) is None

@@ -115,7 +115,7 @@ def test_a_memo_is_remembered_until_one_of_its_arrays_is_freed():
         outcomes = []
         for i in range(8):
             if i == 3:
-                tmp.free()          # moves Allocation.explicit_frees: the memo is checked
+                tmp.free()          # moves the explicit-free count: the memo is checked
             if i == 5:
                 x.free()            # one of the memo's arrays
             step(x if i < 5 else y)

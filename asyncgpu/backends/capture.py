@@ -66,7 +66,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..core.errors import CaptureError
-from ..runtime.array import Allocation
+from ..runtime.allocation import explicit_frees
 
 
 class _Open:
@@ -111,7 +111,7 @@ class Graph:
         self.hb: Expansion | None = None
         self.launched = False
         self.destroyed = False
-        self.frees = -1     # Allocation.explicit_frees when its arrays were last seen live
+        self.frees = -1     # explicit_frees() when its arrays were last seen live
 
     @property
     def kernels(self) -> int:
@@ -348,7 +348,7 @@ def check_launch(graph: Any, stream: Any, tracker: CaptureTracker) -> None:
         raise CaptureError(f"graph_launch: {graph!r} is not a graph from end_capture")
     if graph.destroyed:
         raise CaptureError("graph_launch: the graph was destroyed")
-    frees = Allocation.explicit_frees
+    frees = explicit_frees()
     if graph.frees != frees:        # (its arrays were all live, and nothing was freed since)
         for alloc in graph.allocs:
             if alloc.freed:

@@ -8,7 +8,3 @@ cdef class Node:
     cdef public Py_ssize_t seq
     cdef public bint finished, handed_off
     cdef public int device
-
-
-@cython.locals(count=Py_ssize_t, stack=list, n=Node, m=Node, p=Node)
-cpdef Py_ssize_t finish_through(Node node, on_finish) except -1

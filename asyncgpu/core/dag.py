@@ -1,4 +1,4 @@
-"""Nodes of the dynamic DAG and their retirement.
+"""Nodes of the dynamic DAG, and the filter that keeps their edges few.
 
 The model
 ---------
@@ -9,9 +9,10 @@ must wait for, each edge labelled with its reason (RAW, WAR, WAW) and the array.
 
 A node is *finished* once the host knows its work is complete: after a host wait on its event
 (or on a later node of the same stream, or on a descendant), after a device-wide synchronize, or
-when polling its event says so. Finished nodes never become parents again, give their event back
-to the pool, drop their parents (so history is not kept alive) and release the arrays they kept
-alive, which is what makes it safe to recycle memory.
+when polling its event says so; ``asyncgpu.core.streams.StreamManager.finished`` retires it.
+Finished nodes never become parents again, give their event back to the pool, drop their
+parents (so history is not kept alive) and release the arrays they kept alive, which is what
+makes it safe to recycle memory.
 
 Invariants
 ----------
@@ -31,7 +32,6 @@ This module is plain Python: no CuPy or Numba.
 from __future__ import annotations
 
 import itertools
-from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
@@ -39,7 +39,7 @@ from typing import Any
 RAW, WAR, WAW = "RAW", "WAR", "WAW"
 
 _ids = itertools.count(1)
-_NONE: Any = ()      # shared empty default: nodes without parents or recorded edges are common
+EMPTY: Any = ()      # shared empty default: nodes without parents or recorded edges are common
 
 
 class Node:
@@ -71,44 +71,13 @@ class Node:
         self.stream: Any = None     # StreamState for device nodes
         self.seq = -1
         self.event: Any = None
-        self.parents: list[Node] = _NONE        # replaced, never mutated in place
-        self.edges: list[tuple[Node, str, str]] = _NONE   # (parent, reason, array label)
+        self.parents: list[Node] = EMPTY        # replaced, never mutated in place
+        self.edges: list[tuple[Node, str, str]] = EMPTY   # (parent, reason, array label)
         self.keepalive: Any = None  # allocations pinned until the node is finished
         self.finished = False
         self.handed_off = False     # its stream was inherited by a child (disjoint policy)
         self.launch: Any = None     # backend-specific launch object
         self.device = 0
-
-
-def finish_through(node: Node, on_finish: Any) -> int:
-    """Mark ``node`` finished with everything that must have completed before it.
-
-    That is every earlier node of its stream and, transitively, every parent. ``on_finish`` is
-    called once per newly finished node (to give back events and streams). Returns the count.
-    """
-    count = 0
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        if n.finished:
-            continue
-        stream = n.stream
-        if stream is None:          # host nodes: complete when created
-            n.finished = True
-            continue
-        inflight: deque[Node] = stream.inflight
-        while inflight and inflight[0].seq <= n.seq:
-            m = inflight.popleft()
-            m.finished = True
-            parents = m.parents
-            if parents:
-                for p in parents:
-                    if not p.finished:
-                        stack.append(p)
-                m.parents = _NONE
-            on_finish(m)
-            count += 1
-    return count
 
 
 def reduce_parents(candidates: Iterable[Node]) -> list[Node]:

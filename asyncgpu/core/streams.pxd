@@ -1,7 +1,8 @@
 # C types of asyncgpu/core/streams.py where Cython compiles it (setup.py); the .py is the code.
 cimport cython
 
-from asyncgpu.core.dag cimport Node, finish_through
+from asyncgpu.core.dag cimport Node
+from asyncgpu.core.statistics cimport Counters
 
 
 cdef class StreamState:
@@ -12,7 +13,8 @@ cdef class StreamState:
 
 
 cdef class StreamManager:
-    cdef public object _free, backend, new_policy, parent_policy, stats
+    cdef public object _free, backend, new_policy, parent_policy
+    cdef public Counters stats
     cdef public dict _by_use
     cdef public list _events, streams
     cdef public Py_ssize_t _inflight, max_streams, poll_threshold
@@ -34,7 +36,7 @@ cdef class StreamManager:
 
     cpdef _on_finish(self, Node node)
 
-    @cython.locals(n=Py_ssize_t)
+    @cython.locals(count=Py_ssize_t, stack=list, n=Node, m=Node, p=Node, stream=StreamState)
     cpdef Py_ssize_t finished(self, Node node) except -1
 
     @cython.locals(s=StreamState)

@@ -15,8 +15,8 @@ This is the only place that decides when an event wait is needed: a parent on th
 needs none (stream order), several parents on one other stream need one wait (on the latest),
 and a wait already implied by an earlier wait of this stream is skipped.
 
-Retirement: :meth:`StreamManager.finished` marks a node and everything before it finished (see
-:func:`asyncgpu.core.dag.finish_through`). With more than ``poll_threshold`` nodes in flight each
+Retirement: :meth:`StreamManager.finished` marks a node and everything before it finished: the
+earlier nodes of its stream and, transitively, its parents. With more than ``poll_threshold`` nodes in flight each
 launch polls up to two events of the least recently used stream that has work in flight (its
 newest node, else its oldest), so a long loop without host access keeps a bounded set of live
 nodes and a flat per-launch cost.
@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from .dag import Node, finish_through
+from .dag import EMPTY, Node
 from .policies import NEW_STREAM, PARENT_STREAM, RandomStream, Serial
 
 
@@ -261,10 +261,36 @@ class StreamManager:
             self._free.append(node.stream)
 
     def finished(self, node: Node) -> int:
-        """The host knows ``node`` completed: retire it and everything ordered before it."""
-        n = finish_through(node, self._on_finish)
-        self.stats.nodes_retired += n
-        return n
+        """The host knows ``node`` completed: retire it and everything that must have completed
+        before it, every earlier node of its stream and, transitively, every parent. Returns
+        how many nodes this retired."""
+        count = 0
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if n.finished:
+                continue
+            stream = n.stream
+            if stream is None:          # host nodes: complete when created
+                n.finished = True
+                continue
+            inflight = stream.inflight
+            while inflight:
+                m = inflight[0]
+                if m.seq > n.seq:
+                    break
+                inflight.popleft()
+                m.finished = True
+                parents = m.parents
+                if parents:
+                    for p in parents:
+                        if not p.finished:
+                            stack.append(p)
+                    m.parents = EMPTY
+                self._on_finish(m)
+                count += 1
+        self.stats.nodes_retired += count
+        return count
 
 
 def _pooled(node: Node) -> bool:

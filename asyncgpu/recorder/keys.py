@@ -44,7 +44,8 @@ from typing import Any
 
 import numpy as np
 
-from ..runtime.array import Allocation, Array
+from ..runtime.allocation import explicit_frees
+from ..runtime.array import Array
 
 
 class Launch:
@@ -134,7 +135,7 @@ def same_arguments(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
 class LaunchMemo:
     """The previous run of one recording segment: its launches and key.
 
-    ``frees``: ``Allocation.explicit_frees`` when the launches' arrays were last known to be
+    ``frees``: ``explicit_frees()`` when the launches' arrays were last known to be
     live; :meth:`usable` checks them again only when it has moved, so a remembered launch is
     matched on argument identity alone.
 
@@ -150,7 +151,7 @@ class LaunchMemo:
     def __init__(self, launches: list[Any], key: RecordingKey) -> None:
         self.launches = launches
         self.key = key
-        self.frees = Allocation.explicit_frees
+        self.frees = explicit_frees()
         #: (the graph cache's entry for ``key``, the graph launched) after a run of these
         #: launches replayed a graph: what a run of the very same launches replays again
         #: while that graph lives and its inputs are where they were (``_recorder``).
@@ -159,7 +160,7 @@ class LaunchMemo:
 
     def usable(self) -> bool:
         """Whether no array of the remembered launches has been freed."""
-        frees = Allocation.explicit_frees
+        frees = explicit_frees()
         if frees != self.frees:
             for launch in self.launches:
                 for a in launch.args:

@@ -2,7 +2,7 @@
 
 The model
 ---------
-An :class:`Allocation` is one block of memory from the backend (on ``cuda`` device memory with
+An :class:`Allocation` (``asyncgpu.runtime.allocation``) is one block of memory from the backend (on ``cuda`` device memory with
 a pinned host mirror, or managed memory with ``memory="managed"``; byte arrays on ``sim``) with
 its location flags (``HOST``: the host wrote or read it last,
 ``DEVICE``: a kernel did) and its lifetime. An :class:`Array` is a view of an allocation:
@@ -29,7 +29,6 @@ Example::
 
 from __future__ import annotations
 
-import itertools
 import math
 import operator
 from typing import Any
@@ -37,12 +36,11 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import FreedArrayError
+from .allocation import DEVICE, HOST, Allocation, View, new_view
 from .current import current_runtime
 from .node_ops import ops
 from .operators import ArrayOperators
 
-HOST, DEVICE = 1, 2
-_alloc_ids = itertools.count(1)
 _FAKE = np.zeros(64, np.uint8)
 
 
@@ -55,37 +53,6 @@ def describe(dtype: np.dtype, shape: tuple[int, ...]) -> str:
 
 
 _dtype_names: dict[np.dtype, str] = {}
-
-
-class Allocation:
-    """A block of backend memory (runtime-owned; there is no public constructor)."""
-
-    __slots__ = ("runtime", "buffer", "nbytes", "location", "freed", "id", "copy_back",
-                 "__weakref__")
-    #: Explicit frees so far, in every runtime (``Runtime.free``): whoever caches "these
-    #: allocations are live" checks again only when it has moved.
-    explicit_frees = 0
-
-    def __init__(self, runtime: Any, buffer: Any, nbytes: int, location: int) -> None:
-        self.runtime = runtime
-        self.buffer = buffer
-        self.nbytes = nbytes
-        self.location = location
-        self.freed = False
-        self.id = next(_alloc_ids)
-        #: explicit memory: the copy to the host a replayed graph issued behind itself
-        #: (``ExplicitMemory.read_back``), which a host access waits for instead of fetching
-        self.copy_back: Any = None
-
-    def __del__(self) -> None:
-        # Garbage collection may run in the middle of runtime bookkeeping: only queue the
-        # buffer here; the runtime gives it back at its next entry point.
-        buffer = getattr(self, "buffer", None)
-        if buffer is not None:
-            try:
-                self.runtime.release_later(self.id, buffer)
-            except Exception:  # interpreter shutdown: nothing left to order against
-                pass
 
 
 def _normalize_key(key: Any, ndim: int) -> tuple[str, Any]:
@@ -109,7 +76,7 @@ def _normalize_key(key: Any, ndim: int) -> tuple[str, Any]:
     return "basic", key
 
 
-class Array(ArrayOperators):
+class Array(View, ArrayOperators):
     """An n-dimensional array in managed (unified) memory, scheduled by asyncgpu.
 
     Create arrays with :func:`asyncgpu.array`, :func:`asyncgpu.empty`, :func:`asyncgpu.zeros`
@@ -123,8 +90,7 @@ class Array(ArrayOperators):
     ``a.sum()``, ``a.astype(t)``, ...) are library-call nodes (``asyncgpu.runtime.operators``).
     """
 
-    __slots__ = ("_alloc", "shape", "dtype", "strides", "_offset", "_lo", "_hi", "_cache",
-                 "_contiguous")
+    __slots__ = ()     # (the fields are View's)
     __array_priority__ = 100
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -136,33 +102,7 @@ class Array(ArrayOperators):
     @classmethod
     def _view(cls, alloc: Allocation, shape: tuple[int, ...], dtype: np.dtype,
               strides: tuple[int, ...], offset: int) -> Array:
-        self = object.__new__(cls)
-        self._alloc = alloc
-        self.shape = shape
-        self.dtype = dtype
-        self.strides = strides
-        self._offset = offset
-        self._cache: dict[str, Any] = {}
-        if 0 in shape:
-            self._lo = self._hi = offset
-        else:
-            lo = hi = offset
-            for n, st in zip(shape, strides):
-                span = (n - 1) * st
-                if span < 0:
-                    lo += span
-                else:
-                    hi += span
-            self._lo, self._hi = lo, hi + dtype.itemsize
-        expected = dtype.itemsize
-        contiguous = True
-        for n, st in zip(reversed(shape), reversed(strides)):
-            if n != 1 and st != expected:
-                contiguous = False
-                break
-            expected *= n
-        self._contiguous = contiguous
-        return self
+        return new_view(cls, alloc, shape, dtype, strides, offset)
 
     # -- NumPy-like metadata -------------------------------------------------------------------
     @property

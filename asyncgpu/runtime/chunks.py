@@ -43,7 +43,8 @@ from typing import Any
 
 from ..core.dag import Node
 from ..core.errors import ArgumentError, SignatureError
-from .array import DEVICE, HOST, Array
+from .allocation import DEVICE, HOST
+from .array import Array
 
 #: Chunk only copies of at least this many bytes per chunk (smaller ones are latency-bound).
 MIN_CHUNK_BYTES = 1 << 20

@@ -35,7 +35,7 @@ from ..core.statistics import Counters, Statistics
 from ..core.streams import StreamManager
 from . import backend_registry, current
 from . import switch as _switch
-from .array import DEVICE, Allocation
+from .allocation import DEVICE, Allocation, count_explicit_free
 from .host_access import HostAccess
 from .issue import Issuing
 from .kernel import user_site
@@ -174,7 +174,7 @@ class Runtime(Issuing, HostAccess):
                 self.streams.host_wait(list(found))
                 self.stats.sync("free")
             alloc.freed = True
-            Allocation.explicit_frees += 1
+            count_explicit_free()
             buffer, alloc.buffer = alloc.buffer, None
             self.deps.forget(alloc.id)
             self.backend.free(buffer)

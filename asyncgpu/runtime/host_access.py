@@ -39,7 +39,8 @@ import numpy as np
 from ..core.dag import RAW, Node
 from ..core.deps import Access
 from ..core.errors import FreedArrayError
-from .array import DEVICE, HOST, Array
+from .allocation import DEVICE, HOST
+from .array import Array
 from .memory import BOTH, WHOLE_FETCH_BYTES
 
 #: A managed-memory read of at least this many bytes migrates the pages to the host.

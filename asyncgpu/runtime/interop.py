@@ -56,7 +56,8 @@ from ..core.dag import Node
 from ..core.deps import Access
 from ..core.errors import ArgumentError
 from . import array_modules
-from .array import DEVICE, Allocation, Array, host_array
+from .allocation import DEVICE, Allocation
+from .array import Array, host_array
 from .current import current_runtime
 from .node_ops import ops
 

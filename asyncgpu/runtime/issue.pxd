@@ -5,6 +5,7 @@ from asyncgpu.core.dag cimport Node
 from asyncgpu.core.deps cimport Access, DependencyTracker
 from asyncgpu.core.statistics cimport Counters
 from asyncgpu.core.streams cimport StreamManager, StreamState
+from asyncgpu.runtime.allocation cimport Allocation
 from asyncgpu.runtime.kernel cimport Kernel, Launcher
 from asyncgpu.runtime.memory cimport ExplicitMemory
 
@@ -24,7 +25,7 @@ cdef class Issuing:
     cpdef launch_kernel(self, Launcher launcher, args)
 
     @cython.locals(explicit=bint, enqueued=bint, parents=list, streams=StreamManager,
-                   stream=StreamState, stats=Counters, p=Node, acc=Access)
+                   stream=StreamState, stats=Counters, p=Node, acc=Access, alloc=Allocation)
     cpdef _issue(self, Node node, graph=*, found=*, edge_counts=*)
 
     @cython.locals(node=Node, deps=DependencyTracker, previous=Node)

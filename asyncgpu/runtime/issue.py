@@ -36,7 +36,7 @@ from ..core.compiled import EXTENSIONS
 
 from ..core.dag import Node, reduce_parents
 from ..core.deps import Access, DependencyTracker
-from .array import DEVICE, HOST
+from .allocation import DEVICE, HOST
 from .chunks import launch_chunked
 from .kernel import Launcher, user_site
 

@@ -2,11 +2,16 @@
 cimport cython
 
 from asyncgpu.core.deps cimport Access
+from asyncgpu.runtime.allocation cimport Allocation, View
 
 
 cdef class ArrayArg(Access):
     cdef public object index, param, array
     cdef public bint read
+
+
+@cython.locals(self=ArrayArg, alloc=Allocation)
+cpdef ArrayArg array_arg(index, param, View array, bint read, bint write)
 
 
 cdef class Kernel:
@@ -16,7 +21,8 @@ cdef class Kernel:
     cdef object __weakref__
 
     @cython.locals(slots=tuple, typed=bint, arrays=list, values=list, foreign=list,
-                   read=bint, write=bint, is_array=bint, plain=tuple, arg=ArrayArg)
+                   read=bint, write=bint, is_array=bint, plain=tuple, k=Py_ssize_t,
+                   arr=View, alloc=Allocation)
     cpdef tuple bind(self, runtime, args, site)
 
 

@@ -25,6 +25,7 @@ import numpy as np
 from ..core.deps import Access
 from ..core.errors import ArgumentError, ArgumentValueError
 from . import current
+from .allocation import View
 from .array import Array
 from .checks import (
     BLOCK_LIMITS,
@@ -68,26 +69,35 @@ class ArrayArg(Access):
     ``index``/``param``: position and parameter name; ``read``: the kernel may read the old
     contents; ``write``: it may modify them. As an :class:`asyncgpu.core.deps.Access` (``key``,
     ``alloc``, ``lo``, ``hi``, ``label``) the dependency tracker takes the argument as it is
-    (no second object per array per launch).
+    (no second object per array per launch). Made by :func:`array_arg`.
     """
 
     __slots__ = ("index", "param", "array", "read")
 
-    def __init__(self, index: int, param: str, array: Array, read: bool, write: bool) -> None:
-        self.index = index
-        self.param = param
-        self.array = array
-        self.read = read
-        self.write = write
-        alloc = array._alloc
-        self.key = alloc.id
-        self.alloc = alloc
-        self.lo = array._lo
-        self.hi = array._hi
-        self.label = param      # edge labels and messages name the array by its parameter
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("ArrayArg is made by array_arg(index, param, array, read, write)")
 
     def __repr__(self) -> str:
         return f"ArrayArg({self.index} {self.param}, {'rw' if self.write else 'r'})"
+
+
+def array_arg(index: int, param: str, array: Array, read: bool, write: bool) -> ArrayArg:
+    """The argument ``array`` bound to parameter ``param`` (position ``index``)."""
+    # (a constructor function, not __init__: compiled, it sets the fields without parsing
+    # a call's arguments, once per array per launch)
+    self = ArrayArg.__new__(ArrayArg)
+    self.index = index
+    self.param = param
+    self.array = array
+    self.read = read
+    self.write = write
+    alloc = array._alloc
+    self.key = alloc.id
+    self.alloc = alloc
+    self.lo = array._lo
+    self.hi = array._hi
+    self.label = param      # edge labels and messages name the array by its parameter
+    return self
 
 
 _NUMBERS = frozenset({int, float, bool, complex})
@@ -299,14 +309,18 @@ class Kernel:
         arrays: list[ArrayArg] = []
         values = list(args)
         foreign: list[Any] = []
-        for (i, name, read, write, dtype, is_array, plain), a in zip(slots, args):
-            if isinstance(a, Array):
-                alloc = a._alloc
+        for k in range(len(slots)):
+            i, name, read, write, dtype, is_array, plain = slots[k]
+            a = args[k]
+            if isinstance(a, View):     # (an Array: the only View there is)
+                arr = a
+                alloc = arr._alloc
                 if (alloc.freed or alloc.runtime is not runtime
-                        or (typed and not (is_array and (dtype is None or a.dtype == dtype)
-                                           and a._contiguous))):
+                        or (typed and not (is_array and (dtype is None or arr.dtype is dtype
+                                                         or arr.dtype == dtype)
+                                           and arr._contiguous))):
                     self._check_array(runtime, i, self.params[i], a, site)
-                arrays.append(ArrayArg(i, name, a, read, write))
+                arrays.append(array_arg(i, name, arr, read, write))
             elif plain is not None and type(a) in plain[0] and plain[1] <= a <= plain[2]:
                 values[i] = plain[3](a)     # what convert_scalar returns, without its checks
             elif typed or type(a) not in _NUMBERS or not (read and write):
@@ -319,7 +333,7 @@ class Kernel:
             # every argument is checked: only now may the imports enqueue their ordering
             for i, name, read, write, described in foreign:
                 imported = adopt(runtime, described)
-                arrays.append(ArrayArg(i, name, imported, read, write))
+                arrays.append(array_arg(i, name, imported, read, write))
                 values[i] = imported
             arrays.sort(key=_BY_INDEX)
         return arrays, values

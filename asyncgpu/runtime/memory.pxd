@@ -2,13 +2,14 @@
 cimport cython
 
 from asyncgpu.core.deps cimport Access
+from asyncgpu.runtime.allocation cimport Allocation
 
 
 cdef class ExplicitMemory:
     cdef public object runtime
 
-    @cython.locals(acc=Access)
+    @cython.locals(acc=Access, alloc=Allocation)
     cpdef make_device_current(self, accesses)
 
-    @cython.locals(acc=Access)
+    @cython.locals(acc=Access, alloc=Allocation)
     cpdef before_device(self, accesses)

@@ -63,7 +63,7 @@ from typing import Any
 
 from ..core.dag import Node
 from ..core.deps import Access
-from .array import DEVICE, HOST
+from .allocation import DEVICE, HOST
 
 BOTH = HOST | DEVICE
 
@@ -300,8 +300,9 @@ class ExplicitMemory:
         """
         self.make_device_current(accesses)
         for acc in accesses:     # (a second pass: another argument may read the same array)
-            if acc.write and acc.alloc.nbytes:
-                acc.alloc.location = DEVICE
+            alloc = acc.alloc
+            if acc.write and alloc.nbytes:
+                alloc.location = DEVICE
 
     def before_graph(self, frozen: Any) -> tuple[Any, ...]:
         """A replayed graph copies its ``copy_in`` allocations in itself: book them current on

@@ -57,7 +57,8 @@ from ..core.config import BACKEND_BUILD, Options
 from ..core.deps import Access
 from ..core.statistics import Counters
 from . import backend_registry
-from .array import DEVICE, HOST, Allocation, Array
+from .allocation import DEVICE, HOST, Allocation
+from .array import Array
 from .current import describe
 from .interop import origin
 

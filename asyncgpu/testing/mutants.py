@@ -48,11 +48,11 @@ from ..core.compiled import compiled_modules, is_compiled
 from ..core.dag import RAW, WAR
 from ..core.deps import DependencyTracker
 from ..runtime.host_access import HostAccess
-from ..runtime.kernel import ArrayArg
+from ..runtime import kernel
 from ..runtime.library import LibraryCall
 
-#: One replacement: (class, method name, the replacement made from the method it replaces).
-Patch = tuple[type, str, Callable[[Any], Any]]
+#: One replacement: (class or module, name, the replacement made from what it replaces).
+Patch = tuple[Any, str, Callable[[Any], Any]]
 
 
 def _without(reason: str) -> list[Patch]:
@@ -78,12 +78,12 @@ def _drop_war() -> list[Patch]:
 
 
 def _alias_blind() -> list[Patch]:
-    def make_arg(init: Any) -> Any:
-        def __init__(self: Any, index: int, param: str, array: Any, read: bool,
-                     write: bool) -> None:
-            init(self, index, param, array, read, write)
-            self.key = id(array)
-        return __init__
+    def make_arg(array_arg: Any) -> Any:
+        def blind_array_arg(index: int, param: str, array: Any, read: bool, write: bool) -> Any:
+            arg = array_arg(index, param, array, read, write)
+            arg.key = id(array)
+            return arg
+        return blind_array_arg
 
     def make_call(accesses: Any) -> Any:
         def call_accesses(self: Any) -> Any:
@@ -103,7 +103,7 @@ def _alias_blind() -> list[Patch]:
             return acc
         return _access
 
-    return [(ArrayArg, "__init__", make_arg), (LibraryCall, "accesses", make_call),
+    return [(kernel, "array_arg", make_arg), (LibraryCall, "accesses", make_call),
             (HostAccess, "_access", make_host)]
 
 
@@ -160,7 +160,7 @@ class planted:
         if unknown:
             raise ValueError(f"unknown mutant(s) {unknown}; known: {sorted(MUTANTS)}")
         self.names = tuple(dict.fromkeys(names))
-        self._undo: list[tuple[type, str, Any]] | None = None
+        self._undo: list[tuple[Any, str, Any]] | None = None
 
     def __repr__(self) -> str:
         return f"planted({', '.join(map(repr, self.names))})"
@@ -169,7 +169,8 @@ class planted:
         if self._undo is not None:
             raise RuntimeError(f"{self!r} is already planted")
         patches = [p for name in self.names for p in MUTANTS[name]()]
-        compiled = sorted({cls.__module__ for cls, _, _ in patches} & set(compiled_modules()))
+        compiled = sorted({getattr(owner, "__module__", None) or owner.__name__
+                           for owner, _, _ in patches} & set(compiled_modules()))
         if patches and (is_compiled() or compiled):
             raise RuntimeError(
                 f"cannot plant {', '.join(self.names)}: the launch path is compiled "
@@ -178,9 +179,9 @@ class planted:
                 "uncompiled install, or pytest --pure")
         self._undo = []
         try:
-            for cls, attr, make in patches:
-                self._undo.append((cls, attr, cls.__dict__.get(attr, _MISSING)))
-                setattr(cls, attr, make(getattr(cls, attr)))
+            for owner, attr, make in patches:
+                self._undo.append((owner, attr, owner.__dict__.get(attr, _MISSING)))
+                setattr(owner, attr, make(getattr(owner, attr)))
         except BaseException:
             self._restore()
             raise
@@ -191,8 +192,8 @@ class planted:
 
     def _restore(self) -> None:
         undo, self._undo = self._undo or [], None
-        for cls, attr, before in reversed(undo):
+        for owner, attr, before in reversed(undo):
             if before is _MISSING:
-                delattr(cls, attr)
+                delattr(owner, attr)
             else:
-                setattr(cls, attr, before)
+                setattr(owner, attr, before)

@@ -3,6 +3,7 @@
 cimport cython
 
 from asyncgpu.backends.cuda.packed cimport PackedPlan
+from asyncgpu.runtime.allocation cimport View
 from asyncgpu.runtime.kernel cimport ArrayArg, Kernel, Launcher
 
 
@@ -20,10 +21,11 @@ cdef class PackedTarget:
     cdef public PackedPlan plan
     cdef public tuple grid, block
 
-    @cython.locals(key=list, flat=list, n=Py_ssize_t, i=Py_ssize_t, cache=dict, fields=tuple)
+    @cython.locals(key=list, flat=list, n=Py_ssize_t, i=Py_ssize_t, cache=dict, fields=tuple,
+                   arr=View)
     cpdef numba_values(self, values)
 
-    @cython.locals(args=list, a=ArrayArg, cache=dict)
+    @cython.locals(args=list, a=ArrayArg, cache=dict, arr=View)
     cpdef pointer_values(self, values, arrays)
 
 

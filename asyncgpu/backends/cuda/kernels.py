@@ -14,6 +14,7 @@ import weakref
 from typing import Any
 
 from ...core.errors import ArgumentError, BlockTooLargeError, CompileError
+from ...runtime.allocation import View
 from ...runtime.array import Array
 from ...runtime.kernel import CudaCSource, Kernel
 from .packed import PackedPlan, cuda_c_plan, numba_array_fields, numba_plan
@@ -112,8 +113,9 @@ class PackedTarget:
         flat = []
         for i in range(n):
             v = values[i]
-            if type(v) is Array:
-                cache = v._cache
+            if isinstance(v, View):     # (an Array)
+                arr = v
+                cache = arr._cache
                 fields = cache.get("nbf")
                 if fields is None or fields[0] != key[i]:
                     return None
@@ -129,7 +131,8 @@ class PackedTarget:
         """The values of a packed CUDA C launch: each array's device pointer, each number."""
         args = list(values)
         for a in arrays:
-            cache = a.array._cache
+            arr = a.array
+            cache = arr._cache
             ptr = cache.get("ptr")
             if ptr is None:
                 return None

@@ -23,7 +23,8 @@ import numpy as np
 
 from ...core.deps import Access
 from ...core.errors import ArgumentError, AsyncGPUError
-from ...runtime.array import DEVICE, Allocation, Array, c_strides
+from ...runtime.allocation import DEVICE, Allocation
+from ...runtime.array import Array, c_strides
 from ...runtime.library import LibraryCall, fill
 
 

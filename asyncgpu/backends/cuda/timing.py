@@ -37,7 +37,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ...runtime.array import Allocation, Array
+from ...runtime.allocation import Allocation
+from ...runtime.array import Array
 
 log = logging.getLogger("asyncgpu")
 

@@ -1,0 +1,115 @@
+"""Allocations and the fields of the arrays that view them: what every launch reads.
+
+The model
+---------
+An :class:`Allocation` is one block of backend memory (device memory with a pinned host mirror,
+managed memory, or bytes on ``sim``) with its location flags and its lifetime. ``location`` says
+which copy is current: ``HOST`` (the host wrote or read it last), ``DEVICE`` (a kernel did), or
+both; ``freed`` is set by an explicit ``free()`` and never cleared. A :class:`View` is what an
+:class:`asyncgpu.Array` is made of: the allocation, ``shape``, ``dtype``, ``strides``, the byte
+``offset`` of the first element and the byte extent ``[lo, hi)`` the view covers, which the
+dependency tracker compares; ``contiguous`` says the elements are packed in C order.
+
+Invariants: ``lo <= offset < hi <= nbytes`` for a non-empty view and ``lo == hi == offset`` for an
+empty one; an allocation's ``id`` is unique in the process; its buffer goes back to the backend
+only through the runtime (``__del__`` queues it, the runtime releases it at its next entry point).
+
+These classes are compiled with the launch path (``setup.py``): binding an argument and booking
+its location read their fields as C struct members.
+
+Example::
+
+    alloc = Allocation(rt, rt.allocate(32), 32, HOST)
+    v = new_view(Array, alloc, (8,), np.dtype(np.float32), (4,), 0)
+    (v._lo, v._hi, v._contiguous)          # (0, 32, True)
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+HOST, DEVICE = 1, 2
+_alloc_ids = itertools.count(1)
+_frees = 0
+
+
+def explicit_frees() -> int:
+    """Explicit frees so far, in every runtime: whoever caches "these allocations are live"
+    checks again only when this has moved."""
+    return _frees
+
+
+def count_explicit_free() -> None:
+    """Count one explicit free (``Runtime.free``)."""
+    global _frees
+    _frees += 1
+
+
+class Allocation:
+    """A block of backend memory (runtime-owned; there is no public constructor)."""
+
+    __slots__ = ("runtime", "buffer", "nbytes", "location", "freed", "id", "copy_back",
+                 "__weakref__")
+
+    def __init__(self, runtime: Any, buffer: Any, nbytes: int, location: int) -> None:
+        self.runtime = runtime
+        self.buffer = buffer
+        self.nbytes = nbytes
+        self.location = location
+        self.freed = False
+        self.id = next(_alloc_ids)
+        #: explicit memory: the copy to the host a replayed graph issued behind itself
+        #: (``ExplicitMemory.read_back``), which a host access waits for instead of fetching
+        self.copy_back: Any = None
+
+    def __del__(self) -> None:
+        # Garbage collection may run in the middle of runtime bookkeeping: only queue the
+        # buffer here; the runtime gives it back at its next entry point.
+        buffer = self.buffer
+        if buffer is not None:
+            try:
+                self.runtime.release_later(self.id, buffer)
+            except Exception:  # interpreter shutdown: nothing left to order against
+                pass
+
+
+class View:
+    """The fields of an array: an allocation, its layout, and the bytes it covers."""
+
+    __slots__ = ("_alloc", "shape", "dtype", "strides", "_offset", "_lo", "_hi", "_cache",
+                 "_contiguous")
+
+
+def new_view(cls: Any, alloc: Allocation, shape: tuple[int, ...], dtype: Any,
+             strides: tuple[int, ...], offset: int) -> Any:
+    """A ``cls`` (a :class:`View` subclass) over ``alloc``; computes its byte extent."""
+    self = cls.__new__(cls)
+    self._alloc = alloc
+    self.shape = shape
+    self.dtype = dtype
+    self.strides = strides
+    self._offset = offset
+    self._cache = {}
+    itemsize = dtype.itemsize
+    if 0 in shape:
+        self._lo = self._hi = offset
+    else:
+        lo = hi = offset
+        for n, st in zip(shape, strides):
+            span = (n - 1) * st
+            if span < 0:
+                lo += span
+            else:
+                hi += span
+        self._lo = lo
+        self._hi = hi + itemsize
+    expected = itemsize
+    contiguous = True
+    for n, st in zip(reversed(shape), reversed(strides)):
+        if n != 1 and st != expected:
+            contiguous = False
+            break
+        expected *= n
+    self._contiguous = contiguous
+    return self
