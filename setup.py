@@ -24,14 +24,14 @@ from setuptools.command.build_ext import build_ext
 
 #: The launch path, compiled as whole modules: dependency tracking, nodes, streams and their
 #: policies, counters, allocations and array fields, binding and launching, issuing, memory
-#: booking, frozen graphs, the recorder's recording, entry and keys, and the CUDA backend's
-#: launch calls.
+#: booking, frozen graphs, the recording hook, the recorder's recording, entry and keys, and
+#: the CUDA backend's launch calls.
 HOT_MODULES = (
     "asyncgpu.core.dag", "asyncgpu.core.deps", "asyncgpu.core.policies",
     "asyncgpu.core.statistics", "asyncgpu.core.streams",
     "asyncgpu.runtime.allocation", "asyncgpu.runtime.kernel", "asyncgpu.runtime.issue",
     "asyncgpu.runtime.memory", "asyncgpu.runtime.frozen", "asyncgpu.runtime.context",
-    "asyncgpu.runtime.host_access",
+    "asyncgpu.runtime.host_access", "asyncgpu.runtime.recording_hook",
     "asyncgpu.recorder.recording", "asyncgpu.recorder.entry", "asyncgpu.recorder.keys",
     "asyncgpu.recorder.finish",
     "asyncgpu.backends.cuda.kernels", "asyncgpu.backends.cuda.backend",

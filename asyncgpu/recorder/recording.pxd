@@ -5,11 +5,12 @@ cimport cython
 
 from asyncgpu.recorder.keys cimport Launch, LaunchMemo, same_arguments
 from asyncgpu.runtime.issue cimport Issuing
+from asyncgpu.runtime.recording_hook cimport RecordingHook
 
 
-cdef class Recording:
+cdef class Recording(RecordingHook):
     cdef public Issuing runtime
-    cdef public object token, name, thread
+    cdef public object token, name
     cdef public list launches, outcomes, frozen, previous
     cdef public bint failed, eager, split, keyed
     cdef public Py_ssize_t segment, calls

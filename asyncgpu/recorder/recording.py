@@ -70,12 +70,13 @@ import warnings
 from typing import Any
 
 from ..core.errors import RecordingError
+from ..runtime.recording_hook import RecordingHook
 from . import calls as _graph_calls
 from .finish import finish, issue_eagerly, replay_remembered
 from .keys import Launch, LaunchMemo, same_arguments
 
 
-class Recording:
+class Recording(RecordingHook):
     """The recording in progress on one runtime (``runtime.recording``) for one thread.
 
     With ``split`` a host operation or a library call ends the current *segment* (its
@@ -83,7 +84,7 @@ class Recording:
     position) and recording goes on after it, instead of raising.
     """
 
-    __slots__ = ("runtime", "token", "name", "thread", "launches", "failed", "eager", "split",
+    __slots__ = ("runtime", "token", "name", "launches", "failed", "eager", "split",
                  "segment", "calls", "outcomes", "frozen", "memo", "previous", "cut", "keyed")
 
     def __init__(self, runtime: Any, token: Any, name: str, split: bool) -> None:

@@ -8,11 +8,13 @@ from asyncgpu.core.streams cimport StreamManager, StreamState
 from asyncgpu.runtime.allocation cimport Allocation
 from asyncgpu.runtime.kernel cimport Kernel, Launcher
 from asyncgpu.runtime.memory cimport ExplicitMemory
+from asyncgpu.runtime.recording_hook cimport RecordingHook
 
 
 cdef class Issuing:
     cdef public object _instruments, _issuing, _lock, _releases, backend, graph_config, graphs
-    cdef public object last_replay, options, recording, retired
+    cdef public object last_replay, options, retired
+    cdef public RecordingHook recording
     cdef public ExplicitMemory memory
     cdef public DependencyTracker deps
     cdef public StreamManager streams

@@ -3,6 +3,7 @@ cimport cython
 
 from asyncgpu.core.deps cimport Access
 from asyncgpu.runtime.allocation cimport Allocation, View
+from asyncgpu.runtime.recording_hook cimport RecordingHook
 
 
 cdef class ArrayArg(Access):
@@ -28,3 +29,6 @@ cdef class Kernel:
 
 cdef class Launcher:
     cdef public object kernel, grid, block, shared, grid3, block3, prepared
+
+    @cython.locals(rec=RecordingHook)
+    cpdef schedule(self, tuple args)

@@ -308,7 +308,7 @@ class Kernel:
         typed = self.typed
         arrays: list[ArrayArg] = []
         values = list(args)
-        foreign: list[Any] = []
+        foreign: list[Any] | None = None     # (rare: allocated when one comes)
         for k in range(len(slots)):
             i, name, read, write, dtype, is_array, plain = slots[k]
             a = args[k]
@@ -325,6 +325,8 @@ class Kernel:
                 values[i] = plain[3](a)     # what convert_scalar returns, without its checks
             elif typed or type(a) not in _NUMBERS or not (read and write):
                 if type(a) not in _NUMBERS and is_foreign(a):
+                    if foreign is None:
+                        foreign = []
                     foreign.append((i, name, read, write,
                                     self._describe_foreign(runtime, i, a, site)))
                 else:
@@ -366,6 +368,10 @@ class Launcher:
                 f"kernel '{self.kernel.name}': kernel arguments are positional, in the "
                 f"kernel's parameter order; got keyword argument(s) {', '.join(sorted(kwargs))}"
             )
+        self.schedule(args)
+
+    def schedule(self, args: tuple[Any, ...]) -> None:
+        """Schedule one launch of ``args`` (``__call__`` without its argument parsing)."""
         rt = current._runtime or current.current_runtime()
         rec = rt.recording
         # A launch that repeats the recording's previous run is taken from its memo without

@@ -1,0 +1,9 @@
+# C types of asyncgpu/runtime/recording_hook.py where Cython compiles it (setup.py); the .py is
+# the code.
+
+cdef class RecordingHook:
+    cdef public object thread
+
+    cpdef bint remember(self, launcher, tuple args) except -1
+
+    cpdef bint kernel(self, launcher, tuple args, site) except -1
