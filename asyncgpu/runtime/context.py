@@ -4,9 +4,9 @@ One runtime per backend and device, with mutable options: ``asyncgpu.configure``
 it in place, rebuilds its backend object and moves its arrays there, or (another backend or
 device) retires it; ``asyncgpu.runtime.switch`` has the model and why it was chosen.
 
-Launches, library calls and replayed graphs go through the pipeline of
-``asyncgpu.runtime.issue`` (``launch_kernel``, ``launch_graph`` and ``_issue`` are
-:class:`~asyncgpu.runtime.issue.Issuing`'s).
+The class is built in layers: :class:`~asyncgpu.runtime.issue.Issuing` declares the state and
+holds the pipeline launches, library calls and replayed graphs go through (``launch_kernel``,
+``launch_graph``, ``_issue``); ``HostAccess`` adds the host's accesses; ``Runtime`` the rest.
 
 Host accesses (``Array`` indexing, ``numpy()``) wait for the conflicting unfinished nodes only,
 then touch the memory directly (``asyncgpu.runtime.host_access``); they run under the runtime's
@@ -37,7 +37,6 @@ from . import backend_registry, current
 from . import switch as _switch
 from .allocation import DEVICE, Allocation, count_explicit_free
 from .host_access import HostAccess
-from .issue import Issuing
 from .kernel import user_site
 from .library import run_now
 from .memory import ExplicitMemory
@@ -60,7 +59,7 @@ def _say_if_uncompiled() -> None:
                     "install: no C compiler or Cython); results are the same, each launch "
                     "costs the host about twice as much")
 
-class Runtime(Issuing, HostAccess):
+class Runtime(HostAccess):
     """The scheduler for one backend (use the module-level API; no public constructor)."""
 
     __slots__ = ("__weakref__",)     # (the state is declared by Issuing, which reads it most)

@@ -24,8 +24,8 @@ Example::
     with rt.host_access(x, 0, x.nbytes, write=True, dense=True):
         x._alloc.buffer.host[:] = data              # every byte: x becomes HOST
 
-Plain Python: the backend is told through ``host_access`` (a hook; the checker's on ``sim``)
-and ``fetch_to_host``.
+Plain Python, compiled with the launch path: the backend is told through ``host_access`` (a
+hook; the checker's on ``sim``) and ``fetch_to_host``.
 """
 
 from __future__ import annotations
@@ -41,15 +41,17 @@ from ..core.deps import Access
 from ..core.errors import FreedArrayError
 from .allocation import DEVICE, HOST
 from .array import Array
+from .issue import Issuing
 from .memory import BOTH, WHOLE_FETCH_BYTES
 
 #: A managed-memory read of at least this many bytes migrates the pages to the host.
 _MIGRATING_READ = 1 << 20
 
 
-class HostAccess:
-    """The runtime's host-access methods (``asyncgpu.runtime.context.Runtime`` inherits them;
-    they use its lock, tracker, streams, memory model, backend, recording and statistics)."""
+class HostAccess(Issuing):
+    """The runtime's host-access methods, a layer of its class (``Runtime`` derives from
+    this, this from :class:`~asyncgpu.runtime.issue.Issuing`, whose state it uses: the lock,
+    tracker, streams, memory model, backend, recording and statistics)."""
 
     __slots__ = ()
 

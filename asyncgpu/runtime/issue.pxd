@@ -6,6 +6,7 @@ from asyncgpu.core.deps cimport Access, DependencyTracker
 from asyncgpu.core.statistics cimport Counters
 from asyncgpu.core.streams cimport StreamManager, StreamState
 from asyncgpu.runtime.allocation cimport Allocation
+from asyncgpu.runtime.frozen cimport FrozenGraph
 from asyncgpu.runtime.kernel cimport Kernel, Launcher
 from asyncgpu.runtime.memory cimport ExplicitMemory
 from asyncgpu.runtime.recording_hook cimport RecordingHook
@@ -30,5 +31,6 @@ cdef class Issuing:
                    stream=StreamState, stats=Counters, p=Node, acc=Access, alloc=Allocation)
     cpdef _issue(self, Node node, graph=*, found=*, edge_counts=*)
 
-    @cython.locals(node=Node, deps=DependencyTracker, previous=Node)
-    cpdef launch_graph(self, frozen)
+    @cython.locals(node=Node, deps=DependencyTracker, previous=Node, last=tuple, repeat=tuple,
+                   memory=ExplicitMemory)
+    cpdef launch_graph(self, FrozenGraph frozen)

@@ -372,7 +372,9 @@ class Launcher:
 
     def schedule(self, args: tuple[Any, ...]) -> None:
         """Schedule one launch of ``args`` (``__call__`` without its argument parsing)."""
-        rt = current._runtime or current.current_runtime()
+        rt = current._runtime
+        if rt is None:
+            rt = current.current_runtime()
         rec = rt.recording
         # A launch that repeats the recording's previous run is taken from its memo without
         # the runtime's lock: only this thread reads or ends its own recording.

@@ -1,0 +1,18 @@
+# C types of asyncgpu/runtime/host_access.py where Cython compiles it (setup.py); the .py is the
+# code.
+cimport cython
+
+from asyncgpu.runtime.allocation cimport Allocation, View
+from asyncgpu.runtime.issue cimport Issuing
+
+
+cdef class HostAccess(Issuing):
+    @cython.locals(alloc=Allocation, refused=bint)
+    cpdef read_element(self, View array, offset)
+
+    @cython.locals(alloc=Allocation)
+    cpdef begin_host_access(self, View array, lo, hi, bint write, bint dense=*,
+                            bint refused=*)
+
+    @cython.locals(alloc=Allocation)
+    cpdef end_host_access(self, View array, lo, hi, bint write, bint dense=*)
