@@ -16,10 +16,10 @@ needs none (stream order), several parents on one other stream need one wait (on
 and a wait already implied by an earlier wait of this stream is skipped.
 
 Retirement: :meth:`StreamManager.finished` marks a node and everything before it finished: the
-earlier nodes of its stream and, transitively, its parents. With more than ``poll_threshold`` nodes in flight each
-launch polls up to two events of the least recently used stream that has work in flight (its
-newest node, else its oldest), so a long loop without host access keeps a bounded set of live
-nodes and a flat per-launch cost.
+earlier nodes of its stream and, transitively, its parents. With more than ``poll_threshold``
+nodes in flight each launch polls up to two events of the least recently used stream that has
+work in flight (its newest node, else its oldest), so a long loop without host access keeps a
+bounded set of live nodes and a flat per-launch cost.
 
 The manager is plain Python: it calls the backend through ``create_stream``, ``create_event``,
 ``record``, ``wait`` and ``event_done``, always passing streams explicitly.

@@ -66,7 +66,7 @@ class Allocation:
     def __del__(self) -> None:
         # Garbage collection may run in the middle of runtime bookkeeping: only queue the
         # buffer here; the runtime gives it back at its next entry point.
-        buffer = self.buffer
+        buffer = getattr(self, "buffer", None)     # (uncompiled: unset if __init__ failed)
         if buffer is not None:
             try:
                 self.runtime.release_later(self.id, buffer)

@@ -2,13 +2,13 @@
 
 The model
 ---------
-An :class:`Allocation` (``asyncgpu.runtime.allocation``) is one block of memory from the backend (on ``cuda`` device memory with
-a pinned host mirror, or managed memory with ``memory="managed"``; byte arrays on ``sim``) with
-its location flags (``HOST``: the host wrote or read it last,
-``DEVICE``: a kernel did) and its lifetime. An :class:`Array` is a view of an allocation:
-``shape``, ``dtype``, ``strides`` and a byte ``offset``; slicing gives another view of the same
-allocation (no copy, as in CuPy), and dependencies are computed on the byte extent each view
-covers, so disjoint halves of one array do not wait for each other.
+An :class:`Allocation` (``asyncgpu.runtime.allocation``) is one block of memory from the backend
+(on ``cuda`` device memory with a pinned host mirror, or managed memory with
+``memory="managed"``; byte arrays on ``sim``) with its location flags (``HOST``: the host wrote
+or read it last, ``DEVICE``: a kernel did) and its lifetime. An :class:`Array` is a view of an
+allocation: ``shape``, ``dtype``, ``strides`` and a byte ``offset``; slicing gives another view
+of the same allocation (no copy, as in CuPy), and dependencies are computed on the byte extent
+each view covers, so disjoint halves of one array do not wait for each other.
 
 Host access goes through the runtime: reading waits only for the unfinished writers of the bytes
 read (a read of data that kernels only read never blocks), writing waits for the unfinished
