@@ -199,6 +199,9 @@ try:
     ag.asarray(Producer(0xDEAD000, None))
 except ag.ArgumentError as exc:
     print("refused:", exc)
+recorded.clear()
+c = ag.asarray(Producer(0x6000000, None))
+print(recorded[:1], rt.stats.nodes)
 """
 
 
@@ -208,6 +211,13 @@ def test_cuda_import_views_the_pointer_and_orders_after_the_producer_stream():
     assert out[1] == "True 1"                        # imported once: no second node
     assert "is on GPU 1, and this runtime runs on GPU 0" in out[2]
     assert "device=1" in out[2]
+
+
+def test_cuda_import_without_a_stream_waits_for_the_legacy_default_stream():
+    """An interface naming no stream (Numba's ``to_device`` without one): its pageable copy may
+    still be running on the legacy default stream, so the first use waits for that stream."""
+    out = stand_in.run(CUDA_IMPORT).splitlines()
+    assert out[3] == "[1] 2"          # an event on the legacy stream (1); a second import node
 
 
 @pytest.mark.parametrize("first", ["explicit", "managed"])

@@ -7,8 +7,9 @@ Importing (:func:`import_array`: ``asarray`` and kernel arguments)
     ``foreign_buffer``) that keeps the producer object alive and is never freed by the runtime.
     Its first use is ordered after the producer's work by an *import node* (kind ``"copy"``,
     a write of the whole allocation) whose stream waits for an event: recorded on the stream
-    the interface names (CAI ``stream``), or on a stream of ours that the producer was asked
-    to make its work visible on (DLPack's ``stream=`` handshake). From then on the allocation
+    the interface names (CAI ``stream``; the legacy default stream where it names none), or
+    on a stream of ours that the producer was asked to make its work visible on (DLPack's
+    ``stream=`` handshake). From then on the allocation
     is tracked like any other. One import per memory range and runtime: importing the same
     memory again (``asarray`` twice, or passing the object to several launches) returns a
     view of the same allocation while it lives, so launches that use it are ordered among
@@ -62,6 +63,8 @@ from .current import current_runtime
 from .node_ops import ops
 
 log = logging.getLogger("asyncgpu")
+#: CUDA's handle of the legacy default stream (``CU_STREAM_LEGACY``, ``cudaStreamLegacy``).
+LEGACY_STREAM = 1
 
 _DL_CPU, _DL_CUDA, _DL_CUDA_HOST, _DL_CUDA_MANAGED = 1, 2, 3, 13
 _DL_NAMES = {1: "CPU", 2: "CUDA", 3: "CUDA pinned host", 4: "OpenCL", 7: "Vulkan",
@@ -306,16 +309,18 @@ def _describe_device(rt: Any, obj: Any, kind: str, where: str) -> tuple[Any, ...
     dtype = _interface_dtype(obj, cai, kind, where)
     shape, strides = _layout(cai["shape"], cai.get("strides"), dtype, kind, where)
     memory_type = _check_device(backend, ptr, kind, where)
-    ready = None
     stream = cai.get("stream") if cai.get("version", 0) >= 3 else None
-    if stream is not None:
-        if stream == 0:
-            raise ArgumentError(f"{where}: the {kind}'s __cuda_array_interface__ names stream "
-                                "0, which the interface forbids (1 is the legacy default "
-                                "stream, 2 the per-thread one)")
-        event = backend.create_event()
-        backend._event_record(event.ptr, int(stream))     # the producer's work up to now
-        ready = event
+    if stream == 0:
+        raise ArgumentError(f"{where}: the {kind}'s __cuda_array_interface__ names stream "
+                            "0, which the interface forbids (1 is the legacy default "
+                            "stream, 2 the per-thread one)")
+    # An interface without a stream says the data is ready, but a producer's synchronous copy
+    # from pageable host memory (Numba's ``to_device``) returns once the bytes are staged,
+    # with the DMA still running on the legacy default stream, which our non-blocking
+    # streams do not wait for: the first use then waits for that stream's work as well.
+    event = backend.create_event()
+    backend._event_record(event.ptr, LEGACY_STREAM if stream is None else int(stream))
+    ready = event     # (the producer's work up to now)
     return (int(ptr), shape, strides, dtype, obj, ready, memory_type in ("managed", "host"))
 
 
