@@ -24,6 +24,11 @@ cdef class View:
     cdef public bint _contiguous
 
 
-@cython.locals(self=View, lo=Py_ssize_t, hi=Py_ssize_t, span=Py_ssize_t, expected=Py_ssize_t,
-               itemsize=Py_ssize_t, contiguous=bint)
+@cython.locals(self=View, itemsize=Py_ssize_t)
 cpdef new_view(cls, Allocation alloc, shape, dtype, strides, Py_ssize_t offset)
+
+@cython.locals(lo=Py_ssize_t, hi=Py_ssize_t, span=Py_ssize_t)
+cpdef tuple byte_extent(shape, strides, Py_ssize_t itemsize, Py_ssize_t offset)
+
+@cython.locals(expected=Py_ssize_t)
+cpdef bint c_contiguous(shape, strides, Py_ssize_t itemsize) except -1

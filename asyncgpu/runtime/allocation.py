@@ -92,24 +92,33 @@ def new_view(cls: Any, alloc: Allocation, shape: tuple[int, ...], dtype: Any,
     self._offset = offset
     self._cache = {}
     itemsize = dtype.itemsize
+    self._lo, self._hi = byte_extent(shape, strides, itemsize, offset)
+    self._contiguous = c_contiguous(shape, strides, itemsize)
+    return self
+
+
+def byte_extent(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int,
+                offset: int) -> tuple[int, int]:
+    """The bytes ``[lo, hi)`` that elements of this layout starting at ``offset`` cover
+    (``(offset, offset)`` when there are none; negative strides reach below ``offset``)."""
     if 0 in shape:
-        self._lo = self._hi = offset
-    else:
-        lo = hi = offset
-        for n, st in zip(shape, strides):
-            span = (n - 1) * st
-            if span < 0:
-                lo += span
-            else:
-                hi += span
-        self._lo = lo
-        self._hi = hi + itemsize
+        return offset, offset
+    lo = hi = offset
+    for n, st in zip(shape, strides):
+        span = (n - 1) * st
+        if span < 0:
+            lo += span
+        else:
+            hi += span
+    return lo, hi + itemsize
+
+
+def c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
+    """Whether elements of this layout are packed in C (row-major) order; with the shape and
+    strides reversed, in Fortran order."""
     expected = itemsize
-    contiguous = True
     for n, st in zip(reversed(shape), reversed(strides)):
         if n != 1 and st != expected:
-            contiguous = False
-            break
+            return False
         expected *= n
-    self._contiguous = contiguous
-    return self
+    return True

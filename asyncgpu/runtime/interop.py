@@ -57,7 +57,7 @@ from ..core.dag import Node
 from ..core.deps import Access
 from ..core.errors import ArgumentError
 from . import array_modules
-from .allocation import DEVICE, Allocation
+from .allocation import DEVICE, Allocation, byte_extent, c_contiguous
 from .array import Array, host_array
 from .current import current_runtime
 from .node_ops import ops
@@ -167,12 +167,7 @@ class Described:
 
     @property
     def is_c_contiguous(self) -> bool:
-        expected = self.dtype.itemsize
-        for n, st in zip(reversed(self.shape), reversed(self.strides)):
-            if n != 1 and st != expected:
-                return False
-            expected *= n
-        return True
+        return c_contiguous(self.shape, self.strides, self.dtype.itemsize)
 
 
 def describe_foreign(rt: Any, obj: Any, where: str) -> Described:
@@ -188,15 +183,7 @@ def adopt(rt: Any, d: Described) -> Array:
     """The Array viewing a described foreign array: a view of the allocation already
     importing that memory, or a new allocation whose first use is ordered after the
     producer (second half of :func:`import_array`)."""
-    lo = hi = 0
-    if 0 not in d.shape:
-        for n, st in zip(d.shape, d.strides):
-            span = (n - 1) * st
-            if span < 0:
-                lo += span
-            else:
-                hi += span
-        hi += d.dtype.itemsize
+    lo, hi = byte_extent(d.shape, d.strides, d.dtype.itemsize, 0)
     base, nbytes = d.ptr + lo, hi - lo
     with rt._lock:
         table = _imports.setdefault(rt, {})

@@ -14,7 +14,7 @@ import weakref
 from typing import Any
 
 from ...core.errors import ArgumentError, BlockTooLargeError, CompileError
-from ...runtime.allocation import View
+from ...runtime.allocation import View, c_contiguous
 from ...runtime.array import Array
 from ...runtime.kernel import CudaCSource, Kernel
 from .packed import PackedPlan, cuda_c_plan, numba_array_fields, numba_plan
@@ -256,18 +256,9 @@ def _numba_fields(array: Array) -> tuple[str, tuple[int, ...]]:
     dt = array.dtype        # (records: every |V16 is not the same Numba type)
     token = f"{dt.str if dt.fields is None else dt.descr}/{len(array.shape)}/" \
             f"{array.is_c_contiguous}/" \
-            f"{_f_contiguous(array)}"
+            f"{c_contiguous(array.shape[::-1], array.strides[::-1], dt.itemsize)}"
     ptr = array._alloc.buffer.ptr + array._offset if array._alloc.buffer.nbytes else 0
     return token, numba_array_fields(array, ptr)
-
-
-def _f_contiguous(array: Array) -> bool:
-    expected = array.dtype.itemsize
-    for n, st in zip(array.shape, array.strides):
-        if n != 1 and st != expected:
-            return False
-        expected *= n
-    return True
 
 
 def _compile_numba(backend: Any, kernel: Kernel, values: list[Any], site: str | None,
