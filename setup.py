@@ -25,7 +25,7 @@ from setuptools.command.build_ext import build_ext
 #: The launch path, compiled as whole modules: dependency tracking, nodes, streams and their
 #: policies, counters, allocations and array fields, binding and launching, issuing, memory
 #: booking, frozen graphs, the recording hook, the recorder's recording, entry and keys, the
-#: backends' graph-launch checks, and the CUDA backend's launch calls.
+#: backends' graph-launch checks, and the CUDA backend's launches and CUDA calls.
 HOT_MODULES = (
     "asyncgpu.core.dag", "asyncgpu.core.deps", "asyncgpu.core.policies",
     "asyncgpu.core.statistics", "asyncgpu.core.streams",
@@ -34,8 +34,9 @@ HOT_MODULES = (
     "asyncgpu.runtime.host_access", "asyncgpu.runtime.recording_hook",
     "asyncgpu.recorder.recording", "asyncgpu.recorder.entry", "asyncgpu.recorder.keys",
     "asyncgpu.recorder.finish",
-    "asyncgpu.backends.capture", "asyncgpu.backends.cuda.kernels",
-    "asyncgpu.backends.cuda.backend", "asyncgpu.backends.cuda.packed",
+    "asyncgpu.backends.capture", "asyncgpu.backends.cuda.calls",
+    "asyncgpu.backends.cuda.kernels", "asyncgpu.backends.cuda.backend",
+    "asyncgpu.backends.cuda.packed",
 )
 #: Compiled-only modules (``.pyx``): the CUDA driver calls, through cuda-python's Cython
 #: bindings; built only where those bindings are installed.

@@ -249,7 +249,7 @@ def _sequences(ag: Any, stream: Any) -> dict[str, Callable[[int], None]]:
     time minus the sequence its calls go through."""
     import cupy
 
-    from asyncgpu.backends.cuda.driver import cuda_calls
+    from asyncgpu.backends.cuda.calls import CudaCalls
     from asyncgpu.backends.cuda.packed import cuda_c_plan
 
     k = ag.cuda_kernel(_c_source(3), "k3")
@@ -263,10 +263,10 @@ def _sequences(ag: Any, stream: Any) -> dict[str, Callable[[int], None]]:
     grid, block = (1, 1, 1), (32, 1, 1)
     out: dict[str, Callable[[int], None]] = {}
     driver = _driver_calls()
-    for label, calls in (("cuda", cuda_calls(cupy)), ("driver", cuda_calls(cupy, driver))):
-        if label == "driver" and driver is None:
+    for label, calls in (("cuda", CudaCalls(cupy)), ("driver", driver)):
+        if calls is None:
             continue
-        plan = cuda_c_plan(raw.kernel.ptr, k.params, calls.launch_kernel)
+        plan = cuda_c_plan(raw.kernel.ptr, k.params, calls)
         record, wait, done = calls.event_record, calls.stream_wait, calls.event_done
 
         def independent(n: int, plan: Any = plan, record: Any = record, done: Any = done
@@ -344,7 +344,7 @@ def _components(ag: Any, stream: Any, launches: int, repeats: int,
     sync()
     raw = cupy.RawKernel(_c_source(3), "k3")
     backend = current_runtime().backend
-    plan = cuda_c_plan(raw.kernel.ptr, k.params, backend.driver_launch)
+    plan = cuda_c_plan(raw.kernel.ptr, k.params, backend.calls)
     values = tuple(a.__cuda_array_interface__["data"][0] for a in arrays)
     event = backend.create_event()
     other = backend.create_stream()

@@ -15,6 +15,7 @@ from asyncgpu.core.errors import LaunchError
 from asyncgpu.core.dag import Node
 from asyncgpu.core.streams import StreamState
 from asyncgpu.backends.cuda import backend as _cuda
+from asyncgpu.backends.cuda.calls import CudaCalls
 
 
 class FakeCudaError(Exception):
@@ -72,6 +73,25 @@ class FakeEvent:
         return True
 
 
+class Calls(CudaCalls):
+    """CuPy's calls as far as these tests go: the named ones (``"record"``, ``"wait"``) raise
+    ``error``."""
+
+    def __init__(self, error=None, failing=()):
+        self.error, self.failing = error, failing
+
+    def event_record(self, event, stream):
+        if "record" in self.failing:
+            raise self.error
+
+    def stream_wait(self, stream, event, flags):
+        if "wait" in self.failing:
+            raise self.error
+
+    def event_done(self, event):
+        return event.done
+
+
 class FakeLaunch:
     """A launch object that raises the given errors, one per call, then succeeds."""
 
@@ -97,7 +117,7 @@ def backend():
     b._graphs_in_flight = {}
     b._fetch_stream = FakeStream()
     b._d2h = 2
-    b._event_done = lambda event: event.done      # (CuPy's query, as without direct calls)
+    b.calls = Calls()
     for i, name in enumerate(["fill", "scale", "oob_store"]):
         n = Node("kernel", name, f"prog.py:{10 + i}", [])
         n.stream = StreamState(i % 2, None)
@@ -151,20 +171,14 @@ def test_other_errors_pass_through_unchanged():
     assert b.fault is None
 
 
-def _raise(error):
-    def call(*args):
-        raise error
-    return call
-
-
 def test_a_fault_seen_by_a_record_or_a_wait_is_a_kernel_fault_raised_from_it():
     b = backend()
-    b._event_record = _raise(ILLEGAL)
+    b.calls = Calls(ILLEGAL, {"record"})
     with pytest.raises(KernelFault, match=r"kernel 'oob_store'") as info:
         b.record(FakeEvent(), FakeStream())
     assert info.value.__context__ is ILLEGAL       # raised while handling the CUDA error
     b = backend()
-    b._stream_wait = _raise(ILLEGAL)
+    b.calls = Calls(ILLEGAL, {"wait"})
     with pytest.raises(KernelFault, match=r"kernel 'oob_store'"):
         b.wait(FakeStream(), FakeEvent())
 
@@ -172,7 +186,7 @@ def test_a_fault_seen_by_a_record_or_a_wait_is_a_kernel_fault_raised_from_it():
 def test_other_errors_of_a_record_or_a_wait_pass_through_unchanged():
     err = FakeCudaError(2, "cudaErrorInvalidValue")
     b = backend()
-    b._event_record = b._stream_wait = _raise(err)
+    b.calls = Calls(err, {"record", "wait"})
     for call in (lambda: b.record(FakeEvent(), FakeStream()),
                  lambda: b.wait(FakeStream(), FakeEvent())):
         with pytest.raises(FakeCudaError) as info:
@@ -230,7 +244,7 @@ def test_driver_errors_of_the_direct_calls_are_classified_by_status_or_by_name(s
     assert _cuda._is_sticky(FakeCudaError(status, text))
     assert _cuda._is_sticky(RuntimeError(text))
     b = backend()
-    b._event_record = _raise(FakeCudaError(status, text))
+    b.calls = Calls(FakeCudaError(status, text), {"record"})
     with pytest.raises(KernelFault, match=name):
         b.record(FakeEvent(), FakeStream())
     assert not _cuda._is_sticky(FakeCudaError(1, "CUDA_ERROR_INVALID_VALUE: invalid argument"))

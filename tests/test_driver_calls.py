@@ -2,9 +2,9 @@
 
 What a user relies on: with ``direct_driver`` the backend makes its CUDA calls through
 ``cudriver.DriverCalls`` (straight into the driver, raising CuPy's ``CUDADriverError``) where
-that applies, and keeps CuPy's own callables where it does not (the module not built, no CUDA
-driver, CuPy's calls replaced by Python functions); either way the backend holds the bound
-callables it calls on every launch. ``DriverCalls`` itself needs a GPU:
+that applies, and CuPy's own callables where it does not (the module not built, no CUDA
+driver, CuPy's calls replaced by Python functions); either way the backend holds one
+``CudaCalls`` that every launch calls. ``DriverCalls`` itself needs a GPU:
 ``tests/gpu/test_gpu_driver_calls.py``.
 """
 
@@ -17,6 +17,7 @@ import pytest
 from asyncgpu.backends.capture import CaptureTracker
 from asyncgpu.backends.cuda import driver as _driver
 from asyncgpu.backends.cuda.backend import CudaBackend
+from asyncgpu.backends.cuda.calls import CudaCalls
 
 
 class CupyDriverError(Exception):
@@ -32,32 +33,33 @@ def compiled_cupy():
         runtime=types.SimpleNamespace(eventRecord=max, streamWaitEvent=min)))
 
 
-class FakeDriverCalls:
+class FakeDriverCalls(CudaCalls):
     """What ``cudriver.DriverCalls`` offers, logging the calls."""
 
     made: list = []
 
-    def __init__(self, error=None):
-        self.error = error
+    def __init__(self, cupy):
+        super().__init__(cupy)
+        self.error = cupy.cuda.driver.CUDADriverError
         self.single_node_graphs = False
         self.released = 0
         self.log: list = []
         FakeDriverCalls.made.append(self)
 
-    def launchKernel(self, *args):
+    def launch_kernel(self, *args):
         self.log.append(("launch", *args))
 
-    def eventRecord(self, event, stream):
+    def event_record(self, event, stream):
         self.log.append(("record", event, stream))
 
-    def streamWaitEvent(self, stream, event, flags):
+    def stream_wait(self, stream, event, flags):
         self.log.append(("wait", stream, event, flags))
 
-    def eventDone(self, event):
+    def event_done(self, event):
         self.log.append(("query", event.ptr))
         return True
 
-    def graphLaunch(self, graph, stream):
+    def graph_launch(self, graph, stream):
         self.log.append(("graph", graph, stream))
 
     def release_lanes(self):
@@ -73,27 +75,42 @@ def built(monkeypatch):
     return module
 
 
-def test_cupys_callables_where_no_driver_calls_are_given():
-    cupy = compiled_cupy()
-    calls = _driver.cuda_calls(cupy)
-    assert calls.launch_kernel is len and calls.event_record is max and calls.stream_wait is min
+def logging_cupy(log):
+    """A CuPy whose calls log their arguments."""
+    def logged(name):
+        return lambda *args: log.append((name, *args))
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(
+        driver=types.SimpleNamespace(launchKernel=logged("launch")),
+        runtime=types.SimpleNamespace(eventRecord=logged("record"),
+                                      streamWaitEvent=logged("wait"))))
+
+
+def test_cupys_calls_take_cupys_arguments():
+    log = []
+    calls = CudaCalls(logging_cupy(log))
+    assert calls.launches_kernels() is True
+    calls.launch_kernel(0x10, 2, 1, 1, 256, 1, 1, 64, 0xA, 0x500)
+    calls.event_record(0x20, 0xA)
+    calls.stream_wait(0xB, 0x20, 0)
+    assert log == [("launch", 0x10, 2, 1, 1, 256, 1, 1, 64, 0xA, 0, 0x500),
+                   ("record", 0x20, 0xA), ("wait", 0xB, 0x20, 0)]
     assert calls.event_done(types.SimpleNamespace(done=True)) is True
+    assert calls.event_done(types.SimpleNamespace(done=False)) is False
     launched = []
-    graph = types.SimpleNamespace(launch=launched.append)
-    calls.graph_launch(graph, "stream")
+    calls.graph_launch(types.SimpleNamespace(launch=launched.append), "stream")
     assert launched == ["stream"]
 
 
-def test_driver_calls_bound_methods_where_given(built):
+def test_a_cupy_without_launch_kernel_keeps_its_own_launches():
+    cupy = compiled_cupy()
+    del cupy.cuda.driver.launchKernel
+    assert CudaCalls(cupy).launches_kernels() is False
+
+
+def test_driver_calls_where_the_module_is_built(built):
     calls = _driver.driver_calls(compiled_cupy())
     assert isinstance(calls, FakeDriverCalls)
     assert calls.error is CupyDriverError       # a refused call raises CuPy's driver error
-    cc = _driver.cuda_calls(compiled_cupy(), calls)
-    assert cc == (calls.launchKernel, calls.eventRecord, calls.streamWaitEvent,
-                  calls.eventDone, calls.graphLaunch)
-    cc.event_record(0x10, 0x20)
-    cc.stream_wait(0x20, 0x10, 0)
-    assert calls.log == [("record", 0x10, 0x20), ("wait", 0x20, 0x10, 0)]
 
 
 def test_no_driver_calls_where_the_module_is_not_built(monkeypatch):
@@ -114,7 +131,7 @@ def test_no_driver_calls_over_cupy_calls_that_are_python_functions(built):
 
 
 def test_no_driver_calls_where_the_driver_cannot_be_reached(built, monkeypatch, caplog):
-    def no_driver(error=None):
+    def no_driver(cupy):
         raise RuntimeError("libcuda.so.1: cannot open shared object file")
 
     monkeypatch.setattr(built, "DriverCalls", no_driver)
@@ -127,8 +144,9 @@ def test_the_compiled_module_is_none_or_offers_the_driver_calls():
     module = _driver.compiled_driver()
     if module is None:
         pytest.skip("asyncgpu.backends.cuda.cudriver is not built")
-    for name in ("launchKernel", "eventRecord", "streamWaitEvent", "eventDone",
-                 "graphLaunch", "release_lanes"):
+    assert issubclass(module.DriverCalls, CudaCalls)
+    for name in ("launch_kernel", "event_record", "stream_wait", "event_done", "graph_launch",
+                 "release_lanes"):
         assert callable(getattr(module.DriverCalls, name))
     assert module.LANES_MAX > 0 and issubclass(module.CUDADriverError, RuntimeError)
 
@@ -147,17 +165,13 @@ def bare_backend(calls=None, lanes=True):
 def test_the_backend_keeps_the_calls_it_makes_every_launch_with(built):
     calls = _driver.driver_calls(compiled_cupy())
     backend = bare_backend(calls)
-    assert backend.driver is calls
-    assert backend.driver_launch == calls.launchKernel
-    assert (backend._event_record, backend._stream_wait, backend._event_done,
-            backend._graph_launch) == (calls.eventRecord, calls.streamWaitEvent,
-                                       calls.eventDone, calls.graphLaunch)
+    assert backend.driver is calls and backend.calls is calls
     backend.record(types.SimpleNamespace(ptr=0x10), types.SimpleNamespace(ptr=0x20))
     backend.wait(types.SimpleNamespace(ptr=0x20), types.SimpleNamespace(ptr=0x10))
     assert backend.event_done(types.SimpleNamespace(ptr=0x10)) is True
     assert calls.log == [("record", 0x10, 0x20), ("wait", 0x20, 0x10, 0), ("query", 0x10)]
     backend.use_calls(None)                     # (configure(direct_driver=False))
-    assert backend.driver is None and backend.driver_launch is len
+    assert backend.driver is None and type(backend.calls) is CudaCalls
 
 
 def test_closing_the_backend_releases_the_one_node_graphs(built):

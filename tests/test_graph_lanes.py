@@ -1,6 +1,6 @@
 """One-node graph lanes (``single_node_graphs``): the backend's switch, on the CPU.
 
-``cudriver.DriverCalls.launchKernel`` enqueues each kernel through its stream's one-node graph
+``cudriver.DriverCalls.launch_kernel`` enqueues each kernel through its stream's one-node graph
 while its ``single_node_graphs`` is on; the lanes themselves run against the real driver
 (``tests/gpu/test_gpu_driver_calls.py``). What a user relies on here: the backend turns the
 lanes on as configured, off while any capture is engaged (a recorded graph must hold the kernel
@@ -16,6 +16,7 @@ import pytest
 
 from asyncgpu.backends.capture import CaptureError, CaptureTracker
 from asyncgpu.backends.cuda.backend import CudaBackend
+from asyncgpu.backends.cuda.calls import CudaCalls
 from asyncgpu.core.config import Options
 
 
@@ -23,7 +24,7 @@ class CupyError(Exception):
     pass
 
 
-class Calls:
+class Calls(CudaCalls):
     """What the backend uses of a ``DriverCalls``: its switch, its calls (which log whether
     the switch was on when called)."""
 
@@ -31,13 +32,13 @@ class Calls:
         self.single_node_graphs = False
         self.launched: list[bool] = []
 
-    def launchKernel(self, *args):
+    def launch_kernel(self, *args):
         self.launched.append(self.single_node_graphs)
 
-    eventRecord = streamWaitEvent = graphLaunch = launchKernel
+    event_record = stream_wait = graph_launch = launch_kernel
 
-    def eventDone(self, event):
-        self.launchKernel(event)
+    def event_done(self, event):
+        self.launch_kernel(event)
         return True
 
 
@@ -80,10 +81,10 @@ def test_the_backend_turns_lanes_off_while_a_capture_is_engaged():
     origin = Stream(0xA)
     backend.begin_capture(origin)
     assert calls.single_node_graphs is False
-    backend.driver_launch(0x10, 1, 1, 1, 32, 1, 1, 0, 0xA, 0, 0x500)     # captured as a kernel
+    backend.calls.launch_kernel(0x10, 1, 1, 1, 32, 1, 1, 0, 0xA, 0x500)     # captured as a kernel
     assert backend.end_capture(origin).handle == "g"
     assert calls.single_node_graphs is True
-    backend.driver_launch(0x10, 1, 1, 1, 32, 1, 1, 0, 0xA, 0, 0x500)
+    backend.calls.launch_kernel(0x10, 1, 1, 1, 32, 1, 1, 0, 0xA, 0x500)
     assert calls.launched == [False, True]
 
 

@@ -17,17 +17,23 @@ from hypothesis import strategies as st
 from numba.core import types
 
 from asyncgpu.runtime.signature import Param
+from asyncgpu.backends.cuda.calls import CudaCalls
 from asyncgpu.backends.cuda.packed import cuda_c_plan, numba_array_fields, numba_plan
 
 
-class FakeDriver:
-    """Stands in for ``cuLaunchKernel``: keeps what it was asked to launch."""
+class FakeDriver(CudaCalls):
+    """Stands in for the backend's CUDA calls: keeps the kernels it was asked to launch, and
+    the parameter buffer's bytes as the launch saw them."""
 
     def __init__(self) -> None:
         self.calls: list[tuple] = []
+        self.buffers: list[bytes] = []
+        self.plan = None
 
-    def __call__(self, *args) -> None:
+    def launch_kernel(self, *args) -> None:
         self.calls.append(args)
+        if self.plan is not None:
+            self.buffers.append(ctypes.string_at(self.plan.buf_ptr, self.plan.size.value))
 
 
 def _buffer(plan) -> bytes:
@@ -65,9 +71,9 @@ def test_cuda_c_parameters_follow_c_struct_layout():
         [0x7F0000001000, -5, 2.5, -300, 1.5, 2**63 + 7, 0x7F0000002000, True, -9],
     )
     assert _buffer(plan) == expected
-    (handle, gx, gy, gz, bx, by, bz, shared, stream, params_ptr, extra), = driver.calls
-    assert (handle, gx, gy, gz, bx, by, bz, shared, stream, params_ptr) == (
-        0xABC, 3, 2, 1, 128, 1, 1, 64, 0x55, 0)
+    (handle, gx, gy, gz, bx, by, bz, shared, stream, extra), = driver.calls
+    assert (handle, gx, gy, gz, bx, by, bz, shared, stream, extra) == (
+        0xABC, 3, 2, 1, 128, 1, 1, 64, 0x55, plan.extra_ptr)
     markers = (ctypes.c_void_p * 5).from_address(extra)
     assert markers[0] == 1 and markers[1] == ctypes.addressof(plan.buf)
     assert markers[2] == 2 and ctypes.c_size_t.from_address(markers[3]).value == len(expected)
@@ -155,17 +161,13 @@ def _packed_call(fmt: str, values: tuple) -> bytes:
     from asyncgpu.backends.cuda.kernels import PackedTarget, packed_launch
     from asyncgpu.backends.cuda.packed import PackedPlan
 
-    seen: list[bytes] = []
-
-    def launch(*args):
-        seen.append(ctypes.string_at(plan.buf_ptr, plan.size.value))
-
-    plan = PackedPlan(0xABC, fmt, (), launch)
+    driver = FakeDriver()
+    plan = driver.plan = PackedPlan(0xABC, fmt, (), driver)
     owner = FakeDriver()            # (anything weakly referenceable stands for the backend)
     target = PackedTarget(owner, None, plan,
                           SimpleNamespace(grid3=(1, 1, 1), block3=(32, 1, 1), shared=0))
     packed_launch(target, values)(SimpleNamespace(ptr=0x55))
-    return seen[0]
+    return driver.buffers[0]
 
 
 @settings(max_examples=60, deadline=None,

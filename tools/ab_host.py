@@ -18,7 +18,8 @@ when that probe ran), which takes out how much faster the host ran for one tree'
 Measured per process: the replay micro-benchmark's host us per kernel (10-kernel chain and
 10 independent kernels: eager, recorded, recorded_static; ``benchmarks.replay``) and the eager
 launch of the 3-array CUDA C kernel (independent and with one cross-stream wait) next to the
-raw CuPy launch (``benchmarks.overhead``), and a launch followed by a host read of one element
+raw CuPy launch (``benchmarks.overhead``), the same two for the 3-array Numba kernel, and a
+launch followed by a host read of one element
 of the array it wrote (the read waits for the kernel and copies the bytes back), or of eight
 elements one by one (a small array: fetched whole by the first read).
 """
@@ -48,6 +49,8 @@ if sys.argv[1] == "all":
     raw = cupy.RawKernel(overhead._c_source(3), "k3")
     arrays = [cupy.ones(32, np.float32) for _ in range(3)]
     loops = dict(overhead._ag_cases(ag, k, 3))
+    nb = ag.kernel(overhead._numba_kernel(3), const=["a0", "a1"])
+    loops.update({f"numba {case}": fn for case, fn in overhead._ag_cases(ag, nb, 3).items()})
     loops["cupy_raw"] = lambda n: [raw((1,), (32,), tuple(arrays), stream=stream)
                                    for _ in range(n)] and None
     for name, fn in loops.items():
@@ -78,7 +81,7 @@ def probe(tree: str, which: str, extra: dict[str, str] | None = None) -> dict[st
 def build(tree: str) -> None:
     """Compile a tree's launch path in place: ``setup.py build_ext --inplace`` (Cython), or,
     in an older tree, its ``tools/build_speedups.py``."""
-    script = os.path.join(tree, "tools", "build_speedups.py")
+    script = os.path.join(os.path.abspath(tree), "tools", "build_speedups.py")
     command = [sys.executable, script] if os.path.exists(script) else \
         [sys.executable, "setup.py", "-q", "build_ext", "--inplace"]
     subprocess.run(command, cwd=tree, check=True, capture_output=True)

@@ -306,7 +306,7 @@ def _describe_device(rt: Any, obj: Any, kind: str, where: str) -> tuple[Any, ...
     # with the DMA still running on the legacy default stream, which our non-blocking
     # streams do not wait for: the first use then waits for that stream's work as well.
     event = backend.create_event()
-    backend._event_record(event.ptr, LEGACY_STREAM if stream is None else int(stream))
+    backend.calls.event_record(event.ptr, LEGACY_STREAM if stream is None else int(stream))
     ready = event     # (the producer's work up to now)
     return (int(ptr), shape, strides, dtype, obj, ready, memory_type in ("managed", "host"))
 
@@ -330,7 +330,7 @@ def _describe_dlpack(backend: Any, obj: Any, kind: str, where: str, device: tupl
             "C- or F-ordered array of a numeric dtype on this GPU"
         ) from exc
     event = backend.create_event()
-    backend._event_record(event.ptr, stream.ptr)
+    backend.calls.event_record(event.ptr, stream.ptr)
     dtype = np.dtype(view.dtype)
     shape, strides = _layout(view.shape, view.strides, dtype, kind, where)
     return (int(view.data.ptr), shape, strides, dtype, (view, obj), event,
@@ -405,7 +405,7 @@ class ForeignReady:
     __slots__ = ("wait", "event", "span")
 
     def __init__(self, backend: Any, event: Any, alloc: Allocation) -> None:
-        self.wait = backend._stream_wait
+        self.wait = backend.calls.stream_wait
         self.event = event
         self.span = (alloc.buffer.uid, alloc.nbytes)
 

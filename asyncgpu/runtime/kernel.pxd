@@ -4,6 +4,10 @@ cimport cython
 from asyncgpu.core.deps cimport Access
 from asyncgpu.runtime.allocation cimport Allocation, View
 from asyncgpu.runtime.recording_hook cimport RecordingHook
+from asyncgpu.runtime.issue cimport Issuing
+
+
+cdef dict _current
 
 
 cdef class ArrayArg(Access):
@@ -30,5 +34,5 @@ cdef class Kernel:
 cdef class Launcher:
     cdef public object kernel, grid, block, shared, grid3, block3, prepared
 
-    @cython.locals(rec=RecordingHook)
+    @cython.locals(rec=RecordingHook, rt=Issuing)
     cpdef schedule(self, tuple args)

@@ -2,7 +2,7 @@
 # the code.
 
 cdef class RecordingHook:
-    cdef public object thread
+    cdef public unsigned long thread
 
     cpdef bint remember(self, launcher, tuple args) except -1
 

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import threading
 
+import types
+
 import numpy as np
 import pytest
 
@@ -49,7 +51,7 @@ def env():
     cupy.cuda.runtime.free(0)           # (the primary context made current on this thread)
     module = cupy.RawModule(code=SOURCE)
     kernels = {name: module.get_function(name) for name in ("put", "put2", "spin")}
-    calls = cudriver.DriverCalls(cupy.cuda.driver.CUDADriverError)
+    calls = cudriver.DriverCalls(cupy)
     yield cupy, cudriver, calls, kernels
     cupy.cuda.runtime.deviceSynchronize()
     calls.release_lanes()
@@ -74,16 +76,16 @@ class Params:
 
 
 def put(calls, kernel, y, value, stream, block=N, offset=0):
-    """put(y + offset, value) on ``stream`` through ``calls.launchKernel``."""
+    """put(y + offset, value) on ``stream`` through ``calls.launch_kernel``."""
     params = Params(np.uint64(y.data.ptr + 4 * offset), np.float32(value))
-    calls.launchKernel(kernel.kernel.ptr, 1, 1, 1, block, 1, 1, 0, stream.ptr, 0, params.ptr)
+    calls.launch_kernel(kernel.kernel.ptr, 1, 1, 1, block, 1, 1, 0, stream.ptr, params.ptr)
 
 
 def spin(calls, kernels, stream, cycles=20_000_000):
     """A kernel that keeps ``stream`` busy (about 10 ms): later launches wait behind it."""
     params = Params(np.int64(cycles))
-    calls.launchKernel(kernels["spin"].kernel.ptr, 1, 1, 1, 1, 1, 1, 0, stream.ptr, 0,
-                       params.ptr)
+    calls.launch_kernel(kernels["spin"].kernel.ptr, 1, 1, 1, 1, 1, 1, 0, stream.ptr,
+                        params.ptr)
 
 
 def test_each_call_does_what_cupys_call_does(env):
@@ -93,12 +95,12 @@ def test_each_call_does_what_cupys_call_does(env):
     event = cupy.cuda.Event(disable_timing=True)
     spin(calls, kernels, s1)
     put(calls, kernels["put"], y, 1.0, s1)
-    calls.eventRecord(event.ptr, s1.ptr)
-    assert calls.eventDone(event) is False          # the spin is still running
-    calls.streamWaitEvent(s2.ptr, event.ptr, 0)
+    calls.event_record(event.ptr, s1.ptr)
+    assert calls.event_done(event) is False          # the spin is still running
+    calls.stream_wait(s2.ptr, event.ptr, 0)
     put(calls, kernels["put2"], y, 3.0, s2)         # after the first put, through the wait
     s2.synchronize()
-    assert calls.eventDone(event) is True
+    assert calls.event_done(event) is True
     assert cupy.asnumpy(y).tolist() == [6.0] * N
 
 
@@ -109,7 +111,7 @@ def test_a_graph_launch_runs_the_captured_work(env):
     stream.begin_capture()
     kernels["put"]((1,), (N,), (y, np.float32(4.0)), stream=stream)
     graph = stream.end_capture()
-    calls.graphLaunch(graph, stream)
+    calls.graph_launch(graph, stream)
     stream.synchronize()
     assert cupy.asnumpy(y).tolist() == [4.0] * N
 
@@ -121,7 +123,10 @@ def test_a_refused_call_raises_cupys_driver_error_with_its_name_and_status(env):
     with pytest.raises(cupy.cuda.driver.CUDADriverError, match="CUDA_ERROR_INVALID_VALUE") as info:
         put(calls, kernels["put"], y, 1.0, stream, block=4096)   # more threads than a block has
     assert info.value.status == 1
-    own = cudriver.DriverCalls()                    # no error class given: the module's own
+    # a CuPy without an error class of its own: the module's
+    bare = types.SimpleNamespace(cuda=types.SimpleNamespace(driver=types.SimpleNamespace(
+        launchKernel=cupy.cuda.driver.launchKernel), runtime=cupy.cuda.runtime))
+    own = cudriver.DriverCalls(bare)
     with pytest.raises(cudriver.CUDADriverError, match="CUDA_ERROR_INVALID_VALUE") as info:
         put(own, kernels["put"], y, 1.0, stream, block=4096)
     assert info.value.status == 1
@@ -137,7 +142,7 @@ def test_a_thread_without_a_current_context_makes_the_calls_all_the_same(env, fi
     event = cupy.cuda.Event(disable_timing=True)
     y, z = cupy.zeros(N, np.float32), cupy.zeros(N, np.float32)
     put(calls, kernels["put"], y, 1.0, s0)          # (the lane of put on s0)
-    calls.eventRecord(event.ptr, s0.ptr)
+    calls.event_record(event.ptr, s0.ptr)
     s1.begin_capture()
     kernels["put"]((1,), (N,), (z, np.float32(9.0)), stream=s1)
     graph = s1.end_capture()
@@ -150,13 +155,13 @@ def test_a_thread_without_a_current_context_makes_the_calls_all_the_same(env, fi
             elif first == "launch on a new stream":
                 put(calls, kernels["put"], y, 7.0, s1)
             elif first == "record":
-                calls.eventRecord(event.ptr, s0.ptr)
+                calls.event_record(event.ptr, s0.ptr)
             elif first == "wait":
-                calls.streamWaitEvent(s1.ptr, event.ptr, 0)
+                calls.stream_wait(s1.ptr, event.ptr, 0)
             elif first == "query":
-                calls.eventDone(event)
+                calls.event_done(event)
             else:
-                calls.graphLaunch(graph, s1)
+                calls.graph_launch(graph, s1)
                 put(calls, kernels["put2"], y, 4.0, s1)     # and a launch after it
         except BaseException as exc:    # reported below
             errors.append(exc)

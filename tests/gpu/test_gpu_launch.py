@@ -295,7 +295,7 @@ def test_a_launch_the_lane_refuses_raises_the_drivers_error_and_the_lane_goes_on
             buf = np.frombuffer(params, np.uint8).copy()
             size = np.array([buf.nbytes], np.uint64)
             extra = np.array([1, buf.ctypes.data, 2, size.ctypes.data, 0], np.uint64)
-            driver.launchKernel(fn, 1, 1, 1, block, 1, 1, 0, stream.ptr, 0, extra.ctypes.data)
+            driver.launch_kernel(fn, 1, 1, 1, block, 1, 1, 0, stream.ptr, extra.ctypes.data)
             stream.synchronize()                            # (buf and extra live until here)
 
         before = driver.lane_launches

@@ -2,15 +2,16 @@
 # the code.
 cimport cython
 
+from asyncgpu.backends.cuda.calls cimport CudaCalls
 from asyncgpu.backends.cuda.kernels cimport PackedLaunch, make_launch
 from asyncgpu.core.dag cimport Node
 
 
 cdef class CudaBackend:
     cdef object __weakref__
-    cdef public object _d2h, _driver_error, _event_done, _event_record, _fetch_stream
-    cdef public object _graph_launch, _stream_wait, captures, cupy, device_name, driver
-    cdef public object driver_launch, fault, pool, runtime
+    cdef public object _d2h, _driver_error, _fetch_stream
+    cdef public object captures, cupy, device_name, driver, fault, pool, runtime
+    cdef public CudaCalls calls
     cdef public object _lane_cost_s, _peak_bandwidth, _timing_gate
     cdef public dict _graphs_in_flight, _numba_streams
     cdef public object _recent

@@ -45,7 +45,8 @@ from ...core.errors import (
 )
 from ..capture import CaptureTracker, Graph, check_launch, destroy
 from .buffers import CudaBuffer, CudaCopy, DeviceBuffer, ForeignBuffer
-from .driver import cuda_calls, driver_calls
+from .calls import CudaCalls
+from .driver import driver_calls
 from .kernels import PackedLaunch, make_launch
 
 log = logging.getLogger("asyncgpu")
@@ -72,10 +73,9 @@ class CudaBackend:
     # No instance dict (the launch path reads these on every launch; compiled, they are the
     # C fields of backend.pxd). The last three are asyncgpu/backends/cuda/timing.py's, made on
     # first use.
-    __slots__ = ("__weakref__", "_capturing", "_d2h", "_driver_error", "_event_done",
-                 "_event_record", "_fetch_stream", "_graph_launch", "_graphs_in_flight",
-                 "_numba_streams", "_recent", "_stream_wait", "captures", "cupy",
-                 "device", "device_name", "driver", "driver_launch", "explicit", "fault",
+    __slots__ = ("__weakref__", "_capturing", "_d2h", "_driver_error", "_fetch_stream",
+                 "_graphs_in_flight", "_numba_streams", "_recent", "calls", "captures", "cupy",
+                 "device", "device_name", "driver", "explicit", "fault",
                  "host_coherent_while_busy", "packed_launches", "pool", "runtime",
                  "single_node_graphs", "sm_count", "_lane_cost_s", "_peak_bandwidth",
                  "_timing_gate")
@@ -117,7 +117,7 @@ class CudaBackend:
         # else CuPy's. Kernels launch through cuLaunchKernel with a packed parameter buffer
         # (kernels.py) unless the user turned it off or this CuPy lacks the entry point.
         self.use_calls(driver_calls(cupy) if options.direct_driver else None)
-        self.packed_launches = options.packed_launch and self.driver_launch is not None
+        self.packed_launches = options.packed_launch and self.calls.launches_kernels()
         self._driver_error = cupy.cuda.driver.CUDADriverError
         self._fetch_stream: Any = None      # host reads' copies out (fetch_to_host)
         self._d2h = getattr(self.runtime, "memcpyDeviceToHost", 2)
@@ -135,14 +135,12 @@ class CudaBackend:
         self.sm_count = int(props["multiProcessorCount"])
         log.info("asyncgpu cuda backend on %s (%d SMs)", self.device_name, self.sm_count)
 
-    def use_calls(self, calls: Any) -> None:
-        """Make the CUDA calls of later launches with ``calls`` (a ``cudriver.DriverCalls``),
-        or with CuPy's own callables (None); the bound methods are kept as attributes, which
-        the launch path calls directly. Kernels already prepared keep the launch call they
-        were prepared with."""
-        self.driver = calls
-        (self.driver_launch, self._event_record, self._stream_wait, self._event_done,
-         self._graph_launch) = cuda_calls(self.cupy, calls)
+    def use_calls(self, driver: Any) -> None:
+        """Make the CUDA calls of later launches with ``driver`` (a ``cudriver.DriverCalls``),
+        or with CuPy's own callables (None): ``calls`` is the one the launch path calls.
+        Kernels already prepared keep the calls they were prepared with."""
+        self.driver = driver
+        self.calls = driver if driver is not None else CudaCalls(self.cupy)
         self._follow_captures()
 
     def _follow_captures(self) -> None:
@@ -167,7 +165,7 @@ class CudaBackend:
         if self._capturing:
             self.captures.record(event, stream)
         try:
-            self._event_record(event.ptr, stream.ptr)
+            self.calls.event_record(event.ptr, stream.ptr)
         except Exception as exc:     # (free when nothing is raised)
             raise self._device_error(exc)
 
@@ -175,7 +173,7 @@ class CudaBackend:
         if self._capturing:
             self.captures.wait(stream, event)
         try:
-            self._stream_wait(stream.ptr, event.ptr, 0)
+            self.calls.stream_wait(stream.ptr, event.ptr, 0)
         except Exception as exc:
             raise self._device_error(exc)
 
@@ -183,7 +181,7 @@ class CudaBackend:
         if self._capturing:
             self.captures.check_host_wait(event, "event query")
         try:
-            return bool(self._event_done(event))
+            return self.calls.event_done(event)
         except Exception as exc:
             raise self._device_error(exc)
 
@@ -196,9 +194,10 @@ class CudaBackend:
         """Launch ``graph`` on ``stream``; returns ``graph.done``, recorded right after it (the
         runtime's completion event for the launch: see the backend contract)."""
         check_launch(graph, stream, self.captures)
-        self._graph_launch(graph.handle, stream)
+        calls = self.calls
+        calls.graph_launch(graph.handle, stream)
         done = graph.done
-        self._event_record(done.ptr, stream.ptr)
+        calls.event_record(done.ptr, stream.ptr)
         graph.launched = True
         # the graph (and so its arrays) must outlive its running launches even if dropped
         inflight = self._graphs_in_flight
@@ -257,7 +256,7 @@ class CudaBackend:
 
     def wait_external(self, stream: Any, event: Any) -> None:
         self.captures.wait_external(stream, event)
-        self._stream_wait(stream.ptr, event.ptr, _CUDA_EVENT_WAIT_EXTERNAL)
+        self.calls.stream_wait(stream.ptr, event.ptr, _CUDA_EVENT_WAIT_EXTERNAL)
 
     def host_wait(self, event: Any) -> None:
         if self._capturing:
@@ -439,7 +438,7 @@ class CudaBackend:
         host = buffer.host_ptr + lo
         try:
             for event in after:
-                self._stream_wait(stream.ptr, event.ptr, 0)
+                self.calls.stream_wait(stream.ptr, event.ptr, 0)
             try:
                 self.runtime.memcpyAsync(host, buffer.ptr + lo, hi - lo, self._d2h, stream.ptr)
             finally:

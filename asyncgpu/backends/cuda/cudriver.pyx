@@ -8,13 +8,13 @@ Every launch on the ``cuda`` backend makes a few CUDA calls: ``cuLaunchKernel``,
 record of its completion, perhaps a stream's wait for another stream's event, later an event
 query; a graph replay makes ``cuGraphLaunch`` and a record. Through CuPy each is a wrapper that
 parses Python integers, releases the GIL and checks the status, and the record, the wait and
-the query go through the CUDA runtime, a layer above the driver. :class:`DriverCalls` has the
-same callables (``launchKernel``, ``eventRecord``, ``streamWaitEvent``, ``eventDone``,
-``graphLaunch``: the arguments of CuPy's ``driver.launchKernel``, ``runtime.eventRecord``,
-``runtime.streamWaitEvent``, ``Event.done`` and ``Graph.launch``) and calls the driver through
-cuda-python's Cython bindings (``cuda.bindings.cydriver``). The backend keeps its bound methods
-where it kept CuPy's (``asyncgpu/backends/cuda/driver.py``), so the launch path calls them
-directly.
+the query go through the CUDA runtime, a layer above the driver. :class:`DriverCalls` is the
+compiled-only subclass of :class:`asyncgpu.backends.cuda.calls.CudaCalls` that makes the same
+calls (``launch_kernel``, ``event_record``, ``stream_wait``, ``event_done``,
+``graph_launch``) through cuda-python's Cython bindings of the driver
+(``cuda.bindings.cydriver``). The backend and its packed plans reach these methods through
+``CudaCalls``' C method table, so a launch goes from asyncgpu's compiled launch path to the
+driver without a Python call.
 
 One-node graphs (``single_node_graphs``): ``cuLaunchKernel`` costs about 4.7 us of host time on
 the H100 machine, while ``cuGraphLaunch`` of an instantiated one-node graph costs about 2 us and
@@ -57,14 +57,15 @@ Invariants
 
 Example (what asyncgpu/backends/cuda/driver.py does)::
 
-    calls = DriverCalls(cupy.cuda.driver.CUDADriverError)
+    calls = DriverCalls(cupy)
     calls.single_node_graphs = True
-    calls.eventRecord(event.ptr, stream.ptr)
+    calls.event_record(event.ptr, stream.ptr)
 """
 
 from libc.stdint cimport intptr_t
 from libc.string cimport memset
 
+from asyncgpu.backends.cuda.calls cimport CudaCalls
 from cuda.bindings cimport cydriver
 from cuda.bindings.cydriver cimport (
     CUDA_ERROR_INVALID_CONTEXT,
@@ -146,11 +147,11 @@ cdef inline size_t lane_hash(CUstream stream, CUfunction func) noexcept nogil:
     return h ^ (h >> 29)
 
 
-cdef class DriverCalls:
-    """DriverCalls(error=None): the CUDA calls of a launch, made straight into the driver (see
-    the module docstring). ``error``: the exception class a driver error raises, made with the
-    ``CUresult`` (``cupy.cuda.driver.CUDADriverError``); by default this module's
-    :class:`CUDADriverError`. Made on the thread whose current context the launches use."""
+cdef class DriverCalls(CudaCalls):
+    """DriverCalls(cupy): the CUDA calls of a launch, made straight into the driver (see the
+    module docstring); a driver error raises CuPy's ``CUDADriverError`` (this module's
+    :class:`CUDADriverError` where ``cupy`` has none). Made on the thread whose current context
+    the launches use."""
 
     cdef object _error
     cdef CUcontext _context         # current at creation: made current on a thread without one
@@ -160,7 +161,10 @@ cdef class DriverCalls:
     cdef unsigned long long _lane_launches
     cdef Lane _lanes[_LANES]
 
-    def __cinit__(self, error=None):
+    def __init__(self, cupy):
+        CudaCalls.__init__(self, cupy)
+        error = getattr(getattr(getattr(cupy, "cuda", None), "driver", None),
+                        "CUDADriverError", None)
         self._error = CUDADriverError if error is None else error
         cdef CUresult status = cydriver.cuCtxGetCurrent(&self._context)
         if status != CUDA_SUCCESS:
@@ -171,14 +175,16 @@ cdef class DriverCalls:
     def __dealloc__(self):
         self._release()
 
-    # -- the calls -------------------------------------------------------------------------
+    # -- the calls (CudaCalls' C methods) ---------------------------------------------------
 
-    def launchKernel(self, intptr_t f, unsigned int gx, unsigned int gy, unsigned int gz,
-                     unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
-                     intptr_t stream, intptr_t params, intptr_t extra):
-        """launchKernel(f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
-        cuLaunchKernel (as cupy.cuda.driver.launchKernel), or the kernel's one-node graph on
-        the stream (``single_node_graphs``)."""
+    cpdef bint launches_kernels(self) except -1:
+        return True
+
+    cpdef launch_kernel(self, intptr_t f, unsigned int gx, unsigned int gy, unsigned int gz,
+                        unsigned int bx, unsigned int by, unsigned int bz, unsigned int shared,
+                        intptr_t stream, intptr_t extra):
+        """cuLaunchKernel with the parameter buffer ``extra`` describes, or the kernel's
+        one-node graph on the stream (``single_node_graphs``)."""
         cdef CUresult status
         cdef Lane* tried = NULL
         cdef CUDA_KERNEL_NODE_PARAMS p
@@ -187,7 +193,7 @@ cdef class DriverCalls:
             p.gridDimX, p.gridDimY, p.gridDimZ = gx, gy, gz
             p.blockDimX, p.blockDimY, p.blockDimZ = bx, by, bz
             p.sharedMemBytes = shared
-            p.kernelParams = <void**>params
+            p.kernelParams = NULL
             p.extra = <void**>extra
             p.kern = NULL
             p.ctx = NULL
@@ -195,21 +201,21 @@ cdef class DriverCalls:
                 return None
         with nogil:
             status = cydriver.cuLaunchKernel(<CUfunction><void*>f, gx, gy, gz, bx, by, bz,
-                                             shared, <CUstream><void*>stream,
-                                             <void**>params, <void**>extra)
+                                             shared, <CUstream><void*>stream, NULL,
+                                             <void**>extra)
         if status != CUDA_SUCCESS and self._rebind(status):
             with nogil:
                 status = cydriver.cuLaunchKernel(<CUfunction><void*>f, gx, gy, gz, bx, by, bz,
-                                                 shared, <CUstream><void*>stream,
-                                                 <void**>params, <void**>extra)
+                                                 shared, <CUstream><void*>stream, NULL,
+                                                 <void**>extra)
         if tried != NULL:
             self._outcome(tried, status)
         if status != CUDA_SUCCESS:
             raise self._error(<int>status)
         return None
 
-    def eventRecord(self, intptr_t event, intptr_t stream):
-        """eventRecord(event, stream): cuEventRecord (as cupy.cuda.runtime.eventRecord)."""
+    cpdef event_record(self, intptr_t event, intptr_t stream):
+        """cuEventRecord."""
         cdef CUresult status = cydriver.cuEventRecord(<CUevent><void*>event,
                                                       <CUstream><void*>stream)
         if status != CUDA_SUCCESS and self._rebind(status):
@@ -218,9 +224,8 @@ cdef class DriverCalls:
             raise self._error(<int>status)
         return None
 
-    def streamWaitEvent(self, intptr_t stream, intptr_t event, unsigned int flags):
-        """streamWaitEvent(stream, event, flags): cuStreamWaitEvent (as
-        cupy.cuda.runtime.streamWaitEvent)."""
+    cpdef stream_wait(self, intptr_t stream, intptr_t event, unsigned int flags):
+        """cuStreamWaitEvent."""
         cdef CUresult status = cydriver.cuStreamWaitEvent(<CUstream><void*>stream,
                                                           <CUevent><void*>event, flags)
         if status != CUDA_SUCCESS and self._rebind(status):
@@ -230,8 +235,8 @@ cdef class DriverCalls:
             raise self._error(<int>status)
         return None
 
-    def eventDone(self, event):
-        """eventDone(event): whether a CuPy event completed, by cuEventQuery (as event.done)."""
+    cpdef bint event_done(self, event) except -1:
+        """Whether a CuPy event completed, by cuEventQuery."""
         cdef intptr_t e = event.ptr
         cdef CUresult status = cydriver.cuEventQuery(<CUevent><void*>e)
         if status != CUDA_SUCCESS and status != CUDA_ERROR_NOT_READY and self._rebind(status):
@@ -242,9 +247,9 @@ cdef class DriverCalls:
             return False
         raise self._error(<int>status)
 
-    def graphLaunch(self, graph, stream):
-        """graphLaunch(graph, stream): cuGraphLaunch of a CuPy graph's executable graph (as
-        graph.launch(stream)); a graph without one yet (or not CuPy's) launches itself."""
+    cpdef graph_launch(self, graph, stream):
+        """cuGraphLaunch of a CuPy graph's executable graph; a graph without one yet (or not
+        CuPy's) launches itself."""
         handle = getattr(graph, "graphExec", 0)
         if type(handle) is not int or not handle:
             graph.launch(stream)        # (CuPy instantiates it first)
@@ -270,7 +275,7 @@ cdef class DriverCalls:
 
     @property
     def single_node_graphs(self):
-        """Whether launchKernel enqueues each kernel as its stream's one-node graph; setting it
+        """Whether launch_kernel enqueues each kernel as its stream's one-node graph; setting it
         True has no effect where the graph entry points are missing."""
         return self._lanes_on
 
@@ -280,7 +285,7 @@ cdef class DriverCalls:
 
     @property
     def lane_launches(self):
-        """How many kernels launchKernel enqueued through a one-node graph."""
+        """How many kernels launch_kernel enqueued through a one-node graph."""
         return self._lane_launches
 
     @property

@@ -274,7 +274,7 @@ def _compile_numba(backend: Any, kernel: Kernel, values: list[Any], site: str | 
             f"{where}: Numba cannot compile it for the argument types "
             f"({', '.join(map(str, types))}): {exc}"
         ) from exc
-    plan = numba_plan(compiled, backend.driver_launch) if backend.packed_launches else None
+    plan = numba_plan(compiled, backend.calls) if backend.packed_launches else None
     return compiled, plan, set()
 
 
@@ -301,7 +301,7 @@ def _cuda_c_prepare(backend: Any, kernel: Kernel, launcher: Any, arrays: list[An
             raw = _raw_kernel(backend, kernel)
             plan = None
             if kernel.typed and backend.packed_launches:
-                plan = cuda_c_plan(raw.kernel.ptr, kernel.params, backend.driver_launch)
+                plan = cuda_c_plan(raw.kernel.ptr, kernel.params, backend.calls)
             entry = kernel._compiled["c"] = (raw, plan, set())
         raw, plan, checked = entry
         if launcher.block not in checked:

@@ -8,7 +8,8 @@ every array again, converts every scalar to a ctypes object and goes through cud
 argument *types*: work out the kernel's parameter layout. A :class:`PackedPlan` holds that
 layout as a :class:`struct.Struct` (native alignment, which is the C rule CUDA uses for kernel
 parameters), the kernel's function handle and one parameter buffer; a launch packs the argument
-values into the buffer and calls ``cuLaunchKernel`` with ``CU_LAUNCH_PARAM_BUFFER_POINTER``.
+values into the buffer and calls ``cuLaunchKernel`` with ``CU_LAUNCH_PARAM_BUFFER_POINTER``
+(through the backend's :class:`~asyncgpu.backends.cuda.calls.CudaCalls`).
 The driver copies the parameters during the call, so the buffer can be reused at once.
 
 Numba's parameter ABI (numba-cuda's ``_Kernel._prepare_args``) flattens an array argument into
@@ -26,7 +27,7 @@ Invariants
 
 Example::
 
-    plan = cuda_c_plan(raw_kernel.kernel.ptr, params)       # once per kernel
+    plan = cuda_c_plan(raw_kernel.kernel.ptr, params, calls)    # once per kernel
     plan.launch((a_ptr, b_ptr, 2.0, n), grid, block, 0, stream_ptr)
 """
 
@@ -38,6 +39,8 @@ import struct
 from typing import Any
 
 import numpy as np
+
+from .calls import CudaCalls
 
 # cuLaunchKernel's "extra" markers (cuda.h)
 _PARAM_BUFFER_POINTER = 1
@@ -55,9 +58,9 @@ class PackedPlan:
     """A kernel's function handle, parameter layout and reusable parameter buffer."""
 
     __slots__ = ("handle", "struct", "buf", "buf_ptr", "size", "extra", "extra_ptr", "splits",
-                 "launch_fn", "pack")
+                 "calls", "pack")
 
-    def __init__(self, handle: int, fmt: str, splits: tuple[int, ...], launch_fn: Any) -> None:
+    def __init__(self, handle: int, fmt: str, splits: tuple[int, ...], calls: CudaCalls) -> None:
         self.handle = int(handle)
         self.struct = struct.Struct("@" + fmt)
         # The driver wants the exact end of the last parameter: no tail padding (a C struct's
@@ -71,7 +74,7 @@ class PackedPlan:
         )
         self.extra_ptr = ctypes.addressof(self.extra)
         self.splits = splits          # positions of complex values to split into (real, imag)
-        self.launch_fn = launch_fn    # the backend's launchKernel (CuPy's or DriverCalls')
+        self.calls = calls            # the backend's CUDA calls (CuPy's or DriverCalls)
         # pack(*values) is struct.pack_into(buf, 0, *values) without building that argument
         # tuple per launch (partial passes the values on the C stack)
         self.pack = functools.partial(self.struct.pack_into, self.buf, 0)
@@ -83,8 +86,8 @@ class PackedPlan:
         if self.splits:
             values = split_complex(values, self.splits)
         self.pack(*values)
-        self.launch_fn(self.handle, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                       shared, stream_ptr, 0, self.extra_ptr)
+        self.calls.launch_kernel(self.handle, grid[0], grid[1], grid[2], block[0], block[1],
+                                 block[2], shared, stream_ptr, self.extra_ptr)
 
 
 def split_complex(values: tuple[Any, ...], splits: tuple[int, ...]) -> tuple[Any, ...]:
@@ -99,7 +102,7 @@ def split_complex(values: tuple[Any, ...], splits: tuple[int, ...]) -> tuple[Any
     return tuple(out)
 
 
-def cuda_c_plan(handle: int, params: Any, launch_fn: Any) -> PackedPlan | None:
+def cuda_c_plan(handle: int, params: Any, calls: CudaCalls) -> PackedPlan | None:
     """The plan of a typed CUDA C kernel (pointers, then scalars by declared dtype)."""
     fmt = []
     splits = []
@@ -115,10 +118,10 @@ def cuda_c_plan(handle: int, params: Any, launch_fn: Any) -> PackedPlan | None:
         if len(code) == 2:
             splits.append(i)
         fmt.append(code)
-    return PackedPlan(handle, "".join(fmt), tuple(splits), launch_fn)
+    return PackedPlan(handle, "".join(fmt), tuple(splits), calls)
 
 
-def numba_plan(compiled: Any, launch_fn: Any) -> PackedPlan | None:
+def numba_plan(compiled: Any, calls: CudaCalls) -> PackedPlan | None:
     """The plan of a Numba ``_Kernel`` compiled for one signature, or ``None`` if unsupported."""
     from numba.core import types
 
@@ -150,7 +153,7 @@ def numba_plan(compiled: Any, launch_fn: Any) -> PackedPlan | None:
             return None
         position += 1
     cufunc = compiled._codelibrary.get_cufunc()
-    return PackedPlan(int(cufunc.handle), "".join(fmt), tuple(splits), launch_fn)
+    return PackedPlan(int(cufunc.handle), "".join(fmt), tuple(splits), calls)
 
 
 def numba_array_fields(array: Any, ptr: int) -> tuple[int, ...]:

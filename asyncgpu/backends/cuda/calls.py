@@ -1,0 +1,71 @@
+"""The CUDA calls of a launch, as one object the compiled launch path calls in C.
+
+The model
+---------
+Every launch on the ``cuda`` backend makes a few CUDA calls: the kernel launch (with a packed
+parameter buffer), the record of its completion event, perhaps a stream's wait for another
+stream's event, later a query of that event; a graph replay makes a graph launch.
+:class:`CudaCalls` makes them through CuPy's callables (``driver.launchKernel``,
+``runtime.eventRecord``, ``runtime.streamWaitEvent``, ``Event.done``, ``Graph.launch``).
+``cudriver.DriverCalls`` (compiled only: ``asyncgpu/backends/cuda/cudriver.pyx``) is a subclass
+that makes the same calls straight into the driver, and enqueues kernels through one-node
+graphs. The backend holds one of the two (:func:`asyncgpu.backends.cuda.driver.driver_calls`
+chooses), and so does every packed plan it makes.
+
+Compiled, the handles are C integers and the methods are reached through the class's C method
+table: a launch goes from the backend's compiled code to the driver without a Python call on
+the way. Uncompiled, they are ordinary methods.
+
+Invariants
+----------
+* Handles are the integers CuPy's callables take (``ptr`` of a stream or event, a kernel's
+  function handle, the address of ``cuLaunchKernel``'s ``extra`` array).
+* A refused call raises what CuPy raises for it (``CUDADriverError``, ``CUDARuntimeError``);
+  the backend turns that into asyncgpu's errors.
+
+Example::
+
+    calls = CudaCalls(cupy)
+    calls.event_record(event.ptr, stream.ptr)
+    calls.launch_kernel(fn, 1, 1, 1, 256, 1, 1, 0, stream.ptr, extra_ptr)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CudaCalls:
+    """The CUDA calls of a launch through ``cupy``'s callables (see the module docstring)."""
+
+    def __init__(self, cupy: Any) -> None:
+        self._launch = getattr(cupy.cuda.driver, "launchKernel", None)
+        self._record = cupy.cuda.runtime.eventRecord
+        self._wait = cupy.cuda.runtime.streamWaitEvent
+
+    def launches_kernels(self) -> bool:
+        """Whether :meth:`launch_kernel` can be made (a CuPy without ``launchKernel`` cannot:
+        kernels then keep CuPy's and Numba's own launches)."""
+        return self._launch is not None
+
+    def launch_kernel(self, f: int, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,
+                      shared: int, stream: int, extra: int) -> None:
+        """``cuLaunchKernel`` of function ``f`` on ``stream``, its parameters in the buffer
+        that ``extra`` describes."""
+        self._launch(f, gx, gy, gz, bx, by, bz, shared, stream, 0, extra)
+
+    def event_record(self, event: int, stream: int) -> None:
+        """Record ``event`` on ``stream``."""
+        self._record(event, stream)
+
+    def stream_wait(self, stream: int, event: int, flags: int) -> None:
+        """Make ``stream``'s later work wait for ``event``'s latest record."""
+        self._wait(stream, event, flags)
+
+    def event_done(self, event: Any) -> bool:
+        """Whether a CuPy event's latest record has completed (without waiting)."""
+        return bool(event.done)
+
+    def graph_launch(self, graph: Any, stream: Any) -> None:
+        """Launch a CuPy graph on a CuPy stream."""
+        graph.launch(stream)
