@@ -19,9 +19,10 @@ Measured per process: the replay micro-benchmark's host us per kernel (10-kernel
 10 independent kernels: eager, recorded, recorded_static; ``benchmarks.replay``) and the eager
 launch of the 3-array CUDA C kernel (independent and with one cross-stream wait) next to the
 raw CuPy launch (``benchmarks.overhead``), the same two for the 3-array Numba kernel, and a
-launch followed by a host read of one element
-of the array it wrote (the read waits for the kernel and copies the bytes back), or of eight
-elements one by one (a small array: fetched whole by the first read).
+launch followed by a host read of one element of the array it wrote (the read waits for the
+kernel and copies the bytes back), or of eight elements one by one (a small array: fetched
+whole by the first read). On the GPU machine, ``taskset -c 4-7`` around it gave the quietest
+rounds (one core slows the processes' own helper threads).
 """
 
 from __future__ import annotations
