@@ -163,8 +163,7 @@ cdef class DriverCalls(CudaCalls):
 
     def __init__(self, cupy):
         CudaCalls.__init__(self, cupy)
-        error = getattr(getattr(getattr(cupy, "cuda", None), "driver", None),
-                        "CUDADriverError", None)
+        error = getattr(cupy.cuda.driver, "CUDADriverError", None)
         self._error = CUDADriverError if error is None else error
         cdef CUresult status = cydriver.cuCtxGetCurrent(&self._context)
         if status != CUDA_SUCCESS:
