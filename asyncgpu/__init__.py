@@ -34,7 +34,8 @@ from . import backends  # noqa: F401  (registers the backends with the runtime)
 from .core.config import Options
 from .core.errors import (
     AnnotationViolation, ArgumentError, ArgumentValueError, AsyncGPUError,
-    BackendUnavailableError, BlockTooLargeError, CompileError, DeadlockError, FreedArrayError,
+    BackendUnavailableError, BlockTooLargeError, CompileError, DeadlockError, DeviceError,
+    FreedArrayError,
     KernelFault, KernelFaults, LaunchError, NotOnSimulatorError, OutOfMemoryError, RaceError,
     RecordingError, SignatureError,
 )
@@ -43,8 +44,8 @@ from .core.statistics import Statistics
 from .observe.trace import Trace, trace
 from .recorder.entry import graph, record
 from .runtime.api import (
-    array, asarray, configure, empty, empty_like, full, full_like, instrument, ones, ones_like,
-    options, statistics, synchronize, zeros, zeros_like,
+    array, asarray, configure, device, empty, empty_like, full, full_like, instrument, ones,
+    ones_like, options, statistics, synchronize, zeros, zeros_like,
 )
 from .runtime.array import Array
 from .runtime.kernel import Kernel
@@ -55,10 +56,10 @@ __version__ = "0.1.0"
 __all__ = [
     "AnnotationViolation", "ArgumentError", "ArgumentValueError", "Array", "AsyncGPUError",
     "BackendUnavailableError", "BlockTooLargeError", "CompileError", "DeadlockError",
-    "FreedArrayError", "Instrument", "Kernel", "KernelFault", "KernelFaults", "LaunchError",
+    "DeviceError", "FreedArrayError", "Instrument", "Kernel", "KernelFault", "KernelFaults", "LaunchError",
     "NotOnSimulatorError", "Options", "OutOfMemoryError", "RaceError",
     "RecordingError", "SignatureError", "Statistics", "Trace", "array", "asarray", "configure",
-    "cuda_kernel", "empty", "empty_like", "full", "full_like", "graph", "instrument", "kernel",
+    "cuda_kernel", "device", "empty", "empty_like", "full", "full_like", "graph", "instrument", "kernel",
     "ones", "ones_like", "options", "record", "statistics", "synchronize", "trace", "zeros",
     "zeros_like",
 ]

@@ -450,10 +450,10 @@ class NullBackend:
         def __init__(self, nbytes: int) -> None:
             self.nbytes, self.host, self.uid, self.ptr = nbytes, np.zeros(nbytes, np.uint8), 0, 0
 
-    def create_stream(self) -> object:
+    def create_stream(self, device: int = 0) -> object:
         return object()
 
-    def create_event(self) -> object:
+    def create_event(self, device: int = 0) -> object:
         return object()
 
     def record(self, event: Any, stream: Any) -> None: ...

@@ -91,10 +91,10 @@ def test_disjoint_byte_ranges_do_not_conflict():
 class _Events:
     """A backend's stream and event calls, recording nothing."""
 
-    def create_stream(self) -> object:
+    def create_stream(self, device: int = 0) -> object:
         return object()
 
-    def create_event(self) -> object:
+    def create_event(self, device: int = 0) -> object:
         return object()
 
     def record(self, event: object, stream: object) -> None:

@@ -96,7 +96,7 @@ def check_bookkeeping(rt):
     streams = rt.streams
     assert streams.inflight == sum(len(s.inflight) for s in streams.streams)
     assert set(streams._by_use) == set(streams.streams)
-    assert all(e is not None for e in streams._events)
+    assert all(e is not None for pool in streams._events for e in pool)
     for s in streams.streams:
         for node in s.inflight:
             assert not node.finished and node.event is not None and node.stream is s

@@ -252,7 +252,8 @@ def test_empty_arrays_are_never_copied(ex):
 def test_a_missing_copy_shows_as_stale_data(ex, monkeypatch):
     ag = ex
     scale, add, inc = recorder_kernels.kernels(ag)
-    monkeypatch.setattr(_memory.ExplicitMemory, "before_device", lambda self, accesses: None)
+    monkeypatch.setattr(_memory.ExplicitMemory, "before_device",
+                        lambda self, accesses, device=0: None)
     x, y = ag.array(np.ones(N, np.float32)), ag.empty(N, np.float32)
     scale[1, N](x, y, 2.0, N)                     # x's device copy was never written
     assert np.isnan(y.numpy()).all()              # poison, not 2.0
@@ -264,8 +265,8 @@ def test_an_unwaited_copy_is_a_race(ex, monkeypatch):
     scale, add, inc = recorder_kernels.kernels(ag)
     real = _memory.ExplicitMemory.copy
 
-    def unwaited(self, alloc, lo, hi, to_device, label):
-        node = real(self, alloc, lo, hi, to_device, label)
+    def unwaited(self, alloc, lo, hi, to_device, label, *where):
+        node = real(self, alloc, lo, hi, to_device, label, *where)
         if not to_device:
             node.finished = True                  # the host would read without waiting
         return node

@@ -95,7 +95,7 @@ def create(options: Options) -> Any:
         from .sim.backend import SimBackend
 
         sim = SimBackend(options.sim_seed, options.sim_strategy, options.sim_tick,
-                         split=options.memory == "explicit")
+                         split=options.memory == "explicit", devices=options.sim_devices)
         return CheckedBackend(sim, sim.replay_hint)
     if not cuda_usable():
         raise BackendUnavailableError(
@@ -189,15 +189,15 @@ class CheckedBackend:
         self._checked(self.hb.host_access, hb_accesses, label)
         self.inner.host_access(accesses, label)
 
-    def fetch_to_host(self, buffer: Any, lo: int, hi: int, label: str, after: list[Any]
-                      ) -> None:
+    def fetch_to_host(self, buffer: Any, lo: int, hi: int, label: str, after: list[Any],
+                      device: int = 0) -> None:
         # the copy runs after the events and the host waits for it: for the checker, host
         # waits for the events, then a host access that reads the device copy and writes
         # the mirror
-        self.inner.fetch_to_host(buffer, lo, hi, label, after)
+        self.inner.fetch_to_host(buffer, lo, hi, label, after, device)
         for event in after:
             self.hb.host_sync_event(event)
-        self._checked(self.hb.host_access, [(buffer.uid, lo, hi, False),
+        self._checked(self.hb.host_access, [(_uid(buffer, device), lo, hi, False),
                                             (buffer.host_uid, lo, hi, True)], f"{label} to host")
 
     def timing_event(self) -> Any:
@@ -250,10 +250,19 @@ class CheckedBackend:
 
     def free(self, buffer: Any) -> None:
         self._checked(self.hb.free, buffer.uid, f"free of buffer {buffer.uid}")
+        for uid, _ in getattr(buffer, "others", {}).values():     # other devices' copies
+            self._checked(self.hb.free, uid, f"free of buffer {buffer.uid}")
         self.inner.free(buffer)
 
 
 def _accesses(node: Any) -> list[tuple[Any, int, int, bool]]:
     if node.kind == "copy":     # reads one copy, writes the other
         return node.launch.hb_accesses()
-    return [(a.alloc.buffer.uid, a.lo, a.hi, a.write) for a in node.accesses]
+    device = node.device
+    return [(_uid(a.alloc.buffer, device), a.lo, a.hi, a.write) for a in node.accesses]
+
+
+def _uid(buffer: Any, device: int) -> Any:
+    """The checker's name of device ``device``'s copy of ``buffer`` (each device's memory is
+    its own)."""
+    return buffer.uid if device == 0 else buffer.uid_on(device)

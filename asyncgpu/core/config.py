@@ -20,6 +20,10 @@ ParentStream = Literal["disjoint", "same-as-parent"]
 Prefetch = Literal["auto", "off"]
 Memory = Literal["managed", "explicit"]
 SimStrategy = Literal["random", "pct", "reverse", "starve", "eager", "lazy"]
+DevicePolicy = Literal["round-robin", "stream-aware", "min-transfer-size", "min-min", "min-max"]
+#: What ``devices`` may be: a count (the devices from ``device`` on), the device numbers, or
+#: every device of the host.
+Devices = int | tuple[int, ...] | Literal["all"]
 
 _CHOICES: dict[str, tuple[str, ...]] = {
     "backend": ("auto", "cuda", "sim"),
@@ -32,11 +36,12 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "sim_strategy": ("random", "pct", "reverse", "starve", "eager", "lazy"),
     "graph_streams": ("opara", "nimble", "single"),
     "graph_order": ("topological", "opara", "ios"),
+    "device_policy": ("round-robin", "stream-aware", "min-transfer-size", "min-min", "min-max"),
 }
 
 #: The options a backend object is built from: changing one gives the runtime a new backend, and
-#: its arrays move to it (``asyncgpu.runtime.switch``). ``backend`` and ``device`` are not among
-#: them: changing those retires the runtime and its arrays.
+#: its arrays move to it (``asyncgpu.runtime.switch``). ``backend``, ``device``, ``devices`` and
+#: ``sim_devices`` are not among them: changing those retires the runtime and its arrays.
 BACKEND_BUILD = ("memory", "sim_seed", "sim_strategy", "sim_tick", "debug_hb", "packed_launch",
                  "direct_driver", "single_node_graphs", "stress", "stress_seed")
 
@@ -71,6 +76,22 @@ class Options:
     #: In-flight nodes beyond which each launch polls events to retire finished work.
     poll_threshold: int = 32
     device: int = 0
+    #: The GPUs one runtime spreads work over: a count (that many devices from ``device`` on:
+    #: 1 is one GPU), a sequence of device numbers, or ``"all"`` (every GPU of the host; on
+    #: ``sim``, its ``sim_devices`` virtual devices). A sequence is kept as a tuple.
+    devices: Devices = 1
+    #: Several devices: how a kernel's device is chosen (GrCUDA's policies): ``round-robin``;
+    #: ``stream-aware`` (the device with the fewest busy streams); ``min-transfer-size`` (the
+    #: device already holding the most bytes of the kernel's inputs, when that is more than
+    #: ``device_data_threshold`` of them; else round-robin); ``min-min`` and ``min-max`` (the
+    #: least estimated transfer time, each input taken over its best or its worst link).
+    #: Library calls run where most of their inputs' bytes are, whatever the policy.
+    device_policy: DevicePolicy = "min-transfer-size"
+    #: ``min-transfer-size``: the share of a kernel's input bytes a device must already hold to
+    #: be chosen for it (GrCUDA's default, 10%).
+    device_data_threshold: float = 0.1
+    #: The number of virtual devices of the ``sim`` backend, each with a memory of its own.
+    sim_devices: int = 1
     #: Launch kernels with one driver call and a prebuilt parameter buffer (``cuda`` backend);
     #: ``False`` goes through Numba's and CuPy's own launch paths (slower; for diagnosis).
     packed_launch: bool = True
@@ -150,6 +171,26 @@ class Options:
                                  or not 0.0 <= cost < float("inf")):
             raise ValueError("option graph_lane_cost_us must be None (measured) or a finite "
                              f"number of microseconds >= 0; got {cost!r}")
+        devices = self.devices
+        if isinstance(devices, list):
+            devices = tuple(devices)
+            object.__setattr__(self, "devices", devices)
+        if isinstance(devices, tuple):
+            if (not devices or any(not isinstance(d, int) or isinstance(d, bool) or d < 0
+                                   for d in devices) or len(set(devices)) != len(devices)):
+                raise ValueError("option devices must be a count, \"all\" or distinct device "
+                                 f"numbers >= 0; got {self.devices!r}")
+        elif devices != "all" and (not isinstance(devices, int) or isinstance(devices, bool)
+                                   or devices < 1):
+            raise ValueError("option devices must be a positive count, \"all\" or a sequence "
+                             f"of device numbers; got {devices!r}")
+        if not isinstance(self.device, int) or self.device < 0:
+            raise ValueError(f"option device must be a device number >= 0; got {self.device!r}")
+        if not isinstance(self.sim_devices, int) or not 1 <= self.sim_devices <= 64:
+            raise ValueError(f"option sim_devices must be from 1 to 64; got {self.sim_devices!r}")
+        if not 0.0 <= self.device_data_threshold <= 1.0:
+            raise ValueError("option device_data_threshold must be in [0, 1]; got "
+                             f"{self.device_data_threshold!r}")
         if not 0.0 <= self.sim_tick <= 1.0:
             raise ValueError(f"option sim_tick must be in [0, 1]; got {self.sim_tick!r}")
 
@@ -173,6 +214,16 @@ def _flag(text: str) -> bool:
     raise ValueError(f"expected 1/0, true/false, yes/no or on/off; got {text!r}")
 
 
+def _devices(text: str) -> Devices:
+    """``ASYNCGPU_DEVICES``: ``all``, a count (``2``) or device numbers (``0,2``)."""
+    value = text.strip().lower()
+    if value == "all":
+        return "all"
+    if "," in value:
+        return tuple(int(part) for part in value.split(",") if part.strip())
+    return int(value)
+
+
 #: Environment variable -> (option name, parser). Documented in docs/reference/environment.md.
 ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_BACKEND": ("backend", str),
@@ -186,6 +237,10 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_MAX_STREAMS": ("max_streams", int),
     "ASYNCGPU_POLL_THRESHOLD": ("poll_threshold", int),
     "ASYNCGPU_DEVICE": ("device", int),
+    "ASYNCGPU_DEVICES": ("devices", lambda s: _devices(s)),
+    "ASYNCGPU_DEVICE_POLICY": ("device_policy", str),
+    "ASYNCGPU_DEVICE_DATA_THRESHOLD": ("device_data_threshold", float),
+    "ASYNCGPU_SIM_DEVICES": ("sim_devices", int),
     "ASYNCGPU_DEBUG_HB": ("debug_hb", _flag),
     "ASYNCGPU_STRESS": ("stress", _flag),
     "ASYNCGPU_STRESS_SEED": ("stress_seed", int),

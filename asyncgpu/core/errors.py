@@ -130,8 +130,15 @@ class BackendUnavailableError(AsyncGPUError, RuntimeError):
     """The requested backend cannot run on this machine (for example ``cuda`` without a GPU)."""
 
 
+class DeviceError(AsyncGPUError, ValueError):
+    """A device that does not exist or cannot be used as asked: a device number the host
+    lacks in ``devices`` or ``asyncgpu.device``, or several devices where a feature supports
+    one."""
+
+
 __all__ = [
     "AnnotationViolation",
+    "DeviceError",
     "ArgumentError",
     "ArgumentValueError",
     "AsyncGPUError",

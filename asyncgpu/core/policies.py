@@ -31,7 +31,7 @@ class StreamPool(Protocol):
     def grow(self) -> Any: ...
     def least_recently_used(self) -> Any: ...
     def first(self) -> Any: ...
-    streams: list[Any]
+    def own(self) -> list[Any]: ...
 
 
 class Reuse:
@@ -103,11 +103,12 @@ class RandomStream:
     def pick(self, pool: StreamPool) -> Any:
         idle = pool.take_free()       # (also keeps the pool's free list from growing)
         r = self.rng.random()
-        if pool.can_grow() and (r < 0.2 or not pool.streams):
+        own = pool.own()
+        if pool.can_grow() and (r < 0.2 or not own):
             return pool.grow()
         if idle is not None and r < 0.4:
             return idle
-        return self.rng.choice(pool.streams)
+        return self.rng.choice(own)
 
 
 NEW_STREAM = {"reuse": Reuse, "always-new": AlwaysNew}

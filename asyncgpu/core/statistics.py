@@ -11,8 +11,8 @@ COUNTS = ("nodes", "kernels", "event_waits", "events_recorded", "nodes_retired",
           "retired_by_poll", "prefetches", "bytes_prefetched", "events_queried", "calls",
           "host_accesses", "streams_created", "events_created", "copies_to_device",
           "copies_to_host", "bytes_to_device", "bytes_to_host", "graphs_recorded",
-          "graphs_replayed")
-_OBJECT_FIELDS = ("edges", "listener", "streams_used", "syncs")
+          "graphs_replayed", "copies_peer", "bytes_peer")
+_OBJECT_FIELDS = ("edges", "listener", "streams_used", "syncs", "placed")
 
 
 class Counters:
@@ -43,6 +43,10 @@ class Counters:
         self.streams_used: set[int] = set()
         self.graphs_recorded = 0
         self.graphs_replayed = 0
+        self.copies_peer = 0
+        self.bytes_peer = 0
+        #: several devices: kernels and library calls placed, per device number
+        self.placed: dict[int, int] = {}
         #: Called with the reason of each host synchronization while instruments are registered.
         self.listener: Any = None
 
@@ -77,6 +81,9 @@ class Counters:
             inflight=inflight,
             graphs_recorded=self.graphs_recorded,
             graphs_replayed=self.graphs_replayed,
+            copies_peer=self.copies_peer,
+            bytes_peer=self.bytes_peer,
+            placed=MappingProxyType(dict(self.placed)),
         )
 
 
@@ -95,6 +102,9 @@ class Statistics:
     (``memory="explicit"``) and the bytes they move. ``graphs_recorded``/``graphs_replayed`` count CUDA graphs captured and launched
     by the recorder (0 until it is used). ``events_queried`` counts the completion events the
     polling of long loops asked about (``retired_by_poll`` the nodes those answers retired).
+    With several devices, ``copies_peer``/``bytes_peer`` count the copies from one device to
+    another (included in ``copies_to_device``/``bytes_to_device``) and ``placed`` the kernels
+    and library calls each device number was given.
     """
 
     backend: str
@@ -121,6 +131,9 @@ class Statistics:
     inflight: int = 0
     graphs_recorded: int = 0
     graphs_replayed: int = 0
+    copies_peer: int = 0
+    bytes_peer: int = 0
+    placed: Mapping[int, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, object]:
         """The snapshot as plain, JSON-friendly data."""

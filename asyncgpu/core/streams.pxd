@@ -13,11 +13,11 @@ cdef class StreamState:
 
 
 cdef class StreamManager:
-    cdef public object _free, backend, new_policy, parent_policy
+    cdef public object backend, new_policy, parent_policy
     cdef public Counters stats
     cdef public dict _by_use
-    cdef public list _events, streams
-    cdef public Py_ssize_t _inflight, max_streams, poll_threshold
+    cdef public list _events, _frees, _counts, streams
+    cdef public Py_ssize_t _inflight, max_streams, poll_threshold, devices, _device
 
     @cython.locals(stream=StreamState)
     cpdef choose(self, Node node, list parents)
@@ -26,7 +26,7 @@ cdef class StreamManager:
                    waited=dict)
     cpdef wait_for_parents(self, Node node, list parents)
 
-    @cython.locals(stream=StreamState, by_use=dict)
+    @cython.locals(stream=StreamState, by_use=dict, events=list)
     cpdef issued(self, Node node, recorded=*)
 
     @cython.locals(s=StreamState, tail=Node, head=Node)
@@ -34,12 +34,13 @@ cdef class StreamManager:
 
     cpdef bint _retire_if_done(self, Node node) except -1
 
+    @cython.locals(stream=StreamState)
     cpdef _on_finish(self, Node node)
 
     @cython.locals(count=Py_ssize_t, stack=list, n=Node, m=Node, p=Node, stream=StreamState)
     cpdef Py_ssize_t finished(self, Node node) except -1
 
-    @cython.locals(s=StreamState)
+    @cython.locals(s=StreamState, free=object)
     cpdef take_free(self)
 
 

@@ -21,8 +21,16 @@ nodes in flight each launch polls up to two events of the least recently used st
 work in flight (its newest node, else its oldest), so a long loop without host access keeps a
 bounded set of live nodes and a flat per-launch cost.
 
-The manager is plain Python: it calls the backend through ``create_stream``, ``create_event``,
-``record``, ``wait`` and ``event_done``, always passing streams explicitly.
+Several devices: every stream belongs to one device (``StreamState.device``, a slot of the
+runtime's devices) and so does every event (CUDA records an event only on a stream of its own
+device), so the free list, the ``max_streams`` bound and the event pool are per device, and a
+node's stream is chosen among its device's streams (:meth:`StreamManager.choose`: a parent's
+stream is inherited only by a child on the same device). Waits on parents on other devices
+are event waits like any other.
+
+The manager is plain Python: it calls the backend through ``create_stream(device)``,
+``create_event(device)``, ``record``, ``wait`` and ``event_done``, always passing streams
+explicitly.
 """
 
 from __future__ import annotations
@@ -54,10 +62,11 @@ class StreamState:
 class StreamManager:
     """Chooses streams, issues waits and records events, retires finished nodes."""
 
-    __slots__ = ("_by_use", "_events", "_free", "_inflight", "backend", "max_streams",
-                 "new_policy", "parent_policy", "poll_threshold", "stats", "streams")
+    __slots__ = ("_by_use", "_counts", "_device", "_events", "_frees", "_inflight", "backend",
+                 "devices", "max_streams", "new_policy", "parent_policy", "poll_threshold",
+                 "stats", "streams")
 
-    def __init__(self, backend: Any, options: Any, stats: Any) -> None:
+    def __init__(self, backend: Any, options: Any, stats: Any, devices: int = 1) -> None:
         self.backend = backend
         self.stats = stats
         self.max_streams = options.max_streams
@@ -69,32 +78,59 @@ class StreamManager:
             self.new_policy = RandomStream(options.stress_seed)
             self.parent_policy = None
         self.streams: list[StreamState] = []
-        self._free: deque[StreamState] = deque()
-        self._events: list[Any] = []
+        self.devices = devices
+        #: per device: free streams, stream count, pooled events
+        self._frees: list[deque[StreamState]] = [deque() for _ in range(devices)]
+        self._counts = [0] * devices
+        self._events: list[list[Any]] = [[] for _ in range(devices)]
+        #: the device of the node being placed (what the policies' pool calls refer to)
+        self._device = 0
         self._by_use: dict[StreamState, None] = {}   # streams, least recently used first
         self._inflight = 0
 
     # -- the pool, as seen by the policies ---------------------------------------------------
     def can_grow(self) -> bool:
-        return len(self.streams) < self.max_streams
+        return self._counts[self._device] < self.max_streams
 
     def grow(self) -> StreamState:
-        s = StreamState(len(self.streams), self.backend.create_stream())
+        device = self._device
+        s = StreamState(len(self.streams), self.backend.create_stream(device), device)
         self.streams.append(s)
+        self._counts[device] += 1
         self._by_use[s] = None
         self.stats.streams_created += 1
         return s
 
+    def own(self) -> list[StreamState]:
+        """The streams of the device being placed."""
+        device = self._device
+        return [s for s in self.streams if s.device == device]
+
     def first(self) -> StreamState:
-        return self.streams[0] if self.streams else self.grow()
+        for s in self.streams:
+            if s.device == self._device:
+                return s
+        return self.grow()
 
     def least_recently_used(self) -> StreamState:
-        return next(iter(self._by_use))
+        device = self._device
+        for s in self._by_use:
+            if s.device == device:
+                return s
+        return self.grow()
+
+    def busy(self) -> list[int]:
+        """Per device, the streams with work in flight (the ``stream-aware`` device policy)."""
+        counts = [0] * self.devices
+        for s in self.streams:
+            if s.inflight:
+                counts[s.device] += 1
+        return counts
 
     # -- issuing -----------------------------------------------------------------------------
-    def _new_event(self) -> Any:
+    def _new_event(self, device: int) -> Any:
         self.stats.events_created += 1
-        return self.backend.create_event()
+        return self.backend.create_event(device)
 
     # -- retirement --------------------------------------------------------------------------
     def all_finished(self) -> None:
@@ -114,12 +150,13 @@ class StreamManager:
                 node.finished = True
                 if node.event is not None:
                     if _pooled(node):
-                        self._events.append(node.event)
+                        self._events[s.device].append(node.event)
                     node.event = None
             if s not in self._by_use:      # dropped between the two steps of the LRU move
                 self._by_use[s] = None
-        self._events = [e for e in self._events if e is not None]
-        self._free = deque(self.streams)
+        self._events = [[e for e in pool if e is not None] for pool in self._events]
+        self._frees = [deque(s for s in self.streams if s.device == d)
+                       for d in range(self.devices)]
         self._inflight = 0
 
     @staticmethod
@@ -161,15 +198,21 @@ class StreamManager:
         return self._inflight
 
     def take_free(self) -> StreamState | None:
-        while self._free:
-            s = self._free.popleft()
+        free = self._frees[self._device]
+        while free:
+            s = free.popleft()
             if not s.inflight:
                 return s
         return None
 
     def choose(self, node: Node, parents: list[Node]) -> StreamState:
-        """Pick the node's stream by policy (does not enqueue anything)."""
+        """Pick the node's stream by policy, among the streams of its device (does not
+        enqueue anything)."""
         stream = None
+        self._device = node.device
+        if self.devices > 1 and parents:
+            # only a parent on the node's device can hand its stream on
+            parents = [p for p in parents if p.device == node.device]
         if parents and self.parent_policy is not None:
             stream = self.parent_policy.pick(parents)
         if stream is None:
@@ -211,7 +254,8 @@ class StreamManager:
         del by_use[stream]     # move to the most recently used end
         by_use[stream] = None
         if recorded is None:
-            event = self._events.pop() if self._events else self._new_event()
+            events = self._events[stream.device]
+            event = events.pop() if events else self._new_event(stream.device)
             self.backend.record(event, stream.handle)
         else:
             event = recorded
@@ -248,8 +292,9 @@ class StreamManager:
         return True
 
     def _on_finish(self, node: Node) -> None:
+        stream = node.stream
         if _pooled(node):
-            self._events.append(node.event)
+            self._events[stream.device].append(node.event)
         node.event = None
         node.keepalive = None
         node.launch = None
@@ -257,8 +302,8 @@ class StreamManager:
         # the node must not keep the allocations alive meanwhile (their arrays may be gone).
         node.accesses = ()
         self._inflight -= 1
-        if not node.stream.inflight:
-            self._free.append(node.stream)
+        if not stream.inflight:
+            self._frees[stream.device].append(stream)
 
     def finished(self, node: Node) -> int:
         """The host knows ``node`` completed: retire it and everything that must have completed

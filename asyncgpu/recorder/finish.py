@@ -77,6 +77,11 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
     segment's previous run, when every launch is its remembered one (so the key is its key)
     and :func:`replay_remembered` did not apply. Both run under the runtime's lock, as every
     recording hook does (``Recording.end_segment``)."""
+    if rt.placement is not None:
+        # several devices: the launches are placed and issued one by one (a captured graph
+        # holds one device's work, and this one's may span devices)
+        issue_eagerly(rt, launches)
+        return "eager", None
     config = rt.graph_config
     cache = graph_cache(rt)
     memos = cache.memo

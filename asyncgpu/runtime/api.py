@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from ..core.config import Options
-from ..core.errors import AnnotationViolation, KernelFault
+from ..core.errors import AnnotationViolation, DeviceError, KernelFault
 from ..core.statistics import Statistics
 from .array import Array, empty_array, full_array, host_array
 from .current import current_options, current_runtime, set_options
@@ -161,6 +163,21 @@ def instrument(obj: Any) -> Any:
     return current_runtime().instrument(obj)
 
 
+@contextlib.contextmanager
+def device(number: int) -> Iterator[None]:
+    """``with asyncgpu.device(1):`` the kernels and library calls this thread issues in the
+    block run on device ``number`` (a device of the runtime's ``devices``) whatever the
+    device policy; their inputs are copied there as needed.
+
+    Raises
+    ------
+    DeviceError
+        ``number`` is not among the runtime's devices (nothing is pinned).
+    """
+    with current_runtime().pin(number):
+        yield
+
+
 def options() -> Options:
     """The options in force.
 
@@ -211,6 +228,13 @@ class configure:
         self._previous = current_options()
         new = self._previous.replace(**changes)
         set_options(new)
+        if new.devices != self._previous.devices or new.devices != 1 and (
+                new.sim_devices != self._previous.sim_devices):
+            try:        # a device the host lacks is refused here, not at the first launch
+                current_runtime()
+            except DeviceError:
+                set_options(self._previous)
+                raise
         self.options = new
 
     def __enter__(self) -> Options:

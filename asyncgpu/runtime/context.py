@@ -30,7 +30,8 @@ from ..core.compiled import is_compiled
 from ..core.config import BACKEND_BUILD, Options
 from ..core.dag import Node
 from ..core.deps import Access, DependencyTracker
-from ..core.errors import AnnotationViolation, KernelFault
+from ..core.errors import AnnotationViolation, DeviceError, KernelFault
+from ..core.placement import Placement
 from ..core.statistics import Counters, Statistics
 from ..core.streams import StreamManager
 from . import backend_registry, current
@@ -87,6 +88,10 @@ class Runtime(HostAccess):
         #: (what the arrays were made on, what configure switched to) once another backend or
         #: device was selected (``asyncgpu.runtime.switch.retire``): its arrays are refused
         self.retired: tuple[str, str] | None = None
+        #: The host's device numbers this runtime runs on, by slot (``Node.device``).
+        self.devices = runtime_devices(options, self.backend)
+        #: ``asyncgpu.device``: the slot pinned by the calling thread (``slot``), if any.
+        self._pins = threading.local()
         self._configure(options)
         for hook in NEW_RUNTIME_HOOKS:
             hook(self)
@@ -94,7 +99,13 @@ class Runtime(HostAccess):
     def _configure(self, options: Options) -> None:
         self.options = options
         self.deps = DependencyTracker()
-        self.streams = StreamManager(self.backend, options, self.stats)
+        devices = len(self.devices)
+        self.streams = StreamManager(self.backend, options, self.stats, devices)
+        #: Several devices: where each kernel and library call runs (None: one device).
+        self.placement = (Placement(options.device_policy, devices,
+                                    options.device_data_threshold,
+                                    getattr(self.backend, "bandwidth", None))
+                          if devices > 1 else None)
         self.sync_mode = options.execution == "sync"
         #: The options a recording's key includes (how its graphs are scheduled).
         self.graph_config = (options.graph_streams, options.graph_order,
@@ -115,6 +126,35 @@ class Runtime(HostAccess):
         self.prefetch = (options.prefetch == "auto" and self.backend.prefetches
                          and self.memory is None)
         self.want_sites = self.backend.wants_sites
+
+    def device_name(self, slot: int) -> str:
+        """How messages and copy nodes name device slot ``slot``: ``GPU 1`` (``sim``: ``device
+        1``), by the host's number."""
+        prefix = "GPU" if self.backend.name == "cuda" else "device"
+        return f"{prefix} {self.devices[slot]}"
+
+    def pinned_slot(self, number: int) -> int:
+        """The slot of device number ``number`` (``asyncgpu.device``); DeviceError if this
+        runtime does not run on it."""
+        if number not in self.devices:
+            raise DeviceError(
+                f"asyncgpu.device({number}): this runtime runs on device(s) "
+                f"{', '.join(map(str, self.devices))}; pin one of those, or configure "
+                f"devices to include {number} (asyncgpu.configure(devices=...), "
+                "ASYNCGPU_DEVICES)")
+        return self.devices.index(number)
+
+    @contextlib.contextmanager
+    def pin(self, number: int) -> Iterator[None]:
+        """Run this thread's kernels and library calls on device ``number`` inside the block."""
+        slot = self.pinned_slot(number)
+        pins = self._pins
+        previous = getattr(pins, "slot", None)
+        pins.slot = slot
+        try:
+            yield
+        finally:
+            pins.slot = previous
 
     def close(self) -> None:
         """The runtime is being replaced (``set_options``, after its synchronize): give back
@@ -230,12 +270,13 @@ class Runtime(HostAccess):
             return
         node.finished = True
         if node.kind in ("kernel", "call"):
-            # It may have run: its writes make the device copy the current one, as the normal
+            # It may have run: its writes make its device's copy the current one, as the normal
             # path would have booked them. Safe if it did not run: its copies to the device were
             # issued before the launch (explicit memory), so both copies hold the same bytes.
+            bit = DEVICE << node.device
             for acc in node.accesses:
                 alloc = acc.alloc
-                alloc.location = DEVICE if acc.write else alloc.location | DEVICE
+                alloc.location = bit if acc.write else alloc.location | bit
         self.streams.recover()
         self._drain_releases()
 
@@ -290,6 +331,32 @@ class Runtime(HostAccess):
                     self._instruments.remove(obj)
                 if not self._instruments:
                     self.stats.listener = None
+
+
+def runtime_devices(options: Options, backend: Any) -> tuple[int, ...]:
+    """The device numbers ``options.devices`` selects on ``backend`` (DeviceError for one the
+    host lacks). One device is ``options.device`` (which the backend itself checks)."""
+    devices = options.devices
+    if devices == 1:
+        return (options.device,)
+    count = getattr(backend, "device_count", 1)
+    what = "virtual devices (ASYNCGPU_SIM_DEVICES)" if backend.name == "sim" else "GPUs"
+    if devices == "all":
+        chosen = tuple(range(count))
+    elif isinstance(devices, int):
+        chosen = tuple(range(options.device, options.device + devices))
+    else:
+        chosen = tuple(devices)
+    missing = [d for d in chosen if d >= count]
+    if missing:
+        raise DeviceError(
+            f"devices={devices!r} asks for device {missing[0]}, and this machine has {count} "
+            f"{what} (0-{count - 1}); choose among those, or devices=\"all\"")
+    if len(chosen) > 1 and options.memory != "explicit":
+        raise DeviceError(
+            f"devices={devices!r}: several devices need memory=\"explicit\" (the default); "
+            f"memory={options.memory!r} runs on one device")
+    return chosen
 
 
 current.install(Runtime)

@@ -123,9 +123,16 @@ def set_options(new: Options) -> None:
         _options = new
 
 
-def describe(options: Options) -> tuple[str, int]:
-    """(backend name, device) of a selection: what a runtime is one per."""
-    return backend_registry.resolve(options), options.device
+def describe(options: Options) -> tuple[str, str]:
+    """(backend name, devices) of a selection: what a runtime is one per."""
+    devices = options.devices
+    if devices == 1:
+        where = f"device {options.device}"
+    else:
+        where = f"devices {devices}"
+        if backend_registry.resolve(options) == "sim":
+            where += f" of {options.sim_devices}"
+    return backend_registry.resolve(options), where
 
 
 def foreign(rt: Any) -> str:

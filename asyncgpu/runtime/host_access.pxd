@@ -7,7 +7,7 @@ from asyncgpu.runtime.issue cimport Issuing
 
 
 cdef class HostAccess(Issuing):
-    @cython.locals(alloc=Allocation, refused=bint)
+    @cython.locals(alloc=Allocation, refused=bint, location=int)
     cpdef read_element(self, View array, offset)
 
     @cython.locals(alloc=Allocation)

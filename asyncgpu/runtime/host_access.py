@@ -39,10 +39,10 @@ import numpy as np
 from ..core.dag import RAW, Node
 from ..core.deps import Access
 from ..core.errors import FreedArrayError
-from .allocation import DEVICE, HOST
+from .allocation import HOST
 from .array import Array
 from .issue import Issuing
-from .memory import BOTH, WHOLE_FETCH_BYTES
+from .memory import WHOLE_FETCH_BYTES
 
 #: A managed-memory read of at least this many bytes migrates the pages to the host.
 _MIGRATING_READ = 1 << 20
@@ -87,7 +87,9 @@ class HostAccess(Issuing):
                 if recording is not None:
                     recording.refuse("host read of ", array)
                     refused = True
-                if (alloc.location != DEVICE and not self._releases and not self._instruments
+                location = alloc.location
+                if ((location & HOST or not location) and not self._releases
+                        and not self._instruments
                         and not alloc.freed and self.backend.fault is None):
                     # The mirror is current, or will be once a replayed graph's copy back of it
                     # completes: for this read the host access waits for that copy at most,
@@ -196,7 +198,7 @@ class HostAccess(Issuing):
         if fetch:
             memory.fetch(array, lo, hi, after)
         if whole:
-            alloc.location = BOTH   # (fetched, or waited for its copy node: the mirror is current)
+            alloc.location |= HOST  # (fetched, or waited for its copy node: the mirror is current)
         self.backend.host_access([acc], ("host write of " if write else "host read of ")
                                  + label)
         self.stats.host_accesses += 1

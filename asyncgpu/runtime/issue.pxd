@@ -14,7 +14,7 @@ from asyncgpu.runtime.recording_hook cimport RecordingHook
 
 cdef class Issuing:
     cdef public object _instruments, _issuing, _lock, _releases, backend, graph_config, graphs
-    cdef public object last_replay, options, retired
+    cdef public object last_replay, options, retired, devices, placement, _pins
     cdef public RecordingHook recording
     cdef public ExplicitMemory memory
     cdef public DependencyTracker deps
@@ -28,7 +28,8 @@ cdef class Issuing:
     cpdef launch_kernel(self, Launcher launcher, args)
 
     @cython.locals(explicit=bint, enqueued=bint, parents=list, streams=StreamManager,
-                   stream=StreamState, stats=Counters, p=Node, acc=Access, alloc=Allocation)
+                   stream=StreamState, stats=Counters, p=Node, acc=Access, alloc=Allocation,
+                   bit=int)
     cpdef _issue(self, Node node, graph=*, found=*, edge_counts=*)
 
     @cython.locals(node=Node, deps=DependencyTracker, previous=Node, last=tuple, repeat=tuple,

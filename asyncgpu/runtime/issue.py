@@ -52,7 +52,8 @@ class Issuing:
     __slots__ = ("_instruments", "_issuing", "_lock", "_plain_reads", "_releases", "_short_reads",
                  "backend", "deps", "graph_config", "graphs", "host_epoch", "last_replay",
                  "memory", "no_const", "options", "prefetch", "graph_read_back", "recording",
-                 "retired", "stats", "streams", "sync_mode", "want_sites")
+                 "retired", "stats", "streams", "sync_mode", "want_sites", "devices",
+                 "placement", "_pins")
 
     def launch_kernel(self, launcher: Launcher, args: tuple[Any, ...]) -> None:
         """Validate and schedule one kernel launch; returns without waiting."""
@@ -64,7 +65,7 @@ class Issuing:
             if self.recording is not None and self.recording.kernel(launcher, args, site):
                 return
             arrays, values = kernel.bind(self, args, site)
-            if (self.memory is not None and kernel.elementwise
+            if (self.memory is not None and kernel.elementwise and self.placement is None
                     and launch_chunked(self, launcher, args, arrays, values, site)):
                 return
             accesses: list[Any] = arrays     # an ArrayArg is its own dependency access
@@ -84,9 +85,12 @@ class Issuing:
         if self._issuing is not None:
             refuse_reentry(self, node)
         explicit = self.memory is not None
-        if explicit and graph is None and node.kind != "copy":
-            # (copy nodes are parents of this one; a graph's are booked by before_graph)
-            self.memory.before_device(node.accesses)
+        if graph is None and node.kind != "copy":
+            if self.placement is not None:
+                self._place(node)
+            if explicit:
+                # (copy nodes are parents of this one; a graph's are booked by before_graph)
+                self.memory.before_device(node.accesses, node.device)
         enqueued = False
         try:
             self._issuing = node
@@ -122,10 +126,11 @@ class Issuing:
             streams.issued(node, done)
             self.deps.commit(node, accesses)
             if graph is None or not explicit:
+                bit = DEVICE << node.device
                 for acc in accesses:
                     # (the accesses also keep the allocations alive until the node is finished)
                     alloc = acc.alloc
-                    alloc.location = DEVICE if acc.write else alloc.location | DEVICE
+                    alloc.location = bit if acc.write else alloc.location | bit
             stats.nodes += 1
             stats.streams_used.add(stream.index)
             if found:
@@ -155,6 +160,24 @@ class Issuing:
             raise
         finally:
             self._issuing = None
+
+    def _place(self, node: Node) -> None:
+        """Several devices: the node's device, pinned (``asyncgpu.device``) or chosen by the
+        placement policy from its arguments' locations (library calls: where their data is)."""
+        slot = getattr(self._pins, "slot", None)
+        if slot is None:
+            placement = self.placement
+            needs: dict[int, tuple[int, int, bool]] = {}
+            for acc in node.accesses:
+                alloc = acc.alloc
+                reads = getattr(acc, "read", True) or needs.get(alloc.id, (0, 0, False))[2]
+                needs[alloc.id] = (alloc.location, alloc.nbytes, reads)
+            busy = self.streams.busy() if placement.policy == "stream-aware" else ()
+            slot = placement.choose(list(needs.values()), busy, node.kind == "call")
+        node.device = slot
+        placed = self.stats.placed
+        number = self.devices[slot]
+        placed[number] = placed.get(number, 0) + 1
 
     def launch_graph(self, frozen: Any) -> None:
         """Schedule one launch of a captured graph (``asyncgpu.runtime.frozen.FrozenGraph``) as

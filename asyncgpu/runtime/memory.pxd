@@ -8,8 +8,8 @@ from asyncgpu.runtime.allocation cimport Allocation
 cdef class ExplicitMemory:
     cdef public object runtime
 
-    @cython.locals(acc=Access, alloc=Allocation)
-    cpdef make_device_current(self, accesses)
+    @cython.locals(acc=Access, alloc=Allocation, bit=int, location=int)
+    cpdef make_device_current(self, accesses, int device=*)
 
-    @cython.locals(acc=Access, alloc=Allocation)
-    cpdef before_device(self, accesses)
+    @cython.locals(acc=Access, alloc=Allocation, bit=int)
+    cpdef before_device(self, accesses, int device=*)

@@ -54,6 +54,18 @@ Example::
     y[3]                      # waits for k, fetches 8 bytes of y, reads the mirror
     y[0:4] = 1                # partial dense write of a DEVICE array: H2D copy of 32 bytes
 
+Several devices
+---------------
+With a runtime over several devices (``devices``) each device has a copy of its own and the
+location is a bit set (:mod:`asyncgpu.core.placement`: ``HOST``, then one bit per device
+slot, ``DEVICE`` being slot 0's). A node placed on device ``d`` that needs an allocation's old
+bytes gets a copy in of the whole allocation before it when ``d``'s copy is not current: from
+another device holding it (a *peer copy*, a node on ``d``) or else from the host. A write makes
+``d`` the only current copy; a read adds ``d``. A host read fetches from a device holding the
+bytes; a partial host write of an allocation current only on devices sends the span to one
+of them, which is then the only current copy. With one device every rule above is the
+single-device table's.
+
 This module is plain Python: the backends run the copies (``copy_launch``, ``fetch_to_host``).
 """
 
@@ -67,6 +79,12 @@ from .allocation import DEVICE, HOST
 
 BOTH = HOST | DEVICE
 
+
+def holder(location: int) -> int:
+    """The lowest device slot holding a current copy in ``location`` (-1: none)."""
+    devices = location & ~HOST
+    return (devices & -devices).bit_length() - 2 if devices else -1
+
 #: A partial host read of a device-current allocation of at most this many bytes fetches the
 #: whole allocation (``HostAccess.begin_host_access``, when that waits for no more writers):
 #: 512 KiB more take about 10 us at the 50-55 GB/s an H100 host measures, less than the second
@@ -77,37 +95,40 @@ WHOLE_FETCH_BYTES = 512 << 10
 READ_BACK_MAX = 16
 
 
-def device_use(location: int, reads: bool, writes: bool, covers: bool) -> tuple[bool, int]:
-    """A kernel, call or graph uses an allocation: (copy the host copy in first?, location after).
+def device_use(location: int, reads: bool, writes: bool, covers: bool, bit: int = DEVICE
+               ) -> tuple[bool, int]:
+    """A kernel, call or graph on the device of location bit ``bit`` uses an allocation:
+    (copy a current copy in first?, location after).
 
     ``reads``: the old contents may be read; ``covers``: the use writes every byte of the
     allocation (only then may a write-only use skip the copy: otherwise bytes it leaves alone
-    would lose their host-current values).
+    would lose their current values).
     """
-    copy_in = location == HOST and (reads or not covers)
-    after = BOTH if copy_in else location
+    copy_in = location != 0 and not location & bit and (reads or not covers)
+    after = location | bit if copy_in else location
     if writes:
-        after = DEVICE
+        after = bit
     return copy_in, after
 
 
 def host_read(location: int, whole: bool) -> tuple[bool, int]:
     """The host reads (part of) an allocation: (copy the span out first?, location after)."""
-    if location == DEVICE:
-        return True, BOTH if whole else DEVICE
+    if location and not location & HOST:
+        return True, location | HOST if whole else location
     return False, location
 
 
 def host_write(location: int, whole: bool, dense: bool) -> tuple[bool, bool, int]:
     """The host writes (part of) an allocation: (fetch the span first?, copy the span in after?,
-    location after).
+    location after). A span copied in goes to the lowest device holding the allocation, which
+    is then its only current copy.
 
     ``whole``: every byte of the allocation is written; ``dense``: every byte of the span is.
     """
     if whole:
         return False, False, HOST
-    if location == DEVICE:
-        return not dense, True, DEVICE
+    if location and not location & HOST:
+        return not dense, True, location & -location
     return False, False, HOST
 
 
@@ -139,17 +160,32 @@ class ExplicitMemory:
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
 
-    def copy(self, alloc: Any, lo: int, hi: int, to_device: bool, label: str) -> Node:
-        """Issue one copy node of bytes ``[lo, hi)`` of ``alloc`` (H2D: a write; D2H: a read)."""
+    def copy(self, alloc: Any, lo: int, hi: int, to_device: bool, label: str,
+             device: int = 0, peer: int = -1) -> Node:
+        """Issue one copy node of bytes ``[lo, hi)`` of ``alloc``: to device ``device`` from the
+        host (H2D) or, with ``peer`` >= 0, from device ``peer`` (both writes), or from device
+        ``device`` to the host (D2H: a read). The node runs on ``device``."""
         rt = self.runtime
-        launch = rt.backend.copy_launch(alloc.buffer, lo, hi, to_device)
-        node = Node("copy", f"{label} to {'device' if to_device else 'host'}", None,
-                    [Access(alloc.id, alloc, lo, hi, to_device, label)])
+        backend = rt.backend
+        if peer >= 0:
+            launch = backend.copy_launch(alloc.buffer, lo, hi, True, device, peer)
+            name = f"{label} to {rt.device_name(device)} from {rt.device_name(peer)}"
+        else:
+            launch = (backend.copy_launch(alloc.buffer, lo, hi, to_device, device) if device
+                      else backend.copy_launch(alloc.buffer, lo, hi, to_device))
+            name = f"{label} to {'device' if to_device else 'host'}"
+            if device:
+                name += f" ({rt.device_name(device)})"
+        node = Node("copy", name, None, [Access(alloc.id, alloc, lo, hi, to_device, label)])
         node.launch = launch
+        node.device = device
         stats = rt.stats
         if to_device:
             stats.copies_to_device += 1
             stats.bytes_to_device += hi - lo
+            if peer >= 0:
+                stats.copies_peer += 1
+                stats.bytes_peer += hi - lo
         else:
             stats.copies_to_host += 1
             stats.bytes_to_host += hi - lo
@@ -158,14 +194,18 @@ class ExplicitMemory:
         alloc.location = location     # (_issue books a write as DEVICE: the caller decides)
         return node
 
-    def make_device_current(self, accesses: list[Any]) -> None:
-        """Copy in the host-current allocations whose old bytes ``accesses`` need."""
+    def make_device_current(self, accesses: list[Any], device: int = 0) -> None:
+        """Copy in, to device ``device``, the allocations current elsewhere (another device,
+        else the host) whose old bytes ``accesses`` need."""
+        bit = DEVICE << device
         for acc in accesses:
             alloc = acc.alloc
-            if alloc.location == HOST and alloc.nbytes:
+            location = alloc.location
+            if location and not location & bit and alloc.nbytes:
                 if not overwrites(acc):
-                    self.copy(alloc, 0, alloc.nbytes, True, acc.label)
-                    alloc.location = BOTH
+                    self.copy(alloc, 0, alloc.nbytes, True, acc.label, device,
+                              holder(location))
+                    alloc.location = location | bit
 
     @staticmethod
     def graph_not_launched(booked: tuple[Any, ...]) -> None:
@@ -222,8 +262,9 @@ class ExplicitMemory:
         """Another library gets the device pointer: bring the device copy current, and assume
         the consumer may write it (the host copy is no longer known to be current)."""
         alloc = array._alloc
-        if alloc.location == HOST and alloc.nbytes:
-            self.copy(alloc, 0, alloc.nbytes, True, array.describe())
+        location = alloc.location
+        if location and not location & DEVICE and alloc.nbytes:
+            self.copy(alloc, 0, alloc.nbytes, True, array.describe(), 0, holder(location))
         if alloc.nbytes:
             alloc.location = DEVICE
 
@@ -236,16 +277,19 @@ class ExplicitMemory:
         it had not happened; any other allocation is booked HOST before the write.
         """
         alloc = array._alloc
-        if write and alloc.location != DEVICE:
+        location = alloc.location
+        on_devices = location and not location & HOST
+        if write and not on_devices:
             # The mirror is current before the write and after it: HOST is true from now on,
             # so an interrupt between the write and ``after_host`` cannot leave BOTH behind
             # with only the host copy changed.
             alloc.location = HOST
             return False
-        if alloc.location != DEVICE or lo >= hi:
+        if not on_devices or lo >= hi:
             return False
         whole = dense and lo == 0 and hi == alloc.nbytes
-        return host_write(DEVICE, whole, dense)[0] if write else host_read(DEVICE, whole)[0]
+        return (host_write(location, whole, dense)[0] if write
+                else host_read(location, whole)[0])
 
     @staticmethod
     def host_waits(write: bool, fetch: bool, found: dict[Node, Any]) -> dict[Node, Any]:
@@ -269,8 +313,13 @@ class ExplicitMemory:
         a copy node for what the host waits on at once anyway; a trace still gets one: see
         ``Runtime.host_access``.)"""
         rt = self.runtime
-        rt.backend.fetch_to_host(array._alloc.buffer, lo, hi, array.describe(),
-                                 [n.event for n in after])
+        alloc = array._alloc
+        device = holder(alloc.location)
+        events = [n.event for n in after]
+        if device > 0:
+            rt.backend.fetch_to_host(alloc.buffer, lo, hi, array.describe(), events, device)
+        else:
+            rt.backend.fetch_to_host(alloc.buffer, lo, hi, array.describe(), events)
         if after:
             rt.streams.retire(after)
         stats = rt.stats
@@ -287,22 +336,24 @@ class ExplicitMemory:
             return
         _, copy_in, after = host_write(alloc.location, whole and dense, dense)
         if copy_in and lo < hi:
-            self.copy(alloc, lo, hi, True, array.describe())
+            self.copy(alloc, lo, hi, True, array.describe(), holder(after))
         alloc.location = after
 
-    def before_device(self, accesses: list[Any]) -> None:
-        """Copy in every host-current allocation the node needs, before the node's waits.
+    def before_device(self, accesses: list[Any], device: int = 0) -> None:
+        """Copy in, to device ``device``, every allocation the node needs that is current
+        elsewhere, before the node's waits.
 
-        Written allocations are booked DEVICE here, before the launch rather than at its
-        commit: once the device copy is current, DEVICE is true whether or not the launch then
-        happens, so an exception or interrupt in between cannot leave a stale host copy marked
-        current.
+        Written allocations are booked current on ``device`` only here, before the launch
+        rather than at its commit: once that copy is current, it is true whether or not the
+        launch then happens, so an exception or interrupt in between cannot leave a stale copy
+        marked current.
         """
-        self.make_device_current(accesses)
+        self.make_device_current(accesses, device)
+        bit = DEVICE << device
         for acc in accesses:     # (a second pass: another argument may read the same array)
             alloc = acc.alloc
             if acc.write and alloc.nbytes:
-                alloc.location = DEVICE
+                alloc.location = bit
 
     def before_graph(self, frozen: Any) -> tuple[Any, ...]:
         """A replayed graph copies its ``copy_in`` allocations in itself: book them current on

@@ -58,6 +58,7 @@ from ..core.deps import Access
 from ..core.statistics import Counters
 from . import backend_registry
 from .allocation import DEVICE, HOST, Allocation
+from .memory import holder
 from .array import Array
 from .current import describe
 from .interop import origin
@@ -164,8 +165,12 @@ def _moved(alloc: Allocation, old: Any, new: Any, old_explicit: bool) -> tuple[A
     if alloc.location == 0 or alloc.nbytes == 0:
         return target, 0
     try:
-        if old_explicit and alloc.location == DEVICE:
-            old.fetch_to_host(buffer, 0, alloc.nbytes, "asyncgpu.configure", [])
+        slot = holder(alloc.location)
+        if old_explicit and not alloc.location & HOST and slot >= 0:
+            if slot:
+                old.fetch_to_host(buffer, 0, alloc.nbytes, "asyncgpu.configure", [], slot)
+            else:
+                old.fetch_to_host(buffer, 0, alloc.nbytes, "asyncgpu.configure", [])
         target.host[:] = buffer.host
     except BaseException:
         new.free(target)
@@ -213,7 +218,7 @@ def retire(rt: Any, new: Options) -> None:
     if name != to_name:
         rt.retired = (f"backend '{name}'", f"'{to_name}'")
     else:
-        rt.retired = (f"device {device}", f"device {to_device}")
+        rt.retired = (device, to_device)
     if rt.graphs is not None:
         rt.graphs.clear()       # a static graph function must not replay them elsewhere
         rt.graphs = None

@@ -18,6 +18,10 @@ an algorithm of its own), so what runs is the production code less exactly that 
 ``eager_free``    a node lets go of its arrays (its accesses and keepalive) as soon as the
                   tracker has booked it, so an array the program drops is freed, and its
                   memory reused, while kernels using it are still in flight
+``no_peer_copy``  several devices: a node needing an array current on another device gets no
+                  copy from it, though the array is booked current on the node's device
+``stale_location``  several devices: a write leaves the other devices' copies of what it
+                  wrote booked current, so a later node there reads old bytes
 
 The test suite must fail with each of them planted, by a wrong value or a ``RaceError`` of the
 happens-before checker (``tests/test_mutations.py``): a mutant that survives means a missing test.
@@ -49,7 +53,9 @@ from ..core.dag import RAW, WAR
 from ..core.deps import DependencyTracker
 from ..runtime.host_access import HostAccess
 from ..runtime import kernel
+from ..runtime.issue import Issuing
 from ..runtime.library import LibraryCall
+from ..runtime.memory import ExplicitMemory
 
 #: One replacement: (class or module, name, the replacement made from what it replaces).
 Patch = tuple[Any, str, Callable[[Any], Any]]
@@ -129,6 +135,28 @@ def _eager_free() -> list[Patch]:
     return [(DependencyTracker, "commit", make)]
 
 
+def _no_peer_copy() -> list[Patch]:
+    def make(copy: Any) -> Any:
+        def copy_unless_peer(self: Any, alloc: Any, lo: int, hi: int, to_device: bool,
+                             label: str, device: int = 0, peer: int = -1) -> Any:
+            if peer >= 0:
+                return None
+            return copy(self, alloc, lo, hi, to_device, label, device, peer)
+        return copy_unless_peer
+    return [(ExplicitMemory, "copy", make)]
+
+
+def _stale_location() -> list[Patch]:
+    def make(issue: Any) -> Any:
+        def issue_keeping_copies(self: Any, node: Any, *args: Any) -> None:
+            before = [(acc.alloc, acc.alloc.location) for acc in node.accesses if acc.write]
+            issue(self, node, *args)
+            for alloc, location in before:
+                alloc.location |= location & ~1       # (the devices' bits, not the host's)
+        return issue_keeping_copies
+    return [(Issuing, "_issue", make)]
+
+
 #: Mutant name -> its replacements.
 MUTANTS: dict[str, Callable[[], list[Patch]]] = {
     "drop_raw": _drop_raw,
@@ -136,6 +164,8 @@ MUTANTS: dict[str, Callable[[], list[Patch]]] = {
     "alias_blind": _alias_blind,
     "host_no_wait": _host_no_wait,
     "eager_free": _eager_free,
+    "no_peer_copy": _no_peer_copy,
+    "stale_location": _stale_location,
 }
 
 

@@ -229,10 +229,10 @@ class CudaBackend:
         self._recent = deque(maxlen=RECENT_LAUNCHES)
 
     # -- streams and events ------------------------------------------------------------------
-    def create_stream(self) -> Any:
+    def create_stream(self, device: int = 0) -> Any:
         return self.cupy.cuda.Stream(non_blocking=True)
 
-    def create_event(self) -> Any:
+    def create_event(self, device: int = 0) -> Any:
         return self.cupy.cuda.Event(block=False, disable_timing=True)
 
     def timing_event(self) -> Any:

@@ -49,7 +49,7 @@ import numpy as np
 
 from ...core.errors import AnnotationViolation, DeadlockError, KernelFault, gathered
 from ..capture import CaptureTracker, Expansion, Graph, check_launch, destroy
-from .kernels import POISON, make_launch
+from .kernels import POISON, device_bytes, make_launch
 from .library import make_call
 from .timing import SimStageTimer
 
@@ -90,14 +90,20 @@ class SimBuffer:
     (managed) mode: one byte array for both, as unified memory. Split mode (the explicit memory
     model): two arrays, so a copy the runtime forgot shows as stale (poisoned) data, and the
     checker tracks the host mirror as a buffer of its own (``host_uid``).
+
+    Several virtual devices: every device has a copy of its own (``on(d)``, checked as buffer
+    ``uid_on(d)``), made poisoned at its first use, so a peer copy the runtime forgot shows as
+    stale data too. ``dev`` and ``uid`` are device 0's.
     """
 
-    __slots__ = ("uid", "host_uid", "nbytes", "dev", "host")
+    __slots__ = ("uid", "host_uid", "nbytes", "dev", "host", "others")
 
     def __init__(self, nbytes: int, split: bool = False) -> None:
         self.uid = next(_uids)
         self.nbytes = nbytes
         self.dev = np.full(nbytes, POISON, np.uint8)
+        #: devices 1, 2, ...: (uid, bytes), made on first use
+        self.others: dict[int, tuple[int, np.ndarray]] = {}
         if split:
             self.host = np.full(nbytes, POISON, np.uint8)
             self.host_uid = next(_uids)
@@ -105,10 +111,26 @@ class SimBuffer:
             self.host = self.dev
             self.host_uid = self.uid
 
+    def _other(self, device: int) -> tuple[int, np.ndarray]:
+        other = self.others.get(device)
+        if other is None:
+            other = self.others[device] = (next(_uids), np.full(self.nbytes, POISON, np.uint8))
+        return other
+
+    def on(self, device: int) -> np.ndarray:
+        """Device ``device``'s copy of the bytes."""
+        return self.dev if device == 0 else self._other(device)[1]
+
+    def uid_on(self, device: int) -> int:
+        """The checker's name of device ``device``'s copy."""
+        return self.uid if device == 0 else self._other(device)[0]
+
     def poison(self) -> None:
         self.dev.fill(POISON)
         if self.host is not self.dev:
             self.host.fill(POISON)
+        for _, data in self.others.values():
+            data.fill(POISON)
 
     def device_pointer(self) -> int:
         raise TypeError("arrays of the sim backend have no device pointer to export")
@@ -127,6 +149,7 @@ class ForeignSimBuffer(SimBuffer):
         self.nbytes = dev.size
         self.dev = dev
         self.owner = owner
+        self.others = {}
         if split:
             self.host = np.full(dev.size, POISON, np.uint8)
             self.host_uid = next(_uids)
@@ -136,30 +159,47 @@ class ForeignSimBuffer(SimBuffer):
 
 
 class SimCopy:
-    """One queued copy between the host mirror and the device copy of ``[lo, hi)``.
+    """One queued copy of ``[lo, hi)``: host mirror to device ``device`` (``to_device``), or
+    device ``device`` to the mirror, or, with ``peer`` set, device ``peer`` to device
+    ``device`` (a peer copy).
 
     Like a kernel: *begin* snapshots the source bytes, *end* writes them to the destination,
     so work running in between cannot leak into the copy, nor the copy into it early.
     """
 
-    __slots__ = ("buffer", "lo", "hi", "to_device")
+    __slots__ = ("buffer", "lo", "hi", "to_device", "device", "peer")
 
-    def __init__(self, buffer: SimBuffer, lo: int, hi: int, to_device: bool) -> None:
+    def __init__(self, buffer: SimBuffer, lo: int, hi: int, to_device: bool, device: int = 0,
+                 peer: int | None = None) -> None:
         self.buffer, self.lo, self.hi, self.to_device = buffer, lo, hi, to_device
+        self.device, self.peer = device, peer
+
+    def _ends(self) -> tuple[tuple[int, np.ndarray], tuple[int, np.ndarray]]:
+        """((uid, bytes) of the source, (uid, bytes) of the destination)."""
+        b = self.buffer
+        here = _device_copy(b, self.device)
+        if self.peer is not None:
+            return _device_copy(b, self.peer), here
+        host = (b.host_uid, b.host)
+        return (host, here) if self.to_device else (here, host)
 
     def hb_accesses(self) -> list[tuple[int, int, int, bool]]:
         """What the happens-before checker sees: a read of the source, a write of the target."""
-        b, lo, hi = self.buffer, self.lo, self.hi
-        src, dst = (b.host_uid, b.uid) if self.to_device else (b.uid, b.host_uid)
-        return [(src, lo, hi, False), (dst, lo, hi, True)]
+        (src, _), (dst, _) = self._ends()
+        return [(src, self.lo, self.hi, False), (dst, self.lo, self.hi, True)]
 
     def begin(self) -> np.ndarray:
-        src = self.buffer.host if self.to_device else self.buffer.dev
-        return src[self.lo:self.hi].copy()
+        return self._ends()[0][1][self.lo:self.hi].copy()
 
     def end(self, data: np.ndarray) -> None:
-        dst = self.buffer.dev if self.to_device else self.buffer.host
-        dst[self.lo:self.hi] = data
+        self._ends()[1][1][self.lo:self.hi] = data
+
+
+def _device_copy(buffer: SimBuffer, device: int) -> tuple[int, np.ndarray]:
+    """(uid, bytes) of device ``device``'s copy of ``buffer``."""
+    if device == 0:
+        return buffer.uid, buffer.dev
+    return buffer.uid_on(device), buffer.on(device)
 
 
 class Capture:
@@ -177,21 +217,23 @@ class Capture:
 
 
 class SimEvent:
-    __slots__ = ("capture", "index")
+    __slots__ = ("capture", "index", "device")
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, device: int = 0) -> None:
         self.capture: Capture | None = None   # never recorded: waiting on it is a no-op
         self.index = index
+        self.device = device
 
     def __repr__(self) -> str:
         return f"<sim event {self.index}>"
 
 
 class SimStream:
-    __slots__ = ("index", "ops", "running")
+    __slots__ = ("index", "ops", "running", "device")
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, device: int = 0) -> None:
         self.index = index
+        self.device = device
         self.ops: deque[Op] = deque()
         self.running: Any = None    # state of the head op between begin and end
 
@@ -221,10 +263,12 @@ class SimBackend:
     plain_host_reads = True
     fault = None
 
-    def __init__(self, seed: int | None, strategy: str, tick: float, split: bool = False
-                 ) -> None:
+    def __init__(self, seed: int | None, strategy: str, tick: float, split: bool = False,
+                 devices: int = 1) -> None:
         #: Split memory (``memory="explicit"``): separate host and device bytes per buffer.
         self.split = split
+        #: Virtual devices, each with a memory of its own (``SimBuffer.on``).
+        self.device_count = devices
         if seed is None:
             seed = random.SystemRandom().randrange(2**32)
         self.seed = seed
@@ -248,20 +292,32 @@ class SimBackend:
         return f"replay with ASYNCGPU_SIM_SEED={self.seed} ASYNCGPU_SIM_STRATEGY={self.strategy}"
 
     # -- streams and events ------------------------------------------------------------------
-    def create_stream(self) -> SimStream:
-        s = SimStream(len(self.streams))
+    def create_stream(self, device: int = 0) -> SimStream:
+        self._check_device(device)
+        s = SimStream(len(self.streams), device)
         self.streams.append(s)
         self._priority[s.index] = self.rng.random()
         return s
 
-    def create_event(self) -> SimEvent:
+    def create_event(self, device: int = 0) -> SimEvent:
+        self._check_device(device)
         self._events += 1
-        return SimEvent(self._events)
+        return SimEvent(self._events, device)
+
+    def _check_device(self, device: int) -> None:
+        if not 0 <= device < self.device_count:
+            raise ValueError(f"sim backend: no virtual device {device} (it has "
+                             f"{self.device_count}: ASYNCGPU_SIM_DEVICES)")
 
     def _enqueue(self, stream: SimStream, kind: str, payload: Any, label: str) -> None:
         stream.ops.append(Op(kind, payload, label, next(self._order)))
 
     def record(self, event: SimEvent, stream: SimStream) -> None:
+        if event.device != stream.device:
+            # (CUDA: cudaErrorInvalidResourceHandle)
+            raise ValueError(f"sim backend: {event!r} of device {event.device} recorded on "
+                             f"{stream!r} of device {stream.device}: CUDA records an event "
+                             "only on a stream of its own device")
         if self.captures.engaged and self.captures.record(event, stream):
             return
         self._record(event, stream)
@@ -288,8 +344,12 @@ class SimBackend:
         self._enqueue(stream, "prefetch", buffer, "prefetch")
 
     def launch(self, node: Any, stream: SimStream) -> None:
+        if node.device != stream.device:
+            raise ValueError(f"sim backend: {node.label()} of device {node.device} launched on "
+                             f"{stream!r} of device {stream.device}")
         if self.captures.engaged and self.captures.launch(node, stream):
             return
+        node.launch.device = node.device
         self._enqueue(stream, "kernel", node.launch, node.label())
 
     # -- the logical clock (traces) -----------------------------------------------------------
@@ -382,18 +442,20 @@ class SimBackend:
         buffer.poison()
         self._pool.setdefault(buffer.nbytes, []).append(buffer)
 
-    def copy_launch(self, buffer: SimBuffer, lo: int, hi: int, to_device: bool) -> SimCopy:
-        """Prepare a copy of ``[lo, hi)`` between the host mirror and the device (split mode)."""
-        return SimCopy(buffer, lo, hi, to_device)
+    def copy_launch(self, buffer: SimBuffer, lo: int, hi: int, to_device: bool,
+                    device: int = 0, peer: int | None = None) -> SimCopy:
+        """Prepare a copy of ``[lo, hi)`` between the host mirror and device ``device`` (split
+        mode), or from device ``peer`` to device ``device``."""
+        return SimCopy(buffer, lo, hi, to_device, device, peer)
 
     def fetch_to_host(self, buffer: SimBuffer, lo: int, hi: int, label: str,
-                      after: list[SimEvent]) -> None:
-        """Copy ``[lo, hi)`` of the device copy to the host mirror once the events ``after``
-        (the span's writers) have completed: the simulator runs the work up to them first.
-        (What the caller did not list is the checker's to catch.)"""
+                      after: list[SimEvent], device: int = 0) -> None:
+        """Copy ``[lo, hi)`` of device ``device``'s copy to the host mirror once the events
+        ``after`` (the span's writers) have completed: the simulator runs the work up to them
+        first. (What the caller did not list is the checker's to catch.)"""
         for event in after:
             self.host_wait(event)
-        buffer.host[lo:hi] = buffer.dev[lo:hi]
+        buffer.host[lo:hi] = device_bytes(buffer, device)[lo:hi]
 
     # -- kernels -----------------------------------------------------------------------------
     def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],

@@ -97,9 +97,15 @@ def _runner(kernel: Kernel, launcher: Any) -> Callable[[list[Any]], None]:
 
 
 
-def snapshot(layouts: Any) -> dict[int, tuple[Any, int, np.ndarray]]:
-    """A private copy of the bytes each buffer's layouts span (what a kernel or call reads at its
-    begin, so that writes by others before its end cannot reach it)."""
+def device_bytes(buffer: Any, device: int) -> np.ndarray:
+    """Device ``device``'s copy of a buffer's bytes (``SimBuffer.on``)."""
+    return buffer.dev if device == 0 else buffer.on(device)
+
+
+def snapshot(layouts: Any, device: int = 0) -> dict[int, tuple[Any, int, np.ndarray]]:
+    """A private copy of the bytes each buffer's layouts span on device ``device`` (what a
+    kernel or call reads at its begin, so that writes by others before its end cannot reach
+    it)."""
     spans: dict[int, list[Any]] = {}
     for a in layouts:
         span = spans.get(a.buffer.uid)
@@ -108,7 +114,7 @@ def snapshot(layouts: Any) -> dict[int, tuple[Any, int, np.ndarray]]:
         else:
             span[1] = min(span[1], a.lo)
             span[2] = max(span[2], a.hi)
-    return {uid: (buf, lo, buf.dev[lo:hi].copy()) for uid, (buf, lo, hi) in spans.items()}
+    return {uid: (buf, lo, device_bytes(buf, device)[lo:hi].copy()) for uid, (buf, lo, hi) in spans.items()}
 
 class _Spec:
     """What a queued launch needs of one array argument: the buffer and layout, not the Array.
@@ -131,7 +137,7 @@ class _Spec:
 class SimKernelLaunch:
     """One queued launch: ``begin()`` snapshots, ``end(state)`` runs and publishes."""
 
-    __slots__ = ("kernel", "run", "arrays", "values", "site")
+    __slots__ = ("kernel", "run", "arrays", "values", "site", "device")
 
     def __init__(self, kernel: Kernel, run: Callable[[list[Any]], None], arrays: list[Any],
                  values: list[Any], site: str | None) -> None:
@@ -140,9 +146,10 @@ class SimKernelLaunch:
         self.arrays = [_Spec(a) for a in arrays]
         self.values = [None if i in {a.index for a in arrays} else v for i, v in enumerate(values)]
         self.site = site
+        self.device = 0         # the device it runs on (set when it is enqueued)
 
     def begin(self) -> dict[int, tuple[Any, int, np.ndarray]]:
-        return snapshot(self.arrays)
+        return snapshot(self.arrays, self.device)
 
     def _views(self, snaps: dict[int, tuple[Any, int, np.ndarray]], writable: set[int]
                ) -> list[Any]:
@@ -180,7 +187,7 @@ class SimKernelLaunch:
         for a in arrays:
             if a.write:
                 buf, lo0, snap = snaps[a.buffer.uid]
-                buf.dev[a.lo:a.hi] = snap[a.lo - lo0: a.hi - lo0]
+                device_bytes(buf, self.device)[a.lo:a.hi] = snap[a.lo - lo0: a.hi - lo0]
 
     def _overlaps_other(self, a: _Spec) -> bool:
         return any(

@@ -27,7 +27,7 @@ from ...runtime.library import (
     infer,
     quiet,
 )
-from .kernels import snapshot
+from .kernels import device_bytes, snapshot
 
 
 class _Layout:
@@ -50,7 +50,8 @@ class _Layout:
 class SimCallLaunch:
     """One queued library call: ``begin()`` snapshots, ``end(state)`` runs and publishes."""
 
-    __slots__ = ("name", "fn", "args", "kwargs", "inputs", "written", "results", "leaves")
+    __slots__ = ("name", "fn", "args", "kwargs", "inputs", "written", "results", "leaves",
+                 "device")
 
     def __init__(self, call: LibraryCall, fn: Callable[..., Any], results: list[Array],
                  leaves: list[Any]) -> None:
@@ -61,9 +62,10 @@ class SimCallLaunch:
         self.written = set(call.written)
         self.results = [_Layout(a) for a in results]
         self.leaves = leaves          # per result leaf: index into results, or None (a view)
+        self.device = 0               # the device it runs on (set when it is enqueued)
 
     def begin(self) -> dict[int, tuple[Any, int, np.ndarray]]:
-        return snapshot(self.inputs)
+        return snapshot(self.inputs, self.device)
 
     def end(self, snaps: dict[int, tuple[Any, int, np.ndarray]]) -> None:
         views = []
@@ -90,11 +92,11 @@ class SimCallLaunch:
                     f"{out.dtype}{list(out.shape)} was inferred: its result depends on the "
                     "data; report this function as data-dependent"
                 )
-            out.view(out.buffer.dev, 0)[...] = value
+            out.view(device_bytes(out.buffer, self.device), 0)[...] = value
         for i in self.written:
             a = self.inputs[i]
             buf, base, snap = snaps[a.buffer.uid]
-            buf.dev[a.lo:a.hi] = snap[a.lo - base: a.hi - base]
+            device_bytes(buf, self.device)[a.lo:a.hi] = snap[a.lo - base: a.hi - base]
 
 
 def make_call(runtime: Any, call: LibraryCall, accesses: list[Access]) -> SimCallLaunch | None:

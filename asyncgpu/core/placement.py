@@ -1,0 +1,143 @@
+"""Device selection: which of the runtime's devices a kernel or library call runs on.
+
+The model
+---------
+A runtime over several devices numbers them ``0 .. n-1`` (its *slots*; the backend maps them
+to the host's device numbers). Every allocation's ``location`` is a bit set: bit 0 the host,
+bit ``d + 1`` slot ``d`` (:func:`device_bit`), each set bit a current copy. Before a node is
+issued the runtime asks a :class:`Placement` for its slot, giving what the policies look at:
+each array argument's location, size and whether its old bytes are needed, and how many
+streams of each device have work in flight. The policies are GrCUDA's:
+
+``round-robin``        the next device in turn;
+``stream-aware``       the device with the fewest busy streams (ties: round-robin order);
+``min-transfer-size``  the device already holding the most bytes the node needs, when that is
+                       more than ``threshold`` of them; else round-robin;
+``min-min``            the least estimated transfer time, each missing input fetched over the
+                       best link from a holder (bytes / bandwidth, the bandwidth matrix);
+``min-max``            the same with each input over its worst link from a holder.
+
+Library calls are always placed by data (``data_first``): where most of their needed bytes
+are, round-robin when none are anywhere but the host. Ties between devices are broken in
+round-robin order starting from the device after the last one chosen, so a stream of
+equivalent independent nodes spreads over every device.
+
+Invariants: the answer is a slot in ``range(n)``; the policies only decide (the runtime makes
+the copies); a placement with one device always answers 0 and moves no state.
+
+Example::
+
+    p = Placement("min-transfer-size", 2, threshold=0.1)
+    p.choose([(device_bit(1), 4096, True)], busy=[0, 0])       # 1: it holds all the bytes
+    p.choose([(HOST_BIT, 4096, True)], busy=[0, 0])            # round-robin: 0, then 1, ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+#: The host's bit in a location set.
+HOST_BIT = 1
+
+#: The policies' names, in the order the documentation lists them.
+POLICIES = ("round-robin", "stream-aware", "min-transfer-size", "min-min", "min-max")
+
+#: One argument as the policies see it: (location bits, bytes, whether its old bytes are read).
+Need = tuple[int, int, bool]
+
+
+def device_bit(slot: int) -> int:
+    """The location bit of device slot ``slot``."""
+    return 2 << slot
+
+
+def devices_of(location: int, n: int) -> list[int]:
+    """The slots among ``range(n)`` holding a current copy in ``location``."""
+    return [d for d in range(n) if location & (2 << d)]
+
+
+def default_bandwidth(n: int, host: float = 1.0, peer: float = 7.0) -> list[list[float]]:
+    """A bandwidth matrix of ``n`` devices and the host (index 0: the host, ``d + 1``: slot
+    ``d``), in relative units: host links ``host``, peer links ``peer``. The simulator's model
+    (a host link about 55 GB/s against NVLink's 394 on the H200 hosts measured)."""
+    size = n + 1
+    return [[0.0 if i == j else (host if 0 in (i, j) else peer) for j in range(size)]
+            for i in range(size)]
+
+
+class Placement:
+    """Chooses a device slot per node (see the module docstring)."""
+
+    __slots__ = ("bandwidth", "n", "next", "policy", "threshold")
+
+    def __init__(self, policy: str, n: int, threshold: float = 0.1,
+                 bandwidth: Sequence[Sequence[float]] | None = None) -> None:
+        if policy not in POLICIES:
+            raise ValueError(f"device policy must be one of {', '.join(POLICIES)}; "
+                             f"got {policy!r}")
+        self.policy = policy
+        self.n = n
+        self.threshold = threshold
+        self.bandwidth = [list(row) for row in (bandwidth or default_bandwidth(n))]
+        self.next = 0       # where round-robin goes next
+
+    def _turn(self, candidates: Sequence[int]) -> int:
+        """The first of ``candidates`` at or after the round-robin position; moves it on."""
+        n = self.n
+        best = min(candidates, key=lambda d: (d - self.next) % n)
+        self.next = (best + 1) % n
+        return best
+
+    def choose(self, needs: Sequence[Need], busy: Sequence[int],
+               data_first: bool = False) -> int:
+        """The slot for a node whose array arguments are ``needs``; ``busy``: streams with
+        work in flight per slot; ``data_first``: place by data (library calls)."""
+        n = self.n
+        if n == 1:
+            return 0
+        policy = "min-transfer-size" if data_first else self.policy
+        everyone = range(n)
+        if policy == "round-robin":
+            return self._turn(everyone)
+        if policy == "stream-aware":
+            least = min(busy)
+            return self._turn([d for d in everyone if busy[d] == least])
+        if policy == "min-transfer-size":
+            held = self.held_bytes(needs)
+            total = sum(size for _, size, reads in needs if reads)
+            top = max(held)
+            if top > 0 and (data_first or top > self.threshold * total):
+                return self._turn([d for d in everyone if held[d] == top])
+            return self._turn(everyone)
+        cost = self.transfer_times(needs, worst=policy == "min-max")
+        least = min(cost)
+        return self._turn([d for d in everyone if cost[d] == least])
+
+    def held_bytes(self, needs: Sequence[Need]) -> list[int]:
+        """Per slot, the bytes of the needed (read) arguments already current there."""
+        held = [0] * self.n
+        for location, size, reads in needs:
+            if reads:
+                for d in range(self.n):
+                    if location & (2 << d):
+                        held[d] += size
+        return held
+
+    def transfer_times(self, needs: Sequence[Need], worst: bool) -> list[float]:
+        """Per slot, the estimated time to bring the needed arguments there: bytes over the
+        bandwidth of the best (or, ``worst``, the slowest) link from a holder."""
+        bw = self.bandwidth
+        times = [0.0] * self.n
+        for location, size, reads in needs:
+            if not reads or not size or not location:
+                continue
+            sources = ([0] if location & HOST_BIT else []) + [
+                d + 1 for d in range(self.n) if location & (2 << d)]
+            for d in range(self.n):
+                if location & (2 << d):
+                    continue
+                rates = [bw[s][d + 1] for s in sources if bw[s][d + 1] > 0]
+                if rates:
+                    rate = min(rates) if worst else max(rates)
+                    times[d] += size / rate
+        return times

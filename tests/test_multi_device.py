@@ -1,0 +1,355 @@
+"""Several devices in one runtime, on the simulator's virtual devices.
+
+Each virtual device has a memory of its own (a copy the runtime forgot reads poisoned or old
+bytes) and the happens-before checker sees every device's copy as a buffer of its own, so the
+random programs of ``programs.py`` equal to the serial oracle under every device policy and
+schedule strategy mean both "the right bytes were where each node ran" and "every copy was
+ordered". Planted bugs (a peer copy skipped, a stale location kept) must be caught.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from numba import cuda
+
+import programs
+from asyncgpu.core.placement import HOST_BIT, Placement, default_bandwidth, device_bit
+from asyncgpu.testing.mutants import planted
+from test_properties import assert_same, serial
+
+POLICIES = ("round-robin", "stream-aware", "min-transfer-size", "min-min", "min-max")
+
+
+def several(n, policy="round-robin", **options):
+    return dict(sim_devices=n, devices="all", device_policy=policy, **options)
+
+
+@pytest.fixture
+def four():
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_seed=11, **several(4)):
+        yield ag
+
+
+def twice(x, y, n):
+    i = cuda.grid(1)
+    if i < n:
+        y[i] = 2.0 * x[i] + 1.0
+
+
+# -- what a user writes ----------------------------------------------------------------------
+def test_chunks_spread_over_every_device_and_sum_to_the_serial_answer(four):
+    ag = four
+    kernel = ag.kernel(const=["x"], out=["y"])(twice)
+    host_x = np.arange(4000, dtype=np.float64)
+    parts = [ag.array(chunk) for chunk in np.array_split(host_x, 8)]
+    outs = [ag.empty_like(p) for p in parts]
+    for p, o in zip(parts, outs):
+        kernel[16, 64](p, o, p.shape[0])
+    total = sum(float(o.sum()) for o in outs)
+    assert total == float((2.0 * host_x + 1.0).sum())
+    stats = ag.statistics()
+    # 8 kernels round-robin, each sum where its chunk is: 4 nodes per device
+    assert dict(stats.placed) == {0: 4, 1: 4, 2: 4, 3: 4}
+    assert stats.copies_peer == 0           # every chunk stayed where it was made
+
+
+def test_a_pinned_block_runs_on_its_device_and_copies_its_inputs_there(four):
+    ag = four
+    kernel = ag.kernel(const=["x"], out=["y"])(twice)
+    x = ag.array(np.arange(64, dtype=np.float64))
+    y = ag.empty_like(x)
+    z = ag.empty_like(x)
+    with ag.device(2):
+        kernel[1, 64](x, y, 64)
+    with ag.device(3):
+        kernel[1, 64](y, z, 64)             # y is current on device 2 only: a peer copy
+    assert z.numpy().tolist() == (4.0 * np.arange(64) + 3.0).tolist()
+    stats = ag.statistics()
+    assert dict(stats.placed) == {2: 1, 3: 1}
+    assert (stats.copies_peer, stats.bytes_peer) == (1, 64 * 8)
+    assert stats.copies_to_device == 2      # x from the host to device 2, y from 2 to 3
+
+
+def test_a_write_makes_the_writers_copy_the_only_current_one(four):
+    ag = four
+    kernel = ag.kernel(const=["x"], out=["y"])(twice)
+    add = ag.kernel(twice)                  # read-write y: needs y's current bytes
+    x = ag.array(np.ones(32))
+    y = ag.array(np.zeros(32))
+    with ag.device(0):
+        add[1, 32](x, y, 32)                # y read and written on device 0
+    with ag.device(1):
+        add[1, 32](y, x, 32)                # reads y (copied from 0), writes x on device 1
+        kernel[1, 32](x, y, 32)             # writes y on device 1: device 0's copy is old
+    with ag.device(0):
+        add[1, 32](y, x, 32)                # needs y from device 1, not its own stale copy
+    expected_y = 2.0 * (2.0 * 3.0 + 1.0) + 1.0
+    assert y.numpy().tolist() == [expected_y] * 32
+    assert x.numpy().tolist() == [2.0 * expected_y + 1.0] * 32
+
+
+def test_a_host_read_fetches_from_the_device_holding_the_bytes(four):
+    ag = four
+    kernel = ag.kernel(const=["x"], out=["y"])(twice)
+    x = ag.array(np.arange(16, dtype=np.float64))
+    y = ag.empty_like(x)
+    with ag.device(3):
+        kernel[1, 16](x, y, 16)
+    assert y[5] == 11.0
+    y[0:4] = -1.0                           # a partial host write of a device-only array
+    with ag.device(1):
+        kernel[1, 16](y, x, 16)
+    assert x.numpy().tolist() == [-1.0] * 4 + [2.0 * (2.0 * i + 1.0) + 1.0
+                                              for i in range(4, 16)]
+
+
+def test_library_calls_run_where_their_data_is(four):
+    ag = four
+    kernel = ag.kernel(const=["x"], out=["y"])(twice)
+    x = ag.array(np.arange(100, dtype=np.float64))
+    y = ag.empty_like(x)
+    with ag.device(2):
+        kernel[1, 128](x, y, 100)
+    before = dict(ag.statistics().placed)
+    total = float(y.sum())
+    assert total == float((2.0 * np.arange(100) + 1.0).sum())
+    after = dict(ag.statistics().placed)
+    assert after[2] == before[2] + 1 and sum(after.values()) == sum(before.values()) + 1
+    assert ag.statistics().copies_peer == 0
+
+
+def test_a_recorded_function_runs_eagerly_and_right_on_several_devices(four):
+    ag = four
+    kernel = ag.kernel(twice)
+
+    @ag.graph
+    def step(a, b):
+        kernel[1, 32](a, b, 32)
+        kernel[1, 32](b, a, 32)
+
+    a = ag.array(np.zeros(32))
+    b = ag.array(np.zeros(32))
+    expected_a, expected_b = np.zeros(32), np.zeros(32)
+    for _ in range(3):
+        step(a, b)
+        assert step.outcome == "eager"
+        expected_b = 2.0 * expected_a + 1.0
+        expected_a = 2.0 * expected_b + 1.0
+    assert a.numpy().tolist() == expected_a.tolist()
+    assert b.numpy().tolist() == expected_b.tolist()
+
+
+def test_one_device_is_todays_runtime():
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_devices=4, devices=1):
+        kernel = ag.kernel(const=["x"], out=["y"])(twice)
+        x = ag.array(np.ones(8))
+        y = ag.empty_like(x)
+        kernel[1, 8](x, y, 8)
+        assert y.numpy().tolist() == [3.0] * 8
+        assert dict(ag.statistics().placed) == {}
+
+
+# -- random programs -------------------------------------------------------------------------
+def on_devices(ag, steps, init, strategy, seed, **options):
+    return programs.run_async(ag, programs.run, steps, init, strategy, seed, **options)
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+@pytest.mark.parametrize("policy", POLICIES)
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=programs.strategies())
+def test_random_programs_equal_serial_under_every_device_policy(devices, policy, steps):
+    import asyncgpu as ag
+
+    init = programs.initial()
+    expected = serial(ag, steps, init)
+    assert_same(on_devices(ag, steps, init, "random", 5, **several(devices, policy)), expected)
+
+
+@pytest.mark.parametrize("strategy", ["pct", "reverse", "starve", "lazy"])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=programs.strategies())
+def test_random_programs_on_two_devices_equal_serial_under_every_schedule(strategy, steps):
+    import asyncgpu as ag
+
+    init = programs.initial(2)
+    expected = serial(ag, steps, init)
+    for seed in (0, 1):
+        assert_same(on_devices(ag, steps, init, strategy, seed, **several(2)), expected)
+
+
+# -- planted bugs ----------------------------------------------------------------------------
+MUTANT_PROGRAMS = [programs.random_program(random.Random(seed), 16) for seed in range(12)]
+
+
+def _caught(ag, bug, policy):
+    init = programs.initial()
+    caught = 0
+    for steps in MUTANT_PROGRAMS:
+        expected = serial(ag, steps, init)
+        try:
+            with planted(bug):
+                got = on_devices(ag, steps, init, "random", 3, **several(2, policy))
+        except ag.AsyncGPUError:
+            caught += 1
+            continue
+        reads, final = got
+        caught += ([r.tolist() for r in reads], [f.tolist() for f in final]) != (
+            [r.tolist() for r in expected[0]], [f.tolist() for f in expected[1]])
+    return caught
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("bug", ["no_peer_copy", "stale_location"])
+def test_a_missing_peer_copy_or_a_stale_location_is_caught(bug):
+    import asyncgpu as ag
+
+    caught = _caught(ag, bug, "round-robin")
+    assert caught >= 6, f"the planted bug {bug!r} failed {caught} of 12 programs"
+
+
+def test_the_same_programs_pass_without_the_bugs():
+    import asyncgpu as ag
+
+    init = programs.initial()
+    for steps in MUTANT_PROGRAMS:
+        expected = serial(ag, steps, init)
+        assert_same(on_devices(ag, steps, init, "random", 3, **several(2)), expected)
+
+
+# -- errors ----------------------------------------------------------------------------------
+def test_a_device_the_host_lacks_is_refused_at_configure_and_nothing_changes():
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_devices=2):
+        x = ag.array(np.ones(4))
+        with pytest.raises(ag.DeviceError, match=r"device 5.*2 virtual devices"):
+            ag.configure(devices=[0, 5])
+        assert ag.options().devices == 1
+        assert (x.numpy() == 1).all()       # the runtime is the one before, and usable
+
+
+def test_pinning_a_device_outside_the_runtime_is_refused(four):
+    ag = four
+    with pytest.raises(ag.DeviceError, match=r"asyncgpu.device\(7\).*0, 1, 2, 3"):
+        with ag.device(7):
+            pass
+    kernel = ag.kernel(const=["x"], out=["y"])(twice)
+    x = ag.array(np.ones(4))
+    y = ag.empty_like(x)
+    kernel[1, 4](x, y, 4)                   # not pinned: the refusal left nothing behind
+    assert y.numpy().tolist() == [3.0] * 4
+
+
+def test_several_devices_need_explicit_memory():
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim"):
+        with pytest.raises(ag.DeviceError, match="memory=\"explicit\""):
+            ag.configure(memory="managed", **several(2))
+
+
+@pytest.mark.parametrize("bad", [0, -1, (), (0, 0), (0, -2), "most", True])
+def test_a_bad_devices_value_names_the_option(bad):
+    import asyncgpu as ag
+
+    with pytest.raises(ValueError, match="option devices"):
+        ag.Options(devices=bad)
+
+
+def test_the_environment_selects_devices_and_policy():
+    from asyncgpu.core.config import options_from_env
+
+    opts = options_from_env({"ASYNCGPU_DEVICES": "0,2", "ASYNCGPU_DEVICE_POLICY": "min-min",
+                             "ASYNCGPU_SIM_DEVICES": "3"})
+    assert (opts.devices, opts.device_policy, opts.sim_devices) == ((0, 2), "min-min", 3)
+    assert options_from_env({"ASYNCGPU_DEVICES": "all"}).devices == "all"
+    assert options_from_env({"ASYNCGPU_DEVICES": "2"}).devices == 2
+    with pytest.raises(ValueError, match="option device_policy.*environment"):
+        options_from_env({"ASYNCGPU_DEVICE_POLICY": "fastest"})
+
+
+def test_the_simulator_refuses_an_event_recorded_on_another_devices_stream():
+    from asyncgpu.backends.sim.backend import SimBackend
+
+    sim = SimBackend(0, "random", 0.0, split=True, devices=2)
+    event = sim.create_event(0)
+    with pytest.raises(ValueError, match="records an event only on a stream of its own"):
+        sim.record(event, sim.create_stream(1))
+    with pytest.raises(ValueError, match="no virtual device 2"):
+        sim.create_stream(2)
+
+
+# -- the placement policies ------------------------------------------------------------------
+def test_round_robin_takes_every_device_in_turn():
+    p = Placement("round-robin", 3)
+    assert [p.choose([], [0, 0, 0]) for _ in range(7)] == [0, 1, 2, 0, 1, 2, 0]
+
+
+def test_stream_aware_takes_the_least_busy_device():
+    p = Placement("stream-aware", 3)
+    assert p.choose([], [2, 0, 1]) == 1
+    assert p.choose([], [0, 3, 0]) == 2     # a tie: round-robin order from after the last
+
+
+def test_min_transfer_size_follows_the_data_above_its_threshold():
+    p = Placement("min-transfer-size", 4, threshold=0.25)
+    big, small = 1000, 100
+    # device 2 holds 1000 of 1100 needed bytes
+    assert p.choose([(device_bit(2), big, True), (HOST_BIT, small, True)], [0] * 4) == 2
+    # device 3 holds 100 of 1100 (9%): below the threshold, round-robin from after 2
+    assert p.choose([(device_bit(3), small, True), (HOST_BIT, big, True)], [0] * 4) == 3
+    assert p.choose([(HOST_BIT, big, True)], [0] * 4) == 0
+    # what a node only writes does not count
+    assert p.choose([(device_bit(3), big, False), (HOST_BIT, small, True)], [0] * 4) == 1
+
+
+def test_min_min_and_min_max_take_the_best_and_the_worst_link():
+    bw = default_bandwidth(2, host=1.0, peer=8.0)
+    needs = [(HOST_BIT | device_bit(0), 800, True), (device_bit(1), 100, True)]
+    best = Placement("min-min", 2, bandwidth=bw)
+    # device 0 misses 100 bytes over a peer link (12.5); device 1 misses 800 over one (100)
+    assert best.transfer_times(needs, worst=False) == [12.5, 100.0]
+    assert best.choose(needs, [0, 0]) == 0
+    # the worst link from a holder: device 1 would take the 800 bytes from the host
+    assert Placement("min-max", 2, bandwidth=bw).transfer_times(needs, worst=True) == [
+        12.5, 800.0]
+
+
+def test_library_calls_are_placed_by_data_whatever_the_policy():
+    p = Placement("round-robin", 3)
+    assert p.choose([(device_bit(2), 8, True)], [0, 0, 0], data_first=True) == 2
+    assert p.choose([(device_bit(2), 8, True)], [0, 0, 0], data_first=True) == 2
+    assert p.choose([(HOST_BIT, 8, True)], [0, 0, 0], data_first=True) == 0
+
+
+def test_an_unknown_policy_is_refused():
+    with pytest.raises(ValueError, match="device policy must be one of"):
+        Placement("fastest", 2)
+
+
+def test_a_streams_device_is_the_nodes_device(four):
+    ag = four
+    kernel = ag.kernel(const=["x"], out=["y"])(twice)
+    xs = [ag.array(np.ones(8)) for _ in range(8)]
+    ys = [ag.empty_like(x) for x in xs]
+    seen = []
+
+    class Watch:
+        def node_issued(self, node):
+            seen.append((node.device, node.stream.device))
+
+    with ag.instrument(Watch()):
+        for x, y in zip(xs, ys):
+            kernel[1, 8](x, y, 8)
+    ag.synchronize()
+    assert seen and all(d == s for d, s in seen)
+    assert {d for d, _ in seen if True} == {0, 1, 2, 3}
