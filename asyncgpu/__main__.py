@@ -127,6 +127,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--no-bounds", action="store_true",
                    help="skip the transfer and compute bounds (measured on a GPU, with the "
                         "serial and parallel modes)")
+    b.add_argument("--devices", default=None, metavar="COUNTS",
+                   help="multigpu: the GPU counts to compare, e.g. 1,2,4 (default: 1, 2, 4 "
+                        "up to the GPUs of the host; on the simulator, virtual devices)")
     b.add_argument("--memory", choices=("managed", "explicit", "both"), default=None,
                    help="memory model(s) to measure, side by side with 'both' (default: the "
                         "one in force, ASYNCGPU_MEMORY)")
@@ -257,6 +260,56 @@ def _table(title: str) -> Any:
                  collapse_padding=True)
 
 
+def _bench_multigpu(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool, scale: str,
+                    harness: Any, json_too: bool) -> None:
+    """``asyncgpu bench multigpu``: strong scaling and the device policies (multigpu.py)."""
+    from rich.table import Table
+
+    multigpu = _bench_module("multigpu")
+    if on_gpu:
+        import cupy
+
+        available = cupy.cuda.runtime.getDeviceCount()
+    else:
+        available = 4
+    if args.devices:
+        counts = sorted({int(c) for c in args.devices.split(",") if c.strip()})
+    else:
+        counts = [c for c in (1, 2, 4) if c <= available]
+    if max(counts) > available:
+        raise SystemExit(f"asyncgpu bench multigpu: --devices asks for {max(counts)} GPUs; "
+                         f"this host has {available}")
+    result = multigpu.measure(ag, counts, scale, iterations=args.iterations or 5,
+                              warmup=args.warmup if args.warmup is not None else 2,
+                              on_gpu=on_gpu)
+    table = Table(title=f"multigpu ({scale}, {multigpu.CHUNKS} chunks; ms, medians)",
+                  title_justify="left")
+    for col in ("workload", "inputs", "GPUs", "asyncgpu ms", "x one GPU", "of CuPy",
+                "x bound"):
+        table.add_column(col, justify="right")
+    for r in multigpu.speedups(result):
+        table.add_row(r["workload"], r["inputs"], str(r["devices"]), _fmt(r["ms"], digits=2),
+                      _fmt(r["over_one_gpu"], digits=2), _fmt(r["of_cupy"], digits=2),
+                      _fmt(r["over_bound"], digits=2))
+    console.print(table)
+    if result["policies"]:
+        policies = Table(title="device policies (resident inputs, ms)", title_justify="left")
+        for col in ("workload", "GPUs", "policy", "ms", "peer copies"):
+            policies.add_column(col, justify="right")
+        for r in result["policies"]:
+            policies.add_row(r["workload"], str(r["devices"]), r["policy"],
+                             _fmt(r["ms"], digits=2), str(r["copies_peer"]))
+        console.print(policies)
+    if not on_gpu:
+        console.print("[yellow]multigpu on the simulator: every result was checked; the "
+                      "times are not GPU times[/]")
+    if args.plot:
+        multigpu.plot(args.plot, result)
+    if args.json and json_too:
+        result["speedups"] = multigpu.speedups(result)
+        _write_micro(args.json, "multigpu", result, harness.machine_info(ag))
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     import asyncgpu as ag
 
@@ -287,6 +340,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         _print_overhead(console, m)
         if args.json and not names:
             _write_micro(args.json, "overhead", m, harness.machine_info(ag))
+    if "multigpu" in names:
+        names = [n for n in names if n != "multigpu"]
+        _bench_multigpu(ag, console, args, on_gpu, scale, harness, json_too=not names)
     for micro in ("inception", "replay"):
         if micro not in names:
             continue
@@ -300,7 +356,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     unknown = [n for n in names if n not in WORKLOADS]
     if unknown:
         console.print(f"[red]unknown workload(s) {unknown}; known: {sorted(WORKLOADS)}, "
-                      "overlap, overhead, inception, replay[/]")
+                      "overlap, overhead, inception, replay, multigpu[/]")
         return 2
     if not names:
         return 0

@@ -325,3 +325,20 @@ def test_a_timed_iteration_ends_with_its_device_work_complete(memory, monkeypatc
     assert [(r.mode, r.ok) for r in results] == [(m, True) for m in harness.MODES]
     assert [m for m, _ in ends] == [m for m in harness.MODES for _ in range(3)]
     assert [(m, left) for m, left in ends if left] == []
+
+
+def test_the_multigpu_benchmark_checks_every_run_on_virtual_devices():
+    import asyncgpu as ag
+    from benchmarks import multigpu
+
+    with ag.configure(backend="sim"):
+        result = multigpu.measure(ag, [1, 2], "tiny", iterations=1, warmup=0, on_gpu=False)
+    rows = result["rows"]
+    assert {(r["workload"], r["inputs"], r["devices"]) for r in rows} == {
+        (w, i, d) for w in ("bs", "vec") for i in ("resident", "streaming") for d in (1, 2)}
+    two = [r for r in rows if r["devices"] == 2]
+    assert all(set(r["placed"]) == {0, 1} for r in two)      # both devices got work
+    assert {r["policy"] for r in result["policies"]} == {
+        "round-robin", "stream-aware", "min-transfer-size", "min-min", "min-max"}
+    # the chunks' arrays are made on their devices: the default policy needs no peer copy
+    assert all(r["copies_peer"] == 0 for r in two if r["workload"] == "vec")

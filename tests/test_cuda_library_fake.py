@@ -18,7 +18,7 @@ import types
 import numpy as np
 import pytest
 
-from asyncgpu.backends.cuda.backend import cupy_view
+from asyncgpu.backends.cuda.backend import cache_keys, cupy_view
 from asyncgpu.backends.sim.backend import SimBackend
 
 _uids = itertools.count(1)
@@ -208,6 +208,8 @@ class FakeCudaBackend(SimBackend):
     """The sim backend's streams and events, CuPy-style library calls run at enqueue."""
 
     name = "cuda"
+    slot = 0
+    cache_keys = cache_keys(0)
 
     def __init__(self):
         super().__init__(0, "eager", 0.0)
@@ -225,8 +227,14 @@ class FakeCudaBackend(SimBackend):
         from asyncgpu.backends.cuda.library import make_call
         return make_call(self, runtime, call, accesses)
 
+    def buffer_of(self, buffer):
+        return buffer
+
+    def adopt(self, buffer):
+        return buffer
+
     def cupy_view(self, array):
-        return cupy_view(self.cupy, self.device, array)    # (CudaBackend.cupy_view's own)
+        return cupy_view(self, array)    # (CudaBackend.cupy_view's own)
 
     def launch(self, node, stream):
         if callable(node.launch):

@@ -304,17 +304,41 @@ def test_min_transfer_size_follows_the_data_above_its_threshold():
     p = Placement("min-transfer-size", 4, threshold=0.25)
     big, small = 1000, 100
     # device 2 holds 1000 of 1100 needed bytes
-    assert p.choose([(device_bit(2), big, True), (HOST_BIT, small, True)], [0] * 4) == 2
+    assert p.choose([(device_bit(2), big, True, -1), (HOST_BIT, small, True, -1)], [0] * 4) == 2
     # device 3 holds 100 of 1100 (9%): below the threshold, round-robin from after 2
-    assert p.choose([(device_bit(3), small, True), (HOST_BIT, big, True)], [0] * 4) == 3
-    assert p.choose([(HOST_BIT, big, True)], [0] * 4) == 0
+    assert p.choose([(device_bit(3), small, True, -1), (HOST_BIT, big, True, -1)], [0] * 4) == 3
+    assert p.choose([(HOST_BIT, big, True, -1)], [0] * 4) == 0
     # what a node only writes does not count
-    assert p.choose([(device_bit(3), big, False), (HOST_BIT, small, True)], [0] * 4) == 1
+    assert p.choose([(device_bit(3), big, False, -1), (HOST_BIT, small, True, -1)], [0] * 4) == 1
+
+
+def test_min_transfer_size_falls_back_to_where_the_arguments_were_used_last():
+    p = Placement("min-transfer-size", 4)
+    # the host rewrote both inputs: no device holds them, device 3 used them last
+    assert p.choose([(HOST_BIT, 100, True, 3), (HOST_BIT, 100, True, 3)], [0] * 4) == 3
+    assert p.choose([(HOST_BIT, 100, True, 1), (0, 300, False, 2)], [0] * 4) == 2
+    assert p.choose([(HOST_BIT, 100, True, -1)], [0] * 4) == 3   # no home: the next in turn
+
+
+def test_arrays_made_under_a_pinned_device_draw_their_kernels_there(four):
+    ag = four
+    ag.configure(device_policy="min-transfer-size")      # (restored with the fixture's block)
+    kernel = ag.kernel(const=["x"], out=["y"])(twice)
+    data = np.arange(32, dtype=np.float64)
+    with ag.device(3):
+        x = ag.array(data)
+        y = ag.empty_like(x)
+    for _ in range(3):
+        kernel[1, 32](x, y, 32)                 # min-transfer-size: at home on device 3
+        x[...] = data                           # the host rewrites x: no device holds it
+    assert y.numpy().tolist() == (2.0 * data + 1.0).tolist()
+    assert dict(ag.statistics().placed) == {3: 3}
+    assert ag.statistics().copies_peer == 0
 
 
 def test_min_min_and_min_max_take_the_best_and_the_worst_link():
     bw = default_bandwidth(2, host=1.0, peer=8.0)
-    needs = [(HOST_BIT | device_bit(0), 800, True), (device_bit(1), 100, True)]
+    needs = [(HOST_BIT | device_bit(0), 800, True, -1), (device_bit(1), 100, True, -1)]
     best = Placement("min-min", 2, bandwidth=bw)
     # device 0 misses 100 bytes over a peer link (12.5); device 1 misses 800 over one (100)
     assert best.transfer_times(needs, worst=False) == [12.5, 100.0]
@@ -326,9 +350,9 @@ def test_min_min_and_min_max_take_the_best_and_the_worst_link():
 
 def test_library_calls_are_placed_by_data_whatever_the_policy():
     p = Placement("round-robin", 3)
-    assert p.choose([(device_bit(2), 8, True)], [0, 0, 0], data_first=True) == 2
-    assert p.choose([(device_bit(2), 8, True)], [0, 0, 0], data_first=True) == 2
-    assert p.choose([(HOST_BIT, 8, True)], [0, 0, 0], data_first=True) == 0
+    assert p.choose([(device_bit(2), 8, True, -1)], [0, 0, 0], data_first=True) == 2
+    assert p.choose([(device_bit(2), 8, True, -1)], [0, 0, 0], data_first=True) == 2
+    assert p.choose([(HOST_BIT, 8, True, -1)], [0, 0, 0], data_first=True) == 0
 
 
 def test_an_unknown_policy_is_refused():

@@ -158,12 +158,13 @@ _CODES = {"b": (-(1 << 7), (1 << 7) - 1), "B": (0, (1 << 8) - 1), "h": (-(1 << 1
 def _packed_call(fmt: str, values: tuple) -> bytes:
     """Launch ``values`` through a PackedLaunch of a plan of ``fmt``; the buffer's bytes as
     the driver saw them."""
+    from asyncgpu.backends.cuda.backend import cache_keys
     from asyncgpu.backends.cuda.kernels import PackedTarget, packed_launch
     from asyncgpu.backends.cuda.packed import PackedPlan
 
     driver = FakeDriver()
     plan = driver.plan = PackedPlan(0xABC, fmt, (), driver)
-    owner = FakeDriver()            # (anything weakly referenceable stands for the backend)
+    owner = type("Backend", (), {"cache_keys": cache_keys(0)})()   # (stands for the backend)
     target = PackedTarget(owner, None, plan,
                           SimpleNamespace(grid3=(1, 1, 1), block3=(32, 1, 1), shared=0))
     packed_launch(target, values)(SimpleNamespace(ptr=0x55))

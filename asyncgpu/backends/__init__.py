@@ -55,7 +55,9 @@ import sys
 from typing import Any
 
 from ..core.config import Options, enable_numba_simulator
-from ..core.errors import AnnotationViolation, BackendUnavailableError, KernelFault, RaceError
+from ..core.errors import (
+    AnnotationViolation, BackendUnavailableError, DeviceError, KernelFault, RaceError,
+)
 from ..core.hb import HappensBeforeChecker
 from ..runtime import backend_registry
 from .capture import Expansion, check_launch
@@ -104,6 +106,21 @@ def create(options: Options) -> Any:
         )
     from .cuda.backend import CudaBackend
 
+    if options.devices != 1:
+        import cupy
+
+        from ..core.placement import select_devices
+        from .cuda.multi import MultiCudaBackend
+
+        numbers = select_devices(options.devices, options.device,
+                                 cupy.cuda.runtime.getDeviceCount(), "GPUs", options.memory)
+        if len(numbers) > 1:
+            if options.stress:
+                raise DeviceError("stress mode runs on one device: configure devices=1 with "
+                                  "stress=True")
+            multi = MultiCudaBackend(options, numbers)
+            return CheckedBackend(multi, lambda: "") if options.debug_hb else multi
+        options = options.replace(device=numbers[0], devices=1)
     cuda: Any = CudaBackend(options)
     if options.stress:
         from .cuda.stress import StressBackend

@@ -12,13 +12,15 @@ streams of each device have work in flight. The policies are GrCUDA's:
 ``round-robin``        the next device in turn;
 ``stream-aware``       the device with the fewest busy streams (ties: round-robin order);
 ``min-transfer-size``  the device already holding the most bytes the node needs, when that is
-                       more than ``threshold`` of them; else round-robin;
+                       more than ``threshold`` of them; else the device that used most of its
+                       arguments' bytes last (their *home*: an array made inside
+                       ``asyncgpu.device(d)`` starts at home on ``d``); else round-robin;
 ``min-min``            the least estimated transfer time, each missing input fetched over the
                        best link from a holder (bytes / bandwidth, the bandwidth matrix);
 ``min-max``            the same with each input over its worst link from a holder.
 
 Library calls are always placed by data (``data_first``): where most of their needed bytes
-are, round-robin when none are anywhere but the host. Ties between devices are broken in
+are, else at their arguments' home, round-robin when they have none. Ties between devices are broken in
 round-robin order starting from the device after the last one chosen, so a stream of
 equivalent independent nodes spreads over every device.
 
@@ -28,13 +30,16 @@ the copies); a placement with one device always answers 0 and moves no state.
 Example::
 
     p = Placement("min-transfer-size", 2, threshold=0.1)
-    p.choose([(device_bit(1), 4096, True)], busy=[0, 0])       # 1: it holds all the bytes
-    p.choose([(HOST_BIT, 4096, True)], busy=[0, 0])            # round-robin: 0, then 1, ...
+    p.choose([(device_bit(1), 4096, True, -1)], busy=[0, 0])   # 1: it holds all the bytes
+    p.choose([(HOST_BIT, 4096, True, -1)], busy=[0, 0])        # round-robin: 0, then 1, ...
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
+
+from .errors import DeviceError
 
 #: The host's bit in a location set.
 HOST_BIT = 1
@@ -42,8 +47,9 @@ HOST_BIT = 1
 #: The policies' names, in the order the documentation lists them.
 POLICIES = ("round-robin", "stream-aware", "min-transfer-size", "min-min", "min-max")
 
-#: One argument as the policies see it: (location bits, bytes, whether its old bytes are read).
-Need = tuple[int, int, bool]
+#: One argument as the policies see it: (location bits, bytes, whether its old bytes are read,
+#: its home slot or -1).
+Need = tuple[int, int, bool, int]
 
 
 def device_bit(slot: int) -> int:
@@ -104,11 +110,16 @@ class Placement:
             return self._turn([d for d in everyone if busy[d] == least])
         if policy == "min-transfer-size":
             held = self.held_bytes(needs)
-            total = sum(size for _, size, reads in needs if reads)
+            total = sum(need[1] for need in needs if need[2])
             top = max(held)
             if top > 0 and (data_first or top > self.threshold * total):
                 return self._turn([d for d in everyone if held[d] == top])
-            return self._turn(everyone)
+            homes = [0] * n
+            for need in needs:
+                if need[3] >= 0:
+                    homes[need[3]] += need[1] or 1
+            top = max(homes)
+            return self._turn([d for d in everyone if homes[d] == top] if top else everyone)
         cost = self.transfer_times(needs, worst=policy == "min-max")
         least = min(cost)
         return self._turn([d for d in everyone if cost[d] == least])
@@ -116,7 +127,7 @@ class Placement:
     def held_bytes(self, needs: Sequence[Need]) -> list[int]:
         """Per slot, the bytes of the needed (read) arguments already current there."""
         held = [0] * self.n
-        for location, size, reads in needs:
+        for location, size, reads, _ in needs:
             if reads:
                 for d in range(self.n):
                     if location & (2 << d):
@@ -128,7 +139,7 @@ class Placement:
         bandwidth of the best (or, ``worst``, the slowest) link from a holder."""
         bw = self.bandwidth
         times = [0.0] * self.n
-        for location, size, reads in needs:
+        for location, size, reads, _ in needs:
             if not reads or not size or not location:
                 continue
             sources = ([0] if location & HOST_BIT else []) + [
@@ -141,3 +152,27 @@ class Placement:
                     rate = min(rates) if worst else max(rates)
                     times[d] += size / rate
         return times
+
+
+def select_devices(devices: Any, device: int, count: int, what: str, memory: str
+                   ) -> tuple[int, ...]:
+    """The device numbers option ``devices`` selects on a host with ``count`` devices
+    (``what`` names them in messages): ``"all"``, a count from ``device`` on, or the numbers
+    themselves. DeviceError for a device the host lacks, or for several devices without the
+    explicit memory model."""
+    if devices == "all":
+        chosen = tuple(range(count))
+    elif isinstance(devices, int):
+        chosen = tuple(range(device, device + devices))
+    else:
+        chosen = tuple(devices)
+    missing = [d for d in chosen if d >= count]
+    if missing:
+        raise DeviceError(
+            f"devices={devices!r} asks for device {missing[0]}, and this machine has {count} "
+            f"{what} (0-{count - 1}); choose among those, or devices=\"all\"")
+    if len(chosen) > 1 and memory != "explicit":
+        raise DeviceError(
+            f"devices={devices!r}: several devices need memory=\"explicit\" (the default); "
+            f"memory={memory!r} runs on one device")
+    return chosen

@@ -10,7 +10,7 @@ cpdef Py_ssize_t explicit_frees()
 cdef class Allocation:
     cdef public object runtime, buffer, id, copy_back
     cdef public Py_ssize_t nbytes
-    cdef public int location
+    cdef public int location, home
     cdef public bint freed
     cdef object __weakref__
 

@@ -50,7 +50,7 @@ class Allocation:
     """A block of backend memory (runtime-owned; there is no public constructor)."""
 
     __slots__ = ("runtime", "buffer", "nbytes", "location", "freed", "id", "copy_back",
-                 "__weakref__")
+                 "home", "__weakref__")
 
     def __init__(self, runtime: Any, buffer: Any, nbytes: int, location: int) -> None:
         self.runtime = runtime
@@ -62,6 +62,10 @@ class Allocation:
         #: explicit memory: the copy to the host a replayed graph issued behind itself
         #: (``ExplicitMemory.read_back``), which a host access waits for instead of fetching
         self.copy_back: Any = None
+        #: several devices: the device slot that used it last (or was pinned when it was
+        #: made: ``asyncgpu.device``), where a kernel goes when no device holds enough of its
+        #: inputs (-1: none)
+        self.home = -1
 
     def __del__(self) -> None:
         # Garbage collection may run in the middle of runtime bookkeeping: only queue the

@@ -459,7 +459,11 @@ class Array(View, ArrayOperators):
     def _device_interface(self) -> dict[str, Any]:
         """The CUDA Array Interface without export bookkeeping (``stream: None``), for the
         runtime's own launches, which order their work themselves."""
-        ptr = self._alloc.buffer.device_pointer() + self._offset if self.size else 0
+        return self._device_interface_at(self._alloc.buffer)
+
+    def _device_interface_at(self, buffer: Any) -> dict[str, Any]:
+        """:meth:`_device_interface` over ``buffer`` (one device's copy of the allocation)."""
+        ptr = buffer.device_pointer() + self._offset if self.size else 0
         return {"shape": self.shape, "typestr": self.dtype.str, "data": (ptr, False),
                 "strides": None if self.is_c_contiguous else self.strides, "version": 3,
                 "stream": None}
@@ -621,6 +625,8 @@ def new_array(runtime: Any, shape: tuple[int, ...], dtype: np.dtype, location: i
         raise ValueError(f"an array {describe(dtype, shape)} needs {nbytes} bytes, too many "
                          "to allocate")
     alloc = Allocation(runtime, runtime.allocate(nbytes), nbytes, location)
+    if getattr(runtime, "placement", None) is not None:     # (several devices)
+        alloc.home = runtime.pinned()
     return Array._view(alloc, tuple(shape), dtype, c_strides(shape, dtype.itemsize), 0)
 
 

@@ -31,7 +31,7 @@ from ..core.config import BACKEND_BUILD, Options
 from ..core.dag import Node
 from ..core.deps import Access, DependencyTracker
 from ..core.errors import AnnotationViolation, DeviceError, KernelFault
-from ..core.placement import Placement
+from ..core.placement import Placement, select_devices
 from ..core.statistics import Counters, Statistics
 from ..core.streams import StreamManager
 from . import backend_registry, current
@@ -102,10 +102,14 @@ class Runtime(HostAccess):
         devices = len(self.devices)
         self.streams = StreamManager(self.backend, options, self.stats, devices)
         #: Several devices: where each kernel and library call runs (None: one device).
-        self.placement = (Placement(options.device_policy, devices,
-                                    options.device_data_threshold,
-                                    getattr(self.backend, "bandwidth", None))
-                          if devices > 1 else None)
+        self.placement = None
+        if devices > 1:
+            # (the links are measured only for the policies that weigh them)
+            timed = options.device_policy in ("min-min", "min-max")
+            self.placement = Placement(options.device_policy, devices,
+                                       options.device_data_threshold,
+                                       getattr(self.backend, "bandwidth", None) if timed
+                                       else None)
         self.sync_mode = options.execution == "sync"
         #: The options a recording's key includes (how its graphs are scheduled).
         self.graph_config = (options.graph_streams, options.graph_order,
@@ -143,6 +147,11 @@ class Runtime(HostAccess):
                 f"devices to include {number} (asyncgpu.configure(devices=...), "
                 "ASYNCGPU_DEVICES)")
         return self.devices.index(number)
+
+    def pinned(self) -> int:
+        """The slot this thread pinned (``asyncgpu.device``), or -1."""
+        slot = getattr(self._pins, "slot", None)
+        return -1 if slot is None else slot
 
     @contextlib.contextmanager
     def pin(self, number: int) -> Iterator[None]:
@@ -241,10 +250,14 @@ class Runtime(HostAccess):
                 for acc in accesses:
                     acc.write = True
             self.stats.calls += 1
-            launch = self.backend.library_call(self, call, accesses)
+            node = Node("call", call.name, site, accesses)
+            if self.placement is not None:
+                self._place(node)       # (before the backend prepares it there)
+                launch = self.backend.library_call(self, call, accesses, node.device)
+            else:
+                launch = self.backend.library_call(self, call, accesses)
             if launch is None:
                 return run_now(self, call, call.resolve(self.backend.name))
-            node = Node("call", call.name, site, accesses)
             node.launch = launch
             self._issue(node)
             if call.error is not None:   # failed at enqueue: issued anyway, then raised
@@ -334,29 +347,19 @@ class Runtime(HostAccess):
 
 
 def runtime_devices(options: Options, backend: Any) -> tuple[int, ...]:
-    """The device numbers ``options.devices`` selects on ``backend`` (DeviceError for one the
-    host lacks). One device is ``options.device`` (which the backend itself checks)."""
-    devices = options.devices
-    if devices == 1:
+    """The device numbers the runtime runs on: the backend's (``cuda`` over several GPUs),
+    else what ``options.devices`` selects among the backend's ``device_count`` (``sim``); one
+    device is ``options.device`` (which the backend itself checks)."""
+    numbers = getattr(backend, "devices", None)
+    if numbers is not None:
+        return tuple(numbers)
+    if backend.name == "cuda":
+        return (backend.device,)
+    if options.devices == 1:
         return (options.device,)
-    count = getattr(backend, "device_count", 1)
     what = "virtual devices (ASYNCGPU_SIM_DEVICES)" if backend.name == "sim" else "GPUs"
-    if devices == "all":
-        chosen = tuple(range(count))
-    elif isinstance(devices, int):
-        chosen = tuple(range(options.device, options.device + devices))
-    else:
-        chosen = tuple(devices)
-    missing = [d for d in chosen if d >= count]
-    if missing:
-        raise DeviceError(
-            f"devices={devices!r} asks for device {missing[0]}, and this machine has {count} "
-            f"{what} (0-{count - 1}); choose among those, or devices=\"all\"")
-    if len(chosen) > 1 and options.memory != "explicit":
-        raise DeviceError(
-            f"devices={devices!r}: several devices need memory=\"explicit\" (the default); "
-            f"memory={options.memory!r} runs on one device")
-    return chosen
+    return select_devices(options.devices, options.device, getattr(backend, "device_count", 1),
+                          what, options.memory)
 
 
 current.install(Runtime)

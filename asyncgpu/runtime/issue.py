@@ -71,9 +71,13 @@ class Issuing:
             accesses: list[Any] = arrays     # an ArrayArg is its own dependency access
             if self.no_const:
                 accesses = [Access(a.key, a.alloc, a.lo, a.hi, True, a.param) for a in arrays]
-            launch = self.backend.kernel_launch(kernel, launcher, arrays, values, site)
             node = Node("kernel", kernel.name, site, accesses)
-            node.launch = launch
+            if self.placement is None:
+                node.launch = self.backend.kernel_launch(kernel, launcher, arrays, values, site)
+            else:
+                self._place(node)       # (before the backend prepares it for that device)
+                node.launch = self.backend.kernel_launch(kernel, launcher, arrays, values, site,
+                                                         node.device)
             self.stats.kernels += 1
             self._issue(node)
 
@@ -85,12 +89,9 @@ class Issuing:
         if self._issuing is not None:
             refuse_reentry(self, node)
         explicit = self.memory is not None
-        if graph is None and node.kind != "copy":
-            if self.placement is not None:
-                self._place(node)
-            if explicit:
-                # (copy nodes are parents of this one; a graph's are booked by before_graph)
-                self.memory.before_device(node.accesses, node.device)
+        if explicit and graph is None and node.kind != "copy":
+            # (copy nodes are parents of this one; a graph's are booked by before_graph)
+            self.memory.before_device(node.accesses, node.device)
         enqueued = False
         try:
             self._issuing = node
@@ -133,6 +134,10 @@ class Issuing:
                     alloc.location = bit if acc.write else alloc.location | bit
             stats.nodes += 1
             stats.streams_used.add(stream.index)
+            if self.placement is not None and node.kind != "copy":
+                placed = stats.placed
+                number = self.devices[node.device]
+                placed[number] = placed.get(number, 0) + 1
             if found:
                 edges = stats.edges
                 if edge_counts is not None:
@@ -162,22 +167,22 @@ class Issuing:
             self._issuing = None
 
     def _place(self, node: Node) -> None:
-        """Several devices: the node's device, pinned (``asyncgpu.device``) or chosen by the
-        placement policy from its arguments' locations (library calls: where their data is)."""
+        """Several devices: the device of a kernel or library call about to be prepared,
+        pinned (``asyncgpu.device``) or chosen by the placement policy from its arguments'
+        locations (library calls: where their data is)."""
         slot = getattr(self._pins, "slot", None)
         if slot is None:
             placement = self.placement
-            needs: dict[int, tuple[int, int, bool]] = {}
+            needs: dict[int, tuple[int, int, bool, int]] = {}
             for acc in node.accesses:
                 alloc = acc.alloc
                 reads = getattr(acc, "read", True) or needs.get(alloc.id, (0, 0, False))[2]
-                needs[alloc.id] = (alloc.location, alloc.nbytes, reads)
+                needs[alloc.id] = (alloc.location, alloc.nbytes, reads, alloc.home)
             busy = self.streams.busy() if placement.policy == "stream-aware" else ()
             slot = placement.choose(list(needs.values()), busy, node.kind == "call")
         node.device = slot
-        placed = self.stats.placed
-        number = self.devices[slot]
-        placed[number] = placed.get(number, 0) + 1
+        for acc in node.accesses:
+            acc.alloc.home = slot
 
     def launch_graph(self, frozen: Any) -> None:
         """Schedule one launch of a captured graph (``asyncgpu.runtime.frozen.FrozenGraph``) as

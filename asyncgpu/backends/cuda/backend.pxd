@@ -17,7 +17,9 @@ cdef class CudaBackend:
     cdef public object _recent
     cdef public bint _capturing, explicit, host_coherent_while_busy, packed_launches
     cdef public bint single_node_graphs
-    cdef public int device, sm_count
+    cdef public int device, sm_count, slot
+    cdef public object cache_keys, copies
+    cdef public dict targets
 
     cpdef record(self, event, stream)
 

@@ -78,7 +78,7 @@ class CudaBackend:
                  "device", "device_name", "driver", "explicit", "fault",
                  "host_coherent_while_busy", "packed_launches", "pool", "runtime",
                  "single_node_graphs", "sm_count", "_lane_cost_s", "_peak_bandwidth",
-                 "_timing_gate")
+                 "_timing_gate", "slot", "cache_keys", "targets", "copies")
     name = "cuda"
     #: ``host_access`` only reports a device fault, which ``HostAccess.read_element``'s path
     #: for a current mirror checks itself (``fault``)
@@ -86,7 +86,10 @@ class CudaBackend:
     prefetches = True
     wants_sites = False
 
-    def __init__(self, options: Options) -> None:
+    def __init__(self, options: Options, slot: int = 0, copies: Any = None) -> None:
+        """The backend of GPU ``options.device``. On a runtime over several devices
+        (``asyncgpu.backends.cuda.multi``) it is the part for device slot ``slot``, and
+        ``copies(nbytes)`` makes the allocations' per-device copies (``DeviceCopies``)."""
         cuda_device_max_connections()
         import cupy
 
@@ -99,6 +102,13 @@ class CudaBackend:
             )
         self.device = options.device
         self.runtime.setDevice(self.device)
+        #: Several devices: this part's slot, and what its arrays' cached pointers, Numba
+        #: fields and views are kept under (the first slot's are the plain names); its
+        #: launchers' packed targets where the slot is not the first (``kernels._target``).
+        self.slot = slot
+        self.cache_keys = cache_keys(slot)
+        self.targets: dict[Any, Any] = {}
+        self.copies = copies
         #: Explicit memory model: device memory (cudaMalloc) and pinned host mirrors.
         self.explicit = options.memory == "explicit"
         if self.explicit:
@@ -134,6 +144,15 @@ class CudaBackend:
         self.device_name = name.decode() if isinstance(name, bytes) else str(name)
         self.sm_count = int(props["multiProcessorCount"])
         log.info("asyncgpu cuda backend on %s (%d SMs)", self.device_name, self.sm_count)
+
+    def buffer_of(self, buffer: Any) -> Any:
+        """This device's copy of an allocation's buffer (several devices: ``DeviceCopies.on``;
+        one device: the buffer itself)."""
+        return buffer if self.copies is None else buffer.on(self.slot)
+
+    def adopt(self, buffer: Any) -> Any:
+        """An allocation's buffer made of memory a library call took on this device."""
+        return buffer if self.copies is None else self.copies(buffer, self.slot)
 
     def use_calls(self, driver: Any) -> None:
         """Make the CUDA calls of later launches with ``driver`` (a ``cudriver.DriverCalls``),
@@ -384,7 +403,7 @@ class CudaBackend:
         if nbytes > free + reusable:
             kind = "device" if self.explicit else "managed"
             raise OutOfMemoryError(
-                f"cannot allocate {nbytes / 2**20:.1f} MiB of {kind} memory: the GPU has "
+                f"cannot allocate {nbytes / 2**20:.1f} MiB of {kind} memory: GPU {self.device} has "
                 f"{free / 2**20:.1f} MiB free of {total / 2**20:.1f} MiB (plus "
                 f"{reusable / 2**20:.1f} MiB reusable in asyncgpu's pool)"
                 + ("" if self.explicit else "; asking for more managed memory than the device "
@@ -484,7 +503,7 @@ class CudaBackend:
     def cupy_view(self, array: Any) -> Any:
         """A CuPy array over ``array``'s memory, cached on it: what a library call computes on,
         what a CUDA C kernel without a packed plan takes, what an export hands out (DLPack)."""
-        return cupy_view(self.cupy, self.device, array)
+        return cupy_view(self, array)
 
     def _launch_failed(self, node: Any, stream: Any, exc: Exception) -> None:
         """A launch raised ``exc``: raise what it means, or launch again where the thread only
@@ -505,18 +524,28 @@ class CudaBackend:
         node.launch(stream)
 
 
-def cupy_view(cupy: Any, device: int, array: Any) -> Any:
-    """``CudaBackend.cupy_view`` of a backend on ``cupy`` and ``device``."""
-    view = array._cache.get("cupy")
+def cache_keys(slot: int) -> tuple[str, str, str, str]:
+    """What an array caches its pointer, Numba fields, Numba view and CuPy view under for
+    device slot ``slot`` (``Array._cache``)."""
+    suffix = "" if slot == 0 else f"@{slot}"
+    return "ptr" + suffix, "nbf" + suffix, "numba" + suffix, "cupy" + suffix
+
+
+def cupy_view(backend: Any, array: Any) -> Any:
+    """``CudaBackend.cupy_view``: a CuPy array over ``array``'s copy on ``backend``'s device."""
+    key = backend.cache_keys[3]
+    view = array._cache.get(key)
     if view is None:
+        cupy = backend.cupy
         buf = array._alloc.buffer
         if buf.nbytes == 0 or array.size == 0:
             view = cupy.ndarray(array.shape, array.dtype)
         else:
-            mem = cupy.cuda.UnownedMemory(buf.ptr, buf.nbytes, array._alloc, device)
+            buf = backend.buffer_of(buf)
+            mem = cupy.cuda.UnownedMemory(buf.ptr, buf.nbytes, array._alloc, backend.device)
             view = cupy.ndarray(array.shape, array.dtype,
                                 cupy.cuda.MemoryPointer(mem, array._offset), array.strides)
-        array._cache["cupy"] = view
+        array._cache[key] = view
     return view
 
 

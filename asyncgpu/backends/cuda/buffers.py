@@ -50,23 +50,28 @@ class DeviceBuffer:
     page-locked memory to run at full bandwidth and without blocking the host.
     """
 
-    __slots__ = ("uid", "host_uid", "nbytes", "mem", "ptr", "_host", "_pinned", "_host_ptr")
+    __slots__ = ("uid", "host_uid", "nbytes", "mem", "ptr", "_host", "_pinned", "_host_ptr",
+                 "mirror")
 
-    def __init__(self, nbytes: int, mem: Any, ptr: int) -> None:
+    def __init__(self, nbytes: int, mem: Any, ptr: int, mirror: Any = None) -> None:
         self.uid = next(_uids)
-        self.host_uid = next(_uids)
         self.nbytes = nbytes
         self.mem = mem
         self.ptr = ptr
         self._host: np.ndarray | None = None
         self._pinned: Any = None
         self._host_ptr = 0
+        #: several devices: the :class:`DeviceCopies` whose host mirror this copy shares
+        self.mirror = mirror
+        self.host_uid = next(_uids) if mirror is None else mirror.host_uid
 
     @property
     def host(self) -> np.ndarray:
         host = self._host
         if host is None:
-            if self.nbytes == 0:
+            if self.mirror is not None:
+                host = self.mirror.host
+            elif self.nbytes == 0:
                 host = np.empty(0, np.uint8)
             else:
                 import cupy
@@ -101,6 +106,99 @@ class DeviceBuffer:
 
     def device_pointer(self) -> int:
         return self.ptr
+
+
+class DeviceCopies:
+    """Explicit memory on a runtime over several devices: one :class:`DeviceBuffer` per device
+    slot, made from that device's pool on the first use there (``on``), all sharing one pinned
+    host mirror. ``uid_on(slot)`` names a slot's copy for the checker without allocating it;
+    ``ptr`` (and ``device_pointer``) is the first slot's copy, the one exports hand out.
+    ``make(slot, nbytes)`` allocates a slot's device memory (raising ``OutOfMemoryError``)."""
+
+    __slots__ = ("nbytes", "copies", "uids", "uid", "host_uid", "_mirror", "make")
+
+    def __init__(self, nbytes: int, make: Any) -> None:
+        self.nbytes = nbytes
+        self.make = make
+        self.copies: dict[int, DeviceBuffer] = {}
+        self.uids: dict[int, int] = {}
+        self._mirror = DeviceBuffer(nbytes, None, 0)     # its host side only
+        self.host_uid = self._mirror.host_uid
+        self.uid = self.uid_on(0)
+
+    @classmethod
+    def adopting(cls, slot: int, buffer: DeviceBuffer, make: Any) -> DeviceCopies:
+        """Copies whose slot ``slot`` is ``buffer`` (memory a library call took there)."""
+        copies = cls(buffer.nbytes, make)
+        buffer.mirror = copies
+        buffer.host_uid = copies.host_uid
+        copies.uids[slot] = buffer.uid
+        copies.copies[slot] = buffer
+        return copies
+
+    def uid_on(self, slot: int) -> int:
+        uid = self.uids.get(slot)
+        if uid is None:
+            uid = self.uids[slot] = next(_uids)
+        return uid
+
+    def on(self, slot: int) -> DeviceBuffer:
+        """Slot ``slot``'s copy (device memory made there on first use)."""
+        buf = self.copies.get(slot)
+        if buf is None:
+            buf = self.make(slot, self.nbytes)
+            buf.mirror = self
+            buf.host_uid = self.host_uid
+            buf.uid = self.uid_on(slot)
+            self.copies[slot] = buf
+        return buf
+
+    @property
+    def host(self) -> np.ndarray:
+        return self._mirror.host
+
+    @property
+    def host_ptr(self) -> int:
+        return self._mirror.host_ptr
+
+    @property
+    def ptr(self) -> int:
+        return self.on(0).ptr
+
+    def device_pointer(self) -> int:
+        return self.ptr
+
+    def release(self) -> None:
+        for buf in self.copies.values():
+            buf.mem = None
+            buf.mirror = None
+            buf._host = None
+            buf._host_ptr = 0
+        self.copies = {}
+        self._mirror.release()
+
+
+class PeerCopy:
+    """One ``cudaMemcpyPeerAsync`` of ``[lo, hi)`` from one device's copy to another's."""
+
+    __slots__ = ("memcpy", "dst", "dst_device", "src", "src_device", "nbytes", "span")
+
+    def __init__(self, runtime: Any, dst: DeviceBuffer, dst_device: int, src: DeviceBuffer,
+                 src_device: int, lo: int, hi: int) -> None:
+        self.memcpy = runtime.memcpyPeerAsync
+        self.dst, self.dst_device = dst.ptr + lo, dst_device
+        self.src, self.src_device = src.ptr + lo, src_device
+        self.nbytes = hi - lo
+        self.span = (src.uid, dst.uid, lo, hi)
+
+    def hb_accesses(self) -> list[tuple[int, int, int, bool]]:
+        """For the checker: reads the source device's copy, writes the destination's."""
+        src, dst, lo, hi = self.span
+        return [(src, lo, hi, False), (dst, lo, hi, True)]
+
+    def __call__(self, stream: Any) -> None:
+        self.memcpy(self.dst, self.dst_device, self.src, self.src_device, self.nbytes,
+                    stream.ptr)
 
 
 class ForeignBuffer:

@@ -17,7 +17,7 @@ cdef class RawLaunch:
 
 @cython.final
 cdef class PackedTarget:
-    cdef public object backend, key, shared
+    cdef public object backend, key, shared, ptr_key, nbf_key
     cdef public PackedPlan plan
     cdef public tuple grid, block
 

@@ -20,23 +20,26 @@ from ...runtime.kernel import CudaCSource, Kernel
 from .packed import PackedPlan, cuda_c_plan, numba_array_fields, numba_plan
 
 
-def _numba_view(array: Any) -> Any:
-    view = array._cache.get("numba")
+def _numba_view(backend: Any, array: Any) -> Any:
+    """A Numba device array over ``array``'s memory on ``backend``'s device (cached)."""
+    key = backend.cache_keys[2]
+    view = array._cache.get(key)
     if view is None:
         from numba import cuda
 
-        view = cuda.from_cuda_array_interface(array._device_interface(), owner=None,
-                                              sync=False)
+        interface = (array._device_interface() if backend.slot == 0 else
+                     array._device_interface_at(backend.buffer_of(array._alloc.buffer)))
+        view = cuda.from_cuda_array_interface(interface, owner=None, sync=False)
         if array.dtype.fields is not None:     # (the interface's typestr is only |V<size>)
             view = view.view(array.dtype)
-        array._cache["numba"] = view
+        array._cache[key] = view
     return view
 
 
-def _numba_type(disp: Any, array: Any) -> Any:
+def _numba_type(backend: Any, disp: Any, array: Any) -> Any:
     t = array._cache.get("numba_type")
     if t is None:
-        t = array._cache["numba_type"] = disp.typeof_pyval(_numba_view(array))
+        t = array._cache["numba_type"] = disp.typeof_pyval(_numba_view(backend, array))
     return t
 
 
@@ -92,13 +95,15 @@ class PackedTarget:
     the kernel), and a strong one kept a dropped runtime's backend, its memory pool with it,
     alive until the launcher was next used with another backend."""
 
-    __slots__ = ("backend", "key", "plan", "grid", "block", "shared")
+    __slots__ = ("backend", "key", "plan", "grid", "block", "shared", "ptr_key", "nbf_key")
 
     def __init__(self, backend: Any, key: Any, plan: PackedPlan, launcher: Any) -> None:
         self.backend = weakref.ref(backend)     # (call it: the backend, or None once dropped)
         self.key = key            # Numba: the argument types' tokens it was built for
         self.plan = plan
         self.grid, self.block, self.shared = launcher.grid3, launcher.block3, launcher.shared
+        # the arrays' cached pointers and Numba fields on this backend's device
+        self.ptr_key, self.nbf_key = backend.cache_keys[0], backend.cache_keys[1]
 
     # Each gathering answers None when an array's cached values are missing or are not what
     # the target was built for (then make_launch gathers them again).
@@ -111,12 +116,13 @@ class PackedTarget:
         if len(key) != n:
             return None
         flat = []
+        nbf_key = self.nbf_key
         for i in range(n):
             v = values[i]
             if isinstance(v, View):     # (an Array)
                 arr = v
                 cache = arr._cache
-                fields = cache.get("nbf")
+                fields = cache.get(nbf_key)
                 if fields is None or fields[0] != key[i]:
                     return None
                 flat.extend(fields[1])
@@ -130,10 +136,11 @@ class PackedTarget:
     def pointer_values(self, values: list[Any], arrays: list[Any]) -> tuple[Any, ...] | None:
         """The values of a packed CUDA C launch: each array's device pointer, each number."""
         args = list(values)
+        ptr_key = self.ptr_key
         for a in arrays:
             arr = a.array
             cache = arr._cache
-            ptr = cache.get("ptr")
+            ptr = cache.get(ptr_key)
             if ptr is None:
                 return None
             args[a.index] = ptr
@@ -162,6 +169,20 @@ def packed_launch(target: PackedTarget, values: tuple[Any, ...]) -> PackedLaunch
     launch.target = target
     launch.values = values
     return launch
+
+
+def _target(backend: Any, launcher: Any) -> Any:
+    """The launcher's packed target on ``backend``: ``launcher.prepared`` for a backend of one
+    device (or the first of several), the backend's own table for the others."""
+    return launcher.prepared if backend.slot == 0 else backend.targets.get(launcher)
+
+
+def _keep_target(backend: Any, launcher: Any, target: PackedTarget) -> PackedTarget:
+    if backend.slot == 0:
+        launcher.prepared = target
+    else:
+        backend.targets[launcher] = target
+    return target
 
 
 def _raw_kernel(backend: Any, kernel: Kernel) -> Any:
@@ -218,53 +239,58 @@ def _numba_launch(backend: Any, kernel: Kernel, launcher: Any, values: list[Any]
     """make_launch of a Numba kernel whose launcher has no target for these values yet."""
     key = []
     flat: list[Any] = []
+    nbf_key = backend.cache_keys[1]
     for v in values:
         if type(v) is Array:
-            fields = v._cache.get("nbf")
+            fields = v._cache.get(nbf_key)
             if fields is None:
-                fields = v._cache["nbf"] = _numba_fields(v)
+                fields = v._cache[nbf_key] = _numba_fields(backend, v)
             key.append(fields[0])
             flat.extend(fields[1])
         else:
             t = type(v)
             key.append(t if t is not int or _INT64_MIN <= v <= _INT64_MAX else "bigint")
             flat.append(v)
-    target = launcher.prepared
+    target = _target(backend, launcher)
     if (isinstance(target, PackedTarget) and target.backend() is backend
             and target.key == key):
         return packed_launch(target, tuple(flat))
-    entry = kernel._compiled.get(tuple(key))
+    # (compiled code is per device: the first device's entries keep their plain keys)
+    compiled_key = tuple(key) if backend.slot == 0 else (tuple(key), backend.slot)
+    entry = kernel._compiled.get(compiled_key)
     if entry is None:
-        entry = kernel._compiled[tuple(key)] = _compile_numba(backend, kernel, values, site)
+        entry = kernel._compiled[compiled_key] = _compile_numba(backend, kernel, values, site)
     compiled, plan, checked = entry
     if launcher.block not in checked:
         _check_block(kernel, launcher, site, compiled.max_threads_per_block,
                      compiled.regs_per_thread)
         checked.add(launcher.block)
     if plan is not None:
-        target = launcher.prepared = PackedTarget(backend, key, plan, launcher)
+        target = _keep_target(backend, launcher, PackedTarget(backend, key, plan, launcher))
         return packed_launch(target, tuple(flat))
-    args = [_numba_view(v) if type(v) is Array else v for v in values]
+    args = [_numba_view(backend, v) if type(v) is Array else v for v in values]
     return NumbaLaunch(backend, compiled, args, launcher.grid, launcher.block, launcher.shared)
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
-def _numba_fields(array: Array) -> tuple[str, tuple[int, ...]]:
-    """An array's type token (same token, same Numba type) and its Numba ABI values."""
+def _numba_fields(backend: Any, array: Array) -> tuple[str, tuple[int, ...]]:
+    """An array's type token (same token, same Numba type) and its Numba ABI values on
+    ``backend``'s device."""
     dt = array.dtype        # (records: every |V16 is not the same Numba type)
     token = f"{dt.str if dt.fields is None else dt.descr}/{len(array.shape)}/" \
             f"{array.is_c_contiguous}/" \
             f"{c_contiguous(array.shape[::-1], array.strides[::-1], dt.itemsize)}"
-    ptr = array._alloc.buffer.ptr + array._offset if array._alloc.buffer.nbytes else 0
+    buf = array._alloc.buffer
+    ptr = backend.buffer_of(buf).ptr + array._offset if buf.nbytes else 0
     return token, numba_array_fields(array, ptr)
 
 
 def _compile_numba(backend: Any, kernel: Kernel, values: list[Any], site: str | None,
                    ) -> tuple[Any, Any, set[Any]]:
     disp = _dispatcher(kernel)
-    types = tuple(_numba_type(disp, v) if type(v) is Array else disp.typeof_pyval(v)
+    types = tuple(_numba_type(backend, disp, v) if type(v) is Array else disp.typeof_pyval(v)
                   for v in values)
     try:
         compiled = disp.compile(types)
@@ -294,15 +320,17 @@ def _cuda_c_prepare(backend: Any, kernel: Kernel, launcher: Any, arrays: list[An
                     values: list[Any], site: str | None) -> Any:
     """_cuda_c_launch where the launcher has no target for this backend yet, or an array's
     pointer is not cached yet: compile, check, plan, cache, then gather."""
-    target = launcher.prepared
+    target = _target(backend, launcher)
     if not isinstance(target, PackedTarget) or target.backend() is not backend:
-        entry = kernel._compiled.get("c")
+        compiled_key = "c" if backend.slot == 0 else ("c", backend.slot)
+        entry = kernel._compiled.get(compiled_key)
         if entry is None:
             raw = _raw_kernel(backend, kernel)
             plan = None
             if kernel.typed and backend.packed_launches:
+                # (the function handle of the current device: CuPy loads a module per device)
                 plan = cuda_c_plan(raw.kernel.ptr, kernel.params, backend.calls)
-            entry = kernel._compiled["c"] = (raw, plan, set())
+            entry = kernel._compiled[compiled_key] = (raw, plan, set())
         raw, plan, checked = entry
         if launcher.block not in checked:
             _check_block(kernel, launcher, site, raw.max_threads_per_block, raw.num_regs)
@@ -312,14 +340,16 @@ def _cuda_c_prepare(backend: Any, kernel: Kernel, launcher: Any, arrays: list[An
             for a in arrays:
                 args[a.index] = backend.cupy_view(a.array)
             return RawLaunch(raw, tuple(args), launcher.grid, launcher.block, launcher.shared)
-        target = launcher.prepared = PackedTarget(backend, None, plan, launcher)
+        target = _keep_target(backend, launcher, PackedTarget(backend, None, plan, launcher))
     flat = target.pointer_values(values, arrays)
     if flat is None:
+        ptr_key = backend.cache_keys[0]
         for a in arrays:        # (the first launch with these arrays: cache their pointers)
             arr = a.array
-            if arr._cache.get("ptr") is None:
+            if arr._cache.get(ptr_key) is None:
                 buf = arr._alloc.buffer
-                arr._cache["ptr"] = buf.ptr + arr._offset if buf.nbytes else 0
+                arr._cache[ptr_key] = backend.buffer_of(buf).ptr + arr._offset if buf.nbytes \
+                    else 0
         flat = target.pointer_values(values, arrays)
     return packed_launch(target, flat)
 

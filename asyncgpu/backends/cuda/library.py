@@ -105,12 +105,13 @@ class CudaCallLaunch:
         if not isinstance(value, cupy.ndarray):
             return value
         if value.size == 0:        # no memory to adopt (and no allocation mid-issue)
-            empty = Allocation(self.runtime, self.backend.alloc(0), 0, DEVICE)
+            empty = Allocation(self.runtime, self.backend.adopt(self.backend.alloc(0)), 0,
+                               DEVICE)
             return Array._view(empty, value.shape, value.dtype,
                                c_strides(value.shape, value.dtype.itemsize), 0)
         ptr = value.data.ptr
         for a in self.call.arrays:
-            buf = a._alloc.buffer
+            buf = self.backend.buffer_of(a._alloc.buffer)      # (this device's copy)
             if buf.ptr <= ptr < buf.ptr + buf.nbytes:
                 return Array._view(a._alloc, value.shape, value.dtype, value.strides,
                                    ptr - buf.ptr)
@@ -118,7 +119,8 @@ class CudaCallLaunch:
             if buf.ptr <= ptr < buf.ptr + buf.nbytes:
                 alloc = adopted.get(buf.uid)
                 if alloc is None:
-                    alloc = adopted[buf.uid] = Allocation(self.runtime, buf, buf.nbytes, DEVICE)
+                    alloc = adopted[buf.uid] = Allocation(self.runtime, self.backend.adopt(buf),
+                                                          buf.nbytes, DEVICE)
                     self.accesses.append(Access(alloc.id, alloc, 0, buf.nbytes, True,
                                                 f"result of {self.call.name}"))
                 return Array._view(alloc, value.shape, value.dtype, value.strides, ptr - buf.ptr)

@@ -459,10 +459,12 @@ class SimBackend:
 
     # -- kernels -----------------------------------------------------------------------------
     def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],
-                      site: str | None) -> Any:
+                      site: str | None, device: int = 0) -> Any:
+        # (the device it runs on is the stream's, set when it is enqueued)
         return make_launch(kernel, launcher, arrays, values, site)
 
-    def library_call(self, runtime: Any, call: Any, accesses: list[Any]) -> Any:
+    def library_call(self, runtime: Any, call: Any, accesses: list[Any], device: int = 0
+                     ) -> Any:
         return make_call(runtime, call, accesses)
 
     def stage_timer(self, runtime: Any, launches: list[Any]) -> Any:

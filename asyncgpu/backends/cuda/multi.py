@@ -1,0 +1,260 @@
+"""The ``cuda`` backend over several GPUs of one host: one part per device, routed by slot.
+
+The model
+---------
+A runtime over several devices (``devices``) gets a :class:`MultiCudaBackend`: one
+:class:`~asyncgpu.backends.cuda.backend.CudaBackend` per device (its *part*: its memory pool,
+CUDA calls, one-node graph lanes, compiled kernels), and the operations of the backend
+contract routed to the part of the device they concern: streams and events by the device the
+stream manager asks for, launches by the node's device, waits and records by the stream's
+device. An allocation's buffer is a :class:`~asyncgpu.backends.cuda.buffers.DeviceCopies`:
+device memory per device, made on the first use there, and one pinned host mirror. Copies
+between devices are ``cudaMemcpyPeerAsync`` on the destination's stream; peer access is
+enabled between every pair of devices that supports it (without it the driver stages the
+copy through the host, which is slower, not wrong).
+
+Invariants: a kernel or library call is enqueued with its device current (a launch on a
+stream of another device than the current one fails); events are created on, and recorded on
+streams of, their own device; a cross-device dependency is a ``cudaStreamWaitEvent`` on an
+event of the other device, which CUDA allows.
+
+Example::
+
+    backend = MultiCudaBackend(options, (0, 1))
+    backend.create_stream(1)          # a stream of GPU 1 (slot 1)
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ...core.config import Options
+from ...core.errors import DeviceError
+from .backend import CudaBackend
+from .buffers import CudaCopy, DeviceCopies, PeerCopy
+
+log = logging.getLogger("asyncgpu")
+
+#: Bytes of each copy that measures a link's bandwidth (``bandwidth``).
+_PROBE_BYTES = 64 << 20
+
+
+class MultiCudaBackend:
+    """The backend of a runtime over the GPUs ``numbers`` (see the module docstring)."""
+
+    name = "cuda"
+    plain_host_reads = True
+    prefetches = False          # (several devices need the explicit memory model)
+    wants_sites = False
+
+    def __init__(self, options: Options, numbers: tuple[int, ...]) -> None:
+        if options.memory != "explicit":
+            raise DeviceError(f"devices={options.devices!r}: several devices need "
+                              f"memory=\"explicit\" (the default); memory={options.memory!r} "
+                              "runs on one device")
+        self.devices = numbers
+        self.parts = [CudaBackend(options.replace(device=n, devices=1), slot, self._copies)
+                      for slot, n in enumerate(numbers)]
+        first = self.parts[0]
+        self.cupy = first.cupy
+        self.runtime = first.runtime
+        self.device_count = self.runtime.getDeviceCount()
+        self.explicit = True
+        self.host_coherent_while_busy = True
+        self.captures = first.captures
+        self._by_number = {part.device: part for part in self.parts}
+        self._bandwidth: list[list[float]] | None = None
+        self._enable_peers()
+        self._use(0)
+        log.info("asyncgpu cuda backend on %d GPUs: %s", len(numbers),
+                 ", ".join(f"{p.device} ({p.device_name})" for p in self.parts))
+
+    # -- devices -----------------------------------------------------------------------------
+    def _enable_peers(self) -> None:
+        """Peer access between every pair that supports it (NVLink or PCIe peer-to-peer)."""
+        rt = self.runtime
+        for a in self.parts:
+            for b in self.parts:
+                if a is b or not rt.deviceCanAccessPeer(a.device, b.device):
+                    continue
+                rt.setDevice(a.device)
+                try:
+                    rt.deviceEnablePeerAccess(b.device)
+                except Exception as exc:    # already enabled (another runtime did it)
+                    if "PeerAccessAlreadyEnabled" not in type(exc).__name__ + str(exc):
+                        log.info("peer access %d -> %d: %s", a.device, b.device, exc)
+
+    def _use(self, slot: int) -> CudaBackend:
+        """Make slot ``slot``'s device current for this thread (when it is not already: the
+        program, CuPy or another thread's work may have changed it)."""
+        part = self.parts[slot]
+        runtime = self.runtime
+        if runtime.getDevice() != part.device:
+            runtime.setDevice(part.device)
+        return part
+
+    def _of(self, stream: Any) -> CudaBackend:
+        return self._by_number[stream.device_id]
+
+    def _copies(self, buffer: Any, slot: int) -> DeviceCopies:
+        """A part's adopted buffer, as an allocation's copies (``CudaBackend.adopt``)."""
+        return DeviceCopies.adopting(slot, buffer, self._alloc_on)
+
+    def _alloc_on(self, slot: int, nbytes: int) -> Any:
+        part = self._use(slot)
+        return part.alloc(nbytes)
+
+    # -- streams and events ------------------------------------------------------------------
+    def create_stream(self, device: int = 0) -> Any:
+        self._use(device)
+        return self.parts[device].create_stream()
+
+    def create_event(self, device: int = 0) -> Any:
+        self._use(device)
+        return self.parts[device].create_event()
+
+    def record(self, event: Any, stream: Any) -> None:
+        self._of(stream).record(event, stream)
+
+    def wait(self, stream: Any, event: Any) -> None:
+        self._of(stream).wait(stream, event)
+
+    def event_done(self, event: Any) -> bool:
+        return self.parts[0].event_done(event)
+
+    def host_wait(self, event: Any) -> None:
+        self.parts[0].host_wait(event)
+
+    def synchronize(self) -> None:
+        for slot in range(len(self.parts)):
+            self._use(slot).synchronize()
+
+    def timing_event(self) -> Any:
+        return self.parts[0].timing_event()
+
+    def clock_base(self) -> Any:
+        self._use(0)
+        return self.parts[0].clock_base()
+
+    def elapsed_s(self, start: Any, end: Any) -> float:
+        return self.parts[0].elapsed_s(start, end)
+
+    @property
+    def fault(self) -> Any:
+        for part in self.parts:
+            if part.fault is not None:
+                return part.fault
+        return None
+
+    def keep_faults(self, fault: BaseException) -> None:
+        """Nothing to keep: a device fault is sticky on its part."""
+
+    # -- launches ----------------------------------------------------------------------------
+    def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],
+                      site: str | None, device: int = 0) -> Any:
+        part = self._use(device)
+        return part.kernel_launch(kernel, launcher, arrays, values, site)
+
+    def library_call(self, runtime: Any, call: Any, accesses: list[Any], device: int = 0
+                     ) -> Any:
+        part = self._use(device)
+        return part.library_call(runtime, call, accesses)
+
+    def launch(self, node: Any, stream: Any) -> None:
+        self._use(node.device).launch(node, stream)
+
+    def host_access(self, accesses: Any, label: str) -> None:
+        fault = self.fault
+        if fault is not None:
+            self.parts[0].fault = fault
+            self.parts[0].host_access(accesses, label)
+
+    def cupy_view(self, array: Any) -> Any:
+        """The first device's view (what exports hand out)."""
+        self._use(0)
+        return self.parts[0].cupy_view(array)
+
+    # -- memory ------------------------------------------------------------------------------
+    def alloc(self, nbytes: int) -> DeviceCopies:
+        """An allocation's copies; each device's memory is made on its first use there."""
+        return DeviceCopies(nbytes, self._alloc_on)
+
+    def free(self, buffer: Any) -> None:
+        buffer.release()
+
+    def foreign_buffer(self, *args: Any) -> Any:
+        raise DeviceError("importing another library's array without a copy "
+                          "(asyncgpu.asarray) needs a runtime on one device; copy it with "
+                          "asyncgpu.array(x), or configure devices=1")
+
+    def copy_launch(self, buffer: DeviceCopies, lo: int, hi: int, to_device: bool,
+                    device: int = 0, peer: int | None = None) -> Any:
+        """A copy of ``[lo, hi)``: the host mirror to or from device slot ``device``, or, with
+        ``peer``, device slot ``peer`` to ``device`` (made on the destination's stream)."""
+        part = self._use(device)
+        if part.fault is not None:
+            raise part._device_error(None)
+        if peer is None:
+            return CudaCopy(self.runtime, buffer.on(device), lo, hi, to_device)
+        source = buffer.on(peer)
+        return PeerCopy(self.runtime, buffer.on(device), part.device, source,
+                        self.parts[peer].device, lo, hi)
+
+    def fetch_to_host(self, buffer: DeviceCopies, lo: int, hi: int, label: str,
+                      after: list[Any], device: int = 0) -> None:
+        self._use(device).fetch_to_host(buffer.on(device), lo, hi, label, after)
+
+    def close(self) -> None:
+        for slot, part in enumerate(self.parts):
+            self._use(slot)
+            part.close()
+
+    # -- the host's links --------------------------------------------------------------------
+    @property
+    def bandwidth(self) -> list[list[float]]:
+        """Bytes per second of each link, measured once (index 0: the host, ``slot + 1``: a
+        device): pinned host-to-device copies and peer copies of 64 MiB, the second of two."""
+        if self._bandwidth is None:
+            self._bandwidth = self._measure()
+        return self._bandwidth
+
+    def _measure(self) -> list[list[float]]:
+        cupy = self.cupy
+        n = len(self.parts)
+        size = n + 1
+        matrix = [[0.0] * size for _ in range(size)]
+        host = cupy.cuda.alloc_pinned_memory(_PROBE_BYTES)
+        bufs = []
+        for slot in range(n):
+            self._use(slot)
+            bufs.append(cupy.empty(_PROBE_BYTES, cupy.uint8))
+
+        def timed(slot: int, copy: Any) -> float:
+            self._use(slot)
+            stream = cupy.cuda.Stream(non_blocking=True)
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            best = float("inf")
+            for _ in range(2):
+                start.record(stream)
+                copy(stream)
+                end.record(stream)
+                end.synchronize()
+                best = min(best, cupy.cuda.get_elapsed_time(start, end) * 1e-3)
+            return _PROBE_BYTES / best
+
+        rt = self.runtime
+        for d in range(n):
+            dst = bufs[d].data.ptr
+            rate = timed(d, lambda s: rt.memcpyAsync(dst, host.ptr, _PROBE_BYTES, 1, s.ptr))
+            matrix[0][d + 1] = matrix[d + 1][0] = rate
+            for e in range(n):
+                if e == d:
+                    continue
+                src = bufs[e].data.ptr
+                matrix[e + 1][d + 1] = timed(d, lambda s: rt.memcpyPeerAsync(
+                    dst, self.parts[d].device, src, self.parts[e].device, _PROBE_BYTES, s.ptr))
+        del bufs
+        log.info("asyncgpu: link bandwidths (GB/s, host first): %s",
+                 [[round(v / 1e9, 1) for v in row] for row in matrix])
+        return matrix

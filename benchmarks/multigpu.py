@@ -1,0 +1,390 @@
+"""Multi-GPU benchmark: the same sequential program on 1, 2, 4 GPUs, against hand-written CuPy.
+
+Two workloads in the style of GrCUDA's multi-GPU benchmarks, each split in ``CHUNKS`` parts:
+
+* ``bs``: Black and Scholes on independent vectors (GrCUDA's b5m): ``bs(x_c -> y_c)`` per
+  chunk, ``REPS`` times per iteration;
+* ``vec``: the sum of the difference of squares in chunks (b1m): per chunk
+  ``square(x_c)``, ``square(y_c)``, ``reduce(x1_c, y1_c -> res_c)``, and the host adds the
+  chunks' sums. The arrays of chunk ``c`` are made inside ``asyncgpu.device(c % n)`` (where a
+  user wants them); the kernels are placed by the device policy.
+
+``asyncgpu`` runs the sequential program on a runtime with ``devices=n`` (the default device
+policy unless ``policy`` is given); ``cupy`` is the hand-written multi-GPU version: chunk
+``c``'s arrays on GPU ``c % n``, one non-blocking stream per GPU, the same Numba kernels
+launched through their compiled ``_Kernel.launch`` on that stream, a synchronize per GPU.
+
+Inputs: ``resident`` (the inputs stay on the devices; an iteration is the kernels) or
+``streaming`` (the host rewrites every input before each iteration, untimed, so an iteration
+copies them in: the copies and kernels are timed). For streaming inputs the *transfer bound*
+is measured in the same run: the same bytes copied from pinned host memory to the same GPUs
+at once, one stream per GPU, nothing else.
+
+Times are medians over ``iterations`` timed iterations after ``warmup``, in milliseconds.
+Every iteration's result is checked against NumPy.
+
+usage: ``asyncgpu bench multigpu --devices 1,2,4 [--scale medium] [--json PATH] [--plot PATH]``
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+
+from . import kernel_module
+from .workloads.bs import R, STRIKE, T, V, black_scholes
+
+BS = kernel_module("bs")
+VEC = kernel_module("vec")
+
+CHUNKS = 8
+REPS = 10
+#: Elements per workload, and the launch shape of the grid-stride kernels (blocks, threads):
+#: enough blocks to fill an H100 or H200; few on ``tiny``, which the simulator runs thread by
+#: thread.
+SIZES = {"tiny": {"bs": 1 << 10, "vec": 1 << 10},
+         "small": {"bs": 1 << 20, "vec": 1 << 22},
+         "medium": {"bs": 1 << 27, "vec": 1 << 28}}
+GRID = {"tiny": (2, 32), "small": (1024, 256), "medium": (1024, 256)}
+BLOCKS, THREADS = GRID["medium"]
+
+
+def _inputs(workload: str, n: int) -> dict[str, list[np.ndarray]]:
+    rng = np.random.default_rng(7)
+    size = n // CHUNKS
+    if workload == "bs":
+        return {"x": [60.0 + rng.uniform(-0.5, 0.5, size) for _ in range(CHUNKS)]}
+    return {"x": [rng.random(size, dtype=np.float32) for _ in range(CHUNKS)],
+            "y": [2 * rng.random(size, dtype=np.float32) for _ in range(CHUNKS)]}
+
+
+def _expected(workload: str, data: dict[str, list[np.ndarray]]) -> Any:
+    if workload == "bs":
+        return [black_scholes(x[[0, -1]]) for x in data["x"]]
+    return sum(float((x.astype(np.float64) ** 2).sum() - (y.astype(np.float64) ** 2).sum())
+               for x, y in zip(data["x"], data["y"]))
+
+
+def _check(workload: str, got: Any, expected: Any) -> None:
+    if workload == "bs":
+        for g, e in zip(got, expected):
+            np.testing.assert_allclose(g, e, rtol=1e-10)
+    else:
+        assert abs(got - expected) <= 1e-4 * abs(expected) + 1e-3, (got, expected)
+
+
+def _timed(step: Any, prepare: Any, iterations: int, warmup: int) -> tuple[float, Any]:
+    """Median milliseconds of ``step()`` (``prepare()`` untimed before each), its last result."""
+    times = []
+    result = None
+    for i in range(warmup + iterations):
+        prepare()
+        t0 = time.perf_counter()
+        result = step()
+        elapsed = time.perf_counter() - t0
+        if i >= warmup:
+            times.append(elapsed * 1e3)
+    return statistics.median(times), result
+
+
+# -- asyncgpu ----------------------------------------------------------------------------------
+class AsyncgpuRun:
+    """The sequential program on the current runtime."""
+
+    def __init__(self, ag: Any, workload: str, data: dict[str, list[np.ndarray]],
+                 devices: int) -> None:
+        self.ag, self.workload, self.data = ag, workload, data
+        if workload == "bs":
+            self.k = ag.kernel(BS.bs, **BS.ANNOTATIONS["bs"])
+            self.x = [ag.array(x) for x in data["x"]]
+            self.y = [ag.empty_like(x) for x in self.x]
+        else:
+            self.k_square = ag.kernel(VEC.square, **VEC.ANNOTATIONS["square"])
+            self.k_reduce = ag.kernel(VEC.reduce, **VEC.ANNOTATIONS["reduce"])
+            self.x, self.y, self.x1, self.y1, self.res = [], [], [], [], []
+            for c in range(CHUNKS):
+                with ag.device(c % devices) if devices > 1 else _nothing():
+                    self.x.append(ag.array(data["x"][c]))
+                    self.y.append(ag.array(data["y"][c]))
+                    self.x1.append(ag.empty_like(self.x[c]))
+                    self.y1.append(ag.empty_like(self.y[c]))
+                    self.res.append(ag.zeros(1, np.float32))
+
+    def rewrite(self) -> None:
+        for arrays, name in ((self.x, "x"), (getattr(self, "y", None), "y")):
+            if self.workload == "bs" and name == "y":
+                continue
+            for a, host in zip(arrays, self.data[name]):
+                a[...] = host
+
+    def step(self) -> Any:
+        ag = self.ag
+        if self.workload == "bs":
+            for _ in range(REPS):
+                for x, y in zip(self.x, self.y):
+                    self.k[BLOCKS, THREADS](x, y, x.shape[0], R, V, T, STRIKE)
+            ag.synchronize()
+            return [np.array([float(y[0]), float(y[y.shape[0] - 1])]) for y in self.y]
+        for c in range(CHUNKS):
+            self.res[c][...] = 0.0
+        for c in range(CHUNKS):
+            n = self.x[c].shape[0]
+            self.k_square[BLOCKS, THREADS](self.x[c], self.x1[c], n)
+            self.k_square[BLOCKS, THREADS](self.y[c], self.y1[c], n)
+            self.k_reduce[BLOCKS, THREADS](self.x1[c], self.y1[c], self.res[c], n)
+        return sum(float(r[0]) for r in self.res)
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+# -- hand-written CuPy -------------------------------------------------------------------------
+class CupyRun:
+    """The hand-written multi-GPU version (see the module docstring)."""
+
+    def __init__(self, workload: str, data: dict[str, list[np.ndarray]], devices: int) -> None:
+        import cupy
+        from numba import cuda
+
+        self.cupy, self.workload, self.data, self.n = cupy, workload, data, devices
+        self.streams, self.nstreams = [], []
+        for d in range(devices):
+            with cupy.cuda.Device(d):
+                s = cupy.cuda.Stream(non_blocking=True)
+                self.streams.append(s)
+                self.nstreams.append(cuda.external_stream(s.ptr))
+        self.pinned = {name: [cupy.cuda.alloc_pinned_memory(a.nbytes) for a in arrays]
+                       for name, arrays in data.items()}
+        self.host = {name: [np.frombuffer(p, a.dtype, a.size) for p, a in zip(ps, data[name])]
+                     for name, ps in self.pinned.items()}
+        for name in data:
+            for h, a in zip(self.host[name], data[name]):
+                h[...] = a
+        self.arrays: dict[str, list[Any]] = {name: [] for name in (
+            ("x", "y") if workload == "bs" else ("x", "y", "x1", "y1", "res"))}
+        self.kernels: dict[tuple[Any, ...], Any] = {}
+        self.views: dict[int, Any] = {}
+        for c in range(CHUNKS):
+            with cupy.cuda.Device(c % devices):
+                x = cupy.asarray(data["x"][c])
+                self.arrays["x"].append(x)
+                if workload == "bs":
+                    self.arrays["y"].append(cupy.empty_like(x))
+                    continue
+                y = cupy.asarray(data["y"][c])
+                self.arrays["y"].append(y)
+                self.arrays["x1"].append(cupy.empty_like(x))
+                self.arrays["y1"].append(cupy.empty_like(y))
+                self.arrays["res"].append(cupy.zeros(1, np.float32))
+        self.sync()
+
+    def _launch(self, kernel: Any, c: int, *args: Any) -> None:
+        """``kernel`` compiled for these argument types on chunk ``c``'s GPU, launched on its
+        stream (Numba's compiled-kernel launch, without the dispatcher)."""
+        d = c % self.n
+        with self.cupy.cuda.Device(d):
+            views = [self._view(a) for a in args]
+            key = (id(kernel), d, tuple(type(v).__name__ for v in views))
+            compiled = self.kernels.get(key)
+            if compiled is None:        # (the first launch compiles through the dispatcher)
+                kernel[BLOCKS, THREADS, self.nstreams[d]](*views)
+                sig = tuple(kernel.typeof_pyval(v) for v in views)
+                self.kernels[key] = kernel.overloads[sig]
+                return
+            compiled.launch(views, (BLOCKS,), (THREADS,), self.nstreams[d], 0)
+
+    def _view(self, a: Any) -> Any:
+        """Numba's view of a CuPy array (made once), or a number as it is."""
+        if not hasattr(a, "__cuda_array_interface__"):
+            return a
+        view = self.views.get(id(a))
+        if view is None:
+            from numba import cuda
+
+            view = self.views[id(a)] = cuda.as_cuda_array(a)
+        return view
+
+    def copy_in(self) -> None:
+        """The inputs from pinned host memory, each on its GPU's stream."""
+        cupy = self.cupy
+        for name in self.data:
+            for c, (dev, host) in enumerate(zip(self.arrays[name], self.host[name])):
+                with cupy.cuda.Device(c % self.n):
+                    dev.set(host, stream=self.streams[c % self.n])
+
+    def sync(self) -> None:
+        for s in self.streams:
+            s.synchronize()
+
+    def step(self, streaming: bool) -> Any:
+        if streaming:
+            self.copy_in()
+        a = self.arrays
+        if self.workload == "bs":
+            for _ in range(REPS):
+                for c in range(CHUNKS):
+                    x, y = a["x"][c], a["y"][c]
+                    self._launch(BS.bs, c, x, y, x.size, R, V, T, STRIKE)
+            self.sync()
+            return [np.array([float(y[0]), float(y[-1])]) for y in a["y"]]
+        for c in range(CHUNKS):
+            with self.cupy.cuda.Device(c % self.n):
+                a["res"][c].data.memset_async(0, 4, self.streams[c % self.n])
+        for c in range(CHUNKS):
+            n = a["x"][c].size
+            self._launch(VEC.square, c, a["x"][c], a["x1"][c], n)
+            self._launch(VEC.square, c, a["y"][c], a["y1"][c], n)
+            self._launch(VEC.reduce, c, a["x1"][c], a["y1"][c], a["res"][c], n)
+        self.sync()
+        return sum(float(r.get()[0]) for r in a["res"])
+
+
+def transfer_bound_ms(data: dict[str, list[np.ndarray]], devices: int, repeats: int = 5
+                      ) -> float:
+    """Median milliseconds to copy the streamed inputs from pinned memory to ``devices`` GPUs
+    at once (chunk ``c`` to GPU ``c % devices``), one stream per GPU."""
+    import cupy
+
+    streams = []
+    for d in range(devices):
+        with cupy.cuda.Device(d):
+            streams.append(cupy.cuda.Stream(non_blocking=True))
+    hosts, devs = [], []
+    for name, arrays in data.items():
+        for c, a in enumerate(arrays):
+            pinned = cupy.cuda.alloc_pinned_memory(a.nbytes)
+            host = np.frombuffer(pinned, a.dtype, a.size)
+            host[...] = a
+            hosts.append((pinned, host))
+            with cupy.cuda.Device(c % devices):
+                devs.append((c % devices, cupy.empty(a.size, a.dtype)))
+    times = []
+    for _ in range(repeats + 1):
+        t0 = time.perf_counter()
+        for (d, dev), (_, host) in zip(devs, hosts):
+            with cupy.cuda.Device(d):
+                dev.set(host, stream=streams[d])
+        for s in streams:
+            s.synchronize()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times[1:])
+
+
+# -- the measurement ---------------------------------------------------------------------------
+def measure(ag: Any, counts: list[int], scale: str = "medium", iterations: int = 5,
+            warmup: int = 2, policies: bool = True, on_gpu: bool = True) -> dict[str, Any]:
+    """Rows of (workload, inputs, devices, mode, ms), checked; and the policy table."""
+    global BLOCKS, THREADS
+    BLOCKS, THREADS = GRID[scale]
+    rows: list[dict[str, Any]] = []
+    policy_rows: list[dict[str, Any]] = []
+    most = max(counts)
+    for workload in ("bs", "vec"):
+        n = SIZES[scale][workload]
+        data = _inputs(workload, n)
+        expected = _expected(workload, data)
+        for devices in counts:
+            for inputs in ("resident", "streaming"):
+                streaming = inputs == "streaming"
+                options = {"devices": devices} if devices > 1 else {"devices": 1}
+                if not on_gpu:
+                    options["sim_devices"] = most
+                with ag.configure(**options):
+                    run = AsyncgpuRun(ag, workload, data, devices)
+                    prepare = run.rewrite if streaming else (lambda: None)
+                    ms, got = _timed(run.step, prepare, iterations, warmup)
+                    _check(workload, got, expected)
+                    stats = ag.statistics()
+                    rows.append({"workload": workload, "inputs": inputs, "devices": devices,
+                                 "mode": "asyncgpu", "ms": ms,
+                                 "placed": dict(stats.placed),
+                                 "copies_peer": stats.copies_peer})
+                    del run
+                if on_gpu:
+                    base = CupyRun(workload, data, devices)
+                    ms, got = _timed(lambda: base.step(streaming), lambda: None, iterations,
+                                     warmup)
+                    _check(workload, got, expected)
+                    rows.append({"workload": workload, "inputs": inputs, "devices": devices,
+                                 "mode": "cupy", "ms": ms})
+                    del base
+                    if streaming:
+                        rows.append({"workload": workload, "inputs": inputs,
+                                     "devices": devices, "mode": "transfer bound",
+                                     "ms": transfer_bound_ms(data, devices)})
+        if policies and most > 1:
+            for policy in ("round-robin", "stream-aware", "min-transfer-size", "min-min",
+                           "min-max"):
+                options = {"devices": most, "device_policy": policy}
+                if not on_gpu:
+                    options["sim_devices"] = most
+                with ag.configure(**options):
+                    run = AsyncgpuRun(ag, workload, data, most)
+                    ms, got = _timed(run.step, lambda: None, iterations, warmup)
+                    _check(workload, got, expected)
+                    stats = ag.statistics()
+                    policy_rows.append({"workload": workload, "devices": most,
+                                        "policy": policy, "ms": ms,
+                                        "copies_peer": stats.copies_peer})
+                    del run
+    return {"rows": rows, "policies": policy_rows, "scale": scale, "chunks": CHUNKS,
+            "reps": REPS}
+
+
+def speedups(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per workload, inputs and device count: asyncgpu over one GPU, over the hand-written
+    version, and against the transfer bound."""
+    rows = result["rows"]
+    out = []
+    key = lambda r: (r["workload"], r["inputs"], r["devices"])     # noqa: E731
+    by = {}
+    for r in rows:
+        by[key(r) + (r["mode"],)] = r["ms"]
+    for r in rows:
+        if r["mode"] != "asyncgpu":
+            continue
+        w, i, d = key(r)
+        one = by.get((w, i, 1, "asyncgpu"))
+        cupy = by.get((w, i, d, "cupy"))
+        bound = by.get((w, i, d, "transfer bound"))
+        out.append({"workload": w, "inputs": i, "devices": d, "ms": r["ms"],
+                    "over_one_gpu": one / r["ms"] if one else None,
+                    "of_cupy": cupy / r["ms"] if cupy else None,
+                    "over_bound": r["ms"] / bound if bound else None})
+    return out
+
+
+def plot(path: str, result: dict[str, Any]) -> None:
+    """Strong scaling: asyncgpu and hand-written CuPy speedups over one GPU, per workload."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["rows"]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
+    for ax, inputs in zip(axes, ("resident", "streaming")):
+        counts = sorted({r["devices"] for r in rows})
+        ax.plot(counts, counts, "k:", label="linear")
+        for workload in ("bs", "vec"):
+            for mode, style in (("asyncgpu", "-o"), ("cupy", "--s")):
+                pts = {r["devices"]: r["ms"] for r in rows if r["workload"] == workload
+                       and r["inputs"] == inputs and r["mode"] == mode}
+                if 1 in pts:
+                    ax.plot(sorted(pts), [pts[1] / pts[d] for d in sorted(pts)], style,
+                            label=f"{workload} {mode}")
+        ax.set_title(f"{inputs} inputs")
+        ax.set_xlabel("GPUs")
+        ax.set_xticks(counts)
+    axes[0].set_ylabel("speedup over one GPU")
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)

@@ -1,0 +1,135 @@
+"""Several GPUs in one runtime: results equal serial, work lands on every device, copies
+between devices are peer copies. Needs a host with at least two GPUs."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import programs
+
+pytestmark = pytest.mark.gpu
+
+
+def _gpus() -> int:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:
+        return 0
+
+
+needs_two = pytest.mark.skipif(_gpus() < 2, reason="needs two GPUs")
+
+
+@pytest.fixture
+def gpus():
+    import asyncgpu as ag
+
+    with ag.configure(backend="cuda", devices="all", device_policy="round-robin"):
+        yield ag
+        ag.synchronize()
+
+
+def twice(x, y, n):
+    i = cuda.grid(1)
+    if i < n:
+        y[i] = 2.0 * x[i] + 1.0
+
+
+CUDA_TWICE = r"""extern "C" __global__ void twice_c(const double* x, double* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0 * x[i] + 1.0;
+}"""
+
+
+@needs_two
+def test_chunks_run_on_every_gpu_and_sum_right(gpus):
+    ag = gpus
+    kernel = ag.kernel(const=["x"], out=["y"])(twice)
+    host_x = np.arange(1 << 20, dtype=np.float64)
+    parts = [ag.array(chunk) for chunk in np.array_split(host_x, 8)]
+    outs = [ag.empty_like(p) for p in parts]
+    for p, o in zip(parts, outs):
+        kernel[(p.shape[0] + 255) // 256, 256](p, o, p.shape[0])
+    total = sum(float(o.sum()) for o in outs)
+    assert total == pytest.approx(float((2.0 * host_x + 1.0).sum()), rel=1e-12)
+    placed = dict(ag.statistics().placed)
+    assert set(placed) == set(range(_gpus()))
+
+
+@needs_two
+def test_a_peer_copy_carries_the_bytes_between_gpus(gpus):
+    ag = gpus
+    numba_k = ag.kernel(const=["x"], out=["y"])(twice)
+    c_k = ag.cuda_kernel(CUDA_TWICE, "twice_c")
+    x = ag.array(np.arange(4096, dtype=np.float64))
+    y = ag.empty_like(x)
+    z = ag.empty_like(x)
+    with ag.device(0):
+        numba_k[16, 256](x, y, 4096)
+    with ag.device(1):
+        c_k[16, 256](y, z, 4096)                # y only on GPU 0: a peer copy to GPU 1
+    assert z.numpy().tolist() == (4.0 * np.arange(4096) + 3.0).tolist()
+    stats = ag.statistics()
+    assert stats.copies_peer == 1 and stats.bytes_peer == 4096 * 8
+
+
+@needs_two
+def test_library_calls_run_on_the_gpu_of_their_data(gpus):
+    ag = gpus
+    import asyncgpu.cupy as acp
+
+    with ag.device(1):
+        a = ag.array(np.linspace(0.0, 1.0, 1 << 16))
+        b = acp.sqrt(a) * 2.0               # placed where a is: GPU 1
+    c = b.sum()
+    assert float(c) == pytest.approx(float((2.0 * np.sqrt(np.linspace(0.0, 1.0, 1 << 16)))
+                                          .sum()), rel=1e-12)
+    placed = dict(ag.statistics().placed)
+    assert set(placed) == {1}
+
+
+@needs_two
+@pytest.mark.parametrize("policy", ["round-robin", "stream-aware", "min-transfer-size",
+                                    "min-min", "min-max"])
+def test_random_programs_equal_serial_on_every_gpu(policy):
+    import asyncgpu as ag
+
+    init = programs.initial()
+    for seed in range(12):
+        steps = programs.random_program(random.Random(seed), 16)
+        e_reads, e_final = programs.run_serial(ag, programs.run, steps, init)
+        with ag.configure(backend="cuda", devices="all", device_policy=policy):
+            reads, final = programs.run(ag, steps, init)
+        assert [r.tolist() for r in reads] == [r.tolist() for r in e_reads], (policy, seed)
+        assert [f.tolist() for f in final] == [f.tolist() for f in e_final], (policy, seed)
+
+
+@needs_two
+def test_the_checker_follows_every_gpu():
+    import asyncgpu as ag
+
+    init = programs.initial()
+    for seed in range(6):
+        steps = programs.random_program(random.Random(seed), 16)
+        e_reads, _ = programs.run_serial(ag, programs.run, steps, init)
+        with ag.configure(backend="cuda", devices="all", debug_hb=True):
+            reads, _ = programs.run(ag, steps, init)
+        assert [r.tolist() for r in reads] == [r.tolist() for r in e_reads], seed
+
+
+@needs_two
+def test_a_gpu_the_host_lacks_is_refused_and_nothing_changes():
+    import asyncgpu as ag
+
+    with ag.configure(backend="cuda"):
+        x = ag.array(np.ones(8))
+        with pytest.raises(ag.DeviceError, match=f"device {_gpus()}"):
+            ag.configure(devices=[0, _gpus()])
+        assert ag.options().devices == 1
+        assert x.numpy().tolist() == [1.0] * 8
