@@ -35,3 +35,6 @@ cdef class Issuing:
     @cython.locals(node=Node, deps=DependencyTracker, previous=Node, last=tuple, repeat=tuple,
                    memory=ExplicitMemory)
     cpdef launch_graph(self, FrozenGraph frozen)
+
+    # (a C call: Cython 3.3.0 dropped the read of node.accesses from it as a Python method)
+    cpdef _place(self, Node node)

@@ -173,11 +173,14 @@ class Issuing:
         slot = getattr(self._pins, "slot", None)
         if slot is None:
             placement = self.placement
-            needs: dict[int, tuple[int, int, bool, int]] = {}
+            needs: dict[int, Any] = {}
             for acc in node.accesses:
                 alloc = acc.alloc
-                reads = getattr(acc, "read", True) or needs.get(alloc.id, (0, 0, False))[2]
-                needs[alloc.id] = (alloc.location, alloc.nbytes, reads, alloc.home)
+                key = alloc.id
+                reads = getattr(acc, "read", True)
+                if not reads and key in needs:      # (another argument on it reads it)
+                    reads = needs[key][2]
+                needs[key] = (alloc.location, alloc.nbytes, reads, alloc.home)
             busy = self.streams.busy() if placement.policy == "stream-aware" else ()
             slot = placement.choose(list(needs.values()), busy, node.kind == "call")
         node.device = slot

@@ -44,11 +44,15 @@ class _Graph:
         pass
 
 
+_current = [0]     # the current device (cudaSetDevice)
+
+
 class Stream:
     null = None
 
     def __init__(self, non_blocking=True):
         self.ptr = next(_addresses)
+        self.device_id = _current[0]
 
     def synchronize(self):
         pass
@@ -89,8 +93,13 @@ class CUDADriverError(Exception):
     pass
 
 
+def _set_device(device):
+    _current[0] = device
+
+
 runtime = types.SimpleNamespace(
-    getDeviceCount=lambda: 1, setDevice=_noop, deviceGetAttribute=lambda *a: 1,
+    getDeviceCount=lambda: 4, setDevice=_set_device, getDevice=lambda: _current[0],
+    deviceCanAccessPeer=lambda a, b: 1, deviceEnablePeerAccess=_noop, memcpyPeerAsync=_noop, deviceGetAttribute=lambda *a: 1,
     getDeviceProperties=lambda device: {"name": b"stand-in", "multiProcessorCount": 132},
     eventRecord=_noop, streamWaitEvent=_noop, memGetInfo=lambda: (1 << 40, 1 << 40),
     memcpyAsync=_noop, deviceSynchronize=_noop, memPrefetchAsync=_noop,
