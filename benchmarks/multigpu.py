@@ -3,7 +3,8 @@
 Two workloads in the style of GrCUDA's multi-GPU benchmarks, each split in ``CHUNKS`` parts:
 
 * ``bs``: Black and Scholes on independent vectors (GrCUDA's b5m): ``bs(x_c -> y_c)`` per
-  chunk, ``REPS`` times per iteration;
+  chunk, ``REPS`` times per iteration with resident inputs (compute-bound), once with
+  streaming ones (transfer-bound);
 * ``vec``: the sum of the difference of squares in chunks (b1m): per chunk
   ``square(x_c)``, ``square(y_c)``, ``reduce(x1_c, y1_c -> res_c)``, and the host adds the
   chunks' sums. The arrays of chunk ``c`` are made inside ``asyncgpu.device(c % n)`` (where a
@@ -47,7 +48,7 @@ REPS = 10
 #: thread.
 SIZES = {"tiny": {"bs": 1 << 10, "vec": 1 << 10},
          "small": {"bs": 1 << 20, "vec": 1 << 22},
-         "medium": {"bs": 1 << 27, "vec": 1 << 28}}
+         "medium": {"bs": 1 << 27, "vec": 1 << 30}}
 GRID = {"tiny": (2, 32), "small": (1024, 256), "medium": (1024, 256)}
 BLOCKS, THREADS = GRID["medium"]
 
@@ -95,8 +96,8 @@ class AsyncgpuRun:
     """The sequential program on the current runtime."""
 
     def __init__(self, ag: Any, workload: str, data: dict[str, list[np.ndarray]],
-                 devices: int) -> None:
-        self.ag, self.workload, self.data = ag, workload, data
+                 devices: int, reps: int = REPS) -> None:
+        self.ag, self.workload, self.data, self.reps = ag, workload, data, reps
         if workload == "bs":
             self.k = ag.kernel(BS.bs, **BS.ANNOTATIONS["bs"])
             self.x = [ag.array(x) for x in data["x"]]
@@ -123,7 +124,7 @@ class AsyncgpuRun:
     def step(self) -> Any:
         ag = self.ag
         if self.workload == "bs":
-            for _ in range(REPS):
+            for _ in range(self.reps):
                 for x, y in zip(self.x, self.y):
                     self.k[BLOCKS, THREADS](x, y, x.shape[0], R, V, T, STRIKE)
             ag.synchronize()
@@ -150,11 +151,13 @@ class _nothing:
 class CupyRun:
     """The hand-written multi-GPU version (see the module docstring)."""
 
-    def __init__(self, workload: str, data: dict[str, list[np.ndarray]], devices: int) -> None:
+    def __init__(self, workload: str, data: dict[str, list[np.ndarray]], devices: int,
+                 reps: int = REPS) -> None:
         import cupy
         from numba import cuda
 
         self.cupy, self.workload, self.data, self.n = cupy, workload, data, devices
+        self.reps = reps
         self.streams, self.nstreams = [], []
         for d in range(devices):
             with cupy.cuda.Device(d):
@@ -229,7 +232,7 @@ class CupyRun:
             self.copy_in()
         a = self.arrays
         if self.workload == "bs":
-            for _ in range(REPS):
+            for _ in range(self.reps):
                 for c in range(CHUNKS):
                     x, y = a["x"][c], a["y"][c]
                     self._launch(BS.bs, c, x, y, x.size, R, V, T, STRIKE)
@@ -297,8 +300,9 @@ def measure(ag: Any, counts: list[int], scale: str = "medium", iterations: int =
                 options = {"devices": devices} if devices > 1 else {"devices": 1}
                 if not on_gpu:
                     options["sim_devices"] = most
+                reps = 1 if streaming else REPS
                 with ag.configure(**options):
-                    run = AsyncgpuRun(ag, workload, data, devices)
+                    run = AsyncgpuRun(ag, workload, data, devices, reps)
                     prepare = run.rewrite if streaming else (lambda: None)
                     ms, got = _timed(run.step, prepare, iterations, warmup)
                     _check(workload, got, expected)
@@ -309,7 +313,7 @@ def measure(ag: Any, counts: list[int], scale: str = "medium", iterations: int =
                                  "copies_peer": stats.copies_peer})
                     del run
                 if on_gpu:
-                    base = CupyRun(workload, data, devices)
+                    base = CupyRun(workload, data, devices, reps)
                     ms, got = _timed(lambda: base.step(streaming), lambda: None, iterations,
                                      warmup)
                     _check(workload, got, expected)

@@ -20,9 +20,10 @@ streams of each device have work in flight. The policies are GrCUDA's:
 ``min-max``            the same with each input over its worst link from a holder.
 
 Library calls are always placed by data (``data_first``): where most of their needed bytes
-are, else at their arguments' home, round-robin when they have none. Ties between devices are broken in
-round-robin order starting from the device after the last one chosen, so a stream of
-equivalent independent nodes spreads over every device.
+are, else at their arguments' home, round-robin when they have none. Ties between devices (for the transfer
+times, costs within 5% of the least) are broken in round-robin order starting from the device
+after the last one chosen, so a stream of equivalent independent nodes spreads over every
+device.
 
 Invariants: the answer is a slot in ``range(n)``; the policies only decide (the runtime makes
 the copies); a placement with one device always answers 0 and moves no state.
@@ -43,6 +44,9 @@ from .errors import DeviceError
 
 #: The host's bit in a location set.
 HOST_BIT = 1
+
+#: ``min-min``/``min-max``: estimated transfer times within this factor of the least are ties.
+TIE = 1.05
 
 #: The policies' names, in the order the documentation lists them.
 POLICIES = ("round-robin", "stream-aware", "min-transfer-size", "min-min", "min-max")
@@ -121,8 +125,10 @@ class Placement:
             top = max(homes)
             return self._turn([d for d in everyone if homes[d] == top] if top else everyone)
         cost = self.transfer_times(needs, worst=policy == "min-max")
-        least = min(cost)
-        return self._turn([d for d in everyone if cost[d] == least])
+        # (measured links of one kind differ by a few percent: such costs are ties, or every
+        # node would go to the device whose host link measured fastest)
+        near = min(cost) * TIE
+        return self._turn([d for d in everyone if cost[d] <= near])
 
     def held_bytes(self, needs: Sequence[Need]) -> list[int]:
         """Per slot, the bytes of the needed (read) arguments already current there."""
