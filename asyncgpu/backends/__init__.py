@@ -211,7 +211,10 @@ class CheckedBackend:
         # the copy runs after the events and the host waits for it: for the checker, host
         # waits for the events, then a host access that reads the device copy and writes
         # the mirror
-        self.inner.fetch_to_host(buffer, lo, hi, label, after, device)
+        if device:
+            self.inner.fetch_to_host(buffer, lo, hi, label, after, device)
+        else:       # (a backend of one device takes no device)
+            self.inner.fetch_to_host(buffer, lo, hi, label, after)
         for event in after:
             self.hb.host_sync_event(event)
         self._checked(self.hb.host_access, [(_uid(buffer, device), lo, hi, False),
