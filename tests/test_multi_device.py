@@ -249,6 +249,24 @@ def test_pinning_a_device_outside_the_runtime_is_refused(four):
     assert y.numpy().tolist() == [3.0] * 4
 
 
+def test_another_librarys_array_is_refused_on_several_devices_and_named(four):
+    ag = four
+
+    class Producer:         # a CPU DLPack producer, as numpy arrays are
+        def __init__(self, a):
+            self.a = a
+
+        def __dlpack__(self, **kwargs):
+            return self.a.__dlpack__(**kwargs)
+
+        def __dlpack_device__(self):
+            return self.a.__dlpack_device__()
+
+    with pytest.raises(ag.DeviceError, match="runs on several.*host copy"):
+        ag.asarray(Producer(np.ones(4)))
+    assert ag.array(np.ones(4)).numpy().tolist() == [1.0] * 4
+
+
 def test_several_devices_need_explicit_memory():
     import asyncgpu as ag
 

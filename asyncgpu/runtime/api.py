@@ -197,13 +197,13 @@ class configure:
     raised here and the options stay as they were (on leaving a ``with`` block they are
     restored all the same).
 
-    Arrays and generators stay usable across every change but one of ``backend`` or
-    ``device``: a change of ``memory`` converts each live array's memory (explicit: device
-    memory and a host mirror; managed: unified memory), keeping its contents; recorded graphs
-    are recorded again where the backend is rebuilt (``memory``, the ``sim_*`` options,
-    ``debug_hb``, ``stress``, the launch paths), and statistics start again there. After a
-    change of ``backend`` or ``device``, arrays made before are refused as arguments, with a
-    message naming the switch: create them again. A change that rebuilds the backend is
+    Arrays and generators stay usable across every change but one of ``backend``,
+    ``device``, ``devices`` or ``sim_devices``: a change of ``memory`` converts each live
+    array's memory (explicit: device memory and a host mirror; managed: unified memory),
+    keeping its contents; recorded graphs are recorded again where the backend is rebuilt
+    (``memory``, the other ``sim_*`` options, ``debug_hb``, ``stress``, the launch paths), and
+    statistics start again there. After a change of ``backend`` or of the devices, arrays made
+    before are refused as arguments, with a message naming the switch: create them again. A change that rebuilds the backend is
     refused inside a ``with asyncgpu.trace()`` block.
 
     Parameters
@@ -218,6 +218,8 @@ class configure:
         An unknown option name.
     ValueError
         A value outside the option's choices.
+    DeviceError
+        ``devices`` names a device the host lacks (the options stay as they were).
     KernelFault
         Work issued before faulted (nothing changed; the runtime stays usable).
     RuntimeError

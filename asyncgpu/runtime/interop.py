@@ -55,7 +55,7 @@ import numpy as np
 
 from ..core.dag import Node
 from ..core.deps import Access
-from ..core.errors import ArgumentError
+from ..core.errors import ArgumentError, DeviceError
 from . import array_modules
 from .allocation import DEVICE, Allocation, byte_extent, c_contiguous
 from .array import Array, host_array
@@ -183,6 +183,11 @@ def adopt(rt: Any, d: Described) -> Array:
     """The Array viewing a described foreign array: a view of the allocation already
     importing that memory, or a new allocation whose first use is ordered after the
     producer (second half of :func:`import_array`)."""
+    if rt.placement is not None:
+        raise DeviceError(
+            f"a {d.kind} is imported without a copy on a runtime of one device; this one runs "
+            "on several (devices): pass its host copy instead (asyncgpu.array(cupy.asnumpy(x)) "
+            "or numpy.asarray(x)), or configure devices=1")
     lo, hi = byte_extent(d.shape, d.strides, d.dtype.itemsize, 0)
     base, nbytes = d.ptr + lo, hi - lo
     with rt._lock:

@@ -183,11 +183,6 @@ class MultiCudaBackend:
     def free(self, buffer: Any) -> None:
         buffer.release()
 
-    def foreign_buffer(self, *args: Any) -> Any:
-        raise DeviceError("importing another library's array without a copy "
-                          "(asyncgpu.asarray) needs a runtime on one device; copy it with "
-                          "asyncgpu.array(x), or configure devices=1")
-
     def copy_launch(self, buffer: DeviceCopies, lo: int, hi: int, to_device: bool,
                     device: int = 0, peer: int | None = None) -> Any:
         """A copy of ``[lo, hi)``: the host mirror to or from device slot ``device``, or, with
