@@ -267,12 +267,33 @@ def test_another_librarys_array_is_refused_on_several_devices_and_named(four):
     assert ag.array(np.ones(4)).numpy().tolist() == [1.0] * 4
 
 
-def test_several_devices_need_explicit_memory():
+@pytest.mark.parametrize("devices", [2, 4])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=programs.strategies())
+def test_random_programs_with_managed_memory_on_several_devices_equal_serial(devices, steps):
     import asyncgpu as ag
 
-    with ag.configure(backend="sim"):
-        with pytest.raises(ag.DeviceError, match="memory=\"explicit\""):
-            ag.configure(memory="managed", **several(2))
+    init = programs.initial(3)
+    expected = serial(ag, steps, init)
+    got = on_devices(ag, steps, init, "random", 9,
+                     **several(devices, "round-robin", memory="managed"))
+    assert_same(got, expected)
+
+
+def test_managed_memory_on_several_devices_prefetches_to_each_kernels_device():
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", memory="managed", **several(2)):
+        kernel = ag.kernel(const=["x"], out=["y"])(twice)
+        x = ag.array(np.arange(8, dtype=np.float64))
+        y = ag.empty_like(x)
+        with ag.device(0):
+            kernel[1, 8](x, y, 8)           # x host-written: prefetched to device 0
+        with ag.device(1):
+            kernel[1, 8](y, x, 8)           # y and x last on device 0: both to device 1
+        assert x.numpy().tolist() == (4.0 * np.arange(8) + 3.0).tolist()
+        stats = ag.statistics()
+        assert stats.prefetches == 3 and stats.copies_peer == 0
 
 
 @pytest.mark.parametrize("bad", [0, -1, (), (0, 0), (0, -2), "most", True])

@@ -113,7 +113,7 @@ def create(options: Options) -> Any:
         from .cuda.multi import MultiCudaBackend
 
         numbers = select_devices(options.devices, options.device,
-                                 cupy.cuda.runtime.getDeviceCount(), "GPUs", options.memory)
+                                 cupy.cuda.runtime.getDeviceCount(), "GPUs")
         if len(numbers) > 1:
             if options.stress:
                 raise DeviceError("stress mode runs on one device: configure devices=1 with "

@@ -133,7 +133,7 @@ class BackendUnavailableError(AsyncGPUError, RuntimeError):
 class DeviceError(AsyncGPUError, ValueError):
     """A device that does not exist or cannot be used as asked: a device number the host
     lacks in ``devices`` or ``asyncgpu.device``, or several devices where a feature supports
-    one."""
+    one (importing another library's device array)."""
 
 
 __all__ = [

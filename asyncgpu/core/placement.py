@@ -160,12 +160,10 @@ class Placement:
         return times
 
 
-def select_devices(devices: Any, device: int, count: int, what: str, memory: str
-                   ) -> tuple[int, ...]:
+def select_devices(devices: Any, device: int, count: int, what: str) -> tuple[int, ...]:
     """The device numbers option ``devices`` selects on a host with ``count`` devices
     (``what`` names them in messages): ``"all"``, a count from ``device`` on, or the numbers
-    themselves. DeviceError for a device the host lacks, or for several devices without the
-    explicit memory model."""
+    themselves. DeviceError for a device the host lacks."""
     if devices == "all":
         chosen = tuple(range(count))
     elif isinstance(devices, int):
@@ -177,8 +175,4 @@ def select_devices(devices: Any, device: int, count: int, what: str, memory: str
         raise DeviceError(
             f"devices={devices!r} asks for device {missing[0]}, and this machine has {count} "
             f"{what} (0-{count - 1}); choose among those, or devices=\"all\"")
-    if len(chosen) > 1 and memory != "explicit":
-        raise DeviceError(
-            f"devices={devices!r}: several devices need memory=\"explicit\" (the default); "
-            f"memory={memory!r} runs on one device")
     return chosen

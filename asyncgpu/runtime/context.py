@@ -359,7 +359,7 @@ def runtime_devices(options: Options, backend: Any) -> tuple[int, ...]:
         return (options.device,)
     what = "virtual devices (ASYNCGPU_SIM_DEVICES)" if backend.name == "sim" else "GPUs"
     return select_devices(options.devices, options.device, getattr(backend, "device_count", 1),
-                          what, options.memory)
+                          what)
 
 
 current.install(Runtime)

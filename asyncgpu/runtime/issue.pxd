@@ -29,7 +29,7 @@ cdef class Issuing:
 
     @cython.locals(explicit=bint, enqueued=bint, parents=list, streams=StreamManager,
                    stream=StreamState, stats=Counters, p=Node, acc=Access, alloc=Allocation,
-                   bit=int)
+                   bit=int, location=int)
     cpdef _issue(self, Node node, graph=*, found=*, edge_counts=*)
 
     @cython.locals(node=Node, deps=DependencyTracker, previous=Node, last=tuple, repeat=tuple,

@@ -106,13 +106,16 @@ class Issuing:
             accesses = node.accesses
             stats = self.stats
             if self.prefetch:
+                bit = DEVICE << node.device
                 for acc in accesses:
                     alloc = acc.alloc
-                    if alloc.location & HOST and alloc.nbytes:
+                    location = alloc.location
+                    # (touched by the host, or, with several devices, last on another one)
+                    if (location & HOST or location and not location & bit) and alloc.nbytes:
                         backend.prefetch(alloc.buffer, stream.handle)
                         stats.prefetches += 1
                         stats.bytes_prefetched += alloc.nbytes
-                        alloc.location = DEVICE   # migrated: a second view in this launch needs none
+                        alloc.location = bit   # migrated: a second view in this launch needs none
             if parents:
                 streams.wait_for_parents(node, parents)
             enqueued = True   # (set first: an interrupt may land right after the call)

@@ -111,6 +111,22 @@ def test_random_programs_equal_serial_on_every_gpu(policy):
 
 
 @needs_two
+def test_random_programs_with_managed_memory_equal_serial_on_every_gpu():
+    import asyncgpu as ag
+
+    init = programs.initial()
+    for seed in range(12):
+        steps = programs.random_program(random.Random(seed), 16)
+        e_reads, e_final = programs.run_serial(ag, programs.run, steps, init)
+        with ag.configure(backend="cuda", devices="all", memory="managed",
+                          device_policy="round-robin"):
+            reads, final = programs.run(ag, steps, init)
+            assert ag.statistics().prefetches > 0
+        assert [r.tolist() for r in reads] == [r.tolist() for r in e_reads], seed
+        assert [f.tolist() for f in final] == [f.tolist() for f in e_final], seed
+
+
+@needs_two
 def test_the_checker_follows_every_gpu():
     import asyncgpu as ag
 

@@ -7,8 +7,10 @@ A runtime over several devices (``devices``) gets a :class:`MultiCudaBackend`: o
 CUDA calls, one-node graph lanes, compiled kernels), and the operations of the backend
 contract routed to the part of the device they concern: streams and events by the device the
 stream manager asks for, launches by the node's device, waits and records by the stream's
-device. An allocation's buffer is a :class:`~asyncgpu.backends.cuda.buffers.DeviceCopies`:
-device memory per device, made on the first use there, and one pinned host mirror. Copies
+device. With explicit memory an allocation's buffer is a
+:class:`~asyncgpu.backends.cuda.buffers.DeviceCopies`: device memory per device, made on the
+first use there, and one pinned host mirror; with managed memory it is one managed block every
+device addresses, prefetched to the device of each kernel that uses it. Copies
 between devices are ``cudaMemcpyPeerAsync`` on the destination's stream; peer access is
 enabled between every pair of devices that supports it (without it the driver stages the
 copy through the host, which is slower, not wrong).
@@ -30,7 +32,6 @@ import logging
 from typing import Any
 
 from ...core.config import Options
-from ...core.errors import DeviceError
 from .backend import CudaBackend
 from .buffers import CudaCopy, DeviceCopies, PeerCopy
 
@@ -45,23 +46,20 @@ class MultiCudaBackend:
 
     name = "cuda"
     plain_host_reads = True
-    prefetches = False          # (several devices need the explicit memory model)
     wants_sites = False
 
     def __init__(self, options: Options, numbers: tuple[int, ...]) -> None:
-        if options.memory != "explicit":
-            raise DeviceError(f"devices={options.devices!r}: several devices need "
-                              f"memory=\"explicit\" (the default); memory={options.memory!r} "
-                              "runs on one device")
         self.devices = numbers
-        self.parts = [CudaBackend(options.replace(device=n, devices=1), slot, self._copies)
+        self.explicit = options.memory == "explicit"
+        copies = self._copies if self.explicit else None
+        self.parts = [CudaBackend(options.replace(device=n, devices=1), slot, copies)
                       for slot, n in enumerate(numbers)]
         first = self.parts[0]
         self.cupy = first.cupy
         self.runtime = first.runtime
         self.device_count = self.runtime.getDeviceCount()
-        self.explicit = True
-        self.host_coherent_while_busy = True
+        self.prefetches = not self.explicit
+        self.host_coherent_while_busy = all(p.host_coherent_while_busy for p in self.parts)
         self.captures = first.captures
         self._by_number = {part.device: part for part in self.parts}
         self._bandwidth: list[list[float]] | None = None
@@ -176,12 +174,23 @@ class MultiCudaBackend:
         return self.parts[0].cupy_view(array)
 
     # -- memory ------------------------------------------------------------------------------
-    def alloc(self, nbytes: int) -> DeviceCopies:
-        """An allocation's copies; each device's memory is made on its first use there."""
-        return DeviceCopies(nbytes, self._alloc_on)
+    def alloc(self, nbytes: int) -> Any:
+        """Explicit memory: an allocation's copies, each device's memory made on its first use
+        there. Managed memory: one block of the first device's pool, which every device
+        addresses."""
+        if self.explicit:
+            return DeviceCopies(nbytes, self._alloc_on)
+        return self._alloc_on(0, nbytes)
 
     def free(self, buffer: Any) -> None:
-        buffer.release()
+        if isinstance(buffer, DeviceCopies):
+            buffer.release()
+        else:
+            self.parts[0].free(buffer)
+
+    def prefetch(self, buffer: Any, stream: Any) -> None:
+        """Managed memory: migrate to the stream's device ahead of its kernel."""
+        self._of(stream).prefetch(buffer, stream)
 
     def copy_launch(self, buffer: DeviceCopies, lo: int, hi: int, to_device: bool,
                     device: int = 0, peer: int | None = None) -> Any:

@@ -91,9 +91,10 @@ class SimBuffer:
     model): two arrays, so a copy the runtime forgot shows as stale (poisoned) data, and the
     checker tracks the host mirror as a buffer of its own (``host_uid``).
 
-    Several virtual devices: every device has a copy of its own (``on(d)``, checked as buffer
-    ``uid_on(d)``), made poisoned at its first use, so a peer copy the runtime forgot shows as
-    stale data too. ``dev`` and ``uid`` are device 0's.
+    Several virtual devices, split mode: every device has a copy of its own (``on(d)``,
+    checked as buffer ``uid_on(d)``), made poisoned at its first use, so a peer copy the
+    runtime forgot shows as stale data too; ``dev`` and ``uid`` are device 0's. Coherent mode:
+    one memory every device and the host address, as managed memory.
     """
 
     __slots__ = ("uid", "host_uid", "nbytes", "dev", "host", "others")
@@ -119,11 +120,11 @@ class SimBuffer:
 
     def on(self, device: int) -> np.ndarray:
         """Device ``device``'s copy of the bytes."""
-        return self.dev if device == 0 else self._other(device)[1]
+        return self.dev if device == 0 or self.host is self.dev else self._other(device)[1]
 
     def uid_on(self, device: int) -> int:
         """The checker's name of device ``device``'s copy."""
-        return self.uid if device == 0 else self._other(device)[0]
+        return self.uid if device == 0 or self.host is self.dev else self._other(device)[0]
 
     def poison(self) -> None:
         self.dev.fill(POISON)
