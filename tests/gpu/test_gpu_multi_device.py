@@ -149,3 +149,18 @@ def test_a_gpu_the_host_lacks_is_refused_and_nothing_changes():
             ag.configure(devices=[0, _gpus()])
         assert ag.options().devices == 1
         assert x.numpy().tolist() == [1.0] * 8
+
+
+@needs_two
+def test_the_programs_current_gpu_is_left_as_it_was(gpus):
+    import cupy
+
+    ag = gpus
+    kernel = ag.kernel(const=["x"], out=["y"])(twice)
+    xs = [ag.array(np.ones(1024)) for _ in range(4)]
+    ys = [ag.empty_like(x) for x in xs]
+    before = cupy.cuda.runtime.getDevice()
+    for x, y in zip(xs, ys):
+        kernel[4, 256](x, y, 1024)          # placed on every GPU in turn
+    assert sum(float(y.sum()) for y in ys) == 4 * 1024 * 3.0
+    assert cupy.cuda.runtime.getDevice() == before

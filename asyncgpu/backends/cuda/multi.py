@@ -16,7 +16,8 @@ enabled between every pair of devices that supports it (without it the driver st
 copy through the host, which is slower, not wrong).
 
 Invariants: a kernel or library call is enqueued with its device current (a launch on a
-stream of another device than the current one fails); events are created on, and recorded on
+stream of another device than the current one fails), and the thread's current device is
+back to what it was when the call returns (the program's CuPy calls keep their device); events are created on, and recorded on
 streams of, their own device; a cross-device dependency is a ``cudaStreamWaitEvent`` on an
 event of the other device, which CUDA allows.
 
@@ -62,9 +63,10 @@ class MultiCudaBackend:
         self.host_coherent_while_busy = all(p.host_coherent_while_busy for p in self.parts)
         self.captures = first.captures
         self._by_number = {part.device: part for part in self.parts}
+        self._slots = {part.device: slot for slot, part in enumerate(self.parts)}
         self._bandwidth: list[list[float]] | None = None
         self._enable_peers()
-        self._use(0)
+        self.runtime.setDevice(first.device)
         log.info("asyncgpu cuda backend on %d GPUs: %s", len(numbers),
                  ", ".join(f"{p.device} ({p.device_name})" for p in self.parts))
 
@@ -83,34 +85,39 @@ class MultiCudaBackend:
                     if "PeerAccessAlreadyEnabled" not in type(exc).__name__ + str(exc):
                         log.info("peer access %d -> %d: %s", a.device, b.device, exc)
 
-    def _use(self, slot: int) -> CudaBackend:
-        """Make slot ``slot``'s device current for this thread (when it is not already: the
-        program, CuPy or another thread's work may have changed it)."""
+    def _at(self, slot: int, method: str, *args: Any) -> Any:
+        """``method`` of slot ``slot``'s part, called with its device current (then the
+        thread's previous device again)."""
         part = self.parts[slot]
         runtime = self.runtime
-        if runtime.getDevice() != part.device:
-            runtime.setDevice(part.device)
-        return part
+        previous = runtime.getDevice()
+        if previous == part.device:
+            return getattr(part, method)(*args)
+        runtime.setDevice(part.device)
+        try:
+            return getattr(part, method)(*args)
+        finally:
+            runtime.setDevice(previous)
 
     def _of(self, stream: Any) -> CudaBackend:
         return self._by_number[stream.device_id]
+
+    def _slot_of(self, stream: Any) -> int:
+        return self._slots[stream.device_id]
 
     def _copies(self, buffer: Any, slot: int) -> DeviceCopies:
         """A part's adopted buffer, as an allocation's copies (``CudaBackend.adopt``)."""
         return DeviceCopies.adopting(slot, buffer, self._alloc_on)
 
     def _alloc_on(self, slot: int, nbytes: int) -> Any:
-        part = self._use(slot)
-        return part.alloc(nbytes)
+        return self._at(slot, "alloc", nbytes)
 
     # -- streams and events ------------------------------------------------------------------
     def create_stream(self, device: int = 0) -> Any:
-        self._use(device)
-        return self.parts[device].create_stream()
+        return self._at(device, "create_stream")
 
     def create_event(self, device: int = 0) -> Any:
-        self._use(device)
-        return self.parts[device].create_event()
+        return self._at(device, "create_event")
 
     def record(self, event: Any, stream: Any) -> None:
         self._of(stream).record(event, stream)
@@ -126,14 +133,13 @@ class MultiCudaBackend:
 
     def synchronize(self) -> None:
         for slot in range(len(self.parts)):
-            self._use(slot).synchronize()
+            self._at(slot, "synchronize")
 
     def timing_event(self) -> Any:
         return self.parts[0].timing_event()
 
     def clock_base(self) -> Any:
-        self._use(0)
-        return self.parts[0].clock_base()
+        return self._at(0, "clock_base")
 
     def elapsed_s(self, start: Any, end: Any) -> float:
         return self.parts[0].elapsed_s(start, end)
@@ -151,16 +157,14 @@ class MultiCudaBackend:
     # -- launches ----------------------------------------------------------------------------
     def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],
                       site: str | None, device: int = 0) -> Any:
-        part = self._use(device)
-        return part.kernel_launch(kernel, launcher, arrays, values, site)
+        return self._at(device, "kernel_launch", kernel, launcher, arrays, values, site)
 
     def library_call(self, runtime: Any, call: Any, accesses: list[Any], device: int = 0
                      ) -> Any:
-        part = self._use(device)
-        return part.library_call(runtime, call, accesses)
+        return self._at(device, "library_call", runtime, call, accesses)
 
     def launch(self, node: Any, stream: Any) -> None:
-        self._use(node.device).launch(node, stream)
+        self._at(node.device, "launch", node, stream)
 
     def host_access(self, accesses: Any, label: str) -> None:
         fault = self.fault
@@ -170,8 +174,7 @@ class MultiCudaBackend:
 
     def cupy_view(self, array: Any) -> Any:
         """The first device's view (what exports hand out)."""
-        self._use(0)
-        return self.parts[0].cupy_view(array)
+        return self._at(0, "cupy_view", array)
 
     # -- memory ------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> Any:
@@ -190,13 +193,13 @@ class MultiCudaBackend:
 
     def prefetch(self, buffer: Any, stream: Any) -> None:
         """Managed memory: migrate to the stream's device ahead of its kernel."""
-        self._of(stream).prefetch(buffer, stream)
+        self._at(self._slot_of(stream), "prefetch", buffer, stream)
 
     def copy_launch(self, buffer: DeviceCopies, lo: int, hi: int, to_device: bool,
                     device: int = 0, peer: int | None = None) -> Any:
         """A copy of ``[lo, hi)``: the host mirror to or from device slot ``device``, or, with
         ``peer``, device slot ``peer`` to ``device`` (made on the destination's stream)."""
-        part = self._use(device)
+        part = self.parts[device]
         if part.fault is not None:
             raise part._device_error(None)
         if peer is None:
@@ -207,12 +210,11 @@ class MultiCudaBackend:
 
     def fetch_to_host(self, buffer: DeviceCopies, lo: int, hi: int, label: str,
                       after: list[Any], device: int = 0) -> None:
-        self._use(device).fetch_to_host(buffer.on(device), lo, hi, label, after)
+        self._at(device, "fetch_to_host", buffer.on(device), lo, hi, label, after)
 
     def close(self) -> None:
-        for slot, part in enumerate(self.parts):
-            self._use(slot)
-            part.close()
+        for slot in range(len(self.parts)):
+            self._at(slot, "close")
 
     # -- the host's links --------------------------------------------------------------------
     @property
@@ -230,22 +232,13 @@ class MultiCudaBackend:
         matrix = [[0.0] * size for _ in range(size)]
         host = cupy.cuda.alloc_pinned_memory(_PROBE_BYTES)
         bufs = []
-        for slot in range(n):
-            self._use(slot)
-            bufs.append(cupy.empty(_PROBE_BYTES, cupy.uint8))
+        for part in self.parts:
+            with cupy.cuda.Device(part.device):
+                bufs.append(cupy.empty(_PROBE_BYTES, cupy.uint8))
 
         def timed(slot: int, copy: Any) -> float:
-            self._use(slot)
-            stream = cupy.cuda.Stream(non_blocking=True)
-            start, end = cupy.cuda.Event(), cupy.cuda.Event()
-            best = float("inf")
-            for _ in range(2):
-                start.record(stream)
-                copy(stream)
-                end.record(stream)
-                end.synchronize()
-                best = min(best, cupy.cuda.get_elapsed_time(start, end) * 1e-3)
-            return _PROBE_BYTES / best
+            with cupy.cuda.Device(self.parts[slot].device):
+                return _timed_copy(cupy, copy)
 
         rt = self.runtime
         for d in range(n):
@@ -262,3 +255,18 @@ class MultiCudaBackend:
         log.info("asyncgpu: link bandwidths (GB/s, host first): %s",
                  [[round(v / 1e9, 1) for v in row] for row in matrix])
         return matrix
+
+
+def _timed_copy(cupy: Any, copy: Any) -> float:
+    """Bytes per second of ``copy(stream)`` (``_PROBE_BYTES``), the faster of two, timed with
+    events on a stream of the current device."""
+    stream = cupy.cuda.Stream(non_blocking=True)
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    best = float("inf")
+    for _ in range(2):
+        start.record(stream)
+        copy(stream)
+        end.record(stream)
+        end.synchronize()
+        best = min(best, cupy.cuda.get_elapsed_time(start, end) * 1e-3)
+    return _PROBE_BYTES / best
