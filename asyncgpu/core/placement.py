@@ -61,11 +61,6 @@ def device_bit(slot: int) -> int:
     return 2 << slot
 
 
-def devices_of(location: int, n: int) -> list[int]:
-    """The slots among ``range(n)`` holding a current copy in ``location``."""
-    return [d for d in range(n) if location & (2 << d)]
-
-
 def default_bandwidth(n: int, host: float = 1.0, peer: float = 7.0) -> list[list[float]]:
     """A bandwidth matrix of ``n`` devices and the host (index 0: the host, ``d + 1``: slot
     ``d``), in relative units: host links ``host``, peer links ``peer``. The simulator's model

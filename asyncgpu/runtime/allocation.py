@@ -29,7 +29,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-HOST, DEVICE = 1, 2
+from ..core.placement import HOST_BIT, device_bit
+
+#: The location bits of the host and of the first device (several devices: ``device_bit``).
+HOST, DEVICE = HOST_BIT, device_bit(0)
 _alloc_ids = itertools.count(1)
 _frees = 0
 
