@@ -29,6 +29,8 @@ usage: ``asyncgpu bench multigpu --devices 1,2,4 [--scale medium] [--json PATH] 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import statistics
 import time
 from typing import Any
@@ -36,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from . import kernel_module
-from .workloads.bs import R, STRIKE, T, V, black_scholes
+from .workloads.bs import STRIKE, R, T, V, black_scholes
 
 BS = kernel_module("bs")
 VEC = kernel_module("vec")
@@ -107,7 +109,7 @@ class AsyncgpuRun:
             self.k_reduce = ag.kernel(VEC.reduce, **VEC.ANNOTATIONS["reduce"])
             self.x, self.y, self.x1, self.y1, self.res = [], [], [], [], []
             for c in range(CHUNKS):
-                with ag.device(c % devices) if devices > 1 else _nothing():
+                with ag.device(c % devices) if devices > 1 else contextlib.nullcontext():
                     self.x.append(ag.array(data["x"][c]))
                     self.y.append(ag.array(data["y"][c]))
                     self.x1.append(ag.empty_like(self.x[c]))
@@ -139,14 +141,6 @@ class AsyncgpuRun:
         return sum(float(r[0]) for r in self.res)
 
 
-class _nothing:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
-
-
 # -- hand-written CuPy -------------------------------------------------------------------------
 class CupyRun:
     """The hand-written multi-GPU version (see the module docstring)."""
@@ -168,8 +162,8 @@ class CupyRun:
                        for name, arrays in data.items()}
         self.host = {name: [np.frombuffer(p, a.dtype, a.size) for p, a in zip(ps, data[name])]
                      for name, ps in self.pinned.items()}
-        for name in data:
-            for h, a in zip(self.host[name], data[name]):
+        for name, arrays in data.items():
+            for h, a in zip(self.host[name], arrays):
                 h[...] = a
         self.arrays: dict[str, list[Any]] = {name: [] for name in (
             ("x", "y") if workload == "bs" else ("x", "y", "x1", "y1", "res"))}
@@ -261,7 +255,7 @@ def transfer_bound_ms(data: dict[str, list[np.ndarray]], devices: int, repeats: 
         with cupy.cuda.Device(d):
             streams.append(cupy.cuda.Stream(non_blocking=True))
     hosts, devs = [], []
-    for name, arrays in data.items():
+    for arrays in data.values():
         for c, a in enumerate(arrays):
             pinned = cupy.cuda.alloc_pinned_memory(a.nbytes)
             host = np.frombuffer(pinned, a.dtype, a.size)
@@ -314,8 +308,8 @@ def measure(ag: Any, counts: list[int], scale: str = "medium", iterations: int =
                     del run
                 if on_gpu:
                     base = CupyRun(workload, data, devices, reps)
-                    ms, got = _timed(lambda: base.step(streaming), lambda: None, iterations,
-                                     warmup)
+                    ms, got = _timed(functools.partial(base.step, streaming), lambda: None,
+                                     iterations, warmup)
                     _check(workload, got, expected)
                     rows.append({"workload": workload, "inputs": inputs, "devices": devices,
                                  "mode": "cupy", "ms": ms})
@@ -348,14 +342,11 @@ def speedups(result: dict[str, Any]) -> list[dict[str, Any]]:
     version, and against the transfer bound."""
     rows = result["rows"]
     out = []
-    key = lambda r: (r["workload"], r["inputs"], r["devices"])     # noqa: E731
-    by = {}
-    for r in rows:
-        by[key(r) + (r["mode"],)] = r["ms"]
+    by = {(r["workload"], r["inputs"], r["devices"], r["mode"]): r["ms"] for r in rows}
     for r in rows:
         if r["mode"] != "asyncgpu":
             continue
-        w, i, d = key(r)
+        w, i, d = r["workload"], r["inputs"], r["devices"]
         one = by.get((w, i, 1, "asyncgpu"))
         cupy = by.get((w, i, d, "cupy"))
         bound = by.get((w, i, d, "transfer bound"))

@@ -12,14 +12,14 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import programs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from numba import cuda
+from test_properties import assert_same, serial
 
-import programs
 from asyncgpu.core.placement import HOST_BIT, Placement, default_bandwidth, device_bit
 from asyncgpu.testing.mutants import planted
-from test_properties import assert_same, serial
 
 POLICIES = ("round-robin", "stream-aware", "min-transfer-size", "min-min", "min-max")
 
@@ -239,9 +239,8 @@ def test_a_device_the_host_lacks_is_refused_at_configure_and_nothing_changes():
 
 def test_pinning_a_device_outside_the_runtime_is_refused(four):
     ag = four
-    with pytest.raises(ag.DeviceError, match=r"asyncgpu.device\(7\).*0, 1, 2, 3"):
-        with ag.device(7):
-            pass
+    with pytest.raises(ag.DeviceError, match=r"asyncgpu.device\(7\).*0, 1, 2, 3"), ag.device(7):
+        pass
     kernel = ag.kernel(const=["x"], out=["y"])(twice)
     x = ag.array(np.ones(4))
     y = ag.empty_like(x)

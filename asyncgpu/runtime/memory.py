@@ -201,11 +201,9 @@ class ExplicitMemory:
         for acc in accesses:
             alloc = acc.alloc
             location = alloc.location
-            if location and not location & bit and alloc.nbytes:
-                if not overwrites(acc):
-                    self.copy(alloc, 0, alloc.nbytes, True, acc.label, device,
-                              holder(location))
-                    alloc.location = location | bit
+            if location and not location & bit and alloc.nbytes and not overwrites(acc):
+                self.copy(alloc, 0, alloc.nbytes, True, acc.label, device, holder(location))
+                alloc.location = location | bit
 
     @staticmethod
     def graph_not_launched(booked: tuple[Any, ...]) -> None:

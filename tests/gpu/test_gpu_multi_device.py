@@ -6,10 +6,9 @@ from __future__ import annotations
 import random
 
 import numpy as np
+import programs
 import pytest
 from numba import cuda
-
-import programs
 
 pytestmark = pytest.mark.gpu
 
@@ -19,7 +18,7 @@ def _gpus() -> int:
         import cupy
 
         return cupy.cuda.runtime.getDeviceCount()
-    except Exception:
+    except Exception:       # no CuPy, no driver or no GPU: none to count
         return 0
 
 

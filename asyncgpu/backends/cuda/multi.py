@@ -81,8 +81,10 @@ class MultiCudaBackend:
                 rt.setDevice(a.device)
                 try:
                     rt.deviceEnablePeerAccess(b.device)
-                except Exception as exc:    # already enabled (another runtime did it)
-                    if "PeerAccessAlreadyEnabled" not in type(exc).__name__ + str(exc):
+                except rt.CUDARuntimeError as exc:
+                    # already enabled (by an earlier runtime): that is what was asked; else
+                    # peer copies are staged through the host by the driver
+                    if "PeerAccessAlreadyEnabled" not in str(exc):
                         log.info("peer access %d -> %d: %s", a.device, b.device, exc)
 
     def _at(self, slot: int, method: str, *args: Any) -> Any:
@@ -242,15 +244,23 @@ class MultiCudaBackend:
 
         rt = self.runtime
         for d in range(n):
-            dst = bufs[d].data.ptr
-            rate = timed(d, lambda s: rt.memcpyAsync(dst, host.ptr, _PROBE_BYTES, 1, s.ptr))
-            matrix[0][d + 1] = matrix[d + 1][0] = rate
+            dst, dst_device = bufs[d].data.ptr, self.parts[d].device
+
+            def from_host(stream: Any, dst: int = dst) -> None:
+                rt.memcpyAsync(dst, host.ptr, _PROBE_BYTES, 1, stream.ptr)
+
+            matrix[0][d + 1] = matrix[d + 1][0] = timed(d, from_host)
             for e in range(n):
                 if e == d:
                     continue
-                src = bufs[e].data.ptr
-                matrix[e + 1][d + 1] = timed(d, lambda s: rt.memcpyPeerAsync(
-                    dst, self.parts[d].device, src, self.parts[e].device, _PROBE_BYTES, s.ptr))
+
+                def from_peer(stream: Any, dst: int = dst, dst_device: int = dst_device,
+                              src: int = bufs[e].data.ptr,
+                              src_device: int = self.parts[e].device) -> None:
+                    rt.memcpyPeerAsync(dst, dst_device, src, src_device, _PROBE_BYTES,
+                                       stream.ptr)
+
+                matrix[e + 1][d + 1] = timed(d, from_peer)
         del bufs
         log.info("asyncgpu: link bandwidths (GB/s, host first): %s",
                  [[round(v / 1e9, 1) for v in row] for row in matrix])

@@ -93,12 +93,16 @@ class CUDADriverError(Exception):
     pass
 
 
+class CUDARuntimeError(RuntimeError):
+    pass
+
+
 def _set_device(device):
     _current[0] = device
 
 
 runtime = types.SimpleNamespace(
-    getDeviceCount=lambda: 4, setDevice=_set_device, getDevice=lambda: _current[0],
+    getDeviceCount=lambda: 4, setDevice=_set_device, CUDARuntimeError=CUDARuntimeError, getDevice=lambda: _current[0],
     deviceCanAccessPeer=lambda a, b: 1, deviceEnablePeerAccess=_noop, memcpyPeerAsync=_noop, deviceGetAttribute=lambda *a: 1,
     getDeviceProperties=lambda device: {"name": b"stand-in", "multiProcessorCount": 132},
     eventRecord=_noop, streamWaitEvent=_noop, memGetInfo=lambda: (1 << 40, 1 << 40),
