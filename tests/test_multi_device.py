@@ -415,3 +415,63 @@ def test_a_streams_device_is_the_nodes_device(four):
     ag.synchronize()
     assert seen and all(d == s for d, s in seen)
     assert {d for d, _ in seen if True} == {0, 1, 2, 3}
+
+
+# -- configure, pinning and freeing on several devices ---------------------------------------
+def test_a_change_of_memory_model_keeps_the_arrays_on_several_devices():
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", **several(2)):
+        kernel = ag.kernel(const=["x"], out=["y"])(twice)
+        x = ag.array(np.arange(16, dtype=np.float64))
+        y = ag.empty_like(x)
+        with ag.device(1):
+            kernel[1, 16](x, y, 16)             # y current on device 1 only
+        with ag.configure(memory="managed"):    # the same runtime, a rebuilt backend
+            assert y.numpy().tolist() == (2.0 * np.arange(16) + 1.0).tolist()
+            kernel[1, 16](y, x, 16)
+        assert x.numpy().tolist() == (4.0 * np.arange(16) + 3.0).tolist()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_pinning_equals_serial(seed):
+    """Each launch of a random program pinned to a random device: whatever the placement, the
+    copies between devices keep every value the serial run has."""
+    import asyncgpu as ag
+
+    rnd = random.Random(seed)
+    steps = programs.random_program(rnd, 16)
+    pins = [rnd.randrange(4) for _ in steps]
+    init = programs.initial(seed)
+    expected = serial(ag, steps, init)
+
+    def pinned_run(ag, steps, init):
+        allocs = [ag.array(init[i]) for i in range(3)]
+        views = programs.views(allocs)
+        reads = []
+        for step, pin in zip(steps, pins):
+            if isinstance(step, programs.Launch):
+                with ag.device(pin):
+                    programs.launch(ag, step, views)
+            elif isinstance(step, programs.HostRead):
+                reads.append(np.asarray(views[step.operand]))
+            else:
+                views[step.operand][...] = step.value
+        return reads, [a.numpy() for a in allocs]
+
+    got = programs.run_async(ag, pinned_run, steps, init, "random", seed, **several(4))
+    assert_same(got, expected)
+
+
+def test_freeing_an_array_used_on_several_devices_waits_for_every_device(four):
+    ag = four
+    kernel = ag.kernel(const=["x"], out=["y"])(twice)
+    x = ag.array(np.ones(64))
+    ys = [ag.empty_like(x) for _ in range(4)]
+    for d, y in enumerate(ys):
+        with ag.device(d):
+            kernel[1, 64](x, y, 64)             # x copied to every device
+    x.free()                                    # the checker: every device's reader ordered
+    assert all(y.numpy().tolist() == [3.0] * 64 for y in ys)
+    with pytest.raises(ag.FreedArrayError):
+        kernel[1, 64](x, ys[0], 64)
