@@ -282,27 +282,41 @@ def _bench_multigpu(ag: Any, console: Any, args: argparse.Namespace, on_gpu: boo
     result = multigpu.measure(ag, counts, scale, iterations=args.iterations or 5,
                               warmup=args.warmup if args.warmup is not None else 2,
                               on_gpu=on_gpu)
-    table = Table(title=f"multigpu ({scale}, {multigpu.CHUNKS} chunks; ms, medians)",
-                  title_justify="left")
-    for col in ("workload", "inputs", "GPUs", "asyncgpu ms", "x one GPU", "of CuPy",
-                "x bound"):
-        table.add_column(col, justify="right")
-    for r in multigpu.speedups(result):
-        table.add_row(r["workload"], r["inputs"], str(r["devices"]), _fmt(r["ms"], digits=2),
-                      _fmt(r["over_one_gpu"], digits=2), _fmt(r["of_cupy"], digits=2),
-                      _fmt(r["over_bound"], digits=2))
+    if on_gpu:
+        table = Table(title=f"multigpu ({scale}, {multigpu.CHUNKS} chunks; ms, medians)",
+                      title_justify="left")
+        for col in ("workload", "inputs", "GPUs", "asyncgpu ms", "x one GPU", "of CuPy",
+                    "x bound"):
+            table.add_column(col, justify="right")
+        for r in multigpu.speedups(result):
+            table.add_row(r["workload"], r["inputs"], str(r["devices"]),
+                          _fmt(r["ms"], digits=2), _fmt(r["over_one_gpu"], digits=2),
+                          _fmt(r["of_cupy"], digits=2), _fmt(r["over_bound"], digits=2))
+    else:       # simulator times are no GPU times: what ran where, and that it was right
+        table = Table(title=f"multigpu ({scale}, {multigpu.CHUNKS} chunks, checked)",
+                      title_justify="left")
+        for col in ("workload", "inputs", "devices", "nodes per device", "peer copies"):
+            table.add_column(col, justify="right")
+        for r in result["rows"]:
+            placed = r.get("placed") or {}
+            table.add_row(r["workload"], r["inputs"], str(r["devices"]),
+                          " ".join(str(placed[d]) for d in sorted(placed)) or "-",
+                          str(r.get("copies_peer", 0)))
     console.print(table)
     if result["policies"]:
-        policies = Table(title="device policies (resident inputs, ms)", title_justify="left")
-        for col in ("workload", "GPUs", "policy", "ms", "peer copies"):
+        policies = Table(title="device policies (resident inputs"
+                         + (", ms)" if on_gpu else ")"), title_justify="left")
+        for col in ("workload", "GPUs" if on_gpu else "devices", "policy") + (
+                ("ms",) if on_gpu else ()) + ("peer copies",):
             policies.add_column(col, justify="right")
         for r in result["policies"]:
             policies.add_row(r["workload"], str(r["devices"]), r["policy"],
-                             _fmt(r["ms"], digits=2), str(r["copies_peer"]))
+                             *((_fmt(r["ms"], digits=2),) if on_gpu else ()),
+                             str(r["copies_peer"]))
         console.print(policies)
     if not on_gpu:
-        console.print("[yellow]multigpu on the simulator: every result was checked; the "
-                      "times are not GPU times[/]")
+        console.print("[yellow]multigpu on the simulator: every result was checked; no times "
+                      "are reported[/]")
     if args.plot:
         multigpu.plot(args.plot, result)
     if args.json and json_too:

@@ -140,3 +140,17 @@ def test_gpu_results_fit_80_columns_without_cutting_a_number(capsys, monkeypatch
     assert "…" not in out
     for text in ("10.123", "60.740", "1.19", "0.72", "12.345", "54.321", "1.14"):
         assert text in out
+
+
+def test_multigpu_on_sim_checks_every_count_and_shows_no_times(capsys, monkeypatch):
+    code, out, _ = _run(capsys, monkeypatch, "bench", "multigpu", "--devices", "1,2",
+                        "--iterations", "1", "--warmup", "0")
+    assert code in (0, None)
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert "min-transfer-size" in out and "no times are reported" in out
+    assert " ms" not in out and "x one GPU" not in out
+
+
+def test_multigpu_refuses_more_devices_than_the_host_has(capsys, monkeypatch):
+    with pytest.raises(SystemExit, match="asks for 9 GPUs"):
+        _run(capsys, monkeypatch, "bench", "multigpu", "--devices", "1,9")
