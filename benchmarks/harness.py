@@ -446,17 +446,19 @@ def machine_info(ag: Any) -> dict[str, Any]:
     from asyncgpu.core.compiled import is_compiled
     from asyncgpu.runtime.current import current_runtime
 
-    be = current_runtime().backend
-    be = getattr(be, "inner", be)
+    rt = current_runtime()
+    be = getattr(rt.backend, "inner", rt.backend)
     info = {
         "backend": be.name, "python": platform.python_version(), "numpy": np.__version__,
         "numba": numba.__version__, "platform": platform.platform(),
-        "compiled": is_compiled(),
+        "compiled": is_compiled(), "devices": list(rt.devices),
     }
     if be.name == "cuda":
         import cupy
 
-        info.update(gpu=be.device_name, sms=be.sm_count, cupy=cupy.__version__,
+        first = getattr(be, "parts", [be])[0]     # (several GPUs: one part per device)
+        info.update(gpu=first.device_name, sms=first.sm_count, cupy=cupy.__version__,
+                    gpus_on_host=cupy.cuda.runtime.getDeviceCount(),
                     cuda_runtime=cupy.cuda.runtime.runtimeGetVersion(),
                     driver=cupy.cuda.runtime.driverGetVersion())
     return info
