@@ -93,49 +93,38 @@ def test_library_calls_run_on_the_gpu_of_their_data(gpus):
     assert set(placed) == {1}
 
 
+def _random_programs_equal_serial(seeds: int, **options) -> None:
+    """Random programs on every GPU with ``options`` equal the serial run on the simulator
+    (the programs are exact: the kernels are compiled without fused multiply-adds)."""
+    import asyncgpu as ag
+
+    init = programs.initial()
+    for seed in range(seeds):
+        steps = programs.random_program(random.Random(seed), 16)
+        e_reads, e_final = programs.run_serial(ag, programs.run, steps, init)
+        with ag.configure(backend="cuda", devices="all", **options):
+            reads, final = programs.run(ag, steps, init)
+            if options.get("memory") == "managed":
+                assert ag.statistics().prefetches > 0
+        assert [r.tolist() for r in reads] == [r.tolist() for r in e_reads], (options, seed)
+        assert [f.tolist() for f in final] == [f.tolist() for f in e_final], (options, seed)
+
+
 @needs_two
 @pytest.mark.parametrize("policy", ["round-robin", "stream-aware", "min-transfer-size",
                                     "min-min", "min-max"])
 def test_random_programs_equal_serial_on_every_gpu(policy):
-    import asyncgpu as ag
-
-    init = programs.initial()
-    for seed in range(12):
-        steps = programs.random_program(random.Random(seed), 16)
-        e_reads, e_final = programs.run_serial(ag, programs.run, steps, init)
-        with ag.configure(backend="cuda", devices="all", device_policy=policy):
-            reads, final = programs.run(ag, steps, init)
-        assert [r.tolist() for r in reads] == [r.tolist() for r in e_reads], (policy, seed)
-        assert [f.tolist() for f in final] == [f.tolist() for f in e_final], (policy, seed)
+    _random_programs_equal_serial(12, device_policy=policy)
 
 
 @needs_two
 def test_random_programs_with_managed_memory_equal_serial_on_every_gpu():
-    import asyncgpu as ag
-
-    init = programs.initial()
-    for seed in range(12):
-        steps = programs.random_program(random.Random(seed), 16)
-        e_reads, e_final = programs.run_serial(ag, programs.run, steps, init)
-        with ag.configure(backend="cuda", devices="all", memory="managed",
-                          device_policy="round-robin"):
-            reads, final = programs.run(ag, steps, init)
-            assert ag.statistics().prefetches > 0
-        assert [r.tolist() for r in reads] == [r.tolist() for r in e_reads], seed
-        assert [f.tolist() for f in final] == [f.tolist() for f in e_final], seed
+    _random_programs_equal_serial(12, memory="managed", device_policy="round-robin")
 
 
 @needs_two
 def test_the_checker_follows_every_gpu():
-    import asyncgpu as ag
-
-    init = programs.initial()
-    for seed in range(6):
-        steps = programs.random_program(random.Random(seed), 16)
-        e_reads, _ = programs.run_serial(ag, programs.run, steps, init)
-        with ag.configure(backend="cuda", devices="all", debug_hb=True):
-            reads, _ = programs.run(ag, steps, init)
-        assert [r.tolist() for r in reads] == [r.tolist() for r in e_reads], seed
+    _random_programs_equal_serial(6, debug_hb=True)
 
 
 @needs_two
