@@ -475,3 +475,39 @@ def test_freeing_an_array_used_on_several_devices_waits_for_every_device(four):
     assert all(y.numpy().tolist() == [3.0] * 64 for y in ys)
     with pytest.raises(ag.FreedArrayError):
         kernel[1, 64](x, ys[0], 64)
+
+
+def test_threads_pinning_their_own_devices_each_get_theirs(four):
+    """One host thread per device, as multi-GPU programs are often written: the pins are per
+    thread, and every thread's chain is right."""
+    import threading
+
+    ag = four
+    kernel = ag.kernel(twice)
+    results, errors = {}, []
+
+    def worker(d):
+        try:
+            with ag.device(d):
+                a = ag.array(np.full(32, float(d)))
+                b = ag.zeros(32)
+                for _ in range(5):
+                    kernel[1, 32](a, b, 32)
+                    kernel[1, 32](b, a, 32)
+            results[d] = a.numpy()
+        except BaseException as exc:        # (reported by the main thread)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(d,)) for d in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for d in range(4):
+        value = float(d)
+        for _ in range(10):
+            value = 2.0 * value + 1.0
+        assert results[d].tolist() == [value] * 32
+    assert dict(ag.statistics().placed) == {d: 10 for d in range(4)}
+    assert ag.statistics().copies_peer == 0
