@@ -244,35 +244,14 @@ class CupyRun:
         return sum(float(r.get()[0]) for r in a["res"])
 
 
-def transfer_bound_ms(data: dict[str, list[np.ndarray]], devices: int, repeats: int = 5
-                      ) -> float:
-    """Median milliseconds to copy the streamed inputs from pinned memory to ``devices`` GPUs
-    at once (chunk ``c`` to GPU ``c % devices``), one stream per GPU."""
-    import cupy
+def transfer_bound_ms(run: CupyRun, repeats: int = 5) -> float:
+    """Median milliseconds of ``run``'s copies alone: its inputs from pinned memory to their
+    GPUs at once (chunk ``c`` to GPU ``c % devices``), one stream per GPU."""
+    def copies() -> None:
+        run.copy_in()
+        run.sync()
 
-    streams = []
-    for d in range(devices):
-        with cupy.cuda.Device(d):
-            streams.append(cupy.cuda.Stream(non_blocking=True))
-    hosts, devs = [], []
-    for arrays in data.values():
-        for c, a in enumerate(arrays):
-            pinned = cupy.cuda.alloc_pinned_memory(a.nbytes)
-            host = np.frombuffer(pinned, a.dtype, a.size)
-            host[...] = a
-            hosts.append((pinned, host))
-            with cupy.cuda.Device(c % devices):
-                devs.append((c % devices, cupy.empty(a.size, a.dtype)))
-    times = []
-    for _ in range(repeats + 1):
-        t0 = time.perf_counter()
-        for (d, dev), (_, host) in zip(devs, hosts):
-            with cupy.cuda.Device(d):
-                dev.set(host, stream=streams[d])
-        for s in streams:
-            s.synchronize()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times[1:])
+    return _timed(copies, lambda: None, repeats, 1)[0]
 
 
 # -- the measurement ---------------------------------------------------------------------------
@@ -313,11 +292,11 @@ def measure(ag: Any, counts: list[int], scale: str = "medium", iterations: int =
                     _check(workload, got, expected)
                     rows.append({"workload": workload, "inputs": inputs, "devices": devices,
                                  "mode": "cupy", "ms": ms})
-                    del base
                     if streaming:
                         rows.append({"workload": workload, "inputs": inputs,
                                      "devices": devices, "mode": "transfer bound",
-                                     "ms": transfer_bound_ms(data, devices)})
+                                     "ms": transfer_bound_ms(base)})
+                    del base
         if policies and most > 1:
             for policy in ("round-robin", "stream-aware", "min-transfer-size", "min-min",
                            "min-max"):

@@ -200,6 +200,12 @@ class FakeBuffer:
     def poison(self):            # (the sim backend's buffer interface, when it frees one)
         self.host.fill(0xFF)
 
+    def on(self, device):        # (and its one device's bytes)
+        return self.dev
+
+    def uid_on(self, device):
+        return self.uid
+
     def device_pointer(self):
         return self.ptr
 

@@ -1,13 +1,16 @@
 """Backend selection, and the happens-before checker attached to a backend's operation log.
 
 A backend is the only code that touches the device (or simulates it). Both backends offer the
-same operations, always with explicit streams: ``create_stream``, ``create_event``,
-``record(event, stream)``, ``wait(stream, event)``, ``event_done``, ``host_wait(event)``,
-``synchronize``, ``alloc``/``free``, ``prefetch(buffer, stream)``, ``kernel_launch`` (prepare,
-before enqueue) and ``launch(node, stream)`` (enqueue), ``host_access`` (a hook). The explicit
-memory model adds ``copy_launch(buffer, lo, hi, to_device)`` (a copy node's launch) and
-``fetch_to_host(buffer, lo, hi, label, after)`` (a host read's copy out, after the events
-``after``, waited for before it returns). A backend that caches resources beyond its arrays
+same operations, always with explicit streams: ``create_stream(device)``,
+``create_event(device)``, ``record(event, stream)``, ``wait(stream, event)``, ``event_done``,
+``host_wait(event)``, ``synchronize``, ``alloc``/``free``, ``prefetch(buffer, stream)``,
+``kernel_launch`` (prepare, before enqueue; with several devices for the node's device slot)
+and ``launch(node, stream)`` (enqueue), ``host_access`` (a hook). ``device`` is a slot of the
+runtime's devices, 0 on a runtime of one. The explicit
+memory model adds ``copy_launch(buffer, lo, hi, to_device, device, peer)`` (a copy node's
+launch: with the host, or from device slot ``peer``) and ``fetch_to_host(buffer, lo, hi,
+label, after, device)`` (a host read's copy out of slot ``device``, after the events ``after``,
+waited for before it returns). A backend that caches resources beyond its arrays
 offers ``close()``, called when its runtime is replaced (``cuda``: the memory pool's free blocks).
 
 For traces (``asyncgpu.observe.trace``) each backend also offers a device clock:
@@ -211,10 +214,7 @@ class CheckedBackend:
         # the copy runs after the events and the host waits for it: for the checker, host
         # waits for the events, then a host access that reads the device copy and writes
         # the mirror
-        if device:
-            self.inner.fetch_to_host(buffer, lo, hi, label, after, device)
-        else:       # (a backend of one device takes no device)
-            self.inner.fetch_to_host(buffer, lo, hi, label, after)
+        self.inner.fetch_to_host(buffer, lo, hi, label, after, device)
         for event in after:
             self.hb.host_sync_event(event)
         self._checked(self.hb.host_access, [(_uid(buffer, device), lo, hi, False),

@@ -166,13 +166,11 @@ class ExplicitMemory:
         host (H2D) or, with ``peer`` >= 0, from device ``peer`` (both writes), or from device
         ``device`` to the host (D2H: a read). The node runs on ``device``."""
         rt = self.runtime
-        backend = rt.backend
+        launch = rt.backend.copy_launch(alloc.buffer, lo, hi, to_device, device,
+                                        peer if peer >= 0 else None)
         if peer >= 0:
-            launch = backend.copy_launch(alloc.buffer, lo, hi, True, device, peer)
             name = f"{label} to {rt.device_name(device)} from {rt.device_name(peer)}"
         else:
-            launch = (backend.copy_launch(alloc.buffer, lo, hi, to_device, device) if device
-                      else backend.copy_launch(alloc.buffer, lo, hi, to_device))
             name = f"{label} to {'device' if to_device else 'host'}"
             if device:
                 name += f" ({rt.device_name(device)})"
@@ -312,12 +310,8 @@ class ExplicitMemory:
         ``Runtime.host_access``.)"""
         rt = self.runtime
         alloc = array._alloc
-        device = holder(alloc.location)
-        events = [n.event for n in after]
-        if device > 0:
-            rt.backend.fetch_to_host(alloc.buffer, lo, hi, array.describe(), events, device)
-        else:
-            rt.backend.fetch_to_host(alloc.buffer, lo, hi, array.describe(), events)
+        rt.backend.fetch_to_host(alloc.buffer, lo, hi, array.describe(),
+                                 [n.event for n in after], holder(alloc.location))
         if after:
             rt.streams.retire(after)
         stats = rt.stats

@@ -167,10 +167,7 @@ def _moved(alloc: Allocation, old: Any, new: Any, old_explicit: bool) -> tuple[A
     try:
         slot = holder(alloc.location)
         if old_explicit and not alloc.location & HOST and slot >= 0:
-            if slot:
-                old.fetch_to_host(buffer, 0, alloc.nbytes, "asyncgpu.configure", [], slot)
-            else:
-                old.fetch_to_host(buffer, 0, alloc.nbytes, "asyncgpu.configure", [])
+            old.fetch_to_host(buffer, 0, alloc.nbytes, "asyncgpu.configure", [], slot)
         target.host[:] = buffer.host
     except BaseException:
         new.free(target)

@@ -434,14 +434,17 @@ class CudaBackend:
         buffer.mem = None     # back to the pool: every node using it has finished
         buffer.host = None
 
-    def copy_launch(self, buffer: DeviceBuffer, lo: int, hi: int, to_device: bool) -> CudaCopy:
-        """Prepare a copy of ``[lo, hi)`` between the pinned mirror and the device memory."""
+    def copy_launch(self, buffer: DeviceBuffer, lo: int, hi: int, to_device: bool,
+                    device: int = 0, peer: int | None = None) -> CudaCopy:
+        """Prepare a copy of ``[lo, hi)`` between the pinned mirror and the device memory.
+        (``device``/``peer``: the backend contract's slots; this backend is slot 0 alone, and
+        ``asyncgpu.backends.cuda.multi`` routes the others.)"""
         if self.fault is not None:
             raise self._device_error(None)
         return CudaCopy(self.runtime, buffer, lo, hi, to_device)
 
     def fetch_to_host(self, buffer: DeviceBuffer, lo: int, hi: int, label: str,
-                      after: list[Any]) -> None:
+                      after: list[Any], device: int = 0) -> None:
         """Copy ``[lo, hi)`` of the device memory to the pinned mirror once the events ``after``
         have completed, and wait for the copy: the copy waits for them on the device, so the
         host waits once. On a stream of its own, not the legacy default stream, which would

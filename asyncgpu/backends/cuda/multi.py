@@ -62,7 +62,6 @@ class MultiCudaBackend:
         self.prefetches = not self.explicit
         self.host_coherent_while_busy = all(p.host_coherent_while_busy for p in self.parts)
         self.captures = first.captures
-        self._by_number = {part.device: part for part in self.parts}
         self._slots = {part.device: slot for slot, part in enumerate(self.parts)}
         self._bandwidth: list[list[float]] | None = None
         self._enable_peers()
@@ -102,7 +101,7 @@ class MultiCudaBackend:
             runtime.setDevice(previous)
 
     def _of(self, stream: Any) -> CudaBackend:
-        return self._by_number[stream.device_id]
+        return self.parts[self._slots[stream.device_id]]
 
     def _slot_of(self, stream: Any) -> int:
         return self._slots[stream.device_id]

@@ -49,7 +49,7 @@ import numpy as np
 
 from ...core.errors import AnnotationViolation, DeadlockError, KernelFault, gathered
 from ..capture import CaptureTracker, Expansion, Graph, check_launch, destroy
-from .kernels import POISON, device_bytes, make_launch
+from .kernels import POISON, make_launch
 from .library import make_call
 from .timing import SimStageTimer
 
@@ -177,10 +177,10 @@ class SimCopy:
 
     def _ends(self) -> tuple[tuple[int, np.ndarray], tuple[int, np.ndarray]]:
         """((uid, bytes) of the source, (uid, bytes) of the destination)."""
-        b = self.buffer
-        here = _device_copy(b, self.device)
+        b, device = self.buffer, self.device
+        here = (b.uid_on(device), b.on(device))
         if self.peer is not None:
-            return _device_copy(b, self.peer), here
+            return (b.uid_on(self.peer), b.on(self.peer)), here
         host = (b.host_uid, b.host)
         return (host, here) if self.to_device else (here, host)
 
@@ -194,13 +194,6 @@ class SimCopy:
 
     def end(self, data: np.ndarray) -> None:
         self._ends()[1][1][self.lo:self.hi] = data
-
-
-def _device_copy(buffer: SimBuffer, device: int) -> tuple[int, np.ndarray]:
-    """(uid, bytes) of device ``device``'s copy of ``buffer``."""
-    if device == 0:
-        return buffer.uid, buffer.dev
-    return buffer.uid_on(device), buffer.on(device)
 
 
 class Capture:
@@ -456,7 +449,7 @@ class SimBackend:
         first. (What the caller did not list is the checker's to catch.)"""
         for event in after:
             self.host_wait(event)
-        buffer.host[lo:hi] = device_bytes(buffer, device)[lo:hi]
+        buffer.host[lo:hi] = buffer.on(device)[lo:hi]
 
     # -- kernels -----------------------------------------------------------------------------
     def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],

@@ -97,11 +97,6 @@ def _runner(kernel: Kernel, launcher: Any) -> Callable[[list[Any]], None]:
 
 
 
-def device_bytes(buffer: Any, device: int) -> np.ndarray:
-    """Device ``device``'s copy of a buffer's bytes (``SimBuffer.on``)."""
-    return buffer.dev if device == 0 else buffer.on(device)
-
-
 def snapshot(layouts: Any, device: int = 0) -> dict[int, tuple[Any, int, np.ndarray]]:
     """A private copy of the bytes each buffer's layouts span on device ``device`` (what a
     kernel or call reads at its begin, so that writes by others before its end cannot reach
@@ -114,7 +109,7 @@ def snapshot(layouts: Any, device: int = 0) -> dict[int, tuple[Any, int, np.ndar
         else:
             span[1] = min(span[1], a.lo)
             span[2] = max(span[2], a.hi)
-    return {uid: (buf, lo, device_bytes(buf, device)[lo:hi].copy()) for uid, (buf, lo, hi) in spans.items()}
+    return {uid: (buf, lo, buf.on(device)[lo:hi].copy()) for uid, (buf, lo, hi) in spans.items()}
 
 class _Spec:
     """What a queued launch needs of one array argument: the buffer and layout, not the Array.
@@ -187,7 +182,7 @@ class SimKernelLaunch:
         for a in arrays:
             if a.write:
                 buf, lo0, snap = snaps[a.buffer.uid]
-                device_bytes(buf, self.device)[a.lo:a.hi] = snap[a.lo - lo0: a.hi - lo0]
+                buf.on(self.device)[a.lo:a.hi] = snap[a.lo - lo0: a.hi - lo0]
 
     def _overlaps_other(self, a: _Spec) -> bool:
         return any(

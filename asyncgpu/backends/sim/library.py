@@ -27,7 +27,7 @@ from ...runtime.library import (
     infer,
     quiet,
 )
-from .kernels import device_bytes, snapshot
+from .kernels import snapshot
 
 
 class _Layout:
@@ -92,11 +92,11 @@ class SimCallLaunch:
                     f"{out.dtype}{list(out.shape)} was inferred: its result depends on the "
                     "data; report this function as data-dependent"
                 )
-            out.view(device_bytes(out.buffer, self.device), 0)[...] = value
+            out.view(out.buffer.on(self.device), 0)[...] = value
         for i in self.written:
             a = self.inputs[i]
             buf, base, snap = snaps[a.buffer.uid]
-            device_bytes(buf, self.device)[a.lo:a.hi] = snap[a.lo - base: a.hi - base]
+            buf.on(self.device)[a.lo:a.hi] = snap[a.lo - base: a.hi - base]
 
 
 def make_call(runtime: Any, call: LibraryCall, accesses: list[Access]) -> SimCallLaunch | None:
