@@ -49,12 +49,12 @@ import numpy as np
 
 from ...core.errors import AnnotationViolation, DeadlockError, KernelFault, gathered
 from ..capture import CaptureTracker, Expansion, Graph, check_launch, destroy
-from .kernels import POISON, make_launch
+from .buffers import ForeignSimBuffer, SimBuffer, SimCopy
+from .kernels import make_launch
 from .library import make_call
 from .timing import SimStageTimer
 
 log = logging.getLogger("asyncgpu.sim")
-_uids = itertools.count(1)
 
 
 def _uninterrupted(end: Any, state: Any) -> None:
@@ -81,119 +81,6 @@ def _uninterrupted(end: Any, state: Any) -> None:
 
 _SIGINT = {signal.SIGINT}
 _CAN_BLOCK = hasattr(signal, "pthread_sigmask")      # (not on Windows)
-
-
-class SimBuffer:
-    """Memory of the simulated device.
-
-    ``dev`` is what kernels and library calls see, ``host`` what host accesses see. Coherent
-    (managed) mode: one byte array for both, as unified memory. Split mode (the explicit memory
-    model): two arrays, so a copy the runtime forgot shows as stale (poisoned) data, and the
-    checker tracks the host mirror as a buffer of its own (``host_uid``).
-
-    Several virtual devices, split mode: every device has a copy of its own (``on(d)``,
-    checked as buffer ``uid_on(d)``), made poisoned at its first use, so a peer copy the
-    runtime forgot shows as stale data too; ``dev`` and ``uid`` are device 0's. Coherent mode:
-    one memory every device and the host address, as managed memory.
-    """
-
-    __slots__ = ("uid", "host_uid", "nbytes", "dev", "host", "others")
-
-    def __init__(self, nbytes: int, split: bool = False) -> None:
-        self.uid = next(_uids)
-        self.nbytes = nbytes
-        self.dev = np.full(nbytes, POISON, np.uint8)
-        #: devices 1, 2, ...: (uid, bytes), made on first use
-        self.others: dict[int, tuple[int, np.ndarray]] = {}
-        if split:
-            self.host = np.full(nbytes, POISON, np.uint8)
-            self.host_uid = next(_uids)
-        else:
-            self.host = self.dev
-            self.host_uid = self.uid
-
-    def _other(self, device: int) -> tuple[int, np.ndarray]:
-        other = self.others.get(device)
-        if other is None:
-            other = self.others[device] = (next(_uids), np.full(self.nbytes, POISON, np.uint8))
-        return other
-
-    def on(self, device: int) -> np.ndarray:
-        """Device ``device``'s copy of the bytes."""
-        return self.dev if device == 0 or self.host is self.dev else self._other(device)[1]
-
-    def uid_on(self, device: int) -> int:
-        """The checker's name of device ``device``'s copy."""
-        return self.uid if device == 0 or self.host is self.dev else self._other(device)[0]
-
-    def poison(self) -> None:
-        self.dev.fill(POISON)
-        if self.host is not self.dev:
-            self.host.fill(POISON)
-        for _, data in self.others.values():
-            data.fill(POISON)
-
-    def device_pointer(self) -> int:
-        raise TypeError("arrays of the sim backend have no device pointer to export")
-
-
-class ForeignSimBuffer(SimBuffer):
-    """Another library's memory imported without a copy (``asyncgpu.asarray``): on ``sim``
-    host memory (a CPU DLPack producer, an array of Numba's CUDA simulator). ``dev`` is that
-    memory; the split mode's mirror is a buffer of its own, as for any allocation. Never
-    poisoned nor pooled: the bytes belong to ``owner``, which the buffer keeps alive."""
-
-    __slots__ = ("owner",)
-
-    def __init__(self, owner: Any, dev: np.ndarray, split: bool) -> None:
-        self.uid = next(_uids)
-        self.nbytes = dev.size
-        self.dev = dev
-        self.owner = owner
-        self.others = {}
-        if split:
-            self.host = np.full(dev.size, POISON, np.uint8)
-            self.host_uid = next(_uids)
-        else:
-            self.host = dev
-            self.host_uid = self.uid
-
-
-class SimCopy:
-    """One queued copy of ``[lo, hi)``: host mirror to device ``device`` (``to_device``), or
-    device ``device`` to the mirror, or, with ``peer`` set, device ``peer`` to device
-    ``device`` (a peer copy).
-
-    Like a kernel: *begin* snapshots the source bytes, *end* writes them to the destination,
-    so work running in between cannot leak into the copy, nor the copy into it early.
-    """
-
-    __slots__ = ("buffer", "lo", "hi", "to_device", "device", "peer")
-
-    def __init__(self, buffer: SimBuffer, lo: int, hi: int, to_device: bool, device: int = 0,
-                 peer: int | None = None) -> None:
-        self.buffer, self.lo, self.hi, self.to_device = buffer, lo, hi, to_device
-        self.device, self.peer = device, peer
-
-    def _ends(self) -> tuple[tuple[int, np.ndarray], tuple[int, np.ndarray]]:
-        """((uid, bytes) of the source, (uid, bytes) of the destination)."""
-        b, device = self.buffer, self.device
-        here = (b.uid_on(device), b.on(device))
-        if self.peer is not None:
-            return (b.uid_on(self.peer), b.on(self.peer)), here
-        host = (b.host_uid, b.host)
-        return (host, here) if self.to_device else (here, host)
-
-    def hb_accesses(self) -> list[tuple[int, int, int, bool]]:
-        """What the happens-before checker sees: a read of the source, a write of the target."""
-        (src, _), (dst, _) = self._ends()
-        return [(src, self.lo, self.hi, False), (dst, self.lo, self.hi, True)]
-
-    def begin(self) -> np.ndarray:
-        return self._ends()[0][1][self.lo:self.hi].copy()
-
-    def end(self, data: np.ndarray) -> None:
-        self._ends()[1][1][self.lo:self.hi] = data
 
 
 class Capture:
