@@ -15,8 +15,10 @@ import numpy as np
 import programs
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from numba import cuda
 from test_properties import assert_same, serial
+from test_recorder import _launches, _run_rounds
 
 from asyncgpu.core.placement import HOST_BIT, Placement, default_bandwidth, device_bit
 from asyncgpu.testing.mutants import planted
@@ -124,25 +126,129 @@ def test_library_calls_run_where_their_data_is(four):
     assert ag.statistics().copies_peer == 0
 
 
-def test_a_recorded_function_runs_eagerly_and_right_on_several_devices(four):
+def test_a_recorded_function_is_replayed_as_one_graph_per_device_and_stays_right(four):
     ag = four
-    kernel = ag.kernel(twice)
+    kernel = ag.kernel(const=["x"], out=["y"])(twice)
+    add = ag.kernel(const=["x", "y"], out=["out"])(_add)
+    host = [np.arange(64, dtype=np.float64) + k for k in range(4)]
+    xs = [ag.array(h) for h in host]
+    ys = [ag.empty_like(x) for x in xs]
+    total = ag.empty_like(xs[0])
 
     @ag.graph
-    def step(a, b):
-        kernel[1, 32](a, b, 32)
-        kernel[1, 32](b, a, 32)
+    def step():
+        for x, y in zip(xs, ys):
+            kernel[1, 64](x, y, 64)         # one per device (round-robin)
+        add[1, 64](ys[0], ys[3], total, 64)   # needs device 3's result on device 0
 
-    a = ag.array(np.zeros(32))
-    b = ag.array(np.zeros(32))
-    expected_a, expected_b = np.zeros(32), np.zeros(32)
+    outcomes = []
+    for _ in range(4):
+        before = ag.statistics().graphs_replayed
+        step()
+        outcomes.append((step.outcome, ag.statistics().graphs_replayed - before))
+        assert total.numpy().tolist() == (2 * host[0] + 1 + 2 * host[3] + 1).tolist()
+    # first run placed launch by launch, then 4 graphs side by side and one after them
+    assert outcomes == [("recorded", 0)] + [("replayed", 5)] * 3
+    assert dict(ag.statistics().placed) == {0: 8, 1: 4, 2: 4, 3: 4}
+
+
+def _add(x, y, out, n):
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = x[i] + y[i]
+
+
+def test_a_launch_pinned_inside_a_recording_keeps_its_device_when_replayed(four):
+    ag = four
+    kernel = ag.kernel(const=["x"], out=["y"])(twice)
+    x = ag.array(np.ones(32))
+    y = ag.empty_like(x)
+
+    @ag.graph
+    def step():
+        with ag.device(2):
+            kernel[1, 32](x, y, 32)
+
     for _ in range(3):
-        step(a, b)
-        assert step.outcome == "eager"
-        expected_b = 2.0 * expected_a + 1.0
-        expected_a = 2.0 * expected_b + 1.0
-    assert a.numpy().tolist() == expected_a.tolist()
-    assert b.numpy().tolist() == expected_b.tolist()
+        step()
+        assert y.numpy().tolist() == [3.0] * 32
+    assert step.outcome == "replayed"
+    assert dict(ag.statistics().placed) == {2: 3}
+
+
+def test_device_groups_put_each_launch_after_what_it_needs():
+    from asyncgpu.recorder.devices import device_groups
+
+    # k1(a) on 0; k2(b) on 1; k3(a, b) on 0: two graphs side by side, then one
+    assert device_groups([[], [], [0, 1]], [0, 1, 0]) == [(0, [0]), (1, [1]), (0, [2])]
+    # a chain on one device stays one graph
+    assert device_groups([[], [0], [1]], [1, 1, 1]) == [(1, [0, 1, 2])]
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_device_groups_respect_every_dependency(data):
+    from asyncgpu.recorder.devices import device_groups
+
+    n = data.draw(st.integers(1, 12))
+    preds = [sorted(data.draw(st.sets(st.integers(0, i - 1), max_size=3)) if i else [])
+             for i in range(n)]
+    slots = data.draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+    groups = device_groups(preds, slots)
+    position = {i: g for g, (_, members) in enumerate(groups) for i in members}
+    assert sorted(position) == list(range(n))
+    for g, (slot, members) in enumerate(groups):
+        assert all(slots[i] == slot for i in members) and members == sorted(members)
+        for i in members:
+            for p in preds[i]:
+                # in an earlier graph, or earlier in the same one (captured in order)
+                assert position[p] < g or (position[p] == g and p < i)
+
+
+@pytest.mark.pure
+def test_a_graph_launched_before_a_graph_it_needs_is_caught():
+    import asyncgpu as ag
+
+    init = programs.initial()
+    caught = 0
+    for seed in range(8):
+        body = [programs.random_program(random.Random(seed), 8)]
+        body = [s for s in body[0] if isinstance(s, programs.Launch)]
+        with ag.configure(backend="sim", execution="sync", sim_strategy="eager"):
+            expected = _run_rounds(ag, body, [], init, 3, recorded=False)
+        try:
+            with planted("one_phase"), ag.configure(backend="sim", sim_seed=seed,
+                                                    **several(4)):
+                got = _run_rounds(ag, body, [], init, 3, recorded=True)
+        except ag.AsyncGPUError:
+            caught += 1
+            continue
+        caught += [a.tolist() for a in got[0] + got[1]] != [
+            a.tolist() for a in expected[0] + expected[1]]
+    assert caught >= 4, f"the planted bug failed {caught} of 8 programs"
+
+
+@pytest.mark.parametrize("devices,policy,strategy", [
+    (2, "round-robin", "random"), (4, "round-robin", "pct"), (4, "min-transfer-size", "reverse"),
+    (2, "stream-aware", "starve"), (4, "min-max", "random"),
+])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=st.lists(_launches(), min_size=1, max_size=8),
+       writes=st.lists(st.builds(programs.HostWrite, st.sampled_from(sorted(programs.OPERANDS)),
+                                 st.integers(-50, 50).map(float)), max_size=2))
+def test_recorded_random_programs_on_several_devices_equal_serial(devices, policy, strategy,
+                                                                  body, writes):
+    import asyncgpu as ag
+
+    init = programs.initial()
+    with ag.configure(backend="sim", execution="sync", sim_seed=0, sim_strategy="eager"):
+        reads0, final0, _ = _run_rounds(ag, body, writes, init, 4, recorded=False)
+    with ag.configure(backend="sim", sim_seed=3, sim_strategy=strategy,
+                      **several(devices, policy)):
+        reads, final, outcomes = _run_rounds(ag, body, writes, init, 4, recorded=True)
+    assert outcomes == ["recorded", "replayed", "replayed", "replayed"]
+    for a, b in zip(reads + final, reads0 + final0):
+        assert a.tolist() == b.tolist()
 
 
 def test_one_device_is_todays_runtime():

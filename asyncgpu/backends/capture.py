@@ -94,7 +94,7 @@ class Graph:
     """
 
     __slots__ = ("ops", "lanes", "records", "nodes", "allocs", "handle", "done", "hb",
-                 "launched", "destroyed", "frees", "__weakref__")
+                 "launched", "destroyed", "frees", "device", "__weakref__")
 
     def __init__(self, ops: list[tuple[str, int, Any]], lanes: int, records: int) -> None:
         self.ops = ops
@@ -108,6 +108,7 @@ class Graph:
         self.allocs = list(allocs.values())
         self.handle: Any = None
         self.done: Any = None          # event recorded after the last launch (cuda)
+        self.device = 0                # the slot of the device it was captured on
         self.hb: Expansion | None = None
         self.launched = False
         self.destroyed = False

@@ -5,7 +5,8 @@ The model
 One :class:`GraphCache` per runtime (``runtime.graphs``, made on first use). Its ``entries``
 map a recording's key (``asyncgpu.recorder.keys.RecordingKey``) to what is known of it: seen
 once (the recorder's marker), failed to capture (another marker), or :class:`Variants`, the
-captured graphs of that key. With explicit memory a graph that copies host-current inputs in is
+captured graphs of that key (:class:`Placed` on several devices: one graph per device and
+phase, ``asyncgpu.recorder.devices``). With explicit memory a graph that copies host-current inputs in is
 only right while exactly those inputs are host-current, so a key holds up to :data:`VARIANTS`
 graphs, told apart by :func:`copy_key` of what they copy in, all captured with the schedule of
 the first (``FrozenGraph.plan``). Invariants:
@@ -41,7 +42,7 @@ class GraphCache:
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
         self.entries: OrderedDict[Any, Any] = OrderedDict()
-        self.lanes: list[Any] = []
+        self.lanes: dict[int, list[Any]] = {}      # device slot -> capture streams
         #: Result arrays of captured library calls, per (recording segment, position, call):
         #: the same arrays at every run (``asyncgpu.recorder.calls``).
         self.results: OrderedDict[Any, Any] = OrderedDict()
@@ -56,34 +57,33 @@ class GraphCache:
 
     def put(self, key: Any, entry: Any) -> None:
         old = self.entries.pop(key, None)
-        if isinstance(old, Variants) and old is not entry:
+        if old is not entry:
             self._destroy(old)
         self.entries[key] = entry
         limit = self.runtime.options.graph_cache
         while len(self.entries) > limit:
             _, evicted = self.entries.popitem(last=False)
-            if isinstance(evicted, Variants):
-                self._destroy(evicted)
+            self._destroy(evicted)
 
     def clear(self, token: Any = None) -> None:
         """Destroy the graphs (of one recorder, or all) and forget their keys."""
         for key in [k for k in self.entries if token is None or k.token[0] == token]:
-            entry = self.entries.pop(key)
-            if isinstance(entry, Variants):
-                self._destroy(entry)
+            self._destroy(self.entries.pop(key))
         for key in [k for k in self.results if token is None or k[0][0] == token]:
             del self.results[key]
         for key in [k for k in self.memo if token is None or k[0] == token]:
             del self.memo[key]
 
-    def _destroy(self, variants: Variants) -> None:
-        for frozen in variants.values():
+    def _destroy(self, entry: Any) -> None:
+        for frozen in graphs_in(entry):
             self.runtime.backend.graph_destroy(frozen.graph)
 
-    def lane(self, i: int) -> Any:
-        while len(self.lanes) <= i:
-            self.lanes.append(self.runtime.backend.create_stream())
-        return self.lanes[i]
+    def lane(self, i: int, device: int = 0) -> Any:
+        """Capture stream ``i`` of device slot ``device``."""
+        lanes = self.lanes.setdefault(device, [])
+        while len(lanes) <= i:
+            lanes.append(self.runtime.backend.create_stream(device))
+        return lanes[i]
 
 
 class Variants(OrderedDict):
@@ -124,13 +124,33 @@ def copy_key(allocs: tuple[Any, ...]) -> tuple[int, ...]:
     return tuple([a.id for a in allocs]) if allocs else ()
 
 
+class Placed:
+    """A key's entry on several devices (``asyncgpu.recorder.devices``): the device slot of
+    each launch, from its first run, and once captured the graphs, one per group."""
+
+    __slots__ = ("slots", "graphs")
+
+    def __init__(self, slots: list[int]) -> None:
+        self.slots = slots
+        self.graphs: list[FrozenGraph] | None = None
+
+
+def graphs_in(entry: Any) -> list[FrozenGraph]:
+    """The graphs of one cache entry (none for a marker)."""
+    if isinstance(entry, Variants):
+        return list(entry.values())
+    if isinstance(entry, Placed) and entry.graphs is not None:
+        return entry.graphs
+    return []
+
+
 def graphs_of(rt: Any, token: Any) -> list[FrozenGraph]:
     """Every graph (all variants) the recorder with ``token`` has in ``rt``'s cache."""
     cache = rt.graphs
     if cache is None:
         return []
     return [f for key, entry in cache.entries.items()
-            if key.token[0] == token and isinstance(entry, Variants) for f in entry.values()]
+            if key.token[0] == token for f in graphs_in(entry)]
 
 
 def graph_cache(rt: Any) -> GraphCache:

@@ -49,6 +49,7 @@ from ..runtime.library import (
     function_resolver,
     infer,
 )
+from .keys import issue_pinned
 
 _UFUNCS = frozenset({
     "add", "subtract", "multiply", "divide", "true_divide", "floor_divide", "remainder", "mod",
@@ -73,7 +74,7 @@ RESULTS_KEPT = 4096
 class CallLaunch:
     """One deferred library call of a recording (the counterpart of a kernel ``_Launch``)."""
 
-    __slots__ = ("name", "args", "kwargs", "arrays", "site", "key", "launcher")
+    __slots__ = ("name", "args", "kwargs", "arrays", "site", "key", "launcher", "pin")
 
     def __init__(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
                  site: str | None) -> None:
@@ -81,6 +82,7 @@ class CallLaunch:
         self.args, self.kwargs = args, kwargs         # the caller's, with out= the result
         self.site = site
         self.launcher = None                          # not a kernel
+        self.pin = -1                                 # as ``Launch.pin``
         call = self.call()
         self.arrays: list[Access] = call.accesses()
         sig = _signature(call)
@@ -94,7 +96,10 @@ class CallLaunch:
 
     def issue(self, rt: Any) -> None:
         """Issue it eagerly (a node of the dynamic DAG, writing the recorded result)."""
-        rt.launch_call(self.call())
+        if self.pin < 0:
+            rt.launch_call(self.call())
+        else:
+            issue_pinned(rt, self.pin, rt.launch_call, self.call())
 
 
 def _signature(call: LibraryCall) -> Any:

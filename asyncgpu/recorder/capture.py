@@ -71,18 +71,20 @@ def dependencies(launches: list[Any], all_write: bool = False) -> list[list[int]
     return preds
 
 
-def plan(rt: Any, launches: list[Any], name: str = "recording",
+def plan(rt: Any, launches: list[Any], name: str = "recording", timed: bool = True,
          ) -> tuple[list[list[int]], list[int], list[int]]:
     """(preds, lanes, order) for capturing ``launches`` under the runtime's options.
 
     ``ios`` may add IOS's stage barriers to ``preds`` (and then fixes the lanes itself); when
     its search is skipped (too many launches, no timer) the ``opara`` order is used. The
     other orders' lanes are then held to ``graph_max_streams`` and to the lane budget.
+    ``timed=False``: nothing is run to plan (the launches in topological order, no lane
+    budget), as for the graphs of several devices, whose launches the timers cannot place.
     """
     preds = dependencies(launches, rt.no_const)
     opts = rt.options
     be = _capture_backend(rt.backend)
-    kind = opts.graph_order
+    kind = opts.graph_order if timed else "topological"
     if kind == "ios":
         stages = profile.ios_stages(rt, be, launches, preds, name)
         if stages is not None:
@@ -110,6 +112,8 @@ def plan(rt: Any, launches: list[Any], name: str = "recording",
     else:
         lanes = schedule.opara_streams(preds, order)
     lanes = schedule.fold_lanes(lanes, opts.graph_max_streams)
+    if not timed:
+        return preds, lanes, order
     return preds, _budget(rt, be, launches, preds, order, lanes), order
 
 
@@ -157,20 +161,22 @@ def _budget(rt: Any, be: Any, launches: list[Any], preds: list[list[int]], order
 
 
 def capture(rt: Any, cache: Any, name: str, launches: list[Any],
-            copy_in: tuple[Any, ...] = (), planned: Any = None) -> FrozenGraph:
+            copy_in: tuple[Any, ...] = (), planned: Any = None, device: int = 0
+            ) -> FrozenGraph:
     """Capture ``launches`` into a graph on the cache's lane streams (under the runtime lock);
     the allocations of ``copy_in`` are copied to the device inside the graph. ``planned``:
     the (preds, lanes, order) of another variant of the same launches, reused (it does not
-    depend on which inputs are copied in, and ``opara``/``ios`` plans cost timed runs)."""
+    depend on which inputs are copied in, and ``opara``/``ios`` plans cost timed runs).
+    ``device``: the slot of the device the launches run on (the lanes are its streams)."""
     be = _capture_backend(rt.backend)
     preds, lanes, order = planned if planned is not None else plan(rt, launches, name)
     waits = schedule.cross_waits(preds, lanes, order)
     recorded = {p for ws in waits for p in ws}
-    built = [_node(rt, be, launch) for launch in launches]
+    built = [_node(rt, be, launch, device) for launch in launches]
     nodes = [node for node, _ in built]
     copies, needs = _copies(be, launches, order, copy_in)
     n_lanes = max(lanes) + 1
-    streams = [cache.lane(i) for i in range(n_lanes + (1 if copies else 0))]
+    streams = [cache.lane(i, device) for i in range(n_lanes + (1 if copies else 0))]
     origin = streams[0]
     events: dict[int, Any] = {}
     copied: list[Any] = []          # the event after each copy
@@ -178,7 +184,7 @@ def capture(rt: Any, cache: Any, name: str, launches: list[Any],
     joins: list[Any] = []
     be.begin_capture(origin)
     try:
-        fork = be.create_event()
+        fork = be.create_event(device)
         be.record(fork, origin)
         joined = {0}
         if copies:
@@ -187,7 +193,7 @@ def capture(rt: Any, cache: Any, name: str, launches: list[Any],
             joined.add(n_lanes)
             for node in copies:
                 be.launch(node, s)
-                copied.append(be.create_event())
+                copied.append(be.create_event(device))
                 be.record(copied[-1], s)
         for v in order:
             lane = lanes[v]
@@ -205,10 +211,10 @@ def capture(rt: Any, cache: Any, name: str, launches: list[Any],
             if call is not None and call.error is not None:
                 raise CaptureError(f"{call.describe()} failed during the capture: {call.error}")
             if v in recorded:
-                events[v] = be.create_event()
+                events[v] = be.create_event(device)
                 be.record(events[v], s)
         for lane in sorted(joined - {0}):
-            e = be.create_event()
+            e = be.create_event(device)
             joins.append(e)
             be.record(e, streams[lane])
             be.wait(origin, e)
@@ -239,7 +245,7 @@ def capture(rt: Any, cache: Any, name: str, launches: list[Any],
             elif a.write:
                 acc.write = True
     frozen = FrozenGraph(graph, list(merged.values()), launches,
-                         [fork, *events.values(), *copied, *joins], name, copy_in)
+                         [fork, *events.values(), *copied, *joins], name, copy_in, device)
     frozen.plan = (preds, lanes, order)
     return frozen
 
@@ -271,19 +277,21 @@ def _copies(be: Any, launches: list[Any], order: list[int], copy_in: tuple[Any, 
     return copies, needs
 
 
-def _node(rt: Any, be: Any, launch: Any) -> tuple[Node, Any]:
-    """The node capturing one launch: a kernel, or a library call (``_graph_calls``) whose
-    temporaries stay pinned as long as the node (so the graph) exists."""
+def _node(rt: Any, be: Any, launch: Any, device: int) -> tuple[Node, Any]:
+    """The node capturing one launch on device slot ``device``: a kernel, or a library call
+    (``_graph_calls``) whose temporaries stay pinned as long as the node (so the graph)
+    exists."""
     if launch.launcher is not None:
         kernel = launch.launcher.kernel
         node = Node("kernel", kernel.name, launch.site, launch.arrays)
+        node.device = device
         node.launch = be.kernel_launch(kernel, launch.launcher, launch.arrays, launch.values,
-                                       launch.site)
+                                       launch.site, device)
         node.keepalive = launch.arrays
         return node, None
     call = launch.call()
     accesses = call.accesses()
-    prepared = be.library_call(rt, call, accesses)
+    prepared = be.library_call(rt, call, accesses, device)
     if prepared is None:
         raise CaptureError(f"{call.describe()} must run at once (its result depends on the "
                            "data), so it cannot be captured")
@@ -291,6 +299,7 @@ def _node(rt: Any, be: Any, launch: Any) -> tuple[Node, Any]:
     if hasattr(prepared, "pinned"):
         prepared.pinned = pinned
     node = Node("call", call.name, launch.site, accesses)
+    node.device = device
     node.launch = prepared
     node.keepalive = (call.arrays, pinned)
     return node, call

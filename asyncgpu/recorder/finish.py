@@ -31,8 +31,9 @@ from typing import Any
 from ..core.errors import CaptureError
 from ..runtime.frozen import graph_inputs
 from ..runtime.memory import host_current
-from .cache import Variants, copy_key, graph_cache
+from .cache import Placed, Variants, copy_key, graph_cache
 from .capture import capture
+from .devices import capture_groups, issue_placed
 from .keys import Launch, LaunchMemo, RecordingKey
 
 _SEEN = "seen"                  # a key seen once: next time it is captured
@@ -78,10 +79,7 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
     and :func:`replay_remembered` did not apply. Both run under the runtime's lock, as every
     recording hook does (``Recording.end_segment``)."""
     if rt.placement is not None:
-        # several devices: the launches are placed and issued one by one (a captured graph
-        # holds one device's work, and this one's may span devices)
-        issue_eagerly(rt, launches)
-        return "eager", None
+        return _finish_placed(rt, token, name, launches)
     config = rt.graph_config
     cache = graph_cache(rt)
     memos = cache.memo
@@ -108,8 +106,7 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
                 frozen = capture(rt, cache, name, launches, copy_in,
                                  variants.plan() if variants else None)
             except CaptureError as exc:
-                warnings.warn(f"asyncgpu: the recording of '{name}' could not be captured "
-                              f"into a CUDA graph ({exc}); it runs eagerly", stacklevel=4)
+                _warn_eager(name, exc)
                 cache.put(key, _EAGER)
                 entry = _EAGER
             else:
@@ -123,6 +120,38 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
             return "replayed", frozen
     issue_eagerly(rt, launches)
     return ("eager" if entry is _EAGER else "recorded"), None
+
+
+def _finish_placed(rt: Any, token: Any, name: str, launches: list[Any]) -> tuple[str, Any]:
+    """:func:`finish` on several devices (``asyncgpu.recorder.devices``): the first run is
+    placed launch by launch and its devices kept; the next is captured, one graph per device
+    and phase; later runs launch those graphs. The launches are keyed with their pins."""
+    cache = graph_cache(rt)
+    key = RecordingKey(token, (rt.graph_config,
+                               tuple([(l.key, l.pin) for l in launches])))
+    entry = cache.get(key)
+    if entry is None:
+        cache.put(key, Placed(issue_placed(rt, launches)))
+        return "recorded", None
+    if isinstance(entry, Placed):
+        if entry.graphs is None:
+            try:
+                entry.graphs = capture_groups(rt, cache, name, launches, entry.slots)
+            except CaptureError as exc:
+                _warn_eager(name, exc, 6)
+                cache.put(key, _EAGER)
+                issue_eagerly(rt, launches)
+                return "eager", None
+        for frozen in entry.graphs:
+            rt.launch_graph(frozen)
+        return "replayed", None
+    issue_eagerly(rt, launches)
+    return "eager", None
+
+
+def _warn_eager(name: str, exc: CaptureError, stacklevel: int = 5) -> None:
+    warnings.warn(f"asyncgpu: the recording of '{name}' could not be captured "
+                  f"into a CUDA graph ({exc}); it runs eagerly", stacklevel=stacklevel)
 
 
 def issue_eagerly(rt: Any, launches: list[Any]) -> None:

@@ -5,6 +5,7 @@ cimport cython
 cdef class Launch:
     cdef public object launcher, arrays, values, site, key
     cdef public tuple args
+    cdef public int pin
 
 
 cdef class RecordingKey:

@@ -51,7 +51,7 @@ from ..runtime.array import Array
 class Launch:
     """One deferred kernel launch: what to issue eagerly, to capture, and its key."""
 
-    __slots__ = ("launcher", "args", "arrays", "values", "site", "key")
+    __slots__ = ("launcher", "args", "arrays", "values", "site", "key", "pin")
 
     def __init__(self, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
                  values: list[Any], site: str | None) -> None:
@@ -60,6 +60,9 @@ class Launch:
         self.arrays = arrays
         self.values = values
         self.site = site
+        #: several devices: the device slot pinned (``asyncgpu.device``) when it was recorded,
+        #: or -1 (the device policy places it)
+        self.pin = -1
         parts: list[Any] = []
         for v in values:
             t = type(v)
@@ -76,8 +79,30 @@ class Launch:
                     tuple(parts))
 
     def issue(self, rt: Any) -> None:
-        """Issue it eagerly (one kernel node)."""
-        rt.launch_kernel(self.launcher, self.args)
+        """Issue it eagerly (one kernel node), on its pinned device if it has one."""
+        if self.pin < 0:
+            rt.launch_kernel(self.launcher, self.args)
+        else:
+            issue_pinned(rt, self.pin, rt.launch_kernel, self.launcher, self.args)
+
+
+def current_pin(rt: Any) -> int:
+    """The device slot this thread has pinned on ``rt`` (``asyncgpu.device``), or -1."""
+    slot = getattr(rt._pins, "slot", None)
+    return -1 if slot is None else slot
+
+
+def issue_pinned(rt: Any, slot: int, issue: Any, *args: Any) -> Any:
+    """``issue(*args)`` with device slot ``slot`` pinned for this thread: a launch recorded
+    inside ``asyncgpu.device(n)`` keeps its device when the recording issues it, after the
+    block has ended."""
+    pins = rt._pins
+    previous = getattr(pins, "slot", None)
+    pins.slot = slot
+    try:
+        return issue(*args)
+    finally:
+        pins.slot = previous
 
 
 class RecordingKey:

@@ -12,7 +12,7 @@ cdef class Recording(RecordingHook):
     cdef public Issuing runtime
     cdef public object token, name
     cdef public list launches, outcomes, frozen, previous
-    cdef public bint failed, eager, split, keyed
+    cdef public bint failed, eager, split, keyed, placed
     cdef public Py_ssize_t segment, calls
     cdef public LaunchMemo memo, cut
 
@@ -24,6 +24,7 @@ cdef class Recording(RecordingHook):
 
     cpdef _remember(self, LaunchMemo memo)
 
+    @cython.locals(launch=Launch)
     cpdef bint kernel(self, launcher, tuple args, site) except -1
 
     @cython.locals(launches=list, previous=list, position=Py_ssize_t, same=Launch, old=tuple,

@@ -73,7 +73,7 @@ from ..core.errors import RecordingError
 from ..runtime.recording_hook import RecordingHook
 from . import calls as _graph_calls
 from .finish import finish, issue_eagerly, replay_remembered
-from .keys import Launch, LaunchMemo, same_arguments
+from .keys import current_pin, Launch, LaunchMemo, same_arguments
 
 
 class Recording(RecordingHook):
@@ -85,7 +85,8 @@ class Recording(RecordingHook):
     """
 
     __slots__ = ("runtime", "token", "name", "launches", "failed", "eager", "split",
-                 "segment", "calls", "outcomes", "frozen", "memo", "previous", "cut", "keyed")
+                 "segment", "calls", "outcomes", "frozen", "memo", "previous", "cut", "keyed",
+                 "placed")
 
     def __init__(self, runtime: Any, token: Any, name: str, split: bool) -> None:
         self.runtime = runtime
@@ -96,6 +97,9 @@ class Recording(RecordingHook):
         self.failed = False         # a refused operation: not cached
         self.eager = False          # fell back to eager execution (a library call)
         self.split = split
+        #: several devices: each launch keeps the device pinned when it was recorded, and is
+        #: keyed anew (a remembered launch would carry its old pin)
+        self.placed = runtime.placement is not None
         self.segment = 0
         self.calls = 0              # library calls deferred in this segment (their position)
         self.outcomes: list[str] = []
@@ -182,13 +186,18 @@ class Recording(RecordingHook):
         arrays, values = launcher.kernel.bind(self.runtime, args, site)
         if self.cut is not None:
             self.went_on()
-        self.launches.append(Launch(launcher, args, arrays, values, site))
+        launch = Launch(launcher, args, arrays, values, site)
+        if self.placed:
+            launch.pin = current_pin(self.runtime)
+        self.launches.append(launch)
         self.keyed = True
         return True
 
     def remember(self, launcher: Any, args: tuple[Any, ...]) -> bool:
         """Defer the launch as the previous run's launch at this position (validated and
         keyed then) when it is the same launcher with the same arguments; False if not."""
+        if self.placed:
+            return False
         launches = self.launches
         previous = self.previous
         position = len(launches)
@@ -250,6 +259,8 @@ class Recording(RecordingHook):
             self.went_on()
         launch, result, reason = _graph_calls.defer(self, call, site)
         if launch is not None:
+            if self.placed:
+                launch.pin = current_pin(self.runtime)
             self.launches.append(launch)
             self.keyed = True
             self.calls += 1

@@ -33,7 +33,7 @@ cdef class Issuing:
     cpdef _issue(self, Node node, graph=*, found=*, edge_counts=*)
 
     @cython.locals(node=Node, deps=DependencyTracker, previous=Node, last=tuple, repeat=tuple,
-                   memory=ExplicitMemory)
+                   memory=ExplicitMemory, placed=bint)
     cpdef launch_graph(self, FrozenGraph frozen)
 
     # (a C call: Cython 3.3.0 dropped the read of node.accesses from it as a Python method)

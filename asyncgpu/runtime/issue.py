@@ -129,7 +129,7 @@ class Issuing:
             # The launch is enqueued: from here on nothing may fail half-way.
             streams.issued(node, done)
             self.deps.commit(node, accesses)
-            if graph is None or not explicit:
+            if graph is None or not explicit or self.placement is not None:
                 bit = DEVICE << node.device
                 for acc in accesses:
                     # (the accesses also keep the allocations alive until the node is finished)
@@ -208,10 +208,19 @@ class Issuing:
         self.stats.graphs_replayed += 1
         memory = self.memory
         epoch = self.host_epoch
-        # (settled: launched at this epoch, so nothing of it is host-current and what it
-        # writes is already booked DEVICE: the bookkeeping would change nothing)
-        booked = (memory.before_graph(frozen) if memory is not None
-                  and (frozen.settled != epoch or frozen.copy_in) else ())
+        placed = self.placement is not None
+        if placed:
+            # several devices: the graph holds one device's work and copies nothing in; its
+            # inputs are made current on its device by copy nodes, as a kernel's are
+            node.device = frozen.device
+            if memory is not None:
+                memory.before_placed_graph(frozen, node.accesses, node.device)
+            booked = ()
+        else:
+            # (settled: launched at this epoch, so nothing of it is host-current and what it
+            # writes is already booked DEVICE: the bookkeeping would change nothing)
+            booked = (memory.before_graph(frozen) if memory is not None
+                      and (frozen.settled != epoch or frozen.copy_in) else ())
         deps = self.deps
         found = counts = None
         last = frozen.last      # (tracker, its version, node) after the previous launch
@@ -235,7 +244,7 @@ class Issuing:
         frozen.settled = self.host_epoch
         if booked:
             memory.after_graph(frozen)
-        if self.graph_read_back and self.recording is None:
+        if self.graph_read_back and self.recording is None and not placed:
             self.last_replay = weakref.ref(frozen)    # (a cleared graph must not stay alive)
             frozen.replay_version = deps.version
             if frozen.read_back:

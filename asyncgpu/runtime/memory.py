@@ -203,6 +203,18 @@ class ExplicitMemory:
                 self.copy(alloc, 0, alloc.nbytes, True, acc.label, device, holder(location))
                 alloc.location = location | bit
 
+    def before_placed_graph(self, frozen: Any, accesses: list[Any], device: int) -> None:
+        """Several devices: a graph (``accesses``: its node's) that copies nothing in itself
+        runs on device ``device``. Copy in there what it may read that is current elsewhere
+        (not what its first use overwrites whole), then book what it writes current there
+        only, as :meth:`before_device` does for a kernel."""
+        skip = frozen.overwritten
+        self.make_device_current([a for a in accesses if a.alloc not in skip] if skip
+                                 else accesses, device)
+        bit = DEVICE << device
+        for alloc in frozen.written:
+            alloc.location = bit
+
     @staticmethod
     def graph_not_launched(booked: tuple[Any, ...]) -> None:
         """The graph never ran: the host copies are the current ones again."""

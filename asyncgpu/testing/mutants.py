@@ -22,6 +22,8 @@ an algorithm of its own), so what runs is the production code less exactly that 
                   copy from it, though the array is booked current on the node's device
 ``stale_location``  several devices: a write leaves the other devices' copies of what it
                   wrote booked current, so a later node there reads old bytes
+``one_phase``     several devices: a recording's per-device graphs ignore the dependencies
+                  between devices, so a graph may be launched before one it needs
 
 The test suite must fail with each of them planted, by a wrong value or a ``RaceError`` of the
 happens-before checker (``tests/test_mutations.py``): a mutant that survives means a missing test.
@@ -55,6 +57,7 @@ from ..runtime.host_access import HostAccess
 from ..runtime import kernel
 from ..runtime.issue import Issuing
 from ..runtime.library import LibraryCall
+from ..recorder import devices
 from ..runtime.memory import ExplicitMemory
 
 #: One replacement: (class or module, name, the replacement made from what it replaces).
@@ -157,6 +160,15 @@ def _stale_location() -> list[Patch]:
     return [(Issuing, "_issue", make)]
 
 
+def _one_phase() -> list[Patch]:
+    def make(groups: Any) -> Any:
+        def groups_in_one_phase(preds: Any, slots: Any) -> Any:
+            return groups([[p for p in ps if slots[p] == slots[i]] for i, ps in enumerate(preds)],
+                          slots)
+        return groups_in_one_phase
+    return [(devices, "device_groups", make)]
+
+
 #: Mutant name -> its replacements.
 MUTANTS: dict[str, Callable[[], list[Patch]]] = {
     "drop_raw": _drop_raw,
@@ -166,6 +178,7 @@ MUTANTS: dict[str, Callable[[], list[Patch]]] = {
     "eager_free": _eager_free,
     "no_peer_copy": _no_peer_copy,
     "stale_location": _stale_location,
+    "one_phase": _one_phase,
 }
 
 

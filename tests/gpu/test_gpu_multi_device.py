@@ -152,3 +152,56 @@ def test_the_programs_current_gpu_is_left_as_it_was(gpus):
         kernel[4, 256](x, y, 1024)          # placed on every GPU in turn
     assert sum(float(y.sum()) for y in ys) == 4 * 1024 * 3.0
     assert cupy.cuda.runtime.getDevice() == before
+
+
+def add(x, y, out, n):
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = x[i] + y[i]
+
+
+@needs_two
+def test_a_recorded_step_is_replayed_as_one_graph_per_gpu_and_stays_right(gpus):
+    ag = gpus
+    kernel = ag.kernel(const=["x"], out=["y"])(twice)
+    adder = ag.kernel(const=["x", "y"], out=["out"])(add)
+    n = 1 << 16
+    count = _gpus()
+    host = [np.arange(n, dtype=np.float64) + k for k in range(count)]
+    xs = [ag.array(h) for h in host]
+    ys = [ag.empty_like(x) for x in xs]
+    total = ag.empty_like(xs[0])
+
+    @ag.graph
+    def step():
+        for x, y in zip(xs, ys):
+            kernel[n // 256, 256](x, y, n)              # one per GPU (round-robin)
+        adder[n // 256, 256](ys[0], ys[-1], total, n)   # the last GPU's result on the first
+
+    outcomes = []
+    for _ in range(4):
+        before = ag.statistics().graphs_replayed
+        step()
+        outcomes.append((step.outcome, ag.statistics().graphs_replayed - before))
+        assert total.numpy().tolist() == (2 * host[0] + 2 * host[-1] + 2).tolist()
+    assert outcomes == [("recorded", 0)] + [("replayed", count + 1)] * 3
+    assert ag.statistics().copies_peer >= 4
+
+
+@needs_two
+@pytest.mark.parametrize("policy", ["round-robin", "min-transfer-size"])
+def test_recorded_random_programs_equal_serial_on_every_gpu(policy):
+    import asyncgpu as ag
+    from test_recorder import _run_rounds
+
+    init = programs.initial()
+    for seed in range(8):
+        body = [s for s in programs.random_program(random.Random(seed), 10)
+                if isinstance(s, programs.Launch)]
+        expected = programs.run_serial(
+            ag, lambda ag, body, init: _run_rounds(ag, body, [], init, 4, False), body, init)
+        with ag.configure(backend="cuda", devices="all", device_policy=policy):
+            reads, final, outcomes = _run_rounds(ag, body, [], init, 4, True)
+        assert outcomes == ["recorded", "replayed", "replayed", "replayed"], seed
+        assert [a.tolist() for a in reads + final] == [
+            a.tolist() for a in expected[0] + expected[1]], (policy, seed)

@@ -27,7 +27,7 @@ cdef class CudaBackend:
 
     cpdef bint event_done(self, event) except -1
 
-    cpdef kernel_launch(self, kernel, launcher, arrays, values, site)
+    cpdef kernel_launch(self, kernel, launcher, arrays, values, site, int device=*)
 
     @cython.locals(at=Py_ssize_t, packed=PackedLaunch)
     cpdef launch(self, Node node, stream)

@@ -205,7 +205,7 @@ class CudaBackend:
             raise self._device_error(exc)
 
     def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],
-                      site: str | None) -> Any:
+                      site: str | None, device: int = 0) -> Any:
         """Prepare a launch (``kernels.make_launch``)."""
         return make_launch(self, kernel, launcher, arrays, values, site)
 
@@ -499,7 +499,8 @@ class CudaBackend:
         from .timing import CudaStageTimer
         return CudaStageTimer(self, runtime, launches)
 
-    def library_call(self, runtime: Any, call: Any, accesses: list[Any]) -> Any:
+    def library_call(self, runtime: Any, call: Any, accesses: list[Any], device: int = 0
+                     ) -> Any:
         from .library import make_call
         return make_call(self, runtime, call, accesses)
 

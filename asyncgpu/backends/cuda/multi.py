@@ -61,7 +61,7 @@ class MultiCudaBackend:
         self.device_count = self.runtime.getDeviceCount()
         self.prefetches = not self.explicit
         self.host_coherent_while_busy = all(p.host_coherent_while_busy for p in self.parts)
-        self.captures = first.captures
+        self.captures = _Captures(self)
         self._slots = {part.device: slot for slot, part in enumerate(self.parts)}
         self._bandwidth: list[list[float]] | None = None
         self._enable_peers()
@@ -167,6 +167,24 @@ class MultiCudaBackend:
     def launch(self, node: Any, stream: Any) -> None:
         self._at(node.device, "launch", node, stream)
 
+    # -- graphs ------------------------------------------------------------------------------
+    # (each graph holds one device's work, captured on and launched from its streams:
+    # asyncgpu.recorder.devices splits a recording that spans devices)
+    def begin_capture(self, stream: Any) -> None:
+        self._at(self._slot_of(stream), "begin_capture", stream)
+
+    def end_capture(self, stream: Any) -> Any:
+        slot = self._slot_of(stream)
+        graph = self._at(slot, "end_capture", stream)
+        graph.device = slot
+        return graph
+
+    def graph_launch(self, graph: Any, stream: Any) -> Any:
+        return self._at(self._slot_of(stream), "graph_launch", graph, stream)
+
+    def graph_destroy(self, graph: Any) -> None:
+        self._at(graph.device, "graph_destroy", graph)
+
     def host_access(self, accesses: Any, label: str) -> None:
         fault = self.fault
         if fault is not None:
@@ -264,6 +282,22 @@ class MultiCudaBackend:
         log.info("asyncgpu: link bandwidths (GB/s, host first): %s",
                  [[round(v / 1e9, 1) for v in row] for row in matrix])
         return matrix
+
+
+class _Captures:
+    """The parts' capture trackers seen as one (what the recorder asks of a backend)."""
+
+    __slots__ = ("backend",)
+
+    def __init__(self, backend: MultiCudaBackend) -> None:
+        self.backend = backend
+
+    @property
+    def engaged(self) -> bool:
+        return any(part.captures.engaged for part in self.backend.parts)
+
+    def capturing(self, stream: Any) -> bool:
+        return self.backend._of(stream).captures.capturing(stream)
 
 
 def _timed_copy(cupy: Any, copy: Any) -> float:

@@ -228,9 +228,9 @@ class SimBackend:
         if node.device != stream.device:
             raise ValueError(f"sim backend: {node.label()} of device {node.device} launched on "
                              f"{stream!r} of device {stream.device}")
+        node.launch.device = node.device        # (a captured one runs there at each launch)
         if self.captures.engaged and self.captures.launch(node, stream):
             return
-        node.launch.device = node.device
         self._enqueue(stream, "kernel", node.launch, node.label())
 
     # -- the logical clock (traces) -----------------------------------------------------------
@@ -279,7 +279,9 @@ class SimBackend:
 
     def end_capture(self, stream: SimStream) -> Graph:
         graph = self.captures.end(stream)
-        graph.handle = Expansion(graph, self.create_stream, self.create_event)
+        device = graph.device = stream.device
+        graph.handle = Expansion(graph, lambda: self.create_stream(device),
+                                 lambda: self.create_event(device))
         return graph
 
     def graph_launch(self, graph: Graph, stream: SimStream) -> None:

@@ -1,0 +1,76 @@
+"""Recordings on several devices: one graph per device and phase.
+
+The model
+---------
+A CUDA graph captured from a stream holds the work of that stream's device, while the launches
+of one recording may be placed on several devices. On a runtime over several devices the
+recorder (``asyncgpu.recorder.finish``) therefore issues a recording's first run eagerly,
+placed launch by launch by the device policy (or on the device pinned when it was recorded),
+and keeps each launch's device. The next run splits the launches into *groups*
+(:func:`device_groups`): a launch's *phase* is the largest phase among the launches it depends
+on (``capture.dependencies``: RAW, WAR, WAW), plus one where that launch is on another device;
+a group is the launches of one device and one phase, in recorded order. :func:`capture_groups`
+captures each group on its device's streams as one graph (``capture.capture``), and a replay
+launches the graphs in phase order as nodes of the dynamic DAG placed on their devices, so the
+peer copies and cross-device events between them are the runtime's, as for any node.
+
+Invariants: every launch a group depends on is in that group or in a group of an earlier
+phase, so launching the groups phase by phase launches each graph after those it needs;
+groups of one phase on different devices share no conflicting bytes, so they overlap.
+
+Example: ``k1(a) on 0; k2(b) on 1; k3(a, b -> c) on 0`` gives phases ``[0, 0, 1]`` and the
+groups ``(0, [k1]), (1, [k2]), (0, [k3])``: two graphs that run side by side, then one that
+waits for both (a peer copy brings ``b`` to device 0 first).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..runtime.frozen import FrozenGraph
+from .capture import capture, dependencies, plan
+
+
+def device_groups(preds: list[list[int]], slots: list[int]) -> list[tuple[int, list[int]]]:
+    """The groups of launches with predecessors ``preds`` placed on device slots ``slots``:
+    ``(slot, indices)`` in phase order (then by device), indices in recorded order."""
+    phase: list[int] = []
+    for i, ps in enumerate(preds):
+        mine = 0
+        for p in ps:
+            mine = max(mine, phase[p] + (slots[p] != slots[i]))
+        phase.append(mine)
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, slot in enumerate(slots):
+        groups.setdefault((phase[i], slot), []).append(i)
+    return [(slot, indices) for (_, slot), indices in sorted(groups.items())]
+
+
+def issue_placed(rt: Any, launches: list[Any]) -> list[int]:
+    """Issue ``launches`` eagerly, one node each; returns the device slot each was placed on.
+    (Placing a node makes its device the *home* of each allocation it uses, so the home of
+    its first argument, read right after its issue, is its device.)"""
+    slots = []
+    for launch in launches:
+        launch.issue(rt)
+        arrays = launch.arrays
+        slots.append(arrays[0].alloc.home if arrays else max(launch.pin, 0))
+    return slots
+
+
+def capture_groups(rt: Any, cache: Any, name: str, launches: list[Any], slots: list[int]
+                   ) -> list[FrozenGraph]:
+    """One graph per group of :func:`device_groups`, in launch order; a failed capture
+    destroys those already made and raises its ``CaptureError``."""
+    graphs: list[FrozenGraph] = []
+    try:
+        for slot, indices in device_groups(dependencies(launches, rt.no_const), slots):
+            group = [launches[i] for i in indices]
+            # (untimed: timing a group would run its launches on the first device)
+            graphs.append(capture(rt, cache, f"{name} on device {rt.devices[slot]}", group,
+                                  (), plan(rt, group, name, timed=False), slot))
+    except BaseException:
+        for frozen in graphs:
+            rt.backend.graph_destroy(frozen.graph)
+        raise
+    return graphs
