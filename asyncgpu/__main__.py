@@ -127,6 +127,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--no-bounds", action="store_true",
                    help="skip the transfer and compute bounds (measured on a GPU, with the "
                         "serial and parallel modes)")
+    b.add_argument("--workloads", default=None, metavar="NAMES",
+                   help="multigpu: the workloads to run, e.g. bs,vec (default: all of bs, vec, "
+                        "ml, mv, cg)")
     b.add_argument("--devices", default=None, metavar="COUNTS",
                    help="multigpu: the GPU counts to compare, e.g. 1,2,4 (default: 1, 2, 4 "
                         "up to the GPUs of the host; on the simulator, virtual devices)")
@@ -279,9 +282,16 @@ def _bench_multigpu(ag: Any, console: Any, args: argparse.Namespace, on_gpu: boo
     if max(counts) > available:
         raise SystemExit(f"asyncgpu bench multigpu: --devices asks for {max(counts)} GPUs; "
                          f"this host has {available}")
+    workloads = multigpu.WORKLOADS
+    if args.workloads:
+        workloads = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
+        unknown = [w for w in workloads if w not in multigpu.WORKLOADS]
+        if unknown:
+            raise SystemExit(f"asyncgpu bench multigpu: unknown workload(s) {unknown}; "
+                             f"choose from {', '.join(multigpu.WORKLOADS)}")
     result = multigpu.measure(ag, counts, scale, iterations=args.iterations or 5,
                               warmup=args.warmup if args.warmup is not None else 2,
-                              on_gpu=on_gpu)
+                              on_gpu=on_gpu, workloads=workloads)
     if on_gpu:
         table = Table(title=f"multigpu ({scale}, {multigpu.CHUNKS} chunks; ms, medians)",
                       title_justify="left")

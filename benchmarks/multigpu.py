@@ -1,6 +1,8 @@
 """Multi-GPU benchmark: the same sequential program on 1, 2, 4 GPUs, against hand-written CuPy.
 
-Two workloads in the style of GrCUDA's multi-GPU benchmarks, each split in ``CHUNKS`` parts:
+Five workloads in the style of GrCUDA's multi-GPU benchmarks: ``ml``, ``mv`` and ``cg`` (row-
+partitioned, resident inputs) are in ``benchmarks.multigpu_work``; here, each split in
+``CHUNKS`` parts:
 
 * ``bs``: Black and Scholes on independent vectors (GrCUDA's b5m): ``bs(x_c -> y_c)`` per
   chunk, ``REPS`` times per iteration with resident inputs (compute-bound), once with
@@ -37,7 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from . import kernel_module
+from . import kernel_module, multigpu_work
+from .handgpus import HandGPUs
 from .workloads.bs import STRIKE, R, T, V, black_scholes
 
 BS = kernel_module("bs")
@@ -148,16 +151,11 @@ class CupyRun:
     def __init__(self, workload: str, data: dict[str, list[np.ndarray]], devices: int,
                  reps: int = REPS) -> None:
         import cupy
-        from numba import cuda
 
+        self.hand = hand = HandGPUs(devices)
         self.cupy, self.workload, self.data, self.n = cupy, workload, data, devices
         self.reps = reps
-        self.streams, self.nstreams = [], []
-        for d in range(devices):
-            with cupy.cuda.Device(d):
-                s = cupy.cuda.Stream(non_blocking=True)
-                self.streams.append(s)
-                self.nstreams.append(cuda.external_stream(s.ptr))
+        self.streams = hand.streams
         self.pinned = {name: [cupy.cuda.alloc_pinned_memory(a.nbytes) for a in arrays]
                        for name, arrays in data.items()}
         self.host = {name: [np.frombuffer(p, a.dtype, a.size) for p, a in zip(ps, data[name])]
@@ -167,47 +165,22 @@ class CupyRun:
                 h[...] = a
         self.arrays: dict[str, list[Any]] = {name: [] for name in (
             ("x", "y") if workload == "bs" else ("x", "y", "x1", "y1", "res"))}
-        self.kernels: dict[tuple[Any, ...], Any] = {}
-        self.views: dict[int, Any] = {}
         for c in range(CHUNKS):
-            with cupy.cuda.Device(c % devices):
-                x = cupy.asarray(data["x"][c])
-                self.arrays["x"].append(x)
-                if workload == "bs":
-                    self.arrays["y"].append(cupy.empty_like(x))
-                    continue
-                y = cupy.asarray(data["y"][c])
-                self.arrays["y"].append(y)
-                self.arrays["x1"].append(cupy.empty_like(x))
-                self.arrays["y1"].append(cupy.empty_like(y))
-                self.arrays["res"].append(cupy.zeros(1, np.float32))
+            d = c % devices
+            x = hand.array(data["x"][c], d)
+            self.arrays["x"].append(x)
+            if workload == "bs":
+                self.arrays["y"].append(hand.empty(x.shape, x.dtype, d))
+                continue
+            y = hand.array(data["y"][c], d)
+            self.arrays["y"].append(y)
+            self.arrays["x1"].append(hand.empty(x.shape, x.dtype, d))
+            self.arrays["y1"].append(hand.empty(y.shape, y.dtype, d))
+            self.arrays["res"].append(hand.zeros(1, np.float32, d))
         self.sync()
 
     def _launch(self, kernel: Any, c: int, *args: Any) -> None:
-        """``kernel`` compiled for these argument types on chunk ``c``'s GPU, launched on its
-        stream (Numba's compiled-kernel launch, without the dispatcher)."""
-        d = c % self.n
-        with self.cupy.cuda.Device(d):
-            views = [self._view(a) for a in args]
-            key = (id(kernel), d, tuple(type(v).__name__ for v in views))
-            compiled = self.kernels.get(key)
-            if compiled is None:        # (the first launch compiles through the dispatcher)
-                kernel[BLOCKS, THREADS, self.nstreams[d]](*views)
-                sig = tuple(kernel.typeof_pyval(v) for v in views)
-                self.kernels[key] = kernel.overloads[sig]
-                return
-            compiled.launch(views, (BLOCKS,), (THREADS,), self.nstreams[d], 0)
-
-    def _view(self, a: Any) -> Any:
-        """Numba's view of a CuPy array (made once), or a number as it is."""
-        if not hasattr(a, "__cuda_array_interface__"):
-            return a
-        view = self.views.get(id(a))
-        if view is None:
-            from numba import cuda
-
-            view = self.views[id(a)] = cuda.as_cuda_array(a)
-        return view
+        self.hand.launch(kernel, c % self.n, BLOCKS, THREADS, *args)
 
     def copy_in(self) -> None:
         """The inputs from pinned host memory, each on its GPU's stream."""
@@ -218,8 +191,7 @@ class CupyRun:
                     dev.set(host, stream=self.streams[c % self.n])
 
     def sync(self) -> None:
-        for s in self.streams:
-            s.synchronize()
+        self.hand.sync()
 
     def step(self, streaming: bool) -> Any:
         if streaming:
@@ -255,63 +227,111 @@ def transfer_bound_ms(run: CupyRun, repeats: int = 5) -> float:
 
 
 # -- the measurement ---------------------------------------------------------------------------
+class _Chunks:
+    """``bs`` or ``vec`` as :func:`measure` runs a workload: resident and streaming inputs."""
+
+    inputs = ("resident", "streaming")
+
+    def __init__(self, name: str, scale: str) -> None:
+        self.name = name
+        self.data = _inputs(name, SIZES[scale][name])
+        self.expected = _expected(name, self.data)
+
+    def check(self, got: Any) -> None:
+        _check(self.name, got, self.expected)
+
+    def asyncgpu(self, ag: Any, devices: int, streaming: bool, reps: int | None = None
+                 ) -> tuple[Any, Any]:
+        reps = reps if reps is not None else 1 if streaming else REPS
+        run = AsyncgpuRun(ag, self.name, self.data, devices, reps)
+        return run.step, run.rewrite if streaming else None
+
+    def cupy(self, devices: int, streaming: bool) -> tuple[Any, Any]:
+        base = CupyRun(self.name, self.data, devices, 1 if streaming else REPS)
+        bound = functools.partial(transfer_bound_ms, base) if streaming else None
+        return functools.partial(base.step, streaming), bound
+
+
+class _Resident:
+    """A workload of ``multigpu_work`` as :func:`measure` runs one: resident inputs."""
+
+    inputs = ("resident",)
+
+    def __init__(self, work: Any) -> None:
+        self.work = work
+        self.check = work.check
+
+    def asyncgpu(self, ag: Any, devices: int, streaming: bool) -> tuple[Any, Any]:
+        return self.work.asyncgpu(ag, devices), None
+
+    def cupy(self, devices: int, streaming: bool) -> tuple[Any, Any]:
+        return self.work.cupy(devices), None
+
+
+#: Every workload of the benchmark, in the order of its tables.
+WORKLOADS = ("bs", "vec", *multigpu_work.WORKLOADS)
+#: The device policies of the policy table.
+POLICIES = ("round-robin", "stream-aware", "min-transfer-size", "min-min", "min-max")
+
+
+def _workload(name: str, scale: str) -> Any:
+    if name in multigpu_work.WORKLOADS:
+        return _Resident(multigpu_work.WORKLOADS[name](scale))
+    return _Chunks(name, scale)
+
+
 def measure(ag: Any, counts: list[int], scale: str = "medium", iterations: int = 5,
-            warmup: int = 2, policies: bool = True, on_gpu: bool = True) -> dict[str, Any]:
+            warmup: int = 2, policies: bool = True, on_gpu: bool = True,
+            workloads: tuple[str, ...] = WORKLOADS) -> dict[str, Any]:
     """Rows of (workload, inputs, devices, mode, ms), checked; and the policy table."""
     global BLOCKS, THREADS
     BLOCKS, THREADS = GRID[scale]
+    multigpu_work.SHAPE[:] = GRID[scale]
     rows: list[dict[str, Any]] = []
     policy_rows: list[dict[str, Any]] = []
     most = max(counts)
-    for workload in ("bs", "vec"):
-        n = SIZES[scale][workload]
-        data = _inputs(workload, n)
-        expected = _expected(workload, data)
+
+    def configured(devices: int, policy: str | None = None) -> Any:
+        options: dict[str, Any] = {"devices": devices}
+        if policy is not None:
+            options["device_policy"] = policy
+        if not on_gpu:
+            options["sim_devices"] = most
+        return ag.configure(**options)
+
+    def timed(step: Any, prepare: Any) -> float:
+        ms, got = _timed(step, prepare or (lambda: None), iterations, warmup)
+        work.check(got)
+        return ms
+
+    for name in workloads:
+        work = _workload(name, scale)
         for devices in counts:
-            for inputs in ("resident", "streaming"):
+            for inputs in work.inputs:
                 streaming = inputs == "streaming"
-                options = {"devices": devices} if devices > 1 else {"devices": 1}
-                if not on_gpu:
-                    options["sim_devices"] = most
-                reps = 1 if streaming else REPS
-                with ag.configure(**options):
-                    run = AsyncgpuRun(ag, workload, data, devices, reps)
-                    prepare = run.rewrite if streaming else (lambda: None)
-                    ms, got = _timed(run.step, prepare, iterations, warmup)
-                    _check(workload, got, expected)
+                row = {"workload": name, "inputs": inputs, "devices": devices}
+                with configured(devices):
+                    step, prepare = work.asyncgpu(ag, devices, streaming)
+                    ms = timed(step, prepare)
                     stats = ag.statistics()
-                    rows.append({"workload": workload, "inputs": inputs, "devices": devices,
-                                 "mode": "asyncgpu", "ms": ms,
+                    rows.append({**row, "mode": "asyncgpu", "ms": ms,
                                  "placed": dict(stats.placed),
                                  "copies_peer": stats.copies_peer})
-                    del run
+                    del step, prepare
                 if on_gpu:
-                    base = CupyRun(workload, data, devices, reps)
-                    ms, got = _timed(functools.partial(base.step, streaming), lambda: None,
-                                     iterations, warmup)
-                    _check(workload, got, expected)
-                    rows.append({"workload": workload, "inputs": inputs, "devices": devices,
-                                 "mode": "cupy", "ms": ms})
-                    if streaming:
-                        rows.append({"workload": workload, "inputs": inputs,
-                                     "devices": devices, "mode": "transfer bound",
-                                     "ms": transfer_bound_ms(base)})
-                    del base
+                    step, bound = work.cupy(devices, streaming)
+                    rows.append({**row, "mode": "cupy", "ms": timed(step, None)})
+                    if bound is not None:
+                        rows.append({**row, "mode": "transfer bound", "ms": bound()})
+                    del step, bound
         if policies and most > 1:
-            for policy in ("round-robin", "stream-aware", "min-transfer-size", "min-min",
-                           "min-max"):
-                options = {"devices": most, "device_policy": policy}
-                if not on_gpu:
-                    options["sim_devices"] = most
-                with ag.configure(**options):
-                    run = AsyncgpuRun(ag, workload, data, most)
-                    ms, got = _timed(run.step, lambda: None, iterations, warmup)
-                    _check(workload, got, expected)
-                    stats = ag.statistics()
-                    policy_rows.append({"workload": workload, "devices": most,
-                                        "policy": policy, "ms": ms,
-                                        "copies_peer": stats.copies_peer})
-                    del run
+            for policy in POLICIES:
+                with configured(most, policy):
+                    step, _ = work.asyncgpu(ag, most, False)
+                    ms = timed(step, None)
+                    policy_rows.append({"workload": name, "devices": most, "policy": policy,
+                                        "ms": ms, "copies_peer": ag.statistics().copies_peer})
+                    del step
     return {"rows": rows, "policies": policy_rows, "scale": scale, "chunks": CHUNKS,
             "reps": REPS}
 
@@ -348,7 +368,7 @@ def plot(path: str, result: dict[str, Any]) -> None:
     for ax, inputs in zip(axes, ("resident", "streaming")):
         counts = sorted({r["devices"] for r in rows})
         ax.plot(counts, counts, "k:", label="linear")
-        for workload in ("bs", "vec"):
+        for workload in dict.fromkeys(r["workload"] for r in rows if r["inputs"] == inputs):
             for mode, style in (("asyncgpu", "-o"), ("cupy", "--s")):
                 pts = {r["devices"]: r["ms"] for r in rows if r["workload"] == workload
                        and r["inputs"] == inputs and r["mode"] == mode}

@@ -13,7 +13,7 @@ import math
 
 from numba import cuda, float32, float64, int32, int64, uint32
 
-from .blockops import thread_rank
+from .blockops import grid_rank, thread_rank
 
 #: Rows ``rr_1`` loads per thread before using them (loads in flight per thread); also the rows
 #: it sums in int32 before adding to its int64 totals, exact while ``UNROLL * x**2 < 2**31``
@@ -224,7 +224,63 @@ def argmax(r1, r2, labels):
         labels[i] = best
 
 
+#: Rows of one work item of ``col_stats``.
+STATS_ROWS = 256
+
+
+@cuda.jit
+def col_stats(x, s):
+    """s[q] += sum_i x[i, q], s[f + q] += sum_i x[i, q]^2 (float64): the column sums of a
+    block of rows, so a matrix split by rows standardizes with the statistics of all its rows
+    (the parts' sums added up, then ``standardize``). A work item is ``STATS_ROWS`` rows of one
+    column; neighbouring threads take neighbouring columns (coalesced)."""
+    n, f = x.shape[0], x.shape[1]
+    blocks = (n + STATS_ROWS - 1) // STATS_ROWS
+    first, step = grid_rank()
+    for t in range(first, blocks * f, step):
+        b = t // f
+        q = t - b * f
+        total = int64(0)
+        squares = int64(0)
+        for i in range(b * STATS_ROWS, min(n, (b + 1) * STATS_ROWS)):
+            v = int64(x[uint32(i), uint32(q)])
+            total += v
+            squares += v * v
+        cuda.atomic.add(s, q, float64(total))
+        cuda.atomic.add(s, f + q, float64(squares))
+
+
+@cuda.jit
+def standardize(x, s, rows, z):
+    """z = (x - mean) / std per column, from the column sums ``s`` of all ``rows`` rows
+    (population std; 1 where it is 0), as ``rr_1`` computes it."""
+    n, f = x.shape[0], x.shape[1]
+    first, step = grid_rank()
+    for t in range(first, n * f, step):
+        i = t // f
+        q = t - i * f
+        mean = s[q] / rows
+        var = s[f + q] / rows - mean * mean
+        std = math.sqrt(var) if var > 0 else 1.0
+        z[i, q] = float32(x[i, q]) * float32(1.0 / std) - float32(mean / std)
+
+
+@cuda.jit
+def init_scores(r1, prior, r2):
+    """r1[i, k] = prior[k] (Naive Bayes adds to the class log prior), r2[i, k] = 0."""
+    n, c = r1.shape[0], r1.shape[1]
+    first, step = grid_rank()
+    for t in range(first, n * c, step):
+        i = t // c
+        k = t - i * c
+        r1[i, k] = prior[k]
+        r2[i, k] = 0.0
+
+
 ANNOTATIONS = {
+    "init_scores": {"const": ["prior"], "out": ["r1", "r2"]},
+    "col_stats": {"const": ["x"], "out": []},
+    "standardize": {"const": ["x", "s"], "out": ["z"]},
     "rr_1": {"const": ["x"], "out": ["z"]},
     "nb_1": {"const": ["x", "w"], "out": []},
     "rr_2": {"const": ["z", "w"], "out": []},

@@ -332,7 +332,8 @@ def test_the_multigpu_benchmark_checks_every_run_on_virtual_devices():
     from benchmarks import multigpu
 
     with ag.configure(backend="sim"):
-        result = multigpu.measure(ag, [1, 2], "tiny", iterations=1, warmup=0, on_gpu=False)
+        result = multigpu.measure(ag, [1, 2], "tiny", iterations=1, warmup=0, on_gpu=False,
+                                  workloads=("bs", "vec"))
     rows = result["rows"]
     assert {(r["workload"], r["inputs"], r["devices"]) for r in rows} == {
         (w, i, d) for w in ("bs", "vec") for i in ("resident", "streaming") for d in (1, 2)}
@@ -342,3 +343,19 @@ def test_the_multigpu_benchmark_checks_every_run_on_virtual_devices():
         "round-robin", "stream-aware", "min-transfer-size", "min-min", "min-max"}
     # the chunks' arrays are made on their devices: the default policy needs no peer copy
     assert all(r["copies_peer"] == 0 for r in two if r["workload"] == "vec")
+
+
+def test_the_row_partitioned_multigpu_workloads_are_right_on_virtual_devices():
+    import asyncgpu as ag
+    from benchmarks import multigpu
+
+    with ag.configure(backend="sim"):
+        result = multigpu.measure(ag, [1, 2], "tiny", iterations=1, warmup=0, on_gpu=False,
+                                  policies=False, workloads=("ml", "mv", "cg"))
+    rows = {(r["workload"], r["devices"]): r for r in result["rows"]}
+    assert set(rows) == {(w, d) for w in ("ml", "mv", "cg") for d in (1, 2)}
+    assert all(set(rows[w, 2]["placed"]) == {0, 1} for w in ("ml", "mv", "cg"))
+    # mv: x goes to the second device once; cg: the direction's parts every iteration
+    assert rows["mv", 2]["copies_peer"] == 1
+    assert rows["cg", 2]["copies_peer"] > 3 * multigpu.multigpu_work.CG_PARTS
+    assert rows["ml", 2]["copies_peer"] > 0     # the column sums meet on one device

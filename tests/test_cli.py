@@ -144,11 +144,16 @@ def test_gpu_results_fit_80_columns_without_cutting_a_number(capsys, monkeypatch
 
 def test_multigpu_on_sim_checks_every_count_and_shows_no_times(capsys, monkeypatch):
     code, out, _ = _run(capsys, monkeypatch, "bench", "multigpu", "--devices", "1,2",
-                        "--iterations", "1", "--warmup", "0")
+                        "--iterations", "1", "--warmup", "0", "--workloads", "vec,mv")
     assert code in (0, None)
     assert max(len(line) for line in out.splitlines()) <= 80
     assert "min-transfer-size" in out and "no times are reported" in out
     assert " ms" not in out and "x one GPU" not in out
+
+
+def test_multigpu_refuses_an_unknown_workload_by_name(capsys, monkeypatch):
+    with pytest.raises(SystemExit, match="unknown workload.*'hits'.*bs, vec, ml, mv, cg"):
+        _run(capsys, monkeypatch, "bench", "multigpu", "--workloads", "vec,hits")
 
 
 def test_multigpu_refuses_more_devices_than_the_host_has(capsys, monkeypatch):

@@ -61,14 +61,7 @@ class Ensemble:
 
     def __init__(self, ag: Any, scale: str, seed: int = 0) -> None:
         self.n = n = self.SIZES[scale]
-        rng = np.random.default_rng(seed)
-        self._x = rng.integers(0, 10, (n, FEATURES), dtype=np.int32)
-        p = rng.random((CLASSES, FEATURES)) + 0.1
-        self._nb_w = np.log(p / p.sum(axis=1, keepdims=True)).astype(np.float32)
-        prior = rng.random(CLASSES) + 0.5
-        self._prior = np.log(prior / prior.sum()).astype(np.float32)
-        self._coef = rng.normal(0.0, 0.1, (CLASSES, FEATURES)).astype(np.float32)
-        self._intercept = rng.normal(0.0, 0.1, CLASSES).astype(np.float32)
+        self._x, self._nb_w, self._prior, self._coef, self._intercept = model(n, seed)
         self._r1_0 = np.tile(self._prior, (n, 1))
         self.x = ag.array(self._x)
         self.nb_w = ag.array(self._nb_w)
@@ -142,28 +135,52 @@ class Ensemble:
     @functools.cached_property
     def _scores(self) -> np.ndarray:
         """Reference summed class probabilities (float64; computed once, inputs are fixed)."""
-        x = self._x.astype(np.float64)
-        nb = x @ self._nb_w.T.astype(np.float64) + self._prior
-        amax = nb.max(axis=1, keepdims=True)
-        lse = np.log(np.exp(nb - amax).sum(axis=1, keepdims=True)) + amax
-        p_nb = _softmax(np.exp(nb - lse))
-        z = (x - x.mean(axis=0)) / np.where(x.std(axis=0) > 0, x.std(axis=0), 1.0)
-        p_rr = _softmax(z @ self._coef.T.astype(np.float64) + self._intercept)
-        return p_nb + p_rr
+        return ensemble_scores(self._x, self._nb_w, self._prior, self._coef, self._intercept)
 
     def reference(self) -> np.ndarray:
         return np.argmax(self._scores, axis=1).astype(np.int32)
 
     def check(self, result: Any) -> tuple[bool, str]:
-        scores = self._scores
-        top2 = np.sort(scores, axis=1)[:, -2:]
-        clear = (top2[:, 1] - top2[:, 0]) > self.margin
-        got = np.asarray(result)
-        if got.shape != (self.n,):
-            return False, f"labels shape {got.shape} != ({self.n},)"
-        wrong = got != np.argmax(scores, axis=1)
-        bad = int(np.count_nonzero(wrong & clear))
-        return bad == 0, (f"{bad} wrong labels of {int(clear.sum())} with margin > "
-                          f"{self.margin:g}; "
-                          f"{int(np.count_nonzero(wrong & ~clear))} differ among "
-                          f"{int((~clear).sum())} near-ties")
+        return check_labels(self._scores, result, self.margin)
+
+
+def model(n: int, seed: int = 0) -> tuple[np.ndarray, ...]:
+    """The workload's inputs: (X, Naive Bayes log weights, log prior, ridge coefficients,
+    intercept), ``n`` rows."""
+    rng = np.random.default_rng(seed)
+    x = rng.integers(0, 10, (n, FEATURES), dtype=np.int32)
+    p = rng.random((CLASSES, FEATURES)) + 0.1
+    nb_w = np.log(p / p.sum(axis=1, keepdims=True)).astype(np.float32)
+    prior = rng.random(CLASSES) + 0.5
+    prior = np.log(prior / prior.sum()).astype(np.float32)
+    coef = rng.normal(0.0, 0.1, (CLASSES, FEATURES)).astype(np.float32)
+    intercept = rng.normal(0.0, 0.1, CLASSES).astype(np.float32)
+    return x, nb_w, prior, coef, intercept
+
+
+def ensemble_scores(x: np.ndarray, nb_w: np.ndarray, prior: np.ndarray, coef: np.ndarray,
+                    intercept: np.ndarray) -> np.ndarray:
+    """The two classifiers' summed class probabilities per row, in float64."""
+    x = x.astype(np.float64)
+    nb = x @ nb_w.T.astype(np.float64) + prior
+    amax = nb.max(axis=1, keepdims=True)
+    lse = np.log(np.exp(nb - amax).sum(axis=1, keepdims=True)) + amax
+    p_nb = _softmax(np.exp(nb - lse))
+    z = (x - x.mean(axis=0)) / np.where(x.std(axis=0) > 0, x.std(axis=0), 1.0)
+    p_rr = _softmax(z @ coef.T.astype(np.float64) + intercept)
+    return p_nb + p_rr
+
+
+def check_labels(scores: np.ndarray, result: Any, margin: float) -> tuple[bool, str]:
+    """Labels equal the reference's argmax wherever its top two scores differ by more than
+    ``margin`` (float32 on the GPU can break near-ties either way)."""
+    top2 = np.sort(scores, axis=1)[:, -2:]
+    clear = (top2[:, 1] - top2[:, 0]) > margin
+    got = np.asarray(result)
+    if got.shape != (scores.shape[0],):
+        return False, f"labels shape {got.shape} != ({scores.shape[0]},)"
+    wrong = got != np.argmax(scores, axis=1)
+    bad = int(np.count_nonzero(wrong & clear))
+    return bad == 0, (f"{bad} wrong labels of {int(clear.sum())} with margin > {margin:g}; "
+                      f"{int(np.count_nonzero(wrong & ~clear))} differ among "
+                      f"{int((~clear).sum())} near-ties")

@@ -4,9 +4,11 @@ with it; the recorded benchmark mode passes its checks."""
 
 from __future__ import annotations
 
+import warnings
 
 import numpy as np
 import pytest
+from numba import cuda
 
 from benchmarks import harness
 from benchmarks.workloads import WORKLOADS
@@ -429,3 +431,43 @@ def test_captured_library_calls_replay_on_gpu():
                 got = with_matmul()
             np.testing.assert_allclose(got.numpy(), q0 @ q0, rtol=1e-4)
         with_matmul.clear()
+
+
+@pytest.mark.parametrize("source", ["numba", "cuda_c"])
+def test_a_kernel_prepared_by_an_earlier_runtime_is_captured_by_a_later_one(source):
+    """A kernel outlives runtimes: the later runtime's capture must launch it through its own
+    backend's calls (the earlier one's launch through one-node graphs, which a capture
+    refuses)."""
+    import asyncgpu as ag
+
+    if source == "numba":
+        kernel = ag.kernel(const=["x"], out=["y"])(_twice)
+    else:
+        kernel = ag.cuda_kernel(TWICE_C, "twice_c", out=["y"])
+    for _ in range(2):          # two runtimes, one kernel
+        with ag.configure(backend="cuda"):
+            x = ag.array(np.arange(256, dtype=np.float64))
+            y = ag.empty_like(x)
+
+            @ag.graph
+            def step():
+                kernel[1, 256](x, y, 256)
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")          # no fall back to eager
+                for _ in range(3):
+                    step()
+            assert step.outcome == "replayed"
+            assert y.numpy().tolist() == (2 * np.arange(256) + 1).tolist()
+
+
+def _twice(x, y, n):
+    i = cuda.grid(1)
+    if i < n:
+        y[i] = 2.0 * x[i] + 1.0
+
+
+TWICE_C = r"""extern "C" __global__ void twice_c(const double* x, double* y, long long n) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i < n) y[i] = 2.0 * x[i] + 1.0;
+}"""

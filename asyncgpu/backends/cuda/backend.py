@@ -518,6 +518,10 @@ class CudaBackend:
         # which the driver-level launch needs: bind the device's primary context, retry.
         if not isinstance(exc, self._driver_error):
             raise exc
+        if self._capturing:
+            # (the capture is lost, the device is fine: the recorder runs the work eagerly)
+            raise CaptureError(f"{node.label()}: CUDA refused the launch during a stream "
+                               f"capture ({exc})") from exc
         if getattr(exc, "status", None) != _CUDA_ERROR_INVALID_CONTEXT:
             raise LaunchError(
                 f"{node.label()}: the driver refused the launch ({exc}); nothing ran. The "

@@ -261,6 +261,9 @@ def _numba_launch(backend: Any, kernel: Kernel, launcher: Any, values: list[Any]
     if entry is None:
         entry = kernel._compiled[compiled_key] = _compile_numba(backend, kernel, values, site)
     compiled, plan, checked = entry
+    if plan is not None and plan.calls is not backend.calls:
+        plan = numba_plan(compiled, backend.calls)      # (as for CUDA C: _cuda_c_prepare)
+        kernel._compiled[compiled_key] = (compiled, plan, checked)
     if launcher.block not in checked:
         _check_block(kernel, launcher, site, compiled.max_threads_per_block,
                      compiled.regs_per_thread)
@@ -332,6 +335,13 @@ def _cuda_c_prepare(backend: Any, kernel: Kernel, launcher: Any, arrays: list[An
                 plan = cuda_c_plan(raw.kernel.ptr, kernel.params, backend.calls)
             entry = kernel._compiled[compiled_key] = (raw, plan, set())
         raw, plan, checked = entry
+        if plan is not None and plan.calls is not backend.calls:
+            # A plan launches through the calls of the backend that made it, and a kernel
+            # outlives runtimes: a later backend's calls are its own (their one-node graphs
+            # are switched off while it captures, and a launch through another backend's
+            # would be a graph launched into the capture, which CUDA refuses).
+            plan = cuda_c_plan(raw.kernel.ptr, kernel.params, backend.calls)
+            kernel._compiled[compiled_key] = (raw, plan, checked)
         if launcher.block not in checked:
             _check_block(kernel, launcher, site, raw.max_threads_per_block, raw.num_regs)
             checked.add(launcher.block)

@@ -121,10 +121,18 @@ class MultiCudaBackend:
         return self._at(device, "create_event")
 
     def record(self, event: Any, stream: Any) -> None:
-        self._of(stream).record(event, stream)
+        part = self._of(stream)
+        if part._capturing:     # (inside a capture CUDA wants the stream's device current)
+            self._at(part.slot, "record", event, stream)
+        else:
+            part.record(event, stream)
 
     def wait(self, stream: Any, event: Any) -> None:
-        self._of(stream).wait(stream, event)
+        part = self._of(stream)
+        if part._capturing:
+            self._at(part.slot, "wait", stream, event)
+        else:
+            part.wait(stream, event)
 
     def event_done(self, event: Any) -> bool:
         return self.parts[0].event_done(event)
