@@ -89,7 +89,13 @@ class Placement:
     def _turn(self, candidates: Sequence[int]) -> int:
         """The first of ``candidates`` at or after the round-robin position; moves it on."""
         n = self.n
-        best = min(candidates, key=lambda d: (d - self.next) % n)
+        start = self.next
+        best = -1
+        gap = n
+        for d in candidates:
+            if (d - start) % n < gap:
+                best = d
+                gap = (d - start) % n
         self.next = (best + 1) % n
         return best
 
@@ -109,7 +115,10 @@ class Placement:
             return self._turn([d for d in everyone if busy[d] == least])
         if policy == "min-transfer-size":
             held = self.held_bytes(needs)
-            total = sum(need[1] for need in needs if need[2])
+            total = 0
+            for need in needs:
+                if need[2]:
+                    total += need[1]
             top = max(held)
             if top > 0 and (data_first or top > self.threshold * total):
                 return self._turn([d for d in everyone if held[d] == top])
