@@ -368,7 +368,9 @@ def plot(path: str, result: dict[str, Any]) -> None:
     import matplotlib.pyplot as plt
 
     rows = result["rows"]
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.6), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.8), sharey=True)
+    names = list(dict.fromkeys(r["workload"] for r in rows))
+    colors = {name: f"C{i}" for i, name in enumerate(names)}
     for ax, inputs in zip(axes, ("resident", "streaming")):
         counts = sorted({r["devices"] for r in rows})
         ax.plot(counts, counts, "k:", label="linear")
@@ -378,11 +380,11 @@ def plot(path: str, result: dict[str, Any]) -> None:
                        and r["inputs"] == inputs and r["mode"] == mode}
                 if 1 in pts:
                     ax.plot(sorted(pts), [pts[1] / pts[d] for d in sorted(pts)], style,
-                            label=f"{workload} {mode}")
+                            color=colors[workload], label=f"{workload} {mode}")
         ax.set_title(f"{inputs} inputs")
         ax.set_xlabel("GPUs")
         ax.set_xticks(counts)
     axes[0].set_ylabel("speedup over one GPU")
-    axes[1].legend(fontsize=7)
+    axes[0].legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

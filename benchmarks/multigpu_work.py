@@ -46,6 +46,19 @@ def _pinned(ag: Any, devices: int, c: int) -> Any:
     return ag.device(c % devices) if devices > 1 else contextlib.nullcontext()
 
 
+def _makers(ag: Any, devices: int) -> tuple[Any, Any]:
+    """(make(host, part), empty(shape, dtype, part)): asyncgpu arrays of part ``part``, made
+    on its GPU."""
+    def make(host: np.ndarray, c: int) -> Any:
+        with _pinned(ag, devices, c):
+            return ag.array(host)
+
+    def empty(shape: Any, dtype: Any, c: int) -> Any:
+        with _pinned(ag, devices, c):
+            return ag.empty(shape, dtype)
+    return make, empty
+
+
 # -- ml ------------------------------------------------------------------------------------------
 class MLWork:
     """The row-partitioned ensemble (see the module docstring)."""
@@ -110,14 +123,7 @@ class MLWork:
         kernels = {**_kernels(ag, ML, self.BRANCHES), **_kernels(ag, LA, ("zero", "add_to"))}
         shared = {"prior": ag.array(self.prior), "nb_w": ag.array(self.nb_w),
                   "coef": ag.array(self.coef), "intercept": ag.array(self.intercept)}
-
-        def make(host: np.ndarray, c: int) -> Any:
-            with _pinned(ag, devices, c):
-                return ag.array(host)
-
-        def empty(shape: Any, dtype: Any, c: int) -> Any:
-            with _pinned(ag, devices, c):
-                return ag.empty(shape, dtype)
+        make, empty = _makers(ag, devices)
 
         parts = self._arrays(make, empty, lambda c: shared)
         total = ag.empty(2 * ml_work.FEATURES, np.float64)
@@ -198,11 +204,9 @@ class MVWork:
 
     def asyncgpu(self, ag: Any, devices: int) -> Any:
         kernels = _kernels(ag, LA, ("zero", "matvec"))
-        a, y = [], []
-        for c, part in enumerate(self.parts):
-            with _pinned(ag, devices, c):
-                a.append(ag.array(part))
-                y.append(ag.empty(part.shape[0], np.float32))
+        make, empty = _makers(ag, devices)
+        a = [make(part, c) for c, part in enumerate(self.parts)]
+        y = [empty(part.shape[0], np.float32, c) for c, part in enumerate(self.parts)]
         x = ag.array(self.x)
         blocks, threads = _shape()
 
@@ -304,14 +308,7 @@ class CGWork:
 
     def asyncgpu(self, ag: Any, devices: int) -> Any:
         kernels = _kernels(ag, LA, self.KERNELS)
-
-        def make(host: np.ndarray, c: int) -> Any:
-            with _pinned(ag, devices, c):
-                return ag.array(host)
-
-        def empty(shape: Any, dtype: Any, c: int) -> Any:
-            with _pinned(ag, devices, c):
-                return ag.empty(shape, dtype)
+        make, empty = _makers(ag, devices)
 
         parts = self._arrays(make, empty)
         sums = {name: ag.empty(1, np.float64) for name in ("rr", "pap", "rrn")}
