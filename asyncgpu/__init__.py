@@ -50,6 +50,8 @@ from .runtime.api import (
 from .runtime.array import Array
 from .runtime.kernel import Kernel
 from .runtime.kernel_builders import cuda_kernel, kernel
+from .runtime.tenancy import TenantScope, tenant, tenants
+from .core.tenants import TenantStatistics
 
 __version__ = "0.1.0"
 
@@ -58,10 +60,11 @@ __all__ = [
     "BackendUnavailableError", "BlockTooLargeError", "CompileError", "DeadlockError",
     "DeviceError", "FreedArrayError", "Instrument", "Kernel", "KernelFault", "KernelFaults", "LaunchError",
     "NotOnSimulatorError", "Options", "OutOfMemoryError", "RaceError",
-    "RecordingError", "SignatureError", "Statistics", "Trace", "array", "asarray", "configure",
+    "RecordingError", "SignatureError", "Statistics", "TenantScope", "TenantStatistics",
+    "Trace", "array", "asarray", "configure",
     "cuda_kernel", "device", "empty", "empty_like", "full", "full_like", "graph", "instrument", "kernel",
-    "ones", "ones_like", "options", "record", "statistics", "synchronize", "trace", "zeros",
-    "zeros_like",
+    "ones", "ones_like", "options", "record", "statistics", "synchronize", "tenant", "tenants",
+    "trace", "zeros", "zeros_like",
 ]
 
 for _name in __all__:

@@ -220,11 +220,11 @@ class CheckedBackend:
         self._checked(self.hb.host_access, [(_uid(buffer, device), lo, hi, False),
                                             (buffer.host_uid, lo, hi, True)], f"{label} to host")
 
-    def timing_event(self) -> Any:
-        return self.inner.timing_event()
+    def timing_event(self, device: int = 0) -> Any:
+        return self.inner.timing_event(device)
 
-    def clock_base(self) -> Any:
-        return self.inner.clock_base()
+    def clock_base(self, device: int = 0) -> Any:
+        return self.inner.clock_base(device)
 
     def elapsed_s(self, start: Any, end: Any) -> float:
         return self.inner.elapsed_s(start, end)

@@ -7,4 +7,4 @@ cdef class Node:
     cdef public object keepalive, launch
     cdef public Py_ssize_t seq
     cdef public bint finished, handed_off
-    cdef public int device
+    cdef public int device, tenant

@@ -47,7 +47,7 @@ class Node:
 
     __slots__ = (
         "id", "kind", "name", "site", "stream", "seq", "event", "parents", "edges",
-        "accesses", "keepalive", "finished", "handed_off", "launch", "device",
+        "accesses", "keepalive", "finished", "handed_off", "launch", "device", "tenant",
     )
 
     def label(self) -> str:
@@ -78,6 +78,7 @@ class Node:
         self.handed_off = False     # its stream was inherited by a child (disjoint policy)
         self.launch: Any = None     # backend-specific launch object
         self.device = 0
+        self.tenant = 0             # the tenant that issued it (0: the default one)
 
 
 def reduce_parents(candidates: Iterable[Node]) -> list[Node]:

@@ -9,17 +9,17 @@ cdef class StreamState:
     cdef public object index, handle, inflight
     cdef public Py_ssize_t seq
     cdef public dict waited
-    cdef public int device
+    cdef public int device, pool
 
 
 cdef class StreamManager:
     cdef public object backend, new_policy, parent_policy
     cdef public Counters stats
     cdef public dict _by_use
-    cdef public list _events, _frees, _counts, streams
-    cdef public Py_ssize_t _inflight, max_streams, poll_threshold, devices, _device
+    cdef public list _events, _frees, _counts, _priorities, streams
+    cdef public Py_ssize_t _inflight, max_streams, poll_threshold, devices, _device, _pool
 
-    @cython.locals(stream=StreamState)
+    @cython.locals(stream=StreamState, device=Py_ssize_t, pool=Py_ssize_t)
     cpdef choose(self, Node node, list parents)
 
     @cython.locals(stream=StreamState, p=Node, ps=StreamState, cur=Node, by_stream=dict,
@@ -43,5 +43,7 @@ cdef class StreamManager:
     @cython.locals(s=StreamState, free=object)
     cpdef take_free(self)
 
+
+cpdef Py_ssize_t pool_of(Py_ssize_t tenant, Py_ssize_t device, Py_ssize_t devices)
 
 cpdef bint _pooled(Node node) except -1

@@ -21,12 +21,14 @@ nodes in flight each launch polls up to two events of the least recently used st
 work in flight (its newest node, else its oldest), so a long loop without host access keeps a
 bounded set of live nodes and a flat per-launch cost.
 
-Several devices: every stream belongs to one device (``StreamState.device``, a slot of the
-runtime's devices) and so does every event (CUDA records an event only on a stream of its own
-device), so the free list, the ``max_streams`` bound and the event pool are per device, and a
-node's stream is chosen among its device's streams (:meth:`StreamManager.choose`: a parent's
-stream is inherited only by a child on the same device). Waits on parents on other devices
-are event waits like any other.
+Several devices and tenants: every stream belongs to one device (``StreamState.device``, a
+slot of the runtime's devices) and so does every event (CUDA records an event only on a stream
+of its own device), so the event pool is per device. Streams are grouped in *pools*, one per
+(tenant, device) (``StreamState.pool``, :func:`pool_of`): the free list and the
+``max_streams`` bound are per pool, a node's stream is chosen among its pool's streams
+(:meth:`StreamManager.choose`: a parent's stream is inherited only by a child of the same pool),
+and a tenant's streams are created with its priority (:meth:`StreamManager.add_tenant`). Waits
+on parents of other pools are event waits like any other.
 
 The manager is plain Python: it calls the backend through ``create_stream(device)``,
 ``create_event(device)``, ``record``, ``wait`` and ``event_done``, always passing streams
@@ -45,15 +47,16 @@ from .policies import NEW_STREAM, PARENT_STREAM, RandomStream, Serial
 class StreamState:
     """One stream of the pool (runtime-owned; no public constructor)."""
 
-    __slots__ = ("index", "handle", "inflight", "seq", "waited", "device")
+    __slots__ = ("index", "handle", "inflight", "seq", "waited", "device", "pool")
 
-    def __init__(self, index: int, handle: Any, device: int = 0) -> None:
+    def __init__(self, index: int, handle: Any, device: int = 0, pool: int = 0) -> None:
         self.index = index
         self.handle = handle
         self.inflight: deque[Node] = deque()
         self.seq = 0
         self.waited: dict[int, int] = {}
         self.device = device
+        self.pool = pool
 
     def __repr__(self) -> str:
         return f"<stream {self.index}: {len(self.inflight)} in flight>"
@@ -62,9 +65,9 @@ class StreamState:
 class StreamManager:
     """Chooses streams, issues waits and records events, retires finished nodes."""
 
-    __slots__ = ("_by_use", "_counts", "_device", "_events", "_frees", "_inflight", "backend",
-                 "devices", "max_streams", "new_policy", "parent_policy", "poll_threshold",
-                 "stats", "streams")
+    __slots__ = ("_by_use", "_counts", "_device", "_events", "_frees", "_inflight", "_pool",
+                 "_priorities", "backend", "devices", "max_streams", "new_policy",
+                 "parent_policy", "poll_threshold", "stats", "streams")
 
     def __init__(self, backend: Any, options: Any, stats: Any, devices: int = 1) -> None:
         self.backend = backend
@@ -79,43 +82,59 @@ class StreamManager:
             self.parent_policy = None
         self.streams: list[StreamState] = []
         self.devices = devices
-        #: per device: free streams, stream count, pooled events
+        #: per pool (tenant, device): free streams, stream count; per device: pooled events;
+        #: per tenant: the priority its streams are created with
         self._frees: list[deque[StreamState]] = [deque() for _ in range(devices)]
         self._counts = [0] * devices
         self._events: list[list[Any]] = [[] for _ in range(devices)]
-        #: the device of the node being placed (what the policies' pool calls refer to)
+        self._priorities = [0]
+        #: the device and pool of the node being placed (what the policies' calls refer to)
         self._device = 0
+        self._pool = 0
         self._by_use: dict[StreamState, None] = {}   # streams, least recently used first
         self._inflight = 0
 
+    # -- tenants -----------------------------------------------------------------------------
+    def add_tenant(self, priority: int) -> int:
+        """Pools for one more tenant, whose streams are created with ``priority`` (CUDA's:
+        lower is more urgent); returns its number."""
+        self._priorities.append(priority)
+        self._frees.extend(deque() for _ in range(self.devices))
+        self._counts.extend([0] * self.devices)
+        return len(self._priorities) - 1
+
     # -- the pool, as seen by the policies ---------------------------------------------------
     def can_grow(self) -> bool:
-        return self._counts[self._device] < self.max_streams
+        return self._counts[self._pool] < self.max_streams
 
     def grow(self) -> StreamState:
         device = self._device
-        s = StreamState(len(self.streams), self.backend.create_stream(device), device)
+        pool = self._pool
+        priority = self._priorities[pool // self.devices]
+        handle = (self.backend.create_stream(device) if priority == 0
+                  else self.backend.create_stream(device, priority))
+        s = StreamState(len(self.streams), handle, device, pool)
         self.streams.append(s)
-        self._counts[device] += 1
+        self._counts[pool] += 1
         self._by_use[s] = None
         self.stats.streams_created += 1
         return s
 
     def own(self) -> list[StreamState]:
-        """The streams of the device being placed."""
-        device = self._device
-        return [s for s in self.streams if s.device == device]
+        """The streams of the pool being placed."""
+        pool = self._pool
+        return [s for s in self.streams if s.pool == pool]
 
     def first(self) -> StreamState:
         for s in self.streams:
-            if s.device == self._device:
+            if s.pool == self._pool:
                 return s
         return self.grow()
 
     def least_recently_used(self) -> StreamState:
-        device = self._device
+        pool = self._pool
         for s in self._by_use:
-            if s.device == device:
+            if s.pool == pool:
                 return s
         return self.grow()
 
@@ -155,8 +174,8 @@ class StreamManager:
             if s not in self._by_use:      # dropped between the two steps of the LRU move
                 self._by_use[s] = None
         self._events = [[e for e in pool if e is not None] for pool in self._events]
-        self._frees = [deque(s for s in self.streams if s.device == d)
-                       for d in range(self.devices)]
+        self._frees = [deque(s for s in self.streams if s.pool == p)
+                       for p in range(len(self._frees))]
         self._inflight = 0
 
     @staticmethod
@@ -198,7 +217,7 @@ class StreamManager:
         return self._inflight
 
     def take_free(self) -> StreamState | None:
-        free = self._frees[self._device]
+        free = self._frees[self._pool]
         while free:
             s = free.popleft()
             if not s.inflight:
@@ -206,13 +225,16 @@ class StreamManager:
         return None
 
     def choose(self, node: Node, parents: list[Node]) -> StreamState:
-        """Pick the node's stream by policy, among the streams of its device (does not
-        enqueue anything)."""
+        """Pick the node's stream by policy, among the streams of its pool (tenant and device;
+        does not enqueue anything)."""
         stream = None
-        self._device = node.device
-        if self.devices > 1 and parents:
-            # only a parent on the node's device can hand its stream on
-            parents = [p for p in parents if p.device == node.device]
+        device = node.device
+        self._device = device
+        pool = self._pool = pool_of(node.tenant, device, self.devices)
+        if parents and len(self._frees) > 1:
+            # only a parent of the node's pool can hand its stream on
+            parents = [p for p in parents
+                       if p.stream is not None and p.stream.pool == pool]
         if parents and self.parent_policy is not None:
             stream = self.parent_policy.pick(parents)
         if stream is None:
@@ -303,7 +325,7 @@ class StreamManager:
         node.accesses = ()
         self._inflight -= 1
         if not stream.inflight:
-            self._frees[stream.device].append(stream)
+            self._frees[stream.pool].append(stream)
 
     def finished(self, node: Node) -> int:
         """The host knows ``node`` completed: retire it and everything that must have completed
@@ -336,6 +358,11 @@ class StreamManager:
                 count += 1
         self.stats.nodes_retired += count
         return count
+
+
+def pool_of(tenant: int, device: int, devices: int) -> int:
+    """The pool of ``tenant``'s streams on device slot ``device`` of ``devices``."""
+    return tenant * devices + device
 
 
 def _pooled(node: Node) -> bool:

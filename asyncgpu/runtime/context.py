@@ -32,6 +32,7 @@ from ..core.dag import Node
 from ..core.deps import Access, DependencyTracker
 from ..core.errors import AnnotationViolation, DeviceError, KernelFault
 from ..core.placement import Placement, select_devices
+from ..core.tenants import Tenant, stream_priority
 from ..core.statistics import Counters, Statistics
 from ..core.streams import StreamManager
 from . import backend_registry, current
@@ -90,8 +91,13 @@ class Runtime(HostAccess):
         self.retired: tuple[str, str] | None = None
         #: The host's device numbers this runtime runs on, by slot (``Node.device``).
         self.devices = runtime_devices(options, self.backend)
-        #: ``asyncgpu.device``: the slot pinned by the calling thread (``slot``), if any.
+        #: ``asyncgpu.device``: the slot pinned by the calling thread (``slot``), if any; and
+        #: ``asyncgpu.tenant``: the tenant the thread issues for (``tenant``), if any.
         self._pins = threading.local()
+        #: The tenants by number (``asyncgpu.core.tenants``; 0: the default one), and whether
+        #: there is another (only then does an issue look up its thread's tenant).
+        self.tenants = [Tenant(0, "default", "normal", 0)]
+        self._tenanted = False
         self._configure(options)
         for hook in NEW_RUNTIME_HOOKS:
             hook(self)
@@ -101,6 +107,8 @@ class Runtime(HostAccess):
         self.deps = DependencyTracker()
         devices = len(self.devices)
         self.streams = StreamManager(self.backend, options, self.stats, devices)
+        for tenant in self.tenants[1:]:     # (a reconfigured runtime keeps its tenants)
+            self.streams.add_tenant(tenant.stream_priority)
         #: Several devices: where each kernel and library call runs (None: one device).
         self.placement = None
         if devices > 1:
@@ -164,6 +172,65 @@ class Runtime(HostAccess):
             yield
         finally:
             pins.slot = previous
+
+    # -- tenants -------------------------------------------------------------------------------
+    def tenant_index(self, name: str, priority: str) -> int:
+        """The number of tenant ``name``, made with ``priority`` on first use; ValueError if it
+        exists with another priority."""
+        with self._lock:
+            for tenant in self.tenants:
+                if tenant.name == name:
+                    if tenant.priority != priority and tenant.index:
+                        raise ValueError(
+                            f"asyncgpu.tenant({name!r}, priority={priority!r}): this tenant "
+                            f"has priority {tenant.priority!r} (a tenant keeps the priority "
+                            "it was first given); use another name for another priority")
+                    return tenant.index
+            ranges = getattr(self.backend, "stream_priorities", None)
+            least, greatest = ranges() if ranges is not None else (0, 0)
+            level = stream_priority(priority, least, greatest)
+            index = self.streams.add_tenant(level)
+            self.tenants.append(Tenant(index, name, priority, level))
+            self._tenanted = True
+            return index
+
+    def begin_step(self, index: int) -> Any:
+        """A step of tenant ``index`` begins: the clock of every device, and where each of its
+        streams stands (what :meth:`end_step` needs)."""
+        with self._lock:
+            backend = self.backend
+            starts = {d: backend.clock_base(d) for d in range(len(self.devices))}
+            seqs = {s.index: s.seq for s in self._tenant_streams(index)}
+            return starts, seqs
+
+    def end_step(self, index: int, begun: Any) -> None:
+        """The step of tenant ``index`` begun with ``begun`` ends: a timing event behind the
+        work it issued on each stream; measured once they complete (``tenant_statistics``)."""
+        starts, seqs = begun
+        with self._lock:
+            backend = self.backend
+            ends = []
+            for s in self._tenant_streams(index):
+                if s.seq != seqs.get(s.index, 0):
+                    event = backend.timing_event(s.device)
+                    backend.record(event, s.handle)
+                    ends.append((s.device, event))
+            tenant = self.tenants[index]
+            tenant.steps += 1
+            tenant.pending.append((starts, ends))
+
+    def _tenant_streams(self, index: int) -> list[Any]:
+        devices = len(self.devices)
+        return [s for s in self.streams.streams if s.pool // devices == index]
+
+    def tenant_statistics(self) -> dict[str, Any]:
+        """Every tenant's :class:`~asyncgpu.core.tenants.TenantStatistics` by name, its
+        completed steps measured (``asyncgpu.tenants``)."""
+        with self._lock:
+            backend = self.backend
+            for tenant in self.tenants:
+                tenant.settle(backend.event_done, backend.elapsed_s)
+            return {t.name: t.statistics() for t in self.tenants}
 
     def close(self) -> None:
         """The runtime is being replaced (``set_options``, after its synchronize): give back

@@ -14,14 +14,14 @@ from asyncgpu.runtime.recording_hook cimport RecordingHook
 
 cdef class Issuing:
     cdef public object _instruments, _issuing, _lock, _releases, backend, graph_config, graphs
-    cdef public object last_replay, options, retired, devices, placement, _pins
+    cdef public object last_replay, options, retired, devices, placement, _pins, tenants
     cdef public RecordingHook recording
     cdef public ExplicitMemory memory
     cdef public DependencyTracker deps
     cdef public StreamManager streams
     cdef public Counters stats
     cdef public bint _plain_reads, _short_reads, no_const, prefetch, graph_read_back
-    cdef public bint sync_mode, want_sites
+    cdef public bint sync_mode, want_sites, _tenanted
     cdef public Py_ssize_t host_epoch
 
     @cython.locals(node=Node, kernel=Kernel, arrays=list, values=list, accesses=list)

@@ -53,7 +53,7 @@ class Issuing:
                  "backend", "deps", "graph_config", "graphs", "host_epoch", "last_replay",
                  "memory", "no_const", "options", "prefetch", "graph_read_back", "recording",
                  "retired", "stats", "streams", "sync_mode", "want_sites", "devices",
-                 "placement", "_pins")
+                 "placement", "_pins", "tenants", "_tenanted")
 
     def launch_kernel(self, launcher: Launcher, args: tuple[Any, ...]) -> None:
         """Validate and schedule one kernel launch; returns without waiting."""
@@ -98,6 +98,8 @@ class Issuing:
             if found is None:
                 found = self.deps.conflicts(node.accesses)
             parents = reduce_parents(found) if len(found) > 1 else list(found)
+            if self._tenanted:
+                node.tenant = getattr(self._pins, "tenant", 0)
             streams = self.streams
             stream = streams.choose(node, parents)
             node.stream = stream
@@ -137,6 +139,8 @@ class Issuing:
                     alloc.location = bit if acc.write else alloc.location | bit
             stats.nodes += 1
             stats.streams_used.add(stream.index)
+            if self._tenanted:
+                self.tenants[node.tenant].count(node.kind)
             if self.placement is not None and node.kind != "copy":
                 placed = stats.placed
                 number = self.devices[node.device]

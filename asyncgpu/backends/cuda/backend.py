@@ -248,17 +248,27 @@ class CudaBackend:
         self._recent = deque(maxlen=RECENT_LAUNCHES)
 
     # -- streams and events ------------------------------------------------------------------
-    def create_stream(self, device: int = 0) -> Any:
-        return self.cupy.cuda.Stream(non_blocking=True)
+    def create_stream(self, device: int = 0, priority: int = 0) -> Any:
+        """A non-blocking stream of this part's device (current), of CUDA priority
+        ``priority`` (lower is more urgent; :meth:`stream_priorities`)."""
+        if priority == 0:
+            return self.cupy.cuda.Stream(non_blocking=True)
+        return self.cupy.cuda.Stream(non_blocking=True, priority=priority)
+
+    def stream_priorities(self) -> tuple[int, int]:
+        """(least, greatest) stream priority of the device (``cudaDeviceGetStreamPriorityRange``)."""
+        least, greatest = self.runtime.deviceGetStreamPriorityRange()
+        return int(least), int(greatest)
 
     def create_event(self, device: int = 0) -> Any:
         return self.cupy.cuda.Event(block=False, disable_timing=True)
 
-    def timing_event(self) -> Any:
-        """A timing-enabled event (traces only: timing makes recording slightly dearer)."""
+    def timing_event(self, device: int = 0) -> Any:
+        """A timing-enabled event (traces and tenants' steps: timing makes recording slightly
+        dearer)."""
         return self.cupy.cuda.Event(block=False, disable_timing=False)
 
-    def clock_base(self) -> Any:
+    def clock_base(self, device: int = 0) -> Any:
         """A timing event recorded on the legacy default stream and waited for: "now".
 
         Our streams are non-blocking, so recording on the null stream does not wait for them;

@@ -114,8 +114,11 @@ class MultiCudaBackend:
         return self._at(slot, "alloc", nbytes)
 
     # -- streams and events ------------------------------------------------------------------
-    def create_stream(self, device: int = 0) -> Any:
-        return self._at(device, "create_stream")
+    def create_stream(self, device: int = 0, priority: int = 0) -> Any:
+        return self._at(device, "create_stream", device, priority)
+
+    def stream_priorities(self) -> tuple[int, int]:
+        return self.parts[0].stream_priorities()
 
     def create_event(self, device: int = 0) -> Any:
         return self._at(device, "create_event")
@@ -144,11 +147,11 @@ class MultiCudaBackend:
         for slot in range(len(self.parts)):
             self._at(slot, "synchronize")
 
-    def timing_event(self) -> Any:
-        return self.parts[0].timing_event()
+    def timing_event(self, device: int = 0) -> Any:
+        return self._at(device, "timing_event")
 
-    def clock_base(self) -> Any:
-        return self._at(0, "clock_base")
+    def clock_base(self, device: int = 0) -> Any:
+        return self._at(device, "clock_base")
 
     def elapsed_s(self, start: Any, end: Any) -> float:
         return self.parts[0].elapsed_s(start, end)

@@ -110,11 +110,12 @@ class SimEvent:
 
 
 class SimStream:
-    __slots__ = ("index", "ops", "running", "device")
+    __slots__ = ("index", "ops", "running", "device", "priority")
 
-    def __init__(self, index: int, device: int = 0) -> None:
+    def __init__(self, index: int, device: int = 0, priority: int = 0) -> None:
         self.index = index
         self.device = device
+        self.priority = priority    # CUDA's: lower is more urgent (kept, not simulated)
         self.ops: deque[Op] = deque()
         self.running: Any = None    # state of the head op between begin and end
 
@@ -173,12 +174,23 @@ class SimBackend:
         return f"replay with ASYNCGPU_SIM_SEED={self.seed} ASYNCGPU_SIM_STRATEGY={self.strategy}"
 
     # -- streams and events ------------------------------------------------------------------
-    def create_stream(self, device: int = 0) -> SimStream:
+    def create_stream(self, device: int = 0, priority: int = 0) -> SimStream:
         self._check_device(device)
-        s = SimStream(len(self.streams), device)
+        least, greatest = self.stream_priorities()
+        if not greatest <= priority <= least:
+            # (CUDA clamps; a priority outside the range is the runtime's bug, not the user's)
+            raise ValueError(f"sim backend: stream priority {priority} outside CUDA's range "
+                             f"[{greatest}, {least}]")
+        s = SimStream(len(self.streams), device, priority)
         self.streams.append(s)
         self._priority[s.index] = self.rng.random()
         return s
+
+    @staticmethod
+    def stream_priorities() -> tuple[int, int]:
+        """(least, greatest) stream priority, as CUDA's ``deviceGetStreamPriorityRange``
+        answers on an H100 or H200."""
+        return 0, -5
 
     def create_event(self, device: int = 0) -> SimEvent:
         self._check_device(device)
@@ -234,13 +246,13 @@ class SimBackend:
         self._enqueue(stream, "kernel", node.launch, node.label())
 
     # -- the logical clock (traces) -----------------------------------------------------------
-    def timing_event(self) -> SimEvent:
+    def timing_event(self, device: int = 0) -> SimEvent:
         """An event whose record captures the logical time it is reached at."""
-        return self.create_event()
+        return self.create_event(device)
 
-    def clock_base(self) -> SimEvent:
+    def clock_base(self, device: int = 0) -> SimEvent:
         """An already-complete event at the current logical time (a trace's origin)."""
-        event = self.create_event()
+        event = self.create_event(device)
         event.capture = Capture()
         event.capture.done = True
         event.capture.step = self.steps

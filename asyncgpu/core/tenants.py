@@ -1,0 +1,111 @@
+"""Tenants: named sources of work sharing the device(s), each with its streams and statistics.
+
+The model
+---------
+A runtime's work comes from *tenants*. Tenant 0 is the default one, the source of everything
+issued outside ``asyncgpu.tenant``; each other tenant has a name, a priority (its streams are
+created with CUDA's stream priority: ``high`` is the device's most urgent, ``normal`` its
+default) and a pool of streams of its own on each device (``core.streams``: a node is issued on
+a stream of its tenant's pool). Tenants share one dependency tracker: a node of one tenant that
+uses data another tenant's node wrote waits for it, as any other node would.
+
+A tenant counts what it issued (:class:`Tenant.count`) and its *steps*: each entry into
+``asyncgpu.tenant(...)`` is a step, whose latency runs from its start (a clock event of each
+device it used) to the completion of the last work it issued on each stream, measured on the
+device's clock by timing events and read once they completed (:meth:`Tenant.settle`).
+
+Invariants: tenant numbers are dense and never reused while the runtime lives; a name means one
+tenant, with the priority it was first given.
+
+Example::
+
+    t = Tenant(1, "detector", "high", -5)
+    t.count("kernel")
+    t.statistics().kernels          # 1
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The priority names a tenant may be given.
+PRIORITIES = ("normal", "high")
+
+
+def stream_priority(priority: str, least: int, greatest: int) -> int:
+    """CUDA's stream priority for ``priority`` on a device whose range is [greatest, least]
+    (lower is more urgent)."""
+    if priority not in PRIORITIES:
+        raise ValueError(f"tenant priority must be one of {', '.join(PRIORITIES)}; got "
+                         f"{priority!r}")
+    return greatest if priority == "high" else least
+
+
+@dataclass(frozen=True)
+class TenantStatistics:
+    """What one tenant issued and how long its steps took (``asyncgpu.tenants()``).
+
+    ``latencies_s``: each completed step's latency, in seconds, in the order the steps ran;
+    ``pending``: steps whose work the runtime has not yet seen complete (call
+    ``asyncgpu.synchronize()`` first for all of them).
+    """
+
+    name: str
+    priority: str
+    kernels: int = 0
+    calls: int = 0
+    copies: int = 0
+    graphs: int = 0
+    steps: int = 0
+    pending: int = 0
+    latencies_s: tuple[float, ...] = field(default=(), repr=False)
+
+    def latency_s(self, q: float) -> float | None:
+        """The ``q`` quantile (0.5: median, 0.99: p99) of the step latencies, or None."""
+        if not self.latencies_s:
+            return None
+        ordered = sorted(self.latencies_s)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class Tenant:
+    """One tenant of a runtime (see the module docstring)."""
+
+    __slots__ = ("index", "name", "priority", "stream_priority", "counts", "steps", "pending",
+                 "latencies")
+
+    def __init__(self, index: int, name: str, priority: str, stream_priority: int) -> None:
+        self.index = index
+        self.name = name
+        self.priority = priority
+        self.stream_priority = stream_priority
+        self.counts = {"kernel": 0, "call": 0, "copy": 0, "graph": 0}
+        self.steps = 0
+        #: steps issued, not yet measured: (start events per device, end events)
+        self.pending: list[tuple[dict[int, Any], list[tuple[int, Any]]]] = []
+        self.latencies: list[float] = []
+
+    def count(self, kind: str) -> None:
+        """One more node of ``kind`` issued."""
+        counts = self.counts
+        if kind in counts:
+            counts[kind] += 1
+
+    def settle(self, done: Any, elapsed_s: Any) -> None:
+        """Measure the pending steps whose events completed (``done(event)``; ``elapsed_s``
+        between two events of one device)."""
+        still = []
+        for starts, ends in self.pending:
+            if all(done(e) for _, e in ends):
+                self.latencies.append(max((elapsed_s(starts[d], e) for d, e in ends),
+                                          default=0.0))
+            else:
+                still.append((starts, ends))
+        self.pending = still
+
+    def statistics(self) -> TenantStatistics:
+        c = self.counts
+        return TenantStatistics(self.name, self.priority, c["kernel"], c["call"], c["copy"],
+                                c["graph"], self.steps, len(self.pending),
+                                tuple(self.latencies))

@@ -1,0 +1,92 @@
+"""``asyncgpu.tenant``: issuing work as a named tenant, a step at a time.
+
+A :class:`TenantScope` is what ``asyncgpu.tenant(name, priority=...)`` returns: a context
+manager (``with``: the block's work is the tenant's, and the block is one step of it) and a
+decorator (each call of the function is a step). Scopes nest and may be entered by several
+threads at once; leaving one restores the tenant the thread had before. The runtime keeps the
+tenants, their streams and statistics (``asyncgpu.core.tenants``, ``Runtime.tenant_index``).
+
+Example::
+
+    with ag.tenant("detector", priority="high"):
+        detect[grid, block](frames, boxes)
+    ag.tenants()["detector"].steps      # 1
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..core.tenants import PRIORITIES, TenantStatistics
+from .current import current_runtime
+
+
+class TenantScope:
+    """The work issued inside is tenant ``name``'s (see the module docstring)."""
+
+    def __init__(self, name: str, priority: str = "normal") -> None:
+        if not isinstance(name, str) or not name or name == "default":
+            raise ValueError(f"asyncgpu.tenant: the name must be a non-empty string other than "
+                             f"'default' (the tenant of work outside any); got {name!r}")
+        if priority not in PRIORITIES:
+            raise ValueError(f"asyncgpu.tenant({name!r}): priority must be one of "
+                             f"{', '.join(PRIORITIES)}; got {priority!r}")
+        self.name = name
+        self.priority = priority
+        self._local = threading.local()     # per thread: the scopes entered, innermost last
+
+    def __repr__(self) -> str:
+        return f"asyncgpu.tenant({self.name!r}, priority={self.priority!r})"
+
+    def __enter__(self) -> TenantScope:
+        rt = current_runtime()
+        index = rt.tenant_index(self.name, self.priority)
+        pins = rt._pins
+        previous = getattr(pins, "tenant", 0)
+        begun = rt.begin_step(index)
+        pins.tenant = index
+        stack = getattr(self._local, "stack", None)
+        if stack is None:
+            stack = self._local.stack = []
+        stack.append((rt, previous, index, begun))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        rt, previous, index, begun = self._local.stack.pop()
+        rt._pins.tenant = previous
+        rt.end_step(index, begun)
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def step(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return fn(*args, **kwargs)
+        return step
+
+
+def tenant(name: str, priority: str = "normal") -> TenantScope:
+    """``with asyncgpu.tenant("detector", priority="high"):`` the kernels, library calls and
+    copies this thread issues in the block are tenant ``name``'s: they run on the tenant's own
+    streams, created with its priority (``"high"``: the device's most urgent stream priority;
+    ``"normal"``: its default), and count in its statistics; the block is one *step* of it,
+    whose latency (from the block's start to the completion of its work) ``tenants()``
+    reports. Also a decorator: each call is a step. Data shared with other tenants is ordered
+    as always.
+
+    Raises
+    ------
+    ValueError
+        An empty name, an unknown priority, or a tenant already made with another priority
+        (raised when the block is entered).
+    """
+    return TenantScope(name, priority)
+
+
+def tenants() -> dict[str, TenantStatistics]:
+    """Each tenant's statistics by name (``"default"``: the work outside any tenant): the
+    kernels, library calls, copies and graph launches it issued, its steps and the latencies
+    of those whose work has completed (``asyncgpu.synchronize()`` first to have them all)."""
+    return current_runtime().tenant_statistics()

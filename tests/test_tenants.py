@@ -1,0 +1,219 @@
+"""Tenants on the simulator: each issues on streams of its own, created with its priority, and
+counts what it issued and its steps; work shared between tenants is ordered as any other (the
+random programs, their steps spread over tenants and threads, equal the serial oracle)."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import programs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from numba import cuda
+from test_properties import assert_same, serial
+
+import asyncgpu as ag
+from asyncgpu.runtime.current import current_runtime
+
+
+def twice(x, y, n):
+    i = cuda.grid(1)
+    if i < n:
+        y[i] = 2.0 * x[i] + 1.0
+
+
+@pytest.fixture
+def sim():
+    with ag.configure(backend="sim", sim_seed=5):
+        yield ag.kernel(const=["x"], out=["y"])(twice)
+
+
+def test_each_tenant_issues_on_its_own_streams_with_its_priority(sim):
+    k = sim
+    x = ag.array(np.ones(64))
+    y, z = ag.empty_like(x), ag.empty_like(x)
+    with ag.tenant("own-detector", priority="high"):
+        k[2, 32](x, y, 64)
+        k[2, 32](x, z, 64)                  # independent: a second stream of its own
+    with ag.tenant("own-ranker"):
+        k[2, 32](y, z, 64)
+    ag.synchronize()
+    assert z.numpy().tolist() == [7.0] * 64
+    rt = current_runtime()
+    detector = rt.tenant_index("own-detector", "high")
+    ranker = rt.tenant_index("own-ranker", "normal")
+    by_tenant: dict[int, list[int]] = {}
+    for s in rt.streams.streams:
+        by_tenant.setdefault(s.pool, []).append(s.handle.priority)
+    least, greatest = rt.backend.stream_priorities()
+    assert by_tenant[detector] == [greatest, greatest]     # its own two, both urgent
+    assert by_tenant[ranker] == [least]
+
+
+def test_statistics_count_each_tenants_work_and_time_its_steps(sim):
+    k = sim
+    x = ag.array(np.ones(64))
+    y = ag.empty_like(x)
+
+    default_before = ag.tenants()["default"].kernels
+
+    @ag.tenant("stats-ranker")         # (a runtime keeps its tenants: names of this test)
+    def step():
+        k[2, 32](x, y, 64)
+        k[2, 32](y, x, 64)
+
+    for _ in range(3):
+        step()
+    with ag.tenant("stats-detector", priority="high"):
+        float(y.sum())                      # a library call (and the host reads its result)
+    ag.synchronize()
+    stats = ag.tenants()
+    ranker = stats["stats-ranker"]
+    assert (ranker.kernels, ranker.steps, ranker.pending) == (6, 3, 0)
+    assert (stats["stats-detector"].calls, stats["stats-detector"].priority) == (1, "high")
+    assert stats["default"].kernels == default_before
+    latencies = ranker.latencies_s
+    assert len(latencies) == 3 and all(t > 0 for t in latencies)   # logical time on sim
+    assert ranker.latency_s(0.5) == sorted(latencies)[1]
+
+
+def test_scopes_nest_and_restore_the_threads_tenant(sim):
+    k = sim
+    x = ag.array(np.ones(32))
+    y = ag.empty_like(x)
+    before = ag.tenants()["default"].kernels
+    outer = ag.tenant("nest-outer")
+    with outer:
+        with ag.tenant("nest-inner"):
+            k[1, 32](x, y, 32)
+        k[1, 32](y, x, 32)
+    k[1, 32](x, y, 32)
+    stats = ag.tenants()
+    assert [stats[n].kernels for n in ("nest-outer", "nest-inner")] == [1, 1]
+    assert [stats[n].steps for n in ("nest-outer", "nest-inner")] == [1, 1]
+    assert stats["default"].kernels == before + 1
+
+
+@pytest.mark.parametrize("name,priority,match", [
+    ("", "normal", "non-empty string"), ("default", "normal", "other than 'default'"),
+    ("t", "urgent", "priority must be one of normal, high"), (3, "normal", "non-empty string"),
+])
+def test_a_bad_tenant_is_refused_by_name(name, priority, match):
+    with pytest.raises(ValueError, match=match):
+        ag.tenant(name, priority)
+
+
+def test_a_tenant_keeps_its_first_priority_and_the_runtime_stays_usable(sim):
+    k = sim
+    x = ag.array(np.ones(32))
+    y = ag.empty_like(x)
+    with ag.tenant("first-priority", priority="high"):
+        k[1, 32](x, y, 32)
+    with pytest.raises(ValueError, match="has priority 'high'"):
+        with ag.tenant("first-priority"):
+            pass
+    with ag.tenant("first-priority", priority="high"):
+        k[1, 32](y, x, 32)
+    assert x.numpy().tolist() == [7.0] * 32
+    assert ag.tenants()["first-priority"].kernels == 2
+
+
+def test_tenants_keep_their_streams_across_a_reconfigure(sim):
+    k = sim
+    x = ag.array(np.ones(32))
+    y = ag.empty_like(x)
+    with ag.tenant("kept", priority="high"):
+        k[1, 32](x, y, 32)
+    ag.configure(max_streams=2)
+    with ag.tenant("kept", priority="high"):
+        k[1, 32](y, x, 32)
+    assert x.numpy().tolist() == [7.0] * 32
+    rt = current_runtime()
+    pool = rt.tenant_index("kept", "high")
+    assert {s.handle.priority for s in rt.streams.streams if s.pool == pool} == {
+        rt.backend.stream_priorities()[1]}
+
+
+def test_tenants_on_several_devices_get_a_pool_per_device():
+    with ag.configure(backend="sim", sim_devices=2, devices="all", device_policy="round-robin"):
+        k = ag.kernel(const=["x"], out=["y"])(twice)
+        xs = [ag.array(np.ones(32)) for _ in range(4)]
+        ys = [ag.empty_like(x) for x in xs]
+        with ag.tenant("spread"):
+            for x, y in zip(xs, ys):
+                k[1, 32](x, y, 32)
+        assert sum(float(y.sum()) for y in ys) == 4 * 32 * 3.0
+        rt = current_runtime()
+        t = rt.tenant_index("spread", "normal")
+        pools = {(s.pool, s.device) for s in rt.streams.streams}
+        assert {(2 * t, 0), (2 * t + 1, 1)} <= pools     # its pools: device 0, device 1
+
+
+# -- shared data ---------------------------------------------------------------------------------
+NAMES = ("a", "b", "c")
+
+
+def _run_as_tenants(ag, steps, init):
+    """``programs.run`` with step ``i`` issued by tenant ``NAMES[i % 3]`` (b with priority
+    high)."""
+    scopes = [ag.tenant(n, priority="high" if n == "b" else "normal") for n in NAMES]
+    allocs = [ag.array(init[i]) for i in range(3)]
+    v = programs.views(allocs)
+    reads = []
+    for i, step in enumerate(steps):
+        with scopes[i % 3]:
+            if isinstance(step, programs.Launch):
+                programs.launch(ag, step, v)
+            elif isinstance(step, programs.HostRead):
+                reads.append(np.asarray(v[step.operand]))
+            else:
+                v[step.operand][...] = step.value
+    return reads, [a.numpy() for a in allocs]
+
+
+@pytest.mark.parametrize("strategy", ["random", "pct", "starve"])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=programs.strategies())
+def test_random_programs_spread_over_tenants_equal_serial(strategy, steps):
+    init = programs.initial()
+    expected = serial(ag, steps, init)
+    got = programs.run_async(ag, _run_as_tenants, steps, init, strategy, 3)
+    assert_same(got, expected)
+
+
+def test_threads_as_tenants_sharing_a_chain_stay_ordered():
+    with ag.configure(backend="sim", sim_seed=2, sim_strategy="random"):
+        k = ag.kernel(const=["x"], out=["y"])(twice)
+        arrays = [ag.array(np.zeros(32))] + [ag.empty(32) for _ in range(6)]
+        barrier = threading.Barrier(3)
+        errors = []
+
+        def worker(t):
+            try:
+                with ag.tenant(f"chain{t}", priority="high" if t == 0 else "normal"):
+                    barrier.wait()
+                    for i in range(t, 6, 3):    # each link reads the previous thread's
+                        while True:
+                            with lock:
+                                if done[i]:
+                                    break
+                        k[1, 32](arrays[i], arrays[i + 1], 32)
+                        with lock:
+                            done[i + 1] = True
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        lock = threading.Lock()
+        done = [True] + [False] * 6
+        threads = [threading.Thread(target=worker, args=(t,)) for t in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        expected = 0.0
+        for _ in range(6):
+            expected = 2 * expected + 1
+        assert arrays[6].numpy().tolist() == [expected] * 32
+        assert [ag.tenants()[f"chain{t}"].kernels for t in range(3)] == [2, 2, 2]
