@@ -256,8 +256,16 @@ class CudaBackend:
         return self.cupy.cuda.Stream(non_blocking=True, priority=priority)
 
     def stream_priorities(self) -> tuple[int, int]:
-        """(least, greatest) stream priority of the device (``cudaDeviceGetStreamPriorityRange``)."""
-        least, greatest = self.runtime.deviceGetStreamPriorityRange()
+        """(least, greatest) stream priority of the device (``cudaDeviceGetStreamPriorityRange``,
+        through cuda-python, which CuPy does not wrap; (0, -1), which every device since
+        Kepler supports, without it)."""
+        try:
+            from cuda.bindings import runtime as cudart
+        except ImportError:
+            return 0, -1
+        err, least, greatest = cudart.cudaDeviceGetStreamPriorityRange()
+        if int(err) != 0:
+            return 0, -1
         return int(least), int(greatest)
 
     def create_event(self, device: int = 0) -> Any:
