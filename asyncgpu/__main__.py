@@ -98,7 +98,8 @@ def _parser() -> argparse.ArgumentParser:
                                    "the median times.")
     b.add_argument("names", nargs="*", default=["all"],
                    help=f"workloads ({WORKLOAD_NAMES}) or 'all' (default), or the "
-                        "micro-benchmarks 'overlap', 'overhead', 'inception', 'replay'")
+                        "micro-benchmarks 'overlap', 'overhead', 'inception', 'replay', 'multigpu', "
+                        "'tenants'")
     b.add_argument("--scale", choices=SCALES, default=None, help=scale_help)
     b.add_argument("--modes", default="serial,parallel,handopt",
                    help="comma-separated, from: serial, parallel, handopt, cudagraph, recorded, "
@@ -129,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
                         "serial and parallel modes)")
     b.add_argument("--workloads", default=None, metavar="NAMES",
                    help="multigpu: the workloads to run, e.g. bs,vec (default: all of bs, vec, "
-                        "ml, mv, cg)")
+                        "ml, mv, cg); tenants: the mix (default: dl,img,ml)")
     b.add_argument("--devices", default=None, metavar="COUNTS",
                    help="multigpu: the GPU counts to compare, e.g. 1,2,4 (default: 1, 2, 4 "
                         "up to the GPUs of the host; on the simulator, virtual devices)")
@@ -334,6 +335,45 @@ def _bench_multigpu(ag: Any, console: Any, args: argparse.Namespace, on_gpu: boo
         _write_micro(args.json, "multigpu", result, harness.machine_info(ag))
 
 
+def _bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool, scale: str,
+                   harness: Any, json_too: bool) -> None:
+    """``asyncgpu bench tenants``: a mix of workloads as tenants sharing the GPU (tenants.py)."""
+    from rich.table import Table
+
+    from asyncgpu.runtime.current import current_runtime
+
+    tenants = _bench_module("tenants")
+    workloads = _bench_module("workloads").WORKLOADS
+    mix = tenants.MIX
+    if args.workloads:
+        mix = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
+        unknown = [w for w in mix if w not in workloads]
+        if unknown:
+            raise SystemExit(f"asyncgpu bench tenants: unknown workload(s) {unknown}; choose "
+                             f"from {', '.join(workloads)}")
+    num_blocks = args.num_blocks or (4 * current_runtime().backend.sm_count if on_gpu else 2)
+    result = tenants.measure(ag, scale, rounds=args.iterations or (20 if on_gpu else 1),
+                             warmup=args.warmup if args.warmup is not None else 2,
+                             mix=mix, num_blocks=num_blocks)
+    if on_gpu:
+        table = Table(title=f"tenants ({scale}; {mix[0]} has priority high; ms)",
+                      title_justify="left")
+        for col in ("mode", "mix ms", "speedup", *(f"{w} p50/p99" for w in mix)):
+            table.add_column(col, justify="right")
+        rows = [("alone", None, None, result["alone"])] + [
+            (r["mode"], r["ms"], r["speedup"], r["latency"]) for r in result["rows"]]
+        for mode, ms, speedup, latency in rows:
+            table.add_row(mode, _fmt(ms, digits=1), _fmt(speedup, digits=2),
+                          *(f"{latency[w]['p50_ms']:.2f}/{latency[w]['p99_ms']:.2f}"
+                            for w in mix))
+        console.print(table)
+    else:
+        console.print(f"tenants ({scale}): {', '.join(mix)} checked in every mode "
+                      f"({', '.join(tenants.MODES)}); [yellow]no times on the simulator[/]")
+    if args.json and json_too:
+        _write_micro(args.json, "tenants", result, harness.machine_info(ag))
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     import asyncgpu as ag
 
@@ -367,6 +407,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if "multigpu" in names:
         names = [n for n in names if n != "multigpu"]
         _bench_multigpu(ag, console, args, on_gpu, scale, harness, json_too=not names)
+    if "tenants" in names:
+        names = [n for n in names if n != "tenants"]
+        _bench_tenants(ag, console, args, on_gpu, scale, harness, json_too=not names)
     for micro in ("inception", "replay"):
         if micro not in names:
             continue
@@ -380,7 +423,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     unknown = [n for n in names if n not in WORKLOADS]
     if unknown:
         console.print(f"[red]unknown workload(s) {unknown}; known: {sorted(WORKLOADS)}, "
-                      "overlap, overhead, inception, replay, multigpu[/]")
+                      "overlap, overhead, inception, replay, multigpu, tenants[/]")
         return 2
     if not names:
         return 0

@@ -217,3 +217,16 @@ def test_threads_as_tenants_sharing_a_chain_stay_ordered():
             expected = 2 * expected + 1
         assert arrays[6].numpy().tolist() == [expected] * 32
         assert [ag.tenants()[f"chain{t}"].kernels for t in range(3)] == [2, 2, 2]
+
+
+def test_the_tenants_benchmark_checks_every_mode_on_the_simulator():
+    from benchmarks import tenants
+
+    with ag.configure(backend="sim", sim_seed=1):
+        result = tenants.measure(ag, "tiny", rounds=1, warmup=0, mix=("vec", "bs"))
+        assert [r["mode"] for r in result["rows"]] == list(tenants.MODES)
+        assert all(set(r["latency"]) == {"vec", "bs"} for r in result["rows"])
+        assert result["rows"][0]["speedup"] == 1.0
+        stats = ag.tenants()
+        assert (stats["vec-tenant"].priority, stats["bs-tenant"].priority) == ("high", "normal")
+        assert stats["vec-tenant"].steps == 1 and stats["vec-tenant"].kernels > 0

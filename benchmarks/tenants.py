@@ -1,0 +1,131 @@
+"""Tenants benchmark: workloads of the suite sharing one GPU, each a source of steps.
+
+A *mix* is three workloads of the suite (default: DL, IMG and ML); a workload's *step* is one
+``run`` of it (its launches and the host's read of its result, checked against the reference)
+after an untimed reset of its accumulators. Modes, side by side in one run, each ``rounds``
+steps of every workload (after every workload ran ``warmup`` steps alone):
+
+* ``sequential``: one host thread runs the workloads' steps one after another;
+* ``threads``: one host thread per workload, no tenants: asyncgpu's scheduler alone;
+* ``tenants``: one thread per workload, each its own tenant (``asyncgpu.tenant``: streams of
+  its own), the first workload's with ``priority="high"``.
+
+Reported per mode: the wall time of the whole mix (its speedup is ``sequential``'s over it),
+and per workload the step latency, host-measured from the step's start to its checked result,
+p50 and p99; ``alone``: each workload's latency when it runs by itself (the reference a
+high-priority tenant's p99 is held to).
+
+usage: ``asyncgpu bench tenants [--scale small] [--iterations ROUNDS] [--workloads dl,img,ml]``
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from typing import Any
+
+from .workloads import WORKLOADS
+
+MIX = ("dl", "img", "ml")
+MODES = ("sequential", "threads", "tenants")
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class _Member:
+    """One workload of the mix: its step, timed and checked."""
+
+    def __init__(self, ag: Any, name: str, scale: str, block: int, num_blocks: int) -> None:
+        self.name = name
+        self.wl = WORKLOADS[name](ag, scale)
+        self.wl.reset()             # the inputs (a step resets only the accumulators)
+        self.block, self.num_blocks = block, num_blocks
+        self.latencies: list[float] = []
+
+    def step(self, timed: bool) -> None:
+        reset = getattr(self.wl, "reset_accumulators", None)    # (B&S keeps no state)
+        if reset is not None:
+            reset()
+        t0 = time.perf_counter()
+        result = self.wl.run(self.block, self.num_blocks)
+        elapsed = time.perf_counter() - t0
+        ok, why = self.wl.check(result)
+        if not ok:
+            raise AssertionError(f"tenants: {self.name} gave a wrong result: {why}")
+        if timed:
+            self.latencies.append(elapsed)
+
+
+def _threads(members: list[_Member], rounds: int, scopes: list[Any] | None) -> None:
+    """Each member's steps on a thread of its own (inside its tenant scope, if given)."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(len(members))
+
+    def work(i: int) -> None:
+        try:
+            start.wait()
+            for _ in range(rounds):
+                if scopes is None:
+                    members[i].step(True)
+                else:
+                    with scopes[i]:
+                        members[i].step(True)
+        except BaseException as exc:  # noqa: BLE001 - raised on the main thread below
+            errors.append(exc)
+            start.abort()
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(members))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
+            mix: tuple[str, ...] = MIX, block: int = 256, num_blocks: int = 2
+            ) -> dict[str, Any]:
+    """Rows per mode: the mix's wall time (ms) and each workload's step latency p50 and p99
+    (ms); ``alone``: each workload's latencies by itself."""
+    members = [_Member(ag, name, scale, block, num_blocks) for name in mix]
+    alone: dict[str, dict[str, float]] = {}
+    for m in members:
+        for r in range(warmup + rounds):
+            m.step(r >= warmup)
+        alone[m.name] = _summary(m.latencies)
+        m.latencies = []
+    rows = []
+    scopes = [ag.tenant(f"{name}-tenant", priority="high" if i == 0 else "normal")
+              for i, name in enumerate(mix)]
+    for mode in MODES:      # (every workload is warm: it ran alone first)
+        ag.synchronize()
+        t0 = time.perf_counter()
+        if mode == "sequential":
+            for _ in range(rounds):
+                for m in members:
+                    m.step(True)
+        else:
+            _threads(members, rounds, scopes if mode == "tenants" else None)
+        ag.synchronize()
+        rows.append({"mode": mode, "ms": (time.perf_counter() - t0) * 1e3,
+                     "latency": {m.name: _summary(m.latencies) for m in members}})
+        for m in members:
+            m.latencies = []
+    sequential = rows[0]["ms"]
+    for row in rows:
+        row["speedup"] = sequential / row["ms"]
+    return {"rows": rows, "alone": alone, "mix": list(mix), "scale": scale, "rounds": rounds,
+            "high_priority": mix[0]}
+
+
+def _summary(latencies: list[float]) -> dict[str, float]:
+    return {"p50_ms": _quantile(latencies, 0.5) * 1e3, "p99_ms": _quantile(latencies, 0.99) * 1e3,
+            "mean_ms": statistics.fmean(latencies) * 1e3}
+
+
+__all__ = ["MIX", "MODES", "measure"]
