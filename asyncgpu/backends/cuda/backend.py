@@ -256,14 +256,20 @@ class CudaBackend:
         return self.cupy.cuda.Stream(non_blocking=True, priority=priority)
 
     def stream_priorities(self) -> tuple[int, int]:
-        """(least, greatest) stream priority of the device (``cudaDeviceGetStreamPriorityRange``,
-        through cuda-python, which CuPy does not wrap; (0, -1), which every device since
-        Kepler supports, without it)."""
+        """(least, greatest) stream priority of the device: the driver's
+        ``cuCtxGetStreamPriorityRange`` in the device's context (CuPy does not wrap it; the
+        driver call, not cuda-python's runtime layer, which keeps per-thread state of its
+        own); (0, -1), which every device since Kepler supports, without cuda-python."""
         try:
-            from cuda.bindings import runtime as cudart
+            from cuda.bindings import driver
         except ImportError:
             return 0, -1
-        err, least, greatest = cudart.cudaDeviceGetStreamPriorityRange()
+        previous = self.runtime.getDevice()
+        self.runtime.setDevice(self.device)
+        try:
+            err, least, greatest = driver.cuCtxGetStreamPriorityRange()
+        finally:
+            self.runtime.setDevice(previous)
         if int(err) != 0:
             return 0, -1
         return int(least), int(greatest)
