@@ -16,7 +16,6 @@ from numba import cuda, float32, float64, uint64
 
 from .blockops import BLOCK_MAX, SUM, block_reduce, grid_rank, thread_rank
 
-
 #: The hash's 32 bits (products are taken in 64 bits and cut back: no overflow anywhere).
 MASK = 0xFFFFFFFF
 

@@ -30,9 +30,9 @@ of its own device), so the event pool is per device. Streams are grouped in *poo
 and a tenant's streams are created with its priority (:meth:`StreamManager.add_tenant`). Waits
 on parents of other pools are event waits like any other.
 
-The manager is plain Python: it calls the backend through ``create_stream(device)``,
-``create_event(device)``, ``record``, ``wait`` and ``event_done``, always passing streams
-explicitly.
+The manager is plain Python: it calls the backend through ``create_stream(device)`` (with a
+tenant's priority: ``create_stream(device, priority)``), ``create_event(device)``, ``record``,
+``wait`` and ``event_done``, always passing streams explicitly.
 """
 
 from __future__ import annotations

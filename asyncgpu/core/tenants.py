@@ -72,8 +72,8 @@ class TenantStatistics:
 class Tenant:
     """One tenant of a runtime (see the module docstring)."""
 
-    __slots__ = ("index", "name", "priority", "stream_priority", "counts", "steps", "pending",
-                 "latencies")
+    __slots__ = ("counts", "index", "latencies", "name", "pending", "priority", "steps",
+                 "stream_priority")
 
     def __init__(self, index: int, name: str, priority: str, stream_priority: int) -> None:
         self.index = index

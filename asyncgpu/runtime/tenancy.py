@@ -54,7 +54,7 @@ class TenantScope:
         stack.append((rt, previous, index, begun))
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         rt, previous, index, begun = self._local.stack.pop()
         rt._pins.tenant = previous
         rt.end_step(index, begun)

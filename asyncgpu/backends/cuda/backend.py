@@ -257,9 +257,8 @@ class CudaBackend:
 
     def stream_priorities(self) -> tuple[int, int]:
         """(least, greatest) stream priority of the device: the driver's
-        ``cuCtxGetStreamPriorityRange`` in the device's context (CuPy does not wrap it; the
-        driver call, not cuda-python's runtime layer, which keeps per-thread state of its
-        own); (0, -1), which every device since Kepler supports, without cuda-python."""
+        ``cuCtxGetStreamPriorityRange`` in the device's context, through cuda-python (CuPy
+        does not wrap it); (0, -1), which every device since Kepler supports, without it."""
         try:
             from cuda.bindings import driver
         except ImportError:
