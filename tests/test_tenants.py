@@ -4,6 +4,7 @@ random programs, their steps spread over tenants and threads, equal the serial o
 
 from __future__ import annotations
 
+import random
 import threading
 
 import numpy as np
@@ -179,6 +180,26 @@ def test_random_programs_spread_over_tenants_equal_serial(strategy, steps):
     expected = serial(ag, steps, init)
     got = programs.run_async(ag, _run_as_tenants, steps, init, strategy, 3)
     assert_same(got, expected)
+
+
+@pytest.mark.pure
+def test_a_tenant_not_waiting_for_another_tenants_writes_is_caught():
+    from asyncgpu.testing.mutants import planted
+
+    init = programs.initial()
+    caught = 0
+    for seed in range(10):
+        steps = programs.random_program(random.Random(seed), 18)
+        expected = serial(ag, steps, init)
+        try:
+            with planted("tenant_blind"):
+                got = programs.run_async(ag, _run_as_tenants, steps, init, "random", seed)
+        except ag.AsyncGPUError:
+            caught += 1
+            continue
+        caught += [[a.tolist() for a in part] for part in got] != [
+            [a.tolist() for a in part] for part in expected]
+    assert caught >= 5, f"the planted bug failed {caught} of 10 programs"
 
 
 def test_threads_as_tenants_sharing_a_chain_stay_ordered():

@@ -24,6 +24,8 @@ an algorithm of its own), so what runs is the production code less exactly that 
                   wrote booked current, so a later node there reads old bytes
 ``one_phase``     several devices: a recording's per-device graphs ignore the dependencies
                   between devices, so a graph may be launched before one it needs
+``tenant_blind``  tenants: a node does not wait for its parents on another tenant's streams,
+                  so a tenant may read what another is still writing
 
 The test suite must fail with each of them planted, by a wrong value or a ``RaceError`` of the
 happens-before checker (``tests/test_mutations.py``): a mutant that survives means a missing test.
@@ -53,6 +55,7 @@ from typing import Any, Self
 from ..core.compiled import compiled_modules, is_compiled
 from ..core.dag import RAW, WAR
 from ..core.deps import DependencyTracker
+from ..core.streams import StreamManager
 from ..runtime.host_access import HostAccess
 from ..runtime import kernel
 from ..runtime.issue import Issuing
@@ -169,6 +172,18 @@ def _one_phase() -> list[Patch]:
     return [(devices, "device_groups", make)]
 
 
+def _tenant_blind() -> list[Patch]:
+    def make(wait: Any) -> Any:
+        def wait_for_own_tenant(self: Any, node: Any, parents: Any) -> None:
+            pool = node.stream.pool
+            mine = [p for p in parents if p.stream is None or p.stream.pool // self.devices
+                    == pool // self.devices]
+            if mine:
+                wait(self, node, mine)
+        return wait_for_own_tenant
+    return [(StreamManager, "wait_for_parents", make)]
+
+
 #: Mutant name -> its replacements.
 MUTANTS: dict[str, Callable[[], list[Patch]]] = {
     "drop_raw": _drop_raw,
@@ -179,6 +194,7 @@ MUTANTS: dict[str, Callable[[], list[Patch]]] = {
     "no_peer_copy": _no_peer_copy,
     "stale_location": _stale_location,
     "one_phase": _one_phase,
+    "tenant_blind": _tenant_blind,
 }
 
 
