@@ -250,3 +250,25 @@ def test_the_tenants_benchmark_checks_every_mode_on_the_simulator():
         stats = ag.tenants()
         assert (stats["vec-tenant"].priority, stats["bs-tenant"].priority) == ("high", "normal")
         assert stats["vec-tenant"].steps == 1 and stats["vec-tenant"].kernels > 0
+
+
+def test_a_recorded_step_replays_on_its_tenants_streams(sim):
+    k = sim
+    x = ag.array(np.ones(64))
+    y = ag.empty_like(x)
+
+    @ag.tenant("recorded-tenant", priority="high")
+    @ag.graph
+    def step():
+        k[2, 32](x, y, 64)
+        k[2, 32](y, x, 64)
+
+    for _ in range(3):
+        step()
+    assert x.numpy().tolist() == [127.0] * 64          # x -> 4x + 3, three times from 1
+    stats = ag.tenants()["recorded-tenant"]
+    assert (stats.kernels, stats.graphs, stats.steps) == (2, 2, 3)   # recorded, then replayed
+    rt = current_runtime()
+    pool = rt.tenant_index("recorded-tenant", "high")
+    assert {s.handle.priority for s in rt.streams.streams if s.pool == pool} == {
+        rt.backend.stream_priorities()[1]}
