@@ -96,6 +96,32 @@ def test_scopes_nest_and_restore_the_threads_tenant(sim):
     assert stats["default"].kernels == before + 1
 
 
+def test_an_exception_in_a_step_ends_it_and_gives_the_thread_its_tenant_back(sim):
+    k = sim
+    x = ag.array(np.ones(32))
+    y = ag.empty_like(x)
+    before = ag.tenants()["default"].kernels
+    with pytest.raises(ZeroDivisionError):
+        with ag.tenant("raising"):
+            k[1, 32](x, y, 32)
+            1 / 0
+    k[1, 32](y, x, 32)                      # the default tenant's again
+    ag.synchronize()
+    stats = ag.tenants()
+    assert (stats["raising"].kernels, stats["raising"].steps) == (1, 1)
+    assert stats["default"].kernels == before + 1
+    assert x.numpy().tolist() == [7.0] * 32
+
+
+def test_a_step_across_a_change_of_backend_ends_without_the_retired_runtime():
+    with ag.configure(backend="sim", sim_seed=4):
+        with ag.tenant("across"):
+            ag.configure(backend="sim", sim_devices=2, devices="all")   # another runtime
+            x = ag.array(np.ones(8))
+            assert float(x.sum()) == 8.0
+    assert "across" not in ag.tenants()         # the new runtime never saw it
+
+
 @pytest.mark.parametrize("name,priority,match", [
     ("", "normal", "non-empty string"), ("default", "normal", "other than 'default'"),
     ("t", "urgent", "priority must be one of normal, high"), (3, "normal", "non-empty string"),

@@ -57,7 +57,8 @@ class TenantScope:
     def __exit__(self, *exc: object) -> None:
         rt, previous, index, begun = self._local.stack.pop()
         rt._pins.tenant = previous
-        rt.end_step(index, begun)
+        if rt.retired is None:      # (a configure inside the block replaced the runtime)
+            rt.end_step(index, begun)
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
