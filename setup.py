@@ -23,9 +23,9 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 #: The launch path, compiled as whole modules: dependency tracking, nodes, streams and their
-#: policies, device placement, counters, allocations and array fields, binding and launching, issuing, memory
-#: booking, frozen graphs, the recording hook, the recorder's recording, entry and keys, the
-#: backends' graph-launch checks, and the CUDA backend's launches and CUDA calls.
+#: policies, device placement, counters, allocations and array fields, binding and launching,
+#: issuing, memory booking, frozen graphs, the recording hook, the recorder's recording, entry
+#: and keys, the backends' graph-launch checks, and the CUDA backend's launches and CUDA calls.
 HOT_MODULES = (
     "asyncgpu.core.dag", "asyncgpu.core.deps", "asyncgpu.core.policies",
     "asyncgpu.core.statistics", "asyncgpu.core.streams", "asyncgpu.core.placement",

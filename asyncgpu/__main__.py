@@ -98,8 +98,8 @@ def _parser() -> argparse.ArgumentParser:
                                    "the median times.")
     b.add_argument("names", nargs="*", default=["all"],
                    help=f"workloads ({WORKLOAD_NAMES}) or 'all' (default), or the "
-                        "micro-benchmarks 'overlap', 'overhead', 'inception', 'replay', 'multigpu', "
-                        "'tenants'")
+                        "micro-benchmarks 'overlap', 'overhead', 'inception', 'replay', "
+                        "'multigpu', 'tenants'")
     b.add_argument("--scale", choices=SCALES, default=None, help=scale_help)
     b.add_argument("--modes", default="serial,parallel,handopt",
                    help="comma-separated, from: serial, parallel, handopt, cudagraph, recorded, "

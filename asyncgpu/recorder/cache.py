@@ -6,10 +6,10 @@ One :class:`GraphCache` per runtime (``runtime.graphs``, made on first use). Its
 map a recording's key (``asyncgpu.recorder.keys.RecordingKey``) to what is known of it: seen
 once (the recorder's marker), failed to capture (another marker), or :class:`Variants`, the
 captured graphs of that key (:class:`Placed` on several devices: one graph per device and
-phase, ``asyncgpu.recorder.devices``). With explicit memory a graph that copies host-current inputs in is
-only right while exactly those inputs are host-current, so a key holds up to :data:`VARIANTS`
-graphs, told apart by :func:`copy_key` of what they copy in, all captured with the schedule of
-the first (``FrozenGraph.plan``). Invariants:
+phase, ``asyncgpu.recorder.devices``). With explicit memory a graph that copies host-current
+inputs in is only right while exactly those inputs are host-current, so a key holds up to
+:data:`VARIANTS` graphs, told apart by :func:`copy_key` of what they copy in, all captured with
+the schedule of the first (``FrozenGraph.plan``). Invariants:
 
 * at most ``Options.graph_cache`` keys (least recently used evicted first), at most
   :data:`VARIANTS` graphs per key; every graph dropped from either is destroyed (the backend

@@ -103,7 +103,7 @@ def _set_device(device):
 
 
 runtime = types.SimpleNamespace(
-    getDeviceCount=lambda: 4, deviceGetStreamPriorityRange=lambda: (0, -5), setDevice=_set_device, CUDARuntimeError=CUDARuntimeError, getDevice=lambda: _current[0],
+    getDeviceCount=lambda: 4, setDevice=_set_device, CUDARuntimeError=CUDARuntimeError, getDevice=lambda: _current[0],
     deviceCanAccessPeer=lambda a, b: 1, deviceEnablePeerAccess=_noop, memcpyPeerAsync=_noop, deviceGetAttribute=lambda *a: 1,
     getDeviceProperties=lambda device: {"name": b"stand-in", "multiProcessorCount": 132},
     eventRecord=_noop, streamWaitEvent=_noop, memGetInfo=lambda: (1 << 40, 1 << 40),
