@@ -52,6 +52,19 @@ def test_each_tenant_issues_on_its_own_streams_with_its_priority(sim):
     assert by_tenant[ranker] == [least]
 
 
+def test_a_tenant_held_to_one_stream_runs_its_independent_work_in_issue_order(sim):
+    k = sim
+    xs = [ag.array(np.full(32, float(i))) for i in range(4)]
+    ys = [ag.empty_like(x) for x in xs]
+    with ag.tenant("one-stream", streams=1):
+        for x, y in zip(xs, ys):
+            k[1, 32](x, y, 32)              # independent: would take 4 streams otherwise
+    assert [float(y[0]) for y in ys] == [1.0, 3.0, 5.0, 7.0]
+    rt = current_runtime()
+    pool = rt.tenant_index("one-stream", "normal", 1)
+    assert sum(1 for s in rt.streams.streams if s.pool == pool) == 1
+
+
 def test_statistics_count_each_tenants_work_and_time_its_steps(sim):
     k = sim
     x = ag.array(np.ones(64))
@@ -129,6 +142,12 @@ def test_a_step_across_a_change_of_backend_ends_without_the_retired_runtime():
 def test_a_bad_tenant_is_refused_by_name(name, priority, match):
     with pytest.raises(ValueError, match=match):
         ag.tenant(name, priority)
+
+
+@pytest.mark.parametrize("streams", [0, -1, 1.5, "2"])
+def test_a_bad_stream_count_is_refused_by_name(streams):
+    with pytest.raises(ValueError, match=r"asyncgpu.tenant\('t'\): streams must be a positive int"):
+        ag.tenant("t", streams=streams)
 
 
 def test_a_tenant_keeps_its_first_priority_and_the_runtime_stays_usable(sim):

@@ -65,8 +65,8 @@ class StreamState:
 class StreamManager:
     """Chooses streams, issues waits and records events, retires finished nodes."""
 
-    __slots__ = ("_by_use", "_counts", "_device", "_events", "_frees", "_inflight", "_pool",
-                 "_priorities", "backend", "devices", "max_streams", "new_policy",
+    __slots__ = ("_by_use", "_counts", "_device", "_events", "_frees", "_inflight", "_limits",
+                 "_pool", "_priorities", "backend", "devices", "max_streams", "new_policy",
                  "parent_policy", "poll_threshold", "stats", "streams")
 
     def __init__(self, backend: Any, options: Any, stats: Any, devices: int = 1) -> None:
@@ -83,11 +83,13 @@ class StreamManager:
         self.streams: list[StreamState] = []
         self.devices = devices
         #: per pool (tenant, device): free streams, stream count; per device: pooled events;
-        #: per tenant: the priority its streams are created with
+        #: per tenant: the priority its streams are created with, and how many it may have
+        #: on each device
         self._frees: list[deque[StreamState]] = [deque() for _ in range(devices)]
         self._counts = [0] * devices
         self._events: list[list[Any]] = [[] for _ in range(devices)]
         self._priorities = [0]
+        self._limits = [self.max_streams]
         #: the device and pool of the node being placed (what the policies' calls refer to)
         self._device = 0
         self._pool = 0
@@ -95,17 +97,20 @@ class StreamManager:
         self._inflight = 0
 
     # -- tenants -----------------------------------------------------------------------------
-    def add_tenant(self, priority: int) -> int:
+    def add_tenant(self, priority: int, streams: int | None = None) -> int:
         """Pools for one more tenant, whose streams are created with ``priority`` (CUDA's:
-        lower is more urgent); returns its number."""
+        lower is more urgent), at most ``streams`` of them per device (None: ``max_streams``);
+        returns its number."""
         self._priorities.append(priority)
+        self._limits.append(self.max_streams if streams is None
+                            else min(streams, self.max_streams))
         self._frees.extend(deque() for _ in range(self.devices))
         self._counts.extend([0] * self.devices)
         return len(self._priorities) - 1
 
     # -- the pool, as seen by the policies ---------------------------------------------------
     def can_grow(self) -> bool:
-        return self._counts[self._pool] < self.max_streams
+        return self._counts[self._pool] < self._limits[self._pool // self.devices]
 
     def grow(self) -> StreamState:
         device = self._device

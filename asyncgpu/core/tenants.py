@@ -6,7 +6,8 @@ A runtime's work comes from *tenants*. Tenant 0 is the default one, the source o
 issued outside ``asyncgpu.tenant``; each other tenant has a name, a priority (its streams are
 created with CUDA's stream priority: ``high`` is the device's most urgent, ``normal`` its
 default) and a pool of streams of its own on each device (``core.streams``: a node is issued on
-a stream of its tenant's pool). Tenants share one dependency tracker: a node of one tenant that
+a stream of its tenant's pool), of at most ``streams`` streams (one: the tenant's work runs in
+issue order, as a model on one stream of its own would). Tenants share one dependency tracker: a node of one tenant that
 uses data another tenant's node wrote waits for it, as any other node would.
 
 A tenant counts what it issued (:class:`Tenant.count`) and its *steps*: each entry into
@@ -15,11 +16,11 @@ device it used) to the completion of the last work it issued on each stream, mea
 device's clock by timing events and read once they completed (:meth:`Tenant.settle`).
 
 Invariants: tenant numbers are dense and never reused while the runtime lives; a name means one
-tenant, with the priority it was first given.
+tenant, with the priority and stream limit it was first given.
 
 Example::
 
-    t = Tenant(1, "detector", "high", -5)
+    t = Tenant(1, "detector", "high", -5, streams=2)
     t.count("kernel")
     t.statistics().kernels          # 1
 """
@@ -73,13 +74,15 @@ class Tenant:
     """One tenant of a runtime (see the module docstring)."""
 
     __slots__ = ("counts", "index", "latencies", "name", "pending", "priority", "steps",
-                 "stream_priority")
+                 "stream_priority", "streams")
 
-    def __init__(self, index: int, name: str, priority: str, stream_priority: int) -> None:
+    def __init__(self, index: int, name: str, priority: str, stream_priority: int,
+                 streams: int | None = None) -> None:
         self.index = index
         self.name = name
         self.priority = priority
         self.stream_priority = stream_priority
+        self.streams = streams      # its streams per device at most (None: max_streams)
         self.counts = {"kernel": 0, "call": 0, "copy": 0, "graph": 0}
         self.steps = 0
         #: steps issued, not yet measured: (start events per device, end events)

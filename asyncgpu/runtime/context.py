@@ -108,7 +108,7 @@ class Runtime(HostAccess):
         devices = len(self.devices)
         self.streams = StreamManager(self.backend, options, self.stats, devices)
         for tenant in self.tenants[1:]:     # (a reconfigured runtime keeps its tenants)
-            self.streams.add_tenant(tenant.stream_priority)
+            self.streams.add_tenant(tenant.stream_priority, tenant.streams)
         #: Several devices: where each kernel and library call runs (None: one device).
         self.placement = None
         if devices > 1:
@@ -174,23 +174,25 @@ class Runtime(HostAccess):
             pins.slot = previous
 
     # -- tenants -------------------------------------------------------------------------------
-    def tenant_index(self, name: str, priority: str) -> int:
-        """The number of tenant ``name``, made with ``priority`` on first use; ValueError if it
-        exists with another priority."""
+    def tenant_index(self, name: str, priority: str, streams: int | None = None) -> int:
+        """The number of tenant ``name``, made with ``priority`` and at most ``streams``
+        streams per device on first use; ValueError if it exists with other settings."""
         with self._lock:
             for tenant in self.tenants:
                 if tenant.name == name:
-                    if tenant.priority != priority and tenant.index:
+                    if tenant.index and (tenant.priority, tenant.streams) != (priority, streams):
                         raise ValueError(
-                            f"asyncgpu.tenant({name!r}, priority={priority!r}): this tenant "
-                            f"has priority {tenant.priority!r} (a tenant keeps the priority "
-                            "it was first given); use another name for another priority")
+                            f"asyncgpu.tenant({name!r}, priority={priority!r}, "
+                            f"streams={streams!r}): this tenant has priority "
+                            f"{tenant.priority!r} and streams={tenant.streams!r} (a tenant "
+                            "keeps the settings it was first given); use another name for "
+                            "other settings")
                     return tenant.index
             ranges = getattr(self.backend, "stream_priorities", None)
             least, greatest = ranges() if ranges is not None else (0, 0)
             level = stream_priority(priority, least, greatest)
-            index = self.streams.add_tenant(level)
-            self.tenants.append(Tenant(index, name, priority, level))
+            index = self.streams.add_tenant(level, streams)
+            self.tenants.append(Tenant(index, name, priority, level, streams))
             self._tenanted = True
             return index
 

@@ -27,23 +27,30 @@ from .current import current_runtime
 class TenantScope:
     """The work issued inside is tenant ``name``'s (see the module docstring)."""
 
-    def __init__(self, name: str, priority: str = "normal") -> None:
+    def __init__(self, name: str, priority: str = "normal", streams: int | None = None
+                 ) -> None:
         if not isinstance(name, str) or not name or name == "default":
             raise ValueError(f"asyncgpu.tenant: the name must be a non-empty string other than "
                              f"'default' (the tenant of work outside any); got {name!r}")
         if priority not in PRIORITIES:
             raise ValueError(f"asyncgpu.tenant({name!r}): priority must be one of "
                              f"{', '.join(PRIORITIES)}; got {priority!r}")
+        if streams is not None and (type(streams) is not int or streams < 1):
+            raise ValueError(f"asyncgpu.tenant({name!r}): streams must be a positive int (the "
+                             f"most streams the tenant uses per device) or None; got "
+                             f"{streams!r}")
         self.name = name
         self.priority = priority
+        self.streams = streams
         self._local = threading.local()     # per thread: the scopes entered, innermost last
 
     def __repr__(self) -> str:
-        return f"asyncgpu.tenant({self.name!r}, priority={self.priority!r})"
+        return (f"asyncgpu.tenant({self.name!r}, priority={self.priority!r}, "
+                f"streams={self.streams!r})")
 
     def __enter__(self) -> TenantScope:
         rt = current_runtime()
-        index = rt.tenant_index(self.name, self.priority)
+        index = rt.tenant_index(self.name, self.priority, self.streams)
         pins = rt._pins
         previous = getattr(pins, "tenant", 0)
         begun = rt.begin_step(index)
@@ -68,11 +75,13 @@ class TenantScope:
         return step
 
 
-def tenant(name: str, priority: str = "normal") -> TenantScope:
+def tenant(name: str, priority: str = "normal", streams: int | None = None) -> TenantScope:
     """``with asyncgpu.tenant("detector", priority="high"):`` the kernels, library calls and
     copies this thread issues in the block are tenant ``name``'s: they run on the tenant's own
     streams, created with its priority (``"high"``: the device's most urgent stream priority;
-    ``"normal"``: its default), and count in its statistics; the block is one *step* of it,
+    ``"normal"``: its default), at most ``streams`` of them per device (None: the runtime's
+    ``max_streams``; 1: the tenant's work runs in issue order on one stream of its own), and
+    count in its statistics; the block is one *step* of it,
     whose latency (from the block's start to the completion of its work) ``tenants()``
     reports. Also a decorator: each call is a step. Data shared with other tenants is ordered
     as always.
@@ -80,10 +89,10 @@ def tenant(name: str, priority: str = "normal") -> TenantScope:
     Raises
     ------
     ValueError
-        An empty name, an unknown priority, or a tenant already made with another priority
-        (raised when the block is entered).
+        An empty name, an unknown priority, a stream count below 1, or a tenant already made
+        with other settings (raised when the block is entered).
     """
-    return TenantScope(name, priority)
+    return TenantScope(name, priority, streams)
 
 
 def tenants() -> dict[str, TenantStatistics]:
