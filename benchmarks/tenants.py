@@ -6,6 +6,8 @@ after an untimed reset of its accumulators. Modes, side by side in one run, each
 steps of every workload (after every workload ran ``warmup`` steps alone):
 
 * ``sequential``: one host thread runs the workloads' steps one after another;
+* ``one stream each``: one thread per workload, each a tenant held to one stream
+  (``asyncgpu.tenant(..., streams=1)``): model-level sharing, as one CUDA stream per model;
 * ``threads``: one host thread per workload, no tenants: asyncgpu's scheduler alone;
 * ``tenants``: one thread per workload, each its own tenant (``asyncgpu.tenant``: streams of
   its own), the first workload's with ``priority="high"``.
@@ -28,7 +30,7 @@ from typing import Any
 from .workloads import WORKLOADS
 
 MIX = ("dl", "img", "ml")
-MODES = ("sequential", "threads", "tenants")
+MODES = ("sequential", "one stream each", "threads", "tenants")
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -100,8 +102,10 @@ def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
         alone[m.name] = _summary(m.latencies)
         m.latencies = []
     rows = []
-    scopes = [ag.tenant(f"{name}-tenant", priority="high" if i == 0 else "normal")
-              for i, name in enumerate(mix)]
+    scopes = {"tenants": [ag.tenant(f"{name}-tenant", priority="high" if i == 0 else "normal")
+                          for i, name in enumerate(mix)],
+              "one stream each": [ag.tenant(f"{name}-one-stream", streams=1) for name in mix],
+              "threads": None}
     for mode in MODES:      # (every workload is warm: it ran alone first)
         ag.synchronize()
         t0 = time.perf_counter()
@@ -110,7 +114,7 @@ def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
                 for m in members:
                     m.step(True)
         else:
-            _threads(members, rounds, scopes if mode == "tenants" else None)
+            _threads(members, rounds, scopes[mode])
         ag.synchronize()
         rows.append({"mode": mode, "ms": (time.perf_counter() - t0) * 1e3,
                      "latency": {m.name: _summary(m.latencies) for m in members}})

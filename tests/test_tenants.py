@@ -295,6 +295,9 @@ def test_the_tenants_benchmark_checks_every_mode_on_the_simulator():
         stats = ag.tenants()
         assert (stats["vec-tenant"].priority, stats["bs-tenant"].priority) == ("high", "normal")
         assert stats["vec-tenant"].steps == 1 and stats["vec-tenant"].kernels > 0
+        rt = current_runtime()
+        one = rt.tenant_index("vec-one-stream", "normal", 1)
+        assert sum(1 for s in rt.streams.streams if s.pool == one) == 1
 
 
 def test_a_recorded_step_replays_on_its_tenants_streams(sim):
