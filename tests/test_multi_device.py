@@ -176,6 +176,32 @@ def test_a_launch_pinned_inside_a_recording_keeps_its_device_when_replayed(four)
     assert dict(ag.statistics().placed) == {2: 3}
 
 
+@pytest.mark.parametrize("kind", ["graph", "static", "split"])
+def test_recorded_library_calls_and_host_steps_stay_right_on_several_devices(four, kind):
+    ag = four
+    import asyncgpu.cupy as acp
+
+    kernel = ag.kernel(const=["x"], out=["y"])(twice)
+    xs = [ag.array(np.arange(32, dtype=np.float64) + k) for k in range(4)]
+    ys = [ag.empty_like(x) for x in xs]
+
+    def body():
+        for x, y in zip(xs, ys):
+            kernel[1, 32](x, y, 32)          # spread over the devices
+        total = acp.add(ys[0], ys[3])        # a captured library call, where its data is
+        if kind == "split":
+            float(total[0])                  # a host step: ends a segment
+        return acp.multiply(total, 2.0)
+
+    step = {"graph": ag.graph, "static": ag.graph(static=True),
+            "split": ag.graph(split=True)}[kind](body)
+    expected = 2 * ((2 * np.arange(32) + 1) + (2 * (np.arange(32) + 3) + 1))
+    for _ in range(4):
+        out = step()
+        assert out.numpy().tolist() == expected.tolist()
+    assert "replayed" in step.outcome
+
+
 def test_device_groups_put_each_launch_after_what_it_needs():
     from asyncgpu.recorder.devices import device_groups
 
