@@ -320,3 +320,64 @@ def test_a_recorded_step_replays_on_its_tenants_streams(sim):
     pool = rt.tenant_index("recorded-tenant", "high")
     assert {s.handle.priority for s in rt.streams.streams if s.pool == pool} == {
         rt.backend.stream_priorities()[1]}
+
+
+# -- splitting ------------------------------------------------------------------------------------
+def square(x, y, n):
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        y[i] = x[i] * x[i]
+
+
+class Edges:
+    """An instrument keeping each issued kernel node's edges' reasons."""
+
+    def __init__(self):
+        self.kernels = []
+
+    def node_issued(self, node):
+        if node.kind == "kernel":
+            self.kernels.append((node, [reason for _, reason, _ in node.edges]))
+
+
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+@pytest.mark.parametrize("strategy", ["random", "reverse", "starve"])
+def test_a_split_kernel_runs_in_pieces_in_order_and_equals_the_whole(memory, strategy):
+    with ag.configure(backend="sim", memory=memory, sim_strategy=strategy, sim_seed=3):
+        k = ag.kernel(const=["x"], out=["y"], elementwise="n")(square)
+        other = ag.kernel(const=["x"], out=["y"])(twice)
+        host = np.arange(1000, dtype=np.float64)
+        x = ag.array(host)                  # host-current: the pieces' copies come first
+        y = ag.empty_like(x)
+        small_in = ag.array(np.ones(32))
+        small_out = ag.empty_like(small_in)
+        with ag.instrument(Edges()) as seen:
+            with ag.tenant(f"splitter-{memory}-{strategy}", split={"square": 4}):
+                k[2, 32](x, y, 1000)
+            with ag.tenant(f"small-{memory}-{strategy}", priority="high"):
+                other[1, 32](small_in, small_out, 32)
+        assert y.numpy().tolist() == (host * host).tolist()
+        assert small_out.numpy().tolist() == [3.0] * 32
+        pieces = [(n, reasons) for n, reasons in seen.kernels if n.name == "square"]
+        assert len(pieces) == 4
+        assert [r.count("split") for _, r in pieces] == [0, 1, 1, 1]    # each after the last
+        assert len({n.stream.index for n, _ in pieces}) == 1             # one stream, in order
+        stats = ag.tenants()[f"splitter-{memory}-{strategy}"]
+        assert stats.kernels == 4
+
+
+def test_splitting_a_kernel_not_declared_elementwise_is_refused_by_name(sim):
+    k = sim                                 # twice: not element-wise
+    x = ag.array(np.ones(32))
+    y = ag.empty_like(x)
+    with ag.tenant("bad-split", split={"twice": 2}):
+        with pytest.raises(ag.ArgumentError, match="kernel 'twice'.*not declared element-wise"):
+            k[1, 32](x, y, 32)
+        k2 = ag.kernel(const=["x"], out=["y"])(square)
+        k2[1, 32](x, y, 32)                 # other kernels run whole, and the runtime is fine
+    assert y.numpy().tolist() == [1.0] * 32
+
+
+@pytest.mark.parametrize("split", [{"k": 1}, {"k": "2"}, {3: 2}, [("k", 2)]])
+def test_a_bad_split_is_refused_by_name(split):
+    with pytest.raises(ValueError, match=r"split must map kernel names to a number of pieces"):
+        ag.tenant("t", split=split)

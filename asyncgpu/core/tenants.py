@@ -7,7 +7,8 @@ issued outside ``asyncgpu.tenant``; each other tenant has a name, a priority (it
 created with CUDA's stream priority: ``high`` is the device's most urgent, ``normal`` its
 default) and a pool of streams of its own on each device (``core.streams``: a node is issued on
 a stream of its tenant's pool), of at most ``streams`` streams (one: the tenant's work runs in
-issue order, as a model on one stream of its own would). Tenants share one dependency tracker: a node of one tenant that
+issue order, as a model on one stream of its own would). A tenant may also have element-wise
+kernels launched in pieces (``splits``, ``asyncgpu.runtime.chunks.launch_split``). Tenants share one dependency tracker: a node of one tenant that
 uses data another tenant's node wrote waits for it, as any other node would.
 
 A tenant counts what it issued (:class:`Tenant.count`) and its *steps*: each entry into
@@ -16,7 +17,7 @@ device it used) to the completion of the last work it issued on each stream, mea
 device's clock by timing events and read once they completed (:meth:`Tenant.settle`).
 
 Invariants: tenant numbers are dense and never reused while the runtime lives; a name means one
-tenant, with the priority and stream limit it was first given.
+tenant, with the priority, stream limit and splits it was first given.
 
 Example::
 
@@ -73,16 +74,18 @@ class TenantStatistics:
 class Tenant:
     """One tenant of a runtime (see the module docstring)."""
 
-    __slots__ = ("counts", "index", "latencies", "name", "pending", "priority", "steps",
-                 "stream_priority", "streams")
+    __slots__ = ("counts", "index", "latencies", "name", "pending", "priority", "splits",
+                 "steps", "stream_priority", "streams")
 
     def __init__(self, index: int, name: str, priority: str, stream_priority: int,
-                 streams: int | None = None) -> None:
+                 streams: int | None = None, splits: dict[str, int] | None = None) -> None:
         self.index = index
         self.name = name
         self.priority = priority
         self.stream_priority = stream_priority
         self.streams = streams      # its streams per device at most (None: max_streams)
+        #: element-wise kernels it launches in pieces: kernel name -> pieces (None: none)
+        self.splits = splits
         self.counts = {"kernel": 0, "call": 0, "copy": 0, "graph": 0}
         self.steps = 0
         #: steps issued, not yet measured: (start events per device, end events)

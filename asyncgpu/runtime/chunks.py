@@ -34,6 +34,12 @@ Example::
     x = ag.array(big)          # host-current
     square[1024, 256](x, y)    # 8 copies and 8 kernels, copy k+1 overlapping kernel k
 
+Splitting (GACER's operator decomposition): a tenant may ask for an element-wise kernel to run
+in ``k`` pieces (``asyncgpu.tenant(..., split={"name": k})``, :func:`launch_split`): the same
+chunks of axis 0, each piece a node, every piece after the one before it (an edge of reason
+``split``, so they keep to one stream and run in order). Between two pieces the GPU can start
+another tenant's kernels, which a whole launch would keep waiting behind its blocks.
+
 Plain Python: the backends run the copies and kernels as usual.
 """
 
@@ -173,4 +179,47 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[A
         node.launch = launch
         rt.stats.kernels += 1
         rt._issue(node)
+    return True
+
+
+def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
+                 values: list[Any], site: str | None, pieces: int) -> bool:
+    """Issue an element-wise launch as ``pieces`` nodes in order (see the module docstring);
+    whether it did (a launch of fewer than two rows runs whole). Every piece is validated and
+    prepared before the first is issued."""
+    kernel = launcher.kernel
+    if not kernel.elementwise:
+        where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
+        raise ArgumentError(
+            f"{where}: the tenant splits it in {pieces} pieces, but it is not declared "
+            "element-wise, so its pieces cannot be told apart; declare it with elementwise= "
+            "(asyncgpu.kernel) or drop it from the tenant's split")
+    length = _length(kernel, arrays, values, site)
+    if pieces < 2 or length < 2:
+        return False
+    count = kernel.elementwise
+    count_at = (next(i for i, p in enumerate(kernel.params) if p.name == count)
+                if isinstance(count, str) else -1)
+    planned = []
+    for start, stop in ranges(length, pieces):
+        part = [a[start:stop] if isinstance(a, Array) else
+                (type(a)(stop - start) if i == count_at else a) for i, a in enumerate(args)]
+        piece_arrays, piece_values = kernel.bind(rt, tuple(part), site)
+        launch = rt.backend.kernel_launch(kernel, launcher, piece_arrays, piece_values, site)
+        planned.append((piece_arrays, launch))
+    previous = None
+    for piece_arrays, launch in planned:
+        node = Node("kernel", kernel.name, site, piece_arrays)
+        node.launch = launch
+        rt.stats.kernels += 1
+        if rt.memory is not None:
+            # (its copies in first: they are parents found below, as ``_issue`` finds them)
+            rt.memory.before_device(piece_arrays, 0)
+        found = rt.deps.conflicts(piece_arrays)
+        counts = [(reason, sum(1 for edges in found.values() for r, _ in edges if r == reason))
+                  for reason in ("RAW", "WAR", "WAW")]
+        if previous is not None and not previous.finished:
+            found.setdefault(previous, []).append(("split", kernel.name))
+        rt._issue(node, None, found, [c for c in counts if c[1]])
+        previous = node
     return True

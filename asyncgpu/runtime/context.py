@@ -174,25 +174,27 @@ class Runtime(HostAccess):
             pins.slot = previous
 
     # -- tenants -------------------------------------------------------------------------------
-    def tenant_index(self, name: str, priority: str, streams: int | None = None) -> int:
-        """The number of tenant ``name``, made with ``priority`` and at most ``streams``
-        streams per device on first use; ValueError if it exists with other settings."""
+    def tenant_index(self, name: str, priority: str, streams: int | None = None,
+                     splits: dict[str, int] | None = None) -> int:
+        """The number of tenant ``name``, made with ``priority``, at most ``streams`` streams
+        per device and ``splits`` on first use; ValueError if it exists with other settings."""
         with self._lock:
             for tenant in self.tenants:
                 if tenant.name == name:
-                    if tenant.index and (tenant.priority, tenant.streams) != (priority, streams):
+                    if tenant.index and (tenant.priority, tenant.streams, tenant.splits) != (
+                            priority, streams, splits):
                         raise ValueError(
                             f"asyncgpu.tenant({name!r}, priority={priority!r}, "
-                            f"streams={streams!r}): this tenant has priority "
-                            f"{tenant.priority!r} and streams={tenant.streams!r} (a tenant "
-                            "keeps the settings it was first given); use another name for "
-                            "other settings")
+                            f"streams={streams!r}, split={splits!r}): this tenant has "
+                            f"priority {tenant.priority!r} and streams={tenant.streams!r}, "
+                            f"split={tenant.splits!r} (a tenant keeps the settings it was "
+                            "first given); use another name for other settings")
                     return tenant.index
             ranges = getattr(self.backend, "stream_priorities", None)
             least, greatest = ranges() if ranges is not None else (0, 0)
             level = stream_priority(priority, least, greatest)
             index = self.streams.add_tenant(level, streams)
-            self.tenants.append(Tenant(index, name, priority, level, streams))
+            self.tenants.append(Tenant(index, name, priority, level, streams, splits))
             self._tenanted = True
             return index
 

@@ -37,7 +37,7 @@ from ..core.compiled import EXTENSIONS
 from ..core.dag import Node, reduce_parents
 from ..core.deps import Access, DependencyTracker
 from .allocation import DEVICE, HOST
-from .chunks import launch_chunked
+from .chunks import launch_chunked, launch_split
 from .kernel import Launcher, user_site
 
 
@@ -65,6 +65,12 @@ class Issuing:
             if self.recording is not None and self.recording.kernel(launcher, args, site):
                 return
             arrays, values = kernel.bind(self, args, site)
+            if self._tenanted:
+                splits = self.tenants[getattr(self._pins, "tenant", 0)].splits
+                if (splits and kernel.name in splits and self.placement is None
+                        and launch_split(self, launcher, args, arrays, values, site,
+                                         splits[kernel.name])):
+                    return
             if (self.memory is not None and kernel.elementwise and self.placement is None
                     and launch_chunked(self, launcher, args, arrays, values, site)):
                 return

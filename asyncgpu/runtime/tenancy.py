@@ -27,8 +27,8 @@ from .current import current_runtime
 class TenantScope:
     """The work issued inside is tenant ``name``'s (see the module docstring)."""
 
-    def __init__(self, name: str, priority: str = "normal", streams: int | None = None
-                 ) -> None:
+    def __init__(self, name: str, priority: str = "normal", streams: int | None = None,
+                 split: dict[str, int] | None = None) -> None:
         if not isinstance(name, str) or not name or name == "default":
             raise ValueError(f"asyncgpu.tenant: the name must be a non-empty string other than "
                              f"'default' (the tenant of work outside any); got {name!r}")
@@ -39,18 +39,25 @@ class TenantScope:
             raise ValueError(f"asyncgpu.tenant({name!r}): streams must be a positive int (the "
                              f"most streams the tenant uses per device) or None; got "
                              f"{streams!r}")
+        if split is not None and not (
+                isinstance(split, dict) and all(isinstance(k, str) and type(v) is int and v >= 2
+                                                for k, v in split.items())):
+            raise ValueError(f"asyncgpu.tenant({name!r}): split must map kernel names to a "
+                             f"number of pieces of at least 2, e.g. {{'square': 4}}; got "
+                             f"{split!r}")
         self.name = name
         self.priority = priority
         self.streams = streams
+        self.split = dict(split) if split else None
         self._local = threading.local()     # per thread: the scopes entered, innermost last
 
     def __repr__(self) -> str:
         return (f"asyncgpu.tenant({self.name!r}, priority={self.priority!r}, "
-                f"streams={self.streams!r})")
+                f"streams={self.streams!r}, split={self.split!r})")
 
     def __enter__(self) -> TenantScope:
         rt = current_runtime()
-        index = rt.tenant_index(self.name, self.priority, self.streams)
+        index = rt.tenant_index(self.name, self.priority, self.streams, self.split)
         pins = rt._pins
         previous = getattr(pins, "tenant", 0)
         begun = rt.begin_step(index)
@@ -75,24 +82,30 @@ class TenantScope:
         return step
 
 
-def tenant(name: str, priority: str = "normal", streams: int | None = None) -> TenantScope:
+def tenant(name: str, priority: str = "normal", streams: int | None = None,
+           split: dict[str, int] | None = None) -> TenantScope:
     """``with asyncgpu.tenant("detector", priority="high"):`` the kernels, library calls and
     copies this thread issues in the block are tenant ``name``'s: they run on the tenant's own
     streams, created with its priority (``"high"``: the device's most urgent stream priority;
     ``"normal"``: its default), at most ``streams`` of them per device (None: the runtime's
     ``max_streams``; 1: the tenant's work runs in issue order on one stream of its own), and
-    count in its statistics; the block is one *step* of it,
-    whose latency (from the block's start to the completion of its work) ``tenants()``
-    reports. Also a decorator: each call is a step. Data shared with other tenants is ordered
-    as always.
+    count in its statistics. ``split={"square": 4}`` runs the tenant's launches of the
+    element-wise kernel ``square`` (``elementwise=`` at decoration) as 4 pieces in order, so
+    that other tenants' kernels can start between them (on a runtime of one device; recorded
+    launches run whole). The block is one *step* of the tenant, whose latency (from the
+    block's start to the completion of its work) ``tenants()`` reports. Also a decorator: each
+    call is a step. Data shared with other tenants is ordered as always.
 
     Raises
     ------
     ValueError
-        An empty name, an unknown priority, a stream count below 1, or a tenant already made
-        with other settings (raised when the block is entered).
+        An empty name, an unknown priority, a stream count below 1, a bad ``split``, or a
+        tenant already made with other settings (raised when the block is entered).
+    ArgumentError
+        A launch of a kernel the tenant splits that is not declared element-wise (nothing is
+        enqueued).
     """
-    return TenantScope(name, priority, streams)
+    return TenantScope(name, priority, streams, split)
 
 
 def tenants() -> dict[str, TenantStatistics]:
