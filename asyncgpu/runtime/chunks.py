@@ -139,6 +139,24 @@ def _length(kernel: Any, arrays: list[Any], values: list[Any], site: str | None)
     return length or 0
 
 
+def _pieces(rt: Any, launcher: Any, args: tuple[Any, ...], site: str | None, length: int,
+            count: int) -> list[tuple[list[Any], Any]]:
+    """The launch's ``count`` pieces along axis 0 (``ranges``), each validated and prepared:
+    (its array arguments, its backend launch). Nothing is enqueued."""
+    kernel = launcher.kernel
+    n = kernel.elementwise
+    n_at = (next(i for i, p in enumerate(kernel.params) if p.name == n)
+            if isinstance(n, str) else -1)
+    planned = []
+    for start, stop in ranges(length, count):
+        part = [a[start:stop] if isinstance(a, Array) else
+                (type(a)(stop - start) if i == n_at else a) for i, a in enumerate(args)]
+        piece_arrays, piece_values = kernel.bind(rt, tuple(part), site)
+        launch = rt.backend.kernel_launch(kernel, launcher, piece_arrays, piece_values, site)
+        planned.append((piece_arrays, launch))
+    return planned
+
+
 def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
                    values: list[Any], site: str | None) -> bool:
     """Issue the launch in chunks if it qualifies (see the module docstring); whether it did."""
@@ -156,16 +174,7 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[A
         return False
     if max(a.alloc.nbytes for a in host.values()) < chunks * MIN_CHUNK_BYTES:
         return False
-    count = kernel.elementwise
-    count_at = (next(i for i, p in enumerate(kernel.params) if p.name == count)
-                if isinstance(count, str) else -1)
-    planned = []
-    for start, stop in ranges(length, chunks):
-        part = [a[start:stop] if isinstance(a, Array) else
-                (type(a)(stop - start) if i == count_at else a) for i, a in enumerate(args)]
-        chunk_arrays, chunk_values = kernel.bind(rt, tuple(part), site)
-        launch = rt.backend.kernel_launch(kernel, launcher, chunk_arrays, chunk_values, site)
-        planned.append((chunk_arrays, launch))
+    planned = _pieces(rt, launcher, args, site, length, chunks)
     memory = rt.memory
     for a in host.values():     # the chunks' copies make these current on the device
         a.alloc.location = HOST | DEVICE
@@ -197,18 +206,8 @@ def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any
     length = _length(kernel, arrays, values, site)
     if pieces < 2 or length < 2:
         return False
-    count = kernel.elementwise
-    count_at = (next(i for i, p in enumerate(kernel.params) if p.name == count)
-                if isinstance(count, str) else -1)
-    planned = []
-    for start, stop in ranges(length, pieces):
-        part = [a[start:stop] if isinstance(a, Array) else
-                (type(a)(stop - start) if i == count_at else a) for i, a in enumerate(args)]
-        piece_arrays, piece_values = kernel.bind(rt, tuple(part), site)
-        launch = rt.backend.kernel_launch(kernel, launcher, piece_arrays, piece_values, site)
-        planned.append((piece_arrays, launch))
     previous = None
-    for piece_arrays, launch in planned:
+    for piece_arrays, launch in _pieces(rt, launcher, args, site, length, pieces):
         node = Node("kernel", kernel.name, site, piece_arrays)
         node.launch = launch
         rt.stats.kernels += 1
