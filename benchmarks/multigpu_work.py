@@ -38,8 +38,24 @@ CG_PARTS = 4
 REPS = 10
 
 
-def _kernels(ag: Any, module: Any, names: tuple[str, ...]) -> dict[str, Any]:
-    return {name: ag.kernel(getattr(module, name), **module.ANNOTATIONS[name]) for name in names}
+def _launcher(ag: Any, *groups: tuple[Any, tuple[str, ...]]) -> Any:
+    """``launch(name, part, *args)`` of the kernels ``names`` of each ``(module, names)``, every
+    launch of the shape :data:`SHAPE` (``part`` is unused: the device policy places it)."""
+    kernels = {name: ag.kernel(getattr(module, name), **module.ANNOTATIONS[name])
+               for module, names in groups for name in names}
+    blocks, threads = _shape()
+
+    def launch(name: str, c: int, *args: Any) -> None:
+        kernels[name][blocks, threads](*args)
+    return launch
+
+
+def _gpus(parts: int, devices: int) -> dict[int, int]:
+    """The hand-written versions' GPU of each part (``c % devices``), and of part -1, where
+    the sums are made (GPU 0)."""
+    gpu = {c: c % devices for c in range(parts)}
+    gpu[-1] = 0
+    return gpu
 
 
 def _pinned(ag: Any, devices: int, c: int) -> Any:
@@ -120,17 +136,13 @@ class MLWork:
         return parts
 
     def asyncgpu(self, ag: Any, devices: int) -> Any:
-        kernels = {**_kernels(ag, ML, self.BRANCHES), **_kernels(ag, LA, ("zero", "add_to"))}
+        launch = _launcher(ag, (ML, self.BRANCHES), (LA, ("zero", "add_to")))
         shared = {"prior": ag.array(self.prior), "nb_w": ag.array(self.nb_w),
                   "coef": ag.array(self.coef), "intercept": ag.array(self.intercept)}
         make, empty = _makers(ag, devices)
 
         parts = self._arrays(make, empty, lambda c: shared)
         total = ag.empty(2 * ml_work.FEATURES, np.float64)
-        blocks, threads = _shape()
-
-        def launch(name: str, c: int, *args: Any) -> None:
-            kernels[name][blocks, threads](*args)
 
         def step() -> np.ndarray:
             self._program(launch, parts, lambda c: total, lambda c: parts[c]["s"])
@@ -141,8 +153,7 @@ class MLWork:
         from .handgpus import HandGPUs
 
         hand = HandGPUs(devices)
-        gpu = {c: c % devices for c in range(CHUNKS)}
-        gpu[-1] = 0
+        gpu = _gpus(CHUNKS, devices)
         model = [{k: hand.array(v, d) for k, v in (("prior", self.prior), ("nb_w", self.nb_w),
                                                     ("coef", self.coef),
                                                     ("intercept", self.intercept))}
@@ -203,16 +214,14 @@ class MVWork:
                 launch("matvec", c, a[c], x(c), 0, y[c])
 
     def asyncgpu(self, ag: Any, devices: int) -> Any:
-        kernels = _kernels(ag, LA, ("zero", "matvec"))
+        launch = _launcher(ag, (LA, ("zero", "matvec")))
         make, empty = _makers(ag, devices)
         a = [make(part, c) for c, part in enumerate(self.parts)]
         y = [empty(part.shape[0], np.float32, c) for c, part in enumerate(self.parts)]
         x = ag.array(self.x)
-        blocks, threads = _shape()
 
         def step() -> np.ndarray:
-            self._program(lambda name, c, *args: kernels[name][blocks, threads](*args), a,
-                          lambda c: x, y)
+            self._program(launch, a, lambda c: x, y)
             return np.concatenate([[float(v[0]), float(v[v.shape[0] - 1])] for v in y])
         return step
 
@@ -307,16 +316,11 @@ class CGWork:
                 for c in range(CG_PARTS)]
 
     def asyncgpu(self, ag: Any, devices: int) -> Any:
-        kernels = _kernels(ag, LA, self.KERNELS)
+        launch = _launcher(ag, (LA, self.KERNELS))
         make, empty = _makers(ag, devices)
 
         parts = self._arrays(make, empty)
         sums = {name: ag.empty(1, np.float64) for name in ("rr", "pap", "rrn")}
-        blocks, threads = _shape()
-
-        def launch(name: str, c: int, *args: Any) -> None:
-            kernels[name][blocks, threads](*args)
-
         for c, q in enumerate(parts):
             launch("fill_spd", c, q["a"], c * self.m, self.n)
 
@@ -330,8 +334,7 @@ class CGWork:
         from .handgpus import HandGPUs
 
         hand = HandGPUs(devices)
-        gpu = {c: c % devices for c in range(CG_PARTS)}
-        gpu[-1] = 0
+        gpu = _gpus(CG_PARTS, devices)
         parts = self._arrays(lambda host, c: hand.array(host, gpu[c]),
                              lambda shape, dtype, c: hand.empty(shape, dtype, gpu[c]))
         blocks, threads = _shape()

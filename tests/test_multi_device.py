@@ -128,28 +128,38 @@ def test_library_calls_run_where_their_data_is(four):
 
 def test_a_recorded_function_is_replayed_as_one_graph_per_device_and_stays_right(four):
     ag = four
+    outcomes = recorded_spread(ag, 4, 64, 64)
+    # first run placed launch by launch, then 4 graphs side by side and one after them
+    assert outcomes == [("recorded", 0)] + [("replayed", 5)] * 3
+    assert dict(ag.statistics().placed) == {0: 8, 1: 4, 2: 4, 3: 4}
+
+
+def recorded_spread(ag, count, n, block):
+    """A recorded step on a runtime of ``count`` devices (round-robin): ``twice`` on ``count``
+    arrays of ``n`` elements, one per device, then the first's and the last's results added on
+    the first device; called 4 times, the sum checked each time. Returns (outcome, graphs
+    launched) of each call."""
     kernel = ag.kernel(const=["x"], out=["y"])(twice)
     add = ag.kernel(const=["x", "y"], out=["out"])(_add)
-    host = [np.arange(64, dtype=np.float64) + k for k in range(4)]
+    host = [np.arange(n, dtype=np.float64) + k for k in range(count)]
     xs = [ag.array(h) for h in host]
     ys = [ag.empty_like(x) for x in xs]
     total = ag.empty_like(xs[0])
+    grid = (n + block - 1) // block
 
     @ag.graph
     def step():
         for x, y in zip(xs, ys):
-            kernel[1, 64](x, y, 64)         # one per device (round-robin)
-        add[1, 64](ys[0], ys[3], total, 64)   # needs device 3's result on device 0
+            kernel[grid, block](x, y, n)            # one per device
+        add[grid, block](ys[0], ys[-1], total, n)   # needs the last device's result on the first
 
     outcomes = []
     for _ in range(4):
         before = ag.statistics().graphs_replayed
         step()
         outcomes.append((step.outcome, ag.statistics().graphs_replayed - before))
-        assert total.numpy().tolist() == (2 * host[0] + 1 + 2 * host[3] + 1).tolist()
-    # first run placed launch by launch, then 4 graphs side by side and one after them
-    assert outcomes == [("recorded", 0)] + [("replayed", 5)] * 3
-    assert dict(ag.statistics().placed) == {0: 8, 1: 4, 2: 4, 3: 4}
+        assert total.numpy().tolist() == (2 * host[0] + 1 + 2 * host[-1] + 1).tolist()
+    return outcomes
 
 
 def _add(x, y, out, n):

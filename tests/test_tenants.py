@@ -24,6 +24,17 @@ def twice(x, y, n):
         y[i] = 2.0 * x[i] + 1.0
 
 
+def priorities(name, priority="normal", streams=None):
+    """The CUDA priorities of tenant ``name``'s streams (one device), in creation order."""
+    rt = current_runtime()
+    return [s.handle.priority
+            for s in rt._tenant_streams(rt.tenant_index(name, priority, streams))]
+
+
+def most_urgent():
+    return current_runtime().backend.stream_priorities()[1]
+
+
 @pytest.fixture
 def sim():
     with ag.configure(backend="sim", sim_seed=5):
@@ -41,15 +52,9 @@ def test_each_tenant_issues_on_its_own_streams_with_its_priority(sim):
         k[2, 32](y, z, 64)
     ag.synchronize()
     assert z.numpy().tolist() == [7.0] * 64
-    rt = current_runtime()
-    detector = rt.tenant_index("own-detector", "high")
-    ranker = rt.tenant_index("own-ranker", "normal")
-    by_tenant: dict[int, list[int]] = {}
-    for s in rt.streams.streams:
-        by_tenant.setdefault(s.pool, []).append(s.handle.priority)
-    least, greatest = rt.backend.stream_priorities()
-    assert by_tenant[detector] == [greatest, greatest]     # its own two, both urgent
-    assert by_tenant[ranker] == [least]
+    least, greatest = current_runtime().backend.stream_priorities()
+    assert priorities("own-detector", "high") == [greatest, greatest]   # its own two, urgent
+    assert priorities("own-ranker") == [least]
 
 
 def test_a_tenant_held_to_one_stream_runs_its_independent_work_in_issue_order(sim):
@@ -60,9 +65,7 @@ def test_a_tenant_held_to_one_stream_runs_its_independent_work_in_issue_order(si
         for x, y in zip(xs, ys):
             k[1, 32](x, y, 32)              # independent: would take 4 streams otherwise
     assert [float(y[0]) for y in ys] == [1.0, 3.0, 5.0, 7.0]
-    rt = current_runtime()
-    pool = rt.tenant_index("one-stream", "normal", 1)
-    assert sum(1 for s in rt.streams.streams if s.pool == pool) == 1
+    assert len(priorities("one-stream", streams=1)) == 1
 
 
 def test_statistics_count_each_tenants_work_and_time_its_steps(sim):
@@ -174,10 +177,7 @@ def test_tenants_keep_their_streams_across_a_reconfigure(sim):
     with ag.tenant("kept", priority="high"):
         k[1, 32](y, x, 32)
     assert x.numpy().tolist() == [7.0] * 32
-    rt = current_runtime()
-    pool = rt.tenant_index("kept", "high")
-    assert {s.handle.priority for s in rt.streams.streams if s.pool == pool} == {
-        rt.backend.stream_priorities()[1]}
+    assert set(priorities("kept", "high")) == {most_urgent()}
 
 
 def test_tenants_on_several_devices_get_a_pool_per_device():
@@ -295,9 +295,7 @@ def test_the_tenants_benchmark_checks_every_mode_on_the_simulator():
         stats = ag.tenants()
         assert (stats["vec-tenant"].priority, stats["bs-tenant"].priority) == ("high", "normal")
         assert stats["vec-tenant"].steps == 1 and stats["vec-tenant"].kernels > 0
-        rt = current_runtime()
-        one = rt.tenant_index("vec-one-stream", "normal", 1)
-        assert sum(1 for s in rt.streams.streams if s.pool == one) == 1
+        assert len(priorities("vec-one-stream", streams=1)) == 1
 
 
 def test_a_recorded_step_replays_on_its_tenants_streams(sim):
@@ -316,10 +314,7 @@ def test_a_recorded_step_replays_on_its_tenants_streams(sim):
     assert x.numpy().tolist() == [127.0] * 64          # x -> 4x + 3, three times from 1
     stats = ag.tenants()["recorded-tenant"]
     assert (stats.kernels, stats.graphs, stats.steps) == (2, 2, 3)   # recorded, then replayed
-    rt = current_runtime()
-    pool = rt.tenant_index("recorded-tenant", "high")
-    assert {s.handle.priority for s in rt.streams.streams if s.pool == pool} == {
-        rt.backend.stream_priorities()[1]}
+    assert set(priorities("recorded-tenant", "high")) == {most_urgent()}
 
 
 # -- splitting ------------------------------------------------------------------------------------

@@ -245,7 +245,7 @@ def capture(rt: Any, cache: Any, name: str, launches: list[Any],
             elif a.write:
                 acc.write = True
     frozen = FrozenGraph(graph, list(merged.values()), launches,
-                         [fork, *events.values(), *copied, *joins], name, copy_in, device)
+                         [fork, *events.values(), *copied, *joins], name, copy_in)
     frozen.plan = (preds, lanes, order)
     return frozen
 

@@ -86,12 +86,6 @@ class Launch:
             issue_pinned(rt, self.pin, rt.launch_kernel, self.launcher, self.args)
 
 
-def current_pin(rt: Any) -> int:
-    """The device slot this thread has pinned on ``rt`` (``asyncgpu.device``), or -1."""
-    slot = getattr(rt._pins, "slot", None)
-    return -1 if slot is None else slot
-
-
 def issue_pinned(rt: Any, slot: int, issue: Any, *args: Any) -> Any:
     """``issue(*args)`` with device slot ``slot`` pinned for this thread: a launch recorded
     inside ``asyncgpu.device(n)`` keeps its device when the recording issues it, after the

@@ -73,7 +73,7 @@ from ..core.errors import RecordingError
 from ..runtime.recording_hook import RecordingHook
 from . import calls as _graph_calls
 from .finish import finish, issue_eagerly, replay_remembered
-from .keys import current_pin, Launch, LaunchMemo, same_arguments
+from .keys import Launch, LaunchMemo, same_arguments
 
 
 class Recording(RecordingHook):
@@ -188,7 +188,7 @@ class Recording(RecordingHook):
             self.went_on()
         launch = Launch(launcher, args, arrays, values, site)
         if self.placed:
-            launch.pin = current_pin(self.runtime)
+            launch.pin = self.runtime.pinned()
         self.launches.append(launch)
         self.keyed = True
         return True
@@ -260,7 +260,7 @@ class Recording(RecordingHook):
         launch, result, reason = _graph_calls.defer(self, call, site)
         if launch is not None:
             if self.placed:
-                launch.pin = current_pin(self.runtime)
+                launch.pin = self.runtime.pinned()
             self.launches.append(launch)
             self.keyed = True
             self.calls += 1

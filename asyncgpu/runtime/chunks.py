@@ -45,9 +45,10 @@ Plain Python: the backends run the copies and kernels as usual.
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
-from ..core.dag import Node
+from ..core.dag import Node, reduce_parents
 from ..core.errors import ArgumentError, SignatureError
 from .allocation import DEVICE, HOST
 from .array import Array
@@ -215,10 +216,12 @@ def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any
             # (its copies in first: they are parents found below, as ``_issue`` finds them)
             rt.memory.before_device(piece_arrays, 0)
         found = rt.deps.conflicts(piece_arrays)
-        counts = [(reason, sum(1 for edges in found.values() for r, _ in edges if r == reason))
-                  for reason in ("RAW", "WAR", "WAW")]
+        # (the edges statistics count the data's reasons over the parents kept, as ``_issue``
+        # does; the split edge is the tenant's, not the data's)
+        kept = reduce_parents(found) if len(found) > 1 else list(found)
+        counts = Counter(reason for p in kept for reason, _ in found[p])
         if previous is not None and not previous.finished:
             found.setdefault(previous, []).append(("split", kernel.name))
-        rt._issue(node, None, found, [c for c in counts if c[1]])
+        rt._issue(node, None, found, tuple(counts.items()))
         previous = node
     return True

@@ -156,11 +156,6 @@ class Runtime(HostAccess):
                 "ASYNCGPU_DEVICES)")
         return self.devices.index(number)
 
-    def pinned(self) -> int:
-        """The slot this thread pinned (``asyncgpu.device``), or -1."""
-        slot = getattr(self._pins, "slot", None)
-        return -1 if slot is None else slot
-
     @contextlib.contextmanager
     def pin(self, number: int) -> Iterator[None]:
         """Run this thread's kernels and library calls on device ``number`` inside the block."""

@@ -39,20 +39,18 @@ class FrozenGraph:
     use may read the old bytes (a static replay checks that the host-current inputs are
     exactly ``copy_in``; an overwritten one needs no copy wherever its current copy is);
     ``read_back``: the written allocations the host fetched whole after a launch, which each
-    launch copies back to the host behind itself (``ExplicitMemory.read_back``);
-    ``device``: the slot of the device its launches run on (several devices: each graph
-    holds one device's work, ``asyncgpu.recorder.devices``).
+    launch copies back to the host behind itself (``ExplicitMemory.read_back``). The slot of
+    the device its launches run on is its graph's (``Graph.device``: on several devices each
+    graph holds one device's work, ``asyncgpu.recorder.devices``).
     """
 
     __slots__ = ("graph", "accesses", "launches", "events", "name", "kernels", "copy_in",
                  "copy_only", "copy_bytes", "inputs", "overwritten", "written", "plan", "last",
-                 "repeat", "settled", "read_back", "replay_version", "device", "__weakref__")
+                 "repeat", "settled", "read_back", "replay_version", "__weakref__")
 
     def __init__(self, graph: Any, accesses: list[Access], launches: list[Any],
-                 events: list[Any], name: str, copy_in: tuple[Any, ...] = (),
-                 device: int = 0) -> None:
+                 events: list[Any], name: str, copy_in: tuple[Any, ...] = ()) -> None:
         self.graph = graph
-        self.device = device
         self.accesses = accesses
         self.launches = launches    # keeps the arrays alive with the graph
         self.events = events

@@ -36,5 +36,7 @@ cdef class Issuing:
                    memory=ExplicitMemory, placed=bint)
     cpdef launch_graph(self, FrozenGraph frozen)
 
+    cpdef int pinned(self) except -2
+
     # (a C call: Cython 3.3.0 dropped the read of node.accesses from it as a Python method)
     cpdef _place(self, Node node)

@@ -179,6 +179,11 @@ class Issuing:
         finally:
             self._issuing = None
 
+    def pinned(self) -> int:
+        """The slot this thread pinned (``asyncgpu.device``), or -1."""
+        slot = getattr(self._pins, "slot", None)
+        return -1 if slot is None else slot
+
     def _place(self, node: Node) -> None:
         """Several devices: the device of a kernel or library call about to be prepared,
         pinned (``asyncgpu.device``) or chosen by the placement policy from its arguments'
@@ -222,7 +227,7 @@ class Issuing:
         if placed:
             # several devices: the graph holds one device's work and copies nothing in; its
             # inputs are made current on its device by copy nodes, as a kernel's are
-            node.device = frozen.device
+            node.device = frozen.graph.device
             if memory is not None:
                 memory.before_placed_graph(frozen, node.accesses, node.device)
             booked = ()

@@ -154,38 +154,14 @@ def test_the_programs_current_gpu_is_left_as_it_was(gpus):
     assert cupy.cuda.runtime.getDevice() == before
 
 
-def add(x, y, out, n):
-    i = cuda.grid(1)
-    if i < n:
-        out[i] = x[i] + y[i]
-
-
 @needs_two
 def test_a_recorded_step_is_replayed_as_one_graph_per_gpu_and_stays_right(gpus):
-    ag = gpus
-    kernel = ag.kernel(const=["x"], out=["y"])(twice)
-    adder = ag.kernel(const=["x", "y"], out=["out"])(add)
-    n = 1 << 16
+    from test_multi_device import recorded_spread
+
     count = _gpus()
-    host = [np.arange(n, dtype=np.float64) + k for k in range(count)]
-    xs = [ag.array(h) for h in host]
-    ys = [ag.empty_like(x) for x in xs]
-    total = ag.empty_like(xs[0])
-
-    @ag.graph
-    def step():
-        for x, y in zip(xs, ys):
-            kernel[n // 256, 256](x, y, n)              # one per GPU (round-robin)
-        adder[n // 256, 256](ys[0], ys[-1], total, n)   # the last GPU's result on the first
-
-    outcomes = []
-    for _ in range(4):
-        before = ag.statistics().graphs_replayed
-        step()
-        outcomes.append((step.outcome, ag.statistics().graphs_replayed - before))
-        assert total.numpy().tolist() == (2 * host[0] + 2 * host[-1] + 2).tolist()
+    outcomes = recorded_spread(gpus, count, 1 << 16, 256)
     assert outcomes == [("recorded", 0)] + [("replayed", count + 1)] * 3
-    assert ag.statistics().copies_peer >= 4
+    assert gpus.statistics().copies_peer >= 4
 
 
 @needs_two
