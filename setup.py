@@ -25,7 +25,8 @@ from setuptools.command.build_ext import build_ext
 #: The launch path, compiled as whole modules: dependency tracking, nodes, streams and their
 #: policies, device placement, counters, allocations and array fields, binding and launching,
 #: issuing, memory booking, frozen graphs, the recording hook, the recorder's recording, entry
-#: and keys, the backends' graph-launch checks, and the CUDA backend's launches and CUDA calls.
+#: and keys, the backends' graph-launch checks, the CUDA backend's launches and CUDA calls,
+#: and its routing over several devices.
 HOT_MODULES = (
     "asyncgpu.core.dag", "asyncgpu.core.deps", "asyncgpu.core.policies",
     "asyncgpu.core.statistics", "asyncgpu.core.streams", "asyncgpu.core.placement",
@@ -36,7 +37,7 @@ HOT_MODULES = (
     "asyncgpu.recorder.finish",
     "asyncgpu.backends.capture", "asyncgpu.backends.cuda.calls",
     "asyncgpu.backends.cuda.kernels", "asyncgpu.backends.cuda.backend",
-    "asyncgpu.backends.cuda.packed",
+    "asyncgpu.backends.cuda.packed", "asyncgpu.backends.cuda.multi",
 )
 #: Compiled-only modules (``.pyx``): the CUDA driver calls, through cuda-python's Cython
 #: bindings; built only where those bindings are installed.

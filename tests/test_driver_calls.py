@@ -30,7 +30,8 @@ def compiled_cupy():
     """A CuPy whose calls are compiled callables (builtins stand in for them)."""
     return types.SimpleNamespace(cuda=types.SimpleNamespace(
         driver=types.SimpleNamespace(launchKernel=len, CUDADriverError=CupyDriverError),
-        runtime=types.SimpleNamespace(eventRecord=max, streamWaitEvent=min)))
+        runtime=types.SimpleNamespace(eventRecord=max, streamWaitEvent=min, getDevice=int,
+                                      setDevice=abs)))
 
 
 class FakeDriverCalls(CudaCalls):
@@ -75,14 +76,22 @@ def built(monkeypatch):
     return module
 
 
-def logging_cupy(log):
-    """A CuPy whose calls log their arguments."""
+def logging_cupy(log, device=0):
+    """A CuPy whose calls log their arguments; the thread's current device starts at
+    ``device``."""
+    current = [device]
+
     def logged(name):
         return lambda *args: log.append((name, *args))
+
+    def set_device(n):
+        log.append(("set device", n))
+        current[0] = n
     return types.SimpleNamespace(cuda=types.SimpleNamespace(
         driver=types.SimpleNamespace(launchKernel=logged("launch")),
         runtime=types.SimpleNamespace(eventRecord=logged("record"),
-                                      streamWaitEvent=logged("wait"))))
+                                      streamWaitEvent=logged("wait"),
+                                      getDevice=lambda: current[0], setDevice=set_device)))
 
 
 def test_cupys_calls_take_cupys_arguments():
@@ -99,6 +108,22 @@ def test_cupys_calls_take_cupys_arguments():
     launched = []
     calls.graph_launch(types.SimpleNamespace(launch=launched.append), "stream")
     assert launched == ["stream"]
+
+
+def test_the_calls_make_their_own_device_current_and_give_the_thread_its_device_back():
+    log = []
+    cupy = logging_cupy(log, device=2)
+    calls = CudaCalls(cupy)                 # made with device 2 current: its device
+    cupy.cuda.runtime.setDevice(0)          # the program's device, meanwhile
+    previous = calls.enter()
+    assert cupy.cuda.runtime.getDevice() == 2
+    calls.leave(previous)
+    assert cupy.cuda.runtime.getDevice() == 0
+    assert log == [("set device", 0), ("set device", 2), ("set device", 0)]
+    cupy.cuda.runtime.setDevice(2)
+    log.clear()
+    calls.leave(calls.enter())              # already current: no call at all
+    assert log == []
 
 
 def test_a_cupy_without_launch_kernel_keeps_its_own_launches():
@@ -125,7 +150,8 @@ def test_no_driver_calls_over_cupy_calls_that_are_python_functions(built):
     stand_in = types.SimpleNamespace(cuda=types.SimpleNamespace(
         driver=types.SimpleNamespace(launchKernel=python_function),
         runtime=types.SimpleNamespace(eventRecord=python_function,
-                                      streamWaitEvent=python_function)))
+                                      streamWaitEvent=python_function, getDevice=int,
+                                      setDevice=abs)))
     assert _driver.driver_calls(stand_in) is None       # not ours to go around
     assert FakeDriverCalls.made == []
 

@@ -64,7 +64,8 @@ def backend_over(calls, lanes):
     backend.runtime = types.SimpleNamespace(streamCaptureModeRelaxed=1)
     backend.cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(
         Event=lambda **kw: "done", driver=types.SimpleNamespace(launchKernel=len),
-        runtime=types.SimpleNamespace(eventRecord=max, streamWaitEvent=min)))
+        runtime=types.SimpleNamespace(eventRecord=max, streamWaitEvent=min, getDevice=int,
+                                      setDevice=abs)))
     backend.use_calls(calls)
     return backend
 

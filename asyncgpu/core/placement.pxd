@@ -4,16 +4,17 @@ cimport cython
 
 cdef class Placement:
     cdef public object bandwidth, policy
-    cdef public int n, next
+    cdef public int code, n, next
     cdef public double threshold
 
-    @cython.locals(n=int, start=int, best=int, gap=int, d=int)
-    cpdef int _turn(self, candidates) except -2
+    @cython.locals(n=int, start=int, k=int, d=int)
+    cpdef int _turn(self, values, bound, bint equal) except -2
 
-    @cython.locals(n=int, d=int, top=object, total=object, least=object)
+    @cython.locals(n=int, d=int, code=int, need=tuple, held=list, homes=list,
+                   total=cython.longlong, top=cython.longlong)
     cpdef int choose(self, needs, busy, bint data_first=*) except -2
 
-    @cython.locals(held=list, d=int, n=int, location=object, size=object, reads=object)
+    @cython.locals(held=list, d=int, n=int, need=tuple, location=cython.longlong)
     cpdef list held_bytes(self, needs)
 
     cpdef list transfer_times(self, needs, bint worst)

@@ -50,6 +50,8 @@ TIE = 1.05
 
 #: The policies' names, in the order the documentation lists them.
 POLICIES = ("round-robin", "stream-aware", "min-transfer-size", "min-min", "min-max")
+#: Their codes (``Placement.code``).
+ROUND_ROBIN, STREAM_AWARE, MIN_TRANSFER, MIN_MIN, MIN_MAX = range(len(POLICIES))
 
 #: One argument as the policies see it: (location bits, bytes, whether its old bytes are read,
 #: its home slot or -1).
@@ -73,7 +75,7 @@ def default_bandwidth(n: int, host: float = 1.0, peer: float = 7.0) -> list[list
 class Placement:
     """Chooses a device slot per node (see the module docstring)."""
 
-    __slots__ = ("bandwidth", "n", "next", "policy", "threshold")
+    __slots__ = ("bandwidth", "code", "n", "next", "policy", "threshold")
 
     def __init__(self, policy: str, n: int, threshold: float = 0.1,
                  bandwidth: Sequence[Sequence[float]] | None = None) -> None:
@@ -81,23 +83,24 @@ class Placement:
             raise ValueError(f"device policy must be one of {', '.join(POLICIES)}; "
                              f"got {policy!r}")
         self.policy = policy
+        self.code = POLICIES.index(policy)      # (choose compares integers, not names)
         self.n = n
         self.threshold = threshold
         self.bandwidth = [list(row) for row in (bandwidth or default_bandwidth(n))]
         self.next = 0       # where round-robin goes next
 
-    def _turn(self, candidates: Sequence[int]) -> int:
-        """The first of ``candidates`` at or after the round-robin position; moves it on."""
+    def _turn(self, values: Sequence[Any], bound: Any, equal: bool) -> int:
+        """The first slot at or after the round-robin position whose value is ``bound``
+        (``equal``) or at most ``bound``; moves the position on past it."""
         n = self.n
         start = self.next
-        best = -1
-        gap = n
-        for d in candidates:
-            if (d - start) % n < gap:
-                best = d
-                gap = (d - start) % n
-        self.next = (best + 1) % n
-        return best
+        for k in range(n):
+            d = (start + k) % n
+            value = values[d]
+            if value == bound if equal else value <= bound:
+                self.next = (d + 1) % n
+                return d
+        raise AssertionError("a bound no slot meets")   # (bounds come from the values)
 
     def choose(self, needs: Sequence[Need], busy: Sequence[int],
                data_first: bool = False) -> int:
@@ -106,42 +109,47 @@ class Placement:
         n = self.n
         if n == 1:
             return 0
-        policy = "min-transfer-size" if data_first else self.policy
-        everyone = range(n)
-        if policy == "round-robin":
-            return self._turn(everyone)
-        if policy == "stream-aware":
-            least = min(busy)
-            return self._turn([d for d in everyone if busy[d] == least])
-        if policy == "min-transfer-size":
+        code = MIN_TRANSFER if data_first else self.code
+        if code == ROUND_ROBIN:
+            d = self.next
+            self.next = (d + 1) % n
+            return d
+        if code == STREAM_AWARE:
+            return self._turn(busy, min(busy), True)
+        if code == MIN_TRANSFER:
             held = self.held_bytes(needs)
             total = 0
             for need in needs:
                 if need[2]:
                     total += need[1]
-            top = max(held)
+            top = 0
+            for d in range(n):
+                top = max(top, held[d])
             if top > 0 and (data_first or top > self.threshold * total):
-                return self._turn([d for d in everyone if held[d] == top])
+                return self._turn(held, top, True)
             homes = [0] * n
+            top = 0
             for need in needs:
-                if need[3] >= 0:
-                    homes[need[3]] += need[1] or 1
-            top = max(homes)
-            return self._turn([d for d in everyone if homes[d] == top] if top else everyone)
-        cost = self.transfer_times(needs, worst=policy == "min-max")
+                d = need[3]
+                if d >= 0:
+                    homes[d] += need[1] or 1
+                    top = max(top, homes[d])
+            return self._turn(homes, top, True)
+        cost = self.transfer_times(needs, worst=code == MIN_MAX)
         # (measured links of one kind differ by a few percent: such costs are ties, or every
         # node would go to the device whose host link measured fastest)
-        near = min(cost) * TIE
-        return self._turn([d for d in everyone if cost[d] <= near])
+        return self._turn(cost, min(cost) * TIE, False)
 
     def held_bytes(self, needs: Sequence[Need]) -> list[int]:
         """Per slot, the bytes of the needed (read) arguments already current there."""
-        held = [0] * self.n
-        for location, size, reads, _ in needs:
-            if reads:
-                for d in range(self.n):
+        n = self.n
+        held = [0] * n
+        for need in needs:
+            if need[2]:
+                location = need[0]
+                for d in range(n):
                     if location & (2 << d):
-                        held[d] += size
+                        held[d] += need[1]
         return held
 
     def transfer_times(self, needs: Sequence[Need], worst: bool) -> list[float]:

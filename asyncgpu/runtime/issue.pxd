@@ -2,19 +2,21 @@
 cimport cython
 
 from asyncgpu.core.dag cimport Node
+from asyncgpu.core.placement cimport Placement
 from asyncgpu.core.deps cimport Access, DependencyTracker
 from asyncgpu.core.statistics cimport Counters
 from asyncgpu.core.streams cimport StreamManager, StreamState
 from asyncgpu.runtime.allocation cimport Allocation
 from asyncgpu.runtime.frozen cimport FrozenGraph
-from asyncgpu.runtime.kernel cimport Kernel, Launcher
+from asyncgpu.runtime.kernel cimport ArrayArg, Kernel, Launcher
 from asyncgpu.runtime.memory cimport ExplicitMemory
 from asyncgpu.runtime.recording_hook cimport RecordingHook
 
 
 cdef class Issuing:
     cdef public object _instruments, _issuing, _lock, _releases, backend, graph_config, graphs
-    cdef public object last_replay, options, retired, devices, placement, _pins, tenants
+    cdef public object last_replay, options, retired, devices, _pins, tenants
+    cdef public Placement placement
     cdef public RecordingHook recording
     cdef public ExplicitMemory memory
     cdef public DependencyTracker deps
@@ -39,4 +41,5 @@ cdef class Issuing:
     cpdef int pinned(self) except -2
 
     # (a C call: Cython 3.3.0 dropped the read of node.accesses from it as a Python method)
+    @cython.locals(placement=Placement, needs=list, alloc=Allocation)
     cpdef _place(self, Node node)

@@ -36,9 +36,10 @@ from ..core.compiled import EXTENSIONS
 
 from ..core.dag import Node, reduce_parents
 from ..core.deps import Access, DependencyTracker
+from ..core.placement import STREAM_AWARE
 from .allocation import DEVICE, HOST
 from .chunks import launch_chunked, launch_split
-from .kernel import Launcher, user_site
+from .kernel import ArrayArg, Launcher, user_site
 
 
 #: Whether this module runs compiled (an extension module has no Python frames to look at).
@@ -191,16 +192,18 @@ class Issuing:
         slot = getattr(self._pins, "slot", None)
         if slot is None:
             placement = self.placement
-            needs: dict[int, Any] = {}
-            for acc in node.accesses:
+            accesses = node.accesses
+            needs = []
+            for acc in accesses:
                 alloc = acc.alloc
-                key = alloc.id
-                reads = getattr(acc, "read", True)
-                if not reads and key in needs:      # (another argument on it reads it)
-                    reads = needs[key][2]
-                needs[key] = (alloc.location, alloc.nbytes, reads, alloc.home)
-            busy = self.streams.busy() if placement.policy == "stream-aware" else ()
-            slot = placement.choose(list(needs.values()), busy, node.kind == "call")
+                # (a kernel's arguments say whether the old bytes are read; a library call's
+                # accesses all read)
+                reads = acc.read if type(acc) is ArrayArg else True
+                needs.append((alloc.location, alloc.nbytes, reads, alloc.home))
+            if len(needs) > 1:
+                needs = _one_need_per_allocation(accesses, needs)
+            busy = self.streams.busy() if placement.code == STREAM_AWARE else ()
+            slot = placement.choose(needs, busy, node.kind == "call")
         node.device = slot
         for acc in node.accesses:
             acc.alloc.home = slot
@@ -302,3 +305,15 @@ def _inside_issue(node: Node) -> bool:
             return True
         frame = frame.f_back
     return False
+
+
+def _one_need_per_allocation(accesses: list[Any], needs: list[Any]) -> list[Any]:
+    """``needs`` (one per access) with an allocation that several arguments view counted once,
+    read if any of them reads it."""
+    merged: dict[int, Any] = {}
+    for acc, need in zip(accesses, needs):
+        key = acc.alloc.id
+        if key in merged and not need[2]:       # (another argument on it reads it)
+            need = (need[0], need[1], merged[key][2], need[3])
+        merged[key] = need
+    return list(merged.values())

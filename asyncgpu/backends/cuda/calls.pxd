@@ -4,7 +4,8 @@ from libc.stdint cimport intptr_t
 
 
 cdef class CudaCalls:
-    cdef object _launch, _record, _wait
+    cdef object _launch, _record, _wait, _get_device, _set_device
+    cdef intptr_t _device
 
     cpdef bint launches_kernels(self) except -1
 
@@ -19,3 +20,7 @@ cdef class CudaCalls:
     cpdef bint event_done(self, event) except -1
 
     cpdef graph_launch(self, graph, stream)
+
+    cpdef intptr_t enter(self) except? -1
+
+    cpdef leave(self, intptr_t previous)

@@ -22,6 +22,10 @@ Invariants
   function handle, the address of ``cuLaunchKernel``'s ``extra`` array).
 * A refused call raises what CuPy raises for it (``CUDADriverError``, ``CUDARuntimeError``);
   the backend turns that into asyncgpu's errors.
+* The calls belong to the device current where they were made. :meth:`enter` makes it current
+  and returns what :meth:`leave` puts back (the thread's device before): a runtime over several
+  devices switches with them around each part's launches, at the cost of two C calls where
+  compiled with the driver's (``cuCtxGetCurrent``, ``cuCtxSetCurrent``).
 
 Example::
 
@@ -42,6 +46,10 @@ class CudaCalls:
         self._launch = getattr(cupy.cuda.driver, "launchKernel", None)
         self._record = cupy.cuda.runtime.eventRecord
         self._wait = cupy.cuda.runtime.streamWaitEvent
+        runtime = cupy.cuda.runtime
+        self._get_device = runtime.getDevice
+        self._set_device = runtime.setDevice
+        self._device = runtime.getDevice()
 
     def launches_kernels(self) -> bool:
         """Whether :meth:`launch_kernel` can be made (a CuPy without ``launchKernel`` cannot:
@@ -69,3 +77,16 @@ class CudaCalls:
     def graph_launch(self, graph: Any, stream: Any) -> None:
         """Launch a CuPy graph on a CuPy stream."""
         graph.launch(stream)
+
+    def enter(self) -> int:
+        """Make these calls' device current; returns the thread's device before (what
+        :meth:`leave` takes)."""
+        previous = self._get_device()
+        if previous != self._device:
+            self._set_device(self._device)
+        return previous
+
+    def leave(self, previous: int) -> None:
+        """Make ``previous`` (what :meth:`enter` returned) the thread's device again."""
+        if previous != self._device:
+            self._set_device(previous)

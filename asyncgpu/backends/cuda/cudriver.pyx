@@ -265,6 +265,31 @@ cdef class DriverCalls(CudaCalls):
             raise self._error(<int>status)
         return None
 
+    cpdef intptr_t enter(self) except? -1:
+        """Make the context current at creation current; returns the thread's context before
+        (NULL on a thread without one), for :meth:`leave`."""
+        cdef CUcontext previous = NULL
+        cdef CUresult status
+        if self._context == NULL:
+            return CudaCalls.enter(self)
+        status = cydriver.cuCtxGetCurrent(&previous)
+        if status == CUDA_SUCCESS and previous != self._context:
+            status = cydriver.cuCtxSetCurrent(self._context)
+        if status != CUDA_SUCCESS:
+            raise self._error(<int>status)
+        return <intptr_t><void*>previous
+
+    cpdef leave(self, intptr_t previous):
+        """Make ``previous`` (what :meth:`enter` returned) the thread's context again."""
+        cdef CUresult status
+        if self._context == NULL:
+            return CudaCalls.leave(self, previous)
+        if <CUcontext><void*>previous != self._context:
+            status = cydriver.cuCtxSetCurrent(<CUcontext><void*>previous)
+            if status != CUDA_SUCCESS:
+                raise self._error(<int>status)
+        return None
+
     def release_lanes(self):
         """release_lanes(): wait for the device, then destroy the one-node graphs (later
         launches make them again); nothing while another thread launches through one."""

@@ -46,3 +46,5 @@ cpdef make_launch(backend, Kernel kernel, Launcher launcher, arrays, values, sit
 
 @cython.locals(target=PackedTarget)
 cpdef _cuda_c_launch(backend, Kernel kernel, Launcher launcher, arrays, values, site)
+
+cpdef _target(backend, Launcher launcher)

@@ -224,7 +224,7 @@ def make_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
     """
     if isinstance(kernel.source, CudaCSource):
         return _cuda_c_launch(backend, kernel, launcher, arrays, values, site)
-    prepared = launcher.prepared
+    prepared = _target(backend, launcher)
     if isinstance(prepared, PackedTarget):
         target = prepared
         if target.backend() is backend:
@@ -309,7 +309,7 @@ def _compile_numba(backend: Any, kernel: Kernel, values: list[Any], site: str | 
 
 def _cuda_c_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
                    values: list[Any], site: str | None) -> Any:
-    prepared = launcher.prepared
+    prepared = _target(backend, launcher)
     if isinstance(prepared, PackedTarget):
         target = prepared
         if target.backend() is backend:

@@ -88,17 +88,14 @@ class MultiCudaBackend:
 
     def _at(self, slot: int, method: str, *args: Any) -> Any:
         """``method`` of slot ``slot``'s part, called with its device current (then the
-        thread's previous device again)."""
+        thread's previous device again). The launch path's methods below write it out."""
         part = self.parts[slot]
-        runtime = self.runtime
-        previous = runtime.getDevice()
-        if previous == part.device:
-            return getattr(part, method)(*args)
-        runtime.setDevice(part.device)
+        calls = part.calls
+        previous = calls.enter()
         try:
             return getattr(part, method)(*args)
         finally:
-            runtime.setDevice(previous)
+            calls.leave(previous)
 
     def _of(self, stream: Any) -> CudaBackend:
         return self.parts[self._slots[stream.device_id]]
@@ -124,14 +121,14 @@ class MultiCudaBackend:
         return self._at(device, "create_event")
 
     def record(self, event: Any, stream: Any) -> None:
-        part = self._of(stream)
+        part = self.parts[self._slots[stream.device_id]]
         if part._capturing:     # (inside a capture CUDA wants the stream's device current)
             self._at(part.slot, "record", event, stream)
         else:
             part.record(event, stream)
 
     def wait(self, stream: Any, event: Any) -> None:
-        part = self._of(stream)
+        part = self.parts[self._slots[stream.device_id]]
         if part._capturing:
             self._at(part.slot, "wait", stream, event)
         else:
@@ -169,14 +166,26 @@ class MultiCudaBackend:
     # -- launches ----------------------------------------------------------------------------
     def kernel_launch(self, kernel: Any, launcher: Any, arrays: list[Any], values: list[Any],
                       site: str | None, device: int = 0) -> Any:
-        return self._at(device, "kernel_launch", kernel, launcher, arrays, values, site)
+        part = self.parts[device]
+        calls = part.calls
+        previous = calls.enter()
+        try:
+            return part.kernel_launch(kernel, launcher, arrays, values, site)
+        finally:
+            calls.leave(previous)
 
     def library_call(self, runtime: Any, call: Any, accesses: list[Any], device: int = 0
                      ) -> Any:
         return self._at(device, "library_call", runtime, call, accesses)
 
     def launch(self, node: Any, stream: Any) -> None:
-        self._at(node.device, "launch", node, stream)
+        part = self.parts[node.device]
+        calls = part.calls
+        previous = calls.enter()
+        try:
+            part.launch(node, stream)
+        finally:
+            calls.leave(previous)
 
     # -- graphs ------------------------------------------------------------------------------
     # (each graph holds one device's work, captured on and launched from its streams:
