@@ -305,13 +305,18 @@ class MultiCudaBackend:
 
 
 class _Captures:
-    """The parts' capture trackers seen as one: what the recorder asks of a backend's
-    ``captures`` (whether a stream is capturing)."""
+    """The parts' capture trackers seen as one: what the recorder and the happens-before
+    checker ask of a backend's ``captures`` (whether any capture is engaged, whether a stream
+    is capturing)."""
 
     __slots__ = ("backend",)
 
     def __init__(self, backend: MultiCudaBackend) -> None:
         self.backend = backend
+
+    @property
+    def engaged(self) -> bool:
+        return any(part.captures.engaged for part in self.backend.parts)
 
     def capturing(self, stream: Any) -> bool:
         return self.backend._of(stream).captures.capturing(stream)
