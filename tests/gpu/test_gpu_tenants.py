@@ -42,3 +42,43 @@ def test_tenants_streams_carry_their_priority_and_shared_data_stays_ordered():
         stats = ag.tenants()
         assert (stats["gpu-detector"].steps, stats["gpu-detector"].pending) == (5, 0)
         assert all(0 < t < 1.0 for t in stats["gpu-ranker"].latencies_s)
+
+
+def square(x, y, n):
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        y[i] = x[i] * x[i]
+
+
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_a_split_kernel_equals_the_whole_launch_on_the_gpu(memory):
+    with ag.configure(backend="cuda", memory=memory):
+        k = ag.kernel(const=["x"], out=["y"], elementwise="n")(square)
+        other = ag.kernel(const=["x"], out=["y"])(twice)
+        n = (1 << 22) + 3                       # pieces of unequal length
+        host = np.random.default_rng(0).random(n)
+        x = ag.array(host)
+        y = ag.empty_like(x)
+        small_in, small_out = ag.array(np.ones(256)), ag.empty(256, np.float64)
+        for _ in range(3):
+            with ag.tenant(f"gpu-splitter-{memory}", split={"square": 4}):
+                k[1024, 256](x, y, n)
+            with ag.tenant(f"gpu-small-{memory}", priority="high"):
+                other[1, 256](small_in, small_out, 256)
+        np.testing.assert_array_equal(y.numpy(), host * host)
+        assert small_out.numpy().tolist() == [3.0] * 256
+        assert ag.tenants()[f"gpu-splitter-{memory}"].kernels == 12
+
+
+def test_a_tenant_held_to_one_stream_runs_in_issue_order_on_the_gpu():
+    with ag.configure(backend="cuda"):
+        k = ag.kernel(const=["x"], out=["y"])(twice)
+        n = 1 << 20
+        xs = [ag.array(np.full(n, float(i))) for i in range(4)]
+        ys = [ag.empty_like(x) for x in xs]
+        with ag.tenant("gpu-one-stream", streams=1):
+            for x, y in zip(xs, ys):            # independent: one stream all the same
+                k[n // 256, 256](x, y, n)
+        rt = current_runtime()
+        pool = rt.tenant_index("gpu-one-stream", "normal", 1)
+        assert len({s.index for s in rt.streams.streams if s.pool == pool}) == 1
+        assert [float(y[n - 1]) for y in ys] == [2.0 * i + 1.0 for i in range(4)]
