@@ -17,6 +17,8 @@ cdef class MultiCudaBackend:
     cdef public bint explicit, prefetches, host_coherent_while_busy
     cdef public int device_count
 
+    cpdef CudaBackend _of(self, stream)
+
     @cython.locals(part=CudaBackend)
     cpdef record(self, event, stream)
 

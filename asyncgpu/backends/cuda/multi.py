@@ -121,14 +121,14 @@ class MultiCudaBackend:
         return self._at(device, "create_event")
 
     def record(self, event: Any, stream: Any) -> None:
-        part = self.parts[self._slots[stream.device_id]]
+        part = self._of(stream)
         if part._capturing:     # (inside a capture CUDA wants the stream's device current)
             self._at(part.slot, "record", event, stream)
         else:
             part.record(event, stream)
 
     def wait(self, stream: Any, event: Any) -> None:
-        part = self.parts[self._slots[stream.device_id]]
+        part = self._of(stream)
         if part._capturing:
             self._at(part.slot, "wait", stream, event)
         else:
