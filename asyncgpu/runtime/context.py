@@ -363,6 +363,14 @@ class Runtime(HostAccess):
     def synchronize(self) -> None:
         """Block until all scheduled work has finished."""
         with self._lock:
+            # (the latest node of each stream, waited for first without the lock: see
+            # HostAccess._wait_unlocked)
+            pending = ([s.inflight[-1].event for s in self.streams.streams if s.inflight]
+                       if (self.recording is None and threading.active_count() > 1
+                           and hasattr(self.backend, "wait_quietly"))
+                       else [])
+        self._wait_unlocked(pending)
+        with self._lock:
             if self.recording is not None:
                 self.recording.refuse("synchronize")
             self.backend.synchronize()

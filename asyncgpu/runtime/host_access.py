@@ -31,6 +31,7 @@ hook; the checker's on ``sim``) and ``fetch_to_host``.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -108,7 +109,15 @@ class HostAccess(Issuing):
                                                  "host read of " + label)
                     self.stats.host_accesses += 1
                     return alloc.buffer.host[offset:end].view(array.dtype)[0]
-            self.begin_host_access(array, offset, end, False, refused=refused)
+            pending = [] if refused else self._writers_pending(array, offset, end)
+            if not pending:
+                self.begin_host_access(array, offset, end, False, refused=refused)
+                value = alloc.buffer.host[offset:end].view(array.dtype)[0]
+                self.end_host_access(array, offset, end, False)
+                return value
+        self._wait_unlocked(pending)
+        with self._lock:
+            self.begin_host_access(array, offset, end, False)
             value = alloc.buffer.host[offset:end].view(array.dtype)[0]
             self.end_host_access(array, offset, end, False)
         return value
@@ -118,10 +127,38 @@ class HostAccess(Issuing):
         generator (``Array.numpy``, and NumPy's ``asarray`` through ``__array__``)."""
         lo, hi = array._lo, array._hi
         with self._lock:
+            pending = self._writers_pending(array, lo, hi)
+        self._wait_unlocked(pending)
+        with self._lock:
             self.begin_host_access(array, lo, hi, False)
             out = np.array(array._host_view(), copy=True)
             self.end_host_access(array, lo, hi, False)
         return out
+
+    def _writers_pending(self, array: Array, lo: int, hi: int) -> list[Any]:
+        """Under the lock: the completion events a host read of ``[lo, hi)`` would wait for
+        (the latest unfinished writer of the span on each stream), where waiting for them
+        without the lock lets other threads go on (the process runs several) and the backend
+        can (``wait_quietly``); else none. (A program of one thread keeps the read's single
+        round trip: a fetch's copy queued behind the writers on the device.)"""
+        if (self.recording is not None or threading.active_count() == 1
+                or not hasattr(self.backend, "wait_quietly")):
+            return []
+        alloc = array._alloc
+        if alloc.freed:
+            return []
+        found = self.deps.conflicts([Access(alloc.id, alloc, lo, hi, False, None)])
+        return [n.event for n in self.streams.latest(found)] if found else []
+
+    def _wait_unlocked(self, events: list[Any]) -> None:
+        """Wait for ``events`` without holding the lock, so that other threads (tenants) go on
+        launching while this one waits for the device. It changes nothing: the access that
+        follows, under the lock, checks and waits again (for nothing, unless another thread
+        launched a writer meanwhile) and reports any fault."""
+        if events:
+            wait = self.backend.wait_quietly
+            for event in events:
+                wait(event)
 
     def write_host(self, array: Array, lo: int, hi: int, dense: bool, key: Any,
                    value: Any) -> None:

@@ -19,3 +19,58 @@ def test_threads_submitting_dependent_work_linearize_on_gpu(seed, debug_hb):
     with ag.configure(backend="cuda", execution="async", debug_hb=debug_hb):
         run_threads(ag, threads=4, rounds=50, seed=seed)
         ag.synchronize()
+
+
+SPIN_UNTIL = r"""
+extern "C" __global__ void spin_until(unsigned long long flag_address, float* seen,
+                                      long long max_cycles) {
+    volatile int* flag = (volatile int*)flag_address;
+    long long start = clock64();
+    while (*flag == 0 && clock64() - start < max_cycles) {}
+    seen[0] = *flag != 0 ? 1.0f : 0.0f;
+}
+"""
+SET_AT = r"""
+extern "C" __global__ void set_at(unsigned long long address) {
+    *(volatile int*)address = 1;
+}
+"""
+
+
+@pytest.mark.parametrize("wait", ["read", "numpy", "synchronize"])
+def test_a_thread_waiting_for_its_result_lets_another_thread_launch_on_gpu(wait):
+    """One thread's kernel runs until another thread's kernel sets a flag (or about two seconds
+    pass); the first thread waits for its result on the host meanwhile. The flag goes by
+    address, so the runtime sees no dependency between the two: the second launch can only
+    happen while the first thread waits if the wait does not hold the runtime."""
+    import threading
+    import time
+
+    import cupy
+    import numpy as np
+
+    import asyncgpu as ag
+
+    flag = cupy.zeros(1, np.int32)          # (the program's own memory, outside asyncgpu)
+    with ag.configure(backend="cuda"):
+        spin = ag.cuda_kernel(SPIN_UNTIL, "spin_until")
+        set_at = ag.cuda_kernel(SET_AT, "set_at")
+        seen = ag.zeros(1, np.float32)
+        results = []
+
+        def first():
+            spin[1, 1](flag.data.ptr, seen, 4_000_000_000)
+            if wait == "read":
+                results.append(float(seen[0]))
+            elif wait == "numpy":
+                results.append(float(seen.numpy()[0]))
+            else:
+                ag.synchronize()
+                results.append(float(seen[0]))
+
+        waiting = threading.Thread(target=first)
+        waiting.start()
+        time.sleep(0.3)                     # (the first thread is waiting by now)
+        set_at[1, 1](flag.data.ptr)
+        waiting.join()
+        assert results == [1.0]             # the flag was set while the first thread waited

@@ -300,6 +300,17 @@ class CudaBackend:
         self.captures.wait_external(stream, event)
         self.calls.stream_wait(stream.ptr, event.ptr, _CUDA_EVENT_WAIT_EXTERNAL)
 
+    def wait_quietly(self, event: Any) -> None:
+        """Block until ``event`` completes, changing nothing and raising nothing: the runtime
+        calls it without its lock, before the access that waits for the same event under the
+        lock (which reports a fault). Nothing while a capture is engaged (a host wait there
+        is the locked access's to refuse)."""
+        if not self._capturing:
+            try:
+                event.synchronize()
+            except Exception:       # noqa: BLE001 - reported by the wait under the lock
+                pass
+
     def host_wait(self, event: Any) -> None:
         if self._capturing:
             self.captures.check_host_wait(event, "host wait")

@@ -140,6 +140,11 @@ class MultiCudaBackend:
     def host_wait(self, event: Any) -> None:
         self.parts[0].host_wait(event)
 
+    def wait_quietly(self, event: Any) -> None:
+        """``CudaBackend.wait_quietly``; nothing while any part captures."""
+        if not self.captures.engaged:
+            self.parts[0].wait_quietly(event)
+
     def synchronize(self) -> None:
         for slot in range(len(self.parts)):
             self._at(slot, "synchronize")
