@@ -39,7 +39,7 @@ extern "C" __global__ void set_at(unsigned long long address) {
 
 @pytest.mark.parametrize("wait", ["read", "numpy", "synchronize"])
 def test_a_thread_waiting_for_its_result_lets_another_thread_launch_on_gpu(wait):
-    """One thread's kernel runs until another thread's kernel sets a flag (or about two seconds
+    """One thread's kernel runs until another thread's kernel sets a flag (or about ten seconds
     pass); the first thread waits for its result on the host meanwhile. The flag goes by
     address, so the runtime sees no dependency between the two: the second launch can only
     happen while the first thread waits if the wait does not hold the runtime."""
@@ -56,10 +56,15 @@ def test_a_thread_waiting_for_its_result_lets_another_thread_launch_on_gpu(wait)
         spin = ag.cuda_kernel(SPIN_UNTIL, "spin_until")
         set_at = ag.cuda_kernel(SET_AT, "set_at")
         seen = ag.zeros(1, np.float32)
+        done = cupy.ones(1, np.int32)
+        spin[1, 1](done.data.ptr, seen, 0)  # (both compiled and loaded before the race)
+        set_at[1, 1](done.data.ptr)
+        seen[0] = 0.0
+        ag.synchronize()
         results = []
 
         def first():
-            spin[1, 1](flag.data.ptr, seen, 4_000_000_000)
+            spin[1, 1](flag.data.ptr, seen, 20_000_000_000)   # (about 10 s at most)
             if wait == "read":
                 results.append(float(seen[0]))
             elif wait == "numpy":
