@@ -61,45 +61,6 @@ def test_chunks_spread_over_every_device_and_sum_to_the_serial_answer(four):
     assert stats.copies_peer == 0           # every chunk stayed where it was made
 
 
-class CopyEdges:
-    """An instrument keeping each copy node with its parents, and the copies to its device
-    issued before it that had not finished when it was issued."""
-
-    def __init__(self):
-        self.copies = []
-
-    def node_issued(self, node):
-        if node.kind == "copy":
-            earlier = [n for n, _, _ in self.copies if n.device == node.device and not n.finished]
-            self.copies.append((node, {p for p, _, _ in node.edges}, earlier))
-
-
-@pytest.mark.parametrize("strategy", ["random", "reverse", "starve"])
-def test_a_devices_copies_in_from_the_host_follow_each_other_and_results_stay_right(strategy):
-    import asyncgpu as ag
-
-    with ag.configure(backend="sim", sim_strategy=strategy, sim_seed=5, **several(2)):
-        kernel = ag.kernel(const=["x"], out=["y"])(twice)
-        host = [np.full(64, float(c)) for c in range(4)]
-        xs, ys = [], []
-        for c in range(4):
-            with ag.device(c % 2):
-                xs.append(ag.array(host[c]))
-                ys.append(ag.empty_like(xs[c]))
-        for step in range(2):
-            for c in range(4):
-                xs[c][...] = host[c] + step            # rewritten on the host: copied in again
-            with ag.instrument(CopyEdges()) as seen:
-                for c in range(4):
-                    kernel[2, 32](xs[c], ys[c], 64)
-            assert [float(y[63]) for y in ys] == [2.0 * (c + step) + 1.0 for c in range(4)]
-            assert len(seen.copies) == 4
-            # a copy to a device waits for the latest one before it that has not finished
-            pending = [(earlier[-1], parents) for _, parents, earlier in seen.copies if earlier]
-            assert pending                          # (the simulator left one unfinished)
-            assert all(latest in parents for latest, parents in pending)
-
-
 def test_a_pinned_block_runs_on_its_device_and_copies_its_inputs_there(four):
     ag = four
     kernel = ag.kernel(const=["x"], out=["y"])(twice)

@@ -7,7 +7,6 @@ from asyncgpu.runtime.allocation cimport Allocation
 
 cdef class ExplicitMemory:
     cdef public object runtime
-    cdef public dict _copied_in
 
     @cython.locals(acc=Access, alloc=Allocation, bit=int, location=int)
     cpdef make_device_current(self, accesses, int device=*)

@@ -71,10 +71,9 @@ This module is plain Python: the backends run the copies (``copy_launch``, ``fet
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
-from ..core.dag import Node, reduce_parents
+from ..core.dag import Node
 from ..core.deps import Access
 from .allocation import DEVICE, HOST
 
@@ -156,15 +155,10 @@ class ExplicitMemory:
     ``Runtime.host_access``.
     """
 
-    __slots__ = ("_copied_in", "runtime")
+    __slots__ = ("runtime",)
 
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
-        # Several devices: per device, the latest copy in from the host. The next one is
-        # ordered after it: copies sharing a device's host link finish one after the other,
-        # so the first copy's kernel runs while the next copy lands (concurrent copies would
-        # share the link and finish together, holding every kernel back until the last).
-        self._copied_in: dict[int, Node] = {}
 
     def copy(self, alloc: Any, lo: int, hi: int, to_device: bool, label: str,
              device: int = 0, peer: int = -1) -> Node:
@@ -194,26 +188,9 @@ class ExplicitMemory:
             stats.copies_to_host += 1
             stats.bytes_to_host += hi - lo
         location = alloc.location
-        if to_device and peer < 0 and rt.placement is not None:
-            self._copy_in_order(node, label)
-        else:
-            rt._issue(node)
+        rt._issue(node)
         alloc.location = location     # (_issue books a write as DEVICE: the caller decides)
         return node
-
-    def _copy_in_order(self, node: Node, label: str) -> None:
-        """Issue a copy in from the host on a runtime of several devices, after the device's
-        previous copy in where that has not finished (an edge of reason ``copy order``; the
-        edges statistics count the data's reasons, as ``launch_split`` does)."""
-        rt = self.runtime
-        found = rt.deps.conflicts(node.accesses)
-        kept = reduce_parents(found) if len(found) > 1 else list(found)
-        counts = Counter(reason for p in kept for reason, _ in found[p])
-        previous = self._copied_in.get(node.device)
-        if previous is not None and not previous.finished:
-            found.setdefault(previous, []).append(("copy order", label))
-        rt._issue(node, None, found, tuple(counts.items()))
-        self._copied_in[node.device] = node
 
     def make_device_current(self, accesses: list[Any], device: int = 0) -> None:
         """Copy in, to device ``device``, the allocations current elsewhere (another device,
