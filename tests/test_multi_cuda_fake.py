@@ -4,6 +4,7 @@ results of kernels are the GPU tests' (tests/gpu/test_gpu_multi_device.py)."""
 
 from __future__ import annotations
 
+import pytest
 from stand_in import run
 
 PROGRAM = """
@@ -35,3 +36,53 @@ def test_launches_on_several_gpus_leave_the_programs_device_current():
 
 def test_the_checker_follows_launches_on_several_gpus():
     assert run(PROGRAM.format(debug_hb=True)).split("\n")[-2] == "[(0, 8), (1, 8)]"
+
+
+IMPORT = """
+import types
+import numpy as np
+import cupy
+import asyncgpu as ag
+from benchmarks import replay
+from asyncgpu.runtime.current import current_runtime
+
+recorded = []
+cupy.cuda.runtime.eventRecord = lambda event, stream: recorded.append(
+    (cupy.cuda.runtime.getDevice(), stream))
+cupy.cuda.runtime.pointerGetAttributes = lambda ptr: types.SimpleNamespace(
+    type=2, device={{0x5000000: 1, 0x6000000: 3}}.get(ptr, 0))
+
+
+class Producer:
+    def __init__(self, ptr, stream):
+        self.__cuda_array_interface__ = {{"shape": (256,), "typestr": "<f4",
+                                         "data": (ptr, False), "version": 3, "strides": None,
+                                         "stream": stream}}
+
+
+with ag.configure(backend="cuda", devices=2, memory="{memory}"):
+    rt = current_runtime()
+    cupy.cuda.runtime.setDevice(0)
+    a = ag.asarray(Producer(0x5000000, 0x77))     # memory of GPU 1
+    print("recorded", [r for r in recorded if r[1] == 0x77], "device",
+          cupy.cuda.runtime.getDevice())
+    alloc = a._alloc
+    print("alloc", alloc.location, alloc.home, alloc.fixed, alloc.buffer.on(1).ptr
+          if hasattr(alloc.buffer, "on") else alloc.buffer.ptr)
+    inc = ag.cuda_kernel(replay.INC, "inc")
+    inc[1, 32](a, 32)                             # writes it: on GPU 1
+    print("placed", sorted(ag.statistics().placed.items()))
+    try:
+        ag.asarray(Producer(0x6000000, 0x77))
+    except ag.ArgumentError as exc:
+        print("refused:", exc)
+"""
+
+
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_another_librarys_array_on_the_second_gpu_is_imported_there(memory):
+    out = run(IMPORT.format(memory=memory)).splitlines()
+    assert out[0] == "recorded [(1, 119)] device 0"    # the producer's stream, on its GPU
+    assert out[1] == f"alloc 4 1 True {0x5000000}"      # current on slot 1, its home, fixed
+    assert out[2] == "placed [(1, 1)]"
+    assert "is on GPU 3, and this runtime runs on GPUs 0, 1" in out[3]

@@ -390,22 +390,57 @@ def test_pinning_a_device_outside_the_runtime_is_refused(four):
     assert y.numpy().tolist() == [3.0] * 4
 
 
-def test_another_librarys_array_is_refused_on_several_devices_and_named(four):
+class Producer:
+    """Another library's array: a CPU DLPack producer, as NumPy arrays are."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, **kwargs):
+        return self.a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def bump(x, n):
+    i = cuda.grid(1)
+    if i < n:
+        x[i] += 1.0
+
+
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_another_librarys_array_is_read_on_every_device_and_written_in_its_own_memory(memory):
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_strategy="random", sim_seed=3, memory=memory,
+                      **several(4)):
+        data = np.ones(64)
+        a = ag.asarray(Producer(data))          # imported without a copy
+        read = ag.kernel(const=["x"], out=["y"])(twice)
+        write = ag.kernel()(bump)
+        outs = []
+        for d in range(4):
+            with ag.device(d):                  # read where the program wants it
+                outs.append(ag.empty(64, np.float64))
+                read[2, 32](a, outs[d], 64)
+        write[2, 32](a, 64)                     # a write runs in the producer's memory
+        ag.synchronize()
+        assert [float(o[5]) for o in outs] == [3.0] * 4
+        assert data.tolist() == [2.0] * 64      # the producer sees the write
+        assert float(a[7]) == 2.0
+
+
+def test_a_write_of_another_librarys_array_pinned_elsewhere_is_refused_by_name(four):
     ag = four
-
-    class Producer:         # a CPU DLPack producer, as numpy arrays are
-        def __init__(self, a):
-            self.a = a
-
-        def __dlpack__(self, **kwargs):
-            return self.a.__dlpack__(**kwargs)
-
-        def __dlpack_device__(self):
-            return self.a.__dlpack_device__()
-
-    with pytest.raises(ag.DeviceError, match="runs on several.*host copy"):
-        ag.asarray(Producer(np.ones(4)))
-    assert ag.array(np.ones(4)).numpy().tolist() == [1.0] * 4
+    a = ag.asarray(Producer(np.ones(64)))
+    write = ag.kernel()(bump)
+    with ag.device(2):
+        with pytest.raises(ag.DeviceError, match="kernel 'bump' writes argument 'x', another "
+                           "library's memory on GPU 0, and must also run on GPU 2"):
+            write[2, 32](a, 64)
+    write[2, 32](a, 64)                         # unpinned: on its memory's device
+    assert float(a[0]) == 2.0
 
 
 @pytest.mark.parametrize("devices", [2, 4])

@@ -53,7 +53,7 @@ class Allocation:
     """A block of backend memory (runtime-owned; there is no public constructor)."""
 
     __slots__ = ("runtime", "buffer", "nbytes", "location", "freed", "id", "copy_back",
-                 "home", "__weakref__")
+                 "fixed", "home", "__weakref__")
 
     def __init__(self, runtime: Any, buffer: Any, nbytes: int, location: int) -> None:
         self.runtime = runtime
@@ -69,6 +69,9 @@ class Allocation:
         #: made: ``asyncgpu.device``), where a kernel goes when no device holds enough of its
         #: inputs (-1: none)
         self.home = -1
+        #: several devices: another library's memory (imported without a copy) on device
+        #: ``home``; every node writing it runs there, so that the writes land in that memory
+        self.fixed = False
 
     def __del__(self) -> None:
         # Garbage collection may run in the middle of runtime bookkeeping: only queue the

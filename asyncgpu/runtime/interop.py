@@ -55,7 +55,7 @@ import numpy as np
 
 from ..core.dag import Node
 from ..core.deps import Access
-from ..core.errors import ArgumentError, DeviceError
+from ..core.errors import ArgumentError
 from . import array_modules
 from .allocation import DEVICE, Allocation, byte_extent, c_contiguous
 from .array import Array, host_array
@@ -157,13 +157,14 @@ class Described:
     """A foreign array read and checked, not yet adopted (nothing enqueued, nothing cached)."""
 
     __slots__ = ("obj", "kind", "ptr", "shape", "strides", "dtype", "owner", "ready",
-                 "host_ok")
+                 "host_ok", "slot")
 
     def __init__(self, obj: Any, kind: str, ptr: int, shape: tuple[int, ...],
                  strides: tuple[int, ...], dtype: np.dtype, owner: Any, ready: Any,
-                 host_ok: bool) -> None:
+                 host_ok: bool, slot: int = 0) -> None:
         self.obj, self.kind, self.ptr, self.shape, self.strides = obj, kind, ptr, shape, strides
         self.dtype, self.owner, self.ready, self.host_ok = dtype, owner, ready, host_ok
+        self.slot = slot        # the runtime's device slot the memory is on
 
     @property
     def is_c_contiguous(self) -> bool:
@@ -176,18 +177,13 @@ def describe_foreign(rt: Any, obj: Any, where: str) -> Described:
     kind = kind_of(obj)
     if rt.backend.name == "cuda":
         return Described(obj, kind, *_describe_device(rt, obj, kind, where))
-    return Described(obj, kind, *_describe_host(obj, kind, where), None, True)
+    return Described(obj, kind, *_describe_host(obj, kind, where), None, True, 0)
 
 
 def adopt(rt: Any, d: Described) -> Array:
     """The Array viewing a described foreign array: a view of the allocation already
     importing that memory, or a new allocation whose first use is ordered after the
     producer (second half of :func:`import_array`)."""
-    if rt.placement is not None:
-        raise DeviceError(
-            f"a {d.kind} is imported without a copy on a runtime of one device; this one runs "
-            "on several (devices): pass its host copy instead (asyncgpu.array(cupy.asnumpy(x)) "
-            "or numpy.asarray(x)), or configure devices=1")
     lo, hi = byte_extent(d.shape, d.strides, d.dtype.itemsize, 0)
     base, nbytes = d.ptr + lo, hi - lo
     with rt._lock:
@@ -195,19 +191,22 @@ def adopt(rt: Any, d: Described) -> Array:
         found = table.get((base, nbytes))
         alloc = found() if found is not None else None
         if alloc is None or alloc.freed or alloc.buffer is None:
-            origin = (d.owner, base, nbytes, d.kind, d.host_ok)
-            alloc = Allocation(rt, rt.backend.foreign_buffer(*origin), nbytes, DEVICE)
+            origin = (d.owner, base, nbytes, d.kind, d.host_ok, d.slot)
+            alloc = Allocation(rt, rt.backend.foreign_buffer(*origin), nbytes,
+                               DEVICE << d.slot)
+            alloc.home = d.slot
+            alloc.fixed = rt.placement is not None
             _origins[alloc] = origin
             for key in [k for k, r in table.items() if r() is None]:
                 del table[key]
             table[(base, nbytes)] = weakref.ref(alloc)
             if d.ready is not None and nbytes:
-                _order_after_producer(rt, alloc, d.ready, d.kind)
+                _order_after_producer(rt, alloc, d.ready, d.kind, d.slot)
             log.debug("imported a %s of %d bytes at 0x%x without a copy", d.kind, nbytes, base)
     return Array._view(alloc, d.shape, d.dtype, d.strides, d.ptr - base)
 
 
-def origin(alloc: Allocation) -> tuple[Any, int, int, str, bool] | None:
+def origin(alloc: Allocation) -> tuple[Any, int, int, str, bool, int] | None:
     """What an imported allocation's buffer is built from (``backend.foreign_buffer``'s
     arguments), or None for memory of the runtime's own: a change of memory model builds the
     new model's buffer over the same producer memory (``asyncgpu.runtime.switch``)."""
@@ -300,7 +299,7 @@ def _describe_device(rt: Any, obj: Any, kind: str, where: str) -> tuple[Any, ...
         )
     dtype = _interface_dtype(obj, cai, kind, where)
     shape, strides = _layout(cai["shape"], cai.get("strides"), dtype, kind, where)
-    memory_type = _check_device(backend, ptr, kind, where)
+    memory_type, slot = _check_device(backend, ptr, kind, where)
     stream = cai.get("stream") if cai.get("version", 0) >= 3 else None
     if stream == 0:
         raise ArgumentError(f"{where}: the {kind}'s __cuda_array_interface__ names stream "
@@ -310,10 +309,14 @@ def _describe_device(rt: Any, obj: Any, kind: str, where: str) -> tuple[Any, ...
     # from pageable host memory (Numba's ``to_device``) returns once the bytes are staged,
     # with the DMA still running on the legacy default stream, which our non-blocking
     # streams do not wait for: the first use then waits for that stream's work as well.
-    event = backend.create_event()
-    backend.calls.event_record(event.ptr, LEGACY_STREAM if stream is None else int(stream))
+    # (on the memory's device: the legacy stream is the current device's)
+    with backend.on_device(slot):
+        part = backend.part(slot)
+        event = part.create_event()
+        part.calls.event_record(event.ptr, LEGACY_STREAM if stream is None else int(stream))
     ready = event     # (the producer's work up to now)
-    return (int(ptr), shape, strides, dtype, obj, ready, memory_type in ("managed", "host"))
+    return (int(ptr), shape, strides, dtype, obj, ready, memory_type in ("managed", "host"),
+            slot)
 
 
 def _describe_dlpack(backend: Any, obj: Any, kind: str, where: str, device: tuple[int, int]
@@ -321,31 +324,35 @@ def _describe_dlpack(backend: Any, obj: Any, kind: str, where: str, device: tupl
     """cuda, a DLPack producer on a CUDA device: CuPy takes the capsule, passing the stream
     that is current in it, which is ours: the producer makes its work visible there."""
     cupy = backend.cupy
-    if device[1] != backend.device:
+    slot = backend.slot_of(device[1])
+    if slot < 0:
         _wrong_device(backend, device[1], kind, where)
-    stream = _handshake_streams.get(backend)
-    if stream is None:
-        stream = _handshake_streams[backend] = backend.create_stream()
-    try:
-        with stream:
-            view = cupy.from_dlpack(obj)
-    except Exception as exc:
-        raise ArgumentError(
-            f"{where}: the {kind} could not be imported through DLPack ({exc}); pass a "
-            "C- or F-ordered array of a numeric dtype on this GPU"
-        ) from exc
-    event = backend.create_event()
-    backend.calls.event_record(event.ptr, stream.ptr)
+    with backend.on_device(slot):
+        part = backend.part(slot)
+        stream = _handshake_streams.get(part)
+        if stream is None:
+            stream = _handshake_streams[part] = part.create_stream()
+        try:
+            with stream:
+                view = cupy.from_dlpack(obj)
+        except Exception as exc:
+            raise ArgumentError(
+                f"{where}: the {kind} could not be imported through DLPack ({exc}); pass a "
+                "C- or F-ordered array of a numeric dtype on this GPU"
+            ) from exc
+        event = part.create_event()
+        part.calls.event_record(event.ptr, stream.ptr)
     dtype = np.dtype(view.dtype)
     shape, strides = _layout(view.shape, view.strides, dtype, kind, where)
     return (int(view.data.ptr), shape, strides, dtype, (view, obj), event,
-            device[0] in (_DL_CUDA_MANAGED, _DL_CUDA_HOST))
+            device[0] in (_DL_CUDA_MANAGED, _DL_CUDA_HOST), slot)
 
 
-def _check_device(backend: Any, ptr: int, kind: str, where: str) -> str:
-    """The memory type of ``ptr`` ("device", "managed", "host"); refuses another device's."""
+def _check_device(backend: Any, ptr: int, kind: str, where: str) -> tuple[str, int]:
+    """The memory type of ``ptr`` ("device", "managed", "host") and the runtime's slot of its
+    device; refuses device memory of a device the runtime does not run on."""
     if not ptr:
-        return "device"
+        return "device", 0
     try:
         attrs = backend.runtime.pointerGetAttributes(int(ptr))
     except Exception as exc:
@@ -359,17 +366,25 @@ def _check_device(backend: Any, ptr: int, kind: str, where: str) -> str:
             f"{where}: the {kind}'s data pointer 0x{int(ptr):x} is host memory CUDA does "
             "not know; copy it with asyncgpu.array(x)"
         )
-    dev = int(getattr(attrs, "device", backend.device))
-    if memory_type == "device" and dev != backend.device:
-        _wrong_device(backend, dev, kind, where)
-    return memory_type
+    slot = backend.slot_of(int(getattr(attrs, "device", -1)))
+    if memory_type == "device" and slot < 0:
+        _wrong_device(backend, int(getattr(attrs, "device", -1)), kind, where)
+    return memory_type, max(slot, 0)
 
 
 def _wrong_device(backend: Any, dev: int, kind: str, where: str) -> None:
+    numbers = backend.device_numbers()
+    if len(numbers) == 1:
+        raise ArgumentError(
+            f"{where}: the {kind} is on GPU {dev}, and this runtime runs on GPU {numbers[0]}; "
+            f"copy it to GPU {numbers[0]} in its own library, or configure asyncgpu with "
+            f"device={dev} (ASYNCGPU_DEVICE={dev})"
+        )
+    listed = ", ".join(str(n) for n in numbers)
     raise ArgumentError(
-        f"{where}: the {kind} is on GPU {dev}, and this runtime runs on GPU "
-        f"{backend.device}; copy it to GPU {backend.device} in its own library, or configure "
-        f"asyncgpu with device={dev} (ASYNCGPU_DEVICE={dev})"
+        f"{where}: the {kind} is on GPU {dev}, and this runtime runs on GPUs {listed}; copy "
+        f"it to one of them in its own library, or configure asyncgpu with devices that "
+        f"include GPU {dev}"
     )
 
 
@@ -423,16 +438,19 @@ class ForeignReady:
         self.wait(stream.ptr, self.event.ptr, 0)
 
 
-def _order_after_producer(rt: Any, alloc: Allocation, event: Any, kind: str) -> None:
+def _order_after_producer(rt: Any, alloc: Allocation, event: Any, kind: str,
+                          slot: int = 0) -> None:
     """Issue the import node (under the runtime's lock): a write of the whole allocation, so
-    every later use waits for it, and on the device it waits for the producer's event."""
+    every later use waits for it, and on the memory's device (slot ``slot``) it waits for the
+    producer's event."""
     if rt.recording is not None:
         rt.recording.refuse(f"import of a {kind}")
     label = f"import of a {kind}"
     node = Node("copy", label, None, [Access(alloc.id, alloc, 0, alloc.nbytes, True, label)])
-    node.launch = ForeignReady(rt.backend, event, alloc)
+    node.launch = ForeignReady(rt.backend.part(slot), event, alloc)
+    node.device = slot
     rt._issue(node)
-    alloc.location = DEVICE
+    alloc.location = DEVICE << slot
 
 
 def export_stream(array: Array) -> Any:

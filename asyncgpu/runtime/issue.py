@@ -36,6 +36,7 @@ from ..core.compiled import EXTENSIONS
 
 from ..core.dag import Node, reduce_parents
 from ..core.deps import Access, DependencyTracker
+from ..core.errors import DeviceError
 from ..core.placement import STREAM_AWARE
 from .allocation import DEVICE, HOST
 from .chunks import launch_chunked, launch_split
@@ -188,9 +189,19 @@ class Issuing:
     def _place(self, node: Node) -> None:
         """Several devices: the device of a kernel or library call about to be prepared,
         pinned (``asyncgpu.device``) or chosen by the placement policy from its arguments'
-        locations (library calls: where their data is)."""
+        locations (library calls: where their data is). A node that writes another library's
+        memory runs on that memory's device (``Allocation.fixed``)."""
         slot = getattr(self._pins, "slot", None)
-        if slot is None:
+        fixed = -1
+        for acc in node.accesses:
+            alloc = acc.alloc
+            if alloc.fixed and acc.write and alloc.home != fixed:
+                if fixed >= 0 or (slot is not None and slot != alloc.home):
+                    _refuse_fixed(self, node, acc, slot if fixed < 0 else fixed)
+                fixed = alloc.home
+        if fixed >= 0:
+            slot = fixed
+        elif slot is None:
             placement = self.placement
             accesses = node.accesses
             needs = []
@@ -206,7 +217,9 @@ class Issuing:
             slot = placement.choose(needs, busy, node.kind == "call")
         node.device = slot
         for acc in node.accesses:
-            acc.alloc.home = slot
+            alloc = acc.alloc
+            if not alloc.fixed:
+                alloc.home = slot
 
     def launch_graph(self, frozen: Any) -> None:
         """Schedule one launch of a captured graph (``asyncgpu.runtime.frozen.FrozenGraph``) as
@@ -317,3 +330,16 @@ def _one_need_per_allocation(accesses: list[Any], needs: list[Any]) -> list[Any]
             need = (need[0], need[1], merged[key][2], need[3])
         merged[key] = need
     return list(merged.values())
+
+
+def _refuse_fixed(rt: Any, node: Node, acc: Any, slot: int) -> None:
+    """DeviceError: ``node`` writes another library's memory (``acc``) on one device and must
+    run on another (pinned there, or writing another library's memory there)."""
+    what = f"kernel '{node.name}'" if node.kind == "kernel" else f"'{node.name}'"
+    param = getattr(acc, "param", None)
+    argument = f"argument '{param}'" if param else "an argument"
+    raise DeviceError(
+        f"{what} writes {argument}, another library's memory on GPU "
+        f"{rt.devices[acc.alloc.home]}, and must also run on GPU {rt.devices[slot]}; a write of "
+        "imported memory runs on the memory's GPU, so that its owner sees it: launch it there "
+        "(asyncgpu.device), or write a copy (asyncgpu.array(x))")

@@ -160,7 +160,7 @@ def _moved(alloc: Allocation, old: Any, new: Any, old_explicit: bool) -> tuple[A
     if imported is not None:
         # The producer's memory stays the array's memory (the producer shares it): the new
         # model's buffer is built over it; its bytes are current there (_push_imports).
-        return new.foreign_buffer(*imported), DEVICE if alloc.location else 0
+        return new.foreign_buffer(*imported), DEVICE << imported[5] if alloc.location else 0
     target = new.alloc(alloc.nbytes)
     if alloc.location == 0 or alloc.nbytes == 0:
         return target, 0

@@ -181,3 +181,37 @@ def test_recorded_random_programs_equal_serial_on_every_gpu(policy):
         assert outcomes == ["recorded", "replayed", "replayed", "replayed"], seed
         assert [a.tolist() for a in reads + final] == [
             a.tolist() for a in expected[0] + expected[1]], (policy, seed)
+
+
+def bump(x, n):
+    i = cuda.grid(1)
+    if i < n:
+        x[i] += 1.0
+
+
+@needs_two
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_a_cupy_array_on_the_second_gpu_is_read_everywhere_and_written_in_place(memory):
+    import cupy
+
+    import asyncgpu as ag
+
+    with cupy.cuda.Device(1):
+        c = cupy.arange(1 << 16, dtype=cupy.float64)
+    with ag.configure(backend="cuda", devices="all", memory=memory):
+        a = ag.asarray(c)                           # CuPy's memory on GPU 1, no copy
+        read = ag.kernel(const=["x"], out=["y"])(twice)
+        write = ag.kernel()(bump)
+        n = c.shape[0]
+        outs = []
+        for d in range(2):
+            with ag.device(d):
+                outs.append(ag.empty(n, np.float64))
+                read[n // 256, 256](a, outs[d], n)
+        write[n // 256, 256](a, n)                  # runs on GPU 1, in CuPy's memory
+        expected = 2.0 * np.arange(n) + 1.0
+        for out in outs:
+            np.testing.assert_array_equal(out.numpy(), expected)
+        ag.synchronize()
+        np.testing.assert_array_equal(cupy.asnumpy(c), np.arange(n) + 1.0)
+        assert ag.statistics().placed[1] >= 2       # the read pinned there, and the write

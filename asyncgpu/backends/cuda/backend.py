@@ -28,6 +28,7 @@ stream. Only a kernel's first launch loads its module (so warm kernels up before
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 from collections import deque
@@ -144,6 +145,23 @@ class CudaBackend:
         self.device_name = name.decode() if isinstance(name, bytes) else str(name)
         self.sm_count = int(props["multiProcessorCount"])
         log.info("asyncgpu cuda backend on %s (%d SMs)", self.device_name, self.sm_count)
+
+    # -- devices, as the runtime's imports ask (one here; backends/cuda/multi.py: several) --
+    def slot_of(self, number: int) -> int:
+        """The slot of device ``number`` (0, this device), or -1 if the runtime does not run
+        on it."""
+        return 0 if number == self.device else -1
+
+    def device_numbers(self) -> tuple[int, ...]:
+        return (self.device,)
+
+    def part(self, slot: int) -> CudaBackend:
+        """The backend of slot ``slot``'s device: this one."""
+        return self
+
+    def on_device(self, slot: int) -> Any:
+        """A context with slot ``slot``'s device current: it is already."""
+        return contextlib.nullcontext()
 
     def buffer_of(self, buffer: Any) -> Any:
         """This device's copy of an allocation's buffer (several devices: ``DeviceCopies.on``;
@@ -450,11 +468,12 @@ class CudaBackend:
         return CudaBuffer(nbytes, mem, mem.ptr, host)
 
     def foreign_buffer(self, owner: Any, ptr: int, nbytes: int, what: str,
-                       host_addressable: bool) -> Any:
+                       host_addressable: bool, slot: int = 0) -> Any:
         """A buffer over another library's device memory (``asyncgpu.runtime.interop``), kept alive
         by ``owner`` and never freed here. Explicit model: device memory like ours, whose
         pinned mirror is allocated on the first host access. Managed model: used in place,
-        never prefetched; the host reaches it only if it is managed or host memory."""
+        never prefetched; the host reaches it only if it is managed or host memory. (``slot``:
+        the device's, this backend's own.)"""
         if self.explicit:
             return DeviceBuffer(nbytes, owner, ptr)
         host = (np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr))

@@ -29,7 +29,9 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from ...core.config import Options
@@ -94,6 +96,27 @@ class MultiCudaBackend:
         previous = calls.enter()
         try:
             return getattr(part, method)(*args)
+        finally:
+            calls.leave(previous)
+
+    def slot_of(self, number: int) -> int:
+        """The slot of device ``number``, or -1 if the runtime does not run on it."""
+        return self._slots.get(number, -1)
+
+    def device_numbers(self) -> tuple[int, ...]:
+        return self.devices
+
+    def part(self, slot: int) -> CudaBackend:
+        """The backend of slot ``slot``'s device."""
+        return self.parts[slot]
+
+    @contextlib.contextmanager
+    def on_device(self, slot: int) -> Iterator[None]:
+        """A context with slot ``slot``'s device current (then the thread's again)."""
+        calls = self.parts[slot].calls
+        previous = calls.enter()
+        try:
+            yield
         finally:
             calls.leave(previous)
 
@@ -251,6 +274,13 @@ class MultiCudaBackend:
         source = buffer.on(peer)
         return PeerCopy(self.runtime, buffer.on(device), part.device, source,
                         self.parts[peer].device, lo, hi)
+
+    def foreign_buffer(self, owner: Any, ptr: int, nbytes: int, what: str,
+                       host_addressable: bool, slot: int = 0) -> Any:
+        """Another library's memory on slot ``slot``'s device (``CudaBackend.foreign_buffer``):
+        with explicit memory, that slot's copy of the allocation's copies."""
+        part = self.parts[slot]
+        return part.adopt(part.foreign_buffer(owner, ptr, nbytes, what, host_addressable))
 
     def fetch_to_host(self, buffer: DeviceCopies, lo: int, hi: int, label: str,
                       after: list[Any], device: int = 0) -> None:

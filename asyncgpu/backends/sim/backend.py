@@ -323,7 +323,7 @@ class SimBackend:
         return SimBuffer(nbytes, self.split)
 
     def foreign_buffer(self, owner: Any, ptr: int, nbytes: int, what: str,
-                       host_addressable: bool) -> SimBuffer:
+                       host_addressable: bool, slot: int = 0) -> SimBuffer:
         """A buffer over ``nbytes`` of another library's host memory at ``ptr``, kept alive
         by ``owner`` (``asyncgpu.runtime.interop``; on ``sim`` every import is host memory)."""
         dev = np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(ptr)) if nbytes \
