@@ -69,8 +69,8 @@ class Allocation:
         #: made: ``asyncgpu.device``), where a kernel goes when no device holds enough of its
         #: inputs (-1: none)
         self.home = -1
-        #: several devices: another library's memory (imported without a copy) on device
-        #: ``home``; every node writing it runs there, so that the writes land in that memory
+        #: another library's memory (imported without a copy) on device ``home``: on several
+        #: devices every node writing it runs there, so that the writes land in that memory
         self.fixed = False
 
     def __del__(self) -> None:

@@ -195,7 +195,7 @@ def adopt(rt: Any, d: Described) -> Array:
             alloc = Allocation(rt, rt.backend.foreign_buffer(*origin), nbytes,
                                DEVICE << d.slot)
             alloc.home = d.slot
-            alloc.fixed = rt.placement is not None
+            alloc.fixed = True      # (on several devices, now or after a configure)
             _origins[alloc] = origin
             for key in [k for k, r in table.items() if r() is None]:
                 del table[key]
@@ -366,9 +366,10 @@ def _check_device(backend: Any, ptr: int, kind: str, where: str) -> tuple[str, i
             f"{where}: the {kind}'s data pointer 0x{int(ptr):x} is host memory CUDA does "
             "not know; copy it with asyncgpu.array(x)"
         )
-    slot = backend.slot_of(int(getattr(attrs, "device", -1)))
+    device = int(getattr(attrs, "device", backend.device_numbers()[0]))
+    slot = backend.slot_of(device)
     if memory_type == "device" and slot < 0:
-        _wrong_device(backend, int(getattr(attrs, "device", -1)), kind, where)
+        _wrong_device(backend, device, kind, where)
     return memory_type, max(slot, 0)
 
 
