@@ -376,3 +376,92 @@ def test_splitting_a_kernel_not_declared_elementwise_is_refused_by_name(sim):
 def test_a_bad_split_is_refused_by_name(split):
     with pytest.raises(ValueError, match=r"split must map kernel names to a number of pieces"):
         ag.tenant("t", split=split)
+
+
+def add_one(x, y, n):
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        y[i] = x[i] + 1.0
+
+
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+@pytest.mark.parametrize("strategy", ["random", "reverse", "starve"])
+def test_a_pointer_makes_a_tenants_kernel_wait_for_anothers_and_results_stay_right(memory,
+                                                                                    strategy):
+    with ag.configure(backend="sim", memory=memory, sim_strategy=strategy, sim_seed=4):
+        conv = ag.kernel(const=["x"], out=["y"])(square)
+        gemm = ag.kernel(const=["x"], out=["y"])(add_one)
+        a_in, a_out = ag.array(np.arange(64.0)), ag.empty(64)
+        b_in, b_out = ag.array(np.ones(64)), ag.empty(64)
+        detector = ag.tenant(f"det-{memory}-{strategy}")
+        ranker = ag.tenant(f"rank-{memory}-{strategy}",
+                           after={"twice": (f"det-{memory}-{strategy}", "square")})
+        other = ag.kernel(const=["x"], out=["y"])(twice)
+        with ag.instrument(Edges()) as seen:
+            for _ in range(3):
+                with detector:
+                    conv[2, 32](a_in, a_out, 64)
+                with ranker:
+                    gemm[2, 32](b_in, b_out, 64)    # not pointed: no wait
+                    other[2, 32](b_in, b_out, 64)   # waits for the latest square
+        assert a_out.numpy().tolist() == (np.arange(64.0) ** 2).tolist()
+        assert b_out.numpy().tolist() == [3.0] * 64
+        by_name = {}
+        for n, reasons in seen.kernels:
+            by_name.setdefault(n.name, []).append(reasons)
+        # (data the two tenants do not share: the only edge between them is the pointer)
+        assert all("pointer" not in r for r in by_name["square"] + by_name["add_one"])
+        pointed = [r.count("pointer") for r in by_name["twice"]]
+        assert set(pointed) <= {0, 1} and len(pointed) == 3 and 1 in pointed
+
+
+def test_a_pointer_waits_only_for_an_unfinished_launch_and_names_it_in_the_trace(sim):
+    conv = ag.kernel(const=["x"], out=["y"])(square)
+    other = ag.kernel(const=["x"], out=["y"])(twice)
+    x, y, z = ag.array(np.ones(32)), ag.empty(32), ag.empty(32)
+    with ag.instrument(Edges()) as seen:
+        with ag.tenant("pointed-det"):
+            conv[1, 32](x, y, 32)
+        with ag.tenant("pointed-rank", after={"twice": ("pointed-det", "square")}):
+            other[1, 32](x, z, 32)          # square is in flight (the simulator is lazy)
+        ag.synchronize()
+        with ag.tenant("pointed-rank", after={"twice": ("pointed-det", "square")}):
+            other[1, 32](x, z, 32)          # square finished: nothing to wait for
+    twice_edges = [r for n, r in seen.kernels if n.name == "twice"]
+    assert [r.count("pointer") for r in twice_edges] == [1, 0]
+
+
+@pytest.mark.parametrize("after", [{"k": "t"}, {"k": ("t",)}, {"k": ("", "j")}, [("k", "t")]])
+def test_a_bad_pointer_is_refused_by_name(after):
+    with pytest.raises(ValueError, match=r"after must map a kernel name to the \(tenant, "
+                                         r"kernel\) its launches wait for"):
+        ag.tenant("t", after=after)
+
+
+def test_a_kernel_both_split_and_pointed_is_refused():
+    with pytest.raises(ValueError, match="kernel 'k' is both split and after"):
+        ag.tenant("t", split={"k": 2}, after={"k": ("u", "j")})
+
+
+@pytest.mark.pure
+def test_a_pointer_whose_wait_is_dropped_is_caught_where_data_is_shared():
+    from asyncgpu.testing.mutants import planted
+
+    caught = 0
+    for seed in range(8):
+        with ag.configure(backend="sim", sim_strategy="random", sim_seed=seed):
+            conv = ag.kernel(const=["x"], out=["y"])(square)
+            other = ag.kernel(const=["x"], out=["y"])(twice)
+            x, shared, out = ag.array(np.full(32, 3.0)), ag.empty(32), ag.empty(32)
+            try:
+                with planted("pointer_blind"):
+                    with ag.tenant(f"blind-det-{seed}"):
+                        conv[1, 32](x, shared, 32)
+                    with ag.tenant(f"blind-rank-{seed}",
+                                   after={"twice": (f"blind-det-{seed}", "square")}):
+                        other[1, 32](shared, out, 32)   # reads what square writes
+                    got = out.numpy().tolist()
+            except ag.AsyncGPUError:
+                caught += 1
+                continue
+            caught += got != [19.0] * 32
+    assert caught >= 4, f"the planted bug failed {caught} of 8 runs"

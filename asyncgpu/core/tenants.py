@@ -8,8 +8,11 @@ created with CUDA's stream priority: ``high`` is the device's most urgent, ``nor
 default) and a pool of streams of its own on each device (``core.streams``: a node is issued on
 a stream of its tenant's pool), of at most ``streams`` streams (one: the tenant's work runs in
 issue order, as a model on one stream of its own would). A tenant may also have element-wise
-kernels launched in pieces (``splits``, ``asyncgpu.runtime.chunks.launch_split``). Tenants share one dependency tracker: a node of one tenant that
-uses data another tenant's node wrote waits for it, as any other node would.
+kernels launched in pieces (``splits``, ``asyncgpu.runtime.chunks.launch_split``), and
+*pointers* (``after``: GACER's synchronization pointers, chosen by the user): its launches of
+kernel ``k`` wait for the latest launch of kernel ``j`` by tenant ``t``, so the two never
+overlap; a tenant remembers its latest launch of each kernel (``last``). Tenants share one dependency tracker: a node of one tenant that uses
+data another tenant's node wrote waits for it, as any other node would.
 
 A tenant counts what it issued (:class:`Tenant.count`) and its *steps*: each entry into
 ``asyncgpu.tenant(...)`` is a step, whose latency runs from its start (a clock event of each
@@ -17,7 +20,7 @@ device it used) to the completion of the last work it issued on each stream, mea
 device's clock by timing events and read once they completed (:meth:`Tenant.settle`).
 
 Invariants: tenant numbers are dense and never reused while the runtime lives; a name means one
-tenant, with the priority, stream limit and splits it was first given.
+tenant, with the priority, stream limit, splits and pointers it was first given.
 
 Example::
 
@@ -74,11 +77,12 @@ class TenantStatistics:
 class Tenant:
     """One tenant of a runtime (see the module docstring)."""
 
-    __slots__ = ("counts", "index", "latencies", "name", "pending", "priority", "splits",
-                 "steps", "stream_priority", "streams")
+    __slots__ = ("after", "counts", "index", "last", "latencies", "name", "pending",
+                 "priority", "splits", "steps", "stream_priority", "streams")
 
     def __init__(self, index: int, name: str, priority: str, stream_priority: int,
-                 streams: int | None = None, splits: dict[str, int] | None = None) -> None:
+                 streams: int | None = None, splits: dict[str, int] | None = None,
+                 after: dict[str, tuple[str, str]] | None = None) -> None:
         self.index = index
         self.name = name
         self.priority = priority
@@ -86,11 +90,19 @@ class Tenant:
         self.streams = streams      # its streams per device at most (None: max_streams)
         #: element-wise kernels it launches in pieces: kernel name -> pieces (None: none)
         self.splits = splits
+        #: pointers: its kernel name -> (tenant name, kernel name) it waits for (None: none)
+        self.after = after
+        #: its latest launch of each kernel, by name (what another tenant's pointer names)
+        self.last: dict[str, Any] = {}
         self.counts = {"kernel": 0, "call": 0, "copy": 0, "graph": 0}
         self.steps = 0
         #: steps issued, not yet measured: (start events per device, end events)
         self.pending: list[tuple[dict[int, Any], list[tuple[int, Any]]]] = []
         self.latencies: list[float] = []
+
+    def settings(self) -> tuple[Any, ...]:
+        """What a tenant keeps from its first use: priority, streams, splits, pointers."""
+        return (self.priority, self.streams, self.splits, self.after)
 
     def count(self, kind: str) -> None:
         """One more node of ``kind`` issued."""

@@ -170,26 +170,28 @@ class Runtime(HostAccess):
 
     # -- tenants -------------------------------------------------------------------------------
     def tenant_index(self, name: str, priority: str, streams: int | None = None,
-                     splits: dict[str, int] | None = None) -> int:
+                     splits: dict[str, int] | None = None,
+                     after: dict[str, tuple[str, str]] | None = None) -> int:
         """The number of tenant ``name``, made with ``priority``, at most ``streams`` streams
-        per device and ``splits`` on first use; ValueError if it exists with other settings."""
+        per device, ``splits`` and pointers ``after`` on first use; ValueError if it exists
+        with other settings."""
         with self._lock:
             for tenant in self.tenants:
                 if tenant.name == name:
-                    if tenant.index and (tenant.priority, tenant.streams, tenant.splits) != (
-                            priority, streams, splits):
+                    if tenant.index and tenant.settings() != (priority, streams, splits, after):
                         raise ValueError(
                             f"asyncgpu.tenant({name!r}, priority={priority!r}, "
-                            f"streams={streams!r}, split={splits!r}): this tenant has "
-                            f"priority {tenant.priority!r} and streams={tenant.streams!r}, "
-                            f"split={tenant.splits!r} (a tenant keeps the settings it was "
+                            f"streams={streams!r}, split={splits!r}, after={after!r}): this "
+                            f"tenant has priority {tenant.priority!r} and "
+                            f"streams={tenant.streams!r}, split={tenant.splits!r}, "
+                            f"after={tenant.after!r} (a tenant keeps the settings it was "
                             "first given); use another name for other settings")
                     return tenant.index
             ranges = getattr(self.backend, "stream_priorities", None)
             least, greatest = ranges() if ranges is not None else (0, 0)
             level = stream_priority(priority, least, greatest)
             index = self.streams.add_tenant(level, streams)
-            self.tenants.append(Tenant(index, name, priority, level, streams, splits))
+            self.tenants.append(Tenant(index, name, priority, level, streams, splits, after))
             self._tenanted = True
             return index
 

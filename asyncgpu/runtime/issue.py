@@ -67,13 +67,18 @@ class Issuing:
             if self.recording is not None and self.recording.kernel(launcher, args, site):
                 return
             arrays, values = kernel.bind(self, args, site)
+            pointer = None
             if self._tenanted:
-                splits = self.tenants[getattr(self._pins, "tenant", 0)].splits
+                tenant = self.tenants[getattr(self._pins, "tenant", 0)]
+                splits = tenant.splits
                 if (splits and kernel.name in splits and self.placement is None
                         and launch_split(self, launcher, args, arrays, values, site,
                                          splits[kernel.name])):
                     return
-            if (self.memory is not None and kernel.elementwise and self.placement is None
+                if tenant.after:
+                    pointer = self._pointer(tenant.after, kernel.name)
+            if (pointer is None and self.memory is not None and kernel.elementwise
+                    and self.placement is None
                     and launch_chunked(self, launcher, args, arrays, values, site)):
                 return
             accesses: list[Any] = arrays     # an ArrayArg is its own dependency access
@@ -87,7 +92,34 @@ class Issuing:
                 node.launch = self.backend.kernel_launch(kernel, launcher, arrays, values, site,
                                                          node.device)
             self.stats.kernels += 1
-            self._issue(node)
+            if pointer is None:
+                self._issue(node)
+            else:
+                self._issue_after(node, pointer)
+
+    def _pointer(self, after: dict[str, tuple[str, str]], name: str) -> Node | None:
+        """The node a launch of kernel ``name`` waits for by the tenant's pointers ``after``:
+        the pointed-at tenant's latest launch of the pointed-at kernel, if unfinished."""
+        target = after.get(name)
+        if target is None:
+            return None
+        for tenant in self.tenants:
+            if tenant.name == target[0]:
+                last = tenant.last.get(target[1])
+                return last if last is not None and not last.finished else None
+        return None
+
+    def _issue_after(self, node: Node, pointer: Node) -> None:
+        """``_issue`` with ``pointer`` among the node's parents (an edge of reason
+        ``pointer``; the edges statistics count the data's reasons, as ``launch_split``
+        does). Its copies in are issued first, as ``_issue`` would, so they are found too."""
+        if self.memory is not None:
+            self.memory.before_device(node.accesses, node.device)
+        found = self.deps.conflicts(node.accesses)
+        kept = reduce_parents(found) if len(found) > 1 else list(found)
+        counts = Counter(reason for p in kept for reason, _ in found[p])
+        found.setdefault(pointer, []).append(("pointer", pointer.name))
+        self._issue(node, None, found, tuple(counts.items()))
 
     def _issue(self, node: Node, graph: Any = None,
                found: dict[Node, list[tuple[str, str]]] | None = None,
@@ -148,7 +180,10 @@ class Issuing:
             stats.nodes += 1
             stats.streams_used.add(stream.index)
             if self._tenanted:
-                self.tenants[node.tenant].count(node.kind)
+                tenant = self.tenants[node.tenant]
+                tenant.count(node.kind)
+                if node.kind == "kernel":
+                    tenant.last[node.name] = node     # (what a pointer may name)
             if self.placement is not None and node.kind != "copy":
                 placed = stats.placed
                 number = self.devices[node.device]

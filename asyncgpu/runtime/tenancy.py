@@ -28,7 +28,8 @@ class TenantScope:
     """The work issued inside is tenant ``name``'s (see the module docstring)."""
 
     def __init__(self, name: str, priority: str = "normal", streams: int | None = None,
-                 split: dict[str, int] | None = None) -> None:
+                 split: dict[str, int] | None = None,
+                 after: dict[str, tuple[str, str]] | None = None) -> None:
         if not isinstance(name, str) or not name or name == "default":
             raise ValueError(f"asyncgpu.tenant: the name must be a non-empty string other than "
                              f"'default' (the tenant of work outside any); got {name!r}")
@@ -45,19 +46,33 @@ class TenantScope:
             raise ValueError(f"asyncgpu.tenant({name!r}): split must map kernel names to a "
                              f"number of pieces of at least 2, e.g. {{'square': 4}}; got "
                              f"{split!r}")
+        if after is not None and not (
+                isinstance(after, dict) and all(
+                    isinstance(k, str) and isinstance(v, tuple) and len(v) == 2
+                    and all(isinstance(part, str) and part for part in v)
+                    for k, v in after.items())):
+            raise ValueError(f"asyncgpu.tenant({name!r}): after must map a kernel name to the "
+                             f"(tenant, kernel) its launches wait for, e.g. "
+                             f"{{'gemm': ('detector', 'conv')}}; got {after!r}")
+        both = sorted(set(after or ()) & set(split or ()))
+        if both:
+            raise ValueError(f"asyncgpu.tenant({name!r}): kernel {both[0]!r} is both split and "
+                             "after another tenant's kernel; give it one of the two")
         self.name = name
         self.priority = priority
         self.streams = streams
         self.split = dict(split) if split else None
+        self.after = dict(after) if after else None
         self._local = threading.local()     # per thread: the scopes entered, innermost last
 
     def __repr__(self) -> str:
         return (f"asyncgpu.tenant({self.name!r}, priority={self.priority!r}, "
-                f"streams={self.streams!r}, split={self.split!r})")
+                f"streams={self.streams!r}, split={self.split!r}, after={self.after!r})")
 
     def __enter__(self) -> TenantScope:
         rt = current_runtime()
-        index = rt.tenant_index(self.name, self.priority, self.streams, self.split)
+        index = rt.tenant_index(self.name, self.priority, self.streams, self.split,
+                                self.after)
         pins = rt._pins
         previous = getattr(pins, "tenant", 0)
         begun = rt.begin_step(index)
@@ -83,7 +98,8 @@ class TenantScope:
 
 
 def tenant(name: str, priority: str = "normal", streams: int | None = None,
-           split: dict[str, int] | None = None) -> TenantScope:
+           split: dict[str, int] | None = None,
+           after: dict[str, tuple[str, str]] | None = None) -> TenantScope:
     """``with asyncgpu.tenant("detector", priority="high"):`` the kernels, library calls and
     copies this thread issues in the block are tenant ``name``'s: they run on the tenant's own
     streams, created with its priority (``"high"``: the device's most urgent stream priority;
@@ -92,20 +108,25 @@ def tenant(name: str, priority: str = "normal", streams: int | None = None,
     count in its statistics. ``split={"square": 4}`` runs the tenant's launches of the
     element-wise kernel ``square`` (``elementwise=`` at decoration) as 4 pieces in order, so
     that other tenants' kernels can start between them (on a runtime of one device; recorded
-    launches run whole). The block is one *step* of the tenant, whose latency (from the
-    block's start to the completion of its work) ``tenants()`` reports. Also a decorator: each
-    call is a step. Data shared with other tenants is ordered as always.
+    launches run whole). ``after={"gemm": ("detector", "conv")}`` makes each of the tenant's
+    launches of ``gemm`` wait for tenant ``detector``'s latest launch of ``conv``, if that has
+    not finished (GACER's synchronization pointer, chosen by the user: the two do not run side
+    by side; an edge of reason ``pointer``; eager launches). The block is one *step* of the
+    tenant, whose latency (from the block's start to the completion of its work) ``tenants()``
+    reports. Also a decorator: each call is a step. Data shared with other tenants is ordered
+    as always.
 
     Raises
     ------
     ValueError
-        An empty name, an unknown priority, a stream count below 1, a bad ``split``, or a
-        tenant already made with other settings (raised when the block is entered).
+        An empty name, an unknown priority, a stream count below 1, a bad ``split`` or
+        ``after`` (or a kernel in both), or a tenant already made with other settings (raised
+        when the block is entered).
     ArgumentError
         A launch of a kernel the tenant splits that is not declared element-wise (nothing is
         enqueued).
     """
-    return TenantScope(name, priority, streams, split)
+    return TenantScope(name, priority, streams, split, after)
 
 
 def tenants() -> dict[str, TenantStatistics]:

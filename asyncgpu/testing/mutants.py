@@ -26,6 +26,8 @@ an algorithm of its own), so what runs is the production code less exactly that 
                   between devices, so a graph may be launched before one it needs
 ``tenant_blind``  tenants: a node does not wait for its parents on another tenant's streams,
                   so a tenant may read what another is still writing
+``pointer_blind`` tenants' pointers: a launch does not wait for the node its pointer names,
+                  so where that node also writes what the launch reads, it reads too early
 
 The test suite must fail with each of them planted, by a wrong value or a ``RaceError`` of the
 happens-before checker (``tests/test_mutations.py``): a mutant that survives means a missing test.
@@ -184,6 +186,18 @@ def _tenant_blind() -> list[Patch]:
     return [(StreamManager, "wait_for_parents", make)]
 
 
+def _pointer_blind() -> list[Patch]:
+    def make(issue_after: Any) -> Any:
+        def issue_without_the_pointer(self: Any, node: Any, pointer: Any) -> None:
+            if self.memory is not None:
+                self.memory.before_device(node.accesses, node.device)
+            found = self.deps.conflicts(node.accesses)
+            found.pop(pointer, None)
+            self._issue(node, None, found)
+        return issue_without_the_pointer
+    return [(Issuing, "_issue_after", make)]
+
+
 #: Mutant name -> its replacements.
 MUTANTS: dict[str, Callable[[], list[Patch]]] = {
     "drop_raw": _drop_raw,
@@ -195,6 +209,7 @@ MUTANTS: dict[str, Callable[[], list[Patch]]] = {
     "stale_location": _stale_location,
     "one_phase": _one_phase,
     "tenant_blind": _tenant_blind,
+    "pointer_blind": _pointer_blind,
 }
 
 
