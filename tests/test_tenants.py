@@ -199,10 +199,16 @@ def test_tenants_on_several_devices_get_a_pool_per_device():
 NAMES = ("a", "b", "c")
 
 
-def _run_as_tenants(ag, steps, init):
+def _run_as_tenants(ag, steps, init, pointers=False):
     """``programs.run`` with step ``i`` issued by tenant ``NAMES[i % 3]`` (b with priority
-    high)."""
-    scopes = [ag.tenant(n, priority="high" if n == "b" else "normal") for n in NAMES]
+    high; with ``pointers``, b's launches wait for c's latest and c's for a's: every program
+    kernel is named ``prog``)."""
+    after = {"a": None, "b": {"prog": ("c", "prog")}, "c": {"prog": ("a", "prog")}}
+    scopes = [ag.tenant(n + ("-pointed" if pointers else ""),
+                        priority="high" if n == "b" else "normal",
+                        after=({"prog": (after[n]["prog"][0] + "-pointed", "prog")}
+                               if pointers and after[n] else None))
+              for n in NAMES]
     allocs = [ag.array(init[i]) for i in range(3)]
     v = programs.views(allocs)
     reads = []
@@ -224,6 +230,17 @@ def test_random_programs_spread_over_tenants_equal_serial(strategy, steps):
     init = programs.initial()
     expected = serial(ag, steps, init)
     got = programs.run_async(ag, _run_as_tenants, steps, init, strategy, 3)
+    assert_same(got, expected)
+
+
+@pytest.mark.parametrize("strategy", ["random", "starve"])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=programs.strategies())
+def test_random_programs_over_tenants_with_pointers_equal_serial(strategy, steps):
+    init = programs.initial()
+    expected = serial(ag, steps, init)
+    got = programs.run_async(ag, lambda *a: _run_as_tenants(*a, pointers=True), steps, init,
+                             strategy, 3)
     assert_same(got, expected)
 
 
