@@ -72,6 +72,13 @@ with ag.configure(backend="cuda", devices=2, memory="{memory}"):
     inc = ag.cuda_kernel(replay.INC, "inc")
     inc[1, 32](a, 32)                             # writes it: on GPU 1
     print("placed", sorted(ag.statistics().placed.items()))
+    print("export", hex(a.__cuda_array_interface__["data"][0]))
+    if "{memory}" == "explicit":     # (the stand-in's managed memory has no host bytes)
+        with ag.device(1):
+            own = ag.zeros(256, np.float32)
+        inc[1, 32](own, 32)
+        print("own export on", own._alloc.location,
+              own.__cuda_array_interface__["data"][0] == own._alloc.buffer.on(1).ptr)
     try:
         ag.asarray(Producer(0x6000000, 0x77))
     except ag.ArgumentError as exc:
@@ -85,4 +92,7 @@ def test_another_librarys_array_on_the_second_gpu_is_imported_there(memory):
     assert out[0] == "recorded [(1, 119)] device 0"    # the producer's stream, on its GPU
     assert out[1] == f"alloc 4 1 True {0x5000000}"      # current on slot 1, its home, fixed
     assert out[2] == "placed [(1, 1)]"
-    assert "is on GPU 3, and this runtime runs on GPUs 0, 1" in out[3]
+    assert out[3] == "export 0x5000000"                  # exported from its own GPU
+    if memory == "explicit":
+        assert out[4] == "own export on 4 True"         # from the GPU that holds it
+    assert "is on GPU 3, and this runtime runs on GPUs 0, 1" in out[-1]

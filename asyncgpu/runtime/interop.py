@@ -59,6 +59,7 @@ from ..core.errors import ArgumentError
 from . import array_modules
 from .allocation import DEVICE, Allocation, byte_extent, c_contiguous
 from .array import Array, host_array
+from .memory import holder
 from .current import current_runtime
 from .node_ops import ops
 
@@ -484,20 +485,45 @@ def export_stream(array: Array) -> Any:
         return stream.handle
 
 
-def device_export(array: Array) -> None:
-    """Explicit memory model: an exported pointer is to the device copy, which must be current
-    (a copy node if the host's is the current one); the consumer may write it, so the host
-    copy is no longer known to be current."""
+def export_slot(array: Array) -> int:
+    """The device slot whose copy an export hands out: with explicit memory on several
+    devices, another library's memory on its own GPU, else the first device holding the
+    array, else its home; 0 otherwise (one device, or managed memory: one block)."""
+    alloc = array._alloc
+    rt = alloc.runtime
+    if rt.placement is None or rt.memory is None:
+        return 0
+    if alloc.fixed:
+        return alloc.home
+    slot = holder(alloc.location)
+    return slot if slot >= 0 else max(alloc.home, 0)
+
+
+def device_export(array: Array, slot: int = 0) -> None:
+    """Explicit memory model: an exported pointer is to the copy of device slot ``slot``,
+    which must be current (a copy node if not); the consumer may write it, so no other copy
+    is known to be current."""
     rt = array._alloc.runtime
     if rt.memory is not None:
         with rt._lock:
-            rt.memory.before_export(array)
+            rt.memory.before_export(array, slot)
+
+
+def _export_view(array: Array) -> Any:
+    """The CuPy view an export hands out (``cuda``), made current on its device."""
+    slot = export_slot(array)
+    device_export(array, slot)
+    return array._alloc.runtime.backend.part(slot).cupy_view(array)
 
 
 def cuda_array_interface(array: Array) -> dict[str, Any]:
     """CUDA Array Interface v3 of an array, with the stream consumers must order after."""
-    ptr = array._alloc.buffer.device_pointer() + array._offset if array.size else 0
-    device_export(array)
+    slot = export_slot(array)
+    buffer = array._alloc.buffer
+    if slot:
+        buffer = buffer.on(slot)        # (several devices: that device's copy)
+    ptr = buffer.device_pointer() + array._offset if array.size else 0
+    device_export(array, slot)
     stream = export_stream(array)
     return {
         "shape": array.shape,
@@ -523,7 +549,7 @@ def dlpack(array: Array, stream: Any = None, max_version: Any = None, dl_device:
         raise BufferError("asyncgpu arrays are exported without a copy; call x.copy() first")
     cupy = array_modules.backend_module("cuda")
 
-    device_export(array)
+    view = _export_view(array)
     producer = export_stream(array)
     if producer is not None and stream != -1:
         if stream is None or stream == 1:
@@ -535,7 +561,6 @@ def dlpack(array: Array, stream: Any = None, max_version: Any = None, dl_device:
         ready = cupy.cuda.Event(block=False, disable_timing=True)
         ready.record(producer)
         consumer.wait_event(ready)
-    view = rt.backend.cupy_view(array)
     kwargs: dict[str, Any] = {"stream": -1}
     if max_version is not None:
         kwargs["max_version"] = max_version
@@ -550,7 +575,7 @@ def dlpack_device(array: Array) -> tuple[int, int]:
     rt = array._alloc.runtime
     if rt.backend.name != "cuda":
         return (1, 0)
-    return tuple(rt.backend.cupy_view(array).__dlpack_device__())
+    return tuple(rt.backend.part(export_slot(array)).cupy_view(array).__dlpack_device__())
 
 
 ops.cuda_array_interface = cuda_array_interface

@@ -266,15 +266,16 @@ class ExplicitMemory:
             return
         frozen.read_back += ((alloc, label),)
 
-    def before_export(self, array: Any) -> None:
-        """Another library gets the device pointer: bring the device copy current, and assume
-        the consumer may write it (the host copy is no longer known to be current)."""
+    def before_export(self, array: Any, device: int = 0) -> None:
+        """Another library gets the pointer of device ``device``'s copy: bring it current, and
+        assume the consumer may write it (no other copy is known to be current)."""
         alloc = array._alloc
         location = alloc.location
-        if location and not location & DEVICE and alloc.nbytes:
-            self.copy(alloc, 0, alloc.nbytes, True, array.describe(), 0, holder(location))
+        bit = DEVICE << device
+        if location and not location & bit and alloc.nbytes:
+            self.copy(alloc, 0, alloc.nbytes, True, array.describe(), device, holder(location))
         if alloc.nbytes:
-            alloc.location = DEVICE
+            alloc.location = bit
 
     def before_host(self, array: Any, lo: int, hi: int, write: bool, dense: bool) -> bool:
         """Whether the host access must fetch its span from the device first (:meth:`fetch`,

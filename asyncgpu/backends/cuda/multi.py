@@ -239,10 +239,6 @@ class MultiCudaBackend:
             self.parts[0].fault = fault
             self.parts[0].host_access(accesses, label)
 
-    def cupy_view(self, array: Any) -> Any:
-        """The first device's view (what exports hand out)."""
-        return self._at(0, "cupy_view", array)
-
     # -- memory ------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> Any:
         """Explicit memory: an allocation's copies, each device's memory made on its first use
