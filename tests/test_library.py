@@ -381,7 +381,7 @@ def test_non_array_results_are_computed_from_the_real_values(sim):
 def test_export_stream_orders_a_consumer_after_all_pending_work(sim):
     """The stream handed to consumers (CAI ``stream``, DLPack) follows every pending node."""
     ag = sim
-    from asyncgpu.runtime.interop import export_stream
+    from asyncgpu.runtime.export import export_stream
     from asyncgpu.runtime.current import current_runtime
 
     rt = current_runtime()

@@ -203,11 +203,11 @@ def _run_as_tenants(ag, steps, init, pointers=False):
     """``programs.run`` with step ``i`` issued by tenant ``NAMES[i % 3]`` (b with priority
     high; with ``pointers``, b's launches wait for c's latest and c's for a's: every program
     kernel is named ``prog``)."""
-    after = {"a": None, "b": {"prog": ("c", "prog")}, "c": {"prog": ("a", "prog")}}
-    scopes = [ag.tenant(n + ("-pointed" if pointers else ""),
-                        priority="high" if n == "b" else "normal",
-                        after=({"prog": (after[n]["prog"][0] + "-pointed", "prog")}
-                               if pointers and after[n] else None))
+    suffix = "-pointed" if pointers else ""       # (a tenant keeps its first settings)
+    waits_for = {"b": "c", "c": "a"} if pointers else {}
+    scopes = [ag.tenant(n + suffix, priority="high" if n == "b" else "normal",
+                        after={"prog": (waits_for[n] + suffix, "prog")} if n in waits_for
+                        else None)
               for n in NAMES]
     allocs = [ag.array(init[i]) for i in range(3)]
     v = programs.views(allocs)

@@ -14,4 +14,4 @@ registers (``backend_registry``), and lets the recorder and the tracer in throug
 # The package composes itself on first import, before any runtime or array exists: the
 # execution context installs the runtime class (``current.install``), and the modules that
 # implement an array's node-making operations fill their table (``node_ops.ops``).
-from . import context, indexing, interop, library  # noqa: F401,E402
+from . import context, export, indexing, interop, library  # noqa: F401,E402

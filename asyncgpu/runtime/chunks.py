@@ -45,10 +45,9 @@ Plain Python: the backends run the copies and kernels as usual.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
-from ..core.dag import Node, reduce_parents
+from ..core.dag import Node
 from ..core.errors import ArgumentError, SignatureError
 from .allocation import DEVICE, HOST
 from .array import Array
@@ -212,16 +211,6 @@ def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any
         node = Node("kernel", kernel.name, site, piece_arrays)
         node.launch = launch
         rt.stats.kernels += 1
-        if rt.memory is not None:
-            # (its copies in first: they are parents found below, as ``_issue`` finds them)
-            rt.memory.before_device(piece_arrays, 0)
-        found = rt.deps.conflicts(piece_arrays)
-        # (the edges statistics count the data's reasons over the parents kept, as ``_issue``
-        # does; the split edge is the tenant's, not the data's)
-        kept = reduce_parents(found) if len(found) > 1 else list(found)
-        counts = Counter(reason for p in kept for reason, _ in found[p])
-        if previous is not None and not previous.finished:
-            found.setdefault(previous, []).append(("split", kernel.name))
-        rt._issue(node, None, found, tuple(counts.items()))
+        rt.issue_after(node, previous, "split")
         previous = node
     return True

@@ -368,9 +368,7 @@ class Runtime(HostAccess):
             # (the latest node of each stream, waited for first without the lock: see
             # HostAccess._wait_unlocked)
             pending = ([s.inflight[-1].event for s in self.streams.streams if s.inflight]
-                       if (self.recording is None and threading.active_count() > 1
-                           and hasattr(self.backend, "wait_quietly"))
-                       else [])
+                       if self._waits_unlocked() else [])
         self._wait_unlocked(pending)
         with self._lock:
             if self.recording is not None:

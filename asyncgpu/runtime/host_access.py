@@ -135,14 +135,19 @@ class HostAccess(Issuing):
             self.end_host_access(array, lo, hi, False)
         return out
 
+    def _waits_unlocked(self) -> bool:
+        """Under the lock: whether a host wait for the device is done first without it (see
+        :meth:`_wait_unlocked`): other threads may go on meanwhile (the process runs several;
+        a program of one thread keeps a read's single round trip, a fetch's copy queued
+        behind the writers on the device), and the backend can (``wait_quietly``)."""
+        return (self.recording is None and threading.active_count() > 1
+                and hasattr(self.backend, "wait_quietly"))
+
     def _writers_pending(self, array: Array, lo: int, hi: int) -> list[Any]:
         """Under the lock: the completion events a host read of ``[lo, hi)`` would wait for
-        (the latest unfinished writer of the span on each stream), where waiting for them
-        without the lock lets other threads go on (the process runs several) and the backend
-        can (``wait_quietly``); else none. (A program of one thread keeps the read's single
-        round trip: a fetch's copy queued behind the writers on the device.)"""
-        if (self.recording is not None or threading.active_count() == 1
-                or not hasattr(self.backend, "wait_quietly")):
+        (the latest unfinished writer of the span on each stream), where they are waited for
+        without the lock first (:meth:`_waits_unlocked`); else none."""
+        if not self._waits_unlocked():
             return []
         alloc = array._alloc
         if alloc.freed:

@@ -1,4 +1,5 @@
-"""Interop with other array libraries: importing their arrays, exporting ours.
+"""Interop with other array libraries: importing their arrays (exporting ours:
+``asyncgpu.runtime.export``).
 
 Importing (:func:`import_array`: ``asarray`` and kernel arguments)
     A device array of another library (CUDA Array Interface v3: Numba device arrays, CuPy;
@@ -27,15 +28,6 @@ Importing (:func:`import_array`: ``asarray`` and kernel arguments)
     take. NumPy arrays and array-likes are copied by ``asarray``, as is everything by
     ``asyncgpu.array``.
 
-Exporting (``Array.__cuda_array_interface__``, ``Array.__dlpack__``, ``cupy.asarray(x)``)
-    The consumer gets the array's memory (no copy) and a stream on which every unfinished node
-    that reads or writes the array is ordered: the stream of the last such node, made to wait
-    (by events, never blocking the host) for the others. With ``memory="explicit"`` that is the
-    device copy, brought current first by a copy node when the host's copy was the current one;
-    the array is then device-current (the consumer may write it). CAI v3 consumers that honour the
-    ``stream`` field (CuPy, Numba) and DLPack consumers (which pass their stream) are therefore
-    ordered after asyncgpu's reads and writes of the array.
-
 What the runtime cannot track, either way: work another library enqueues on its own streams
 after the hand-over. A later asyncgpu node or host access does not wait for it. After another
 library *writes* shared memory (or while it still reads memory asyncgpu will write),
@@ -56,12 +48,9 @@ import numpy as np
 from ..core.dag import Node
 from ..core.deps import Access
 from ..core.errors import ArgumentError
-from . import array_modules
 from .allocation import DEVICE, Allocation, byte_extent, c_contiguous
 from .array import Array, host_array
-from .memory import holder
 from .current import current_runtime
-from .node_ops import ops
 
 log = logging.getLogger("asyncgpu")
 #: CUDA's handle of the legacy default stream (``CU_STREAM_LEGACY``, ``cudaStreamLegacy``).
@@ -76,8 +65,9 @@ _MEMORY_TYPES = {1: "host", 2: "device", 3: "managed"}     # cudaMemoryType
 #: per runtime: (base address, bytes) -> the live allocation importing that memory
 _imports: weakref.WeakKeyDictionary[Any, dict[tuple[int, int], weakref.ref[Allocation]]] = \
     weakref.WeakKeyDictionary()
-#: imported allocation -> what its buffer is built from: (owner, base, bytes, kind, host_ok)
-_origins: weakref.WeakKeyDictionary[Allocation, tuple[Any, int, int, str, bool]] = \
+#: imported allocation -> what its buffer is built from: (owner, base, bytes, kind, host_ok,
+#: device slot)
+_origins: weakref.WeakKeyDictionary[Allocation, tuple[Any, int, int, str, bool, int]] = \
     weakref.WeakKeyDictionary()
 #: per cuda backend: the stream DLPack producers are asked to make their work visible on
 _handshake_streams: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
@@ -453,131 +443,3 @@ def _order_after_producer(rt: Any, alloc: Allocation, event: Any, kind: str,
     node.device = slot
     rt._issue(node)
     alloc.location = DEVICE << slot
-
-
-def export_stream(array: Array) -> Any:
-    """The handle of a stream ordered after every unfinished node using ``array``'s bytes.
-
-    ``None`` when nothing is pending. Other streams' nodes are waited for by events on the
-    chosen stream (the host never blocks).
-    """
-    rt = array._alloc.runtime
-    with rt._lock:
-        alloc = array._alloc
-        found = rt.deps.conflicts([Access(alloc.id, alloc, array._lo, array._hi, True,
-                                          array.describe())])
-        pending = [n for n in found if not n.finished and n.stream is not None]
-        if not pending:
-            return None
-        last = max(pending, key=lambda n: n.id)
-        stream = last.stream
-        latest: dict[int, Any] = {}
-        for n in pending:
-            if n.stream is not stream:
-                cur = latest.get(n.stream.index)
-                if cur is None or n.seq > cur.seq:
-                    latest[n.stream.index] = n
-        for index, n in latest.items():
-            if stream.waited.get(index, -1) < n.seq:
-                rt.backend.wait(stream.handle, n.event)
-                stream.waited[index] = n.seq
-                rt.stats.event_waits += 1
-        return stream.handle
-
-
-def export_slot(array: Array) -> int:
-    """The device slot whose copy an export hands out: with explicit memory on several
-    devices, another library's memory on its own GPU, else the first device holding the
-    array, else its home; 0 otherwise (one device, or managed memory: one block)."""
-    alloc = array._alloc
-    rt = alloc.runtime
-    if rt.placement is None or rt.memory is None:
-        return 0
-    if alloc.fixed:
-        return alloc.home
-    slot = holder(alloc.location)
-    return slot if slot >= 0 else max(alloc.home, 0)
-
-
-def device_export(array: Array, slot: int = 0) -> None:
-    """Explicit memory model: an exported pointer is to the copy of device slot ``slot``,
-    which must be current (a copy node if not); the consumer may write it, so no other copy
-    is known to be current."""
-    rt = array._alloc.runtime
-    if rt.memory is not None:
-        with rt._lock:
-            rt.memory.before_export(array, slot)
-
-
-def _export_view(array: Array) -> Any:
-    """The CuPy view an export hands out (``cuda``), made current on its device."""
-    slot = export_slot(array)
-    device_export(array, slot)
-    return array._alloc.runtime.backend.part(slot).cupy_view(array)
-
-
-def cuda_array_interface(array: Array) -> dict[str, Any]:
-    """CUDA Array Interface v3 of an array, with the stream consumers must order after."""
-    slot = export_slot(array)
-    buffer = array._alloc.buffer
-    if slot:
-        buffer = buffer.on(slot)        # (several devices: that device's copy)
-    ptr = buffer.device_pointer() + array._offset if array.size else 0
-    device_export(array, slot)
-    stream = export_stream(array)
-    return {
-        "shape": array.shape,
-        "typestr": array.dtype.str,
-        "data": (ptr, False),
-        "strides": None if array.is_c_contiguous else array.strides,
-        "version": 3,
-        "stream": None if stream is None else int(stream.ptr),
-    }
-
-
-def dlpack(array: Array, stream: Any = None, max_version: Any = None, dl_device: Any = None,
-           copy: Any = None) -> Any:
-    """A DLPack capsule of the array (cuda: shared memory; sim: a host copy)."""
-    rt = array._alloc.runtime
-    if rt.backend.name != "cuda":
-        if stream is not None:
-            raise BufferError("arrays of the sim backend live on the host: pass stream=None")
-        host = array.numpy()
-        return host.__dlpack__() if max_version is None else \
-            host.__dlpack__(max_version=max_version)
-    if copy:
-        raise BufferError("asyncgpu arrays are exported without a copy; call x.copy() first")
-    cupy = array_modules.backend_module("cuda")
-
-    view = _export_view(array)
-    producer = export_stream(array)
-    if producer is not None and stream != -1:
-        if stream is None or stream == 1:
-            consumer = cupy.cuda.Stream.null
-        elif stream == 2:
-            consumer = cupy.cuda.Stream.ptds
-        else:
-            consumer = cupy.cuda.ExternalStream(int(stream))
-        ready = cupy.cuda.Event(block=False, disable_timing=True)
-        ready.record(producer)
-        consumer.wait_event(ready)
-    kwargs: dict[str, Any] = {"stream": -1}
-    if max_version is not None:
-        kwargs["max_version"] = max_version
-    try:
-        return view.__dlpack__(**kwargs)
-    except (TypeError, ValueError):   # an older CuPy: no stream=-1 / max_version
-        return view.toDlpack()
-
-
-def dlpack_device(array: Array) -> tuple[int, int]:
-    """``(device type, id)``: CUDA managed memory on ``cuda``, the CPU on ``sim``."""
-    rt = array._alloc.runtime
-    if rt.backend.name != "cuda":
-        return (1, 0)
-    return tuple(rt.backend.part(export_slot(array)).cupy_view(array).__dlpack_device__())
-
-
-ops.cuda_array_interface = cuda_array_interface
-ops.dlpack = dlpack
-ops.dlpack_device = dlpack_device

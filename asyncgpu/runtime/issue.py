@@ -95,7 +95,7 @@ class Issuing:
             if pointer is None:
                 self._issue(node)
             else:
-                self._issue_after(node, pointer)
+                self.issue_after(node, pointer, "pointer")
 
     def _pointer(self, after: dict[str, tuple[str, str]], name: str) -> Node | None:
         """The node a launch of kernel ``name`` waits for by the tenant's pointers ``after``:
@@ -109,16 +109,19 @@ class Issuing:
                 return last if last is not None and not last.finished else None
         return None
 
-    def _issue_after(self, node: Node, pointer: Node) -> None:
-        """``_issue`` with ``pointer`` among the node's parents (an edge of reason
-        ``pointer``; the edges statistics count the data's reasons, as ``launch_split``
-        does). Its copies in are issued first, as ``_issue`` would, so they are found too."""
+    def issue_after(self, node: Node, previous: Node | None, reason: str) -> None:
+        """``_issue`` with ``previous``, if given and unfinished, among the node's parents: an
+        ordering the tenant asked for, not the data's (an edge of ``reason``: ``split``
+        between a split launch's pieces, ``pointer`` for a tenant's pointer), which the edges
+        statistics do not count. The node's copies in are issued first, as ``_issue`` would,
+        so they are found too."""
         if self.memory is not None:
             self.memory.before_device(node.accesses, node.device)
         found = self.deps.conflicts(node.accesses)
         kept = reduce_parents(found) if len(found) > 1 else list(found)
         counts = Counter(reason for p in kept for reason, _ in found[p])
-        found.setdefault(pointer, []).append(("pointer", pointer.name))
+        if previous is not None and not previous.finished:
+            found.setdefault(previous, []).append((reason, previous.name))
         self._issue(node, None, found, tuple(counts.items()))
 
     def _issue(self, node: Node, graph: Any = None,

@@ -188,14 +188,17 @@ def _tenant_blind() -> list[Patch]:
 
 def _pointer_blind() -> list[Patch]:
     def make(issue_after: Any) -> Any:
-        def issue_without_the_pointer(self: Any, node: Any, pointer: Any) -> None:
+        def issue_without_the_pointer(self: Any, node: Any, previous: Any, reason: str) -> None:
+            if reason != "pointer":
+                issue_after(self, node, previous, reason)
+                return
             if self.memory is not None:
                 self.memory.before_device(node.accesses, node.device)
             found = self.deps.conflicts(node.accesses)
-            found.pop(pointer, None)
+            found.pop(previous, None)       # (its wait, with whatever data it carried)
             self._issue(node, None, found)
         return issue_without_the_pointer
-    return [(Issuing, "_issue_after", make)]
+    return [(Issuing, "issue_after", make)]
 
 
 #: Mutant name -> its replacements.

@@ -281,12 +281,11 @@ class CudaBackend:
             from cuda.bindings import driver
         except ImportError:
             return 0, -1
-        previous = self.runtime.getDevice()
-        self.runtime.setDevice(self.device)
+        previous = self.calls.enter()
         try:
             err, least, greatest = driver.cuCtxGetStreamPriorityRange()
         finally:
-            self.runtime.setDevice(previous)
+            self.calls.leave(previous)
         if int(err) != 0:
             return 0, -1
         return int(least), int(greatest)

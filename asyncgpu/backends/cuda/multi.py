@@ -91,13 +91,8 @@ class MultiCudaBackend:
     def _at(self, slot: int, method: str, *args: Any) -> Any:
         """``method`` of slot ``slot``'s part, called with its device current (then the
         thread's previous device again). The launch path's methods below write it out."""
-        part = self.parts[slot]
-        calls = part.calls
-        previous = calls.enter()
-        try:
-            return getattr(part, method)(*args)
-        finally:
-            calls.leave(previous)
+        with self.on_device(slot):
+            return getattr(self.parts[slot], method)(*args)
 
     def slot_of(self, number: int) -> int:
         """The slot of device ``number``, or -1 if the runtime does not run on it."""
