@@ -215,11 +215,16 @@ def test_a_cupy_array_on_the_second_gpu_is_read_everywhere_and_written_in_place(
         ag.synchronize()
         np.testing.assert_array_equal(cupy.asnumpy(c), np.arange(n) + 1.0)
         assert ag.statistics().placed[1] >= 2       # the read pinned there, and the write
-        back = cupy.asarray(a)                      # exported from its own GPU: CuPy's memory
+        with cupy.cuda.Device(1):
+            back = cupy.asarray(a)                  # exported from its own GPU: CuPy's memory
         assert (back.device.id, back.data.ptr) == (1, c.data.ptr)
+        elsewhere = cupy.asarray(a)                 # CuPy's rule: a copy on its current GPU
+        assert elsewhere.device.id == 0 and elsewhere.data.ptr != c.data.ptr
+        np.testing.assert_array_equal(cupy.asnumpy(elsewhere), np.arange(n) + 1.0)
         with ag.device(1):
             own = ag.empty(n, np.float64)
             read[n // 256, 256](a, own, n)
-        mine = cupy.asarray(own)                    # exported from the GPU that holds it
+        with cupy.cuda.Device(1):
+            mine = cupy.asarray(own)                # exported from the GPU that holds it
         assert mine.device.id == 1
         np.testing.assert_array_equal(cupy.asnumpy(mine), 2.0 * (np.arange(n) + 1.0) + 1.0)
