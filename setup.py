@@ -30,6 +30,7 @@ from setuptools.command.build_ext import build_ext
 HOT_MODULES = (
     "asyncgpu.core.dag", "asyncgpu.core.deps", "asyncgpu.core.policies",
     "asyncgpu.core.statistics", "asyncgpu.core.streams", "asyncgpu.core.placement",
+    "asyncgpu.core.interference",
     "asyncgpu.runtime.allocation", "asyncgpu.runtime.kernel", "asyncgpu.runtime.issue",
     "asyncgpu.runtime.memory", "asyncgpu.runtime.frozen", "asyncgpu.runtime.context",
     "asyncgpu.runtime.host_access", "asyncgpu.runtime.recording_hook",

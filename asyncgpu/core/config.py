@@ -73,6 +73,11 @@ class Options:
     copy_chunks: int = 8
     #: Upper bound on streams per device; beyond it work shares the least recently used stream.
     max_streams: int = 32
+    #: ``parallel`` mode on one device: two heavy launches (memory-bound, or filling the
+    #: device) about to run side by side are timed once together and one after the other, and
+    #: kept apart when together is slower (``asyncgpu.core.interference``); off: always side by
+    #: side.
+    interference: bool = True
     #: In-flight nodes beyond which each launch polls events to retire finished work.
     poll_threshold: int = 32
     device: int = 0
@@ -235,6 +240,7 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_MEMORY": ("memory", str),
     "ASYNCGPU_COPY_CHUNKS": ("copy_chunks", int),
     "ASYNCGPU_MAX_STREAMS": ("max_streams", int),
+    "ASYNCGPU_INTERFERENCE": ("interference", _flag),
     "ASYNCGPU_POLL_THRESHOLD": ("poll_threshold", int),
     "ASYNCGPU_DEVICE": ("device", int),
     "ASYNCGPU_DEVICES": ("devices", lambda s: _devices(s)),

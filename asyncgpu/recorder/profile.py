@@ -48,6 +48,7 @@ import logging
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ..core.interference import heuristic_class, moved_bytes
 from . import ios as _ios
 
 log = logging.getLogger("asyncgpu")
@@ -62,12 +63,7 @@ MAX_MEASURED_STAGES = 4096
 
 def launch_bytes(launch: Any) -> int:
     """Bytes a launch touches: each array range once per direction (read, written)."""
-    total = 0
-    for a in launch.arrays:
-        # a library call's accesses do not say whether a written array is also read
-        read = getattr(a, "read", True)
-        total += (a.hi - a.lo) * (int(bool(read)) + int(bool(a.write)))
-    return total
+    return moved_bytes(launch.arrays)
 
 
 def launch_threads(launch: Any) -> tuple[int, int]:
@@ -86,16 +82,6 @@ def classify(seconds: float, nbytes: int, peak_bandwidth: float) -> str:
     if nbytes / peak_bandwidth >= MEMORY_FRACTION * seconds:
         return "memory"
     return "compute" if seconds >= SMALL_S else "small"
-
-
-def heuristic_class(nbytes: int, threads: int, attrs: dict[str, Any] | None) -> str:
-    """The class without a measurement: memory-bound when the kernel moves at least 4 bytes
-    per thread it launches and uses few registers (below 64 per thread: no heavy arithmetic
-    kept in flight), compute-bound otherwise."""
-    regs = (attrs or {}).get("regs", 0)
-    if nbytes >= 4 * max(1, threads) and regs < 64:
-        return "memory"
-    return "compute"
 
 
 @contextlib.contextmanager

@@ -211,6 +211,6 @@ def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any
         node = Node("kernel", kernel.name, site, piece_arrays)
         node.launch = launch
         rt.stats.kernels += 1
-        rt.issue_after(node, previous, "split")
+        rt.issue_after(node, () if previous is None else (previous,), "split")
         previous = node
     return True

@@ -31,6 +31,7 @@ from ..core.config import BACKEND_BUILD, Options
 from ..core.dag import Node
 from ..core.deps import Access, DependencyTracker
 from ..core.errors import AnnotationViolation, DeviceError, KernelFault
+from ..core.interference import THREADS_PER_SM, InterferenceRule
 from ..core.placement import Placement, select_devices
 from ..core.tenants import Tenant, stream_priority
 from ..core.statistics import Counters, Statistics
@@ -119,6 +120,15 @@ class Runtime(HostAccess):
                                        getattr(self.backend, "bandwidth", None) if timed
                                        else None)
         self.sync_mode = options.execution == "sync"
+        #: ``parallel`` on one device: the pairs of heavy launches kept apart
+        #: (``asyncgpu.core.interference``), or None
+        self.interference = None
+        if options.interference and not self.sync_mode and options.max_streams > 1 \
+                and devices == 1:
+            backend = self.backend
+            self.interference = InterferenceRule(
+                backend, getattr(backend, "sm_count", 132) * THREADS_PER_SM,
+                getattr(backend, "kernel_attributes", None))
         #: The options a recording's key includes (how its graphs are scheduled).
         self.graph_config = (options.graph_streams, options.graph_order,
                              options.graph_max_streams, options.graph_lane_cost_us)

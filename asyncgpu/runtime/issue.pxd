@@ -4,6 +4,7 @@ cimport cython
 from asyncgpu.core.dag cimport Node
 from asyncgpu.core.placement cimport Placement
 from asyncgpu.core.deps cimport Access, DependencyTracker
+from asyncgpu.core.interference cimport InterferenceRule, Sample
 from asyncgpu.core.statistics cimport Counters
 from asyncgpu.core.streams cimport StreamManager, StreamState
 from asyncgpu.runtime.allocation cimport Allocation
@@ -16,6 +17,7 @@ from asyncgpu.runtime.recording_hook cimport RecordingHook
 cdef class Issuing:
     cdef public object _instruments, _issuing, _lock, _releases, backend, graph_config, graphs
     cdef public object last_replay, options, retired, devices, _pins, tenants
+    cdef public InterferenceRule interference
     cdef public Placement placement
     cdef public RecordingHook recording
     cdef public ExplicitMemory memory

@@ -37,7 +37,9 @@ from ..core.compiled import EXTENSIONS
 from ..core.dag import Node, reduce_parents
 from ..core.deps import Access, DependencyTracker
 from ..core.errors import DeviceError
+from ..core.interference import Sample
 from ..core.placement import STREAM_AWARE
+from ..core.streams import pool_of
 from .allocation import DEVICE, HOST
 from .chunks import launch_chunked, launch_split
 from .kernel import ArrayArg, Launcher, user_site
@@ -55,7 +57,7 @@ class Issuing:
                  "backend", "deps", "graph_config", "graphs", "host_epoch", "last_replay",
                  "memory", "no_const", "options", "prefetch", "graph_read_back", "recording",
                  "retired", "stats", "streams", "sync_mode", "want_sites", "devices",
-                 "placement", "_pins", "tenants", "_tenanted")
+                 "placement", "_pins", "tenants", "_tenanted", "interference")
 
     def launch_kernel(self, launcher: Launcher, args: tuple[Any, ...]) -> None:
         """Validate and schedule one kernel launch; returns without waiting."""
@@ -92,10 +94,19 @@ class Issuing:
                 node.launch = self.backend.kernel_launch(kernel, launcher, arrays, values, site,
                                                          node.device)
             self.stats.kernels += 1
-            if pointer is None:
-                self._issue(node)
-            else:
-                self.issue_after(node, pointer, "pointer")
+            if pointer is not None:
+                self.issue_after(node, (pointer,), "pointer")
+                return
+            rule = self.interference
+            if rule is not None:
+                tenant = getattr(self._pins, "tenant", 0) if self._tenanted else 0
+                apart = rule.partners(node, launcher, arrays,
+                                      pool_of(tenant, node.device, len(self.devices)),
+                                      self.streams)
+                if apart:
+                    self.issue_after(node, apart, "interference")
+                    return
+            self._issue(node)
 
     def _pointer(self, after: dict[str, tuple[str, str]], name: str) -> Node | None:
         """The node a launch of kernel ``name`` waits for by the tenant's pointers ``after``:
@@ -109,19 +120,21 @@ class Issuing:
                 return last if last is not None and not last.finished else None
         return None
 
-    def issue_after(self, node: Node, previous: Node | None, reason: str) -> None:
-        """``_issue`` with ``previous``, if given and unfinished, among the node's parents: an
-        ordering the tenant asked for, not the data's (an edge of ``reason``: ``split``
-        between a split launch's pieces, ``pointer`` for a tenant's pointer), which the edges
-        statistics do not count. The node's copies in are issued first, as ``_issue`` would,
-        so they are found too."""
+    def issue_after(self, node: Node, previous: Any, reason: str) -> None:
+        """``_issue`` with the unfinished nodes of ``previous`` among the node's parents: an
+        ordering the tenant or the scheduler asked for, not the data's (an edge of
+        ``reason``: ``split`` between a split launch's pieces, ``pointer`` for a tenant's
+        pointer, ``interference`` for launches kept apart), which the edges statistics do not
+        count. The node's copies in are issued first, as ``_issue`` would, so they are found
+        too."""
         if self.memory is not None:
             self.memory.before_device(node.accesses, node.device)
         found = self.deps.conflicts(node.accesses)
         kept = reduce_parents(found) if len(found) > 1 else list(found)
         counts = Counter(reason for p in kept for reason, _ in found[p])
-        if previous is not None and not previous.finished:
-            found.setdefault(previous, []).append((reason, previous.name))
+        for p in previous:
+            if not p.finished:
+                found.setdefault(p, []).append((reason, p.name))
         self._issue(node, None, found, tuple(counts.items()))
 
     def _issue(self, node: Node, graph: Any = None,
@@ -166,7 +179,14 @@ class Issuing:
             enqueued = True   # (set first: an interrupt may land right after the call)
             done = None       # (a graph launch may come with its completion event recorded)
             if graph is None:
-                backend.launch(node, stream.handle)
+                timed = node.keepalive
+                if timed is not None and type(timed) is Sample and timed.start is not None:
+                    # (a launch on trial by the interference rule: timed on the device)
+                    backend.record(timed.start, stream.handle)
+                    backend.launch(node, stream.handle)
+                    backend.record(timed.end, stream.handle)
+                else:
+                    backend.launch(node, stream.handle)
             elif self._instruments and hasattr(backend, "launch_traced_graph"):  # a trace
                 backend.launch_traced_graph(node, graph, stream.handle)
             else:

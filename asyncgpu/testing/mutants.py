@@ -195,7 +195,8 @@ def _pointer_blind() -> list[Patch]:
             if self.memory is not None:
                 self.memory.before_device(node.accesses, node.device)
             found = self.deps.conflicts(node.accesses)
-            found.pop(previous, None)       # (its wait, with whatever data it carried)
+            for p in previous:
+                found.pop(p, None)          # (its wait, with whatever data it carried)
             self._issue(node, None, found)
         return issue_without_the_pointer
     return [(Issuing, "issue_after", make)]

@@ -12,7 +12,10 @@ What it does, once per capture that asks for timings (``asyncgpu.recorder.profil
    timed launches read them, never write them, so the program sees no effect;
 4. ``time(stage)`` runs the stage ``WARMUP`` times untimed, then ``REPEAT`` times between
    timing events: group ``j`` on stream ``j``, all groups forked from and joined back into
-   stream 0, and returns the median in seconds.
+   stream 0, and returns the median in seconds. Before each run the scratch copies are copied
+   again from the program's arrays (on stream 0, outside the timed interval), so every run
+   does the same work: a kernel that consumes state it writes (a work counter that hands out
+   rows, an accumulator) would otherwise find nothing left to do after the first run.
 
 Each run is held behind a *gate*: a one-thread kernel that spins on a flag in pinned host
 memory, enqueued on stream 0 before the start event; the host opens it (writes the flag) once
@@ -100,6 +103,8 @@ class CudaStageTimer:
         cupy = backend.cupy
         backend.synchronize()
         scratch: dict[int, Allocation] = {}
+        #: (scratch pointer, the program's pointer, bytes): copied again before each run
+        self._refresh: list[tuple[int, int, int]] = []
         for launch in launches:
             for a in launch.arrays:
                 if a.write and a.key not in scratch and a.alloc.nbytes:
@@ -108,6 +113,7 @@ class CudaStageTimer:
                     cupy.cuda.runtime.memcpy(buf.ptr, alloc.buffer.ptr, alloc.nbytes,
                                              _MEMCPY_DEFAULT)
                     scratch[a.key] = Allocation(runtime, buf, alloc.nbytes, alloc.location)
+                    self._refresh.append((buf.ptr, alloc.buffer.ptr, alloc.nbytes))
         self._scratch = scratch
         self._launches = [self._rebind(runtime, launch) for launch in launches]
         self._streams: list[Any] = []
@@ -142,7 +148,10 @@ class CudaStageTimer:
         origin = streams[0]
         times = []
         gate = self._gate
+        copy = self.backend.cupy.cuda.runtime.memcpyAsync
         for rep in range(WARMUP + REPEAT):
+            for dst, src, nbytes in self._refresh:
+                copy(dst, src, nbytes, _MEMCPY_DEFAULT, origin.ptr)
             if gate is not None:
                 gate.close_on(origin)
             try:
@@ -169,6 +178,7 @@ class CudaStageTimer:
         """Let go of the scratch copies (every timed launch has finished: ``time`` waits)."""
         self._launches = []
         self._scratch = {}
+        self._refresh = []
 
 
 #: Branches of the wide graph :func:`lane_cost_s` compares with a one-branch graph, and the

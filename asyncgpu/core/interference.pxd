@@ -1,0 +1,27 @@
+# C types of asyncgpu/core/interference.py where Cython compiles it (setup.py); the .py is the code.
+cimport cython
+
+from asyncgpu.core.dag cimport Node
+from asyncgpu.core.deps cimport Access
+from asyncgpu.core.streams cimport StreamManager, StreamState
+
+
+@cython.locals(total=cython.longlong, a=Access)
+cpdef long long moved_bytes(list accesses) except -1
+
+
+cdef class Sample:
+    cdef public object key, start, end
+
+
+cdef class InterferenceRule:
+    cdef public object backend, attributes, verdicts, verdict, _suspects, _seen, _trials
+    cdef public long long device_threads, min_bytes
+
+    @cython.locals(nbytes=cython.longlong, key=tuple, apart=list, s=StreamState, other=Node,
+                   sample=Sample, seen=int)
+    cpdef list partners(self, Node node, launcher, list arrays, int pool, StreamManager streams)
+
+
+@cython.locals(a=Access, b=Access)
+cpdef bint _shares(list accesses, list others) except -1

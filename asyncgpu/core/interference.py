@@ -1,0 +1,231 @@
+"""Interference: the pairs of launches the eager scheduler keeps from running side by side.
+
+The model
+---------
+In ``parallel`` mode two launches with no dependency between them run side by side on two
+streams. That usually wins, but two *heavy* launches can lose: launches that each stream
+memory near the peak rate, or that each fill the device's threads, share the bandwidth and the
+L2 cache or queue behind each other's blocks, and together they may take longer than one after
+the other (HITS's two sparse products on an H200: 0.7 ms each alone, 1.7 ms each side by side:
+the random gathers of each fit in L2 alone and thrash it together).
+
+A launch is a *suspect* when it moves at least ``min_bytes`` (:data:`MIN_BYTES`) and is
+predicted memory-bound (:func:`heuristic_class`) or fills the device's threads by itself. For
+each suspect the rule looks at the newest unfinished node of every other stream of its pool
+(its tenant, its device); where that node is a suspect too, their pair of launch keys
+(:func:`launch_key`: kernel, grid, block, dynamic shared memory, bytes moved) gets a verdict
+by a trial on the program's own launches, which measures what the program really does (a
+kernel that consumes state, such as a work counter handing out rows, cannot be run again on
+the side):
+
+1. the first time the pair meets, the two run side by side;
+2. the second time, the later one waits for the earlier (an edge of reason ``interference``);
+3. once the timing events recorded around the four launches (:class:`Sample`: the first
+   :data:`LEARN` launches of each key are timed) have completed, the two spans, from the first
+   start to the last end, are compared (``verdict``, by default :func:`slower_together`: more
+   than ``1 + MARGIN`` times the sequence). Kept *apart*, every later meeting of the pair gets
+   the edge; side by side, none.
+
+Invariants
+----------
+* An edge only adds ordering: results equal those of any other schedule, trials included.
+* Each pair is tried at most once per rule (verdicts are symmetric); until its verdict, and for
+  a launch that was not timed, a pair runs side by side.
+* Only the launch's own pool is looked at: a tenant never waits for another tenant by this rule.
+
+Example::
+
+    rule = InterferenceRule(backend, device_threads=132 * 2048)
+    rule.partners(node, launcher, arrays, pool, streams)     # nodes to wait for
+    rule.verdicts        # {(key_a, key_b): True (apart) or False}
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("asyncgpu")
+
+#: Launches moving fewer bytes than this are never suspects: they take a few microseconds on a
+#: current GPU, too short for running them apart to pay.
+MIN_BYTES = 16 << 20
+#: How much slower than in sequence two launches must run together to be kept apart.
+MARGIN = 0.03
+#: Launches of one key that are timed (a key's pairs are tried among its first launches).
+LEARN = 8
+#: Threads a device keeps resident per SM (every NVIDIA GPU since Volta but the consumer ones).
+THREADS_PER_SM = 2048
+
+
+def heuristic_class(nbytes: int, threads: int, attrs: dict[str, Any] | None) -> str:
+    """A launch's class without a measurement: ``memory``-bound when it moves at least 4 bytes
+    per thread it launches and uses few registers (below 64 per thread: no heavy arithmetic
+    kept in flight), ``compute``-bound otherwise."""
+    regs = (attrs or {}).get("regs", 0)
+    if nbytes >= 4 * max(1, threads) and regs < 64:
+        return "memory"
+    return "compute"
+
+
+def moved_bytes(accesses: list[Any]) -> int:
+    """Bytes a launch moves: each array range once per direction it is used in (read,
+    written; a library call's accesses, which do not say whether a written array is also
+    read, count as read too)."""
+    total = 0
+    for a in accesses:
+        total += (a.hi - a.lo) * (int(bool(getattr(a, "read", True))) + int(a.write))
+    return total
+
+
+def launch_key(launcher: Any, nbytes: int) -> tuple[Any, ...]:
+    """What two launches must share to share a verdict: kernel, grid, block, dynamic shared
+    memory, and the bytes they move (:func:`moved_bytes`)."""
+    return (launcher.kernel, launcher.grid3, launcher.block3, launcher.shared, nbytes)
+
+
+def slower_together(together_s: float, in_sequence_s: float) -> bool:
+    """The default verdict: apart when side by side took more than ``1 + MARGIN`` times the
+    sequence."""
+    return together_s > (1.0 + MARGIN) * in_sequence_s
+
+
+class Sample:
+    """A suspect launch, kept on its node (``Node.keepalive``) until the node is finished: its
+    key, and, while its key is learning, the timing events the issue records right before and
+    right after it (``start``, ``end``; None otherwise)."""
+
+    __slots__ = ("key", "start", "end")
+
+    def __init__(self, key: tuple[Any, ...], start: Any = None, end: Any = None) -> None:
+        self.key = key
+        self.start = start
+        self.end = end
+
+
+class InterferenceRule:
+    """The verdicts of one runtime (see the module docstring). ``backend`` gives the timing
+    events (``timing_event``, ``event_done``, ``elapsed_s``); ``attributes(kernel)`` a
+    compiled kernel's ``{"regs", ...}`` or None; ``verdict(together_s, in_sequence_s)`` says
+    whether a tried pair is kept apart."""
+
+    __slots__ = ("backend", "attributes", "device_threads", "min_bytes", "verdicts", "verdict",
+                 "_suspects", "_seen", "_trials")
+
+    def __init__(self, backend: Any, device_threads: int,
+                 attributes: Callable[[Any], Any] | None = None,
+                 min_bytes: int = MIN_BYTES) -> None:
+        self.backend = backend
+        self.attributes = attributes
+        self.device_threads = device_threads
+        self.min_bytes = min_bytes
+        self.verdict: Callable[[float, float], bool] = slower_together
+        #: (key, key) -> True (kept apart) or False (side by side); both orders are stored
+        self.verdicts: dict[tuple[Any, Any], bool] = {}
+        self._suspects: dict[tuple[Any, ...], bool] = {}
+        self._seen: dict[tuple[Any, ...], int] = {}
+        #: pair -> [(first, second) side by side, (first, second) in sequence or None]
+        self._trials: dict[tuple[Any, Any], list[Any]] = {}
+
+    def suspect(self, key: tuple[Any, ...]) -> bool:
+        """Whether launches of ``key`` are heavy enough to be tried against others."""
+        known = self._suspects.get(key)
+        if known is None:
+            kernel, grid, block, _, nbytes = key
+            threads = grid[0] * grid[1] * grid[2] * block[0] * block[1] * block[2]
+            known = nbytes >= self.min_bytes and (
+                threads >= self.device_threads
+                or heuristic_class(nbytes, threads, self._attributes(kernel)) == "memory")
+            self._suspects[key] = known
+        return known
+
+    def _attributes(self, kernel: Any) -> Any:
+        if self.attributes is None:
+            return None
+        try:
+            return self.attributes(kernel)
+        except Exception:     # (a kernel not compiled yet, a backend without attributes)
+            return None
+
+    def partners(self, node: Any, launcher: Any, arrays: list[Any], pool: int,
+                 streams: Any) -> list[Any]:
+        """The unfinished nodes of ``pool``'s other streams that a launch (``node``, not yet
+        issued) must wait for; puts a :class:`Sample` on ``node`` when it is a suspect."""
+        nbytes = moved_bytes(arrays)
+        if nbytes < self.min_bytes:      # (the common case, decided without a key)
+            return []
+        key = launch_key(launcher, nbytes)
+        if not self.suspect(key):
+            return []
+        seen = self._seen.get(key, 0)
+        sample = Sample(key)
+        if seen < LEARN:
+            self._seen[key] = seen + 1
+            sample.start = self.backend.timing_event(node.device)
+            sample.end = self.backend.timing_event(node.device)
+        apart = []
+        for s in streams.streams:
+            if s.pool != pool or not s.inflight:
+                continue
+            other = s.inflight[-1]
+            kept = other.keepalive
+            if other.finished or type(kept) is not Sample or _shares(arrays, other.accesses):
+                continue        # (a data parent runs first anyway)
+            verdict = self.verdicts.get((key, kept.key))
+            if verdict is None:
+                verdict = self._trial(kept, sample)
+            if verdict:
+                apart.append(other)
+        node.keepalive = sample
+        return apart
+
+    def _trial(self, first: Sample, second: Sample) -> bool:
+        """Whether ``second`` waits for ``first`` this time, while their pair is on trial."""
+        pair = (first.key, second.key)
+        trial = self._trials.get(pair)
+        if trial is None:
+            trial = self._trials.get((second.key, first.key))
+        if trial is None:
+            if first.start is not None and second.start is not None:
+                self._trials[pair] = [(first, second), None]
+            return False
+        if trial[1] is None:
+            if first.start is None or second.start is None:
+                return False
+            trial[1] = (first, second)
+            return True
+        return bool(self._decide(pair, trial))
+
+    def _decide(self, pair: tuple[Any, Any], trial: list[Any]) -> bool | None:
+        """The pair's verdict once the trial's launches have completed (None before)."""
+        backend = self.backend
+        for first, second in trial:
+            if not (backend.event_done(first.end) and backend.event_done(second.end)):
+                return None
+        together, in_sequence = (self._span(first, second) for first, second in trial)
+        apart = bool(self.verdict(together, in_sequence))
+        a, b = pair
+        log.info("asyncgpu: '%s' and '%s' took %.3g ms side by side, %.3g ms one after the "
+                 "other: %s from now on", a[0].name, b[0].name, together * 1e3,
+                 in_sequence * 1e3, "kept apart" if apart else "side by side")
+        self.verdicts[(a, b)] = self.verdicts[(b, a)] = apart
+        self._trials.pop(pair, None)
+        self._trials.pop((b, a), None)
+        return apart
+
+    def _span(self, first: Sample, second: Sample) -> float:
+        """Seconds from the earlier start of two completed launches to the later end."""
+        elapsed = self.backend.elapsed_s
+        origin = first.start
+        lead = min(0.0, elapsed(origin, second.start))
+        return max(elapsed(origin, first.end), elapsed(origin, second.end)) - lead
+
+
+def _shares(accesses: list[Any], others: list[Any]) -> bool:
+    """Whether two launches' accesses overlap with a write on either side (a data edge)."""
+    for a in accesses:
+        for b in others:
+            if a.key == b.key and a.lo < b.hi and b.lo < a.hi and (a.write or b.write):
+                return True
+    return False

@@ -1,0 +1,196 @@
+"""The interference rule: heavy launches measured slower side by side run one after the other,
+results unchanged; others keep running side by side; small ones are never measured."""
+
+from __future__ import annotations
+
+import numpy as np
+import programs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from numba import cuda
+from test_properties import assert_same, serial
+
+import asyncgpu as ag
+from asyncgpu.core.interference import MIN_BYTES, InterferenceRule, launch_key, moved_bytes
+from asyncgpu.runtime.current import current_runtime
+from asyncgpu.testing.interference import slower_together
+
+
+def scale(x, y, n):
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        y[i] = 3.0 * x[i]
+
+
+class Edges:
+    """An instrument keeping the reasons of each issued kernel node's edges from kernels (not
+    from the copies in of explicit memory)."""
+
+    def __init__(self):
+        self.kernels = []
+
+    def node_issued(self, node):
+        if node.kind == "kernel":
+            self.kernels.append((node.name, [reason for p, reason, _ in node.edges
+                                             if p.kind == "kernel"]))
+
+
+def _two_independent(k, n=256):
+    xs = [ag.array(np.arange(n, dtype=np.float64) + i) for i in range(2)]
+    ys = [ag.empty(n) for _ in range(2)]
+    return xs, ys
+
+
+def _iterations(k, xs, ys, count):
+    for _ in range(count):
+        k[2, 32](xs[0], ys[0], 256)
+        k[2, 32](xs[1], ys[1], 256)         # no data shared with the first
+
+
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+@pytest.mark.parametrize("strategy", ["random", "reverse", "lazy"])
+def test_launches_slower_side_by_side_run_one_after_the_other_with_the_same_results(memory,
+                                                                                    strategy):
+    with ag.configure(backend="sim", memory=memory, sim_strategy=strategy, sim_seed=2):
+        k = ag.kernel(const=["x"], out=["y"])(scale)
+        xs, ys = _two_independent(k)
+        rule = current_runtime().interference
+        with slower_together() as tried:
+            _iterations(k, xs, ys, 2)       # the trial: side by side, then in sequence
+            ag.synchronize()                # (its launches complete)
+            with ag.instrument(Edges()) as seen:
+                _iterations(k, xs, ys, 2)
+            assert set(rule.verdicts.values()) == {True}
+        assert len(tried) == 1                              # one pair, tried once
+        # after the trial every launch waits for the one running beside it
+        assert [r for _, r in seen.kernels] == [[], ["interference"], ["interference"],
+                                                ["interference"]]
+        for i in range(2):
+            assert ys[i].numpy().tolist() == (3.0 * (np.arange(256.0) + i)).tolist()
+
+
+def test_launches_no_slower_side_by_side_stay_side_by_side(sim):
+    k = ag.kernel(const=["x"], out=["y"])(scale)
+    xs, ys = _two_independent(k)
+    rule = current_runtime().interference
+    with slower_together(apart=False) as tried:
+        _iterations(k, xs, ys, 2)
+        ag.synchronize()
+        with ag.instrument(Edges()) as seen:
+            _iterations(k, xs, ys, 2)
+        assert set(rule.verdicts.values()) == {False}
+    assert len(tried) == 1
+    assert len(seen.kernels) == 4 and all("interference" not in r for _, r in seen.kernels)
+
+
+class _Named:
+    def __init__(self, name):
+        self.name = name
+
+
+class _Clock:
+    """Timing events of a stand-in backend: each reached at the time the test sets."""
+
+    def __init__(self):
+        self.events = []
+
+    def timing_event(self, device=0):
+        event = {"t": None}
+        self.events.append(event)
+        return event
+
+    def event_done(self, event):
+        return event["t"] is not None
+
+    def elapsed_s(self, start, end):
+        return end["t"] - start["t"]
+
+
+@pytest.mark.parametrize("together, apart", [(1.7, True), (1.42, False), (0.9, False)])
+def test_a_pair_is_kept_apart_when_side_by_side_took_longer_than_in_sequence(together, apart):
+    """The trial's verdict, on a stand-in clock: two launches of 0.7 s each, in sequence 1.4 s
+    from the first start to the last end; side by side ``together``."""
+    from asyncgpu.core.interference import Sample
+
+    clock = _Clock()
+    rule = InterferenceRule(clock, device_threads=1 << 20, min_bytes=0)
+    key_a, key_b = (_Named("a"),), (_Named("b"),)
+
+    def sample(key):
+        return Sample(key, clock.timing_event(), clock.timing_event())
+
+    side = (sample(key_a), sample(key_b))
+    assert rule._trial(*side) is False                  # first meeting: side by side
+    seq = (sample(key_a), sample(key_b))
+    assert rule._trial(*seq) is True                    # second: in sequence
+    assert rule._trial(sample(key_a), sample(key_b)) is False   # not complete: side by side
+    assert rule.verdicts == {}
+    times = [(0.0, together), (0.05, together - 0.01), (10.0, 10.7), (10.7, 11.4)]
+    for one, (start, end) in zip(side + seq, times):
+        one.start["t"], one.end["t"] = start, end
+    assert rule._trial(sample(key_b), sample(key_a)) is apart    # decided (either order)
+    assert rule.verdicts[(key_a, key_b)] is apart and rule.verdicts[(key_b, key_a)] is apart
+
+
+def test_small_launches_are_never_tried(sim):
+    k = ag.kernel(const=["x"], out=["y"])(scale)
+    xs, ys = _two_independent(k)
+    rule = current_runtime().interference
+    assert rule.min_bytes == MIN_BYTES
+    _iterations(k, xs, ys, 3)
+    assert rule.verdicts == {} and rule._trials == {}
+
+
+@pytest.mark.parametrize("options", [{"interference": False}, {"execution": "sync"},
+                                     {"max_streams": 1}, {"sim_devices": 2, "devices": 2}])
+def test_no_rule_where_launches_never_run_side_by_side_or_it_is_turned_off(options):
+    with ag.configure(backend="sim", **options):
+        assert current_runtime().interference is None
+
+
+def test_the_environment_turns_the_rule_off(monkeypatch):
+    from asyncgpu.core.config import options_from_env
+
+    monkeypatch.setenv("ASYNCGPU_INTERFERENCE", "0")
+    assert options_from_env().interference is False
+
+
+def test_a_tenant_never_waits_for_another_tenants_launch_by_the_rule(sim):
+    k = ag.kernel(const=["x"], out=["y"])(scale)
+    xs, ys = _two_independent(k)
+    with slower_together() as tried, ag.instrument(Edges()) as seen:
+        for _ in range(3):
+            with ag.tenant("interference-a"):
+                k[2, 32](xs[0], ys[0], 256)
+            with ag.tenant("interference-b"):
+                k[2, 32](xs[1], ys[1], 256)
+        assert current_runtime().interference._trials == {}
+    assert tried == []
+    assert all("interference" not in reasons for _, reasons in seen.kernels)
+
+
+def test_a_launch_key_counts_bytes_each_way_and_tells_shapes_apart(sim):
+    k = ag.kernel(const=["x"], out=["y"])(scale)
+    x, y = ag.array(np.ones(64)), ag.empty(64)
+    rt = current_runtime()
+    arrays, _ = k.kernel.bind(rt, (x, y, 64), None) if hasattr(k, "kernel") else \
+        k[1, 32].kernel.bind(rt, (x, y, 64), None)
+    assert moved_bytes(arrays) == 64 * 8 * 2        # x read, y written
+    one = launch_key(k[1, 32], moved_bytes(arrays))
+    assert launch_key(k[2, 32], moved_bytes(arrays)) != one
+    rule = InterferenceRule(_Clock(), device_threads=1 << 20, min_bytes=0)
+    assert rule.suspect(one)                # 1024 bytes over 32 threads: memory-bound
+
+
+@pytest.mark.parametrize("strategy", ["random", "starve"])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=programs.strategies())
+def test_random_programs_with_every_pair_kept_apart_equal_serial(strategy, steps):
+    init = programs.initial()
+    expected = serial(ag, steps, init)
+
+    def run(ag, steps, init):
+        with slower_together():
+            return programs.run(ag, steps, init)
+
+    got = programs.run_async(ag, run, steps, init, strategy, 5)
+    assert_same(got, expected)
