@@ -34,7 +34,7 @@ class Edges:
                                              if p.kind == "kernel"]))
 
 
-def _two_independent(k, n=256):
+def _two_independent(n=256):
     xs = [ag.array(np.arange(n, dtype=np.float64) + i) for i in range(2)]
     ys = [ag.empty(n) for _ in range(2)]
     return xs, ys
@@ -52,7 +52,7 @@ def test_launches_slower_side_by_side_run_one_after_the_other_with_the_same_resu
                                                                                     strategy):
     with ag.configure(backend="sim", memory=memory, sim_strategy=strategy, sim_seed=2):
         k = ag.kernel(const=["x"], out=["y"])(scale)
-        xs, ys = _two_independent(k)
+        xs, ys = _two_independent()
         rule = current_runtime().interference
         with slower_together() as tried:
             _iterations(k, xs, ys, 2)       # the trial: side by side, then in sequence
@@ -70,7 +70,7 @@ def test_launches_slower_side_by_side_run_one_after_the_other_with_the_same_resu
 
 def test_launches_no_slower_side_by_side_stay_side_by_side(sim):
     k = ag.kernel(const=["x"], out=["y"])(scale)
-    xs, ys = _two_independent(k)
+    xs, ys = _two_independent()
     rule = current_runtime().interference
     with slower_together(apart=False) as tried:
         _iterations(k, xs, ys, 2)
@@ -133,7 +133,7 @@ def test_a_pair_is_kept_apart_when_side_by_side_took_longer_than_in_sequence(tog
 
 def test_small_launches_are_never_tried(sim):
     k = ag.kernel(const=["x"], out=["y"])(scale)
-    xs, ys = _two_independent(k)
+    xs, ys = _two_independent()
     rule = current_runtime().interference
     assert rule.min_bytes == MIN_BYTES
     _iterations(k, xs, ys, 3)
@@ -156,7 +156,7 @@ def test_the_environment_turns_the_rule_off(monkeypatch):
 
 def test_a_tenant_never_waits_for_another_tenants_launch_by_the_rule(sim):
     k = ag.kernel(const=["x"], out=["y"])(scale)
-    xs, ys = _two_independent(k)
+    xs, ys = _two_independent()
     with slower_together() as tried, ag.instrument(Edges()) as seen:
         for _ in range(3):
             with ag.tenant("interference-a"):
