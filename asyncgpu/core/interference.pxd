@@ -2,8 +2,8 @@
 cimport cython
 
 from asyncgpu.core.dag cimport Node
-from asyncgpu.core.deps cimport Access
-from asyncgpu.core.streams cimport StreamManager, StreamState
+from asyncgpu.core.deps cimport Access, DependencyTracker
+from asyncgpu.core.streams cimport StreamManager, StreamState, pool_of
 
 
 @cython.locals(total=cython.longlong, a=Access)
@@ -19,9 +19,7 @@ cdef class InterferenceRule:
     cdef public long long device_threads, min_bytes
 
     @cython.locals(nbytes=cython.longlong, key=tuple, apart=list, s=StreamState, other=Node,
-                   sample=Sample, seen=int)
-    cpdef list partners(self, Node node, launcher, list arrays, int pool, StreamManager streams)
+                   sample=Sample, seen=int, pool=int, found=dict)
+    cpdef list partners(self, Node node, launcher, list arrays, int tenant,
+                        StreamManager streams, DependencyTracker deps)
 
-
-@cython.locals(a=Access, b=Access)
-cpdef bint _shares(list accesses, list others) except -1

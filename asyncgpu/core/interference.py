@@ -12,8 +12,9 @@ the random gathers of each fit in L2 alone and thrash it together).
 A launch is a *suspect* when it moves at least ``min_bytes`` (:data:`MIN_BYTES`) and is
 predicted memory-bound (:func:`heuristic_class`) or fills the device's threads by itself. For
 each suspect the rule looks at the newest unfinished node of every other stream of its pool
-(its tenant, its device); where that node is a suspect too, their pair of launch keys
-(:func:`launch_key`: kernel, grid, block, dynamic shared memory, bytes moved) gets a verdict
+(its tenant, its device); where that node is a suspect too and not a data parent (the
+dependency tracker's answer), their pair of launch keys (:func:`launch_key`: kernel, grid,
+block, dynamic shared memory, bytes moved) gets a verdict
 by a trial on the program's own launches, which measures what the program really does (a
 kernel that consumes state, such as a work counter handing out rows, cannot be run again on
 the side):
@@ -36,7 +37,7 @@ Invariants
 Example::
 
     rule = InterferenceRule(backend, device_threads=132 * 2048)
-    rule.partners(node, launcher, arrays, pool, streams)     # nodes to wait for
+    rule.partners(node, launcher, arrays, tenant, streams, deps)     # nodes to wait for
     rule.verdicts        # {(key_a, key_b): True (apart) or False}
 """
 
@@ -45,6 +46,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from typing import Any
+
+from .streams import pool_of
 
 log = logging.getLogger("asyncgpu")
 
@@ -148,10 +151,12 @@ class InterferenceRule:
         except Exception:     # (a kernel not compiled yet, a backend without attributes)
             return None
 
-    def partners(self, node: Any, launcher: Any, arrays: list[Any], pool: int,
-                 streams: Any) -> list[Any]:
-        """The unfinished nodes of ``pool``'s other streams that a launch (``node``, not yet
-        issued) must wait for; puts a :class:`Sample` on ``node`` when it is a suspect."""
+    def partners(self, node: Any, launcher: Any, arrays: list[Any], tenant: int,
+                 streams: Any, deps: Any) -> list[Any]:
+        """The unfinished nodes of the other streams of ``tenant``'s pool on the node's device
+        that a launch (``node``, not yet issued) must wait for; puts a :class:`Sample` on
+        ``node`` when it is a suspect. ``deps``: the dependency tracker, which tells the data
+        parents (they run first anyway)."""
         nbytes = moved_bytes(arrays)
         if nbytes < self.min_bytes:      # (the common case, decided without a key)
             return []
@@ -164,13 +169,19 @@ class InterferenceRule:
             self._seen[key] = seen + 1
             sample.start = self.backend.timing_event(node.device)
             sample.end = self.backend.timing_event(node.device)
+        pool = pool_of(tenant, node.device, streams.devices)
+        found = None
         apart = []
         for s in streams.streams:
             if s.pool != pool or not s.inflight:
                 continue
             other = s.inflight[-1]
             kept = other.keepalive
-            if other.finished or type(kept) is not Sample or _shares(arrays, other.accesses):
+            if other.finished or type(kept) is not Sample:
+                continue
+            if found is None:
+                found = deps.conflicts(node.accesses)
+            if other in found:
                 continue        # (a data parent runs first anyway)
             verdict = self.verdicts.get((key, kept.key))
             if verdict is None:
@@ -221,11 +232,3 @@ class InterferenceRule:
         lead = min(0.0, elapsed(origin, second.start))
         return max(elapsed(origin, first.end), elapsed(origin, second.end)) - lead
 
-
-def _shares(accesses: list[Any], others: list[Any]) -> bool:
-    """Whether two launches' accesses overlap with a write on either side (a data edge)."""
-    for a in accesses:
-        for b in others:
-            if a.key == b.key and a.lo < b.hi and b.lo < a.hi and (a.write or b.write):
-                return True
-    return False

@@ -39,7 +39,6 @@ from ..core.deps import Access, DependencyTracker
 from ..core.errors import DeviceError
 from ..core.interference import Sample
 from ..core.placement import STREAM_AWARE
-from ..core.streams import pool_of
 from .allocation import DEVICE, HOST
 from .chunks import launch_chunked, launch_split
 from .kernel import ArrayArg, Launcher, user_site
@@ -100,9 +99,7 @@ class Issuing:
             rule = self.interference
             if rule is not None:
                 tenant = getattr(self._pins, "tenant", 0) if self._tenanted else 0
-                apart = rule.partners(node, launcher, arrays,
-                                      pool_of(tenant, node.device, len(self.devices)),
-                                      self.streams)
+                apart = rule.partners(node, launcher, arrays, tenant, self.streams, self.deps)
                 if apart:
                     self.issue_after(node, apart, "interference")
                     return
