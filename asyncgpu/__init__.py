@@ -51,6 +51,8 @@ from .runtime.array import Array
 from .runtime.kernel import Kernel
 from .runtime.kernel_builders import cuda_kernel, kernel
 from .runtime.tenancy import TenantScope, tenant, tenants
+from .runtime.regulator import Regulation, regulate, regulation
+from .core.regulation import Plan
 from .core.tenants import TenantStatistics
 
 __version__ = "0.1.0"
@@ -59,11 +61,11 @@ __all__ = [
     "AnnotationViolation", "ArgumentError", "ArgumentValueError", "Array", "AsyncGPUError",
     "BackendUnavailableError", "BlockTooLargeError", "CompileError", "DeadlockError",
     "DeviceError", "FreedArrayError", "Instrument", "Kernel", "KernelFault", "KernelFaults", "LaunchError",
-    "NotOnSimulatorError", "Options", "OutOfMemoryError", "RaceError",
-    "RecordingError", "SignatureError", "Statistics", "TenantScope", "TenantStatistics",
+    "NotOnSimulatorError", "Options", "OutOfMemoryError", "Plan", "RaceError",
+    "RecordingError", "Regulation", "SignatureError", "Statistics", "TenantScope", "TenantStatistics",
     "Trace", "array", "asarray", "configure",
     "cuda_kernel", "device", "empty", "empty_like", "full", "full_like", "graph", "instrument", "kernel",
-    "ones", "ones_like", "options", "record", "statistics", "synchronize", "tenant", "tenants",
+    "ones", "ones_like", "options", "record", "regulate", "regulation", "statistics", "synchronize", "tenant", "tenants",
     "trace", "zeros", "zeros_like",
 ]
 

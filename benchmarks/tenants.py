@@ -10,7 +10,10 @@ steps of every workload (after every workload ran ``warmup`` steps alone):
   (``asyncgpu.tenant(..., streams=1)``): model-level sharing, as one CUDA stream per model;
 * ``threads``: one host thread per workload, no tenants: asyncgpu's scheduler alone;
 * ``tenants``: one thread per workload, each its own tenant (``asyncgpu.tenant``: streams of
-  its own), the first workload's with ``priority="high"``.
+  its own), the first workload's with ``priority="high"``;
+* ``regulated``: the same tenants under ``asyncgpu.regulate(plan="search")``: untimed rounds
+  run until the profile is taken and the plan searched (at most :data:`PROFILE_ROUNDS`), then
+  the timed rounds run with the plan (``plan`` in the result: what it split and pointed).
 
 Reported per mode: the wall time of the whole mix (its speedup is ``sequential``'s over it),
 and per workload the step latency, host-measured from the step's start to its checked result,
@@ -30,7 +33,9 @@ from typing import Any
 from .workloads import WORKLOADS
 
 MIX = ("dl", "img", "ml")
-MODES = ("sequential", "one stream each", "threads", "tenants")
+MODES = ("sequential", "one stream each", "threads", "tenants", "regulated")
+#: The most untimed rounds ``regulated`` runs for its profile and search.
+PROFILE_ROUNDS = 8
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -104,9 +109,15 @@ def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
     rows = []
     scopes = {"tenants": [ag.tenant(f"{name}-tenant", priority="high" if i == 0 else "normal")
                           for i, name in enumerate(mix)],
+              "regulated": [ag.tenant(f"{name}-regulated",
+                                      priority="high" if i == 0 else "normal")
+                            for i, name in enumerate(mix)],
               "one stream each": [ag.tenant(f"{name}-one-stream", streams=1) for name in mix],
               "threads": None}
+    plan = None
     for mode in MODES:      # (every workload is warm: it ran alone first)
+        if mode == "regulated":
+            plan = _regulate(ag, members, scopes[mode])
         ag.synchronize()
         t0 = time.perf_counter()
         if mode == "sequential":
@@ -120,11 +131,29 @@ def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
                      "latency": {m.name: _summary(m.latencies) for m in members}})
         for m in members:
             m.latencies = []
+    ag.regulate(plan="off")
     sequential = rows[0]["ms"]
     for row in rows:
         row["speedup"] = sequential / row["ms"]
     return {"rows": rows, "alone": alone, "mix": list(mix), "scale": scale, "rounds": rounds,
-            "high_priority": mix[0]}
+            "high_priority": mix[0], "plan": plan}
+
+
+def _regulate(ag: Any, members: list[_Member], scopes: list[Any]) -> str:
+    """Profile and search the regulated tenants' plan in untimed rounds; what it chose."""
+    _threads(members, 1, scopes)        # (the tenants exist once they ran a step)
+    ag.regulate(plan="search", tenants=[s.name for s in scopes])
+    for _ in range(PROFILE_ROUNDS):
+        _threads(members, 1, scopes)
+        ag.synchronize()
+        if ag.regulation().state == "regulated":
+            break
+    for m in members:
+        m.latencies = []
+    state = ag.regulation()
+    if state.plan is None:
+        return f"no plan after {PROFILE_ROUNDS} rounds ({state.state})"
+    return state.plan.describe()
 
 
 def _summary(latencies: list[float]) -> dict[str, float]:

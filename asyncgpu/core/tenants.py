@@ -77,7 +77,7 @@ class TenantStatistics:
 class Tenant:
     """One tenant of a runtime (see the module docstring)."""
 
-    __slots__ = ("after", "counts", "index", "last", "latencies", "name", "pending",
+    __slots__ = ("after", "counts", "given", "index", "last", "latencies", "name", "pending",
                  "priority", "splits", "steps", "stream_priority", "streams")
 
     def __init__(self, index: int, name: str, priority: str, stream_priority: int,
@@ -92,6 +92,8 @@ class Tenant:
         self.splits = splits
         #: pointers: its kernel name -> (tenant name, kernel name) it waits for (None: none)
         self.after = after
+        #: the splits and pointers it was given (``splits``/``after`` add a regulation plan's)
+        self.given = (splits, after)
         #: its latest launch of each kernel, by name (what another tenant's pointer names)
         self.last: dict[str, Any] = {}
         self.counts = {"kernel": 0, "call": 0, "copy": 0, "graph": 0}
@@ -102,7 +104,7 @@ class Tenant:
 
     def settings(self) -> tuple[Any, ...]:
         """What a tenant keeps from its first use: priority, streams, splits, pointers."""
-        return (self.priority, self.streams, self.splits, self.after)
+        return (self.priority, self.streams) + self.given
 
     def count(self, kind: str) -> None:
         """One more node of ``kind`` issued."""

@@ -99,6 +99,9 @@ class Runtime(HostAccess):
         #: there is another (only then does an issue look up its thread's tenant).
         self.tenants = [Tenant(0, "default", "normal", 0)]
         self._tenanted = False
+        #: ``asyncgpu.regulate``: the tenants' regulation (``asyncgpu.runtime.regulator``), or
+        #: None
+        self.regulator: Any = None
         self._configure(options)
         for hook in NEW_RUNTIME_HOOKS:
             hook(self)
@@ -193,8 +196,8 @@ class Runtime(HostAccess):
                             f"asyncgpu.tenant({name!r}, priority={priority!r}, "
                             f"streams={streams!r}, split={splits!r}, after={after!r}): this "
                             f"tenant has priority {tenant.priority!r} and "
-                            f"streams={tenant.streams!r}, split={tenant.splits!r}, "
-                            f"after={tenant.after!r} (a tenant keeps the settings it was "
+                            f"streams={tenant.streams!r}, split={tenant.given[0]!r}, "
+                            f"after={tenant.given[1]!r} (a tenant keeps the settings it was "
                             "first given); use another name for other settings")
                     return tenant.index
             ranges = getattr(self.backend, "stream_priorities", None)
@@ -212,6 +215,8 @@ class Runtime(HostAccess):
             backend = self.backend
             starts = {d: backend.clock_base(d) for d in range(len(self.devices))}
             seqs = {s.index: s.seq for s in self._tenant_streams(index)}
+            if self.regulator is not None:
+                self.regulator.begin(index)
             return starts, seqs
 
     def end_step(self, index: int, begun: Any) -> None:
@@ -229,6 +234,8 @@ class Runtime(HostAccess):
             tenant = self.tenants[index]
             tenant.steps += 1
             tenant.pending.append((starts, ends))
+            if self.regulator is not None:
+                self.regulator.end(index)
 
     def _tenant_streams(self, index: int) -> list[Any]:
         devices = len(self.devices)

@@ -16,7 +16,7 @@ from asyncgpu.runtime.recording_hook cimport RecordingHook
 
 cdef class Issuing:
     cdef public object _instruments, _issuing, _lock, _releases, backend, graph_config, graphs
-    cdef public object last_replay, options, retired, devices, _pins, tenants
+    cdef public object last_replay, options, retired, devices, _pins, tenants, regulator
     cdef public InterferenceRule interference
     cdef public Placement placement
     cdef public RecordingHook recording
@@ -28,7 +28,8 @@ cdef class Issuing:
     cdef public bint sync_mode, want_sites, _tenanted
     cdef public Py_ssize_t host_epoch
 
-    @cython.locals(node=Node, kernel=Kernel, arrays=list, values=list, accesses=list)
+    @cython.locals(node=Node, kernel=Kernel, arrays=list, values=list, accesses=list,
+                   index=Py_ssize_t)
     cpdef launch_kernel(self, Launcher launcher, args)
 
     @cython.locals(explicit=bint, enqueued=bint, parents=list, streams=StreamManager,

@@ -56,7 +56,7 @@ class Issuing:
                  "backend", "deps", "graph_config", "graphs", "host_epoch", "last_replay",
                  "memory", "no_const", "options", "prefetch", "graph_read_back", "recording",
                  "retired", "stats", "streams", "sync_mode", "want_sites", "devices",
-                 "placement", "_pins", "tenants", "_tenanted", "interference")
+                 "placement", "_pins", "tenants", "_tenanted", "interference", "regulator")
 
     def launch_kernel(self, launcher: Launcher, args: tuple[Any, ...]) -> None:
         """Validate and schedule one kernel launch; returns without waiting."""
@@ -69,16 +69,22 @@ class Issuing:
                 return
             arrays, values = kernel.bind(self, args, site)
             pointer = None
+            profiled = None
             if self._tenanted:
-                tenant = self.tenants[getattr(self._pins, "tenant", 0)]
+                index = getattr(self._pins, "tenant", 0)
+                tenant = self.tenants[index]
+                if self.regulator is not None and index:
+                    # (noted in the tenant's step; while profiling, run alone and timed)
+                    profiled = self.regulator.launch(index, launcher)
                 splits = tenant.splits
-                if (splits and kernel.name in splits and self.placement is None
+                if (profiled is None and splits and kernel.name in splits
+                        and self.placement is None
                         and launch_split(self, launcher, args, arrays, values, site,
                                          splits[kernel.name])):
                     return
-                if tenant.after:
+                if profiled is None and tenant.after:
                     pointer = self._pointer(tenant.after, kernel.name)
-            if (pointer is None and self.memory is not None and kernel.elementwise
+            if (profiled is None and pointer is None and self.memory is not None and kernel.elementwise
                     and self.placement is None
                     and launch_chunked(self, launcher, args, arrays, values, site)):
                 return
@@ -93,6 +99,9 @@ class Issuing:
                 node.launch = self.backend.kernel_launch(kernel, launcher, arrays, values, site,
                                                          node.device)
             self.stats.kernels += 1
+            if profiled is not None:
+                self.regulator.profile(node, launcher, profiled)
+                return
             if pointer is not None:
                 self.issue_after(node, (pointer,), "pointer")
                 return
@@ -121,7 +130,8 @@ class Issuing:
         """``_issue`` with the unfinished nodes of ``previous`` among the node's parents: an
         ordering the tenant or the scheduler asked for, not the data's (an edge of
         ``reason``: ``split`` between a split launch's pieces, ``pointer`` for a tenant's
-        pointer, ``interference`` for launches kept apart), which the edges statistics do not
+        pointer, ``interference`` for launches kept apart, ``profile`` for the launches a
+        regulation profile runs one at a time), which the edges statistics do not
         count. The node's copies in are issued first, as ``_issue`` would, so they are found
         too."""
         if self.memory is not None:

@@ -1,0 +1,531 @@
+"""Regulation: the plan of splits and pointers for tenants sharing a device, and its search.
+
+The model
+---------
+GACER regulates co-running tenants at two granularities: *spatial* (an operator launched in
+pieces, so that other tenants' work starts between them) and *temporal* (synchronization
+pointers: an operator of one tenant waits for an operator of another, so the two never run
+side by side). A :class:`Plan` holds both, per tenant: ``splits`` (kernel name -> pieces) and
+``after`` (kernel name -> (tenant, kernel) it waits for), as ``asyncgpu.tenant`` takes them.
+
+The search works on a *profile* of one step of each tenant (:class:`TenantProfile`): its
+launches in issue order (:class:`Op`), each with its time alone on the device, the share of the
+device's threads it holds while it runs (:func:`occupancy_share`, from its launch shape and
+its kernel's registers and shared memory), the share of the device's bandwidth it uses, and
+the earlier launches of the step it depends on. :func:`simulate` plays the tenants' steps,
+all started together, on a model of the device:
+
+* a launch starts once its parents, and the launch its pointer names, are done; a tenant held
+  to one stream runs its launches in issue order;
+* the device's threads are capacity 1; a running launch keeps what it was given (blocks are
+  not preempted), and capacity that frees up goes to the started launches still short of
+  their share and then to waiting launches, high-priority tenants' first (CUDA's stream
+  priorities), each in the order it became ready; a launch progresses at the fraction of its
+  share it holds;
+* launches that together ask for more than the device's bandwidth are slowed in proportion,
+  and by :data:`CONTENTION` beyond it (they thrash each other's cache lines too);
+* a piece of a launch split in ``k`` takes ``1/k`` of its time plus :data:`PIECE_S`, with the
+  same share (a grid-stride kernel launched on the same grid over a ``k``-th of the rows).
+
+Its :class:`Outcome` gives the *makespan* (all steps done), each tenant's step latency, and the
+*residue*: the fraction of the device's threads left idle over the makespan, GACER's measure
+of what co-running leaves unused. The objective (:func:`evaluate`) is the makespan, plus
+:data:`LATE_WEIGHT` times how far each high-priority tenant's worst latency exceeds
+:data:`HIGH_TARGET` times its latency alone, where the worst is over its step starting with
+the others' and right after one of their long launches took the device (a high-priority
+request arrives at any time).
+
+:func:`search` alternates spatial and temporal steps (coordinate descent): each split kernel's
+pieces among :data:`PIECES`, then the pointers between launches that overlap in the current
+plan's schedule (added, or removed where the plan has one), keeping the best change of each
+sweep, until a sweep changes nothing or the time budget is spent.
+
+Invariants
+----------
+* A plan only adds ordering and pieces: every plan's results equal the unregulated run's
+  (the runtime applies it through the tenants' splits and pointers).
+* The search never returns a plan whose modelled cost is above the empty plan's.
+* The search is deterministic for a given profile (ties keep the earlier candidate).
+* No kernel is both split and held by a pointer in one tenant.
+
+Example::
+
+    a = TenantProfile("a", "normal", (Op("big", 1e-3, 1.0, 0.0, True, ()),))
+    b = TenantProfile("b", "high", (Op("small", 1e-4, 0.2, 0.0, False, ()),))
+    plan = search((a, b), budget_s=0.1)
+    plan.splits                 # {"a": {"big": 8}}: b's kernel starts between a's pieces
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+#: A piece's own cost beyond its share of the launch (the launch gap between two pieces).
+PIECE_S = 4e-6
+#: The pieces the search tries for a split kernel (1: whole).
+PIECES = (1, 2, 4, 8)
+#: A high-priority tenant's target: its step latency within this factor of its latency alone.
+HIGH_TARGET = 1.2
+#: How much a second of a high-priority tenant's lateness beyond its target costs.
+LATE_WEIGHT = 4.0
+#: A high-priority step is also started right after each of this many of the others' longest
+#: launches starts, for its worst latency.
+ARRIVALS = 3
+#: Launches that together ask for ``d`` > 1 times the device's bandwidth each run ``d ** (1 +
+#: CONTENTION)`` times slower: more than in proportion, as they also evict each other's cached
+#: lines (HITS's two sparse products on an H200: 2.34x slower side by side where 2x is the share).
+CONTENTION = 0.23
+#: The device's resident threads per SM, registers per SM and shared memory per SM (bytes):
+#: NVIDIA's compute capability 9.0 (H100, H200), the most a block mix can fill.
+THREADS_PER_SM = 2048
+REGISTERS_PER_SM = 65536
+SHARED_PER_SM = 228 << 10
+BLOCKS_PER_SM = 32
+
+
+def occupancy_share(blocks: int, threads_per_block: int, sms: int, regs: int = 0,
+                    shared: int = 0) -> float:
+    """The share of a device of ``sms`` SMs that a launch of ``blocks`` blocks of
+    ``threads_per_block`` threads holds while it runs: its blocks over the most blocks the
+    device keeps resident at once, by threads, registers (``regs`` per thread) and shared
+    memory (``shared`` bytes per block); at most 1 (a larger grid runs in waves)."""
+    per_block = max(1, threads_per_block)
+    per_sm = min(BLOCKS_PER_SM, THREADS_PER_SM // per_block or 1)
+    if regs:
+        per_sm = min(per_sm, REGISTERS_PER_SM // (regs * per_block) or 1)
+    if shared:
+        per_sm = min(per_sm, SHARED_PER_SM // shared or 1)
+    return min(1.0, blocks / float(max(1, sms) * per_sm))
+
+
+@dataclass(frozen=True)
+class Op:
+    """One launch of a tenant's step: its kernel's name, its time alone (s), its share of the
+    device's threads (0, 1], its share of the device's bandwidth [0, 1], whether it may be
+    split (element-wise), and the earlier launches of the step it depends on (indices)."""
+
+    kernel: str
+    seconds: float
+    share: float
+    bandwidth: float
+    splittable: bool
+    parents: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TenantProfile:
+    """One step of a tenant: its name, priority (``high`` or ``normal``), launches in issue
+    order, and whether it runs on one stream (its launches then run in issue order)."""
+
+    name: str
+    priority: str
+    ops: tuple[Op, ...]
+    one_stream: bool = False
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A modelled run of every tenant's step, started together: the makespan (s), each
+    tenant's step latency (s), the residue (the idle share of the device's threads over the
+    makespan), and each high-priority tenant's worst latency over the step starts
+    :func:`evaluate` tries."""
+
+    makespan_s: float
+    latency_s: dict[str, float]
+    residue: float
+    worst_s: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A regulation plan (see the module docstring): per tenant name, its split kernels and
+    its pointers; the workload ``shape`` it was searched for (per tenant, its step's launches:
+    kernel, grid, block), and the modelled outcome without it (``before``) and with it
+    (``after_outcome``), how many plans the search modelled and how long it took.
+
+    ``save(path)`` writes it as JSON and ``Plan.load(path)`` reads it back, so a plan searched
+    once can be given to ``asyncgpu.regulate(plan=...)`` in a later process."""
+
+    splits: dict[str, dict[str, int]] = field(default_factory=dict)
+    after: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
+    shape: tuple[Any, ...] = ()
+    before: Outcome | None = None
+    after_outcome: Outcome | None = None
+    modelled: int = 0
+    search_s: float = 0.0
+
+    def tenant_settings(self, name: str) -> tuple[dict[str, int] | None,
+                                                  dict[str, tuple[str, str]] | None]:
+        """Tenant ``name``'s splits and pointers under this plan (None: none)."""
+        return self.splits.get(name) or None, self.after.get(name) or None
+
+    def describe(self) -> str:
+        """One line: the plan's splits and pointers, and its modelled gain."""
+        parts = [f"{t}: {k} in {n}" for t, ks in sorted(self.splits.items())
+                 for k, n in sorted(ks.items())]
+        parts += [f"{t}: {k} after {o}.{j}" for t, ks in sorted(self.after.items())
+                  for k, (o, j) in sorted(ks.items())]
+        gain = ""
+        if self.before is not None and self.after_outcome is not None:
+            gain = (f" (modelled makespan {self.before.makespan_s * 1e3:.3f} -> "
+                    f"{self.after_outcome.makespan_s * 1e3:.3f} ms)")
+        return ("; ".join(parts) or "no splits or pointers") + gain
+
+    def to_json(self) -> str:
+        def outcome(o: Outcome | None) -> Any:
+            return None if o is None else {"makespan_s": o.makespan_s,
+                                            "latency_s": o.latency_s, "residue": o.residue,
+                                            "worst_s": o.worst_s}
+        return json.dumps({"splits": self.splits,
+                           "after": {t: {k: list(v) for k, v in ks.items()}
+                                     for t, ks in self.after.items()},
+                           "shape": _lists(self.shape), "before": outcome(self.before),
+                           "after_outcome": outcome(self.after_outcome),
+                           "modelled": self.modelled, "search_s": self.search_s}, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        d = json.loads(text)
+
+        def outcome(o: Any) -> Outcome | None:
+            return None if o is None else Outcome(o["makespan_s"], o["latency_s"],
+                                                  o["residue"], o.get("worst_s", {}))
+        return cls({t: {k: int(n) for k, n in ks.items()} for t, ks in d["splits"].items()},
+                   {t: {k: (v[0], v[1]) for k, v in ks.items()}
+                    for t, ks in d["after"].items()},
+                   _tuples(d.get("shape", [])), outcome(d.get("before")),
+                   outcome(d.get("after_outcome")), d.get("modelled", 0),
+                   d.get("search_s", 0.0))
+
+    def save(self, path: str) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.to_json())
+
+    @classmethod
+    def load(cls, path: str) -> Plan:
+        with open(path, encoding="utf-8") as f:
+            return cls.from_json(f.read())
+
+
+def _lists(x: Any) -> Any:
+    return [_lists(v) for v in x] if isinstance(x, (tuple, list)) else x
+
+
+def _tuples(x: Any) -> Any:
+    return tuple(_tuples(v) for v in x) if isinstance(x, list) else x
+
+
+class _Task:
+    __slots__ = ("tenant", "high", "op", "left", "share", "bandwidth", "parents", "children",
+                 "waiting", "release", "ready_at", "held", "order", "started_at", "done_at")
+
+    def __init__(self, tenant: int, high: bool, op: int, seconds: float, share: float,
+                 bandwidth: float) -> None:
+        self.tenant, self.high, self.op = tenant, high, op
+        self.left = seconds             # seconds of work alone still to do
+        self.share, self.bandwidth = share, bandwidth
+        self.parents: list[_Task] = []
+        self.children: list[_Task] = []
+        self.waiting = 0
+        self.release = 0.0              # not before this time (its step's start)
+        self.ready_at = -1.0
+        self.held = 0.0
+        self.order = 0
+        self.started_at = -1.0
+        self.done_at = -1.0
+
+
+def _tasks(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]],
+           after: dict[str, dict[str, tuple[str, str]]],
+           begin: dict[str, float] | None = None) -> list[_Task]:
+    """Every launch (and piece) of every step as a task with its parents; a tenant's step
+    starts at ``begin[name]`` (default 0)."""
+    tasks: list[_Task] = []
+    lasts: list[list[_Task]] = []       # per tenant, per op: the task that ends it
+    firsts: list[list[_Task]] = []
+    for t, prof in enumerate(profiles):
+        high = prof.priority == "high"
+        cut = splits.get(prof.name, {})
+        ends, starts = [], []
+        previous_end = None
+        for i, op in enumerate(prof.ops):
+            k = cut.get(op.kernel, 1) if op.splittable else 1
+            seconds = op.seconds / k + (PIECE_S if k > 1 else 0.0)
+            chain = [_Task(t, high, i, seconds, op.share, op.bandwidth) for _ in range(k)]
+            for a, b in zip(chain, chain[1:]):
+                b.parents.append(a)
+            for p in op.parents:
+                chain[0].parents.append(ends[p])
+            if prof.one_stream and previous_end is not None:
+                chain[0].parents.append(previous_end)
+            tasks += chain
+            starts.append(chain[0])
+            ends.append(chain[-1])
+            previous_end = chain[-1]
+        lasts.append(ends)
+        firsts.append(starts)
+    # pointers: a launch waits for the pointed-at tenant's latest launch of the kernel issued
+    # before it; the steps are taken as issued at one pace, so "before" compares the two
+    # launches' positions in their steps
+    index = {p.name: t for t, p in enumerate(profiles)}
+    for t, prof in enumerate(profiles):
+        for i, op in enumerate(prof.ops):
+            target = after.get(prof.name, {}).get(op.kernel)
+            if target is None or target[0] not in index:
+                continue
+            o = index[target[0]]
+            other = profiles[o].ops
+            at = (i + 1) / len(prof.ops)
+            chosen = None
+            for j, candidate in enumerate(other):
+                if candidate.kernel == target[1] and (j + 1) / len(other) <= at:
+                    chosen = j
+            if chosen is not None:
+                firsts[t][i].parents.append(lasts[o][chosen])
+    for task in tasks:
+        task.waiting = len(task.parents)
+        for p in task.parents:
+            p.children.append(task)
+    if begin:
+        for task in tasks:
+            task.release = begin.get(profiles[task.tenant].name, 0.0)
+    return tasks
+
+
+def _run(tasks: list[_Task]) -> tuple[float, float]:
+    """Play the tasks on the model (each task's ``started_at`` and ``done_at`` set); returns
+    the makespan and the idle capacity integrated over it (capacity x seconds)."""
+    now = idle = 0.0
+    # (tasks without parents yet to start, by the time their step starts, then in order)
+    later = [(t.release, i, t) for i, t in enumerate(tasks) if t.waiting == 0]
+    heapq.heapify(later)
+    ready: list[_Task] = []
+    running: list[_Task] = []
+    order = finished = 0
+    while finished < len(tasks):
+        while later and later[0][0] <= now:
+            t = heapq.heappop(later)[2]
+            order += 1
+            t.ready_at, t.order = now, order
+            ready.append(t)
+        # capacity that is free goes to started launches short of their share, then to ready
+        # ones, high priority first, each in the order it became ready
+        free = 1.0 - sum(t.held for t in running)
+        for t in running:
+            if free <= 1e-12:
+                break
+            more = min(t.share - t.held, free)
+            if more > 0:
+                t.held += more
+                free -= more
+        if free > 1e-12 and ready:
+            ready.sort(key=lambda t: (not t.high, t.ready_at, t.order))
+            still = []
+            for t in ready:
+                if free > 1e-12:
+                    t.held = min(t.share, free)
+                    t.started_at = now
+                    free -= t.held
+                    running.append(t)
+                else:
+                    still.append(t)
+            ready = still
+        if not running:
+            if not later:
+                raise ValueError("regulation model: no launch can run (pointers in a cycle)")
+            idle += later[0][0] - now       # (no step has started yet)
+            now = later[0][0]
+            continue
+        rates = [t.held / t.share for t in running]
+        demand = sum(t.bandwidth * r for t, r in zip(running, rates))
+        if demand > 1.0:
+            slow = demand ** (1.0 + CONTENTION)
+            rates = [r / slow if t.bandwidth > 0 else r for t, r in zip(running, rates)]
+        dt = min(t.left / r for t, r in zip(running, rates))
+        if later:
+            dt = min(dt, max(0.0, later[0][0] - now))
+        idle += max(0.0, free) * dt
+        now += dt
+        still_running = []
+        for t, r in zip(running, rates):
+            t.left -= r * dt
+            if t.left <= 1e-12 * max(1.0, t.left + r * dt):
+                t.done_at = now
+                t.held = 0.0
+                finished += 1
+                for c in t.children:
+                    c.waiting -= 1
+                    if c.waiting == 0:
+                        if c.release > now:
+                            order += 1
+                            heapq.heappush(later, (c.release, len(tasks) + order, c))
+                        else:
+                            order += 1
+                            c.ready_at, c.order = now, order
+                            ready.append(c)
+            else:
+                still_running.append(t)
+        running = still_running
+    return now, idle
+
+
+def simulate(profiles: tuple[TenantProfile, ...],
+             splits: dict[str, dict[str, int]] | None = None,
+             after: dict[str, dict[str, tuple[str, str]]] | None = None,
+             starts: dict[str, float] | None = None) -> Outcome:
+    """Every tenant's step, started at ``starts[name]`` (default: together, at 0), under
+    ``splits`` and ``after``, on the model of the module docstring; a tenant's latency runs
+    from its step's start."""
+    return _play(profiles, splits or {}, after or {}, starts)[0]
+
+
+def _play(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]],
+          after: dict[str, dict[str, tuple[str, str]]], starts: dict[str, float] | None
+          ) -> tuple[Outcome, list[_Task]]:
+    tasks = _tasks(profiles, splits, after, starts)
+    makespan, idle = _run(tasks)
+    latency = {p.name: 0.0 for p in profiles}
+    for task in tasks:
+        name = profiles[task.tenant].name
+        latency[name] = max(latency[name], task.done_at - task.release)
+    return Outcome(makespan, latency, idle / makespan if makespan > 0 else 0.0), tasks
+
+
+def evaluate(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]],
+             after: dict[str, dict[str, tuple[str, str]]], alone: dict[str, float]
+             ) -> tuple[float, Outcome]:
+    """The search's objective for a plan, and the plan's :class:`Outcome`: the makespan with
+    every step started together, plus :data:`LATE_WEIGHT` times each high-priority tenant's
+    worst latency beyond :data:`HIGH_TARGET` times its latency ``alone``. The worst latency
+    is over its step starting together with the others' and right after each of the
+    :data:`ARRIVALS` longest launches of the others starts (a high-priority step arrives when
+    the others are at any point of theirs, and waits longest behind a launch that just took
+    the device; the outcome's ``worst_s`` holds it)."""
+    outcome, tasks = _play(profiles, splits, after, None)
+    late = 0.0
+    worst: dict[str, float] = {}
+    for t, p in enumerate(profiles):
+        if p.priority != "high" or len(profiles) < 2:
+            continue
+        w = outcome.latency_s[p.name]
+        others = sorted((task for task in tasks if task.tenant != t and not task.high),
+                        key=lambda task: task.started_at - task.done_at)[:ARRIVALS]
+        for task in others:
+            at = task.started_at + 1e-9
+            w = max(w, simulate(profiles, splits, after, {p.name: at}).latency_s[p.name])
+        worst[p.name] = w
+        late += max(0.0, w - HIGH_TARGET * alone[p.name])
+    outcome = Outcome(outcome.makespan_s, outcome.latency_s, outcome.residue, worst)
+    return outcome.makespan_s + LATE_WEIGHT * late, outcome
+
+
+def _side_by_side(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]],
+                  after: dict[str, dict[str, tuple[str, str]]]
+                  ) -> list[tuple[int, str, int, str]]:
+    """The pairs of kernels of two tenants that run side by side in the plan's modelled run,
+    as (tenant, kernel, other tenant, other kernel), each once, in order of first overlap."""
+    tasks = _tasks(profiles, splits, after)
+    _run(tasks)
+    spans = sorted(((t.started_at, t.done_at, t.tenant, profiles[t.tenant].ops[t.op].kernel)
+                    for t in tasks))
+    pairs: dict[tuple[int, str, int, str], None] = {}
+    for i, (s1, e1, t1, k1) in enumerate(spans):
+        for s2, e2, t2, k2 in spans[i + 1:]:
+            if s2 >= e1:
+                break
+            if t1 != t2 and s1 < e2:
+                pairs.setdefault((t1, k1, t2, k2), None)
+                pairs.setdefault((t2, k2, t1, k1), None)
+    return list(pairs)
+
+
+def search(profiles: tuple[TenantProfile, ...], budget_s: float = 0.5,
+           given: dict[str, tuple[Any, Any]] | None = None,
+           shape: tuple[Any, ...] = ()) -> Plan:
+    """The plan of least cost (:func:`evaluate`) found within ``budget_s`` seconds (see the module
+    docstring). ``given``: per tenant name, the splits and pointers it already has (its own,
+    or None): the model runs with them, the plan includes them, and the search leaves those
+    kernels alone."""
+    t0 = time.perf_counter()
+    splits: dict[str, dict[str, int]] = {}
+    after: dict[str, dict[str, tuple[str, str]]] = {}
+    fixed: set[tuple[str, str]] = set()
+    for name, (own_splits, own_after) in (given or {}).items():
+        if own_splits:
+            splits[name] = dict(own_splits)
+        if own_after:
+            after[name] = dict(own_after)
+        fixed |= {(name, k) for k in (own_splits or {})} | {(name, k) for k in (own_after or {})}
+    alone = {p.name: simulate((p,), splits, after).makespan_s for p in profiles}
+    best, before = evaluate(profiles, splits, after, alone)
+    modelled = len(profiles) + 1
+
+    def value(s: dict[str, dict[str, int]], a: dict[str, dict[str, tuple[str, str]]]
+              ) -> float:
+        nonlocal modelled
+        modelled += 1
+        try:
+            return evaluate(profiles, s, a, alone)[0]
+        except ValueError:      # (pointers in a cycle)
+            return float("inf")
+
+    def spent() -> bool:
+        return time.perf_counter() - t0 > budget_s
+
+    splittable = sorted({(p.name, op.kernel) for p in profiles for op in p.ops
+                         if op.splittable and (p.name, op.kernel) not in fixed})
+    changed = True
+    while changed and not spent():
+        changed = False
+        # spatial: each split kernel's pieces, one kernel at a time
+        for name, kernel in splittable:
+            if kernel in after.get(name, {}) or spent():
+                continue
+            now = splits.get(name, {}).get(kernel, 1)
+            for pieces in PIECES:
+                if pieces != now:
+                    trial = _with(splits, name, kernel, pieces if pieces > 1 else None)
+                    v = value(trial, after)
+                    if v < best * (1 - 1e-9):
+                        best, splits, now, changed = v, trial, pieces, True
+        # temporal: the best single change of a pointer: one removed, or one added between
+        # kernels that run side by side
+        choice = None
+        for name, ks in after.items():
+            for kernel in ks:
+                if (name, kernel) not in fixed and not spent():
+                    trial = _with(after, name, kernel, None)
+                    v = value(splits, trial)
+                    if v < best * (1 - 1e-9):
+                        best, choice = v, trial
+        for t1, k1, t2, k2 in _side_by_side(profiles, splits, after):
+            name = profiles[t1].name
+            if spent():
+                break
+            if (k1 in splits.get(name, {}) or k1 in after.get(name, {})
+                    or (name, k1) in fixed):
+                continue
+            trial = _with(after, name, k1, (profiles[t2].name, k2))
+            v = value(splits, trial)
+            if v < best * (1 - 1e-9):
+                best, choice = v, trial
+        if choice is not None:
+            after, changed = choice, True
+    chosen = evaluate(profiles, splits, after, alone)[1]
+    return Plan(splits, after, shape, before, chosen, modelled, time.perf_counter() - t0)
+
+
+def _with(table: dict[str, dict[str, Any]], name: str, kernel: str, value: Any
+          ) -> dict[str, dict[str, Any]]:
+    """A copy of ``table`` with ``table[name][kernel] = value`` (None: removed)."""
+    out = {t: dict(ks) for t, ks in table.items()}
+    mine = out.setdefault(name, {})
+    if value is None:
+        mine.pop(kernel, None)
+    else:
+        mine[kernel] = value
+    return {t: ks for t, ks in out.items() if ks}

@@ -1,0 +1,354 @@
+"""``asyncgpu.regulate``: profile the tenants' steps, search a regulation plan, run with it.
+
+The model
+---------
+``regulate(plan="search")`` regulates the tenants that have run steps (or those named): a
+:class:`Regulator` on the runtime goes through two states.
+
+1. *profiling*: each of those tenants' next ``steps`` steps is profiled. Every kernel launch
+   in them runs alone on the device (after the previous profiled launch, of any tenant: an
+   edge of reason ``profile``) between two timing events, and is noted with its launch shape,
+   the bytes it moves and its data parents in the step. The tenants' own splits and pointers
+   are set aside while profiling (the launches run whole; the search keeps them).
+2. once the profiled steps of every tenant have completed on the device, the last one of each
+   becomes the profile (a tenant that ran no step while another ran twice ``steps`` is idle
+   and left out) (``asyncgpu.core.regulation``); a plan already found for the same
+   *shape* (each tenant's step as its launches: kernel, grid, block) is reused, otherwise
+   :func:`~asyncgpu.core.regulation.search` finds one within ``budget_s``. The plan's splits
+   and pointers become the tenants' (beside their own), and the state is *regulated*.
+
+While regulated, each step of a regulated tenant is checked against the plan's shape when it
+ends; a step of another shape (the workload changed) sets the plan aside and profiling starts
+again, ending in the stored plan for that shape if there is one. ``regulate(plan=p)`` runs
+with a given :class:`~asyncgpu.core.regulation.Plan` (searched earlier, perhaps saved with
+``Plan.save``); ``regulate(plan="off")`` gives the tenants back their own settings.
+
+Invariants: a plan only adds pieces and ordering, so results equal the unregulated run's;
+every state change happens under the runtime's lock; a tenant's own splits and pointers are
+never overridden.
+
+Example::
+
+    for _ in range(3):
+        with ag.tenant("a"): step_a()
+        with ag.tenant("b", priority="high"): step_b()
+    ag.regulate(plan="search")     # the next 2 steps of a and b are profiled, then the plan runs
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.interference import Sample, heuristic_class, moved_bytes
+from ..core.regulation import Op, Plan, TenantProfile, occupancy_share, search
+from .current import current_runtime
+
+log = logging.getLogger("asyncgpu")
+
+
+@dataclass(frozen=True)
+class Regulation:
+    """Where regulation stands (``asyncgpu.regulation()``): ``state`` (``off``,
+    ``profiling`` or ``regulated``), the tenants regulated, the plan in force (or None), the
+    tenants whose profiled steps are still awaited, and how many plans are stored, were
+    searched and were reused."""
+
+    state: str
+    tenants: tuple[str, ...] = ()
+    plan: Plan | None = None
+    awaiting: tuple[str, ...] = ()
+    stored: int = 0
+    searched: int = 0
+    reused: int = 0
+
+
+class _Step:
+    """One open step of a regulated tenant on one thread: its launches' shape keys and, when
+    profiled, its ops (kernel, node, sample, data parents, threads, bytes, attributes)."""
+
+    __slots__ = ("keys", "ops", "index_of")
+
+    def __init__(self) -> None:
+        self.keys: list[tuple[Any, ...]] = []
+        self.ops: list[tuple[Any, ...]] = []
+        self.index_of: dict[Any, int] = {}
+
+
+class Regulator:
+    """One runtime's regulation (see the module docstring). Every method runs under the
+    runtime's lock."""
+
+    def __init__(self, rt: Any, tenants: list[int], steps: int, budget_s: float,
+                 book: _Book | None = None) -> None:
+        self.rt = rt
+        #: the plans found so far, kept across ``regulate`` calls
+        self.book = book if book is not None else _Book()
+        self.tenants = tenants
+        self.steps = steps
+        self.budget_s = budget_s
+        self.state = "profiling"
+        self.plan: Plan | None = None
+        self._open: dict[tuple[int, int], _Step] = {}
+        self._profiled: dict[int, list[list[tuple[Any, ...]]]] = {t: [] for t in tenants}
+        self._shapes: dict[int, tuple[Any, ...]] = {}
+        self._last: Any = None          # the latest profiled node (the next waits for it)
+        #: test hook (``asyncgpu.testing.regulation``): a profiled op's (seconds, share) from
+        #: its kernel's name and its measured seconds and modelled share
+        self.stand_in: Any = None
+
+    # -- the runtime's calls -----------------------------------------------------------------
+    def begin(self, index: int) -> None:
+        if self.state == "off":
+            return
+        if index in self._profiled:
+            self._open[(threading.get_ident(), index)] = _Step()
+        if self.state == "profiling":
+            self._try_finish()
+
+    def launch(self, index: int, launcher: Any) -> _Step | None:
+        """A kernel launch of tenant ``index``: noted in its open step; returns the step when
+        the launch is to be profiled (the caller then issues it through :meth:`profile`)."""
+        step = self._open.get((threading.get_ident(), index))
+        if step is None:
+            return None
+        step.keys.append((launcher.kernel.name, launcher.grid3, launcher.block3))
+        return step if self.state == "profiling" else None
+
+    def profile(self, node: Any, launcher: Any, step: _Step) -> None:
+        """Issue a profiled launch: alone (after the previous profiled one), timed."""
+        rt = self.rt
+        found = rt.deps.conflicts(node.accesses)
+        parents = tuple(sorted(step.index_of[p] for p in found if p in step.index_of))
+        backend = rt.backend
+        sample = Sample(None, backend.timing_event(node.device),
+                        backend.timing_event(node.device))
+        node.keepalive = sample
+        step.index_of[node] = len(step.ops)
+        grid, block = launcher.grid3, launcher.block3
+        attrs = None
+        attributes = getattr(backend, "kernel_attributes", None)
+        if attributes is not None:
+            try:
+                attrs = attributes(launcher.kernel)
+            except Exception:   # (a backend or kernel without attributes: shapes only)
+                attrs = None
+        step.ops.append((launcher.kernel.name, sample, parents, grid[0] * grid[1] * grid[2],
+                         block[0] * block[1] * block[2], moved_bytes(node.accesses), attrs,
+                         bool(launcher.kernel.elementwise)))
+        last = self._last
+        self._last = node
+        rt.issue_after(node, () if last is None else (last,), "profile")
+
+    def end(self, index: int) -> None:
+        step = self._open.pop((threading.get_ident(), index), None)
+        if step is None:
+            return
+        shape = tuple(step.keys)
+        if self.state == "profiling":
+            if step.ops:
+                self._profiled[index].append(step.ops)
+                self._shapes[index] = shape
+            self._try_finish()
+        elif self.plan is not None and self.plan.shape and shape != self._expected(index):
+            name = self.rt.tenants[index].name
+            log.info("asyncgpu: tenant %r ran a step of another shape; the regulation plan is "
+                     "set aside and the tenants are profiled again", name)
+            self._profile_again()
+
+    def status(self) -> Regulation:
+        book = self.book
+        if self.state == "off":
+            return Regulation("off", stored=len(book.plans), searched=book.searched,
+                              reused=book.reused)
+        if self.state == "profiling":
+            self._try_finish()
+        names = self.rt.tenants
+        awaiting = tuple(names[t].name for t in self.tenants
+                         if len(self._profiled[t]) < self.steps)
+        book = self.book
+        return Regulation(self.state, tuple(names[t].name for t in self.tenants), self.plan,
+                          awaiting, len(book.plans), book.searched, book.reused)
+
+    # -- states ------------------------------------------------------------------------------
+    def _expected(self, index: int) -> Any:
+        name = self.rt.tenants[index].name
+        for tenant, shape in self.plan.shape if self.plan else ():
+            if tenant == name:
+                return shape
+        return None
+
+    def _profile_again(self) -> None:
+        self.apply(None)
+        self.state = "profiling"
+        self._profiled = {t: [] for t in self.tenants}
+        self._shapes = {}
+        for step in self._open.values():
+            step.keys.clear()       # (an open step began regulated: not profiled)
+
+    def apply(self, plan: Plan | None) -> None:
+        """Make ``plan``'s splits and pointers the regulated tenants' (None: their own)."""
+        self.plan = plan
+        for t in self.tenants:
+            tenant = self.rt.tenants[t]
+            splits, after = tenant.given
+            if plan is not None:
+                more_splits, more_after = plan.tenant_settings(tenant.name)
+                splits = {**(more_splits or {}), **(splits or {})} or None
+                after = {**(more_after or {}), **(after or {})} or None
+            tenant.splits, tenant.after = splits, after
+        if plan is not None:
+            self.state = "regulated"
+
+    def _try_finish(self) -> None:
+        """End the profile once every tenant's profiled steps are complete on the device."""
+        counts = [len(self._profiled[t]) for t in self.tenants]
+        if max(counts, default=0) >= 2 * self.steps:
+            # (a tenant that ran no step while another ran twice the profile's is idle: it is
+            # left out of this plan)
+            idle = [t for t, n in zip(self.tenants, counts) if n == 0]
+            if idle:
+                log.info("asyncgpu: regulation leaves out idle tenant(s) %s",
+                         ", ".join(repr(self.rt.tenants[t].name) for t in idle))
+                self.tenants = [t for t in self.tenants if t not in idle]
+                for t in idle:
+                    del self._profiled[t]
+                counts = [n for n in counts if n]
+        if min(counts, default=0) < self.steps:
+            return
+        backend = self.rt.backend
+        lasts = {t: self._profiled[t][-1] for t in self.tenants}
+        if not all(backend.event_done(op[1].end) for ops in lasts.values() for op in ops):
+            return
+        shape = tuple((self.rt.tenants[t].name, self._shapes[t]) for t in self.tenants)
+        book = self.book
+        plan = book.plans.get(shape)
+        if plan is not None:
+            book.reused += 1
+            log.info("asyncgpu: regulation plan reused: %s", plan.describe())
+        else:
+            profiles = tuple(self._profile(t, ops) for t, ops in lasts.items())
+            given = {self.rt.tenants[t].name: self.rt.tenants[t].given for t in self.tenants}
+            plan = search(profiles, self.budget_s, given, shape)
+            book.plans[shape] = plan
+            book.searched += 1
+            log.info("asyncgpu: regulation plan searched in %.3f s over %d modelled runs: %s",
+                     plan.search_s, plan.modelled, plan.describe())
+        self._last = None
+        self.apply(plan)
+
+    def _profile(self, index: int, ops: list[tuple[Any, ...]]) -> TenantProfile:
+        rt = self.rt
+        backend = rt.backend
+        sms = getattr(backend, "sm_count", 132)
+        timed = []
+        for kernel, sample, parents, blocks, per_block, nbytes, attrs, splittable in ops:
+            seconds = max(backend.elapsed_s(sample.start, sample.end), 1e-9)
+            attrs = attrs or {}
+            share = occupancy_share(blocks, per_block, sms, attrs.get("regs", 0),
+                                    attrs.get("shared", 0))
+            if self.stand_in is not None:
+                seconds, share = self.stand_in(kernel, seconds, share)
+            memory = heuristic_class(nbytes, blocks * per_block, attrs) == "memory"
+            timed.append((kernel, seconds, share, memory, nbytes, parents, splittable))
+        # bandwidth as a share of the fastest rate a memory-bound launch reached (the device's
+        # peak, near enough, when the mix has one)
+        peak = max((nbytes / seconds for _, seconds, _, memory, nbytes, _, _ in timed if memory),
+                   default=0.0)
+        out = [Op(kernel, seconds, share,
+                  min(1.0, nbytes / seconds / peak) if memory and peak else 0.0,
+                  splittable and rt.placement is None, parents)
+               for kernel, seconds, share, memory, nbytes, parents, splittable in timed]
+        tenant = rt.tenants[index]
+        return TenantProfile(tenant.name, tenant.priority, tuple(out), tenant.streams == 1)
+
+
+class _Book:
+    """The plans a runtime found, by shape, and how many were searched and reused."""
+
+    def __init__(self) -> None:
+        self.plans: dict[Any, Plan] = {}
+        self.searched = 0
+        self.reused = 0
+
+
+def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
+             budget_s: float = 0.2) -> None:
+    """Regulate how the tenants share the device (GACER's concurrency regulation).
+
+    ``plan="search"``: the next ``steps`` steps of each tenant in ``tenants`` (names; None:
+    every tenant that has run a step) are profiled, each kernel alone on the device; then a
+    plan of splits (element-wise kernels launched in pieces) and pointers (a kernel of one
+    tenant waiting for a kernel of another) is searched on a model of the device, within
+    ``budget_s`` seconds, and the tenants run with it. A plan found for the same workload shape
+    is reused without a search, and a step of another shape sets the plan aside and profiles
+    again. ``plan=`` a :class:`~asyncgpu.Plan` (``asyncgpu.regulation().plan``, or
+    ``Plan.load(path)``): run with it. ``plan="off"``: the tenants' own settings again.
+
+    The plan is a tenant's splits and pointers (``asyncgpu.tenant``), added to those the
+    tenant was given, so results are those of the unregulated program; traces show its
+    pieces (edges of reason ``split``), its pointers (``pointer``) and the profiled launches'
+    order (``profile``). ``asyncgpu.regulation()`` says where it stands.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``plan``, ``steps`` below 1, a negative ``budget_s``, a tenant name the
+        runtime does not know, or no tenant to regulate (none has run a step yet).
+    """
+    if not (isinstance(plan, Plan) or plan in ("search", "off")):
+        raise ValueError(f"asyncgpu.regulate: plan must be 'search', 'off' or an "
+                         f"asyncgpu.Plan; got {plan!r}")
+    if type(steps) is not int or steps < 1:
+        raise ValueError(f"asyncgpu.regulate: steps must be a positive int (the steps of each "
+                         f"tenant profiled); got {steps!r}")
+    if not isinstance(budget_s, (int, float)) or budget_s < 0:
+        raise ValueError(f"asyncgpu.regulate: budget_s must be a number of seconds >= 0; got "
+                         f"{budget_s!r}")
+    rt = current_runtime()
+    with rt._lock:
+        old = rt.regulator
+        book = None
+        if old is not None:
+            old.apply(None)
+            old.state = "off"
+            book = old.book
+        if plan == "off":
+            return
+        known = {t.name: t.index for t in rt.tenants[1:]}
+        if tenants is None:
+            chosen = [t.index for t in rt.tenants[1:] if t.steps]
+            if isinstance(plan, Plan):
+                chosen = [known[n] for n in sorted(set(plan.splits) | set(plan.after))
+                          if n in known] or chosen
+        else:
+            names = [tenants] if isinstance(tenants, str) else list(tenants)
+            missing = [n for n in names if n not in known]
+            if missing:
+                raise ValueError(f"asyncgpu.regulate: no tenant named {missing[0]!r}; the "
+                                 f"runtime's tenants are {sorted(known) or 'none'} (a tenant "
+                                 "exists once asyncgpu.tenant(name) was entered)")
+            chosen = sorted({known[n] for n in names})
+        if not chosen:
+            raise ValueError("asyncgpu.regulate: no tenant to regulate; run a step of each "
+                             "tenant first (with asyncgpu.tenant(name): ...), or name them "
+                             "with tenants=")
+        regulator = Regulator(rt, chosen, steps, float(budget_s), book)
+        rt.regulator = regulator
+        if isinstance(plan, Plan):
+            regulator.apply(plan)
+
+
+def regulation() -> Regulation:
+    """Where regulation stands: its state, the plan in force, the tenants whose profiled steps
+    are awaited, and the plans stored (see :class:`Regulation`)."""
+    rt = current_runtime()
+    with rt._lock:
+        if rt.regulator is None:
+            return Regulation("off")
+        return rt.regulator.status()
+
+
+__all__ = ["Regulation", "Regulator", "regulate", "regulation"]

@@ -1,0 +1,30 @@
+"""Stand-in profile numbers for ``asyncgpu.regulate`` (``asyncgpu.runtime.regulator``), for
+tests: the simulator's clock is logical (every launch takes about the same) and its launches
+are small, so tests that need the search to see a long, device-filling kernel beside a short one
+give the times and shares themselves."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from ..runtime.current import current_runtime
+
+
+@contextlib.contextmanager
+def profiled_as(seconds: dict[str, float], shares: dict[str, float] | None = None
+                ) -> Iterator[None]:
+    """Within the block, the current runtime's regulation profiles kernel ``k`` as taking
+    ``seconds[k]`` alone and holding ``shares[k]`` of the device (kernels not named keep what
+    was measured and modelled). Call it after ``asyncgpu.regulate``."""
+    regulator = current_runtime().regulator
+    if regulator is None:
+        raise RuntimeError("the current runtime is not regulated: call asyncgpu.regulate first")
+    shares = shares or {}
+    saved = regulator.stand_in
+    regulator.stand_in = lambda kernel, measured, share: (seconds.get(kernel, measured),
+                                                          shares.get(kernel, share))
+    try:
+        yield
+    finally:
+        regulator.stand_in = saved

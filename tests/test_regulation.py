@@ -1,0 +1,381 @@
+"""Regulation: the model of co-running tenants, the search for a plan of splits and pointers,
+and ``asyncgpu.regulate`` on the simulator (profile, search, run with the plan, reuse it, and
+profile again when the workload changes), with results equal to the unregulated run's."""
+
+from __future__ import annotations
+
+import numpy as np
+import programs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from numba import cuda
+from test_properties import assert_same, serial
+
+import asyncgpu as ag
+from asyncgpu.core.regulation import (
+    CONTENTION, PIECE_S, Op, Outcome, Plan, TenantProfile, evaluate, occupancy_share, search,
+    simulate,
+)
+from asyncgpu.testing.regulation import profiled_as
+
+
+def op(kernel, ms, share=1.0, bandwidth=0.0, splittable=False, parents=()):
+    return Op(kernel, ms * 1e-3, share, bandwidth, splittable, tuple(parents))
+
+
+# -- the model ------------------------------------------------------------------------------------
+def test_a_tenants_independent_launches_run_side_by_side_and_a_chain_in_order():
+    both = TenantProfile("t", "normal", (op("a", 1.0, 0.5), op("b", 1.0, 0.5)))
+    chain = TenantProfile("t", "normal", (op("a", 1.0, 0.5), op("b", 1.0, 0.5, parents=[0])))
+    one_stream = TenantProfile("t", "normal", both.ops, one_stream=True)
+    assert simulate((both,)).makespan_s == pytest.approx(1e-3)
+    assert simulate((chain,)).makespan_s == pytest.approx(2e-3)
+    assert simulate((one_stream,)).makespan_s == pytest.approx(2e-3)
+    assert simulate((chain,)).residue == pytest.approx(0.5)     # half the device idle
+
+
+def test_two_tenants_filling_the_device_take_turns_and_leave_no_residue():
+    a = TenantProfile("a", "normal", (op("k", 1.0),))
+    b = TenantProfile("b", "normal", (op("j", 2.0),))
+    out = simulate((a, b))
+    assert out.makespan_s == pytest.approx(3e-3)
+    assert out.residue == pytest.approx(0.0)
+    assert out.latency_s == pytest.approx({"a": 1e-3, "b": 3e-3})
+
+
+def test_launches_over_the_bandwidth_together_are_slower_than_in_sequence():
+    a = TenantProfile("a", "normal", (op("k", 1.0, 0.5, 1.0),))
+    b = TenantProfile("b", "normal", (op("j", 1.0, 0.5, 1.0),))
+    together = simulate((a, b)).makespan_s
+    assert together == pytest.approx(1e-3 * 2 ** (1 + CONTENTION))
+    assert together > 2e-3
+    apart = simulate((a, b), after={"b": {"j": ("a", "k")}}).makespan_s
+    assert apart == pytest.approx(2e-3)
+
+
+def test_a_high_priority_launch_gets_the_device_first_but_does_not_preempt():
+    low = TenantProfile("low", "normal", (op("big", 1.0),))
+    high = TenantProfile("high", "high", (op("small", 0.1),))
+    assert simulate((low, high)).latency_s["high"] == pytest.approx(0.1e-3)
+    late = simulate((low, high), starts={"high": 0.5e-3})
+    assert late.latency_s["high"] == pytest.approx(0.6e-3)      # waited for the rest of big
+
+
+def test_a_split_lets_a_high_priority_step_in_between_the_pieces():
+    low = TenantProfile("low", "normal", (op("big", 1.0, splittable=True),))
+    high = TenantProfile("high", "high", (op("small", 0.1),))
+    whole = simulate((low, high), starts={"high": 0.1e-3}).latency_s["high"]
+    pieces = simulate((low, high), splits={"low": {"big": 4}},
+                      starts={"high": 0.1e-3}).latency_s["high"]
+    assert whole == pytest.approx(1.0e-3)
+    assert pieces == pytest.approx(0.25e-3 + PIECE_S)       # the rest of the first piece
+
+
+def test_a_pointer_waits_for_the_latest_launch_of_its_kernel_before_it():
+    a = TenantProfile("a", "normal", (op("k", 1.0, 0.4), op("k", 1.0, 0.4, parents=[0])))
+    b = TenantProfile("b", "normal", (op("x", 0.1, 0.4), op("j", 1.0, 0.4, parents=[0])))
+    free = simulate((a, b))
+    held = simulate((a, b), after={"b": {"j": ("a", "k")}})
+    assert free.latency_s["b"] == pytest.approx(1.1e-3)
+    assert held.latency_s["b"] == pytest.approx(3e-3)       # after a's second k (at 2 ms)
+
+
+def test_occupancy_counts_threads_registers_and_shared_memory():
+    assert occupancy_share(132, 1024, 132) == pytest.approx(0.5)          # 2 blocks per SM
+    assert occupancy_share(264, 1024, 132) == pytest.approx(1.0)
+    assert occupancy_share(132, 256, 132, regs=128) == pytest.approx(0.5)  # registers: 2
+    assert occupancy_share(132, 128, 132, shared=100 << 10) == pytest.approx(0.5)
+    assert occupancy_share(10_000, 256, 132) == 1.0
+
+
+# -- the search -----------------------------------------------------------------------------------
+def test_the_search_splits_a_long_kernel_to_keep_a_high_priority_tenant_on_time():
+    low = TenantProfile("low", "normal", (op("big", 2.0, splittable=True),))
+    high = TenantProfile("high", "high", (op("small", 0.1),))
+    plan = search((low, high), budget_s=1.0)
+    assert plan.splits == {"low": {"big": 8}}
+    assert plan.after == {}
+    assert plan.after_outcome.worst_s["high"] < plan.before.worst_s["high"] / 4
+    assert "low: big in 8" in plan.describe()
+
+
+def test_the_search_keeps_two_bandwidth_bound_launches_apart_with_a_pointer():
+    a = TenantProfile("a", "normal", (op("m", 1.0, 0.5, 0.9), op("c", 1.0, 0.5, parents=[0])))
+    b = TenantProfile("b", "normal", (op("n", 1.0, 0.5, 0.9), op("d", 1.0, 0.5, parents=[0])))
+    plan = search((a, b), budget_s=1.0)
+    assert plan.after in ({"a": {"m": ("b", "n")}}, {"b": {"n": ("a", "m")}})
+    assert plan.after_outcome.makespan_s < plan.before.makespan_s
+
+
+def test_the_search_leaves_a_tenants_own_splits_and_pointers_alone():
+    low = TenantProfile("low", "normal", (op("big", 2.0, splittable=True),))
+    high = TenantProfile("high", "high", (op("small", 0.1),))
+    plan = search((low, high), budget_s=1.0, given={"low": ({"big": 2}, None)})
+    assert plan.splits == {"low": {"big": 2}}
+
+
+def test_a_search_without_time_returns_the_tenants_own_plan():
+    low = TenantProfile("low", "normal", (op("big", 2.0, splittable=True),))
+    high = TenantProfile("high", "high", (op("small", 0.1),))
+    plan = search((low, high), budget_s=0.0)
+    assert plan.splits == {} and plan.after == {}
+
+
+@st.composite
+def profiles(draw):
+    out = []
+    for t in range(draw(st.integers(2, 3))):
+        ops = []
+        for i in range(draw(st.integers(1, 4))):
+            parents = draw(st.lists(st.integers(0, i - 1), max_size=2, unique=True)) if i else []
+            ops.append(Op(f"k{draw(st.integers(0, 3))}", draw(st.floats(1e-5, 1e-3)),
+                          draw(st.floats(0.05, 1.0)), draw(st.sampled_from([0.0, 0.5, 1.0])),
+                          draw(st.booleans()), tuple(parents)))
+        out.append(TenantProfile(f"t{t}", draw(st.sampled_from(["high", "normal"])),
+                                 tuple(ops), draw(st.booleans())))
+    return tuple(out)
+
+
+@settings(max_examples=40, deadline=None)
+@given(ps=profiles())
+def test_the_searched_plan_never_models_worse_than_none_and_is_the_same_each_time(ps):
+    plan = search(ps, budget_s=10.0)
+    alone = {p.name: simulate((p,)).makespan_s for p in ps}
+    assert evaluate(ps, plan.splits, plan.after, alone)[0] <= \
+        evaluate(ps, {}, {}, alone)[0] * (1 + 1e-9)
+    again = search(ps, budget_s=10.0)
+    assert (again.splits, again.after) == (plan.splits, plan.after)
+    for name, kernels in plan.after.items():
+        assert not set(kernels) & set(plan.splits.get(name, {}))
+
+
+def test_a_plan_saved_and_loaded_is_the_same(tmp_path):
+    plan = Plan({"a": {"k": 4}}, {"b": {"j": ("a", "k")}},
+                (("a", (("k", (1, 1, 1), (32, 1, 1)),)),),
+                Outcome(1e-3, {"a": 1e-3}, 0.5, {"a": 2e-3}), None, 12, 0.01)
+    path = str(tmp_path / "plan.json")
+    plan.save(path)
+    assert Plan.load(path) == plan
+
+
+# -- asyncgpu.regulate on the simulator -----------------------------------------------------------
+def square(x, y, n):
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        y[i] = x[i] * x[i]
+
+
+def add_one(x, y, n):
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        y[i] = x[i] + 1.0
+
+
+class Edges:
+    """An instrument keeping each issued kernel node's edges' reasons."""
+
+    def __init__(self):
+        self.kernels = []
+
+    def node_issued(self, node):
+        if node.kind == "kernel":
+            self.kernels.append((node.name, node.tenant,
+                                 [reason for _, reason, _ in node.edges]))
+
+
+class Mix:
+    """Two tenants: ``low`` squares a long array (element-wise: splittable), ``high`` adds one
+    to a short one; each step checks nothing, the test reads the results."""
+
+    def __init__(self, tag, n=4096):
+        self.big = ag.kernel(const=["x"], out=["y"], elementwise="n")(square)
+        self.small = ag.kernel(const=["x"], out=["y"])(add_one)
+        self.n = n
+        self.x, self.y = ag.array(np.arange(float(n))), ag.empty(n)
+        self.u, self.v = ag.array(np.ones(64)), ag.empty(64)
+        self.low = ag.tenant(f"low-{tag}")
+        self.high = ag.tenant(f"high-{tag}", priority="high")
+        self.names = [self.low.name, self.high.name]
+
+    def step(self, blocks=4):
+        with self.low:
+            self.big[blocks, 32](self.x, self.y, self.n)
+        with self.high:
+            self.small[1, 32](self.u, self.v, 64)
+
+    def right(self):
+        return (self.y.numpy().tolist() == (np.arange(float(self.n)) ** 2).tolist()
+                and self.v.numpy().tolist() == [2.0] * 64)
+
+
+#: the long kernel, filling the device, beside the short one
+TIMES = {"square": 2e-3, "add_one": 1e-4}
+SHARES = {"square": 1.0, "add_one": 0.1}
+
+
+def regulated(mix, rounds=3):
+    """Regulate ``mix`` with the stand-in times: profile its next 2 steps, search, and run
+    ``rounds`` steps with the plan."""
+    mix.step()
+    ag.regulate(plan="search", tenants=mix.names)
+    with profiled_as(TIMES, SHARES):
+        for _ in range(2):
+            mix.step()
+        ag.synchronize()
+        assert ag.regulation().state == "regulated"
+    for _ in range(rounds):
+        mix.step()
+    ag.synchronize()
+
+
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+@pytest.mark.parametrize("strategy", ["random", "reverse", "starve"])
+def test_a_regulated_mix_runs_with_its_searched_plan_and_gives_the_same_results(memory,
+                                                                              strategy):
+    with ag.configure(backend="sim", memory=memory, sim_strategy=strategy, sim_seed=3):
+        mix = Mix(f"{memory}-{strategy}")
+        with ag.instrument(Edges()) as seen:
+            regulated(mix)
+        state = ag.regulation()
+        assert state.plan.splits == {f"low-{memory}-{strategy}": {"square": 8}}
+        assert state.tenants == (f"low-{memory}-{strategy}", f"high-{memory}-{strategy}")
+        assert mix.right()
+        squares = [reasons for name, _, reasons in seen.kernels if name == "square"]
+        assert len(squares) == 3 + 8 * 3          # first step and two profiled whole, then 8
+        assert sum(r.count("split") for r in squares) == 7 * 3
+        ag.regulate(plan="off")
+
+
+def test_profiled_launches_run_one_at_a_time_across_tenants():
+    with ag.configure(backend="sim", sim_seed=1):
+        mix = Mix("profiled")
+        mix.step()
+        ag.regulate(plan="search", tenants=mix.names)
+        with ag.instrument(Edges()) as seen:
+            mix.step()
+            mix.step()
+        reasons = [r for _, _, r in seen.kernels]
+        assert [r.count("profile") for r in reasons] == [0, 1, 1, 1]
+        ag.regulate(plan="off")
+
+
+def test_a_plan_is_reused_for_the_same_shape_and_searched_again_for_another():
+    with ag.configure(backend="sim", sim_seed=2):
+        mix = Mix("reuse")
+        regulated(mix)
+        first = ag.regulation()             # (the runtime keeps earlier tests' plans too)
+        ag.regulate(plan="search", tenants=mix.names)   # same: profiled, then the stored plan
+        for _ in range(2):
+            mix.step()
+        ag.synchronize()
+        state = ag.regulation()
+        assert state.state == "regulated" and state.plan == first.plan
+        assert (state.searched, state.reused, state.stored) == \
+            (first.searched, first.reused + 1, first.stored)
+        mix.step(blocks=2)                  # another shape: profiled again
+        assert ag.regulation().state == "profiling"
+        with profiled_as(TIMES, SHARES):
+            for _ in range(2):
+                mix.step(blocks=2)
+            ag.synchronize()
+            state = ag.regulation()
+        assert (state.state, state.searched, state.stored) == \
+            ("regulated", first.searched + 1, first.stored + 1)
+        ag.regulate(plan="off")
+
+
+def test_a_given_plan_runs_at_once_and_off_gives_the_tenants_their_own_settings():
+    with ag.configure(backend="sim", sim_seed=2):
+        mix = Mix("given")
+        mix.step()
+        plan = Plan({"low-given": {"square": 2}}, {"high-given": {"add_one": ("low-given",
+                                                                              "square")}})
+        ag.regulate(plan=plan)
+        assert ag.regulation().state == "regulated"
+        with ag.instrument(Edges()) as seen:
+            mix.step()
+        assert [name for name, _, _ in seen.kernels] == ["square", "square", "add_one"]
+        assert seen.kernels[1][2] == ["split"]
+        assert "pointer" in seen.kernels[2][2]    # (the simulator is lazy: square is queued)
+        ag.regulate(plan="off")
+        assert ag.regulation().state == "off"
+        with ag.instrument(Edges()) as seen:
+            mix.step()                      # own settings again (and no ValueError)
+        assert [name for name, _, _ in seen.kernels] == ["square", "add_one"]
+        ag.synchronize()
+        assert mix.right()
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    ({"plan": "fast"}, "plan must be"),
+    ({"steps": 0}, "steps must be"),
+    ({"budget_s": -1}, "budget_s must be"),
+    ({"tenants": ["nobody"]}, "no tenant named 'nobody'"),
+])
+def test_bad_regulation_is_refused_by_name_and_the_runtime_stays_usable(kwargs, match):
+    with ag.configure(backend="sim", sim_seed=2):
+        mix = Mix("bad")
+        mix.step()
+        with pytest.raises(ValueError, match=match):
+            ag.regulate(**kwargs)
+        mix.step()
+        ag.synchronize()
+        assert mix.right()
+
+
+def test_a_tenant_that_stopped_running_steps_is_left_out_of_the_plan():
+    with ag.configure(backend="sim", sim_seed=2):
+        gone = Mix("gone")
+        gone.step()                         # (its tenants run no step after this)
+        mix = Mix("idle")
+        mix.step()
+        ag.regulate(plan="search")          # every tenant that ran a step: gone's too
+        assert set(ag.regulation().awaiting) >= set(gone.names + mix.names)
+        with profiled_as(TIMES, SHARES):
+            for _ in range(4):
+                mix.step()
+            ag.synchronize()
+            state = ag.regulation()
+        assert state.state == "regulated" and state.tenants == tuple(mix.names)
+        ag.regulate(plan="off")
+
+
+def test_regulating_before_any_tenant_ran_a_step_says_what_to_do():
+    # (three virtual devices: a runtime of its own, without the other tests' tenants)
+    with ag.configure(backend="sim", sim_devices=3, devices="all"), \
+            pytest.raises(ValueError, match="run a step of each"):
+        ag.regulate()
+
+
+@pytest.mark.parametrize("strategy", ["random", "starve"])
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=programs.strategies(), pieces=st.integers(2, 4))
+def test_random_programs_over_regulated_tenants_equal_serial(strategy, steps, pieces):
+    """Steps spread over three tenants under a plan of a pointer chain (b after c, c after a:
+    every program kernel is ``prog``), with a profile of the first steps."""
+    init = programs.initial()
+    expected = serial(ag, steps, init)
+
+    def run(ag, steps, init):
+        scopes = [ag.tenant(f"{n}-regulated", priority="high" if n == "b" else "normal")
+                  for n in ("a", "b", "c")]
+        allocs = [ag.array(init[i]) for i in range(3)]
+        v = programs.views(allocs)
+        reads = []
+        for i, step in enumerate(steps):
+            if i == 3:
+                ag.regulate(plan="search", steps=1)
+            if i == 9:
+                ag.regulate(plan=Plan({}, {"b-regulated": {"prog": ("c-regulated", "prog")},
+                                           "c-regulated": {"prog": ("a-regulated", "prog")}}))
+            with scopes[i % 3]:
+                if isinstance(step, programs.Launch):
+                    programs.launch(ag, step, v)
+                elif isinstance(step, programs.HostRead):
+                    reads.append(np.asarray(v[step.operand]))
+                else:
+                    v[step.operand][...] = step.value
+        ag.regulate(plan="off")
+        return reads, [a.numpy() for a in allocs]
+
+    got = programs.run_async(ag, run, steps, init, strategy, 3)
+    assert_same(got, expected)
