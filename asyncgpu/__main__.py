@@ -367,7 +367,7 @@ def _bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool
                           *(f"{latency[w]['p50_ms']:.2f}/{latency[w]['p99_ms']:.2f}"
                             for w in mix))
         console.print(table)
-        console.print(f"regulated: {result['plan']}")
+        console.print(f"regulated: {result['plan']['plan']}")
     else:
         console.print(f"tenants ({scale}): {', '.join(mix)} checked in every mode "
                       f"({', '.join(tenants.MODES)}); [yellow]no times on the simulator[/]")

@@ -1,8 +1,9 @@
 """Tenants benchmark: workloads of the suite sharing one GPU, each a source of steps.
 
 A *mix* is three workloads of the suite (default: DL, IMG and ML); a workload's *step* is one
-``run`` of it (its launches and the host's read of its result, checked against the reference)
-after an untimed reset of its accumulators. Modes, side by side in one run, each ``rounds``
+``run`` of it (its launches and the host's read of its result) after a reset of its
+accumulators. Each mode's first and last step of every workload are checked against the
+reference after the mode's timed region. Modes, side by side in one run, each ``rounds``
 steps of every workload (after every workload ran ``warmup`` steps alone):
 
 * ``sequential``: one host thread runs the workloads' steps one after another;
@@ -12,8 +13,10 @@ steps of every workload (after every workload ran ``warmup`` steps alone):
 * ``tenants``: one thread per workload, each its own tenant (``asyncgpu.tenant``: streams of
   its own), the first workload's with ``priority="high"``;
 * ``regulated``: the same tenants under ``asyncgpu.regulate(plan="search")``: untimed rounds
-  run until the profile is taken and the plan searched (at most :data:`PROFILE_ROUNDS`), then
-  the timed rounds run with the plan (``plan`` in the result: what it split and pointed).
+  run until the profile is taken and the plan searched (at most :data:`PROFILE_ROUNDS`), and
+  until the high-priority tenant's latency under it was checked (at most
+  :data:`CHECK_ROUNDS`), then the timed rounds run with the plan (``plan`` in the result: what
+  it split and pointed, and the check's measured p90 and modelled alone, ms).
 
 Reported per mode: the wall time of the whole mix (its speedup is ``sequential``'s over it),
 and per workload the step latency, host-measured from the step's start to its checked result,
@@ -34,8 +37,10 @@ from .workloads import WORKLOADS
 
 MIX = ("dl", "img", "ml")
 MODES = ("sequential", "one stream each", "threads", "tenants", "regulated")
-#: The most untimed rounds ``regulated`` runs for its profile and search.
+#: The most untimed rounds ``regulated`` runs for its profile and search, and then for the check
+#: of the high-priority tenant's latency under the plan (``asyncgpu.regulate``).
 PROFILE_ROUNDS = 8
+CHECK_ROUNDS = 14
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -44,7 +49,9 @@ def _quantile(values: list[float], q: float) -> float:
 
 
 class _Member:
-    """One workload of the mix: its step, timed and checked."""
+    """One workload of the mix: its step, timed; its results checked after the timed region
+    (the first and the last step's of each mode: a check is host work, often longer than the
+    step, that would otherwise weigh on the mix's wall time and hold the other threads' GIL)."""
 
     def __init__(self, ag: Any, name: str, scale: str, block: int, num_blocks: int) -> None:
         self.name = name
@@ -52,6 +59,7 @@ class _Member:
         self.wl.reset()             # the inputs (a step resets only the accumulators)
         self.block, self.num_blocks = block, num_blocks
         self.latencies: list[float] = []
+        self.results: list[Any] = []    # the first and the latest step's, to check
 
     def step(self, timed: bool) -> None:
         reset = getattr(self.wl, "reset_accumulators", None)    # (B&S keeps no state)
@@ -60,11 +68,17 @@ class _Member:
         t0 = time.perf_counter()
         result = self.wl.run(self.block, self.num_blocks)
         elapsed = time.perf_counter() - t0
-        ok, why = self.wl.check(result)
-        if not ok:
-            raise AssertionError(f"tenants: {self.name} gave a wrong result: {why}")
+        self.results[1:] = [result]
         if timed:
             self.latencies.append(elapsed)
+
+    def check(self) -> None:
+        """Check the kept results (host copies: later steps did not change them)."""
+        for result in self.results:
+            ok, why = self.wl.check(result)
+            if not ok:
+                raise AssertionError(f"tenants: {self.name} gave a wrong result: {why}")
+        self.results = []
 
 
 def _threads(members: list[_Member], rounds: int, scopes: list[Any] | None) -> None:
@@ -104,6 +118,7 @@ def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
     for m in members:
         for r in range(warmup + rounds):
             m.step(r >= warmup)
+        m.check()
         alone[m.name] = _summary(m.latencies)
         m.latencies = []
     rows = []
@@ -130,6 +145,7 @@ def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
         rows.append({"mode": mode, "ms": (time.perf_counter() - t0) * 1e3,
                      "latency": {m.name: _summary(m.latencies) for m in members}})
         for m in members:
+            m.check()
             m.latencies = []
     ag.regulate(plan="off")
     sequential = rows[0]["ms"]
@@ -139,8 +155,9 @@ def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
             "high_priority": mix[0], "plan": plan}
 
 
-def _regulate(ag: Any, members: list[_Member], scopes: list[Any]) -> str:
-    """Profile and search the regulated tenants' plan in untimed rounds; what it chose."""
+def _regulate(ag: Any, members: list[_Member], scopes: list[Any]) -> dict[str, Any]:
+    """Profile and search the regulated tenants' plan in untimed rounds; what it chose, and
+    what the profile saw (per tenant: launches, their summed time alone, mean share)."""
     _threads(members, 1, scopes)        # (the tenants exist once they ran a step)
     ag.regulate(plan="search", tenants=[s.name for s in scopes])
     for _ in range(PROFILE_ROUNDS):
@@ -148,12 +165,25 @@ def _regulate(ag: Any, members: list[_Member], scopes: list[Any]) -> str:
         ag.synchronize()
         if ag.regulation().state == "regulated":
             break
+    high = scopes[0].name
+    for _ in range(CHECK_ROUNDS):       # (the high-priority tenant's check under the plan)
+        if ag.regulation().state != "regulated" or high in ag.regulation().checked:
+            break
+        _threads(members, 1, scopes)
+    ag.synchronize()
     for m in members:
+        m.check()
         m.latencies = []
     state = ag.regulation()
     if state.plan is None:
-        return f"no plan after {PROFILE_ROUNDS} rounds ({state.state})"
-    return state.plan.describe()
+        return {"plan": f"no plan after {PROFILE_ROUNDS} rounds ({state.state})"}
+    plan = state.plan
+    return {"plan": plan.describe(), "search_s": plan.search_s, "modelled": plan.modelled,
+            "checked_ms": {name: [v * 1e3 for v in pair] for name, pair in state.checked.items()},
+            "profile": {p.name: {"launches": len(p.ops),
+                                 "alone_ms": sum(o.seconds for o in p.ops) * 1e3,
+                                 "mean_share": statistics.fmean(o.share for o in p.ops)}
+                        for p in plan.profile}}
 
 
 def _summary(latencies: list[float]) -> dict[str, float]:

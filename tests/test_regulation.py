@@ -72,6 +72,13 @@ def test_a_split_lets_a_high_priority_step_in_between_the_pieces():
     assert pieces == pytest.approx(0.25e-3 + PIECE_S)       # the rest of the first piece
 
 
+def test_a_pointer_from_every_kernel_waits_for_the_latest_launch_of_any():
+    a = TenantProfile("a", "high", (op("k", 1.0, 0.4), op("j", 1.0, 0.4, parents=[0])))
+    b = TenantProfile("b", "normal", (op("x", 0.1, 0.4), op("y", 1.0, 0.4, parents=[0])))
+    held = simulate((a, b), after={"b": {"*": ("a", "*")}})
+    assert held.latency_s == pytest.approx({"a": 2e-3, "b": 3e-3})
+
+
 def test_a_pointer_waits_for_the_latest_launch_of_its_kernel_before_it():
     a = TenantProfile("a", "normal", (op("k", 1.0, 0.4), op("k", 1.0, 0.4, parents=[0])))
     b = TenantProfile("b", "normal", (op("x", 0.1, 0.4), op("j", 1.0, 0.4, parents=[0])))
@@ -153,7 +160,8 @@ def test_the_searched_plan_never_models_worse_than_none_and_is_the_same_each_tim
 def test_a_plan_saved_and_loaded_is_the_same(tmp_path):
     plan = Plan({"a": {"k": 4}}, {"b": {"j": ("a", "k")}},
                 (("a", (("k", (1, 1, 1), (32, 1, 1)),)),),
-                Outcome(1e-3, {"a": 1e-3}, 0.5, {"a": 2e-3}), None, 12, 0.01)
+                Outcome(1e-3, {"a": 1e-3}, 0.5, {"a": 2e-3}), None, 12, 0.01,
+                (TenantProfile("a", "high", (op("k", 1.0, 0.5, 0.25, True, [0]),), True),))
     path = str(tmp_path / "plan.json")
     plan.save(path)
     assert Plan.load(path) == plan
@@ -303,6 +311,41 @@ def test_a_given_plan_runs_at_once_and_off_gives_the_tenants_their_own_settings(
         assert [name for name, _, _ in seen.kernels] == ["square", "add_one"]
         ag.synchronize()
         assert mix.right()
+
+
+@pytest.mark.parametrize("alone_s,guarded", [(1e-12, True), (1.0, False)])
+def test_a_high_priority_tenant_slower_than_its_target_under_the_plan_gets_the_others_held(
+        alone_s, guarded):
+    """The high tenant's measured latency (the simulator's clock) is far over a stand-in time
+    alone of 1e-12 s, and far under 1 s."""
+    with ag.configure(backend="sim", sim_seed=2):
+        mix = Mix(f"guard-{guarded}")
+        mix.step()
+        ag.regulate(plan="search", tenants=mix.names)
+        with profiled_as({**TIMES, "add_one": alone_s}, SHARES):
+            for _ in range(2):
+                mix.step()
+            ag.synchronize()
+            assert ag.regulation().state == "regulated"
+        for _ in range(10):
+            mix.step()
+            ag.synchronize()
+        state = ag.regulation()
+        p90, alone = state.checked[mix.high.name]
+        assert alone == pytest.approx(alone_s) and p90 > 0
+        held = state.plan.after.get(mix.low.name, {}).get("*")
+        assert held == ((mix.high.name, "*") if guarded else None)
+        with ag.instrument(Edges()) as seen:
+            with mix.high:
+                mix.small[1, 32](mix.u, mix.v, 64)
+            with mix.low:
+                mix.big[4, 32](mix.x, mix.y, mix.n)     # (its pieces: the first waits)
+        if guarded:
+            first = next(r for name, _, r in seen.kernels if name == "square")
+            assert "pointer" in first
+        ag.synchronize()
+        assert mix.right()
+        ag.regulate(plan="off")
 
 
 @pytest.mark.parametrize("kwargs,match", [

@@ -147,7 +147,8 @@ class Plan:
     kernel, grid, block), and the modelled outcome without it (``before``) and with it
     (``after_outcome``), how many plans the search modelled and how long it took.
 
-    ``save(path)`` writes it as JSON and ``Plan.load(path)`` reads it back, so a plan searched
+    ``profile`` holds the profiles it was searched on (each tenant's launches, their times
+    alone and shares: what the search saw). ``save(path)`` writes it as JSON and ``Plan.load(path)`` reads it back, so a plan searched
     once can be given to ``asyncgpu.regulate(plan=...)`` in a later process."""
 
     splits: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -157,6 +158,7 @@ class Plan:
     after_outcome: Outcome | None = None
     modelled: int = 0
     search_s: float = 0.0
+    profile: tuple[TenantProfile, ...] = ()
 
     def tenant_settings(self, name: str) -> tuple[dict[str, int] | None,
                                                   dict[str, tuple[str, str]] | None]:
@@ -185,7 +187,13 @@ class Plan:
                                      for t, ks in self.after.items()},
                            "shape": _lists(self.shape), "before": outcome(self.before),
                            "after_outcome": outcome(self.after_outcome),
-                           "modelled": self.modelled, "search_s": self.search_s}, indent=1)
+                           "modelled": self.modelled, "search_s": self.search_s,
+                           "profile": [{"name": p.name, "priority": p.priority,
+                                        "one_stream": p.one_stream,
+                                        "ops": [[o.kernel, o.seconds, o.share, o.bandwidth,
+                                                 o.splittable, list(o.parents)]
+                                                for o in p.ops]} for p in self.profile]},
+                          indent=1)
 
     @classmethod
     def from_json(cls, text: str) -> Plan:
@@ -199,7 +207,11 @@ class Plan:
                     for t, ks in d["after"].items()},
                    _tuples(d.get("shape", [])), outcome(d.get("before")),
                    outcome(d.get("after_outcome")), d.get("modelled", 0),
-                   d.get("search_s", 0.0))
+                   d.get("search_s", 0.0),
+                   tuple(TenantProfile(p["name"], p["priority"],
+                                       tuple(Op(o[0], o[1], o[2], o[3], o[4], tuple(o[5]))
+                                             for o in p["ops"]), p["one_stream"])
+                         for p in d.get("profile", [])))
 
     def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as f:
@@ -274,7 +286,8 @@ def _tasks(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]
     index = {p.name: t for t, p in enumerate(profiles)}
     for t, prof in enumerate(profiles):
         for i, op in enumerate(prof.ops):
-            target = after.get(prof.name, {}).get(op.kernel)
+            mine = after.get(prof.name, {})
+            target = mine.get(op.kernel) or mine.get("*")
             if target is None or target[0] not in index:
                 continue
             o = index[target[0]]
@@ -282,7 +295,8 @@ def _tasks(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]
             at = (i + 1) / len(prof.ops)
             chosen = None
             for j, candidate in enumerate(other):
-                if candidate.kernel == target[1] and (j + 1) / len(other) <= at:
+                if (target[1] in ("*", candidate.kernel)
+                        and (j + 1) / len(other) <= at):
                     chosen = j
             if chosen is not None:
                 firsts[t][i].parents.append(lasts[o][chosen])
@@ -516,7 +530,8 @@ def search(profiles: tuple[TenantProfile, ...], budget_s: float = 0.5,
         if choice is not None:
             after, changed = choice, True
     chosen = evaluate(profiles, splits, after, alone)[1]
-    return Plan(splits, after, shape, before, chosen, modelled, time.perf_counter() - t0)
+    return Plan(splits, after, shape, before, chosen, modelled, time.perf_counter() - t0,
+                profiles)
 
 
 def _with(table: dict[str, dict[str, Any]], name: str, kernel: str, value: Any

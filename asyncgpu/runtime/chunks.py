@@ -192,10 +192,11 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[A
 
 
 def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
-                 values: list[Any], site: str | None, pieces: int) -> bool:
+                 values: list[Any], site: str | None, pieces: int, after: Any = None) -> bool:
     """Issue an element-wise launch as ``pieces`` nodes in order (see the module docstring);
     whether it did (a launch of fewer than two rows runs whole). Every piece is validated and
-    prepared before the first is issued."""
+    prepared before the first is issued. ``after``: a node the first piece waits for (a
+    tenant's pointer: an edge of reason ``pointer``), or None."""
     kernel = launcher.kernel
     if not kernel.elementwise:
         where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
@@ -211,6 +212,9 @@ def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any
         node = Node("kernel", kernel.name, site, piece_arrays)
         node.launch = launch
         rt.stats.kernels += 1
-        rt.issue_after(node, () if previous is None else (previous,), "split")
+        if previous is None:
+            rt.issue_after(node, () if after is None else (after,), "pointer")
+        else:
+            rt.issue_after(node, (previous,), "split")
         previous = node
     return True

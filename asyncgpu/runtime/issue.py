@@ -76,14 +76,14 @@ class Issuing:
                 if self.regulator is not None and index:
                     # (noted in the tenant's step; while profiling, run alone and timed)
                     profiled = self.regulator.launch(index, launcher)
+                if profiled is None and tenant.after:
+                    pointer = self._pointer(tenant.after, kernel.name)
                 splits = tenant.splits
                 if (profiled is None and splits and kernel.name in splits
                         and self.placement is None
                         and launch_split(self, launcher, args, arrays, values, site,
-                                         splits[kernel.name])):
+                                         splits[kernel.name], pointer)):
                     return
-                if profiled is None and tenant.after:
-                    pointer = self._pointer(tenant.after, kernel.name)
             if (profiled is None and pointer is None and self.memory is not None and kernel.elementwise
                     and self.placement is None
                     and launch_chunked(self, launcher, args, arrays, values, site)):
@@ -119,7 +119,9 @@ class Issuing:
         the pointed-at tenant's latest launch of the pointed-at kernel, if unfinished."""
         target = after.get(name)
         if target is None:
-            return None
+            target = after.get("*")
+            if target is None:
+                return None
         for tenant in self.tenants:
             if tenant.name == target[0]:
                 last = tenant.last.get(target[1])
@@ -213,7 +215,9 @@ class Issuing:
                 tenant = self.tenants[node.tenant]
                 tenant.count(node.kind)
                 if node.kind == "kernel":
-                    tenant.last[node.name] = node     # (what a pointer may name)
+                    last = tenant.last          # (what a pointer may name; "*": any kernel)
+                    last[node.name] = node
+                    last["*"] = node
             if self.placement is not None and node.kind != "copy":
                 placed = stats.placed
                 number = self.devices[node.device]

@@ -17,6 +17,13 @@ The model
    :func:`~asyncgpu.core.regulation.search` finds one within ``budget_s``. The plan's splits
    and pointers become the tenants' (beside their own), and the state is *regulated*.
 
+3. *checked*: a model errs, so the plan is measured too. Each high-priority tenant's next
+   :data:`CHECK_STEPS` steps under a searched plan are timed on the device; if their p90 is
+   over ``HIGH_TARGET`` times its modelled latency alone, every normal tenant's launches wait
+   for its latest unfinished launch from then on (a pointer from every kernel to every kernel,
+   ``"*"``), and that guarded plan replaces the stored one: priority before throughput, as
+   ``priority="high"`` asks.
+
 While regulated, each step of a regulated tenant is checked against the plan's shape when it
 ends; a step of another shape (the workload changed) sets the plan aside and profiling starts
 again, ending in the stored plan for that shape if there is one. ``regulate(plan=p)`` runs
@@ -37,24 +44,30 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 from ..core.interference import Sample, heuristic_class, moved_bytes
-from ..core.regulation import Op, Plan, TenantProfile, occupancy_share, search
+from ..core.regulation import (
+    HIGH_TARGET, Op, Plan, TenantProfile, occupancy_share, search, simulate,
+)
 from .current import current_runtime
 
 log = logging.getLogger("asyncgpu")
 
+#: Steps of a high-priority tenant measured under a searched plan before it is checked.
+CHECK_STEPS = 10
 
-@dataclass(frozen=True)
+
+@dataclasses.dataclass(frozen=True)
 class Regulation:
     """Where regulation stands (``asyncgpu.regulation()``): ``state`` (``off``,
     ``profiling`` or ``regulated``), the tenants regulated, the plan in force (or None), the
-    tenants whose profiled steps are still awaited, and how many plans are stored, were
-    searched and were reused."""
+    tenants whose profiled steps are still awaited, how many plans are stored, were searched
+    and were reused, and per high-priority tenant checked under the plan its measured p90
+    step latency and its modelled latency alone (seconds)."""
 
     state: str
     tenants: tuple[str, ...] = ()
@@ -63,6 +76,7 @@ class Regulation:
     stored: int = 0
     searched: int = 0
     reused: int = 0
+    checked: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
 
 
 class _Step:
@@ -95,6 +109,11 @@ class Regulator:
         self._profiled: dict[int, list[list[tuple[Any, ...]]]] = {t: [] for t in tenants}
         self._shapes: dict[int, tuple[Any, ...]] = {}
         self._last: Any = None          # the latest profiled node (the next waits for it)
+        #: high-priority tenants whose latency under the plan is being measured: index ->
+        #: (modelled latency alone, index of the first step under the plan); and the result
+        #: per name: (measured p90, modelled alone), seconds
+        self._checking: dict[int, tuple[float, int]] = {}
+        self.checked: dict[str, tuple[float, float]] = {}
         #: test hook (``asyncgpu.testing.regulation``): a profiled op's (seconds, share) from
         #: its kernel's name and its measured seconds and modelled share
         self.stand_in: Any = None
@@ -157,6 +176,8 @@ class Regulator:
             log.info("asyncgpu: tenant %r ran a step of another shape; the regulation plan is "
                      "set aside and the tenants are profiled again", name)
             self._profile_again()
+        elif index in self._checking:
+            self._check(index)
 
     def status(self) -> Regulation:
         book = self.book
@@ -165,12 +186,15 @@ class Regulator:
                               reused=book.reused)
         if self.state == "profiling":
             self._try_finish()
+        for t in list(self._checking):
+            self._check(t)
         names = self.rt.tenants
         awaiting = tuple(names[t].name for t in self.tenants
                          if len(self._profiled[t]) < self.steps)
         book = self.book
         return Regulation(self.state, tuple(names[t].name for t in self.tenants), self.plan,
-                          awaiting, len(book.plans), book.searched, book.reused)
+                          awaiting, len(book.plans), book.searched, book.reused,
+                          dict(self.checked))
 
     # -- states ------------------------------------------------------------------------------
     def _expected(self, index: int) -> Any:
@@ -199,8 +223,60 @@ class Regulator:
                 splits = {**(more_splits or {}), **(splits or {})} or None
                 after = {**(more_after or {}), **(after or {})} or None
             tenant.splits, tenant.after = splits, after
+        self._checking = {}
         if plan is not None:
             self.state = "regulated"
+            self._watch(plan)
+
+    # -- the high-priority check ---------------------------------------------------------------
+    def _watch(self, plan: Plan) -> None:
+        """Check the high-priority tenants' measured latencies under ``plan`` (one searched on a
+        profile, not guarded yet, beside normal tenants): :meth:`_check`."""
+        tenants = self.rt.tenants
+        normal = [t for t in self.tenants if tenants[t].priority != "high"]
+        if not plan.profile or not normal:
+            return
+        profiles = {p.name: p for p in plan.profile}
+        for t in self.tenants:
+            tenant = tenants[t]
+            profile = profiles.get(tenant.name)
+            if tenant.priority == "high" and profile is not None and not all(
+                    "*" in plan.after.get(tenants[n].name, {}) for n in normal):
+                alone = simulate((profile,)).makespan_s
+                self._checking[t] = (alone, len(tenant.latencies) + len(tenant.pending))
+
+    def _check(self, index: int) -> None:
+        """Once :data:`CHECK_STEPS` steps of high-priority tenant ``index`` ran under the plan
+        and were measured on the device: if their p90 latency is over ``HIGH_TARGET`` times its
+        modelled latency alone (the model underrated what co-running costs it), every normal
+        tenant's launches wait for its latest unfinished one (a pointer from ``*`` to ``*``),
+        and that guarded plan replaces the stored one."""
+        rt = self.rt
+        tenant = rt.tenants[index]
+        tenant.settle(rt.backend.event_done, rt.backend.elapsed_s)
+        alone, first = self._checking[index]
+        measured = sorted(tenant.latencies[first:])
+        if len(measured) < CHECK_STEPS:
+            return
+        del self._checking[index]
+        p90 = measured[min(len(measured) - 1, int(0.9 * len(measured)))]
+        self.checked[tenant.name] = (p90, alone)
+        if p90 <= HIGH_TARGET * alone:
+            return
+        plan = self.plan
+        after = {name: dict(ks) for name, ks in plan.after.items()}
+        for t in self.tenants:
+            other = rt.tenants[t]
+            if other.priority != "high":
+                after.setdefault(other.name, {})["*"] = (tenant.name, "*")
+        guarded = dataclasses.replace(plan, after=after)
+        log.info("asyncgpu: high-priority tenant %r took %.3f ms (p90 of %d steps) against "
+                 "%.3f ms alone; the other tenants now wait for its launches", tenant.name,
+                 p90 * 1e3, len(measured), alone * 1e3)
+        for shape, stored in self.book.plans.items():
+            if stored is plan:
+                self.book.plans[shape] = guarded
+        self.apply(guarded)
 
     def _try_finish(self) -> None:
         """End the profile once every tenant's profiled steps are complete on the device."""
