@@ -17,6 +17,7 @@ from asyncgpu.core.regulation import (
     CONTENTION, PIECE_S, Op, Outcome, Plan, TenantProfile, evaluate, occupancy_share, search,
     simulate,
 )
+from asyncgpu.runtime.current import current_runtime
 from asyncgpu.testing.regulation import profiled_as
 
 
@@ -343,6 +344,14 @@ def test_a_high_priority_tenant_slower_than_its_target_under_the_plan_gets_the_o
         if guarded:
             first = next(r for name, _, r in seen.kernels if name == "square")
             assert "pointer" in first
+            # the guard is measured in turn: kept only where it cut the p90 by a tenth
+            for _ in range(10):
+                mix.step()
+                ag.synchronize()
+            state = ag.regulation()
+            kept = "*" in state.plan.after.get(mix.low.name, {})
+            assert kept == (state.checked[mix.high.name][0] < 0.9 * p90)
+            assert kept or current_runtime().regulator._guard_lost
         ag.synchronize()
         assert mix.right()
         ag.regulate(plan="off")

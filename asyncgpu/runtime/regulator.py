@@ -21,8 +21,9 @@ The model
    :data:`CHECK_STEPS` steps under a searched plan are timed on the device; if their p90 is
    over ``HIGH_TARGET`` times its modelled latency alone, every normal tenant's launches wait
    for its latest unfinished launch from then on (a pointer from every kernel to every kernel,
-   ``"*"``), and that guarded plan replaces the stored one: priority before throughput, as
-   ``priority="high"`` asks.
+   ``"*"``: priority before throughput, as ``priority="high"`` asks). The guard is measured
+   in turn over as many steps, and kept (replacing the stored plan) only if it cut that p90 to
+   :data:`GUARD_GAIN` of what it was; otherwise the plan without it comes back.
 
 While regulated, each step of a regulated tenant is checked against the plan's shape when it
 ends; a step of another shape (the workload changed) sets the plan aside and profiling starts
@@ -59,6 +60,8 @@ log = logging.getLogger("asyncgpu")
 
 #: Steps of a high-priority tenant measured under a searched plan before it is checked.
 CHECK_STEPS = 10
+#: A guard is kept when it brings the high-priority tenant's p90 to this fraction or less.
+GUARD_GAIN = 0.9
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +80,18 @@ class Regulation:
     searched: int = 0
     reused: int = 0
     checked: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+
+
+class _Check:
+    """A high-priority tenant's latency being measured under a plan: its modelled latency
+    alone, the index of its first step under the plan, and while a guard is measured, the p90
+    before it and the plan without it."""
+
+    __slots__ = ("alone", "first", "before", "unguarded")
+
+    def __init__(self, alone: float, first: int, before: float = 0.0,
+                 unguarded: Plan | None = None) -> None:
+        self.alone, self.first, self.before, self.unguarded = alone, first, before, unguarded
 
 
 class _Step:
@@ -112,8 +127,9 @@ class Regulator:
         #: high-priority tenants whose latency under the plan is being measured: index ->
         #: (modelled latency alone, index of the first step under the plan); and the result
         #: per name: (measured p90, modelled alone), seconds
-        self._checking: dict[int, tuple[float, int]] = {}
+        self._checking: dict[int, _Check] = {}
         self.checked: dict[str, tuple[float, float]] = {}
+        self._guard_lost = False            # (a guard measured no better: not tried again)
         #: test hook (``asyncgpu.testing.regulation``): a profiled op's (seconds, share) from
         #: its kernel's name and its measured seconds and modelled share
         self.stand_in: Any = None
@@ -230,11 +246,11 @@ class Regulator:
 
     # -- the high-priority check ---------------------------------------------------------------
     def _watch(self, plan: Plan) -> None:
-        """Check the high-priority tenants' measured latencies under ``plan`` (one searched on a
-        profile, not guarded yet, beside normal tenants): :meth:`_check`."""
+        """Measure the high-priority tenants' latencies under ``plan`` (one searched on a
+        profile, beside normal tenants, not guarded yet): :meth:`_check`."""
         tenants = self.rt.tenants
         normal = [t for t in self.tenants if tenants[t].priority != "high"]
-        if not plan.profile or not normal:
+        if not plan.profile or not normal or self._guard_lost:
             return
         profiles = {p.name: p for p in plan.profile}
         for t in self.tenants:
@@ -242,41 +258,60 @@ class Regulator:
             profile = profiles.get(tenant.name)
             if tenant.priority == "high" and profile is not None and not all(
                     "*" in plan.after.get(tenants[n].name, {}) for n in normal):
-                alone = simulate((profile,)).makespan_s
-                self._checking[t] = (alone, len(tenant.latencies) + len(tenant.pending))
+                self._checking[t] = _Check(simulate((profile,)).makespan_s,
+                                           len(tenant.latencies) + len(tenant.pending))
 
     def _check(self, index: int) -> None:
         """Once :data:`CHECK_STEPS` steps of high-priority tenant ``index`` ran under the plan
         and were measured on the device: if their p90 latency is over ``HIGH_TARGET`` times its
         modelled latency alone (the model underrated what co-running costs it), every normal
-        tenant's launches wait for its latest unfinished one (a pointer from ``*`` to ``*``),
-        and that guarded plan replaces the stored one."""
+        tenant's launches wait for its latest unfinished one (a pointer from ``*`` to ``*``).
+        That *guard* is measured in turn, and kept (replacing the stored plan) only if it cut
+        the p90 to :data:`GUARD_GAIN` of what it was; otherwise the plan goes back to the one
+        without it."""
         rt = self.rt
         tenant = rt.tenants[index]
         tenant.settle(rt.backend.event_done, rt.backend.elapsed_s)
-        alone, first = self._checking[index]
-        measured = sorted(tenant.latencies[first:])
+        check = self._checking[index]
+        measured = sorted(tenant.latencies[check.first:])
         if len(measured) < CHECK_STEPS:
             return
         del self._checking[index]
         p90 = measured[min(len(measured) - 1, int(0.9 * len(measured)))]
-        self.checked[tenant.name] = (p90, alone)
-        if p90 <= HIGH_TARGET * alone:
-            return
         plan = self.plan
+        if check.unguarded is not None:         # (the guard was measured)
+            if p90 < GUARD_GAIN * check.before:
+                log.info("asyncgpu: high-priority tenant %r: the guard kept (p90 %.3f -> %.3f "
+                         "ms)", tenant.name, check.before * 1e3, p90 * 1e3)
+                self.checked[tenant.name] = (p90, check.alone)
+                self._store(check.unguarded, plan)
+                return
+            log.info("asyncgpu: high-priority tenant %r: the guard did not help (p90 %.3f -> "
+                     "%.3f ms); the plan goes back to the one without it", tenant.name,
+                     check.before * 1e3, p90 * 1e3)
+            self._guard_lost = True
+            self.apply(check.unguarded)
+            return
+        self.checked[tenant.name] = (p90, check.alone)
+        if p90 <= HIGH_TARGET * check.alone:
+            return
         after = {name: dict(ks) for name, ks in plan.after.items()}
         for t in self.tenants:
             other = rt.tenants[t]
             if other.priority != "high":
                 after.setdefault(other.name, {})["*"] = (tenant.name, "*")
-        guarded = dataclasses.replace(plan, after=after)
         log.info("asyncgpu: high-priority tenant %r took %.3f ms (p90 of %d steps) against "
-                 "%.3f ms alone; the other tenants now wait for its launches", tenant.name,
-                 p90 * 1e3, len(measured), alone * 1e3)
+                 "%.3f ms alone; the other tenants now wait for its launches, measured in turn",
+                 tenant.name, p90 * 1e3, len(measured), check.alone * 1e3)
+        self.apply(dataclasses.replace(plan, after=after))
+        self._checking[index] = _Check(check.alone, len(tenant.latencies) + len(tenant.pending),
+                                       p90, plan)
+
+    def _store(self, old: Plan, new: Plan) -> None:
+        """``new`` replaces ``old`` among the stored plans."""
         for shape, stored in self.book.plans.items():
-            if stored is plan:
-                self.book.plans[shape] = guarded
-        self.apply(guarded)
+            if stored is old:
+                self.book.plans[shape] = new
 
     def _try_finish(self) -> None:
         """End the profile once every tenant's profiled steps are complete on the device."""
