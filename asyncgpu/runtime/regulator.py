@@ -69,8 +69,9 @@ class Regulation:
     """Where regulation stands (``asyncgpu.regulation()``): ``state`` (``off``,
     ``profiling`` or ``regulated``), the tenants regulated, the plan in force (or None), the
     tenants whose profiled steps are still awaited, how many plans are stored, were searched
-    and were reused, and per high-priority tenant checked under the plan its measured p90
-    step latency and its modelled latency alone (seconds)."""
+    and were reused, per high-priority tenant checked under the plan its measured p90 step
+    latency and its modelled latency alone (seconds), and the high-priority tenants whose
+    latency is being measured now."""
 
     state: str
     tenants: tuple[str, ...] = ()
@@ -80,6 +81,7 @@ class Regulation:
     searched: int = 0
     reused: int = 0
     checked: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
+    checking: tuple[str, ...] = ()
 
 
 class _Check:
@@ -210,7 +212,7 @@ class Regulator:
         book = self.book
         return Regulation(self.state, tuple(names[t].name for t in self.tenants), self.plan,
                           awaiting, len(book.plans), book.searched, book.reused,
-                          dict(self.checked))
+                          dict(self.checked), tuple(names[t].name for t in self._checking))
 
     # -- states ------------------------------------------------------------------------------
     def _expected(self, index: int) -> Any:
