@@ -21,6 +21,8 @@ helper here takes a name or an :class:`Operand`.
 
 from __future__ import annotations
 
+import contextlib
+
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -204,18 +206,21 @@ def launch(ag: Any, step: Launch, views: Views, c: float | None = None) -> None:
     k[blocks, step.block](*args, step.c if c is None else c)
 
 
-def run(ag: Any, steps: list[Any], init: np.ndarray) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Run a program in the current configuration; returns (host reads, final allocations)."""
+def run(ag: Any, steps: list[Any], init: np.ndarray,
+        scope: Callable[[int], Any] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Run a program in the current configuration; returns (host reads, final allocations).
+    ``scope(i)``, called right before step ``i``: the context manager the step runs in."""
     allocs = [ag.array(init[i]) for i in range(3)]
     v = views(allocs)
     reads = []
-    for step in steps:
-        if isinstance(step, Launch):
-            launch(ag, step, v)
-        elif isinstance(step, HostRead):
-            reads.append(np.asarray(v[step.operand]))
-        else:
-            v[step.operand][...] = step.value
+    for i, step in enumerate(steps):
+        with scope(i) if scope is not None else contextlib.nullcontext():
+            if isinstance(step, Launch):
+                launch(ag, step, v)
+            elif isinstance(step, HostRead):
+                reads.append(np.asarray(v[step.operand]))
+            else:
+                v[step.operand][...] = step.value
     final = [a.numpy() for a in allocs]
     return reads, final
 

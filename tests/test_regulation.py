@@ -14,7 +14,15 @@ from test_properties import assert_same, serial
 
 import asyncgpu as ag
 from asyncgpu.core.regulation import (
-    CONTENTION, PIECE_S, Op, Outcome, Plan, TenantProfile, evaluate, occupancy_share, search,
+    CONTENTION,
+    PIECE_S,
+    Op,
+    Outcome,
+    Plan,
+    TenantProfile,
+    evaluate,
+    occupancy_share,
+    search,
     simulate,
 )
 from asyncgpu.runtime.current import current_runtime
@@ -410,24 +418,18 @@ def test_random_programs_over_regulated_tenants_equal_serial(strategy, steps, pi
     def run(ag, steps, init):
         scopes = [ag.tenant(f"{n}-regulated", priority="high" if n == "b" else "normal")
                   for n in ("a", "b", "c")]
-        allocs = [ag.array(init[i]) for i in range(3)]
-        v = programs.views(allocs)
-        reads = []
-        for i, step in enumerate(steps):
+
+        def scope(i):
             if i == 3:
                 ag.regulate(plan="search", steps=1)
             if i == 9:
                 ag.regulate(plan=Plan({}, {"b-regulated": {"prog": ("c-regulated", "prog")},
                                            "c-regulated": {"prog": ("a-regulated", "prog")}}))
-            with scopes[i % 3]:
-                if isinstance(step, programs.Launch):
-                    programs.launch(ag, step, v)
-                elif isinstance(step, programs.HostRead):
-                    reads.append(np.asarray(v[step.operand]))
-                else:
-                    v[step.operand][...] = step.value
+            return scopes[i % 3]
+
+        out = programs.run(ag, steps, init, scope)
         ag.regulate(plan="off")
-        return reads, [a.numpy() for a in allocs]
+        return out
 
     got = programs.run_async(ag, run, steps, init, strategy, 3)
     assert_same(got, expected)

@@ -209,18 +209,7 @@ def _run_as_tenants(ag, steps, init, pointers=False):
                         after={"prog": (waits_for[n] + suffix, "prog")} if n in waits_for
                         else None)
               for n in NAMES]
-    allocs = [ag.array(init[i]) for i in range(3)]
-    v = programs.views(allocs)
-    reads = []
-    for i, step in enumerate(steps):
-        with scopes[i % 3]:
-            if isinstance(step, programs.Launch):
-                programs.launch(ag, step, v)
-            elif isinstance(step, programs.HostRead):
-                reads.append(np.asarray(v[step.operand]))
-            else:
-                v[step.operand][...] = step.value
-    return reads, [a.numpy() for a in allocs]
+    return programs.run(ag, steps, init, lambda i: scopes[i % 3])
 
 
 @pytest.mark.parametrize("strategy", ["random", "pct", "starve"])

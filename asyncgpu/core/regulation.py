@@ -59,6 +59,7 @@ Example::
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 import time
 from dataclasses import dataclass, field
@@ -232,8 +233,8 @@ def _tuples(x: Any) -> Any:
 
 
 class _Task:
-    __slots__ = ("tenant", "high", "op", "left", "share", "bandwidth", "parents", "children",
-                 "waiting", "release", "ready_at", "held", "order", "started_at", "done_at")
+    __slots__ = ("bandwidth", "children", "done_at", "held", "high", "left", "op", "order",
+                 "parents", "ready_at", "release", "share", "started_at", "tenant", "waiting")
 
     def __init__(self, tenant: int, high: bool, op: int, seconds: float, share: float,
                  bandwidth: float) -> None:
@@ -268,7 +269,7 @@ def _tasks(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]
             k = cut.get(op.kernel, 1) if op.splittable else 1
             seconds = op.seconds / k + (PIECE_S if k > 1 else 0.0)
             chain = [_Task(t, high, i, seconds, op.share, op.bandwidth) for _ in range(k)]
-            for a, b in zip(chain, chain[1:]):
+            for a, b in itertools.pairwise(chain):
                 b.parents.append(a)
             for p in op.parents:
                 chain[0].parents.append(ends[p])
@@ -444,8 +445,8 @@ def _side_by_side(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[st
     as (tenant, kernel, other tenant, other kernel), each once, in order of first overlap."""
     tasks = _tasks(profiles, splits, after)
     _run(tasks)
-    spans = sorted(((t.started_at, t.done_at, t.tenant, profiles[t.tenant].ops[t.op].kernel)
-                    for t in tasks))
+    spans = sorted((t.started_at, t.done_at, t.tenant, profiles[t.tenant].ops[t.op].kernel)
+                    for t in tasks)
     pairs: dict[tuple[int, str, int, str], None] = {}
     for i, (s1, e1, t1, k1) in enumerate(spans):
         for s2, e2, t2, k2 in spans[i + 1:]:

@@ -3,21 +3,20 @@
 The model
 ---------
 ``regulate(plan="search")`` regulates the tenants that have run steps (or those named): a
-:class:`Regulator` on the runtime goes through two states.
+:class:`Regulator` on the runtime goes through three stages.
 
 1. *profiling*: each of those tenants' next ``steps`` steps is profiled. Every kernel launch
    in them runs alone on the device (after the previous profiled launch, of any tenant: an
    edge of reason ``profile``) between two timing events, and is noted with its launch shape,
    the bytes it moves and its data parents in the step. The tenants' own splits and pointers
    are set aside while profiling (the launches run whole; the search keeps them).
-2. once the profiled steps of every tenant have completed on the device, the last one of each
-   becomes the profile (a tenant that ran no step while another ran twice ``steps`` is idle
-   and left out) (``asyncgpu.core.regulation``); a plan already found for the same
+2. *search*: once the profiled steps of every tenant have completed on the device, the last
+   one of each becomes the profile (``asyncgpu.core.regulation``; a tenant that ran no step
+   while another ran twice ``steps`` is idle and left out). A plan already found for the same
    *shape* (each tenant's step as its launches: kernel, grid, block) is reused, otherwise
    :func:`~asyncgpu.core.regulation.search` finds one within ``budget_s``. The plan's splits
    and pointers become the tenants' (beside their own), and the state is *regulated*.
-
-3. *checked*: a model errs, so the plan is measured too. Each high-priority tenant's next
+3. *check*: a model errs, so the plan is measured too. Each high-priority tenant's next
    :data:`CHECK_STEPS` steps under a searched plan are timed on the device; if their p90 is
    over ``HIGH_TARGET`` times its modelled latency alone, every normal tenant's launches wait
    for its latest unfinished launch from then on (a pointer from every kernel to every kernel,
@@ -52,7 +51,13 @@ from typing import Any
 
 from ..core.interference import Sample, heuristic_class, moved_bytes
 from ..core.regulation import (
-    HIGH_TARGET, Op, Plan, TenantProfile, occupancy_share, search, simulate,
+    HIGH_TARGET,
+    Op,
+    Plan,
+    TenantProfile,
+    occupancy_share,
+    search,
+    simulate,
 )
 from .current import current_runtime
 
@@ -89,7 +94,7 @@ class _Check:
     alone, the index of its first step under the plan, and while a guard is measured, the p90
     before it and the plan without it."""
 
-    __slots__ = ("alone", "first", "before", "unguarded")
+    __slots__ = ("alone", "before", "first", "unguarded")
 
     def __init__(self, alone: float, first: int, before: float = 0.0,
                  unguarded: Plan | None = None) -> None:
@@ -98,9 +103,10 @@ class _Check:
 
 class _Step:
     """One open step of a regulated tenant on one thread: its launches' shape keys and, when
-    profiled, its ops (kernel, node, sample, data parents, threads, bytes, attributes)."""
+    profiled, its ops (kernel name, timing sample, data parents in the step, blocks, threads
+    per block, bytes moved, kernel attributes, element-wise) and each op's node's index."""
 
-    __slots__ = ("keys", "ops", "index_of")
+    __slots__ = ("index_of", "keys", "ops")
 
     def __init__(self) -> None:
         self.keys: list[tuple[Any, ...]] = []
@@ -126,9 +132,8 @@ class Regulator:
         self._profiled: dict[int, list[list[tuple[Any, ...]]]] = {t: [] for t in tenants}
         self._shapes: dict[int, tuple[Any, ...]] = {}
         self._last: Any = None          # the latest profiled node (the next waits for it)
-        #: high-priority tenants whose latency under the plan is being measured: index ->
-        #: (modelled latency alone, index of the first step under the plan); and the result
-        #: per name: (measured p90, modelled alone), seconds
+        #: high-priority tenants whose latency under the plan is being measured, by index; and
+        #: the result per name: (measured p90, modelled alone), seconds
         self._checking: dict[int, _Check] = {}
         self.checked: dict[str, tuple[float, float]] = {}
         self._guard_lost = False            # (a guard measured no better: not tried again)
@@ -170,7 +175,7 @@ class Regulator:
         if attributes is not None:
             try:
                 attrs = attributes(launcher.kernel)
-            except Exception:   # (a backend or kernel without attributes: shapes only)
+            except Exception:  # noqa: BLE001 - a kernel without attributes: shape only
                 attrs = None
         step.ops.append((launcher.kernel.name, sample, parents, grid[0] * grid[1] * grid[2],
                          block[0] * block[1] * block[2], moved_bytes(node.accesses), attrs,
@@ -209,7 +214,6 @@ class Regulator:
         names = self.rt.tenants
         awaiting = tuple(names[t].name for t in self.tenants
                          if len(self._profiled[t]) < self.steps)
-        book = self.book
         return Regulation(self.state, tuple(names[t].name for t in self.tenants), self.plan,
                           awaiting, len(book.plans), book.searched, book.reused,
                           dict(self.checked), tuple(names[t].name for t in self._checking))
