@@ -162,8 +162,11 @@ def test_the_searched_plan_never_models_worse_than_none_and_is_the_same_each_tim
         evaluate(ps, {}, {}, alone)[0] * (1 + 1e-9)
     again = search(ps, budget_s=10.0)
     assert (again.splits, again.after) == (plan.splits, plan.after)
+    priority = {p.name: p.priority for p in ps}
     for name, kernels in plan.after.items():
         assert not set(kernels) & set(plan.splits.get(name, {}))
+        for other, _ in kernels.values():       # (never high behind normal)
+            assert priority[name] != "high" or priority[other] == "high"
 
 
 def test_a_plan_saved_and_loaded_is_the_same(tmp_path):

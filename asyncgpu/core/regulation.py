@@ -38,7 +38,8 @@ request arrives at any time).
 :func:`search` alternates spatial and temporal steps (coordinate descent): each split kernel's
 pieces among :data:`PIECES`, then the pointers between launches that overlap in the current
 plan's schedule (added, or removed where the plan has one), keeping the best change of each
-sweep, until a sweep changes nothing or the time budget is spent.
+sweep, until a sweep changes nothing or the time budget is spent. A pointer never holds a
+high-priority tenant behind a normal one: that would trade its latency for the others'.
 
 Invariants
 ----------
@@ -47,6 +48,7 @@ Invariants
 * The search never returns a plan whose modelled cost is above the empty plan's.
 * The search is deterministic for a given profile (ties keep the earlier candidate).
 * No kernel is both split and held by a pointer in one tenant.
+* No pointer of the search holds a high-priority tenant's kernel behind a normal tenant's.
 
 Example::
 
@@ -522,8 +524,9 @@ def search(profiles: tuple[TenantProfile, ...], budget_s: float = 0.5,
             if spent():
                 break
             if (k1 in splits.get(name, {}) or k1 in after.get(name, {})
-                    or (name, k1) in fixed):
-                continue
+                    or (name, k1) in fixed
+                    or profiles[t1].priority == "high" != profiles[t2].priority):
+                continue        # (a high-priority tenant never waits for a normal one)
             trial = _with(after, name, k1, (profiles[t2].name, k2))
             v = value(splits, trial)
             if v < best * (1 - 1e-9):
