@@ -436,3 +436,77 @@ def test_random_programs_over_regulated_tenants_equal_serial(strategy, steps, pi
 
     got = programs.run_async(ag, run, steps, init, strategy, 3)
     assert_same(got, expected)
+
+
+# -- recorded steps -------------------------------------------------------------------------------
+class Graphs:
+    """An instrument keeping each issued graph launch's name and edges' reasons."""
+
+    def __init__(self):
+        self.graphs = []
+
+    def node_issued(self, node):
+        if node.kind == "graph":
+            self.graphs.append((node.name, [reason for _, reason, _ in node.edges]))
+
+
+def test_a_recorded_step_is_profiled_as_one_launch_and_runs_with_the_plan():
+    with ag.configure(backend="sim", sim_seed=6):
+        mix = Mix("recorded")
+
+        @ag.graph
+        def low_step():
+            mix.big[4, 32](mix.x, mix.y, mix.n)
+
+        def step():
+            with mix.low:
+                low_step()
+            with mix.high:
+                mix.small[1, 32](mix.u, mix.v, 64)
+
+        step()
+        step()                              # (recorded, then replayed)
+        ag.regulate(plan="search", tenants=mix.names)
+        name = low_step.__qualname__            # (a recording is named as traces name it)
+        with profiled_as({name: 2e-3, "add_one": 1e-4}, {name: 1.0}):
+            with ag.instrument(Graphs()) as seen:
+                for _ in range(2):
+                    step()
+            ag.synchronize()
+            state = ag.regulation()
+        assert state.state == "regulated"       # (a recorded step does not stall the profile)
+        (ops,) = [p.ops for p in state.plan.profile if p.name == mix.low.name]
+        assert [(o.kernel, o.seconds, o.share, o.splittable) for o in ops] == \
+            [(name, 2e-3, 1.0, False)]
+        assert [r.count("profile") for _, r in seen.graphs] == [0, 1]   # (low runs first)
+        for _ in range(2):
+            step()
+        ag.synchronize()
+        assert mix.right()
+        ag.regulate(plan="off")
+
+
+def test_pointers_hold_a_tenants_replayed_step_and_may_name_another_tenants_recording():
+    with ag.configure(backend="sim", sim_seed=6):
+        mix = Mix("pointed-graph")
+
+        @ag.graph
+        def low_step():
+            mix.big[4, 32](mix.x, mix.y, mix.n)
+
+        low = ag.tenant("low-held", after={"square": ("high-after-graph", "add_one")})
+        high = ag.tenant("high-after-graph",
+                         after={"add_one": ("low-held", low_step.__qualname__)})
+        with ag.instrument(Graphs()) as graphs, ag.instrument(Edges()) as kernels:
+            for _ in range(3):
+                with high:
+                    mix.small[1, 32](mix.u, mix.v, 64)
+                with low:
+                    low_step()              # (recorded on the first call: eager launches)
+        ag.synchronize()
+        assert mix.right()
+        # the replays wait for the high tenant's add_one (named inside the recording) ...
+        assert [r.count("pointer") for _, r in graphs.graphs] == [1, 1]
+        # ... and the high tenant's add_one waits for the latest replay, named by the recording
+        smalls = [r.count("pointer") for name, _, r in kernels.kernels if name == "add_one"]
+        assert smalls == [0, 0, 1]

@@ -11,7 +11,7 @@ cpdef long long moved_bytes(list accesses) except -1
 
 
 cdef class Sample:
-    cdef public object key, start, end
+    cdef public object key, start, end, done
 
 
 cdef class InterferenceRule:

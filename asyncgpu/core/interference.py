@@ -97,14 +97,19 @@ def slower_together(together_s: float, in_sequence_s: float) -> bool:
 class Sample:
     """A suspect launch, kept on its node (``Node.keepalive``) until the node is finished: its
     key, and, while its key is learning, the timing events the issue records right before and
-    right after it (``start``, ``end``; None otherwise)."""
+    right after it (``start``, ``end``; None otherwise). A regulation profile times a graph
+    launch with one too (``asyncgpu.runtime.regulator``): its key is then the graph, kept alive
+    by it, and ``done`` the graph's own completion event (the stream manager must not pool
+    it)."""
 
-    __slots__ = ("key", "start", "end")
+    __slots__ = ("key", "start", "end", "done")
 
-    def __init__(self, key: tuple[Any, ...], start: Any = None, end: Any = None) -> None:
+    def __init__(self, key: Any, start: Any = None, end: Any = None, done: Any = None
+                 ) -> None:
         self.key = key
         self.start = start
         self.end = end
+        self.done = done
 
 
 class InterferenceRule:

@@ -138,13 +138,45 @@ class Issuing:
         too."""
         if self.memory is not None:
             self.memory.before_device(node.accesses, node.device)
+        found, counts = self._ordered(node, previous, reason)
+        self._issue(node, None, found, counts)
+
+    def _ordered(self, node: Node, previous: Any, reason: str) -> tuple[Any, Any]:
+        """The node's parents by data with the unfinished nodes of ``previous`` added (edges of
+        ``reason``), and the data edges' counts (what ``_issue`` takes as ``found`` and
+        ``edge_counts``)."""
         found = self.deps.conflicts(node.accesses)
         kept = reduce_parents(found) if len(found) > 1 else list(found)
         counts = Counter(reason for p in kept for reason, _ in found[p])
         for p in previous:
             if not p.finished:
                 found.setdefault(p, []).append((reason, p.name))
-        self._issue(node, None, found, tuple(counts.items()))
+        return found, tuple(counts.items())
+
+    def _graph_order(self, node: Node, frozen: Any) -> Any:
+        """What a tenant's graph launch waits for beside its data: ``(nodes, reason)`` (the
+        previous profiled launch while its tenant is profiled, then timed; or its tenant's
+        pointers naming the graph or a kernel in it), or None."""
+        index = getattr(self._pins, "tenant", 0)
+        if not index:
+            return None
+        regulator = self.regulator
+        if regulator is not None:
+            previous = regulator.graph(index, node, frozen)
+            if previous is not None:
+                return previous, "profile"
+        after = self.tenants[index].after
+        if not after:
+            return None
+        names = {frozen.name}
+        names.update(launch.launcher.kernel.name for launch in frozen.launches
+                     if hasattr(launch, "launcher"))
+        waits = []
+        for name in names:
+            p = self._pointer(after, name)
+            if p is not None and p not in waits:
+                waits.append(p)
+        return (waits, "pointer") if waits else None
 
     def _issue(self, node: Node, graph: Any = None,
                found: dict[Node, list[tuple[str, str]]] | None = None,
@@ -199,7 +231,13 @@ class Issuing:
             elif self._instruments and hasattr(backend, "launch_traced_graph"):  # a trace
                 backend.launch_traced_graph(node, graph, stream.handle)
             else:
-                done = backend.graph_launch(graph, stream.handle)
+                timed = node.keepalive
+                if type(timed) is Sample:     # (profiled by the regulation: timed)
+                    backend.record(timed.start, stream.handle)
+                    done = backend.graph_launch(graph, stream.handle)
+                    backend.record(timed.end, stream.handle)
+                else:
+                    done = backend.graph_launch(graph, stream.handle)
             # The launch is enqueued: from here on nothing may fail half-way.
             streams.issued(node, done)
             self.deps.commit(node, accesses)
@@ -214,7 +252,7 @@ class Issuing:
             if self._tenanted:
                 tenant = self.tenants[node.tenant]
                 tenant.count(node.kind)
-                if node.kind == "kernel":
+                if node.kind == "kernel" or node.kind == "graph":
                     last = tenant.last          # (what a pointer may name; "*": any kernel)
                     last[node.name] = node
                     last["*"] = node
@@ -323,8 +361,11 @@ class Issuing:
                       and (frozen.settled != epoch or frozen.copy_in) else ())
         deps = self.deps
         found = counts = None
+        ordered = self._graph_order(node, frozen) if self._tenanted else None
         last = frozen.last      # (tracker, its version, node) after the previous launch
-        if last is not None and last[0] is deps and last[1] == deps.version:
+        if ordered is not None:
+            found, counts = self._ordered(node, ordered[0], ordered[1])
+        elif last is not None and last[0] is deps and last[1] == deps.version:
             previous = last[2]
             if not previous.finished:
                 # Launched again with nothing committed since: the previous launch is the

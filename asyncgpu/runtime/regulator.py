@@ -103,8 +103,9 @@ class _Check:
 
 class _Step:
     """One open step of a regulated tenant on one thread: its launches' shape keys and, when
-    profiled, its ops (kernel name, timing sample, data parents in the step, blocks, threads
-    per block, bytes moved, kernel attributes, element-wise) and each op's node's index."""
+    profiled, its ops (kernel or recording name, timing sample, data parents in the step,
+    share of the device, memory-bound, bytes moved, element-wise) and each op's node's
+    index."""
 
     __slots__ = ("index_of", "keys", "ops")
 
@@ -160,16 +161,11 @@ class Regulator:
         return step if self.state == "profiling" else None
 
     def profile(self, node: Any, launcher: Any, step: _Step) -> None:
-        """Issue a profiled launch: alone (after the previous profiled one), timed."""
+        """Issue a profiled kernel launch: alone (after the previous profiled one), timed."""
         rt = self.rt
-        found = rt.deps.conflicts(node.accesses)
-        parents = tuple(sorted(step.index_of[p] for p in found if p in step.index_of))
         backend = rt.backend
-        sample = Sample(None, backend.timing_event(node.device),
-                        backend.timing_event(node.device))
-        node.keepalive = sample
-        step.index_of[node] = len(step.ops)
         grid, block = launcher.grid3, launcher.block3
+        blocks, per_block = grid[0] * grid[1] * grid[2], block[0] * block[1] * block[2]
         attrs = None
         attributes = getattr(backend, "kernel_attributes", None)
         if attributes is not None:
@@ -177,12 +173,46 @@ class Regulator:
                 attrs = attributes(launcher.kernel)
             except Exception:  # noqa: BLE001 - a kernel without attributes: shape only
                 attrs = None
-        step.ops.append((launcher.kernel.name, sample, parents, grid[0] * grid[1] * grid[2],
-                         block[0] * block[1] * block[2], moved_bytes(node.accesses), attrs,
-                         bool(launcher.kernel.elementwise)))
+        attrs = attrs or {}
+        share = occupancy_share(blocks, per_block, getattr(backend, "sm_count", 132),
+                                attrs.get("regs", 0), attrs.get("shared", 0))
+        nbytes = moved_bytes(node.accesses)
+        memory = heuristic_class(nbytes, blocks * per_block, attrs) == "memory"
+        sample = Sample(None, backend.timing_event(node.device),
+                        backend.timing_event(node.device))
+        previous = self._note(node, step, sample, launcher.kernel.name, share, memory, nbytes,
+                              bool(launcher.kernel.elementwise))
+        rt.issue_after(node, previous, "profile")
+
+    def graph(self, index: int, node: Any, frozen: Any) -> tuple[Any, ...] | None:
+        """A graph launch (a recorded function's replay) of tenant ``index``: noted in its open
+        step by the recording's name; while profiling, timed as one launch holding the whole
+        device, and the profiled launch it must wait for is returned (``()`` for none)."""
+        step = self._open.get((threading.get_ident(), index))
+        if step is None:
+            return None
+        step.keys.append((frozen.name, frozen.kernels))
+        if self.state != "profiling":
+            return None
+        backend = self.rt.backend
+        graph = frozen.graph
+        sample = Sample(graph, backend.timing_event(node.device),
+                        backend.timing_event(node.device), getattr(graph, "done", None))
+        return self._note(node, step, sample, frozen.name, 1.0, False,
+                          moved_bytes(node.accesses), False)
+
+    def _note(self, node: Any, step: _Step, sample: Sample, name: str, share: float,
+              memory: bool, nbytes: int, splittable: bool) -> tuple[Any, ...]:
+        """Put a profiled launch in its step (with its data parents there) and on its node;
+        the previous profiled launch it waits for (``()`` for none)."""
+        found = self.rt.deps.conflicts(node.accesses)
+        parents = tuple(sorted(step.index_of[p] for p in found if p in step.index_of))
+        node.keepalive = sample
+        step.index_of[node] = len(step.ops)
+        step.ops.append((name, sample, parents, share, memory, nbytes, splittable))
         last = self._last
         self._last = node
-        rt.issue_after(node, () if last is None else (last,), "profile")
+        return () if last is None else (last,)
 
     def end(self, index: int) -> None:
         step = self._open.pop((threading.get_ident(), index), None)
@@ -359,25 +389,20 @@ class Regulator:
     def _profile(self, index: int, ops: list[tuple[Any, ...]]) -> TenantProfile:
         rt = self.rt
         backend = rt.backend
-        sms = getattr(backend, "sm_count", 132)
         timed = []
-        for kernel, sample, parents, blocks, per_block, nbytes, attrs, splittable in ops:
+        for name, sample, parents, share, memory, nbytes, splittable in ops:
             seconds = max(backend.elapsed_s(sample.start, sample.end), 1e-9)
-            attrs = attrs or {}
-            share = occupancy_share(blocks, per_block, sms, attrs.get("regs", 0),
-                                    attrs.get("shared", 0))
             if self.stand_in is not None:
-                seconds, share = self.stand_in(kernel, seconds, share)
-            memory = heuristic_class(nbytes, blocks * per_block, attrs) == "memory"
-            timed.append((kernel, seconds, share, memory, nbytes, parents, splittable))
+                seconds, share = self.stand_in(name, seconds, share)
+            timed.append((name, seconds, share, memory, nbytes, parents, splittable))
         # bandwidth as a share of the fastest rate a memory-bound launch reached (the device's
         # peak, near enough, when the mix has one)
         peak = max((nbytes / seconds for _, seconds, _, memory, nbytes, _, _ in timed if memory),
                    default=0.0)
-        out = [Op(kernel, seconds, share,
+        out = [Op(name, seconds, share,
                   min(1.0, nbytes / seconds / peak) if memory and peak else 0.0,
                   splittable and rt.placement is None, parents)
-               for kernel, seconds, share, memory, nbytes, parents, splittable in timed]
+               for name, seconds, share, memory, nbytes, parents, splittable in timed]
         tenant = rt.tenants[index]
         return TenantProfile(tenant.name, tenant.priority, tuple(out), tenant.streams == 1)
 
