@@ -131,6 +131,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--workloads", default=None, metavar="NAMES",
                    help="multigpu: the workloads to run, e.g. bs,vec (default: all of bs, vec, "
                         "ml, mv, cg); tenants: the mix (default: dl,img,ml)")
+    b.add_argument("--steps", choices=("eager", "recorded"), default="eager",
+                   help="tenants: each workload's step launches eagerly, or replays its "
+                        "launches recorded as a graph")
     b.add_argument("--devices", default=None, metavar="COUNTS",
                    help="multigpu: the GPU counts to compare, e.g. 1,2,4 (default: 1, 2, 4 "
                         "up to the GPUs of the host; on the simulator, virtual devices)")
@@ -354,9 +357,12 @@ def _bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool
     num_blocks = args.num_blocks or (4 * current_runtime().backend.sm_count if on_gpu else 2)
     result = tenants.measure(ag, scale, rounds=args.iterations or (20 if on_gpu else 1),
                              warmup=args.warmup if args.warmup is not None else 2,
-                             mix=mix, num_blocks=num_blocks)
+                             mix=mix, num_blocks=num_blocks,
+                             recorded=args.steps == "recorded",
+                             check_rounds=tenants.CHECK_ROUNDS if on_gpu else 0)
     if on_gpu:
-        table = Table(title=f"tenants ({scale}; {mix[0]} has priority high; ms)",
+        table = Table(title=f"tenants ({scale}, {args.steps} steps; {mix[0]} has priority "
+                            "high; ms)",
                       title_justify="left")
         for col in ("mode", "mix ms", "speedup", *(f"{w} p50/p99" for w in mix)):
             table.add_column(col, justify="right")

@@ -23,7 +23,11 @@ and per workload the step latency, host-measured from the step's start to its ch
 p50 and p99; ``alone``: each workload's latency when it runs by itself (the reference a
 high-priority tenant's p99 is held to).
 
-usage: ``asyncgpu bench tenants [--scale small] [--iterations ROUNDS] [--workloads dl,img,ml]``
+With ``--steps recorded`` every mode's steps replay each workload's launches recorded as a graph
+(the suite's ``recorded_static``), which takes most of the host's work out of a step.
+
+usage: ``asyncgpu bench tenants [--scale small] [--iterations ROUNDS] [--workloads dl,img,ml]
+[--steps eager|recorded]``
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ import threading
 import time
 from typing import Any
 
+from .harness import static_runner
 from .workloads import WORKLOADS
 
 MIX = ("dl", "img", "ml")
@@ -53,10 +58,13 @@ class _Member:
     (the first and the last step's of each mode: a check is host work, often longer than the
     step, that would otherwise weigh on the mix's wall time and hold the other threads' GIL)."""
 
-    def __init__(self, ag: Any, name: str, scale: str, block: int, num_blocks: int) -> None:
+    def __init__(self, ag: Any, name: str, scale: str, block: int, num_blocks: int,
+                 recorded: bool) -> None:
         self.name = name
         self.wl = WORKLOADS[name](ag, scale)
         self.wl.reset()             # the inputs (a step resets only the accumulators)
+        # (recorded: the launches as a static graph function, replayed, then the host read)
+        self.run = static_runner(ag, self.wl) if recorded else self.wl.run
         self.block, self.num_blocks = block, num_blocks
         self.latencies: list[float] = []
         self.results: list[Any] = []    # the first and the latest step's, to check
@@ -66,7 +74,7 @@ class _Member:
         if reset is not None:
             reset()
         t0 = time.perf_counter()
-        result = self.wl.run(self.block, self.num_blocks)
+        result = self.run(self.block, self.num_blocks)
         elapsed = time.perf_counter() - t0
         self.results[1:] = [result]
         if timed:
@@ -109,11 +117,14 @@ def _threads(members: list[_Member], rounds: int, scopes: list[Any] | None) -> N
 
 
 def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
-            mix: tuple[str, ...] = MIX, block: int = 256, num_blocks: int = 2
-            ) -> dict[str, Any]:
+            mix: tuple[str, ...] = MIX, block: int = 256, num_blocks: int = 2,
+            recorded: bool = False, check_rounds: int = CHECK_ROUNDS) -> dict[str, Any]:
     """Rows per mode: the mix's wall time (ms) and each workload's step latency p50 and p99
-    (ms); ``alone``: each workload's latencies by itself."""
-    members = [_Member(ag, name, scale, block, num_blocks) for name in mix]
+    (ms); ``alone``: each workload's latencies by itself. ``recorded``: each step replays the
+    workload's launches recorded as a graph (``recorded_static`` of the suite) in every
+    mode. ``check_rounds``: the most rounds ``regulated`` waits for its check (0 on the
+    simulator, whose clock says nothing of latency)."""
+    members = [_Member(ag, name, scale, block, num_blocks, recorded) for name in mix]
     alone: dict[str, dict[str, float]] = {}
     for m in members:
         for r in range(warmup + rounds):
@@ -132,7 +143,7 @@ def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
     plan = None
     for mode in MODES:      # (every workload is warm: it ran alone first)
         if mode == "regulated":
-            plan = _regulate(ag, members, scopes[mode])
+            plan = _regulate(ag, members, scopes[mode], check_rounds)
         ag.synchronize()
         t0 = time.perf_counter()
         if mode == "sequential":
@@ -152,10 +163,11 @@ def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
     for row in rows:
         row["speedup"] = sequential / row["ms"]
     return {"rows": rows, "alone": alone, "mix": list(mix), "scale": scale, "rounds": rounds,
-            "high_priority": mix[0], "plan": plan}
+            "high_priority": mix[0], "plan": plan, "recorded": recorded}
 
 
-def _regulate(ag: Any, members: list[_Member], scopes: list[Any]) -> dict[str, Any]:
+def _regulate(ag: Any, members: list[_Member], scopes: list[Any], check_rounds: int
+              ) -> dict[str, Any]:
     """Profile and search the regulated tenants' plan in untimed rounds; what it chose, and
     what the profile saw (per tenant: launches, their summed time alone, mean share)."""
     _threads(members, 1, scopes)        # (the tenants exist once they ran a step)
@@ -165,7 +177,7 @@ def _regulate(ag: Any, members: list[_Member], scopes: list[Any]) -> dict[str, A
         ag.synchronize()
         if ag.regulation().state == "regulated":
             break
-    for _ in range(CHECK_ROUNDS):       # (the high-priority tenant's checks under the plan)
+    for _ in range(check_rounds):       # (the high-priority tenant's checks under the plan)
         if not ag.regulation().checking:
             break
         _threads(members, 1, scopes)

@@ -294,14 +294,27 @@ def test_the_tenants_benchmark_checks_every_mode_on_the_simulator():
     from benchmarks import tenants
 
     with ag.configure(backend="sim", sim_seed=1):
-        result = tenants.measure(ag, "tiny", rounds=1, warmup=0, mix=("vec", "bs"))
+        result = tenants.measure(ag, "tiny", rounds=1, warmup=0, mix=("vec", "bs"),
+                                 check_rounds=0)
         assert [r["mode"] for r in result["rows"]] == list(tenants.MODES)
+        assert "no plan" not in result["plan"]["plan"]      # (regulated reached its plan)
         assert all(set(r["latency"]) == {"vec", "bs"} for r in result["rows"])
         assert result["rows"][0]["speedup"] == 1.0
         stats = ag.tenants()
         assert (stats["vec-tenant"].priority, stats["bs-tenant"].priority) == ("high", "normal")
         assert stats["vec-tenant"].steps == 1 and stats["vec-tenant"].kernels > 0
         assert len(priorities("vec-one-stream", streams=1)) == 1
+
+
+def test_the_tenants_benchmark_with_recorded_steps_checks_every_mode_and_regulates():
+    from benchmarks import tenants
+
+    with ag.configure(backend="sim", sim_seed=2):
+        graphs = ag.statistics().graphs_replayed
+        result = tenants.measure(ag, "tiny", rounds=1, warmup=1, mix=("vec", "bs"),
+                                 recorded=True, check_rounds=0)
+        assert result["recorded"] and "no plan" not in result["plan"]["plan"]
+        assert ag.statistics().graphs_replayed > graphs
 
 
 def test_a_recorded_step_replays_on_its_tenants_streams(sim):
