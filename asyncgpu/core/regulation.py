@@ -151,8 +151,9 @@ class Plan:
     (``after_outcome``), how many plans the search modelled and how long it took.
 
     ``profile`` holds the profiles it was searched on (each tenant's launches, their times
-    alone and shares: what the search saw). ``save(path)`` writes it as JSON and ``Plan.load(path)`` reads it back, so a plan searched
-    once can be given to ``asyncgpu.regulate(plan=...)`` in a later process."""
+    alone and shares: what the search saw). ``save(path)`` writes it as JSON and
+    ``Plan.load(path)`` reads it back, so a plan searched once can be given to
+    ``asyncgpu.regulate(plan=...)`` in a later process."""
 
     splits: dict[str, dict[str, int]] = field(default_factory=dict)
     after: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)

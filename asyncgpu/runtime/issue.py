@@ -84,8 +84,8 @@ class Issuing:
                         and launch_split(self, launcher, args, arrays, values, site,
                                          splits[kernel.name], pointer)):
                     return
-            if (profiled is None and pointer is None and self.memory is not None and kernel.elementwise
-                    and self.placement is None
+            if (profiled is None and pointer is None and self.memory is not None
+                    and kernel.elementwise and self.placement is None
                     and launch_chunked(self, launcher, args, arrays, values, site)):
                 return
             accesses: list[Any] = arrays     # an ArrayArg is its own dependency access
@@ -168,9 +168,10 @@ class Issuing:
         after = self.tenants[index].after
         if not after:
             return None
-        names = {frozen.name}
-        names.update(launch.launcher.kernel.name for launch in frozen.launches
-                     if hasattr(launch, "launcher"))
+        # (in launch order, each once: the parents' order must not depend on string hashes)
+        names = dict.fromkeys([frozen.name] + [launch.launcher.kernel.name
+                                               for launch in frozen.launches
+                                               if hasattr(launch, "launcher")])
         waits = []
         for name in names:
             p = self._pointer(after, name)
