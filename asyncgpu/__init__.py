@@ -59,14 +59,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AnnotationViolation", "ArgumentError", "ArgumentValueError", "Array", "AsyncGPUError",
-    "BackendUnavailableError", "BlockTooLargeError", "CompileError", "DeadlockError",
-    "DeviceError", "FreedArrayError", "Instrument", "Kernel", "KernelFault", "KernelFaults", "LaunchError",
-    "NotOnSimulatorError", "Options", "OutOfMemoryError", "Plan", "RaceError",
-    "RecordingError", "Regulation", "SignatureError", "Statistics", "TenantScope", "TenantStatistics",
-    "Trace", "array", "asarray", "configure",
-    "cuda_kernel", "device", "empty", "empty_like", "full", "full_like", "graph", "instrument", "kernel",
-    "ones", "ones_like", "options", "record", "regulate", "regulation", "statistics", "synchronize", "tenant", "tenants",
-    "trace", "zeros", "zeros_like",
+    "BackendUnavailableError", "BlockTooLargeError", "CompileError", "DeadlockError", "DeviceError",
+    "FreedArrayError", "Instrument", "Kernel", "KernelFault", "KernelFaults", "LaunchError",
+    "NotOnSimulatorError", "Options", "OutOfMemoryError", "Plan", "RaceError", "RecordingError",
+    "Regulation", "SignatureError", "Statistics", "TenantScope", "TenantStatistics", "Trace",
+    "array", "asarray", "configure", "cuda_kernel", "device", "empty", "empty_like", "full",
+    "full_like", "graph", "instrument", "kernel", "ones", "ones_like", "options", "record",
+    "regulate", "regulation", "statistics", "synchronize", "tenant", "tenants", "trace", "zeros",
+    "zeros_like",
 ]
 
 for _name in __all__:

@@ -114,8 +114,8 @@ def tenant(name: str, priority: str = "normal", streams: int | None = None,
     by side; an edge of reason ``pointer``; a recorded function's replay waits for the
     pointers of every kernel in it, and is named by its recording's name). The block is one
     *step* of the tenant, whose latency (from the block's start to the completion of its work)
-    ``tenants()`` reports. Also a decorator: each call is a step. Data shared with other tenants is ordered
-    as always.
+    ``tenants()`` reports. Also a decorator: each call is a step. Data shared with other
+    tenants is ordered as always.
 
     Raises
     ------
