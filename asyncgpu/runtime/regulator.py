@@ -164,6 +164,19 @@ class Regulator:
         """Issue a profiled kernel launch: alone (after the previous profiled one), timed."""
         rt = self.rt
         backend = rt.backend
+        share, threads, attrs = self._shape(launcher)
+        nbytes = moved_bytes(node.accesses)
+        memory = heuristic_class(nbytes, threads, attrs) == "memory"
+        sample = Sample(None, backend.timing_event(node.device),
+                        backend.timing_event(node.device))
+        previous = self._note(node, step, sample, launcher.kernel.name, share, memory, nbytes,
+                              bool(launcher.kernel.elementwise))
+        rt.issue_after(node, previous, "profile")
+
+    def _shape(self, launcher: Any) -> tuple[float, int, dict[str, Any]]:
+        """A launch's share of the device (``occupancy_share``), its threads and its kernel's
+        attributes (registers, shared memory; empty where the backend has none)."""
+        backend = self.rt.backend
         grid, block = launcher.grid3, launcher.block3
         blocks, per_block = grid[0] * grid[1] * grid[2], block[0] * block[1] * block[2]
         attrs = None
@@ -176,18 +189,14 @@ class Regulator:
         attrs = attrs or {}
         share = occupancy_share(blocks, per_block, getattr(backend, "sm_count", 132),
                                 attrs.get("regs", 0), attrs.get("shared", 0))
-        nbytes = moved_bytes(node.accesses)
-        memory = heuristic_class(nbytes, blocks * per_block, attrs) == "memory"
-        sample = Sample(None, backend.timing_event(node.device),
-                        backend.timing_event(node.device))
-        previous = self._note(node, step, sample, launcher.kernel.name, share, memory, nbytes,
-                              bool(launcher.kernel.elementwise))
-        rt.issue_after(node, previous, "profile")
+        return share, blocks * per_block, attrs
 
     def graph(self, index: int, node: Any, frozen: Any) -> tuple[Any, ...] | None:
         """A graph launch (a recorded function's replay) of tenant ``index``: noted in its open
-        step by the recording's name; while profiling, timed as one launch holding the whole
-        device, and the profiled launch it must wait for is returned (``()`` for none)."""
+        step by the recording's name; while profiling, timed as one launch holding the share
+        of the device its largest kernel holds (its kernels may run side by side inside it, so
+        this is a floor), and the profiled launch it must wait for is returned (``()`` for
+        none)."""
         step = self._open.get((threading.get_ident(), index))
         if step is None:
             return None
@@ -196,9 +205,11 @@ class Regulator:
             return None
         backend = self.rt.backend
         graph = frozen.graph
+        share = max((self._shape(launch.launcher)[0] for launch in frozen.launches
+                     if hasattr(launch, "launcher")), default=1.0)
         sample = Sample(graph, backend.timing_event(node.device),
                         backend.timing_event(node.device), getattr(graph, "done", None))
-        return self._note(node, step, sample, frozen.name, 1.0, False,
+        return self._note(node, step, sample, frozen.name, share, False,
                           moved_bytes(node.accesses), False)
 
     def _note(self, node: Any, step: _Step, sample: Sample, name: str, share: float,
