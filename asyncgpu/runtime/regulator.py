@@ -16,13 +16,17 @@ The model
    *shape* (each tenant's step as its launches: kernel, grid, block) is reused, otherwise
    :func:`~asyncgpu.core.regulation.search` finds one within ``budget_s``. The plan's splits
    and pointers become the tenants' (beside their own), and the state is *regulated*.
-3. *check*: a model errs, so the plan is measured too. Each high-priority tenant's next
-   :data:`CHECK_STEPS` steps under a searched plan are timed on the device; if their p90 is
-   over ``HIGH_TARGET`` times its modelled latency alone, every normal tenant's launches wait
-   for its latest unfinished launch from then on (a pointer from every kernel to every kernel,
-   ``"*"``: priority before throughput, as ``priority="high"`` asks). The guard is measured
-   in turn over as many steps, and kept (replacing the stored plan) only if it cut that p90 to
-   :data:`GUARD_GAIN` of what it was; otherwise the plan without it comes back.
+3. *check*: a model errs, so the plan is measured on the device too, stage by stage, each
+   over the lead tenant's next :data:`CHECK_STEPS` steps (the high-priority tenant, else the
+   first regulated one); a stage's score is the slowest tenant's median step latency plus
+   ``LATE_WEIGHT`` times the high-priority lead's p90 beyond ``HIGH_TARGET`` times its
+   modelled latency alone. The plan is measured, then (when it adds anything) the tenants'
+   own settings, and the better of the two is kept and stored: a plan that measures worse
+   than none is dropped. Then, if a high-priority lead beside normal tenants is still over
+   its target, every normal tenant's launches wait for its latest unfinished launch (a
+   pointer from every kernel to every kernel, ``"*"``: priority before throughput, as
+   ``priority="high"`` asks); that guard is measured in turn and kept only if it cut the
+   lead's p90 to :data:`GUARD_GAIN` of what it was.
 
 While regulated, each step of a regulated tenant is checked against the plan's shape when it
 ends; a step of another shape (the workload changed) sets the plan aside and profiling starts
@@ -52,6 +56,7 @@ from typing import Any
 from ..core.interference import Sample, heuristic_class, moved_bytes
 from ..core.regulation import (
     HIGH_TARGET,
+    LATE_WEIGHT,
     Op,
     Plan,
     TenantProfile,
@@ -75,8 +80,10 @@ class Regulation:
     ``profiling`` or ``regulated``), the tenants regulated, the plan in force (or None), the
     tenants whose profiled steps are still awaited, how many plans are stored, were searched
     and were reused, per high-priority tenant checked under the plan its measured p90 step
-    latency and its modelled latency alone (seconds), and the high-priority tenants whose
-    latency is being measured now."""
+    latency and its modelled latency alone (seconds), the stage of the plan's measurement now
+    (``plan``, ``own``, ``guard``; empty when none is under way), and the measured score of
+    each stage done (seconds: the slowest tenant's median step latency, plus the
+    high-priority tenant's lateness weighted as in the search)."""
 
     state: str
     tenants: tuple[str, ...] = ()
@@ -86,19 +93,22 @@ class Regulation:
     searched: int = 0
     reused: int = 0
     checked: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
-    checking: tuple[str, ...] = ()
+    checking: str = ""
+    measured: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
-class _Check:
-    """A high-priority tenant's latency being measured under a plan: its modelled latency
-    alone, the index of its first step under the plan, and while a guard is measured, the p90
-    before it and the plan without it."""
+class _Trial:
+    """The measurement of a plan in force (:meth:`Regulator._check`): the tenant whose steps
+    pace it (``lead``: the high-priority one, else the first regulated), its modelled latency
+    alone, the stage (``plan``, ``own`` or ``guard``), where each tenant's measured latencies
+    began in this stage, and the measured scores and plans of the stages done."""
 
-    __slots__ = ("alone", "before", "first", "unguarded")
+    __slots__ = ("alone", "first", "lead", "plans", "scores", "stage")
 
-    def __init__(self, alone: float, first: int, before: float = 0.0,
-                 unguarded: Plan | None = None) -> None:
-        self.alone, self.first, self.before, self.unguarded = alone, first, before, unguarded
+    def __init__(self, lead: int, alone: float, stage: str, first: dict[int, int]) -> None:
+        self.lead, self.alone, self.stage, self.first = lead, alone, stage, first
+        self.scores: dict[str, tuple[float, float]] = {}
+        self.plans: dict[str, Plan] = {}
 
 
 class _Step:
@@ -133,10 +143,11 @@ class Regulator:
         self._profiled: dict[int, list[list[tuple[Any, ...]]]] = {t: [] for t in tenants}
         self._shapes: dict[int, tuple[Any, ...]] = {}
         self._last: Any = None          # the latest profiled node (the next waits for it)
-        #: high-priority tenants whose latency under the plan is being measured, by index; and
-        #: the result per name: (measured p90, modelled alone), seconds
-        self._checking: dict[int, _Check] = {}
+        #: the measurement of the plan in force, if under way; and its result per lead tenant's
+        #: name: (measured p90, modelled alone), seconds
+        self._trial: _Trial | None = None
         self.checked: dict[str, tuple[float, float]] = {}
+        self.measured: dict[str, float] = {}
         self._guard_lost = False            # (a guard measured no better: not tried again)
         #: test hook (``asyncgpu.testing.regulation``): a profiled op's (seconds, share) from
         #: its kernel's name and its measured seconds and modelled share
@@ -240,8 +251,8 @@ class Regulator:
             log.info("asyncgpu: tenant %r ran a step of another shape; the regulation plan is "
                      "set aside and the tenants are profiled again", name)
             self._profile_again()
-        elif index in self._checking:
-            self._check(index)
+        elif self._trial is not None:
+            self._check()
 
     def status(self) -> Regulation:
         book = self.book
@@ -250,14 +261,16 @@ class Regulator:
                               reused=book.reused)
         if self.state == "profiling":
             self._try_finish()
-        for t in list(self._checking):
-            self._check(t)
+        if self._trial is not None:
+            self._check()
         names = self.rt.tenants
         awaiting = tuple(names[t].name for t in self.tenants
                          if len(self._profiled[t]) < self.steps)
         return Regulation(self.state, tuple(names[t].name for t in self.tenants), self.plan,
                           awaiting, len(book.plans), book.searched, book.reused,
-                          dict(self.checked), tuple(names[t].name for t in self._checking))
+                          dict(self.checked),
+                          self._trial.stage if self._trial is not None else "",
+                          dict(self.measured))
 
     # -- states ------------------------------------------------------------------------------
     def _expected(self, index: int) -> Any:
@@ -275,8 +288,9 @@ class Regulator:
         for step in self._open.values():
             step.keys.clear()       # (an open step began regulated: not profiled)
 
-    def apply(self, plan: Plan | None) -> None:
-        """Make ``plan``'s splits and pointers the regulated tenants' (None: their own)."""
+    def apply(self, plan: Plan | None, measure: bool = True) -> None:
+        """Make ``plan``'s splits and pointers the regulated tenants' (None: their own); with
+        ``measure``, a plan searched on a profile is then measured (:meth:`_check`)."""
         self.plan = plan
         for t in self.tenants:
             tenant = self.rt.tenants[t]
@@ -286,73 +300,107 @@ class Regulator:
                 splits = {**(more_splits or {}), **(splits or {})} or None
                 after = {**(more_after or {}), **(after or {})} or None
             tenant.splits, tenant.after = splits, after
-        self._checking = {}
+        if measure:
+            self._trial = None
         if plan is not None:
             self.state = "regulated"
-            self._watch(plan)
+            if measure and plan.profile:
+                self._trial = self._start(plan, "plan", None)
 
-    # -- the high-priority check ---------------------------------------------------------------
-    def _watch(self, plan: Plan) -> None:
-        """Measure the high-priority tenants' latencies under ``plan`` (one searched on a
-        profile, beside normal tenants, not guarded yet): :meth:`_check`."""
+    # -- the measured check ------------------------------------------------------------------
+    def _start(self, plan: Plan, stage: str, trial: _Trial | None) -> _Trial:
+        """Begin measuring ``plan`` (stage ``stage``) from the tenants' next steps."""
         tenants = self.rt.tenants
-        normal = [t for t in self.tenants if tenants[t].priority != "high"]
-        if not plan.profile or not normal or self._guard_lost:
-            return
-        profiles = {p.name: p for p in plan.profile}
-        for t in self.tenants:
-            tenant = tenants[t]
-            profile = profiles.get(tenant.name)
-            if tenant.priority == "high" and profile is not None and not all(
-                    "*" in plan.after.get(tenants[n].name, {}) for n in normal):
-                self._checking[t] = _Check(simulate((profile,)).makespan_s,
-                                           len(tenant.latencies) + len(tenant.pending))
+        if trial is None:
+            high = [t for t in self.tenants if tenants[t].priority == "high"]
+            lead = (high or self.tenants)[0]
+            profile = next((p for p in plan.profile if p.name == tenants[lead].name), None)
+            alone = simulate((profile,)).makespan_s if profile is not None else 0.0
+            trial = _Trial(lead, alone, stage, {})
+        trial.stage = stage
+        trial.plans[stage] = plan
+        trial.first = {t: len(tenants[t].latencies) + len(tenants[t].pending)
+                       for t in self.tenants}
+        return trial
 
-    def _check(self, index: int) -> None:
-        """Once :data:`CHECK_STEPS` steps of high-priority tenant ``index`` ran under the plan
-        and were measured on the device: if their p90 latency is over ``HIGH_TARGET`` times its
-        modelled latency alone (the model underrated what co-running costs it), every normal
-        tenant's launches wait for its latest unfinished one (a pointer from ``*`` to ``*``).
-        That *guard* is measured in turn, and kept (replacing the stored plan) only if it cut
-        the p90 to :data:`GUARD_GAIN` of what it was; otherwise the plan goes back to the one
-        without it."""
+    def _check(self) -> None:
+        """Measure the plan in force on the device, then decide (see the module docstring).
+        A stage ends once the lead tenant ran :data:`CHECK_STEPS` measured steps under it;
+        its score is the slowest tenant's median step latency, plus ``LATE_WEIGHT`` times a
+        high-priority lead's p90 beyond ``HIGH_TARGET`` times its modelled latency alone (the
+        model's objective, measured). Stages: ``plan`` (the searched plan); ``own`` (the
+        tenants' own settings, when the plan adds to them), the better of the two kept and
+        stored; then, for a high-priority lead still over its target beside normal tenants,
+        ``guard`` (the others wait for its launches), kept only if it cut the lead's p90 to
+        :data:`GUARD_GAIN` of what it was."""
+        trial = self._trial
         rt = self.rt
-        tenant = rt.tenants[index]
-        tenant.settle(rt.backend.event_done, rt.backend.elapsed_s)
-        check = self._checking[index]
-        measured = sorted(tenant.latencies[check.first:])
+        tenants = rt.tenants
+        backend = rt.backend
+        for t in self.tenants:
+            tenants[t].settle(backend.event_done, backend.elapsed_s)
+        lead = tenants[trial.lead]
+        measured = sorted(lead.latencies[trial.first[trial.lead]:])
         if len(measured) < CHECK_STEPS:
             return
-        del self._checking[index]
         p90 = measured[min(len(measured) - 1, int(0.9 * len(measured)))]
-        plan = self.plan
-        if check.unguarded is not None:         # (the guard was measured)
-            if p90 < GUARD_GAIN * check.before:
-                log.info("asyncgpu: high-priority tenant %r: the guard kept (p90 %.3f -> %.3f "
-                         "ms)", tenant.name, check.before * 1e3, p90 * 1e3)
-                self.checked[tenant.name] = (p90, check.alone)
-                self._store(check.unguarded, plan)
-                return
-            log.info("asyncgpu: high-priority tenant %r: the guard did not help (p90 %.3f -> "
-                     "%.3f ms); the plan goes back to the one without it", tenant.name,
-                     check.before * 1e3, p90 * 1e3)
-            self._guard_lost = True
-            self.apply(check.unguarded)
-            return
-        self.checked[tenant.name] = (p90, check.alone)
-        if p90 <= HIGH_TARGET * check.alone:
-            return
-        after = {name: dict(ks) for name, ks in plan.after.items()}
+        medians = []
         for t in self.tenants:
-            other = rt.tenants[t]
-            if other.priority != "high":
-                after.setdefault(other.name, {})["*"] = (tenant.name, "*")
+            mine = sorted(tenants[t].latencies[trial.first[t]:])
+            if mine:
+                medians.append(mine[len(mine) // 2])
+        high = lead.priority == "high"
+        late = max(0.0, p90 - HIGH_TARGET * trial.alone) if high else 0.0
+        trial.scores[trial.stage] = (max(medians) + LATE_WEIGHT * late, p90)
+        self.measured[trial.stage] = trial.scores[trial.stage][0]
+        stage, plan = trial.stage, self.plan
+        if stage == "plan" and (plan.splits or plan.after):
+            own = dataclasses.replace(plan, splits={}, after={})
+            self.apply(own, measure=False)
+            self._start(own, "own", trial)
+            return
+        if stage == "own":
+            keep = "own" if trial.scores["own"][0] < trial.scores["plan"][0] else "plan"
+            log.info("asyncgpu: regulation measured the plan at %.3f ms and the tenants' own "
+                     "settings at %.3f ms (score); %s kept", trial.scores["plan"][0] * 1e3,
+                     trial.scores["own"][0] * 1e3,
+                     "the plan" if keep == "plan" else "their own settings")
+            self._store(trial.plans["plan"], trial.plans[keep])
+            self.apply(trial.plans[keep], measure=False)
+            stage, p90 = keep, trial.scores[keep][1]
+        if stage == "guard":
+            before = trial.scores["guard-base"][1]
+            if p90 < GUARD_GAIN * before:
+                log.info("asyncgpu: high-priority tenant %r: the guard kept (p90 %.3f -> %.3f "
+                         "ms)", lead.name, before * 1e3, p90 * 1e3)
+                self._store(trial.plans["guard-base"], plan)
+            else:
+                log.info("asyncgpu: high-priority tenant %r: the guard did not help (p90 %.3f "
+                         "-> %.3f ms); the plan goes back to the one without it", lead.name,
+                         before * 1e3, p90 * 1e3)
+                self._guard_lost = True
+                self.apply(trial.plans["guard-base"], measure=False)
+                p90 = before
+            self.checked[lead.name] = (p90, trial.alone)
+            self._trial = None
+            return
+        self.checked[lead.name] = (p90, trial.alone)
+        normal = [t for t in self.tenants if tenants[t].priority != "high"]
+        if not high or not normal or self._guard_lost or p90 <= HIGH_TARGET * trial.alone:
+            self._trial = None
+            return
+        kept = self.plan
+        after = {name: dict(ks) for name, ks in kept.after.items()}
+        for t in normal:
+            after.setdefault(tenants[t].name, {})["*"] = (lead.name, "*")
         log.info("asyncgpu: high-priority tenant %r took %.3f ms (p90 of %d steps) against "
                  "%.3f ms alone; the other tenants now wait for its launches, measured in turn",
-                 tenant.name, p90 * 1e3, len(measured), check.alone * 1e3)
-        self.apply(dataclasses.replace(plan, after=after))
-        self._checking[index] = _Check(check.alone, len(tenant.latencies) + len(tenant.pending),
-                                       p90, plan)
+                 lead.name, p90 * 1e3, len(measured), trial.alone * 1e3)
+        trial.plans["guard-base"] = kept
+        trial.scores["guard-base"] = trial.scores[stage]
+        guarded = dataclasses.replace(kept, after=after)
+        self.apply(guarded, measure=False)
+        self._start(guarded, "guard", trial)
 
     def _store(self, old: Plan, new: Plan) -> None:
         """``new`` replaces ``old`` among the stored plans."""
