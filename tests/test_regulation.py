@@ -224,6 +224,13 @@ class Mix:
         with self.high:
             self.small[1, 32](self.u, self.v, 64)
 
+    def recorded_low(self):
+        """The low tenant's launch as a recorded function (``@ag.graph``)."""
+        @ag.graph
+        def low_step():
+            self.big[4, 32](self.x, self.y, self.n)
+        return low_step
+
     def right(self):
         return (self.y.numpy().tolist() == (np.arange(float(self.n)) ** 2).tolist()
                 and self.v.numpy().tolist() == [2.0] * 64)
@@ -474,10 +481,7 @@ class Graphs:
 def test_a_recorded_step_is_profiled_as_one_launch_and_runs_with_the_plan():
     with ag.configure(backend="sim", sim_seed=6):
         mix = Mix("recorded")
-
-        @ag.graph
-        def low_step():
-            mix.big[4, 32](mix.x, mix.y, mix.n)
+        low_step = mix.recorded_low()
 
         def step():
             with mix.low:
@@ -512,11 +516,7 @@ def test_a_recorded_step_is_profiled_as_one_launch_and_runs_with_the_plan():
 def test_pointers_hold_a_tenants_replayed_step_and_may_name_another_tenants_recording():
     with ag.configure(backend="sim", sim_seed=6):
         mix = Mix("pointed-graph")
-
-        @ag.graph
-        def low_step():
-            mix.big[4, 32](mix.x, mix.y, mix.n)
-
+        low_step = mix.recorded_low()
         low = ag.tenant("low-held", after={"square": ("high-after-graph", "add_one")})
         high = ag.tenant("high-after-graph",
                          after={"add_one": ("low-held", low_step.__qualname__)})
