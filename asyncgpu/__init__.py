@@ -50,9 +50,9 @@ from .runtime.api import (
 from .runtime.array import Array
 from .runtime.kernel import Kernel
 from .runtime.kernel_builders import cuda_kernel, kernel
-from .runtime.tenancy import TenantScope, tenant, tenants
-from .runtime.regulator import Regulation, regulate, regulation
-from .core.regulation import Plan
+from .runtime.regulator import Regulation
+from .runtime.tenancy import TenantScope, regulate, regulation, tenant, tenants
+from .core.plan import Plan
 from .core.tenants import TenantStatistics
 
 __version__ = "0.1.0"

@@ -206,6 +206,23 @@ def launch(ag: Any, step: Launch, views: Views, c: float | None = None) -> None:
     k[blocks, step.block](*args, step.c if c is None else c)
 
 
+class Edges:
+    """An instrument keeping each issued kernel and graph node with its edges' reasons:
+    ``kernels`` and ``graphs``, lists of (node, reasons); with ``from_kernels``, only the edges
+    from kernel nodes (not from the copies in of explicit memory)."""
+
+    def __init__(self, from_kernels: bool = False) -> None:
+        self.from_kernels = from_kernels
+        self.kernels: list[Any] = []
+        self.graphs: list[Any] = []
+
+    def node_issued(self, node: Any) -> None:
+        if node.kind in ("kernel", "graph"):
+            reasons = [reason for p, reason, _ in node.edges
+                       if not self.from_kernels or p.kind == "kernel"]
+            (self.kernels if node.kind == "kernel" else self.graphs).append((node, reasons))
+
+
 def run(ag: Any, steps: list[Any], init: np.ndarray,
         scope: Callable[[int], Any] | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Run a program in the current configuration; returns (host reads, final allocations).

@@ -21,19 +21,6 @@ def scale(x, y, n):
         y[i] = 3.0 * x[i]
 
 
-class Edges:
-    """An instrument keeping the reasons of each issued kernel node's edges from kernels (not
-    from the copies in of explicit memory)."""
-
-    def __init__(self):
-        self.kernels = []
-
-    def node_issued(self, node):
-        if node.kind == "kernel":
-            self.kernels.append((node.name, [reason for p, reason, _ in node.edges
-                                             if p.kind == "kernel"]))
-
-
 def _two_independent(n=256):
     xs = [ag.array(np.arange(n, dtype=np.float64) + i) for i in range(2)]
     ys = [ag.empty(n) for _ in range(2)]
@@ -57,7 +44,7 @@ def test_launches_slower_side_by_side_run_one_after_the_other_with_the_same_resu
         with slower_together() as tried:
             _iterations(k, xs, ys, 2)       # the trial: side by side, then in sequence
             ag.synchronize()                # (its launches complete)
-            with ag.instrument(Edges()) as seen:
+            with ag.instrument(programs.Edges(from_kernels=True)) as seen:
                 _iterations(k, xs, ys, 2)
             assert set(rule.verdicts.values()) == {True}
         assert len(tried) == 1                              # one pair, tried once
@@ -75,7 +62,7 @@ def test_launches_no_slower_side_by_side_stay_side_by_side(sim):
     with slower_together(apart=False) as tried:
         _iterations(k, xs, ys, 2)
         ag.synchronize()
-        with ag.instrument(Edges()) as seen:
+        with ag.instrument(programs.Edges(from_kernels=True)) as seen:
             _iterations(k, xs, ys, 2)
         assert set(rule.verdicts.values()) == {False}
     assert len(tried) == 1
@@ -157,7 +144,7 @@ def test_the_environment_turns_the_rule_off(monkeypatch):
 def test_a_tenant_never_waits_for_another_tenants_launch_by_the_rule(sim):
     k = ag.kernel(const=["x"], out=["y"])(scale)
     xs, ys = _two_independent()
-    with slower_together() as tried, ag.instrument(Edges()) as seen:
+    with slower_together() as tried, ag.instrument(programs.Edges(from_kernels=True)) as seen:
         for _ in range(3):
             with ag.tenant("interference-a"):
                 k[2, 32](xs[0], ys[0], 256)

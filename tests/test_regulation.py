@@ -15,13 +15,10 @@ from numba import cuda
 from test_properties import assert_same, serial
 
 import asyncgpu as ag
+from asyncgpu.core.plan import Op, Outcome, Plan, TenantProfile
 from asyncgpu.core.regulation import (
     CONTENTION,
     PIECE_S,
-    Op,
-    Outcome,
-    Plan,
-    TenantProfile,
     evaluate,
     occupancy_share,
     search,
@@ -192,18 +189,6 @@ def add_one(x, y, n):
         y[i] = x[i] + 1.0
 
 
-class Edges:
-    """An instrument keeping each issued kernel node's edges' reasons."""
-
-    def __init__(self):
-        self.kernels = []
-
-    def node_issued(self, node):
-        if node.kind == "kernel":
-            self.kernels.append((node.name, node.tenant,
-                                 [reason for _, reason, _ in node.edges]))
-
-
 class Mix:
     """Two tenants: ``low`` squares a long array (element-wise: splittable), ``high`` adds one
     to a short one; each step checks nothing, the test reads the results."""
@@ -262,13 +247,13 @@ def test_a_regulated_mix_runs_with_its_searched_plan_and_gives_the_same_results(
                                                                               strategy):
     with ag.configure(backend="sim", memory=memory, sim_strategy=strategy, sim_seed=3):
         mix = Mix(f"{memory}-{strategy}")
-        with ag.instrument(Edges()) as seen:
+        with ag.instrument(programs.Edges()) as seen:
             regulated(mix)
         state = ag.regulation()
         assert state.plan.splits == {f"low-{memory}-{strategy}": {"square": 8}}
         assert state.tenants == (f"low-{memory}-{strategy}", f"high-{memory}-{strategy}")
         assert mix.right()
-        squares = [reasons for name, _, reasons in seen.kernels if name == "square"]
+        squares = [reasons for n, reasons in seen.kernels if n.name == "square"]
         assert len(squares) == 3 + 8 * 3          # first step and two profiled whole, then 8
         assert sum(r.count("split") for r in squares) == 7 * 3
         ag.regulate(plan="off")
@@ -279,10 +264,10 @@ def test_profiled_launches_run_one_at_a_time_across_tenants():
         mix = Mix("profiled")
         mix.step()
         ag.regulate(plan="search", tenants=mix.names)
-        with ag.instrument(Edges()) as seen:
+        with ag.instrument(programs.Edges()) as seen:
             mix.step()
             mix.step()
-        reasons = [r for _, _, r in seen.kernels]
+        reasons = [r for _, r in seen.kernels]
         assert [r.count("profile") for r in reasons] == [0, 1, 1, 1]
         ag.regulate(plan="off")
 
@@ -320,16 +305,16 @@ def test_a_given_plan_runs_at_once_and_off_gives_the_tenants_their_own_settings(
                                                                               "square")}})
         ag.regulate(plan=plan)
         assert ag.regulation().state == "regulated"
-        with ag.instrument(Edges()) as seen:
+        with ag.instrument(programs.Edges()) as seen:
             mix.step()
-        assert [name for name, _, _ in seen.kernels] == ["square", "square", "add_one"]
-        assert seen.kernels[1][2] == ["split"]
-        assert "pointer" in seen.kernels[2][2]    # (the simulator is lazy: square is queued)
+        assert [n.name for n, _ in seen.kernels] == ["square", "square", "add_one"]
+        assert seen.kernels[1][1] == ["split"]
+        assert "pointer" in seen.kernels[2][1]    # (the simulator is lazy: square is queued)
         ag.regulate(plan="off")
         assert ag.regulation().state == "off"
-        with ag.instrument(Edges()) as seen:
+        with ag.instrument(programs.Edges()) as seen:
             mix.step()                      # own settings again (and no ValueError)
-        assert [name for name, _, _ in seen.kernels] == ["square", "add_one"]
+        assert [n.name for n, _ in seen.kernels] == ["square", "add_one"]
         ag.synchronize()
         assert mix.right()
 
@@ -379,12 +364,12 @@ def test_a_plan_is_measured_against_the_tenants_own_settings_and_a_late_high_ten
         else:
             assert state.checking == "guard"
             assert state.plan.after[mix.low.name]["*"] == (mix.high.name, "*")
-            with ag.instrument(Edges()) as seen:
+            with ag.instrument(programs.Edges()) as seen:
                 with mix.high:
                     mix.small[1, 32](mix.u, mix.v, 64)
                 with mix.low:
                     mix.big[4, 32](mix.x, mix.y, mix.n)     # (the first piece, or all, waits)
-            first = next(r for name, _, r in seen.kernels if name == "square")
+            first = next(r for n, r in seen.kernels if n.name == "square")
             assert "pointer" in first
             steps_while(mix, "guard")
             state = ag.regulation()
@@ -467,17 +452,6 @@ def test_random_programs_over_regulated_tenants_equal_serial(strategy, steps, pi
 
 
 # -- recorded steps -------------------------------------------------------------------------------
-class Graphs:
-    """An instrument keeping each issued graph launch's name and edges' reasons."""
-
-    def __init__(self):
-        self.graphs = []
-
-    def node_issued(self, node):
-        if node.kind == "graph":
-            self.graphs.append((node.name, [reason for _, reason, _ in node.edges]))
-
-
 def test_a_recorded_step_is_profiled_as_one_launch_and_runs_with_the_plan():
     with ag.configure(backend="sim", sim_seed=6):
         mix = Mix("recorded")
@@ -494,7 +468,7 @@ def test_a_recorded_step_is_profiled_as_one_launch_and_runs_with_the_plan():
         ag.regulate(plan="search", tenants=mix.names)
         name = low_step.__qualname__            # (a recording is named as traces name it)
         with profiled_as({name: 2e-3, "add_one": 1e-4}):
-            with ag.instrument(Graphs()) as seen:
+            with ag.instrument(programs.Edges()) as seen:
                 for _ in range(2):
                     step()
             ag.synchronize()
@@ -520,7 +494,7 @@ def test_pointers_hold_a_tenants_replayed_step_and_may_name_another_tenants_reco
         low = ag.tenant("low-held", after={"square": ("high-after-graph", "add_one")})
         high = ag.tenant("high-after-graph",
                          after={"add_one": ("low-held", low_step.__qualname__)})
-        with ag.instrument(Graphs()) as graphs, ag.instrument(Edges()) as kernels:
+        with ag.instrument(programs.Edges()) as seen:
             for _ in range(3):
                 with high:
                     mix.small[1, 32](mix.u, mix.v, 64)
@@ -529,7 +503,7 @@ def test_pointers_hold_a_tenants_replayed_step_and_may_name_another_tenants_reco
         ag.synchronize()
         assert mix.right()
         # the replays wait for the high tenant's add_one (named inside the recording) ...
-        assert [r.count("pointer") for _, r in graphs.graphs] == [1, 1]
+        assert [r.count("pointer") for _, r in seen.graphs] == [1, 1]
         # ... and the high tenant's add_one waits for the latest replay, named by the recording
-        smalls = [r.count("pointer") for name, _, r in kernels.kernels if name == "add_one"]
+        smalls = [r.count("pointer") for n, r in seen.kernels if n.name == "add_one"]
         assert smalls == [0, 0, 1]

@@ -342,17 +342,6 @@ def square(x, y, n):
         y[i] = x[i] * x[i]
 
 
-class Edges:
-    """An instrument keeping each issued kernel node's edges' reasons."""
-
-    def __init__(self):
-        self.kernels = []
-
-    def node_issued(self, node):
-        if node.kind == "kernel":
-            self.kernels.append((node, [reason for _, reason, _ in node.edges]))
-
-
 @pytest.mark.parametrize("memory", ["explicit", "managed"])
 @pytest.mark.parametrize("strategy", ["random", "reverse", "starve"])
 def test_a_split_kernel_runs_in_pieces_in_order_and_equals_the_whole(memory, strategy):
@@ -364,7 +353,7 @@ def test_a_split_kernel_runs_in_pieces_in_order_and_equals_the_whole(memory, str
         y = ag.empty_like(x)
         small_in = ag.array(np.ones(32))
         small_out = ag.empty_like(small_in)
-        with ag.instrument(Edges()) as seen:
+        with ag.instrument(programs.Edges()) as seen:
             with ag.tenant(f"splitter-{memory}-{strategy}", split={"square": 4}):
                 k[2, 32](x, y, 1000)
             with ag.tenant(f"small-{memory}-{strategy}", priority="high"):
@@ -415,7 +404,7 @@ def test_a_pointer_makes_a_tenants_kernel_wait_for_anothers_and_results_stay_rig
         ranker = ag.tenant(f"rank-{memory}-{strategy}",
                            after={"twice": (f"det-{memory}-{strategy}", "square")})
         other = ag.kernel(const=["x"], out=["y"])(twice)
-        with ag.instrument(Edges()) as seen:
+        with ag.instrument(programs.Edges()) as seen:
             for _ in range(3):
                 with detector:
                     conv[2, 32](a_in, a_out, 64)
@@ -437,7 +426,7 @@ def test_a_pointer_waits_only_for_an_unfinished_launch_and_names_it_in_the_trace
     conv = ag.kernel(const=["x"], out=["y"])(square)
     other = ag.kernel(const=["x"], out=["y"])(twice)
     x, y, z = ag.array(np.ones(32)), ag.empty(32), ag.empty(32)
-    with ag.instrument(Edges()) as seen:
+    with ag.instrument(programs.Edges()) as seen:
         with ag.tenant("pointed-det"):
             conv[1, 32](x, y, 32)
         with ag.tenant("pointed-rank", after={"twice": ("pointed-det", "square")}):

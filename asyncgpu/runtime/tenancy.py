@@ -1,10 +1,12 @@
-"""``asyncgpu.tenant``: issuing work as a named tenant, a step at a time.
+"""``asyncgpu.tenant``: issuing work as a named tenant, a step at a time; ``asyncgpu.regulate``:
+how the tenants share the device.
 
 A :class:`TenantScope` is what ``asyncgpu.tenant(name, priority=...)`` returns: a context
 manager (``with``: the block's work is the tenant's, and the block is one step of it) and a
 decorator (each call of the function is a step). Scopes nest and may be entered by several
 threads at once; leaving one restores the tenant the thread had before. The runtime keeps the
-tenants, their streams and statistics (``asyncgpu.core.tenants``, ``Runtime.tenant_index``).
+tenants, their streams and statistics (``asyncgpu.core.tenants``, ``Runtime.tenant_index``),
+and their regulation (``asyncgpu.runtime.regulator``, set up by :func:`regulate`).
 
 Example::
 
@@ -20,8 +22,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ..core.plan import Plan
 from ..core.tenants import PRIORITIES, TenantStatistics
 from .current import current_runtime
+from .regulator import Regulation, Regulator
 
 
 class TenantScope:
@@ -135,3 +139,80 @@ def tenants() -> dict[str, TenantStatistics]:
     kernels, library calls, copies and graph launches it issued, its steps and the latencies
     of those whose work has completed (``asyncgpu.synchronize()`` first to have them all)."""
     return current_runtime().tenant_statistics()
+
+
+def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
+             budget_s: float = 0.2) -> None:
+    """Regulate how the tenants share the device (GACER's concurrency regulation).
+
+    ``plan="search"``: the next ``steps`` steps of each tenant in ``tenants`` (names; None:
+    every tenant that has run a step) are profiled, each kernel alone on the device; then a
+    plan of splits (element-wise kernels launched in pieces) and pointers (a kernel of one
+    tenant waiting for a kernel of another) is searched on a model of the device, within
+    ``budget_s`` seconds, and the tenants run with it. A plan found for the same workload shape
+    is reused without a search, and a step of another shape sets the plan aside and profiles
+    again. ``plan=`` a :class:`~asyncgpu.Plan` (``asyncgpu.regulation().plan``, or
+    ``Plan.load(path)``): run with it. ``plan="off"``: the tenants' own settings again.
+
+    The plan is a tenant's splits and pointers (``asyncgpu.tenant``), added to those the
+    tenant was given, so results are those of the unregulated program; traces show its
+    pieces (edges of reason ``split``), its pointers (``pointer``) and the profiled launches'
+    order (``profile``). ``asyncgpu.regulation()`` says where it stands.
+
+    Raises
+    ------
+    ValueError
+        An unknown ``plan``, ``steps`` below 1, a negative ``budget_s``, a tenant name the
+        runtime does not know, or no tenant to regulate (none has run a step yet).
+    """
+    if not (isinstance(plan, Plan) or plan in ("search", "off")):
+        raise ValueError(f"asyncgpu.regulate: plan must be 'search', 'off' or an "
+                         f"asyncgpu.Plan; got {plan!r}")
+    if type(steps) is not int or steps < 1:
+        raise ValueError(f"asyncgpu.regulate: steps must be a positive int (the steps of each "
+                         f"tenant profiled); got {steps!r}")
+    if not isinstance(budget_s, (int, float)) or budget_s < 0:
+        raise ValueError(f"asyncgpu.regulate: budget_s must be a number of seconds >= 0; got "
+                         f"{budget_s!r}")
+    rt = current_runtime()
+    with rt._lock:
+        old = rt.regulator
+        book = None
+        if old is not None:
+            old.apply(None)
+            old.state = "off"
+            book = old.book
+        if plan == "off":
+            return
+        known = {t.name: t.index for t in rt.tenants[1:]}
+        if tenants is None:
+            chosen = [t.index for t in rt.tenants[1:] if t.steps]
+            if isinstance(plan, Plan):
+                chosen = [known[n] for n in sorted(set(plan.splits) | set(plan.after))
+                          if n in known] or chosen
+        else:
+            names = [tenants] if isinstance(tenants, str) else list(tenants)
+            missing = [n for n in names if n not in known]
+            if missing:
+                raise ValueError(f"asyncgpu.regulate: no tenant named {missing[0]!r}; the "
+                                 f"runtime's tenants are {sorted(known) or 'none'} (a tenant "
+                                 "exists once asyncgpu.tenant(name) was entered)")
+            chosen = sorted({known[n] for n in names})
+        if not chosen:
+            raise ValueError("asyncgpu.regulate: no tenant to regulate; run a step of each "
+                             "tenant first (with asyncgpu.tenant(name): ...), or name them "
+                             "with tenants=")
+        regulator = Regulator(rt, chosen, steps, float(budget_s), book)
+        rt.regulator = regulator
+        if isinstance(plan, Plan):
+            regulator.apply(plan)
+
+
+def regulation() -> Regulation:
+    """Where regulation stands: its state, the plan in force, the tenants whose profiled steps
+    are awaited, and the plans stored (see :class:`Regulation`)."""
+    rt = current_runtime()
+    with rt._lock:
+        if rt.regulator is None:
+            return Regulation("off")
+        return rt.regulator.status()

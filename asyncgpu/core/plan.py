@@ -1,0 +1,155 @@
+"""Regulation plans and the profiles they are searched on (``asyncgpu.core.regulation``).
+
+The model
+---------
+A :class:`TenantProfile` is one step of a tenant as the search sees it: its launches in issue
+order (:class:`Op`: time alone, share of the device's threads and bandwidth, whether it may be
+split, the earlier launches it depends on). A :class:`Plan` is what the search returns and the
+runtime applies (``asyncgpu.runtime.regulator``): per tenant, its split kernels and its
+pointers, with the workload shape it was searched for, the modelled :class:`Outcome` without
+and with it, and the profiles. A plan round-trips through JSON (``save``/``load``).
+
+Invariants: all are frozen; ``Plan.from_json(plan.to_json()) == plan``.
+
+Example::
+
+    plan = Plan({"a": {"big": 8}}, {"b": {"gemm": ("a", "conv")}})
+    plan.tenant_settings("a")       # ({"big": 8}, None)
+    Plan.from_json(plan.to_json()) == plan
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Op:
+    """One launch of a tenant's step: its kernel's name, its time alone (s), its share of the
+    device's threads (0, 1], its share of the device's bandwidth [0, 1], whether it may be
+    split (element-wise), and the earlier launches of the step it depends on (indices)."""
+
+    kernel: str
+    seconds: float
+    share: float
+    bandwidth: float
+    splittable: bool
+    parents: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TenantProfile:
+    """One step of a tenant: its name, priority (``high`` or ``normal``), launches in issue
+    order, and whether it runs on one stream (its launches then run in issue order)."""
+
+    name: str
+    priority: str
+    ops: tuple[Op, ...]
+    one_stream: bool = False
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A modelled run of every tenant's step, started together: the makespan (s), each
+    tenant's step latency (s), the residue (the idle share of the device's threads over the
+    makespan), and each high-priority tenant's worst latency over the step starts
+    :func:`evaluate` tries."""
+
+    makespan_s: float
+    latency_s: dict[str, float]
+    residue: float
+    worst_s: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A regulation plan (see the module docstring): per tenant name, its split kernels and
+    its pointers; the workload ``shape`` it was searched for (per tenant, its step's launches:
+    kernel, grid, block), and the modelled outcome without it (``before``) and with it
+    (``after_outcome``), how many plans the search modelled and how long it took.
+
+    ``profile`` holds the profiles it was searched on (each tenant's launches, their times
+    alone and shares: what the search saw). ``save(path)`` writes it as JSON and
+    ``Plan.load(path)`` reads it back, so a plan searched once can be given to
+    ``asyncgpu.regulate(plan=...)`` in a later process."""
+
+    splits: dict[str, dict[str, int]] = field(default_factory=dict)
+    after: dict[str, dict[str, tuple[str, str]]] = field(default_factory=dict)
+    shape: tuple[Any, ...] = ()
+    before: Outcome | None = None
+    after_outcome: Outcome | None = None
+    modelled: int = 0
+    search_s: float = 0.0
+    profile: tuple[TenantProfile, ...] = ()
+
+    def tenant_settings(self, name: str) -> tuple[dict[str, int] | None,
+                                                  dict[str, tuple[str, str]] | None]:
+        """Tenant ``name``'s splits and pointers under this plan (None: none)."""
+        return self.splits.get(name) or None, self.after.get(name) or None
+
+    def describe(self) -> str:
+        """One line: the plan's splits and pointers, and its modelled gain."""
+        parts = [f"{t}: {k} in {n}" for t, ks in sorted(self.splits.items())
+                 for k, n in sorted(ks.items())]
+        parts += [f"{t}: {k} after {o}.{j}" for t, ks in sorted(self.after.items())
+                  for k, (o, j) in sorted(ks.items())]
+        gain = ""
+        if self.before is not None and self.after_outcome is not None:
+            gain = (f" (modelled makespan {self.before.makespan_s * 1e3:.3f} -> "
+                    f"{self.after_outcome.makespan_s * 1e3:.3f} ms)")
+        return ("; ".join(parts) or "no splits or pointers") + gain
+
+    def to_json(self) -> str:
+        def outcome(o: Outcome | None) -> Any:
+            return None if o is None else {"makespan_s": o.makespan_s,
+                                            "latency_s": o.latency_s, "residue": o.residue,
+                                            "worst_s": o.worst_s}
+        return json.dumps({"splits": self.splits,
+                           "after": {t: {k: list(v) for k, v in ks.items()}
+                                     for t, ks in self.after.items()},
+                           "shape": _lists(self.shape), "before": outcome(self.before),
+                           "after_outcome": outcome(self.after_outcome),
+                           "modelled": self.modelled, "search_s": self.search_s,
+                           "profile": [{"name": p.name, "priority": p.priority,
+                                        "one_stream": p.one_stream,
+                                        "ops": [[o.kernel, o.seconds, o.share, o.bandwidth,
+                                                 o.splittable, list(o.parents)]
+                                                for o in p.ops]} for p in self.profile]},
+                          indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        d = json.loads(text)
+
+        def outcome(o: Any) -> Outcome | None:
+            return None if o is None else Outcome(o["makespan_s"], o["latency_s"],
+                                                  o["residue"], o.get("worst_s", {}))
+        return cls({t: {k: int(n) for k, n in ks.items()} for t, ks in d["splits"].items()},
+                   {t: {k: (v[0], v[1]) for k, v in ks.items()}
+                    for t, ks in d["after"].items()},
+                   _tuples(d.get("shape", [])), outcome(d.get("before")),
+                   outcome(d.get("after_outcome")), d.get("modelled", 0),
+                   d.get("search_s", 0.0),
+                   tuple(TenantProfile(p["name"], p["priority"],
+                                       tuple(Op(o[0], o[1], o[2], o[3], o[4], tuple(o[5]))
+                                             for o in p["ops"]), p["one_stream"])
+                         for p in d.get("profile", [])))
+
+    def save(self, path: str) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.to_json())
+
+    @classmethod
+    def load(cls, path: str) -> Plan:
+        with open(path, encoding="utf-8") as f:
+            return cls.from_json(f.read())
+
+
+def _lists(x: Any) -> Any:
+    return [_lists(v) for v in x] if isinstance(x, (tuple, list)) else x
+
+
+def _tuples(x: Any) -> Any:
+    return tuple(_tuples(v) for v in x) if isinstance(x, list) else x
