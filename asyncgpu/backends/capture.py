@@ -358,7 +358,7 @@ def check_launch(graph: Any, stream: Any, tracker: CaptureTracker) -> None:
                     "arrays a graph uses must stay alive as long as the graph"
                 )
         graph.frees = frees
-    if tracker.capturing(stream):
+    if tracker.engaged and tracker.capturing(stream):
         raise CaptureError(f"graph_launch: {stream!r} is capturing; launching a graph inside a "
                            "capture (a child graph) is not supported")
 

@@ -15,6 +15,8 @@ to the new-stream policy.
 * ``random``: stress mode (``ASYNCGPU_STRESS=1``): any stream, seeded; no parent policy.
 
 Each policy only *decides*; :class:`asyncgpu.core.streams.StreamManager` obtains streams.
+Every policy is a :class:`NewStreamPolicy` or a :class:`ParentStreamPolicy`: compiled
+(``policies.pxd``), the stream manager calls ``pick`` as a C method.
 """
 
 from __future__ import annotations
@@ -34,7 +36,29 @@ class StreamPool(Protocol):
     def own(self) -> list[Any]: ...
 
 
-class Reuse:
+class NewStreamPolicy:
+    """Chooses the stream of a node that inherits none: ``pick(pool)`` returns one of the
+    pool's streams (possibly a new one)."""
+
+    __slots__ = ()
+    name = ""
+
+    def pick(self, pool: StreamPool) -> Any:
+        raise NotImplementedError
+
+
+class ParentStreamPolicy:
+    """Chooses whether a node runs on one of its unfinished parents' streams: ``pick(parents)``
+    returns that stream, or None to ask the new-stream policy."""
+
+    __slots__ = ()
+    name = ""
+
+    def pick(self, parents: list[Any]) -> Any | None:
+        raise NotImplementedError
+
+
+class Reuse(NewStreamPolicy):
     """New-stream policy ``reuse`` (FIFO over free streams)."""
 
     __slots__ = ()
@@ -47,16 +71,17 @@ class Reuse:
         return pool.grow() if pool.can_grow() else pool.least_recently_used()
 
 
-class AlwaysNew:
+class AlwaysNew(NewStreamPolicy):
     """New-stream policy ``always-new`` (fresh streams up to the cap)."""
 
+    __slots__ = ()
     name = "always-new"
 
     def pick(self, pool: StreamPool) -> Any:
         return pool.grow() if pool.can_grow() else pool.least_recently_used()
 
 
-class Disjoint:
+class Disjoint(ParentStreamPolicy):
     """Parent-stream policy ``disjoint``: one child per parent inherits its stream."""
 
     __slots__ = ()
@@ -70,31 +95,34 @@ class Disjoint:
         return None
 
 
-class SameAsParent:
+class SameAsParent(ParentStreamPolicy):
     """Parent-stream policy ``same-as-parent``: every child runs on its first parent's stream."""
 
+    __slots__ = ()
     name = "same-as-parent"
 
     def pick(self, parents: list[Any]) -> Any | None:
         return parents[0].stream
 
 
-class Serial:
+class Serial(NewStreamPolicy):
     """Everything on stream 0 (the ``sync`` execution policy and a debugging aid)."""
 
+    __slots__ = ()
     name = "serial"
 
     def pick(self, pool: StreamPool) -> Any:
         return pool.first()
 
 
-class RandomStream:
+class RandomStream(NewStreamPolicy):
     """Stress mode: any stream of the pool, or a new one, at random (seeded).
 
     Correct for any choice (the runtime orders nodes by events, not by stream placement), so
     a wrong answer under this policy is a missing dependency that placement used to hide.
     """
 
+    __slots__ = ("rng",)
     name = "random"
 
     def __init__(self, seed: int) -> None:

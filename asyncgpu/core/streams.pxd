@@ -2,6 +2,7 @@
 cimport cython
 
 from asyncgpu.core.dag cimport Node
+from asyncgpu.core.policies cimport NewStreamPolicy, ParentStreamPolicy
 from asyncgpu.core.statistics cimport Counters
 
 
@@ -13,7 +14,9 @@ cdef class StreamState:
 
 
 cdef class StreamManager:
-    cdef public object backend, new_policy, parent_policy
+    cdef public object backend
+    cdef public NewStreamPolicy new_policy
+    cdef public ParentStreamPolicy parent_policy
     cdef public Counters stats
     cdef public dict _by_use
     cdef public list _events, _frees, _counts, _limits, _priorities, streams

@@ -41,18 +41,20 @@ class GraphCache:
 
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
-        self.entries: OrderedDict[Any, Any] = OrderedDict()
+        # (``entries`` and ``memo`` are plain dicts in least-recently-used order, a use moving
+        # its key to the end: a replay's lookups in them are then C calls where compiled)
+        self.entries: dict[Any, Any] = {}
         self.lanes: dict[int, list[Any]] = {}      # device slot -> capture streams
         #: Result arrays of captured library calls, per (recording segment, position, call):
         #: the same arrays at every run (``asyncgpu.recorder.calls``).
         self.results: OrderedDict[Any, Any] = OrderedDict()
         #: The previous run of each recording segment (``asyncgpu.recorder.keys``).
-        self.memo: OrderedDict[Any, LaunchMemo] = OrderedDict()
+        self.memo: dict[Any, LaunchMemo] = {}
 
     def get(self, key: Any) -> Any:
-        entry = self.entries.get(key)
+        entry = self.entries.pop(key, None)
         if entry is not None:
-            self.entries.move_to_end(key)
+            self.entries[key] = entry       # (the most recently used)
         return entry
 
     def put(self, key: Any, entry: Any) -> None:
@@ -62,8 +64,7 @@ class GraphCache:
         self.entries[key] = entry
         limit = self.runtime.options.graph_cache
         while len(self.entries) > limit:
-            _, evicted = self.entries.popitem(last=False)
-            self._destroy(evicted)
+            self._destroy(self.entries.pop(next(iter(self.entries))))
 
     def clear(self, token: Any = None) -> None:
         """Destroy the graphs (of one recorder, or all) and forget their keys."""

@@ -4,6 +4,7 @@ cimport cython
 from asyncgpu.recorder.recording cimport Recording
 from asyncgpu.runtime.frozen cimport FrozenGraph
 from asyncgpu.runtime.issue cimport Issuing
+from asyncgpu.runtime.recording_hook cimport this_thread
 
 
 cdef class _Run:

@@ -40,6 +40,7 @@ from ..core.errors import RecordingError
 from ..runtime import current
 from ..runtime.current import current_runtime
 from ..runtime.frozen import FrozenGraph
+from ..runtime.recording_hook import this_thread
 from .cache import VARIANTS, copy_key
 from .finish import issue_eagerly
 from .keys import argument_key
@@ -67,9 +68,13 @@ class _Run:
     def _enter(self) -> Recording | None:
         """Start recording; None when nested in a recording of this thread (inlined)."""
         rt = current._runtime or current_runtime()
-        with rt._lock:
+        # (acquire and release rather than ``with``: compiled, a with statement looks up and
+        # binds the lock's __enter__ and __exit__ at each run, which a replay pays up to three times)
+        lock = rt._lock
+        lock.acquire()
+        try:
             cur = rt.recording
-            if cur is not None and cur.thread == threading.get_ident():
+            if cur is not None and cur.thread == this_thread():
                 return None             # nested: part of the enclosing recording
             if cur is not None:
                 raise RecordingError(
@@ -77,6 +82,8 @@ class _Run:
                     f"'{cur.name}' on this runtime (record from one thread at a time)")
             rec = rt.recording = Recording(rt, self.token, self.name, self.split)
             return rec
+        finally:
+            lock.release()
 
     def _exit(self, rec: Recording | None, failed: bool) -> Recording | None:
         """End the recording; returns it when it ended normally (its segments' outcomes)."""
@@ -84,7 +91,9 @@ class _Run:
             self.outcome = "inline"
             return None
         rt = rec.runtime
-        with rt._lock:
+        lock = rt._lock
+        lock.acquire()     # (not ``with``: see _enter)
+        try:
             if rt.recording is rec:
                 rt.recording = None
             if not (failed or rec.failed or rec.eager):
@@ -93,6 +102,8 @@ class _Run:
                 self.outcome = (outcomes[0] if len(outcomes) == 1
                                 else "+".join(outcomes) or "empty")
                 return rec
+        finally:
+            lock.release()
         if failed or rec.failed:
             self.outcome = "eager"
             try:
@@ -183,7 +194,9 @@ class GraphFunction(_Run):
         """Launch the cached graph for the inputs' locations without running the body;
         (False, None) if there is none or it cannot be launched now."""
         rt = current._runtime or current_runtime()
-        with rt._lock:
+        lock = rt._lock
+        lock.acquire()     # (not ``with``: see _Run._enter)
+        try:
             if rt.recording is not None:
                 return False, None      # nested in a recording
             hit = next(iter(hits.values()))
@@ -197,6 +210,8 @@ class GraphFunction(_Run):
             if frozen.graph.destroyed:
                 return False, None      # evicted from the cache
             rt.launch_graph(frozen)
+        finally:
+            lock.release()
         self.outcome = "replayed"
         return True, hit[1]
 

@@ -6,5 +6,5 @@ from asyncgpu.runtime.frozen cimport FrozenGraph
 from asyncgpu.runtime.issue cimport Issuing
 
 
-@cython.locals(replayed=tuple, key=RecordingKey, frozen=FrozenGraph)
+@cython.locals(replayed=tuple, key=RecordingKey, frozen=FrozenGraph, memos=dict, entries=dict)
 cpdef replay_remembered(Issuing rt, token, LaunchMemo memo)

@@ -63,8 +63,8 @@ def replay_remembered(rt: Any, token: Any, memo: LaunchMemo) -> Any:
         return None
     if rt.memory is not None and frozen.host_current(rt) != frozen.copy_in:
         return None             # another variant (or a new capture) is due
-    memos.move_to_end(token)
-    entries.move_to_end(key)
+    memos[token] = memos.pop(token)      # (the most recently used: see GraphCache)
+    entries[key] = entries.pop(key)
     if len(variants) > 1:
         variants.move_to_end(copy_key(frozen.copy_in))
     rt.launch_graph(frozen)
@@ -84,14 +84,14 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
     cache = graph_cache(rt)
     memos = cache.memo
     if memo is not None and memo.key.parts[0] == config and memos.get(token) is memo:
-        memos.move_to_end(token)     # the same launches as the memo's: keep it
+        memos[token] = memos.pop(token)     # the same launches as the memo's: keep it
         key = memo.key
     else:
         key = RecordingKey(token, (config, tuple([l.key for l in launches])))
+        memos.pop(token, None)
         memo = memos[token] = LaunchMemo(launches, key)
-        memos.move_to_end(token)
         if len(memos) > rt.options.graph_cache:
-            memos.popitem(last=False)   # (it keeps the last run's arrays alive)
+            del memos[next(iter(memos))]    # (it keeps the last run's arrays alive)
     entry = cache.get(key)
     if entry is None:
         cache.put(key, _SEEN)

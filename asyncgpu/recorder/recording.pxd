@@ -5,7 +5,7 @@ cimport cython
 
 from asyncgpu.recorder.keys cimport Launch, LaunchMemo, same_arguments
 from asyncgpu.runtime.issue cimport Issuing
-from asyncgpu.runtime.recording_hook cimport RecordingHook
+from asyncgpu.runtime.recording_hook cimport RecordingHook, this_thread
 
 
 cdef class Recording(RecordingHook):

@@ -65,12 +65,11 @@ comparisons.
 
 from __future__ import annotations
 
-import threading
 import warnings
 from typing import Any
 
 from ..core.errors import RecordingError
-from ..runtime.recording_hook import RecordingHook
+from ..runtime.recording_hook import RecordingHook, this_thread
 from . import calls as _graph_calls
 from .finish import finish, issue_eagerly, replay_remembered
 from .keys import Launch, LaunchMemo, same_arguments
@@ -92,7 +91,7 @@ class Recording(RecordingHook):
         self.runtime = runtime
         self.token = token
         self.name = name
-        self.thread = threading.get_ident()
+        self.thread = this_thread()
         self.launches: list[Launch] = []
         self.failed = False         # a refused operation: not cached
         self.eager = False          # fell back to eager execution (a library call)
@@ -162,10 +161,14 @@ class Recording(RecordingHook):
         if memo is None or not memo.steady:
             return
         rt = self.runtime
-        with rt._lock:
+        lock = rt._lock
+        lock.acquire()     # (not ``with``: see ``_Run._enter``)
+        try:
             if rt.recording is self:
                 self.end_segment()
                 self.cut = memo
+        finally:
+            lock.release()
 
     def _remember(self, memo: LaunchMemo | None) -> None:
         """Match the next launches against ``memo``'s, the segment's previous run (none when
@@ -181,7 +184,7 @@ class Recording(RecordingHook):
     def kernel(self, launcher: Any, args: tuple[Any, ...], site: str | None) -> bool:
         """Defer one launch, validated and keyed in full (the launcher has already tried
         :meth:`remember`); False when the launch is another thread's (issue it normally)."""
-        if threading.get_ident() != self.thread:
+        if this_thread() != self.thread:
             return False
         arrays, values = launcher.kernel.bind(self.runtime, args, site)
         if self.cut is not None:
@@ -233,7 +236,7 @@ class Recording(RecordingHook):
     def refuse(self, what: str, array: Any = None) -> None:
         """A host operation inside the recording: raise, or end the segment (``split``).
         ``what`` names it (followed by the ``array``'s description, if given)."""
-        if threading.get_ident() != self.thread:
+        if this_thread() != self.thread:
             return
         self.cut = None                 # (the segment did end where its memo did)
         if self.split:
@@ -253,7 +256,7 @@ class Recording(RecordingHook):
         """A library call: deferred like a launch when it can be captured (returns True and
         its result); otherwise issue what was deferred and run the rest of the body eagerly
         (or end the segment, with ``split``) and return False."""
-        if threading.get_ident() != self.thread:
+        if this_thread() != self.thread:
             return False, None
         if self.cut is not None:
             self.went_on()

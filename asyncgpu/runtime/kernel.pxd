@@ -3,7 +3,7 @@ cimport cython
 
 from asyncgpu.core.deps cimport Access
 from asyncgpu.runtime.allocation cimport Allocation, View
-from asyncgpu.runtime.recording_hook cimport RecordingHook
+from asyncgpu.runtime.recording_hook cimport RecordingHook, this_thread
 from asyncgpu.runtime.issue cimport Issuing
 
 

@@ -40,17 +40,8 @@ from .checks import (
 )
 from .current import current_runtime
 from .interop import adopt, describe_foreign, is_foreign, kind_of
+from .recording_hook import this_thread
 from .signature import Param
-
-try:
-    import cython
-except ImportError:     # run as Python, where Cython is not installed
-    from threading import get_ident
-else:
-    if cython.compiled:     # the thread's number, without making an int object per launch
-        from cython.cimports.cpython.pythread import PyThread_get_thread_ident as get_ident
-    else:
-        from threading import get_ident
 
 # Every launch reads the process's runtime: through the namespace of ``current`` (compiled, one
 # dictionary lookup) instead of the module attribute (the module type's attribute lookup, about
@@ -392,6 +383,6 @@ class Launcher:
         rec = rt.recording
         # A launch that repeats the recording's previous run is taken from its memo without
         # the runtime's lock: only this thread reads or ends its own recording.
-        if rec is not None and rec.thread == get_ident() and rec.remember(self, args):
+        if rec is not None and rec.thread == this_thread() and rec.remember(self, args):
             return
         rt.launch_kernel(self, args)

@@ -1,6 +1,9 @@
 # C types of asyncgpu/runtime/recording_hook.py where Cython compiles it (setup.py); the .py is
 # the code.
 
+cpdef unsigned long this_thread()
+
+
 cdef class RecordingHook:
     cdef public unsigned long thread
 

@@ -25,6 +25,22 @@ from __future__ import annotations
 
 from typing import Any
 
+try:
+    import cython
+except ImportError:     # run as Python, where Cython is not installed
+    from threading import get_ident
+else:
+    if cython.compiled:     # the thread's number, without making an int object per launch
+        from cython.cimports.cpython.pythread import PyThread_get_thread_ident as get_ident
+    else:
+        from threading import get_ident
+
+
+def this_thread() -> int:
+    """The calling thread's identifier (``threading.get_ident``), which a recording keeps as
+    its ``thread``: compiled, a C call that makes no int object."""
+    return get_ident()
+
 
 class RecordingHook:
     """The recording of one thread, as the runtime sees it (subclassed by the recorder)."""

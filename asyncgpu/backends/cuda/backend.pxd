@@ -2,6 +2,7 @@
 # the code.
 cimport cython
 
+from asyncgpu.backends.capture cimport check_launch
 from asyncgpu.backends.cuda.calls cimport CudaCalls
 from asyncgpu.backends.cuda.kernels cimport PackedLaunch, make_launch
 from asyncgpu.core.dag cimport Node
