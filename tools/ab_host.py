@@ -1,28 +1,29 @@
-"""A/B host-time comparison of two trees on one GPU machine, in alternating processes.
+"""A/B host-time comparison of two source trees on one GPU machine, interleaved in time.
 
-The device tool's host changes speed from minute to minute (eager launches measured 13 to 28 us
-in one run), so two benchmark runs one after the other do not compare. This runs each tree in
-turn, ``rounds`` times, each in a fresh process (the order alternates), and reports per round
-the ratio of the two trees' numbers measured a few seconds apart, then the median ratio.
+The GPU machine's host changes speed from second to second (the same launch loop measured
+5 to 7.6 us in processes a few seconds apart), so two runs one after the other, or even two
+fresh processes in turn, do not resolve a few percent. This keeps one worker process per tree
+alive (``cwd`` the tree, ``PYTHONPATH=.``), each with every case set up once, and asks them in
+turn for short bursts of the same case (about ``burst_ms`` each, the order alternating between
+rounds), so both trees' samples of a round are taken within a fraction of a second of each
+other. Per case it reports each tree's median and the median over the rounds of the paired
+ratio new over old; ``over_control`` divides each round's ratio by that round's ratio of the
+raw CuPy launch (the same code in both trees), which takes out what drift is left.
 
-usage: PYTHONPATH=. python3 tools/ab_host.py OLD_TREE [rounds] [all|reads] [VAR=VALUE ...]
-  (the current directory is tree B, "new"; OLD_TREE is tree A; ``reads``: only the two
-  probes of host reads after a launch, a few seconds per process; each VAR=VALUE is set in
-  the old side's environment only, so ``. 8 all ASYNCGPU_DIRECT_DRIVER=0`` compares one
-  option within this tree)
+usage: PYTHONPATH=. python3 tools/ab_host.py OLD_TREE [rounds] [VAR=VALUE ...] > ab.json
+  (the current directory is the new tree; each VAR=VALUE is set in the old side's environment
+  only, so ``. 30 ASYNCGPU_SINGLE_NODE_GRAPHS=0`` compares one option within this tree;
+  ``taskset -c 4-7`` around it keeps both workers on the same cores; ``AB_BURST_MS``, default
+  40, the length of a burst; ``AB_SUITE=medium:vec,bs:serial,parallel`` adds those cells of
+  the benchmark suite (several such specs joined by ``;``), each burst a block of iterations timed as the suite times them
+  (``benchmarks.harness.ModeRun``, streaming inputs, block size 256), its median reported)
 
-Each case's summary also gives ``over_control_median``: the median over the rounds of its ratio
-divided by that round's ratio of the raw CuPy launch, the same code in both trees (present
-when that probe ran), which takes out how much faster the host ran for one tree's process.
-
-Measured per process: the replay micro-benchmark's host us per kernel (10-kernel chain and
-10 independent kernels: eager, recorded, recorded_static; ``benchmarks.replay``) and the eager
-launch of the 3-array CUDA C kernel (independent and with one cross-stream wait) next to the
-raw CuPy launch (``benchmarks.overhead``), the same two for the 3-array Numba kernel, and a
-launch followed by a host read of one element of the array it wrote (the read waits for the
-kernel and copies the bytes back), or of eight elements one by one (a small array: fetched
-whole by the first read). On the GPU machine, ``taskset -c 4-7`` around it gave the quietest
-rounds (one core slows the processes' own helper threads).
+Cases (host microseconds; eager launches per launch, replays per kernel of a body of 10):
+the 3-array CUDA C and Numba kernels of ``benchmarks.overhead``, independent and with one
+cross-stream wait, the raw CuPy launch of the same CUDA C kernel (the control), the bodies of
+``benchmarks.replay`` (a chain and 10 independent kernels: eager, recorded, recorded_static;
+each call timed alone, the device synchronized between calls outside the timing), and a
+launch followed by a host read of one element of the array it wrote.
 """
 
 from __future__ import annotations
@@ -33,50 +34,100 @@ import statistics
 import subprocess
 import sys
 
-PROBE = r"""
-import json, sys
+WORKER = r"""
+import json, os, statistics, sys, time
+SUITE = os.environ.get("AB_SUITE", "")
 import cupy, numpy as np
 import asyncgpu as ag
 from benchmarks import overhead, replay
-out = {}
 stream = cupy.cuda.Stream(non_blocking=True)
 def sync():
     stream.synchronize(); ag.synchronize()
-if sys.argv[1] == "all":
-    for case, v in replay.measure(ag, sizes=(10,), iterations=40).items():
-        for mode in ("eager", "recorded", "recorded_static"):
-            out[f"{case} {mode}"] = v[f"{mode}_host_us"]
-    k = ag.cuda_kernel(overhead._c_source(3), "k3")
-    raw = cupy.RawKernel(overhead._c_source(3), "k3")
-    arrays = [cupy.ones(32, np.float32) for _ in range(3)]
-    loops = dict(overhead._ag_cases(ag, k, 3))
-    nb = ag.kernel(overhead._numba_kernel(3), const=["a0", "a1"])
-    loops.update({f"numba {case}": fn for case, fn in overhead._ag_cases(ag, nb, 3).items()})
-    loops["cupy_raw"] = lambda n: [raw((1,), (32,), tuple(arrays), stream=stream)
-                                   for _ in range(n)] and None
-    for name, fn in loops.items():
-        fn(50); sync()
-        out[f"launch {name}"] = overhead._per_launch(fn, 2000, sync, 5)["median_us"]
+cases = {}
+k3 = ag.cuda_kernel(overhead._c_source(3), "k3")
+for name, fn in overhead._ag_cases(ag, k3, 3).items():
+    cases[f"launch {name}"] = (fn, 1)
+nb = ag.kernel(overhead._numba_kernel(3), const=["a0", "a1"])
+for name, fn in overhead._ag_cases(ag, nb, 3).items():
+    cases[f"launch numba {name}"] = (fn, 1)
+raw = cupy.RawKernel(overhead._c_source(3), "k3")
+arrays = [cupy.ones(32, np.float32) for _ in range(3)]
+def cupy_raw(n):
+    for _ in range(n):
+        raw((1,), (32,), tuple(arrays), stream=stream)
+cases["launch cupy_raw"] = (cupy_raw, 1)
 inc = ag.cuda_kernel(replay.INC, "inc")
+for shape in ("chain", "independent"):
+    xs = [ag.zeros(32, np.float32) for _ in range(1 if shape == "chain" else 10)]
+    def body(xs=xs):
+        for i in range(10):
+            inc[1, 32](xs[i % len(xs)], 32)
+    for mode, fn in (("eager", body), ("recorded", ag.graph(body)),
+                     ("recorded_static", ag.graph(body, static=True))):
+        def calls(n, fn=fn):
+            spent = 0.0
+            clock = time.perf_counter
+            for _ in range(n):
+                t0 = clock()
+                fn()
+                spent += clock() - t0
+                ag.synchronize()
+            return spent
+        cases[f"{shape}/10 {mode}"] = (calls, 10)
 x = ag.zeros(32, np.float32)
-for reads, name, count in ((1, "one element", 1000), (8, "8 elements", 500)):
-    def launch_then_read(n, reads=reads):
-        for _ in range(n):
-            inc[1, 32](x, 32)
-            for i in range(reads):
-                float(x[i])
-    launch_then_read(50)
-    out[f"launch then read {name}"] = overhead._per_launch(launch_then_read, count, sync, 5)[
-        "median_us"]
-print(json.dumps(out))
+def launch_then_read(n):
+    for _ in range(n):
+        inc[1, 32](x, 32)
+        float(x[0])
+cases["launch then read one element"] = (launch_then_read, 1)
+least = {}      # case -> the fewest calls in a burst
+if SUITE:      # suite cells: per iteration (host and device), streaming inputs
+    from benchmarks import harness
+    from benchmarks.handopt import Hand
+    from benchmarks.workloads import WORKLOADS
+    from asyncgpu.runtime.current import current_runtime
+    from benchmarks.cudagraph import GraphHand
+    num_blocks = 4 * current_runtime().backend.sm_count
+    for spec in SUITE.split(";"):
+        scale, names, modes = spec.split(":")
+        for name in names.split(","):
+            wl = WORKLOADS[name](ag, scale)
+            hand, graph_hand = Hand(current_runtime()), GraphHand(current_runtime())
+            block = (8, 8) if getattr(wl, "two_d", False) else 256
+            for mode in modes.split(","):
+                try:
+                    run = harness.ModeRun(ag, wl, mode, block, num_blocks, "streaming",
+                                          graph_hand if mode == "cudagraph" else hand)
+                except Exception as exc:      # (left out of the comparison)
+                    print(f"{scale} {name} {mode}: {exc!r}", file=sys.stderr)
+                    continue
+                def cell(n, run=run):
+                    times = run.iterations(n)
+                    return statistics.median(times) * n     # (per iteration: the median)
+                cases[f"{scale} {name} {mode}"] = (cell, 1)
+                least[f"{scale} {name} {mode}"] = 5
+def burst(fn, n):
+    sync()
+    t0 = time.perf_counter()
+    own = fn(n)
+    spent = own if own is not None else time.perf_counter() - t0
+    sync()
+    return spent
+counts = {}
+for name, (fn, per) in cases.items():       # warm up, and size each burst
+    n = least.get(name, 20)
+    burst(fn, n)
+    while (spent := burst(fn, n)) < 0.005:
+        n *= 2
+    counts[name] = max(least.get(name, 1), int(n * float(sys.argv[1]) / 1000 / spent))
+print(json.dumps(sorted(cases)), flush=True)
+for line in sys.stdin:
+    fn, per = cases[line.strip()]
+    n = counts[line.strip()]
+    print(json.dumps(burst(fn, n) / (n * per) * 1e6), flush=True)
 """
 
-
-def probe(tree: str, which: str, extra: dict[str, str] | None = None) -> dict[str, float]:
-    env = dict(os.environ, PYTHONPATH=".", PYTHONWARNINGS="ignore", **(extra or {}))
-    done = subprocess.run([sys.executable, "-c", PROBE, which], cwd=tree, env=env, check=True,
-                          capture_output=True, text=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+CONTROL = "launch cupy_raw"      # the case whose code does not change between the trees
 
 
 def build(tree: str) -> None:
@@ -88,42 +139,68 @@ def build(tree: str) -> None:
     subprocess.run(command, cwd=tree, check=True, capture_output=True)
 
 
-CONTROL = "launch cupy_raw"      # the probe whose code does not change between the trees
+class Worker:
+    """One tree's worker process: ``ask(case)`` returns the host us of one burst."""
+
+    def __init__(self, tree: str, burst_ms: float, extra: dict[str, str]) -> None:
+        env = dict(os.environ, PYTHONPATH=".", PYTHONWARNINGS="ignore", **extra)
+        self.proc = subprocess.Popen([sys.executable, "-c", WORKER, str(burst_ms)], cwd=tree,
+                                     env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     text=True, bufsize=1)
+        self.cases = json.loads(self._line())
+
+    def _line(self) -> str:
+        line = self.proc.stdout.readline()
+        if not line:
+            sys.exit(f"ab_host.py: a worker stopped (exit status {self.proc.wait()})")
+        return line
+
+    def ask(self, case: str) -> float:
+        self.proc.stdin.write(case + "\n")
+        return json.loads(self._line())
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
 
 
 def main() -> None:
-    old = sys.argv[1]
-    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 6
-    which = sys.argv[3] if len(sys.argv) > 3 else "all"
-    if which not in ("all", "reads"):
-        sys.exit(f"ab_host.py: the probes are 'all' or 'reads', not {which!r}")
-    old_env = dict(arg.split("=", 1) for arg in sys.argv[4:])
-    for tree in (".", old):
+    old_tree = sys.argv[1]
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 30
+    old_env = dict(arg.split("=", 1) for arg in sys.argv[3:])
+    burst_ms = float(os.environ.get("AB_BURST_MS", "40"))
+    for tree in (".", old_tree):
         build(tree)
-    runs: list[dict[str, dict[str, float]]] = []
+    new, old = Worker(".", burst_ms, {}), Worker(old_tree, burst_ms, old_env)
+    cases = [c for c in new.cases if c in old.cases]
+    samples: dict[str, list[tuple[float, float]]] = {c: [] for c in cases}
     for r in range(rounds):
-        order = (("new", "."), ("old", old)) if r % 2 == 0 else (("old", old), ("new", "."))
-        runs.append({name: probe(tree, which, old_env if name == "old" else None)
-                     for name, tree in order})
+        for case in cases:
+            if r % 2 == 0:
+                a = new.ask(case)
+                b = old.ask(case)
+            else:
+                b = old.ask(case)
+                a = new.ask(case)
+            samples[case].append((a, b))
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
-    keys = list(runs[0]["new"])
-    # The raw CuPy launch is the same code in both trees: its ratio in a round is how much
-    # faster or slower the host ran for the new tree's process than for the old one's.
-    control = ([run["new"][CONTROL] / run["old"][CONTROL] for run in runs]
-               if CONTROL in keys else None)
+    new.close()
+    old.close()
+    control = [a / b for a, b in samples[CONTROL]] if CONTROL in samples else None
     summary = {}
-    for key in keys:
-        ratios = [run["new"][key] / run["old"][key] for run in runs]
-        summary[key] = {
-            "new_median_us": statistics.median(run["new"][key] for run in runs),
-            "old_median_us": statistics.median(run["old"][key] for run in runs),
+    for case, pairs in samples.items():
+        ratios = [a / b for a, b in pairs]
+        summary[case] = {
+            "new_median_us": statistics.median(a for a, _ in pairs),
+            "old_median_us": statistics.median(b for _, b in pairs),
             "new_over_old_median": statistics.median(ratios),
-            "new_over_old_per_round": ratios,
+            "new_over_old_quartiles": statistics.quantiles(ratios, n=4)[::2],
         }
         if control is not None:
-            summary[key]["over_control_median"] = statistics.median(
+            summary[case]["over_control_median"] = statistics.median(
                 r / c for r, c in zip(ratios, control))
-    json.dump({"rounds": runs, "summary": summary}, sys.stdout, indent=1)
+    json.dump({"rounds": rounds, "burst_ms": burst_ms, "samples": samples,
+               "summary": summary}, sys.stdout, indent=1)
 
 
 if __name__ == "__main__":
