@@ -159,9 +159,9 @@ def test_the_pieces_are_consecutive_block_ranges_in_order_on_one_stream():
     with ag.configure(backend="sim", sim_strategy="random", sim_seed=1):
         k = ag.kernel(out=["out"], grid_offset=("first", "total"))(firsts)
         out = ag.empty(7)
-        with ag.instrument(programs.Edges()) as seen:
-            with ag.tenant("grid-pieces", split={"firsts": 3}):
-                k[7, 4](out, 0, 7)
+        with ag.instrument(programs.Edges()) as seen, \
+                ag.tenant("grid-pieces", split={"firsts": 3}):
+            k[7, 4](out, 0, 7)
         # blocks 0-2, 3-4, 5-6: each block saw its piece's first, and every piece the total
         assert out.numpy().tolist() == [7000.0] * 3 + [7003.0] * 2 + [7005.0] * 2
         pieces = [(n, reasons) for n, reasons in seen.kernels if n.name == "firsts"]
@@ -174,10 +174,10 @@ def test_more_pieces_than_blocks_give_one_block_each_and_one_block_runs_whole():
         k = ag.kernel(out=["out"], grid_offset=("first", "total"))(firsts)
         out = ag.empty(3)
         one = ag.empty(1)
-        with ag.instrument(programs.Edges()) as seen:
-            with ag.tenant("grid-few-blocks", split={"firsts": 8}):
-                k[3, 4](out, 0, 3)
-                k[1, 4](one, 0, 1)
+        with ag.instrument(programs.Edges()) as seen, \
+                ag.tenant("grid-few-blocks", split={"firsts": 8}):
+            k[3, 4](out, 0, 3)
+            k[1, 4](one, 0, 1)
         assert out.numpy().tolist() == [3000.0, 3001.0, 3002.0]
         assert one.numpy().tolist() == [1000.0]
         assert [r.count("split") for _, r in seen.kernels] == [0, 1, 1, 0]
@@ -223,7 +223,7 @@ def test_a_split_grid_offset_kernel_is_ordered_with_other_work_on_its_arrays():
         assert np.array_equal(again.numpy(), rows_numpy(rows_numpy(rows_numpy(case.host))))
 
 
-# -- bad declarations and arguments -----------------------------------------------------------------
+# -- bad declarations and arguments ---------------------------------------------------------------
 TYPED = r"""
 extern "C" __global__ void typed(double* y, int n, float scale, const double* x, int first,
                                  int total) {}
@@ -239,16 +239,17 @@ def _typed(**kwargs):
 
 
 @pytest.mark.parametrize("make,kwargs,match", [
-    (_numba, {"grid_offset": "first"}, r"kernel 'rows': grid_offset must name two integer "
-                                       r"parameters.*got 'first'"),
+    (_numba, {"grid_offset": "first"},
+     r"kernel 'rows': grid_offset must name two integer parameters.*got 'first'"),
     (_numba, {"grid_offset": ("first",)}, "grid_offset must name two integer parameters"),
     (_numba, {"grid_offset": ("first", "first")}, "names one parameter twice"),
-    (_numba, {"grid_offset": ("first", "count")}, r"'count' \(the grid's block count\), which "
-                                                  r"is no parameter; parameters are x, y, "
-                                                  "first, total"),
-    (_numba, {"grid_offset": ("x", "total")}, "grid_offset names 'x'.*annotated const/out, so it is an array"),
-    (_typed, {"grid_offset": ("first", "scale")}, "'scale' must be an integer scalar parameter"
-                                                  r" \(the grid's block count\); it is 'float'"),
+    (_numba, {"grid_offset": ("first", "count")},
+     (r"'count' \(the grid's block count\), which is no parameter; parameters are x, y, "
+      "first, total")),
+    (_numba, {"grid_offset": ("x", "total")},
+     "grid_offset names 'x'.*annotated const/out, so it is an array"),
+    (_typed, {"grid_offset": ("first", "scale")},
+     r"'scale' must be an integer scalar parameter \(the grid's block count\); it is 'float'"),
     (_typed, {"grid_offset": ("x", "total")}, "'x' must be an integer scalar parameter"),
     (_typed, {"grid_offset": ("first", "total"), "elementwise": "n"},
      "elementwise= and grid_offset= both declare how its launches split"),
@@ -261,8 +262,8 @@ def test_a_bad_grid_offset_declaration_is_refused_by_name(make, kwargs, match):
 
 
 @pytest.mark.parametrize("args,match", [
-    ((0, 5), r"argument 3 'total': grid_offset declares it the whole grid's block count, but "
-             r"it is 5 where the launch has 4 blocks in x"),
+    ((0, 5), (r"argument 3 'total': grid_offset declares it the whole grid's block count, but "
+              r"it is 5 where the launch has 4 blocks in x")),
     ((2, 5), r"argument 2 'first': the launch would be blocks 2 to 5 of a grid of 5"),
     ((-1, 4), r"argument 2 'first': the launch would be blocks -1 to 2"),
     ((0.0, 4), r"argument 2 'first': grid_offset declares it a block number, but it is 0.0"),
