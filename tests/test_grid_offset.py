@@ -21,7 +21,7 @@ N = 1000
 THREADS = 8
 
 
-# -- the kernels: none of them element-wise --------------------------------------------------------
+# -- the kernels: none of them element-wise -------------------------------------------------------
 def rows(x, y, first, total):
     """A grid-stride loop over rows: block b of the grid does rows b, b + total, ... (each row
     also reads the row above it: not element-wise along axis 0)."""
@@ -339,7 +339,7 @@ def test_a_grid_offset_launch_of_one_block_is_not_splittable_for_the_regulation(
         ag.regulate(plan="off")
 
 
-# -- random chains of split and whole launches ---------------------------------------------------
+# -- random chains of split and whole launches ----------------------------------------------------
 @st.composite
 def chains(draw):
     """Launches of ``rows`` and ``block_sums`` over three shared buffers: (kernel, source,
