@@ -29,7 +29,8 @@ from typing import Any
 class Op:
     """One launch of a tenant's step: its kernel's name, its time alone (s), its share of the
     device's threads (0, 1], its share of the device's bandwidth [0, 1], whether it may be
-    split (element-wise), and the earlier launches of the step it depends on (indices)."""
+    split (its kernel is element-wise, or declares a grid offset and has two blocks or more),
+    and the earlier launches of the step it depends on (indices)."""
 
     kernel: str
     seconds: float

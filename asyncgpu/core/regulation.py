@@ -25,7 +25,10 @@ all started together, on a model of the device:
 * launches that together ask for more than the device's bandwidth are slowed in proportion,
   and by :data:`CONTENTION` beyond it (they thrash each other's cache lines too);
 * a piece of a launch split in ``k`` takes ``1/k`` of its time plus :data:`PIECE_S`, with the
-  same share (a grid-stride kernel launched on the same grid over a ``k``-th of the rows).
+  same share: an element-wise kernel's piece is launched on the same grid over a ``k``-th of
+  the rows; a grid-offset kernel's piece runs a ``k``-th of the blocks, which holds the same
+  share while the grid is larger than the device keeps resident (a piece of a grid that fits
+  at once holds less of the device for about as long: the model then overstates the gain).
 
 Its ``Outcome`` gives the *makespan* (all steps done), each tenant's step latency, and the
 *residue*: the fraction of the device's threads left idle over the makespan, GACER's measure

@@ -7,8 +7,9 @@ issued outside ``asyncgpu.tenant``; each other tenant has a name, a priority (it
 created with CUDA's stream priority: ``high`` is the device's most urgent, ``normal`` its
 default) and a pool of streams of its own on each device (``core.streams``: a node is issued on
 a stream of its tenant's pool), of at most ``streams`` streams (one: the tenant's work runs in
-issue order, as a model on one stream of its own would). A tenant may also have element-wise
-kernels launched in pieces (``splits``, ``asyncgpu.runtime.chunks.launch_split``), and
+issue order, as a model on one stream of its own would). A tenant may also have splittable
+kernels (element-wise, or with a grid offset) launched in pieces (``splits``,
+``asyncgpu.runtime.chunks.launch_split``), and
 *pointers* (``after``: GACER's synchronization pointers, chosen by the user): its launches of
 kernel ``k`` wait for the latest launch of kernel ``j`` by tenant ``t``, so the two never
 overlap; a tenant remembers its latest launch of each kernel (``last``). Tenants share one dependency tracker: a node of one tenant that uses
@@ -88,7 +89,7 @@ class Tenant:
         self.priority = priority
         self.stream_priority = stream_priority
         self.streams = streams      # its streams per device at most (None: max_streams)
-        #: element-wise kernels it launches in pieces: kernel name -> pieces (None: none)
+        #: splittable kernels it launches in pieces: kernel name -> pieces (None: none)
         self.splits = splits
         #: pointers: its kernel name -> (tenant name, kernel name) it waits for (None: none)
         self.after = after

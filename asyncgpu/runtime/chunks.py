@@ -1,4 +1,4 @@
-"""Chunked pipelining: a large host-to-device copy feeding an element-wise kernel, in pieces.
+"""Launches in pieces: chunked copies feeding an element-wise kernel, and tenants' splits.
 
 The model
 ---------
@@ -34,11 +34,29 @@ Example::
     x = ag.array(big)          # host-current
     square[1024, 256](x, y)    # 8 copies and 8 kernels, copy k+1 overlapping kernel k
 
-Splitting (GACER's operator decomposition): a tenant may ask for an element-wise kernel to run
-in ``k`` pieces (``asyncgpu.tenant(..., split={"name": k})``, :func:`launch_split`): the same
-chunks of axis 0, each piece a node, every piece after the one before it (an edge of reason
-``split``, so they keep to one stream and run in order). Between two pieces the GPU can start
-another tenant's kernels, which a whole launch would keep waiting behind its blocks.
+Splitting (GACER's operator decomposition): a tenant may ask for a splittable kernel to run
+in ``k`` pieces (``asyncgpu.tenant(..., split={"name": k})``, :func:`launch_split`), each
+piece a node, every piece after the one before it (an edge of reason ``split``, so they keep
+to one stream and run in order). Between two pieces the GPU can start another tenant's
+kernels, which a whole launch would keep waiting behind its blocks. A kernel is splittable in
+one of two ways:
+
+* element-wise (``elementwise=``): the pieces are the chunks of axis 0 above, each on the
+  launch's grid;
+* by its grid (``grid_offset=("first", "total")``, contract in :func:`asyncgpu.kernel`): the
+  kernel computes its block index as ``blockIdx.x + first`` and the grid's block count as
+  ``total``, so a launch of ``G`` blocks in x is cut into consecutive block ranges
+  (``ranges(G, k)``): the piece of blocks ``[a, b)`` is launched on ``b - a`` blocks with
+  ``first`` raised by ``a`` and ``total`` unchanged. Which data a piece touches is unknown, so
+  every piece has the whole launch's accesses (the tracker orders each as the whole launch),
+  and an ``out`` array, written whole by the launch but not by each piece, is read-write to
+  the pieces after the first (what a piece leaves alone is kept).
+  A launch whose ``first`` and ``total`` cannot describe its grid (``first`` 0 and ``total``
+  not its blocks in x, or ``first + G`` over ``total``) is refused before anything is
+  enqueued; one of fewer than two blocks in x runs whole.
+
+Both kinds go through one path: each piece is validated (``Kernel.bind``) and prepared
+(``kernel_launch``) before the first is issued, then the pieces are issued in order.
 
 Plain Python: the backends run the copies and kernels as usual.
 """
@@ -51,6 +69,8 @@ from ..core.dag import Node
 from ..core.errors import ArgumentError, SignatureError
 from .allocation import DEVICE, HOST
 from .array import Array
+from .checks import is_int
+from .kernel import CudaCSource
 
 #: Chunk only copies of at least this many bytes per chunk (smaller ones are latency-bound).
 MIN_CHUNK_BYTES = 1 << 20
@@ -91,6 +111,68 @@ def check_annotation(kernel: Any, elementwise: Any) -> bool | str:
             "array, not the element count"
         )
     return elementwise
+
+
+def check_grid_offset(kernel: Any, grid_offset: Any) -> tuple[str, str] | None:
+    """Validate ``grid_offset=`` at decoration (``kernel.elementwise`` already set); returns
+    the pair of parameter names the kernel keeps, or None."""
+    if grid_offset is None or grid_offset is False or grid_offset == ():
+        return None
+    name = kernel.name
+    if (not isinstance(grid_offset, (tuple, list)) or len(grid_offset) != 2
+            or not all(isinstance(n, str) for n in grid_offset)):
+        raise SignatureError(
+            f"kernel '{name}': grid_offset must name two integer parameters, the launch's "
+            "first block and the whole grid's block count, e.g. grid_offset=('first', "
+            f"'total'); got {grid_offset!r}"
+        )
+    first, total = grid_offset
+    if first == total:
+        raise SignatureError(
+            f"kernel '{name}': grid_offset=('{first}', '{total}') names one parameter twice; "
+            "the first block and the grid's block count are two parameters"
+        )
+    if kernel.elementwise:
+        raise SignatureError(
+            f"kernel '{name}': elementwise= and grid_offset= both declare how its launches "
+            "split (by its arrays' rows, by its grid's blocks); declare one of them"
+        )
+    by_name = {p.name: p for p in kernel.params}
+    for param, role in ((first, "the launch's first block"), (total, "the grid's block count")):
+        p = by_name.get(param)
+        if p is None:
+            raise SignatureError(
+                f"kernel '{name}': grid_offset names '{param}' ({role}), which is no "
+                f"parameter; parameters are {', '.join(by_name)}"
+            )
+        if kernel.typed and (p.is_array or p.dtype is None or p.dtype.kind not in "iu"):
+            raise SignatureError(
+                f"kernel '{name}': grid_offset's '{param}' must be an integer scalar "
+                f"parameter ({role}); it is '{p.ctype}'"
+            )
+        if param in kernel.modes and kernel.modes[param] != "rw":
+            raise SignatureError(
+                f"kernel '{name}': grid_offset names '{param}' ({role}), but it is annotated "
+                "const/out, so it is an array; name an integer scalar parameter"
+            )
+    source = kernel.source
+    if isinstance(source, CudaCSource) and source.sim is not None and not source.sim_runs_blocks:
+        # (a piece is a part of the grid; a function called once per launch sees no grid)
+        raise SignatureError(
+            f"kernel '{name}': its sim= twin is a plain function, which the sim backend calls "
+            "once per launch without the grid, so it cannot run a piece of the grid; give a "
+            "@cuda.jit twin (run block by block on the launch's grid) or drop grid_offset="
+        )
+    return first, total
+
+
+def splittable(launcher: Any) -> bool:
+    """Whether a tenant's split would launch ``launcher``'s launches in pieces: its kernel is
+    element-wise, or declares a grid offset and the grid has two blocks or more in x."""
+    kernel = launcher.kernel
+    if kernel.grid_offset is not None:
+        return launcher.grid[0] >= 2
+    return bool(kernel.elementwise)
 
 
 def ranges(length: int, chunks: int) -> list[tuple[int, int]]:
@@ -139,6 +221,26 @@ def _length(kernel: Any, arrays: list[Any], values: list[Any], site: str | None)
     return length or 0
 
 
+def _prepared(rt: Any, kernel: Any, parts: list[tuple[Any, tuple[Any, ...]]],
+              site: str | None, partial: bool = False) -> list[tuple[list[Any], Any]]:
+    """Each piece, given as (its launcher, its arguments), validated and prepared: (its array
+    arguments, its backend launch). Nothing is enqueued. ``partial``: each piece is given
+    whole arrays and writes part of them."""
+    planned = []
+    for n, (piece_launcher, part) in enumerate(parts):
+        piece_arrays, piece_values = kernel.bind(rt, part, site)
+        if partial and n:
+            # (a write-only argument is written whole by the launch, not by each piece: what
+            # a later piece leaves alone is the earlier pieces' output, to be kept as a
+            # read-write argument's old contents are)
+            for a in piece_arrays:
+                a.read = True
+        launch = rt.backend.kernel_launch(kernel, piece_launcher, piece_arrays, piece_values,
+                                          site)
+        planned.append((piece_arrays, launch))
+    return planned
+
+
 def _pieces(rt: Any, launcher: Any, args: tuple[Any, ...], site: str | None, length: int,
             count: int) -> list[tuple[list[Any], Any]]:
     """The launch's ``count`` pieces along axis 0 (``ranges``), each validated and prepared:
@@ -147,14 +249,56 @@ def _pieces(rt: Any, launcher: Any, args: tuple[Any, ...], site: str | None, len
     n = kernel.elementwise
     n_at = (next(i for i, p in enumerate(kernel.params) if p.name == n)
             if isinstance(n, str) else -1)
-    planned = []
-    for start, stop in ranges(length, count):
-        part = [a[start:stop] if isinstance(a, Array) else
-                (type(a)(stop - start) if i == n_at else a) for i, a in enumerate(args)]
-        piece_arrays, piece_values = kernel.bind(rt, tuple(part), site)
-        launch = rt.backend.kernel_launch(kernel, launcher, piece_arrays, piece_values, site)
-        planned.append((piece_arrays, launch))
-    return planned
+    parts = [(launcher, tuple(a[start:stop] if isinstance(a, Array) else
+                              (type(a)(stop - start) if i == n_at else a)
+                              for i, a in enumerate(args)))
+             for start, stop in ranges(length, count)]
+    return _prepared(rt, kernel, parts, site)
+
+
+def _grid_pieces(rt: Any, launcher: Any, args: tuple[Any, ...], values: list[Any],
+                 site: str | None, count: int) -> list[tuple[list[Any], Any]] | None:
+    """The launch's ``count`` pieces of its grid along x (``ranges`` of its blocks), each
+    validated and prepared as :func:`_pieces`' are; None when it runs whole (fewer than two
+    pieces or blocks). Raises if its ``first`` and ``total`` cannot describe its grid."""
+    kernel = launcher.kernel
+    names = kernel.grid_offset
+    at = [next(i for i, p in enumerate(kernel.params) if p.name == n) for n in names]
+    first, total = values[at[0]], values[at[1]]
+    blocks = launcher.grid[0]
+    where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
+    for i, name, v in zip(at, names, (first, total)):
+        if not is_int(v):
+            raise ArgumentError(
+                f"{where}, argument {i} '{name}': grid_offset declares it a block number, but "
+                f"it is {v!r}; pass an integer"
+            )
+    first, total = int(first), int(total)
+    if first == 0 and total != blocks:
+        raise ArgumentError(
+            f"{where}, argument {at[1]} '{names[1]}': grid_offset declares it the whole "
+            f"grid's block count, but it is {total} where the launch has {blocks} blocks in x "
+            f"and '{names[0]}' is 0; pass the launch's blocks in x (first 0, total {blocks}), "
+            "or drop grid_offset="
+        )
+    if first < 0 or first + blocks > total:
+        raise ArgumentError(
+            f"{where}, argument {at[0]} '{names[0]}': the launch would be blocks {first} to "
+            f"{first + blocks - 1} of a grid of {total} ('{names[1]}'), which is not a part of "
+            f"that grid; pass first 0 and total {blocks} for a whole launch (or drop "
+            "grid_offset=)"
+        )
+    if count < 2 or blocks < 2:
+        return None
+    start_type = type(args[at[0]])
+    rest = launcher.grid[1:]
+    parts = []
+    for start, stop in ranges(blocks, count):
+        part = list(args)
+        part[at[0]] = start_type(first + start)
+        piece = kernel[(stop - start,) + rest, launcher.block, launcher.shared]
+        parts.append((piece, tuple(part)))
+    return _prepared(rt, kernel, parts, site, partial=True)
 
 
 def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
@@ -193,22 +337,29 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[A
 
 def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
                  values: list[Any], site: str | None, pieces: int, after: Any = None) -> bool:
-    """Issue an element-wise launch as ``pieces`` nodes in order (see the module docstring);
-    whether it did (a launch of fewer than two rows runs whole). Every piece is validated and
-    prepared before the first is issued. ``after``: a node the first piece waits for (a
-    tenant's pointer: an edge of reason ``pointer``), or None."""
+    """Issue a splittable launch as ``pieces`` nodes in order (see the module docstring):
+    chunks of axis 0 for an element-wise kernel, block ranges of the grid for one with a grid
+    offset; whether it did (a launch of fewer than two rows or blocks runs whole). Every piece
+    is validated and prepared before the first is issued. ``after``: a node the first piece
+    waits for (a tenant's pointer: an edge of reason ``pointer``), or None."""
     kernel = launcher.kernel
-    if not kernel.elementwise:
+    if kernel.grid_offset is not None:
+        planned = _grid_pieces(rt, launcher, args, values, site, pieces)
+    elif kernel.elementwise:
+        length = _length(kernel, arrays, values, site)
+        planned = (_pieces(rt, launcher, args, site, length, pieces)
+                   if pieces >= 2 and length >= 2 else None)
+    else:
         where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
         raise ArgumentError(
             f"{where}: the tenant splits it in {pieces} pieces, but it is not declared "
-            "element-wise, so its pieces cannot be told apart; declare it with elementwise= "
-            "(asyncgpu.kernel) or drop it from the tenant's split")
-    length = _length(kernel, arrays, values, site)
-    if pieces < 2 or length < 2:
+            "element-wise or with a grid offset, so its pieces cannot be told apart; declare "
+            "it with elementwise= or grid_offset= (asyncgpu.kernel) or drop it from the "
+            "tenant's split")
+    if planned is None:
         return False
     previous = None
-    for piece_arrays, launch in _pieces(rt, launcher, args, site, length, pieces):
+    for piece_arrays, launch in planned:
         node = Node("kernel", kernel.name, site, piece_arrays)
         node.launch = launch
         rt.stats.kernels += 1

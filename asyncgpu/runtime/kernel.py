@@ -67,6 +67,14 @@ class CudaCSource:
     raw: Any
     sim: Callable[..., Any] | None
 
+    @property
+    def sim_runs_blocks(self) -> bool:
+        """Whether the ``sim=`` twin is a Numba kernel, which the ``sim`` backend runs block by
+        block with the launch's grid (a plain function is called once per launch and sees no
+        grid)."""
+        twin = self.sim
+        return hasattr(twin, "py_func") or type(twin).__name__ == "FakeCUDAKernel"
+
 
 class ArrayArg(Access):
     """A validated array argument of one launch, which is also its dependency access.
@@ -132,8 +140,8 @@ def plain_scalar(p: Param) -> tuple[frozenset[type], Any, Any, Any] | None:
 class Kernel:
     """A kernel whose launches asyncgpu schedules (see :func:`asyncgpu.kernel`)."""
 
-    __slots__ = ("name", "params", "modes", "source", "typed", "elementwise", "_launchers",
-                 "_compiled", "_slots", "__weakref__")
+    __slots__ = ("name", "params", "modes", "source", "typed", "elementwise", "grid_offset",
+                 "_launchers", "_compiled", "_slots", "__weakref__")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -153,6 +161,10 @@ class Kernel:
         #: False, True (extent from the arrays) or the element-count parameter's name
         #: (``asyncgpu.runtime.chunks``); set by ``kernel``/``cuda_kernel`` after validation.
         self.elementwise: bool | str = False
+        #: None, or the names of the (first block, total blocks) parameters the runtime fills
+        #: when it launches the grid in pieces (``asyncgpu.runtime.chunks``); set like
+        #: ``elementwise``.
+        self.grid_offset: tuple[str, str] | None = None
         self._launchers: dict[Any, Launcher] = {}
         self._compiled: dict[Any, Any] = {}  # backend caches (compiled functions per signature)
         # Per parameter, what the launch path needs without dictionary lookups:

@@ -93,7 +93,8 @@ def _numba_kernel(fn: Any, const: Any, out: Any, name: str | None) -> Kernel:
 
 
 def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
-           name: str | None = None, elementwise: bool | str = False) -> Any:
+           name: str | None = None, elementwise: bool | str = False,
+           grid_offset: tuple[str, str] | None = None) -> Any:
     """Wrap a kernel so that its launches are scheduled asynchronously.
 
     Use as a decorator above ``@cuda.jit`` (or on a plain Python kernel function, which is
@@ -133,6 +134,19 @@ def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
         Other scalar arguments, and the launch configuration, are passed unchanged to every
         chunk (a grid that covers the whole array covers each chunk). Off by default: never
         assumed.
+    grid_offset:
+        Declares that the launch's grid may be cut into consecutive block ranges launched one
+        after another (a tenant's or a regulation plan's split; see ``asyncgpu.tenant``), for
+        kernels that are not element-wise: grid-stride loops over rows, reductions into
+        per-block outputs, stencils. ``grid_offset=("first", "total")`` names two integer
+        scalar parameters. The contract: a launch on a grid of ``(G, ...)`` blocks with
+        ``first=f`` and ``total=T`` behaves as blocks ``f`` to ``f + G - 1`` of a grid of ``T``
+        blocks in x, so the kernel computes its block index as ``blockIdx.x + first`` and the
+        grid's block count (a grid-stride loop's stride) from ``total``, never from
+        ``gridDim.x``. Launch it with the whole launch's values, normally ``first=0`` and
+        ``total=G``: a whole launch passes them unchanged, and each piece of a split one gets
+        ``first`` raised by its first block and ``total`` unchanged. Not with ``elementwise``.
+        None by default.
 
     Returns
     -------
@@ -143,11 +157,12 @@ def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
     ------
     SignatureError
         An annotation names no parameter, or a parameter is both const and out; or
-        ``elementwise`` cannot hold (see :func:`asyncgpu.runtime.chunks.check_annotation`).
+        ``elementwise`` or ``grid_offset`` cannot hold (see
+        :func:`asyncgpu.runtime.chunks.check_annotation` and ``check_grid_offset``).
     """
     if fn is None:
         return lambda f: kernel(f, const=const, out=out, sim=sim, name=name,
-                                elementwise=elementwise)
+                                elementwise=elementwise, grid_offset=grid_offset)
     if isinstance(fn, Kernel):
         if isinstance(fn.source, CudaCSource):
             k = _c_kernel(fn.source, fn.params, const, out, name or fn.name)
@@ -159,19 +174,21 @@ def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
         k = _c_kernel(source, parse_cuda_declaration(fn.code, fn.name), const, out, name)
     else:
         k = _numba_kernel(fn, const, out, name)
-    return _elementwise(k, elementwise)
+    return _splittable(k, elementwise, grid_offset)
 
 
-def _elementwise(k: Kernel, elementwise: bool | str) -> Kernel:
-    from .chunks import check_annotation
+def _splittable(k: Kernel, elementwise: bool | str, grid_offset: Any) -> Kernel:
+    from .chunks import check_annotation, check_grid_offset
 
     k.elementwise = check_annotation(k, elementwise)
+    k.grid_offset = check_grid_offset(k, grid_offset)
     return k
 
 
 def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: Any = (),
                 out: Any = (), sim: Any = None, options: tuple[str, ...] = (),
-                elementwise: bool | str = False) -> Kernel:
+                elementwise: bool | str = False,
+                grid_offset: tuple[str, str] | None = None) -> Kernel:
     """A CUDA C kernel from source, scheduled like any other kernel.
 
     ``const T*`` parameters are read-only without annotation. A GrCUDA-style ``signature``
@@ -198,6 +215,12 @@ def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: 
         The name of the integer parameter holding the element count (``elementwise="n"``),
         declaring the chunking contract of :func:`kernel`; ``True`` is refused because raw
         pointers carry no extent.
+    grid_offset:
+        The names of the integer parameters holding the launch's first block and the whole
+        grid's block count (``grid_offset=("first", "total")``), declaring the contract of
+        :func:`kernel`: the kernel's block index is ``blockIdx.x + first`` and its grid's
+        block count ``total``. Its ``sim=`` twin, if any, must be a ``@cuda.jit`` kernel (a
+        piece is a part of the grid, which a plain function does not see).
 
     Returns
     -------
@@ -239,7 +262,7 @@ def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: 
         )
         out = list(_names(out)) + [d.name for d, s in zip(params, sig) if getattr(s, "out", False)]
     src = CudaCSource(source, name, tuple(options), None, sim)
-    return _elementwise(_c_kernel(src, params, const, out, None), elementwise)
+    return _splittable(_c_kernel(src, params, const, out, None), elementwise, grid_offset)
 
 
 def _c_kernel(source: CudaCSource, params: tuple[Param, ...], const: Any, out: Any,

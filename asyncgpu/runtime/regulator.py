@@ -56,6 +56,7 @@ from typing import Any
 from ..core.interference import Sample, heuristic_class, moved_bytes
 from ..core.plan import Op, Plan, TenantProfile
 from ..core.regulation import HIGH_TARGET, LATE_WEIGHT, occupancy_share, search, simulate
+from .chunks import splittable
 
 log = logging.getLogger("asyncgpu")
 
@@ -105,7 +106,7 @@ class _Trial:
 class _Step:
     """One open step of a regulated tenant on one thread: its launches' shape keys and, when
     profiled, its ops (kernel or recording name, timing sample, data parents in the step,
-    share of the device, memory-bound, bytes moved, element-wise) and each op's node's
+    share of the device, memory-bound, bytes moved, splittable) and each op's node's
     index."""
 
     __slots__ = ("index_of", "keys", "ops")
@@ -172,7 +173,7 @@ class Regulator:
         sample = Sample(None, backend.timing_event(node.device),
                         backend.timing_event(node.device))
         previous = self._note(node, step, sample, launcher.kernel.name, share, memory, nbytes,
-                              bool(launcher.kernel.elementwise))
+                              splittable(launcher))
         rt.issue_after(node, previous, "profile")
 
     def _shape(self, launcher: Any) -> tuple[float, int, dict[str, Any]]:

@@ -110,9 +110,10 @@ def tenant(name: str, priority: str = "normal", streams: int | None = None,
     ``"normal"``: its default), at most ``streams`` of them per device (None: the runtime's
     ``max_streams``; 1: the tenant's work runs in issue order on one stream of its own), and
     count in its statistics. ``split={"square": 4}`` runs the tenant's launches of the
-    element-wise kernel ``square`` (``elementwise=`` at decoration) as 4 pieces in order, so
-    that other tenants' kernels can start between them (on a runtime of one device; recorded
-    launches run whole). ``after={"gemm": ("detector", "conv")}`` makes each of the tenant's
+    splittable kernel ``square`` as 4 pieces in order (an element-wise kernel, ``elementwise=``
+    at decoration: over 4 parts of its arrays' rows; a kernel with ``grid_offset=``: over 4
+    consecutive block ranges of its grid), so that other tenants' kernels can start between
+    them (on a runtime of one device; recorded launches run whole). ``after={"gemm": ("detector", "conv")}`` makes each of the tenant's
     launches of ``gemm`` wait for tenant ``detector``'s latest launch of ``conv``, if that has
     not finished (GACER's synchronization pointer, chosen by the user: the two do not run side
     by side; an edge of reason ``pointer``; a recorded function's replay waits for the
@@ -128,7 +129,8 @@ def tenant(name: str, priority: str = "normal", streams: int | None = None,
         ``after`` (or a kernel in both), or a tenant already made with other settings (raised
         when the block is entered).
     ArgumentError
-        A launch of a kernel the tenant splits that is not declared element-wise (nothing is
+        A launch of a kernel the tenant splits that is declared neither element-wise nor with
+        a grid offset, or whose arguments break that declaration's contract (nothing is
         enqueued).
     """
     return TenantScope(name, priority, streams, split, after)
@@ -147,7 +149,7 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
 
     ``plan="search"``: the next ``steps`` steps of each tenant in ``tenants`` (names; None:
     every tenant that has run a step) are profiled, each kernel alone on the device; then a
-    plan of splits (element-wise kernels launched in pieces) and pointers (a kernel of one
+    plan of splits (splittable kernels launched in pieces) and pointers (a kernel of one
     tenant waiting for a kernel of another) is searched on a model of the device, within
     ``budget_s`` seconds, and the tenants run with it. A plan found for the same workload shape
     is reused without a search, and a step of another shape sets the plan aside and profiles

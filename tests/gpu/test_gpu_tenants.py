@@ -1,11 +1,12 @@
 """Tenants on the GPU: each tenant's streams carry its CUDA priority, results stay right when
-tenants share data, and steps are timed on the device's clock."""
+tenants share data, split kernels (element-wise or by their grid) equal the whole launch, and
+steps are timed on the device's clock."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-from numba import cuda
+from numba import cuda, float64
 
 import asyncgpu as ag
 from asyncgpu.runtime.current import current_runtime
@@ -82,3 +83,57 @@ def test_a_tenant_held_to_one_stream_runs_in_issue_order_on_the_gpu():
         pool = rt.tenant_index("gpu-one-stream", "normal", 1)
         assert len({s.index for s in rt.streams.streams if s.pool == pool}) == 1
         assert [float(y[n - 1]) for y in ys] == [2.0 * i + 1.0 for i in range(4)]
+
+
+SMOOTH_ROWS = r"""
+extern "C" __global__ void smooth_rows(const double* x, double* y, int nrows, int ncols,
+                                       int first, int total) {
+    for (int r = blockIdx.x + first; r < nrows; r += total)
+        for (int c = threadIdx.x; c < ncols; c += blockDim.x)
+            y[r * ncols + c] = x[r * ncols + c] + (r > 0 ? x[(r - 1) * ncols + c] : 0.0);
+}
+"""
+
+THREADS = 256
+
+
+def block_sums(x, out, n, first, total):
+    partial = cuda.shared.array(THREADS, float64)
+    b = cuda.blockIdx.x + first
+    t = cuda.threadIdx.x
+    acc = 0.0
+    for i in range(b * cuda.blockDim.x + t, n, total * cuda.blockDim.x):
+        acc += x[i]
+    partial[t] = acc
+    cuda.syncthreads()
+    if t == 0:
+        s = 0.0
+        for j in range(cuda.blockDim.x):
+            s += partial[j]
+        out[b] = s
+
+
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_grid_offset_kernels_split_in_pieces_equal_the_whole_launch_on_the_gpu(memory):
+    with ag.configure(backend="cuda", memory=memory):
+        smooth = ag.cuda_kernel(SMOOTH_ROWS, "smooth_rows", grid_offset=("first", "total"))
+        sums = ag.kernel(const=["x"], out=["out"], grid_offset=("first", "total"))(block_sums)
+        rows, cols, blocks = 4099, 512, 1000            # pieces of unequal size
+        n = rows * cols
+        host = np.random.default_rng(0).integers(-8, 8, (rows, cols)).astype(np.float64)
+        x = ag.array(host.reshape(-1))
+        whole_rows, split_rows = ag.empty_like(x), ag.empty_like(x)
+        whole_sums, split_sums = ag.empty(blocks), ag.empty(blocks)
+        smooth[blocks, 128](x, whole_rows, rows, cols, 0, blocks)
+        sums[blocks, THREADS](x, whole_sums, n, 0, blocks)
+        with ag.tenant(f"gpu-grid-splitter-{memory}",
+                       split={"smooth_rows": 3, "block_sums": 4}):
+            smooth[blocks, 128](x, split_rows, rows, cols, 0, blocks)
+            sums[blocks, THREADS](x, split_sums, n, 0, blocks)
+        expected = host.copy()
+        expected[1:] += host[:-1]
+        assert np.array_equal(whole_rows.numpy().reshape(rows, cols), expected)
+        assert np.array_equal(split_rows.numpy(), whole_rows.numpy())
+        assert np.array_equal(split_sums.numpy(), whole_sums.numpy())
+        assert whole_sums.numpy().sum() == host.sum()           # (integers: exact)
+        assert ag.tenants()[f"gpu-grid-splitter-{memory}"].kernels == 7

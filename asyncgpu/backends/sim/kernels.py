@@ -89,7 +89,7 @@ def _runner(kernel: Kernel, launcher: Any) -> Callable[[list[Any]], None]:
                 f"it a Python twin, e.g. asyncgpu.cuda_kernel(source, '{kernel.name}', "
                 "sim=twin), where twin is a @cuda.jit kernel or a NumPy function"
             )
-        if hasattr(twin, "py_func") or type(twin).__name__ == "FakeCUDAKernel":
+        if src.sim_runs_blocks:
             return _numba_runner(kernel, twin, launcher.grid, launcher.block, launcher.shared)
         return lambda args: twin(*args)
     return _numba_runner(kernel, src.dispatcher or src.py_func, launcher.grid, launcher.block,
