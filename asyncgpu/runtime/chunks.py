@@ -139,19 +139,25 @@ def _length(kernel: Any, arrays: list[Any], values: list[Any], site: str | None)
     return length or 0
 
 
-def _pieces(rt: Any, launcher: Any, args: tuple[Any, ...], site: str | None, length: int,
-            count: int) -> list[tuple[list[Any], Any]]:
-    """The launch's ``count`` pieces along axis 0 (``ranges``), each validated and prepared:
-    (its array arguments, its backend launch). Nothing is enqueued."""
-    kernel = launcher.kernel
+def _parts(kernel: Any, args: tuple[Any, ...], length: int, count: int) -> list[tuple[Any, ...]]:
+    """The launch's ``count`` pieces along axis 0 (``ranges``), as argument tuples: each array
+    its rows of the piece, the element count (``elementwise="n"``) the piece's."""
     n = kernel.elementwise
     n_at = (next(i for i, p in enumerate(kernel.params) if p.name == n)
             if isinstance(n, str) else -1)
+    return [tuple([a[start:stop] if isinstance(a, Array) else
+                   (type(a)(stop - start) if i == n_at else a) for i, a in enumerate(args)])
+            for start, stop in ranges(length, count)]
+
+
+def _prepared(rt: Any, launcher: Any, parts: list[tuple[Any, ...]], site: str | None
+              ) -> list[tuple[list[Any], Any]]:
+    """Each piece's arguments (:func:`_parts`) validated and prepared: (its array arguments,
+    its backend launch). Nothing is enqueued."""
+    kernel = launcher.kernel
     planned = []
-    for start, stop in ranges(length, count):
-        part = [a[start:stop] if isinstance(a, Array) else
-                (type(a)(stop - start) if i == n_at else a) for i, a in enumerate(args)]
-        piece_arrays, piece_values = kernel.bind(rt, tuple(part), site)
+    for part in parts:
+        piece_arrays, piece_values = kernel.bind(rt, part, site)
         launch = rt.backend.kernel_launch(kernel, launcher, piece_arrays, piece_values, site)
         planned.append((piece_arrays, launch))
     return planned
@@ -174,7 +180,7 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[A
         return False
     if max(a.alloc.nbytes for a in host.values()) < chunks * MIN_CHUNK_BYTES:
         return False
-    planned = _pieces(rt, launcher, args, site, length, chunks)
+    planned = _prepared(rt, launcher, _parts(kernel, args, length, chunks), site)
     memory = rt.memory
     for a in host.values():     # the chunks' copies make these current on the device
         a.alloc.location = HOST | DEVICE
@@ -191,13 +197,13 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[A
     return True
 
 
-def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
-                 values: list[Any], site: str | None, pieces: int, after: Any = None) -> bool:
-    """Issue an element-wise launch as ``pieces`` nodes in order (see the module docstring);
-    whether it did (a launch of fewer than two rows runs whole). Every piece is validated and
-    prepared before the first is issued. ``after``: a node the first piece waits for (a
-    tenant's pointer: an edge of reason ``pointer``), or None."""
-    kernel = launcher.kernel
+def split_parts(kernel: Any, args: tuple[Any, ...], arrays: list[Any], values: list[Any],
+                site: str | None, pieces: int) -> list[tuple[Any, ...]] | None:
+    """The argument tuples of a split launch's pieces, in order (:func:`_parts`), or None when
+    it runs whole (fewer than two pieces or rows). Raises ``ArgumentError`` when the kernel is
+    not element-wise or its arrays cannot be split. Shared by the eager split
+    (:func:`launch_split`) and a recording's (``asyncgpu.recorder.keys.Piece``), so both cut a
+    launch the same way."""
     if not kernel.elementwise:
         where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
         raise ArgumentError(
@@ -206,9 +212,22 @@ def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any
             "(asyncgpu.kernel) or drop it from the tenant's split")
     length = _length(kernel, arrays, values, site)
     if pieces < 2 or length < 2:
+        return None
+    return _parts(kernel, args, length, pieces)
+
+
+def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
+                 values: list[Any], site: str | None, pieces: int, after: Any = None) -> bool:
+    """Issue an element-wise launch as ``pieces`` nodes in order (see the module docstring);
+    whether it did (a launch of fewer than two rows runs whole). Every piece is validated and
+    prepared before the first is issued. ``after``: a node the first piece waits for (a
+    tenant's pointer: an edge of reason ``pointer``), or None."""
+    kernel = launcher.kernel
+    parts = split_parts(kernel, args, arrays, values, site, pieces)
+    if parts is None:
         return False
     previous = None
-    for piece_arrays, launch in _pieces(rt, launcher, args, site, length, pieces):
+    for piece_arrays, launch in _prepared(rt, launcher, parts, site):
         node = Node("kernel", kernel.name, site, piece_arrays)
         node.launch = launch
         rt.stats.kernels += 1
