@@ -196,6 +196,8 @@ class GraphFunction(_Run):
             frozen = hit[0]
             if frozen.graph.destroyed:
                 return False, None      # evicted from the cache
+            if rt._tenanted and frozen.splits != rt.tenant_splits():
+                return False, None      # captured under other splits: the body cuts anew
             rt.launch_graph(frozen)
         self.outcome = "replayed"
         return True, hit[1]

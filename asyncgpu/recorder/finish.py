@@ -89,6 +89,7 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
     else:
         key = RecordingKey(token, (config, tuple([l.key for l in launches])))
         memo = memos[token] = LaunchMemo(launches, key)
+        memo.splits = rt.tenant_splits()
         memos.move_to_end(token)
         if len(memos) > rt.options.graph_cache:
             memos.popitem(last=False)   # (it keeps the last run's arrays alive)

@@ -30,7 +30,7 @@ cdef class Issuing:
 
     @cython.locals(node=Node, kernel=Kernel, arrays=list, values=list, accesses=list,
                    index=Py_ssize_t)
-    cpdef launch_kernel(self, Launcher launcher, args)
+    cpdef launch_kernel(self, Launcher launcher, args, Py_ssize_t pieces=*)
 
     @cython.locals(explicit=bint, enqueued=bint, parents=list, streams=StreamManager,
                    stream=StreamState, stats=Counters, p=Node, acc=Access, alloc=Allocation,

@@ -58,8 +58,10 @@ class Issuing:
                  "retired", "stats", "streams", "sync_mode", "want_sites", "devices",
                  "placement", "_pins", "tenants", "_tenanted", "interference", "regulator")
 
-    def launch_kernel(self, launcher: Launcher, args: tuple[Any, ...]) -> None:
-        """Validate and schedule one kernel launch; returns without waiting."""
+    def launch_kernel(self, launcher: Launcher, args: tuple[Any, ...], pieces: int = 0) -> None:
+        """Validate and schedule one kernel launch; returns without waiting. ``pieces``: the
+        number of pieces a recording split it into (``asyncgpu.recorder.keys.Piece``, issued
+        eagerly), used instead of the tenant's splits (which may have changed since)."""
         kernel = launcher.kernel
         with self._lock:
             if self._releases:
@@ -79,10 +81,11 @@ class Issuing:
                 if profiled is None and tenant.after:
                     pointer = self._pointer(tenant.after, kernel.name)
                 splits = tenant.splits
-                if (profiled is None and splits and kernel.name in splits
-                        and self.placement is None
-                        and launch_split(self, launcher, args, arrays, values, site,
-                                         splits[kernel.name], pointer)):
+                if not pieces and splits and kernel.name in splits:
+                    pieces = splits[kernel.name]
+                if (profiled is None and pieces and self.placement is None
+                        and launch_split(self, launcher, args, arrays, values, site, pieces,
+                                         pointer)):
                     return
             if (profiled is None and pointer is None and self.memory is not None
                     and kernel.elementwise and self.placement is None
@@ -113,6 +116,14 @@ class Issuing:
                     self.issue_after(node, apart, "interference")
                     return
             self._issue(node)
+
+    def tenant_splits(self) -> Any:
+        """The current thread's tenant's splits (kernel name -> pieces), or None: what a
+        recording made now splits, so what its remembered launches and static graphs were
+        made under (``asyncgpu.recorder``: made under other splits, they are not reused)."""
+        if not self._tenanted:
+            return None
+        return self.tenants[getattr(self._pins, "tenant", 0)].splits or None
 
     def _pointer(self, after: dict[str, tuple[str, str]], name: str) -> Node | None:
         """The node a launch of kernel ``name`` waits for by the tenant's pointers ``after``:
