@@ -253,7 +253,7 @@ def capture(rt: Any, cache: Any, name: str, launches: list[Any],
     frozen = FrozenGraph(graph, list(merged.values()), launches,
                          [fork, *events.values(), *copied, *joins], name, copy_in)
     frozen.plan = (preds, lanes, order)
-    frozen.splits = rt.tenant_splits()
+    frozen.splits = rt.split_settings(launches)
     return frozen
 
 

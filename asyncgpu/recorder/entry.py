@@ -196,7 +196,7 @@ class GraphFunction(_Run):
             frozen = hit[0]
             if frozen.graph.destroyed:
                 return False, None      # evicted from the cache
-            if rt._tenanted and frozen.splits != rt.tenant_splits():
+            if rt._tenanted and not rt.splits_hold(frozen.splits):
                 return False, None      # captured under other splits: the body cuts anew
             rt.launch_graph(frozen)
         self.outcome = "replayed"

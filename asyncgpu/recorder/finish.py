@@ -89,7 +89,8 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
     else:
         key = RecordingKey(token, (config, tuple([l.key for l in launches])))
         memo = memos[token] = LaunchMemo(launches, key)
-        memo.splits = rt.tenant_splits()
+        if rt._tenanted:
+            memo.splits = rt.split_settings(launches)
         memos.move_to_end(token)
         if len(memos) > rt.options.graph_cache:
             memos.popitem(last=False)   # (it keeps the last run's arrays alive)

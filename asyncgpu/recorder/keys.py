@@ -229,9 +229,9 @@ class LaunchMemo:
         #: while that graph lives and its inputs are where they were (``_recorder``).
         self.replayed: Any = None
         self.steady = False
-        #: the tenant's splits it was made under (``Issuing.tenant_splits``): under others
-        #: its launches may be cut otherwise, so it is not remembered
-        #: (``Recording._remember``)
+        #: how the tenant split its kernels (``Issuing.split_settings``; None: made on a
+        #: runtime without tenants): under other splits its launches may be cut otherwise, so
+        #: it is not remembered (``Recording._remember``)
         self.splits: Any = None
 
     def usable(self) -> bool:

@@ -172,7 +172,7 @@ class Recording(RecordingHook):
         an array of it was freed, or when it was made under other tenant splits, which may cut
         its launches otherwise: the launches are then keyed in full)."""
         if (memo is not None and memo.usable()
-                and memo.splits == self.runtime.tenant_splits()):
+                and (not self.runtime._tenanted or self.runtime.splits_hold(memo.splits))):
             self.memo = memo
             self.previous = memo.launches
         else:

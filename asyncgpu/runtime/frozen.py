@@ -65,8 +65,8 @@ class FrozenGraph:
         self.copy_bytes = sum(a.nbytes for a in copy_in)
         self.inputs, self.overwritten = graph_inputs(launches)
         self.plan: Any = None       # (preds, lanes, order) it was captured with
-        #: the tenant's splits it was captured under (``Issuing.tenant_splits``): a static
-        #: call under others runs its body (``asyncgpu.recorder.entry``)
+        #: how the tenant split its kernels when it was captured (``Issuing.split_settings``):
+        #: a static call under other splits runs its body (``asyncgpu.recorder.entry``)
         self.splits: Any = None
         #: (tracker, version, node) after its last launch, and (tracker, the reasons it
         #: conflicts with itself): ``Runtime.launch_graph``'s shortcut for a repeated launch

@@ -119,11 +119,34 @@ class Issuing:
 
     def tenant_splits(self) -> Any:
         """The current thread's tenant's splits (kernel name -> pieces), or None: what a
-        recording made now splits, so what its remembered launches and static graphs were
-        made under (``asyncgpu.recorder``: made under other splits, they are not reused)."""
+        recording made now splits (``asyncgpu.recorder.keys.split_launch``)."""
         if not self._tenanted:
             return None
         return self.tenants[getattr(self._pins, "tenant", 0)].splits or None
+
+    def split_settings(self, launches: Any) -> Any:
+        """What recorded ``launches`` made now depend on beside their arguments: their kernels'
+        names and how the current tenant splits those (``((name, pieces), ...)``); None on a
+        runtime without tenants. A memo or graph made under settings that no longer hold
+        (:meth:`splits_hold`) is not reused, so a change of plan records anew."""
+        if not self._tenanted:
+            return None
+        names = tuple(dict.fromkeys([launch.launcher.kernel.name for launch in launches
+                                     if launch.launcher is not None]))
+        return names, self._splits_of(names)
+
+    def splits_hold(self, made: Any) -> bool:
+        """Whether the current tenant splits the kernels of ``made`` (:meth:`split_settings`)
+        as they were split then."""
+        if made is None:
+            return not self._tenanted
+        return self._splits_of(made[0]) == made[1]
+
+    def _splits_of(self, names: Any) -> tuple[Any, ...]:
+        splits = self.tenant_splits()
+        if splits is None:
+            return ()
+        return tuple([(name, splits[name]) for name in names if name in splits])
 
     def _pointer(self, after: dict[str, tuple[str, str]], name: str) -> Node | None:
         """The node a launch of kernel ``name`` waits for by the tenant's pointers ``after``:
