@@ -43,7 +43,11 @@ Hazards, and what happens:
   makes the launches recorded so far issue eagerly, the call and the rest of the body run
   eagerly, and a warning names the call and why;
 * outputs are the same arrays at every replay: the next replay overwrites them;
-* recordings nest by inlining: a recorded function called inside a recording is part of it.
+* recordings nest by inlining: a recorded function called inside a recording is part of it;
+* under a tenant that splits a kernel (``asyncgpu.tenant(split=...)``, or a regulation plan),
+  its launch is deferred as its pieces (:class:`~asyncgpu.recorder.keys.Piece`), which the
+  capture orders one after another; a memo made under other splits of its kernels is not
+  remembered, so a change of plan keys the run anew.
 
 Example::
 

@@ -38,7 +38,9 @@ Splitting (GACER's operator decomposition): a tenant may ask for an element-wise
 in ``k`` pieces (``asyncgpu.tenant(..., split={"name": k})``, :func:`launch_split`): the same
 chunks of axis 0, each piece a node, every piece after the one before it (an edge of reason
 ``split``, so they keep to one stream and run in order). Between two pieces the GPU can start
-another tenant's kernels, which a whole launch would keep waiting behind its blocks.
+another tenant's kernels, which a whole launch would keep waiting behind its blocks. Inside a
+recording the same pieces (:func:`split_parts`) are deferred as ``asyncgpu.recorder.keys.Piece``
+launches, and the captured graph orders each after the one before.
 
 Plain Python: the backends run the copies and kernels as usual.
 """
