@@ -5,8 +5,8 @@ The model
 A recording's launches (``asyncgpu.recorder.recording``) depend on each other where they touch
 overlapping bytes of one allocation and one of them writes (:func:`dependencies`: RAW, WAR,
 WAW, in recorded order, so indices are a topological order), and the pieces of a launch its
-tenant splits each follow the one before, though their rows are disjoint. :func:`plan` orders them and
-assigns them to lanes (``asyncgpu.recorder.schedule``, per ``Options.graph_order`` and
+tenant splits each follow the one before, though their rows are disjoint. :func:`plan` orders
+them and assigns them to lanes (``asyncgpu.recorder.schedule``, per ``Options.graph_order`` and
 ``graph_streams``; the ``opara`` and ``ios`` orders time the launches first, see
 ``asyncgpu.recorder.profile``; short launches are then folded onto fewer lanes, the lane
 budget); :func:`capture` issues them on the recorder's lane streams inside one
