@@ -133,20 +133,18 @@ class Issuing:
             return None
         names = tuple(dict.fromkeys([launch.launcher.kernel.name for launch in launches
                                      if launch.launcher is not None]))
-        return names, self._splits_of(names)
+        return names, _split_of(self.tenant_splits(), names)
 
     def splits_hold(self, made: Any) -> bool:
         """Whether the current tenant splits the kernels of ``made`` (:meth:`split_settings`)
-        as they were split then."""
+        as they were split then. (Once per recorded segment, and per static replay under
+        tenants: a tenant without splits costs one lookup.)"""
         if made is None:
             return not self._tenanted
-        return self._splits_of(made[0]) == made[1]
-
-    def _splits_of(self, names: Any) -> tuple[Any, ...]:
-        splits = self.tenant_splits()
-        if splits is None:
-            return ()
-        return tuple([(name, splits[name]) for name in names if name in splits])
+        splits = self.tenants[getattr(self._pins, "tenant", 0)].splits
+        if not splits:
+            return not made[1]
+        return _split_of(splits, made[0]) == made[1]
 
     def _pointer(self, after: dict[str, tuple[str, str]], name: str) -> Node | None:
         """The node a launch of kernel ``name`` waits for by the tenant's pointers ``after``:
@@ -434,6 +432,14 @@ def graph_repeat(frozen: Any, deps: DependencyTracker, accesses: Any) -> tuple[A
     reasons = deps.self_conflicts(accesses)
     frozen.repeat = (deps, reasons, tuple(Counter(r for r, _ in reasons).items()))
     return frozen.repeat
+
+
+def _split_of(splits: Any, names: Any) -> tuple[Any, ...]:
+    """How ``splits`` (a tenant's, or None) cuts the kernels ``names``: ``((name, pieces),
+    ...)`` for those it splits."""
+    if not splits:
+        return ()
+    return tuple([(name, splits[name]) for name in names if name in splits])
 
 
 def refuse_reentry(rt: Any, node: Node) -> None:
