@@ -380,3 +380,33 @@ def test_random_chains_of_split_grid_offset_launches_equal_serial(strategy, chai
         got = _run_chain(chain, split=True)
     for a, b in zip(got, expected):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_recorded_grid_offset_kernel_split_by_a_tenant_replays_its_pieces_in_order(kind):
+    from recorder_kernels import captured_graphs
+    from test_recorder_splits import unordered_pieces
+
+    with ag.configure(backend="sim", sim_strategy="random", sim_seed=5):
+        case = Case(kind)
+        blocks = 7
+        case.launch(blocks)
+        whole = case.result()
+
+        @ag.graph
+        def step():
+            if case.kind == "block_sums":        # (into the same output: launch() makes one)
+                case.k[blocks, THREADS](case.x, case.y, N, 0, blocks)
+            else:
+                case.launch(blocks)
+
+        outcomes = []
+        for _ in range(3):
+            with ag.tenant(f"rec-grid-{kind}", split={case.name: 3}):
+                step()
+            outcomes.append(step.outcome)
+            np.testing.assert_array_equal(case.result(), whole)
+        assert outcomes == ["recorded", "replayed", "replayed"]
+        (frozen,) = captured_graphs(step)
+        assert [n.name for n in frozen.graph.nodes].count(case.name) == 3
+        assert unordered_pieces(frozen) == []

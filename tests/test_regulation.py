@@ -507,3 +507,41 @@ def test_pointers_hold_a_tenants_replayed_step_and_may_name_another_tenants_reco
         # ... and the high tenant's add_one waits for the latest replay, named by the recording
         smalls = [r.count("pointer") for n, r in seen.kernels if n.name == "add_one"]
         assert smalls == [0, 0, 1]
+
+
+def test_a_searched_split_reaches_inside_a_recorded_step_and_its_replays_keep_the_pieces():
+    from test_recorder_splits import last_graph, piece_chains, unordered_pieces
+
+    with ag.configure(backend="sim", sim_seed=3):
+        mix = Mix("split-recorded")
+        x, y = ag.array(np.arange(float(mix.n))), ag.empty(mix.n)
+
+        @ag.graph
+        def recorded_square():
+            mix.big[4, 32](x, y, mix.n)
+
+        def step():
+            with mix.low:
+                mix.big[4, 32](mix.x, mix.y, mix.n)     # (profiled: the search splits it)
+                recorded_square()                       # (a replay: profiled whole)
+            with mix.high:
+                mix.small[1, 32](mix.u, mix.v, 64)
+
+        step()
+        step()
+        ag.regulate(plan="search", tenants=mix.names)
+        states = []
+        with profiled_as(TIMES, SHARES):
+            for _ in range(10):
+                step()
+                ag.synchronize()
+                states.append((ag.regulation().state, recorded_square.outcome))
+        # The plan's split makes the step record anew; its first run is eager, a step of
+        # another shape, so the tenants are profiled once more and the stored plan reused.
+        assert ag.regulation().reused == 1
+        assert states[-5:] == [("regulated", "replayed")] * 5
+        assert ag.regulation().plan.splits == {mix.low.name: {"square": 8}}
+        chains = piece_chains(last_graph())
+        assert [len(c) for c in chains] == [8] and unordered_pieces(last_graph()) == []
+        assert mix.right() and y.numpy().tolist() == (np.arange(float(mix.n)) ** 2).tolist()
+        ag.regulate(plan="off")

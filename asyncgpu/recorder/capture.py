@@ -4,8 +4,9 @@ The model
 ---------
 A recording's launches (``asyncgpu.recorder.recording``) depend on each other where they touch
 overlapping bytes of one allocation and one of them writes (:func:`dependencies`: RAW, WAR,
-WAW, in recorded order, so indices are a topological order). :func:`plan` orders them and
-assigns them to lanes (``asyncgpu.recorder.schedule``, per ``Options.graph_order`` and
+WAW, in recorded order, so indices are a topological order), and the pieces of a launch its
+tenant splits each follow the one before, though their rows are disjoint. :func:`plan` orders
+them and assigns them to lanes (``asyncgpu.recorder.schedule``, per ``Options.graph_order`` and
 ``graph_streams``; the ``opara`` and ``ios`` orders time the launches first, see
 ``asyncgpu.recorder.profile``; short launches are then folded onto fewer lanes, the lane
 budget); :func:`capture` issues them on the recorder's lane streams inside one
@@ -50,17 +51,22 @@ from ..core.deps import Access
 from ..core.errors import CaptureError
 from ..runtime.frozen import FrozenGraph
 from . import profile, schedule
+from .keys import Piece
 
 log = logging.getLogger("asyncgpu")
 
 
 def dependencies(launches: list[Any], all_write: bool = False) -> list[list[int]]:
-    """``preds[i]``: earlier launches that launch ``i`` conflicts with (RAW, WAR, WAW);
-    ``all_write``: every array argument counts as written (the ``no-const`` policy)."""
+    """``preds[i]``: earlier launches that launch ``i`` conflicts with (RAW, WAR, WAW), and for
+    a piece of a split launch (:class:`~asyncgpu.recorder.keys.Piece`) the piece before it,
+    which its data do not order; ``all_write``: every array argument counts as written (the
+    ``no-const`` policy)."""
     last: dict[int, list[tuple[int, int, int, bool]]] = {}     # alloc -> (lo, hi, i, write)
     preds: list[list[int]] = []
     for i, launch in enumerate(launches):
         mine: set[int] = set()
+        if type(launch) is Piece and launch.piece:
+            mine.add(i - 1)         # (the pieces of one launch are consecutive)
         for a in launch.arrays:
             for lo, hi, j, w in last.get(a.key, ()):
                 if lo < a.hi and a.lo < hi and (w or a.write or all_write) and j != i:
@@ -247,6 +253,7 @@ def capture(rt: Any, cache: Any, name: str, launches: list[Any],
     frozen = FrozenGraph(graph, list(merged.values()), launches,
                          [fork, *events.values(), *copied, *joins], name, copy_in)
     frozen.plan = (preds, lanes, order)
+    frozen.splits = rt.split_settings(launches)
     return frozen
 
 

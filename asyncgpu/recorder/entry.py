@@ -209,6 +209,8 @@ class GraphFunction(_Run):
             frozen = hit[0]
             if frozen.graph.destroyed:
                 return False, None      # evicted from the cache
+            if rt._tenanted and not rt.splits_hold(frozen.splits):
+                return False, None      # captured under other splits: the body cuts anew
             rt.launch_graph(frozen)
         finally:
             lock.release()

@@ -90,6 +90,8 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
         key = RecordingKey(token, (config, tuple([l.key for l in launches])))
         memos.pop(token, None)
         memo = memos[token] = LaunchMemo(launches, key)
+        if rt._tenanted:
+            memo.splits = rt.split_settings(launches)
         if len(memos) > rt.options.graph_cache:
             del memos[next(iter(memos))]    # (it keeps the last run's arrays alive)
     entry = cache.get(key)

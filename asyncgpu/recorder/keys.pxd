@@ -8,6 +8,11 @@ cdef class Launch:
     cdef public int pin
 
 
+cdef class Piece(Launch):
+    cdef public Py_ssize_t piece, pieces
+    cdef public tuple whole
+
+
 cdef class RecordingKey:
     cdef public object token
     cdef public tuple parts
@@ -18,7 +23,7 @@ cdef class LaunchMemo:
     cdef public list launches
     cdef public RecordingKey key
     cdef public Py_ssize_t frees
-    cdef public object replayed
+    cdef public object replayed, splits
     cdef public bint steady
 
     @cython.locals(frees=Py_ssize_t)

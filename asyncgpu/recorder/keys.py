@@ -46,6 +46,7 @@ import numpy as np
 
 from ..runtime.allocation import explicit_frees
 from ..runtime.array import Array
+from ..runtime.chunks import bind_parts, split_parts
 
 
 class Launch:
@@ -84,6 +85,61 @@ class Launch:
             rt.launch_kernel(self.launcher, self.args)
         else:
             issue_pinned(rt, self.pin, rt.launch_kernel, self.launcher, self.args)
+
+
+class Piece(Launch):
+    """One piece of a launch its tenant splits (``asyncgpu.tenant(split=...)``, or a regulation
+    plan's), deferred in a recording: piece ``piece`` of ``pieces``, cut as an eager split cuts
+    it (``asyncgpu.runtime.chunks.split_parts``). Its pieces come one after another in the
+    recording, and each but the first must run after the one before it: their data do not
+    order them (disjoint rows), so the capture adds that edge (``capture.dependencies``) and
+    its key says it is a piece (the same slices launched by hand run unordered). ``whole``: the
+    launch's own launcher and arguments; issued eagerly, the first piece issues the launch split in
+    ``pieces`` (:meth:`issue`), the others nothing.
+
+    A piece is never a remembered launch (``Recording.remember`` takes only a :class:`Launch`):
+    a split launch is keyed in full at every run."""
+
+    __slots__ = ("piece", "pieces", "whole")
+
+    def __init__(self, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
+                 values: list[Any], site: str | None, piece: int, pieces: int,
+                 whole: tuple[Any, ...]) -> None:
+        Launch.__init__(self, launcher, args, arrays, values, site)
+        self.piece = piece
+        self.pieces = pieces
+        self.whole = whole
+        self.key = self.key + (("piece", piece, pieces),)
+
+    def issue(self, rt: Any) -> None:
+        """Issued eagerly (a first run, a failed or eager recording): the first piece issues
+        the whole launch in ``pieces`` pieces, each after the one before (an edge of reason
+        ``split``), as an eager split launch; the later pieces are issued with it."""
+        if self.piece == 0:
+            launcher, args = self.whole
+            rt.launch_kernel(launcher, args, self.pieces)
+
+
+def split_launch(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
+                 values: list[Any], site: str | None) -> list[Piece] | None:
+    """The launch as the :class:`Piece` launches its tenant splits it into, every piece
+    validated (``Kernel.bind``) before any is deferred; None when the tenant runs it whole.
+    Raises as an eager split does (a kernel not element-wise, arrays that cannot be split)."""
+    splits = rt.tenant_splits()
+    if splits is None:
+        return None
+    kernel = launcher.kernel
+    count = splits.get(kernel.name)
+    if count is None:
+        return None
+    parts = split_parts(launcher, args, arrays, values, site, count)
+    if parts is None:
+        return None
+    bound = bind_parts(rt, kernel, parts, site, kernel.grid_offset is not None)
+    return [Piece(piece_launcher, part, piece_arrays, piece_values, site, i, len(parts),
+                  (launcher, args))
+            for i, ((piece_launcher, part), (piece_arrays, piece_values))
+            in enumerate(zip(parts, bound))]
 
 
 def issue_pinned(rt: Any, slot: int, issue: Any, *args: Any) -> Any:
@@ -165,7 +221,7 @@ class LaunchMemo:
     run is not cut at the shorter run's length.
     """
 
-    __slots__ = ("launches", "key", "frees", "replayed", "steady")
+    __slots__ = ("launches", "key", "frees", "replayed", "steady", "splits")
 
     def __init__(self, launches: list[Any], key: RecordingKey) -> None:
         self.launches = launches
@@ -176,6 +232,10 @@ class LaunchMemo:
         #: while that graph lives and its inputs are where they were (``_recorder``).
         self.replayed: Any = None
         self.steady = False
+        #: how the tenant split its kernels (``Issuing.split_settings``; None: made on a
+        #: runtime without tenants): under other splits its launches may be cut otherwise, so
+        #: it is not remembered (``Recording._remember``)
+        self.splits: Any = None
 
     def usable(self) -> bool:
         """Whether no array of the remembered launches has been freed."""

@@ -24,7 +24,7 @@ cdef class Recording(RecordingHook):
 
     cpdef _remember(self, LaunchMemo memo)
 
-    @cython.locals(launch=Launch)
+    @cython.locals(launch=Launch, rt=Issuing)
     cpdef bint kernel(self, launcher, tuple args, site) except -1
 
     @cython.locals(launches=list, previous=list, position=Py_ssize_t, same=Launch, old=tuple,

@@ -43,7 +43,11 @@ Hazards, and what happens:
   makes the launches recorded so far issue eagerly, the call and the rest of the body run
   eagerly, and a warning names the call and why;
 * outputs are the same arrays at every replay: the next replay overwrites them;
-* recordings nest by inlining: a recorded function called inside a recording is part of it.
+* recordings nest by inlining: a recorded function called inside a recording is part of it;
+* under a tenant that splits a kernel (``asyncgpu.tenant(split=...)``, or a regulation plan),
+  its launch is deferred as its pieces (:class:`~asyncgpu.recorder.keys.Piece`), which the
+  capture orders one after another; a memo made under other splits of its kernels is not
+  remembered, so a change of plan keys the run anew.
 
 Example::
 
@@ -72,7 +76,7 @@ from ..core.errors import RecordingError
 from ..runtime.recording_hook import RecordingHook, this_thread
 from . import calls as _graph_calls
 from .finish import finish, issue_eagerly, replay_remembered
-from .keys import Launch, LaunchMemo, same_arguments
+from .keys import Launch, LaunchMemo, same_arguments, split_launch
 
 
 class Recording(RecordingHook):
@@ -172,8 +176,10 @@ class Recording(RecordingHook):
 
     def _remember(self, memo: LaunchMemo | None) -> None:
         """Match the next launches against ``memo``'s, the segment's previous run (none when
-        an array of it was freed: the launches are then keyed in full)."""
-        if memo is not None and memo.usable():
+        an array of it was freed, or when it was made under other tenant splits, which may cut
+        its launches otherwise: the launches are then keyed in full)."""
+        if (memo is not None and memo.usable()
+                and (not self.runtime._tenanted or self.runtime.splits_hold(memo.splits))):
             self.memo = memo
             self.previous = memo.launches
         else:
@@ -186,9 +192,17 @@ class Recording(RecordingHook):
         :meth:`remember`); False when the launch is another thread's (issue it normally)."""
         if this_thread() != self.thread:
             return False
-        arrays, values = launcher.kernel.bind(self.runtime, args, site)
+        rt = self.runtime
+        arrays, values = launcher.kernel.bind(rt, args, site)
         if self.cut is not None:
             self.went_on()
+        if rt._tenanted and not self.placed:
+            # (a tenant's split, its own or a plan's, is recorded as the pieces, in order)
+            pieces = split_launch(rt, launcher, args, arrays, values, site)
+            if pieces is not None:
+                self.launches.extend(pieces)
+                self.keyed = True
+                return True
         launch = Launch(launcher, args, arrays, values, site)
         if self.placed:
             launch.pin = self.runtime.pinned()

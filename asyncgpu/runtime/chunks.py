@@ -55,8 +55,11 @@ one of two ways:
   not its blocks in x, or ``first + G`` over ``total``) is refused before anything is
   enqueued; one of fewer than two blocks in x runs whole.
 
-Both kinds go through one path: each piece is validated (``Kernel.bind``) and prepared
-(``kernel_launch``) before the first is issued, then the pieces are issued in order.
+Both kinds go through one path (:func:`split_parts`): each piece is validated
+(``Kernel.bind``) and prepared (``kernel_launch``) before the first is issued, then the pieces
+are issued in order. Inside a recording the same pieces are deferred as
+``asyncgpu.recorder.keys.Piece`` launches, and the captured graph orders each after the one
+before.
 
 Plain Python: the backends run the copies and kernels as usual.
 """
@@ -221,12 +224,11 @@ def _length(kernel: Any, arrays: list[Any], values: list[Any], site: str | None)
     return length or 0
 
 
-def _prepared(rt: Any, kernel: Any, parts: list[tuple[Any, tuple[Any, ...]]],
-              site: str | None, partial: bool = False) -> list[tuple[list[Any], Any]]:
-    """Each piece, given as (its launcher, its arguments), validated and prepared: (its array
-    arguments, its backend launch). Nothing is enqueued. ``partial``: each piece is given
-    whole arrays and writes part of them."""
-    planned = []
+def bind_parts(rt: Any, kernel: Any, parts: list[tuple[Any, tuple[Any, ...]]],
+               site: str | None, partial: bool) -> list[tuple[list[Any], list[Any]]]:
+    """Each piece of :func:`split_parts`, validated (``Kernel.bind``): (its array arguments,
+    its values). ``partial``: each piece is given whole arrays and writes part of them."""
+    bound = []
     for n, (piece_launcher, part) in enumerate(parts):
         piece_arrays, piece_values = kernel.bind(rt, part, site)
         if partial and n:
@@ -235,32 +237,40 @@ def _prepared(rt: Any, kernel: Any, parts: list[tuple[Any, tuple[Any, ...]]],
             # read-write argument's old contents are)
             for a in piece_arrays:
                 a.read = True
-        launch = rt.backend.kernel_launch(kernel, piece_launcher, piece_arrays, piece_values,
-                                          site)
-        planned.append((piece_arrays, launch))
-    return planned
+        bound.append((piece_arrays, piece_values))
+    return bound
 
 
-def _pieces(rt: Any, launcher: Any, args: tuple[Any, ...], site: str | None, length: int,
-            count: int) -> list[tuple[list[Any], Any]]:
-    """The launch's ``count`` pieces along axis 0 (``ranges``), each validated and prepared:
-    (its array arguments, its backend launch). Nothing is enqueued."""
+def _prepared(rt: Any, kernel: Any, parts: list[tuple[Any, tuple[Any, ...]]],
+              site: str | None, partial: bool = False) -> list[tuple[list[Any], Any]]:
+    """Each piece validated and prepared (:func:`bind_parts`, then the backend's
+    ``kernel_launch``): (its array arguments, its backend launch). Nothing is enqueued."""
+    return [(piece_arrays, rt.backend.kernel_launch(kernel, piece_launcher, piece_arrays,
+                                                    piece_values, site))
+            for (piece_launcher, _), (piece_arrays, piece_values)
+            in zip(parts, bind_parts(rt, kernel, parts, site, partial))]
+
+
+def _row_parts(launcher: Any, args: tuple[Any, ...], length: int, count: int
+               ) -> list[tuple[Any, tuple[Any, ...]]]:
+    """An element-wise launch's ``count`` pieces along axis 0 (``ranges``): (the launcher,
+    each array's rows of the piece and the element count, ``elementwise="n"``, the piece's)."""
     kernel = launcher.kernel
     n = kernel.elementwise
     n_at = (next(i for i, p in enumerate(kernel.params) if p.name == n)
             if isinstance(n, str) else -1)
-    parts = [(launcher, tuple(a[start:stop] if isinstance(a, Array) else
+    return [(launcher, tuple([a[start:stop] if isinstance(a, Array) else
                               (type(a)(stop - start) if i == n_at else a)
-                              for i, a in enumerate(args)))
-             for start, stop in ranges(length, count)]
-    return _prepared(rt, kernel, parts, site)
+                              for i, a in enumerate(args)]))
+            for start, stop in ranges(length, count)]
 
 
-def _grid_pieces(rt: Any, launcher: Any, args: tuple[Any, ...], values: list[Any],
-                 site: str | None, count: int) -> list[tuple[list[Any], Any]] | None:
-    """The launch's ``count`` pieces of its grid along x (``ranges`` of its blocks), each
-    validated and prepared as :func:`_pieces`' are; None when it runs whole (fewer than two
-    pieces or blocks). Raises if its ``first`` and ``total`` cannot describe its grid."""
+def _grid_parts(launcher: Any, args: tuple[Any, ...], values: list[Any], site: str | None,
+                count: int) -> list[tuple[Any, tuple[Any, ...]]] | None:
+    """A grid-offset launch's ``count`` pieces of its grid along x (``ranges`` of its blocks):
+    (the launcher of the piece's blocks, the arguments with ``first`` raised by the piece's
+    start); None when it runs whole (fewer than two pieces or blocks). Raises if its ``first``
+    and ``total`` cannot describe its grid."""
     kernel = launcher.kernel
     names = kernel.grid_offset
     at = [next(i for i, p in enumerate(kernel.params) if p.name == n) for n in names]
@@ -298,7 +308,32 @@ def _grid_pieces(rt: Any, launcher: Any, args: tuple[Any, ...], values: list[Any
         part[at[0]] = start_type(first + start)
         piece = kernel[(stop - start,) + rest, launcher.block, launcher.shared]
         parts.append((piece, tuple(part)))
-    return _prepared(rt, kernel, parts, site, partial=True)
+    return parts
+
+
+def split_parts(launcher: Any, args: tuple[Any, ...], arrays: list[Any], values: list[Any],
+                site: str | None, pieces: int) -> list[tuple[Any, tuple[Any, ...]]] | None:
+    """A split launch's pieces in order, each (its launcher, its arguments): chunks of axis 0
+    for an element-wise kernel, block ranges of the grid for one with a grid offset; None when
+    it runs whole (fewer than two pieces, rows or blocks). Raises ``ArgumentError`` when the
+    kernel is neither or its arguments cannot be split. Shared by the eager split
+    (:func:`launch_split`) and a recording's (``asyncgpu.recorder.keys.Piece``), so both cut a
+    launch the same way; :func:`bind_parts` validates the pieces (``partial`` when the kernel
+    has a grid offset)."""
+    kernel = launcher.kernel
+    if kernel.grid_offset is not None:
+        return _grid_parts(launcher, args, values, site, pieces)
+    if not kernel.elementwise:
+        where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
+        raise ArgumentError(
+            f"{where}: the tenant splits it in {pieces} pieces, but it is not declared "
+            "element-wise or with a grid offset, so its pieces cannot be told apart; declare "
+            "it with elementwise= or grid_offset= (asyncgpu.kernel) or drop it from the "
+            "tenant's split")
+    length = _length(kernel, arrays, values, site)
+    if pieces < 2 or length < 2:
+        return None
+    return _row_parts(launcher, args, length, pieces)
 
 
 def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
@@ -318,7 +353,7 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[A
         return False
     if max(a.alloc.nbytes for a in host.values()) < chunks * MIN_CHUNK_BYTES:
         return False
-    planned = _pieces(rt, launcher, args, site, length, chunks)
+    planned = _prepared(rt, kernel, _row_parts(launcher, args, length, chunks), site)
     memory = rt.memory
     for a in host.values():     # the chunks' copies make these current on the device
         a.alloc.location = HOST | DEVICE
@@ -337,29 +372,18 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[A
 
 def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
                  values: list[Any], site: str | None, pieces: int, after: Any = None) -> bool:
-    """Issue a splittable launch as ``pieces`` nodes in order (see the module docstring):
-    chunks of axis 0 for an element-wise kernel, block ranges of the grid for one with a grid
-    offset; whether it did (a launch of fewer than two rows or blocks runs whole). Every piece
-    is validated and prepared before the first is issued. ``after``: a node the first piece
-    waits for (a tenant's pointer: an edge of reason ``pointer``), or None."""
+    """Issue a splittable launch as ``pieces`` nodes in order (see the module docstring and
+    :func:`split_parts`); whether it did (a launch of fewer than two rows or blocks runs
+    whole). Every piece is validated and prepared before the first is issued. ``after``: a
+    node the first piece waits for (a tenant's pointer: an edge of reason ``pointer``), or
+    None."""
     kernel = launcher.kernel
-    if kernel.grid_offset is not None:
-        planned = _grid_pieces(rt, launcher, args, values, site, pieces)
-    elif kernel.elementwise:
-        length = _length(kernel, arrays, values, site)
-        planned = (_pieces(rt, launcher, args, site, length, pieces)
-                   if pieces >= 2 and length >= 2 else None)
-    else:
-        where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
-        raise ArgumentError(
-            f"{where}: the tenant splits it in {pieces} pieces, but it is not declared "
-            "element-wise or with a grid offset, so its pieces cannot be told apart; declare "
-            "it with elementwise= or grid_offset= (asyncgpu.kernel) or drop it from the "
-            "tenant's split")
-    if planned is None:
+    parts = split_parts(launcher, args, arrays, values, site, pieces)
+    if parts is None:
         return False
     previous = None
-    for piece_arrays, launch in planned:
+    for piece_arrays, launch in _prepared(rt, kernel, parts, site,
+                                          kernel.grid_offset is not None):
         node = Node("kernel", kernel.name, site, piece_arrays)
         node.launch = launch
         rt.stats.kernels += 1

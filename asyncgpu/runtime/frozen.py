@@ -46,7 +46,7 @@ class FrozenGraph:
 
     __slots__ = ("graph", "accesses", "launches", "events", "name", "kernels", "copy_in",
                  "copy_only", "copy_bytes", "inputs", "overwritten", "written", "plan", "last",
-                 "repeat", "settled", "read_back", "replay_version", "__weakref__")
+                 "repeat", "settled", "read_back", "replay_version", "splits", "__weakref__")
 
     def __init__(self, graph: Any, accesses: list[Access], launches: list[Any],
                  events: list[Any], name: str, copy_in: tuple[Any, ...] = ()) -> None:
@@ -55,7 +55,9 @@ class FrozenGraph:
         self.launches = launches    # keeps the arrays alive with the graph
         self.events = events
         self.name = name
-        self.kernels = len(launches)
+        #: its launches, a launch split in pieces (``asyncgpu.recorder.keys.Piece``) counted
+        #: once: the pieces are a tenant's split, not the step's shape (``Regulator.graph``)
+        self.kernels = sum([1 for launch in launches if not getattr(launch, "piece", 0)])
         self.copy_in = copy_in
         written = {a.key: a.alloc for launch in launches for a in launch.arrays if a.write}
         self.written = tuple(a for a in written.values() if a.nbytes)
@@ -63,6 +65,9 @@ class FrozenGraph:
         self.copy_bytes = sum(a.nbytes for a in copy_in)
         self.inputs, self.overwritten = graph_inputs(launches)
         self.plan: Any = None       # (preds, lanes, order) it was captured with
+        #: how the tenant split its kernels when it was captured (``Issuing.split_settings``):
+        #: a static call under other splits runs its body (``asyncgpu.recorder.entry``)
+        self.splits: Any = None
         #: (tracker, version, node) after its last launch, and (tracker, the reasons it
         #: conflicts with itself): ``Runtime.launch_graph``'s shortcut for a repeated launch
         self.last: Any = None

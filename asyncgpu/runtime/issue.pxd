@@ -30,7 +30,7 @@ cdef class Issuing:
 
     @cython.locals(node=Node, kernel=Kernel, arrays=list, values=list, accesses=list,
                    index=Py_ssize_t)
-    cpdef launch_kernel(self, Launcher launcher, args)
+    cpdef launch_kernel(self, Launcher launcher, args, Py_ssize_t pieces=*)
 
     @cython.locals(explicit=bint, enqueued=bint, parents=list, streams=StreamManager,
                    stream=StreamState, stats=Counters, p=Node, acc=Access, alloc=Allocation,
@@ -42,6 +42,8 @@ cdef class Issuing:
     cpdef launch_graph(self, FrozenGraph frozen)
 
     cpdef int pinned(self) except -2
+
+    cpdef bint splits_hold(self, made) except -1
 
     # (a C call: Cython 3.3.0 dropped the read of node.accesses from it as a Python method)
     @cython.locals(placement=Placement, needs=list, alloc=Allocation)

@@ -58,8 +58,10 @@ class Issuing:
                  "retired", "stats", "streams", "sync_mode", "want_sites", "devices",
                  "placement", "_pins", "tenants", "_tenanted", "interference", "regulator")
 
-    def launch_kernel(self, launcher: Launcher, args: tuple[Any, ...]) -> None:
-        """Validate and schedule one kernel launch; returns without waiting."""
+    def launch_kernel(self, launcher: Launcher, args: tuple[Any, ...], pieces: int = 0) -> None:
+        """Validate and schedule one kernel launch; returns without waiting. ``pieces``: the
+        number of pieces a recording split it into (``asyncgpu.recorder.keys.Piece``, issued
+        eagerly), used instead of the tenant's splits (which may have changed since)."""
         kernel = launcher.kernel
         with self._lock:
             if self._releases:
@@ -79,10 +81,11 @@ class Issuing:
                 if profiled is None and tenant.after:
                     pointer = self._pointer(tenant.after, kernel.name)
                 splits = tenant.splits
-                if (profiled is None and splits and kernel.name in splits
-                        and self.placement is None
-                        and launch_split(self, launcher, args, arrays, values, site,
-                                         splits[kernel.name], pointer)):
+                if not pieces and splits and kernel.name in splits:
+                    pieces = splits[kernel.name]
+                if (profiled is None and pieces and self.placement is None
+                        and launch_split(self, launcher, args, arrays, values, site, pieces,
+                                         pointer)):
                     return
             if (profiled is None and pointer is None and self.memory is not None
                     and kernel.elementwise and self.placement is None
@@ -113,6 +116,35 @@ class Issuing:
                     self.issue_after(node, apart, "interference")
                     return
             self._issue(node)
+
+    def tenant_splits(self) -> Any:
+        """The current thread's tenant's splits (kernel name -> pieces), or None: what a
+        recording made now splits (``asyncgpu.recorder.keys.split_launch``)."""
+        if not self._tenanted:
+            return None
+        return self.tenants[getattr(self._pins, "tenant", 0)].splits or None
+
+    def split_settings(self, launches: Any) -> Any:
+        """What recorded ``launches`` made now depend on beside their arguments: their kernels'
+        names and how the current tenant splits those (``((name, pieces), ...)``); None on a
+        runtime without tenants. A memo or graph made under settings that no longer hold
+        (:meth:`splits_hold`) is not reused, so a change of plan records anew."""
+        if not self._tenanted:
+            return None
+        names = tuple(dict.fromkeys([launch.launcher.kernel.name for launch in launches
+                                     if launch.launcher is not None]))
+        return names, _split_of(self.tenant_splits(), names)
+
+    def splits_hold(self, made: Any) -> bool:
+        """Whether the current tenant splits the kernels of ``made`` (:meth:`split_settings`)
+        as they were split then. (Once per recorded segment, and per static replay under
+        tenants: a tenant without splits costs one lookup.)"""
+        if made is None:
+            return not self._tenanted
+        splits = self.tenants[getattr(self._pins, "tenant", 0)].splits
+        if not splits:
+            return not made[1]
+        return _split_of(splits, made[0]) == made[1]
 
     def _pointer(self, after: dict[str, tuple[str, str]], name: str) -> Node | None:
         """The node a launch of kernel ``name`` waits for by the tenant's pointers ``after``:
@@ -400,6 +432,14 @@ def graph_repeat(frozen: Any, deps: DependencyTracker, accesses: Any) -> tuple[A
     reasons = deps.self_conflicts(accesses)
     frozen.repeat = (deps, reasons, tuple(Counter(r for r, _ in reasons).items()))
     return frozen.repeat
+
+
+def _split_of(splits: Any, names: Any) -> tuple[Any, ...]:
+    """How ``splits`` (a tenant's, or None) cuts the kernels ``names``: ``((name, pieces),
+    ...)`` for those it splits."""
+    if not splits:
+        return ()
+    return tuple([(name, splits[name]) for name in names if name in splits])
 
 
 def refuse_reentry(rt: Any, node: Node) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from numba import cuda, float64
+from recorder_kernels import captured_graphs
 
 import asyncgpu as ag
 from asyncgpu.runtime.current import current_runtime
@@ -68,6 +69,35 @@ def test_a_split_kernel_equals_the_whole_launch_on_the_gpu(memory):
         np.testing.assert_array_equal(y.numpy(), host * host)
         assert small_out.numpy().tolist() == [3.0] * 256
         assert ag.tenants()[f"gpu-splitter-{memory}"].kernels == 12
+
+
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_a_recorded_split_kernel_equals_the_whole_launch_on_the_gpu(memory):
+    with ag.configure(backend="cuda", memory=memory):
+        k = ag.kernel(const=["x"], out=["y"], elementwise="n")(square)
+        other = ag.kernel(const=["x"], out=["y"])(twice)
+        n = (1 << 22) + 3                       # pieces of unequal length
+        host = np.random.default_rng(1).random(n)
+        x = ag.array(host)
+        y = ag.empty_like(x)
+        small_in, small_out = ag.array(np.ones(256)), ag.empty(256, np.float64)
+
+        @ag.graph
+        def step():
+            k[1024, 256](x, y, n)
+
+        outcomes = []
+        for _ in range(3):
+            with ag.tenant(f"gpu-recorded-splitter-{memory}", split={"square": 4}):
+                step()
+            outcomes.append(step.outcome)
+            with ag.tenant(f"gpu-recorded-small-{memory}", priority="high"):
+                other[1, 256](small_in, small_out, 256)
+        np.testing.assert_array_equal(y.numpy(), host * host)
+        assert small_out.numpy().tolist() == [3.0] * 256
+        assert outcomes == ["recorded", "replayed", "replayed"]
+        graphs = captured_graphs(step)
+        assert graphs and all(f.graph.kernels == 4 for f in graphs)    # the pieces, captured
 
 
 def test_a_tenant_held_to_one_stream_runs_in_issue_order_on_the_gpu():
