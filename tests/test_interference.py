@@ -118,6 +118,34 @@ def test_a_pair_is_kept_apart_when_side_by_side_took_longer_than_in_sequence(tog
     assert rule.verdicts[(key_a, key_b)] is apart and rule.verdicts[(key_b, key_a)] is apart
 
 
+@pytest.mark.parametrize("times, apart", [
+    # side by side, the second issued 5 s after the first ended: they never shared the device
+    ([(0.0, 0.7), (5.7, 6.4), (10.0, 10.7), (10.7, 11.4)], False),
+    # in sequence, the host issued the second 5 s late: the sequence is 1.4 s, not 6.4
+    ([(0.0, 1.7), (0.05, 1.69), (10.0, 10.7), (15.7, 16.4)], True),
+])
+def test_time_the_host_took_between_a_trials_launches_is_not_counted(times, apart):
+    """A trial's launches issued late by the host (the program's own host work between them)
+    neither make a pair that never overlapped look slow side by side nor make a sequence look
+    long: on a stand-in clock, launches of 0.7 s each alone."""
+    from asyncgpu.core.interference import Sample
+
+    clock = _Clock()
+    rule = InterferenceRule(clock, device_threads=1 << 20, min_bytes=0)
+    key_a, key_b = (_Named("a"),), (_Named("b"),)
+
+    def sample(key):
+        return Sample(key, clock.timing_event(), clock.timing_event())
+
+    side, seq = (sample(key_a), sample(key_b)), (sample(key_a), sample(key_b))
+    rule._trial(*side)
+    rule._trial(*seq)
+    for one, (start, end) in zip(side + seq, times):
+        one.start["t"], one.end["t"] = start, end
+    assert rule._trial(sample(key_a), sample(key_b)) is apart
+    assert rule.verdicts[(key_a, key_b)] is apart
+
+
 def test_small_launches_are_never_tried(sim):
     k = ag.kernel(const=["x"], out=["y"])(scale)
     xs, ys = _two_independent()

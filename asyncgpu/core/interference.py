@@ -22,10 +22,14 @@ the side):
 1. the first time the pair meets, the two run side by side;
 2. the second time, the later one waits for the earlier (an edge of reason ``interference``);
 3. once the timing events recorded around the four launches (:class:`Sample`: the first
-   :data:`LEARN` launches of each key are timed) have completed, the two spans, from the first
-   start to the last end, are compared (``verdict``, by default :func:`slower_together`: more
-   than ``1 + MARGIN`` times the sequence). Kept *apart*, every later meeting of the pair gets
-   the edge; side by side, none.
+   :data:`LEARN` launches of each key are timed) have completed, the side-by-side span, from
+   the first start to the last end, is compared with the sum of the two launches' own times
+   in sequence (``verdict``, by default :func:`slower_together`: more than ``1 + MARGIN``
+   times the sequence). Kept *apart*, every later meeting of the pair gets the edge; side by
+   side, none. The host must not enter these times: the side-by-side span leaves out any time
+   between the two launches (a pair that did not overlap, the host having issued the second
+   after the first had ended, counts as its sequence), and the sequence is not a span either,
+   which would time the host issuing the second launch.
 
 Invariants
 ----------
@@ -219,9 +223,10 @@ class InterferenceRule:
         for first, second in trial:
             if not (backend.event_done(first.end) and backend.event_done(second.end)):
                 return None
-        together, in_sequence = (self._span(first, second) for first, second in trial)
-        apart = bool(self.verdict(together, in_sequence))
         a, b = pair
+        together = self._together(*trial[0])
+        in_sequence = sum(self._own(s) for s in trial[1])
+        apart = bool(self.verdict(together, in_sequence))
         log.info("asyncgpu: '%s' and '%s' took %.3g ms side by side, %.3g ms one after the "
                  "other: %s from now on", a[0].name, b[0].name, together * 1e3,
                  in_sequence * 1e3, "kept apart" if apart else "side by side")
@@ -230,10 +235,19 @@ class InterferenceRule:
         self._trials.pop((b, a), None)
         return apart
 
-    def _span(self, first: Sample, second: Sample) -> float:
-        """Seconds from the earlier start of two completed launches to the later end."""
+    def _together(self, first: Sample, second: Sample) -> float:
+        """Seconds from the earlier start of two completed launches to the later end, less the
+        time between them when one started after the other had ended (the host issuing it
+        late): two launches that never shared the device count as their sequence."""
         elapsed = self.backend.elapsed_s
         origin = first.start
-        lead = min(0.0, elapsed(origin, second.start))
-        return max(elapsed(origin, first.end), elapsed(origin, second.end)) - lead
+        second_start = elapsed(origin, second.start)
+        first_end, second_end = elapsed(origin, first.end), elapsed(origin, second.end)
+        gap = max(0.0, second_start - first_end, 0.0 - second_end)
+        return max(first_end, second_end) - min(0.0, second_start) - gap
+
+    def _own(self, sample: Sample) -> float:
+        """Seconds a completed launch took on the device: the sequence is the sum of the two,
+        not a span, which would also time the host issuing the second launch late."""
+        return self.backend.elapsed_s(sample.start, sample.end)
 
