@@ -7,7 +7,7 @@ from asyncgpu.core.dag cimport Node
 cdef class Access:
     cdef public object key, alloc, label
     cdef public Py_ssize_t lo, hi
-    cdef public bint write
+    cdef public bint write, read
 
 
 cdef class _Live:

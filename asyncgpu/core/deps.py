@@ -38,18 +38,22 @@ class Access:
     """One node's use of bytes ``[lo, hi)`` of an allocation (``write``: may modify).
 
     ``key`` identifies the allocation for dependency tracking (its id); ``alloc`` is the
-    allocation object itself, which the runtime needs for prefetch and lifetime.
+    allocation object itself, which the runtime needs for prefetch and lifetime. ``read``: the
+    old contents may be read (False only for a write-only kernel argument; a write that may
+    also read is the conservative default).
     """
 
-    __slots__ = ("key", "alloc", "lo", "hi", "write", "label")
+    __slots__ = ("key", "alloc", "lo", "hi", "write", "label", "read")
 
-    def __init__(self, key: Any, alloc: Any, lo: int, hi: int, write: bool, label: str) -> None:
+    def __init__(self, key: Any, alloc: Any, lo: int, hi: int, write: bool, label: str,
+                 read: bool = True) -> None:
         self.key = key
         self.alloc = alloc
         self.lo = lo
         self.hi = hi
         self.write = write
         self.label = label  # the array's name in messages and edge labels
+        self.read = read
 
     def __repr__(self) -> str:
         return f"Access({self.label}, [{self.lo}, {self.hi}), {'w' if self.write else 'r'})"

@@ -79,10 +79,10 @@ def heuristic_class(nbytes: int, threads: int, attrs: dict[str, Any] | None) -> 
 def moved_bytes(accesses: list[Any]) -> int:
     """Bytes a launch moves: each array range once per direction it is used in (read,
     written; a library call's accesses, which do not say whether a written array is also
-    read, count as read too)."""
+    read, count as read too: ``Access.read``)."""
     total = 0
     for a in accesses:
-        total += (a.hi - a.lo) * (int(bool(getattr(a, "read", True))) + int(a.write))
+        total += (a.hi - a.lo) * (int(a.read) + int(a.write))
     return total
 
 

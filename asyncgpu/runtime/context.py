@@ -382,18 +382,23 @@ class Runtime(HostAccess):
     def synchronize(self) -> None:
         """Block until all scheduled work has finished."""
         with self._lock:
+            if not self._waits_unlocked():
+                self._synchronize_locked()
+                return
             # (the latest node of each stream, waited for first without the lock: see
             # HostAccess._wait_unlocked)
-            pending = ([s.inflight[-1].event for s in self.streams.streams if s.inflight]
-                       if self._waits_unlocked() else [])
+            pending = [s.inflight[-1].event for s in self.streams.streams if s.inflight]
         self._wait_unlocked(pending)
         with self._lock:
-            if self.recording is not None:
-                self.recording.refuse("synchronize")
-            self.backend.synchronize()
-            self.streams.all_finished()
-            self.stats.sync("synchronize")
-            self._drain_releases()
+            self._synchronize_locked()
+
+    def _synchronize_locked(self) -> None:
+        if self.recording is not None:
+            self.recording.refuse("synchronize")
+        self.backend.synchronize()
+        self.streams.all_finished()
+        self.stats.sync("synchronize")
+        self._drain_releases()
 
     def statistics(self) -> Statistics:
         with self._lock:

@@ -9,7 +9,7 @@ from asyncgpu.core.statistics cimport Counters
 from asyncgpu.core.streams cimport StreamManager, StreamState
 from asyncgpu.runtime.allocation cimport Allocation
 from asyncgpu.runtime.frozen cimport FrozenGraph
-from asyncgpu.runtime.kernel cimport ArrayArg, Kernel, Launcher
+from asyncgpu.runtime.kernel cimport Kernel, Launcher
 from asyncgpu.runtime.memory cimport ExplicitMemory
 from asyncgpu.runtime.recording_hook cimport RecordingHook
 

@@ -41,7 +41,7 @@ from ..core.interference import Sample
 from ..core.placement import STREAM_AWARE
 from .allocation import DEVICE, HOST
 from .chunks import launch_chunked, launch_split
-from .kernel import ArrayArg, Launcher, user_site
+from .kernel import Launcher, user_site
 
 
 #: Whether this module runs compiled (an extension module has no Python frames to look at).
@@ -63,7 +63,11 @@ class Issuing:
         number of pieces a recording split it into (``asyncgpu.recorder.keys.Piece``, issued
         eagerly), used instead of the tenant's splits (which may have changed since)."""
         kernel = launcher.kernel
-        with self._lock:
+        # (acquire and release rather than ``with``: compiled, a with statement looks up and
+        # binds the lock's __enter__ and __exit__ at every launch)
+        lock = self._lock
+        lock.acquire()
+        try:
             if self._releases:
                 self._drain_releases()
             site = user_site() if self.want_sites else None
@@ -116,6 +120,8 @@ class Issuing:
                     self.issue_after(node, apart, "interference")
                     return
             self._issue(node)
+        finally:
+            lock.release()
 
     def tenant_splits(self) -> Any:
         """The current thread's tenant's splits (kernel name -> pieces), or None: what a
@@ -348,9 +354,8 @@ class Issuing:
             for acc in accesses:
                 alloc = acc.alloc
                 # (a kernel's arguments say whether the old bytes are read; a library call's
-                # accesses all read)
-                reads = acc.read if type(acc) is ArrayArg else True
-                needs.append((alloc.location, alloc.nbytes, reads, alloc.home))
+                # accesses all read: ``Access.read``)
+                needs.append((alloc.location, alloc.nbytes, acc.read, alloc.home))
             if len(needs) > 1:
                 needs = _one_need_per_allocation(accesses, needs)
             busy = self.streams.busy() if placement.code == STREAM_AWARE else ()

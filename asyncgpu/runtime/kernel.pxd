@@ -12,7 +12,6 @@ cdef dict _current
 
 cdef class ArrayArg(Access):
     cdef public object index, param, array
-    cdef public bint read
 
 
 @cython.locals(self=ArrayArg, alloc=Allocation)

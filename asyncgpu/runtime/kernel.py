@@ -85,7 +85,7 @@ class ArrayArg(Access):
     (no second object per array per launch). Made by :func:`array_arg`.
     """
 
-    __slots__ = ("index", "param", "array", "read")
+    __slots__ = ("index", "param", "array")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("ArrayArg is made by array_arg(index, param, array, read, write)")

@@ -135,7 +135,7 @@ def host_write(location: int, whole: bool, dense: bool) -> tuple[bool, bool, int
 def overwrites(acc: Any) -> bool:
     """Whether a device use (an ``ArrayArg``) writes every byte of its allocation without
     reading the old ones, so no copy in is needed before it (``device_use`` with ``covers``)."""
-    if getattr(acc, "read", True) or not acc.write:
+    if acc.read or not acc.write:
         return False
     return acc.lo == 0 and acc.hi == acc.alloc.nbytes and acc.array.is_c_contiguous
 
