@@ -140,7 +140,7 @@ def test_annotations_that_cannot_hold_are_refused():
 
     with pytest.raises(ag.SignatureError, match="elementwise='n'"):
         ag.cuda_kernel(AFFINE_SRC, "affine", elementwise=True)
-    with pytest.raises(ag.SignatureError, match="names no parameter"):
+    with pytest.raises(ag.SignatureError, match="elementwise names 'm' .*which is no parameter"):
         ag.cuda_kernel(AFFINE_SRC, "affine", elementwise="m")
     with pytest.raises(ag.SignatureError, match="integer scalar"):
         ag.cuda_kernel(AFFINE_SRC, "affine", elementwise="a")

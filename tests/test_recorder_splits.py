@@ -6,6 +6,8 @@ result."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import programs
 import pytest
@@ -13,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numba import cuda
 from recorder_kernels import captured_graphs
+from test_regulation import add_one, square
 
 import asyncgpu as ag
 from asyncgpu.core.plan import Plan
@@ -21,16 +24,6 @@ from asyncgpu.recorder.keys import Piece
 from asyncgpu.runtime.current import current_runtime
 
 N = 1000
-
-
-def square(x, y, n):
-    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
-        y[i] = x[i] * x[i]
-
-
-def add_one(x, y, n):
-    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
-        y[i] = x[i] + 1.0
 
 
 def scale(x, n):
@@ -78,7 +71,7 @@ def unordered_pieces(frozen):
     """The consecutive pieces the graph may run side by side (none when the split holds)."""
     before = before_in_graph(frozen)
     return [(a.name, i) for chain in piece_chains(frozen)
-            for i, (a, b) in enumerate(zip(chain, chain[1:])) if a not in before[b]]
+            for i, (a, b) in enumerate(itertools.pairwise(chain)) if a not in before[b]]
 
 
 @pytest.mark.parametrize("memory", ["explicit", "managed"])
@@ -286,14 +279,14 @@ def test_a_recording_that_runs_eagerly_still_issues_the_pieces_in_order(fallback
                 acp.cumsum(x)               # (not capturable: the run goes on eagerly)
             add[2, 32](y, z, N)
 
-        with ag.instrument(programs.Edges()) as seen:
-            with ag.tenant(f"eager-splitter-{fallback}", split={"square": 4, "add_one": 2}):
-                if fallback == "host read":
-                    with pytest.raises(ag.RecordingError, match="inside the recording"):
-                        step()
-                else:
-                    with pytest.warns(UserWarning, match="cumsum"):
-                        step()
+        with (ag.instrument(programs.Edges()) as seen,
+              ag.tenant(f"eager-splitter-{fallback}", split={"square": 4, "add_one": 2})):
+            if fallback == "host read":
+                with pytest.raises(ag.RecordingError, match="inside the recording"):
+                    step()
+            else:
+                with pytest.warns(UserWarning, match="cumsum"):
+                    step()
         assert step.outcome == "eager"
         assert y.numpy().tolist() == (host * host).tolist()
         launched = [(n.name, r.count("split")) for n, r in seen.kernels]

@@ -96,24 +96,25 @@ def check_annotation(kernel: Any, elementwise: Any) -> bool | str:
             f"kernel '{kernel.name}': elementwise must be True, False or the name of the "
             f"element-count parameter; got {elementwise!r}"
         )
-    by_name = {p.name: p for p in kernel.params}
-    p = by_name.get(elementwise)
-    if p is None:
-        raise SignatureError(
-            f"kernel '{kernel.name}': elementwise='{elementwise}' names no parameter; "
-            f"parameters are {', '.join(by_name)}"
-        )
-    if kernel.typed and (p.is_array or p.dtype is None or p.dtype.kind not in "iu"):
-        raise SignatureError(
-            f"kernel '{kernel.name}': elementwise='{elementwise}' must name an integer "
-            f"scalar parameter (the element count); '{p.name}' is '{p.ctype}'"
-        )
-    if elementwise in kernel.modes and kernel.modes[elementwise] != "rw":
-        raise SignatureError(
-            f"kernel '{kernel.name}': '{elementwise}' is annotated const/out, so it is an "
-            "array, not the element count"
-        )
+    _integer_parameter(kernel, elementwise, "elementwise", "the element count")
     return elementwise
+
+
+def _integer_parameter(kernel: Any, param: str, option: str, role: str) -> None:
+    """Check that ``option`` (``elementwise``, ``grid_offset``) names an integer scalar
+    parameter ``param`` of ``kernel``, which holds ``role``."""
+    by_name = {p.name: p for p in kernel.params}
+    p = by_name.get(param)
+    where = f"kernel '{kernel.name}': {option}"
+    if p is None:
+        raise SignatureError(f"{where} names '{param}' ({role}), which is no parameter; "
+                             f"parameters are {', '.join(by_name)}")
+    if kernel.typed and (p.is_array or p.dtype is None or p.dtype.kind not in "iu"):
+        raise SignatureError(f"{where}'s '{param}' must be an integer scalar parameter "
+                             f"({role}); it is '{p.ctype}'")
+    if param in kernel.modes and kernel.modes[param] != "rw":
+        raise SignatureError(f"{where} names '{param}' ({role}), but it is annotated "
+                             "const/out, so it is an array; name an integer scalar parameter")
 
 
 def check_grid_offset(kernel: Any, grid_offset: Any) -> tuple[str, str] | None:
@@ -140,24 +141,8 @@ def check_grid_offset(kernel: Any, grid_offset: Any) -> tuple[str, str] | None:
             f"kernel '{name}': elementwise= and grid_offset= both declare how its launches "
             "split (by its arrays' rows, by its grid's blocks); declare one of them"
         )
-    by_name = {p.name: p for p in kernel.params}
     for param, role in ((first, "the launch's first block"), (total, "the grid's block count")):
-        p = by_name.get(param)
-        if p is None:
-            raise SignatureError(
-                f"kernel '{name}': grid_offset names '{param}' ({role}), which is no "
-                f"parameter; parameters are {', '.join(by_name)}"
-            )
-        if kernel.typed and (p.is_array or p.dtype is None or p.dtype.kind not in "iu"):
-            raise SignatureError(
-                f"kernel '{name}': grid_offset's '{param}' must be an integer scalar "
-                f"parameter ({role}); it is '{p.ctype}'"
-            )
-        if param in kernel.modes and kernel.modes[param] != "rw":
-            raise SignatureError(
-                f"kernel '{name}': grid_offset names '{param}' ({role}), but it is annotated "
-                "const/out, so it is an array; name an integer scalar parameter"
-            )
+        _integer_parameter(kernel, param, "grid_offset", role)
     source = kernel.source
     if isinstance(source, CudaCSource) and source.sim is not None and not source.sim_runs_blocks:
         # (a piece is a part of the grid; a function called once per launch sees no grid)
