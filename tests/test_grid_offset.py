@@ -302,7 +302,9 @@ def test_a_regulation_search_splits_a_long_grid_offset_kernel_beside_a_high_prio
 
         step()
         ag.regulate(plan="search", tenants=[low.name, high.name])
-        with profiled_as({"rows": 2e-3, "add_one": 1e-4}, {"rows": 1.0, "add_one": 0.1}):
+        # (rows fills the device in 16 waves: each piece of it does too, for less time)
+        with profiled_as({"rows": 2e-3, "add_one": 1e-4}, {"rows": 1.0, "add_one": 0.1},
+                         {"rows": 16.0}):
             for _ in range(2):
                 step()
             ag.synchronize()
@@ -311,6 +313,7 @@ def test_a_regulation_search_splits_a_long_grid_offset_kernel_beside_a_high_prio
         profile = {p.name: p for p in state.plan.profile}
         assert profile["grid-low"].ops[0].splittable
         assert not profile["grid-high"].ops[0].splittable
+        assert (profile["grid-low"].ops[0].grid, profile["grid-high"].ops[0].grid) == (16.0, 0.0)
         assert state.plan.splits == {"grid-low": {"rows": 8}}
         with ag.instrument(programs.Edges()) as seen:
             step()

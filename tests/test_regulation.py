@@ -80,6 +80,21 @@ def test_a_split_lets_a_high_priority_step_in_between_the_pieces():
     assert pieces == pytest.approx(0.25e-3 + PIECE_S)       # the rest of the first piece
 
 
+@pytest.mark.parametrize("grid, alone_ms", [
+    (0.5, 4 * 1.0),         # fits the device at once: each piece holds an eighth as long
+    (8.0, 1.0),             # eight waves: each piece holds the device a quarter as long
+])
+def test_a_grid_pieces_time_follows_its_waves_and_its_share_its_blocks(grid, alone_ms):
+    big = Op("big", 1e-3, min(1.0, grid), 0.0, True, (), grid)
+    pieces = simulate((TenantProfile("low", "normal", (big,)),), splits={"low": {"big": 4}})
+    assert pieces.makespan_s == pytest.approx(alone_ms * 1e-3 + 4 * PIECE_S)
+    # beside it a launch of half the device starts at once only where the pieces leave room
+    other = TenantProfile("other", "normal", (op("half", 0.1, 0.5),))
+    side = simulate((TenantProfile("low", "normal", (big,)), other), splits={"low": {"big": 4}})
+    assert side.latency_s["other"] == pytest.approx(
+        0.1e-3 if grid < 1 else 1e-3 / 4 + PIECE_S + 0.1e-3)
+
+
 def test_a_pointer_from_every_kernel_waits_for_the_latest_launch_of_any():
     a = TenantProfile("a", "high", (op("k", 1.0, 0.4), op("j", 1.0, 0.4, parents=[0])))
     b = TenantProfile("b", "normal", (op("x", 0.1, 0.4), op("y", 1.0, 0.4, parents=[0])))
@@ -172,7 +187,8 @@ def test_a_plan_saved_and_loaded_is_the_same(tmp_path):
     plan = Plan({"a": {"k": 4}}, {"b": {"j": ("a", "k")}},
                 (("a", (("k", (1, 1, 1), (32, 1, 1)),)),),
                 Outcome(1e-3, {"a": 1e-3}, 0.5, {"a": 2e-3}), None, 12, 0.01,
-                (TenantProfile("a", "high", (op("k", 1.0, 0.5, 0.25, True, [0]),), True),))
+                (TenantProfile("a", "high", (op("k", 1.0, 0.5, 0.25, True, [0]),
+                                             Op("g", 1e-3, 1.0, 0.0, True, (), 3.5)), True),))
     path = str(tmp_path / "plan.json")
     plan.save(path)
     assert Plan.load(path) == plan

@@ -30,7 +30,10 @@ class Op:
     """One launch of a tenant's step: its kernel's name, its time alone (s), its share of the
     device's threads (0, 1], its share of the device's bandwidth [0, 1], whether it may be
     split (its kernel is element-wise, or declares a grid offset and has two blocks or more),
-    and the earlier launches of the step it depends on (indices)."""
+    the earlier launches of the step it depends on (indices), and, for a kernel split by its
+    grid, ``grid``: its blocks over the blocks the device keeps resident (``occupancy``;
+    above 1 the grid runs in waves), which a piece's time and share follow (0: split by
+    rows)."""
 
     kernel: str
     seconds: float
@@ -38,6 +41,7 @@ class Op:
     bandwidth: float
     splittable: bool
     parents: tuple[int, ...]
+    grid: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -116,7 +120,7 @@ class Plan:
                            "profile": [{"name": p.name, "priority": p.priority,
                                         "one_stream": p.one_stream,
                                         "ops": [[o.kernel, o.seconds, o.share, o.bandwidth,
-                                                 o.splittable, list(o.parents)]
+                                                 o.splittable, list(o.parents), o.grid]
                                                 for o in p.ops]} for p in self.profile]},
                           indent=1)
 
@@ -134,7 +138,8 @@ class Plan:
                    outcome(d.get("after_outcome")), d.get("modelled", 0),
                    d.get("search_s", 0.0),
                    tuple(TenantProfile(p["name"], p["priority"],
-                                       tuple(Op(o[0], o[1], o[2], o[3], o[4], tuple(o[5]))
+                                       tuple(Op(o[0], o[1], o[2], o[3], o[4], tuple(o[5]),
+                                                *o[6:7])
                                              for o in p["ops"]), p["one_stream"])
                          for p in d.get("profile", [])))
 

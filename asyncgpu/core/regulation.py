@@ -24,11 +24,13 @@ all started together, on a model of the device:
   share it holds;
 * launches that together ask for more than the device's bandwidth are slowed in proportion,
   and by :data:`CONTENTION` beyond it (they thrash each other's cache lines too);
-* a piece of a launch split in ``k`` takes ``1/k`` of its time plus :data:`PIECE_S`, with the
-  same share: an element-wise kernel's piece is launched on the same grid over a ``k``-th of
-  the rows; a grid-offset kernel's piece runs a ``k``-th of the blocks, which holds the same
-  share while the grid is larger than the device keeps resident (a piece of a grid that fits
-  at once holds less of the device for about as long: the model then overstates the gain).
+* a piece of a launch split in ``k`` takes :data:`PIECE_S` more than its part of the work:
+  an element-wise kernel's piece is launched on the same grid over a ``k``-th of the rows, so
+  it holds the same share for ``1/k`` of the time; a grid-offset kernel's piece runs a
+  ``k``-th of the blocks, so its time follows its waves and its share its blocks (``Op.grid``:
+  a piece of a grid that fits the device at once holds a ``k``-th of the share for as long as
+  the whole launch, one of a grid of ``k`` waves or more the whole device for ``1/k`` of the
+  time).
 
 Its ``Outcome`` gives the *makespan* (all steps done), each tenant's step latency, and the
 *residue*: the fraction of the device's threads left idle over the makespan, GACER's measure
@@ -93,19 +95,26 @@ SHARED_PER_SM = 228 << 10
 BLOCKS_PER_SM = 32
 
 
-def occupancy_share(blocks: int, threads_per_block: int, sms: int, regs: int = 0,
-                    shared: int = 0) -> float:
-    """The share of a device of ``sms`` SMs that a launch of ``blocks`` blocks of
-    ``threads_per_block`` threads holds while it runs: its blocks over the most blocks the
-    device keeps resident at once, by threads, registers (``regs`` per thread) and shared
-    memory (``shared`` bytes per block); at most 1 (a larger grid runs in waves)."""
+def occupancy(blocks: int, threads_per_block: int, sms: int, regs: int = 0,
+              shared: int = 0) -> float:
+    """A launch of ``blocks`` blocks of ``threads_per_block`` threads on a device of ``sms``
+    SMs: its blocks over the most blocks the device keeps resident at once, by threads,
+    registers (``regs`` per thread) and shared memory (``shared`` bytes per block); above 1
+    the grid runs in waves."""
     per_block = max(1, threads_per_block)
     per_sm = min(BLOCKS_PER_SM, THREADS_PER_SM // per_block or 1)
     if regs:
         per_sm = min(per_sm, REGISTERS_PER_SM // (regs * per_block) or 1)
     if shared:
         per_sm = min(per_sm, SHARED_PER_SM // shared or 1)
-    return min(1.0, blocks / float(max(1, sms) * per_sm))
+    return blocks / float(max(1, sms) * per_sm)
+
+
+def occupancy_share(blocks: int, threads_per_block: int, sms: int, regs: int = 0,
+                    shared: int = 0) -> float:
+    """The share of the device's threads a launch holds while it runs: its
+    :func:`occupancy`, at most 1 (a larger grid runs in waves)."""
+    return min(1.0, occupancy(blocks, threads_per_block, sms, regs, shared))
 
 
 class _Task:
@@ -143,8 +152,13 @@ def _tasks(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]
         previous_end = None
         for i, op in enumerate(prof.ops):
             k = cut.get(op.kernel, 1) if op.splittable else 1
-            seconds = op.seconds / k + (PIECE_S if k > 1 else 0.0)
-            chain = [_Task(t, high, i, seconds, op.share, op.bandwidth) for _ in range(k)]
+            seconds, share = op.seconds, op.share
+            if k > 1 and op.grid:       # (a k-th of the blocks: time by waves, share by blocks)
+                seconds = seconds * max(1.0, op.grid / k) / max(1.0, op.grid) + PIECE_S
+                share = min(share, op.grid / k)
+            elif k > 1:                 # (a k-th of the rows on the same grid)
+                seconds = seconds / k + PIECE_S
+            chain = [_Task(t, high, i, seconds, share, op.bandwidth) for _ in range(k)]
             for a, b in itertools.pairwise(chain):
                 b.parents.append(a)
             for p in op.parents:

@@ -55,7 +55,7 @@ from typing import Any
 
 from ..core.interference import Sample, heuristic_class, moved_bytes
 from ..core.plan import Op, Plan, TenantProfile
-from ..core.regulation import HIGH_TARGET, LATE_WEIGHT, occupancy_share, search, simulate
+from ..core.regulation import HIGH_TARGET, LATE_WEIGHT, occupancy, search, simulate
 from .chunks import splittable
 
 log = logging.getLogger("asyncgpu")
@@ -141,8 +141,8 @@ class Regulator:
         self.checked: dict[str, tuple[float, float]] = {}
         self.measured: dict[str, float] = {}
         self._guard_lost = False            # (a guard measured no better: not tried again)
-        #: test hook (``asyncgpu.testing.regulation``): a profiled op's (seconds, share) from
-        #: its kernel's name and its measured seconds and modelled share
+        #: test hook (``asyncgpu.testing.regulation``): a profiled op's (seconds, share, grid)
+        #: from its kernel's name and its measured seconds, modelled share and grid
         self.stand_in: Any = None
 
     # -- the runtime's calls -----------------------------------------------------------------
@@ -167,18 +167,20 @@ class Regulator:
         """Issue a profiled kernel launch: alone (after the previous profiled one), timed."""
         rt = self.rt
         backend = rt.backend
-        share, threads, attrs = self._shape(launcher)
+        share, threads, attrs, waves = self._shape(launcher)
         nbytes = moved_bytes(node.accesses)
         memory = heuristic_class(nbytes, threads, attrs) == "memory"
         sample = Sample(None, backend.timing_event(node.device),
                         backend.timing_event(node.device))
+        grid = waves if launcher.kernel.grid_offset is not None else 0.0
         previous = self._note(node, step, sample, launcher.kernel.name, share, memory, nbytes,
-                              splittable(launcher))
+                              splittable(launcher), grid)
         rt.issue_after(node, previous, "profile")
 
-    def _shape(self, launcher: Any) -> tuple[float, int, dict[str, Any]]:
-        """A launch's share of the device (``occupancy_share``), its threads and its kernel's
-        attributes (registers, shared memory; empty where the backend has none)."""
+    def _shape(self, launcher: Any) -> tuple[float, int, dict[str, Any], float]:
+        """A launch's share of the device (at most 1), its threads, its kernel's attributes
+        (registers, shared memory; empty where the backend has none) and its ``occupancy``
+        (above 1: the grid runs in waves)."""
         backend = self.rt.backend
         grid, block = launcher.grid3, launcher.block3
         blocks, per_block = grid[0] * grid[1] * grid[2], block[0] * block[1] * block[2]
@@ -190,9 +192,9 @@ class Regulator:
             except Exception:  # noqa: BLE001 - a kernel without attributes: shape only
                 attrs = None
         attrs = attrs or {}
-        share = occupancy_share(blocks, per_block, getattr(backend, "sm_count", 132),
-                                attrs.get("regs", 0), attrs.get("shared", 0))
-        return share, blocks * per_block, attrs
+        waves = occupancy(blocks, per_block, getattr(backend, "sm_count", 132),
+                          attrs.get("regs", 0), attrs.get("shared", 0))
+        return min(1.0, waves), blocks * per_block, attrs, waves
 
     def graph(self, index: int, node: Any, frozen: Any) -> tuple[Any, ...] | None:
         """A graph launch (a recorded function's replay) of tenant ``index``: noted in its open
@@ -216,14 +218,15 @@ class Regulator:
                           moved_bytes(node.accesses), False)
 
     def _note(self, node: Any, step: _Step, sample: Sample, name: str, share: float,
-              memory: bool, nbytes: int, splittable: bool) -> tuple[Any, ...]:
+              memory: bool, nbytes: int, splittable: bool, grid: float = 0.0
+              ) -> tuple[Any, ...]:
         """Put a profiled launch in its step (with its data parents there) and on its node;
         the previous profiled launch it waits for (``()`` for none)."""
         found = self.rt.deps.conflicts(node.accesses)
         parents = tuple(sorted(step.index_of[p] for p in found if p in step.index_of))
         node.keepalive = sample
         step.index_of[node] = len(step.ops)
-        step.ops.append((name, sample, parents, share, memory, nbytes, splittable))
+        step.ops.append((name, sample, parents, share, memory, nbytes, splittable, grid))
         last = self._last
         self._last = node
         return () if last is None else (last,)
@@ -441,19 +444,19 @@ class Regulator:
         rt = self.rt
         backend = rt.backend
         timed = []
-        for name, sample, parents, share, memory, nbytes, splittable in ops:
+        for name, sample, parents, share, memory, nbytes, splittable, grid in ops:
             seconds = max(backend.elapsed_s(sample.start, sample.end), 1e-9)
             if self.stand_in is not None:
-                seconds, share = self.stand_in(name, seconds, share)
-            timed.append((name, seconds, share, memory, nbytes, parents, splittable))
+                seconds, share, grid = self.stand_in(name, seconds, share, grid)
+            timed.append((name, seconds, share, memory, nbytes, parents, splittable, grid))
         # bandwidth as a share of the fastest rate a memory-bound launch reached (the device's
         # peak, near enough, when the mix has one)
-        peak = max((nbytes / seconds for _, seconds, _, memory, nbytes, _, _ in timed if memory),
+        peak = max((nbytes / seconds for _, seconds, _, memory, nbytes, *_ in timed if memory),
                    default=0.0)
         out = [Op(name, seconds, share,
                   min(1.0, nbytes / seconds / peak) if memory and peak else 0.0,
-                  splittable and rt.placement is None, parents)
-               for name, seconds, share, memory, nbytes, parents, splittable in timed]
+                  splittable and rt.placement is None, parents, grid)
+               for name, seconds, share, memory, nbytes, parents, splittable, grid in timed]
         tenant = rt.tenants[index]
         return TenantProfile(tenant.name, tenant.priority, tuple(out), tenant.streams == 1)
 

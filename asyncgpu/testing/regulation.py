@@ -12,18 +12,20 @@ from ..runtime.current import current_runtime
 
 
 @contextlib.contextmanager
-def profiled_as(seconds: dict[str, float], shares: dict[str, float] | None = None
-                ) -> Iterator[None]:
+def profiled_as(seconds: dict[str, float], shares: dict[str, float] | None = None,
+                waves: dict[str, float] | None = None) -> Iterator[None]:
     """Within the block, the current runtime's regulation profiles kernel ``k`` as taking
-    ``seconds[k]`` alone and holding ``shares[k]`` of the device (kernels not named keep what
-    was measured and modelled). Call it after ``asyncgpu.regulate``."""
+    ``seconds[k]`` alone and holding ``shares[k]`` of the device, and a kernel split by its
+    grid as running in ``waves[k]`` waves (``Op.grid``; kernels not named keep what was
+    measured and modelled). Call it after ``asyncgpu.regulate``."""
     regulator = current_runtime().regulator
     if regulator is None:
         raise RuntimeError("the current runtime is not regulated: call asyncgpu.regulate first")
-    shares = shares or {}
+    shares, waves = shares or {}, waves or {}
     saved = regulator.stand_in
-    regulator.stand_in = lambda kernel, measured, share: (seconds.get(kernel, measured),
-                                                          shares.get(kernel, share))
+    regulator.stand_in = lambda kernel, measured, share, grid: (
+        seconds.get(kernel, measured), shares.get(kernel, share),
+        waves.get(kernel, grid) if grid else grid)
     try:
         yield
     finally:
