@@ -326,6 +326,8 @@ def test_a_dropped_piece_edge_is_caught_by_the_graph_order_not_by_the_race_check
 _OPS = {"square": lambda x: x * x, "add_one": lambda x: x + 1.0}
 
 
+# (squaring after adding one, three runs over, may reach infinity: the same in both runs)
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
 @pytest.mark.parametrize("strategy", ["random", "starve"])
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(blocks=st.lists(st.tuples(st.integers(0, 2), st.booleans(),
