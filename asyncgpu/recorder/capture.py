@@ -49,6 +49,7 @@ from typing import Any
 from ..core.dag import Node
 from ..core.deps import Access
 from ..core.errors import CaptureError
+from ..runtime.chunks import split_settings
 from ..runtime.frozen import FrozenGraph
 from . import profile, schedule
 from .keys import Piece
@@ -253,7 +254,7 @@ def capture(rt: Any, cache: Any, name: str, launches: list[Any],
     frozen = FrozenGraph(graph, list(merged.values()), launches,
                          [fork, *events.values(), *copied, *joins], name, copy_in)
     frozen.plan = (preds, lanes, order)
-    frozen.splits = rt.split_settings(launches)
+    frozen.splits = split_settings(rt, launches)
     return frozen
 
 

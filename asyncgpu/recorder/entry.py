@@ -38,6 +38,7 @@ from typing import Any, Callable
 
 from ..core.errors import RecordingError
 from ..runtime import current
+from ..runtime.chunks import splits_hold
 from ..runtime.current import current_runtime
 from ..runtime.frozen import FrozenGraph
 from ..runtime.recording_hook import this_thread
@@ -209,7 +210,7 @@ class GraphFunction(_Run):
             frozen = hit[0]
             if frozen.graph.destroyed:
                 return False, None      # evicted from the cache
-            if rt._tenanted and not rt.splits_hold(frozen.splits):
+            if rt._tenanted and not splits_hold(rt, frozen.splits):
                 return False, None      # captured under other splits: the body cuts anew
             rt.launch_graph(frozen)
         finally:

@@ -29,6 +29,7 @@ import warnings
 from typing import Any
 
 from ..core.errors import CaptureError
+from ..runtime.chunks import split_settings
 from ..runtime.frozen import graph_inputs
 from ..runtime.memory import host_current
 from .cache import Placed, Variants, copy_key, graph_cache
@@ -91,7 +92,7 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
         memos.pop(token, None)
         memo = memos[token] = LaunchMemo(launches, key)
         if rt._tenanted:
-            memo.splits = rt.split_settings(launches)
+            memo.splits = split_settings(rt, launches)
         if len(memos) > rt.options.graph_cache:
             del memos[next(iter(memos))]    # (it keeps the last run's arrays alive)
     entry = cache.get(key)

@@ -46,7 +46,7 @@ import numpy as np
 
 from ..runtime.allocation import explicit_frees
 from ..runtime.array import Array
-from ..runtime.chunks import bind_parts, split_parts
+from ..runtime.chunks import bind_parts, split_parts, tenant_splits
 
 
 class Launch:
@@ -125,7 +125,7 @@ def split_launch(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any
     """The launch as the :class:`Piece` launches its tenant splits it into, every piece
     validated (``Kernel.bind``) before any is deferred; None when the tenant runs it whole.
     Raises as an eager split does (a kernel not element-wise, arrays that cannot be split)."""
-    splits = rt.tenant_splits()
+    splits = tenant_splits(rt)
     if splits is None:
         return None
     kernel = launcher.kernel
@@ -232,9 +232,9 @@ class LaunchMemo:
         #: while that graph lives and its inputs are where they were (``_recorder``).
         self.replayed: Any = None
         self.steady = False
-        #: how the tenant split its kernels (``Issuing.split_settings``; None: made on a
-        #: runtime without tenants): under other splits its launches may be cut otherwise, so
-        #: it is not remembered (``Recording._remember``)
+        #: how the tenant split its kernels (``chunks.split_settings``; None: made on a runtime
+        #: without tenants): under other splits its launches may be cut otherwise, so it is
+        #: not remembered (``Recording._remember``)
         self.splits: Any = None
 
     def usable(self) -> bool:

@@ -73,6 +73,7 @@ import warnings
 from typing import Any
 
 from ..core.errors import RecordingError
+from ..runtime.chunks import splits_hold
 from ..runtime.recording_hook import RecordingHook, this_thread
 from . import calls as _graph_calls
 from .finish import finish, issue_eagerly, replay_remembered
@@ -179,7 +180,7 @@ class Recording(RecordingHook):
         an array of it was freed, or when it was made under other tenant splits, which may cut
         its launches otherwise: the launches are then keyed in full)."""
         if (memo is not None and memo.usable()
-                and (not self.runtime._tenanted or self.runtime.splits_hold(memo.splits))):
+                and (not self.runtime._tenanted or splits_hold(self.runtime, memo.splits))):
             self.memo = memo
             self.previous = memo.launches
         else:

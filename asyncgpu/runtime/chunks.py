@@ -355,6 +355,46 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[A
     return True
 
 
+def tenant_splits(rt: Any) -> Any:
+    """The current thread's tenant's splits (kernel name -> pieces), or None: what a
+    recording made now splits (``asyncgpu.recorder.keys.split_launch``)."""
+    if not rt._tenanted:
+        return None
+    return rt.tenants[getattr(rt._pins, "tenant", 0)].splits or None
+
+
+def split_settings(rt: Any, launches: Any) -> Any:
+    """What recorded ``launches`` made now depend on beside their arguments: their kernels'
+    names and how the current tenant splits those (``((name, pieces), ...)``); None on a
+    runtime without tenants. A memo or graph made under settings that no longer hold
+    (:func:`splits_hold`) is not reused, so a change of plan records anew."""
+    if not rt._tenanted:
+        return None
+    names = tuple(dict.fromkeys([launch.launcher.kernel.name for launch in launches
+                                 if launch.launcher is not None]))
+    return names, _split_of(tenant_splits(rt), names)
+
+
+def splits_hold(rt: Any, made: Any) -> bool:
+    """Whether the current tenant splits the kernels of ``made`` (:func:`split_settings`) as
+    they were split then. (Once per recorded segment, and per static replay, on a runtime
+    with tenants.)"""
+    if made is None:
+        return not rt._tenanted
+    splits = tenant_splits(rt)
+    if not splits:
+        return not made[1]
+    return _split_of(splits, made[0]) == made[1]
+
+
+def _split_of(splits: Any, names: Any) -> tuple[Any, ...]:
+    """How ``splits`` (a tenant's, or None) cuts the kernels ``names``: ``((name, pieces),
+    ...)`` for those it splits."""
+    if not splits:
+        return ()
+    return tuple([(name, splits[name]) for name in names if name in splits])
+
+
 def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
                  values: list[Any], site: str | None, pieces: int, after: Any = None) -> bool:
     """Issue a splittable launch as ``pieces`` nodes in order (see the module docstring and

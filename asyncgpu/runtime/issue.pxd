@@ -43,7 +43,6 @@ cdef class Issuing:
 
     cpdef int pinned(self) except -2
 
-    cpdef bint splits_hold(self, made) except -1
 
     # (a C call: Cython 3.3.0 dropped the read of node.accesses from it as a Python method)
     @cython.locals(placement=Placement, needs=list, alloc=Allocation)

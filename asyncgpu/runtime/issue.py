@@ -123,35 +123,6 @@ class Issuing:
         finally:
             lock.release()
 
-    def tenant_splits(self) -> Any:
-        """The current thread's tenant's splits (kernel name -> pieces), or None: what a
-        recording made now splits (``asyncgpu.recorder.keys.split_launch``)."""
-        if not self._tenanted:
-            return None
-        return self.tenants[getattr(self._pins, "tenant", 0)].splits or None
-
-    def split_settings(self, launches: Any) -> Any:
-        """What recorded ``launches`` made now depend on beside their arguments: their kernels'
-        names and how the current tenant splits those (``((name, pieces), ...)``); None on a
-        runtime without tenants. A memo or graph made under settings that no longer hold
-        (:meth:`splits_hold`) is not reused, so a change of plan records anew."""
-        if not self._tenanted:
-            return None
-        names = tuple(dict.fromkeys([launch.launcher.kernel.name for launch in launches
-                                     if launch.launcher is not None]))
-        return names, _split_of(self.tenant_splits(), names)
-
-    def splits_hold(self, made: Any) -> bool:
-        """Whether the current tenant splits the kernels of ``made`` (:meth:`split_settings`)
-        as they were split then. (Once per recorded segment, and per static replay under
-        tenants: a tenant without splits costs one lookup.)"""
-        if made is None:
-            return not self._tenanted
-        splits = self.tenants[getattr(self._pins, "tenant", 0)].splits
-        if not splits:
-            return not made[1]
-        return _split_of(splits, made[0]) == made[1]
-
     def _pointer(self, after: dict[str, tuple[str, str]], name: str) -> Node | None:
         """The node a launch of kernel ``name`` waits for by the tenant's pointers ``after``:
         the pointed-at tenant's latest launch of the pointed-at kernel, if unfinished."""
@@ -437,14 +408,6 @@ def graph_repeat(frozen: Any, deps: DependencyTracker, accesses: Any) -> tuple[A
     reasons = deps.self_conflicts(accesses)
     frozen.repeat = (deps, reasons, tuple(Counter(r for r, _ in reasons).items()))
     return frozen.repeat
-
-
-def _split_of(splits: Any, names: Any) -> tuple[Any, ...]:
-    """How ``splits`` (a tenant's, or None) cuts the kernels ``names``: ``((name, pieces),
-    ...)`` for those it splits."""
-    if not splits:
-        return ()
-    return tuple([(name, splits[name]) for name in names if name in splits])
 
 
 def refuse_reentry(rt: Any, node: Node) -> None:

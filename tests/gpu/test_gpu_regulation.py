@@ -6,21 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from numba import cuda
+from test_regulation import add_one, square
 
 import asyncgpu as ag
 
 pytestmark = pytest.mark.gpu
-
-
-def square(x, y, n):
-    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
-        y[i] = x[i] * x[i]
-
-
-def add_one(x, y, n):
-    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
-        y[i] = x[i] + 1.0
 
 
 @pytest.mark.parametrize("memory", ["explicit", "managed"])
