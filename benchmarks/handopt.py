@@ -94,14 +94,15 @@ class Hand:
         self.inputs_on_device(args)
         launcher = kernel[num_blocks, block]
         arrays, values = kernel.bind(self._rt, args, None)
-        node = Node("kernel", kernel.name, "handopt", [
-            Access(a.array._alloc.id, a.array._alloc, a.array._lo, a.array._hi, a.write, a.param)
-            for a in arrays
-        ])
+        # (a bound array argument is its own dependency access, as in the runtime's launches)
+        node = Node("kernel", kernel.name, "handopt", arrays)
         node.launch = self._be.kernel_launch(kernel, launcher, arrays, values, None)
         node.keepalive = arrays
         self._be.launch(node, stream)
-        self.mark_written(kernel, args)
+        if self._rt.memory is not None:
+            for a in arrays:        # (as mark_written, from the bound arguments)
+                if a.write and a.hi > a.lo:
+                    a.alloc.location = DEVICE
 
     def sync_stream(self, stream: Any) -> None:
         e = self.event()

@@ -7,3 +7,5 @@ cdef class Counters:
     cdef public Py_ssize_t copies_to_host, bytes_to_device, bytes_to_host, graphs_recorded
     cdef public Py_ssize_t graphs_replayed, copies_peer, bytes_peer
     cdef public object edges, listener, streams_used, syncs, placed
+
+    cpdef sync(self, str reason)

@@ -46,6 +46,9 @@ cdef class StreamManager:
     @cython.locals(s=StreamState, free=object)
     cpdef take_free(self)
 
+    @cython.locals(s=StreamState)
+    cpdef all_finished(self)
+
 
 cpdef Py_ssize_t pool_of(Py_ssize_t tenant, Py_ssize_t device, Py_ssize_t devices)
 

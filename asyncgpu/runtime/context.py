@@ -290,12 +290,6 @@ class Runtime(HostAccess):
         """Called from ``Allocation.__del__``: queue the buffer (deque.append is atomic)."""
         self._releases.append((alloc_id, buffer))
 
-    def _drain_releases(self) -> None:
-        while self._releases:
-            alloc_id, buffer = self._releases.popleft()
-            self.deps.forget(alloc_id)
-            self.backend.free(buffer)
-
     def free(self, alloc: Allocation) -> None:
         """Explicit free: wait for every unfinished node using the allocation, then release."""
         with self._lock:
@@ -379,27 +373,6 @@ class Runtime(HostAccess):
         self._drain_releases()
 
     # -- whole-runtime operations ------------------------------------------------------------
-    def synchronize(self) -> None:
-        """Block until all scheduled work has finished."""
-        with self._lock:
-            if not self._waits_unlocked():
-                self._synchronize_locked()
-                return
-            # (the latest node of each stream, waited for first without the lock: see
-            # HostAccess._wait_unlocked)
-            pending = [s.inflight[-1].event for s in self.streams.streams if s.inflight]
-        self._wait_unlocked(pending)
-        with self._lock:
-            self._synchronize_locked()
-
-    def _synchronize_locked(self) -> None:
-        if self.recording is not None:
-            self.recording.refuse("synchronize")
-        self.backend.synchronize()
-        self.streams.all_finished()
-        self.stats.sync("synchronize")
-        self._drain_releases()
-
     def statistics(self) -> Statistics:
         with self._lock:
             return self.stats.snapshot(self.backend.name, self.streams.inflight)

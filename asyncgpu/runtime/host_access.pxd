@@ -14,5 +14,12 @@ cdef class HostAccess(Issuing):
     cpdef begin_host_access(self, View array, lo, hi, bint write, bint dense=*,
                             bint refused=*)
 
+    @cython.locals(lock=object)
+    cpdef synchronize(self)
+
+    cpdef _synchronize_locked(self)
+
+    cpdef bint _waits_unlocked(self) except -1
+
     @cython.locals(alloc=Allocation)
     cpdef end_host_access(self, View array, lo, hi, bint write, bint dense=*)

@@ -135,6 +135,35 @@ class HostAccess(Issuing):
             self.end_host_access(array, lo, hi, False)
         return out
 
+    def synchronize(self) -> None:
+        """Block until all scheduled work has finished."""
+        # (acquire and release rather than ``with``, as in ``Issuing.launch_kernel``)
+        lock = self._lock
+        lock.acquire()
+        try:
+            if not self._waits_unlocked():
+                self._synchronize_locked()
+                return
+            # (the latest node of each stream, waited for first without the lock: see
+            # _wait_unlocked)
+            pending = [s.inflight[-1].event for s in self.streams.streams if s.inflight]
+        finally:
+            lock.release()
+        self._wait_unlocked(pending)
+        lock.acquire()
+        try:
+            self._synchronize_locked()
+        finally:
+            lock.release()
+
+    def _synchronize_locked(self) -> None:
+        if self.recording is not None:
+            self.recording.refuse("synchronize")
+        self.backend.synchronize()
+        self.streams.all_finished()
+        self.stats.sync("synchronize")
+        self._drain_releases()
+
     def _waits_unlocked(self) -> bool:
         """Under the lock: whether a host wait for the device is done first without it (see
         :meth:`_wait_unlocked`): other threads may go on meanwhile (the process runs several;

@@ -41,6 +41,8 @@ cdef class Issuing:
                    memory=ExplicitMemory, placed=bint)
     cpdef launch_graph(self, FrozenGraph frozen)
 
+    cpdef _drain_releases(self)
+
     cpdef int pinned(self) except -2
 
 

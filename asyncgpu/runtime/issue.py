@@ -298,6 +298,14 @@ class Issuing:
         finally:
             self._issuing = None
 
+    def _drain_releases(self) -> None:
+        """Free the buffers of arrays dropped since (``release_later``; forgotten by the
+        dependency tracker first)."""
+        while self._releases:
+            alloc_id, buffer = self._releases.popleft()
+            self.deps.forget(alloc_id)
+            self.backend.free(buffer)
+
     def pinned(self) -> int:
         """The slot this thread pinned (``asyncgpu.device``), or -1."""
         slot = getattr(self._pins, "slot", None)
