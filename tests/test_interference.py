@@ -137,11 +137,52 @@ def test_time_the_host_took_between_a_trials_launches_is_not_counted(times, apar
     def sample(key):
         return Sample(key, clock.timing_event(), clock.timing_event())
 
+    rule.tries = 1      # (a side-by-side run that did not overlap is judged as it ran)
     side, seq = (sample(key_a), sample(key_b)), (sample(key_a), sample(key_b))
     rule._trial(*side)
     rule._trial(*seq)
     for one, (start, end) in zip(side + seq, times):
         one.start["t"], one.end["t"] = start, end
+    assert rule._trial(sample(key_a), sample(key_b)) is apart
+    assert rule.verdicts[(key_a, key_b)] is apart
+
+
+@pytest.mark.parametrize("runs, apart", [
+    # the first run did not overlap (the second launch waited for other work); the second
+    # did, and took 1.7 s for two launches of 0.7 s: apart
+    ([(0.0, 0.7, 0.7, 1.4), (20.0, 21.7, 20.05, 21.69)], True),
+    # no side-by-side run overlapped: the last one is judged as it ran (as its sequence)
+    ([(0.0, 0.7, 0.7, 1.4), (20.0, 20.7, 20.7, 21.4), (30.0, 30.7, 30.7, 31.4)], False),
+])
+def test_a_side_by_side_run_that_did_not_overlap_is_run_again(runs, apart):
+    """A trial whose side-by-side launches ran one after the other (the second waited for
+    other work) measured nothing: the pair runs side by side again at its next timed meeting,
+    up to ``tries`` runs."""
+    from asyncgpu.core.interference import TRIES, Sample
+
+    clock = _Clock()
+    rule = InterferenceRule(clock, device_threads=1 << 20, min_bytes=0)
+    assert rule.tries == TRIES == 3
+    key_a, key_b = (_Named("a"),), (_Named("b"),)
+
+    def sample(key):
+        return Sample(key, clock.timing_event(), clock.timing_event())
+
+    def reached(pair, a_start, a_end, b_start, b_end):
+        pair[0].start["t"], pair[0].end["t"] = a_start, a_end
+        pair[1].start["t"], pair[1].end["t"] = b_start, b_end
+
+    side = (sample(key_a), sample(key_b))
+    assert rule._trial(*side) is False
+    seq = (sample(key_a), sample(key_b))
+    assert rule._trial(*seq) is True
+    reached(seq, 10.0, 10.7, 10.7, 11.4)
+    reached(side, *runs[0])
+    for run in runs[1:]:
+        side = (sample(key_a), sample(key_b))
+        assert rule._trial(*side) is False      # run again side by side, no verdict yet
+        assert rule.verdicts == {}
+        reached(side, *run)
     assert rule._trial(sample(key_a), sample(key_b)) is apart
     assert rule.verdicts[(key_a, key_b)] is apart
 

@@ -17,6 +17,7 @@ cdef class Sample:
 cdef class InterferenceRule:
     cdef public object backend, attributes, verdicts, verdict, _suspects, _seen, _trials
     cdef public long long device_threads, min_bytes
+    cdef public int tries
 
     @cython.locals(nbytes=cython.longlong, key=tuple, apart=list, s=StreamState, other=Node,
                    sample=Sample, seen=int, pool=int, found=dict)

@@ -27,15 +27,19 @@ the side):
    in sequence (``verdict``, by default :func:`slower_together`: more than ``1 + MARGIN``
    times the sequence). Kept *apart*, every later meeting of the pair gets the edge; side by
    side, none. The host must not enter these times: the side-by-side span leaves out any time
-   between the two launches (a pair that did not overlap, the host having issued the second
-   after the first had ended, counts as its sequence), and the sequence is not a span either,
-   which would time the host issuing the second launch.
+   between the two launches, and the sequence is not a span either, which would time the
+   host issuing the second launch.
+4. A side-by-side run in which the two shared the device for less than :data:`OVERLAP` of
+   the shorter one's time (one waited for other work, or the host issued it late) says
+   nothing of how they interfere: the pair runs side by side again at its next timed meeting,
+   up to ``tries`` side-by-side runs (:data:`TRIES`); the last one is judged as it ran (a
+   pair that never overlapped counts as its sequence: side by side).
 
 Invariants
 ----------
 * An edge only adds ordering: results equal those of any other schedule, trials included.
-* Each pair is tried at most once per rule (verdicts are symmetric); until its verdict, and for
-  a launch that was not timed, a pair runs side by side.
+* Each pair gets at most one verdict per rule (verdicts are symmetric); until its verdict, and
+  for a launch that was not timed, a pair runs side by side.
 * Only the launch's own pool is looked at: a tenant never waits for another tenant by this rule.
 
 Example::
@@ -62,6 +66,11 @@ MIN_BYTES = 16 << 20
 MARGIN = 0.03
 #: Launches of one key that are timed (a key's pairs are tried among its first launches).
 LEARN = 8
+#: The share of the shorter launch's time two launches must run together for a side-by-side
+#: run to measure their interference.
+OVERLAP = 0.5
+#: Side-by-side runs a pair gets before its verdict, when the earlier ones did not overlap.
+TRIES = 3
 #: Threads a device keeps resident per SM (every NVIDIA GPU since Volta but the consumer ones).
 THREADS_PER_SM = 2048
 
@@ -82,7 +91,8 @@ def moved_bytes(accesses: list[Any]) -> int:
     read, count as read too: ``Access.read``)."""
     total = 0
     for a in accesses:
-        total += (a.hi - a.lo) * (int(a.read) + int(a.write))
+        # (bools add as 0 and 1; ``int()`` on them would be a Python call each, compiled)
+        total += (a.hi - a.lo) * (a.read + a.write)
     return total
 
 
@@ -120,10 +130,11 @@ class InterferenceRule:
     """The verdicts of one runtime (see the module docstring). ``backend`` gives the timing
     events (``timing_event``, ``event_done``, ``elapsed_s``); ``attributes(kernel)`` a
     compiled kernel's ``{"regs", ...}`` or None; ``verdict(together_s, in_sequence_s)`` says
-    whether a tried pair is kept apart."""
+    whether a tried pair is kept apart; ``tries``: side-by-side runs a pair gets when the
+    earlier ones did not overlap (:data:`TRIES`)."""
 
-    __slots__ = ("backend", "attributes", "device_threads", "min_bytes", "verdicts", "verdict",
-                 "_suspects", "_seen", "_trials")
+    __slots__ = ("backend", "attributes", "device_threads", "min_bytes", "tries", "verdicts",
+                 "verdict", "_suspects", "_seen", "_trials")
 
     def __init__(self, backend: Any, device_threads: int,
                  attributes: Callable[[Any], Any] | None = None,
@@ -132,12 +143,14 @@ class InterferenceRule:
         self.attributes = attributes
         self.device_threads = device_threads
         self.min_bytes = min_bytes
+        self.tries = TRIES
         self.verdict: Callable[[float, float], bool] = slower_together
         #: (key, key) -> True (kept apart) or False (side by side); both orders are stored
         self.verdicts: dict[tuple[Any, Any], bool] = {}
         self._suspects: dict[tuple[Any, ...], bool] = {}
         self._seen: dict[tuple[Any, ...], int] = {}
-        #: pair -> [(first, second) side by side, (first, second) in sequence or None]
+        #: pair -> [(first, second) side by side or None (to run again), (first, second) in
+        #: sequence or None, side-by-side runs so far]
         self._trials: dict[tuple[Any, Any], list[Any]] = {}
 
     def suspect(self, key: tuple[Any, ...]) -> bool:
@@ -206,23 +219,35 @@ class InterferenceRule:
         trial = self._trials.get(pair)
         if trial is None:
             trial = self._trials.get((second.key, first.key))
+        timed = first.start is not None and second.start is not None
         if trial is None:
-            if first.start is not None and second.start is not None:
-                self._trials[pair] = [(first, second), None]
+            if timed:
+                self._trials[pair] = [(first, second), None, 1]
             return False
-        if trial[1] is None:
-            if first.start is None or second.start is None:
-                return False
+        if trial[0] is not None and trial[1] is not None:
+            verdict = self._decide(pair, trial)
+            if verdict is not None:
+                return verdict
+        if trial[0] is None:         # (the last side-by-side run did not overlap: this one)
+            if timed:
+                trial[0] = (first, second)
+                trial[2] += 1
+            return False
+        if trial[1] is None and timed:
             trial[1] = (first, second)
             return True
-        return bool(self._decide(pair, trial))
+        return False
 
     def _decide(self, pair: tuple[Any, Any], trial: list[Any]) -> bool | None:
-        """The pair's verdict once the trial's launches have completed (None before)."""
+        """The pair's verdict once the trial's launches have completed (None before, and
+        when the side-by-side run is to be tried again: ``trial[0]`` is then None)."""
         backend = self.backend
-        for first, second in trial:
+        for first, second in trial[0], trial[1]:
             if not (backend.event_done(first.end) and backend.event_done(second.end)):
                 return None
+        if trial[2] < self.tries and self._shared(*trial[0]) < OVERLAP:
+            trial[0] = None
+            return None
         a, b = pair
         together = self._together(*trial[0])
         in_sequence = sum(self._own(s) for s in trial[1])
@@ -245,6 +270,17 @@ class InterferenceRule:
         first_end, second_end = elapsed(origin, first.end), elapsed(origin, second.end)
         gap = max(0.0, second_start - first_end, 0.0 - second_end)
         return max(first_end, second_end) - min(0.0, second_start) - gap
+
+    def _shared(self, first: Sample, second: Sample) -> float:
+        """The share of the shorter of two completed launches' times during which both ran."""
+        elapsed = self.backend.elapsed_s
+        origin = first.start
+        second_start = elapsed(origin, second.start)
+        first_end, second_end = elapsed(origin, first.end), elapsed(origin, second.end)
+        shorter = min(first_end, second_end - second_start)
+        if shorter <= 0.0:
+            return 1.0
+        return (min(first_end, second_end) - max(0.0, second_start)) / shorter
 
     def _own(self, sample: Sample) -> float:
         """Seconds a completed launch took on the device: the sequence is the sum of the two,

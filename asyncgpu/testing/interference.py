@@ -14,8 +14,9 @@ from ..runtime.current import current_runtime
 @contextlib.contextmanager
 def slower_together(apart: bool = True, min_bytes: int = 0) -> Iterator[list[Any]]:
     """Within the block, every pair the current runtime's rule tries is judged ``apart`` (or
-    side by side), and launches moving at least ``min_bytes`` are suspects; yields the list of
-    the tried pairs' spans (side by side, in sequence). Verdicts, trials and suspects are
+    side by side) on its first side-by-side run, whether the simulator's schedule overlapped
+    the two or not, and launches moving at least ``min_bytes`` are suspects; yields the list
+    of the tried pairs' spans (side by side, in sequence). Verdicts, trials and suspects are
     forgotten on entry and on exit."""
     rule = current_runtime().interference
     if rule is None:
@@ -27,13 +28,13 @@ def slower_together(apart: bool = True, min_bytes: int = 0) -> Iterator[list[Any
         tried.append((together_s, in_sequence_s))
         return apart
 
-    saved = rule.verdict, rule.min_bytes
-    rule.verdict, rule.min_bytes = verdict, min_bytes
+    saved = rule.verdict, rule.min_bytes, rule.tries
+    rule.verdict, rule.min_bytes, rule.tries = verdict, min_bytes, 1
     _forget(rule)
     try:
         yield tried
     finally:
-        rule.verdict, rule.min_bytes = saved
+        rule.verdict, rule.min_bytes, rule.tries = saved
         _forget(rule)
 
 

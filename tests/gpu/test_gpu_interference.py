@@ -34,12 +34,13 @@ def test_heavy_launches_are_tried_and_judged_and_each_adds_exactly_once(memory):
         idx = ag.array(rng.integers(0, n, n).astype(np.int32))
         x = ag.array(np.ones(n, np.float32))
         ys = [ag.zeros(n, np.float32) for _ in range(2)]
-        for i in range(4):
+        for i in range(8):
             add[1024, 256](x, ys[0], n)
             pick[1024, 256](idx, x, ys[1], n)   # independent of the first: side by side?
-            if i == 1:
-                ag.synchronize()                # (the trial's launches complete)
+            if i % 2:
+                ag.synchronize()    # (a trial's launches complete; a side-by-side run that
+                                    # did not overlap is run again at the next meeting)
         rule = current_runtime().interference
         assert rule is not None and rule.verdicts     # the pair was tried and judged
-        np.testing.assert_array_equal(ys[0].numpy(), np.full(n, 4.0, np.float32))
-        np.testing.assert_array_equal(ys[1].numpy(), np.full(n, 4.0, np.float32))
+        np.testing.assert_array_equal(ys[0].numpy(), np.full(n, 8.0, np.float32))
+        np.testing.assert_array_equal(ys[1].numpy(), np.full(n, 8.0, np.float32))
