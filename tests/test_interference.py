@@ -92,6 +92,40 @@ class _Clock:
         return end["t"] - start["t"]
 
 
+class _CudaClock(_Clock):
+    """As CUDA's events: one never recorded has completed, and timing it is an error."""
+
+    def event_done(self, event):
+        return True
+
+    def elapsed_s(self, start, end):
+        if start["t"] is None or end["t"] is None:
+            raise RuntimeError("invalid resource handle")
+        return end["t"] - start["t"]
+
+
+def test_a_launch_still_being_issued_is_not_judged_beside_a_second_stream():
+    """A launch that meets suspects on two streams joins its pair's trial beside the first
+    (here: the run in sequence) and meets the same pair beside the second before its own
+    timing events are recorded; the verdict waits for them."""
+    from asyncgpu.core.interference import Sample
+
+    clock = _CudaClock()
+    rule = InterferenceRule(clock, device_threads=1 << 20, min_bytes=0)
+    key_a, key_b = (_Named("a"),), (_Named("b"),)
+
+    def sample(key, start=None, end=None):
+        return Sample(key, {"t": start}, {"t": end})
+
+    assert rule._trial(sample(key_a, 0.0, 1.7), sample(key_b, 0.05, 1.69)) is False
+    issuing = sample(key_b)
+    assert rule._trial(sample(key_a, 10.0, 10.7), issuing) is True
+    assert rule._trial(sample(key_a, 10.0, 10.6), issuing) is False    # (no timing yet)
+    issuing.start["t"], issuing.end["t"] = 10.7, 11.4
+    assert rule._trial(sample(key_a, 20.0, 20.7), sample(key_b, 20.7, 21.4)) is True
+    assert rule.verdicts[(key_a, key_b)] is True
+
+
 @pytest.mark.parametrize("together, apart", [(1.7, True), (1.42, False), (0.9, False)])
 def test_a_pair_is_kept_apart_when_side_by_side_took_longer_than_in_sequence(together, apart):
     """The trial's verdict, on a stand-in clock: two launches of 0.7 s each, in sequence 1.4 s

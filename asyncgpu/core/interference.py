@@ -214,7 +214,8 @@ class InterferenceRule:
         return apart
 
     def _trial(self, first: Sample, second: Sample) -> bool:
-        """Whether ``second`` waits for ``first`` this time, while their pair is on trial."""
+        """Whether ``second`` (the launch being issued) waits for ``first`` this time, while
+        their pair is on trial."""
         pair = (first.key, second.key)
         trial = self._trials.get(pair)
         if trial is None:
@@ -224,7 +225,11 @@ class InterferenceRule:
             if timed:
                 self._trials[pair] = [(first, second), None, 1]
             return False
-        if trial[0] is not None and trial[1] is not None:
+        # (not while ``second`` is one of the trial's launches: met beside several streams, a
+        # launch joins a trial at the first and is still being issued at the next; CUDA
+        # says an event never recorded has completed)
+        if (trial[0] is not None and trial[1] is not None and second is not trial[0][1]
+                and second is not trial[1][1]):
             verdict = self._decide(pair, trial)
             if verdict is not None:
                 return verdict
