@@ -16,7 +16,9 @@ usage: PYTHONPATH=. python3 tools/ab_host.py OLD_TREE [rounds] [VAR=VALUE ...] >
   ``taskset -c 4-7`` around it keeps both workers on the same cores; ``AB_BURST_MS``, default
   40, the length of a burst; ``AB_SUITE=medium:vec,bs:serial,parallel`` adds those cells of
   the benchmark suite (several such specs joined by ``;``), each burst a block of iterations timed as the suite times them
-  (``benchmarks.harness.ModeRun``, streaming inputs, block size 256), its median reported)
+  (``benchmarks.harness.ModeRun``, streaming inputs, block size 256), its median reported;
+  ``AB_WORKERS=3`` keeps three workers per tree, asked in turn each round: one process can
+  run steadily slower than another of the same code, which more processes average out)
 
 Cases (host microseconds; eager launches per launch, replays per kernel of a body of 10):
 the 3-array CUDA C and Numba kernels of ``benchmarks.overhead``, independent and with one
@@ -171,21 +173,24 @@ def main() -> None:
     burst_ms = float(os.environ.get("AB_BURST_MS", "40"))
     for tree in (".", old_tree):
         build(tree)
-    new, old = Worker(".", burst_ms, {}), Worker(old_tree, burst_ms, old_env)
-    cases = [c for c in new.cases if c in old.cases]
+    pairs = [(Worker(".", burst_ms, {}), Worker(old_tree, burst_ms, old_env))
+             for _ in range(int(os.environ.get("AB_WORKERS", "1")))]
+    cases = [c for c in pairs[0][0].cases if c in pairs[0][1].cases]
     samples: dict[str, list[tuple[float, float]]] = {c: [] for c in cases}
     for r in range(rounds):
         for case in cases:
-            if r % 2 == 0:
-                a = new.ask(case)
-                b = old.ask(case)
-            else:
-                b = old.ask(case)
-                a = new.ask(case)
-            samples[case].append((a, b))
+            for new, old in pairs:
+                if r % 2 == 0:
+                    a = new.ask(case)
+                    b = old.ask(case)
+                else:
+                    b = old.ask(case)
+                    a = new.ask(case)
+                samples[case].append((a, b))
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
-    new.close()
-    old.close()
+    for new, old in pairs:
+        new.close()
+        old.close()
     control = [a / b for a, b in samples[CONTROL]] if CONTROL in samples else None
     summary = {}
     for case, pairs in samples.items():

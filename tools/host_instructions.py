@@ -1,0 +1,105 @@
+"""Instructions per host operation (callgrind), on the real ``cuda`` backend over the stand-in
+CuPy (``tools/fakecupy``): counts that do not drift with the host's speed, so two trees (or
+two versions of one) compare to a fraction of a percent where timings on a shared GPU
+machine's host cannot resolve 10%.
+
+Operations: an eager launch of a 1-array CUDA C kernel on the array the previous launch wrote
+(``launch``), a synchronize with nothing pending (``sync``), the two together (``launch_sync``:
+the first launch after a synchronize), a launch then a host read of one element
+(``launch_read``), a host write of a 256 KiB array (``write``), and a launch of the
+``handopt`` baseline's hand-written schedule (``hand``). Each is counted inside a loop run by
+``eval`` (``--toggle-collect``), at two loop lengths, so that what is counted once (the
+start of the loop) cancels out: the result is ``(count(3000) - count(1000)) / 2000``.
+
+usage: python3 tools/host_instructions.py [TREE ...] [--ops launch,sync] [--json PATH]
+       (default: the current tree; each TREE compiled as it is, or its launch path plain
+       Python where it is not; needs valgrind, about half a minute per operation and loop)
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+DRIVER = r"""
+import sys
+sys.path[:0] = [".", "tools"]      # (host_paths puts the tree's tools/fakecupy first)
+import numpy as np
+import host_paths
+import asyncgpu as ag
+from asyncgpu.runtime.current import current_runtime
+from benchmarks import overhead, replay
+from benchmarks.handopt import Hand
+host_paths.stand_in_runtime()
+inc = ag.cuda_kernel(replay.INC, "inc")
+k3 = ag.cuda_kernel(overhead._c_source(3), "k3")
+three = tuple(ag.ones(32, np.float32) for _ in range(3))
+x = ag.zeros(1 << 16, np.float32)
+x0 = np.ones(1 << 16, np.float32)
+res = ag.zeros(4, np.float32)
+hand = Hand(current_runtime())
+stream = hand.stream(0)
+OPS = {
+    "launch": lambda: inc[1, 32](x, 32),
+    "sync": ag.synchronize,
+    "launch_sync": lambda: (inc[1, 32](x, 32), ag.synchronize()),
+    "launch_read": lambda: (inc[1, 32](res, 4), float(res[0])),
+    "write": lambda: x.__setitem__(Ellipsis, x0),
+    "hand": lambda: hand.launch(k3, 1, 32, stream, *three),
+}
+op = OPS[sys.argv[1]]
+for _ in range(300):
+    op()
+ag.synchronize()
+eval("[op() for _ in range(n)]", {"op": op, "n": int(sys.argv[2])})
+"""
+
+OPS = ("launch", "sync", "launch_sync", "launch_read", "write", "hand")
+
+
+def _count(tree: str, op: str, n: int) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "callgrind.out")
+        env = dict(os.environ, PYTHONPATH=".", PYTHONHASHSEED="0")
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+             "--toggle-collect=builtin_eval*", sys.executable, "-c", DRIVER, op, str(n)],
+            cwd=tree, env=env, capture_output=True, text=True)
+        found = re.search(r"Collected : (\d+)", done.stderr)
+        if done.returncode or not found:
+            sys.exit(f"host_instructions.py: {op} in {tree} failed:\n{done.stderr[-3000:]}")
+        return int(found.group(1))
+
+
+def per_op(tree: str, op: str) -> int:
+    """Instructions per ``op`` in ``tree``."""
+    return round((_count(tree, op, 3000) - _count(tree, op, 1000)) / 2000)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("trees", nargs="*", default=["."])
+    parser.add_argument("--ops", default=",".join(OPS))
+    parser.add_argument("--json")
+    args = parser.parse_args()
+    ops = args.ops.split(",")
+    jobs = [(tree, op) for op in ops for tree in args.trees]
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        counts = dict(zip(jobs, pool.map(lambda job: per_op(*job), jobs)))
+    print(f"{'operation':12s}" + "".join(f"{tree:>16s}" for tree in args.trees))
+    for op in ops:
+        print(f"{op:12s}" + "".join(f"{counts[tree, op]:16,d}" for tree in args.trees))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({tree: {op: counts[tree, op] for op in ops} for tree in args.trees}, f,
+                      indent=1)
+
+
+if __name__ == "__main__":
+    main()
