@@ -25,7 +25,8 @@ cdef class DependencyTracker:
     cpdef dict conflicts(self, accesses)
 
     @cython.locals(live_map=dict, acc=Access, live=_Live, lo=Py_ssize_t, hi=Py_ssize_t,
-                   writes=list, reads=dict, entries=list, kept=list, mine=list, e=tuple)
+                   writes=list, reads=dict, entries=list, kept=list, mine=list, e=tuple,
+                   elo=Py_ssize_t, ehi=Py_ssize_t)
     cpdef commit(self, Node node, accesses)
 
 

@@ -203,6 +203,8 @@ class DependencyTracker:
 
     def commit(self, node: Node, accesses: Iterable[Access]) -> None:
         """Record ``node``'s accesses (after it has been given its stream and issued)."""
+        # (an entry's bounds are read into ``elo``/``ehi`` before comparing: compiled, they
+        # are then C integers, where comparing an entry's item with ``lo`` boxes ``lo``)
         stream = node.stream
         live_map = self._live
         self.version += 1
@@ -218,7 +220,8 @@ class DependencyTracker:
                 writes = live.writes
                 if len(writes) == 1:
                     e = writes[0]
-                    if lo <= e[0] and e[1] <= hi:
+                    elo, ehi = e[0], e[1]
+                    if lo <= elo and ehi <= hi:
                         writes[0] = (lo, hi, node)
                     else:
                         writes.append((lo, hi, node))
@@ -231,7 +234,8 @@ class DependencyTracker:
                     for s, entries in list(reads.items()):
                         if len(entries) == 1:       # (the common case, without a new list)
                             e = entries[0]
-                            if lo <= e[0] and e[1] <= hi:
+                            elo, ehi = e[0], e[1]
+                            if lo <= elo and ehi <= hi:
                                 del reads[s]
                             continue
                         kept = [e for e in entries if not (lo <= e[0] and e[1] <= hi)]
@@ -246,7 +250,8 @@ class DependencyTracker:
                 elif len(mine) == 1:
                     # the common case: this stream's one earlier read of the array
                     e = mine[0]
-                    if (lo <= e[0] and e[1] <= hi) or e[2].finished:
+                    elo, ehi = e[0], e[1]
+                    if (lo <= elo and ehi <= hi) or e[2].finished:
                         mine[0] = (lo, hi, node)
                     else:
                         mine.append((lo, hi, node))
