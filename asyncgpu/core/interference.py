@@ -265,23 +265,25 @@ class InterferenceRule:
         self._trials.pop((b, a), None)
         return apart
 
+    def _times(self, first: Sample, second: Sample) -> tuple[float, float, float]:
+        """Seconds from the first's start of two completed launches to the second's start, the
+        first's end and the second's end."""
+        elapsed = self.backend.elapsed_s
+        origin = first.start
+        return (elapsed(origin, second.start), elapsed(origin, first.end),
+                elapsed(origin, second.end))
+
     def _together(self, first: Sample, second: Sample) -> float:
         """Seconds from the earlier start of two completed launches to the later end, less the
         time between them when one started after the other had ended (the host issuing it
         late): two launches that never shared the device count as their sequence."""
-        elapsed = self.backend.elapsed_s
-        origin = first.start
-        second_start = elapsed(origin, second.start)
-        first_end, second_end = elapsed(origin, first.end), elapsed(origin, second.end)
+        second_start, first_end, second_end = self._times(first, second)
         gap = max(0.0, second_start - first_end, 0.0 - second_end)
         return max(first_end, second_end) - min(0.0, second_start) - gap
 
     def _shared(self, first: Sample, second: Sample) -> float:
         """The share of the shorter of two completed launches' times during which both ran."""
-        elapsed = self.backend.elapsed_s
-        origin = first.start
-        second_start = elapsed(origin, second.start)
-        first_end, second_end = elapsed(origin, first.end), elapsed(origin, second.end)
+        second_start, first_end, second_end = self._times(first, second)
         shorter = min(first_end, second_end - second_start)
         if shorter <= 0.0:
             return 1.0
