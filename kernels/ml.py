@@ -44,42 +44,45 @@ def rr_1(x, z):
     the wraparound").
     """
     n, f = x.shape[0], x.shape[1]
-    lane = thread_rank()
-    if lane >= WARP:
+    rank = thread_rank()
+    if rank >= WARP:
         return
     vals = cuda.local.array(UNROLL, int32)
     full = n - n % UNROLL
-    for q in range(cuda.blockIdx.x * WARP + lane, f, cuda.gridDim.x * WARP):
-        col = uint32(q)
-        s = int64(0)
-        ss = int64(0)
-        for i0 in range(0, full, UNROLL):
-            for u in range(UNROLL):             # constant trip count: unrolled, in registers
-                vals[u] = x[uint32(i0 + u), col]
-            ps = int32(0)
-            pss = int32(0)
-            for u in range(UNROLL):
-                v = vals[u]
-                ps = int32(ps + v)              # Numba widens int32 arithmetic to int64
-                pss = int32(pss + v * v)
-            s += ps
-            ss += pss
-        for i in range(full, n):
-            v = int64(x[i, q])
-            s += v
-            ss += v * v
-        mean = float64(s) / n
-        var = float64(ss) / n - mean * mean
-        inv = 1.0 / math.sqrt(var) if var > 0.0 else 1.0
-        scale = float32(inv)
-        shift = float32(-mean * inv)
-        for i0 in range(0, full, UNROLL):
-            for u in range(UNROLL):
-                vals[u] = x[uint32(i0 + u), col]
-            for u in range(UNROLL):
-                z[uint32(i0 + u), col] = float32(vals[u]) * scale + shift
-        for i in range(full, n):
-            z[i, q] = float32(x[i, q]) * scale + shift
+    # (a block of fewer than WARP threads: each thread also takes the lanes no thread has)
+    threads = cuda.blockDim.x * cuda.blockDim.y * cuda.blockDim.z
+    for lane in range(rank, WARP, min(threads, WARP)):
+        for q in range(cuda.blockIdx.x * WARP + lane, f, cuda.gridDim.x * WARP):
+            col = uint32(q)
+            s = int64(0)
+            ss = int64(0)
+            for i0 in range(0, full, UNROLL):
+                for u in range(UNROLL):             # constant trip count: unrolled, in registers
+                    vals[u] = x[uint32(i0 + u), col]
+                ps = int32(0)
+                pss = int32(0)
+                for u in range(UNROLL):
+                    v = vals[u]
+                    ps = int32(ps + v)              # Numba widens int32 arithmetic to int64
+                    pss = int32(pss + v * v)
+                s += ps
+                ss += pss
+            for i in range(full, n):
+                v = int64(x[i, q])
+                s += v
+                ss += v * v
+            mean = float64(s) / n
+            var = float64(ss) / n - mean * mean
+            inv = 1.0 / math.sqrt(var) if var > 0.0 else 1.0
+            scale = float32(inv)
+            shift = float32(-mean * inv)
+            for i0 in range(0, full, UNROLL):
+                for u in range(UNROLL):
+                    vals[u] = x[uint32(i0 + u), col]
+                for u in range(UNROLL):
+                    z[uint32(i0 + u), col] = float32(vals[u]) * scale + shift
+            for i in range(full, n):
+                z[i, q] = float32(x[i, q]) * scale + shift
 
 
 @cuda.jit(device=True)

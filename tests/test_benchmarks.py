@@ -212,12 +212,13 @@ def test_a_block_the_kernel_cannot_run_is_skipped_not_failed(monkeypatch, capsys
                  "serial", "--iterations", "1", "--warmup", "0", "--no-bounds"]) == 1
 
 
-@pytest.mark.parametrize("blocks", [1, 2])
-def test_ml_standardization_covers_full_batches_the_tail_and_constant_columns(sim, blocks):
+@pytest.mark.parametrize("blocks, threads", [(1, 64), (2, 64), (2, 8), (1, 20)])
+def test_ml_standardization_covers_full_batches_the_tail_and_constant_columns(sim, blocks,
+                                                                              threads):
     """``rr_1`` sums rows in int32 batches of ``UNROLL`` with unsigned indices: the rows after
     the last full batch, a feature past the first warp (or past the grid's threads, with one
     block), and a constant column (standard deviation 0, divided by 1) must all come out as
-    NumPy's population standardization."""
+    NumPy's population standardization, with blocks of fewer threads than a warp too."""
     import numpy as np
 
     from kernels import ml as K
@@ -230,7 +231,7 @@ def test_ml_standardization_covers_full_batches_the_tail_and_constant_columns(si
     want = (x - mean) / np.where(std > 0, std, 1.0)
     rr_1 = ag.kernel(K.rr_1, **K.ANNOTATIONS["rr_1"])
     z = ag.empty((n, f), np.float32)
-    rr_1[blocks, 64](ag.array(x), z)
+    rr_1[blocks, threads](ag.array(x), z)
     np.testing.assert_allclose(z.numpy(), want, rtol=0, atol=1e-5)
 
 
