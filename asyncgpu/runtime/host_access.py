@@ -14,9 +14,9 @@ current; with that model a span current only on the device is fetched first
 whole allocation, when it is small and that waits for no other writer: a loop reading
 elements of a small result then costs one round trip, not one per element). After
 the access, the allocation's location is booked (HOST after a write; the explicit model's
-transitions otherwise). Invariants: nothing the host reads is still being written on the
-device, and nothing the device reads later misses a host write (the location says a copy is
-due).
+transitions otherwise). :meth:`~HostAccess.synchronize`, the host's wait for everything,
+lives here too. Invariants: nothing the host reads is still being written on the device, and
+nothing the device reads later misses a host write (the location says a copy is due).
 
 Example::
 
