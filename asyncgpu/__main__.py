@@ -358,6 +358,8 @@ def _bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool
     result = tenants.measure(ag, scale, rounds=args.iterations or (20 if on_gpu else 1),
                              warmup=args.warmup if args.warmup is not None else 2,
                              mix=mix, num_blocks=num_blocks,
+                             # (the simulator runs a block's threads as Python threads)
+                             block=256 if on_gpu else 32,
                              recorded=args.steps == "recorded",
                              check_rounds=tenants.CHECK_ROUNDS if on_gpu else 0)
     if on_gpu:
@@ -422,7 +424,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
             continue
         names = [n for n in names if n != micro]
         mod = _bench_module(micro)
-        m = mod.measure(ag, scale) if micro == "inception" else mod.measure(ag)
+        m = (mod.measure(ag, scale, block=128 if on_gpu else 32) if micro == "inception"
+             else mod.measure(ag))
         for key, value in m.items():
             console.print(f"{micro} {key}: {value}")
         if args.json and not names:

@@ -12,7 +12,7 @@ from recorder_kernels import deferred_launches
 
 
 def test_inception_replays_under_every_configuration(sim):
-    m = inception.measure(sim, "tiny", iterations=1)
+    m = inception.measure(sim, "tiny", iterations=1, block=32)
     assert m["kernels"] == 14
     assert {f"{s}/{o}" for s, o in inception.CONFIGS} <= set(m)
 

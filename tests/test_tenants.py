@@ -295,7 +295,7 @@ def test_the_tenants_benchmark_checks_every_mode_on_the_simulator():
 
     with ag.configure(backend="sim", sim_seed=1):
         result = tenants.measure(ag, "tiny", rounds=1, warmup=0, mix=("vec", "bs"),
-                                 check_rounds=0)
+                                 block=32, check_rounds=0)
         assert [r["mode"] for r in result["rows"]] == list(tenants.MODES)
         assert "no plan" not in result["plan"]["plan"]      # (regulated reached its plan)
         assert all(set(r["latency"]) == {"vec", "bs"} for r in result["rows"])
@@ -312,7 +312,7 @@ def test_the_tenants_benchmark_with_recorded_steps_checks_every_mode_and_regulat
     with ag.configure(backend="sim", sim_seed=2):
         graphs = ag.statistics().graphs_replayed
         result = tenants.measure(ag, "tiny", rounds=1, warmup=1, mix=("vec", "bs"),
-                                 recorded=True, check_rounds=0)
+                                 block=32, recorded=True, check_rounds=0)
         assert result["recorded"] and "no plan" not in result["plan"]["plan"]
         assert ag.statistics().graphs_replayed > graphs
 
