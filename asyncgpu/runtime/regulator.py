@@ -350,7 +350,8 @@ class Regulator:
         self.measured[trial.stage] = trial.scores[trial.stage][0]
         stage, plan = trial.stage, self.plan
         if stage == "plan" and (plan.splits or plan.after):
-            own = dataclasses.replace(plan, splits={}, after={})
+            # (modelled as the search's starting point: the tenants' own settings)
+            own = dataclasses.replace(plan, splits={}, after={}, after_outcome=plan.before)
             self.apply(own, measure=False)
             self._start(own, "own", trial)
             return
