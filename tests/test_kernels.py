@@ -111,25 +111,3 @@ def test_statistics_snapshot_is_frozen(sim):
     with pytest.raises(AttributeError):
         stats.nodes = 3
     assert stats.backend == "sim" and isinstance(stats.as_dict()["edges"], dict)
-
-
-def _switch_interval(out):
-    import sys
-
-    if cuda.grid(1) == 0:
-        out[0] = sys.getswitchinterval()     # (the simulator runs kernels as Python)
-
-
-def test_the_simulator_runs_blocks_with_quick_thread_switches_and_restores_the_interval(sim):
-    """Numba's simulator runs a block's threads as Python threads: the sim backend shortens the
-    interpreter's switch interval while a block runs (a simulated thread otherwise waits 5 ms
-    for its turn) and gives the program its own back after the launch."""
-    import sys
-
-    from asyncgpu.backends.sim.kernels import SIMULATOR_SWITCH_S
-
-    before = sys.getswitchinterval()
-    out = sim.zeros(1)
-    sim.kernel(out=["out"])(_switch_interval)[1, 4](out)
-    assert out.numpy()[0] == pytest.approx(SIMULATOR_SWITCH_S)
-    assert sys.getswitchinterval() == before != SIMULATOR_SWITCH_S

@@ -10,8 +10,6 @@ launch behaves as on the device.
 from __future__ import annotations
 
 import contextlib
-import sys
-import threading
 from collections.abc import Iterator
 from typing import Any, Callable
 
@@ -23,36 +21,6 @@ from ...runtime.kernel import CudaCSource, Kernel
 #: The byte every simulated allocation holds until written, and what a write-only argument's
 #: elements become at a launch's begin: a read of bytes nobody wrote shows as this pattern.
 POISON = 0xFF
-#: The interpreter's thread switch interval while Numba's simulator runs a block (seconds).
-#: The simulator runs a block's threads as Python threads and polls them from the launching
-#: thread without letting go of the interpreter; at Python's default of 5 ms every simulated
-#: thread waits out that interval for its turn (HITS at the tiny scale: 4.8 s a run, 1.2 s
-#: at this interval).
-SIMULATOR_SWITCH_S = 5e-5
-
-_switch_lock = threading.Lock()
-_switch_users = 0
-_switch_saved = 0.0
-
-
-@contextlib.contextmanager
-def _quick_thread_switches() -> Iterator[None]:
-    """:data:`SIMULATOR_SWITCH_S` as the switch interval for the block (nested and concurrent
-    uses share one change: the interval in force before the first is restored after the
-    last)."""
-    global _switch_users, _switch_saved
-    with _switch_lock:
-        if _switch_users == 0:
-            _switch_saved = sys.getswitchinterval()
-            sys.setswitchinterval(SIMULATOR_SWITCH_S)
-        _switch_users += 1
-    try:
-        yield
-    finally:
-        with _switch_lock:
-            _switch_users -= 1
-            if _switch_users == 0:
-                sys.setswitchinterval(_switch_saved)
 
 
 def _is_real_device_function(obj: Any) -> bool:
@@ -105,7 +73,7 @@ def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block:
 
     def run(args: list[Any]) -> None:
         wrapped = [FakeCUDAArray(a) if isinstance(a, np.ndarray) else a for a in args]
-        with _simulated_device_functions(fake.fn), _quick_thread_switches():
+        with _simulated_device_functions(fake.fn):
             fake[grid, block, 0, shared](*wrapped)
 
     return run
