@@ -69,10 +69,10 @@ class _Run:
     def _enter(self) -> Recording | None:
         """Start recording; None when nested in a recording of this thread (inlined)."""
         rt = current._runtime or current_runtime()
-        # (acquire and release rather than ``with``: compiled, a with statement looks up and
-        # binds the lock's __enter__ and __exit__ at each run, which a replay pays up to three times)
-        lock = rt._lock
-        lock.acquire()
+        # (the runtime lock's bound acquire and release rather than ``with``: compiled, a with
+        # statement looks up and binds the lock's __enter__ and __exit__ at each run, which a
+        # replay pays up to three times)
+        rt._acquire()
         try:
             cur = rt.recording
             if cur is not None and cur.thread == this_thread():
@@ -84,7 +84,7 @@ class _Run:
             rec = rt.recording = Recording(rt, self.token, self.name, self.split)
             return rec
         finally:
-            lock.release()
+            rt._release()
 
     def _exit(self, rec: Recording | None, failed: bool) -> Recording | None:
         """End the recording; returns it when it ended normally (its segments' outcomes)."""
@@ -92,8 +92,7 @@ class _Run:
             self.outcome = "inline"
             return None
         rt = rec.runtime
-        lock = rt._lock
-        lock.acquire()     # (not ``with``: see _enter)
+        rt._acquire()     # (not ``with``: see _enter)
         try:
             if rt.recording is rec:
                 rt.recording = None
@@ -104,7 +103,7 @@ class _Run:
                                 else "+".join(outcomes) or "empty")
                 return rec
         finally:
-            lock.release()
+            rt._release()
         if failed or rec.failed:
             self.outcome = "eager"
             try:
@@ -195,8 +194,7 @@ class GraphFunction(_Run):
         """Launch the cached graph for the inputs' locations without running the body;
         (False, None) if there is none or it cannot be launched now."""
         rt = current._runtime or current_runtime()
-        lock = rt._lock
-        lock.acquire()     # (not ``with``: see _Run._enter)
+        rt._acquire()     # (not ``with``: see _Run._enter)
         try:
             if rt.recording is not None:
                 return False, None      # nested in a recording
@@ -214,7 +212,7 @@ class GraphFunction(_Run):
                 return False, None      # captured under other splits: the body cuts anew
             rt.launch_graph(frozen)
         finally:
-            lock.release()
+            rt._release()
         self.outcome = "replayed"
         return True, hit[1]
 

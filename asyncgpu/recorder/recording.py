@@ -166,14 +166,13 @@ class Recording(RecordingHook):
         if memo is None or not memo.steady:
             return
         rt = self.runtime
-        lock = rt._lock
-        lock.acquire()     # (not ``with``: see ``_Run._enter``)
+        rt._acquire()     # (not ``with``: see ``_Run._enter``)
         try:
             if rt.recording is self:
                 self.end_segment()
                 self.cut = memo
         finally:
-            lock.release()
+            rt._release()
 
     def _remember(self, memo: LaunchMemo | None) -> None:
         """Match the next launches against ``memo``'s, the segment's previous run (none when

@@ -75,6 +75,8 @@ class Runtime(HostAccess):
         self.backend = backend_registry.create(options) if backend is None else backend
         self.stats = Counters()
         self._lock = threading.RLock()
+        # (bound once: compiled, ``lock.acquire()`` looks the method up at every launch)
+        self._acquire, self._release = self._lock.acquire, self._lock.release
         self._releases: deque[tuple[int, Any]] = deque()
         self._instruments: list[Any] = []
         self._issuing: Node | None = None     # the node _issue is enqueueing (re-entry refused)

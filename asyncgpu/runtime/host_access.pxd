@@ -14,7 +14,6 @@ cdef class HostAccess(Issuing):
     cpdef begin_host_access(self, View array, lo, hi, bint write, bint dense=*,
                             bint refused=*)
 
-    @cython.locals(lock=object)
     cpdef synchronize(self)
 
     cpdef _synchronize_locked(self)

@@ -137,9 +137,9 @@ class HostAccess(Issuing):
 
     def synchronize(self) -> None:
         """Block until all scheduled work has finished."""
-        # (acquire and release rather than ``with``, as in ``Issuing.launch_kernel``)
-        lock = self._lock
-        lock.acquire()
+        # (the lock's bound acquire and release rather than ``with``, as in
+        # ``Issuing.launch_kernel``)
+        self._acquire()
         try:
             if not self._waits_unlocked():
                 self._synchronize_locked()
@@ -148,13 +148,13 @@ class HostAccess(Issuing):
             # _wait_unlocked)
             pending = [s.inflight[-1].event for s in self.streams.streams if s.inflight]
         finally:
-            lock.release()
+            self._release()
         self._wait_unlocked(pending)
-        lock.acquire()
+        self._acquire()
         try:
             self._synchronize_locked()
         finally:
-            lock.release()
+            self._release()
 
     def _synchronize_locked(self) -> None:
         if self.recording is not None:

@@ -16,6 +16,7 @@ from asyncgpu.runtime.recording_hook cimport RecordingHook
 
 cdef class Issuing:
     cdef public object _instruments, _issuing, _lock, _releases, backend, graph_config, graphs
+    cdef public object _acquire, _release
     cdef public object last_replay, options, retired, devices, _pins, tenants, regulator
     cdef public InterferenceRule interference
     cdef public Placement placement

@@ -52,7 +52,8 @@ class Issuing:
     """The runtime's ``launch_kernel``, ``launch_graph`` and ``_issue``: the pipeline of the
     module docstring."""
 
-    __slots__ = ("_instruments", "_issuing", "_lock", "_plain_reads", "_releases", "_short_reads",
+    __slots__ = ("_acquire", "_instruments", "_issuing", "_lock", "_plain_reads", "_release",
+                 "_releases", "_short_reads",
                  "backend", "deps", "graph_config", "graphs", "host_epoch", "last_replay",
                  "memory", "no_const", "options", "prefetch", "graph_read_back", "recording",
                  "retired", "stats", "streams", "sync_mode", "want_sites", "devices",
@@ -63,10 +64,9 @@ class Issuing:
         number of pieces a recording split it into (``asyncgpu.recorder.keys.Piece``, issued
         eagerly), used instead of the tenant's splits (which may have changed since)."""
         kernel = launcher.kernel
-        # (acquire and release rather than ``with``: compiled, a with statement looks up and
-        # binds the lock's __enter__ and __exit__ at every launch)
-        lock = self._lock
-        lock.acquire()
+        # (the lock's bound acquire and release rather than ``with``: compiled, a with
+        # statement looks up and binds the lock's __enter__ and __exit__ at every launch)
+        self._acquire()
         try:
             if self._releases:
                 self._drain_releases()
@@ -121,7 +121,7 @@ class Issuing:
                     return
             self._issue(node)
         finally:
-            lock.release()
+            self._release()
 
     def _pointer(self, after: dict[str, tuple[str, str]], name: str) -> Node | None:
         """The node a launch of kernel ``name`` waits for by the tenant's pointers ``after``:
