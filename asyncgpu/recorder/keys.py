@@ -135,7 +135,7 @@ def split_launch(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any
     parts = split_parts(launcher, args, arrays, values, site, count)
     if parts is None:
         return None
-    bound = bind_parts(rt, kernel, parts, site, kernel.grid_offset is not None)
+    bound = bind_parts(rt, kernel, parts, site)
     return [Piece(piece_launcher, part, piece_arrays, piece_values, site, i, len(parts),
                   (launcher, args))
             for i, ((piece_launcher, part), (piece_arrays, piece_values))

@@ -210,11 +210,12 @@ def _length(kernel: Any, arrays: list[Any], values: list[Any], site: str | None)
 
 
 def bind_parts(rt: Any, kernel: Any, parts: list[tuple[Any, tuple[Any, ...]]],
-               site: str | None, partial: bool) -> list[tuple[list[Any], list[Any]]]:
+               site: str | None) -> list[tuple[list[Any], list[Any]]]:
     """Each piece of :func:`split_parts`, validated (``Kernel.bind``): (its array arguments,
-    its values). ``partial``: each piece is given whole arrays and writes part of them."""
+    its values). A grid-offset kernel's pieces are given whole arrays and write part of them."""
+    partial = kernel.grid_offset is not None
     bound = []
-    for n, (piece_launcher, part) in enumerate(parts):
+    for n, (_, part) in enumerate(parts):
         piece_arrays, piece_values = kernel.bind(rt, part, site)
         if partial and n:
             # (a write-only argument is written whole by the launch, not by each piece: what
@@ -227,13 +228,13 @@ def bind_parts(rt: Any, kernel: Any, parts: list[tuple[Any, tuple[Any, ...]]],
 
 
 def _prepared(rt: Any, kernel: Any, parts: list[tuple[Any, tuple[Any, ...]]],
-              site: str | None, partial: bool = False) -> list[tuple[list[Any], Any]]:
+              site: str | None) -> list[tuple[list[Any], Any]]:
     """Each piece validated and prepared (:func:`bind_parts`, then the backend's
     ``kernel_launch``): (its array arguments, its backend launch). Nothing is enqueued."""
     return [(piece_arrays, rt.backend.kernel_launch(kernel, piece_launcher, piece_arrays,
                                                     piece_values, site))
             for (piece_launcher, _), (piece_arrays, piece_values)
-            in zip(parts, bind_parts(rt, kernel, parts, site, partial))]
+            in zip(parts, bind_parts(rt, kernel, parts, site))]
 
 
 def _row_parts(launcher: Any, args: tuple[Any, ...], length: int, count: int
@@ -303,8 +304,7 @@ def split_parts(launcher: Any, args: tuple[Any, ...], arrays: list[Any], values:
     it runs whole (fewer than two pieces, rows or blocks). Raises ``ArgumentError`` when the
     kernel is neither or its arguments cannot be split. Shared by the eager split
     (:func:`launch_split`) and a recording's (``asyncgpu.recorder.keys.Piece``), so both cut a
-    launch the same way; :func:`bind_parts` validates the pieces (``partial`` when the kernel
-    has a grid offset)."""
+    launch the same way; :func:`bind_parts` validates the pieces."""
     kernel = launcher.kernel
     if kernel.grid_offset is not None:
         return _grid_parts(launcher, args, values, site, pieces)
@@ -407,8 +407,7 @@ def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any
     if parts is None:
         return False
     previous = None
-    for piece_arrays, launch in _prepared(rt, kernel, parts, site,
-                                          kernel.grid_offset is not None):
+    for piece_arrays, launch in _prepared(rt, kernel, parts, site):
         node = Node("kernel", kernel.name, site, piece_arrays)
         node.launch = launch
         rt.stats.kernels += 1
