@@ -492,6 +492,27 @@ def test_the_environment_selects_devices_and_policy():
         options_from_env({"ASYNCGPU_DEVICE_POLICY": "fastest"})
 
 
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_a_trace_times_every_node_on_every_device(memory):
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_seed=2, memory=memory, **several(2)):
+        kernel = ag.kernel(const=["x"], out=["y"])(twice)
+        parts = [ag.array(np.full(64, c, np.float64)) for c in range(4)]
+        outs = [ag.empty_like(p) for p in parts]
+        with ag.trace() as t:
+            for p, o in zip(parts, outs):
+                kernel[2, 32](p, o, 64)
+            got = [float(o[0]) for o in outs]
+        assert got == [2.0 * c + 1.0 for c in range(4)]
+        assert dict(ag.statistics().placed) == {0: 2, 1: 2}
+        nodes = t.device_nodes
+        assert len([n for n in nodes if n.kind == "kernel"]) == 4
+        assert all(0 <= n.start_s <= n.end_s for n in nodes)
+        assert len(t.prefetches) == (4 if memory == "managed" else 0)
+        assert all(0 <= p.start_s <= p.end_s for p in t.prefetches)
+
+
 def test_the_simulator_refuses_an_event_recorded_on_another_devices_stream():
     from asyncgpu.backends.sim.backend import SimBackend
 

@@ -18,7 +18,11 @@ A trace is attached to one runtime by two things, both removed when it ends:
 Device times are read lazily: the first read of a trace after work was issued synchronizes the
 runtime, then converts every event to seconds since the trace's origin (``clock_base``, taken
 when the trace started, so device and host times share an origin to within microseconds on the
-GPU). Timing events come from a per-backend pool and go back to it once read.
+GPU). Timing events come from a per-backend pool and go back to it once read. On a runtime over
+several devices each device has its own pool and its own origin, taken one after the other when
+the trace starts (CUDA records an event only on a stream of its own device, and measures time
+only between events of one device), so the devices' timelines line up to within the few
+microseconds those origins are apart.
 
 On ``sim`` the device clock is *logical*: the simulator's step count (one step shown as 1 us),
 so timelines show orderings and overlaps the simulator chose, not physical durations.
@@ -52,7 +56,8 @@ from .records import NodeRecord, PrefetchRecord, SyncRecord, finite
 
 log = logging.getLogger("asyncgpu")
 
-_pools: weakref.WeakKeyDictionary[Any, list[Any]] = weakref.WeakKeyDictionary()
+#: Spare timing events: backend -> device slot -> events
+_pools: weakref.WeakKeyDictionary[Any, dict[int, list[Any]]] = weakref.WeakKeyDictionary()
 #: Pending timing events beyond which a launch first reads the completed ones (bounds the
 #: number of live events in a whole-process trace).
 _HARVEST = 4096
@@ -79,7 +84,9 @@ class _TracingBackend:
 
     def prefetch(self, buffer: Any, stream: Any) -> None:
         t, inner = self._trace, self.inner
-        e0, e1 = t._event(), t._event()
+        # (the prefetch is for the node being issued, on its device's stream)
+        device = getattr(t._rt._issuing, "device", 0)
+        e0, e1 = t._event(device), t._event(device)
         enq = time.perf_counter() - t._t0
         inner.record(e0, stream)
         inner.prefetch(buffer, stream)
@@ -87,7 +94,7 @@ class _TracingBackend:
         rec = PrefetchRecord(t._track(stream), buffer.nbytes, t._next_order(), enq)
         t._prefetches.append(rec)
         t._pending_prefetches.append(rec)
-        t._events.append((rec, e0, e1))
+        t._events.append((rec, e0, e1, device))
 
     def launch_traced_graph(self, node: Any, graph: Any, stream: Any) -> None:
         """A replayed graph (``asyncgpu.recorder.recording``): bracketed and recorded like a
@@ -96,7 +103,8 @@ class _TracingBackend:
 
     def launch(self, node: Any, stream: Any, graph: Any = None) -> None:
         t, inner = self._trace, self.inner
-        e0, e1 = t._event(), t._event()
+        device = node.device
+        e0, e1 = t._event(device), t._event(device)
         enq = time.perf_counter() - t._t0
         inner.record(e0, stream)
         if graph is None:
@@ -110,7 +118,7 @@ class _TracingBackend:
         for p in t._pending_prefetches:
             p.node = node.id
         t._pending_prefetches.clear()
-        t._events.append((rec, e0, e1))
+        t._events.append((rec, e0, e1, device))
         if len(t._events) >= t._harvest_at:
             t._harvest()
 
@@ -144,7 +152,7 @@ class Trace:
         self._pending_prefetches: list[PrefetchRecord] = []
         self._syncs: list[SyncRecord] = []
         self._unlabelled: list[SyncRecord] = []
-        self._events: list[tuple[Any, Any, Any]] = []
+        self._events: list[tuple[Any, Any, Any, int]] = []
         self._event_owner: dict[int, int] = {}
         self._tracks: dict[int, int] = {}
         self._order = 0
@@ -163,8 +171,9 @@ class Trace:
             while isinstance(root, _TracingBackend):
                 root = root.inner
             self._root = root
-            self._pool = _pools.setdefault(root, [])
-            self._base = root.clock_base()
+            self._pools = _pools.setdefault(root, {})
+            devices = len(getattr(rt, "devices", None) or (0,))
+            self._bases = [root.clock_base(d) if d else root.clock_base() for d in range(devices)]
             self._t0 = time.perf_counter()
             self._saved = (inner, rt.want_sites)
             self._backend = _TracingBackend(inner, self)
@@ -202,8 +211,19 @@ class Trace:
         self.stop()
 
     # -- recording (called under the runtime's lock) -----------------------------------------
-    def _event(self) -> Any:
-        return self._pool.pop() if self._pool else self._root.timing_event()
+    def _event(self, device: int) -> Any:
+        pool = self._pools.get(device)
+        if pool:
+            return pool.pop()
+        return self._root.timing_event(device) if device else self._root.timing_event()
+
+    def _read(self, rec: Any, e0: Any, e1: Any, device: int) -> None:
+        """Set a record's device times from its two completed events, and pool the events."""
+        base = self._bases[device]
+        elapsed = self._root.elapsed_s
+        rec.start_s = elapsed(base, e0)
+        rec.end_s = elapsed(base, e1)
+        self._pools.setdefault(device, []).extend((e0, e1))
 
     def _track(self, handle: Any) -> int:
         key = id(handle)
@@ -246,14 +266,10 @@ class Trace:
         not count as the runtime having synchronized with it.
         """
         done = getattr(self._root, "inner", self._root).event_done
-        base, elapsed = self._base, self._root.elapsed_s
         pending = []
         for item in self._events:
-            rec, e0, e1 = item
-            if done(e1):
-                rec.start_s = elapsed(base, e0)
-                rec.end_s = elapsed(base, e1)
-                self._pool.extend((e0, e1))
+            if done(item[2]):
+                self._read(*item)
             else:
                 pending.append(item)
         self._events = pending
@@ -265,11 +281,8 @@ class Trace:
             if not self._events:
                 return
             self._rt.synchronize()
-            base, elapsed = self._base, self._root.elapsed_s
-            for rec, e0, e1 in self._events:
-                rec.start_s = elapsed(base, e0)
-                rec.end_s = elapsed(base, e1)
-                self._pool.extend((e0, e1))
+            for item in self._events:
+                self._read(*item)
             self._events = []
 
     @property

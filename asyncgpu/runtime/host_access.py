@@ -43,7 +43,7 @@ from ..core.errors import FreedArrayError
 from .allocation import HOST
 from .array import Array
 from .issue import Issuing
-from .memory import WHOLE_FETCH_BYTES
+from .memory import WHOLE_FETCH_BYTES, holder
 
 #: A managed-memory read of at least this many bytes migrates the pages to the host.
 _MIGRATING_READ = 1 << 20
@@ -252,7 +252,8 @@ class HostAccess(Issuing):
             if fetch and self._instruments:
                 # traced: the fetch is a copy node (ordered after the span's writers on
                 # the device), so the trace shows the transfer
-                fetched = memory.copy(alloc, lo, hi, False, label)
+                # (from the device holding the bytes, as an untraced fetch reads them)
+                fetched = memory.copy(alloc, lo, hi, False, label, holder(alloc.location))
                 found = dict(found) if write else {}
                 found[fetched] = []
                 fetch = False
