@@ -38,6 +38,34 @@ def test_the_checker_follows_launches_on_several_gpus():
     assert run(PROGRAM.format(debug_hb=True)).split("\n")[-2] == "[(0, 8), (1, 8)]"
 
 
+STRESS = """
+import numpy as np
+import cupy
+import asyncgpu as ag
+from benchmarks import replay
+from asyncgpu.runtime.current import current_runtime
+
+with ag.configure(backend="cuda", devices=2, stress=True, stress_seed=3, debug_hb=True):
+    inc = ag.cuda_kernel(replay.INC, "inc")
+    xs = []
+    for c in range(4):
+        with ag.device(c % 2):
+            xs.append(ag.zeros(1024, np.float32))
+    for i in range(40):
+        inc[1, 32](xs[i % 4], 32)
+    ag.synchronize()
+    spins = [(current, device) for k, current, device in cupy.launched]
+    assert all(current == device for current, device in spins), spins
+    print(current_runtime().backend.delays, len(spins), sorted({d for _, d in spins}))
+"""
+
+
+def test_stress_mode_delays_nodes_on_every_gpu_on_the_nodes_own_gpu():
+    delays, spins, devices = run(STRESS).split("\n")[-2].split(" ", 2)
+    assert int(delays) == int(spins) > 0
+    assert devices == "[0, 1]"
+
+
 IMPORT = """
 import types
 import numpy as np

@@ -59,7 +59,7 @@ from typing import Any
 
 from ..core.config import Options, enable_numba_simulator
 from ..core.errors import (
-    AnnotationViolation, BackendUnavailableError, DeviceError, KernelFault, RaceError,
+    AnnotationViolation, BackendUnavailableError, KernelFault, RaceError,
 )
 from ..core.hb import HappensBeforeChecker
 from ..runtime import backend_registry
@@ -118,10 +118,10 @@ def create(options: Options) -> Any:
         numbers = select_devices(options.devices, options.device,
                                  cupy.cuda.runtime.getDeviceCount(), "GPUs")
         if len(numbers) > 1:
+            multi: Any = MultiCudaBackend(options, numbers)
             if options.stress:
-                raise DeviceError("stress mode runs on one device: configure devices=1 with "
-                                  "stress=True")
-            multi = MultiCudaBackend(options, numbers)
+                from .cuda.stress import StressBackend
+                multi = StressBackend(multi, options.stress_seed)
             return CheckedBackend(multi, lambda: "") if options.debug_hb else multi
         options = options.replace(device=numbers[0], devices=1)
     cuda: Any = CudaBackend(options)

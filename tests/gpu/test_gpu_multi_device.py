@@ -128,6 +128,28 @@ def test_the_checker_follows_every_gpu():
 
 
 @needs_two
+def test_random_programs_under_stress_equal_serial_on_every_gpu():
+    # stress mode's spins delay nodes on each GPU against the other GPUs' work, so a missing
+    # cross-device event would show as a wrong answer; the checker follows every GPU
+    import asyncgpu as ag
+    from asyncgpu.runtime.current import current_runtime
+
+    init = programs.initial()
+    delays = 0
+    for seed in range(10):
+        steps = programs.random_program(random.Random(500 + seed), 16)
+        e_reads, e_final = programs.run_serial(ag, programs.run, steps, init)
+        with ag.configure(backend="cuda", devices="all", device_policy="round-robin",
+                          stress=True, stress_seed=seed, debug_hb=True):
+            reads, final = programs.run(ag, steps, init)
+            delays += current_runtime().backend.delays
+            assert len(ag.statistics().placed) > 1
+        assert [r.tolist() for r in reads] == [r.tolist() for r in e_reads], seed
+        assert [f.tolist() for f in final] == [f.tolist() for f in e_final], seed
+    assert delays > 0
+
+
+@needs_two
 def test_a_gpu_the_host_lacks_is_refused_and_nothing_changes():
     import asyncgpu as ag
 

@@ -10,11 +10,14 @@ missing event was invisible without a delay and failed every time with one). Tog
 (``ASYNCGPU_DEBUG_HB=1``) this is the GPU counterpart of the sim backend's adversarial executor.
 
 Choices come from one seeded RNG (``ASYNCGPU_STRESS_SEED``). Nothing is delayed inside a stream
-capture (the delay would become part of the graph).
+capture (the delay would become part of the graph). On a runtime over several GPUs the spin runs
+on the node's GPU, before the node on its stream, so nodes on one GPU also start late relative
+to the other GPUs' work (a missing cross-device event or peer copy shows as a wrong answer).
 """
 
 from __future__ import annotations
 
+import contextlib
 import random
 from typing import Any
 
@@ -49,14 +52,18 @@ class StressBackend:
 
     def launch(self, node: Any, stream: Any) -> None:
         if self.rng.random() < self.probability and not self.inner.captures.engaged:
-            self.delay(stream)
+            self.delay(stream, node.device)
         self.inner.launch(node, stream)
 
-    def delay(self, stream: Any) -> None:
-        """Enqueue a spin of random length on ``stream`` (mostly short, sometimes ~1 ms)."""
-        if self._spin is None:
-            import cupy
-            self._spin = cupy.RawKernel(SPIN_SOURCE, "asyncgpu_stress_spin").kernel
-        cycles = int(self.max_cycles * self.rng.random() ** 3)
-        self._spin((1,), (1,), (np.int64(cycles),), stream=stream)
+    def delay(self, stream: Any, slot: int = 0) -> None:
+        """Enqueue a spin of random length on ``stream`` (mostly short, sometimes ~1 ms), a
+        stream of the runtime's device ``slot``."""
+        on_device = getattr(self.inner, "on_device", None)     # (a backend of several GPUs)
+        with on_device(slot) if on_device is not None else contextlib.nullcontext():
+            if self._spin is None:
+                import cupy
+                self._spin = cupy.RawKernel(SPIN_SOURCE, "asyncgpu_stress_spin")
+            cycles = int(self.max_cycles * self.rng.random() ** 3)
+            # (CuPy loads the kernel on the current device: the stream's)
+            self._spin((1,), (1,), (np.int64(cycles),), stream=stream)
         self.delays += 1

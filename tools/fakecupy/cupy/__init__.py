@@ -89,6 +89,14 @@ class RawKernel:
     def compile(self):
         pass
 
+    def __call__(self, grid, block, args, stream=None, shared_mem=0):
+        # (what a test may check: the device current at the launch, and the stream's device)
+        launched.append((self, _current[0], getattr(stream, "device_id", None)))
+
+
+#: every RawKernel call: (kernel, current device, the stream's device)
+launched = []
+
 
 class CUDADriverError(Exception):
     pass
