@@ -108,6 +108,19 @@ def test_small_copies_and_managed_memory_are_not_chunked():
             assert ag.statistics().kernels - before.kernels == 4
 
 
+def test_sync_execution_does_not_chunk(small_chunks):
+    # one node at a time: the chunks would only add nodes, with nothing to overlap
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", execution="sync", sim_seed=0, memory="explicit",
+                      copy_chunks=4):
+        before = ag.statistics()
+        _program(ag, True)
+        after = ag.statistics()
+    assert after.kernels - before.kernels == 4
+    assert after.copies_to_device - before.copies_to_device == 5
+
+
 def test_chunks_overlap_copies_on_other_streams(small_chunks):
     import asyncgpu as ag
 
@@ -165,3 +178,90 @@ def test_launches_breaking_the_contract_are_refused_before_enqueue(small_chunks)
         assert ag.statistics().nodes == before.nodes
         affine[4, 8](x, y[:40], 2.0, 40)                 # the runtime is still usable
         np.testing.assert_array_equal(y[:40].numpy(), np.full(40, 3, np.float32))
+
+
+def _scores(ag):
+    @ag.kernel(const=["x", "w"], elementwise=True, broadcast=["w"])
+    @cuda.jit
+    def scores(x, w, r):            # r[i, k] = sum_q x[i, q] w[k, q]: w read whole by each row
+        n, c = x.shape[0], w.shape[0]
+        for t in range(cuda.grid(1), n * c, cuda.gridsize(1)):
+            i, k = t // c, t % c
+            s = 0.0
+            for q in range(x.shape[1]):
+                s += x[i, q] * w[k, q]
+            r[i, k] = s
+
+    return scores
+
+
+def _scores_program(ag, rows=24, features=5, classes=3):
+    rng = np.random.default_rng(7)
+    xh = rng.integers(-4, 4, (rows, features)).astype(np.float32)
+    wh = rng.integers(-4, 4, (classes, features)).astype(np.float32)
+    x, w, r = ag.array(xh), ag.array(wh), ag.zeros((rows, classes), np.float32)
+    scores = _scores(ag)
+    scores[2, 8](x, w, r)
+    x[...] = -xh                    # host-current again, w on the device by now
+    scores[2, 8](x, w, r)
+    return r.numpy(), -xh @ wh.T
+
+
+@pytest.mark.parametrize("strategy", ["random", "reverse", "starve"])
+def test_a_broadcast_array_is_read_whole_by_every_chunk(small_chunks, strategy):
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_strategy=strategy, sim_seed=3, memory="explicit",
+                      copy_chunks=4):
+        before = ag.statistics()
+        got, expected = _scores_program(ag)
+        after = ag.statistics()
+    np.testing.assert_array_equal(got, expected)
+    assert after.kernels - before.kernels == 8              # both launches in 4 chunks
+    # w once, whole (it is current on the device at the second launch); x in 4 chunks twice,
+    # r (read and written: not out) in 4 chunks at the first launch
+    assert after.copies_to_device - before.copies_to_device == 1 + 4 + 4 + 4
+
+
+def test_a_tenants_split_passes_a_broadcast_array_whole_to_every_piece():
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_strategy="random", sim_seed=1):
+        with ag.tenant("ranker", split={"scores": 3}):
+            before = ag.statistics()
+            got, expected = _scores_program(ag)
+            assert ag.statistics().kernels - before.kernels == 6
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_broadcast_annotations_that_cannot_hold_are_refused():
+    import asyncgpu as ag
+
+    def scores(x, w, r):
+        pass
+
+    with pytest.raises(ag.SignatureError, match="not element-wise"):
+        ag.kernel(scores, const=["x", "w"], broadcast=["w"])
+    with pytest.raises(ag.SignatureError, match="'v', which is no parameter"):
+        ag.kernel(scores, const=["x", "w"], elementwise=True, broadcast=["v"])
+    with pytest.raises(ag.SignatureError, match="'w', which the kernel may write.*const"):
+        ag.kernel(scores, const=["x"], elementwise=True, broadcast=["w"])
+    with pytest.raises(ag.SignatureError, match="'n', the element-count parameter"):
+        ag.cuda_kernel(AFFINE_SRC, "affine", elementwise="n", broadcast=["n"])
+    with pytest.raises(ag.SignatureError, match="'a', a scalar parameter"):
+        ag.cuda_kernel(AFFINE_SRC, "affine", elementwise="n", broadcast=["a"])
+
+
+def test_a_broadcast_array_need_not_share_the_rows_but_the_others_must(small_chunks):
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_seed=0, memory="explicit", copy_chunks=4):
+        scores = _scores(ag)
+        x, w = ag.array(np.ones((16, 2), np.float32)), ag.array(np.ones((3, 2), np.float32))
+        before = ag.statistics()
+        with pytest.raises(ag.ArgumentError, match="argument 2 'r'.*12 rows.*broadcast="):
+            scores[2, 8](x, w, ag.zeros((12, 3), np.float32))
+        assert ag.statistics().nodes == before.nodes
+        r = ag.zeros((16, 3), np.float32)
+        scores[2, 8](x, w, r)
+        np.testing.assert_array_equal(r.numpy(), np.full((16, 3), 2, np.float32))

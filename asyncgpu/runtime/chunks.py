@@ -13,10 +13,16 @@ kernel chunk ``k`` depends only on the copies of chunk ``k``, and the copy of ch
 chunk ``k + 1`` (GACER's operator resizing, applied to transfers). Node count grows by
 ``2 * chunks``; the launch path is unchanged for every other kernel and in managed memory.
 
+An element-wise kernel may name const arrays every chunk reads whole (``broadcast=``:
+weights, lookup tables); they are passed unsplit to each chunk, need not share the others'
+length along axis 0, and one host-current is copied in whole, once, before the first chunk.
+
 When a launch is chunked (all must hold, otherwise it runs whole): the memory model is
-explicit; the kernel is element-wise; ``copy_chunks > 1``; some array argument's allocation is
-current only on the host, with at least ``MIN_CHUNK_BYTES`` per chunk; and every such argument
-spans its whole allocation (the chunks' copies then make the whole allocation current).
+explicit and the execution asynchronous (in ``sync`` execution nothing would overlap); the
+kernel is element-wise; ``copy_chunks > 1``; some split array argument's
+allocation is current only on the host, with at least ``MIN_CHUNK_BYTES`` per chunk; and every
+such argument spans its whole allocation (the chunks' copies then make the whole allocation
+current).
 
 Invariants: the chunks partition ``[0, length)`` of axis 0 in order; every chunk's arguments
 are validated (``Kernel.bind``) and prepared (``kernel_launch``) before the first node is
@@ -100,6 +106,36 @@ def check_annotation(kernel: Any, elementwise: Any) -> bool | str:
     return elementwise
 
 
+def check_broadcast(kernel: Any, broadcast: Any) -> tuple[str, ...]:
+    """Validate ``broadcast=`` at decoration (``kernel.elementwise`` already set): const array
+    parameters of an element-wise kernel; returns their names."""
+    if broadcast is None or broadcast == () or broadcast == []:
+        return ()
+    names = (broadcast,) if isinstance(broadcast, str) else tuple(broadcast)
+    where = f"kernel '{kernel.name}': broadcast"
+    if not kernel.elementwise:
+        raise SignatureError(
+            f"{where} names the arrays every chunk of an element-wise launch gets whole, but "
+            "the kernel is not element-wise; declare elementwise= too, or drop broadcast=")
+    params = [p.name for p in kernel.params]
+    for name in names:
+        if not isinstance(name, str) or name not in params:
+            raise SignatureError(f"{where} names {name!r}, which is no parameter; parameters "
+                                 f"are {', '.join(params)}")
+        if name == kernel.elementwise:
+            raise SignatureError(f"{where} names '{name}', the element-count parameter; name "
+                                 "const array parameters")
+        if kernel.typed and not next(p for p in kernel.params if p.name == name).is_array:
+            raise SignatureError(f"{where} names '{name}', a scalar parameter; name const "
+                                 "array parameters")
+        if kernel.modes.get(name) != "r":
+            raise SignatureError(
+                f"{where} names '{name}', which the kernel may write: every chunk gets a "
+                "broadcast array whole, so the chunks may only read it; annotate it const "
+                "(and make sure the kernel only reads it), or drop it from broadcast=")
+    return names
+
+
 def _integer_parameter(kernel: Any, param: str, option: str, role: str) -> None:
     """Check that ``option`` (``elementwise``, ``grid_offset``) names an integer scalar
     parameter ``param`` of ``kernel``, which holds ``role``."""
@@ -179,7 +215,10 @@ def _length(kernel: Any, arrays: list[Any], values: list[Any], site: str | None)
     """The common length along axis 0, after checking the contract; raises if it cannot hold."""
     where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
     length = None
+    broadcast = kernel.broadcast
     for a in arrays:
+        if a.param in broadcast:
+            continue            # (every chunk gets it whole)
         arr = a.array
         if arr.ndim == 0 or not arr.is_c_contiguous:
             raise ArgumentError(
@@ -194,7 +233,7 @@ def _length(kernel: Any, arrays: list[Any], values: list[Any], site: str | None)
                 f"{where}, argument {a.index} '{a.param}': array {arr.describe()} has "
                 f"{arr.shape[0]} rows where the other arrays have {length}; elementwise "
                 "splits every array into the same chunks, so they must agree along axis 0 "
-                "(or drop elementwise=)"
+                "(name an array every chunk reads whole in broadcast=, or drop elementwise=)"
             )
     count = kernel.elementwise
     if isinstance(count, str) and length is not None:
@@ -245,7 +284,8 @@ def _row_parts(launcher: Any, args: tuple[Any, ...], length: int, count: int
     n = kernel.elementwise
     n_at = (next(i for i, p in enumerate(kernel.params) if p.name == n)
             if isinstance(n, str) else -1)
-    return [(launcher, tuple([a[start:stop] if isinstance(a, Array) else
+    whole = {i for i, p in enumerate(kernel.params) if p.name in kernel.broadcast}
+    return [(launcher, tuple([a[start:stop] if isinstance(a, Array) and i not in whole else
                               (type(a)(stop - start) if i == n_at else a)
                               for i, a in enumerate(args)]))
             for start, stop in ranges(length, count)]
@@ -327,19 +367,28 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[A
     kernel = launcher.kernel
     length = _length(kernel, arrays, values, site)
     chunks = rt.options.copy_chunks
-    host = {}
+    broadcast = kernel.broadcast
+    host, whole = {}, {}
     for a in arrays:
         alloc = a.alloc
         if alloc.location == HOST and alloc.nbytes:
-            if a.lo != 0 or a.hi != alloc.nbytes:
+            if a.param in broadcast:
+                whole[alloc.id] = a
+            elif a.lo != 0 or a.hi != alloc.nbytes:
                 return False
-            host[alloc.id] = a
+            else:
+                host[alloc.id] = a
+    for key in whole:           # (also split: copied whole, before every chunk)
+        host.pop(key, None)
     if chunks < 2 or length < 2 or not host:
         return False
     if max(a.alloc.nbytes for a in host.values()) < chunks * MIN_CHUNK_BYTES:
         return False
     planned = _prepared(rt, kernel, _row_parts(launcher, args, length, chunks), site)
     memory = rt.memory
+    for a in whole.values():    # every chunk reads these whole: one copy each, first
+        memory.copy(a.alloc, 0, a.alloc.nbytes, True, a.param)
+        a.alloc.location = HOST | DEVICE
     for a in host.values():     # the chunks' copies make these current on the device
         a.alloc.location = HOST | DEVICE
     for chunk_arrays, launch in planned:

@@ -19,7 +19,8 @@ cpdef ArrayArg array_arg(index, param, View array, bint read, bint write)
 
 
 cdef class Kernel:
-    cdef public object name, params, modes, source, elementwise, grid_offset, _launchers, _compiled
+    cdef public object name, params, modes, source, elementwise, broadcast, grid_offset
+    cdef public object _launchers, _compiled
     cdef public tuple _slots
     cdef public bint typed
     cdef object __weakref__

@@ -140,8 +140,8 @@ def plain_scalar(p: Param) -> tuple[frozenset[type], Any, Any, Any] | None:
 class Kernel:
     """A kernel whose launches asyncgpu schedules (see :func:`asyncgpu.kernel`)."""
 
-    __slots__ = ("name", "params", "modes", "source", "typed", "elementwise", "grid_offset",
-                 "_launchers", "_compiled", "_slots", "__weakref__")
+    __slots__ = ("name", "params", "modes", "source", "typed", "elementwise", "broadcast",
+                 "grid_offset", "_launchers", "_compiled", "_slots", "__weakref__")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -161,6 +161,8 @@ class Kernel:
         #: False, True (extent from the arrays) or the element-count parameter's name
         #: (``asyncgpu.runtime.chunks``); set by ``kernel``/``cuda_kernel`` after validation.
         self.elementwise: bool | str = False
+        #: the const array parameters an element-wise kernel's chunks each get whole
+        self.broadcast: tuple[str, ...] = ()
         #: None, or the names of the (first block, total blocks) parameters the runtime fills
         #: when it launches the grid in pieces (``asyncgpu.runtime.chunks``); set like
         #: ``elementwise``.

@@ -94,7 +94,7 @@ def _numba_kernel(fn: Any, const: Any, out: Any, name: str | None) -> Kernel:
 
 def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
            name: str | None = None, elementwise: bool | str = False,
-           grid_offset: tuple[str, str] | None = None) -> Any:
+           broadcast: Any = (), grid_offset: tuple[str, str] | None = None) -> Any:
     """Wrap a kernel so that its launches are scheduled asynchronously.
 
     Use as a decorator above ``@cuda.jit`` (or on a plain Python kernel function, which is
@@ -134,6 +134,11 @@ def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
         Other scalar arguments, and the launch configuration, are passed unchanged to every
         chunk (a grid that covers the whole array covers each chunk). Off by default: never
         assumed.
+    broadcast:
+        With ``elementwise``: names of const array parameters that every chunk gets whole
+        instead of split (weights, lookup tables: ``score(x, w, r)`` computing row ``i`` of
+        ``r`` from row ``i`` of ``x`` and all of ``w``). They need not share the other arrays'
+        length along axis 0.
     grid_offset:
         Declares that the launch's grid may be cut into consecutive block ranges launched one
         after another (a tenant's or a regulation plan's split; see ``asyncgpu.tenant``), for
@@ -162,7 +167,8 @@ def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
     """
     if fn is None:
         return lambda f: kernel(f, const=const, out=out, sim=sim, name=name,
-                                elementwise=elementwise, grid_offset=grid_offset)
+                                elementwise=elementwise, broadcast=broadcast,
+                                grid_offset=grid_offset)
     if isinstance(fn, Kernel):
         if isinstance(fn.source, CudaCSource):
             k = _c_kernel(fn.source, fn.params, const, out, name or fn.name)
@@ -174,20 +180,21 @@ def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
         k = _c_kernel(source, parse_cuda_declaration(fn.code, fn.name), const, out, name)
     else:
         k = _numba_kernel(fn, const, out, name)
-    return _splittable(k, elementwise, grid_offset)
+    return _splittable(k, elementwise, broadcast, grid_offset)
 
 
-def _splittable(k: Kernel, elementwise: bool | str, grid_offset: Any) -> Kernel:
-    from .chunks import check_annotation, check_grid_offset
+def _splittable(k: Kernel, elementwise: bool | str, broadcast: Any, grid_offset: Any) -> Kernel:
+    from .chunks import check_annotation, check_broadcast, check_grid_offset
 
     k.elementwise = check_annotation(k, elementwise)
+    k.broadcast = check_broadcast(k, broadcast)
     k.grid_offset = check_grid_offset(k, grid_offset)
     return k
 
 
 def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: Any = (),
                 out: Any = (), sim: Any = None, options: tuple[str, ...] = (),
-                elementwise: bool | str = False,
+                elementwise: bool | str = False, broadcast: Any = (),
                 grid_offset: tuple[str, str] | None = None) -> Kernel:
     """A CUDA C kernel from source, scheduled like any other kernel.
 
@@ -215,6 +222,9 @@ def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: 
         The name of the integer parameter holding the element count (``elementwise="n"``),
         declaring the chunking contract of :func:`kernel`; ``True`` is refused because raw
         pointers carry no extent.
+    broadcast:
+        With ``elementwise``: const array parameters every chunk gets whole (see
+        :func:`kernel`).
     grid_offset:
         The names of the integer parameters holding the launch's first block and the whole
         grid's block count (``grid_offset=("first", "total")``), declaring the contract of
@@ -262,7 +272,8 @@ def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: 
         )
         out = list(_names(out)) + [d.name for d, s in zip(params, sig) if getattr(s, "out", False)]
     src = CudaCSource(source, name, tuple(options), None, sim)
-    return _splittable(_c_kernel(src, params, const, out, None), elementwise, grid_offset)
+    return _splittable(_c_kernel(src, params, const, out, None), elementwise, broadcast,
+                       grid_offset)
 
 
 def _c_kernel(source: CudaCSource, params: tuple[Param, ...], const: Any, out: Any,

@@ -23,10 +23,14 @@ The model
    modelled latency alone. The plan is measured, then (when it adds anything) the tenants'
    own settings, and the better of the two is kept and stored: a plan that measures worse
    than none is dropped. Then, if a high-priority lead beside normal tenants is still over
-   its target, every normal tenant's launches wait for its latest unfinished launch (a
-   pointer from every kernel to every kernel, ``"*"``: priority before throughput, as
-   ``priority="high"`` asks); that guard is measured in turn and kept only if it cut the
-   lead's p90 to :data:`GUARD_GAIN` of what it was.
+   its target, two remedies are measured in turn, each kept only if it cut the lead's p90 to
+   :data:`GUARD_GAIN` of what it was: first the normal tenants' splittable launches longer
+   than :data:`SLICE` of the lead's latency alone are cut into pieces no longer than that
+   (at most :data:`MOST_PIECES`; a model of the device shares its threads, but blocks that
+   hold a multiprocessor for a whole long launch keep the lead's blocks waiting, which
+   pieces end), then every normal tenant's launches wait for the lead's latest unfinished
+   launch (a pointer from every kernel to every kernel, ``"*"``: priority before
+   throughput, as ``priority="high"`` asks).
 
 While regulated, each step of a regulated tenant is checked against the plan's shape when it
 ends; a step of another shape (the workload changed) sets the plan aside and profiling starts
@@ -64,6 +68,10 @@ log = logging.getLogger("asyncgpu")
 CHECK_STEPS = 10
 #: A guard is kept when it brings the high-priority tenant's p90 to this fraction or less.
 GUARD_GAIN = 0.9
+#: The split guard cuts normal tenants' launches into pieces of at most this fraction of the
+#: high-priority tenant's latency alone, in at most ``MOST_PIECES`` pieces.
+SLICE = 0.05
+MOST_PIECES = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,8 +81,8 @@ class Regulation:
     tenants whose profiled steps are still awaited, how many plans are stored, were searched
     and were reused, per high-priority tenant checked under the plan its measured p90 step
     latency and its modelled latency alone (seconds), the stage of the plan's measurement now
-    (``plan``, ``own``, ``guard``; empty when none is under way), and the measured score of
-    each stage done (seconds: the slowest tenant's median step latency, plus the
+    (``plan``, ``own``, ``split``, ``guard``; empty when none is under way), and the measured
+    score of each stage done (seconds: the slowest tenant's median step latency, plus the
     high-priority tenant's lateness weighted as in the search)."""
 
     state: str
@@ -92,8 +100,8 @@ class Regulation:
 class _Trial:
     """The measurement of a plan in force (:meth:`Regulator._check`): the tenant whose steps
     pace it (``lead``: the high-priority one, else the first regulated), its modelled latency
-    alone, the stage (``plan``, ``own`` or ``guard``), where each tenant's measured latencies
-    began in this stage, and the measured scores and plans of the stages done."""
+    alone, the stage (``plan``, ``own``, ``split`` or ``guard``), where each tenant's measured
+    latencies began in this stage, and the measured scores and plans of the stages done."""
 
     __slots__ = ("alone", "first", "lead", "plans", "scores", "stage")
 
@@ -141,6 +149,7 @@ class Regulator:
         self.checked: dict[str, tuple[float, float]] = {}
         self.measured: dict[str, float] = {}
         self._guard_lost = False            # (a guard measured no better: not tried again)
+        self._split_lost = False            # (the same for the pieces)
         #: test hook (``asyncgpu.testing.regulation``): a profiled op's (seconds, share, grid)
         #: from its kernel's name and its measured seconds, modelled share and grid
         self.stand_in: Any = None
@@ -326,8 +335,9 @@ class Regulator:
         model's objective, measured). Stages: ``plan`` (the searched plan); ``own`` (the
         tenants' own settings, when the plan adds to them), the better of the two kept and
         stored; then, for a high-priority lead still over its target beside normal tenants,
-        ``guard`` (the others wait for its launches), kept only if it cut the lead's p90 to
-        :data:`GUARD_GAIN` of what it was."""
+        ``split`` (the others' long splittable launches in pieces, :meth:`_split_plan`) and
+        ``guard`` (the others wait for its launches), each kept only if it cut the lead's p90
+        to :data:`GUARD_GAIN` of what it was."""
         trial = self._trial
         rt = self.rt
         tenants = rt.tenants
@@ -364,6 +374,19 @@ class Regulator:
             self._store(trial.plans["plan"], trial.plans[keep])
             self.apply(trial.plans[keep], measure=False)
             stage, p90 = keep, trial.scores[keep][1]
+        if stage == "split":
+            before = trial.scores["split-base"][1]
+            if p90 < GUARD_GAIN * before:
+                log.info("asyncgpu: high-priority tenant %r: the other tenants' launches kept "
+                         "in pieces (p90 %.3f -> %.3f ms)", lead.name, before * 1e3, p90 * 1e3)
+                self._store(trial.plans["split-base"], plan)
+            else:
+                log.info("asyncgpu: high-priority tenant %r: the other tenants' launches in "
+                         "pieces did not help (p90 %.3f -> %.3f ms); they run as before",
+                         lead.name, before * 1e3, p90 * 1e3)
+                self._split_lost = True
+                self.apply(trial.plans["split-base"], measure=False)
+                stage, p90 = "split-base", before
         if stage == "guard":
             before = trial.scores["guard-base"][1]
             if p90 < GUARD_GAIN * before:
@@ -382,7 +405,22 @@ class Regulator:
             return
         self.checked[lead.name] = (p90, trial.alone)
         normal = [t for t in self.tenants if tenants[t].priority != "high"]
-        if not high or not normal or self._guard_lost or p90 <= HIGH_TARGET * trial.alone:
+        if not high or not normal or p90 <= HIGH_TARGET * trial.alone:
+            self._trial = None
+            return
+        if "split-base" not in trial.plans and not self._split_lost:
+            split = self._split_plan(self.plan, normal, trial.alone)
+            if split is not None:
+                log.info("asyncgpu: high-priority tenant %r took %.3f ms (p90 of %d steps) "
+                         "against %.3f ms alone; the other tenants' long launches now run in "
+                         "pieces (%s), measured in turn", lead.name, p90 * 1e3, len(measured),
+                         trial.alone * 1e3, split.splits)
+                trial.plans["split-base"] = self.plan
+                trial.scores["split-base"] = trial.scores[stage]
+                self.apply(split, measure=False)
+                self._start(split, "split", trial)
+                return
+        if self._guard_lost:
             self._trial = None
             return
         kept = self.plan
@@ -397,6 +435,36 @@ class Regulator:
         guarded = dataclasses.replace(kept, after=after)
         self.apply(guarded, measure=False)
         self._start(guarded, "guard", trial)
+
+    def _split_plan(self, kept: Plan, normal: list[int], alone: float) -> Plan | None:
+        """``kept`` with the ``normal`` tenants' splittable launches longer than :data:`SLICE`
+        of the lead's latency ``alone`` (their time alone in the profile) cut into pieces no
+        longer than that (a power of two, at most :data:`MOST_PIECES`; never fewer than
+        ``kept`` has); None when that changes nothing. A kernel a pointer holds is left whole
+        (a plan never splits and points one kernel)."""
+        slice_s = SLICE * alone
+        if slice_s <= 0:
+            return None
+        names = {self.rt.tenants[t].name for t in normal}
+        splits = {name: dict(kernels) for name, kernels in kept.splits.items()}
+        changed = False
+        for profile in kept.profile:
+            if profile.name not in names:
+                continue
+            mine = splits.setdefault(profile.name, {})
+            held = kept.after.get(profile.name, {})
+            for op in profile.ops:
+                if not op.splittable or op.seconds <= slice_s or op.kernel in held:
+                    continue
+                pieces = 2
+                while pieces < MOST_PIECES and op.seconds / pieces > slice_s:
+                    pieces *= 2
+                if pieces > mine.get(op.kernel, 1):
+                    mine[op.kernel] = pieces
+                    changed = True
+        if not changed:
+            return None
+        return dataclasses.replace(kept, splits={n: ks for n, ks in splits.items() if ks})
 
     def _store(self, old: Plan, new: Plan) -> None:
         """``new`` replaces ``old`` among the stored plans."""
