@@ -74,6 +74,8 @@ class _Run:
         # replay pays up to three times)
         rt._acquire()
         try:
+            if rt._host_busy:
+                rt.settle_host_writes()     # (the recording's decisions read locations)
             cur = rt.recording
             if cur is not None and cur.thread == this_thread():
                 return None             # nested: part of the enclosing recording
@@ -94,6 +96,8 @@ class _Run:
         rt = rec.runtime
         rt._acquire()     # (not ``with``: see _enter)
         try:
+            if rt._host_busy:
+                rt.settle_host_writes()
             if rt.recording is rec:
                 rt.recording = None
             if not (failed or rec.failed or rec.eager):
@@ -196,6 +200,8 @@ class GraphFunction(_Run):
         rt = current._runtime or current_runtime()
         rt._acquire()     # (not ``with``: see _Run._enter)
         try:
+            if rt._host_busy:
+                rt.settle_host_writes()
             if rt.recording is not None:
                 return False, None      # nested in a recording
             hit = next(iter(hits.values()))

@@ -78,6 +78,9 @@ class Runtime(HostAccess):
         # (bound once: compiled, ``lock.acquire()`` looks the method up at every launch)
         self._acquire, self._release = self._lock.acquire, self._lock.release
         self._releases: deque[tuple[int, Any]] = deque()
+        #: allocation id -> the large host write copying into its host memory without the lock
+        #: (``HostAccess.write_host``)
+        self._host_busy: dict[int, Any] = {}
         self._instruments: list[Any] = []
         self._issuing: Node | None = None     # the node _issue is enqueueing (re-entry refused)
         #: The recording in progress (``asyncgpu.recorder.recording``): launches are deferred

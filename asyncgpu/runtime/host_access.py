@@ -18,6 +18,15 @@ transitions otherwise). :meth:`~HostAccess.synchronize`, the host's wait for eve
 lives here too. Invariants: nothing the host reads is still being written on the device, and
 nothing the device reads later misses a host write (the location says a copy is due).
 
+A large host write (:data:`UNLOCKED_WRITE_BYTES` or more, every byte of an allocation, in the
+explicit memory model, while other threads run) copies the values into the host memory
+without the lock, so other threads (tenants) go on launching and reading meanwhile: its
+begin is booked under the lock, the allocation is marked *busy* (``Issuing._host_busy``),
+the lock is released for the copy, and the end is booked under the lock again. Whoever needs
+a busy allocation's host memory under the lock first (a copy to or from it, another host
+access of it: :meth:`HostAccess.settle_host_write`) waits for the copy, which needs no lock,
+and books the end itself, so no wait needs the lock released.
+
 Example::
 
     value = rt.read_element(y, 12)                  # y[3] of a float32 array
@@ -47,6 +56,21 @@ from .memory import WHOLE_FETCH_BYTES, holder
 
 #: A managed-memory read of at least this many bytes migrates the pages to the host.
 _MIGRATING_READ = 1 << 20
+#: A host write of every byte of an allocation copies without the runtime's lock from this
+#: many bytes on (a copy of 1 MiB takes about 0.1 ms: shorter ones keep the lock).
+UNLOCKED_WRITE_BYTES = 1 << 20
+
+
+class _HostWrite:
+    """A large host write copying without the lock: what its end books, and whether the copy
+    is done (``copied``) and succeeded (``ok``)."""
+
+    __slots__ = ("array", "copied", "dense", "hi", "lo", "ok")
+
+    def __init__(self, array: Array, lo: int, hi: int, dense: bool) -> None:
+        self.array, self.lo, self.hi, self.dense = array, lo, hi, dense
+        self.copied = threading.Event()
+        self.ok = False
 
 
 class HostAccess(Issuing):
@@ -66,6 +90,8 @@ class HostAccess(Issuing):
         explicit memory model then needs no copy of the old contents).
         """
         with self._lock:
+            if self._host_busy:
+                self.settle_host_write(array._alloc)
             self.begin_host_access(array, lo, hi, write, dense)
             yield
             self.end_host_access(array, lo, hi, write, dense)
@@ -77,6 +103,8 @@ class HostAccess(Issuing):
         end = offset + array.dtype.itemsize
         alloc = array._alloc
         with self._lock:
+            if self._host_busy:
+                self.settle_host_write(alloc)
             refused = False
             if self._short_reads:
                 # what the full access does first, in its order: drain the releases, then end
@@ -117,6 +145,8 @@ class HostAccess(Issuing):
                 return value
         self._wait_unlocked(pending)
         with self._lock:
+            if self._host_busy:
+                self.settle_host_write(alloc)
             self.begin_host_access(array, offset, end, False)
             value = alloc.buffer.host[offset:end].view(array.dtype)[0]
             self.end_host_access(array, offset, end, False)
@@ -130,6 +160,8 @@ class HostAccess(Issuing):
             pending = self._writers_pending(array, lo, hi)
         self._wait_unlocked(pending)
         with self._lock:
+            if self._host_busy:
+                self.settle_host_write(array._alloc)
             self.begin_host_access(array, lo, hi, False)
             out = np.array(array._host_view(), copy=True)
             self.end_host_access(array, lo, hi, False)
@@ -197,11 +229,56 @@ class HostAccess(Issuing):
     def write_host(self, array: Array, lo: int, hi: int, dense: bool, key: Any,
                    value: Any) -> None:
         """``array[key] = value`` on the host, ``[lo, hi)`` of its allocation (``dense``: every
-        byte of it): :meth:`host_access` around the write, without a generator."""
+        byte of it): :meth:`host_access` around the write, without a generator. A large write
+        of every byte copies without the lock (see the module docstring)."""
+        alloc = array._alloc
+        large = (dense and hi - lo >= UNLOCKED_WRITE_BYTES and lo == 0 and hi == alloc.nbytes
+                 and self.memory is not None)
+        if large:
+            # (converted first, without the lock: the copy below then calls no user code,
+            # which could call back into the runtime and wait for this very write)
+            value = np.asarray(value)
+        busy = None
         with self._lock:
+            if self._host_busy:
+                self.settle_host_write(alloc)
             self.begin_host_access(array, lo, hi, True, dense)
-            array._host_view()[key] = value
-            self.end_host_access(array, lo, hi, True, dense)
+            if not (large and self.recording is None and threading.active_count() > 1):
+                array._host_view()[key] = value
+                self.end_host_access(array, lo, hi, True, dense)
+                return
+            busy = _HostWrite(array, lo, hi, dense)
+            self._host_busy[alloc.id] = busy
+        try:
+            self._copy_unlocked(array, key, value)
+            busy.ok = True
+        finally:
+            busy.copied.set()
+            with self._lock:
+                self.settle_host_write(alloc)
+
+    def _copy_unlocked(self, array: Array, key: Any, value: Any) -> None:
+        """The copy of a large host write, made without the lock (its own method: a test
+        holds it to see what other threads do meanwhile)."""
+        array._host_view()[key] = value
+
+    def settle_host_write(self, alloc: Any) -> None:
+        """Under the lock: if a large host write of ``alloc`` is copying without the lock,
+        wait for its copy (which needs no lock) and book its end (:meth:`end_host_access`,
+        once the copy succeeded). Called before anything uses the allocation's host memory:
+        a host access of it, a copy to or from it."""
+        busy = self._host_busy.pop(alloc.id, None)
+        if busy is None:
+            return
+        busy.copied.wait()
+        if busy.ok:
+            self.end_host_access(busy.array, busy.lo, busy.hi, True, busy.dense)
+
+    def settle_host_writes(self) -> None:
+        """Under the lock: :meth:`settle_host_write` for every allocation a large host write
+        is copying into (the recorder's decisions read many allocations' locations)."""
+        for busy in list(self._host_busy.values()):
+            self.settle_host_write(busy.array._alloc)
 
     def _access(self, array: Array, lo: int, hi: int, write: bool, label: str) -> Access:
         """The host's access to ``[lo, hi)`` of the array's allocation, as the tracker and the

@@ -18,6 +18,7 @@ cdef class Issuing:
     cdef public object _instruments, _issuing, _lock, _releases, backend, graph_config, graphs
     cdef public object _acquire, _release
     cdef public object last_replay, options, retired, devices, _pins, tenants, regulator
+    cdef public dict _host_busy
     cdef public InterferenceRule interference
     cdef public Placement placement
     cdef public RecordingHook recording

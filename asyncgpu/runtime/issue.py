@@ -52,8 +52,8 @@ class Issuing:
     """The runtime's ``launch_kernel``, ``launch_graph`` and ``_issue``: the pipeline of the
     module docstring."""
 
-    __slots__ = ("_acquire", "_instruments", "_issuing", "_lock", "_plain_reads", "_release",
-                 "_releases", "_short_reads",
+    __slots__ = ("_acquire", "_host_busy", "_instruments", "_issuing", "_lock", "_plain_reads",
+                 "_release", "_releases", "_short_reads",
                  "backend", "deps", "graph_config", "graphs", "host_epoch", "last_replay",
                  "memory", "no_const", "options", "prefetch", "graph_read_back", "recording",
                  "retired", "stats", "streams", "sync_mode", "want_sites", "devices",
@@ -355,6 +355,8 @@ class Issuing:
         graph, accesses = frozen.graph, frozen.accesses
         if self._releases:
             self._drain_releases()
+        if self._host_busy:
+            self.settle_host_writes()   # (the graph's variant and copies follow locations)
         site = user_site() if self.want_sites else None
         node = Node("graph", frozen.name, site, accesses)     # (shared: never mutated)
         if self.no_const:

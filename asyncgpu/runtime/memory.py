@@ -166,6 +166,8 @@ class ExplicitMemory:
         host (H2D) or, with ``peer`` >= 0, from device ``peer`` (both writes), or from device
         ``device`` to the host (D2H: a read). The node runs on ``device``."""
         rt = self.runtime
+        if rt._host_busy:
+            rt.settle_host_write(alloc)     # (a large host write still copying into its mirror)
         launch = rt.backend.copy_launch(alloc.buffer, lo, hi, to_device, device,
                                         peer if peer >= 0 else None)
         if peer >= 0:

@@ -62,6 +62,29 @@ def test_chunks_run_on_every_gpu_and_sum_right(gpus):
 
 
 @needs_two
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_a_trace_times_every_node_on_every_gpu(memory):
+    import asyncgpu as ag
+
+    with ag.configure(backend="cuda", devices="all", device_policy="round-robin",
+                      memory=memory):
+        kernel = ag.kernel(const=["x"], out=["y"])(twice)
+        parts = [ag.array(np.full(1 << 16, c, np.float64)) for c in range(8)]
+        outs = [ag.empty_like(p) for p in parts]
+        with ag.trace() as t:
+            for p, o in zip(parts, outs):
+                kernel[256, 256](p, o, p.shape[0])
+            got = [float(o[0]) for o in outs]
+        assert got == [2.0 * c + 1.0 for c in range(8)]
+        kernels = [n for n in t.device_nodes if n.kind == "kernel"]
+        assert len(kernels) == 8
+        # (each GPU's times from its own origin, taken when the trace began)
+        assert all(0 <= n.start_s <= n.end_s < 10 for n in t.device_nodes)
+        assert all(0 <= p.start_s <= p.end_s < 10 for p in t.prefetches)
+        assert len({n.stream for n in kernels}) >= 2
+
+
+@needs_two
 def test_a_peer_copy_carries_the_bytes_between_gpus(gpus):
     ag = gpus
     numba_k = ag.kernel(const=["x"], out=["y"])(twice)

@@ -1,0 +1,172 @@
+"""Large host writes copy into the host memory without the runtime's lock (explicit memory,
+several threads): the other threads go on launching and reading meanwhile, and whatever needs
+the array being written (a copy of it, a host access of it, a replayed graph) waits for the
+copy, so results equal a serial order of the threads' operations."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+import asyncgpu as ag
+import recorder_kernels
+from asyncgpu.runtime.host_access import UNLOCKED_WRITE_BYTES, HostAccess
+
+BIG = UNLOCKED_WRITE_BYTES // 4         # float32 elements: one large write
+
+
+@pytest.fixture
+def held(monkeypatch):
+    """The next large write's copy (from :func:`_writer`) waits, once started, until the test
+    lets it go."""
+    started, go, copied = threading.Event(), threading.Event(), threading.Event()
+    real = HostAccess._copy_unlocked
+
+    def held_copy(self, array, key, value):
+        if threading.current_thread().name == "held writer" and not started.is_set():
+            started.set()
+            assert go.wait(10)
+            real(self, array, key, value)
+            copied.set()
+        else:
+            real(self, array, key, value)
+
+    monkeypatch.setattr(HostAccess, "_copy_unlocked", held_copy)
+    return started, go, copied
+
+
+def _writer(x, value):
+    errors = []
+
+    def write():
+        try:
+            x[...] = value
+        except BaseException as exc:    # noqa: BLE001 - re-raised by the test
+            errors.append(exc)
+
+    t = threading.Thread(target=write, name="held writer")
+    t.start()
+    return t, errors
+
+
+@pytest.mark.pure       # (holds a method of the compiled host-access class)
+def test_other_threads_launch_and_read_while_a_large_write_copies(held):
+    started, go, copied = held
+    with ag.configure(backend="sim", sim_seed=1, memory="explicit"):
+        scale, _, _ = recorder_kernels.kernels(ag)
+        x = ag.zeros(BIG, np.float32)
+        u, v = ag.array(np.arange(64, dtype=np.float32)), ag.empty(64, np.float32)
+        t, errors = _writer(x, np.full(BIG, 3, np.float32))
+        assert started.wait(10)
+        # the lock is free: this thread launches and reads other arrays meanwhile
+        scale[1, 64](u, v, 2.0, 64)
+        assert float(v[5]) == 10.0
+        assert not copied.is_set()
+        go.set()
+        t.join(10)
+        assert not errors
+        assert float(x[BIG - 1]) == 3.0
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("use", ["kernel", "host read", "host write"])
+def test_a_thread_using_the_array_being_written_waits_for_the_copy(held, use):
+    started, go, copied = held
+    with ag.configure(backend="sim", sim_seed=2, memory="explicit"):
+        scale, _, _ = recorder_kernels.kernels(ag)
+        x = ag.array(np.ones(BIG, np.float32))      # current on the host: a kernel copies it
+        y = ag.empty(BIG, np.float32)
+        t, errors = _writer(x, np.full(BIG, 5, np.float32))
+        assert started.wait(10)
+        seen = []
+
+        def user():
+            if use == "kernel":
+                scale[1, 64](x, y, 2.0, BIG)
+                seen.append(float(y[BIG - 1]))
+            elif use == "host read":
+                seen.append(float(x[BIG - 1]))
+            else:
+                x[0] = 7.0
+                seen.append(float(x[0]))
+
+        other = threading.Thread(target=user)
+        other.start()
+        other.join(0.2)
+        assert other.is_alive() and not seen       # waits for the copy
+        go.set()
+        t.join(10)
+        other.join(10)
+        assert not errors
+        assert seen == [{"kernel": 10.0, "host read": 5.0, "host write": 7.0}[use]]
+        assert float(x[1]) == 5.0
+        ag.synchronize()
+
+
+@pytest.mark.pure
+def test_a_recorded_step_replayed_while_its_input_is_written_sees_the_new_values(held):
+    started, go, copied = held
+    with ag.configure(backend="sim", sim_seed=3, memory="explicit"):
+        scale, _, _ = recorder_kernels.kernels(ag)
+        x, y = ag.array(np.ones(BIG, np.float32)), ag.empty(BIG, np.float32)
+        step = ag.graph(lambda: scale[1, 64](x, y, 2.0, BIG))
+        for _ in range(3):
+            x[...] = np.ones(BIG, np.float32)       # (one thread: copied under the lock)
+            step()
+        assert step.outcome == "replayed"
+        t, errors = _writer(x, np.full(BIG, 4, np.float32))
+        assert started.wait(10)
+        done = []
+        other = threading.Thread(target=lambda: (step(), done.append(float(y[BIG - 1]))))
+        other.start()
+        other.join(0.2)
+        assert other.is_alive()
+        go.set()
+        t.join(10)
+        other.join(10)
+        assert not errors and done == [8.0]
+
+
+def test_a_large_write_that_fails_leaves_the_array_and_the_runtime_as_they_were():
+    idle = threading.Event()
+    keep = threading.Thread(target=idle.wait)      # (another thread: the unlocked path)
+    keep.start()
+    try:
+        with ag.configure(backend="sim", sim_seed=4, memory="explicit"):
+            scale, _, _ = recorder_kernels.kernels(ag)
+            x, y = ag.array(np.full(BIG, 2, np.float32)), ag.empty(BIG, np.float32)
+            with pytest.raises(ValueError):
+                x[...] = np.ones(BIG + 1, np.float32)
+            x[...] = np.full(BIG, 6, np.float32)
+            scale[1, 64](x, y, 0.5, BIG)
+            assert float(y[BIG - 1]) == 3.0 and float(x[0]) == 6.0
+    finally:
+        idle.set()
+        keep.join()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_threads_writing_large_inputs_and_launching_equal_their_serial_results(seed):
+    # each thread rewrites its input whole (unlocked) and launches on it, the threads
+    # sharing one runtime; every step's result is its own input's
+    with ag.configure(backend="sim", sim_seed=seed, sim_strategy="random", memory="explicit"):
+        scale, _, _ = recorder_kernels.kernels(ag)
+        pairs = [(ag.zeros(BIG, np.float32), ag.empty(BIG, np.float32)) for _ in range(3)]
+        results: list[list[float]] = [[] for _ in pairs]
+
+        def work(i):
+            x, y = pairs[i]
+            for step in range(4):
+                x[...] = np.full(BIG, 10 * i + step, np.float32)
+                scale[1, 64](x, y, 2.0, BIG)
+                results[i].append(float(y[BIG // 2]))
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(len(pairs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert results == [[2.0 * (10 * i + step) for step in range(4)]
+                           for i in range(len(pairs))]
