@@ -9,9 +9,9 @@ import threading
 
 import numpy as np
 import pytest
+import recorder_kernels
 
 import asyncgpu as ag
-import recorder_kernels
 from asyncgpu.runtime.host_access import UNLOCKED_WRITE_BYTES, HostAccess
 
 BIG = UNLOCKED_WRITE_BYTES // 4         # float32 elements: one large write
@@ -73,7 +73,7 @@ def test_other_threads_launch_and_read_while_a_large_write_copies(held):
 @pytest.mark.pure
 @pytest.mark.parametrize("use", ["kernel", "host read", "host write"])
 def test_a_thread_using_the_array_being_written_waits_for_the_copy(held, use):
-    started, go, copied = held
+    started, go, _ = held
     with ag.configure(backend="sim", sim_seed=2, memory="explicit"):
         scale, _, _ = recorder_kernels.kernels(ag)
         x = ag.array(np.ones(BIG, np.float32))      # current on the host: a kernel copies it
@@ -107,7 +107,7 @@ def test_a_thread_using_the_array_being_written_waits_for_the_copy(held, use):
 
 @pytest.mark.pure
 def test_a_recorded_step_replayed_while_its_input_is_written_sees_the_new_values(held):
-    started, go, copied = held
+    started, go, _ = held
     with ag.configure(backend="sim", sim_seed=3, memory="explicit"):
         scale, _, _ = recorder_kernels.kernels(ag)
         x, y = ag.array(np.ones(BIG, np.float32)), ag.empty(BIG, np.float32)
