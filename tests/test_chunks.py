@@ -131,8 +131,14 @@ def test_chunks_overlap_copies_on_other_streams(small_chunks):
             affine[4, 8](x, y, 2.0, 64)
         nodes = t.device_nodes
         assert [n.kind for n in nodes] == ["copy", "kernel"] * 4
+        previous = None
         for copy, kernel in zip(nodes[::2], nodes[1::2]):
-            assert {pid for pid, _, _ in kernel.parents} == {copy.id}    # its own chunk only
+            # by data its own chunk's copy only; in order after the chunk before
+            assert {pid for pid, r, _ in kernel.parents if r == "RAW"} == {copy.id}
+            assert {pid for pid, r, _ in kernel.parents if r == "split"} == (
+                set() if previous is None else {previous.id})
+            assert not copy.parents             # the copies go on beside the kernels
+            previous = kernel
         assert len({n.stream for n in nodes}) > 1
         np.testing.assert_array_equal(y.numpy(), np.full(64, 3, np.float32))
 

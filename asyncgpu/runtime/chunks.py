@@ -8,9 +8,13 @@ the host waits for the whole copy before it starts. If the kernel is declared el
 :func:`asyncgpu.kernel`), the launch is split along axis 0 into ``Options.copy_chunks``
 pieces: for each chunk, a copy node of that chunk of every host-current input, then the
 kernel on that chunk of every array argument. The dependency tracker works on byte ranges, so
-kernel chunk ``k`` depends only on the copies of chunk ``k``, and the copy of chunk ``k + 1``
-(a node without parents) goes to another stream: compute on chunk ``k`` overlaps the copy of
-chunk ``k + 1`` (GACER's operator resizing, applied to transfers). Node count grows by
+kernel chunk ``k`` depends by data only on the copies of chunk ``k``, and the copy of chunk
+``k + 1`` (a node without parents) goes to another stream: compute on chunk ``k`` overlaps the
+copy of chunk ``k + 1`` (GACER's operator resizing, applied to transfers). Each kernel chunk also
+runs after the one before (an edge of reason ``split``, as a tenant's pieces): every chunk is
+launched on the whole grid, so chunks side by side would only queue more blocks, and a
+launch in chunks would hold the device, against other tenants' kernels, for as long as all of
+them at once. Node count grows by
 ``2 * chunks``; the launch path is unchanged for every other kernel and in managed memory.
 
 An element-wise kernel may name const arrays every chunk reads whole (``broadcast=``:
@@ -391,6 +395,7 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[A
         a.alloc.location = HOST | DEVICE
     for a in host.values():     # the chunks' copies make these current on the device
         a.alloc.location = HOST | DEVICE
+    previous = None
     for chunk_arrays, launch in planned:
         copied = set()
         for a in chunk_arrays:
@@ -400,7 +405,10 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[A
         node = Node("kernel", kernel.name, site, chunk_arrays)
         node.launch = launch
         rt.stats.kernels += 1
-        rt._issue(node)
+        # each chunk after the one before (an edge of reason ``split``): the chunks run one at
+        # a time, each on the launch's whole grid, while the next chunks' copies go on
+        rt.issue_after(node, () if previous is None else (previous,), "split")
+        previous = node
     return True
 
 
