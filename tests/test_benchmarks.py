@@ -236,6 +236,39 @@ def test_ml_standardization_covers_full_batches_the_tail_and_constant_columns(si
 
 
 
+def test_ml_kernels_declared_element_wise_give_the_same_scores_in_chunks_and_pieces(
+        monkeypatch):
+    """ML's row kernels are declared element-wise (``nb_1`` and ``rr_2`` read their weights
+    whole, ``broadcast``): a launch cut in chunks (its score matrices current on the host) or
+    in a tenant's pieces must compute exactly what the whole launch does."""
+    import numpy as np
+
+    import asyncgpu as ag
+    from asyncgpu.runtime import chunks
+    from kernels import ml as K
+
+    monkeypatch.setattr(chunks, "MIN_CHUNK_BYTES", 8)
+    splittable = [n for n, a in K.ANNOTATIONS.items() if a.get("elementwise")]
+    assert {"nb_1", "rr_2", "softmax", "argmax"} <= set(splittable)
+
+    def scores(copy_chunks, split=None):
+        with ag.configure(backend="sim", sim_seed=4, sim_strategy="random",
+                          copy_chunks=copy_chunks):
+            ml = WORKLOADS["ml"](ag, "tiny")
+            ml.reset()
+            before = ag.statistics().kernels
+            with ag.tenant(f"ml-{copy_chunks}-{bool(split)}", split=split):
+                labels = ml.run(32, 2)
+            launches = ag.statistics().kernels - before
+            return ml.r1.numpy(), ml.r2.numpy(), np.asarray(labels), launches
+
+    whole = scores(1)
+    for got in (scores(4), scores(1, dict.fromkeys(splittable, 3))):
+        for a, b in zip(got[:3], whole[:3]):
+            np.testing.assert_array_equal(a, b)
+        assert got[3] > whole[3] == 10             # (cut: more launches than ML's ten)
+
+
 class SideWork:
     """A workload whose host read depends on part of its device work only: ``run`` squares x
     into x1 and y into y1 on another stream, and reads x1 alone (as a read of one chunk of a
