@@ -492,6 +492,51 @@ def test_the_environment_selects_devices_and_policy():
         options_from_env({"ASYNCGPU_DEVICE_POLICY": "fastest"})
 
 
+@pytest.mark.parametrize("pin", [None, 1])
+def test_a_chunked_launch_runs_with_its_copies_on_one_device(monkeypatch, pin):
+    # element-wise launches of host-current inputs are cut in chunks behind chunked copies:
+    # every chunk and copy of one launch on the device the policy (or the pin) chose
+    import contextlib
+
+    import asyncgpu as ag
+    from asyncgpu.runtime import chunks
+
+    monkeypatch.setattr(chunks, "MIN_CHUNK_BYTES", 8)
+    with ag.configure(backend="sim", sim_seed=6, sim_strategy="random", memory="explicit",
+                      copy_chunks=4, **several(2)):
+        kernel = ag.kernel(const=["x"], out=["y"], elementwise="n")(twice)
+        parts = [ag.array(np.arange(64, dtype=np.float64) + c) for c in range(4)]
+        outs = [ag.empty_like(p) for p in parts]
+        with ag.device(pin) if pin is not None else contextlib.nullcontext():
+            with ag.trace() as t:
+                for p, o in zip(parts, outs):
+                    kernel[2, 32](p, o, 64)
+        for c, o in enumerate(outs):
+            np.testing.assert_array_equal(o.numpy(), 2.0 * (np.arange(64) + c) + 1.0)
+        stats = ag.statistics()
+        assert stats.kernels == 16 and stats.copies_to_device == 16
+        assert dict(stats.placed) == ({0: 8, 1: 8} if pin is None else {1: 16})
+        # each launch's copies go to one device, in launch order: 4 copies a launch
+        copies = [("device 1" in n.name) for n in t.copies if "to device" in n.name]
+        per_launch = [set(copies[i:i + 4]) for i in range(0, 16, 4)]
+        assert all(len(d) == 1 for d in per_launch)
+
+
+def test_a_tenants_split_runs_its_pieces_on_one_device():
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_seed=7, sim_strategy="random", **several(2)):
+        kernel = ag.kernel(const=["x"], out=["y"], elementwise="n")(twice)
+        parts = [ag.array(np.arange(64, dtype=np.float64) * c) for c in range(2)]
+        outs = [ag.empty_like(p) for p in parts]
+        with ag.tenant("pieces", split={"twice": 3}):
+            for p, o in zip(parts, outs):
+                kernel[2, 32](p, o, 64)
+        for c, o in enumerate(outs):
+            np.testing.assert_array_equal(o.numpy(), 2.0 * np.arange(64) * c + 1.0)
+        assert dict(ag.statistics().placed) == {0: 3, 1: 3}
+
+
 @pytest.mark.parametrize("memory", ["explicit", "managed"])
 def test_a_trace_times_every_node_on_every_device(memory):
     import asyncgpu as ag

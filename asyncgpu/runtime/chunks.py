@@ -65,6 +65,10 @@ one of two ways:
   not its blocks in x, or ``first + G`` over ``total``) is refused before anything is
   enqueued; one of fewer than two blocks in x runs whole.
 
+On a runtime over several devices a launch in pieces (chunked or split) is placed as one
+launch (``Issuing._place`` on its whole arguments, :func:`_device`): every piece, and every
+chunk's copy, runs on the device chosen for it.
+
 Both kinds go through one path (:func:`split_parts`): each piece is validated
 (``Kernel.bind``) and prepared (``kernel_launch``) before the first is issued, then the pieces
 are issued in order. Inside a recording the same pieces are deferred as
@@ -271,13 +275,28 @@ def bind_parts(rt: Any, kernel: Any, parts: list[tuple[Any, tuple[Any, ...]]],
 
 
 def _prepared(rt: Any, kernel: Any, parts: list[tuple[Any, tuple[Any, ...]]],
-              site: str | None) -> list[tuple[list[Any], Any]]:
+              site: str | None, device: int) -> list[tuple[list[Any], Any]]:
     """Each piece validated and prepared (:func:`bind_parts`, then the backend's
-    ``kernel_launch``): (its array arguments, its backend launch). Nothing is enqueued."""
-    return [(piece_arrays, rt.backend.kernel_launch(kernel, piece_launcher, piece_arrays,
-                                                    piece_values, site))
+    ``kernel_launch`` for device slot ``device``): (its array arguments, its backend launch).
+    Nothing is enqueued."""
+    backend = rt.backend
+    several = rt.placement is not None
+    return [(piece_arrays,
+             backend.kernel_launch(kernel, piece_launcher, piece_arrays, piece_values, site,
+                                   device) if several else
+             backend.kernel_launch(kernel, piece_launcher, piece_arrays, piece_values, site))
             for (piece_launcher, _), (piece_arrays, piece_values)
             in zip(parts, bind_parts(rt, kernel, parts, site))]
+
+
+def _device(rt: Any, kernel: Any, arrays: list[Any], site: str | None) -> int:
+    """The device slot of a launch in pieces: on a runtime over several devices, where the
+    device policy (or a pin) puts the whole launch, every piece and copy goes there; else 0."""
+    if rt.placement is None:
+        return 0
+    whole = Node("kernel", kernel.name, site, arrays)
+    rt._place(whole)
+    return whole.device
 
 
 def _row_parts(launcher: Any, args: tuple[Any, ...], length: int, count: int
@@ -388,22 +407,25 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[A
         return False
     if max(a.alloc.nbytes for a in host.values()) < chunks * MIN_CHUNK_BYTES:
         return False
-    planned = _prepared(rt, kernel, _row_parts(launcher, args, length, chunks), site)
+    device = _device(rt, kernel, arrays, site)
+    planned = _prepared(rt, kernel, _row_parts(launcher, args, length, chunks), site, device)
     memory = rt.memory
+    current = HOST | DEVICE << device
     for a in whole.values():    # every chunk reads these whole: one copy each, first
-        memory.copy(a.alloc, 0, a.alloc.nbytes, True, a.param)
-        a.alloc.location = HOST | DEVICE
+        memory.copy(a.alloc, 0, a.alloc.nbytes, True, a.param, device)
+        a.alloc.location = current
     for a in host.values():     # the chunks' copies make these current on the device
-        a.alloc.location = HOST | DEVICE
+        a.alloc.location = current
     previous = None
     for chunk_arrays, launch in planned:
         copied = set()
         for a in chunk_arrays:
             if a.alloc.id in host and a.alloc.id not in copied:
                 copied.add(a.alloc.id)
-                memory.copy(a.alloc, a.lo, a.hi, True, a.param)
+                memory.copy(a.alloc, a.lo, a.hi, True, a.param, device)
         node = Node("kernel", kernel.name, site, chunk_arrays)
         node.launch = launch
+        node.device = device
         rt.stats.kernels += 1
         # each chunk after the one before (an edge of reason ``split``): the chunks run one at
         # a time, each on the launch's whole grid, while the next chunks' copies go on
@@ -463,10 +485,12 @@ def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any
     parts = split_parts(launcher, args, arrays, values, site, pieces)
     if parts is None:
         return False
+    device = _device(rt, kernel, arrays, site)
     previous = None
-    for piece_arrays, launch in _prepared(rt, kernel, parts, site):
+    for piece_arrays, launch in _prepared(rt, kernel, parts, site, device):
         node = Node("kernel", kernel.name, site, piece_arrays)
         node.launch = launch
+        node.device = device
         rt.stats.kernels += 1
         if previous is None:
             rt.issue_after(node, () if after is None else (after,), "pointer")

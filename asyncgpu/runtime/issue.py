@@ -87,13 +87,13 @@ class Issuing:
                 splits = tenant.splits
                 if not pieces and splits and kernel.name in splits:
                     pieces = splits[kernel.name]
-                if (profiled is None and pieces and self.placement is None
+                if (profiled is None and pieces
                         and launch_split(self, launcher, args, arrays, values, site, pieces,
                                          pointer)):
                     return
             # (not in sync execution: one node at a time, nothing for the chunks to overlap)
             if (profiled is None and pointer is None and self.memory is not None
-                    and kernel.elementwise and self.placement is None and not self.sync_mode
+                    and kernel.elementwise and not self.sync_mode
                     and launch_chunked(self, launcher, args, arrays, values, site)):
                 return
             accesses: list[Any] = arrays     # an ArrayArg is its own dependency access
