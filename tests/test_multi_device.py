@@ -507,10 +507,10 @@ def test_a_chunked_launch_runs_with_its_copies_on_one_device(monkeypatch, pin):
         kernel = ag.kernel(const=["x"], out=["y"], elementwise="n")(twice)
         parts = [ag.array(np.arange(64, dtype=np.float64) + c) for c in range(4)]
         outs = [ag.empty_like(p) for p in parts]
-        with ag.device(pin) if pin is not None else contextlib.nullcontext():
-            with ag.trace() as t:
-                for p, o in zip(parts, outs):
-                    kernel[2, 32](p, o, 64)
+        pinned = ag.device(pin) if pin is not None else contextlib.nullcontext()
+        with pinned, ag.trace() as t:
+            for p, o in zip(parts, outs):
+                kernel[2, 32](p, o, 64)
         for c, o in enumerate(outs):
             np.testing.assert_array_equal(o.numpy(), 2.0 * (np.arange(64) + c) + 1.0)
         stats = ag.statistics()
