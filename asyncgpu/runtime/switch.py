@@ -85,6 +85,8 @@ def refuse_rebuild_while_tracing(rt: Any, changes: list[str]) -> None:
 def rebuild_backend(rt: Any, options: Options) -> None:
     """Give ``rt`` (all work finished, lock held) the backend ``options`` ask for and move
     its live allocations there. On failure nothing has changed (the new buffers are freed)."""
+    if rt._host_busy:
+        rt.settle_host_writes()     # (a large host write still copying into a mirror)
     old = rt.backend
     old_explicit = rt.options.memory == "explicit"
     convert = rt.options.memory != options.memory
