@@ -157,7 +157,10 @@ class Issuing:
         ``edge_counts``)."""
         found = self.deps.conflicts(node.accesses)
         kept = reduce_parents(found) if len(found) > 1 else list(found)
-        counts = Counter(reason for p in kept for reason, _ in found[p])
+        counts: dict[str, int] = {}     # (a Counter is a Python class: dearer to build)
+        for p in kept:
+            for why, _ in found[p]:
+                counts[why] = counts.get(why, 0) + 1
         for p in previous:
             if not p.finished:
                 found.setdefault(p, []).append((reason, p.name))
