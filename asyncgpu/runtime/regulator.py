@@ -72,6 +72,8 @@ GUARD_GAIN = 0.9
 #: high-priority tenant's latency alone, in at most ``MOST_PIECES`` pieces.
 SLICE = 0.05
 MOST_PIECES = 32
+#: The remedies for a late high-priority tenant, measured in turn (for the log).
+REMEDIES = {"split": "other tenants' launches in pieces", "guard": "guard"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,8 +150,8 @@ class Regulator:
         self._trial: _Trial | None = None
         self.checked: dict[str, tuple[float, float]] = {}
         self.measured: dict[str, float] = {}
-        self._guard_lost = False            # (a guard measured no better: not tried again)
-        self._split_lost = False            # (the same for the pieces)
+        #: the remedies (``split``, ``guard``) measured no better: not tried again
+        self._lost: set[str] = set()
         #: test hook (``asyncgpu.testing.regulation``): a profiled op's (seconds, share, grid)
         #: from its kernel's name and its measured seconds, modelled share and grid
         self.stand_in: Any = None
@@ -375,31 +377,11 @@ class Regulator:
             self.apply(trial.plans[keep], measure=False)
             stage, p90 = keep, trial.scores[keep][1]
         if stage == "split":
-            before = trial.scores["split-base"][1]
-            if p90 < GUARD_GAIN * before:
-                log.info("asyncgpu: high-priority tenant %r: the other tenants' launches kept "
-                         "in pieces (p90 %.3f -> %.3f ms)", lead.name, before * 1e3, p90 * 1e3)
-                self._store(trial.plans["split-base"], plan)
-            else:
-                log.info("asyncgpu: high-priority tenant %r: the other tenants' launches in "
-                         "pieces did not help (p90 %.3f -> %.3f ms); they run as before",
-                         lead.name, before * 1e3, p90 * 1e3)
-                self._split_lost = True
-                self.apply(trial.plans["split-base"], measure=False)
-                stage, p90 = "split-base", before
+            kept, p90 = self._judge(trial, "split", lead.name, p90)
+            if not kept:
+                stage = "split-base"
         if stage == "guard":
-            before = trial.scores["guard-base"][1]
-            if p90 < GUARD_GAIN * before:
-                log.info("asyncgpu: high-priority tenant %r: the guard kept (p90 %.3f -> %.3f "
-                         "ms)", lead.name, before * 1e3, p90 * 1e3)
-                self._store(trial.plans["guard-base"], plan)
-            else:
-                log.info("asyncgpu: high-priority tenant %r: the guard did not help (p90 %.3f "
-                         "-> %.3f ms); the plan goes back to the one without it", lead.name,
-                         before * 1e3, p90 * 1e3)
-                self._guard_lost = True
-                self.apply(trial.plans["guard-base"], measure=False)
-                p90 = before
+            _, p90 = self._judge(trial, "guard", lead.name, p90)
             self.checked[lead.name] = (p90, trial.alone)
             self._trial = None
             return
@@ -408,7 +390,7 @@ class Regulator:
         if not high or not normal or p90 <= HIGH_TARGET * trial.alone:
             self._trial = None
             return
-        if "split-base" not in trial.plans and not self._split_lost:
+        if "split-base" not in trial.plans and "split" not in self._lost:
             split = self._split_plan(self.plan, normal, trial.alone)
             if split is not None:
                 log.info("asyncgpu: high-priority tenant %r took %.3f ms (p90 of %d steps) "
@@ -420,7 +402,7 @@ class Regulator:
                 self.apply(split, measure=False)
                 self._start(split, "split", trial)
                 return
-        if self._guard_lost:
+        if "guard" in self._lost:
             self._trial = None
             return
         kept = self.plan
@@ -435,6 +417,25 @@ class Regulator:
         guarded = dataclasses.replace(kept, after=after)
         self.apply(guarded, measure=False)
         self._start(guarded, "guard", trial)
+
+    def _judge(self, trial: _Trial, remedy: str, lead: str, p90: float) -> tuple[bool, float]:
+        """The end of a remedy's measurement (``split`` or ``guard``): kept (and stored in
+        place of the plan without it) if it cut the lead's p90 to :data:`GUARD_GAIN` of that
+        plan's, else that plan is back and the remedy is not tried again. Returns whether it
+        was kept and the lead's p90 under the plan now in force."""
+        base = remedy + "-base"
+        before = trial.scores[base][1]
+        if p90 < GUARD_GAIN * before:
+            log.info("asyncgpu: high-priority tenant %r: the %s kept (p90 %.3f -> %.3f ms)",
+                     lead, REMEDIES[remedy], before * 1e3, p90 * 1e3)
+            self._store(trial.plans[base], self.plan)
+            return True, p90
+        log.info("asyncgpu: high-priority tenant %r: the %s did not help (p90 %.3f -> %.3f ms); "
+                 "the plan goes back to the one without it", lead, REMEDIES[remedy],
+                 before * 1e3, p90 * 1e3)
+        self._lost.add(remedy)
+        self.apply(trial.plans[base], measure=False)
+        return False, before
 
     def _split_plan(self, kept: Plan, normal: list[int], alone: float) -> Plan | None:
         """``kept`` with the ``normal`` tenants' splittable launches longer than :data:`SLICE`
