@@ -146,6 +146,7 @@ def test_a_thread_without_a_current_context_makes_the_calls_all_the_same(env, fi
     s1.begin_capture()
     kernels["put"]((1,), (N,), (z, np.float32(9.0)), stream=s1)
     graph = s1.end_capture()
+    s0.synchronize()            # (a launch on s1 is not ordered after put's on s0)
     errors: list[BaseException] = []
 
     def on_a_new_thread() -> None:
