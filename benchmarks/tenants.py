@@ -21,12 +21,16 @@ steps of every workload (after every workload ran ``warmup`` steps alone):
 Reported per mode: the wall time of the whole mix (its speedup is ``sequential``'s over it),
 and per workload the step latency, host-measured from the step's start to its checked result,
 p50 and p99; ``alone``: each workload's latency when it runs by itself (the reference a
-high-priority tenant's p99 is held to).
+high-priority tenant's p99 is held to). ``bound``: the wall time of the longest workload's
+rounds by itself (steps and resets), which no mode can beat since a workload's steps run one
+after another, and ``sequential``'s over it, the most any mode can reach on this mix.
+
+A workload of the mix may name its own scale: ``ml:small``.
 
 With ``--steps recorded`` every mode's steps replay each workload's launches recorded as a graph
 (the suite's ``recorded_static``), which takes most of the host's work out of a step.
 
-usage: ``asyncgpu bench tenants [--scale small] [--iterations ROUNDS] [--workloads dl,img,ml]
+usage: ``asyncgpu bench tenants [--scale small] [--iterations ROUNDS] [--workloads dl,img,ml:small]
 [--steps eager|recorded]``
 """
 
@@ -60,8 +64,9 @@ class _Member:
 
     def __init__(self, ag: Any, name: str, scale: str, block: int, num_blocks: int,
                  recorded: bool) -> None:
-        self.name = name
-        self.wl = WORKLOADS[name](ag, scale)
+        self.name = name            # (``workload`` or ``workload:scale``)
+        workload, _, own_scale = name.partition(":")
+        self.wl = WORKLOADS[workload](ag, own_scale or scale)
         self.wl.reset()             # the inputs (a step resets only the accumulators)
         # (recorded: the launches as a static graph function, replayed, then the host read)
         self.run = static_runner(ag, self.wl) if recorded else self.wl.run
@@ -126,9 +131,15 @@ def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
     simulator, whose clock says nothing of latency)."""
     members = [_Member(ag, name, scale, block, num_blocks, recorded) for name in mix]
     alone: dict[str, dict[str, float]] = {}
+    longest = 0.0
     for m in members:
         for r in range(warmup + rounds):
+            if r == warmup:
+                ag.synchronize()
+                t0 = time.perf_counter()
             m.step(r >= warmup)
+        ag.synchronize()
+        longest = max(longest, time.perf_counter() - t0)
         m.check()
         alone[m.name] = _summary(m.latencies)
         m.latencies = []
@@ -163,7 +174,8 @@ def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
     for row in rows:
         row["speedup"] = sequential / row["ms"]
     return {"rows": rows, "alone": alone, "mix": list(mix), "scale": scale, "rounds": rounds,
-            "high_priority": mix[0], "plan": plan, "recorded": recorded}
+            "high_priority": mix[0], "plan": plan, "recorded": recorded,
+            "bound": {"ms": longest * 1e3, "speedup": sequential / (longest * 1e3)}}
 
 
 def _regulate(ag: Any, members: list[_Member], scopes: list[Any], check_rounds: int

@@ -170,3 +170,39 @@ def test_threads_writing_large_inputs_and_launching_equal_their_serial_results(s
             t.join(60)
         assert results == [[2.0 * (10 * i + step) for step in range(4)]
                            for i in range(len(pairs))]
+
+
+# -- a large array set to one number: a fill on the device ---------------------------------------
+def test_a_large_array_set_to_one_number_is_filled_on_the_device_without_waiting():
+    with ag.configure(backend="sim", memory="explicit"):
+        x = ag.array(np.arange(BIG, dtype=np.float32))
+        y = x * 2                               # a node reading x, unfinished on sim
+        before = ag.statistics()
+        x[...] = 0
+        after = ag.statistics()
+        assert after.calls == before.calls + 1              # the fill is a node ...
+        assert after.host_accesses == before.host_accesses  # ... no host write
+        assert after.host_syncs == before.host_syncs        # ... and nothing waited for
+        x[:] = np.float64(1.5)
+        assert float(x[BIG - 1]) == 1.5 and float(y[BIG - 1]) == 2.0 * (BIG - 1)
+
+
+def test_a_large_fill_converts_as_numpy_and_refuses_what_numpy_refuses():
+    with ag.configure(backend="sim", memory="explicit"):
+        x = ag.array(np.full(4 * BIG, 7, np.int8))
+        x[...] = 2.9                                # truncated, as NumPy does
+        assert int(x[5]) == 2
+        with pytest.raises(OverflowError):
+            x[...] = 300                            # out of int8's range: NumPy's error ...
+        assert x.numpy().tolist() == [2] * (4 * BIG)   # ... before anything was enqueued
+        x[...] = True
+        assert int(x.sum()) == 4 * BIG
+
+
+def test_a_small_array_set_to_one_number_stays_a_host_write():
+    with ag.configure(backend="sim", memory="explicit"):
+        x = ag.array(np.ones(64, np.float32))
+        before = ag.statistics()
+        x[...] = 3
+        assert ag.statistics().calls == before.calls
+        assert x.numpy().tolist() == [3.0] * 64

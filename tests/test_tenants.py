@@ -313,16 +313,19 @@ def test_the_tenants_benchmark_checks_every_mode_on_the_simulator():
     from benchmarks import tenants
 
     with ag.configure(backend="sim", sim_seed=1):
-        result = tenants.measure(ag, "tiny", rounds=1, warmup=0, mix=("vec", "bs"),
-                                 block=32, check_rounds=0)
+        result = tenants.measure(ag, "small", rounds=1, warmup=0, mix=("vec:tiny", "bs:tiny"),
+                                 block=32, check_rounds=0)     # (each at a scale of its own)
         assert [r["mode"] for r in result["rows"]] == list(tenants.MODES)
         assert "no plan" not in result["plan"]["plan"]      # (regulated reached its plan)
-        assert all(set(r["latency"]) == {"vec", "bs"} for r in result["rows"])
+        assert all(set(r["latency"]) == {"vec:tiny", "bs:tiny"} for r in result["rows"])
         assert result["rows"][0]["speedup"] == 1.0
+        bound = result["bound"]                 # the longest workload alone, and what it allows
+        assert bound["ms"] > 0 and bound["speedup"] == result["rows"][0]["ms"] / bound["ms"]
         stats = ag.tenants()
-        assert (stats["vec-tenant"].priority, stats["bs-tenant"].priority) == ("high", "normal")
-        assert stats["vec-tenant"].steps == 1 and stats["vec-tenant"].kernels > 0
-        assert len(priorities("vec-one-stream", streams=1)) == 1
+        assert (stats["vec:tiny-tenant"].priority,
+                stats["bs:tiny-tenant"].priority) == ("high", "normal")
+        assert stats["vec:tiny-tenant"].steps == 1 and stats["vec:tiny-tenant"].kernels > 0
+        assert len(priorities("vec:tiny-one-stream", streams=1)) == 1
 
 
 def test_the_tenants_benchmark_with_recorded_steps_checks_every_mode_and_regulates():

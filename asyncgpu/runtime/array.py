@@ -12,7 +12,9 @@ each view covers, so disjoint halves of one array do not wait for each other.
 
 Host access goes through the runtime: reading waits only for the unfinished writers of the bytes
 read (a read of data that kernels only read never blocks), writing waits for the unfinished
-readers and writers of the bytes written. Reads return NumPy copies, never views of managed
+readers and writers of the bytes written. Setting a whole array of :data:`DEVICE_FILL_BYTES`
+or more to one number (``x[...] = 0``, ``x[:] = 1.5``) is no host write: a fill node sets it
+on the device, as CuPy does, and the host waits for nothing. Reads return NumPy copies, never views of managed
 memory that a later kernel could change under the caller's feet.
 
 Memory is given back to the backend only when no Array refers to the allocation *and* every node
@@ -42,6 +44,8 @@ from .node_ops import ops
 from .operators import ArrayOperators
 
 _FAKE = np.zeros(64, np.uint8)
+#: A whole array of this many bytes or more set to one number is filled on the device.
+DEVICE_FILL_BYTES = 1 << 20
 
 
 def describe(dtype: np.dtype, shape: tuple[int, ...]) -> str:
@@ -228,6 +232,13 @@ class Array(View, ArrayOperators):
                                and key.stop is None and key.step is None):
             # ``x[...] = values`` or ``x[:] = values``, the common rewrite of a whole array:
             # its own span, without working out a view's layout
+            if self.nbytes >= DEVICE_FILL_BYTES and _number(value, self.dtype):
+                # one number (converted as NumPy would, raising as NumPy does, before
+                # anything is enqueued): a fill on the device, not every byte written on the
+                # host and copied over (the host's write of 24 MB costs milliseconds)
+                typed = np.empty((), self.dtype)
+                typed[()] = value
+                return ops.dispatch("ndarray.fill", (self, typed[()]), {})
             lo, hi, dense = self._lo, self._hi, self._contiguous
         else:
             kind, norm = _normalize_key(key, self.ndim)
@@ -680,3 +691,14 @@ def _dtype(dtype: Any) -> np.dtype:
             f"asyncgpu arrays hold booleans and numbers; dtype {dt} is not supported"
         )
     return dt
+
+
+def _number(value: Any, dtype: np.dtype) -> bool:
+    """Whether ``value`` is one number (a Python or NumPy scalar, or a 0-d NumPy array) and
+    ``dtype`` a numeric one: what a device fill can set."""
+    if dtype.kind not in "biufc":
+        return False
+    if type(value) in (int, float, bool, complex) or isinstance(value, np.generic):
+        return not isinstance(value, (np.void, np.str_, np.bytes_, np.datetime64,
+                                      np.timedelta64))
+    return isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biufc"
