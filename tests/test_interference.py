@@ -244,18 +244,47 @@ def test_the_environment_turns_the_rule_off(monkeypatch):
     assert options_from_env().interference is False
 
 
-def test_a_tenant_never_waits_for_another_tenants_launch_by_the_rule(sim):
+def test_tenants_of_one_priority_wait_for_each_other_by_the_rule(sim):
     k = ag.kernel(const=["x"], out=["y"])(scale)
     xs, ys = _two_independent()
-    with slower_together() as tried, ag.instrument(programs.Edges(from_kernels=True)) as seen:
-        for _ in range(3):
+    with slower_together() as tried:
+        for _ in range(2):                          # the trial
             with ag.tenant("interference-a"):
                 k[2, 32](xs[0], ys[0], 256)
             with ag.tenant("interference-b"):
                 k[2, 32](xs[1], ys[1], 256)
-        assert current_runtime().interference._trials == {}
-    assert tried == []
-    assert all("interference" not in reasons for _, reasons in seen.kernels)
+        ag.synchronize()
+        with ag.instrument(programs.Edges(from_kernels=True)) as seen:
+            for _ in range(2):
+                with ag.tenant("interference-a"):
+                    k[2, 32](xs[0], ys[0], 256)
+                with ag.tenant("interference-b"):
+                    k[2, 32](xs[1], ys[1], 256)
+    assert len(tried) == 1
+    assert [r for _, r in seen.kernels] == [[], ["interference"], ["interference"],
+                                            ["interference"]]
+    assert [ys[i].numpy()[255] for i in range(2)] == [3.0 * 255, 3.0 * 256]
+
+
+def test_a_high_priority_tenant_never_waits_for_a_normal_one_by_the_rule(sim):
+    k = ag.kernel(const=["x"], out=["y"])(scale)
+    xs, ys = _two_independent()
+    with slower_together() as tried:
+        for _ in range(3):                          # the trial (from the second round on)
+            with ag.tenant("interference-normal"):
+                k[2, 32](xs[0], ys[0], 256)
+            with ag.tenant("interference-high", priority="high"):
+                k[2, 32](xs[1], ys[1], 256)
+        ag.synchronize()
+        with ag.instrument(programs.Edges(from_kernels=True)) as seen:
+            for _ in range(2):
+                with ag.tenant("interference-normal"):
+                    k[2, 32](xs[0], ys[0], 256)     # waits for the high one's launch ...
+                with ag.tenant("interference-high", priority="high"):
+                    k[2, 32](xs[1], ys[1], 256)     # ... never the other way
+    assert len(tried) == 1
+    assert ["interference" in r for _, r in seen.kernels] == [False, False, True, False]
+    assert [ys[i].numpy()[255] for i in range(2)] == [3.0 * 255, 3.0 * 256]
 
 
 def test_a_launch_key_counts_bytes_each_way_and_tells_shapes_apart(sim):

@@ -20,7 +20,8 @@ cdef class InterferenceRule:
     cdef public int tries
 
     @cython.locals(nbytes=cython.longlong, key=tuple, apart=list, s=StreamState, other=Node,
-                   sample=Sample, seen=int, pool=int, found=dict)
+                   sample=Sample, seen=int, pool=int, found=dict, devices=int, levels=list,
+                   level=int)
     cpdef list partners(self, Node node, launcher, list arrays, int tenant,
                         StreamManager streams, DependencyTracker deps)
 

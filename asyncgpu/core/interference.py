@@ -11,8 +11,10 @@ the random gathers of each fit in L2 alone and thrash it together).
 
 A launch is a *suspect* when it moves at least ``min_bytes`` (:data:`MIN_BYTES`) and is
 predicted memory-bound (:func:`heuristic_class`) or fills the device's threads by itself. For
-each suspect the rule looks at the newest unfinished node of every other stream of its pool
-(its tenant, its device); where that node is a suspect too and not a data parent (the
+each suspect the rule looks at the newest unfinished node of every other stream of its device
+whose tenant is as urgent as the launch's or more (its own tenant's, and with tenants of
+several priorities, a normal tenant's launch looks at a high-priority tenant's streams but
+never the other way); where that node is a suspect too and not a data parent (the
 dependency tracker's answer), their pair of launch keys (:func:`launch_key`: kernel, grid,
 block, dynamic shared memory, bytes moved) gets a verdict
 by a trial on the program's own launches, which measures what the program really does (a
@@ -40,7 +42,10 @@ Invariants
 * An edge only adds ordering: results equal those of any other schedule, trials included.
 * Each pair gets at most one verdict per rule (verdicts are symmetric); until its verdict, and
   for a launch that was not timed, a pair runs side by side.
-* Only the launch's own pool is looked at: a tenant never waits for another tenant by this rule.
+* A launch never waits by this rule for a tenant less urgent than its own: a high-priority
+  tenant never waits for a normal one (CUDA stream priorities order only the blocks waiting
+  for a multiprocessor; blocks already resident share it, so a normal tenant's heavy launch
+  beside a high-priority one slows it whatever the priorities).
 
 Example::
 
@@ -175,10 +180,10 @@ class InterferenceRule:
 
     def partners(self, node: Any, launcher: Any, arrays: list[Any], tenant: int,
                  streams: Any, deps: Any) -> list[Any]:
-        """The unfinished nodes of the other streams of ``tenant``'s pool on the node's device
-        that a launch (``node``, not yet issued) must wait for; puts a :class:`Sample` on
-        ``node`` when it is a suspect. ``deps``: the dependency tracker, which tells the data
-        parents (they run first anyway)."""
+        """The unfinished nodes of the other streams on the node's device, of ``tenant`` and
+        of tenants as urgent or more, that a launch (``node``, not yet issued) must wait for;
+        puts a :class:`Sample` on ``node`` when it is a suspect. ``deps``: the dependency
+        tracker, which tells the data parents (they run first anyway)."""
         nbytes = moved_bytes(arrays)
         if nbytes < self.min_bytes:      # (the common case, decided without a key)
             return []
@@ -191,11 +196,15 @@ class InterferenceRule:
             self._seen[key] = seen + 1
             sample.start = self.backend.timing_event(node.device)
             sample.end = self.backend.timing_event(node.device)
-        pool = pool_of(tenant, node.device, streams.devices)
+        devices = streams.devices
+        pool = pool_of(tenant, node.device, devices)
+        levels = streams._priorities            # (per tenant; lower is more urgent)
+        level = levels[tenant]
         found = None
         apart = []
         for s in streams.streams:
-            if s.pool != pool or not s.inflight:
+            if not s.inflight or (s.pool != pool and (s.device != node.device
+                                                      or levels[s.pool // devices] > level)):
                 continue
             other = s.inflight[-1]
             kept = other.keepalive
