@@ -97,36 +97,24 @@ class StreamManager:
         self._inflight = 0
 
     # -- tenants -----------------------------------------------------------------------------
-    def add_tenant(self, priority: int, streams: int | None = None, eager: bool = False) -> int:
+    def add_tenant(self, priority: int, streams: int | None = None) -> int:
         """Pools for one more tenant, whose streams are created with ``priority`` (CUDA's:
-        lower is more urgent), at most ``streams`` of them per device (None: ``max_streams``),
-        all at once with ``eager`` (a tenant made while others run), else as needed; returns
-        its number."""
+        lower is more urgent), at most ``streams`` of them per device (None: ``max_streams``);
+        returns its number."""
         self._priorities.append(priority)
-        limit = self.max_streams if streams is None else min(streams, self.max_streams)
-        self._limits.append(limit)
+        self._limits.append(self.max_streams if streams is None
+                            else min(streams, self.max_streams))
         self._frees.extend(deque() for _ in range(self.devices))
         self._counts.extend([0] * self.devices)
-        tenant = len(self._priorities) - 1
-        # Creating a stream can wait for the device's running kernels (on an H200 a tenant's
-        # pool growing in its first steps held every thread behind the runtime's lock for as
-        # long as another tenant's 24 ms kernel, once per new stream), so a tenant made while
-        # others run gets all its streams at once. (Not on a reconfigured runtime, which
-        # remakes every tenant's pools at once.)
-        for device in range(self.devices if eager else 0):
-            pool = pool_of(tenant, device, self.devices)
-            for _ in range(limit):
-                self._frees[pool].append(self._create(device, pool))
-        return tenant
+        return len(self._priorities) - 1
 
     # -- the pool, as seen by the policies ---------------------------------------------------
     def can_grow(self) -> bool:
         return self._counts[self._pool] < self._limits[self._pool // self.devices]
 
     def grow(self) -> StreamState:
-        return self._create(self._device, self._pool)
-
-    def _create(self, device: int, pool: int) -> StreamState:
+        device = self._device
+        pool = self._pool
         priority = self._priorities[pool // self.devices]
         handle = (self.backend.create_stream(device) if priority == 0
                   else self.backend.create_stream(device, priority))

@@ -208,7 +208,7 @@ class Runtime(HostAccess):
             ranges = getattr(self.backend, "stream_priorities", None)
             least, greatest = ranges() if ranges is not None else (0, 0)
             level = stream_priority(priority, least, greatest)
-            index = self.streams.add_tenant(level, streams, eager=True)
+            index = self.streams.add_tenant(level, streams)
             self.tenants.append(Tenant(index, name, priority, level, streams, splits, after))
             self._tenanted = True
             return index
