@@ -8,7 +8,8 @@ steps of every workload (after every workload ran ``warmup`` steps alone):
 
 * ``sequential``: one host thread runs the workloads' steps one after another;
 * ``one stream each``: one thread per workload, each a tenant held to one stream
-  (``asyncgpu.tenant(..., streams=1)``): model-level sharing, as one CUDA stream per model;
+  (``asyncgpu.tenant(..., streams=1)``): model-level sharing, as one CUDA stream per model
+  (this mode and ``tenants`` run one untimed round first, in which their tenants are made);
 * ``threads``: one host thread per workload, no tenants: asyncgpu's scheduler alone;
 * ``tenants``: one thread per workload, each its own tenant (``asyncgpu.tenant``: streams of
   its own), the first workload's with ``priority="high"``;
@@ -157,6 +158,11 @@ def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
     for mode in MODES:      # (every workload is warm: it ran alone first)
         if mode == "regulated":
             plan = _regulate(ag, members, scopes[mode], check_rounds)
+        elif scopes.get(mode) is not None:
+            # (one untimed round: a tenant's first step makes its streams, as they are needed)
+            _threads(members, 1, scopes[mode])
+            for m in members:
+                m.latencies = []
         ag.synchronize()
         t0 = time.perf_counter()
         if mode == "sequential":
