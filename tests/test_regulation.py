@@ -373,7 +373,7 @@ def test_a_plan_is_measured_against_the_tenants_own_settings_and_a_late_high_ten
             assert ag.regulation().plan.splits == {}
             steps_while(mix, "own")
             scores = ag.regulation().measured
-            kept_plan = scores["plan"] < scores["own"]
+            kept_plan = scores["plan"] <= regulator.PLAN_GAIN * scores["own"]
         state = ag.regulation()
         base = searched if kept_plan else dataclasses.replace(
             searched, splits={}, after={}, after_outcome=searched.before)   # (no modelled gain)

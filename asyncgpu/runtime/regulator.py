@@ -21,8 +21,9 @@ The model
    first regulated one); a stage's score is the slowest tenant's median step latency plus
    ``LATE_WEIGHT`` times the high-priority lead's p90 beyond ``HIGH_TARGET`` times its
    modelled latency alone. The plan is measured, then (when it adds anything) the tenants'
-   own settings, and the better of the two is kept and stored: a plan that measures worse
-   than none is dropped. Then, if a high-priority lead beside normal tenants is still over
+   own settings, and the plan is kept and stored only if it scores :data:`PLAN_GAIN` of
+   theirs or less (a plan within the measurement's noise of none changes nothing worth its
+   ordering), else the tenants' own settings are. Then, if a high-priority lead beside normal tenants is still over
    its target, two remedies are measured in turn, each kept only if it cut the lead's p90 to
    :data:`GUARD_GAIN` of what it was: first the normal tenants' splittable launches longer
    than :data:`SLICE` of the lead's latency alone are cut into pieces no longer than that
@@ -66,6 +67,9 @@ log = logging.getLogger("asyncgpu")
 
 #: Steps of a high-priority tenant measured under a searched plan before it is checked.
 CHECK_STEPS = 10
+#: A searched plan is kept when its measured score is this fraction of the tenants' own
+#: settings' or less (two measurements of ten steps each differ by a few percent alone).
+PLAN_GAIN = 0.97
 #: A guard is kept when it brings the high-priority tenant's p90 to this fraction or less.
 GUARD_GAIN = 0.9
 #: The split guard cuts normal tenants' launches into pieces of at most this fraction of the
@@ -335,8 +339,8 @@ class Regulator:
         its score is the slowest tenant's median step latency, plus ``LATE_WEIGHT`` times a
         high-priority lead's p90 beyond ``HIGH_TARGET`` times its modelled latency alone (the
         model's objective, measured). Stages: ``plan`` (the searched plan); ``own`` (the
-        tenants' own settings, when the plan adds to them), the better of the two kept and
-        stored; then, for a high-priority lead still over its target beside normal tenants,
+        tenants' own settings, when the plan adds to them), the plan kept and stored if it
+        scored :data:`PLAN_GAIN` of theirs or less, else theirs; then, for a high-priority lead still over its target beside normal tenants,
         ``split`` (the others' long splittable launches in pieces, :meth:`_split_plan`) and
         ``guard`` (the others wait for its launches), each kept only if it cut the lead's p90
         to :data:`GUARD_GAIN` of what it was."""
@@ -368,7 +372,8 @@ class Regulator:
             self._start(own, "own", trial)
             return
         if stage == "own":
-            keep = "own" if trial.scores["own"][0] < trial.scores["plan"][0] else "plan"
+            keep = ("plan" if trial.scores["plan"][0] <= PLAN_GAIN * trial.scores["own"][0]
+                    else "own")
             log.info("asyncgpu: regulation measured the plan at %.3f ms and the tenants' own "
                      "settings at %.3f ms (score); %s kept", trial.scores["plan"][0] * 1e3,
                      trial.scores["own"][0] * 1e3,
