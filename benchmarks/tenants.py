@@ -32,8 +32,8 @@ A workload of the mix may name its own scale: ``ml:small``.
 With ``--steps recorded`` every mode's steps replay each workload's launches recorded as a graph
 (the suite's ``recorded_static``), which takes most of the host's work out of a step.
 
-usage: ``asyncgpu bench tenants [--scale small] [--iterations ROUNDS] [--workloads dl,img,ml:small]
-[--steps eager|recorded]``
+usage: ``asyncgpu bench tenants [--scale small] [--iterations ROUNDS]
+[--workloads dl,img,ml:small] [--steps eager|recorded]``
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ Host access goes through the runtime: reading waits only for the unfinished writ
 read (a read of data that kernels only read never blocks), writing waits for the unfinished
 readers and writers of the bytes written. Setting a whole array of :data:`DEVICE_FILL_BYTES`
 or more to one number (``x[...] = 0``, ``x[:] = 1.5``) is no host write: a fill node sets it
-on the device, as CuPy does, and the host waits for nothing. Reads return NumPy copies, never views of managed
-memory that a later kernel could change under the caller's feet.
+on the device, as CuPy does, and the host waits for nothing. Reads return NumPy copies, never
+views of managed memory that a later kernel could change under the caller's feet.
 
 Memory is given back to the backend only when no Array refers to the allocation *and* every node
 that used it has finished (nodes keep their allocations alive): CuPy's pool would otherwise hand

@@ -23,11 +23,11 @@ The model
    modelled latency alone. The plan is measured, then (when it adds anything) the tenants'
    own settings, and the plan is kept and stored only if it scores :data:`PLAN_GAIN` of
    theirs or less (a plan within the measurement's noise of none changes nothing worth its
-   ordering), else the tenants' own settings are. Then, if a high-priority lead beside normal tenants is still over
-   its target, two remedies are measured in turn, each kept only if it cut the lead's p90 to
-   :data:`GUARD_GAIN` of what it was: first the normal tenants' splittable launches longer
-   than :data:`SLICE` of the lead's latency alone are cut into pieces no longer than that
-   (at most :data:`MOST_PIECES`; a model of the device shares its threads, but blocks that
+   ordering), else the tenants' own settings are. Then, if a high-priority lead beside
+   normal tenants is still over its target, two remedies are measured in turn, each kept
+   only if it cut the lead's p90 to :data:`GUARD_GAIN` of what it was: first the normal
+   tenants' splittable launches longer than :data:`SLICE` of the lead's latency alone are
+   cut into pieces no longer than that (at most :data:`MOST_PIECES`; a model of the device shares its threads, but blocks that
    hold a multiprocessor for a whole long launch keep the lead's blocks waiting, which
    pieces end), then every normal tenant's launches wait for the lead's latest unfinished
    launch (a pointer from every kernel to every kernel, ``"*"``: priority before
@@ -340,7 +340,8 @@ class Regulator:
         high-priority lead's p90 beyond ``HIGH_TARGET`` times its modelled latency alone (the
         model's objective, measured). Stages: ``plan`` (the searched plan); ``own`` (the
         tenants' own settings, when the plan adds to them), the plan kept and stored if it
-        scored :data:`PLAN_GAIN` of theirs or less, else theirs; then, for a high-priority lead still over its target beside normal tenants,
+        scored :data:`PLAN_GAIN` of theirs or less, else theirs; then, for a high-priority
+        lead still over its target beside normal tenants,
         ``split`` (the others' long splittable launches in pieces, :meth:`_split_plan`) and
         ``guard`` (the others wait for its launches), each kept only if it cut the lead's p90
         to :data:`GUARD_GAIN` of what it was."""
