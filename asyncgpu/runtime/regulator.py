@@ -27,9 +27,9 @@ The model
    normal tenants is still over its target, two remedies are measured in turn, each kept
    only if it cut the lead's p90 to :data:`GUARD_GAIN` of what it was: first the normal
    tenants' splittable launches longer than :data:`SLICE` of the lead's latency alone are
-   cut into pieces no longer than that (at most :data:`MOST_PIECES`; a model of the device shares its threads, but blocks that
-   hold a multiprocessor for a whole long launch keep the lead's blocks waiting, which
-   pieces end), then every normal tenant's launches wait for the lead's latest unfinished
+   cut into pieces no longer than that (at most :data:`MOST_PIECES`; a model of the device
+   shares its threads, but blocks that hold a multiprocessor for a whole long launch keep
+   the lead's blocks waiting, which pieces end), then every normal tenant's launches wait for the lead's latest unfinished
    launch (a pointer from every kernel to every kernel, ``"*"``: priority before
    throughput, as ``priority="high"`` asks).
 
