@@ -29,9 +29,9 @@ The model
    tenants' splittable launches longer than :data:`SLICE` of the lead's latency alone are
    cut into pieces no longer than that (at most :data:`MOST_PIECES`; a model of the device
    shares its threads, but blocks that hold a multiprocessor for a whole long launch keep
-   the lead's blocks waiting, which pieces end), then every normal tenant's launches wait for the lead's latest unfinished
-   launch (a pointer from every kernel to every kernel, ``"*"``: priority before
-   throughput, as ``priority="high"`` asks).
+   the lead's blocks waiting, which pieces end), then every normal tenant's launches wait
+   for the lead's latest unfinished launch (a pointer from every kernel to every kernel,
+   ``"*"``: priority before throughput, as ``priority="high"`` asks).
 
 While regulated, each step of a regulated tenant is checked against the plan's shape when it
 ends; a step of another shape (the workload changed) sets the plan aside and profiling starts
