@@ -262,3 +262,16 @@ def test_long_traces_read_completed_events_as_they_go(sim, monkeypatch):
     for a, b in zip(kernels, kernels[1:]):
         if a.stream == b.stream:
             assert a.end_s <= b.start_s
+
+
+def test_a_traces_host_times_count_from_its_start(sim):
+    import time
+
+    ag = sim
+    run = vec_program(ag)
+    before = time.perf_counter()
+    with ag.trace() as t:
+        between = time.perf_counter()
+        run()
+    assert before <= t.started <= between
+    assert all(n.enqueue_s >= between - t.started for n in t.nodes)

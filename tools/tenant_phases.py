@@ -6,9 +6,16 @@ the host: the reset of its accumulators, its launches, and its read of the resul
 for its kernels). The same for the workload alone, and beside the other with chunked copies
 off (``copy_chunks=1``). Medians and 90th percentiles in ms.
 
+With ``--trace``, the steps beside the other workload are traced too (``asyncgpu.trace``), and
+for the median and the slowest high-priority step it prints what ran on the device meanwhile:
+each node's kind, name and stream, and its enqueue, start and end in ms from the step's start
+(``*``: the high-priority step's own). A kernel of the high-priority tenant that takes twice
+its time alone while the other's kernels run beside it is sharing multiprocessors, which
+stream priorities do not prevent.
+
 usage: PYTHONPATH=. python3 tools/tenant_phases.py [HIGH] [OTHER] [--scale medium]
-       [--steps 25] [--backend cuda]      (default: dl beside ml; ``--backend sim --scale
-       tiny`` checks that it runs, its times are the simulator's)
+       [--steps 25] [--backend cuda] [--trace]     (default: dl beside ml; ``--backend sim
+       --scale tiny`` checks that it runs, its times are the simulator's)
 """
 
 from __future__ import annotations
@@ -28,6 +35,9 @@ def main() -> None:
     parser.add_argument("--scale", default="medium")
     parser.add_argument("--steps", type=int, default=25)
     parser.add_argument("--backend", default="cuda", choices=("cuda", "sim"))
+    parser.add_argument("--trace", action="store_true",
+                        help="trace the steps beside the other workload and print what ran "
+                             "on the device during the median and the slowest one")
     args = parser.parse_args()
 
     import asyncgpu as ag
@@ -45,6 +55,7 @@ def main() -> None:
         for _ in range(3):
             member.step(False)
     times: dict[str, list[float]] = {p: [] for p in PHASES}
+    spans: list[tuple[float, float]] = []      # each high-priority step's start and end
 
     def high_step() -> None:
         wl = high.wl
@@ -59,10 +70,12 @@ def main() -> None:
         t3 = time.perf_counter()
         for phase, seconds in zip(PHASES, (t1 - t0, t2 - t1, t3 - t2, t3 - t0)):
             times[phase].append(seconds * 1e3)
+        spans.append((t0, t3))
 
-    def run(label: str, beside: bool) -> None:
+    def run(label: str, beside: bool, traced: bool = False) -> None:
         for v in times.values():
             v.clear()
+        spans.clear()
         scope = ag.tenant(f"{args.high} ({label})", priority="high")
         other_scope = ag.tenant(f"{args.other} ({label})")
         stop = threading.Event()
@@ -73,6 +86,9 @@ def main() -> None:
                     other.step(False)
 
         thread = threading.Thread(target=other_steps) if beside else None
+        trace = ag.trace() if traced else None
+        if trace is not None:
+            trace.start()
         if thread is not None:
             thread.start()
             time.sleep(0.05)
@@ -84,12 +100,16 @@ def main() -> None:
             stop.set()
             if thread is not None:
                 thread.join()
+            if trace is not None:
+                trace.stop()
         ag.synchronize()
         print(f"{label:34s} " + "  ".join(f"{p} {_median(times[p]):7.3f} / {_p90(times[p]):7.3f}"
                                            for p in PHASES), flush=True)
+        if trace is not None:
+            _print_device(trace, spans)
 
     print(f"{args.high} (high priority), ms, median / p90, {args.steps} steps")
-    run(f"beside {args.other}", True)
+    run(f"beside {args.other}", True, args.trace)
     chunks = rt.options.copy_chunks
     ag.configure(copy_chunks=1)         # (the same runtime: only the option changes)
     try:
@@ -97,6 +117,28 @@ def main() -> None:
     finally:
         ag.configure(copy_chunks=chunks)
     run("alone", False)
+
+
+def _print_device(trace: object, spans: list[tuple[float, float]]) -> None:
+    """What ran on the device during the median and the slowest high-priority step."""
+    if trace.logical_clock:
+        print("  (the simulator's device clock is logical: it does not line up with host times)")
+        return
+    origin = trace.started
+    steps = [(a - origin, b - origin) for a, b in spans]
+    order = sorted(range(len(steps)), key=lambda i: steps[i][1] - steps[i][0])
+    nodes = sorted([n for n in trace.device_nodes if n.start_s is not None],
+                   key=lambda n: n.start_s)
+    for i in dict.fromkeys((order[len(order) // 2], order[-1])):
+        a, b = steps[i]
+        print(f"  step {i}: {(b - a) * 1e3:.2f} ms; on the device meanwhile (ms from its start; "
+              "* its own):")
+        for n in nodes:
+            if n.end_s >= a and n.start_s <= b:
+                own = "*" if a <= n.enqueue_s <= b else " "
+                print(f"    {own} {n.kind:6s} {n.name[:24]:24s} stream {n.stream:<3} enqueued "
+                      f"{(n.enqueue_s - a) * 1e3:8.2f}  start {(n.start_s - a) * 1e3:8.2f}  end "
+                      f"{(n.end_s - a) * 1e3:8.2f}")
 
 
 def _median(values: list[float]) -> float:

@@ -286,6 +286,11 @@ class Trace:
             self._events = []
 
     @property
+    def started(self) -> float:
+        """``time.perf_counter()`` when the trace started: the records' times count from it."""
+        return self._t0
+
+    @property
     def nodes(self) -> list[NodeRecord]:
         """Every traced node (kernels and host accesses) in issue order."""
         self._resolve()
