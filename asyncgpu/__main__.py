@@ -646,7 +646,10 @@ def main(argv: list[str] | None = None) -> int:
 
     handler = logging.StreamHandler()
     handler.setFormatter(_Prefixed("%(message)s"))
-    logging.basicConfig(level=cli_log_level(), handlers=[handler], force=True)
+    # (the level is asyncgpu's own: at INFO, Numba's and CuPy's loggers would print their
+    # module unloads and the like)
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
+    logging.getLogger("asyncgpu").setLevel(cli_log_level())
     try:
         if args.command == "bench":
             return cmd_bench(args)

@@ -111,6 +111,24 @@ def test_info_names_the_backend_once(capsys, monkeypatch, caplog):
     assert max(len(line) for line in out.splitlines()) <= 80
 
 
+def test_the_log_level_is_asyncgpus_alone(capsys, monkeypatch):
+    import logging
+
+    monkeypatch.setenv("ASYNCGPU_LOG_LEVEL", "INFO")
+    root, ours = logging.getLogger(), logging.getLogger("asyncgpu")
+    saved = root.level, ours.level, list(root.handlers)
+    try:
+        _run(capsys, monkeypatch, "info")
+        assert ours.getEffectiveLevel() == logging.INFO
+        # (Numba's INFO lines, its module unloads among them, stay out)
+        assert logging.getLogger("numba.cuda.cudadrv.driver").getEffectiveLevel() == \
+            logging.WARNING
+    finally:
+        root.setLevel(saved[0])
+        ours.setLevel(saved[1])
+        root.handlers[:] = saved[2]
+
+
 def test_log_lines_name_their_logger_once():
     import logging
 
