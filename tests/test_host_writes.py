@@ -187,6 +187,21 @@ def test_a_large_array_set_to_one_number_is_filled_on_the_device_without_waiting
         assert float(x[BIG - 1]) == 1.5 and float(y[BIG - 1]) == 2.0 * (BIG - 1)
 
 
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_a_large_fill_copies_nothing_to_the_device_first(memory):
+    with ag.configure(backend="sim", memory=memory):
+        x = ag.array(np.arange(BIG, dtype=np.float32))      # current on the host only
+        before = ag.statistics()
+        x[...] = 0                                          # every byte: none read
+        z = ag.zeros(2 * BIG, np.float32)                   # (the same fill)
+        assert ag.statistics().copies_to_device == before.copies_to_device
+        assert float(x.sum()) == 0.0 and float(z.sum()) == 0.0
+        y = ag.array(np.arange(2 * BIG, dtype=np.float32))  # host only again
+        half = y[::2]                                       # every other element: a fill of
+        half[...] = -1                                      # a view, the others' bytes kept
+        assert y.numpy()[:4].tolist() == [-1.0, 1.0, -1.0, 3.0]
+
+
 def test_a_large_fill_converts_as_numpy_and_refuses_what_numpy_refuses():
     with ag.configure(backend="sim", memory="explicit"):
         x = ag.array(np.full(4 * BIG, 7, np.int8))

@@ -66,7 +66,8 @@ def empty(shape: Any, dtype: Any = np.float64) -> Array:
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
-    """A new array filled with ``fill_value`` (written by the host).
+    """A new array filled with ``fill_value`` (written by the host; from 1 MiB on, filled on
+    the device).
 
     Returns
     -------

@@ -649,7 +649,8 @@ def empty_array(shape: Any, dtype: Any, location: int) -> Array:
 
 
 def full_array(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
-    """A new array filled with ``fill_value`` by the host (``asyncgpu.full`` and its kin)."""
+    """A new array filled with ``fill_value`` (``asyncgpu.full`` and its kin): by the host, or
+    on the device from :data:`DEVICE_FILL_BYTES` on (a one-number write, ``__setitem__``)."""
     dt = np.asarray(fill_value).dtype if dtype is None else dtype
     out = empty_array(shape, dt, HOST)
     out[...] = fill_value

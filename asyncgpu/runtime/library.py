@@ -51,6 +51,7 @@ from .array import Array, host_array, new_array
 from .checks import check_usable
 from .current import current_runtime
 from .effects import effects
+from .kernel import array_arg
 from .node_ops import ops
 
 #: Functions whose result shape depends on array values (synchronizing on ``sim``).
@@ -174,6 +175,12 @@ class LibraryCall:
                 continue
             seen[id(a)] = len(out)
             alloc = a._alloc
+            if (write and i == 0 and self.name == "ndarray.fill" and a._lo == 0
+                    and a._hi == alloc.nbytes and a.is_c_contiguous):
+                # a fill of every byte reads none: the explicit model copies nothing in
+                # before it (``memory.overwrites``), where it would copy stale bytes over
+                out.append(array_arg(i, a.describe(), a, False, True))
+                continue
             out.append(Access(alloc.id, alloc, a._lo, a._hi, write, a.describe()))
         return out
 
