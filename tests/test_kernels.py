@@ -133,3 +133,42 @@ def test_the_simulator_switches_threads_quickly_during_a_launch_and_restores_the
     assert float(y.sum()) == 64.0
     assert seen == [pytest.approx(min(before, SIMULATOR_SWITCH_S))]   # (in microseconds)
     assert sys.getswitchinterval() == before
+
+
+def test_the_simulator_runs_one_launch_at_a_time_whatever_the_threads(sim):
+    # (Numba's simulator keeps a launch's grid, block and shared memory in a global: two
+    # launches at once, from threads of two runtimes, would run one inside the other)
+    import threading
+
+    from asyncgpu.backends.sim.kernels import _numba_runner
+
+    ag = sim
+
+    def mark(y, value):
+        buf = cuda.shared.array(64, np.float64)
+        i = cuda.threadIdx.x
+        buf[i] = value + cuda.blockIdx.x
+        cuda.syncthreads()
+        y[cuda.grid(1)] = buf[cuda.blockDim.x - 1 - i]
+
+    k = ag.kernel(out=["y"])(mark)
+    kernel = k[2, 32].kernel
+    runners = [_numba_runner(kernel, kernel.source.py_func, (2 + t,), (32,), 0) for t in range(4)]
+    outputs = [np.zeros(32 * (2 + t)) for t in range(4)]
+    errors = []
+
+    def launches(t):
+        try:
+            for _ in range(5):
+                runners[t]([outputs[t], float(10 * t)])
+        except BaseException as exc:    # (reported below)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=launches, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors
+    for t in range(4):
+        assert outputs[t].tolist() == [10.0 * t + b for b in range(2 + t) for _ in range(32)]

@@ -30,28 +30,24 @@ POISON = 0xFF
 #: Python's default interval (5 ms) each turn of that loop holds the interpreter for the whole
 #: interval (the suite's HITS in every mode at the tiny scale: 24.8 s at 5 ms, 5.8 s at 50 us).
 SIMULATOR_SWITCH_S = 5e-5
-_switching = threading.Lock()
-_switch_users = 0
-_switch_saved = 0.0
+#: Numba's simulator runs one launch at a time in a process: the launch's context (its grid,
+#: its block, its shared memory) is a global of the simulator, and a launch that finds another
+#: one's context runs as a device function of it. Launches from several threads (runtimes of
+#: their own, each with its own lock) take turns here.
+_simulating = threading.Lock()
 
 
 @contextlib.contextmanager
-def _quick_switches() -> Iterator[None]:
-    """:data:`SIMULATOR_SWITCH_S` as the switch interval while at least one launch runs in the
-    simulator (launches on several threads share it), the interval before it afterwards."""
-    global _switch_users, _switch_saved
-    with _switching:
-        if _switch_users == 0:
-            _switch_saved = sys.getswitchinterval()
-            sys.setswitchinterval(min(_switch_saved, SIMULATOR_SWITCH_S))
-        _switch_users += 1
-    try:
-        yield
-    finally:
-        with _switching:
-            _switch_users -= 1
-            if _switch_users == 0:
-                sys.setswitchinterval(_switch_saved)
+def _one_launch() -> Iterator[None]:
+    """The simulator to this thread's launch alone, with :data:`SIMULATOR_SWITCH_S` as the
+    switch interval meanwhile (the interval before it afterwards)."""
+    with _simulating:
+        saved = sys.getswitchinterval()
+        sys.setswitchinterval(min(saved, SIMULATOR_SWITCH_S))
+        try:
+            yield
+        finally:
+            sys.setswitchinterval(saved)
 
 
 def _is_real_device_function(obj: Any) -> bool:
@@ -104,7 +100,7 @@ def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block:
 
     def run(args: list[Any]) -> None:
         wrapped = [FakeCUDAArray(a) if isinstance(a, np.ndarray) else a for a in args]
-        with _simulated_device_functions(fake.fn), _quick_switches():
+        with _one_launch(), _simulated_device_functions(fake.fn):
             fake[grid, block, 0, shared](*wrapped)
 
     return run
