@@ -113,28 +113,6 @@ def test_statistics_snapshot_is_frozen(sim):
     assert stats.backend == "sim" and isinstance(stats.as_dict()["edges"], dict)
 
 
-def test_the_simulator_switches_threads_quickly_during_a_launch_and_restores_the_interval(sim):
-    import sys
-
-    from asyncgpu.backends.sim.kernels import SIMULATOR_SWITCH_S
-
-    ag = sim
-    seen = []
-
-    def probe(y):
-        if cuda.grid(1) == 0:
-            seen.append(sys.getswitchinterval())      # (Python: the simulator runs it)
-        y[cuda.grid(1)] = 1.0
-
-    k = ag.kernel(out=["y"])(probe)
-    before = sys.getswitchinterval()
-    y = ag.empty(64, np.float32)
-    k[2, 32](y)
-    assert float(y.sum()) == 64.0
-    assert seen == [pytest.approx(min(before, SIMULATOR_SWITCH_S))]   # (in microseconds)
-    assert sys.getswitchinterval() == before
-
-
 def test_the_simulator_runs_one_launch_at_a_time_whatever_the_threads(sim):
     # (Numba's simulator keeps a launch's grid, block and shared memory in a global: two
     # launches at once, from threads of two runtimes, would run one inside the other)

@@ -10,7 +10,6 @@ launch behaves as on the device.
 from __future__ import annotations
 
 import contextlib
-import sys
 import threading
 from collections.abc import Iterator
 from typing import Any, Callable
@@ -25,29 +24,11 @@ from ...runtime.kernel import CudaCSource, Kernel
 POISON = 0xFF
 
 
-#: The interpreter's thread switch interval while Numba's simulator runs a launch. A block's
-#: threads are Python threads that take turns with the simulator's loop polling them; at
-#: Python's default interval (5 ms) each turn of that loop holds the interpreter for the whole
-#: interval (the suite's HITS in every mode at the tiny scale: 24.8 s at 5 ms, 5.8 s at 50 us).
-SIMULATOR_SWITCH_S = 5e-5
 #: Numba's simulator runs one launch at a time in a process: the launch's context (its grid,
 #: its block, its shared memory) is a global of the simulator, and a launch that finds another
 #: one's context runs as a device function of it. Launches from several threads (runtimes of
 #: their own, each with its own lock) take turns here.
 _simulating = threading.Lock()
-
-
-@contextlib.contextmanager
-def _one_launch() -> Iterator[None]:
-    """The simulator to this thread's launch alone, with :data:`SIMULATOR_SWITCH_S` as the
-    switch interval meanwhile (the interval before it afterwards)."""
-    with _simulating:
-        saved = sys.getswitchinterval()
-        sys.setswitchinterval(min(saved, SIMULATOR_SWITCH_S))
-        try:
-            yield
-        finally:
-            sys.setswitchinterval(saved)
 
 
 def _is_real_device_function(obj: Any) -> bool:
@@ -100,7 +81,7 @@ def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block:
 
     def run(args: list[Any]) -> None:
         wrapped = [FakeCUDAArray(a) if isinstance(a, np.ndarray) else a for a in args]
-        with _one_launch(), _simulated_device_functions(fake.fn):
+        with _simulating, _simulated_device_functions(fake.fn):
             fake[grid, block, 0, shared](*wrapped)
 
     return run
