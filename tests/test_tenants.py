@@ -477,3 +477,18 @@ def test_a_pointer_whose_wait_is_dropped_is_caught_where_data_is_shared():
                 continue
             caught += got != [19.0] * 32
     assert caught >= 4, f"the planted bug failed {caught} of 8 runs"
+
+
+def test_a_trace_names_the_tenant_of_each_node(sim):
+    k = sim
+    x = ag.array(np.ones(64))
+    y, z = ag.empty_like(x), ag.empty_like(x)
+    with ag.trace() as t:
+        with ag.tenant("traced-tenant"):
+            k[2, 32](x, y, 64)
+        k[2, 32](x, z, 64)
+        ag.synchronize()
+    assert [n.tenant for n in t.kernels] == ["traced-tenant", "default"]
+    events = t.chrome_trace()["traceEvents"]
+    assert {e["args"]["tenant"] for e in events if e.get("ph") == "i"} == {"traced-tenant",
+                                                                           "default"}

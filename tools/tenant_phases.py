@@ -9,7 +9,7 @@ off (``copy_chunks=1``). Medians and 90th percentiles in ms.
 With ``--trace``, the steps beside the other workload are traced too (``asyncgpu.trace``), and
 for the median and the slowest high-priority step it prints what ran on the device meanwhile:
 each node's kind, name and stream, and its enqueue, start and end in ms from the step's start
-(``*``: the high-priority step's own). A kernel of the high-priority tenant that takes twice
+(``*``: the high-priority tenant's). A kernel of the high-priority tenant that takes twice
 its time alone while the other's kernels run beside it is sharing multiprocessors, which
 stream priorities do not prevent.
 
@@ -106,7 +106,7 @@ def main() -> None:
         print(f"{label:34s} " + "  ".join(f"{p} {_median(times[p]):7.3f} / {_p90(times[p]):7.3f}"
                                            for p in PHASES), flush=True)
         if trace is not None:
-            _print_device(trace, spans)
+            _print_device(trace, spans, scope.name)
 
     print(f"{args.high} (high priority), ms, median / p90, {args.steps} steps")
     run(f"beside {args.other}", True, args.trace)
@@ -119,8 +119,8 @@ def main() -> None:
     run("alone", False)
 
 
-def _print_device(trace: object, spans: list[tuple[float, float]]) -> None:
-    """What ran on the device during the median and the slowest high-priority step."""
+def _print_device(trace: object, spans: list[tuple[float, float]], high: str) -> None:
+    """What ran on the device during the median and the slowest step of tenant ``high``."""
     if trace.logical_clock:
         print("  (the simulator's device clock is logical: it does not line up with host times)")
         return
@@ -132,10 +132,10 @@ def _print_device(trace: object, spans: list[tuple[float, float]]) -> None:
     for i in dict.fromkeys((order[len(order) // 2], order[-1])):
         a, b = steps[i]
         print(f"  step {i}: {(b - a) * 1e3:.2f} ms; on the device meanwhile (ms from its start; "
-              "* its own):")
+              "* its tenant's):")
         for n in nodes:
             if n.end_s >= a and n.start_s <= b:
-                own = "*" if a <= n.enqueue_s <= b else " "
+                own = "*" if n.tenant == high else " "
                 print(f"    {own} {n.kind:6s} {n.name[:24]:24s} stream {n.stream:<3} enqueued "
                       f"{(n.enqueue_s - a) * 1e3:8.2f}  start {(n.start_s - a) * 1e3:8.2f}  end "
                       f"{(n.end_s - a) * 1e3:8.2f}")

@@ -32,7 +32,8 @@ def chrome_trace(trace: Any) -> dict[str, Any]:
     us = 1e6
     by_id = {n.id: n for n in nodes}
     for n in nodes:
-        args = {"site": n.site, "parents": [f"{r} {a} <- node {p}" for p, r, a in n.parents]}
+        args = {"site": n.site, "tenant": n.tenant,
+                "parents": [f"{r} {a} <- node {p}" for p, r, a in n.parents]}
         ev.append({"ph": "i", "pid": 0, "tid": 0, "s": "t", "ts": n.enqueue_s * us,
                    "name": f"{'launch' if n.stream is not None else n.kind} {n.name}",
                    "args": args})

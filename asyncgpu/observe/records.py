@@ -28,6 +28,7 @@ class NodeRecord:
     parents: list[tuple[int, str, str]] = field(default_factory=list)  # (id, reason, array)
     start_s: float | None = None
     end_s: float | None = None
+    tenant: str = "default"        # the tenant that issued it (``asyncgpu.tenant``)
 
 
 @dataclass

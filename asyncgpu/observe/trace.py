@@ -114,6 +114,8 @@ class _TracingBackend:
         inner.record(e1, stream)
         rec = NodeRecord(node.id, node.kind, node.name, node.site, t._track(stream),
                          t._next_order(), enq)
+        if node.tenant:
+            rec.tenant = t._rt.tenants[node.tenant].name
         t._nodes[node.id] = rec
         for p in t._pending_prefetches:
             p.node = node.id
