@@ -699,7 +699,7 @@ def _number(value: Any, dtype: np.dtype) -> bool:
     ``dtype`` a numeric one: what a device fill can set."""
     if dtype.kind not in "biufc":
         return False
-    if type(value) in (int, float, bool, complex) or isinstance(value, np.generic):
-        return not isinstance(value, (np.void, np.str_, np.bytes_, np.datetime64,
-                                      np.timedelta64))
-    return isinstance(value, np.ndarray) and value.ndim == 0 and value.dtype.kind in "biufc"
+    if type(value) in (int, float, bool, complex):
+        return True
+    return (isinstance(value, (np.generic, np.ndarray)) and value.ndim == 0
+            and value.dtype.kind in "biufc")
