@@ -214,6 +214,22 @@ def test_a_large_fill_converts_as_numpy_and_refuses_what_numpy_refuses():
         assert int(x.sum()) == 4 * BIG
 
 
+def test_a_large_array_set_to_one_number_inside_a_recording_is_refused_as_a_host_write():
+    from asyncgpu import RecordingError
+
+    with ag.configure(backend="sim", memory="explicit"):
+        x = ag.array(np.ones(BIG, np.float32))
+
+        @ag.graph
+        def step():
+            x[...] = 0
+
+        with pytest.raises(RecordingError, match="host write"):
+            step()
+        x[...] = 2                                  # outside: a fill, the runtime usable
+        assert float(x[BIG - 1]) == 2.0
+
+
 def test_a_small_array_set_to_one_number_stays_a_host_write():
     with ag.configure(backend="sim", memory="explicit"):
         x = ag.array(np.ones(64, np.float32))

@@ -232,10 +232,13 @@ class Array(View, ArrayOperators):
                                and key.stop is None and key.step is None):
             # ``x[...] = values`` or ``x[:] = values``, the common rewrite of a whole array:
             # its own span, without working out a view's layout
-            if self.nbytes >= DEVICE_FILL_BYTES and _number(value, self.dtype):
+            if (self.nbytes >= DEVICE_FILL_BYTES and _number(value, self.dtype)
+                    and self._alloc.runtime.recording is None):
                 # one number (converted as NumPy would, raising as NumPy does, before
                 # anything is enqueued): a fill on the device, not every byte written on the
-                # host and copied over (the host's write of 24 MB costs milliseconds)
+                # host and copied over (the host's write of 24 MB costs milliseconds). Not
+                # while a function is recorded: a fill is not captured into graphs, where a
+                # host write is refused with its remedy, as before
                 typed = np.empty((), self.dtype)
                 typed[()] = value
                 return ops.dispatch("ndarray.fill", (self, typed[()]), {})
