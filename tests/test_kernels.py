@@ -150,3 +150,57 @@ def test_the_simulator_runs_one_launch_at_a_time_whatever_the_threads(sim):
     assert not errors
     for t in range(4):
         assert outputs[t].tolist() == [10.0 * t + b for b in range(2 + t) for _ in range(32)]
+
+
+def test_a_blocks_shared_array_is_one_array_whatever_the_thread_switches(monkeypatch):
+    # (Numba's simulated cuda.shared.array looks its call site up and stores a new array
+    # without a lock: two threads switched between the two got two arrays)
+    import threading
+    import time
+
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+
+    from asyncgpu.backends.sim import kernels
+
+    assert kernels._install_shared_arrays()
+    shared = FakeCUDAShared(0)
+    empty = np.empty
+
+    def slow_empty(*args, **kwargs):
+        time.sleep(0.005)           # every other thread runs between lookup and store
+        return empty(*args, **kwargs)
+
+    monkeypatch.setattr(np, "empty", slow_empty)
+    got = []
+
+    def take():
+        got.append(shared.array(8, np.float32))      # one call site for every thread
+
+    threads = [threading.Thread(target=take) for _ in range(8)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert len(got) == 8 and all(a is got[0] for a in got)
+
+
+def test_the_simulator_switches_threads_quickly_during_a_launch_and_restores_the_interval(sim):
+    import sys
+
+    from asyncgpu.backends.sim.kernels import SIMULATOR_SWITCH_S
+
+    ag = sim
+    seen = []
+
+    def probe(y):
+        if cuda.grid(1) == 0:
+            seen.append(sys.getswitchinterval())      # (Python: the simulator runs it)
+        y[cuda.grid(1)] = 1.0
+
+    k = ag.kernel(out=["y"])(probe)
+    before = sys.getswitchinterval()
+    y = ag.empty(64, np.float32)
+    k[2, 32](y)
+    assert float(y.sum()) == 64.0
+    assert seen == [pytest.approx(min(before, SIMULATOR_SWITCH_S))]   # (in microseconds)
+    assert sys.getswitchinterval() == before

@@ -10,6 +10,7 @@ launch behaves as on the device.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any, Callable
@@ -29,6 +30,71 @@ POISON = 0xFF
 #: one's context runs as a device function of it. Launches from several threads (runtimes of
 #: their own, each with its own lock) take turns here.
 _simulating = threading.Lock()
+#: The interpreter's thread switch interval while Numba's simulator runs a launch. A block's
+#: threads are Python threads that take turns with the simulator's loop polling them; at
+#: Python's default interval (5 ms) each turn of that loop holds the interpreter for the whole
+#: interval (the suite's HITS in every mode at the tiny scale: 24.8 s at 5 ms, 5.8 s at 50 us).
+SIMULATOR_SWITCH_S = 5e-5
+_shared_arrays = threading.Lock()
+
+
+def _shared_array(self: Any, shape: Any, dtype: Any, alignment: Any = None) -> np.ndarray:
+    """``cuda.shared.array`` in Numba's simulator: one array per block and call site, as
+    Numba's own, but looked up and made under a lock. Numba's (numba-cuda 0.30) looks the call
+    site up and stores a new array without one, so two threads of a block switched between
+    the two got two arrays, and a block reduction went wrong (seen with short switch
+    intervals). Installed over Numba's by :func:`_install_shared_arrays`."""
+    if alignment is not None:
+        raise RuntimeError("Array alignment is not supported in cudasim")
+    from numba.cuda import types
+    from numba.cuda.np import numpy_support
+
+    dtype = np.dtype(numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) else dtype)
+    if shape == 0:      # the launch's dynamic shared memory: one buffer for all
+        return np.frombuffer(self._dynshared.data, dtype=dtype,
+                             count=self._dynshared_size // dtype.itemsize)
+    caller = sys._getframe(1)
+    site = (caller.f_code.co_filename, caller.f_lineno)
+    with _shared_arrays:
+        array = self._allocations.get(site)
+        if array is None:
+            array = self._allocations[site] = np.empty(shape, dtype)
+    return array
+
+
+def _install_shared_arrays() -> bool:
+    """Put :func:`_shared_array` in place of Numba's simulated ``cuda.shared.array`` where the
+    simulator keeps its arrays as this module expects; whether it is in place."""
+    from numba.cuda.simulator import kernelapi
+
+    shared = getattr(kernelapi, "FakeCUDAShared", None)
+    if shared is None:
+        return False
+    if shared.array is _shared_array:
+        return True
+    probe = shared(0)
+    if not all(hasattr(probe, name) for name in ("_allocations", "_dynshared",
+                                                   "_dynshared_size")):
+        return False
+    shared.array = _shared_array
+    return True
+
+
+@contextlib.contextmanager
+def _one_launch() -> Iterator[None]:
+    """The simulator to this thread's launch alone, with :data:`SIMULATOR_SWITCH_S` as the
+    switch interval meanwhile where its shared arrays are safe with it (the interval before
+    it afterwards)."""
+    with _simulating:
+        if not _install_shared_arrays():
+            yield
+            return
+        saved = sys.getswitchinterval()
+        sys.setswitchinterval(min(saved, SIMULATOR_SWITCH_S))
+        try:
+            yield
+        finally:
+            sys.setswitchinterval(saved)
 
 
 def _is_real_device_function(obj: Any) -> bool:
@@ -81,7 +147,7 @@ def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block:
 
     def run(args: list[Any]) -> None:
         wrapped = [FakeCUDAArray(a) if isinstance(a, np.ndarray) else a for a in args]
-        with _simulating, _simulated_device_functions(fake.fn):
+        with _one_launch(), _simulated_device_functions(fake.fn):
             fake[grid, block, 0, shared](*wrapped)
 
     return run
