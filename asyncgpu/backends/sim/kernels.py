@@ -36,6 +36,8 @@ _simulating = threading.Lock()
 #: interval (the suite's HITS in every mode at the tiny scale: 24.8 s at 5 ms, 5.8 s at 50 us).
 SIMULATOR_SWITCH_S = 5e-5
 _shared_arrays = threading.Lock()
+#: Whether :func:`_shared_array` is in place (decided at the first launch; None before).
+_shared_safe: bool | None = None
 
 
 def _shared_array(self: Any, shape: Any, dtype: Any, alignment: Any = None) -> np.ndarray:
@@ -85,8 +87,11 @@ def _one_launch() -> Iterator[None]:
     """The simulator to this thread's launch alone, with :data:`SIMULATOR_SWITCH_S` as the
     switch interval meanwhile where its shared arrays are safe with it (the interval before
     it afterwards)."""
+    global _shared_safe
     with _simulating:
-        if not _install_shared_arrays():
+        if _shared_safe is None:
+            _shared_safe = _install_shared_arrays()
+        if not _shared_safe:
             yield
             return
         saved = sys.getswitchinterval()
