@@ -121,7 +121,7 @@ def test_sync_execution_does_not_chunk(small_chunks):
     assert after.copies_to_device - before.copies_to_device == 5
 
 
-def test_chunks_overlap_copies_on_other_streams(small_chunks):
+def test_chunk_copies_run_in_order_on_one_stream_beside_the_kernels(small_chunks):
     import asyncgpu as ag
 
     affine, _ = _kernels(ag, True)
@@ -131,15 +131,24 @@ def test_chunks_overlap_copies_on_other_streams(small_chunks):
             affine[4, 8](x, y, 2.0, 64)
         nodes = t.device_nodes
         assert [n.kind for n in nodes] == ["copy", "kernel"] * 4
-        previous = None
+        previous = previous_copy = None
         for copy, kernel in zip(nodes[::2], nodes[1::2]):
             # by data its own chunk's copy only; in order after the chunk before
             assert {pid for pid, r, _ in kernel.parents if r == "RAW"} == {copy.id}
             assert {pid for pid, r, _ in kernel.parents if r == "split"} == (
                 set() if previous is None else {previous.id})
-            assert not copy.parents             # the copies go on beside the kernels
-            previous = kernel
-        assert len({n.stream for n in nodes}) > 1
+            # each copy after the one before only (never after a kernel): the copies go on
+            # beside the kernels, in order
+            assert [(pid, r) for pid, r, _ in copy.parents] == (
+                [] if previous_copy is None else [(previous_copy.id, "split")])
+            previous, previous_copy = kernel, copy
+        copies, kernels = nodes[::2], nodes[1::2]
+        assert len({n.stream for n in copies[1:]}) == 1
+        assert len({n.stream for n in kernels}) == 1
+        assert copies[1].stream != kernels[0].stream
+        # on the logical clock: chunk k's copy ends before chunk k + 1's copy starts
+        for a, b in zip(copies, copies[1:]):
+            assert a.end_s <= b.start_s
         np.testing.assert_array_equal(y.numpy(), np.full(64, 3, np.float32))
 
 

@@ -8,9 +8,11 @@ the host waits for the whole copy before it starts. If the kernel is declared el
 :func:`asyncgpu.kernel`), the launch is split along axis 0 into ``Options.copy_chunks``
 pieces: for each chunk, a copy node of that chunk of every host-current input, then the
 kernel on that chunk of every array argument. The dependency tracker works on byte ranges, so
-kernel chunk ``k`` depends by data only on the copies of chunk ``k``, and the copy of chunk
-``k + 1`` (a node without parents) goes to another stream: compute on chunk ``k`` overlaps the
-copy of chunk ``k + 1`` (GACER's operator resizing, applied to transfers). Each kernel chunk also
+kernel chunk ``k`` depends by data only on the copies of chunk ``k``. The copies of one array
+run in order, each after the one before (an edge of reason ``split``), on a stream of their
+own: copies side by side would share the link and all finish near the end, while in order
+chunk ``k``'s copy is done first and compute on chunk ``k`` overlaps the copy of chunk ``k + 1``
+(GACER's operator resizing, applied to transfers). Each kernel chunk also
 runs after the one before (an edge of reason ``split``, as a tenant's pieces): every chunk is
 launched on the whole grid, so chunks side by side would only queue more blocks, and a
 launch in chunks would hold the device, against other tenants' kernels, for as long as all of
@@ -417,12 +419,18 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[A
     for a in host.values():     # the chunks' copies make these current on the device
         a.alloc.location = current
     previous = None
+    copies: dict[int, Any] = {}     # allocation id -> its last chunk's copy
     for chunk_arrays, launch in planned:
         copied = set()
         for a in chunk_arrays:
-            if a.alloc.id in host and a.alloc.id not in copied:
-                copied.add(a.alloc.id)
-                memory.copy(a.alloc, a.lo, a.hi, True, a.param, device)
+            key = a.alloc.id
+            if key in host and key not in copied:
+                copied.add(key)
+                # each chunk's copy after the one before, on one stream: copies side by side
+                # share the link and finish together, so the first chunk's kernel would wait
+                # for nearly every byte; in order, chunk k runs while chunk k + 1 copies
+                copies[key] = memory.copy(a.alloc, a.lo, a.hi, True, a.param, device,
+                                          -1, copies.get(key))
         node = Node("kernel", kernel.name, site, chunk_arrays)
         node.launch = launch
         node.device = device

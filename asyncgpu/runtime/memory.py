@@ -161,10 +161,12 @@ class ExplicitMemory:
         self.runtime = runtime
 
     def copy(self, alloc: Any, lo: int, hi: int, to_device: bool, label: str,
-             device: int = 0, peer: int = -1) -> Node:
+             device: int = 0, peer: int = -1, after: Any = None) -> Node:
         """Issue one copy node of bytes ``[lo, hi)`` of ``alloc``: to device ``device`` from the
         host (H2D) or, with ``peer`` >= 0, from device ``peer`` (both writes), or from device
-        ``device`` to the host (D2H: a read). The node runs on ``device``."""
+        ``device`` to the host (D2H: a read). The node runs on ``device``; with ``after`` (a
+        node), after that one too (an edge of reason ``split``: a chunked launch's copies of
+        one array, in order)."""
         rt = self.runtime
         if rt._host_busy:
             rt.settle_host_write(alloc)     # (a large host write still copying into its mirror)
@@ -190,7 +192,11 @@ class ExplicitMemory:
             stats.copies_to_host += 1
             stats.bytes_to_host += hi - lo
         location = alloc.location
-        rt._issue(node)
+        if after is None:
+            rt._issue(node)
+        else:
+            found, counts = rt._ordered(node, (after,), "split")
+            rt._issue(node, None, found, counts)
         alloc.location = location     # (_issue books a write as DEVICE: the caller decides)
         return node
 
