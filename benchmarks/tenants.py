@@ -29,6 +29,12 @@ reach on this mix.
 
 A workload of the mix may name its own scale: ``ml:small``.
 
+Once every workload ran its warm-up steps (its kernels compiled, its arrays made), the objects
+of the process are frozen out of Python's garbage collector (``gc.freeze``, undone at the end),
+as a latency-bound service does after its warm-up: a full collection walks every tracked object
+with the GIL held, 300 thousand of them once Numba and CuPy are loaded (50-110 ms on the GPU
+machine's host), and one landing in a timed step would stall every tenant's thread at once.
+
 With ``--steps recorded`` every mode's steps replay each workload's launches recorded as a graph
 (the suite's ``recorded_static``), which takes most of the host's work out of a step.
 
@@ -38,6 +44,7 @@ usage: ``asyncgpu bench tenants [--scale small] [--iterations ROUNDS]
 
 from __future__ import annotations
 
+import gc
 import statistics
 import threading
 import time
@@ -132,15 +139,28 @@ def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
     mode. ``check_rounds``: the most rounds ``regulated`` waits for its check (0 on the
     simulator, whose clock says nothing of latency)."""
     members = [_Member(ag, name, scale, block, num_blocks, recorded) for name in mix]
+    for m in members:
+        for _ in range(warmup):
+            m.step(False)
+    gc.collect()
+    gc.freeze()             # (see the module docstring)
+    try:
+        return _measure(ag, members, scale, rounds, mix, recorded, check_rounds)
+    finally:
+        gc.unfreeze()
+
+
+def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tuple[str, ...],
+             recorded: bool, check_rounds: int) -> dict[str, Any]:
+    """:func:`measure` once the members are warm."""
     alone: dict[str, dict[str, float]] = {}
     longest = 0.0
     for m in members:
         whole = []          # each timed round: the reset and the step (which ends on the host)
-        for r in range(warmup + rounds):
+        for _ in range(rounds):
             t0 = time.perf_counter()
-            m.step(r >= warmup)
-            if r >= warmup:
-                whole.append(time.perf_counter() - t0)
+            m.step(True)
+            whole.append(time.perf_counter() - t0)
         # (the median round: one slow round, a collection or the like, says nothing of the mix)
         longest = max(longest, rounds * statistics.median(whole))
         m.check()

@@ -310,6 +310,31 @@ def test_the_tenants_benchmark_checks_every_mode_on_the_simulator():
         assert len(priorities("vec:tiny-one-stream", streams=1)) == 1
 
 
+def test_the_tenants_benchmark_times_its_steps_with_the_warm_objects_frozen(monkeypatch):
+    """A full garbage collection walks every object with the GIL held (50-110 ms once Numba
+    and CuPy are loaded), stalling every tenant's thread at once: the timed steps run with
+    what the warm-up made frozen out of the collector, and the process is left as it was."""
+    import gc
+
+    from benchmarks import tenants
+
+    frozen = {True: [], False: []}
+    step = tenants._Member.step
+
+    def spy(self, timed):
+        frozen[timed].append(gc.get_freeze_count())
+        step(self, timed)
+
+    monkeypatch.setattr(tenants._Member, "step", spy)
+    before = gc.get_freeze_count()
+    with ag.configure(backend="sim", sim_seed=3):
+        tenants.measure(ag, "tiny", rounds=1, warmup=1, mix=("vec", "bs"), block=32,
+                        check_rounds=0)
+    assert frozen[False][:2] == [before, before]        # each workload's warm-up step
+    assert frozen[True] and min(frozen[True]) > before
+    assert gc.get_freeze_count() == before
+
+
 def test_the_tenants_benchmark_with_recorded_steps_checks_every_mode_and_regulates():
     from benchmarks import tenants
 
