@@ -32,7 +32,7 @@ A workload of the mix may name its own scale: ``ml:small``.
 Once every workload ran its warm-up steps (its kernels compiled, its arrays made), the objects
 of the process are frozen out of Python's garbage collector (``gc.freeze``, undone at the end),
 as a latency-bound service does after its warm-up: a full collection walks every tracked object
-with the GIL held, 300 thousand of them once Numba and CuPy are loaded (50-110 ms on the GPU
+with the GIL held, 300 thousand of them once Numba and CuPy are loaded (up to 110 ms on the GPU
 machine's host), and one landing in a timed step would stall every tenant's thread at once.
 
 With ``--steps recorded`` every mode's steps replay each workload's launches recorded as a graph

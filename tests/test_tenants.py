@@ -311,7 +311,7 @@ def test_the_tenants_benchmark_checks_every_mode_on_the_simulator():
 
 
 def test_the_tenants_benchmark_times_its_steps_with_the_warm_objects_frozen(monkeypatch):
-    """A full garbage collection walks every object with the GIL held (50-110 ms once Numba
+    """A full garbage collection walks every object with the GIL held (up to 110 ms once Numba
     and CuPy are loaded), stalling every tenant's thread at once: the timed steps run with
     what the warm-up made frozen out of the collector, and the process is left as it was."""
     import gc
