@@ -1,5 +1,6 @@
-"""A thread waiting on the host for the device does not hold back other threads' launches:
-the runtime waits for the device without its lock, then does the access under it. Run on the
+"""A thread waiting on the host for the device (a read, a write of what the device still reads
+or writes, a synchronize) does not hold back other threads' launches: the runtime waits for
+the device without its lock, then does the access under it. Run on the
 real ``cuda`` backend over the stand-in CuPy (``tools/fakecupy``), whose events complete only
 when the test opens a gate."""
 
@@ -45,7 +46,9 @@ with ag.configure(backend="cuda", devices={devices}):
 """
 
 
-@pytest.mark.parametrize("wait", ["float(x[0])", "x.numpy()", "ag.synchronize()"])
+@pytest.mark.parametrize("wait", ["float(x[0])", "x.numpy()", "ag.synchronize()",
+                                  "x.__setitem__(3, 5.0)",
+                                  "x.__setitem__(Ellipsis, np.ones(1024, np.float32))"])
 @pytest.mark.parametrize("devices", [1, 2])
 def test_a_thread_waiting_for_the_device_lets_other_threads_launch(wait, devices):
     out = run(PROGRAM.format(wait=wait, devices=devices))

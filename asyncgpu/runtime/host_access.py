@@ -137,7 +137,7 @@ class HostAccess(Issuing):
                                                  "host read of " + label)
                     self.stats.host_accesses += 1
                     return alloc.buffer.host[offset:end].view(array.dtype)[0]
-            pending = [] if refused else self._writers_pending(array, offset, end)
+            pending = [] if refused else self._conflicts_pending(array, offset, end, False)
             if not pending:
                 self.begin_host_access(array, offset, end, False, refused=refused)
                 value = alloc.buffer.host[offset:end].view(array.dtype)[0]
@@ -157,7 +157,7 @@ class HostAccess(Issuing):
         generator (``Array.numpy``, and NumPy's ``asarray`` through ``__array__``)."""
         lo, hi = array._lo, array._hi
         with self._lock:
-            pending = self._writers_pending(array, lo, hi)
+            pending = self._conflicts_pending(array, lo, hi, False)
         self._wait_unlocked(pending)
         with self._lock:
             if self._host_busy:
@@ -204,16 +204,17 @@ class HostAccess(Issuing):
         return (self.recording is None and threading.active_count() > 1
                 and hasattr(self.backend, "wait_quietly"))
 
-    def _writers_pending(self, array: Array, lo: int, hi: int) -> list[Any]:
-        """Under the lock: the completion events a host read of ``[lo, hi)`` would wait for
-        (the latest unfinished writer of the span on each stream), where they are waited for
-        without the lock first (:meth:`_waits_unlocked`); else none."""
+    def _conflicts_pending(self, array: Array, lo: int, hi: int, write: bool) -> list[Any]:
+        """Under the lock: the completion events a host access of ``[lo, hi)`` would wait for
+        (the latest unfinished conflicting node on each stream: writers for a read, readers
+        and writers for a write), where they are waited for without the lock first
+        (:meth:`_waits_unlocked`); else none."""
         if not self._waits_unlocked():
             return []
         alloc = array._alloc
         if alloc.freed:
             return []
-        found = self.deps.conflicts([Access(alloc.id, alloc, lo, hi, False, None)])
+        found = self.deps.conflicts([Access(alloc.id, alloc, lo, hi, write, None)])
         return [n.event for n in self.streams.latest(found)] if found else []
 
     def _wait_unlocked(self, events: list[Any]) -> None:
@@ -229,8 +230,10 @@ class HostAccess(Issuing):
     def write_host(self, array: Array, lo: int, hi: int, dense: bool, key: Any,
                    value: Any) -> None:
         """``array[key] = value`` on the host, ``[lo, hi)`` of its allocation (``dense``: every
-        byte of it): :meth:`host_access` around the write, without a generator. A large write
-        of every byte copies without the lock (see the module docstring)."""
+        byte of it): :meth:`host_access` around the write, without a generator. While the
+        device still reads or writes the span, the wait for it is made without the lock
+        first, as a read's (:meth:`_wait_unlocked`); a large write of every byte copies
+        without the lock (see the module docstring)."""
         alloc = array._alloc
         large = (dense and hi - lo >= UNLOCKED_WRITE_BYTES and lo == 0 and hi == alloc.nbytes
                  and self.memory is not None)
@@ -240,15 +243,15 @@ class HostAccess(Issuing):
             value = np.asarray(value)
         busy = None
         with self._lock:
-            if self._host_busy:
-                self.settle_host_write(alloc)
-            self.begin_host_access(array, lo, hi, True, dense)
-            if not (large and self.recording is None and threading.active_count() > 1):
-                array._host_view()[key] = value
-                self.end_host_access(array, lo, hi, True, dense)
-                return
-            busy = _HostWrite(array, lo, hi, dense)
-            self._host_busy[alloc.id] = busy
+            pending = self._conflicts_pending(array, lo, hi, True)
+            if not pending:
+                busy = self._write_locked(array, lo, hi, dense, key, value, large)
+        if pending:
+            self._wait_unlocked(pending)
+            with self._lock:
+                busy = self._write_locked(array, lo, hi, dense, key, value, large)
+        if busy is None:
+            return
         try:
             self._copy_unlocked(array, key, value)
             busy.ok = True
@@ -256,6 +259,22 @@ class HostAccess(Issuing):
             busy.copied.set()
             with self._lock:
                 self.settle_host_write(alloc)
+
+    def _write_locked(self, array: Array, lo: int, hi: int, dense: bool, key: Any, value: Any,
+                      large: bool) -> _HostWrite | None:
+        """Under the lock: the host write of :meth:`write_host`; or, for a large one while
+        other threads run, its begin, booked busy, for the caller to copy without the lock."""
+        alloc = array._alloc
+        if self._host_busy:
+            self.settle_host_write(alloc)
+        self.begin_host_access(array, lo, hi, True, dense)
+        if not (large and self.recording is None and threading.active_count() > 1):
+            array._host_view()[key] = value
+            self.end_host_access(array, lo, hi, True, dense)
+            return None
+        busy = _HostWrite(array, lo, hi, dense)
+        self._host_busy[alloc.id] = busy
+        return busy
 
     def _copy_unlocked(self, array: Array, key: Any, value: Any) -> None:
         """The copy of a large host write, made without the lock (its own method: a test
