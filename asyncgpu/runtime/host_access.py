@@ -15,7 +15,9 @@ whole allocation, when it is small and that waits for no other writer: a loop re
 elements of a small result then costs one round trip, not one per element). After
 the access, the allocation's location is booked (HOST after a write; the explicit model's
 transitions otherwise). :meth:`~HostAccess.synchronize`, the host's wait for everything,
-lives here too. Invariants: nothing the host reads is still being written on the device, and
+lives here too. While other threads run, the three common accesses and ``synchronize`` wait
+for the device without the lock first (:meth:`~HostAccess._wait_unlocked`), so a thread
+waiting for its kernels does not hold back other threads' launches. Invariants: nothing the host reads is still being written on the device, and
 nothing the device reads later misses a host write (the location says a copy is due).
 
 A large host write (:data:`UNLOCKED_WRITE_BYTES` or more, every byte of an allocation, in the
