@@ -320,6 +320,12 @@ class Runtime(HostAccess):
         answer that the call must run at once; on ``cuda`` the call runs at enqueue, inside
         the node's stream) and the node goes through the same ``_issue`` as a kernel launch.
         """
+        if call.data_dependent():
+            # (such a call waits inside itself for its inputs' kernels: wait for them first
+            # without the lock, as a host read does, so other threads go on launching)
+            with self._lock:
+                pending = self._call_pending(call)
+            self._wait_unlocked(pending)
         with self._lock:
             if self._releases:
                 self._drain_releases()

@@ -15,9 +15,10 @@ whole allocation, when it is small and that waits for no other writer: a loop re
 elements of a small result then costs one round trip, not one per element). After
 the access, the allocation's location is booked (HOST after a write; the explicit model's
 transitions otherwise). :meth:`~HostAccess.synchronize`, the host's wait for everything,
-lives here too. While other threads run, the three common accesses and ``synchronize`` wait
-for the device without the lock first (:meth:`~HostAccess._wait_unlocked`), so a thread
-waiting for its kernels does not hold back other threads' launches. Invariants: nothing the host reads is still being written on the device, and
+lives here too. While other threads run, the three common accesses, ``synchronize`` and a
+library call that waits for its inputs inside itself wait for the device without the lock
+first (:meth:`~HostAccess._wait_unlocked`), so a thread waiting for its kernels does not hold
+back other threads' launches. Invariants: nothing the host reads is still being written on the device, and
 nothing the device reads later misses a host write (the location says a copy is due).
 
 A large host write (:data:`UNLOCKED_WRITE_BYTES` or more, every byte of an allocation, in the
@@ -217,6 +218,16 @@ class HostAccess(Issuing):
         if alloc.freed:
             return []
         found = self.deps.conflicts([Access(alloc.id, alloc, lo, hi, write, None)])
+        return [n.event for n in self.streams.latest(found)] if found else []
+
+    def _call_pending(self, call: Any) -> list[Any]:
+        """Under the lock: :meth:`_conflicts_pending` for the array arguments of a library call
+        that waits for its inputs inside itself (``LibraryCall.data_dependent``)."""
+        if not self._waits_unlocked():
+            return []
+        accesses = [Access(a._alloc.id, a._alloc, a._lo, a._hi, i in call.written, None)
+                    for i, a in enumerate(call.arrays) if not a._alloc.freed]
+        found = self.deps.conflicts(accesses) if accesses else None
         return [n.event for n in self.streams.latest(found)] if found else []
 
     def _wait_unlocked(self, events: list[Any]) -> None:

@@ -158,6 +158,12 @@ class LibraryCall:
     def describe(self) -> str:
         return f"call '{self.name}'"
 
+    def data_dependent(self) -> bool:
+        """Whether the result's shape depends on the values (:data:`DATA_DEPENDENT`): such a
+        call blocks the host until its inputs are computed (on ``cuda`` CuPy copies the size
+        to the host inside the call; on ``sim`` it runs at once)."""
+        return self.name in DATA_DEPENDENT or self.name.rsplit(".", 1)[-1] in DATA_DEPENDENT
+
     def validate(self, runtime: Any) -> None:
         """Refuse freed arrays and arrays of another runtime, before anything is enqueued."""
         for i, a in enumerate(self.arrays):
@@ -318,8 +324,7 @@ def quiet() -> Any:
 
 def infer(call: LibraryCall, fn: Callable[..., Any]) -> Any:
     """Result metadata from placeholder runs (sim); raises :class:`Synchronizing`."""
-    base = call.name.rsplit(".", 1)[-1]
-    if call.name in DATA_DEPENDENT or base in DATA_DEPENDENT:
+    if call.data_dependent():
         raise Synchronizing
     key = None if call.state else _signature(call)
     if key is not None and key in _meta_cache:
