@@ -18,8 +18,9 @@ transitions otherwise). :meth:`~HostAccess.synchronize`, the host's wait for eve
 lives here too. While other threads run, the three common accesses, ``synchronize`` and a
 library call that waits for its inputs inside itself wait for the device without the lock
 first (:meth:`~HostAccess._wait_unlocked`), so a thread waiting for its kernels does not hold
-back other threads' launches. Invariants: nothing the host reads is still being written on the device, and
-nothing the device reads later misses a host write (the location says a copy is due).
+back other threads' launches. Invariants: nothing the host reads is still being written on
+the device, and nothing the device reads later misses a host write (the location says a copy
+is due).
 
 A large host write (:data:`UNLOCKED_WRITE_BYTES` or more, every byte of an allocation, in the
 explicit memory model, while other threads run) copies the values into the host memory
@@ -209,24 +210,27 @@ class HostAccess(Issuing):
 
     def _conflicts_pending(self, array: Array, lo: int, hi: int, write: bool) -> list[Any]:
         """Under the lock: the completion events a host access of ``[lo, hi)`` would wait for
-        (the latest unfinished conflicting node on each stream: writers for a read, readers
-        and writers for a write), where they are waited for without the lock first
-        (:meth:`_waits_unlocked`); else none."""
+        (writers of the span, for a read; readers and writers, for a write), where they are
+        waited for without the lock first (:meth:`_waits_unlocked`); else none."""
         if not self._waits_unlocked():
             return []
         alloc = array._alloc
         if alloc.freed:
             return []
-        found = self.deps.conflicts([Access(alloc.id, alloc, lo, hi, write, None)])
-        return [n.event for n in self.streams.latest(found)] if found else []
+        return self._latest([Access(alloc.id, alloc, lo, hi, write, None)])
 
     def _call_pending(self, call: Any) -> list[Any]:
-        """Under the lock: :meth:`_conflicts_pending` for the array arguments of a library call
-        that waits for its inputs inside itself (``LibraryCall.data_dependent``)."""
+        """Under the lock: :meth:`_conflicts_pending` for the array arguments of a library
+        call that waits for its inputs inside itself (``LibraryCall.data_dependent``)."""
         if not self._waits_unlocked():
             return []
-        accesses = [Access(a._alloc.id, a._alloc, a._lo, a._hi, i in call.written, None)
-                    for i, a in enumerate(call.arrays) if not a._alloc.freed]
+        return self._latest([Access(a._alloc.id, a._alloc, a._lo, a._hi, i in call.written,
+                                    None)
+                             for i, a in enumerate(call.arrays) if not a._alloc.freed])
+
+    def _latest(self, accesses: list[Any]) -> list[Any]:
+        """The completion events of the latest unfinished node on each stream that
+        ``accesses`` conflict with."""
         found = self.deps.conflicts(accesses) if accesses else None
         return [n.event for n in self.streams.latest(found)] if found else []
 
