@@ -9,7 +9,7 @@ default) and a pool of streams of its own on each device (``core.streams``: a no
 a stream of its tenant's pool), of at most ``streams`` streams (one: the tenant's work runs in
 issue order, as a model on one stream of its own would). A tenant may also have splittable
 kernels (element-wise, or with a grid offset) launched in pieces (``splits``,
-``asyncgpu.runtime.chunks.launch_split``), and
+``asyncgpu.runtime.splits.launch_split``), and
 *pointers* (``after``: GACER's synchronization pointers, chosen by the user): its launches of
 kernel ``k`` wait for the latest launch of kernel ``j`` by tenant ``t``, so the two never
 overlap; a tenant remembers its latest launch of each kernel (``last``). Tenants share one dependency tracker: a node of one tenant that uses

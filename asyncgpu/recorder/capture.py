@@ -49,7 +49,7 @@ from typing import Any
 from ..core.dag import Node
 from ..core.deps import Access
 from ..core.errors import CaptureError
-from ..runtime.chunks import split_settings
+from ..runtime.splits import split_settings
 from ..runtime.frozen import FrozenGraph
 from . import profile, schedule
 from .keys import Piece

@@ -38,7 +38,7 @@ from typing import Any, Callable
 
 from ..core.errors import RecordingError
 from ..runtime import current
-from ..runtime.chunks import splits_hold
+from ..runtime.splits import splits_hold
 from ..runtime.current import current_runtime
 from ..runtime.frozen import FrozenGraph
 from ..runtime.recording_hook import this_thread

@@ -29,7 +29,7 @@ import warnings
 from typing import Any
 
 from ..core.errors import CaptureError
-from ..runtime.chunks import split_settings
+from ..runtime.splits import split_settings
 from ..runtime.frozen import graph_inputs
 from ..runtime.memory import host_current
 from .cache import Placed, Variants, copy_key, graph_cache

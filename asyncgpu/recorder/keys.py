@@ -46,7 +46,8 @@ import numpy as np
 
 from ..runtime.allocation import explicit_frees
 from ..runtime.array import Array
-from ..runtime.chunks import bind_parts, split_parts, tenant_splits
+from ..runtime.chunks import bind_parts
+from ..runtime.splits import split_parts, tenant_splits
 
 
 class Launch:
@@ -90,7 +91,7 @@ class Launch:
 class Piece(Launch):
     """One piece of a launch its tenant splits (``asyncgpu.tenant(split=...)``, or a regulation
     plan's), deferred in a recording: piece ``piece`` of ``pieces``, cut as an eager split cuts
-    it (``asyncgpu.runtime.chunks.split_parts``). Its pieces come one after another in the
+    it (``asyncgpu.runtime.splits.split_parts``). Its pieces come one after another in the
     recording, and each but the first must run after the one before it: their data do not
     order them (disjoint rows), so the capture adds that edge (``capture.dependencies``) and
     its key says it is a piece (the same slices launched by hand run unordered). ``whole``: the
@@ -232,7 +233,7 @@ class LaunchMemo:
         #: while that graph lives and its inputs are where they were (``_recorder``).
         self.replayed: Any = None
         self.steady = False
-        #: how the tenant split its kernels (``chunks.split_settings``; None: made on a runtime
+        #: how the tenant split its kernels (``splits.split_settings``; None: made on a runtime
         #: without tenants): under other splits its launches may be cut otherwise, so it is
         #: not remembered (``Recording._remember``)
         self.splits: Any = None

@@ -73,7 +73,7 @@ import warnings
 from typing import Any
 
 from ..core.errors import RecordingError
-from ..runtime.chunks import splits_hold
+from ..runtime.splits import splits_hold
 from ..runtime.recording_hook import RecordingHook, this_thread
 from . import calls as _graph_calls
 from .finish import finish, issue_eagerly, replay_remembered

@@ -1,4 +1,5 @@
-"""Launches in pieces: chunked copies feeding an element-wise kernel, and tenants' splits.
+"""Launches in pieces: chunked copies feeding an element-wise kernel, and what a tenant's
+splits (``asyncgpu.runtime.splits``) share with them.
 
 The model
 ---------
@@ -46,32 +47,11 @@ Example::
     x = ag.array(big)          # host-current
     square[1024, 256](x, y)    # 8 copies and 8 kernels, copy k+1 overlapping kernel k
 
-Splitting (GACER's operator decomposition): a tenant may ask for a splittable kernel to run
-in ``k`` pieces (``asyncgpu.tenant(..., split={"name": k})``, :func:`launch_split`), each
-piece a node, every piece after the one before it (an edge of reason ``split``, so they keep
-to one stream and run in order). Between two pieces the GPU can start another tenant's
-kernels, which a whole launch would keep waiting behind its blocks. A kernel is splittable in
-one of two ways:
-
-* element-wise (``elementwise=``): the pieces are the chunks of axis 0 above, each on the
-  launch's grid;
-* by its grid (``grid_offset=("first", "total")``, contract in :func:`asyncgpu.kernel`): the
-  kernel computes its block index as ``blockIdx.x + first`` and the grid's block count as
-  ``total``, so a launch of ``G`` blocks in x is cut into consecutive block ranges
-  (``ranges(G, k)``): the piece of blocks ``[a, b)`` is launched on ``b - a`` blocks with
-  ``first`` raised by ``a`` and ``total`` unchanged. Which data a piece touches is unknown, so
-  every piece has the whole launch's accesses (the tracker orders each as the whole launch),
-  and an ``out`` array, written whole by the launch but not by each piece, is read-write to
-  the pieces after the first (what a piece leaves alone is kept).
-  A launch whose ``first`` and ``total`` cannot describe its grid (``first`` 0 and ``total``
-  not its blocks in x, or ``first + G`` over ``total``) is refused before anything is
-  enqueued; one of fewer than two blocks in x runs whole.
-
 On a runtime over several devices a launch in pieces (chunked or split) is placed as one
-launch (``Issuing._place`` on its whole arguments, :func:`_device`): every piece, and every
+launch (``Issuing._place`` on its whole arguments, :func:`launch_device`): every piece, and every
 chunk's copy, runs on the device chosen for it.
 
-Both kinds go through one path (:func:`split_parts`): each piece is validated
+Both kinds go through one path (``asyncgpu.runtime.splits.split_parts``): each piece is validated
 (``Kernel.bind``) and prepared (``kernel_launch``) before the first is issued, then the pieces
 are issued in order. Inside a recording the same pieces are deferred as
 ``asyncgpu.recorder.keys.Piece`` launches, and the captured graph orders each after the one
@@ -88,7 +68,6 @@ from ..core.dag import Node
 from ..core.errors import ArgumentError, SignatureError
 from .allocation import DEVICE, HOST
 from .array import Array
-from .checks import is_int
 from .kernel import CudaCSource
 
 #: Chunk only copies of at least this many bytes per chunk (smaller ones are latency-bound).
@@ -221,7 +200,7 @@ def ranges(length: int, chunks: int) -> list[tuple[int, int]]:
     return out
 
 
-def _length(kernel: Any, arrays: list[Any], values: list[Any], site: str | None) -> int:
+def axis_length(kernel: Any, arrays: list[Any], values: list[Any], site: str | None) -> int:
     """The common length along axis 0, after checking the contract; raises if it cannot hold."""
     where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
     length = None
@@ -276,7 +255,7 @@ def bind_parts(rt: Any, kernel: Any, parts: list[tuple[Any, tuple[Any, ...]]],
     return bound
 
 
-def _prepared(rt: Any, kernel: Any, parts: list[tuple[Any, tuple[Any, ...]]],
+def prepared(rt: Any, kernel: Any, parts: list[tuple[Any, tuple[Any, ...]]],
               site: str | None, device: int) -> list[tuple[list[Any], Any]]:
     """Each piece validated and prepared (:func:`bind_parts`, then the backend's
     ``kernel_launch`` for device slot ``device``): (its array arguments, its backend launch).
@@ -291,7 +270,7 @@ def _prepared(rt: Any, kernel: Any, parts: list[tuple[Any, tuple[Any, ...]]],
             in zip(parts, bind_parts(rt, kernel, parts, site))]
 
 
-def _device(rt: Any, kernel: Any, arrays: list[Any], site: str | None) -> int:
+def launch_device(rt: Any, kernel: Any, arrays: list[Any], site: str | None) -> int:
     """The device slot of a launch in pieces: on a runtime over several devices, where the
     device policy (or a pin) puts the whole launch, every piece and copy goes there; else 0."""
     if rt.placement is None:
@@ -301,7 +280,7 @@ def _device(rt: Any, kernel: Any, arrays: list[Any], site: str | None) -> int:
     return whole.device
 
 
-def _row_parts(launcher: Any, args: tuple[Any, ...], length: int, count: int
+def row_parts(launcher: Any, args: tuple[Any, ...], length: int, count: int
                ) -> list[tuple[Any, tuple[Any, ...]]]:
     """An element-wise launch's ``count`` pieces along axis 0 (``ranges``): (the launcher,
     each array's rows of the piece and the element count, ``elementwise="n"``, the piece's)."""
@@ -316,81 +295,11 @@ def _row_parts(launcher: Any, args: tuple[Any, ...], length: int, count: int
             for start, stop in ranges(length, count)]
 
 
-def _grid_parts(launcher: Any, args: tuple[Any, ...], values: list[Any], site: str | None,
-                count: int) -> list[tuple[Any, tuple[Any, ...]]] | None:
-    """A grid-offset launch's ``count`` pieces of its grid along x (``ranges`` of its blocks):
-    (the launcher of the piece's blocks, the arguments with ``first`` raised by the piece's
-    start); None when it runs whole (fewer than two pieces or blocks). Raises if its ``first``
-    and ``total`` cannot describe its grid."""
-    kernel = launcher.kernel
-    names = kernel.grid_offset
-    at = [next(i for i, p in enumerate(kernel.params) if p.name == n) for n in names]
-    first, total = values[at[0]], values[at[1]]
-    blocks = launcher.grid[0]
-    where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
-    for i, name, v in zip(at, names, (first, total)):
-        if not is_int(v):
-            raise ArgumentError(
-                f"{where}, argument {i} '{name}': grid_offset declares it a block number, but "
-                f"it is {v!r}; pass an integer"
-            )
-    first, total = int(first), int(total)
-    if first == 0 and total != blocks:
-        raise ArgumentError(
-            f"{where}, argument {at[1]} '{names[1]}': grid_offset declares it the whole "
-            f"grid's block count, but it is {total} where the launch has {blocks} blocks in x "
-            f"and '{names[0]}' is 0; pass the launch's blocks in x (first 0, total {blocks}), "
-            "or drop grid_offset="
-        )
-    if first < 0 or first + blocks > total:
-        raise ArgumentError(
-            f"{where}, argument {at[0]} '{names[0]}': the launch would be blocks {first} to "
-            f"{first + blocks - 1} of a grid of {total} ('{names[1]}'), which is not a part of "
-            f"that grid; pass first 0 and total {blocks} for a whole launch (or drop "
-            "grid_offset=)"
-        )
-    if count < 2 or blocks < 2:
-        return None
-    start_type = type(args[at[0]])
-    rest = launcher.grid[1:]
-    parts = []
-    for start, stop in ranges(blocks, count):
-        part = list(args)
-        part[at[0]] = start_type(first + start)
-        piece = kernel[(stop - start,) + rest, launcher.block, launcher.shared]
-        parts.append((piece, tuple(part)))
-    return parts
-
-
-def split_parts(launcher: Any, args: tuple[Any, ...], arrays: list[Any], values: list[Any],
-                site: str | None, pieces: int) -> list[tuple[Any, tuple[Any, ...]]] | None:
-    """A split launch's pieces in order, each (its launcher, its arguments): chunks of axis 0
-    for an element-wise kernel, block ranges of the grid for one with a grid offset; None when
-    it runs whole (fewer than two pieces, rows or blocks). Raises ``ArgumentError`` when the
-    kernel is neither or its arguments cannot be split. Shared by the eager split
-    (:func:`launch_split`) and a recording's (``asyncgpu.recorder.keys.Piece``), so both cut a
-    launch the same way; :func:`bind_parts` validates the pieces."""
-    kernel = launcher.kernel
-    if kernel.grid_offset is not None:
-        return _grid_parts(launcher, args, values, site, pieces)
-    if not kernel.elementwise:
-        where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
-        raise ArgumentError(
-            f"{where}: the tenant splits it in {pieces} pieces, but it is not declared "
-            "element-wise or with a grid offset, so its pieces cannot be told apart; declare "
-            "it with elementwise= or grid_offset= (asyncgpu.kernel) or drop it from the "
-            "tenant's split")
-    length = _length(kernel, arrays, values, site)
-    if pieces < 2 or length < 2:
-        return None
-    return _row_parts(launcher, args, length, pieces)
-
-
 def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
                    values: list[Any], site: str | None) -> bool:
     """Issue the launch in chunks if it qualifies (see the module docstring); whether it did."""
     kernel = launcher.kernel
-    length = _length(kernel, arrays, values, site)
+    length = axis_length(kernel, arrays, values, site)
     chunks = rt.options.copy_chunks
     broadcast = kernel.broadcast
     host, whole = {}, {}
@@ -409,8 +318,8 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[A
         return False
     if max(a.alloc.nbytes for a in host.values()) < chunks * MIN_CHUNK_BYTES:
         return False
-    device = _device(rt, kernel, arrays, site)
-    planned = _prepared(rt, kernel, _row_parts(launcher, args, length, chunks), site, device)
+    device = launch_device(rt, kernel, arrays, site)
+    planned = prepared(rt, kernel, row_parts(launcher, args, length, chunks), site, device)
     memory = rt.memory
     current = HOST | DEVICE << device
     for a in whole.values():    # every chunk reads these whole: one copy each, first
@@ -438,71 +347,5 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[A
         # each chunk after the one before (an edge of reason ``split``): the chunks run one at
         # a time, each on the launch's whole grid, while the next chunks' copies go on
         rt.issue_after(node, () if previous is None else (previous,), "split")
-        previous = node
-    return True
-
-
-def tenant_splits(rt: Any) -> Any:
-    """The current thread's tenant's splits (kernel name -> pieces), or None: what a
-    recording made now splits (``asyncgpu.recorder.keys.split_launch``)."""
-    if not rt._tenanted:
-        return None
-    return rt.tenants[getattr(rt._pins, "tenant", 0)].splits or None
-
-
-def split_settings(rt: Any, launches: Any) -> Any:
-    """What recorded ``launches`` made now depend on beside their arguments: their kernels'
-    names and how the current tenant splits those (``((name, pieces), ...)``); None on a
-    runtime without tenants. A memo or graph made under settings that no longer hold
-    (:func:`splits_hold`) is not reused, so a change of plan records anew."""
-    if not rt._tenanted:
-        return None
-    names = tuple(dict.fromkeys([launch.launcher.kernel.name for launch in launches
-                                 if launch.launcher is not None]))
-    return names, _split_of(tenant_splits(rt), names)
-
-
-def splits_hold(rt: Any, made: Any) -> bool:
-    """Whether the current tenant splits the kernels of ``made`` (:func:`split_settings`) as
-    they were split then. (Once per recorded segment, and per static replay, on a runtime
-    with tenants.)"""
-    if made is None:
-        return not rt._tenanted
-    splits = tenant_splits(rt)
-    if not splits:
-        return not made[1]
-    return _split_of(splits, made[0]) == made[1]
-
-
-def _split_of(splits: Any, names: Any) -> tuple[Any, ...]:
-    """How ``splits`` (a tenant's, or None) cuts the kernels ``names``: ``((name, pieces),
-    ...)`` for those it splits."""
-    if not splits:
-        return ()
-    return tuple([(name, splits[name]) for name in names if name in splits])
-
-
-def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
-                 values: list[Any], site: str | None, pieces: int, after: Any = None) -> bool:
-    """Issue a splittable launch as ``pieces`` nodes in order (see the module docstring and
-    :func:`split_parts`); whether it did (a launch of fewer than two rows or blocks runs
-    whole). Every piece is validated and prepared before the first is issued. ``after``: a
-    node the first piece waits for (a tenant's pointer: an edge of reason ``pointer``), or
-    None."""
-    kernel = launcher.kernel
-    parts = split_parts(launcher, args, arrays, values, site, pieces)
-    if parts is None:
-        return False
-    device = _device(rt, kernel, arrays, site)
-    previous = None
-    for piece_arrays, launch in _prepared(rt, kernel, parts, site, device):
-        node = Node("kernel", kernel.name, site, piece_arrays)
-        node.launch = launch
-        node.device = device
-        rt.stats.kernels += 1
-        if previous is None:
-            rt.issue_after(node, () if after is None else (after,), "pointer")
-        else:
-            rt.issue_after(node, (previous,), "split")
         previous = node
     return True

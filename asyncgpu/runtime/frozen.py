@@ -65,7 +65,7 @@ class FrozenGraph:
         self.copy_bytes = sum(a.nbytes for a in copy_in)
         self.inputs, self.overwritten = graph_inputs(launches)
         self.plan: Any = None       # (preds, lanes, order) it was captured with
-        #: how the tenant split its kernels when it was captured (``chunks.split_settings``):
+        #: how the tenant split its kernels when it was captured (``splits.split_settings``):
         #: a static call under other splits runs its body (``asyncgpu.recorder.entry``)
         self.splits: Any = None
         #: (tracker, version, node) after its last launch, and (tracker, the reasons it

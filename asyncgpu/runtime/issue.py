@@ -40,7 +40,8 @@ from ..core.errors import DeviceError
 from ..core.interference import Sample
 from ..core.placement import STREAM_AWARE
 from .allocation import DEVICE, HOST
-from .chunks import launch_chunked, launch_split
+from .chunks import launch_chunked
+from .splits import launch_split
 from .kernel import Launcher, user_site
 
 
