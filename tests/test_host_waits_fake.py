@@ -14,6 +14,8 @@ import threading
 import numpy as np
 import cupy
 import asyncgpu as ag
+from asyncgpu.runtime.current import current_runtime
+from asyncgpu.runtime.library import dispatch
 from benchmarks import replay
 
 gate = threading.Event()
@@ -23,12 +25,28 @@ cupy.cuda.Event.synchronize = lambda self: gate.wait(30)
 cupy.cuda.runtime.streamSynchronize = lambda stream: gate.wait(30)     # (a fetch's copy)
 cupy.cuda.runtime.deviceSynchronize = lambda: gate.wait(30)
 
+
+class CupyCall:
+    # the backend, with a library call that does what CuPy's nonzero does on its stream: copy
+    # the result's size to the host, which waits for the call's inputs
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def library_call(self, runtime, call, accesses, device=0):
+        call.results = None
+        return lambda stream: gate.wait(30)
+
+
 with ag.configure(backend="cuda", devices={devices}):
     inc = ag.cuda_kernel(replay.INC, "inc")
     x = ag.zeros(1024, np.float32)
     y = ag.zeros(1024, np.float32)
     inc[1, 32](y, 32)
     ag.synchronize()
+    {setup}
     gate.clear()                        # from here, the device "runs" until the gate opens
     inc[1, 32](x, 32)
     waiting = threading.Thread(target=lambda: {wait})
@@ -51,68 +69,15 @@ with ag.configure(backend="cuda", devices={devices}):
                                   "x.__setitem__(Ellipsis, np.ones(1024, np.float32))"])
 @pytest.mark.parametrize("devices", [1, 2])
 def test_a_thread_waiting_for_the_device_lets_other_threads_launch(wait, devices):
-    out = run(PROGRAM.format(wait=wait, devices=devices))
+    out = run(PROGRAM.format(wait=wait, devices=devices, setup=""))
     assert out.strip().splitlines()[-1] == "launched while the other thread waited: True"
-
-
-CALL = """
-import threading
-import numpy as np
-import cupy
-import asyncgpu as ag
-from asyncgpu.runtime.current import current_runtime
-from asyncgpu.runtime.library import dispatch
-from benchmarks import replay
-
-gate = threading.Event()
-gate.set()
-cupy.cuda.Event.done = property(lambda self: gate.is_set())
-cupy.cuda.Event.synchronize = lambda self: gate.wait(30)
-
-
-class CupyCall:
-    # the backend, with a library call that does what CuPy's nonzero does on its stream: copy
-    # the result's size to the host, which waits for the call's inputs
-    def __init__(self, inner):
-        self.inner = inner
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-    def library_call(self, runtime, call, accesses, device=0):
-        call.results = None
-        return lambda stream: gate.wait(30)
-
-
-with ag.configure(backend="cuda"):
-    inc = ag.cuda_kernel(replay.INC, "inc")
-    x = ag.zeros(1024, np.float32)
-    y = ag.zeros(1024, np.float32)
-    inc[1, 32](y, 32)
-    ag.synchronize()
-    rt = current_runtime()
-    real = rt.backend
-    rt.backend = CupyCall(real)
-    gate.clear()                        # from here, the device "runs" until the gate opens
-    inc[1, 32](x, 32)
-    waiting = threading.Thread(target=lambda: dispatch("nonzero", (x,), {}, lambda b: np.nonzero))
-    waiting.start()
-    waiting.join(0.5)
-    assert waiting.is_alive()           # waiting for the device
-    other = threading.Thread(target=lambda: inc[1, 32](y, 32))
-    other.start()
-    other.join(10)
-    launched = not other.is_alive()
-    gate.set()
-    other.join()
-    waiting.join()
-    rt.backend = real
-    print("launched while the other thread waited:", launched)
-"""
 
 
 def test_a_library_call_waiting_for_its_inputs_lets_other_threads_launch():
     """A call whose result's shape depends on the values (``nonzero``, ``unique``, ...) waits
     inside CuPy for its inputs' kernels; the runtime waits for them first without its lock."""
-    out = run(CALL)
+    out = run(PROGRAM.format(
+        wait='dispatch("nonzero", (x,), {}, lambda b: np.nonzero)', devices=1,
+        setup="current_runtime().backend = CupyCall(current_runtime().backend)"))
     assert out.strip().splitlines()[-1] == "launched while the other thread waited: True"
+
