@@ -166,3 +166,17 @@ def test_writes_beyond_is_the_whole_allocation_s_writers_outside_the_span_s(ops,
         everything = deps.conflicts([Access(1, None, 0, 64, False, "x")])
         assert beyond == bool(everything.keys() - found.keys())
     assert not deps.writes_beyond(2, {})        # an allocation never written
+
+
+@pytest.mark.parametrize("count", [2, 3])
+def test_a_parent_made_after_its_child_is_still_dropped_as_implied(count):
+    # A launch's copy node is made after the launch's node and issued before it, so a parent
+    # can be the newer of two candidates: the filter must look both ways.
+    launch = Node("kernel", "k", None, [])
+    copy = Node("copy", "h2d", None, [])
+    launch.parents = [copy]
+    others = [Node("kernel", f"o{i}", None, []) for i in range(count - 2)]
+    for candidates in ([launch, copy, *others], [copy, launch, *others]):
+        kept = reduce_parents(dict.fromkeys(candidates))
+        assert copy not in kept
+        assert [n.name for n in kept] == ["k"] + [n.name for n in others]

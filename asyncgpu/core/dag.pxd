@@ -8,3 +8,7 @@ cdef class Node:
     cdef public Py_ssize_t seq
     cdef public bint finished, handed_off
     cdef public int device, tenant
+
+
+@cython.locals(cands=list, count=Py_ssize_t, first=Node, second=Node, c=Node, implied=set)
+cpdef list reduce_parents(candidates)

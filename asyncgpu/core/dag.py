@@ -32,11 +32,14 @@ This module is plain Python: no CuPy or Numba.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Iterable
 from typing import Any
 
 
 RAW, WAR, WAW = "RAW", "WAR", "WAW"
+
+_CREATED = operator.attrgetter("id")
 
 _ids = itertools.count(1)
 EMPTY: Any = ()      # shared empty default: nodes without parents or recorded edges are common
@@ -87,8 +90,20 @@ def reduce_parents(candidates: Iterable[Node]) -> list[Node]:
     If N depends on F and on F's child G, the edge F -> N is implied by F -> G -> N.
     """
     cands = list(candidates)
-    if len(cands) < 2:
+    count = len(cands)
+    if count < 2:
         return cands
-    cands.sort(key=lambda n: n.id)   # issue order: the policies pick the earliest parent first
-    implied = {id(p) for c in cands for p in c.parents}
-    return [c for c in cands if id(c) not in implied]
+    cands.sort(key=_CREATED)   # creation order: the policies pick the earliest parent first
+    if count == 2:
+        # (the common case of two, without the set; both directions are checked, since a copy
+        # node made for a launch is issued before the launch's own, older node)
+        first, second = cands[0], cands[1]
+        if first in second.parents:
+            return [second]
+        if second in first.parents:
+            return [first]
+        return cands
+    implied = set()
+    for c in cands:
+        implied.update(c.parents)
+    return [c for c in cands if c not in implied]

@@ -2,6 +2,9 @@
 cimport cython
 
 
+cpdef int device_bit(int slot)
+
+
 cdef class Placement:
     cdef public object bandwidth, policy
     cdef public int code, n, next

@@ -1,8 +1,8 @@
 # C types of asyncgpu/runtime/issue.py where Cython compiles it (setup.py); the .py is the code.
 cimport cython
 
-from asyncgpu.core.dag cimport Node
-from asyncgpu.core.placement cimport Placement
+from asyncgpu.core.dag cimport Node, reduce_parents
+from asyncgpu.core.placement cimport Placement, device_bit
 from asyncgpu.core.deps cimport Access, DependencyTracker
 from asyncgpu.core.interference cimport InterferenceRule, Sample
 from asyncgpu.core.statistics cimport Counters
@@ -36,8 +36,8 @@ cdef class Issuing:
 
     @cython.locals(explicit=bint, enqueued=bint, parents=list, streams=StreamManager,
                    stream=StreamState, stats=Counters, p=Node, acc=Access, alloc=Allocation,
-                   bit=int, location=int)
-    cpdef _issue(self, Node node, graph=*, found=*, edge_counts=*)
+                   bit=int, location=int, edges=dict)
+    cpdef _issue(self, Node node, graph=*, dict found=*, edge_counts=*)
 
     @cython.locals(node=Node, deps=DependencyTracker, previous=Node, last=tuple, repeat=tuple,
                    memory=ExplicitMemory, placed=bint)

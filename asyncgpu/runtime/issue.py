@@ -38,8 +38,8 @@ from ..core.dag import Node, reduce_parents
 from ..core.deps import Access, DependencyTracker
 from ..core.errors import DeviceError
 from ..core.interference import Sample
-from ..core.placement import STREAM_AWARE
-from .allocation import DEVICE, HOST
+from ..core.placement import STREAM_AWARE, device_bit
+from .allocation import HOST
 from .chunks import launch_chunked
 from .splits import launch_split
 from .kernel import Launcher, user_site
@@ -209,7 +209,7 @@ class Issuing:
             self._issuing = node
             if found is None:
                 found = self.deps.conflicts(node.accesses)
-            parents = reduce_parents(found) if len(found) > 1 else list(found)
+            parents = reduce_parents(found) if len(found) > 1 else [p for p in found]
             if self._tenanted:
                 node.tenant = getattr(self._pins, "tenant", 0)
             streams = self.streams
@@ -220,7 +220,7 @@ class Issuing:
             accesses = node.accesses
             stats = self.stats
             if self.prefetch:
-                bit = DEVICE << node.device
+                bit = device_bit(node.device)
                 for acc in accesses:
                     alloc = acc.alloc
                     location = alloc.location
@@ -257,7 +257,7 @@ class Issuing:
             streams.issued(node, done)
             self.deps.commit(node, accesses)
             if graph is None or not explicit or self.placement is not None:
-                bit = DEVICE << node.device
+                bit = device_bit(node.device)
                 for acc in accesses:
                     # (the accesses also keep the allocations alive until the node is finished)
                     alloc = acc.alloc

@@ -11,11 +11,12 @@ cdef dict _current
 
 
 cdef class ArrayArg(Access):
-    cdef public object index, param, array
+    cdef public Py_ssize_t index
+    cdef public object param, array
 
 
 @cython.locals(self=ArrayArg, alloc=Allocation)
-cpdef ArrayArg array_arg(index, param, View array, bint read, bint write)
+cpdef ArrayArg array_arg(Py_ssize_t index, param, View array, bint read, bint write)
 
 
 cdef class Kernel:
@@ -26,7 +27,7 @@ cdef class Kernel:
     cdef object __weakref__
 
     @cython.locals(slots=tuple, typed=bint, arrays=list, values=list, foreign=list,
-                   read=bint, write=bint, is_array=bint, plain=tuple, k=Py_ssize_t,
+                   read=bint, write=bint, is_array=bint, plain=tuple, k=Py_ssize_t, i=Py_ssize_t,
                    arr=View, alloc=Allocation)
     cpdef tuple bind(self, runtime, args, site)
 

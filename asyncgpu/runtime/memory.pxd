@@ -2,6 +2,7 @@
 cimport cython
 
 from asyncgpu.core.deps cimport Access
+from asyncgpu.core.placement cimport device_bit
 from asyncgpu.runtime.allocation cimport Allocation
 
 

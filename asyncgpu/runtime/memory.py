@@ -75,6 +75,7 @@ from typing import Any
 
 from ..core.dag import Node
 from ..core.deps import Access
+from ..core.placement import device_bit
 from .allocation import DEVICE, HOST
 
 BOTH = HOST | DEVICE
@@ -203,7 +204,7 @@ class ExplicitMemory:
     def make_device_current(self, accesses: list[Any], device: int = 0) -> None:
         """Copy in, to device ``device``, the allocations current elsewhere (another device,
         else the host) whose old bytes ``accesses`` need."""
-        bit = DEVICE << device
+        bit = device_bit(device)
         for acc in accesses:
             alloc = acc.alloc
             location = alloc.location
@@ -219,7 +220,7 @@ class ExplicitMemory:
         skip = frozen.overwritten
         self.make_device_current([a for a in accesses if a.alloc not in skip] if skip
                                  else accesses, device)
-        bit = DEVICE << device
+        bit = device_bit(device)
         for alloc in frozen.written:
             alloc.location = bit
 
@@ -279,7 +280,7 @@ class ExplicitMemory:
         assume the consumer may write it (no other copy is known to be current)."""
         alloc = array._alloc
         location = alloc.location
-        bit = DEVICE << device
+        bit = device_bit(device)
         if location and not location & bit and alloc.nbytes:
             self.copy(alloc, 0, alloc.nbytes, True, array.describe(), device, holder(location))
         if alloc.nbytes:
@@ -362,7 +363,7 @@ class ExplicitMemory:
         marked current.
         """
         self.make_device_current(accesses, device)
-        bit = DEVICE << device
+        bit = device_bit(device)
         for acc in accesses:     # (a second pass: another argument may read the same array)
             alloc = acc.alloc
             if acc.write and alloc.nbytes:
