@@ -36,12 +36,11 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable
 
-from ..core.errors import RecordingError
 from ..runtime import current
 from ..runtime.splits import splits_hold
 from ..runtime.current import current_runtime
 from ..runtime.frozen import FrozenGraph
-from ..runtime.recording_hook import this_thread
+from ..runtime.recording_hook import recording_of, start_recording, stop_recording, this_thread
 from .cache import VARIANTS, copy_key
 from .finish import issue_eagerly
 from .keys import argument_key
@@ -76,14 +75,11 @@ class _Run:
         try:
             if rt._host_busy:
                 rt.settle_host_writes()     # (the recording's decisions read locations)
-            cur = rt.recording
-            if cur is not None and cur.thread == this_thread():
+            if recording_of(rt, this_thread()) is not None:
                 return None             # nested: part of the enclosing recording
-            if cur is not None:
-                raise RecordingError(
-                    f"cannot record '{self.name}': thread {cur.thread} is recording "
-                    f"'{cur.name}' on this runtime (record from one thread at a time)")
-            rec = rt.recording = Recording(rt, self.token, self.name, self.split)
+            # (other threads may be recording their own functions meanwhile)
+            rec = Recording(rt, self.token, self.name, self.split)
+            start_recording(rt, rec)
             return rec
         finally:
             rt._release()
@@ -98,8 +94,7 @@ class _Run:
         try:
             if rt._host_busy:
                 rt.settle_host_writes()
-            if rt.recording is rec:
-                rt.recording = None
+            stop_recording(rt, rec)
             if not (failed or rec.failed or rec.eager):
                 rec.end_segment(last=True)
                 outcomes = rec.outcomes
@@ -202,8 +197,8 @@ class GraphFunction(_Run):
         try:
             if rt._host_busy:
                 rt.settle_host_writes()
-            if rt.recording is not None:
-                return False, None      # nested in a recording
+            if recording_of(rt, this_thread()) is not None:
+                return False, None      # nested in this thread's recording
             hit = next(iter(hits.values()))
             if rt.memory is not None:
                 # (every variant has the same inputs; asking the one that copies nothing in,

@@ -74,7 +74,8 @@ from typing import Any
 
 from ..core.errors import RecordingError
 from ..runtime.splits import splits_hold
-from ..runtime.recording_hook import RecordingHook, this_thread
+from ..runtime.recording_hook import (RecordingHook, recording_of, start_recording,
+                                       stop_recording, this_thread)
 from . import calls as _graph_calls
 from .finish import finish, issue_eagerly, replay_remembered
 from .keys import Launch, LaunchMemo, same_arguments, split_launch
@@ -137,7 +138,7 @@ class Recording(RecordingHook):
         if memo is not None:
             memo.steady = True
         token = (self.token, self.segment)
-        rt.recording = None
+        stop_recording(rt, self)        # (the segment's launches are issued, not deferred)
         try:
             frozen = replay_remembered(rt, token, memo) if memo is not None else None
             if frozen is not None:
@@ -146,7 +147,7 @@ class Recording(RecordingHook):
                 outcome, frozen = finish(rt, token, self.name, launches, memo)
         finally:
             if not last:
-                rt.recording = self
+                start_recording(rt, self)
         self.segment += 1
         self.calls = 0
         if not last:
@@ -168,7 +169,7 @@ class Recording(RecordingHook):
         rt = self.runtime
         rt._acquire()     # (not ``with``: see ``_Run._enter``)
         try:
-            if rt.recording is self:
+            if recording_of(rt, self.thread) is self:
                 self.end_segment()
                 self.cut = memo
         finally:
@@ -286,7 +287,7 @@ class Recording(RecordingHook):
             self.end_segment()
             return False, None
         rt = self.runtime
-        rt.recording = None
+        stop_recording(rt, self)
         self.eager = True
         warnings.warn(
             f"asyncgpu: library call '{call.name}' inside the recording of '{self.name}' "

@@ -40,7 +40,7 @@ from .checks import (
 )
 from .current import current_runtime
 from .interop import adopt, describe_foreign, is_foreign, kind_of
-from .recording_hook import this_thread
+from .recording_hook import MANY, this_thread
 from .signature import Param
 
 # Every launch reads the process's runtime: through the namespace of ``current`` (compiled, one
@@ -396,7 +396,9 @@ class Launcher:
             rt = current.current_runtime()
         rec = rt.recording
         # A launch that repeats the recording's previous run is taken from its memo without
-        # the runtime's lock: only this thread reads or ends its own recording.
-        if rec is not None and rec.thread == this_thread() and rec.remember(self, args):
+        # the runtime's lock: only this thread reads or ends its own recording (``MANY``:
+        # several threads record, each call goes to the caller's own).
+        if (rec is not None and (rec.thread == this_thread() or rec.thread == MANY)
+                and rec.remember(self, args)):
             return
         rt.launch_kernel(self, args)

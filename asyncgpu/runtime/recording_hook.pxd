@@ -10,3 +10,7 @@ cdef class RecordingHook:
     cpdef bint remember(self, launcher, tuple args) except -1
 
     cpdef bint kernel(self, launcher, tuple args, site) except -1
+
+
+cdef class Recordings(RecordingHook):
+    cdef public dict by_thread
