@@ -13,6 +13,10 @@ steps of every workload (after every workload ran ``warmup`` steps alone):
 * ``threads``: one host thread per workload, no tenants: asyncgpu's scheduler alone;
 * ``tenants``: one thread per workload, each its own tenant (``asyncgpu.tenant``: streams of
   its own), the first workload's with ``priority="high"``;
+* ``one thread``: the same tenants, all issued by one host thread: each round issues every
+  workload's launches (each in its tenant's scope), then reads their results, so the steps
+  overlap on the device without host threads taking turns at the GIL (a workload whose step
+  reads on the host between its launches, HITS, runs its whole step when issued);
 * ``regulated``: the same tenants under ``asyncgpu.regulate(plan="search")``: untimed rounds
   run until the profile is taken and the plan searched (at most :data:`PROFILE_ROUNDS`), and
   until the high-priority tenant's latency under it was checked (at most
@@ -54,7 +58,7 @@ from .harness import static_runner
 from .workloads import WORKLOADS
 
 MIX = ("dl", "img", "ml")
-MODES = ("sequential", "one stream each", "threads", "tenants", "regulated")
+MODES = ("sequential", "one stream each", "threads", "tenants", "one thread", "regulated")
 #: The most untimed rounds ``regulated`` runs for its profile and search, and then for the check
 #: of the high-priority tenant's latency under the plan (``asyncgpu.regulate``).
 PROFILE_ROUNDS = 8
@@ -80,16 +84,35 @@ class _Member:
         # (recorded: the launches as a static graph function, replayed, then the host read)
         self.run = static_runner(ag, self.wl) if recorded else self.wl.run
         self.block, self.num_blocks = block, num_blocks
+        # the step's launches without its read, for ``one thread`` (None: a workload whose
+        # step reads on the host between launches runs its whole step in ``begin``)
+        self.device = (getattr(self.run, "device", None) if recorded
+                       else getattr(self.wl, "run_device", None))
         self.latencies: list[float] = []
         self.results: list[Any] = []    # the first and the latest step's, to check
+        self._started = 0.0
+        self._result: Any = None
 
     def step(self, timed: bool) -> None:
+        self.begin()
+        self.end(timed)
+
+    def begin(self) -> None:
+        """The first half of a step: the reset and the launches (nothing waits for them)."""
         reset = getattr(self.wl, "reset_accumulators", None)    # (B&S keeps no state)
         if reset is not None:
             reset()
-        t0 = time.perf_counter()
-        result = self.run(self.block, self.num_blocks)
-        elapsed = time.perf_counter() - t0
+        self._started = time.perf_counter()
+        if self.device is None:
+            self._result = self.run(self.block, self.num_blocks)
+        else:
+            self.device(self.block, self.num_blocks)
+
+    def end(self, timed: bool) -> None:
+        """The second half: the host's read of the result; the step's latency is taken."""
+        result = self.wl.read() if self.device is not None else self._result
+        elapsed = time.perf_counter() - self._started
+        self._result = None
         self.results[1:] = [result]
         if timed:
             self.latencies.append(elapsed)
@@ -128,6 +151,18 @@ def _threads(members: list[_Member], rounds: int, scopes: list[Any] | None) -> N
         t.join()
     if errors:
         raise errors[0]
+
+
+def _one_thread(members: list[_Member], rounds: int, scopes: list[Any]) -> None:
+    """Every member's step issued by one thread, each in its tenant scope, before any of their
+    results is read: the steps overlap on the device, and no thread waits for another's GIL."""
+    for _ in range(rounds):
+        for m, scope in zip(members, scopes):
+            with scope:
+                m.begin()
+        for m, scope in zip(members, scopes):
+            with scope:
+                m.end(True)
 
 
 def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
@@ -173,11 +208,18 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
                                       priority="high" if i == 0 else "normal")
                             for i, name in enumerate(mix)],
               "one stream each": [ag.tenant(f"{name}-one-stream", streams=1) for name in mix],
+              "one thread": [ag.tenant(f"{name}-one-thread",
+                                       priority="high" if i == 0 else "normal")
+                             for i, name in enumerate(mix)],
               "threads": None}
     plan = None
     for mode in MODES:      # (every workload is warm: it ran alone first)
         if mode == "regulated":
             plan = _regulate(ag, members, scopes[mode], check_rounds)
+        elif mode == "one thread":
+            _one_thread(members, 1, scopes[mode])   # (untimed: the tenants make their streams)
+            for m in members:
+                m.latencies = []
         elif scopes.get(mode) is not None:
             # (one untimed round: a tenant's first step makes its streams, as they are needed)
             _threads(members, 1, scopes[mode])
@@ -189,6 +231,8 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
             for _ in range(rounds):
                 for m in members:
                     m.step(True)
+        elif mode == "one thread":
+            _one_thread(members, rounds, scopes[mode])
         else:
             _threads(members, rounds, scopes[mode])
         ag.synchronize()
