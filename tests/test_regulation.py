@@ -276,6 +276,29 @@ def test_a_regulated_mix_runs_with_its_searched_plan_and_gives_the_same_results(
         ag.regulate(plan="off")
 
 
+def test_a_launch_slowed_in_one_profiled_step_is_profiled_at_its_time_alone():
+    # (another process's work on the device lengthens one sample: the plan must not follow it)
+    with ag.configure(backend="sim", sim_seed=5):
+        mix = Mix("one-slow-sample")
+        mix.step()
+        ag.regulate(plan="search", tenants=mix.names)
+        with profiled_as({**TIMES, "add_one": [50 * TIMES["add_one"], TIMES["add_one"]]},
+                         SHARES):
+            for _ in range(2):
+                mix.step()
+            ag.synchronize()
+            state = ag.regulation()         # (the profile is taken here, with the stand-ins)
+        assert state.state == "regulated"
+        ops = {p.name: p.ops for p in state.plan.profile}
+        (short,) = ops["high-one-slow-sample"]
+        assert short.seconds == TIMES["add_one"]
+        assert state.plan.splits == {"low-one-slow-sample": {"square": 8}}
+        mix.step()
+        ag.synchronize()
+        assert mix.right()
+        ag.regulate(plan="off")
+
+
 def test_profiled_launches_run_one_at_a_time_across_tenants():
     with ag.configure(backend="sim", sim_seed=1):
         mix = Mix("profiled")

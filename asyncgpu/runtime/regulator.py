@@ -11,8 +11,9 @@ The model
    the bytes it moves and its data parents in the step. The tenants' own splits and pointers
    are set aside while profiling (the launches run whole; the search keeps them).
 2. *search*: once the profiled steps of every tenant have completed on the device, the last
-   one of each becomes the profile (``asyncgpu.core.regulation``; a tenant that ran no step
-   while another ran twice ``steps`` is idle and left out). A plan already found for the same
+   one of each becomes the profile (``asyncgpu.core.regulation``), each launch timed at the
+   least it took at its place in the profiled steps (a tenant that ran no step while another
+   ran twice ``steps`` is idle and left out). A plan already found for the same
    *shape* (each tenant's step as its launches: kernel, grid, block) is reused, otherwise
    :func:`~asyncgpu.core.regulation.search` finds one within ``budget_s``. The plan's splits
    and pointers become the tenants' (beside their own), and the state is *regulated*.
@@ -496,8 +497,10 @@ class Regulator:
         if min(counts, default=0) < self.steps:
             return
         backend = self.rt.backend
-        lasts = {t: self._profiled[t][-1] for t in self.tenants}
-        if not all(backend.event_done(op[1].end) for ops in lasts.values() for op in ops):
+        # (the profiled launches run one at a time, in order: the last ones done, all are)
+        lasts = {t: self._profiled[t][-self.steps:] for t in self.tenants}
+        if not all(backend.event_done(op[1].end) for steps in lasts.values()
+                   for op in steps[-1]):
             return
         shape = tuple((self.rt.tenants[t].name, self._shapes[t]) for t in self.tenants)
         book = self.book
@@ -506,7 +509,7 @@ class Regulator:
             book.reused += 1
             log.info("asyncgpu: regulation plan reused: %s", plan.describe())
         else:
-            profiles = tuple(self._profile(t, ops) for t, ops in lasts.items())
+            profiles = tuple(self._profile(t, steps) for t, steps in lasts.items())
             given = {self.rt.tenants[t].name: self.rt.tenants[t].given for t in self.tenants}
             plan = search(profiles, self.budget_s, given, shape)
             book.plans[shape] = plan
@@ -516,14 +519,25 @@ class Regulator:
         self._last = None
         self.apply(plan)
 
-    def _profile(self, index: int, ops: list[tuple[Any, ...]]) -> TenantProfile:
+    def _profile(self, index: int, steps: list[list[tuple[Any, ...]]]) -> TenantProfile:
+        """Tenant ``index``'s profile from its profiled ``steps``: the last one's launches,
+        each timed at the least it took at its place in those of the same launches: a launch
+        alone can only be lengthened (by another process's work on the device, say), so one
+        slow sample does not make the plan."""
         rt = self.rt
         backend = rt.backend
+        ops = steps[-1]
+        names = [op[0] for op in ops]
+        alike = [step for step in steps if [op[0] for op in step] == names]
         timed = []
-        for name, sample, parents, share, memory, nbytes, splittable, grid in ops:
-            seconds = max(backend.elapsed_s(sample.start, sample.end), 1e-9)
-            if self.stand_in is not None:
-                seconds, share, grid = self.stand_in(name, seconds, share, grid)
+        for i, (name, _, parents, share, memory, nbytes, splittable, grid) in enumerate(ops):
+            seconds = None
+            for step in alike:
+                sample = step[i][1]
+                took = max(backend.elapsed_s(sample.start, sample.end), 1e-9)
+                if self.stand_in is not None:
+                    took, share, grid = self.stand_in(name, took, share, grid)
+                seconds = took if seconds is None else min(seconds, took)
             timed.append((name, seconds, share, memory, nbytes, parents, splittable, grid))
         # bandwidth as a share of the fastest rate a memory-bound launch reached (the device's
         # peak, near enough, when the mix has one)

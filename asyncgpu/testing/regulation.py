@@ -6,25 +6,33 @@ give the times and shares themselves."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 from collections.abc import Iterator
 
 from ..runtime.current import current_runtime
 
 
 @contextlib.contextmanager
-def profiled_as(seconds: dict[str, float], shares: dict[str, float] | None = None,
+def profiled_as(seconds: dict[str, float | list[float]], shares: dict[str, float] | None = None,
                 waves: dict[str, float] | None = None) -> Iterator[None]:
     """Within the block, the current runtime's regulation profiles kernel ``k`` as taking
-    ``seconds[k]`` alone and holding ``shares[k]`` of the device, and a kernel split by its
-    grid as running in ``waves[k]`` waves (``Op.grid``; kernels not named keep what was
-    measured and modelled). Call it after ``asyncgpu.regulate``."""
+    ``seconds[k]`` alone (a list: its profiled launches take those times in turn) and holding
+    ``shares[k]`` of the device, and a kernel split by its grid as running in ``waves[k]``
+    waves (``Op.grid``; kernels not named keep what was measured and modelled). Call it after
+    ``asyncgpu.regulate``."""
     regulator = current_runtime().regulator
     if regulator is None:
         raise RuntimeError("the current runtime is not regulated: call asyncgpu.regulate first")
     shares, waves = shares or {}, waves or {}
+    turns = {k: itertools.cycle(v) for k, v in seconds.items() if isinstance(v, list)}
+
+    def took(kernel: str, measured: float) -> float:
+        turn = turns.get(kernel)
+        return next(turn) if turn is not None else seconds.get(kernel, measured)
+
     saved = regulator.stand_in
     regulator.stand_in = lambda kernel, measured, share, grid: (
-        seconds.get(kernel, measured), shares.get(kernel, share),
+        took(kernel, measured), shares.get(kernel, share),
         waves.get(kernel, grid) if grid else grid)
     try:
         yield
