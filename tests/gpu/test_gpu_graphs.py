@@ -104,6 +104,9 @@ def test_capture_breaking_calls_raise_and_streams_stay_usable():
                 be.end_capture(s0)
             assert not s0.is_capturing()
         y[...] = 0
+        # (a fill node on the device, 4 MiB: the backend-level graph launch below is not the
+        # runtime's and does not wait for it)
+        ag.synchronize()
         be.begin_capture(s0)
         h.launch(square, 64, 256, s0, x, y, N)
         g = be.end_capture(s0)
