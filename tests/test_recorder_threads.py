@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+import pytest
 from test_recorder_hazards import kernels
 from test_schedule_options import fresh_sim
 
@@ -78,3 +79,71 @@ def test_recordings_of_several_threads_that_share_an_array_stay_ordered():
         assert outcomes[i][0] == "recorded"
         np.testing.assert_array_equal(results[i], _serial(i))
     np.testing.assert_array_equal(base, np.ones(8, np.float32))
+
+
+@pytest.mark.parametrize("strategy", ["random", "reverse", "starve"])
+def test_split_nested_and_eager_threads_beside_each_other_equal_serial(strategy):
+    """One thread records with ``split=True`` (a host read ends each segment), one records a
+    function that calls another recorded one (inlined), one launches eagerly on the array the
+    others read: while they run at once, every segment's end and start hands the runtime's
+    recordings over, and every result equals the serial one."""
+    rounds = 8
+    with fresh_sim(sim_strategy=strategy, debug_hb=True):
+        inc, scale = kernels()
+        shared = ag.ones(8, np.float32)
+        a, b, c = (ag.zeros(8, np.float32) for _ in range(3))
+        together = threading.Barrier(3)
+        inside = threading.Barrier(2)     # both recordings in progress at once, every round
+        seen: dict[str, list] = {"split": [], "nested": [], "eager": []}
+        errors: list[BaseException] = []
+
+        @ag.graph(split=True)
+        def split_step():
+            inc[1, 8](a, 8)
+            seen["split"].append(float(a[0]))     # ends a segment
+            inside.wait(10)
+            scale[1, 8](a, np.float32(2), 8)
+
+        @ag.graph
+        def inner():
+            inc[1, 8](b, 8)
+
+        @ag.graph
+        def nested_step():
+            inner()
+            inside.wait(10)
+            scale[1, 8](b, np.float32(3), 8)
+
+        def run(name, body):
+            try:
+                together.wait(10)
+                for _ in range(rounds):
+                    body()
+                    seen[name].append(None)
+            except BaseException as exc:  # (reported by the test)
+                errors.append(exc)
+                together.abort()
+                inside.abort()
+
+        def eager():
+            inc[1, 8](c, 8)
+            inc[1, 8](shared, 0)                  # reads the array all share
+
+        threads = [threading.Thread(target=run, args=args) for args in
+                   (("split", split_step), ("nested", nested_step), ("eager", eager))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not errors, errors
+        results = [x.numpy() for x in (a, b, c)]
+    want_a, want_b, reads = np.float32(0), np.float32(0), []
+    for _ in range(rounds):
+        want_a += 1
+        reads.append(float(want_a))
+        want_a *= 2
+        want_b = (want_b + 1) * 3
+    assert [v for v in seen["split"] if v is not None] == reads
+    np.testing.assert_array_equal(results[0], np.full(8, want_a, np.float32))
+    np.testing.assert_array_equal(results[1], np.full(8, want_b, np.float32))
+    np.testing.assert_array_equal(results[2], np.full(8, rounds, np.float32))
