@@ -294,20 +294,23 @@ def test_the_tenants_benchmark_checks_every_mode_on_the_simulator():
     from benchmarks import tenants
 
     with ag.configure(backend="sim", sim_seed=1):
-        result = tenants.measure(ag, "small", rounds=1, warmup=0, mix=("vec:tiny", "bs:tiny"),
+        result = tenants.measure(ag, "small", rounds=1, warmup=0, mix=("vec:tiny", "hits:tiny"),
                                  block=32, check_rounds=0)     # (each at a scale of its own)
         assert [r["mode"] for r in result["rows"]] == list(tenants.MODES)
         assert "no plan" not in result["plan"]["plan"]      # (regulated reached its plan)
-        assert all(set(r["latency"]) == {"vec:tiny", "bs:tiny"} for r in result["rows"])
+        assert all(set(r["latency"]) == {"vec:tiny", "hits:tiny"} for r in result["rows"])
         assert result["rows"][0]["speedup"] == 1.0
         bound = result["bound"]                 # the longest workload alone, and what it allows
         assert bound["ms"] > 0 and bound["speedup"] == result["rows"][0]["ms"] / bound["ms"]
         stats = ag.tenants()
         assert (stats["vec:tiny-tenant"].priority,
-                stats["bs:tiny-tenant"].priority) == ("high", "normal")
+                stats["hits:tiny-tenant"].priority) == ("high", "normal")
         assert stats["vec:tiny-tenant"].steps == 2          # an untimed round, then the timed one
         assert stats["vec:tiny-tenant"].kernels > 0
         assert len(priorities("vec:tiny-one-stream", streams=1)) == 1
+        # one thread: HITS, which reads on the host between its launches, ran its whole step
+        # when issued; VEC's launches, then its read
+        assert stats["hits:tiny-one-thread"].steps == stats["vec:tiny-one-thread"].steps == 2
 
 
 def test_the_tenants_benchmark_times_its_steps_with_the_warm_objects_frozen(monkeypatch):
