@@ -201,27 +201,23 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
         alone[m.name] = _summary(m.latencies)
         m.latencies = []
     rows = []
-    scopes = {"tenants": [ag.tenant(f"{name}-tenant", priority="high" if i == 0 else "normal")
-                          for i, name in enumerate(mix)],
-              "regulated": [ag.tenant(f"{name}-regulated",
-                                      priority="high" if i == 0 else "normal")
-                            for i, name in enumerate(mix)],
+
+    def ranked(suffix: str) -> list[Any]:
+        """A tenant per workload, the first one's with priority high."""
+        return [ag.tenant(f"{name}-{suffix}", priority="high" if i == 0 else "normal")
+                for i, name in enumerate(mix)]
+
+    scopes = {"tenants": ranked("tenant"), "regulated": ranked("regulated"),
               "one stream each": [ag.tenant(f"{name}-one-stream", streams=1) for name in mix],
-              "one thread": [ag.tenant(f"{name}-one-thread",
-                                       priority="high" if i == 0 else "normal")
-                             for i, name in enumerate(mix)],
-              "threads": None}
+              "one thread": ranked("one-thread"), "threads": None}
     plan = None
     for mode in MODES:      # (every workload is warm: it ran alone first)
+        run_rounds = _one_thread if mode == "one thread" else _threads
         if mode == "regulated":
             plan = _regulate(ag, members, scopes[mode], check_rounds)
-        elif mode == "one thread":
-            _one_thread(members, 1, scopes[mode])   # (untimed: the tenants make their streams)
-            for m in members:
-                m.latencies = []
         elif scopes.get(mode) is not None:
             # (one untimed round: a tenant's first step makes its streams, as they are needed)
-            _threads(members, 1, scopes[mode])
+            run_rounds(members, 1, scopes[mode])
             for m in members:
                 m.latencies = []
         ag.synchronize()
@@ -230,10 +226,8 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
             for _ in range(rounds):
                 for m in members:
                     m.step(True)
-        elif mode == "one thread":
-            _one_thread(members, rounds, scopes[mode])
         else:
-            _threads(members, rounds, scopes[mode])
+            run_rounds(members, rounds, scopes[mode])
         ag.synchronize()
         rows.append({"mode": mode, "ms": (time.perf_counter() - t0) * 1e3,
                      "latency": {m.name: _summary(m.latencies) for m in members}})

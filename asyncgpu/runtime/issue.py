@@ -146,8 +146,8 @@ class Issuing:
         pointer, ``interference`` for launches kept apart, ``profile`` for the launches a
         regulation profile runs one at a time), which the edges statistics do not
         count. The node's copies in are issued first, as ``_issue`` would, so they are found
-        too."""
-        if self.memory is not None:
+        too (a copy node has none)."""
+        if self.memory is not None and node.kind != "copy":
             self.memory.before_device(node.accesses, node.device)
         found, counts = self._ordered(node, previous, reason)
         self._issue(node, None, found, counts)

@@ -196,8 +196,7 @@ class ExplicitMemory:
         if after is None:
             rt._issue(node)
         else:
-            found, counts = rt._ordered(node, (after,), "split")
-            rt._issue(node, None, found, counts)
+            rt.issue_after(node, (after,), "split")
         alloc.location = location     # (_issue books a write as DEVICE: the caller decides)
         return node
 
