@@ -24,7 +24,7 @@ from asyncgpu.core.regulation import (
     search,
     simulate,
 )
-from asyncgpu.runtime import regulator
+from asyncgpu.runtime import plan_check
 from asyncgpu.runtime.current import current_runtime
 from asyncgpu.testing.regulation import profiled_as
 
@@ -376,7 +376,7 @@ def test_a_plan_is_measured_against_the_tenants_own_settings_and_a_late_high_ten
     alone of 1e-12 s, and far under 1 s."""
     # (the most pieces of the split stage: 16, still more than the plan's 8, for fewer
     # simulated launches than 32)
-    monkeypatch.setattr(regulator, "MOST_PIECES", 16)
+    monkeypatch.setattr(plan_check, "MOST_PIECES", 16)
     with ag.configure(backend="sim", sim_seed=2):
         mix = Mix(f"guard-{guarded}")
         mix.step()
@@ -396,7 +396,7 @@ def test_a_plan_is_measured_against_the_tenants_own_settings_and_a_late_high_ten
             assert ag.regulation().plan.splits == {}
             steps_while(mix, "own")
             scores = ag.regulation().measured
-            kept_plan = scores["plan"] <= regulator.PLAN_GAIN * scores["own"]
+            kept_plan = scores["plan"] <= plan_check.PLAN_GAIN * scores["own"]
         state = ag.regulation()
         base = searched if kept_plan else dataclasses.replace(
             searched, splits={}, after={}, after_outcome=searched.before)   # (no modelled gain)

@@ -1,0 +1,232 @@
+"""The measured check of a regulation plan (``asyncgpu.regulate``'s third stage).
+
+The model
+---------
+A model errs, so the plan is measured on the device too, stage by stage, each over the lead
+tenant's next :data:`CHECK_STEPS` steps (the high-priority tenant, else the first regulated
+one); a stage's score is the slowest tenant's median step latency plus ``LATE_WEIGHT`` times
+the high-priority lead's p90 beyond ``HIGH_TARGET`` times its modelled latency alone. The plan
+is measured, then (when it adds anything) the tenants' own settings, and the plan is kept and
+stored only if it scores :data:`PLAN_GAIN` of theirs or less (a plan within the measurement's
+noise of none changes nothing worth its ordering), else the tenants' own settings are. Then, if
+a high-priority lead beside normal tenants is still over its target, two remedies are measured
+in turn, each kept only if it cut the lead's p90 to :data:`GUARD_GAIN` of what it was: first
+the normal tenants' splittable launches longer than :data:`SLICE` of the lead's latency alone
+are cut into pieces no longer than that (at most :data:`MOST_PIECES`; a model of the device
+shares its threads, but blocks that hold a multiprocessor for a whole long launch keep the
+lead's blocks waiting, which pieces end), then every normal tenant's launches wait for the
+lead's latest unfinished launch (a pointer from every kernel to every kernel, ``"*"``: priority
+before throughput, as ``priority="high"`` asks).
+
+:class:`PlanCheck` holds the check's methods; :class:`~asyncgpu.runtime.regulator.Regulator`
+takes it as a base and keeps its state (the plan in force, the trial under way, the stored
+plans, the remedies lost), and calls :meth:`PlanCheck._check` as the lead tenant's steps end.
+
+Invariants: a stage is judged only on steps that ran wholly under its plan; a remedy is kept
+only where it measured better, and one that did not is not tried again; every stage's plan is
+one the search or a remedy made, so results equal the unregulated run's.
+
+Example::
+
+    trial = self._start(plan, "plan", None)     # measure from the tenants' next steps
+    self._check()                               # at each of the lead's step ends
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from ..core.plan import Plan
+from ..core.regulation import HIGH_TARGET, LATE_WEIGHT, simulate
+
+log = logging.getLogger("asyncgpu")
+
+#: Steps of a high-priority tenant measured under a searched plan before it is checked.
+CHECK_STEPS = 10
+#: A searched plan is kept when its measured score is this fraction of the tenants' own
+#: settings' or less (two measurements of ten steps each differ by a few percent alone).
+PLAN_GAIN = 0.97
+#: A guard is kept when it brings the high-priority tenant's p90 to this fraction or less.
+GUARD_GAIN = 0.9
+#: The split guard cuts normal tenants' launches into pieces of at most this fraction of the
+#: high-priority tenant's latency alone, in at most ``MOST_PIECES`` pieces.
+SLICE = 0.05
+MOST_PIECES = 32
+#: The remedies for a late high-priority tenant, measured in turn (for the log).
+REMEDIES = {"split": "other tenants' launches in pieces", "guard": "guard"}
+
+
+class Trial:
+    """The measurement of a plan in force (:meth:`PlanCheck._check`): the tenant whose steps
+    pace it (``lead``: the high-priority one, else the first regulated), its modelled latency
+    alone, the stage (``plan``, ``own``, ``split`` or ``guard``), where each tenant's measured
+    latencies began in this stage, and the measured scores and plans of the stages done."""
+
+    __slots__ = ("alone", "first", "lead", "plans", "scores", "stage")
+
+    def __init__(self, lead: int, alone: float, stage: str, first: dict[int, int]) -> None:
+        self.lead, self.alone, self.stage, self.first = lead, alone, stage, first
+        self.scores: dict[str, tuple[float, float]] = {}
+        self.plans: dict[str, Plan] = {}
+
+
+class PlanCheck:
+    """The measured check's methods (a base of ``Regulator``, whose state they use)."""
+
+    __slots__ = ()
+
+    def _start(self, plan: Plan, stage: str, trial: Trial | None) -> Trial:
+        """Begin measuring ``plan`` (stage ``stage``) from the tenants' next steps."""
+        tenants = self.rt.tenants
+        if trial is None:
+            high = [t for t in self.tenants if tenants[t].priority == "high"]
+            lead = (high or self.tenants)[0]
+            profile = next((p for p in plan.profile if p.name == tenants[lead].name), None)
+            alone = simulate((profile,)).makespan_s if profile is not None else 0.0
+            trial = Trial(lead, alone, stage, {})
+        trial.stage = stage
+        trial.plans[stage] = plan
+        trial.first = {t: len(tenants[t].latencies) + len(tenants[t].pending)
+                       for t in self.tenants}
+        return trial
+
+    def _check(self) -> None:
+        """Measure the plan in force on the device, then decide (see the module docstring).
+        A stage ends once the lead tenant ran :data:`CHECK_STEPS` measured steps under it;
+        its score is the slowest tenant's median step latency, plus ``LATE_WEIGHT`` times a
+        high-priority lead's p90 beyond ``HIGH_TARGET`` times its modelled latency alone (the
+        model's objective, measured). Stages: ``plan`` (the searched plan); ``own`` (the
+        tenants' own settings, when the plan adds to them), the plan kept and stored if it
+        scored :data:`PLAN_GAIN` of theirs or less, else theirs; then, for a high-priority
+        lead still over its target beside normal tenants,
+        ``split`` (the others' long splittable launches in pieces, :meth:`_split_plan`) and
+        ``guard`` (the others wait for its launches), each kept only if it cut the lead's p90
+        to :data:`GUARD_GAIN` of what it was."""
+        trial = self._trial
+        rt = self.rt
+        tenants = rt.tenants
+        backend = rt.backend
+        for t in self.tenants:
+            tenants[t].settle(backend.event_done, backend.elapsed_s)
+        lead = tenants[trial.lead]
+        measured = sorted(lead.latencies[trial.first[trial.lead]:])
+        if len(measured) < CHECK_STEPS:
+            return
+        p90 = measured[min(len(measured) - 1, int(0.9 * len(measured)))]
+        medians = []
+        for t in self.tenants:
+            mine = sorted(tenants[t].latencies[trial.first[t]:])
+            if mine:
+                medians.append(mine[len(mine) // 2])
+        high = lead.priority == "high"
+        late = max(0.0, p90 - HIGH_TARGET * trial.alone) if high else 0.0
+        trial.scores[trial.stage] = (max(medians) + LATE_WEIGHT * late, p90)
+        self.measured[trial.stage] = trial.scores[trial.stage][0]
+        stage, plan = trial.stage, self.plan
+        if stage == "plan" and (plan.splits or plan.after):
+            # (modelled as the search's starting point: the tenants' own settings)
+            own = dataclasses.replace(plan, splits={}, after={}, after_outcome=plan.before)
+            self.apply(own, measure=False)
+            self._start(own, "own", trial)
+            return
+        if stage == "own":
+            keep = ("plan" if trial.scores["plan"][0] <= PLAN_GAIN * trial.scores["own"][0]
+                    else "own")
+            log.info("asyncgpu: regulation measured the plan at %.3f ms and the tenants' own "
+                     "settings at %.3f ms (score); %s kept", trial.scores["plan"][0] * 1e3,
+                     trial.scores["own"][0] * 1e3,
+                     "the plan" if keep == "plan" else "their own settings")
+            self._store(trial.plans["plan"], trial.plans[keep])
+            self.apply(trial.plans[keep], measure=False)
+            stage, p90 = keep, trial.scores[keep][1]
+        if stage == "split":
+            kept, p90 = self._judge(trial, "split", lead.name, p90)
+            if not kept:
+                stage = "split-base"
+        if stage == "guard":
+            _, p90 = self._judge(trial, "guard", lead.name, p90)
+            self.checked[lead.name] = (p90, trial.alone)
+            self._trial = None
+            return
+        self.checked[lead.name] = (p90, trial.alone)
+        normal = [t for t in self.tenants if tenants[t].priority != "high"]
+        if not high or not normal or p90 <= HIGH_TARGET * trial.alone:
+            self._trial = None
+            return
+        if "split-base" not in trial.plans and "split" not in self._lost:
+            split = self._split_plan(self.plan, normal, trial.alone)
+            if split is not None:
+                log.info("asyncgpu: high-priority tenant %r took %.3f ms (p90 of %d steps) "
+                         "against %.3f ms alone; the other tenants' long launches now run in "
+                         "pieces (%s), measured in turn", lead.name, p90 * 1e3, len(measured),
+                         trial.alone * 1e3, split.splits)
+                trial.plans["split-base"] = self.plan
+                trial.scores["split-base"] = trial.scores[stage]
+                self.apply(split, measure=False)
+                self._start(split, "split", trial)
+                return
+        if "guard" in self._lost:
+            self._trial = None
+            return
+        kept = self.plan
+        after = {name: dict(ks) for name, ks in kept.after.items()}
+        for t in normal:
+            after.setdefault(tenants[t].name, {})["*"] = (lead.name, "*")
+        log.info("asyncgpu: high-priority tenant %r took %.3f ms (p90 of %d steps) against "
+                 "%.3f ms alone; the other tenants now wait for its launches, measured in turn",
+                 lead.name, p90 * 1e3, len(measured), trial.alone * 1e3)
+        trial.plans["guard-base"] = kept
+        trial.scores["guard-base"] = trial.scores[stage]
+        guarded = dataclasses.replace(kept, after=after)
+        self.apply(guarded, measure=False)
+        self._start(guarded, "guard", trial)
+
+    def _judge(self, trial: Trial, remedy: str, lead: str, p90: float) -> tuple[bool, float]:
+        """The end of a remedy's measurement (``split`` or ``guard``): kept (and stored in
+        place of the plan without it) if it cut the lead's p90 to :data:`GUARD_GAIN` of that
+        plan's, else that plan is back and the remedy is not tried again. Returns whether it
+        was kept and the lead's p90 under the plan now in force."""
+        base = remedy + "-base"
+        before = trial.scores[base][1]
+        if p90 < GUARD_GAIN * before:
+            log.info("asyncgpu: high-priority tenant %r: the %s kept (p90 %.3f -> %.3f ms)",
+                     lead, REMEDIES[remedy], before * 1e3, p90 * 1e3)
+            self._store(trial.plans[base], self.plan)
+            return True, p90
+        log.info("asyncgpu: high-priority tenant %r: the %s did not help (p90 %.3f -> %.3f ms); "
+                 "the plan goes back to the one without it", lead, REMEDIES[remedy],
+                 before * 1e3, p90 * 1e3)
+        self._lost.add(remedy)
+        self.apply(trial.plans[base], measure=False)
+        return False, before
+
+    def _split_plan(self, kept: Plan, normal: list[int], alone: float) -> Plan | None:
+        """``kept`` with the ``normal`` tenants' splittable launches longer than :data:`SLICE`
+        of the lead's latency ``alone`` (their time alone in the profile) cut into pieces no
+        longer than that (a power of two, at most :data:`MOST_PIECES`; never fewer than
+        ``kept`` has); None when that changes nothing. A kernel a pointer holds is left whole
+        (a plan never splits and points one kernel)."""
+        slice_s = SLICE * alone
+        if slice_s <= 0:
+            return None
+        names = {self.rt.tenants[t].name for t in normal}
+        splits = {name: dict(kernels) for name, kernels in kept.splits.items()}
+        changed = False
+        for profile in kept.profile:
+            if profile.name not in names:
+                continue
+            mine = splits.setdefault(profile.name, {})
+            held = kept.after.get(profile.name, {})
+            for op in profile.ops:
+                if not op.splittable or op.seconds <= slice_s or op.kernel in held:
+                    continue
+                pieces = 2
+                while pieces < MOST_PIECES and op.seconds / pieces > slice_s:
+                    pieces *= 2
+                if pieces > mine.get(op.kernel, 1):
+                    mine[op.kernel] = pieces
+                    changed = True
+        if not changed:
+            return None
+        return dataclasses.replace(kept, splits={n: ks for n, ks in splits.items() if ks})
