@@ -72,6 +72,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture
+def chunk_always(monkeypatch):
+    """Every element-wise launch of a host-current input of 8 bytes or more runs in chunks,
+    even behind a copy in that is still running (which the runtime launches whole): for
+    tests of what the chunks compute and where they run."""
+    from asyncgpu.runtime import chunks
+
+    monkeypatch.setattr(chunks, "MIN_CHUNK_BYTES", 8)
+    monkeypatch.setattr(chunks, "link_busy", lambda rt, device: False)
+
+
+@pytest.fixture
 def sim():
     """A fresh sim runtime (seed 0, strategy random) for one test; yields the asyncgpu module."""
     import asyncgpu as ag

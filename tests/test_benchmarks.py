@@ -237,17 +237,15 @@ def test_ml_standardization_covers_full_batches_the_tail_and_constant_columns(si
 
 
 def test_ml_kernels_declared_element_wise_give_the_same_scores_in_chunks_and_pieces(
-        monkeypatch):
+        chunk_always):
     """ML's row kernels are declared element-wise (``nb_1`` and ``rr_2`` read their weights
     whole, ``broadcast``): a launch cut in chunks (its score matrices current on the host) or
     in a tenant's pieces must compute exactly what the whole launch does."""
     import numpy as np
 
     import asyncgpu as ag
-    from asyncgpu.runtime import chunks
     from kernels import ml as K
 
-    monkeypatch.setattr(chunks, "MIN_CHUNK_BYTES", 8)
     splittable = [n for n, a in K.ANNOTATIONS.items() if a.get("elementwise")]
     assert {"nb_1", "rr_2", "softmax", "argmax"} <= set(splittable)
 

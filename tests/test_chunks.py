@@ -64,7 +64,7 @@ def _program(ag, elementwise, n=40, rows=12):
 
 @pytest.mark.parametrize("strategy", ["random", "reverse", "starve", "pct"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_chunked_equals_unchunked(small_chunks, strategy, seed):
+def test_chunked_equals_unchunked(chunk_always, strategy, seed):
     import asyncgpu as ag
 
     with ag.configure(backend="sim", execution="sync", sim_strategy="eager", sim_seed=0,
@@ -81,6 +81,34 @@ def test_chunked_equals_unchunked(small_chunks, strategy, seed):
     # host-current at the first bump), m only at the second (acc is on the device), x (4)
     assert after.kernels - before.kernels == 16
     assert after.copies_to_device - before.copies_to_device == 20
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+@pytest.mark.parametrize("strategy", ["random", "reverse", "starve", "pct"])
+def test_a_launch_behind_a_running_copy_in_runs_whole(small_chunks, strategy, devices):
+    # streaming launches one after another: the first is cut in chunks; the next one on the
+    # same device would share the link with its copies anyway, so it runs whole; once those
+    # copies are done the link is free and a launch is cut in chunks again
+    import asyncgpu as ag
+
+    affine, _ = _kernels(ag, True)
+    with ag.configure(backend="sim", sim_seed=3, sim_strategy=strategy, memory="explicit",
+                      copy_chunks=4, device_policy="round-robin", sim_devices=devices,
+                      devices=devices):
+        hosts = [np.arange(64, dtype=np.float32) + c for c in range(3 * devices)]
+        xs = [ag.array(h) for h in hosts]
+        ys = [ag.empty(64, np.float32) for _ in hosts]
+        counts = []
+        for i, (x, y) in enumerate(zip(xs, ys)):
+            if i == 2 * devices:
+                ag.synchronize()
+            before = ag.statistics().kernels
+            affine[4, 8](x, y, 2.0, 64)
+            counts.append(ag.statistics().kernels - before)
+        for h, y in zip(hosts, ys):
+            np.testing.assert_array_equal(y.numpy(), 2.0 * h + 1.0)   # as serial
+    # round-robin: launch i on device i % devices, each device's link busy or free alone
+    assert counts == [4] * devices + [1] * devices + [4] * devices
 
 
 def test_not_elementwise_is_never_chunked(small_chunks):

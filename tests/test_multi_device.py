@@ -493,15 +493,12 @@ def test_the_environment_selects_devices_and_policy():
 
 
 @pytest.mark.parametrize("pin", [None, 1])
-def test_a_chunked_launch_runs_with_its_copies_on_one_device(monkeypatch, pin):
+def test_a_chunked_launch_runs_with_its_copies_on_one_device(chunk_always, pin):
     # element-wise launches of host-current inputs are cut in chunks behind chunked copies:
     # every chunk and copy of one launch on the device the policy (or the pin) chose
     import contextlib
 
     import asyncgpu as ag
-    from asyncgpu.runtime import chunks
-
-    monkeypatch.setattr(chunks, "MIN_CHUNK_BYTES", 8)
     with ag.configure(backend="sim", sim_seed=6, sim_strategy="random", memory="explicit",
                       copy_chunks=4, **several(2)):
         kernel = ag.kernel(const=["x"], out=["y"], elementwise="n")(twice)

@@ -27,9 +27,13 @@ length along axis 0, and one host-current is copied in whole, once, before the f
 When a launch is chunked (all must hold, otherwise it runs whole): the memory model is
 explicit and the execution asynchronous (in ``sync`` execution nothing would overlap); the
 kernel is element-wise; ``copy_chunks > 1``; some split array argument's
-allocation is current only on the host, with at least ``MIN_CHUNK_BYTES`` per chunk; and every
+allocation is current only on the host, with at least ``MIN_CHUNK_BYTES`` per chunk; every
 such argument spans its whole allocation (the chunks' copies then make the whole allocation
-current).
+current); and no earlier copy from the host to the launch's device is still running
+(:func:`link_busy`). Behind such a copy the link is shared anyway and the kernel
+overlaps it, so chunks would only add nodes for the host to issue: streaming launches one
+after another run the first in chunks and the others whole, each kernel overlapping the next
+copies.
 
 Invariants: the chunks partition ``[0, length)`` of axis 0 in order; every chunk's arguments
 are validated (``Kernel.bind``) and prepared (``kernel_launch``) before the first node is
@@ -48,8 +52,8 @@ Example::
     square[1024, 256](x, y)    # 8 copies and 8 kernels, copy k+1 overlapping kernel k
 
 On a runtime over several devices a launch in pieces (chunked or split) is placed as one
-launch (``Issuing._place`` on its whole arguments, :func:`launch_device`): every piece, and every
-chunk's copy, runs on the device chosen for it.
+launch (``Issuing._place`` on its whole arguments; :func:`launch_device` for splits): every
+piece, and every chunk's copy, runs on the device chosen for it.
 
 Both kinds go through one path (``asyncgpu.runtime.splits.split_parts``): each piece is validated
 (``Kernel.bind``) and prepared (``kernel_launch``) before the first is issued, then the pieces
@@ -295,10 +299,12 @@ def row_parts(launcher: Any, args: tuple[Any, ...], length: int, count: int
             for start, stop in ranges(length, count)]
 
 
-def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
-                   values: list[Any], site: str | None) -> bool:
-    """Issue the launch in chunks if it qualifies (see the module docstring); whether it did."""
-    kernel = launcher.kernel
+def chunk_plan(rt: Any, kernel: Any, arrays: list[Any], values: list[Any], site: str | None
+               ) -> tuple[int, dict[int, Any], dict[int, Any]] | None:
+    """Whether a launch qualifies to run in chunks (see the module docstring), before it is
+    placed: (its length along axis 0, the split arguments current only on the host, the
+    broadcast ones, by allocation id), or None. Raises if its element count contradicts the
+    arrays (:func:`axis_length`)."""
     length = axis_length(kernel, arrays, values, site)
     chunks = rt.options.copy_chunks
     broadcast = kernel.broadcast
@@ -309,16 +315,48 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[A
             if a.param in broadcast:
                 whole[alloc.id] = a
             elif a.lo != 0 or a.hi != alloc.nbytes:
-                return False
+                return None
             else:
                 host[alloc.id] = a
     for key in whole:           # (also split: copied whole, before every chunk)
         host.pop(key, None)
     if chunks < 2 or length < 2 or not host:
-        return False
+        return None
     if max(a.alloc.nbytes for a in host.values()) < chunks * MIN_CHUNK_BYTES:
+        return None
+    return length, host, whole
+
+
+def link_busy(rt: Any, device: int) -> bool:
+    """Whether a copy from the host to device slot ``device`` is still running (the latest
+    issued there, ``ExplicitMemory.copying_in``, has not finished): a copy issued now would
+    share the link with it. Asks the copy's event unless its stream has retired it (its event
+    may then serve another node), and not while a recording captures (its events cannot be
+    asked): then it answers no."""
+    copying_in = rt.memory.copying_in
+    latest = copying_in.get(device)
+    if latest is None or rt.recording is not None:
         return False
-    device = launch_device(rt, kernel, arrays, site)
+    stream, seq, event = latest
+    inflight = stream.inflight
+    if not inflight or inflight[0].seq > seq or rt.backend.event_done(event):
+        del copying_in[device]
+        return False
+    return True
+
+
+def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], site: str | None,
+                   plan: tuple[int, dict[int, Any], dict[int, Any]], device: int) -> bool:
+    """Issue a launch in chunks on device slot ``device`` (``plan``: its :func:`chunk_plan`)
+    unless the device's link still carries an earlier copy in (:func:`link_busy`); whether it
+    did. Behind such a copy the link is shared anyway and the kernel overlaps that copy, so
+    chunks would only add nodes to issue, delaying the launches behind them (on other
+    devices too)."""
+    if link_busy(rt, device):
+        return False
+    kernel = launcher.kernel
+    length, host, whole = plan
+    chunks = rt.options.copy_chunks
     planned = prepared(rt, kernel, row_parts(launcher, args, length, chunks), site, device)
     memory = rt.memory
     current = HOST | DEVICE << device

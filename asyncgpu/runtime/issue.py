@@ -40,7 +40,7 @@ from ..core.errors import DeviceError
 from ..core.interference import Sample
 from ..core.placement import STREAM_AWARE, device_bit
 from .allocation import HOST
-from .chunks import launch_chunked
+from .chunks import chunk_plan, launch_chunked
 from .splits import launch_split
 from .kernel import Launcher, user_site
 
@@ -92,19 +92,23 @@ class Issuing:
                         and launch_split(self, launcher, args, arrays, values, site, pieces,
                                          pointer)):
                     return
+            chunks = None
             # (not in sync execution: one node at a time, nothing for the chunks to overlap)
             if (profiled is None and pointer is None and self.memory is not None
-                    and kernel.elementwise and not self.sync_mode
-                    and launch_chunked(self, launcher, args, arrays, values, site)):
-                return
+                    and kernel.elementwise and not self.sync_mode):
+                chunks = chunk_plan(self, kernel, arrays, values, site)
             accesses: list[Any] = arrays     # an ArrayArg is its own dependency access
             if self.no_const:
                 accesses = [Access(a.key, a.alloc, a.lo, a.hi, True, a.param) for a in arrays]
             node = Node("kernel", kernel.name, site, accesses)
+            if self.placement is not None:
+                self._place(node)       # (before the backend prepares it for that device)
+            if chunks is not None and launch_chunked(self, launcher, args, site, chunks,
+                                                     node.device):
+                return
             if self.placement is None:
                 node.launch = self.backend.kernel_launch(kernel, launcher, arrays, values, site)
             else:
-                self._place(node)       # (before the backend prepares it for that device)
                 node.launch = self.backend.kernel_launch(kernel, launcher, arrays, values, site,
                                                          node.device)
             self.stats.kernels += 1

@@ -7,6 +7,7 @@ from asyncgpu.runtime.allocation cimport Allocation
 
 
 cdef class ExplicitMemory:
+    cdef public dict copying_in
     cdef public object runtime
 
     @cython.locals(acc=Access, alloc=Allocation, bit=int, location=int)

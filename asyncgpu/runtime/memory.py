@@ -156,10 +156,14 @@ class ExplicitMemory:
     ``Runtime.host_access``.
     """
 
-    __slots__ = ("runtime",)
+    __slots__ = ("copying_in", "runtime")
 
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
+        #: device slot -> the latest copy issued to it from the host, as (its stream, its
+        #: sequence number there, its event): whether a launch is cut in chunks
+        #: (``asyncgpu.runtime.chunks.link_busy``)
+        self.copying_in: dict[int, tuple[Any, int, Any]] = {}
 
     def copy(self, alloc: Any, lo: int, hi: int, to_device: bool, label: str,
              device: int = 0, peer: int = -1, after: Any = None) -> Node:
@@ -197,6 +201,9 @@ class ExplicitMemory:
             rt._issue(node)
         else:
             rt.issue_after(node, (after,), "split")
+        if to_device and peer < 0 and node.stream is not None:
+            # (its stream and place there, not the node: a node keeps its allocations alive)
+            self.copying_in[device] = (node.stream, node.seq, node.event)
         alloc.location = location     # (_issue books a write as DEVICE: the caller decides)
         return node
 
