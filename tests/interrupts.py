@@ -10,10 +10,12 @@ and tests/gpu/test_gpu_faults.py (cuda).
 
 from __future__ import annotations
 
+import contextlib
 import random
 import signal
 import threading
 import time
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -32,6 +34,27 @@ def add1_twin(x, y, n):
 
 def interrupted_chain(ag, seed: int, max_delay_s: float, launches: int = 20000) -> int:
     """Submit ``y += x`` on alternating views until SIGINT arrives; check; return the count."""
+    with ctrl_c_raises():
+        return _interrupted_chain(ag, seed, max_delay_s, launches)
+
+
+@contextlib.contextmanager
+def ctrl_c_raises() -> Iterator[None]:
+    """SIGINT raises ``KeyboardInterrupt`` in the main thread for the block, as in a program
+    started from a terminal: a shell without job control starts a background command with
+    SIGINT ignored (``pytest &`` in a script), and the tests' loops would then wait for it
+    forever. A SIGINT blocked in the main thread fails at once: nothing in asyncgpu may leave
+    it blocked (the simulator holds it back only while a kernel's twin runs)."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    assert signal.SIGINT not in blocked, f"SIGINT is blocked in the main thread: {blocked}"
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _interrupted_chain(ag, seed: int, max_delay_s: float, launches: int) -> int:
     rng = random.Random(seed)
     k = ag.cuda_kernel(SRC, "add1", sim=add1_twin)
     x = ag.ones(N)

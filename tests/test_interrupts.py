@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import asyncgpu as ag
-from interrupts import interrupted_chain
+from interrupts import ctrl_c_raises, interrupted_chain
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # SIGINT in a gc hook
@@ -36,7 +36,7 @@ def test_ctrl_c_inside_a_simulated_kernel_waits_for_its_end():
         k = ag.cuda_kernel('extern "C" __global__ void k(float* y, int n) {}', "k", sim=twin)
         y = ag.zeros(8, np.float32)
         k[1, 8](y, 8)
-        with pytest.raises(KeyboardInterrupt):
+        with ctrl_c_raises(), pytest.raises(KeyboardInterrupt):
             ag.synchronize()        # runs the kernel
         ag.synchronize()
         np.testing.assert_array_equal(y.numpy(), np.full(8, 2, np.float32))
