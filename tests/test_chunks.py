@@ -111,6 +111,24 @@ def test_a_launch_behind_a_running_copy_in_runs_whole(small_chunks, strategy, de
     assert counts == [4] * devices + [1] * devices + [4] * devices
 
 
+def test_a_small_copy_in_still_running_does_not_stop_the_chunks(small_chunks):
+    # a few bytes copied in just before (a parameter the previous launch read) hold the link
+    # for microseconds: the large launch behind them is still cut in chunks
+    import asyncgpu as ag
+
+    affine, bump = _kernels(ag, True)
+    with ag.configure(backend="sim", sim_seed=3, sim_strategy="starve", memory="explicit",
+                      copy_chunks=4):
+        tiny = ag.array(np.ones((1, 1), np.float32))           # 4 bytes, under 8 a chunk
+        out = ag.zeros((1, 1), np.float32)
+        x, y = ag.array(np.arange(64, dtype=np.float32)), ag.empty(64, np.float32)
+        bump[1, 1](tiny, out)                                   # copies tiny in
+        before = ag.statistics().kernels
+        affine[4, 8](x, y, 2.0, 64)
+        assert ag.statistics().kernels - before == 4
+        np.testing.assert_array_equal(y.numpy(), 2.0 * np.arange(64) + 1.0)
+
+
 def test_not_elementwise_is_never_chunked(small_chunks):
     import asyncgpu as ag
 

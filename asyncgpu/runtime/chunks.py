@@ -29,8 +29,8 @@ explicit and the execution asynchronous (in ``sync`` execution nothing would ove
 kernel is element-wise; ``copy_chunks > 1``; some split array argument's
 allocation is current only on the host, with at least ``MIN_CHUNK_BYTES`` per chunk; every
 such argument spans its whole allocation (the chunks' copies then make the whole allocation
-current); and no earlier copy from the host to the launch's device is still running
-(:func:`link_busy`). Behind such a copy the link is shared anyway and the kernel
+current); and no earlier copy from the host to the launch's device, of ``MIN_CHUNK_BYTES``
+or more, is still running (:func:`link_busy`). Behind such a copy the link is shared anyway and the kernel
 overlaps it, so chunks would only add nodes for the host to issue: streaming launches one
 after another run the first in chunks and the others whole, each kernel overlapping the next
 copies.
@@ -330,16 +330,18 @@ def chunk_plan(rt: Any, kernel: Any, arrays: list[Any], values: list[Any], site:
 def link_busy(rt: Any, device: int) -> bool:
     """Whether a copy from the host to device slot ``device`` is still running (the latest
     issued there, ``ExplicitMemory.copying_in``, has not finished): a copy issued now would
-    share the link with it. Asks the copy's event unless its stream has retired it (its event
-    may then serve another node), and not while a recording captures (its events cannot be
-    asked): then it answers no."""
+    share the link with it. A copy of less than ``MIN_CHUNK_BYTES`` holds the link for
+    microseconds and does not count. Asks the copy's event unless its stream has retired it
+    (its event may then serve another node), and not while a recording captures (its events
+    cannot be asked): then it answers no."""
     copying_in = rt.memory.copying_in
     latest = copying_in.get(device)
     if latest is None or rt.recording is not None:
         return False
-    stream, seq, event = latest
+    stream, seq, event, nbytes = latest
     inflight = stream.inflight
-    if not inflight or inflight[0].seq > seq or rt.backend.event_done(event):
+    if (nbytes < MIN_CHUNK_BYTES or not inflight or inflight[0].seq > seq
+            or rt.backend.event_done(event)):
         del copying_in[device]
         return False
     return True

@@ -161,9 +161,9 @@ class ExplicitMemory:
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
         #: device slot -> the latest copy issued to it from the host, as (its stream, its
-        #: sequence number there, its event): whether a launch is cut in chunks
+        #: sequence number there, its event, its bytes): whether a launch is cut in chunks
         #: (``asyncgpu.runtime.chunks.link_busy``)
-        self.copying_in: dict[int, tuple[Any, int, Any]] = {}
+        self.copying_in: dict[int, tuple[Any, int, Any, int]] = {}
 
     def copy(self, alloc: Any, lo: int, hi: int, to_device: bool, label: str,
              device: int = 0, peer: int = -1, after: Any = None) -> Node:
@@ -203,7 +203,7 @@ class ExplicitMemory:
             rt.issue_after(node, (after,), "split")
         if to_device and peer < 0 and node.stream is not None:
             # (its stream and place there, not the node: a node keeps its allocations alive)
-            self.copying_in[device] = (node.stream, node.seq, node.event)
+            self.copying_in[device] = (node.stream, node.seq, node.event, hi - lo)
         alloc.location = location     # (_issue books a write as DEVICE: the caller decides)
         return node
 
