@@ -44,7 +44,8 @@ def ctrl_c_raises() -> Iterator[None]:
     started from a terminal: a shell without job control starts a background command with
     SIGINT ignored (``pytest &`` in a script), and the tests' loops would then wait for it
     forever. A SIGINT blocked in the main thread fails at once: nothing in asyncgpu may leave
-    it blocked (the simulator holds it back only while a kernel's twin runs)."""
+    it blocked (the simulator holds it back only while a kernel's twin runs). The handler
+    before the block is put back after it."""
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, ())
     assert signal.SIGINT not in blocked, f"SIGINT is blocked in the main thread: {blocked}"
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -83,10 +84,14 @@ def _interrupted_chain(ag, seed: int, max_delay_s: float, launches: int) -> int:
             time.sleep(0.001)
     except KeyboardInterrupt:
         pass
-    while thread.is_alive():
-        try:                           # (a late second SIGINT may land here: ignore it)
+    while True:
+        # (a late second SIGINT may land here; once SIGINT is ignored, one the interrupter sent
+        # just before it stopped is dropped rather than raised in the checks below)
+        try:
             caught.set()
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
             thread.join()
+            break
         except KeyboardInterrupt:
             pass
     ag.synchronize()
