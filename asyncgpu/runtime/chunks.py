@@ -52,7 +52,7 @@ Example::
     square[1024, 256](x, y)    # 8 copies and 8 kernels, copy k+1 overlapping kernel k
 
 On a runtime over several devices a launch in pieces (chunked or split) is placed as one
-launch (``Issuing._place`` on its whole arguments; :func:`launch_device` for splits): every
+launch (``Issuing._place`` on its whole arguments, before its pieces are prepared): every
 piece, and every chunk's copy, runs on the device chosen for it.
 
 Both kinds go through one path (``asyncgpu.runtime.splits.split_parts``): each piece is validated
@@ -272,16 +272,6 @@ def prepared(rt: Any, kernel: Any, parts: list[tuple[Any, tuple[Any, ...]]],
              backend.kernel_launch(kernel, piece_launcher, piece_arrays, piece_values, site))
             for (piece_launcher, _), (piece_arrays, piece_values)
             in zip(parts, bind_parts(rt, kernel, parts, site))]
-
-
-def launch_device(rt: Any, kernel: Any, arrays: list[Any], site: str | None) -> int:
-    """The device slot of a launch in pieces: on a runtime over several devices, where the
-    device policy (or a pin) puts the whole launch, every piece and copy goes there; else 0."""
-    if rt.placement is None:
-        return 0
-    whole = Node("kernel", kernel.name, site, arrays)
-    rt._place(whole)
-    return whole.device
 
 
 def row_parts(launcher: Any, args: tuple[Any, ...], length: int, count: int

@@ -38,7 +38,7 @@ from typing import Any
 from ..core.dag import Node
 from ..core.errors import ArgumentError
 from .checks import is_int
-from .chunks import axis_length, launch_device, prepared, ranges, row_parts
+from .chunks import axis_length, prepared, ranges, row_parts
 
 
 def _grid_parts(launcher: Any, args: tuple[Any, ...], values: list[Any], site: str | None,
@@ -149,6 +149,16 @@ def _split_of(splits: Any, names: Any) -> tuple[Any, ...]:
     if not splits:
         return ()
     return tuple([(name, splits[name]) for name in names if name in splits])
+
+
+def launch_device(rt: Any, kernel: Any, arrays: list[Any], site: str | None) -> int:
+    """The device slot of a launch split in pieces: on a runtime over several devices, where the
+    device policy (or a pin) puts the whole launch, every piece goes there; else 0."""
+    if rt.placement is None:
+        return 0
+    whole = Node("kernel", kernel.name, site, arrays)
+    rt._place(whole)
+    return whole.device
 
 
 def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
