@@ -163,7 +163,10 @@ class Worker:
 
     def close(self) -> None:
         self.proc.stdin.close()
-        self.proc.wait()
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
 
 
 def main() -> None:
@@ -188,16 +191,13 @@ def main() -> None:
                     a = new.ask(case)
                 samples[case].append((a, b))
         print(f"round {r + 1}/{rounds} done", file=sys.stderr)
-    for new, old in pairs:
-        new.close()
-        old.close()
     control = [a / b for a, b in samples[CONTROL]] if CONTROL in samples else None
     summary = {}
-    for case, pairs in samples.items():
-        ratios = [a / b for a, b in pairs]
+    for case, timed in samples.items():
+        ratios = [a / b for a, b in timed]
         summary[case] = {
-            "new_median_us": statistics.median(a for a, _ in pairs),
-            "old_median_us": statistics.median(b for _, b in pairs),
+            "new_median_us": statistics.median(a for a, _ in timed),
+            "old_median_us": statistics.median(b for _, b in timed),
             "new_over_old_median": statistics.median(ratios),
             "new_over_old_quartiles": statistics.quantiles(ratios, n=4)[::2],
         }
@@ -206,6 +206,10 @@ def main() -> None:
                 r / c for r, c in zip(ratios, control))
     json.dump({"rounds": rounds, "burst_ms": burst_ms, "samples": samples,
                "summary": summary}, sys.stdout, indent=1)
+    sys.stdout.flush()
+    for new, old in pairs:      # (after the results: a worker can hang in CUDA's teardown)
+        new.close()
+        old.close()
 
 
 if __name__ == "__main__":
