@@ -69,6 +69,38 @@ def test_launches_no_slower_side_by_side_stay_side_by_side(sim):
     assert len(seen.kernels) == 4 and all("interference" not in r for _, r in seen.kernels)
 
 
+def test_a_pair_kept_apart_stays_apart_through_a_configure_block(sim):
+    # (a change of options that keeps the backend, as a ``with configure(...)`` block around
+    # each step, must not try the pair again: its trial would run it side by side once more)
+    k = ag.kernel(const=["x"], out=["y"])(scale)
+    xs, ys = _two_independent()
+    rule = current_runtime().interference
+    with slower_together() as tried:
+        _iterations(k, xs, ys, 2)
+        ag.synchronize()
+        _iterations(k, xs, ys, 1)           # the verdict: apart
+        assert set(rule.verdicts.values()) == {True}
+        with ag.configure(execution="sync"):        # (no rule while serial)
+            assert current_runtime().interference is None
+            _iterations(k, xs, ys, 1)
+        with ag.configure(max_streams=16):
+            assert current_runtime().interference is rule
+            with ag.instrument(programs.Edges(from_kernels=True)) as seen:
+                _iterations(k, xs, ys, 2)
+    assert len(tried) == 1
+    assert [r for _, r in seen.kernels] == [[], ["interference"], ["interference"],
+                                            ["interference"]]
+    for i in range(2):
+        assert ys[i].numpy().tolist() == (3.0 * (np.arange(256.0) + i)).tolist()
+
+
+def test_a_new_backend_tries_its_pairs_afresh(sim):
+    rule = current_runtime().interference
+    with ag.configure(sim_seed=7):          # (rebuilds the simulator's backend)
+        assert current_runtime().interference is not rule
+        assert current_runtime().interference.verdicts == {}
+
+
 class _Named:
     def __init__(self, name):
         self.name = name

@@ -129,14 +129,21 @@ class Runtime(HostAccess):
                                        else None)
         self.sync_mode = options.execution == "sync"
         #: ``parallel`` on one device: the pairs of heavy launches kept apart
-        #: (``asyncgpu.core.interference``), or None
+        #: (``asyncgpu.core.interference``), or None. Its verdicts are facts about this
+        #: device's kernels, so the rule (``_rule``) outlives a change of options that keeps
+        #: the backend, even one that sets it aside (``execution="sync"``): otherwise every
+        #: ``with configure(...)`` block would try its pairs again, running each pair one after
+        #: the other at its second meeting.
+        rule = getattr(self, "_rule", None)
+        if rule is None or rule.backend is not self.backend:
+            backend = self.backend
+            rule = self._rule = InterferenceRule(
+                backend, getattr(backend, "sm_count", 132) * THREADS_PER_SM,
+                getattr(backend, "kernel_attributes", None))
         self.interference = None
         if options.interference and not self.sync_mode and options.max_streams > 1 \
                 and devices == 1:
-            backend = self.backend
-            self.interference = InterferenceRule(
-                backend, getattr(backend, "sm_count", 132) * THREADS_PER_SM,
-                getattr(backend, "kernel_attributes", None))
+            self.interference = rule
         #: The options a recording's key includes (how its graphs are scheduled).
         self.graph_config = (options.graph_streams, options.graph_order,
                              options.graph_max_streams, options.graph_lane_cost_us)
