@@ -7,11 +7,16 @@ Operations: an eager launch of a 1-array CUDA C kernel on the array the previous
 (``launch``), a synchronize with nothing pending (``sync``), the two together (``launch_sync``:
 the first launch after a synchronize), a launch then a host read of one element
 (``launch_read``), a host write of a 256 KiB array (``write``), and a launch of the
-``handopt`` baseline's hand-written schedule (``hand``). Each is counted inside a loop run by
+``handopt`` baseline's hand-written schedule (``hand``), and ten launches then a
+``synchronize``, on one array (``chain10``) or on ten (``indep10``). Each is counted inside a loop run by
 ``eval`` (``--toggle-collect``), at two loop lengths, so that what is counted once (the
 start of the loop) cancels out: the result is ``(count(3000) - count(1000)) / 2000``.
 
-usage: python3 tools/host_instructions.py [TREE ...] [--ops launch,sync] [--json PATH]
+With ``--pending`` the stand-in's events complete only at the next synchronize (a device,
+stream or event synchronize), as on a GPU that is busy: launches then retire by polling and
+at the synchronize, paths that the stand-in's always-complete events never take.
+
+usage: python3 tools/host_instructions.py [TREE ...] [--ops launch,sync] [--pending] [--json PATH]
        (default: the current tree; each TREE compiled as it is, or its launch path plain
        Python where it is not; needs valgrind, about half a minute per operation and loop)
 """
@@ -36,6 +41,31 @@ import asyncgpu as ag
 from asyncgpu.runtime.current import current_runtime
 from benchmarks import overhead, replay
 from benchmarks.handopt import Hand
+if sys.argv[3] == "pending":     # (events complete at the next synchronize, not at once)
+    import cupy
+    epoch, by_handle = [1], {}
+
+    class PendingEvent(cupy.cuda.Event):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.recorded = 0
+            by_handle[self.ptr] = self
+        done = property(lambda self: self.recorded < epoch[0])
+
+        def synchronize(self):
+            epoch[0] += 1
+
+    def synchronized(*args):
+        epoch[0] += 1
+
+    def record(handle, stream):
+        by_handle[handle].recorded = epoch[0]
+
+    cupy.cuda.Event = PendingEvent
+    cupy.cuda.Stream.synchronize = synchronized
+    cupy.cuda.runtime.deviceSynchronize = synchronized
+    cupy.cuda.runtime.streamSynchronize = synchronized
+    cupy.cuda.runtime.eventRecord = record
 host_paths.stand_in_runtime()
 inc = ag.cuda_kernel(replay.INC, "inc")
 k3 = ag.cuda_kernel(overhead._c_source(3), "k3")
@@ -45,7 +75,18 @@ x0 = np.ones(1 << 16, np.float32)
 res = ag.zeros(4, np.float32)
 hand = Hand(current_runtime())
 stream = hand.stream(0)
+xs = [ag.zeros(32, np.float32) for _ in range(10)]
+
+
+def ten(arrays):
+    for i in range(10):
+        inc[1, 32](arrays[i], 32)
+    ag.synchronize()
+
+
 OPS = {
+    "chain10": lambda: ten([x] * 10),
+    "indep10": lambda: ten(xs),
     "launch": lambda: inc[1, 32](x, 32),
     "sync": ag.synchronize,
     "launch_sync": lambda: (inc[1, 32](x, 32), ag.synchronize()),
@@ -60,16 +101,16 @@ ag.synchronize()
 eval("[op() for _ in range(n)]", {"op": op, "n": int(sys.argv[2])})
 """
 
-OPS = ("launch", "sync", "launch_sync", "launch_read", "write", "hand")
+OPS = ("launch", "sync", "launch_sync", "launch_read", "write", "hand", "chain10", "indep10")
 
 
-def _count(tree: str, op: str, n: int) -> int:
+def _count(tree: str, op: str, n: int, events: str) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         env = dict(os.environ, PYTHONPATH=".", PYTHONHASHSEED="0")
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-             "--toggle-collect=builtin_eval*", sys.executable, "-c", DRIVER, op, str(n)],
+             "--toggle-collect=builtin_eval*", sys.executable, "-c", DRIVER, op, str(n), events],
             cwd=tree, env=env, capture_output=True, text=True, check=False)
         found = re.search(r"Collected : (\d+)", done.stderr)
         if done.returncode or not found:
@@ -77,21 +118,24 @@ def _count(tree: str, op: str, n: int) -> int:
         return int(found.group(1))
 
 
-def per_op(tree: str, op: str) -> int:
-    """Instructions per ``op`` in ``tree``."""
-    return round((_count(tree, op, 3000) - _count(tree, op, 1000)) / 2000)
+def per_op(tree: str, op: str, events: str = "done") -> int:
+    """Instructions per ``op`` in ``tree`` (``events``: ``done`` or ``pending``)."""
+    return round((_count(tree, op, 3000, events) - _count(tree, op, 1000, events)) / 2000)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("trees", nargs="*", default=["."])
     parser.add_argument("--ops", default=",".join(OPS))
+    parser.add_argument("--pending", action="store_true",
+                        help="events complete at the next synchronize, not at once")
     parser.add_argument("--json")
     args = parser.parse_args()
     ops = args.ops.split(",")
     jobs = [(tree, op) for op in ops for tree in args.trees]
     with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
-        counts = dict(zip(jobs, pool.map(lambda job: per_op(*job), jobs)))
+        counts = dict(zip(jobs, pool.map(
+            lambda job: per_op(*job, "pending" if args.pending else "done"), jobs)))
     print(f"{'operation':12s}" + "".join(f"{tree:>16s}" for tree in args.trees))
     for op in ops:
         print(f"{op:12s}" + "".join(f"{counts[tree, op]:16,d}" for tree in args.trees))
