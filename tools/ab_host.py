@@ -8,7 +8,8 @@ turn for short bursts of the same case (about ``burst_ms`` each, the order alter
 rounds), so both trees' samples of a round are taken within a fraction of a second of each
 other. Per case it reports each tree's median and the median over the rounds of the paired
 ratio new over old; ``over_control`` divides each round's ratio by that round's ratio of the
-raw CuPy launch (the same code in both trees), which takes out what drift is left.
+raw CuPy launch (the same code in both trees), which takes out what drift is left. A worker
+of a tree with the interference rule names, at the end, the pairs it kept apart (on stderr).
 
 usage: PYTHONPATH=. python3 tools/ab_host.py OLD_TREE [rounds] [VAR=VALUE ...] > ab.json
   (the current directory is the new tree; each VAR=VALUE is set in the old side's environment
@@ -41,6 +42,7 @@ import json, os, statistics, sys, time
 SUITE = os.environ.get("AB_SUITE", "")
 import cupy, numpy as np
 import asyncgpu as ag
+from asyncgpu.runtime.current import current_runtime
 from benchmarks import overhead, replay
 stream = cupy.cuda.Stream(non_blocking=True)
 def sync():
@@ -87,7 +89,6 @@ if SUITE:      # suite cells: per iteration (host and device), streaming inputs
     from benchmarks import harness
     from benchmarks.handopt import Hand
     from benchmarks.workloads import WORKLOADS
-    from asyncgpu.runtime.current import current_runtime
     from benchmarks.cudagraph import GraphHand
     num_blocks = 4 * current_runtime().backend.sm_count
     for spec in SUITE.split(";"):
@@ -127,6 +128,10 @@ for line in sys.stdin:
     fn, per = cases[line.strip()]
     n = counts[line.strip()]
     print(json.dumps(burst(fn, n) / (n * per) * 1e6), flush=True)
+rule = getattr(current_runtime(), "interference", None)     # (a tree with the rule)
+if rule is not None:
+    kept = sorted({(a[0].name, b[0].name) for (a, b), apart in rule.verdicts.items() if apart})
+    print(f"{os.getcwd()}: pairs kept apart by the interference rule: {kept}", file=sys.stderr)
 """
 
 CONTROL = "launch cupy_raw"      # the case whose code does not change between the trees
