@@ -6,11 +6,11 @@ machine's host cannot resolve 10%.
 Operations: an eager launch of a 1-array CUDA C kernel on the array the previous launch wrote
 (``launch``), a synchronize with nothing pending (``sync``), the two together (``launch_sync``:
 the first launch after a synchronize), a launch then a host read of one element
-(``launch_read``), a host write of a 256 KiB array (``write``), and a launch of the
-``handopt`` baseline's hand-written schedule (``hand``), and ten launches then a
-``synchronize``, on one array (``chain10``) or on ten (``indep10``). Each is counted inside a loop run by
-``eval`` (``--toggle-collect``), at two loop lengths, so that what is counted once (the
-start of the loop) cancels out: the result is ``(count(3000) - count(1000)) / 2000``.
+(``launch_read``), a host write of a 256 KiB array (``write``), a launch of the ``handopt``
+baseline's hand-written schedule (``hand``), and ten launches then a ``synchronize``, on one
+array (``chain10``) or on ten (``indep10``). Each is counted inside a loop run by ``eval``
+(``--toggle-collect``), at two loop lengths, so that what is counted once (the start of the
+loop) cancels out: the result is ``(count(3000) - count(1000)) / 2000``.
 
 With ``--pending`` the stand-in's events complete only at the next synchronize (a device,
 stream or event synchronize), as on a GPU that is busy: launches then retire by polling and
