@@ -55,6 +55,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     from asyncgpu.backends import cuda_usable
     from asyncgpu.core.compiled import is_compiled
 
+    # The long tests first: with several workers (pytest-xdist hands tests out in order) one
+    # that starts last would keep its worker busy after the others have finished.
+    items.sort(key=lambda item: "slow" not in item.keywords)
+
     if is_compiled():
         compiled = pytest.mark.skip(reason="needs the launch path as plain Python: runs in "
                                            "the uncompiled pass (tests/test_uncompiled.py)")

@@ -9,6 +9,7 @@ from benchmarks import harness
 from benchmarks.workloads import WORKLOADS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_workload_passes_in_every_mode(name):
     import asyncgpu as ag
@@ -32,6 +33,7 @@ def test_workload_passes_in_every_mode(name):
 MANAGED_WORKLOADS = ("vec", "bs", "img", "hits")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MANAGED_WORKLOADS)
 def test_workload_passes_in_every_mode_with_managed_memory(name):
     """The other memory model (explicit is the default, which the test above runs)."""
@@ -359,6 +361,7 @@ def test_a_timed_iteration_ends_with_its_device_work_complete(memory, monkeypatc
     assert [(m, left) for m, left in ends if left] == []
 
 
+@pytest.mark.slow
 def test_the_multigpu_benchmark_checks_every_run_on_virtual_devices():
     import asyncgpu as ag
     from benchmarks import multigpu

@@ -290,6 +290,7 @@ def test_threads_as_tenants_sharing_a_chain_stay_ordered():
         assert [ag.tenants()[f"chain{t}"].kernels for t in range(3)] == [2, 2, 2]
 
 
+@pytest.mark.slow
 def test_the_tenants_benchmark_checks_every_mode_on_the_simulator():
     from benchmarks import tenants
 
