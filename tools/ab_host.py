@@ -19,7 +19,9 @@ usage: PYTHONPATH=. python3 tools/ab_host.py OLD_TREE [rounds] [VAR=VALUE ...] >
   the benchmark suite (several such specs joined by ``;``), each burst a block of iterations timed as the suite times them
   (``benchmarks.harness.ModeRun``, streaming inputs, block size 256), its median reported;
   ``AB_WORKERS=3`` keeps three workers per tree, asked in turn each round: one process can
-  run steadily slower than another of the same code, which more processes average out)
+  run steadily slower than another of the same code (by 15% for the same small launches on
+  an H200 machine), which more processes average out; each case then also reports the
+  median ratio of each pair of processes)
 
 Cases (host microseconds; eager launches per launch, replays per kernel of a body of 10):
 the 3-array CUDA C and Numba kernels of ``benchmarks.overhead``, independent and with one
@@ -209,6 +211,9 @@ def main() -> None:
         if control is not None:
             summary[case]["over_control_median"] = statistics.median(
                 r / c for r, c in zip(ratios, control))
+        if len(pairs) > 1:      # (how far the pairs of processes disagree)
+            summary[case]["per_pair_ratio_median"] = [
+                statistics.median(ratios[i::len(pairs)]) for i in range(len(pairs))]
     json.dump({"rounds": rounds, "burst_ms": burst_ms, "samples": samples,
                "summary": summary}, sys.stdout, indent=1)
     sys.stdout.flush()
