@@ -76,6 +76,13 @@ class Issuing:
             if self.recording is not None and self.recording.kernel(launcher, args, site):
                 return
             arrays, values = kernel.bind(self, args, site)
+            accesses: list[Any] = arrays     # an ArrayArg is its own dependency access
+            if self.no_const:
+                accesses = [Access(a.key, a.alloc, a.lo, a.hi, True, a.param) for a in arrays]
+            node = Node("kernel", kernel.name, site, accesses)
+            if self.placement is not None:
+                # (before the backend prepares it, or its pieces, for that device)
+                self._place(node)
             pointer = None
             profiled = None
             if self._tenanted:
@@ -91,19 +98,13 @@ class Issuing:
                     pieces = splits[kernel.name]
                 if (profiled is None and pieces
                         and launch_split(self, launcher, args, arrays, values, site, pieces,
-                                         pointer)):
+                                         node.device, pointer)):
                     return
             chunks = None
             # (not in sync execution: one node at a time, nothing for the chunks to overlap)
             if (profiled is None and pointer is None and self.memory is not None
                     and kernel.elementwise and not self.sync_mode):
                 chunks = chunk_plan(self, kernel, arrays, values, site)
-            accesses: list[Any] = arrays     # an ArrayArg is its own dependency access
-            if self.no_const:
-                accesses = [Access(a.key, a.alloc, a.lo, a.hi, True, a.param) for a in arrays]
-            node = Node("kernel", kernel.name, site, accesses)
-            if self.placement is not None:
-                self._place(node)       # (before the backend prepares it for that device)
             if chunks is not None and launch_chunked(self, launcher, args, site, chunks,
                                                      node.device):
                 return

@@ -151,19 +151,11 @@ def _split_of(splits: Any, names: Any) -> tuple[Any, ...]:
     return tuple([(name, splits[name]) for name in names if name in splits])
 
 
-def launch_device(rt: Any, kernel: Any, arrays: list[Any], site: str | None) -> int:
-    """The device slot of a launch split in pieces: on a runtime over several devices, where the
-    device policy (or a pin) puts the whole launch, every piece goes there; else 0."""
-    if rt.placement is None:
-        return 0
-    whole = Node("kernel", kernel.name, site, arrays)
-    rt._place(whole)
-    return whole.device
-
-
 def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
-                 values: list[Any], site: str | None, pieces: int, after: Any = None) -> bool:
-    """Issue a splittable launch as ``pieces`` nodes in order (see the module docstring and
+                 values: list[Any], site: str | None, pieces: int, device: int = 0,
+                 after: Any = None) -> bool:
+    """Issue a splittable launch as ``pieces`` nodes in order on device slot ``device`` (where
+    the whole launch was placed: every piece goes there; see the module docstring and
     :func:`split_parts`); whether it did (a launch of fewer than two rows or blocks runs
     whole). Every piece is validated and prepared before the first is issued. ``after``: a
     node the first piece waits for (a tenant's pointer: an edge of reason ``pointer``), or
@@ -172,7 +164,6 @@ def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any
     parts = split_parts(launcher, args, arrays, values, site, pieces)
     if parts is None:
         return False
-    device = launch_device(rt, kernel, arrays, site)
     previous = None
     for piece_arrays, launch in prepared(rt, kernel, parts, site, device):
         node = Node("kernel", kernel.name, site, piece_arrays)
