@@ -78,12 +78,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def chunk_always(monkeypatch):
     """Every element-wise launch of a host-current input of 8 bytes or more runs in chunks,
-    even behind a copy in that is still running (which the runtime launches whole): for
-    tests of what the chunks compute and where they run."""
+    even behind a copy in that is still running and on several devices (where the runtime
+    launches it whole): for tests of what the chunks compute and where they run."""
     from asyncgpu.runtime import chunks
 
     monkeypatch.setattr(chunks, "MIN_CHUNK_BYTES", 8)
-    monkeypatch.setattr(chunks, "link_busy", lambda rt, device: False)
+    monkeypatch.setattr(chunks, "runs_whole", lambda rt, device: False)
 
 
 @pytest.fixture

@@ -1,13 +1,15 @@
-"""When a launch runs in chunks: four rules side by side on the multi-GPU benchmark's streaming
-step, in one process.
+"""When a launch runs in chunks: rules side by side on the multi-GPU benchmark's streaming step,
+in one process.
 
 A launch that qualifies for chunks (``asyncgpu.runtime.chunks.chunk_plan``) runs in them only
-while its GPU's link carries no earlier copy in (``chunks.link_busy``). This times the
-streaming B&S (or VEC) step of ``benchmarks.multigpu`` on several GPUs under that rule and
-three others, each round in a new order, so that a change of the rule is measured against
-the one in force on the same host in the same minute:
+on a runtime over one device, while that device's link carries no earlier copy in
+(``chunks.runs_whole``). This times the streaming B&S (or VEC) step of ``benchmarks.multigpu``
+under that rule and others, each round in a new order, so that a change of the rule is
+measured against the one in force on the same host in the same minute:
 
-``device``   the runtime's rule (chunks while this launch's GPU has no copy in running)
+``runtime``  the runtime's rule (on several GPUs: never in chunks)
+``link``     chunks while this launch's GPU has no copy in running, on any number of GPUs
+             (the first launch of a streaming burst on each GPU in chunks)
 ``any``      chunks only while no GPU's link carries a copy in (the first launch of a
              streaming burst in chunks, the others whole on every GPU)
 ``whole``    never in chunks
@@ -36,16 +38,17 @@ from asyncgpu.backends import cuda_usable
 from asyncgpu.runtime import chunks
 from benchmarks import multigpu
 
-RULES = ("device", "any", "whole", "always")
+RULES = ("runtime", "link", "any", "whole", "always")
 
 
 def rules() -> dict[str, object]:
-    own = chunks.link_busy
+    """Per rule: the ``chunks.runs_whole`` to run it with."""
+    own, link = chunks.runs_whole, chunks.link_busy
 
     def any_link(rt: object, device: int) -> bool:
-        return any([own(rt, d) for d in range(len(rt.devices))])    # (asks every GPU)
+        return any([link(rt, d) for d in range(len(rt.devices))])    # (asks every GPU)
 
-    return {"device": own, "any": any_link, "whole": lambda rt, device: True,
+    return {"runtime": own, "link": link, "any": any_link, "whole": lambda rt, device: True,
             "always": lambda rt, device: False}
 
 
@@ -63,7 +66,7 @@ def main() -> None:
     by_rule = rules()
     times: dict[str, list[float]] = {r: [] for r in (*RULES, "cupy", "transfer bound")}
     nodes: dict[str, float] = {}
-    own = chunks.link_busy
+    own = chunks.runs_whole
     if not on_gpu:
         chunks.MIN_CHUNK_BYTES = 8       # (tiny inputs: chunks all the same)
     with ag.configure(**options):
@@ -72,13 +75,13 @@ def main() -> None:
             for r in range(rounds):
                 order = RULES[r % len(RULES):] + RULES[:r % len(RULES)]
                 for rule in order:
-                    chunks.link_busy = by_rule[rule]
+                    chunks.runs_whole = by_rule[rule]
                     before = ag.statistics().nodes
                     ms, got = multigpu._timed(step, rewrite, iterations, 2)
                     work.check(got)
                     times[rule].append(ms)
                     nodes[rule] = (ag.statistics().nodes - before) / (iterations + 2)
-                chunks.link_busy = own
+                chunks.runs_whole = own
                 if on_gpu:
                     cupy_step, bound = work.cupy(devices, streaming=True)
                     ms, got = multigpu._timed(cupy_step, lambda: None, iterations, 2)
@@ -88,7 +91,7 @@ def main() -> None:
                     del cupy_step, bound
                 print(f"round {r + 1}/{rounds} done", file=sys.stderr)
         finally:
-            chunks.link_busy = own
+            chunks.runs_whole = own
     summary = {k: statistics.median(v) for k, v in times.items() if v}
     print(json.dumps({"devices": devices, "workload": name, "scale": scale, "rounds": rounds,
                       "median_ms": summary, "nodes_per_step": nodes, "ms": times}, indent=1))

@@ -29,11 +29,14 @@ explicit and the execution asynchronous (in ``sync`` execution nothing would ove
 kernel is element-wise; ``copy_chunks > 1``; some split array argument's
 allocation is current only on the host, with at least ``MIN_CHUNK_BYTES`` per chunk; every
 such argument spans its whole allocation (the chunks' copies then make the whole allocation
-current); and no earlier copy from the host to the launch's device, of ``MIN_CHUNK_BYTES``
-or more, is still running (:func:`link_busy`). Behind such a copy the link is shared anyway and the kernel
-overlaps it, so chunks would only add nodes for the host to issue: streaming launches one
-after another run the first in chunks and the others whole, each kernel overlapping the next
-copies.
+current); the runtime has one device; and no earlier copy from the host to the device, of
+``MIN_CHUNK_BYTES`` or more, is still running (:func:`link_busy`) (both: :func:`runs_whole`).
+Behind such a copy the link is shared anyway and the kernel overlaps it, so chunks would only
+add nodes for the host to issue: streaming launches one after another run the first in chunks
+and the others whole, each kernel overlapping the next copies. On several devices a program
+spreads its launches over them, so kernels on one overlap copies to the others, and the host
+issuing one launch's chunks would hold back the next device's first copy: the launches run
+whole there.
 
 Invariants: the chunks partition ``[0, length)`` of axis 0 in order; every chunk's arguments
 are validated (``Kernel.bind``) and prepared (``kernel_launch``) before the first node is
@@ -51,9 +54,10 @@ Example::
     x = ag.array(big)          # host-current
     square[1024, 256](x, y)    # 8 copies and 8 kernels, copy k+1 overlapping kernel k
 
-On a runtime over several devices a launch in pieces (chunked or split) is placed as one
-launch (``Issuing._place`` on its whole arguments, before its pieces are prepared): every
-piece, and every chunk's copy, runs on the device chosen for it.
+On a runtime over several devices a launch in pieces (a tenant's split, or chunks where a
+test forces them) is placed as one launch (``Issuing._place`` on its whole arguments, before
+its pieces are prepared): every piece, and every chunk's copy, runs on the device chosen for
+it.
 
 Both kinds go through one path (``asyncgpu.runtime.splits.split_parts``): each piece is validated
 (``Kernel.bind``) and prepared (``kernel_launch``) before the first is issued, then the pieces
@@ -337,14 +341,20 @@ def link_busy(rt: Any, device: int) -> bool:
     return True
 
 
+def runs_whole(rt: Any, device: int) -> bool:
+    """Whether a launch that qualifies for chunks runs whole on device slot ``device`` all the
+    same: the runtime has several devices, or the device's link still carries an earlier copy
+    in (:func:`link_busy`). Either way its kernel overlaps other copies without chunks, which
+    would only add nodes for the host to issue before the launches behind them (the next
+    device's first copy among them)."""
+    return rt.placement is not None or link_busy(rt, device)
+
+
 def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], site: str | None,
                    plan: tuple[int, dict[int, Any], dict[int, Any]], device: int) -> bool:
     """Issue a launch in chunks on device slot ``device`` (``plan``: its :func:`chunk_plan`)
-    unless the device's link still carries an earlier copy in (:func:`link_busy`); whether it
-    did. Behind such a copy the link is shared anyway and the kernel overlaps that copy, so
-    chunks would only add nodes to issue, delaying the launches behind them (on other
-    devices too)."""
-    if link_busy(rt, device):
+    unless it runs whole there (:func:`runs_whole`); whether it did."""
+    if runs_whole(rt, device):
         return False
     kernel = launcher.kernel
     length, host, whole = plan
