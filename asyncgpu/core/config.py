@@ -68,8 +68,9 @@ class Options:
     parent_stream: ParentStream = "disjoint"
     prefetch: Prefetch = "auto"
     memory: Memory = "explicit"
-    #: Explicit memory: chunks a large host-to-device copy feeding an ``elementwise`` kernel
-    #: is split into, so the kernel's chunks overlap the later copies (1: never split).
+    #: Explicit memory on one device: chunks a large host-to-device copy feeding an
+    #: ``elementwise`` kernel is split into, so the kernel's chunks overlap the later copies
+    #: (1: never split; on several devices launches run whole).
     copy_chunks: int = 8
     #: Upper bound on streams per device; beyond it work shares the least recently used stream.
     max_streams: int = 32
