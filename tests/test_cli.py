@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from asyncgpu import __main__ as cli
+from asyncgpu.cli import bench, suite, tables
 
 
 def _run(capsys, monkeypatch, *argv):
@@ -45,7 +46,7 @@ def test_every_option_has_help_text(capsys, command):
 def test_help_shows_the_defaults_of_the_backend_here(capsys):
     out = " ".join(_help(capsys, "bench").split())
     assert "here: sim" in out
-    assert f"{cli.ITERATIONS[1]} on the simulator" in out
+    assert f"{suite.ITERATIONS[1]} on the simulator" in out
     assert "(default: 20)" not in out
 
 
@@ -91,7 +92,7 @@ def test_bench_without_serial_prints_no_nan(capsys, monkeypatch):
 
 
 def test_ctrl_c_ends_with_one_line(capsys, monkeypatch):
-    harness = cli._bench_module("harness")
+    harness = suite.bench_module("harness")
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -151,7 +152,7 @@ def test_gpu_results_fit_80_columns_without_cutting_a_number(capsys, monkeypatch
                       "parallel_over_bound": 1.14}}
     row.update({m: 0.0101234 * (i + 1) for i, m in enumerate(modes)})
     args = argparse.Namespace(inputs="streaming", metrics=False)
-    cli._print_results(cli._console(), args, [row], modes, ("explicit",), "medium", 20,
+    bench.print_results(tables.make_console(), args, [row], modes, ("explicit",), "medium", 20,
                        on_gpu=True, want_bounds=True)
     out = capsys.readouterr().out
     assert max(len(line) for line in out.splitlines()) <= 80

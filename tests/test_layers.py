@@ -1,6 +1,6 @@
 """The package's layers and their import contracts (``[tool.importlinter]`` in pyproject.toml).
 
-``core`` < ``runtime`` < ``recorder`` < ``backends`` | ``observe`` < ``cupy`` < ``__main__``:
+``core`` < ``runtime`` < ``recorder`` < ``backends`` | ``observe`` < ``cupy`` < ``cli`` < ``__main__``:
 a module imports only from its own layer and the layers below, no package's modules import
 each other in a circle, and the core imports no CUDA library. import-linter reads every import
 statement, those inside functions too; the last two tests plant such imports in a copy of the

@@ -1,0 +1,347 @@
+"""``asyncgpu bench``: the benchmark suite in every mode, and the micro-benchmarks
+(``overhead``, ``replay``, ``overlap``, ``multigpu``, ``tenants``, ...), each result checked."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .suite import ITERATIONS, SCALES, WARMUP, bench_module, pick_scale, write_json
+from .tables import fmt, make_console, metrics_table, plain_table, print_overhead
+
+
+def bench_multigpu(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool, scale: str,
+                    harness: Any, json_too: bool) -> None:
+    """``asyncgpu bench multigpu``: strong scaling and the device policies (multigpu.py)."""
+    from rich.table import Table
+
+    multigpu = bench_module("multigpu")
+    if on_gpu:
+        import cupy
+
+        available = cupy.cuda.runtime.getDeviceCount()
+    else:
+        available = 4
+    if args.devices:
+        counts = sorted({int(c) for c in args.devices.split(",") if c.strip()})
+    else:
+        counts = [c for c in (1, 2, 4) if c <= available]
+    if max(counts) > available:
+        raise SystemExit(f"asyncgpu bench multigpu: --devices asks for {max(counts)} GPUs; "
+                         f"this host has {available}")
+    workloads = multigpu.WORKLOADS
+    if args.workloads:
+        workloads = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
+        unknown = [w for w in workloads if w not in multigpu.WORKLOADS]
+        if unknown:
+            raise SystemExit(f"asyncgpu bench multigpu: unknown workload(s) {unknown}; "
+                             f"choose from {', '.join(multigpu.WORKLOADS)}")
+    result = multigpu.measure(ag, counts, scale, iterations=args.iterations or 5,
+                              warmup=args.warmup if args.warmup is not None else 2,
+                              on_gpu=on_gpu, workloads=workloads)
+    if on_gpu:
+        table = Table(title=f"multigpu ({scale}, {multigpu.CHUNKS} chunks; ms, medians)",
+                      title_justify="left")
+        for col in ("workload", "inputs", "GPUs", "asyncgpu ms", "x one GPU", "of CuPy",
+                    "x bound"):
+            table.add_column(col, justify="right")
+        for r in multigpu.speedups(result):
+            table.add_row(r["workload"], r["inputs"], str(r["devices"]),
+                          fmt(r["ms"], digits=2), fmt(r["over_one_gpu"], digits=2),
+                          fmt(r["of_cupy"], digits=2), fmt(r["over_bound"], digits=2))
+    else:       # simulator times are no GPU times: what ran where, and that it was right
+        table = Table(title=f"multigpu ({scale}, {multigpu.CHUNKS} chunks, checked)",
+                      title_justify="left")
+        for col in ("workload", "inputs", "devices", "nodes per device", "peer copies"):
+            table.add_column(col, justify="right")
+        for r in result["rows"]:
+            placed = r.get("placed") or {}
+            table.add_row(r["workload"], r["inputs"], str(r["devices"]),
+                          " ".join(str(placed[d]) for d in sorted(placed)) or "-",
+                          str(r.get("copies_peer", 0)))
+    console.print(table)
+    if result["policies"]:
+        policies = Table(title="device policies (resident inputs"
+                         + (", ms)" if on_gpu else ")"), title_justify="left")
+        for col in ("workload", "GPUs" if on_gpu else "devices", "policy") + (
+                ("ms",) if on_gpu else ()) + ("peer copies",):
+            policies.add_column(col, justify="right")
+        for r in result["policies"]:
+            policies.add_row(r["workload"], str(r["devices"]), r["policy"],
+                             *((fmt(r["ms"], digits=2),) if on_gpu else ()),
+                             str(r["copies_peer"]))
+        console.print(policies)
+    if not on_gpu:
+        console.print("[yellow]multigpu on the simulator: every result was checked; no times "
+                      "are reported[/]")
+    if args.plot:
+        multigpu.plot(args.plot, result)
+    if args.json and json_too:
+        result["speedups"] = multigpu.speedups(result)
+        write_json(args.json, "multigpu", result, harness.machine_info(ag))
+
+
+def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool, scale: str,
+                   harness: Any, json_too: bool) -> None:
+    """``asyncgpu bench tenants``: a mix of workloads as tenants sharing the GPU (tenants.py)."""
+    from rich.table import Table
+
+    from asyncgpu.runtime.current import current_runtime
+
+    tenants = bench_module("tenants")
+    workloads = bench_module("workloads").WORKLOADS
+    mix = tenants.MIX
+    if args.workloads:
+        mix = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
+        unknown = [w for w in mix if w.partition(":")[0] not in workloads
+                   or w.partition(":")[2] not in ("", *SCALES)]
+        if unknown:
+            raise SystemExit(f"asyncgpu bench tenants: unknown workload(s) {unknown}; choose "
+                             f"from {', '.join(workloads)} (a scale of its own: ml:small)")
+    num_blocks = args.num_blocks or (4 * current_runtime().backend.sm_count if on_gpu else 2)
+    result = tenants.measure(ag, scale, rounds=args.iterations or (20 if on_gpu else 1),
+                             warmup=args.warmup if args.warmup is not None else 2,
+                             mix=mix, num_blocks=num_blocks,
+                             # (the simulator runs a block's threads as Python threads)
+                             block=256 if on_gpu else 32,
+                             recorded=args.steps == "recorded",
+                             check_rounds=tenants.CHECK_ROUNDS if on_gpu else 0)
+    if on_gpu:
+        table = Table(title=f"tenants ({scale}, {args.steps} steps; {mix[0]} has priority "
+                            "high; ms)",
+                      title_justify="left")
+        for col in ("mode", "mix ms", "speedup", *(f"{w} p50/p99" for w in mix)):
+            table.add_column(col, justify="right")
+        bound = result["bound"]     # (the longest workload's rounds alone: no mode beats it)
+        rows = [("alone", bound["ms"], bound["speedup"], result["alone"])] + [
+            (r["mode"], r["ms"], r["speedup"], r["latency"]) for r in result["rows"]]
+        for mode, ms, speedup, latency in rows:
+            table.add_row(mode, fmt(ms, digits=1), fmt(speedup, digits=2),
+                          *(f"{latency[w]['p50_ms']:.2f}/{latency[w]['p99_ms']:.2f}"
+                            for w in mix))
+        console.print(table)
+        console.print("alone: each workload by itself; its mix ms, the longest workload's "
+                      "rounds alone, and its speedup, the most any mode can reach on this mix")
+        console.print(f"regulated: {result['plan']['plan']}")
+    else:
+        console.print(f"tenants ({scale}): {', '.join(mix)} checked in every mode "
+                      f"({', '.join(tenants.MODES)}); [yellow]no times on the simulator[/]")
+    if args.json and json_too:
+        write_json(args.json, "tenants", result, harness.machine_info(ag))
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import asyncgpu as ag
+
+    console = make_console()
+    on_gpu, scale = pick_scale(ag, console, args.scale)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    harness = bench_module("harness")
+    WORKLOADS = bench_module("workloads").WORKLOADS
+    ag.configure(backend="cuda" if on_gpu else "sim")
+    names = list(WORKLOADS) if args.names in (["all"], []) else args.names
+    if "overlap" in names:
+        names = [n for n in names if n != "overlap"]
+        m = bench_module("overlap").measure(ag)
+        console.print("overlap of two independent ~5 ms kernels: "
+                      + ", ".join(f"{k}={v:.3f}" for k, v in m.items()))
+        if args.json and not names:
+            write_json(args.json, "overlap", m, harness.machine_info(ag))
+    if "overhead" in names:
+        names = [n for n in names if n != "overhead"]
+        overhead = bench_module("overhead")
+        if on_gpu:
+            m = overhead.measure(ag)
+        else:
+            console.print("[yellow]overhead: no GPU; measuring only the runtime's own Python "
+                          "work (a backend that does nothing)[/]")
+            m = {"runtime_only": overhead.runtime_only()}
+        print_overhead(console, m)
+        if args.json and not names:
+            write_json(args.json, "overhead", m, harness.machine_info(ag))
+    if "multigpu" in names:
+        names = [n for n in names if n != "multigpu"]
+        bench_multigpu(ag, console, args, on_gpu, scale, harness, json_too=not names)
+    if "tenants" in names:
+        names = [n for n in names if n != "tenants"]
+        bench_tenants(ag, console, args, on_gpu, scale, harness, json_too=not names)
+    for micro in ("inception", "replay"):
+        if micro not in names:
+            continue
+        names = [n for n in names if n != micro]
+        mod = bench_module(micro)
+        if micro == "inception":
+            # (on the simulator: every configuration checked, no times to take)
+            m = mod.measure(ag, scale) if on_gpu else mod.measure(ag, scale, iterations=1,
+                                                                   block=32)
+        else:
+            m = mod.measure(ag)
+        for key, value in m.items():
+            console.print(f"{micro} {key}: {value}")
+        if args.json and not names:
+            write_json(args.json, micro, m, harness.machine_info(ag))
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        console.print(f"[red]unknown workload(s) {unknown}; known: {sorted(WORKLOADS)}, "
+                      "overlap, overhead, inception, replay, multigpu, tenants[/]")
+        return 2
+    if not names:
+        return 0
+    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
+    future = [m for m in modes if m in harness.FUTURE_MODES]
+    if future:
+        console.print(f"[red]mode(s) {future} not implemented yet; "
+                      f"available: {', '.join(harness.MODES)}[/]")
+        return 2
+    bad = [m for m in modes if m not in harness.MODES]
+    if bad:
+        console.print(f"[red]unknown mode(s) {bad}; available: {', '.join(harness.MODES)}[/]")
+        return 2
+    if args.block_sizes:
+        blocks = [int(b) for b in args.block_sizes.split(",")]
+    else:
+        blocks = list(harness.BLOCK_SIZES) if on_gpu else [32]
+    from asyncgpu.runtime.current import current_options, current_runtime
+
+    if args.num_blocks:
+        num_blocks = args.num_blocks
+    else:
+        num_blocks = 4 * current_runtime().backend.sm_count if on_gpu else 2
+    at = 0 if on_gpu else 1
+    iterations = args.iterations or ITERATIONS[at]
+    warmup = WARMUP[at] if args.warmup is None else args.warmup
+    bounds_mod = bench_module("bounds")
+    # bounds are physical (a measured bandwidth, device times): none on the simulator
+    want_bounds = (on_gpu and not args.no_bounds and "serial" in modes and "parallel" in modes)
+    memories = (harness.MEMORY_MODELS if args.memory == "both"
+                else (args.memory or current_options().memory,))
+    bandwidths: dict[str, float | None] = {}
+    results: list[Any] = []
+    cells = sum(1 if getattr(WORKLOADS[n], "two_d", False) else len(blocks) for n in names)
+    columns = (TextColumn("{task.description}"), BarColumn(bar_width=20), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("benchmarks", total=cells * len(modes) * len(memories))
+        for memory in memories:
+            with ag.configure(memory=memory):      # a runtime of its own, for this pass only
+                bandwidth = None
+                if want_bounds:
+                    # the bandwidth of the mechanism this memory model moves inputs with
+                    rt = current_runtime()
+                    bandwidth = (bounds_mod.h2d_bandwidth(rt) if memory == "managed"
+                                 else bounds_mod.pinned_bandwidth(rt))
+                    bandwidths[memory] = bandwidth
+                    how = "prefetch" if memory == "managed" else "pinned copy"
+                    console.print(f"host-to-device {how} bandwidth: {bandwidth / 1e9:.2f} GB/s")
+                for name in names:
+                    def started(mode: str, name: str = name, memory: str = memory) -> None:
+                        progress.update(task, description=f"{name} {mode} ({memory})")
+
+                    results += harness.bench_workload(
+                        ag, WORKLOADS[name], scale, modes, blocks, num_blocks, warmup,
+                        iterations, args.inputs, lambda: progress.advance(task),
+                        metrics=args.metrics, bounds=want_bounds, bandwidth=bandwidth,
+                        rounds=max(1, min(args.rounds, iterations)), started=started)
+    rows = harness.summarize(results)
+    print_results(console, args, rows, modes, memories, scale, iterations, on_gpu, want_bounds)
+    bandwidth = bandwidths.get(memories[0])
+    options = dict(vars(args), scale=scale, iterations=iterations, warmup=warmup,
+                   num_blocks=num_blocks, blocks=blocks, h2d_bytes_per_s=bandwidth,
+                   h2d_bytes_per_s_by_memory=bandwidths, memories=list(memories))
+    if args.json:
+        harness.write_json(args.json, results, harness.machine_info(ag), options)
+        console.print(f"wrote {args.json}")
+    if args.plot:
+        harness.plot(args.plot, results)
+        console.print(f"wrote {args.plot}")
+    return 0 if all(r["ok"] for r in rows) else 1
+
+
+_MODE_COLUMNS = {"serial": "serial", "parallel": "parallel", "handopt": "handopt",
+                 "cudagraph": "cudagraph", "recorded": "recorded",
+                 "recorded_static": "recorded\nstatic"}
+
+
+def print_results(console: Any, args: argparse.Namespace, rows: list[dict[str, Any]],
+                   modes: tuple[str, ...], memories: tuple[str, ...], scale: str,
+                   iterations: int, on_gpu: bool, want_bounds: bool) -> None:
+    """The results table and the ratios that mean something on this backend."""
+    harness = bench_module("harness")
+    if on_gpu:
+        title = f"{scale} scale, {args.inputs} inputs, median ms of {iterations}"
+    else:
+        title = f"{scale} scale, {args.inputs} inputs, simulator ms"
+    ratios = []
+    if on_gpu and "serial" in modes and "parallel" in modes:
+        ratios.append(("speedup", "par/ser\nspeedup"))
+    if on_gpu and "handopt" in modes and "parallel" in modes:
+        ratios.append(("vs_handopt", "hand/par"))
+    bound_cols = ("xfer\nbound ms", "comp.\nbound ms", "par/\nbound") if want_bounds else ()
+    memory_cols = ("memory",) if len(memories) > 1 else ()
+    # Two tables, so that each fits an 80-column terminal whole: the times, then what is
+    # derived from them (ratios, bounds).
+    table = plain_table(title)
+    derived = plain_table("ratios and bounds") if ratios or bound_cols else None
+    for t in (table, derived):
+        if t is not None:
+            t.add_column("work\nload")
+            t.add_column("block", justify="right")
+            for col in memory_cols:
+                t.add_column(col)
+    for m in modes:
+        table.add_column(_MODE_COLUMNS.get(m, m), justify="right")
+    table.add_column("check")
+    for _, col in ratios:
+        derived.add_column(col, justify="right")
+    for col in bound_cols:
+        derived.add_column(col, justify="right")
+    for row in rows:
+        head = [row["workload"], row["block"]] + [row["memory"]] * len(memory_cols)
+        cells = head + [f"{row[m] * 1e3:.3f}" if row.get(m) else "-" for m in modes]
+        cells.append("[red]FAIL[/]" if not row["ok"] else "SKIP" if not any(
+            row.get(m) for m in modes) else "PASS")
+        table.add_row(*cells)
+        if derived is not None:
+            cells = head + [f"{row[key]:.2f}" if row.get(key) else "-" for key, _ in ratios]
+            if want_bounds:
+                b = row.get("bounds") or {}
+                cells += [fmt(b.get("transfer_bound_s"), 1e3),
+                          fmt(b.get("compute_bound_s"), 1e3),
+                          fmt(b.get("parallel_over_bound"), digits=2)]
+            derived.add_row(*cells)
+    console.print(table)
+    if derived is not None:
+        console.print(derived)
+    if args.metrics:
+        console.print(metrics_table(rows, "overlap metrics (one traced iteration per mode)"
+                                     + ("" if on_gpu else "; sim: logical clock")))
+    if on_gpu:
+        speedups = [r["speedup"] for r in rows if r.get("speedup")]
+        if speedups:
+            console.print(f"geometric mean speedup parallel/serial: "
+                          f"{harness.geomean(speedups):.3f}")
+        for row in rows:
+            if row.get("pinned_bound_s"):
+                console.print(
+                    f"{row['workload']} block {row['block']} {row['memory']}: transfer bound "
+                    f"(one pinned copy of the streamed bytes, this run) "
+                    f"{row['pinned_bound_s'] * 1e3:.3f} ms; parallel/bound "
+                    f"{fmt(row.get('parallel_over_pinned'), digits=3)}")
+        if len(memories) > 1:
+            values = [r["vs_other_memory"] for r in rows
+                      if r["memory"] == "explicit" and r.get("vs_other_memory")]
+            if values:
+                console.print("geometric mean speed of explicit vs managed memory (parallel): "
+                              f"{harness.geomean(values):.3f} (> 1: explicit faster)")
+        for ratio in ("recorded_vs_cudagraph", "recorded_vs_parallel",
+                      "recorded_static_vs_cudagraph"):
+            values = [r[ratio] for r in rows if r.get(ratio)]
+            if values:
+                console.print(f"geometric mean {ratio.replace('_vs_', ' speed vs ')}: "
+                              f"{harness.geomean(values):.3f}")
+    for row in rows:
+        for f in row.get("failures", []):
+            console.print(f"[red]FAIL {row['workload']} block {row['block']}: {f}[/]")
+        for f in row.get("skipped", []):
+            console.print(f"SKIP {row['workload']} block {row['block']}: {f}")

@@ -1,0 +1,44 @@
+"""``asyncgpu trace NAME``: one workload traced (timeline, DAG, pictures, overlap metrics)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .suite import bench_module, hand_schedule, pick_scale
+from .tables import make_console, metrics_table
+
+
+def cmd_trace(args: argparse.Namespace) -> int:
+    import asyncgpu as ag
+    from asyncgpu.runtime.current import current_runtime
+
+    harness = bench_module("harness")
+    WORKLOADS = bench_module("workloads").WORKLOADS
+    console = make_console()
+    if args.name not in WORKLOADS:
+        console.print(f"[red]unknown workload {args.name!r}; known: {sorted(WORKLOADS)}[/]")
+        return 2
+    on_gpu, scale = pick_scale(ag, console, args.scale)
+    ag.configure(backend="cuda" if on_gpu else "sim")
+    cls = WORKLOADS[args.name]
+    num_blocks = args.num_blocks or (4 * current_runtime().backend.sm_count if on_gpu else 2)
+    block: Any = (8, 8) if getattr(cls, "two_d", False) else args.block_size
+    wl = cls(ag, scale)
+    # one untraced iteration first: compilation and first-touch costs stay out of the trace
+    harness.run_mode(ag, wl, args.mode, block, num_blocks, 1, 0, args.inputs,
+                     hand_schedule(current_runtime()))
+    t = harness.traced_iteration(ag, wl, args.mode, block, num_blocks, args.inputs)
+    stem = f"{args.name}_{args.mode}"
+    paths = t.save(args.out, stem)
+    m = t.metrics()
+    table = metrics_table([{"workload": args.name, "block": str(block),
+                             "metrics": {args.mode: m}}],
+                           f"overlap of one traced {args.mode} iteration ({scale}, "
+                           f"{'cuda' if on_gpu else 'sim: logical clock'})")
+    console.print(table)
+    console.print(f"{len(t.kernels)} kernels on {t.streams} streams, {len(t.copies)} copies, "
+                  f"{len(t.prefetches)} prefetches, {len(t.syncs)} host waits")
+    for kind, path in paths.items():
+        console.print(f"wrote {kind}: {path}")
+    return 0
