@@ -16,9 +16,16 @@ With ``--pending`` the stand-in's events complete only at the next synchronize (
 stream or event synchronize), as on a GPU that is busy: launches then retire by polling and
 at the synchronize, paths that the stand-in's always-complete events never take.
 
-usage: python3 tools/host_instructions.py [TREE ...] [--ops launch,sync] [--pending] [--json PATH]
+With ``--misses`` callgrind also simulates the caches (the host's sizes, as valgrind finds
+them) and each operation reports, beside its instructions, its first-level cache misses:
+instruction fetches (``I1mr``) and data reads (``D1mr``). Two trees that execute as many
+instructions can still differ in time by how scattered the memory they touch is.
+
+usage: python3 tools/host_instructions.py [TREE ...] [--ops launch,sync] [--pending] [--misses]
+       [--json PATH]
        (default: the current tree; each TREE compiled as it is, or its launch path plain
-       Python where it is not; needs valgrind, about half a minute per operation and loop)
+       Python where it is not; needs valgrind, about half a minute per operation and loop,
+       twice that with --misses)
 """
 
 from __future__ import annotations
@@ -104,23 +111,37 @@ eval("[op() for _ in range(n)]", {"op": op, "n": int(sys.argv[2])})
 OPS = ("launch", "sync", "launch_sync", "launch_read", "write", "hand", "chain10", "indep10")
 
 
-def _count(tree: str, op: str, n: int, events: str) -> int:
+#: The events reported per operation: without and with ``--misses``.
+EVENTS = ("Ir",)
+MISS_EVENTS = ("Ir", "I1mr", "D1mr")
+
+
+def _count(tree: str, op: str, n: int, events: str, misses: bool) -> dict[str, int]:
+    """Callgrind's counts inside the loop of ``n`` runs of ``op``, by event name."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         env = dict(os.environ, PYTHONPATH=".", PYTHONHASHSEED="0")
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-             "--toggle-collect=builtin_eval*", sys.executable, "-c", DRIVER, op, str(n), events],
+             f"--cache-sim={'yes' if misses else 'no'}", "--toggle-collect=builtin_eval*",
+             sys.executable, "-c", DRIVER, op, str(n), events],
             cwd=tree, env=env, capture_output=True, text=True, check=False)
-        found = re.search(r"Collected : (\d+)", done.stderr)
-        if done.returncode or not found:
+        found = re.search(r"Collected : ([\d ]+)", done.stderr)
+        names = None
+        if not done.returncode and os.path.exists(out):
+            with open(out) as f:
+                names = next((line.split()[1:] for line in f if line.startswith("events:")),
+                             None)
+        if done.returncode or not found or names is None:
             sys.exit(f"host_instructions.py: {op} in {tree} failed:\n{done.stderr[-3000:]}")
-        return int(found.group(1))
+        return dict(zip(names, (int(v) for v in found.group(1).split())))
 
 
-def per_op(tree: str, op: str, events: str = "done") -> int:
-    """Instructions per ``op`` in ``tree`` (``events``: ``done`` or ``pending``)."""
-    return round((_count(tree, op, 3000, events) - _count(tree, op, 1000, events)) / 2000)
+def per_op(tree: str, op: str, events: str = "done", misses: bool = False) -> dict[str, int]:
+    """Per ``op`` in ``tree`` (``events``: ``done`` or ``pending``): its instructions
+    (``Ir``) and, with ``misses``, its first-level cache misses (``I1mr``, ``D1mr``)."""
+    short, long = (_count(tree, op, n, events, misses) for n in (1000, 3000))
+    return {e: round((long[e] - short[e]) / 2000) for e in (MISS_EVENTS if misses else EVENTS)}
 
 
 def main() -> None:
@@ -129,20 +150,26 @@ def main() -> None:
     parser.add_argument("--ops", default=",".join(OPS))
     parser.add_argument("--pending", action="store_true",
                         help="events complete at the next synchronize, not at once")
+    parser.add_argument("--misses", action="store_true",
+                        help="also the first-level cache misses (callgrind's cache simulation)")
     parser.add_argument("--json")
     args = parser.parse_args()
     ops = args.ops.split(",")
     jobs = [(tree, op) for op in ops for tree in args.trees]
     with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
         counts = dict(zip(jobs, pool.map(
-            lambda job: per_op(*job, "pending" if args.pending else "done"), jobs)))
-    print(f"{'operation':12s}" + "".join(f"{tree:>16s}" for tree in args.trees))
+            lambda job: per_op(*job, "pending" if args.pending else "done", args.misses),
+            jobs)))
+    events = MISS_EVENTS if args.misses else EVENTS
+    print(f"{'operation':12s}" + "".join(f"{tree + ' ' + e:>20s}" for tree in args.trees
+                                         for e in events))
     for op in ops:
-        print(f"{op:12s}" + "".join(f"{counts[tree, op]:16,d}" for tree in args.trees))
+        print(f"{op:12s}" + "".join(f"{counts[tree, op][e]:20,d}" for tree in args.trees
+                                    for e in events))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({tree: {op: counts[tree, op] for op in ops} for tree in args.trees}, f,
-                      indent=1)
+            json.dump({tree: {op: counts[tree, op] if args.misses else counts[tree, op]["Ir"]
+                              for op in ops} for tree in args.trees}, f, indent=1)
 
 
 if __name__ == "__main__":
