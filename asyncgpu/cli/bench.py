@@ -11,7 +11,7 @@ from .tables import fmt, make_console, metrics_table, plain_table, print_overhea
 
 
 def bench_multigpu(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool, scale: str,
-                    harness: Any, json_too: bool) -> None:
+                   harness: Any, json_too: bool) -> None:
     """``asyncgpu bench multigpu``: strong scaling and the device policies (multigpu.py)."""
     from rich.table import Table
 
@@ -82,7 +82,7 @@ def bench_multigpu(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool
 
 
 def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool, scale: str,
-                   harness: Any, json_too: bool) -> None:
+                  harness: Any, json_too: bool) -> None:
     """``asyncgpu bench tenants``: a mix of workloads as tenants sharing the GPU (tenants.py)."""
     from rich.table import Table
 
@@ -264,8 +264,8 @@ _MODE_COLUMNS = {"serial": "serial", "parallel": "parallel", "handopt": "handopt
 
 
 def print_results(console: Any, args: argparse.Namespace, rows: list[dict[str, Any]],
-                   modes: tuple[str, ...], memories: tuple[str, ...], scale: str,
-                   iterations: int, on_gpu: bool, want_bounds: bool) -> None:
+                  modes: tuple[str, ...], memories: tuple[str, ...], scale: str,
+                  iterations: int, on_gpu: bool, want_bounds: bool) -> None:
     """The results table and the ratios that mean something on this backend."""
     harness = bench_module("harness")
     if on_gpu:
@@ -315,7 +315,7 @@ def print_results(console: Any, args: argparse.Namespace, rows: list[dict[str, A
         console.print(derived)
     if args.metrics:
         console.print(metrics_table(rows, "overlap metrics (one traced iteration per mode)"
-                                     + ("" if on_gpu else "; sim: logical clock")))
+                                    + ("" if on_gpu else "; sim: logical clock")))
     if on_gpu:
         speedups = [r["speedup"] for r in rows if r.get("speedup")]
         if speedups:

@@ -33,9 +33,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
     paths = t.save(args.out, stem)
     m = t.metrics()
     table = metrics_table([{"workload": args.name, "block": str(block),
-                             "metrics": {args.mode: m}}],
-                           f"overlap of one traced {args.mode} iteration ({scale}, "
-                           f"{'cuda' if on_gpu else 'sim: logical clock'})")
+                            "metrics": {args.mode: m}}],
+                          f"overlap of one traced {args.mode} iteration ({scale}, "
+                          f"{'cuda' if on_gpu else 'sim: logical clock'})")
     console.print(table)
     console.print(f"{len(t.kernels)} kernels on {t.streams} streams, {len(t.copies)} copies, "
                   f"{len(t.prefetches)} prefetches, {len(t.syncs)} host waits")
