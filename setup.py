@@ -24,9 +24,9 @@ from setuptools.command.build_ext import build_ext
 
 #: The launch path, compiled as whole modules: dependency tracking, nodes, streams and their
 #: policies, device placement, counters, allocations and array fields, binding and launching,
-#: issuing, memory booking, frozen graphs, the recording hook, the recorder's recording, entry
-#: and keys, the backends' graph-launch checks, the CUDA backend's launches and CUDA calls,
-#: and its routing over several devices.
+#: issuing, memory booking, the element-wise launches' chunks, frozen graphs, the recording
+#: hook, the recorder's recording, entry and keys, the backends' graph-launch checks, the CUDA
+#: backend's launches and CUDA calls, and its routing over several devices.
 HOT_MODULES = (
     "asyncgpu.core.dag", "asyncgpu.core.deps", "asyncgpu.core.policies",
     "asyncgpu.core.statistics", "asyncgpu.core.streams", "asyncgpu.core.placement",
@@ -34,6 +34,7 @@ HOT_MODULES = (
     "asyncgpu.runtime.allocation", "asyncgpu.runtime.kernel", "asyncgpu.runtime.issue",
     "asyncgpu.runtime.memory", "asyncgpu.runtime.frozen", "asyncgpu.runtime.context",
     "asyncgpu.runtime.host_access", "asyncgpu.runtime.recording_hook",
+    "asyncgpu.runtime.chunks",
     "asyncgpu.recorder.recording", "asyncgpu.recorder.entry", "asyncgpu.recorder.keys",
     "asyncgpu.recorder.finish",
     "asyncgpu.backends.capture", "asyncgpu.backends.cuda.calls",

@@ -209,40 +209,60 @@ def ranges(length: int, chunks: int) -> list[tuple[int, int]]:
 
 
 def axis_length(kernel: Any, arrays: list[Any], values: list[Any], site: str | None) -> int:
-    """The common length along axis 0, after checking the contract; raises if it cannot hold."""
-    where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
-    length = None
+    """The common length along axis 0, after checking the contract; raises if it cannot hold.
+    Runs at every launch of an element-wise kernel, so the common case reads the arrays'
+    fields only and the messages are written where a check fails (:func:`_refuse`)."""
+    length = -1
     broadcast = kernel.broadcast
     for a in arrays:
-        if a.param in broadcast:
+        if broadcast and a.param in broadcast:
             continue            # (every chunk gets it whole)
         arr = a.array
-        if arr.ndim == 0 or not arr.is_c_contiguous:
-            raise ArgumentError(
-                f"{where}, argument {a.index} '{a.param}': array {arr.describe()} cannot be "
-                "split along axis 0 (elementwise needs C-contiguous arrays of at least one "
-                "dimension); pass a contiguous array or drop elementwise="
-            )
-        if length is None:
-            length = arr.shape[0]
-        elif arr.shape[0] != length:
-            raise ArgumentError(
-                f"{where}, argument {a.index} '{a.param}': array {arr.describe()} has "
-                f"{arr.shape[0]} rows where the other arrays have {length}; elementwise "
-                "splits every array into the same chunks, so they must agree along axis 0 "
-                "(name an array every chunk reads whole in broadcast=, or drop elementwise=)"
-            )
+        shape = arr.shape
+        if not shape or not arr._contiguous:
+            _refuse(kernel, site, a, "contiguous", None)
+        if length < 0:
+            length = shape[0]
+        elif shape[0] != length:
+            _refuse(kernel, site, a, "rows", length)
     count = kernel.elementwise
-    if isinstance(count, str) and length is not None:
-        i = next(p for p, param in enumerate(kernel.params) if param.name == count)
+    if isinstance(count, str) and length >= 0:
+        i = 0
+        for param in kernel.params:
+            if param.name == count:
+                break
+            i += 1
         n = values[i]
         if isinstance(n, Array) or int(n) != length:
-            raise ArgumentError(
-                f"{where}, argument {i} '{count}': elementwise='{count}' declares it the "
-                f"element count, but it is {n!r} where the arrays have {length} rows; pass "
-                "the arrays' length (or drop elementwise=)"
-            )
-    return length or 0
+            _refuse(kernel, site, (i, count, n), "count", length)
+    return length if length > 0 else 0
+
+
+def _refuse(kernel: Any, site: str | None, what: Any, why: str, length: Any) -> None:
+    """Raise the :class:`ArgumentError` of a launch that breaks the element-wise contract
+    (:func:`axis_length`): ``what`` is the array argument, or (index, name, value) of the
+    element count."""
+    where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
+    if why == "count":
+        i, count, n = what
+        raise ArgumentError(
+            f"{where}, argument {i} '{count}': elementwise='{count}' declares it the "
+            f"element count, but it is {n!r} where the arrays have {length} rows; pass "
+            "the arrays' length (or drop elementwise=)"
+        )
+    arr = what.array
+    if why == "contiguous":
+        raise ArgumentError(
+            f"{where}, argument {what.index} '{what.param}': array {arr.describe()} cannot be "
+            "split along axis 0 (elementwise needs C-contiguous arrays of at least one "
+            "dimension); pass a contiguous array or drop elementwise="
+        )
+    raise ArgumentError(
+        f"{where}, argument {what.index} '{what.param}': array {arr.describe()} has "
+        f"{arr.shape[0]} rows where the other arrays have {length}; elementwise "
+        "splits every array into the same chunks, so they must agree along axis 0 "
+        "(name an array every chunk reads whole in broadcast=, or drop elementwise=)"
+    )
 
 
 def bind_parts(rt: Any, kernel: Any, parts: list[tuple[Any, tuple[Any, ...]]],
@@ -301,7 +321,18 @@ def chunk_plan(rt: Any, kernel: Any, arrays: list[Any], values: list[Any], site:
     arrays (:func:`axis_length`)."""
     length = axis_length(kernel, arrays, values, site)
     chunks = rt.options.copy_chunks
+    if chunks < 2 or length < 2:
+        return None
+    # (the common case, first and without building anything: no split argument current
+    # only on the host is large enough for chunks)
+    least = chunks * MIN_CHUNK_BYTES
     broadcast = kernel.broadcast
+    for a in arrays:
+        alloc = a.alloc
+        if alloc.location == HOST and alloc.nbytes >= least and a.param not in broadcast:
+            break
+    else:
+        return None
     host, whole = {}, {}
     for a in arrays:
         alloc = a.alloc
@@ -314,11 +345,10 @@ def chunk_plan(rt: Any, kernel: Any, arrays: list[Any], values: list[Any], site:
                 host[alloc.id] = a
     for key in whole:           # (also split: copied whole, before every chunk)
         host.pop(key, None)
-    if chunks < 2 or length < 2 or not host:
-        return None
-    if max(a.alloc.nbytes for a in host.values()) < chunks * MIN_CHUNK_BYTES:
-        return None
-    return length, host, whole
+    for a in host.values():
+        if a.alloc.nbytes >= least:
+            return length, host, whole
+    return None
 
 
 def link_busy(rt: Any, device: int) -> bool:
