@@ -21,8 +21,16 @@ them) and each operation reports, beside its instructions, its first-level cache
 instruction fetches (``I1mr``) and data reads (``D1mr``). Two trees that execute as many
 instructions can still differ in time by how scattered the memory they touch is.
 
+With ``--cold`` each run of an operation comes right after the host wrote 2 MiB (one byte per
+64-byte line, as a benchmark iteration's reset rewrites its inputs), in a simulated last-level
+cache of 1 MiB, the size of one core's second-level cache on the GPU hosts: the operation
+then finds little of its code or data cached, as in a program that does other work between
+launches, and each reports also its misses past that level (``ILmr``, ``DLmr``), less those
+of the write alone. Code that runs once per iteration costs its size there: every cache line
+of machine code it executes is fetched again.
+
 usage: python3 tools/host_instructions.py [TREE ...] [--ops launch,sync] [--pending] [--misses]
-       [--json PATH]
+       [--cold] [--json PATH]
        (default: the current tree; each TREE compiled as it is, or its launch path plain
        Python where it is not; needs valgrind, about half a minute per operation and loop,
        twice that with --misses)
@@ -100,8 +108,16 @@ OPS = {
     "launch_read": lambda: (inc[1, 32](res, 4), float(res[0])),
     "write": lambda: x.__setitem__(Ellipsis, x0),
     "hand": lambda: hand.launch(k3, 1, 32, stream, *three),
+    "nothing": lambda: None,        # (what --cold subtracts: the host's write alone)
 }
 op = OPS[sys.argv[1]]
+if sys.argv[4] == "cold":       # (each run after the host wrote 2 MiB, one byte per line)
+    junk = np.ones(2 << 20, np.uint8)
+    warm_op = op
+
+    def op():
+        junk[::64] += 1
+        warm_op()
 for _ in range(300):
     op()
 ag.synchronize()
@@ -114,9 +130,11 @@ OPS = ("launch", "sync", "launch_sync", "launch_read", "write", "hand", "chain10
 #: The events reported per operation: without and with ``--misses``.
 EVENTS = ("Ir",)
 MISS_EVENTS = ("Ir", "I1mr", "D1mr")
+COLD_EVENTS = ("Ir", "I1mr", "D1mr", "ILmr", "DLmr")
 
 
-def _count(tree: str, op: str, n: int, events: str, misses: bool) -> dict[str, int]:
+def _count(tree: str, op: str, n: int, events: str, misses: bool, cold: bool = False
+           ) -> dict[str, int]:
     """Callgrind's counts inside the loop of ``n`` runs of ``op``, by event name."""
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
@@ -124,7 +142,8 @@ def _count(tree: str, op: str, n: int, events: str, misses: bool) -> dict[str, i
         done = subprocess.run(
             ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
              f"--cache-sim={'yes' if misses else 'no'}", "--toggle-collect=builtin_eval*",
-             sys.executable, "-c", DRIVER, op, str(n), events],
+             *(["--LL=1048576,16,64"] if cold else []),
+             sys.executable, "-c", DRIVER, op, str(n), events, "cold" if cold else "warm"],
             cwd=tree, env=env, capture_output=True, text=True, check=False)
         found = re.search(r"Collected : ([\d ]+)", done.stderr)
         names = None
@@ -137,11 +156,20 @@ def _count(tree: str, op: str, n: int, events: str, misses: bool) -> dict[str, i
         return dict(zip(names, (int(v) for v in found.group(1).split())))
 
 
-def per_op(tree: str, op: str, events: str = "done", misses: bool = False) -> dict[str, int]:
+def per_op(tree: str, op: str, events: str = "done", misses: bool = False,
+           cold: bool = False) -> dict[str, int]:
     """Per ``op`` in ``tree`` (``events``: ``done`` or ``pending``): its instructions
-    (``Ir``) and, with ``misses``, its first-level cache misses (``I1mr``, ``D1mr``)."""
-    short, long = (_count(tree, op, n, events, misses) for n in (1000, 3000))
-    return {e: round((long[e] - short[e]) / 2000) for e in (MISS_EVENTS if misses else EVENTS)}
+    (``Ir``) and, with ``misses``, its first-level cache misses (``I1mr``, ``D1mr``); with
+    ``cold``, run after the host's 2 MiB write, also its last-level misses (``ILmr``,
+    ``DLmr``), less those of the write alone."""
+    if not cold:
+        short, long = (_count(tree, op, n, events, misses) for n in (1000, 3000))
+        return {e: round((long[e] - short[e]) / 2000)
+                for e in (MISS_EVENTS if misses else EVENTS)}
+    # (shorter loops: every run walks 2 MiB in the simulated caches)
+    (a, b), (c, d) = ([_count(tree, name, n, events, True, True) for n in (200, 600)]
+                      for name in (op, "nothing"))
+    return {e: round(((b[e] - a[e]) - (d[e] - c[e])) / 400) for e in COLD_EVENTS}
 
 
 def main() -> None:
@@ -152,15 +180,19 @@ def main() -> None:
                         help="events complete at the next synchronize, not at once")
     parser.add_argument("--misses", action="store_true",
                         help="also the first-level cache misses (callgrind's cache simulation)")
+    parser.add_argument("--cold", action="store_true",
+                        help="each run after the host wrote 2 MiB, in a simulated 1 MiB last "
+                             "level: also the misses that go past it")
     parser.add_argument("--json")
     args = parser.parse_args()
     ops = args.ops.split(",")
     jobs = [(tree, op) for op in ops for tree in args.trees]
     with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
         counts = dict(zip(jobs, pool.map(
-            lambda job: per_op(*job, "pending" if args.pending else "done", args.misses),
+            lambda job: per_op(*job, "pending" if args.pending else "done", args.misses,
+                               args.cold),
             jobs)))
-    events = MISS_EVENTS if args.misses else EVENTS
+    events = COLD_EVENTS if args.cold else MISS_EVENTS if args.misses else EVENTS
     print(f"{'operation':12s}" + "".join(f"{tree + ' ' + e:>20s}" for tree in args.trees
                                          for e in events))
     for op in ops:
@@ -168,7 +200,8 @@ def main() -> None:
                                     for e in events))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({tree: {op: counts[tree, op] if args.misses else counts[tree, op]["Ir"]
+            json.dump({tree: {op: counts[tree, op] if args.misses or args.cold
+                              else counts[tree, op]["Ir"]
                               for op in ops} for tree in args.trees}, f, indent=1)
 
 
