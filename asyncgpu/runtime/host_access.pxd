@@ -4,6 +4,7 @@ cimport cython
 
 from asyncgpu.runtime.allocation cimport Allocation, View
 from asyncgpu.runtime.issue cimport Issuing
+from asyncgpu.runtime.memory cimport holder
 
 
 cdef class HostAccess(Issuing):

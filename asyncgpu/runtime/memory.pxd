@@ -3,7 +3,16 @@ cimport cython
 
 from asyncgpu.core.deps cimport Access
 from asyncgpu.core.placement cimport device_bit
-from asyncgpu.runtime.allocation cimport Allocation
+from asyncgpu.runtime.allocation cimport Allocation, View
+
+
+# (C calls from the host-access path, which runs once per host access: a call through
+# Python's protocol parses its arguments in a wrapper whose code a cold step fetches too)
+cpdef int holder(location) except? -2
+
+cpdef tuple host_read(int location, bint whole)
+
+cpdef tuple host_write(int location, bint whole, bint dense)
 
 
 cdef class ExplicitMemory:
@@ -15,3 +24,13 @@ cdef class ExplicitMemory:
 
     @cython.locals(acc=Access, alloc=Allocation, bit=int)
     cpdef before_device(self, accesses, int device=*)
+
+    @cython.locals(alloc=Allocation, location=int, on_devices=bint, whole=bint)
+    cpdef bint before_host(self, View array, Py_ssize_t lo, Py_ssize_t hi, bint write,
+                           bint dense) except -1
+
+    @cython.locals(alloc=Allocation)
+    cpdef fetch(self, View array, Py_ssize_t lo, Py_ssize_t hi, list after)
+
+    @cython.locals(alloc=Allocation, whole=bint, copy_in=bint, after=int)
+    cpdef after_host(self, View array, Py_ssize_t lo, Py_ssize_t hi, bint write, bint dense)
