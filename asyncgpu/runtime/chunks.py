@@ -65,7 +65,8 @@ are issued in order. Inside a recording the same pieces are deferred as
 ``asyncgpu.recorder.keys.Piece`` launches, and the captured graph orders each after the one
 before.
 
-Plain Python: the backends run the copies and kernels as usual.
+Plain Python, compiled with the launch path (``setup.py``): an element-wise kernel's every
+launch passes through :func:`chunk_plan`. The backends run the copies and kernels as usual.
 """
 
 from __future__ import annotations
