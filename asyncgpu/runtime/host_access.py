@@ -143,7 +143,7 @@ class HostAccess(Issuing):
                     return alloc.buffer.host[offset:end].view(array.dtype)[0]
             pending = [] if refused else self._conflicts_pending(array, offset, end, False)
             if not pending:
-                self.begin_host_access(array, offset, end, False, refused=refused)
+                self.begin_host_access(array, offset, end, False, False, refused)
                 value = alloc.buffer.host[offset:end].view(array.dtype)[0]
                 self.end_host_access(array, offset, end, False)
                 return value
