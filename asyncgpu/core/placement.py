@@ -135,7 +135,7 @@ class Placement:
                     homes[d] += need[1] or 1
                     top = max(top, homes[d])
             return self._turn(homes, top, True)
-        cost = self.transfer_times(needs, worst=code == MIN_MAX)
+        cost = self.transfer_times(needs, code == MIN_MAX)     # (positional: a C call)
         # (measured links of one kind differ by a few percent: such costs are ties, or every
         # node would go to the device whose host link measured fastest)
         return self._turn(cost, min(cost) * TIE, False)

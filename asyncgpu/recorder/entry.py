@@ -96,7 +96,7 @@ class _Run:
                 rt.settle_host_writes()
             stop_recording(rt, rec)
             if not (failed or rec.failed or rec.eager):
-                rec.end_segment(last=True)
+                rec.end_segment(True)      # (positional: a C call when compiled)
                 outcomes = rec.outcomes
                 self.outcome = (outcomes[0] if len(outcomes) == 1
                                 else "+".join(outcomes) or "empty")
