@@ -38,6 +38,7 @@ import os
 import statistics
 import subprocess
 import sys
+from typing import Any
 
 WORKER = r"""
 import json, os, statistics, sys, time
@@ -149,11 +150,14 @@ def build(tree: str) -> None:
 
 
 class Worker:
-    """One tree's worker process: ``ask(case)`` returns the host us of one burst."""
+    """One tree's worker process running ``code`` (default: this tool's ``WORKER``) with
+    ``args``: its first line is the JSON list of its cases; then ``ask(case)`` returns the
+    JSON answer of one line (here: the host us of one burst)."""
 
-    def __init__(self, tree: str, burst_ms: float, extra: dict[str, str]) -> None:
+    def __init__(self, tree: str, extra: dict[str, str], *args: str, code: str = WORKER
+                 ) -> None:
         env = dict(os.environ, PYTHONPATH=".", PYTHONWARNINGS="ignore", **extra)
-        self.proc = subprocess.Popen([sys.executable, "-c", WORKER, str(burst_ms)], cwd=tree,
+        self.proc = subprocess.Popen([sys.executable, "-c", code, *args], cwd=tree,
                                      env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      text=True, bufsize=1)
         self.cases = json.loads(self._line())
@@ -164,7 +168,7 @@ class Worker:
             sys.exit(f"ab_host.py: a worker stopped (exit status {self.proc.wait()})")
         return line
 
-    def ask(self, case: str) -> float:
+    def ask(self, case: str) -> Any:
         self.proc.stdin.write(case + "\n")
         return json.loads(self._line())
 
@@ -183,7 +187,7 @@ def main() -> None:
     burst_ms = float(os.environ.get("AB_BURST_MS", "40"))
     for tree in (".", old_tree):
         build(tree)
-    pairs = [(Worker(".", burst_ms, {}), Worker(old_tree, burst_ms, old_env))
+    pairs = [(Worker(".", {}, str(burst_ms)), Worker(old_tree, old_env, str(burst_ms)))
              for _ in range(int(os.environ.get("AB_WORKERS", "1")))]
     cases = [c for c in pairs[0][0].cases if c in pairs[0][1].cases]
     samples: dict[str, list[tuple[float, float]]] = {c: [] for c in cases}

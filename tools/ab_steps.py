@@ -7,7 +7,8 @@ around every launch of the workload's kernels (its ``k_*`` attributes), its ``re
 ``sync_stream``, ...). The workers are asked in turn for blocks of iterations (streaming
 inputs, block size 256, the reset untimed as the suite does), the order alternating between
 rounds; per step it prints each tree's median over the rounds of the per-block median of the
-step's time in one iteration (us), and their difference. ``once`` is the iteration's host
+step's time in one iteration (us), and their difference. Both trees are compiled first, as
+``tools/ab_host.py`` compiles them. ``once`` is the iteration's host
 part, ``sync`` the wait for the device after it, ``total`` both.
 
 Two more cells time the replay micro-benchmark's and the overhead benchmark's operations:
@@ -23,11 +24,10 @@ usage: PYTHONPATH=. taskset -c 4,5 python3 tools/ab_steps.py OLD_TREE [rounds] C
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
-import subprocess
 import sys
+
+from ab_host import Worker, build     # (this directory: run as ``python3 tools/ab_steps.py``)
 
 WORKER = r"""
 import json, os, statistics, sys, time
@@ -152,10 +152,10 @@ def block(spec, n):
 
 for spec in cells:
     block(spec, int(os.environ.get("AB_WARMUP", "20")))     # warm up: compile, record, capture
-print("ready", flush=True)
+print(json.dumps(list(cells)), flush=True)
+iterations = int(os.environ.get("AB_ITERATIONS", "100"))
 for line in sys.stdin:
-    spec, n = line.split()
-    print(json.dumps(block(spec, int(n))), flush=True)
+    print(json.dumps(block(line.strip(), iterations)), flush=True)
 """
 
 
@@ -165,28 +165,19 @@ def main() -> None:
     old_tree = sys.argv[1]
     rounds = int(sys.argv[2]) if len(sys.argv) > 3 else 8
     cells = sys.argv[-1].split(",")
-    iterations = os.environ.get("AB_ITERATIONS", "100")
-    workers = {}
-    for tag, tree in (("new", "."), ("old", old_tree)):
-        env = dict(os.environ, PYTHONPATH=".", PYTHONWARNINGS="ignore")
-        proc = subprocess.Popen([sys.executable, "-c", WORKER, ",".join(cells)], cwd=tree,
-                                env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                text=True, bufsize=1)
-        if proc.stdout.readline().strip() != "ready":
-            sys.exit(f"ab_steps.py: the worker in {tree} stopped (exit status {proc.wait()})")
-        workers[tag] = proc
+    for tree in (".", old_tree):
+        build(tree)
+    workers = {tag: Worker(tree, {}, ",".join(cells), code=WORKER)
+               for tag, tree in (("new", "."), ("old", old_tree))}
     samples: dict[str, dict[str, dict[str, list[float]]]] = {}
     for r in range(rounds):
         for spec in cells:
             for tag in (("new", "old") if r % 2 == 0 else ("old", "new")):
-                proc = workers[tag]
-                proc.stdin.write(f"{spec} {iterations}\n")
-                for step, us in json.loads(proc.stdout.readline()).items():
+                for step, us in workers[tag].ask(spec).items():
                     samples.setdefault(spec, {}).setdefault(step, {}).setdefault(
                         tag, []).append(us)
-    for proc in workers.values():
-        proc.stdin.close()
-        proc.wait()
+    for worker in workers.values():
+        worker.close()
     for spec, steps in samples.items():
         print(f"{spec}  (us per iteration: new, old, new - old)")
         for step, by_tree in steps.items():
