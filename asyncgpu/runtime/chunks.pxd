@@ -10,4 +10,4 @@ cpdef Py_ssize_t axis_length(Kernel kernel, list arrays, list values, site) exce
 
 @cython.locals(length=Py_ssize_t, chunks=Py_ssize_t, least=Py_ssize_t, a=ArrayArg,
                alloc=Allocation)
-cpdef chunk_plan(rt, Kernel kernel, list arrays, list values, site)
+cpdef chunk_plan(rt, Kernel kernel, list arrays, list values, site, int device)

@@ -314,12 +314,13 @@ def row_parts(launcher: Any, args: tuple[Any, ...], length: int, count: int
             for start, stop in ranges(length, count)]
 
 
-def chunk_plan(rt: Any, kernel: Any, arrays: list[Any], values: list[Any], site: str | None
-               ) -> tuple[int, dict[int, Any], dict[int, Any]] | None:
-    """Whether a launch qualifies to run in chunks (see the module docstring), before it is
-    placed: (its length along axis 0, the split arguments current only on the host, the
-    broadcast ones, by allocation id), or None. Raises if its element count contradicts the
-    arrays (:func:`axis_length`)."""
+def chunk_plan(rt: Any, kernel: Any, arrays: list[Any], values: list[Any], site: str | None,
+               device: int) -> tuple[int, dict[int, Any], dict[int, Any]] | None:
+    """Whether a launch placed on device slot ``device`` runs in chunks (see the module
+    docstring): (its length along axis 0, the split arguments current only on the host, the
+    broadcast ones, by allocation id), or None: it qualifies not, or runs whole there
+    (:func:`runs_whole`). Raises if its element count contradicts the arrays
+    (:func:`axis_length`), whether or not it runs in chunks."""
     length = axis_length(kernel, arrays, values, site)
     chunks = rt.options.copy_chunks
     if chunks < 2 or length < 2:
@@ -333,6 +334,8 @@ def chunk_plan(rt: Any, kernel: Any, arrays: list[Any], values: list[Any], site:
         if alloc.location == HOST and alloc.nbytes >= least and a.param not in broadcast:
             break
     else:
+        return None
+    if runs_whole(rt, device):
         return None
     host, whole = {}, {}
     for a in arrays:
@@ -382,11 +385,8 @@ def runs_whole(rt: Any, device: int) -> bool:
 
 
 def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], site: str | None,
-                   plan: tuple[int, dict[int, Any], dict[int, Any]], device: int) -> bool:
-    """Issue a launch in chunks on device slot ``device`` (``plan``: its :func:`chunk_plan`)
-    unless it runs whole there (:func:`runs_whole`); whether it did."""
-    if runs_whole(rt, device):
-        return False
+                   plan: tuple[int, dict[int, Any], dict[int, Any]], device: int) -> None:
+    """Issue a launch in chunks on device slot ``device`` (``plan``: its :func:`chunk_plan`)."""
     kernel = launcher.kernel
     length, host, whole = plan
     chunks = rt.options.copy_chunks
@@ -419,4 +419,3 @@ def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], site: str | No
         # a time, each on the launch's whole grid, while the next chunks' copies go on
         rt.issue_after(node, () if previous is None else (previous,), "split")
         previous = node
-    return True

@@ -100,14 +100,13 @@ class Issuing:
                         and launch_split(self, launcher, args, arrays, values, site, pieces,
                                          node.device, pointer)):
                     return
-            chunks = None
             # (not in sync execution: one node at a time, nothing for the chunks to overlap)
             if (profiled is None and pointer is None and self.memory is not None
                     and kernel.elementwise and not self.sync_mode):
-                chunks = chunk_plan(self, kernel, arrays, values, site)
-            if chunks is not None and launch_chunked(self, launcher, args, site, chunks,
-                                                     node.device):
-                return
+                chunks = chunk_plan(self, kernel, arrays, values, site, node.device)
+                if chunks is not None:
+                    launch_chunked(self, launcher, args, site, chunks, node.device)
+                    return
             if self.placement is None:
                 node.launch = self.backend.kernel_launch(kernel, launcher, arrays, values, site)
             else:
