@@ -62,7 +62,7 @@ MODES = ("sequential", "one stream each", "threads", "tenants", "one thread", "r
 #: The most untimed rounds ``regulated`` runs for its profile and search, and then for the check
 #: of the high-priority tenant's latency under the plan (``asyncgpu.regulate``).
 PROFILE_ROUNDS = 8
-CHECK_ROUNDS = 40
+CHECK_ROUNDS = 60
 
 
 def _quantile(values: list[float], q: float) -> float:

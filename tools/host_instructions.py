@@ -8,7 +8,9 @@ Operations: an eager launch of a 1-array CUDA C kernel on the array the previous
 the first launch after a synchronize), a launch then a host read of one element
 (``launch_read``), a host write of a 256 KiB array (``write``), a launch of the ``handopt``
 baseline's hand-written schedule (``hand``), and ten launches then a ``synchronize``, on one
-array (``chain10``) or on ten (``indep10``). Each is counted inside a loop run by ``eval``
+array (``chain10``) or on ten (``indep10``), and the chain of ten as a recorded body replayed
+(``rec10``: the body runs with its launches deferred, then one graph launch) or replayed
+without running it (``static10``). Each is counted inside a loop run by ``eval``
 (``--toggle-collect``), at two loop lengths, so that what is counted once (the start of the
 loop) cancels out: the result is ``(count(3000) - count(1000)) / 2000``.
 
@@ -99,6 +101,14 @@ def ten(arrays):
     ag.synchronize()
 
 
+def body():
+    for _ in range(10):
+        inc[1, 32](x, 32)
+
+
+recorded, static = ag.graph(body), ag.graph(body, static=True)
+
+
 OPS = {
     "chain10": lambda: ten([x] * 10),
     "indep10": lambda: ten(xs),
@@ -108,6 +118,8 @@ OPS = {
     "launch_read": lambda: (inc[1, 32](res, 4), float(res[0])),
     "write": lambda: x.__setitem__(Ellipsis, x0),
     "hand": lambda: hand.launch(k3, 1, 32, stream, *three),
+    "rec10": recorded,
+    "static10": static,
     "nothing": lambda: None,        # (what --cold subtracts: the host's write alone)
 }
 op = OPS[sys.argv[1]]
@@ -124,7 +136,8 @@ ag.synchronize()
 eval("[op() for _ in range(n)]", {"op": op, "n": int(sys.argv[2])})
 """
 
-OPS = ("launch", "sync", "launch_sync", "launch_read", "write", "hand", "chain10", "indep10")
+OPS = ("launch", "sync", "launch_sync", "launch_read", "write", "hand", "chain10", "indep10",
+       "rec10", "static10")
 
 
 #: The events reported per operation: without and with ``--misses``.
