@@ -24,9 +24,8 @@ steps of every workload (after every workload ran ``warmup`` steps alone):
   it split and pointed, and the check's measured p90 and modelled alone, ms).
 
 Reported per mode: the wall time of the whole mix (its speedup is ``sequential``'s over it),
-and per workload the step latency, host-measured from the step's start to its checked result
-(the host's reset of the step's accumulators left out; a wait for the step's turn, where a
-plan has the tenants' steps take turns, counted), p50 and p99; ``alone``: each workload's latency when it runs by itself (the reference a
+and per workload the step latency, host-measured from the step's start to its checked result,
+p50 and p99; ``alone``: each workload's latency when it runs by itself (the reference a
 high-priority tenant's p99 is held to). ``bound``: the longest workload's rounds by itself
 (its median round, reset and step, times the rounds), which no mode can beat since a
 workload's steps run one after another, and ``sequential``'s over it, the most any mode can
@@ -63,7 +62,7 @@ MODES = ("sequential", "one stream each", "threads", "tenants", "one thread", "r
 #: The most untimed rounds ``regulated`` runs for its profile and search, and then for the check
 #: of the high-priority tenant's latency under the plan (``asyncgpu.regulate``).
 PROFILE_ROUNDS = 8
-CHECK_ROUNDS = 60
+CHECK_ROUNDS = 40
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -92,13 +91,9 @@ class _Member:
         self.latencies: list[float] = []
         self.results: list[Any] = []    # the first and the latest step's, to check
         self._started = 0.0
-        self._waited = 0.0
         self._result: Any = None
 
-    def step(self, timed: bool, asked: float | None = None) -> None:
-        """One step; ``asked``: when its tenant scope was asked for (``perf_counter``), so
-        that the step's latency counts what entering the scope waited (a turn)."""
-        self._waited = 0.0 if asked is None else time.perf_counter() - asked
+    def step(self, timed: bool) -> None:
         self.begin()
         self.end(timed)
 
@@ -116,8 +111,7 @@ class _Member:
     def end(self, timed: bool) -> None:
         """The second half: the host's read of the result; the step's latency is taken."""
         result = self.wl.read() if self.device is not None else self._result
-        elapsed = time.perf_counter() - self._started + self._waited
-        self._waited = 0.0
+        elapsed = time.perf_counter() - self._started
         self._result = None
         self.results[1:] = [result]
         if timed:
@@ -144,9 +138,8 @@ def _threads(members: list[_Member], rounds: int, scopes: list[Any] | None) -> N
                 if scopes is None:
                     members[i].step(True)
                 else:
-                    asked = time.perf_counter()
                     with scopes[i]:
-                        members[i].step(True, asked)
+                        members[i].step(True)
         except BaseException as exc:  # noqa: BLE001 - raised on the main thread below
             errors.append(exc)
             start.abort()

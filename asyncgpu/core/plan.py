@@ -6,10 +6,8 @@ A :class:`TenantProfile` is one step of a tenant as the search sees it: its laun
 order (:class:`Op`: time alone, share of the device's threads and bandwidth, whether it may be
 split, the earlier launches it depends on). A :class:`Plan` is what the search returns and the
 runtime applies (``asyncgpu.runtime.regulator``): per tenant, its split kernels and its
-pointers, whether the tenants' steps take turns (``turns``: one step at a time, a choice the
-runtime makes by measuring, never the model), with the workload shape it was searched for,
-the modelled :class:`Outcome` without and with it, and the profiles. A plan round-trips
-through JSON (``save``/``load``).
+pointers, with the workload shape it was searched for, the modelled :class:`Outcome` without
+and with it, and the profiles. A plan round-trips through JSON (``save``/``load``).
 
 Invariants: all are frozen; ``Plan.from_json(plan.to_json()) == plan``.
 
@@ -73,9 +71,7 @@ class Outcome:
 @dataclass(frozen=True)
 class Plan:
     """A regulation plan (see the module docstring): per tenant name, its split kernels and
-    its pointers; ``turns``: the regulated tenants' steps run one at a time, each waiting for
-    its turn in the order the steps began (where steps issued side by side from several host
-    threads measured slower than one after another); the workload ``shape`` it was searched for (per tenant, its step's launches:
+    its pointers; the workload ``shape`` it was searched for (per tenant, its step's launches:
     kernel, grid, block), and the modelled outcome without it (``before``) and with it
     (``after_outcome``), how many plans the search modelled and how long it took.
 
@@ -92,7 +88,6 @@ class Plan:
     modelled: int = 0
     search_s: float = 0.0
     profile: tuple[TenantProfile, ...] = ()
-    turns: bool = False
 
     def tenant_settings(self, name: str) -> tuple[dict[str, int] | None,
                                                   dict[str, tuple[str, str]] | None]:
@@ -105,8 +100,6 @@ class Plan:
                  for k, n in sorted(ks.items())]
         parts += [f"{t}: {k} after {o}.{j}" for t, ks in sorted(self.after.items())
                   for k, (o, j) in sorted(ks.items())]
-        if self.turns:
-            parts.append("steps take turns")
         gain = ""
         if self.before is not None and self.after_outcome is not None:
             gain = (f" (modelled makespan {self.before.makespan_s * 1e3:.3f} -> "
@@ -128,8 +121,7 @@ class Plan:
                                         "one_stream": p.one_stream,
                                         "ops": [[o.kernel, o.seconds, o.share, o.bandwidth,
                                                  o.splittable, list(o.parents), o.grid]
-                                                for o in p.ops]} for p in self.profile],
-                           "turns": self.turns},
+                                                for o in p.ops]} for p in self.profile]},
                           indent=1)
 
     @classmethod
@@ -149,7 +141,7 @@ class Plan:
                                        tuple(Op(o[0], o[1], o[2], o[3], o[4], tuple(o[5]),
                                                 *o[6:7])
                                              for o in p["ops"]), p["one_stream"])
-                         for p in d.get("profile", [])), bool(d.get("turns", False)))
+                         for p in d.get("profile", [])))
 
     def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as f:

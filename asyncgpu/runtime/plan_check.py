@@ -16,13 +16,7 @@ are cut into pieces no longer than that (at most :data:`MOST_PIECES`; a model of
 shares its threads, but blocks that hold a multiprocessor for a whole long launch keep the
 lead's blocks waiting, which pieces end), then every normal tenant's launches wait for the
 lead's latest unfinished launch (a pointer from every kernel to every kernel, ``"*"``: priority
-before throughput, as ``priority="high"`` asks). Last, where the regulated tenants' steps were
-open on several host threads at once, the steps taking turns (one at a time, first come, first
-served, a high-priority tenant's first: :mod:`asyncgpu.runtime.turns`) is measured against
-the plan kept so far on its pace (the host's time per step of the lead, plus the lateness),
-and kept if that is :data:`PLAN_GAIN` of that plan's or less: steps that are mostly host work
-(short kernels) run faster one after another than interleaved on the interpreter's lock, and
-a high-priority tenant's then wait for no one's but the one under way.
+before throughput, as ``priority="high"`` asks).
 
 :class:`PlanCheck` holds the check's methods; :class:`~asyncgpu.runtime.regulator.Regulator`
 takes it as a base and keeps its state (the plan in force, the trial under way, the stored
@@ -42,7 +36,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 
 from ..core.plan import Plan
 from ..core.regulation import HIGH_TARGET, LATE_WEIGHT, simulate
@@ -67,18 +60,14 @@ REMEDIES = {"split": "other tenants' launches in pieces", "guard": "guard"}
 class Trial:
     """The measurement of a plan in force (:meth:`PlanCheck._check`): the tenant whose steps
     pace it (``lead``: the high-priority one, else the first regulated), its modelled latency
-    alone, the stage (``plan``, ``own``, ``split``, ``guard`` or ``turns``), where each
-    tenant's measured
+    alone, the stage (``plan``, ``own``, ``split`` or ``guard``), where each tenant's measured
     latencies began in this stage, and the measured scores and plans of the stages done."""
 
-    __slots__ = ("alone", "first", "lead", "plans", "scores", "stage", "started")
+    __slots__ = ("alone", "first", "lead", "plans", "scores", "stage")
 
     def __init__(self, lead: int, alone: float, stage: str, first: dict[int, int]) -> None:
         self.lead, self.alone, self.stage, self.first = lead, alone, stage, first
-        self.started = time.perf_counter()
-        #: per stage: its score, the lead's p90, and its pace score (the host's time per lead
-        #: step over the stage, plus the same lateness as the score)
-        self.scores: dict[str, tuple[float, float, float]] = {}
+        self.scores: dict[str, tuple[float, float]] = {}
         self.plans: dict[str, Plan] = {}
 
 
@@ -97,7 +86,6 @@ class PlanCheck:
             alone = simulate((profile,)).makespan_s if profile is not None else 0.0
             trial = Trial(lead, alone, stage, {})
         trial.stage = stage
-        trial.started = time.perf_counter()
         trial.plans[stage] = plan
         trial.first = {t: len(tenants[t].latencies) + len(tenants[t].pending)
                        for t in self.tenants}
@@ -114,8 +102,7 @@ class PlanCheck:
         lead still over its target beside normal tenants,
         ``split`` (the others' long splittable launches in pieces, :meth:`_split_plan`) and
         ``guard`` (the others wait for its launches), each kept only if it cut the lead's p90
-        to :data:`GUARD_GAIN` of what it was; last, where steps ran on several threads at
-        once, ``turns`` (:meth:`_end`)."""
+        to :data:`GUARD_GAIN` of what it was."""
         trial = self._trial
         rt = self.rt
         tenants = rt.tenants
@@ -134,14 +121,9 @@ class PlanCheck:
                 medians.append(mine[len(mine) // 2])
         high = lead.priority == "high"
         late = max(0.0, p90 - HIGH_TARGET * trial.alone) if high else 0.0
-        pace = (time.perf_counter() - trial.started) / len(measured)
-        trial.scores[trial.stage] = (max(medians) + LATE_WEIGHT * late, p90,
-                                     pace + LATE_WEIGHT * late)
+        trial.scores[trial.stage] = (max(medians) + LATE_WEIGHT * late, p90)
         self.measured[trial.stage] = trial.scores[trial.stage][0]
         stage, plan = trial.stage, self.plan
-        if stage == "turns":
-            self._judge_turns(trial, lead.name)
-            return
         if stage == "plan" and (plan.splits or plan.after):
             # (modelled as the search's starting point: the tenants' own settings)
             own = dataclasses.replace(plan, splits={}, after={}, after_outcome=plan.before)
@@ -165,12 +147,12 @@ class PlanCheck:
         if stage == "guard":
             _, p90 = self._judge(trial, "guard", lead.name, p90)
             self.checked[lead.name] = (p90, trial.alone)
-            self._end(trial)
+            self._trial = None
             return
         self.checked[lead.name] = (p90, trial.alone)
         normal = [t for t in self.tenants if tenants[t].priority != "high"]
         if not high or not normal or p90 <= HIGH_TARGET * trial.alone:
-            self._end(trial)
+            self._trial = None
             return
         if "split-base" not in trial.plans and "split" not in self._lost:
             split = self._split_plan(self.plan, normal, trial.alone)
@@ -185,7 +167,7 @@ class PlanCheck:
                 self._start(split, "split", trial)
                 return
         if "guard" in self._lost:
-            self._end(trial)
+            self._trial = None
             return
         kept = self.plan
         after = {name: dict(ks) for name, ks in kept.after.items()}
@@ -199,48 +181,6 @@ class PlanCheck:
         guarded = dataclasses.replace(kept, after=after)
         self.apply(guarded, measure=False)
         self._start(guarded, "guard", trial)
-
-    def _end(self, trial: Trial) -> None:
-        """The plan in force is decided; where the regulated tenants' steps were open on
-        several threads at once, their taking turns is measured against it (stage ``turns``),
-        else the check ends."""
-        plan = self.plan
-        if (not self.overlapped or "turns" in self._lost or plan is None or plan.turns
-                or len(self.tenants) < 2):
-            self._trial = None
-            return
-        base = next(s for s, p in reversed(trial.plans.items())
-                    if p is plan and s in trial.scores)
-        trial.plans["turns-base"] = plan
-        trial.scores["turns-base"] = trial.scores[base]
-        turned = dataclasses.replace(plan, turns=True)
-        log.info("asyncgpu: the regulated tenants' steps ran side by side on several threads; "
-                 "their taking turns is measured in turn")
-        self.apply(turned, measure=False)
-        self._start(turned, "turns", trial)
-
-    def _judge_turns(self, trial: Trial, lead: str) -> None:
-        """The end of the ``turns`` stage: turns kept (and stored in place of the plan without
-        them) if their *pace score* was :data:`PLAN_GAIN` of that plan's or less, else that
-        plan is back and turns are not tried again; the check ends. The pace score is the
-        host's time per step of the lead over the stage (how fast the mix goes: a step's
-        latency under turns counts its wait, but only the last in line waits for all the
-        others, so medians of latencies would favour turns), plus the same lateness of a
-        high-priority lead as the score."""
-        (_, before_p90, before), (_, after_p90, after) = trial.scores["turns-base"], \
-            trial.scores["turns"]
-        kept = after <= PLAN_GAIN * before
-        log.info("asyncgpu: the regulated tenants' steps taking turns measured %.3f ms against "
-                 "%.3f ms side by side (pace score); %s", after * 1e3, before * 1e3,
-                 "kept" if kept else "dropped")
-        if kept:
-            self._store(trial.plans["turns-base"], self.plan)
-            self.checked[lead] = (after_p90, trial.alone)
-        else:
-            self._lost.add("turns")
-            self.apply(trial.plans["turns-base"], measure=False)
-            self.checked[lead] = (before_p90, trial.alone)
-        self._trial = None
 
     def _judge(self, trial: Trial, remedy: str, lead: str, p90: float) -> tuple[bool, float]:
         """The end of a remedy's measurement (``split`` or ``guard``): kept (and stored in

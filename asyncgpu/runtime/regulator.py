@@ -20,9 +20,7 @@ The model
 3. *check*: a model errs, so the plan is measured on the device too, stage by stage
    (:mod:`asyncgpu.runtime.plan_check`), and kept only where it measured better than the
    tenants' own settings; a high-priority tenant still over its target gets remedies, each
-   kept only where it helped; and where the tenants' steps ran side by side from several host
-   threads, the steps taking turns (:mod:`asyncgpu.runtime.turns`) is measured last and kept
-   only where it scored better (steps that are mostly host work run faster one at a time).
+   kept only where it helped.
 
 While regulated, each step of a regulated tenant is checked against the plan's shape when it
 ends; a step of another shape (the workload changed) sets the plan aside and profiling starts
@@ -54,7 +52,6 @@ from ..core.plan import Op, Plan, TenantProfile
 from ..core.regulation import occupancy, search
 from .chunks import splittable
 from .plan_check import PlanCheck, Trial
-from .turns import Turns
 
 log = logging.getLogger("asyncgpu")
 
@@ -67,8 +64,7 @@ class Regulation:
     tenants whose profiled steps are still awaited, how many plans are stored, were searched
     and were reused, per high-priority tenant checked under the plan its measured p90 step
     latency and its modelled latency alone (seconds), the stage of the plan's measurement now
-    (``plan``, ``own``, ``split``, ``guard``, ``turns``; empty when none is under way), and the
-    measured
+    (``plan``, ``own``, ``split``, ``guard``; empty when none is under way), and the measured
     score of each stage done (seconds: the slowest tenant's median step latency, plus the
     high-priority tenant's lateness weighted as in the search)."""
 
@@ -121,13 +117,8 @@ class Regulator(PlanCheck):
         self._trial: Trial | None = None
         self.checked: dict[str, tuple[float, float]] = {}
         self.measured: dict[str, float] = {}
-        #: the remedies (``split``, ``guard``, ``turns``) measured no better: not tried again
+        #: the remedies (``split``, ``guard``) measured no better: not tried again
         self._lost: set[str] = set()
-        #: whether steps of the regulated tenants were open on two threads at once (only then
-        #: can taking turns change anything), and the turns their steps take under a plan
-        #: with ``turns``
-        self.overlapped = False
-        self.turns = Turns()
         #: test hook (``asyncgpu.testing.regulation``): a profiled op's (seconds, share, grid)
         #: from its kernel's name and its measured seconds, modelled share and grid
         self.stand_in: Any = None
@@ -137,37 +128,9 @@ class Regulator(PlanCheck):
         if self.state == "off":
             return
         if index in self._profiled:
-            me = threading.get_ident()
-            if not self.overlapped and any(thread != me for thread, _ in self._open):
-                self.overlapped = True
-            self._open[(me, index)] = _Step()
+            self._open[(threading.get_ident(), index)] = _Step()
         if self.state == "profiling":
             self._try_finish()
-
-    def turn(self, index: int) -> Turns | None:
-        """The turns a step of tenant ``index`` takes, if the plan in force has them (read
-        without the lock: a step that misses a change of plan runs under the one before)."""
-        plan = self.plan
-        return self.turns if plan is not None and plan.turns and index in self._profiled \
-            else None
-
-    def turn_timed_out(self, index: int, waited_s: float) -> None:
-        """A step of tenant ``index`` waited ``waited_s`` for its turn without getting it:
-        steps that wait for each other cannot take turns; turns are given up for good."""
-        if self.plan is None or not self.plan.turns:
-            return
-        log.warning("asyncgpu: a step of tenant %r waited %.1f s for its turn; the regulated "
-                    "tenants' steps no longer take turns (a step that waits for another "
-                    "tenant's step cannot)", self.rt.tenants[index].name, waited_s)
-        self._lost.add("turns")
-        trial = self._trial
-        if trial is not None and trial.stage == "turns":
-            self._trial = None
-            self.apply(trial.plans["turns-base"], measure=False)
-        else:
-            untaken = dataclasses.replace(self.plan, turns=False)
-            self._store(self.plan, untaken)
-            self.apply(untaken, measure=False)
 
     def launch(self, index: int, launcher: Any) -> _Step | None:
         """A kernel launch of tenant ``index``: noted in its open step; returns the step when
@@ -310,8 +273,6 @@ class Regulator(PlanCheck):
                 splits = {**(more_splits or {}), **(splits or {})} or None
                 after = {**(more_after or {}), **(after or {})} or None
             tenant.splits, tenant.after = splits, after
-        if plan is None or not plan.turns:
-            self.turns.open()       # (threads waiting for a turn go on)
         if measure:
             self._trial = None
         if plan is not None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +26,6 @@ from ..core.plan import Plan
 from ..core.tenants import PRIORITIES, TenantStatistics
 from .current import current_runtime
 from .regulator import Regulation, Regulator
-from .turns import WAIT_S
 
 
 class TenantScope:
@@ -82,24 +80,18 @@ class TenantScope:
         pins = rt._pins
         previous = getattr(pins, "tenant", 0)
         begun = rt.begin_step(index)
-        # (after the step's start: its latency counts the wait for its turn)
-        turns = _take_turn(rt, index)
         pins.tenant = index
         stack = getattr(self._local, "stack", None)
         if stack is None:
             stack = self._local.stack = []
-        stack.append((rt, previous, index, begun, turns))
+        stack.append((rt, previous, index, begun))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        rt, previous, index, begun, turns = self._local.stack.pop()
+        rt, previous, index, begun = self._local.stack.pop()
         rt._pins.tenant = previous
-        try:
-            if rt.retired is None:      # (a configure inside the block replaced the runtime)
-                rt.end_step(index, begun)
-        finally:
-            if turns is not None:
-                turns.give()
+        if rt.retired is None:      # (a configure inside the block replaced the runtime)
+            rt.end_step(index, begun)
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
@@ -107,24 +99,6 @@ class TenantScope:
             with self:
                 return fn(*args, **kwargs)
         return step
-
-
-def _take_turn(rt: Any, index: int) -> Any:
-    """Wait for tenant ``index``'s step's turn where the regulation plan has turns
-    (:mod:`asyncgpu.runtime.turns`); the turns taken (given back when the step ends), or None.
-    A wait of :data:`~asyncgpu.runtime.turns.WAIT_S` gives turns up."""
-    regulator = rt.regulator
-    turns = regulator.turn(index) if regulator is not None else None
-    if turns is None:
-        return None
-    t0 = time.perf_counter()
-    if turns.take(WAIT_S, rt.tenants[index].priority == "high"):
-        return turns
-    waited = time.perf_counter() - t0
-    if waited >= WAIT_S:
-        with rt._lock:
-            regulator.turn_timed_out(index, waited)
-    return None
 
 
 def tenant(name: str, priority: str = "normal", streams: int | None = None,
