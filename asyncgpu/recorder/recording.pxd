@@ -5,7 +5,8 @@ cimport cython
 
 from asyncgpu.recorder.keys cimport Launch, LaunchMemo, same_arguments
 from asyncgpu.runtime.issue cimport Issuing
-from asyncgpu.runtime.recording_hook cimport RecordingHook, this_thread
+from asyncgpu.runtime.recording_hook cimport (RecordingHook, recording_of, start_recording,
+                                              stop_recording, this_thread)
 
 
 cdef class Recording(RecordingHook):

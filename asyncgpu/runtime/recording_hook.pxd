@@ -14,3 +14,10 @@ cdef class RecordingHook:
 
 cdef class Recordings(RecordingHook):
     cdef public dict by_thread
+
+
+cpdef RecordingHook recording_of(rt, unsigned long thread)
+
+cpdef start_recording(rt, RecordingHook recording)
+
+cpdef stop_recording(rt, RecordingHook recording)
