@@ -8,7 +8,7 @@ once (the recorder's marker), failed to capture (another marker), or :class:`Var
 captured graphs of that key (:class:`Placed` on several devices: one graph per device and
 phase, ``asyncgpu.recorder.devices``). With explicit memory a graph that copies host-current
 inputs in is only right while exactly those inputs are host-current, so a key holds up to
-:data:`VARIANTS` graphs, told apart by :func:`copy_key` of what they copy in, all captured with
+:data:`VARIANTS` graphs, told apart by :func:`~asyncgpu.runtime.frozen.copy_key` of what they copy in, all captured with
 the schedule of the first (``FrozenGraph.plan``). Invariants:
 
 * at most ``Options.graph_cache`` keys (least recently used evicted first), at most
@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from ..runtime.frozen import FrozenGraph
+from ..runtime.frozen import FrozenGraph, copy_key
 from .keys import LaunchMemo
 
 
@@ -118,11 +118,6 @@ class Variants(OrderedDict):
 
 #: Graphs kept per key, one per set of host-current inputs (explicit memory).
 VARIANTS = 4
-
-
-def copy_key(allocs: tuple[Any, ...]) -> tuple[int, ...]:
-    """What tells the variants of one key apart: the ids of the allocations copied in."""
-    return tuple([a.id for a in allocs]) if allocs else ()
 
 
 class Placed:

@@ -2,7 +2,7 @@
 cimport cython
 
 from asyncgpu.recorder.recording cimport Recording
-from asyncgpu.runtime.frozen cimport FrozenGraph
+from asyncgpu.runtime.frozen cimport FrozenGraph, copy_key
 from asyncgpu.runtime.issue cimport Issuing
 from asyncgpu.runtime.recording_hook cimport (recording_of, start_recording, stop_recording,
                                               this_thread)

@@ -39,9 +39,9 @@ from typing import Any, Callable
 from ..runtime import current
 from ..runtime.splits import splits_hold
 from ..runtime.current import current_runtime
-from ..runtime.frozen import FrozenGraph
+from ..runtime.frozen import FrozenGraph, copy_key
 from ..runtime.recording_hook import recording_of, start_recording, stop_recording, this_thread
-from .cache import VARIANTS, copy_key
+from .cache import VARIANTS
 from .finish import issue_eagerly
 from .keys import argument_key
 from .recording import Recording

@@ -30,9 +30,9 @@ from typing import Any
 
 from ..core.errors import CaptureError
 from ..runtime.splits import split_settings
-from ..runtime.frozen import graph_inputs
+from ..runtime.frozen import copy_key, graph_inputs
 from ..runtime.memory import host_current
-from .cache import Placed, Variants, copy_key, graph_cache
+from .cache import Placed, Variants, graph_cache
 from .capture import capture
 from .devices import capture_groups, issue_placed
 from .keys import Launch, LaunchMemo, RecordingKey

@@ -9,3 +9,6 @@ cdef class FrozenGraph:
     cdef object __weakref__
 
     cpdef tuple host_current(self, rt)
+
+
+cpdef tuple copy_key(tuple allocs)

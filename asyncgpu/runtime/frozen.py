@@ -96,6 +96,13 @@ class FrozenGraph:
         return max(self.plan[1]) + 1 if self.plan is not None else 1
 
 
+def copy_key(allocs: tuple[Any, ...]) -> tuple[int, ...]:
+    """What tells the graphs of one recorded key apart (``asyncgpu.recorder.cache``): the
+    ids of the allocations ``allocs`` a graph copies in (compiled, a static replay's lookup
+    of its graph is a C call)."""
+    return tuple([a.id for a in allocs]) if allocs else ()
+
+
 def graph_inputs(launches: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """The allocations ``launches`` use, each once: (those whose old bytes they may read,
     those their first use overwrites whole)."""
