@@ -26,7 +26,8 @@ cdef class Recorder(_Run):
 cdef class GraphFunction(_Run):
     cdef dict __dict__
     cdef object __weakref__
-    cdef public object fn, _static
+    cdef public object fn
+    cdef public dict _static
     cdef public bint static
 
     @cython.locals(rt=Issuing, hit=tuple, frozen=FrozenGraph)

@@ -33,7 +33,6 @@ import functools
 import itertools
 import logging
 import threading
-from collections import OrderedDict
 from typing import Any, Callable
 
 from ..runtime import current
@@ -156,8 +155,7 @@ class GraphFunction(_Run):
         self.static = static
         #: static: argument key -> {allocations copied in: (FrozenGraph, what the capturing
         #: call returned)} (explicit memory: one graph per set of host-current inputs)
-        self._static: OrderedDict[Any, dict[tuple[int, ...], tuple[FrozenGraph, Any]]] = \
-            OrderedDict()
+        self._static: dict[Any, dict[tuple[int, ...], tuple[FrozenGraph, Any]]] = {}
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -184,8 +182,8 @@ class GraphFunction(_Run):
             hits[copy_key(frozen.copy_in)] = (frozen, result)
             if len(hits) > VARIANTS:         # (as the cache's variants: oldest first)
                 del hits[next(iter(hits))]
-            if len(self._static) > _STATIC_KEYS:
-                self._static.popitem(last=False)
+            if len(self._static) > _STATIC_KEYS:   # (the oldest added first)
+                del self._static[next(iter(self._static))]
         return result
 
     def _replay_static(self, hits: dict[tuple[int, ...], tuple[FrozenGraph, Any]]
@@ -199,7 +197,8 @@ class GraphFunction(_Run):
                 rt.settle_host_writes()
             if recording_of(rt, this_thread()) is not None:
                 return False, None      # nested in this thread's recording
-            hit = next(iter(hits.values()))
+            for hit in hits.values():   # (the first: a loop over a dict's values compiles
+                break                   # to a C walk, next(iter(...)) to method calls)
             if rt.memory is not None:
                 # (every variant has the same inputs; asking the one that copies nothing in,
                 # settled in the steady state, spares the walk over them)
