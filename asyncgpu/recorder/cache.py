@@ -8,8 +8,8 @@ once (the recorder's marker), failed to capture (another marker), or :class:`Var
 captured graphs of that key (:class:`Placed` on several devices: one graph per device and
 phase, ``asyncgpu.recorder.devices``). With explicit memory a graph that copies host-current
 inputs in is only right while exactly those inputs are host-current, so a key holds up to
-:data:`VARIANTS` graphs, told apart by :func:`~asyncgpu.runtime.frozen.copy_key` of what they copy in, all captured with
-the schedule of the first (``FrozenGraph.plan``). Invariants:
+:data:`VARIANTS` graphs, told apart by :func:`~asyncgpu.runtime.frozen.copy_key` of what they
+copy in, all captured with the schedule of the first (``FrozenGraph.plan``). Invariants:
 
 * at most ``Options.graph_cache`` keys (least recently used evicted first), at most
   :data:`VARIANTS` graphs per key; every graph dropped from either is destroyed (the backend
