@@ -1,6 +1,7 @@
 # C types of asyncgpu/recorder/entry.py where Cython compiles it (setup.py); the .py is the code.
 cimport cython
 
+from asyncgpu.recorder.keys cimport argument_key
 from asyncgpu.recorder.recording cimport Recording
 from asyncgpu.runtime.frozen cimport FrozenGraph, copy_key
 from asyncgpu.runtime.issue cimport Issuing

@@ -32,3 +32,8 @@ cdef class LaunchMemo:
 
 @cython.locals(n=Py_ssize_t, i=Py_ssize_t)
 cpdef bint same_arguments(tuple old, tuple new) except -1
+
+
+cpdef object argument_key(tuple args, dict kwargs)
+
+cpdef object value_key(v)

@@ -270,5 +270,5 @@ def value_key(v: Any) -> Any:
     if isinstance(v, (complex, np.complexfloating)):
         return (type(v), complex(v).real.hex(), complex(v).imag.hex())
     if isinstance(v, tuple):
-        return ("T",) + tuple(value_key(x) for x in v)
+        return ("T",) + tuple([value_key(x) for x in v])
     raise TypeError(f"no static key for {type(v).__name__}")
