@@ -284,7 +284,7 @@ def test_a_fetch_before_the_writers_finish_is_a_race(ex, monkeypatch):
     scale, add, inc = recorder_kernels.kernels(ag)
     # the host would copy the span out without waiting for the kernel that writes it
     monkeypatch.setattr(_memory.ExplicitMemory, "host_waits",
-                        staticmethod(lambda write, fetch, found: {}))
+                        lambda self, write, fetch, found: {})
     x = ag.array(np.ones(N, np.float32))
     inc[1, N](x, N)
     with pytest.raises(ag.RaceError):

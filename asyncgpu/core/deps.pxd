@@ -10,6 +10,9 @@ cdef class Access:
     cdef public bint write, read
 
 
+cpdef Access access(key, alloc, Py_ssize_t lo, Py_ssize_t hi, bint write, label)
+
+
 cdef class _Live:
     cdef public list writes
     cdef public dict reads
@@ -28,6 +31,9 @@ cdef class DependencyTracker:
                    writes=list, reads=dict, entries=list, kept=list, mine=list, e=tuple,
                    elo=Py_ssize_t, ehi=Py_ssize_t)
     cpdef commit(self, Node node, accesses)
+
+    @cython.locals(live=_Live, node=Node)
+    cpdef bint writes_beyond(self, key, known) except -1
 
 
 @cython.locals(reasons=list)

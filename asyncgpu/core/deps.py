@@ -59,6 +59,21 @@ class Access:
         return f"Access({self.label}, [{self.lo}, {self.hi}), {'w' if self.write else 'r'})"
 
 
+def access(key: Any, alloc: Any, lo: int, hi: int, write: bool, label: str | None) -> Access:
+    """``Access(key, alloc, lo, hi, write, label)``, an access that may read."""
+    # (a constructor function, not __init__: compiled, it sets the fields without parsing a
+    # call's arguments, once per host access)
+    self = Access.__new__(Access)
+    self.key = key
+    self.alloc = alloc
+    self.lo = lo
+    self.hi = hi
+    self.write = write
+    self.label = label
+    self.read = True
+    return self
+
+
 class _Live:
     """The live accesses of one allocation: writes, and reads by stream.
 

@@ -49,6 +49,15 @@ cdef class StreamManager:
     @cython.locals(s=StreamState)
     cpdef all_finished(self)
 
+    # (C calls from the host-access path, with their nodes' fields read as C fields)
+    @cython.locals(latest=dict, n=Node, s=StreamState, cur=Node)
+    cpdef list latest(self, nodes)
+
+    cpdef host_wait(self, nodes)
+
+    @cython.locals(n=Node)
+    cpdef retire(self, nodes, bint wait=*)
+
 
 cpdef Py_ssize_t pool_of(Py_ssize_t tenant, Py_ssize_t device, Py_ssize_t devices)
 

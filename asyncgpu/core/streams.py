@@ -183,21 +183,21 @@ class StreamManager:
                        for p in range(len(self._frees))]
         self._inflight = 0
 
-    @staticmethod
-    def latest(nodes: Any) -> list[Node]:
+    def latest(self, nodes: Any) -> list[Node]:
         """The unfinished ``nodes`` that finishing implies the rest: the latest of each stream."""
         latest: dict[int, Node] = {}
         for n in nodes:
-            if n.finished or n.stream is None:
+            s = n.stream
+            if n.finished or s is None:
                 continue
-            cur = latest.get(n.stream.index)
+            cur = latest.get(s.index)
             if cur is None or n.seq > cur.seq:
-                latest[n.stream.index] = n
+                latest[s.index] = n
         return list(latest.values())
 
     def host_wait(self, nodes: Any) -> None:
         """Block the host until ``nodes`` completed (one wait per stream: the latest node)."""
-        self.retire(self.latest(nodes), wait=True)
+        self.retire(self.latest(nodes), True)
 
     def retire(self, nodes: list[Node], wait: bool = False) -> None:
         """Retire ``nodes``, which the host knows completed (something it waited for ran after

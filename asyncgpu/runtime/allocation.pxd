@@ -23,6 +23,8 @@ cdef class View:
     cdef public dict _cache
     cdef public bint _contiguous
 
+    cpdef describe(self)
+
 
 @cython.locals(self=View, itemsize=Py_ssize_t)
 cpdef new_view(cls, Allocation alloc, shape, dtype, strides, Py_ssize_t offset)

@@ -90,6 +90,24 @@ class View:
     __slots__ = ("_alloc", "shape", "dtype", "strides", "_offset", "_lo", "_hi", "_cache",
                  "_contiguous")
 
+    def describe(self) -> str:
+        """``float32[1024]``: the dtype and shape, as error messages name arrays."""
+        # cached: every host access labels its node with it, and NumPy's dtype.name is slow
+        text = self._cache.get("describe")
+        if text is None:
+            text = self._cache["describe"] = describe(self.dtype, self.shape)
+        return text
+
+
+def describe(dtype: Any, shape: tuple[int, ...]) -> str:
+    """``float32[1024]`` / ``int32[16x8]``: how messages name an array."""
+    name = _dtype_names.get(dtype)
+    if name is None:
+        name = _dtype_names[dtype] = dtype.name     # (NumPy works the name out at each call)
+    return f"{name}[{'x'.join(map(str, shape)) if shape else ''}]"
+
+
+_dtype_names: dict[Any, str] = {}
 
 def new_view(cls: Any, alloc: Allocation, shape: tuple[int, ...], dtype: Any,
              strides: tuple[int, ...], offset: int) -> Any:

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import FreedArrayError
-from .allocation import DEVICE, HOST, Allocation, View, new_view
+from .allocation import DEVICE, HOST, Allocation, View, describe, new_view
 from .current import current_runtime
 from .node_ops import ops
 from .operators import ArrayOperators
@@ -46,17 +46,6 @@ from .operators import ArrayOperators
 _FAKE = np.zeros(64, np.uint8)
 #: A whole array of this many bytes or more set to one number is filled on the device.
 DEVICE_FILL_BYTES = 1 << 20
-
-
-def describe(dtype: np.dtype, shape: tuple[int, ...]) -> str:
-    """``float32[1024]`` / ``int32[16x8]``: how messages name an array."""
-    name = _dtype_names.get(dtype)
-    if name is None:
-        name = _dtype_names[dtype] = dtype.name     # (NumPy works the name out at each call)
-    return f"{name}[{'x'.join(map(str, shape)) if shape else ''}]"
-
-
-_dtype_names: dict[np.dtype, str] = {}
 
 
 def _normalize_key(key: Any, ndim: int) -> tuple[str, Any]:
@@ -140,14 +129,6 @@ class Array(View, ArrayOperators):
         if self._offset == 0 and self._hi - self._lo == self._alloc.nbytes and self.is_c_contiguous:
             return None
         return Array._view(self._alloc, (self._alloc.nbytes,), np.dtype(np.uint8), (1,), 0)
-
-    def describe(self) -> str:
-        """``float32[1024]``: the dtype and shape, as error messages name arrays."""
-        # cached: every host access labels its node with it, and NumPy's dtype.name is slow
-        text = self._cache.get("describe")
-        if text is None:
-            text = self._cache["describe"] = describe(self.dtype, self.shape)
-        return text
 
     def __len__(self) -> int:
         if not self.shape:

@@ -2,6 +2,7 @@
 # code.
 cimport cython
 
+from asyncgpu.core.deps cimport Access
 from asyncgpu.runtime.allocation cimport Allocation, View
 from asyncgpu.runtime.issue cimport Issuing
 from asyncgpu.runtime.memory cimport holder
@@ -23,3 +24,13 @@ cdef class HostAccess(Issuing):
 
     @cython.locals(alloc=Allocation)
     cpdef end_host_access(self, View array, lo, hi, bint write, bint dense=*)
+
+    # (C calls within the host-access path)
+    cpdef list _conflicts_pending(self, View array, lo, hi, bint write)
+
+    cpdef list _latest(self, list accesses)
+
+    cpdef _wait_unlocked(self, list events)
+
+    @cython.locals(alloc=Allocation)
+    cpdef Access _access(self, View array, lo, hi, bint write, label)

@@ -51,7 +51,7 @@ from typing import Any
 import numpy as np
 
 from ..core.dag import RAW, Node
-from ..core.deps import Access
+from ..core.deps import Access, access
 from ..core.errors import FreedArrayError
 from .allocation import HOST
 from .array import Array
@@ -214,10 +214,9 @@ class HostAccess(Issuing):
         waited for without the lock first (:meth:`_waits_unlocked`); else none."""
         if not self._waits_unlocked():
             return []
-        alloc = array._alloc
-        if alloc.freed:
+        if array._alloc.freed:
             return []
-        return self._latest([Access(alloc.id, alloc, lo, hi, write, None)])
+        return self._latest([self._access(array, lo, hi, write, None)])
 
     def _call_pending(self, call: Any) -> list[Any]:
         """Under the lock: :meth:`_conflicts_pending` for the array arguments of a library
@@ -320,7 +319,7 @@ class HostAccess(Issuing):
         """The host's access to ``[lo, hi)`` of the array's allocation, as the tracker and the
         backend's hook see it."""
         alloc = array._alloc
-        return Access(alloc.id, alloc, lo, hi, write, label)
+        return access(alloc.id, alloc, lo, hi, write, label)
 
     def begin_host_access(self, array: Array, lo: int, hi: int, write: bool,
                           dense: bool = False, refused: bool = False) -> None:
@@ -381,7 +380,7 @@ class HostAccess(Issuing):
         if not self.backend.host_coherent_while_busy and self.streams.inflight:
             self.synchronize()
         if fetch:
-            memory.fetch(array, lo, hi, after)
+            memory.fetch(array, lo, hi, after, label)
         if whole:
             alloc.location |= HOST  # (fetched, or waited for its copy node: the mirror is current)
         self.backend.host_access([acc], ("host write of " if write else "host read of ")

@@ -3,6 +3,8 @@ cimport cython
 
 from asyncgpu.core.deps cimport Access
 from asyncgpu.core.placement cimport device_bit
+from asyncgpu.core.statistics cimport Counters
+from asyncgpu.core.streams cimport StreamManager
 from asyncgpu.runtime.allocation cimport Allocation, View
 
 
@@ -29,8 +31,10 @@ cdef class ExplicitMemory:
     cpdef bint before_host(self, View array, Py_ssize_t lo, Py_ssize_t hi, bint write,
                            bint dense) except -1
 
-    @cython.locals(alloc=Allocation)
-    cpdef fetch(self, View array, Py_ssize_t lo, Py_ssize_t hi, list after)
+    @cython.locals(alloc=Allocation, streams=StreamManager, stats=Counters)
+    cpdef fetch(self, View array, Py_ssize_t lo, Py_ssize_t hi, list after, label)
+
+    cpdef dict host_waits(self, bint write, bint fetch, dict found)
 
     @cython.locals(alloc=Allocation, whole=bint, copy_in=bint, after=int)
     cpdef after_host(self, View array, Py_ssize_t lo, Py_ssize_t hi, bint write, bint dense)

@@ -315,8 +315,7 @@ class ExplicitMemory:
         return (host_write(location, whole, dense)[0] if write
                 else host_read(location, whole)[0])
 
-    @staticmethod
-    def host_waits(write: bool, fetch: bool, found: dict[Node, Any]) -> dict[Node, Any]:
+    def host_waits(self, write: bool, fetch: bool, found: dict[Node, Any]) -> dict[Node, Any]:
         """What a host access must wait for, out of the tracker's ``found``.
 
         A write keeps every conflict: the host-to-device copies still reading the mirror may
@@ -328,20 +327,21 @@ class ExplicitMemory:
         """
         return found if write or fetch else {}
 
-    def fetch(self, array: Any, lo: int, hi: int, after: list[Node]) -> None:
+    def fetch(self, array: Any, lo: int, hi: int, after: list[Node], label: str) -> None:
         """Copy ``[lo, hi)`` of the device copy to the mirror now, once the nodes ``after``
         (the span's unfinished writers, the latest of each stream) have finished, and retire
         them: the backend orders the copy after their events on the device and waits for the
         copy alone, one round trip to the device. The runtime's lock is held throughout, so
         no device writer can start meanwhile and none needs to wait for the copy. (Cheaper than
         a copy node for what the host waits on at once anyway; a trace still gets one: see
-        ``Runtime.host_access``.)"""
+        ``Runtime.host_access``.) ``label``: the array, for messages."""
         rt = self.runtime
         alloc = array._alloc
-        rt.backend.fetch_to_host(alloc.buffer, lo, hi, array.describe(),
-                                 [n.event for n in after], holder(alloc.location))
+        rt.backend.fetch_to_host(alloc.buffer, lo, hi, label, [n.event for n in after],
+                                 holder(alloc.location))
         if after:
-            rt.streams.retire(after)
+            streams = rt.streams
+            streams.retire(after)
         stats = rt.stats
         stats.copies_to_host += 1
         stats.bytes_to_host += hi - lo
