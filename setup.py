@@ -22,13 +22,14 @@ import sys
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
-#: The launch path, compiled as whole modules: dependency tracking, nodes, streams and their
+#: The launch path, compiled as whole modules: the backend interface, dependency tracking,
+#: nodes, streams and their
 #: policies, device placement, counters, allocations and array fields, binding and launching,
 #: issuing, memory booking, the element-wise launches' chunks, frozen graphs, the recording
 #: hook, the recorder's recording, entry and keys, the backends' graph-launch checks, the CUDA
 #: backend's launches and CUDA calls, and its routing over several devices.
 HOT_MODULES = (
-    "asyncgpu.core.dag", "asyncgpu.core.deps", "asyncgpu.core.policies",
+    "asyncgpu.core.backend", "asyncgpu.core.dag", "asyncgpu.core.deps", "asyncgpu.core.policies",
     "asyncgpu.core.statistics", "asyncgpu.core.streams", "asyncgpu.core.placement",
     "asyncgpu.core.interference",
     "asyncgpu.runtime.allocation", "asyncgpu.runtime.kernel", "asyncgpu.runtime.issue",

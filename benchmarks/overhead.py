@@ -34,6 +34,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from asyncgpu.core.backend import Backend
+
 ARGS = (1, 3, 8)
 
 
@@ -436,7 +438,7 @@ def flat_side_by_side(aged: int = 100_000, young: int = 1_000, windows: int = 15
             "side_by_side_ratio": aged_us / young_us}
 
 
-class NullBackend:
+class NullBackend(Backend):
     """A backend that does nothing: what remains is the runtime's own Python work."""
 
     name = "null"

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from asyncgpu.core.backend import Backend
 from asyncgpu.core.config import Options
 from asyncgpu.core.dag import Node, reduce_parents
 from asyncgpu.core.deps import Access, DependencyTracker
@@ -88,7 +89,7 @@ def test_disjoint_byte_ranges_do_not_conflict():
     assert list(deps.conflicts([Access(1, None, 16, 48, False, "x")])) == [a]
 
 
-class _Events:
+class _Events(Backend):
     """A backend's stream and event calls, recording nothing."""
 
     def create_stream(self, device: int = 0) -> object:

@@ -14,6 +14,7 @@ import threading
 import numpy as np
 import cupy
 import asyncgpu as ag
+from asyncgpu.core.backend import ForwardingBackend
 from asyncgpu.runtime.current import current_runtime
 from asyncgpu.runtime.library import dispatch
 from benchmarks import replay
@@ -26,15 +27,9 @@ cupy.cuda.runtime.streamSynchronize = lambda stream: gate.wait(30)     # (a fetc
 cupy.cuda.runtime.deviceSynchronize = lambda: gate.wait(30)
 
 
-class CupyCall:
+class CupyCall(ForwardingBackend):
     # the backend, with a library call that does what CuPy's nonzero does on its stream: copy
     # the result's size to the host, which waits for the call's inputs
-    def __init__(self, inner):
-        self.inner = inner
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
     def library_call(self, runtime, call, accesses, device=0):
         call.results = None
         return lambda stream: gate.wait(30)

@@ -19,7 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 #: The core, recorder and host-access tests (by file name), run whole.
 PURE_FILES = ("test_dag.py", "test_policies.py", "test_hb.py", "test_tracker_*.py",
               "test_properties.py", "test_schedule_options.py", "test_recorder*.py",
-              "test_host_reads.py", "test_memory_model.py", "test_multi_device.py")
+              "test_host_reads.py", "test_memory_model.py", "test_multi_device.py",
+              "test_backend_interface.py")
 
 
 def _run(args: list[str]) -> subprocess.CompletedProcess[str]:

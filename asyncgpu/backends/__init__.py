@@ -57,6 +57,7 @@ import logging
 import sys
 from typing import Any
 
+from ..core.backend import ForwardingBackend
 from ..core.config import Options, enable_numba_simulator
 from ..core.errors import (
     AnnotationViolation, BackendUnavailableError, KernelFault, RaceError,
@@ -135,7 +136,7 @@ def create(options: Options) -> Any:
 backend_registry.register(create=create, resolve=resolve)
 
 
-class CheckedBackend:
+class CheckedBackend(ForwardingBackend):
     """Forwards to a backend and checks the happens-before order of what it is asked to do."""
 
     def __init__(self, inner: Any, hint: Any) -> None:
@@ -147,9 +148,6 @@ class CheckedBackend:
         self.wants_sites = True
         self.host_coherent_while_busy = inner.host_coherent_while_busy
         self.plain_host_reads = False       # every host access goes to the checker
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
     def _checked(self, fn: Any, *args: Any) -> None:
         try:

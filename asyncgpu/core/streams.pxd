@@ -1,6 +1,7 @@
 # C types of asyncgpu/core/streams.py where Cython compiles it (setup.py); the .py is the code.
 cimport cython
 
+from asyncgpu.core.backend cimport Backend
 from asyncgpu.core.dag cimport Node
 from asyncgpu.core.policies cimport NewStreamPolicy, ParentStreamPolicy
 from asyncgpu.core.statistics cimport Counters
@@ -14,7 +15,7 @@ cdef class StreamState:
 
 
 cdef class StreamManager:
-    cdef public object backend
+    cdef public Backend backend
     cdef public NewStreamPolicy new_policy
     cdef public ParentStreamPolicy parent_policy
     cdef public Counters stats

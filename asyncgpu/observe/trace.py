@@ -47,6 +47,7 @@ import time
 import weakref
 from typing import Any
 
+from ..core.backend import ForwardingBackend
 from ..runtime.context import NEW_RUNTIME_HOOKS
 from ..runtime.current import current_runtime
 from . import metrics as _metrics
@@ -63,7 +64,7 @@ _pools: weakref.WeakKeyDictionary[Any, dict[int, list[Any]]] = weakref.WeakKeyDi
 _HARVEST = 4096
 
 
-class _TracingBackend:
+class _TracingBackend(ForwardingBackend):
     """Forwards to the real backend; brackets launches and prefetches with timing events."""
 
     wants_sites = True
@@ -78,9 +79,6 @@ class _TracingBackend:
         self.name = inner.name
         self.prefetches = inner.prefetches
         self.host_coherent_while_busy = inner.host_coherent_while_busy
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
     def prefetch(self, buffer: Any, stream: Any) -> None:
         t, inner = self._trace, self.inner

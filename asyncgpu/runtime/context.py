@@ -26,6 +26,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..core.backend import Backend
 from ..core.compiled import is_compiled
 from ..core.config import BACKEND_BUILD, Options
 from ..core.dag import Node
@@ -72,7 +73,13 @@ class Runtime(HostAccess):
         self.options = options
         # ``backend`` replaces the one the options select (micro-benchmarks of the runtime's
         # own cost use a backend that does nothing)
-        self.backend = backend_registry.create(options) if backend is None else backend
+        if backend is None:
+            backend = backend_registry.create(options)
+        elif not isinstance(backend, Backend):
+            # (compiled, the runtime holds its backend as a Backend: say so in both builds)
+            raise TypeError(f"a backend derives from asyncgpu.core.backend.Backend (or "
+                            f"ForwardingBackend, to wrap another); got {type(backend).__name__}")
+        self.backend = backend
         self.stats = Counters()
         self._lock = threading.RLock()
         # (bound once: compiled, ``lock.acquire()`` looks the method up at every launch)

@@ -1,6 +1,7 @@
 # C types of asyncgpu/runtime/issue.py where Cython compiles it (setup.py); the .py is the code.
 cimport cython
 
+from asyncgpu.core.backend cimport Backend
 from asyncgpu.core.dag cimport Node, reduce_parents
 from asyncgpu.core.placement cimport Placement, device_bit
 from asyncgpu.core.deps cimport Access, DependencyTracker
@@ -15,7 +16,8 @@ from asyncgpu.runtime.recording_hook cimport RecordingHook
 
 
 cdef class Issuing:
-    cdef public object _instruments, _issuing, _lock, _releases, backend, graph_config, graphs
+    cdef public object _instruments, _issuing, _lock, _releases, graph_config, graphs
+    cdef public Backend backend
     cdef public object _acquire, _release
     cdef public object last_replay, options, retired, devices, _pins, tenants, regulator
     cdef public dict _host_busy

@@ -5,10 +5,11 @@ cimport cython
 from asyncgpu.backends.capture cimport check_launch
 from asyncgpu.backends.cuda.calls cimport CudaCalls
 from asyncgpu.backends.cuda.kernels cimport PackedLaunch, make_launch
+from asyncgpu.core.backend cimport Backend
 from asyncgpu.core.dag cimport Node
 
 
-cdef class CudaBackend:
+cdef class CudaBackend(Backend):
     cdef object __weakref__
     cdef public object _d2h, _driver_error, _fetch_stream
     cdef public object captures, cupy, device_name, driver, fault, pool, runtime
@@ -32,3 +33,5 @@ cdef class CudaBackend:
 
     @cython.locals(at=Py_ssize_t, packed=PackedLaunch)
     cpdef launch(self, Node node, stream)
+
+    cpdef host_wait(self, event)

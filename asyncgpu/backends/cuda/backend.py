@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ...core.backend import Backend
 from ...core.config import Options, cuda_device_max_connections
 from ...core.errors import (
     BackendUnavailableError,
@@ -68,7 +69,7 @@ RECENT_LAUNCHES = 16
 GRAPHS_KEPT = 16
 
 
-class CudaBackend:
+class CudaBackend(Backend):
     """GPU backend (see the module docstring)."""
 
     # No instance dict (the launch path reads these on every launch; compiled, they are the

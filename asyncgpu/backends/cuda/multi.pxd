@@ -5,10 +5,11 @@ from libc.stdint cimport intptr_t
 
 from asyncgpu.backends.cuda.backend cimport CudaBackend
 from asyncgpu.backends.cuda.calls cimport CudaCalls
+from asyncgpu.core.backend cimport Backend
 from asyncgpu.core.dag cimport Node
 
 
-cdef class MultiCudaBackend:
+cdef class MultiCudaBackend(Backend):
     cdef object __weakref__
     cdef public tuple devices
     cdef public list parts
@@ -32,3 +33,5 @@ cdef class MultiCudaBackend:
 
     @cython.locals(part=CudaBackend, calls=CudaCalls, previous=intptr_t)
     cpdef launch(self, Node node, stream)
+
+    cpdef host_wait(self, event)

@@ -34,6 +34,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+from ...core.backend import Backend
 from ...core.config import Options
 from .backend import CudaBackend
 from .buffers import CudaCopy, DeviceCopies, PeerCopy
@@ -44,7 +45,7 @@ log = logging.getLogger("asyncgpu")
 _PROBE_BYTES = 64 << 20
 
 
-class MultiCudaBackend:
+class MultiCudaBackend(Backend):
     """The backend of a runtime over the GPUs ``numbers`` (see the module docstring)."""
 
     name = "cuda"

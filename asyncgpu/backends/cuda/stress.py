@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+from ...core.backend import ForwardingBackend
+
 SPIN_SOURCE = r'''
 extern "C" __global__ void asyncgpu_stress_spin(long long cycles) {
     long long start = clock64();
@@ -31,7 +33,7 @@ extern "C" __global__ void asyncgpu_stress_spin(long long cycles) {
 '''
 
 
-class StressBackend:
+class StressBackend(ForwardingBackend):
     """Forwards to the cuda backend; may enqueue a random delay before each node's launch."""
 
     def __init__(self, inner: Any, seed: int, probability: float = 0.5,
@@ -46,9 +48,6 @@ class StressBackend:
         self.max_cycles = max_cycles
         self.delays = 0
         self._spin: Any = None
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
     def launch(self, node: Any, stream: Any) -> None:
         if self.rng.random() < self.probability and not self.inner.captures.engaged:

@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from ...core.backend import Backend
 from ...core.errors import AnnotationViolation, DeadlockError, KernelFault, gathered
 from ..capture import CaptureTracker, Expansion, Graph, check_launch, destroy
 from .buffers import ForeignSimBuffer, SimBuffer, SimCopy
@@ -133,7 +134,7 @@ class Op:
         self.order = order
 
 
-class SimBackend:
+class SimBackend(Backend):
     """CPU backend; see the module docstring."""
 
     name = "sim"
