@@ -7,6 +7,8 @@ cdef class Backend:
 
     cpdef launch(self, Node node, stream)
 
+    cpdef graph_launch(self, graph, stream)
+
     cpdef record(self, event, stream)
 
     cpdef wait(self, stream, event)

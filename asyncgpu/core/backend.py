@@ -1,13 +1,14 @@
 """The backend interface: the calls the core and the runtime make on every launch.
 
 Model: a backend puts the runtime's nodes on a device. The stream manager and the runtime hold
-it as a :class:`Backend` and call six methods on the launch path: ``kernel_launch`` (prepare a
-kernel's launch), ``launch`` (enqueue a node on a stream), ``record`` and ``wait`` (a node's
+it as a :class:`Backend` and call seven methods on the launch path: ``kernel_launch`` (prepare
+a kernel's launch), ``launch`` (enqueue a node on a stream), ``graph_launch`` (a recorded
+graph's replay), ``record`` and ``wait`` (a node's
 completion event, and a stream's wait for another's), ``event_done`` and ``host_wait`` (what
 the host learns of an event). Every other call a backend answers (memory, copies, graphs,
 library calls) is made by name, as on any object.
 
-Invariants: every backend derives from :class:`Backend` and implements the six methods; one
+Invariants: every backend derives from :class:`Backend` and implements the seven methods; one
 that wraps another (to trace it, check it or stress it) derives from :class:`ForwardingBackend`,
 which hands the inner backend every call it does not override. Compiled (``setup.py``),
 ``Backend`` is a C type, so the launch path's calls to the CUDA backend are C calls, without a
@@ -30,7 +31,7 @@ from typing import Any
 
 
 class Backend:
-    """The six launch-path methods every backend implements (see the module docstring)."""
+    """The seven launch-path methods every backend implements (see the module docstring)."""
 
     __slots__ = ()
 
@@ -42,6 +43,11 @@ class Backend:
     def launch(self, node: Any, stream: Any) -> None:
         """Enqueue ``node``'s work on ``stream``."""
         raise _missing(self, "launch")
+
+    def graph_launch(self, graph: Any, stream: Any) -> Any:
+        """Launch a captured ``graph`` on ``stream``; its completion event if the launch
+        recorded one, else None."""
+        raise _missing(self, "graph_launch")
 
     def record(self, event: Any, stream: Any) -> None:
         """Record ``event`` on ``stream`` (it completes once the stream's work so far has)."""
@@ -82,6 +88,9 @@ class ForwardingBackend(Backend):
 
     def launch(self, node: Any, stream: Any) -> None:
         self.inner.launch(node, stream)
+
+    def graph_launch(self, graph: Any, stream: Any) -> Any:
+        return self.inner.graph_launch(graph, stream)
 
     def record(self, event: Any, stream: Any) -> None:
         self.inner.record(event, stream)

@@ -35,3 +35,6 @@ cdef class CudaBackend(Backend):
     cpdef launch(self, Node node, stream)
 
     cpdef host_wait(self, event)
+
+    @cython.locals(calls=CudaCalls, inflight=dict)
+    cpdef graph_launch(self, graph, stream)

@@ -35,3 +35,5 @@ cdef class MultiCudaBackend(Backend):
     cpdef launch(self, Node node, stream)
 
     cpdef host_wait(self, event)
+
+    cpdef graph_launch(self, graph, stream)
