@@ -2,11 +2,11 @@
 
 Model: a backend puts the runtime's nodes on a device. The stream manager and the runtime hold
 it as a :class:`Backend` and call seven methods on the launch path: ``kernel_launch`` (prepare
-a kernel's launch), ``launch`` (enqueue a node on a stream), ``graph_launch`` (a recorded
-graph's replay), ``record`` and ``wait`` (a node's
-completion event, and a stream's wait for another's), ``event_done`` and ``host_wait`` (what
-the host learns of an event). Every other call a backend answers (memory, copies, graphs,
-library calls) is made by name, as on any object.
+a kernel's launch), ``launch`` (enqueue a node on a stream), ``graph_launch`` (replay a
+captured graph), ``record`` and ``wait`` (a node's completion event, and a stream's wait for
+another's), ``event_done`` and ``host_wait`` (what the host learns of an event). Every other
+call a backend answers (memory, copies, capture, library calls) is made by name, as on any
+object.
 
 Invariants: every backend derives from :class:`Backend` and implements the seven methods; one
 that wraps another (to trace it, check it or stress it) derives from :class:`ForwardingBackend`,

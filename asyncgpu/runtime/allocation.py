@@ -109,6 +109,7 @@ def describe(dtype: Any, shape: tuple[int, ...]) -> str:
 
 _dtype_names: dict[Any, str] = {}
 
+
 def new_view(cls: Any, alloc: Allocation, shape: tuple[int, ...], dtype: Any,
              strides: tuple[int, ...], offset: int) -> Any:
     """A ``cls`` (a :class:`View` subclass) over ``alloc``; computes its byte extent."""

@@ -223,8 +223,7 @@ class HostAccess(Issuing):
         call that waits for its inputs inside itself (``LibraryCall.data_dependent``)."""
         if not self._waits_unlocked():
             return []
-        return self._latest([Access(a._alloc.id, a._alloc, a._lo, a._hi, i in call.written,
-                                    None)
+        return self._latest([self._access(a, a._lo, a._hi, i in call.written, None)
                              for i, a in enumerate(call.arrays) if not a._alloc.freed])
 
     def _latest(self, accesses: list[Any]) -> list[Any]:
