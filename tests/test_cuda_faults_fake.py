@@ -114,7 +114,7 @@ def backend():
     b.runtime = FakeRuntime()
     b.captures = _cuda.CaptureTracker()
     b._capturing = False
-    b._graphs_in_flight = {}
+    b._graphs_in_flight = set()
     b._fetch_stream = FakeStream()
     b._d2h = 2
     b.calls = Calls()

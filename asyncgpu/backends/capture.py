@@ -330,14 +330,14 @@ class CaptureTracker:
             self._invalidate(c, "device-wide synchronize while a stream capture is open")
 
 
-def destroy(graph: Graph, wait_last_launch: Any, in_flight: dict[Graph, Graph]) -> None:
+def destroy(graph: Graph, wait_last_launch: Any, in_flight: set[Graph]) -> None:
     """The end of both backends' ``graph_destroy``: wait for the graph's last launch, forget
     it, and drop what it holds (its arrays among them)."""
     if graph.destroyed:
         return
     if graph.launched:
         wait_last_launch()
-    in_flight.pop(graph, None)
+    in_flight.discard(graph)
     graph.destroyed = True
     graph.handle = None
     graph.nodes, graph.allocs, graph.ops = [], [], []

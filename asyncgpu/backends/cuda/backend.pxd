@@ -15,7 +15,8 @@ cdef class CudaBackend(Backend):
     cdef public object captures, cupy, device_name, driver, fault, pool, runtime
     cdef public CudaCalls calls
     cdef public object _lane_cost_s, _peak_bandwidth, _timing_gate
-    cdef public dict _graphs_in_flight, _numba_streams
+    cdef public set _graphs_in_flight
+    cdef public dict _numba_streams
     cdef public object _recent
     cdef public bint _capturing, explicit, host_coherent_while_busy, packed_launches
     cdef public bint single_node_graphs
@@ -36,5 +37,5 @@ cdef class CudaBackend(Backend):
 
     cpdef host_wait(self, event)
 
-    @cython.locals(calls=CudaCalls, inflight=dict)
+    @cython.locals(calls=CudaCalls, inflight=set)
     cpdef graph_launch(self, graph, stream)

@@ -133,7 +133,7 @@ class CudaBackend(Backend):
         self._driver_error = cupy.cuda.driver.CUDADriverError
         self._fetch_stream: Any = None      # host reads' copies out (fetch_to_host)
         self._d2h = getattr(self.runtime, "memcpyDeviceToHost", 2)
-        self._graphs_in_flight: dict[Graph, Graph] = {}
+        self._graphs_in_flight: set[Graph] = set()
         # The latest launched nodes (a finished node holds no arrays: bounded, nothing pinned)
         # and the first device fault seen, which every later call reports again.
         self.forget_launches()
@@ -239,7 +239,7 @@ class CudaBackend(Backend):
         graph.launched = True
         # the graph (and so its arrays) must outlive its running launches even if dropped
         inflight = self._graphs_in_flight
-        inflight[graph] = graph     # (by identity: a Graph has no __eq__)
+        inflight.add(graph)         # (by identity: a Graph has no __eq__)
         if len(inflight) > GRAPHS_KEPT:
             forget_finished(inflight)
         return done
@@ -610,10 +610,9 @@ def cupy_view(backend: Any, array: Any) -> Any:
     return view
 
 
-def forget_finished(inflight: dict[Graph, Graph]) -> None:
+def forget_finished(inflight: set[Graph]) -> None:
     """Drop the graphs whose last launch has finished from those kept alive while running."""
-    for key in [k for k, g in inflight.items() if g.done.done]:
-        del inflight[key]
+    inflight.difference_update([g for g in inflight if g.done.done])
 
 
 def _is_sticky(exc: BaseException) -> bool:

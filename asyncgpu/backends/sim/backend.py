@@ -168,7 +168,7 @@ class SimBackend(Backend):
         self.steps = 0
         self.max_running = 0
         self.captures = CaptureTracker()
-        self._graphs_in_flight: dict[Graph, Graph] = {}
+        self._graphs_in_flight: set[Graph] = set()
         log.info("sim backend: ASYNCGPU_SIM_SEED=%d ASYNCGPU_SIM_STRATEGY=%s", seed, strategy)
 
     def replay_hint(self) -> str:
@@ -302,7 +302,7 @@ class SimBackend(Backend):
         graph.handle.issue(graph, stream, self._record, self._wait, self._enqueue_kernel)
         graph.launched = True
         # queued operations hold buffers, not arrays: the graph (so its arrays) must outlive them
-        self._graphs_in_flight[graph] = graph
+        self._graphs_in_flight.add(graph)
         self._maybe_tick()
 
     def _enqueue_kernel(self, node: Any, stream: SimStream) -> None:
