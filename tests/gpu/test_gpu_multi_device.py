@@ -273,3 +273,42 @@ def test_a_cupy_array_on_the_second_gpu_is_read_everywhere_and_written_in_place(
             mine = cupy.asarray(own)                # exported from the GPU that holds it
         assert mine.device.id == 1
         np.testing.assert_array_equal(cupy.asnumpy(mine), 2.0 * (np.arange(n) + 1.0) + 1.0)
+
+
+EXIT_CHILD = r'''
+from numba import cuda
+
+import asyncgpu as ag
+
+def made(k):     # a distinct kernel (and numba library) per k
+    src = "def step_%d(x, n):\n    i = cuda.grid(1)\n    if i < n:\n        x[i] += %d\n" % (k, k)
+    scope = {"cuda": cuda}
+    exec(src, scope)
+    return scope["step_%d" % k]
+
+with ag.configure(backend="cuda", devices="all", device_policy="round-robin"):
+    xs = [ag.zeros(1024) for _ in range(4)]
+    kernels = [ag.kernel(made(k)) for k in range(1, 15)]
+    for kern in kernels:
+        for x in xs:
+            kern[4, 256](x, 1024)
+    total = sum(float(x.sum()) for x in xs)
+    assert total == 4 * 1024 * sum(range(1, 15)), total
+    assert len(ag.statistics().placed) >= 2, ag.statistics().placed
+print("done", flush=True)
+'''
+
+
+@needs_two
+def test_a_program_whose_kernels_ran_on_every_gpu_exits_cleanly():
+    # numba shares a kernel's library between devices of one compute capability; its exit
+    # finalizers must not free it twice (the process aborted after its last line)
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.run([sys.executable, "-c", EXIT_CHILD], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=root), timeout=300)
+    assert proc.stdout.strip() == "done", proc.stderr[-2000:]
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -17,6 +17,7 @@ from ...core.errors import ArgumentError, BlockTooLargeError, CompileError
 from ...runtime.allocation import View, c_contiguous
 from ...runtime.array import Array
 from ...runtime.kernel import CudaCSource, Kernel
+from .numba_exit import keep_libraries_at_exit
 from .packed import PackedPlan, cuda_c_plan, numba_array_fields, numba_plan
 
 
@@ -52,6 +53,7 @@ def _dispatcher(kernel: Kernel) -> Any:
         disp = src.dispatcher
         if disp is None or not hasattr(disp, "compile") or type(disp).__name__ == "FakeCUDAKernel":
             disp = cuda.jit(src.py_func)
+        keep_libraries_at_exit()
         kernel._compiled["cuda"] = disp
     return disp
 
