@@ -95,6 +95,26 @@ def test_statistics_count_each_tenants_work_and_time_its_steps(sim):
     assert ranker.latency_s(0.5) == sorted(latencies)[1]
 
 
+def test_a_service_that_never_asks_for_statistics_keeps_few_steps_unmeasured(sim):
+    from asyncgpu.runtime.context import SETTLE_EVERY
+
+    k = sim
+    x = ag.array(np.ones(64))
+    y = ag.empty_like(x)
+    rt = current_runtime()
+    steps = 5 * SETTLE_EVERY + 3
+    for i in range(steps):
+        with ag.tenant("service"):
+            k[2, 32](x, y, 64)
+        if i % 8 == 0:
+            float(y[0])                     # (the device catches up now and then)
+    tenant = rt.tenants[rt.tenant_index("service", "normal")]
+    assert len(tenant.pending) <= 2 * SETTLE_EVERY     # measured as it went, events let go
+    ag.synchronize()
+    stats = ag.tenants()["service"]
+    assert (stats.steps, stats.pending, len(stats.latencies_s)) == (steps, 0, steps)
+
+
 def test_scopes_nest_and_restore_the_threads_tenant(sim):
     k = sim
     x = ag.array(np.ones(32))

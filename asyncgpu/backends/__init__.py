@@ -15,9 +15,10 @@ offers ``close()``, called when its runtime is replaced (``cuda``: the memory po
 
 For traces (``asyncgpu.observe.trace``) each backend also offers a device clock:
 ``timing_event()`` (an event whose ``record`` captures a timestamp: CUDA timing events; on
-``sim`` the executor's step count, a logical clock), ``clock_base()`` (an already-complete event
-marking "now") and ``elapsed_s(start, end)`` (seconds between two completed ones). They are
-used only while tracing.
+``sim`` the executor's step count, a logical clock), ``clock_base(device, wait=True)`` (an
+event marking "now": complete when it returns, or, with ``wait=False``, soon after without the
+host waiting for it) and ``elapsed_s(start, end)`` (seconds between two completed ones). They
+are used while tracing and for tenants' step latencies.
 
 Graphs (CUDA stream capture; the model is in :mod:`asyncgpu.backends.capture`):
 
@@ -221,8 +222,8 @@ class CheckedBackend(ForwardingBackend):
     def timing_event(self, device: int = 0) -> Any:
         return self.inner.timing_event(device)
 
-    def clock_base(self, device: int = 0) -> Any:
-        return self.inner.clock_base(device)
+    def clock_base(self, device: int = 0, wait: bool = True) -> Any:
+        return self.inner.clock_base(device, wait)
 
     def elapsed_s(self, start: Any, end: Any) -> float:
         return self.inner.elapsed_s(start, end)

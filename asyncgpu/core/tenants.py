@@ -114,11 +114,11 @@ class Tenant:
             counts[kind] += 1
 
     def settle(self, done: Any, elapsed_s: Any) -> None:
-        """Measure the pending steps whose events completed (``done(event)``; ``elapsed_s``
-        between two events of one device)."""
+        """Measure the pending steps whose events, their starts' and their ends', completed
+        (``done(event)``; ``elapsed_s`` between two events of one device)."""
         still = []
         for starts, ends in self.pending:
-            if all(done(e) for _, e in ends):
+            if all(done(e) and done(starts[d]) for d, e in ends):
                 self.latencies.append(max((elapsed_s(starts[d], e) for d, e in ends),
                                           default=0.0))
             else:

@@ -53,6 +53,9 @@ log = logging.getLogger("asyncgpu")
 NEW_RUNTIME_HOOKS: list[Callable[[Any], None]] = []
 #: Whether the one line saying the launch path runs uncompiled was logged (once a process).
 _said_uncompiled = False
+#: A tenant's steps are measured (and let go of their timing events) every this many steps,
+#: not only when statistics are asked for: a service may never ask.
+SETTLE_EVERY = 64
 
 
 def _say_if_uncompiled() -> None:
@@ -229,10 +232,11 @@ class Runtime(HostAccess):
 
     def begin_step(self, index: int) -> Any:
         """A step of tenant ``index`` begins: the clock of every device, and where each of its
-        streams stands (what :meth:`end_step` needs)."""
+        streams stands (what :meth:`end_step` needs). The clocks are not waited for (a round
+        trip to the device per step): a step is measured once they and its ends completed."""
         with self._lock:
             backend = self.backend
-            starts = {d: backend.clock_base(d) for d in range(len(self.devices))}
+            starts = {d: backend.clock_base(d, False) for d in range(len(self.devices))}
             seqs = {s.index: s.seq for s in self._tenant_streams(index)}
             if self.regulator is not None:
                 self.regulator.begin(index)
@@ -240,7 +244,8 @@ class Runtime(HostAccess):
 
     def end_step(self, index: int, begun: Any) -> None:
         """The step of tenant ``index`` begun with ``begun`` ends: a timing event behind the
-        work it issued on each stream; measured once they complete (``tenant_statistics``)."""
+        work it issued on each stream; measured once they complete (``tenant_statistics``, and
+        every ``SETTLE_EVERY`` steps here)."""
         starts, seqs = begun
         with self._lock:
             backend = self.backend
@@ -253,6 +258,10 @@ class Runtime(HostAccess):
             tenant = self.tenants[index]
             tenant.steps += 1
             tenant.pending.append((starts, ends))
+            # (not while a capture is open: querying an event it recorded would break it)
+            if (len(tenant.pending) % SETTLE_EVERY == 0
+                    and not getattr(getattr(backend, "captures", None), "engaged", False)):
+                tenant.settle(backend.event_done, backend.elapsed_s)
             if self.regulator is not None:
                 self.regulator.end(index)
 

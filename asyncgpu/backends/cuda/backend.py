@@ -299,15 +299,20 @@ class CudaBackend(Backend):
         dearer)."""
         return self.cupy.cuda.Event(block=False, disable_timing=False)
 
-    def clock_base(self, device: int = 0) -> Any:
-        """A timing event recorded on the legacy default stream and waited for: "now".
+    def clock_base(self, device: int = 0, wait: bool = True) -> Any:
+        """A timing event recorded on the legacy default stream: "now"; waited for unless
+        ``wait`` is False.
 
-        Our streams are non-blocking, so recording on the null stream does not wait for them;
-        the event completes at once and marks the host time of the call on the device clock.
+        Our streams are non-blocking, so recording on the null stream does not wait for them:
+        the event completes as soon as the device reaches it, a few microseconds after the call
+        (later only behind other work on the null stream, which the wait would block the host
+        for). A tenant's step start does not wait: the round trip costs more host time than a
+        small step's launches.
         """
         event = self.timing_event()
         event.record(self.cupy.cuda.Stream.null)
-        event.synchronize()
+        if wait:
+            event.synchronize()
         return event
 
     def elapsed_s(self, start: Any, end: Any) -> float:

@@ -251,8 +251,9 @@ class SimBackend(Backend):
         """An event whose record captures the logical time it is reached at."""
         return self.create_event(device)
 
-    def clock_base(self, device: int = 0) -> SimEvent:
-        """An already-complete event at the current logical time (a trace's origin)."""
+    def clock_base(self, device: int = 0, wait: bool = True) -> SimEvent:
+        """An already-complete event at the current logical time (a trace's origin; ``wait``
+        changes nothing: the logical clock is the executor's)."""
         event = self.create_event(device)
         event.capture = Capture()
         event.capture.done = True
