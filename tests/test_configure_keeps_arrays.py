@@ -14,6 +14,7 @@ from numba import cuda
 import asyncgpu as ag
 import asyncgpu.cupy as acp
 import stand_in
+from asyncgpu.core.compiled import is_compiled
 from asyncgpu.runtime.current import current_runtime
 
 
@@ -84,6 +85,48 @@ def test_an_array_made_inside_a_block_is_used_after_it(outer, inner):
         step(empty, 1.0, 0.0)
         np.testing.assert_array_equal(y.numpy(), START * 2 + 1)
         np.testing.assert_array_equal(empty.numpy(), np.full(N, 7.0))
+
+
+@pytest.mark.skipif(not is_compiled(), reason="uncompiled, the walk over the collector's objects "
+                    "is Python, and another thread may run in its middle")
+def test_a_switch_leaves_alone_the_tuples_other_threads_are_building():
+    # A thread building a tuple from a generator (rich's live display does, for one) has an
+    # unfinished tuple that CPython may only grow while nothing else refers to it; the walk
+    # over the collector's objects at a change of memory model must not hold it while that
+    # thread runs (it raised SystemError: bad argument to internal function there).
+    import sys
+    import threading
+
+    done = threading.Event()
+    errors: list[BaseException] = []
+
+    def endless():
+        while not done.is_set():
+            yield 0
+
+    def build():
+        try:
+            tuple(endless())
+        except BaseException as exc:        # (a SystemError, on a thread: collected here)
+            errors.append(exc)
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)             # threads take turns often, mid-walk included
+    try:
+        with ag.configure(backend="sim", sim_seed=3, memory="explicit"):
+            arrays = [ag.array(START) for _ in range(2000)]  # (objects to walk)
+            builder = threading.Thread(target=build)
+            builder.start()
+            for memory in ("managed", "explicit") * 3:
+                with ag.configure(memory=memory):
+                    pass
+            done.set()
+            builder.join()
+            assert float(arrays[-1][3]) == 3.0
+    finally:
+        done.set()
+        sys.setswitchinterval(interval)
+    assert errors == []
 
 
 @pytest.mark.parametrize("inner", ["managed", "explicit"])

@@ -26,6 +26,7 @@ Example::
 
 from __future__ import annotations
 
+import gc
 import itertools
 from typing import Any
 
@@ -97,6 +98,23 @@ class View:
         if text is None:
             text = self._cache["describe"] = describe(self.dtype, self.shape)
         return text
+
+
+def allocations_and_views() -> list[Any]:
+    """Every allocation and view (array) the garbage collector tracks, for the walk at a
+    change of memory model (``asyncgpu.runtime.switch``). The collector's list holds every
+    tracked object, a tuple another thread is still building from an iterator among them,
+    which CPython may only grow while nothing else refers to it. Compiled, this function is C
+    from the list's making to its release, and no other thread runs in between; uncompiled,
+    one may, and a ``tuple(generator)`` it is running can fail with ``SystemError``.
+    ``type()``, not ``isinstance``: isinstance may read ``__class__``, which runs Python (and
+    raises ReferenceError on a weakref.proxy whose referent is gone)."""
+    found = []
+    for obj in gc.get_objects():
+        kind = type(obj)
+        if issubclass(kind, Allocation) or issubclass(kind, View):
+            found.append(obj)
+    return found
 
 
 def describe(dtype: Any, shape: tuple[int, ...]) -> str:

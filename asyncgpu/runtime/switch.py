@@ -37,7 +37,9 @@ allocations have to move, and only when the backend object is rebuilt.
 Finding the live allocations: the runtime keeps no registry of its allocations or of their
 views (one more bookkeeping step on every allocation and every slice, for an event as rare as a
 change of memory model); :func:`_live` walks the garbage collector's objects once per rebuild
-instead, which also finds the views whose cached pointers and host views must be dropped.
+instead (``asyncgpu.runtime.allocation.allocations_and_views``, compiled so that no other
+thread runs while it holds every object), which also finds the views whose cached pointers and
+host views must be dropped.
 
 Example::
 
@@ -49,7 +51,6 @@ Example::
 
 from __future__ import annotations
 
-import gc
 import logging
 from typing import Any
 
@@ -57,7 +58,7 @@ from ..core.config import BACKEND_BUILD, Options
 from ..core.deps import Access
 from ..core.statistics import Counters
 from . import backend_registry
-from .allocation import DEVICE, HOST, Allocation
+from .allocation import DEVICE, HOST, Allocation, allocations_and_views
 from .memory import holder
 from .array import Array
 from .current import describe
@@ -136,9 +137,7 @@ def _live(rt: Any) -> tuple[list[Allocation], list[Array]]:
     """The live allocations of ``rt`` and every array view of any allocation (one walk)."""
     allocs: list[Allocation] = []
     views: list[Array] = []
-    for obj in gc.get_objects():
-        # type(), not isinstance(): isinstance reads __class__, which raises ReferenceError on a
-        # weakref.proxy whose referent is gone (Numba's CUDA simulator leaves such proxies)
+    for obj in allocations_and_views():
         kind = type(obj)
         if issubclass(kind, Allocation):
             if obj.runtime is rt and obj.buffer is not None and not obj.freed:
