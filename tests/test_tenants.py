@@ -115,6 +115,27 @@ def test_a_service_that_never_asks_for_statistics_keeps_few_steps_unmeasured(sim
     assert (stats.steps, stats.pending, len(stats.latencies_s)) == (steps, 0, steps)
 
 
+def test_a_long_running_tenant_keeps_the_latencies_of_its_latest_steps(sim, monkeypatch):
+    from asyncgpu.core import tenants
+
+    monkeypatch.setattr(tenants, "LATENCY_WINDOW", 16)     # (read when a tenant is made)
+    k = sim
+    x = ag.array(np.ones(64))
+    y = ag.empty_like(x)
+    for _ in range(40):
+        with ag.tenant("long-running"):
+            k[2, 32](x, y, 64)
+    ag.synchronize()
+    stats = ag.tenants()["long-running"]
+    assert (stats.steps, stats.pending, len(stats.latencies_s)) == (40, 0, 16)
+    rt = current_runtime()
+    tenant = rt.tenants[rt.tenant_index("long-running", "normal")]
+    assert tenant.measured == 40
+    assert tenant.latencies_after(30) == list(stats.latencies_s)[-10:]
+    assert tenant.latencies_after(40) == [] and tenant.latencies_after(0) == list(
+        stats.latencies_s)
+
+
 def test_scopes_nest_and_restore_the_threads_tenant(sim):
     k = sim
     x = ag.array(np.ones(32))

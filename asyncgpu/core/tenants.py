@@ -32,11 +32,15 @@ Example::
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 #: The priority names a tenant may be given.
 PRIORITIES = ("normal", "high")
+#: How many of its latest measured steps' latencies a tenant keeps (a service runs steps for
+#: as long as it lives; its statistics describe the recent ones).
+LATENCY_WINDOW = 10_000
 
 
 def stream_priority(priority: str, least: int, greatest: int) -> int:
@@ -52,7 +56,8 @@ def stream_priority(priority: str, least: int, greatest: int) -> int:
 class TenantStatistics:
     """What one tenant issued and how long its steps took (``asyncgpu.tenants()``).
 
-    ``latencies_s``: each completed step's latency, in seconds, in the order the steps ran;
+    ``latencies_s``: the latencies, in seconds, of the latest completed steps (at most
+    ``LATENCY_WINDOW``, 10,000), in the order they were measured;
     ``pending``: steps whose work the runtime has not yet seen complete (call
     ``asyncgpu.synchronize()`` first for all of them).
     """
@@ -78,8 +83,8 @@ class TenantStatistics:
 class Tenant:
     """One tenant of a runtime (see the module docstring)."""
 
-    __slots__ = ("after", "counts", "given", "index", "last", "latencies", "name", "pending",
-                 "priority", "splits", "steps", "stream_priority", "streams")
+    __slots__ = ("after", "counts", "given", "index", "last", "latencies", "measured", "name",
+                 "pending", "priority", "splits", "steps", "stream_priority", "streams")
 
     def __init__(self, index: int, name: str, priority: str, stream_priority: int,
                  streams: int | None = None, splits: dict[str, int] | None = None,
@@ -101,7 +106,9 @@ class Tenant:
         self.steps = 0
         #: steps issued, not yet measured: (start events per device, end events)
         self.pending: list[tuple[dict[int, Any], list[tuple[int, Any]]]] = []
-        self.latencies: list[float] = []
+        #: the latest measured steps' latencies, and how many steps were measured in all
+        self.latencies: deque[float] = deque(maxlen=LATENCY_WINDOW)
+        self.measured = 0
 
     def settings(self) -> tuple[Any, ...]:
         """What a tenant keeps from its first use: priority, streams, splits, pointers."""
@@ -121,9 +128,19 @@ class Tenant:
             if all(done(e) and done(starts[d]) for d, e in ends):
                 self.latencies.append(max((elapsed_s(starts[d], e) for d, e in ends),
                                           default=0.0))
+                self.measured += 1
             else:
                 still.append((starts, ends))
         self.pending = still
+
+    def latencies_after(self, first: int) -> list[float]:
+        """The latencies of the steps measured after the first ``first`` measured ones (those
+        still in the window)."""
+        n = self.measured - first
+        if n <= 0:
+            return []
+        kept = list(self.latencies)
+        return kept[-n:] if n < len(kept) else kept
 
     def statistics(self) -> TenantStatistics:
         c = self.counts

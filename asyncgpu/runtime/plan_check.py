@@ -87,7 +87,7 @@ class PlanCheck:
             trial = Trial(lead, alone, stage, {})
         trial.stage = stage
         trial.plans[stage] = plan
-        trial.first = {t: len(tenants[t].latencies) + len(tenants[t].pending)
+        trial.first = {t: tenants[t].measured + len(tenants[t].pending)
                        for t in self.tenants}
         return trial
 
@@ -110,13 +110,13 @@ class PlanCheck:
         for t in self.tenants:
             tenants[t].settle(backend.event_done, backend.elapsed_s)
         lead = tenants[trial.lead]
-        measured = sorted(lead.latencies[trial.first[trial.lead]:])
+        measured = sorted(lead.latencies_after(trial.first[trial.lead]))
         if len(measured) < CHECK_STEPS:
             return
         p90 = measured[min(len(measured) - 1, int(0.9 * len(measured)))]
         medians = []
         for t in self.tenants:
-            mine = sorted(tenants[t].latencies[trial.first[t]:])
+            mine = sorted(tenants[t].latencies_after(trial.first[t]))
             if mine:
                 medians.append(mine[len(mine) // 2])
         high = lead.priority == "high"
