@@ -3,11 +3,12 @@
 numba-cuda loads a compiled kernel into each device's context from one cached object code per
 compute capability, so on GPUs of the same capability the two contexts' modules share one
 ``CUlibrary`` handle, and each module's finalizer queues ``cuLibraryUnload`` of it. At exit
-every finalizer runs; once more than ``NUMBA_CUDA_DEALLOCS_COUNT`` (10) unloads are queued in a
-context, numba flushes the queue and unloads the shared library a second time: the driver
-frees it twice and the process aborts ("double free or corruption") or segfaults after the
-program's last line. :func:`keep_libraries_at_exit` stops numba from flushing its queues once
-the interpreter exits: the process is ending, and the driver reclaims what it holds.
+every finalizer runs; once more than ``CUDA_DEALLOCS_COUNT`` (10,
+``NUMBA_CUDA_MAX_PENDING_DEALLOCS_COUNT``) frees are queued in a context, numba flushes the
+queue and unloads the shared library a second time: the driver frees it twice and the process
+aborts ("double free or corruption") or segfaults after the program's last line.
+:func:`keep_libraries_at_exit` stops numba from flushing its queues once the interpreter exits:
+the process is ending, and the driver reclaims what it holds.
 
 Invariant: only the exit is touched; while the program runs, numba frees what it frees.
 """
