@@ -219,22 +219,9 @@ class CheckedBackend(ForwardingBackend):
         self._checked(self.hb.host_access, [(_uid(buffer, device), lo, hi, False),
                                             (buffer.host_uid, lo, hi, True)], f"{label} to host")
 
-    def timing_event(self, device: int = 0) -> Any:
-        return self.inner.timing_event(device)
-
-    def clock_base(self, device: int = 0, wait: bool = True) -> Any:
-        return self.inner.clock_base(device, wait)
-
-    def elapsed_s(self, start: Any, end: Any) -> float:
-        return self.inner.elapsed_s(start, end)
-
     # -- graphs ------------------------------------------------------------------------------
-    def begin_capture(self, stream: Any) -> None:
-        self.inner.begin_capture(stream)
-
-    def wait_external(self, stream: Any, event: Any) -> None:
-        self.inner.wait_external(stream, event)     # reaches the checker at each graph launch
-
+    # (begin_capture and wait_external go to the inner backend unchecked: a capture's edges,
+    # external waits among them, reach the checker at each launch of its graph)
     def end_capture(self, stream: Any) -> Any:
         graph = self.inner.end_capture(stream)
         keys = iter(range(1 << 62))

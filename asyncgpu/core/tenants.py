@@ -137,10 +137,7 @@ class Tenant:
         """The latencies of the steps measured after the first ``first`` measured ones (those
         still in the window)."""
         n = self.measured - first
-        if n <= 0:
-            return []
-        kept = list(self.latencies)
-        return kept[-n:] if n < len(kept) else kept
+        return list(self.latencies)[-n:] if n > 0 else []
 
     def statistics(self) -> TenantStatistics:
         c = self.counts
