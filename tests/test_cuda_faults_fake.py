@@ -77,8 +77,8 @@ class Calls(CudaCalls):
     """CuPy's calls as far as these tests go: the named ones (``"record"``, ``"wait"``) raise
     ``error``."""
 
-    def __init__(self, error=None, failing=()):
-        self.error, self.failing = error, failing
+    def __init__(self, error=None, failing=(), runtime=None):
+        self.error, self.failing, self.runtime = error, failing, runtime
 
     def event_record(self, event, stream):
         if "record" in self.failing:
@@ -90,6 +90,12 @@ class Calls(CudaCalls):
 
     def event_done(self, event):
         return event.done
+
+    def memcpy_async(self, dst, src, nbytes, kind, stream):
+        self.runtime.memcpyAsync(dst, src, nbytes, kind, stream)
+
+    def stream_sync(self, stream):
+        self.runtime.streamSynchronize(stream)
 
 
 class FakeLaunch:
@@ -116,8 +122,7 @@ def backend():
     b._capturing = False
     b._graphs_in_flight = set()
     b._fetch_stream = FakeStream()
-    b._d2h = 2
-    b.calls = Calls()
+    b.calls = Calls(runtime=b.runtime)
     for i, name in enumerate(["fill", "scale", "oob_store"]):
         n = Node("kernel", name, f"prog.py:{10 + i}", [])
         n.stream = StreamState(i % 2, None)

@@ -31,7 +31,8 @@ def compiled_cupy():
     return types.SimpleNamespace(cuda=types.SimpleNamespace(
         driver=types.SimpleNamespace(launchKernel=len, CUDADriverError=CupyDriverError),
         runtime=types.SimpleNamespace(eventRecord=max, streamWaitEvent=min, getDevice=int,
-                                      setDevice=abs)))
+                                      setDevice=abs, memcpyAsync=max, streamQuery=abs,
+                                      streamSynchronize=abs)))
 
 
 class FakeDriverCalls(CudaCalls):
@@ -76,9 +77,9 @@ def built(monkeypatch):
     return module
 
 
-def logging_cupy(log, device=0):
+def logging_cupy(log, device=0, stream_status=0):
     """A CuPy whose calls log their arguments; the thread's current device starts at
-    ``device``."""
+    ``device``; a stream query answers ``stream_status`` (0: done, 600: not ready)."""
     current = [device]
 
     def logged(name):
@@ -91,6 +92,10 @@ def logging_cupy(log, device=0):
         driver=types.SimpleNamespace(launchKernel=logged("launch")),
         runtime=types.SimpleNamespace(eventRecord=logged("record"),
                                       streamWaitEvent=logged("wait"),
+                                      memcpyAsync=logged("copy"),
+                                      streamQuery=lambda s: log.append(("query", s))
+                                      or stream_status,
+                                      streamSynchronize=logged("synchronize"),
                                       getDevice=lambda: current[0], setDevice=set_device)))
 
 
@@ -108,6 +113,18 @@ def test_cupys_calls_take_cupys_arguments():
     launched = []
     calls.graph_launch(types.SimpleNamespace(launch=launched.append), "stream")
     assert launched == ["stream"]
+
+
+def test_a_stream_wait_queries_first_and_waits_only_for_unfinished_work():
+    log = []
+    calls = CudaCalls(logging_cupy(log))
+    calls.memcpy_async(0x100, 0x200, 64, 2, 0xA)
+    calls.stream_sync(0xA)                  # done: the query is the whole wait
+    assert log == [("copy", 0x100, 0x200, 64, 2, 0xA), ("query", 0xA)]
+    log.clear()
+    calls = CudaCalls(logging_cupy(log, stream_status=600))
+    calls.stream_sync(0xA)
+    assert log == [("query", 0xA), ("synchronize", 0xA)]
 
 
 def test_the_calls_make_their_own_device_current_and_give_the_thread_its_device_back():
@@ -171,8 +188,8 @@ def test_the_compiled_module_is_none_or_offers_the_driver_calls():
     if module is None:
         pytest.skip("asyncgpu.backends.cuda.cudriver is not built")
     assert issubclass(module.DriverCalls, CudaCalls)
-    for name in ("launch_kernel", "event_record", "stream_wait", "event_done", "graph_launch",
-                 "release_lanes"):
+    for name in ("launch_kernel", "event_record", "stream_wait", "event_done", "memcpy_async",
+                 "stream_sync", "graph_launch", "release_lanes"):
         assert callable(getattr(module.DriverCalls, name))
     assert module.LANES_MAX > 0 and issubclass(module.CUDADriverError, RuntimeError)
 

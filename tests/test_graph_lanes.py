@@ -65,7 +65,8 @@ def backend_over(calls, lanes):
     backend.cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(
         Event=lambda **kw: "done", driver=types.SimpleNamespace(launchKernel=len),
         runtime=types.SimpleNamespace(eventRecord=max, streamWaitEvent=min, getDevice=int,
-                                      setDevice=abs)))
+                                      setDevice=abs, memcpyAsync=max, streamQuery=abs,
+                                      streamSynchronize=abs)))
     backend.use_calls(calls)
     return backend
 

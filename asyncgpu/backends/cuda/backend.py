@@ -46,7 +46,7 @@ from ...core.errors import (
     OutOfMemoryError,
 )
 from ..capture import CaptureTracker, Graph, check_launch, destroy
-from .buffers import CudaBuffer, CudaCopy, DeviceBuffer, ForeignBuffer
+from .buffers import DEVICE_TO_HOST, CudaBuffer, CudaCopy, DeviceBuffer, ForeignBuffer
 from .calls import CudaCalls
 from .driver import driver_calls
 from .kernels import PackedLaunch, make_launch
@@ -75,7 +75,7 @@ class CudaBackend(Backend):
     # No instance dict (the launch path reads these on every launch; compiled, they are the
     # C fields of backend.pxd). The last three are asyncgpu/backends/cuda/timing.py's, made on
     # first use.
-    __slots__ = ("__weakref__", "_capturing", "_d2h", "_driver_error", "_fetch_stream",
+    __slots__ = ("__weakref__", "_capturing", "_driver_error", "_fetch_stream",
                  "_graphs_in_flight", "_numba_streams", "_recent", "calls", "captures", "cupy",
                  "device", "device_name", "driver", "explicit", "fault",
                  "host_coherent_while_busy", "packed_launches", "pool", "runtime",
@@ -132,7 +132,6 @@ class CudaBackend(Backend):
         self.packed_launches = options.packed_launch and self.calls.launches_kernels()
         self._driver_error = cupy.cuda.driver.CUDADriverError
         self._fetch_stream: Any = None      # host reads' copies out (fetch_to_host)
-        self._d2h = getattr(self.runtime, "memcpyDeviceToHost", 2)
         self._graphs_in_flight: set[Graph] = set()
         # The latest launched nodes (a finished node holds no arrays: bounded, nothing pinned)
         # and the first device fault seen, which every later call reports again.
@@ -310,8 +309,8 @@ class CudaBackend(Backend):
         small step's launches.
         """
         event = self.timing_event()
-        event.record(self.cupy.cuda.Stream.null)
-        if wait:
+        self.calls.event_record(event.ptr, 0)      # (0: the legacy default stream)
+        if wait and not self.calls.event_done(event):
             event.synchronize()
         return event
 
@@ -330,15 +329,21 @@ class CudaBackend(Backend):
         is the locked access's to refuse)."""
         if not self._capturing:
             try:
-                event.synchronize()
+                if not self.calls.event_done(event):
+                    event.synchronize()
             except Exception:       # noqa: BLE001 - reported by the wait under the lock
                 pass
 
     def host_wait(self, event: Any) -> None:
+        """Block until ``event`` completes. A query first: it keeps the GIL, where a wait
+        releases it, and while other threads run, a release costs this thread a context
+        switch to get the GIL back, for an event that is often done already (the wait
+        without the lock came first, or the kernels were short)."""
         if self._capturing:
             self.captures.check_host_wait(event, "host wait")
         try:
-            event.synchronize()
+            if not self.calls.event_done(event):
+                event.synchronize()
         except Exception as exc:
             raise self._device_error(exc)
 
@@ -499,7 +504,7 @@ class CudaBackend(Backend):
         ``asyncgpu.backends.cuda.multi`` routes the others.)"""
         if self.fault is not None:
             raise self._device_error(None)
-        return CudaCopy(self.runtime, buffer, lo, hi, to_device)
+        return CudaCopy(self.calls, buffer, lo, hi, to_device)
 
     def fetch_to_host(self, buffer: DeviceBuffer, lo: int, hi: int, label: str,
                       after: list[Any], device: int = 0) -> None:
@@ -517,14 +522,15 @@ class CudaBackend(Backend):
             stream = self._fetch_stream = self.create_stream()
         host = buffer.host_ptr + lo
         try:
+            calls = self.calls
             for event in after:
-                self.calls.stream_wait(stream.ptr, event.ptr, 0)
+                calls.stream_wait(stream.ptr, event.ptr, 0)
             try:
-                self.runtime.memcpyAsync(host, buffer.ptr + lo, hi - lo, self._d2h, stream.ptr)
+                calls.memcpy_async(host, buffer.ptr + lo, hi - lo, DEVICE_TO_HOST, stream.ptr)
             finally:
                 # (also after an interrupt: a copy left landing in the mirror later could
                 # tear a host write that follows)
-                self.runtime.streamSynchronize(stream.ptr)
+                calls.stream_sync(stream.ptr)
         except Exception as exc:
             raise self._device_error(exc)
 

@@ -11,7 +11,7 @@ device buffer and its mirror): what the happens-before checker tracks.
 Example::
 
     buf = DeviceBuffer(nbytes, mem, mem.ptr)
-    CudaCopy(cupy.cuda.runtime, buf, 0, nbytes, to_device=True)(stream)
+    CudaCopy(backend.calls, buf, 0, nbytes, to_device=True)(stream)
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ import numpy as np
 from ...core.errors import OutOfMemoryError
 
 _uids = itertools.count(1)
+#: CUDA's ``cudaMemcpyKind`` of the two directions (the driver's copies need none).
+HOST_TO_DEVICE, DEVICE_TO_HOST = 1, 2
 
 
 class CudaBuffer:
@@ -244,23 +246,24 @@ class ForeignBuffer:
 
 
 class CudaCopy:
-    """One ``cudaMemcpyAsync`` between a buffer's pinned mirror and its device memory."""
+    """One asynchronous copy between a buffer's pinned mirror and its device memory, made by
+    the backend's calls (``calls.memcpy_async``)."""
 
     __slots__ = ("memcpy", "dst", "src", "nbytes", "kind", "span")
 
-    def __init__(self, runtime: Any, buffer: DeviceBuffer, lo: int, hi: int,
+    def __init__(self, calls: Any, buffer: DeviceBuffer, lo: int, hi: int,
                  to_device: bool) -> None:
         host = buffer.host_ptr + lo      # allocates the mirror now, before enqueue
         dev = buffer.ptr + lo
         self.span = (buffer.uid, buffer.host_uid, lo, hi, to_device)
-        self.memcpy = runtime.memcpyAsync
+        self.memcpy = calls.memcpy_async
         self.nbytes = hi - lo
         if to_device:
             self.dst, self.src = dev, host
-            self.kind = getattr(runtime, "memcpyHostToDevice", 1)
+            self.kind = HOST_TO_DEVICE
         else:
             self.dst, self.src = host, dev
-            self.kind = getattr(runtime, "memcpyDeviceToHost", 2)
+            self.kind = DEVICE_TO_HOST
 
     def hb_accesses(self) -> list[tuple[int, int, int, bool]]:
         """For the checker (``ASYNCGPU_DEBUG_HB``): reads one copy, writes the other."""

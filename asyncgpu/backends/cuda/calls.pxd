@@ -4,7 +4,7 @@ from libc.stdint cimport intptr_t
 
 
 cdef class CudaCalls:
-    cdef object _launch, _record, _wait, _get_device, _set_device
+    cdef object _launch, _record, _wait, _copy, _query, _sync, _get_device, _set_device
     cdef intptr_t _device
 
     cpdef bint launches_kernels(self) except -1
@@ -18,6 +18,11 @@ cdef class CudaCalls:
     cpdef stream_wait(self, intptr_t stream, intptr_t event, unsigned int flags)
 
     cpdef bint event_done(self, event) except -1
+
+    cpdef memcpy_async(self, intptr_t dst, intptr_t src, size_t nbytes, int kind,
+                       intptr_t stream)
+
+    cpdef stream_sync(self, intptr_t stream)
 
     cpdef graph_launch(self, graph, stream)
 

@@ -6,7 +6,8 @@ Every launch on the ``cuda`` backend makes a few CUDA calls: the kernel launch (
 parameter buffer), the record of its completion event, perhaps a stream's wait for another
 stream's event, later a query of that event; a graph replay makes a graph launch.
 :class:`CudaCalls` makes them through CuPy's callables (``driver.launchKernel``,
-``runtime.eventRecord``, ``runtime.streamWaitEvent``, ``Event.done``, ``Graph.launch``).
+``runtime.eventRecord``, ``runtime.streamWaitEvent``, ``Event.done``, ``runtime.memcpyAsync``,
+``runtime.streamSynchronize``, ``Graph.launch``).
 ``cudriver.DriverCalls`` (compiled only: ``asyncgpu/backends/cuda/cudriver.pyx``) is a subclass
 that makes the same calls straight into the driver, and enqueues kernels through one-node
 graphs. The backend holds one of the two (:func:`asyncgpu.backends.cuda.driver.driver_calls`
@@ -47,6 +48,9 @@ class CudaCalls:
         self._record = cupy.cuda.runtime.eventRecord
         self._wait = cupy.cuda.runtime.streamWaitEvent
         runtime = cupy.cuda.runtime
+        self._copy = runtime.memcpyAsync
+        self._query = runtime.streamQuery
+        self._sync = runtime.streamSynchronize
         self._get_device = runtime.getDevice
         self._set_device = runtime.setDevice
         self._device = runtime.getDevice()
@@ -73,6 +77,17 @@ class CudaCalls:
     def event_done(self, event: Any) -> bool:
         """Whether a CuPy event's latest record has completed (without waiting)."""
         return bool(event.done)
+
+    def memcpy_async(self, dst: int, src: int, nbytes: int, kind: int, stream: int) -> None:
+        """Enqueue a copy of ``nbytes`` from ``src`` to ``dst`` (``kind``: CUDA's
+        ``cudaMemcpyKind``) on ``stream``; a pinned host side makes it asynchronous."""
+        self._copy(dst, src, nbytes, kind, stream)
+
+    def stream_sync(self, stream: int) -> None:
+        """Block until ``stream``'s work completed; a query first (see
+        ``CudaBackend.host_wait``)."""
+        if self._query(stream) != 0:     # (cudaSuccess: done; an error, the wait raises)
+            self._sync(stream)
 
     def graph_launch(self, graph: Any, stream: Any) -> None:
         """Launch a CuPy graph on a CuPy stream."""

@@ -6,11 +6,13 @@ The model
 ---------
 Every launch on the ``cuda`` backend makes a few CUDA calls: ``cuLaunchKernel``, the event
 record of its completion, perhaps a stream's wait for another stream's event, later an event
-query; a graph replay makes ``cuGraphLaunch`` and a record. Through CuPy each is a wrapper that
-parses Python integers, releases the GIL and checks the status, and the record, the wait and
-the query go through the CUDA runtime, a layer above the driver. :class:`DriverCalls` is the
-compiled-only subclass of :class:`asyncgpu.backends.cuda.calls.CudaCalls` that makes the same
-calls (``launch_kernel``, ``event_record``, ``stream_wait``, ``event_done``,
+query; a graph replay makes ``cuGraphLaunch`` and a record; a copy node or a host read's fetch
+makes ``cuMemcpyAsync``, and the fetch a wait for its stream. Through CuPy each is a wrapper
+that parses Python integers, releases the GIL and checks the status, and the record, the wait,
+the query and the copy go through the CUDA runtime, a layer above the driver.
+:class:`DriverCalls` is the compiled-only subclass of
+:class:`asyncgpu.backends.cuda.calls.CudaCalls` that makes the same calls (``launch_kernel``,
+``event_record``, ``stream_wait``, ``event_done``, ``memcpy_async``, ``stream_sync``,
 ``graph_launch``) through cuda-python's Cython bindings of the driver
 (``cuda.bindings.cydriver``). The backend and its packed plans reach these methods through
 ``CudaCalls``' C method table, so a launch goes from asyncgpu's compiled launch path to the
@@ -37,15 +39,16 @@ Invariants
 * A call refused because the thread has no current context (a new thread: the runtime layer
   would make the device's primary context current) makes the context that was current when the
   ``DriverCalls`` was made current on the thread, and is made again once.
-* ``cuLaunchKernel`` and ``cuGraphLaunch`` run without the GIL, as CuPy's do: either blocks
-  while the device's launch queue is full.
+* A kernel's launch (``cuLaunchKernel``, or its lane's ``cuGraphLaunch``) keeps the GIL: it
+  returns in microseconds, and releasing the GIL there hands it to another waiting thread for
+  a context switch each way per launch. A whole graph's launch (a replay) releases it, as
+  CuPy's launches do. Either blocks while the stream's launch queue is full.
 * Lanes: ordering is the stream's (a graph launch is stream-ordered work, and a lane is only
   launched on its own stream); updating an executable graph's parameters does not touch its
   launches already enqueued (CUDA's contract for executable-graph updates). A lane is used by
-  one launch at a time: it is busy while the GIL is released, and a second thread meeting a
-  busy lane launches the ordinary way. A lane is used only where the thread's current context
-  is the one the lanes were made in (the driver crashes updating a node's parameters on a
-  thread without one). The driver is asked once per thread (and again after a lane launch the
+  one launch at a time, since its launch keeps the GIL. A lane is used only where the
+  thread's current context is the one the lanes were made in (the driver crashes updating a
+  node's parameters on a thread without one). The driver is asked once per thread (and again after a lane launch the
   driver refuses for the context): a thread-local remembers the context a thread was seen
   with, and a new thread starts with none. A thread that makes no context current after its
   launches began (a pop, a device reset) is outside that contract.
@@ -73,6 +76,7 @@ from cuda.bindings.cydriver cimport (
     CUDA_KERNEL_NODE_PARAMS,
     CUDA_SUCCESS,
     CUcontext,
+    CUdeviceptr,
     CUevent,
     CUfunction,
     CUgraph,
@@ -96,8 +100,7 @@ cdef extern from *:
 cdef enum:
     LANE_EMPTY = 0
     LANE_READY = 1
-    LANE_BUSY = 2
-    LANE_BROKEN = 3
+    LANE_BROKEN = 2
 
 # The lane table: open addressing on (stream, function), filled to at most _LANES_MAX (so a
 # probe always meets an empty entry).
@@ -157,7 +160,7 @@ cdef class DriverCalls(CudaCalls):
     cdef CUcontext _context         # current at creation: made current on a thread without one
     cdef bint _lanes_available      # a context to make them in; the graph entry points work
     cdef bint _lanes_on             # ... and the backend wants lanes now (not while capturing)
-    cdef int _n                     # entries of the table in use (ready, busy or broken)
+    cdef int _n                     # entries of the table in use (ready or broken)
     cdef unsigned long long _lane_launches
     cdef Lane _lanes[_LANES]
 
@@ -198,15 +201,13 @@ cdef class DriverCalls(CudaCalls):
             p.ctx = NULL
             if self._lane_launch(&p, <CUstream><void*>stream, &tried) == 0:
                 return None
-        with nogil:
+        # (with the GIL held: see _lane_launch)
+        status = cydriver.cuLaunchKernel(<CUfunction><void*>f, gx, gy, gz, bx, by, bz,
+                                         shared, <CUstream><void*>stream, NULL, <void**>extra)
+        if status != CUDA_SUCCESS and self._rebind(status):
             status = cydriver.cuLaunchKernel(<CUfunction><void*>f, gx, gy, gz, bx, by, bz,
                                              shared, <CUstream><void*>stream, NULL,
                                              <void**>extra)
-        if status != CUDA_SUCCESS and self._rebind(status):
-            with nogil:
-                status = cydriver.cuLaunchKernel(<CUfunction><void*>f, gx, gy, gz, bx, by, bz,
-                                                 shared, <CUstream><void*>stream, NULL,
-                                                 <void**>extra)
         if tried != NULL:
             self._outcome(tried, status)
         if status != CUDA_SUCCESS:
@@ -245,6 +246,34 @@ cdef class DriverCalls(CudaCalls):
         if status == CUDA_ERROR_NOT_READY:
             return False
         raise self._error(<int>status)
+
+    cpdef memcpy_async(self, intptr_t dst, intptr_t src, size_t nbytes, int kind,
+                       intptr_t stream):
+        """cuMemcpyAsync (unified addressing: the pointers give the direction, ``kind`` is
+        not needed), with the GIL held as a kernel's launch: with a pinned host side it only
+        enqueues the copy."""
+        cdef CUresult status = cydriver.cuMemcpyAsync(<CUdeviceptr>dst, <CUdeviceptr>src,
+                                                      nbytes, <CUstream><void*>stream)
+        if status != CUDA_SUCCESS and self._rebind(status):
+            status = cydriver.cuMemcpyAsync(<CUdeviceptr>dst, <CUdeviceptr>src, nbytes,
+                                            <CUstream><void*>stream)
+        if status != CUDA_SUCCESS:
+            raise self._error(<int>status)
+        return None
+
+    cpdef stream_sync(self, intptr_t stream):
+        """cuStreamQuery, then, where the stream's work is not done, cuStreamSynchronize
+        without the GIL."""
+        cdef CUstream s = <CUstream><void*>stream
+        cdef CUresult status = cydriver.cuStreamQuery(s)
+        if status != CUDA_SUCCESS and status != CUDA_ERROR_NOT_READY and self._rebind(status):
+            status = cydriver.cuStreamQuery(s)
+        if status == CUDA_ERROR_NOT_READY:
+            with nogil:
+                status = cydriver.cuStreamSynchronize(s)
+        if status != CUDA_SUCCESS:
+            raise self._error(<int>status)
+        return None
 
     cpdef graph_launch(self, graph, stream):
         """cuGraphLaunch of a CuPy graph's executable graph; a graph without one yet (or not
@@ -292,7 +321,7 @@ cdef class DriverCalls(CudaCalls):
 
     def release_lanes(self):
         """release_lanes(): wait for the device, then destroy the one-node graphs (later
-        launches make them again); nothing while another thread launches through one."""
+        launches make them again)."""
         self._release()
 
     # -- the switch and the counters -------------------------------------------------------
@@ -373,19 +402,22 @@ cdef class DriverCalls(CudaCalls):
             self._n += 1
         elif lane.state != LANE_READY:
             return -1
-        lane.state = LANE_BUSY
         q = p
         if lane.as_kernel:
             space = p[0]
             space.kern = <CUkernel><void*>space.func
             space.func = NULL
             q = &space
-        with nogil:
-            if not fresh:
-                status = cydriver.cuGraphExecKernelNodeSetParams(lane.graph_exec, lane.node, q)
-            if status == CUDA_SUCCESS:
-                status = cydriver.cuGraphLaunch(lane.graph_exec, stream)
-        lane.state = LANE_READY
+        # A kernel's launch keeps the GIL: the call returns in a few microseconds (it blocks
+        # only once the stream's launch queue is full, a thousand launches ahead of the
+        # device), and a release there hands the GIL to a thread waiting for it, and this
+        # thread then waits for its turn back (three threads launching on an H200's host:
+        # 0.7-1.0 voluntary context switches per launch with the release, 0.01 without). A
+        # graph's launch, longer, and the host's waits release it.
+        if not fresh:
+            status = cydriver.cuGraphExecKernelNodeSetParams(lane.graph_exec, lane.node, q)
+        if status == CUDA_SUCCESS:
+            status = cydriver.cuGraphLaunch(lane.graph_exec, stream)
         if status == CUDA_SUCCESS:
             self._lane_launches += 1
         else:
@@ -452,14 +484,11 @@ cdef class DriverCalls(CudaCalls):
         lane.node = NULL
 
     cdef void _release(self) noexcept:
-        """Destroy every lane once the device finished their work; nothing while one is in
-        use (another thread launching through it)."""
+        """Destroy every lane once the device finished their work."""
         cdef int i
         cdef bint made = False
         cdef CUcontext popped = NULL
         for i in range(_LANES):
-            if self._lanes[i].state == LANE_BUSY:
-                return
             made = made or self._lanes[i].graph_exec != NULL
         if made:
             # (an executable graph is destroyed only once the device is done with its launches)

@@ -262,7 +262,7 @@ class MultiCudaBackend(Backend):
         if part.fault is not None:
             raise part._device_error(None)
         if peer is None:
-            return CudaCopy(self.runtime, buffer.on(device), lo, hi, to_device)
+            return CudaCopy(part.calls, buffer.on(device), lo, hi, to_device)
         source = buffer.on(peer)
         return PeerCopy(self.runtime, buffer.on(device), part.device, source,
                         self.parts[peer].device, lo, hi)
