@@ -22,6 +22,13 @@ launches after 10, 1,000 and 100,000 launches without a host access (it must sta
 the same comparison side by side: a runtime after 1,000 launches and one after 100,000, timed in
 alternating windows (``side_by_side_ratio``), which the host's drift cannot tilt.
 
+``threads``: the same launches made by :data:`THREADS` host threads at once, each with arrays
+of its own, against one thread making all of them: host us per launch and the process's
+voluntary context switches per launch (a thread giving up the CPU, mostly to wait for the GIL
+another thread took). Cases: independent 3-argument CUDA C launches through asyncgpu and
+through raw CuPy, and asyncgpu launches with a host read of one element after every second
+launch (a small step: its launches, then its result).
+
 ``runtime_only`` measures asyncgpu's own Python work per launch with a backend that does nothing
 (no CUDA at all), so it runs anywhere, the simulator's machines included.
 """
@@ -29,6 +36,7 @@ alternating windows (``side_by_side_ratio``), which the host's drift cannot tilt
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 from typing import Any, Callable
 
@@ -37,6 +45,8 @@ import numpy as np
 from asyncgpu.core.backend import Backend
 
 ARGS = (1, 3, 8)
+#: Host threads of the ``threads`` cases.
+THREADS = 3
 
 
 def _c_source(nargs: int) -> str:
@@ -196,7 +206,8 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
             "ratios": {name: statistics.median(r) for name, r in per_round.items()},
             "ratios_per_round": per_round,
             "floor": cuda_floor(components, cases["cupy_raw_3args"]["median_us"]),
-            "flat": flatness(ag), "options": options_effect(ag), "runtime_only": runtime_only(),
+            "flat": flatness(ag), "options": options_effect(ag), "threads": threads(ag),
+            "runtime_only": runtime_only(),
             "single_node_graphs": lanes}
 
 
@@ -329,6 +340,82 @@ def options_effect(ag: Any, launches: int = 1000, repeats: int = 5) -> dict[str,
             loop(50)
             ag.synchronize()
             out[label] = _per_launch(loop, launches, ag.synchronize, repeats)
+    return out
+
+
+def _switches() -> int:
+    """The process's voluntary context switches so far (0 where the OS does not count them)."""
+    try:
+        import resource
+    except ImportError:         # (not a Unix)
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+
+
+def threads(ag: Any, launches: int = 900, repeats: int = 7) -> dict[str, dict[str, float]]:
+    """Per case (see the module docstring): host us per launch with :data:`THREADS` threads
+    and with one (medians; the two take turns), their ratio, and voluntary context switches
+    per launch with the threads (the median round's)."""
+    import cupy
+
+    src = _c_source(3)
+    k = ag.cuda_kernel(src, "k3")
+    raw = cupy.RawKernel(src, "k3")
+    mine = [[ag.ones(32, np.float32) for _ in range(3)] for _ in range(THREADS)]
+    raws = [[cupy.ones(32, np.float32) for _ in range(3)] for _ in range(THREADS)]
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(THREADS)]
+
+    def ag_launch(i: int, n: int) -> None:
+        a, b, c = mine[i]
+        for _ in range(n):
+            k[1, 32](a, b, c)
+
+    def cupy_raw_launch(i: int, n: int) -> None:
+        args, stream = tuple(raws[i]), streams[i]
+        for _ in range(n):
+            raw((1,), (32,), args, stream=stream)
+
+    def ag_launch_read(i: int, n: int) -> None:
+        a, b, c = mine[i]
+        for _ in range(n // 2):
+            k[1, 32](a, b, c)
+            k[1, 32](a, b, c)
+            float(c[0])
+
+    def sync() -> None:
+        for stream in streams:
+            stream.synchronize()
+        ag.synchronize()
+
+    def run(fn: Callable[[int, int], None], threaded: bool) -> tuple[float, int]:
+        share = launches // THREADS
+        sync()
+        before, t0 = _switches(), time.perf_counter()
+        if threaded:
+            pool = [threading.Thread(target=fn, args=(i, share)) for i in range(THREADS)]
+            for t in pool:
+                t.start()
+            for t in pool:
+                t.join()
+        else:
+            for i in range(THREADS):
+                fn(i, share)
+        sync()
+        return (time.perf_counter() - t0) / launches * 1e6, _switches() - before
+
+    out = {}
+    for name, fn in (("ag_launch", ag_launch), ("cupy_raw_launch", cupy_raw_launch),
+                     ("ag_launch_read", ag_launch_read)):
+        fn(0, 50)
+        one, many = [], []
+        for _ in range(repeats):
+            one.append(run(fn, False)[0])
+            many.append(run(fn, True))
+        many.sort()
+        middle = many[len(many) // 2]
+        out[name] = {"one_thread_us": statistics.median(one), "threads_us": middle[0],
+                     "ratio": middle[0] / statistics.median(one),
+                     "switches_per_launch": middle[1] / launches}
     return out
 
 

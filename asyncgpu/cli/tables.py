@@ -55,6 +55,14 @@ def print_overhead(console: Any, m: dict[str, Any]) -> None:
             table.add_row(label, f"{v['median_us']:.2f}", f"{v['p10_us']:.2f}",
                           f"{v['p90_us']:.2f}")
     console.print(table)
+    if m.get("threads"):
+        table = Table(title="host threads launching at once (us per launch)")
+        for col in ("case", "one thread", "threads", "ratio", "switches per launch"):
+            table.add_column(col, justify="left" if col == "case" else "right")
+        for name, v in m["threads"].items():
+            table.add_row(name, f"{v['one_thread_us']:.2f}", f"{v['threads_us']:.2f}",
+                          f"{v['ratio']:.2f}", f"{v['switches_per_launch']:.2f}")
+        console.print(table)
     for group in ("event_waits_per_timed_launch", "event_queries_per_launch", "ratios", "floor",
                   "flat"):
         for name, v in m.get(group, {}).items():
