@@ -5,6 +5,7 @@ random programs, their steps spread over tenants and threads, equal the serial o
 from __future__ import annotations
 
 import random
+import statistics
 import threading
 
 import numpy as np
@@ -113,6 +114,48 @@ def test_a_service_that_never_asks_for_statistics_keeps_few_steps_unmeasured(sim
     ag.synchronize()
     stats = ag.tenants()["service"]
     assert (stats.steps, stats.pending, len(stats.latencies_s)) == (steps, 0, steps)
+
+
+def test_a_long_running_tenant_records_the_events_of_its_measured_steps_again(sim,
+                                                                             monkeypatch):
+    """Once a tenant's steps are measured, its later steps time themselves with the same
+    events: a service does not make two new events per step for as long as it runs, and its
+    latencies are the same as with new events each step (the simulator's clock is logical)."""
+    from asyncgpu.runtime.context import SETTLE_EVERY
+
+    k = sim
+    x = ag.array(np.ones(64))
+    y = ag.empty_like(x)
+    from asyncgpu.backends.sim.backend import SimBackend
+
+    made = []                                   # (the timing events made)
+    timing_event, clock_base = SimBackend.timing_event, SimBackend.clock_base
+    monkeypatch.setattr(SimBackend, "timing_event",
+                        lambda self, device=0: made.append(device) or timing_event(self, device))
+    monkeypatch.setattr(SimBackend, "clock_base", lambda self, device=0, wait=True, event=None: (
+        event is None and made.append(device)) or clock_base(self, device, wait, event))
+
+    def run(name):
+        made.clear()
+        for i in range(4 * SETTLE_EVERY):
+            with ag.tenant(name):
+                k[2, 32](x, y, 64)
+            if i % 8 == 0:
+                float(y[0])                     # (the device catches up now and then)
+        ag.synchronize()
+        return len(made), ag.tenants()[name].latencies_s
+
+    reused, latencies = run("reusing")
+    assert reused <= 2 * SETTLE_EVERY + 4       # (the steps before the first measured ones)
+    from asyncgpu.core.tenants import Tenant
+
+    # (the same steps, every event a new one)
+    monkeypatch.setattr(Tenant, "spare_event", lambda self, device: None)
+    fresh, reference = run("fresh")
+    assert fresh >= 2 * 4 * SETTLE_EVERY
+    assert len(latencies) == len(reference) == 4 * SETTLE_EVERY
+    assert min(latencies) > 0
+    assert statistics.median(latencies) == pytest.approx(statistics.median(reference), rel=0.25)
 
 
 def test_a_long_running_tenant_keeps_the_latencies_of_its_latest_steps(sim, monkeypatch):

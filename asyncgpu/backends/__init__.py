@@ -15,10 +15,12 @@ offers ``close()``, called when its runtime is replaced (``cuda``: the memory po
 
 For traces (``asyncgpu.observe.trace``) each backend also offers a device clock:
 ``timing_event()`` (an event whose ``record`` captures a timestamp: CUDA timing events; on
-``sim`` the executor's step count, a logical clock), ``clock_base(device, wait=True)`` (an
-event marking "now": complete when it returns, or, with ``wait=False``, soon after without the
-host waiting for it) and ``elapsed_s(start, end)`` (seconds between two completed ones). They
-are used while tracing and for tenants' step latencies.
+``sim`` the executor's step count, a logical clock), ``clock_base(device, wait=True,
+event=None)`` (an event marking "now": complete when it returns, or, with ``wait=False``, soon
+after without the host waiting for it; ``event``: a timing event to record again instead of a
+new one) and ``elapsed_s(start, end)`` (seconds between two completed ones). They are used
+while tracing and for tenants' step latencies, whose events the runtime keeps for the next
+steps once they are measured.
 
 Graphs (CUDA stream capture; the model is in :mod:`asyncgpu.backends.capture`):
 

@@ -18,7 +18,8 @@ data another tenant's node wrote waits for it, as any other node would.
 A tenant counts what it issued (:class:`Tenant.count`) and its *steps*: each entry into
 ``asyncgpu.tenant(...)`` is a step, whose latency runs from its start (a clock event of each
 device it used) to the completion of the last work it issued on each stream, measured on the
-device's clock by timing events and read once they completed (:meth:`Tenant.settle`).
+device's clock by timing events and read once they completed (:meth:`Tenant.settle`); its later
+steps record those events again (:meth:`Tenant.spare_event`).
 
 Invariants: tenant numbers are dense and never reused while the runtime lives; a name means one
 tenant, with the priority, stream limit, splits and pointers it was first given.
@@ -41,6 +42,9 @@ PRIORITIES = ("normal", "high")
 #: How many of its latest measured steps' latencies a tenant keeps (a service runs steps for
 #: as long as it lives; its statistics describe the recent ones).
 LATENCY_WINDOW = 10_000
+#: The most timing events a tenant keeps per device to record again (a settle frees two or so
+#: per step measured; the runtime settles every 64 steps).
+SPARE_EVENTS = 256
 
 
 def stream_priority(priority: str, least: int, greatest: int) -> int:
@@ -84,7 +88,7 @@ class Tenant:
     """One tenant of a runtime (see the module docstring)."""
 
     __slots__ = ("after", "counts", "given", "index", "last", "latencies", "measured", "name",
-                 "pending", "priority", "splits", "steps", "stream_priority", "streams")
+                 "pending", "priority", "spare", "splits", "steps", "stream_priority", "streams")
 
     def __init__(self, index: int, name: str, priority: str, stream_priority: int,
                  streams: int | None = None, splits: dict[str, int] | None = None,
@@ -109,6 +113,8 @@ class Tenant:
         #: the latest measured steps' latencies, and how many steps were measured in all
         self.latencies: deque[float] = deque(maxlen=LATENCY_WINDOW)
         self.measured = 0
+        #: per device slot: timing events of measured steps, to record again
+        self.spare: dict[int, list[Any]] = {}
 
     def settings(self) -> tuple[Any, ...]:
         """What a tenant keeps from its first use: priority, streams, splits, pointers."""
@@ -122,16 +128,29 @@ class Tenant:
 
     def settle(self, done: Any, elapsed_s: Any) -> None:
         """Measure the pending steps whose events, their starts' and their ends', completed
-        (``done(event)``; ``elapsed_s`` between two events of one device)."""
+        (``done(event)``; ``elapsed_s`` between two events of one device); their events are
+        kept to be recorded again (:meth:`spare_event`)."""
         still = []
+        spare = self.spare
         for starts, ends in self.pending:
             if all(done(e) and done(starts[d]) for d, e in ends):
                 self.latencies.append(max((elapsed_s(starts[d], e) for d, e in ends),
                                           default=0.0))
                 self.measured += 1
+                for d, e in (*starts.items(), *ends):
+                    kept = spare.setdefault(d, [])
+                    if len(kept) < SPARE_EVENTS:
+                        kept.append(e)
             else:
                 still.append((starts, ends))
         self.pending = still
+
+    def spare_event(self, device: int) -> Any:
+        """A timing event of device slot ``device`` that a measured step no longer needs, to
+        record again (creating an event costs the host more than recording one); None if
+        there is none."""
+        kept = self.spare.get(device)
+        return kept.pop() if kept else None
 
     def latencies_after(self, first: int) -> list[float]:
         """The latencies of the steps measured after the first ``first`` measured ones (those

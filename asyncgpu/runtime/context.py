@@ -236,7 +236,8 @@ class Runtime(HostAccess):
         trip to the device per step): a step is measured once they and its ends completed."""
         with self._lock:
             backend = self.backend
-            starts = {d: backend.clock_base(d, False) for d in range(len(self.devices))}
+            spare = self.tenants[index].spare_event
+            starts = {d: backend.clock_base(d, False, spare(d)) for d in range(len(self.devices))}
             seqs = {s.index: s.seq for s in self._tenant_streams(index)}
             if self.regulator is not None:
                 self.regulator.begin(index)
@@ -250,12 +251,14 @@ class Runtime(HostAccess):
         with self._lock:
             backend = self.backend
             ends = []
+            tenant = self.tenants[index]
             for s in self._tenant_streams(index):
                 if s.seq != seqs.get(s.index, 0):
-                    event = backend.timing_event(s.device)
+                    event = tenant.spare_event(s.device)
+                    if event is None:
+                        event = backend.timing_event(s.device)
                     backend.record(event, s.handle)
                     ends.append((s.device, event))
-            tenant = self.tenants[index]
             tenant.steps += 1
             tenant.pending.append((starts, ends))
             # (not while a capture is open: querying an event it recorded would break it)

@@ -28,6 +28,12 @@ from .current import current_runtime
 from .regulator import Regulation, Regulator
 
 
+#: Per thread: the steps of the scopes it entered and has not left, innermost last (blocks
+#: and decorated calls leave in the reverse order they entered, so one stack serves every
+#: scope; a scope holds no per-thread state and costs little to make).
+_entered = threading.local()
+
+
 class TenantScope:
     """The work issued inside is tenant ``name``'s (see the module docstring)."""
 
@@ -67,7 +73,6 @@ class TenantScope:
         self.streams = streams
         self.split = dict(split) if split else None
         self.after = dict(after) if after else None
-        self._local = threading.local()     # per thread: the scopes entered, innermost last
 
     def __repr__(self) -> str:
         return (f"asyncgpu.tenant({self.name!r}, priority={self.priority!r}, "
@@ -81,14 +86,14 @@ class TenantScope:
         previous = getattr(pins, "tenant", 0)
         begun = rt.begin_step(index)
         pins.tenant = index
-        stack = getattr(self._local, "stack", None)
+        stack = getattr(_entered, "stack", None)
         if stack is None:
-            stack = self._local.stack = []
+            stack = _entered.stack = []
         stack.append((rt, previous, index, begun))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        rt, previous, index, begun = self._local.stack.pop()
+        rt, previous, index, begun = _entered.stack.pop()
         rt._pins.tenant = previous
         if rt.retired is None:      # (a configure inside the block replaced the runtime)
             rt.end_step(index, begun)

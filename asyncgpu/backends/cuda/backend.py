@@ -298,9 +298,10 @@ class CudaBackend(Backend):
         dearer)."""
         return self.cupy.cuda.Event(block=False, disable_timing=False)
 
-    def clock_base(self, device: int = 0, wait: bool = True) -> Any:
+    def clock_base(self, device: int = 0, wait: bool = True, event: Any = None) -> Any:
         """A timing event recorded on the legacy default stream: "now"; waited for unless
-        ``wait`` is False.
+        ``wait`` is False. ``event``: a timing event to record again (one whose earlier
+        record nothing needs any more), else a new one.
 
         Our streams are non-blocking, so recording on the null stream does not wait for them:
         the event completes as soon as the device reaches it, a few microseconds after the call
@@ -308,7 +309,8 @@ class CudaBackend(Backend):
         for). A tenant's step start does not wait: the round trip costs more host time than a
         small step's launches.
         """
-        event = self.timing_event()
+        if event is None:
+            event = self.timing_event()
         self.calls.event_record(event.ptr, 0)      # (0: the legacy default stream)
         if wait and not self.calls.event_done(event):
             event.synchronize()

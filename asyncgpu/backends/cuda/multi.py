@@ -171,8 +171,8 @@ class MultiCudaBackend(Backend):
     def timing_event(self, device: int = 0) -> Any:
         return self._at(device, "timing_event")
 
-    def clock_base(self, device: int = 0, wait: bool = True) -> Any:
-        return self._at(device, "clock_base", 0, wait)
+    def clock_base(self, device: int = 0, wait: bool = True, event: Any = None) -> Any:
+        return self._at(device, "clock_base", 0, wait, event)
 
     def elapsed_s(self, start: Any, end: Any) -> float:
         return self.parts[0].elapsed_s(start, end)

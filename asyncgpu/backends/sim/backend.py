@@ -251,10 +251,13 @@ class SimBackend(Backend):
         """An event whose record captures the logical time it is reached at."""
         return self.create_event(device)
 
-    def clock_base(self, device: int = 0, wait: bool = True) -> SimEvent:
+    def clock_base(self, device: int = 0, wait: bool = True,
+                   event: SimEvent | None = None) -> SimEvent:
         """An already-complete event at the current logical time (a trace's origin; ``wait``
-        changes nothing: the logical clock is the executor's)."""
-        event = self.create_event(device)
+        changes nothing: the logical clock is the executor's). ``event``: an event to use
+        again, else a new one."""
+        if event is None:
+            event = self.create_event(device)
         event.capture = Capture()
         event.capture.done = True
         event.capture.step = self.steps
