@@ -42,7 +42,9 @@ Invariants
 * A kernel's launch (``cuLaunchKernel``, or its lane's ``cuGraphLaunch``) keeps the GIL: it
   returns in microseconds, and releasing the GIL there hands it to another waiting thread for
   a context switch each way per launch. A whole graph's launch (a replay) releases it, as
-  CuPy's launches do. Either blocks while the stream's launch queue is full.
+  CuPy's launches do. Either blocks while the stream's launch queue is full. A copy keeps it
+  too; ``stream_sync`` polls with the GIL held for up to ``SPIN_NS`` (30 us) before it waits
+  without it.
 * Lanes: ordering is the stream's (a graph launch is stream-ordered work, and a lane is only
   launched on its own stream); updating an executable graph's parameters does not touch its
   launches already enqueued (CUDA's contract for executable-graph updates). A lane is used by
@@ -67,6 +69,7 @@ Example (what asyncgpu/backends/cuda/driver.py does)::
 
 from libc.stdint cimport intptr_t
 from libc.string cimport memset
+from posix.time cimport CLOCK_MONOTONIC, clock_gettime, timespec
 
 from asyncgpu.backends.cuda.calls cimport CudaCalls
 from cuda.bindings cimport cydriver
@@ -110,6 +113,15 @@ cdef enum:
 
 #: The lane table's capacity: (function, stream) pairs beyond it launch with cuLaunchKernel.
 LANES_MAX = _LANES_MAX
+
+#: How long ``stream_sync`` polls with the GIL held before it waits without it (ns).
+cdef long long SPIN_NS = 30_000
+
+
+cdef inline long long now_ns() noexcept nogil:
+    cdef timespec t
+    clock_gettime(CLOCK_MONOTONIC, &t)
+    return <long long>t.tv_sec * 1_000_000_000 + t.tv_nsec
 
 
 cdef struct Lane:
@@ -262,12 +274,20 @@ cdef class DriverCalls(CudaCalls):
         return None
 
     cpdef stream_sync(self, intptr_t stream):
-        """cuStreamQuery, then, where the stream's work is not done, cuStreamSynchronize
-        without the GIL."""
+        """Block until ``stream``'s work is done: cuStreamQuery again and again with the GIL
+        held, for at most ``SPIN_NS``, then cuStreamSynchronize without it. The runtime waits
+        so for a host read's copy, under its lock: a copy of a few bytes lands in
+        microseconds, while a release of the GIL there lets another thread take it, run until
+        it needs the lock, and wait, and this thread wait for the GIL in turn."""
         cdef CUstream s = <CUstream><void*>stream
         cdef CUresult status = cydriver.cuStreamQuery(s)
+        cdef long long deadline
         if status != CUDA_SUCCESS and status != CUDA_ERROR_NOT_READY and self._rebind(status):
             status = cydriver.cuStreamQuery(s)
+        if status == CUDA_ERROR_NOT_READY:
+            deadline = now_ns() + SPIN_NS
+            while status == CUDA_ERROR_NOT_READY and now_ns() < deadline:
+                status = cydriver.cuStreamQuery(s)
         if status == CUDA_ERROR_NOT_READY:
             with nogil:
                 status = cydriver.cuStreamSynchronize(s)
