@@ -10,7 +10,9 @@ is measured, then (when it adds anything) the tenants' own settings, and the pla
 stored only if it scores :data:`PLAN_GAIN` of theirs or less (a plan within the measurement's
 noise of none changes nothing worth its ordering), else the tenants' own settings are. Then, if
 a high-priority lead beside normal tenants is still over its target, two remedies are measured
-in turn, each kept only if it cut the lead's p90 to :data:`GUARD_GAIN` of what it was: first
+in turn, each kept only if it cut the lead's p90 to :data:`GUARD_GAIN` of what it was without
+raising the stage's score (a remedy whose cost to the other tenants outweighs the lead's gain,
+as the search's objective weighs them, is not kept): first
 the normal tenants' splittable launches longer than :data:`SLICE` of the lead's latency alone
 are cut into pieces no longer than that (at most :data:`MOST_PIECES`; a model of the device
 shares its threads, but blocks that hold a multiprocessor for a whole long launch keep the
@@ -102,7 +104,7 @@ class PlanCheck:
         lead still over its target beside normal tenants,
         ``split`` (the others' long splittable launches in pieces, :meth:`_split_plan`) and
         ``guard`` (the others wait for its launches), each kept only if it cut the lead's p90
-        to :data:`GUARD_GAIN` of what it was."""
+        to :data:`GUARD_GAIN` of what it was without raising the score."""
         trial = self._trial
         rt = self.rt
         tenants = rt.tenants
@@ -185,18 +187,20 @@ class PlanCheck:
     def _judge(self, trial: Trial, remedy: str, lead: str, p90: float) -> tuple[bool, float]:
         """The end of a remedy's measurement (``split`` or ``guard``): kept (and stored in
         place of the plan without it) if it cut the lead's p90 to :data:`GUARD_GAIN` of that
-        plan's, else that plan is back and the remedy is not tried again. Returns whether it
-        was kept and the lead's p90 under the plan now in force."""
+        plan's without raising its score, else that plan is back and the remedy is not tried
+        again. Returns whether it was kept and the lead's p90 under the plan now in force."""
         base = remedy + "-base"
-        before = trial.scores[base][1]
-        if p90 < GUARD_GAIN * before:
-            log.info("asyncgpu: high-priority tenant %r: the %s kept (p90 %.3f -> %.3f ms)",
-                     lead, REMEDIES[remedy], before * 1e3, p90 * 1e3)
+        base_score, before = trial.scores[base]
+        score = trial.scores[remedy][0]
+        if p90 < GUARD_GAIN * before and score <= base_score:
+            log.info("asyncgpu: high-priority tenant %r: the %s kept (p90 %.3f -> %.3f ms, "
+                     "score %.3f -> %.3f ms)", lead, REMEDIES[remedy], before * 1e3, p90 * 1e3,
+                     base_score * 1e3, score * 1e3)
             self._store(trial.plans[base], self.plan)
             return True, p90
-        log.info("asyncgpu: high-priority tenant %r: the %s did not help (p90 %.3f -> %.3f ms); "
-                 "the plan goes back to the one without it", lead, REMEDIES[remedy],
-                 before * 1e3, p90 * 1e3)
+        log.info("asyncgpu: high-priority tenant %r: the %s did not help (p90 %.3f -> %.3f ms, "
+                 "score %.3f -> %.3f ms); the plan goes back to the one without it", lead,
+                 REMEDIES[remedy], before * 1e3, p90 * 1e3, base_score * 1e3, score * 1e3)
         self._lost.add(remedy)
         self.apply(trial.plans[base], measure=False)
         return False, before
