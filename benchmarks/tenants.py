@@ -59,10 +59,11 @@ from .workloads import WORKLOADS
 
 MIX = ("dl", "img", "ml")
 MODES = ("sequential", "one stream each", "threads", "tenants", "one thread", "regulated")
-#: The most untimed rounds ``regulated`` runs for its profile and search, and then for the check
-#: of the high-priority tenant's latency under the plan (``asyncgpu.regulate``).
+#: The most untimed rounds ``regulated`` runs for its profile and search, and then for the
+#: check of the plan (``asyncgpu.regulate``): its four stages of ten measured steps each,
+#: with room for the steps a stage starts behind.
 PROFILE_ROUNDS = 8
-CHECK_ROUNDS = 40
+CHECK_ROUNDS = 80
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -266,7 +267,9 @@ def _regulate(ag: Any, members: list[_Member], scopes: list[Any], check_rounds: 
     if state.plan is None:
         return {"plan": f"no plan after {PROFILE_ROUNDS} rounds ({state.state})"}
     plan = state.plan
-    return {"plan": plan.describe(), "search_s": plan.search_s, "modelled": plan.modelled,
+    # (``checking``: the check's stage still under way as the timed rounds begin, "" if none)
+    return {"plan": plan.describe(), "checking": state.checking, "search_s": plan.search_s,
+            "modelled": plan.modelled,
             "checked_ms": {name: [v * 1e3 for v in pair] for name, pair in state.checked.items()},
             "profile": {p.name: {"launches": len(p.ops),
                                  "alone_ms": sum(o.seconds for o in p.ops) * 1e3,

@@ -123,6 +123,9 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
         console.print("alone: each workload by itself; its mix ms, the longest workload's "
                       "rounds alone, and its speedup, the most any mode can reach on this mix")
         console.print(f"regulated: {result['plan']['plan']}")
+        if result["plan"].get("checking"):
+            console.print(f"[yellow]regulated: the plan's check was still at stage "
+                          f"{result['plan']['checking']!r} when the timed rounds began[/]")
     else:
         console.print(f"tenants ({scale}): {', '.join(mix)} checked in every mode "
                       f"({', '.join(tenants.MODES)}); [yellow]no times on the simulator[/]")
