@@ -29,7 +29,7 @@ def priorities(name, priority="normal", streams=None):
     """The CUDA priorities of tenant ``name``'s streams (one device), in creation order."""
     rt = current_runtime()
     return [s.handle.priority
-            for s in rt._tenant_streams(rt.tenant_index(name, priority, streams))]
+            for s in rt.streams.tenant_streams(rt.tenant_index(name, priority, streams))]
 
 
 def most_urgent():

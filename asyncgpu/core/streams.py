@@ -65,8 +65,8 @@ class StreamState:
 class StreamManager:
     """Chooses streams, issues waits and records events, retires finished nodes."""
 
-    __slots__ = ("_by_use", "_counts", "_device", "_events", "_frees", "_inflight", "_limits",
-                 "_pool", "_priorities", "backend", "devices", "max_streams", "new_policy",
+    __slots__ = ("_by_use", "_device", "_events", "_frees", "_inflight", "_limits",
+                 "_members", "_pool", "_priorities", "backend", "devices", "max_streams", "new_policy",
                  "parent_policy", "poll_threshold", "stats", "streams")
 
     def __init__(self, backend: Any, options: Any, stats: Any, devices: int = 1) -> None:
@@ -82,11 +82,11 @@ class StreamManager:
             self.parent_policy = None
         self.streams: list[StreamState] = []
         self.devices = devices
-        #: per pool (tenant, device): free streams, stream count; per device: pooled events;
+        #: per pool (tenant, device): free streams, its streams; per device: pooled events;
         #: per tenant: the priority its streams are created with, and how many it may have
         #: on each device
         self._frees: list[deque[StreamState]] = [deque() for _ in range(devices)]
-        self._counts = [0] * devices
+        self._members: list[list[StreamState]] = [[] for _ in range(devices)]
         self._events: list[list[Any]] = [[] for _ in range(devices)]
         self._priorities = [0]
         self._limits = [self.max_streams]
@@ -105,12 +105,21 @@ class StreamManager:
         self._limits.append(self.max_streams if streams is None
                             else min(streams, self.max_streams))
         self._frees.extend(deque() for _ in range(self.devices))
-        self._counts.extend([0] * self.devices)
+        self._members.extend([] for _ in range(self.devices))
         return len(self._priorities) - 1
+
+    def tenant_streams(self, tenant: int) -> list[StreamState]:
+        """Tenant ``tenant``'s streams, on every device."""
+        devices = self.devices
+        members = self._members
+        first = tenant * devices
+        if devices == 1:
+            return list(members[first])
+        return [s for pool in members[first:first + devices] for s in pool]
 
     # -- the pool, as seen by the policies ---------------------------------------------------
     def can_grow(self) -> bool:
-        return self._counts[self._pool] < self._limits[self._pool // self.devices]
+        return len(self._members[self._pool]) < self._limits[self._pool // self.devices]
 
     def grow(self) -> StreamState:
         device = self._device
@@ -120,15 +129,14 @@ class StreamManager:
                   else self.backend.create_stream(device, priority))
         s = StreamState(len(self.streams), handle, device, pool)
         self.streams.append(s)
-        self._counts[pool] += 1
+        self._members[pool].append(s)
         self._by_use[s] = None
         self.stats.streams_created += 1
         return s
 
     def own(self) -> list[StreamState]:
         """The streams of the pool being placed."""
-        pool = self._pool
-        return [s for s in self.streams if s.pool == pool]
+        return list(self._members[self._pool])
 
     def first(self) -> StreamState:
         for s in self.streams:
@@ -179,8 +187,7 @@ class StreamManager:
             if s not in self._by_use:      # dropped between the two steps of the LRU move
                 self._by_use[s] = None
         self._events = [[e for e in pool if e is not None] for pool in self._events]
-        self._frees = [deque(s for s in self.streams if s.pool == p)
-                       for p in range(len(self._frees))]
+        self._frees = [deque(members) for members in self._members]
         self._inflight = 0
 
     def latest(self, nodes: Any) -> list[Node]:

@@ -238,7 +238,7 @@ class Runtime(HostAccess):
             backend = self.backend
             spare = self.tenants[index].spare_event
             starts = {d: backend.clock_base(d, False, spare(d)) for d in range(len(self.devices))}
-            seqs = {s.index: s.seq for s in self._tenant_streams(index)}
+            seqs = {s.index: s.seq for s in self.streams.tenant_streams(index)}
             if self.regulator is not None:
                 self.regulator.begin(index)
             return starts, seqs
@@ -252,7 +252,7 @@ class Runtime(HostAccess):
             backend = self.backend
             ends = []
             tenant = self.tenants[index]
-            for s in self._tenant_streams(index):
+            for s in self.streams.tenant_streams(index):
                 if s.seq != seqs.get(s.index, 0):
                     event = tenant.spare_event(s.device)
                     if event is None:
@@ -267,10 +267,6 @@ class Runtime(HostAccess):
                 tenant.settle(backend.event_done, backend.elapsed_s)
             if self.regulator is not None:
                 self.regulator.end(index)
-
-    def _tenant_streams(self, index: int) -> list[Any]:
-        devices = len(self.devices)
-        return [s for s in self.streams.streams if s.pool // devices == index]
 
     def tenant_statistics(self) -> dict[str, Any]:
         """Every tenant's :class:`~asyncgpu.core.tenants.TenantStatistics` by name, its
