@@ -66,8 +66,8 @@ class StreamManager:
     """Chooses streams, issues waits and records events, retires finished nodes."""
 
     __slots__ = ("_by_use", "_device", "_events", "_frees", "_inflight", "_limits",
-                 "_members", "_pool", "_priorities", "backend", "devices", "max_streams", "new_policy",
-                 "parent_policy", "poll_threshold", "stats", "streams")
+                 "_members", "_pool", "_priorities", "backend", "devices", "max_streams",
+                 "new_policy", "parent_policy", "poll_threshold", "stats", "streams")
 
     def __init__(self, backend: Any, options: Any, stats: Any, devices: int = 1) -> None:
         self.backend = backend

@@ -50,10 +50,10 @@ Invariants
   launches already enqueued (CUDA's contract for executable-graph updates). A lane is used by
   one launch at a time, since its launch keeps the GIL. A lane is used only where the
   thread's current context is the one the lanes were made in (the driver crashes updating a
-  node's parameters on a thread without one). The driver is asked once per thread (and again after a lane launch the
-  driver refuses for the context): a thread-local remembers the context a thread was seen
-  with, and a new thread starts with none. A thread that makes no context current after its
-  launches began (a pop, a device reset) is outside that contract.
+  node's parameters on a thread without one). The driver is asked once per thread (and again
+  after a lane launch the driver refuses for the context): a thread-local remembers the
+  context a thread was seen with, and a new thread starts with none. A thread that makes no
+  context current after its launches began (a pop, a device reset) is outside that contract.
 * Anything the driver refuses on the graph path (a parameter the node cannot take, another
   context's function, a full table) leaves the kernel to the ordinary ``cuLaunchKernel``, which
   reports the kernel's own error. If that ordinary launch succeeds, the lane was at fault and
