@@ -5,9 +5,9 @@ never changed or relied on. Memory is managed (unified) memory from a private Cu
 ``cudaMallocManaged`` (so freeing never calls the device-synchronizing ``cudaFree``); the host
 reads and writes it through a NumPy view of the same addresses. With ``memory="explicit"``
 arrays live in device memory from a private CuPy pool over ``cudaMalloc``, each with a pinned
-host mirror allocated on first host use (``_cuda_buffers.DeviceBuffer``); the runtime's copy
-nodes run ``cudaMemcpyAsync`` on their stream (``_cuda_buffers.CudaCopy``), and host reads fetch
-on a stream of the backend's own (``fetch_to_host``).
+host mirror allocated on first host use (``buffers.DeviceBuffer``); the runtime's copy nodes
+run an asynchronous copy on their stream (``buffers.CudaCopy``, through ``calls.memcpy_async``),
+and host reads fetch on a stream of the backend's own (``fetch_to_host``).
 
 Graphs: ``begin_capture``/``end_capture`` use CuPy's stream capture in *relaxed* mode, and
 ``graph_launch`` CuPy's ``Graph.launch`` (see :mod:`asyncgpu.backends.capture` for the model).

@@ -4,8 +4,8 @@ device buffer and its pinned host mirror.
 A :class:`CudaBuffer` is managed (unified) memory, one allocation the host and the device both
 address. A :class:`DeviceBuffer` is device memory plus a pinned host mirror allocated on first
 use; the explicit memory model (``asyncgpu.runtime.memory``) moves bytes between the two with
-:class:`CudaCopy` (one ``cudaMemcpyAsync`` on a stream; the backend's ``fetch_to_host`` for host
-reads). Each buffer has a ``uid`` per copy of its bytes (one for managed memory, two for a
+:class:`CudaCopy` (one asynchronous copy on a stream, made by the backend's calls; the backend's
+``fetch_to_host`` for host reads). Each buffer has a ``uid`` per copy of its bytes (one for managed memory, two for a
 device buffer and its mirror): what the happens-before checker tracks.
 
 Example::
