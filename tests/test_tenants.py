@@ -179,6 +179,33 @@ def test_a_long_running_tenant_keeps_the_latencies_of_its_latest_steps(sim, monk
         stats.latencies_s)
 
 
+def test_a_scope_left_before_one_a_generator_entered_in_it_ends_its_own_step(sim):
+    """A generator's block in a tenant's scope outlives the scope it was entered in: each scope
+    ends its own step, the thread issues for the scope still open in between, and once both
+    are left, for the default tenant again."""
+    k = sim
+    x = ag.array(np.ones(64))
+    y = ag.empty_like(x)
+    before = ag.tenants()["default"].kernels
+
+    def inner_steps():
+        with ag.tenant("gen-inner"):
+            k[2, 32](x, y, 64)
+            yield
+
+    g = inner_steps()
+    with ag.tenant("gen-outer"):
+        next(g)                             # the inner scope is entered inside the outer one
+    k[2, 32](x, y, 64)                      # after the outer block: the inner one is open
+    with pytest.raises(StopIteration):
+        next(g)
+    k[2, 32](x, y, 64)                      # both left: the default tenant's
+    stats = ag.tenants()
+    assert (stats["gen-outer"].steps, stats["gen-inner"].steps) == (1, 1)
+    assert (stats["gen-outer"].kernels, stats["gen-inner"].kernels) == (0, 2)
+    assert stats["default"].kernels == before + 1
+
+
 def test_scopes_nest_and_restore_the_threads_tenant(sim):
     k = sim
     x = ag.array(np.ones(32))

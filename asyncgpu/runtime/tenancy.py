@@ -28,9 +28,11 @@ from .current import current_runtime
 from .regulator import Regulation, Regulator
 
 
-#: Per thread: the steps of the scopes it entered and has not left, innermost last (blocks
-#: and decorated calls leave in the reverse order they entered, so one stack serves every
-#: scope; a scope holds no per-thread state and costs little to make).
+#: Per thread (``scopes``): the scopes it entered and has not left, with their runtimes, tenant
+#: numbers and steps, in the order entered. A thread issues for the latest one still open (on
+#: its runtime), else for the default tenant: blocks leave in reverse order, except a block in a
+#: generator, which may be left after a block entered later. One list for all scopes, so a
+#: scope keeps no per-thread state and costs little to make.
 _entered = threading.local()
 
 
@@ -82,19 +84,21 @@ class TenantScope:
         rt = current_runtime()
         index = rt.tenant_index(self.name, self.priority, self.streams, self.split,
                                 self.after)
-        pins = rt._pins
-        previous = getattr(pins, "tenant", 0)
         begun = rt.begin_step(index)
-        pins.tenant = index
-        stack = getattr(_entered, "stack", None)
-        if stack is None:
-            stack = _entered.stack = []
-        stack.append((rt, previous, index, begun))
+        rt._pins.tenant = index
+        entered = getattr(_entered, "scopes", None)
+        if entered is None:
+            entered = _entered.scopes = []
+        entered.append((self, rt, index, begun))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        rt, previous, index, begun = _entered.stack.pop()
-        rt._pins.tenant = previous
+        entered = _entered.scopes
+        i = len(entered) - 1
+        while entered[i][0] is not self:    # (the last one, unless a generator's block)
+            i -= 1
+        _, rt, index, begun = entered.pop(i)
+        rt._pins.tenant = next((e[2] for e in reversed(entered) if e[1] is rt), 0)
         if rt.retired is None:      # (a configure inside the block replaced the runtime)
             rt.end_step(index, begun)
 
