@@ -387,8 +387,11 @@ def threads(ag: Any, launches: int = 900, repeats: int = 7) -> dict[str, dict[st
             stream.synchronize()
         ag.synchronize()
 
+    # (each thread's share even: the read case launches twice per read)
+    share = launches // (2 * THREADS) * 2
+    total = share * THREADS
+
     def run(fn: Callable[[int, int], None], threaded: bool) -> tuple[float, int]:
-        share = launches // THREADS
         sync()
         before, t0 = _switches(), time.perf_counter()
         if threaded:
@@ -401,7 +404,7 @@ def threads(ag: Any, launches: int = 900, repeats: int = 7) -> dict[str, dict[st
             for i in range(THREADS):
                 fn(i, share)
         sync()
-        return (time.perf_counter() - t0) / launches * 1e6, _switches() - before
+        return (time.perf_counter() - t0) / total * 1e6, _switches() - before
 
     out = {}
     for name, fn in (("ag_launch", ag_launch), ("cupy_raw_launch", cupy_raw_launch),
@@ -415,7 +418,7 @@ def threads(ag: Any, launches: int = 900, repeats: int = 7) -> dict[str, dict[st
         middle = many[len(many) // 2]
         out[name] = {"one_thread_us": statistics.median(one), "threads_us": middle[0],
                      "ratio": middle[0] / statistics.median(one),
-                     "switches_per_launch": middle[1] / launches}
+                     "switches_per_launch": middle[1] / total}
     return out
 
 

@@ -104,11 +104,17 @@ def test_each_call_does_what_cupys_call_does(env):
     assert cupy.asnumpy(y).tolist() == [6.0] * N
 
 
+def pinned(cupy, n):
+    """A float32 NumPy array of ``n`` in pinned host memory."""
+    mem = cupy.cuda.alloc_pinned_memory(4 * n)
+    return np.frombuffer(mem, np.float32, n)
+
+
 def test_a_copy_follows_its_stream_and_the_stream_wait_returns_once_it_landed(env):
     cupy, _, calls, kernels = env
     stream = cupy.cuda.Stream(non_blocking=True)
     y = cupy.zeros(N, np.float32)
-    host = cupyx_pinned(cupy, N)
+    host = pinned(cupy, N)
     spin(calls, kernels, stream)
     put(calls, kernels["put"], y, 5.0, stream)
     calls.memcpy_async(host.ctypes.data, y.data.ptr, y.nbytes, 2, stream.ptr)
@@ -119,12 +125,6 @@ def test_a_copy_follows_its_stream_and_the_stream_wait_returns_once_it_landed(en
     calls.stream_sync(stream.ptr)
     calls.stream_sync(stream.ptr)                   # (done already: the query answers)
     assert cupy.asnumpy(y).tolist() == [7.0] * N
-
-
-def cupyx_pinned(cupy, n):
-    """A float32 NumPy array of ``n`` in pinned host memory."""
-    mem = cupy.cuda.alloc_pinned_memory(4 * n)
-    return np.frombuffer(mem, np.float32, n)
 
 
 def test_a_graph_launch_runs_the_captured_work(env):
