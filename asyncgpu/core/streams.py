@@ -110,12 +110,8 @@ class StreamManager:
 
     def tenant_streams(self, tenant: int) -> list[StreamState]:
         """Tenant ``tenant``'s streams, on every device."""
-        devices = self.devices
-        members = self._members
-        first = tenant * devices
-        if devices == 1:
-            return list(members[first])
-        return [s for pool in members[first:first + devices] for s in pool]
+        first = tenant * self.devices
+        return [s for pool in self._members[first:first + self.devices] for s in pool]
 
     # -- the pool, as seen by the policies ---------------------------------------------------
     def can_grow(self) -> bool:

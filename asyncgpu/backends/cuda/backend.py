@@ -312,8 +312,8 @@ class CudaBackend(Backend):
         if event is None:
             event = self.timing_event()
         self.calls.event_record(event.ptr, 0)      # (0: the legacy default stream)
-        if wait and not self.calls.event_done(event):
-            event.synchronize()
+        if wait:
+            self.calls.event_sync(event)
         return event
 
     def elapsed_s(self, start: Any, end: Any) -> float:
@@ -331,21 +331,16 @@ class CudaBackend(Backend):
         is the locked access's to refuse)."""
         if not self._capturing:
             try:
-                if not self.calls.event_done(event):
-                    event.synchronize()
+                self.calls.event_sync(event)
             except Exception:       # noqa: BLE001 - reported by the wait under the lock
                 pass
 
     def host_wait(self, event: Any) -> None:
-        """Block until ``event`` completes. A query first: it keeps the GIL, where a wait
-        releases it, and while other threads run, a release costs this thread a context
-        switch to get the GIL back, for an event that is often done already (the wait
-        without the lock came first, or the kernels were short)."""
+        """Block until ``event`` completes (``calls.event_sync``: a query first)."""
         if self._capturing:
             self.captures.check_host_wait(event, "host wait")
         try:
-            if not self.calls.event_done(event):
-                event.synchronize()
+            self.calls.event_sync(event)
         except Exception as exc:
             raise self._device_error(exc)
 

@@ -19,6 +19,8 @@ cdef class CudaCalls:
 
     cpdef bint event_done(self, event) except -1
 
+    cpdef event_sync(self, event)
+
     cpdef memcpy_async(self, intptr_t dst, intptr_t src, size_t nbytes, int kind,
                        intptr_t stream)
 

@@ -78,14 +78,20 @@ class CudaCalls:
         """Whether a CuPy event's latest record has completed (without waiting)."""
         return bool(event.done)
 
+    def event_sync(self, event: Any) -> None:
+        """Block until a CuPy event's latest record has completed: a query first, which keeps
+        the GIL where the wait releases it (while other threads run, a release costs this
+        thread a context switch to get the GIL back, for an event often done already)."""
+        if not self.event_done(event):
+            event.synchronize()
+
     def memcpy_async(self, dst: int, src: int, nbytes: int, kind: int, stream: int) -> None:
         """Enqueue a copy of ``nbytes`` from ``src`` to ``dst`` (``kind``: CUDA's
         ``cudaMemcpyKind``) on ``stream``; a pinned host side makes it asynchronous."""
         self._copy(dst, src, nbytes, kind, stream)
 
     def stream_sync(self, stream: int) -> None:
-        """Block until ``stream``'s work completed; a query first (see
-        ``CudaBackend.host_wait``)."""
+        """Block until ``stream``'s work completed; a query first (see :meth:`event_sync`)."""
         if self._query(stream) != 0:     # (cudaSuccess: done; an error, the wait raises)
             self._sync(stream)
 
