@@ -91,9 +91,10 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--warmup", type=int, default=None,
                    help=f"untimed iterations per mode before the timed ones (default: "
                         f"{WARMUP[0]} on a GPU, {WARMUP[1]} on the simulator; {here})")
-    b.add_argument("--rounds", type=int, default=1,
+    b.add_argument("--rounds", type=int, default=None,
                    help="split each mode's timed iterations into this many blocks taken in "
-                        "turn with the other modes' (default: 1, one mode after the other)")
+                        "turn with the other modes' (default: 1, one mode after the other; "
+                        "tenants: 3 on a GPU)")
     b.add_argument("--json", default=None, metavar="PATH",
                    help="write every iteration's time and the machine's details here")
     b.add_argument("--plot", default=None, metavar="PATH",

@@ -23,7 +23,12 @@ steps of every workload (after every workload ran ``warmup`` steps alone):
   :data:`CHECK_ROUNDS`), then the timed rounds run with the plan (``plan`` in the result: what
   it split and pointed, and the check's measured p90 and modelled alone, ms).
 
-Reported per mode: the wall time of the whole mix (its speedup is ``sequential``'s over it),
+The modes are timed taking turns: every mode is made ready first (the untimed rounds above),
+then each mode's rounds run in ``turns`` blocks, one block of every mode per turn, so that a
+slow spell of the host lands on every mode alike rather than on whichever ran then.
+
+Reported per mode: the wall time of the whole mix (its median block's time per round, times
+the rounds) and its speedup (the median over the turns of ``sequential``'s time over its own),
 and per workload the step latency, host-measured from the step's start to its checked result,
 p50 and p99; ``alone``: each workload's latency when it runs by itself (the reference a
 high-priority tenant's p99 is held to). ``bound``: the longest workload's rounds by itself
@@ -42,7 +47,7 @@ machine's host), and one landing in a timed step would stall every tenant's thre
 With ``--steps recorded`` every mode's steps replay each workload's launches recorded as a graph
 (the suite's ``recorded_static``), which takes most of the host's work out of a step.
 
-usage: ``asyncgpu bench tenants [--scale small] [--iterations ROUNDS]
+usage: ``asyncgpu bench tenants [--scale small] [--iterations ROUNDS] [--rounds TURNS]
 [--workloads dl,img,ml:small] [--steps eager|recorded]``
 """
 
@@ -64,6 +69,10 @@ MODES = ("sequential", "one stream each", "threads", "tenants", "one thread", "r
 #: with room for the steps a stage starts behind.
 PROFILE_ROUNDS = 8
 CHECK_ROUNDS = 80
+#: The blocks each mode's timed rounds are split into on a GPU, the modes taking turns
+#: (``asyncgpu bench tenants --rounds``): steps of a fraction of a millisecond, timed in one
+#: stretch per mode, moved by a factor of two between runs on a busy host.
+TURNS = 3
 
 
 def _quantile(values: list[float], q: float) -> float:
@@ -167,12 +176,15 @@ def _one_thread(members: list[_Member], rounds: int, scopes: list[Any]) -> None:
 
 def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
             mix: tuple[str, ...] = MIX, block: int = 256, num_blocks: int = 2,
-            recorded: bool = False, check_rounds: int = CHECK_ROUNDS) -> dict[str, Any]:
+            recorded: bool = False, check_rounds: int = CHECK_ROUNDS, turns: int = 1
+            ) -> dict[str, Any]:
     """Rows per mode: the mix's wall time (ms) and each workload's step latency p50 and p99
     (ms); ``alone``: each workload's latencies by itself. ``recorded``: each step replays the
     workload's launches recorded as a graph (``recorded_static`` of the suite) in every
     mode. ``check_rounds``: the most rounds ``regulated`` waits for its check (0 on the
-    simulator, whose clock says nothing of latency)."""
+    simulator, whose clock says nothing of latency). ``turns``: each mode's ``rounds`` are
+    split into this many blocks, the modes taking turns block by block (see
+    :func:`_measure`)."""
     members = [_Member(ag, name, scale, block, num_blocks, recorded) for name in mix]
     for m in members:
         for _ in range(warmup):
@@ -180,14 +192,26 @@ def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
     gc.collect()
     gc.freeze()             # (see the module docstring)
     try:
-        return _measure(ag, members, scale, rounds, mix, recorded, check_rounds)
+        return _measure(ag, members, scale, rounds, mix, recorded, check_rounds,
+                        max(1, min(turns, rounds)))
     finally:
         gc.unfreeze()
 
 
+def _blocks(rounds: int, turns: int) -> list[int]:
+    """``rounds`` split into ``turns`` blocks as even as can be (the larger ones first)."""
+    size, extra = divmod(rounds, turns)
+    return [size + (i < extra) for i in range(turns)]
+
+
 def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tuple[str, ...],
-             recorded: bool, check_rounds: int) -> dict[str, Any]:
-    """:func:`measure` once the members are warm."""
+             recorded: bool, check_rounds: int, turns: int) -> dict[str, Any]:
+    """:func:`measure` once the members are warm. Every mode is made ready first (its tenants'
+    untimed round, ``regulated``'s profile, search and check); then the modes take turns,
+    each running one block of its rounds per turn, so that a slow spell of the host weighs
+    on every mode alike. A mode's mix time is its median block's time per round times
+    ``rounds`` (one turn: the one block's time), its speedup the median over the turns of
+    ``sequential``'s block time over its own (per round)."""
     alone: dict[str, dict[str, float]] = {}
     longest = 0.0
     for m in members:
@@ -201,7 +225,6 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
         m.check()
         alone[m.name] = _summary(m.latencies)
         m.latencies = []
-    rows = []
 
     def ranked(suffix: str) -> list[Any]:
         """A tenant per workload, the first one's with priority high."""
@@ -213,35 +236,46 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
               "one thread": ranked("one-thread"), "threads": None}
     plan = None
     for mode in MODES:      # (every workload is warm: it ran alone first)
-        run_rounds = _one_thread if mode == "one thread" else _threads
         if mode == "regulated":
             plan = _regulate(ag, members, scopes[mode], check_rounds)
         elif scopes.get(mode) is not None:
             # (one untimed round: a tenant's first step makes its streams, as they are needed)
-            run_rounds(members, 1, scopes[mode])
+            (_one_thread if mode == "one thread" else _threads)(members, 1, scopes[mode])
+    ag.synchronize()
+    for m in members:
+        m.check()
+        m.latencies = []
+    per_round: dict[str, list[float]] = {mode: [] for mode in MODES}   # each block's, seconds
+    latencies: dict[str, dict[str, list[float]]] = {mode: {m.name: [] for m in members}
+                                                    for mode in MODES}
+    for block in _blocks(rounds, turns):
+        for mode in MODES:
+            ag.synchronize()
+            t0 = time.perf_counter()
+            if mode == "sequential":
+                for _ in range(block):
+                    for m in members:
+                        m.step(True)
+            else:
+                (_one_thread if mode == "one thread" else _threads)(members, block,
+                                                                    scopes[mode])
+            ag.synchronize()
+            per_round[mode].append((time.perf_counter() - t0) / block)
             for m in members:
+                m.check()
+                latencies[mode][m.name] += m.latencies
                 m.latencies = []
-        ag.synchronize()
-        t0 = time.perf_counter()
-        if mode == "sequential":
-            for _ in range(rounds):
-                for m in members:
-                    m.step(True)
-        else:
-            run_rounds(members, rounds, scopes[mode])
-        ag.synchronize()
-        rows.append({"mode": mode, "ms": (time.perf_counter() - t0) * 1e3,
-                     "latency": {m.name: _summary(m.latencies) for m in members}})
-        for m in members:
-            m.check()
-            m.latencies = []
     ag.regulate(plan="off")
-    sequential = rows[0]["ms"]
-    for row in rows:
-        row["speedup"] = sequential / row["ms"]
+    sequential = per_round["sequential"]
+    rows = [{"mode": mode, "ms": statistics.median(per_round[mode]) * rounds * 1e3,
+             "speedup": statistics.median(s / t for s, t in zip(sequential, per_round[mode])),
+             "turn_round_ms": [t * 1e3 for t in per_round[mode]],
+             "latency": {name: _summary(values) for name, values in latencies[mode].items()}}
+            for mode in MODES]
+    seq_ms = rows[0]["ms"]
     return {"rows": rows, "alone": alone, "mix": list(mix), "scale": scale, "rounds": rounds,
-            "high_priority": mix[0], "plan": plan, "recorded": recorded,
-            "bound": {"ms": longest * 1e3, "speedup": sequential / (longest * 1e3)}}
+            "turns": turns, "high_priority": mix[0], "plan": plan, "recorded": recorded,
+            "bound": {"ms": longest * 1e3, "speedup": seq_ms / (longest * 1e3)}}
 
 
 def _regulate(ag: Any, members: list[_Member], scopes: list[Any], check_rounds: int

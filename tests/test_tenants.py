@@ -461,6 +461,37 @@ def test_the_tenants_benchmark_with_recorded_steps_checks_every_mode_and_regulat
         assert ag.statistics().graphs_replayed > graphs
 
 
+def test_the_tenants_benchmark_times_the_modes_in_turns(monkeypatch):
+    """With turns, every mode is made ready first, then each turn runs one block of every
+    mode's rounds (the larger blocks first), so a slow spell of the host weighs on all."""
+    from benchmarks import tenants
+
+    calls = []
+    threads, one_thread = tenants._threads, tenants._one_thread
+
+    def spy(real):
+        def run(members, rounds, scopes):
+            calls.append((scopes[0].name if scopes else "threads", rounds))
+            real(members, rounds, scopes)
+        return run
+
+    monkeypatch.setattr(tenants, "_threads", spy(threads))
+    monkeypatch.setattr(tenants, "_one_thread", spy(one_thread))
+    with ag.configure(backend="sim", sim_seed=4):
+        known = ag.tenants().get("vec-tenant")      # (the runtime outlives other tests' runs)
+        result = tenants.measure(ag, "tiny", rounds=3, warmup=1, mix=("vec", "bs"), block=32,
+                                 check_rounds=0, turns=2)
+        steps = ag.tenants()["vec-tenant"].steps - (known.steps if known else 0)
+        assert steps == 1 + 3           # an untimed round, then 3 in two turns
+    modes = ["vec-one-stream", "threads", "vec-tenant", "vec-one-thread", "vec-regulated"]
+    timed = calls[-10:]
+    assert timed == [(m, 2) for m in modes] + [(m, 1) for m in modes]
+    assert all(n == 1 for _, n in calls[:-10])              # readying: untimed single rounds
+    assert result["turns"] == 2
+    assert all(len(row["turn_round_ms"]) == 2 for row in result["rows"])
+    assert result["rows"][0]["speedup"] == 1.0
+
+
 def test_a_recorded_step_replays_on_its_tenants_streams(sim):
     k = sim
     x = ag.array(np.ones(64))

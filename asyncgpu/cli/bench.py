@@ -105,10 +105,11 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
                              # (the simulator runs a block's threads as Python threads)
                              block=256 if on_gpu else 32,
                              recorded=args.steps == "recorded",
-                             check_rounds=tenants.CHECK_ROUNDS if on_gpu else 0)
+                             check_rounds=tenants.CHECK_ROUNDS if on_gpu else 0,
+                             turns=args.rounds or (tenants.TURNS if on_gpu else 1))
     if on_gpu:
-        table = Table(title=f"tenants ({scale}, {args.steps} steps; {mix[0]} has priority "
-                            "high; ms)",
+        table = Table(title=f"tenants ({scale}, {args.steps} steps, the modes taking "
+                            f"{result['turns']} turns; {mix[0]} has priority high; ms)",
                       title_justify="left")
         for col in ("mode", "mix ms", "speedup", *(f"{w} p50/p99" for w in mix)):
             table.add_column(col, justify="right")
@@ -245,7 +246,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                         ag, WORKLOADS[name], scale, modes, blocks, num_blocks, warmup,
                         iterations, args.inputs, lambda: progress.advance(task),
                         metrics=args.metrics, bounds=want_bounds, bandwidth=bandwidth,
-                        rounds=max(1, min(args.rounds, iterations)), started=started)
+                        rounds=max(1, min(args.rounds or 1, iterations)), started=started)
     rows = harness.summarize(results)
     print_results(console, args, rows, modes, memories, scale, iterations, on_gpu, want_bounds)
     bandwidth = bandwidths.get(memories[0])
