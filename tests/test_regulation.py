@@ -139,6 +139,22 @@ def test_the_search_keeps_two_bandwidth_bound_launches_apart_with_a_pointer():
     assert plan.after_outcome.makespan_s < plan.before.makespan_s
 
 
+def test_the_search_does_not_hold_a_tenant_of_short_steps_behind_a_long_launch():
+    """A pointer holding VEC's bandwidth-bound ``square`` (2 ms) behind DL's 35 ms ``conv2d``
+    spares DL a little sharing, and would shorten the makespan of one step each; but VEC runs
+    its steps at its own pace, and each would take 17 times its time alone."""
+    dl = TenantProfile("dl", "high", (op("conv2d", 35, 0.25, 0.5),
+                                      op("pool", 3, 0.25, 0.5, parents=[0]),
+                                      op("conv2d", 35, 0.25, 0.5, parents=[1])))
+    bs = TenantProfile("bs", "normal", (op("bs", 1.2, 0.25, 0.6, splittable=True),))
+    vec = TenantProfile("vec", "normal", (op("square", 2, 0.25, 0.6, splittable=True),
+                                          op("reduce", 1, 0.25, 0.3, parents=[0])))
+    plan = search((dl, bs, vec), budget_s=1.0)
+    assert plan.after == {}
+    latency = plan.after_outcome.latency_s
+    assert latency["vec"] < 2 * 3e-3 and latency["bs"] < 2 * 1.2e-3
+
+
 def test_the_search_leaves_a_tenants_own_splits_and_pointers_alone():
     low = TenantProfile("low", "normal", (op("big", 2.0, splittable=True),))
     high = TenantProfile("high", "high", (op("small", 0.1),))
@@ -634,3 +650,59 @@ def test_a_remedy_is_kept_only_where_the_leads_gain_outweighs_the_others_loss(sc
     assert check.plan == ("guarded" if kept else "base")
     assert ("guard" in check._lost) != kept
     assert check.stored == ([("base", "guarded")] if kept else [])
+
+
+def test_a_plan_holding_short_steps_behind_long_ones_is_not_kept_for_the_long_ones_tail():
+    """A tenant of 77 ms steps (high priority) beside one of 1.5 ms steps: a pointer that holds
+    the short tenant's kernel behind the long one's took the long tenant's slowest steps away
+    but made every short step wait for a long launch (1.7 -> 78 ms). The slowest tenant's
+    median barely moved (77.5 -> 78 ms), so a score of latencies kept that plan; the score of
+    slowdowns (each tenant's median over its latency alone) weighs the short tenant's 46-fold
+    loss, and the tenants' own settings stay."""
+    from asyncgpu.core.plan import Op, Plan, TenantProfile
+    from asyncgpu.core.tenants import Tenant
+    from asyncgpu.runtime.plan_check import PlanCheck
+
+    long = TenantProfile("long", "high", (Op("conv", 77e-3, 1.0, 0.0, False, ()),))
+    short = TenantProfile("short", "normal", (Op("k", 1.5e-3, 0.2, 0.0, False, ()),))
+    plan = Plan(after={"short": {"k": ("long", "conv")}}, profile=(long, short))
+
+    class Runtime:
+        tenants = [Tenant(0, "default", "normal", 0), Tenant(1, "long", "high", -5),
+                   Tenant(2, "short", "normal", 0)]
+
+        class backend:
+            event_done = elapsed_s = None
+
+    class Check(PlanCheck):
+        def __init__(self):
+            self.rt, self.tenants, self.plan = Runtime(), [1, 2], plan
+            self._lost, self.applied, self.stored = {"split", "guard"}, [], []
+            self.measured, self.checked = {}, {}
+
+        def apply(self, chosen, measure=True):
+            self.applied.append(chosen)
+            self.plan = chosen
+
+        def _store(self, searched, kept):
+            self.stored.append((searched, kept))
+
+    def steps(tenant, latencies):
+        tenant.latencies.extend(latencies)
+        tenant.measured += len(latencies)
+
+    check = Check()
+    lead, other = Runtime.tenants[1], Runtime.tenants[2]
+    check._trial = check._start(plan, "plan", None)
+    steps(other, [78e-3] * 10)
+    steps(lead, [78e-3] * 10)
+    check._check()                          # the plan measured; the tenants' own settings next
+    own = check.plan
+    assert check._trial.stage == "own" and not own.after
+    steps(other, [1.7e-3] * 10)
+    steps(lead, [77.5e-3] * 8 + [178e-3] * 2)       # (two steps late: the p90 is 178 ms)
+    check._check()
+    assert check.stored == [(plan, own)] and check.plan is own
+    plan_score, own_score = check.measured["plan"], check.measured["own"]
+    assert plan_score == pytest.approx(78 / 1.5)                      # the short tenant's
+    assert own_score == pytest.approx(1.7 / 1.5 + 4.0 * (178 / 77 - 1.2))

@@ -34,11 +34,15 @@ all started together, on a model of the device:
 
 Its ``Outcome`` gives the *makespan* (all steps done), each tenant's step latency, and the
 *residue*: the fraction of the device's threads left idle over the makespan, GACER's measure
-of what co-running leaves unused. The objective (:func:`evaluate`) is the makespan, plus
-:data:`LATE_WEIGHT` times how far each high-priority tenant's worst latency exceeds
-:data:`HIGH_TARGET` times its latency alone, where the worst is over its step starting with
-the others' and right after one of their long launches took the device (a high-priority
-request arrives at any time).
+of what co-running leaves unused. The objective (:func:`evaluate`) is the largest *slowdown*
+among the tenants (a tenant's step latency over its latency alone), plus :data:`LATE_WEIGHT`
+times how far each high-priority tenant's worst slowdown exceeds :data:`HIGH_TARGET`, where
+the worst is over its step starting with the others' and right after one of their long
+launches took the device (a high-priority request arrives at any time). Slowdowns rather than
+the makespan: tenants run their steps one after another, each at its own pace, so a plan
+that holds a tenant of 2 ms steps behind another's 35 ms launch costs that tenant seventeen
+steps' worth of time, which the makespan of one step each, set by the longest tenant, does
+not see.
 
 :func:`search` alternates spatial and temporal steps (coordinate descent): each split kernel's
 pieces among :data:`PIECES`, then the pointers between launches that overlap in the current
@@ -303,9 +307,10 @@ def _play(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]]
 def evaluate(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]],
              after: dict[str, dict[str, tuple[str, str]]], alone: dict[str, float]
              ) -> tuple[float, Outcome]:
-    """The search's objective for a plan, and the plan's :class:`Outcome`: the makespan with
-    every step started together, plus :data:`LATE_WEIGHT` times each high-priority tenant's
-    worst latency beyond :data:`HIGH_TARGET` times its latency ``alone``. The worst latency
+    """The search's objective for a plan, and the plan's :class:`Outcome`: the largest of the
+    tenants' slowdowns (step latency over latency ``alone``) with every step started
+    together, plus :data:`LATE_WEIGHT` times each high-priority tenant's worst slowdown
+    beyond :data:`HIGH_TARGET`. The worst latency
     is over its step starting together with the others' and right after each of the
     :data:`ARRIVALS` longest launches of the others starts (a high-priority step arrives when
     the others are at any point of theirs, and waits longest behind a launch that just took
@@ -323,9 +328,11 @@ def evaluate(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, in
             at = task.started_at + 1e-9
             w = max(w, simulate(profiles, splits, after, {p.name: at}).latency_s[p.name])
         worst[p.name] = w
-        late += max(0.0, w - HIGH_TARGET * alone[p.name])
+        late += max(0.0, w / alone[p.name] - HIGH_TARGET) if alone[p.name] > 0 else 0.0
     outcome = Outcome(outcome.makespan_s, outcome.latency_s, outcome.residue, worst)
-    return outcome.makespan_s + LATE_WEIGHT * late, outcome
+    slowest = max((outcome.latency_s[p.name] / alone[p.name] for p in profiles
+                   if alone[p.name] > 0), default=0.0)
+    return slowest + LATE_WEIGHT * late, outcome
 
 
 def _side_by_side(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]],

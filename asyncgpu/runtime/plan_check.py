@@ -4,15 +4,19 @@ The model
 ---------
 A model errs, so the plan is measured on the device too, stage by stage, each over the lead
 tenant's next :data:`CHECK_STEPS` steps (the high-priority tenant, else the first regulated
-one); a stage's score is the slowest tenant's median step latency plus ``LATE_WEIGHT`` times
-the high-priority lead's p90 beyond ``HIGH_TARGET`` times its modelled latency alone. The plan
+one). A stage's score is the largest *slowdown* among the tenants (a tenant's median step
+latency over its modelled latency alone) plus ``LATE_WEIGHT`` times the high-priority lead's
+p90 slowdown beyond ``HIGH_TARGET``. Slowdowns, not latencies: tenants run their steps one
+after another, each at its own pace, so a plan that holds a tenant of short steps behind
+another's long launches multiplies its latency while the slowest tenant's barely moves. The plan
 is measured, then (when it adds anything) the tenants' own settings, and the plan is kept and
 stored only if it scores :data:`PLAN_GAIN` of theirs or less (a plan within the measurement's
 noise of none changes nothing worth its ordering), else the tenants' own settings are. Then, if
 a high-priority lead beside normal tenants is still over its target, two remedies are measured
 in turn, each kept only if it cut the lead's p90 to :data:`GUARD_GAIN` of what it was without
 raising the stage's score (a remedy whose cost to the other tenants outweighs the lead's gain,
-as the search's objective weighs them, is not kept): first
+as the search's objective weighs them, is not kept; the score is that objective, measured):
+first
 the normal tenants' splittable launches longer than :data:`SLICE` of the lead's latency alone
 are cut into pieces no longer than that (at most :data:`MOST_PIECES`; a model of the device
 shares its threads, but blocks that hold a multiprocessor for a whole long launch keep the
@@ -63,12 +67,16 @@ class Trial:
     """The measurement of a plan in force (:meth:`PlanCheck._check`): the tenant whose steps
     pace it (``lead``: the high-priority one, else the first regulated), its modelled latency
     alone, the stage (``plan``, ``own``, ``split`` or ``guard``), where each tenant's measured
-    latencies began in this stage, and the measured scores and plans of the stages done."""
+    latencies began in this stage, each tenant's modelled latency alone (``alones``, by
+    number: what its slowdowns are measured against), and the measured scores and plans of
+    the stages done."""
 
-    __slots__ = ("alone", "first", "lead", "plans", "scores", "stage")
+    __slots__ = ("alone", "alones", "first", "lead", "plans", "scores", "stage")
 
-    def __init__(self, lead: int, alone: float, stage: str, first: dict[int, int]) -> None:
+    def __init__(self, lead: int, alone: float, stage: str, first: dict[int, int],
+                 alones: dict[int, float] | None = None) -> None:
         self.lead, self.alone, self.stage, self.first = lead, alone, stage, first
+        self.alones = alones if alones is not None else {lead: alone}
         self.scores: dict[str, tuple[float, float]] = {}
         self.plans: dict[str, Plan] = {}
 
@@ -84,9 +92,11 @@ class PlanCheck:
         if trial is None:
             high = [t for t in self.tenants if tenants[t].priority == "high"]
             lead = (high or self.tenants)[0]
-            profile = next((p for p in plan.profile if p.name == tenants[lead].name), None)
-            alone = simulate((profile,)).makespan_s if profile is not None else 0.0
-            trial = Trial(lead, alone, stage, {})
+            profiles = {p.name: p for p in plan.profile}
+            # (a tenant without a profile has no latency alone to be slowed from: not scored)
+            alones = {t: simulate((profiles[tenants[t].name],)).makespan_s
+                      for t in self.tenants if tenants[t].name in profiles}
+            trial = Trial(lead, alones.get(lead, 0.0), stage, {}, alones)
         trial.stage = stage
         trial.plans[stage] = plan
         trial.first = {t: tenants[t].measured + len(tenants[t].pending)
@@ -96,9 +106,9 @@ class PlanCheck:
     def _check(self) -> None:
         """Measure the plan in force on the device, then decide (see the module docstring).
         A stage ends once the lead tenant ran :data:`CHECK_STEPS` measured steps under it;
-        its score is the slowest tenant's median step latency, plus ``LATE_WEIGHT`` times a
-        high-priority lead's p90 beyond ``HIGH_TARGET`` times its modelled latency alone (the
-        model's objective, measured). Stages: ``plan`` (the searched plan); ``own`` (the
+        its score is the largest of the tenants' slowdowns (median step latency over modelled
+        latency alone), plus ``LATE_WEIGHT`` times a high-priority lead's p90 slowdown beyond
+        ``HIGH_TARGET``. Stages: ``plan`` (the searched plan); ``own`` (the
         tenants' own settings, when the plan adds to them), the plan kept and stored if it
         scored :data:`PLAN_GAIN` of theirs or less, else theirs; then, for a high-priority
         lead still over its target beside normal tenants,
@@ -116,14 +126,14 @@ class PlanCheck:
         if len(measured) < CHECK_STEPS:
             return
         p90 = measured[min(len(measured) - 1, int(0.9 * len(measured)))]
-        medians = []
-        for t in self.tenants:
+        slowdowns = []
+        for t, alone in trial.alones.items():
             mine = sorted(tenants[t].latencies_after(trial.first[t]))
-            if mine:
-                medians.append(mine[len(mine) // 2])
-        high = lead.priority == "high"
-        late = max(0.0, p90 - HIGH_TARGET * trial.alone) if high else 0.0
-        trial.scores[trial.stage] = (max(medians) + LATE_WEIGHT * late, p90)
+            if mine and alone > 0:
+                slowdowns.append(mine[len(mine) // 2] / alone)
+        high = lead.priority == "high" and trial.alone > 0
+        late = max(0.0, p90 / trial.alone - HIGH_TARGET) if high else 0.0
+        trial.scores[trial.stage] = (max(slowdowns, default=0.0) + LATE_WEIGHT * late, p90)
         self.measured[trial.stage] = trial.scores[trial.stage][0]
         stage, plan = trial.stage, self.plan
         if stage == "plan" and (plan.splits or plan.after):
@@ -135,9 +145,10 @@ class PlanCheck:
         if stage == "own":
             keep = ("plan" if trial.scores["plan"][0] <= PLAN_GAIN * trial.scores["own"][0]
                     else "own")
-            log.info("asyncgpu: regulation measured the plan at %.3f ms and the tenants' own "
-                     "settings at %.3f ms (score); %s kept", trial.scores["plan"][0] * 1e3,
-                     trial.scores["own"][0] * 1e3,
+            log.info("asyncgpu: regulation measured the plan at %.2f and the tenants' own "
+                     "settings at %.2f (score: the largest slowdown, plus the high-priority "
+                     "tenant's lateness weighted); %s kept", trial.scores["plan"][0],
+                     trial.scores["own"][0],
                      "the plan" if keep == "plan" else "their own settings")
             self._store(trial.plans["plan"], trial.plans[keep])
             self.apply(trial.plans[keep], measure=False)
@@ -194,13 +205,13 @@ class PlanCheck:
         score = trial.scores[remedy][0]
         if p90 < GUARD_GAIN * before and score <= base_score:
             log.info("asyncgpu: high-priority tenant %r: the %s kept (p90 %.3f -> %.3f ms, "
-                     "score %.3f -> %.3f ms)", lead, REMEDIES[remedy], before * 1e3, p90 * 1e3,
-                     base_score * 1e3, score * 1e3)
+                     "score %.2f -> %.2f)", lead, REMEDIES[remedy], before * 1e3, p90 * 1e3,
+                     base_score, score)
             self._store(trial.plans[base], self.plan)
             return True, p90
         log.info("asyncgpu: high-priority tenant %r: the %s did not help (p90 %.3f -> %.3f ms, "
-                 "score %.3f -> %.3f ms); the plan goes back to the one without it", lead,
-                 REMEDIES[remedy], before * 1e3, p90 * 1e3, base_score * 1e3, score * 1e3)
+                 "score %.2f -> %.2f); the plan goes back to the one without it", lead,
+                 REMEDIES[remedy], before * 1e3, p90 * 1e3, base_score, score)
         self._lost.add(remedy)
         self.apply(trial.plans[base], measure=False)
         return False, before

@@ -65,8 +65,9 @@ class Regulation:
     and were reused, per high-priority tenant checked under the plan its measured p90 step
     latency and its modelled latency alone (seconds), the stage of the plan's measurement now
     (``plan``, ``own``, ``split``, ``guard``; empty when none is under way), and the measured
-    score of each stage done (seconds: the slowest tenant's median step latency, plus the
-    high-priority tenant's lateness weighted as in the search)."""
+    score of each stage done (the largest of the tenants' slowdowns, median step latency over
+    modelled latency alone, plus the high-priority tenant's lateness weighted as in the
+    search)."""
 
     state: str
     tenants: tuple[str, ...] = ()
