@@ -275,3 +275,26 @@ def test_a_traces_host_times_count_from_its_start(sim):
         run()
     assert before <= t.started <= between
     assert all(n.enqueue_s >= between - t.started for n in t.nodes)
+
+
+def test_a_traces_busy_time_per_tenant_counts_each_tenants_own_device_work_once(sim):
+    ag = sim
+    square = make_square(ag)
+    x = ag.array(np.arange(64, dtype=np.float32))
+    y = ag.array(np.ones(64, dtype=np.float32))
+    x1, y1 = ag.empty_like(x), ag.empty_like(y)
+    ag.synchronize()
+    with ag.trace() as t:
+        with ag.tenant("busy-a"):
+            square[2, 32](x, x1, 64)
+            square[2, 32](y, y1, 64)        # (independent: may run beside the first)
+        with ag.tenant("busy-b"):
+            square[2, 32](x1, x, 64)        # (after a's first)
+        ag.synchronize()
+    busy = t.tenant_busy()
+    assert set(busy) == {"busy-a", "busy-b"}        # (prefetches belong to no tenant)
+    (a1, a2), (b,) = ([k for k in t.kernels if k.tenant == name] for name in ("busy-a", "busy-b"))
+    together = max(0.0, min(a1.end_s, a2.end_s) - max(a1.start_s, a2.start_s))
+    assert busy["busy-a"] == pytest.approx(
+        (a1.end_s - a1.start_s) + (a2.end_s - a2.start_s) - together)
+    assert busy["busy-b"] == pytest.approx(b.end_s - b.start_s)

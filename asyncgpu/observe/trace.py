@@ -333,6 +333,18 @@ class Trace:
         xfer = [(p.start_s, p.end_s) for p in [*self.prefetches, *self.copies]]
         return _metrics.overlap(comp, xfer)
 
+    def tenant_busy(self) -> dict[str, float]:
+        """Each tenant's busy time over the trace, in seconds, by name (``"default"``: the work
+        outside any tenant): how long the device ran work it issued (kernels, library calls,
+        graphs, copies; prefetches belong to no tenant), its nodes that overlapped counted
+        once."""
+        spans: dict[str, list[tuple[float, float]]] = {}
+        for n in self.device_nodes:
+            if n.start_s is not None and n.end_s is not None:
+                spans.setdefault(n.tenant, []).append((n.start_s, n.end_s))
+        return {name: sum(hi - lo for lo, hi in _metrics.union(intervals))
+                for name, intervals in spans.items()}
+
     # -- exports -----------------------------------------------------------------------------
     def chrome_trace(self) -> dict[str, Any]:
         """The trace as Chrome/Perfetto JSON: a host track and one track per stream.
@@ -382,7 +394,7 @@ def trace() -> Trace:
     Records per node its name, launch site, stream, parents (with RAW/WAR/WAW and the array),
     host enqueue time and device start and end (timing events, only while tracing), plus
     prefetches and host synchronizations. Read it after the block: ``t.metrics()`` (CT, TC, CC,
-    TOT), ``t.save_chrome(path)``, ``t.to_dot()``, ``t.save_timeline(path)``,
+    TOT), ``t.tenant_busy()`` (each tenant's device busy time), ``t.save_chrome(path)``, ``t.to_dot()``, ``t.save_timeline(path)``,
     ``t.save_dag(path)``, ``t.save(directory, stem)``. On ``sim`` device times are logical.
 
     Returns
