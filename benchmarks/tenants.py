@@ -234,13 +234,25 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
     scopes = {"tenants": ranked("tenant"), "regulated": ranked("regulated"),
               "one stream each": [ag.tenant(f"{name}-one-stream", streams=1) for name in mix],
               "one thread": ranked("one-thread"), "threads": None}
+
+    def run(mode: str, rounds: int) -> None:
+        """``rounds`` rounds of every member's step, as ``mode`` runs them."""
+        if mode == "sequential":
+            for _ in range(rounds):
+                for m in members:
+                    m.step(True)
+        elif mode == "one thread":
+            _one_thread(members, rounds, scopes[mode])
+        else:
+            _threads(members, rounds, scopes[mode])
+
     plan = None
     for mode in MODES:      # (every workload is warm: it ran alone first)
         if mode == "regulated":
             plan = _regulate(ag, members, scopes[mode], check_rounds)
         elif scopes.get(mode) is not None:
             # (one untimed round: a tenant's first step makes its streams, as they are needed)
-            (_one_thread if mode == "one thread" else _threads)(members, 1, scopes[mode])
+            run(mode, 1)
     ag.synchronize()
     for m in members:
         m.check()
@@ -252,13 +264,7 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
         for mode in MODES:
             ag.synchronize()
             t0 = time.perf_counter()
-            if mode == "sequential":
-                for _ in range(block):
-                    for m in members:
-                        m.step(True)
-            else:
-                (_one_thread if mode == "one thread" else _threads)(members, block,
-                                                                    scopes[mode])
+            run(mode, block)
             ag.synchronize()
             per_round[mode].append((time.perf_counter() - t0) / block)
             for m in members:
@@ -301,10 +307,12 @@ def _regulate(ag: Any, members: list[_Member], scopes: list[Any], check_rounds: 
     if state.plan is None:
         return {"plan": f"no plan after {PROFILE_ROUNDS} rounds ({state.state})"}
     plan = state.plan
-    # (``checking``: the check's stage still under way as the timed rounds begin, "" if none)
+    # (``checking``: the check's stage still under way as the timed rounds begin, "" if none;
+    # ``measured``: each stage's score, the largest of the tenants' slowdowns and more)
     return {"plan": plan.describe(), "checking": state.checking, "search_s": plan.search_s,
             "modelled": plan.modelled,
             "checked_ms": {name: [v * 1e3 for v in pair] for name, pair in state.checked.items()},
+            "measured": dict(state.measured),
             "profile": {p.name: {"launches": len(p.ops),
                                  "alone_ms": sum(o.seconds for o in p.ops) * 1e3,
                                  "mean_share": statistics.fmean(o.share for o in p.ops)}

@@ -87,6 +87,7 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
     from rich.table import Table
 
     from asyncgpu.runtime.current import current_runtime
+    from asyncgpu.runtime.plan_check import PLAN_GAIN
 
     tenants = bench_module("tenants")
     workloads = bench_module("workloads").WORKLOADS
@@ -124,6 +125,12 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
         console.print("alone: each workload by itself; its mix ms, the longest workload's "
                       "rounds alone, and its speedup, the most any mode can reach on this mix")
         console.print(f"regulated: {result['plan']['plan']}")
+        scores = result["plan"].get("measured") or {}
+        if "own" in scores:
+            console.print(f"regulated: the plan measured {scores['plan']:.2f} against the "
+                          f"tenants' own settings' {scores['own']:.2f} (the largest slowdown, "
+                          f"plus the high-priority tenant's lateness; the plan is kept at {PLAN_GAIN} "
+                          "of theirs or less)")
         if result["plan"].get("checking"):
             console.print(f"[yellow]regulated: the plan's check was still at stage "
                           f"{result['plan']['checking']!r} when the timed rounds began[/]")

@@ -394,8 +394,9 @@ def trace() -> Trace:
     Records per node its name, launch site, stream, parents (with RAW/WAR/WAW and the array),
     host enqueue time and device start and end (timing events, only while tracing), plus
     prefetches and host synchronizations. Read it after the block: ``t.metrics()`` (CT, TC, CC,
-    TOT), ``t.tenant_busy()`` (each tenant's device busy time), ``t.save_chrome(path)``, ``t.to_dot()``, ``t.save_timeline(path)``,
-    ``t.save_dag(path)``, ``t.save(directory, stem)``. On ``sim`` device times are logical.
+    TOT), ``t.tenant_busy()`` (each tenant's device busy time), ``t.save_chrome(path)``,
+    ``t.to_dot()``, ``t.save_timeline(path)``, ``t.save_dag(path)``,
+    ``t.save(directory, stem)``. On ``sim`` device times are logical.
 
     Returns
     -------
