@@ -24,8 +24,9 @@ steps of every workload (after every workload ran ``warmup`` steps alone):
   it split and pointed, and the check's measured p90 and modelled alone, ms).
 
 The modes are timed taking turns: every mode is made ready first (the untimed rounds above),
-then each mode's rounds run in ``turns`` blocks, one block of every mode per turn, so that a
-slow spell of the host lands on every mode alike rather than on whichever ran then.
+then each mode's rounds run in ``turns`` blocks, one block of every mode per turn (the order
+rotated each turn), so that a slow spell of the host lands on every mode alike rather than on
+whichever ran then.
 
 Reported per mode: the wall time of the whole mix (its median block's time per round, times
 the rounds) and its speedup (the median over the turns of ``sequential``'s time over its own),
@@ -208,8 +209,8 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
              recorded: bool, check_rounds: int, turns: int) -> dict[str, Any]:
     """:func:`measure` once the members are warm. Every mode is made ready first (its tenants'
     untimed round, ``regulated``'s profile, search and check); then the modes take turns,
-    each running one block of its rounds per turn, so that a slow spell of the host weighs
-    on every mode alike. A mode's mix time is its median block's time per round times
+    each running one block of its rounds per turn (the order rotated each turn), so that a
+    slow spell of the host weighs on every mode alike. A mode's mix time is its median block's time per round times
     ``rounds`` (one turn: the one block's time), its speedup the median over the turns of
     ``sequential``'s block time over its own (per round)."""
     alone: dict[str, dict[str, float]] = {}
@@ -260,8 +261,9 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
     per_round: dict[str, list[float]] = {mode: [] for mode in MODES}   # each block's, seconds
     latencies: dict[str, dict[str, list[float]]] = {mode: {m.name: [] for m in members}
                                                     for mode in MODES}
-    for block in _blocks(rounds, turns):
-        for mode in MODES:
+    for turn, block in enumerate(_blocks(rounds, turns)):
+        # (the order rotated each turn, as the suite's rounds do: no mode always runs first)
+        for mode in MODES[turn % len(MODES):] + MODES[:turn % len(MODES)]:
             ag.synchronize()
             t0 = time.perf_counter()
             run(mode, block)

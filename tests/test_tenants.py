@@ -463,7 +463,8 @@ def test_the_tenants_benchmark_with_recorded_steps_checks_every_mode_and_regulat
 
 def test_the_tenants_benchmark_times_the_modes_in_turns(monkeypatch):
     """With turns, every mode is made ready first, then each turn runs one block of every
-    mode's rounds (the larger blocks first), so a slow spell of the host weighs on all."""
+    mode's rounds (the larger blocks first), the order rotated each turn, so a slow spell of
+    the host weighs on all."""
     from benchmarks import tenants
 
     calls = []
@@ -479,16 +480,19 @@ def test_the_tenants_benchmark_times_the_modes_in_turns(monkeypatch):
     monkeypatch.setattr(tenants, "_one_thread", spy(one_thread))
     with ag.configure(backend="sim", sim_seed=4):
         known = ag.tenants().get("vec-tenant")      # (the runtime outlives other tests' runs)
-        result = tenants.measure(ag, "tiny", rounds=3, warmup=1, mix=("vec", "bs"), block=32,
-                                 check_rounds=0, turns=2)
+        result = tenants.measure(ag, "tiny", rounds=4, warmup=1, mix=("vec", "bs"), block=32,
+                                 check_rounds=0, turns=3)
         steps = ag.tenants()["vec-tenant"].steps - (known.steps if known else 0)
-        assert steps == 1 + 3           # an untimed round, then 3 in two turns
+        assert steps == 1 + 4           # an untimed round, then 4 in three turns
     modes = ["vec-one-stream", "threads", "vec-tenant", "vec-one-thread", "vec-regulated"]
-    timed = calls[-10:]
-    assert timed == [(m, 2) for m in modes] + [(m, 1) for m in modes]
-    assert all(n == 1 for _, n in calls[:-10])              # readying: untimed single rounds
-    assert result["turns"] == 2
-    assert all(len(row["turn_round_ms"]) == 2 for row in result["rows"])
+    timed = calls[-15:]
+    # (sequential, which runs on this thread, is not seen here: it leads the first turn, ends
+    # the second, and is second to last in the third, where one stream each ends)
+    assert timed == ([(m, 2) for m in modes] + [(m, 1) for m in modes]
+                     + [(m, 1) for m in modes[1:] + modes[:1]])
+    assert all(n == 1 for _, n in calls[:-15])              # readying: untimed single rounds
+    assert result["turns"] == 3
+    assert all(len(row["turn_round_ms"]) == 3 for row in result["rows"])
     assert result["rows"][0]["speedup"] == 1.0
 
 
