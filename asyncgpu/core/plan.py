@@ -59,13 +59,16 @@ class TenantProfile:
 class Outcome:
     """A modelled run of every tenant's step, started together: the makespan (s), each
     tenant's step latency (s), the residue (the idle share of the device's threads over the
-    makespan), and each high-priority tenant's worst latency over the step starts
-    :func:`evaluate` tries."""
+    makespan), each high-priority tenant's worst latency over the step starts
+    :func:`evaluate` tries, and the search's objective for it, its *score* (the largest of the
+    tenants' slowdowns, latency over latency alone, plus the high-priority tenants' lateness
+    weighted; 0 where not evaluated)."""
 
     makespan_s: float
     latency_s: dict[str, float]
     residue: float
     worst_s: dict[str, float] = field(default_factory=dict)
+    score: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -101,16 +104,20 @@ class Plan:
         parts += [f"{t}: {k} after {o}.{j}" for t, ks in sorted(self.after.items())
                   for k, (o, j) in sorted(ks.items())]
         gain = ""
-        if self.before is not None and self.after_outcome is not None:
-            gain = (f" (modelled makespan {self.before.makespan_s * 1e3:.3f} -> "
-                    f"{self.after_outcome.makespan_s * 1e3:.3f} ms)")
+        before, after = self.before, self.after_outcome
+        if before is not None and after is not None:
+            # (the search's objective; the makespan for a plan made without it)
+            gain = (f" (modelled score {before.score:.2f} -> {after.score:.2f})"
+                    if before.score and after.score else
+                    f" (modelled makespan {before.makespan_s * 1e3:.3f} -> "
+                    f"{after.makespan_s * 1e3:.3f} ms)")
         return ("; ".join(parts) or "no splits or pointers") + gain
 
     def to_json(self) -> str:
         def outcome(o: Outcome | None) -> Any:
             return None if o is None else {"makespan_s": o.makespan_s,
                                             "latency_s": o.latency_s, "residue": o.residue,
-                                            "worst_s": o.worst_s}
+                                            "worst_s": o.worst_s, "score": o.score}
         return json.dumps({"splits": self.splits,
                            "after": {t: {k: list(v) for k, v in ks.items()}
                                      for t, ks in self.after.items()},
@@ -130,7 +137,8 @@ class Plan:
 
         def outcome(o: Any) -> Outcome | None:
             return None if o is None else Outcome(o["makespan_s"], o["latency_s"],
-                                                  o["residue"], o.get("worst_s", {}))
+                                                  o["residue"], o.get("worst_s", {}),
+                                                  o.get("score", 0.0))
         return cls({t: {k: int(n) for k, n in ks.items()} for t, ks in d["splits"].items()},
                    {t: {k: (v[0], v[1]) for k, v in ks.items()}
                     for t, ks in d["after"].items()},

@@ -329,10 +329,10 @@ def evaluate(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, in
             w = max(w, simulate(profiles, splits, after, {p.name: at}).latency_s[p.name])
         worst[p.name] = w
         late += max(0.0, w / alone[p.name] - HIGH_TARGET) if alone[p.name] > 0 else 0.0
-    outcome = Outcome(outcome.makespan_s, outcome.latency_s, outcome.residue, worst)
     slowest = max((outcome.latency_s[p.name] / alone[p.name] for p in profiles
                    if alone[p.name] > 0), default=0.0)
-    return slowest + LATE_WEIGHT * late, outcome
+    score = slowest + LATE_WEIGHT * late
+    return score, Outcome(outcome.makespan_s, outcome.latency_s, outcome.residue, worst, score)
 
 
 def _side_by_side(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]],
