@@ -210,9 +210,9 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
     """:func:`measure` once the members are warm. Every mode is made ready first (its tenants'
     untimed round, ``regulated``'s profile, search and check); then the modes take turns,
     each running one block of its rounds per turn (the order rotated each turn), so that a
-    slow spell of the host weighs on every mode alike. A mode's mix time is its median block's time per round times
-    ``rounds`` (one turn: the one block's time), its speedup the median over the turns of
-    ``sequential``'s block time over its own (per round)."""
+    slow spell of the host weighs on every mode alike. A mode's mix time is its median
+    block's time per round times ``rounds`` (one turn: the one block's time), its speedup the
+    median over the turns of ``sequential``'s block time over its own (per round)."""
     alone: dict[str, dict[str, float]] = {}
     longest = 0.0
     for m in members:

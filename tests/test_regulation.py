@@ -644,7 +644,7 @@ def test_a_remedy_is_kept_only_where_the_leads_gain_outweighs_the_others_loss(sc
             self.stored.append((searched, kept))
 
     check = Check()
-    trial = Trial(1, 1e-3, "guard", {})
+    trial = Trial(1, {1: 1e-3}, "guard", {})
     trial.plans["guard-base"] = "base"
     trial.scores.update({"guard-base": (2e-3, 5e-3), "guard": (score_s, 4e-3)})
     assert check._judge(trial, "guard", "lead", 4e-3) == (kept, 4e-3 if kept else 5e-3)

@@ -129,8 +129,8 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
         if "own" in scores:
             console.print(f"regulated: the plan measured {scores['plan']:.2f} against the "
                           f"tenants' own settings' {scores['own']:.2f} (the largest slowdown, "
-                          f"plus the high-priority tenant's lateness; the plan is kept at {PLAN_GAIN} "
-                          "of theirs or less)")
+                          "plus the high-priority tenant's lateness; the plan is kept at "
+                          f"{PLAN_GAIN} of theirs or less)")
         if result["plan"].get("checking"):
             console.print(f"[yellow]regulated: the plan's check was still at stage "
                           f"{result['plan']['checking']!r} when the timed rounds began[/]")

@@ -65,20 +65,24 @@ REMEDIES = {"split": "other tenants' launches in pieces", "guard": "guard"}
 
 class Trial:
     """The measurement of a plan in force (:meth:`PlanCheck._check`): the tenant whose steps
-    pace it (``lead``: the high-priority one, else the first regulated), its modelled latency
-    alone, the stage (``plan``, ``own``, ``split`` or ``guard``), where each tenant's measured
-    latencies began in this stage, each tenant's modelled latency alone (``alones``, by
-    number: what its slowdowns are measured against), and the measured scores and plans of
-    the stages done."""
+    pace it (``lead``: the high-priority one, else the first regulated), each tenant's
+    modelled latency alone (``alones``, by number: what its slowdowns are measured against;
+    a tenant without a profile has none), the stage (``plan``, ``own``, ``split`` or
+    ``guard``), where each tenant's measured latencies began in this stage, and the measured
+    scores and plans of the stages done."""
 
-    __slots__ = ("alone", "alones", "first", "lead", "plans", "scores", "stage")
+    __slots__ = ("alones", "first", "lead", "plans", "scores", "stage")
 
-    def __init__(self, lead: int, alone: float, stage: str, first: dict[int, int],
-                 alones: dict[int, float] | None = None) -> None:
-        self.lead, self.alone, self.stage, self.first = lead, alone, stage, first
-        self.alones = alones if alones is not None else {lead: alone}
+    def __init__(self, lead: int, alones: dict[int, float], stage: str,
+                 first: dict[int, int]) -> None:
+        self.lead, self.alones, self.stage, self.first = lead, alones, stage, first
         self.scores: dict[str, tuple[float, float]] = {}
         self.plans: dict[str, Plan] = {}
+
+    @property
+    def alone(self) -> float:
+        """The lead tenant's modelled latency alone (0 without a profile)."""
+        return self.alones.get(self.lead, 0.0)
 
 
 class PlanCheck:
@@ -96,7 +100,7 @@ class PlanCheck:
             # (a tenant without a profile has no latency alone to be slowed from: not scored)
             alones = {t: simulate((profiles[tenants[t].name],)).makespan_s
                       for t in self.tenants if tenants[t].name in profiles}
-            trial = Trial(lead, alones.get(lead, 0.0), stage, {}, alones)
+            trial = Trial(lead, alones, stage, {})
         trial.stage = stage
         trial.plans[stage] = plan
         trial.first = {t: tenants[t].measured + len(tenants[t].pending)
