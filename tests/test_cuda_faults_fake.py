@@ -15,6 +15,7 @@ from asyncgpu.core.errors import LaunchError
 from asyncgpu.core.dag import Node
 from asyncgpu.core.streams import StreamState
 from asyncgpu.backends.cuda import backend as _cuda
+from asyncgpu.backends.cuda import faults
 from asyncgpu.backends.cuda.calls import CudaCalls
 
 
@@ -223,14 +224,14 @@ def test_a_refused_launch_is_a_launch_error_and_a_missing_context_launches_again
 def test_a_fault_names_the_latest_launches_only():
     b = backend()
     nodes = []
-    for i in range(_cuda.RECENT_LAUNCHES + 5):
+    for i in range(faults.RECENT_LAUNCHES + 5):
         n = Node("kernel", f"k{i}", f"prog.py:{i}", [])
         n.stream = StreamState(0, None)
         n.launch = FakeLaunch()
         b.launch(n, FakeStream())
         nodes.append(n)
     assert all(n.launch.calls == 1 for n in nodes)
-    assert b.recent_launches() == nodes[::-1][:_cuda.RECENT_LAUNCHES]
+    assert b.recent_launches() == nodes[::-1][:faults.RECENT_LAUNCHES]
     with pytest.raises(KernelFault, match=r"newest first: kernel 'k20' at prog.py:20 on stream "
                        r"0, kernel 'k19'.*kernel 'k5' at prog.py:5 on stream 0\. The CUDA"):
         b.host_wait(FakeEvent(ILLEGAL))
@@ -246,10 +247,10 @@ def test_driver_errors_of_the_direct_calls_are_classified_by_status_or_by_name(s
     """The direct driver calls (``cudriver.DriverCalls``) raise driver errors, named as the
     driver names them: each sticky one is a fault by its status and by its text alone."""
     text = f"{name}: the GPU faulted"
-    assert _cuda._is_sticky(FakeCudaError(status, text))
-    assert _cuda._is_sticky(RuntimeError(text))
+    assert faults.is_sticky(FakeCudaError(status, text))
+    assert faults.is_sticky(RuntimeError(text))
     b = backend()
     b.calls = Calls(FakeCudaError(status, text), {"record"})
     with pytest.raises(KernelFault, match=name):
         b.record(FakeEvent(), FakeStream())
-    assert not _cuda._is_sticky(FakeCudaError(1, "CUDA_ERROR_INVALID_VALUE: invalid argument"))
+    assert not faults.is_sticky(FakeCudaError(1, "CUDA_ERROR_INVALID_VALUE: invalid argument"))

@@ -38,33 +38,17 @@ import numpy as np
 
 from ...core.backend import Backend
 from ...core.config import Options, cuda_device_max_connections
-from ...core.errors import (
-    BackendUnavailableError,
-    CaptureError,
-    KernelFault,
-    LaunchError,
-    OutOfMemoryError,
-)
+from ...core.errors import BackendUnavailableError, CaptureError, KernelFault, OutOfMemoryError
 from ..capture import CaptureTracker, Graph, check_launch, destroy
 from .buffers import DEVICE_TO_HOST, CudaBuffer, CudaCopy, DeviceBuffer, ForeignBuffer
 from .calls import CudaCalls
 from .driver import driver_calls
+from .faults import RECENT_LAUNCHES, fault_from, is_sticky, refused_launch
 from .kernels import PackedLaunch, make_launch
 
 log = logging.getLogger("asyncgpu")
 _CUDA_EVENT_WAIT_EXTERNAL = 1     # cudaEventWaitExternal: an event-wait node in the graph
 _CUDA_ERROR_INVALID_CONTEXT = 201
-#: Errors that kill the context (cudaError / CUresult share these numbers): illegal address,
-#: device assert, hardware stack error, illegal instruction, misaligned address, invalid
-#: address space, invalid PC, launch failure. Every later CUDA call fails with one of them.
-STICKY_ERRORS = frozenset({700, 710, 714, 715, 716, 717, 718, 719})
-_STICKY_NAMES = ("ILLEGAL_ADDRESS", "IllegalAddress", "INVALID_ADDRESS_SPACE",
-                 "InvalidAddressSpace", "ILLEGAL_INSTRUCTION", "IllegalInstruction",
-                 "MISALIGNED_ADDRESS", "MisalignedAddress", "LAUNCH_FAILED", "LaunchFailure",
-                 "INVALID_PC", "InvalidPc", "HARDWARE_STACK_ERROR", "HardwareStackError",
-                 "cudaErrorAssert", "CUDA_ERROR_ASSERT")
-#: How many of the latest launches a device fault names as candidates.
-RECENT_LAUNCHES = 16
 #: Launched graphs kept alive before the finished ones are looked for and dropped.
 GRAPHS_KEPT = 16
 
@@ -367,19 +351,9 @@ class CudaBackend(Backend):
         first, every call that reaches here raises the same message. Other errors pass on.
         """
         if self.fault is None:
-            if exc is None or not _is_sticky(exc):
+            if exc is None or not is_sticky(exc):
                 return exc   # type: ignore[return-value]
-            candidates = ", ".join(
-                f"{n.label()} on stream {getattr(n.stream, 'index', '?')}"
-                for n in self.recent_launches()) or "none recorded"
-            self.fault = KernelFault(
-                f"the GPU reported a fault ({exc}); a kernel launched since the last clean "
-                f"synchronization caused it. Latest launches, newest first: {candidates}. "
-                "The CUDA context is unusable for the rest of this process: restart it (with "
-                "ASYNCGPU_EXECUTION=sync or CUDA_LAUNCH_BLOCKING=1 the first fault names the "
-                "exact kernel)"
-            )
-            log.error("%s", self.fault)
+            self.fault = fault_from(exc, self.recent_launches())
         err = KernelFault(str(self.fault))
         err.__cause__ = exc
         return err
@@ -573,7 +547,7 @@ class CudaBackend(Backend):
     def _launch_failed(self, node: Any, stream: Any, exc: Exception) -> None:
         """A launch raised ``exc``: raise what it means, or launch again where the thread only
         lacked a current context."""
-        if self.fault is not None or _is_sticky(exc):
+        if self.fault is not None or is_sticky(exc):
             raise self._device_error(exc)
         # A host thread that has made no CUDA runtime call yet has no current context,
         # which the driver-level launch needs: bind the device's primary context, retry.
@@ -584,11 +558,7 @@ class CudaBackend(Backend):
             raise CaptureError(f"{node.label()}: CUDA refused the launch during a stream "
                                f"capture ({exc})") from exc
         if getattr(exc, "status", None) != _CUDA_ERROR_INVALID_CONTEXT:
-            raise LaunchError(
-                f"{node.label()}: the driver refused the launch ({exc}); nothing ran. The "
-                "launch configuration asks for more than this kernel can have on this "
-                "device (threads for its registers, static plus dynamic shared memory)"
-            ) from exc
+            raise refused_launch(node, exc) from exc
         self.runtime.setDevice(self.device)
         node.launch(stream)
 
@@ -621,12 +591,4 @@ def cupy_view(backend: Any, array: Any) -> Any:
 def forget_finished(inflight: set[Graph]) -> None:
     """Drop the graphs whose last launch has finished from those kept alive while running."""
     inflight.difference_update([g for g in inflight if g.done.done])
-
-
-def _is_sticky(exc: BaseException) -> bool:
-    """Whether a CUDA error (CuPy runtime or driver, Numba) means the context has faulted."""
-    if getattr(exc, "status", None) in STICKY_ERRORS:
-        return True
-    text = str(exc)
-    return any(name in text for name in _STICKY_NAMES)
 
