@@ -15,7 +15,7 @@ its time alone while the other's kernels run beside it is sharing multiprocessor
 stream priorities do not prevent.
 
 usage: PYTHONPATH=. python3 tools/tenant_phases.py [HIGH] [OTHER] [--scale medium]
-       [--steps 25] [--backend cuda] [--trace]     (default: dl beside ml; ``--backend sim
+       [--steps 25] [--num-blocks 4*SMs] [--backend cuda] [--trace]     (default: dl beside ml; ``--backend sim
        --scale tiny`` checks that it runs, its times are the simulator's)
 """
 
@@ -36,6 +36,9 @@ def main() -> None:
     parser.add_argument("other", nargs="?", default="ml")
     parser.add_argument("--scale", default="medium")
     parser.add_argument("--steps", type=int, default=25)
+    parser.add_argument("--num-blocks", type=int, default=0,
+                        help="blocks per kernel launch (default: 4 per multiprocessor, as the "
+                             "benchmark's)")
     parser.add_argument("--backend", default="cuda", choices=("cuda", "sim"))
     parser.add_argument("--trace", action="store_true",
                         help="trace the steps beside the other workload and print what ran "
@@ -51,6 +54,7 @@ def main() -> None:
     # (the benchmark's launch shape; the simulator runs a block's threads one by one)
     gpu = args.backend == "cuda"
     block, blocks = (256, 4 * rt.backend.sm_count) if gpu else (32, 2)
+    blocks = args.num_blocks or blocks
     high = tenants._Member(ag, args.high, args.scale, block, blocks, False)
     other = tenants._Member(ag, args.other, args.scale, block, blocks, False)
     for member in (high, other):
