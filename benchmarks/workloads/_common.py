@@ -74,13 +74,43 @@ def compare_dict(result: dict[str, Any], ref: dict[str, Any], rtol: float) -> tu
 
 
 class SumOfTerms:
-    """Check for a workload whose result is the sum of ``self._terms()`` (float64 reference).
+    """A workload of two inputs, ``x`` and ``y`` (rewritten from ``_x0`` and ``_y0`` by
+    ``reset``), whose launches (``run_device``) add up ``self._terms()`` into the one-element
+    accumulator ``res``: its host side and its check (against a float64 reference).
 
     The tolerance is ``rtol`` times the sum of the absolute terms: float32 products and float
     atomics make the error grow with the terms, not with their (possibly cancelling) sum.
     """
 
     rtol: float
+    x: Any
+    y: Any
+    res: Any
+    _x0: np.ndarray
+    _y0: np.ndarray
+
+    def run_device(self, block: Any, num_blocks: int) -> None:
+        raise NotImplementedError
+
+    def streamed_bytes(self) -> int:
+        """Bytes a streaming iteration must move to the device: the inputs (rewritten every
+        iteration) and the accumulator."""
+        return streamed_bytes(self.x, self.y, self.res)
+
+    def reset(self) -> None:
+        self.x[...] = self._x0
+        self.y[...] = self._y0
+        self.reset_accumulators()
+
+    def reset_accumulators(self) -> None:
+        self.res[...] = 0
+
+    def read(self) -> float:
+        return float(self.res[0])
+
+    def run(self, block: Any, num_blocks: int) -> float:
+        self.run_device(block, num_blocks)
+        return self.read()
 
     def _terms(self) -> np.ndarray:
         raise NotImplementedError

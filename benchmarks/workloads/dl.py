@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from .. import kernel_module
-from ._common import SumOfTerms, block2d, grid2d, streamed_bytes, threads
+from ._common import SumOfTerms, block2d, grid2d, threads
 
 K = kernel_module("dl")
 
@@ -106,26 +106,6 @@ class TwoTowerCNN(SumOfTerms):
         self.k_pool = ag.kernel(K.mean_pool, **A["mean_pool"])
         self.k_concat = ag.kernel(K.concat, **A["concat"])
         self.k_dot = ag.kernel(K.dot, **A["dot"])
-
-    def streamed_bytes(self) -> int:
-        """Bytes a streaming iteration must move to the device: the two input images and the
-        accumulator res."""
-        return streamed_bytes(self.x, self.y, self.res)
-
-    def reset(self) -> None:
-        self.x[...] = self._x0
-        self.y[...] = self._y0
-        self.reset_accumulators()
-
-    def reset_accumulators(self) -> None:
-        self.res[...] = 0
-
-    def read(self) -> float:
-        return float(self.res[0])
-
-    def run(self, block: Any, num_blocks: int) -> float:
-        self.run_device(block, num_blocks)
-        return self.read()
 
     def run_device(self, block: Any, num_blocks: int) -> None:
         """The launches of ``run`` (no host access: what ``recorded_static`` replays)."""

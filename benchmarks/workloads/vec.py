@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import kernel_module
-from ._common import SumOfTerms, streamed_bytes, threads
+from ._common import SumOfTerms, threads
 
 K = kernel_module("vec")
 
@@ -45,26 +45,6 @@ class Vec(SumOfTerms):
         self.res = ag.zeros(1, np.float32)
         self.k_square = ag.kernel(K.square, **K.ANNOTATIONS["square"])
         self.k_reduce = ag.kernel(K.reduce, **K.ANNOTATIONS["reduce"])
-
-    def streamed_bytes(self) -> int:
-        """Bytes a streaming iteration must move to the device: x and y (rewritten every iteration)
-        and the accumulator res."""
-        return streamed_bytes(self.x, self.y, self.res)
-
-    def reset(self) -> None:
-        self.x[...] = self._x0
-        self.y[...] = self._y0
-        self.reset_accumulators()
-
-    def reset_accumulators(self) -> None:
-        self.res[...] = 0
-
-    def read(self) -> float:
-        return float(self.res[0])
-
-    def run(self, block: Any, num_blocks: int) -> float:
-        self.run_device(block, num_blocks)
-        return self.read()
 
     def run_device(self, block: Any, num_blocks: int) -> None:
         """The launches of ``run`` (no host access: what ``recorded_static`` replays)."""
