@@ -260,7 +260,8 @@ class CudaBackend(Backend):
     def stream_priorities(self) -> tuple[int, int]:
         """(least, greatest) stream priority of the device: the driver's
         ``cuCtxGetStreamPriorityRange`` in the device's context, through cuda-python (CuPy
-        does not wrap it); (0, -1), which every device since Kepler supports, without it."""
+        does not wrap it); (0, -1), which every device since Kepler supports, where cuda-python
+        is missing or cannot load the driver."""
         try:
             from cuda.bindings import driver
         except ImportError:
@@ -268,6 +269,9 @@ class CudaBackend(Backend):
         previous = self.calls.enter()
         try:
             err, least, greatest = driver.cuCtxGetStreamPriorityRange()
+        except Exception as exc:    # noqa: BLE001 - (cuda-python without a loadable driver)
+            log.debug("asyncgpu: no stream priority range from cuda-python (%s)", exc)
+            return 0, -1
         finally:
             self.calls.leave(previous)
         if int(err) != 0:
