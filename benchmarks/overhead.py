@@ -122,6 +122,21 @@ def _ag_cases(ag: Any, k: Any, nargs: int) -> dict[str, Callable[[int], float | 
     return {"independent": independent, "cross_stream": cross_stream}
 
 
+def _tenant_steps(ag: Any, k: Any, nargs: int) -> Callable[[int], None]:
+    """Each independent launch as one step of a tenant (``with ag.tenant(...)``): what a step's
+    own timing events and bookkeeping add to the launch in it."""
+    scope = ag.tenant("overhead")
+    ins = [ag.ones(32, np.float32) for _ in range(nargs - 1)]
+    outs = [ag.zeros(32, np.float32) for _ in range(64)]
+
+    def steps(n: int) -> None:
+        for i in range(n):
+            with scope:
+                k[1, 32](*ins, outs[i % 64])
+
+    return steps
+
+
 def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
     """Host microseconds per launch for every case (``cuda`` backend only).
 
@@ -158,6 +173,8 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
                         ("numba", ag.kernel(nb, const=const))):
             for case, fn in _ag_cases(ag, k, nargs).items():
                 case_loops[f"ag_{kind}_{case}"] = fn
+            if kind == "cuda_c" and nargs == 3:
+                case_loops["ag_cuda_c_tenant_step"] = _tenant_steps(ag, k, nargs)
         loops.update({f"{name}_{nargs}args": fn for name, fn in case_loops.items()})
     loops.update(_sequences(ag, stream))
     loops.update(_without_lanes(ag, loops))
@@ -186,6 +203,8 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
             samples, "ag_cuda_c_cross_stream_3args", "cupy_raw_3args"),
         "numba_cupy_over_ag_numba_independent_3args": _round_ratios(
             samples, "numba_cupy_3args", "ag_numba_independent_3args"),
+        "cuda_c_tenant_step_over_independent_3args": _round_ratios(
+            samples, "ag_cuda_c_tenant_step", "ag_cuda_c_independent_3args"),
         "cuda_sequence_cross_stream_over_cupy_raw_3args": _round_ratios(
             samples, "cuda_sequence_cross_stream_3args", "cupy_raw_3args"),
     }

@@ -9,7 +9,7 @@ from asyncgpu.core.statistics cimport Counters
 
 cdef class StreamState:
     cdef public object index, handle, inflight
-    cdef public Py_ssize_t seq
+    cdef public Py_ssize_t seq, issue
     cdef public dict waited
     cdef public int device, pool
 
@@ -22,9 +22,13 @@ cdef class StreamManager:
     cdef public dict _by_use
     cdef public list _events, _frees, _members, _limits, _priorities, streams
     cdef public Py_ssize_t _inflight, max_streams, poll_threshold, devices, _device, _pool
+    cdef public Py_ssize_t issues
 
     @cython.locals(stream=StreamState, device=Py_ssize_t, pool=Py_ssize_t)
     cpdef choose(self, Node node, list parents)
+
+    @cython.locals(s=StreamState, first=Py_ssize_t)
+    cpdef list moved_since(self, Py_ssize_t tenant, Py_ssize_t mark)
 
     @cython.locals(stream=StreamState, p=Node, ps=StreamState, cur=Node, by_stream=dict,
                    waited=dict)

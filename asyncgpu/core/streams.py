@@ -47,13 +47,16 @@ from .policies import NEW_STREAM, PARENT_STREAM, RandomStream, Serial
 class StreamState:
     """One stream of the pool (runtime-owned; no public constructor)."""
 
-    __slots__ = ("index", "handle", "inflight", "seq", "waited", "device", "pool")
+    __slots__ = ("index", "handle", "inflight", "seq", "issue", "waited", "device", "pool")
 
     def __init__(self, index: int, handle: Any, device: int = 0, pool: int = 0) -> None:
         self.index = index
         self.handle = handle
         self.inflight: deque[Node] = deque()
         self.seq = 0
+        #: the manager's count of issues at this stream's latest one (0: none yet), so that
+        #: the streams a stretch of work moved are those past a mark (``moved_since``)
+        self.issue = 0
         self.waited: dict[int, int] = {}
         self.device = device
         self.pool = pool
@@ -66,8 +69,9 @@ class StreamManager:
     """Chooses streams, issues waits and records events, retires finished nodes."""
 
     __slots__ = ("_by_use", "_device", "_events", "_frees", "_inflight", "_limits",
-                 "_members", "_pool", "_priorities", "backend", "devices", "max_streams",
-                 "new_policy", "parent_policy", "poll_threshold", "stats", "streams")
+                 "_members", "_pool", "_priorities", "backend", "devices", "issues",
+                 "max_streams", "new_policy", "parent_policy", "poll_threshold", "stats",
+                 "streams")
 
     def __init__(self, backend: Any, options: Any, stats: Any, devices: int = 1) -> None:
         self.backend = backend
@@ -95,6 +99,8 @@ class StreamManager:
         self._pool = 0
         self._by_use: dict[StreamState, None] = {}   # streams, least recently used first
         self._inflight = 0
+        #: nodes issued so far, on any stream (a mark for ``moved_since``)
+        self.issues = 0
 
     # -- tenants -----------------------------------------------------------------------------
     def add_tenant(self, priority: int, streams: int | None = None) -> int:
@@ -112,6 +118,13 @@ class StreamManager:
         """Tenant ``tenant``'s streams, on every device."""
         first = tenant * self.devices
         return [s for pool in self._members[first:first + self.devices] for s in pool]
+
+    def moved_since(self, tenant: int, mark: int) -> list[StreamState]:
+        """Tenant ``tenant``'s streams on which something was issued after ``issues`` was
+        ``mark`` (what a tenant's step moved: where its end is recorded)."""
+        first = tenant * self.devices
+        return [s for pool in self._members[first:first + self.devices] for s in pool
+                if s.issue > mark]
 
     # -- the pool, as seen by the policies ---------------------------------------------------
     def can_grow(self) -> bool:
@@ -280,6 +293,8 @@ class StreamManager:
         stream = node.stream
         stream.seq += 1
         node.seq = stream.seq
+        self.issues += 1
+        stream.issue = self.issues
         by_use = self._by_use
         del by_use[stream]     # move to the most recently used end
         by_use[stream] = None

@@ -133,7 +133,7 @@ class Tenant:
         still = []
         spare = self.spare
         for starts, ends in self.pending:
-            if all(done(e) and done(starts[d]) for d, e in ends):
+            if all(done(e) for _, e in ends) and all(done(e) for e in starts.values()):
                 self.latencies.append(max((elapsed_s(starts[d], e) for d, e in ends),
                                           default=0.0))
                 self.measured += 1

@@ -231,34 +231,32 @@ class Runtime(HostAccess):
             return index
 
     def begin_step(self, index: int) -> Any:
-        """A step of tenant ``index`` begins: the clock of every device, and where each of its
-        streams stands (what :meth:`end_step` needs). The clocks are not waited for (a round
+        """A step of tenant ``index`` begins: the clock of every device, and the count of
+        issues so far (what :meth:`end_step` needs). The clocks are not waited for (a round
         trip to the device per step): a step is measured once they and its ends completed."""
         with self._lock:
             backend = self.backend
             spare = self.tenants[index].spare_event
             starts = {d: backend.clock_base(d, False, spare(d)) for d in range(len(self.devices))}
-            seqs = {s.index: s.seq for s in self.streams.tenant_streams(index)}
             if self.regulator is not None:
                 self.regulator.begin(index)
-            return starts, seqs
+            return starts, self.streams.issues
 
     def end_step(self, index: int, begun: Any) -> None:
         """The step of tenant ``index`` begun with ``begun`` ends: a timing event behind the
-        work it issued on each stream; measured once they complete (``tenant_statistics``, and
-        every ``SETTLE_EVERY`` steps here)."""
-        starts, seqs = begun
+        work it issued on each stream it moved; measured once they complete
+        (``tenant_statistics``, and every ``SETTLE_EVERY`` steps here)."""
+        starts, mark = begun
         with self._lock:
             backend = self.backend
             ends = []
             tenant = self.tenants[index]
-            for s in self.streams.tenant_streams(index):
-                if s.seq != seqs.get(s.index, 0):
-                    event = tenant.spare_event(s.device)
-                    if event is None:
-                        event = backend.timing_event(s.device)
-                    backend.record(event, s.handle)
-                    ends.append((s.device, event))
+            for s in self.streams.moved_since(index, mark):
+                event = tenant.spare_event(s.device)
+                if event is None:
+                    event = backend.timing_event(s.device)
+                backend.record(event, s.handle)
+                ends.append((s.device, event))
             tenant.steps += 1
             tenant.pending.append((starts, ends))
             # (not while a capture is open: querying an event it recorded would break it)
