@@ -204,7 +204,7 @@ def measure(ag: Any, launches: int = 2000, repeats: int = 7) -> dict[str, Any]:
         "numba_cupy_over_ag_numba_independent_3args": _round_ratios(
             samples, "numba_cupy_3args", "ag_numba_independent_3args"),
         "cuda_c_tenant_step_over_independent_3args": _round_ratios(
-            samples, "ag_cuda_c_tenant_step", "ag_cuda_c_independent_3args"),
+            samples, "ag_cuda_c_tenant_step_3args", "ag_cuda_c_independent_3args"),
         "cuda_sequence_cross_stream_over_cupy_raw_3args": _round_ratios(
             samples, "cuda_sequence_cross_stream_3args", "cupy_raw_3args"),
     }
