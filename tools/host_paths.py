@@ -4,7 +4,7 @@ The GPU machine's host changes speed from minute to minute, which hides changes 
 asyncgpu's own Python. This runs the real ``CudaBackend`` over a stand-in CuPy whose CUDA calls
 do nothing (``tools/fakecupy``), so what is timed is asyncgpu's Python alone, and it is stable
 on an idle CPU: host microseconds per launch of the overhead benchmark's 3-array CUDA C kernel
-(independent, and with one cross-stream wait), of a launch followed by a one-element host read
+(independent, with one cross-stream wait, and as a tenant's step), of a launch followed by a one-element host read
 of what it wrote, of a read of an element current on the host, and per kernel of the replay
 benchmark's bodies of 10 (eager, recorded, recorded_static). Medians of 9 repeats. The
 recorded bodies are also timed *cold*: one call right after a 32 MiB host copy, the state a
@@ -63,6 +63,7 @@ def main() -> None:
     k3 = ag.cuda_kernel(overhead._c_source(3), "k3")
     for case, fn in overhead._ag_cases(ag, k3, 3).items():
         out[f"launch {case}"] = _median_us(fn, 20000)
+    out["launch as a tenant's step"] = _median_us(overhead._tenant_steps(ag, k3, 3), 20000)
     inc = ag.cuda_kernel(replay.INC, "inc")
     x = ag.zeros(32, np.float32)
 
