@@ -27,7 +27,7 @@ cdef class StreamManager:
     @cython.locals(stream=StreamState, device=Py_ssize_t, pool=Py_ssize_t)
     cpdef choose(self, Node node, list parents)
 
-    @cython.locals(s=StreamState, first=Py_ssize_t)
+    @cython.locals(s=StreamState)
     cpdef list moved_since(self, Py_ssize_t tenant, Py_ssize_t mark)
 
     @cython.locals(stream=StreamState, p=Node, ps=StreamState, cur=Node, by_stream=dict,

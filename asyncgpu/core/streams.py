@@ -122,9 +122,7 @@ class StreamManager:
     def moved_since(self, tenant: int, mark: int) -> list[StreamState]:
         """Tenant ``tenant``'s streams on which something was issued after ``issues`` was
         ``mark`` (what a tenant's step moved: where its end is recorded)."""
-        first = tenant * self.devices
-        return [s for pool in self._members[first:first + self.devices] for s in pool
-                if s.issue > mark]
+        return [s for s in self.tenant_streams(tenant) if s.issue > mark]
 
     # -- the pool, as seen by the policies ---------------------------------------------------
     def can_grow(self) -> bool:
