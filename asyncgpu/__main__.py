@@ -106,8 +106,9 @@ def _parser() -> argparse.ArgumentParser:
                         "serial and parallel modes)")
     b.add_argument("--workloads", default=None, metavar="NAMES",
                    help="multigpu: the workloads to run, e.g. bs,vec (default: all of bs, vec, "
-                        "ml, mv, cg); tenants: the mix (default: dl,img,ml; a workload may "
-                        "name its own scale: dl,img,ml:small)")
+                        "ml, mv, cg); tenants: the mix, of the suite's workloads and inception "
+                        "(default: dl,img,ml; a workload may name its own scale: "
+                        "dl,inception,ml:small)")
     b.add_argument("--steps", choices=("eager", "recorded"), default="eager",
                    help="tenants: each workload's step launches eagerly, or replays its "
                         "launches recorded as a graph")

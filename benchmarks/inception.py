@@ -15,6 +15,7 @@ of the same launches for comparison.
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from typing import Any
@@ -108,9 +109,41 @@ class Inception:
         return x.ravel()
 
     def check(self, got: np.ndarray) -> tuple[bool, str]:
-        want = self.reference()
-        err = float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30))
-        return err < 1e-4, f"max relative error {err:.2e}"
+        return _close(got, self.reference())
+
+
+class InceptionStep:
+    """INCEPTION as a workload of the tenants benchmark (``benchmarks.tenants``): a step runs the
+    chain (``run_device``) and reads its output back (``read``); its input never changes."""
+
+    def __init__(self, ag: Any, scale: str, seed: int = 0) -> None:
+        self.net = Inception(ag, scale, seed)
+
+    def reset(self) -> None:
+        """Nothing to rewrite: the chain's input is made once."""
+
+    def run_device(self, block: Any, num_blocks: int) -> None:
+        self.net.run(block, num_blocks)
+
+    def read(self) -> np.ndarray:
+        return self.net.acts[-1].numpy()
+
+    def run(self, block: Any, num_blocks: int) -> np.ndarray:
+        self.run_device(block, num_blocks)
+        return self.read()
+
+    @functools.cached_property
+    def _reference(self) -> np.ndarray:
+        return self.net.reference()
+
+    def check(self, got: np.ndarray) -> tuple[bool, str]:
+        return _close(got, self._reference)
+
+
+def _close(got: np.ndarray, want: np.ndarray) -> tuple[bool, str]:
+    """Whether the chain's output ``got`` is within float32 rounding of ``want``."""
+    err = float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30))
+    return err < 1e-4, f"max relative error {err:.2e}"
 
 
 def _conv(x: np.ndarray, w: np.ndarray, b: np.ndarray, cout: int, k: int) -> np.ndarray:

@@ -1,8 +1,8 @@
 """Tenants benchmark: workloads of the suite sharing one GPU, each a source of steps.
 
-A *mix* is three workloads of the suite (default: DL, IMG and ML); a workload's *step* is one
-``run`` of it (its launches and the host's read of its result) after a reset of its
-accumulators. Each mode's first and last step of every workload are checked against the
+A *mix* is three workloads of the suite or INCEPTION (default: DL, IMG and ML); a workload's
+*step* is one ``run`` of it (its launches and the host's read of its result) after a reset of
+its accumulators. Each mode's first and last step of every workload are checked against the
 reference after the mode's timed region. Modes, side by side in one run, each ``rounds``
 steps of every workload (after every workload ran ``warmup`` steps alone):
 
@@ -61,7 +61,12 @@ import time
 from typing import Any
 
 from .harness import static_runner
-from .workloads import WORKLOADS
+from .inception import InceptionStep
+from .workloads import WORKLOADS as SUITE
+
+#: The workloads a mix can name: the suite's, and INCEPTION (a chain of small inception blocks,
+#: the shape of a small-batch CNN; ``benchmarks.inception``).
+WORKLOADS = {**SUITE, "inception": InceptionStep}
 
 MIX = ("dl", "img", "ml")
 MODES = ("sequential", "one stream each", "threads", "tenants", "one thread", "regulated")
@@ -326,4 +331,4 @@ def _summary(latencies: list[float]) -> dict[str, float]:
             "mean_ms": statistics.fmean(latencies) * 1e3}
 
 
-__all__ = ["MIX", "MODES", "measure"]
+__all__ = ["MIX", "MODES", "WORKLOADS", "measure"]

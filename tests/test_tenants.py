@@ -667,3 +667,20 @@ def test_a_trace_names_the_tenant_of_each_node(sim):
     events = t.chrome_trace()["traceEvents"]
     assert {e["args"]["tenant"] for e in events if e.get("ph") == "i"} == {"traced-tenant",
                                                                            "default"}
+
+
+def test_a_tenants_mix_can_hold_inception_whose_steps_are_checked():
+    """INCEPTION (small inception blocks: a small-batch CNN's shape) is a workload of the
+    tenants benchmark: its step runs the chain and reads the output, checked against NumPy."""
+    from benchmarks import tenants
+
+    with ag.configure(backend="sim", sim_seed=2):
+        member = tenants._Member(ag, "inception", "tiny", 32, 2, False)
+        member.step(True)
+        member.step(True)
+        assert len(member.latencies) == 2
+        member.check()                      # the first and the latest step's output
+        member.step(False)
+        member.results[-1] = member.results[-1] + 1.0
+        with pytest.raises(AssertionError, match="inception gave a wrong result"):
+            member.check()

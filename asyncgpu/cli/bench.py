@@ -90,7 +90,7 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
     from asyncgpu.runtime.plan_check import PLAN_GAIN
 
     tenants = bench_module("tenants")
-    workloads = bench_module("workloads").WORKLOADS
+    workloads = tenants.WORKLOADS
     mix = tenants.MIX
     if args.workloads:
         mix = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
