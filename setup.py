@@ -26,16 +26,17 @@ from setuptools.command.build_ext import build_ext
 #: nodes, streams and their
 #: policies, device placement, counters, allocations and array fields, binding and launching,
 #: issuing, memory booking, the element-wise launches' chunks, frozen graphs, the recording
-#: hook, the recorder's recording, entry and keys, the backends' graph-launch checks, the CUDA
-#: backend's launches and CUDA calls, and its routing over several devices.
+#: hook, tenants and their steps, the recorder's recording, entry and keys, the backends'
+#: graph-launch checks, the CUDA backend's launches and CUDA calls, and its routing over
+#: several devices.
 HOT_MODULES = (
     "asyncgpu.core.backend", "asyncgpu.core.dag", "asyncgpu.core.deps", "asyncgpu.core.policies",
     "asyncgpu.core.statistics", "asyncgpu.core.streams", "asyncgpu.core.placement",
-    "asyncgpu.core.interference",
+    "asyncgpu.core.interference", "asyncgpu.core.tenants",
     "asyncgpu.runtime.allocation", "asyncgpu.runtime.kernel", "asyncgpu.runtime.issue",
     "asyncgpu.runtime.memory", "asyncgpu.runtime.frozen", "asyncgpu.runtime.context",
     "asyncgpu.runtime.host_access", "asyncgpu.runtime.recording_hook",
-    "asyncgpu.runtime.chunks",
+    "asyncgpu.runtime.chunks", "asyncgpu.runtime.tenancy",
     "asyncgpu.recorder.recording", "asyncgpu.recorder.entry", "asyncgpu.recorder.keys",
     "asyncgpu.recorder.finish",
     "asyncgpu.backends.capture", "asyncgpu.backends.cuda.calls",
