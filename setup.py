@@ -26,7 +26,7 @@ from setuptools.command.build_ext import build_ext
 #: nodes, streams and their
 #: policies, device placement, counters, allocations and array fields, binding and launching,
 #: issuing, memory booking, the element-wise launches' chunks, frozen graphs, the recording
-#: hook, tenants and their steps, the recorder's recording, entry and keys, the backends'
+#: hook, tenants' bookkeeping, the recorder's recording, entry and keys, the backends'
 #: graph-launch checks, the CUDA backend's launches and CUDA calls, and its routing over
 #: several devices.
 HOT_MODULES = (
@@ -36,7 +36,7 @@ HOT_MODULES = (
     "asyncgpu.runtime.allocation", "asyncgpu.runtime.kernel", "asyncgpu.runtime.issue",
     "asyncgpu.runtime.memory", "asyncgpu.runtime.frozen", "asyncgpu.runtime.context",
     "asyncgpu.runtime.host_access", "asyncgpu.runtime.recording_hook",
-    "asyncgpu.runtime.chunks", "asyncgpu.runtime.tenancy",
+    "asyncgpu.runtime.chunks",
     "asyncgpu.recorder.recording", "asyncgpu.recorder.entry", "asyncgpu.recorder.keys",
     "asyncgpu.recorder.finish",
     "asyncgpu.backends.capture", "asyncgpu.backends.cuda.calls",
