@@ -316,7 +316,7 @@ def evaluate(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, in
     the others are at any point of theirs, and waits longest behind a launch that just took
     the device; the outcome's ``worst_s`` holds it)."""
     outcome, tasks = _play(profiles, splits, after, None)
-    late = 0.0
+    late: list[float] = []
     worst: dict[str, float] = {}
     for t, p in enumerate(profiles):
         if p.priority != "high" or len(profiles) < 2:
@@ -328,11 +328,20 @@ def evaluate(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, in
             at = task.started_at + 1e-9
             w = max(w, simulate(profiles, splits, after, {p.name: at}).latency_s[p.name])
         worst[p.name] = w
-        late += max(0.0, w / alone[p.name] - HIGH_TARGET) if alone[p.name] > 0 else 0.0
-    slowest = max((outcome.latency_s[p.name] / alone[p.name] for p in profiles
-                   if alone[p.name] > 0), default=0.0)
-    score = slowest + LATE_WEIGHT * late
-    return score, Outcome(outcome.makespan_s, outcome.latency_s, outcome.residue, worst, score)
+        if alone[p.name] > 0:
+            late.append(w / alone[p.name])
+    value = score([outcome.latency_s[p.name] / alone[p.name] for p in profiles
+                   if alone[p.name] > 0], late)
+    return value, Outcome(outcome.makespan_s, outcome.latency_s, outcome.residue, worst, value)
+
+
+def score(slowdowns: list[float], high: list[float]) -> float:
+    """A plan's score, modelled (:func:`evaluate`) or measured (``runtime.plan_check``): the
+    largest of the tenants' ``slowdowns`` (step latency over latency alone), plus
+    :data:`LATE_WEIGHT` times how far each of ``high``, the high-priority tenants' worst
+    slowdowns, exceeds :data:`HIGH_TARGET`."""
+    late = sum(max(0.0, h - HIGH_TARGET) for h in high)
+    return max(slowdowns, default=0.0) + LATE_WEIGHT * late
 
 
 def _side_by_side(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]],

@@ -44,7 +44,7 @@ import dataclasses
 import logging
 
 from ..core.plan import Plan
-from ..core.regulation import HIGH_TARGET, LATE_WEIGHT, simulate
+from ..core.regulation import HIGH_TARGET, score, simulate
 
 log = logging.getLogger("asyncgpu")
 
@@ -136,8 +136,7 @@ class PlanCheck:
             if mine and alone > 0:
                 slowdowns.append(mine[len(mine) // 2] / alone)
         high = lead.priority == "high" and trial.alone > 0
-        late = max(0.0, p90 / trial.alone - HIGH_TARGET) if high else 0.0
-        trial.scores[trial.stage] = (max(slowdowns, default=0.0) + LATE_WEIGHT * late, p90)
+        trial.scores[trial.stage] = (score(slowdowns, [p90 / trial.alone] if high else []), p90)
         self.measured[trial.stage] = trial.scores[trial.stage][0]
         stage, plan = trial.stage, self.plan
         if stage == "plan" and (plan.splits or plan.after):
@@ -206,16 +205,16 @@ class PlanCheck:
         again. Returns whether it was kept and the lead's p90 under the plan now in force."""
         base = remedy + "-base"
         base_score, before = trial.scores[base]
-        score = trial.scores[remedy][0]
-        if p90 < GUARD_GAIN * before and score <= base_score:
+        got = trial.scores[remedy][0]
+        if p90 < GUARD_GAIN * before and got <= base_score:
             log.info("asyncgpu: high-priority tenant %r: the %s kept (p90 %.3f -> %.3f ms, "
                      "score %.2f -> %.2f)", lead, REMEDIES[remedy], before * 1e3, p90 * 1e3,
-                     base_score, score)
+                     base_score, got)
             self._store(trial.plans[base], self.plan)
             return True, p90
         log.info("asyncgpu: high-priority tenant %r: the %s did not help (p90 %.3f -> %.3f ms, "
                  "score %.2f -> %.2f); the plan goes back to the one without it", lead,
-                 REMEDIES[remedy], before * 1e3, p90 * 1e3, base_score, score)
+                 REMEDIES[remedy], before * 1e3, p90 * 1e3, base_score, got)
         self._lost.add(remedy)
         self.apply(trial.plans[base], measure=False)
         return False, before
