@@ -48,8 +48,19 @@ machine's host), and one landing in a timed step would stall every tenant's thre
 With ``--steps recorded`` every mode's steps replay each workload's launches recorded as a graph
 (the suite's ``recorded_static``), which takes most of the host's work out of a step.
 
+With ``--period P`` (:func:`measure_served`) the first workload is a *service*: its steps
+arrive every ``P`` times its median step alone, each started at its arrival time (an open
+loop: a late step does not delay the next arrival), while the others run steps back to back on
+threads of their own. Modes, one after the other: ``threads`` (no tenants), ``tenants`` (the
+service's tenant with priority high) and ``exclusive`` (the same, made with
+``exclusive=True``: the others' launches wait on the host while a service step is open, and
+keep one launch in flight; last, since a runtime keeps its exclusive tenant's gate). Reported:
+the service's step latency p50 and p99 and, per other workload, its steps per second and that
+over its rate alone; the service's latency alone is taken at the same arrival rate, first
+outside any tenant and, after the modes, in its exclusive tenant.
+
 usage: ``asyncgpu bench tenants [--scale small] [--iterations ROUNDS] [--rounds TURNS]
-[--workloads dl,img,ml:small] [--steps eager|recorded]``
+[--workloads dl,img,ml:small] [--steps eager|recorded] [--period P]``
 """
 
 from __future__ import annotations
@@ -331,4 +342,124 @@ def _summary(latencies: list[float]) -> dict[str, float]:
             "mean_ms": statistics.fmean(latencies) * 1e3}
 
 
-__all__ = ["MIX", "MODES", "WORKLOADS", "measure"]
+#: ``measure_served``'s modes, in the order they run (``exclusive`` last: see the docstring)
+SERVED_MODES = ("threads", "tenants", "exclusive")
+
+
+def measure_served(ag: Any, scale: str = "small", steps: int = 40, warmup: int = 2,
+                   mix: tuple[str, ...] = MIX, period: float = 2.0, block: int = 256,
+                   num_blocks: int = 2, recorded: bool = False) -> dict[str, Any]:
+    """The first workload of ``mix`` as a service whose ``steps`` steps arrive every
+    ``period`` times its median step alone, the others running steps back to back (see the
+    module docstring). Per mode: the service's latency summary, and each other workload's
+    steps per second and its fraction of its rate alone."""
+    members = [_Member(ag, name, scale, block, num_blocks, recorded) for name in mix]
+    for m in members:
+        for _ in range(warmup):
+            m.step(False)
+    gc.collect()
+    gc.freeze()             # (see the module docstring)
+    try:
+        return _measure_served(ag, members, mix, steps, period)
+    finally:
+        gc.unfreeze()
+
+
+def _measure_served(ag: Any, members: list[_Member], mix: tuple[str, ...], steps: int,
+                    period: float) -> dict[str, Any]:
+    service, others = members[0], members[1:]
+    rates = {}
+    for m in members:
+        whole = []
+        for _ in range(max(5, min(steps, 20))):
+            t0 = time.perf_counter()
+            m.step(True)
+            whole.append(time.perf_counter() - t0)
+        rates[m.name] = 1.0 / statistics.median(whole)
+        m.check()
+        m.latencies = []
+    interval = period / rates[service.name]
+
+    def serve(scope: Any) -> None:
+        """The service's steps, each at its arrival time (in ``scope``, if given)."""
+        start = time.perf_counter()
+        for i in range(steps):
+            delay = start + i * interval - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            if scope is None:
+                service.step(True)
+            else:
+                with scope:
+                    service.step(True)
+
+    def run(scopes: list[Any] | None) -> dict[str, Any]:
+        stop = threading.Event()
+        done = [0] * len(others)
+        errors: list[BaseException] = []
+
+        def loop(i: int) -> None:
+            try:
+                while not stop.is_set():
+                    if scopes is None:
+                        others[i].step(False)
+                    else:
+                        with scopes[i + 1]:
+                            others[i].step(False)
+                    done[i] += 1
+            except BaseException as exc:  # noqa: BLE001 - raised on the main thread below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=loop, args=(i,)) for i in range(len(others))]
+        for t in threads:
+            t.start()
+        t0 = time.perf_counter()
+        try:
+            serve(None if scopes is None else scopes[0])
+        finally:
+            elapsed = time.perf_counter() - t0
+            stop.set()
+            for t in threads:
+                t.join()
+        if errors:
+            raise errors[0]
+        ag.synchronize()
+        row = {"service": _summary(service.latencies),
+               "others": {m.name: {"steps_per_s": n / elapsed,
+                                   "of_alone": n / elapsed / rates[m.name]}
+                          for m, n in zip(others, done)}}
+        for m in members:
+            m.check()
+            m.latencies = []
+        return row
+
+    def tenants(suffix: str, exclusive: bool = False) -> list[Any]:
+        return [ag.tenant(f"{mix[0]}-{suffix}", priority="high", exclusive=exclusive)] + [
+            ag.tenant(f"{name}-{suffix}") for name in mix[1:]]
+
+    alone = {}
+    serve(None)
+    alone["alone"] = _summary(service.latencies)
+    service.check()
+    service.latencies = []
+    rows = {}
+    for mode in SERVED_MODES:
+        scopes = None if mode == "threads" else tenants(
+            "served-" + mode, exclusive=mode == "exclusive")
+        if scopes is not None:
+            # (one untimed step each: a tenant's first step makes its streams)
+            for m, scope in zip(members, scopes):
+                with scope:
+                    m.step(False)
+            ag.synchronize()
+        rows[mode] = run(scopes)
+    serve(scopes[0])            # (alone again, in the exclusive tenant: never held)
+    alone["alone, exclusive"] = _summary(service.latencies)
+    service.check()
+    service.latencies = []
+    return {"mix": list(mix), "service": mix[0], "period": period, "interval_ms":
+            interval * 1e3, "steps": steps, "alone": alone, "rows": rows,
+            "rates_alone": rates}
+
+
+__all__ = ["MIX", "MODES", "SERVED_MODES", "WORKLOADS", "measure", "measure_served"]

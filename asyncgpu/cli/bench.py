@@ -100,6 +100,19 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
             raise SystemExit(f"asyncgpu bench tenants: unknown workload(s) {unknown}; choose "
                              f"from {', '.join(workloads)} (a scale of its own: ml:small)")
     num_blocks = args.num_blocks or (4 * current_runtime().backend.sm_count if on_gpu else 2)
+    if args.period is not None:
+        if not args.period > 0:
+            raise SystemExit(f"asyncgpu bench tenants: --period must be positive; got "
+                             f"{args.period}")
+        result = tenants.measure_served(
+            ag, scale, steps=args.iterations or (40 if on_gpu else 2),
+            warmup=args.warmup if args.warmup is not None else 2, mix=mix,
+            period=args.period, block=256 if on_gpu else 32, num_blocks=num_blocks,
+            recorded=args.steps == "recorded")
+        _served_table(console, result, on_gpu, scale)
+        if args.json and json_too:
+            write_json(args.json, "tenants_served", result, harness.machine_info(ag))
+        return
     result = tenants.measure(ag, scale, rounds=args.iterations or (20 if on_gpu else 1),
                              warmup=args.warmup if args.warmup is not None else 2,
                              mix=mix, num_blocks=num_blocks,
@@ -139,6 +152,31 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
                       f"({', '.join(tenants.MODES)}); [yellow]no times on the simulator[/]")
     if args.json and json_too:
         write_json(args.json, "tenants", result, harness.machine_info(ag))
+
+
+def _served_table(console: Any, result: dict[str, Any], on_gpu: bool, scale: str) -> None:
+    """``bench tenants --period``'s table: the service's latency, the others' throughput."""
+    from rich.table import Table
+
+    service, others = result["service"], result["mix"][1:]
+    if not on_gpu:
+        console.print(f"tenants ({scale}), {service} served: checked in every mode; "
+                      "[yellow]no times on the simulator[/]")
+        return
+    table = Table(title=f"tenants ({scale}): {service} served every "
+                        f"{result['interval_ms']:.2f} ms ({result['period']:g}x its step alone), "
+                        f"{', '.join(others)} back to back; ms", title_justify="left")
+    for col in ("mode", f"{service} p50/p99", *(f"{w} steps/s (of alone)" for w in others)):
+        table.add_column(col, justify="right")
+    for mode, summary in result["alone"].items():
+        table.add_row(mode, f"{summary['p50_ms']:.2f}/{summary['p99_ms']:.2f}",
+                      *("-" for _ in others))
+    for mode, row in result["rows"].items():
+        s = row["service"]
+        table.add_row(mode, f"{s['p50_ms']:.2f}/{s['p99_ms']:.2f}",
+                      *(f"{row['others'][w]['steps_per_s']:.1f} "
+                        f"({row['others'][w]['of_alone']:.2f})" for w in others))
+    console.print(table)
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

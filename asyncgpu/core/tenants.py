@@ -63,7 +63,9 @@ class TenantStatistics:
     ``latencies_s``: the latencies, in seconds, of the latest completed steps (at most
     ``LATENCY_WINDOW``, 10,000), in the order they were measured;
     ``pending``: steps whose work the runtime has not yet seen complete (call
-    ``asyncgpu.synchronize()`` first for all of them).
+    ``asyncgpu.synchronize()`` first for all of them); ``held``: its launches that waited on
+    the host for an exclusive tenant (``asyncgpu.tenant(..., exclusive=True)``) or for its
+    own previous launch while there is one.
     """
 
     name: str
@@ -74,6 +76,7 @@ class TenantStatistics:
     graphs: int = 0
     steps: int = 0
     pending: int = 0
+    held: int = 0
     latencies_s: tuple[float, ...] = field(default=(), repr=False)
 
     def latency_s(self, q: float) -> float | None:
@@ -87,12 +90,14 @@ class TenantStatistics:
 class Tenant:
     """One tenant of a runtime (see the module docstring)."""
 
-    __slots__ = ("after", "counts", "given", "index", "last", "latencies", "measured", "name",
-                 "pending", "priority", "spare", "splits", "steps", "stream_priority", "streams")
+    __slots__ = ("after", "counts", "exclusive", "given", "held", "index", "last", "latencies",
+                 "measured", "name", "pending", "priority", "spare", "splits", "steps",
+                 "stream_priority", "streams")
 
     def __init__(self, index: int, name: str, priority: str, stream_priority: int,
                  streams: int | None = None, splits: dict[str, int] | None = None,
-                 after: dict[str, tuple[str, str]] | None = None) -> None:
+                 after: dict[str, tuple[str, str]] | None = None,
+                 exclusive: bool = False) -> None:
         self.index = index
         self.name = name
         self.priority = priority
@@ -102,12 +107,16 @@ class Tenant:
         self.splits = splits
         #: pointers: its kernel name -> (tenant name, kernel name) it waits for (None: none)
         self.after = after
+        #: its steps keep the others' launches waiting (``asyncgpu.runtime.exclusive``)
+        self.exclusive = exclusive
         #: the splits and pointers it was given (``splits``/``after`` add a regulation plan's)
         self.given = (splits, after)
         #: its latest launch of each kernel, by name (what another tenant's pointer names)
         self.last: dict[str, Any] = {}
         self.counts = {"kernel": 0, "call": 0, "copy": 0, "graph": 0}
         self.steps = 0
+        #: its launches held on the host by an exclusive tenant (``ExclusiveSteps``)
+        self.held = 0
         #: steps issued, not yet measured: (start events per device, end events)
         self.pending: list[tuple[dict[int, Any], list[tuple[int, Any]]]] = []
         #: the latest measured steps' latencies, and how many steps were measured in all
@@ -117,8 +126,9 @@ class Tenant:
         self.spare: dict[int, list[Any]] = {}
 
     def settings(self) -> tuple[Any, ...]:
-        """What a tenant keeps from its first use: priority, streams, splits, pointers."""
-        return (self.priority, self.streams) + self.given
+        """What a tenant keeps from its first use: priority, streams, splits, pointers,
+        exclusive."""
+        return (self.priority, self.streams) + self.given + (self.exclusive,)
 
     def count(self, kind: str) -> None:
         """One more node of ``kind`` issued."""
@@ -161,5 +171,5 @@ class Tenant:
     def statistics(self) -> TenantStatistics:
         c = self.counts
         return TenantStatistics(self.name, self.priority, c["kernel"], c["call"], c["copy"],
-                                c["graph"], self.steps, len(self.pending),
+                                c["graph"], self.steps, len(self.pending), self.held,
                                 tuple(self.latencies))

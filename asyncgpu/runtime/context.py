@@ -40,6 +40,7 @@ from ..core.streams import StreamManager
 from . import backend_registry, current
 from . import switch as _switch
 from .allocation import DEVICE, Allocation, count_explicit_free
+from .exclusive import ExclusiveSteps
 from .host_access import HostAccess
 from .kernel import user_site
 from .library import run_now
@@ -117,6 +118,8 @@ class Runtime(HostAccess):
         #: ``asyncgpu.regulate``: the tenants' regulation (``asyncgpu.runtime.regulator``), or
         #: None
         self.regulator: Any = None
+        #: exclusive tenants' gate (``asyncgpu.runtime.exclusive``), made with the first one
+        self.gate: ExclusiveSteps | None = None
         self._configure(options)
         for hook in NEW_RUNTIME_HOOKS:
             hook(self)
@@ -206,28 +209,36 @@ class Runtime(HostAccess):
     # -- tenants -------------------------------------------------------------------------------
     def tenant_index(self, name: str, priority: str, streams: int | None = None,
                      splits: dict[str, int] | None = None,
-                     after: dict[str, tuple[str, str]] | None = None) -> int:
+                     after: dict[str, tuple[str, str]] | None = None,
+                     exclusive: bool = False) -> int:
         """The number of tenant ``name``, made with ``priority``, at most ``streams`` streams
-        per device, ``splits`` and pointers ``after`` on first use; ValueError if it exists
-        with other settings."""
+        per device, ``splits``, pointers ``after`` and ``exclusive`` on first use; ValueError
+        if it exists with other settings."""
         with self._lock:
             for tenant in self.tenants:
                 if tenant.name == name:
-                    if tenant.index and tenant.settings() != (priority, streams, splits, after):
+                    if tenant.index and tenant.settings() != (priority, streams, splits, after,
+                                                              exclusive):
                         raise ValueError(
                             f"asyncgpu.tenant({name!r}, priority={priority!r}, "
-                            f"streams={streams!r}, split={splits!r}, after={after!r}): this "
-                            f"tenant has priority {tenant.priority!r} and "
-                            f"streams={tenant.streams!r}, split={tenant.given[0]!r}, "
-                            f"after={tenant.given[1]!r} (a tenant keeps the settings it was "
-                            "first given); use another name for other settings")
+                            f"streams={streams!r}, split={splits!r}, after={after!r}, "
+                            f"exclusive={exclusive!r}): this tenant has priority "
+                            f"{tenant.priority!r} and streams={tenant.streams!r}, "
+                            f"split={tenant.given[0]!r}, after={tenant.given[1]!r}, "
+                            f"exclusive={tenant.exclusive!r} (a tenant keeps the settings it "
+                            "was first given); use another name for other settings")
                     return tenant.index
             ranges = getattr(self.backend, "stream_priorities", None)
             least, greatest = ranges() if ranges is not None else (0, 0)
             level = stream_priority(priority, least, greatest)
             index = self.streams.add_tenant(level, streams)
-            self.tenants.append(Tenant(index, name, priority, level, streams, splits, after))
+            self.tenants.append(Tenant(index, name, priority, level, streams, splits, after,
+                                       exclusive))
             self._tenanted = True
+            if exclusive:
+                if self.gate is None:
+                    self.gate = ExclusiveSteps(self)
+                self.gate.tenants.add(index)
             return index
 
     def begin_step(self, index: int) -> Any:
@@ -240,6 +251,8 @@ class Runtime(HostAccess):
             starts = {d: backend.clock_base(d, False, spare(d)) for d in range(len(self.devices))}
             if self.regulator is not None:
                 self.regulator.begin(index)
+            if self.tenants[index].exclusive:
+                self.gate.begin(index)
             return starts, self.streams.issues
 
     def end_step(self, index: int, begun: Any) -> None:
@@ -251,12 +264,15 @@ class Runtime(HostAccess):
             backend = self.backend
             ends = []
             tenant = self.tenants[index]
-            for s in self.streams.moved_since(index, mark):
+            moved = self.streams.moved_since(index, mark)
+            for s in moved:
                 event = tenant.spare_event(s.device)
                 if event is None:
                     event = backend.timing_event(s.device)
                 backend.record(event, s.handle)
                 ends.append((s.device, event))
+            if tenant.exclusive:
+                self.gate.end(index, [s.inflight[-1] for s in moved if s.inflight])
             tenant.steps += 1
             tenant.pending.append((starts, ends))
             # (not while a capture is open: querying an event it recorded would break it)
@@ -340,6 +356,8 @@ class Runtime(HostAccess):
         answer that the call must run at once; on ``cuda`` the call runs at enqueue, inside
         the node's stream) and the node goes through the same ``_issue`` as a kernel launch.
         """
+        if self.gate is not None:
+            self.gate.wait_turn()
         if call.data_dependent():
             # (such a call waits inside itself for its inputs' kernels: wait for them first
             # without the lock, as a host read does, so other threads go on launching)

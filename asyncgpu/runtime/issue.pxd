@@ -19,7 +19,7 @@ cdef class Issuing:
     cdef public object _instruments, _issuing, _lock, _releases, graph_config, graphs
     cdef public Backend backend
     cdef public object _acquire, _release
-    cdef public object last_replay, options, retired, devices, _pins, tenants, regulator
+    cdef public object last_replay, options, retired, devices, _pins, tenants, regulator, gate
     cdef public dict _host_busy
     cdef public InterferenceRule interference, _rule
     cdef public Placement placement

@@ -59,13 +59,15 @@ class Issuing:
                  "memory", "no_const", "options", "prefetch", "graph_read_back", "recording",
                  "retired", "stats", "streams", "sync_mode", "want_sites", "devices",
                  "placement", "_pins", "tenants", "_tenanted", "interference", "_rule",
-                 "regulator")
+                 "regulator", "gate")
 
     def launch_kernel(self, launcher: Launcher, args: tuple[Any, ...], pieces: int = 0) -> None:
         """Validate and schedule one kernel launch; returns without waiting. ``pieces``: the
         number of pieces a recording split it into (``asyncgpu.recorder.keys.Piece``, issued
         eagerly), used instead of the tenant's splits (which may have changed since)."""
         kernel = launcher.kernel
+        if self.gate is not None:       # (an exclusive tenant's: before the lock)
+            self.gate.wait_turn()
         # (the lock's bound acquire and release rather than ``with``: compiled, a with
         # statement looks up and binds the lock's __enter__ and __exit__ at every launch)
         self._acquire()

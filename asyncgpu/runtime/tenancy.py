@@ -41,7 +41,8 @@ class TenantScope:
 
     def __init__(self, name: str, priority: str = "normal", streams: int | None = None,
                  split: dict[str, int] | None = None,
-                 after: dict[str, tuple[str, str]] | None = None) -> None:
+                 after: dict[str, tuple[str, str]] | None = None,
+                 exclusive: bool = False) -> None:
         if not isinstance(name, str) or not name or name == "default":
             raise ValueError(f"asyncgpu.tenant: the name must be a non-empty string other than "
                              f"'default' (the tenant of work outside any); got {name!r}")
@@ -66,6 +67,9 @@ class TenantScope:
             raise ValueError(f"asyncgpu.tenant({name!r}): after must map a kernel name to the "
                              f"(tenant, kernel) its launches wait for, e.g. "
                              f"{{'gemm': ('detector', 'conv')}}; got {after!r}")
+        if type(exclusive) is not bool:
+            raise ValueError(f"asyncgpu.tenant({name!r}): exclusive must be True or False; got "
+                             f"{exclusive!r}")
         both = sorted(set(after or ()) & set(split or ()))
         if both:
             raise ValueError(f"asyncgpu.tenant({name!r}): kernel {both[0]!r} is both split and "
@@ -75,15 +79,17 @@ class TenantScope:
         self.streams = streams
         self.split = dict(split) if split else None
         self.after = dict(after) if after else None
+        self.exclusive = exclusive
 
     def __repr__(self) -> str:
         return (f"asyncgpu.tenant({self.name!r}, priority={self.priority!r}, "
-                f"streams={self.streams!r}, split={self.split!r}, after={self.after!r})")
+                f"streams={self.streams!r}, split={self.split!r}, after={self.after!r}, "
+                f"exclusive={self.exclusive!r})")
 
     def __enter__(self) -> TenantScope:
         rt = current_runtime()
         index = rt.tenant_index(self.name, self.priority, self.streams, self.split,
-                                self.after)
+                                self.after, self.exclusive)
         begun = rt.begin_step(index)
         rt._pins.tenant = index
         entered = getattr(_entered, "scopes", None)
@@ -112,7 +118,8 @@ class TenantScope:
 
 def tenant(name: str, priority: str = "normal", streams: int | None = None,
            split: dict[str, int] | None = None,
-           after: dict[str, tuple[str, str]] | None = None) -> TenantScope:
+           after: dict[str, tuple[str, str]] | None = None,
+           exclusive: bool = False) -> TenantScope:
     """``with asyncgpu.tenant("detector", priority="high"):`` the kernels, library calls and
     copies this thread issues in the block are tenant ``name``'s: they run on the tenant's own
     streams, created with its priority (``"high"``: the device's most urgent stream priority;
@@ -132,18 +139,27 @@ def tenant(name: str, priority: str = "normal", streams: int | None = None,
     ``tenants()`` reports. Also a decorator: each call is a step. Data shared with other
     tenants is ordered as always.
 
+    ``exclusive=True`` keeps the tenant's steps apart from the other tenants' work, for a
+    latency-critical tenant whose steps come now and then (a service answering requests):
+    while one of its steps is open and until the work it issued has completed, other
+    threads' launches wait on the host before anything is enqueued, and each other tenant
+    keeps at most one launch in flight at any time, so a step begins beside at most one
+    launch per other tenant (CUDA's priorities alone do not stop resident blocks from slowing
+    it). The others' throughput is what the exclusive tenant's steps leave; a tenant that
+    issues steps back to back would leave them nothing (see :mod:`asyncgpu.runtime.exclusive`).
+
     Raises
     ------
     ValueError
         An empty name, an unknown priority, a stream count below 1, a bad ``split`` or
-        ``after`` (or a kernel in both), or a tenant already made with other settings (raised
-        when the block is entered).
+        ``after`` (or a kernel in both), an ``exclusive`` other than a bool, or a tenant
+        already made with other settings (raised when the block is entered).
     ArgumentError
         A launch of a kernel the tenant splits that is declared neither element-wise nor with
         a grid offset, or whose arguments break that declaration's contract (nothing is
         enqueued).
     """
-    return TenantScope(name, priority, streams, split, after)
+    return TenantScope(name, priority, streams, split, after, exclusive)
 
 
 def tenants() -> dict[str, TenantStatistics]:

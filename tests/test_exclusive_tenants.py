@@ -1,0 +1,163 @@
+"""Exclusive tenants on the simulator: while an exclusive tenant's step is open (and until its
+work completes), other threads' launches wait on the host; the other tenants keep one launch in
+flight; results stay those of the serial program, and nothing is held for the exclusive
+tenant itself."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import asyncgpu as ag
+from asyncgpu.runtime.current import current_runtime
+
+
+def twice(x, y, n):
+    i = cuda.grid(1)
+    if i < n:
+        y[i] = 2.0 * x[i] + 1.0
+
+
+@pytest.fixture
+def k():
+    # (a runtime of its own, device 1 of two simulated ones: an exclusive tenant's gate lasts
+    # as long as its runtime, and the next test's configure retires this one)
+    with ag.configure(backend="sim", sim_seed=3, sim_devices=2, device=1):
+        yield ag.kernel(const=["x"], out=["y"])(twice)
+
+
+def test_an_exclusive_step_holds_other_tenants_launches_until_it_ends(k):
+    x = ag.array(np.ones(64))
+    y, z = ag.empty_like(x), ag.empty_like(x)
+    opened, launched = threading.Event(), threading.Event()
+
+    def other() -> None:
+        opened.wait()
+        with ag.tenant("excl-ranker"):
+            k[2, 32](x, z, 64)
+        launched.set()
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    with ag.tenant("excl-detector", priority="high", exclusive=True):
+        k[2, 32](x, y, 64)
+        opened.set()
+        time.sleep(0.3)
+        assert not launched.is_set()            # held on the host, nothing enqueued
+        assert ag.tenants()["excl-ranker"].kernels == 0
+        k[2, 32](y, y, 64)                      # the exclusive tenant itself is never held
+    worker.join(5)
+    assert launched.is_set()
+    ag.synchronize()
+    stats = ag.tenants()
+    assert stats["excl-ranker"].kernels == 1 and stats["excl-ranker"].held == 1
+    assert stats["excl-detector"].held == 0
+    assert y.numpy().tolist() == [7.0] * 64 and z.numpy().tolist() == [3.0] * 64
+
+
+def test_other_tenants_keep_one_launch_in_flight_beside_an_exclusive_one(k):
+    rt = current_runtime()
+    with ag.tenant("one-detector", exclusive=True):
+        pass
+    xs = [ag.array(np.full(64, float(i))) for i in range(6)]
+    ys = [ag.empty_like(x) for x in xs]
+    seen = []
+    launch = rt.backend.launch
+
+    def spy(node, stream):
+        if node.tenant and node.kind == "kernel":     # (not the copies in of its inputs)
+            seen.append(node)
+            # every earlier launch of this tenant has completed on the device
+            assert all(p.finished for p in seen[:-1])
+        return launch(node, stream)
+
+    rt.backend.launch = spy
+    try:
+        with ag.tenant("one-ranker"):
+            for x, y in zip(xs, ys):            # independent: would run side by side
+                k[2, 32](x, y, 64)
+    finally:
+        del rt.backend.launch
+    ag.synchronize()
+    assert len(seen) == 6
+    assert ag.tenants()["one-ranker"].held >= 1
+    for i, y in enumerate(ys):
+        assert y.numpy().tolist() == [2.0 * i + 1.0] * 64
+
+
+def test_without_an_exclusive_tenant_nothing_is_held(k):
+    xs = [ag.array(np.full(64, float(i))) for i in range(4)]
+    ys = [ag.empty_like(x) for x in xs]
+    with ag.tenant("free-detector", priority="high"):
+        for x, y in zip(xs, ys):
+            k[2, 32](x, y, 64)
+    ag.synchronize()
+    assert current_runtime().gate is None
+    assert ag.tenants()["free-detector"].held == 0
+
+
+def test_a_thread_inside_an_exclusive_step_is_not_held_by_it(k):
+    x = ag.array(np.ones(64))
+    y = ag.empty_like(x)
+    with ag.tenant("nest-detector", exclusive=True):
+        with ag.tenant("nest-ranker"):          # nested on the same thread: would deadlock
+            k[2, 32](x, y, 64)
+    assert y.numpy().tolist() == [3.0] * 64
+
+
+def test_exclusive_must_be_a_bool_and_a_tenant_keeps_it(k):
+    with pytest.raises(ValueError, match="exclusive must be True or False"):
+        ag.tenant("bad", exclusive="yes")
+    with ag.tenant("keeps", exclusive=True):
+        pass
+    with pytest.raises(ValueError, match="exclusive=True"):
+        with ag.tenant("keeps"):
+            pass
+
+
+
+def test_others_wait_for_the_work_an_exclusive_step_left_running(k):
+    rt = current_runtime()
+    x = ag.array(np.ones(64))
+    y, z = ag.empty_like(x), ag.empty_like(x)
+    with ag.tenant("tail-detector", exclusive=True):
+        k[2, 32](x, y, 64)          # left running as the block ends: no read waits for it
+    left = rt.tenants[rt.tenant_index("tail-detector", "normal", exclusive=True)].last["*"]
+    launch = rt.backend.launch
+    finished_first = []
+
+    def spy(node, stream):
+        if node.kind == "kernel" and node is not left:
+            finished_first.append(left.finished)
+        return launch(node, stream)
+
+    rt.backend.launch = spy
+    try:
+        with ag.tenant("tail-ranker"):
+            k[2, 32](x, z, 64)
+    finally:
+        del rt.backend.launch
+    assert finished_first == [True]         # the ranker's kernel came after the detector's
+    assert z.numpy().tolist() == [3.0] * 64
+
+
+def test_the_served_tenants_benchmark_checks_every_mode_and_holds_the_others_when_exclusive():
+    from benchmarks import tenants
+
+    # (a runtime of its own, as above: the benchmark's exclusive tenant outlives it)
+    with ag.configure(backend="sim", sim_seed=2, sim_devices=2, device=1):
+        result = tenants.measure_served(ag, "tiny", steps=2, warmup=1, mix=("vec", "bs"),
+                                        block=32)
+        stats = ag.tenants()
+    assert list(result["rows"]) == list(tenants.SERVED_MODES)
+    assert set(result["alone"]) == {"alone", "alone, exclusive"}
+    for row in result["rows"].values():
+        assert row["service"]["p99_ms"] >= row["service"]["p50_ms"] > 0
+        assert set(row["others"]) == {"bs"}
+    assert stats["vec-served-exclusive"].steps == 1 + 2 + 2      # readied, served, alone
+    assert stats["bs-served-tenants"].held == 0
+    assert stats["bs-served-exclusive"].held > 0
