@@ -65,10 +65,12 @@ usage: ``asyncgpu bench tenants [--scale small] [--iterations ROUNDS] [--rounds 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import statistics
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from .harness import static_runner
@@ -202,15 +204,24 @@ def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
     simulator, whose clock says nothing of latency). ``turns``: each mode's ``rounds`` are
     split into this many blocks, the modes taking turns block by block (see
     :func:`_measure`)."""
+    with _warm_members(ag, mix, scale, block, num_blocks, recorded, warmup) as members:
+        return _measure(ag, members, scale, rounds, mix, recorded, check_rounds,
+                        max(1, min(turns, rounds)))
+
+
+@contextlib.contextmanager
+def _warm_members(ag: Any, mix: tuple[str, ...], scale: str, block: int, num_blocks: int,
+                  recorded: bool, warmup: int) -> Iterator[list[_Member]]:
+    """The mix's members after ``warmup`` steps each, the process's objects frozen out of the
+    garbage collector meanwhile (see the module docstring)."""
     members = [_Member(ag, name, scale, block, num_blocks, recorded) for name in mix]
     for m in members:
         for _ in range(warmup):
             m.step(False)
     gc.collect()
-    gc.freeze()             # (see the module docstring)
+    gc.freeze()
     try:
-        return _measure(ag, members, scale, rounds, mix, recorded, check_rounds,
-                        max(1, min(turns, rounds)))
+        yield members
     finally:
         gc.unfreeze()
 
@@ -353,16 +364,8 @@ def measure_served(ag: Any, scale: str = "small", steps: int = 40, warmup: int =
     ``period`` times its median step alone, the others running steps back to back (see the
     module docstring). Per mode: the service's latency summary, and each other workload's
     steps per second and its fraction of its rate alone."""
-    members = [_Member(ag, name, scale, block, num_blocks, recorded) for name in mix]
-    for m in members:
-        for _ in range(warmup):
-            m.step(False)
-    gc.collect()
-    gc.freeze()             # (see the module docstring)
-    try:
+    with _warm_members(ag, mix, scale, block, num_blocks, recorded, warmup) as members:
         return _measure_served(ag, members, mix, steps, period)
-    finally:
-        gc.unfreeze()
 
 
 def _measure_served(ag: Any, members: list[_Member], mix: tuple[str, ...], steps: int,
