@@ -161,3 +161,24 @@ def test_the_served_tenants_benchmark_checks_every_mode_and_holds_the_others_whe
     assert stats["vec-served-exclusive"].steps == 1 + 2 + 2      # readied, served, alone
     assert stats["bs-served-tenants"].held == 0
     assert stats["bs-served-exclusive"].held > 0
+
+
+def test_an_exclusive_step_whose_end_fails_still_lets_the_others_go(k, monkeypatch):
+    rt = current_runtime()
+    x = ag.array(np.ones(64))
+    y, z = ag.empty_like(x), ag.empty_like(x)
+
+    def broken(event, stream):
+        raise RuntimeError("record failed")
+
+    with pytest.raises(RuntimeError, match="record failed"):
+        with ag.tenant("fail-detector", exclusive=True):
+            k[2, 32](x, y, 64)
+            monkeypatch.setattr(rt.backend, "record", broken)
+    monkeypatch.undo()
+    done = []
+    worker = threading.Thread(target=lambda: (k[2, 32](x, z, 64), done.append(True)))
+    worker.start()
+    worker.join(5)
+    assert done == [True]
+    assert z.numpy().tolist() == [3.0] * 64

@@ -265,14 +265,17 @@ class Runtime(HostAccess):
             ends = []
             tenant = self.tenants[index]
             moved = self.streams.moved_since(index, mark)
-            for s in moved:
-                event = tenant.spare_event(s.device)
-                if event is None:
-                    event = backend.timing_event(s.device)
-                backend.record(event, s.handle)
-                ends.append((s.device, event))
-            if tenant.exclusive:
-                self.gate.end(index, [s.inflight[-1] for s in moved if s.inflight])
+            try:
+                for s in moved:
+                    event = tenant.spare_event(s.device)
+                    if event is None:
+                        event = backend.timing_event(s.device)
+                    backend.record(event, s.handle)
+                    ends.append((s.device, event))
+            finally:
+                if tenant.exclusive:
+                    # (whatever failed: a step left open would hold the others for good)
+                    self.gate.end(index, [s.inflight[-1] for s in moved if s.inflight])
             tenant.steps += 1
             tenant.pending.append((starts, ends))
             # (not while a capture is open: querying an event it recorded would break it)
