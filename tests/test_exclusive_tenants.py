@@ -182,3 +182,32 @@ def test_an_exclusive_step_whose_end_fails_still_lets_the_others_go(k, monkeypat
     worker.join(5)
     assert done == [True]
     assert z.numpy().tolist() == [3.0] * 64
+
+
+def test_a_recorded_function_of_another_tenant_waits_for_an_exclusive_step(k):
+    x = ag.array(np.ones(64))
+    y, z = ag.empty_like(x), ag.empty_like(x)
+
+    @ag.graph
+    def rank(a, out):
+        k[2, 32](a, out, 64)
+
+    rank(x, z)                                  # recorded once, outside the step
+    opened, launched = threading.Event(), threading.Event()
+
+    def other() -> None:
+        opened.wait()
+        with ag.tenant("graph-ranker"):
+            rank(x, z)
+        launched.set()
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    with ag.tenant("graph-detector", exclusive=True):
+        k[2, 32](x, y, 64)
+        opened.set()
+        time.sleep(0.3)
+        assert not launched.is_set()
+    worker.join(5)
+    assert launched.is_set() and ag.tenants()["graph-ranker"].held == 1
+    assert z.numpy().tolist() == [3.0] * 64
