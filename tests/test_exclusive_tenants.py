@@ -211,3 +211,30 @@ def test_a_recorded_function_of_another_tenant_waits_for_an_exclusive_step(k):
     worker.join(5)
     assert launched.is_set() and ag.tenants()["graph-ranker"].held == 1
     assert z.numpy().tolist() == [3.0] * 64
+
+
+def test_library_calls_of_other_tenants_keep_one_in_flight_too(k):
+    import asyncgpu.cupy as acp
+
+    rt = current_runtime()
+    with ag.tenant("calls-detector", exclusive=True):
+        pass
+    xs = [ag.array(np.full(64, float(i))) for i in range(5)]
+    seen = []
+    launch = rt.backend.launch
+
+    def spy(node, stream):
+        if node.tenant and node.kind != "copy":
+            seen.append(node)
+            assert all(p.finished for p in seen[:-1])
+        return launch(node, stream)
+
+    rt.backend.launch = spy
+    try:
+        with ag.tenant("calls-ranker"):
+            outs = [acp.multiply(x, 2.0) for x in xs]     # independent library calls
+    finally:
+        del rt.backend.launch
+    assert len(seen) == 5
+    for i, out in enumerate(outs):
+        assert out.numpy().tolist() == [2.0 * i] * 64

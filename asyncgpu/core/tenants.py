@@ -91,7 +91,7 @@ class Tenant:
     """One tenant of a runtime (see the module docstring)."""
 
     __slots__ = ("after", "counts", "exclusive", "given", "held", "index", "last", "latencies",
-                 "measured", "name", "pending", "priority", "spare", "splits", "steps",
+                 "latest", "measured", "name", "pending", "priority", "spare", "splits", "steps",
                  "stream_priority", "streams")
 
     def __init__(self, index: int, name: str, priority: str, stream_priority: int,
@@ -113,6 +113,9 @@ class Tenant:
         self.given = (splits, after)
         #: its latest launch of each kernel, by name (what another tenant's pointer names)
         self.last: dict[str, Any] = {}
+        #: its latest kernel, library call or graph launch (an exclusive tenant's neighbours
+        #: keep one in flight: ``asyncgpu.runtime.exclusive``)
+        self.latest: Any = None
         self.counts = {"kernel": 0, "call": 0, "copy": 0, "graph": 0}
         self.steps = 0
         #: its launches held on the host by an exclusive tenant (``ExclusiveSteps``)

@@ -91,7 +91,7 @@ class ExclusiveSteps:
             tails = [node for nodes in self._tails.values() for node in nodes]
         with rt._lock:      # (a node's event is recycled once it retires: read them under it)
             tenant = rt.tenants[index]
-            last = tenant.last.get("*")
+            last = tenant.latest
             if last is not None:
                 tails.append(last)
             pending = [node for node in tails if not node.finished]

@@ -278,6 +278,8 @@ class Issuing:
                     last = tenant.last          # (what a pointer may name; "*": any kernel)
                     last[node.name] = node
                     last["*"] = node
+                if node.kind != "copy":
+                    tenant.latest = node
             if self.placement is not None and node.kind != "copy":
                 placed = stats.placed
                 number = self.devices[node.device]
