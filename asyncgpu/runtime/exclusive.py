@@ -21,7 +21,7 @@ answers requests as they come leaves gaps); their throughput is what is left. Wo
 exclusive tenant itself, and of a thread while it has an exclusive step open, is never held.
 
 Invariants: a thread never waits here while it holds the runtime's lock (the gate is taken
-before it); an exclusive step's ``begin`` and ``end`` run under the runtime's lock, which is
+before it, and a launch made under the lock is not held); an exclusive step's ``begin`` and ``end`` run under the runtime's lock, which is
 always taken before this module's own.
 
 Example::
@@ -81,7 +81,8 @@ class ExclusiveSteps:
         ident = threading.get_ident()
         rt = self.rt
         index = getattr(rt._pins, "tenant", 0)
-        if index in self.tenants or ident in self._holders:
+        # (nor while this thread holds the runtime's lock, which the step's end needs)
+        if index in self.tenants or ident in self._holders or rt._lock._is_owned():
             return
         waited = False
         with self._cond:
