@@ -310,15 +310,16 @@ def test_tenants_on_several_devices_get_a_pool_per_device():
 NAMES = ("a", "b", "c")
 
 
-def _run_as_tenants(ag, steps, init, pointers=False):
+def _run_as_tenants(ag, steps, init, pointers=False, exclusive=False):
     """``programs.run`` with step ``i`` issued by tenant ``NAMES[i % 3]`` (b with priority
-    high; with ``pointers``, b's launches wait for c's latest and c's for a's: every program
-    kernel is named ``prog``)."""
-    suffix = "-pointed" if pointers else ""       # (a tenant keeps its first settings)
+    high, and with ``exclusive`` b exclusive; with ``pointers``, b's launches wait for c's
+    latest and c's for a's: every program kernel is named ``prog``)."""
+    # (a tenant keeps its first settings)
+    suffix = "-pointed" if pointers else "-exclusive" if exclusive else ""
     waits_for = {"b": "c", "c": "a"} if pointers else {}
     scopes = [ag.tenant(n + suffix, priority="high" if n == "b" else "normal",
                         after={"prog": (waits_for[n] + suffix, "prog")} if n in waits_for
-                        else None)
+                        else None, exclusive=exclusive and n == "b")
               for n in NAMES]
     return programs.run(ag, steps, init, lambda i: scopes[i % 3])
 
@@ -341,6 +342,19 @@ def test_random_programs_over_tenants_with_pointers_equal_serial(strategy, steps
     expected = serial(ag, steps, init)
     got = programs.run_async(ag, lambda *a: _run_as_tenants(*a, pointers=True), steps, init,
                              strategy, 3)
+    assert_same(got, expected)
+
+
+@pytest.mark.parametrize("strategy", ["random", "starve"])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(steps=programs.strategies())
+def test_random_programs_beside_an_exclusive_tenant_equal_serial(strategy, steps):
+    init = programs.initial()
+    expected = serial(ag, steps, init)
+    # (a runtime of its own, device 1 of two simulated: the exclusive tenant's gate lasts as
+    # long as its runtime)
+    got = programs.run_async(ag, lambda *a: _run_as_tenants(*a, exclusive=True), steps, init,
+                             strategy, 3, sim_devices=2, device=1)
     assert_same(got, expected)
 
 
