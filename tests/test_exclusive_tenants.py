@@ -238,3 +238,46 @@ def test_library_calls_of_other_tenants_keep_one_in_flight_too(k):
     assert len(seen) == 5
     for i, out in enumerate(outs):
         assert out.numpy().tolist() == [2.0 * i] * 64
+
+
+def test_on_two_devices_a_launch_pinned_where_no_exclusive_step_runs_is_not_held():
+    with ag.configure(backend="sim", sim_seed=3, sim_devices=2, devices="all"):
+        k = ag.kernel(const=["x"], out=["y"])(twice)
+        with ag.device(0):
+            x = ag.array(np.ones(64))
+            y = ag.empty_like(x)
+        with ag.device(1):
+            x1 = ag.array(np.ones(64))
+            z1 = ag.empty_like(x1)
+        with ag.tenant("dev-detector", exclusive=True), ag.device(0):
+            k[2, 32](x, y, 64)          # its steps run on device 0
+        opened, launched = threading.Event(), threading.Event()
+
+        def other(device: int, a, out) -> None:
+            opened.wait()
+            with ag.tenant(f"dev-ranker-{device}"), ag.device(device):
+                k[2, 32](a, out, 64)
+            launched.set()
+
+        worker = threading.Thread(target=other, args=(1, x1, z1))
+        worker.start()
+        with ag.tenant("dev-detector", exclusive=True), ag.device(0):
+            k[2, 32](x, y, 64)
+            opened.set()
+            assert launched.wait(5)     # device 1: not held by a step on device 0
+        worker.join(5)
+        z0 = ag.empty_like(x)
+        opened.clear()
+        launched.clear()
+        worker = threading.Thread(target=other, args=(0, x, z0))
+        worker.start()
+        with ag.tenant("dev-detector", exclusive=True), ag.device(0):
+            k[2, 32](x, y, 64)
+            opened.set()
+            time.sleep(0.3)
+            assert not launched.is_set()    # device 0: held
+        worker.join(5)
+        assert launched.is_set()
+        stats = ag.tenants()
+        assert stats["dev-ranker-1"].held == 0 and stats["dev-ranker-0"].held == 1
+        assert z1.numpy().tolist() == [3.0] * 64 and z0.numpy().tolist() == [3.0] * 64

@@ -19,6 +19,9 @@ others on the host, where the runtime decides what is enqueued:
 The other tenants keep the device busy between the exclusive tenant's steps (a service that
 answers requests as they come leaves gaps); their throughput is what is left. Work of the
 exclusive tenant itself, and of a thread while it has an exclusive step open, is never held.
+On several devices, a thread pinned (``asyncgpu.device``) to a device the exclusive tenants'
+steps have not used is not held either; other launches, whose device is chosen later, under
+the runtime's lock, are.
 
 Invariants: a thread never waits here while it holds the runtime's lock (the gate is taken
 before it, and a launch made under the lock is not held); an exclusive step's ``begin`` and ``end`` run under the runtime's lock, which is
@@ -39,7 +42,7 @@ from typing import Any
 class ExclusiveSteps:
     """The gate of one runtime's exclusive tenants (see the module docstring)."""
 
-    __slots__ = ("_cond", "_holders", "_open", "_tails", "rt", "tenants")
+    __slots__ = ("_cond", "_holders", "_open", "_tails", "devices", "rt", "tenants")
 
     def __init__(self, rt: Any) -> None:
         self.rt = rt
@@ -52,6 +55,8 @@ class ExclusiveSteps:
         #: per exclusive tenant, its latest closed step's last node on each stream it used:
         #: the others wait for them as for the open steps
         self._tails: dict[int, list[Any]] = {}
+        #: the device slots the exclusive tenants' closed steps issued work to
+        self.devices: set[int] = set()
 
     def begin(self, index: int) -> None:
         """Under the runtime's lock: an exclusive step of tenant ``index`` opens."""
@@ -72,6 +77,7 @@ class ExclusiveSteps:
             else:
                 del self._holders[ident]
             self._tails[index] = tails
+            self.devices.update(node.device for node in tails)
             if not self._open:
                 self._cond.notify_all()
 
@@ -84,6 +90,9 @@ class ExclusiveSteps:
         # (nor while this thread holds the runtime's lock, which the step's end needs)
         if index in self.tenants or ident in self._holders or rt._lock._is_owned():
             return
+        slot = getattr(rt._pins, "slot", None)
+        if slot is not None and self.devices and slot not in self.devices:
+            return      # (pinned where no exclusive step runs: nothing to keep apart from)
         waited = False
         with self._cond:
             while self._open and ident not in self._holders:
