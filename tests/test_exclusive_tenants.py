@@ -5,6 +5,7 @@ tenant itself."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -20,6 +21,27 @@ def twice(x, y, n):
     i = cuda.grid(1)
     if i < n:
         y[i] = 2.0 * x[i] + 1.0
+
+
+@contextlib.contextmanager
+def one_in_flight(kinds):
+    """Check at each launch of a node of ``kinds`` by a tenant other than the default one
+    that every earlier such node has completed; yields the nodes seen."""
+    rt = current_runtime()
+    seen = []
+    launch = rt.backend.launch
+
+    def spy(node, stream):
+        if node.tenant and node.kind in kinds:
+            seen.append(node)
+            assert all(p.finished for p in seen[:-1])
+        return launch(node, stream)
+
+    rt.backend.launch = spy
+    try:
+        yield seen
+    finally:
+        del rt.backend.launch
 
 
 @pytest.fixture
@@ -60,28 +82,14 @@ def test_an_exclusive_step_holds_other_tenants_launches_until_it_ends(k):
 
 
 def test_other_tenants_keep_one_launch_in_flight_beside_an_exclusive_one(k):
-    rt = current_runtime()
     with ag.tenant("one-detector", exclusive=True):
         pass
     xs = [ag.array(np.full(64, float(i))) for i in range(6)]
     ys = [ag.empty_like(x) for x in xs]
-    seen = []
-    launch = rt.backend.launch
-
-    def spy(node, stream):
-        if node.tenant and node.kind == "kernel":     # (not the copies in of its inputs)
-            seen.append(node)
-            # every earlier launch of this tenant has completed on the device
-            assert all(p.finished for p in seen[:-1])
-        return launch(node, stream)
-
-    rt.backend.launch = spy
-    try:
-        with ag.tenant("one-ranker"):
-            for x, y in zip(xs, ys):            # independent: would run side by side
-                k[2, 32](x, y, 64)
-    finally:
-        del rt.backend.launch
+    # (kernels, not the copies in of their inputs)
+    with one_in_flight(("kernel",)) as seen, ag.tenant("one-ranker"):
+        for x, y in zip(xs, ys):                # independent: would run side by side
+            k[2, 32](x, y, 64)
     ag.synchronize()
     assert len(seen) == 6
     assert ag.tenants()["one-ranker"].held >= 1
@@ -216,25 +224,11 @@ def test_a_recorded_function_of_another_tenant_waits_for_an_exclusive_step(k):
 def test_library_calls_of_other_tenants_keep_one_in_flight_too(k):
     import asyncgpu.cupy as acp
 
-    rt = current_runtime()
     with ag.tenant("calls-detector", exclusive=True):
         pass
     xs = [ag.array(np.full(64, float(i))) for i in range(5)]
-    seen = []
-    launch = rt.backend.launch
-
-    def spy(node, stream):
-        if node.tenant and node.kind != "copy":
-            seen.append(node)
-            assert all(p.finished for p in seen[:-1])
-        return launch(node, stream)
-
-    rt.backend.launch = spy
-    try:
-        with ag.tenant("calls-ranker"):
-            outs = [acp.multiply(x, 2.0) for x in xs]     # independent library calls
-    finally:
-        del rt.backend.launch
+    with one_in_flight(("kernel", "call")) as seen, ag.tenant("calls-ranker"):
+        outs = [acp.multiply(x, 2.0) for x in xs]         # independent library calls
     assert len(seen) == 5
     for i, out in enumerate(outs):
         assert out.numpy().tolist() == [2.0 * i] * 64
@@ -251,33 +245,31 @@ def test_on_two_devices_a_launch_pinned_where_no_exclusive_step_runs_is_not_held
             z1 = ag.empty_like(x1)
         with ag.tenant("dev-detector", exclusive=True), ag.device(0):
             k[2, 32](x, y, 64)          # its steps run on device 0
-        opened, launched = threading.Event(), threading.Event()
 
-        def other(device: int, a, out) -> None:
-            opened.wait()
-            with ag.tenant(f"dev-ranker-{device}"), ag.device(device):
-                k[2, 32](a, out, 64)
-            launched.set()
+        def launched_during_a_step(device: int, a, out) -> bool:
+            """Whether another thread's launch pinned to ``device`` ran while a step of the
+            detector was open (it runs in the end either way)."""
+            opened, launched = threading.Event(), threading.Event()
 
-        worker = threading.Thread(target=other, args=(1, x1, z1))
-        worker.start()
-        with ag.tenant("dev-detector", exclusive=True), ag.device(0):
-            k[2, 32](x, y, 64)
-            opened.set()
-            assert launched.wait(5)     # device 1: not held by a step on device 0
-        worker.join(5)
+            def other() -> None:
+                opened.wait()
+                with ag.tenant(f"dev-ranker-{device}"), ag.device(device):
+                    k[2, 32](a, out, 64)
+                launched.set()
+
+            worker = threading.Thread(target=other)
+            worker.start()
+            with ag.tenant("dev-detector", exclusive=True), ag.device(0):
+                k[2, 32](x, y, 64)
+                opened.set()
+                during = launched.wait(0.5)
+            worker.join(5)
+            assert launched.is_set()
+            return during
+
+        assert launched_during_a_step(1, x1, z1)        # device 1: not held
         z0 = ag.empty_like(x)
-        opened.clear()
-        launched.clear()
-        worker = threading.Thread(target=other, args=(0, x, z0))
-        worker.start()
-        with ag.tenant("dev-detector", exclusive=True), ag.device(0):
-            k[2, 32](x, y, 64)
-            opened.set()
-            time.sleep(0.3)
-            assert not launched.is_set()    # device 0: held
-        worker.join(5)
-        assert launched.is_set()
+        assert not launched_during_a_step(0, x, z0)     # device 0: held until the step ends
         stats = ag.tenants()
         assert stats["dev-ranker-1"].held == 0 and stats["dev-ranker-0"].held == 1
         assert z1.numpy().tolist() == [3.0] * 64 and z0.numpy().tolist() == [3.0] * 64

@@ -334,27 +334,23 @@ def test_random_programs_spread_over_tenants_equal_serial(strategy, steps):
     assert_same(got, expected)
 
 
+#: (a runtime of its own for the exclusive tenant, device 1 of two simulated: its gate lasts
+#: as long as its runtime)
+VARIANTS = {"pointers": ({"pointers": True}, {}),
+            "exclusive": ({"exclusive": True}, {"sim_devices": 2, "device": 1})}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("strategy", ["random", "starve"])
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=programs.strategies())
-def test_random_programs_over_tenants_with_pointers_equal_serial(strategy, steps):
+def test_random_programs_over_tenants_with_pointers_or_an_exclusive_one_equal_serial(
+        variant, strategy, steps):
+    tenants, options = VARIANTS[variant]
     init = programs.initial()
     expected = serial(ag, steps, init)
-    got = programs.run_async(ag, lambda *a: _run_as_tenants(*a, pointers=True), steps, init,
-                             strategy, 3)
-    assert_same(got, expected)
-
-
-@pytest.mark.parametrize("strategy", ["random", "starve"])
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(steps=programs.strategies())
-def test_random_programs_beside_an_exclusive_tenant_equal_serial(strategy, steps):
-    init = programs.initial()
-    expected = serial(ag, steps, init)
-    # (a runtime of its own, device 1 of two simulated: the exclusive tenant's gate lasts as
-    # long as its runtime)
-    got = programs.run_async(ag, lambda *a: _run_as_tenants(*a, exclusive=True), steps, init,
-                             strategy, 3, sim_devices=2, device=1)
+    got = programs.run_async(ag, lambda *a: _run_as_tenants(*a, **tenants), steps, init,
+                             strategy, 3, **options)
     assert_same(got, expected)
 
 
