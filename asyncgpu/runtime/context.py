@@ -235,10 +235,8 @@ class Runtime(HostAccess):
             self.tenants.append(Tenant(index, name, priority, level, streams, splits, after,
                                        exclusive))
             self._tenanted = True
-            if exclusive:
-                if self.gate is None:
-                    self.gate = ExclusiveSteps(self)
-                self.gate.tenants.add(index)
+            if exclusive and self.gate is None:
+                self.gate = ExclusiveSteps(self)
             return index
 
     def begin_step(self, index: int) -> Any:

@@ -42,12 +42,10 @@ from typing import Any
 class ExclusiveSteps:
     """The gate of one runtime's exclusive tenants (see the module docstring)."""
 
-    __slots__ = ("_cond", "_holders", "_open", "_tails", "devices", "rt", "tenants")
+    __slots__ = ("_cond", "_holders", "_open", "_tails", "devices", "rt")
 
     def __init__(self, rt: Any) -> None:
         self.rt = rt
-        #: the numbers of the exclusive tenants
-        self.tenants: set[int] = set()
         self._cond = threading.Condition(threading.Lock())
         self._open = 0
         #: thread id -> its exclusive steps open (its own launches are never held)
@@ -88,7 +86,7 @@ class ExclusiveSteps:
         rt = self.rt
         index = getattr(rt._pins, "tenant", 0)
         # (nor while this thread holds the runtime's lock, which the step's end needs)
-        if index in self.tenants or ident in self._holders or rt._lock._is_owned():
+        if rt.tenants[index].exclusive or ident in self._holders or rt._lock._is_owned():
             return
         slot = getattr(rt._pins, "slot", None)
         if slot is not None and self.devices and slot not in self.devices:
