@@ -254,14 +254,9 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
         alone[m.name] = _summary(m.latencies)
         m.latencies = []
 
-    def ranked(suffix: str) -> list[Any]:
-        """A tenant per workload, the first one's with priority high."""
-        return [ag.tenant(f"{name}-{suffix}", priority="high" if i == 0 else "normal")
-                for i, name in enumerate(mix)]
-
-    scopes = {"tenants": ranked("tenant"), "regulated": ranked("regulated"),
+    scopes = {"tenants": _ranked(ag, mix, "tenant"), "regulated": _ranked(ag, mix, "regulated"),
               "one stream each": [ag.tenant(f"{name}-one-stream", streams=1) for name in mix],
-              "one thread": ranked("one-thread"), "threads": None}
+              "one thread": _ranked(ag, mix, "one-thread"), "threads": None}
 
     def run(mode: str, rounds: int) -> None:
         """``rounds`` rounds of every member's step, as ``mode`` runs them."""
@@ -346,6 +341,14 @@ def _regulate(ag: Any, members: list[_Member], scopes: list[Any], check_rounds: 
                                  "alone_ms": sum(o.seconds for o in p.ops) * 1e3,
                                  "mean_share": statistics.fmean(o.share for o in p.ops)}
                         for p in plan.profile}}
+
+
+def _ranked(ag: Any, mix: tuple[str, ...], suffix: str, exclusive: bool = False) -> list[Any]:
+    """A tenant per workload, named ``workload-suffix``, the first one's with priority high
+    (and ``exclusive``)."""
+    return [ag.tenant(f"{name}-{suffix}", priority="high" if i == 0 else "normal",
+                      exclusive=exclusive and i == 0)
+            for i, name in enumerate(mix)]
 
 
 def _summary(latencies: list[float]) -> dict[str, float]:
@@ -436,10 +439,6 @@ def _measure_served(ag: Any, members: list[_Member], mix: tuple[str, ...], steps
             m.latencies = []
         return row
 
-    def tenants(suffix: str, exclusive: bool = False) -> list[Any]:
-        return [ag.tenant(f"{mix[0]}-{suffix}", priority="high", exclusive=exclusive)] + [
-            ag.tenant(f"{name}-{suffix}") for name in mix[1:]]
-
     alone = {}
     serve(None)
     alone["alone"] = _summary(service.latencies)
@@ -447,8 +446,8 @@ def _measure_served(ag: Any, members: list[_Member], mix: tuple[str, ...], steps
     service.latencies = []
     rows = {}
     for mode in SERVED_MODES:
-        scopes = None if mode == "threads" else tenants(
-            "served-" + mode, exclusive=mode == "exclusive")
+        scopes = None if mode == "threads" else _ranked(
+            ag, mix, "served-" + mode, exclusive=mode == "exclusive")
         if scopes is not None:
             # (one untimed step each: a tenant's first step makes its streams)
             for m, scope in zip(members, scopes):
