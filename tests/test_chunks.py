@@ -109,9 +109,11 @@ def test_a_launch_behind_a_running_copy_in_runs_whole(small_chunks, strategy):
 
 
 @pytest.mark.parametrize("strategy", ["random", "reverse"])
-def test_on_several_devices_a_launch_runs_whole_with_the_serial_result(small_chunks, strategy):
-    # the program spreads its launches over the devices, so each kernel overlaps the copies
-    # to the others; chunks would hold back the next device's first copy
+def test_on_several_devices_a_launch_behind_a_running_copy_to_its_device_runs_in_chunks(
+        small_chunks, strategy):
+    # the program spreads its launches over the devices: the first on each device runs whole
+    # (its chunks would hold back the next device's first copy); the second waits for that
+    # device's link anyway, and in chunks its kernel overlaps its own copy
     import asyncgpu as ag
 
     affine, _ = _kernels(ag, True)
@@ -121,14 +123,17 @@ def test_on_several_devices_a_launch_runs_whole_with_the_serial_result(small_chu
         xs = [ag.array(h) for h in hosts]
         ys = [ag.empty(64, np.float32) for _ in hosts]
         before = ag.statistics()
+        counts = []
         for x, y in zip(xs, ys):
+            k = ag.statistics().kernels
             affine[4, 8](x, y, 2.0, 64)
+            counts.append(ag.statistics().kernels - k)
         after = ag.statistics()
         for h, y in zip(hosts, ys):
             np.testing.assert_array_equal(y.numpy(), 2.0 * h + 1.0)
-    assert after.kernels - before.kernels == 4
-    assert after.copies_to_device - before.copies_to_device == 4
-    assert sorted(after.placed.values()) == [2, 2]
+    assert sorted(counts) == [1, 1, 4, 4]
+    assert sorted(after.placed.values()) == [5, 5]     # kernels: one launch whole, one in 4
+    assert after.copies_to_device - before.copies_to_device == 1 + 1 + 4 + 4
 
 
 def test_a_small_copy_in_still_running_does_not_stop_the_chunks(small_chunks):

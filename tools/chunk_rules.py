@@ -1,17 +1,17 @@
 """When a launch runs in chunks: rules side by side on the multi-GPU benchmark's streaming step,
 in one process.
 
-A launch that qualifies for chunks (``asyncgpu.runtime.chunks.chunk_plan``) runs in them only
-on a runtime over one device, while that device's link carries no earlier copy in
-(``chunks.runs_whole``). This times the streaming B&S (or VEC) step of ``benchmarks.multigpu``
-under that rule and others, each round in a new order, so that a change of the rule is
-measured against the one in force on the same host in the same minute:
+A launch that qualifies for chunks (``asyncgpu.runtime.chunks.chunk_plan``) runs in them, on a
+runtime over one device, while that device's link carries no earlier copy in; over several,
+while it does (``chunks.runs_whole``). This times the streaming B&S (or VEC) step of
+``benchmarks.multigpu`` under that rule and others, each round in a new order, so that a
+change of the rule is measured against the one in force on the same host in the same minute:
 
-``runtime``  the runtime's rule (on several GPUs: never in chunks)
+``runtime``  the runtime's rule
 ``link``     chunks while this launch's GPU has no copy in running, on any number of GPUs
              (the first launch of a streaming burst on each GPU in chunks)
-``any``      chunks only while no GPU's link carries a copy in (the first launch of a
-             streaming burst in chunks, the others whole on every GPU)
+``busy``     chunks while this launch's GPU has a copy in running, on any number of GPUs
+             (every launch of a streaming burst on a GPU but its first in chunks)
 ``whole``    never in chunks
 ``always``   in chunks whenever the launch qualifies
 
@@ -38,18 +38,14 @@ from asyncgpu.backends import cuda_usable
 from asyncgpu.runtime import chunks
 from benchmarks import multigpu
 
-RULES = ("runtime", "link", "any", "whole", "always")
+RULES = ("runtime", "link", "busy", "whole", "always")
 
 
 def rules() -> dict[str, object]:
     """Per rule: the ``chunks.runs_whole`` to run it with."""
     own, link = chunks.runs_whole, chunks.link_busy
-
-    def any_link(rt: object, device: int) -> bool:
-        return any([link(rt, d) for d in range(len(rt.devices))])    # (asks every GPU)
-
-    return {"runtime": own, "link": link, "any": any_link, "whole": lambda rt, device: True,
-            "always": lambda rt, device: False}
+    return {"runtime": own, "link": link, "busy": lambda rt, device: not link(rt, device),
+            "whole": lambda rt, device: True, "always": lambda rt, device: False}
 
 
 def main() -> None:

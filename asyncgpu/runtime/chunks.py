@@ -29,14 +29,19 @@ explicit and the execution asynchronous (in ``sync`` execution nothing would ove
 kernel is element-wise; ``copy_chunks > 1``; some split array argument's
 allocation is current only on the host, with at least ``MIN_CHUNK_BYTES`` per chunk; every
 such argument spans its whole allocation (the chunks' copies then make the whole allocation
-current); the runtime has one device; and no earlier copy from the host to the device, of
-``MIN_CHUNK_BYTES`` or more, is still running (:func:`link_busy`) (both: :func:`runs_whole`).
-Behind such a copy the link is shared anyway and the kernel overlaps it, so chunks would only
-add nodes for the host to issue: streaming launches one after another run the first in chunks
-and the others whole, each kernel overlapping the next copies. On several devices a program
-spreads its launches over them, so kernels on one overlap copies to the others, and the host
-issuing one launch's chunks would hold back the next device's first copy: the launches run
-whole there.
+current); and the device's link (:func:`link_busy`: an earlier copy from the host to the
+device, of ``MIN_CHUNK_BYTES`` or more, still running) is free on a runtime over one device,
+busy on a runtime over several (:func:`runs_whole`).
+
+One device: behind a running copy the link is shared anyway and the kernel overlaps it, so
+chunks would only add nodes for the host to issue: streaming launches one after another run
+the first in chunks and the others whole, each kernel overlapping the next copies, and a lone
+launch of a large input overlaps its kernel with its own copy. Several devices: a program
+spreads its launches over them, and the host issuing one launch's chunks would hold back the
+next device's first copy, so a launch whose device's link is free runs whole; one behind a
+running copy to its device waits for the link anyway, and in chunks its kernel overlaps its
+own copy, so the last launch of a burst on each device leaves one chunk's kernel after the
+copies rather than a whole kernel.
 
 Invariants: the chunks partition ``[0, length)`` of axis 0 in order; every chunk's arguments
 are validated (``Kernel.bind``) and prepared (``kernel_launch``) before the first node is
@@ -377,11 +382,12 @@ def link_busy(rt: Any, device: int) -> bool:
 
 def runs_whole(rt: Any, device: int) -> bool:
     """Whether a launch that qualifies for chunks runs whole on device slot ``device`` all the
-    same: the runtime has several devices, or the device's link still carries an earlier copy
-    in (:func:`link_busy`). Either way its kernel overlaps other copies without chunks, which
-    would only add nodes for the host to issue before the launches behind them (the next
-    device's first copy among them)."""
-    return rt.placement is not None or link_busy(rt, device)
+    same: on one device, while its link still carries an earlier copy in (:func:`link_busy`;
+    the kernel overlaps that copy); on several, while the link is free (the host goes on to
+    the next device's first copy sooner; behind a busy link the chunks' nodes are issued while
+    the link is busy anyway, and the kernel overlaps its own copy)."""
+    busy = link_busy(rt, device)
+    return busy if rt.placement is None else not busy
 
 
 def launch_chunked(rt: Any, launcher: Any, args: tuple[Any, ...], site: str | None,

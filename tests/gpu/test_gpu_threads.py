@@ -84,12 +84,15 @@ def test_a_thread_waiting_for_its_result_lets_another_thread_launch_on_gpu(wait)
 def test_threads_launching_at_once_do_not_hand_the_gil_over_at_every_launch():
     """Three threads launching kernels at once: a launch keeps the GIL (a release there hands
     it to a waiting thread, and the launching thread then waits for it back), so the threads
-    give up the CPU far less often than they launch; ``asyncgpu bench overhead`` reports it."""
+    give up the CPU far less often than threads making CuPy's raw launch, which releases it,
+    in the same measurement (other load on the host raises both counts); ``asyncgpu bench
+    overhead`` reports it."""
     import asyncgpu as ag
     from benchmarks import overhead
 
     with ag.configure(backend="cuda"):
         measured = overhead.threads(ag, launches=600, repeats=3)
     assert set(measured) == {"ag_launch", "cupy_raw_launch", "ag_launch_read"}
-    assert measured["ag_launch"]["switches_per_launch"] < 0.2
+    assert (measured["ag_launch"]["switches_per_launch"]
+            < 0.5 * measured["cupy_raw_launch"]["switches_per_launch"])
     assert all(v["one_thread_us"] > 0 and v["threads_us"] > 0 for v in measured.values())
