@@ -44,7 +44,7 @@ def ctrl_c_raises() -> Iterator[None]:
     started from a terminal: a shell without job control starts a background command with
     SIGINT ignored (``pytest &`` in a script), and the tests' loops would then wait for it
     forever. A SIGINT blocked in the main thread fails at once: nothing in asyncgpu may leave
-    it blocked (the simulator holds it back only while a kernel's twin runs). The handler
+    it blocked (the simulator holds it back only while a step of its device runs). The handler
     before the block is put back after it."""
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, ())
     assert signal.SIGINT not in blocked, f"SIGINT is blocked in the main thread: {blocked}"

@@ -40,3 +40,63 @@ def test_ctrl_c_inside_a_simulated_kernel_waits_for_its_end():
             ag.synchronize()        # runs the kernel
         ag.synchronize()
         np.testing.assert_array_equal(y.numpy(), np.full(8, 2, np.float32))
+
+
+def test_ctrl_c_at_any_line_of_a_simulated_step_loses_no_operation():
+    """The simulated device steps in the host thread, so Ctrl-C may land between any two lines
+    of a step: whatever line it lands on, the operation the step took from its queue (a
+    kernel's end, an event's record) still takes effect, the interrupt reaches the program
+    after the step, and every launch's write is in the result."""
+    import inspect
+    import signal
+    import sys
+    import threading
+
+    import numpy as np
+
+    from asyncgpu.backends.sim.backend import SimBackend
+    from interrupts import N, SRC, add1_twin
+
+    main = threading.main_thread().ident
+    steps = [SimBackend._step, SimBackend._advance]
+    lines = [(f.__code__, line) for f in steps
+             for line in sorted({at for _, _, at in f.__code__.co_lines() if at})]
+    source, start = inspect.getsourcelines(SimBackend._advance)
+    # (the lines of a kernel's end: where a lost operation would lose its write)
+    ends = {start + i for i, text in enumerate(source)
+            if "popleft" in text or "stream.running = stream.running" in text
+            or "payload.end(state)" in text}
+    interrupted = set()
+    for code, line in lines:
+        sent = []
+
+        def local(frame, event, arg, line=line, sent=sent):
+            if event == "line" and frame.f_lineno == line and not sent:
+                sent.append(line)
+                signal.pthread_kill(main, signal.SIGINT)
+            return local
+
+        def tracer(frame, event, arg, code=code, local=local):
+            return local if frame.f_code is code else None
+
+        with ag.configure(backend="sim", sim_seed=0, sim_strategy="random", sim_tick=0.0,
+                          execution="async"):
+            k = ag.cuda_kernel(SRC, "add1", sim=add1_twin)
+            x, y, other = ag.ones(N), ag.zeros(N), ag.zeros(N)
+            for _ in range(3):
+                k[1, N](x, y, N)
+                k[1, N](y, other, N)        # another stream: events recorded and waited for
+            with ctrl_c_raises():
+                sys.settrace(tracer)
+                try:
+                    ag.synchronize()
+                except KeyboardInterrupt:
+                    pass
+                finally:
+                    sys.settrace(None)
+            ag.synchronize()
+            np.testing.assert_array_equal(y.numpy(), np.full(N, 3.0), err_msg=f"line {line}")
+            np.testing.assert_array_equal(other.numpy(), np.full(N, 6.0),
+                                          err_msg=f"line {line}")
+        interrupted.update(sent)
+    assert ends <= interrupted          # (the sweep reached every line of a kernel's end)

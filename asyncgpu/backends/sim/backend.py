@@ -58,25 +58,30 @@ from .timing import SimStageTimer
 log = logging.getLogger("asyncgpu.sim")
 
 
-def _uninterrupted(end: Any, state: Any) -> None:
-    """Run the end of a simulated kernel with SIGINT held back until it is over.
+def _uninterrupted(step: Any, *args: Any) -> Any:
+    """Run ``step(*args)``, a step of the simulated device, with SIGINT held back until it is
+    over.
 
-    A real device finishes a kernel whatever the host's threads receive; the simulated one runs
-    the kernel in the host thread that happens to step it, so a ``KeyboardInterrupt`` landing
-    there would lose or tear the kernel's writes, a fault of the simulation that the runtime
-    cannot see (tests/interrupts.py sends SIGINT at random moments). The signal is blocked in
-    this thread for the kernel's run and delivered when it is unblocked: Ctrl-C then lands just
-    after the step, as it would on a device. (A SIGINT sent to the process while other threads
-    run may be taken by one of them, and Python raises it in the main thread at once: blocking
-    covers a signal aimed at this thread, as Ctrl-C reaches a program with one thread.)"""
+    A real device finishes a kernel whatever the host's threads receive, and never drops an
+    operation it has taken from a queue; the simulated one runs them in the host thread that
+    happens to step it, so a ``KeyboardInterrupt`` landing there would lose or tear a kernel's
+    writes, or lose an operation taken from its queue before it took effect, a fault of the
+    simulation that the runtime cannot see (tests/interrupts.py sends SIGINT at random
+    moments). The signal is blocked in this thread for the step and delivered when it is
+    unblocked: Ctrl-C then lands just after the step, as it would on a device. The mask is
+    read before the ``try`` and the signal blocked inside it, so an interrupt raised as the
+    block begins (one that arrived just before it) finds the device as it was and the signal
+    unblocked again. (A SIGINT sent to the process while other threads run may be taken by one
+    of them, and Python raises it in the main thread at once: blocking covers a signal aimed at
+    this thread, as Ctrl-C reaches a program with one thread.)"""
     if not _CAN_BLOCK:
-        end(state)
-        return
-    held = signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
+        return step(*args)
+    held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, ())
     try:
-        end(state)
+        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
+        return step(*args)
     finally:
-        if signal.SIGINT not in held:
+        if not held:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGINT)
 
 
@@ -422,6 +427,12 @@ class SimBackend(Backend):
                 )
             return False
         kind, stream = self._choose(steps)
+        _uninterrupted(self._advance, kind, stream)
+        return True
+
+    def _advance(self, kind: str, stream: SimStream) -> None:
+        """One step: ``stream``'s head operation begins (a kernel) or takes effect (its end, or
+        any other operation), with SIGINT held back (:func:`_uninterrupted`)."""
         self.steps += 1
         op = stream.ops[0]
         if kind == "begin":
@@ -429,23 +440,22 @@ class SimBackend(Backend):
                 stream.running = op.payload.begin()
                 running = sum(1 for s in self.streams if s.running is not None)
                 self.max_running = max(self.max_running, running)
-                return True
+                return
             stream.ops.popleft()
             if op.kind == "record":
                 op.payload.done = True
                 op.payload.step = self.steps
-            return True
+            return
         stream.ops.popleft()
         state, stream.running = stream.running, None
         try:
-            _uninterrupted(op.payload.end, state)
+            op.payload.end(state)
         except AnnotationViolation as exc:
             self._errors.append(AnnotationViolation(f"{exc} ({self.replay_hint()})"))
         except Exception as exc:  # the kernel's own error: reported at the next host wait
             err = KernelFault(f"{op.label} raised {type(exc).__name__}: {exc}")
             err.__cause__ = exc
             self._errors.append(err)
-        return True
 
     def _raise_errors(self) -> None:
         # every pending fault, not only the first: each names its launch site
