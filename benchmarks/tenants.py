@@ -52,9 +52,12 @@ With ``--period P`` (:func:`measure_served`) the first workload is a *service*: 
 arrive every ``P`` times its median step alone, each started at its arrival time (an open
 loop: a late step does not delay the next arrival), while the others run steps back to back on
 threads of their own. Modes, one after the other: ``threads`` (no tenants), ``tenants`` (the
-service's tenant with priority high) and ``exclusive`` (the same, made with
-``exclusive=True``: the others' launches wait on the host while a service step is open, and
-keep one launch in flight; last, since a runtime keeps its exclusive tenant's gate). Reported:
+service's tenant with priority high), ``regulated`` (the same tenants under
+``asyncgpu.regulate(plan="search")``, served in untimed runs of ten service steps until the
+plan is searched and checked, at most :data:`SERVED_CHECK_RUNS`, then timed with the plan)
+and ``exclusive`` (the service's tenant made with ``exclusive=True``: the others' launches
+wait on the host while a service step is open, and keep one launch in flight; last, since a
+runtime keeps its exclusive tenant's gate). Reported:
 the service's step latency p50 and p99 and, per other workload, its steps per second and that
 over its rate alone; the service's latency alone is taken at the same arrival rate, first
 outside any tenant and, after the modes, in its exclusive tenant.
@@ -84,10 +87,13 @@ WORKLOADS = {**SUITE, "inception": InceptionStep}
 MIX = ("dl", "img", "ml")
 MODES = ("sequential", "one stream each", "threads", "tenants", "one thread", "regulated")
 #: The most untimed rounds ``regulated`` runs for its profile and search, and then for the
-#: check of the plan (``asyncgpu.regulate``): its four stages of ten measured steps each,
+#: check of the plan (``asyncgpu.regulate``): its five stages of ten measured steps each,
 #: with room for the steps a stage starts behind.
 PROFILE_ROUNDS = 8
-CHECK_ROUNDS = 80
+CHECK_ROUNDS = 100
+#: With ``--period``, the most untimed runs of ten service steps ``regulated`` takes for its
+#: profile, search and check, served as the timed steps are.
+SERVED_CHECK_RUNS = 12
 #: The blocks each mode's timed rounds are split into on a GPU, the modes taking turns
 #: (``asyncgpu bench tenants --rounds``): steps of a fraction of a millisecond, timed in one
 #: stretch per mode, moved by a factor of two between runs on a busy host.
@@ -327,9 +333,15 @@ def _regulate(ag: Any, members: list[_Member], scopes: list[Any], check_rounds: 
     for m in members:
         m.check()
         m.latencies = []
+    return _plan_summary(ag, f"{PROFILE_ROUNDS} rounds")
+
+
+def _plan_summary(ag: Any, after: str) -> dict[str, Any]:
+    """What regulation chose and what its profile saw (per tenant: launches, their summed
+    time alone, mean share); ``after``: how long it was given, for a missing plan."""
     state = ag.regulation()
     if state.plan is None:
-        return {"plan": f"no plan after {PROFILE_ROUNDS} rounds ({state.state})"}
+        return {"plan": f"no plan after {after} ({state.state})"}
     plan = state.plan
     # (``checking``: the check's stage still under way as the timed rounds begin, "" if none;
     # ``measured``: each stage's score, the largest of the tenants' slowdowns and more)
@@ -357,7 +369,7 @@ def _summary(latencies: list[float]) -> dict[str, float]:
 
 
 #: ``measure_served``'s modes, in the order they run (``exclusive`` last: see the docstring)
-SERVED_MODES = ("threads", "tenants", "exclusive")
+SERVED_MODES = ("threads", "tenants", "regulated", "exclusive")
 
 
 def measure_served(ag: Any, scale: str = "small", steps: int = 40, warmup: int = 2,
@@ -386,10 +398,10 @@ def _measure_served(ag: Any, members: list[_Member], mix: tuple[str, ...], steps
         m.latencies = []
     interval = period / rates[service.name]
 
-    def serve(scope: Any) -> None:
-        """The service's steps, each at its arrival time (in ``scope``, if given)."""
+    def serve(scope: Any, count: int = steps) -> None:
+        """The service's ``count`` steps, each at its arrival time (in ``scope``, if given)."""
         start = time.perf_counter()
-        for i in range(steps):
+        for i in range(count):
             delay = start + i * interval - time.perf_counter()
             if delay > 0:
                 time.sleep(delay)
@@ -399,7 +411,7 @@ def _measure_served(ag: Any, members: list[_Member], mix: tuple[str, ...], steps
                 with scope:
                     service.step(True)
 
-    def run(scopes: list[Any] | None) -> dict[str, Any]:
+    def run(scopes: list[Any] | None, count: int = steps) -> dict[str, Any]:
         stop = threading.Event()
         done = [0] * len(others)
         errors: list[BaseException] = []
@@ -421,7 +433,7 @@ def _measure_served(ag: Any, members: list[_Member], mix: tuple[str, ...], steps
             t.start()
         t0 = time.perf_counter()
         try:
-            serve(None if scopes is None else scopes[0])
+            serve(None if scopes is None else scopes[0], count)
         finally:
             elapsed = time.perf_counter() - t0
             stop.set()
@@ -454,7 +466,19 @@ def _measure_served(ag: Any, members: list[_Member], mix: tuple[str, ...], steps
                 with scope:
                     m.step(False)
             ag.synchronize()
+        plan = None
+        if mode == "regulated":
+            ag.regulate(plan="search", tenants=[s.name for s in scopes])
+            for _ in range(SERVED_CHECK_RUNS):
+                state = ag.regulation()
+                if state.state == "regulated" and not state.checking:
+                    break
+                run(scopes, 10)
+            plan = _plan_summary(ag, f"{SERVED_CHECK_RUNS} runs")
         rows[mode] = run(scopes)
+        if plan is not None:
+            rows[mode]["plan"] = plan
+            ag.regulate(plan="off")
     serve(scopes[0])            # (alone again, in the exclusive tenant: never held)
     alone["alone, exclusive"] = _summary(service.latencies)
     service.check()

@@ -169,6 +169,7 @@ def test_the_served_tenants_benchmark_checks_every_mode_and_holds_the_others_whe
     assert stats["vec-served-exclusive"].steps == 1 + 2 + 2      # readied, served, alone
     assert stats["bs-served-tenants"].held == 0
     assert stats["bs-served-exclusive"].held > 0
+    assert "plan" in result["rows"]["regulated"]["plan"]        # (what regulation chose)
 
 
 def test_an_exclusive_step_whose_end_fails_still_lets_the_others_go(k, monkeypatch):
@@ -273,3 +274,48 @@ def test_on_two_devices_a_launch_pinned_where_no_exclusive_step_runs_is_not_held
         stats = ag.tenants()
         assert stats["dev-ranker-1"].held == 0 and stats["dev-ranker-0"].held == 1
         assert z1.numpy().tolist() == [3.0] * 64 and z0.numpy().tolist() == [3.0] * 64
+
+
+def test_a_plan_makes_a_tenant_exclusive_until_regulation_is_off(k):
+    """A regulation plan's exclusive tenant holds the others' launches as its own setting
+    would; with regulation off, nothing is held and the tenant keeps the settings it was
+    given (entering it with them again is no conflict)."""
+    from asyncgpu.core.plan import Plan
+
+    x = ag.array(np.ones(64))
+    y, z = ag.empty_like(x), ag.empty_like(x)
+    for name in ("planned-detector", "planned-ranker"):
+        with ag.tenant(name, priority="high" if name == "planned-detector" else "normal"):
+            pass
+    ag.regulate(plan=Plan(exclusive=("planned-detector",)),
+                tenants=["planned-detector", "planned-ranker"])
+    assert ag.regulation().plan.describe().startswith("planned-detector: exclusive")
+    opened, launched = threading.Event(), threading.Event()
+
+    def other() -> None:
+        opened.wait()
+        with ag.tenant("planned-ranker"):
+            k[2, 32](x, z, 64)
+        launched.set()
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    with ag.tenant("planned-detector", priority="high"):
+        k[2, 32](x, y, 64)
+        opened.set()
+        time.sleep(0.3)
+        assert not launched.is_set()            # held on the host by the plan's setting
+    worker.join(5)
+    assert launched.is_set() and ag.tenants()["planned-ranker"].held == 1
+    ag.regulate(plan="off")
+    assert current_runtime().gate is None
+    xs = [ag.array(np.full(64, float(i))) for i in range(4)]
+    ys = [ag.empty_like(a) for a in xs]
+    with ag.tenant("planned-detector", priority="high"), ag.tenant("planned-ranker"):
+        for a, b in zip(xs, ys):
+            k[2, 32](a, b, 64)
+    ag.synchronize()
+    assert ag.tenants()["planned-ranker"].held == 1         # none more
+    assert y.numpy().tolist() == [3.0] * 64 and z.numpy().tolist() == [3.0] * 64
+    for i, b in enumerate(ys):
+        assert b.numpy().tolist() == [2.0 * i + 1.0] * 64

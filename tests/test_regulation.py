@@ -206,7 +206,8 @@ def test_a_plan_saved_and_loaded_is_the_same(tmp_path):
                 (("a", (("k", (1, 1, 1), (32, 1, 1)),)),),
                 Outcome(1e-3, {"a": 1e-3}, 0.5, {"a": 2e-3}), None, 12, 0.01,
                 (TenantProfile("a", "high", (op("k", 1.0, 0.5, 0.25, True, [0]),
-                                             Op("g", 1e-3, 1.0, 0.0, True, (), 3.5)), True),))
+                                             Op("g", 1e-3, 1.0, 0.0, True, (), 3.5)), True),),
+                ("a",))
     path = str(tmp_path / "plan.json")
     plan.save(path)
     assert Plan.load(path) == plan
@@ -450,10 +451,24 @@ def test_a_plan_is_measured_against_the_tenants_own_settings_and_a_late_high_ten
             assert "pointer" in first
             steps_while(mix, "guard")
             state = ag.regulation()
+            guard_p90 = state.checked[mix.high.name][0]
             kept = "*" in state.plan.after.get(mix.low.name, {})
-            assert kept == (state.checked[mix.high.name][0] < 0.9 * p90
-                            and state.measured["guard"] <= base_score)
+            assert kept == (guard_p90 < 0.9 * p90 and state.measured["guard"] <= base_score)
             assert state.plan.splits == base.splits
+            if kept:
+                base = dataclasses.replace(base, after=state.plan.after)
+                base_score, p90 = state.measured["guard"], guard_p90
+            # last, the high tenant's steps exclusive: the gate is made for it
+            assert state.checking == "exclusive"
+            assert state.plan.exclusive == (mix.high.name,) and state.plan.after == base.after
+            assert current_runtime().gate is not None
+            steps_while(mix, "exclusive")
+            state = ag.regulation()
+            kept = state.plan.exclusive == (mix.high.name,)
+            assert kept == (state.checked[mix.high.name][0] < 0.9 * p90
+                            and state.measured["exclusive"] <= base_score)
+            assert (current_runtime().gate is not None) == kept
+            assert state.checking == ""
         ag.synchronize()
         assert mix.right()
         ag.regulate(plan="off")
@@ -678,7 +693,7 @@ def test_a_plan_holding_short_steps_behind_long_ones_is_not_kept_for_the_long_on
     class Check(PlanCheck):
         def __init__(self):
             self.rt, self.tenants, self.plan = Runtime(), [1, 2], plan
-            self._lost, self.applied, self.stored = {"split", "guard"}, [], []
+            self._lost, self.applied, self.stored = {"split", "guard", "exclusive"}, [], []
             self.measured, self.checked = {}, {}
 
         def apply(self, chosen, measure=True):

@@ -177,6 +177,9 @@ def _served_table(console: Any, result: dict[str, Any], on_gpu: bool, scale: str
                       *(f"{row['others'][w]['steps_per_s']:.1f} "
                         f"({row['others'][w]['of_alone']:.2f})" for w in others))
     console.print(table)
+    plan = result["rows"].get("regulated", {}).get("plan")
+    if plan is not None:
+        console.print(f"regulated: {plan['plan']}")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@ A :class:`TenantProfile` is one step of a tenant as the search sees it: its laun
 order (:class:`Op`: time alone, share of the device's threads and bandwidth, whether it may be
 split, the earlier launches it depends on). A :class:`Plan` is what the search returns and the
 runtime applies (``asyncgpu.runtime.regulator``): per tenant, its split kernels and its
-pointers, with the workload shape it was searched for, the modelled :class:`Outcome` without
+pointers, the tenants it makes exclusive (``asyncgpu.runtime.exclusive``), with the workload shape it was searched for, the modelled :class:`Outcome` without
 and with it, and the profiles. A plan round-trips through JSON (``save``/``load``).
 
 Invariants: all are frozen; ``Plan.from_json(plan.to_json()) == plan``.
@@ -74,7 +74,8 @@ class Outcome:
 @dataclass(frozen=True)
 class Plan:
     """A regulation plan (see the module docstring): per tenant name, its split kernels and
-    its pointers; the workload ``shape`` it was searched for (per tenant, its step's launches:
+    its pointers; the tenants whose steps it makes exclusive (``exclusive``, names: the
+    measured check's last remedy for a late high-priority tenant); the workload ``shape`` it was searched for (per tenant, its step's launches:
     kernel, grid, block), and the modelled outcome without it (``before``) and with it
     (``after_outcome``), how many plans the search modelled and how long it took.
 
@@ -91,6 +92,7 @@ class Plan:
     modelled: int = 0
     search_s: float = 0.0
     profile: tuple[TenantProfile, ...] = ()
+    exclusive: tuple[str, ...] = ()
 
     def tenant_settings(self, name: str) -> tuple[dict[str, int] | None,
                                                   dict[str, tuple[str, str]] | None]:
@@ -103,6 +105,7 @@ class Plan:
                  for k, n in sorted(ks.items())]
         parts += [f"{t}: {k} after {o}.{j}" for t, ks in sorted(self.after.items())
                   for k, (o, j) in sorted(ks.items())]
+        parts += [f"{t}: exclusive" for t in self.exclusive]
         gain = ""
         before, after = self.before, self.after_outcome
         if before is not None and after is not None:
@@ -111,7 +114,7 @@ class Plan:
                     if before.score and after.score else
                     f" (modelled makespan {before.makespan_s * 1e3:.3f} -> "
                     f"{after.makespan_s * 1e3:.3f} ms)")
-        return ("; ".join(parts) or "no splits or pointers") + gain
+        return ("; ".join(parts) or "no splits, pointers or exclusive tenants") + gain
 
     def to_json(self) -> str:
         def outcome(o: Outcome | None) -> Any:
@@ -128,7 +131,8 @@ class Plan:
                                         "one_stream": p.one_stream,
                                         "ops": [[o.kernel, o.seconds, o.share, o.bandwidth,
                                                  o.splittable, list(o.parents), o.grid]
-                                                for o in p.ops]} for p in self.profile]},
+                                                for o in p.ops]} for p in self.profile],
+                           "exclusive": list(self.exclusive)},
                           indent=1)
 
     @classmethod
@@ -149,7 +153,8 @@ class Plan:
                                        tuple(Op(o[0], o[1], o[2], o[3], o[4], tuple(o[5]),
                                                 *o[6:7])
                                              for o in p["ops"]), p["one_stream"])
-                         for p in d.get("profile", [])))
+                         for p in d.get("profile", [])),
+                   tuple(d.get("exclusive", ())))
 
     def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as f:

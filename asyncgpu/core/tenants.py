@@ -109,8 +109,9 @@ class Tenant:
         self.after = after
         #: its steps keep the others' launches waiting (``asyncgpu.runtime.exclusive``)
         self.exclusive = exclusive
-        #: the splits and pointers it was given (``splits``/``after`` add a regulation plan's)
-        self.given = (splits, after)
+        #: the splits, pointers and exclusive it was given (``splits``, ``after`` and
+        #: ``exclusive`` add a regulation plan's)
+        self.given = (splits, after, exclusive)
         #: its latest launch of each kernel, by name (what another tenant's pointer names)
         self.last: dict[str, Any] = {}
         #: its latest kernel, library call or graph launch (an exclusive tenant's neighbours
@@ -130,8 +131,8 @@ class Tenant:
 
     def settings(self) -> tuple[Any, ...]:
         """What a tenant keeps from its first use: priority, streams, splits, pointers,
-        exclusive."""
-        return (self.priority, self.streams) + self.given + (self.exclusive,)
+        exclusive (as it was given them: a regulation plan adds to them)."""
+        return (self.priority, self.streams) + self.given
 
     def count(self, kind: str) -> None:
         """One more node of ``kind`` issued."""

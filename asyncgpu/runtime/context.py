@@ -225,7 +225,7 @@ class Runtime(HostAccess):
                             f"exclusive={exclusive!r}): this tenant has priority "
                             f"{tenant.priority!r} and streams={tenant.streams!r}, "
                             f"split={tenant.given[0]!r}, after={tenant.given[1]!r}, "
-                            f"exclusive={tenant.exclusive!r} (a tenant keeps the settings it "
+                            f"exclusive={tenant.given[2]!r} (a tenant keeps the settings it "
                             "was first given); use another name for other settings")
                     return tenant.index
             ranges = getattr(self.backend, "stream_priorities", None)
@@ -235,9 +235,20 @@ class Runtime(HostAccess):
             self.tenants.append(Tenant(index, name, priority, level, streams, splits, after,
                                        exclusive))
             self._tenanted = True
-            if exclusive and self.gate is None:
-                self.gate = ExclusiveSteps(self)
+            if exclusive:
+                self.exclusive_changed()
             return index
+
+    def exclusive_changed(self) -> None:
+        """Under the runtime's lock, after a tenant became exclusive or stopped being so (its
+        own setting, or a regulation plan's): the gate is made for the first exclusive tenant
+        and dropped once none is left, so the others keep one launch in flight only while
+        there is an exclusive tenant. (A step begun under a dropped gate ends with it.)"""
+        if any(t.exclusive for t in self.tenants):
+            if self.gate is None:
+                self.gate = ExclusiveSteps(self)
+        else:
+            self.gate = None
 
     def begin_step(self, index: int) -> Any:
         """A step of tenant ``index`` begins: the clock of every device, and the count of
@@ -249,15 +260,17 @@ class Runtime(HostAccess):
             starts = {d: backend.clock_base(d, False, spare(d)) for d in range(len(self.devices))}
             if self.regulator is not None:
                 self.regulator.begin(index)
-            if self.tenants[index].exclusive:
-                self.gate.begin(index)
-            return starts, self.streams.issues
+            # (the gate the step opened, closed by its end whatever a plan changes meanwhile)
+            gate = self.gate if self.tenants[index].exclusive else None
+            if gate is not None:
+                gate.begin(index)
+            return starts, self.streams.issues, gate
 
     def end_step(self, index: int, begun: Any) -> None:
         """The step of tenant ``index`` begun with ``begun`` ends: a timing event behind the
         work it issued on each stream it moved; measured once they complete
         (``tenant_statistics``, and every ``SETTLE_EVERY`` steps here)."""
-        starts, mark = begun
+        starts, mark, gate = begun
         with self._lock:
             backend = self.backend
             ends = []
@@ -271,9 +284,9 @@ class Runtime(HostAccess):
                     backend.record(event, s.handle)
                     ends.append((s.device, event))
             finally:
-                if tenant.exclusive:
+                if gate is not None:
                     # (whatever failed: a step left open would hold the others for good)
-                    self.gate.end(index, [s.inflight[-1] for s in moved if s.inflight])
+                    gate.end(index, [s.inflight[-1] for s in moved if s.inflight])
             tenant.steps += 1
             tenant.pending.append((starts, ends))
             # (not while a capture is open: querying an event it recorded would break it)

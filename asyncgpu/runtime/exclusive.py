@@ -11,8 +11,9 @@ others on the host, where the runtime decides what is enqueued:
 * while one of its steps is open, and until the work the step issued has completed, every
   other thread's launches (kernels, library calls, recorded functions) wait on the host
   before anything is enqueued;
-* at all times, each other tenant (the default one included) has at most one launch in
-  flight: its next launch waits on the host for its previous one. So what an exclusive step
+* while the runtime has an exclusive tenant (its own setting, or a regulation plan's:
+  ``Runtime.exclusive_changed`` makes the gate and drops it), each other tenant (the default
+  one included) has at most one launch in flight: its next launch waits on the host for its previous one. So what an exclusive step
   finds on the device when it begins is at most one launch per other tenant, and what it waits
   for is that launch's end, not a queue of them.
 

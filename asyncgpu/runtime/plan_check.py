@@ -12,8 +12,8 @@ another's long launches multiplies its latency while the slowest tenant's barely
 is measured, then (when it adds anything) the tenants' own settings, and the plan is kept and
 stored only if it scores :data:`PLAN_GAIN` of theirs or less (a plan within the measurement's
 noise of none changes nothing worth its ordering), else the tenants' own settings are. Then, if
-a high-priority lead beside normal tenants is still over its target, two remedies are measured
-in turn, each kept only if it cut the lead's p90 to :data:`GUARD_GAIN` of what it was without
+a high-priority lead beside normal tenants is still over its target, three remedies are
+measured in turn, while it is, each kept only if it cut the lead's p90 to :data:`GUARD_GAIN` of what it was without
 raising the stage's score (a remedy whose cost to the other tenants outweighs the lead's gain,
 as the search's objective weighs them, is not kept; the score is that objective, measured):
 first
@@ -22,7 +22,11 @@ are cut into pieces no longer than that (at most :data:`MOST_PIECES`; a model of
 shares its threads, but blocks that hold a multiprocessor for a whole long launch keep the
 lead's blocks waiting, which pieces end), then every normal tenant's launches wait for the
 lead's latest unfinished launch (a pointer from every kernel to every kernel, ``"*"``: priority
-before throughput, as ``priority="high"`` asks).
+before throughput, as ``priority="high"`` asks), then the lead's steps are made exclusive
+(``asyncgpu.runtime.exclusive``: the others' launches wait on the host while its step runs,
+and keep one launch in flight between its steps), which helps a lead whose steps arrive with
+gaps between them, as a service's requests do, where the pointers alone cannot keep the
+others' launches from filling the device just before its next step.
 
 :class:`PlanCheck` holds the check's methods; :class:`~asyncgpu.runtime.regulator.Regulator`
 takes it as a base and keeps its state (the plan in force, the trial under way, the stored
@@ -60,15 +64,16 @@ GUARD_GAIN = 0.9
 SLICE = 0.05
 MOST_PIECES = 32
 #: The remedies for a late high-priority tenant, measured in turn (for the log).
-REMEDIES = {"split": "other tenants' launches in pieces", "guard": "guard"}
+REMEDIES = {"split": "other tenants' launches in pieces", "guard": "guard",
+            "exclusive": "exclusive steps"}
 
 
 class Trial:
     """The measurement of a plan in force (:meth:`PlanCheck._check`): the tenant whose steps
     pace it (``lead``: the high-priority one, else the first regulated), each tenant's
     modelled latency alone (``alones``, by number: what its slowdowns are measured against;
-    a tenant without a profile has none), the stage (``plan``, ``own``, ``split`` or
-    ``guard``), where each tenant's measured latencies began in this stage, and the measured
+    a tenant without a profile has none), the stage (``plan``, ``own``, ``split``, ``guard``
+    or ``exclusive``), where each tenant's measured latencies began in this stage, and the measured
     scores and plans of the stages done."""
 
     __slots__ = ("alones", "first", "lead", "plans", "scores", "stage")
@@ -116,9 +121,10 @@ class PlanCheck:
         tenants' own settings, when the plan adds to them), the plan kept and stored if it
         scored :data:`PLAN_GAIN` of theirs or less, else theirs; then, for a high-priority
         lead still over its target beside normal tenants,
-        ``split`` (the others' long splittable launches in pieces, :meth:`_split_plan`) and
-        ``guard`` (the others wait for its launches), each kept only if it cut the lead's p90
-        to :data:`GUARD_GAIN` of what it was without raising the score."""
+        ``split`` (the others' long splittable launches in pieces, :meth:`_split_plan`),
+        ``guard`` (the others wait for its launches) and ``exclusive`` (its steps exclusive),
+        each kept only if it cut the lead's p90 to :data:`GUARD_GAIN` of what it was without
+        raising the score."""
         trial = self._trial
         rt = self.rt
         tenants = rt.tenants
@@ -139,9 +145,10 @@ class PlanCheck:
         trial.scores[trial.stage] = (score(slowdowns, [p90 / trial.alone] if high else []), p90)
         self.measured[trial.stage] = trial.scores[trial.stage][0]
         stage, plan = trial.stage, self.plan
-        if stage == "plan" and (plan.splits or plan.after):
+        if stage == "plan" and (plan.splits or plan.after or plan.exclusive):
             # (modelled as the search's starting point: the tenants' own settings)
-            own = dataclasses.replace(plan, splits={}, after={}, after_outcome=plan.before)
+            own = dataclasses.replace(plan, splits={}, after={}, exclusive=(),
+                                      after_outcome=plan.before)
             self.apply(own, measure=False)
             self._start(own, "own", trial)
             return
@@ -156,18 +163,14 @@ class PlanCheck:
             self._store(trial.plans["plan"], trial.plans[keep])
             self.apply(trial.plans[keep], measure=False)
             stage, p90 = keep, trial.scores[keep][1]
-        if stage == "split":
-            kept, p90 = self._judge(trial, "split", lead.name, p90)
+        if stage in REMEDIES:
+            kept, p90 = self._judge(trial, stage, lead.name, p90)
             if not kept:
-                stage = "split-base"
-        if stage == "guard":
-            _, p90 = self._judge(trial, "guard", lead.name, p90)
-            self.checked[lead.name] = (p90, trial.alone)
-            self._trial = None
-            return
+                stage += "-base"        # (the plan in force: the one without the remedy)
         self.checked[lead.name] = (p90, trial.alone)
         normal = [t for t in self.tenants if tenants[t].priority != "high"]
-        if not high or not normal or p90 <= HIGH_TARGET * trial.alone:
+        if (not high or not normal or p90 <= HIGH_TARGET * trial.alone
+                or "exclusive-base" in trial.plans):
             self._trial = None
             return
         if "split-base" not in trial.plans and "split" not in self._lost:
@@ -177,29 +180,39 @@ class PlanCheck:
                          "against %.3f ms alone; the other tenants' long launches now run in "
                          "pieces (%s), measured in turn", lead.name, p90 * 1e3, len(measured),
                          trial.alone * 1e3, split.splits)
-                trial.plans["split-base"] = self.plan
-                trial.scores["split-base"] = trial.scores[stage]
-                self.apply(split, measure=False)
-                self._start(split, "split", trial)
+                self._remedy(trial, stage, "split", split)
                 return
-        if "guard" in self._lost:
-            self._trial = None
-            return
         kept = self.plan
-        after = {name: dict(ks) for name, ks in kept.after.items()}
-        for t in normal:
-            after.setdefault(tenants[t].name, {})["*"] = (lead.name, "*")
-        log.info("asyncgpu: high-priority tenant %r took %.3f ms (p90 of %d steps) against "
-                 "%.3f ms alone; the other tenants now wait for its launches, measured in turn",
-                 lead.name, p90 * 1e3, len(measured), trial.alone * 1e3)
-        trial.plans["guard-base"] = kept
-        trial.scores["guard-base"] = trial.scores[stage]
-        guarded = dataclasses.replace(kept, after=after)
-        self.apply(guarded, measure=False)
-        self._start(guarded, "guard", trial)
+        if "guard-base" not in trial.plans and "guard" not in self._lost:
+            after = {name: dict(ks) for name, ks in kept.after.items()}
+            for t in normal:
+                after.setdefault(tenants[t].name, {})["*"] = (lead.name, "*")
+            log.info("asyncgpu: high-priority tenant %r took %.3f ms (p90 of %d steps) "
+                     "against %.3f ms alone; the other tenants now wait for its launches, "
+                     "measured in turn", lead.name, p90 * 1e3, len(measured),
+                     trial.alone * 1e3)
+            self._remedy(trial, stage, "guard", dataclasses.replace(kept, after=after))
+            return
+        if "exclusive" not in self._lost and not lead.exclusive:
+            log.info("asyncgpu: high-priority tenant %r took %.3f ms (p90 of %d steps) "
+                     "against %.3f ms alone; its steps now keep the other tenants' launches "
+                     "waiting (exclusive), measured in turn", lead.name, p90 * 1e3,
+                     len(measured), trial.alone * 1e3)
+            self._remedy(trial, stage, "exclusive",
+                         dataclasses.replace(kept, exclusive=(lead.name,)))
+            return
+        self._trial = None
+
+    def _remedy(self, trial: Trial, stage: str, remedy: str, plan: Plan) -> None:
+        """Measure ``plan``, the plan in force with ``remedy`` added, from the tenants' next
+        steps, against the plan in force (stage ``stage``'s) as ``remedy + "-base"``."""
+        trial.plans[remedy + "-base"] = self.plan
+        trial.scores[remedy + "-base"] = trial.scores[stage]
+        self.apply(plan, measure=False)
+        self._start(plan, remedy, trial)
 
     def _judge(self, trial: Trial, remedy: str, lead: str, p90: float) -> tuple[bool, float]:
-        """The end of a remedy's measurement (``split`` or ``guard``): kept (and stored in
+        """The end of a remedy's measurement (``split``, ``guard`` or ``exclusive``): kept (and stored in
         place of the plan without it) if it cut the lead's p90 to :data:`GUARD_GAIN` of that
         plan's without raising its score, else that plan is back and the remedy is not tried
         again. Returns whether it was kept and the lead's p90 under the plan now in force."""

@@ -263,17 +263,23 @@ class Regulator(PlanCheck):
             step.keys.clear()       # (an open step began regulated: not profiled)
 
     def apply(self, plan: Plan | None, measure: bool = True) -> None:
-        """Make ``plan``'s splits and pointers the regulated tenants' (None: their own); with
-        ``measure``, a plan searched on a profile is then measured (:meth:`_check`)."""
+        """Make ``plan``'s splits, pointers and exclusive tenants the regulated tenants' (None:
+        their own); with ``measure``, a plan searched on a profile is then measured
+        (:meth:`_check`)."""
         self.plan = plan
+        rt = self.rt
+        was = [rt.tenants[t].exclusive for t in self.tenants]
         for t in self.tenants:
-            tenant = self.rt.tenants[t]
-            splits, after = tenant.given
+            tenant = rt.tenants[t]
+            splits, after, exclusive = tenant.given
             if plan is not None:
                 more_splits, more_after = plan.tenant_settings(tenant.name)
                 splits = {**(more_splits or {}), **(splits or {})} or None
                 after = {**(more_after or {}), **(after or {})} or None
-            tenant.splits, tenant.after = splits, after
+                exclusive = exclusive or tenant.name in plan.exclusive
+            tenant.splits, tenant.after, tenant.exclusive = splits, after, exclusive
+        if was != [rt.tenants[t].exclusive for t in self.tenants]:
+            rt.exclusive_changed()
         if measure:
             self._trial = None
         if plan is not None:
@@ -317,7 +323,7 @@ class Regulator(PlanCheck):
             log.info("asyncgpu: regulation plan reused: %s", plan.describe())
         else:
             profiles = tuple(self._profile(t, steps) for t, steps in lasts.items())
-            given = {self.rt.tenants[t].name: self.rt.tenants[t].given for t in self.tenants}
+            given = {self.rt.tenants[t].name: self.rt.tenants[t].given[:2] for t in self.tenants}
             plan = search(profiles, self.budget_s, given, shape)
             book.plans[shape] = plan
             book.searched += 1
