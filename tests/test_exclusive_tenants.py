@@ -44,6 +44,28 @@ def one_in_flight(kinds):
         del rt.backend.launch
 
 
+@contextlib.contextmanager
+def launch_elsewhere(tenant, launch):
+    """A thread that runs ``launch()`` in tenant ``tenant`` once the block sets the yielded
+    ``opened``, then sets the yielded ``launched``; joined as the block ends (outside any
+    exclusive step: the thread may be waiting for it)."""
+    opened, launched = threading.Event(), threading.Event()
+
+    def other() -> None:
+        opened.wait()
+        with ag.tenant(tenant):
+            launch()
+        launched.set()
+
+    worker = threading.Thread(target=other)
+    worker.start()
+    try:
+        yield opened, launched
+    finally:
+        opened.set()
+        worker.join(5)
+
+
 @pytest.fixture
 def k():
     # (a runtime of its own, device 1 of two simulated ones: an exclusive tenant's gate lasts
@@ -55,24 +77,14 @@ def k():
 def test_an_exclusive_step_holds_other_tenants_launches_until_it_ends(k):
     x = ag.array(np.ones(64))
     y, z = ag.empty_like(x), ag.empty_like(x)
-    opened, launched = threading.Event(), threading.Event()
-
-    def other() -> None:
-        opened.wait()
-        with ag.tenant("excl-ranker"):
-            k[2, 32](x, z, 64)
-        launched.set()
-
-    worker = threading.Thread(target=other)
-    worker.start()
-    with ag.tenant("excl-detector", priority="high", exclusive=True):
-        k[2, 32](x, y, 64)
-        opened.set()
-        time.sleep(0.3)
-        assert not launched.is_set()            # held on the host, nothing enqueued
-        assert ag.tenants()["excl-ranker"].kernels == 0
-        k[2, 32](y, y, 64)                      # the exclusive tenant itself is never held
-    worker.join(5)
+    with launch_elsewhere("excl-ranker", lambda: k[2, 32](x, z, 64)) as (opened, launched):
+        with ag.tenant("excl-detector", priority="high", exclusive=True):
+            k[2, 32](x, y, 64)
+            opened.set()
+            time.sleep(0.3)
+            assert not launched.is_set()            # held on the host, nothing enqueued
+            assert ag.tenants()["excl-ranker"].kernels == 0
+            k[2, 32](y, y, 64)                      # the exclusive tenant itself: not held
     assert launched.is_set()
     ag.synchronize()
     stats = ag.tenants()
@@ -250,21 +262,15 @@ def test_on_two_devices_a_launch_pinned_where_no_exclusive_step_runs_is_not_held
         def launched_during_a_step(device: int, a, out) -> bool:
             """Whether another thread's launch pinned to ``device`` ran while a step of the
             detector was open (it runs in the end either way)."""
-            opened, launched = threading.Event(), threading.Event()
-
-            def other() -> None:
-                opened.wait()
-                with ag.tenant(f"dev-ranker-{device}"), ag.device(device):
+            def launch() -> None:
+                with ag.device(device):
                     k[2, 32](a, out, 64)
-                launched.set()
 
-            worker = threading.Thread(target=other)
-            worker.start()
-            with ag.tenant("dev-detector", exclusive=True), ag.device(0):
-                k[2, 32](x, y, 64)
-                opened.set()
-                during = launched.wait(0.5)
-            worker.join(5)
+            with launch_elsewhere(f"dev-ranker-{device}", launch) as (opened, launched):
+                with ag.tenant("dev-detector", exclusive=True), ag.device(0):
+                    k[2, 32](x, y, 64)
+                    opened.set()
+                    during = launched.wait(0.5)
             assert launched.is_set()
             return during
 
@@ -290,22 +296,12 @@ def test_a_plan_makes_a_tenant_exclusive_until_regulation_is_off(k):
     ag.regulate(plan=Plan(exclusive=("planned-detector",)),
                 tenants=["planned-detector", "planned-ranker"])
     assert ag.regulation().plan.describe().startswith("planned-detector: exclusive")
-    opened, launched = threading.Event(), threading.Event()
-
-    def other() -> None:
-        opened.wait()
-        with ag.tenant("planned-ranker"):
-            k[2, 32](x, z, 64)
-        launched.set()
-
-    worker = threading.Thread(target=other)
-    worker.start()
-    with ag.tenant("planned-detector", priority="high"):
-        k[2, 32](x, y, 64)
-        opened.set()
-        time.sleep(0.3)
-        assert not launched.is_set()            # held on the host by the plan's setting
-    worker.join(5)
+    with launch_elsewhere("planned-ranker", lambda: k[2, 32](x, z, 64)) as (opened, launched):
+        with ag.tenant("planned-detector", priority="high"):
+            k[2, 32](x, y, 64)
+            opened.set()
+            time.sleep(0.3)
+            assert not launched.is_set()            # held on the host by the plan's setting
     assert launched.is_set() and ag.tenants()["planned-ranker"].held == 1
     ag.regulate(plan="off")
     assert current_runtime().gate is None
