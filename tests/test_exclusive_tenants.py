@@ -165,9 +165,12 @@ def test_others_wait_for_the_work_an_exclusive_step_left_running(k):
     assert z.numpy().tolist() == [3.0] * 64
 
 
-def test_the_served_tenants_benchmark_checks_every_mode_and_holds_the_others_when_exclusive():
+def test_the_served_tenants_benchmark_checks_every_mode_and_holds_the_others_when_exclusive(
+        monkeypatch):
     from benchmarks import tenants
 
+    # (regulation's profile, search and first stage; its whole check takes the simulator long)
+    monkeypatch.setattr(tenants, "SERVED_CHECK_RUNS", 3)
     # (a runtime of its own, as above: the benchmark's exclusive tenant outlives it)
     with ag.configure(backend="sim", sim_seed=2, sim_devices=2, device=1):
         result = tenants.measure_served(ag, "tiny", steps=2, warmup=1, mix=("vec", "bs"),
@@ -181,7 +184,7 @@ def test_the_served_tenants_benchmark_checks_every_mode_and_holds_the_others_whe
     assert stats["vec-served-exclusive"].steps == 1 + 2 + 2      # readied, served, alone
     assert stats["bs-served-tenants"].held == 0
     assert stats["bs-served-exclusive"].held > 0
-    assert "plan" in result["rows"]["regulated"]["plan"]        # (what regulation chose)
+    assert "vec-served-regulated" in result["rows"]["regulated"]["plan"]["profile"]
 
 
 def test_an_exclusive_step_whose_end_fails_still_lets_the_others_go(k, monkeypatch):
