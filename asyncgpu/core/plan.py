@@ -6,8 +6,9 @@ A :class:`TenantProfile` is one step of a tenant as the search sees it: its laun
 order (:class:`Op`: time alone, share of the device's threads and bandwidth, whether it may be
 split, the earlier launches it depends on). A :class:`Plan` is what the search returns and the
 runtime applies (``asyncgpu.runtime.regulator``): per tenant, its split kernels and its
-pointers, the tenants it makes exclusive (``asyncgpu.runtime.exclusive``), with the workload shape it was searched for, the modelled :class:`Outcome` without
-and with it, and the profiles. A plan round-trips through JSON (``save``/``load``).
+pointers, and the tenants it makes exclusive (``asyncgpu.runtime.exclusive``), with the
+workload shape it was searched for, the modelled :class:`Outcome` without and with it, and
+the profiles. A plan round-trips through JSON (``save``/``load``).
 
 Invariants: all are frozen; ``Plan.from_json(plan.to_json()) == plan``.
 
@@ -75,8 +76,8 @@ class Outcome:
 class Plan:
     """A regulation plan (see the module docstring): per tenant name, its split kernels and
     its pointers; the tenants whose steps it makes exclusive (``exclusive``, names: the
-    measured check's last remedy for a late high-priority tenant); the workload ``shape`` it was searched for (per tenant, its step's launches:
-    kernel, grid, block), and the modelled outcome without it (``before``) and with it
+    measured check's last remedy for a late high-priority tenant); the workload ``shape`` it
+    was searched for (per tenant, its step's launches: kernel, grid, block), and the modelled outcome without it (``before``) and with it
     (``after_outcome``), how many plans the search modelled and how long it took.
 
     ``profile`` holds the profiles it was searched on (each tenant's launches, their times

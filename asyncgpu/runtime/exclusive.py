@@ -13,9 +13,9 @@ others on the host, where the runtime decides what is enqueued:
   before anything is enqueued;
 * while the runtime has an exclusive tenant (its own setting, or a regulation plan's:
   ``Runtime.exclusive_changed`` makes the gate and drops it), each other tenant (the default
-  one included) has at most one launch in flight: its next launch waits on the host for its previous one. So what an exclusive step
-  finds on the device when it begins is at most one launch per other tenant, and what it waits
-  for is that launch's end, not a queue of them.
+  one included) has at most one launch in flight: its next launch waits on the host for its
+  previous one. So what an exclusive step finds on the device when it begins is at most one
+  launch per other tenant, and what it waits for is that launch's end, not a queue of them.
 
 The other tenants keep the device busy between the exclusive tenant's steps (a service that
 answers requests as they come leaves gaps); their throughput is what is left. Work of the

@@ -13,11 +13,10 @@ is measured, then (when it adds anything) the tenants' own settings, and the pla
 stored only if it scores :data:`PLAN_GAIN` of theirs or less (a plan within the measurement's
 noise of none changes nothing worth its ordering), else the tenants' own settings are. Then, if
 a high-priority lead beside normal tenants is still over its target, three remedies are
-measured in turn, while it is, each kept only if it cut the lead's p90 to :data:`GUARD_GAIN` of what it was without
-raising the stage's score (a remedy whose cost to the other tenants outweighs the lead's gain,
-as the search's objective weighs them, is not kept; the score is that objective, measured):
-first
-the normal tenants' splittable launches longer than :data:`SLICE` of the lead's latency alone
+measured in turn, while it is, each kept only if it cut the lead's p90 to :data:`GUARD_GAIN`
+of what it was without raising the stage's score (a remedy whose cost to the other tenants
+outweighs the lead's gain, as the search's objective weighs them, is not kept; the score is
+that objective, measured): first the normal tenants' splittable launches longer than :data:`SLICE` of the lead's latency alone
 are cut into pieces no longer than that (at most :data:`MOST_PIECES`; a model of the device
 shares its threads, but blocks that hold a multiprocessor for a whole long launch keep the
 lead's blocks waiting, which pieces end), then every normal tenant's launches wait for the
@@ -176,46 +175,44 @@ class PlanCheck:
         if "split-base" not in trial.plans and "split" not in self._lost:
             split = self._split_plan(self.plan, normal, trial.alone)
             if split is not None:
-                log.info("asyncgpu: high-priority tenant %r took %.3f ms (p90 of %d steps) "
-                         "against %.3f ms alone; the other tenants' long launches now run in "
-                         "pieces (%s), measured in turn", lead.name, p90 * 1e3, len(measured),
-                         trial.alone * 1e3, split.splits)
-                self._remedy(trial, stage, "split", split)
+                self._remedy(trial, stage, "split", split, measured,
+                             f"the other tenants' long launches now run in pieces "
+                             f"({split.splits})")
                 return
         kept = self.plan
         if "guard-base" not in trial.plans and "guard" not in self._lost:
             after = {name: dict(ks) for name, ks in kept.after.items()}
             for t in normal:
                 after.setdefault(tenants[t].name, {})["*"] = (lead.name, "*")
-            log.info("asyncgpu: high-priority tenant %r took %.3f ms (p90 of %d steps) "
-                     "against %.3f ms alone; the other tenants now wait for its launches, "
-                     "measured in turn", lead.name, p90 * 1e3, len(measured),
-                     trial.alone * 1e3)
-            self._remedy(trial, stage, "guard", dataclasses.replace(kept, after=after))
+            self._remedy(trial, stage, "guard", dataclasses.replace(kept, after=after),
+                         measured, "the other tenants now wait for its launches")
             return
         if "exclusive" not in self._lost and not lead.exclusive:
-            log.info("asyncgpu: high-priority tenant %r took %.3f ms (p90 of %d steps) "
-                     "against %.3f ms alone; its steps now keep the other tenants' launches "
-                     "waiting (exclusive), measured in turn", lead.name, p90 * 1e3,
-                     len(measured), trial.alone * 1e3)
             self._remedy(trial, stage, "exclusive",
-                         dataclasses.replace(kept, exclusive=(lead.name,)))
+                         dataclasses.replace(kept, exclusive=(lead.name,)), measured,
+                         "its steps now keep the other tenants' launches waiting (exclusive)")
             return
         self._trial = None
 
-    def _remedy(self, trial: Trial, stage: str, remedy: str, plan: Plan) -> None:
-        """Measure ``plan``, the plan in force with ``remedy`` added, from the tenants' next
-        steps, against the plan in force (stage ``stage``'s) as ``remedy + "-base"``."""
+    def _remedy(self, trial: Trial, stage: str, remedy: str, plan: Plan,
+                measured: list[float], what: str) -> None:
+        """Measure ``plan``, the plan in force with ``remedy`` added (``what`` it does, for
+        the log), from the tenants' next steps, against the plan in force (stage ``stage``'s,
+        whose lead latencies were ``measured``) as ``remedy + "-base"``."""
+        p90 = trial.scores[stage][1]
+        log.info("asyncgpu: high-priority tenant %r took %.3f ms (p90 of %d steps) against "
+                 "%.3f ms alone; %s, measured in turn", self.rt.tenants[trial.lead].name,
+                 p90 * 1e3, len(measured), trial.alone * 1e3, what)
         trial.plans[remedy + "-base"] = self.plan
         trial.scores[remedy + "-base"] = trial.scores[stage]
         self.apply(plan, measure=False)
         self._start(plan, remedy, trial)
 
     def _judge(self, trial: Trial, remedy: str, lead: str, p90: float) -> tuple[bool, float]:
-        """The end of a remedy's measurement (``split``, ``guard`` or ``exclusive``): kept (and stored in
-        place of the plan without it) if it cut the lead's p90 to :data:`GUARD_GAIN` of that
-        plan's without raising its score, else that plan is back and the remedy is not tried
-        again. Returns whether it was kept and the lead's p90 under the plan now in force."""
+        """The end of a remedy's measurement (``split``, ``guard`` or ``exclusive``): kept (and
+        stored in place of the plan without it) if it cut the lead's p90 to :data:`GUARD_GAIN`
+        of that plan's without raising its score, else that plan is back and the remedy is not
+        tried again. Returns whether it was kept and the lead's p90 under the plan now in force."""
         base = remedy + "-base"
         base_score, before = trial.scores[base]
         got = trial.scores[remedy][0]
