@@ -119,6 +119,8 @@ class Runtime(HostAccess):
         #: None
         self.regulator: Any = None
         #: exclusive tenants' gate (``asyncgpu.runtime.exclusive``), made with the first one
+        #: and kept (``exclusive_steps``); ``gate`` is it while a tenant is exclusive, else None
+        self.exclusive_steps: ExclusiveSteps | None = None
         self.gate: ExclusiveSteps | None = None
         self._configure(options)
         for hook in NEW_RUNTIME_HOOKS:
@@ -241,12 +243,15 @@ class Runtime(HostAccess):
 
     def exclusive_changed(self) -> None:
         """Under the runtime's lock, after a tenant became exclusive or stopped being so (its
-        own setting, or a regulation plan's): the gate is made for the first exclusive tenant
-        and dropped once none is left, so the others keep one launch in flight only while
-        there is an exclusive tenant. (A step begun under a dropped gate ends with it.)"""
+        own setting, or a regulation plan's): the gate (one per runtime, made for the first
+        exclusive tenant) is consulted while there is an exclusive tenant and set aside once
+        none is left, so the others keep one launch in flight only meanwhile. A step open
+        while it is set aside still ends on it, and is still waited for if it is consulted
+        again before that."""
         if any(t.exclusive for t in self.tenants):
-            if self.gate is None:
-                self.gate = ExclusiveSteps(self)
+            if self.exclusive_steps is None:
+                self.exclusive_steps = ExclusiveSteps(self)
+            self.gate = self.exclusive_steps
         else:
             self.gate = None
 

@@ -12,8 +12,8 @@ others on the host, where the runtime decides what is enqueued:
   other thread's launches (kernels, library calls, recorded functions) wait on the host
   before anything is enqueued;
 * while the runtime has an exclusive tenant (its own setting, or a regulation plan's:
-  ``Runtime.exclusive_changed`` makes the gate and drops it), each other tenant (the default
-  one included) has at most one launch in flight: its next launch waits on the host for its
+  ``Runtime.exclusive_changed`` consults the gate or sets it aside), each other tenant (the
+  default one included) has at most one launch in flight: its next launch waits on the host for its
   previous one. So what an exclusive step finds on the device when it begins is at most one
   launch per other tenant, and what it waits for is that launch's end, not a queue of them.
 
