@@ -8,7 +8,8 @@ operation ends with ``& 1023``), so the comparison is exact however long the run
 
 It reports mismatches, happens-before checker reports (``RaceError``; the checker is always on
 for ``sim`` and attached to ``cuda`` unless ``--no-hb``), and the peaks of what must stay bounded:
-unfinished nodes, events and streams created, and pool memory. Usage::
+unfinished nodes, and what the run added to the events and streams created and to the memory
+pool (a runtime kept across ``configure`` calls keeps what earlier work made). Usage::
 
     PYTHONPATH=. python3 tools/soak.py --launches 1000000 --check-every 1000 --json soak.json
     PYTHONPATH=. python3 tools/soak.py --backend sim --launches 2000 --check-every 100
@@ -63,7 +64,15 @@ class Soak:
     """One soak run: the arrays, their oracle copies and the counters of the report."""
 
     def __init__(self, ag: Any, arrays: int, size: int, seed: int) -> None:
+        from asyncgpu.runtime.current import current_runtime
+
         self.ag = ag
+        # (a runtime kept across configure calls keeps its counts and its pool, with what
+        # earlier work left cached in it: the soak reports what it adds to them)
+        runtime = current_runtime()
+        self.base = {"events_created": runtime.stats.events_created,
+                     "streams_created": runtime.stats.streams_created,
+                     "pool_bytes": pool_bytes(runtime.backend)}
         self.rng = random.Random(seed)
         self.size = size
         self.half = size // 2
@@ -185,9 +194,10 @@ class Soak:
         stats = runtime.stats
         peaks = self.peaks
         peaks["inflight_nodes"] = max(peaks["inflight_nodes"], runtime.streams.inflight)
-        peaks["events_created"] = max(peaks["events_created"], stats.events_created)
-        peaks["streams_created"] = max(peaks["streams_created"], stats.streams_created)
-        peaks["pool_bytes"] = max(peaks["pool_bytes"], pool_bytes(runtime.backend))
+        now = {"events_created": stats.events_created,
+               "streams_created": stats.streams_created, "pool_bytes": pool_bytes(runtime.backend)}
+        for key, value in now.items():
+            peaks[key] = max(peaks[key], value - self.base[key])
 
     def run(self, launches: int, check_every: int, host_ops: float) -> dict[str, Any]:
         ag = self.ag
