@@ -108,18 +108,20 @@ def test_a_launch_behind_a_running_copy_in_runs_whole(small_chunks, strategy):
     assert counts == [4, 1, 4]
 
 
-@pytest.mark.parametrize("strategy", ["random", "reverse"])
+@pytest.mark.parametrize("strategy,devices", [("random", 2), ("reverse", 2), ("random", 4)])
 def test_on_several_devices_a_launch_behind_a_running_copy_to_its_device_runs_in_chunks(
-        small_chunks, strategy):
+        small_chunks, strategy, devices):
     # the program spreads its launches over the devices: the first on each device runs whole
     # (its chunks would hold back the next device's first copy); the second waits for that
     # device's link anyway, and in chunks its kernel overlaps its own copy
     import asyncgpu as ag
 
     affine, _ = _kernels(ag, True)
-    with ag.configure(backend="sim", sim_seed=3, sim_strategy=strategy, memory="explicit",
-                      copy_chunks=4, sim_devices=2, devices=2):
-        hosts = [np.arange(64, dtype=np.float32) + c for c in range(4)]
+    # (sim_tick 0: the simulated device runs nothing until a host wait, so every copy issued
+    # before is still running, as on a GPU whose links take milliseconds)
+    with ag.configure(backend="sim", sim_seed=3, sim_strategy=strategy, sim_tick=0.0,
+                      memory="explicit", copy_chunks=4, sim_devices=devices, devices=devices):
+        hosts = [np.arange(64, dtype=np.float32) + c for c in range(2 * devices)]
         xs = [ag.array(h) for h in hosts]
         ys = [ag.empty(64, np.float32) for _ in hosts]
         before = ag.statistics()
@@ -131,9 +133,10 @@ def test_on_several_devices_a_launch_behind_a_running_copy_to_its_device_runs_in
         after = ag.statistics()
         for h, y in zip(hosts, ys):
             np.testing.assert_array_equal(y.numpy(), 2.0 * h + 1.0)
-    assert sorted(counts) == [1, 1, 4, 4]
-    assert sorted(after.placed.values()) == [5, 5]     # kernels: one launch whole, one in 4
-    assert after.copies_to_device - before.copies_to_device == 1 + 1 + 4 + 4
+    assert sorted(counts) == [1] * devices + [4] * devices
+    # per device, kernels and copies: one launch whole, one in 4 chunks
+    assert sorted(after.placed.values()) == [5] * devices
+    assert after.copies_to_device - before.copies_to_device == 5 * devices
 
 
 def test_a_small_copy_in_still_running_does_not_stop_the_chunks(small_chunks):
