@@ -57,7 +57,8 @@ service's tenant with priority high), ``regulated`` (the same tenants under
 plan is searched and checked, at most :data:`SERVED_CHECK_RUNS`, then timed with the plan)
 and ``exclusive`` (the service's tenant made with ``exclusive=True``: the others' launches
 wait on the host while a service step is open, and keep one launch in flight; last, since a
-runtime keeps its exclusive tenant's gate). Reported:
+tenant keeps its settings for the runtime's life, and the others keep one launch in flight
+while it exists). Reported:
 the service's step latency p50 and p99 and, per other workload, its steps per second and that
 over its rate alone; the service's latency alone is taken at the same arrival rate, first
 outside any tenant and, after the modes, in its exclusive tenant.

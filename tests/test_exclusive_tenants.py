@@ -68,8 +68,8 @@ def launch_elsewhere(tenant, launch):
 
 @pytest.fixture
 def k():
-    # (a runtime of its own, device 1 of two simulated ones: an exclusive tenant's gate lasts
-    # as long as its runtime, and the next test's configure retires this one)
+    # (a runtime of its own, device 1 of two simulated ones: a tenant stays exclusive as long
+    # as its runtime, and the next test's configure retires this one)
     with ag.configure(backend="sim", sim_seed=3, sim_devices=2, device=1):
         yield ag.kernel(const=["x"], out=["y"])(twice)
 

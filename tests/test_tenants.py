@@ -334,8 +334,8 @@ def test_random_programs_spread_over_tenants_equal_serial(strategy, steps):
     assert_same(got, expected)
 
 
-#: (a runtime of its own for the exclusive tenant, device 1 of two simulated: its gate lasts
-#: as long as its runtime)
+#: (a runtime of its own for the exclusive tenant, device 1 of two simulated: a tenant stays
+#: exclusive, and the others keep one launch in flight, as long as its runtime)
 VARIANTS = {"pointers": ({"pointers": True}, {}),
             "exclusive": ({"exclusive": True}, {"sim_devices": 2, "device": 1})}
 
