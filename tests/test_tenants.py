@@ -97,7 +97,7 @@ def test_statistics_count_each_tenants_work_and_time_its_steps(sim):
 
 
 def test_a_service_that_never_asks_for_statistics_keeps_few_steps_unmeasured(sim):
-    from asyncgpu.runtime.context import SETTLE_EVERY
+    from asyncgpu.runtime.tenant_steps import SETTLE_EVERY
 
     k = sim
     x = ag.array(np.ones(64))
@@ -121,7 +121,7 @@ def test_a_long_running_tenant_records_the_events_of_its_measured_steps_again(si
     """Once a tenant's steps are measured, its later steps time themselves with the same
     events: a service does not make two new events per step for as long as it runs, and its
     latencies are the same as with new events each step (the simulator's clock is logical)."""
-    from asyncgpu.runtime.context import SETTLE_EVERY
+    from asyncgpu.runtime.tenant_steps import SETTLE_EVERY
 
     k = sim
     x = ag.array(np.ones(64))

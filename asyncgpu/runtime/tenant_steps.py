@@ -1,0 +1,140 @@
+"""The tenants of a runtime and their steps: a mixin of ``Runtime``.
+
+The model
+---------
+A tenant (``asyncgpu.tenant``, ``asyncgpu.core.tenants.Tenant``) is made on its first use with
+the settings it keeps; each entry of its scope is a *step*: ``begin_step`` notes every
+device's clock and the count of issues, ``end_step`` records a timing event behind the work
+the step issued on each stream it moved, and the step is measured once they complete
+(``tenant_statistics``, and every :data:`SETTLE_EVERY` steps). An exclusive tenant's steps
+also open and close the runtime's gate (``asyncgpu.runtime.exclusive``), which is consulted
+while any tenant is exclusive (``exclusive_changed``).
+
+Invariants: every method runs under the runtime's lock; a step closes the gate it opened,
+whatever changed meanwhile, even when recording its end fails.
+
+Example::
+
+    index = rt.tenant_index("detector", "high")
+    begun = rt.begin_step(index)
+    ...                                     # the step's launches
+    rt.end_step(index, begun)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.tenants import Tenant, stream_priority
+from .exclusive import ExclusiveSteps
+
+#: A tenant's steps are measured (and let go of their timing events) every this many steps,
+#: not only when statistics are asked for: a service may never ask.
+SETTLE_EVERY = 64
+
+
+class TenantSteps:
+    """The tenant methods of ``Runtime`` (whose state, declared by ``Issuing``, they use)."""
+
+    __slots__ = ()
+
+    def tenant_index(self, name: str, priority: str, streams: int | None = None,
+                     splits: dict[str, int] | None = None,
+                     after: dict[str, tuple[str, str]] | None = None,
+                     exclusive: bool = False) -> int:
+        """The number of tenant ``name``, made with ``priority``, at most ``streams`` streams
+        per device, ``splits``, pointers ``after`` and ``exclusive`` on first use; ValueError
+        if it exists with other settings."""
+        with self._lock:
+            for tenant in self.tenants:
+                if tenant.name == name:
+                    if tenant.index and tenant.settings() != (priority, streams, splits, after,
+                                                              exclusive):
+                        raise ValueError(
+                            f"asyncgpu.tenant({name!r}, priority={priority!r}, "
+                            f"streams={streams!r}, split={splits!r}, after={after!r}, "
+                            f"exclusive={exclusive!r}): this tenant has priority "
+                            f"{tenant.priority!r} and streams={tenant.streams!r}, "
+                            f"split={tenant.given[0]!r}, after={tenant.given[1]!r}, "
+                            f"exclusive={tenant.given[2]!r} (a tenant keeps the settings it "
+                            "was first given); use another name for other settings")
+                    return tenant.index
+            ranges = getattr(self.backend, "stream_priorities", None)
+            least, greatest = ranges() if ranges is not None else (0, 0)
+            level = stream_priority(priority, least, greatest)
+            index = self.streams.add_tenant(level, streams)
+            self.tenants.append(Tenant(index, name, priority, level, streams, splits, after,
+                                       exclusive))
+            self._tenanted = True
+            if exclusive:
+                self.exclusive_changed()
+            return index
+
+    def exclusive_changed(self) -> None:
+        """Under the runtime's lock, after a tenant became exclusive or stopped being so (its
+        own setting, or a regulation plan's): the gate (one per runtime, made for the first
+        exclusive tenant) is consulted while there is an exclusive tenant and set aside once
+        none is left, so the others keep one launch in flight only meanwhile. A step open
+        while it is set aside still ends on it, and is still waited for if it is consulted
+        again before that."""
+        if any(t.exclusive for t in self.tenants):
+            if self.exclusive_steps is None:
+                self.exclusive_steps = ExclusiveSteps(self)
+            self.gate = self.exclusive_steps
+        else:
+            self.gate = None
+
+    def begin_step(self, index: int) -> Any:
+        """A step of tenant ``index`` begins: the clock of every device, and the count of
+        issues so far (what :meth:`end_step` needs). The clocks are not waited for (a round
+        trip to the device per step): a step is measured once they and its ends completed."""
+        with self._lock:
+            backend = self.backend
+            spare = self.tenants[index].spare_event
+            starts = {d: backend.clock_base(d, False, spare(d)) for d in range(len(self.devices))}
+            if self.regulator is not None:
+                self.regulator.begin(index)
+            # (the gate the step opened, closed by its end whatever a plan changes meanwhile)
+            gate = self.gate if self.tenants[index].exclusive else None
+            if gate is not None:
+                gate.begin(index)
+            return starts, self.streams.issues, gate
+
+    def end_step(self, index: int, begun: Any) -> None:
+        """The step of tenant ``index`` begun with ``begun`` ends: a timing event behind the
+        work it issued on each stream it moved; measured once they complete
+        (``tenant_statistics``, and every ``SETTLE_EVERY`` steps here)."""
+        starts, mark, gate = begun
+        with self._lock:
+            backend = self.backend
+            ends = []
+            tenant = self.tenants[index]
+            moved = self.streams.moved_since(index, mark)
+            try:
+                for s in moved:
+                    event = tenant.spare_event(s.device)
+                    if event is None:
+                        event = backend.timing_event(s.device)
+                    backend.record(event, s.handle)
+                    ends.append((s.device, event))
+            finally:
+                if gate is not None:
+                    # (whatever failed: a step left open would hold the others for good)
+                    gate.end(index, [s.inflight[-1] for s in moved if s.inflight])
+            tenant.steps += 1
+            tenant.pending.append((starts, ends))
+            # (not while a capture is open: querying an event it recorded would break it)
+            if (len(tenant.pending) % SETTLE_EVERY == 0
+                    and not getattr(getattr(backend, "captures", None), "engaged", False)):
+                tenant.settle(backend.event_done, backend.elapsed_s)
+            if self.regulator is not None:
+                self.regulator.end(index)
+
+    def tenant_statistics(self) -> dict[str, Any]:
+        """Every tenant's :class:`~asyncgpu.core.tenants.TenantStatistics` by name, its
+        completed steps measured (``asyncgpu.tenants``)."""
+        with self._lock:
+            backend = self.backend
+            for tenant in self.tenants:
+                tenant.settle(backend.event_done, backend.elapsed_s)
+            return {t.name: t.statistics() for t in self.tenants}
