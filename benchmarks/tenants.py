@@ -161,6 +161,12 @@ class _Member:
                 raise AssertionError(f"tenants: {self.name} gave a wrong result: {why}")
         self.results = []
 
+    def taken(self) -> list[float]:
+        """Check the kept results; the step latencies taken since the last call."""
+        self.check()
+        latencies, self.latencies = self.latencies, []
+        return latencies
+
 
 def _threads(members: list[_Member], rounds: int, scopes: list[Any] | None) -> None:
     """Each member's steps on a thread of its own (inside its tenant scope, if given)."""
@@ -257,9 +263,7 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
             whole.append(time.perf_counter() - t0)
         # (the median round: one slow round, a collection or the like, says nothing of the mix)
         longest = max(longest, rounds * statistics.median(whole))
-        m.check()
-        alone[m.name] = _summary(m.latencies)
-        m.latencies = []
+        alone[m.name] = _summary(m.taken())
 
     scopes = {"tenants": _ranked(ag, mix, "tenant"), "regulated": _ranked(ag, mix, "regulated"),
               "one stream each": [ag.tenant(f"{name}-one-stream", streams=1) for name in mix],
@@ -285,8 +289,7 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
             run(mode, 1)
     ag.synchronize()
     for m in members:
-        m.check()
-        m.latencies = []
+        m.taken()
     per_round: dict[str, list[float]] = {mode: [] for mode in MODES}   # each block's, seconds
     latencies: dict[str, dict[str, list[float]]] = {mode: {m.name: [] for m in members}
                                                     for mode in MODES}
@@ -299,9 +302,7 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
             ag.synchronize()
             per_round[mode].append((time.perf_counter() - t0) / block)
             for m in members:
-                m.check()
-                latencies[mode][m.name] += m.latencies
-                m.latencies = []
+                latencies[mode][m.name] += m.taken()
     ag.regulate(plan="off")
     sequential = per_round["sequential"]
     rows = [{"mode": mode, "ms": statistics.median(per_round[mode]) * rounds * 1e3,
@@ -332,8 +333,7 @@ def _regulate(ag: Any, members: list[_Member], scopes: list[Any], check_rounds: 
         _threads(members, 1, scopes)
     ag.synchronize()
     for m in members:
-        m.check()
-        m.latencies = []
+        m.taken()
     return _plan_summary(ag, f"{PROFILE_ROUNDS} rounds")
 
 
@@ -395,8 +395,7 @@ def _measure_served(ag: Any, members: list[_Member], mix: tuple[str, ...], steps
             m.step(True)
             whole.append(time.perf_counter() - t0)
         rates[m.name] = 1.0 / statistics.median(whole)
-        m.check()
-        m.latencies = []
+        m.taken()
     interval = period / rates[service.name]
 
     def serve(scope: Any, count: int = steps) -> None:
@@ -443,20 +442,16 @@ def _measure_served(ag: Any, members: list[_Member], mix: tuple[str, ...], steps
         if errors:
             raise errors[0]
         ag.synchronize()
-        row = {"service": _summary(service.latencies),
-               "others": {m.name: {"steps_per_s": n / elapsed,
-                                   "of_alone": n / elapsed / rates[m.name]}
-                          for m, n in zip(others, done)}}
-        for m in members:
-            m.check()
-            m.latencies = []
-        return row
+        for m in others:
+            m.taken()
+        return {"service": _summary(service.taken()),
+                "others": {m.name: {"steps_per_s": n / elapsed,
+                                    "of_alone": n / elapsed / rates[m.name]}
+                           for m, n in zip(others, done)}}
 
     alone = {}
     serve(None)
-    alone["alone"] = _summary(service.latencies)
-    service.check()
-    service.latencies = []
+    alone["alone"] = _summary(service.taken())
     rows = {}
     for mode in SERVED_MODES:
         scopes = None if mode == "threads" else _ranked(
@@ -481,9 +476,7 @@ def _measure_served(ag: Any, members: list[_Member], mix: tuple[str, ...], steps
             rows[mode]["plan"] = plan
             ag.regulate(plan="off")
     serve(scopes[0])            # (alone again, in the exclusive tenant: never held)
-    alone["alone, exclusive"] = _summary(service.latencies)
-    service.check()
-    service.latencies = []
+    alone["alone, exclusive"] = _summary(service.taken())
     return {"mix": list(mix), "service": mix[0], "period": period, "interval_ms":
             interval * 1e3, "steps": steps, "alone": alone, "rows": rows,
             "rates_alone": rates}
