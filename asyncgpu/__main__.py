@@ -115,8 +115,8 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--period", type=float, default=None, metavar="P",
                    help="tenants: the first workload as a service whose steps arrive every P "
                         "times its step alone, the others back to back; compares threads, "
-                        "tenants and an exclusive tenant (default: every workload back to "
-                        "back, all modes)")
+                        "tenants, regulated and an exclusive tenant (default: every workload "
+                        "back to back, all modes)")
     b.add_argument("--devices", default=None, metavar="COUNTS",
                    help="multigpu: the GPU counts to compare, e.g. 1,2,4 (default: 1, 2, 4 "
                         "up to the GPUs of the host; on the simulator, virtual devices)")

@@ -77,8 +77,9 @@ class Plan:
     """A regulation plan (see the module docstring): per tenant name, its split kernels and
     its pointers; the tenants whose steps it makes exclusive (``exclusive``, names: the
     measured check's last remedy for a late high-priority tenant); the workload ``shape`` it
-    was searched for (per tenant, its step's launches: kernel, grid, block), and the modelled outcome without it (``before``) and with it
-    (``after_outcome``), how many plans the search modelled and how long it took.
+    was searched for (per tenant, its step's launches: kernel, grid, block), and the modelled
+    outcome without it (``before``) and with it (``after_outcome``), how many plans the search
+    modelled and how long it took.
 
     ``profile`` holds the profiles it was searched on (each tenant's launches, their times
     alone and shares: what the search saw). ``save(path)`` writes it as JSON and

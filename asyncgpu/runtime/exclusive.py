@@ -25,8 +25,8 @@ steps have not used is not held either; other launches, whose device is chosen l
 the runtime's lock, are.
 
 Invariants: a thread never waits here while it holds the runtime's lock (the gate is taken
-before it, and a launch made under the lock is not held); an exclusive step's ``begin`` and ``end`` run under the runtime's lock, which is
-always taken before this module's own.
+before it, and a launch made under the lock is not held); an exclusive step's ``begin`` and
+``end`` run under the runtime's lock, which is always taken before this module's own.
 
 Example::
 

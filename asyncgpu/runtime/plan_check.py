@@ -16,10 +16,11 @@ a high-priority lead beside normal tenants is still over its target, three remed
 measured in turn, while it is, each kept only if it cut the lead's p90 to :data:`GUARD_GAIN`
 of what it was without raising the stage's score (a remedy whose cost to the other tenants
 outweighs the lead's gain, as the search's objective weighs them, is not kept; the score is
-that objective, measured): first the normal tenants' splittable launches longer than :data:`SLICE` of the lead's latency alone
-are cut into pieces no longer than that (at most :data:`MOST_PIECES`; a model of the device
-shares its threads, but blocks that hold a multiprocessor for a whole long launch keep the
-lead's blocks waiting, which pieces end), then every normal tenant's launches wait for the
+that objective, measured): first the normal tenants' splittable launches longer than
+:data:`SLICE` of the lead's latency alone are cut into pieces no longer than that (at most
+:data:`MOST_PIECES`; a model of the device shares its threads, but blocks that hold a
+multiprocessor for a whole long launch keep the lead's blocks waiting, which pieces end),
+then every normal tenant's launches wait for the
 lead's latest unfinished launch (a pointer from every kernel to every kernel, ``"*"``: priority
 before throughput, as ``priority="high"`` asks), then the lead's steps are made exclusive
 (``asyncgpu.runtime.exclusive``: the others' launches wait on the host while its step runs,

@@ -268,7 +268,6 @@ class Regulator(PlanCheck):
         (:meth:`_check`)."""
         self.plan = plan
         rt = self.rt
-        was = [rt.tenants[t].exclusive for t in self.tenants]
         for t in self.tenants:
             tenant = rt.tenants[t]
             splits, after, exclusive = tenant.given
@@ -278,8 +277,7 @@ class Regulator(PlanCheck):
                 after = {**(more_after or {}), **(after or {})} or None
                 exclusive = exclusive or tenant.name in plan.exclusive
             tenant.splits, tenant.after, tenant.exclusive = splits, after, exclusive
-        if was != [rt.tenants[t].exclusive for t in self.tenants]:
-            rt.exclusive_changed()
+        rt.exclusive_changed()
         if measure:
             self._trial = None
         if plan is not None:
