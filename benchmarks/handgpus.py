@@ -1,8 +1,10 @@
 """Hand-written multi-GPU CuPy: what the multi-GPU benchmarks compare asyncgpu with.
 
-One non-blocking stream per GPU; Numba kernels launched on it through their compiled
-``_Kernel.launch`` (the dispatcher only for the first launch of a signature, which compiles);
-an array's GPU made current around each call; copies between GPUs are
+One non-blocking stream per GPU for its kernels, and one more for copies from the host, so that
+a chunk's copy runs while the chunk before it computes (``upload``: the kernel stream waits
+for an event recorded after the copy); Numba kernels launched on the kernel stream through
+their compiled ``_Kernel.launch`` (the dispatcher only for the first launch of a signature,
+which compiles); an array's GPU made current around each call; copies between GPUs are
 ``cudaMemcpyPeerAsync`` on the destination's stream after an event of the source's stream;
 one synchronize per GPU at the end of a step. Everything a programmer spreading work over
 GPUs by hand writes, and nothing asyncgpu does for them.
@@ -23,12 +25,13 @@ class HandGPUs:
         from numba import cuda
 
         self.cupy, self.n = cupy, devices
-        self.streams, self.nstreams = [], []
+        self.streams, self.nstreams, self.copies = [], [], []
         for d in range(devices):
             with cupy.cuda.Device(d):
                 s = cupy.cuda.Stream(non_blocking=True)
                 self.streams.append(s)
                 self.nstreams.append(cuda.external_stream(s.ptr))
+                self.copies.append(cupy.cuda.Stream(non_blocking=True))
         self.kernels: dict[tuple[Any, ...], Any] = {}
         self.views: dict[int, tuple[Any, Any]] = {}
 
@@ -85,6 +88,17 @@ class HandGPUs:
         with self.on(d):
             self.streams[d].wait_event(event)
 
+    def upload(self, pairs: list[tuple[Any, np.ndarray]], d: int) -> None:
+        """Copy each ``(device array, pinned host array)`` of ``pairs`` on GPU ``d``'s copy
+        stream; the kernels enqueued on GPU ``d`` afterwards wait for these copies only."""
+        cupy = self.cupy
+        with self.on(d):
+            for dev, host in pairs:
+                dev.set(host, stream=self.copies[d])
+            event = cupy.cuda.Event(block=False, disable_timing=True)
+            event.record(self.copies[d])
+            self.streams[d].wait_event(event)
+
     def peer(self, dst: Any, d: int, src: Any, source: int) -> Any:
         """Copy ``src`` (on GPU ``source``) into ``dst`` (on GPU ``d``) after the work enqueued
         so far on ``source``; returns ``dst`` (``src`` itself when both are one GPU's)."""
@@ -97,5 +111,5 @@ class HandGPUs:
         return dst
 
     def sync(self) -> None:
-        for s in self.streams:
+        for s in (*self.copies, *self.streams):
             s.synchronize()

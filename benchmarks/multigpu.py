@@ -14,14 +14,16 @@ partitioned, resident inputs) are in ``benchmarks.multigpu_work``; here, each sp
 
 ``asyncgpu`` runs the sequential program on a runtime with ``devices=n`` (the default device
 policy unless ``policy`` is given); ``cupy`` is the hand-written multi-GPU version: chunk
-``c``'s arrays on GPU ``c % n``, one non-blocking stream per GPU, the same Numba kernels
-launched through their compiled ``_Kernel.launch`` on that stream, a synchronize per GPU.
+``c``'s arrays on GPU ``c % n``, per GPU one non-blocking stream for kernels and one for
+copies from the host (a chunk's kernels wait for its copy by an event, so with streaming inputs
+a chunk's copy runs while the chunk before it computes), the same Numba kernels launched
+through their compiled ``_Kernel.launch``, a synchronize per GPU.
 
 Inputs: ``resident`` (the inputs stay on the devices; an iteration is the kernels) or
 ``streaming`` (the host rewrites every input before each iteration, untimed, so an iteration
 copies them in: the copies and kernels are timed). For streaming inputs the *transfer bound*
 is measured in the same run: the same bytes copied from pinned host memory to the same GPUs
-at once, one stream per GPU, nothing else.
+at once, on the copy streams, nothing else.
 
 Times are medians over ``iterations`` timed iterations after ``warmup``, in milliseconds.
 Every iteration's result is checked against NumPy.
@@ -183,24 +185,25 @@ class CupyRun:
     def _launch(self, kernel: Any, c: int, *args: Any) -> None:
         self.hand.launch(kernel, c % self.n, BLOCKS, THREADS, *args)
 
-    def copy_in(self) -> None:
-        """The inputs from pinned host memory, each on its GPU's stream."""
-        cupy = self.cupy
-        for name in self.data:
-            for c, (dev, host) in enumerate(zip(self.arrays[name], self.host[name])):
-                with cupy.cuda.Device(c % self.n):
-                    dev.set(host, stream=self.streams[c % self.n])
+    def copy_in(self, c: int | None = None) -> None:
+        """Chunk ``c``'s inputs (every chunk's: None) from pinned host memory, on its GPU's copy
+        stream; its kernels enqueued after this wait for them."""
+        for c in range(CHUNKS) if c is None else (c,):
+            self.hand.upload([(self.arrays[name][c], self.host[name][c]) for name in self.data],
+                             c % self.n)
 
     def sync(self) -> None:
         self.hand.sync()
 
     def step(self, streaming: bool) -> Any:
-        if streaming:
-            self.copy_in()
+        """One iteration: with ``streaming`` inputs each chunk's copy is enqueued just before
+        its kernels, so it runs while the chunk before it computes."""
         a = self.arrays
         if self.workload == "bs":
-            for _ in range(self.reps):
+            for rep in range(self.reps):
                 for c in range(CHUNKS):
+                    if streaming and rep == 0:
+                        self.copy_in(c)
                     x, y = a["x"][c], a["y"][c]
                     self._launch(BS.bs, c, x, y, x.size, R, V, T, STRIKE)
             self.sync()
@@ -209,6 +212,8 @@ class CupyRun:
             with self.cupy.cuda.Device(c % self.n):
                 a["res"][c].data.memset_async(0, 4, self.streams[c % self.n])
         for c in range(CHUNKS):
+            if streaming:
+                self.copy_in(c)
             n = a["x"][c].size
             self._launch(VEC.square, c, a["x"][c], a["x1"][c], n)
             self._launch(VEC.square, c, a["y"][c], a["y1"][c], n)
@@ -219,7 +224,7 @@ class CupyRun:
 
 def transfer_bound_ms(run: CupyRun, repeats: int = 5) -> float:
     """Median milliseconds of ``run``'s copies alone: its inputs from pinned memory to their
-    GPUs at once (chunk ``c`` to GPU ``c % devices``), one stream per GPU."""
+    GPUs at once (chunk ``c`` to GPU ``c % devices``), one copy stream per GPU."""
     def copies() -> None:
         run.copy_in()
         run.sync()
