@@ -2,7 +2,7 @@
 # code.
 cimport cython
 
-from asyncgpu.core.deps cimport Access
+from asyncgpu.core.deps cimport Access, access
 from asyncgpu.runtime.allocation cimport Allocation, View
 from asyncgpu.runtime.issue cimport Issuing
 from asyncgpu.runtime.memory cimport holder
@@ -31,6 +31,9 @@ cdef class HostAccess(Issuing):
     cpdef list _latest(self, list accesses)
 
     cpdef _wait_unlocked(self, list events)
+
+    @cython.locals(alloc=Allocation)
+    cpdef _write_locked(self, View array, lo, hi, bint dense, key, value, bint large)
 
     @cython.locals(alloc=Allocation)
     cpdef Access _access(self, View array, lo, hi, bint write, label)
