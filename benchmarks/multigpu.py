@@ -54,6 +54,7 @@ REPS = 10
 #: On ``tiny``, which the simulator runs thread by thread: two repeats still order each
 #: chunk's output written again.
 TINY_REPS = 2
+
 #: Elements per workload, and the launch shape of the grid-stride kernels (blocks, threads):
 #: enough blocks to fill an H100 or H200; few on ``tiny``, which the simulator runs thread by
 #: thread.
@@ -62,6 +63,11 @@ SIZES = {"tiny": {"bs": 1 << 10, "vec": 1 << 10},
          "medium": {"bs": 1 << 27, "vec": 1 << 30}}
 GRID = {"tiny": (2, 32), "small": (1024, 256), "medium": (1024, 256)}
 BLOCKS, THREADS = GRID["medium"]
+
+
+def _reps(scale: str) -> int:
+    """B&S's repeats per iteration with resident inputs at ``scale``."""
+    return TINY_REPS if scale == "tiny" else REPS
 
 
 def _inputs(workload: str, n: int) -> dict[str, list[np.ndarray]]:
@@ -243,7 +249,7 @@ class _Chunks:
 
     def __init__(self, name: str, scale: str) -> None:
         self.name = name
-        self.reps = TINY_REPS if scale == "tiny" else REPS
+        self.reps = _reps(scale)
         self.data = _inputs(name, SIZES[scale][name])
         self.expected = _expected(name, self.data)
 
@@ -346,7 +352,7 @@ def measure(ag: Any, counts: list[int], scale: str = "medium", iterations: int =
                                         "ms": ms, "copies_peer": ag.statistics().copies_peer})
                     del step
     return {"rows": rows, "policies": policy_rows, "scale": scale, "chunks": CHUNKS,
-            "reps": TINY_REPS if scale == "tiny" else REPS}
+            "reps": _reps(scale)}
 
 
 def speedups(result: dict[str, Any]) -> list[dict[str, Any]]:
