@@ -69,10 +69,7 @@ class Soak:
         self.ag = ag
         # (a runtime kept across configure calls keeps its counts and its pool, with what
         # earlier work left cached in it: the soak reports what it adds to them)
-        runtime = current_runtime()
-        self.base = {"events_created": runtime.stats.events_created,
-                     "streams_created": runtime.stats.streams_created,
-                     "pool_bytes": pool_bytes(runtime.backend)}
+        self.base = grown(current_runtime())
         self.rng = random.Random(seed)
         self.size = size
         self.half = size // 2
@@ -191,12 +188,9 @@ class Soak:
             self.first_errors.append(text)
 
     def sample(self, runtime: Any) -> None:
-        stats = runtime.stats
         peaks = self.peaks
         peaks["inflight_nodes"] = max(peaks["inflight_nodes"], runtime.streams.inflight)
-        now = {"events_created": stats.events_created,
-               "streams_created": stats.streams_created, "pool_bytes": pool_bytes(runtime.backend)}
-        for key, value in now.items():
+        for key, value in grown(runtime).items():
             peaks[key] = max(peaks[key], value - self.base[key])
 
     def run(self, launches: int, check_every: int, host_ops: float) -> dict[str, Any]:
@@ -233,6 +227,14 @@ class Soak:
             "statistics": {k: v for k, v in vars(ag.statistics()).items()
                            if isinstance(v, (int, float, str))},
         }
+
+
+def grown(runtime: Any) -> dict[str, int]:
+    """What a runtime has made so far that must stay bounded: events and streams created, and
+    the bytes its memory pool holds."""
+    stats = runtime.stats
+    return {"events_created": stats.events_created, "streams_created": stats.streams_created,
+            "pool_bytes": pool_bytes(runtime.backend)}
 
 
 def pool_bytes(backend: Any) -> int:

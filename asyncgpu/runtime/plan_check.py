@@ -20,9 +20,9 @@ that objective, measured): first the normal tenants' splittable launches longer 
 :data:`SLICE` of the lead's latency alone are cut into pieces no longer than that (at most
 :data:`MOST_PIECES`; a model of the device shares its threads, but blocks that hold a
 multiprocessor for a whole long launch keep the lead's blocks waiting, which pieces end),
-then every normal tenant's launches wait for the
-lead's latest unfinished launch (a pointer from every kernel to every kernel, ``"*"``: priority
-before throughput, as ``priority="high"`` asks), then the lead's steps are made exclusive
+then every normal tenant's launches wait for the lead's latest unfinished launch (a pointer
+from every kernel to every kernel, ``"*"``: priority before throughput, as
+``priority="high"`` asks), then the lead's steps are made exclusive
 (``asyncgpu.runtime.exclusive``: the others' launches wait on the host while its step runs,
 and keep one launch in flight between its steps), which helps a lead whose steps arrive with
 gaps between them, as a service's requests do, where the pointers alone cannot keep the
