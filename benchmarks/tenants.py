@@ -88,13 +88,13 @@ WORKLOADS = {**SUITE, "inception": InceptionStep}
 MIX = ("dl", "img", "ml")
 MODES = ("sequential", "one stream each", "threads", "tenants", "one thread", "regulated")
 #: The most untimed rounds ``regulated`` runs for its profile and search, and then for the
-#: check of the plan (``asyncgpu.regulate``): its five stages of ten measured steps each,
-#: with room for the steps a stage starts behind.
+#: check of the plan (``asyncgpu.regulate``): the high-priority tenant's steps alone, then up to
+#: five stages, each of ten measured steps, with room for the steps a stage starts behind.
 PROFILE_ROUNDS = 8
 CHECK_ROUNDS = 100
 #: With ``--period``, the most untimed runs of ten service steps ``regulated`` takes for its
 #: profile, search and check, served as the timed steps are.
-SERVED_CHECK_RUNS = 12
+SERVED_CHECK_RUNS = 14
 #: The blocks each mode's timed rounds are split into on a GPU, the modes taking turns
 #: (``asyncgpu bench tenants --rounds``): steps of a fraction of a millisecond, timed in one
 #: stretch per mode, moved by a factor of two between runs on a busy host.

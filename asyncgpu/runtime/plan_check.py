@@ -5,8 +5,12 @@ The model
 A model errs, so the plan is measured on the device too, stage by stage, each over the lead
 tenant's next :data:`CHECK_STEPS` steps (the high-priority tenant, else the first regulated
 one). A stage's score is the largest *slowdown* among the tenants (a tenant's median step
-latency over its modelled latency alone) plus ``LATE_WEIGHT`` times the high-priority lead's
-p90 slowdown beyond ``HIGH_TARGET``. Slowdowns, not latencies: tenants run their steps one
+latency over its latency alone) plus ``LATE_WEIGHT`` times the high-priority lead's
+p90 slowdown beyond ``HIGH_TARGET``. Latencies alone are modelled from the profile, which
+times kernels, not the host work between them; so a high-priority lead beside normal tenants
+is first measured alone (stage ``alone``, :meth:`PlanCheck._measure_alone`): its next steps
+exclusive, each begun once no work is in flight, and its median and p90 there replace its
+modelled latency alone. Slowdowns, not latencies: tenants run their steps one
 after another, each at its own pace, so a plan that holds a tenant of short steps behind
 another's long launches multiplies its latency while the slowest tenant's barely moves. The plan
 is measured, then (when it adds anything) the tenants' own settings, and the plan is kept and
@@ -63,6 +67,8 @@ GUARD_GAIN = 0.9
 #: high-priority tenant's latency alone, in at most ``MOST_PIECES`` pieces.
 SLICE = 0.05
 MOST_PIECES = 32
+#: Steps of a high-priority lead measured alone before its plan is (``alone``).
+ALONE_STEPS = 10
 #: The remedies for a late high-priority tenant, measured in turn (for the log).
 REMEDIES = {"split": "other tenants' launches in pieces", "guard": "guard",
             "exclusive": "exclusive steps"}
@@ -71,23 +77,28 @@ REMEDIES = {"split": "other tenants' launches in pieces", "guard": "guard",
 class Trial:
     """The measurement of a plan in force (:meth:`PlanCheck._check`): the tenant whose steps
     pace it (``lead``: the high-priority one, else the first regulated), each tenant's
-    modelled latency alone (``alones``, by number: what its slowdowns are measured against;
-    a tenant without a profile has none), the stage (``plan``, ``own``, ``split``, ``guard``
-    or ``exclusive``), where each tenant's measured latencies began in this stage, and the measured
-    scores and plans of the stages done."""
+    latency alone (``alones``, by number: what its slowdowns are measured against, modelled;
+    the lead's measured median where it was measured alone; a tenant without a profile has
+    none), the lead's latency alone its p90 is held to (``alone``: its measured p90, else
+    modelled; 0 without a profile), the stage (``alone``, ``plan``, ``own``, ``split``,
+    ``guard`` or ``exclusive``), where each tenant's measured latencies began in this stage,
+    and the measured scores and plans of the stages done."""
 
-    __slots__ = ("alones", "first", "lead", "plans", "scores", "stage")
+    __slots__ = ("alone", "alones", "first", "lead", "plans", "scores", "stage")
 
     def __init__(self, lead: int, alones: dict[int, float], stage: str,
                  first: dict[int, int]) -> None:
         self.lead, self.alones, self.stage, self.first = lead, alones, stage, first
+        self.alone = alones.get(lead, 0.0)
         self.scores: dict[str, tuple[float, float]] = {}
         self.plans: dict[str, Plan] = {}
 
-    @property
-    def alone(self) -> float:
-        """The lead tenant's modelled latency alone (0 without a profile)."""
-        return self.alones.get(self.lead, 0.0)
+
+def own_settings(plan: Plan) -> Plan:
+    """``plan`` without what it adds to the tenants' own settings (no splits, pointers or
+    exclusive tenants), modelled as the search's starting point."""
+    return dataclasses.replace(plan, splits={}, after={}, exclusive=(),
+                               after_outcome=plan.before)
 
 
 class PlanCheck:
@@ -132,6 +143,12 @@ class PlanCheck:
         for t in self.tenants:
             tenants[t].settle(backend.event_done, backend.elapsed_s)
         lead = tenants[trial.lead]
+        if trial.stage == "alone":
+            if self._alone_measured(trial):
+                plan = trial.plans["plan"]
+                self.apply(plan, measure=False)
+                self._start(plan, "plan", trial)
+            return
         measured = sorted(lead.latencies_after(trial.first[trial.lead]))
         if len(measured) < CHECK_STEPS:
             return
@@ -146,9 +163,7 @@ class PlanCheck:
         self.measured[trial.stage] = trial.scores[trial.stage][0]
         stage, plan = trial.stage, self.plan
         if stage == "plan" and (plan.splits or plan.after or plan.exclusive):
-            # (modelled as the search's starting point: the tenants' own settings)
-            own = dataclasses.replace(plan, splits={}, after={}, exclusive=(),
-                                      after_outcome=plan.before)
+            own = own_settings(plan)
             self.apply(own, measure=False)
             self._start(own, "own", trial)
             return
@@ -194,6 +209,48 @@ class PlanCheck:
                          "its steps now keep the other tenants' launches waiting (exclusive)")
             return
         self._trial = None
+
+    def _measure_alone(self, trial: Trial) -> None:
+        """Begin the ``alone`` stage of ``trial``, just started on its plan, for a high-priority
+        lead beside normal tenants not yet measured alone beside this plan's shape: under the
+        tenants' own settings, the lead exclusive, each of its steps begins once no work is in
+        flight (``Runtime.begin_step``) and the others' launches wait meanwhile, for
+        :data:`ALONE_STEPS` steps; its latency alone is then measured, not modelled (a model
+        of its kernels leaves out its step's host work: its reset, its launches' gaps)."""
+        tenants = self.rt.tenants
+        lead = tenants[trial.lead]
+        if (lead.priority != "high" or trial.alone <= 0 or self.stood_in
+                or all(tenants[t].priority == "high" for t in self.tenants)):
+            return
+        plan = trial.plans["plan"]
+        known = self.book.alone.get((lead.name, plan.shape)) if plan.shape else None
+        if known is not None:
+            trial.alones[trial.lead], trial.alone = known
+            return
+        self.apply(dataclasses.replace(own_settings(plan), exclusive=(lead.name,)),
+                   measure=False)
+        self._start(self.plan, "alone", trial)
+
+    def _alone_measured(self, trial: Trial) -> bool:
+        """At a step end of the lead during the ``alone`` stage: whether its steps alone are
+        measured; if so its latency alone is their median (for its slowdown) and p90 (for
+        its target). The first step after the stage began is left out (it may have begun
+        before, beside the others)."""
+        lead = self.rt.tenants[trial.lead]
+        measured = sorted(lead.latencies_after(trial.first[trial.lead] + 1))
+        if len(measured) < ALONE_STEPS:
+            return False
+        n = len(measured)
+        modelled = trial.alone
+        trial.alones[trial.lead] = measured[n // 2]
+        trial.alone = measured[min(n - 1, int(0.9 * n))]
+        plan = trial.plans["plan"]
+        if plan.shape:
+            self.book.alone[(lead.name, plan.shape)] = (trial.alones[trial.lead], trial.alone)
+        log.info("asyncgpu: high-priority tenant %r measured alone (%d steps): p50 %.3f ms, "
+                 "p90 %.3f ms (modelled %.3f ms)", lead.name, n,
+                 trial.alones[trial.lead] * 1e3, trial.alone * 1e3, modelled * 1e3)
+        return True
 
     def _remedy(self, trial: Trial, stage: str, remedy: str, plan: Plan,
                 measured: list[float], what: str) -> None:

@@ -20,7 +20,8 @@ The model
 3. *check*: a model errs, so the plan is measured on the device too, stage by stage
    (:mod:`asyncgpu.runtime.plan_check`), and kept only where it measured better than the
    tenants' own settings; a high-priority tenant still over its target gets remedies, each
-   kept only where it helped.
+   kept only where it helped. Its target is its latency alone, measured first: a few of its
+   steps run with the device to themselves.
 
 While regulated, each step of a regulated tenant is checked against the plan's shape when it
 ends; a step of another shape (the workload changed) sets the plan aside and profiling starts
@@ -63,11 +64,12 @@ class Regulation:
     ``profiling`` or ``regulated``), the tenants regulated, the plan in force (or None), the
     tenants whose profiled steps are still awaited, how many plans are stored, were searched
     and were reused, per high-priority tenant checked under the plan its measured p90 step
-    latency and its modelled latency alone (seconds), the stage of the plan's measurement now
-    (``plan``, ``own``, ``split``, ``guard``; empty when none is under way), and the measured
-    score of each stage done (the largest of the tenants' slowdowns, median step latency over
-    modelled latency alone, plus the high-priority tenant's lateness weighted as in the
-    search)."""
+    latency and its latency alone (seconds: its p90 measured with the other tenants held
+    where that could be done, else modelled), the stage of the plan's measurement now
+    (``alone``, ``plan``, ``own``, ``split``, ``guard``, ``exclusive``; empty when none is under
+    way), and the measured score of each stage done (the largest of the tenants' slowdowns,
+    median step latency over latency alone, plus the high-priority tenant's lateness weighted
+    as in the search)."""
 
     state: str
     tenants: tuple[str, ...] = ()
@@ -121,17 +123,24 @@ class Regulator(PlanCheck):
         #: the remedies (``split``, ``guard``) measured no better: not tried again
         self._lost: set[str] = set()
         #: test hook (``asyncgpu.testing.regulation``): a profiled op's (seconds, share, grid)
-        #: from its kernel's name and its measured seconds, modelled share and grid
+        #: from its kernel's name and its measured seconds, modelled share and grid; and
+        #: whether the profile in force was taken with it (then its modelled latencies alone
+        #: are the test's, and none is measured: ``PlanCheck._measure_alone``)
         self.stand_in: Any = None
+        self.stood_in = False
 
     # -- the runtime's calls -----------------------------------------------------------------
-    def begin(self, index: int) -> None:
+    def begin(self, index: int) -> bool:
+        """A step of tenant ``index`` begins; returns whether it is to run alone (the check's
+        ``alone`` stage: ``Runtime.begin_step`` waits until no work is in flight)."""
         if self.state == "off":
-            return
+            return False
         if index in self._profiled:
             self._open[(threading.get_ident(), index)] = _Step()
         if self.state == "profiling":
             self._try_finish()
+        trial = self._trial
+        return trial is not None and trial.stage == "alone" and index == trial.lead
 
     def launch(self, index: int, launcher: Any) -> _Step | None:
         """A kernel launch of tenant ``index``: noted in its open step; returns the step when
@@ -284,6 +293,7 @@ class Regulator(PlanCheck):
             self.state = "regulated"
             if measure and plan.profile:
                 self._trial = self._start(plan, "plan", None)
+                self._measure_alone(self._trial)
 
     def _store(self, old: Plan, new: Plan) -> None:
         """``new`` replaces ``old`` among the stored plans."""
@@ -314,6 +324,7 @@ class Regulator(PlanCheck):
                    for op in steps[-1]):
             return
         shape = tuple((self.rt.tenants[t].name, self._shapes[t]) for t in self.tenants)
+        self.stood_in = self.stand_in is not None
         book = self.book
         plan = book.plans.get(shape)
         if plan is not None:
@@ -367,6 +378,9 @@ class _Book:
 
     def __init__(self) -> None:
         self.plans: dict[Any, Plan] = {}
+        #: a high-priority tenant's latency measured alone beside a plan's shape, by (its
+        #: name, the shape): (median, p90) seconds
+        self.alone: dict[tuple[str, Any], tuple[float, float]] = {}
         self.searched = 0
         self.reused = 0
 

@@ -8,7 +8,8 @@ device's clock and the count of issues, ``end_step`` records a timing event behi
 the step issued on each stream it moved, and the step is measured once they complete
 (``tenant_statistics``, and every :data:`SETTLE_EVERY` steps). An exclusive tenant's steps
 also open and close the runtime's gate (``asyncgpu.runtime.exclusive``), which is consulted
-while any tenant is exclusive (``exclusive_changed``).
+while any tenant is exclusive (``exclusive_changed``); a step the regulator measures alone
+begins once no work is in flight.
 
 Invariants: every method runs under the runtime's lock; a step closes the gate it opened,
 whatever changed meanwhile, even when recording its end fails.
@@ -87,18 +88,50 @@ class TenantSteps:
     def begin_step(self, index: int) -> Any:
         """A step of tenant ``index`` begins: the clock of every device, and the count of
         issues so far (what :meth:`end_step` needs). The clocks are not waited for (a round
-        trip to the device per step): a step is measured once they and its ends completed."""
+        trip to the device per step): a step is measured once they and its ends completed.
+        A step the regulator measures alone (``Regulator.begin``; its tenant is exclusive
+        then, so the others' launches wait from here on) first waits on the host until no
+        work is in flight, and its clocks start after."""
         with self._lock:
-            backend = self.backend
-            spare = self.tenants[index].spare_event
-            starts = {d: backend.clock_base(d, False, spare(d)) for d in range(len(self.devices))}
-            if self.regulator is not None:
-                self.regulator.begin(index)
+            alone = self.regulator is not None and self.regulator.begin(index)
             # (the gate the step opened, closed by its end whatever a plan changes meanwhile)
             gate = self.gate if self.tenants[index].exclusive else None
             if gate is not None:
                 gate.begin(index)
-            return starts, self.streams.issues, gate
+            if not alone:
+                return self._step_clocks(index), self.streams.issues, gate
+        try:
+            while True:
+                with self._lock:
+                    running = self._running()
+                    if not running:
+                        return self._step_clocks(index), self.streams.issues, gate
+                    if not hasattr(self.backend, "wait_quietly"):
+                        # (the simulator runs its device in the waiting thread, under the lock)
+                        self.streams.host_wait(running)
+                        continue
+                    events = [node.event for node in running]
+                # (without the lock, as a host read waits; a launch that passed the gate
+                # before it opened may still come: the loop waits for it too)
+                self._wait_unlocked(events)
+        except BaseException:
+            if gate is not None:
+                with self._lock:
+                    gate.end(index, [])     # (a step that never began holds no one)
+            raise
+
+    def _step_clocks(self, index: int) -> dict[int, Any]:
+        """Under the lock: a step's start, a clock event per device (tenant ``index``'s)."""
+        backend = self.backend
+        spare = self.tenants[index].spare_event
+        return {d: backend.clock_base(d, False, spare(d)) for d in range(len(self.devices))}
+
+    def _running(self) -> list[Any]:
+        """Under the lock: the last node of each stream whose work has not completed (what
+        has is retired on the way)."""
+        streams = self.streams
+        return [s.inflight[-1] for s in streams.streams
+                if s.inflight and not streams._retire_if_done(s.inflight[-1])]
 
     def end_step(self, index: int, begun: Any) -> None:
         """The step of tenant ``index`` begun with ``begun`` ends: a timing event behind the
