@@ -16,7 +16,7 @@ another's long launches multiplies its latency while the slowest tenant's barely
 is measured, then (when it adds anything) the tenants' own settings, and the plan is kept and
 stored only if it scores :data:`PLAN_GAIN` of theirs or less (a plan within the measurement's
 noise of none changes nothing worth its ordering), else the tenants' own settings are. Then, if
-a high-priority lead beside normal tenants is still over its target, three remedies are
+a high-priority lead beside normal tenants is still over its target, four remedies are
 measured in turn, while it is, each kept only if it cut the lead's p90 to :data:`GUARD_GAIN`
 of what it was without raising the stage's score (a remedy whose cost to the other tenants
 outweighs the lead's gain, as the search's objective weighs them, is not kept; the score is
@@ -30,7 +30,10 @@ from every kernel to every kernel, ``"*"``: priority before throughput, as
 (``asyncgpu.runtime.exclusive``: the others' launches wait on the host while its step runs,
 and keep one launch in flight between its steps), which helps a lead whose steps arrive with
 gaps between them, as a service's requests do, where the pointers alone cannot keep the
-others' launches from filling the device just before its next step.
+others' launches from filling the device just before its next step; last, its steps exclusive
+*and* the others' long launches in pieces, since what an exclusive step still waits for as it
+begins is the one launch each other tenant has in flight (pieces, which alone need not help,
+bound how long that launch is).
 
 :class:`PlanCheck` holds the check's methods; :class:`~asyncgpu.runtime.regulator.Regulator`
 takes it as a base and keeps its state (the plan in force, the trial under way, the stored
@@ -71,7 +74,8 @@ MOST_PIECES = 32
 ALONE_STEPS = 10
 #: The remedies for a late high-priority tenant, measured in turn (for the log).
 REMEDIES = {"split": "other tenants' launches in pieces", "guard": "guard",
-            "exclusive": "exclusive steps"}
+            "exclusive": "exclusive steps",
+            "pieces": "exclusive steps with the other tenants' launches in pieces"}
 
 
 class Trial:
@@ -81,8 +85,8 @@ class Trial:
     the lead's measured median where it was measured alone; a tenant without a profile has
     none), the lead's latency alone its p90 is held to (``alone``: its measured p90, else
     modelled; 0 without a profile), the stage (``alone``, ``plan``, ``own``, ``split``,
-    ``guard`` or ``exclusive``), where each tenant's measured latencies began in this stage,
-    and the measured scores and plans of the stages done."""
+    ``guard``, ``exclusive`` or ``pieces``), where each tenant's measured latencies began in
+    this stage, and the measured scores and plans of the stages done."""
 
     __slots__ = ("alone", "alones", "first", "lead", "plans", "scores", "stage")
 
@@ -126,16 +130,17 @@ class PlanCheck:
     def _check(self) -> None:
         """Measure the plan in force on the device, then decide (see the module docstring).
         A stage ends once the lead tenant ran :data:`CHECK_STEPS` measured steps under it;
-        its score is the largest of the tenants' slowdowns (median step latency over modelled
-        latency alone), plus ``LATE_WEIGHT`` times a high-priority lead's p90 slowdown beyond
-        ``HIGH_TARGET``. Stages: ``plan`` (the searched plan); ``own`` (the
-        tenants' own settings, when the plan adds to them), the plan kept and stored if it
-        scored :data:`PLAN_GAIN` of theirs or less, else theirs; then, for a high-priority
-        lead still over its target beside normal tenants,
-        ``split`` (the others' long splittable launches in pieces, :meth:`_split_plan`),
-        ``guard`` (the others wait for its launches) and ``exclusive`` (its steps exclusive),
-        each kept only if it cut the lead's p90 to :data:`GUARD_GAIN` of what it was without
-        raising the score."""
+        its score is the largest of the tenants' slowdowns (median step latency over latency
+        alone), plus ``LATE_WEIGHT`` times a high-priority lead's p90 slowdown beyond
+        ``HIGH_TARGET``. Stages: ``alone`` (a high-priority lead's steps alone, first:
+        :meth:`_measure_alone`); ``plan`` (the searched plan); ``own`` (the tenants' own
+        settings, when the plan adds to them), the plan kept and stored if it scored
+        :data:`PLAN_GAIN` of theirs or less, else theirs; then, for a high-priority lead
+        still over its target beside normal tenants, ``split`` (the others' long splittable
+        launches in pieces, :meth:`_split_plan`), ``guard`` (the others wait for its
+        launches), ``exclusive`` (its steps exclusive) and ``pieces`` (exclusive, and the
+        others' long launches in pieces), each kept only if it cut the lead's p90 to
+        :data:`GUARD_GAIN` of what it was without raising the score."""
         trial = self._trial
         rt = self.rt
         tenants = rt.tenants
@@ -185,7 +190,7 @@ class PlanCheck:
         self.checked[lead.name] = (p90, trial.alone)
         normal = [t for t in self.tenants if tenants[t].priority != "high"]
         if (not high or not normal or p90 <= HIGH_TARGET * trial.alone
-                or "exclusive-base" in trial.plans):
+                or "pieces-base" in trial.plans):
             self._trial = None
             return
         if "split-base" not in trial.plans and "split" not in self._lost:
@@ -208,6 +213,16 @@ class PlanCheck:
                          dataclasses.replace(kept, exclusive=(lead.name,)), measured,
                          "its steps now keep the other tenants' launches waiting (exclusive)")
             return
+        if "pieces" not in self._lost:
+            # (an exclusive step still waits for the one launch each other tenant has in
+            # flight as it begins: pieces bound how long that is)
+            pieces = self._split_plan(dataclasses.replace(kept, exclusive=(lead.name,)),
+                                      normal, trial.alone)
+            if pieces is not None:
+                self._remedy(trial, stage, "pieces", pieces, measured,
+                             f"its steps are now exclusive and the other tenants' long "
+                             f"launches run in pieces ({pieces.splits})")
+                return
         self._trial = None
 
     def _measure_alone(self, trial: Trial) -> None:
@@ -267,7 +282,7 @@ class PlanCheck:
         self._start(plan, remedy, trial)
 
     def _judge(self, trial: Trial, remedy: str, lead: str, p90: float) -> tuple[bool, float]:
-        """The end of a remedy's measurement (``split``, ``guard`` or ``exclusive``): kept (and
+        """The end of a remedy's measurement (one of :data:`REMEDIES`): kept (and
         stored in place of the plan without it) if it cut the lead's p90 to :data:`GUARD_GAIN`
         of that plan's without raising its score, else that plan is back and the remedy is not
         tried again. Returns whether it was kept and the lead's p90 under the plan now in force."""

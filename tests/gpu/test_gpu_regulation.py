@@ -1,6 +1,7 @@
-"""Regulation on the GPU: the profile times each kernel alone on the device, the searched plan
-splits the long element-wise kernel of a normal tenant beside a short high-priority one, and
-the regulated steps give the unregulated results."""
+"""Regulation on the GPU: the profile times each kernel alone on the device, the high-priority
+tenant's steps are measured alone, the searched plan splits the long element-wise kernel of a
+normal tenant beside a short high-priority one, and the regulated steps give the unregulated
+results."""
 
 from __future__ import annotations
 
@@ -45,6 +46,15 @@ def test_a_regulated_mix_profiles_on_the_device_and_gives_the_same_results(memor
         (short_op,) = profile[high.name].ops
         assert long_op.seconds > 20 * short_op.seconds > 0     # timed on the device
         assert long_op.splittable and long_op.share == 1.0
+        # first the high tenant's steps alone (its latency alone measured), then the plan
+        assert state.checking == "alone" and state.plan.exclusive == (high.name,)
+        for _ in range(40):
+            if ag.regulation().checking != "alone":
+                break
+            step()
+            ag.synchronize()
+        state = ag.regulation()
+        assert state.checking == "plan"
         assert state.plan.splits.get(low.name, {}).get("square", 1) > 1
         for _ in range(3):
             step()
