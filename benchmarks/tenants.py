@@ -21,7 +21,7 @@ steps of every workload (after every workload ran ``warmup`` steps alone):
   run until the profile is taken and the plan searched (at most :data:`PROFILE_ROUNDS`), and
   until the high-priority tenant's latency under it was checked (at most
   :data:`CHECK_ROUNDS`), then the timed rounds run with the plan (``plan`` in the result: what
-  it split and pointed, and the check's measured p90 and modelled alone, ms).
+  it split and pointed, and the check's measured p95 and latency alone, ms).
 
 The modes are timed taking turns: every mode is made ready first (the untimed rounds above),
 then each mode's rounds run in ``turns`` blocks, one block of every mode per turn (the order
@@ -88,13 +88,13 @@ WORKLOADS = {**SUITE, "inception": InceptionStep}
 MIX = ("dl", "img", "ml")
 MODES = ("sequential", "one stream each", "threads", "tenants", "one thread", "regulated")
 #: The most untimed rounds ``regulated`` runs for its profile and search, and then for the
-#: check of the plan (``asyncgpu.regulate``): the high-priority tenant's steps alone, then up to
-#: five stages, each of ten measured steps, with room for the steps a stage starts behind.
+#: check of the plan (``asyncgpu.regulate``): the high-priority tenant's ten steps alone, then
+#: up to six stages of 30 measured steps each, with room for the steps a stage starts behind.
 PROFILE_ROUNDS = 8
-CHECK_ROUNDS = 100
+CHECK_ROUNDS = 240
 #: With ``--period``, the most untimed runs of ten service steps ``regulated`` takes for its
 #: profile, search and check, served as the timed steps are.
-SERVED_CHECK_RUNS = 14
+SERVED_CHECK_RUNS = 24
 #: The blocks each mode's timed rounds are split into on a GPU, the modes taking turns
 #: (``asyncgpu bench tenants --rounds``): steps of a fraction of a millisecond, timed in one
 #: stretch per mode, moved by a factor of two between runs on a busy host.

@@ -11,8 +11,9 @@ also open and close the runtime's gate (``asyncgpu.runtime.exclusive``), which i
 while any tenant is exclusive (``exclusive_changed``); a step the regulator measures alone
 begins once no work is in flight.
 
-Invariants: every method runs under the runtime's lock; a step closes the gate it opened,
-whatever changed meanwhile, even when recording its end fails.
+Invariants: every method runs under the runtime's lock (but a step measured alone, which waits
+for the device without it before it begins); a step closes the gate it opened, whatever
+changed meanwhile, even when recording its end fails or it never began.
 
 Example::
 
