@@ -53,7 +53,7 @@ arrive every ``P`` times its median step alone, each started at its arrival time
 loop: a late step does not delay the next arrival), while the others run steps back to back on
 threads of their own. Modes, one after the other: ``threads`` (no tenants), ``tenants`` (the
 service's tenant with priority high), ``regulated`` (the same tenants under
-``asyncgpu.regulate(plan="search")``, served in untimed runs of ten service steps until the
+``asyncgpu.regulate(plan="search")``, served in untimed runs of 30 service steps until the
 plan is searched and checked, at most :data:`SERVED_CHECK_RUNS`, then timed with the plan)
 and ``exclusive`` (the service's tenant made with ``exclusive=True``: the others' launches
 wait on the host while a service step is open, and keep one launch in flight; last, since a
@@ -88,13 +88,16 @@ WORKLOADS = {**SUITE, "inception": InceptionStep}
 MIX = ("dl", "img", "ml")
 MODES = ("sequential", "one stream each", "threads", "tenants", "one thread", "regulated")
 #: The most untimed rounds ``regulated`` runs for its profile and search, and then for the
-#: check of the plan (``asyncgpu.regulate``): the high-priority tenant's ten steps alone, then
-#: up to six stages of 30 measured steps each, with room for the steps a stage starts behind.
+#: check of the plan (``asyncgpu.regulate``): the high-priority tenant's steps alone, then up
+#: to six stages, each of 30 measured steps, with room for the steps a stage starts behind.
 PROFILE_ROUNDS = 8
-CHECK_ROUNDS = 240
-#: With ``--period``, the most untimed runs of ten service steps ``regulated`` takes for its
+CHECK_ROUNDS = 260
+#: With ``--period``, the most untimed runs of 30 service steps ``regulated`` takes for its
 #: profile, search and check, served as the timed steps are.
-SERVED_CHECK_RUNS = 24
+SERVED_CHECK_RUNS = 9
+#: ... each of this many service steps, as long as a stage of the check: the other workloads'
+#: threads start and stop with each run, which a timed run of 60 steps does once.
+CHECK_RUN = 30
 #: The blocks each mode's timed rounds are split into on a GPU, the modes taking turns
 #: (``asyncgpu bench tenants --rounds``): steps of a fraction of a millisecond, timed in one
 #: stretch per mode, moved by a factor of two between runs on a busy host.
@@ -469,7 +472,7 @@ def _measure_served(ag: Any, members: list[_Member], mix: tuple[str, ...], steps
                 state = ag.regulation()
                 if state.state == "regulated" and not state.checking:
                     break
-                run(scopes, 10)
+                run(scopes, CHECK_RUN)
             plan = _plan_summary(ag, f"{SERVED_CHECK_RUNS} runs")
         rows[mode] = run(scopes)
         if plan is not None:

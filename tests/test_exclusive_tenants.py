@@ -171,6 +171,7 @@ def test_the_served_tenants_benchmark_checks_every_mode_and_holds_the_others_whe
 
     # (regulation's profile, search and first stage; its whole check takes the simulator long)
     monkeypatch.setattr(tenants, "SERVED_CHECK_RUNS", 3)
+    monkeypatch.setattr(tenants, "CHECK_RUN", 10)
     # (a runtime of its own, as above: the benchmark's exclusive tenant outlives it)
     with ag.configure(backend="sim", sim_seed=2, sim_devices=2, device=1):
         result = tenants.measure_served(ag, "tiny", steps=2, warmup=1, mix=("vec", "bs"),

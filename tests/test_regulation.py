@@ -418,7 +418,7 @@ def test_a_high_tenant_is_measured_alone_first_and_held_to_what_it_measured():
         assert (state.plan.exclusive, state.plan.splits, state.plan.after) == \
             ((mix.high.name,), {}, {})
         seen = []
-        for _ in range(40):
+        for _ in range(60):
             if ag.regulation().checking != "alone":
                 break
             _step_noting(mix, seen)
@@ -470,9 +470,9 @@ def test_tenants_on_threads_of_their_own_pass_the_measurement_alone_without_wait
 
         threads = [
             threading.Thread(target=loop, args=(mix.low, lambda: mix.big[4, 32](
-                mix.x, mix.y, mix.n), mix.y, 100)),
+                mix.x, mix.y, mix.n), mix.y, 140)),
             threading.Thread(target=loop, args=(mix.high, lambda: mix.small[1, 32](
-                mix.u, mix.v, 64), mix.v, 100))]
+                mix.u, mix.v, 64), mix.v, 140))]
         for t in threads:
             t.start()
         for t in threads:
@@ -531,6 +531,7 @@ def test_a_plan_is_measured_against_the_tenants_own_settings_and_a_late_high_ten
     # (the most pieces of the split stage: 16, still more than the plan's 8, for fewer
     # simulated launches than 32)
     monkeypatch.setattr(plan_check, "MOST_PIECES", 16)
+    monkeypatch.setattr(plan_check, "CHECK_STEPS", 10)    # (stages of ten simulated steps)
     with ag.configure(backend="sim", sim_seed=2):
         mix = Mix(f"guard-{guarded}")
         mix.step()

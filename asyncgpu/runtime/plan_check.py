@@ -73,8 +73,9 @@ GUARD_GAIN = 0.9
 #: high-priority tenant's latency alone, in at most ``MOST_PIECES`` pieces.
 SLICE = 0.05
 MOST_PIECES = 32
-#: Steps of a high-priority lead measured alone before its plan is (``alone``).
-ALONE_STEPS = 10
+#: Steps of a high-priority lead measured alone before its plan is (``alone``): as many as a
+#: stage's, so that its p95 alone is as steady as the p95 it is held against.
+ALONE_STEPS = CHECK_STEPS
 #: The remedies for a late high-priority tenant, measured in turn (for the log).
 REMEDIES = {"split": "other tenants' launches in pieces", "guard": "guard",
             "exclusive": "exclusive steps",

@@ -48,7 +48,7 @@ def test_a_regulated_mix_profiles_on_the_device_and_gives_the_same_results(memor
         assert long_op.splittable and long_op.share == 1.0
         # first the high tenant's steps alone (its latency alone measured), then the plan
         assert state.checking == "alone" and state.plan.exclusive == (high.name,)
-        for _ in range(40):
+        for _ in range(60):
             if ag.regulation().checking != "alone":
                 break
             step()
