@@ -393,6 +393,17 @@ def steps_while(mix, stage, most=40):
     raise AssertionError(f"the measurement stayed at {stage!r}")
 
 
+def searched(mix):
+    """Regulate ``mix`` on the simulator's own times (no stand-in profile): a step, then two
+    profiled; returns where regulation stands."""
+    mix.step()
+    ag.regulate(plan="search", tenants=mix.names)
+    for _ in range(2):
+        mix.step()
+    ag.synchronize()
+    return ag.regulation()
+
+
 def _step_noting(mix, seen):
     """One step of ``mix``; notes, as the high tenant's step begins, the measurement's stage
     and how many launches are in flight."""
@@ -407,12 +418,7 @@ def _step_noting(mix, seen):
 def test_a_high_tenant_is_measured_alone_first_and_held_to_what_it_measured():
     with ag.configure(backend="sim", sim_seed=4):
         mix = Mix("alone")
-        mix.step()
-        ag.regulate(plan="search", tenants=mix.names)
-        for _ in range(2):
-            mix.step()
-        ag.synchronize()
-        state = ag.regulation()
+        state = searched(mix)
         # (no stand-in profile: its steps alone are measured on the simulator's clock)
         assert state.checking == "alone"
         assert (state.plan.exclusive, state.plan.splits, state.plan.after) == \
@@ -432,11 +438,7 @@ def test_a_high_tenant_is_measured_alone_first_and_held_to_what_it_measured():
         _, alone = ag.regulation().checked[mix.high.name]
         assert alone in ag.tenants()[mix.high.name].latencies_s      # (measured, not modelled)
         # the same shape again: the plan and the latency alone are both reused
-        ag.regulate(plan="search", tenants=mix.names)
-        for _ in range(2):
-            mix.step()
-        ag.synchronize()
-        assert ag.regulation().checking == "plan"
+        assert searched(mix).checking == "plan"
         for stage in ("plan", "own"):
             steps_while(mix, stage)
         assert ag.regulation().checked[mix.high.name][1] == alone
@@ -489,12 +491,7 @@ def test_a_wait_that_fails_before_a_step_alone_still_lets_the_others_go(monkeypa
     with ag.configure(backend="sim", sim_seed=4):
         rt = current_runtime()
         mix = Mix("alone-fails")
-        mix.step()
-        ag.regulate(plan="search", tenants=mix.names)
-        for _ in range(2):
-            mix.step()
-        ag.synchronize()
-        assert ag.regulation().checking == "alone"
+        assert searched(mix).checking == "alone"
         with mix.low:
             mix.big[4, 32](mix.x, mix.y, mix.n)      # (in flight as the high step begins)
 
