@@ -106,11 +106,6 @@ class ExclusiveSteps:
             pending = [node for node in tails if not node.finished]
             if waited or pending:
                 tenant.held += 1
-            if pending and not hasattr(rt.backend, "wait_quietly"):
-                # (the simulator runs its device in the waiting thread, under the lock)
-                rt.streams.host_wait(pending)
-                return
-            events = [node.event for node in pending]
-        if events:
-            # (without the runtime's lock, as a host read waits: the others go on issuing)
-            rt._wait_unlocked(events)
+            events = rt._wait_nodes(pending)
+        # (without the runtime's lock, as a host read waits: the others go on issuing)
+        rt._wait_unlocked(events)

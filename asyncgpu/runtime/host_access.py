@@ -232,6 +232,15 @@ class HostAccess(Issuing):
         found = self.deps.conflicts(accesses) if accesses else None
         return [n.event for n in self.streams.latest(found)] if found else []
 
+    def _wait_nodes(self, nodes: list[Any]) -> list[Any]:
+        """Under the lock: the completion events of ``nodes``, to wait for without it
+        (:meth:`_wait_unlocked`) where the backend can; else (the simulator, which runs its
+        device in the waiting thread, under the lock) waits for them here and returns none."""
+        if hasattr(self.backend, "wait_quietly"):
+            return [node.event for node in nodes]
+        self.streams.host_wait(nodes)
+        return []
+
     def _wait_unlocked(self, events: list[Any]) -> None:
         """Wait for ``events`` without holding the lock, so that other threads (tenants) go on
         launching while this one waits for the device. It changes nothing: the access that

@@ -107,11 +107,7 @@ class TenantSteps:
                     running = self._running()
                     if not running:
                         return self._step_clocks(index), self.streams.issues, gate
-                    if not hasattr(self.backend, "wait_quietly"):
-                        # (the simulator runs its device in the waiting thread, under the lock)
-                        self.streams.host_wait(running)
-                        continue
-                    events = [node.event for node in running]
+                    events = self._wait_nodes(running)
                 # (without the lock, as a host read waits; a launch that passed the gate
                 # before it opened may still come: the loop waits for it too)
                 self._wait_unlocked(events)
