@@ -120,6 +120,39 @@ def test_without_an_exclusive_tenant_nothing_is_held(k):
     assert ag.tenants()["free-detector"].held == 0
 
 
+def test_a_launch_waiting_for_its_previous_one_is_held_by_a_step_that_opens_meanwhile(k):
+    rt = current_runtime()
+    with ag.tenant("race-detector", exclusive=True):
+        pass
+    x = ag.array(np.ones(64))
+    y, z = ag.empty_like(x), ag.empty_like(x)
+    waiting, opened = threading.Event(), threading.Event()
+
+    def wait_quietly(event):
+        # (the ranker's wait for its previous launch, made without the runtime's lock as on
+        # CUDA; the step below opens meanwhile; later waits are the simulator's own)
+        del rt.backend.wait_quietly
+        waiting.set()
+        opened.wait(5)
+
+    def two_launches():
+        k[2, 32](x, z, 64)
+        k[2, 32](z, z, 64)          # waits for the first (one in flight beside an exclusive)
+
+    rt.backend.wait_quietly = wait_quietly
+    with launch_elsewhere("race-ranker", two_launches) as (go, launched):
+        go.set()
+        assert waiting.wait(5)
+        with ag.tenant("race-detector", exclusive=True):
+            opened.set()
+            time.sleep(0.3)
+            assert not launched.is_set()            # not beside the step
+            assert ag.tenants()["race-ranker"].kernels == 1
+            k[2, 32](x, y, 64)
+    assert launched.is_set()
+    assert y.numpy().tolist() == [3.0] * 64 and z.numpy().tolist() == [7.0] * 64
+
+
 def test_a_thread_inside_an_exclusive_step_is_not_held_by_it(k):
     x = ag.array(np.ones(64))
     y = ag.empty_like(x)

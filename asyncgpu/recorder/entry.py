@@ -67,12 +67,13 @@ class _Run:
     def _enter(self) -> Recording | None:
         """Start recording; None when nested in a recording of this thread (inlined)."""
         rt = current._runtime or current_runtime()
-        if rt.gate is not None:     # (an exclusive tenant's: before the lock)
-            rt.gate.wait_turn()
         # (the runtime lock's bound acquire and release rather than ``with``: compiled, a with
         # statement looks up and binds the lock's __enter__ and __exit__ at each run, which a
         # replay pays up to three times)
-        rt._acquire()
+        if rt.gate is None:
+            rt._acquire()
+        else:
+            rt.gate.enter()     # (an exclusive tenant's gate: takes the lock when free)
         try:
             if rt._host_busy:
                 rt.settle_host_writes()     # (the recording's decisions read locations)
@@ -193,9 +194,10 @@ class GraphFunction(_Run):
         """Launch the cached graph for the inputs' locations without running the body;
         (False, None) if there is none or it cannot be launched now."""
         rt = current._runtime or current_runtime()
-        if rt.gate is not None:
-            rt.gate.wait_turn()
-        rt._acquire()     # (not ``with``: see _Run._enter)
+        if rt.gate is None:
+            rt._acquire()     # (not ``with``: see _Run._enter)
+        else:
+            rt.gate.enter()
         try:
             if rt._host_busy:
                 rt.settle_host_writes()

@@ -272,41 +272,49 @@ class Runtime(HostAccess, TenantSteps):
         answer that the call must run at once; on ``cuda`` the call runs at enqueue, inside
         the node's stream) and the node goes through the same ``_issue`` as a kernel launch.
         """
-        if self.gate is not None:
-            self.gate.wait_turn()
         if call.data_dependent():
             # (such a call waits inside itself for its inputs' kernels: wait for them first
             # without the lock, as a host read does, so other threads go on launching)
             with self._lock:
                 pending = self._call_pending(call)
             self._wait_unlocked(pending)
-        with self._lock:
-            if self._releases:
-                self._drain_releases()
-            call.validate(self)
-            site = user_site() if self.want_sites else None
-            if self.recording is not None:
-                deferred, results = self.recording.library_call(call, site)
-                if deferred:
-                    return results
-            accesses = call.accesses()
-            if self.no_const:
-                for acc in accesses:
-                    acc.write = True
-            self.stats.calls += 1
-            node = Node("call", call.name, site, accesses)
-            if self.placement is not None:
-                self._place(node)       # (before the backend prepares it there)
-                launch = self.backend.library_call(self, call, accesses, node.device)
-            else:
-                launch = self.backend.library_call(self, call, accesses)
-            if launch is None:
-                return run_now(self, call, call.resolve(self.backend.name))
-            node.launch = launch
-            self._issue(node)
-            if call.error is not None:   # failed at enqueue: issued anyway, then raised
-                raise call.error
-            return call.results
+        if self.gate is None:
+            self._acquire()
+        else:
+            self.gate.enter()       # (an exclusive tenant's gate: takes the lock when free)
+        try:
+            return self._call_locked(call)
+        finally:
+            self._release()
+
+    def _call_locked(self, call: Any) -> Any:
+        """Under the lock: :meth:`launch_call`'s validation and issue."""
+        if self._releases:
+            self._drain_releases()
+        call.validate(self)
+        site = user_site() if self.want_sites else None
+        if self.recording is not None:
+            deferred, results = self.recording.library_call(call, site)
+            if deferred:
+                return results
+        accesses = call.accesses()
+        if self.no_const:
+            for acc in accesses:
+                acc.write = True
+        self.stats.calls += 1
+        node = Node("call", call.name, site, accesses)
+        if self.placement is not None:
+            self._place(node)       # (before the backend prepares it there)
+            launch = self.backend.library_call(self, call, accesses, node.device)
+        else:
+            launch = self.backend.library_call(self, call, accesses)
+        if launch is None:
+            return run_now(self, call, call.resolve(self.backend.name))
+        node.launch = launch
+        self._issue(node)
+        if call.error is not None:   # failed at enqueue: issued anyway, then raised
+            raise call.error
+        return call.results
 
     def _recover(self, node: Node) -> None:
         """Make the bookkeeping consistent after an exception escaped ``_issue`` mid-way.

@@ -24,9 +24,11 @@ On several devices, a thread pinned (``asyncgpu.device``) to a device the exclus
 steps have not used is not held either; other launches, whose device is chosen later, under
 the runtime's lock, are.
 
-Invariants: a thread never waits here while it holds the runtime's lock (the gate is taken
-before it, and a launch made under the lock is not held); an exclusive step's ``begin`` and
-``end`` run under the runtime's lock, which is always taken before this module's own.
+Invariants: a launch takes the runtime's lock through the gate (``enter``), which decides
+under that lock whether it may go, so no launch slips in beside a step that opened while it
+waited; a thread never waits here while it holds the runtime's lock (a launch made under the
+lock is not held); an exclusive step's ``begin`` and ``end`` run under the runtime's lock,
+which is always taken before this module's own.
 
 Example::
 
@@ -80,32 +82,58 @@ class ExclusiveSteps:
             if not self._open:
                 self._cond.notify_all()
 
-    def wait_turn(self) -> None:
-        """Before a launch takes the runtime's lock: wait while an exclusive step is open or
-        its work is unfinished, then for this thread's tenant's previous launch."""
-        ident = threading.get_ident()
+    def enter(self) -> None:
+        """Take the runtime's lock for a launch of this thread (a kernel, a library call, a
+        recorded function) and return holding it; first wait, without it, while an exclusive
+        step is open or its work is unfinished, then for this thread's tenant's previous
+        launch. What lets the launch go is decided under the lock, where steps open: a step
+        that opens while the launch waits for its previous one holds it too."""
         rt = self.rt
+        ident = threading.get_ident()
         index = getattr(rt._pins, "tenant", 0)
         # (nor while this thread holds the runtime's lock, which the step's end needs)
-        if rt.tenants[index].exclusive or ident in self._holders or rt._lock._is_owned():
+        if rt._lock._is_owned() or self._free(ident, index):
+            rt._acquire()
             return
-        slot = getattr(rt._pins, "slot", None)
-        if slot is not None and self.devices and slot not in self.devices:
-            return      # (pinned where no exclusive step runs: nothing to keep apart from)
-        waited = False
-        with self._cond:
-            while self._open and ident not in self._holders:
-                waited = True
-                self._cond.wait()
-            tails = [node for nodes in self._tails.values() for node in nodes]
-        with rt._lock:      # (a node's event is recycled once it retires: read them under it)
+        held = False
+        while True:
+            with self._cond:
+                while self._open and ident not in self._holders:
+                    held = True
+                    self._cond.wait()
+            rt._acquire()
+            if self._free(ident, index):    # (a plan may have changed meanwhile)
+                return
+            if self._open:
+                rt._release()       # (a step opened meanwhile: wait for its end)
+                held = True
+                continue
             tenant = rt.tenants[index]
-            last = tenant.latest
-            if last is not None:
-                tails.append(last)
-            pending = [node for node in tails if not node.finished]
-            if waited or pending:
-                tenant.held += 1
-            events = rt._wait_nodes(pending)
-        # (without the runtime's lock, as a host read waits: the others go on issuing)
-        rt._wait_unlocked(events)
+            nodes = [node for tails in self._tails.values() for node in tails]
+            if tenant.latest is not None:
+                nodes.append(tenant.latest)
+            # (retired on the way where done: a node is finished once retired)
+            done = rt.streams._retire_if_done
+            pending = [node for node in nodes if not node.finished and not done(node)]
+            if not pending:
+                if held:
+                    tenant.held += 1
+                return
+            held = True
+            try:
+                events = rt._wait_nodes(pending)
+            finally:
+                rt._release()
+            # (without the runtime's lock, as a host read waits: the others go on issuing;
+            # the loop then checks again under it)
+            rt._wait_unlocked(events)
+
+    def _free(self, ident: int, index: int) -> bool:
+        """Whether a launch of thread ``ident``, tenant ``index``, is never held: the tenant is
+        exclusive, the thread has an exclusive step open, or it is pinned to a device no
+        exclusive step has used."""
+        rt = self.rt
+        if rt.tenants[index].exclusive or ident in self._holders:
+            return True
+        slot = getattr(rt._pins, "slot", None)
+        return slot is not None and bool(self.devices) and slot not in self.devices

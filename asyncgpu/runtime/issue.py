@@ -66,11 +66,12 @@ class Issuing:
         number of pieces a recording split it into (``asyncgpu.recorder.keys.Piece``, issued
         eagerly), used instead of the tenant's splits (which may have changed since)."""
         kernel = launcher.kernel
-        if self.gate is not None:       # (an exclusive tenant's: before the lock)
-            self.gate.wait_turn()
         # (the lock's bound acquire and release rather than ``with``: compiled, a with
         # statement looks up and binds the lock's __enter__ and __exit__ at every launch)
-        self._acquire()
+        if self.gate is None:
+            self._acquire()
+        else:
+            self.gate.enter()       # (an exclusive tenant's gate: takes the lock when free)
         try:
             if self._releases:
                 self._drain_releases()

@@ -108,8 +108,8 @@ class TenantSteps:
                     if not running:
                         return self._step_clocks(index), self.streams.issues, gate
                     events = self._wait_nodes(running)
-                # (without the lock, as a host read waits; a launch that passed the gate
-                # before it opened may still come: the loop waits for it too)
+                # (without the lock, as a host read waits; the others' launches now wait at
+                # the gate, but an exclusive tenant's own may come meanwhile: look again)
                 self._wait_unlocked(events)
         except BaseException:
             if gate is not None:
