@@ -21,7 +21,7 @@ steps of every workload (after every workload ran ``warmup`` steps alone):
   run until the profile is taken and the plan searched (at most :data:`PROFILE_ROUNDS`), and
   until the high-priority tenant's latency under it was checked (at most
   :data:`CHECK_ROUNDS`), then the timed rounds run with the plan (``plan`` in the result: what
-  it split and pointed, and the check's measured p95 and latency alone, ms).
+  it split and pointed, and the check's slowest measured step and latency alone, ms).
 
 The modes are timed taking turns: every mode is made ready first (the untimed rounds above),
 then each mode's rounds run in ``turns`` blocks, one block of every mode per turn (the order

@@ -6,10 +6,10 @@ A model errs, so the plan is measured on the device too, stage by stage, each ov
 tenant's next :data:`CHECK_STEPS` steps (the high-priority tenant, else the first regulated
 one). A stage's score is the largest *slowdown* among the tenants (a tenant's median step
 latency over its latency alone) plus ``LATE_WEIGHT`` times the high-priority lead's
-p95 slowdown beyond ``HIGH_TARGET``. Latencies alone are modelled from the profile, which
+slowdown in its slowest step beyond ``HIGH_TARGET``. Latencies alone are modelled from the profile, which
 times kernels, not the host work between them; so a high-priority lead beside normal tenants
 is first measured alone (stage ``alone``, :meth:`PlanCheck._measure_alone`): its next steps
-exclusive, each begun once no work is in flight, and its median and p95 there replace its
+exclusive, each begun once no work is in flight, and its median and slowest there replace its
 modelled latency alone. Slowdowns, not latencies: tenants run their steps one
 after another, each at its own pace, so a plan that holds a tenant of short steps behind
 another's long launches multiplies its latency while the slowest tenant's barely moves. The plan
@@ -17,7 +17,7 @@ is measured, then (when it adds anything) the tenants' own settings, and the pla
 stored only if it scores :data:`PLAN_GAIN` of theirs or less (a plan within the measurement's
 noise of none changes nothing worth its ordering), else the tenants' own settings are. Then, if
 a high-priority lead beside normal tenants is still over its target, four remedies are
-measured in turn, while it is, each kept only if it cut the lead's p95 to :data:`GUARD_GAIN`
+measured in turn, while it is, each kept only if it cut the lead's slowest step to :data:`GUARD_GAIN`
 of what it was without raising the stage's score (a remedy whose cost to the other tenants
 outweighs the lead's gain, as the search's objective weighs them, is not kept; the score is
 that objective, measured): first the normal tenants' splittable launches longer than
@@ -61,20 +61,19 @@ log = logging.getLogger("asyncgpu")
 
 #: Steps of a high-priority tenant measured under a searched plan before it is checked.
 CHECK_STEPS = 30
-#: The quantile of a stage's step latencies a high-priority lead is held to: its p95 (of 30
-#: steps, the second slowest), which a step late once in twenty or so still moves.
-TAIL = 0.95
 #: A searched plan is kept when its measured score is this fraction of the tenants' own
 #: settings' or less (two measurements of thirty steps each differ by a few percent alone).
 PLAN_GAIN = 0.97
-#: A guard is kept when it brings the high-priority tenant's p95 to this fraction or less.
+#: A remedy is kept when it brings the high-priority tenant's slowest step of a stage to
+#: this fraction or less. That step is what the lead is held to: a p99 over a service's run of
+#: many steps is its slowest few, which a stage's second slowest (a p95 of 30) does not see.
 GUARD_GAIN = 0.9
 #: The split guard cuts normal tenants' launches into pieces of at most this fraction of the
 #: high-priority tenant's latency alone, in at most ``MOST_PIECES`` pieces.
 SLICE = 0.05
 MOST_PIECES = 32
 #: Steps of a high-priority lead measured alone before its plan is (``alone``): as many as a
-#: stage's, so that its p95 alone is as steady as the p95 it is held against.
+#: stage's, so that its slowest step alone is as steady as the slowest it is held against.
 ALONE_STEPS = CHECK_STEPS
 #: The remedies for a late high-priority tenant, measured in turn (for the log).
 REMEDIES = {"split": "other tenants' launches in pieces", "guard": "guard",
@@ -87,7 +86,7 @@ class Trial:
     pace it (``lead``: the high-priority one, else the first regulated), each tenant's
     latency alone (``alones``, by number: what its slowdowns are measured against, modelled;
     the lead's measured median where it was measured alone; a tenant without a profile has
-    none), the lead's latency alone its p95 is held to (``alone``: its measured p95, else
+    none), the lead's latency alone its slowest step is held to (``alone``: its slowest measured, else
     modelled; 0 without a profile), the stage (``alone``, ``plan``, ``own``, ``split``,
     ``guard``, ``exclusive`` or ``pieces``), where each tenant's measured latencies began in
     this stage, and the measured scores and plans of the stages done."""
@@ -100,11 +99,6 @@ class Trial:
         self.alone = alones.get(lead, 0.0)
         self.scores: dict[str, tuple[float, float]] = {}
         self.plans: dict[str, Plan] = {}
-
-
-def tail(latencies: list[float]) -> float:
-    """The :data:`TAIL` quantile of sorted ``latencies`` (the slowest of fewer than 20)."""
-    return latencies[min(len(latencies) - 1, int(TAIL * len(latencies)))]
 
 
 def own_settings(plan: Plan) -> Plan:
@@ -140,7 +134,7 @@ class PlanCheck:
         """Measure the plan in force on the device, then decide (see the module docstring).
         A stage ends once the lead tenant ran :data:`CHECK_STEPS` measured steps under it;
         its score is the largest of the tenants' slowdowns (median step latency over latency
-        alone), plus ``LATE_WEIGHT`` times a high-priority lead's p95 slowdown beyond
+        alone), plus ``LATE_WEIGHT`` times a high-priority lead's slowest step's slowdown beyond
         ``HIGH_TARGET``. Stages: ``alone`` (a high-priority lead's steps alone, first:
         :meth:`_measure_alone`); ``plan`` (the searched plan); ``own`` (the tenants' own
         settings, when the plan adds to them), the plan kept and stored if it scored
@@ -148,7 +142,7 @@ class PlanCheck:
         still over its target beside normal tenants, ``split`` (the others' long splittable
         launches in pieces, :meth:`_split_plan`), ``guard`` (the others wait for its
         launches), ``exclusive`` (its steps exclusive) and ``pieces`` (exclusive, and the
-        others' long launches in pieces), each kept only if it cut the lead's p95 to
+        others' long launches in pieces), each kept only if it cut the lead's slowest step to
         :data:`GUARD_GAIN` of what it was without raising the score."""
         trial = self._trial
         rt = self.rt
@@ -166,14 +160,14 @@ class PlanCheck:
         measured = sorted(lead.latencies_after(trial.first[trial.lead]))
         if len(measured) < CHECK_STEPS:
             return
-        p95 = tail(measured)
+        worst = measured[-1]
         slowdowns = []
         for t, alone in trial.alones.items():
             mine = sorted(tenants[t].latencies_after(trial.first[t]))
             if mine and alone > 0:
                 slowdowns.append(mine[len(mine) // 2] / alone)
         high = lead.priority == "high" and trial.alone > 0
-        trial.scores[trial.stage] = (score(slowdowns, [p95 / trial.alone] if high else []), p95)
+        trial.scores[trial.stage] = (score(slowdowns, [worst / trial.alone] if high else []), worst)
         self.measured[trial.stage] = trial.scores[trial.stage][0]
         stage, plan = trial.stage, self.plan
         if stage == "plan" and (plan.splits or plan.after or plan.exclusive):
@@ -191,14 +185,14 @@ class PlanCheck:
                      "the plan" if keep == "plan" else "their own settings")
             self._store(trial.plans["plan"], trial.plans[keep])
             self.apply(trial.plans[keep], measure=False)
-            stage, p95 = keep, trial.scores[keep][1]
+            stage, worst = keep, trial.scores[keep][1]
         if stage in REMEDIES:
-            kept, p95 = self._judge(trial, stage, lead.name, p95)
+            kept, worst = self._judge(trial, stage, lead.name, worst)
             if not kept:
                 stage += "-base"        # (the plan in force: the one without the remedy)
-        self.checked[lead.name] = (p95, trial.alone)
+        self.checked[lead.name] = (worst, trial.alone)
         normal = [t for t in self.tenants if tenants[t].priority != "high"]
-        if (not high or not normal or p95 <= HIGH_TARGET * trial.alone
+        if (not high or not normal or worst <= HIGH_TARGET * trial.alone
                 or "pieces-base" in trial.plans):
             self._trial = None
             return
@@ -257,7 +251,7 @@ class PlanCheck:
 
     def _alone_measured(self, trial: Trial) -> bool:
         """At a step end of the lead during the ``alone`` stage: whether its steps alone are
-        measured; if so its latency alone is their median (for its slowdown) and p95 (for
+        measured; if so its latency alone is their median (for its slowdown) and slowest (for
         its target). The first step after the stage began is left out (it may have begun
         before, beside the others)."""
         lead = self.rt.tenants[trial.lead]
@@ -267,12 +261,12 @@ class PlanCheck:
         n = len(measured)
         modelled = trial.alone
         trial.alones[trial.lead] = measured[n // 2]
-        trial.alone = tail(measured)
+        trial.alone = measured[-1]
         plan = trial.plans["plan"]
         if plan.shape:
             self.book.alone[(lead.name, plan.shape)] = (trial.alones[trial.lead], trial.alone)
         log.info("asyncgpu: high-priority tenant %r measured alone (%d steps): p50 %.3f ms, "
-                 "p95 %.3f ms (modelled %.3f ms)", lead.name, n,
+                 "slowest %.3f ms (modelled %.3f ms)", lead.name, n,
                  trial.alones[trial.lead] * 1e3, trial.alone * 1e3, modelled * 1e3)
         return True
 
@@ -281,32 +275,32 @@ class PlanCheck:
         """Measure ``plan``, the plan in force with ``remedy`` added (``what`` it does, for
         the log), from the tenants' next steps, against the plan in force (stage ``stage``'s,
         whose lead latencies were ``measured``) as ``remedy + "-base"``."""
-        p95 = trial.scores[stage][1]
-        log.info("asyncgpu: high-priority tenant %r took %.3f ms (p95 of %d steps) against "
+        worst = trial.scores[stage][1]
+        log.info("asyncgpu: high-priority tenant %r took %.3f ms (the slowest of %d steps) against "
                  "%.3f ms alone; %s, measured in turn", self.rt.tenants[trial.lead].name,
-                 p95 * 1e3, len(measured), trial.alone * 1e3, what)
+                 worst * 1e3, len(measured), trial.alone * 1e3, what)
         trial.plans[remedy + "-base"] = self.plan
         trial.scores[remedy + "-base"] = trial.scores[stage]
         self.apply(plan, measure=False)
         self._start(plan, remedy, trial)
 
-    def _judge(self, trial: Trial, remedy: str, lead: str, p95: float) -> tuple[bool, float]:
+    def _judge(self, trial: Trial, remedy: str, lead: str, worst: float) -> tuple[bool, float]:
         """The end of a remedy's measurement (one of :data:`REMEDIES`): kept (and
-        stored in place of the plan without it) if it cut the lead's p95 to :data:`GUARD_GAIN`
+        stored in place of the plan without it) if it cut the lead's slowest step to :data:`GUARD_GAIN`
         of that plan's without raising its score, else that plan is back and the remedy is not
-        tried again. Returns whether it was kept and the lead's p95 under the plan now in force."""
+        tried again. Returns whether it was kept and the lead's slowest step under the plan now in force."""
         base = remedy + "-base"
         base_score, before = trial.scores[base]
         got = trial.scores[remedy][0]
-        if p95 < GUARD_GAIN * before and got <= base_score:
-            log.info("asyncgpu: high-priority tenant %r: the %s kept (p95 %.3f -> %.3f ms, "
-                     "score %.2f -> %.2f)", lead, REMEDIES[remedy], before * 1e3, p95 * 1e3,
+        if worst < GUARD_GAIN * before and got <= base_score:
+            log.info("asyncgpu: high-priority tenant %r: the %s kept (slowest step %.3f -> %.3f ms, "
+                     "score %.2f -> %.2f)", lead, REMEDIES[remedy], before * 1e3, worst * 1e3,
                      base_score, got)
             self._store(trial.plans[base], self.plan)
-            return True, p95
-        log.info("asyncgpu: high-priority tenant %r: the %s did not help (p95 %.3f -> %.3f ms, "
+            return True, worst
+        log.info("asyncgpu: high-priority tenant %r: the %s did not help (slowest step %.3f -> %.3f ms, "
                  "score %.2f -> %.2f); the plan goes back to the one without it", lead,
-                 REMEDIES[remedy], before * 1e3, p95 * 1e3, base_score, got)
+                 REMEDIES[remedy], before * 1e3, worst * 1e3, base_score, got)
         self._lost.add(remedy)
         self.apply(trial.plans[base], measure=False)
         return False, before

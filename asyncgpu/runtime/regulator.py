@@ -63,10 +63,11 @@ class Regulation:
     """Where regulation stands (``asyncgpu.regulation()``): ``state`` (``off``,
     ``profiling`` or ``regulated``), the tenants regulated, the plan in force (or None), the
     tenants whose profiled steps are still awaited, how many plans are stored, were searched
-    and were reused, per high-priority tenant checked under the plan its measured p95 step
-    latency and its latency alone (seconds: its p95 measured alone, the check's first stage,
-    else modelled), the stage of the plan's measurement now (``alone``, ``plan``, ``own``,
-    ``split``, ``guard``, ``exclusive``, ``pieces``; empty when none is under way), and the
+    and were reused, per high-priority tenant checked under the plan its slowest measured step
+    of the last stage and its latency alone (seconds: its slowest step measured alone, the
+    check's first stage, else modelled), the stage of the plan's measurement now (``alone``,
+    ``plan``, ``own``, ``split``, ``guard``, ``exclusive``, ``pieces``; empty when none is
+    under way), and the
     measured score of each stage done (the largest of the tenants' slowdowns, median step
     latency over latency alone, plus the high-priority tenant's lateness weighted as in the
     search)."""
@@ -116,7 +117,7 @@ class Regulator(PlanCheck):
         self._shapes: dict[int, tuple[Any, ...]] = {}
         self._last: Any = None          # the latest profiled node (the next waits for it)
         #: the measurement of the plan in force, if under way; and its result per lead tenant's
-        #: name: (measured p95, latency alone), seconds
+        #: name: (its slowest step measured, latency alone), seconds
         self._trial: Trial | None = None
         self.checked: dict[str, tuple[float, float]] = {}
         self.measured: dict[str, float] = {}
@@ -379,7 +380,7 @@ class _Book:
     def __init__(self) -> None:
         self.plans: dict[Any, Plan] = {}
         #: a high-priority tenant's latency measured alone beside a plan's shape, by (its
-        #: name, the shape): (median, p95) seconds
+        #: name, the shape): (median, slowest) seconds
         self.alone: dict[tuple[str, Any], tuple[float, float]] = {}
         self.searched = 0
         self.reused = 0
