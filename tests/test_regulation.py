@@ -873,3 +873,28 @@ def test_a_plan_holding_short_steps_behind_long_ones_is_not_kept_for_the_long_on
     plan_score, own_score = check.measured["plan"], check.measured["own"]
     assert plan_score == pytest.approx(78 / 1.5)                      # the short tenant's
     assert own_score == pytest.approx(1.7 / 1.5 + 4.0 * (178 / 77 - 1.2))
+
+
+def test_one_slow_step_alone_does_not_make_the_high_tenants_target_generous():
+    """A high-priority lead's 30 steps alone, one of them twice as long (a hiccup of the host):
+    its latency alone is their median and its second slowest, not that step, so it is still
+    held to 1.2x what it takes with the device to itself."""
+    from asyncgpu.core.tenants import Tenant
+    from asyncgpu.runtime.plan_check import PlanCheck, Trial
+    from asyncgpu.runtime.regulator import _Book
+
+    class Runtime:
+        tenants = [Tenant(0, "default", "normal", 0), Tenant(1, "lead", "high", -5)]
+
+    class Check(PlanCheck):
+        def __init__(self):
+            self.rt, self.book = Runtime(), _Book()
+
+    lead = Runtime.tenants[1]
+    trial = Trial(1, {1: 5e-3}, "alone", {1: 0})
+    trial.plans["plan"] = Plan(shape=("shape",))
+    n = plan_check.ALONE_STEPS + 1          # (the stage's first step is left out)
+    lead.latencies.extend([6e-3] * (n - 2) + [6.2e-3, 14e-3])
+    lead.measured += n
+    assert Check()._alone_measured(trial)
+    assert trial.alones[1] == 6e-3 and trial.alone == 6.2e-3

@@ -5,24 +5,24 @@ The model
 A model errs, so the plan is measured on the device too, stage by stage, each over the lead
 tenant's next :data:`CHECK_STEPS` steps (the high-priority tenant, else the first regulated
 one). A stage's score is the largest *slowdown* among the tenants (a tenant's median step
-latency over its latency alone) plus ``LATE_WEIGHT`` times the high-priority lead's
-slowdown in its slowest step beyond ``HIGH_TARGET``. Latencies alone are modelled from the profile, which
-times kernels, not the host work between them; so a high-priority lead beside normal tenants
-is first measured alone (stage ``alone``, :meth:`PlanCheck._measure_alone`): its next steps
-exclusive, each begun once no work is in flight, and its median and slowest there replace its
-modelled latency alone. Slowdowns, not latencies: tenants run their steps one
+latency over its latency alone) plus ``LATE_WEIGHT`` times the high-priority lead's slowdown
+in its slowest step beyond ``HIGH_TARGET``. Latencies alone are modelled from the profile,
+which times kernels, not the host work between them; so a high-priority lead beside normal
+tenants is first measured alone (stage ``alone``, :meth:`PlanCheck._measure_alone`): its next
+steps exclusive, each begun once no work is in flight, and their median and second slowest
+replace its modelled latency alone. Slowdowns, not latencies: tenants run their steps one
 after another, each at its own pace, so a plan that holds a tenant of short steps behind
 another's long launches multiplies its latency while the slowest tenant's barely moves. The plan
 is measured, then (when it adds anything) the tenants' own settings, and the plan is kept and
 stored only if it scores :data:`PLAN_GAIN` of theirs or less (a plan within the measurement's
 noise of none changes nothing worth its ordering), else the tenants' own settings are. Then, if
 a high-priority lead beside normal tenants is still over its target, four remedies are
-measured in turn, while it is, each kept only if it cut the lead's slowest step to :data:`GUARD_GAIN`
-of what it was without raising the stage's score (a remedy whose cost to the other tenants
-outweighs the lead's gain, as the search's objective weighs them, is not kept; the score is
-that objective, measured): first the normal tenants' splittable launches longer than
-:data:`SLICE` of the lead's latency alone are cut into pieces no longer than that (at most
-:data:`MOST_PIECES`; a model of the device shares its threads, but blocks that hold a
+measured in turn, while it is, each kept only if it cut the lead's slowest step to
+:data:`GUARD_GAIN` of what it was without raising the stage's score (a remedy whose cost to
+the other tenants outweighs the lead's gain, as the search's objective weighs them, is not
+kept; the score is that objective, measured): first the normal tenants' splittable launches
+longer than :data:`SLICE` of the lead's latency alone are cut into pieces no longer than that
+(at most :data:`MOST_PIECES`; a model of the device shares its threads, but blocks that hold a
 multiprocessor for a whole long launch keep the lead's blocks waiting, which pieces end),
 then every normal tenant's launches wait for the lead's latest unfinished launch (a pointer
 from every kernel to every kernel, ``"*"``: priority before throughput, as
@@ -73,7 +73,9 @@ GUARD_GAIN = 0.9
 SLICE = 0.05
 MOST_PIECES = 32
 #: Steps of a high-priority lead measured alone before its plan is (``alone``): as many as a
-#: stage's, so that its slowest step alone is as steady as the slowest it is held against.
+#: stage's. Its latency alone is their second slowest: a step alone has the device to
+#: itself, and one slow there (a hiccup of the host) would make the target generous for the
+#: whole check.
 ALONE_STEPS = CHECK_STEPS
 #: The remedies for a late high-priority tenant, measured in turn (for the log).
 REMEDIES = {"split": "other tenants' launches in pieces", "guard": "guard",
@@ -86,10 +88,11 @@ class Trial:
     pace it (``lead``: the high-priority one, else the first regulated), each tenant's
     latency alone (``alones``, by number: what its slowdowns are measured against, modelled;
     the lead's measured median where it was measured alone; a tenant without a profile has
-    none), the lead's latency alone its slowest step is held to (``alone``: its slowest measured, else
-    modelled; 0 without a profile), the stage (``alone``, ``plan``, ``own``, ``split``,
-    ``guard``, ``exclusive`` or ``pieces``), where each tenant's measured latencies began in
-    this stage, and the measured scores and plans of the stages done."""
+    none), the lead's latency alone its slowest step is held to (``alone``: its second
+    slowest measured alone, else modelled; 0 without a profile), the stage (``alone``,
+    ``plan``, ``own``, ``split``, ``guard``, ``exclusive`` or ``pieces``), where each
+    tenant's measured latencies began in this stage, and the measured scores and plans of the
+    stages done."""
 
     __slots__ = ("alone", "alones", "first", "lead", "plans", "scores", "stage")
 
@@ -134,16 +137,16 @@ class PlanCheck:
         """Measure the plan in force on the device, then decide (see the module docstring).
         A stage ends once the lead tenant ran :data:`CHECK_STEPS` measured steps under it;
         its score is the largest of the tenants' slowdowns (median step latency over latency
-        alone), plus ``LATE_WEIGHT`` times a high-priority lead's slowest step's slowdown beyond
-        ``HIGH_TARGET``. Stages: ``alone`` (a high-priority lead's steps alone, first:
+        alone), plus ``LATE_WEIGHT`` times a high-priority lead's slowest step's slowdown
+        beyond ``HIGH_TARGET``. Stages: ``alone`` (a high-priority lead's steps alone, first:
         :meth:`_measure_alone`); ``plan`` (the searched plan); ``own`` (the tenants' own
         settings, when the plan adds to them), the plan kept and stored if it scored
         :data:`PLAN_GAIN` of theirs or less, else theirs; then, for a high-priority lead
         still over its target beside normal tenants, ``split`` (the others' long splittable
         launches in pieces, :meth:`_split_plan`), ``guard`` (the others wait for its
         launches), ``exclusive`` (its steps exclusive) and ``pieces`` (exclusive, and the
-        others' long launches in pieces), each kept only if it cut the lead's slowest step to
-        :data:`GUARD_GAIN` of what it was without raising the score."""
+        others' long launches in pieces), each kept only if it cut the lead's slowest step
+        to :data:`GUARD_GAIN` of what it was without raising the score."""
         trial = self._trial
         rt = self.rt
         tenants = rt.tenants
@@ -251,9 +254,9 @@ class PlanCheck:
 
     def _alone_measured(self, trial: Trial) -> bool:
         """At a step end of the lead during the ``alone`` stage: whether its steps alone are
-        measured; if so its latency alone is their median (for its slowdown) and slowest (for
-        its target). The first step after the stage began is left out (it may have begun
-        before, beside the others)."""
+        measured; if so its latency alone is their median (for its slowdown) and second
+        slowest (for its target). The first step after the stage began is left out (it may
+        have begun before, beside the others)."""
         lead = self.rt.tenants[trial.lead]
         measured = sorted(lead.latencies_after(trial.first[trial.lead] + 1))
         if len(measured) < ALONE_STEPS:
@@ -261,12 +264,12 @@ class PlanCheck:
         n = len(measured)
         modelled = trial.alone
         trial.alones[trial.lead] = measured[n // 2]
-        trial.alone = measured[-1]
+        trial.alone = measured[-2]
         plan = trial.plans["plan"]
         if plan.shape:
             self.book.alone[(lead.name, plan.shape)] = (trial.alones[trial.lead], trial.alone)
         log.info("asyncgpu: high-priority tenant %r measured alone (%d steps): p50 %.3f ms, "
-                 "slowest %.3f ms (modelled %.3f ms)", lead.name, n,
+                 "second slowest %.3f ms (modelled %.3f ms)", lead.name, n,
                  trial.alones[trial.lead] * 1e3, trial.alone * 1e3, modelled * 1e3)
         return True
 
@@ -276,8 +279,8 @@ class PlanCheck:
         the log), from the tenants' next steps, against the plan in force (stage ``stage``'s,
         whose lead latencies were ``measured``) as ``remedy + "-base"``."""
         worst = trial.scores[stage][1]
-        log.info("asyncgpu: high-priority tenant %r took %.3f ms (the slowest of %d steps) against "
-                 "%.3f ms alone; %s, measured in turn", self.rt.tenants[trial.lead].name,
+        log.info("asyncgpu: high-priority tenant %r took %.3f ms (the slowest of %d steps) "
+                 "against %.3f ms alone; %s, measured in turn", self.rt.tenants[trial.lead].name,
                  worst * 1e3, len(measured), trial.alone * 1e3, what)
         trial.plans[remedy + "-base"] = self.plan
         trial.scores[remedy + "-base"] = trial.scores[stage]
@@ -286,20 +289,21 @@ class PlanCheck:
 
     def _judge(self, trial: Trial, remedy: str, lead: str, worst: float) -> tuple[bool, float]:
         """The end of a remedy's measurement (one of :data:`REMEDIES`): kept (and
-        stored in place of the plan without it) if it cut the lead's slowest step to :data:`GUARD_GAIN`
-        of that plan's without raising its score, else that plan is back and the remedy is not
-        tried again. Returns whether it was kept and the lead's slowest step under the plan now in force."""
+        stored in place of the plan without it) if it cut the lead's slowest step to
+        :data:`GUARD_GAIN` of that plan's without raising its score, else that plan is back
+        and the remedy is not tried again. Returns whether it was kept and the lead's slowest
+        step under the plan now in force."""
         base = remedy + "-base"
         base_score, before = trial.scores[base]
         got = trial.scores[remedy][0]
         if worst < GUARD_GAIN * before and got <= base_score:
-            log.info("asyncgpu: high-priority tenant %r: the %s kept (slowest step %.3f -> %.3f ms, "
-                     "score %.2f -> %.2f)", lead, REMEDIES[remedy], before * 1e3, worst * 1e3,
-                     base_score, got)
+            log.info("asyncgpu: high-priority tenant %r: the %s kept (slowest step %.3f -> "
+                     "%.3f ms, score %.2f -> %.2f)", lead, REMEDIES[remedy], before * 1e3,
+                     worst * 1e3, base_score, got)
             self._store(trial.plans[base], self.plan)
             return True, worst
-        log.info("asyncgpu: high-priority tenant %r: the %s did not help (slowest step %.3f -> %.3f ms, "
-                 "score %.2f -> %.2f); the plan goes back to the one without it", lead,
+        log.info("asyncgpu: high-priority tenant %r: the %s did not help (slowest step %.3f "
+                 "-> %.3f ms, score %.2f -> %.2f); the plan goes back to the one without it", lead,
                  REMEDIES[remedy], before * 1e3, worst * 1e3, base_score, got)
         self._lost.add(remedy)
         self.apply(trial.plans[base], measure=False)
