@@ -153,6 +153,29 @@ def test_a_launch_waiting_for_its_previous_one_is_held_by_a_step_that_opens_mean
     assert y.numpy().tolist() == [3.0] * 64 and z.numpy().tolist() == [7.0] * 64
 
 
+def test_a_fault_reported_while_a_launch_waits_at_the_gate_leaves_the_runtime_usable(k):
+    rt = current_runtime()
+    with ag.tenant("fault-detector", exclusive=True):
+        pass
+    x = ag.array(np.ones(64))
+    y = ag.empty_like(x)
+    with ag.tenant("fault-ranker"):
+        k[2, 32](x, y, 64)
+
+        def broken(event):
+            raise RuntimeError("device lost")
+
+        rt.backend.event_done = broken      # (the gate asks whether the first launch is done)
+        try:
+            with pytest.raises(RuntimeError, match="device lost"):
+                k[2, 32](y, y, 64)
+        finally:
+            del rt.backend.event_done
+        assert not rt._lock._is_owned()     # (the lock the gate took is given back)
+        k[2, 32](y, y, 64)
+    assert y.numpy().tolist() == [7.0] * 64
+
+
 def test_a_thread_inside_an_exclusive_step_is_not_held_by_it(k):
     x = ag.array(np.ones(64))
     y = ag.empty_like(x)

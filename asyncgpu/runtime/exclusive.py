@@ -102,31 +102,41 @@ class ExclusiveSteps:
                     held = True
                     self._cond.wait()
             rt._acquire()
-            if self._free(ident, index):    # (a plan may have changed meanwhile)
-                return
-            if self._open:
-                rt._release()       # (a step opened meanwhile: wait for its end)
-                held = True
-                continue
-            tenant = rt.tenants[index]
-            nodes = [node for tails in self._tails.values() for node in tails]
-            if tenant.latest is not None:
-                nodes.append(tenant.latest)
-            # (retired on the way where done: a node is finished once retired)
-            done = rt.streams._retire_if_done
-            pending = [node for node in nodes if not node.finished and not done(node)]
-            if not pending:
-                if held:
-                    tenant.held += 1
-                return
-            held = True
             try:
-                events = rt._wait_nodes(pending)
-            finally:
+                events = self._turn(ident, index, held)
+            except BaseException:       # (an event's query may report a fault)
                 rt._release()
+                raise
+            if events is None:
+                return                  # (holding the lock: the launch goes)
+            rt._release()
+            held = True
             # (without the runtime's lock, as a host read waits: the others go on issuing;
             # the loop then checks again under it)
             rt._wait_unlocked(events)
+
+    def _turn(self, ident: int, index: int, held: bool) -> list[Any] | None:
+        """Under the runtime's lock, for :meth:`enter`: None when the launch may go now (a
+        tenant whose launch waited is counted ``held``), else the events to wait for without
+        the lock before it looks again (none when a step opened meanwhile, or when the
+        backend waited for them here)."""
+        if self._free(ident, index):        # (a plan may have changed meanwhile)
+            return None
+        if self._open:
+            return []                       # (a step opened meanwhile: wait for its end)
+        rt = self.rt
+        tenant = rt.tenants[index]
+        nodes = [node for tails in self._tails.values() for node in tails]
+        if tenant.latest is not None:
+            nodes.append(tenant.latest)
+        # (retired on the way where done: a node is finished once retired)
+        done = rt.streams._retire_if_done
+        pending = [node for node in nodes if not node.finished and not done(node)]
+        if not pending:
+            if held:
+                tenant.held += 1
+            return None
+        return rt._wait_nodes(pending)
 
     def _free(self, ident: int, index: int) -> bool:
         """Whether a launch of thread ``ident``, tenant ``index``, is never held: the tenant is
