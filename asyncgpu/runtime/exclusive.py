@@ -129,9 +129,7 @@ class ExclusiveSteps:
         nodes = [node for tails in self._tails.values() for node in tails]
         if tenant.latest is not None:
             nodes.append(tenant.latest)
-        # (retired on the way where done: a node is finished once retired)
-        done = rt.streams._retire_if_done
-        pending = [node for node in nodes if not node.finished and not done(node)]
+        pending = rt._unfinished(nodes)
         if not pending:
             if held:
                 tenant.held += 1

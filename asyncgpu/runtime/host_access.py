@@ -241,6 +241,12 @@ class HostAccess(Issuing):
         self.streams.host_wait(nodes)
         return []
 
+    def _unfinished(self, nodes: list[Any]) -> list[Any]:
+        """Under the lock: those of ``nodes`` whose work has not completed (those that have
+        are retired on the way: a node is finished once retired)."""
+        streams = self.streams
+        return [node for node in nodes if not node.finished and not streams._retire_if_done(node)]
+
     def _wait_unlocked(self, events: list[Any]) -> None:
         """Wait for ``events`` without holding the lock, so that other threads (tenants) go on
         launching while this one waits for the device. It changes nothing: the access that

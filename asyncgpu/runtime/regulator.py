@@ -64,13 +64,12 @@ class Regulation:
     ``profiling`` or ``regulated``), the tenants regulated, the plan in force (or None), the
     tenants whose profiled steps are still awaited, how many plans are stored, were searched
     and were reused, per high-priority tenant checked under the plan its slowest measured step
-    of the last stage and its latency alone (seconds: its slowest step measured alone, the
-    check's first stage, else modelled), the stage of the plan's measurement now (``alone``,
-    ``plan``, ``own``, ``split``, ``guard``, ``exclusive``, ``pieces``; empty when none is
-    under way), and the
-    measured score of each stage done (the largest of the tenants' slowdowns, median step
-    latency over latency alone, plus the high-priority tenant's lateness weighted as in the
-    search)."""
+    of the last stage and its latency alone (seconds: its second slowest step measured alone,
+    the check's first stage, else modelled), the stage of the plan's measurement now
+    (``alone``, ``plan``, ``own``, ``split``, ``guard``, ``exclusive``, ``pieces``; empty when
+    none is under way), and the measured score of each stage done (the largest of the
+    tenants' slowdowns, median step latency over latency alone, plus the high-priority
+    tenant's lateness weighted as in the search)."""
 
     state: str
     tenants: tuple[str, ...] = ()
@@ -380,7 +379,7 @@ class _Book:
     def __init__(self) -> None:
         self.plans: dict[Any, Plan] = {}
         #: a high-priority tenant's latency measured alone beside a plan's shape, by (its
-        #: name, the shape): (median, slowest) seconds
+        #: name, the shape): (median, second slowest) seconds
         self.alone: dict[tuple[str, Any], tuple[float, float]] = {}
         self.searched = 0
         self.reused = 0

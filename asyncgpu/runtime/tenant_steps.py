@@ -126,9 +126,7 @@ class TenantSteps:
     def _running(self) -> list[Any]:
         """Under the lock: the last node of each stream whose work has not completed (what
         has is retired on the way)."""
-        streams = self.streams
-        return [s.inflight[-1] for s in streams.streams
-                if s.inflight and not streams._retire_if_done(s.inflight[-1])]
+        return self._unfinished([s.inflight[-1] for s in self.streams.streams if s.inflight])
 
     def end_step(self, index: int, begun: Any) -> None:
         """The step of tenant ``index`` begun with ``begun`` ends: a timing event behind the
