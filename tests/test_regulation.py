@@ -16,17 +16,19 @@ from numba import cuda
 from test_properties import assert_same, serial
 
 import asyncgpu as ag
-from asyncgpu.core.plan import Op, Outcome, Plan, TenantProfile
+from asyncgpu.core.plan import Op, Outcome, PairProfile, Plan, TenantProfile
 from asyncgpu.core.regulation import (
     CONTENTION,
     HIGH_TARGET,
+    MOST_SLOWDOWN,
     PIECE_S,
     evaluate,
     occupancy_share,
+    pair_slowdowns,
     search,
     simulate,
 )
-from asyncgpu.runtime import plan_check
+from asyncgpu.runtime import plan_check, regulator
 from asyncgpu.runtime.current import current_runtime
 from asyncgpu.testing.regulation import profiled_as
 
@@ -112,6 +114,53 @@ def test_a_pointer_waits_for_the_latest_launch_of_its_kernel_before_it():
     held = simulate((a, b), after={"b": {"j": ("a", "k")}})
     assert free.latency_s["b"] == pytest.approx(1.1e-3)
     assert held.latency_s["b"] == pytest.approx(3e-3)       # after a's second k (at 2 ms)
+
+
+@pytest.mark.parametrize("together_ms, modelled_ms", [
+    (1.0, 1.0),         # no slower side by side: the model's free overlap stands
+    (1.5, 1.5),         # slower: the model follows the measurement
+    (2.0, 2.0),         # as slow as taking turns
+    (3.0, 3.0),         # slower than taking turns (they thrash each other)
+    (9.0, MOST_SLOWDOWN),   # at most MOST_SLOWDOWN while they overlap
+])
+def test_a_pair_profiled_side_by_side_is_modelled_as_it_measured(together_ms, modelled_ms):
+    a = TenantProfile("a", "normal", (op("k", 1.0, 0.3),))
+    b = TenantProfile("b", "normal", (op("j", 1.0, 0.3),))
+    pair = PairProfile("a", "k", "b", "j", 1e-3, 1e-3, together_ms * 1e-3)
+    slow = pair_slowdowns((a, b), (pair,))
+    assert simulate((a, b)).makespan_s == pytest.approx(1e-3)
+    assert simulate((a, b), slow=slow).makespan_s == pytest.approx(modelled_ms * 1e-3, rel=1e-6)
+    assert simulate((a,), slow=slow).makespan_s == pytest.approx(1e-3)     # alone: unchanged
+
+
+def test_a_pair_the_model_already_makes_slower_than_measured_is_left_to_the_model():
+    # (both fill the device: the model has them take turns; measured, they overlapped a little)
+    a = TenantProfile("a", "normal", (op("k", 1.0),))
+    b = TenantProfile("b", "normal", (op("j", 2.0),))
+    assert pair_slowdowns((a, b), (PairProfile("a", "k", "b", "j", 1e-3, 2e-3, 2.5e-3),)) == {}
+
+
+def test_a_measured_pair_slows_only_those_two_kernels_and_only_while_they_overlap():
+    a = TenantProfile("a", "normal", (op("k", 1.0, 0.3), op("m", 1.0, 0.3, parents=[0])))
+    b = TenantProfile("b", "normal", (op("j", 2.0, 0.3),))
+    slow = pair_slowdowns((a, b), (PairProfile("a", "k", "b", "j", 1e-3, 2e-3, 3e-3),))
+    out = simulate((a, b), slow=slow)
+    # k and j each at half speed while they overlap (k: 2 ms), then m beside the rest of j
+    assert out.latency_s["a"] == pytest.approx(3e-3, rel=1e-6)
+    assert out.latency_s["b"] == pytest.approx(3e-3, rel=1e-6)
+
+
+def test_the_search_keeps_apart_a_pair_measured_to_slow_the_high_tenant():
+    """The shares say the two fit side by side; measured, the high tenant's launch takes
+    longer beside the other's. The plan then holds the normal tenant's launch behind it."""
+    a = TenantProfile("a", "normal", (op("big", 2.0, 0.5),))
+    b = TenantProfile("b", "high", (op("small", 1.0, 0.3),))
+    assert search((a, b), budget_s=1.0).after == {}
+    pair = PairProfile("a", "big", "b", "small", 2e-3, 1e-3, 3.2e-3)
+    plan = search((a, b), budget_s=1.0, pairs=(pair,))
+    assert plan.after == {"a": {"big": ("b", "small")}}
+    assert plan.after_outcome.latency_s["b"] == pytest.approx(1e-3)
+    assert plan.pairs == (pair,)
 
 
 def test_occupancy_counts_threads_registers_and_shared_memory():
@@ -209,7 +258,7 @@ def test_a_plan_saved_and_loaded_is_the_same(tmp_path):
                 Outcome(1e-3, {"a": 1e-3}, 0.5, {"a": 2e-3}), None, 12, 0.01,
                 (TenantProfile("a", "high", (op("k", 1.0, 0.5, 0.25, True, [0]),
                                              Op("g", 1e-3, 1.0, 0.0, True, (), 3.5)), True),),
-                ("a",))
+                ("a",), (PairProfile("a", "k", "b", "j", 1e-3, 2e-3, 2.5e-3),))
     path = str(tmp_path / "plan.json")
     plan.save(path)
     assert Plan.load(path) == plan
@@ -313,6 +362,52 @@ def test_a_launch_slowed_in_one_profiled_step_is_profiled_at_its_time_alone():
         (short,) = ops["high-one-slow-sample"]
         assert short.seconds == TIMES["add_one"]
         assert state.plan.splits == {"low-one-slow-sample": {"square": 8}}
+        mix.step()
+        ag.synchronize()
+        assert mix.right()
+        ag.regulate(plan="off")
+
+
+def test_regulate_profiles_launches_in_pairs_and_the_search_models_what_they_measured():
+    with ag.configure(backend="sim", sim_seed=4):
+        mix = Mix("pairs")
+        mix.step()
+        ag.regulate(plan="search", tenants=mix.names)
+        with profiled_as(TIMES, {"square": 0.5, "add_one": 0.1},
+                         together={("square", "add_one"): 2.4e-3}):
+            for _ in range(2):
+                mix.step()
+            ag.synchronize()
+            state = ag.regulation()
+        assert state.state == "regulated"
+        assert state.plan.pairs == (PairProfile("high-pairs", "add_one", "low-pairs", "square",
+                                                TIMES["add_one"], TIMES["square"], 2.4e-3),)
+        # (the short launch beside the long one measured slower than its share and
+        # bandwidth say: the model follows)
+        without = search(state.plan.profile, budget_s=1.0).before.latency_s["high-pairs"]
+        assert state.plan.before.latency_s["high-pairs"] > 1.5 * without
+        mix.step()
+        ag.synchronize()
+        assert mix.right()
+        ag.regulate(plan="off")
+
+
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_pairs_are_timed_by_the_backend_and_leave_the_programs_results_alone(memory,
+                                                                             monkeypatch):
+    monkeypatch.setattr(regulator, "PAIR_LEAST_S", 0.0)    # (the simulator's launches are short)
+    with ag.configure(backend="sim", memory=memory, sim_seed=6):
+        mix = Mix(f"timed-pairs-{memory}")
+        mix.step()
+        ag.regulate(plan="search", tenants=mix.names)
+        for _ in range(2):
+            mix.step()
+        ag.synchronize()
+        state = ag.regulation()
+        assert state.state == "regulated"
+        (pair,) = state.plan.pairs
+        assert {pair.kernel, pair.other_kernel} == {"square", "add_one"}
+        assert pair.together_s >= max(pair.alone_s, pair.other_alone_s) > 0
         mix.step()
         ag.synchronize()
         assert mix.right()

@@ -4,11 +4,12 @@ The model
 ---------
 A :class:`TenantProfile` is one step of a tenant as the search sees it: its launches in issue
 order (:class:`Op`: time alone, share of the device's threads and bandwidth, whether it may be
-split, the earlier launches it depends on). A :class:`Plan` is what the search returns and the
+split, the earlier launches it depends on). A :class:`PairProfile` is two launches of two
+tenants timed alone and side by side. A :class:`Plan` is what the search returns and the
 runtime applies (``asyncgpu.runtime.regulator``): per tenant, its split kernels and its
 pointers, and the tenants it makes exclusive (``asyncgpu.runtime.exclusive``), with the
-workload shape it was searched for, the modelled :class:`Outcome` without and with it, and
-the profiles. A plan round-trips through JSON (``save``/``load``).
+workload shape it was searched for, the modelled :class:`Outcome` without and with it, the
+profiles and the pairs. A plan round-trips through JSON (``save``/``load``).
 
 Invariants: all are frozen; ``Plan.from_json(plan.to_json()) == plan``.
 
@@ -57,6 +58,32 @@ class TenantProfile:
 
 
 @dataclass(frozen=True)
+class PairProfile:
+    """Two launches of two tenants timed on the device alone and side by side (from the same
+    start): ``tenant``'s launch of ``kernel`` took ``alone_s`` by itself, ``other``'s launch
+    of ``other_kernel`` took ``other_alone_s``, and the two together ``together_s`` until both
+    were done. Between ``max(alone_s, other_alone_s)`` (they overlap without slowing each
+    other) and their sum (one waits for the other), or above it (they slow each other down
+    more than taking turns would)."""
+
+    tenant: str
+    kernel: str
+    other: str
+    other_kernel: str
+    alone_s: float
+    other_alone_s: float
+    together_s: float
+
+    def overlap_cost(self) -> float:
+        """How much of the shorter launch the pair's time adds to the longer one's:
+        ``(together - longer) / shorter``, 0 for launches that overlap freely, 1 for
+        launches that take turns."""
+        longer = max(self.alone_s, self.other_alone_s)
+        shorter = min(self.alone_s, self.other_alone_s)
+        return max(0.0, self.together_s - longer) / shorter if shorter > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class Outcome:
     """A modelled run of every tenant's step, started together: the makespan (s), each
     tenant's step latency (s), the residue (the idle share of the device's threads over the
@@ -95,6 +122,7 @@ class Plan:
     search_s: float = 0.0
     profile: tuple[TenantProfile, ...] = ()
     exclusive: tuple[str, ...] = ()
+    pairs: tuple[PairProfile, ...] = ()
 
     def tenant_settings(self, name: str) -> tuple[dict[str, int] | None,
                                                   dict[str, tuple[str, str]] | None]:
@@ -134,7 +162,9 @@ class Plan:
                                         "ops": [[o.kernel, o.seconds, o.share, o.bandwidth,
                                                  o.splittable, list(o.parents), o.grid]
                                                 for o in p.ops]} for p in self.profile],
-                           "exclusive": list(self.exclusive)},
+                           "exclusive": list(self.exclusive),
+                           "pairs": [[p.tenant, p.kernel, p.other, p.other_kernel, p.alone_s,
+                                      p.other_alone_s, p.together_s] for p in self.pairs]},
                           indent=1)
 
     @classmethod
@@ -156,7 +186,8 @@ class Plan:
                                                 *o[6:7])
                                              for o in p["ops"]), p["one_stream"])
                          for p in d.get("profile", [])),
-                   tuple(d.get("exclusive", ())))
+                   tuple(d.get("exclusive", ())),
+                   tuple(PairProfile(*p) for p in d.get("pairs", [])))
 
     def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as f:

@@ -24,6 +24,11 @@ all started together, on a model of the device:
   share it holds;
 * launches that together ask for more than the device's bandwidth are slowed in proportion,
   and by :data:`CONTENTION` beyond it (they thrash each other's cache lines too);
+* two launches of two tenants *profiled in pairs* (:class:`~asyncgpu.core.plan.PairProfile`:
+  timed alone and side by side on the device) that took longer together than the model makes
+  them run slower, while they overlap, by the factor that makes the model's time for the two
+  the measured one (:func:`pair_slowdowns`): blocks that share a multiprocessor share its
+  issue slots and caches, which threads and bandwidth alone do not capture;
 * a piece of a launch split in ``k`` takes :data:`PIECE_S` more than its part of the work:
   an element-wise kernel's piece is launched on the same grid over a ``k``-th of the rows, so
   it holds the same share for ``1/k`` of the time; a grid-offset kernel's piece runs a
@@ -69,13 +74,18 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import time
 from typing import Any
 
 from .interference import THREADS_PER_SM
-from .plan import Outcome, Plan, TenantProfile
+from .plan import Outcome, PairProfile, Plan, TenantProfile
+
+#: Per (tenant, kernel, other tenant, other kernel): how much slower the first runs while the
+#: second runs beside it, beyond the model's shares and bandwidths (:func:`pair_slowdowns`).
+Slowdowns = dict[tuple[str, str, str, str], float]
 
 #: A piece's own cost beyond its share of the launch (the launch gap between two pieces).
 PIECE_S = 4e-6
@@ -92,6 +102,8 @@ ARRIVALS = 3
 #: CONTENTION)`` times slower: more than in proportion, as they also evict each other's cached
 #: lines (HITS's two sparse products on an H200: 2.34x slower side by side where 2x is the share).
 CONTENTION = 0.23
+#: The most a launch is slowed by the measured pairs it overlaps (:func:`pair_slowdowns`).
+MOST_SLOWDOWN = 4.0
 #: The device's registers per SM and shared memory per SM (bytes), and the most blocks an SM
 #: keeps: NVIDIA's compute capability 9.0 (H100, H200; threads per SM: ``THREADS_PER_SM``).
 REGISTERS_PER_SM = 65536
@@ -122,8 +134,9 @@ def occupancy_share(blocks: int, threads_per_block: int, sms: int, regs: int = 0
 
 
 class _Task:
-    __slots__ = ("bandwidth", "children", "done_at", "held", "high", "left", "op", "order",
-                 "parents", "ready_at", "release", "share", "started_at", "tenant", "waiting")
+    __slots__ = ("bandwidth", "children", "done_at", "held", "high", "kid", "left", "near",
+                 "op", "order", "parents", "ready_at", "release", "share", "started_at",
+                 "tenant", "waiting")
 
     def __init__(self, tenant: int, high: bool, op: int, seconds: float, share: float,
                  bandwidth: float) -> None:
@@ -139,13 +152,16 @@ class _Task:
         self.order = 0
         self.started_at = -1.0
         self.done_at = -1.0
+        self.kid = 0                    # its (tenant, kernel)'s number, for ``near``
+        self.near: dict[int, float] | None = None   # measured slowdowns beside others' kernels
 
 
 def _tasks(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]],
            after: dict[str, dict[str, tuple[str, str]]],
-           begin: dict[str, float] | None = None) -> list[_Task]:
+           begin: dict[str, float] | None = None, slow: Slowdowns | None = None
+           ) -> list[_Task]:
     """Every launch (and piece) of every step as a task with its parents; a tenant's step
-    starts at ``begin[name]`` (default 0)."""
+    starts at ``begin[name]`` (default 0); ``slow``: :func:`pair_slowdowns`."""
     tasks: list[_Task] = []
     lasts: list[list[_Task]] = []       # per tenant, per op: the task that ends it
     firsts: list[list[_Task]] = []
@@ -202,6 +218,18 @@ def _tasks(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]
     if begin:
         for task in tasks:
             task.release = begin.get(profiles[task.tenant].name, 0.0)
+    if slow:
+        kids: dict[tuple[str, str], int] = {}
+        for task in tasks:
+            key = (profiles[task.tenant].name, profiles[task.tenant].ops[task.op].kernel)
+            task.kid = kids.setdefault(key, len(kids))
+        near: dict[int, dict[int, float]] = {}
+        for (tenant, kernel, other, other_kernel), factor in slow.items():
+            mine, theirs = kids.get((tenant, kernel)), kids.get((other, other_kernel))
+            if mine is not None and theirs is not None:
+                near.setdefault(mine, {})[theirs] = factor
+        for task in tasks:
+            task.near = near.get(task.kid)
     return tasks
 
 
@@ -254,6 +282,16 @@ def _run(tasks: list[_Task]) -> tuple[float, float]:
         if demand > 1.0:
             slow = demand ** (1.0 + CONTENTION)
             rates = [r / slow if t.bandwidth > 0 else r for t, r in zip(running, rates)]
+        if len(running) > 1:
+            # (pairs measured slower side by side than the share and bandwidth say)
+            for i, t in enumerate(running):
+                near = t.near
+                if near:
+                    factor = 1.0
+                    for other in running:
+                        factor *= near.get(other.kid, 1.0)
+                    if factor > 1.0:
+                        rates[i] /= min(factor, MOST_SLOWDOWN)
         dt = min(t.left / r for t, r in zip(running, rates))
         if later:
             dt = min(dt, max(0.0, later[0][0] - now))
@@ -285,17 +323,18 @@ def _run(tasks: list[_Task]) -> tuple[float, float]:
 def simulate(profiles: tuple[TenantProfile, ...],
              splits: dict[str, dict[str, int]] | None = None,
              after: dict[str, dict[str, tuple[str, str]]] | None = None,
-             starts: dict[str, float] | None = None) -> Outcome:
+             starts: dict[str, float] | None = None, slow: Slowdowns | None = None
+             ) -> Outcome:
     """Every tenant's step, started at ``starts[name]`` (default: together, at 0), under
-    ``splits`` and ``after``, on the model of the module docstring; a tenant's latency runs
-    from its step's start."""
-    return _play(profiles, splits or {}, after or {}, starts)[0]
+    ``splits`` and ``after``, on the model of the module docstring, with the measured pairs'
+    ``slow`` (:func:`pair_slowdowns`); a tenant's latency runs from its step's start."""
+    return _play(profiles, splits or {}, after or {}, starts, slow)[0]
 
 
 def _play(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]],
-          after: dict[str, dict[str, tuple[str, str]]], starts: dict[str, float] | None
-          ) -> tuple[Outcome, list[_Task]]:
-    tasks = _tasks(profiles, splits, after, starts)
+          after: dict[str, dict[str, tuple[str, str]]], starts: dict[str, float] | None,
+          slow: Slowdowns | None = None) -> tuple[Outcome, list[_Task]]:
+    tasks = _tasks(profiles, splits, after, starts, slow)
     makespan, idle = _run(tasks)
     latency = {p.name: 0.0 for p in profiles}
     for task in tasks:
@@ -305,8 +344,8 @@ def _play(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]]
 
 
 def evaluate(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]],
-             after: dict[str, dict[str, tuple[str, str]]], alone: dict[str, float]
-             ) -> tuple[float, Outcome]:
+             after: dict[str, dict[str, tuple[str, str]]], alone: dict[str, float],
+             slow: Slowdowns | None = None) -> tuple[float, Outcome]:
     """The search's objective for a plan, and the plan's :class:`Outcome`: the largest of the
     tenants' slowdowns (step latency over latency ``alone``) with every step started
     together, plus :data:`LATE_WEIGHT` times each high-priority tenant's worst slowdown
@@ -314,8 +353,8 @@ def evaluate(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, in
     is over its step starting together with the others' and right after each of the
     :data:`ARRIVALS` longest launches of the others starts (a high-priority step arrives when
     the others are at any point of theirs, and waits longest behind a launch that just took
-    the device; the outcome's ``worst_s`` holds it)."""
-    outcome, tasks = _play(profiles, splits, after, None)
+    the device; the outcome's ``worst_s`` holds it). ``slow``: :func:`pair_slowdowns`."""
+    outcome, tasks = _play(profiles, splits, after, None, slow)
     late: list[float] = []
     worst: dict[str, float] = {}
     for t, p in enumerate(profiles):
@@ -326,7 +365,8 @@ def evaluate(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, in
                         key=lambda task: task.started_at - task.done_at)[:ARRIVALS]
         for task in others:
             at = task.started_at + 1e-9
-            w = max(w, simulate(profiles, splits, after, {p.name: at}).latency_s[p.name])
+            w = max(w, simulate(profiles, splits, after, {p.name: at},
+                                slow).latency_s[p.name])
         worst[p.name] = w
         if alone[p.name] > 0:
             late.append(w / alone[p.name])
@@ -344,12 +384,12 @@ def score(slowdowns: list[float], high: list[float]) -> float:
     return max(slowdowns, default=0.0) + LATE_WEIGHT * late
 
 
-def _side_by_side(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]],
-                  after: dict[str, dict[str, tuple[str, str]]]
-                  ) -> list[tuple[int, str, int, str]]:
+def side_by_side(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]],
+                 after: dict[str, dict[str, tuple[str, str]]], slow: Slowdowns | None = None
+                 ) -> list[tuple[int, str, int, str]]:
     """The pairs of kernels of two tenants that run side by side in the plan's modelled run,
-    as (tenant, kernel, other tenant, other kernel), each once, in order of first overlap."""
-    tasks = _tasks(profiles, splits, after)
+    as (tenant, kernel, other tenant, other kernel), both ways, in order of first overlap."""
+    tasks = _tasks(profiles, splits, after, None, slow)
     _run(tasks)
     spans = sorted((t.started_at, t.done_at, t.tenant, profiles[t.tenant].ops[t.op].kernel)
                     for t in tasks)
@@ -366,12 +406,14 @@ def _side_by_side(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[st
 
 def search(profiles: tuple[TenantProfile, ...], budget_s: float = 0.5,
            given: dict[str, tuple[Any, Any]] | None = None,
-           shape: tuple[Any, ...] = ()) -> Plan:
+           shape: tuple[Any, ...] = (), pairs: tuple[PairProfile, ...] = ()) -> Plan:
     """The plan of least cost (:func:`evaluate`) found within ``budget_s`` seconds (see the module
     docstring). ``given``: per tenant name, the splits and pointers it already has (its own,
     or None): the model runs with them, the plan includes them, and the search leaves those
-    kernels alone."""
+    kernels alone. ``pairs``: launches of two tenants timed side by side, which the model
+    follows (:func:`pair_slowdowns`); the plan keeps them."""
     t0 = time.perf_counter()
+    slow = pair_slowdowns(profiles, pairs)
     splits: dict[str, dict[str, int]] = {}
     after: dict[str, dict[str, tuple[str, str]]] = {}
     fixed: set[tuple[str, str]] = set()
@@ -382,7 +424,7 @@ def search(profiles: tuple[TenantProfile, ...], budget_s: float = 0.5,
             after[name] = dict(own_after)
         fixed |= {(name, k) for k in (own_splits or {})} | {(name, k) for k in (own_after or {})}
     alone = {p.name: simulate((p,), splits, after).makespan_s for p in profiles}
-    best, before = evaluate(profiles, splits, after, alone)
+    best, before = evaluate(profiles, splits, after, alone, slow)
     modelled = len(profiles) + 1
 
     def value(s: dict[str, dict[str, int]], a: dict[str, dict[str, tuple[str, str]]]
@@ -390,7 +432,7 @@ def search(profiles: tuple[TenantProfile, ...], budget_s: float = 0.5,
         nonlocal modelled
         modelled += 1
         try:
-            return evaluate(profiles, s, a, alone)[0]
+            return evaluate(profiles, s, a, alone, slow)[0]
         except ValueError:      # (pointers in a cycle)
             return float("inf")
 
@@ -423,7 +465,7 @@ def search(profiles: tuple[TenantProfile, ...], budget_s: float = 0.5,
                     v = value(splits, trial)
                     if v < best * (1 - 1e-9):
                         best, choice = v, trial
-        for t1, k1, t2, k2 in _side_by_side(profiles, splits, after):
+        for t1, k1, t2, k2 in side_by_side(profiles, splits, after, slow):
             name = profiles[t1].name
             if spent():
                 break
@@ -437,9 +479,50 @@ def search(profiles: tuple[TenantProfile, ...], budget_s: float = 0.5,
                 best, choice = v, trial
         if choice is not None:
             after, changed = choice, True
-    chosen = evaluate(profiles, splits, after, alone)[1]
+    chosen = evaluate(profiles, splits, after, alone, slow)[1]
     return Plan(splits, after, shape, before, chosen, modelled, time.perf_counter() - t0,
-                profiles)
+                profiles, pairs=tuple(pairs))
+
+
+def pair_slowdowns(profiles: tuple[TenantProfile, ...], pairs: tuple[PairProfile, ...]
+                   ) -> Slowdowns:
+    """What the model takes from launches timed side by side: for each pair of ``pairs`` whose
+    kernels are in ``profiles`` (the first launch of each in its tenant's step), the factor by
+    which the two run slower while they overlap, so that the model of the two alone side by
+    side costs what was measured (:meth:`PairProfile.overlap_cost`); keyed both ways by
+    (tenant, kernel, other tenant, other kernel). A pair the model already makes as slow as
+    measured, or slower, gets none: a measurement only adds interference the shares and
+    bandwidths leave out (blocks sharing a multiprocessor's issue slots and caches), up to
+    :data:`MOST_SLOWDOWN`."""
+    ops = {(p.name, op.kernel): op for p in profiles for op in reversed(p.ops)}
+    slow: Slowdowns = {}
+    for pair in pairs:
+        a, b = ops.get((pair.tenant, pair.kernel)), ops.get((pair.other, pair.other_kernel))
+        if a is None or b is None or pair.tenant == pair.other:
+            continue
+        two = (TenantProfile(pair.tenant, "normal", (dataclasses.replace(a, parents=()),)),
+               TenantProfile(pair.other, "normal", (dataclasses.replace(b, parents=()),)))
+        longer, shorter = max(a.seconds, b.seconds), min(a.seconds, b.seconds)
+        if shorter <= 0:
+            continue
+        keys = ((pair.tenant, pair.kernel, pair.other, pair.other_kernel),
+                (pair.other, pair.other_kernel, pair.tenant, pair.kernel))
+
+        def cost(factor: float) -> float:
+            model = simulate(two, slow=dict.fromkeys(keys, factor))
+            return (model.makespan_s - longer) / shorter
+
+        goal = pair.overlap_cost()
+        if cost(1.0) >= goal:
+            continue
+        low, high = 1.0, MOST_SLOWDOWN
+        if cost(high) > goal:
+            for _ in range(30):
+                mid = 0.5 * (low + high)
+                low, high = (mid, high) if cost(mid) < goal else (low, mid)
+        for key in keys:
+            slow[key] = high
+    return slow
 
 
 def _with(table: dict[str, dict[str, Any]], name: str, kernel: str, value: Any

@@ -29,8 +29,8 @@ launches)``, or None when the backend cannot time): ``timer.time(stage)`` gives 
 run of a stage takes, its groups concurrently, each group's launches in order, and
 ``timer.peak_bandwidth`` the device's bytes per second. On ``cuda`` the launches run on scratch
 copies of every allocation the recording writes, so measuring has no effect the program can
-see; on ``sim`` a deterministic cost model answers. The timer is created for one capture and
-dropped after it.
+see; on ``sim`` a deterministic cost model answers. The timer is created for one capture
+(:func:`asyncgpu.runtime.stage_timing.stage_timer`) and dropped after it.
 
 Example::
 
@@ -43,12 +43,12 @@ Plain Python: the backends do the timing.
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..core.interference import heuristic_class, moved_bytes
+from ..runtime.stage_timing import stage_timer
 from . import ios as _ios
 
 log = logging.getLogger("asyncgpu")
@@ -83,30 +83,6 @@ def classify(seconds: float, nbytes: int, peak_bandwidth: float) -> str:
         return "memory"
     return "compute" if seconds >= SMALL_S else "small"
 
-
-@contextlib.contextmanager
-def stage_timer(rt: Any, be: Any, launches: Sequence[Any]) -> Iterator[Any]:
-    """The backend's stage timer for ``launches`` (None when measuring is off or impossible)."""
-    make = getattr(be, "stage_timer", None)
-    timer = None
-    if rt.options.graph_measure and make is not None:
-        if rt.memory is not None:
-            # explicit memory: the timed launches (and the scratch copies of what they write)
-            # read the device copies, which must hold the program's data (an index array
-            # still on the host would send a gather out of bounds)
-            rt.memory.make_device_current([a for launch in launches
-                                           for a in getattr(launch, "arrays", ())])
-        try:
-            timer = make(rt, launches)
-        except Exception as exc:   # measuring only tunes the schedule: never fail a capture
-            log.warning("asyncgpu: could not prepare the launches for timing (%s); the graph "
-                        "is scheduled without measurements", exc)
-            timer = None
-    try:
-        yield timer
-    finally:
-        if timer is not None:
-            timer.close()
 
 
 def launch_classes(rt: Any, be: Any, launches: Sequence[Any], timer: Any) -> list[str]:

@@ -117,7 +117,7 @@ class Issuing:
                                                          node.device)
             self.stats.kernels += 1
             if profiled is not None:
-                self.regulator.profile(node, launcher, profiled)
+                self.regulator.profile(node, launcher, profiled, args, arrays)
                 return
             if pointer is not None:
                 self.issue_after(node, (pointer,), "pointer")

@@ -46,16 +46,24 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from typing import Any
 
 from ..core.interference import Sample, heuristic_class, moved_bytes
-from ..core.plan import Op, Plan, TenantProfile
-from ..core.regulation import occupancy, search
+from ..core.plan import Op, PairProfile, Plan, TenantProfile
+from ..core.regulation import occupancy, search, side_by_side
 from .chunks import splittable
 from .plan_check import PlanCheck, Trial
+from .stage_timing import TimedLaunch, stage_timer
 
 log = logging.getLogger("asyncgpu")
 
+#: Profiling in pairs (:meth:`Regulator._time_pairs`): at most this many pairs, for at most
+#: this long (seconds of the host's clock), each pair's shorter launch at least this long
+#: alone (seconds).
+MOST_PAIRS = 48
+PAIR_BUDGET_S = 2.0
+PAIR_LEAST_S = 20e-6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,6 +136,9 @@ class Regulator(PlanCheck):
         #: are the test's, and none is measured: ``PlanCheck._measure_alone``)
         self.stand_in: Any = None
         self.stood_in = False
+        #: test hook: a timed pair's (seconds alone, other's alone, together) from its kernels'
+        #: names and what was measured (with ``stand_in`` set, pairs are timed only with it)
+        self.pair_stand_in: Any = None
 
     # -- the runtime's calls -----------------------------------------------------------------
     def begin(self, index: int) -> bool:
@@ -151,8 +162,11 @@ class Regulator(PlanCheck):
         step.keys.append((launcher.kernel.name, launcher.grid3, launcher.block3))
         return step if self.state == "profiling" else None
 
-    def profile(self, node: Any, launcher: Any, step: _Step) -> None:
-        """Issue a profiled kernel launch: alone (after the previous profiled one), timed."""
+    def profile(self, node: Any, launcher: Any, step: _Step, args: tuple[Any, ...],
+                arrays: list[Any]) -> None:
+        """Issue a profiled kernel launch (``args`` as given, ``arrays`` bound): alone (after
+        the previous profiled one), timed; kept to be timed beside other tenants' launches
+        (:meth:`_time_pairs`)."""
         rt = self.rt
         backend = rt.backend
         share, threads, attrs, waves = self._shape(launcher)
@@ -162,7 +176,8 @@ class Regulator(PlanCheck):
                         backend.timing_event(node.device))
         grid = waves if launcher.kernel.grid_offset is not None else 0.0
         previous = self._note(node, step, sample, launcher.kernel.name, share, memory, nbytes,
-                              splittable(launcher), grid)
+                              splittable(launcher), grid,
+                              TimedLaunch(launcher, args, arrays, node.site))
         rt.issue_after(node, previous, "profile")
 
     def _shape(self, launcher: Any) -> tuple[float, int, dict[str, Any], float]:
@@ -206,15 +221,17 @@ class Regulator(PlanCheck):
                           moved_bytes(node.accesses), False)
 
     def _note(self, node: Any, step: _Step, sample: Sample, name: str, share: float,
-              memory: bool, nbytes: int, splittable: bool, grid: float = 0.0
-              ) -> tuple[Any, ...]:
-        """Put a profiled launch in its step (with its data parents there) and on its node;
-        the previous profiled launch it waits for (``()`` for none)."""
+              memory: bool, nbytes: int, splittable: bool, grid: float = 0.0,
+              launch: TimedLaunch | None = None) -> tuple[Any, ...]:
+        """Put a profiled launch in its step (with its data parents there, and ``launch``, to
+        time it again; None for a graph) and on its node; the previous profiled launch it
+        waits for (``()`` for none)."""
         found = self.rt.deps.conflicts(node.accesses)
         parents = tuple(sorted(step.index_of[p] for p in found if p in step.index_of))
         node.keepalive = sample
         step.index_of[node] = len(step.ops)
-        step.ops.append((name, sample, parents, share, memory, nbytes, splittable, grid))
+        step.ops.append((name, sample, parents, share, memory, nbytes, splittable, grid,
+                         launch))
         last = self._last
         self._last = node
         return () if last is None else (last,)
@@ -248,7 +265,7 @@ class Regulator(PlanCheck):
             self._check()
         names = self.rt.tenants
         awaiting = tuple(names[t].name for t in self.tenants
-                         if len(self._profiled[t]) < self.steps)
+                         if self.state == "profiling" and len(self._profiled[t]) < self.steps)
         return Regulation(self.state, tuple(names[t].name for t in self.tenants), self.plan,
                           awaiting, len(book.plans), book.searched, book.reused,
                           dict(self.checked),
@@ -333,12 +350,21 @@ class Regulator(PlanCheck):
         else:
             profiles = tuple(self._profile(t, steps) for t, steps in lasts.items())
             given = {self.rt.tenants[t].name: self.rt.tenants[t].given[:2] for t in self.tenants}
-            plan = search(profiles, self.budget_s, given, shape)
+            pairs = self._time_pairs(profiles, [steps[-1] for steps in lasts.values()], given)
+            plan = search(profiles, self.budget_s, given, shape, pairs)
             book.plans[shape] = plan
             book.searched += 1
             log.info("asyncgpu: regulation plan searched in %.3f s over %d modelled runs: %s",
                      plan.search_s, plan.modelled, plan.describe())
+            if pairs and log.isEnabledFor(logging.INFO):
+                # (what the pairs changed: the tenants' own settings modelled without them)
+                unpaired = search(profiles, 0.0, given, shape).before
+                log.info("asyncgpu: the tenants' own settings modelled at a score of %.2f with "
+                         "the pairs profiled, %.2f without them", plan.before.score,
+                         unpaired.score)
         self._last = None
+        # (the profiled launches keep the tenants' arrays: let them go)
+        self._profiled = {t: [] for t in self.tenants}
         self.apply(plan)
 
     def _profile(self, index: int, steps: list[list[tuple[Any, ...]]]) -> TenantProfile:
@@ -352,7 +378,7 @@ class Regulator(PlanCheck):
         names = [op[0] for op in ops]
         alike = [step for step in steps if [op[0] for op in step] == names]
         timed = []
-        for i, (name, _, parents, share, memory, nbytes, splittable, grid) in enumerate(ops):
+        for i, (name, _, parents, share, memory, nbytes, splittable, grid, _) in enumerate(ops):
             seconds = None
             for step in alike:
                 sample = step[i][1]
@@ -371,6 +397,71 @@ class Regulator(PlanCheck):
                for name, seconds, share, memory, nbytes, parents, splittable, grid in timed]
         tenant = rt.tenants[index]
         return TenantProfile(tenant.name, tenant.priority, tuple(out), tenant.streams == 1)
+
+
+    def _time_pairs(self, profiles: tuple[TenantProfile, ...], steps: list[list[Any]],
+                    given: dict[str, tuple[Any, Any]]) -> tuple[PairProfile, ...]:
+        """Profile in pairs: the kernels of two tenants that run side by side in the model of
+        the tenants' own settings, each pair's first launches in the profiled ``steps`` (one
+        per profile), timed alone and side by side on the device (the backend's stage timer:
+        on scratch copies of what they write). Longest pairs first, at most
+        :data:`MOST_PAIRS`, for at most :data:`PAIR_BUDGET_S`; pairs whose shorter launch
+        takes under :data:`PAIR_LEAST_S` are left out (their side-by-side time is mostly the
+        launches' own latency). None on several devices, with a stand-in profile that names
+        no pair times (``asyncgpu.testing.regulation``), or when the backend cannot time."""
+        rt = self.rt
+        if len(profiles) < 2 or rt.placement is not None or (
+                self.stand_in is not None and self.pair_stand_in is None):
+            return ()
+        first: dict[tuple[str, str], tuple[Any, float]] = {}
+        for profile, ops in zip(profiles, steps):
+            for op, row in zip(profile.ops, ops):
+                if row[-1] is not None:
+                    first.setdefault((profile.name, op.kernel), (row[-1], op.seconds))
+        chosen: dict[tuple[str, str, str, str], float] = {}
+        splits = {name: own[0] or {} for name, own in given.items()}
+        after = {name: own[1] or {} for name, own in given.items()}
+        for t1, k1, t2, k2 in side_by_side(profiles, splits, after):
+            a, b = (profiles[t1].name, k1), (profiles[t2].name, k2)
+            if a < b and a in first and b in first:
+                shorter = min(first[a][1], first[b][1])
+                if shorter >= PAIR_LEAST_S:
+                    chosen[a + b] = shorter
+        order = sorted(chosen, key=lambda k: -chosen[k])[:MOST_PAIRS]
+        if not order:
+            return ()
+        launches: list[Any] = []
+        number: dict[tuple[str, str], int] = {}
+        for key in order:
+            for name in (key[:2], key[2:]):
+                if name not in number:
+                    number[name] = len(launches)
+                    launches.append(first[name][0])
+        pairs = []
+        began = time.perf_counter()
+        with stage_timer(rt, rt.backend, launches, measure=True) as timer:
+            if timer is None:
+                return ()
+            try:
+                alone = [timer.time([[v]]) for v in range(len(launches))]
+                for key in order:
+                    if time.perf_counter() - began > PAIR_BUDGET_S:
+                        break
+                    v, w = number[key[:2]], number[key[2:]]
+                    a_s, b_s, together = alone[v], alone[w], timer.time([[v], [w]])
+                    if self.pair_stand_in is not None:
+                        a_s, b_s, together = self.pair_stand_in(key[1], key[3], a_s, b_s,
+                                                                together)
+                    pairs.append(PairProfile(*key, a_s, b_s, together))
+            except Exception as exc:  # noqa: BLE001 - pairs only refine the model
+                log.warning("asyncgpu: regulation could not time launches side by side (%s); "
+                            "the plan is searched with %d pairs", exc, len(pairs))
+        log.info("asyncgpu: regulation profiled %d pairs of launches side by side in %.3f s: %s",
+                 len(pairs), time.perf_counter() - began,
+                 ", ".join(f"{p.kernel} | {p.other_kernel} {p.together_s * 1e3:.3f} ms "
+                           f"(alone {p.alone_s * 1e3:.3f} and {p.other_alone_s * 1e3:.3f})"
+                           for p in pairs))
+        return tuple(pairs)
 
 
 class _Book:

@@ -14,12 +14,16 @@ from ..runtime.current import current_runtime
 
 @contextlib.contextmanager
 def profiled_as(seconds: dict[str, float | list[float]], shares: dict[str, float] | None = None,
-                waves: dict[str, float] | None = None) -> Iterator[None]:
+                waves: dict[str, float] | None = None,
+                together: dict[tuple[str, str], float] | None = None) -> Iterator[None]:
     """Within the block, the current runtime's regulation profiles kernel ``k`` as taking
     ``seconds[k]`` alone (a list: its profiled launches take those times in turn) and holding
     ``shares[k]`` of the device, and a kernel split by its grid as running in ``waves[k]``
-    waves (``Op.grid``; kernels not named keep what was measured and modelled). Call it after
-    ``asyncgpu.regulate``."""
+    waves (``Op.grid``; kernels not named keep what was measured and modelled). With
+    ``together``, it also profiles in pairs: kernels ``k`` and ``j`` of two tenants timed side
+    by side take ``together[(k, j)]`` (or ``[(j, k)]``), each alone its ``seconds``; without
+    it, no pair is timed (the simulator's timings would not match the stand-in times). Call it
+    after ``asyncgpu.regulate``."""
     regulator = current_runtime().regulator
     if regulator is None:
         raise RuntimeError("the current runtime is not regulated: call asyncgpu.regulate first")
@@ -30,11 +34,21 @@ def profiled_as(seconds: dict[str, float | list[float]], shares: dict[str, float
         turn = turns.get(kernel)
         return next(turn) if turn is not None else seconds.get(kernel, measured)
 
-    saved = regulator.stand_in
+    def alone(kernel: str, measured: float) -> float:
+        given = seconds.get(kernel, measured)
+        return min(given) if isinstance(given, list) else given
+
+    def pair(k: str, j: str, k_s: float, j_s: float, both_s: float
+             ) -> tuple[float, float, float]:
+        both = together.get((k, j), together.get((j, k), both_s))
+        return alone(k, k_s), alone(j, j_s), both
+
+    saved = regulator.stand_in, regulator.pair_stand_in
     regulator.stand_in = lambda kernel, measured, share, grid: (
         took(kernel, measured), shares.get(kernel, share),
         waves.get(kernel, grid) if grid else grid)
+    regulator.pair_stand_in = pair if together is not None else None
     try:
         yield
     finally:
-        regulator.stand_in = saved
+        regulator.stand_in, regulator.pair_stand_in = saved

@@ -1,12 +1,13 @@
 """Regulation on the GPU: the profile times each kernel alone on the device, the high-priority
 tenant's steps are measured alone, the searched plan splits the long element-wise kernel of a
 normal tenant beside a short high-priority one, and the regulated steps give the unregulated
-results."""
+results; two tenants' launches are timed side by side on scratch copies of what they write."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from numba import cuda
 from test_regulation import add_one, square
 
 import asyncgpu as ag
@@ -60,4 +61,51 @@ def test_a_regulated_mix_profiles_on_the_device_and_gives_the_same_results(memor
             step()
         assert np.array_equal(y.numpy(), host * host)
         assert np.array_equal(v.numpy(), np.full(1024, 2.0))
+        ag.regulate(plan="off")
+
+
+def accumulate(x, y, n):
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        y[i] += x[i]
+
+
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_launches_are_profiled_in_pairs_on_the_device_without_touching_the_programs_arrays(
+        memory):
+    with ag.configure(backend="cuda", memory=memory):
+        big = ag.kernel(const=["x"], out=["y"], elementwise="n")(square)
+        acc = ag.kernel(const=["x"])(accumulate)
+        n = 1 << 24                         # 128 MiB each way: a fraction of a millisecond
+        host = (np.arange(n) % 7).astype(np.float64)
+        x, y, z = ag.array(host), ag.empty(n), ag.zeros(n)
+        first = ag.tenant(f"gpu-pair-a-{memory}")
+        second = ag.tenant(f"gpu-pair-b-{memory}")
+        steps = 0
+
+        def step():
+            nonlocal steps
+            with first:
+                big[132 * 8, 256](x, y, n)
+            with second:
+                acc[132 * 8, 256](x, z, n)
+            steps += 1
+
+        step()
+        ag.regulate(plan="search", tenants=[first.name, second.name])
+        for _ in range(6):
+            step()
+            ag.synchronize()
+            if ag.regulation().state == "regulated":
+                break
+        state = ag.regulation()
+        assert state.state == "regulated"
+        (pair,) = state.plan.pairs
+        assert {pair.kernel, pair.other_kernel} == {"square", "accumulate"}
+        assert pair.alone_s > 0 and pair.other_alone_s > 0
+        # (two bandwidth-bound launches: side by side they take about as long as in turn)
+        assert pair.together_s > 0.8 * max(pair.alone_s, pair.other_alone_s)
+        step()
+        # the timed launches ran on scratch copies: the accumulator saw each step once
+        assert np.array_equal(z.numpy(), steps * host)
+        assert np.array_equal(y.numpy(), host * host)
         ag.regulate(plan="off")
