@@ -82,12 +82,12 @@ def test_launches_are_profiled_in_pairs_on_the_device_without_touching_the_progr
         second = ag.tenant(f"gpu-pair-b-{memory}")
         steps = 0
 
-        def step():
+        def step():     # (half the multiprocessors each: modelled side by side)
             nonlocal steps
             with first:
-                big[132 * 8, 256](x, y, n)
+                big[66, 256](x, y, n)
             with second:
-                acc[132 * 8, 256](x, z, n)
+                acc[66, 256](x, z, n)
             steps += 1
 
         step()
