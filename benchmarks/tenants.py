@@ -350,12 +350,13 @@ def _plan_summary(ag: Any, after: str) -> dict[str, Any]:
     # (``checking``: the check's stage still under way as the timed rounds begin, "" if none;
     # ``measured``: each stage's score, the largest of the tenants' slowdowns and more;
     # ``modelled_score``: the search's objective for the tenants' own settings and for the
-    # plan, as the model saw them; ``pairs``: the launches profiled side by side, ms)
+    # plan, as the model saw them; ``pairs``: the launches profiled side by side, in ms: each
+    # alone, then each one's end side by side)
     return {"plan": plan.describe(), "checking": state.checking, "search_s": plan.search_s,
             "modelled_score": [o.score if o is not None else None
                                for o in (plan.before, plan.after_outcome)],
             "pairs": [[p.kernel, p.other_kernel, p.alone_s * 1e3, p.other_alone_s * 1e3,
-                       p.together_s * 1e3] for p in plan.pairs],
+                       p.together_s * 1e3, p.other_together_s * 1e3] for p in plan.pairs],
             "modelled": plan.modelled,
             "checked_ms": {name: [v * 1e3 for v in pair] for name, pair in state.checked.items()},
             "measured": dict(state.measured),

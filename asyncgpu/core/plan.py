@@ -59,12 +59,12 @@ class TenantProfile:
 
 @dataclass(frozen=True)
 class PairProfile:
-    """Two launches of two tenants timed on the device alone and side by side (from the same
-    start): ``tenant``'s launch of ``kernel`` took ``alone_s`` by itself, ``other``'s launch
-    of ``other_kernel`` took ``other_alone_s``, and the two together ``together_s`` until both
-    were done. Between ``max(alone_s, other_alone_s)`` (they overlap without slowing each
-    other) and their sum (one waits for the other), or above it (they slow each other down
-    more than taking turns would)."""
+    """Two launches of two tenants timed on the device alone and side by side, from the same
+    start: ``tenant``'s launch of ``kernel`` took ``alone_s`` by itself and ended
+    ``together_s`` after the start beside ``other``'s launch of ``other_kernel``, which took
+    ``other_alone_s`` by itself and ended ``other_together_s`` after it. Each launch's own end,
+    not only the pair's: a short launch slowed beside a long one can still end first, which the
+    pair's end does not show."""
 
     tenant: str
     kernel: str
@@ -73,14 +73,7 @@ class PairProfile:
     alone_s: float
     other_alone_s: float
     together_s: float
-
-    def overlap_cost(self) -> float:
-        """How much of the shorter launch the pair's time adds to the longer one's:
-        ``(together - longer) / shorter``, 0 for launches that overlap freely, 1 for
-        launches that take turns."""
-        longer = max(self.alone_s, self.other_alone_s)
-        shorter = min(self.alone_s, self.other_alone_s)
-        return max(0.0, self.together_s - longer) / shorter if shorter > 0 else 0.0
+    other_together_s: float
 
 
 @dataclass(frozen=True)
@@ -164,7 +157,8 @@ class Plan:
                                                 for o in p.ops]} for p in self.profile],
                            "exclusive": list(self.exclusive),
                            "pairs": [[p.tenant, p.kernel, p.other, p.other_kernel, p.alone_s,
-                                      p.other_alone_s, p.together_s] for p in self.pairs]},
+                                      p.other_alone_s, p.together_s, p.other_together_s]
+                                     for p in self.pairs]},
                           indent=1)
 
     @classmethod

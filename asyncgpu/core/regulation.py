@@ -24,11 +24,12 @@ all started together, on a model of the device:
   share it holds;
 * launches that together ask for more than the device's bandwidth are slowed in proportion,
   and by :data:`CONTENTION` beyond it (they thrash each other's cache lines too);
-* two launches of two tenants *profiled in pairs* (:class:`~asyncgpu.core.plan.PairProfile`:
-  timed alone and side by side on the device) that took longer together than the model makes
-  them run slower, while they overlap, by the factor that makes the model's time for the two
-  the measured one (:func:`pair_slowdowns`): blocks that share a multiprocessor share its
-  issue slots and caches, which threads and bandwidth alone do not capture;
+* of two launches of two tenants *profiled in pairs* (:class:`~asyncgpu.core.plan.PairProfile`:
+  timed alone and side by side on the device), one that ended later side by side than the
+  model makes it runs slower while the other runs beside it, by the factor that makes its end
+  in the model of the two the measured one (:func:`pair_slowdowns`): blocks that share a
+  multiprocessor share its issue slots and caches, which threads and bandwidth alone do not
+  capture;
 * a piece of a launch split in ``k`` takes :data:`PIECE_S` more than its part of the work:
   an element-wise kernel's piece is launched on the same grid over a ``k``-th of the rows, so
   it holds the same share for ``1/k`` of the time; a grid-offset kernel's piece runs a
@@ -488,40 +489,49 @@ def pair_slowdowns(profiles: tuple[TenantProfile, ...], pairs: tuple[PairProfile
                    ) -> Slowdowns:
     """What the model takes from launches timed side by side: for each pair of ``pairs`` whose
     kernels are in ``profiles`` (the first launch of each in its tenant's step), the factor by
-    which the two run slower while they overlap, so that the model of the two alone side by
-    side costs what was measured (:meth:`PairProfile.overlap_cost`); keyed both ways by
-    (tenant, kernel, other tenant, other kernel). A pair the model already makes as slow as
-    measured, or slower, gets none: a measurement only adds interference the shares and
-    bandwidths leave out (blocks sharing a multiprocessor's issue slots and caches), up to
-    :data:`MOST_SLOWDOWN`."""
+    which each of the two runs slower while the other runs beside it, so that in the model of
+    the two alone side by side each ends, relative to its time alone, where it was measured
+    to (``together_s / alone_s``); keyed by (tenant, kernel, other tenant, other kernel). The
+    two factors are fitted in turn, each by bisection (a launch's end moves with its own
+    factor). A launch the model already slows as much as measured, or more, gets none: a
+    measurement only adds interference the shares and bandwidths leave out (blocks sharing a
+    multiprocessor's issue slots and caches), up to :data:`MOST_SLOWDOWN`."""
     ops = {(p.name, op.kernel): op for p in profiles for op in reversed(p.ops)}
     slow: Slowdowns = {}
     for pair in pairs:
         a, b = ops.get((pair.tenant, pair.kernel)), ops.get((pair.other, pair.other_kernel))
-        if a is None or b is None or pair.tenant == pair.other:
+        if (a is None or b is None or pair.tenant == pair.other or pair.alone_s <= 0
+                or pair.other_alone_s <= 0):
             continue
         two = (TenantProfile(pair.tenant, "normal", (dataclasses.replace(a, parents=()),)),
                TenantProfile(pair.other, "normal", (dataclasses.replace(b, parents=()),)))
-        longer, shorter = max(a.seconds, b.seconds), min(a.seconds, b.seconds)
-        if shorter <= 0:
-            continue
-        keys = ((pair.tenant, pair.kernel, pair.other, pair.other_kernel),
-                (pair.other, pair.other_kernel, pair.tenant, pair.kernel))
+        forward = (pair.tenant, pair.kernel, pair.other, pair.other_kernel)
+        backward = (pair.other, pair.other_kernel, pair.tenant, pair.kernel)
+        goals = {forward: (pair.tenant, a.seconds, pair.together_s / pair.alone_s),
+                 backward: (pair.other, b.seconds, pair.other_together_s / pair.other_alone_s)}
+        factors = {forward: 1.0, backward: 1.0}
 
-        def cost(factor: float) -> float:
-            model = simulate(two, slow=dict.fromkeys(keys, factor))
-            return (model.makespan_s - longer) / shorter
+        def stretch(key: tuple[str, str, str, str], factor: float) -> float:
+            name, alone, _ = goals[key]
+            latency = simulate(two, slow={**factors, key: factor}).latency_s[name]
+            return latency / alone
 
-        goal = pair.overlap_cost()
-        if cost(1.0) >= goal:
-            continue
-        low, high = 1.0, MOST_SLOWDOWN
-        if cost(high) > goal:
-            for _ in range(30):
-                mid = 0.5 * (low + high)
-                low, high = (mid, high) if cost(mid) < goal else (low, mid)
-        for key in keys:
-            slow[key] = high
+        for _ in range(3):          # (each fit moves the other launch's end a little)
+            for key in (forward, backward):
+                goal, base = goals[key][2], stretch(key, 1.0)
+                low, high = 1.0, MOST_SLOWDOWN
+                top = stretch(key, high)
+                if base >= goal or top <= base * (1 + 1e-9):
+                    factors[key] = 1.0      # (as slow already, or not beside the other)
+                    continue
+                if top > goal:
+                    for _ in range(30):
+                        mid = 0.5 * (low + high)
+                        low, high = (mid, high) if stretch(key, mid) < goal else (low, mid)
+                factors[key] = high
+        for key, factor in factors.items():
+            if factor > 1.0:
+                slow[key] = factor
     return slow
 
 

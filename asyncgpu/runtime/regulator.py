@@ -136,8 +136,9 @@ class Regulator(PlanCheck):
         #: are the test's, and none is measured: ``PlanCheck._measure_alone``)
         self.stand_in: Any = None
         self.stood_in = False
-        #: test hook: a timed pair's (seconds alone, other's alone, together) from its kernels'
-        #: names and what was measured (with ``stand_in`` set, pairs are timed only with it)
+        #: test hook: a timed pair's seconds (each alone, each's end side by side) from its
+        #: kernels' names and what was measured (with ``stand_in`` set, pairs are timed only
+        #: with it)
         self.pair_stand_in: Any = None
 
     # -- the runtime's calls -----------------------------------------------------------------
@@ -403,8 +404,8 @@ class Regulator(PlanCheck):
                     given: dict[str, tuple[Any, Any]]) -> tuple[PairProfile, ...]:
         """Profile in pairs: the kernels of two tenants that run side by side in the model of
         the tenants' own settings, each pair's first launches in the profiled ``steps`` (one
-        per profile), timed alone and side by side on the device (the backend's stage timer:
-        on scratch copies of what they write). Longest pairs first, at most
+        per profile), timed alone and side by side on the device, each launch's end (the
+        backend's stage timer: on scratch copies of what they write). Longest pairs first, at most
         :data:`MOST_PAIRS`, for at most :data:`PAIR_BUDGET_S`; pairs whose shorter launch
         takes under :data:`PAIR_LEAST_S` are left out (their side-by-side time is mostly the
         launches' own latency). None on several devices, with a stand-in profile that names
@@ -448,19 +449,18 @@ class Regulator(PlanCheck):
                     if time.perf_counter() - began > PAIR_BUDGET_S:
                         break
                     v, w = number[key[:2]], number[key[2:]]
-                    a_s, b_s, together = alone[v], alone[w], timer.time([[v], [w]])
+                    times = (alone[v], alone[w], *timer.time_groups([[v], [w]]))
                     if self.pair_stand_in is not None:
-                        a_s, b_s, together = self.pair_stand_in(key[1], key[3], a_s, b_s,
-                                                                together)
-                    pairs.append(PairProfile(*key, a_s, b_s, together))
+                        times = self.pair_stand_in(key[1], key[3], *times)
+                    pairs.append(PairProfile(*key, *times))
             except Exception as exc:  # noqa: BLE001 - pairs only refine the model
                 log.warning("asyncgpu: regulation could not time launches side by side (%s); "
                             "the plan is searched with %d pairs", exc, len(pairs))
-        log.info("asyncgpu: regulation profiled %d pairs of launches side by side in %.3f s: %s",
+        log.info("asyncgpu: regulation profiled %d pairs of launches side by side in %.3f s "
+                 "(each launch's end side by side over its time alone): %s",
                  len(pairs), time.perf_counter() - began,
-                 ", ".join(f"{p.kernel} | {p.other_kernel} {p.together_s * 1e3:.3f} ms "
-                           f"(alone {p.alone_s * 1e3:.3f} and {p.other_alone_s * 1e3:.3f})"
-                           for p in pairs))
+                 ", ".join(f"{p.kernel} {p.together_s / p.alone_s:.2f}x beside {p.other_kernel} "
+                           f"{p.other_together_s / p.other_alone_s:.2f}x" for p in pairs))
         return tuple(pairs)
 
 

@@ -12,7 +12,8 @@ What it does, once per capture that asks for timings (``asyncgpu.recorder.profil
    timed launches read them, never write them, so the program sees no effect;
 4. ``time(stage)`` runs the stage ``WARMUP`` times untimed, then ``REPEAT`` times between
    timing events: group ``j`` on stream ``j``, all groups forked from and joined back into
-   stream 0, and returns the median in seconds. Before each run the scratch copies are copied
+   stream 0, and returns the median in seconds; ``time_groups(stage)`` the median of each
+   group's end, from the same start. Before each run the scratch copies are copied
    again from the program's arrays (on stream 0, outside the timed interval), so every run
    does the same work: a kernel that consumes state it writes (a work counter that hands out
    rows, an accumulator) would otherwise find nothing left to do after the first run.
@@ -143,11 +144,23 @@ class CudaStageTimer:
 
     def time(self, stage: Sequence[Sequence[int]]) -> float:
         """Median seconds of one run of ``stage`` (groups concurrently, each in order)."""
+        return self._runs(stage)[0]
+
+    def time_groups(self, stage: Sequence[Sequence[int]]) -> list[float]:
+        """Per group of ``stage``, the median seconds from a run's start to that group's
+        end (groups concurrently, each in order)."""
+        return self._runs(stage)[1]
+
+    def _runs(self, stage: Sequence[Sequence[int]]) -> tuple[float, list[float]]:
+        """The median seconds of a run of ``stage``, and of each group's part of it."""
         streams = [self._stream(j) for j in range(len(stage))]
-        joins = [self.backend.create_event() for _ in streams[1:]]
+        # (timing events: each group's end is timed too)
+        joins = [self.backend.timing_event() for _ in streams]
         origin = streams[0]
         times = []
+        ends: list[list[float]] = [[] for _ in stage]
         gate = self._gate
+        elapsed = self.backend.cupy.cuda.get_elapsed_time
         copy = self.backend.cupy.cuda.runtime.memcpyAsync
         for rep in range(WARMUP + REPEAT):
             for dst, src, nbytes in self._refresh:
@@ -162,8 +175,9 @@ class CudaStageTimer:
                 for group, s in zip(stage, streams):
                     for v in group:
                         self._launches[v](s)
-                for join, s in zip(joins, streams[1:]):
+                for join, s in zip(joins, streams):
                     join.record(s)
+                for join in joins[1:]:
                     origin.wait_event(join)
                 self._stop.record(origin)
             finally:
@@ -171,8 +185,11 @@ class CudaStageTimer:
                     gate.open()
             self._stop.synchronize()
             if rep >= WARMUP:
-                times.append(self.backend.cupy.cuda.get_elapsed_time(self._start, self._stop))
-        return statistics.median(times) * 1e-3
+                times.append(elapsed(self._start, self._stop))
+                for part, join in zip(ends, joins):
+                    part.append(elapsed(self._start, join))
+        return (statistics.median(times) * 1e-3,
+                [statistics.median(part) * 1e-3 for part in ends])
 
     def close(self) -> None:
         """Let go of the scratch copies (every timed launch has finished: ``time`` waits)."""

@@ -9,7 +9,8 @@ launches (the same recording always gets the same schedule, and tests can predic
   kernel that launches many threads over few bytes is compute-bound);
 * it occupies ``min(1, threads / DEVICE_THREADS)`` of the device while it runs;
 * a stage takes ``STAGE_S + max(longest group, sum of time x occupancy)``: groups overlap,
-  but not beyond the device's capacity.
+  but not beyond the device's capacity (a group ends at its own time, stretched by as much
+  as the longest).
 
 Nothing runs: the timer never touches the arrays.
 """
@@ -42,9 +43,15 @@ class SimStageTimer:
             self._cost.append((t, min(1.0, threads / DEVICE_THREADS)))
 
     def time(self, stage: Sequence[Sequence[int]]) -> float:
-        longest = max(sum(self._cost[v][0] for v in group) for group in stage)
+        return max(self.time_groups(stage))
+
+    def time_groups(self, stage: Sequence[Sequence[int]]) -> list[float]:
+        """Each group's end: its own launches' times, stretched as the whole stage is when
+        the groups together ask for more than the device."""
+        own = [sum(self._cost[v][0] for v in group) for group in stage]
         area = sum(self._cost[v][0] * self._cost[v][1] for group in stage for v in group)
-        return STAGE_S + max(longest, area)
+        stretch = max(1.0, area / max(own))
+        return [STAGE_S + t * stretch for t in own]
 
     def close(self) -> None:
         pass
