@@ -102,8 +102,10 @@ def test_launches_are_profiled_in_pairs_on_the_device_without_touching_the_progr
         (pair,) = state.plan.pairs
         assert {pair.kernel, pair.other_kernel} == {"square", "accumulate"}
         assert pair.alone_s > 0 and pair.other_alone_s > 0
-        # (two bandwidth-bound launches: side by side each is slowed by the other)
-        assert pair.together_s > pair.alone_s and pair.other_together_s > pair.other_alone_s
+        # (each launch's own end, from the pair's start: not before it could end alone, less
+        # the timer's noise)
+        assert pair.together_s > 0.8 * pair.alone_s
+        assert pair.other_together_s > 0.8 * pair.other_alone_s
         step()
         # the timed launches ran on scratch copies: the accumulator saw each step once
         assert np.array_equal(z.numpy(), steps * host)
