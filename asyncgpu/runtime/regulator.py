@@ -399,14 +399,13 @@ class Regulator(PlanCheck):
         tenant = rt.tenants[index]
         return TenantProfile(tenant.name, tenant.priority, tuple(out), tenant.streams == 1)
 
-
     def _time_pairs(self, profiles: tuple[TenantProfile, ...], steps: list[list[Any]],
                     given: dict[str, tuple[Any, Any]]) -> tuple[PairProfile, ...]:
         """Profile in pairs: the kernels of two tenants that run side by side in the model of
         the tenants' own settings, each pair's first launches in the profiled ``steps`` (one
         per profile), timed alone and side by side on the device, each launch's end (the
-        backend's stage timer: on scratch copies of what they write). Longest pairs first, at most
-        :data:`MOST_PAIRS`, for at most :data:`PAIR_BUDGET_S`; pairs whose shorter launch
+        backend's stage timer: on scratch copies of what they write). Longest pairs first, at
+        most :data:`MOST_PAIRS`, for at most :data:`PAIR_BUDGET_S`; pairs whose shorter launch
         takes under :data:`PAIR_LEAST_S` are left out (their side-by-side time is mostly the
         launches' own latency). None on several devices, with a stand-in profile that names
         no pair times (``asyncgpu.testing.regulation``), or when the backend cannot time."""
@@ -459,8 +458,10 @@ class Regulator(PlanCheck):
         log.info("asyncgpu: regulation profiled %d pairs of launches side by side in %.3f s "
                  "(each launch's end side by side over its time alone): %s",
                  len(pairs), time.perf_counter() - began,
-                 ", ".join(f"{p.kernel} {p.together_s / p.alone_s:.2f}x beside {p.other_kernel} "
-                           f"{p.other_together_s / p.other_alone_s:.2f}x" for p in pairs))
+                 ", ".join(f"{p.kernel} {p.together_s / max(p.alone_s, 1e-9):.2f}x beside "
+                           f"{p.other_kernel} "
+                           f"{p.other_together_s / max(p.other_alone_s, 1e-9):.2f}x"
+                           for p in pairs))
         return tuple(pairs)
 
 

@@ -15,6 +15,21 @@ import asyncgpu as ag
 pytestmark = pytest.mark.gpu
 
 
+def regulated(step, tenants):
+    """Run ``step`` once, regulate ``tenants`` and step until the profile's plan is in force;
+    the regulation's state then."""
+    step()
+    ag.regulate(plan="search", tenants=tenants)
+    for _ in range(6):
+        step()
+        ag.synchronize()
+        if ag.regulation().state == "regulated":
+            break
+    state = ag.regulation()
+    assert state.state == "regulated"
+    return state
+
+
 @pytest.mark.parametrize("memory", ["explicit", "managed"])
 def test_a_regulated_mix_profiles_on_the_device_and_gives_the_same_results(memory):
     with ag.configure(backend="cuda", memory=memory):
@@ -33,15 +48,7 @@ def test_a_regulated_mix_profiles_on_the_device_and_gives_the_same_results(memor
             with high:
                 small[4, 256](u, v, 1024)
 
-        step()
-        ag.regulate(plan="search", tenants=[low.name, high.name])
-        for _ in range(6):
-            step()
-            ag.synchronize()
-            if ag.regulation().state == "regulated":
-                break
-        state = ag.regulation()
-        assert state.state == "regulated"
+        state = regulated(step, [low.name, high.name])
         profile = {p.name: p for p in state.plan.profile}
         (long_op,) = profile[low.name].ops
         (short_op,) = profile[high.name].ops
@@ -90,15 +97,7 @@ def test_launches_are_profiled_in_pairs_on_the_device_without_touching_the_progr
                 acc[66, 256](x, z, n)
             steps += 1
 
-        step()
-        ag.regulate(plan="search", tenants=[first.name, second.name])
-        for _ in range(6):
-            step()
-            ag.synchronize()
-            if ag.regulation().state == "regulated":
-                break
-        state = ag.regulation()
-        assert state.state == "regulated"
+        state = regulated(step, [first.name, second.name])
         (pair,) = state.plan.pairs
         assert {pair.kernel, pair.other_kernel} == {"square", "accumulate"}
         assert pair.alone_s > 0 and pair.other_alone_s > 0
