@@ -93,6 +93,11 @@ def test_threads_launching_at_once_do_not_hand_the_gil_over_at_every_launch():
     with ag.configure(backend="cuda"):
         measured = overhead.threads(ag, launches=600, repeats=3)
     assert set(measured) == {"ag_launch", "cupy_raw_launch", "ag_launch_read"}
-    assert (measured["ag_launch"]["switches_per_launch"]
-            < 0.5 * measured["cupy_raw_launch"]["switches_per_launch"])
+    ours = measured["ag_launch"]["switches_per_launch"]
+    raw = measured["cupy_raw_launch"]["switches_per_launch"]
+    # (a launch that released the GIL would switch at nearly every launch, as CuPy's does: 0.9
+    # on an H200 host; under other load CuPy's count can fall near ours, and then only the
+    # first check says anything)
+    assert ours < 0.1
+    assert raw < 0.2 or ours < 0.5 * raw
     assert all(v["one_thread_us"] > 0 and v["threads_us"] > 0 for v in measured.values())
