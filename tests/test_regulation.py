@@ -436,6 +436,52 @@ def test_pairs_are_timed_by_the_backend_and_leave_the_programs_results_alone(mem
         ag.regulate(plan="off")
 
 
+class _Broken:
+    """A stage timer that fails at ``fails`` (``make``: being made; ``time``: timing)."""
+
+    def __init__(self, real, fails):
+        if fails == "make":
+            raise RuntimeError("no scratch memory for the timed launches")
+        self.real = real
+
+    def time(self, stage):
+        return self.real.time(stage)
+
+    def time_groups(self, stage):
+        raise RuntimeError("the device refused the timed launches")
+
+    def close(self):
+        pass
+
+
+@pytest.mark.parametrize("fails, message", [
+    ("make", "could not prepare the launches for timing"),
+    ("time", "could not time launches side by side"),
+])
+def test_pairs_that_cannot_be_timed_leave_a_plan_searched_without_them(fails, message,
+                                                                        monkeypatch, caplog):
+    monkeypatch.setattr(regulator, "PAIR_LEAST_S", 0.0)
+    with ag.configure(backend="sim", sim_seed=7):
+        backend = current_runtime().backend
+        real = backend.stage_timer
+        monkeypatch.setattr(backend, "stage_timer",
+                            lambda rt, launches: _Broken(real(rt, launches), fails))
+        mix = Mix(f"untimed-pairs-{fails}")
+        mix.step()
+        ag.regulate(plan="search", tenants=mix.names)
+        with caplog.at_level("WARNING", logger="asyncgpu"):
+            for _ in range(2):
+                mix.step()
+            ag.synchronize()
+            state = ag.regulation()
+        assert state.state == "regulated" and state.plan.pairs == ()
+        assert message in caplog.text
+        mix.step()
+        ag.synchronize()
+        assert mix.right()
+        ag.regulate(plan="off")
+
+
 def test_profiled_launches_run_one_at_a_time_across_tenants():
     with ag.configure(backend="sim", sim_seed=1):
         mix = Mix("profiled")
