@@ -117,6 +117,10 @@ def _parser() -> argparse.ArgumentParser:
                         "times its step alone, the others back to back; compares threads, "
                         "tenants, regulated and an exclusive tenant (default: every workload "
                         "back to back, all modes)")
+    b.add_argument("--partitions", action="store_true",
+                   help="tenants: also the mode 'partitioned', each workload a tenant on SMs "
+                        "of its own (asyncgpu.tenant(..., sms=N): an equal share of the "
+                        "device each, in groups of 8)")
     b.add_argument("--devices", default=None, metavar="COUNTS",
                    help="multigpu: the GPU counts to compare, e.g. 1,2,4 (default: 1, 2, 4 "
                         "up to the GPUs of the host; on the simulator, virtual devices)")

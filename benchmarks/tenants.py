@@ -21,7 +21,11 @@ steps of every workload (after every workload ran ``warmup`` steps alone):
   run until the profile is taken and the plan searched (at most :data:`PROFILE_ROUNDS`), and
   until the high-priority tenant's latency under it was checked (at most
   :data:`CHECK_ROUNDS`), then the timed rounds run with the plan (``plan`` in the result: what
-  it split and pointed, and the check's slowest measured step and latency alone, ms).
+  it split and pointed, and the check's slowest measured step and latency alone, ms);
+* ``partitioned`` (with ``partitions=True``, ``--partitions``): one thread per workload, each
+  a tenant on SMs of its own (``asyncgpu.tenant(..., sms=N)``: an equal share of the device,
+  in whole groups), the first with priority high, so no tenant's blocks share a
+  multiprocessor with another's.
 
 The modes are timed taking turns: every mode is made ready first (the untimed rounds above),
 then each mode's rounds run in ``turns`` blocks, one block of every mode per turn (the order
@@ -211,18 +215,23 @@ def _one_thread(members: list[_Member], rounds: int, scopes: list[Any]) -> None:
 
 def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
             mix: tuple[str, ...] = MIX, block: int = 256, num_blocks: int = 2,
-            recorded: bool = False, check_rounds: int = CHECK_ROUNDS, turns: int = 1
-            ) -> dict[str, Any]:
+            recorded: bool = False, check_rounds: int = CHECK_ROUNDS, turns: int = 1,
+            partitions: bool = False) -> dict[str, Any]:
     """Rows per mode: the mix's wall time (ms) and each workload's step latency p50 and p99
     (ms); ``alone``: each workload's latencies by itself. ``recorded``: each step replays the
     workload's launches recorded as a graph (``recorded_static`` of the suite) in every
     mode. ``check_rounds``: the most rounds ``regulated`` waits for its check (0 on the
     simulator, whose clock says nothing of latency). ``turns``: each mode's ``rounds`` are
     split into this many blocks, the modes taking turns block by block (see
-    :func:`_measure`)."""
+    :func:`_measure`). ``partitions``: also the mode ``partitioned`` (eager steps only: a
+    graph runs on every SM)."""
+    if partitions and recorded:
+        raise ValueError("bench tenants: the partitioned mode runs eager steps only (a "
+                         "recorded step's graph runs on every SM)")
+    modes = MODES + (("partitioned",) if partitions else ())
     with _warm_members(ag, mix, scale, block, num_blocks, recorded, warmup) as members:
         return _measure(ag, members, scale, rounds, mix, recorded, check_rounds,
-                        max(1, min(turns, rounds)))
+                        max(1, min(turns, rounds)), modes)
 
 
 @contextlib.contextmanager
@@ -249,7 +258,8 @@ def _blocks(rounds: int, turns: int) -> list[int]:
 
 
 def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tuple[str, ...],
-             recorded: bool, check_rounds: int, turns: int) -> dict[str, Any]:
+             recorded: bool, check_rounds: int, turns: int, modes: tuple[str, ...] = MODES
+             ) -> dict[str, Any]:
     """:func:`measure` once the members are warm. Every mode is made ready first (its tenants'
     untimed round, ``regulated``'s profile, search and check); then the modes take turns,
     each running one block of its rounds per turn (the order rotated each turn), so that a
@@ -271,6 +281,8 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
     scopes = {"tenants": _ranked(ag, mix, "tenant"), "regulated": _ranked(ag, mix, "regulated"),
               "one stream each": [ag.tenant(f"{name}-one-stream", streams=1) for name in mix],
               "one thread": _ranked(ag, mix, "one-thread"), "threads": None}
+    if "partitioned" in modes:
+        scopes["partitioned"] = _ranked(ag, mix, "partitioned", sms=_share(ag, len(mix)))
 
     def run(mode: str, rounds: int) -> None:
         """``rounds`` rounds of every member's step, as ``mode`` runs them."""
@@ -284,7 +296,7 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
             _threads(members, rounds, scopes[mode])
 
     plan = None
-    for mode in MODES:      # (every workload is warm: it ran alone first)
+    for mode in modes:      # (every workload is warm: it ran alone first)
         if mode == "regulated":
             plan = _regulate(ag, members, scopes[mode], check_rounds)
         elif scopes.get(mode) is not None:
@@ -293,12 +305,12 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
     ag.synchronize()
     for m in members:
         m.taken()
-    per_round: dict[str, list[float]] = {mode: [] for mode in MODES}   # each block's, seconds
+    per_round: dict[str, list[float]] = {mode: [] for mode in modes}   # each block's, seconds
     latencies: dict[str, dict[str, list[float]]] = {mode: {m.name: [] for m in members}
-                                                    for mode in MODES}
+                                                    for mode in modes}
     for turn, block in enumerate(_blocks(rounds, turns)):
         # (the order rotated each turn, as the suite's rounds do: no mode always runs first)
-        for mode in MODES[turn % len(MODES):] + MODES[:turn % len(MODES)]:
+        for mode in modes[turn % len(modes):] + modes[:turn % len(modes)]:
             ag.synchronize()
             t0 = time.perf_counter()
             run(mode, block)
@@ -312,7 +324,7 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
              "speedup": statistics.median(s / t for s, t in zip(sequential, per_round[mode])),
              "turn_round_ms": [t * 1e3 for t in per_round[mode]],
              "latency": {name: _summary(values) for name, values in latencies[mode].items()}}
-            for mode in MODES]
+            for mode in modes]
     seq_ms = rows[0]["ms"]
     return {"rows": rows, "alone": alone, "mix": list(mix), "scale": scale, "rounds": rounds,
             "turns": turns, "high_priority": mix[0], "plan": plan, "recorded": recorded,
@@ -366,12 +378,22 @@ def _plan_summary(ag: Any, after: str) -> dict[str, Any]:
                         for p in plan.profile}}
 
 
-def _ranked(ag: Any, mix: tuple[str, ...], suffix: str, exclusive: bool = False) -> list[Any]:
+def _ranked(ag: Any, mix: tuple[str, ...], suffix: str, exclusive: bool = False,
+            sms: int | None = None) -> list[Any]:
     """A tenant per workload, named ``workload-suffix``, the first one's with priority high
-    (and ``exclusive``)."""
+    (and ``exclusive``), each on ``sms`` SMs of its own if given."""
     return [ag.tenant(f"{name}-{suffix}", priority="high" if i == 0 else "normal",
-                      exclusive=exclusive and i == 0)
+                      exclusive=exclusive and i == 0, sms=sms)
             for i, name in enumerate(mix)]
+
+
+def _share(ag: Any, tenants: int) -> int:
+    """An equal share of the device's SMs for each of ``tenants`` partitions, in whole groups
+    (``asyncgpu.core.partitions.GRAIN``)."""
+    from asyncgpu.core.partitions import GRAIN
+    from asyncgpu.runtime.current import current_runtime
+    sms = getattr(current_runtime().backend, "sm_count", 132)
+    return max(GRAIN, sms // tenants // GRAIN * GRAIN)
 
 
 def _summary(latencies: list[float]) -> dict[str, float]:

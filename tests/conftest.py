@@ -116,3 +116,21 @@ def managed_memory():
 
     with ag.configure(memory="managed"):
         yield
+
+
+@pytest.fixture
+def fresh_runtime():
+    """A runtime of the test's own, closed after it: what a runtime's tenants hold (SM
+    partitions) lasts as long as the runtime, and the process's runtime lives across tests."""
+    from asyncgpu.runtime import current
+
+    saved = current._runtime
+    current._runtime = None         # (the next call makes one of the current options)
+    try:
+        yield
+    finally:
+        rt = current._runtime
+        if rt is not None and rt is not saved:
+            rt.synchronize()
+            rt.close()
+        current._runtime = saved

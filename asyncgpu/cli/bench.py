@@ -120,7 +120,8 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
                              block=256 if on_gpu else 32,
                              recorded=args.steps == "recorded",
                              check_rounds=tenants.CHECK_ROUNDS if on_gpu else 0,
-                             turns=args.rounds or (tenants.TURNS if on_gpu else 1))
+                             turns=args.rounds or (tenants.TURNS if on_gpu else 1),
+                             partitions=args.partitions)
     if on_gpu:
         table = Table(title=f"tenants ({scale}, {args.steps} steps, the modes taking "
                             f"{result['turns']} turns; {mix[0]} has priority high; ms)",
@@ -149,7 +150,8 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
                           f"{result['plan']['checking']!r} when the timed rounds began[/]")
     else:
         console.print(f"tenants ({scale}): {', '.join(mix)} checked in every mode "
-                      f"({', '.join(tenants.MODES)}); [yellow]no times on the simulator[/]")
+                      f"({', '.join(row['mode'] for row in result['rows'])}); "
+                      "[yellow]no times on the simulator[/]")
     if args.json and json_too:
         write_json(args.json, "tenants", result, harness.machine_info(ag))
 

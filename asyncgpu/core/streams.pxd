@@ -20,7 +20,7 @@ cdef class StreamManager:
     cdef public ParentStreamPolicy parent_policy
     cdef public Counters stats
     cdef public dict _by_use
-    cdef public list _events, _frees, _members, _limits, _priorities, streams
+    cdef public list _events, _frees, _members, _limits, _partitions, _priorities, streams
     cdef public Py_ssize_t _inflight, max_streams, poll_threshold, devices, _device, _pool
     cdef public Py_ssize_t issues
 

@@ -27,11 +27,13 @@ of its own device), so the event pool is per device. Streams are grouped in *poo
 (tenant, device) (``StreamState.pool``, :func:`pool_of`): the free list and the
 ``max_streams`` bound are per pool, a node's stream is chosen among its pool's streams
 (:meth:`StreamManager.choose`: a parent's stream is inherited only by a child of the same pool),
-and a tenant's streams are created with its priority (:meth:`StreamManager.add_tenant`). Waits
-on parents of other pools are event waits like any other.
+and a tenant's streams are created with its priority, in its SM partition if it has one
+(:meth:`StreamManager.add_tenant`). Waits on parents of other pools are event waits like any
+other.
 
 The manager is plain Python: it calls the backend through ``create_stream(device)`` (with a
-tenant's priority: ``create_stream(device, priority)``), ``create_event(device)``, ``record``,
+tenant's priority and partition: ``create_stream(device, priority, partition)``),
+``create_event(device)``, ``record``,
 ``wait`` and ``event_done``, always passing streams explicitly.
 """
 
@@ -69,9 +71,9 @@ class StreamManager:
     """Chooses streams, issues waits and records events, retires finished nodes."""
 
     __slots__ = ("_by_use", "_device", "_events", "_frees", "_inflight", "_limits",
-                 "_members", "_pool", "_priorities", "backend", "devices", "issues",
-                 "max_streams", "new_policy", "parent_policy", "poll_threshold", "stats",
-                 "streams")
+                 "_members", "_partitions", "_pool", "_priorities", "backend", "devices",
+                 "issues", "max_streams", "new_policy", "parent_policy", "poll_threshold",
+                 "stats", "streams")
 
     def __init__(self, backend: Any, options: Any, stats: Any, devices: int = 1) -> None:
         self.backend = backend
@@ -93,6 +95,7 @@ class StreamManager:
         self._members: list[list[StreamState]] = [[] for _ in range(devices)]
         self._events: list[list[Any]] = [[] for _ in range(devices)]
         self._priorities = [0]
+        self._partitions: list[str | None] = [None]
         self._limits = [self.max_streams]
         #: the device and pool of the node being placed (what the policies' calls refer to)
         self._device = 0
@@ -103,11 +106,14 @@ class StreamManager:
         self.issues = 0
 
     # -- tenants -----------------------------------------------------------------------------
-    def add_tenant(self, priority: int, streams: int | None = None) -> int:
+    def add_tenant(self, priority: int, streams: int | None = None,
+                   partition: str | None = None) -> int:
         """Pools for one more tenant, whose streams are created with ``priority`` (CUDA's:
-        lower is more urgent), at most ``streams`` of them per device (None: ``max_streams``);
-        returns its number."""
+        lower is more urgent), at most ``streams`` of them per device (None: ``max_streams``),
+        in SM partition ``partition`` (the backend's ``reserve_sms``; None: any SM); returns
+        its number."""
         self._priorities.append(priority)
+        self._partitions.append(partition)
         self._limits.append(self.max_streams if streams is None
                             else min(streams, self.max_streams))
         self._frees.extend(deque() for _ in range(self.devices))
@@ -132,8 +138,13 @@ class StreamManager:
         device = self._device
         pool = self._pool
         priority = self._priorities[pool // self.devices]
-        handle = (self.backend.create_stream(device) if priority == 0
-                  else self.backend.create_stream(device, priority))
+        partition = self._partitions[pool // self.devices]
+        if partition is not None:
+            handle = self.backend.create_stream(device, priority, partition)
+        elif priority == 0:
+            handle = self.backend.create_stream(device)
+        else:
+            handle = self.backend.create_stream(device, priority)
         s = StreamState(len(self.streams), handle, device, pool)
         self.streams.append(s)
         self._members[pool].append(s)

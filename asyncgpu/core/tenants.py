@@ -91,18 +91,21 @@ class Tenant:
     """One tenant of a runtime (see the module docstring)."""
 
     __slots__ = ("after", "counts", "exclusive", "given", "held", "index", "last", "latencies",
-                 "latest", "measured", "name", "pending", "priority", "spare", "splits", "steps",
-                 "stream_priority", "streams")
+                 "latest", "measured", "name", "pending", "priority", "sms", "spare", "splits",
+                 "steps", "stream_priority", "streams")
 
     def __init__(self, index: int, name: str, priority: str, stream_priority: int,
                  streams: int | None = None, splits: dict[str, int] | None = None,
                  after: dict[str, tuple[str, str]] | None = None,
-                 exclusive: bool = False) -> None:
+                 exclusive: bool = False, sms: int | None = None) -> None:
         self.index = index
         self.name = name
         self.priority = priority
         self.stream_priority = stream_priority
         self.streams = streams      # its streams per device at most (None: max_streams)
+        #: the SMs it asked for a partition of its own on each device (which holds them rounded
+        #: up to whole groups: ``asyncgpu.core.partitions``); None: none, any SM
+        self.sms = sms
         #: splittable kernels it launches in pieces: kernel name -> pieces (None: none)
         self.splits = splits
         #: pointers: its kernel name -> (tenant name, kernel name) it waits for (None: none)
@@ -131,8 +134,8 @@ class Tenant:
 
     def settings(self) -> tuple[Any, ...]:
         """What a tenant keeps from its first use: priority, streams, splits, pointers,
-        exclusive (as it was given them: a regulation plan adds to them)."""
-        return (self.priority, self.streams) + self.given
+        exclusive (as it was given them: a regulation plan adds to them), SMs asked for."""
+        return (self.priority, self.streams) + self.given + (self.sms,)
 
     def count(self, kind: str) -> None:
         """One more node of ``kind`` issued."""

@@ -35,6 +35,7 @@ import logging
 import threading
 from typing import Any, Callable
 
+from ..core.errors import RecordingError
 from ..runtime import current
 from ..runtime.splits import splits_hold
 from ..runtime.current import current_runtime
@@ -47,6 +48,18 @@ from .recording import Recording
 
 log = logging.getLogger("asyncgpu")
 _tokens = itertools.count(1)
+
+
+def refuse_partitioned(rt: Any, name: str) -> None:
+    """RecordingError if this thread's tenant runs on SMs of its own (``asyncgpu.tenant(...,
+    sms=N)``): a CUDA graph's kernels run on every SM, so a replay would leave the partition."""
+    tenant = rt.tenants[getattr(rt._pins, "tenant", 0)]
+    if tenant.sms is not None:
+        raise RecordingError(
+            f"recorded function {name!r} called in tenant {tenant.name!r}, which runs on SMs "
+            f"of its own (sms={tenant.sms}): a CUDA graph's kernels run on every SM, so its "
+            "replays would leave the partition; call the function undecorated in this tenant, "
+            "or make the tenant without sms")
 
 
 class _Run:
@@ -75,6 +88,8 @@ class _Run:
         else:
             rt.gate.enter()     # (an exclusive tenant's gate: takes the lock when free)
         try:
+            if rt._tenanted:
+                refuse_partitioned(rt, self.name)
             if rt._host_busy:
                 rt.settle_host_writes()     # (the recording's decisions read locations)
             if recording_of(rt, this_thread()) is not None:
@@ -199,6 +214,8 @@ class GraphFunction(_Run):
         else:
             rt.gate.enter()
         try:
+            if rt._tenanted:
+                refuse_partitioned(rt, self.name)
             if rt._host_busy:
                 rt.settle_host_writes()
             if recording_of(rt, this_thread()) is not None:

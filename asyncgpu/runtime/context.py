@@ -131,7 +131,11 @@ class Runtime(HostAccess, TenantSteps):
         devices = len(self.devices)
         self.streams = StreamManager(self.backend, options, self.stats, devices)
         for tenant in self.tenants[1:]:     # (a reconfigured runtime keeps its tenants)
-            self.streams.add_tenant(tenant.stream_priority, tenant.streams)
+            partition = None
+            if tenant.sms is not None:      # (again: the backend may be a new one)
+                self.backend.reserve_sms(tenant.name, tenant.sms)
+                partition = tenant.name
+            self.streams.add_tenant(tenant.stream_priority, tenant.streams, partition)
         #: Several devices: where each kernel and library call runs (None: one device).
         self.placement = None
         if devices > 1:

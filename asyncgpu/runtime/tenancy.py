@@ -42,7 +42,7 @@ class TenantScope:
     def __init__(self, name: str, priority: str = "normal", streams: int | None = None,
                  split: dict[str, int] | None = None,
                  after: dict[str, tuple[str, str]] | None = None,
-                 exclusive: bool = False) -> None:
+                 exclusive: bool = False, sms: int | None = None) -> None:
         if not isinstance(name, str) or not name or name == "default":
             raise ValueError(f"asyncgpu.tenant: the name must be a non-empty string other than "
                              f"'default' (the tenant of work outside any); got {name!r}")
@@ -70,6 +70,9 @@ class TenantScope:
         if type(exclusive) is not bool:
             raise ValueError(f"asyncgpu.tenant({name!r}): exclusive must be True or False; got "
                              f"{exclusive!r}")
+        if sms is not None and (type(sms) is not int or sms < 1):
+            raise ValueError(f"asyncgpu.tenant({name!r}): sms must be a positive int (the SMs "
+                             f"of a partition of its own on each device) or None; got {sms!r}")
         both = sorted(set(after or ()) & set(split or ()))
         if both:
             raise ValueError(f"asyncgpu.tenant({name!r}): kernel {both[0]!r} is both split and "
@@ -80,16 +83,17 @@ class TenantScope:
         self.split = dict(split) if split else None
         self.after = dict(after) if after else None
         self.exclusive = exclusive
+        self.sms = sms
 
     def __repr__(self) -> str:
         return (f"asyncgpu.tenant({self.name!r}, priority={self.priority!r}, "
                 f"streams={self.streams!r}, split={self.split!r}, after={self.after!r}, "
-                f"exclusive={self.exclusive!r})")
+                f"exclusive={self.exclusive!r}, sms={self.sms!r})")
 
     def __enter__(self) -> TenantScope:
         rt = current_runtime()
         index = rt.tenant_index(self.name, self.priority, self.streams, self.split,
-                                self.after, self.exclusive)
+                                self.after, self.exclusive, self.sms)
         begun = rt.begin_step(index)
         rt._pins.tenant = index
         entered = getattr(_entered, "scopes", None)
@@ -119,7 +123,7 @@ class TenantScope:
 def tenant(name: str, priority: str = "normal", streams: int | None = None,
            split: dict[str, int] | None = None,
            after: dict[str, tuple[str, str]] | None = None,
-           exclusive: bool = False) -> TenantScope:
+           exclusive: bool = False, sms: int | None = None) -> TenantScope:
     """``with asyncgpu.tenant("detector", priority="high"):`` the kernels, library calls and
     copies this thread issues in the block are tenant ``name``'s: they run on the tenant's own
     streams, created with its priority (``"high"``: the device's most urgent stream priority;
@@ -148,18 +152,28 @@ def tenant(name: str, priority: str = "normal", streams: int | None = None,
     it). The others' throughput is what the exclusive tenant's steps leave; a tenant that
     issues steps back to back would leave them nothing (see :mod:`asyncgpu.runtime.exclusive`).
 
+    ``sms=40`` gives the tenant a partition of 40 SMs of its own on each device (a CUDA green
+    context; rounded up to whole groups of 8 SMs), disjoint from every other tenant's partition:
+    its kernels run there and nowhere else, so another tenant's resident blocks never slow
+    them, nor theirs the other's. Work outside any partition (the default tenant, tenants
+    without ``sms``) may run on any SM: give every tenant that shares the device a partition
+    to keep them all apart. While any tenant has a partition, kernels launch without the
+    one-node graph lanes (a CUDA graph runs on every SM), and a recorded function cannot be
+    replayed in a partitioned tenant (see :mod:`asyncgpu.core.partitions`).
+
     Raises
     ------
     ValueError
         An empty name, an unknown priority, a stream count below 1, a bad ``split`` or
-        ``after`` (or a kernel in both), an ``exclusive`` other than a bool, or a tenant
-        already made with other settings (raised when the block is entered).
+        ``after`` (or a kernel in both), an ``exclusive`` other than a bool, an ``sms`` other
+        than a positive int, or (raised when the block is entered) a tenant already made with
+        other settings, or more SMs than the device has outside other tenants' partitions.
     ArgumentError
         A launch of a kernel the tenant splits that is declared neither element-wise nor with
         a grid offset, or whose arguments break that declaration's contract (nothing is
         enqueued).
     """
-    return TenantScope(name, priority, streams, split, after, exclusive)
+    return TenantScope(name, priority, streams, split, after, exclusive, sms)
 
 
 def tenants() -> dict[str, TenantStatistics]:

@@ -25,10 +25,13 @@ Example::
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from ..core.tenants import Tenant, stream_priority
 from .exclusive import ExclusiveSteps
+
+log = logging.getLogger("asyncgpu")
 
 #: A tenant's steps are measured (and let go of their timing events) every this many steps,
 #: not only when statistics are asked for: a service may never ask.
@@ -43,30 +46,40 @@ class TenantSteps:
     def tenant_index(self, name: str, priority: str, streams: int | None = None,
                      splits: dict[str, int] | None = None,
                      after: dict[str, tuple[str, str]] | None = None,
-                     exclusive: bool = False) -> int:
+                     exclusive: bool = False, sms: int | None = None) -> int:
         """The number of tenant ``name``, made with ``priority``, at most ``streams`` streams
-        per device, ``splits``, pointers ``after`` and ``exclusive`` on first use; ValueError
-        if it exists with other settings."""
+        per device, ``splits``, pointers ``after``, ``exclusive`` and a partition of ``sms``
+        SMs on first use; ValueError if it exists with other settings, or if the device has
+        not ``sms`` SMs left outside other tenants' partitions (nothing is made then)."""
         with self._lock:
             for tenant in self.tenants:
                 if tenant.name == name:
                     if tenant.index and tenant.settings() != (priority, streams, splits, after,
-                                                              exclusive):
+                                                              exclusive, sms):
                         raise ValueError(
                             f"asyncgpu.tenant({name!r}, priority={priority!r}, "
                             f"streams={streams!r}, split={splits!r}, after={after!r}, "
-                            f"exclusive={exclusive!r}): this tenant has priority "
+                            f"exclusive={exclusive!r}, sms={sms!r}): this tenant has priority "
                             f"{tenant.priority!r} and streams={tenant.streams!r}, "
                             f"split={tenant.given[0]!r}, after={tenant.given[1]!r}, "
-                            f"exclusive={tenant.given[2]!r} (a tenant keeps the settings it "
-                            "was first given); use another name for other settings")
+                            f"exclusive={tenant.given[2]!r}, sms={tenant.sms!r} (a tenant "
+                            "keeps the settings it was first given); use another name for "
+                            "other settings")
                     return tenant.index
+            if sms is not None:
+                reserve = getattr(self.backend, "reserve_sms", None)
+                if reserve is None:
+                    raise ValueError(f"asyncgpu.tenant({name!r}, sms={sms}): the "
+                                     f"{self.backend.name} backend has no SM partitions")
+                granted = reserve(name, sms)
+                log.info("asyncgpu: tenant %r runs on %d SMs of its own on each device", name,
+                         granted)
             ranges = getattr(self.backend, "stream_priorities", None)
             least, greatest = ranges() if ranges is not None else (0, 0)
             level = stream_priority(priority, least, greatest)
-            index = self.streams.add_tenant(level, streams)
+            index = self.streams.add_tenant(level, streams, name if sms is not None else None)
             self.tenants.append(Tenant(index, name, priority, level, streams, splits, after,
-                                       exclusive))
+                                       exclusive, sms))
             self._tenanted = True
             if exclusive:
                 self.exclusive_changed()

@@ -14,7 +14,7 @@ cdef class CudaBackend(Backend):
     cdef public object _driver_error, _fetch_stream
     cdef public object captures, cupy, device_name, driver, fault, pool, runtime
     cdef public CudaCalls calls
-    cdef public object _lane_cost_s, _peak_bandwidth, _timing_gate
+    cdef public object _lane_cost_s, _peak_bandwidth, _timing_gate, _green
     cdef public set _graphs_in_flight
     cdef public dict _numba_streams
     cdef public object _recent

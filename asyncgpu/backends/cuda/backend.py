@@ -64,7 +64,7 @@ class CudaBackend(Backend):
                  "device", "device_name", "driver", "explicit", "fault",
                  "host_coherent_while_busy", "packed_launches", "pool", "runtime",
                  "single_node_graphs", "sm_count", "_lane_cost_s", "_peak_bandwidth",
-                 "_timing_gate", "slot", "cache_keys", "targets", "copies")
+                 "_timing_gate", "slot", "cache_keys", "targets", "copies", "_green")
     name = "cuda"
     #: ``host_access`` only reports a device fault, which ``HostAccess.read_element``'s path
     #: for a current mirror checks itself (``fault``)
@@ -124,6 +124,7 @@ class CudaBackend(Backend):
         self._timing_gate: Any = False      # (timing.py's: False until made, None if it can't)
         self._lane_cost_s: float | None = None
         self._peak_bandwidth: float | None = None
+        self._green: Any = None     # the SM partitions' green contexts (partitions.py)
         props = self.runtime.getDeviceProperties(self.device)
         name = props["name"]
         self.device_name = name.decode() if isinstance(name, bytes) else str(name)
@@ -179,6 +180,10 @@ class CudaBackend(Backend):
         destroyed."""
         if self.driver is not None:
             self.driver.release_lanes()
+        if self._green is not None:
+            self.synchronize()
+            self._green.close()
+            self._green = None
         self.pool.free_all_blocks()
 
     # -- a launch's CUDA calls ---------------------------------------------------------------
@@ -250,9 +255,25 @@ class CudaBackend(Backend):
         self._recent = deque(maxlen=RECENT_LAUNCHES)
 
     # -- streams and events ------------------------------------------------------------------
-    def create_stream(self, device: int = 0, priority: int = 0) -> Any:
+    def reserve_sms(self, owner: str, sms: int) -> int:
+        """A partition of at least ``sms`` SMs of the device for tenant ``owner`` (made once;
+        ValueError if the free SMs do not hold it): its SMs. From then on kernels launch
+        without the one-node graph lanes, whose graphs would run on every SM."""
+        if self._green is None:
+            from .partitions import GreenContexts
+            self._green = GreenContexts(self.cupy, self.device)
+        granted = self._green.reserve(owner, sms)
+        self.single_node_graphs = False
+        self._follow_captures()
+        return granted
+
+    def create_stream(self, device: int = 0, priority: int = 0,
+                      partition: str | None = None) -> Any:
         """A non-blocking stream of this part's device (current), of CUDA priority
-        ``priority`` (lower is more urgent; :meth:`stream_priorities`)."""
+        ``priority`` (lower is more urgent; :meth:`stream_priorities`), in tenant
+        ``partition``'s SM partition (:meth:`reserve_sms`) when given."""
+        if partition is not None:
+            return self._green.stream(partition, priority)
         if priority == 0:
             return self.cupy.cuda.Stream(non_blocking=True)
         return self.cupy.cuda.Stream(non_blocking=True, priority=priority)

@@ -130,8 +130,14 @@ class MultiCudaBackend(Backend):
         return self._at(slot, "alloc", nbytes)
 
     # -- streams and events ------------------------------------------------------------------
-    def create_stream(self, device: int = 0, priority: int = 0) -> Any:
-        return self._at(device, "create_stream", device, priority)
+    def create_stream(self, device: int = 0, priority: int = 0,
+                      partition: str | None = None) -> Any:
+        return self._at(device, "create_stream", device, priority, partition)
+
+    def reserve_sms(self, owner: str, sms: int) -> int:
+        """``owner``'s partition of at least ``sms`` SMs on every device (each part's
+        ``reserve_sms``); the SMs it holds on each."""
+        return min(self._at(slot, "reserve_sms", owner, sms) for slot in range(len(self.parts)))
 
     def stream_priorities(self) -> tuple[int, int]:
         return self.parts[0].stream_priorities()

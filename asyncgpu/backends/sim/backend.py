@@ -49,6 +49,7 @@ import numpy as np
 
 from ...core.backend import Backend
 from ...core.errors import AnnotationViolation, DeadlockError, KernelFault, gathered
+from ...core.partitions import GRAIN, SmLedger
 from ..capture import CaptureTracker, Expansion, Graph, check_launch, destroy
 from .buffers import ForeignSimBuffer, SimBuffer, SimCopy
 from .kernels import make_launch
@@ -56,6 +57,9 @@ from .library import make_call
 from .timing import SimStageTimer
 
 log = logging.getLogger("asyncgpu.sim")
+
+#: The SMs of a simulated device, for its partitions (an H100's or H200's 132).
+SMS = 132
 
 
 def _uninterrupted(step: Any, *args: Any) -> Any:
@@ -174,14 +178,30 @@ class SimBackend(Backend):
         self.max_running = 0
         self.captures = CaptureTracker()
         self._graphs_in_flight: set[Graph] = set()
+        #: per virtual device, its SM partitions (``reserve_sms``)
+        self._sms: list[SmLedger] = []
         log.info("sim backend: ASYNCGPU_SIM_SEED=%d ASYNCGPU_SIM_STRATEGY=%s", seed, strategy)
 
     def replay_hint(self) -> str:
         return f"replay with ASYNCGPU_SIM_SEED={self.seed} ASYNCGPU_SIM_STRATEGY={self.strategy}"
 
     # -- streams and events ------------------------------------------------------------------
-    def create_stream(self, device: int = 0, priority: int = 0) -> SimStream:
+    def reserve_sms(self, owner: str, sms: int) -> int:
+        """``owner``'s partition of at least ``sms`` SMs on every device, as the ``cuda``
+        backend makes it on a device of :data:`SMS` SMs (the simulator runs every stream's
+        work alike: the partition is bookkeeping); its SMs."""
+        if not self._sms:
+            self._sms = [SmLedger([GRAIN] * (SMS // GRAIN)) for _ in range(self.device_count)]
+        for ledger in self._sms:
+            if not ledger.fits(owner, sms):
+                ledger.reserve(owner, sms)      # (raises, naming what is free)
+        return min(len(ledger.reserve(owner, sms)) * GRAIN for ledger in self._sms)
+
+    def create_stream(self, device: int = 0, priority: int = 0,
+                      partition: str | None = None) -> SimStream:
         self._check_device(device)
+        if partition is not None and not any(partition in ledger.owners for ledger in self._sms):
+            raise ValueError(f"sim backend: no SM partition for tenant {partition!r}")
         least, greatest = self.stream_priorities()
         if not greatest <= priority <= least:
             # (CUDA clamps; a priority outside the range is the runtime's bug, not the user's)

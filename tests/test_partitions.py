@@ -1,0 +1,143 @@
+"""SM partitions (``asyncgpu.tenant(..., sms=N)``) on the simulator: each tenant's SMs are its
+own, a request that does not fit is refused by name and leaves the runtime usable, results are
+those of the unpartitioned program, and a recorded function is refused in a partitioned tenant
+(its graph would run on every SM). Where the kernels run is checked on the GPU
+(``tests/gpu/test_gpu_partitions.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from numba import cuda
+
+import asyncgpu as ag
+from asyncgpu.core.partitions import GRAIN, SmLedger
+from asyncgpu.runtime.current import current_runtime
+
+
+def add_one(x, y, n):
+    for i in range(cuda.grid(1), n, cuda.gridsize(1)):
+        y[i] = x[i] + 1.0
+
+
+pytestmark = pytest.mark.usefixtures("fresh_runtime")
+
+
+def test_partitions_take_disjoint_groups_rounded_up_and_a_request_that_does_not_fit_none():
+    ledger = SmLedger([GRAIN] * 16)
+    assert ledger.reserve("a", 36) == [0, 1, 2, 3, 4]       # 40 SMs
+    assert ledger.reserve("b", 8) == [5]
+    assert ledger.reserve("a", 99) == [0, 1, 2, 3, 4]       # (made once: the same)
+    with pytest.raises(ValueError, match=r"tenant\('c', sms=81\).*80 of them.*at most 80"):
+        ledger.reserve("c", 81)
+    assert ledger.free_sms() == 80 and "c" not in ledger.owners
+    assert ledger.reserve("c", 80) == list(range(6, 16))
+    assert ledger.free_sms() == 0
+
+
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_partitioned_tenants_give_the_unpartitioned_results(memory):
+    with ag.configure(backend="sim", memory=memory, sim_strategy="random", sim_seed=11):
+        k = ag.kernel(const=["x"], out=["y"])(add_one)
+        x, y, z = ag.array(np.arange(256.0)), ag.empty(256), ag.empty(256)
+        a = ag.tenant(f"part-a-{memory}", sms=40)
+        b = ag.tenant(f"part-b-{memory}", sms=48, priority="high")
+        for _ in range(3):
+            with a:
+                k[4, 32](x, y, 256)
+            with b:
+                k[4, 32](y, z, 256)     # (reads what a wrote: ordered across partitions)
+        assert np.array_equal(z.numpy(), np.arange(256.0) + 2)
+        assert ag.tenants()[b.name].steps == 3
+
+
+@pytest.mark.parametrize("sms", [0, -8, 2.5, "40", True])
+def test_an_sms_other_than_a_positive_int_is_refused_by_name(sms):
+    with pytest.raises(ValueError, match=r"asyncgpu.tenant\('bad'\): sms must be a positive int"):
+        ag.tenant("bad", sms=sms)
+
+
+def test_more_sms_than_are_free_is_refused_by_name_and_the_runtime_stays_usable():
+    with ag.configure(backend="sim"):
+        k = ag.kernel(const=["x"], out=["y"])(add_one)
+        x, y = ag.array(np.arange(64.0)), ag.empty(64)
+        with ag.tenant("big", sms=100):
+            k[2, 32](x, y, 64)
+        with pytest.raises(ValueError, match=r"tenant\('more', sms=40\).*ask for at most 24"):
+            with ag.tenant("more", sms=40):
+                pass
+        assert "more" not in ag.tenants()
+        with ag.tenant("more", sms=24):     # (what is left: made now, with those settings)
+            k[2, 32](y, x, 64)
+        assert np.array_equal(x.numpy(), np.arange(64.0) + 2)     # (y = x + 1, then x = y + 1)
+
+
+def test_a_tenant_keeps_the_partition_it_was_first_given():
+    with ag.configure(backend="sim"):
+        with ag.tenant("kept", sms=16):
+            pass
+        with pytest.raises(ValueError, match=r"sms=32\): this tenant has .*sms=16"):
+            with ag.tenant("kept", sms=32):
+                pass
+        with pytest.raises(ValueError, match=r"sms=None\): this tenant has .*sms=16"):
+            with ag.tenant("kept"):
+                pass
+
+
+def test_a_recorded_function_is_refused_in_a_partitioned_tenant_and_runs_outside_it():
+    with ag.configure(backend="sim"):
+        k = ag.kernel(const=["x"], out=["y"])(add_one)
+        x, y = ag.array(np.arange(64.0)), ag.empty(64)
+
+        @ag.graph
+        def step():
+            k[2, 32](x, y, 64)
+
+        with pytest.raises(ag.RecordingError, match=r"recorded function '.*step' called in "
+                                                    r"tenant 'walled', which runs on SMs"):
+            with ag.tenant("walled", sms=16):
+                step()
+        for _ in range(3):          # (outside the tenant: recorded, replayed)
+            step()
+        assert np.array_equal(y.numpy(), np.arange(64.0) + 1)
+        stat = ag.statistics()
+        assert stat.graphs_replayed >= 1
+
+
+def test_partitions_on_every_virtual_device():
+    with ag.configure(backend="sim", sim_devices=2):
+        with ag.tenant("everywhere", sms=64):
+            pass
+        ledgers = current_runtime().backend._sms
+        assert len(ledgers) == 2 and all(ledger.free_sms() == 64 for ledger in ledgers)
+
+
+def test_a_reconfigured_runtime_keeps_its_tenants_partitions():
+    with ag.configure(backend="sim", memory="explicit"):
+        k = ag.kernel(const=["x"], out=["y"])(add_one)
+        x, y = ag.array(np.arange(64.0)), ag.empty(64)
+        with ag.tenant("lasting", sms=64):
+            k[2, 32](x, y, 64)
+        with ag.configure(memory="managed"):            # (a new backend: partitions again)
+            with ag.tenant("lasting", sms=64):
+                k[2, 32](y, x, 64)
+            with pytest.raises(ValueError, match="ask for at most 64"):
+                with ag.tenant("newcomer", sms=72):
+                    pass
+        assert np.array_equal(x.numpy(), np.arange(64.0) + 2)
+
+
+def test_the_tenants_benchmark_runs_the_workloads_partitioned_and_checks_them():
+    from benchmarks import tenants
+
+    with ag.configure(backend="sim", sim_seed=5):
+        result = tenants.measure(ag, "tiny", rounds=1, warmup=0, mix=("vec", "bs"), block=32,
+                                 check_rounds=0, partitions=True)
+        assert [r["mode"] for r in result["rows"]] == [*tenants.MODES, "partitioned"]
+        ledger = current_runtime().backend._sms[0]
+        assert {name: ledger.sms_of(name) for name in ledger.owners} == {
+            "vec-partitioned": 64, "bs-partitioned": 64}       # (132 SMs: 64 each)
+        assert ag.tenants()["vec-partitioned"].priority == "high"
+        with pytest.raises(ValueError, match="eager steps only"):
+            tenants.measure(ag, "tiny", rounds=1, mix=("vec", "bs"), recorded=True,
+                            partitions=True)
