@@ -51,15 +51,15 @@ _tokens = itertools.count(1)
 
 
 def refuse_partitioned(rt: Any, name: str) -> None:
-    """RecordingError if this thread's tenant runs on SMs of its own (``asyncgpu.tenant(...,
-    sms=N)``): a CUDA graph's kernels run on every SM, so a replay would leave the partition."""
+    """RecordingError: this thread's tenant runs on SMs of its own (``asyncgpu.tenant(...,
+    sms=N)``), and a CUDA graph's kernels run on every SM, so a replay would leave the
+    partition."""
     tenant = rt.tenants[getattr(rt._pins, "tenant", 0)]
-    if tenant.sms is not None:
-        raise RecordingError(
-            f"recorded function {name!r} called in tenant {tenant.name!r}, which runs on SMs "
-            f"of its own (sms={tenant.sms}): a CUDA graph's kernels run on every SM, so its "
-            "replays would leave the partition; call the function undecorated in this tenant, "
-            "or make the tenant without sms")
+    raise RecordingError(
+        f"recorded function {name!r} called in tenant {tenant.name!r}, which runs on SMs of "
+        f"its own (sms={tenant.sms}): a CUDA graph's kernels run on every SM, so its replays "
+        "would leave the partition; call the function undecorated in this tenant, or make the "
+        "tenant without sms")
 
 
 class _Run:
@@ -88,7 +88,8 @@ class _Run:
         else:
             rt.gate.enter()     # (an exclusive tenant's gate: takes the lock when free)
         try:
-            if rt._tenanted:
+            if (rt._tenanted
+                    and rt.tenants[getattr(rt._pins, "tenant", 0)].sms is not None):
                 refuse_partitioned(rt, self.name)
             if rt._host_busy:
                 rt.settle_host_writes()     # (the recording's decisions read locations)
@@ -214,7 +215,8 @@ class GraphFunction(_Run):
         else:
             rt.gate.enter()
         try:
-            if rt._tenanted:
+            if (rt._tenanted
+                    and rt.tenants[getattr(rt._pins, "tenant", 0)].sms is not None):
                 refuse_partitioned(rt, self.name)
             if rt._host_busy:
                 rt.settle_host_writes()
