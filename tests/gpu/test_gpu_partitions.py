@@ -56,3 +56,27 @@ def test_work_outside_any_partition_still_runs_on_every_sm():
         out = ag.zeros(264 * 4, np.uint32)
         where[264 * 4, 64](out, np.int64(200_000))
         assert len(set(out.numpy().tolist())) > 100
+
+
+def _gpus() -> int:
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount()
+    except Exception:       # no CuPy, no driver or no GPU: none to count
+        return 0
+
+
+@pytest.mark.skipif(_gpus() < 2, reason="needs two GPUs")
+def test_a_partition_holds_on_every_gpu_of_the_runtime():
+    with ag.configure(backend="cuda", devices="all"):
+        where = ag.cuda_kernel(WHERE, "where", out=["out"])
+        walled = ag.tenant("part-gpu-every", sms=24)
+        outs = []
+        for gpu in (0, 1):
+            out = ag.zeros(264, np.uint32)
+            with ag.device(gpu), walled:
+                where[264, 64](out, np.int64(100_000))
+            outs.append(out)
+        for out in outs:
+            assert 0 < len(set(out.numpy().tolist())) <= 24
