@@ -201,6 +201,7 @@ def bare_backend(calls=None, lanes=True):
     backend.single_node_graphs = lanes
     backend.cupy = compiled_cupy()
     backend.runtime = types.SimpleNamespace(streamCaptureModeRelaxed=1)
+    backend._green = None       # (no SM partitions)
     backend.use_calls(calls)
     return backend
 
