@@ -141,3 +141,28 @@ def test_the_tenants_benchmark_runs_the_workloads_partitioned_and_checks_them():
         with pytest.raises(ValueError, match="eager steps only"):
             tenants.measure(ag, "tiny", rounds=1, mix=("vec", "bs"), recorded=True,
                             partitions=True)
+
+
+def test_a_tenant_moved_into_a_partition_and_back_keeps_its_order_and_results():
+    with ag.configure(backend="sim", sim_strategy="random", sim_seed=9):
+        k = ag.kernel(const=["x"], out=["y"])(add_one)
+        x, y = ag.array(np.arange(64.0)), ag.empty(64)
+        moved = ag.tenant("moved")
+        with moved:
+            k[2, 32](x, y, 64)              # (its streams made, on any SM)
+        rt = current_runtime()
+        index = rt.tenant_index("moved", "normal")
+        streams = rt.streams.tenant_streams(index)
+        with rt._lock:                      # (as a regulation plan moves it)
+            rt.partition_tenant(index, 16)
+        assert rt.tenants[index].partition == 16 and "moved" in rt.backend._sms[0].owners
+        assert rt.streams.tenant_streams(index) == streams     # (the same streams, new handles)
+        with moved:
+            k[2, 32](y, x, 64)
+            with pytest.raises(ag.RecordingError, match="16 SMs"):
+                ag.graph(lambda: k[2, 32](x, y, 64))()
+        with rt._lock:
+            rt.partition_tenant(index, None)
+        with moved:
+            k[2, 32](x, y, 64)
+        assert np.array_equal(y.numpy(), np.arange(64.0) + 3)

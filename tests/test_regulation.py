@@ -756,6 +756,22 @@ def test_a_plan_is_measured_against_the_tenants_own_settings_and_a_late_high_ten
             if kept:
                 base = dataclasses.replace(base, after=state.plan.after)
                 base_score, worst = state.measured["guard"], guard_worst
+            # then each tenant on SMs of its own: the high one as many as its launch's blocks
+            # (1, in a group of 8), the low one the rest in whole groups
+            assert state.checking == "partition"
+            assert state.plan.partitions == {mix.high.name: 8, mix.low.name: 120}
+            rt = current_runtime()
+            assert [t.partition for t in rt.tenants if t.name in mix.names] == [120, 8]
+            steps_while(mix, "partition")
+            state = ag.regulation()
+            part_worst = state.checked[mix.high.name][0]
+            kept = bool(state.plan.partitions)
+            assert kept == (part_worst < 0.9 * worst and state.measured["partition"] <= base_score)
+            if kept:
+                base = dataclasses.replace(base, partitions=state.plan.partitions)
+                base_score, worst = state.measured["partition"], part_worst
+            else:                   # (dropped: the tenants on any SM again)
+                assert [t.partition for t in rt.tenants if t.name in mix.names] == [None, None]
             # then the high tenant's steps exclusive: the gate is made for it
             assert state.checking == "exclusive"
             assert state.plan.exclusive == (mix.high.name,) and state.plan.after == base.after

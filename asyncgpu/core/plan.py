@@ -32,10 +32,10 @@ class Op:
     """One launch of a tenant's step: its kernel's name, its time alone (s), its share of the
     device's threads (0, 1], its share of the device's bandwidth [0, 1], whether it may be
     split (its kernel is element-wise, or declares a grid offset and has two blocks or more),
-    the earlier launches of the step it depends on (indices), and, for a kernel split by its
+    the earlier launches of the step it depends on (indices), for a kernel split by its
     grid, ``grid``: its blocks over the blocks the device keeps resident (``occupancy``;
     above 1 the grid runs in waves), which a piece's time and share follow (0: split by
-    rows)."""
+    rows), and ``blocks``: the launch's blocks (0: a recorded step's graph, not a kernel)."""
 
     kernel: str
     seconds: float
@@ -44,6 +44,7 @@ class Op:
     splittable: bool
     parents: tuple[int, ...]
     grid: float = 0.0
+    blocks: int = 0
 
 
 @dataclass(frozen=True)
@@ -99,10 +100,14 @@ class Plan:
     measured check's last remedy for a late high-priority tenant); the workload ``shape`` it
     was searched for (per tenant, its step's launches: kernel, grid, block), and the modelled
     outcome without it (``before``) and with it (``after_outcome``), how many plans the search
-    modelled and how long it took.
+    modelled and how long it took; ``partitions``: per tenant name, the SMs of a partition of
+    its own (``asyncgpu.core.partitions``: the measured check's remedy for a late
+    high-priority tenant whose launches use few blocks).
 
     ``profile`` holds the profiles it was searched on (each tenant's launches, their times
-    alone and shares: what the search saw). ``save(path)`` writes it as JSON and
+    alone and shares: what the search saw), and ``pairs`` the launches of two tenants timed
+    side by side (:class:`PairProfile`), which the search's model follows where they slow each
+    other more than it predicts. ``save(path)`` writes it as JSON and
     ``Plan.load(path)`` reads it back, so a plan searched once can be given to
     ``asyncgpu.regulate(plan=...)`` in a later process."""
 
@@ -116,6 +121,7 @@ class Plan:
     profile: tuple[TenantProfile, ...] = ()
     exclusive: tuple[str, ...] = ()
     pairs: tuple[PairProfile, ...] = ()
+    partitions: dict[str, int] = field(default_factory=dict)
 
     def tenant_settings(self, name: str) -> tuple[dict[str, int] | None,
                                                   dict[str, tuple[str, str]] | None]:
@@ -129,6 +135,7 @@ class Plan:
         parts += [f"{t}: {k} after {o}.{j}" for t, ks in sorted(self.after.items())
                   for k, (o, j) in sorted(ks.items())]
         parts += [f"{t}: exclusive" for t in self.exclusive]
+        parts += [f"{t}: on {n} SMs of its own" for t, n in sorted(self.partitions.items())]
         gain = ""
         before, after = self.before, self.after_outcome
         if before is not None and after is not None:
@@ -153,12 +160,14 @@ class Plan:
                            "profile": [{"name": p.name, "priority": p.priority,
                                         "one_stream": p.one_stream,
                                         "ops": [[o.kernel, o.seconds, o.share, o.bandwidth,
-                                                 o.splittable, list(o.parents), o.grid]
+                                                 o.splittable, list(o.parents), o.grid,
+                                                 o.blocks]
                                                 for o in p.ops]} for p in self.profile],
                            "exclusive": list(self.exclusive),
                            "pairs": [[p.tenant, p.kernel, p.other, p.other_kernel, p.alone_s,
                                       p.other_alone_s, p.together_s, p.other_together_s]
-                                     for p in self.pairs]},
+                                     for p in self.pairs],
+                           "partitions": self.partitions},
                           indent=1)
 
     @classmethod
@@ -177,11 +186,12 @@ class Plan:
                    d.get("search_s", 0.0),
                    tuple(TenantProfile(p["name"], p["priority"],
                                        tuple(Op(o[0], o[1], o[2], o[3], o[4], tuple(o[5]),
-                                                *o[6:7])
+                                                *o[6:8])
                                              for o in p["ops"]), p["one_stream"])
                          for p in d.get("profile", [])),
                    tuple(d.get("exclusive", ())),
-                   tuple(PairProfile(*p) for p in d.get("pairs", [])))
+                   tuple(PairProfile(*p) for p in d.get("pairs", [])),
+                   {t: int(n) for t, n in d.get("partitions", {}).items()})
 
     def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as f:

@@ -137,20 +137,36 @@ class StreamManager:
     def grow(self) -> StreamState:
         device = self._device
         pool = self._pool
-        priority = self._priorities[pool // self.devices]
-        partition = self._partitions[pool // self.devices]
-        if partition is not None:
-            handle = self.backend.create_stream(device, priority, partition)
-        elif priority == 0:
-            handle = self.backend.create_stream(device)
-        else:
-            handle = self.backend.create_stream(device, priority)
+        handle = self._handle(pool // self.devices, device)
         s = StreamState(len(self.streams), handle, device, pool)
         self.streams.append(s)
         self._members[pool].append(s)
         self._by_use[s] = None
         self.stats.streams_created += 1
         return s
+
+    def _handle(self, tenant: int, device: int) -> Any:
+        """A new stream of the backend for tenant ``tenant`` on ``device``: its priority, in
+        its SM partition if it has one."""
+        priority = self._priorities[tenant]
+        partition = self._partitions[tenant]
+        if partition is not None:
+            return self.backend.create_stream(device, priority, partition)
+        if priority == 0:
+            return self.backend.create_stream(device)
+        return self.backend.create_stream(device, priority)
+
+    def set_partition(self, tenant: int, partition: str | None) -> None:
+        """Move tenant ``tenant``'s streams into SM partition ``partition`` (reserved with the
+        backend; None: any SM): its work in flight is waited for, then each of its streams
+        gets a new handle there, with no event wait remembered (a later wait is enqueued on
+        the new handle again), and its later streams are made there."""
+        self._partitions[tenant] = partition
+        streams = self.tenant_streams(tenant)
+        self.host_wait([n for s in streams for n in s.inflight])
+        for s in streams:
+            s.handle = self._handle(tenant, s.device)
+            s.waited = {}
 
     def own(self) -> list[StreamState]:
         """The streams of the pool being placed."""

@@ -91,8 +91,8 @@ class Tenant:
     """One tenant of a runtime (see the module docstring)."""
 
     __slots__ = ("after", "counts", "exclusive", "given", "held", "index", "last", "latencies",
-                 "latest", "measured", "name", "pending", "priority", "sms", "spare", "splits",
-                 "steps", "stream_priority", "streams")
+                 "latest", "measured", "name", "partition", "pending", "priority", "sms",
+                 "spare", "splits", "steps", "stream_priority", "streams")
 
     def __init__(self, index: int, name: str, priority: str, stream_priority: int,
                  streams: int | None = None, splits: dict[str, int] | None = None,
@@ -106,6 +106,9 @@ class Tenant:
         #: the SMs it asked for a partition of its own on each device (which holds them rounded
         #: up to whole groups: ``asyncgpu.core.partitions``); None: none, any SM
         self.sms = sms
+        #: the SMs of the partition its streams are in now: its own ``sms``, or a regulation
+        #: plan's (``Runtime.partition_tenant``); None: any SM
+        self.partition = sms
         #: splittable kernels it launches in pieces: kernel name -> pieces (None: none)
         self.splits = splits
         #: pointers: its kernel name -> (tenant name, kernel name) it waits for (None: none)

@@ -57,9 +57,9 @@ def refuse_partitioned(rt: Any, name: str) -> None:
     tenant = rt.tenants[getattr(rt._pins, "tenant", 0)]
     raise RecordingError(
         f"recorded function {name!r} called in tenant {tenant.name!r}, which runs on SMs of "
-        f"its own (sms={tenant.sms}): a CUDA graph's kernels run on every SM, so its replays "
-        "would leave the partition; call the function undecorated in this tenant, or make the "
-        "tenant without sms")
+        f"its own ({tenant.partition} SMs: its sms=, or a regulation plan's): a CUDA graph's "
+        "kernels run on every SM, so its replays would leave the partition; call the function "
+        "undecorated in this tenant, or make the tenant without sms")
 
 
 class _Run:
@@ -89,7 +89,7 @@ class _Run:
             rt.gate.enter()     # (an exclusive tenant's gate: takes the lock when free)
         try:
             if (rt._tenanted
-                    and rt.tenants[getattr(rt._pins, "tenant", 0)].sms is not None):
+                    and rt.tenants[getattr(rt._pins, "tenant", 0)].partition is not None):
                 refuse_partitioned(rt, self.name)
             if rt._host_busy:
                 rt.settle_host_writes()     # (the recording's decisions read locations)
@@ -216,7 +216,7 @@ class GraphFunction(_Run):
             rt.gate.enter()
         try:
             if (rt._tenanted
-                    and rt.tenants[getattr(rt._pins, "tenant", 0)].sms is not None):
+                    and rt.tenants[getattr(rt._pins, "tenant", 0)].partition is not None):
                 refuse_partitioned(rt, self.name)
             if rt._host_busy:
                 rt.settle_host_writes()

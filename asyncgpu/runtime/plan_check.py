@@ -54,6 +54,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from ..core.partitions import GRAIN
 from ..core.plan import Plan
 from ..core.regulation import HIGH_TARGET, score, simulate
 
@@ -79,7 +80,7 @@ MOST_PIECES = 32
 ALONE_STEPS = CHECK_STEPS
 #: The remedies for a late high-priority tenant, measured in turn (for the log).
 REMEDIES = {"split": "other tenants' launches in pieces", "guard": "guard",
-            "exclusive": "exclusive steps",
+            "partition": "SM partitions", "exclusive": "exclusive steps",
             "pieces": "exclusive steps with the other tenants' launches in pieces"}
 
 
@@ -107,7 +108,7 @@ class Trial:
 def own_settings(plan: Plan) -> Plan:
     """``plan`` without what it adds to the tenants' own settings (no splits, pointers or
     exclusive tenants), modelled as the search's starting point."""
-    return dataclasses.replace(plan, splits={}, after={}, exclusive=(),
+    return dataclasses.replace(plan, splits={}, after={}, exclusive=(), partitions={},
                                after_outcome=plan.before)
 
 
@@ -214,6 +215,13 @@ class PlanCheck:
             self._remedy(trial, stage, "guard", dataclasses.replace(kept, after=after),
                          measured, "the other tenants now wait for its launches")
             return
+        if "partition-base" not in trial.plans and "partition" not in self._lost:
+            partitioned = self._partition_plan(kept, trial.lead, normal)
+            if partitioned is not None:
+                self._remedy(trial, stage, "partition", partitioned, measured,
+                             f"it and the other tenants now run on SMs of their own "
+                             f"({partitioned.partitions})")
+                return
         if "exclusive" not in self._lost and not lead.exclusive:
             self._remedy(trial, stage, "exclusive",
                          dataclasses.replace(kept, exclusive=(lead.name,)), measured,
@@ -308,6 +316,33 @@ class PlanCheck:
         self._lost.add(remedy)
         self.apply(trial.plans[base], measure=False)
         return False, before
+
+    def _partition_plan(self, kept: Plan, lead: int, normal: list[int]) -> Plan | None:
+        """``kept`` with the lead and the ``normal`` tenants each on SMs of its own: the lead
+        as many as the blocks of its largest launch (in whole groups), each other tenant an
+        equal share of the rest. None where that does not fit: the lead's launches fill more
+        than half the device (a partition would be a smaller GPU for it), a share would be
+        under one group, a tenant has a partition of its own (``sms``) or replays recorded
+        steps (a graph runs on every SM), or the runtime runs on several devices."""
+        rt = self.rt
+        tenants = rt.tenants
+        reserve = getattr(rt.backend, "reserve_sms", None)
+        chosen = [lead] + normal
+        if (reserve is None or rt.placement is not None
+                or any(tenants[t].sms is not None for t in self.tenants)):
+            return None
+        ops = {p.name: p.ops for p in kept.profile}
+        mine = [ops.get(tenants[t].name) for t in chosen]
+        if any(not o or any(op.blocks <= 0 for op in o) for o in mine):
+            return None
+        sms = getattr(rt.backend, "sm_count", 132)
+        need = -(-max(op.blocks for op in mine[0]) // GRAIN) * GRAIN
+        share = (sms - need) // len(normal) // GRAIN * GRAIN
+        if 2 * need > sms or share < GRAIN:
+            return None
+        partitions = {tenants[lead].name: need}
+        partitions.update((tenants[t].name, share) for t in normal)
+        return dataclasses.replace(kept, partitions=partitions)
 
     def _split_plan(self, kept: Plan, normal: list[int], alone: float) -> Plan | None:
         """``kept`` with the ``normal`` tenants' splittable launches longer than :data:`SLICE`

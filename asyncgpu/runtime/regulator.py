@@ -176,8 +176,9 @@ class Regulator(PlanCheck):
         sample = Sample(None, backend.timing_event(node.device),
                         backend.timing_event(node.device))
         grid = waves if launcher.kernel.grid_offset is not None else 0.0
+        g = launcher.grid3
         previous = self._note(node, step, sample, launcher.kernel.name, share, memory, nbytes,
-                              splittable(launcher), grid,
+                              splittable(launcher), grid, g[0] * g[1] * g[2],
                               TimedLaunch(launcher, args, arrays, node.site))
         rt.issue_after(node, previous, "profile")
 
@@ -222,17 +223,17 @@ class Regulator(PlanCheck):
                           moved_bytes(node.accesses), False)
 
     def _note(self, node: Any, step: _Step, sample: Sample, name: str, share: float,
-              memory: bool, nbytes: int, splittable: bool, grid: float = 0.0,
+              memory: bool, nbytes: int, splittable: bool, grid: float = 0.0, blocks: int = 0,
               launch: TimedLaunch | None = None) -> tuple[Any, ...]:
-        """Put a profiled launch in its step (with its data parents there, and ``launch``, to
-        time it again; None for a graph) and on its node; the previous profiled launch it
-        waits for (``()`` for none)."""
+        """Put a profiled launch in its step (with its data parents there, its ``blocks`` (0
+        for a graph) and ``launch``, to time it again; None for a graph) and on its node; the
+        previous profiled launch it waits for (``()`` for none)."""
         found = self.rt.deps.conflicts(node.accesses)
         parents = tuple(sorted(step.index_of[p] for p in found if p in step.index_of))
         node.keepalive = sample
         step.index_of[node] = len(step.ops)
         step.ops.append((name, sample, parents, share, memory, nbytes, splittable, grid,
-                         launch))
+                         blocks, launch))
         last = self._last
         self._last = node
         return () if last is None else (last,)
@@ -304,6 +305,13 @@ class Regulator(PlanCheck):
                 after = {**(more_after or {}), **(after or {})} or None
                 exclusive = exclusive or tenant.name in plan.exclusive
             tenant.splits, tenant.after, tenant.exclusive = splits, after, exclusive
+            if tenant.sms is None:      # (a tenant's own partition is never changed)
+                sms = plan.partitions.get(tenant.name) if plan is not None else None
+                try:
+                    rt.partition_tenant(t, sms)
+                except ValueError as exc:   # (no room left: the stage measures without it)
+                    log.warning("asyncgpu: regulation could not give tenant %r %s SMs of its "
+                                "own: %s", tenant.name, sms, exc)
         rt.exclusive_changed()
         if measure:
             self._trial = None
@@ -379,7 +387,8 @@ class Regulator(PlanCheck):
         names = [op[0] for op in ops]
         alike = [step for step in steps if [op[0] for op in step] == names]
         timed = []
-        for i, (name, _, parents, share, memory, nbytes, splittable, grid, _) in enumerate(ops):
+        for i, (name, _, parents, share, memory, nbytes, splittable, grid, blocks, _
+                ) in enumerate(ops):
             seconds = None
             for step in alike:
                 sample = step[i][1]
@@ -387,15 +396,17 @@ class Regulator(PlanCheck):
                 if self.stand_in is not None:
                     took, share, grid = self.stand_in(name, took, share, grid)
                 seconds = took if seconds is None else min(seconds, took)
-            timed.append((name, seconds, share, memory, nbytes, parents, splittable, grid))
+            timed.append((name, seconds, share, memory, nbytes, parents, splittable, grid,
+                          blocks))
         # bandwidth as a share of the fastest rate a memory-bound launch reached (the device's
         # peak, near enough, when the mix has one)
         peak = max((nbytes / seconds for _, seconds, _, memory, nbytes, *_ in timed if memory),
                    default=0.0)
         out = [Op(name, seconds, share,
                   min(1.0, nbytes / seconds / peak) if memory and peak else 0.0,
-                  splittable and rt.placement is None, parents, grid)
-               for name, seconds, share, memory, nbytes, parents, splittable, grid in timed]
+                  splittable and rt.placement is None, parents, grid, blocks)
+               for name, seconds, share, memory, nbytes, parents, splittable, grid, blocks
+               in timed]
         tenant = rt.tenants[index]
         return TenantProfile(tenant.name, tenant.priority, tuple(out), tenant.streams == 1)
 

@@ -85,6 +85,19 @@ class TenantSteps:
                 self.exclusive_changed()
             return index
 
+    def partition_tenant(self, index: int, sms: int | None) -> None:
+        """Under the runtime's lock: tenant ``index`` (one without ``sms`` of its own) runs on
+        a partition of ``sms`` SMs from now on (a regulation plan's; None: on any SM again).
+        Its work in flight is waited for first (``StreamManager.set_partition``); ValueError
+        if the device has not ``sms`` SMs outside other partitions (nothing changes then)."""
+        tenant = self.tenants[index]
+        if sms == tenant.partition:
+            return
+        if sms is not None:
+            self.backend.reserve_sms(tenant.name, sms)
+        self.streams.set_partition(index, tenant.name if sms is not None else None)
+        tenant.partition = sms
+
     def exclusive_changed(self) -> None:
         """Under the runtime's lock, after a tenant became exclusive or stopped being so (its
         own setting, or a regulation plan's): the gate (one per runtime, made for the first
