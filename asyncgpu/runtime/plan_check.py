@@ -26,7 +26,10 @@ longer than :data:`SLICE` of the lead's latency alone are cut into pieces no lon
 multiprocessor for a whole long launch keep the lead's blocks waiting, which pieces end),
 then every normal tenant's launches wait for the lead's latest unfinished launch (a pointer
 from every kernel to every kernel, ``"*"``: priority before throughput, as
-``priority="high"`` asks), then the lead's steps are made exclusive
+``priority="high"`` asks), then SM partitions (:meth:`PlanCheck._partition_plan`: the lead on
+as many SMs as its largest launch has blocks, each other tenant an equal share of the rest, so
+the lead's launches never arrive behind blocks the others left resident; where its launches use
+at most half the device), then the lead's steps are made exclusive
 (``asyncgpu.runtime.exclusive``: the others' launches wait on the host while its step runs,
 and keep one launch in flight between its steps), which helps a lead whose steps arrive with
 gaps between them, as a service's requests do, where the pointers alone cannot keep the
@@ -91,8 +94,8 @@ class Trial:
     the lead's measured median where it was measured alone; a tenant without a profile has
     none), the lead's latency alone its slowest step is held to (``alone``: its second
     slowest measured alone, else modelled; 0 without a profile), the stage (``alone``,
-    ``plan``, ``own``, ``split``, ``guard``, ``exclusive`` or ``pieces``), where each
-    tenant's measured latencies began in this stage, and the measured scores and plans of the
+    ``plan``, ``own``, ``split``, ``guard``, ``partition``, ``exclusive`` or ``pieces``), where
+    each tenant's measured latencies began in this stage, and the measured scores and plans of the
     stages done."""
 
     __slots__ = ("alone", "alones", "first", "lead", "plans", "scores", "stage")
@@ -145,7 +148,8 @@ class PlanCheck:
         :data:`PLAN_GAIN` of theirs or less, else theirs; then, for a high-priority lead
         still over its target beside normal tenants, ``split`` (the others' long splittable
         launches in pieces, :meth:`_split_plan`), ``guard`` (the others wait for its
-        launches), ``exclusive`` (its steps exclusive) and ``pieces`` (exclusive, and the
+        launches), ``partition`` (each on SMs of its own, :meth:`_partition_plan`),
+        ``exclusive`` (its steps exclusive) and ``pieces`` (exclusive, and the
         others' long launches in pieces), each kept only if it cut the lead's slowest step
         to :data:`GUARD_GAIN` of what it was without raising the score."""
         trial = self._trial

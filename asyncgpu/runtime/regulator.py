@@ -74,10 +74,10 @@ class Regulation:
     and were reused, per high-priority tenant checked under the plan its slowest measured step
     of the last stage and its latency alone (seconds: its second slowest step measured alone,
     the check's first stage, else modelled), the stage of the plan's measurement now
-    (``alone``, ``plan``, ``own``, ``split``, ``guard``, ``exclusive``, ``pieces``; empty when
-    none is under way), and the measured score of each stage done (the largest of the
-    tenants' slowdowns, median step latency over latency alone, plus the high-priority
-    tenant's lateness weighted as in the search)."""
+    (``alone``, ``plan``, ``own``, ``split``, ``guard``, ``partition``, ``exclusive``,
+    ``pieces``; empty when none is under way), and the measured score of each stage done
+    (the largest of the tenants' slowdowns, median step latency over latency alone, plus the
+    high-priority tenant's lateness weighted as in the search)."""
 
     state: str
     tenants: tuple[str, ...] = ()

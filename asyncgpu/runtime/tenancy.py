@@ -193,15 +193,17 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
     tenant waiting for a kernel of another) is searched on a model of the device, within
     ``budget_s`` seconds, and the tenants run with it. The plan is then measured on the device
     against the tenants' own settings; while a high-priority tenant's steps stay over 1.2x its
-    latency alone, three remedies are measured in turn and each kept only where it helps it
-    without costing the others more (as the search's objective weighs them): the others' long
-    splittable launches in pieces, the others waiting for its launches, and its steps made
-    exclusive (as ``exclusive=True`` would). A plan found for the same workload shape
+    latency alone, remedies are measured in turn and each kept only where it helps it without
+    costing the others more (as the search's objective weighs them): the others' long
+    splittable launches in pieces, the others waiting for its launches, each tenant on SMs of
+    its own (as ``sms=`` would: where its launches use at most half the device), and its steps
+    made exclusive (as ``exclusive=True`` would). A plan found for the same workload shape
     is reused without a search, and a step of another shape sets the plan aside and profiles
     again. ``plan=`` a :class:`~asyncgpu.Plan` (``asyncgpu.regulation().plan``, or
     ``Plan.load(path)``): run with it. ``plan="off"``: the tenants' own settings again.
 
-    The plan is a tenant's splits, pointers and exclusive setting (``asyncgpu.tenant``), added
+    The plan is a tenant's splits, pointers, partition and exclusive setting
+    (``asyncgpu.tenant``), added
     to those the tenant was given, so results are those of the unregulated program; traces
     show its pieces (edges of reason ``split``), its pointers (``pointer``) and the profiled
     launches' order (``profile``). ``asyncgpu.regulation()`` says where it stands.
