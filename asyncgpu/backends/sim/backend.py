@@ -195,7 +195,9 @@ class SimBackend(Backend):
         for ledger in self._sms:
             if not ledger.fits(owner, sms):
                 ledger.reserve(owner, sms)      # (raises, naming what is free)
-        return min(len(ledger.reserve(owner, sms)) * GRAIN for ledger in self._sms)
+        for ledger in self._sms:
+            ledger.reserve(owner, sms)
+        return min(ledger.sms_of(owner) for ledger in self._sms)
 
     def create_stream(self, device: int = 0, priority: int = 0,
                       partition: str | None = None) -> SimStream:
