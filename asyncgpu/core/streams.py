@@ -159,8 +159,11 @@ class StreamManager:
     def set_partition(self, tenant: int, partition: str | None) -> None:
         """Move tenant ``tenant``'s streams into SM partition ``partition`` (reserved with the
         backend; None: any SM): its work in flight is waited for, then each of its streams
-        gets a new handle there, with no event wait remembered (a later wait is enqueued on
-        the new handle again), and its later streams are made there."""
+        gets a new handle there, and its later streams are made there. The wait is what
+        keeps the order: a launch on a stream follows the stream's earlier ones without an
+        event, which a new handle would not. The streams also forget which events they
+        waited for; each has completed (its wait preceded work that has), so forgetting costs
+        at most a wait enqueued again."""
         self._partitions[tenant] = partition
         streams = self.tenant_streams(tenant)
         self.host_wait([n for s in streams for n in s.inflight])
