@@ -9,7 +9,9 @@ The model
    in them runs alone on the device (after the previous profiled launch, of any tenant: an
    edge of reason ``profile``) between two timing events, and is noted with its launch shape,
    the bytes it moves and its data parents in the step. The tenants' own splits and pointers
-   are set aside while profiling (the launches run whole; the search keeps them).
+   are set aside while profiling (the launches run whole; the search keeps them). Then the
+   kernels of two tenants that the model runs side by side are profiled in pairs: timed
+   alone and side by side on scratch copies (:meth:`Regulator._time_pairs`).
 2. *search*: once the profiled steps of every tenant have completed on the device, the last
    one of each becomes the profile (``asyncgpu.core.regulation``), each launch timed at the
    least it took at its place in the profiled steps (a tenant that ran no step while another
