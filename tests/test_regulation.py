@@ -17,17 +17,15 @@ from test_properties import assert_same, serial
 
 import asyncgpu as ag
 from asyncgpu.core.plan import Op, Outcome, PairProfile, Plan, TenantProfile
-from asyncgpu.core.regulation import (
+from asyncgpu.core.device_model import (
     CONTENTION,
-    HIGH_TARGET,
     MOST_SLOWDOWN,
     PIECE_S,
-    evaluate,
     occupancy_share,
     pair_slowdowns,
-    search,
     simulate,
 )
+from asyncgpu.core.regulation import HIGH_TARGET, evaluate, search
 from asyncgpu.runtime import plan_check, regulator
 from asyncgpu.runtime.current import current_runtime
 from asyncgpu.testing.regulation import profiled_as

@@ -59,7 +59,8 @@ import logging
 
 from ..core.partitions import GRAIN
 from ..core.plan import Plan
-from ..core.regulation import HIGH_TARGET, score, simulate
+from ..core.device_model import simulate
+from ..core.regulation import HIGH_TARGET, score
 
 log = logging.getLogger("asyncgpu")
 

@@ -53,7 +53,8 @@ from typing import Any
 
 from ..core.interference import Sample, heuristic_class, moved_bytes
 from ..core.plan import Op, PairProfile, Plan, TenantProfile
-from ..core.regulation import occupancy, search, side_by_side
+from ..core.device_model import occupancy, side_by_side
+from ..core.regulation import search
 from .chunks import splittable
 from .plan_check import PlanCheck, Trial
 from .stage_timing import TimedLaunch, stage_timer
