@@ -26,7 +26,7 @@ from asyncgpu.core.device_model import (
     simulate,
 )
 from asyncgpu.core.regulation import HIGH_TARGET, evaluate, search
-from asyncgpu.runtime import plan_check, regulator
+from asyncgpu.runtime import pair_profiles, plan_check
 from asyncgpu.runtime.current import current_runtime
 from asyncgpu.testing.regulation import profiled_as
 
@@ -414,7 +414,7 @@ def test_regulate_profiles_launches_in_pairs_and_the_search_models_what_they_mea
 @pytest.mark.parametrize("memory", ["explicit", "managed"])
 def test_pairs_are_timed_by_the_backend_and_leave_the_programs_results_alone(memory,
                                                                              monkeypatch):
-    monkeypatch.setattr(regulator, "PAIR_LEAST_S", 0.0)    # (the simulator's launches are short)
+    monkeypatch.setattr(pair_profiles, "PAIR_LEAST_S", 0.0)    # (the simulator's launches are short)
     with ag.configure(backend="sim", memory=memory, sim_seed=6):
         mix = Mix(f"timed-pairs-{memory}")
         mix.step()
@@ -458,7 +458,7 @@ class _Broken:
 ])
 def test_pairs_that_cannot_be_timed_leave_a_plan_searched_without_them(fails, message,
                                                                         monkeypatch, caplog):
-    monkeypatch.setattr(regulator, "PAIR_LEAST_S", 0.0)
+    monkeypatch.setattr(pair_profiles, "PAIR_LEAST_S", 0.0)
     with ag.configure(backend="sim", sim_seed=7):
         backend = current_runtime().backend
         real = backend.stage_timer

@@ -11,7 +11,7 @@ The model
    the bytes it moves and its data parents in the step. The tenants' own splits and pointers
    are set aside while profiling (the launches run whole; the search keeps them). Then the
    kernels of two tenants that the model runs side by side are profiled in pairs: timed
-   alone and side by side on scratch copies (:meth:`Regulator._time_pairs`).
+   alone and side by side on scratch copies (:func:`asyncgpu.runtime.pair_profiles.time_pairs`).
 2. *search*: once the profiled steps of every tenant have completed on the device, the last
    one of each becomes the profile (``asyncgpu.core.regulation``), each launch timed at the
    least it took at its place in the profiled steps (a tenant that ran no step while another
@@ -48,25 +48,19 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-import time
 from typing import Any
 
 from ..core.interference import Sample, heuristic_class, moved_bytes
-from ..core.plan import Op, PairProfile, Plan, TenantProfile
-from ..core.device_model import occupancy, side_by_side
+from ..core.device_model import occupancy
+from ..core.plan import Op, Plan, TenantProfile
 from ..core.regulation import search
 from .chunks import splittable
 from .plan_check import PlanCheck, Trial
-from .stage_timing import TimedLaunch, stage_timer
+from .pair_profiles import time_pairs
+from .stage_timing import TimedLaunch
 
 log = logging.getLogger("asyncgpu")
 
-#: Profiling in pairs (:meth:`Regulator._time_pairs`): at most this many pairs, for at most
-#: this long (seconds of the host's clock), each pair's shorter launch at least this long
-#: alone (seconds).
-MOST_PAIRS = 48
-PAIR_BUDGET_S = 2.0
-PAIR_LEAST_S = 20e-6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,7 +164,7 @@ class Regulator(PlanCheck):
                 arrays: list[Any]) -> None:
         """Issue a profiled kernel launch (``args`` as given, ``arrays`` bound): alone (after
         the previous profiled one), timed; kept to be timed beside other tenants' launches
-        (:meth:`_time_pairs`)."""
+        (:func:`~asyncgpu.runtime.pair_profiles.time_pairs`)."""
         rt = self.rt
         backend = rt.backend
         share, threads, attrs, waves = self._shape(launcher)
@@ -362,7 +356,10 @@ class Regulator(PlanCheck):
         else:
             profiles = tuple(self._profile(t, steps) for t, steps in lasts.items())
             given = {self.rt.tenants[t].name: self.rt.tenants[t].given[:2] for t in self.tenants}
-            pairs = self._time_pairs(profiles, [steps[-1] for steps in lasts.values()], given)
+            # (a stand-in profile's times are the test's: pairs only with stand-ins of theirs)
+            pairs = (() if self.stand_in is not None and self.pair_stand_in is None else
+                     time_pairs(self.rt, profiles, [steps[-1] for steps in lasts.values()],
+                                given, self.pair_stand_in))
             plan = search(profiles, self.budget_s, given, shape, pairs)
             book.plans[shape] = plan
             book.searched += 1
@@ -412,71 +409,6 @@ class Regulator(PlanCheck):
                in timed]
         tenant = rt.tenants[index]
         return TenantProfile(tenant.name, tenant.priority, tuple(out), tenant.streams == 1)
-
-    def _time_pairs(self, profiles: tuple[TenantProfile, ...], steps: list[list[Any]],
-                    given: dict[str, tuple[Any, Any]]) -> tuple[PairProfile, ...]:
-        """Profile in pairs: the kernels of two tenants that run side by side in the model of
-        the tenants' own settings, each pair's first launches in the profiled ``steps`` (one
-        per profile), timed alone and side by side on the device, each launch's end (the
-        backend's stage timer: on scratch copies of what they write). Longest pairs first, at
-        most :data:`MOST_PAIRS`, for at most :data:`PAIR_BUDGET_S`; pairs whose shorter launch
-        takes under :data:`PAIR_LEAST_S` are left out (their side-by-side time is mostly the
-        launches' own latency). None on several devices, with a stand-in profile that names
-        no pair times (``asyncgpu.testing.regulation``), or when the backend cannot time."""
-        rt = self.rt
-        if len(profiles) < 2 or rt.placement is not None or (
-                self.stand_in is not None and self.pair_stand_in is None):
-            return ()
-        first: dict[tuple[str, str], tuple[Any, float]] = {}
-        for profile, ops in zip(profiles, steps):
-            for op, row in zip(profile.ops, ops):
-                if row[-1] is not None:
-                    first.setdefault((profile.name, op.kernel), (row[-1], op.seconds))
-        chosen: dict[tuple[str, str, str, str], float] = {}
-        splits = {name: own[0] or {} for name, own in given.items()}
-        after = {name: own[1] or {} for name, own in given.items()}
-        for t1, k1, t2, k2 in side_by_side(profiles, splits, after):
-            a, b = (profiles[t1].name, k1), (profiles[t2].name, k2)
-            if a < b and a in first and b in first:
-                shorter = min(first[a][1], first[b][1])
-                if shorter >= PAIR_LEAST_S:
-                    chosen[a + b] = shorter
-        order = sorted(chosen, key=lambda k: -chosen[k])[:MOST_PAIRS]
-        if not order:
-            return ()
-        launches: list[Any] = []
-        number: dict[tuple[str, str], int] = {}
-        for key in order:
-            for name in (key[:2], key[2:]):
-                if name not in number:
-                    number[name] = len(launches)
-                    launches.append(first[name][0])
-        pairs = []
-        began = time.perf_counter()
-        with stage_timer(rt, rt.backend, launches, measure=True) as timer:
-            if timer is None:
-                return ()
-            try:
-                alone = [timer.time([[v]]) for v in range(len(launches))]
-                for key in order:
-                    if time.perf_counter() - began > PAIR_BUDGET_S:
-                        break
-                    v, w = number[key[:2]], number[key[2:]]
-                    times = (alone[v], alone[w], *timer.time_groups([[v], [w]]))
-                    if self.pair_stand_in is not None:
-                        times = self.pair_stand_in(key[1], key[3], *times)
-                    pairs.append(PairProfile(*key, *times))
-            except Exception as exc:  # noqa: BLE001 - pairs only refine the model
-                log.warning("asyncgpu: regulation could not time launches side by side (%s); "
-                            "the plan is searched with %d pairs", exc, len(pairs))
-        log.info("asyncgpu: regulation profiled %d pairs of launches side by side in %.3f s "
-                 "(each launch's end side by side over its time alone): %s",
-                 len(pairs), time.perf_counter() - began,
-                 ", ".join(f"{p.kernel} {p.together_s / max(p.alone_s, 1e-9):.2f}x beside "
-                           f"{p.other_kernel} "
-                           f"{p.other_together_s / max(p.other_alone_s, 1e-9):.2f}x"
-                           for p in pairs))
-        return tuple(pairs)
 
 
 class _Book:
