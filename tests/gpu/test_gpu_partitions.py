@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_gpu_multi_device import needs_two
 from test_partitions import add_one
 
 import asyncgpu as ag
@@ -58,16 +59,7 @@ def test_work_outside_any_partition_still_runs_on_every_sm():
         assert len(set(out.numpy().tolist())) > 100
 
 
-def _gpus() -> int:
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount()
-    except Exception:       # no CuPy, no driver or no GPU: none to count
-        return 0
-
-
-@pytest.mark.skipif(_gpus() < 2, reason="needs two GPUs")
+@needs_two
 def test_a_partition_holds_on_every_gpu_of_the_runtime():
     with ag.configure(backend="cuda", devices="all"):
         where = ag.cuda_kernel(WHERE, "where", out=["out"])
