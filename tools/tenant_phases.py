@@ -1,20 +1,20 @@
 """Where a high-priority tenant's step time goes beside another workload.
 
-Runs one workload of the suite as a high-priority tenant, step after step, while another runs
-its steps as a normal tenant on a second thread, and times each high-priority step's phases on
-the host: the reset of its accumulators, its launches, and its read of the result (which waits
-for its kernels), with the objects made in the warm-up frozen out of the garbage collector as
-in the benchmark. The same for the workload alone, and beside the other with chunked copies
-off (``copy_chunks=1``). Medians, 90th percentiles and maxima in ms.
+Runs one workload of the suite as a high-priority tenant, step after step, while others run
+their steps as normal tenants, each on a thread of its own, and times each high-priority step's
+phases on the host: the reset of its accumulators, its launches, and its read of the result
+(which waits for its kernels), with the objects made in the warm-up frozen out of the garbage
+collector as in the benchmark. The same with the high-priority tenant made exclusive
+(``exclusive=True``), and for the workload alone. Medians, 90th percentiles and maxima in ms.
 
-With ``--trace``, the steps beside the other workload are traced too (``asyncgpu.trace``), and
+With ``--trace``, the steps beside the other workloads are traced too (``asyncgpu.trace``), and
 for the median and the slowest high-priority step it prints what ran on the device meanwhile:
 each node's kind, name and stream, and its enqueue, start and end in ms from the step's start
 (``*``: the high-priority tenant's). A kernel of the high-priority tenant that takes twice
 its time alone while the other's kernels run beside it is sharing multiprocessors, which
 stream priorities do not prevent.
 
-usage: PYTHONPATH=. python3 tools/tenant_phases.py [HIGH] [OTHER] [--scale medium]
+usage: PYTHONPATH=. python3 tools/tenant_phases.py [HIGH] [OTHER[,OTHER...]] [--scale medium]
        [--steps 25] [--num-blocks 4*SMs] [--backend cuda] [--trace]     (default: dl beside ml; ``--backend sim
        --scale tiny`` checks that it runs, its times are the simulator's)
 """
@@ -33,7 +33,8 @@ PHASES = ("reset", "launch", "read", "step")
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("high", nargs="?", default="dl")
-    parser.add_argument("other", nargs="?", default="ml")
+    parser.add_argument("other", nargs="?", default="ml",
+                        help="the normal tenants' workloads, comma-separated")
     parser.add_argument("--scale", default="medium")
     parser.add_argument("--steps", type=int, default=25)
     parser.add_argument("--num-blocks", type=int, default=0,
@@ -56,8 +57,9 @@ def main() -> None:
     block, blocks = (256, 4 * rt.backend.sm_count) if gpu else (32, 2)
     blocks = args.num_blocks or blocks
     high = tenants._Member(ag, args.high, args.scale, block, blocks, False)
-    other = tenants._Member(ag, args.other, args.scale, block, blocks, False)
-    for member in (high, other):
+    others = [tenants._Member(ag, name, args.scale, block, blocks, False)
+              for name in args.other.split(",")]
+    for member in (high, *others):
         for _ in range(3):
             member.step(False)
     # (as the tenants benchmark does after its warm-up: a full collection, up to 110 ms with
@@ -82,25 +84,27 @@ def main() -> None:
             times[phase].append(seconds * 1e3)
         spans.append((t0, t3))
 
-    def run(label: str, beside: bool, traced: bool = False) -> None:
+    def run(label: str, beside: bool, traced: bool = False, exclusive: bool = False) -> None:
         for v in times.values():
             v.clear()
         spans.clear()
-        scope = ag.tenant(f"{args.high} ({label})", priority="high")
-        other_scope = ag.tenant(f"{args.other} ({label})")
+        scope = ag.tenant(f"{args.high} ({label})", priority="high", exclusive=exclusive)
         stop = threading.Event()
 
-        def other_steps() -> None:
+        def other_steps(member: object, other_scope: object) -> None:
             while not stop.is_set():
                 with other_scope:
-                    other.step(False)
+                    member.step(False)
 
-        thread = threading.Thread(target=other_steps) if beside else None
+        threads = [threading.Thread(target=other_steps,
+                                    args=(member, ag.tenant(f"{member.name} ({label})")))
+                   for member in others] if beside else []
         trace = ag.trace() if traced else None
         if trace is not None:
             trace.start()
-        if thread is not None:
+        for thread in threads:
             thread.start()
+        if threads:
             time.sleep(0.05)
         try:
             for _ in range(args.steps):
@@ -108,7 +112,7 @@ def main() -> None:
                     high_step()
         finally:
             stop.set()
-            if thread is not None:
+            for thread in threads:
                 thread.join()
             if trace is not None:
                 trace.stop()
@@ -121,12 +125,7 @@ def main() -> None:
 
     print(f"{args.high} (high priority), ms, median / p90 / max, {args.steps} steps")
     run(f"beside {args.other}", True, args.trace)
-    chunks = rt.options.copy_chunks
-    ag.configure(copy_chunks=1)         # (the same runtime: only the option changes)
-    try:
-        run(f"beside {args.other}, copy_chunks=1", True)
-    finally:
-        ag.configure(copy_chunks=chunks)
+    run(f"beside {args.other}, exclusive", True, args.trace, exclusive=True)
     run("alone", False)
 
 

@@ -42,7 +42,11 @@ bound how long that launch is).
 takes it as a base and keeps its state (the plan in force, the trial under way, the stored
 plans, the remedies lost), and calls :meth:`PlanCheck._check` as the lead tenant's steps end.
 
-Invariants: a stage is judged only on steps that ran wholly under its plan; a remedy is kept
+Invariants: a stage is judged only on steps that ran wholly under its plan: each tenant's
+first step that ends in a stage is left out (it may have begun under the one before), and the
+lead's first step to begin in it waits on the host for the work in flight when the stage began
+(``Trial.backlog``, :meth:`~asyncgpu.runtime.regulator.Regulator.begin`), which the new plan's
+gate or pointers could not order; a remedy is kept
 only where it measured better, and one that did not is not tried again; every stage's plan is
 one the search or a remedy made, so results equal the unregulated run's.
 
@@ -56,6 +60,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from typing import Any
 
 from ..core.partitions import GRAIN
 from ..core.plan import Plan
@@ -96,15 +101,17 @@ class Trial:
     none), the lead's latency alone its slowest step is held to (``alone``: its second
     slowest measured alone, else modelled; 0 without a profile), the stage (``alone``,
     ``plan``, ``own``, ``split``, ``guard``, ``partition``, ``exclusive`` or ``pieces``), where
-    each tenant's measured latencies began in this stage, and the measured scores and plans of the
-    stages done."""
+    each tenant's measured latencies began in this stage, the work in flight when it began
+    (``backlog``: the last node of each stream, which the lead's first step in the stage waits
+    for), and the measured scores and plans of the stages done."""
 
-    __slots__ = ("alone", "alones", "first", "lead", "plans", "scores", "stage")
+    __slots__ = ("alone", "alones", "backlog", "first", "lead", "plans", "scores", "stage")
 
     def __init__(self, lead: int, alones: dict[int, float], stage: str,
                  first: dict[int, int]) -> None:
         self.lead, self.alones, self.stage, self.first = lead, alones, stage, first
         self.alone = alones.get(lead, 0.0)
+        self.backlog: list[Any] = []
         self.scores: dict[str, tuple[float, float]] = {}
         self.plans: dict[str, Plan] = {}
 
@@ -136,6 +143,9 @@ class PlanCheck:
         trial.plans[stage] = plan
         trial.first = {t: tenants[t].measured + len(tenants[t].pending)
                        for t in self.tenants}
+        # (work issued under the plan before, still queued: the others' launches a new gate
+        # or pointer cannot reach, which the lead's first step would otherwise run behind)
+        trial.backlog = self.rt._running()
         return trial
 
     def _check(self) -> None:
@@ -166,13 +176,13 @@ class PlanCheck:
                 self.apply(plan, measure=False)
                 self._start(plan, "plan", trial)
             return
-        measured = sorted(lead.latencies_after(trial.first[trial.lead]))
+        measured = sorted(lead.latencies_after(trial.first[trial.lead] + 1))
         if len(measured) < CHECK_STEPS:
             return
         worst = measured[-1]
         slowdowns = []
         for t, alone in trial.alones.items():
-            mine = sorted(tenants[t].latencies_after(trial.first[t]))
+            mine = sorted(tenants[t].latencies_after(trial.first[t] + 1))
             if mine and alone > 0:
                 slowdowns.append(mine[len(mine) // 2] / alone)
         high = lead.priority == "high" and trial.alone > 0
@@ -268,8 +278,8 @@ class PlanCheck:
     def _alone_measured(self, trial: Trial) -> bool:
         """At a step end of the lead during the ``alone`` stage: whether its steps alone are
         measured; if so its latency alone is their median (for its slowdown) and second
-        slowest (for its target). The first step after the stage began is left out (it may
-        have begun before, beside the others)."""
+        slowest (for its target). The first step after the stage began is left out, as in
+        every stage (it may have begun before, beside the others)."""
         lead = self.rt.tenants[trial.lead]
         measured = sorted(lead.latencies_after(trial.first[trial.lead] + 1))
         if len(measured) < ALONE_STEPS:

@@ -139,9 +139,12 @@ class Regulator(PlanCheck):
         self.pair_stand_in: Any = None
 
     # -- the runtime's calls -----------------------------------------------------------------
-    def begin(self, index: int) -> bool:
-        """A step of tenant ``index`` begins; returns whether it is to run alone (the check's
-        ``alone`` stage: ``Runtime.begin_step`` waits until no work is in flight)."""
+    def begin(self, index: int) -> bool | list[Any]:
+        """A step of tenant ``index`` begins; returns what ``Runtime.begin_step`` waits for
+        before its clocks start: True for every launch in flight (a step of the check's
+        ``alone`` stage runs alone), the nodes in flight when the stage began for the lead's
+        first step in a stage (``Trial.backlog``: it is measured under the stage's plan, not
+        behind work issued before it), else nothing (False or an empty list)."""
         if self.state == "off":
             return False
         if index in self._profiled:
@@ -149,7 +152,12 @@ class Regulator(PlanCheck):
         if self.state == "profiling":
             self._try_finish()
         trial = self._trial
-        return trial is not None and trial.stage == "alone" and index == trial.lead
+        if trial is None or index != trial.lead:
+            return False
+        if trial.stage == "alone":
+            return True
+        backlog, trial.backlog = trial.backlog, []
+        return backlog
 
     def launch(self, index: int, launcher: Any) -> _Step | None:
         """A kernel launch of tenant ``index``: noted in its open step; returns the step when

@@ -9,9 +9,10 @@ the step issued on each stream it moved, and the step is measured once they comp
 (``tenant_statistics``, and every :data:`SETTLE_EVERY` steps). An exclusive tenant's steps
 also open and close the runtime's gate (``asyncgpu.runtime.exclusive``), which is consulted
 while any tenant is exclusive (``exclusive_changed``); a step the regulator measures alone
-begins once no work is in flight.
+begins once no work is in flight, and the lead's first step in a stage of the regulator's
+check once the work in flight when the stage began has completed.
 
-Invariants: every method runs under the runtime's lock (but a step measured alone, which waits
+Invariants: every method runs under the runtime's lock (but a step that waits so, which waits
 for the device without it before it begins); a step closes the gate it opened, whatever
 changed meanwhile, even when recording its end fails or it never began.
 
@@ -118,19 +119,20 @@ class TenantSteps:
         trip to the device per step): a step is measured once they and its ends completed.
         A step the regulator measures alone (``Regulator.begin``; its tenant is exclusive
         then, so the others' launches wait from here on) first waits on the host until no
-        work is in flight, and its clocks start after."""
+        work is in flight, and its clocks start after; the lead's first step in a stage of the
+        regulator's check waits so for the work in flight when the stage began."""
         with self._lock:
-            alone = self.regulator is not None and self.regulator.begin(index)
+            wait = self.regulator is not None and self.regulator.begin(index)
             # (the gate the step opened, closed by its end whatever a plan changes meanwhile)
             gate = self.gate if self.tenants[index].exclusive else None
             if gate is not None:
                 gate.begin(index)
-            if not alone:
+            if not wait:
                 return self._step_clocks(index), self.streams.issues, gate
         try:
             while True:
                 with self._lock:
-                    running = self._running()
+                    running = self._running() if wait is True else self._unfinished(wait)
                     if not running:
                         return self._step_clocks(index), self.streams.issues, gate
                     events = self._wait_nodes(running)
