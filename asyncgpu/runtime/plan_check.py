@@ -187,6 +187,12 @@ class PlanCheck:
                 slowdowns.append(mine[len(mine) // 2] / alone)
         high = lead.priority == "high" and trial.alone > 0
         trial.scores[trial.stage] = (score(slowdowns, [worst / trial.alone] if high else []), worst)
+        n = len(measured)
+        log.info("asyncgpu: regulation stage %r measured: %r's steps p50 %.3f, p90 %.3f, "
+                 "slowest %s ms; the tenants' slowdowns %s", trial.stage, lead.name,
+                 measured[n // 2] * 1e3, measured[int(0.9 * n)] * 1e3,
+                 ", ".join(f"{v * 1e3:.3f}" for v in measured[-3:]),
+                 ", ".join(f"{v:.2f}" for v in slowdowns))
         self.measured[trial.stage] = trial.scores[trial.stage][0]
         stage, plan = trial.stage, self.plan
         if stage == "plan" and (plan.splits or plan.after or plan.exclusive):
