@@ -36,6 +36,10 @@ def test_partitions_take_disjoint_groups_rounded_up_and_a_request_that_does_not_
     assert ledger.free_sms() == 80 and "c" not in ledger.owners
     assert ledger.reserve("c", 80) == list(range(6, 16))
     assert ledger.free_sms() == 0
+    ledger.release("b")
+    ledger.release("b")                                     # (none: nothing)
+    assert ledger.free_sms() == 8 and ledger.sms_of("b") == 0
+    assert ledger.reserve("d", 8) == [5]                    # (its group, free again)
 
 
 @pytest.mark.parametrize("memory", ["explicit", "managed"])
@@ -169,6 +173,40 @@ def test_a_tenant_moved_into_a_partition_and_back_keeps_its_order_and_results():
         with moved:
             k[2, 32](x, y, 64)
         assert np.array_equal(y.numpy(), np.arange(64.0) + 3)
+
+
+def test_a_partition_a_tenant_leaves_is_free_for_others_and_it_can_come_back_resized():
+    with ag.configure(backend="sim", sim_strategy="random", sim_seed=3):
+        k = ag.kernel(const=["x"], out=["y"])(add_one)
+        x, y = ag.array(np.arange(64.0)), ag.empty(64)
+        rt = current_runtime()
+        index = rt.tenant_index("leaving", "normal")
+        with rt._lock:
+            rt.partition_tenant(index, 96)
+        with ag.tenant("leaving"):
+            k[2, 32](x, y, 64)
+        ledger = rt.backend._sms[0]
+        assert ledger.free_sms() == 32
+        with pytest.raises(ValueError, match="ask for at most 32"):
+            with ag.tenant("newcomer", sms=40):
+                pass
+        with rt._lock:
+            rt.partition_tenant(index, None)        # (the plan dropped it)
+        assert ledger.free_sms() == 128 and rt.tenants[index].partition is None
+        with ag.tenant("newcomer", sms=40):         # (its SMs are free again)
+            k[2, 32](y, x, 64)
+        with rt._lock:
+            rt.partition_tenant(index, 16)          # (back, on what is left: another size)
+        assert ledger.sms_of("leaving") == 16 and ledger.free_sms() == 72
+        with ag.tenant("leaving"):
+            k[2, 32](x, y, 64)
+        with rt._lock:
+            with pytest.raises(ValueError, match="ask for at most 88"):
+                rt.partition_tenant(index, 96)      # (does not fit: it runs on any SM)
+        assert rt.tenants[index].partition is None and ledger.free_sms() == 88
+        with ag.tenant("leaving"):
+            k[2, 32](y, x, 64)
+        assert np.array_equal(x.numpy(), np.arange(64.0) + 4)
 
 
 @pytest.mark.parametrize("strategy", ["random", "starve"])

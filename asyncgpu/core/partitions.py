@@ -7,7 +7,8 @@ share a multiprocessor whatever their priority: a launch that arrives while anot
 blocks hold the SMs runs slower for as long as they stay. A *partition* keeps them apart: a
 tenant made with ``asyncgpu.tenant(name, sms=N)`` holds SMs of its own on each device (a CUDA
 green context), disjoint from every other tenant's partition, for as long as the runtime
-lives, and its kernels run there and nowhere else. Work outside any partition (the default
+lives (or, for a partition a regulation plan made, until the plan drops it: ``release``), and
+its kernels run there and nowhere else. Work outside any partition (the default
 tenant, tenants without ``sms``) may still run on any SM, so isolation needs every tenant
 that shares the device to have one.
 
@@ -16,13 +17,15 @@ CUDA splits them on compute capability 9.0); a partition of ``N`` SMs takes the 
 groups that hold ``N`` (``N`` rounded up to whole groups).
 
 Invariants: no group is in two partitions; a reservation that does not fit changes nothing;
-a tenant's partition, once made, stays the same.
+a tenant's partition, once made, stays the same until it is released, and its groups are then
+free again.
 
 Example::
 
     ledger = SmLedger([8] * 16)         # 128 SMs in 16 groups
     ledger.reserve("dl", 36)            # groups 0-4: 40 SMs
     ledger.free_sms()                   # 88
+    ledger.release("dl")                # 128 free again
 """
 
 from __future__ import annotations
@@ -75,8 +78,14 @@ class SmLedger:
         return taken
 
     def sms_of(self, owner: str) -> int:
-        """SMs in ``owner``'s partition."""
-        return sum(self.groups[g] for g in self.owners[owner])
+        """SMs in ``owner``'s partition (0 if it has none)."""
+        return sum(self.groups[g] for g in self.owners.get(owner, ()))
+
+    def release(self, owner: str) -> None:
+        """``owner``'s partition's groups are free again (nothing if it has none)."""
+        taken = self.owners.pop(owner, None)
+        if taken:
+            self._free = sorted(self._free + taken)
 
 
 __all__ = ["GRAIN", "SmLedger"]

@@ -89,15 +89,22 @@ class TenantSteps:
     def partition_tenant(self, index: int, sms: int | None) -> None:
         """Under the runtime's lock: tenant ``index`` (one without ``sms`` of its own) runs on
         a partition of ``sms`` SMs from now on (a regulation plan's; None: on any SM again).
-        Its work in flight is waited for first (``StreamManager.set_partition``); ValueError
-        if the device has not ``sms`` SMs outside other partitions (nothing changes then)."""
+        Its work in flight is waited for first (``StreamManager.set_partition``), and a
+        partition it leaves is given back (``release_sms``: its SMs free for other tenants);
+        ValueError if the device has not ``sms`` SMs outside other partitions (the tenant then
+        runs on any SM)."""
         tenant = self.tenants[index]
         if sms == tenant.partition:
             return
+        backend = self.backend
+        if tenant.partition is not None:
+            self.streams.set_partition(index, None)
+            tenant.partition = None
+            backend.release_sms(tenant.name)
         if sms is not None:
-            self.backend.reserve_sms(tenant.name, sms)
-        self.streams.set_partition(index, tenant.name if sms is not None else None)
-        tenant.partition = sms
+            backend.reserve_sms(tenant.name, sms)
+            self.streams.set_partition(index, tenant.name)
+            tenant.partition = sms
 
     def exclusive_changed(self) -> None:
         """Under the runtime's lock, after a tenant became exclusive or stopped being so (its

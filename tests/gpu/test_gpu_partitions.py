@@ -1,6 +1,7 @@
 """SM partitions on the GPU: a partitioned tenant's kernels (CUDA C and Numba) run on its SMs
 only, two tenants' partitions are disjoint, steps are timed across the partitions' green
-contexts, and results equal the unpartitioned run's."""
+contexts, results equal the unpartitioned run's, a partition given back frees its SMs, and
+one that cannot be made on every GPU is made on none."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from test_gpu_multi_device import needs_two
 from test_partitions import add_one
 
 import asyncgpu as ag
+from asyncgpu.runtime.current import current_runtime
 
 pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("fresh_runtime")]
 
@@ -72,3 +74,40 @@ def test_a_partition_holds_on_every_gpu_of_the_runtime():
             outs.append(out)
         for out in outs:
             assert 0 < len(set(out.numpy().tolist())) <= 24
+
+
+def test_a_partition_given_back_frees_its_sms_and_the_launch_lanes():
+    with ag.configure(backend="cuda"):
+        where = ag.cuda_kernel(WHERE, "where", out=["out"])
+        rt = current_runtime()
+        backend = rt.backend
+        lanes = backend.single_node_graphs
+        index = rt.tenant_index("part-gpu-moved", "normal")
+        with rt._lock:                          # (as a regulation plan moves it)
+            rt.partition_tenant(index, 120)
+        assert not backend.single_node_graphs
+        inside = ag.zeros(264, np.uint32)
+        with ag.tenant("part-gpu-moved"):
+            where[264, 64](inside, np.int64(100_000))
+        assert 0 < len(set(inside.numpy().tolist())) <= 120
+        with rt._lock:
+            rt.partition_tenant(index, None)
+        assert backend.single_node_graphs == lanes
+        with ag.tenant("part-gpu-next", sms=120):    # (fits only if the SMs came back)
+            pass
+        out = ag.zeros(264 * 4, np.uint32)
+        with ag.tenant("part-gpu-moved"):
+            where[264 * 4, 64](out, np.int64(200_000))
+        assert len(set(out.numpy().tolist())) > 100     # (on any SM again)
+
+
+@needs_two
+def test_a_partition_that_fails_on_one_gpu_is_made_on_none():
+    with ag.configure(backend="cuda", devices="all"):
+        backend = current_runtime().backend
+        backend.parts[1].reserve_sms("part-gpu-blocker", 128)
+        with pytest.raises(ValueError, match="part-gpu-both"):
+            with ag.tenant("part-gpu-both", sms=16):
+                pass
+        # (device 0's SMs were given back: all of them fit there)
+        assert backend.parts[0].reserve_sms("part-gpu-probe", 128) == 128

@@ -262,10 +262,26 @@ class CudaBackend(Backend):
         if self._green is None:
             from .partitions import GreenContexts
             self._green = GreenContexts(self.cupy, self.device)
-        granted = self._green.reserve(owner, sms)
+        green = self._green
+        lanes = self.single_node_graphs if not green.holds() else green.lanes
+        granted = green.reserve(owner, sms)
+        green.lanes = lanes             # (what the lanes go back to once none is left)
         self.single_node_graphs = False
         self._follow_captures()
         return granted
+
+    def release_sms(self, owner: str) -> None:
+        """Tenant ``owner``'s partition is given back (:meth:`reserve_sms`; its streams must
+        be out of it and done): its streams and green context destroyed, its SMs free. With
+        no partition left, kernels launch through the one-node graph lanes again where the
+        options ask for them."""
+        green = self._green
+        if green is None:
+            return
+        green.release(owner)
+        if not green.holds():
+            self.single_node_graphs = green.lanes
+            self._follow_captures()
 
     def create_stream(self, device: int = 0, priority: int = 0,
                       partition: str | None = None) -> Any:

@@ -136,8 +136,22 @@ class MultiCudaBackend(Backend):
 
     def reserve_sms(self, owner: str, sms: int) -> int:
         """``owner``'s partition of at least ``sms`` SMs on every device (each part's
-        ``reserve_sms``); the SMs it holds on each."""
-        return min(self._at(slot, "reserve_sms", owner, sms) for slot in range(len(self.parts)))
+        ``reserve_sms``); the SMs it holds on each. A part that cannot make it raises, and
+        the partitions made on the parts before it are given back: all or nothing."""
+        granted = []
+        try:
+            for slot in range(len(self.parts)):
+                granted.append(self._at(slot, "reserve_sms", owner, sms))
+        except BaseException:
+            for slot in range(len(granted)):
+                self._at(slot, "release_sms", owner)
+            raise
+        return min(granted)
+
+    def release_sms(self, owner: str) -> None:
+        """``owner``'s partition given back on every device (each part's ``release_sms``)."""
+        for slot in range(len(self.parts)):
+            self._at(slot, "release_sms", owner)
 
     def stream_priorities(self) -> tuple[int, int]:
         return self.parts[0].stream_priorities()

@@ -14,8 +14,10 @@ every SM (its kernel nodes belong to the primary context): the backend launches 
 without the one-node graph lanes once a partition exists, and the runtime refuses a recorded
 function's replay in a partitioned tenant.
 
-Invariants: the streams and green contexts live until :meth:`GreenContexts.close` (the
-backend's ``close``); a partition's green context is made once.
+Invariants: a partition's streams and green context live until it is released
+(:meth:`GreenContexts.release`, once the runtime moved its tenant's streams out) or until
+:meth:`GreenContexts.close` (the backend's ``close``); a partition's green context is made once
+while it lasts.
 
 Example::
 
@@ -56,7 +58,10 @@ class GreenContexts:
         self._groups = list(groups)[:count]
         self.ledger = SmLedger([g.sm.smCount for g in self._groups])
         self._contexts: dict[str, Any] = {}
-        self._streams: list[Any] = []
+        #: the backend's one-node graph lanes before the first partition (its to restore)
+        self.lanes = False
+        #: per partition's owner: the streams made in it
+        self._streams: dict[str, list[Any]] = {}
 
     def reserve(self, owner: str, sms: int) -> int:
         """``owner``'s partition of at least ``sms`` SMs (see ``SmLedger.reserve``); its SMs."""
@@ -75,17 +80,28 @@ class GreenContexts:
                 desc, self._dev, driver.CUgreenCtxCreate_flags.CU_GREEN_CTX_DEFAULT_STREAM))
         handle = _ok(driver.cuGreenCtxStreamCreate(
             context, driver.CUstream_flags.CU_STREAM_NON_BLOCKING, priority))
-        self._streams.append(handle)
+        self._streams.setdefault(owner, []).append(handle)
         return self.cupy.cuda.ExternalStream(int(handle), self.device)
+
+    def holds(self) -> bool:
+        """Whether any partition exists."""
+        return bool(self.ledger.owners)
+
+    def release(self, owner: str) -> None:
+        """Destroy ``owner``'s streams and green context and free its SMs (nothing if it has
+        no partition; the device must be done with its streams)."""
+        driver = self._driver
+        for handle in self._streams.pop(owner, ()):
+            driver.cuStreamDestroy(handle)
+        context = self._contexts.pop(owner, None)
+        if context is not None:
+            driver.cuGreenCtxDestroy(context)
+        self.ledger.release(owner)
 
     def close(self) -> None:
         """Destroy the streams and the green contexts (the device must be done with them)."""
-        driver = self._driver
-        for handle in self._streams:
-            driver.cuStreamDestroy(handle)
-        for context in self._contexts.values():
-            driver.cuGreenCtxDestroy(context)
-        self._streams, self._contexts = [], {}
+        for owner in {*self._streams, *self._contexts}:
+            self.release(owner)
 
 
 __all__ = ["GreenContexts"]

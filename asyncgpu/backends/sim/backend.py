@@ -199,6 +199,11 @@ class SimBackend(Backend):
             ledger.reserve(owner, sms)
         return min(ledger.sms_of(owner) for ledger in self._sms)
 
+    def release_sms(self, owner: str) -> None:
+        """``owner``'s partition given back on every device (nothing if it has none)."""
+        for ledger in self._sms:
+            ledger.release(owner)
+
     def create_stream(self, device: int = 0, priority: int = 0,
                       partition: str | None = None) -> SimStream:
         self._check_device(device)
