@@ -727,7 +727,7 @@ def test_a_wait_that_fails_before_a_step_alone_still_lets_the_others_go(monkeypa
 
 @pytest.mark.parametrize("alone_s,guarded", [(1e-12, True), (1.0, False)])
 def test_a_plan_is_measured_against_the_tenants_own_settings_and_a_late_high_tenant_guarded(
-        alone_s, guarded, monkeypatch):
+        alone_s, guarded, monkeypatch, caplog):
     """The high tenant's measured latency (the simulator's clock) is far over a stand-in time
     alone of 1e-12 s, and far under 1 s."""
     # (the most pieces of the split stage: 16, still more than the plan's 8, for fewer
@@ -735,6 +735,7 @@ def test_a_plan_is_measured_against_the_tenants_own_settings_and_a_late_high_ten
     monkeypatch.setattr(plan_check, "MOST_PIECES", 16)
     monkeypatch.setattr(plan_check, "CHECK_STEPS", 10)    # (stages of ten simulated steps)
     with ag.configure(backend="sim", sim_seed=2):
+        caplog.set_level("INFO", logger="asyncgpu")     # (after configure, which sets it)
         mix = Mix(f"guard-{guarded}")
         mix.step()
         ag.regulate(plan="search", tenants=mix.names)
@@ -792,16 +793,20 @@ def test_a_plan_is_measured_against_the_tenants_own_settings_and_a_late_high_ten
             steps_while(mix, "guard")
             state = ag.regulation()
             guard_worst = state.checked[mix.high.name][0]
-            kept = "*" in state.plan.after.get(mix.low.name, {})
+            # (from the log: the partition stage's plan, now in force, has no pointers)
+            kept = "the guard kept" in caplog.text
             assert kept == (guard_worst < 0.9 * worst and state.measured["guard"] <= base_score)
             assert state.plan.splits == base.splits
             if kept:
-                base = dataclasses.replace(base, after=state.plan.after)
+                after = {name: dict(ks) for name, ks in base.after.items()}
+                after.setdefault(mix.low.name, {})["*"] = (mix.high.name, "*")
+                base = dataclasses.replace(base, after=after)
                 base_score, worst = state.measured["guard"], guard_worst
             # then each tenant on SMs of its own: the high one as many as its launch's blocks
-            # (1, in a group of 8), the low one the rest in whole groups
+            # (1, in a group of 8), the low one the rest in whole groups; no pointers there
             assert state.checking == "partition"
             assert state.plan.partitions == {mix.high.name: 8, mix.low.name: 120}
+            assert state.plan.after == {}
             rt = current_runtime()
             assert [t.partition for t in rt.tenants if t.name in mix.names] == [120, 8]
             steps_while(mix, "partition")
@@ -810,7 +815,7 @@ def test_a_plan_is_measured_against_the_tenants_own_settings_and_a_late_high_ten
             kept = bool(state.plan.partitions)
             assert kept == (part_worst < 0.9 * worst and state.measured["partition"] <= base_score)
             if kept:
-                base = dataclasses.replace(base, partitions=state.plan.partitions)
+                base = dataclasses.replace(base, partitions=state.plan.partitions, after={})
                 base_score, worst = state.measured["partition"], part_worst
             else:                   # (dropped: the tenants on any SM again)
                 assert [t.partition for t in rt.tenants if t.name in mix.names] == [None, None]

@@ -341,7 +341,10 @@ class PlanCheck:
     def _partition_plan(self, kept: Plan, lead: int, normal: list[int]) -> Plan | None:
         """``kept`` with the lead and the ``normal`` tenants each on SMs of its own: the lead
         as many as the blocks of its largest launch (in whole groups), each other tenant an
-        equal share of the rest. None where that does not fit: the lead's launches fill more
+        equal share of the rest, and without ``kept``'s pointers (on SMs of their own, the
+        tenants' launches no longer arrive behind each other's blocks: a pointer would only
+        hold one behind another's launch, as a measured run of DL beside B&S and VEC showed,
+        B&S's median step 3x longer). None where that does not fit: the lead's launches fill more
         than half the device (a partition would be a smaller GPU for it), a share would be
         under one group, a tenant has a partition of its own (``sms``) or replays recorded
         steps (a graph runs on every SM), or the runtime runs on several devices."""
@@ -363,7 +366,7 @@ class PlanCheck:
             return None
         partitions = {tenants[lead].name: need}
         partitions.update((tenants[t].name, share) for t in normal)
-        return dataclasses.replace(kept, partitions=partitions)
+        return dataclasses.replace(kept, partitions=partitions, after={})
 
     def _split_plan(self, kept: Plan, normal: list[int], alone: float) -> Plan | None:
         """``kept`` with the ``normal`` tenants' splittable launches longer than :data:`SLICE`
