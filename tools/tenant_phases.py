@@ -124,9 +124,11 @@ def main() -> None:
             _print_device(trace, spans, scope.name)
 
     print(f"{args.high} (high priority), ms, median / p90 / max, {args.steps} steps")
+    # (alone first and exclusive last: once a tenant is exclusive, every other tenant keeps
+    # one launch in flight for as long as it exists)
+    run("alone", False)
     run(f"beside {args.other}", True, args.trace)
     run(f"beside {args.other}, exclusive", True, args.trace, exclusive=True)
-    run("alone", False)
 
 
 def _print_device(trace: object, spans: list[tuple[float, float]], high: str) -> None:
