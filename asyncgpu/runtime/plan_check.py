@@ -342,12 +342,12 @@ class PlanCheck:
         """``kept`` with the lead and the ``normal`` tenants each on SMs of its own: the lead
         as many as the blocks of its largest launch (in whole groups), each other tenant an
         equal share of the rest, and without ``kept``'s pointers (on SMs of their own, the
-        tenants' launches no longer arrive behind each other's blocks: a pointer would only
-        hold one behind another's launch, as a measured run of DL beside B&S and VEC showed,
-        B&S's median step 3x longer). None where that does not fit: the lead's launches fill more
-        than half the device (a partition would be a smaller GPU for it), a share would be
-        under one group, a tenant has a partition of its own (``sms``) or replays recorded
-        steps (a graph runs on every SM), or the runtime runs on several devices."""
+        tenants' launches no longer arrive behind each other's blocks, so a pointer would
+        only hold one tenant behind another's launch). None where that does not fit: the
+        lead's launches fill more than half the device (a partition would be a smaller GPU
+        for it), a share would be under one group, a tenant has a partition of its own
+        (``sms``) or replays recorded steps (a graph runs on every SM), or the runtime runs on
+        several devices."""
         rt = self.rt
         tenants = rt.tenants
         reserve = getattr(rt.backend, "reserve_sms", None)
