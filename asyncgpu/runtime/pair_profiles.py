@@ -47,11 +47,11 @@ def time_pairs(rt: Any, profiles: tuple[TenantProfile, ...], steps: list[list[An
     """Profile in pairs: the kernels of two tenants that run side by side in the model of
     the tenants' own settings, each pair's first launches in the profiled ``steps`` (one
     per profile: the regulator's rows of a step's launches, each ending with its
-    ``TimedLaunch``, or None for a graph), timed alone and side by side on the device, each launch's end (the
-    backend's stage timer: on scratch copies of what they write). Longest pairs first, at
-    most :data:`MOST_PAIRS`, for at most :data:`PAIR_BUDGET_S`; pairs whose shorter launch
-    takes under :data:`PAIR_LEAST_S` are left out (their side-by-side time is mostly the
-    launches' own latency). None on several devices, or when the backend cannot time.
+    ``TimedLaunch``, or None for a graph), timed alone and side by side on the device, each
+    launch's end (the backend's stage timer: on scratch copies of what they write). Longest
+    pairs first, at most :data:`MOST_PAIRS`, for at most :data:`PAIR_BUDGET_S`; pairs whose
+    shorter launch takes under :data:`PAIR_LEAST_S` are left out (their side-by-side time is
+    mostly the launches' own latency). None on several devices, or when the backend cannot time.
     ``stand_in`` (a test's, ``asyncgpu.testing.regulation``): a pair's times from its kernels'
     names and the times measured."""
     if len(profiles) < 2 or rt.placement is not None:

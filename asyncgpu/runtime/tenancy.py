@@ -203,10 +203,9 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
     ``Plan.load(path)``): run with it. ``plan="off"``: the tenants' own settings again.
 
     The plan is a tenant's splits, pointers, partition and exclusive setting
-    (``asyncgpu.tenant``), added
-    to those the tenant was given, so results are those of the unregulated program; traces
-    show its pieces (edges of reason ``split``), its pointers (``pointer``) and the profiled
-    launches' order (``profile``). ``asyncgpu.regulation()`` says where it stands.
+    (``asyncgpu.tenant``), added to those the tenant was given, so results are those of the
+    unregulated program; traces show its pieces (edges of reason ``split``), its pointers
+    (``pointer``) and the profiled launches' order (``profile``). ``asyncgpu.regulation()`` says where it stands.
 
     Raises
     ------

@@ -263,9 +263,9 @@ class CudaBackend(Backend):
             from .partitions import GreenContexts
             self._green = GreenContexts(self.cupy, self.device)
         green = self._green
-        lanes = self.single_node_graphs if not green.holds() else green.lanes
+        if not green.holds():
+            green.lanes = self.single_node_graphs   # (what they go back to once none is left)
         granted = green.reserve(owner, sms)
-        green.lanes = lanes             # (what the lanes go back to once none is left)
         self.single_node_graphs = False
         self._follow_captures()
         return granted
