@@ -15,6 +15,7 @@ from test_properties import assert_same, serial
 
 import asyncgpu as ag
 from asyncgpu.core.partitions import GRAIN, SmLedger
+from asyncgpu.core.plan import Op, TenantProfile
 from asyncgpu.runtime.current import current_runtime
 
 
@@ -207,6 +208,76 @@ def test_a_partition_a_tenant_leaves_is_free_for_others_and_it_can_come_back_res
         with ag.tenant("leaving"):
             k[2, 32](y, x, 64)
         assert np.array_equal(x.numpy(), np.arange(64.0) + 4)
+
+
+def test_tenants_a_plan_puts_in_one_partition_share_it_until_the_last_one_leaves():
+    """A plan's ``shared`` tenants run in one partition of the SMs it names for them, beside
+    the high tenant's own; moved out one by one (as a plan that drops it moves them), the
+    partition is given back only once none of them is left in it."""
+    with ag.configure(backend="sim", sim_strategy="random", sim_seed=4):
+        k = ag.kernel(const=["x"], out=["y"])(add_one)
+        x, y, z, w = ag.array(np.arange(64.0)), ag.empty(64), ag.empty(64), ag.empty(64)
+        hi, a, b = ag.tenant("sh-hi", priority="high"), ag.tenant("sh-a"), ag.tenant("sh-b")
+        for scope in (hi, a, b):
+            with scope:                     # (each tenant exists once entered)
+                pass
+        plan = ag.Plan(partitions={"sh-hi": 8, "sh-a": 64, "sh-b": 64}, shared=("sh-a", "sh-b"))
+        assert plan.describe() == "sh-hi: on 8 SMs of its own; sh-a, sh-b: on 64 SMs they share"
+        ag.regulate(plan=plan)              # (the tenants the plan names)
+        rt = current_runtime()
+        ledger = rt.backend._sms[0]
+        shared = plan.partition("sh-a")[0]
+        assert shared == plan.partition("sh-b")[0] != "sh-a"
+        assert {n: ledger.sms_of(n) for n in ledger.owners} == {"sh-hi": 8, shared: 64}
+        tenants = {t.name: t for t in rt.tenants}
+        assert [tenants[n].partition_name for n in ("sh-hi", "sh-a", "sh-b")] == [
+            "sh-hi", shared, shared]
+        for _ in range(2):
+            with a:
+                k[2, 32](x, y, 64)
+            with b:
+                k[2, 32](y, z, 64)          # (reads what a wrote: ordered in the partition)
+            with hi:
+                k[2, 32](z, w, 64)          # (and across partitions)
+        assert np.array_equal(w.numpy(), np.arange(64.0) + 3)
+        with rt._lock:
+            rt.partition_tenant(tenants["sh-a"].index, None)
+        assert ledger.sms_of(shared) == 64 and tenants["sh-b"].partition == 64
+        with b:
+            k[2, 32](x, z, 64)              # (b still runs in it)
+        ag.regulate(plan="off")             # (b, the last one, leaves: given back)
+        assert ledger.owners == {} and ledger.free_sms() == 128
+        assert all(tenants[n].partition is None for n in ("sh-hi", "sh-a", "sh-b"))
+        assert np.array_equal(z.numpy(), np.arange(64.0) + 1)
+
+
+def test_a_late_lead_gets_sms_for_its_largest_launch_and_the_others_share_the_rest():
+    """The regulation's partition remedy: the lead as many SMs as its largest launch has
+    blocks (whole groups), the other tenants one partition of the rest, without pointers; none
+    for a lead whose launches fill more than half the device."""
+    with ag.configure(backend="sim"):
+        for name in ("rem-hi", "rem-a", "rem-b"):
+            with ag.tenant(name, priority="high" if name == "rem-hi" else "normal"):
+                pass
+        ag.regulate(plan=ag.Plan(), tenants=["rem-hi", "rem-a", "rem-b"])
+        rt = current_runtime()
+        lead, a, b = (rt.tenant_index(n, "high" if n == "rem-hi" else "normal")
+                      for n in ("rem-hi", "rem-a", "rem-b"))
+
+        def kept(lead_blocks):
+            def ops(*blocks):
+                return tuple(Op(f"k{i}", 1e-3, 0.5, 0.1, False, (), 0.5, n)
+                             for i, n in enumerate(blocks))
+            return ag.Plan(after={"rem-a": {"k0": ("rem-hi", "k0")}}, profile=(
+                TenantProfile("rem-hi", "high", ops(4, lead_blocks)),
+                TenantProfile("rem-a", "normal", ops(500)),
+                TenantProfile("rem-b", "normal", ops(300, 20))))
+
+        plan = rt.regulator._partition_plan(kept(33), lead, [a, b])
+        assert plan.partitions == {"rem-hi": 40, "rem-a": 88, "rem-b": 88}
+        assert plan.shared == ("rem-a", "rem-b") and plan.after == {}
+        assert rt.regulator._partition_plan(kept(67), lead, [a, b]) is None
+        ag.regulate(plan="off")
 
 
 @pytest.mark.parametrize("strategy", ["random", "starve"])

@@ -276,7 +276,8 @@ def test_a_plan_saved_and_loaded_is_the_same(tmp_path):
                 Outcome(1e-3, {"a": 1e-3}, 0.5, {"a": 2e-3}), None, 12, 0.01,
                 (TenantProfile("a", "high", (op("k", 1.0, 0.5, 0.25, True, [0]),
                                              Op("g", 1e-3, 1.0, 0.0, True, (), 3.5)), True),),
-                ("a",), (PairProfile("a", "k", "b", "j", 1e-3, 2e-3, 1.5e-3, 2.5e-3),))
+                ("a",), (PairProfile("a", "k", "b", "j", 1e-3, 2e-3, 1.5e-3, 2.5e-3),),
+                {"a": 40, "b": 88, "c": 88}, ("b", "c"))
     path = str(tmp_path / "plan.json")
     plan.save(path)
     assert Plan.load(path) == plan

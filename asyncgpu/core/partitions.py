@@ -8,9 +8,11 @@ blocks hold the SMs runs slower for as long as they stay. A *partition* keeps th
 tenant made with ``asyncgpu.tenant(name, sms=N)`` holds SMs of its own on each device (a CUDA
 green context), disjoint from every other tenant's partition, for as long as the runtime
 lives (or, for a partition a regulation plan made, until the plan drops it: ``release``), and
-its kernels run there and nowhere else. Work outside any partition (the default
-tenant, tenants without ``sms``) may still run on any SM, so isolation needs every tenant
-that shares the device to have one.
+its kernels run there and nowhere else. A regulation plan may also put several tenants in
+one partition they share (``Plan.shared``): their blocks may slow each other there, never a
+tenant's outside it. A partition is known by its *owner*, the tenant's name or the shared
+partition's. Work outside any partition (the default tenant, tenants without ``sms``) may
+still run on any SM, so isolation needs every tenant that shares the device to have one.
 
 A device's SMs are handed out in *groups* (:data:`GRAIN` SMs each: the granularity at which
 CUDA splits them on compute capability 9.0); a partition of ``N`` SMs takes the first free

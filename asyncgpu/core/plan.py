@@ -7,9 +7,9 @@ order (:class:`Op`: time alone, share of the device's threads and bandwidth, whe
 split, the earlier launches it depends on). A :class:`PairProfile` is two launches of two
 tenants timed alone and side by side. A :class:`Plan` is what the search returns and the
 runtime applies (``asyncgpu.runtime.regulator``): per tenant, its split kernels and its
-pointers, and the tenants it makes exclusive (``asyncgpu.runtime.exclusive``), with the
-workload shape it was searched for, the modelled :class:`Outcome` without and with it, the
-profiles and the pairs. A plan round-trips through JSON (``save``/``load``).
+pointers, the tenants it makes exclusive (``asyncgpu.runtime.exclusive``) and the SM
+partitions it gives them (``asyncgpu.core.partitions``), with the workload shape it was
+searched for, the modelled :class:`Outcome` without and with it, the profiles and the pairs. A plan round-trips through JSON (``save``/``load``).
 
 Invariants: all are frozen; ``Plan.from_json(plan.to_json()) == plan``.
 
@@ -25,6 +25,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+#: The start of the name of a partition several tenants share (``Plan.partition``).
+SHARED = "shared by "
 
 
 @dataclass(frozen=True)
@@ -100,9 +103,10 @@ class Plan:
     measured check's last remedy for a late high-priority tenant); the workload ``shape`` it
     was searched for (per tenant, its step's launches: kernel, grid, block), and the modelled
     outcome without it (``before``) and with it (``after_outcome``), how many plans the search
-    modelled and how long it took; ``partitions``: per tenant name, the SMs of a partition of
-    its own (``asyncgpu.core.partitions``: the measured check's remedy for a late
-    high-priority tenant whose launches use few blocks).
+    modelled and how long it took; ``partitions``: per tenant name, the SMs of its partition
+    (``asyncgpu.core.partitions``: the measured check's remedy for a late high-priority tenant
+    whose launches use few blocks), a partition of its own unless the tenant is one of
+    ``shared``, whose tenants share one partition (of the SMs each's entry names).
 
     ``profile`` holds the profiles it was searched on (each tenant's launches, their times
     alone and shares: what the search saw), and ``pairs`` the launches of two tenants timed
@@ -122,6 +126,15 @@ class Plan:
     exclusive: tuple[str, ...] = ()
     pairs: tuple[PairProfile, ...] = ()
     partitions: dict[str, int] = field(default_factory=dict)
+    shared: tuple[str, ...] = ()
+
+    def partition(self, name: str) -> tuple[str, int] | None:
+        """Tenant ``name``'s partition under this plan: its name (the tenant's own, or, for
+        the tenants of ``shared``, one name they have in common) and its SMs; None: any SM."""
+        sms = self.partitions.get(name)
+        if sms is None:
+            return None
+        return (SHARED + ", ".join(self.shared) if name in self.shared else name), sms
 
     def tenant_settings(self, name: str) -> tuple[dict[str, int] | None,
                                                   dict[str, tuple[str, str]] | None]:
@@ -135,7 +148,11 @@ class Plan:
         parts += [f"{t}: {k} after {o}.{j}" for t, ks in sorted(self.after.items())
                   for k, (o, j) in sorted(ks.items())]
         parts += [f"{t}: exclusive" for t in self.exclusive]
-        parts += [f"{t}: on {n} SMs of its own" for t, n in sorted(self.partitions.items())]
+        parts += [f"{t}: on {n} SMs of its own" for t, n in sorted(self.partitions.items())
+                  if t not in self.shared]
+        if self.shared:
+            parts.append(f"{', '.join(self.shared)}: on {self.partitions[self.shared[0]]} SMs "
+                         "they share")
         gain = ""
         before, after = self.before, self.after_outcome
         if before is not None and after is not None:
@@ -167,7 +184,7 @@ class Plan:
                            "pairs": [[p.tenant, p.kernel, p.other, p.other_kernel, p.alone_s,
                                       p.other_alone_s, p.together_s, p.other_together_s]
                                      for p in self.pairs],
-                           "partitions": self.partitions},
+                           "partitions": self.partitions, "shared": list(self.shared)},
                           indent=1)
 
     @classmethod
@@ -191,7 +208,8 @@ class Plan:
                          for p in d.get("profile", [])),
                    tuple(d.get("exclusive", ())),
                    tuple(PairProfile(*p) for p in d.get("pairs", [])),
-                   {t: int(n) for t, n in d.get("partitions", {}).items()})
+                   {t: int(n) for t, n in d.get("partitions", {}).items()},
+                   tuple(d.get("shared", ())))
 
     def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as f:

@@ -91,8 +91,8 @@ class Tenant:
     """One tenant of a runtime (see the module docstring)."""
 
     __slots__ = ("after", "counts", "exclusive", "given", "held", "index", "last", "latencies",
-                 "latest", "measured", "name", "partition", "pending", "priority", "sms",
-                 "spare", "splits", "steps", "stream_priority", "streams")
+                 "latest", "measured", "name", "partition", "partition_name", "pending",
+                 "priority", "sms", "spare", "splits", "steps", "stream_priority", "streams")
 
     def __init__(self, index: int, name: str, priority: str, stream_priority: int,
                  streams: int | None = None, splits: dict[str, int] | None = None,
@@ -109,6 +109,9 @@ class Tenant:
         #: the SMs of the partition its streams are in now: its own ``sms``, or a regulation
         #: plan's (``Runtime.partition_tenant``); None: any SM
         self.partition = sms
+        #: that partition's name with the backend (``reserve_sms``): the tenant's own name, or
+        #: the name of a partition a plan has it share with other tenants (``Plan.partition``)
+        self.partition_name = None if sms is None else name
         #: splittable kernels it launches in pieces: kernel name -> pieces (None: none)
         self.splits = splits
         #: pointers: its kernel name -> (tenant name, kernel name) it waits for (None: none)

@@ -131,10 +131,9 @@ class Runtime(HostAccess, TenantSteps):
         devices = len(self.devices)
         self.streams = StreamManager(self.backend, options, self.stats, devices)
         for tenant in self.tenants[1:]:     # (a reconfigured runtime keeps its tenants)
-            partition = None
-            if tenant.partition is not None:    # (again: the backend may be a new one)
-                self.backend.reserve_sms(tenant.name, tenant.partition)
-                partition = tenant.name
+            partition = tenant.partition_name
+            if partition is not None:    # (again: the backend may be a new one)
+                self.backend.reserve_sms(partition, tenant.partition)
             self.streams.add_tenant(tenant.stream_priority, tenant.streams, partition)
         #: Several devices: where each kernel and library call runs (None: one device).
         self.placement = None

@@ -27,9 +27,9 @@ multiprocessor for a whole long launch keep the lead's blocks waiting, which pie
 then every normal tenant's launches wait for the lead's latest unfinished launch (a pointer
 from every kernel to every kernel, ``"*"``: priority before throughput, as
 ``priority="high"`` asks), then SM partitions (:meth:`PlanCheck._partition_plan`: the lead on
-as many SMs as its largest launch has blocks, each other tenant an equal share of the rest, so
-the lead's launches never arrive behind blocks the others left resident; where its launches use
-at most half the device), then the lead's steps are made exclusive
+as many SMs as its largest launch has blocks, the other tenants on the rest, which they share,
+so the lead's launches never arrive behind blocks the others left resident; where its launches
+use at most half the device), then the lead's steps are made exclusive
 (``asyncgpu.runtime.exclusive``: the others' launches wait on the host while its step runs,
 and keep one launch in flight between its steps), which helps a lead whose steps arrive with
 gaps between them, as a service's requests do, where the pointers alone cannot keep the
@@ -120,7 +120,7 @@ def own_settings(plan: Plan) -> Plan:
     """``plan`` without what it adds to the tenants' own settings (no splits, pointers or
     exclusive tenants), modelled as the search's starting point."""
     return dataclasses.replace(plan, splits={}, after={}, exclusive=(), partitions={},
-                               after_outcome=plan.before)
+                               shared=(), after_outcome=plan.before)
 
 
 class PlanCheck:
@@ -159,10 +159,11 @@ class PlanCheck:
         :data:`PLAN_GAIN` of theirs or less, else theirs; then, for a high-priority lead
         still over its target beside normal tenants, ``split`` (the others' long splittable
         launches in pieces, :meth:`_split_plan`), ``guard`` (the others wait for its
-        launches), ``partition`` (each on SMs of its own, :meth:`_partition_plan`),
-        ``exclusive`` (its steps exclusive) and ``pieces`` (exclusive, and the
-        others' long launches in pieces), each kept only if it cut the lead's slowest step
-        to :data:`GUARD_GAIN` of what it was without raising the score."""
+        launches), ``partition`` (it on SMs of its own, the others on the rest,
+        :meth:`_partition_plan`), ``exclusive`` (its steps exclusive) and ``pieces``
+        (exclusive, and the others' long launches in pieces), each kept only if it cut the
+        lead's slowest step to :data:`GUARD_GAIN` of what it was without raising the
+        score."""
         trial = self._trial
         rt = self.rt
         tenants = rt.tenants
@@ -240,8 +241,8 @@ class PlanCheck:
             partitioned = self._partition_plan(kept, trial.lead, normal)
             if partitioned is not None:
                 self._remedy(trial, stage, "partition", partitioned, measured,
-                             f"it and the other tenants now run on SMs of their own "
-                             f"({partitioned.partitions})")
+                             f"it now runs on SMs of its own, the other tenants on the "
+                             f"rest ({partitioned.describe()})")
                 return
         if "exclusive" not in self._lost and not lead.exclusive:
             self._remedy(trial, stage, "exclusive",
@@ -339,34 +340,34 @@ class PlanCheck:
         return False, before
 
     def _partition_plan(self, kept: Plan, lead: int, normal: list[int]) -> Plan | None:
-        """``kept`` with the lead and the ``normal`` tenants each on SMs of its own: the lead
-        as many as the blocks of its largest launch (in whole groups), each other tenant an
-        equal share of the rest, and without ``kept``'s pointers (on SMs of their own, the
-        tenants' launches no longer arrive behind each other's blocks, so a pointer would
-        only hold one tenant behind another's launch). None where that does not fit: the
-        lead's launches fill more than half the device (a partition would be a smaller GPU
-        for it), a share would be under one group, a tenant has a partition of its own
-        (``sms``) or replays recorded steps (a graph runs on every SM), or the runtime runs on
-        several devices."""
+        """``kept`` with the lead on SMs of its own, as many as the blocks of its largest
+        launch (in whole groups), and the ``normal`` tenants on the rest of the SMs that can be
+        partitioned, which they share (their launches may slow each other, as without
+        partitions, but never the lead's), and without ``kept``'s pointers (apart, the lead's
+        launches no longer arrive behind the others' blocks, so a pointer would only hold one
+        tenant behind another's launch). None where that does not fit: the lead's launches
+        fill more than half the device (a partition would be a smaller GPU for it), the rest
+        is under one group, a tenant has a partition of its own (``sms``) or replays recorded
+        steps (a graph runs on every SM), or the runtime runs on several devices."""
         rt = self.rt
         tenants = rt.tenants
-        reserve = getattr(rt.backend, "reserve_sms", None)
+        backend = rt.backend
         chosen = [lead] + normal
-        if (reserve is None or rt.placement is not None
+        if (getattr(backend, "reserve_sms", None) is None or rt.placement is not None
                 or any(tenants[t].sms is not None for t in self.tenants)):
             return None
         ops = {p.name: p.ops for p in kept.profile}
         mine = [ops.get(tenants[t].name) for t in chosen]
         if any(not o or any(op.blocks <= 0 for op in o) for o in mine):
             return None
-        sms = getattr(rt.backend, "sm_count", 132)
         need = -(-max(op.blocks for op in mine[0]) // GRAIN) * GRAIN
-        share = (sms - need) // len(normal) // GRAIN * GRAIN
-        if 2 * need > sms or share < GRAIN:
+        rest = (backend.partitionable_sms() - need) // GRAIN * GRAIN
+        if 2 * need > backend.sm_count or rest < GRAIN:
             return None
-        partitions = {tenants[lead].name: need}
-        partitions.update((tenants[t].name, share) for t in normal)
-        return dataclasses.replace(kept, partitions=partitions, after={})
+        names = [tenants[t].name for t in normal]
+        partitions = {tenants[lead].name: need, **{name: rest for name in names}}
+        return dataclasses.replace(kept, partitions=partitions, after={},
+                                   shared=tuple(names) if len(names) > 1 else ())
 
     def _split_plan(self, kept: Plan, normal: list[int], alone: float) -> Plan | None:
         """``kept`` with the ``normal`` tenants' splittable launches longer than :data:`SLICE`

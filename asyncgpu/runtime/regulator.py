@@ -310,13 +310,7 @@ class Regulator(PlanCheck):
                 after = {**(more_after or {}), **(after or {})} or None
                 exclusive = exclusive or tenant.name in plan.exclusive
             tenant.splits, tenant.after, tenant.exclusive = splits, after, exclusive
-            if tenant.sms is None:      # (a tenant's own partition is never changed)
-                sms = plan.partitions.get(tenant.name) if plan is not None else None
-                try:
-                    rt.partition_tenant(t, sms)
-                except ValueError as exc:   # (no room left: the stage measures without it)
-                    log.warning("asyncgpu: regulation could not give tenant %r %s SMs of its "
-                                "own: %s", tenant.name, sms, exc)
+        self._partition(plan)
         rt.exclusive_changed()
         if measure:
             self._trial = None
@@ -325,6 +319,31 @@ class Regulator(PlanCheck):
             if measure and plan.profile:
                 self._trial = self._start(plan, "plan", None)
                 self._measure_alone(self._trial)
+
+    def _partition(self, plan: Plan | None) -> None:
+        """Move the regulated tenants (those without ``sms`` of their own, whose partition is
+        never changed) into ``plan``'s partitions: first every tenant whose partition changes
+        out of its own, so that the SMs it held are free, then each into its new one."""
+        rt = self.rt
+        moves = []
+        for t in self.tenants:
+            tenant = rt.tenants[t]
+            if tenant.sms is not None:
+                continue
+            target = plan.partition(tenant.name) if plan is not None else None
+            if target != ((tenant.partition_name, tenant.partition)
+                          if tenant.partition is not None else None):
+                rt.partition_tenant(t, None)
+                moves.append((t, target))
+        for t, target in moves:
+            if target is None:
+                continue
+            name, sms = target
+            try:
+                rt.partition_tenant(t, sms, name)
+            except ValueError as exc:   # (no room left: the stage measures without it)
+                log.warning("asyncgpu: regulation could not give tenant %r a partition of %d "
+                            "SMs: %s", rt.tenants[t].name, sms, exc)
 
     def _store(self, old: Plan, new: Plan) -> None:
         """``new`` replaces ``old`` among the stored plans."""

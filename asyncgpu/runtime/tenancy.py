@@ -195,9 +195,10 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
     against the tenants' own settings; while a high-priority tenant's steps stay over 1.2x its
     latency alone, remedies are measured in turn and each kept only where it helps it without
     costing the others more (as the search's objective weighs them): the others' long
-    splittable launches in pieces, the others waiting for its launches, each tenant on SMs of
-    its own (as ``sms=`` would: where its launches use at most half the device), and its steps
-    made exclusive (as ``exclusive=True`` would). A plan found for the same workload shape
+    splittable launches in pieces, the others waiting for its launches, it on SMs of its own
+    and the others on the rest, which they share (as ``sms=`` would keep them apart: where its
+    launches use at most half the device), and its steps made exclusive (as
+    ``exclusive=True`` would). A plan found for the same workload shape
     is reused without a search, and a step of another shape sets the plan aside and profiles
     again. ``plan=`` a :class:`~asyncgpu.Plan` (``asyncgpu.regulation().plan``, or
     ``Plan.load(path)``): run with it. ``plan="off"``: the tenants' own settings again.
@@ -236,7 +237,8 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
         if tenants is None:
             chosen = [t.index for t in rt.tenants[1:] if t.steps]
             if isinstance(plan, Plan):
-                named = set(plan.splits) | set(plan.after) | set(plan.exclusive)
+                named = (set(plan.splits) | set(plan.after) | set(plan.exclusive)
+                         | set(plan.partitions))
                 chosen = [known[n] for n in sorted(named) if n in known] or chosen
         else:
             names = [tenants] if isinstance(tenants, str) else list(tenants)

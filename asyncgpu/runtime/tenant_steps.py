@@ -86,25 +86,30 @@ class TenantSteps:
                 self.exclusive_changed()
             return index
 
-    def partition_tenant(self, index: int, sms: int | None) -> None:
+    def partition_tenant(self, index: int, sms: int | None, name: str | None = None) -> None:
         """Under the runtime's lock: tenant ``index`` (one without ``sms`` of its own) runs on
-        a partition of ``sms`` SMs from now on (a regulation plan's; None: on any SM again).
-        Its work in flight is waited for first (``StreamManager.set_partition``), and a
-        partition it leaves is given back (``release_sms``: its SMs free for other tenants);
-        ValueError if the device has not ``sms`` SMs outside other partitions (the tenant then
-        runs on any SM)."""
+        partition ``name`` (the backend's ``reserve_sms``; None: one of its own, named for
+        the tenant) of ``sms`` SMs from now on (a regulation plan's; ``sms`` None: on any SM
+        again). Several tenants moved into one name share its partition, made by the first
+        of them with its ``sms``. The tenant's work in flight is waited for first
+        (``StreamManager.set_partition``), and a partition its last tenant leaves is given
+        back (``release_sms``: its SMs free for other tenants); ValueError if the device has
+        not ``sms`` SMs outside other partitions (the tenant then runs on any SM)."""
         tenant = self.tenants[index]
-        if sms == tenant.partition:
+        name = None if sms is None else name or tenant.name
+        if (sms, name) == (tenant.partition, tenant.partition_name):
             return
         backend = self.backend
-        if tenant.partition is not None:
+        left = tenant.partition_name
+        if left is not None:
             self.streams.set_partition(index, None)
-            tenant.partition = None
-            backend.release_sms(tenant.name)
+            tenant.partition = tenant.partition_name = None
+            if all(t.partition_name != left for t in self.tenants):
+                backend.release_sms(left)
         if sms is not None:
-            backend.reserve_sms(tenant.name, sms)
-            self.streams.set_partition(index, tenant.name)
-            tenant.partition = sms
+            backend.reserve_sms(name, sms)
+            self.streams.set_partition(index, name)
+            tenant.partition, tenant.partition_name = sms, name
 
     def exclusive_changed(self) -> None:
         """Under the runtime's lock, after a tenant became exclusive or stopped being so (its

@@ -1,7 +1,8 @@
 """SM partitions on the GPU: a partitioned tenant's kernels (CUDA C and Numba) run on its SMs
 only, two tenants' partitions are disjoint, steps are timed across the partitions' green
-contexts, results equal the unpartitioned run's, a partition given back frees its SMs, and
-one that cannot be made on every GPU is made on none."""
+contexts, results equal the unpartitioned run's, tenants a plan puts in one partition share
+its SMs, a partition given back frees its SMs, and one that cannot be made on every GPU is
+made on none."""
 
 from __future__ import annotations
 
@@ -99,6 +100,31 @@ def test_a_partition_given_back_frees_its_sms_and_the_launch_lanes():
         with ag.tenant("part-gpu-moved"):
             where[264 * 4, 64](out, np.int64(200_000))
         assert len(set(out.numpy().tolist())) > 100     # (on any SM again)
+
+
+def test_tenants_a_plan_puts_in_one_partition_run_on_its_sms_and_not_the_leads():
+    with ag.configure(backend="cuda"):
+        where = ag.cuda_kernel(WHERE, "where", out=["out"])
+        names = ("part-gpu-lead", "part-gpu-one", "part-gpu-two")
+        scopes = [ag.tenant(n, priority="high" if n == names[0] else "normal") for n in names]
+        for scope in scopes:
+            with scope:
+                pass
+        rest = current_runtime().backend.partitionable_sms() - 40
+        plan = ag.Plan(partitions={names[0]: 40, names[1]: rest, names[2]: rest},
+                       shared=names[1:])
+        ag.regulate(plan=plan)
+        outs = [ag.zeros(264, np.uint32) for _ in names]
+        for _ in range(2):
+            for scope, out in zip(scopes, outs):
+                with scope:
+                    where[264, 64](out, np.int64(200_000))
+        lead, one, two = (set(out.numpy().tolist()) for out in outs)
+        assert 0 < len(lead) <= 40 and len(one | two) <= rest
+        assert not lead & (one | two)
+        assert len(one | two) > 40          # (the shared partition: more than the lead's)
+        ag.regulate(plan="off")
+        assert current_runtime().backend._green.ledger.owners == {}
 
 
 @needs_two

@@ -255,14 +255,23 @@ class CudaBackend(Backend):
         self._recent = deque(maxlen=RECENT_LAUNCHES)
 
     # -- streams and events ------------------------------------------------------------------
-    def reserve_sms(self, owner: str, sms: int) -> int:
-        """A partition of at least ``sms`` SMs of the device for tenant ``owner`` (made once;
-        ValueError if the free SMs do not hold it): its SMs. From then on kernels launch
-        without the one-node graph lanes, whose graphs would run on every SM."""
+    def _partitions(self) -> Any:
+        """The device's SM groups and their green contexts (``partitions.py``), made once."""
         if self._green is None:
             from .partitions import GreenContexts
             self._green = GreenContexts(self.cupy, self.device)
-        green = self._green
+        return self._green
+
+    def partitionable_sms(self) -> int:
+        """The SMs of the device that partitions may hold (those of its whole groups)."""
+        return sum(self._partitions().ledger.groups)
+
+    def reserve_sms(self, owner: str, sms: int) -> int:
+        """Partition ``owner`` of at least ``sms`` SMs of the device (made once: a tenant's,
+        or one that several tenants share; ValueError if the free SMs do not hold it): its
+        SMs. From then on kernels launch without the one-node graph lanes, whose graphs would
+        run on every SM."""
+        green = self._partitions()
         if not green.holds():
             green.lanes = self.single_node_graphs   # (what they go back to once none is left)
         granted = green.reserve(owner, sms)
@@ -271,9 +280,9 @@ class CudaBackend(Backend):
         return granted
 
     def release_sms(self, owner: str) -> None:
-        """Tenant ``owner``'s partition is given back (:meth:`reserve_sms`; its streams must
-        be out of it and done): its streams and green context destroyed, its SMs free. With
-        no partition left, kernels launch through the one-node graph lanes again where the
+        """Partition ``owner`` is given back (:meth:`reserve_sms`; its streams must be out of
+        it and done): its streams and green context destroyed, its SMs free. With no
+        partition left, kernels launch through the one-node graph lanes again where the
         options ask for them."""
         green = self._green
         if green is None:
@@ -286,8 +295,8 @@ class CudaBackend(Backend):
     def create_stream(self, device: int = 0, priority: int = 0,
                       partition: str | None = None) -> Any:
         """A non-blocking stream of this part's device (current), of CUDA priority
-        ``priority`` (lower is more urgent; :meth:`stream_priorities`), in tenant
-        ``partition``'s SM partition (:meth:`reserve_sms`) when given."""
+        ``priority`` (lower is more urgent; :meth:`stream_priorities`), in SM partition
+        ``partition`` (:meth:`reserve_sms`) when given."""
         if partition is not None:
             return self._green.stream(partition, priority)
         if priority == 0:

@@ -134,6 +134,10 @@ class MultiCudaBackend(Backend):
                       partition: str | None = None) -> Any:
         return self._at(device, "create_stream", device, priority, partition)
 
+    def partitionable_sms(self) -> int:
+        """The SMs that partitions may hold on every device (the least of the parts')."""
+        return min(self._at(slot, "partitionable_sms") for slot in range(len(self.parts)))
+
     def reserve_sms(self, owner: str, sms: int) -> int:
         """``owner``'s partition of at least ``sms`` SMs on every device (each part's
         ``reserve_sms``); the SMs it holds on each. A part that cannot make it raises, and

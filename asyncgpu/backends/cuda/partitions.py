@@ -1,12 +1,12 @@
-"""The ``cuda`` backend's SM partitions: CUDA green contexts, one per partitioned tenant.
+"""The ``cuda`` backend's SM partitions: CUDA green contexts, one per partition.
 
 The model
 ---------
-``asyncgpu.core.partitions`` decides which SM groups a tenant's partition holds; this module
+``asyncgpu.core.partitions`` decides which SM groups a partition holds; this module
 makes them real on one device: the device's SMs split once into groups of ``GRAIN``
 (``cuDevSmResourceSplitByCount``), a partition's groups made into a resource descriptor and
-a green context (``cuGreenCtxCreate``), and the tenant's streams created in it
-(``cuGreenCtxStreamCreate``, with the tenant's priority), wrapped as CuPy external streams.
+a green context (``cuGreenCtxCreate``), and the streams of the tenants in it created there
+(``cuGreenCtxStreamCreate``, with each tenant's priority), wrapped as CuPy external streams.
 A kernel launched on such a stream runs on the partition's SMs only, whatever context its
 function was loaded in; events recorded and waited on across green contexts and the device's
 primary context order work as on any stream. A CUDA graph launched on such a stream runs on
@@ -15,7 +15,7 @@ without the one-node graph lanes once a partition exists, and the runtime refuse
 function's replay in a partitioned tenant.
 
 Invariants: a partition's streams and green context live until it is released
-(:meth:`GreenContexts.release`, once the runtime moved its tenant's streams out) or until
+(:meth:`GreenContexts.release`, once the runtime moved its tenants' streams out) or until
 :meth:`GreenContexts.close` (the backend's ``close``); a partition's green context is made once
 while it lasts.
 

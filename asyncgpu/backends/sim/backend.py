@@ -147,6 +147,7 @@ class SimBackend(Backend):
     """CPU backend; see the module docstring."""
 
     name = "sim"
+    sm_count = SMS
     prefetches = True
     wants_sites = True
     host_coherent_while_busy = True
@@ -186,6 +187,10 @@ class SimBackend(Backend):
         return f"replay with ASYNCGPU_SIM_SEED={self.seed} ASYNCGPU_SIM_STRATEGY={self.strategy}"
 
     # -- streams and events ------------------------------------------------------------------
+    def partitionable_sms(self) -> int:
+        """The SMs of a device that partitions may hold (:data:`SMS` in whole groups)."""
+        return SMS // GRAIN * GRAIN
+
     def reserve_sms(self, owner: str, sms: int) -> int:
         """``owner``'s partition of at least ``sms`` SMs on every device, as the ``cuda``
         backend makes it on a device of :data:`SMS` SMs (the simulator runs every stream's
