@@ -20,7 +20,8 @@ steps of every workload (after every workload ran ``warmup`` steps alone):
 * ``regulated``: the same tenants under ``asyncgpu.regulate(plan="search")``: untimed rounds
   run until the profile is taken and the plan searched (at most :data:`PROFILE_ROUNDS`), and
   until the high-priority tenant's latency under it was checked (at most
-  :data:`CHECK_ROUNDS`), then the timed rounds run with the plan (``plan`` in the result: what
+  :data:`CHECK_ROUNDS`, in blocks as long as the timed ones), then the timed rounds run with
+  the plan (``plan`` in the result: what
   it split and pointed, and the check's slowest measured step and latency alone, ms);
 * ``partitioned`` (with ``partitions=True``, ``--partitions``): one thread per workload, each
   a tenant on SMs of its own (``asyncgpu.tenant(..., sms=N)``: an equal share of the device,
@@ -301,7 +302,8 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
     # theirs, and a regulation remedy finds none left for its own)
     for mode in sorted(modes, key=lambda m: m == "regulated"):
         if mode == "regulated":
-            plan = _regulate(ag, members, scopes[mode], check_rounds)
+            plan = _regulate(ag, members, scopes[mode], check_rounds,
+                             _blocks(rounds, turns)[0])
         elif scopes.get(mode) is not None:
             # (one untimed round: a tenant's first step makes its streams, as they are needed)
             run(mode, 1)
@@ -334,10 +336,14 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
             "bound": {"ms": longest * 1e3, "speedup": seq_ms / (longest * 1e3)}}
 
 
-def _regulate(ag: Any, members: list[_Member], scopes: list[Any], check_rounds: int
-              ) -> dict[str, Any]:
-    """Profile and search the regulated tenants' plan in untimed rounds; what it chose, and
-    what the profile saw (per tenant: launches, their summed time alone, mean share)."""
+def _regulate(ag: Any, members: list[_Member], scopes: list[Any], check_rounds: int,
+              block: int) -> dict[str, Any]:
+    """Profile and search the regulated tenants' plan in untimed rounds, then check it in
+    untimed blocks of ``block`` rounds, as the timed rounds run: each thread runs its block's
+    steps back to back (checked one round at a time, the lead's step would run beside one
+    step of each other workload, all started together, which the timed rounds never do, and
+    a remedy measured so can lose in them). What it chose, and what the profile saw (per
+    tenant: launches, their summed time alone, mean share)."""
     _threads(members, 1, scopes)        # (the tenants exist once they ran a step)
     ag.regulate(plan="search", tenants=[s.name for s in scopes])
     for _ in range(PROFILE_ROUNDS):
@@ -345,10 +351,10 @@ def _regulate(ag: Any, members: list[_Member], scopes: list[Any], check_rounds: 
         ag.synchronize()
         if ag.regulation().state == "regulated":
             break
-    for _ in range(check_rounds):       # (the high-priority tenant's checks under the plan)
-        if not ag.regulation().checking:
-            break
-        _threads(members, 1, scopes)
+    checked = 0                         # (the high-priority tenant's checks under the plan)
+    while checked < check_rounds and ag.regulation().checking:
+        _threads(members, block, scopes)
+        checked += block
     ag.synchronize()
     for m in members:
         m.taken()
