@@ -75,6 +75,7 @@ usage: ``asyncgpu bench tenants [--scale small] [--iterations ROUNDS] [--rounds 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import statistics
 import threading
@@ -285,6 +286,8 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
     if "partitioned" in modes:
         scopes["partitioned"] = _ranked(ag, mix, "partitioned", sms=_share(ag, len(mix)))
 
+    held: Any = None        # (regulated's plan, once checked: in force in its turns only)
+
     def run(mode: str, rounds: int) -> None:
         """``rounds`` rounds of every member's step, as ``mode`` runs them."""
         if mode == "sequential":
@@ -293,6 +296,12 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
                     m.step(True)
         elif mode == "one thread":
             _one_thread(members, rounds, scopes[mode])
+        elif mode == "regulated" and held is not None:
+            ag.regulate(plan=held, tenants=[s.name for s in scopes[mode]])
+            try:
+                _threads(members, rounds, scopes[mode])
+            finally:
+                ag.regulate(plan="off")
         else:
             _threads(members, rounds, scopes[mode])
 
@@ -304,6 +313,13 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
         if mode == "regulated":
             plan = _regulate(ag, members, scopes[mode], check_rounds,
                              _blocks(rounds, turns)[0])
+            # (set aside between its turns: an exclusive tenant of the plan would hold every
+            # other mode's launches to one in flight; given again without its profile, it is
+            # applied as it is, not checked again)
+            found = ag.regulation().plan
+            if found is not None:
+                held = dataclasses.replace(found, profile=())
+                ag.regulate(plan="off")
         elif scopes.get(mode) is not None:
             # (one untimed round: a tenant's first step makes its streams, as they are needed)
             run(mode, 1)
