@@ -14,6 +14,7 @@ import pytest
 from numba import cuda
 
 import asyncgpu as ag
+from asyncgpu.runtime import exclusive
 from asyncgpu.runtime.current import current_runtime
 
 
@@ -67,9 +68,11 @@ def launch_elsewhere(tenant, launch):
 
 
 @pytest.fixture
-def k():
+def k(monkeypatch):
     # (a runtime of its own, device 1 of two simulated ones: a tenant stays exclusive as long
-    # as its runtime, and the next test's configure retires this one)
+    # as its runtime, and the next test's configure retires this one; an exclusive tenant
+    # stays active for the whole test, however slow the host, unless the test says otherwise)
+    monkeypatch.setattr(exclusive, "IDLE_FLOOR_S", 600.0)
     with ag.configure(backend="sim", sim_seed=3, sim_devices=2, device=1):
         yield ag.kernel(const=["x"], out=["y"])(twice)
 
@@ -107,6 +110,45 @@ def test_other_tenants_keep_one_launch_in_flight_beside_an_exclusive_one(k):
     assert ag.tenants()["one-ranker"].held >= 1
     for i, y in enumerate(ys):
         assert y.numpy().tolist() == [2.0 * i + 1.0] * 64
+
+
+def test_an_exclusive_tenant_that_stopped_running_steps_holds_no_one(k, monkeypatch):
+    """Held to one launch in flight while the exclusive tenant runs steps; free once it has
+    begun none for four of its periods (here a floor of 0.2 s, its steps being quicker)."""
+    monkeypatch.setattr(exclusive, "IDLE_FLOOR_S", 0.2)
+    xs = [ag.array(np.full(64, float(i))) for i in range(6)]
+    ys = [ag.empty_like(x) for x in xs]
+    rt = current_runtime()
+    for _ in range(3):
+        with ag.tenant("idle-detector", exclusive=True):
+            k[2, 32](xs[0], ys[0], 64)
+    with one_in_flight(("kernel",)), ag.tenant("idle-ranker"):
+        for x, y in zip(xs, ys):
+            k[2, 32](x, y, 64)
+    ag.synchronize()
+    held = ag.tenants()["idle-ranker"].held
+    assert held >= 1
+    time.sleep(0.3)                             # (idle now)
+    overlapped = []
+    launch = rt.backend.launch
+
+    def spy(node, stream):
+        if node.tenant and node.kind == "kernel":
+            overlapped.append(rt.streams.inflight)
+        return launch(node, stream)
+
+    rt.backend.launch = spy
+    try:
+        with ag.tenant("idle-ranker"):
+            for x, y in zip(xs, ys):
+                k[2, 32](y, x, 64)
+    finally:
+        del rt.backend.launch
+    ag.synchronize()
+    assert ag.tenants()["idle-ranker"].held == held and max(overlapped) > 1
+    assert rt.gate is not None                  # (still exclusive: it holds when it runs again)
+    for i, x in enumerate(xs):
+        assert x.numpy().tolist() == [2.0 * (2.0 * i + 1.0) + 1.0] * 64
 
 
 def test_without_an_exclusive_tenant_nothing_is_held(k):

@@ -11,11 +11,15 @@ others on the host, where the runtime decides what is enqueued:
 * while one of its steps is open, and until the work the step issued has completed, every
   other thread's launches (kernels, library calls, recorded functions) wait on the host
   before anything is enqueued;
-* while the runtime has an exclusive tenant (its own setting, or a regulation plan's:
-  ``Runtime.exclusive_changed`` consults the gate or sets it aside), each other tenant (the
-  default one included) has at most one launch in flight: its next launch waits on the host for its
-  previous one. So what an exclusive step finds on the device when it begins is at most one
-  launch per other tenant, and what it waits for is that launch's end, not a queue of them.
+* while an exclusive tenant (its own setting, or a regulation plan's:
+  ``Runtime.exclusive_changed`` consults the gate or sets it aside) is *active*, each other
+  tenant (the default one included) has at most one launch in flight: its next launch waits
+  on the host for its previous one. So what an exclusive step finds on the device when it
+  begins is at most one launch per other tenant, and what it waits for is that launch's end,
+  not a queue of them. An exclusive tenant is active from its first step until it has begun
+  none for :data:`IDLE_PERIODS` of its periods (the median time between its latest steps'
+  beginnings, the length of its step until it has run two; at least :data:`IDLE_FLOOR_S`
+  seconds), so one that stopped running steps holds no one.
 
 The other tenants keep the device busy between the exclusive tenant's steps (a service that
 answers requests as they come leaves gaps); their throughput is what is left. Work of the
@@ -39,13 +43,25 @@ Example::
 from __future__ import annotations
 
 import threading
+import time
+from collections import deque
 from typing import Any
+
+#: An exclusive tenant that has begun no step for this many of its periods is idle: the other
+#: tenants then go on without being held to one launch in flight (a service whose requests
+#: come every period keeps them held between its steps; one that stopped does not).
+IDLE_PERIODS = 4
+#: ... and for at least this many seconds (a step that issues its launches and returns takes
+#: microseconds on the host).
+IDLE_FLOOR_S = 0.02
+#: The beginnings of its latest steps an exclusive tenant's period is the median gap of.
+RECENT_STEPS = 9
 
 
 class ExclusiveSteps:
     """The gate of one runtime's exclusive tenants (see the module docstring)."""
 
-    __slots__ = ("_cond", "_holders", "_open", "_tails", "devices", "rt")
+    __slots__ = ("_begun", "_cond", "_ended", "_holders", "_open", "_tails", "devices", "rt")
 
     def __init__(self, rt: Any) -> None:
         self.rt = rt
@@ -58,10 +74,15 @@ class ExclusiveSteps:
         self._tails: dict[int, list[Any]] = {}
         #: the device slots the exclusive tenants' closed steps issued work to
         self.devices: set[int] = set()
+        #: per exclusive tenant, when its latest steps began and when its latest one ended
+        #: (``time.perf_counter``): whether it is still active (:meth:`_idle`)
+        self._begun: dict[int, deque[float]] = {}
+        self._ended: dict[int, float] = {}
 
     def begin(self, index: int) -> None:
         """Under the runtime's lock: an exclusive step of tenant ``index`` opens."""
         ident = threading.get_ident()
+        self._begun.setdefault(index, deque(maxlen=RECENT_STEPS)).append(time.perf_counter())
         with self._cond:
             self._open += 1
             self._holders[ident] = self._holders.get(ident, 0) + 1
@@ -78,6 +99,7 @@ class ExclusiveSteps:
             else:
                 del self._holders[ident]
             self._tails[index] = tails
+            self._ended[index] = time.perf_counter()
             self.devices.update(node.device for node in tails)
             if not self._open:
                 self._cond.notify_all()
@@ -120,21 +142,21 @@ class ExclusiveSteps:
         tenant whose launch waited is counted ``held``), else the events to wait for without
         the lock before it looks again (none when a step opened meanwhile, or when the
         backend waited for them here)."""
-        if self._free(ident, index):        # (a plan may have changed meanwhile)
-            return None
-        if self._open:
-            return []                       # (a step opened meanwhile: wait for its end)
         rt = self.rt
         tenant = rt.tenants[index]
-        nodes = [node for tails in self._tails.values() for node in tails]
-        if tenant.latest is not None:
-            nodes.append(tenant.latest)
-        pending = rt._unfinished(nodes)
-        if not pending:
-            if held:
-                tenant.held += 1
-            return None
-        return rt._wait_nodes(pending)
+        # (free: a plan changed meanwhile, or the exclusive tenants went idle)
+        if not self._free(ident, index):
+            if self._open:
+                return []                   # (a step opened meanwhile: wait for its end)
+            nodes = [node for tails in self._tails.values() for node in tails]
+            if tenant.latest is not None:
+                nodes.append(tenant.latest)
+            pending = rt._unfinished(nodes)
+            if pending:
+                return rt._wait_nodes(pending)
+        if held:
+            tenant.held += 1
+        return None
 
     def _free(self, ident: int, index: int) -> bool:
         """Whether a launch of thread ``ident``, tenant ``index``, is never held: the tenant is
@@ -144,4 +166,25 @@ class ExclusiveSteps:
         if rt.tenants[index].exclusive or ident in self._holders:
             return True
         slot = getattr(rt._pins, "slot", None)
-        return slot is not None and bool(self.devices) and slot not in self.devices
+        if slot is not None and bool(self.devices) and slot not in self.devices:
+            return True
+        return self._idle()
+
+    def _idle(self) -> bool:
+        """Whether no exclusive tenant is active (see the module docstring): none has a step
+        open, and each has begun none for :data:`IDLE_PERIODS` of its periods."""
+        if self._open:
+            return False
+        now = time.perf_counter()
+        tenants = self.rt.tenants
+        for index, begun in self._begun.items():
+            if not tenants[index].exclusive:
+                continue
+            if len(begun) > 1:
+                gaps = sorted(b - a for a, b in zip(begun, list(begun)[1:]))
+                period = gaps[len(gaps) // 2]
+            else:
+                period = self._ended.get(index, now) - begun[-1]
+            if now - begun[-1] < max(IDLE_PERIODS * period, IDLE_FLOOR_S):
+                return False
+        return True

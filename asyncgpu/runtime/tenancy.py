@@ -146,10 +146,10 @@ def tenant(name: str, priority: str = "normal", streams: int | None = None,
     ``exclusive=True`` keeps the tenant's steps apart from the other tenants' work, for a
     latency-critical tenant whose steps come now and then (a service answering requests):
     while one of its steps is open and until the work it issued has completed, other
-    threads' launches wait on the host before anything is enqueued, and each other tenant
-    keeps at most one launch in flight at any time, so a step begins beside at most one
-    launch per other tenant (CUDA's priorities alone do not stop resident blocks from slowing
-    it). The others' throughput is what the exclusive tenant's steps leave; a tenant that
+    threads' launches wait on the host before anything is enqueued, and while it keeps
+    running steps (until it has begun none for four of its periods), each other tenant keeps
+    at most one launch in flight, so a step begins beside at most one launch per other tenant
+    (CUDA's priorities alone do not stop resident blocks from slowing it). The others' throughput is what the exclusive tenant's steps leave; a tenant that
     issues steps back to back would leave them nothing (see :mod:`asyncgpu.runtime.exclusive`).
 
     ``sms=40`` gives the tenant a partition of 40 SMs of its own on each device (a CUDA green
