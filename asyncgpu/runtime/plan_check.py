@@ -16,11 +16,12 @@ another's long launches multiplies its latency while the slowest tenant's barely
 is measured, then (when it adds anything) the tenants' own settings, and the plan is kept and
 stored only if it scores :data:`PLAN_GAIN` of theirs or less (a plan within the measurement's
 noise of none changes nothing worth its ordering), else the tenants' own settings are. Then, if
-a high-priority lead beside normal tenants is still over its target, four remedies are
-measured in turn, while it is, each kept only if it cut the lead's slowest step to
-:data:`GUARD_GAIN` of what it was without raising the stage's score (a remedy whose cost to
-the other tenants outweighs the lead's gain, as the search's objective weighs them, is not
-kept; the score is that objective, measured): first the normal tenants' splittable launches
+a high-priority lead beside normal tenants is still over its target, remedies are measured
+in turn, while it is, each kept only if it brought the stage's score to :data:`PLAN_GAIN` of
+what it was or less without making the lead's slowest step or its median step slower (the
+score is the search's objective, measured: a remedy whose cost to the other tenants outweighs
+the lead's gain is not kept; nor is one that trades the lead's typical step for its slowest,
+which the score's weight on lateness alone could let through): first the normal tenants' splittable launches
 longer than :data:`SLICE` of the lead's latency alone are cut into pieces no longer than that
 (at most :data:`MOST_PIECES`; a model of the device shares its threads, but blocks that hold a
 multiprocessor for a whole long launch keep the lead's blocks waiting, which pieces end),
@@ -74,10 +75,9 @@ CHECK_STEPS = 30
 #: A searched plan is kept when its measured score is this fraction of the tenants' own
 #: settings' or less (two measurements of thirty steps each differ by a few percent alone).
 PLAN_GAIN = 0.97
-#: A remedy is kept when it brings the high-priority tenant's slowest step of a stage to
-#: this fraction or less. That step is what the lead is held to: a p99 over a service's run of
-#: many steps is its slowest few, which a stage's second slowest (a p95 of 30) does not see.
-GUARD_GAIN = 0.9
+#: A remedy may leave the high-priority lead's median step up to this much slower (the noise
+#: between two stages' medians of thirty steps).
+MEDIAN_SLACK = 1.03
 #: The split guard cuts normal tenants' launches into pieces of at most this fraction of the
 #: high-priority tenant's latency alone, in at most ``MOST_PIECES`` pieces.
 SLICE = 0.05
@@ -103,7 +103,8 @@ class Trial:
     ``plan``, ``own``, ``split``, ``guard``, ``partition``, ``exclusive`` or ``pieces``), where
     each tenant's measured latencies began in this stage, the work in flight when it began
     (``backlog``: the last node of each stream, which the lead's first step in the stage waits
-    for), and the measured scores and plans of the stages done."""
+    for), and the stages done: their plans, and their measured scores, each with the lead's
+    slowest and median step."""
 
     __slots__ = ("alone", "alones", "backlog", "first", "lead", "plans", "scores", "stage")
 
@@ -112,7 +113,7 @@ class Trial:
         self.lead, self.alones, self.stage, self.first = lead, alones, stage, first
         self.alone = alones.get(lead, 0.0)
         self.backlog: list[Any] = []
-        self.scores: dict[str, tuple[float, float]] = {}
+        self.scores: dict[str, tuple[float, float, float]] = {}
         self.plans: dict[str, Plan] = {}
 
 
@@ -161,9 +162,9 @@ class PlanCheck:
         launches in pieces, :meth:`_split_plan`), ``guard`` (the others wait for its
         launches), ``partition`` (it on SMs of its own, the others on the rest,
         :meth:`_partition_plan`), ``exclusive`` (its steps exclusive) and ``pieces``
-        (exclusive, and the others' long launches in pieces), each kept only if it cut the
-        lead's slowest step to :data:`GUARD_GAIN` of what it was without raising the
-        score."""
+        (exclusive, and the others' long launches in pieces), each kept only if it brought
+        the score to :data:`PLAN_GAIN` of what it was or less without making the lead's
+        slowest or median step slower (:meth:`_judge`)."""
         trial = self._trial
         rt = self.rt
         tenants = rt.tenants
@@ -187,7 +188,8 @@ class PlanCheck:
             if mine and alone > 0:
                 slowdowns.append(mine[len(mine) // 2] / alone)
         high = lead.priority == "high" and trial.alone > 0
-        trial.scores[trial.stage] = (score(slowdowns, [worst / trial.alone] if high else []), worst)
+        trial.scores[trial.stage] = (score(slowdowns, [worst / trial.alone] if high else []),
+                                     worst, measured[len(measured) // 2])
         n = len(measured)
         log.info("asyncgpu: regulation stage %r measured: %r's steps p50 %.3f, p90 %.3f, "
                  "slowest %s ms; the tenants' slowdowns %s", trial.stage, lead.name,
@@ -318,15 +320,16 @@ class PlanCheck:
         self._start(plan, remedy, trial)
 
     def _judge(self, trial: Trial, remedy: str, lead: str, worst: float) -> tuple[bool, float]:
-        """The end of a remedy's measurement (one of :data:`REMEDIES`): kept (and
-        stored in place of the plan without it) if it cut the lead's slowest step to
-        :data:`GUARD_GAIN` of that plan's without raising its score, else that plan is back
-        and the remedy is not tried again. Returns whether it was kept and the lead's slowest
-        step under the plan now in force."""
+        """The end of a remedy's measurement (one of :data:`REMEDIES`): kept (and stored in
+        place of the plan without it) if it brought the score to :data:`PLAN_GAIN` of that
+        plan's or less while the lead's slowest step is no slower and its median step at most
+        :data:`MEDIAN_SLACK` slower, else that plan is back and the remedy is not tried
+        again. Returns whether it was kept and the lead's slowest step under the plan now in
+        force."""
         base = remedy + "-base"
-        base_score, before = trial.scores[base]
-        got = trial.scores[remedy][0]
-        if worst < GUARD_GAIN * before and got <= base_score:
+        base_score, before, median = trial.scores[base]
+        got, _, now = trial.scores[remedy]
+        if got <= PLAN_GAIN * base_score and worst <= before and now <= MEDIAN_SLACK * median:
             log.info("asyncgpu: high-priority tenant %r: the %s kept (slowest step %.3f -> "
                      "%.3f ms, score %.2f -> %.2f)", lead, REMEDIES[remedy], before * 1e3,
                      worst * 1e3, base_score, got)
