@@ -9,7 +9,8 @@ tenants timed alone and side by side. A :class:`Plan` is what the search returns
 runtime applies (``asyncgpu.runtime.regulator``): per tenant, its split kernels and its
 pointers, the tenants it makes exclusive (``asyncgpu.runtime.exclusive``) and the SM
 partitions it gives them (``asyncgpu.core.partitions``), with the workload shape it was
-searched for, the modelled :class:`Outcome` without and with it, the profiles and the pairs. A plan round-trips through JSON (``save``/``load``).
+searched for, the modelled :class:`Outcome` without and with it, the profiles and the pairs.
+A plan round-trips through JSON (``save``/``load``).
 
 Invariants: all are frozen; ``Plan.from_json(plan.to_json()) == plan``.
 

@@ -12,8 +12,9 @@ kernels (element-wise, or with a grid offset) launched in pieces (``splits``,
 ``asyncgpu.runtime.splits.launch_split``), and
 *pointers* (``after``: GACER's synchronization pointers, chosen by the user): its launches of
 kernel ``k`` wait for the latest launch of kernel ``j`` by tenant ``t``, so the two never
-overlap; a tenant remembers its latest launch of each kernel (``last``). Tenants share one dependency tracker: a node of one tenant that uses
-data another tenant's node wrote waits for it, as any other node would.
+overlap; a tenant remembers its latest launch of each kernel (``last``). Tenants share one
+dependency tracker: a node of one tenant that uses data another tenant's node wrote waits
+for it, as any other node would.
 
 A tenant counts what it issued (:class:`Tenant.count`) and its *steps*: each entry into
 ``asyncgpu.tenant(...)`` is a step, whose latency runs from its start (a clock event of each

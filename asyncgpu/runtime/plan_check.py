@@ -21,10 +21,11 @@ in turn, while it is, each kept only if it brought the stage's score to :data:`P
 what it was or less without making the lead's slowest step or its median step slower (the
 score is the search's objective, measured: a remedy whose cost to the other tenants outweighs
 the lead's gain is not kept; nor is one that trades the lead's typical step for its slowest,
-which the score's weight on lateness alone could let through): first the normal tenants' splittable launches
-longer than :data:`SLICE` of the lead's latency alone are cut into pieces no longer than that
-(at most :data:`MOST_PIECES`; a model of the device shares its threads, but blocks that hold a
-multiprocessor for a whole long launch keep the lead's blocks waiting, which pieces end),
+which the score's weight on lateness alone could let through): first the normal tenants'
+splittable launches longer than :data:`SLICE` of the lead's latency alone are cut into pieces
+no longer than that (at most :data:`MOST_PIECES`; a model of the device shares its threads,
+but blocks that hold a multiprocessor for a whole long launch keep the lead's blocks waiting,
+which pieces end),
 then every normal tenant's launches wait for the lead's latest unfinished launch (a pointer
 from every kernel to every kernel, ``"*"``: priority before throughput, as
 ``priority="high"`` asks), then SM partitions (:meth:`PlanCheck._partition_plan`: the lead on

@@ -149,8 +149,9 @@ def tenant(name: str, priority: str = "normal", streams: int | None = None,
     threads' launches wait on the host before anything is enqueued, and while it keeps
     running steps (until it has begun none for four of its periods), each other tenant keeps
     at most one launch in flight, so a step begins beside at most one launch per other tenant
-    (CUDA's priorities alone do not stop resident blocks from slowing it). The others' throughput is what the exclusive tenant's steps leave; a tenant that
-    issues steps back to back would leave them nothing (see :mod:`asyncgpu.runtime.exclusive`).
+    (CUDA's priorities alone do not stop resident blocks from slowing it). The others'
+    throughput is what the exclusive tenant's steps leave; a tenant that issues steps back
+    to back would leave them nothing (see :mod:`asyncgpu.runtime.exclusive`).
 
     ``sms=40`` gives the tenant a partition of 40 SMs of its own on each device (a CUDA green
     context; rounded up to whole groups of 8 SMs), disjoint from every other tenant's partition:
@@ -206,7 +207,8 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
     The plan is a tenant's splits, pointers, partition and exclusive setting
     (``asyncgpu.tenant``), added to those the tenant was given, so results are those of the
     unregulated program; traces show its pieces (edges of reason ``split``), its pointers
-    (``pointer``) and the profiled launches' order (``profile``). ``asyncgpu.regulation()`` says where it stands.
+    (``pointer``) and the profiled launches' order (``profile``). ``asyncgpu.regulation()``
+    says where it stands.
 
     Raises
     ------

@@ -17,9 +17,9 @@ copy through the host, which is slower, not wrong).
 
 Invariants: a kernel or library call is enqueued with its device current (a launch on a
 stream of another device than the current one fails), and the thread's current device is
-back to what it was when the call returns (the program's CuPy calls keep their device); events are created on, and recorded on
-streams of, their own device; a cross-device dependency is a ``cudaStreamWaitEvent`` on an
-event of the other device, which CUDA allows.
+back to what it was when the call returns (the program's CuPy calls keep their device);
+events are created on, and recorded on streams of, their own device; a cross-device
+dependency is a ``cudaStreamWaitEvent`` on an event of the other device, which CUDA allows.
 
 Example::
 
