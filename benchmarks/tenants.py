@@ -21,8 +21,8 @@ steps of every workload (after every workload ran ``warmup`` steps alone):
   run until the profile is taken and the plan searched (at most :data:`PROFILE_ROUNDS`), and
   until the high-priority tenant's latency under it was checked (at most
   :data:`CHECK_ROUNDS`, in blocks as long as the timed ones), then the timed rounds run with
-  the plan (``plan`` in the result: what
-  it split and pointed, and the check's slowest measured step and latency alone, ms);
+  the plan, in force in this mode's turns only (``plan`` in the result: what it split and
+  pointed, and the check's slowest measured step and latency alone, ms);
 * ``partitioned`` (with ``partitions=True``, ``--partitions``): one thread per workload, each
   a tenant on SMs of its own (``asyncgpu.tenant(..., sms=N)``: an equal share of the device,
   in whole groups), the first with priority high, so no tenant's blocks share a
