@@ -90,4 +90,16 @@ class SmLedger:
             self._free = sorted(self._free + taken)
 
 
-__all__ = ["GRAIN", "SmLedger"]
+def reserve_on_each(ledgers: list[SmLedger], owner: str, sms: int) -> int:
+    """``owner``'s partition of at least ``sms`` SMs in every one of ``ledgers`` (one per
+    device), all or nothing: ValueError from the first that cannot hold it, and none
+    changed; the fewest SMs it holds in one."""
+    for ledger in ledgers:
+        if not ledger.fits(owner, sms):
+            ledger.reserve(owner, sms)      # (raises, naming what is free)
+    for ledger in ledgers:
+        ledger.reserve(owner, sms)
+    return min(ledger.sms_of(owner) for ledger in ledgers)
+
+
+__all__ = ["GRAIN", "SmLedger", "reserve_on_each"]

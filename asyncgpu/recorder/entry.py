@@ -51,10 +51,12 @@ _tokens = itertools.count(1)
 
 
 def refuse_partitioned(rt: Any, name: str) -> None:
-    """RecordingError: this thread's tenant runs on SMs of its own (``asyncgpu.tenant(...,
-    sms=N)``), and a CUDA graph's kernels run on every SM, so a replay would leave the
-    partition."""
+    """RecordingError if this thread's tenant runs on SMs of its own (``asyncgpu.tenant(...,
+    sms=N)``, or a regulation plan's partition): a CUDA graph's kernels run on every SM, so a
+    replay of recorded function ``name`` would leave the partition."""
     tenant = rt.tenants[getattr(rt._pins, "tenant", 0)]
+    if tenant.partition is None:
+        return
     raise RecordingError(
         f"recorded function {name!r} called in tenant {tenant.name!r}, which runs on SMs of "
         f"its own ({tenant.partition} SMs: its sms=, or a regulation plan's): a CUDA graph's "
@@ -88,8 +90,7 @@ class _Run:
         else:
             rt.gate.enter()     # (an exclusive tenant's gate: takes the lock when free)
         try:
-            if (rt._tenanted
-                    and rt.tenants[getattr(rt._pins, "tenant", 0)].partition is not None):
+            if rt._tenanted:
                 refuse_partitioned(rt, self.name)
             if rt._host_busy:
                 rt.settle_host_writes()     # (the recording's decisions read locations)
@@ -215,8 +216,7 @@ class GraphFunction(_Run):
         else:
             rt.gate.enter()
         try:
-            if (rt._tenanted
-                    and rt.tenants[getattr(rt._pins, "tenant", 0)].partition is not None):
+            if rt._tenanted:
                 refuse_partitioned(rt, self.name)
             if rt._host_busy:
                 rt.settle_host_writes()

@@ -49,7 +49,7 @@ import numpy as np
 
 from ...core.backend import Backend
 from ...core.errors import AnnotationViolation, DeadlockError, KernelFault, gathered
-from ...core.partitions import GRAIN, SmLedger
+from ...core.partitions import GRAIN, SmLedger, reserve_on_each
 from ..capture import CaptureTracker, Expansion, Graph, check_launch, destroy
 from .buffers import ForeignSimBuffer, SimBuffer, SimCopy
 from .kernels import make_launch
@@ -197,12 +197,7 @@ class SimBackend(Backend):
         work alike: the partition is bookkeeping); its SMs."""
         if not self._sms:
             self._sms = [SmLedger([GRAIN] * (SMS // GRAIN)) for _ in range(self.device_count)]
-        for ledger in self._sms:
-            if not ledger.fits(owner, sms):
-                ledger.reserve(owner, sms)      # (raises, naming what is free)
-        for ledger in self._sms:
-            ledger.reserve(owner, sms)
-        return min(ledger.sms_of(owner) for ledger in self._sms)
+        return reserve_on_each(self._sms, owner, sms)
 
     def release_sms(self, owner: str) -> None:
         """``owner``'s partition given back on every device (nothing if it has none)."""
