@@ -121,6 +121,13 @@ def _parser() -> argparse.ArgumentParser:
                    help="tenants: also the mode 'partitioned', each workload a tenant on SMs "
                         "of its own (asyncgpu.tenant(..., sms=N): an equal share of the "
                         "device each, in groups of 8)")
+    b.add_argument("--balance", action="store_true",
+                   help="tenants: each round runs as many steps of each workload as take about "
+                        "as long alone as one step of the longest, so no workload is most of "
+                        "the mix (default: one step of each)")
+    b.add_argument("--no-priority", action="store_true",
+                   help="tenants: no workload's tenant has priority high (default: the first "
+                        "one's has); regulation then serves the mix's speed alone")
     b.add_argument("--devices", default=None, metavar="COUNTS",
                    help="multigpu: the GPU counts to compare, e.g. 1,2,4 (default: 1, 2, 4 "
                         "up to the GPUs of the host; on the simulator, virtual devices)")

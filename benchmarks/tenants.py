@@ -4,7 +4,7 @@ A *mix* is three workloads of the suite or INCEPTION (default: DL, IMG and ML); 
 *step* is one ``run`` of it (its launches and the host's read of its result) after a reset of
 its accumulators. Each mode's first and last step of every workload are checked against the
 reference after the mode's timed region. Modes, side by side in one run, each ``rounds``
-steps of every workload (after every workload ran ``warmup`` steps alone):
+rounds of one step of every workload (after every workload ran ``warmup`` steps alone):
 
 * ``sequential``: one host thread runs the workloads' steps one after another;
 * ``one stream each``: one thread per workload, each a tenant held to one stream
@@ -44,6 +44,14 @@ reach on this mix.
 
 A workload of the mix may name its own scale: ``ml:small``.
 
+With ``--balance`` a round is as many steps of each workload as take about as long alone as
+one step of the longest (its median step alone over theirs, rounded; at least one), so that
+every workload is about the same share of the mix and no one of them bounds it: with equal
+rounds, a workload of 24 ms steps beside two of 5 ms is 70% of the mix, and no mode can run
+the mix faster than 1.4x ``sequential``. With ``--no-priority`` no tenant has priority high:
+regulation then serves the mix's speed alone (the largest slowdown), with no lead's latency
+to hold.
+
 Once every workload ran its warm-up steps (its kernels compiled, its arrays made), the objects
 of the process are frozen out of Python's garbage collector (``gc.freeze``, undone at the end),
 as a latency-bound service does after its warm-up: a full collection walks every tracked object
@@ -69,7 +77,8 @@ over its rate alone; the service's latency alone is taken at the same arrival ra
 outside any tenant and, after the modes, in its exclusive tenant.
 
 usage: ``asyncgpu bench tenants [--scale small] [--iterations ROUNDS] [--rounds TURNS]
-[--workloads dl,img,ml:small] [--steps eager|recorded] [--period P]``
+[--workloads dl,img,ml:small] [--steps eager|recorded] [--period P] [--balance]
+[--no-priority]``
 """
 
 from __future__ import annotations
@@ -133,6 +142,9 @@ class _Member:
         # step reads on the host between launches runs its whole step in ``begin``)
         self.device = (getattr(self.run, "device", None) if recorded
                        else getattr(self.wl, "run_device", None))
+        #: steps of this workload in each round (``balance``: as many as take about as long
+        #: alone as the longest workload's one step)
+        self.repeats = 1
         self.latencies: list[float] = []
         self.results: list[Any] = []    # the first and the latest step's, to check
         self._started = 0.0
@@ -178,14 +190,15 @@ class _Member:
 
 
 def _threads(members: list[_Member], rounds: int, scopes: list[Any] | None) -> None:
-    """Each member's steps on a thread of its own (inside its tenant scope, if given)."""
+    """Each member's steps on a thread of its own (inside its tenant scope, if given), its
+    ``repeats`` steps a round."""
     errors: list[BaseException] = []
     start = threading.Barrier(len(members))
 
     def work(i: int) -> None:
         try:
             start.wait()
-            for _ in range(rounds):
+            for _ in range(rounds * members[i].repeats):
                 if scopes is None:
                     members[i].step(True)
                 else:
@@ -206,19 +219,25 @@ def _threads(members: list[_Member], rounds: int, scopes: list[Any] | None) -> N
 
 def _one_thread(members: list[_Member], rounds: int, scopes: list[Any]) -> None:
     """Every member's step issued by one thread, each in its tenant scope, before any of their
-    results is read: the steps overlap on the device, and no thread waits for another's GIL."""
+    results is read: the steps overlap on the device, and no thread waits for another's GIL.
+    A round is as many such passes as the most ``repeats``, a member taking part in the first
+    ``repeats`` of them."""
+    passes = max(m.repeats for m in members)
     for _ in range(rounds):
-        for m, scope in zip(members, scopes):
-            with scope:         # (one step of the tenant: its launches, whose work it times)
-                m.begin()
-        for m in members:
-            m.end(True)
+        for p in range(passes):
+            issued = [(m, scope) for m, scope in zip(members, scopes) if p < m.repeats]
+            for m, scope in issued:
+                with scope:     # (one step of the tenant: its launches, whose work it times)
+                    m.begin()
+            for m, _ in issued:
+                m.end(True)
 
 
 def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
             mix: tuple[str, ...] = MIX, block: int = 256, num_blocks: int = 2,
             recorded: bool = False, check_rounds: int = CHECK_ROUNDS, turns: int = 1,
-            partitions: bool = False) -> dict[str, Any]:
+            partitions: bool = False, balance: bool = False, priority: bool = True
+            ) -> dict[str, Any]:
     """Rows per mode: the mix's wall time (ms) and each workload's step latency p50 and p99
     (ms); ``alone``: each workload's latencies by itself. ``recorded``: each step replays the
     workload's launches recorded as a graph (``recorded_static`` of the suite) in every
@@ -226,14 +245,17 @@ def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
     simulator, whose clock says nothing of latency). ``turns``: each mode's ``rounds`` are
     split into this many blocks, the modes taking turns block by block (see
     :func:`_measure`). ``partitions``: also the mode ``partitioned`` (eager steps only: a
-    graph runs on every SM)."""
+    graph runs on every SM). ``balance``: a round is as many steps of each workload as take
+    about as long alone as one step of the longest (``repeats`` in the result), so no workload
+    is most of the mix. ``priority``: the first workload's tenants have priority high (else
+    no tenant has)."""
     if partitions and recorded:
         raise ValueError("bench tenants: the partitioned mode runs eager steps only (a "
                          "recorded step's graph runs on every SM)")
     modes = MODES + (("partitioned",) if partitions else ())
     with _warm_members(ag, mix, scale, block, num_blocks, recorded, warmup) as members:
         return _measure(ag, members, scale, rounds, mix, recorded, check_rounds,
-                        max(1, min(turns, rounds)), modes)
+                        max(1, min(turns, rounds)), modes, balance, priority)
 
 
 @contextlib.contextmanager
@@ -253,6 +275,13 @@ def _warm_members(ag: Any, mix: tuple[str, ...], scale: str, block: int, num_blo
         gc.unfreeze()
 
 
+def balanced(medians: list[float]) -> list[int]:
+    """Steps of each workload in a round of ``--balance``, from its median step alone
+    (``medians``): as many as take about as long as one step of the longest, at least one."""
+    longest = max(medians)
+    return [max(1, round(longest / m)) if m > 0 else 1 for m in medians]
+
+
 def _blocks(rounds: int, turns: int) -> list[int]:
     """``rounds`` split into ``turns`` blocks as even as can be (the larger ones first)."""
     size, extra = divmod(rounds, turns)
@@ -260,8 +289,8 @@ def _blocks(rounds: int, turns: int) -> list[int]:
 
 
 def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tuple[str, ...],
-             recorded: bool, check_rounds: int, turns: int, modes: tuple[str, ...] = MODES
-             ) -> dict[str, Any]:
+             recorded: bool, check_rounds: int, turns: int, modes: tuple[str, ...] = MODES,
+             balance: bool = False, priority: bool = True) -> dict[str, Any]:
     """:func:`measure` once the members are warm. Every mode is made ready first (its tenants'
     untimed round, ``regulated``'s profile, search and check); then the modes take turns,
     each running one block of its rounds per turn (the order rotated each turn), so that a
@@ -269,22 +298,29 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
     block's time per round times ``rounds`` (one turn: the one block's time), its speedup the
     median over the turns of ``sequential``'s block time over its own (per round)."""
     alone: dict[str, dict[str, float]] = {}
-    longest = 0.0
+    medians = []
     for m in members:
-        whole = []          # each timed round: the reset and the step (which ends on the host)
+        whole = []          # each timed step: the reset and the step (which ends on the host)
         for _ in range(rounds):
             t0 = time.perf_counter()
             m.step(True)
             whole.append(time.perf_counter() - t0)
-        # (the median round: one slow round, a collection or the like, says nothing of the mix)
-        longest = max(longest, rounds * statistics.median(whole))
+        # (the median: one slow step, a collection or the like, says nothing of the mix)
+        medians.append(statistics.median(whole))
         alone[m.name] = _summary(m.taken())
+    if balance:
+        for m, repeats in zip(members, balanced(medians)):
+            m.repeats = repeats
+    longest = max(rounds * m.repeats * median for m, median in zip(members, medians))
 
-    scopes = {"tenants": _ranked(ag, mix, "tenant"), "regulated": _ranked(ag, mix, "regulated"),
+    def ranked(suffix: str, sms: int | None = None) -> list[Any]:
+        return _ranked(ag, mix, suffix, sms=sms, priority=priority)
+
+    scopes = {"tenants": ranked("tenant"), "regulated": ranked("regulated"),
               "one stream each": [ag.tenant(f"{name}-one-stream", streams=1) for name in mix],
-              "one thread": _ranked(ag, mix, "one-thread"), "threads": None}
+              "one thread": ranked("one-thread"), "threads": None}
     if "partitioned" in modes:
-        scopes["partitioned"] = _ranked(ag, mix, "partitioned", sms=_share(ag, len(mix)))
+        scopes["partitioned"] = ranked("partitioned", sms=_share(ag, len(mix)))
 
     held: Any = None        # (regulated's plan, once checked: in force in its turns only)
 
@@ -293,7 +329,8 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
         if mode == "sequential":
             for _ in range(rounds):
                 for m in members:
-                    m.step(True)
+                    for _ in range(m.repeats):
+                        m.step(True)
         elif mode == "one thread":
             _one_thread(members, rounds, scopes[mode])
         elif mode == "regulated" and held is not None:
@@ -348,7 +385,8 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
             for mode in modes]
     seq_ms = rows[0]["ms"]
     return {"rows": rows, "alone": alone, "mix": list(mix), "scale": scale, "rounds": rounds,
-            "turns": turns, "high_priority": mix[0], "plan": plan, "recorded": recorded,
+            "turns": turns, "high_priority": mix[0] if priority else None,
+            "repeats": {m.name: m.repeats for m in members}, "plan": plan, "recorded": recorded,
             "bound": {"ms": longest * 1e3, "speedup": seq_ms / (longest * 1e3)}}
 
 
@@ -404,10 +442,10 @@ def _plan_summary(ag: Any, after: str) -> dict[str, Any]:
 
 
 def _ranked(ag: Any, mix: tuple[str, ...], suffix: str, exclusive: bool = False,
-            sms: int | None = None) -> list[Any]:
-    """A tenant per workload, named ``workload-suffix``, the first one's with priority high
-    (and ``exclusive``), each on ``sms`` SMs of its own if given."""
-    return [ag.tenant(f"{name}-{suffix}", priority="high" if i == 0 else "normal",
+            sms: int | None = None, priority: bool = True) -> list[Any]:
+    """A tenant per workload, named ``workload-suffix``, the first one's with priority high if
+    ``priority`` (and ``exclusive``), each on ``sms`` SMs of its own if given."""
+    return [ag.tenant(f"{name}-{suffix}", priority="high" if priority and i == 0 else "normal",
                       exclusive=exclusive and i == 0, sms=sms)
             for i, name in enumerate(mix)]
 
@@ -539,4 +577,4 @@ def _measure_served(ag: Any, members: list[_Member], mix: tuple[str, ...], steps
             "rates_alone": rates}
 
 
-__all__ = ["MIX", "MODES", "SERVED_MODES", "WORKLOADS", "measure", "measure_served"]
+__all__ = ["MIX", "MODES", "SERVED_MODES", "WORKLOADS", "balanced", "measure", "measure_served"]

@@ -1061,24 +1061,17 @@ def test_a_remedy_is_kept_only_where_it_helps_by_the_objective_and_slows_no_lead
     assert check.stored == ([("base", "guarded")] if kept else [])
 
 
-def test_a_plan_holding_short_steps_behind_long_ones_is_not_kept_for_the_long_ones_tail():
-    """A tenant of 77 ms steps (high priority) beside one of 1.5 ms steps: a pointer that holds
-    the short tenant's kernel behind the long one's took the long tenant's slowest steps away
-    but made every short step wait for a long launch (1.7 -> 78 ms). The slowest tenant's
-    median barely moved (77.5 -> 78 ms), so a score of latencies kept that plan; the score of
-    slowdowns (each tenant's median over its latency alone) weighs the short tenant's 46-fold
-    loss, and the tenants' own settings stay."""
-    from asyncgpu.core.plan import Op, Plan, TenantProfile
+def _measured_check(plan, *named):
+    """A plan check over a stand-in runtime whose tenants, ``named`` ((name, priority) each), are
+    numbered from 1, with ``plan`` in force (and every remedy lost: only the plan and the
+    tenants' own settings are measured); the check, and the tenants."""
     from asyncgpu.core.tenants import Tenant
     from asyncgpu.runtime.plan_check import PlanCheck
 
-    long = TenantProfile("long", "high", (Op("conv", 77e-3, 1.0, 0.0, False, ()),))
-    short = TenantProfile("short", "normal", (Op("k", 1.5e-3, 0.2, 0.0, False, ()),))
-    plan = Plan(after={"short": {"k": ("long", "conv")}}, profile=(long, short))
-
     class Runtime:
-        tenants = [Tenant(0, "default", "normal", 0), Tenant(1, "long", "high", -5),
-                   Tenant(2, "short", "normal", 0)]
+        tenants = [Tenant(0, "default", "normal", 0)] + [
+            Tenant(i, name, priority, -5 if priority == "high" else 0)
+            for i, (name, priority) in enumerate(named, 1)]
 
         class backend:
             event_done = elapsed_s = None
@@ -1088,7 +1081,7 @@ def test_a_plan_holding_short_steps_behind_long_ones_is_not_kept_for_the_long_on
 
     class Check(PlanCheck):
         def __init__(self):
-            self.rt, self.tenants, self.plan = Runtime(), [1, 2], plan
+            self.rt, self.tenants, self.plan = Runtime(), list(range(1, len(named) + 1)), plan
             self._lost, self.applied, self.stored = {"split", "guard", "exclusive"}, [], []
             self.measured, self.checked = {}, {}
 
@@ -1099,28 +1092,71 @@ def test_a_plan_holding_short_steps_behind_long_ones_is_not_kept_for_the_long_on
         def _store(self, searched, kept):
             self.stored.append((searched, kept))
 
-    def steps(tenant, latencies):
-        # (a stage's first step is left out: it may have begun under the plan before)
-        latencies = [latencies[0], *latencies]
-        tenant.latencies.extend(latencies)
-        tenant.measured += len(latencies)
-
     check = Check()
-    lead, other = Runtime.tenants[1], Runtime.tenants[2]
-    n = plan_check.CHECK_STEPS
     check._trial = check._start(plan, "plan", None)
-    steps(other, [78e-3] * n)
-    steps(lead, [78e-3] * n)
+    return check, Runtime.tenants[1:]
+
+
+def _steps(tenant, latencies):
+    """``tenant`` measured ``latencies`` (after one more: a stage's first step is left out, as
+    it may have begun under the plan before)."""
+    latencies = [latencies[0], *latencies]
+    tenant.latencies.extend(latencies)
+    tenant.measured += len(latencies)
+
+
+
+def test_a_plan_holding_short_steps_behind_long_ones_is_not_kept_for_the_long_ones_tail():
+    """A tenant of 77 ms steps (high priority) beside one of 1.5 ms steps: a pointer that holds
+    the short tenant's kernel behind the long one's took the long tenant's slowest steps away
+    but made every short step wait for a long launch (1.7 -> 78 ms). The slowest tenant's
+    median barely moved (77.5 -> 78 ms), so a score of latencies kept that plan; the score of
+    slowdowns (each tenant's mean step over its latency alone) weighs the short tenant's
+    46-fold loss, and the tenants' own settings stay."""
+    from asyncgpu.core.plan import Op, Plan, TenantProfile
+
+    long = TenantProfile("long", "high", (Op("conv", 77e-3, 1.0, 0.0, False, ()),))
+    short = TenantProfile("short", "normal", (Op("k", 1.5e-3, 0.2, 0.0, False, ()),))
+    plan = Plan(after={"short": {"k": ("long", "conv")}}, profile=(long, short))
+
+    check, (lead, other) = _measured_check(plan, ("long", "high"), ("short", "normal"))
+    n = plan_check.CHECK_STEPS
+    _steps(other, [78e-3] * n)
+    _steps(lead, [78e-3] * n)
     check._check()                          # the plan measured; the tenants' own settings next
     own = check.plan
     assert check._trial.stage == "own" and not own.after
-    steps(other, [1.7e-3] * n)
-    steps(lead, [77.5e-3] * (n - 1) + [178e-3])     # (one step late: the slowest, 178 ms)
+    _steps(other, [1.7e-3] * n)
+    _steps(lead, [77.5e-3] * (n - 1) + [178e-3])    # (one step late: the slowest, 178 ms)
     check._check()
     assert check.stored == [(plan, own)] and check.plan is own
     plan_score, own_score = check.measured["plan"], check.measured["own"]
     assert plan_score == pytest.approx(78 / 1.5)                      # the short tenant's
     assert own_score == pytest.approx(1.7 / 1.5 + 4.0 * (178 / 77 - 1.2))
+
+
+def test_a_plan_that_stalls_a_tenant_now_and_then_is_scored_by_its_pace_not_its_median():
+    """Under the plan, IMG's typical step is quick (4.4 ms, 1.1x its 4 ms alone) but one in
+    five waits 40 ms behind the lead: its median says 1.1x, its pace (the mean, 11.5 ms) 2.9x.
+    Under the tenants' own settings every step takes 6 ms (1.5x). The plan is scored by the
+    pace it leaves IMG, and the tenants' own settings are kept."""
+    from asyncgpu.core.plan import Op, Plan, TenantProfile
+
+    lead = TenantProfile("lead", "high", (Op("conv", 6e-3, 1.0, 0.0, False, ()),))
+    img = TenantProfile("img", "normal", (Op("blur", 4e-3, 1.0, 0.0, False, ()),))
+    plan = Plan(after={"img": {"blur": ("lead", "conv")}}, profile=(lead, img))
+    check, (first, other) = _measured_check(plan, ("lead", "high"), ("img", "normal"))
+    n = plan_check.CHECK_STEPS
+    _steps(other, [4.4e-3, 4.4e-3, 4.4e-3, 4.4e-3, 40e-3] * (n // 5))
+    _steps(first, [6e-3] * n)
+    check._check()
+    own = check.plan
+    _steps(other, [6e-3] * n)
+    _steps(first, [6e-3] * n)
+    check._check()
+    assert check.measured["plan"] == pytest.approx((4 * 4.4 + 40) / 5 / 4)
+    assert check.measured["own"] == pytest.approx(6 / 4)
+    assert check.stored == [(plan, own)] and check.plan is own
 
 
 def test_one_slow_step_alone_does_not_make_the_high_tenants_target_generous():

@@ -694,3 +694,47 @@ def test_a_tenants_mix_can_hold_inception_whose_steps_are_checked():
         member.results[-1] = member.results[-1] + 1.0
         with pytest.raises(AssertionError, match="inception gave a wrong result"):
             member.check()
+
+
+def test_a_balanced_round_runs_each_workload_for_about_one_step_of_the_longest():
+    from benchmarks import tenants
+
+    assert tenants.balanced([0.024, 0.006, 0.0046]) == [1, 4, 5]
+    assert tenants.balanced([0.0025, 0.006, 0.00043]) == [2, 1, 14]
+    assert tenants.balanced([0.005, 0.005]) == [1, 1]
+    assert tenants.balanced([0.01, 0.0]) == [1, 1]          # (a step too quick to time)
+
+
+def test_the_tenants_benchmark_balanced_and_without_priorities_runs_each_round_as_told(
+        monkeypatch):
+    """``--balance --no-priority``: every mode runs each workload's ``repeats`` steps a round,
+    the bound counts them, and no tenant has priority high."""
+    from benchmarks import tenants
+
+    monkeypatch.setattr(tenants, "balanced", lambda medians: [2, 1])
+    timed = []
+    taken = tenants._Member.taken
+
+    def count(self):
+        latencies = taken(self)
+        timed.append((self.name, len(latencies)))
+        return latencies
+
+    monkeypatch.setattr(tenants._Member, "taken", count)
+    with ag.configure(backend="sim", sim_seed=5):
+        result = tenants.measure(ag, "tiny", rounds=1, warmup=1, mix=("bs:tiny", "vec:tiny"),
+                                 block=32, check_rounds=0, balance=True, priority=False)
+        stats = ag.tenants()
+    assert result["repeats"] == {"bs:tiny": 2, "vec:tiny": 1}
+    assert result["high_priority"] is None
+    for suffix in ("tenant", "one-thread", "regulated"):
+        assert stats[f"bs:tiny-{suffix}"].priority == stats[f"vec:tiny-{suffix}"].priority \
+            == "normal"
+    # (an untimed round to make the tenants, then the timed one)
+    assert (stats["bs:tiny-tenant"].steps, stats["vec:tiny-tenant"].steps) == (2 * 2, 2)
+    assert (stats["bs:tiny-one-thread"].steps, stats["vec:tiny-one-thread"].steps) == (4, 2)
+    # each mode's timed round: 2 steps of B&S, 1 of VEC (alone: the rounds, one step each)
+    per_mode = timed[-2 * len(tenants.MODES):]
+    assert per_mode == [("bs:tiny", 2), ("vec:tiny", 1)] * len(tenants.MODES)
+    alone = result["alone"]["bs:tiny"]["p50_ms"]
+    assert result["bound"]["ms"] >= 2 * alone               # (B&S's 2 steps, with resets)

@@ -101,6 +101,10 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
                              f"from {', '.join(workloads)} (a scale of its own: ml:small)")
     num_blocks = args.num_blocks or (4 * current_runtime().backend.sm_count if on_gpu else 2)
     if args.period is not None:
+        if args.balance or args.no_priority:
+            raise SystemExit("asyncgpu bench tenants: --balance and --no-priority apply to "
+                             "workloads run back to back, not with --period (a service's "
+                             "steps come at its rate, and its tenant has priority high)")
         if not args.period > 0:
             raise SystemExit(f"asyncgpu bench tenants: --period must be positive; got "
                              f"{args.period}")
@@ -121,11 +125,16 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
                              recorded=args.steps == "recorded",
                              check_rounds=tenants.CHECK_ROUNDS if on_gpu else 0,
                              turns=args.rounds or (tenants.TURNS if on_gpu else 1),
-                             partitions=args.partitions)
+                             partitions=args.partitions, balance=args.balance,
+                             priority=not args.no_priority)
     if on_gpu:
+        ranks = (f"{mix[0]} has priority high" if result["high_priority"]
+                 else "no priorities")
+        if args.balance:
+            ranks += "; steps a round: " + ", ".join(
+                f"{w} {n}" for w, n in result["repeats"].items())
         table = Table(title=f"tenants ({scale}, {args.steps} steps, the modes taking "
-                            f"{result['turns']} turns; {mix[0]} has priority high; ms)",
-                      title_justify="left")
+                            f"{result['turns']} turns; {ranks}; ms)", title_justify="left")
         for col in ("mode", "mix ms", "speedup", *(f"{w} p50/p99" for w in mix)):
             table.add_column(col, justify="right")
         bound = result["bound"]     # (the longest workload's rounds alone: no mode beats it)
@@ -143,7 +152,7 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
         if "own" in scores:
             console.print(f"regulated: the plan measured {scores['plan']:.2f} against the "
                           f"tenants' own settings' {scores['own']:.2f} (the largest slowdown, "
-                          "plus the high-priority tenant's lateness; the plan is kept at "
+                          "plus a high-priority tenant's lateness; the plan is kept at "
                           f"{PLAN_GAIN} of theirs or less)")
         if result["plan"].get("checking"):
             console.print(f"[yellow]regulated: the plan's check was still at stage "

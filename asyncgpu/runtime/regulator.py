@@ -73,7 +73,7 @@ class Regulation:
     the check's first stage, else modelled), the stage of the plan's measurement now
     (``alone``, ``plan``, ``own``, ``split``, ``guard``, ``partition``, ``exclusive``,
     ``pieces``; empty when none is under way), and the measured score of each stage done
-    (the largest of the tenants' slowdowns, median step latency over latency alone, plus the
+    (the largest of the tenants' slowdowns, mean step latency over latency alone, plus the
     high-priority tenant's lateness weighted as in the search)."""
 
     state: str
