@@ -103,10 +103,11 @@ WORKLOADS = {**SUITE, "inception": InceptionStep}
 MIX = ("dl", "img", "ml")
 MODES = ("sequential", "one stream each", "threads", "tenants", "one thread", "regulated")
 #: The most untimed rounds ``regulated`` runs for its profile and search, and then for the
-#: check of the plan (``asyncgpu.regulate``): the high-priority tenant's steps alone, then up
-#: to six stages, each of 30 measured steps, with room for the steps a stage starts behind.
+#: check of the plan (``asyncgpu.regulate``): each tenant's steps alone (30 of the
+#: high-priority tenant's, 9 of each other's), then up to seven stages, each of 30 measured
+#: steps, with room for the steps a stage starts behind.
 PROFILE_ROUNDS = 8
-CHECK_ROUNDS = 260
+CHECK_ROUNDS = 320
 #: With ``--period``, the most untimed runs of 30 service steps ``regulated`` takes for its
 #: profile, search and check, served as the timed steps are.
 SERVED_CHECK_RUNS = 9

@@ -554,7 +554,7 @@ def kept_by_rule(trial, stage):
             and now <= plan_check.MEDIAN_SLACK * median)
 
 
-def steps_while(mix, stage, most=40):
+def steps_while(mix, stage, most=60):
     """Steps of ``mix`` (each synchronized) while the plan's measurement is at ``stage``."""
     for _ in range(most):
         if ag.regulation().checking != stage:
@@ -576,17 +576,19 @@ def searched(mix):
 
 
 def _step_noting(mix, seen):
-    """One step of ``mix``; notes, as the high tenant's step begins, the measurement's stage
-    and how many launches are in flight."""
+    """One step of ``mix``; notes, as each tenant's step begins, the measurement's stage, the
+    tenant exclusive then, the tenant and how many launches are in flight."""
     rt = current_runtime()
-    with mix.low:
-        mix.big[4, 32](mix.x, mix.y, mix.n)
-    with mix.high:
-        seen.append((ag.regulation().checking, rt.streams.inflight))
-        mix.small[1, 32](mix.u, mix.v, 64)
+    for tenant, launch in ((mix.low, lambda: mix.big[4, 32](mix.x, mix.y, mix.n)),
+                           (mix.high, lambda: mix.small[1, 32](mix.u, mix.v, 64))):
+        with tenant:
+            state = ag.regulation()
+            seen.append((state.checking, state.plan.exclusive if state.plan else (),
+                         tenant.name, rt.streams.inflight))
+            launch()
 
 
-def test_a_high_tenant_is_measured_alone_first_and_held_to_what_it_measured():
+def test_each_tenant_is_measured_alone_first_and_the_high_one_held_to_what_it_measured():
     with ag.configure(backend="sim", sim_seed=4):
         mix = Mix("alone")
         state = searched(mix)
@@ -595,27 +597,39 @@ def test_a_high_tenant_is_measured_alone_first_and_held_to_what_it_measured():
         assert (state.plan.exclusive, state.plan.splits, state.plan.after) == \
             ((mix.high.name,), {}, {})
         seen = []
-        for _ in range(60):
+        for _ in range(80):
             if ag.regulation().checking != "alone":
                 break
             _step_noting(mix, seen)
-        alone_seen = [inflight for stage, inflight in seen if stage == "alone"]
-        assert len(alone_seen) >= plan_check.ALONE_STEPS
-        assert alone_seen == [0] * len(alone_seen)    # (each began once nothing ran)
+        # the high tenant alone first, then the low one: each step of the one measured
+        # began once nothing ran
+        for tenant, steps in ((mix.high, plan_check.ALONE_STEPS),
+                              (mix.low, plan_check.OTHERS_ALONE_STEPS)):
+            alone_seen = [inflight for stage, exclusive, name, inflight in seen
+                          if stage == "alone" and exclusive == (tenant.name,)
+                          and name == tenant.name]
+            assert len(alone_seen) >= steps
+            assert alone_seen == [0] * len(alone_seen)
+        order = [exclusive for stage, exclusive, _, _ in seen if stage == "alone"]
+        assert (mix.high.name,) not in order[order.index((mix.low.name,)):]
+        low_alone = ag.regulation().alone[mix.low.name]
+        assert low_alone in ag.tenants()[mix.low.name].latencies_s  # (measured, not modelled)
         for stage in ("plan", "own", "split", "guard", "exclusive", "pieces"):
             steps_while(mix, stage)
         later = []
         _step_noting(mix, later)
         _, alone = ag.regulation().checked[mix.high.name]
         assert alone in ag.tenants()[mix.high.name].latencies_s      # (measured, not modelled)
-        # the same shape again: the plan and the latency alone are both reused
+        # the same shape again: the plan and the latencies alone are all reused
         assert searched(mix).checking == "plan"
         for stage in ("plan", "own"):
             steps_while(mix, stage)
         assert ag.regulation().checked[mix.high.name][1] == alone
+        assert ag.regulation().alone[mix.low.name] == low_alone
         ag.regulate(plan="off")
         _step_noting(mix, later)
-        assert later[-1] == ("", 1)     # (off: the high tenant's step begins beside the low's)
+        # (off: the high tenant's step begins beside the low's)
+        assert later[-1] == ("", (), mix.high.name, 1)
         ag.synchronize()
         assert mix.right()
 
@@ -1067,6 +1081,7 @@ def _measured_check(plan, *named):
     tenants' own settings are measured); the check, and the tenants."""
     from asyncgpu.core.tenants import Tenant
     from asyncgpu.runtime.plan_check import PlanCheck
+    from asyncgpu.runtime.regulator import _Book
 
     class Runtime:
         tenants = [Tenant(0, "default", "normal", 0)] + [
@@ -1084,6 +1099,7 @@ def _measured_check(plan, *named):
             self.rt, self.tenants, self.plan = Runtime(), list(range(1, len(named) + 1)), plan
             self._lost, self.applied, self.stored = {"split", "guard", "exclusive"}, [], []
             self.measured, self.checked = {}, {}
+            self.book, self.stood_in = _Book(), False
 
         def apply(self, chosen, measure=True):
             self.applied.append(chosen)
@@ -1157,6 +1173,34 @@ def test_a_plan_that_stalls_a_tenant_now_and_then_is_scored_by_its_pace_not_its_
     assert check.measured["plan"] == pytest.approx((4 * 4.4 + 40) / 5 / 4)
     assert check.measured["own"] == pytest.approx(6 / 4)
     assert check.stored == [(plan, own)] and check.plan is own
+
+
+def test_a_tenant_whose_steps_do_not_come_while_measured_alone_keeps_its_modelled_latency():
+    """The lead measured alone (30 steps), then the other tenant: it runs none while the lead
+    runs three stages' worth, held as it is; the check goes on to the plan with the other's
+    modelled latency alone, and the lead's measured one."""
+    from asyncgpu.core.plan import Op, Plan, TenantProfile
+
+    lead = TenantProfile("lead", "high", (Op("conv", 6e-3, 1.0, 0.0, False, ()),))
+    other = TenantProfile("other", "normal", (Op("blur", 4e-3, 1.0, 0.0, False, ()),))
+    plan = Plan(after={"other": {"blur": ("lead", "conv")}}, profile=(lead, other),
+                shape=(("lead", ()), ("other", ())))
+    check, (first, second) = _measured_check(plan, ("lead", "high"), ("other", "normal"))
+    modelled = dict(check._trial.alones)
+    check._measure_alone(check._trial)
+    assert check._trial.stage == "alone" and check.plan.exclusive == ("lead",)
+    _steps(first, [7e-3] * (plan_check.ALONE_STEPS - 2) + [7.5e-3, 9e-3])
+    check._check()
+    assert check._trial.stage == "alone" and check.plan.exclusive == ("other",)
+    _steps(first, [7e-3] * (plan_check.ALONE_PATIENCE - 1))
+    check._check()
+    assert check._trial.stage == "alone"            # (not yet given up)
+    _steps(first, [7e-3])
+    check._check()
+    assert check._trial.stage == "plan" and check.plan is plan
+    assert check._trial.alones == {1: 7e-3, 2: modelled[2]}
+    assert check._trial.alone == 7.5e-3             # (the lead's second slowest alone)
+    assert check.book.alone == {("lead", plan.shape): (7e-3, 7.5e-3)}
 
 
 def test_one_slow_step_alone_does_not_make_the_high_tenants_target_generous():

@@ -10,10 +10,10 @@ in its slowest step beyond ``HIGH_TARGET``. The mean, not the median: a tenant's
 mean step, and a plan that holds it behind another's steps now and then leaves its median
 where it was while its steps per second fall (beside an exclusive lead, IMG's median step
 stayed 1.4x its time alone while its mean went to 2.8x). Latencies alone are modelled from
-the profile, which times kernels, not the host work between them; so a high-priority lead
-beside normal tenants is first measured alone (stage ``alone``,
-:meth:`PlanCheck._measure_alone`): its next steps exclusive, each begun once no work is in
-flight, and their median and second slowest replace its modelled latency alone. Slowdowns,
+the profile, which times kernels, not the host work between them; so each tenant is first
+measured alone, the lead first (stages ``alone``, :meth:`PlanCheck._measure_alone`): its next
+steps exclusive, each begun once no work is in flight; their median replaces its modelled
+latency alone, and the lead's second slowest is what its slowest step is held to. Slowdowns,
 not latencies: tenants run their steps one after another, each at its own pace, so a plan
 that holds a tenant of short steps behind another's long launches multiplies its latency
 while the slowest tenant's barely moves. The plan is measured, then (when it adds anything)
@@ -88,11 +88,17 @@ MEDIAN_SLACK = 1.03
 #: high-priority tenant's latency alone, in at most ``MOST_PIECES`` pieces.
 SLICE = 0.05
 MOST_PIECES = 32
-#: Steps of a high-priority lead measured alone before its plan is (``alone``): as many as a
+#: Steps of the lead measured alone before its plan is (``alone``): as many as a
 #: stage's. Its latency alone is their second slowest: a step alone has the device to
 #: itself, and one slow there (a hiccup of the host) would make the target generous for the
 #: whole check.
 ALONE_STEPS = CHECK_STEPS
+#: Steps of each other tenant measured alone after the lead (its latency alone is their
+#: median: its slowdowns are measured against it, no target).
+OTHERS_ALONE_STEPS = 9
+#: A tenant measured alone whose steps do not come (another tenant ran this many steps
+#: meanwhile, held as they are) keeps its modelled latency alone.
+ALONE_PATIENCE = 3 * CHECK_STEPS
 #: The remedies for a late high-priority tenant, measured in turn (for the log).
 REMEDIES = {"split": "other tenants' launches in pieces", "guard": "guard",
             "partition": "SM partitions", "exclusive": "exclusive steps",
@@ -102,22 +108,26 @@ REMEDIES = {"split": "other tenants' launches in pieces", "guard": "guard",
 class Trial:
     """The measurement of a plan in force (:meth:`PlanCheck._check`): the tenant whose steps
     pace it (``lead``: the high-priority one, else the first regulated), each tenant's
-    latency alone (``alones``, by number: what its slowdowns are measured against, modelled;
-    the lead's measured median where it was measured alone; a tenant without a profile has
-    none), the lead's latency alone its slowest step is held to (``alone``: its second
-    slowest measured alone, else modelled; 0 without a profile), the stage (``alone``,
+    latency alone (``alones``, by number: what its slowdowns are measured against: its
+    measured median step alone, else modelled; a tenant without a profile has none), the
+    lead's latency alone its slowest step is held to (``alone``: its second slowest measured
+    alone, else modelled; 0 without a profile), the tenant measured alone now (``subject``)
+    and those still to be (``queue``), the stage (``alone``,
     ``plan``, ``own``, ``split``, ``guard``, ``partition``, ``exclusive`` or ``pieces``), where
     each tenant's measured latencies began in this stage, the work in flight when it began
     (``backlog``: the last node of each stream, which the lead's first step in the stage waits
     for), and the stages done: their plans, and their measured scores, each with the lead's
     slowest and median step."""
 
-    __slots__ = ("alone", "alones", "backlog", "first", "lead", "plans", "scores", "stage")
+    __slots__ = ("alone", "alones", "backlog", "first", "lead", "plans", "queue", "scores",
+                 "stage", "subject")
 
     def __init__(self, lead: int, alones: dict[int, float], stage: str,
                  first: dict[int, int]) -> None:
         self.lead, self.alones, self.stage, self.first = lead, alones, stage, first
         self.alone = alones.get(lead, 0.0)
+        self.subject = lead
+        self.queue: list[int] = []
         self.backlog: list[Any] = []
         self.scores: dict[str, tuple[float, float, float]] = {}
         self.plans: dict[str, Plan] = {}
@@ -146,6 +156,7 @@ class PlanCheck:
             alones = {t: simulate((profiles[tenants[t].name],)).makespan_s
                       for t in self.tenants if tenants[t].name in profiles}
             trial = Trial(lead, alones, stage, {})
+            self.alones = alones        # (what ``Regulation.alone`` shows, by name)
         trial.stage = stage
         trial.plans[stage] = plan
         trial.first = {t: tenants[t].measured + len(tenants[t].pending)
@@ -160,7 +171,7 @@ class PlanCheck:
         A stage ends once the lead tenant ran :data:`CHECK_STEPS` measured steps under it;
         its score is the largest of the tenants' slowdowns (mean step latency over latency
         alone), plus ``LATE_WEIGHT`` times a high-priority lead's slowest step's slowdown
-        beyond ``HIGH_TARGET``. Stages: ``alone`` (a high-priority lead's steps alone, first:
+        beyond ``HIGH_TARGET``. Stages: ``alone`` (each tenant's steps alone, the lead's first:
         :meth:`_measure_alone`); ``plan`` (the searched plan); ``own`` (the tenants' own
         settings, when the plan adds to them), the plan kept and stored if it scored
         :data:`PLAN_GAIN` of theirs or less, else theirs; then, for a high-priority lead
@@ -179,7 +190,7 @@ class PlanCheck:
             tenants[t].settle(backend.event_done, backend.elapsed_s)
         lead = tenants[trial.lead]
         if trial.stage == "alone":
-            if self._alone_measured(trial):
+            if self._alone_measured(trial) and not self._next_alone(trial):
                 plan = trial.plans["plan"]
                 self.apply(plan, measure=False)
                 self._start(plan, "plan", trial)
@@ -270,45 +281,72 @@ class PlanCheck:
         self._trial = None
 
     def _measure_alone(self, trial: Trial) -> None:
-        """Begin the ``alone`` stage of ``trial``, just started on its plan, for a high-priority
-        lead beside normal tenants not yet measured alone beside this plan's shape: under the
-        tenants' own settings, the lead exclusive, each of its steps begins once no work is in
-        flight (``Runtime.begin_step``) and the others' launches wait meanwhile, for
-        :data:`ALONE_STEPS` steps; its latency alone is then measured, not modelled (a model
-        of its kernels leaves out its step's host work: its reset, its launches' gaps)."""
+        """Begin the ``alone`` stages of ``trial``, just started on its plan, for each tenant
+        it scores not yet measured alone beside this plan's shape (the lead first), where it
+        scores two or more: under the tenants' own settings, that tenant exclusive, each of
+        its steps begins once no work is in flight (``Runtime.begin_step``) and the others'
+        launches wait meanwhile, for :data:`ALONE_STEPS` steps of the lead and
+        :data:`OTHERS_ALONE_STEPS` of each other tenant; its latency alone is then measured,
+        not modelled (a model of its kernels leaves out its step's host work: its reset, its
+        launches' gaps, which make a host-heavy tenant's steps look several times slowed)."""
         tenants = self.rt.tenants
-        lead = tenants[trial.lead]
-        if (lead.priority != "high" or trial.alone <= 0 or self.stood_in
-                or all(tenants[t].priority == "high" for t in self.tenants)):
+        if self.stood_in or sum(1 for a in trial.alones.values() if a > 0) < 2:
             return
-        plan = trial.plans["plan"]
-        known = self.book.alone.get((lead.name, plan.shape)) if plan.shape else None
-        if known is not None:
-            trial.alones[trial.lead], trial.alone = known
-            return
-        self.apply(dataclasses.replace(own_settings(plan), exclusive=(lead.name,)),
+        shape = trial.plans["plan"].shape
+        for t in [trial.lead] + [t for t in self.tenants if t != trial.lead]:
+            if trial.alones.get(t, 0.0) <= 0:
+                continue
+            known = self.book.alone.get((tenants[t].name, shape)) if shape else None
+            if known is None:
+                trial.queue.append(t)
+            else:
+                trial.alones[t] = known[0]
+                if t == trial.lead:
+                    trial.alone = known[1]
+        self._next_alone(trial)
+
+    def _next_alone(self, trial: Trial) -> bool:
+        """Begin the ``alone`` stage of the next tenant of ``trial.queue``; False if none is
+        left."""
+        if not trial.queue:
+            return False
+        trial.subject = trial.queue.pop(0)
+        name = self.rt.tenants[trial.subject].name
+        self.apply(dataclasses.replace(own_settings(trial.plans["plan"]), exclusive=(name,)),
                    measure=False)
         self._start(self.plan, "alone", trial)
+        return True
 
     def _alone_measured(self, trial: Trial) -> bool:
-        """At a step end of the lead during the ``alone`` stage: whether its steps alone are
-        measured; if so its latency alone is their median (for its slowdown) and second
-        slowest (for its target). The first step after the stage began is left out, as in
-        every stage (it may have begun before, beside the others)."""
-        lead = self.rt.tenants[trial.lead]
-        measured = sorted(lead.latencies_after(trial.first[trial.lead] + 1))
-        if len(measured) < ALONE_STEPS:
-            return False
+        """At a step end during an ``alone`` stage: whether the subject's steps alone are
+        measured; if so its latency alone is their median (for its slowdowns) and, for the
+        lead, their second slowest (for its target). The first step after the stage began is
+        left out, as in every stage (it may have begun before, beside the others). A tenant
+        other than the lead whose steps do not come keeps its modelled latency alone."""
+        tenants = self.rt.tenants
+        t = trial.subject
+        subject = tenants[t]
+        need = ALONE_STEPS if t == trial.lead else OTHERS_ALONE_STEPS
+        measured = sorted(subject.latencies_after(trial.first[t] + 1))
+        if len(measured) < need:
+            others = max((len(tenants[o].latencies_after(trial.first[o] + 1))
+                          for o in self.tenants if o != t), default=0)
+            if t == trial.lead or others < ALONE_PATIENCE:
+                return False
+            log.info("asyncgpu: tenant %r ran %d steps while measured alone (the others %d); "
+                     "its latency alone stays modelled", subject.name, len(measured), others)
+            return True
         n = len(measured)
-        modelled = trial.alone
-        trial.alones[trial.lead] = measured[n // 2]
-        trial.alone = measured[-2]
-        plan = trial.plans["plan"]
-        if plan.shape:
-            self.book.alone[(lead.name, plan.shape)] = (trial.alones[trial.lead], trial.alone)
-        log.info("asyncgpu: high-priority tenant %r measured alone (%d steps): p50 %.3f ms, "
-                 "second slowest %.3f ms (modelled %.3f ms)", lead.name, n,
-                 trial.alones[trial.lead] * 1e3, trial.alone * 1e3, modelled * 1e3)
+        modelled = trial.alones[t]
+        trial.alones[t] = measured[n // 2]
+        if t == trial.lead:
+            trial.alone = measured[-2]
+        shape = trial.plans["plan"].shape
+        if shape:
+            self.book.alone[(subject.name, shape)] = (measured[n // 2], measured[-2])
+        log.info("asyncgpu: tenant %r measured alone (%d steps): p50 %.3f ms, second slowest "
+                 "%.3f ms (modelled %.3f ms)", subject.name, n, measured[n // 2] * 1e3,
+                 measured[-2] * 1e3, modelled * 1e3)
         return True
 
     def _remedy(self, trial: Trial, stage: str, remedy: str, plan: Plan,

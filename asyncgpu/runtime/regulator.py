@@ -72,9 +72,11 @@ class Regulation:
     of the last stage and its latency alone (seconds: its second slowest step measured alone,
     the check's first stage, else modelled), the stage of the plan's measurement now
     (``alone``, ``plan``, ``own``, ``split``, ``guard``, ``partition``, ``exclusive``,
-    ``pieces``; empty when none is under way), and the measured score of each stage done
+    ``pieces``; empty when none is under way), the measured score of each stage done
     (the largest of the tenants' slowdowns, mean step latency over latency alone, plus the
-    high-priority tenant's lateness weighted as in the search)."""
+    high-priority tenant's lateness weighted as in the search), and each scored tenant's
+    latency alone that its slowdowns are measured against (seconds: its median step measured
+    alone, else modelled from its profile)."""
 
     state: str
     tenants: tuple[str, ...] = ()
@@ -86,6 +88,7 @@ class Regulation:
     checked: dict[str, tuple[float, float]] = dataclasses.field(default_factory=dict)
     checking: str = ""
     measured: dict[str, float] = dataclasses.field(default_factory=dict)
+    alone: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 class _Step:
@@ -125,6 +128,9 @@ class Regulator(PlanCheck):
         self._trial: Trial | None = None
         self.checked: dict[str, tuple[float, float]] = {}
         self.measured: dict[str, float] = {}
+        #: per scored tenant (by number), its latency alone (``Regulation.alone``): the
+        #: latest trial's, which its alone stages update
+        self.alones: dict[int, float] = {}
         #: the remedies (``plan_check.REMEDIES``) measured no better: not tried again
         self._lost: set[str] = set()
         #: test hook (``asyncgpu.testing.regulation``): a profiled op's (seconds, share, grid)
@@ -141,10 +147,11 @@ class Regulator(PlanCheck):
     # -- the runtime's calls -----------------------------------------------------------------
     def begin(self, index: int) -> bool | list[Any]:
         """A step of tenant ``index`` begins; returns what ``Runtime.begin_step`` waits for
-        before its clocks start: True for every launch in flight (a step of the check's
-        ``alone`` stage runs alone), the nodes in flight when the stage began for the lead's
-        first step in a stage (``Trial.backlog``: it is measured under the stage's plan, not
-        behind work issued before it), else nothing (False or an empty list)."""
+        before its clocks start: True for every launch in flight (a step of the tenant an
+        ``alone`` stage of the check measures runs alone), the nodes in flight when the stage
+        began for the lead's first step in a stage (``Trial.backlog``: it is measured under
+        the stage's plan, not behind work issued before it), else nothing (False or an empty
+        list)."""
         if self.state == "off":
             return False
         if index in self._profiled:
@@ -152,10 +159,12 @@ class Regulator(PlanCheck):
         if self.state == "profiling":
             self._try_finish()
         trial = self._trial
-        if trial is None or index != trial.lead:
+        if trial is None:
             return False
         if trial.stage == "alone":
-            return True
+            return index == trial.subject
+        if index != trial.lead:
+            return False
         backlog, trial.backlog = trial.backlog, []
         return backlog
 
@@ -277,7 +286,8 @@ class Regulator(PlanCheck):
                           awaiting, len(book.plans), book.searched, book.reused,
                           dict(self.checked),
                           self._trial.stage if self._trial is not None else "",
-                          dict(self.measured))
+                          dict(self.measured),
+                          {names[t].name: alone for t, alone in self.alones.items()})
 
     # -- states ------------------------------------------------------------------------------
     def _expected(self, index: int) -> Any:
@@ -443,8 +453,8 @@ class _Book:
 
     def __init__(self) -> None:
         self.plans: dict[Any, Plan] = {}
-        #: a high-priority tenant's latency measured alone beside a plan's shape, by (its
-        #: name, the shape): (median, second slowest) seconds
+        #: a tenant's latency measured alone beside a plan's shape, by (its name, the
+        #: shape): (median, second slowest) seconds
         self.alone: dict[tuple[str, Any], tuple[float, float]] = {}
         self.searched = 0
         self.reused = 0
