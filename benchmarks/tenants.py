@@ -110,7 +110,7 @@ PROFILE_ROUNDS = 8
 CHECK_ROUNDS = 320
 #: With ``--period``, the most untimed runs of 30 service steps ``regulated`` takes for its
 #: profile, search and check, served as the timed steps are.
-SERVED_CHECK_RUNS = 9
+SERVED_CHECK_RUNS = 11
 #: ... each of this many service steps, as long as a stage of the check: the other workloads'
 #: threads start and stop with each run, which a timed run of 60 steps does once.
 CHECK_RUN = 30
