@@ -425,6 +425,8 @@ def _plan_summary(ag: Any, after: str) -> dict[str, Any]:
     plan = state.plan
     # (``checking``: the check's stage still under way as the timed rounds begin, "" if none;
     # ``measured``: each stage's score, the largest of the tenants' slowdowns and more;
+    # ``alone_ms``: each tenant's latency alone those slowdowns are over (measured, else
+    # modelled);
     # ``modelled_score``: the search's objective for the tenants' own settings and for the
     # plan, as the model saw them; ``pairs``: the launches profiled side by side, in ms: each
     # alone, then each one's end side by side)
@@ -436,6 +438,7 @@ def _plan_summary(ag: Any, after: str) -> dict[str, Any]:
             "modelled": plan.modelled,
             "checked_ms": {name: [v * 1e3 for v in pair] for name, pair in state.checked.items()},
             "measured": dict(state.measured),
+            "alone_ms": {name: v * 1e3 for name, v in state.alone.items()},
             "profile": {p.name: {"launches": len(p.ops),
                                  "alone_ms": sum(o.seconds for o in p.ops) * 1e3,
                                  "mean_share": statistics.fmean(o.share for o in p.ops)}
