@@ -716,6 +716,37 @@ def test_tenants_on_threads_of_their_own_pass_the_measurement_alone_without_wait
         ag.regulate(plan="off")
 
 
+def test_a_trace_shows_where_regulation_stood_and_each_change_as_it_came():
+    with ag.configure(backend="sim", sim_seed=7):
+        mix = Mix("traced")
+        mix.step()
+        ag.regulate(plan="search", tenants=mix.names)
+        with ag.trace() as t:
+            for _ in range(2):
+                mix.step()
+            ag.synchronize()
+            steps_while(mix, "alone")
+            ag.regulate(plan="off")
+        mix.step()                      # (after the trace: not recorded)
+        records = t.regulation
+        events = [e for e in t.chrome_trace()["traceEvents"] if e.get("cat") == "regulation"]
+        with ag.trace() as later:       # (regulation off: nothing to record)
+            mix.step()
+        assert later.regulation == []
+    stages = [(r.state, r.stage) for r in records]
+    # in force as the trace started, then the searched plan, each tenant alone (the high one
+    # first), the plan measured, and off
+    assert stages == [("profiling", ""), ("regulated", "plan"), ("regulated", "alone"),
+                      ("regulated", "alone"), ("regulated", "plan"), ("off", "")]
+    assert records[2].plan.startswith(f"{mix.high.name}: exclusive")
+    assert records[3].plan.startswith(f"{mix.low.name}: exclusive")
+    assert records[1].plan == records[4].plan != "" and records[-1].plan == ""
+    assert all(a.order < b.order and a.time_s <= b.time_s for a, b in zip(records, records[1:]))
+    assert [e["name"] for e in events] == [
+        f"regulation: {state}" + (f", check {stage}" if stage else "") for state, stage in stages]
+    assert events[-1]["args"] == {"plan": "the tenants' own settings", "stage": ""}
+
+
 def test_a_wait_that_fails_before_a_step_alone_still_lets_the_others_go(monkeypatch):
     with ag.configure(backend="sim", sim_seed=4):
         rt = current_runtime()

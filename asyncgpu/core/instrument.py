@@ -46,3 +46,8 @@ class Instrument:
     def synchronized(self, reason: str) -> None:
         """The host blocked for ``reason`` (``host-read``, ``host-write``, ``synchronize``,
         ``sync-mode``, ``free``)."""
+
+    def regulation_changed(self, state: str, plan: Any, stage: str) -> None:
+        """Regulation (``asyncgpu.regulate``) changed: its ``state`` (``off``, ``profiling``,
+        ``regulated``), the plan in force (an ``asyncgpu.Plan``; None: the tenants' own
+        settings) or the stage of the plan's check under way (``""``: none)."""

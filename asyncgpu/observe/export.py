@@ -1,8 +1,9 @@
 """Text exports of a trace: Chrome/Perfetto JSON and Graphviz DOT (see ``asyncgpu.observe.trace``).
 
 :func:`chrome_trace` gives a host track and one track per stream, cross-stream edges as flow
-arrows; :func:`to_dot` gives the DAG with streams as colours and edges labelled with their
-reason and array. Both read only the trace's records.
+arrows, regulation's changes as instants across every track; :func:`to_dot` gives the DAG
+with streams as colours and edges labelled with their reason and array. Both read only the
+trace's records.
 """
 
 from __future__ import annotations
@@ -60,6 +61,12 @@ def chrome_trace(trace: Any) -> dict[str, Any]:
         ev.append({"ph": "X", "pid": 0, "tid": 0, "ts": s.start_s * us,
                    "dur": (s.end_s - s.start_s) * us, "name": f"sync: {s.reason}",
                    "cat": "sync", "args": {"waited": s.waited}})
+    for r in trace.regulation:
+        # (a global instant: a line across every track from which the plan is in force)
+        ev.append({"ph": "i", "pid": 0, "tid": 0, "s": "g", "ts": r.time_s * us,
+                   "name": f"regulation: {r.state}" + (f", check {r.stage}" if r.stage else ""),
+                   "cat": "regulation",
+                   "args": {"plan": r.plan or "the tenants' own settings", "stage": r.stage}})
     return {"traceEvents": ev, "displayTimeUnit": "ms",
             "otherData": {"backend": trace.backend_name, "metrics": finite(trace.metrics())}}
 

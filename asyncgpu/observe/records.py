@@ -1,4 +1,5 @@
-"""What a trace records: nodes, prefetches and host synchronizations, and their labels.
+"""What a trace records: nodes, prefetches, host synchronizations and regulation's changes,
+and their labels.
 
 Plain data, shared by the tracer (``asyncgpu.observe.trace``) that fills it and the exports
 (``asyncgpu.observe.export``) and pictures (``asyncgpu.observe.draw``) that read it. Times are
@@ -56,6 +57,19 @@ class SyncRecord:
     start_s: float
     end_s: float
     waited: list[int] | None
+
+
+@dataclass
+class RegulationRecord:
+    """Regulation (``asyncgpu.regulate``) changed at ``time_s`` (host clock): its ``state``
+    (``off``, ``profiling``, ``regulated``), the plan in force (``Plan.describe()``; ``""``:
+    the tenants' own settings) and the stage of the plan's check under way (``""``: none)."""
+
+    order: int
+    time_s: float
+    state: str
+    plan: str
+    stage: str
 
 
 def edge_labels(node: NodeRecord) -> dict[int, list[str]]:

@@ -53,7 +53,7 @@ from ..runtime.current import current_runtime
 from . import metrics as _metrics
 from .draw import draw_dag, draw_timeline
 from .export import chrome_trace, to_dot
-from .records import NodeRecord, PrefetchRecord, SyncRecord, finite
+from .records import NodeRecord, PrefetchRecord, RegulationRecord, SyncRecord, finite
 
 log = logging.getLogger("asyncgpu")
 
@@ -152,6 +152,7 @@ class Trace:
         self._pending_prefetches: list[PrefetchRecord] = []
         self._syncs: list[SyncRecord] = []
         self._unlabelled: list[SyncRecord] = []
+        self._regulation: list[RegulationRecord] = []
         self._events: list[tuple[Any, Any, Any, int]] = []
         self._event_owner: dict[int, int] = {}
         self._tracks: dict[int, int] = {}
@@ -183,6 +184,9 @@ class Trace:
             rt._instruments.append(self)
             rt.stats.listener = rt._synchronized
             self._active = True
+            if rt.regulator is not None and rt.regulator.state != "off":
+                # (regulation in force as the trace starts: its first record)
+                self.regulation_changed(*rt.regulator.where())
         return self
 
     def stop(self) -> None:
@@ -259,6 +263,11 @@ class Trace:
             rec.reason = reason
         self._unlabelled.clear()
 
+    def regulation_changed(self, state: str, plan: Any, stage: str) -> None:
+        self._regulation.append(RegulationRecord(
+            self._next_order(), time.perf_counter() - self._t0, state,
+            plan.describe() if plan is not None else "", stage))
+
     def _harvest(self) -> None:
         """Read the timing events that have completed, without waiting (long traces).
 
@@ -320,6 +329,12 @@ class Trace:
     def syncs(self) -> list[SyncRecord]:
         """Host synchronizations (host clock), labelled with the runtime's reason."""
         return list(self._syncs)
+
+    @property
+    def regulation(self) -> list[RegulationRecord]:
+        """Regulation's changes while traced (host clock), the one in force as the trace
+        started first: its state, the plan in force, the stage of its check."""
+        return list(self._regulation)
 
     @property
     def streams(self) -> int:
@@ -393,7 +408,8 @@ def trace() -> Trace:
 
     Records per node its name, launch site, stream, parents (with RAW/WAR/WAW and the array),
     host enqueue time and device start and end (timing events, only while tracing), plus
-    prefetches and host synchronizations. Read it after the block: ``t.metrics()`` (CT, TC, CC,
+    prefetches, host synchronizations and regulation's changes (``t.regulation``). Read it
+    after the block: ``t.metrics()`` (CT, TC, CC,
     TOT), ``t.tenant_busy()`` (each tenant's device busy time), ``t.save_chrome(path)``,
     ``t.to_dot()``, ``t.save_timeline(path)``, ``t.save_dag(path)``,
     ``t.save(directory, stem)``. On ``sim`` device times are logical.

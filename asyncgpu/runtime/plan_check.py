@@ -145,6 +145,10 @@ class PlanCheck:
 
     __slots__ = ()
 
+    def _announce(self) -> None:
+        """Tell the runtime's instruments where regulation stands, if that changed (the
+        regulator does; the check calls it as a stage begins or the check ends)."""
+
     def _start(self, plan: Plan, stage: str, trial: Trial | None) -> Trial:
         """Begin measuring ``plan`` (stage ``stage``) from the tenants' next steps."""
         tenants = self.rt.tenants
@@ -164,6 +168,8 @@ class PlanCheck:
         # (work issued under the plan before, still queued: the others' launches a new gate
         # or pointer cannot reach, which the lead's first step would otherwise run behind)
         trial.backlog = self.rt._running()
+        self._trial = trial
+        self._announce()
         return trial
 
     def _check(self) -> None:
@@ -240,6 +246,7 @@ class PlanCheck:
         if (not high or not normal or worst <= HIGH_TARGET * trial.alone
                 or "pieces-base" in trial.plans):
             self._trial = None
+            self._announce()
             return
         if "split-base" not in trial.plans and "split" not in self._lost:
             split = self._split_plan(self.plan, normal, trial.alone)
@@ -279,6 +286,7 @@ class PlanCheck:
                              f"launches run in pieces ({pieces.splits})")
                 return
         self._trial = None
+        self._announce()
 
     def _measure_alone(self, trial: Trial) -> None:
         """Begin the ``alone`` stages of ``trial``, just started on its plan, for each tenant

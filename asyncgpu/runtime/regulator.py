@@ -143,6 +143,9 @@ class Regulator(PlanCheck):
         #: kernels' names and what was measured (with ``stand_in`` set, pairs are timed only
         #: with it)
         self.pair_stand_in: Any = None
+        #: what the instruments were last told (:meth:`_announce`)
+        self._announced: tuple[str, Plan | None, str] | None = None
+        self._announce()
 
     # -- the runtime's calls -----------------------------------------------------------------
     def begin(self, index: int) -> bool | list[Any]:
@@ -298,12 +301,37 @@ class Regulator(PlanCheck):
         return None
 
     def _profile_again(self) -> None:
-        self.apply(None)
+        self._trial = None
+        self.apply(None, measure=False)
         self.state = "profiling"
         self._profiled = {t: [] for t in self.tenants}
         self._shapes = {}
         for step in self._open.values():
             step.keys.clear()       # (an open step began regulated: not profiled)
+        self._announce()
+
+    def stop(self) -> None:
+        """Regulation ends (``regulate`` again, or ``plan="off"``): the tenants' own settings."""
+        self._trial = None
+        self.apply(None, measure=False)
+        self.state = "off"
+        self._announce()
+
+    def where(self) -> tuple[str, Plan | None, str]:
+        """The state, the plan in force (None: the tenants' own settings) and the stage of
+        the plan's check under way (``""``: none)."""
+        return self.state, self.plan, self._trial.stage if self._trial is not None else ""
+
+    def _announce(self) -> None:
+        """Tell the runtime's instruments (``regulation_changed``: a trace records it)
+        :meth:`where` regulation stands, when it changed."""
+        now = self.where()
+        last = self._announced
+        if last is not None and last[0] == now[0] and last[1] is now[1] and last[2] == now[2]:
+            return
+        self._announced = now
+        if self.rt._instruments:
+            self.rt._notify("regulation_changed", *now)
 
     def apply(self, plan: Plan | None, measure: bool = True) -> None:
         """Make ``plan``'s splits, pointers and exclusive tenants the regulated tenants' (None:
@@ -329,6 +357,8 @@ class Regulator(PlanCheck):
             if measure and plan.profile:
                 self._trial = self._start(plan, "plan", None)
                 self._measure_alone(self._trial)
+        if measure:
+            self._announce()
 
     def _partition(self, plan: Plan | None) -> None:
         """Move the regulated tenants (those without ``sms`` of their own, whose partition is

@@ -230,8 +230,7 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
         old = rt.regulator
         book = None
         if old is not None:
-            old.apply(None)
-            old.state = "off"
+            old.stop()
             book = old.book
         if plan == "off":
             return
