@@ -708,10 +708,13 @@ def test_a_balanced_round_runs_each_workload_for_about_one_step_of_the_longest()
 def test_the_tenants_benchmark_balanced_and_without_priorities_runs_each_round_as_told(
         monkeypatch):
     """``--balance --no-priority``: every mode runs each workload's ``repeats`` steps a round,
-    the bound counts them, and no tenant has priority high."""
+    the bound counts them, and no tenant has priority high (the modes that run steps each
+    their own way: on one thread, a thread each, one thread issuing all)."""
     from benchmarks import tenants
 
     monkeypatch.setattr(tenants, "balanced", lambda medians: [2, 1])
+    modes = ("sequential", "tenants", "one thread")
+    monkeypatch.setattr(tenants, "MODES", modes)
     timed = []
     taken = tenants._Member.taken
 
@@ -727,14 +730,15 @@ def test_the_tenants_benchmark_balanced_and_without_priorities_runs_each_round_a
         stats = ag.tenants()
     assert result["repeats"] == {"bs:tiny": 2, "vec:tiny": 1}
     assert result["high_priority"] is None
-    for suffix in ("tenant", "one-thread", "regulated"):
+    for suffix in ("tenant", "one-thread"):
         assert stats[f"bs:tiny-{suffix}"].priority == stats[f"vec:tiny-{suffix}"].priority \
             == "normal"
     # (an untimed round to make the tenants, then the timed one)
     assert (stats["bs:tiny-tenant"].steps, stats["vec:tiny-tenant"].steps) == (2 * 2, 2)
     assert (stats["bs:tiny-one-thread"].steps, stats["vec:tiny-one-thread"].steps) == (4, 2)
     # each mode's timed round: 2 steps of B&S, 1 of VEC (alone: the rounds, one step each)
-    per_mode = timed[-2 * len(tenants.MODES):]
-    assert per_mode == [("bs:tiny", 2), ("vec:tiny", 1)] * len(tenants.MODES)
+    assert [row["mode"] for row in result["rows"]] == list(modes)
+    per_mode = timed[-2 * len(modes):]
+    assert per_mode == [("bs:tiny", 2), ("vec:tiny", 1)] * len(modes)
     alone = result["alone"]["bs:tiny"]["p50_ms"]
     assert result["bound"]["ms"] >= 2 * alone               # (B&S's 2 steps, with resets)
