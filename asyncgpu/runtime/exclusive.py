@@ -61,7 +61,7 @@ RECENT_STEPS = 9
 class ExclusiveSteps:
     """The gate of one runtime's exclusive tenants (see the module docstring)."""
 
-    __slots__ = ("_begun", "_cond", "_ended", "_holders", "_open", "_tails", "devices", "rt")
+    __slots__ = ("_begun", "_cond", "_holders", "_open", "_period", "_tails", "devices", "rt")
 
     def __init__(self, rt: Any) -> None:
         self.rt = rt
@@ -74,15 +74,21 @@ class ExclusiveSteps:
         self._tails: dict[int, list[Any]] = {}
         #: the device slots the exclusive tenants' closed steps issued work to
         self.devices: set[int] = set()
-        #: per exclusive tenant, when its latest steps began and when its latest one ended
-        #: (``time.perf_counter``): whether it is still active (:meth:`_idle`)
+        #: per exclusive tenant, when its latest steps began (``time.perf_counter``), and its
+        #: period: the median gap between them, or its only step's length (whether it is
+        #: still active, :meth:`_idle`, asked at other tenants' launches: kept up to date
+        #: here as its steps begin and end, not worked out there)
         self._begun: dict[int, deque[float]] = {}
-        self._ended: dict[int, float] = {}
+        self._period: dict[int, float] = {}
 
     def begin(self, index: int) -> None:
         """Under the runtime's lock: an exclusive step of tenant ``index`` opens."""
         ident = threading.get_ident()
-        self._begun.setdefault(index, deque(maxlen=RECENT_STEPS)).append(time.perf_counter())
+        begun = self._begun.setdefault(index, deque(maxlen=RECENT_STEPS))
+        begun.append(time.perf_counter())
+        if len(begun) > 1:
+            gaps = sorted(b - a for a, b in zip(begun, list(begun)[1:]))
+            self._period[index] = gaps[len(gaps) // 2]
         with self._cond:
             self._open += 1
             self._holders[ident] = self._holders.get(ident, 0) + 1
@@ -99,7 +105,9 @@ class ExclusiveSteps:
             else:
                 del self._holders[ident]
             self._tails[index] = tails
-            self._ended[index] = time.perf_counter()
+            begun = self._begun[index]
+            if len(begun) == 1:
+                self._period[index] = time.perf_counter() - begun[0]
             self.devices.update(node.device for node in tails)
             if not self._open:
                 self._cond.notify_all()
@@ -177,14 +185,10 @@ class ExclusiveSteps:
             return False
         now = time.perf_counter()
         tenants = self.rt.tenants
+        period = self._period
         for index, begun in self._begun.items():
-            if not tenants[index].exclusive:
-                continue
-            if len(begun) > 1:
-                gaps = sorted(b - a for a, b in zip(begun, list(begun)[1:]))
-                period = gaps[len(gaps) // 2]
-            else:
-                period = self._ended.get(index, now) - begun[-1]
-            if now - begun[-1] < max(IDLE_PERIODS * period, IDLE_FLOOR_S):
+            # (a step begun and not ended is open: the test above)
+            if tenants[index].exclusive and now - begun[-1] < max(
+                    IDLE_PERIODS * period.get(index, 0.0), IDLE_FLOOR_S):
                 return False
         return True
