@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import time
 
 import numpy as np
 import programs
@@ -1204,6 +1205,50 @@ def test_a_plan_that_stalls_a_tenant_now_and_then_is_scored_by_its_pace_not_its_
     assert check.measured["plan"] == pytest.approx((4 * 4.4 + 40) / 5 / 4)
     assert check.measured["own"] == pytest.approx(6 / 4)
     assert check.stored == [(plan, own)] and check.plan is own
+
+
+def test_without_priorities_the_tenant_of_the_longest_steps_paces_the_check():
+    """No tenant has priority high: a stage lasts thirty steps of the tenant whose steps alone
+    are the longest (20 ms), not of the first one (1 ms a step, thirty of which may end before
+    the long tenant's first measured step does); the stage goes on until they have run."""
+    from asyncgpu.core.plan import Op, Plan, TenantProfile
+
+    short = TenantProfile("short", "normal", (Op("k", 1e-3, 0.2, 0.0, False, ()),))
+    long = TenantProfile("long", "normal", (Op("conv", 20e-3, 1.0, 0.0, False, ()),))
+    plan = Plan(after={"short": {"k": ("long", "conv")}}, profile=(short, long))
+    check, (first, second) = _measured_check(plan, ("short", "normal"), ("long", "normal"))
+    assert check._trial.lead == 2
+    n = plan_check.CHECK_STEPS
+    _steps(first, [1.2e-3] * n)
+    check._check()
+    assert check._trial.stage == "plan" and not check.measured     # (the long tenant's to run)
+    _steps(second, [24e-3] * n)
+    check._check()
+    assert check._trial.stage == "own"
+    assert check.measured["plan"] == pytest.approx(1.2)
+
+
+def test_a_plan_that_stalls_a_tenant_is_scored_by_the_step_it_holds_up():
+    """Under the plan, the other tenant's step has been under way for 0.5 s while the lead ran
+    its thirty steps, and it ended none in the stage: that step counts as at least 0.5 s (a
+    slowdown over 100 against its 4 ms alone), so the plan is not kept for the lead's pace."""
+    from asyncgpu.core.plan import Op, Plan, TenantProfile
+
+    lead = TenantProfile("lead", "normal", (Op("conv", 6e-3, 1.0, 0.0, False, ()),))
+    other = TenantProfile("other", "normal", (Op("blur", 4e-3, 1.0, 0.0, False, ()),))
+    plan = Plan(after={"other": {"blur": ("lead", "conv")}}, profile=(lead, other))
+    check, (first, second) = _measured_check(plan, ("lead", "normal"), ("other", "normal"))
+    check._trial.opened[2] = time.perf_counter() - 0.5
+    n = plan_check.CHECK_STEPS
+    _steps(first, [6e-3] * n)
+    check._check()
+    assert check.measured["plan"] > 0.5 / 4e-3
+    del check._trial.opened[2]
+    _steps(second, [5e-3] * n)
+    _steps(first, [6e-3] * n)
+    check._check()
+    assert check.measured["own"] == pytest.approx(5 / 4)
+    assert check.plan is check.stored[0][1] and not check.plan.after
 
 
 def test_a_tenant_whose_steps_do_not_come_while_measured_alone_keeps_its_modelled_latency():

@@ -3,9 +3,12 @@
 The model
 ---------
 A model errs, so the plan is measured on the device too, stage by stage, each over the lead
-tenant's next :data:`CHECK_STEPS` steps (the high-priority tenant, else the first regulated
-one). A stage's score is the largest *slowdown* among the tenants (a tenant's mean step
-latency over its latency alone) plus ``LATE_WEIGHT`` times the high-priority lead's slowdown
+tenant's next :data:`CHECK_STEPS` steps (the high-priority tenant, else the one whose steps
+alone are the longest, modelled, so that every tenant ends steps in a stage). A stage's score
+is the largest *slowdown* among the tenants (a tenant's mean step latency over its latency
+alone; a step still under way that ran longer than any the tenant ended in the stage counts
+as one as long as it ran so far, so a plan that stalls a tenant cannot score as if the tenant
+were not there) plus ``LATE_WEIGHT`` times the high-priority lead's slowdown
 in its slowest step beyond ``HIGH_TARGET``. The mean, not the median: a tenant's pace is its
 mean step, and a plan that holds it behind another's steps now and then leaves its median
 where it was while its steps per second fall (beside an exclusive lead, IMG's median step
@@ -67,6 +70,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import statistics
+import time
 from typing import Any
 
 from ..core.partitions import GRAIN
@@ -107,7 +111,7 @@ REMEDIES = {"split": "other tenants' launches in pieces", "guard": "guard",
 
 class Trial:
     """The measurement of a plan in force (:meth:`PlanCheck._check`): the tenant whose steps
-    pace it (``lead``: the high-priority one, else the first regulated), each tenant's
+    pace it (``lead``: the high-priority one, else the one of the longest steps alone), each tenant's
     latency alone (``alones``, by number: what its slowdowns are measured against: its
     measured median step alone, else modelled; a tenant without a profile has none), the
     lead's latency alone its slowest step is held to (``alone``: its second slowest measured
@@ -116,11 +120,11 @@ class Trial:
     ``plan``, ``own``, ``split``, ``guard``, ``partition``, ``exclusive`` or ``pieces``), where
     each tenant's measured latencies began in this stage, the work in flight when it began
     (``backlog``: the last node of each stream, which the lead's first step in the stage waits
-    for), and the stages done: their plans, and their measured scores, each with the lead's
+    for), when each tenant's step under way began (``opened``), and the stages done: their plans, and their measured scores, each with the lead's
     slowest and median step."""
 
-    __slots__ = ("alone", "alones", "backlog", "first", "lead", "plans", "queue", "scores",
-                 "stage", "subject")
+    __slots__ = ("alone", "alones", "backlog", "first", "lead", "opened", "plans", "queue",
+                 "scores", "stage", "subject")
 
     def __init__(self, lead: int, alones: dict[int, float], stage: str,
                  first: dict[int, int]) -> None:
@@ -129,6 +133,8 @@ class Trial:
         self.subject = lead
         self.queue: list[int] = []
         self.backlog: list[Any] = []
+        #: when each tenant's step under way began (host clock), while one is
+        self.opened: dict[int, float] = {}
         self.scores: dict[str, tuple[float, float, float]] = {}
         self.plans: dict[str, Plan] = {}
 
@@ -154,11 +160,13 @@ class PlanCheck:
         tenants = self.rt.tenants
         if trial is None:
             high = [t for t in self.tenants if tenants[t].priority == "high"]
-            lead = (high or self.tenants)[0]
             profiles = {p.name: p for p in plan.profile}
             # (a tenant without a profile has no latency alone to be slowed from: not scored)
             alones = {t: simulate((profiles[tenants[t].name],)).makespan_s
                       for t in self.tenants if tenants[t].name in profiles}
+            # (without priorities, the tenant of the longest steps paces the stages: thirty
+            # of a short tenant's steps may end before a long one's first measured step does)
+            lead = high[0] if high else max(self.tenants, key=lambda t: alones.get(t, 0.0))
             trial = Trial(lead, alones, stage, {})
             self.alones = alones        # (what ``Regulation.alone`` shows, by name)
         trial.stage = stage
@@ -206,8 +214,15 @@ class PlanCheck:
             return
         worst = measured[-1]
         slowdowns = []
+        now = time.perf_counter()
         for t, alone in trial.alones.items():
             mine = tenants[t].latencies_after(trial.first[t] + 1)
+            began = trial.opened.get(t)
+            if began is not None and now - began > max(mine, default=0.0):
+                # (a step under way longer than any it ended in the stage, one the plan holds:
+                # it counts as long as it ran so far, or a plan that stalls a tenant's steps
+                # would score as if that tenant did not run)
+                mine.append(now - began)
             if mine and alone > 0:
                 slowdowns.append(statistics.fmean(mine) / alone)
         high = lead.priority == "high" and trial.alone > 0

@@ -48,6 +48,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+import time
 from typing import Any
 
 from ..core.interference import Sample, heuristic_class, moved_bytes
@@ -164,6 +165,7 @@ class Regulator(PlanCheck):
         trial = self._trial
         if trial is None:
             return False
+        trial.opened.setdefault(index, time.perf_counter())
         if trial.stage == "alone":
             return index == trial.subject
         if index != trial.lead:
@@ -256,6 +258,8 @@ class Regulator(PlanCheck):
         return () if last is None else (last,)
 
     def end(self, index: int) -> None:
+        if self._trial is not None:
+            self._trial.opened.pop(index, None)
         step = self._open.pop((threading.get_ident(), index), None)
         if step is None:
             return
