@@ -936,6 +936,44 @@ def test_a_tenant_that_stopped_running_steps_is_left_out_of_the_plan():
         ag.regulate(plan="off")
 
 
+def test_a_tenant_whose_profiled_step_is_slow_to_end_is_not_left_out_as_idle():
+    """One tenant's step stays under way (on a thread of its own) while the other runs many:
+    it is slow, not idle, so it stays in the profile, and its step ends without error."""
+    with ag.configure(backend="sim", sim_seed=3):
+        mix = Mix("slow-step")
+        mix.step()
+        ag.regulate(plan="search", tenants=mix.names)
+        inside, release, errors = threading.Event(), threading.Event(), []
+
+        def slow():
+            try:
+                for _ in range(3):
+                    with mix.low:
+                        mix.big[4, 32](mix.x, mix.y, mix.n)
+                        inside.set()
+                        release.wait(30)
+            except Exception as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        with profiled_as(TIMES, SHARES):
+            thread = threading.Thread(target=slow)
+            thread.start()
+            assert inside.wait(30)
+            for _ in range(8):              # (twice the profile's steps and more)
+                with mix.high:
+                    mix.small[1, 32](mix.u, mix.v, 64)
+            release.set()
+            thread.join(30)
+            for _ in range(3):
+                mix.step()
+            ag.synchronize()
+            state = ag.regulation()
+        assert not errors and not thread.is_alive()
+        assert state.state == "regulated" and set(state.tenants) == set(mix.names)
+        assert mix.right()
+        ag.regulate(plan="off")
+
+
 def test_regulating_before_any_tenant_ran_a_step_says_what_to_do():
     # (three virtual devices: a runtime of its own, without the other tests' tenants)
     with ag.configure(backend="sim", sim_devices=3, devices="all"), \
