@@ -85,6 +85,15 @@ def test_bench_on_sim_fits_80_columns_and_shows_no_speedup(capsys, monkeypatch):
     assert "speedup" not in table and "geometric mean" not in table
 
 
+def test_bench_tenants_balanced_on_sim_runs_one_step_of_each_and_says_why(capsys, monkeypatch):
+    code, out, _ = _run(capsys, monkeypatch, "bench", "tenants", "--workloads", "vec,bs",
+                        "--balance", "--no-priority")
+    assert code == 0
+    text = " ".join(out.split())
+    assert "a round here is one step of each workload" in text
+    assert "vec, bs checked in every mode" in text
+
+
 def test_bench_without_serial_prints_no_nan(capsys, monkeypatch):
     code, out, _ = _run(capsys, monkeypatch, "bench", "vec", "--modes", "parallel,handopt")
     assert code == 0

@@ -117,6 +117,11 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
         if args.json and json_too:
             write_json(args.json, "tenants_served", result, harness.machine_info(ag))
         return
+    if args.balance and not on_gpu:
+        # (balanced by the simulator's step times, a round of DL and VEC would run hundreds of
+        # VEC steps to one of DL's: the simulator runs a block's threads as Python threads)
+        console.print("[yellow]--balance: the simulator's step times say nothing of a GPU's; "
+                      "a round here is one step of each workload[/]")
     result = tenants.measure(ag, scale, rounds=args.iterations or (20 if on_gpu else 1),
                              warmup=args.warmup if args.warmup is not None else 2,
                              mix=mix, num_blocks=num_blocks,
@@ -125,7 +130,7 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
                              recorded=args.steps == "recorded",
                              check_rounds=tenants.CHECK_ROUNDS if on_gpu else 0,
                              turns=args.rounds or (tenants.TURNS if on_gpu else 1),
-                             partitions=args.partitions, balance=args.balance,
+                             partitions=args.partitions, balance=args.balance and on_gpu,
                              priority=not args.no_priority)
     if on_gpu:
         ranks = (f"{mix[0]} has priority high" if result["high_priority"]
