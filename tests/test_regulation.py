@@ -1291,8 +1291,9 @@ def test_a_plan_that_stalls_a_tenant_is_scored_by_the_step_it_holds_up():
 
 def test_a_tenant_whose_steps_do_not_come_while_measured_alone_keeps_its_modelled_latency():
     """The lead measured alone (30 steps), then the other tenant: it runs none while the lead
-    runs three stages' worth, held as it is; the check goes on to the plan with the other's
-    modelled latency alone, and the lead's measured one."""
+    runs three stages' worth, held as it is, over 90 of the other's modelled steps alone; the
+    check goes on to the plan with the other's modelled latency alone, and the lead's
+    measured one."""
     from asyncgpu.core.plan import Op, Plan, TenantProfile
 
     lead = TenantProfile("lead", "high", (Op("conv", 6e-3, 1.0, 0.0, False, ()),))
@@ -1309,6 +1310,10 @@ def test_a_tenant_whose_steps_do_not_come_while_measured_alone_keeps_its_modelle
     _steps(first, [7e-3] * (plan_check.ALONE_PATIENCE - 1))
     check._check()
     assert check._trial.stage == "alone"            # (not yet given up)
+    _steps(first, [7e-3])
+    check._check()
+    assert check._trial.stage == "alone"            # (nor before 90 of its 4 ms have passed)
+    check._trial.started -= plan_check.ALONE_PATIENCE * modelled[2]
     _steps(first, [7e-3])
     check._check()
     assert check._trial.stage == "plan" and check.plan is plan
