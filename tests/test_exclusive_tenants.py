@@ -421,3 +421,86 @@ def test_a_plan_makes_a_tenant_exclusive_until_regulation_is_off(k):
     assert y.numpy().tolist() == [3.0] * 64 and z.numpy().tolist() == [3.0] * 64
     for i, b in enumerate(ys):
         assert b.numpy().tolist() == [2.0 * i + 1.0] * 64
+
+
+def _served(svc, batch, begun_ago, period, length, times):
+    """The gate of this runtime with exclusive tenant ``svc`` served: its steps began
+    ``begun_ago`` seconds ago (oldest first), every ``period`` seconds, each open ``length``;
+    ``times``: tenant ``batch``'s launches' times alone by kernel name, as a plan gives them.
+    Returns the gate and ``batch``'s number."""
+    rt = current_runtime()
+    numbers = {t.name: t.index for t in rt.tenants}
+    gate = rt.exclusive_steps
+    now = time.perf_counter()
+    begun = gate._begun[numbers[svc]]
+    begun.clear()
+    begun.extend(now - ago for ago in begun_ago)
+    gate._period[numbers[svc]], gate._length[numbers[svc]] = period, length
+    gate.launch_times = {(numbers[batch], name): s for name, s in times.items()}
+    return gate, numbers[batch]
+
+
+def test_a_launch_that_would_run_into_the_next_served_step_is_held_for_it_one_that_fits_goes(k):
+    """A service (exclusive) of 6 ms steps every 12 ms, its latest begun 10 ms ago: with the
+    plan's times alone, another tenant's 4 ms launch, which fits a gap but not the 2 ms left
+    of this one, waits for the next step (at most a period, then looks again); a 1 ms launch
+    goes, and so do an 8 ms one, longer than any gap (held, it would be held for good), and
+    one whose time is not known."""
+    with ag.tenant("ahead-svc", exclusive=True):
+        pass
+    with ag.tenant("ahead-batch"):
+        pass
+    gate, batch = _served("ahead-svc", "ahead-batch", (0.022, 0.010), 0.012, 0.006,
+                          {"blur": 4e-3, "tiny": 1e-3, "long": 8e-3})
+    assert gate._due(batch, "blur") == 0.012
+    assert gate._due(batch, "tiny") is None
+    assert gate._due(batch, "long") is None
+    assert gate._due(batch, "sobel") is None
+
+
+def test_a_launch_looked_ahead_waits_until_the_step_due_has_begun_and_ended(k):
+    x = ag.array(np.ones(64))
+    y, z = ag.empty_like(x), ag.empty_like(x)
+    with ag.tenant("due-svc", exclusive=True):
+        k[2, 32](x, y, 64)
+    with ag.tenant("due-batch"):
+        pass
+    # (the service's next step is due now, a gap of 490 ms between its steps: a 200 ms
+    # launch would run into it)
+    _served("due-svc", "due-batch", (1.0, 0.5), 0.5, 0.01, {"twice": 0.2})
+    with launch_elsewhere("due-batch", lambda: k[2, 32](x, z, 64)) as (opened, launched):
+        opened.set()
+        time.sleep(0.3)
+        assert not launched.is_set()                # held, though no step is open
+        with ag.tenant("due-svc", exclusive=True):
+            k[2, 32](y, y, 64)
+            time.sleep(0.2)
+            assert not launched.is_set()            # and while the step due runs
+        assert launched.wait(5)                     # then it goes: it fits the gap after it
+    ag.synchronize()
+    assert ag.tenants()["due-batch"].held == 1
+    assert y.numpy().tolist() == [7.0] * 64 and z.numpy().tolist() == [3.0] * 64
+
+
+def test_a_plan_gives_the_gate_its_launches_times_alone_and_off_takes_them_back(k):
+    from asyncgpu.core.plan import Op, Plan, TenantProfile
+
+    for name in ("timed-svc", "timed-batch"):
+        with ag.tenant(name):
+            pass
+    ag.regulate(plan=Plan(exclusive=("timed-svc",)), tenants=["timed-svc", "timed-batch"])
+    rt = current_runtime()
+    assert rt.exclusive_steps.launch_times == {}            # (no profile: nothing to look with)
+    ops = (Op("blur", 2e-3, 1.0, 0.0, False, ()), Op("blur", 5e-3, 1.0, 0.0, False, ()),
+           Op("sobel", 1e-3, 1.0, 0.0, False, ()))
+    plan = Plan(exclusive=("timed-svc",),
+                profile=(TenantProfile("timed-batch", "normal", ops),
+                         TenantProfile("timed-svc", "normal", (Op("conv", 6e-3, 1.0, 0.0,
+                                                                  False, ()),))))
+    rt.regulator.apply(plan, measure=False)
+    numbers = {t.name: t.index for t in rt.tenants}
+    batch, svc = numbers["timed-batch"], numbers["timed-svc"]
+    assert rt.exclusive_steps.launch_times == {(batch, "blur"): 5e-3, (batch, "sobel"): 1e-3,
+                                               (svc, "conv"): 6e-3}
+    ag.regulate(plan="off")
+    assert rt.exclusive_steps.launch_times == {}

@@ -214,7 +214,7 @@ class GraphFunction(_Run):
         if rt.gate is None:
             rt._acquire()     # (not ``with``: see _Run._enter)
         else:
-            rt.gate.enter()
+            rt.gate.enter(self.name)    # (the name: a replay may be looked ahead)
         try:
             if rt._tenanted:
                 refuse_partitioned(rt, self.name)

@@ -21,6 +21,17 @@ others on the host, where the runtime decides what is enqueued:
   beginnings, the length of its step until it has run two; at least :data:`IDLE_FLOOR_S`
   seconds), so one that stopped running steps holds no one.
 
+* where a regulation plan gives the launches' times alone (its profile's, by tenant and
+  kernel or recorded function: :attr:`ExclusiveSteps.launch_times`), an exclusive tenant
+  whose steps come with gaps between them (a service's requests) is *looked ahead*: another
+  tenant's launch that would fit in such a gap, but not in what is left of the current one
+  before the exclusive tenant's next step is due (its latest beginning plus its period),
+  waits on the host until that step has begun and closed. So the next step finds no launch
+  of the others running that could have ended before it (a launch started beside another
+  tenant's resident blocks runs slower for as long as they share; Orion schedules a
+  best-effort kernel on the same test). A launch longer than the whole gap goes as before:
+  holding it would hold it for good.
+
 The other tenants keep the device busy between the exclusive tenant's steps (a service that
 answers requests as they come leaves gaps); their throughput is what is left. Work of the
 exclusive tenant itself, and of a thread while it has an exclusive step open, is never held.
@@ -61,7 +72,8 @@ RECENT_STEPS = 9
 class ExclusiveSteps:
     """The gate of one runtime's exclusive tenants (see the module docstring)."""
 
-    __slots__ = ("_begun", "_cond", "_holders", "_open", "_period", "_tails", "devices", "rt")
+    __slots__ = ("_begun", "_cond", "_holders", "_length", "_open", "_period", "_tails",
+                 "devices", "launch_times", "rt")
 
     def __init__(self, rt: Any) -> None:
         self.rt = rt
@@ -80,6 +92,11 @@ class ExclusiveSteps:
         #: here as its steps begin and end, not worked out there)
         self._begun: dict[int, deque[float]] = {}
         self._period: dict[int, float] = {}
+        #: per exclusive tenant, how long its latest closed step was open (host clock)
+        self._length: dict[int, float] = {}
+        #: (tenant number, kernel or recorded function name) -> its time alone in seconds, from
+        #: the regulation plan in force (``Regulator.apply``); empty: nothing is looked ahead
+        self.launch_times: dict[tuple[int, str], float] = {}
 
     def begin(self, index: int) -> None:
         """Under the runtime's lock: an exclusive step of tenant ``index`` opens."""
@@ -92,6 +109,7 @@ class ExclusiveSteps:
         with self._cond:
             self._open += 1
             self._holders[ident] = self._holders.get(ident, 0) + 1
+            self._cond.notify_all()     # (launches looked ahead wait for this step to begin)
 
     def end(self, index: int, tails: list[Any]) -> None:
         """Under the runtime's lock: the step closes; ``tails``: its last node on each stream
@@ -106,18 +124,21 @@ class ExclusiveSteps:
                 del self._holders[ident]
             self._tails[index] = tails
             begun = self._begun[index]
+            self._length[index] = time.perf_counter() - begun[-1]
             if len(begun) == 1:
-                self._period[index] = time.perf_counter() - begun[0]
+                self._period[index] = self._length[index]
             self.devices.update(node.device for node in tails)
             if not self._open:
                 self._cond.notify_all()
 
-    def enter(self) -> None:
+    def enter(self, name: str | None = None) -> None:
         """Take the runtime's lock for a launch of this thread (a kernel, a library call, a
-        recorded function) and return holding it; first wait, without it, while an exclusive
-        step is open or its work is unfinished, then for this thread's tenant's previous
-        launch. What lets the launch go is decided under the lock, where steps open: a step
-        that opens while the launch waits for its previous one holds it too."""
+        recorded function: ``name``, the kernel's or the function's, where it may be looked
+        ahead) and return holding it; first wait, without it, while an exclusive step is open
+        or its work is unfinished, then for this thread's tenant's previous launch, and, looked
+        ahead, for an exclusive step due before the launch would end. What lets the launch go
+        is decided under the lock, where steps open: a step that opens while the launch waits
+        for its previous one holds it too."""
         rt = self.rt
         ident = threading.get_ident()
         index = getattr(rt._pins, "tenant", 0)
@@ -133,7 +154,7 @@ class ExclusiveSteps:
                     self._cond.wait()
             rt._acquire()
             try:
-                events = self._turn(ident, index, held)
+                events = self._turn(ident, index, held, name)
             except BaseException:       # (an event's query may report a fault)
                 rt._release()
                 raise
@@ -141,15 +162,23 @@ class ExclusiveSteps:
                 return                  # (holding the lock: the launch goes)
             rt._release()
             held = True
+            if isinstance(events, float):
+                # (looked ahead: until the exclusive step due begins, then, at the loop's
+                # top, until it closes; or until it is overdue, to look again)
+                with self._cond:
+                    self._cond.wait_for(lambda: self._open, events)
+                continue
             # (without the runtime's lock, as a host read waits: the others go on issuing;
             # the loop then checks again under it)
             rt._wait_unlocked(events)
 
-    def _turn(self, ident: int, index: int, held: bool) -> list[Any] | None:
+    def _turn(self, ident: int, index: int, held: bool,
+              name: str | None = None) -> list[Any] | float | None:
         """Under the runtime's lock, for :meth:`enter`: None when the launch may go now (a
         tenant whose launch waited is counted ``held``), else the events to wait for without
         the lock before it looks again (none when a step opened meanwhile, or when the
-        backend waited for them here)."""
+        backend waited for them here), or, for a launch looked ahead (:meth:`_due`), how many
+        seconds at most to wait for the exclusive step due to begin."""
         rt = self.rt
         tenant = rt.tenants[index]
         # (free: a plan changed meanwhile, or the exclusive tenants went idle)
@@ -162,8 +191,32 @@ class ExclusiveSteps:
             pending = rt._unfinished(nodes)
             if pending:
                 return rt._wait_nodes(pending)
+            if name is not None and self.launch_times:
+                wait = self._due(index, name)
+                if wait is not None:
+                    return wait
         if held:
             tenant.held += 1
+        return None
+
+    def _due(self, index: int, name: str) -> float | None:
+        """Looking ahead (see the module docstring): None when tenant ``index``'s launch of
+        ``name`` may go, else how long to wait at most for the exclusive step due before it
+        would end (one period, to look again if that step is late)."""
+        took = self.launch_times.get((index, name))
+        if took is None:
+            return None
+        now = time.perf_counter()
+        tenants = self.rt.tenants
+        for exclusive, begun in self._begun.items():
+            period = self._period.get(exclusive)
+            length = self._length.get(exclusive)
+            if not tenants[exclusive].exclusive or period is None or length is None:
+                continue
+            # (a launch longer than the gap between two of its steps never fits: it goes as
+            # before, one in flight, rather than wait for good)
+            if took <= period - length and now + took > begun[-1] + period:
+                return period
         return None
 
     def _free(self, ident: int, index: int) -> bool:

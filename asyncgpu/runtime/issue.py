@@ -71,7 +71,8 @@ class Issuing:
         if self.gate is None:
             self._acquire()
         else:
-            self.gate.enter()       # (an exclusive tenant's gate: takes the lock when free)
+            # (an exclusive tenant's gate: takes the lock when free; the name, to look ahead)
+            self.gate.enter(kernel.name)
         try:
             if self._releases:
                 self._drain_releases()

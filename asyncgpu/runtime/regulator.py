@@ -327,6 +327,23 @@ class Regulator(PlanCheck):
         the plan's check under way (``""``: none)."""
         return self.state, self.plan, self._trial.stage if self._trial is not None else ""
 
+    def _launch_times(self, plan: Plan | None) -> dict[tuple[int, str], float]:
+        """The regulated tenants' launches' times alone in ``plan``'s profile, by tenant number
+        and kernel (or recorded function) name, the longest of a name's launches in a step:
+        what the exclusive tenants' gate looks ahead with (``runtime.exclusive``)."""
+        if plan is None or not plan.profile:
+            return {}
+        numbers = {self.rt.tenants[t].name: t for t in self.tenants}
+        times: dict[tuple[int, str], float] = {}
+        for profile in plan.profile:
+            t = numbers.get(profile.name)
+            if t is None:
+                continue
+            for op in profile.ops:
+                key = (t, op.kernel)
+                times[key] = max(times.get(key, 0.0), op.seconds)
+        return times
+
     def _announce(self) -> None:
         """Tell the runtime's instruments (``regulation_changed``: a trace records it)
         :meth:`where` regulation stands, when it changed."""
@@ -355,6 +372,8 @@ class Regulator(PlanCheck):
             tenant.splits, tenant.after, tenant.exclusive = splits, after, exclusive
         self._partition(plan)
         rt.exclusive_changed()
+        if rt.exclusive_steps is not None:
+            rt.exclusive_steps.launch_times = self._launch_times(plan)
         if measure:
             self._trial = None
         if plan is not None:
