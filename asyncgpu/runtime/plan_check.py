@@ -113,17 +113,18 @@ REMEDIES = {"split": "other tenants' launches in pieces", "guard": "guard",
 
 class Trial:
     """The measurement of a plan in force (:meth:`PlanCheck._check`): the tenant whose steps
-    pace it (``lead``: the high-priority one, else the one of the longest steps alone), each tenant's
-    latency alone (``alones``, by number: what its slowdowns are measured against: its
-    measured median step alone, else modelled; a tenant without a profile has none), the
+    pace it (``lead``: the high-priority one, else the one of the longest steps alone), each
+    tenant's latency alone (``alones``, by number: what its slowdowns are measured against:
+    its measured median step alone, else modelled; a tenant without a profile has none), the
     lead's latency alone its slowest step is held to (``alone``: its second slowest measured
     alone, else modelled; 0 without a profile), the tenant measured alone now (``subject``)
-    and those still to be (``queue``), the stage (``alone``,
-    ``plan``, ``own``, ``split``, ``guard``, ``partition``, ``exclusive`` or ``pieces``), where
-    each tenant's measured latencies began in this stage, the work in flight when it began
-    (``backlog``: the last node of each stream, which the lead's first step in the stage waits
-    for), when each tenant's step under way began (``opened``), and the stages done: their plans, and their measured scores, each with the lead's
-    slowest and median step."""
+    and those still to be (``queue``), the stage (``alone``, ``plan``, ``own``, ``split``,
+    ``guard``, ``partition``, ``exclusive`` or ``pieces``), when it began (``started``, host
+    clock), where each tenant's measured latencies began in this stage, the work in flight
+    when it began (``backlog``: the last node of each stream, which the lead's first step in
+    the stage waits for), when each tenant's step under way began (``opened``), and the
+    stages done: their plans, and their measured scores, each with the lead's slowest and
+    median step."""
 
     __slots__ = ("alone", "alones", "backlog", "first", "lead", "opened", "plans", "queue",
                  "scores", "stage", "started", "subject")
