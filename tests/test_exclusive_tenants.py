@@ -433,6 +433,7 @@ def _served(svc, batch, begun_ago, period, length, times):
     gate = rt.exclusive_steps
     now = time.perf_counter()
     begun = gate._begun[numbers[svc]]
+    gate._thread[numbers[svc]] = -1             # (its steps begun on another thread)
     begun.clear()
     begun.extend(now - ago for ago in begun_ago)
     gate._period[numbers[svc]], gate._length[numbers[svc]] = period, length
@@ -504,3 +505,23 @@ def test_a_plan_gives_the_gate_its_launches_times_alone_and_off_takes_them_back(
                                                (svc, "conv"): 6e-3}
     ag.regulate(plan="off")
     assert rt.exclusive_steps.launch_times == {}
+
+
+def test_a_thread_that_serves_the_exclusive_tenant_itself_is_not_held_for_its_next_step(k):
+    """One thread runs the service's steps and, between them, another tenant's launch: looked
+    ahead, that launch would wait for a step only this thread can begin; it goes."""
+    x = ag.array(np.ones(64))
+    y, z = ag.empty_like(x), ag.empty_like(x)
+    with ag.tenant("self-svc", exclusive=True):
+        k[2, 32](x, y, 64)
+    with ag.tenant("self-batch"):
+        pass
+    gate, _ = _served("self-svc", "self-batch", (1.0, 0.5), 0.5, 0.01, {"twice": 0.2})
+    numbers = {t.name: t.index for t in current_runtime().tenants}
+    gate._thread[numbers["self-svc"]] = threading.get_ident()     # (as its steps ran here)
+    t0 = time.perf_counter()
+    with ag.tenant("self-batch"):
+        k[2, 32](x, z, 64)
+    assert time.perf_counter() - t0 < 0.25              # (not held for a period, 0.5 s)
+    ag.synchronize()
+    assert z.numpy().tolist() == [3.0] * 64

@@ -30,7 +30,8 @@ others on the host, where the runtime decides what is enqueued:
   of the others running that could have ended before it (a launch started beside another
   tenant's resident blocks runs slower for as long as they share; Orion schedules a
   best-effort kernel on the same test). A launch longer than the whole gap goes as before:
-  holding it would hold it for good.
+  holding it would hold it for good; so does one by the thread that begins the exclusive
+  tenant's steps, which would wait for a step that cannot begin while it waits.
 
 The other tenants keep the device busy between the exclusive tenant's steps (a service that
 answers requests as they come leaves gaps); their throughput is what is left. Work of the
@@ -73,7 +74,7 @@ class ExclusiveSteps:
     """The gate of one runtime's exclusive tenants (see the module docstring)."""
 
     __slots__ = ("_begun", "_cond", "_holders", "_length", "_open", "_period", "_tails",
-                 "devices", "launch_times", "rt")
+                 "_thread", "devices", "launch_times", "rt")
 
     def __init__(self, rt: Any) -> None:
         self.rt = rt
@@ -92,8 +93,10 @@ class ExclusiveSteps:
         #: here as its steps begin and end, not worked out there)
         self._begun: dict[int, deque[float]] = {}
         self._period: dict[int, float] = {}
-        #: per exclusive tenant, how long its latest closed step was open (host clock)
+        #: per exclusive tenant, how long its latest closed step was open (host clock), and
+        #: the thread that began it
         self._length: dict[int, float] = {}
+        self._thread: dict[int, int] = {}
         #: (tenant number, kernel or recorded function name) -> its time alone in seconds, from
         #: the regulation plan in force (``Regulator.apply``); empty: nothing is looked ahead
         self.launch_times: dict[tuple[int, str], float] = {}
@@ -106,6 +109,7 @@ class ExclusiveSteps:
         if len(begun) > 1:
             gaps = sorted(b - a for a, b in zip(begun, list(begun)[1:]))
             self._period[index] = gaps[len(gaps) // 2]
+        self._thread[index] = ident
         with self._cond:
             self._open += 1
             self._holders[ident] = self._holders.get(ident, 0) + 1
@@ -201,17 +205,21 @@ class ExclusiveSteps:
 
     def _due(self, index: int, name: str) -> float | None:
         """Looking ahead (see the module docstring): None when tenant ``index``'s launch of
-        ``name`` may go, else how long to wait at most for the exclusive step due before it
-        would end (one period, to look again if that step is late)."""
+        ``name``, by this thread, may go, else how long to wait at most for the exclusive step
+        due before it would end (one period, to look again if that step is late)."""
         took = self.launch_times.get((index, name))
         if took is None:
             return None
         now = time.perf_counter()
+        ident = threading.get_ident()
         tenants = self.rt.tenants
         for exclusive, begun in self._begun.items():
             period = self._period.get(exclusive)
             length = self._length.get(exclusive)
-            if not tenants[exclusive].exclusive or period is None or length is None:
+            if (not tenants[exclusive].exclusive or period is None or length is None
+                    or self._thread.get(exclusive) == ident):
+                # (nor for a tenant whose steps this very thread begins: it would wait for
+                # a step that cannot begin while it waits)
                 continue
             # (a launch longer than the gap between two of its steps never fits: it goes as
             # before, one in flight, rather than wait for good)
