@@ -14,8 +14,8 @@ The model
    alone and side by side on scratch copies (:func:`asyncgpu.runtime.pair_profiles.time_pairs`).
 2. *search*: once the profiled steps of every tenant have completed on the device, the last
    one of each becomes the profile (``asyncgpu.core.regulation``), each launch timed at the
-   least it took at its place in the profiled steps (a tenant that ran no step while another
-   ran twice ``steps`` is idle and left out). A plan already found for the same
+   least it took at its place in the profiled steps (a tenant that ended no step, and has none
+   under way, while another ran twice ``steps`` is idle and left out). A plan already found for the same
    *shape* (each tenant's step as its launches: kernel, grid, block) is reused, otherwise
    :func:`~asyncgpu.core.regulation.search` finds one within ``budget_s``. The plan's splits
    and pointers become the tenants' (beside their own), and the state is *regulated*.
