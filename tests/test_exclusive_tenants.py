@@ -423,22 +423,29 @@ def test_a_plan_makes_a_tenant_exclusive_until_regulation_is_off(k):
         assert b.numpy().tolist() == [2.0 * i + 1.0] * 64
 
 
-def _served(svc, batch, begun_ago, period, length, times):
-    """The gate of this runtime with exclusive tenant ``svc`` served: its steps began
-    ``begun_ago`` seconds ago (oldest first), every ``period`` seconds, each open ``length``;
-    ``times``: tenant ``batch``'s launches' times alone by kernel name, as a plan gives them.
-    Returns the gate and ``batch``'s number."""
+def _served(k, svc, batch, begun_ago, period, length, times, here=False):
+    """A step of exclusive tenant ``svc`` (``k`` writing ``y`` from ``x``) and an empty one of
+    tenant ``batch``; then the gate made to see ``svc`` served: its steps began ``begun_ago``
+    seconds ago (oldest first), every ``period`` seconds, each open ``length``, on another
+    thread (``here``: on this one); ``times``: ``batch``'s launches' times alone by kernel
+    name, as a plan gives them. Returns the gate, ``batch``'s number and ``x, y, z``."""
+    x = ag.array(np.ones(64))
+    y, z = ag.empty_like(x), ag.empty_like(x)
+    with ag.tenant(svc, exclusive=True):
+        k[2, 32](x, y, 64)
+    with ag.tenant(batch):
+        pass
     rt = current_runtime()
     numbers = {t.name: t.index for t in rt.tenants}
     gate = rt.exclusive_steps
     now = time.perf_counter()
     begun = gate._begun[numbers[svc]]
-    gate._thread[numbers[svc]] = -1             # (its steps begun on another thread)
+    gate._thread[numbers[svc]] = threading.get_ident() if here else -1
     begun.clear()
     begun.extend(now - ago for ago in begun_ago)
     gate._period[numbers[svc]], gate._length[numbers[svc]] = period, length
     gate.launch_times = {(numbers[batch], name): s for name, s in times.items()}
-    return gate, numbers[batch]
+    return gate, numbers[batch], (x, y, z)
 
 
 def test_a_launch_that_would_run_into_the_next_served_step_is_held_for_it_one_that_fits_goes(k):
@@ -447,28 +454,19 @@ def test_a_launch_that_would_run_into_the_next_served_step_is_held_for_it_one_th
     of this one, waits for the next step (at most a period, then looks again); a 1 ms launch
     goes, and so do an 8 ms one, longer than any gap (held, it would be held for good), and
     one whose time is not known."""
-    with ag.tenant("ahead-svc", exclusive=True):
-        pass
-    with ag.tenant("ahead-batch"):
-        pass
-    gate, batch = _served("ahead-svc", "ahead-batch", (0.022, 0.010), 0.012, 0.006,
-                          {"blur": 4e-3, "tiny": 1e-3, "long": 8e-3})
-    assert gate._due(batch, "blur") == 0.012
-    assert gate._due(batch, "tiny") is None
-    assert gate._due(batch, "long") is None
-    assert gate._due(batch, "sobel") is None
+    gate, batch, _ = _served(k, "ahead-svc", "ahead-batch", (0.022, 0.010), 0.012, 0.006,
+                             {"blur": 4e-3, "tiny": 1e-3, "long": 8e-3})
+    assert gate._due(threading.get_ident(), batch, "blur") == 0.012
+    assert gate._due(threading.get_ident(), batch, "tiny") is None
+    assert gate._due(threading.get_ident(), batch, "long") is None
+    assert gate._due(threading.get_ident(), batch, "sobel") is None
 
 
 def test_a_launch_looked_ahead_waits_until_the_step_due_has_begun_and_ended(k):
-    x = ag.array(np.ones(64))
-    y, z = ag.empty_like(x), ag.empty_like(x)
-    with ag.tenant("due-svc", exclusive=True):
-        k[2, 32](x, y, 64)
-    with ag.tenant("due-batch"):
-        pass
     # (the service's next step is due now, a gap of 490 ms between its steps: a 200 ms
     # launch would run into it)
-    _served("due-svc", "due-batch", (1.0, 0.5), 0.5, 0.01, {"twice": 0.2})
+    _, _, (x, y, z) = _served(k, "due-svc", "due-batch", (1.0, 0.5), 0.5, 0.01,
+                              {"twice": 0.2})
     with launch_elsewhere("due-batch", lambda: k[2, 32](x, z, 64)) as (opened, launched):
         opened.set()
         time.sleep(0.3)
@@ -510,15 +508,8 @@ def test_a_plan_gives_the_gate_its_launches_times_alone_and_off_takes_them_back(
 def test_a_thread_that_serves_the_exclusive_tenant_itself_is_not_held_for_its_next_step(k):
     """One thread runs the service's steps and, between them, another tenant's launch: looked
     ahead, that launch would wait for a step only this thread can begin; it goes."""
-    x = ag.array(np.ones(64))
-    y, z = ag.empty_like(x), ag.empty_like(x)
-    with ag.tenant("self-svc", exclusive=True):
-        k[2, 32](x, y, 64)
-    with ag.tenant("self-batch"):
-        pass
-    gate, _ = _served("self-svc", "self-batch", (1.0, 0.5), 0.5, 0.01, {"twice": 0.2})
-    numbers = {t.name: t.index for t in current_runtime().tenants}
-    gate._thread[numbers["self-svc"]] = threading.get_ident()     # (as its steps ran here)
+    _, _, (x, _, z) = _served(k, "self-svc", "self-batch", (1.0, 0.5), 0.5, 0.01,
+                              {"twice": 0.2}, here=True)
     t0 = time.perf_counter()
     with ag.tenant("self-batch"):
         k[2, 32](x, z, 64)

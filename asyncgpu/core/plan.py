@@ -142,6 +142,16 @@ class Plan:
         """Tenant ``name``'s splits and pointers under this plan (None: none)."""
         return self.splits.get(name) or None, self.after.get(name) or None
 
+    def launch_times(self) -> dict[tuple[str, str], float]:
+        """Each profiled launch's time alone in seconds, by tenant name and kernel (or recorded
+        function) name: the longest of a name's launches in the tenant's step."""
+        times: dict[tuple[str, str], float] = {}
+        for profile in self.profile:
+            for op in profile.ops:
+                key = (profile.name, op.kernel)
+                times[key] = max(times.get(key, 0.0), op.seconds)
+        return times
+
     def describe(self) -> str:
         """One line: the plan's splits and pointers, and its modelled gain."""
         parts = [f"{t}: {k} in {n}" for t, ks in sorted(self.splits.items())

@@ -196,22 +196,21 @@ class ExclusiveSteps:
             if pending:
                 return rt._wait_nodes(pending)
             if name is not None and self.launch_times:
-                wait = self._due(index, name)
+                wait = self._due(ident, index, name)
                 if wait is not None:
                     return wait
         if held:
             tenant.held += 1
         return None
 
-    def _due(self, index: int, name: str) -> float | None:
+    def _due(self, ident: int, index: int, name: str) -> float | None:
         """Looking ahead (see the module docstring): None when tenant ``index``'s launch of
-        ``name``, by this thread, may go, else how long to wait at most for the exclusive step
-        due before it would end (one period, to look again if that step is late)."""
+        ``name`` by thread ``ident`` may go, else how long to wait at most for the exclusive
+        step due before it would end (one period, to look again if that step is late)."""
         took = self.launch_times.get((index, name))
         if took is None:
             return None
         now = time.perf_counter()
-        ident = threading.get_ident()
         tenants = self.rt.tenants
         for exclusive, begun in self._begun.items():
             period = self._period.get(exclusive)

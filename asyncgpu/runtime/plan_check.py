@@ -357,8 +357,9 @@ class PlanCheck:
         need = ALONE_STEPS if t == trial.lead else OTHERS_ALONE_STEPS
         measured = sorted(subject.latencies_after(trial.first[t] + 1))
         if len(measured) < need:
-            others = max((len(tenants[o].latencies_after(trial.first[o] + 1))
-                          for o in self.tenants if o != t), default=0)
+            # (each other tenant's steps measured in the stage, its first left out)
+            others = max((tenants[o].measured - trial.first[o] - 1 for o in self.tenants
+                          if o != t), default=0)
             waited = time.perf_counter() - trial.started
             if (t == trial.lead or others < ALONE_PATIENCE
                     or waited < ALONE_PATIENCE * trial.alones[t]):

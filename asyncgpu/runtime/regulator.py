@@ -328,21 +328,13 @@ class Regulator(PlanCheck):
         return self.state, self.plan, self._trial.stage if self._trial is not None else ""
 
     def _launch_times(self, plan: Plan | None) -> dict[tuple[int, str], float]:
-        """The regulated tenants' launches' times alone in ``plan``'s profile, by tenant number
-        and kernel (or recorded function) name, the longest of a name's launches in a step:
-        what the exclusive tenants' gate looks ahead with (``runtime.exclusive``)."""
-        if plan is None or not plan.profile:
+        """``plan``'s launch times alone (``Plan.launch_times``) by the regulated tenants'
+        numbers: what the exclusive tenants' gate looks ahead with (``runtime.exclusive``)."""
+        if plan is None:
             return {}
         numbers = {self.rt.tenants[t].name: t for t in self.tenants}
-        times: dict[tuple[int, str], float] = {}
-        for profile in plan.profile:
-            t = numbers.get(profile.name)
-            if t is None:
-                continue
-            for op in profile.ops:
-                key = (t, op.kernel)
-                times[key] = max(times.get(key, 0.0), op.seconds)
-        return times
+        return {(numbers[tenant], name): seconds
+                for (tenant, name), seconds in plan.launch_times().items() if tenant in numbers}
 
     def _announce(self) -> None:
         """Tell the runtime's instruments (``regulation_changed``: a trace records it)
