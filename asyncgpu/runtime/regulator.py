@@ -15,8 +15,9 @@ The model
 2. *search*: once the profiled steps of every tenant have completed on the device, the last
    one of each becomes the profile (``asyncgpu.core.regulation``), each launch timed at the
    least it took at its place in the profiled steps (a tenant that ended no step, and has none
-   under way, while another ran twice ``steps`` is idle and left out). A plan already found for the same
-   *shape* (each tenant's step as its launches: kernel, grid, block) is reused, otherwise
+   under way, while another ran twice ``steps`` is idle and left out;
+   :mod:`asyncgpu.runtime.step_profiles`). A plan already found for the same *shape* (each
+   tenant's step as its launches: kernel, grid, block) is reused, otherwise
    :func:`~asyncgpu.core.regulation.search` finds one within ``budget_s``. The plan's splits
    and pointers become the tenants' (beside their own), and the state is *regulated*.
 3. *check*: a model errs, so the plan is measured on the device too, stage by stage
@@ -51,14 +52,11 @@ import threading
 import time
 from typing import Any
 
-from ..core.interference import Sample, heuristic_class, moved_bytes
-from ..core.device_model import occupancy
-from ..core.plan import Op, Plan, TenantProfile
+from ..core.plan import Plan
 from ..core.regulation import search
-from .chunks import splittable
 from .plan_check import PlanCheck, Trial
 from .pair_profiles import time_pairs
-from .stage_timing import TimedLaunch
+from .step_profiles import Step, StepProfiles
 
 log = logging.getLogger("asyncgpu")
 
@@ -92,21 +90,7 @@ class Regulation:
     alone: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
-class _Step:
-    """One open step of a regulated tenant on one thread: its launches' shape keys and, when
-    profiled, its ops (kernel or recording name, timing sample, data parents in the step,
-    share of the device, memory-bound, bytes moved, splittable) and each op's node's
-    index."""
-
-    __slots__ = ("index_of", "keys", "ops")
-
-    def __init__(self) -> None:
-        self.keys: list[tuple[Any, ...]] = []
-        self.ops: list[tuple[Any, ...]] = []
-        self.index_of: dict[Any, int] = {}
-
-
-class Regulator(PlanCheck):
+class Regulator(PlanCheck, StepProfiles):
     """One runtime's regulation (see the module docstring). Every method runs under the
     runtime's lock."""
 
@@ -120,7 +104,7 @@ class Regulator(PlanCheck):
         self.budget_s = budget_s
         self.state = "profiling"
         self.plan: Plan | None = None
-        self._open: dict[tuple[int, int], _Step] = {}
+        self._open: dict[tuple[int, int], Step] = {}
         self._profiled: dict[int, list[list[tuple[Any, ...]]]] = {t: [] for t in tenants}
         self._shapes: dict[int, tuple[Any, ...]] = {}
         self._last: Any = None          # the latest profiled node (the next waits for it)
@@ -159,7 +143,7 @@ class Regulator(PlanCheck):
         if self.state == "off":
             return False
         if index in self._profiled:
-            self._open[(threading.get_ident(), index)] = _Step()
+            self._open[(threading.get_ident(), index)] = Step()
         if self.state == "profiling":
             self._try_finish()
         trial = self._trial
@@ -172,90 +156,6 @@ class Regulator(PlanCheck):
             return False
         backlog, trial.backlog = trial.backlog, []
         return backlog
-
-    def launch(self, index: int, launcher: Any) -> _Step | None:
-        """A kernel launch of tenant ``index``: noted in its open step; returns the step when
-        the launch is to be profiled (the caller then issues it through :meth:`profile`)."""
-        step = self._open.get((threading.get_ident(), index))
-        if step is None:
-            return None
-        step.keys.append((launcher.kernel.name, launcher.grid3, launcher.block3))
-        return step if self.state == "profiling" else None
-
-    def profile(self, node: Any, launcher: Any, step: _Step, args: tuple[Any, ...],
-                arrays: list[Any]) -> None:
-        """Issue a profiled kernel launch (``args`` as given, ``arrays`` bound): alone (after
-        the previous profiled one), timed; kept to be timed beside other tenants' launches
-        (:func:`~asyncgpu.runtime.pair_profiles.time_pairs`)."""
-        rt = self.rt
-        backend = rt.backend
-        share, threads, attrs, waves = self._shape(launcher)
-        nbytes = moved_bytes(node.accesses)
-        memory = heuristic_class(nbytes, threads, attrs) == "memory"
-        sample = Sample(None, backend.timing_event(node.device),
-                        backend.timing_event(node.device))
-        grid = waves if launcher.kernel.grid_offset is not None else 0.0
-        g = launcher.grid3
-        previous = self._note(node, step, sample, launcher.kernel.name, share, memory, nbytes,
-                              splittable(launcher), grid, g[0] * g[1] * g[2],
-                              TimedLaunch(launcher, args, arrays, node.site))
-        rt.issue_after(node, previous, "profile")
-
-    def _shape(self, launcher: Any) -> tuple[float, int, dict[str, Any], float]:
-        """A launch's share of the device (at most 1), its threads, its kernel's attributes
-        (registers, shared memory; empty where the backend has none) and its ``occupancy``
-        (above 1: the grid runs in waves)."""
-        backend = self.rt.backend
-        grid, block = launcher.grid3, launcher.block3
-        blocks, per_block = grid[0] * grid[1] * grid[2], block[0] * block[1] * block[2]
-        attrs = None
-        attributes = getattr(backend, "kernel_attributes", None)
-        if attributes is not None:
-            try:
-                attrs = attributes(launcher.kernel)
-            except Exception:  # noqa: BLE001 - a kernel without attributes: shape only
-                attrs = None
-        attrs = attrs or {}
-        waves = occupancy(blocks, per_block, getattr(backend, "sm_count", 132),
-                          attrs.get("regs", 0), attrs.get("shared", 0))
-        return min(1.0, waves), blocks * per_block, attrs, waves
-
-    def graph(self, index: int, node: Any, frozen: Any) -> tuple[Any, ...] | None:
-        """A graph launch (a recorded function's replay) of tenant ``index``: noted in its open
-        step by the recording's name; while profiling, timed as one launch holding the share
-        of the device its largest kernel holds (its kernels may run side by side inside it, so
-        this is a floor), and the profiled launch it must wait for is returned (``()`` for
-        none)."""
-        step = self._open.get((threading.get_ident(), index))
-        if step is None:
-            return None
-        step.keys.append((frozen.name, frozen.kernels))
-        if self.state != "profiling":
-            return None
-        backend = self.rt.backend
-        graph = frozen.graph
-        share = max((self._shape(launch.launcher)[0] for launch in frozen.launches
-                     if hasattr(launch, "launcher")), default=1.0)
-        sample = Sample(graph, backend.timing_event(node.device),
-                        backend.timing_event(node.device), getattr(graph, "done", None))
-        return self._note(node, step, sample, frozen.name, share, False,
-                          moved_bytes(node.accesses), False)
-
-    def _note(self, node: Any, step: _Step, sample: Sample, name: str, share: float,
-              memory: bool, nbytes: int, splittable: bool, grid: float = 0.0, blocks: int = 0,
-              launch: TimedLaunch | None = None) -> tuple[Any, ...]:
-        """Put a profiled launch in its step (with its data parents there, its ``blocks`` (0
-        for a graph) and ``launch``, to time it again; None for a graph) and on its node; the
-        previous profiled launch it waits for (``()`` for none)."""
-        found = self.rt.deps.conflicts(node.accesses)
-        parents = tuple(sorted(step.index_of[p] for p in found if p in step.index_of))
-        node.keepalive = sample
-        step.index_of[node] = len(step.ops)
-        step.ops.append((name, sample, parents, share, memory, nbytes, splittable, grid,
-                         blocks, launch))
-        last = self._last
-        self._last = node
-        return () if last is None else (last,)
 
     def end(self, index: int) -> None:
         if self._trial is not None:
@@ -460,41 +360,6 @@ class Regulator(PlanCheck):
         # (the profiled launches keep the tenants' arrays: let them go)
         self._profiled = {t: [] for t in self.tenants}
         self.apply(plan)
-
-    def _profile(self, index: int, steps: list[list[tuple[Any, ...]]]) -> TenantProfile:
-        """Tenant ``index``'s profile from its profiled ``steps``: the last one's launches,
-        each timed at the least it took at its place in those of the same launches: a launch
-        alone can only be lengthened (by another process's work on the device, say), so one
-        slow sample does not make the plan."""
-        rt = self.rt
-        backend = rt.backend
-        ops = steps[-1]
-        names = [op[0] for op in ops]
-        alike = [step for step in steps if [op[0] for op in step] == names]
-        timed = []
-        for i, (name, _, parents, share, memory, nbytes, splittable, grid, blocks, _
-                ) in enumerate(ops):
-            seconds = None
-            for step in alike:
-                sample = step[i][1]
-                took = max(backend.elapsed_s(sample.start, sample.end), 1e-9)
-                if self.stand_in is not None:
-                    took, share, grid = self.stand_in(name, took, share, grid)
-                seconds = took if seconds is None else min(seconds, took)
-            timed.append((name, seconds, share, memory, nbytes, parents, splittable, grid,
-                          blocks))
-        # bandwidth as a share of the fastest rate a memory-bound launch reached (the device's
-        # peak, near enough, when the mix has one)
-        peak = max((nbytes / seconds for _, seconds, _, memory, nbytes, *_ in timed if memory),
-                   default=0.0)
-        out = [Op(name, seconds, share,
-                  min(1.0, nbytes / seconds / peak) if memory and peak else 0.0,
-                  splittable and rt.placement is None, parents, grid, blocks)
-               for name, seconds, share, memory, nbytes, parents, splittable, grid, blocks
-               in timed]
-        tenant = rt.tenants[index]
-        return TenantProfile(tenant.name, tenant.priority, tuple(out), tenant.streams == 1)
-
 
 class _Book:
     """The plans a runtime found, by shape, and how many were searched and reused."""
