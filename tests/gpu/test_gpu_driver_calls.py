@@ -14,6 +14,7 @@ are made again when needed. Skipped where the module is not built.
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import types
@@ -281,3 +282,29 @@ def test_released_lanes_are_made_again_when_needed(env):
     put(calls, kernels["put"], y, 2.0, stream)
     stream.synchronize()
     assert calls.lane_launches == 3 and cupy.asnumpy(y).tolist() == [2.0] * N
+
+
+def test_after_a_lane_whose_making_waited_no_new_lanes_are_made_until_released(env, caplog):
+    cupy, cudriver, calls, kernels = env
+    calls.single_node_graphs = True
+    assert calls.lanes_growing is True and calls.slow_make_ns == cudriver.SLOW_MAKE_NS
+    calls.slow_make_ns = 0              # every making counts as one that waited
+    s1, s2 = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
+    y = cupy.zeros(3 * N, np.float32)
+    with caplog.at_level(logging.INFO, logger="asyncgpu"):
+        put(calls, kernels["put"], y, 1.0, s1)      # a lane made: the last one
+    assert calls.lane_launches == 1 and calls.slow_lane_makes == 1
+    assert calls.lanes_growing is False
+    assert "no new lanes" in caplog.text
+    put(calls, kernels["put"], y, 2.0, s2, offset=N)    # no lane on s2: cuLaunchKernel
+    put(calls, kernels["put2"], y, 3.0, s1, offset=2 * N)   # nor for put2 on s1
+    put(calls, kernels["put"], y, 4.0, s1)              # the lane made goes on
+    cupy.cuda.runtime.deviceSynchronize()
+    assert calls.lane_launches == 2
+    assert cupy.asnumpy(y).tolist() == [4.0] * N + [2.0] * N + [6.0] * N
+    calls.slow_make_ns = cudriver.SLOW_MAKE_NS
+    calls.release_lanes()
+    assert calls.lanes_growing is True
+    put(calls, kernels["put"], y, 5.0, s2, offset=N)
+    s2.synchronize()
+    assert calls.lane_launches == 3 and cupy.asnumpy(y[N:2 * N]).tolist() == [5.0] * N

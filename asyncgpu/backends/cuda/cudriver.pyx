@@ -59,6 +59,11 @@ Invariants
   reports the kernel's own error. If that ordinary launch succeeds, the lane was at fault and
   is not used again. Capture never sees a lane: the backend turns lanes off while any capture
   is engaged.
+* Making a lane is cheap (tens of microseconds) except where the driver waits for the device
+  to instantiate the graph, which it does with the GIL held here, holding back every thread:
+  up to as long as the longest kernel in flight. A making that took over ``slow_make_ns``
+  (1 ms) stops new lanes (``lanes_growing``) until ``release_lanes``; lanes made stay in use,
+  and kernels without one launch with ``cuLaunchKernel``.
 
 Example (what asyncgpu/backends/cuda/driver.py does)::
 
@@ -66,6 +71,8 @@ Example (what asyncgpu/backends/cuda/driver.py does)::
     calls.single_node_graphs = True
     calls.event_record(event.ptr, stream.ptr)
 """
+
+import logging
 
 from libc.stdint cimport intptr_t
 from libc.string cimport memset
@@ -116,6 +123,12 @@ LANES_MAX = _LANES_MAX
 
 #: How long ``stream_sync`` polls with the GIL held before it waits without it (ns).
 cdef long long SPIN_NS = 30_000
+
+_log = logging.getLogger("asyncgpu")
+
+#: A lane's making (graph, node, instantiation) that takes longer than this (ns) waited for
+#: the device: no new lanes are made after it (``DriverCalls.slow_make_ns``).
+SLOW_MAKE_NS = 1_000_000
 
 
 cdef inline long long now_ns() noexcept nogil:
@@ -173,6 +186,9 @@ cdef class DriverCalls(CudaCalls):
     cdef bint _lanes_available      # a context to make them in; the graph entry points work
     cdef bint _lanes_on             # ... and the backend wants lanes now (not while capturing)
     cdef int _n                     # entries of the table in use (ready or broken)
+    cdef bint _grow                 # new lanes are made (until one's making waited: see below)
+    cdef public long long slow_make_ns
+    cdef unsigned long long _slow_makes
     cdef unsigned long long _lane_launches
     cdef Lane _lanes[_LANES]
 
@@ -185,6 +201,8 @@ cdef class DriverCalls(CudaCalls):
             self._context = NULL
             raise self._error(<int>status)
         self._lanes_available = self._context != NULL     # (lanes live in that context)
+        self._grow = True
+        self.slow_make_ns = SLOW_MAKE_NS
 
     def __dealloc__(self):
         self._release()
@@ -362,6 +380,18 @@ cdef class DriverCalls(CudaCalls):
         return self._lane_launches
 
     @property
+    def lanes_growing(self):
+        """Whether a kernel launched on a stream where its function has no lane yet gets one:
+        True until a lane's making takes longer than ``slow_make_ns`` (the driver waited for
+        the device), and again after ``release_lanes``."""
+        return self._grow
+
+    @property
+    def slow_lane_makes(self):
+        """How many lanes' makings took longer than ``slow_make_ns``."""
+        return self._slow_makes
+
+    @property
     def lanes_available(self):
         """Whether the one-node graphs can be used: a context was current at creation, and
         no graph entry point was found missing."""
@@ -398,17 +428,19 @@ cdef class DriverCalls(CudaCalls):
         cdef Lane* lane = self._find(stream, p.func)
         cdef CUresult status = CUDA_SUCCESS
         cdef bint fresh = lane.state == LANE_EMPTY
+        cdef long long started
         cdef CUDA_KERNEL_NODE_PARAMS space
         cdef const CUDA_KERNEL_NODE_PARAMS* q
         tried[0] = NULL
         if not self._in_context():
             return -1
         if fresh:
-            if self._n >= _LANES_MAX:
+            if self._n >= _LANES_MAX or not self._grow:
                 return -1
             # taken only once it works (or is known broken): see _outcome
             lane.stream = stream
             lane.func = p.func
+            started = now_ns()
             try:
                 status = <CUresult>self._make_lane(lane, p)
             except Exception:       # an entry point this driver lacks: no lanes from now on
@@ -420,6 +452,8 @@ cdef class DriverCalls(CudaCalls):
                 return <int>status
             lane.state = LANE_READY
             self._n += 1
+            if now_ns() - started > self.slow_make_ns:
+                self._stop_growing(now_ns() - started)
         elif lane.state != LANE_READY:
             return -1
         q = p
@@ -484,6 +518,20 @@ cdef class DriverCalls(CudaCalls):
             self._destroy(lane)
         return <int>status
 
+    cdef void _stop_growing(self, long long took) noexcept:
+        """A lane's making waited for the device (the driver sometimes waits for the kernels
+        in flight to instantiate a graph, and does so with the GIL held, so every thread of
+        the process stood still meanwhile: 9-23 ms beside a tenant's long kernels on an
+        H200): no new lanes from now on; those made stay in use."""
+        self._grow = False
+        self._slow_makes += 1
+        try:
+            _log.info("making a one-node graph lane took %.1f ms (the driver waited for the "
+                      "device): no new lanes are made from now on; kernels without one are "
+                      "launched with cuLaunchKernel", took / 1e6)
+        except Exception:       # noqa: BLE001 - logging must not fail a launch
+            pass
+
     cdef void _outcome(self, Lane* tried, CUresult status) noexcept:
         """The ordinary launch after a refused lane launch: ``status`` CUDA_SUCCESS means the
         lane, not the kernel, was at fault, and the lane is not used again."""
@@ -521,3 +569,4 @@ cdef class DriverCalls(CudaCalls):
             self._destroy(&self._lanes[i])
         memset(self._lanes, 0, sizeof(self._lanes))
         self._n = 0
+        self._grow = True
