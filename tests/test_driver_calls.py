@@ -67,6 +67,9 @@ class FakeDriverCalls(CudaCalls):
     def release_lanes(self):
         self.released += 1
 
+    def grow_lanes(self):
+        self.log.append(("grow",))
+
 
 @pytest.fixture
 def built(monkeypatch):
@@ -189,7 +192,7 @@ def test_the_compiled_module_is_none_or_offers_the_driver_calls():
         pytest.skip("asyncgpu.backends.cuda.cudriver is not built")
     assert issubclass(module.DriverCalls, CudaCalls)
     for name in ("launch_kernel", "event_record", "stream_wait", "event_done", "memcpy_async",
-                 "stream_sync", "graph_launch", "release_lanes"):
+                 "stream_sync", "graph_launch", "release_lanes", "grow_lanes"):
         assert callable(getattr(module.DriverCalls, name))
     assert module.LANES_MAX > 0 and issubclass(module.CUDADriverError, RuntimeError)
 
@@ -204,6 +207,17 @@ def bare_backend(calls=None, lanes=True):
     backend._green = None       # (no SM partitions)
     backend.use_calls(calls)
     return backend
+
+
+def test_a_device_wide_synchronize_lets_the_driver_make_lanes_again(built):
+    calls = _driver.driver_calls(compiled_cupy())
+    backend = bare_backend(calls)
+    synced = []
+    backend.runtime.deviceSynchronize = lambda: synced.append(True)
+    backend.fault = None
+    backend._graphs_in_flight = set()
+    backend.synchronize()
+    assert synced == [True] and calls.log == [("grow",)]
 
 
 def test_the_backend_keeps_the_calls_it_makes_every_launch_with(built):

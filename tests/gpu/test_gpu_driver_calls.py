@@ -284,7 +284,7 @@ def test_released_lanes_are_made_again_when_needed(env):
     assert calls.lane_launches == 3 and cupy.asnumpy(y).tolist() == [2.0] * N
 
 
-def test_after_a_lane_whose_making_waited_no_new_lanes_are_made_until_released(env, caplog):
+def test_after_a_lane_whose_making_waited_no_new_lanes_are_made_until_the_device_is_synchronized(env, caplog):
     cupy, cudriver, calls, kernels = env
     calls.single_node_graphs = True
     assert calls.lanes_growing is True and calls.slow_make_ns == cudriver.SLOW_MAKE_NS
@@ -302,9 +302,16 @@ def test_after_a_lane_whose_making_waited_no_new_lanes_are_made_until_released(e
     cupy.cuda.runtime.deviceSynchronize()
     assert calls.lane_launches == 2
     assert cupy.asnumpy(y).tolist() == [4.0] * N + [2.0] * N + [6.0] * N
+    calls.grow_lanes()                  # (the backend's, after a device-wide synchronize)
+    assert calls.lanes_growing is True
+    put(calls, kernels["put"], y, 5.0, s2, offset=N)    # a lane made, and growth stops again
+    s2.synchronize()
+    assert calls.lane_launches == 3 and calls.slow_lane_makes == 2
+    assert calls.lanes_growing is False
     calls.slow_make_ns = cudriver.SLOW_MAKE_NS
     calls.release_lanes()
     assert calls.lanes_growing is True
-    put(calls, kernels["put"], y, 5.0, s2, offset=N)
-    s2.synchronize()
-    assert calls.lane_launches == 3 and cupy.asnumpy(y[N:2 * N]).tolist() == [5.0] * N
+    put(calls, kernels["put2"], y, 5.0, s1, offset=2 * N)
+    s1.synchronize()
+    assert calls.lane_launches == 4 and calls.slow_lane_makes == 2
+    assert cupy.asnumpy(y).tolist() == [4.0] * N + [5.0] * N + [10.0] * N

@@ -387,6 +387,8 @@ class CudaBackend(Backend):
         except Exception as exc:
             raise self._device_error(exc)
         self._graphs_in_flight.clear()
+        if self.driver is not None:
+            self.driver.grow_lanes()    # (idle now: a lane's making would not wait for it)
 
     # -- device faults -----------------------------------------------------------------------
     def keep_faults(self, fault: BaseException) -> None:

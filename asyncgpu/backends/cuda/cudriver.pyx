@@ -62,8 +62,9 @@ Invariants
 * Making a lane is cheap (tens of microseconds) except where the driver waits for the device
   to instantiate the graph, which it does with the GIL held here, holding back every thread:
   up to as long as the longest kernel in flight. A making that took over ``slow_make_ns``
-  (1 ms) stops new lanes (``lanes_growing``) until ``release_lanes``; lanes made stay in use,
-  and kernels without one launch with ``cuLaunchKernel``.
+  (1 ms) stops new lanes (``lanes_growing``) until ``grow_lanes`` (the backend calls it after
+  a device-wide synchronize) or ``release_lanes``; lanes made stay in use, and kernels without
+  one launch with ``cuLaunchKernel``.
 
 Example (what asyncgpu/backends/cuda/driver.py does)::
 
@@ -357,6 +358,11 @@ cdef class DriverCalls(CudaCalls):
                 raise self._error(<int>status)
         return None
 
+    def grow_lanes(self):
+        """grow_lanes(): new lanes may be made again (after a device-wide synchronize: the
+        device is idle, so a making does not wait for it)."""
+        self._grow = True
+
     def release_lanes(self):
         """release_lanes(): wait for the device, then destroy the one-node graphs (later
         launches make them again)."""
@@ -383,7 +389,7 @@ cdef class DriverCalls(CudaCalls):
     def lanes_growing(self):
         """Whether a kernel launched on a stream where its function has no lane yet gets one:
         True until a lane's making takes longer than ``slow_make_ns`` (the driver waited for
-        the device), and again after ``release_lanes``."""
+        the device), and again after ``grow_lanes`` or ``release_lanes``."""
         return self._grow
 
     @property
@@ -522,13 +528,14 @@ cdef class DriverCalls(CudaCalls):
         """A lane's making waited for the device (the driver sometimes waits for the kernels
         in flight to instantiate a graph, and does so with the GIL held, so every thread of
         the process stood still meanwhile: 9-23 ms beside a tenant's long kernels on an
-        H200): no new lanes from now on; those made stay in use."""
+        H200): no new lanes until the device is next synchronized (``grow_lanes``); those
+        made stay in use."""
         self._grow = False
         self._slow_makes += 1
         try:
             _log.info("making a one-node graph lane took %.1f ms (the driver waited for the "
-                      "device): no new lanes are made from now on; kernels without one are "
-                      "launched with cuLaunchKernel", took / 1e6)
+                      "device): no new lanes are made until the device is next synchronized; "
+                      "kernels without one are launched with cuLaunchKernel", took / 1e6)
         except Exception:       # noqa: BLE001 - logging must not fail a launch
             pass
 
