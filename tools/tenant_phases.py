@@ -7,6 +7,11 @@ phases on the host: the reset of its accumulators, its launches, and its read of
 collector as in the benchmark. The same with the high-priority tenant made exclusive
 (``exclusive=True``), and for the workload alone. Medians, 90th percentiles and maxima in ms.
 
+With ``--stalls``, a sampler thread wakes every 0.3 ms during the steps beside the other
+workloads; a gap between its wake-ups means some thread held the GIL that long (a C call
+that waits without releasing it). It prints the longest gaps and where every thread was
+just before and after each.
+
 With ``--trace``, the steps beside the other workloads are traced too (``asyncgpu.trace``), and
 for the median and the slowest high-priority step it prints what ran on the device meanwhile:
 each node's kind, name and stream, and its enqueue, start and end in ms from the step's start
@@ -15,7 +20,7 @@ its time alone while the other's kernels run beside it is sharing multiprocessor
 stream priorities do not prevent.
 
 usage: PYTHONPATH=. python3 tools/tenant_phases.py [HIGH] [OTHER[,OTHER...]] [--scale medium]
-       [--steps 25] [--num-blocks 4*SMs] [--backend cuda] [--trace]     (default: dl beside ml; ``--backend sim
+       [--steps 25] [--num-blocks 4*SMs] [--backend cuda] [--trace] [--stalls]     (default: dl beside ml; ``--backend sim
        --scale tiny`` checks that it runs, its times are the simulator's)
 """
 
@@ -24,6 +29,7 @@ from __future__ import annotations
 import argparse
 import gc
 import statistics
+import sys
 import threading
 import time
 
@@ -44,6 +50,9 @@ def main() -> None:
     parser.add_argument("--trace", action="store_true",
                         help="trace the steps beside the other workload and print what ran "
                              "on the device during the median and the slowest one")
+    parser.add_argument("--stalls", action="store_true",
+                        help="sample every thread's stack beside the other workloads and print "
+                             "the longest spells in which no thread gave up the GIL")
     args = parser.parse_args()
 
     import asyncgpu as ag
@@ -96,9 +105,12 @@ def main() -> None:
                 with other_scope:
                     member.step(False)
 
-        threads = [threading.Thread(target=other_steps,
+        threads = [threading.Thread(target=other_steps, name=member.name,
                                     args=(member, ag.tenant(f"{member.name} ({label})")))
                    for member in others] if beside else []
+        sampler = _Sampler(args.high) if beside and args.stalls else None
+        if sampler is not None:
+            threads.append(threading.Thread(target=sampler.run, args=(stop,), name="sampler"))
         trace = ag.trace() if traced else None
         if trace is not None:
             trace.start()
@@ -122,6 +134,8 @@ def main() -> None:
               flush=True)
         if trace is not None:
             _print_device(trace, spans, scope.name)
+        if sampler is not None:
+            sampler.report()
 
     print(f"{args.high} (high priority), ms, median / p90 / max, {args.steps} steps")
     # (alone first and exclusive last: once a tenant is exclusive, every other tenant keeps
@@ -151,6 +165,49 @@ def _print_device(trace: object, spans: list[tuple[float, float]], high: str) ->
                 print(f"    {own} {n.kind:6s} {n.name[:24]:24s} stream {n.stream:<3} enqueued "
                       f"{(n.enqueue_s - a) * 1e3:8.2f}  start {(n.start_s - a) * 1e3:8.2f}  end "
                       f"{(n.end_s - a) * 1e3:8.2f}")
+
+
+class _Sampler:
+    """Wakes every 0.3 ms and notes each thread's innermost frames; a long gap between two
+    wake-ups is a spell in which some thread kept the GIL."""
+
+    def __init__(self, main: str) -> None:
+        self.main = main                # (the name the main thread's frames are shown under)
+        self.samples: list[tuple[float, dict[str, list[str]]]] = []
+
+    def run(self, stop: threading.Event) -> None:
+        names = {t.ident: t.name for t in threading.enumerate()}
+        names[threading.main_thread().ident] = self.main
+        while not stop.is_set():
+            frames = sys._current_frames()
+            snap = {}
+            for ident, frame in frames.items():
+                name = names.get(ident)
+                if name is None or name == "sampler":
+                    continue
+                where = []
+                while frame is not None and len(where) < 4:
+                    code = frame.f_code
+                    where.append(f"{code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno} "
+                                 f"{code.co_name}")
+                    frame = frame.f_back
+                snap[name] = where
+            self.samples.append((time.perf_counter(), snap))
+            time.sleep(0.0003)
+
+    def report(self, shown: int = 3) -> None:
+        s = self.samples
+        gaps = sorted(((s[i + 1][0] - s[i][0], i) for i in range(len(s) - 1)), reverse=True)
+        print(f"  longest spells without the GIL for the sampler, ms: "
+              f"{', '.join(f'{g * 1e3:.1f}' for g, _ in gaps[:8])}")
+        for gap, i in gaps[:shown]:
+            if gap < 0.002:
+                break
+            print(f"  {gap * 1e3:.1f} ms; each thread before -> after:")
+            before, after = s[i][1], s[i + 1][1]
+            for name in sorted(set(before) | set(after)):
+                print(f"    {name:12s} {' < '.join(before.get(name, ['-'])[:2])}  ->  "
+                      f"{' < '.join(after.get(name, ['-'])[:2])}")
 
 
 def _median(values: list[float]) -> float:
