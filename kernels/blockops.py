@@ -34,10 +34,18 @@ def grid_rank():
     block shape: blocks in order, threads in block order inside each, so a warp's threads have
     consecutive numbers and a loop ``for t in range(first, n, step)`` over a flat index makes
     coalesced accesses whatever the launch's shape (the 2D kernels walk their outputs so)."""
-    bx, by = cuda.gridDim.x, cuda.gridDim.y
-    block = cuda.blockIdx.x + bx * (cuda.blockIdx.y + by * cuda.blockIdx.z)
+    return grid_rank_from(0, cuda.gridDim.x)
+
+
+@cuda.jit(device=True)
+def grid_rank_from(first, total):
+    """:func:`grid_rank` of a launch that is blocks ``first`` to ``first + gridDim.x - 1`` in
+    x of a grid of ``total`` blocks in x (the ``grid_offset`` contract of ``asyncgpu.kernel``:
+    a piece of a launch split by its grid numbers its threads as the whole launch would)."""
+    by = cuda.gridDim.y
+    block = cuda.blockIdx.x + first + total * (cuda.blockIdx.y + by * cuda.blockIdx.z)
     nt = cuda.blockDim.x * cuda.blockDim.y * cuda.blockDim.z
-    return block * nt + thread_rank(), nt * bx * by * cuda.gridDim.z
+    return block * nt + thread_rank(), nt * total * by * cuda.gridDim.z
 
 
 @cuda.jit(device=True)

@@ -2,27 +2,30 @@
 
 Images are 2D float32 arrays (rows, cols), zero-padded at the borders. The 2D kernels
 (``gaussian_blur``, ``sobel``) are launched on a 2D grid but number the pixels flat, row by row,
-over all of the grid's threads (``grid_rank``), so a warp reads and writes 32 consecutive pixels
-of a row (an 8 x 8 block's warp used to touch four rows, 8 pixels each); the others are 1D over
-the pixels of flat (``ravel``-ed) views. Fixes over the original: the Gaussian weights
-are centred (the host builds them with an integer centre), the minimum starts at +inf (the host
-resets the accumulator, every thread starts its partial there), and every read-only input is
-annotated ``const`` (the original left unsharpen's and Sobel's inputs unannotated).
+over all of the grid's threads (``grid_rank_from``), so a warp reads and writes 32 consecutive
+pixels of a row (an 8 x 8 block's warp used to touch four rows, 8 pixels each), and declare a
+grid offset (``first``, ``total``), so a tenant or a regulation plan may run them in pieces of
+their grid, which leaves the device to other tenants' kernels between the pieces; the others
+are 1D over the pixels of flat (``ravel``-ed) views. Fixes over the original: the Gaussian
+weights are centred (the host builds them with an integer centre), the minimum starts at +inf
+(the host resets the accumulator, every thread starts its partial there), and every read-only
+input is annotated ``const`` (the original left unsharpen's and Sobel's inputs unannotated).
 """
 
 import math
 
 from numba import cuda, float32
 
-from .blockops import BLOCK_MAX, MAX, MIN, block_reduce, grid_rank, thread_rank
+from .blockops import BLOCK_MAX, MAX, MIN, block_reduce, grid_rank_from, thread_rank
 
 #: Room for the largest filter staged in shared memory (5 x 5 = 25 weights).
 FILTER_MAX = 64
 
 
 @cuda.jit
-def gaussian_blur(img, out, weights):
-    """out = img convolved with the d x d filter ``weights`` (d odd), zero padding."""
+def gaussian_blur(img, out, weights, first, total):
+    """out = img convolved with the d x d filter ``weights`` (d odd), zero padding; blocks
+    ``first`` on of a grid of ``total`` in x (``grid_offset``: whole, ``0`` and the grid's)."""
     w = cuda.shared.array(FILTER_MAX, float32)
     d = weights.shape[0]
     r = d // 2
@@ -32,8 +35,8 @@ def gaussian_blur(img, out, weights):
         w[t] = weights[t // d, t % d]
     cuda.syncthreads()
     rows, cols = img.shape[0], img.shape[1]
-    first, step = grid_rank()
-    for t in range(first, rows * cols, step):
+    start, step = grid_rank_from(first, total)
+    for t in range(start, rows * cols, step):
         i = t // cols
         j = t - i * cols
         acc = float32(0.0)
@@ -57,11 +60,12 @@ def _px(img, i, j):
 
 
 @cuda.jit
-def sobel(img, out):
-    """out = sqrt(gx^2 + gy^2) with the 3x3 Sobel operators (gx: along rows), zero padding."""
+def sobel(img, out, first, total):
+    """out = sqrt(gx^2 + gy^2) with the 3x3 Sobel operators (gx: along rows), zero padding;
+    blocks ``first`` on of a grid of ``total`` in x (as :func:`gaussian_blur`)."""
     rows, cols = img.shape[0], img.shape[1]
-    first, step = grid_rank()
-    for t in range(first, rows * cols, step):
+    start, step = grid_rank_from(first, total)
+    for t in range(start, rows * cols, step):
         i = t // cols
         j = t - i * cols
         tl, tc, tr = _px(img, i - 1, j - 1), _px(img, i - 1, j), _px(img, i - 1, j + 1)
@@ -123,8 +127,9 @@ def combine(x, y, mask, res, n):
 
 
 ANNOTATIONS = {
-    "gaussian_blur": {"const": ["img", "weights"], "out": ["out"]},
-    "sobel": {"const": ["img"], "out": ["out"]},
+    "gaussian_blur": {"const": ["img", "weights"], "out": ["out"],
+                      "grid_offset": ("first", "total")},
+    "sobel": {"const": ["img"], "out": ["out"], "grid_offset": ("first", "total")},
     "maximum": {"const": ["x"], "out": []},        # res: atomic accumulator, read-write
     "minimum": {"const": ["x"], "out": []},
     "extend": {"const": ["lo", "hi"], "out": []},  # x is updated in place

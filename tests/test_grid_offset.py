@@ -413,3 +413,25 @@ def test_a_recorded_grid_offset_kernel_split_by_a_tenant_replays_its_pieces_in_o
         (frozen,) = captured_graphs(step)
         assert [n.name for n in frozen.graph.nodes].count(case.name) == 3
         assert unordered_pieces(frozen) == []
+
+
+@pytest.mark.parametrize("strategy", ["random", "starve"])
+def test_img_blurs_and_sobel_filters_split_by_a_tenant_give_the_workloads_answer(strategy):
+    """IMG's 2D stencils declare a grid offset: cut into pieces of their grid (the x blocks of
+    a 4 x 2 grid), each piece numbers its pixels as the whole launch would, so the step's
+    answer is the whole step's, pixel for pixel."""
+    from benchmarks.workloads import WORKLOADS
+
+    with ag.configure(backend="sim", sim_strategy=strategy, sim_seed=5):
+        wl = WORKLOADS["img"](ag, "tiny")
+        wl.reset()
+        whole = wl.run(32, 8)
+        name = f"img-split-{strategy}"
+        with ag.tenant(name, split={"gaussian_blur": 3, "sobel": 2}):
+            wl.reset()
+            split = wl.run(32, 8)
+        assert whole.keys() == split.keys()
+        for key in whole:
+            np.testing.assert_array_equal(split[key], whole[key])
+        # 3 blurs in 3 pieces, 2 Sobel filters in 2, and the 6 other kernels whole
+        assert ag.tenants()[name].kernels == 3 * 3 + 2 * 2 + 6

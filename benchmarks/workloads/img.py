@@ -121,11 +121,12 @@ class Image:
         """The launches of ``run`` (no host access: what ``recorded_static`` replays)."""
         b1, b2, g2, n2 = threads(block), block2d(block), grid2d(num_blocks), self.n * self.n
         f = self.flat
-        self.k_blur[g2, b2](self.image, self.blur_small, self.f_small)
-        self.k_blur[g2, b2](self.image, self.blur_large, self.f_large)
-        self.k_blur[g2, b2](self.image, self.blur_unsharpen, self.f_unsharpen)
-        self.k_sobel[g2, b2](self.blur_small, self.mask_small)
-        self.k_sobel[g2, b2](self.blur_large, self.mask_large)
+        gx = g2[0]      # (the blurs' and Sobel's grid offset: whole launches, blocks 0 on)
+        self.k_blur[g2, b2](self.image, self.blur_small, self.f_small, 0, gx)
+        self.k_blur[g2, b2](self.image, self.blur_large, self.f_large, 0, gx)
+        self.k_blur[g2, b2](self.image, self.blur_unsharpen, self.f_unsharpen, 0, gx)
+        self.k_sobel[g2, b2](self.blur_small, self.mask_small, 0, gx)
+        self.k_sobel[g2, b2](self.blur_large, self.mask_large, 0, gx)
         self.k_max[num_blocks, b1](f["mask_large"], self.maximum, n2)
         self.k_min[num_blocks, b1](f["mask_large"], self.minimum, n2)
         self.k_extend[num_blocks, b1](f["mask_large"], self.minimum, self.maximum, n2)
@@ -149,13 +150,15 @@ class Image:
         h.wait(s1, e_image)
         h.wait(s2, e_image)
         h.prefetch(self.minimum, s3)
-        h.launch(self.k_blur, g2, b2, s0, self.image, self.blur_small, self.f_small)
-        h.launch(self.k_blur, g2, b2, s1, self.image, self.blur_large, self.f_large)
-        h.launch(self.k_blur, g2, b2, s2, self.image, self.blur_unsharpen, self.f_unsharpen)
-        h.launch(self.k_sobel, g2, b2, s0, self.blur_small, self.mask_small)
+        gx = g2[0]
+        h.launch(self.k_blur, g2, b2, s0, self.image, self.blur_small, self.f_small, 0, gx)
+        h.launch(self.k_blur, g2, b2, s1, self.image, self.blur_large, self.f_large, 0, gx)
+        h.launch(self.k_blur, g2, b2, s2, self.image, self.blur_unsharpen, self.f_unsharpen, 0,
+                 gx)
+        h.launch(self.k_sobel, g2, b2, s0, self.blur_small, self.mask_small, 0, gx)
         e_sobel_small = h.event()
         h.record(e_sobel_small, s0)
-        h.launch(self.k_sobel, g2, b2, s1, self.blur_large, self.mask_large)
+        h.launch(self.k_sobel, g2, b2, s1, self.blur_large, self.mask_large, 0, gx)
         e_sobel_large = h.event()
         h.record(e_sobel_large, s1)
         h.launch(self.k_unsharpen, num_blocks, b1, s2, f["image"], f["blur_unsharpen"],
