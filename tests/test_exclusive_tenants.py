@@ -505,6 +505,23 @@ def test_a_plan_gives_the_gate_its_launches_times_alone_and_off_takes_them_back(
     assert rt.exclusive_steps.launch_times == {}
 
 
+def test_a_plan_that_cuts_a_launch_in_pieces_gives_the_gate_one_pieces_time():
+    from asyncgpu.core.plan import Op, Plan, TenantProfile
+
+    ops = (Op("blur", 8e-3, 1.0, 0.0, True, (), grid=4.0),     # 4 waves: by its grid
+           Op("sobel", 2e-3, 1.0, 0.0, True, (), grid=0.5),    # fits at once: by its grid
+           Op("scale", 3e-3, 1.0, 0.0, True, ()),              # by its rows
+           Op("reduce", 1e-3, 1.0, 0.0, False, ()))            # not splittable
+    profile = (TenantProfile("batch", "normal", ops),)
+    whole = Plan(profile=profile).launch_times()
+    assert whole == {("batch", "blur"): 8e-3, ("batch", "sobel"): 2e-3,
+                     ("batch", "scale"): 3e-3, ("batch", "reduce"): 1e-3}
+    cut = Plan(profile=profile, splits={"batch": {"blur": 4, "sobel": 2, "scale": 3,
+                                                  "reduce": 2}}).launch_times()
+    assert cut == pytest.approx({("batch", "blur"): 2e-3, ("batch", "sobel"): 2e-3,
+                                 ("batch", "scale"): 1e-3, ("batch", "reduce"): 1e-3})
+
+
 def test_a_thread_that_serves_the_exclusive_tenant_itself_is_not_held_for_its_next_step(k):
     """One thread runs the service's steps and, between them, another tenant's launch: looked
     ahead, that launch would wait for a step only this thread can begin; it goes."""

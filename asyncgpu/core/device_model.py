@@ -137,12 +137,9 @@ def _tasks(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]
         previous_end = None
         for i, op in enumerate(prof.ops):
             k = cut.get(op.kernel, 1) if op.splittable else 1
-            seconds, share = op.seconds, op.share
-            if k > 1 and op.grid:       # (a k-th of the blocks: time by waves, share by blocks)
-                seconds = seconds * max(1.0, op.grid / k) / max(1.0, op.grid) + PIECE_S
-                share = min(share, op.grid / k)
-            elif k > 1:                 # (a k-th of the rows on the same grid)
-                seconds = seconds / k + PIECE_S
+            seconds, share = op.piece(k)
+            if k > 1:
+                seconds += PIECE_S
             chain = [_Task(t, high, i, seconds, share, op.bandwidth) for _ in range(k)]
             for a, b in itertools.pairwise(chain):
                 b.parents.append(a)

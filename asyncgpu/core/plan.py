@@ -50,6 +50,19 @@ class Op:
     grid: float = 0.0
     blocks: int = 0
 
+    def piece(self, k: int) -> tuple[float, float]:
+        """The time alone (s) and share of the device of one of ``k`` pieces of this launch: a
+        k-th of its blocks where it is split by its grid (time by waves: a piece of a grid
+        that fits the device at once takes as long as the whole; share by blocks), else a
+        k-th of its rows on the same grid (a k-th of the time, the same share). The launch
+        itself where ``k`` is 1 or it cannot be split."""
+        if k <= 1 or not self.splittable:
+            return self.seconds, self.share
+        if self.grid:
+            return (self.seconds * max(1.0, self.grid / k) / max(1.0, self.grid),
+                    min(self.share, self.grid / k))
+        return self.seconds / k, self.share
+
 
 @dataclass(frozen=True)
 class TenantProfile:
@@ -144,12 +157,15 @@ class Plan:
 
     def launch_times(self) -> dict[tuple[str, str], float]:
         """Each profiled launch's time alone in seconds, by tenant name and kernel (or recorded
-        function) name: the longest of a name's launches in the tenant's step."""
+        function) name: the longest of a name's launches in the tenant's step, as the plan
+        launches it (one piece's, where the plan splits it: :meth:`Op.piece`)."""
         times: dict[tuple[str, str], float] = {}
         for profile in self.profile:
+            cut = self.splits.get(profile.name, {})
             for op in profile.ops:
                 key = (profile.name, op.kernel)
-                times[key] = max(times.get(key, 0.0), op.seconds)
+                seconds = op.piece(cut.get(op.kernel, 1))[0]
+                times[key] = max(times.get(key, 0.0), seconds)
         return times
 
     def describe(self) -> str:
