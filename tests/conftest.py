@@ -46,6 +46,9 @@ def pytest_configure(config: pytest.Config) -> None:
         assert not any(name.startswith("asyncgpu.") for name in sys.modules), \
             "--pure must take effect before asyncgpu is imported"
         sys.meta_path.insert(0, _PythonSources)
+        import programs     # (tests/: the property tests' example counts)
+
+        programs.PURE = True
     if not _gpu_selected(config):
         # Before asyncgpu (and numba.cuda) are imported: CPU tests never touch a GPU.
         os.environ.setdefault("ASYNCGPU_BACKEND", "sim")

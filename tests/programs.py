@@ -28,6 +28,17 @@ from typing import Any, Callable
 
 import numpy as np
 
+#: Set by ``tests/conftest.py`` in the uncompiled pass (``--pure``): there a property test
+#: proves that the plain Python files answer as the compiled ones, which the compiled run has
+#: already explored with the full number of examples, so it takes a third of them.
+PURE = False
+
+
+def examples(n: int) -> int:
+    """A property test's ``max_examples``: ``n``, or a third of it (at least 5) in the
+    uncompiled pass."""
+    return max(5, n // 3) if PURE else n
+
 #: elements of each of the three allocations, and the 2-D shape they are also viewed in
 SIZE = 16
 ROWS, COLS = 4, 4

@@ -6,6 +6,7 @@ wherever anything is pending (a device writer, a copy back, a trace, the checker
 from __future__ import annotations
 
 import numpy as np
+import programs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -77,7 +78,7 @@ def _program(ops, seed: int, plain: bool):
         return result
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=programs.examples(80), deadline=None)
 @given(ops=OPS, seed=st.integers(0, 3))
 def test_the_short_path_reads_what_the_full_host_access_reads(ops, seed):
     assert _program(ops, seed, True) == _program(ops, seed, False)
