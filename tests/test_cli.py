@@ -16,6 +16,13 @@ def _run(capsys, monkeypatch, *argv):
     return code, out, err
 
 
+def _text(capsys, monkeypatch, *argv):
+    """A run that succeeds: its output with the table's line breaks folded into spaces."""
+    code, out, _ = _run(capsys, monkeypatch, *argv)
+    assert code == 0
+    return " ".join(out.split())
+
+
 def _help(capsys, *argv):
     with pytest.raises(SystemExit) as exc:
         cli.main([*argv, "--help"])
@@ -66,10 +73,7 @@ def test_version(capsys):
 
 
 def test_bench_announces_the_scale_it_runs_instead(capsys, monkeypatch):
-    code, out, _ = _run(capsys, monkeypatch, "bench", "vec", "--scale", "large",
-                        "--modes", "parallel")
-    assert code == 0
-    text = " ".join(out.split())
+    text = _text(capsys, monkeypatch, "bench", "vec", "--scale", "large", "--modes", "parallel")
     assert "The 'large' scale needs a GPU: running the 'tiny' scale instead." in text
     assert text.count("not GPU times") == 1
 
@@ -86,10 +90,8 @@ def test_bench_on_sim_fits_80_columns_and_shows_no_speedup(capsys, monkeypatch):
 
 
 def test_bench_tenants_balanced_on_sim_runs_one_step_of_each_and_says_why(capsys, monkeypatch):
-    code, out, _ = _run(capsys, monkeypatch, "bench", "tenants", "--workloads", "vec,bs",
-                        "--balance", "--no-priority")
-    assert code == 0
-    text = " ".join(out.split())
+    text = _text(capsys, monkeypatch, "bench", "tenants", "--workloads", "vec,bs", "--balance",
+                 "--no-priority")
     assert "a round here is one step of each workload" in text
     assert "vec, bs checked in every mode" in text
 

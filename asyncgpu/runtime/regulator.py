@@ -205,10 +205,15 @@ class Regulator(PlanCheck, StepProfiles):
                 return shape
         return None
 
-    def _profile_again(self) -> None:
+    def _drop_plan(self, state: str) -> None:
+        """No plan in force and no check under way (the tenants' own settings); ``state``
+        from now on."""
         self._trial = None
         self.apply(None, measure=False)
-        self.state = "profiling"
+        self.state = state
+
+    def _profile_again(self) -> None:
+        self._drop_plan("profiling")
         self._profiled = {t: [] for t in self.tenants}
         self._shapes = {}
         for step in self._open.values():
@@ -217,9 +222,7 @@ class Regulator(PlanCheck, StepProfiles):
 
     def stop(self) -> None:
         """Regulation ends (``regulate`` again, or ``plan="off"``): the tenants' own settings."""
-        self._trial = None
-        self.apply(None, measure=False)
-        self.state = "off"
+        self._drop_plan("off")
         self._announce()
 
     def where(self) -> tuple[str, Plan | None, str]:

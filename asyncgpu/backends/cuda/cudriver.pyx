@@ -434,7 +434,7 @@ cdef class DriverCalls(CudaCalls):
         cdef Lane* lane = self._find(stream, p.func)
         cdef CUresult status = CUDA_SUCCESS
         cdef bint fresh = lane.state == LANE_EMPTY
-        cdef long long started
+        cdef long long started, took
         cdef CUDA_KERNEL_NODE_PARAMS space
         cdef const CUDA_KERNEL_NODE_PARAMS* q
         tried[0] = NULL
@@ -458,8 +458,9 @@ cdef class DriverCalls(CudaCalls):
                 return <int>status
             lane.state = LANE_READY
             self._n += 1
-            if now_ns() - started > self.slow_make_ns:
-                self._stop_growing(now_ns() - started)
+            took = now_ns() - started
+            if took > self.slow_make_ns:
+                self._stop_growing(took)
         elif lane.state != LANE_READY:
             return -1
         q = p
