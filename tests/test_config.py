@@ -48,6 +48,22 @@ def test_core_modules_import_no_cuda_library():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
+@pytest.mark.parametrize("chosen,seen", [(None, "32"), ("4", "4")])
+def test_importing_asyncgpu_gives_cuda_32_hardware_queues_unless_the_program_chose(chosen, seen):
+    """The driver reads CUDA_DEVICE_MAX_CONNECTIONS once, in cuInit: it is set on import, as
+    early as asyncgpu can, not when the backend is made (a workload's imports, compiling its
+    kernels for the device, may call cuInit in between); a program's own value is kept."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_MAX_CONNECTIONS"}
+    if chosen is not None:
+        env["CUDA_DEVICE_MAX_CONNECTIONS"] = chosen
+    code = "import os, asyncgpu; print(os.environ['CUDA_DEVICE_MAX_CONNECTIONS'])"
+    out = subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT, env=env,
+                         capture_output=True, text=True).stdout
+    assert out.strip() == seen
+
+
 def test_public_api_is_documented():
     import asyncgpu as ag
     from asyncgpu.core.compiled import compiled_modules

@@ -902,6 +902,29 @@ def test_a_plan_is_measured_against_the_tenants_own_settings_and_a_late_high_ten
         ag.regulate(plan="off")
 
 
+def test_the_split_remedy_cuts_a_launch_no_finer_than_its_waves():
+    """A late high tenant's split remedy (``_split_plan``) cuts the others' long launches in
+    pieces: by rows as fine as the slice asks, by grid no finer than the launch's waves, and
+    not at all where the device holds the whole grid at once (each piece would take as long
+    as the launch: a blur of 528 small blocks on 132 SMs, cut in 16, ran 12x slower)."""
+    from types import SimpleNamespace
+
+    ops = (Op("rows", 8e-3, 1.0, 0.0, True, ()),
+           Op("waves", 8e-3, 1.0, 0.0, True, (), grid=4.0, blocks=4096),
+           Op("fits", 8e-3, 0.125, 0.0, True, (), grid=0.125, blocks=528),
+           Op("whole", 8e-3, 1.0, 0.0, False, ()))
+    plan = Plan({}, {}, profile=(TenantProfile("img", "normal", ops),
+                                 TenantProfile("dl", "high", (op("conv", 6.0),))))
+    check = SimpleNamespace(rt=SimpleNamespace(tenants=[SimpleNamespace(name="img"),
+                                                        SimpleNamespace(name="dl")]))
+    split = plan_check.PlanCheck._split_plan(check, plan, [0], 6e-3)
+    assert split.splits == {"img": {"rows": 32, "waves": 4}}     # (slice: 0.3 ms)
+    assert all(op.piece(k)[0] < op.seconds for op in ops if op.kernel in split.splits["img"]
+               for k in [split.splits["img"][op.kernel]])
+    only_fits = dataclasses.replace(plan, profile=(TenantProfile("img", "normal", ops[2:]),))
+    assert plan_check.PlanCheck._split_plan(check, only_fits, [0], 6e-3) is None
+
+
 @pytest.mark.parametrize("kwargs,match", [
     ({"plan": "fast"}, "plan must be"),
     ({"steps": 0}, "steps must be"),

@@ -451,7 +451,9 @@ class PlanCheck:
         """``kept`` with the ``normal`` tenants' splittable launches longer than :data:`SLICE`
         of the lead's latency ``alone`` (their time alone in the profile) cut into pieces no
         longer than that (a power of two, at most :data:`MOST_PIECES`; never fewer than
-        ``kept`` has); None when that changes nothing. A kernel a pointer holds is left whole
+        ``kept`` has), or as short as pieces get: a launch split by its grid is cut no finer
+        than its waves (``Op.piece``: a piece of a grid the device holds at once takes as long
+        as the whole launch, so such a launch is left whole); None when that changes nothing. A kernel a pointer holds is left whole
         (a plan never splits and points one kernel)."""
         slice_s = SLICE * alone
         if slice_s <= 0:
@@ -467,8 +469,10 @@ class PlanCheck:
             for op in profile.ops:
                 if not op.splittable or op.seconds <= slice_s or op.kernel in held:
                     continue
-                pieces = 2
-                while pieces < MOST_PIECES and op.seconds / pieces > slice_s:
+                pieces = 1
+                while pieces < MOST_PIECES and op.piece(pieces)[0] > slice_s:
+                    if op.piece(2 * pieces)[0] >= op.piece(pieces)[0]:
+                        break       # a piece of a grid that fits the device lasts as long
                     pieces *= 2
                 if pieces > mine.get(op.kernel, 1):
                     mine[op.kernel] = pieces

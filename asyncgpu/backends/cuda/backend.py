@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from ...core.backend import Backend
-from ...core.config import Options, cuda_device_max_connections
+from ...core.config import Options
 from ...core.errors import BackendUnavailableError, CaptureError, KernelFault, OutOfMemoryError
 from ..capture import CaptureTracker, Graph, check_launch, destroy
 from .buffers import DEVICE_TO_HOST, CudaBuffer, CudaCopy, DeviceBuffer, ForeignBuffer
@@ -76,7 +76,6 @@ class CudaBackend(Backend):
         """The backend of GPU ``options.device``. On a runtime over several devices
         (``asyncgpu.backends.cuda.multi``) it is the part for device slot ``slot``, and
         ``copies(nbytes)`` makes the allocations' per-device copies (``DeviceCopies``)."""
-        cuda_device_max_connections()
         import cupy
 
         self.cupy = cupy
