@@ -4,8 +4,9 @@ Images are 2D float32 arrays (rows, cols), zero-padded at the borders. The 2D ke
 (``gaussian_blur``, ``sobel``) are launched on a 2D grid but number the pixels flat, row by row,
 over all of the grid's threads (``grid_rank_from``), so a warp reads and writes 32 consecutive
 pixels of a row (an 8 x 8 block's warp used to touch four rows, 8 pixels each), and declare a
-grid offset (``first``, ``total``), so a tenant or a regulation plan may run them in pieces of
-their grid, which leaves the device to other tenants' kernels between the pieces; the others
+grid offset (``first``, ``total``) and a grid-stride loop, so a tenant or a regulation plan may
+run them in pieces, each on the whole grid over a part of the pixels, which leaves the device
+to other tenants' kernels between the pieces; the others
 are 1D over the pixels of flat (``ravel``-ed) views. Fixes over the original: the Gaussian
 weights are centred (the host builds them with an integer centre), the minimum starts at +inf
 (the host resets the accumulator, every thread starts its partial there), and every read-only
@@ -128,8 +129,9 @@ def combine(x, y, mask, res, n):
 
 ANNOTATIONS = {
     "gaussian_blur": {"const": ["img", "weights"], "out": ["out"],
-                      "grid_offset": ("first", "total")},
-    "sobel": {"const": ["img"], "out": ["out"], "grid_offset": ("first", "total")},
+                      "grid_offset": ("first", "total"), "grid_stride": True},
+    "sobel": {"const": ["img"], "out": ["out"], "grid_offset": ("first", "total"),
+              "grid_stride": True},
     "maximum": {"const": ["x"], "out": []},        # res: atomic accumulator, read-write
     "minimum": {"const": ["x"], "out": []},
     "extend": {"const": ["lo", "hi"], "out": []},  # x is updated in place

@@ -223,6 +223,83 @@ def test_a_split_grid_offset_kernel_is_ordered_with_other_work_on_its_arrays():
         assert np.array_equal(again.numpy(), rows_numpy(rows_numpy(rows_numpy(case.host))))
 
 
+# -- grid-stride kernels: pieces on the whole grid -------------------------------------------------
+def smooth(x, y, n, first, total):
+    """A grid-stride loop over elements, each also reading the one before it (not
+    element-wise): the same answer on a grid of any size."""
+    start = (cuda.blockIdx.x + first) * cuda.blockDim.x + cuda.threadIdx.x
+    for i in range(start, n, total * cuda.blockDim.x):
+        y[i] = 2.0 * x[i] + (x[i - 1] if i > 0 else 0.0)
+
+
+def smooth_numpy(x):
+    return 2.0 * x + np.concatenate([[0.0], x[:-1]])
+
+
+@pytest.mark.parametrize("blocks,pieces", [(1, 3), (4, 3), (7, 8)])
+@pytest.mark.parametrize("strategy", ["random", "starve"])
+def test_a_grid_stride_kernel_split_by_a_tenant_runs_every_piece_on_its_whole_grid(
+        blocks, pieces, strategy):
+    """Cut by block ranges, a launch whose grid the device holds at once would give pieces as
+    long as the whole launch; a grid-stride kernel's pieces each run the whole grid over a
+    part of the work, even a grid of one block, and give the whole launch's answer."""
+    with ag.configure(backend="sim", sim_strategy=strategy, sim_seed=3):
+        k = ag.kernel(const=["x"], out=["y"], grid_offset=("first", "total"),
+                      grid_stride=True)(smooth)
+        host = np.random.default_rng(5).integers(-8, 8, N).astype(np.float64)
+        x, y = ag.array(host), ag.empty(N)
+        name = f"stride-{blocks}-{pieces}-{strategy}"
+        with ag.instrument(programs.Edges()) as seen, \
+                ag.tenant(name, split={"smooth": pieces}):
+            k[blocks, THREADS](x, y, N, 0, blocks)
+        np.testing.assert_array_equal(y.numpy(), smooth_numpy(host))
+        assert ag.tenants()[name].kernels == pieces
+        assert [r.count("split") for _, r in seen.kernels] == [0] + [1] * (pieces - 1)
+
+
+def test_a_grid_stride_pieces_are_parts_of_a_grid_as_many_times_larger():
+    with ag.configure(backend="sim", sim_seed=1):
+        k = ag.kernel(out=["out"], grid_offset=("first", "total"), grid_stride=True)(firsts)
+        out = ag.empty(6)
+        with ag.tenant("stride-firsts", split={"firsts": 3}):
+            k[2, 4](out, 0, 2)
+        # piece i: the launch's 2 blocks as blocks 2i and 2i + 1 of a grid of 6
+        assert out.numpy().tolist() == [6000.0, 6000.0, 6002.0, 6002.0, 6004.0, 6004.0]
+
+
+def test_a_grid_stride_launch_that_is_itself_a_part_of_a_grid_is_cut_by_its_blocks():
+    with ag.configure(backend="sim", sim_seed=1):
+        k = ag.kernel(grid_offset=("first", "total"), grid_stride=True)(firsts)
+        out = ag.array(np.zeros(6))
+        with ag.tenant("stride-part", split={"firsts": 2}):
+            k[2, 4](out, 3, 6)              # blocks 3 and 4 of a grid of 6, by the caller
+        assert out.numpy().tolist() == [0.0, 0.0, 0.0, 6003.0, 6004.0, 0.0]
+
+
+def test_a_grid_stride_launch_is_profiled_for_the_regulation_as_cut_by_its_work():
+    """Its pieces each take a part of the time on the whole grid, whatever its waves (the
+    model's ``grid`` 0), and a launch of one block can be split."""
+    with ag.configure(backend="sim", sim_seed=2):
+        k = ag.kernel(const=["x"], out=["y"], grid_offset=("first", "total"),
+                      grid_stride=True)(smooth)
+        x, y = ag.array(np.ones(N)), ag.empty(N)
+        t = ag.tenant("stride-profiled")
+        with t:
+            k[1, THREADS](x, y, N, 0, 1)
+        ag.regulate(plan="search", tenants=[t.name])
+        with profiled_as({"smooth": 2e-3}, {"smooth": 0.1}, {"smooth": 0.05}):
+            for _ in range(2):
+                with t:
+                    k[1, THREADS](x, y, N, 0, 1)
+            ag.synchronize()
+            state = ag.regulation()
+        assert state.state == "regulated"
+        op = state.plan.profile[0].ops[0]
+        assert op.splittable and op.grid == 0.0
+        assert op.piece(4) == pytest.approx((op.seconds / 4, op.share))
+        ag.regulate(plan="off")
+
+
 # -- bad declarations and arguments ---------------------------------------------------------------
 TYPED = r"""
 extern "C" __global__ void typed(double* y, int n, float scale, const double* x, int first,
@@ -255,6 +332,11 @@ def _typed(**kwargs):
      "elementwise= and grid_offset= both declare how its launches split"),
     (_typed, {"grid_offset": ("first", "total"), "sim": lambda *a: None},
      "its sim= twin is a plain function.*give a @cuda.jit twin"),
+    (_numba, {"grid_stride": True},
+     r"kernel 'rows': grid_stride=True declares how pieces of its grid run, which needs "
+     r"grid_offset=\('first', 'total'\)"),
+    (_typed, {"grid_offset": ("first", "total"), "grid_stride": "yes"},
+     "kernel 'typed': grid_stride must be True or False; got 'yes'"),
 ])
 def test_a_bad_grid_offset_declaration_is_refused_by_name(make, kwargs, match):
     with pytest.raises(ag.SignatureError, match=match):
@@ -416,9 +498,9 @@ def test_a_recorded_grid_offset_kernel_split_by_a_tenant_replays_its_pieces_in_o
 
 
 def test_img_blurs_and_sobel_filters_split_by_a_tenant_give_the_workloads_answer():
-    """IMG's 2D stencils declare a grid offset: cut into pieces of their grid (the x blocks of
-    a 4 x 2 grid), each piece numbers its pixels as the whole launch would, so the step's
-    answer is the whole step's, pixel for pixel."""
+    """IMG's 2D stencils declare a grid offset and a grid-stride loop: cut into pieces, each
+    on the whole 4 x 2 grid as a part of one 3 (or 2) times wider, each piece numbers its
+    pixels as that grid would, so the step's answer is the whole step's, pixel for pixel."""
     from benchmarks.workloads import WORKLOADS
 
     with ag.configure(backend="sim", sim_strategy="random", sim_seed=5):

@@ -25,8 +25,9 @@ all started together (or each at a start of its own), under a plan's splits and 
   multiprocessor share its issue slots and caches, which threads and bandwidth alone do not
   capture;
 * a piece of a launch split in ``k`` takes :data:`PIECE_S` more than its part of the work:
-  an element-wise kernel's piece is launched on the same grid over a ``k``-th of the rows, so
-  it holds the same share for ``1/k`` of the time; a grid-offset kernel's piece runs a
+  an element-wise kernel's piece is launched on the same grid over a ``k``-th of the rows (a
+  grid-stride kernel's, on its whole grid over a ``k``-th of the work), so it holds the same
+  share for ``1/k`` of the time; a grid-offset kernel's piece runs a
   ``k``-th of the blocks, so its time follows its waves and its share its blocks (``Op.grid``:
   a piece of a grid that fits the device at once holds a ``k``-th of the share for as long as
   the whole launch, one of a grid of ``k`` waves or more the whole device for ``1/k`` of the

@@ -39,7 +39,8 @@ class Op:
     the earlier launches of the step it depends on (indices), for a kernel split by its
     grid, ``grid``: its blocks over the blocks the device keeps resident (``occupancy``;
     above 1 the grid runs in waves), which a piece's time and share follow (0: split by
-    rows), and ``blocks``: the launch's blocks (0: a recorded step's graph, not a kernel)."""
+    rows, or a grid-stride kernel on its whole grid: a k-th of the time at the same share),
+    and ``blocks``: the launch's blocks (0: a recorded step's graph, not a kernel)."""
 
     kernel: str
     seconds: float

@@ -193,12 +193,29 @@ def check_grid_offset(kernel: Any, grid_offset: Any) -> tuple[str, str] | None:
     return first, total
 
 
+def check_grid_stride(kernel: Any, grid_stride: Any) -> bool:
+    """Validate ``grid_stride=`` at decoration (``kernel.grid_offset`` already set)."""
+    if grid_stride is False or grid_stride is None:
+        return False
+    if grid_stride is not True:
+        raise SignatureError(
+            f"kernel '{kernel.name}': grid_stride must be True or False; got {grid_stride!r}")
+    if kernel.grid_offset is None:
+        raise SignatureError(
+            f"kernel '{kernel.name}': grid_stride=True declares how pieces of its grid run, "
+            "which needs grid_offset=('first', 'total') to tell each piece its part; declare "
+            "both, or drop grid_stride="
+        )
+    return True
+
+
 def splittable(launcher: Any) -> bool:
     """Whether a tenant's split would launch ``launcher``'s launches in pieces: its kernel is
-    element-wise, or declares a grid offset and the grid has two blocks or more in x."""
+    element-wise, declares a grid offset and the grid has two blocks or more in x, or also
+    declares a grid-stride loop (its pieces then run on the whole grid)."""
     kernel = launcher.kernel
     if kernel.grid_offset is not None:
-        return launcher.grid[0] >= 2
+        return kernel.grid_stride or launcher.grid[0] >= 2
     return bool(kernel.elementwise)
 
 

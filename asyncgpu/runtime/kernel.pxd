@@ -21,6 +21,7 @@ cpdef ArrayArg array_arg(Py_ssize_t index, param, View array, bint read, bint wr
 
 cdef class Kernel:
     cdef public object name, params, modes, source, elementwise, broadcast, grid_offset
+    cdef public bint grid_stride
     cdef public object _launchers, _compiled
     cdef public tuple _slots
     cdef public bint typed

@@ -141,7 +141,7 @@ class Kernel:
     """A kernel whose launches asyncgpu schedules (see :func:`asyncgpu.kernel`)."""
 
     __slots__ = ("name", "params", "modes", "source", "typed", "elementwise", "broadcast",
-                 "grid_offset", "_launchers", "_compiled", "_slots", "__weakref__")
+                 "grid_offset", "grid_stride", "_launchers", "_compiled", "_slots", "__weakref__")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -167,6 +167,10 @@ class Kernel:
         #: when it launches the grid in pieces (``asyncgpu.runtime.chunks``); set like
         #: ``elementwise``.
         self.grid_offset: tuple[str, str] | None = None
+        #: with ``grid_offset``: its answer is the same on a grid of any size (a grid-stride
+        #: loop), so a whole launch's pieces may each run on its whole grid
+        #: (``asyncgpu.runtime.splits``)
+        self.grid_stride: bool = False
         self._launchers: dict[Any, Launcher] = {}
         self._compiled: dict[Any, Any] = {}  # backend caches (compiled functions per signature)
         # Per parameter, what the launch path needs without dictionary lookups:

@@ -94,7 +94,8 @@ def _numba_kernel(fn: Any, const: Any, out: Any, name: str | None) -> Kernel:
 
 def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
            name: str | None = None, elementwise: bool | str = False,
-           broadcast: Any = (), grid_offset: tuple[str, str] | None = None) -> Any:
+           broadcast: Any = (), grid_offset: tuple[str, str] | None = None,
+           grid_stride: bool = False) -> Any:
     """Wrap a kernel so that its launches are scheduled asynchronously.
 
     Use as a decorator above ``@cuda.jit`` (or on a plain Python kernel function, which is
@@ -152,6 +153,15 @@ def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
         ``total=G``: a whole launch passes them unchanged, and each piece of a split one gets
         ``first`` raised by its first block and ``total`` unchanged. Not with ``elementwise``.
         None by default.
+    grid_stride:
+        With ``grid_offset``: declares that the kernel's answer is the same on a grid of any
+        size (it covers its work with a grid-stride loop whose stride it takes from
+        ``total``), so the pieces of a whole launch (``first=0``) may each run on the
+        launch's whole grid, as consecutive parts of a grid ``k`` times larger: piece ``i``
+        gets ``first = i * G`` and ``total = k * G``. A launch whose grid the device holds at
+        once gains nothing from pieces of its blocks (each lasts as long as the launch); its
+        pieces on the whole grid each do a ``k``-th of the work. Not for kernels whose
+        answer depends on the grid (per-block outputs). False by default.
 
     Returns
     -------
@@ -162,13 +172,14 @@ def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
     ------
     SignatureError
         An annotation names no parameter, or a parameter is both const and out; or
-        ``elementwise`` or ``grid_offset`` cannot hold (see
-        :func:`asyncgpu.runtime.chunks.check_annotation` and ``check_grid_offset``).
+        ``elementwise``, ``grid_offset`` or ``grid_stride`` cannot hold (see
+        :func:`asyncgpu.runtime.chunks.check_annotation`, ``check_grid_offset`` and
+        ``check_grid_stride``).
     """
     if fn is None:
         return lambda f: kernel(f, const=const, out=out, sim=sim, name=name,
                                 elementwise=elementwise, broadcast=broadcast,
-                                grid_offset=grid_offset)
+                                grid_offset=grid_offset, grid_stride=grid_stride)
     if isinstance(fn, Kernel):
         if isinstance(fn.source, CudaCSource):
             k = _c_kernel(fn.source, fn.params, const, out, name or fn.name)
@@ -180,22 +191,25 @@ def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
         k = _c_kernel(source, parse_cuda_declaration(fn.code, fn.name), const, out, name)
     else:
         k = _numba_kernel(fn, const, out, name)
-    return _splittable(k, elementwise, broadcast, grid_offset)
+    return _splittable(k, elementwise, broadcast, grid_offset, grid_stride)
 
 
-def _splittable(k: Kernel, elementwise: bool | str, broadcast: Any, grid_offset: Any) -> Kernel:
-    from .chunks import check_annotation, check_broadcast, check_grid_offset
+def _splittable(k: Kernel, elementwise: bool | str, broadcast: Any, grid_offset: Any,
+                grid_stride: Any) -> Kernel:
+    from .chunks import check_annotation, check_broadcast, check_grid_offset, check_grid_stride
 
     k.elementwise = check_annotation(k, elementwise)
     k.broadcast = check_broadcast(k, broadcast)
     k.grid_offset = check_grid_offset(k, grid_offset)
+    k.grid_stride = check_grid_stride(k, grid_stride)
     return k
 
 
 def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: Any = (),
                 out: Any = (), sim: Any = None, options: tuple[str, ...] = (),
                 elementwise: bool | str = False, broadcast: Any = (),
-                grid_offset: tuple[str, str] | None = None) -> Kernel:
+                grid_offset: tuple[str, str] | None = None, grid_stride: bool = False
+                ) -> Kernel:
     """A CUDA C kernel from source, scheduled like any other kernel.
 
     ``const T*`` parameters are read-only without annotation. A GrCUDA-style ``signature``
@@ -231,6 +245,9 @@ def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: 
         :func:`kernel`: the kernel's block index is ``blockIdx.x + first`` and its grid's
         block count ``total``. Its ``sim=`` twin, if any, must be a ``@cuda.jit`` kernel (a
         piece is a part of the grid, which a plain function does not see).
+    grid_stride:
+        With ``grid_offset``: the kernel's answer does not depend on its grid's size, so a
+        whole launch's pieces may each run on its whole grid (see :func:`kernel`).
 
     Returns
     -------
@@ -273,7 +290,7 @@ def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: 
         out = list(_names(out)) + [d.name for d, s in zip(params, sig) if getattr(s, "out", False)]
     src = CudaCSource(source, name, tuple(options), None, sim)
     return _splittable(_c_kernel(src, params, const, out, None), elementwise, broadcast,
-                       grid_offset)
+                       grid_offset, grid_stride)
 
 
 def _c_kernel(source: CudaCSource, params: tuple[Param, ...], const: Any, out: Any,

@@ -22,6 +22,11 @@ one of two ways:
   A launch whose ``first`` and ``total`` cannot describe its grid (``first`` 0 and ``total``
   not its blocks in x, or ``first + G`` over ``total``) is refused before anything is
   enqueued; one of fewer than two blocks in x runs whole.
+  A kernel that also declares ``grid_stride=True`` gives the same answer on any grid, so a
+  whole launch (``first`` 0) is cut otherwise: every piece runs on the launch's grid of
+  ``G`` blocks as the ``i``-th part of a grid of ``k * G`` (``first = i * G``, ``total =
+  k * G``), each a ``k``-th of the work on every block. Cut by block ranges, a grid the
+  device holds at once would give pieces as long as the whole launch.
 
 The pieces are cut, validated and prepared as a chunked launch's are (the same rows along
 axis 0, the same placement on several devices). Inside a recording the
@@ -74,9 +79,20 @@ def _grid_parts(launcher: Any, args: tuple[Any, ...], values: list[Any], site: s
             f"that grid; pass first 0 and total {blocks} for a whole launch (or drop "
             "grid_offset=)"
         )
+    start_type = type(args[at[0]])
+    if kernel.grid_stride and first == 0 and count >= 2:
+        # (its answer is the same on any grid: each piece runs the whole grid as the i-th
+        # part of one count times larger, a count-th of the work on every block)
+        total_type = type(args[at[1]])
+        parts = []
+        for i in range(count):
+            part = list(args)
+            part[at[0]] = start_type(i * blocks)
+            part[at[1]] = total_type(count * blocks)
+            parts.append((launcher, tuple(part)))
+        return parts
     if count < 2 or blocks < 2:
         return None
-    start_type = type(args[at[0]])
     rest = launcher.grid[1:]
     parts = []
     for start, stop in ranges(blocks, count):

@@ -80,7 +80,10 @@ class StepProfiles:
         memory = heuristic_class(nbytes, threads, attrs) == "memory"
         sample = Sample(None, backend.timing_event(node.device),
                         backend.timing_event(node.device))
-        grid = waves if launcher.kernel.grid_offset is not None else 0.0
+        # (a grid-stride kernel's pieces run on the whole grid, a k-th of the work each:
+        # as an element-wise one's, whatever its waves)
+        kernel = launcher.kernel
+        grid = waves if kernel.grid_offset is not None and not kernel.grid_stride else 0.0
         g = launcher.grid3
         previous = self._note(node, step, sample, launcher.kernel.name, share, memory, nbytes,
                               splittable(launcher), grid, g[0] * g[1] * g[2],

@@ -167,3 +167,38 @@ def test_grid_offset_kernels_split_in_pieces_equal_the_whole_launch_on_the_gpu(m
         assert np.array_equal(split_sums.numpy(), whole_sums.numpy())
         assert whole_sums.numpy().sum() == host.sum()           # (integers: exact)
         assert ag.tenants()[f"gpu-grid-splitter-{memory}"].kernels == 7
+
+
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_grid_stride_kernels_split_on_their_whole_grid_equal_the_whole_launch_on_the_gpu(memory):
+    """A grid-stride kernel's pieces each run its whole grid as a part of a grid as many times
+    larger: a CUDA C kernel over rows, and IMG's 2D blurs and Sobel filters (Numba) as the
+    workload launches them."""
+    from benchmarks.workloads import WORKLOADS
+
+    with ag.configure(backend="cuda", memory=memory):
+        smooth = ag.cuda_kernel(SMOOTH_ROWS, "smooth_rows", grid_offset=("first", "total"),
+                                grid_stride=True)
+        rows, cols, blocks = 4099, 512, 64              # a grid the device holds at once
+        host = np.random.default_rng(1).integers(-8, 8, (rows, cols)).astype(np.float64)
+        x = ag.array(host.reshape(-1))
+        whole, split = ag.empty_like(x), ag.empty_like(x)
+        smooth[blocks, 128](x, whole, rows, cols, 0, blocks)
+        name = f"gpu-stride-splitter-{memory}"
+        with ag.tenant(name, split={"smooth_rows": 5}):
+            smooth[blocks, 128](x, split, rows, cols, 0, blocks)
+        expected = host.copy()
+        expected[1:] += host[:-1]
+        assert np.array_equal(whole.numpy().reshape(rows, cols), expected)
+        assert np.array_equal(split.numpy(), whole.numpy())
+        assert ag.tenants()[name].kernels == 5
+        wl = WORKLOADS["img"](ag, "small")
+        wl.reset()
+        img_whole = wl.run(256, 132)
+        with ag.tenant(f"gpu-img-splitter-{memory}", split={"gaussian_blur": 4, "sobel": 3}):
+            wl.reset()
+            img_split = wl.run(256, 132)
+        assert img_whole.keys() == img_split.keys()
+        for key in img_whole:
+            np.testing.assert_array_equal(img_split[key], img_whole[key])
+        assert ag.tenants()[f"gpu-img-splitter-{memory}"].kernels == 3 * 4 + 2 * 3 + 6
