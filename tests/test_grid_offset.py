@@ -427,13 +427,14 @@ def test_a_grid_offset_launch_of_one_block_is_not_splittable_for_the_regulation(
 # -- random chains of split and whole launches ----------------------------------------------------
 @st.composite
 def chains(draw):
-    """Launches of ``rows`` and ``block_sums`` over three shared buffers: (kernel, source,
-    destination, blocks, pieces or 1 for whole)."""
+    """Launches of ``rows`` (cut by its blocks, or as a grid-stride kernel on its whole grid)
+    and ``block_sums`` over three shared buffers: (kernel, source, destination, blocks, pieces
+    or 1 for whole)."""
     out = []
     for _ in range(draw(st.integers(1, 6))):
         src = draw(st.integers(0, 2))
         dst = draw(st.sampled_from([b for b in range(3) if b != src]))
-        out.append((draw(st.sampled_from(["rows", "block_sums"])), src, dst,
+        out.append((draw(st.sampled_from(["rows", "rows_stride", "block_sums"])), src, dst,
                     draw(st.integers(1, 9)), draw(st.sampled_from([1, 2, 3, 8]))))
     return out
 
@@ -442,12 +443,14 @@ def _run_chain(chain, split):
     rng = np.random.default_rng(11)
     bufs = [ag.array(rng.integers(-4, 4, (ROWS, COLS)).astype(np.float64)) for _ in range(3)]
     ks = {"rows": ag.kernel(const=["x"], out=["y"], grid_offset=("first", "total"))(rows),
+          "rows_stride": ag.kernel(const=["x"], out=["y"], grid_offset=("first", "total"),
+                                   grid_stride=True, name="rows_stride")(rows),
           "block_sums": ag.kernel(const=["x"], grid_offset=("first", "total"))(block_sums)}
     for i, (name, src, dst, blocks, pieces) in enumerate(chain):
         scope = ag.tenant(f"chain-{i % 2}-{split}-{name}-{pieces}",
                           split={name: pieces} if split and pieces > 1 else None)
         with scope:
-            if name == "rows":
+            if name != "block_sums":
                 ks[name][blocks, THREADS](bufs[src], bufs[dst], 0, blocks)
             else:       # (the sums go into the destination's first row; it is read-write)
                 ks[name][blocks, THREADS](bufs[src].reshape(-1), bufs[dst].reshape(-1),
