@@ -453,8 +453,8 @@ class PlanCheck:
         longer than that (a power of two, at most :data:`MOST_PIECES`; never fewer than
         ``kept`` has), or as short as pieces get: a launch split by its grid is cut no finer
         than its waves (``Op.piece``: a piece of a grid the device holds at once takes as long
-        as the whole launch, so such a launch is left whole); None when that changes nothing. A kernel a pointer holds is left whole
-        (a plan never splits and points one kernel)."""
+        as the whole launch, so such a launch is left whole); None when that changes nothing.
+        A kernel a pointer holds is left whole (a plan never splits and points one kernel)."""
         slice_s = SLICE * alone
         if slice_s <= 0:
             return None
