@@ -32,7 +32,7 @@ from __future__ import annotations
 from .core import compat as _compat  # noqa: F401  (must precede any numba.cuda import)
 from . import backends  # noqa: F401  (registers the backends with the runtime)
 from .core.config import Options
-from .core.config import cuda_device_max_connections as _hardware_queues
+from .backends.cuda import queues as _queues
 from .core.errors import (
     AnnotationViolation, ArgumentError, ArgumentValueError, AsyncGPUError,
     BackendUnavailableError, BlockTooLargeError, CompileError, DeadlockError, DeviceError,
@@ -58,8 +58,8 @@ from .core.tenants import TenantStatistics
 
 __version__ = "0.1.0"
 
-_hardware_queues()      # (now: the driver reads it once, in cuInit, which a program's next
-#                         imports may already call: compiling a kernel for the device, say)
+_queues.claim()     # (now: the driver reads it once, in cuInit, which a program's next
+#                     imports may already call: compiling a kernel for the device, say)
 
 __all__ = [
     "AnnotationViolation", "ArgumentError", "ArgumentValueError", "Array", "AsyncGPUError",

@@ -64,6 +64,58 @@ def test_importing_asyncgpu_gives_cuda_32_hardware_queues_unless_the_program_cho
     assert out.strip() == seen
 
 
+FAKE_DRIVER = """
+int answer;   /* what cuDeviceGetCount returns: 0 once cuInit ran, 3 (not initialized) before */
+int cuDeviceGetCount(int* count) { *count = 1; return answer; }
+"""
+
+
+@pytest.mark.parametrize("answer,initialized", [(0, True), (3, False)])
+def test_cuda_initialized_before_asyncgpu_is_told_from_the_loaded_driver(
+        answer, initialized, tmp_path):
+    """The probe asks a driver library already loaded, loading nothing: a stand-in driver
+    built here answers as CUDA's does before and after cuInit."""
+    import ctypes
+    import shutil
+
+    from asyncgpu.backends.cuda import queues
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("needs a C compiler to build the stand-in driver")
+    library = tmp_path / f"libfakecuda{answer}.so"
+    source = tmp_path / "fake.c"
+    source.write_text(FAKE_DRIVER)
+    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(library), str(source)], check=True)
+    assert not queues.initialized_already(str(library))        # not loaded: nothing asked
+    driver = ctypes.CDLL(str(library))
+    ctypes.c_int.in_dll(driver, "answer").value = answer
+    assert queues.initialized_already(str(library)) is initialized
+
+
+@pytest.mark.parametrize("chosen", [False, True])
+def test_asyncgpu_imported_after_cuda_was_initialized_warns_once_as_the_backend_is_made(
+        chosen, monkeypatch, caplog):
+    from asyncgpu.backends.cuda import queues
+
+    monkeypatch.setattr(queues, "initialized_already", lambda library=queues.DRIVER: True)
+    if chosen:
+        monkeypatch.setenv("CUDA_DEVICE_MAX_CONNECTIONS", "16")
+    else:
+        monkeypatch.delenv("CUDA_DEVICE_MAX_CONNECTIONS", raising=False)
+    queues.claim()
+    caplog.set_level("WARNING", logger="asyncgpu")
+    queues.warn_if_late()
+    queues.warn_if_late()
+    warned = [r.getMessage() for r in caplog.records if "hardware queues" in r.getMessage()]
+    if chosen:              # (the program chose its number: nothing to say)
+        assert warned == []
+    else:
+        assert len(warned) == 1
+        assert "import asyncgpu before the program's first CUDA call" in warned[0]
+        assert "CUDA_DEVICE_MAX_CONNECTIONS=32" in warned[0]
+
+
 def test_public_api_is_documented():
     import asyncgpu as ag
     from asyncgpu.core.compiled import compiled_modules

@@ -311,14 +311,18 @@ def enable_numba_simulator() -> None:
     os.environ.setdefault("NUMBA_ENABLE_CUDASIM", "1")
 
 
-def cuda_device_max_connections() -> None:
-    """Give CUDA enough hardware queues for the stream pool: called as ``asyncgpu`` is
-    imported, since the driver reads the variable once, in ``cuInit``, which importing a
-    workload's kernels or making the backend may already call.
+def cuda_device_max_connections() -> bool:
+    """Give CUDA enough hardware queues for the stream pool; whether this set the variable
+    (False: the program had). Called as ``asyncgpu`` is imported
+    (``asyncgpu.backends.cuda.queues``), since the driver reads the variable once, in
+    ``cuInit``, which importing a workload's kernels or making the backend may already call.
 
     CUDA maps streams onto ``CUDA_DEVICE_MAX_CONNECTIONS`` hardware queues (8 by default); more
     streams than queues creates false dependencies between unrelated streams: on an H200, with
     8, kernels of a tenant joining two of its streams started up to 21 ms late, as another
     tenant's long kernel on a stream sharing their queue ended.
     """
-    os.environ.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "32")
+    if "CUDA_DEVICE_MAX_CONNECTIONS" in os.environ:
+        return False
+    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "32"
+    return True

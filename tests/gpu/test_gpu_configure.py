@@ -51,3 +51,25 @@ def test_an_explicit_array_goes_through_a_managed_block_and_back():
         np.testing.assert_array_equal(x.numpy(), expect - 1)
         np.testing.assert_array_equal(y.numpy(), (start + 3) * 2)
         np.testing.assert_array_equal((x + y).numpy(), expect - 1 + (start + 3) * 2)
+
+
+@pytest.mark.parametrize("cuda_first", [True, False])
+def test_a_program_that_initialized_cuda_before_importing_asyncgpu_is_warned_of_the_queues(
+        cuda_first):
+    """CUDA reads CUDA_DEVICE_MAX_CONNECTIONS once, in cuInit: a CuPy array made before
+    asyncgpu is imported leaves the process with 8 hardware queues, and the backend says so."""
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    early = "import cupy; cupy.zeros(1); " if cuda_first else ""
+    code = (early + "import asyncgpu as ag\n"
+            "with ag.configure(backend='cuda'):\n"
+            "    assert ag.zeros(4).numpy().tolist() == [0.0] * 4\n")
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_DEVICE_MAX_CONNECTIONS"}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, cwd=pathlib.Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    warned = "CUDA was initialized before asyncgpu was imported" in done.stderr
+    assert warned is cuda_first

@@ -41,6 +41,7 @@ from ...core.config import Options
 from ...core.errors import BackendUnavailableError, CaptureError, KernelFault, OutOfMemoryError
 from ..capture import CaptureTracker, Graph, check_launch, destroy
 from .buffers import DEVICE_TO_HOST, CudaBuffer, CudaCopy, DeviceBuffer, ForeignBuffer
+from .queues import warn_if_late
 from .calls import CudaCalls
 from .driver import driver_calls
 from .faults import RECENT_LAUNCHES, fault_from, is_sticky, refused_launch
@@ -76,6 +77,7 @@ class CudaBackend(Backend):
         """The backend of GPU ``options.device``. On a runtime over several devices
         (``asyncgpu.backends.cuda.multi``) it is the part for device slot ``slot``, and
         ``copies(nbytes)`` makes the allocations' per-device copies (``DeviceCopies``)."""
+        warn_if_late()
         import cupy
 
         self.cupy = cupy
