@@ -4,15 +4,17 @@ Tensors are channel-last 3D arrays (rows, cols, channels). Convolutions are 3x3,
 padding) with a stride, followed by ReLU; their weights, flat in [out_channel][ki][kj][in_channel]
 order, are staged in shared memory once per block. The spatial kernels are launched on a 2D grid
 but number their outputs (row, column, channel) flat over all of the grid's threads
-(``grid_rank``): one thread per output value, consecutive threads on consecutive values, so
-every channel of every position is a thread of its own (with one thread per position, the
+(``grid_rank_from``): one thread per output value, consecutive threads on consecutive values,
+so every channel of every position is a thread of its own (with one thread per position, the
 second convolution's 361 positions kept 361 threads busy for 1,152 multiply-adds each, 80 us
-on an H100; 10.9 us now, ``tools/kernel_times.py``). ``concat`` and ``dot`` are 1D.
+on an H100; 10.9 us now, ``tools/kernel_times.py``). They declare a grid offset (``first``,
+``total``) over grid-stride loops, so a tenant or a regulation plan may run them in pieces,
+each on the whole grid over a part of the outputs. ``concat`` and ``dot`` are 1D.
 """
 
 from numba import cuda, float32, float64, uint32
 
-from .blockops import BLOCK_MAX, SUM, block_reduce, grid_rank, thread_rank
+from .blockops import BLOCK_MAX, SUM, block_reduce, grid_rank_from, thread_rank
 
 #: Convolution window.
 K = 3
@@ -31,8 +33,10 @@ def _place(t, cols, channels):
 
 
 @cuda.jit
-def conv2d(x, w, out, stride):
-    """out[i, j, m] = ReLU(sum_{a, b < K, l} w[m, a, b, l] x[i stride + a, j stride + b, l]).
+def conv2d(x, w, out, stride, first, total):
+    """out[i, j, m] = ReLU(sum_{a, b < K, l} w[m, a, b, l] x[i stride + a, j stride + b, l]);
+    blocks ``first`` on of a grid of ``total`` in x (``grid_offset``: whole, ``0`` and the
+    grid's; a grid-stride loop, so a piece may run the whole grid as a part of a larger one).
 
     Indices are unsigned: Numba checks every signed index for a negative value to wrap it
     around, which in this loop was about a third of the time (conv1 at the small scale
@@ -47,12 +51,12 @@ def conv2d(x, w, out, stride):
     for u in range(tid, nw, nt):     # (not ``t``: one name, one type, or t turns signed)
         ws[u] = w[u]
     cuda.syncthreads()
-    first, step = grid_rank()
+    start, step = grid_rank_from(first, total)
     cols = uint32(out.shape[1])
-    total = uint32(out.shape[0]) * cols * cout
+    count = uint32(out.shape[0]) * cols * cout
     st = uint32(stride)
-    t = uint32(first)
-    while t < total:
+    t = uint32(start)
+    while t < count:
         i, j, m = _place(t, cols, cout)
         acc = float32(0.0)
         for a in range(K):
@@ -67,16 +71,16 @@ def conv2d(x, w, out, stride):
 
 
 @cuda.jit
-def mean_pool(x, out, window):
+def mean_pool(x, out, window, first, total):
     """out[i, j, c] = mean of x over the window x window tile at (i window, j window)
-    (unsigned indices, as in ``conv2d``)."""
+    (unsigned indices, and a grid offset, as in ``conv2d``)."""
     win = uint32(window)
     inv = float32(1.0 / (window * window))
-    first, step = grid_rank()
+    start, step = grid_rank_from(first, total)
     cols, ch = uint32(out.shape[1]), uint32(out.shape[2])
-    total = uint32(out.shape[0]) * cols * ch
-    t = uint32(first)
-    while t < total:
+    count = uint32(out.shape[0]) * cols * ch
+    t = uint32(start)
+    while t < count:
         i, j, c = _place(t, cols, ch)
         acc = float32(0.0)
         for a in range(window):
@@ -112,8 +116,10 @@ def dot(x, y, res, n):
 
 
 ANNOTATIONS = {
-    "conv2d": {"const": ["x", "w"], "out": ["out"]},
-    "mean_pool": {"const": ["x"], "out": ["out"]},
+    "conv2d": {"const": ["x", "w"], "out": ["out"], "grid_offset": ("first", "total"),
+               "grid_stride": True},
+    "mean_pool": {"const": ["x"], "out": ["out"], "grid_offset": ("first", "total"),
+                  "grid_stride": True},
     "concat": {"const": ["x", "y"], "out": ["z"]},
     "dot": {"const": ["x", "y"], "out": []},      # res: atomic accumulator
 }

@@ -500,22 +500,30 @@ def test_a_recorded_grid_offset_kernel_split_by_a_tenant_replays_its_pieces_in_o
         assert unordered_pieces(frozen) == []
 
 
-def test_img_blurs_and_sobel_filters_split_by_a_tenant_give_the_workloads_answer():
-    """IMG's 2D stencils declare a grid offset and a grid-stride loop: cut into pieces, each
-    on the whole 4 x 2 grid as a part of one 3 (or 2) times wider, each piece numbers its
-    pixels as that grid would, so the step's answer is the whole step's, pixel for pixel."""
+@pytest.mark.parametrize("workload,split,kernels", [
+    ("img", {"gaussian_blur": 3, "sobel": 2}, 3 * 3 + 2 * 2 + 6),
+    ("dl", {"conv2d": 3, "mean_pool": 2}, 4 * 3 + 2 * 2 + 2),
+])
+def test_the_workloads_2d_kernels_split_by_a_tenant_give_the_workloads_answer(
+        workload, split, kernels):
+    """IMG's blurs and Sobel filters and DL's convolutions and pools declare a grid offset and
+    a grid-stride loop: cut into pieces, each on the whole 4 x 2 grid as a part of one 3 (or
+    2) times wider, each piece numbers its values as that grid would, so the step's answer is
+    the whole step's, value for value."""
     from benchmarks.workloads import WORKLOADS
 
     with ag.configure(backend="sim", sim_strategy="random", sim_seed=5):
-        wl = WORKLOADS["img"](ag, "tiny")
+        wl = WORKLOADS[workload](ag, "tiny")
         wl.reset()
         whole = wl.run(32, 8)
-        name = "img-split"
-        with ag.tenant(name, split={"gaussian_blur": 3, "sobel": 2}):
+        name = f"{workload}-split"
+        with ag.tenant(name, split=split):
             wl.reset()
-            split = wl.run(32, 8)
-        assert whole.keys() == split.keys()
-        for key in whole:
-            np.testing.assert_array_equal(split[key], whole[key])
-        # 3 blurs in 3 pieces, 2 Sobel filters in 2, and the 6 other kernels whole
-        assert ag.tenants()[name].kernels == 3 * 3 + 2 * 2 + 6
+            got = wl.run(32, 8)
+        if isinstance(whole, dict):
+            assert whole.keys() == got.keys()
+            for key in whole:
+                np.testing.assert_array_equal(got[key], whole[key])
+        else:
+            np.testing.assert_array_equal(got, whole)
+        assert ag.tenants()[name].kernels == kernels

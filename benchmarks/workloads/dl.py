@@ -110,13 +110,14 @@ class TwoTowerCNN(SumOfTerms):
     def run_device(self, block: Any, num_blocks: int) -> None:
         """The launches of ``run`` (no host access: what ``recorded_static`` replays)."""
         b1, b2, g2 = threads(block), block2d(block), grid2d(num_blocks)
+        gx = g2[0]      # (the 2D kernels' grid offset: whole launches, blocks 0 on)
         # the towers interleaved, so both inputs start moving at once
-        self.k_conv[g2, b2](self.x, self.w1[0], self.x1, STRIDE)
-        self.k_conv[g2, b2](self.y, self.w1[1], self.y1, STRIDE)
-        self.k_pool[g2, b2](self.x1, self.x11, self.pool)
-        self.k_pool[g2, b2](self.y1, self.y11, self.pool)
-        self.k_conv[g2, b2](self.x11, self.w2[0], self.x2, STRIDE)
-        self.k_conv[g2, b2](self.y11, self.w2[1], self.y2, STRIDE)
+        self.k_conv[g2, b2](self.x, self.w1[0], self.x1, STRIDE, 0, gx)
+        self.k_conv[g2, b2](self.y, self.w1[1], self.y1, STRIDE, 0, gx)
+        self.k_pool[g2, b2](self.x1, self.x11, self.pool, 0, gx)
+        self.k_pool[g2, b2](self.y1, self.y11, self.pool, 0, gx)
+        self.k_conv[g2, b2](self.x11, self.w2[0], self.x2, STRIDE, 0, gx)
+        self.k_conv[g2, b2](self.y11, self.w2[1], self.y2, STRIDE, 0, gx)
         self.k_concat[num_blocks, b1](self.x2, self.y2, self.z)
         self.k_dot[num_blocks, b1](self.z, self.dense, self.res, self.z.size)
 
@@ -129,9 +130,9 @@ class TwoTowerCNN(SumOfTerms):
         h.prefetch(self.y, s1)
         for s, img, t1, t11, t2, i in ((s0, self.x, self.x1, self.x11, self.x2, 0),
                                        (s1, self.y, self.y1, self.y11, self.y2, 1)):
-            h.launch(self.k_conv, g2, b2, s, img, self.w1[i], t1, STRIDE)
-            h.launch(self.k_pool, g2, b2, s, t1, t11, self.pool)
-            h.launch(self.k_conv, g2, b2, s, t11, self.w2[i], t2, STRIDE)
+            h.launch(self.k_conv, g2, b2, s, img, self.w1[i], t1, STRIDE, 0, g2[0])
+            h.launch(self.k_pool, g2, b2, s, t1, t11, self.pool, 0, g2[0])
+            h.launch(self.k_conv, g2, b2, s, t11, self.w2[i], t2, STRIDE, 0, g2[0])
         e = h.event()
         h.record(e, s1)
         h.wait(s0, e)

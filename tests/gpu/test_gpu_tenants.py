@@ -172,8 +172,8 @@ def test_grid_offset_kernels_split_in_pieces_equal_the_whole_launch_on_the_gpu(m
 @pytest.mark.parametrize("memory", ["explicit", "managed"])
 def test_grid_stride_kernels_split_on_their_whole_grid_equal_the_whole_launch_on_the_gpu(memory):
     """A grid-stride kernel's pieces each run its whole grid as a part of a grid as many times
-    larger: a CUDA C kernel over rows, and IMG's 2D blurs and Sobel filters (Numba) as the
-    workload launches them."""
+    larger: a CUDA C kernel over rows, and IMG's and DL's 2D kernels (Numba) as the workloads
+    launch them."""
     from benchmarks.workloads import WORKLOADS
 
     with ag.configure(backend="cuda", memory=memory):
@@ -192,13 +192,18 @@ def test_grid_stride_kernels_split_on_their_whole_grid_equal_the_whole_launch_on
         assert np.array_equal(whole.numpy().reshape(rows, cols), expected)
         assert np.array_equal(split.numpy(), whole.numpy())
         assert ag.tenants()[name].kernels == 5
-        wl = WORKLOADS["img"](ag, "small")
-        wl.reset()
-        img_whole = wl.run(256, 132)
-        with ag.tenant(f"gpu-img-splitter-{memory}", split={"gaussian_blur": 4, "sobel": 3}):
+        for workload, split, kernels in (("img", {"gaussian_blur": 4, "sobel": 3}, 12 + 6 + 6),
+                                         ("dl", {"conv2d": 4, "mean_pool": 3}, 16 + 6 + 2)):
+            wl = WORKLOADS[workload](ag, "small")
             wl.reset()
-            img_split = wl.run(256, 132)
-        assert img_whole.keys() == img_split.keys()
-        for key in img_whole:
-            np.testing.assert_array_equal(img_split[key], img_whole[key])
-        assert ag.tenants()[f"gpu-img-splitter-{memory}"].kernels == 3 * 4 + 2 * 3 + 6
+            whole_step = wl.run(256, 132)
+            with ag.tenant(f"gpu-{workload}-splitter-{memory}", split=split):
+                wl.reset()
+                split_step = wl.run(256, 132)
+            if isinstance(whole_step, dict):            # (IMG: the images, pixel for pixel)
+                assert whole_step.keys() == split_step.keys()
+                for key in whole_step:
+                    np.testing.assert_array_equal(split_step[key], whole_step[key])
+            else:                   # (DL: a dot product summed by atomics, in any order)
+                np.testing.assert_allclose(split_step, whole_step, rtol=1e-5)
+            assert ag.tenants()[f"gpu-{workload}-splitter-{memory}"].kernels == kernels
