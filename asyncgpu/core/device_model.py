@@ -24,7 +24,10 @@ all started together (or each at a start of its own), under a plan's splits and 
   in the model of the two the measured one (:func:`pair_slowdowns`): blocks that share a
   multiprocessor share its issue slots and caches, which threads and bandwidth alone do not
   capture;
-* a piece of a launch split in ``k`` takes :data:`PIECE_S` more than its part of the work:
+* a piece of a launch split in ``k`` takes :data:`PIECE_S` more than its part of the work,
+  and no less than :data:`HOST_PIECE_S`, the host's time to issue it (the pieces are
+  launches the tenant's thread issues one after another, so a chain of short ones goes at
+  the host's pace):
   an element-wise kernel's piece is launched on the same grid over a ``k``-th of the rows (a
   grid-stride kernel's, on its whole grid over a ``k``-th of the work), so it holds the same
   share for ``1/k`` of the time; a grid-offset kernel's piece runs a
@@ -64,6 +67,9 @@ Slowdowns = dict[tuple[str, str, str, str], float]
 
 #: A piece's own cost beyond its share of the launch (the launch gap between two pieces).
 PIECE_S = 4e-6
+#: The least a piece takes: the host's time to issue a launch (an H200 host's 3-array CUDA C
+#: launch: 9 us; a piece is cut, bound and prepared as a launch of its own).
+HOST_PIECE_S = 10e-6
 #: Launches that together ask for ``d`` > 1 times the device's bandwidth each run ``d ** (1 +
 #: CONTENTION)`` times slower: more than in proportion, as they also evict each other's cached
 #: lines (HITS's two sparse products on an H200: 2.34x slower side by side where 2x is the share).
@@ -140,7 +146,7 @@ def _tasks(profiles: tuple[TenantProfile, ...], splits: dict[str, dict[str, int]
             k = cut.get(op.kernel, 1) if op.splittable else 1
             seconds, share = op.piece(k)
             if k > 1:
-                seconds += PIECE_S
+                seconds = max(seconds, HOST_PIECE_S) + PIECE_S
             chain = [_Task(t, high, i, seconds, share, op.bandwidth) for _ in range(k)]
             for a, b in itertools.pairwise(chain):
                 b.parents.append(a)
@@ -378,6 +384,6 @@ def pair_slowdowns(profiles: tuple[TenantProfile, ...], pairs: tuple[PairProfile
     return slow
 
 
-__all__ = ["BLOCKS_PER_SM", "CONTENTION", "MOST_SLOWDOWN", "PIECE_S", "REGISTERS_PER_SM",
+__all__ = ["BLOCKS_PER_SM", "CONTENTION", "HOST_PIECE_S", "MOST_SLOWDOWN", "PIECE_S", "REGISTERS_PER_SM",
            "SHARED_PER_SM", "Slowdowns", "occupancy", "occupancy_share", "pair_slowdowns",
            "play", "side_by_side", "simulate"]
