@@ -4,7 +4,8 @@ The GPU machine's host changes speed from minute to minute, which hides changes 
 asyncgpu's own Python. This runs the real ``CudaBackend`` over a stand-in CuPy whose CUDA calls
 do nothing (``tools/fakecupy``), so what is timed is asyncgpu's Python alone, and it is stable
 on an idle CPU: host microseconds per launch of the overhead benchmark's 3-array CUDA C kernel
-(independent, with one cross-stream wait, and as a tenant's step), of a launch followed by a one-element host read
+(independent, with one cross-stream wait, as a tenant's step, and as one cut in 8 pieces by a
+tenant's split), of a launch followed by a one-element host read
 of what it wrote, of a read of an element current on the host, and per kernel of the replay
 benchmark's bodies of 10 (eager, recorded, recorded_static). Medians of 9 repeats. The
 recorded bodies are also timed *cold*: one call right after a 32 MiB host copy, the state a
@@ -37,6 +38,15 @@ from asyncgpu.backends.cuda.backend import CudaBackend  # noqa: E402
 from benchmarks import overhead, replay  # noqa: E402
 
 
+SPLIT_ROWS = r"""
+extern "C" __global__ void rows3(const float* a, const float* b, float* c, int n) {}
+"""
+SPLIT_GRID = r"""
+extern "C" __global__ void grid3(const float* a, const float* b, float* c, int n, int first,
+                                 int total) {}
+"""
+
+
 def _median_us(fn, count: int, per: int = 1, repeats: int = 9) -> float:
     fn(200)
     samples = []
@@ -64,6 +74,21 @@ def main() -> None:
     for case, fn in overhead._ag_cases(ag, k3, 3).items():
         out[f"launch {case}"] = _median_us(fn, 20000)
     out["launch as a tenant's step"] = _median_us(overhead._tenant_steps(ag, k3, 3), 20000)
+    for label, k, extra in (("element-wise", ag.cuda_kernel(SPLIT_ROWS, "rows3",
+                                                            elementwise="n"), ()),
+                            ("by its grid", ag.cuda_kernel(SPLIT_GRID, "grid3",
+                                                           grid_offset=("first", "total"),
+                                                           grid_stride=True), (0, 132))):
+        n = 1 << 16
+        arrays = [ag.zeros(n, np.float32) for _ in range(3)]
+        scope = ag.tenant(f"split {label}", split={k.name: 8})
+
+        def split_steps(count: int, k=k, arrays=arrays, extra=extra, scope=scope) -> None:
+            for _ in range(count):
+                with scope:
+                    k[132, 256](*arrays, n, *extra)
+        out[f"launch in 8 pieces, {label}, as a tenant's step"] = _median_us(split_steps, 2000)
+        rt.synchronize()
     inc = ag.cuda_kernel(replay.INC, "inc")
     x = ag.zeros(32, np.float32)
 
