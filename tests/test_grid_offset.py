@@ -500,16 +500,16 @@ def test_a_recorded_grid_offset_kernel_split_by_a_tenant_replays_its_pieces_in_o
         assert unordered_pieces(frozen) == []
 
 
-@pytest.mark.parametrize("workload,split,kernels", [
-    ("img", {"gaussian_blur": 3, "sobel": 2}, 3 * 3 + 2 * 2 + 6),
-    ("dl", {"conv2d": 3, "mean_pool": 2}, 4 * 3 + 2 * 2 + 2),
+@pytest.mark.parametrize("workload,split,kernels", [     # (the simulator runs a thread per
+    ("img", {"gaussian_blur": 2, "sobel": 2}, 3 * 2 + 2 * 2 + 6),   # thread of every piece)
+    ("dl", {"conv2d": 2, "mean_pool": 2}, 4 * 2 + 2 * 2 + 2),
 ])
 def test_the_workloads_2d_kernels_split_by_a_tenant_give_the_workloads_answer(
         workload, split, kernels):
     """IMG's blurs and Sobel filters and DL's convolutions and pools declare a grid offset and
-    a grid-stride loop: cut into pieces, each on the whole 4 x 2 grid as a part of one 3 (or
-    2) times wider, each piece numbers its values as that grid would, so the step's answer is
-    the whole step's, value for value."""
+    a grid-stride loop: cut into pieces, each on the whole 4 x 2 grid as a part of one twice
+    as wide, each piece numbers its values as that grid would, so the step's answer is the
+    whole step's, value for value."""
     from benchmarks.workloads import WORKLOADS
 
     with ag.configure(backend="sim", sim_strategy="random", sim_seed=5):
