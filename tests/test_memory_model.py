@@ -408,7 +408,8 @@ def _same(a, b):
 
 
 @pytest.mark.parametrize("strategy", ["random", "reverse", "starve", "pct"])
-@settings(max_examples=programs.examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=programs.examples(40), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(steps=programs.strategies())
 def test_random_programs_equal_serial_in_both_memory_models(strategy, steps):
     import asyncgpu as ag
@@ -426,7 +427,8 @@ def test_random_programs_equal_serial_in_both_memory_models(strategy, steps):
 
 
 @pytest.mark.parametrize("policy", programs.POLICIES[:4])
-@settings(max_examples=programs.examples(15), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=programs.examples(15), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(steps=programs.strategies())
 def test_random_programs_explicit_every_policy(policy, steps):
     import asyncgpu as ag
@@ -438,7 +440,8 @@ def test_random_programs_explicit_every_policy(policy, steps):
 
 
 @pytest.mark.parametrize("strategy", ["random", "starve"])
-@settings(max_examples=programs.examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=programs.examples(20), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(steps=library_programs.strategies())
 def test_mixed_library_programs_explicit_equal_serial(strategy, steps):
     import asyncgpu as ag

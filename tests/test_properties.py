@@ -34,7 +34,8 @@ def assert_same(a, b):
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-@settings(max_examples=programs.examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=programs.examples(25), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(steps=programs.strategies())
 def test_random_programs_equal_serial(strategy, steps):
     import asyncgpu as ag
@@ -46,7 +47,8 @@ def test_random_programs_equal_serial(strategy, steps):
 
 
 @pytest.mark.parametrize("policy", programs.POLICIES)
-@settings(max_examples=programs.examples(15), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=programs.examples(15), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(steps=programs.strategies())
 def test_every_policy_equals_serial(policy, steps):
     import asyncgpu as ag

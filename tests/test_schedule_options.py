@@ -102,7 +102,8 @@ def run_calls(steps, init, recorded: bool, static: bool = False):
 
 @pytest.mark.parametrize("options", CONFIGS, ids=lambda o: ",".join(f"{k}={v}" for k, v in
                                                                      o.items()) or "default")
-@settings(max_examples=programs.examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=programs.examples(12), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(steps=programs.strategies())
 def test_random_programs_equal_serial_under_every_option(options, steps):
     init = programs.initial(2)
@@ -117,7 +118,8 @@ def test_random_programs_equal_serial_under_every_option(options, steps):
 
 
 @pytest.mark.parametrize("static", [False, True], ids=["plain", "static"])
-@settings(max_examples=programs.examples(15), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=programs.examples(15), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(steps=programs.strategies())
 def test_recorded_calls_equal_unrecorded_calls(static, steps):
     if not any(isinstance(s, programs.Launch) for s in steps):

@@ -20,8 +20,9 @@ its time alone while the other's kernels run beside it is sharing multiprocessor
 stream priorities do not prevent.
 
 usage: PYTHONPATH=. python3 tools/tenant_phases.py [HIGH] [OTHER[,OTHER...]] [--scale medium]
-       [--steps 25] [--num-blocks 4*SMs] [--backend cuda] [--trace] [--stalls]     (default: dl beside ml; ``--backend sim
-       --scale tiny`` checks that it runs, its times are the simulator's)
+       [--steps 25] [--num-blocks 4*SMs] [--backend cuda] [--trace] [--stalls]
+       (default: dl beside ml; ``--backend sim --scale tiny`` checks that it runs, its times
+       are the simulator's)
 """
 
 from __future__ import annotations

@@ -385,5 +385,5 @@ def pair_slowdowns(profiles: tuple[TenantProfile, ...], pairs: tuple[PairProfile
 
 
 __all__ = ["BLOCKS_PER_SM", "CONTENTION", "HOST_PIECE_S", "MOST_SLOWDOWN", "PIECE_S",
-           "REGISTERS_PER_SM", "SHARED_PER_SM", "Slowdowns", "occupancy", "occupancy_share", "pair_slowdowns",
-           "play", "side_by_side", "simulate"]
+           "REGISTERS_PER_SM", "SHARED_PER_SM", "Slowdowns", "occupancy", "occupancy_share",
+           "pair_slowdowns", "play", "side_by_side", "simulate"]

@@ -364,6 +364,7 @@ class Regulator(PlanCheck, StepProfiles):
         self._profiled = {t: [] for t in self.tenants}
         self.apply(plan)
 
+
 class _Book:
     """The plans a runtime found, by shape, and how many were searched and reused."""
 

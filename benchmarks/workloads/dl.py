@@ -128,11 +128,12 @@ class TwoTowerCNN(SumOfTerms):
         h.prefetch(self.x, s0)
         h.prefetch(self.res, s0)
         h.prefetch(self.y, s1)
+        gx = g2[0]
         for s, img, t1, t11, t2, i in ((s0, self.x, self.x1, self.x11, self.x2, 0),
                                        (s1, self.y, self.y1, self.y11, self.y2, 1)):
-            h.launch(self.k_conv, g2, b2, s, img, self.w1[i], t1, STRIDE, 0, g2[0])
-            h.launch(self.k_pool, g2, b2, s, t1, t11, self.pool, 0, g2[0])
-            h.launch(self.k_conv, g2, b2, s, t11, self.w2[i], t2, STRIDE, 0, g2[0])
+            h.launch(self.k_conv, g2, b2, s, img, self.w1[i], t1, STRIDE, 0, gx)
+            h.launch(self.k_pool, g2, b2, s, t1, t11, self.pool, 0, gx)
+            h.launch(self.k_conv, g2, b2, s, t11, self.w2[i], t2, STRIDE, 0, gx)
         e = h.event()
         h.record(e, s1)
         h.wait(s0, e)

@@ -287,7 +287,8 @@ def test_released_lanes_are_made_again_when_needed(env):
     assert calls.lane_launches == 3 and cupy.asnumpy(y).tolist() == [2.0] * N
 
 
-def test_after_a_lane_whose_making_waited_no_new_lanes_are_made_until_the_device_is_synchronized(env, caplog):
+def test_after_a_lane_whose_making_waited_no_new_lanes_are_made_until_the_device_is_synchronized(
+        env, caplog):
     cupy, cudriver, calls, kernels = env
     calls.single_node_graphs = True
     assert calls.lanes_growing is True
