@@ -425,6 +425,7 @@ def _plan_summary(ag: Any, after: str) -> dict[str, Any]:
     plan = state.plan
     # (``checking``: the check's stage still under way as the timed rounds begin, "" if none;
     # ``measured``: each stage's score, the largest of the tenants' slowdowns and more;
+    # ``pace``: each stage's, the tenants' work a second in seconds of their steps alone;
     # ``alone_ms``: each tenant's latency alone those slowdowns are over (measured, else
     # modelled);
     # ``modelled_score``: the search's objective for the tenants' own settings and for the
@@ -437,7 +438,7 @@ def _plan_summary(ag: Any, after: str) -> dict[str, Any]:
                        p.together_s * 1e3, p.other_together_s * 1e3] for p in plan.pairs],
             "modelled": plan.modelled,
             "checked_ms": {name: [v * 1e3 for v in pair] for name, pair in state.checked.items()},
-            "measured": dict(state.measured),
+            "measured": dict(state.measured), "pace": dict(state.pace),
             "alone_ms": {name: v * 1e3 for name, v in state.alone.items()},
             "profile": {p.name: {"launches": len(p.ops),
                                  "alone_ms": sum(o.seconds for o in p.ops) * 1e3,

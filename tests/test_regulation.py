@@ -288,7 +288,7 @@ def test_a_plan_saved_and_loaded_is_the_same(tmp_path):
                 (TenantProfile("a", "high", (op("k", 1.0, 0.5, 0.25, True, [0]),
                                              Op("g", 1e-3, 1.0, 0.0, True, (), 3.5)), True),),
                 ("a",), (PairProfile("a", "k", "b", "j", 1e-3, 2e-3, 1.5e-3, 2.5e-3),),
-                {"a": 40, "b": 88, "c": 88}, ("b", "c"))
+                {"a": 40, "b": 88, "c": 88}, ("b", "c"), ("a", "b"))
     path = str(tmp_path / "plan.json")
     plan.save(path)
     assert Plan.load(path) == plan
@@ -1019,7 +1019,8 @@ def test_regulating_before_any_tenant_ran_a_step_says_what_to_do():
 @given(steps=programs.strategies(), pieces=st.integers(2, 4))
 def test_random_programs_over_regulated_tenants_equal_serial(strategy, steps, pieces):
     """Steps spread over three tenants under a plan of a pointer chain (b after c, c after a:
-    every program kernel is ``prog``), with a profile of the first steps."""
+    every program kernel is ``prog``) and their threads on one host core, with a profile of the
+    first steps."""
     init = programs.initial()
     expected = serial(ag, steps, init)
 
@@ -1032,7 +1033,8 @@ def test_random_programs_over_regulated_tenants_equal_serial(strategy, steps, pi
                 ag.regulate(plan="search", steps=1)
             if i == 9:
                 ag.regulate(plan=Plan({}, {"b-regulated": {"prog": ("c-regulated", "prog")},
-                                           "c-regulated": {"prog": ("a-regulated", "prog")}}))
+                                           "c-regulated": {"prog": ("a-regulated", "prog")}},
+                                      one_core=("a-regulated", "b-regulated", "c-regulated")))
             return scopes[i % 3]
 
         out = programs.run(ag, steps, init, scope)
@@ -1201,7 +1203,7 @@ def _measured_check(plan, *named):
         def __init__(self):
             self.rt, self.tenants, self.plan = Runtime(), list(range(1, len(named) + 1)), plan
             self._lost, self.applied, self.stored = {"split", "guard", "exclusive"}, [], []
-            self.measured, self.checked = {}, {}
+            self.measured, self.checked, self.paces = {}, {}, {}
             self.book, self.stood_in = _Book(), False
 
         def apply(self, chosen, measure=True):
@@ -1322,6 +1324,95 @@ def test_a_plan_that_stalls_a_tenant_is_scored_by_the_step_it_holds_up():
     assert check.plan is check.stored[0][1] and not check.plan.after
 
 
+def _paced(check, tenant, every_ms, n=plan_check.CHECK_STEPS):
+    """``tenant`` (by number) began ``n`` + 1 steps in the stage under way, one every
+    ``every_ms`` (host clock)."""
+    check._trial.begins[tenant] = [i * every_ms * 1e-3 for i in range(n + 1)]
+
+
+@pytest.mark.parametrize("on_core_ms, lead_on_core_ms, kept", [
+    (1.8, 1.8, True),       # a step of each every 1.8 ms on one core (pace 1.11 against 0.80)
+    (2.6, 2.6, False),      # on one core slower still (pace 0.77)
+    (1.6, 2.7, False),      # faster on one core, but the high-priority lead's median step slower
+])
+def test_steps_slower_side_by_side_than_one_after_another_run_on_one_core_where_that_is_faster(
+        on_core_ms, lead_on_core_ms, kept, monkeypatch):
+    """Two tenants whose threads begin a step every 1 ms alone (host clock) began one every
+    2.5 ms side by side under the plan: together 0.8 of their pace one after another. Their
+    threads are run on one host core and measured so, kept only where the pace rose over the
+    noise and the high-priority lead's median step is no slower; else the plan without it is
+    back and one core is not tried again."""
+    from asyncgpu.runtime import host_core
+    monkeypatch.setattr(host_core, "supported", lambda: True)
+    from asyncgpu.core.plan import Op, Plan, TenantProfile
+
+    lead = TenantProfile("lead", "high", (Op("k", 1e-3, 0.2, 0.0, False, ()),))
+    other = TenantProfile("other", "normal", (Op("j", 1e-3, 0.2, 0.0, False, ()),))
+    plan = Plan(profile=(lead, other))
+    check, (first, second) = _measured_check(plan, ("lead", "high"), ("other", "normal"))
+    check._trial.periods = {1: 1e-3, 2: 1e-3}
+    n = plan_check.CHECK_STEPS
+    _steps(second, [2.5e-3] * n)
+    _steps(first, [2.5e-3] * n)
+    _paced(check, 1, 2.5)
+    _paced(check, 2, 2.5)
+    check._check()
+    assert check.paces["plan"] == pytest.approx(0.8)
+    assert check._trial.stage == "core" and check.plan.one_core == ("lead", "other")
+    _steps(second, [on_core_ms * 1e-3] * n)
+    _steps(first, [lead_on_core_ms * 1e-3] * n)
+    _paced(check, 1, lead_on_core_ms)
+    _paced(check, 2, on_core_ms)
+    check._check()
+    assert check.paces["core"] == pytest.approx(1 / on_core_ms + 1 / lead_on_core_ms)
+    if kept:
+        assert check._trial is None and check.plan.one_core
+        assert check.stored == [(plan, check.plan)]
+    else:
+        assert check.plan is plan and "core" in check._lost and not check.stored
+
+
+@pytest.mark.parametrize("periods", [{1: 1e-3, 2: 1e-3}, {1: 1e-3}])
+def test_no_one_core_where_side_by_side_was_as_fast_or_the_pace_alone_was_not_measured(periods):
+    """Side by side, each tenant began a step every 1.9 ms against 1 ms alone: 1.05 of their
+    pace one after another, so their steps stay where they are. Without the second tenant's
+    period alone, the pace is not measured, nor is one core tried, however slow the steps."""
+    from asyncgpu.core.plan import Op, Plan, TenantProfile
+
+    a = TenantProfile("a", "normal", (Op("k", 1e-3, 0.2, 0.0, False, ()),))
+    b = TenantProfile("b", "normal", (Op("j", 1e-3, 0.2, 0.0, False, ()),))
+    check, (first, second) = _measured_check(Plan(profile=(a, b)), ("a", "normal"),
+                                             ("b", "normal"))
+    check._trial.periods = periods
+    n = plan_check.CHECK_STEPS
+    _steps(first, [1.9e-3] * n)
+    _steps(second, [1.9e-3] * n)
+    _paced(check, 1, 1.9 if len(periods) == 2 else 5.0)
+    _paced(check, 2, 1.9 if len(periods) == 2 else 5.0)
+    check._check()
+    assert check.paces == ({"plan": pytest.approx(2 / 1.9)} if len(periods) == 2 else {})
+    assert check._trial is None and not check.plan.one_core
+
+
+def test_a_tenants_period_alone_is_its_median_time_from_one_step_to_the_next():
+    """Measured alone, the lead began its steps 1 ms apart but for one gap of 5 ms (the
+    host's hiccup): its period alone is 1 ms, stored with its latencies alone."""
+    from asyncgpu.core.plan import Op, Plan, TenantProfile
+
+    lead = TenantProfile("lead", "high", (Op("k", 1e-3, 0.2, 0.0, False, ()),))
+    other = TenantProfile("other", "normal", (Op("j", 1e-3, 0.2, 0.0, False, ()),))
+    plan = Plan(profile=(lead, other), shape=(("lead", ()), ("other", ())))
+    check, (first, _) = _measured_check(plan, ("lead", "high"), ("other", "normal"))
+    check._measure_alone(check._trial)
+    n = plan_check.ALONE_STEPS
+    _paced(check, 1, 1.0, n)
+    check._trial.begins[1][5:] = [b + 4e-3 for b in check._trial.begins[1][5:]]
+    _steps(first, [0.8e-3] * n)
+    check._check()
+    assert check._trial.periods[1] == pytest.approx(1e-3)
+    assert check.book.alone[("lead", plan.shape)] == pytest.approx((0.8e-3, 0.8e-3, 1e-3))
+
+
 def test_a_tenant_whose_steps_do_not_come_while_measured_alone_keeps_its_modelled_latency():
     """The lead measured alone (30 steps), then the other tenant: it runs none while the lead
     runs three stages' worth, held as it is, over 90 of the other's modelled steps alone; the
@@ -1352,7 +1443,7 @@ def test_a_tenant_whose_steps_do_not_come_while_measured_alone_keeps_its_modelle
     assert check._trial.stage == "plan" and check.plan is plan
     assert check._trial.alones == {1: 7e-3, 2: modelled[2]}
     assert check._trial.alone == 7.5e-3             # (the lead's second slowest alone)
-    assert check.book.alone == {("lead", plan.shape): (7e-3, 7.5e-3)}
+    assert check.book.alone == {("lead", plan.shape): (7e-3, 7.5e-3, 0.0)}
 
 
 def test_one_slow_step_alone_does_not_make_the_high_tenants_target_generous():

@@ -7,8 +7,9 @@ order (:class:`Op`: time alone, share of the device's threads and bandwidth, whe
 split, the earlier launches it depends on). A :class:`PairProfile` is two launches of two
 tenants timed alone and side by side. A :class:`Plan` is what the search returns and the
 runtime applies (``asyncgpu.runtime.regulator``): per tenant, its split kernels and its
-pointers, the tenants it makes exclusive (``asyncgpu.runtime.exclusive``) and the SM
-partitions it gives them (``asyncgpu.core.partitions``), with the workload shape it was
+pointers, the tenants it makes exclusive (``asyncgpu.runtime.exclusive``), the SM
+partitions it gives them (``asyncgpu.core.partitions``) and the tenants whose steps it runs
+on one host core (``asyncgpu.runtime.host_core``), with the workload shape it was
 searched for, the modelled :class:`Outcome` without and with it, the profiles and the pairs.
 A plan round-trips through JSON (``save``/``load``).
 
@@ -121,7 +122,10 @@ class Plan:
     modelled and how long it took; ``partitions``: per tenant name, the SMs of its partition
     (``asyncgpu.core.partitions``: the measured check's remedy for a late high-priority tenant
     whose launches use few blocks), a partition of its own unless the tenant is one of
-    ``shared``, whose tenants share one partition (of the SMs each's entry names).
+    ``shared``, whose tenants share one partition (of the SMs each's entry names);
+    ``one_core``: the tenants whose steps run on one host core (``asyncgpu.runtime.host_core``:
+    the measured check's remedy where their steps ran slower side by side than one after
+    another).
 
     ``profile`` holds the profiles it was searched on (each tenant's launches, their times
     alone and shares: what the search saw), and ``pairs`` the launches of two tenants timed
@@ -142,6 +146,7 @@ class Plan:
     pairs: tuple[PairProfile, ...] = ()
     partitions: dict[str, int] = field(default_factory=dict)
     shared: tuple[str, ...] = ()
+    one_core: tuple[str, ...] = ()
 
     def partition(self, name: str) -> tuple[str, int] | None:
         """Tenant ``name``'s partition under this plan: its name (the tenant's own, or, for
@@ -181,6 +186,8 @@ class Plan:
         if self.shared:
             parts.append(f"{', '.join(self.shared)}: on {self.partitions[self.shared[0]]} SMs "
                          "they share")
+        if self.one_core:
+            parts.append(f"{', '.join(self.one_core)}: threads on one host core")
         gain = ""
         before, after = self.before, self.after_outcome
         if before is not None and after is not None:
@@ -212,7 +219,8 @@ class Plan:
                            "pairs": [[p.tenant, p.kernel, p.other, p.other_kernel, p.alone_s,
                                       p.other_alone_s, p.together_s, p.other_together_s]
                                      for p in self.pairs],
-                           "partitions": self.partitions, "shared": list(self.shared)},
+                           "partitions": self.partitions, "shared": list(self.shared),
+                           "one_core": list(self.one_core)},
                           indent=1)
 
     @classmethod
@@ -237,7 +245,7 @@ class Plan:
                    tuple(d.get("exclusive", ())),
                    tuple(PairProfile(*p) for p in d.get("pairs", [])),
                    {t: int(n) for t, n in d.get("partitions", {}).items()},
-                   tuple(d.get("shared", ())))
+                   tuple(d.get("shared", ())), tuple(d.get("one_core", ())))
 
     def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as f:

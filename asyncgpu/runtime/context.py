@@ -121,6 +121,9 @@ class Runtime(HostAccess, TenantSteps):
         #: and kept (``exclusive_steps``); ``gate`` is it while a tenant is exclusive, else None
         self.exclusive_steps: ExclusiveSteps | None = None
         self.gate: ExclusiveSteps | None = None
+        #: the core the regulated tenants' steps run on (``asyncgpu.runtime.host_core``) while
+        #: a plan gives them one, else None
+        self.one_core: Any = None
         self._configure(options)
         for hook in NEW_RUNTIME_HOOKS:
             hook(self)

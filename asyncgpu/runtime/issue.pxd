@@ -20,7 +20,7 @@ cdef class Issuing:
     cdef public Backend backend
     cdef public object _acquire, _release
     cdef public object last_replay, options, retired, devices, _pins, tenants, regulator, gate
-    cdef public object exclusive_steps
+    cdef public object exclusive_steps, one_core
     cdef public dict _host_busy
     cdef public InterferenceRule interference, _rule
     cdef public Placement placement

@@ -59,7 +59,7 @@ class Issuing:
                  "memory", "no_const", "options", "prefetch", "graph_read_back", "recording",
                  "retired", "stats", "streams", "sync_mode", "want_sites", "devices",
                  "placement", "_pins", "tenants", "_tenanted", "interference", "_rule",
-                 "regulator", "gate", "exclusive_steps")
+                 "regulator", "gate", "exclusive_steps", "one_core")
 
     def launch_kernel(self, launcher: Launcher, args: tuple[Any, ...], pieces: int = 0) -> None:
         """Validate and schedule one kernel launch; returns without waiting. ``pieces``: the

@@ -22,7 +22,14 @@ that holds a tenant of short steps behind another's long launches multiplies its
 while the slowest tenant's barely moves. The plan is measured, then (when it adds anything)
 the tenants' own settings, and the plan is kept and stored only if it scores
 :data:`PLAN_GAIN` of theirs or less (a plan within the measurement's noise of none changes
-nothing worth its ordering), else the tenants' own settings are. Then, if
+nothing worth its ordering), else the tenants' own settings are. A stage also measures the
+tenants' *pace* (:func:`pace`): the seconds of their steps alone their threads ran a second,
+by the host's clock (1.0: as fast as their steps one after another). Where the plan kept ran
+under 1 (steps that are mostly host work, whose threads pass the interpreter lock from core to
+core), the tenants' threads are run on one host core (``core``,
+:mod:`asyncgpu.runtime.host_core`), kept where the pace rose to the plan's without it over
+:data:`PLAN_GAIN` or more (and a high-priority lead's median step is no more than
+:data:`MEDIAN_SLACK` slower). Then, if
 a high-priority lead beside normal tenants is still over its target, remedies are measured
 in turn, while it is, each kept only if it brought the stage's score to :data:`PLAN_GAIN` of
 what it was or less without making the lead's slowest step or its median step slower (the
@@ -77,6 +84,7 @@ from ..core.partitions import GRAIN
 from ..core.plan import Plan
 from ..core.device_model import simulate
 from ..core.regulation import HIGH_TARGET, score
+from . import host_core
 
 log = logging.getLogger("asyncgpu")
 
@@ -122,12 +130,13 @@ class Trial:
     ``guard``, ``partition``, ``exclusive`` or ``pieces``), when it began (``started``, host
     clock), where each tenant's measured latencies began in this stage, the work in flight
     when it began (``backlog``: the last node of each stream, which the lead's first step in
-    the stage waits for), when each tenant's step under way began (``opened``), and the
-    stages done: their plans, and their measured scores, each with the lead's slowest and
-    median step."""
+    the stage waits for), when each tenant's step under way began (``opened``), each
+    tenant's steps' beginnings in the stage (``begins``) and its period alone (``periods``),
+    and the stages done: their plans, their measured scores, each with the lead's slowest and
+    median step, and their paces (:func:`pace`)."""
 
-    __slots__ = ("alone", "alones", "backlog", "first", "lead", "opened", "plans", "queue",
-                 "scores", "stage", "started", "subject")
+    __slots__ = ("alone", "alones", "backlog", "begins", "first", "lead", "opened", "paces",
+                 "periods", "plans", "queue", "scores", "stage", "started", "subject")
 
     def __init__(self, lead: int, alones: dict[int, float], stage: str,
                  first: dict[int, int]) -> None:
@@ -139,7 +148,13 @@ class Trial:
         #: when the stage began, and each tenant's step under way (host clock), while one is
         self.started = time.perf_counter()
         self.opened: dict[int, float] = {}
+        #: (the period alone: the median time from one beginning to the next, measured alone,
+        #: the host's work between the steps counted; where it was measured)
+        self.begins: dict[int, list[float]] = {}
+        self.periods: dict[int, float] = {}
         self.scores: dict[str, tuple[float, float, float]] = {}
+        #: each stage's pace (:func:`pace`), where measured
+        self.paces: dict[str, float] = {}
         self.plans: dict[str, Plan] = {}
 
 
@@ -147,7 +162,28 @@ def own_settings(plan: Plan) -> Plan:
     """``plan`` without what it adds to the tenants' own settings (no splits, pointers or
     exclusive tenants), modelled as the search's starting point."""
     return dataclasses.replace(plan, splits={}, after={}, exclusive=(), partitions={},
-                               shared=(), after_outcome=plan.before)
+                               shared=(), one_core=(), after_outcome=plan.before)
+
+
+def pace(trial: Trial) -> float | None:
+    """The stage's *pace*: the seconds of the scored tenants' steps alone their threads ran a
+    second (each tenant's steps begun a second in the stage, from its first beginning to its
+    last, times its period alone, summed): 1.0 where they ran as fast as one after another,
+    above where side by side paid. None where a scored tenant's period alone was not measured
+    (measured alone, a host-timed period counts the host's work between steps, which a step's
+    latency on the device clock leaves out, and where threads wait for the GIL between their
+    steps that is where side by side costs)."""
+    total = 0.0
+    for t, alone in trial.alones.items():
+        if alone <= 0:
+            continue
+        period = trial.periods.get(t)
+        if period is None:
+            return None
+        begins = trial.begins.get(t, [])
+        if len(begins) >= 2 and begins[-1] > begins[0]:
+            total += (len(begins) - 1) / (begins[-1] - begins[0]) * period
+    return total
 
 
 class PlanCheck:
@@ -180,6 +216,7 @@ class PlanCheck:
         # (work issued under the plan before, still queued: the others' launches a new gate
         # or pointer cannot reach, which the lead's first step would otherwise run behind)
         trial.backlog = self.rt._running()
+        trial.begins = {}
         trial.started = time.perf_counter()
         self._trial = trial
         self._announce()
@@ -193,7 +230,9 @@ class PlanCheck:
         beyond ``HIGH_TARGET``. Stages: ``alone`` (each tenant's steps alone, the lead's first:
         :meth:`_measure_alone`); ``plan`` (the searched plan); ``own`` (the tenants' own
         settings, when the plan adds to them), the plan kept and stored if it scored
-        :data:`PLAN_GAIN` of theirs or less, else theirs; then, for a high-priority lead
+        :data:`PLAN_GAIN` of theirs or less, else theirs; ``core`` (the tenants' threads on
+        one host core, where that plan's pace was under 1: :meth:`_core_plan`), kept where
+        it raised the pace (:meth:`_judge_core`); then, for a high-priority lead
         still over its target beside normal tenants, ``split`` (the others' long splittable
         launches in pieces, :meth:`_split_plan`), ``guard`` (the others wait for its
         launches), ``partition`` (it on SMs of its own, the others on the rest,
@@ -233,13 +272,17 @@ class PlanCheck:
         high = lead.priority == "high" and trial.alone > 0
         trial.scores[trial.stage] = (score(slowdowns, [worst / trial.alone] if high else []),
                                      worst, measured[len(measured) // 2])
+        paced = pace(trial)
         n = len(measured)
         log.info("asyncgpu: regulation stage %r measured: %r's steps p50 %.3f, p90 %.3f, "
-                 "slowest %s ms; the tenants' slowdowns %s", trial.stage, lead.name,
+                 "slowest %s ms; the tenants' slowdowns %s; pace %s", trial.stage, lead.name,
                  measured[n // 2] * 1e3, measured[int(0.9 * n)] * 1e3,
                  ", ".join(f"{v * 1e3:.3f}" for v in measured[-3:]),
-                 ", ".join(f"{v:.2f}" for v in slowdowns))
+                 ", ".join(f"{v:.2f}" for v in slowdowns),
+                 "not measured" if paced is None else f"{paced:.2f}")
         self.measured[trial.stage] = trial.scores[trial.stage][0]
+        if paced is not None:
+            trial.paces[trial.stage] = self.paces[trial.stage] = paced
         stage, plan = trial.stage, self.plan
         if stage == "plan" and (plan.splits or plan.after or plan.exclusive):
             own = own_settings(plan)
@@ -257,6 +300,21 @@ class PlanCheck:
             self._store(trial.plans["plan"], trial.plans[keep])
             self.apply(trial.plans[keep], measure=False)
             stage, worst = keep, trial.scores[keep][1]
+        if stage == "core":
+            stage = "core" if self._judge_core(trial, high) else "core-base"
+            worst = trial.scores[stage][1]
+        elif stage in ("plan", "own"):
+            core = self._core_plan(trial, stage)
+            if core is not None:
+                log.info("asyncgpu: the tenants' steps ran at %.2f of their pace one after "
+                         "another; their threads now run on one host core (%s), measured in turn",
+                         trial.paces[stage], ", ".join(core.one_core))
+                trial.plans["core-base"] = self.plan
+                trial.scores["core-base"] = trial.scores[stage]
+                trial.paces["core-base"] = trial.paces[stage]
+                self.apply(core, measure=False)
+                self._start(core, "core", trial)
+                return
         if stage in REMEDIES:
             kept, worst = self._judge(trial, stage, lead.name, worst)
             if not kept:
@@ -308,6 +366,39 @@ class PlanCheck:
         self._trial = None
         self._announce()
 
+    def _core_plan(self, trial: Trial, stage: str) -> Plan | None:
+        """The plan in force with the scored tenants' threads on one host core
+        (``Plan.one_core``), where stage ``stage`` measured them slower side by side than one
+        after another (a pace under 1) and one core was not measured worse before; None where
+        it did not, where fewer than two tenants are scored, or where the platform does not
+        let a thread choose its cores."""
+        kept = self.plan
+        scored = [t for t in self.tenants if trial.alones.get(t, 0.0) > 0]
+        if ("core" in self._lost or kept is None or len(scored) < 2
+                or trial.paces.get(stage, 1.0) >= 1.0 or not host_core.supported()):
+            return None
+        return dataclasses.replace(kept,
+                                   one_core=tuple(self.rt.tenants[t].name for t in scored))
+
+    def _judge_core(self, trial: Trial, high: bool) -> bool:
+        """The end of the ``core`` stage: one core is kept (stored in place of the plan without
+        it) if the stage's pace is the plan's without it over :data:`PLAN_GAIN` or more and,
+        for a high-priority lead, its median step is at most :data:`MEDIAN_SLACK` slower; else
+        that plan is back and one core is not tried again. Returns whether it was kept."""
+        before, now = trial.paces["core-base"], trial.paces.get("core", 0.0)
+        median, median_now = trial.scores["core-base"][2], trial.scores["core"][2]
+        if now * PLAN_GAIN >= before and (not high or median_now <= MEDIAN_SLACK * median):
+            log.info("asyncgpu: the tenants' threads on one host core kept (pace %.2f -> %.2f of "
+                     "their steps one after another)", before, now)
+            self._store(trial.plans["core-base"], self.plan)
+            return True
+        log.info("asyncgpu: the tenants' threads on one host core did not help (pace %.2f -> "
+                 "%.2f, the lead's median step %.3f -> %.3f ms); the plan goes back to the one "
+                 "without it", before, now, median * 1e3, median_now * 1e3)
+        self._lost.add("core")
+        self.apply(trial.plans["core-base"], measure=False)
+        return False
+
     def _measure_alone(self, trial: Trial) -> None:
         """Begin the ``alone`` stages of ``trial``, just started on its plan, for each tenant
         it scores not yet measured alone beside this plan's shape (the lead first), where it
@@ -329,6 +420,8 @@ class PlanCheck:
                 trial.queue.append(t)
             else:
                 trial.alones[t] = known[0]
+                if known[2] > 0:
+                    trial.periods[t] = known[2]
                 if t == trial.lead:
                     trial.alone = known[1]
         self._next_alone(trial)
@@ -373,11 +466,16 @@ class PlanCheck:
         if t == trial.lead:
             trial.alone = measured[-2]
         shape = trial.plans["plan"].shape
+        begins = trial.begins.get(t, [])
+        gaps = sorted(b - a for a, b in zip(begins, begins[1:]))
+        period = gaps[len(gaps) // 2] if gaps else 0.0
+        if period > 0:
+            trial.periods[t] = period
         if shape:
-            self.book.alone[(subject.name, shape)] = (measured[n // 2], measured[-2])
+            self.book.alone[(subject.name, shape)] = (measured[n // 2], measured[-2], period)
         log.info("asyncgpu: tenant %r measured alone (%d steps): p50 %.3f ms, second slowest "
-                 "%.3f ms (modelled %.3f ms)", subject.name, n, measured[n // 2] * 1e3,
-                 measured[-2] * 1e3, modelled * 1e3)
+                 "%.3f ms (modelled %.3f ms), a step every %.3f ms", subject.name, n,
+                 measured[n // 2] * 1e3, measured[-2] * 1e3, modelled * 1e3, period * 1e3)
         return True
 
     def _remedy(self, trial: Trial, stage: str, remedy: str, plan: Plan,

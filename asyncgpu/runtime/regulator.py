@@ -22,8 +22,12 @@ The model
    and pointers become the tenants' (beside their own), and the state is *regulated*.
 3. *check*: a model errs, so the plan is measured on the device too, stage by stage
    (:mod:`asyncgpu.runtime.plan_check`), and kept only where it measured better than the
-   tenants' own settings; a high-priority tenant still over its target gets remedies, each
-   kept only where it helped. Its target is its latency alone, measured first: a few of its
+   tenants' own settings; where the tenants' steps ran slower side by side than they would
+   one after another (host-bound steps, whose threads pass the interpreter lock from core to
+   core), their threads are run on one host core (:mod:`asyncgpu.runtime.host_core`), kept
+   where that measured faster;
+   a high-priority tenant still over its target gets remedies, each kept only where it
+   helped. Its target is its latency alone, measured first: a few of its
    steps run with the device to themselves.
 
 While regulated, each step of a regulated tenant is checked against the plan's shape when it
@@ -57,9 +61,9 @@ from ..core.regulation import search
 from .plan_check import PlanCheck, Trial
 from .pair_profiles import time_pairs
 from .step_profiles import Step, StepProfiles
+from .host_core import OneCore
 
 log = logging.getLogger("asyncgpu")
-
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,12 +74,14 @@ class Regulation:
     and were reused, per high-priority tenant checked under the plan its slowest measured step
     of the last stage and its latency alone (seconds: its second slowest step measured alone,
     the check's first stage, else modelled), the stage of the plan's measurement now
-    (``alone``, ``plan``, ``own``, ``split``, ``guard``, ``partition``, ``exclusive``,
-    ``pieces``; empty when none is under way), the measured score of each stage done
-    (the largest of the tenants' slowdowns, mean step latency over latency alone, plus the
-    high-priority tenant's lateness weighted as in the search), and each scored tenant's
+    (``alone``, ``plan``, ``own``, ``core``, ``split``, ``guard``, ``partition``,
+    ``exclusive``, ``pieces``; empty when none is under way), the measured score of each stage
+    done (the largest of the tenants' slowdowns, mean step latency over latency alone, plus
+    the high-priority tenant's lateness weighted as in the search), each scored tenant's
     latency alone that its slowdowns are measured against (seconds: its median step measured
-    alone, else modelled from its profile)."""
+    alone, else modelled from its profile), and each stage's measured pace (``pace``: the
+    seconds of the tenants' steps alone their threads ran a second: 1.0 where as fast as one
+    after another, above where side by side paid; ``asyncgpu.runtime.plan_check.pace``)."""
 
     state: str
     tenants: tuple[str, ...] = ()
@@ -88,6 +94,7 @@ class Regulation:
     checking: str = ""
     measured: dict[str, float] = dataclasses.field(default_factory=dict)
     alone: dict[str, float] = dataclasses.field(default_factory=dict)
+    pace: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 class Regulator(PlanCheck, StepProfiles):
@@ -113,6 +120,8 @@ class Regulator(PlanCheck, StepProfiles):
         self._trial: Trial | None = None
         self.checked: dict[str, tuple[float, float]] = {}
         self.measured: dict[str, float] = {}
+        #: each stage's measured pace (``Trial.paces``), by stage
+        self.paces: dict[str, float] = {}
         #: per scored tenant (by number), its latency alone (``Regulation.alone``): the
         #: latest trial's, which its alone stages update
         self.alones: dict[int, float] = {}
@@ -149,7 +158,9 @@ class Regulator(PlanCheck, StepProfiles):
         trial = self._trial
         if trial is None:
             return False
-        trial.opened.setdefault(index, time.perf_counter())
+        now = time.perf_counter()
+        trial.opened.setdefault(index, now)
+        trial.begins.setdefault(index, []).append(now)
         if trial.stage == "alone":
             return index == trial.subject
         if index != trial.lead:
@@ -195,7 +206,8 @@ class Regulator(PlanCheck, StepProfiles):
                           dict(self.checked),
                           self._trial.stage if self._trial is not None else "",
                           dict(self.measured),
-                          {names[t].name: alone for t, alone in self.alones.items()})
+                          {names[t].name: alone for t, alone in self.alones.items()},
+                          dict(self.paces))
 
     # -- states ------------------------------------------------------------------------------
     def _expected(self, index: int) -> Any:
@@ -251,9 +263,9 @@ class Regulator(PlanCheck, StepProfiles):
             self.rt._notify("regulation_changed", *now)
 
     def apply(self, plan: Plan | None, measure: bool = True) -> None:
-        """Make ``plan``'s splits, pointers and exclusive tenants the regulated tenants' (None:
-        their own); with ``measure``, a plan searched on a profile is then measured
-        (:meth:`_check`)."""
+        """Make ``plan``'s splits, pointers, exclusive tenants, partitions and host core the
+        regulated tenants' (None: their own); with ``measure``, a plan searched on a profile is
+        then measured (:meth:`_check`)."""
         self.plan = plan
         rt = self.rt
         for t in self.tenants:
@@ -266,6 +278,7 @@ class Regulator(PlanCheck, StepProfiles):
                 exclusive = exclusive or tenant.name in plan.exclusive
             tenant.splits, tenant.after, tenant.exclusive = splits, after, exclusive
         self._partition(plan)
+        self._one_core(plan)
         rt.exclusive_changed()
         if rt.exclusive_steps is not None:
             rt.exclusive_steps.launch_times = self._launch_times(plan)
@@ -278,6 +291,20 @@ class Regulator(PlanCheck, StepProfiles):
                 self._measure_alone(self._trial)
         if measure:
             self._announce()
+
+    def _one_core(self, plan: Plan | None) -> None:
+        """Run the threads of the regulated tenants ``plan`` names in ``one_core`` on one host
+        core (``asyncgpu.runtime.host_core``; none without a plan); the threads moved for the
+        plan before get their cores back where that changes."""
+        rt = self.rt
+        names = plan.one_core if plan is not None else ()
+        members = frozenset(t for t in self.tenants if rt.tenants[t].name in names)
+        core = rt.one_core
+        if core is not None and core.members == members:
+            return
+        if core is not None:
+            core.release()
+        rt.one_core = OneCore(members) if members else None
 
     def _partition(self, plan: Plan | None) -> None:
         """Move the regulated tenants (those without ``sms`` of their own, whose partition is
@@ -371,7 +398,7 @@ class _Book:
     def __init__(self) -> None:
         self.plans: dict[Any, Plan] = {}
         #: a tenant's latency measured alone beside a plan's shape, by (its name, the
-        #: shape): (median, second slowest) seconds
+        #: shape): (median, second slowest, its steps' period alone; 0: not measured) seconds
         self.alone: dict[tuple[str, Any], tuple[float, float]] = {}
         self.searched = 0
         self.reused = 0

@@ -193,7 +193,11 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
     plan of splits (splittable kernels launched in pieces) and pointers (a kernel of one
     tenant waiting for a kernel of another) is searched on a model of the device, within
     ``budget_s`` seconds, and the tenants run with it. The plan is then measured on the device
-    against the tenants' own settings; while a high-priority tenant's steps stay over 1.2x its
+    against the tenants' own settings; where the tenants' steps ran slower side by side than
+    they would one after another (steps of mostly host work, whose threads pass the
+    interpreter lock from core to core), their threads are moved onto one host core
+    (``Plan.one_core``) and kept there where that measured faster, until the plan is set
+    aside; while a high-priority tenant's steps stay over 1.2x its
     latency alone, remedies are measured in turn and each kept only where it helps it without
     costing the others more (as the search's objective weighs them): the others' long
     splittable launches in pieces, the others waiting for its launches, it on SMs of its own
@@ -204,7 +208,7 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
     again. ``plan=`` a :class:`~asyncgpu.Plan` (``asyncgpu.regulation().plan``, or
     ``Plan.load(path)``): run with it. ``plan="off"``: the tenants' own settings again.
 
-    The plan is a tenant's splits, pointers, partition and exclusive setting
+    The plan is a tenant's splits, pointers, partition, exclusive setting and host core
     (``asyncgpu.tenant``), added to those the tenant was given, so results are those of the
     unregulated program; traces show its pieces (edges of reason ``split``), its pointers
     (``pointer``) and the profiled launches' order (``profile``). ``asyncgpu.regulation()``
@@ -239,7 +243,7 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
             chosen = [t.index for t in rt.tenants[1:] if t.steps]
             if isinstance(plan, Plan):
                 named = (set(plan.splits) | set(plan.after) | set(plan.exclusive)
-                         | set(plan.partitions))
+                         | set(plan.partitions) | set(plan.one_core))
                 chosen = [known[n] for n in sorted(named) if n in known] or chosen
         else:
             names = [tenants] if isinstance(tenants, str) else list(tenants)

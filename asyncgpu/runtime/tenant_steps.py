@@ -10,7 +10,9 @@ the step issued on each stream it moved, and the step is measured once they comp
 also open and close the runtime's gate (``asyncgpu.runtime.exclusive``), which is consulted
 while any tenant is exclusive (``exclusive_changed``); a step the regulator measures alone
 begins once no work is in flight, and the lead's first step in a stage of the regulator's
-check once the work in flight when the stage began has completed.
+check once the work in flight when the stage began has completed. While a regulation plan runs
+tenants on one host core (``one_core``, ``asyncgpu.runtime.host_core``), a step of theirs first
+moves its thread there.
 
 Invariants: every method runs under the runtime's lock (but a step that waits so, which waits
 for the device without it before it begins); a step closes the gate it opened, whatever
@@ -129,10 +131,15 @@ class TenantSteps:
         """A step of tenant ``index`` begins: the clock of every device, and the count of
         issues so far (what :meth:`end_step` needs). The clocks are not waited for (a round
         trip to the device per step): a step is measured once they and its ends completed.
-        A step the regulator measures alone (``Regulator.begin``; its tenant is exclusive
-        then, so the others' launches wait from here on) first waits on the host until no
-        work is in flight, and its clocks start after; the lead's first step in a stage of the
-        regulator's check waits so for the work in flight when the stage began."""
+        A step of a tenant that a regulation plan runs on one host core
+        (``asyncgpu.runtime.host_core``) first moves its thread there, if it is not yet. A step
+        the regulator measures alone (``Regulator.begin``; its tenant is exclusive then, so the
+        others' launches wait from here on) first waits on the host until no work is in
+        flight, and its clocks start after; the lead's first step in a stage of the regulator's
+        check waits so for the work in flight when the stage began."""
+        core = self.one_core
+        if core is not None and index in core.members:
+            core.enter()        # (before the lock: what runs under it already runs there)
         with self._lock:
             wait = self.regulator is not None and self.regulator.begin(index)
             # (the gate the step opened, closed by its end whatever a plan changes meanwhile)

@@ -207,3 +207,41 @@ def test_grid_stride_kernels_split_on_their_whole_grid_equal_the_whole_launch_on
             else:                   # (DL: a dot product summed by atomics, in any order)
                 np.testing.assert_allclose(split_step, whole_step, rtol=1e-5)
             assert ag.tenants()[f"gpu-{workload}-splitter-{memory}"].kernels == kernels
+
+
+def test_tenants_on_threads_held_to_one_host_core_give_their_results_and_get_their_cores_back():
+    import os
+    import threading
+
+    from asyncgpu.core.plan import Plan
+
+    with ag.configure(backend="cuda"):
+        k = ag.kernel(const=["x"], out=["y"])(twice)
+        n = 1 << 16
+        xs = [ag.array(np.full(n, float(i))) for i in range(3)]
+        ys = [ag.empty_like(x) for x in xs]
+        scopes = [ag.tenant(f"gpu-core-{i}") for i in range(3)]
+        sums: dict[int, list[float]] = {i: [] for i in range(3)}
+        inside: list[set[int]] = []
+
+        def step(i):
+            with scopes[i]:
+                k[n // 256, 256](xs[i], ys[i], n)
+                sums[i].append(float(ys[i].sum()))
+                inside.append(os.sched_getaffinity(0))
+
+        for i in range(3):
+            step(i)
+        mine = os.sched_getaffinity(0)
+        ag.regulate(plan=Plan(one_core=tuple(s.name for s in scopes)))
+        threads = [threading.Thread(target=lambda i=i: [step(i) for _ in range(20)])
+                   for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        cpu = current_runtime().one_core.cpu
+        assert all(s == [(2.0 * i + 1.0) * n] * 21 for i, s in sums.items())
+        assert inside[3:] == [{cpu}] * 60
+        ag.regulate(plan="off")
+        assert os.sched_getaffinity(0) == mine
