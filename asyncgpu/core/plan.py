@@ -8,8 +8,8 @@ split, the earlier launches it depends on). A :class:`PairProfile` is two launch
 tenants timed alone and side by side. A :class:`Plan` is what the search returns and the
 runtime applies (``asyncgpu.runtime.regulator``): per tenant, its split kernels and its
 pointers, the tenants it makes exclusive (``asyncgpu.runtime.exclusive``), the SM
-partitions it gives them (``asyncgpu.core.partitions``) and the tenants whose steps it runs
-on one host core (``asyncgpu.runtime.host_core``), with the workload shape it was
+partitions it gives them (``asyncgpu.core.partitions``) and the tenants whose threads it
+runs on one host core (``asyncgpu.runtime.host_core``), with the workload shape it was
 searched for, the modelled :class:`Outcome` without and with it, the profiles and the pairs.
 A plan round-trips through JSON (``save``/``load``).
 
@@ -123,9 +123,9 @@ class Plan:
     (``asyncgpu.core.partitions``: the measured check's remedy for a late high-priority tenant
     whose launches use few blocks), a partition of its own unless the tenant is one of
     ``shared``, whose tenants share one partition (of the SMs each's entry names);
-    ``one_core``: the tenants whose steps run on one host core (``asyncgpu.runtime.host_core``:
-    the measured check's remedy where their steps ran slower side by side than one after
-    another).
+    ``one_core``: the tenants whose threads run on one host core
+    (``asyncgpu.runtime.host_core``: the measured check's remedy where their steps ran slower
+    side by side than one after another).
 
     ``profile`` holds the profiles it was searched on (each tenant's launches, their times
     alone and shares: what the search saw), and ``pairs`` the launches of two tenants timed

@@ -126,14 +126,14 @@ class Trial:
     its measured median step alone, else modelled; a tenant without a profile has none), the
     lead's latency alone its slowest step is held to (``alone``: its second slowest measured
     alone, else modelled; 0 without a profile), the tenant measured alone now (``subject``)
-    and those still to be (``queue``), the stage (``alone``, ``plan``, ``own``, ``split``,
-    ``guard``, ``partition``, ``exclusive`` or ``pieces``), when it began (``started``, host
-    clock), where each tenant's measured latencies began in this stage, the work in flight
-    when it began (``backlog``: the last node of each stream, which the lead's first step in
-    the stage waits for), when each tenant's step under way began (``opened``), each
-    tenant's steps' beginnings in the stage (``begins``) and its period alone (``periods``),
-    and the stages done: their plans, their measured scores, each with the lead's slowest and
-    median step, and their paces (:func:`pace`)."""
+    and those still to be (``queue``), the stage (``alone``, ``plan``, ``own``, ``core``,
+    ``split``, ``guard``, ``partition``, ``exclusive`` or ``pieces``), when it began
+    (``started``, host clock), where each tenant's measured latencies began in this stage, the
+    work in flight when it began (``backlog``: the last node of each stream, which the lead's
+    first step in the stage waits for), when each tenant's step under way began (``opened``),
+    each tenant's steps' beginnings in the stage (``begins``) and its period alone
+    (``periods``), and the stages done: their plans, their measured scores, each with the
+    lead's slowest and median step, and their paces (:func:`pace`)."""
 
     __slots__ = ("alone", "alones", "backlog", "begins", "first", "lead", "opened", "paces",
                  "periods", "plans", "queue", "scores", "stage", "started", "subject")
@@ -159,8 +159,8 @@ class Trial:
 
 
 def own_settings(plan: Plan) -> Plan:
-    """``plan`` without what it adds to the tenants' own settings (no splits, pointers or
-    exclusive tenants), modelled as the search's starting point."""
+    """``plan`` without what it adds to the tenants' own settings (no splits, pointers,
+    exclusive tenants, partitions or host core), modelled as the search's starting point."""
     return dataclasses.replace(plan, splits={}, after={}, exclusive=(), partitions={},
                                shared=(), one_core=(), after_outcome=plan.before)
 
@@ -169,10 +169,10 @@ def pace(trial: Trial) -> float | None:
     """The stage's *pace*: the seconds of the scored tenants' steps alone their threads ran a
     second (each tenant's steps begun a second in the stage, from its first beginning to its
     last, times its period alone, summed): 1.0 where they ran as fast as one after another,
-    above where side by side paid. None where a scored tenant's period alone was not measured
-    (measured alone, a host-timed period counts the host's work between steps, which a step's
-    latency on the device clock leaves out, and where threads wait for the GIL between their
-    steps that is where side by side costs)."""
+    above where side by side paid. None where a scored tenant's period alone was not measured.
+    Periods on the host's clock, not latencies on the device's: a period counts the host's
+    work between a tenant's steps, and threads that wait for each other's turns at the
+    interpreter lock lose their time there."""
     total = 0.0
     for t, alone in trial.alones.items():
         if alone <= 0:

@@ -25,10 +25,9 @@ The model
    tenants' own settings; where the tenants' steps ran slower side by side than they would
    one after another (host-bound steps, whose threads pass the interpreter lock from core to
    core), their threads are run on one host core (:mod:`asyncgpu.runtime.host_core`), kept
-   where that measured faster;
-   a high-priority tenant still over its target gets remedies, each kept only where it
-   helped. Its target is its latency alone, measured first: a few of its
-   steps run with the device to themselves.
+   where that measured faster; a high-priority tenant still over its target gets remedies,
+   each kept only where it helped. Its target is its latency alone, measured first: a few of
+   its steps run with the device to themselves.
 
 While regulated, each step of a regulated tenant is checked against the plan's shape when it
 ends; a step of another shape (the workload changed) sets the plan aside and profiling starts
@@ -399,7 +398,7 @@ class _Book:
         self.plans: dict[Any, Plan] = {}
         #: a tenant's latency measured alone beside a plan's shape, by (its name, the
         #: shape): (median, second slowest, its steps' period alone; 0: not measured) seconds
-        self.alone: dict[tuple[str, Any], tuple[float, float]] = {}
+        self.alone: dict[tuple[str, Any], tuple[float, float, float]] = {}
         self.searched = 0
         self.reused = 0
 
