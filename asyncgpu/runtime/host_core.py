@@ -6,16 +6,16 @@ Tenants on host threads of their own share one interpreter lock. Where their ste
 host work (launches of a fraction of a millisecond, reads of their results), the lock passes
 from thread to thread many times a step, and with the threads on different cores each pass
 wakes a thread on another core, which then runs the runtime's code with its caches cold: on
-the GPU machine, three such tenants on threads ran at 0.4-0.6 of the speed of their steps one
-after another, and at 1.0 when the process was held to one core. A regulation plan whose
-``one_core`` names such tenants (``asyncgpu.core.plan.Plan``; the measured check's remedy
-where their steps ran slower side by side than one after another) runs their threads on one
-core (the one the first of those threads runs on): the first step of one of them under the
-plan moves its thread onto the core, where it
-stays until the plan is set aside (``release``: another plan, ``regulate(plan="off")``, a
-profile again), and the interpreter lock passes between threads of one core, whose caches keep
-the runtime's state. (Moving a thread only for the length of each of its steps measured no
-better than not moving it: between steps the threads met on other cores.)
+the GPU machine, three such tenants on threads ran at 0.35-0.75 of the speed of their steps
+one after another, and at 0.85-1.05 with the whole process held to one core. A regulation
+plan whose ``one_core`` names such tenants (``asyncgpu.core.plan.Plan``; the measured check's
+remedy where their steps ran slower side by side than one after another) runs their threads
+on one core (the one the first of those threads runs on): the first step of one of them
+under the plan moves its thread onto the core, where it stays until the plan is set aside
+(``release``: another plan, ``regulate(plan="off")``, a profile again), and the interpreter
+lock passes between threads of one core, whose caches keep the runtime's state. (Moving a
+thread only for the length of each of its steps measured no better than not moving it:
+between steps the threads met on other cores.)
 
 Invariants: every thread moved and still alive gets its cores back when the plan is set aside;
 a thread is moved once; where the operating system refuses (no ``sched_setaffinity``, or a core
@@ -45,9 +45,9 @@ def supported() -> bool:
 
 def current_core() -> int:
     """The core the calling thread runs on now (Linux: ``/proc/thread-self/stat``), else the
-    lowest of those it may use. The steps' core is the one the first of them runs on: the
-    scheduler put it where the host had room, where the lowest core often serves the
-    host's interrupts."""
+    lowest of those it may use. The threads' core is the one the first of them runs on: the
+    scheduler put it where the host had room, where the lowest core often serves the host's
+    interrupts."""
     try:
         with open("/proc/thread-self/stat", "rb") as f:
             # (after the command's name, in parentheses, the fields run from the third; the
