@@ -21,6 +21,14 @@ pytestmark = pytest.mark.skipif(not host_core.supported(),
                                 reason="the platform does not let a thread choose its cores")
 
 
+@pytest.fixture(autouse=True)
+def _cores_back():
+    """Whatever a test did, the thread running the tests gets its cores back after it."""
+    mine = os.sched_getaffinity(0)
+    yield
+    os.sched_setaffinity(0, mine)
+
+
 def scale(x, y, n):
     for i in range(cuda.grid(1), n, cuda.gridsize(1)):
         y[i] = 2.0 * x[i]
@@ -124,3 +132,16 @@ def test_a_core_the_system_refuses_leaves_the_threads_where_they_are_and_says_so
         assert current_runtime().one_core.refused
         assert sum("could not be moved onto core" in r.message for r in caplog.records) == 1
         ag.regulate(plan="off")
+
+
+def test_a_runtime_set_aside_for_another_device_gives_its_tenants_threads_their_cores_back():
+    with ag.configure(backend="sim", sim_seed=4):
+        mine = os.sched_getaffinity(0)
+        tenants = Tenants("retired", count=2)
+        tenants.regulate(tenants.names)
+        tenants.step(0)
+        assert os.sched_getaffinity(0) == {current_runtime().one_core.cpu}
+        rt = current_runtime()
+        with ag.configure(device=3):            # (the runtime above is retired)
+            assert os.sched_getaffinity(0) == mine
+            assert rt.regulator.state == "off" and rt.one_core is None

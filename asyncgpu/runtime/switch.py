@@ -210,7 +210,7 @@ def _close(backend: Any) -> None:
 
 def retire(rt: Any, new: Options) -> None:
     """``rt`` (all work finished) is no longer selected: close its backend, destroy its
-    graphs, and remember which switch retired it, for :func:`foreign`."""
+    graphs, end its regulation, and remember which switch retired it, for :func:`foreign`."""
     name, device = describe(rt.options)
     to_name, to_device = describe(new)
     if name != to_name:
@@ -220,4 +220,7 @@ def retire(rt: Any, new: Options) -> None:
     if rt.graphs is not None:
         rt.graphs.clear()       # a static graph function must not replay them elsewhere
         rt.graphs = None
+    if rt.regulator is not None:
+        with rt._lock:          # (its plan's SM partitions and host core are given back)
+            rt.regulator.stop()
     rt.close()
