@@ -12,10 +12,10 @@ plan whose ``one_core`` names such tenants (``asyncgpu.core.plan.Plan``; the mea
 remedy where their steps ran slower side by side than one after another) runs their threads
 on one core (the one the first of those threads runs on): the first step of one of them
 under the plan moves its thread onto the core, where it stays until the plan is set aside
-(``release``: another plan, ``regulate(plan="off")``, a profile again), and the interpreter
-lock passes between threads of one core, whose caches keep the runtime's state. (Moving a
-thread only for the length of each of its steps measured no better than not moving it:
-between steps the threads met on other cores.)
+(``release``: another plan, ``regulate(plan="off")``, a profile again, the runtime retired
+for another device or backend), and the interpreter lock passes between threads of one core,
+whose caches keep the runtime's state. (Moving a thread only for the length of each of its
+steps measured no better than not moving it: between steps the threads met on other cores.)
 
 Invariants: every thread moved and still alive gets its cores back when the plan is set aside;
 a thread is moved once; where the operating system refuses (no ``sched_setaffinity``, or a core
