@@ -145,3 +145,29 @@ def test_a_runtime_set_aside_for_another_device_gives_its_tenants_threads_their_
         with ag.configure(device=3):            # (the runtime above is retired)
             assert os.sched_getaffinity(0) == mine
             assert rt.regulator.state == "off" and rt.one_core is None
+
+
+def test_a_thread_the_program_keeps_off_that_core_is_left_where_it_is():
+    with ag.configure(backend="sim", sim_seed=5):
+        mine = os.sched_getaffinity(0)
+        if len(mine) < 2:
+            pytest.skip("needs two cores")
+        tenants = Tenants("kept-off", count=2)
+        tenants.regulate(tenants.names)
+        tenants.step(0)                         # (this thread chose the core)
+        cpu = current_runtime().one_core.cpu
+        elsewhere = mine - {cpu}
+        seen = []
+
+        def work():
+            os.sched_setaffinity(0, elsewhere)  # (the program's own choice)
+            tenants.step(1)
+            seen.append(os.sched_getaffinity(0))
+            ag.regulate(plan="off")             # (nothing to give back to this thread)
+            seen.append(os.sched_getaffinity(0))
+
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+        assert seen == [elsewhere, elsewhere] and not tenants.wrong
+        assert os.sched_getaffinity(0) == mine

@@ -18,8 +18,9 @@ whose caches keep the runtime's state. (Moving a thread only for the length of e
 steps measured no better than not moving it: between steps the threads met on other cores.)
 
 Invariants: every thread moved and still alive gets its cores back when the plan is set aside;
-a thread is moved once; where the operating system refuses (no ``sched_setaffinity``, or a core
-the process may not use), the threads run where they are and the refusal is logged once.
+a thread is moved once, and not at all where the program keeps it off that core; where the
+operating system refuses (no ``sched_setaffinity``, or a core the process may not use), the
+threads run where they are and the refusal is logged once.
 
 Example::
 
@@ -60,7 +61,8 @@ def current_core() -> int:
 class OneCore:
     """One runtime's core for the threads of the tenants ``members`` (by number) (see the
     module docstring): ``cpu`` (the core the first thread moved ran on: :func:`current_core`;
-    -1 before); the threads it moved, each with the cores it had (``moved``);
+    -1 before); the threads seen, each with the cores it had (``moved``; None: left where the
+    program keeps it);
     whether the operating system refused a move (``refused``: from then on no thread
     moves)."""
 
@@ -69,7 +71,7 @@ class OneCore:
     def __init__(self, members: frozenset[int]) -> None:
         self.members = members
         self.cpu = -1               # (the core the first thread moved ran on)
-        self.moved: dict[int, tuple[threading.Thread, set[int]]] = {}
+        self.moved: dict[int, tuple[threading.Thread, set[int] | None]] = {}
         self.refused = False
         self._lock = threading.Lock()
 
@@ -83,6 +85,10 @@ class OneCore:
                 before = os.sched_getaffinity(0)
                 if self.cpu < 0:
                     self.cpu = current_core()
+                if self.cpu not in before:
+                    # (the program keeps this thread off that core: its choice stands)
+                    self.moved[threading.get_native_id()] = (threading.current_thread(), None)
+                    return
                 os.sched_setaffinity(0, (self.cpu,))
             except OSError as exc:
                 self.refused = True
@@ -99,7 +105,7 @@ class OneCore:
         with self._lock:
             moved, self.moved = self.moved, {}
         for tid, (thread, before) in moved.items():
-            if thread.is_alive():
+            if before is not None and thread.is_alive():
                 try:
                     os.sched_setaffinity(tid, before)
                 except OSError:     # (it ended meanwhile)
