@@ -62,9 +62,8 @@ class OneCore:
     """One runtime's core for the threads of the tenants ``members`` (by number) (see the
     module docstring): ``cpu`` (the core the first thread moved ran on: :func:`current_core`;
     -1 before); the threads seen, each with the cores it had (``moved``; None: left where the
-    program keeps it);
-    whether the operating system refused a move (``refused``: from then on no thread
-    moves)."""
+    program keeps it); whether the operating system refused a move (``refused``: from then on
+    no thread moves)."""
 
     __slots__ = ("_lock", "cpu", "members", "moved", "refused")
 
@@ -85,11 +84,10 @@ class OneCore:
                 before = os.sched_getaffinity(0)
                 if self.cpu < 0:
                     self.cpu = current_core()
-                if self.cpu not in before:
-                    # (the program keeps this thread off that core: its choice stands)
-                    self.moved[threading.get_native_id()] = (threading.current_thread(), None)
-                    return
-                os.sched_setaffinity(0, (self.cpu,))
+                # (a thread the program keeps off that core stays where it is: its choice)
+                kept = before if self.cpu in before else None
+                if kept is not None:
+                    os.sched_setaffinity(0, (self.cpu,))
             except OSError as exc:
                 self.refused = True
                 log.info("asyncgpu: the tenants' threads could not be moved onto core %d (%s); "
@@ -97,7 +95,7 @@ class OneCore:
                 return
             # (threads that ended hold nothing: forgotten, so a long-lived plan does not grow)
             moved = {tid: kept for tid, kept in self.moved.items() if kept[0].is_alive()}
-            moved[threading.get_native_id()] = (threading.current_thread(), before)
+            moved[threading.get_native_id()] = (threading.current_thread(), kept)
             self.moved = moved
 
     def release(self) -> None:
