@@ -75,13 +75,15 @@ def test_the_plans_tenants_threads_run_on_one_core_until_the_plan_is_set_aside()
             for _ in range(3):
                 tenants.step(i)
             after[i] = os.sched_getaffinity(0)
-            done.wait()
+            done.wait(30)
             after[10 + i] = os.sched_getaffinity(0)
 
         threads = [threading.Thread(target=work, args=(i,)) for i in range(3)]
         for t in threads:
             t.start()
-        while len(after) < 3:
+        for _ in range(30000):                  # (at most 30 s: a thread that failed ends)
+            if len(after) == 3 or not all(t.is_alive() for t in threads):
+                break
             threading.Event().wait(0.001)
         assert not tenants.wrong and len(tenants.cores) == 9 and core.cpu in mine
         # (the third tenant is not the plan's: its thread runs where it was)
