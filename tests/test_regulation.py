@@ -28,7 +28,7 @@ from asyncgpu.core.device_model import (
     simulate,
 )
 from asyncgpu.core.regulation import HIGH_TARGET, evaluate, search
-from asyncgpu.runtime import pair_profiles, plan_check
+from asyncgpu.runtime import pair_profiles, plan_check, remedy_plans
 from asyncgpu.runtime.current import current_runtime
 from asyncgpu.testing.regulation import profiled_as
 
@@ -798,7 +798,7 @@ def test_a_plan_is_measured_against_the_tenants_own_settings_and_a_late_high_ten
     alone of 1e-12 s, and far under 1 s."""
     # (the most pieces of the split stage: 16, still more than the plan's 8, for fewer
     # simulated launches than 32)
-    monkeypatch.setattr(plan_check, "MOST_PIECES", 16)
+    monkeypatch.setattr(remedy_plans, "MOST_PIECES", 16)
     monkeypatch.setattr(plan_check, "CHECK_STEPS", 10)    # (stages of ten simulated steps)
     with ag.configure(backend="sim", sim_seed=2):
         caplog.set_level("INFO", logger="asyncgpu")     # (after configure, which sets it)

@@ -25,35 +25,30 @@ the tenants' own settings, and the plan is kept and stored only if it scores
 nothing worth its ordering), else the tenants' own settings are. A stage also measures the
 tenants' *pace* (:func:`pace`): the seconds of their steps alone their threads ran a second,
 by the host's clock (1.0: as fast as their steps one after another; it reads high where steps
-are mostly host work: :data:`CORE_BELOW`). Where the plan kept ran under
-:data:`CORE_BELOW` (steps that are mostly host work, whose threads pass the interpreter lock
-from core to core), the tenants' threads are run on one host core (``core``,
+are mostly host work: :data:`~asyncgpu.runtime.remedy_plans.CORE_BELOW`). Where the plan kept
+ran under that (steps that are mostly host work, whose threads pass the interpreter lock from
+core to core), the tenants' threads are run on one host core (``core``,
 :mod:`asyncgpu.runtime.host_core`), kept where the pace rose to the plan's without it over
 :data:`PLAN_GAIN` or more (and a high-priority lead's median step is no more than
-:data:`MEDIAN_SLACK` slower). Then, if
-a high-priority lead beside normal tenants is still over its target, remedies are measured
-in turn, while it is, each kept only if it brought the stage's score to :data:`PLAN_GAIN` of
-what it was or less without making the lead's slowest step or its median step slower (the
-score is the search's objective, measured: a remedy whose cost to the other tenants outweighs
-the lead's gain is not kept; nor is one that trades the lead's typical step for its slowest,
-which the score's weight on lateness alone could let through): first the normal tenants'
-splittable launches longer than :data:`SLICE` of the lead's latency alone are cut into pieces
-no longer than that (at most :data:`MOST_PIECES`; a model of the device shares its threads,
-but blocks that hold a multiprocessor for a whole long launch keep the lead's blocks waiting,
-which pieces end),
-then every normal tenant's launches wait for the lead's latest unfinished launch (a pointer
-from every kernel to every kernel, ``"*"``: priority before throughput, as
-``priority="high"`` asks), then SM partitions (:meth:`PlanCheck._partition_plan`: the lead on
-as many SMs as its largest launch has blocks, the other tenants on the rest, which they share,
-so the lead's launches never arrive behind blocks the others left resident; where its launches
-use at most half the device), then the lead's steps are made exclusive
-(``asyncgpu.runtime.exclusive``: the others' launches wait on the host while its step runs,
-and keep one launch in flight between its steps), which helps a lead whose steps arrive with
-gaps between them, as a service's requests do, where the pointers alone cannot keep the
-others' launches from filling the device just before its next step; last, its steps exclusive
-*and* the others' long launches in pieces, since what an exclusive step still waits for as it
-begins is the one launch each other tenant has in flight (pieces, which alone need not help,
-bound how long that launch is).
+:data:`MEDIAN_SLACK` slower). Then, if a high-priority lead beside normal tenants is still
+over its target, remedies are measured in turn, while it is, each kept only if it brought the
+stage's score to :data:`PLAN_GAIN` of what it was or less without making the lead's slowest
+step or its median step slower (the score is the search's objective, measured: a remedy whose
+cost to the other tenants outweighs the lead's gain is not kept; nor is one that trades the
+lead's typical step for its slowest, which the score's weight on lateness alone could let
+through): the normal tenants' long splittable launches in pieces (blocks that hold a
+multiprocessor for a whole long launch keep the lead's blocks waiting, which pieces end); every
+normal tenant's launches waiting for the lead's latest unfinished launch (a pointer from every
+kernel to every kernel, ``"*"``: priority before throughput, as ``priority="high"`` asks); SM
+partitions, the lead on SMs of its own (its launches then never arrive behind blocks the others
+left resident); the lead's steps exclusive (``asyncgpu.runtime.exclusive``: the others'
+launches wait on the host while its step runs, and keep one launch in flight between its
+steps), which helps a lead whose steps arrive with gaps between them, as a service's requests
+do, where pointers cannot keep the others from filling the device just before its next step;
+last, its steps exclusive *and* the others' long launches in pieces, since what an exclusive
+step still waits for as it begins is the one launch each other tenant has in flight (pieces,
+which alone need not help, bound how long that launch is). The remedies' plans are made by
+:class:`~asyncgpu.runtime.remedy_plans.RemedyPlans`.
 
 :class:`PlanCheck` holds the check's methods; :class:`~asyncgpu.runtime.regulator.Regulator`
 takes it as a base and keeps its state (the plan in force, the trial under way, the stored
@@ -81,11 +76,10 @@ import statistics
 import time
 from typing import Any
 
-from ..core.partitions import GRAIN
 from ..core.plan import Plan
 from ..core.device_model import simulate
 from ..core.regulation import HIGH_TARGET, score
-from . import host_core
+from .remedy_plans import RemedyPlans
 
 log = logging.getLogger("asyncgpu")
 
@@ -94,20 +88,9 @@ CHECK_STEPS = 30
 #: A searched plan is kept when its measured score is this fraction of the tenants' own
 #: settings' or less (two measurements of thirty steps each differ by a few percent alone).
 PLAN_GAIN = 0.97
-#: The tenants' threads are tried on one host core where the plan kept measured a pace under
-#: this. Not 1: a period alone is measured while the other tenants' threads are held at the
-#: exclusive gate, where they still wake between the subject's steps, so a host-bound
-#: tenant's period alone is longer than its step one after another (1.6-2x in the small
-#: mixes on the GPU machine: paces of 1.24 where the mix ran at 0.6 of one after another),
-#: while a device-bound mix's reads true (1.7-1.8 where it ran at 1.6-1.7).
-CORE_BELOW = 1.25
 #: A remedy may leave the high-priority lead's median step up to this much slower (the noise
 #: between two stages' medians of thirty steps).
 MEDIAN_SLACK = 1.03
-#: The split guard cuts normal tenants' launches into pieces of at most this fraction of the
-#: high-priority tenant's latency alone, in at most ``MOST_PIECES`` pieces.
-SLICE = 0.05
-MOST_PIECES = 32
 #: Steps of the lead measured alone before its plan is (``alone``): as many as a
 #: stage's. Its latency alone is their second slowest: a step alone has the device to
 #: itself, and one slow there (a hiccup of the host) would make the target generous for the
@@ -194,8 +177,9 @@ def pace(trial: Trial) -> float | None:
     return total
 
 
-class PlanCheck:
-    """The measured check's methods (a base of ``Regulator``, whose state they use)."""
+class PlanCheck(RemedyPlans):
+    """The measured check's methods (a base of ``Regulator``, whose state they use); the
+    remedies' plans are made by its base, :class:`~asyncgpu.runtime.remedy_plans.RemedyPlans`."""
 
     __slots__ = ()
 
@@ -231,23 +215,12 @@ class PlanCheck:
         return trial
 
     def _check(self) -> None:
-        """Measure the plan in force on the device, then decide (see the module docstring).
-        A stage ends once the lead tenant ran :data:`CHECK_STEPS` measured steps under it;
-        its score is the largest of the tenants' slowdowns (mean step latency over latency
-        alone), plus ``LATE_WEIGHT`` times a high-priority lead's slowest step's slowdown
-        beyond ``HIGH_TARGET``. Stages: ``alone`` (each tenant's steps alone, the lead's first:
-        :meth:`_measure_alone`); ``plan`` (the searched plan); ``own`` (the tenants' own
-        settings, when the plan adds to them), the plan kept and stored if it scored
-        :data:`PLAN_GAIN` of theirs or less, else theirs; ``core`` (the tenants' threads on
-        one host core, where that plan's pace was low: :meth:`_core_plan`), kept where
-        it raised the pace (:meth:`_judge_core`); then, for a high-priority lead
-        still over its target beside normal tenants, ``split`` (the others' long splittable
-        launches in pieces, :meth:`_split_plan`), ``guard`` (the others wait for its
-        launches), ``partition`` (it on SMs of its own, the others on the rest,
-        :meth:`_partition_plan`), ``exclusive`` (its steps exclusive) and ``pieces``
-        (exclusive, and the others' long launches in pieces), each kept only if it brought
-        the score to :data:`PLAN_GAIN` of what it was or less without making the lead's
-        slowest or median step slower (:meth:`_judge`)."""
+        """Measure the plan in force on the device, then decide (the module docstring tells
+        how). A stage ends once the lead tenant ran :data:`CHECK_STEPS` measured steps under
+        it. Stages: ``alone`` (:meth:`_measure_alone`), ``plan``, ``own`` (when the plan adds
+        to the tenants' own settings), ``core`` (:meth:`_core_plan`, :meth:`_judge_core`),
+        then for a late high-priority lead ``split``, ``guard``, ``partition``, ``exclusive``
+        and ``pieces`` (:meth:`_remedy`, :meth:`_judge`)."""
         trial = self._trial
         rt = self.rt
         tenants = rt.tenants
@@ -317,11 +290,7 @@ class PlanCheck:
                 log.info("asyncgpu: the tenants' steps ran at %.2f of their pace one after "
                          "another; their threads now run on one host core (%s), measured in turn",
                          trial.paces[stage], ", ".join(core.one_core))
-                trial.plans["core-base"] = self.plan
-                trial.scores["core-base"] = trial.scores[stage]
-                trial.paces["core-base"] = trial.paces[stage]
-                self.apply(core, measure=False)
-                self._start(core, "core", trial)
+                self._try(trial, stage, "core", core)
                 return
         if stage in REMEDIES:
             kept, worst = self._judge(trial, stage, lead.name, worst)
@@ -374,21 +343,6 @@ class PlanCheck:
         self._trial = None
         self._announce()
 
-    def _core_plan(self, trial: Trial, stage: str) -> Plan | None:
-        """The plan in force with the scored tenants' threads on one host core
-        (``Plan.one_core``), where stage ``stage`` measured a pace under :data:`CORE_BELOW`
-        and one core was not measured worse before; None where it did not, where fewer than
-        two tenants are scored, or where the platform does not let a thread choose its
-        cores."""
-        kept = self.plan
-        scored = [t for t in self.tenants if trial.alones.get(t, 0.0) > 0]
-        if ("core" in self._lost or kept is None or len(scored) < 2
-                or trial.paces.get(stage, CORE_BELOW) >= CORE_BELOW
-                or not host_core.supported()):
-            return None
-        return dataclasses.replace(kept,
-                                   one_core=tuple(self.rt.tenants[t].name for t in scored))
-
     def _judge_core(self, trial: Trial, high: bool) -> bool:
         """The end of the ``core`` stage: one core is kept (stored in place of the plan without
         it) if the stage's pace is the plan's without it over :data:`PLAN_GAIN` or more and,
@@ -399,14 +353,11 @@ class PlanCheck:
         if now * PLAN_GAIN >= before and (not high or median_now <= MEDIAN_SLACK * median):
             log.info("asyncgpu: the tenants' threads on one host core kept (pace %.2f -> %.2f of "
                      "their steps one after another)", before, now)
-            self._store(trial.plans["core-base"], self.plan)
-            return True
+            return self._settle(trial, "core", True)
         log.info("asyncgpu: the tenants' threads on one host core did not help (pace %.2f -> "
                  "%.2f, the lead's median step %.3f -> %.3f ms); the plan goes back to the one "
                  "without it", before, now, median * 1e3, median_now * 1e3)
-        self._lost.add("core")
-        self.apply(trial.plans["core-base"], measure=False)
-        return False
+        return self._settle(trial, "core", False)
 
     def _measure_alone(self, trial: Trial) -> None:
         """Begin the ``alone`` stages of ``trial``, just started on its plan, for each tenant
@@ -496,10 +447,29 @@ class PlanCheck:
         log.info("asyncgpu: high-priority tenant %r took %.3f ms (the slowest of %d steps) "
                  "against %.3f ms alone; %s, measured in turn", self.rt.tenants[trial.lead].name,
                  worst * 1e3, len(measured), trial.alone * 1e3, what)
-        trial.plans[remedy + "-base"] = self.plan
-        trial.scores[remedy + "-base"] = trial.scores[stage]
+        self._try(trial, stage, remedy, plan)
+
+    def _try(self, trial: Trial, stage: str, remedy: str, plan: Plan) -> None:
+        """Measure ``plan`` as stage ``remedy``, the plan in force (stage ``stage``'s) kept as
+        ``remedy + "-base"``, with what its stage measured, to be judged against."""
+        base = remedy + "-base"
+        trial.plans[base] = self.plan
+        trial.scores[base] = trial.scores[stage]
+        if stage in trial.paces:
+            trial.paces[base] = trial.paces[stage]
         self.apply(plan, measure=False)
         self._start(plan, remedy, trial)
+
+    def _settle(self, trial: Trial, remedy: str, kept: bool) -> bool:
+        """A remedy measured: ``kept``, it is stored in place of the plan without it; else
+        that plan is back and the remedy is not tried again. Returns ``kept``."""
+        base = trial.plans[remedy + "-base"]
+        if kept:
+            self._store(base, self.plan)
+        else:
+            self._lost.add(remedy)
+            self.apply(base, measure=False)
+        return kept
 
     def _judge(self, trial: Trial, remedy: str, lead: str, worst: float) -> tuple[bool, float]:
         """The end of a remedy's measurement (one of :data:`REMEDIES`): kept (and stored in
@@ -515,75 +485,8 @@ class PlanCheck:
             log.info("asyncgpu: high-priority tenant %r: the %s kept (slowest step %.3f -> "
                      "%.3f ms, score %.2f -> %.2f)", lead, REMEDIES[remedy], before * 1e3,
                      worst * 1e3, base_score, got)
-            self._store(trial.plans[base], self.plan)
-            return True, worst
+            return self._settle(trial, remedy, True), worst
         log.info("asyncgpu: high-priority tenant %r: the %s did not help (slowest step %.3f "
                  "-> %.3f ms, score %.2f -> %.2f); the plan goes back to the one without it", lead,
                  REMEDIES[remedy], before * 1e3, worst * 1e3, base_score, got)
-        self._lost.add(remedy)
-        self.apply(trial.plans[base], measure=False)
-        return False, before
-
-    def _partition_plan(self, kept: Plan, lead: int, normal: list[int]) -> Plan | None:
-        """``kept`` with the lead on SMs of its own, as many as the blocks of its largest
-        launch (in whole groups), and the ``normal`` tenants on the rest of the SMs that can be
-        partitioned, which they share (their launches may slow each other, as without
-        partitions, but never the lead's), and without ``kept``'s pointers (apart, the lead's
-        launches no longer arrive behind the others' blocks, so a pointer would only hold one
-        tenant behind another's launch). None where that does not fit: the lead's launches
-        fill more than half the device (a partition would be a smaller GPU for it), the rest
-        is under one group, a tenant has a partition of its own (``sms``) or replays recorded
-        steps (a graph runs on every SM), or the runtime runs on several devices."""
-        rt = self.rt
-        tenants = rt.tenants
-        backend = rt.backend
-        chosen = [lead] + normal
-        if (getattr(backend, "reserve_sms", None) is None or rt.placement is not None
-                or any(tenants[t].sms is not None for t in self.tenants)):
-            return None
-        ops = {p.name: p.ops for p in kept.profile}
-        mine = [ops.get(tenants[t].name) for t in chosen]
-        if any(not o or any(op.blocks <= 0 for op in o) for o in mine):
-            return None
-        need = -(-max(op.blocks for op in mine[0]) // GRAIN) * GRAIN
-        rest = (backend.partitionable_sms() - need) // GRAIN * GRAIN
-        if 2 * need > backend.sm_count or rest < GRAIN:
-            return None
-        names = [tenants[t].name for t in normal]
-        partitions = {tenants[lead].name: need, **{name: rest for name in names}}
-        return dataclasses.replace(kept, partitions=partitions, after={},
-                                   shared=tuple(names) if len(names) > 1 else ())
-
-    def _split_plan(self, kept: Plan, normal: list[int], alone: float) -> Plan | None:
-        """``kept`` with the ``normal`` tenants' splittable launches longer than :data:`SLICE`
-        of the lead's latency ``alone`` (their time alone in the profile) cut into pieces no
-        longer than that (a power of two, at most :data:`MOST_PIECES`; never fewer than
-        ``kept`` has), or as short as pieces get: a launch split by its grid is cut no finer
-        than its waves (``Op.piece``: a piece of a grid the device holds at once takes as long
-        as the whole launch, so such a launch is left whole); None when that changes nothing.
-        A kernel a pointer holds is left whole (a plan never splits and points one kernel)."""
-        slice_s = SLICE * alone
-        if slice_s <= 0:
-            return None
-        names = {self.rt.tenants[t].name for t in normal}
-        splits = {name: dict(kernels) for name, kernels in kept.splits.items()}
-        changed = False
-        for profile in kept.profile:
-            if profile.name not in names:
-                continue
-            mine = splits.setdefault(profile.name, {})
-            held = kept.after.get(profile.name, {})
-            for op in profile.ops:
-                if not op.splittable or op.seconds <= slice_s or op.kernel in held:
-                    continue
-                pieces = 1
-                while pieces < MOST_PIECES and op.piece(pieces)[0] > slice_s:
-                    if op.piece(2 * pieces)[0] >= op.piece(pieces)[0]:
-                        break       # a piece of a grid that fits the device lasts as long
-                    pieces *= 2
-                if pieces > mine.get(op.kernel, 1):
-                    mine[op.kernel] = pieces
-                    changed = True
-        if not changed:
-            return None
-        return dataclasses.replace(kept, splits={n: ks for n, ks in splits.items() if ks})
+        return self._settle(trial, remedy, False), before

@@ -85,7 +85,7 @@ class StepProfiles:
         kernel = launcher.kernel
         grid = waves if kernel.grid_offset is not None and not kernel.grid_stride else 0.0
         g = launcher.grid3
-        previous = self._note(node, step, sample, launcher.kernel.name, share, memory, nbytes,
+        previous = self._note(node, step, sample, kernel.name, share, memory, nbytes,
                               splittable(launcher), grid, g[0] * g[1] * g[2],
                               TimedLaunch(launcher, args, arrays, node.site))
         rt.issue_after(node, previous, "profile")
