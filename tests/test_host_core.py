@@ -55,11 +55,11 @@ class Tenants:
             if self.ys[i].numpy().tolist() != (2.0 * (np.arange(float(self.n)) + i)).tolist():
                 self.wrong.append(i)
 
-    def regulate(self, names: tuple[str, ...]) -> None:
+    def regulate(self, names: tuple[str, ...], **options) -> None:
         for i in range(len(self.scopes)):       # (the tenants exist once they ran a step)
             self.step(i)
         self.cores.clear()
-        ag.regulate(plan=Plan(one_core=names), tenants=list(self.names))
+        ag.regulate(plan=Plan(one_core=names), tenants=list(self.names), **options)
 
 
 def test_the_plans_tenants_threads_run_on_one_core_until_the_plan_is_set_aside():
@@ -173,3 +173,21 @@ def test_a_thread_the_program_keeps_off_that_core_is_left_where_it_is():
         t.join()
         assert seen == [elsewhere, elsewhere] and not tenants.wrong
         assert os.sched_getaffinity(0) == mine
+
+
+def test_a_program_that_keeps_its_threads_where_they_are_gets_no_thread_moved(caplog):
+    with ag.configure(backend="sim", sim_seed=6):
+        mine = os.sched_getaffinity(0)
+        tenants = Tenants("stay", count=2)
+        with caplog.at_level(logging.INFO, logger="asyncgpu"):
+            tenants.regulate(tenants.names, host_core=False)
+        for _ in range(2):
+            tenants.step(0)
+            tenants.step(1)
+        assert not tenants.wrong and all(cores == mine for cores in tenants.cores)
+        assert current_runtime().one_core is None
+        assert any("host_core=False" in r.message for r in caplog.records)
+        with pytest.raises(ValueError, match="host_core must be True or False"):
+            ag.regulate(host_core="no")
+        assert ag.regulation().state == "regulated"     # (the bad call changed nothing)
+        ag.regulate(plan="off")

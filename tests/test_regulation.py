@@ -1204,7 +1204,7 @@ def _measured_check(plan, *named):
             self.rt, self.tenants, self.plan = Runtime(), list(range(1, len(named) + 1)), plan
             self._lost, self.applied, self.stored = {"split", "guard", "exclusive"}, [], []
             self.measured, self.checked, self.paces = {}, {}, {}
-            self.book, self.stood_in = _Book(), False
+            self.book, self.stood_in, self.host_core = _Book(), False, True
 
         def apply(self, chosen, measure=True):
             self.applied.append(chosen)
@@ -1370,6 +1370,28 @@ def test_steps_slower_side_by_side_than_one_after_another_run_on_one_core_where_
         assert check.stored == [(plan, check.plan)]
     else:
         assert check.plan is plan and "core" in check._lost and not check.stored
+
+
+def test_steps_slower_side_by_side_stay_on_their_cores_where_the_program_said_so(monkeypatch):
+    """The same two tenants at 0.8 of their pace one after another, regulated with
+    ``host_core=False``: the check ends on the plan without trying one core."""
+    from asyncgpu.runtime import host_core
+    monkeypatch.setattr(host_core, "supported", lambda: True)
+    from asyncgpu.core.plan import Op, Plan, TenantProfile
+
+    lead = TenantProfile("lead", "high", (Op("k", 1e-3, 0.2, 0.0, False, ()),))
+    other = TenantProfile("other", "normal", (Op("j", 1e-3, 0.2, 0.0, False, ()),))
+    plan = Plan(profile=(lead, other))
+    check, (first, second) = _measured_check(plan, ("lead", "high"), ("other", "normal"))
+    check.host_core = False
+    check._trial.periods = {1: 1e-3, 2: 1e-3}
+    _steps(second, [2.5e-3] * plan_check.CHECK_STEPS)
+    _steps(first, [2.5e-3] * plan_check.CHECK_STEPS)
+    _paced(check, 1, 2.5)
+    _paced(check, 2, 2.5)
+    check._check()
+    assert check.paces["plan"] == pytest.approx(0.8)
+    assert check._trial is None and not check.plan.one_core
 
 
 @pytest.mark.parametrize("periods", [{1: 1e-3, 2: 1e-3}, {1: 1e-3}])

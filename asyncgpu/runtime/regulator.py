@@ -101,8 +101,11 @@ class Regulator(PlanCheck, StepProfiles):
     runtime's lock."""
 
     def __init__(self, rt: Any, tenants: list[int], steps: int, budget_s: float,
-                 book: _Book | None = None) -> None:
+                 book: _Book | None = None, host_core: bool = True) -> None:
         self.rt = rt
+        #: whether a plan may run the tenants' threads on one host core (``regulate``'s
+        #: ``host_core``): the check's ``core`` stage, and a given plan's ``one_core``
+        self.host_core = host_core
         #: the plans found so far, kept across ``regulate`` calls
         self.book = book if book is not None else _Book()
         self.tenants = tenants
@@ -293,10 +296,15 @@ class Regulator(PlanCheck, StepProfiles):
 
     def _one_core(self, plan: Plan | None) -> None:
         """Run the threads of the regulated tenants ``plan`` names in ``one_core`` on one host
-        core (``asyncgpu.runtime.host_core``; none without a plan); the threads moved for the
-        plan before get their cores back where that changes."""
+        core (``asyncgpu.runtime.host_core``; none without a plan, nor where ``host_core`` is
+        off); the threads moved for the plan before get their cores back where that
+        changes."""
         rt = self.rt
         names = plan.one_core if plan is not None else ()
+        if names and not self.host_core:
+            log.info("asyncgpu: the plan's tenants %s stay on the host cores they run on "
+                     "(regulate(host_core=False))", ", ".join(names))
+            names = ()
         members = frozenset(t for t in self.tenants if rt.tenants[t].name in names)
         core = rt.one_core
         if core is not None and core.members == members:

@@ -52,11 +52,12 @@ class RemedyPlans:
         """The plan in force with the scored tenants' threads on one host core
         (``Plan.one_core``), where stage ``stage`` measured a pace under :data:`CORE_BELOW`
         and one core was not measured worse before; None where it did not, where fewer than
-        two tenants are scored, or where the platform does not let a thread choose its
-        cores."""
+        two tenants are scored, where the platform does not let a thread choose its cores,
+        or where the program asked that threads stay where they are
+        (``regulate(host_core=False)``)."""
         kept = self.plan
         scored = [t for t in self.tenants if trial.alones.get(t, 0.0) > 0]
-        if ("core" in self._lost or kept is None or len(scored) < 2
+        if (not self.host_core or "core" in self._lost or kept is None or len(scored) < 2
                 or trial.paces.get(stage, CORE_BELOW) >= CORE_BELOW
                 or not host_core.supported()):
             return None

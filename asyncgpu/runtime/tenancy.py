@@ -185,7 +185,7 @@ def tenants() -> dict[str, TenantStatistics]:
 
 
 def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
-             budget_s: float = 0.2) -> None:
+             budget_s: float = 0.2, host_core: bool = True) -> None:
     """Regulate how the tenants share the device (GACER's concurrency regulation).
 
     ``plan="search"``: the next ``steps`` steps of each tenant in ``tenants`` (names; None:
@@ -197,7 +197,8 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
     they would one after another (steps of mostly host work, whose threads pass the
     interpreter lock from core to core), their threads are moved onto one host core
     (``Plan.one_core``) and kept there where that measured faster, until the plan is set
-    aside; while a high-priority tenant's steps stay over 1.2x its
+    aside (``host_core=False``: never; the threads stay on the cores they run on, and a given
+    plan's ``one_core`` is not applied); while a high-priority tenant's steps stay over 1.2x its
     latency alone, remedies are measured in turn and each kept only where it helps it without
     costing the others more (as the search's objective weighs them): the others' long
     splittable launches in pieces, the others waiting for its launches, it on SMs of its own
@@ -217,8 +218,9 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
     Raises
     ------
     ValueError
-        An unknown ``plan``, ``steps`` below 1, a negative ``budget_s``, a tenant name the
-        runtime does not know, or no tenant to regulate (none has run a step yet).
+        An unknown ``plan``, ``steps`` below 1, a negative ``budget_s``, a ``host_core`` that
+        is not a bool, a tenant name the runtime does not know, or no tenant to regulate (none
+        has run a step yet).
     """
     if not (isinstance(plan, Plan) or plan in ("search", "off")):
         raise ValueError(f"asyncgpu.regulate: plan must be 'search', 'off' or an "
@@ -229,6 +231,10 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
     if not isinstance(budget_s, (int, float)) or budget_s < 0:
         raise ValueError(f"asyncgpu.regulate: budget_s must be a number of seconds >= 0; got "
                          f"{budget_s!r}")
+    if not isinstance(host_core, bool):
+        raise ValueError(f"asyncgpu.regulate: host_core must be True or False (whether the "
+                         f"tenants' threads may be moved onto one host core); got "
+                         f"{host_core!r}")
     rt = current_runtime()
     with rt._lock:
         old = rt.regulator
@@ -257,7 +263,7 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
             raise ValueError("asyncgpu.regulate: no tenant to regulate; run a step of each "
                              "tenant first (with asyncgpu.tenant(name): ...), or name them "
                              "with tenants=")
-        regulator = Regulator(rt, chosen, steps, float(budget_s), book)
+        regulator = Regulator(rt, chosen, steps, float(budget_s), book, host_core)
         rt.regulator = regulator
         if isinstance(plan, Plan):
             regulator.apply(plan)
