@@ -5,6 +5,7 @@ profile again when the workload changes), with results equal to the unregulated 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 
@@ -1337,8 +1338,9 @@ def _paced(check, tenant, every_ms, n=plan_check.CHECK_STEPS):
 ])
 def test_steps_slower_side_by_side_than_one_after_another_run_on_one_core_where_that_is_faster(
         on_core_ms, lead_on_core_ms, kept, monkeypatch):
-    """Two tenants whose threads begin a step every 1 ms alone (host clock) began one every
-    2.5 ms side by side under the plan: together 0.8 of their pace one after another. Their
+    """Two tenants whose threads begin a step every 1 ms alone (host clock), of which their
+    kernels take 0.2 ms, began one every 2.5 ms side by side under the plan: together 0.8 of
+    their pace one after another. Their
     threads are run on one host core and measured so, kept only where the pace rose over the
     noise and the high-priority lead's median step is no slower; else the plan without it is
     back and one core is not tried again."""
@@ -1346,8 +1348,8 @@ def test_steps_slower_side_by_side_than_one_after_another_run_on_one_core_where_
     monkeypatch.setattr(host_core, "supported", lambda: True)
     from asyncgpu.core.plan import Op, Plan, TenantProfile
 
-    lead = TenantProfile("lead", "high", (Op("k", 1e-3, 0.2, 0.0, False, ()),))
-    other = TenantProfile("other", "normal", (Op("j", 1e-3, 0.2, 0.0, False, ()),))
+    lead = TenantProfile("lead", "high", (Op("k", 0.2e-3, 0.2, 0.0, False, ()),))
+    other = TenantProfile("other", "normal", (Op("j", 0.2e-3, 0.2, 0.0, False, ()),))
     plan = Plan(profile=(lead, other))
     check, (first, second) = _measured_check(plan, ("lead", "high"), ("other", "normal"))
     check._trial.periods = {1: 1e-3, 2: 1e-3}
@@ -1373,14 +1375,14 @@ def test_steps_slower_side_by_side_than_one_after_another_run_on_one_core_where_
 
 
 def test_steps_slower_side_by_side_stay_on_their_cores_where_the_program_said_so(monkeypatch):
-    """The same two tenants at 0.8 of their pace one after another, regulated with
+    """The same host-bound tenants at 0.8 of their pace one after another, regulated with
     ``host_core=False``: the check ends on the plan without trying one core."""
     from asyncgpu.runtime import host_core
     monkeypatch.setattr(host_core, "supported", lambda: True)
     from asyncgpu.core.plan import Op, Plan, TenantProfile
 
-    lead = TenantProfile("lead", "high", (Op("k", 1e-3, 0.2, 0.0, False, ()),))
-    other = TenantProfile("other", "normal", (Op("j", 1e-3, 0.2, 0.0, False, ()),))
+    lead = TenantProfile("lead", "high", (Op("k", 0.2e-3, 0.2, 0.0, False, ()),))
+    other = TenantProfile("other", "normal", (Op("j", 0.2e-3, 0.2, 0.0, False, ()),))
     plan = Plan(profile=(lead, other))
     check, (first, second) = _measured_check(plan, ("lead", "high"), ("other", "normal"))
     check.host_core = False
@@ -1392,6 +1394,30 @@ def test_steps_slower_side_by_side_stay_on_their_cores_where_the_program_said_so
     check._check()
     assert check.paces["plan"] == pytest.approx(0.8)
     assert check._trial is None and not check.plan.one_core
+
+
+def test_device_bound_steps_slower_side_by_side_stay_on_their_cores(monkeypatch, caplog):
+    """Two tenants at 0.8 of their pace one after another whose kernels take their whole
+    period alone (1 ms of 1 ms): their kernels slow each other, which one core would not
+    change, so the check ends on the plan without trying it, and the log says why."""
+    from asyncgpu.runtime import host_core
+    monkeypatch.setattr(host_core, "supported", lambda: True)
+    from asyncgpu.core.plan import Op, Plan, TenantProfile
+
+    lead = TenantProfile("lead", "high", (Op("k", 1e-3, 0.2, 0.0, False, ()),))
+    other = TenantProfile("other", "normal", (Op("j", 1e-3, 0.2, 0.0, False, ()),))
+    check, (first, second) = _measured_check(Plan(profile=(lead, other)), ("lead", "high"),
+                                             ("other", "normal"))
+    check._trial.periods = {1: 1e-3, 2: 1e-3}
+    _steps(second, [2.5e-3] * plan_check.CHECK_STEPS)
+    _steps(first, [2.5e-3] * plan_check.CHECK_STEPS)
+    _paced(check, 1, 2.5)
+    _paced(check, 2, 2.5)
+    with caplog.at_level(logging.INFO, logger="asyncgpu"):
+        check._check()
+    assert check.paces["plan"] == pytest.approx(0.8)
+    assert check._trial is None and not check.plan.one_core
+    assert any("mostly device work" in r.message for r in caplog.records)
 
 
 @pytest.mark.parametrize("periods", [{1: 1e-3, 2: 1e-3}, {1: 1e-3}])

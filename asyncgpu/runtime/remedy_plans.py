@@ -5,7 +5,7 @@ The model
 Each remedy of the check is the plan in force with one thing added, made here from the plan's
 profile and the runtime's tenants; the check measures it on the device and keeps it only where
 it measured better. :meth:`RemedyPlans._core_plan`: the tenants' threads on one host core,
-where the tenants' steps ran slower side by side than one after another;
+where the tenants' steps, mostly host work, ran slower side by side than one after another;
 :meth:`RemedyPlans._split_plan`: the other tenants' long splittable launches in pieces no
 longer than a slice of a late high-priority tenant's latency alone;
 :meth:`RemedyPlans._partition_plan`: that tenant on SMs of its own, the others on the rest.
@@ -22,11 +22,15 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import Any
 
+from ..core.device_model import simulate
 from ..core.partitions import GRAIN
 from ..core.plan import Plan
 from . import host_core
+
+log = logging.getLogger("asyncgpu")
 
 #: The tenants' threads are tried on one host core where the plan kept measured a pace under
 #: this. Not 1: a period alone is measured while the other tenants' threads are held at the
@@ -35,6 +39,13 @@ from . import host_core
 #: mixes on the GPU machine: paces of 1.24 where the mix ran at 0.6 of one after another),
 #: while a device-bound mix's reads true (1.7-1.8 where it ran at 1.6-1.7).
 CORE_BELOW = 1.25
+
+#: ... and only where their steps are mostly host work: their kernels, modelled alone from
+#: the profile, take under this share of their periods alone (summed over the tenants). A
+#: device-bound mix's pace reads true, and under 1.25 there it says its kernels slow each
+#: other, which one core does not change (the small mixes on the GPU machine: 0.1-0.5; DL
+#: and IMG at medium scale, whose pace was 1.13: 0.8).
+HOST_BOUND_BELOW = 0.5
 
 #: The split guard cuts normal tenants' launches into pieces of at most this fraction of the
 #: high-priority tenant's latency alone, in at most ``MOST_PIECES`` pieces.
@@ -51,18 +62,25 @@ class RemedyPlans:
     def _core_plan(self, trial: Any, stage: str) -> Plan | None:
         """The plan in force with the scored tenants' threads on one host core
         (``Plan.one_core``), where stage ``stage`` measured a pace under :data:`CORE_BELOW`
-        and one core was not measured worse before; None where it did not, where fewer than
-        two tenants are scored, where the platform does not let a thread choose its cores,
-        or where the program asked that threads stay where they are
+        and their steps are mostly host work (:func:`device_share` under
+        :data:`HOST_BOUND_BELOW`). None where they are not, where one core was measured worse
+        before, where fewer than two tenants are scored, where the platform does not let a
+        thread choose its cores, or where the program asked that threads stay where they are
         (``regulate(host_core=False)``)."""
         kept = self.plan
         scored = [t for t in self.tenants if trial.alones.get(t, 0.0) > 0]
+        paced = trial.paces.get(stage, CORE_BELOW)
         if (not self.host_core or "core" in self._lost or kept is None or len(scored) < 2
-                or trial.paces.get(stage, CORE_BELOW) >= CORE_BELOW
-                or not host_core.supported()):
+                or paced >= CORE_BELOW or not host_core.supported()):
             return None
-        return dataclasses.replace(kept,
-                                   one_core=tuple(self.rt.tenants[t].name for t in scored))
+        names = tuple(self.rt.tenants[t].name for t in scored)
+        share = device_share(trial.plans["plan"], names, [trial.periods[t] for t in scored])
+        if share >= HOST_BOUND_BELOW:
+            log.info("asyncgpu: the tenants' steps ran at %.2f of their pace one after another, "
+                     "but their kernels take %.2f of their time alone: mostly device work, so "
+                     "their threads stay where they are", paced, share)
+            return None
+        return dataclasses.replace(kept, one_core=names)
 
     def _partition_plan(self, kept: Plan, lead: int, normal: list[int]) -> Plan | None:
         """``kept`` with the lead on SMs of its own, as many as the blocks of its largest
@@ -129,4 +147,15 @@ class RemedyPlans:
         return dataclasses.replace(kept, splits={n: ks for n, ks in splits.items() if ks})
 
 
-__all__ = ["CORE_BELOW", "MOST_PIECES", "RemedyPlans", "SLICE"]
+def device_share(plan: Plan, names: tuple[str, ...], periods: list[float]) -> float:
+    """The share of the tenants ``names``' periods alone (``periods``, host clock, summed)
+    that their steps' kernels take, modelled alone from ``plan``'s profile (0 for a tenant
+    without one)."""
+    profiles = {p.name: p for p in plan.profile}
+    kernels = sum(simulate((profiles[n],)).makespan_s for n in names if n in profiles)
+    total = sum(periods)
+    return kernels / total if total > 0 else 0.0
+
+
+__all__ = ["CORE_BELOW", "HOST_BOUND_BELOW", "MOST_PIECES", "RemedyPlans", "SLICE",
+           "device_share"]
