@@ -23,6 +23,9 @@ rounds of one step of every workload (after every workload ran ``warmup`` steps 
   :data:`CHECK_ROUNDS`, in blocks as long as the timed ones), then the timed rounds run with
   the plan, in force in this mode's turns only (``plan`` in the result: what it split and
   pointed, and the check's slowest measured step and latency alone, ms);
+* ``regulated, one thread``: the same as ``regulated`` with every step issued as in ``one
+  thread``, profile, search and check included (``plan_one_thread`` in the result): one
+  thread that switches tenants, as a program without a thread per tenant is regulated;
 * ``partitioned`` (with ``partitions=True``, ``--partitions``): one thread per workload, each
   a tenant on SMs of its own (``asyncgpu.tenant(..., sms=N)``: an equal share of the device,
   in whole groups), the first with priority high, so no tenant's blocks share a
@@ -101,7 +104,8 @@ from .workloads import WORKLOADS as SUITE
 WORKLOADS = {**SUITE, "inception": InceptionStep}
 
 MIX = ("dl", "img", "ml")
-MODES = ("sequential", "one stream each", "threads", "tenants", "one thread", "regulated")
+MODES = ("sequential", "one stream each", "threads", "tenants", "one thread", "regulated",
+         "regulated, one thread")
 #: The most untimed rounds ``regulated`` runs for its profile and search, and then for the
 #: check of the plan (``asyncgpu.regulate``): each tenant's steps alone (30 of the
 #: high-priority tenant's, 9 of each other's), then up to seven stages, each of 30 measured
@@ -234,6 +238,15 @@ def _one_thread(members: list[_Member], rounds: int, scopes: list[Any]) -> None:
                 m.end(True)
 
 
+#: The regulated modes (each runs its rounds as :func:`_driver` says).
+REGULATED = ("regulated", "regulated, one thread")
+
+
+def _driver(mode: str) -> Any:
+    """How regulated mode ``mode`` runs its rounds: on a thread per workload, or one thread."""
+    return _one_thread if mode == "regulated, one thread" else _threads
+
+
 def measure(ag: Any, scale: str = "small", rounds: int = 20, warmup: int = 2,
             mix: tuple[str, ...] = MIX, block: int = 256, num_blocks: int = 2,
             recorded: bool = False, check_rounds: int = CHECK_ROUNDS, turns: int = 1,
@@ -319,11 +332,12 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
 
     scopes = {"tenants": ranked("tenant"), "regulated": ranked("regulated"),
               "one stream each": [ag.tenant(f"{name}-one-stream", streams=1) for name in mix],
-              "one thread": ranked("one-thread"), "threads": None}
+              "one thread": ranked("one-thread"), "threads": None,
+              "regulated, one thread": ranked("regulated-one")}
     if "partitioned" in modes:
         scopes["partitioned"] = ranked("partitioned", sms=_share(ag, len(mix)))
 
-    held: Any = None        # (regulated's plan, once checked: in force in its turns only)
+    held: dict[str, Any] = {}   # (each regulated mode's plan, once checked: in its turns only)
 
     def run(mode: str, rounds: int) -> None:
         """``rounds`` rounds of every member's step, as ``mode`` runs them."""
@@ -334,30 +348,33 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
                         m.step(True)
         elif mode == "one thread":
             _one_thread(members, rounds, scopes[mode])
-        elif mode == "regulated" and held is not None:
-            ag.regulate(plan=held, tenants=[s.name for s in scopes[mode]])
+        elif mode in REGULATED:
+            plan = held.get(mode)
+            if plan is not None:
+                ag.regulate(plan=plan, tenants=[s.name for s in scopes[mode]])
             try:
-                _threads(members, rounds, scopes[mode])
+                _driver(mode)(members, rounds, scopes[mode])
             finally:
-                ag.regulate(plan="off")
+                if plan is not None:
+                    ag.regulate(plan="off")
         else:
             _threads(members, rounds, scopes[mode])
 
-    plan = None
+    plans: dict[str, Any] = {}
     # (every workload is warm: it ran alone first; ``partitioned``'s tenants are made before
-    # ``regulated`` checks its plan: partitions last as long as the runtime, so those SMs are
-    # theirs, and a regulation remedy finds none left for its own)
-    for mode in sorted(modes, key=lambda m: m == "regulated"):
-        if mode == "regulated":
-            plan = _regulate(ag, members, scopes[mode], check_rounds,
-                             _blocks(rounds, turns)[0])
+    # the regulated modes check their plans: partitions last as long as the runtime, so those
+    # SMs are theirs, and a regulation remedy finds none left for its own)
+    for mode in sorted(modes, key=lambda m: m in REGULATED):
+        if mode in REGULATED:
+            plans[mode] = _regulate(ag, members, scopes[mode], check_rounds,
+                                    _blocks(rounds, turns)[0], _driver(mode))
             # (set aside between its turns: an exclusive tenant of the plan would hold every
             # other mode's launches to one in flight; given again without its profile, it is
             # applied as it is, not checked again)
             found = ag.regulation().plan
             if found is not None:
-                held = dataclasses.replace(found, profile=())
-                ag.regulate(plan="off")
+                held[mode] = dataclasses.replace(found, profile=())
+            ag.regulate(plan="off")
         elif scopes.get(mode) is not None:
             # (one untimed round: a tenant's first step makes its streams, as they are needed)
             run(mode, 1)
@@ -387,28 +404,30 @@ def _measure(ag: Any, members: list[_Member], scale: str, rounds: int, mix: tupl
     seq_ms = rows[0]["ms"]
     return {"rows": rows, "alone": alone, "mix": list(mix), "scale": scale, "rounds": rounds,
             "turns": turns, "high_priority": mix[0] if priority else None,
-            "repeats": {m.name: m.repeats for m in members}, "plan": plan, "recorded": recorded,
+            "repeats": {m.name: m.repeats for m in members}, "plan": plans.get("regulated"),
+            "plan_one_thread": plans.get("regulated, one thread"), "recorded": recorded,
             "bound": {"ms": longest * 1e3, "speedup": seq_ms / (longest * 1e3)}}
 
 
 def _regulate(ag: Any, members: list[_Member], scopes: list[Any], check_rounds: int,
-              block: int) -> dict[str, Any]:
+              block: int, drive: Any) -> dict[str, Any]:
     """Profile and search the regulated tenants' plan in untimed rounds, then check it in
     untimed blocks of ``block`` rounds, as the timed rounds run: each thread runs its block's
     steps back to back (checked one round at a time, the lead's step would run beside one
     step of each other workload, all started together, which the timed rounds never do, and
     a remedy measured so can lose in them). What it chose, and what the profile saw (per
-    tenant: launches, their summed time alone, mean share)."""
-    _threads(members, 1, scopes)        # (the tenants exist once they ran a step)
+    tenant: launches, their summed time alone, mean share). ``drive``: how the mode runs its
+    rounds (``_threads`` or ``_one_thread``), here too."""
+    drive(members, 1, scopes)           # (the tenants exist once they ran a step)
     ag.regulate(plan="search", tenants=[s.name for s in scopes])
     for _ in range(PROFILE_ROUNDS):
-        _threads(members, 1, scopes)
+        drive(members, 1, scopes)
         ag.synchronize()
         if ag.regulation().state == "regulated":
             break
     checked = 0                         # (the high-priority tenant's checks under the plan)
     while checked < check_rounds and ag.regulation().checking:
-        _threads(members, block, scopes)
+        drive(members, block, scopes)
         checked += block
     ag.synchronize()
     for m in members:

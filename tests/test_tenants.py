@@ -420,6 +420,8 @@ def test_the_tenants_benchmark_checks_every_mode_on_the_simulator():
                                  block=32, check_rounds=0)     # (each at a scale of its own)
         assert [r["mode"] for r in result["rows"]] == list(tenants.MODES)
         assert "no plan" not in result["plan"]["plan"]      # (regulated reached its plan)
+        # (and so did its twin whose steps one thread issues, tenant by tenant)
+        assert "no plan" not in result["plan_one_thread"]["plan"]
         assert all(set(r["latency"]) == {"vec:tiny", "hits:tiny"} for r in result["rows"])
         assert result["rows"][0]["speedup"] == 1.0
         bound = result["bound"]                 # the longest workload alone, and what it allows
@@ -433,6 +435,7 @@ def test_the_tenants_benchmark_checks_every_mode_on_the_simulator():
         # one thread: HITS, which reads on the host between its launches, ran its whole step
         # when issued; VEC's launches, then its read
         assert stats["hits:tiny-one-thread"].steps == stats["vec:tiny-one-thread"].steps == 2
+        assert stats["vec:tiny-regulated-one"].steps >= 2    # (profiled, then timed)
 
 
 def test_the_tenants_benchmark_times_its_steps_with_the_warm_objects_frozen(monkeypatch):
@@ -494,13 +497,14 @@ def test_the_tenants_benchmark_times_the_modes_in_turns(monkeypatch):
                                  check_rounds=0, turns=3)
         steps = ag.tenants()["vec-tenant"].steps - (known.steps if known else 0)
         assert steps == 1 + 4           # an untimed round, then 4 in three turns
-    modes = ["vec-one-stream", "threads", "vec-tenant", "vec-one-thread", "vec-regulated"]
-    timed = calls[-15:]
+    modes = ["vec-one-stream", "threads", "vec-tenant", "vec-one-thread", "vec-regulated",
+             "vec-regulated-one"]
+    timed = calls[-18:]
     # (sequential, which runs on this thread, is not seen here: it leads the first turn, ends
     # the second, and is second to last in the third, where one stream each ends)
     assert timed == ([(m, 2) for m in modes] + [(m, 1) for m in modes]
                      + [(m, 1) for m in modes[1:] + modes[:1]])
-    assert all(n == 1 for _, n in calls[:-15])              # readying: untimed single rounds
+    assert all(n == 1 for _, n in calls[:-18])              # readying: untimed single rounds
     assert result["turns"] == 3
     assert all(len(row["turn_round_ms"]) == 3 for row in result["rows"])
     assert result["rows"][0]["speedup"] == 1.0

@@ -152,16 +152,20 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
         console.print(table)
         console.print("alone: each workload by itself; its mix ms, the longest workload's "
                       "rounds alone, and its speedup, the most any mode can reach on this mix")
-        console.print(f"regulated: {result['plan']['plan']}")
-        scores = result["plan"].get("measured") or {}
-        if "own" in scores:
-            console.print(f"regulated: the plan measured {scores['plan']:.2f} against the "
-                          f"tenants' own settings' {scores['own']:.2f} (the largest slowdown, "
-                          "plus a high-priority tenant's lateness; the plan is kept at "
-                          f"{PLAN_GAIN} of theirs or less)")
-        if result["plan"].get("checking"):
-            console.print(f"[yellow]regulated: the plan's check was still at stage "
-                          f"{result['plan']['checking']!r} when the timed rounds began[/]")
+        for mode, plan in (("regulated", result["plan"]),
+                           ("regulated, one thread", result["plan_one_thread"])):
+            if plan is None:
+                continue
+            console.print(f"{mode}: {plan['plan']}")
+            scores = plan.get("measured") or {}
+            if "own" in scores:
+                console.print(f"{mode}: the plan measured {scores['plan']:.2f} against the "
+                              f"tenants' own settings' {scores['own']:.2f} (the largest "
+                              "slowdown, plus a high-priority tenant's lateness; the plan is "
+                              f"kept at {PLAN_GAIN} of theirs or less)")
+            if plan.get("checking"):
+                console.print(f"[yellow]{mode}: the plan's check was still at stage "
+                              f"{plan['checking']!r} when the timed rounds began[/]")
     else:
         console.print(f"tenants ({scale}): {', '.join(mix)} checked in every mode "
                       f"({', '.join(row['mode'] for row in result['rows'])}); "
