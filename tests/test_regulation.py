@@ -1327,8 +1327,9 @@ def test_a_plan_that_stalls_a_tenant_is_scored_by_the_step_it_holds_up():
 
 def _paced(check, tenant, every_ms, n=plan_check.CHECK_STEPS):
     """``tenant`` (by number) began ``n`` + 1 steps in the stage under way, one every
-    ``every_ms`` (host clock)."""
+    ``every_ms`` (host clock), on a thread of its own (numbered as the tenant)."""
     check._trial.begins[tenant] = [i * every_ms * 1e-3 for i in range(n + 1)]
+    check._trial.threads[tenant] = {tenant}
 
 
 @pytest.mark.parametrize("on_core_ms, lead_on_core_ms, kept", [
@@ -1418,6 +1419,29 @@ def test_device_bound_steps_slower_side_by_side_stay_on_their_cores(monkeypatch,
     assert check.paces["plan"] == pytest.approx(0.8)
     assert check._trial is None and not check.plan.one_core
     assert any("mostly device work" in r.message for r in caplog.records)
+
+
+def test_tenants_whose_steps_one_thread_issues_have_no_pace_and_stay_where_they_are(
+        monkeypatch):
+    """The host-bound tenants of the tests above, their steps begun by one thread that switches
+    tenants: each one's period alone held the other's steps, so there is no pace to compare
+    with one after another, and one core is not tried."""
+    from asyncgpu.runtime import host_core
+    monkeypatch.setattr(host_core, "supported", lambda: True)
+    from asyncgpu.core.plan import Op, Plan, TenantProfile
+
+    lead = TenantProfile("lead", "high", (Op("k", 0.2e-3, 0.2, 0.0, False, ()),))
+    other = TenantProfile("other", "normal", (Op("j", 0.2e-3, 0.2, 0.0, False, ()),))
+    check, (first, second) = _measured_check(Plan(profile=(lead, other)), ("lead", "high"),
+                                             ("other", "normal"))
+    check._trial.periods = {1: 1e-3, 2: 1e-3}
+    _steps(second, [2.5e-3] * plan_check.CHECK_STEPS)
+    _steps(first, [2.5e-3] * plan_check.CHECK_STEPS)
+    _paced(check, 1, 2.5)
+    _paced(check, 2, 2.5)
+    check._trial.threads = {1: {7}, 2: {7}}
+    check._check()
+    assert check.paces == {} and check._trial is None and not check.plan.one_core
 
 
 @pytest.mark.parametrize("periods", [{1: 1e-3, 2: 1e-3}, {1: 1e-3}])

@@ -122,12 +122,13 @@ class Trial:
     (``started``, host clock), where each tenant's measured latencies began in this stage, the
     work in flight when it began (``backlog``: the last node of each stream, which the lead's
     first step in the stage waits for), when each tenant's step under way began (``opened``),
-    each tenant's steps' beginnings in the stage (``begins``) and its period alone
-    (``periods``), and the stages done: their plans, their measured scores, each with the
+    each tenant's steps' beginnings in the stage (``begins``), the threads that began them
+    (``threads``) and its period alone (``periods``), and the stages done: their plans, their measured scores, each with the
     lead's slowest and median step, and their paces (:func:`pace`)."""
 
     __slots__ = ("alone", "alones", "backlog", "begins", "first", "lead", "opened", "paces",
-                 "periods", "plans", "queue", "scores", "stage", "started", "subject")
+                 "periods", "plans", "queue", "scores", "stage", "started", "subject",
+                 "threads")
 
     def __init__(self, lead: int, alones: dict[int, float], stage: str,
                  first: dict[int, int]) -> None:
@@ -142,6 +143,7 @@ class Trial:
         #: (the period alone: the median time from one beginning to the next, measured alone,
         #: the host's work between the steps counted; where it was measured)
         self.begins: dict[int, list[float]] = {}
+        self.threads: dict[int, set[int]] = {}
         self.periods: dict[int, float] = {}
         self.scores: dict[str, tuple[float, float, float]] = {}
         #: each stage's pace (:func:`pace`), where measured
@@ -160,10 +162,16 @@ def pace(trial: Trial) -> float | None:
     """The stage's *pace*: the seconds of the scored tenants' steps alone their threads ran a
     second (each tenant's steps begun a second in the stage, from its first beginning to its
     last, times its period alone, summed): 1.0 where they ran as fast as one after another,
-    above where side by side paid. None where a scored tenant's period alone was not measured.
-    Periods on the host's clock, not latencies on the device's: a period counts the host's
-    work between a tenant's steps, and threads that wait for each other's turns at the
-    interpreter lock lose their time there."""
+    above where side by side paid. None where a scored tenant's period alone was not measured,
+    or where one thread began steps of two scored tenants (one thread that switches tenants:
+    a tenant's period alone then holds the others' steps, which the thread runs between its
+    own, so there is no pace one after another to compare with). Periods on the host's clock,
+    not latencies on the device's: a period counts the host's work between a tenant's steps,
+    and threads that wait for each other's turns at the interpreter lock lose their time
+    there."""
+    owners = [trial.threads.get(t, set()) for t, alone in trial.alones.items() if alone > 0]
+    if any(a & b for i, a in enumerate(owners) for b in owners[i + 1:]):
+        return None
     total = 0.0
     for t, alone in trial.alones.items():
         if alone <= 0:
@@ -209,6 +217,7 @@ class PlanCheck(RemedyPlans):
         # or pointer cannot reach, which the lead's first step would otherwise run behind)
         trial.backlog = self.rt._running()
         trial.begins = {}
+        trial.threads = {}
         trial.started = time.perf_counter()
         self._trial = trial
         self._announce()

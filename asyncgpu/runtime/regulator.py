@@ -163,6 +163,7 @@ class Regulator(PlanCheck, StepProfiles):
         now = time.perf_counter()
         trial.opened.setdefault(index, now)
         trial.begins.setdefault(index, []).append(now)
+        trial.threads.setdefault(index, set()).add(threading.get_ident())
         if trial.stage == "alone":
             return index == trial.subject
         if index != trial.lead:
