@@ -80,7 +80,8 @@ class Regulation:
     latency alone that its slowdowns are measured against (seconds: its median step measured
     alone, else modelled from its profile), and each stage's measured pace (``pace``: the
     seconds of the tenants' steps alone their threads ran a second: 1.0 where as fast as one
-    after another, above where side by side paid; ``asyncgpu.runtime.plan_check.pace``)."""
+    after another, above where side by side paid; none where one thread began steps of two
+    of them; ``asyncgpu.runtime.plan_check.pace``)."""
 
     state: str
     tenants: tuple[str, ...] = ()
