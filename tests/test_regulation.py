@@ -1332,6 +1332,28 @@ def _paced(check, tenant, every_ms, n=plan_check.CHECK_STEPS):
     check._trial.threads[tenant] = {tenant}
 
 
+def _slow_pair(monkeypatch, kernel_s):
+    """Two tenants, "lead" (high) and "other", whose threads begin a step every 1 ms alone (host
+    clock), of which their kernels take ``kernel_s``, and began one every 2.5 ms side by side
+    under the plan (0.8 of their pace one after another), on a platform that lets a thread
+    choose its cores; the check (its plan stage measured, not yet judged), the plan, and the
+    two tenants."""
+    from asyncgpu.runtime import host_core
+    monkeypatch.setattr(host_core, "supported", lambda: True)
+    from asyncgpu.core.plan import Op, Plan, TenantProfile
+
+    lead = TenantProfile("lead", "high", (Op("k", kernel_s, 0.2, 0.0, False, ()),))
+    other = TenantProfile("other", "normal", (Op("j", kernel_s, 0.2, 0.0, False, ()),))
+    plan = Plan(profile=(lead, other))
+    check, (first, second) = _measured_check(plan, ("lead", "high"), ("other", "normal"))
+    check._trial.periods = {1: 1e-3, 2: 1e-3}
+    _steps(second, [2.5e-3] * plan_check.CHECK_STEPS)
+    _steps(first, [2.5e-3] * plan_check.CHECK_STEPS)
+    _paced(check, 1, 2.5)
+    _paced(check, 2, 2.5)
+    return check, plan, first, second
+
+
 @pytest.mark.parametrize("on_core_ms, lead_on_core_ms, kept", [
     (1.8, 1.8, True),       # a step of each every 1.8 ms on one core (pace 1.11 against 0.80)
     (2.6, 2.6, False),      # on one core slower still (pace 0.77)
@@ -1341,24 +1363,11 @@ def test_steps_slower_side_by_side_than_one_after_another_run_on_one_core_where_
         on_core_ms, lead_on_core_ms, kept, monkeypatch):
     """Two tenants whose threads begin a step every 1 ms alone (host clock), of which their
     kernels take 0.2 ms, began one every 2.5 ms side by side under the plan: together 0.8 of
-    their pace one after another. Their
-    threads are run on one host core and measured so, kept only where the pace rose over the
+    their pace one after another. Their threads are run on one host core and measured so, kept only where the pace rose over the
     noise and the high-priority lead's median step is no slower; else the plan without it is
     back and one core is not tried again."""
-    from asyncgpu.runtime import host_core
-    monkeypatch.setattr(host_core, "supported", lambda: True)
-    from asyncgpu.core.plan import Op, Plan, TenantProfile
-
-    lead = TenantProfile("lead", "high", (Op("k", 0.2e-3, 0.2, 0.0, False, ()),))
-    other = TenantProfile("other", "normal", (Op("j", 0.2e-3, 0.2, 0.0, False, ()),))
-    plan = Plan(profile=(lead, other))
-    check, (first, second) = _measured_check(plan, ("lead", "high"), ("other", "normal"))
-    check._trial.periods = {1: 1e-3, 2: 1e-3}
+    check, plan, first, second = _slow_pair(monkeypatch, 0.2e-3)
     n = plan_check.CHECK_STEPS
-    _steps(second, [2.5e-3] * n)
-    _steps(first, [2.5e-3] * n)
-    _paced(check, 1, 2.5)
-    _paced(check, 2, 2.5)
     check._check()
     assert check.paces["plan"] == pytest.approx(0.8)
     assert check._trial.stage == "core" and check.plan.one_core == ("lead", "other")
@@ -1378,20 +1387,8 @@ def test_steps_slower_side_by_side_than_one_after_another_run_on_one_core_where_
 def test_steps_slower_side_by_side_stay_on_their_cores_where_the_program_said_so(monkeypatch):
     """The same host-bound tenants at 0.8 of their pace one after another, regulated with
     ``host_core=False``: the check ends on the plan without trying one core."""
-    from asyncgpu.runtime import host_core
-    monkeypatch.setattr(host_core, "supported", lambda: True)
-    from asyncgpu.core.plan import Op, Plan, TenantProfile
-
-    lead = TenantProfile("lead", "high", (Op("k", 0.2e-3, 0.2, 0.0, False, ()),))
-    other = TenantProfile("other", "normal", (Op("j", 0.2e-3, 0.2, 0.0, False, ()),))
-    plan = Plan(profile=(lead, other))
-    check, (first, second) = _measured_check(plan, ("lead", "high"), ("other", "normal"))
+    check = _slow_pair(monkeypatch, 0.2e-3)[0]
     check.host_core = False
-    check._trial.periods = {1: 1e-3, 2: 1e-3}
-    _steps(second, [2.5e-3] * plan_check.CHECK_STEPS)
-    _steps(first, [2.5e-3] * plan_check.CHECK_STEPS)
-    _paced(check, 1, 2.5)
-    _paced(check, 2, 2.5)
     check._check()
     assert check.paces["plan"] == pytest.approx(0.8)
     assert check._trial is None and not check.plan.one_core
@@ -1401,19 +1398,7 @@ def test_device_bound_steps_slower_side_by_side_stay_on_their_cores(monkeypatch,
     """Two tenants at 0.8 of their pace one after another whose kernels take their whole
     period alone (1 ms of 1 ms): their kernels slow each other, which one core would not
     change, so the check ends on the plan without trying it, and the log says why."""
-    from asyncgpu.runtime import host_core
-    monkeypatch.setattr(host_core, "supported", lambda: True)
-    from asyncgpu.core.plan import Op, Plan, TenantProfile
-
-    lead = TenantProfile("lead", "high", (Op("k", 1e-3, 0.2, 0.0, False, ()),))
-    other = TenantProfile("other", "normal", (Op("j", 1e-3, 0.2, 0.0, False, ()),))
-    check, (first, second) = _measured_check(Plan(profile=(lead, other)), ("lead", "high"),
-                                             ("other", "normal"))
-    check._trial.periods = {1: 1e-3, 2: 1e-3}
-    _steps(second, [2.5e-3] * plan_check.CHECK_STEPS)
-    _steps(first, [2.5e-3] * plan_check.CHECK_STEPS)
-    _paced(check, 1, 2.5)
-    _paced(check, 2, 2.5)
+    check = _slow_pair(monkeypatch, 1e-3)[0]
     with caplog.at_level(logging.INFO, logger="asyncgpu"):
         check._check()
     assert check.paces["plan"] == pytest.approx(0.8)
@@ -1426,19 +1411,7 @@ def test_tenants_whose_steps_one_thread_issues_have_no_pace_and_stay_where_they_
     """The host-bound tenants of the tests above, their steps begun by one thread that switches
     tenants: each one's period alone held the other's steps, so there is no pace to compare
     with one after another, and one core is not tried."""
-    from asyncgpu.runtime import host_core
-    monkeypatch.setattr(host_core, "supported", lambda: True)
-    from asyncgpu.core.plan import Op, Plan, TenantProfile
-
-    lead = TenantProfile("lead", "high", (Op("k", 0.2e-3, 0.2, 0.0, False, ()),))
-    other = TenantProfile("other", "normal", (Op("j", 0.2e-3, 0.2, 0.0, False, ()),))
-    check, (first, second) = _measured_check(Plan(profile=(lead, other)), ("lead", "high"),
-                                             ("other", "normal"))
-    check._trial.periods = {1: 1e-3, 2: 1e-3}
-    _steps(second, [2.5e-3] * plan_check.CHECK_STEPS)
-    _steps(first, [2.5e-3] * plan_check.CHECK_STEPS)
-    _paced(check, 1, 2.5)
-    _paced(check, 2, 2.5)
+    check = _slow_pair(monkeypatch, 0.2e-3)[0]
     check._trial.threads = {1: {7}, 2: {7}}
     check._check()
     assert check.paces == {} and check._trial is None and not check.plan.one_core
