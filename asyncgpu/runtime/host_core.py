@@ -94,7 +94,7 @@ class OneCore:
                          "they run where they are", self.cpu, exc)
                 return
             # (threads that ended hold nothing: forgotten, so a long-lived plan does not grow)
-            moved = {tid: kept for tid, kept in self.moved.items() if kept[0].is_alive()}
+            moved = {tid: seen for tid, seen in self.moved.items() if seen[0].is_alive()}
             moved[threading.get_native_id()] = (threading.current_thread(), kept)
             self.moved = moved
 

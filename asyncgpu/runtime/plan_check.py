@@ -163,19 +163,17 @@ def pace(trial: Trial) -> float | None:
     second (each tenant's steps begun a second in the stage, from its first beginning to its
     last, times its period alone, summed): 1.0 where they ran as fast as one after another,
     above where side by side paid. None where a scored tenant's period alone was not measured,
-    or where one thread began steps of two scored tenants (one thread that switches tenants:
-    a tenant's period alone then holds the others' steps, which the thread runs between its
-    own, so there is no pace one after another to compare with). Periods on the host's clock,
-    not latencies on the device's: a period counts the host's work between a tenant's steps,
-    and threads that wait for each other's turns at the interpreter lock lose their time
-    there."""
-    owners = [trial.threads.get(t, set()) for t, alone in trial.alones.items() if alone > 0]
-    if any(a & b for i, a in enumerate(owners) for b in owners[i + 1:]):
+    or where one thread began steps of two scored tenants (its period alone then holds the
+    others' steps: there is no pace one after another to compare with). Periods on the host's
+    clock, not latencies on the device's: a period counts the host's work between a tenant's
+    steps, and threads that wait for each other's turns at the interpreter lock lose their
+    time there."""
+    scored = [t for t, alone in trial.alones.items() if alone > 0]
+    threads = [ident for t in scored for ident in trial.threads.get(t, ())]
+    if len(threads) != len(set(threads)):
         return None
     total = 0.0
-    for t, alone in trial.alones.items():
-        if alone <= 0:
-            continue
+    for t in scored:
         period = trial.periods.get(t)
         if period is None:
             return None
