@@ -73,6 +73,7 @@ def k(monkeypatch):
     # as its runtime, and the next test's configure retires this one; an exclusive tenant
     # stays active for the whole test, however slow the host, unless the test says otherwise)
     monkeypatch.setattr(exclusive, "IDLE_FLOOR_S", 600.0)
+    monkeypatch.setattr(exclusive, "HOLD_FLOOR_S", 600.0)
     with ag.configure(backend="sim", sim_seed=3, sim_devices=2, device=1):
         yield ag.kernel(const=["x"], out=["y"])(twice)
 
@@ -94,6 +95,36 @@ def test_an_exclusive_step_holds_other_tenants_launches_until_it_ends(k):
     assert stats["excl-ranker"].kernels == 1 and stats["excl-ranker"].held == 1
     assert stats["excl-detector"].held == 0
     assert y.numpy().tolist() == [7.0] * 64 and z.numpy().tolist() == [3.0] * 64
+
+
+def test_an_exclusive_step_waiting_for_another_tenants_thread_lets_its_launch_go_and_says_so(
+        k, monkeypatch, caplog):
+    """A service's step that waits for a request which another tenant's thread queues after its
+    own launch: the launch held by the open step goes after the hold's limit, with a warning,
+    where the two threads would otherwise wait for each other for good."""
+    import queue
+
+    monkeypatch.setattr(exclusive, "HOLD_FLOOR_S", 0.2)
+    x = ag.array(np.ones(64))
+    y, z = ag.empty_like(x), ag.empty_like(x)
+    requests: queue.Queue[int] = queue.Queue()
+
+    def producer() -> None:
+        with ag.tenant("hold-ranker"):
+            k[2, 32](x, z, 64)              # held: the service's step is open
+        requests.put(1)
+
+    with ag.tenant("hold-service", priority="high", exclusive=True):
+        worker = threading.Thread(target=producer)
+        worker.start()
+        with caplog.at_level("WARNING", logger="asyncgpu"):
+            assert requests.get(timeout=30) == 1
+        k[2, 32](x, y, 64)
+    worker.join(30)
+    assert not worker.is_alive()
+    assert "waited 0.20 s for the exclusive step of 'hold-service'" in caplog.text
+    assert ag.tenants()["hold-ranker"].held == 1
+    assert y.numpy().tolist() == [3.0] * 64 and z.numpy().tolist() == [3.0] * 64
 
 
 def test_other_tenants_keep_one_launch_in_flight_beside_an_exclusive_one(k):

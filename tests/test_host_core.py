@@ -116,6 +116,16 @@ def test_a_step_that_raises_moves_its_thread_too_and_the_plans_end_moves_it_back
         assert os.sched_getaffinity(0) == mine
 
 
+def test_a_step_that_found_the_plans_core_as_the_plan_was_set_aside_leaves_its_thread_put():
+    mine = os.sched_getaffinity(0)
+    if len(mine) < 2:
+        pytest.skip("needs two cores to tell a moved thread from one left where it was")
+    core = host_core.OneCore(frozenset({1}))
+    core.release()          # (between a step's reading the runtime's core and its enter)
+    core.enter()
+    assert os.sched_getaffinity(0) == mine and not core.moved
+
+
 def test_a_core_the_system_refuses_leaves_the_threads_where_they_are_and_says_so(monkeypatch,
                                                                                 caplog):
     def refuse(pid, cpus):

@@ -557,6 +557,73 @@ def test_a_given_plan_runs_at_once_and_off_gives_the_tenants_their_own_settings(
         assert mix.right()
 
 
+@pytest.mark.parametrize("tenants, message", [
+    (["typo"], "no tenant named 'typo'"), (123, "tenants must be a tenant's name or names"),
+    ([7], "tenants must be names"), ([], "no tenant to regulate")])
+def test_a_refused_regulate_call_leaves_the_plan_in_force_as_it_was(tenants, message):
+    with ag.configure(backend="sim", sim_seed=2):
+        mix = Mix("refused")
+        mix.step()
+        plan = Plan({"low-refused": {"square": 2}})
+        ag.regulate(plan=plan)
+        with pytest.raises(ValueError, match=message):
+            ag.regulate(plan="search", tenants=tenants)
+        assert (ag.regulation().state, ag.regulation().plan) == ("regulated", plan)
+        with ag.instrument(programs.Edges()) as seen:
+            mix.step()
+        assert [n.name for n, _ in seen.kernels] == ["square", "square", "add_one"]
+        ag.regulate(plan="off")
+        ag.synchronize()
+        assert mix.right()
+
+
+@pytest.mark.parametrize("plan, message", [
+    (Plan({"low-bad": {"square": 1}}), "'low-bad''s split must map kernel names to a number "
+                                       "of pieces of at least 2"),
+    (Plan({"low-bad": {"square": "4"}}), "pieces of at least 2"),
+    (Plan({}, {"high-bad": {"add_one": ("low-bad",)}}), "'high-bad''s after must map"),
+    (Plan({"low-bad": {"square": 2}}, {"low-bad": {"square": ("high-bad", "add_one")}}),
+     "kernel 'square' is both split and after"),
+    (Plan(exclusive="low-bad"), "exclusive must be a tuple of tenant names"),
+    (Plan(partitions={"low-bad": -8}), "partition must be a positive int"),
+    (Plan(partitions={"low-bad": 8}, shared=("high-bad",)), "'high-bad' is in shared but"),
+])
+def test_a_plan_made_by_hand_with_bad_settings_is_refused_before_anything_changes(plan,
+                                                                                    message):
+    with ag.configure(backend="sim", sim_seed=2):
+        mix = Mix("bad")
+        mix.step()
+        with pytest.raises(ValueError, match=message):
+            ag.regulate(plan=plan)
+        assert ag.regulation().state == "off"
+        mix.step()
+        ag.synchronize()
+        assert mix.right()
+
+
+def test_a_step_that_fails_or_launches_nothing_keeps_the_searched_plan():
+    with ag.configure(backend="sim", sim_seed=2):
+        mix = Mix("kept")
+        regulated(mix)
+        plan = ag.regulation().plan
+        assert plan.shape                       # (a searched plan: a shape to compare with)
+        with mix.high:
+            pass                                # (a request answered from a cache)
+        with pytest.raises(KeyError), mix.high:
+            mix.small[1, 32](mix.u, mix.v, 64)
+            raise KeyError("a bad request")
+        with pytest.raises(KeyError), mix.low:
+            raise KeyError("a bad request")
+        mix.step()
+        state = ag.regulation()
+        assert (state.state, state.plan) == ("regulated", plan)
+        mix.step(blocks=2)                      # (a step of another shape: profiled again)
+        assert ag.regulation().state == "profiling"
+        ag.regulate(plan="off")
+        ag.synchronize()
+        assert mix.right()
+
+
 def kept_by_rule(trial, stage):
     """Whether the remedy measured in ``stage`` is one the check keeps: the score down to
     ``PLAN_GAIN`` of the plan's without it, the lead's slowest step no slower, its median at

@@ -258,6 +258,23 @@ def test_a_bad_tenant_is_refused_by_name(name, priority, match):
         ag.tenant(name, priority)
 
 
+def test_a_tenant_decorating_a_coroutine_or_generator_function_is_refused_with_the_fix():
+    async def serve(request):
+        return request
+
+    def batches(n):
+        yield n
+
+    async def stream(n):
+        yield n
+
+    for fn, kind in ((serve, "coroutine"), (batches, "generator"), (stream, "coroutine")):
+        with pytest.raises(TypeError, match=f"is a {kind} function, whose body runs after the "
+                                            "call returns, outside the tenant; put `with "
+                                            "asyncgpu.tenant"):
+            ag.tenant("decorated")(fn)
+
+
 @pytest.mark.parametrize("streams", [0, -1, 1.5, "2"])
 def test_a_bad_stream_count_is_refused_by_name(streams):
     with pytest.raises(ValueError, match=r"asyncgpu.tenant\('t'\): streams must be a positive int"):

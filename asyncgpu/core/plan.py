@@ -112,6 +112,37 @@ class Outcome:
     score: float = 0.0
 
 
+def split_problem(split: Any) -> str | None:
+    """What is wrong with a tenant's ``split`` (kernel name -> pieces, at least 2); None: it
+    is right. Shared by ``asyncgpu.tenant`` and :meth:`Plan.check`."""
+    if isinstance(split, dict) and all(isinstance(k, str) and type(v) is int and v >= 2
+                                       for k, v in split.items()):
+        return None
+    return (f"split must map kernel names to a number of pieces of at least 2, e.g. "
+            f"{{'square': 4}}; got {split!r}")
+
+
+def after_problem(after: Any) -> str | None:
+    """What is wrong with a tenant's ``after`` (kernel name -> the (tenant, kernel) its
+    launches wait for); None: it is right."""
+    if isinstance(after, dict) and all(
+            isinstance(k, str) and isinstance(v, tuple) and len(v) == 2
+            and all(isinstance(part, str) and part for part in v) for k, v in after.items()):
+        return None
+    return (f"after must map a kernel name to the (tenant, kernel) its launches wait for, "
+            f"e.g. {{'gemm': ('detector', 'conv')}}; got {after!r}")
+
+
+def both_problem(split: dict[str, int] | None, after: Any) -> str | None:
+    """A kernel both split and held after another tenant's (a tenant gives it one of the two);
+    None: none is."""
+    both = sorted(set(after or ()) & set(split or ()))
+    if both:
+        return (f"kernel {both[0]!r} is both split and after another tenant's kernel; give it "
+                "one of the two")
+    return None
+
+
 @dataclass(frozen=True)
 class Plan:
     """A regulation plan (see the module docstring): per tenant name, its split kernels and
@@ -155,6 +186,44 @@ class Plan:
         if sms is None:
             return None
         return (SHARED + ", ".join(self.shared) if name in self.shared else name), sms
+
+    def check(self) -> None:
+        """ValueError naming what is wrong where a plan's settings are not what
+        ``asyncgpu.tenant`` accepts (a plan made by hand or edited in its JSON file): splits of
+        at least 2 pieces, pointers to a (tenant, kernel), tuples of names, partitions of at
+        least one SM. Names of tenants the runtime does not know are allowed (they take effect
+        once such a tenant runs)."""
+        def names(field_name: str, value: Any) -> None:
+            if not (isinstance(value, tuple) and all(isinstance(n, str) for n in value)):
+                raise ValueError(f"asyncgpu.Plan: {field_name} must be a tuple of tenant names, "
+                                 f"e.g. ('detector',); got {value!r}")
+
+        for field_name, table in (("splits", self.splits), ("after", self.after),
+                                  ("partitions", self.partitions)):
+            if not (isinstance(table, dict) and all(isinstance(t, str) for t in table)):
+                raise ValueError(f"asyncgpu.Plan: {field_name} must map tenant names to their "
+                                 f"settings; got {table!r}")
+        for tenant, split in self.splits.items():
+            problem = split_problem(split)
+            if problem is None:
+                problem = both_problem(split, self.after.get(tenant))
+            if problem is not None:
+                raise ValueError(f"asyncgpu.Plan: tenant {tenant!r}'s {problem}")
+        for tenant, after in self.after.items():
+            problem = after_problem(after)
+            if problem is not None:
+                raise ValueError(f"asyncgpu.Plan: tenant {tenant!r}'s {problem}")
+        for tenant, sms in self.partitions.items():
+            if type(sms) is not int or sms < 1:
+                raise ValueError(f"asyncgpu.Plan: tenant {tenant!r}'s partition must be a "
+                                 f"positive int (its SMs); got {sms!r}")
+        names("exclusive", self.exclusive)
+        names("shared", self.shared)
+        names("one_core", self.one_core)
+        unshared = [n for n in self.shared if n not in self.partitions]
+        if unshared:
+            raise ValueError(f"asyncgpu.Plan: tenant {unshared[0]!r} is in shared but has no "
+                             "entry in partitions (the SMs the shared partition has)")
 
     def tenant_settings(self, name: str) -> tuple[dict[str, int] | None,
                                                   dict[str, tuple[str, str]] | None]:

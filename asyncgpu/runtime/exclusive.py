@@ -21,6 +21,13 @@ others on the host, where the runtime decides what is enqueued:
   beginnings, the length of its step until it has run two; at least :data:`IDLE_FLOOR_S`
   seconds), so one that stopped running steps holds no one.
 
+* a launch held by a step that stays open :data:`HOLD_LENGTHS` times as long as the exclusive
+  tenants' latest steps were (at least :data:`HOLD_FLOOR_S`) goes beside it, with a warning,
+  once: a step that waits on the host for another tenant's thread (a request that thread
+  queues after its own launch) would otherwise hold that thread's launch, and itself, for
+  good. A regulation plan makes tenants exclusive that were not made so (its check measures
+  each tenant alone so), so a program that works unregulated keeps working regulated;
+
 * where a regulation plan gives the launches' times alone (its profile's, by tenant and
   kernel or recorded function: :attr:`ExclusiveSteps.launch_times`), an exclusive tenant
   whose steps come with gaps between them (a service's requests) is *looked ahead*: another
@@ -54,10 +61,13 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
 from typing import Any
+
+log = logging.getLogger("asyncgpu")
 
 #: An exclusive tenant that has begun no step for this many of its periods is idle: the other
 #: tenants then go on without being held to one launch in flight (a service whose requests
@@ -68,13 +78,19 @@ IDLE_PERIODS = 4
 IDLE_FLOOR_S = 0.02
 #: The beginnings of its latest steps an exclusive tenant's period is the median gap of.
 RECENT_STEPS = 9
+#: A launch held by an exclusive step open this many times as long as the exclusive tenants'
+#: latest steps were, and at least :data:`HOLD_FLOOR_S` seconds, goes all the same: a step that
+#: waits on the host for another tenant's thread (a request that thread queues after its own
+#: launch) would otherwise wait for good for a launch it holds.
+HOLD_LENGTHS = 20
+HOLD_FLOOR_S = 0.5
 
 
 class ExclusiveSteps:
     """The gate of one runtime's exclusive tenants (see the module docstring)."""
 
-    __slots__ = ("_begun", "_cond", "_holders", "_length", "_open", "_period", "_tails",
-                 "_thread", "devices", "launch_times", "rt")
+    __slots__ = ("_begun", "_cond", "_holders", "_length", "_open", "_overdue", "_period",
+                 "_tails", "_thread", "devices", "launch_times", "rt")
 
     def __init__(self, rt: Any) -> None:
         self.rt = rt
@@ -100,6 +116,8 @@ class ExclusiveSteps:
         #: (tenant number, kernel or recorded function name) -> its time alone in seconds, from
         #: the regulation plan in force (``Regulator.apply``); empty: nothing is looked ahead
         self.launch_times: dict[tuple[int, str], float] = {}
+        #: whether a held launch went past an open step (:data:`HOLD_LENGTHS`): logged once
+        self._overdue = False
 
     def begin(self, index: int) -> None:
         """Under the runtime's lock: an exclusive step of tenant ``index`` opens."""
@@ -152,11 +170,19 @@ class ExclusiveSteps:
             return
         held = False
         while True:
+            overdue = 0.0
             with self._cond:
-                while self._open and ident not in self._holders:
+                if self._open and ident not in self._holders:
                     held = True
-                    self._cond.wait()
-            rt._acquire()
+                    limit = max(HOLD_FLOOR_S, HOLD_LENGTHS * max(self._length.values(),
+                                                                 default=0.0))
+                    if not self._cond.wait_for(
+                            lambda: not self._open or ident in self._holders, limit):
+                        overdue = limit
+            rt._acquire()       # (not under this module's lock: the runtime's comes first)
+            if overdue:
+                self._went_past(index, overdue)
+                return          # (holding the lock: the launch goes)
             try:
                 events = self._turn(ident, index, held, name)
             except BaseException:       # (an event's query may report a fault)
@@ -175,6 +201,22 @@ class ExclusiveSteps:
             # (without the runtime's lock, as a host read waits: the others go on issuing;
             # the loop then checks again under it)
             rt._wait_unlocked(events)
+
+    def _went_past(self, index: int, limit: float) -> None:
+        """Under the runtime's lock: tenant ``index``'s launch waited ``limit`` seconds for
+        an exclusive step that stayed open, and goes (said once)."""
+        self.rt.tenants[index].held += 1
+        if not self._overdue:
+            self._overdue = True
+            open_steps = [self.rt.tenants[t].name for t, ident in self._thread.items()
+                          if ident in self._holders]
+            log.warning(
+                "asyncgpu: a launch of tenant %r waited %.2f s for the exclusive step of %s, "
+                "open all that time, and goes beside it; does that step wait on the host for "
+                "another tenant's thread (a queue, a lock, a result)? An exclusive step holds "
+                "the other tenants' launches while it is open, so it must not wait for them "
+                "(said once)", self.rt.tenants[index].name, limit,
+                ", ".join(repr(n) for n in open_steps) or "a tenant")
 
     def _turn(self, ident: int, index: int, held: bool,
               name: str | None = None) -> list[Any] | float | None:

@@ -17,7 +17,8 @@ for another device or backend), and the interpreter lock passes between threads 
 whose caches keep the runtime's state. (Moving a thread only for the length of each of its
 steps measured no better than not moving it: between steps the threads met on other cores.)
 
-Invariants: every thread moved and still alive gets its cores back when the plan is set aside;
+Invariants: every thread moved and still alive gets its cores back when the plan is set aside,
+and none moves after (a step that found the plan's core as the plan was set aside stays put);
 a thread is moved once, and not at all where the program keeps it off that core; where the
 operating system refuses (no ``sched_setaffinity``, or a core the process may not use), the
 threads run where they are and the refusal is logged once.
@@ -63,15 +64,16 @@ class OneCore:
     module docstring): ``cpu`` (the core the first thread moved ran on: :func:`current_core`;
     -1 before); the threads seen, each with the cores it had (``moved``; None: left where the
     program keeps it); whether the operating system refused a move (``refused``: from then on
-    no thread moves)."""
+    no thread moves); whether the plan was set aside (``released``: no thread moves after)."""
 
-    __slots__ = ("_lock", "cpu", "members", "moved", "refused")
+    __slots__ = ("_lock", "cpu", "members", "moved", "refused", "released")
 
     def __init__(self, members: frozenset[int]) -> None:
         self.members = members
         self.cpu = -1               # (the core the first thread moved ran on)
         self.moved: dict[int, tuple[threading.Thread, set[int] | None]] = {}
         self.refused = False
+        self.released = False
         self._lock = threading.Lock()
 
     def enter(self) -> None:
@@ -80,6 +82,10 @@ class OneCore:
         if self.refused or threading.get_native_id() in self.moved:
             return
         with self._lock:        # (threads' first steps may come at once: one core for all)
+            if self.released:
+                # (the step found the plan's core before the plan was set aside: a thread
+                # moved now would keep the core for good)
+                return
             try:
                 before = os.sched_getaffinity(0)
                 if self.cpu < 0:
@@ -102,6 +108,7 @@ class OneCore:
         """The plan is over: every thread moved that is still alive gets its cores back."""
         with self._lock:
             moved, self.moved = self.moved, {}
+            self.released = True
         for tid, (thread, before) in moved.items():
             if before is not None and thread.is_alive():
                 try:

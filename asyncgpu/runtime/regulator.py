@@ -172,20 +172,26 @@ class Regulator(PlanCheck, StepProfiles):
         backlog, trial.backlog = trial.backlog, []
         return backlog
 
-    def end(self, index: int) -> None:
+    def end(self, index: int, failed: bool = False) -> None:
+        """A step of tenant ``index`` ended (``failed``: by an exception). A step that failed
+        or launched nothing says nothing of the workload's shape: it is neither profiled nor
+        taken for a step of another shape (a service whose requests now and then fail or
+        find their answer cached keeps its plan)."""
         if self._trial is not None:
             self._trial.opened.pop(index, None)
         step = self._open.pop((threading.get_ident(), index), None)
         if step is None:
             return
         shape = tuple(step.keys)
+        usual = bool(shape) and not failed
         if self.state == "profiling":
             profiled = self._profiled.get(index)
-            if step.ops and profiled is not None:      # (None: left out of the profile)
+            if usual and step.ops and profiled is not None:  # (None: left out of the profile)
                 profiled.append(step.ops)
                 self._shapes[index] = shape
             self._try_finish()
-        elif self.plan is not None and self.plan.shape and shape != self._expected(index):
+        elif (usual and self.plan is not None and self.plan.shape
+              and shape != self._expected(index)):
             name = self.rt.tenants[index].name
             log.info("asyncgpu: tenant %r ran a step of another shape; the regulation plan is "
                      "set aside and the tenants are profiled again", name)

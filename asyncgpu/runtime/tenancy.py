@@ -18,11 +18,12 @@ Example::
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..core.plan import Plan
+from ..core.plan import Plan, after_problem, both_problem, split_problem
 from ..core.tenants import PRIORITIES, TenantStatistics
 from .current import current_runtime
 from .regulator import Regulation, Regulator
@@ -53,30 +54,17 @@ class TenantScope:
             raise ValueError(f"asyncgpu.tenant({name!r}): streams must be a positive int (the "
                              f"most streams the tenant uses per device) or None; got "
                              f"{streams!r}")
-        if split is not None and not (
-                isinstance(split, dict) and all(isinstance(k, str) and type(v) is int and v >= 2
-                                                for k, v in split.items())):
-            raise ValueError(f"asyncgpu.tenant({name!r}): split must map kernel names to a "
-                             f"number of pieces of at least 2, e.g. {{'square': 4}}; got "
-                             f"{split!r}")
-        if after is not None and not (
-                isinstance(after, dict) and all(
-                    isinstance(k, str) and isinstance(v, tuple) and len(v) == 2
-                    and all(isinstance(part, str) and part for part in v)
-                    for k, v in after.items())):
-            raise ValueError(f"asyncgpu.tenant({name!r}): after must map a kernel name to the "
-                             f"(tenant, kernel) its launches wait for, e.g. "
-                             f"{{'gemm': ('detector', 'conv')}}; got {after!r}")
+        for problem in (split_problem(split) if split is not None else None,
+                        after_problem(after) if after is not None else None,
+                        both_problem(split, after)):
+            if problem is not None:
+                raise ValueError(f"asyncgpu.tenant({name!r}): {problem}")
         if type(exclusive) is not bool:
             raise ValueError(f"asyncgpu.tenant({name!r}): exclusive must be True or False; got "
                              f"{exclusive!r}")
         if sms is not None and (type(sms) is not int or sms < 1):
             raise ValueError(f"asyncgpu.tenant({name!r}): sms must be a positive int (the SMs "
                              f"of a partition of its own on each device) or None; got {sms!r}")
-        both = sorted(set(after or ()) & set(split or ()))
-        if both:
-            raise ValueError(f"asyncgpu.tenant({name!r}): kernel {both[0]!r} is both split and "
-                             "after another tenant's kernel; give it one of the two")
         self.name = name
         self.priority = priority
         self.streams = streams
@@ -102,7 +90,7 @@ class TenantScope:
         entered.append((self, rt, index, begun))
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         entered = _entered.scopes
         i = len(entered) - 1
         while entered[i][0] is not self:    # (the last one, unless a generator's block)
@@ -110,9 +98,21 @@ class TenantScope:
         _, rt, index, begun = entered.pop(i)
         rt._pins.tenant = next((e[2] for e in reversed(entered) if e[1] is rt), 0)
         if rt.retired is None:      # (a configure inside the block replaced the runtime)
-            rt.end_step(index, begun)
+            rt.end_step(index, begun, exc_type is not None)
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        if (inspect.iscoroutinefunction(fn) or inspect.isgeneratorfunction(fn)
+                or inspect.isasyncgenfunction(fn)):
+            # (calling one only makes the coroutine or generator: its body runs later,
+            # outside the scope, and its launches would be another tenant's)
+            kind = "generator" if inspect.isgeneratorfunction(fn) else "coroutine"
+            raise TypeError(f"asyncgpu.tenant({self.name!r}) decorates a plain function; "
+                            f"{getattr(fn, '__qualname__', fn)!r} is a {kind} function, whose "
+                            "body runs after the call returns, outside the tenant; put `with "
+                            "asyncgpu.tenant(...):` around its launches inside the body "
+                            "instead (with no await or yield inside the block: the scope "
+                            "belongs to the thread)")
+
         @functools.wraps(fn)
         def step(*args: Any, **kwargs: Any) -> Any:
             with self:
@@ -173,6 +173,9 @@ def tenant(name: str, priority: str = "normal", streams: int | None = None,
         A launch of a kernel the tenant splits that is declared neither element-wise nor with
         a grid offset, or whose arguments break that declaration's contract (nothing is
         enqueued).
+    TypeError
+        The scope used as a decorator of a coroutine or generator function (its body runs
+        after the call returns, outside the scope).
     """
     return TenantScope(name, priority, streams, split, after, exclusive, sms)
 
@@ -218,13 +221,17 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
     Raises
     ------
     ValueError
-        An unknown ``plan``, ``steps`` below 1, a negative ``budget_s``, a ``host_core`` that
-        is not a bool, a tenant name the runtime does not know, or no tenant to regulate (none
-        has run a step yet).
+        An unknown ``plan``, a :class:`~asyncgpu.Plan` whose settings ``asyncgpu.tenant``
+        would refuse (:meth:`~asyncgpu.Plan.check`), ``steps`` below 1, a negative
+        ``budget_s``, a ``host_core`` that is not a bool, ``tenants`` that are not names, a
+        tenant name the runtime does not know, or no tenant to regulate (none has run a step
+        yet). A refused call leaves the regulation in force as it was.
     """
     if not (isinstance(plan, Plan) or plan in ("search", "off")):
         raise ValueError(f"asyncgpu.regulate: plan must be 'search', 'off' or an "
                          f"asyncgpu.Plan; got {plan!r}")
+    if isinstance(plan, Plan):
+        plan.check()
     if type(steps) is not int or steps < 1:
         raise ValueError(f"asyncgpu.regulate: steps must be a positive int (the steps of each "
                          f"tenant profiled); got {steps!r}")
@@ -235,8 +242,21 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
         raise ValueError(f"asyncgpu.regulate: host_core must be True or False (whether the "
                          f"tenants' threads may be moved onto one host core); got "
                          f"{host_core!r}")
+    if tenants is not None and not isinstance(tenants, str):
+        try:
+            tenants = list(tenants)
+        except TypeError:
+            raise ValueError(f"asyncgpu.regulate: tenants must be a tenant's name or names (an "
+                             f"iterable of str), or None for every tenant that has run a step; "
+                             f"got {tenants!r}") from None
+        odd = [n for n in tenants if not isinstance(n, str)]
+        if odd:
+            raise ValueError(f"asyncgpu.regulate: tenants must be names (str); got {odd[0]!r}")
     rt = current_runtime()
     with rt._lock:
+        # (everything is checked before the regulation in force is stopped: a refused call
+        # changes nothing)
+        chosen = [] if plan == "off" else _regulated(rt, plan, tenants)
         old = rt.regulator
         book = None
         if old is not None:
@@ -244,29 +264,35 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
             book = old.book
         if plan == "off":
             return
-        known = {t.name: t.index for t in rt.tenants[1:]}
-        if tenants is None:
-            chosen = [t.index for t in rt.tenants[1:] if t.steps]
-            if isinstance(plan, Plan):
-                named = (set(plan.splits) | set(plan.after) | set(plan.exclusive)
-                         | set(plan.partitions) | set(plan.one_core))
-                chosen = [known[n] for n in sorted(named) if n in known] or chosen
-        else:
-            names = [tenants] if isinstance(tenants, str) else list(tenants)
-            missing = [n for n in names if n not in known]
-            if missing:
-                raise ValueError(f"asyncgpu.regulate: no tenant named {missing[0]!r}; the "
-                                 f"runtime's tenants are {sorted(known) or 'none'} (a tenant "
-                                 "exists once asyncgpu.tenant(name) was entered)")
-            chosen = sorted({known[n] for n in names})
-        if not chosen:
-            raise ValueError("asyncgpu.regulate: no tenant to regulate; run a step of each "
-                             "tenant first (with asyncgpu.tenant(name): ...), or name them "
-                             "with tenants=")
         regulator = Regulator(rt, chosen, steps, float(budget_s), book, host_core)
         rt.regulator = regulator
         if isinstance(plan, Plan):
             regulator.apply(plan)
+
+
+def _regulated(rt: Any, plan: Any, tenants: list[str] | str | None) -> list[int]:
+    """The indices of the tenants ``regulate`` is asked to regulate (ValueError: a name the
+    runtime does not know, or none to regulate)."""
+    known = {t.name: t.index for t in rt.tenants[1:]}
+    if tenants is None:
+        chosen = [t.index for t in rt.tenants[1:] if t.steps]
+        if isinstance(plan, Plan):
+            named = (set(plan.splits) | set(plan.after) | set(plan.exclusive)
+                     | set(plan.partitions) | set(plan.one_core))
+            chosen = [known[n] for n in sorted(named) if n in known] or chosen
+    else:
+        names = [tenants] if isinstance(tenants, str) else tenants
+        missing = [n for n in names if n not in known]
+        if missing:
+            raise ValueError(f"asyncgpu.regulate: no tenant named {missing[0]!r}; the "
+                             f"runtime's tenants are {sorted(known) or 'none'} (a tenant "
+                             "exists once asyncgpu.tenant(name) was entered)")
+        chosen = sorted({known[n] for n in names})
+    if not chosen:
+        raise ValueError("asyncgpu.regulate: no tenant to regulate; run a step of each "
+                         "tenant first (with asyncgpu.tenant(name): ...), or name them "
+                         "with tenants=")
+    return chosen
 
 
 def regulation() -> Regulation:

@@ -175,10 +175,10 @@ class TenantSteps:
         has is retired on the way)."""
         return self._unfinished([s.inflight[-1] for s in self.streams.streams if s.inflight])
 
-    def end_step(self, index: int, begun: Any) -> None:
-        """The step of tenant ``index`` begun with ``begun`` ends: a timing event behind the
-        work it issued on each stream it moved; measured once they complete
-        (``tenant_statistics``, and every ``SETTLE_EVERY`` steps here)."""
+    def end_step(self, index: int, begun: Any, failed: bool = False) -> None:
+        """The step of tenant ``index`` begun with ``begun`` ends (``failed``: by an exception):
+        a timing event behind the work it issued on each stream it moved; measured once they
+        complete (``tenant_statistics``, and every ``SETTLE_EVERY`` steps here)."""
         starts, mark, gate = begun
         with self._lock:
             backend = self.backend
@@ -203,7 +203,7 @@ class TenantSteps:
                     and not getattr(getattr(backend, "captures", None), "engaged", False)):
                 tenant.settle(backend.event_done, backend.elapsed_s)
             if self.regulator is not None:
-                self.regulator.end(index)
+                self.regulator.end(index, failed)
 
     def tenant_statistics(self) -> dict[str, Any]:
         """Every tenant's :class:`~asyncgpu.core.tenants.TenantStatistics` by name, its
