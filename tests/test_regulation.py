@@ -578,8 +578,8 @@ def test_a_refused_regulate_call_leaves_the_plan_in_force_as_it_was(tenants, mes
 
 
 @pytest.mark.parametrize("plan, message", [
-    (Plan({"low-bad": {"square": 1}}), "'low-bad''s split must map kernel names to a number "
-                                       "of pieces of at least 2"),
+    (Plan({"low-bad": {"square": 1}}),
+     "'low-bad''s split must map kernel names to a number of pieces of at least 2"),
     (Plan({"low-bad": {"square": "4"}}), "pieces of at least 2"),
     (Plan({}, {"high-bad": {"add_one": ("low-bad",)}}), "'high-bad''s after must map"),
     (Plan({"low-bad": {"square": 2}}, {"low-bad": {"square": ("high-bad", "add_one")}}),

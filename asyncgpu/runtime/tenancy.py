@@ -90,7 +90,8 @@ class TenantScope:
         entered.append((self, rt, index, begun))
         return self
 
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: object) -> None:
         entered = _entered.scopes
         i = len(entered) - 1
         while entered[i][0] is not self:    # (the last one, unless a generator's block)
