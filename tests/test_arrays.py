@@ -38,6 +38,30 @@ def test_metadata_like_numpy(sim):
     assert a.T.shape == (6, 4) and a.reshape(24).shape == (24,)
 
 
+def test_transpose_takes_numpys_axes_and_refuses_what_is_not_a_permutation(sim):
+    ag = sim
+    host = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    a = ag.array(host)
+    for axes in [(), (None,), ((2, 0, 1),), (2, 0, 1), (-1, -3, 1), ([1, 0, 2],)]:
+        np.testing.assert_array_equal(a.transpose(*axes).numpy(), host.transpose(*axes))
+    for axes in [(0, 0, 1), (0, 1), (0, 1, 3), (0, 1, -4), ("x", 0, 1), (0.0, 1, 2)]:
+        with pytest.raises(ValueError, match="axes must be a permutation of the array's 3 axes"):
+            a.transpose(*axes)                  # (a view past the allocation, or aliased)
+    np.testing.assert_array_equal(a.numpy(), host)
+
+
+def test_iteration_membership_and_index_behave_as_numpys(sim):
+    ag = sim
+    a = ag.array(np.arange(6.0).reshape(2, 3))
+    assert [row.numpy().tolist() for row in a] == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    assert 4.0 in a and 9.0 not in a
+    with pytest.raises(TypeError, match="iteration over a 0-d"):
+        list(ag.array(np.float32(1.0)))
+    assert [10, 20][ag.array(np.int64(1))] == 20
+    with pytest.raises(TypeError, match=r"only integer scalar \(0-d\) arrays"):
+        [10, 20][ag.array(np.array([1]))]
+
+
 def test_host_reads_and_writes_through_views(sim):
     ag = sim
     h = np.arange(12, dtype=np.int32).reshape(3, 4)

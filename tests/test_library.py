@@ -212,6 +212,30 @@ def test_in_place_operators_write_the_left_operand(sim):
     check(ints, np.arange(5) // 2)
 
 
+def test_matmul_in_place_writes_the_left_operand_or_refuses_before_anything_runs(sim):
+    ag = sim
+    m = ag.array(np.eye(2) * 2)
+    alias, view = m, m[0]
+    m @= ag.array(np.ones((2, 2)))
+    assert m is alias
+    check(m, np.full((2, 2), 2.0))
+    check(view, [2.0, 2.0])
+    stack = ag.array(np.ones((3, 2, 2)))
+    stack @= ag.array(np.eye(2) * 3)
+    check(stack, np.full((3, 2, 2), 3.0))
+    ints = ag.array(np.ones((2, 2), np.int32))
+    for left, right, why in [(ag.array(np.ones((3, 4))), ag.array(np.ones(4)), "of 2 or more"),
+                             (ag.array(np.ones((2, 2))), ag.array(np.ones((4, 4))), "square"),
+                             (ag.array(np.ones((2, 2))), ag.array(np.ones((3, 2, 2))), "stack"),
+                             (ints, ag.array(np.ones((2, 2))),
+                              "float64 product into the left operand's int32")]:
+        calls = ag.statistics().calls
+        with pytest.raises(ValueError, match=why):
+            left @= right
+        assert ag.statistics().calls == calls          # (refused before any node)
+    check(ints, np.ones((2, 2), np.int32))
+
+
 def test_scalar_conversions_wait_for_that_value_only(sim):
     ag = sim
     a = ag.array(A)

@@ -135,6 +135,18 @@ class Array(View, ArrayOperators):
             raise TypeError("len() of a 0-d asyncgpu.Array")
         return self.shape[0]
 
+    def __iter__(self) -> Any:
+        """The sub-arrays along the first axis, as NumPy iterates (each a view; an element of a
+        1-d array is read on the host)."""
+        if not self.shape:
+            raise TypeError("iteration over a 0-d asyncgpu.Array")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __contains__(self, value: Any) -> bool:
+        """``value in a``: whether any element equals it (a node, then a host read), as in
+        NumPy."""
+        return bool((self == value).any())
+
     # -- views -------------------------------------------------------------------------------
     def _check_alive(self) -> None:
         if self._alloc.freed:
@@ -264,11 +276,28 @@ class Array(View, ArrayOperators):
         """The transposed view (no copy)."""
         return self.transpose()
 
-    def transpose(self, *axes: int) -> Array:
-        """A view with permuted axes (reversed by default)."""
+    def transpose(self, *axes: Any) -> Array:
+        """A view with permuted axes (reversed by default, or with ``None``); ``axes`` must be
+        a permutation of the axes, negative ones counted from the end, as in NumPy."""
         self._check_alive()
-        order = tuple(axes[0]) if len(axes) == 1 and isinstance(axes[0], (tuple, list)) else axes
-        order = order or tuple(reversed(range(self.ndim)))
+        if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], (tuple, list))):
+            axes = () if axes[0] is None else tuple(axes[0])
+        ndim = self.ndim
+        if not axes:
+            order: tuple[int, ...] = tuple(reversed(range(ndim)))
+        else:
+            picked = []
+            for axis in axes:
+                try:
+                    i = operator.index(axis)
+                except TypeError:
+                    i = ndim            # (not an axis: refused below)
+                picked.append(i + ndim if -ndim <= i < 0 else i)
+            order = tuple(picked)
+            if sorted(order) != list(range(ndim)):
+                raise ValueError(f"Array.transpose: axes must be a permutation of the array's "
+                                 f"{ndim} axes (0 to {ndim - 1}, or -{ndim} to -1), each once, "
+                                 f"as in NumPy; got {axes!r} for shape {self.shape}")
         return Array._view(self._alloc, tuple(self.shape[i] for i in order), self.dtype,
                            tuple(self.strides[i] for i in order), self._offset)
 
@@ -402,8 +431,9 @@ class Array(View, ArrayOperators):
         return int(self.item())
 
     def __index__(self) -> int:
-        if self.dtype.kind not in "iu":
-            raise TypeError("only integer arrays of size 1 can be used as an index")
+        if self.dtype.kind not in "iu" or self.ndim:
+            raise TypeError(f"only integer scalar (0-d) arrays can be used as an index, as in "
+                            f"NumPy; got {self.describe()}")
         return int(self.item())
 
     def __bool__(self) -> bool:

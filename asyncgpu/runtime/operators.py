@@ -84,6 +84,38 @@ class ArrayOperators:
     def __rmatmul__(self, other: Any) -> Any:
         return _call("matmul", other, self) if _operand(other) else NotImplemented
 
+    def __imatmul__(self, other: Any) -> Any:
+        """``a @= b`` in place, as in NumPy: the product (a node) copied into ``a`` (another
+        node: a product written over its own operand would read what it overwrote), which
+        keeps its shape and dtype; ValueError (nothing enqueued) where it cannot."""
+        if not _operand(other):
+            return NotImplemented
+        left: Any = self            # (an Array: this class is its operator half)
+        a, b = left.shape, np.shape(other)
+        problem = None
+        if len(a) < 1 or len(b) < 2:
+            problem = "needs the left operand of 1 dimension or more and the right of 2 or more"
+        elif b[-2:] != (a[-1], a[-1]):
+            problem = (f"keeps the left operand's shape, so the right one must be square "
+                       f"matrices of its last dimension ({a[-1]} by {a[-1]})")
+        else:
+            try:
+                batch = np.broadcast_shapes(a[:-2], b[:-2])
+            except ValueError:
+                batch = None
+            if batch != a[:-2]:
+                problem = "keeps the left operand's shape, which the right one's stack would change"
+        if problem is None:
+            dtype = np.result_type(left.dtype, other.dtype)
+            if not np.can_cast(dtype, left.dtype, "same_kind"):
+                problem = (f"would write a {dtype} product into the left operand's {left.dtype} "
+                           "(same-kind casting)")
+        if problem is not None:
+            raise ValueError(f"a @= b with shapes {a} and {b}: in-place matrix multiplication "
+                             f"{problem}; write a = a @ b for a new array")
+        _call("copyto", self, _call("matmul", self, other), casting="same_kind")
+        return self
+
     def __divmod__(self, other: Any) -> Any:
         return _call("divmod", self, other) if _operand(other) else NotImplemented
 
