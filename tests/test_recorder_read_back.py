@@ -172,6 +172,20 @@ def test_an_eager_kernel_or_a_host_write_after_the_replay_wins(explicit):
     np.testing.assert_array_equal(y.numpy(), np.full(N, 5, np.float32))
 
 
+def test_a_partial_read_that_fetches_after_another_writer_waits_for_the_copy_back(explicit):
+    """The copy back and a later fetch both write the host's copy: a part of the array written
+    by an eager kernel after the replay makes the read of the other part fetch, which must not
+    race the copy back still under way."""
+    ag = explicit
+    _, _, inc = kernels(ag)
+    y, step = _learnt(ag, 1)
+    half = N // 2
+    step()                              # copies y back behind it
+    inc[1, half](y[half:], half)        # another writer of y: the read below fetches
+    np.testing.assert_array_equal(y[:half].numpy(), np.full(half, 2, np.float32))
+    np.testing.assert_array_equal(y.numpy()[half:], np.full(N - half, 3, np.float32))
+
+
 def test_freeing_an_array_its_copy_back_still_reads_is_safe(explicit):
     ag = explicit
     y, step = _learnt(ag, 2)

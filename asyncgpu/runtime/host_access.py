@@ -50,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.dag import RAW, Node
+from ..core.dag import RAW, WAW, Node
 from ..core.deps import Access, access
 from ..core.errors import FreedArrayError
 from .allocation import HOST
@@ -371,8 +371,13 @@ class HostAccess(Issuing):
                 # mirror current, once it completes (a write conflicts with it anyway: it is
                 # a reader of the device copy; a fetch means a device writer came after it)
                 alloc.copy_back = None
-                if not (write or fetch or pending.finished):
-                    found = {pending: [(RAW, label)]}
+                if not (write or pending.finished):
+                    if not fetch:
+                        found = {pending: [(RAW, label)]}
+                    else:
+                        # (the fetch writes the mirror bytes the copy back writes too: after it)
+                        found = dict(found)
+                        found[pending] = [(WAW, label)]
             elif fetch and not write and lo == 0 and hi == alloc.nbytes and self.graph_read_back:
                 memory.learn_read_back(alloc, label)
             if fetch and self._instruments:
