@@ -53,6 +53,27 @@ def test_captured_calls_replay_equal_numpy_with_stable_results(sim):
     assert all(s[0] is seen[0][0] and s[2] is seen[0][2] for s in seen)
 
 
+def test_a_result_the_program_freed_is_made_anew_and_the_calls_go_on(sim):
+    ag = sim
+    import asyncgpu.cupy as acp
+
+    host = np.arange(8, dtype=np.float32)
+    x = ag.array(host)
+
+    @ag.graph
+    def step(x):
+        return acp.sqrt(x) * 2.0                 # two captured calls, one result kept
+
+    first = step(x)
+    first.free()                                 # the program is done with it
+    outcomes = []
+    for _ in range(3):
+        again = step(x)
+        outcomes.append(step.outcome)
+        np.testing.assert_allclose(again.numpy(), np.sqrt(host) * 2, rtol=1e-6)
+    assert again is not first and outcomes[-1] == "replayed"
+
+
 def test_a_replayed_graph_with_calls_is_one_node(sim):
     ag = sim
     import asyncgpu.cupy as acp

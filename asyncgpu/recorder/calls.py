@@ -152,7 +152,8 @@ def defer(recording: Any, call: LibraryCall, site: str | None,
     cache = graph_cache(rt)
     key = ((recording.token, recording.segment), recording.calls, sig)
     result = cache.results.get(key)
-    if result is None:
+    if result is None or result._alloc.freed:
+        # (a result the program freed is not handed out again: a new one, recorded anew)
         result = allocate_results(rt, call, meta, [])
         cache.results[key] = result
         if len(cache.results) > RESULTS_KEPT:
