@@ -39,6 +39,15 @@ def test_options_from_env_parses_and_rejects():
         options_from_env({"ASYNCGPU_PARENT_STREAM": "nope"})
 
 
+@pytest.mark.parametrize("name", ["graph_read_back", "interference", "debug_hb"])
+@pytest.mark.parametrize("value", ["False", 0, None])
+def test_a_switch_given_anything_but_a_bool_is_refused_by_name(name, value):
+    import asyncgpu as ag
+
+    with pytest.raises(ValueError, match=f"option {name} must be True or False"):
+        ag.configure(**{name: value})
+
+
 def test_core_modules_import_no_cuda_library():
     code = ("import sys, asyncgpu.core.dag, asyncgpu.core.deps, asyncgpu.core.policies, "
             "asyncgpu.core.streams, asyncgpu.core.hb, asyncgpu.observe.trace, "

@@ -66,6 +66,48 @@ def test_replay_is_one_node_and_composes_with_dynamic_work(sim):
     np.testing.assert_array_equal(z.numpy(), 2 * (2 * 4 + 1) * np.ones(N, np.float32))
 
 
+def test_a_recorded_method_gets_its_instance_and_each_instance_its_own_arrays(sim):
+    ag = sim
+    _, _, inc = kernels(ag)
+
+    class Model:
+        def __init__(self):
+            self.y = ag.zeros(N, np.float32)
+
+        @ag.graph
+        def step(self, times):
+            for _ in range(times):
+                inc[1, N](self.y, N)
+
+        @ag.graph(static=True)
+        def once(self):
+            inc[1, N](self.y, N)
+
+    a, b = Model(), Model()
+    for _ in range(3):
+        a.step(2)
+        b.step(1)
+        a.once()
+    assert Model.step.outcome == "replayed" and Model.once.outcome == "replayed"
+    np.testing.assert_array_equal(a.y.numpy(), np.full(N, 9, np.float32))
+    np.testing.assert_array_equal(b.y.numpy(), np.full(N, 3, np.float32))
+
+
+def test_recording_a_coroutine_or_generator_function_is_refused_with_the_fix(sim):
+    ag = sim
+
+    async def serve(x):
+        return x
+
+    def batches(x):
+        yield x
+
+    for fn in (serve, batches):
+        with pytest.raises(TypeError, match="is a coroutine or generator function, whose body "
+                                            "runs after the call returns"):
+            ag.graph(fn)
+
+
 def test_record_context_manager_replays_from_the_second_iteration(sim):
     ag = sim
     scale, add, inc = kernels(ag)

@@ -158,6 +158,11 @@ class Options:
     graph_ios_max: int = 256
 
     def __post_init__(self) -> None:
+        for field in dataclasses.fields(self):
+            # (a string such as "False" would read as true)
+            if field.type == "bool" and not isinstance(getattr(self, field.name), bool):
+                raise ValueError(f"option {field.name} must be True or False; got "
+                                 f"{getattr(self, field.name)!r}")
         for name, choices in _CHOICES.items():
             value = getattr(self, name)
             if value not in choices:

@@ -30,9 +30,11 @@ Example::
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
 import logging
 import threading
+import types
 from typing import Any, Callable
 
 from ..core.errors import RecordingError
@@ -167,6 +169,15 @@ class GraphFunction(_Run):
     __slots__ = ("__dict__", "__weakref__", "_static", "fn", "static")
 
     def __init__(self, fn: Callable[..., Any], split: bool = False, static: bool = False) -> None:
+        if (inspect.iscoroutinefunction(fn) or inspect.isgeneratorfunction(fn)
+                or inspect.isasyncgenfunction(fn)):
+            # (calling one only makes the coroutine or generator: its launches come later,
+            # outside the recording)
+            raise TypeError(f"asyncgpu.graph records a plain function; "
+                            f"{getattr(fn, '__qualname__', fn)!r} is a coroutine or generator "
+                            "function, whose body runs after the call returns; record the "
+                            "launches in a plain function it calls, or with asyncgpu.record() "
+                            "around them")
         if static and split:
             raise ValueError("asyncgpu.graph: static=True replays one graph per call without "
                              "running the body, so it cannot split the body at host operations")
@@ -240,6 +251,12 @@ class GraphFunction(_Run):
             rt._release()
         self.outcome = "replayed"
         return True, hit[1]
+
+    def __get__(self, instance: Any, owner: Any) -> Any:
+        """A method's recorded function, bound to ``instance`` as a function would be: the
+        instance is the body's first argument (one recording for all instances; a static
+        function keys its graphs by it as by any other argument)."""
+        return self if instance is None else types.MethodType(self, instance)
 
     def clear(self) -> None:
         self._static.clear()
