@@ -93,6 +93,30 @@ def test_a_recorded_method_gets_its_instance_and_each_instance_its_own_arrays(si
     np.testing.assert_array_equal(b.y.numpy(), np.full(N, 3, np.float32))
 
 
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_arrays_made_with_contents_inside_a_recorded_body_are_its_scratch(memory):
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", memory=memory, sim_strategy="random"):
+        _, add, inc = kernels(ag)
+        x = ag.array(np.arange(N, dtype=np.float32))
+
+        @ag.graph
+        def step(x):
+            ones = ag.ones(N, np.float32)                   # filled, not a host write
+            table = ag.array(np.full(N, 2, np.float32))
+            out, total = ag.zeros_like(x), ag.empty_like(x)
+            add[1, N](x, ones, out, N)
+            add[1, N](out, table, total, N)
+            inc[1, N](total, N)
+            return total
+
+        for _ in range(3):
+            got = step(x)
+            np.testing.assert_array_equal(got.numpy(), np.arange(N, dtype=np.float32) + 4)
+        assert step.outcome == "recorded"       # (new arrays every call: never replayed)
+
+
 def test_recording_a_coroutine_or_generator_function_is_refused_with_the_fix(sim):
     ag = sim
 

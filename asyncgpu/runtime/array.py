@@ -42,6 +42,7 @@ from .allocation import DEVICE, HOST, Allocation, View, describe, new_view
 from .current import current_runtime
 from .node_ops import ops
 from .operators import ArrayOperators
+from .recording_hook import recording_of, this_thread
 
 _FAKE = np.zeros(64, np.uint8)
 #: A whole array of this many bytes or more set to one number is filled on the device.
@@ -667,7 +668,7 @@ def full_array(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
     on the device from :data:`DEVICE_FILL_BYTES` on (a one-number write, ``__setitem__``)."""
     dt = np.asarray(fill_value).dtype if dtype is None else dtype
     out = empty_array(shape, dt, HOST)
-    out[...] = fill_value
+    _fill_new(out, fill_value)
     return out
 
 
@@ -678,8 +679,20 @@ def host_array(obj: Any, dtype: Any = None) -> Array:
     data = obj.numpy() if isinstance(obj, Array) else obj
     data = np.asarray(data, dtype=dtype)
     out = empty_array(data.shape, _dtype(data.dtype), HOST)
-    out[...] = data
+    _fill_new(out, data)
     return out
+
+
+def _fill_new(out: Array, value: Any) -> None:
+    """The first write of a new array, ``out[...] = value``; in this thread's recording (a
+    recorded function's scratch array), straight into its host copy, where any other host
+    write is refused: nothing else can reach an allocation made a moment ago, and the
+    recording copies it in before a launch reads it (its location is the host)."""
+    rt = out._alloc.runtime
+    if rt.recording is not None and recording_of(rt, this_thread()) is not None:
+        out._host_view()[...] = value
+    else:
+        out[...] = value
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
