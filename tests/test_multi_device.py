@@ -377,12 +377,25 @@ def test_a_device_the_host_lacks_is_refused_at_configure_and_nothing_changes():
             ag.configure(devices=[0, 5])
         assert ag.options().devices == 1
         assert (x.numpy() == 1).all()       # the runtime is the one before, and usable
+        kernel = ag.kernel(const=["x"], out=["y"])(twice)
+        y = ag.empty_like(x)
+        kernel[1, 4](x, y, 4)               # (its arrays too: a launch takes them)
+        assert (y.numpy() == 3).all() and ((x * 2).numpy() == 2).all()
+    with ag.configure(backend="sim", sim_devices=4, devices="all"):
+        x = ag.array(np.ones(4))
+        with pytest.raises(ag.DeviceError, match=r"device 4.*4 virtual devices"):
+            ag.configure(devices=5)
+        assert ((x * 2).numpy() == 2).all()
 
 
 def test_pinning_a_device_outside_the_runtime_is_refused(four):
     ag = four
     with pytest.raises(ag.DeviceError, match=r"asyncgpu.device\(7\).*0, 1, 2, 3"), ag.device(7):
         pass
+    for number, kind in (("1", "str"), (2.0, "float"), (True, "bool")):
+        with pytest.raises(ag.DeviceError, match=f"a device number is an int; got a {kind}"):
+            with ag.device(number):
+                pass
     kernel = ag.kernel(const=["x"], out=["y"])(twice)
     x = ag.array(np.ones(4))
     y = ag.empty_like(x)

@@ -93,6 +93,25 @@ def resolve(options: Options) -> str:
     return "cuda" if cuda_usable() else "sim"
 
 
+def selected(options: Options) -> tuple[int, ...]:
+    """The device numbers ``options.devices`` selects on this machine (the simulator's
+    ``sim_devices``, or the GPUs CUDA sees); DeviceError for a device it lacks."""
+    from ..core.placement import select_devices
+
+    if resolve(options) == "sim":
+        return select_devices(options.devices, options.device, options.sim_devices,
+                              "virtual devices (ASYNCGPU_SIM_DEVICES)")
+    if not cuda_usable():
+        raise BackendUnavailableError(
+            "the cuda backend needs CuPy (pip install 'asyncgpu[cuda12]' or '[cuda13]') and a "
+            "visible NVIDIA GPU; set ASYNCGPU_BACKEND=sim to run on the CPU simulator"
+        )
+    import cupy
+
+    return select_devices(options.devices, options.device,
+                          cupy.cuda.runtime.getDeviceCount(), "GPUs")
+
+
 def create(options: Options) -> Any:
     """Create the backend the options ask for (wrapped in the checker where it applies)."""
     name = resolve(options)
@@ -114,13 +133,9 @@ def create(options: Options) -> Any:
     from .cuda.backend import CudaBackend
 
     if options.devices != 1:
-        import cupy
-
-        from ..core.placement import select_devices
         from .cuda.multi import MultiCudaBackend
 
-        numbers = select_devices(options.devices, options.device,
-                                 cupy.cuda.runtime.getDeviceCount(), "GPUs")
+        numbers = selected(options)
         if len(numbers) > 1:
             multi: Any = MultiCudaBackend(options, numbers)
             if options.stress:
@@ -136,7 +151,7 @@ def create(options: Options) -> Any:
 
 
 # the runtime makes its backends through this registration: it sits below this layer
-backend_registry.register(create=create, resolve=resolve)
+backend_registry.register(create=create, resolve=resolve, select=selected)
 
 
 class CheckedBackend(ForwardingBackend):

@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 
 from ..core.config import Options
-from ..core.errors import AnnotationViolation, DeviceError, KernelFault
+from ..core.errors import AnnotationViolation, KernelFault
 from ..core.statistics import Statistics
+from . import backend_registry
 from .array import Array, empty_array, full_array, host_array
 from .current import current_options, current_runtime, set_options
 from .interop import asarray as _import
@@ -230,14 +231,12 @@ class configure:
     def __init__(self, **changes: Any) -> None:
         self._previous = current_options()
         new = self._previous.replace(**changes)
-        set_options(new)
         if new.devices != self._previous.devices or new.devices != 1 and (
                 new.sim_devices != self._previous.sim_devices):
-            try:        # a device the host lacks is refused here, not at the first launch
-                current_runtime()
-            except DeviceError:
-                set_options(self._previous)
-                raise
+            # a device the host lacks is refused here, not at the first launch, and before
+            # the runtime in use is retired: its arrays stay usable
+            backend_registry.select(new)
+        set_options(new)
         self.options = new
 
     def __enter__(self) -> Options:

@@ -7,14 +7,15 @@ calls and captures work on the runtime's arrays, kernels and library calls. A ru
 to make the backend its options select (``Runtime.__init__``, and ``asyncgpu.configure``
 through ``asyncgpu.runtime.switch``), so the backend layer registers its factory here when it is
 imported (``asyncgpu/__init__.py`` imports it, so it is registered before any runtime exists),
-and the runtime asks through :func:`create` and :func:`resolve` without importing the backends.
+and the runtime asks through :func:`create`, :func:`resolve` and :func:`select` without
+importing the backends.
 
 Invariant: exactly one factory is registered; registering again replaces it (a test may
 register a wrapper and put the original back).
 
 Example::
 
-    register(create=make_backend, resolve=backend_name)     # what asyncgpu.backends does
+    register(create=make_backend, resolve=backend_name, select=devices_of)  # asyncgpu.backends
     backend = create(options)            # the runtime: a new backend for these options
     name = resolve(options)              # "sim" or "cuda": what "auto" stands for here
 """
@@ -29,22 +30,25 @@ from ..core.errors import BackendUnavailableError
 
 _create: Callable[[Options], Any] | None = None
 _resolve: Callable[[Options], str] | None = None
+_select: Callable[[Options], tuple[int, ...]] | None = None
 
 
-def register(create: Callable[[Options], Any], resolve: Callable[[Options], str]) -> None:
-    """Install the backend layer's factory (``create``) and its name for a selection
-    (``resolve``)."""
-    global _create, _resolve
-    _create, _resolve = create, resolve
+def register(create: Callable[[Options], Any], resolve: Callable[[Options], str],
+             select: Callable[[Options], tuple[int, ...]]) -> None:
+    """Install the backend layer's factory (``create``), its name for a selection
+    (``resolve``) and the devices a selection names on this machine (``select``)."""
+    global _create, _resolve, _select
+    _create, _resolve, _select = create, resolve, select
 
 
-def _registered() -> tuple[Callable[[Options], Any], Callable[[Options], str]]:
-    if _create is None or _resolve is None:
+def _registered() -> tuple[Callable[[Options], Any], Callable[[Options], str],
+                           Callable[[Options], tuple[int, ...]]]:
+    if _create is None or _resolve is None or _select is None:
         raise BackendUnavailableError(
             "no backend is registered with the runtime: import asyncgpu (the package), which "
             "loads asyncgpu.backends, instead of a runtime module alone"
         )
-    return _create, _resolve
+    return _create, _resolve, _select
 
 
 def create(options: Options) -> Any:
@@ -55,3 +59,10 @@ def create(options: Options) -> Any:
 def resolve(options: Options) -> str:
     """The backend name ``options.backend`` stands for on this machine."""
     return _registered()[1](options)
+
+
+def select(options: Options) -> tuple[int, ...]:
+    """The device numbers ``options.devices`` selects on this machine, without making a
+    backend (DeviceError for a device it lacks: ``asyncgpu.configure`` asks before it retires
+    the runtime in use)."""
+    return _registered()[2](options)

@@ -193,6 +193,10 @@ class Runtime(HostAccess, TenantSteps):
     def pinned_slot(self, number: int) -> int:
         """The slot of device number ``number`` (``asyncgpu.device``); DeviceError if this
         runtime does not run on it."""
+        if type(number) is bool or not hasattr(type(number), "__index__"):
+            # (True and 2.0 equal device numbers, and "1" prints like one)
+            raise DeviceError(f"asyncgpu.device({number!r}): a device number is an int; got "
+                              f"a {type(number).__name__}")
         if number not in self.devices:
             raise DeviceError(
                 f"asyncgpu.device({number}): this runtime runs on device(s) "
