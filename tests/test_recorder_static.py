@@ -36,6 +36,25 @@ def test_static_replay_skips_the_body_and_follows_host_writes(env):
     assert ag.statistics().graphs_replayed >= 5
 
 
+def test_a_static_call_with_a_freed_argument_names_the_kernel_and_argument(env):
+    ag, (scale, _, _) = env
+
+    @ag.graph(static=True)
+    def step(x, y):
+        scale[1, N](x, y, np.float32(2), N)
+
+    x, y = ag.ones(N, np.float32), ag.empty(N, np.float32)
+    for _ in range(3):
+        step(x, y)
+    x.free()
+    with pytest.raises(ag.FreedArrayError, match=r"kernel 'scale' .* argument 0 'x': array "
+                                                 r"float32\[64\] has been freed"):
+        step(x, y)
+    x = ag.ones(N, np.float32)
+    step(x, y)                                      # the runtime goes on
+    np.testing.assert_array_equal(y.numpy(), np.full(N, 2, np.float32))
+
+
 def test_static_replay_keys_on_arrays_and_scalars(env):
     ag, (scale, add, inc) = env
     runs = []

@@ -39,6 +39,7 @@ from typing import Any, Callable
 
 from ..core.errors import RecordingError
 from ..runtime import current
+from ..runtime.allocation import explicit_frees
 from ..runtime.splits import splits_hold
 from ..runtime.current import current_runtime
 from ..runtime.frozen import FrozenGraph, copy_key
@@ -244,6 +245,10 @@ class GraphFunction(_Run):
             frozen = hit[0]
             if frozen.graph.destroyed:
                 return False, None      # evicted from the cache
+            if frozen.graph.frees != explicit_frees():
+                for acc in frozen.accesses:
+                    if acc.alloc.freed:
+                        return False, None  # an array it uses was freed: the body names it
             if rt._tenanted and not splits_hold(rt, frozen.splits):
                 return False, None      # captured under other splits: the body cuts anew
             rt.launch_graph(frozen)
