@@ -62,6 +62,25 @@ def test_iteration_membership_and_index_behave_as_numpys(sim):
         [10, 20][ag.array(np.array([1]))]
 
 
+@pytest.mark.parametrize("value, dtype", [(np.nan, np.int32), (1e10, np.int8), (2.7, np.int32),
+                                          (1 + 2j, np.float32), (5, None), (300, np.int8)])
+def test_full_casts_its_number_as_numpys_full_does(sim, value, dtype):
+    import warnings
+
+    ag = sim
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # (NumPy's cast warnings, alike on both sides)
+        try:
+            want = np.full(3, value, dtype)
+        except OverflowError:
+            with pytest.raises(OverflowError):
+                ag.full(3, value, dtype)
+            return
+        got = ag.full(3, value, dtype)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
 def test_host_reads_and_writes_through_views(sim):
     ag = sim
     h = np.arange(12, dtype=np.int32).reshape(3, 4)

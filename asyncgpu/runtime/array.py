@@ -668,6 +668,12 @@ def full_array(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
     on the device from :data:`DEVICE_FILL_BYTES` on (a one-number write, ``__setitem__``)."""
     dt = np.asarray(fill_value).dtype if dtype is None else dtype
     out = empty_array(shape, dt, HOST)
+    if not isinstance(fill_value, Array) and np.ndim(fill_value) == 0:
+        # (one number cast as NumPy's and CuPy's ``full`` cast it: unsafely, so NaN into an
+        # integer array is a value, where an assignment refuses it)
+        typed = np.empty((), out.dtype)
+        np.copyto(typed, fill_value, casting="unsafe")
+        fill_value = typed[()]
     _fill_new(out, fill_value)
     return out
 
