@@ -692,9 +692,12 @@ def test_a_trace_names_the_tenant_of_each_node(sim):
     with ag.trace() as t:
         with ag.tenant("traced-tenant"):
             k[2, 32](x, y, 64)
+            read = float(y[0])                      # a host access of the tenant's too
         k[2, 32](x, z, 64)
         ag.synchronize()
+    assert read == 3.0
     assert [n.tenant for n in t.kernels] == ["traced-tenant", "default"]
+    assert {n.tenant for n in t.nodes if n.kind.startswith("host")} == {"traced-tenant"}
     events = t.chrome_trace()["traceEvents"]
     assert {e["args"]["tenant"] for e in events if e.get("ph") == "i"} == {"traced-tenant",
                                                                            "default"}

@@ -247,6 +247,48 @@ def test_asyncgpu_trace_variable_writes_a_chrome_trace_at_exit(tmp_path, monkeyp
     assert [name for _, name in spans] == ["x to device", "square", "float32[8] to host"]
 
 
+def test_a_process_trace_follows_a_new_backend_into_a_file_of_its_own(tmp_path, monkeypatch):
+    """``ASYNCGPU_TRACE``: a configure that builds a new backend (``memory=``) ends the file
+    and goes on in ``path.1``, where a trace block refuses it; a block still open at exit is
+    ended, and the file written."""
+    monkeypatch.delenv("ASYNCGPU_MEMORY", raising=False)
+    path = tmp_path / "proc.json"
+    code = ("import numpy as np, asyncgpu as ag\n"
+            "from test_example import make_square\n"
+            "sq = make_square(ag); x = ag.array(np.ones(8, np.float32)); y = ag.empty_like(x)\n"
+            "sq[1, 8](x, y, 8)\n"
+            "with ag.configure(memory='managed'):\n"
+            "    sq[1, 8](y, x, 8); print(float(x[0]))\n"
+            "t = ag.trace()\n"             # (left open: the process trace is below it)
+            "sq[1, 8](x, y, 8); print(float(y[0]))\n")
+    env = dict(os.environ, ASYNCGPU_TRACE=str(path), ASYNCGPU_BACKEND="sim",
+               PYTHONPATH=os.pathsep.join([os.getcwd(), os.path.dirname(__file__)]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["1.0", "1.0"]
+    kernels = []
+    for name in ("proc.json", "proc.1.json", "proc.2.json"):
+        doc = json.loads((tmp_path / name).read_text())
+        kernels.append([e["name"] for e in doc["traceEvents"]
+                        if e["ph"] == "X" and e["pid"] == 1 and e["name"] == "square"])
+    assert kernels == [["square"], ["square"], ["square"]]
+
+
+def test_a_switch_of_devices_inside_a_trace_block_is_refused_and_nothing_changes(sim):
+    ag = sim
+    run = vec_program(ag)
+    with ag.trace() as t:
+        run()
+        before = ag.options()
+        with pytest.raises(RuntimeError, match=r"configure\(devices='all'\) builds a new "
+                                               "backend, which a trace in progress cannot"):
+            ag.configure(devices="all", sim_devices=2)
+        assert ag.options() == before
+        run()
+    assert [k.name for k in t.kernels] == ["square", "square", "reduce"] * 2
+
+
 def test_long_traces_read_completed_events_as_they_go(sim, monkeypatch):
     import asyncgpu.observe.trace as T
 

@@ -48,7 +48,7 @@ import weakref
 from typing import Any
 
 from ..core.backend import ForwardingBackend
-from ..runtime.context import NEW_RUNTIME_HOOKS
+from ..runtime.context import NEW_RUNTIME_HOOKS, REBUILD_HOOKS
 from ..runtime.current import current_runtime
 from . import metrics as _metrics
 from .draw import draw_dag, draw_timeline
@@ -75,6 +75,9 @@ class _TracingBackend(ForwardingBackend):
         #: attribute (capture uses the traced backend; configure refuses a new backend)
         #: without importing this module.
         self.traced = inner
+        #: a process trace (``ASYNCGPU_TRACE``), which follows a new backend where a trace
+        #: block refuses one
+        self.process = trace.process_path is not None
         self._trace = trace
         self.name = inner.name
         self.prefetches = inner.prefetches
@@ -160,6 +163,8 @@ class Trace:
         self._harvest_at = _HARVEST
         self._active = False
         self._backend: _TracingBackend | None = None
+        #: where a process trace (``ASYNCGPU_TRACE``) writes itself; None: a trace block
+        self.process_path: str | None = None
         self.backend_name = getattr(runtime.backend, "name", "?")
         self.logical_clock = self.backend_name == "sim"
 
@@ -253,6 +258,10 @@ class Trace:
         if rec is None:   # a host access: complete when issued
             rec = NodeRecord(node.id, node.kind, node.name, node.site, None, self._next_order(),
                              time.perf_counter() - self._t0)
+            # (the thread that issues it is the host's: its tenant scope says whose it is)
+            index = node.tenant or getattr(self._rt._pins, "tenant", 0)
+            if index:
+                rec.tenant = self._rt.tenants[index].name
             self._host_nodes.append(rec)
         rec.parents = parents
         if node.event is not None:
@@ -427,26 +436,38 @@ _process_traces = 0
 def trace_process(runtime: Any, path: str) -> Trace:
     """``ASYNCGPU_TRACE=path``: trace the runtime until exit, then write the Chrome JSON there.
 
-    A second runtime in the same process (another backend) writes ``path`` with ``.1``, ``.2``
-    before the extension.
+    A second runtime in the same process (another backend), or the same runtime once
+    ``configure`` built it a new backend, writes ``path`` with ``.1``, ``.2`` before the
+    extension.
     """
     global _process_traces
     if _process_traces:
         root, ext = os.path.splitext(path)
         path = f"{root}.{_process_traces}{ext}"
     _process_traces += 1
-    t = Trace(runtime).start()
-
-    def write() -> None:
-        try:
-            t.stop()
-            t.save_chrome(path)
-            log.info("asyncgpu: wrote the process trace to %s", path)
-        except Exception:
-            log.exception("asyncgpu: could not write the trace to %s", path)
-
-    atexit.register(write)
+    t = Trace(runtime)
+    t.process_path = path
+    t.start()
+    atexit.register(_write_process_trace, t)
     return t
+
+
+def _write_process_trace(t: Trace) -> None:
+    """End process trace ``t`` and write its file (at exit, or as its backend is replaced);
+    a trace block still open above it is ended first (at exit nothing reads it any more)."""
+    if t.process_path is None:
+        return                          # (written already)
+    path, t.process_path = t.process_path, None
+    try:
+        rt = t._rt
+        while t._active and rt.backend is not t._backend and isinstance(rt.backend,
+                                                                          _TracingBackend):
+            rt.backend._trace.stop()    # (blocks left open: the process trace is below)
+        t.stop()
+        t.save_chrome(path)
+        log.info("asyncgpu: wrote the process trace to %s", path)
+    except Exception:
+        log.exception("asyncgpu: could not write the trace to %s", path)
 
 
 def _trace_if_asked(runtime: Any) -> None:
@@ -455,4 +476,15 @@ def _trace_if_asked(runtime: Any) -> None:
         trace_process(runtime, runtime.options.trace)
 
 
+def _process_trace_steps_aside(runtime: Any) -> Any:
+    """Before ``configure`` builds ``runtime`` a new backend: a process trace on top writes
+    its file and a new one begins on the new backend (``path.1``, ...)."""
+    backend = runtime.backend
+    if not (isinstance(backend, _TracingBackend) and backend.process):
+        return None
+    _write_process_trace(backend._trace)
+    return lambda: _trace_if_asked(runtime)
+
+
+REBUILD_HOOKS.append(_process_trace_steps_aside)
 NEW_RUNTIME_HOOKS.append(_trace_if_asked)

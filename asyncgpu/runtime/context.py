@@ -54,6 +54,10 @@ log = logging.getLogger("asyncgpu")
 #: they attach to a runtime (``asyncgpu.observe.trace``: the whole-process trace that
 #: ``ASYNCGPU_TRACE`` asks for), so the runtime needs no import of them.
 NEW_RUNTIME_HOOKS: list[Callable[[Any], None]] = []
+#: Called with a runtime before ``configure`` builds it a new backend (the work finished, the
+#: lock held); each returns what to call once the new backend is in place, or None (a process
+#: trace, ``ASYNCGPU_TRACE``, ends its file there and begins the next).
+REBUILD_HOOKS: list[Callable[[Any], Callable[[], None] | None]] = []
 #: Whether the one line saying the launch path runs uncompiled was logged (once a process).
 _said_uncompiled = False
 
@@ -235,11 +239,19 @@ class Runtime(HostAccess, TenantSteps):
             if rebuild:
                 changed = [f"{name}={getattr(options, name)!r}" for name in BACKEND_BUILD
                            if getattr(options, name) != getattr(self.options, name)]
-                _switch.refuse_rebuild_while_tracing(self, changed)
+                current.refuse_while_traced(self, ", ".join(changed))
             self.synchronize()
-            if rebuild:
+            if not rebuild:
+                self._configure(options)
+                return
+            resumes = [hook(self) for hook in REBUILD_HOOKS]
+            try:
                 _switch.rebuild_backend(self, options)
-            self._configure(options)
+                self._configure(options)
+            finally:
+                for resume in resumes:
+                    if resume is not None:
+                        resume()
 
     def retire(self, new: Options) -> None:
         """Another backend or device is selected (``new``; all work finished): give back the

@@ -104,6 +104,23 @@ def _take_back_abandoned_lock(rt: Any) -> None:
                     "call had left held")
 
 
+def traced_by_user(rt: Any) -> bool:
+    """Whether a ``with asyncgpu.trace()`` block is in progress on ``rt`` (its wrapper is the
+    backend; a process trace, ``ASYNCGPU_TRACE``, follows a new backend and is not one)."""
+    backend = rt.backend
+    return getattr(backend, "traced", None) is not None and not getattr(backend, "process", False)
+
+
+def refuse_while_traced(rt: Any, change: str) -> None:
+    """RuntimeError, before anything changes, where a trace block is in progress on ``rt``:
+    it wraps the backend and reads its clock, so it cannot span ``change``."""
+    if traced_by_user(rt):
+        raise RuntimeError(
+            f"asyncgpu.configure({change}) builds a new backend, which a trace in progress "
+            "cannot follow; end the 'with asyncgpu.trace()' block first, or change these "
+            "options outside it")
+
+
 def set_options(new: Options) -> None:
     """Switch options: same backend and device -> the runtime is reconfigured (its arrays
     stay usable); another backend or device -> the runtime is retired, the next call makes
@@ -117,6 +134,9 @@ def set_options(new: Options) -> None:
             if describe(new) == describe(old.options):
                 old.reconfigure(new)
             else:
+                refuse_while_traced(old, "{}={!r}".format(
+                    *(("backend", new.backend) if describe(new)[0] != describe(old.options)[0]
+                      else ("devices", new.devices))))
                 old.synchronize()
                 old.retire(new)
                 _runtime = None

@@ -72,17 +72,6 @@ def needs_rebuild(old: Options, new: Options) -> bool:
     return any(getattr(old, name) != getattr(new, name) for name in BACKEND_BUILD)
 
 
-def refuse_rebuild_while_tracing(rt: Any, changes: list[str]) -> None:
-    """A trace wraps the backend and reads its clock: it cannot span a new backend. Raised
-    before anything changes."""
-    if getattr(rt.backend, "traced", None) is not None:     # (a trace's wrapper)
-        raise RuntimeError(
-            f"asyncgpu.configure({', '.join(changes)}) builds a new backend, which a trace in "
-            "progress cannot follow; end the 'with asyncgpu.trace()' block first, or change "
-            "these options outside it"
-        )
-
-
 def rebuild_backend(rt: Any, options: Options) -> None:
     """Give ``rt`` (all work finished, lock held) the backend ``options`` ask for and move
     its live allocations there. On failure nothing has changed (the new buffers are freed)."""
