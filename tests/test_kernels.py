@@ -113,6 +113,21 @@ def test_statistics_snapshot_is_frozen(sim):
     assert stats.backend == "sim" and isinstance(stats.as_dict()["edges"], dict)
 
 
+def test_two_snapshots_subtract_to_what_a_stretch_of_the_program_did(sim):
+    ag = sim
+    x = ag.array(np.arange(8, dtype=np.float32))
+    float((x + x)[1])
+    before = ag.statistics()
+    y = x * 2.0
+    assert float(y[3]) == 6.0
+    took = ag.statistics() - before
+    assert (took.calls, took.host_accesses, took.host_syncs["host-read"]) == (1, 1, 1)
+    assert took.nodes >= 1 and took.backend == "sim"
+    assert all(v > 0 for v in took.host_syncs.values())     # (no reason that did not occur)
+    with pytest.raises(TypeError):
+        before - 1
+
+
 def test_the_simulator_runs_one_launch_at_a_time_whatever_the_threads(sim):
     # (Numba's simulator keeps a launch's grid, block and shared memory in a global: two
     # launches at once, from threads of two runtimes, would run one inside the other)

@@ -135,6 +135,27 @@ class Statistics:
     bytes_peer: int = 0
     placed: Mapping[int, int] = field(default_factory=dict)
 
+    def __sub__(self, earlier: Statistics) -> Statistics:
+        """The counts between two snapshots of one runtime (``later - earlier``: what a stretch
+        of the program did), by reason and device as the fields are; ``inflight``, a level
+        rather than a count, is the later snapshot's."""
+        if not isinstance(earlier, Statistics):
+            return NotImplemented
+        if earlier.backend != self.backend:
+            raise ValueError(f"statistics of backend {self.backend!r} less those of "
+                             f"{earlier.backend!r}: subtract snapshots of one runtime")
+        values: dict[str, Any] = {}
+        for f in fields(self):
+            now, then = getattr(self, f.name), getattr(earlier, f.name)
+            if f.name in ("backend", "inflight"):
+                values[f.name] = now
+            elif isinstance(now, Mapping):
+                diff = {k: now.get(k, 0) - then.get(k, 0) for k in {**then, **now}}
+                values[f.name] = MappingProxyType({k: v for k, v in diff.items() if v})
+            else:
+                values[f.name] = now - then
+        return Statistics(**values)
+
     def as_dict(self) -> dict[str, object]:
         """The snapshot as plain, JSON-friendly data."""
         out: dict[str, object] = {}
