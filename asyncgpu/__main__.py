@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import logging
 import sys
+from typing import Any
 
 from .cli.bench import cmd_bench
 from .cli.suite import ITERATIONS, SCALES, WARMUP, WORKLOAD_NAMES, bench_module
@@ -53,6 +54,43 @@ def _version() -> str:
 
         return __version__
 
+def _at_least(low: int, high: int | None = None) -> Any:
+    """An argparse type: an int of at least ``low`` (and at most ``high``)."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = low - 1
+        if value < low or high is not None and value > high:
+            within = f"from {low} to {high}" if high is not None else f"of at least {low}"
+            raise argparse.ArgumentTypeError(f"expected an integer {within}; got {text!r}")
+        return value
+    return parse
+
+
+def _int_list(low: int, high: int, example: str) -> Any:
+    """An argparse type: comma-separated ints from ``low`` to ``high``, kept as the text."""
+    def parse(text: str) -> str:
+        parts = [p.strip() for p in text.split(",")]
+        if not all(p.isdigit() and low <= int(p) <= high for p in parts):
+            raise argparse.ArgumentTypeError(f"expected comma-separated integers from {low} to "
+                                             f"{high}, e.g. {example}; got {text!r}")
+        return text
+    return parse
+
+
+def _period(text: str) -> float:
+    """An argparse type: a finite number above 0 (``--period``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0.0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a finite number above 0 (times a step "
+                                         f"alone); got {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     gpu = _backend_here() == "cuda"
     here = "here: cuda" if gpu else "here: sim, the CPU simulator"
@@ -79,19 +117,19 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--modes", default="serial,parallel,handopt",
                    help="comma-separated, from: serial, parallel, handopt, cudagraph, recorded, "
                         "recorded_static (default: serial,parallel,handopt)")
-    b.add_argument("--block-sizes", default=None,
+    b.add_argument("--block-sizes", type=_int_list(1, 1024, "32,256"), default=None,
                    help="comma-separated 1D block sizes (default: 32,128,256,1024 on a GPU, 32 "
                         f"on the simulator; {here})")
-    b.add_argument("--num-blocks", type=int, default=None, help=blocks_help)
+    b.add_argument("--num-blocks", type=_at_least(1), default=None, help=blocks_help)
     b.add_argument("--inputs", choices=("streaming", "resident"), default="streaming",
                    help=inputs_help)
-    b.add_argument("--iterations", type=int, default=None,
+    b.add_argument("--iterations", type=_at_least(1), default=None,
                    help=f"timed iterations per mode (default: {ITERATIONS[0]} on a GPU, "
                         f"{ITERATIONS[1]} on the simulator; {here})")
-    b.add_argument("--warmup", type=int, default=None,
+    b.add_argument("--warmup", type=_at_least(0), default=None,
                    help=f"untimed iterations per mode before the timed ones (default: "
                         f"{WARMUP[0]} on a GPU, {WARMUP[1]} on the simulator; {here})")
-    b.add_argument("--rounds", type=int, default=None,
+    b.add_argument("--rounds", type=_at_least(1), default=None,
                    help="split each mode's timed iterations into this many blocks taken in "
                         "turn with the other modes' (default: 1, one mode after the other; "
                         "tenants: 3 on a GPU)")
@@ -112,7 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--steps", choices=("eager", "recorded"), default="eager",
                    help="tenants: each workload's step launches eagerly, or replays its "
                         "launches recorded as a graph")
-    b.add_argument("--period", type=float, default=None, metavar="P",
+    b.add_argument("--period", type=_period, default=None, metavar="P",
                    help="tenants: the first workload as a service whose steps arrive every P "
                         "times its step alone, the others back to back; compares threads, "
                         "tenants, regulated and an exclusive tenant (default: every workload "
@@ -128,7 +166,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--no-priority", action="store_true",
                    help="tenants: no workload's tenant has priority high (default: the first "
                         "one's has); regulation then serves the mix's speed alone")
-    b.add_argument("--devices", default=None, metavar="COUNTS",
+    b.add_argument("--devices", type=_int_list(1, 64, "1,2,4"), default=None, metavar="COUNTS",
                    help="multigpu: the GPU counts to compare, e.g. 1,2,4 (default: 1, 2, 4 "
                         "up to the GPUs of the host; on the simulator, virtual devices)")
     b.add_argument("--memory", choices=("managed", "explicit", "both"), default=None,
@@ -144,8 +182,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--mode", choices=("serial", "parallel", "handopt"), default="parallel",
                    help="serial: one launch after the other; parallel: asyncgpu's scheduler; "
                         "handopt: hand-chosen streams and events (default: parallel)")
-    t.add_argument("--block-size", type=int, default=256, help="1D block size (default: 256)")
-    t.add_argument("--num-blocks", type=int, default=None, help=blocks_help)
+    t.add_argument("--block-size", type=_at_least(1, 1024), default=256,
+                   help="1D block size (default: 256)")
+    t.add_argument("--num-blocks", type=_at_least(1), default=None, help=blocks_help)
     t.add_argument("--inputs", choices=("streaming", "resident"), default="streaming",
                    help=inputs_help)
     t.add_argument("--out", default="asyncgpu-trace", metavar="DIR",
@@ -197,7 +236,12 @@ def main(argv: list[str] | None = None) -> int:
     # (the level is asyncgpu's own: at INFO, Numba's and CuPy's loggers would print their
     # module unloads and the like)
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
-    logging.getLogger("asyncgpu").setLevel(cli_log_level())
+    try:
+        level = cli_log_level()
+    except ValueError as exc:
+        print(f"asyncgpu: {exc}", file=sys.stderr)
+        return 2
+    logging.getLogger("asyncgpu").setLevel(level)
     try:
         if args.command == "bench":
             return cmd_bench(args)

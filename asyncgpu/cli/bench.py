@@ -21,7 +21,7 @@ def bench_multigpu(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool
 
         available = cupy.cuda.runtime.getDeviceCount()
     else:
-        available = 4
+        available = 64          # (the simulator's most virtual devices)
     if args.devices:
         counts = sorted({int(c) for c in args.devices.split(",") if c.strip()})
     else:

@@ -297,8 +297,13 @@ def options_from_env(environ: dict[str, str] | None = None) -> Options:
 
 
 def cli_log_level() -> str:
-    """Logging level of the ``asyncgpu`` command (``ASYNCGPU_LOG_LEVEL``, default WARNING)."""
-    return os.environ.get("ASYNCGPU_LOG_LEVEL", "WARNING").upper()
+    """Logging level of the ``asyncgpu`` command (``ASYNCGPU_LOG_LEVEL``, default WARNING);
+    ValueError naming the variable for a level ``logging`` does not have."""
+    level = os.environ.get("ASYNCGPU_LOG_LEVEL", "WARNING").upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        raise ValueError(f"ASYNCGPU_LOG_LEVEL={level!r} is not a logging level; use one of "
+                         "DEBUG, INFO, WARNING, ERROR, CRITICAL")
+    return level
 
 
 def numba_simulator_requested() -> bool:
