@@ -109,6 +109,20 @@ def test_exports(sim, tmp_path):
     assert saved["logical_clock"] is True and saved["CC"] == t.metrics()["CC"]
 
 
+def test_the_timeline_has_a_row_for_a_stream_that_only_copied(sim, tmp_path):
+    from asyncgpu.observe.draw import timeline_tracks
+
+    ag = sim
+    with ag.configure(memory="explicit"):
+        run = vec_program(ag)
+        with ag.trace() as t:
+            run()
+        copied = {c.stream for c in t.copies}
+        assert copied                           # (the inputs' copies to the device and back)
+        assert set(timeline_tracks(t)) == {n.stream for n in t.kernels} | copied
+        t.save(str(tmp_path), "vec")            # (the picture draws them)
+
+
 def test_tracing_leaves_the_runtime_as_it_was(sim):
     ag = sim
     from asyncgpu.runtime.current import current_runtime

@@ -67,11 +67,18 @@ def draw_dag(nodes: list[Any], path: str, title: str = "") -> None:
     plt.close(fig)
 
 
+def timeline_tracks(trace: Any) -> list[int]:
+    """The streams a timeline of ``trace`` has a row for: every one that ran a kernel, a
+    library call, a graph, a copy or a prefetch."""
+    return sorted({n.stream for n in trace.kernels} | {n.stream for n in trace.copies}
+                  | {p.stream for p in trace.prefetches})
+
+
 def draw_timeline(trace: Any, path: str, title: str = "") -> None:
     """Save a PNG timeline of a :class:`asyncgpu.Trace`: host row, then one row per stream."""
     plt = _pyplot()
     kernels, prefetches, syncs = trace.kernels, trace.prefetches, trace.syncs
-    tracks = sorted({n.stream for n in kernels} | {p.stream for p in prefetches})
+    tracks = timeline_tracks(trace)
     row = {t: i + 1 for i, t in enumerate(tracks)}
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.5 * (len(tracks) + 1)))
     for n in kernels:
@@ -80,6 +87,11 @@ def draw_timeline(trace: Any, path: str, title: str = "") -> None:
                 edgecolor="black", linewidth=0.4)
         ax.text((n.start_s + n.end_s) / 2, row[n.stream], n.name, ha="center", va="center",
                 fontsize=6, clip_on=True)
+    for c in trace.copies:          # (explicit memory's transfers, which CT and TC measure)
+        ax.barh(row[c.stream], c.end_s - c.start_s, left=c.start_s, height=0.45, color="white",
+                edgecolor="#333333", hatch="....", linewidth=0.4)
+        ax.text((c.start_s + c.end_s) / 2, row[c.stream], c.name, ha="center", va="center",
+                fontsize=5, clip_on=True)
     for p in prefetches:
         ax.barh(row[p.stream], p.end_s - p.start_s, left=p.start_s, height=0.3, color="white",
                 edgecolor="#333333", hatch="////", linewidth=0.4)
@@ -92,7 +104,8 @@ def draw_timeline(trace: Any, path: str, title: str = "") -> None:
     ax.set_yticks(range(len(tracks) + 1), ["host"] + [f"stream {t}" for t in tracks])
     ax.invert_yaxis()
     unit = "logical time (sim steps, 1 step = 1 us)" if trace.logical_clock else "seconds"
-    ax.set_xlabel(f"{unit} since the trace started; hatched: prefetch; grey: host waits")
+    ax.set_xlabel(f"{unit} since the trace started; dotted: copy; hatched: prefetch; "
+                  "grey: host waits")
     m = trace.metrics()
     ax.set_title((f"{title}: " if title else "")
                  + ", ".join(f"{k}={v:.2f}" for k, v in m.items()), fontsize=9)
