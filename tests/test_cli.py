@@ -82,6 +82,13 @@ def test_a_bad_option_value_is_refused_by_name_before_anything_runs(capsys, argv
     assert message in capsys.readouterr().err
 
 
+def test_trace_out_naming_a_file_is_refused_before_the_run(capsys, monkeypatch, tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("")
+    code, out, _ = _run(capsys, monkeypatch, "trace", "vec", "--out", str(taken))
+    assert code == 2 and "is a file; give a directory" in " ".join(out.split())
+
+
 def test_a_bad_log_level_is_named_in_one_line(capsys, monkeypatch):
     monkeypatch.setenv("ASYNCGPU_LOG_LEVEL", "bogus")
     assert cli.main(["info"]) == 2

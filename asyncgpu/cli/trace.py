@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from .suite import bench_module, hand_schedule, pick_scale
@@ -18,6 +19,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
     console = make_console()
     if args.name not in WORKLOADS:
         console.print(f"[red]unknown workload {args.name!r}; known: {sorted(WORKLOADS)}[/]")
+        return 2
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        # (before the run: the files go into a directory of that name)
+        console.print(f"[red]--out {args.out!r} is a file; give a directory (made if it does "
+                      f"not exist)[/]")
         return 2
     on_gpu, scale = pick_scale(ag, console, args.scale)
     ag.configure(backend="cuda" if on_gpu else "sim")
