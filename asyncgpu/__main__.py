@@ -54,6 +54,7 @@ def _version() -> str:
 
         return __version__
 
+
 def _at_least(low: int, high: int | None = None) -> Any:
     """An argparse type: an int of at least ``low`` (and at most ``high``)."""
     def parse(text: str) -> int:
