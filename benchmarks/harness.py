@@ -513,9 +513,12 @@ def geomean(values: list[float]) -> float:
     return float(np.exp(np.mean(np.log(vals)))) if vals else float("nan")
 
 
-def write_json(path: str, results: list[Result], info: dict[str, Any], options: dict[str, Any]
-               ) -> None:
+def write_json(path: str, results: list[Result], info: dict[str, Any], options: dict[str, Any],
+               micro: dict[str, Any] | None = None) -> None:
+    """The suite's results (every iteration's time), and the micro-benchmarks' run beside it
+    (``micro``, by name)."""
     doc = {
+        **(micro or {}),
         "machine": info, "options": options,
         "results": [dict(asdict(r), median_s=r.median, spread_s=r.spread) for r in results],
         "summary": summarize(results),

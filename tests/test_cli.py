@@ -89,6 +89,15 @@ def test_trace_out_naming_a_file_is_refused_before_the_run(capsys, monkeypatch, 
     assert code == 2 and "is a file; give a directory" in " ".join(out.split())
 
 
+def test_json_keeps_every_benchmark_named(capsys, monkeypatch, tmp_path):
+    import json
+
+    path = tmp_path / "two.json"
+    code, _, _ = _run(capsys, monkeypatch, "bench", "overlap", "overhead", "--json", str(path))
+    assert code == 0
+    assert sorted(json.loads(path.read_text())) == ["machine", "overhead", "overlap"]
+
+
 def test_a_bad_log_level_is_named_in_one_line(capsys, monkeypatch):
     monkeypatch.setenv("ASYNCGPU_LOG_LEVEL", "bogus")
     assert cli.main(["info"]) == 2

@@ -11,7 +11,7 @@ from .tables import fmt, make_console, metrics_table, plain_table, print_overhea
 
 
 def bench_multigpu(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool, scale: str,
-                   harness: Any, json_too: bool) -> None:
+                   harness: Any, micro: dict[str, Any]) -> None:
     """``asyncgpu bench multigpu``: strong scaling and the device policies (multigpu.py)."""
     from rich.table import Table
 
@@ -76,13 +76,13 @@ def bench_multigpu(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool
                       "are reported[/]")
     if args.plot:
         multigpu.plot(args.plot, result)
-    if args.json and json_too:
+    if args.json:
         result["speedups"] = multigpu.speedups(result)
-        write_json(args.json, "multigpu", result, harness.machine_info(ag))
+        micro["multigpu"] = result
 
 
 def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool, scale: str,
-                  harness: Any, json_too: bool) -> None:
+                  harness: Any, micro: dict[str, Any]) -> None:
     """``asyncgpu bench tenants``: a mix of workloads as tenants sharing the GPU (tenants.py)."""
     from rich.table import Table
 
@@ -114,8 +114,7 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
             period=args.period, block=256 if on_gpu else 32, num_blocks=num_blocks,
             recorded=args.steps == "recorded")
         _served_table(console, result, on_gpu, scale)
-        if args.json and json_too:
-            write_json(args.json, "tenants_served", result, harness.machine_info(ag))
+        micro["tenants_served"] = result
         return
     if args.balance and not on_gpu:
         # (balanced by the simulator's step times, a round of DL and VEC would run hundreds of
@@ -170,8 +169,7 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
         console.print(f"tenants ({scale}): {', '.join(mix)} checked in every mode "
                       f"({', '.join(row['mode'] for row in result['rows'])}); "
                       "[yellow]no times on the simulator[/]")
-    if args.json and json_too:
-        write_json(args.json, "tenants", result, harness.machine_info(ag))
+    micro["tenants"] = result
 
 
 def _served_table(console: Any, result: dict[str, Any], on_gpu: bool, scale: str) -> None:
@@ -213,13 +211,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     WORKLOADS = bench_module("workloads").WORKLOADS
     ag.configure(backend="cuda" if on_gpu else "sim")
     names = list(WORKLOADS) if args.names in (["all"], []) else args.names
+    #: the micro-benchmarks' results, for --json (every one named, beside the suite's)
+    micro: dict[str, Any] = {}
     if "overlap" in names:
         names = [n for n in names if n != "overlap"]
         m = bench_module("overlap").measure(ag)
         console.print("overlap of two independent ~5 ms kernels: "
                       + ", ".join(f"{k}={v:.3f}" for k, v in m.items()))
-        if args.json and not names:
-            write_json(args.json, "overlap", m, harness.machine_info(ag))
+        micro["overlap"] = m
     if "overhead" in names:
         names = [n for n in names if n != "overhead"]
         overhead = bench_module("overhead")
@@ -230,35 +229,35 @@ def cmd_bench(args: argparse.Namespace) -> int:
                           "work (a backend that does nothing)[/]")
             m = {"runtime_only": overhead.runtime_only()}
         print_overhead(console, m)
-        if args.json and not names:
-            write_json(args.json, "overhead", m, harness.machine_info(ag))
+        micro["overhead"] = m
     if "multigpu" in names:
         names = [n for n in names if n != "multigpu"]
-        bench_multigpu(ag, console, args, on_gpu, scale, harness, json_too=not names)
+        bench_multigpu(ag, console, args, on_gpu, scale, harness, micro)
     if "tenants" in names:
         names = [n for n in names if n != "tenants"]
-        bench_tenants(ag, console, args, on_gpu, scale, harness, json_too=not names)
-    for micro in ("inception", "replay"):
-        if micro not in names:
+        bench_tenants(ag, console, args, on_gpu, scale, harness, micro)
+    for name in ("inception", "replay"):
+        if name not in names:
             continue
-        names = [n for n in names if n != micro]
-        mod = bench_module(micro)
-        if micro == "inception":
+        names = [n for n in names if n != name]
+        mod = bench_module(name)
+        if name == "inception":
             # (on the simulator: every configuration checked, no times to take)
             m = mod.measure(ag, scale) if on_gpu else mod.measure(ag, scale, iterations=1,
                                                                    block=32)
         else:
             m = mod.measure(ag)
         for key, value in m.items():
-            console.print(f"{micro} {key}: {value}")
-        if args.json and not names:
-            write_json(args.json, micro, m, harness.machine_info(ag))
+            console.print(f"{name} {key}: {value}")
+        micro[name] = m
     unknown = [n for n in names if n not in WORKLOADS]
     if unknown:
         console.print(f"[red]unknown workload(s) {unknown}; known: {sorted(WORKLOADS)}, "
                       "overlap, overhead, inception, replay, multigpu, tenants[/]")
         return 2
     if not names:
+        if args.json and micro:
+            write_json(args.json, micro, harness.machine_info(ag))
         return 0
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
     future = [m for m in modes if m in harness.FUTURE_MODES]
@@ -322,7 +321,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
                    num_blocks=num_blocks, blocks=blocks, h2d_bytes_per_s=bandwidth,
                    h2d_bytes_per_s_by_memory=bandwidths, memories=list(memories))
     if args.json:
-        harness.write_json(args.json, results, harness.machine_info(ag), options)
+        harness.write_json(args.json, results, harness.machine_info(ag), options, micro)
         console.print(f"wrote {args.json}")
     if args.plot:
         harness.plot(args.plot, results)

@@ -30,9 +30,10 @@ def bench_module(name: str) -> Any:
     return importlib.import_module(f"asyncgpu.benchmarks.{name}")
 
 
-def write_json(path: str, name: str, values: dict[str, float], machine: dict[str, Any]) -> None:
+def write_json(path: str, results: dict[str, Any], machine: dict[str, Any]) -> None:
+    """``--json``: every micro-benchmark's results by name, and the machine's details."""
     with open(path, "w") as f:
-        json.dump({name: values, "machine": machine}, f, indent=1)
+        json.dump({**results, "machine": machine}, f, indent=1)
 
 
 def pick_scale(ag: Any, console: Any, requested: str | None) -> tuple[bool, str]:
