@@ -123,6 +123,25 @@ def test_the_timeline_has_a_row_for_a_stream_that_only_copied(sim, tmp_path):
         t.save(str(tmp_path), "vec")            # (the picture draws them)
 
 
+def test_a_host_access_that_waits_for_two_readers_is_one_sync_of_the_trace_as_counted(sim):
+    ag = sim
+    import asyncgpu.cupy as acp
+
+    a, b = ag.array(np.ones(8, np.float32)), ag.array(np.ones(8, np.float32))
+    c, d = ag.empty_like(a), ag.empty_like(a)
+    ag.synchronize()
+    before = ag.statistics()
+    with ag.trace() as t:
+        acp.add(a, b, out=c)
+        acp.multiply(a, b, out=d)               # another reader of a, on another stream
+        a[0] = 2.0                              # one host write: it waits for both
+    took = ag.statistics() - before
+    writes = [s for s in t.syncs if s.reason == "host-write"]
+    assert len(writes) == took.host_syncs["host-write"] == 1
+    readers = {n.id for n in t.kernels}
+    assert set(writes[0].waited) <= readers and writes[0].start_s <= writes[0].end_s
+
+
 def test_tracing_leaves_the_runtime_as_it_was(sim):
     ag = sim
     from asyncgpu.runtime.current import current_runtime

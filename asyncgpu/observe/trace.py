@@ -268,9 +268,21 @@ class Trace:
             self._event_owner[id(node.event)] = node.id
 
     def synchronized(self, reason: str) -> None:
-        for rec in self._unlabelled:
-            rec.reason = reason
-        self._unlabelled.clear()
+        """The runtime counted one synchronization (``statistics().host_syncs``): the waits
+        the backend made for it become one record, as long as they all took, naming every node
+        waited for (None where one of them was a device-wide synchronize)."""
+        waits = self._unlabelled
+        if not waits:
+            return
+        first = waits[0]
+        first.reason = reason
+        if len(waits) > 1:
+            first.end_s = max(w.end_s for w in waits)
+            first.waited = (None if any(w.waited is None for w in waits)
+                            else [i for w in waits for i in w.waited])
+            merged = {id(w) for w in waits[1:]}
+            self._syncs = [r for r in self._syncs if id(r) not in merged]
+        waits.clear()
 
     def regulation_changed(self, state: str, plan: Any, stage: str) -> None:
         self._regulation.append(RegulationRecord(
