@@ -98,6 +98,13 @@ def test_json_keeps_every_benchmark_named(capsys, monkeypatch, tmp_path):
     assert sorted(json.loads(path.read_text())) == ["machine", "overhead", "overlap"]
 
 
+def test_all_beside_a_micro_benchmark_runs_the_suite_too(capsys, monkeypatch):
+    text = _text(capsys, monkeypatch, "bench", "all", "overlap", "--iterations", "1",
+                 "--warmup", "0", "--block-sizes", "32", "--modes", "serial")
+    assert "overlap of two independent" in text and "unknown workload" not in text
+    assert all(f" {w} " in f" {text} " for w in ("vec", "bs", "img", "ml", "hits", "dl"))
+
+
 def test_a_bad_log_level_is_named_in_one_line(capsys, monkeypatch):
     monkeypatch.setenv("ASYNCGPU_LOG_LEVEL", "bogus")
     assert cli.main(["info"]) == 2

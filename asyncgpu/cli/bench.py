@@ -210,7 +210,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     harness = bench_module("harness")
     WORKLOADS = bench_module("workloads").WORKLOADS
     ag.configure(backend="cuda" if on_gpu else "sim")
-    names = list(WORKLOADS) if args.names in (["all"], []) else args.names
+    names = list(args.names or ["all"])
+    if "all" in names:              # (beside micro-benchmarks too: bench all overlap)
+        names = [n for n in names if n != "all"] + list(WORKLOADS)
     #: the micro-benchmarks' results, for --json (every one named, beside the suite's)
     micro: dict[str, Any] = {}
     if "overlap" in names:
