@@ -42,6 +42,7 @@ from .core.errors import (
 )
 from .core.instrument import Instrument
 from .core.statistics import Statistics
+from .observe import process as _process_trace  # noqa: F401  (ASYNCGPU_TRACE's hooks)
 from .observe.trace import Trace, trace
 from .recorder.entry import graph, record
 from .runtime.api import (

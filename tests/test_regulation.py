@@ -577,30 +577,6 @@ def test_a_refused_regulate_call_leaves_the_plan_in_force_as_it_was(tenants, mes
         assert mix.right()
 
 
-@pytest.mark.parametrize("plan, message", [
-    (Plan({"low-bad": {"square": 1}}),
-     "'low-bad''s split must map kernel names to a number of pieces of at least 2"),
-    (Plan({"low-bad": {"square": "4"}}), "pieces of at least 2"),
-    (Plan({}, {"high-bad": {"add_one": ("low-bad",)}}), "'high-bad''s after must map"),
-    (Plan({"low-bad": {"square": 2}}, {"low-bad": {"square": ("high-bad", "add_one")}}),
-     "kernel 'square' is both split and after"),
-    (Plan(exclusive="low-bad"), "exclusive must be a tuple of tenant names"),
-    (Plan(partitions={"low-bad": -8}), "partition must be a positive int"),
-    (Plan(partitions={"low-bad": 8}, shared=("high-bad",)), "'high-bad' is in shared but"),
-])
-def test_a_plan_made_by_hand_with_bad_settings_is_refused_before_anything_changes(plan,
-                                                                                    message):
-    with ag.configure(backend="sim", sim_seed=2):
-        mix = Mix("bad")
-        mix.step()
-        with pytest.raises(ValueError, match=message):
-            ag.regulate(plan=plan)
-        assert ag.regulation().state == "off"
-        mix.step()
-        ag.synchronize()
-        assert mix.right()
-
-
 def test_a_step_that_fails_or_launches_nothing_keeps_the_searched_plan():
     with ag.configure(backend="sim", sim_seed=2):
         mix = Mix("kept")
@@ -1008,6 +984,17 @@ def test_the_split_remedy_cuts_a_launch_no_finer_than_its_waves():
     ({"steps": 0}, "steps must be"),
     ({"budget_s": -1}, "budget_s must be"),
     ({"tenants": ["nobody"]}, "no tenant named 'nobody'"),
+    # a plan made by hand, with settings asyncgpu.tenant would refuse
+    ({"plan": Plan({"low-bad": {"square": 1}})},
+     "'low-bad''s split must map kernel names to a number of pieces of at least 2"),
+    ({"plan": Plan({"low-bad": {"square": "4"}})}, "pieces of at least 2"),
+    ({"plan": Plan({}, {"high-bad": {"add_one": ("low-bad",)}})}, "'high-bad''s after must map"),
+    ({"plan": Plan({"low-bad": {"square": 2}}, {"low-bad": {"square": ("high-bad", "add_one")}})},
+     "kernel 'square' is both split and after"),
+    ({"plan": Plan(exclusive="low-bad")}, "exclusive must be a tuple of tenant names"),
+    ({"plan": Plan(partitions={"low-bad": -8})}, "partition must be a positive int"),
+    ({"plan": Plan(partitions={"low-bad": 8}, shared=("high-bad",))},
+     "'high-bad' is in shared but"),
 ])
 def test_bad_regulation_is_refused_by_name_and_the_runtime_stays_usable(kwargs, match):
     with ag.configure(backend="sim", sim_seed=2):
@@ -1015,6 +1002,7 @@ def test_bad_regulation_is_refused_by_name_and_the_runtime_stays_usable(kwargs, 
         mix.step()
         with pytest.raises(ValueError, match=match):
             ag.regulate(**kwargs)
+        assert ag.regulation().state == "off"      # (refused before anything changed)
         mix.step()
         ag.synchronize()
         assert mix.right()
@@ -1430,9 +1418,9 @@ def test_steps_slower_side_by_side_than_one_after_another_run_on_one_core_where_
         on_core_ms, lead_on_core_ms, kept, monkeypatch):
     """Two tenants whose threads begin a step every 1 ms alone (host clock), of which their
     kernels take 0.2 ms, began one every 2.5 ms side by side under the plan: together 0.8 of
-    their pace one after another. Their threads are run on one host core and measured so, kept only where the pace rose over the
-    noise and the high-priority lead's median step is no slower; else the plan without it is
-    back and one core is not tried again."""
+    their pace one after another. Their threads are run on one host core and measured so,
+    kept only where the pace rose over the noise and the high-priority lead's median step is no
+    slower; else the plan without it is back and one core is not tried again."""
     check, plan, first, second = _slow_pair(monkeypatch, 0.2e-3)
     n = plan_check.CHECK_STEPS
     check._check()

@@ -261,6 +261,17 @@ def test_traced_random_programs_equal_serial(steps):
         assert a.tolist() == b.tolist()
 
 
+def _traced_process(code: str, path) -> subprocess.CompletedProcess:
+    """``code`` run by a Python of its own on the simulator with ``ASYNCGPU_TRACE=path``;
+    it must succeed."""
+    env = dict(os.environ, ASYNCGPU_TRACE=str(path), ASYNCGPU_BACKEND="sim",
+               PYTHONPATH=os.pathsep.join([os.getcwd(), os.path.dirname(__file__)]))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out
+
+
 def test_asyncgpu_trace_variable_writes_a_chrome_trace_at_exit(tmp_path, monkeypatch):
     monkeypatch.delenv("ASYNCGPU_MEMORY", raising=False)
     path = tmp_path / "proc.json"
@@ -268,11 +279,7 @@ def test_asyncgpu_trace_variable_writes_a_chrome_trace_at_exit(tmp_path, monkeyp
             "from test_example import make_square\n"
             "sq = make_square(ag); x = ag.array(np.ones(8, np.float32)); y = ag.empty_like(x)\n"
             "sq[1, 8](x, y, 8); print(float(y[0]))\n")
-    env = dict(os.environ, ASYNCGPU_TRACE=str(path), ASYNCGPU_BACKEND="sim",
-               PYTHONPATH=os.pathsep.join([os.getcwd(), os.path.dirname(__file__)]))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
+    _traced_process(code, path)
     doc = json.loads(path.read_text())
     spans = sorted((e["ts"], e["name"]) for e in doc["traceEvents"]
                    if e["ph"] == "X" and e["pid"] == 1)
@@ -294,11 +301,7 @@ def test_a_process_trace_follows_a_new_backend_into_a_file_of_its_own(tmp_path, 
             "    sq[1, 8](y, x, 8); print(float(x[0]))\n"
             "t = ag.trace()\n"             # (left open: the process trace is below it)
             "sq[1, 8](x, y, 8); print(float(y[0]))\n")
-    env = dict(os.environ, ASYNCGPU_TRACE=str(path), ASYNCGPU_BACKEND="sim",
-               PYTHONPATH=os.pathsep.join([os.getcwd(), os.path.dirname(__file__)]))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = _traced_process(code, path)
     assert out.stdout.split() == ["1.0", "1.0"]
     kernels = []
     for name in ("proc.json", "proc.1.json", "proc.2.json"):

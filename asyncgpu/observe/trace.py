@@ -2,10 +2,11 @@
 
 The model
 ---------
-``with asyncgpu.trace() as t:`` (or ``ASYNCGPU_TRACE=path`` for the whole process) records, per
-node: its name, the user's launch site, its stream, its parents with the reason of each edge
-(RAW/WAR/WAW and the array), the host time it was enqueued, and its device start and end;
-prefetches and host synchronizations are intervals of their own.
+``with asyncgpu.trace() as t:`` (or ``ASYNCGPU_TRACE=path`` for the whole process:
+:mod:`asyncgpu.observe.process`) records, per node: its name, the user's launch site, its
+stream, its parents with the reason of each edge (RAW/WAR/WAW and the array), the host time
+it was enqueued, and its device start and end; prefetches and host synchronizations are
+intervals of their own.
 
 A trace is attached to one runtime by two things, both removed when it ends:
 
@@ -38,9 +39,7 @@ Example::
 
 from __future__ import annotations
 
-import atexit
 import json
-import logging
 import os
 import threading
 import time
@@ -48,14 +47,12 @@ import weakref
 from typing import Any
 
 from ..core.backend import ForwardingBackend
-from ..runtime.context import NEW_RUNTIME_HOOKS, REBUILD_HOOKS
 from ..runtime.current import current_runtime
 from . import metrics as _metrics
 from .draw import draw_dag, draw_timeline
 from .export import chrome_trace, to_dot
 from .records import NodeRecord, PrefetchRecord, RegulationRecord, SyncRecord, finite
 
-log = logging.getLogger("asyncgpu")
 
 #: Spare timing events: backend -> device slot -> events
 _pools: weakref.WeakKeyDictionary[Any, dict[int, list[Any]]] = weakref.WeakKeyDictionary()
@@ -280,8 +277,8 @@ class Trace:
             first.end_s = max(w.end_s for w in waits)
             first.waited = (None if any(w.waited is None for w in waits)
                             else [i for w in waits for i in w.waited])
-            merged = {id(w) for w in waits[1:]}
-            self._syncs = [r for r in self._syncs if id(r) not in merged]
+            # (the waits not yet labelled are the last records: ``_sync`` appends to both)
+            del self._syncs[len(self._syncs) - len(waits) + 1:]
         waits.clear()
 
     def regulation_changed(self, state: str, plan: Any, stage: str) -> None:
@@ -440,63 +437,3 @@ def trace() -> Trace:
     Trace
     """
     return Trace(current_runtime()).start()
-
-
-_process_traces = 0
-
-
-def trace_process(runtime: Any, path: str) -> Trace:
-    """``ASYNCGPU_TRACE=path``: trace the runtime until exit, then write the Chrome JSON there.
-
-    A second runtime in the same process (another backend), or the same runtime once
-    ``configure`` built it a new backend, writes ``path`` with ``.1``, ``.2`` before the
-    extension.
-    """
-    global _process_traces
-    if _process_traces:
-        root, ext = os.path.splitext(path)
-        path = f"{root}.{_process_traces}{ext}"
-    _process_traces += 1
-    t = Trace(runtime)
-    t.process_path = path
-    t.start()
-    atexit.register(_write_process_trace, t)
-    return t
-
-
-def _write_process_trace(t: Trace) -> None:
-    """End process trace ``t`` and write its file (at exit, or as its backend is replaced);
-    a trace block still open above it is ended first (at exit nothing reads it any more)."""
-    if t.process_path is None:
-        return                          # (written already)
-    path, t.process_path = t.process_path, None
-    try:
-        rt = t._rt
-        while t._active and rt.backend is not t._backend and isinstance(rt.backend,
-                                                                          _TracingBackend):
-            rt.backend._trace.stop()    # (blocks left open: the process trace is below)
-        t.stop()
-        t.save_chrome(path)
-        log.info("asyncgpu: wrote the process trace to %s", path)
-    except Exception:
-        log.exception("asyncgpu: could not write the trace to %s", path)
-
-
-def _trace_if_asked(runtime: Any) -> None:
-    """``ASYNCGPU_TRACE``: every new runtime is traced until exit (:func:`trace_process`)."""
-    if runtime.options.trace:
-        trace_process(runtime, runtime.options.trace)
-
-
-def _process_trace_steps_aside(runtime: Any) -> Any:
-    """Before ``configure`` builds ``runtime`` a new backend: a process trace on top writes
-    its file and a new one begins on the new backend (``path.1``, ...)."""
-    backend = runtime.backend
-    if not (isinstance(backend, _TracingBackend) and backend.process):
-        return None
-    _write_process_trace(backend._trace)
-    return lambda: _trace_if_asked(runtime)
-
-
-REBUILD_HOOKS.append(_process_trace_steps_aside)
-NEW_RUNTIME_HOOKS.append(_trace_if_asked)
