@@ -16,7 +16,9 @@ In a source tree, ``python3 setup.py build_ext --inplace`` compiles the modules 
 
 from __future__ import annotations
 
+import glob
 import os
+import re
 import sys
 
 from setuptools import Extension, setup
@@ -70,23 +72,63 @@ def _say(text: str) -> None:
     sys.stderr.flush()
 
 
+def _bindings_version() -> tuple[int, int] | None:
+    """The major and minor version of the cuda-bindings the driver module compiles against."""
+    try:
+        from cuda import bindings
+
+        major, minor = bindings.__version__.split(".")[:2]
+        return int(major), int(minor)
+    except Exception:  # noqa: BLE001 - (no cuda-bindings, or a version we cannot read)
+        return None
+
+
+def _header_version(folder: str) -> tuple[int, int] | None:
+    """The CUDA version of ``folder``'s ``cuda.h`` (``CUDA_VERSION``), or None."""
+    try:
+        with open(os.path.join(folder, "cuda.h")) as header:
+            found = re.search(r"#define\s+CUDA_VERSION\s+(\d+)", header.read())
+    except OSError:
+        return None
+    return None if found is None else (int(found.group(1)) // 1000,
+                                       int(found.group(1)) % 1000 // 10)
+
+
 def _cuda_include_dirs() -> list[str]:
-    """Where ``cuda.h`` is, for cuda-bindings' ``cydriver.pxd``: the toolkit first (it also has
-    ``cudaProfiler.h``, which older ``cydriver.pxd`` files include), then the headers of the
-    ``nvidia-cuda-runtime`` wheel."""
+    """Where ``cuda.h`` is, for cuda-bindings' ``cydriver.pxd``: the toolkit's (it also has
+    ``cudaProfiler.h``, which older ``cydriver.pxd`` files include) and those of the
+    ``nvidia-cuda-runtime`` wheel (a build requirement), the first whose version is at least
+    cuda-bindings' first of all: ``cydriver.pxd`` declares the driver of its own version, and
+    older headers lack some of its types."""
     found = []
     for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
         if root and os.path.exists(os.path.join(root, "include", "cuda.h")):
             found.append(os.path.join(root, "include"))
-    try:
-        from cuda import pathfinder
+    try:    # (the wheel's folder: nvidia/cu13/include, or nvidia/cuda_runtime/include for 12)
+        import nvidia
 
-        wheel = pathfinder.find_nvidia_header_directory("cudart")
-        if wheel:
-            found.append(wheel)
-    except Exception:  # noqa: BLE001 - (no pathfinder, or no such wheel)
+        for root in nvidia.__path__:
+            found += sorted(glob.glob(os.path.join(root, "*", "include", "cuda.h")))
+    except Exception:  # noqa: BLE001 - (no such wheel)
         pass
-    return list(dict.fromkeys(found))
+    found = list(dict.fromkeys(os.path.dirname(f) if f.endswith(".h") else f for f in found))
+    wanted = _bindings_version()
+    if wanted is None:
+        return found
+    return sorted(found, key=lambda folder: (_header_version(folder) or (0, 0)) < wanted)
+
+
+def _version_hint() -> str:
+    """Why the driver module may not compile: headers older than cuda-bindings."""
+    wanted = _bindings_version()
+    folders = _cuda_include_dirs()
+    have = _header_version(folders[0]) if folders else None
+    if wanted is None or have is None or have >= wanted:
+        return ""
+    return (f". cuda-bindings {wanted[0]}.{wanted[1]} needs the CUDA {wanted[0]}.{wanted[1]} "
+            f"headers; {folders[0]} has CUDA {have[0]}.{have[1]}: install the "
+            f"nvidia-cuda-runtime wheel of {wanted[0]}.{wanted[1]} (or point CUDA_HOME at a "
+            "newer toolkit) and reinstall")
 
 
 def _extensions() -> list[Extension]:
@@ -146,7 +188,7 @@ class OptionalBuildExt(build_ext):
         except Exception as exc:  # noqa: BLE001
             if ext.name == DRIVER_MODULE:       # (independent of the rest: CuPy's calls instead)
                 _say(f"the CUDA driver calls were not compiled ({str(exc).strip()}); CUDA "
-                     "launches will go through CuPy's calls")
+                     f"launches will go through CuPy's calls{_version_hint()}")
                 self.extensions.remove(ext)     # (nothing of it to copy into the package)
                 return
             if MODE == "required":

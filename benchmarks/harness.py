@@ -453,6 +453,11 @@ def machine_info(ag: Any) -> dict[str, Any]:
         "numba": numba.__version__, "platform": platform.platform(),
         "compiled": is_compiled(), "devices": list(rt.devices),
     }
+    if is_compiled():   # (the driver calls are compiled with the launch path, or not at all)
+        from asyncgpu.backends.cuda.driver import missing_reason
+
+        reason = missing_reason()
+        info["driver_calls"] = "compiled" if reason is None else f"CuPy's ({reason})"
     if be.name == "cuda":
         import cupy
 

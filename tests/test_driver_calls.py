@@ -163,6 +163,33 @@ def test_no_driver_calls_where_the_module_is_not_built(monkeypatch):
     assert _driver.driver_calls(compiled_cupy()) is None
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_compiled_launch_path_without_the_driver_calls_says_so_once(monkeypatch, caplog,
+                                                                      compiled):
+    # (a build that compiled everything but the driver module, or a cuda-bindings at run time
+    # other than the build's: every launch then pays for CuPy's calls, which the user must see)
+    monkeypatch.setattr(_driver, "compiled_driver", lambda: None)
+    monkeypatch.setattr(_driver, "is_compiled", lambda: compiled)
+    monkeypatch.setattr(_driver, "_said_missing", False)
+    with caplog.at_level("WARNING", logger="asyncgpu"):
+        assert _driver.driver_calls(compiled_cupy()) is None
+        assert _driver.driver_calls(compiled_cupy()) is None
+    said = [r.getMessage() for r in caplog.records if "driver calls are not in use" in
+            r.getMessage()]
+    if not compiled:        # (the uncompiled launch path's own line says it all)
+        assert said == []
+        return
+    assert len(said) == 1 and "not built" in said[0] and "asyncgpu info" in said[0]
+
+
+def test_asyncgpu_info_says_why_the_driver_calls_are_not_in_use():
+    reason = _driver.missing_reason()
+    if _driver.compiled_driver() is not None:
+        assert reason is None
+    else:
+        assert "not built at install" in reason or "does not load" in reason
+
+
 def test_no_driver_calls_over_cupy_calls_that_are_python_functions(built):
     def python_function(*args):
         return None

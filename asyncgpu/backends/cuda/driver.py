@@ -29,23 +29,56 @@ import inspect
 import logging
 from typing import Any
 
+from ...core.compiled import is_compiled
+
 log = logging.getLogger("asyncgpu")
 
 #: The compiled module of the direct calls (built only where cuda-python was installed).
 MODULE = "asyncgpu.backends.cuda.cudriver"
 
 
+#: Why the compiled module is not in use (None: it loaded, or nobody has tried yet).
+_missing: str | None = None
+#: Whether the one line saying launches go through CuPy's calls was logged (once a process).
+_said_missing = False
+
+
 def compiled_driver() -> Any:
     """The compiled module ``cudriver``, or None where it is not built or cannot load (no
-    cuda-python, or one whose driver declarations differ from those it was built against)."""
+    cuda-python, or one whose driver declarations differ from those it was built against);
+    :func:`missing_reason` then says which."""
+    global _missing
     try:
-        return importlib.import_module(MODULE)
-    except ImportError:
+        module = importlib.import_module(MODULE)
+    except ImportError as exc:
+        _missing = (f"not built at install: {exc}" if getattr(exc, "name", None) == MODULE
+                    else f"it does not load here: {exc}")
         return None
     except Exception as exc:   # noqa: BLE001 - e.g. a cydriver function of another signature
-        log.info("asyncgpu: the compiled CUDA driver calls do not load here (%s); using "
-                 "CuPy's", exc)
+        _missing = f"it does not load here: {exc}"
         return None
+    _missing = None
+    return module
+
+
+def missing_reason() -> str | None:
+    """Why the compiled driver calls are not in use in this process, or None where they are
+    (``asyncgpu info`` shows it)."""
+    compiled_driver()
+    return _missing
+
+
+def _say_missing(reason: str) -> None:
+    # One visible line a process: a build that compiled the launch path but not the driver
+    # calls (cuda-bindings newer than the CUDA headers it was built against, most often) costs
+    # every launch a few microseconds, and pip shows a build's messages only with -v.
+    global _said_missing
+    if _said_missing or not is_compiled():
+        return      # (an uncompiled launch path says so itself, and has no driver module)
+    _said_missing = True
+    log.warning("asyncgpu: the compiled CUDA driver calls are not in use (%s); launches go "
+                "through CuPy's calls, a few microseconds more each (the troubleshooting "
+                "guide says why and what to do; 'asyncgpu info' shows what is in use)", reason)
 
 
 def driver_calls(cupy: Any) -> Any:
@@ -53,13 +86,14 @@ def driver_calls(cupy: Any) -> Any:
     ``CUDADriverError`` for a refused call; None where direct calls do not apply (see the
     module docstring). Call it on the thread, and with the device current, that the backend
     launches from: a thread without a current context later gets that one."""
-    module = compiled_driver()
-    if module is None:
-        return None
     cupy_calls = (getattr(cupy.cuda.driver, "launchKernel", None), cupy.cuda.runtime.eventRecord,
                   cupy.cuda.runtime.streamWaitEvent)
     if any(inspect.isfunction(f) or inspect.ismethod(f) or f is None for f in cupy_calls):
         return None         # not CuPy's compiled calls: they are not ours to go around
+    module = compiled_driver()
+    if module is None:
+        _say_missing(_missing or "not built at install")
+        return None
     try:
         return module.DriverCalls(cupy)
     except Exception as exc:   # noqa: BLE001 - no driver to be loaded, no current context
