@@ -282,6 +282,44 @@ def test_data_dependent_calls_synchronize_and_are_correct(sim):
     assert isinstance(got, ag.Array) and got.tolist() == (h * 2)[h * 2 > 2].tolist()
 
 
+@pytest.mark.parametrize("name,call", [
+    ("setdiff1d", lambda m, a, b: m.setdiff1d(a, b)),
+    ("setxor1d", lambda m, a, b: m.setxor1d(a, b)),
+    ("intersect1d", lambda m, a, b: m.intersect1d(a, b)),
+    ("union1d", lambda m, a, b: m.union1d(a, b)),
+    ("where with the condition alone", lambda m, a, b: m.where(a > 3)),
+    ("rank-deficient lstsq", lambda m, a, b: m.linalg.lstsq(
+        m.stack([a[:3], 2 * a[:3]], axis=1).astype(float), b[:3].astype(float), rcond=None)),
+    ("trimseq", lambda m, a, b: m.polynomial.polyutils.trimseq(m.concatenate(
+        [a.astype(float), m.zeros(3)]))),
+    ("real_if_close", lambda m, a, b: m.real_if_close(a + 0j)),
+    ("poly of conjugate roots", lambda m, a, b: m.poly(m.asarray(np.array([1j, -1j])))),
+])
+def test_results_whose_shape_or_dtype_follow_the_values_are_right(sim, name, call):
+    # (the simulator infers a call's result from runs on made-up data; these differ with the
+    # values, and a wrong guess would be a wrong answer or a fault at a later synchronize)
+    a, b = np.array([1, 2, 3, 4, 5]), np.array([3, 4, 5, 6, 7, 8])
+    want = call(np, a, b)
+    got = call(acp, acp.asarray(a), acp.asarray(b))
+    check(tuple(got) if isinstance(want, tuple) else got,
+          tuple(np.asarray(w) for w in want) if isinstance(want, tuple) else want)
+    sim.synchronize()       # (and no fault reported for it)
+
+
+def test_a_view_result_that_differs_from_its_inference_is_a_fault_not_a_wrong_answer(
+        sim, monkeypatch):
+    import asyncgpu as ag
+    from asyncgpu.runtime import library
+
+    # (as if trimseq, which returns a view whose length follows the values, were unlisted)
+    monkeypatch.setattr(library, "DATA_DEPENDENT", library.DATA_DEPENDENT - {"trimseq"})
+    monkeypatch.setattr(library, "_meta_cache", {})
+    x = acp.asarray(np.array([1.0, 2.0, 0.0, 0.0]))
+    acp.polynomial.polyutils.trimseq(x)
+    with pytest.raises(ag.KernelFault, match="trimseq.*data-dependent"):
+        sim.synchronize()
+
+
 def test_views_of_arguments_are_views(sim):
     ag = sim
     a = ag.array(A)
@@ -422,3 +460,19 @@ def test_export_stream_orders_a_consumer_after_all_pending_work(sim):
         rt.backend.hb.launch(other, [(uid, 0, 64, True)], "unordered consumer")
     ag.synchronize()
     assert export_stream(x) is None       # nothing pending: no stream to wait on
+
+
+@pytest.mark.parametrize("call,kinds", [
+    (lambda a: a + acp.zeros(4), (ValueError,)),                       # broadcasting
+    (lambda a: a.sum(axis=5), (ValueError, IndexError, np.exceptions.AxisError)),
+    (lambda a: acp.zeros(0).max(), (ValueError,)),                      # empty reduction
+])
+def test_a_refused_call_raises_what_cupy_raises_and_names_the_call(sim, call, kinds):
+    import asyncgpu as ag
+
+    a = acp.zeros((2, 3))
+    with pytest.raises(kinds) as caught:
+        call(a)
+        sim.synchronize()
+    assert isinstance(caught.value, ag.ArgumentError) and "failed" in str(caught.value)
+    assert (a + 1).tolist() == [[1.0] * 3] * 2       # and the runtime goes on

@@ -40,6 +40,35 @@ class ArgumentValueError(AsyncGPUError, ValueError):
     """A launch argument or launch configuration has a bad value (checked before enqueue)."""
 
 
+_CALL_ERRORS: dict[type, type] = {}
+
+
+def call_failed(text: str, exc: BaseException) -> AsyncGPUError:
+    """The error of a library call that raised ``exc`` (a NumPy or CuPy error), saying
+    ``text``: an :class:`ArgumentError` that is also of ``exc``'s class, so that an
+    ``except ValueError`` (or ``IndexError``, ``numpy.linalg.LinAlgError``, ...) written for
+    CuPy catches it as before::
+
+        call_failed("sum(a) failed: ...", AxisError(5, 1))   # an ArgumentError, a ValueError,
+                                                              # an IndexError, an AxisError
+    """
+    kind = type(exc)
+    cls = _CALL_ERRORS.get(kind)
+    if cls is None:
+        try:
+            # (the message is ours: a class such as AxisError formats its own fields)
+            cls = type(kind.__name__, (ArgumentError, kind),
+                       {"__module__": __name__, "__doc__": ArgumentError.__doc__,
+                        "__init__": Exception.__init__, "__str__": Exception.__str__})
+        except TypeError:       # (a class that cannot be a base: ArgumentError alone)
+            cls = ArgumentError
+        _CALL_ERRORS[kind] = cls
+    try:
+        return cls(text)
+    except Exception:  # noqa: BLE001 - a class whose constructor wants more than a message
+        return ArgumentError(text)
+
+
 class BlockTooLargeError(ArgumentValueError):
     """A launch asks for more threads per block than the compiled kernel can run on this device
     (its registers per thread limit the block); raised before enqueue, naming the limit."""

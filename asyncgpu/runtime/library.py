@@ -45,7 +45,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..core.deps import Access
-from ..core.errors import ArgumentError
+from ..core.errors import ArgumentError, call_failed
 from . import array_modules
 from .array import Array, host_array, new_array
 from .checks import check_usable
@@ -59,7 +59,13 @@ DATA_DEPENDENT = frozenset({
     "nonzero", "flatnonzero", "argwhere", "unique", "unique_values", "unique_counts",
     "unique_inverse", "unique_all", "extract", "compress", "bincount", "trim_zeros", "repeat",
     "histogram", "histogram_bin_edges", "ndarray.nonzero", "ndarray.repeat", "ndarray.compress",
+    # (sets: their length; a least-squares fit's residuals: the rank; trimmed polynomial
+    # coefficients: the trailing zeros; roots and real_if_close: the dtype too)
+    "intersect1d", "setdiff1d", "setxor1d", "union1d", "lstsq", "trimseq", "trimcoef", "poly",
+    "roots", "real_if_close",
 })
+#: Data-dependent with one argument only (``where(c)`` is ``nonzero(c)``).
+DATA_DEPENDENT_ALONE = frozenset({"where"})
 
 
 class _Slot:
@@ -162,7 +168,9 @@ class LibraryCall:
         """Whether the result's shape depends on the values (:data:`DATA_DEPENDENT`): such a
         call blocks the host until its inputs are computed (on ``cuda`` CuPy copies the size
         to the host inside the call; on ``sim`` it runs at once)."""
-        return self.name in DATA_DEPENDENT or self.name.rsplit(".", 1)[-1] in DATA_DEPENDENT
+        name = self.name.rsplit(".", 1)[-1]
+        return (self.name in DATA_DEPENDENT or name in DATA_DEPENDENT
+                or (name in DATA_DEPENDENT_ALONE and len(self.args) + len(self.kwargs) == 1))
 
     def validate(self, runtime: Any) -> None:
         """Refuse freed arrays and arrays of another runtime, before anything is enqueued."""
@@ -391,7 +399,7 @@ def run_now(runtime: Any, call: LibraryCall, fn: Callable[..., Any]) -> Any:
             with quiet():
                 result = fn(*fill(call.args, views), **fill(call.kwargs, views))
         except Exception as exc:
-            raise ArgumentError(f"{call.describe()} failed: {type(exc).__name__}: {exc}") from exc
+            raise call_failed(f"{call.describe()} failed: {type(exc).__name__}: {exc}", exc) from exc
         buffers = {a._alloc.id: a._alloc.buffer.host for a in call.arrays}
         meta = classify(call, result, views, buffers, placeholder=False)
         runtime.stats.sync("library-call")

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ...core.deps import Access
-from ...core.errors import ArgumentError, AsyncGPUError
+from ...core.errors import AsyncGPUError, call_failed
 from ...runtime.allocation import DEVICE, Allocation
 from ...runtime.array import Array, c_strides
 from ...runtime.library import LibraryCall, fill
@@ -89,7 +89,7 @@ class CudaCallLaunch:
         except AsyncGPUError as exc:  # ours (e.g. OutOfMemoryError from the allocator)
             call.error = exc
         except Exception as exc:
-            call.error = ArgumentError(f"{call.describe()} failed: {type(exc).__name__}: {exc}")
+            call.error = call_failed(f"{call.describe()} failed: {type(exc).__name__}: {exc}", exc)
             call.error.__cause__ = exc
 
     def _adopt(self, value: Any, chunks: list[Any], adopted: dict[int, Allocation],

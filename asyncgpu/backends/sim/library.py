@@ -61,8 +61,16 @@ class SimCallLaunch:
         self.inputs = [_Layout(a) for a in call.arrays]
         self.written = set(call.written)
         self.results = [_Layout(a) for a in results]
-        self.leaves = leaves          # per result leaf: index into results, or None (a view)
+        # per result leaf: index into results, or a view's (shape, dtype), or None (no array)
+        self.leaves = leaves
         self.device = 0               # the device it runs on (set when it is enqueued)
+
+    def _check(self, value: np.ndarray, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        if value.shape != shape or value.dtype != dtype:
+            raise RuntimeError(
+                f"call '{self.name}' produced {value.dtype}{list(value.shape)} where "
+                f"{dtype}{list(shape)} was inferred: its result depends on the data; report "
+                "this function as data-dependent")
 
     def begin(self) -> dict[int, tuple[Any, int, np.ndarray]]:
         return snapshot(self.inputs, self.device)
@@ -84,14 +92,12 @@ class SimCallLaunch:
         for value, leaf in zip(values, self.leaves):
             if leaf is None:
                 continue
+            if type(leaf) is tuple:     # (a view of an argument: nothing to publish)
+                self._check(np.asarray(value), *leaf)
+                continue
             out = self.results[leaf]
             value = np.asarray(value)
-            if value.shape != out.shape or value.dtype != out.dtype:
-                raise RuntimeError(
-                    f"call '{self.name}' produced {value.dtype}{list(value.shape)} where "
-                    f"{out.dtype}{list(out.shape)} was inferred: its result depends on the "
-                    "data; report this function as data-dependent"
-                )
+            self._check(value, out.shape, out.dtype)
             out.view(out.buffer.on(self.device), 0)[...] = value
         for i in self.written:
             a = self.inputs[i]
@@ -111,7 +117,11 @@ def make_call(runtime: Any, call: LibraryCall, accesses: list[Access]) -> SimCal
     leaves = []
     by_id = {id(a): k for k, a in enumerate(new)}
     for leaf in flatten(call.results):
-        leaves.append(by_id.get(id(leaf)))
+        index = by_id.get(id(leaf))
+        if index is None and isinstance(leaf, Array):
+            leaves.append((leaf.shape, leaf.dtype))
+        else:
+            leaves.append(index)
     for a in new:
         alloc = a._alloc
         accesses.append(Access(alloc.id, alloc, a._lo, a._hi, True, a.describe()))
