@@ -482,3 +482,52 @@ def test_an_interrupt_that_leaves_the_issuing_mark_set_refuses_nothing_later(sim
         plus_one[1, 16](x, y)
         assert y.numpy().tolist() == list(range(1, 17))
         assert rt._issuing is None
+
+
+@pytest.mark.parametrize("mode", [{}, {"execution": "sync"}, {"memory": "managed"}])
+@pytest.mark.parametrize("case", ["rows", "count"])
+def test_an_elementwise_launch_that_breaks_its_contract_is_refused_in_every_mode(sim, mode,
+                                                                                 case):
+    ag = sim
+    k = ag.cuda_kernel(SRC, "axpy", elementwise="n", sim=axpy_twin)
+    x = ag.array(np.arange(16, dtype=np.float32))
+    y = ag.zeros(8, np.float32)
+    with ag.configure(**mode):
+        before = ag.statistics().kernels
+        with pytest.raises(ag.ArgumentError, match="kernel 'axpy'.*" +
+                           ("rows" if case == "rows" else "element count")):
+            if case == "rows":
+                k[1, 16](x, y, 1.0, 8)          # 16 rows against 8
+            else:
+                k[1, 16](x, x, 1.0, 4)          # n says 4, the arrays have 16 rows
+        assert ag.statistics().kernels == before
+        k[1, 8](x[:8], y, 1.0, 8)
+        assert y.tolist() == list(range(8))
+
+
+@pytest.mark.parametrize("bad", ["no simulator twin", "broken contract"])
+def test_a_refused_launch_in_a_recording_raises_at_its_call_and_what_came_before_runs(sim,
+                                                                                     bad):
+    ag = sim
+    inc = ag.cuda_kernel(r'''extern "C" __global__ void inc(float* y, int n) {
+        int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] += 1; }''', "inc",
+        elementwise="n", sim=lambda y, n: y.__iadd__(1))
+    notwin = ag.cuda_kernel(r'''extern "C" __global__ void notwin(float* y, int n) { }''',
+                            "notwin")
+    z = ag.zeros(4, np.float32)
+    w = ag.zeros(8, np.float32)
+    for run in range(1, 4):         # recorded, then captured, then replayed
+        reached = False
+        with pytest.raises(ag.AsyncGPUError):
+            with ag.record(name="refused"):
+                inc[1, 4](z, 4)
+                if bad == "no simulator twin":
+                    notwin[1, 4](w, 4)
+                else:
+                    inc[1, 8](w, 4)             # n says 4, w has 8 rows
+                reached = True
+                inc[1, 4](z, 4)
+        assert not reached
+        assert z.tolist() == [float(run)] * 4
+    inc[1, 4](z, 4)                         # and the runtime goes on
+    assert z.tolist() == [4.0] * 4

@@ -106,6 +106,79 @@ def test_a_thread_using_the_array_being_written_waits_for_the_copy(held, use):
 
 
 @pytest.mark.pure
+@pytest.mark.parametrize("devices", [1, 2])
+@pytest.mark.parametrize("use", ["kernel reading it", "fill", "free and reuse"])
+def test_work_issued_while_a_large_write_copies_comes_after_the_write(held, use, devices):
+    # (x current on the device: no copy in would make the kernel wait, nothing but the
+    # order of the threads' operations says the host write comes first)
+    started, go, _ = held
+    with ag.configure(backend="sim", sim_seed=5, memory="explicit", sim_devices=devices,
+                      devices=devices):
+        scale, _, _ = recorder_kernels.kernels(ag)
+        x, y = ag.empty(BIG, np.float32), ag.empty(BIG, np.float32)
+        scale[1, 64](ag.array(np.ones(BIG, np.float32)), x, 1.0, BIG)
+        ag.synchronize()
+        t, errors = _writer(x, np.full(BIG, 5, np.float32))
+        assert started.wait(10)
+        seen = []
+
+        def user():
+            if use == "kernel reading it":
+                scale[1, 64](x, y, 2.0, BIG)
+                seen.append(float(y[BIG - 1]))
+            elif use == "fill":
+                x[...] = 7
+                seen.append(float(x[BIG - 1]))
+            else:
+                x.free()
+                z = ag.array(np.full(BIG, 2, np.float32))   # (may reuse x's memory)
+                seen.append(sorted(set(z.numpy().tolist())))
+
+        other = threading.Thread(target=user)
+        other.start()
+        other.join(0.2)
+        go.set()
+        t.join(10)
+        other.join(10)
+        assert not errors
+        assert seen == [{"kernel reading it": 10.0, "fill": 7.0, "free and reuse": [2.0]}[use]]
+        if use != "free and reuse":
+            assert float(x[0]) == {"kernel reading it": 5.0, "fill": 7.0}[use]
+
+
+@pytest.mark.pure       # (line-level fault injection)
+def test_a_large_write_interrupted_at_any_line_leaves_the_array_usable():
+    # (an interrupt anywhere in the write, between booking it busy and its copy included: no
+    # later access of the array may wait for a copy that will never come)
+    from asyncgpu.testing.faults import inject
+
+    idle = threading.Event()
+    keep = threading.Thread(target=idle.wait)      # (another thread: the unlocked path)
+    keep.start()
+    modules = ("runtime/host_access", "runtime/memory")
+    try:
+        with ag.configure(backend="sim", sim_seed=6, memory="explicit"):
+            x = ag.array(np.full(BIG, 2, np.float32))
+            new = np.full(BIG, 3, np.float32)
+            with inject(None, modules=modules) as probe:
+                x[...] = new
+            assert probe.count > 10, probe.points
+            for at in range(1, probe.count + 1):
+                x[...] = np.full(BIG, 2, np.float32)
+                with inject(at, modules=modules) as injector:
+                    try:
+                        x[...] = new
+                    except KeyboardInterrupt:
+                        assert injector.where is not None
+                last = float(x[BIG - 1])
+                assert last in (2.0, 3.0), injector.where
+                assert float(x[0]) == last, injector.where          # all of it, or none
+    finally:
+        idle.set()
+        keep.join()
+
+
+@pytest.mark.pure
 def test_a_recorded_step_replayed_while_its_input_is_written_sees_the_new_values(held):
     started, go, _ = held
     with ag.configure(backend="sim", sim_seed=3, memory="explicit"):

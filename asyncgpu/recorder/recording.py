@@ -73,6 +73,7 @@ import warnings
 from typing import Any
 
 from ..core.errors import RecordingError
+from ..runtime.chunks import axis_length
 from ..runtime.splits import splits_hold
 from ..runtime.recording_hook import (RecordingHook, recording_of, start_recording,
                                        stop_recording, this_thread)
@@ -194,7 +195,13 @@ class Recording(RecordingHook):
         if this_thread() != self.thread:
             return False
         rt = self.runtime
-        arrays, values = launcher.kernel.bind(rt, args, site)
+        kernel = launcher.kernel
+        arrays, values = kernel.bind(rt, args, site)
+        # Refused here as an eager launch would be, at its call: a launch deferred past a bad
+        # one would run although the body stopped there (or be lost at the block's end).
+        if kernel.elementwise:
+            axis_length(kernel, arrays, values, site)
+        rt.backend.kernel_launch(kernel, launcher, arrays, values, site)
         if self.cut is not None:
             self.went_on()
         if rt._tenanted and not self.placed:

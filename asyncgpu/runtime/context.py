@@ -275,6 +275,8 @@ class Runtime(HostAccess, TenantSteps):
             if self.recording is not None:
                 self.recording.refuse(f"free of an array of {alloc.nbytes} bytes")
             self._drain_releases()
+            if self._host_busy:     # (a large host write still copying into its memory)
+                self.settle_host_write(alloc)
             found = self.deps.conflicts([Access(alloc.id, alloc, 0, alloc.nbytes, True, "free")])
             if found:
                 self.streams.host_wait(list(found))

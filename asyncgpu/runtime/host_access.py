@@ -69,12 +69,13 @@ class _HostWrite:
     """A large host write copying without the lock: what its end books, and whether the copy
     is done (``copied``) and succeeded (``ok``)."""
 
-    __slots__ = ("array", "copied", "dense", "hi", "lo", "ok")
+    __slots__ = ("array", "copied", "dense", "hi", "lo", "ok", "thread")
 
     def __init__(self, array: Array, lo: int, hi: int, dense: bool) -> None:
         self.array, self.lo, self.hi, self.dense = array, lo, hi, dense
         self.copied = threading.Event()
         self.ok = False
+        self.thread = threading.current_thread()     # (the one that copies)
 
 
 class HostAccess(Issuing):
@@ -267,44 +268,49 @@ class HostAccess(Issuing):
         alloc = array._alloc
         large = (dense and hi - lo >= UNLOCKED_WRITE_BYTES and lo == 0 and hi == alloc.nbytes
                  and self.memory is not None)
+        busy = None
         if large:
             # (converted first, without the lock: the copy below then calls no user code,
             # which could call back into the runtime and wait for this very write)
             value = np.asarray(value)
-        busy = None
-        with self._lock:
-            pending = self._conflicts_pending(array, lo, hi, True)
-            if not pending:
-                busy = self._write_locked(array, lo, hi, dense, key, value, large)
-        if pending:
-            self._wait_unlocked(pending)
-            with self._lock:
-                busy = self._write_locked(array, lo, hi, dense, key, value, large)
-        if busy is None:
-            return
+            # (made before it can be booked busy: whatever interrupts this call from there
+            # on, the finally below ends it, and no other access waits for it forever)
+            busy = _HostWrite(array, lo, hi, dense)
+        unlocked = False
         try:
-            self._copy_unlocked(array, key, value)
-            busy.ok = True
-        finally:
-            busy.copied.set()
             with self._lock:
-                self.settle_host_write(alloc)
+                pending = self._conflicts_pending(array, lo, hi, True)
+                if not pending:
+                    unlocked = self._write_locked(array, lo, hi, dense, key, value, busy)
+            if pending:
+                self._wait_unlocked(pending)
+                with self._lock:
+                    unlocked = self._write_locked(array, lo, hi, dense, key, value, busy)
+            if unlocked:
+                self._copy_unlocked(array, key, value)
+                busy.ok = True
+        finally:
+            if busy is not None:
+                busy.copied.set()
+                if self._host_busy.get(alloc.id) is busy:
+                    with self._lock:
+                        self.settle_host_write(alloc)
 
     def _write_locked(self, array: Array, lo: int, hi: int, dense: bool, key: Any, value: Any,
-                      large: bool) -> _HostWrite | None:
-        """Under the lock: the host write of :meth:`write_host`; or, for a large one while
-        other threads run, its begin, booked busy, for the caller to copy without the lock."""
+                      busy: _HostWrite | None) -> bool:
+        """Under the lock: the host write of :meth:`write_host` (False); or, for a large one
+        (``busy``) while other threads run, its begin, booked busy, for the caller to copy
+        without the lock (True)."""
         alloc = array._alloc
         if self._host_busy:
             self.settle_host_write(alloc)
         self.begin_host_access(array, lo, hi, True, dense)
-        if not (large and self.recording is None and threading.active_count() > 1):
+        if busy is None or self.recording is not None or threading.active_count() < 2:
             array._host_view()[key] = value
             self.end_host_access(array, lo, hi, True, dense)
-            return None
-        busy = _HostWrite(array, lo, hi, dense)
+            return False
         self._host_busy[alloc.id] = busy
-        return busy
+        return True
 
     def _copy_unlocked(self, array: Array, key: Any, value: Any) -> None:
         """The copy of a large host write, made without the lock (its own method: a test
@@ -319,6 +325,10 @@ class HostAccess(Issuing):
         busy = self._host_busy.pop(alloc.id, None)
         if busy is None:
             return
+        if busy.thread is threading.current_thread():
+            # (its own thread, so not copying: the write was interrupted before its copy, or
+            # during it; unbooked, as a write the host never made)
+            busy.copied.set()
         busy.copied.wait()
         if busy.ok:
             self.end_host_access(busy.array, busy.lo, busy.hi, True, busy.dense)

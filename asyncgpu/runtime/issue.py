@@ -40,7 +40,7 @@ from ..core.errors import DeviceError
 from ..core.interference import Sample
 from ..core.placement import STREAM_AWARE, device_bit
 from .allocation import HOST
-from .chunks import chunk_plan, launch_chunked
+from .chunks import axis_length, chunk_plan, launch_chunked
 from .splits import launch_split
 from .kernel import Launcher, user_site
 
@@ -80,6 +80,9 @@ class Issuing:
             if self.recording is not None and self.recording.kernel(launcher, args, site):
                 return
             arrays, values = kernel.bind(self, args, site)
+            if kernel.elementwise and (self.memory is None or self.sync_mode or self._tenanted):
+                # (the contract holds in every mode; explicit memory checks it in chunk_plan)
+                axis_length(kernel, arrays, values, site)
             accesses: list[Any] = arrays     # an ArrayArg is its own dependency access
             if self.no_const:
                 accesses = [Access(a.key, a.alloc, a.lo, a.hi, True, a.param) for a in arrays]

@@ -209,7 +209,12 @@ class ExplicitMemory:
 
     def make_device_current(self, accesses: list[Any], device: int = 0) -> None:
         """Copy in, to device ``device``, the allocations current elsewhere (another device,
-        else the host) whose old bytes ``accesses`` need."""
+        else the host) whose old bytes ``accesses`` need. A large host write still copying into
+        one of them ends first: its end books where the current bytes are."""
+        rt = self.runtime
+        if rt._host_busy:
+            for acc in accesses:
+                rt.settle_host_write(acc.alloc)
         bit = device_bit(device)
         for acc in accesses:
             alloc = acc.alloc
@@ -285,6 +290,9 @@ class ExplicitMemory:
         """Another library gets the pointer of device ``device``'s copy: bring it current, and
         assume the consumer may write it (no other copy is known to be current)."""
         alloc = array._alloc
+        rt = self.runtime
+        if rt._host_busy:
+            rt.settle_host_write(alloc)
         location = alloc.location
         bit = device_bit(device)
         if location and not location & bit and alloc.nbytes:
