@@ -147,12 +147,34 @@ def test_bad_argument_is_refused_before_enqueue(env, name, case):
     ((1, 8, 1 << 20), r"dynamic shared memory must be an integer in \[0, 49152\]"),
     ((1, 8, 0, 0), r"asyncgpu chooses the stream itself"),
     ((1,), r"got 1 values"),
+    ((1, 8, 64.0), r"dynamic shared memory must be an integer .* got 64.0"),
+    ((1, 8, False), r"dynamic shared memory must be an integer .* got False"),
+    ((True, 8), r"blocks must be a positive integer"),
+    ((1, 8.0), r"threads per block must be a positive integer"),
+    (((1.0, 1), 8), r"blocks must be a positive integer"),
 ])
-def test_bad_launch_configuration(env, config, pattern):
+@pytest.mark.parametrize("cached", [False, True], ids=["first", "after a valid launch"])
+def test_bad_launch_configuration(env, config, pattern, cached):
     ag, k, x, y = env
+    if cached:      # (an int configuration equal to this one: 1.0 == 1, True == 1)
+        ints = tuple(tuple(int(d) for d in p) if isinstance(p, tuple) else int(p)
+                     for p in config)
+        try:
+            k[ints]
+        except ag.ArgumentValueError:
+            pass
     before = runtime_state(ag)
     with pytest.raises(ag.ArgumentValueError, match=pattern):
         k[config](x, y, 2.0, 8)
+    assert_nothing_enqueued_and_usable(ag, k, x, y, before)
+
+
+def test_an_integer_beyond_every_float_is_refused_naming_the_argument(env):
+    ag, k, x, y = env
+    before = runtime_state(ag)
+    with pytest.raises(ag.ArgumentValueError, match=r"kernel 'axpy'.*argument 2 'a': the "
+                       r"integer of 332 digits is beyond the range of float"):
+        k[1, 8](x, y, 2**1100, 8)
     assert_nothing_enqueued_and_usable(ag, k, x, y, before)
 
 

@@ -173,6 +173,30 @@ def test_unnamed_parameters_get_positional_names():
     assert params[3].dtype == np.dtype(np.uint64)
 
 
+@pytest.mark.parametrize("decl, name", [("float* __restrict__ restricted_out", "restricted_out"),
+                                        ("int nrestrict", "nrestrict"),
+                                        ("const float* restrict x", "x")])
+def test_a_name_that_contains_restrict_is_a_name(decl, name):
+    assert one(decl).name == name
+
+
+def test_a_declaration_before_the_definition_does_not_hide_the_names():
+    src = ('extern "C" __global__ void axpy(const float*, float*, float, int);\n'
+           'extern "C" __global__ void axpy(const float* x, float* y, float a, int n) {}')
+    assert [p.name for p in parse_cuda_declaration(src, "axpy")] == ["x", "y", "a", "n"]
+
+
+def test_a_signature_whose_pointer_elements_contradict_the_source_is_refused(sim):
+    src = 'extern "C" __global__ void scale(const float* x, float* y, int n) {}'
+    with pytest.raises(SignatureError, match=r"parameter 0 'x' is 'const float\*' \(elements "
+                       r"of 4 bytes\).*8 bytes, float64.*read the wrong bytes"):
+        sim.cuda_kernel(src, "scale", signature="x: in pointer double, y: out pointer double, "
+                        "n: sint32")
+    k = sim.cuda_kernel(src, "scale", signature="x: in pointer float, y: out pointer float, "
+                        "n: sint32")
+    assert [p.dtype for p in k.params] == [F32, F32, I32]
+
+
 @pytest.mark.parametrize("decl", ["float2* v", "struct Particle* v", "const cuComplex* v",
                                   "void* v", "const void* v", "Foo<int>* v"])
 def test_pointer_to_unknown_type_is_untyped(decl):

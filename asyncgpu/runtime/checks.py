@@ -81,7 +81,14 @@ def convert_scalar(a: Any, p: Param, where: Callable[[], str]) -> np.generic:
     if dt.kind == "f":
         if isinstance(a, (complex, np.complexfloating)):
             raise ArgumentError(f"{where()}: expected a real {p.ctype}, got {a!r}")
-    return beyond_range_to_infinity(dt, a)
+    try:
+        return beyond_range_to_infinity(dt, a)
+    except OverflowError:       # (an int beyond any float: Python cannot convert it either)
+        text = str(a)
+        if len(text) > 24:
+            text = f"of {len(text.lstrip('-'))} digits"
+        raise ArgumentValueError(f"{where()}: the integer {text} is beyond the range of "
+                                 f"{p.ctype}; pass a float (float('inf') if meant)") from None
 
 
 def beyond_range_to_infinity(dt: np.dtype, a: Any) -> np.generic:

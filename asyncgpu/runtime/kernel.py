@@ -137,6 +137,18 @@ def plain_scalar(p: Param) -> tuple[frozenset[type], Any, Any, Any] | None:
     return None
 
 
+def _all_ints(config: Any) -> bool:
+    """Whether a launch configuration holds only ints, at either level (``k[(2, 2), 64]``)."""
+    for part in (config if type(config) is tuple else (config,)):
+        if type(part) is tuple:
+            for item in part:
+                if type(item) is not int and not isinstance(item, np.integer):
+                    return False
+        elif type(part) is not int and not isinstance(part, np.integer):
+            return False
+    return True
+
+
 class Kernel:
     """A kernel whose launches asyncgpu schedules (see :func:`asyncgpu.kernel`)."""
 
@@ -199,12 +211,16 @@ class Kernel:
 
     def __getitem__(self, config: Any) -> Launcher:
         try:
-            return self._launchers[config]
+            launcher = self._launchers[config]
         except (KeyError, TypeError):
-            pass
+            launcher = None
+        if launcher is not None and _all_ints(config):
+            return launcher
+        # (a hit for a configuration of floats or bools is parsed: 1.0 == 1 and True == 1
+        # find the integers' launcher, but Numba refuses them, and so do we)
         launcher = Launcher(self, *self._parse_config(config))
         try:
-            if len(self._launchers) < 256:
+            if len(self._launchers) < 256 and _all_ints(config):
                 self._launchers[config] = launcher
         except TypeError:  # unhashable configuration (lists): fine, just not cached
             pass
@@ -213,7 +229,8 @@ class Kernel:
     def _parse_config(self, config: Any) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         parts = config if isinstance(config, tuple) else (config,)
         where = f"kernel '{self.name}' (at {user_site()})"
-        if len(parts) == 4 or (len(parts) == 3 and not is_int(parts[2])):
+        if len(parts) == 4 or (len(parts) == 3 and not isinstance(
+                parts[2], (int, float, np.integer, np.floating, np.bool_))):
             raise ArgumentValueError(
                 f"{where}: a launch configuration is [blocks, threads] or "
                 "[blocks, threads, shared_bytes]; asyncgpu chooses the stream itself, so drop "

@@ -273,14 +273,16 @@ def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: 
                     f"{'a pointer' if d.is_array else 'a scalar'} in the source but "
                     f"{'a pointer' if s.is_array else 'a scalar'} in the signature"
                 )
-            if (not d.is_array and d.dtype is not None and s.dtype is not None
+            # (a pointer's elements too: float64 arrays for a 'float*' would be read as floats)
+            if (d.dtype is not None and s.dtype is not None
                     and (d.dtype.itemsize != s.dtype.itemsize
                          or (d.dtype.kind == "f") != (s.dtype.kind == "f"))):
+                what = "elements of " if d.is_array else ""
                 raise SignatureError(
                     f"kernel '{name}': parameter {i} '{d.name}' is '{d.ctype}' "
-                    f"({d.dtype.itemsize} bytes) in the source but '{s.ctype}' "
-                    f"({s.dtype.itemsize} bytes, {s.dtype.name}) in the signature; the kernel "
-                    f"would read the wrong bytes: declare it as the source does"
+                    f"({what}{d.dtype.itemsize} bytes) in the source but '{s.ctype}' "
+                    f"({what}{s.dtype.itemsize} bytes, {s.dtype.name}) in the signature; the "
+                    f"kernel would read the wrong bytes: declare it as the source does"
                 )
         params = tuple(
             Param(d.name, d.is_array, s.dtype if s.dtype is not None else d.dtype,

@@ -124,6 +124,10 @@ def _split_top(text: str) -> list[str]:
     return parts + [text[start:]]
 
 
+#: The qualifiers of a pointer that does not alias (a name merely containing them is a name).
+_RESTRICT = frozenset({"__restrict__", "__restrict", "restrict"})
+
+
 def _c_param(kernel: str, i: int, text: str, strict: bool) -> Param:
     tokens = re.findall(r"[A-Za-z_][\w:]*|\[[^\]]*\]|\S", text)
     where = f"kernel '{kernel}': parameter {i} ('{' '.join(text.split())}')"
@@ -132,7 +136,7 @@ def _c_param(kernel: str, i: int, text: str, strict: bool) -> Param:
                              "or variadic)")
     name = f"arg{i}"
     arrays = sum(t.startswith("[") for t in tokens)      # `float x[]` is a pointer
-    tokens = [t for t in tokens if not t.startswith("[") and "restrict" not in t]
+    tokens = [t for t in tokens if not t.startswith("[") and t not in _RESTRICT]
     words = [t for t in tokens if t not in ("*", "const", "volatile")]
     if tokens[-1] not in _C_KEYWORDS and tokens[-1] != "*" and len(words) > 1:
         name = tokens.pop()
@@ -169,7 +173,11 @@ def parse_cuda_declaration(source: str, name: str, *, strict: bool = True) -> tu
         The kernel is a template, or a parameter cannot be understood.
     """
     kernels = _kernels(_strip_noise(source))
-    match = next((k for k in kernels if k[0] == name), None)
+    matches = [k for k in kernels if k[0] == name]
+    # (a declaration before the definition may leave its parameters unnamed: the one that
+    # names them gives the names that annotations such as out=["y"] refer to)
+    match = (matches[0] if len(matches) == 1 else
+             _best_named(name, matches, strict) if matches else None)
     if match is None:
         names = ", ".join(dict.fromkeys(k[0] for k in kernels)) or "none"
         raise CompileError(f"kernel '{name}' is not declared as __global__ in the source; "
@@ -181,6 +189,21 @@ def parse_cuda_declaration(source: str, name: str, *, strict: bool = True) -> tu
     if body in ("", "void"):
         return ()
     return tuple(_c_param(name, i, p, strict) for i, p in enumerate(_split_top(body)))
+
+
+def _best_named(name: str, matches: list[tuple], strict: bool) -> tuple:
+    """Of several declarations of one kernel, the first that names the most parameters."""
+    def named(match: tuple) -> int:
+        body = " ".join(match[1].split())
+        if match[2] or body in ("", "void"):
+            return 0
+        try:
+            params = [_c_param(name, i, p, strict) for i, p in enumerate(_split_top(body))]
+        except SignatureError:
+            return -1
+        return sum(p.name != f"arg{i}" for i, p in enumerate(params))
+
+    return max(matches, key=named)
 
 
 def _gr_param(i: int, text: str) -> Param:
