@@ -553,3 +553,24 @@ def test_a_refused_launch_in_a_recording_raises_at_its_call_and_what_came_before
         assert z.tolist() == [float(run)] * 4
     inc[1, 4](z, 4)                         # and the runtime goes on
     assert z.tolist() == [4.0] * 4
+
+
+def test_a_numba_scalar_numba_cannot_type_is_refused_at_the_launch(sim):
+    # (Numba's compile refuses it on a GPU; the simulator, running the kernel as Python,
+    # would take it)
+    ag = sim
+
+    @ag.kernel
+    @cuda.jit
+    def store(x, v):
+        x[0] = v
+
+    x = ag.zeros(2, np.int64)
+    before = ag.statistics().kernels
+    with pytest.raises(ag.ArgumentError, match=r"kernel 'store'.*argument 1: Numba cannot "
+                       r"type 1180591620717411303424"):
+        store[1, 1](x, 2**70)
+    assert ag.statistics().kernels == before
+    store[1, 1](x, 2**40)
+    assert x.tolist() == [2**40, 0]
+

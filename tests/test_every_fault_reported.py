@@ -76,6 +76,26 @@ def test_one_fault_alone_stays_a_plain_kernel_fault(rt):
     assert type(info.value) is ag.KernelFault
 
 
+def test_a_launch_run_in_pieces_that_faults_is_one_fault(rt):
+    # (an element-wise launch on a large input only on the host is run in chunks, each its
+    # own node: the user made one launch, and sees one fault, with the count of its pieces)
+    def twin(x, y, a, n):
+        raise IndexError("index out of bounds")
+
+    k = ag.cuda_kernel(r'''extern "C" __global__ void saxpy(const float* x, float* y,
+        float a, int n) { }''', "saxpy", sim=twin, elementwise="n")
+    n = 4 << 20
+    x, y = ag.array(np.ones(n, np.float32)), ag.array(np.zeros(n, np.float32))
+    chunks = ag.statistics().nodes
+    k[n // 256, 256](x, y, 2.0, n)          # one launch
+    assert ag.statistics().nodes - chunks > 2     # (ran in pieces)
+    with pytest.raises(ag.KernelFault) as info:
+        ag.synchronize()
+    assert not isinstance(info.value, ag.KernelFaults)
+    assert "kernel 'saxpy'" in str(info.value) and "IndexError" in str(info.value)
+    assert "times: the pieces of one launch" in str(info.value)
+
+
 def test_faults_of_different_kinds_split_with_except_star(rt):
     a = ag.zeros(8, np.float32)
     b = ag.zeros(8, np.float32)

@@ -135,9 +135,13 @@ class KernelFaults(ExceptionGroup, KernelFault):
 def gathered(faults: Sequence[Exception]) -> Exception:
     """The one error that reports ``faults`` (at least one): the fault itself when alone, else
     a :class:`KernelFaults` whose message lists every one."""
-    flat: list[Exception] = []
+    seen: dict[tuple[type, str], list[Exception]] = {}
     for fault in faults:
-        flat.extend(fault.exceptions if isinstance(fault, KernelFaults) else (fault,))
+        for one in (fault.exceptions if isinstance(fault, KernelFaults) else (fault,)):
+            seen.setdefault((type(one), str(one)), []).append(one)
+    # (the same fault of the same launch site, several times: a launch the runtime ran in
+    # pieces, or repeated launches that all failed alike; reported once, with the count)
+    flat = [same[0] if len(same) == 1 else _repeated(same) for same in seen.values()]
     if len(flat) == 1:
         return flat[0]
     listing = "; ".join(f"({i}) {type(f).__name__}: {f}" for i, f in enumerate(flat, 1))
@@ -185,3 +189,15 @@ __all__ = [
     "RecordingError",
     "SignatureError",
 ]
+
+
+def _repeated(same: list[Exception]) -> Exception:
+    """One fault standing for ``same``, identical faults (their count in its message)."""
+    first = same[0]
+    try:
+        one = type(first)(f"{first} ({len(same)} times: the pieces of one launch, or launches "
+                          "that failed alike)")
+    except Exception:  # noqa: BLE001 - a class whose constructor wants more than a message
+        return first
+    one.__cause__ = first.__cause__
+    return one

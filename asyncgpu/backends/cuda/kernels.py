@@ -295,15 +295,17 @@ def _numba_fields(backend: Any, array: Array) -> tuple[str, tuple[int, ...]]:
 def _compile_numba(backend: Any, kernel: Kernel, values: list[Any], site: str | None,
                    ) -> tuple[Any, Any, set[Any]]:
     disp = _dispatcher(kernel)
-    types = tuple(_numba_type(backend, disp, v) if type(v) is Array else disp.typeof_pyval(v)
-                  for v in values)
+    types: tuple[Any, ...] = ()
     try:
+        # (typing a value can fail too: an int beyond 64 bits)
+        types = tuple(_numba_type(backend, disp, v) if type(v) is Array else disp.typeof_pyval(v)
+                      for v in values)
         compiled = disp.compile(types)
     except Exception as exc:
         where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
+        shown = ", ".join(map(str, types)) if types else "not all typed"
         raise ArgumentError(
-            f"{where}: Numba cannot compile it for the argument types "
-            f"({', '.join(map(str, types))}): {exc}"
+            f"{where}: Numba cannot compile it for the argument types ({shown}): {exc}"
         ) from exc
     plan = numba_plan(compiled, backend.calls) if backend.packed_launches else None
     return compiled, plan, set()

@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ...core.errors import AnnotationViolation, AsyncGPUError
+from ...core.errors import AnnotationViolation, ArgumentError, AsyncGPUError
+from ...runtime.array import Array
 from ...runtime.kernel import CudaCSource, Kernel
 
 #: The byte every simulated allocation holds until written, and what a write-only argument's
@@ -293,4 +294,23 @@ class SimKernelLaunch:
 def make_launch(kernel: Kernel, launcher: Any, arrays: list[Any], values: list[Any],
                 site: str | None) -> SimKernelLaunch:
     """Prepare a launch for the sim backend (raises before enqueue if it cannot run)."""
+    if not isinstance(kernel.source, CudaCSource):
+        _type_scalars(kernel, values, site)
     return SimKernelLaunch(kernel, _runner(kernel, launcher), arrays, values, site)
+
+
+def _type_scalars(kernel: Kernel, values: list[Any], site: str | None) -> None:
+    """Refuse, as Numba's compile on the ``cuda`` backend does, a scalar Numba cannot type
+    (an int beyond 64 bits, an object): the simulator runs the kernel as Python, which would
+    take it."""
+    import numba
+
+    for i, v in enumerate(values):
+        if type(v) is Array or isinstance(v, (bool, float, np.generic)):
+            continue
+        try:
+            numba.typeof(v)
+        except Exception as exc:   # noqa: BLE001 - (ValueError for big ints, others for objects)
+            where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
+            raise ArgumentError(f"{where}, argument {i}: Numba cannot type {v!r} "
+                                f"({type(v).__name__}): {exc}") from None
