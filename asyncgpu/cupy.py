@@ -23,12 +23,14 @@ are ordered among themselves (they share its state) and with everything else by 
 Not nodes: constants and types (``acp.float32``, ``acp.pi``, ``acp.newaxis``) are CuPy's, which
 are NumPy's; metadata functions (``result_type``, ``can_cast``, ``shape``, ``ndim``, ``size``, ``isscalar``,
 ...) look only at shapes and dtypes and run at once; ``asarray`` copies host data into the
-runtime's memory and views foreign device arrays without a copy, ``array`` always copies (see
-:func:`asyncgpu.asarray`); ``asnumpy`` is a host read.
+runtime's memory and views foreign device arrays without a copy, ``array`` copies (unless
+``copy=False`` and nothing needs converting; see :func:`asyncgpu.asarray`); ``asnumpy`` is a
+host read.
 """
 
 from __future__ import annotations
 
+import operator
 import types
 from typing import Any
 
@@ -200,25 +202,92 @@ def __getattr__(name: str) -> Any:
 ndarray = Array
 
 
-def asarray(a: Any, dtype: Any = None) -> Array:
-    """``a`` as an :class:`asyncgpu.Array` (a copy into the runtime's memory unless it is one)."""
+_ORDERS = ("C", "F", "A", "K")
+
+
+def _layout(order: Any, where: str) -> str:
+    """``order`` as one of C, F, A, K (None is K, as in CuPy); TypeError otherwise."""
+    if order is None:
+        return "K"
+    layout = order.upper() if isinstance(order, str) else None
+    if layout not in _ORDERS:
+        raise TypeError(f"{where}: order must be 'C', 'F', 'A' or 'K' (or None), as in CuPy; "
+                        f"got {order!r}")
+    return layout
+
+
+def _to_device(obj: Any, dtype: Any, copy: Any, order: Any, subok: Any, ndmin: Any,
+               where: str) -> Array:
+    """CuPy's ``array`` (and ``asarray``, with ``copy`` False): an Array of ``obj`` with
+    ``dtype``, laid out by ``order``, with ``ndmin`` dimensions at least; ``obj`` itself, or a
+    view of it, where ``copy`` is false and it needs no conversion."""
+    from .runtime.array import host_array
     from .runtime.interop import asarray as _asarray
+    from .runtime.interop import is_foreign
 
-    return _asarray(a, dtype)
-
-
-def array(obj: Any, dtype: Any = None, copy: bool = True) -> Array:
-    """A new array holding a copy of ``obj`` (an asyncgpu array is copied by a node)."""
+    layout = _layout(order, where)
+    if subok:
+        raise NotImplementedError(f"{where}: subok=True is not supported (asyncgpu has no array "
+                                  "subclasses; CuPy refuses it too)")
+    try:
+        ndmin = operator.index(ndmin)
+    except TypeError:
+        raise TypeError(f"{where}: ndmin must be an integer, got {ndmin!r}") from None
+    if not isinstance(obj, Array) and is_foreign(obj):
+        obj = _asarray(obj)          # a view of the producer's memory; copied below if asked
     if isinstance(obj, Array):
-        if not copy and (dtype is None or np.dtype(dtype) == obj.dtype):
-            return obj
-        return dispatch("array", (obj,), {} if dtype is None else {"dtype": dtype})
-    return asarray(obj, dtype)
+        # (a copy, a conversion or a change of layout is an ``astype`` node; ``copy=False``
+        # gives the array itself where none is needed)
+        out = obj.astype(obj.dtype if dtype is None else dtype, order=layout, copy=bool(copy))
+        if ndmin > out.ndim:
+            out = out[(None,) * (ndmin - out.ndim)]      # a view, as CuPy gives
+        return out
+    data = np.array(obj, dtype=dtype, order=layout, ndmin=ndmin, copy=None)
+    # Fortran order where CuPy gives it: asked for, or kept ('K', 'A') from a NumPy array
+    fortran = layout != "C" and data.flags.f_contiguous and not data.flags.c_contiguous
+    return host_array(data, order="F" if fortran else "C")
 
 
-def asnumpy(a: Any) -> np.ndarray:
-    """A host copy (waits only for the writers of ``a``)."""
-    return a.numpy() if isinstance(a, Array) else np.asarray(a)
+def asarray(a: Any, dtype: Any = None, order: Any = None, *, copy: bool | None = None,
+            blocking: bool = False) -> Array:
+    """``a`` as an :class:`asyncgpu.Array`, as CuPy's ``asarray``: ``a`` itself if it is one
+    of that ``dtype`` and ``order``; another library's device array viewed without a copy;
+    host data copied into the runtime's memory (``order``: the copy's layout, ``'C'``,
+    ``'F'``, or ``'K'``/``'A'``/None to keep a NumPy array's Fortran order). ``copy=True``
+    always copies; ``copy=None`` and ``copy=False`` copy only where needed. ``blocking`` is
+    accepted for CuPy's sake: host data has been copied when ``asarray`` returns."""
+    return _to_device(a, dtype, copy, order, False, 0, "asyncgpu.cupy.asarray")
+
+
+def array(obj: Any, dtype: Any = None, copy: bool = True, order: Any = "K", subok: bool = False,
+          ndmin: int = 0, *, blocking: bool = False) -> Array:
+    """A new array holding a copy of ``obj``, as CuPy's ``array``: an asyncgpu array is copied
+    by a node, host data through the host. ``order`` lays the copy out (``'C'``, ``'F'``, or
+    ``'K'``/``'A'`` to keep the input's order); ``ndmin`` prepends dimensions of length 1;
+    ``copy=False`` returns ``obj`` itself (a view with ``ndmin``) where no conversion is
+    needed. ``subok=True`` raises ``NotImplementedError``, as in CuPy. ``blocking`` is accepted
+    for CuPy's sake: host data has been copied when ``array`` returns."""
+    return _to_device(obj, dtype, copy, order, subok, ndmin, "asyncgpu.cupy.array")
+
+
+def asnumpy(a: Any, stream: Any = None, order: str = "C", out: np.ndarray | None = None, *,
+            blocking: bool = True) -> np.ndarray:
+    """A host copy, as CuPy's ``asnumpy``: of an asyncgpu array :meth:`Array.get` (a host read
+    that waits only for the writers of ``a``; ``order``, ``out`` as there); of host data
+    ``numpy.asarray(a, order=order)``, copied into ``out`` if given. ``stream`` is accepted
+    for CuPy's sake and not used: the runtime orders the copy itself. The copy has completed
+    when ``asnumpy`` returns, also with ``blocking=False``."""
+    if isinstance(a, Array):
+        return a.get(stream, order, out, blocking)
+    from .runtime.interop import is_foreign
+
+    if is_foreign(a):
+        return asarray(a).get(stream, order, out, blocking)
+    host = np.asarray(a, order=order)
+    if out is None:
+        return host
+    out[...] = host
+    return out
 
 
 def get_array_module(*args: Any) -> Any:

@@ -232,3 +232,131 @@ def test_testing_less_and_list_equal(sim):
         acp.testing.assert_allclose(a, A + 1, err_msg="here")
     with pytest.raises(AttributeError, match="assert_allclose"):
         acp.testing.numpy_cupy_allclose
+
+
+def test_set_writes_host_values_after_the_work_that_reads_the_array(sim):
+    ag = sim
+    for _ in range(3):                 # randomized schedules: an unordered write shows
+        a = ag.array(A) * 1.0
+        doubled = a * 2.0              # a node reading a, not yet run
+        a.set(np.ones_like(A))
+        np.testing.assert_array_equal(doubled.numpy(), A * 2.0)
+        np.testing.assert_array_equal(a.numpy(), np.ones_like(A))
+    f = acp.asfortranarray(ag.array(A))
+    f.set(A + 1.0)                     # a Fortran-ordered target takes the same values
+    np.testing.assert_array_equal(f.numpy(), A + 1.0)
+
+
+def test_set_and_get_out_refuse_another_shape_or_dtype_before_anything_runs(sim):
+    ag = sim
+    a = ag.array(A)
+    before = ag.statistics()
+    with pytest.raises(ValueError, match="shape mismatch"):
+        a.set(np.zeros((6, 4)))
+    with pytest.raises(TypeError, match="float32 array cannot be set to a float64"):
+        a.set(A.astype(np.float32))
+    with pytest.raises(TypeError, match="only a numpy.ndarray"):
+        a.set(A.tolist())
+    with pytest.raises(ValueError, match="shape mismatch"):
+        a.get(out=np.empty((6, 4)))
+    with pytest.raises(TypeError, match="float32 array cannot be obtained"):
+        a.get(out=np.empty((4, 6), np.float32))
+    with pytest.raises(TypeError, match="out must be a numpy.ndarray"):
+        a.get(out=[0.0] * 24)
+    with pytest.raises(ValueError, match="unsupported order 'K'"):
+        a.get(order="K")
+    after = ag.statistics()
+    assert (after.calls, after.host_accesses) == (before.calls, before.host_accesses)
+    np.testing.assert_array_equal(a.numpy(), A)
+
+
+def test_get_takes_cupys_stream_order_out_and_blocking(sim):
+    ag = sim
+    a = ag.array(A) + 0.0
+    np.testing.assert_array_equal(a.get(stream=None), A)
+    np.testing.assert_array_equal(a.get(stream=object(), blocking=False), A)
+    fortran = a.get(order="F")
+    assert fortran.flags.f_contiguous and not fortran.flags.c_contiguous
+    np.testing.assert_array_equal(fortran, A)
+    assert a.T.get().flags.c_contiguous and a.T.get(order="A").flags.f_contiguous
+    out = np.empty((6, 4), order="F")
+    assert a.T.get(out=out) is out
+    np.testing.assert_array_equal(out, A.T)
+    host = np.empty((4, 6))
+    assert acp.asnumpy(a, None, "C", host) is host and acp.asnumpy(a, stream=None).shape == (4, 6)
+    np.testing.assert_array_equal(host, A)
+    np.testing.assert_array_equal(acp.asnumpy([1, 2], out=np.empty(2)), [1.0, 2.0])
+
+
+@pytest.mark.parametrize("make", [
+    lambda xp, x: xp.asfortranarray(x),
+    lambda xp, x: x.copy(order="F"),
+    lambda xp, x: x.astype(np.float32, order="F"),
+    lambda xp, x: xp.empty_like(xp.asfortranarray(x)),
+    lambda xp, x: xp.zeros_like(xp.asfortranarray(x)),
+    lambda xp, x: xp.copy(xp.asfortranarray(x)),
+    lambda xp, x: xp.zeros((3, 5), order="F"),
+    lambda xp, x: xp.array(x, order="F"),
+    lambda xp, x: xp.empty_like(x.reshape(2, 3, 4).transpose(1, 0, 2)),
+], ids=["asfortranarray", "copy-F", "astype-F", "empty_like", "zeros_like", "copy-K",
+        "zeros-F", "array-F", "empty_like-permuted"])
+def test_fortran_ordered_results_keep_numpys_and_cupys_layout(sim, make):
+    ag = sim
+    got, want = make(acp, ag.array(A)), make(np, A)
+    assert got.strides == want.strides
+    assert got.flags.f_contiguous == want.flags.f_contiguous
+    assert got.flags.c_contiguous == want.flags.c_contiguous
+    assert got.base is None and got.flags.owndata
+    if not want.flags.c_contiguous:        # (empty_like's values are undefined)
+        got[...] = want + 1.0              # a host write of the whole array, in its order
+        np.testing.assert_array_equal(got.numpy(), want + 1.0)
+        np.testing.assert_array_equal((got * 2.0).numpy(), (want + 1.0) * 2.0)
+
+
+def test_fortran_ordered_results_hold_their_values_and_ufuncs_give_c_order_as_cupy(sim):
+    ag = sim
+    f = acp.asfortranarray(ag.array(A))
+    np.testing.assert_array_equal(f.numpy(), A)
+    np.testing.assert_array_equal(f.copy(order="F").numpy(), A)
+    # CuPy allocates elementwise results in C order, whatever the operands' order
+    assert (f + 1.0).flags.c_contiguous
+    np.testing.assert_array_equal((f + 1.0).numpy(), A + 1.0)
+    host = acp.asarray(np.asfortranarray(A))      # (order None: kept, as 'K')
+    assert host.flags.f_contiguous and not host.flags.c_contiguous
+    assert acp.array(np.asfortranarray(A), order="C").flags.c_contiguous
+    assert acp.asarray(host, order="C").flags.c_contiguous
+    assert f.T.flags.c_contiguous and f.T.base is None
+
+
+def test_astype_without_conversion_and_copy_false_is_the_array_itself(sim):
+    ag = sim
+    a = ag.array(A)
+    assert a.astype(np.float64, copy=False) is a
+    assert a.astype("float64", "K", None, None, False) is a
+    assert a.astype(np.float64) is not a
+    assert a.astype(np.float32, copy=False) is not a
+    assert a.T.astype(np.float64, order="C", copy=False) is not a.T
+    np.testing.assert_array_equal(a.astype(np.float32, copy=False).numpy(), A.astype(np.float32))
+
+
+def test_cupy_array_and_asarray_take_cupys_arguments(sim):
+    ag = sim
+    a = ag.array(A)
+    assert acp.array([1, 2], ndmin=3).shape == (1, 1, 2)
+    assert acp.array(a, copy=False) is a
+    view = acp.array(a, copy=False, ndmin=3)
+    assert view.shape == (1, 4, 6)
+    copied = acp.array(a, ndmin=3)
+    a2 = ag.array(A)
+    alias = acp.array(a2, copy=False, ndmin=4)
+    a2[0, 0] = 99.0
+    assert float(alias[0, 0, 0, 0]) == 99.0 and float(copied[0, 0, 0]) == A[0, 0]
+    assert acp.asarray(a) is a and acp.asarray(a, order="K") is a
+    assert acp.asarray(a, copy=True) is not a
+    np.testing.assert_array_equal(acp.asarray(a, np.float32, "F").numpy(), A.astype(np.float32))
+    np.testing.assert_array_equal(acp.array(A.tolist(), np.int64, blocking=True).numpy(),
+                                  A.astype(np.int64))
+    with pytest.raises(TypeError, match="order must be 'C', 'F', 'A' or 'K'"):
+        acp.array(A, order="X")
+    with pytest.raises(NotImplementedError, match="subok=True"):
+        acp.array(A, subok=True)

@@ -574,3 +574,14 @@ def test_a_numba_scalar_numba_cannot_type_is_refused_at_the_launch(sim):
     store[1, 1](x, 2**40)
     assert x.tolist() == [2**40, 0]
 
+
+
+def test_a_simulator_twin_that_cannot_take_the_arguments_is_refused_where_defined(sim):
+    ag = sim
+    with pytest.raises(ag.SignatureError, match=r"kernel 'axpy': its sim= twin 'short' cannot "
+                       r"take the kernel's 4 arguments \(x, y, a, n\)"):
+        def short(x, y):
+            pass
+
+        ag.cuda_kernel(SRC, "axpy", sim=short)
+    ag.cuda_kernel(SRC, "axpy", sim=lambda *args: None)     # (any arguments: fine)

@@ -145,3 +145,28 @@ def test_every_listed_name_resolves_on_sim_or_is_documented_as_not_available(sim
         if entry["kind"] in ("function", "ufunc"):
             assert callable(value), (prefix, name)
     assert resolved > 400 and unavailable < 60
+
+
+@pytest.mark.parametrize("name,call", [
+    ("sum", lambda a, m: a.sum(where=m)),
+    ("max", lambda a, m: a.max(initial=0.0)),
+    ("mean", lambda a, m: a.mean(where=m)),
+    ("all", lambda a, m: a.all(where=m)),
+    ("take", lambda a, m: a.take(acp.asarray(np.array([7])), mode="wrap")),
+    ("argsort", lambda a, m: a.argsort(stable=True)),
+    ("partition", lambda a, m: a.partition(1, kind="introselect")),
+    ("ptp", lambda a, m: a.ptp(where=m)),
+    ("astype", lambda a, m: a.astype(np.float32, device=None)),
+    ("sum", lambda a, m: a.sum(0, None, None, False, 1.0)),
+])
+def test_methods_refuse_what_cupys_ndarray_signature_refuses(sim, name, call):
+    a = sim.array(np.arange(6.0).reshape(2, 3))
+    mask = a > 1
+    before = sim.statistics().calls
+    with pytest.raises(sim.ArgumentError, match=rf"asyncgpu\.Array\.{name}: .*"
+                       rf"CuPy's signature is ndarray\.{name}\("):
+        call(a, mask)
+    assert sim.statistics().calls == before
+    assert float(a.sum(axis=None, keepdims=False)) == 15.0     # CuPy's keywords pass
+    np.testing.assert_array_equal(a.take(acp.asarray(np.array([1])), axis=1).numpy(),
+                                  [[1.0], [4.0]])

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 import operator
+import weakref
 from typing import Any
 
 import numpy as np
@@ -127,7 +128,9 @@ class Array(View, ArrayOperators):
     @property
     def base(self) -> Array | None:
         """The whole allocation as an array of bytes if this is a view, else ``None``."""
-        if self._offset == 0 and self._hi - self._lo == self._alloc.nbytes and self.is_c_contiguous:
+        alloc = self._alloc
+        if self._offset == 0 and self._hi - self._lo == alloc.nbytes and (
+                self.is_c_contiguous or _OWN_LAYOUT.get(alloc) == self.strides):
             return None
         return Array._view(self._alloc, (self._alloc.nbytes,), np.dtype(np.uint8), (1,), 0)
 
@@ -236,7 +239,9 @@ class Array(View, ArrayOperators):
                 typed = np.empty((), self.dtype)
                 typed[()] = value
                 return ops.dispatch("ndarray.fill", (self, typed[()]), {})
-            lo, hi, dense = self._lo, self._hi, self._contiguous
+            # (a Fortran-ordered array also covers every byte of its span)
+            lo, hi = self._lo, self._hi
+            dense = self._contiguous or dense_layout(self.shape, self.strides, self.itemsize)
         else:
             kind, norm = _normalize_key(key, self.ndim)
             if kind == "advanced":
@@ -405,7 +410,72 @@ class Array(View, ArrayOperators):
         self._check_alive()
         return self._alloc.runtime.read_host(self)
 
-    get = numpy
+    def get(self, stream: Any = None, order: str = "C", out: np.ndarray | None = None,
+            blocking: bool = True) -> np.ndarray:
+        """A host copy, as CuPy's ``ndarray.get``: waits only for unfinished writers of these
+        bytes, like :meth:`numpy`.
+
+        ``order`` is the copy's layout: ``'C'`` (the default), ``'F'``, or ``'A'`` (``'F'`` for
+        a Fortran-contiguous array, else ``'C'``). ``out``, a NumPy array of the same shape and
+        dtype, receives the values instead (``order`` is then ignored) and is returned.
+        ``stream`` is accepted for CuPy's sake and not used: the runtime orders the copy after
+        the work that writes the array itself. The copy has completed when ``get`` returns,
+        also with ``blocking=False``."""
+        self._check_alive()
+        if out is not None:
+            if not isinstance(out, np.ndarray):
+                raise TypeError(f"Array.get: out must be a numpy.ndarray, got "
+                                f"{type(out).__name__}")
+            if out.dtype != self.dtype:
+                raise TypeError(f"Array.get: a {out.dtype} array cannot be obtained from a "
+                                f"{self.dtype} array (out must have the array's dtype)")
+            if out.shape != self.shape:
+                raise ValueError(f"Array.get: shape mismatch: expected shape {self.shape}, "
+                                 f"out has shape {out.shape}")
+            if not out.flags.writeable:
+                raise ValueError("Array.get: out is read-only")
+            self._read_into(out)
+            return out
+        layout = order.upper() if isinstance(order, str) else order
+        flags = None
+        if layout == "A":
+            flags = self._probe().flags
+            layout = "F" if flags.f_contiguous and not flags.c_contiguous else "C"
+        if layout not in ("C", "F"):
+            raise ValueError(f"Array.get: unsupported order {order!r} (use 'C', 'F' or 'A', "
+                             "as CuPy)")
+        if layout == "C" and self.is_c_contiguous:
+            return self.numpy()
+        flags = flags or self._probe().flags
+        if layout == "F" and flags.f_contiguous:
+            return self.numpy()
+        host = np.empty(self.shape, self.dtype, order=layout)
+        self._read_into(host)
+        return host
+
+    def _read_into(self, out: np.ndarray) -> None:
+        """Copy the values into host array ``out`` (same shape and dtype, checked): a host read
+        of the whole array, ordered as :meth:`numpy`'s."""
+        with self._alloc.runtime.host_access(self, self._lo, self._hi, False):
+            np.copyto(out, self._host_view())
+
+    def set(self, arr: np.ndarray, stream: Any = None) -> None:
+        """Copy host array ``arr`` into this array, as CuPy's ``ndarray.set``: a host write of
+        the whole array (``a[...] = arr``), so it waits only for the unfinished work that reads
+        or writes these bytes. ``arr`` must be a NumPy array of the same shape and dtype
+        (``TypeError``, ``ValueError`` otherwise, before anything is written). ``stream`` is
+        accepted for CuPy's sake and not used: the runtime orders the write itself."""
+        self._check_alive()
+        if not isinstance(arr, np.ndarray):
+            raise TypeError(f"Array.set: only a numpy.ndarray can be set to an asyncgpu.Array, "
+                            f"got {type(arr).__name__}")
+        if arr.dtype != self.dtype:
+            raise TypeError(f"Array.set: a {arr.dtype} array cannot be set to a {self.dtype} "
+                            "array (convert it first, arr.astype(a.dtype))")
+        if arr.shape != self.shape:
+            raise ValueError(f"Array.set: shape mismatch: the array has shape {self.shape}, "
+                             f"the new values {arr.shape}")
+        self[...] = arr
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         out = self.numpy()
@@ -644,8 +714,41 @@ def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
-def new_array(runtime: Any, shape: tuple[int, ...], dtype: np.dtype, location: int) -> Array:
-    """Allocate a C-contiguous array through ``runtime`` (runtime-internal)."""
+def f_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Strides of a Fortran-contiguous (column-major) array of this shape."""
+    acc, out = itemsize, []
+    for n in shape:
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(out)
+
+
+def dense_layout(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
+    """Whether the elements of this layout fill their byte span exactly, each byte once: C or
+    Fortran order, or any other order of the axes (what NumPy's ``order='K'`` makes)."""
+    expected = itemsize
+    for st, n in sorted((st, n) for n, st in zip(shape, strides) if n != 1):
+        if st != expected:
+            return False
+        expected *= n
+    return True
+
+
+#: The layout of each allocation made in another order than C (``new_array(strides=...)``):
+#: an array of that layout over the whole allocation owns it (``base`` is None), as a
+#: C-contiguous one over the whole allocation does.
+_OWN_LAYOUT: weakref.WeakKeyDictionary[Allocation, tuple[int, ...]] = weakref.WeakKeyDictionary()
+
+
+def own_layout(alloc: Allocation, strides: tuple[int, ...]) -> None:
+    """Record that an array of ``strides`` over the whole of ``alloc`` owns it."""
+    _OWN_LAYOUT[alloc] = tuple(strides)
+
+
+def new_array(runtime: Any, shape: tuple[int, ...], dtype: np.dtype, location: int,
+              strides: tuple[int, ...] | None = None) -> Array:
+    """Allocate an array through ``runtime`` (runtime-internal): C-contiguous, or with
+    ``strides``, a dense layout of the shape (:func:`dense_layout`, non-negative strides)."""
     nbytes = math.prod(shape) * dtype.itemsize      # (exact: a Python int never wraps around)
     if nbytes >= 2**62:       # before the backend: no CUDA call with a size this large
         raise ValueError(f"an array {describe(dtype, shape)} needs {nbytes} bytes, too many "
@@ -653,14 +756,23 @@ def new_array(runtime: Any, shape: tuple[int, ...], dtype: np.dtype, location: i
     alloc = Allocation(runtime, runtime.allocate(nbytes), nbytes, location)
     if getattr(runtime, "placement", None) is not None:     # (several devices)
         alloc.home = runtime.pinned()
-    return Array._view(alloc, tuple(shape), dtype, c_strides(shape, dtype.itemsize), 0)
+    if strides is None or nbytes == 0:
+        strides = c_strides(shape, dtype.itemsize)
+    else:
+        strides = tuple(strides)
+        if strides != c_strides(shape, dtype.itemsize):
+            own_layout(alloc, strides)
+    return Array._view(alloc, tuple(shape), dtype, strides, 0)
 
 
 # -- constructing arrays ---------------------------------------------------------------------
-def empty_array(shape: Any, dtype: Any, location: int) -> Array:
+def empty_array(shape: Any, dtype: Any, location: int, order: str = "C") -> Array:
     """A new array of the current runtime, its contents undefined, marked current at
-    ``location`` (``HOST``: the host writes it next; 0: nobody wrote it)."""
-    return new_array(current_runtime(), _shape(shape), _dtype(dtype), location)
+    ``location`` (``HOST``: the host writes it next; 0: nobody wrote it); ``order`` ``'F'``
+    lays it out in Fortran order."""
+    shape, dt = _shape(shape), _dtype(dtype)
+    strides = f_strides(shape, dt.itemsize) if order == "F" else None
+    return new_array(current_runtime(), shape, dt, location, strides)
 
 
 def full_array(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
@@ -678,13 +790,14 @@ def full_array(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
     return out
 
 
-def host_array(obj: Any, dtype: Any = None) -> Array:
+def host_array(obj: Any, dtype: Any = None, order: str = "C") -> Array:
     """A new array holding a copy of host data ``obj`` (array-like; an :class:`Array` is read
     through the host), with NumPy's rules for ``dtype``: ``asyncgpu.array`` of anything that
-    is not another library's device array."""
+    is not another library's device array. ``order`` ``'F'`` lays the copy out in Fortran
+    order."""
     data = obj.numpy() if isinstance(obj, Array) else obj
     data = np.asarray(data, dtype=dtype)
-    out = empty_array(data.shape, _dtype(data.dtype), HOST)
+    out = empty_array(data.shape, _dtype(data.dtype), HOST, order)
     _fill_new(out, data)
     return out
 

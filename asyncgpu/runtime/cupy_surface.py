@@ -219,20 +219,23 @@ def _text(name: str, entry: dict[str, Any], drop_self: bool = False) -> str:
     return f"{name}({', '.join(parts)})"
 
 
-def checker(path: str, entry: dict[str, Any], drop_self: bool = False
+def checker(path: str, entry: dict[str, Any], drop_self: bool = False,
+            label: str | None = None
             ) -> Callable[[tuple[Any, ...], dict[str, Any]], None] | None:
     """A function refusing, with :class:`ArgumentError`, the arguments CuPy's signature for
-    ``path`` refuses; None where CuPy's signature was not readable."""
+    ``path`` refuses; None where CuPy's signature was not readable. Its messages name the
+    call ``label`` (by default ``asyncgpu.cupy.<path>``)."""
     if entry.get("params") is None:
         return None
     sig = _signature(entry, drop_self)
+    where = label or f"asyncgpu.cupy.{path}"
 
     def check(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         try:
             sig.bind(*args, **kwargs)
         except TypeError as exc:
             raise ArgumentError(
-                f"asyncgpu.cupy.{path}: {exc}; CuPy's signature is "
+                f"{where}: {exc}; CuPy's signature is "
                 f"{_text(path, entry, drop_self)} and the GPU refuses this call too"
             ) from None
 

@@ -299,5 +299,28 @@ def _c_kernel(source: CudaCSource, params: tuple[Param, ...], const: Any, out: A
               name: str | None) -> Kernel:
     declared = {p.name for p in params if p.is_array and p.const}
     kname = name or source.name
+    _check_twin(kname, source, params)
     modes = _annotate(kname, params, const, out, declared, typed=True)
     return Kernel._create(kname, params, modes, source, True)
+
+
+def _check_twin(name: str, source: CudaCSource, params: tuple[Param, ...]) -> None:
+    """Refuse, where the kernel is defined, a ``sim=`` twin that cannot take the kernel's
+    arguments (it would fail only when a launch runs, as a fault at the next synchronize)."""
+    twin = source.sim
+    if twin is None:
+        return
+    function = getattr(twin, "py_func", None) or getattr(twin, "fn", None) or twin
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):      # (a builtin or a callable without one: trusted)
+        return
+    try:
+        signature.bind(*[p.name for p in params])
+    except TypeError as exc:
+        names = ", ".join(p.name for p in params)
+        raise SignatureError(
+            f"kernel '{name}': its sim= twin {getattr(function, '__name__', function)!r} "
+            f"cannot take the kernel's {len(params)} arguments ({names}): {exc}"
+        ) from None
+

@@ -47,7 +47,7 @@ import numpy as np
 from ..core.deps import Access
 from ..core.errors import ArgumentError, call_failed
 from . import array_modules
-from .array import Array, host_array, new_array
+from .array import Array, dense_layout, host_array, new_array
 from .checks import check_usable
 from .current import current_runtime
 from .effects import effects
@@ -66,6 +66,17 @@ DATA_DEPENDENT = frozenset({
 })
 #: Data-dependent with one argument only (``where(c)`` is ``nonzero(c)``).
 DATA_DEPENDENT_ALONE = frozenset({"where"})
+#: Calls whose result is laid out by an ``order`` argument (``'K'``: as the input is), in CuPy
+#: as in NumPy: on ``sim`` a fresh result keeps the dense layout NumPy gives it (Fortran order
+#: for ``asfortranarray(x)``, ``x.copy(order='F')``, ``empty_like`` of a Fortran-ordered
+#: array). Every other fresh result is C-contiguous, as CuPy allocates its results (a ufunc of
+#: Fortran-ordered operands included, where NumPy would keep their order).
+ORDERED = frozenset({
+    "array", "asarray", "asanyarray", "asfortranarray", "copy", "empty_like", "zeros_like",
+    "ones_like", "full_like", "empty", "zeros", "ones", "full", "eye", "require", "reshape",
+    "ravel", "ndarray.copy", "ndarray.astype", "ndarray.reshape", "ndarray.ravel",
+    "ndarray.flatten",
+})
 
 
 class _Slot:
@@ -190,7 +201,8 @@ class LibraryCall:
             seen[id(a)] = len(out)
             alloc = a._alloc
             if (write and i == 0 and self.name == "ndarray.fill" and a._lo == 0
-                    and a._hi == alloc.nbytes and a.is_c_contiguous):
+                    and a._hi == alloc.nbytes
+                    and (a.is_c_contiguous or dense_layout(a.shape, a.strides, a.itemsize))):
                 # a fill of every byte reads none: the explicit model copies nothing in
                 # before it (``memory.overwrites``), where it would copy stale bytes over
                 out.append(array_arg(i, a.describe(), a, False, True))
@@ -201,12 +213,13 @@ class LibraryCall:
 
 # -- result metadata on the sim backend ------------------------------------------------------
 class NewResult:
-    """A result leaf that needs a fresh allocation."""
+    """A result leaf that needs a fresh allocation (``strides``: its layout, None for C)."""
 
-    __slots__ = ("shape", "dtype")
+    __slots__ = ("shape", "dtype", "strides")
 
-    def __init__(self, shape: tuple[int, ...], dtype: np.dtype) -> None:
-        self.shape, self.dtype = shape, dtype
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype,
+                 strides: tuple[int, ...] | None = None) -> None:
+        self.shape, self.dtype, self.strides = shape, dtype, strides
 
 
 class ViewResult:
@@ -283,6 +296,9 @@ def classify(call: LibraryCall, result: Any, views: list[np.ndarray],
                 base = buf.__array_interface__["data"][0]
                 if base <= addr < base + buf.nbytes and np.shares_memory(result, buf):
                     return ViewResult(i, result.shape, result.dtype, result.strides, addr - base)
+        if (call.name in ORDERED and result.size and not result.flags.c_contiguous
+                and dense_layout(result.shape, result.strides, result.itemsize)):
+            return NewResult(result.shape, result.dtype, result.strides)
         return NewResult(result.shape, result.dtype)
     if placeholder:
         raise Synchronizing      # a string or object computed from placeholder values
@@ -362,7 +378,7 @@ def infer(call: LibraryCall, fn: Callable[..., Any]) -> Any:
 def allocate_results(runtime: Any, call: LibraryCall, meta: Any, new: list[Array]) -> Any:
     """Arrays for a result structure; fresh allocations are appended to ``new``."""
     if isinstance(meta, NewResult):
-        arr = new_array(runtime, meta.shape, meta.dtype, 0)
+        arr = new_array(runtime, meta.shape, meta.dtype, 0, meta.strides)
         new.append(arr)
         return arr
     if isinstance(meta, ViewResult):
@@ -408,7 +424,9 @@ def run_now(runtime: Any, call: LibraryCall, fn: Callable[..., Any]) -> Any:
 
 def _wrap_now(call: LibraryCall, meta: Any, value: Any) -> Any:
     if isinstance(meta, NewResult):
-        return host_array(np.asarray(value, dtype=meta.dtype))
+        value = np.asarray(value, dtype=meta.dtype)
+        order = "F" if meta.strides is not None and value.flags.f_contiguous else "C"
+        return host_array(value, order=order)
     if isinstance(meta, ViewResult):
         src = call.arrays[meta.index]
         return Array._view(src._alloc, meta.shape, meta.dtype, meta.strides, meta.offset)

@@ -17,6 +17,12 @@ Comparisons return arrays, so like NumPy and CuPy arrays, ``Array`` is not hasha
 
 Operands: :class:`~asyncgpu.Array` and scalars (Python or NumPy). A NumPy array operand is
 refused with a clear error, as CuPy refuses implicit host-to-device copies.
+
+On ``sim`` the methods' arguments are bound to CuPy's ``ndarray`` signatures first
+(``asyncgpu/data/cupy_surface.json``), as the module functions' are: a keyword CuPy's method
+lacks (``a.sum(where=m)``, ``a.max(initial=0)``) raises ``ArgumentError`` (a ``TypeError``)
+before anything is enqueued, as the GPU refuses it. Calls with no keyword and a usual number of
+positional arguments are not bound (the check costs them nothing); on ``cuda`` CuPy checks.
 """
 
 from __future__ import annotations
@@ -32,6 +38,74 @@ _SCALARS = (bool, int, float, complex, np.generic)
 
 def _call(path: str, *args: Any, **kwargs: Any) -> Any:
     return ops.dispatch(path, args, kwargs)
+
+
+class _Signature:
+    """CuPy's signature of ``ndarray.<name>``, loaded at the first call that needs it.
+
+    ``fewest``/``most``: the positional argument counts a call without keywords may have and
+    not be bound (``most`` -1: not loaded yet, so the first call loads it)."""
+
+    __slots__ = ("name", "fewest", "most", "check")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.fewest, self.most = 0, -1
+        self.check: Any = None
+
+    def _load(self) -> None:
+        from . import cupy_surface
+
+        entry = cupy_surface.surface()["ndarray"].get(self.name)
+        if entry is None or entry.get("params") is None:
+            self.fewest, self.most = 0, 1 << 30      # (no signature to check against)
+            return
+        params = entry["params"][1:]                  # (without self)
+        positional = [p for p in params
+                      if p["kind"] in ("POSITIONAL_ONLY", "POSITIONAL_OR_KEYWORD")]
+        self.fewest = sum("default" not in p for p in positional)
+        self.most = (1 << 30 if any(p["kind"] == "VAR_POSITIONAL" for p in params)
+                     else len(positional))
+        self.check = cupy_surface.checker(f"ndarray.{self.name}", entry, drop_self=True,
+                                          label=f"asyncgpu.Array.{self.name}")
+
+    def __call__(self, array: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Refuse, on ``sim``, the arguments CuPy's method refuses (``ArgumentError``)."""
+        if self.most < 0:
+            self._load()
+        if (self.check is not None and array._alloc.runtime.backend.name != "cuda"
+                and (kwargs or not self.fewest <= len(args) <= self.most)):
+            self.check(args, kwargs)
+
+
+def _method(method: str, path: str) -> Any:
+    sig = _Signature(method)
+
+    def meth(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs or not sig.fewest <= len(args) <= sig.most:
+            sig(self, args, kwargs)
+        return _call(path, self, *args, **kwargs)
+
+    return meth
+
+
+_ASTYPE = _Signature("astype")
+
+
+def _astype(self: Any, *args: Any, **kwargs: Any) -> Any:
+    if kwargs or not _ASTYPE.fewest <= len(args) <= _ASTYPE.most:
+        _ASTYPE(self, args, kwargs)
+    if kwargs and not kwargs.get("copy", True) or len(args) >= 5 and not args[4]:
+        # ``copy=False`` where no conversion is needed: the array itself, as in CuPy
+        named = dict(zip(("dtype", "order"), args))
+        named.update(kwargs)
+        dtype, order = named.get("dtype"), named.get("order", "K")
+        if dtype is not None and np.dtype(dtype) == self.dtype and (
+                order in ("K", "k", "A", "a", None)
+                or order in ("C", "c") and self.flags.c_contiguous
+                or order in ("F", "f") and self.flags.f_contiguous):
+            return self
+    return _call("ndarray.astype", self, *args, **kwargs)
 
 
 def _operand(other: Any) -> bool:
@@ -123,7 +197,10 @@ class ArrayOperators:
         return _call("divmod", other, self) if _operand(other) else NotImplemented
 
     def ptp(self, *args: Any, **kwargs: Any) -> Any:
-        """Peak to peak (``max - min``), the function ``ptp`` as a node (same arguments)."""
+        """Peak to peak (``max - min``), the function ``ptp`` as a node (CuPy's arguments:
+        ``axis``, ``out``, ``keepdims``)."""
+        if kwargs or not _PTP.fewest <= len(args) <= _PTP.most:
+            _PTP(self, args, kwargs)
         return _call("ptp", self, *args, **kwargs)
 
     def __copy__(self) -> Any:
@@ -150,12 +227,14 @@ def _install() -> None:
         un.__name__ = un.__qualname__ = f"__{short}__"
         setattr(ArrayOperators, f"__{short}__", un)
     for method in METHODS:
-        def meth(self: Any, *args: Any, _m: str = method, **kwargs: Any) -> Any:
-            return _call(f"ndarray.{_m}", self, *args, **kwargs)
+        meth = _astype if method == "astype" else _method(method, f"ndarray.{method}")
         meth.__name__ = meth.__qualname__ = method
-        meth.__doc__ = (f"``ndarray.{method}`` as a node (same arguments as NumPy/CuPy); "
-                        "array results are asyncgpu arrays.")
+        meth.__doc__ = (f"``ndarray.{method}`` as a node (CuPy's arguments); array results "
+                        "are asyncgpu arrays.")
+        if method == "astype":
+            meth.__doc__ += " With ``copy=False`` and no conversion needed, the array itself."
         setattr(ArrayOperators, method, meth)
 
 
+_PTP = _Signature("ptp")
 _install()

@@ -24,7 +24,7 @@ import numpy as np
 from ...core.deps import Access
 from ...core.errors import AsyncGPUError, call_failed
 from ...runtime.allocation import DEVICE, Allocation
-from ...runtime.array import Array, c_strides
+from ...runtime.array import Array, c_strides, own_layout
 from ...runtime.library import LibraryCall, fill
 
 
@@ -109,6 +109,8 @@ class CudaCallLaunch:
                                DEVICE)
             return Array._view(empty, value.shape, value.dtype,
                                c_strides(value.shape, value.dtype.itemsize), 0)
+        # (CuPy's strides are kept as they are: a Fortran-ordered result, from
+        # ``asfortranarray`` or an ``order='F'`` copy, stays Fortran-ordered)
         ptr = value.data.ptr
         for a in self.call.arrays:
             buf = self.backend.buffer_of(a._alloc.buffer)      # (this device's copy)
@@ -123,10 +125,14 @@ class CudaCallLaunch:
                                                           buf.nbytes, DEVICE)
                     self.accesses.append(Access(alloc.id, alloc, 0, buf.nbytes, True,
                                                 f"result of {self.call.name}"))
+                    if ptr == buf.ptr and tuple(value.strides) != c_strides(
+                            value.shape, value.dtype.itemsize):
+                        own_layout(alloc, value.strides)    # (its ``base`` is None)
                 return Array._view(alloc, value.shape, value.dtype, value.strides, ptr - buf.ptr)
         # Memory CuPy did not take from us (a cached constant, another library's buffer):
-        # copy it into the runtime's memory, on this stream.
-        return self._adopt(value.copy(), chunks, adopted, malloc)
+        # copy it into the runtime's memory, on this stream, in the same layout ('K': a
+        # Fortran-ordered array stays one).
+        return self._adopt(value.copy(order="K"), chunks, adopted, malloc)
 
 
 def make_call(backend: Any, runtime: Any, call: LibraryCall, accesses: list[Access]
