@@ -33,7 +33,7 @@ cdef class HostAccess(Issuing):
     cpdef _wait_unlocked(self, list events)
 
     @cython.locals(alloc=Allocation)
-    cpdef bint _write_locked(self, View array, lo, hi, bint dense, key, value, busy) except -1
+    cpdef _write_locked(self, View array, lo, hi, bint dense, key, value, bint large)
 
     @cython.locals(alloc=Allocation)
     cpdef Access _access(self, View array, lo, hi, bint write, label)

@@ -268,49 +268,51 @@ class HostAccess(Issuing):
         alloc = array._alloc
         large = (dense and hi - lo >= UNLOCKED_WRITE_BYTES and lo == 0 and hi == alloc.nbytes
                  and self.memory is not None)
-        busy = None
         if large:
             # (converted first, without the lock: the copy below then calls no user code,
             # which could call back into the runtime and wait for this very write)
             value = np.asarray(value)
-            # (made before it can be booked busy: whatever interrupts this call from there
-            # on, the finally below ends it, and no other access waits for it forever)
-            busy = _HostWrite(array, lo, hi, dense)
-        unlocked = False
+        busy = None
         try:
             with self._lock:
                 pending = self._conflicts_pending(array, lo, hi, True)
                 if not pending:
-                    unlocked = self._write_locked(array, lo, hi, dense, key, value, busy)
+                    busy = self._write_locked(array, lo, hi, dense, key, value, large)
             if pending:
                 self._wait_unlocked(pending)
                 with self._lock:
-                    unlocked = self._write_locked(array, lo, hi, dense, key, value, busy)
-            if unlocked:
-                self._copy_unlocked(array, key, value)
-                busy.ok = True
+                    busy = self._write_locked(array, lo, hi, dense, key, value, large)
+            if busy is None:
+                return
+            self._copy_unlocked(array, key, value)
+            busy.ok = True
         finally:
+            if busy is None and self._host_busy:
+                # (interrupted after booking its write busy, before it had it back: its own)
+                mine = self._host_busy.get(alloc.id)
+                if mine is not None and mine.thread is threading.current_thread():
+                    busy = mine
             if busy is not None:
-                busy.copied.set()
+                busy.copied.set()       # (whatever happened: nobody waits for it forever)
                 if self._host_busy.get(alloc.id) is busy:
                     with self._lock:
                         self.settle_host_write(alloc)
 
     def _write_locked(self, array: Array, lo: int, hi: int, dense: bool, key: Any, value: Any,
-                      busy: _HostWrite | None) -> bool:
-        """Under the lock: the host write of :meth:`write_host` (False); or, for a large one
-        (``busy``) while other threads run, its begin, booked busy, for the caller to copy
-        without the lock (True)."""
+                      large: bool) -> _HostWrite | None:
+        """Under the lock: the host write of :meth:`write_host`; or, for a large one while
+        other threads run, its begin, booked busy, for the caller to copy without the lock."""
         alloc = array._alloc
         if self._host_busy:
             self.settle_host_write(alloc)
         self.begin_host_access(array, lo, hi, True, dense)
-        if busy is None or self.recording is not None or threading.active_count() < 2:
+        if not (large and self.recording is None and threading.active_count() > 1):
             array._host_view()[key] = value
             self.end_host_access(array, lo, hi, True, dense)
-            return False
+            return None
+        busy = _HostWrite(array, lo, hi, dense)
         self._host_busy[alloc.id] = busy
-        return True
+        return busy
 
     def _copy_unlocked(self, array: Array, key: Any, value: Any) -> None:
         """The copy of a large host write, made without the lock (its own method: a test

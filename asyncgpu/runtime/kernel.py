@@ -214,10 +214,16 @@ class Kernel:
             launcher = self._launchers[config]
         except (KeyError, TypeError):
             launcher = None
-        if launcher is not None and _all_ints(config):
-            return launcher
-        # (a hit for a configuration of floats or bools is parsed: 1.0 == 1 and True == 1
-        # find the integers' launcher, but Numba refuses them, and so do we)
+        if launcher is not None:
+            # (a hit for a configuration of floats or bools is parsed: 1.0 == 1 and True == 1
+            # find the integers' launcher, but Numba refuses them, and so do we; the common
+            # [blocks, threads] of two ints is told apart first, in a few instructions)
+            if type(config) is tuple and len(config) == 2:
+                blocks, threads = config
+                if type(blocks) is int and type(threads) is int:
+                    return launcher
+            if _all_ints(config):
+                return launcher
         launcher = Launcher(self, *self._parse_config(config))
         try:
             if len(self._launchers) < 256 and _all_ints(config):

@@ -18,7 +18,7 @@ cpdef tuple host_write(int location, bint whole, bint dense)
 
 
 cdef class ExplicitMemory:
-    cdef public dict copying_in
+    cdef public dict copying_in, host_busy
     cdef public object runtime
 
     @cython.locals(acc=Access, alloc=Allocation, bit=int, location=int)

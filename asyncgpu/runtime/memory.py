@@ -156,10 +156,13 @@ class ExplicitMemory:
     ``Runtime.host_access``.
     """
 
-    __slots__ = ("copying_in", "runtime")
+    __slots__ = ("copying_in", "host_busy", "runtime")
 
     def __init__(self, runtime: Any) -> None:
         self.runtime = runtime
+        #: the runtime's large host writes copying without the lock (``Issuing._host_busy``,
+        #: the same dict: read at every node, so held here rather than looked up on the runtime)
+        self.host_busy: dict[int, Any] = runtime._host_busy
         #: device slot -> the latest copy issued to it from the host, as (its stream, its
         #: sequence number there, its event, its bytes): whether a launch is cut in chunks
         #: (``asyncgpu.runtime.chunks.link_busy``)
@@ -173,7 +176,7 @@ class ExplicitMemory:
         node), after that one too (an edge of reason ``split``: a chunked launch's copies of
         one array, in order)."""
         rt = self.runtime
-        if rt._host_busy:
+        if self.host_busy:
             rt.settle_host_write(alloc)     # (a large host write still copying into its mirror)
         launch = rt.backend.copy_launch(alloc.buffer, lo, hi, to_device, device,
                                         peer if peer >= 0 else None)
@@ -211,8 +214,8 @@ class ExplicitMemory:
         """Copy in, to device ``device``, the allocations current elsewhere (another device,
         else the host) whose old bytes ``accesses`` need. A large host write still copying into
         one of them ends first: its end books where the current bytes are."""
-        rt = self.runtime
-        if rt._host_busy:
+        if self.host_busy:
+            rt = self.runtime
             for acc in accesses:
                 rt.settle_host_write(acc.alloc)
         bit = device_bit(device)
@@ -290,9 +293,8 @@ class ExplicitMemory:
         """Another library gets the pointer of device ``device``'s copy: bring it current, and
         assume the consumer may write it (no other copy is known to be current)."""
         alloc = array._alloc
-        rt = self.runtime
-        if rt._host_busy:
-            rt.settle_host_write(alloc)
+        if self.host_busy:
+            self.runtime.settle_host_write(alloc)
         location = alloc.location
         bit = device_bit(device)
         if location and not location & bit and alloc.nbytes:
