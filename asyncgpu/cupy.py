@@ -238,6 +238,13 @@ def _to_device(obj: Any, dtype: Any, copy: Any, order: Any, subok: Any, ndmin: A
     if isinstance(obj, Array):
         # (a copy, a conversion or a change of layout is an ``astype`` node; ``copy=False``
         # gives the array itself where none is needed)
+        if copy is False and not (
+                (dtype is None or np.dtype(dtype) == obj.dtype)
+                and (layout in ("K", "A") or layout == "C" and obj.flags.c_contiguous
+                     or layout == "F" and obj.flags.f_contiguous)):
+            raise ValueError(f"{where}: unable to avoid a copy while creating an array as "
+                             "requested (copy=False, but the dtype or order differs); pass "
+                             "copy=None to copy only where needed")
         out = obj.astype(obj.dtype if dtype is None else dtype, order=layout, copy=bool(copy))
         if ndmin > out.ndim:
             out = out[(None,) * (ndmin - out.ndim)]      # a view, as CuPy gives

@@ -360,3 +360,14 @@ def test_cupy_array_and_asarray_take_cupys_arguments(sim):
         acp.array(A, order="X")
     with pytest.raises(NotImplementedError, match="subok=True"):
         acp.array(A, subok=True)
+
+
+def test_asarray_with_copy_false_refuses_a_conversion_before_anything_runs(sim):
+    a = acp.asarray(np.arange(6.0).reshape(2, 3))
+    before = sim.statistics().nodes
+    with pytest.raises(ValueError, match="unable to avoid a copy"):
+        acp.asarray(a, dtype=np.float32, copy=False)
+    with pytest.raises(ValueError, match="unable to avoid a copy"):
+        acp.asarray(a, order="F", copy=False)
+    assert sim.statistics().nodes == before
+    assert acp.asarray(a, copy=False) is a and acp.asarray(a, np.float64, copy=False) is a

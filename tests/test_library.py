@@ -476,3 +476,15 @@ def test_a_refused_call_raises_what_cupy_raises_and_names_the_call(sim, call, ki
         sim.synchronize()
     assert isinstance(caught.value, ag.ArgumentError) and "failed" in str(caught.value)
     assert (a + 1).tolist() == [[1.0] * 3] * 2       # and the runtime goes on
+
+
+def test_eigenvalues_are_complex_whatever_the_values_as_cupy_gives_them(sim):
+    # (NumPy's are real where they all are; CuPy's eig and eigvals are always complex)
+    symmetric, rotation = np.array([[2.0, 1.0], [1.0, 2.0]]), np.array([[0.0, -1.0], [1.0, 0.0]])
+    w = acp.linalg.eigvals(acp.asarray(symmetric))
+    assert w.dtype == np.complex128
+    np.testing.assert_allclose(np.sort(w.numpy().real), [1.0, 3.0])
+    w, v = acp.linalg.eig(acp.asarray(rotation.astype(np.float32)))
+    assert w.dtype == v.dtype == np.complex64
+    np.testing.assert_allclose(sorted(w.numpy().imag), [-1.0, 1.0], atol=1e-6)
+    sim.synchronize()
