@@ -488,3 +488,15 @@ def test_eigenvalues_are_complex_whatever_the_values_as_cupy_gives_them(sim):
     assert w.dtype == v.dtype == np.complex64
     np.testing.assert_allclose(sorted(w.numpy().imag), [-1.0, 1.0], atol=1e-6)
     sim.synchronize()
+
+
+@pytest.mark.parametrize("call", [
+    lambda m: m.linalg.inv(m.zeros((2, 2))),
+    lambda m: m.linalg.solve(m.zeros((2, 2)), m.ones(2)),
+    lambda m: m.linalg.cholesky(-m.eye(2)),
+])
+def test_a_singular_matrix_gives_non_finite_values_not_an_error_as_cupy(sim, call):
+    # (CuPy checks singular and indefinite matrices only under cupyx.errstate(linalg='raise'))
+    got = call(acp)
+    sim.synchronize()
+    assert got.dtype == np.float64 and not np.isfinite(got.numpy()).any()

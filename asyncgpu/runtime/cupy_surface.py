@@ -171,12 +171,29 @@ def _eig(a: Any) -> Any:
     return type(result)(_complex(result[0]), _complex(result[1]))
 
 
+def _unchecked(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (a NumPy solver) giving NaNs where NumPy raises ``LinAlgError``: CuPy does not
+    check a singular or indefinite matrix unless asked (``cupyx.errstate(linalg='raise')``),
+    and gives non-finite values."""
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except np.linalg.LinAlgError:
+            a = np.asarray(args[0])         # (the result's shape and dtype: of an identity)
+            identity = np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
+            return np.full_like(fn(identity, *args[1:], **kwargs), np.nan)
+    return run
+
+
 #: NumPy functions whose results differ from CuPy's, as CuPy gives them (the simulator runs
 #: these instead): CuPy's eigenvalues are complex whatever the values, NumPy's real where
-#: they all are.
+#: they all are; CuPy's solvers give NaNs for a singular matrix where NumPy raises.
 AS_CUPY: dict[str, Callable[..., Any]] = {
     "linalg.eig": _eig,
     "linalg.eigvals": lambda a: _complex(np.linalg.eigvals(a)),
+    "linalg.inv": _unchecked(np.linalg.inv),
+    "linalg.solve": _unchecked(np.linalg.solve),
+    "linalg.cholesky": _unchecked(np.linalg.cholesky),
 }
 
 
