@@ -27,9 +27,11 @@ explicit memory model, while other threads run) copies the values into the host 
 without the lock, so other threads (tenants) go on launching and reading meanwhile: its
 begin is booked under the lock, the allocation is marked *busy* (``Issuing._host_busy``),
 the lock is released for the copy, and the end is booked under the lock again. Whoever needs
-a busy allocation's host memory under the lock first (a copy to or from it, another host
-access of it: :meth:`HostAccess.settle_host_write`) waits for the copy, which needs no lock,
-and books the end itself, so no wait needs the lock released.
+a busy allocation under the lock first (a node that uses it, a copy to or from it, another
+host access of it, its free: :meth:`HostAccess.settle_host_write`) waits for the copy, which
+needs no lock, and books the end itself, so no wait needs the lock released and nothing
+issued after the write sees the bytes before it. An interrupted write is ended by its own
+thread, or by the next access of the array in that thread, so none waits for it forever.
 
 Example::
 
