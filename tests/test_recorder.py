@@ -438,3 +438,32 @@ def test_the_lane_cost_is_measured_by_the_backend_when_not_set():
 
     assert lanes_with(0.0) == 10
     assert lanes_with(4e-6) < 5
+
+
+def test_a_record_block_at_a_scripts_top_level_is_keyed_and_named_by_its_line(tmp_path):
+    # (compiled, record() has no frame of its own: the caller's line must still be found)
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "top.py"
+    script.write_text(
+        "import numpy as np, asyncgpu as ag\n"
+        "x = ag.zeros(4, np.float32)\n"
+        "for i in range(3):\n"
+        "    with ag.record() as rec:\n"
+        "        y = x + 1\n"
+        "    print(rec.outcome)\n"
+        "try:\n"
+        "    with ag.record():\n"
+        "        x[0] = 1\n"
+        "except ag.RecordingError as exc:\n"
+        "    print(exc)\n")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, PYTHONPATH=root,
+                                                ASYNCGPU_BACKEND="sim"))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:3] == ["recorded", "replayed", "replayed"]
+    assert "record at top.py:8" in lines[3]

@@ -40,6 +40,7 @@ from typing import Any, Callable
 from ..core.errors import RecordingError
 from ..runtime import current
 from ..runtime.allocation import explicit_frees
+from ..runtime.checks import user_frame
 from ..runtime.splits import splits_hold
 from ..runtime.current import current_runtime
 from ..runtime.frozen import FrozenGraph, copy_key
@@ -313,11 +314,10 @@ def record(name: str | None = None, *, split: bool = False) -> Recorder:
     line of the ``record()`` call, so a ``with record():`` inside a loop replays from its
     second iteration on. The object bound by ``as`` has ``outcome`` and ``clear()``.
     """
-    import sys
-
     if name is None:
-        frame = sys._getframe(1)
-        site: tuple[str, int] = (frame.f_code.co_filename, frame.f_lineno)
+        frame = user_frame()
+        site: tuple[str, int] = ((frame.f_code.co_filename, frame.f_lineno) if frame is not None
+                                 else ("<unknown>", 0))
         label = f"record at {site[0].rsplit('/', 1)[-1]}:{site[1]}"
     else:
         site, label = ("name", name), name    # type: ignore[assignment]

@@ -26,13 +26,20 @@ MAX_THREADS_PER_BLOCK = 1024
 MAX_SHARED_BYTES = 48 * 1024
 
 
-def user_site() -> str:
-    """``file.py:12`` of the innermost frame outside the asyncgpu package."""
+def user_frame() -> Any:
+    """The innermost frame outside the asyncgpu package (the caller's), or None. (Compiled
+    functions have no frames of their own: a fixed depth would be off by one there.)"""
     f = sys._getframe(1)
     while f is not None and os.path.dirname(os.path.abspath(f.f_code.co_filename)).startswith(
         _PACKAGE_DIR
     ):
         f = f.f_back
+    return f
+
+
+def user_site() -> str:
+    """``file.py:12`` of the innermost frame outside the asyncgpu package."""
+    f = user_frame()
     if f is None:
         return "<unknown>"
     return f"{os.path.basename(f.f_code.co_filename)}:{f.f_lineno}"
