@@ -480,7 +480,8 @@ class SimBackend(Backend):
         except AnnotationViolation as exc:
             self._errors.append(AnnotationViolation(f"{exc} ({self.replay_hint()})"))
         except Exception as exc:  # the kernel's own error: reported at the next host wait
-            err = KernelFault(f"{op.label} raised {type(exc).__name__}: {exc}")
+            err = KernelFault(f"{op.label} raised {type(exc).__name__}: {exc} "
+                              f"({self.replay_hint()})")
             err.__cause__ = exc
             self._errors.append(err)
 
