@@ -63,6 +63,33 @@ def test_asarray_views_a_cpu_dlpack_producer_without_a_copy(sim):
     assert data.tolist() == [2.0 * v for v in range(8)]      # the producer's memory changed
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_an_import_inside_an_earlier_one_is_ordered_with_it(sim, seed):
+    ag = sim
+    with ag.configure(sim_seed=seed, sim_strategy="random"):
+        data = np.zeros(16, dtype=np.float32)
+        whole = ag.asarray(CpuProducer(data))
+        part = ag.asarray(CpuProducer(data[4:12]))      # the same bytes as whole[4:12]
+        double = _double()
+        for _ in range(3):
+            whole[...] = 1.0
+            double[1, 8](part)                           # reads and writes whole's bytes
+        assert whole.tolist() == [1.0] * 4 + [2.0] * 8 + [1.0] * 4
+        assert part.tolist() == [2.0] * 8
+
+
+def test_an_import_overlapping_an_earlier_one_without_lying_inside_it_is_refused(sim):
+    ag = sim
+    data = np.zeros(16, dtype=np.float32)
+    part = ag.asarray(CpuProducer(data[4:12]))
+    with pytest.raises(ag.ArgumentValueError, match="overlaps memory imported before .* import "
+                       "the larger range first"):
+        ag.asarray(CpuProducer(data))
+    assert part.tolist() == [0.0] * 8                  # (and the runtime goes on)
+    part.free()
+    assert ag.asarray(CpuProducer(data)).shape == (16,)
+
+
 def test_explicit_model_reads_an_import_through_its_mirror(explicit):
     ag = explicit
     data = np.arange(6, dtype=np.int64)

@@ -47,7 +47,7 @@ import numpy as np
 
 from ..core.dag import Node
 from ..core.deps import Access
-from ..core.errors import ArgumentError
+from ..core.errors import ArgumentError, ArgumentValueError
 from .allocation import DEVICE, Allocation, byte_extent, c_contiguous
 from .array import Array, host_array
 from .current import current_runtime
@@ -181,6 +181,11 @@ def adopt(rt: Any, d: Described) -> Array:
         table = _imports.setdefault(rt, {})
         found = table.get((base, nbytes))
         alloc = found() if found is not None else None
+        if (alloc is None or alloc.freed or alloc.buffer is None) and nbytes:
+            # (memory inside an earlier import is a view of it, so the tracker orders the two;
+            # memory that overlaps one without lying inside it is refused: two allocations
+            # over the same bytes would not be ordered)
+            alloc, base = _overlapping(table, base, nbytes, d)
         if alloc is None or alloc.freed or alloc.buffer is None:
             origin = (d.owner, base, nbytes, d.kind, d.host_ok, d.slot)
             alloc = Allocation(rt, rt.backend.foreign_buffer(*origin), nbytes,
@@ -195,6 +200,25 @@ def adopt(rt: Any, d: Described) -> Array:
                 _order_after_producer(rt, alloc, d.ready, d.kind, d.slot)
             log.debug("imported a %s of %d bytes at 0x%x without a copy", d.kind, nbytes, base)
     return Array._view(alloc, d.shape, d.dtype, d.strides, d.ptr - base)
+
+
+def _overlapping(table: dict[tuple[int, int], Any], base: int, nbytes: int, d: Described
+                 ) -> tuple[Allocation | None, int]:
+    """The live import whose memory holds ``[base, base + nbytes)``, and its base; (None,
+    ``base``) where none overlaps it. Raises where one overlaps it without holding it."""
+    for (start, size), ref in table.items():
+        alloc = ref()
+        if (alloc is None or alloc.freed or alloc.buffer is None or not size
+                or start >= base + nbytes or base >= start + size):
+            continue
+        if start <= base and base + nbytes <= start + size and _origins[alloc][5] == d.slot:
+            return alloc, start
+        raise ArgumentValueError(
+            f"asyncgpu.asarray: this {d.kind}'s memory (0x{base:x}, {nbytes} bytes) overlaps "
+            f"memory imported before (0x{start:x}, {size} bytes) without lying inside it; "
+            "work on two imports of the same bytes could not be ordered: import the larger "
+            "range first and take views of it (a[2:8]), or free the earlier import")
+    return None, base
 
 
 def origin(alloc: Allocation) -> tuple[Any, int, int, str, bool, int] | None:
