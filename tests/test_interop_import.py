@@ -10,6 +10,8 @@ memory model.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -88,6 +90,21 @@ def test_an_import_overlapping_an_earlier_one_without_lying_inside_it_is_refused
     assert part.tolist() == [0.0] * 8                  # (and the runtime goes on)
     part.free()
     assert ag.asarray(CpuProducer(data)).shape == (16,)
+
+
+@pytest.mark.parametrize("values", [np.array(["ab", "c"]), np.array([1, "x"], dtype=object),
+                                    np.array(["2026-12-01"], dtype="datetime64[D]")],
+                         ids=["str", "object", "datetime"])
+def test_an_import_of_what_asyncgpu_arrays_cannot_hold_is_refused(sim, values):
+    # (an object array viewed as bytes would be PyObject pointers: host writes through it
+    # would free objects it never owned)
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    ag = sim
+    said = re.escape(f"holds {values.dtype}, which asyncgpu arrays cannot hold")
+    with pytest.raises(ag.ArgumentError, match=said):
+        ag.asarray(FakeCUDAArray(values))
+    assert ag.asarray(FakeCUDAArray(np.arange(3.0))).tolist() == [0.0, 1.0, 2.0]
 
 
 def test_explicit_model_reads_an_import_through_its_mirror(explicit):

@@ -167,8 +167,16 @@ def describe_foreign(rt: Any, obj: Any, where: str) -> Described:
     :func:`import_array`: raises :class:`ArgumentError` for what cannot, changing nothing)."""
     kind = kind_of(obj)
     if rt.backend.name == "cuda":
-        return Described(obj, kind, *_describe_device(rt, obj, kind, where))
-    return Described(obj, kind, *_describe_host(obj, kind, where), None, True, 0)
+        described = Described(obj, kind, *_describe_device(rt, obj, kind, where))
+    else:
+        described = Described(obj, kind, *_describe_host(obj, kind, where), None, True, 0)
+    dtype = described.dtype
+    if dtype.hasobject or dtype.kind in "OUSMm" or (dtype.kind == "V" and dtype.fields is None):
+        # (records of numbers stay: Numba's random states are one)
+        raise ArgumentError(
+            f"{where}: the {kind} holds {dtype}, which asyncgpu arrays cannot hold (booleans, "
+            "numbers, and records of them); convert it in the producing library first")
+    return described
 
 
 def adopt(rt: Any, d: Described) -> Array:
