@@ -310,3 +310,18 @@ def test_a_small_array_set_to_one_number_stays_a_host_write():
         x[...] = 3
         assert ag.statistics().calls == before.calls
         assert x.numpy().tolist() == [3.0] * 64
+
+
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+@pytest.mark.parametrize("read_first", [False, True])
+def test_a_host_write_whose_value_cannot_be_converted_changes_nothing(memory, read_first):
+    # (NumPy writes a list item by item and stops at the bad one; CuPy converts it first)
+    with ag.configure(backend="sim", memory=memory):
+        a = ag.full(8, 5.0, np.float32)
+        b = a + 0                               # (pending: a's copy is the device's)
+        if read_first:
+            a.numpy()
+        with pytest.raises(ValueError):
+            a[0:3] = [1, 2, "x"]
+        assert (a + 0).tolist() == [5.0] * 8 and a.tolist() == [5.0] * 8
+        assert b.tolist() == [5.0] * 8

@@ -270,10 +270,12 @@ class HostAccess(Issuing):
         alloc = array._alloc
         large = (dense and hi - lo >= UNLOCKED_WRITE_BYTES and lo == 0 and hi == alloc.nbytes
                  and self.memory is not None)
-        if large:
+        if large or type(value) is list or type(value) is tuple:
             # (converted first, without the lock: the copy below then calls no user code,
-            # which could call back into the runtime and wait for this very write)
-            value = np.asarray(value)
+            # which could call back into the runtime and wait for this very write, and a
+            # value that cannot be converted ([1, 2, 'x']) is refused before a byte changes,
+            # as in CuPy, not after NumPy wrote its first items)
+            value = np.asarray(value, dtype=array.dtype)
         busy = None
         try:
             with self._lock:
