@@ -281,3 +281,20 @@ def test_an_import_stays_the_producers_memory_across_a_change_of_memory_model(fi
         assert a.numpy().tolist() == [40.0] + [4.0 * v for v in range(1, 8)]
         ag.synchronize()
         assert data.tolist() == [40.0] + [4.0 * v for v in range(1, 8)]
+
+
+def test_probing_an_array_for_the_cuda_interface_on_sim_answers_no(sim):
+    # (libraries test hasattr(x, "__cuda_array_interface__") to find CUDA arrays)
+    ag = sim
+    a = ag.zeros(4, np.float32)
+    assert not hasattr(a, "__cuda_array_interface__")
+    with pytest.raises(ag.NotOnSimulatorError, match="no device pointer to export"):
+        a.__cuda_array_interface__
+    assert a.__dlpack_device__()[0] == 1        # (DLPack still works: host memory)
+
+
+def test_numpy_asarray_with_copy_false_refuses_as_numpy_2_asks(sim):
+    a = sim.zeros(4, np.float32)
+    with pytest.raises(ValueError, match="always a copy"):
+        np.asarray(a, copy=False)
+    assert np.asarray(a).tolist() == [0.0] * 4

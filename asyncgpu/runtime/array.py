@@ -478,6 +478,10 @@ class Array(View, ArrayOperators):
         self[...] = arr
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if copy is False:       # (NumPy 2's protocol: a view was asked for, none can be given)
+            raise ValueError("asyncgpu arrays live in device memory: a host array of one is "
+                             "always a copy (np.asarray(a, copy=False) cannot be honoured); "
+                             "use np.asarray(a) or a.get()")
         out = self.numpy()
         return out if dtype is None else out.astype(dtype, copy=False)
 

@@ -25,9 +25,16 @@ from typing import Any
 
 import numpy as np
 
+from ...core.errors import NotOnSimulatorError
 from .kernels import POISON
 
 _uids = itertools.count(1)
+
+
+class NoDevicePointer(NotOnSimulatorError, AttributeError):
+    """An export of a device pointer on ``sim``: also an ``AttributeError``, so that
+    ``hasattr(a, "__cuda_array_interface__")`` (how libraries probe for CUDA arrays) answers
+    False instead of raising."""
 
 
 class SimBuffer:
@@ -81,7 +88,9 @@ class SimBuffer:
             data.fill(POISON)
 
     def device_pointer(self) -> int:
-        raise TypeError("arrays of the sim backend have no device pointer to export")
+        raise NoDevicePointer("arrays of the sim backend have no device pointer to export "
+                              "(__cuda_array_interface__ is the cuda backend's; DLPack and "
+                              "numpy() work on both)")
 
 
 class ForeignSimBuffer(SimBuffer):
