@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import asyncgpu as ag
 from asyncgpu.core.statistics import COUNTS, Counters
@@ -37,3 +38,31 @@ def test_every_launch_counts():
     assert counts["kernels"] == 50 and counts["nodes"] >= 50
     assert counts["events_recorded"] >= 1 and counts["nodes_retired"] >= 1
     assert sum(after.edges.values()) - sum(before.edges.values()) >= 49
+
+
+def test_counters_after_errors_count_what_ran(sim):
+    import asyncgpu.cupy as acp
+    from numba import cuda
+
+    ag = sim
+
+    @ag.kernel
+    @cuda.jit
+    def faults(x):
+        x[100] = 1.0
+
+    a, b = acp.zeros(3), acp.zeros(4)
+    before = ag.statistics()
+    for _ in range(3):
+        with pytest.raises(ValueError):
+            acp.add(a, b)                           # refused: nothing ran
+    refused = ag.statistics()
+    assert refused.calls == before.calls
+    x = ag.zeros(4, np.float32)
+    faults[1, 1](x)
+    faults[1, 1](x)
+    with pytest.raises(ag.KernelFault):
+        ag.synchronize()
+    after = ag.statistics()
+    assert after.inflight == 0 and after.nodes_retired - refused.nodes_retired == after.nodes - \
+        refused.nodes                               # (the faulted nodes are done, not in flight)

@@ -395,7 +395,7 @@ def test_interop_on_sim(sim):
     assert e.__dlpack_device__() == (1, 0)
     assert ag.asarray(a) is a
     check(ag.asarray(a, np.float32), A.astype(np.float32))
-    with pytest.raises(TypeError, match="no device pointer"):
+    with pytest.raises(AttributeError, match="no device pointer"):
         a.__cuda_array_interface__
 
 

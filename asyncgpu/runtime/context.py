@@ -325,7 +325,6 @@ class Runtime(HostAccess, TenantSteps):
         if self.no_const:
             for acc in accesses:
                 acc.write = True
-        self.stats.calls += 1
         node = Node("call", call.name, site, accesses)
         if self.placement is not None:
             self._place(node)       # (before the backend prepares it there)
@@ -333,7 +332,10 @@ class Runtime(HostAccess, TenantSteps):
         else:
             launch = self.backend.library_call(self, call, accesses)
         if launch is None:
-            return run_now(self, call, call.resolve(self.backend.name))
+            results = run_now(self, call, call.resolve(self.backend.name))
+            self.stats.calls += 1       # (counted once it ran: a refused call is none)
+            return results
+        self.stats.calls += 1
         node.launch = launch
         self._issue(node)
         if call.error is not None:   # failed at enqueue: issued anyway, then raised

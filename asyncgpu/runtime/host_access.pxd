@@ -20,6 +20,8 @@ cdef class HostAccess(Issuing):
 
     cpdef _synchronize_locked(self)
 
+    cpdef _all_finished(self)
+
     cpdef bint _waits_unlocked(self) except -1
 
     @cython.locals(alloc=Allocation)

@@ -54,7 +54,7 @@ import numpy as np
 
 from ..core.dag import RAW, WAW, Node
 from ..core.deps import Access, access
-from ..core.errors import FreedArrayError
+from ..core.errors import AnnotationViolation, FreedArrayError, KernelFault
 from .allocation import HOST
 from .array import Array
 from .issue import Issuing
@@ -198,7 +198,16 @@ class HostAccess(Issuing):
     def _synchronize_locked(self) -> None:
         if self.recording is not None:
             self.recording.refuse("synchronize")
-        self.backend.synchronize()
+        try:
+            self.backend.synchronize()
+        except (KernelFault, AnnotationViolation):
+            # (reported once the device finished everything: what was in flight is done,
+            # and counted so, before the faults reach the caller)
+            self._all_finished()
+            raise
+        self._all_finished()
+
+    def _all_finished(self) -> None:
         self.streams.all_finished()
         self.stats.sync("synchronize")
         self._drain_releases()
