@@ -65,6 +65,9 @@ DIRECTIVES = {
 }
 
 MODE = os.environ.get("ASYNCGPU_BUILD", "optional").strip().lower() or "optional"
+if MODE not in ("optional", "required", "python"):
+    raise SystemExit(f"asyncgpu: ASYNCGPU_BUILD={MODE!r} is not valid: use optional (the "
+                     "default), required or python")
 
 
 def _say(text: str) -> None:

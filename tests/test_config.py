@@ -48,6 +48,29 @@ def test_a_switch_given_anything_but_a_bool_is_refused_by_name(name, value):
         ag.configure(**{name: value})
 
 
+@pytest.mark.parametrize("var, raw", [("ASYNCGPU_BACKEND", "gpu"), ("ASYNCGPU_COPY_CHUNKS", "0"),
+                                      ("ASYNCGPU_SIM_DEVICES", "65")])
+def test_a_variable_whose_value_is_out_of_its_range_is_named(var, raw):
+    with pytest.raises(ValueError, match=f"environment variable {var}='{raw}' is not valid"):
+        options_from_env({var: raw, "ASYNCGPU_MAX_STREAMS": "8"})
+
+
+def test_configuring_the_cuda_backend_without_a_gpu_is_refused_and_changes_nothing():
+    import numpy as np
+
+    import asyncgpu as ag
+    from asyncgpu.backends import cuda_usable
+
+    if cuda_usable():
+        pytest.skip("a GPU is usable here")
+    with ag.configure(backend="sim"):
+        a = ag.array(np.arange(3.0))
+        with pytest.raises(ag.BackendUnavailableError, match="needs CuPy .* and a visible"):
+            ag.configure(backend="cuda")
+        assert ag.options().backend == "sim"
+        assert (a + 1).tolist() == [1.0, 2.0, 3.0]      # (the runtime was not retired)
+
+
 def test_core_modules_import_no_cuda_library():
     code = ("import sys, asyncgpu.core.dag, asyncgpu.core.deps, asyncgpu.core.policies, "
             "asyncgpu.core.streams, asyncgpu.core.hb, asyncgpu.observe.trace, "

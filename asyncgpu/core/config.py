@@ -282,6 +282,7 @@ def options_from_env(environ: dict[str, str] | None = None) -> Options:
     """Build :class:`Options` from ``ASYNCGPU_*`` variables (the defaults where unset)."""
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
+    given: dict[str, tuple[str, str]] = {}      # option -> (variable, its text)
     for var, (name, parse) in ENVIRONMENT.items():
         raw = env.get(var)
         if raw is None or raw == "":
@@ -290,10 +291,19 @@ def options_from_env(environ: dict[str, str] | None = None) -> Options:
             values[name] = parse(raw)
         except ValueError as exc:
             raise ValueError(f"environment variable {var}={raw!r} is not valid: {exc}") from None
+        given[name] = (var, raw)
     try:
         return Options(**values)
     except ValueError as exc:
-        raise ValueError(f"{exc} (from the ASYNCGPU_* environment)") from None
+        for name, value in values.items():     # (which variable: each alone, on the defaults)
+            try:
+                Options(**{name: value})
+            except ValueError:
+                var, raw = given[name]
+                raise ValueError(f"environment variable {var}={raw!r} is not valid: {exc}"
+                                 ) from None
+        raise ValueError(f"{exc} (from the ASYNCGPU_* environment: "
+                         f"{', '.join(v for v, _ in given.values())})") from None
 
 
 def cli_log_level() -> str:

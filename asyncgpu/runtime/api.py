@@ -19,7 +19,7 @@ from .interop import is_foreign
 
 
 def array(obj: Any, dtype: Any = None) -> Array:
-    """A new managed array holding a copy of ``obj`` (any array-like; NumPy rules for dtype).
+    """A new array holding a copy of ``obj`` (any array-like; NumPy rules for dtype).
 
     Parameters
     ----------
@@ -31,7 +31,8 @@ def array(obj: Any, dtype: Any = None) -> Array:
     Returns
     -------
     Array
-        Host-initialized: the first kernel that uses it prefetches it to the device.
+        Current on the host: the first kernel that uses it copies it to the device (with
+        ``memory="managed"``, prefetches it).
     """
     if is_foreign(obj):          # another library's array: viewed, then copied on the device
         return _import(obj, dtype, copy=True)
@@ -222,6 +223,8 @@ class configure:
         A value outside the option's choices.
     DeviceError
         ``devices`` names a device the host lacks (the options stay as they were).
+    BackendUnavailableError
+        ``backend="cuda"`` where CuPy or a GPU is missing (the options stay as they were).
     KernelFault
         Work issued before faulted (nothing changed; the runtime stays usable).
     RuntimeError
@@ -231,10 +234,10 @@ class configure:
     def __init__(self, **changes: Any) -> None:
         self._previous = current_options()
         new = self._previous.replace(**changes)
-        if new.devices != self._previous.devices or new.devices != 1 and (
-                new.sim_devices != self._previous.sim_devices):
-            # a device the host lacks is refused here, not at the first launch, and before
-            # the runtime in use is retired: its arrays stay usable
+        if (new.backend != self._previous.backend or new.devices != self._previous.devices
+                or new.devices != 1 and new.sim_devices != self._previous.sim_devices):
+            # a backend or a device the host lacks is refused here, not at the first launch,
+            # and before the runtime in use is retired: its arrays stay usable
             backend_registry.select(new)
         set_options(new)
         self.options = new
