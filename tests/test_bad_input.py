@@ -585,3 +585,18 @@ def test_a_simulator_twin_that_cannot_take_the_arguments_is_refused_where_define
 
         ag.cuda_kernel(SRC, "axpy", sim=short)
     ag.cuda_kernel(SRC, "axpy", sim=lambda *args: None)     # (any arguments: fine)
+
+
+def test_an_allocation_larger_than_the_simulators_memory_is_an_out_of_memory_error(sim):
+    ag = sim
+    with pytest.raises(ag.OutOfMemoryError, match="simulated device memory"):
+        ag.empty(10**15, np.float32)
+    assert (ag.zeros(3) + 1).tolist() == [1.0] * 3
+
+
+def test_the_imaginary_part_of_a_freed_real_array_is_refused(sim):
+    ag = sim
+    x = ag.zeros(3, np.float32)
+    x.free()
+    with pytest.raises(ag.FreedArrayError):
+        x.imag

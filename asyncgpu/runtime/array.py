@@ -345,6 +345,7 @@ class Array(View, ArrayOperators):
         """The imaginary part: a view for complex arrays; for other dtypes a new array of
         zeros (as in CuPy, which does not return NumPy's read-only view)."""
         if self.dtype.kind != "c":
+            self._check_alive()     # (as the complex case's view does)
             return full_array(self.shape, 0, self.dtype)
         return self._part(1)
 
