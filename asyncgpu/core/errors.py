@@ -147,6 +147,18 @@ def gathered(faults: Sequence[Exception]) -> Exception:
     listing = "; ".join(f"({i}) {type(f).__name__}: {f}" for i, f in enumerate(flat, 1))
     return KernelFaults(f"{len(flat)} faults since the last synchronization: {listing}", flat)
 
+def _repeated(same: list[Exception]) -> Exception:
+    """One fault standing for ``same``, identical faults (their count in its message)."""
+    first = same[0]
+    try:
+        one = type(first)(f"{first} ({len(same)} times: the pieces of one launch, or launches "
+                          "that failed alike)")
+    except Exception:  # noqa: BLE001 - a class whose constructor wants more than a message
+        return first
+    one.__cause__ = first.__cause__
+    return one
+
+
 
 class LaunchError(AsyncGPUError, RuntimeError):
     """The driver refused a launch (out of resources, an invalid configuration for this kernel
@@ -190,14 +202,3 @@ __all__ = [
     "SignatureError",
 ]
 
-
-def _repeated(same: list[Exception]) -> Exception:
-    """One fault standing for ``same``, identical faults (their count in its message)."""
-    first = same[0]
-    try:
-        one = type(first)(f"{first} ({len(same)} times: the pieces of one launch, or launches "
-                          "that failed alike)")
-    except Exception:  # noqa: BLE001 - a class whose constructor wants more than a message
-        return first
-    one.__cause__ = first.__cause__
-    return one
