@@ -40,6 +40,7 @@ from .runtime import array_modules
 from .runtime import cupy_surface as _cupy_surface
 from .runtime.array import Array
 from .runtime.library import dispatch, function_resolver
+from .runtime.operators import already
 
 _METADATA = frozenset({
     "result_type", "can_cast", "min_scalar_type", "promote_types", "common_type", "shape",
@@ -238,10 +239,7 @@ def _to_device(obj: Any, dtype: Any, copy: Any, order: Any, subok: Any, ndmin: A
     if isinstance(obj, Array):
         # (a copy, a conversion or a change of layout is an ``astype`` node; ``copy=False``
         # gives the array itself where none is needed)
-        if copy is False and not (
-                (dtype is None or np.dtype(dtype) == obj.dtype)
-                and (layout in ("K", "A") or layout == "C" and obj.flags.c_contiguous
-                     or layout == "F" and obj.flags.f_contiguous)):
+        if copy is False and not already(obj, dtype, layout):
             raise ValueError(f"{where}: unable to avoid a copy while creating an array as "
                              "requested (copy=False, but the dtype or order differs); pass "
                              "copy=None to copy only where needed")

@@ -169,3 +169,32 @@ def c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int
             return False
         expected *= n
     return True
+
+
+def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Strides of a C-contiguous array of this shape."""
+    acc, out = itemsize, []
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
+
+
+def f_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Strides of a Fortran-contiguous (column-major) array of this shape."""
+    acc, out = itemsize, []
+    for n in shape:
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(out)
+
+
+def dense_layout(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
+    """Whether the elements of this layout fill their byte span exactly, each byte once: C or
+    Fortran order, or any other order of the axes (what NumPy's ``order='K'`` makes)."""
+    expected = itemsize
+    for st, n in sorted((st, n) for n, st in zip(shape, strides) if n != 1):
+        if st != expected:
+            return False
+        expected *= n
+    return True

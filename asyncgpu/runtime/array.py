@@ -39,7 +39,8 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import FreedArrayError
-from .allocation import DEVICE, HOST, Allocation, View, describe, new_view
+from .allocation import (DEVICE, HOST, Allocation, View, c_strides, dense_layout,
+                         describe, f_strides, new_view)
 from .current import current_runtime
 from .node_ops import ops
 from .operators import ArrayOperators
@@ -708,35 +709,6 @@ class SimDevice:
 
 
 SIM_DEVICE = SimDevice()
-
-
-def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    """Strides of a C-contiguous array of this shape."""
-    acc, out = itemsize, []
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(out))
-
-
-def f_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    """Strides of a Fortran-contiguous (column-major) array of this shape."""
-    acc, out = itemsize, []
-    for n in shape:
-        out.append(acc)
-        acc *= max(n, 1)
-    return tuple(out)
-
-
-def dense_layout(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
-    """Whether the elements of this layout fill their byte span exactly, each byte once: C or
-    Fortran order, or any other order of the axes (what NumPy's ``order='K'`` makes)."""
-    expected = itemsize
-    for st, n in sorted((st, n) for n, st in zip(shape, strides) if n != 1):
-        if st != expected:
-            return False
-        expected *= n
-    return True
 
 
 #: The layout of each allocation made in another order than C (``new_array(strides=...)``):

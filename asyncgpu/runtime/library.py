@@ -47,7 +47,8 @@ import numpy as np
 from ..core.deps import Access
 from ..core.errors import ArgumentError, call_failed
 from . import array_modules
-from .array import Array, dense_layout, host_array, new_array
+from .allocation import dense_layout
+from .array import Array, host_array, new_array
 from .checks import check_usable
 from .current import current_runtime
 from .effects import effects

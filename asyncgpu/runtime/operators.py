@@ -92,6 +92,17 @@ def _method(method: str, path: str) -> Any:
 _ASTYPE = _Signature("astype")
 
 
+def already(array: Any, dtype: Any, order: Any) -> bool:
+    """Whether ``array`` is already of ``dtype`` (None: its own) and laid out as ``order``
+    asks (``'K'``, ``'A'`` or None: any layout; ``'C'``, ``'F'``, either case): what a
+    ``copy=False`` conversion may return as it is."""
+    if dtype is not None and np.dtype(dtype) != array.dtype:
+        return False
+    order = "K" if order is None else str(order).upper()
+    return (order in ("K", "A") or order == "C" and array.flags.c_contiguous
+            or order == "F" and array.flags.f_contiguous)
+
+
 def _astype(self: Any, *args: Any, **kwargs: Any) -> Any:
     if kwargs or not _ASTYPE.fewest <= len(args) <= _ASTYPE.most:
         _ASTYPE(self, args, kwargs)
@@ -99,11 +110,8 @@ def _astype(self: Any, *args: Any, **kwargs: Any) -> Any:
         # ``copy=False`` where no conversion is needed: the array itself, as in CuPy
         named = dict(zip(("dtype", "order"), args))
         named.update(kwargs)
-        dtype, order = named.get("dtype"), named.get("order", "K")
-        if dtype is not None and np.dtype(dtype) == self.dtype and (
-                order in ("K", "k", "A", "a", None)
-                or order in ("C", "c") and self.flags.c_contiguous
-                or order in ("F", "f") and self.flags.f_contiguous):
+        dtype = named.get("dtype")
+        if dtype is not None and already(self, dtype, named.get("order", "K")):
             return self
     return _call("ndarray.astype", self, *args, **kwargs)
 

@@ -23,8 +23,8 @@ import numpy as np
 
 from ...core.deps import Access
 from ...core.errors import AsyncGPUError, call_failed
-from ...runtime.allocation import DEVICE, Allocation
-from ...runtime.array import Array, c_strides, own_layout
+from ...runtime.allocation import DEVICE, Allocation, c_strides
+from ...runtime.array import Array, own_layout
 from ...runtime.library import LibraryCall, fill
 
 

@@ -48,8 +48,7 @@ from typing import Any
 import numpy as np
 
 from ...core.backend import Backend
-from ...core.errors import (AnnotationViolation, DeadlockError, KernelFault, OutOfMemoryError,
-                            gathered)
+from ...core.errors import AnnotationViolation, DeadlockError, KernelFault, gathered
 from ...core.partitions import GRAIN, SmLedger, reserve_on_each
 from ..capture import CaptureTracker, Expansion, Graph, check_launch, destroy
 from .buffers import ForeignSimBuffer, SimBuffer, SimCopy
@@ -358,12 +357,7 @@ class SimBackend(Backend):
             buf = free.pop()     # LIFO reuse: a use-after-free sees the new owner's data
             buf.poison()
             return buf
-        try:
-            return SimBuffer(nbytes, self.split)
-        except MemoryError as exc:      # (the host's memory: the simulator's device memory)
-            raise OutOfMemoryError(
-                f"cannot allocate {nbytes / 2**20:.1f} MiB of simulated device memory (host "
-                f"memory on sim): {exc}. Free arrays, or use smaller ones") from None
+        return SimBuffer(nbytes, self.split)
 
     def foreign_buffer(self, owner: Any, ptr: int, nbytes: int, what: str,
                        host_addressable: bool, slot: int = 0) -> SimBuffer:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core.errors import NotOnSimulatorError
+from ...core.errors import NotOnSimulatorError, OutOfMemoryError
 from .kernels import POISON
 
 _uids = itertools.count(1)
@@ -56,7 +56,12 @@ class SimBuffer:
     def __init__(self, nbytes: int, split: bool = False) -> None:
         self.uid = next(_uids)
         self.nbytes = nbytes
-        self.dev = np.full(nbytes, POISON, np.uint8)
+        try:
+            self.dev = np.full(nbytes, POISON, np.uint8)
+        except MemoryError as exc:      # (the host's memory: the simulated device's)
+            raise OutOfMemoryError(
+                f"cannot allocate {nbytes / 2**20:.1f} MiB of simulated device memory (host "
+                f"memory on sim): {exc}. Free arrays, or use smaller ones") from None
         #: devices 1, 2, ...: (uid, bytes), made on first use
         self.others: dict[int, tuple[int, np.ndarray]] = {}
         if split:
