@@ -299,6 +299,22 @@ UNSIGNED = SRC.replace("int n", "unsigned int n")
     # 24: kernel name not in the module
     (lambda ag: ag.cuda_kernel(SRC, "axpz"),
      "CompileError", r"kernel 'axpz' is not declared as __global__ in the source; kernels found: axpy"),
+    # what the GPU's compiler or its lookup by name refuses, refused where the kernel is made
+    (lambda ag: ag.cuda_kernel(SRC.replace('extern "C" ', ""), "axpy", sim=axpy_twin),
+     "SignatureError", r"kernel 'axpy' is not declared extern \"C\": C\+\+ mangles its name"),
+    (lambda ag: ag.cuda_kernel(SRC.replace("void axpy", "int axpy"), "axpy", sim=axpy_twin),
+     "SignatureError", r"kernel 'axpy' returns a value: a __global__ function must return void"),
+    (lambda ag: ag.cuda_kernel(SRC.replace("float* y", "float* x"), "axpy", sim=axpy_twin),
+     "SignatureError", r"kernel 'axpy': two parameters are named 'x'"),
+    # annotations and twins of the wrong kind
+    (lambda ag: ag.cuda_kernel(SRC, "axpy", const=1),
+     "SignatureError", r"kernel 'axpy': const= takes a parameter name or a list of names, not 1"),
+    (lambda ag: ag.cuda_kernel(SRC, "axpy", out=[0]),
+     "SignatureError", r"kernel 'axpy': out= takes a parameter name or a list of names"),
+    (lambda ag: ag.cuda_kernel(SRC, "axpy", sim=ag.kernel(cuda.jit(axpy_twin))),
+     "SignatureError", r"its sim= twin 'axpy_twin' is an asyncgpu kernel; pass the function"),
+    (lambda ag: ag.kernel(cuda.jit(axpy_twin), sim=axpy_twin),
+     "SignatureError", r"kernel 'axpy_twin' is a Numba kernel: .* sim= is for CUDA C kernels"),
 ])
 def test_bad_kernel_definition(env, build, exc, pattern):
     ag, k, x, y = env
@@ -567,9 +583,12 @@ def test_a_numba_scalar_numba_cannot_type_is_refused_at_the_launch(sim):
 
     x = ag.zeros(2, np.int64)
     before = ag.statistics().kernels
-    with pytest.raises(ag.ArgumentError, match=r"kernel 'store'.*argument 1: Numba cannot "
-                       r"type 1180591620717411303424"):
+    with pytest.raises(ag.ArgumentError, match=r"kernel 'store'.*argument 1 'v': Numba cannot "
+                       r"type 1180591620717411303424 .*; pass an int of at most 64 bits"):
         store[1, 1](x, 2**70)
+    with pytest.raises(ag.ArgumentError, match=r"argument 1 'v': Numba cannot type .*long double"
+                       r".*; pass a float64 or complex128 value"):
+        store[1, 1](x, np.longdouble(1.5))
     assert ag.statistics().kernels == before
     store[1, 1](x, 2**40)
     assert x.tolist() == [2**40, 0]
@@ -600,3 +619,45 @@ def test_the_imaginary_part_of_a_freed_real_array_is_refused(sim):
     x.free()
     with pytest.raises(ag.FreedArrayError):
         x.imag
+
+
+def test_a_long_double_array_is_refused_as_cupy_refuses_it(sim):
+    with pytest.raises(TypeError, match=r"dtype float128 \(NumPy's long double\) has no CUDA "
+                       r"type.*use float64"):
+        sim.array(np.zeros(4, np.longdouble))
+    with pytest.raises(TypeError, match=r"call 'ndarray.astype': its result has dtype float128"):
+        sim.zeros(4).astype(np.longdouble)
+    assert sim.zeros(4).astype(np.float64).dtype == np.float64
+
+
+def test_a_cuda_c_kernel_re_annotated_with_a_new_twin_runs_the_new_twin(sim):
+    ag = sim
+    k = ag.cuda_kernel(SRC, "axpy", sim=axpy_twin)
+
+    def twice(x, y, a, n):
+        y[:n] += 2 * a * x[:n]
+
+    k2 = ag.kernel(k, sim=twice)
+    x, y = ag.array(np.ones(4, np.float32)), ag.zeros(4, np.float32)
+    k2[1, 4](x, y, 1.0, 4)
+    assert y.tolist() == [2.0] * 4
+    k[1, 4](x, y, 1.0, 4)           # (the first kernel keeps its twin)
+    assert y.tolist() == [3.0] * 4
+
+
+def test_an_elementwise_count_that_is_not_an_integer_is_refused_at_the_launch(sim):
+    ag = sim
+
+    @ag.kernel(elementwise="n", const=["x"])
+    @cuda.jit
+    def copy(x, y, n):
+        i = cuda.grid(1)
+        if i < n:
+            y[i] = x[i]
+
+    x, y = ag.ones(4, np.float32), ag.zeros(4, np.float32)
+    with pytest.raises(ag.ArgumentError, match=r"argument 2 'n': elementwise='n' declares it the "
+                       r"element count, an integer, but it is 4.0; pass the arrays' length, 4"):
+        copy[1, 4](x, y, 4.0)
+    copy[1, 4](x, y, 4)
+    assert y.tolist() == [1.0] * 4

@@ -175,9 +175,9 @@ def test_a_blocks_shared_array_is_one_array_whatever_the_thread_switches(monkeyp
 
     from numba.cuda.simulator.kernelapi import FakeCUDAShared
 
-    from asyncgpu.backends.sim import kernels
+    from asyncgpu.backends.sim import numba_sim
 
-    assert kernels._install_shared_arrays()
+    assert numba_sim._install_shared_arrays()
     shared = FakeCUDAShared(0)
     empty = np.empty
 
@@ -198,24 +198,3 @@ def test_a_blocks_shared_array_is_one_array_whatever_the_thread_switches(monkeyp
         th.join()
     assert len(got) == 8 and all(a is got[0] for a in got)
 
-
-def test_the_simulator_switches_threads_quickly_during_a_launch_and_restores_the_interval(sim):
-    import sys
-
-    from asyncgpu.backends.sim.kernels import SIMULATOR_SWITCH_S
-
-    ag = sim
-    seen = []
-
-    def probe(y):
-        if cuda.grid(1) == 0:
-            seen.append(sys.getswitchinterval())      # (Python: the simulator runs it)
-        y[cuda.grid(1)] = 1.0
-
-    k = ag.kernel(out=["y"])(probe)
-    before = sys.getswitchinterval()
-    y = ag.empty(64, np.float32)
-    k[2, 32](y)
-    assert float(y.sum()) == 64.0
-    assert seen == [pytest.approx(min(before, SIMULATOR_SWITCH_S))]   # (in microseconds)
-    assert sys.getswitchinterval() == before

@@ -114,8 +114,13 @@ IDX = np.array([3, 2, 0, 1])
     (lambda a, b, c, d: a.sort(), "a"),
     (lambda a, b, c, d: acp.copyto(dst=c, src=a), "c"),
     (lambda a, b, c, d: acp.nan_to_num(a, False), "a"),
+    (lambda a, b, c, d: acp.median(a, overwrite_input=True), "a"),
+    (lambda a, b, c, d: acp.percentile(a, 50, None, None, True), "a"),
+    (lambda a, b, c, d: acp.nanmedian(a, 1, c[:, 0], True), "ac"),
+    (lambda a, b, c, d: acp.median(a, overwrite_input=False), ""),
 ], ids=["clip", "sum", "take", "add.reduce", "add.accumulate", "add.at", "divmod",
-        "ndarray.sum", "ndarray.sort", "copyto", "nan_to_num"])
+        "ndarray.sum", "ndarray.sort", "copyto", "nan_to_num", "median", "percentile",
+        "nanmedian", "median-copy"])
 def test_outputs_reached_positionally_or_by_name_are_writes(sim, call, written):
     rng = np.random.default_rng(1)
     hosts = [rng.uniform(0.5, 1.5, (3, 4)) for _ in range(3)] + [rng.uniform(0.5, 1.5, 4)]

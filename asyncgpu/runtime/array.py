@@ -262,7 +262,8 @@ class Array(View, ArrayOperators):
         return self._lo, self._hi
 
     def reshape(self, *shape: Any) -> Array:
-        """A view with a new shape; a non-contiguous array is copied by a node (as in CuPy)."""
+        """A view with a new shape; of a non-contiguous array, a node whose result is a view
+        where the shape allows one, else a copy (as in CuPy)."""
         self._check_alive()
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
@@ -275,7 +276,8 @@ class Array(View, ArrayOperators):
         return Array._view(self._alloc, v.shape, self.dtype, v.strides, self._offset)
 
     def ravel(self) -> Array:
-        """A flat view (a copy, by a node, for a non-contiguous array)."""
+        """A flat view (of a non-contiguous array, as :meth:`reshape`: a copy unless a view
+        can have the flat shape)."""
         return self.reshape(-1)
 
     @property
@@ -814,7 +816,15 @@ def _dtype(dtype: Any) -> np.dtype:
         raise TypeError(
             f"asyncgpu arrays hold booleans and numbers; dtype {dt} is not supported"
         )
+    if long_double(dt):
+        raise TypeError(f"dtype {dt} (NumPy's long double) has no CUDA type, and CuPy refuses "
+                        f"it; use {'complex128' if dt.kind == 'c' else 'float64'}")
     return dt
+
+
+def long_double(dt: np.dtype) -> bool:
+    """Whether ``dt`` is NumPy's long double (float128, complex256), which CUDA lacks."""
+    return dt.kind in "fc" and dt.itemsize > (16 if dt.kind == "c" else 8)
 
 
 def _number(value: Any, dtype: np.dtype) -> bool:

@@ -256,7 +256,8 @@ def axis_length(kernel: Any, arrays: list[Any], values: list[Any], site: str | N
                 break
             i += 1
         n = values[i]
-        if isinstance(n, Array) or int(n) != length:
+        if isinstance(n, (Array, bool, float, complex)) or not hasattr(n, "__index__") \
+                or int(n) != length:
             _refuse(kernel, site, (i, count, n), "count", length)
     return length if length > 0 else 0
 
@@ -268,6 +269,11 @@ def _refuse(kernel: Any, site: str | None, what: Any, why: str, length: Any) -> 
     where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
     if why == "count":
         i, count, n = what
+        if isinstance(n, (Array, bool, float, complex)) or not hasattr(n, "__index__"):
+            raise ArgumentError(
+                f"{where}, argument {i} '{count}': elementwise='{count}' declares it the "
+                f"element count, an integer, but it is {n!r}; pass the arrays' length, "
+                f"{length}, as an int")
         raise ArgumentError(
             f"{where}, argument {i} '{count}': elementwise='{count}' declares it the "
             f"element count, but it is {n!r} where the arrays have {length} rows; pass "

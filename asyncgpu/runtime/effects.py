@@ -68,6 +68,13 @@ IN_PLACE: dict[str, tuple[Any, ...]] = {
     "fill_diagonal": ("a",),
     "put_along_axis": ("arr",),
     "nan_to_num": (("x", ("copy", False)),),
+    # (with overwrite_input=True they partition or sort their input in place)
+    "median": (("a", ("overwrite_input", True)),),
+    "nanmedian": (("a", ("overwrite_input", True)),),
+    "percentile": (("a", ("overwrite_input", True)),),
+    "nanpercentile": (("a", ("overwrite_input", True)),),
+    "quantile": (("a", ("overwrite_input", True)),),
+    "nanquantile": (("a", ("overwrite_input", True)),),
     "ndarray.fill": ("self",),
     "ndarray.sort": ("self",),
     "ndarray.put": ("self",),

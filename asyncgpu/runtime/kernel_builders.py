@@ -18,17 +18,18 @@ Plain Python: nothing here touches the device (Numba compiles at the first launc
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Any
 
 from ..core.errors import SignatureError
 from .kernel import CudaCSource, Kernel, NumbaSource
-from .signature import Param, parse_cuda_declaration, parse_grcuda_signature
+from .signature import Param, check_declaration, parse_cuda_declaration, parse_grcuda_signature
 
 
 def _annotate(name: str, params: tuple[Param, ...], const: Any, out: Any,
               declared_const: set[str], typed: bool) -> dict[str, str]:
-    const_set, out_set = set(_names(const)), set(_names(out))
+    const_set, out_set = set(_names(const, name, "const")), set(_names(out, name, "out"))
     by_name = {p.name: p for p in params}
     for label, names in (("const", const_set), ("out", out_set)):
         unknown = sorted(names - set(by_name))
@@ -62,12 +63,20 @@ def _annotate(name: str, params: tuple[Param, ...], const: Any, out: Any,
     return modes
 
 
-def _names(value: Any) -> list[str]:
+def _names(value: Any, kernel: str, option: str) -> list[str]:
+    """The parameter names an option (``const=``, ``out=``) gives: a name or names."""
     if value is None:
         return []
     if isinstance(value, str):
         return [value]
-    return list(value)
+    try:
+        names = list(value)
+    except TypeError:
+        names = [value]
+    if not all(isinstance(n, str) for n in names):
+        raise SignatureError(f"kernel '{kernel}': {option}= takes a parameter name or a list "
+                             f"of names, not {value!r}")
+    return names
 
 
 def _numba_kernel(fn: Any, const: Any, out: Any, name: str | None) -> Kernel:
@@ -182,16 +191,25 @@ def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
                                 grid_offset=grid_offset, grid_stride=grid_stride)
     if isinstance(fn, Kernel):
         if isinstance(fn.source, CudaCSource):
-            k = _c_kernel(fn.source, fn.params, const, out, name or fn.name)
+            source = fn.source if sim is None else dataclasses.replace(fn.source, sim=sim)
+            k = _c_kernel(source, fn.params, const, out, name or fn.name)
         else:
+            _no_twin(fn.name, sim)
             k = _numba_kernel(fn.source.dispatcher or fn.source.py_func, const, out,
                               name or fn.name)
     elif hasattr(fn, "code") and hasattr(fn, "name") and type(fn).__module__.startswith("cupy"):
         source = CudaCSource(fn.code, fn.name, tuple(getattr(fn, "options", ()) or ()), fn, sim)
         k = _c_kernel(source, parse_cuda_declaration(fn.code, fn.name), const, out, name)
     else:
+        _no_twin(name or getattr(fn, "__name__", repr(fn)), sim)
         k = _numba_kernel(fn, const, out, name)
     return _splittable(k, elementwise, broadcast, grid_offset, grid_stride)
+
+
+def _no_twin(name: str, sim: Any) -> None:
+    if sim is not None:
+        raise SignatureError(f"kernel '{name}' is a Numba kernel: the sim backend runs it "
+                             "itself in Numba's simulator; sim= is for CUDA C kernels, drop it")
 
 
 def _splittable(k: Kernel, elementwise: bool | str, broadcast: Any, grid_offset: Any,
@@ -289,7 +307,7 @@ def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: 
                   d.const or s.const, d.ctype)
             for d, s in zip(params, sig)
         )
-        out = list(_names(out)) + [d.name for d, s in zip(params, sig) if getattr(s, "out", False)]
+        out = list(_names(out, name, "out")) + [d.name for d, s in zip(params, sig) if getattr(s, "out", False)]
     src = CudaCSource(source, name, tuple(options), None, sim)
     return _splittable(_c_kernel(src, params, const, out, None), elementwise, broadcast,
                        grid_offset, grid_stride)
@@ -299,6 +317,7 @@ def _c_kernel(source: CudaCSource, params: tuple[Param, ...], const: Any, out: A
               name: str | None) -> Kernel:
     declared = {p.name for p in params if p.is_array and p.const}
     kname = name or source.name
+    check_declaration(source.code, source.name, params)
     _check_twin(kname, source, params)
     modes = _annotate(kname, params, const, out, declared, typed=True)
     return Kernel._create(kname, params, modes, source, True)
@@ -310,6 +329,10 @@ def _check_twin(name: str, source: CudaCSource, params: tuple[Param, ...]) -> No
     twin = source.sim
     if twin is None:
         return
+    if isinstance(twin, Kernel):
+        raise SignatureError(
+            f"kernel '{name}': its sim= twin '{twin.name}' is an asyncgpu kernel; pass the "
+            "function it wraps (the @cuda.jit kernel, or a NumPy function) instead")
     function = getattr(twin, "py_func", None) or getattr(twin, "fn", None) or twin
     try:
         signature = inspect.signature(function)

@@ -48,7 +48,7 @@ from ..core.deps import Access
 from ..core.errors import ArgumentError, call_failed
 from . import array_modules
 from .allocation import dense_layout
-from .array import Array, host_array, new_array
+from .array import Array, host_array, long_double, new_array
 from .checks import check_usable
 from .current import current_runtime
 from .effects import effects
@@ -270,6 +270,11 @@ def placeholders(call: LibraryCall, rng: np.random.Generator, zeros: bool
     return views, buffers
 
 
+def _long_result(call: Any, dtype: np.dtype) -> None:
+    raise TypeError(f"{call.describe()}: its result has dtype {dtype} (NumPy's long double), "
+                    "which CUDA and CuPy lack; pass float64 or complex128 values")
+
+
 def classify(call: LibraryCall, result: Any, views: list[np.ndarray],
              buffers: dict[int, np.ndarray], placeholder: bool = True) -> Any:
     """The result's structure with each array leaf turned into a New/ViewResult.
@@ -285,11 +290,16 @@ def classify(call: LibraryCall, result: Any, views: list[np.ndarray],
     if isinstance(result, list):
         return [classify(call, r, views, buffers, placeholder) for r in result]
     if isinstance(result, _SCALARS):
-        return NewResult((), np.asarray(result).dtype)
+        dtype = np.asarray(result).dtype
+        if long_double(dtype):
+            _long_result(call, dtype)
+        return NewResult((), dtype)
     if isinstance(result, np.ndarray):
         if result.dtype.hasobject or result.dtype.kind not in "biufc":
             raise ArgumentError(f"{call.describe()}: its result has dtype {result.dtype}, which "
                                 "asyncgpu arrays cannot hold")
+        if long_double(result.dtype):
+            _long_result(call, result.dtype)
         if result.size:
             addr = result.__array_interface__["data"][0]
             for i, a in enumerate(call.arrays):

@@ -91,11 +91,15 @@ def _group_end(src: str, i: int) -> int:
     return len(src)
 
 
-def _kernels(src: str) -> list[tuple[str, str, bool]]:
-    """(name, parameter text, is template) for each ``__global__`` function in ``src``."""
+def _kernels(src: str) -> list[tuple[str, str, bool, bool, bool]]:
+    """(name, parameter text, is template, has C linkage, returns void) for each
+    ``__global__`` function in ``src``."""
     found = []
     for m in re.finditer(r"\b__global__\b", src):
+        prefix = src[max(src.rfind(c, 0, m.start()) for c in ";{}") + 1:m.start()]
         templated = re.search(r"\btemplate\s*<[^;{}]*>\s*(?:\w+\s+)*$", src[:m.start()])
+        linkage = bool(re.search(r'\bextern\s*"C"', prefix)) or _in_extern_c(src, m.start())
+        words = set(re.findall(r"[A-Za-z_]\w*", prefix))
         i, name = m.end(), None
         for t in re.finditer(r"\s*(\[\[.*?\]\]|[A-Za-z_]\w*|\S)", src[m.end():], flags=re.S):
             if t.start() < i - m.end():
@@ -109,9 +113,53 @@ def _kernels(src: str) -> list[tuple[str, str, bool]]:
             elif nxt:
                 name, start = tok, i + nxt.end() - 1
                 break
+            else:
+                words.add(tok)
         if name is not None:
-            found.append((name, src[start + 1:_group_end(src, start) - 1], bool(templated)))
+            found.append((name, src[start + 1:_group_end(src, start) - 1], bool(templated),
+                          linkage, "void" in words))
     return found
+
+
+def _in_extern_c(src: str, pos: int) -> bool:
+    """Whether ``pos`` lies inside an ``extern "C" { ... }`` block of ``src``."""
+    blocks: list[bool] = []
+    last = 0
+    for m in re.finditer(r"[{};]", src[:pos]):
+        if m.group() == "{":
+            blocks.append(bool(re.search(r'\bextern\s*"C"\s*$', src[last:m.start()])))
+        elif m.group() == "}" and blocks:
+            blocks.pop()
+        last = m.end()
+    return any(blocks)
+
+
+def check_declaration(source: str, name: str, params: tuple[Param, ...]) -> None:
+    """Refuse, as the GPU's compiler or its lookup of the kernel would, a ``__global__``
+    kernel ``name`` of ``source`` without C linkage (its name is mangled: CUDA cannot find it
+    by name), returning a value, or with two parameters of one name. The ``sim`` backend never
+    compiles the source, so these are checked where the kernel is defined.
+
+    Raises
+    ------
+    SignatureError
+        With the fix.
+    """
+    matches = [k for k in _kernels(_strip_noise(source)) if k[0] == name and not k[2]]
+    if matches and not any(k[3] for k in matches):
+        raise SignatureError(
+            f'kernel \'{name}\' is not declared extern "C": C++ mangles its name, so CUDA cannot '
+            f'find it as \'{name}\'; write extern "C" __global__ void {name}(...), or put it in '
+            'an extern "C" { ... } block')
+    if matches and not all(k[4] for k in matches):
+        raise SignatureError(f"kernel '{name}' returns a value: a __global__ function must "
+                             "return void; write its result to an array argument")
+    seen: set[str] = set()
+    for p in params:
+        if p.name in seen:
+            raise SignatureError(f"kernel '{name}': two parameters are named '{p.name}'; "
+                                 "give each its own name")
+        seen.add(p.name)
 
 
 def _split_top(text: str) -> list[str]:
@@ -271,4 +319,4 @@ def parse_grcuda_signature(signature: str) -> tuple[Param, ...]:
     return tuple(params)
 
 
-__all__ = ["Param", "parse_cuda_declaration", "parse_grcuda_signature"]
+__all__ = ["Param", "check_declaration", "parse_cuda_declaration", "parse_grcuda_signature"]

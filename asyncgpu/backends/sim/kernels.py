@@ -9,133 +9,18 @@ launch behaves as on the device.
 
 from __future__ import annotations
 
-import contextlib
-import sys
-import threading
-from collections.abc import Iterator
 from typing import Any, Callable
 
 import numpy as np
 
 from ...core.errors import AnnotationViolation, ArgumentError, AsyncGPUError
-from ...runtime.array import Array
+from ...runtime.array import Array, long_double
 from ...runtime.kernel import CudaCSource, Kernel
+from .numba_sim import barrier_free, one_launch, simulated_device_functions
 
 #: The byte every simulated allocation holds until written, and what a write-only argument's
 #: elements become at a launch's begin: a read of bytes nobody wrote shows as this pattern.
 POISON = 0xFF
-
-
-#: Numba's simulator runs one launch at a time in a process: the launch's context (its grid,
-#: its block, its shared memory) is a global of the simulator, and a launch that finds another
-#: one's context runs as a device function of it. Launches from several threads (runtimes of
-#: their own, each with its own lock) take turns here.
-_simulating = threading.Lock()
-#: The interpreter's thread switch interval while Numba's simulator runs a launch. A block's
-#: threads are Python threads that take turns with the simulator's loop polling them; at
-#: Python's default interval (5 ms) each turn of that loop holds the interpreter for the whole
-#: interval (the suite's HITS in every mode at the tiny scale: 24.8 s at 5 ms, 5.8 s at 50 us).
-SIMULATOR_SWITCH_S = 5e-5
-_shared_arrays = threading.Lock()
-#: Whether :func:`_shared_array` is in place (decided at the first launch; None before).
-_shared_safe: bool | None = None
-
-
-def _shared_array(self: Any, shape: Any, dtype: Any, alignment: Any = None) -> np.ndarray:
-    """``cuda.shared.array`` in Numba's simulator: one array per block and call site, as
-    Numba's own, but looked up and made under a lock. Numba's (numba-cuda 0.30) looks the call
-    site up and stores a new array without one, so two threads of a block switched between
-    the two got two arrays, and a block reduction went wrong (seen with short switch
-    intervals). Installed over Numba's by :func:`_install_shared_arrays`."""
-    if alignment is not None:
-        raise RuntimeError("Array alignment is not supported in cudasim")
-    from numba.cuda import types
-    from numba.cuda.np import numpy_support
-
-    dtype = np.dtype(numpy_support.as_dtype(dtype) if isinstance(dtype, types.Type) else dtype)
-    if shape == 0:      # the launch's dynamic shared memory: one buffer for all
-        return np.frombuffer(self._dynshared.data, dtype=dtype,
-                             count=self._dynshared_size // dtype.itemsize)
-    caller = sys._getframe(1)
-    site = (caller.f_code.co_filename, caller.f_lineno)
-    with _shared_arrays:
-        array = self._allocations.get(site)
-        if array is None:
-            array = self._allocations[site] = np.empty(shape, dtype)
-    return array
-
-
-def _install_shared_arrays() -> bool:
-    """Put :func:`_shared_array` in place of Numba's simulated ``cuda.shared.array`` where the
-    simulator keeps its arrays as this module expects; whether it is in place."""
-    from numba.cuda.simulator import kernelapi
-
-    shared = getattr(kernelapi, "FakeCUDAShared", None)
-    if shared is None:
-        return False
-    if shared.array is _shared_array:
-        return True
-    probe = shared(0)
-    if not all(hasattr(probe, name) for name in ("_allocations", "_dynshared",
-                                                   "_dynshared_size")):
-        return False
-    shared.array = _shared_array
-    return True
-
-
-@contextlib.contextmanager
-def _one_launch() -> Iterator[None]:
-    """The simulator to this thread's launch alone, with :data:`SIMULATOR_SWITCH_S` as the
-    switch interval meanwhile where its shared arrays are safe with it (the interval before
-    it afterwards)."""
-    global _shared_safe
-    with _simulating:
-        if _shared_safe is None:
-            _shared_safe = _install_shared_arrays()
-        if not _shared_safe:
-            yield
-            return
-        saved = sys.getswitchinterval()
-        sys.setswitchinterval(min(saved, SIMULATOR_SWITCH_S))
-        try:
-            yield
-        finally:
-            sys.setswitchinterval(saved)
-
-
-def _is_real_device_function(obj: Any) -> bool:
-    options = getattr(obj, "targetoptions", None)
-    return isinstance(options, dict) and bool(options.get("device")) and hasattr(obj, "py_func")
-
-
-@contextlib.contextmanager
-def _simulated_device_functions(fn: Any) -> Iterator[None]:
-    """Swap compiled ``@cuda.jit(device=True)`` functions in ``fn``'s globals for simulated ones.
-
-    When ``numba.cuda`` was imported without ``NUMBA_ENABLE_CUDASIM``, device functions are real
-    dispatchers that cannot be called from Python; the simulator needs Python versions. Device
-    functions calling device functions in other modules are swapped there too.
-    """
-    from numba.cuda.simulator.kernel import FakeCUDAKernel
-
-    swapped: list[tuple[dict[str, Any], str, Any]] = []
-    pending, seen = [fn], set()
-    while pending:
-        f = pending.pop()
-        globs = getattr(f, "__globals__", None)
-        if globs is None or id(globs) in seen:
-            continue
-        seen.add(id(globs))
-        for name, obj in list(globs.items()):
-            if _is_real_device_function(obj):
-                globs[name] = FakeCUDAKernel(obj.py_func, device=True)
-                swapped.append((globs, name, obj))
-                pending.append(obj.py_func)
-    try:
-        yield
-    finally:
-        for globs, name, obj in reversed(swapped):
-            globs[name] = obj
 
 
 def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block: tuple[int, ...],
@@ -151,9 +36,13 @@ def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block:
             fake = FakeCUDAKernel(getattr(py_or_fake, "py_func", py_or_fake), device=False)
         kernel._compiled["sim"] = fake
 
+    one_thread = kernel._compiled.get("sim_one_thread")
+    if one_thread is None:
+        one_thread = kernel._compiled["sim_one_thread"] = barrier_free(fake.fn)
+
     def run(args: list[Any]) -> None:
         wrapped = [FakeCUDAArray(a) if isinstance(a, np.ndarray) else a for a in args]
-        with _one_launch(), _simulated_device_functions(fake.fn):
+        with one_launch(one_thread), simulated_device_functions(fake.fn):
             fake[grid, block, 0, shared](*wrapped)
 
     return run
@@ -301,16 +190,22 @@ def make_launch(kernel: Kernel, launcher: Any, arrays: list[Any], values: list[A
 
 def _type_scalars(kernel: Kernel, values: list[Any], site: str | None) -> None:
     """Refuse, as Numba's compile on the ``cuda`` backend does, a scalar Numba cannot type
-    (an int beyond 64 bits, an object): the simulator runs the kernel as Python, which would
-    take it."""
+    (an int beyond 64 bits, NumPy's long double, an object): the simulator runs the kernel as
+    Python, which would take it."""
     import numba
 
     for i, v in enumerate(values):
-        if type(v) is Array or isinstance(v, (bool, float, np.generic)):
+        if type(v) is Array or isinstance(v, (bool, float)) or (
+                isinstance(v, np.generic) and not long_double(v.dtype)):
             continue
         try:
+            if isinstance(v, np.generic):
+                raise TypeError(f"{v.dtype} (NumPy's long double) has no CUDA type")
             numba.typeof(v)
         except Exception as exc:   # noqa: BLE001 - (ValueError for big ints, others for objects)
             where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
-            raise ArgumentError(f"{where}, argument {i}: Numba cannot type {v!r} "
-                                f"({type(v).__name__}): {exc}") from None
+            fix = ("an int of at most 64 bits" if isinstance(v, int) else
+                   "a float64 or complex128 value" if isinstance(v, np.generic) else
+                   "a number, a bool or an asyncgpu array")
+            raise ArgumentError(f"{where}, argument {i} '{kernel.params[i].name}': Numba cannot "
+                                f"type {v!r} ({type(v).__name__}): {exc}; pass {fix}") from None
