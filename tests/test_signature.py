@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from asyncgpu.core.errors import CompileError, SignatureError
-from asyncgpu.runtime.signature import Param, parse_cuda_declaration, parse_grcuda_signature
+from asyncgpu.runtime.signature import (
+    Param,
+    check_declaration,
+    parse_cuda_declaration,
+    parse_grcuda_signature,
+)
 
 F32, F64, I32 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32)
 
@@ -339,3 +344,26 @@ def test_signature_errors(sig, match):
 def test_signature_error_is_a_value_error():
     with pytest.raises(ValueError):
         parse_grcuda_signature("pointr")
+
+
+@pytest.mark.parametrize("src", [
+    'extern "C" __global__ void k(float* x) {}',
+    'extern "C"\n__global__ void __launch_bounds__(256, 2)\nk(float* x) {}',
+    'extern "C" {\n  __device__ float f(float v) { return v; }\n  __global__ void k(float* x) {}\n}',
+    'extern "C" void __global__ k(float* x) {}',
+    '__global__ void other(int* y) {}\nextern "C" __global__ void k(float* x) {}',
+])
+def test_a_kernel_with_c_linkage_in_any_form_is_accepted(src):
+    check_declaration(src, "k", parse_cuda_declaration(src, "k"))
+
+
+@pytest.mark.parametrize("src,pattern", [
+    ('__global__ void k(float* x) {}', r'not declared extern "C"'),
+    ('extern "C" { __global__ void f(int* y) {} }\n__global__ void k(float* x) {}',
+     r'not declared extern "C"'),
+    ('extern "C" __global__ int k(float* x) {}', r"returns a value"),
+    ('extern "C" __global__ void k(float* x, int x) {}', r"two parameters are named 'x'"),
+])
+def test_what_the_gpu_would_refuse_is_refused_from_the_declaration(src, pattern):
+    with pytest.raises(SignatureError, match=pattern):
+        check_declaration(src, "k", parse_cuda_declaration(src, "k"))
