@@ -622,10 +622,10 @@ def test_the_imaginary_part_of_a_freed_real_array_is_refused(sim):
 
 
 def test_a_long_double_array_is_refused_as_cupy_refuses_it(sim):
-    with pytest.raises(TypeError, match=r"dtype float128 \(NumPy's long double\) has no CUDA "
+    with pytest.raises(ValueError, match=r"dtype float128 \(NumPy's long double\) has no CUDA "
                        r"type.*use float64"):
         sim.array(np.zeros(4, np.longdouble))
-    with pytest.raises(TypeError, match=r"call 'ndarray.astype': its result has dtype float128"):
+    with pytest.raises(ValueError, match=r"call 'ndarray.astype': its result has dtype float128"):
         sim.zeros(4).astype(np.longdouble)
     assert sim.zeros(4).astype(np.float64).dtype == np.float64
 

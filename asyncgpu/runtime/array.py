@@ -817,7 +817,7 @@ def _dtype(dtype: Any) -> np.dtype:
             f"asyncgpu arrays hold booleans and numbers; dtype {dt} is not supported"
         )
     if long_double(dt):
-        raise TypeError(f"dtype {dt} (NumPy's long double) has no CUDA type, and CuPy refuses "
+        raise ValueError(f"dtype {dt} (NumPy's long double) has no CUDA type, and CuPy refuses "
                         f"it; use {'complex128' if dt.kind == 'c' else 'float64'}")
     return dt
 

@@ -271,8 +271,8 @@ def placeholders(call: LibraryCall, rng: np.random.Generator, zeros: bool
 
 
 def _long_result(call: Any, dtype: np.dtype) -> None:
-    raise TypeError(f"{call.describe()}: its result has dtype {dtype} (NumPy's long double), "
-                    "which CUDA and CuPy lack; pass float64 or complex128 values")
+    raise ValueError(f"{call.describe()}: its result has dtype {dtype} (NumPy's long double), "
+                     "which CUDA and CuPy lack; pass float64 or complex128 values")
 
 
 def classify(call: LibraryCall, result: Any, views: list[np.ndarray],
