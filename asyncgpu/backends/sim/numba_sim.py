@@ -397,23 +397,22 @@ def simulated_device_functions(fn: types.FunctionType) -> Iterator[None]:
                 if not (isinstance(options, dict) and options.get("device")
                         and hasattr(obj, "py_func")):
                     continue
-                fake = FakeCUDAKernel(obj.py_func, device=True)
-                if name is None:
-                    holder.cell_contents = fake
-                elif isinstance(holder, dict):
-                    holder[name] = fake
-                else:
-                    setattr(holder, name, fake)
+                _put(holder, name, FakeCUDAKernel(obj.py_func, device=True))
                 swapped.append((holder, name, obj))
         yield
     finally:
         for holder, name, obj in reversed(swapped):
-            if name is None:
-                holder.cell_contents = obj
-            elif isinstance(holder, dict):
-                holder[name] = obj
-            else:
-                setattr(holder, name, obj)
+            _put(holder, name, obj)
+
+
+def _put(holder: Any, name: str | None, value: Any) -> None:
+    """Bind what a reference of :func:`_references` names to ``value``."""
+    if name is None:
+        holder.cell_contents = value
+    elif isinstance(holder, dict):
+        holder[name] = value
+    else:
+        setattr(holder, name, value)
 
 
 @contextlib.contextmanager
