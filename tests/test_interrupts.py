@@ -42,6 +42,46 @@ def test_ctrl_c_inside_a_simulated_kernel_waits_for_its_end():
         np.testing.assert_array_equal(y.numpy(), np.full(8, 2, np.float32))
 
 
+def test_ctrl_c_that_another_thread_takes_still_waits_for_the_kernels_end():
+    """A SIGINT sent to the process (Ctrl-C, ``kill -INT``) may be taken by any of its threads
+    (NumPy's BLAS starts some); Python raises it in the main thread at once, and the simulated
+    kernel the main thread is running still ends whole before it does."""
+    import os
+    import signal
+    import threading
+    import time
+
+    import numpy as np
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, daemon=True)
+    other.start()
+
+    def twin(y, n):
+        y[:n] += 1
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})   # (so the other takes it)
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        for _ in range(1000):       # bytecodes where the interrupt would land
+            pass
+        y[:n] += 1
+
+    try:
+        with ag.configure(backend="sim", sim_seed=0, sim_strategy="lazy", execution="async"):
+            k = ag.cuda_kernel('extern "C" __global__ void k(float* y, int n) {}', "k", sim=twin)
+            y = ag.zeros(8, np.float32)
+            k[1, 8](y, 8)
+            with ctrl_c_raises(), pytest.raises(KeyboardInterrupt):
+                ag.synchronize()        # runs the kernel
+            ag.synchronize()
+            np.testing.assert_array_equal(y.numpy(), np.full(8, 2, np.float32))
+    finally:
+        stop.set()
+
+
 def test_ctrl_c_at_any_line_of_a_simulated_step_loses_no_operation():
     """The simulated device steps in the host thread, so Ctrl-C may land between any two lines
     of a step: whatever line it lands on, the operation the step took from its queue (a

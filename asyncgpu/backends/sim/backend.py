@@ -40,8 +40,11 @@ from __future__ import annotations
 import ctypes
 import itertools
 import logging
+import os
 import random
 import signal
+import sys
+import threading
 from collections import deque
 from typing import Any
 
@@ -71,26 +74,44 @@ def _uninterrupted(step: Any, *args: Any) -> Any:
     happens to step it, so a ``KeyboardInterrupt`` landing there would lose or tear a kernel's
     writes, or lose an operation taken from its queue before it took effect, a fault of the
     simulation that the runtime cannot see (tests/interrupts.py sends SIGINT at random
-    moments). The signal is blocked in this thread for the step and delivered when it is
-    unblocked: Ctrl-C then lands just after the step, as it would on a device. The mask is
-    read before the ``try`` and the signal blocked inside it, so an interrupt raised as the
-    block begins (one that arrived just before it) finds the device as it was and the signal
-    unblocked again. (A SIGINT sent to the process while other threads run may be taken by one
-    of them, and Python raises it in the main thread at once: blocking covers a signal aimed at
-    this thread, as Ctrl-C reaches a program with one thread.)"""
-    if not _CAN_BLOCK:
+    moments). Python raises ``KeyboardInterrupt`` in the main thread only, whichever of the
+    process's threads the signal reaches (NumPy's BLAS starts threads of its own), so in the
+    main thread the step runs with a handler that notes the signal, and the handler before it
+    is called as the step ends: Ctrl-C then lands just after the step, as it would on a
+    device. The handler before it is read before the ``try`` and the other put in place inside
+    it, so an interrupt raised as the step begins finds the device as it was."""
+    if threading.current_thread() is not _MAIN:
         return step(*args)
-    held = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, ())
+    before = signal.getsignal(signal.SIGINT)
+    if before is _note_interrupt or before is None:     # (nested, or not set from Python)
+        return step(*args)
     try:
-        signal.pthread_sigmask(signal.SIG_BLOCK, _SIGINT)
+        signal.signal(signal.SIGINT, _note_interrupt)
         return step(*args)
     finally:
-        if not held:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGINT)
+        signal.signal(signal.SIGINT, before)
+        if noted:
+            noted.clear()
+            _deliver(before)
 
 
-_SIGINT = {signal.SIGINT}
-_CAN_BLOCK = hasattr(signal, "pthread_sigmask")      # (not on Windows)
+#: SIGINTs the main thread received during a step (:func:`_uninterrupted`).
+noted: list[Any] = []
+_MAIN = threading.main_thread()
+
+
+def _note_interrupt(signum: int, frame: Any) -> None:
+    noted.append(frame)
+
+
+def _deliver(handler: Any) -> None:
+    """Act on a SIGINT held back during a step as ``handler``, the program's, would have."""
+    if handler is signal.SIG_IGN:
+        return
+    if handler is signal.SIG_DFL:
+        os.kill(os.getpid(), signal.SIGINT)     # (the default action, now in place again)
+        return
+    handler(signal.SIGINT, sys._getframe(1))
 
 
 class Capture:
