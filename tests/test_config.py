@@ -71,6 +71,40 @@ def test_configuring_the_cuda_backend_without_a_gpu_is_refused_and_changes_nothi
         assert (a + 1).tolist() == [1.0, 2.0, 3.0]      # (the runtime was not retired)
 
 
+def test_a_device_the_simulator_lacks_is_refused_by_configure_and_changes_nothing():
+    import numpy as np
+
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_devices=2):
+        a = ag.array(np.arange(3.0))
+        with pytest.raises(ag.DeviceError, match=r"device=5 \(the option device, or "
+                           r"ASYNCGPU_DEVICE\): this machine has 2 virtual devices"):
+            ag.configure(device=5)
+        assert ag.options().device == 0
+        assert (a + 1).tolist() == [1.0, 2.0, 3.0]
+        with ag.configure(device=1):
+            b = ag.zeros(2) + 1
+            assert b.device.id == 1 and repr(b.device) == "<asyncgpu sim device 1>"
+        with pytest.raises(ag.DeviceError, match=r"device=1 .* has 1 virtual device"):
+            with ag.configure(device=1), ag.configure(sim_devices=1):
+                pass
+
+
+@pytest.mark.parametrize("value,pattern", [
+    (3, r"option trace must be the path of the file .* got 3"),
+    ("", r"option trace must be the path"),
+    ("/no/such/folder/t.json", r"option trace: '/no/such/folder/t.json' is in no folder that "
+                               r"exists \('/no/such/folder'\)"),
+])
+def test_a_trace_path_that_cannot_be_written_is_refused_at_once(value, pattern):
+    import asyncgpu as ag
+
+    with pytest.raises(ValueError, match=pattern):
+        ag.configure(trace=value)
+    assert ag.options().trace is None
+
+
 def test_core_modules_import_no_cuda_library():
     code = ("import sys, asyncgpu.core.dag, asyncgpu.core.deps, asyncgpu.core.policies, "
             "asyncgpu.core.streams, asyncgpu.core.hb, asyncgpu.observe.trace, "

@@ -204,6 +204,16 @@ class Options:
                              f"{self.device_data_threshold!r}")
         if not 0.0 <= self.sim_tick <= 1.0:
             raise ValueError(f"option sim_tick must be in [0, 1]; got {self.sim_tick!r}")
+        trace = self.trace
+        if trace is not None:
+            if not isinstance(trace, (str, os.PathLike)) or not os.fspath(trace):
+                raise ValueError("option trace must be the path of the file to write the "
+                                 f"process's trace to, or None; got {trace!r}")
+            folder = os.path.dirname(os.path.abspath(os.fspath(trace)))
+            if not os.path.isdir(folder):
+                raise ValueError(f"option trace: {os.fspath(trace)!r} is in no folder that "
+                                 f"exists ({folder!r}); make the folder, or name another path")
+            object.__setattr__(self, "trace", os.fspath(trace))
 
     def replace(self, **changes: Any) -> Options:
         """Return a copy with ``changes`` applied; unknown names raise ``TypeError``."""

@@ -183,6 +183,9 @@ def select_devices(devices: Any, device: int, count: int, what: str) -> tuple[in
     else:
         chosen = tuple(devices)
     missing = [d for d in chosen if d >= count]
+    if missing and devices == 1:
+        raise DeviceError(f"device={device} (the option device, or ASYNCGPU_DEVICE): this "
+                          f"machine has {count} {what} (0-{count - 1}); choose among those")
     if missing:
         raise DeviceError(
             f"devices={devices!r} asks for device {missing[0]}, and this machine has {count} "

@@ -222,7 +222,7 @@ class configure:
     ValueError
         A value outside the option's choices.
     DeviceError
-        ``devices`` names a device the host lacks (the options stay as they were).
+        ``device`` or ``devices`` names a device the host lacks (the options stay as they were).
     BackendUnavailableError
         ``backend="cuda"`` where CuPy or a GPU is missing (the options stay as they were).
     KernelFault
@@ -235,7 +235,8 @@ class configure:
         self._previous = current_options()
         new = self._previous.replace(**changes)
         if (new.backend != self._previous.backend or new.devices != self._previous.devices
-                or new.devices != 1 and new.sim_devices != self._previous.sim_devices):
+                or new.device != self._previous.device
+                or new.sim_devices != self._previous.sim_devices):
             # a backend or a device the host lacks is refused here, not at the first launch,
             # and before the runtime in use is retired: its arrays stay usable
             backend_registry.select(new)

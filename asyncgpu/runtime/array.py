@@ -390,11 +390,14 @@ class Array(View, ArrayOperators):
     @property
     def device(self) -> Any:
         """The device holding the array: on ``cuda`` CuPy's ``cupy.cuda.Device`` of the
-        runtime's GPU; on ``sim`` :data:`SIM_DEVICE` (id 0; the simulator has one device)."""
-        backend = self._alloc.runtime.backend
+        runtime's GPU; on ``sim`` a :class:`SimDevice`, the runtime's virtual device (on
+        several, the one that used the array last)."""
+        rt = self._alloc.runtime
+        backend = rt.backend
         if backend.name == "cuda":
             return backend.cupy.cuda.Device(backend.device)
-        return SIM_DEVICE
+        home = self._alloc.home
+        return SimDevice(rt.devices[home if home >= 0 else 0])
 
     # -- host reads --------------------------------------------------------------------------
     def _host_view(self) -> np.ndarray:
@@ -683,22 +686,25 @@ class FlatIter:
 
 
 class SimDevice:
-    """``Array.device`` on ``sim``: the simulator's one device (id 0); usable like CuPy's
-    ``Device`` where code only compares it, reads ``id`` or enters it as a context."""
+    """``Array.device`` on ``sim``: a virtual device of the simulator (``id``, 0 unless
+    ``device=`` or ``sim_devices`` choose others); usable like CuPy's ``Device`` where code
+    only compares it, reads ``id`` or enters it as a context."""
 
-    __slots__ = ()
-    id = 0
+    __slots__ = ("id",)
+
+    def __init__(self, id: int = 0) -> None:
+        self.id = id
 
     def __int__(self) -> int:
-        return 0
+        return self.id
 
     __index__ = __int__
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, SimDevice)
+        return isinstance(other, SimDevice) and other.id == self.id
 
     def __hash__(self) -> int:
-        return hash(SimDevice)
+        return hash((SimDevice, self.id))
 
     def __enter__(self) -> SimDevice:
         return self
@@ -707,10 +713,9 @@ class SimDevice:
         return None
 
     def __repr__(self) -> str:
-        return "<asyncgpu sim device 0>"
+        return f"<asyncgpu sim device {self.id}>"
 
 
-SIM_DEVICE = SimDevice()
 
 
 #: The layout of each allocation made in another order than C (``new_array(strides=...)``):

@@ -416,14 +416,15 @@ class Runtime(HostAccess, TenantSteps):
 
 def runtime_devices(options: Options, backend: Any) -> tuple[int, ...]:
     """The device numbers the runtime runs on: the backend's (``cuda`` over several GPUs),
-    else what ``options.devices`` selects among the backend's ``device_count`` (``sim``); one
-    device is ``options.device`` (which the backend itself checks)."""
+    else what ``options.devices`` selects among the backend's ``device_count`` (``sim``:
+    DeviceError for a virtual device it lacks); one GPU is ``options.device`` (which the
+    ``cuda`` backend itself checks)."""
     numbers = getattr(backend, "devices", None)
     if numbers is not None:
         return tuple(numbers)
     if backend.name == "cuda":
         return (backend.device,)
-    if options.devices == 1:
+    if options.devices == 1 and backend.name != "sim":
         return (options.device,)
     what = "virtual devices (ASYNCGPU_SIM_DEVICES)" if backend.name == "sim" else "GPUs"
     return select_devices(options.devices, options.device, getattr(backend, "device_count", 1),

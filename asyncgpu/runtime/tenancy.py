@@ -182,9 +182,10 @@ def tenant(name: str, priority: str = "normal", streams: int | None = None,
 
 
 def tenants() -> dict[str, TenantStatistics]:
-    """Each tenant's statistics by name (``"default"``: the work outside any tenant): the
-    kernels, library calls, copies and graph launches it issued, its steps and the latencies
-    of those whose work has completed (``asyncgpu.synchronize()`` first to have them all)."""
+    """Each tenant's statistics by name (``"default"``: the work outside any tenant, from the
+    first tenant's making on; ``asyncgpu.statistics()`` counts all): the kernels, library
+    calls, copies and graph launches it issued, its steps and the latencies of those whose
+    work has completed (``asyncgpu.synchronize()`` first to have them all)."""
     return current_runtime().tenant_statistics()
 
 
