@@ -129,9 +129,13 @@ class ExclusiveSteps:
             self._period[index] = gaps[len(gaps) // 2]
         self._thread[index] = ident
         with self._cond:
-            self._open += 1
-            self._holders[ident] = self._holders.get(ident, 0) + 1
+            # (one statement: an interrupt leaves the step opened for this thread, or not)
+            self._open, self._holders[ident] = self._open + 1, self._holders.get(ident, 0) + 1
             self._cond.notify_all()     # (launches looked ahead wait for this step to begin)
+
+    def holding(self) -> int:
+        """How many exclusive steps this thread has open."""
+        return self._holders.get(threading.get_ident(), 0)
 
     def end(self, index: int, tails: list[Any]) -> None:
         """Under the runtime's lock: the step closes; ``tails``: its last node on each stream

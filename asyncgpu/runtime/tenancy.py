@@ -82,24 +82,43 @@ class TenantScope:
         rt = current_runtime()
         index = rt.tenant_index(self.name, self.priority, self.streams, self.split,
                                 self.after, self.exclusive, self.sms)
-        begun = rt.begin_step(index)
-        rt._pins.tenant = index
         entered = getattr(_entered, "scopes", None)
         if entered is None:
             entered = _entered.scopes = []
-        entered.append((self, rt, index, begun))
-        return self
+        depth = len(entered)
+        previous = getattr(rt._pins, "tenant", 0)
+        out: list[Any] = []
+        try:
+            rt.begin_step(index, out)
+            entered.append((self, rt, index, out[0]))
+            rt._pins.tenant = index
+            return self
+        except BaseException:
+            # (an interrupt on the way in: nothing of the entry is left, the step is ended)
+            del entered[depth:]
+            rt._pins.tenant = previous
+            if out:
+                rt.end_step(index, out[0], True)
+            raise
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: object) -> None:
-        entered = _entered.scopes
+        entered = getattr(_entered, "scopes", None) or []
         i = len(entered) - 1
-        while entered[i][0] is not self:    # (the last one, unless a generator's block)
+        while i >= 0 and entered[i][0] is not self:   # (the last one, unless a generator's)
             i -= 1
-        _, rt, index, begun = entered.pop(i)
-        rt._pins.tenant = next((e[2] for e in reversed(entered) if e[1] is rt), 0)
-        if rt.retired is None:      # (a configure inside the block replaced the runtime)
-            rt.end_step(index, begun, exc_type is not None)
+        if i < 0:
+            raise RuntimeError(
+                f"asyncgpu.tenant({self.name!r}) is left in a thread that did not enter it: a "
+                "tenant's block belongs to the thread that entered it (no yield or await "
+                "inside it; a generator holding one must be closed in that thread)")
+        _, rt, index, begun = entered[i]
+        try:
+            if rt.retired is None:      # (a configure inside the block replaced the runtime)
+                rt.end_step(index, begun, exc_type is not None)
+        finally:
+            del entered[i]
+            rt._pins.tenant = next((e[2] for e in reversed(entered) if e[1] is rt), 0)
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         if (inspect.iscoroutinefunction(fn) or inspect.isgeneratorfunction(fn)

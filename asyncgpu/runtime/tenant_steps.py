@@ -21,7 +21,8 @@ changed meanwhile, even when recording its end fails or it never began.
 Example::
 
     index = rt.tenant_index("detector", "high")
-    begun = rt.begin_step(index)
+    rt.begin_step(index, out := [])
+    begun = out[0]
     ...                                     # the step's launches
     rt.end_step(index, begun)
 """
@@ -127,39 +128,46 @@ class TenantSteps:
         else:
             self.gate = None
 
-    def begin_step(self, index: int) -> Any:
-        """A step of tenant ``index`` begins: the clock of every device, and the count of
-        issues so far (what :meth:`end_step` needs). The clocks are not waited for (a round
-        trip to the device per step): a step is measured once they and its ends completed.
-        A step of a tenant that a regulation plan runs on one host core
+    def begin_step(self, index: int, out: list[Any]) -> None:
+        """A step of tenant ``index`` begins: appends to ``out`` the clock of every device, and
+        the count of issues so far (what :meth:`end_step` needs; appended as the last thing,
+        so that a caller interrupted right after the call still finds it). The clocks are not
+        waited for (a round trip to the device per step): a step is measured once they and
+        its ends completed. A step of a tenant that a regulation plan runs on one host core
         (``asyncgpu.runtime.host_core``) first moves its thread there, if it is not yet. A step
         the regulator measures alone (``Regulator.begin``; its tenant is exclusive then, so the
         others' launches wait from here on) first waits on the host until no work is in
         flight, and its clocks start after; the lead's first step in a stage of the regulator's
-        check waits so for the work in flight when the stage began."""
+        check waits so for the work in flight when the stage began. An exception (an
+        interrupt) before it appended leaves no exclusive step of this thread open."""
         core = self.one_core
         if core is not None and index in core.members:
             core.enter()        # (before the lock: what runs under it already runs there)
-        with self._lock:
-            wait = self.regulator is not None and self.regulator.begin(index)
-            # (the gate the step opened, closed by its end whatever a plan changes meanwhile)
-            gate = self.gate if self.tenants[index].exclusive else None
-            if gate is not None:
-                gate.begin(index)
-            if not wait:
-                return self._step_clocks(index), self.streams.issues, gate
+        gate = None
+        held = 0
         try:
+            with self._lock:
+                wait = self.regulator is not None and self.regulator.begin(index)
+                # (the gate the step opened, closed by its end whatever a plan changes)
+                if self.tenants[index].exclusive and self.gate is not None:
+                    gate = self.gate
+                    held = gate.holding()
+                    gate.begin(index)
+                if not wait:
+                    out.append((self._step_clocks(index), self.streams.issues, gate))
+                    return
             while True:
                 with self._lock:
                     running = self._running() if wait is True else self._unfinished(wait)
                     if not running:
-                        return self._step_clocks(index), self.streams.issues, gate
+                        out.append((self._step_clocks(index), self.streams.issues, gate))
+                        return
                     events = self._wait_nodes(running)
                 # (without the lock, as a host read waits; the others' launches now wait at
                 # the gate, but an exclusive tenant's own may come meanwhile: look again)
                 self._wait_unlocked(events)
         except BaseException:
-            if gate is not None:
+            if gate is not None and not out and gate.holding() > held:
                 with self._lock:
                     gate.end(index, [])     # (a step that never began holds no one)
             raise

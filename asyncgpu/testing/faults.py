@@ -26,6 +26,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import dis
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -65,7 +66,7 @@ class FaultInjector:
         return None
 
     def _line(self, frame: Any, event: str, arg: Any) -> Any:
-        if event != "line":
+        if event != "line" or frame.f_lasti in _with_exits(frame.f_code):
             return self._local
         self.count += 1
         where = (f"{os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno} "
@@ -76,6 +77,32 @@ class FaultInjector:
             self.where = where
             raise self.make()
         return self._local
+
+
+_exits: dict[Any, frozenset[int]] = {}
+
+
+def _with_exits(code: Any) -> frozenset[int]:
+    """The offsets in ``code`` where a ``with`` block's normal exit begins: the line event
+    there (the ``with`` line again) comes before the call of ``__exit__``, outside the block's
+    protection, and Python never delivers an interrupt there (it checks for one after a call,
+    inside the block, or at a function's start or a loop's jump), so a fault raised there would
+    leave the context manager (a lock) entered as no real interrupt can."""
+    exits = _exits.get(code)
+    if exits is None:
+        ops = [op for op in dis.get_instructions(code) if op.opname != "PRECALL"]   # (3.11)
+        found = set()
+        for i, op in enumerate(ops):
+            if not op.starts_line:
+                continue
+            j = i + 1 if op.opname == "SWAP" else i     # (a return's value kept under it)
+            call = ops[j + 3] if j + 3 < len(ops) else None
+            if (call is not None and call.opname == "CALL" and call.arg == 2
+                    and all(o.opname == "LOAD_CONST" and o.argval is None
+                            for o in ops[j:j + 3])):
+                found.add(op.offset)
+        exits = _exits[code] = frozenset(found)
+    return exits
 
 
 @contextlib.contextmanager

@@ -1,0 +1,94 @@
+"""An exception or KeyboardInterrupt at any line of entering a tenant's block leaves the runtime
+consistent: the thread is back in the tenant it was in, no exclusive step is left open (another
+thread's launch is not held), and later work gives the serial answer. (Leaving is not covered:
+Python calls ``__exit__`` once, and an interrupt as it begins, where Python checks for one as
+any function begins, leaves the block entered whatever ``__exit__`` is written to do.)
+
+The fault points are lines of Python: the test needs the tenant modules as plain Python
+(``pure``), as ``tests/test_faults.py`` does for the launch path."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import asyncgpu as ag
+from asyncgpu.runtime.current import current_runtime
+from asyncgpu.testing.faults import inject
+
+SRC = r'''
+extern "C" __global__ void inc(float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] += 1.0f;
+}
+'''
+MODULES = ("runtime/tenancy", "runtime/tenant_steps")
+
+
+def inc_twin(y, n):
+    y[:n] += 1
+
+
+def run_once(at, make, seed, exclusive):
+    name = "exclusive" if exclusive else "shared"     # (a tenant keeps its first settings)
+    with ag.configure(backend="sim", sim_seed=seed, sim_strategy="random", execution="async"):
+        k = ag.cuda_kernel(SRC, "inc", sim=inc_twin)
+        a, b = ag.zeros(8, np.float32), ag.zeros(8, np.float32)
+        with ag.tenant(name, exclusive=exclusive):
+            k[1, 8](a, 8)                   # (the tenant made, outside the traced block)
+        scope = ag.tenant(name, exclusive=exclusive)
+        entered = False
+        with inject(at, make, MODULES) as injector:
+            try:
+                scope.__enter__()
+                entered = True
+            except (KeyboardInterrupt, RuntimeError) as exc:
+                if injector.where is None or not isinstance(exc, make):
+                    raise            # a real error, not the injected one
+        if entered:
+            k[1, 8](a, 8)
+            scope.__exit__(None, None, None)
+        rt = current_runtime()
+        assert getattr(rt._pins, "tenant", 0) == 0, injector.where   # (back in the default)
+        gate = rt.gate
+        assert gate is None or (gate._open == 0 and not gate._holders), injector.where
+        took = []
+
+        def other():
+            start = time.perf_counter()
+            k[1, 8](b, 8)
+            took.append(time.perf_counter() - start)
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join(5)
+        assert took and took[0] < 0.25, (injector.where, took)  # (held: 0.5 s a launch)
+        ag.synchronize()
+        assert a.tolist() == [2.0 if entered else 1.0] * 8, injector.where
+        assert b.tolist() == [1.0] * 8
+        with ag.tenant(name, exclusive=exclusive):
+            k[1, 8](a, 8)
+        assert ag.tenants()[name].steps >= 2
+        return injector
+
+
+class InjectedError(RuntimeError):
+    pass
+
+
+@pytest.mark.pure
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("exclusive", [True, False], ids=["exclusive", "shared"])
+@pytest.mark.parametrize("make", [KeyboardInterrupt, InjectedError], ids=["interrupt", "error"])
+def test_a_fault_at_every_line_of_entering_a_tenants_block_leaves_the_runtime_consistent(make,
+                                                                                    exclusive):
+    run_once(None, make, 0, exclusive)
+    points = run_once(None, make, 0, exclusive).points
+    assert len(points) > 10, points
+    raised = 0
+    for at in range(1, len(points) + 1):
+        raised += run_once(at, make, at, exclusive).where is not None
+    assert raised >= 0.8 * len(points)
