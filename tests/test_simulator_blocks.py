@@ -228,3 +228,169 @@ def test_numbas_own_block_manager_runs_with_a_short_switch_interval(sim, monkeyp
     assert float(y.sum()) == 64.0
     assert seen == [pytest.approx(min(before, numba_sim.SIMULATOR_SWITCH_S))]
     assert sys.getswitchinterval() == before
+
+
+@cuda.jit
+def _add_one(y, i):         # (a kernel, called by another as a device function)
+    cuda.syncthreads()
+    y[i] += 1
+
+
+#: device functions reached through a chain of module attributes (``pkg.sub.dev``)
+pkg = types.ModuleType("pkg")
+pkg.sub = types.ModuleType("pkg.sub")
+pkg.sub.dev = _sync_then_read
+
+
+def test_a_jit_function_called_from_a_kernel_or_reached_through_modules_runs_as_on_the_gpu(sim):
+    ag = sim
+
+    @ag.kernel
+    @cuda.jit
+    def calls_a_kernel(y):
+        _add_one(y, cuda.grid(1))
+
+    @ag.kernel(const=["x"])
+    @cuda.jit
+    def through_modules(x, y):
+        buf = cuda.shared.array(32, np.float32)
+        t = cuda.threadIdx.x
+        buf[t] = x[cuda.grid(1)]
+        y[cuda.grid(1)] = pkg.sub.dev(buf, cuda.blockDim.x - 1 - t)
+
+    assert not numba_sim.barrier_free(calls_a_kernel.source.py_func)
+    assert not numba_sim.barrier_free(through_modules.source.py_func)
+    y = ag.zeros(32, np.float32)
+    calls_a_kernel[1, 32](y)
+    assert y.tolist() == [1.0] * 32
+    x = ag.array(np.arange(32, dtype=np.float32))
+    through_modules[1, 32](x, y)
+    assert y.tolist() == [float(31 - t) for t in range(32)]
+
+
+def test_a_thread_spinning_on_another_threads_atomic_flag_is_not_run_after_it(sim):
+    ag = sim
+
+    @ag.kernel
+    @cuda.jit
+    def spin(flag, out):
+        t = cuda.threadIdx.x
+        if t == 0:
+            while cuda.atomic.cas(flag, 0, 1, 1) == 0:
+                pass
+            out[0] = 1
+        if t == 40:
+            cuda.atomic.cas(flag, 0, 0, 1)
+
+    assert not numba_sim.barrier_free(spin.source.py_func)
+    flag, out = ag.zeros(1, np.int32), ag.zeros(1, np.int32)
+    spin[1, 64](flag, out)
+    assert out.tolist() == [1]
+
+
+class _TwoArguments(Exception):
+    def __init__(self, i, n):
+        super().__init__(f"index {i} out of range {n}")
+
+
+@pytest.mark.parametrize("exc", ["two arguments", "SystemExit"])
+def test_a_thread_failing_with_any_exception_is_reported_and_the_threads_live_on(sim, exc):
+    ag = sim
+
+    @ag.kernel
+    @cuda.jit
+    def fails(x):
+        i = cuda.grid(1)
+        if i == 3:
+            if exc == "SystemExit":
+                raise SystemExit(7)
+            raise _TwoArguments(i, x.shape[0])
+        cuda.syncthreads()
+        x[i] = 1
+
+    x = ag.zeros(16, np.int64)
+    fails[2, 8](x)
+    with pytest.raises(KernelFault, match=r"tid=\[3, 0, 0\] ctaid=\[0, 0, 0\]: raised "
+                       r"SystemExit\(7\)" if exc == "SystemExit" else
+                       r"raised _TwoArguments: index 3 out of range 16"):
+        ag.synchronize()
+    fill = ag.kernel(_fill_ones)
+    for _ in range(3):                  # (every thread of the pool still answers)
+        y = ag.zeros(64, np.int64)
+        fill[2, 32](y)
+        assert y.tolist() == [1] * 64
+
+
+@cuda.jit
+def _fill_ones(y):
+    cuda.syncthreads()
+    y[cuda.grid(1)] = 1
+
+
+def test_a_failed_thread_that_another_spins_on_is_reported_without_waiting_for_it(sim):
+    ag = sim
+
+    @ag.kernel
+    @cuda.jit
+    def waits_for_a_failed_thread(x, flag):
+        t = cuda.threadIdx.x
+        if t == 1:
+            x[100] = 1          # (out of bounds: fails before it sets the flag)
+            flag[0] = 1
+        if t == 0:
+            while flag[0] == 0:
+                pass
+        cuda.syncthreads()
+
+    x, flag = ag.zeros(4, np.int32), ag.zeros(1, np.int32)
+    waits_for_a_failed_thread[1, 4](x, flag)
+    with pytest.raises(KernelFault, match=r"tid=\[1, 0, 0\] ctaid=\[0, 0, 0\]"):
+        ag.synchronize()
+
+
+def test_the_threads_keep_nothing_of_a_launch_once_it_is_over(sim):
+    import gc
+    import weakref
+
+    ag = sim
+
+    @ag.kernel
+    @cuda.jit
+    def touch(x):
+        cuda.syncthreads()
+        x[cuda.grid(1)] += 1
+
+    x = np.zeros(64, np.float32)
+    seen = []
+    real = numba_sim._Blocks.run
+
+    def spy(self, grid_point, *args):
+        seen.extend(weakref.ref(a) for a in args if hasattr(a, "__array__"))
+        return real(self, grid_point, *args)
+
+    numba_sim._Blocks.run = spy
+    try:
+        y = ag.array(x)
+        touch[2, 32](y)
+        ag.synchronize()
+    finally:
+        numba_sim._Blocks.run = real
+    touch[1, 8](ag.zeros(8, np.float32))     # (fewer threads: most keep what they had)
+    ag.synchronize()
+    gc.collect()
+    assert seen and all(r() is None for r in seen)
+
+
+def test_a_debug_kernel_raises_on_a_division_by_zero_as_in_numbas_simulator(sim):
+    ag = sim
+
+    @ag.kernel(const=["x"])
+    @cuda.jit(debug=True, opt=False)
+    def ratio(x, y):
+        i = cuda.grid(1)
+        y[i] = 1.0 / x[0]
+
+    x = ag.array(np.array([0.0, 1.0], np.float64))
+    ratio[1, 2](x, ag.zeros(2, np.float64))
+    with pytest.raises(KernelFault, match="divide by zero"):
+        ag.synchronize()

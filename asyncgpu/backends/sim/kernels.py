@@ -33,7 +33,9 @@ def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block:
         if isinstance(py_or_fake, FakeCUDAKernel):
             fake = py_or_fake
         else:
-            fake = FakeCUDAKernel(getattr(py_or_fake, "py_func", py_or_fake), device=False)
+            options = getattr(py_or_fake, "targetoptions", None) or {}
+            fake = FakeCUDAKernel(getattr(py_or_fake, "py_func", py_or_fake), device=False,
+                                  debug=bool(options.get("debug", False)))
         kernel._compiled["sim"] = fake
 
     one_thread = kernel._compiled.get("sim_one_thread")

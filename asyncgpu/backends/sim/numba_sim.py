@@ -9,18 +9,23 @@ each installed over the simulator's own where its internals are the ones this mo
 - blocks run on Python threads kept between blocks and launches (:class:`_Worker`), which meet
   at a barrier that wakes them (:class:`_BlockBarrier`) instead of a loop that polls them;
   a kernel that reaches no barrier (no ``syncthreads`` or its ``_count``/``_and``/``_or``
-  forms, no cooperative-groups ``sync``: :func:`barrier_free`) runs each block's CUDA threads
-  one after another on one of them. Without a barrier no thread of a block can wait for
-  another, so that order is one the device may choose too. A block reduction on 32 threads
-  runs about 5 times faster than on Numba's threads, an element-wise kernel about 50 times;
+  forms, no cooperative-groups ``sync``) and none of the atomics a thread could spin on
+  (``cas``, ``exch``) or fence for (:func:`barrier_free`) runs each block's CUDA threads one
+  after another on one of them. Then no thread of a block can wait for another, so that order
+  is one the device may choose too. After a thread fails, the block's others that do not stop
+  within :data:`FAILED_BLOCK_GRACE_S` (one spinning on a flag the failed one was to set) are
+  left to run, as Numba's are. A block reduction on 32 threads runs about 5 times faster than
+  on Numba's threads, an element-wise kernel about 50 times;
 - ``cuda.shared.array`` is looked up under a lock (:func:`_shared_array`);
-- compiled ``@cuda.jit(device=True)`` functions a kernel reaches, through its module's
-  globals, its closure or a module attribute, are swapped for simulated ones during the launch
+- compiled ``@cuda.jit`` functions a kernel calls (as device functions, whether made with
+  ``device=True`` or not), reached through its module's globals, its closure or module
+  attributes, are swapped for simulated ones during the launch
   (:func:`simulated_device_functions`).
 
 Invariant: a block's CUDA threads see the indices, barriers and shared arrays they would see
 on Numba's threads, and a failure is reported as Numba reports it (``tid=[x, y, z]
-ctaid=[x, y, z]: message``), for the first thread that failed.
+ctaid=[x, y, z]: message``), for the first thread that failed; the threads keep nothing of a
+launch once it is over.
 
 Example::
 
@@ -61,7 +66,13 @@ _blocks_safe: bool | None = None
 #: cooperative group's ``sync``): a kernel whose code names none of them runs its blocks on one
 #: Python thread each.
 BARRIERS = frozenset({"syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or",
-                      "syncwarp", "cg", "this_grid", "sync"})
+                      "syncwarp", "cg", "this_grid", "sync",
+                      # (a thread may spin on a flag another sets with these, or fence for it)
+                      "cas", "compare_and_swap", "exch", "threadfence", "threadfence_block",
+                      "threadfence_system"})
+#: How long a block whose thread failed waits for its other threads to stop (at a barrier, or
+#: at their end) before it reports the failure and leaves them to run.
+FAILED_BLOCK_GRACE_S = 0.5
 #: Per thread: whether this thread's launch runs its blocks on one Python thread each.
 _one_thread = threading.local()
 
@@ -120,6 +131,7 @@ class _BlockBarrier:
         self._waiting = 0
         self._generation = 0
         self.broken = False
+        self.breaker: Any = None
 
     def wait(self) -> None:
         with self._cond:
@@ -135,10 +147,12 @@ class _BlockBarrier:
             if self.broken:
                 raise RuntimeError("abort flag set on syncthreads clear")
 
-    def leave(self, failed: bool) -> None:
+    def leave(self, failed: bool, thread: Any = None) -> None:
         with self._cond:
             self._live -= 1
             if failed:
+                if not self.broken:
+                    self.breaker = thread       # (the others' failures follow from its)
                 self.broken = True
                 self._cond.notify_all()
             elif self._waiting and self._waiting >= self._live:
@@ -148,6 +162,21 @@ class _BlockBarrier:
         self._waiting = 0
         self._generation += 1
         self._cond.notify_all()
+
+
+def _named(e: BaseException, where: str) -> tuple[BaseException, Any]:
+    """``e`` as Numba's threads report it, ``where: message`` (``tid=[..] ctaid=[..]``), with
+    its traceback; ``e`` itself with ``where`` as a note when its class cannot be made again
+    from one message; a RuntimeError for what is no ``Exception`` (``SystemExit``)."""
+    tb = e.__traceback__
+    if not isinstance(e, Exception):    # (SystemExit from a kernel: a fault, not an exit)
+        return RuntimeError(f"{where}: raised {type(e).__name__}({e})"), tb
+    try:
+        named = type(e)(f"{where}: {e}" if str(e) else where)
+    except Exception:       # noqa: BLE001 - (a class whose constructor takes other arguments)
+        e.add_note(where)
+        return e, tb
+    return named, tb
 
 
 class _Worker(threading.Thread):
@@ -180,12 +209,13 @@ class _Worker(threading.Thread):
                     self.threadIdx = Dim3(x, y, z)
                     self.thread_id = x + dx * (y + dy * z)
                     block.f(*block.args)
-            except Exception as e:      # noqa: BLE001 - (reported as Numba's threads do)
-                where = f"tid={list(self.threadIdx)} ctaid={list(self.blockIdx)}"
-                self.exception = (type(e)(f"{where}: {e}" if str(e) else where),
-                                  sys.exc_info()[2])
+            except BaseException as e:  # (SystemExit too: this thread must live on)
+                self.exception = _named(e, f"tid={list(self.threadIdx)} "
+                                           f"ctaid={list(self.blockIdx)}")
             finally:
+                self.block = None       # (nothing of the launch kept while idle)
                 block.leave(self)
+                block = None
 
     def syncthreads(self) -> None:
         barrier = self.block.barrier
@@ -240,18 +270,20 @@ class _Blocks:
         self.barrier: _BlockBarrier | None = None
         self._done = threading.Condition()
         self._running = 0
-        self._failed: list[_Worker] = []
+        self._failed: list[tuple[_Worker, tuple[BaseException, Any]]] = []
+        self._team: set[_Worker] = set()
 
     def leave(self, worker: _Worker) -> None:
         failed = worker.exception is not None
-        if failed and (self.barrier is None or not self.barrier.broken):
-            self._failed.append(worker)     # (the first: the others fail after it)
         if self.barrier is not None:
-            self.barrier.leave(failed)
+            self.barrier.leave(failed, worker)
         with self._done:
+            if failed:
+                self._failed.append((worker, worker.exception))
+            worker.exception = None
             self._running -= 1
-            if not self._running:
-                self._done.notify_all()
+            self._team.discard(worker)
+            self._done.notify_all()
 
     def run(self, grid_point: tuple[int, ...], *args: Any) -> None:
         from numba.cuda.simulator.kernelapi import Dim3
@@ -265,7 +297,7 @@ class _Blocks:
         team = _workers[:len(shares)]
         self.args = args
         self.barrier = None if self._one_thread else _BlockBarrier(len(shares))
-        self._running, self._failed = len(shares), []
+        self._running, self._failed, self._team = len(shares), [], set(team)
         self.state[...] = False
         block_idx = Dim3(*grid_point)
         for worker, share in zip(team, shares):
@@ -274,10 +306,19 @@ class _Blocks:
         for worker in team:
             worker.go.release()
         with self._done:
-            while self._running:
-                self._done.wait()
-        if self._failed:
-            exc, tb = self._failed[0].exception
+            self._done.wait_for(lambda: not self._running or self._failed)
+            if self._running:
+                # (after a failure the others stop at a barrier; one that does not may spin
+                # on a flag the failed thread was to set: it is left to that, and the next
+                # blocks get other threads)
+                self._done.wait_for(lambda: not self._running, FAILED_BLOCK_GRACE_S)
+                for worker in self._team:
+                    _workers.remove(worker)
+            failed, self._failed = self._failed, []
+        self.args = ()
+        if failed:
+            breaker = self.barrier.breaker if self.barrier is not None else None
+            exc, tb = next((f for w, f in failed if w is breaker), failed[0][1])
             raise exc.with_traceback(tb)
 
 
@@ -318,14 +359,19 @@ def _code_names(code: types.CodeType) -> set[str]:
     return names
 
 
+def _dispatcher(obj: Any) -> bool:
+    """Whether ``obj`` is Numba's compiled ``@cuda.jit`` function, which a kernel calls as a
+    device function whether or not it was made with ``device=True``."""
+    return isinstance(getattr(obj, "targetoptions", None), dict) and hasattr(obj, "py_func")
+
+
 def _device_function(obj: Any) -> Any:
-    """The Python function of a device function ``obj`` (Numba's compiled one, or the
-    simulator's), else None."""
-    options = getattr(obj, "targetoptions", None)
-    if isinstance(options, dict) and options.get("device") and hasattr(obj, "py_func"):
+    """The Python function of a function ``obj`` a kernel calls on the device (Numba's
+    compiled one, or the simulator's), else None."""
+    if _dispatcher(obj):
         return obj.py_func
-    if getattr(obj, "_device", False) and isinstance(getattr(obj, "fn", None), types.FunctionType):
-        return obj.fn
+    if hasattr(obj, "_device") and isinstance(getattr(obj, "fn", None), types.FunctionType):
+        return obj.fn           # (the simulator's: a kernel it calls runs as a device function)
     return None
 
 
@@ -341,8 +387,10 @@ def _references(f: types.FunctionType) -> Iterator[tuple[Any, str | None, Any]]:
             values.append((cell, None, cell.cell_contents))
         except ValueError:          # (a variable not yet bound)
             continue
-    for _, _, value in list(values):
-        if isinstance(value, types.ModuleType):
+    modules: set[int] = set()
+    for _, _, value in values:      # (growing: a module's modules, as in ``pkg.sub.dev``)
+        if isinstance(value, types.ModuleType) and id(value) not in modules:
+            modules.add(id(value))
             attrs = vars(value)
             values.extend((value, n, attrs[n]) for n in names if n in attrs)
     return iter(values)
@@ -380,9 +428,9 @@ def barrier_free(fn: types.FunctionType) -> bool:
 
 @contextlib.contextmanager
 def simulated_device_functions(fn: types.FunctionType) -> Iterator[None]:
-    """Swap the compiled ``@cuda.jit(device=True)`` functions ``fn`` reaches (through its
-    globals, its closure, or attributes of modules it names, and so on through theirs) for
-    simulated ones, and back afterwards.
+    """Swap the compiled ``@cuda.jit`` functions ``fn`` reaches (through its globals, its
+    closure, or attributes of modules it names, and so on through theirs), which it calls as
+    device functions, for simulated ones, and back afterwards.
 
     When ``numba.cuda`` was imported without ``NUMBA_ENABLE_CUDASIM``, device functions are real
     dispatchers that cannot be called from Python; the simulator needs Python versions.
@@ -393,9 +441,7 @@ def simulated_device_functions(fn: types.FunctionType) -> Iterator[None]:
     try:
         for _, refs in _reachable(fn):
             for holder, name, obj in refs:
-                options = getattr(obj, "targetoptions", None)
-                if not (isinstance(options, dict) and options.get("device")
-                        and hasattr(obj, "py_func")):
+                if not _dispatcher(obj):
                     continue
                 _put(holder, name, FakeCUDAKernel(obj.py_func, device=True))
                 swapped.append((holder, name, obj))
