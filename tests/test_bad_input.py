@@ -119,7 +119,7 @@ def _foreign_array(ag):
 @pytest.fixture(autouse=True, scope="module")
 def _foreign():
     import asyncgpu as ag
-    with ag.configure(backend="sim", sim_seed=12345, device=0):
+    with ag.configure(backend="sim", sim_seed=12345, device=0, sim_devices=2):
         _FOREIGN.append(ag.zeros(8, np.float32))
         with ag.configure(device=1):        # retires the runtime the array was made on
             pass

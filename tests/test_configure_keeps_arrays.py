@@ -232,7 +232,7 @@ def test_a_change_of_memory_model_ignores_dead_weak_proxies_elsewhere_in_the_pro
 
 
 def test_a_device_switch_retires_arrays_and_generators_naming_the_switch():
-    with ag.configure(backend="sim", sim_seed=10):
+    with ag.configure(backend="sim", sim_seed=10, sim_devices=2):
         x = ag.array(START)
         g = acp.random.default_rng(1)
         with ag.configure(device=1):
@@ -360,7 +360,7 @@ def test_statistics_go_on_across_policies_and_start_again_with_a_new_backend():
 
 
 def test_the_same_runtime_object_serves_every_option_but_backend_and_device():
-    with ag.configure(backend="sim", sim_seed=17):
+    with ag.configure(backend="sim", sim_seed=17, sim_devices=3):
         rt = current_runtime()
         with ag.configure(memory="managed", sim_seed=1, execution="sync", debug_hb=True):
             assert current_runtime() is rt

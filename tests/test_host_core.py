@@ -147,7 +147,7 @@ def test_a_core_the_system_refuses_leaves_the_threads_where_they_are_and_says_so
 
 
 def test_a_runtime_set_aside_for_another_device_gives_its_tenants_threads_their_cores_back():
-    with ag.configure(backend="sim", sim_seed=4):
+    with ag.configure(backend="sim", sim_seed=4, sim_devices=4):
         mine = os.sched_getaffinity(0)
         tenants = Tenants("retired", count=2)
         tenants.regulate(tenants.names)
