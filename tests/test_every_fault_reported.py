@@ -186,3 +186,40 @@ def test_a_fault_never_waited_for_is_reported_when_the_program_ends(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "faults no synchronization reported" in done.stderr
     assert "ends_without_waiting.py:10" in done.stderr
+
+
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_what_a_faulted_kernel_was_to_write_is_not_read_as_good_data(memory):
+    """The fault is raised at the first host wait that meets it, maybe a read of another
+    array or another thread's; a later read of what the faulted kernel was to write raises
+    too, until the array is written again, instead of passing its old bytes for the result."""
+    import threading
+
+    with ag.configure(backend="sim", sim_seed=3, sim_strategy="random", memory=memory):
+        a, b = ag.zeros(8, np.float32), ag.zeros(8, np.float32)
+        out_of_bounds[1, 8](b, 8)
+        other = threading.Thread(target=lambda: (plus_one[1, 8](a, 8), ag.synchronize()))
+        caught = []
+        other.run = (lambda run: lambda: _catch(run, caught))(other.run)
+        other.start()
+        other.join()
+        assert len(caught) == 1                 # (the other thread met the fault first)
+        for _ in range(2):
+            with pytest.raises(ag.KernelFault, match=r"were to be written by work that faulted"
+                               r".*kernel 'out_of_bounds'.*; write the array again"):
+                b.numpy()
+        assert a.tolist() == [1.0] * 8
+        b[:] = 5.0
+        assert b.tolist() == [5.0] * 8
+        out_of_bounds[1, 8](b, 8)
+        with pytest.raises(ag.KernelFault):
+            ag.synchronize()
+        plus_one[1, 8](b, 8)                    # (a kernel that writes it completes)
+        assert b.tolist() == [6.0] * 8
+
+
+def _catch(run, caught):
+    try:
+        run()
+    except ag.KernelFault as exc:
+        caught.append(exc)

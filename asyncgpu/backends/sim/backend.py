@@ -193,6 +193,9 @@ class SimBackend(Backend):
         self._events = 0
         self._order = itertools.count()
         self._errors: list[BaseException] = []
+        #: buffer uid -> the fault of the kernel or call that was to write it, until a later
+        #: write of it completes (:meth:`_check_faulted`)
+        self._faulted: dict[int, BaseException] = {}
         self._pool: dict[int, list[SimBuffer]] = {}
         self._priority: dict[int, float] = {}
         self._pct_changes = {self.rng.randrange(1, 400) for _ in range(3)}
@@ -369,7 +372,27 @@ class SimBackend(Backend):
         destroy(graph, lambda: self.host_wait(graph.handle.done), self._graphs_in_flight)
 
     def host_access(self, accesses: Any, label: str) -> None:
-        """Host accesses need no simulation: memory is coherent and waits were done."""
+        """Host accesses need no simulation: memory is coherent and waits were done. A read of
+        what a faulted kernel was to write raises (:meth:`_check_faulted`)."""
+        if self._faulted:
+            for a in accesses:
+                buffer = a.alloc.buffer
+                if not a.write:
+                    self._check_faulted(buffer, label)
+                elif a.lo <= 0 and a.hi >= buffer.nbytes:
+                    self._faulted.pop(buffer.uid, None)     # (written whole by the host)
+
+    def _check_faulted(self, buffer: SimBuffer, label: str) -> None:
+        """KernelFault if ``buffer`` holds what a kernel or call that faulted was to write: its
+        bytes are not what the program computed (the fault itself was raised at the host wait
+        that met it first, maybe in another thread; this read must not pass for a good one).
+        A later kernel, call or copy that writes the buffer and completes, or a host write of
+        all of it, clears it."""
+        fault = self._faulted.get(buffer.uid)
+        if fault is not None:
+            raise KernelFault(f"{label}: its contents were to be written by work that faulted, "
+                              f"and are not the program's ({fault}); write the array again "
+                              "before reading it") from fault
 
     # -- memory ------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> SimBuffer:
@@ -389,6 +412,7 @@ class SimBackend(Backend):
         return ForeignSimBuffer(owner, dev, self.split)
 
     def free(self, buffer: SimBuffer) -> None:
+        self._faulted.pop(buffer.uid, None)
         if isinstance(buffer, ForeignSimBuffer):
             buffer.owner = None      # the producer's memory: not ours to poison or reuse
             return
@@ -408,6 +432,8 @@ class SimBackend(Backend):
         first. (What the caller did not list is the checker's to catch.)"""
         for event in after:
             self.host_wait(event)
+        if self._faulted:
+            self._check_faulted(buffer, label)
         buffer.host[lo:hi] = buffer.on(device)[lo:hi]
 
     # -- kernels -----------------------------------------------------------------------------
@@ -500,11 +526,23 @@ class SimBackend(Backend):
             op.payload.end(state)
         except AnnotationViolation as exc:
             self._errors.append(AnnotationViolation(f"{exc} ({self.replay_hint()})"))
+            self._fault_writes(op.payload, self._errors[-1])
         except Exception as exc:  # the kernel's own error: reported at the next host wait
             err = KernelFault(f"{op.label} raised {type(exc).__name__}: {exc} "
                               f"({self.replay_hint()})")
             err.__cause__ = exc
             self._errors.append(err)
+            self._fault_writes(op.payload, err)
+        else:
+            if self._faulted:
+                for uid in op.payload.written_buffers():
+                    self._faulted.pop(uid, None)
+
+    def _fault_writes(self, payload: Any, fault: BaseException) -> None:
+        """What a faulted kernel or call was to write is marked, so that reads of it raise
+        (:meth:`_check_faulted`)."""
+        for uid in payload.written_buffers():
+            self._faulted[uid] = fault
 
     def _raise_errors(self) -> None:
         # every pending fault, not only the first: each names its launch site

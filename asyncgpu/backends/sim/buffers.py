@@ -136,6 +136,11 @@ class SimCopy:
         self.buffer, self.lo, self.hi, self.to_device = buffer, lo, hi, to_device
         self.device, self.peer = device, peer
 
+    def written_buffers(self) -> list[int]:
+        """The buffer, when the copy brings the host's bytes to the device (a peer copy or
+        one to the host carries the device's as they are)."""
+        return [self.buffer.uid] if self.to_device and self.peer is None else []
+
     def _ends(self) -> tuple[tuple[int, np.ndarray], tuple[int, np.ndarray]]:
         """((uid, bytes) of the source, (uid, bytes) of the destination)."""
         b, device = self.buffer, self.device

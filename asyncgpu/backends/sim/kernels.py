@@ -117,6 +117,10 @@ class SimKernelLaunch:
     def begin(self) -> dict[int, tuple[Any, int, np.ndarray]]:
         return snapshot(self.arrays, self.device)
 
+    def written_buffers(self) -> list[int]:
+        """The uids of the buffers the launch writes."""
+        return [a.buffer.uid for a in self.arrays if a.write]
+
     def _views(self, snaps: dict[int, tuple[Any, int, np.ndarray]], writable: set[int]
                ) -> list[Any]:
         args = list(self.values)

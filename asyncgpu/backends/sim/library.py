@@ -75,6 +75,11 @@ class SimCallLaunch:
     def begin(self) -> dict[int, tuple[Any, int, np.ndarray]]:
         return snapshot(self.inputs, self.device)
 
+    def written_buffers(self) -> list[int]:
+        """The uids of the buffers the call writes: its written arguments and its results."""
+        return ([self.inputs[i].buffer.uid for i in self.written]
+                + [r.buffer.uid for r in self.results])
+
     def end(self, snaps: dict[int, tuple[Any, int, np.ndarray]]) -> None:
         views = []
         for i, a in enumerate(self.inputs):
