@@ -63,13 +63,12 @@ _shared_arrays = threading.Lock()
 _shared_safe: bool | None = None
 _blocks_safe: bool | None = None
 #: Names that reach a barrier of the simulator (``cuda.syncthreads()`` and its forms, a
-#: cooperative group's ``sync``): a kernel whose code names none of them runs its blocks on one
-#: Python thread each.
+#: cooperative group's ``sync``), and the atomics and fences a thread may spin on a flag another
+#: sets with: a kernel whose code names none of them runs its blocks on one Python thread each.
 BARRIERS = frozenset({"syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or",
-                      "syncwarp", "cg", "this_grid", "sync",
-                      # (a thread may spin on a flag another sets with these, or fence for it)
-                      "cas", "compare_and_swap", "exch", "threadfence", "threadfence_block",
-                      "threadfence_system"})
+                      "syncwarp", "cg", "this_grid", "sync"})
+SPINS = frozenset({"cas", "compare_and_swap", "exch", "threadfence", "threadfence_block",
+                   "threadfence_system"})
 #: How long a block whose thread failed waits for its other threads to stop (at a barrier, or
 #: at their end) before it reports the failure and leaves them to run.
 FAILED_BLOCK_GRACE_S = 0.5
@@ -416,12 +415,13 @@ def _reachable(fn: types.FunctionType) -> Iterator[tuple[types.FunctionType, lis
 
 
 def barrier_free(fn: types.FunctionType) -> bool:
-    """Whether no code ``fn`` reaches names a barrier (:data:`BARRIERS`), or refers to one by
-    another name."""
+    """Whether no code ``fn`` reaches names a barrier or an atomic a thread could spin on
+    (:data:`BARRIERS`, :data:`SPINS`), or refers to one by another name."""
+    threads = BARRIERS | SPINS
     for f, refs in _reachable(fn):
-        if _code_names(f.__code__) & BARRIERS:
+        if _code_names(f.__code__) & threads:
             return False
-        if any(getattr(value, "__name__", None) in BARRIERS for _, _, value in refs):
+        if any(getattr(value, "__name__", None) in threads for _, _, value in refs):
             return False
     return True
 
