@@ -170,3 +170,52 @@ def test_methods_refuse_what_cupys_ndarray_signature_refuses(sim, name, call):
     assert float(a.sum(axis=None, keepdims=False)) == 15.0     # CuPy's keywords pass
     np.testing.assert_array_equal(a.take(acp.asarray(np.array([1])), axis=1).numpy(),
                                   [[1.0], [4.0]])
+
+
+I8 = np.array([1, -2, 3, -4, 5, -6], np.int8)
+
+
+def _value(r):
+    if isinstance(r, tuple):
+        return tuple(_value(x) for x in r)
+    return (r.dtype.name, r.tolist()) if hasattr(r, "tolist") and hasattr(r, "dtype") else r
+
+
+# (each expected value is what CuPy 14.2 gave on the GPU for the same call)
+@pytest.mark.parametrize("case,expected", [
+    (lambda: acp.argsort(acp.asarray(np.array([3, 1, 3, 2, 1, 3, 0]))),
+     ("int64", [6, 1, 4, 3, 0, 2, 5])),                   # (stable: ties keep their order)
+    (lambda: acp.asarray(np.array([3, 1, 3, 2, 1, 3, 0])).argsort(),
+     ("int64", [6, 1, 4, 3, 0, 2, 5])),
+    (lambda: 2 ** acp.asarray(I8), ("int8", [2, 0, 8, 0, 32, 0])),
+    (lambda: acp.asarray(np.array([7, -1, 1], np.int32)) ** -1, ("int32", [0, -1, 1])),
+    (lambda: acp.reciprocal(acp.asarray(np.array([0, 1, 2], np.int32))), ("int32", [0, 1, 0])),
+    (lambda: type(acp.linalg.qr(acp.asarray(np.eye(3)))).__name__, "tuple"),
+    (lambda: type(acp.linalg.eigh(acp.asarray(np.eye(3)))).__name__, "tuple"),
+    (lambda: type(acp.linalg.slogdet(acp.asarray(np.eye(3)))).__name__, "tuple"),
+], ids=["argsort", "ndarray.argsort", "int-power", "negative-power", "reciprocal", "qr",
+        "eigh", "slogdet"])
+def test_results_are_cupys_where_numpys_differ(sim, case, expected):
+    assert _value(case()) == expected
+
+
+@pytest.mark.parametrize("case,exc,pattern", [
+    (lambda: acp.where(acp.asarray(I8) > 0, acp.asarray(I8), 300), OverflowError,
+     "Python integer 300 out of bounds for int8"),
+    (lambda: acp.clip(acp.asarray(np.array([1, 2], np.uint8)), 0, 300), OverflowError,
+     "Python integer 300 out of bounds for uint8"),
+    (lambda: acp.ones(3).astype(acp.float64, casting="safe"), TypeError,
+     "casting is not supported yet"),
+    (lambda: acp.dot(acp.ones(3), 2), TypeError, "Argument 'b' has incorrect type"),
+    (lambda: acp.choose(acp.zeros(3, acp.int64), [acp.ones(3), acp.zeros(3)]), AttributeError,
+     "'list' object has no attribute 'shape'"),
+    (lambda: acp.linalg.solve(acp.ones((2, 3)), acp.ones(2)), np.linalg.LinAlgError,
+     "must be square"),
+    (lambda: acp.linalg.inv(acp.ones((2, 3))), np.linalg.LinAlgError, "must be square"),
+], ids=["where", "clip", "astype-casting", "dot-scalar", "choose-list", "solve-non-square",
+        "inv-non-square"])
+def test_what_cupy_refuses_is_refused_with_its_exception_class(sim, case, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        case()
+        sim.synchronize()
+    assert float(acp.ones(2).sum()) == 2.0      # (the runtime stays usable)

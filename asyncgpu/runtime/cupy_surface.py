@@ -168,32 +168,159 @@ def _complex(x: np.ndarray) -> np.ndarray:
 
 def _eig(a: Any) -> Any:
     result = np.linalg.eig(a)
-    return type(result)(_complex(result[0]), _complex(result[1]))
+    return _complex(result[0]), _complex(result[1])
+
+
+def _plain(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` returning a plain tuple where NumPy's returns a named one (``QRResult``,
+    ``EighResult``...): CuPy's ``.Q`` or ``.eigenvalues`` do not exist."""
+    def run(*args: Any, **kwargs: Any) -> Any:
+        result = fn(*args, **kwargs)
+        return tuple(result) if isinstance(result, tuple) else result
+    return run
 
 
 def _unchecked(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` (a NumPy solver) giving NaNs where NumPy raises ``LinAlgError``: CuPy does not
-    check a singular or indefinite matrix unless asked (``cupyx.errstate(linalg='raise')``),
-    and gives non-finite values."""
+    """``fn`` (a NumPy solver) giving NaNs where NumPy raises ``LinAlgError`` for a singular or
+    indefinite matrix: CuPy does not check one unless asked (``cupyx.errstate(linalg='raise')``),
+    and gives non-finite values. A matrix of the wrong shape is refused as CuPy refuses it."""
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except np.linalg.LinAlgError:
+        except np.linalg.LinAlgError as exc:
+            if "ingular" not in str(exc) and "positive definite" not in str(exc):
+                raise
             a = np.asarray(args[0])         # (the result's shape and dtype: of an identity)
             identity = np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
             return np.full_like(fn(identity, *args[1:], **kwargs), np.nan)
     return run
 
 
+def _int_bounds(value: Any, arrays: list[Any]) -> None:
+    """OverflowError, as CuPy raises, for a Python int ``value`` that the integer dtype the
+    ``arrays`` give cannot hold (NumPy wraps it in ``where`` and ``clip``)."""
+    if type(value) is not int:
+        return
+    dtypes = [np.asarray(a).dtype for a in arrays if isinstance(a, (np.ndarray, np.generic))]
+    if not dtypes:
+        return
+    dtype = np.result_type(*dtypes)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            raise OverflowError(f"Python integer {value} out of bounds for {dtype}")
+
+
+def _where(condition: Any, *xy: Any) -> Any:
+    for v in xy:
+        _int_bounds(v, list(xy))
+    return np.where(condition, *xy)
+
+
+def _clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, **kwargs: Any) -> Any:
+    for v in (a_min, a_max):
+        _int_bounds(v, [a])
+    return np.clip(a, a_min, a_max, out=out, **kwargs)
+
+
+def _dot(a: Any, b: Any, out: Any = None) -> Any:
+    for name, v in (("a", a), ("b", b)):
+        if not isinstance(v, np.ndarray):
+            raise TypeError(f"Argument '{name}' has incorrect type (expected cupy.ndarray, got "
+                            f"{type(v).__name__}): cupy.dot multiplies arrays; use a * b for a "
+                            "scalar")
+    return np.dot(a, b, out=out)
+
+
+def _choose(a: Any, choices: Any, out: Any = None, mode: str = "raise") -> Any:
+    if not isinstance(choices, np.ndarray):
+        raise AttributeError(f"'{type(choices).__name__}' object has no attribute 'shape' "
+                             "(cupy.choose takes its choices as one array: stack them first)")
+    return np.choose(a, choices, out=out, mode=mode)
+
+
+def _power(x1: Any, x2: Any, /, out: Any = None, **kwargs: Any) -> Any:
+    """``x1 ** x2`` as CuPy computes it for integers: a negative exponent gives 0, 1 for a base
+    of 1, and +-1 for a base of -1 (NumPy refuses it)."""
+    dtype = np.result_type(x1, x2) if not kwargs.get("dtype") else np.dtype(kwargs["dtype"])
+    if dtype.kind not in "iu" or not np.any(np.asarray(x2) < 0):
+        return np.power(x1, x2, out=out, **kwargs)
+    base, exp = np.asarray(x1), np.asarray(x2)
+    negative = exp < 0
+    result = np.power(base, np.where(negative, 0, exp), **kwargs)
+    odd = (exp % 2).astype(bool)
+    small = np.where(base == 1, 1, np.where(base == -1, np.where(odd, -1, 1), 0))
+    result = np.where(negative, small, result).astype(dtype)   # (the operands' dtype: NEP 50)
+    if out is not None:
+        target = out[0] if isinstance(out, tuple) else out
+        target[...] = result
+        return target
+    return result
+
+
+def _reciprocal(x: Any, /, out: Any = None, **kwargs: Any) -> Any:
+    """``1 / x``; for integers 0 where ``x`` is 0, as CuPy computes it."""
+    a = np.asarray(x)
+    if a.dtype.kind not in "iu" or not np.any(a == 0):
+        return np.reciprocal(x, out=out, **kwargs)
+    result = np.where(a == 0, 0, np.reciprocal(np.where(a == 0, 1, a))).astype(a.dtype)
+    if out is not None:
+        target = out[0] if isinstance(out, tuple) else out
+        target[...] = result
+        return target
+    return result
+
+
+class _Ufunc:
+    """NumPy's ufunc ``ufunc`` called as ``call`` computes it (CuPy's result), its methods and
+    attributes NumPy's (``reduce``, ``nin``...)."""
+
+    def __init__(self, ufunc: np.ufunc, call: Callable[..., Any]) -> None:
+        self._ufunc, self._call = ufunc, call
+        self.__name__ = ufunc.__name__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ufunc, name)
+
+
+def _astype(x: Any, dtype: Any, order: str = "K", casting: Any = None, subok: Any = None,
+            copy: bool = True) -> Any:
+    if casting is not None or subok is not None:
+        raise TypeError(f"{'casting' if casting is not None else 'subok'} is not supported yet "
+                        "(CuPy's astype)")
+    return x.astype(dtype, order=order, copy=copy)
+
+
 #: NumPy functions whose results differ from CuPy's, as CuPy gives them (the simulator runs
-#: these instead): CuPy's eigenvalues are complex whatever the values, NumPy's real where
-#: they all are; CuPy's solvers give NaNs for a singular matrix where NumPy raises.
+#: these instead; checked against CuPy 14 on the GPU): CuPy's eigenvalues are complex whatever
+#: the values, NumPy's real where they all are; CuPy's solvers give NaNs for a singular matrix
+#: where NumPy raises; CuPy's linalg results are plain tuples, its sorts stable, an integer to
+#: a negative power 0 (or +-1), the integer reciprocal of 0 0; CuPy refuses an out of range
+#: Python int in where and clip, a scalar in dot, a list of choices, and astype's casting.
+#: ``ndarray.<name>``: the method.
 AS_CUPY: dict[str, Callable[..., Any]] = {
     "linalg.eig": _eig,
     "linalg.eigvals": lambda a: _complex(np.linalg.eigvals(a)),
     "linalg.inv": _unchecked(np.linalg.inv),
     "linalg.solve": _unchecked(np.linalg.solve),
     "linalg.cholesky": _unchecked(np.linalg.cholesky),
+    "linalg.eigh": _plain(np.linalg.eigh),
+    "linalg.qr": _plain(np.linalg.qr),
+    "linalg.slogdet": _plain(np.linalg.slogdet),
+    "linalg.svd": _plain(np.linalg.svd),
+    # (CuPy sorts stably whatever kind says)
+    "argsort": lambda a, axis=-1, kind=None: np.argsort(a, axis=axis, kind="stable"),
+    "ndarray.argsort": lambda x, axis=-1, kind=None: x.argsort(axis=axis, kind="stable"),
+    "where": _where,
+    "clip": _clip,
+    "dot": _dot,
+    "choose": _choose,
+    "power": _Ufunc(np.power, _power),
+    "reciprocal": _Ufunc(np.reciprocal, _reciprocal),
+    "ndarray.astype": _astype,
 }
 
 

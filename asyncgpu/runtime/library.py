@@ -50,6 +50,7 @@ from . import array_modules
 from .allocation import dense_layout
 from .array import Array, host_array, long_double, new_array
 from .checks import check_usable
+from .cupy_surface import AS_CUPY
 from .current import current_runtime
 from .effects import effects
 from .kernel import array_arg
@@ -451,19 +452,24 @@ def _wrap_now(call: LibraryCall, meta: Any, value: Any) -> Any:
 
 # -- entry points ----------------------------------------------------------------------------
 def function_resolver(path: str) -> Callable[[str], Callable[..., Any]]:
-    """``"linalg.solve"`` -> a resolver giving ``numpy.linalg.solve`` / ``cupy.linalg.solve``.
+    """``"linalg.solve"`` -> a resolver giving ``numpy.linalg.solve`` / ``cupy.linalg.solve``
+    (on ``sim``, the function of ``cupy_surface.AS_CUPY`` where NumPy's differs from CuPy's).
 
     ``"ndarray.sum"`` stands for the method: ``x.sum(...)`` on the first argument.
     """
+    as_cupy = AS_CUPY.get(path)         # (what the simulator runs for it, as CuPy computes)
     if path.startswith("ndarray."):
         method = path[len("ndarray."):]
 
         def call_method(x: Any, *args: Any, **kwargs: Any) -> Any:
             return getattr(x, method)(*args, **kwargs)
 
-        return lambda backend: call_method
+        return lambda backend: as_cupy if as_cupy is not None and backend == "sim" \
+            else call_method
 
     def resolve(backend: str) -> Callable[..., Any]:
+        if as_cupy is not None and backend == "sim":
+            return as_cupy
         obj = array_modules.backend_module(backend)
         for part in path.split("."):
             obj = getattr(obj, part)
