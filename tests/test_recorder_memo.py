@@ -156,6 +156,45 @@ def test_a_freed_array_passed_as_the_very_same_object_is_refused(sim):
     assert x.numpy().tolist() == [6.0] * N   # 1 + three calls, the refused one's inc, this one
 
 
+@pytest.mark.parametrize("calls_before", [0, 1, 2])
+@pytest.mark.parametrize("how", ["graph", "record"])
+def test_an_array_freed_by_a_host_step_of_a_split_recording_is_refused_as_eager(sim, how,
+                                                                                calls_before):
+    """In a split recording the next segment's previous run is taken as the current one ends,
+    before the host step between them: an array the step frees is still refused at its
+    launch, whatever the number of earlier calls."""
+    ag = sim
+    _, _, inc = kernels(ag)
+
+    def body(x, y, free_y):
+        inc[1, N](x, N)
+        x.numpy()                           # (a host step: ends the first segment)
+        if free_y:
+            y.free()
+        inc[1, N](y, N)
+
+    step = ag.graph(split=True)(body)
+    x, y = ag.zeros(N, np.float32), ag.zeros(N, np.float32)
+    for i in range(calls_before + 1):
+        last = i == calls_before
+        with pytest.raises(FreedArrayError, match=r"'inc'.*argument 0 'x'.*freed") if last \
+                else _nothing():
+            if how == "graph":
+                step(x, y, last)
+            else:
+                with ag.record(split=True):
+                    body(x, y, last)
+    assert x.numpy().tolist() == [calls_before + 1.0] * N
+    inc[1, N](x, N)                          # (the runtime is still usable)
+    assert x.numpy().tolist() == [calls_before + 2.0] * N
+
+
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
 def test_views_made_again_each_call_are_remembered(sim, keys_checked):
     """``w[0]`` is a new view object at every call: the same bytes and layout are remembered;
     another row is not."""

@@ -4,6 +4,7 @@
 cimport cython
 
 from asyncgpu.recorder.keys cimport Launch, LaunchMemo, same_arguments
+from asyncgpu.runtime.allocation cimport explicit_frees
 from asyncgpu.runtime.issue cimport Issuing
 from asyncgpu.runtime.recording_hook cimport (RecordingHook, recording_of, start_recording,
                                               stop_recording, this_thread)
@@ -14,7 +15,7 @@ cdef class Recording(RecordingHook):
     cdef public object token, name
     cdef public list launches, outcomes, frozen, previous
     cdef public bint failed, eager, split, keyed, placed
-    cdef public Py_ssize_t segment, calls
+    cdef public Py_ssize_t segment, calls, frees
     cdef public LaunchMemo memo, cut
 
     @cython.locals(rt=Issuing, launches=list, memo=LaunchMemo, token=tuple)

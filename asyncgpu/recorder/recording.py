@@ -73,6 +73,7 @@ import warnings
 from typing import Any
 
 from ..core.errors import RecordingError
+from ..runtime.allocation import explicit_frees
 from ..runtime.chunks import axis_length
 from ..runtime.splits import splits_hold
 from ..runtime.recording_hook import (RecordingHook, recording_of, start_recording,
@@ -113,6 +114,10 @@ class Recording(RecordingHook):
         #: the segment's previous run, and its launches (empty: nothing to remember)
         self.memo: LaunchMemo | None = None
         self.previous: list[Any] = []
+        #: the count of explicit frees when ``memo`` was taken: a launch remembered after a free
+        #: is bound in full instead, so that a freed array is refused as an eager launch
+        #: refuses it (a host step of a split recording may free one between segments)
+        self.frees = 0
         #: a launch of this segment was keyed in full (not its previous run's, taken by
         #: :meth:`remember`): so the segment's launches are not the memo's. (While none was,
         #: each launch is the memo's at its position, so no identity walk is needed.)
@@ -184,6 +189,7 @@ class Recording(RecordingHook):
                 and (not self.runtime._tenanted or splits_hold(self.runtime, memo.splits))):
             self.memo = memo
             self.previous = memo.launches
+            self.frees = explicit_frees()
         else:
             self.memo = None
             self.previous = []
@@ -226,7 +232,7 @@ class Recording(RecordingHook):
         launches = self.launches
         previous = self.previous
         position = len(launches)
-        if position >= len(previous):
+        if position >= len(previous) or explicit_frees() != self.frees:
             return False
         item = previous[position]
         if type(item) is not Launch:
