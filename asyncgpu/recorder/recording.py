@@ -38,7 +38,7 @@ Hazards, and what happens:
   eagerly (what the program would have done without the recorder) and recording ends;
 * the user's own exception escapes unchanged, after the same eager issue;
 * a library call (``asyncgpu.cupy``, ``Array`` operators) inside a recording is captured
-  like a launch when it can be (elementwise ufuncs, reductions, ``matmul``: see
+  like a launch when it can be (elementwise ufuncs, reductions: see
   :mod:`asyncgpu.recorder.calls`; its result is the same array at every run); any other call
   makes the launches recorded so far issue eagerly, the call and the rest of the body run
   eagerly, and a warning names the call and why;
