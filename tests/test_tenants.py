@@ -429,7 +429,7 @@ def test_threads_as_tenants_sharing_a_chain_stay_ordered():
 
 
 @pytest.mark.slow
-def test_the_tenants_benchmark_checks_every_mode_on_the_simulator():
+def test_the_tenants_benchmark_checks_every_mode_on_the_simulator(fresh_runtime):
     from benchmarks import tenants
 
     with ag.configure(backend="sim", sim_seed=1):
@@ -455,7 +455,8 @@ def test_the_tenants_benchmark_checks_every_mode_on_the_simulator():
         assert stats["vec:tiny-regulated-one"].steps >= 2    # (profiled, then timed)
 
 
-def test_the_tenants_benchmark_times_its_steps_with_the_warm_objects_frozen(monkeypatch):
+def test_the_tenants_benchmark_times_its_steps_with_the_warm_objects_frozen(monkeypatch,
+                                                                           fresh_runtime):
     """A full garbage collection walks every object with the GIL held (up to 110 ms once Numba
     and CuPy are loaded), stalling every tenant's thread at once: the timed steps run with
     what the warm-up made frozen out of the collector, and the process is left as it was."""
@@ -480,7 +481,7 @@ def test_the_tenants_benchmark_times_its_steps_with_the_warm_objects_frozen(monk
     assert gc.get_freeze_count() == before
 
 
-def test_the_tenants_benchmark_with_recorded_steps_checks_every_mode_and_regulates():
+def test_the_tenants_benchmark_with_recorded_steps_checks_every_mode_and_regulates(fresh_runtime):
     from benchmarks import tenants
 
     with ag.configure(backend="sim", sim_seed=2):
@@ -491,7 +492,7 @@ def test_the_tenants_benchmark_with_recorded_steps_checks_every_mode_and_regulat
         assert ag.statistics().graphs_replayed > graphs
 
 
-def test_the_tenants_benchmark_times_the_modes_in_turns(monkeypatch):
+def test_the_tenants_benchmark_times_the_modes_in_turns(monkeypatch, fresh_runtime):
     """With turns, every mode is made ready first, then each turn runs one block of every
     mode's rounds (the larger blocks first), the order rotated each turn, so a slow spell of
     the host weighs on all."""
@@ -730,7 +731,7 @@ def test_a_balanced_round_runs_each_workload_for_about_one_step_of_the_longest()
 
 
 def test_the_tenants_benchmark_balanced_and_without_priorities_runs_each_round_as_told(
-        monkeypatch):
+        monkeypatch, fresh_runtime):
     """``--balance --no-priority``: every mode runs each workload's ``repeats`` steps a round,
     the bound counts them, and no tenant has priority high (the modes that run steps each
     their own way: on one thread, a thread each, one thread issuing all)."""

@@ -93,7 +93,7 @@ class Recording(RecordingHook):
 
     __slots__ = ("runtime", "token", "name", "launches", "failed", "eager", "split",
                  "segment", "calls", "outcomes", "frozen", "memo", "previous", "cut", "keyed",
-                 "placed")
+                 "placed", "frees")
 
     def __init__(self, runtime: Any, token: Any, name: str, split: bool) -> None:
         self.runtime = runtime

@@ -425,10 +425,12 @@ class HostAccess(Issuing):
             self.synchronize()
         if fetch:
             memory.fetch(array, lo, hi, after, label)
-        if whole:
-            alloc.location |= HOST  # (fetched, or waited for its copy node: the mirror is current)
+        # (before the mirror is marked current: a backend that refuses the read, as the
+        # simulator refuses what a faulted kernel was to write, is asked again next time)
         self.backend.host_access([acc], ("host write of " if write else "host read of ")
                                  + label)
+        if whole:
+            alloc.location |= HOST  # (fetched, or waited for its copy node: the mirror is current)
         self.stats.host_accesses += 1
         if self._instruments:
             node = Node("host-write" if write else "host-read", label, None, [acc])

@@ -432,8 +432,6 @@ class SimBackend(Backend):
         first. (What the caller did not list is the checker's to catch.)"""
         for event in after:
             self.host_wait(event)
-        if self._faulted:
-            self._check_faulted(buffer, label)
         buffer.host[lo:hi] = buffer.on(device)[lo:hi]
 
     # -- kernels -----------------------------------------------------------------------------
