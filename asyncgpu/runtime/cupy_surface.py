@@ -239,6 +239,15 @@ def _choose(a: Any, choices: Any, out: Any = None, mode: str = "raise") -> Any:
     return np.choose(a, choices, out=out, mode=mode)
 
 
+def _into(out: Any, result: np.ndarray) -> Any:
+    """``result``, written into ``out`` (an array or a one-array tuple) if given."""
+    if out is None:
+        return result
+    target = out[0] if isinstance(out, tuple) else out
+    target[...] = result
+    return target
+
+
 def _power(x1: Any, x2: Any, /, out: Any = None, **kwargs: Any) -> Any:
     """``x1 ** x2`` as CuPy computes it for integers: a negative exponent gives 0, 1 for a base
     of 1, and +-1 for a base of -1 (NumPy refuses it)."""
@@ -251,11 +260,7 @@ def _power(x1: Any, x2: Any, /, out: Any = None, **kwargs: Any) -> Any:
     odd = (exp % 2).astype(bool)
     small = np.where(base == 1, 1, np.where(base == -1, np.where(odd, -1, 1), 0))
     result = np.where(negative, small, result).astype(dtype)   # (the operands' dtype: NEP 50)
-    if out is not None:
-        target = out[0] if isinstance(out, tuple) else out
-        target[...] = result
-        return target
-    return result
+    return _into(out, result)
 
 
 def _reciprocal(x: Any, /, out: Any = None, **kwargs: Any) -> Any:
@@ -264,11 +269,7 @@ def _reciprocal(x: Any, /, out: Any = None, **kwargs: Any) -> Any:
     if a.dtype.kind not in "iu" or not np.any(a == 0):
         return np.reciprocal(x, out=out, **kwargs)
     result = np.where(a == 0, 0, np.reciprocal(np.where(a == 0, 1, a))).astype(a.dtype)
-    if out is not None:
-        target = out[0] if isinstance(out, tuple) else out
-        target[...] = result
-        return target
-    return result
+    return _into(out, result)
 
 
 class _Ufunc:
