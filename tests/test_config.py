@@ -237,3 +237,23 @@ def test_changing_single_node_graphs_makes_a_new_backend():
         first = _runtime.current_runtime().backend
         with ag.configure(single_node_graphs=False):
             assert _runtime.current_runtime().backend is not first
+
+
+def test_a_change_of_devices_inside_a_device_pin_is_refused_and_changes_nothing():
+    """A new runtime would not carry this thread's pin: its work would run wherever the new
+    runtime's policy put it, silently."""
+    import numpy as np
+
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_devices=4, devices="all"):
+        with ag.device(3):
+            with pytest.raises(ag.DeviceError, match=r"inside asyncgpu.device\(3\).*leave the "
+                               r"asyncgpu.device block first"):
+                ag.configure(devices=[2, 3])
+            assert ag.options().devices == "all"
+            b = ag.array(np.ones(4)) + 1
+            c = b * 2
+            placed = dict(ag.statistics().placed)
+        assert c.tolist() == [4.0] * 4
+        assert placed == {3: 2}                         # (both calls where the pin says)

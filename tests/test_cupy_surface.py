@@ -219,3 +219,9 @@ def test_what_cupy_refuses_is_refused_with_its_exception_class(sim, case, exc, p
         case()
         sim.synchronize()
     assert float(acp.ones(2).sum()) == 2.0      # (the runtime stays usable)
+
+
+def test_feature_detection_of_a_name_the_simulator_cannot_run_answers_false(sim):
+    assert not hasattr(acp.random, "RandomState") and getattr(acp, "fuse", None) is None
+    with pytest.raises(NotOnSimulatorError):    # (looked up plainly, it still says why)
+        acp.fuse

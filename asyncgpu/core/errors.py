@@ -165,10 +165,12 @@ class LaunchError(AsyncGPUError, RuntimeError):
     on this device). Not a device fault: nothing ran, and the runtime stays usable."""
 
 
-class NotOnSimulatorError(AsyncGPUError, NotImplementedError):
+class NotOnSimulatorError(AsyncGPUError, NotImplementedError, AttributeError):
     """A CuPy name that exists on the GPU has no NumPy counterpart the ``sim`` backend could
     run (``cupy.fuse``, ``cupy.RawKernel``, ``cupy.cuda``): raised when it is looked up on
-    ``sim``. Run that part of the program on the ``cuda`` backend."""
+    ``sim``. Run that part of the program on the ``cuda`` backend. Also an ``AttributeError``,
+    so that ``hasattr(acp.random, "RandomState")`` answers False on ``sim`` instead of
+    raising."""
 
 
 class BackendUnavailableError(AsyncGPUError, RuntimeError):

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from ..core.config import Options
-from ..core.errors import AnnotationViolation, KernelFault
+from ..core.errors import AnnotationViolation, DeviceError, KernelFault
 from ..core.statistics import Statistics
-from . import backend_registry
+from . import backend_registry, current
 from .array import Array, empty_array, full_array, host_array
 from .current import current_options, current_runtime, set_options
 from .interop import asarray as _import
@@ -222,7 +222,9 @@ class configure:
     ValueError
         A value outside the option's choices.
     DeviceError
-        ``device`` or ``devices`` names a device the host lacks (the options stay as they were).
+        ``device`` or ``devices`` names a device the host lacks, or a change of backend or
+        devices is asked for inside an ``asyncgpu.device`` block (the options stay as they
+        were).
     BackendUnavailableError
         ``backend="cuda"`` where CuPy or a GPU is missing (the options stay as they were).
     KernelFault
@@ -240,6 +242,16 @@ class configure:
             # a backend or a device the host lacks is refused here, not at the first launch,
             # and before the runtime in use is retired: its arrays stay usable
             backend_registry.select(new)
+            rt = current._runtime
+            slot = getattr(rt._pins, "slot", None) if rt is not None else None
+            if slot is not None:
+                # (the pin is the retired runtime's: the new one would run this thread's
+                # work wherever its policy says)
+                raise DeviceError(
+                    f"asyncgpu.configure({', '.join(f'{k}={v!r}' for k, v in changes.items())})"
+                    f" inside asyncgpu.device({rt.devices[slot]}): a change of backend or "
+                    "devices makes a new runtime, which the pin does not reach; leave the "
+                    "asyncgpu.device block first, and pin again inside the new configuration")
         set_options(new)
         self.options = new
 
