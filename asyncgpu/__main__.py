@@ -41,7 +41,10 @@ def _backend_here() -> str:
     from asyncgpu import backends
     from asyncgpu.runtime.current import current_options
 
-    return backends.resolve(current_options())
+    try:
+        return backends.resolve(current_options())
+    except ValueError:              # (a bad ASYNCGPU_* variable: said once the command runs)
+        return "unknown"
 
 
 def _version() -> str:
@@ -243,12 +246,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"asyncgpu: {exc}", file=sys.stderr)
         return 2
     logging.getLogger("asyncgpu").setLevel(level)
+    from asyncgpu.core.errors import BackendUnavailableError, DeviceError
+    from asyncgpu.runtime.current import current_options
     try:
+        current_options()           # (ASYNCGPU_* variables: one line, not a traceback)
         if args.command == "bench":
             return cmd_bench(args)
         if args.command == "trace":
             return cmd_trace(args)
         return cmd_info()
+    except (BackendUnavailableError, DeviceError) as exc:
+        print(f"asyncgpu {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        if "environment variable" not in str(exc):
+            raise
+        print(f"asyncgpu {args.command}: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         # one line, not the traceback of wherever the interrupt landed
         print(f"asyncgpu {args.command}: interrupted", file=sys.stderr)

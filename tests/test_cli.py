@@ -243,3 +243,36 @@ def test_multigpu_refuses_more_devices_than_the_host_has(capsys, monkeypatch):
         _run(capsys, monkeypatch, "bench", "multigpu", "--devices", "1,65")
     assert exc.value.code == 2
     assert "--devices: expected comma-separated integers from 1 to 64" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv,message", [
+    (("bench", "replay", "nosuch"), "unknown workload(s) ['nosuch']"),
+    (("bench", "vec", "--modes", "bogus"), "unknown mode(s) ['bogus']"),
+    (("bench", "vec", "--modes", ","), "no modes"),
+    (("bench", "vec", "--json", "/"), "--json '/' is a directory"),
+    (("bench", "vec", "--plot", "/no/such/folder/p.png"), "the folder '/no/such/folder' does not"),
+    (("trace", "vec", "--out", "/dev/null/x"), "the directory cannot be made"),
+], ids=["workload", "mode", "no-modes", "json-dir", "plot-folder", "trace-out"])
+def test_what_cannot_run_or_be_written_is_refused_before_anything_runs(capsys, monkeypatch,
+                                                                       argv, message):
+    ran = []
+    monkeypatch.setattr(bench, "bench_module", lambda name: ran.append(name) or
+                        suite.bench_module(name))
+    code, out, err = _run(capsys, monkeypatch, *argv)
+    assert code == 2 and message in " ".join((out + err).split())
+    assert not set(ran) - {"harness", "workloads"}      # (no benchmark ran)
+
+
+def test_a_bad_environment_variable_is_one_line_for_every_command(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, ASYNCGPU_MEMORY="foo", PYTHONPATH=os.getcwd())
+    for command in (["info"], ["bench", "vec"]):
+        done = subprocess.run([sys.executable, "-m", "asyncgpu", *command], env=env,
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip().splitlines() == [
+            f"asyncgpu {command[0]}: environment variable ASYNCGPU_MEMORY='foo' is not valid: "
+            "option memory must be one of managed, explicit; got 'foo'"]

@@ -6,8 +6,20 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .suite import ITERATIONS, SCALES, WARMUP, bench_module, pick_scale, write_json
+from .suite import (
+    ITERATIONS,
+    SCALES,
+    WARMUP,
+    bench_module,
+    output_problem,
+    pick_scale,
+    write_json,
+)
 from .tables import fmt, make_console, metrics_table, plain_table, print_overhead
+
+
+#: What ``asyncgpu bench`` runs besides the suite's workloads.
+MICRO_BENCHMARKS = ("overlap", "overhead", "inception", "replay", "multigpu", "tenants")
 
 
 def bench_multigpu(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool, scale: str,
@@ -99,6 +111,10 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
         if unknown:
             raise SystemExit(f"asyncgpu bench tenants: unknown workload(s) {unknown}; choose "
                              f"from {', '.join(workloads)} (a scale of its own: ml:small)")
+    if args.partitions and args.steps == "recorded":
+        raise SystemExit("asyncgpu bench tenants: --partitions runs eager steps only (a CUDA "
+                         "graph's kernels run on every SM); drop --steps recorded or "
+                         "--partitions")
     num_blocks = args.num_blocks or (4 * current_runtime().backend.sm_count if on_gpu else 2)
     if args.period is not None:
         if args.balance or args.no_priority:
@@ -209,10 +225,30 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     harness = bench_module("harness")
     WORKLOADS = bench_module("workloads").WORKLOADS
-    ag.configure(backend="cuda" if on_gpu else "sim")
     names = list(args.names or ["all"])
     if "all" in names:              # (beside micro-benchmarks too: bench all overlap)
         names = [n for n in names if n != "all"] + list(WORKLOADS)
+    # (what cannot run is refused before anything runs)
+    unknown = [n for n in names if n not in WORKLOADS and n not in MICRO_BENCHMARKS]
+    if unknown:
+        console.print(f"[red]unknown workload(s) {unknown}; known: {sorted(WORKLOADS)}, "
+                      f"{', '.join(MICRO_BENCHMARKS)}[/]")
+        return 2
+    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
+    if any(n in WORKLOADS for n in names):
+        future = [m for m in modes if m in harness.FUTURE_MODES]
+        bad = [m for m in modes if m not in harness.MODES and m not in future]
+        if future or bad or not modes:
+            console.print(f"[red]{'no modes' if not modes else 'unknown mode(s) ' + str(bad)}"
+                          + (f"; not implemented yet: {future}" if future else "")
+                          + f"; available: {', '.join(harness.MODES)}[/]")
+            return 2
+    for flag, path in (("--json", args.json), ("--plot", args.plot)):
+        problem = output_problem(flag, path)
+        if problem:
+            console.print(f"[red]{problem}[/]")
+            return 2
+    ag.configure(backend="cuda" if on_gpu else "sim")
     #: the micro-benchmarks' results, for --json (every one named, beside the suite's)
     micro: dict[str, Any] = {}
     if "overlap" in names:
@@ -252,25 +288,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         for key, value in m.items():
             console.print(f"{name} {key}: {value}")
         micro[name] = m
-    unknown = [n for n in names if n not in WORKLOADS]
-    if unknown:
-        console.print(f"[red]unknown workload(s) {unknown}; known: {sorted(WORKLOADS)}, "
-                      "overlap, overhead, inception, replay, multigpu, tenants[/]")
-        return 2
     if not names:
         if args.json and micro:
             write_json(args.json, micro, harness.machine_info(ag))
         return 0
-    modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
-    future = [m for m in modes if m in harness.FUTURE_MODES]
-    if future:
-        console.print(f"[red]mode(s) {future} not implemented yet; "
-                      f"available: {', '.join(harness.MODES)}[/]")
-        return 2
-    bad = [m for m in modes if m not in harness.MODES]
-    if bad:
-        console.print(f"[red]unknown mode(s) {bad}; available: {', '.join(harness.MODES)}[/]")
-        return 2
     if args.block_sizes:
         blocks = [int(b) for b in args.block_sizes.split(",")]
     else:

@@ -36,6 +36,21 @@ def write_json(path: str, results: dict[str, Any], machine: dict[str, Any]) -> N
         json.dump({**results, "machine": machine}, f, indent=1)
 
 
+def output_problem(flag: str, path: str | None) -> str | None:
+    """Why ``path``, given as ``flag``, cannot be written (checked before any run); None if it
+    can, or is not given."""
+    if path is None:
+        return None
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        return f"{flag} {path!r} is a directory; give a file path"
+    if not os.path.isdir(folder):
+        return f"{flag} {path!r}: the folder {folder!r} does not exist"
+    if not os.access(folder, os.W_OK):
+        return f"{flag} {path!r}: the folder {folder!r} is not writable"
+    return None
+
+
 def pick_scale(ag: Any, console: Any, requested: str | None) -> tuple[bool, str]:
     from asyncgpu.backends import resolve
 

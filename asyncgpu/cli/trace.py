@@ -25,6 +25,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
         console.print(f"[red]--out {args.out!r} is a file; give a directory (made if it does "
                       f"not exist)[/]")
         return 2
+    try:
+        os.makedirs(args.out, exist_ok=True)
+    except OSError as exc:
+        console.print(f"[red]--out {args.out!r}: the directory cannot be made ({exc})[/]")
+        return 2
     on_gpu, scale = pick_scale(ag, console, args.scale)
     ag.configure(backend="cuda" if on_gpu else "sim")
     cls = WORKLOADS[args.name]
