@@ -661,3 +661,14 @@ def test_an_elementwise_count_that_is_not_an_integer_is_refused_at_the_launch(si
         copy[1, 4](x, y, 4.0)
     copy[1, 4](x, y, 4)
     assert y.tolist() == [1.0] * 4
+
+
+@pytest.mark.parametrize("make", [lambda ag: ag.array(np.array([None, 1], dtype=object)),
+                                  lambda ag: ag.zeros(2, dtype="U5"),
+                                  lambda ag: ag.zeros(2).astype(np.longdouble)],
+                         ids=["object", "string", "long double"])
+def test_a_dtype_arrays_cannot_hold_is_caught_as_cupy_raises_it_or_as_numpy_code_expects(sim,
+                                                                                          make):
+    for cls in (ValueError, TypeError):     # (CuPy: ValueError "Unsupported dtype")
+        with pytest.raises(cls, match="dtype"):
+            make(sim)

@@ -815,15 +815,21 @@ def _shape(shape: Any) -> tuple[int, ...]:
     return tuple(out)
 
 
+class UnsupportedDtype(TypeError, ValueError):
+    """A dtype asyncgpu arrays cannot hold: CuPy raises ``ValueError`` ("Unsupported dtype"),
+    NumPy code often expects ``TypeError``; either catches it."""
+
+
 def _dtype(dtype: Any) -> np.dtype:
     dt = np.dtype(dtype)
     if dt.kind not in "biufc" or dt.hasobject:
-        raise TypeError(
+        raise UnsupportedDtype(
             f"asyncgpu arrays hold booleans and numbers; dtype {dt} is not supported"
         )
     if long_double(dt):
-        raise ValueError(f"dtype {dt} (NumPy's long double) has no CUDA type, and CuPy refuses "
-                        f"it; use {'complex128' if dt.kind == 'c' else 'float64'}")
+        raise UnsupportedDtype(
+            f"dtype {dt} (NumPy's long double) has no CUDA type, and CuPy refuses it; use "
+            f"{'complex128' if dt.kind == 'c' else 'float64'}")
     return dt
 
 

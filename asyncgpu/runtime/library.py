@@ -48,7 +48,7 @@ from ..core.deps import Access
 from ..core.errors import ArgumentError, call_failed
 from . import array_modules
 from .allocation import dense_layout
-from .array import Array, host_array, long_double, new_array
+from .array import Array, UnsupportedDtype, host_array, long_double, new_array
 from .checks import check_usable
 from .cupy_surface import AS_CUPY
 from .current import current_runtime
@@ -272,8 +272,8 @@ def placeholders(call: LibraryCall, rng: np.random.Generator, zeros: bool
 
 
 def _long_result(call: Any, dtype: np.dtype) -> None:
-    raise ValueError(f"{call.describe()}: its result has dtype {dtype} (NumPy's long double), "
-                     "which CUDA and CuPy lack; pass float64 or complex128 values")
+    raise UnsupportedDtype(f"{call.describe()}: its result has dtype {dtype} (NumPy's long "
+                           "double), which CUDA and CuPy lack; pass float64 or complex128 values")
 
 
 def classify(call: LibraryCall, result: Any, views: list[np.ndarray],
@@ -297,8 +297,8 @@ def classify(call: LibraryCall, result: Any, views: list[np.ndarray],
         return NewResult((), dtype)
     if isinstance(result, np.ndarray):
         if result.dtype.hasobject or result.dtype.kind not in "biufc":
-            raise ArgumentError(f"{call.describe()}: its result has dtype {result.dtype}, which "
-                                "asyncgpu arrays cannot hold")
+            raise UnsupportedDtype(f"{call.describe()}: its result has dtype {result.dtype}, "
+                                   "which asyncgpu arrays cannot hold")
         if long_double(result.dtype):
             _long_result(call, result.dtype)
         if result.size:
