@@ -55,6 +55,15 @@ def _backend() -> str:
     return backends.resolve(current_options())
 
 
+def _host_sequences(path: str, args: tuple[Any, ...]) -> None:
+    """Refuse, as CuPy's ufuncs refuse them, a list or tuple among a ufunc's operands (NumPy
+    takes them as arrays)."""
+    for a in args:
+        if type(a) in (list, tuple):
+            raise TypeError(f"asyncgpu.cupy.{path}: Unsupported type {type(a)} (CuPy's ufuncs "
+                            "take arrays and scalars; pass asyncgpu.asarray(...) for host data)")
+
+
 class Function:
     """A library function whose calls are scheduled as nodes (see the module docstring)."""
 
@@ -71,6 +80,8 @@ class Function:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._check is not None:
             self._check(args, kwargs)
+            if self._ufunc:
+                _host_sequences(self.path, args)
         if self._sim is None:
             return dispatch(self.path, args, kwargs)
         sim, cuda = self._sim, function_resolver(self.path)

@@ -212,8 +212,10 @@ def test_results_are_cupys_where_numpys_differ(sim, case, expected):
     (lambda: acp.linalg.solve(acp.ones((2, 3)), acp.ones(2)), np.linalg.LinAlgError,
      "must be square"),
     (lambda: acp.linalg.inv(acp.ones((2, 3))), np.linalg.LinAlgError, "must be square"),
+    (lambda: acp.sqrt([1.0, 4.0]), TypeError, "Unsupported type <class 'list'>"),
+    (lambda: acp.add(acp.ones(2), (1, 2)), TypeError, "Unsupported type <class 'tuple'>"),
 ], ids=["where", "clip", "astype-casting", "dot-scalar", "choose-list", "solve-non-square",
-        "inv-non-square"])
+        "inv-non-square", "ufunc-list", "ufunc-tuple"])
 def test_what_cupy_refuses_is_refused_with_its_exception_class(sim, case, exc, pattern):
     with pytest.raises(exc, match=pattern):
         case()
