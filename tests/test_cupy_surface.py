@@ -227,3 +227,27 @@ def test_feature_detection_of_a_name_the_simulator_cannot_run_answers_false(sim)
     assert not hasattr(acp.random, "RandomState") and getattr(acp, "fuse", None) is None
     with pytest.raises(NotOnSimulatorError):    # (looked up plainly, it still says why)
         acp.fuse
+
+
+@pytest.mark.parametrize("case,expected", [
+    (lambda: acp.asarray(np.array([1, -2, 3], np.int32)).take(4), -2),
+    (lambda: acp.asarray(np.array([1, -2, 3], np.int32)).take(-4), 3),
+    (lambda: _value(acp.take(acp.asarray(np.array([1, -2, 3], np.int32)),
+                             acp.asarray(np.array([3])))), ("int32", [1])),
+], ids=["take", "take-negative", "take-array"])
+def test_take_wraps_an_index_out_of_range_around_as_cupy_does(sim, case, expected):
+    r = case()
+    assert (int(r) if not isinstance(r, tuple) else r) == expected
+
+
+@pytest.mark.parametrize("case,exc,pattern", [
+    (lambda: acp.asarray(np.array([1, 2], np.int8)).clip(0, 300), OverflowError, "300 out of"),
+    (lambda: acp.ones(3).dot(2), TypeError, "Argument 'b' has incorrect type"),
+    (lambda: acp.asarray(np.array([1, 3])).searchsorted([0, 3]), NotImplementedError,
+     "Only python scalars or ndarrays"),
+    (lambda: acp.asarray(np.array([1], np.uint8)) >= 2**70, OverflowError, "too large"),
+], ids=["clip", "dot", "searchsorted", "big-int"])
+def test_methods_refuse_what_cupys_refuse(sim, case, exc, pattern):
+    with pytest.raises(exc, match=pattern):
+        case()
+        sim.synchronize()

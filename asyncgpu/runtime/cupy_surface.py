@@ -263,6 +263,13 @@ def _power(x1: Any, x2: Any, /, out: Any = None, **kwargs: Any) -> Any:
     return _into(out, result)
 
 
+def _searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Any:
+    if type(v) in (list, tuple):
+        raise NotImplementedError("Only python scalars or ndarrays are supported as v (CuPy's "
+                                  "searchsorted): pass asyncgpu.asarray(v)")
+    return np.searchsorted(a, v, side=side, sorter=sorter)
+
+
 def _reciprocal(x: Any, /, out: Any = None, **kwargs: Any) -> Any:
     """``1 / x``; for integers 0 where ``x`` is 0, as CuPy computes it."""
     a = np.asarray(x)
@@ -300,7 +307,8 @@ def _astype(x: Any, dtype: Any, order: str = "K", casting: Any = None, subok: An
 #: the values, NumPy's real where they all are; CuPy's solvers give NaNs for a singular matrix
 #: where NumPy raises; CuPy's linalg results are plain tuples, its sorts stable, an integer to
 #: a negative power 0 (or +-1), the integer reciprocal of 0 0; CuPy refuses an out of range
-#: Python int in where and clip, a scalar in dot, a list of choices, and astype's casting.
+#: Python int in where and clip, a scalar in dot, a list of choices, a list to searchsorted,
+#: and astype's casting; its take and put wrap indices out of range around.
 #: ``ndarray.<name>``: the method.
 AS_CUPY: dict[str, Callable[..., Any]] = {
     "linalg.eig": _eig,
@@ -322,6 +330,16 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "power": _Ufunc(np.power, _power),
     "reciprocal": _Ufunc(np.reciprocal, _reciprocal),
     "ndarray.astype": _astype,
+    # (the methods as their functions; take and put wrap an index out of range around)
+    "ndarray.clip": lambda x, min=None, max=None, out=None: _clip(x, min, max, out=out),
+    "ndarray.dot": lambda x, b, out=None: _dot(x, b, out),
+    "searchsorted": _searchsorted,
+    "ndarray.searchsorted": _searchsorted,
+    "take": lambda a, indices, axis=None, out=None: np.take(a, indices, axis, out, "wrap"),
+    "ndarray.take": lambda x, indices, axis=None, out=None: np.take(x, indices, axis, out,
+                                                                    "wrap"),
+    "put": lambda a, ind, v, mode="wrap": np.put(a, ind, v, mode),
+    "ndarray.put": lambda x, indices, values, mode="wrap": np.put(x, indices, values, mode),
 }
 
 

@@ -105,6 +105,9 @@ def split(obj: Any, arrays: list[Array], where: str) -> Any:
         return type(obj)(split(o, arrays, where) for o in obj)
     if type(obj) is dict:
         return {k: split(v, arrays, where) for k, v in obj.items()}
+    if type(obj) is int and not -2**63 <= obj < 2**64:
+        raise OverflowError(f"{where}: Python int {obj} too large to convert to C long (CuPy "
+                            "passes Python ints to the device as 64-bit integers)")
     if isinstance(obj, np.ndarray) and obj.ndim > 0:
         raise ArgumentError(
             f"{where}: got a NumPy array {obj.dtype.name}{list(obj.shape)} where the device needs "
