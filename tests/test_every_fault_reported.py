@@ -113,13 +113,13 @@ def test_faults_of_different_kinds_split_with_except_star(rt):
 
 def test_two_failing_library_calls_are_both_reported(rt):
     x = ag.array(np.arange(8, dtype=np.float32))
-    far = ag.array(np.array([100, 200], np.int64))     # out of range: NumPy's take raises
-    acp.take(x, far)
-    acp.take(x, far)
+    far = ag.array(np.array([100, 200], np.int64))     # out of range: seen when the gather runs
+    x[far]
+    x[far]
     with pytest.raises(ag.KernelFaults) as info:
         ag.synchronize()
     assert len(info.value.exceptions) == 2
-    assert all("'take'" in str(e) for e in info.value.exceptions)
+    assert all("'ndarray.__getitem__'" in str(e) for e in info.value.exceptions)
 
 
 def test_the_runtime_stays_usable_after_several_faults(rt):
