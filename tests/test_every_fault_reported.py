@@ -9,7 +9,6 @@ import pytest
 from numba import cuda
 
 import asyncgpu as ag
-import asyncgpu.cupy as acp
 
 
 @ag.kernel
