@@ -276,3 +276,12 @@ def test_a_bad_environment_variable_is_one_line_for_every_command(tmp_path):
         assert done.stderr.strip().splitlines() == [
             f"asyncgpu {command[0]}: environment variable ASYNCGPU_MEMORY='foo' is not valid: "
             "option memory must be one of managed, explicit; got 'foo'"]
+
+
+def test_an_option_nothing_of_the_run_reads_is_said_to_be_ignored(capsys, monkeypatch):
+    code, out, _ = _run(capsys, monkeypatch, "bench", "vec", "--devices", "2", "--iterations",
+                        "1", "--warmup", "0", "--modes", "serial", "--block-sizes", "32")
+    text = " ".join(out.split())
+    assert code == 0
+    assert "--devices applies to multigpu, which this run does not include: it is ignored" in text
+    assert "--plot" not in text and "--steps" not in text       # (not given: nothing said)

@@ -248,6 +248,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if problem:
             console.print(f"[red]{problem}[/]")
             return 2
+    _say_unused(console, args, names, WORKLOADS)
     ag.configure(backend="cuda" if on_gpu else "sim")
     #: the micro-benchmarks' results, for --json (every one named, beside the suite's)
     micro: dict[str, Any] = {}
@@ -355,6 +356,29 @@ def cmd_bench(args: argparse.Namespace) -> int:
 _MODE_COLUMNS = {"serial": "serial", "parallel": "parallel", "handopt": "handopt",
                  "cudagraph": "cudagraph", "recorded": "recorded",
                  "recorded_static": "recorded\nstatic"}
+
+
+#: Options that only some of what ``asyncgpu bench`` runs reads: option -> (its attribute, the
+#: value it has when not given, what reads it).
+_FOR = {"--devices": ("devices", None, ("multigpu",)),
+        "--workloads": ("workloads", None, ("multigpu", "tenants")),
+        "--steps": ("steps", "eager", ("tenants",)),
+        "--period": ("period", None, ("tenants",)),
+        "--partitions": ("partitions", False, ("tenants",)),
+        "--balance": ("balance", False, ("tenants",)),
+        "--no-priority": ("no_priority", False, ("tenants",)),
+        "--plot": ("plot", None, ("suite", "multigpu"))}
+
+
+def _say_unused(console: Any, args: argparse.Namespace, names: list[str],
+                workloads: Any) -> None:
+    """One line per option given that nothing of this run reads (it ran without it before)."""
+    running = set(names) | ({"suite"} if any(n in workloads for n in names) else set())
+    for flag, (attr, unset, readers) in _FOR.items():
+        if getattr(args, attr) != unset and not running & set(readers):
+            what = " and ".join("the suite's workloads" if r == "suite" else r for r in readers)
+            console.print(f"[yellow]{flag} applies to {what}, which this run does not include: "
+                          "it is ignored[/]")
 
 
 def print_results(console: Any, args: argparse.Namespace, rows: list[dict[str, Any]],
