@@ -307,7 +307,8 @@ def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: 
                   d.const or s.const, d.ctype)
             for d, s in zip(params, sig)
         )
-        out = list(_names(out, name, "out")) + [d.name for d, s in zip(params, sig) if getattr(s, "out", False)]
+        out = list(_names(out, name, "out")) + [d.name for d, s in zip(params, sig)
+                                                 if getattr(s, "out", False)]
     src = CudaCSource(source, name, tuple(options), None, sim)
     return _splittable(_c_kernel(src, params, const, out, None), elementwise, broadcast,
                        grid_offset, grid_stride)
