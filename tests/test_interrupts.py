@@ -21,7 +21,6 @@ def test_ctrl_c_inside_a_simulated_kernel_waits_for_its_end():
     import signal
     import threading
 
-
     def twin(y, n):
         y[:n] += 1
         # (to the main thread, as Ctrl-C reaches a program's only thread: a signal sent to the
@@ -57,7 +56,6 @@ def test_ctrl_c_that_another_thread_takes_still_waits_for_the_kernels_end():
     import signal
     import threading
     import time
-
 
     stop = threading.Event()
     other = threading.Thread(target=stop.wait, daemon=True)
