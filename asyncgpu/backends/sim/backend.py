@@ -40,11 +40,7 @@ from __future__ import annotations
 import ctypes
 import itertools
 import logging
-import os
 import random
-import signal
-import sys
-import threading
 from collections import deque
 from typing import Any
 
@@ -56,6 +52,7 @@ from ...core.partitions import GRAIN, SmLedger, reserve_on_each
 from ..capture import CaptureTracker, Expansion, Graph, check_launch, destroy
 from .buffers import ForeignSimBuffer, SimBuffer, SimCopy
 from .kernels import make_launch
+from .interrupts import uninterrupted
 from .library import make_call
 from .timing import SimStageTimer
 
@@ -63,55 +60,6 @@ log = logging.getLogger("asyncgpu.sim")
 
 #: The SMs of a simulated device, for its partitions (an H100's or H200's 132).
 SMS = 132
-
-
-def _uninterrupted(step: Any, *args: Any) -> Any:
-    """Run ``step(*args)``, a step of the simulated device, with SIGINT held back until it is
-    over.
-
-    A real device finishes a kernel whatever the host's threads receive, and never drops an
-    operation it has taken from a queue; the simulated one runs them in the host thread that
-    happens to step it, so a ``KeyboardInterrupt`` landing there would lose or tear a kernel's
-    writes, or lose an operation taken from its queue before it took effect, a fault of the
-    simulation that the runtime cannot see (tests/interrupts.py sends SIGINT at random
-    moments). Python raises ``KeyboardInterrupt`` in the main thread only, whichever of the
-    process's threads the signal reaches (NumPy's BLAS starts threads of its own), so in the
-    main thread the step runs with a handler that notes the signal, and the handler before it
-    is called as the step ends: Ctrl-C then lands just after the step, as it would on a
-    device. The handler before it is read before the ``try`` and the other put in place inside
-    it, so an interrupt raised as the step begins finds the device as it was."""
-    if threading.current_thread() is not _MAIN:
-        return step(*args)
-    before = signal.getsignal(signal.SIGINT)
-    if before is _note_interrupt or before is None:     # (nested, or not set from Python)
-        return step(*args)
-    try:
-        signal.signal(signal.SIGINT, _note_interrupt)
-        return step(*args)
-    finally:
-        signal.signal(signal.SIGINT, before)
-        if noted:
-            noted.clear()
-            _deliver(before)
-
-
-#: SIGINTs the main thread received during a step (:func:`_uninterrupted`).
-noted: list[Any] = []
-_MAIN = threading.main_thread()
-
-
-def _note_interrupt(signum: int, frame: Any) -> None:
-    noted.append(frame)
-
-
-def _deliver(handler: Any) -> None:
-    """Act on a SIGINT held back during a step as ``handler``, the program's, would have."""
-    if handler is signal.SIG_IGN:
-        return
-    if handler is signal.SIG_DFL:
-        os.kill(os.getpid(), signal.SIGINT)     # (the default action, now in place again)
-        return
-    handler(signal.SIGINT, sys._getframe(1))
 
 
 class Capture:
@@ -499,12 +447,12 @@ class SimBackend(Backend):
                 )
             return False
         kind, stream = self._choose(steps)
-        _uninterrupted(self._advance, kind, stream)
+        uninterrupted(self._advance, kind, stream)
         return True
 
     def _advance(self, kind: str, stream: SimStream) -> None:
         """One step: ``stream``'s head operation begins (a kernel) or takes effect (its end, or
-        any other operation), with SIGINT held back (:func:`_uninterrupted`)."""
+        any other operation), with SIGINT held back (``interrupts.uninterrupted``)."""
         self.steps += 1
         op = stream.ops[0]
         if kind == "begin":
