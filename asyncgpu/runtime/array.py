@@ -42,9 +42,11 @@ from ..core.errors import FreedArrayError
 from .allocation import (DEVICE, HOST, Allocation, View, c_strides, dense_layout,
                          describe, f_strides, new_view)
 from .current import current_runtime
+from .dtypes import array_dtype, fill_number
 from .node_ops import ops
 from .operators import ArrayOperators
 from .recording_hook import recording_of, this_thread
+from .sim_device import SimDevice
 
 _FAKE = np.zeros(64, np.uint8)
 #: A whole array of this many bytes or more set to one number is filled on the device.
@@ -230,7 +232,7 @@ class Array(View, ArrayOperators):
                                and key.stop is None and key.step is None):
             # ``x[...] = values`` or ``x[:] = values``, the common rewrite of a whole array:
             # its own span, without working out a view's layout
-            if (self.nbytes >= DEVICE_FILL_BYTES and _number(value, self.dtype)
+            if (self.nbytes >= DEVICE_FILL_BYTES and fill_number(value, self.dtype)
                     and self._alloc.runtime.recording is None):
                 # one number (converted as NumPy would, raising as NumPy does, before
                 # anything is enqueued): a fill on the device, not every byte written on the
@@ -685,39 +687,6 @@ class FlatIter:
         return f"<asyncgpu flat iterator of {self.base.describe()}>"
 
 
-class SimDevice:
-    """``Array.device`` on ``sim``: a virtual device of the simulator (``id``, 0 unless
-    ``device=`` or ``sim_devices`` choose others); usable like CuPy's ``Device`` where code
-    only compares it, reads ``id`` or enters it as a context."""
-
-    __slots__ = ("id",)
-
-    def __init__(self, id: int = 0) -> None:
-        self.id = id
-
-    def __int__(self) -> int:
-        return self.id
-
-    __index__ = __int__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SimDevice) and other.id == self.id
-
-    def __hash__(self) -> int:
-        return hash((SimDevice, self.id))
-
-    def __enter__(self) -> SimDevice:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        return None
-
-    def __repr__(self) -> str:
-        return f"<asyncgpu sim device {self.id}>"
-
-
-
-
 #: The layout of each allocation made in another order than C (``new_array(strides=...)``):
 #: an array of that layout over the whole allocation owns it (``base`` is None), as a
 #: C-contiguous one over the whole allocation does.
@@ -754,7 +723,7 @@ def empty_array(shape: Any, dtype: Any, location: int, order: str = "C") -> Arra
     """A new array of the current runtime, its contents undefined, marked current at
     ``location`` (``HOST``: the host writes it next; 0: nobody wrote it); ``order`` ``'F'``
     lays it out in Fortran order."""
-    shape, dt = _shape(shape), _dtype(dtype)
+    shape, dt = _shape(shape), array_dtype(dtype)
     strides = f_strides(shape, dt.itemsize) if order == "F" else None
     return new_array(current_runtime(), shape, dt, location, strides)
 
@@ -781,7 +750,7 @@ def host_array(obj: Any, dtype: Any = None, order: str = "C") -> Array:
     order."""
     data = obj.numpy() if isinstance(obj, Array) else obj
     data = np.asarray(data, dtype=dtype)
-    out = empty_array(data.shape, _dtype(data.dtype), HOST, order)
+    out = empty_array(data.shape, array_dtype(data.dtype), HOST, order)
     _fill_new(out, data)
     return out
 
@@ -813,37 +782,3 @@ def _shape(shape: Any) -> tuple[int, ...]:
     if total >= 2**62:
         raise ValueError(f"an array of shape {tuple(out)} is too large to allocate")
     return tuple(out)
-
-
-class UnsupportedDtype(TypeError, ValueError):
-    """A dtype asyncgpu arrays cannot hold: CuPy raises ``ValueError`` ("Unsupported dtype"),
-    NumPy code often expects ``TypeError``; either catches it."""
-
-
-def _dtype(dtype: Any) -> np.dtype:
-    dt = np.dtype(dtype)
-    if dt.kind not in "biufc" or dt.hasobject:
-        raise UnsupportedDtype(
-            f"asyncgpu arrays hold booleans and numbers; dtype {dt} is not supported"
-        )
-    if long_double(dt):
-        raise UnsupportedDtype(
-            f"dtype {dt} (NumPy's long double) has no CUDA type, and CuPy refuses it; use "
-            f"{'complex128' if dt.kind == 'c' else 'float64'}")
-    return dt
-
-
-def long_double(dt: np.dtype) -> bool:
-    """Whether ``dt`` is NumPy's long double (float128, complex256), which CUDA lacks."""
-    return dt.kind in "fc" and dt.itemsize > (16 if dt.kind == "c" else 8)
-
-
-def _number(value: Any, dtype: np.dtype) -> bool:
-    """Whether ``value`` is one number (a Python or NumPy scalar, or a 0-d NumPy array) and
-    ``dtype`` a numeric one: what a device fill can set."""
-    if dtype.kind not in "biufc":
-        return False
-    if type(value) in (int, float, bool, complex):
-        return True
-    return (isinstance(value, (np.generic, np.ndarray)) and value.ndim == 0
-            and value.dtype.kind in "biufc")

@@ -48,9 +48,10 @@ from ..core.deps import Access
 from ..core.errors import ArgumentError, call_failed
 from . import array_modules
 from .allocation import dense_layout
-from .array import Array, UnsupportedDtype, host_array, long_double, new_array
+from .array import Array, host_array, new_array
 from .checks import check_usable
 from .cupy_surface import AS_CUPY
+from .dtypes import UnsupportedDtype, long_double
 from .current import current_runtime
 from .effects import effects
 from .kernel import array_arg

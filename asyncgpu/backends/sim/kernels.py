@@ -14,7 +14,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ...core.errors import AnnotationViolation, ArgumentError, AsyncGPUError
-from ...runtime.array import Array, long_double
+from ...runtime.array import Array
+from ...runtime.dtypes import long_double
 from ...runtime.kernel import CudaCSource, Kernel
 from .numba_sim import barrier_free, one_launch, simulated_device_functions
 
