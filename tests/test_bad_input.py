@@ -625,6 +625,10 @@ def test_a_long_double_array_is_refused_as_cupy_refuses_it(sim):
     with pytest.raises(ValueError, match=r"dtype float128 \(NumPy's long double\) has no CUDA "
                        r"type.*use float64"):
         sim.array(np.zeros(4, np.longdouble))
+    for refused in (np.longdouble, object, "U3"):   # (caught as asyncgpu's, NumPy's, CuPy's)
+        for cls in (sim.AsyncGPUError, TypeError, ValueError):
+            with pytest.raises(cls, match="not supported|no CUDA type"):
+                sim.zeros(2, dtype=refused)
     with pytest.raises(ValueError, match=r"call 'ndarray.astype': its result has dtype float128"):
         sim.zeros(4).astype(np.longdouble)
     assert sim.zeros(4).astype(np.float64).dtype == np.float64

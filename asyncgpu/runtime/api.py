@@ -201,7 +201,7 @@ class configure:
     restored all the same).
 
     Arrays and generators stay usable across every change but one of ``backend``,
-    ``device``, ``devices`` or ``sim_devices``: a change of ``memory`` converts each live
+    ``device`` or ``devices``, or of ``sim_devices`` on a runtime of several devices: a change of ``memory`` converts each live
     array's memory (explicit: device memory and a host mirror; managed: unified memory),
     keeping its contents; recorded graphs are recorded again where the backend is rebuilt
     (``memory``, the other ``sim_*`` options, ``debug_hb``, ``stress``, the launch paths), and

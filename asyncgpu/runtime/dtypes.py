@@ -15,10 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from ..core.errors import AsyncGPUError
 
-class UnsupportedDtype(TypeError, ValueError):
+
+class UnsupportedDtype(AsyncGPUError, TypeError, ValueError):
     """A dtype asyncgpu arrays cannot hold: CuPy raises ``ValueError`` ("Unsupported dtype"),
-    NumPy code often expects ``TypeError``; either catches it."""
+    NumPy code often expects ``TypeError``; either catches it, as ``AsyncGPUError`` does."""
 
 
 def array_dtype(dtype: Any) -> np.dtype:
