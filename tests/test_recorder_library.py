@@ -53,6 +53,23 @@ def test_captured_calls_replay_equal_numpy_with_stable_results(sim):
     assert all(s[0] is seen[0][0] and s[2] is seen[0][2] for s in seen)
 
 
+@pytest.mark.parametrize("static", [False, True])
+def test_a_call_given_minus_zero_after_zero_is_not_replayed_with_zero(sim, static):
+    ag = sim
+    import asyncgpu.cupy as acp
+
+    x = ag.array(np.ones(4, np.float32))
+
+    @ag.graph(static=static)
+    def f(x, s):
+        return acp.copysign(x, s), acp.multiply(x, np.float32(s))
+
+    for s in (0.0, 0.0, 0.0, -0.0, -0.0, 0.0):
+        signed, product = f(x, s)
+        np.testing.assert_array_equal(signed.numpy(), np.copysign(np.ones(4, np.float32), s))
+        assert np.signbit(product.numpy()).all() == np.signbit(s)
+
+
 def test_a_result_the_program_freed_is_made_anew_and_the_calls_go_on(sim):
     ag = sim
     import asyncgpu.cupy as acp

@@ -337,6 +337,13 @@ def _key(obj: Any) -> Any:
         return (type(obj).__name__,) + tuple(_key(o) for o in obj)
     if type(obj) is dict:
         return ("dict",) + tuple((k, _key(v)) for k, v in sorted(obj.items()))
+    # (floats by their exact bits: 0.0 == -0.0, yet copysign or 1 / x tell them apart)
+    if type(obj) is float:
+        return ("float", obj.hex())
+    if type(obj) is complex:
+        return ("complex", obj.real.hex(), obj.imag.hex())
+    if isinstance(obj, (np.floating, np.complexfloating)):
+        return (type(obj).__qualname__, obj.tobytes())
     return (type(obj).__qualname__, obj)
 
 
