@@ -81,6 +81,64 @@ def test_recordings_of_several_threads_that_share_an_array_stay_ordered():
     np.testing.assert_array_equal(base, np.ones(8, np.float32))
 
 
+def test_one_record_object_in_two_threads_keeps_each_threads_recording():
+    """Thread A enters a shared ``record()`` block, then B enters it too, then A leaves before
+    B does: each leaves its own recording, so both read their results after their blocks."""
+    inc, _ = kernels()
+    results: dict[str, np.ndarray] = {}
+    errors: list[BaseException] = []
+    with fresh_sim():
+        r = ag.record("shared")
+        a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+
+        def a() -> None:
+            try:
+                y = ag.zeros(8, np.float32)
+                with r:
+                    inc[1, 8](y, 8)
+                    a_in.set()
+                    b_in.wait(10)
+                a_out.set()
+                results["a"] = y.numpy()
+            except BaseException as exc:  # noqa: BLE001 - checked below
+                errors.append(exc)
+                a_out.set()
+
+        def b() -> None:
+            try:
+                y = ag.zeros(8, np.float32)
+                a_in.wait(10)
+                with r:
+                    b_in.set()
+                    a_out.wait(10)
+                    inc[1, 8](y, 8)
+                    inc[1, 8](y, 8)
+                results["b"] = y.numpy()
+            except BaseException as exc:  # noqa: BLE001 - checked below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=a), threading.Thread(target=b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        np.testing.assert_array_equal(results["a"], np.ones(8, np.float32))
+        np.testing.assert_array_equal(results["b"], np.full(8, 2, np.float32))
+        left = []
+
+        def leave() -> None:
+            try:
+                r.__exit__(None, None, None)
+            except RuntimeError as exc:
+                left.append(str(exc))
+        with r:
+            t = threading.Thread(target=leave)
+            t.start()
+            t.join()
+        assert "left in a thread that did not enter it" in left[0]
+
+
 @pytest.mark.parametrize("strategy", ["random", "reverse", "starve"])
 def test_split_nested_and_eager_threads_beside_each_other_equal_serial(strategy):
     """One thread records with ``split=True`` (a host read ends each segment), one records a

@@ -21,7 +21,7 @@ cdef class _Run:
 
 
 cdef class Recorder(_Run):
-    cdef public list _open
+    cdef public dict _open
 
 
 cdef class GraphFunction(_Run):

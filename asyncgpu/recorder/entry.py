@@ -154,14 +154,27 @@ class Recorder(_Run):
 
     def __init__(self, token: Any, name: str, split: bool) -> None:
         super().__init__(token, name, split)
-        self._open: list[Recording | None] = []
+        #: per thread: the recordings its blocks opened and have not closed, innermost last (a
+        #: recording belongs to the thread that entered it; one recorder may serve several)
+        self._open: dict[int, list[Recording | None]] = {}
 
     def __enter__(self) -> Recorder:
-        self._open.append(self._enter())
+        rec = self._enter()
+        self._open.setdefault(this_thread(), []).append(rec)
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        self._exit(self._open.pop(), exc is not None)
+        thread = this_thread()
+        opened = self._open.get(thread)
+        if not opened:
+            raise RuntimeError(
+                f"asyncgpu.record({self.name!r}) is left in a thread that did not enter it: a "
+                "recording belongs to the thread that entered it (no yield or await inside "
+                "its block)")
+        rec = opened.pop()
+        if not opened:
+            del self._open[thread]
+        self._exit(rec, exc is not None)
 
 
 class GraphFunction(_Run):
