@@ -112,6 +112,29 @@ def test_a_recorded_function_is_refused_in_a_partitioned_tenant_and_runs_outside
         assert stat.graphs_replayed >= 1
 
 
+def test_a_partitioned_tenant_entered_inside_a_recorded_function_is_refused():
+    with ag.configure(backend="sim"):
+        k = ag.kernel(const=["x"], out=["y"])(add_one)
+        x, y = ag.array(np.arange(64.0)), ag.empty(64)
+        with ag.tenant("walled", sms=16):
+            k[2, 32](x, y, 64)
+
+        @ag.graph
+        def step():
+            with ag.tenant("walled", sms=16):
+                k[2, 32](y, x, 64)
+
+        for _ in range(3):      # (every call: recording it or replaying it would leave the SMs)
+            with pytest.raises(ag.RecordingError, match=r"tenant\('walled'\) entered inside a "
+                                                        r"recording: .*16 SMs"):
+                step()
+        assert ag.tenants()["walled"].graphs == 0
+        assert np.array_equal(x.numpy(), np.arange(64.0))   # (nothing of the body ran)
+        with ag.tenant("walled", sms=16):                   # (outside: the tenant still runs)
+            k[2, 32](y, x, 64)
+        assert np.array_equal(x.numpy(), np.arange(64.0) + 2)
+
+
 def test_partitions_on_every_virtual_device():
     with ag.configure(backend="sim", sim_devices=2):
         with ag.tenant("everywhere", sms=64):
