@@ -70,6 +70,58 @@ def test_a_call_given_minus_zero_after_zero_is_not_replayed_with_zero(sim, stati
         assert np.signbit(product.numpy()).all() == np.signbit(s)
 
 
+def test_results_of_calls_on_a_new_batch_each_time_do_not_stay_alive(sim):
+    """A recorded step given a new input array at every call (never replayed) lets its earlier
+    results go, as the eager program does; an input that comes again still replays."""
+    import gc
+    import weakref
+
+    ag = sim
+
+    @ag.graph
+    def step(x):
+        return x * 2.0 + 1.0
+
+    refs = []
+    for i in range(40):
+        out = step(ag.array(np.full(64, i, np.float32)))
+        np.testing.assert_array_equal(out.numpy(), np.full(64, 2 * i + 1, np.float32))
+        refs.append(weakref.ref(out._alloc))
+        del out
+    ag.synchronize()
+    gc.collect()
+    assert sum(r() is not None for r in refs) <= 2
+    x = ag.array(np.arange(64, dtype=np.float32))
+    outcomes = []
+    for _ in range(3):
+        out = step(x)
+        outcomes.append(step.outcome)
+    assert outcomes == ["recorded", "replayed", "replayed"]
+    np.testing.assert_array_equal(out.numpy(), np.arange(64, dtype=np.float32) * 2 + 1)
+
+
+def test_a_step_fed_its_own_result_keeps_a_bounded_number_of_results(sim):
+    import gc
+    import weakref
+
+    from asyncgpu.recorder.calls import RESULTS_PER_CALL
+
+    ag = sim
+
+    @ag.graph
+    def step(x):
+        return x + 1.0
+
+    x = ag.zeros(64, np.float32)
+    refs = []
+    for _ in range(3 * RESULTS_PER_CALL):
+        x = step(x)
+        refs.append(weakref.ref(x._alloc))
+    np.testing.assert_array_equal(x.numpy(), np.full(64, 3 * RESULTS_PER_CALL, np.float32))
+    gc.collect()
+    assert sum(r() is not None for r in refs) <= RESULTS_PER_CALL + 1
+
+
 def test_a_result_the_program_freed_is_made_anew_and_the_calls_go_on(sim):
     ag = sim
     import asyncgpu.cupy as acp

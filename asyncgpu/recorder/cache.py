@@ -45,8 +45,8 @@ class GraphCache:
         # its key to the end: a replay's lookups in them are then C calls where compiled)
         self.entries: dict[Any, Any] = {}
         self.lanes: dict[int, list[Any]] = {}      # device slot -> capture streams
-        #: Result arrays of captured library calls, per (recording segment, position, call):
-        #: the same arrays at every run (``asyncgpu.recorder.calls``).
+        #: Result arrays of captured library calls, per (recording segment, position), then
+        #: per call's arguments: the same arrays at every run (``asyncgpu.recorder.calls``).
         self.results: OrderedDict[Any, Any] = OrderedDict()
         #: The previous run of each recording segment (``asyncgpu.recorder.keys``).
         self.memo: dict[Any, LaunchMemo] = {}

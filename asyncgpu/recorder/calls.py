@@ -36,6 +36,8 @@ Plain Python: the backends run the calls (``backend.library_call``).
 
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
 from typing import Any
 
 from ..core.deps import Access
@@ -67,8 +69,12 @@ _REDUCTIONS = frozenset({"sum", "prod", "max", "min", "amax", "amin", "mean", "a
 #: forms are the ``Array`` methods). Not matrix products: CuPy raises "calling cuBLAS API
 #: during stream capture is currently unsupported", so they end the segment or run eagerly.
 CAPTURABLE = _UFUNCS | _REDUCTIONS | {f"ndarray.{r}" for r in _REDUCTIONS}
-#: Result arrays remembered per runtime (least recently used dropped first).
+#: Captured calls whose results are remembered, per runtime (least recently used first out).
 RESULTS_KEPT = 4096
+#: Result arrays remembered per captured call (its recording segment and position): those of
+#: its latest argument sets, least recently used dropped first; an argument set whose arrays
+#: are gone can never come again, and its result is dropped at the call's next run.
+RESULTS_PER_CALL = 8
 
 
 class CallLaunch:
@@ -150,17 +156,37 @@ def defer(recording: Any, call: LibraryCall, site: str | None,
     from .cache import graph_cache
 
     cache = graph_cache(rt)
-    key = ((recording.token, recording.segment), recording.calls, sig)
-    result = cache.results.get(key)
-    if result is None or result._alloc.freed:
-        # (a result the program freed is not handed out again: a new one, recorded anew)
-        result = allocate_results(rt, call, meta, [])
-        cache.results[key] = result
+    place = ((recording.token, recording.segment), recording.calls)
+    kept = cache.results.get(place)
+    if kept is None:
+        kept = cache.results[place] = OrderedDict()
         if len(cache.results) > RESULTS_KEPT:
             cache.results.popitem(last=False)
     else:
-        cache.results.move_to_end(key)
+        cache.results.move_to_end(place)
+        # (a new batch each call: the earlier batches' results would otherwise stay alive)
+        for gone in [old for old, (_, inputs) in kept.items() if not _alive(inputs)]:
+            del kept[gone]
+    hit = kept.get(sig)
+    if hit is None or hit[0]._alloc.freed:
+        # (a result the program freed is not handed out again: a new one, recorded anew)
+        result = allocate_results(rt, call, meta, [])
+        kept[sig] = (result, tuple([weakref.ref(a._alloc) for a in call.arrays]))
+        if len(kept) > RESULTS_PER_CALL:
+            kept.popitem(last=False)
+    else:
+        result = hit[0]
+        kept.move_to_end(sig)
     return _launch(call.name, args, dict(kwargs, out=result), site, result)
+
+
+def _alive(inputs: tuple[Any, ...]) -> bool:
+    """Whether every allocation of these weak references is still in use."""
+    for ref in inputs:
+        alloc = ref()
+        if alloc is None or alloc.freed:
+            return False
+    return True
 
 
 def _launch(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], site: str | None,
