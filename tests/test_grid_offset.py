@@ -267,6 +267,31 @@ def test_a_grid_stride_pieces_are_parts_of_a_grid_as_many_times_larger():
         assert out.numpy().tolist() == [6000.0, 6000.0, 6002.0, 6002.0, 6004.0, 6004.0]
 
 
+@pytest.mark.parametrize("int_type,pieces", [(np.int8, 6), (np.uint8, 12), (np.int16, 8)])
+def test_a_grid_stride_launch_given_narrow_ints_is_cut_in_as_many_pieces_as_they_can_number(
+        int_type, pieces):
+    """total as an int8 cannot say a grid of 8 x 20 blocks: the launch is cut in as many
+    pieces as the type numbers (6 x 20 <= 127; uint8 12 x 20 <= 255), or runs whole, and
+    gives the whole launch's answer."""
+    def smooth_narrow(x, y, n, first, total):
+        # (smooth's loop with the index math in 64 bits)
+        step = np.int64(total) * cuda.blockDim.x
+        start = (cuda.blockIdx.x + np.int64(first)) * cuda.blockDim.x + cuda.threadIdx.x
+        for i in range(start, n, step):
+            y[i] = 2.0 * x[i] + (x[i - 1] if i > 0 else 0.0)
+
+    with ag.configure(backend="sim", sim_seed=1):
+        k = ag.kernel(const=["x"], out=["y"], grid_offset=("first", "total"),
+                      grid_stride=True)(smooth_narrow)
+        host = np.arange(N, dtype=np.float64)
+        x, y = ag.array(host), ag.empty(N)
+        name = f"stride-narrow-{np.dtype(int_type).name}"
+        with ag.tenant(name, split={"smooth_narrow": 8 if int_type is not np.uint8 else 16}):
+            k[20, THREADS](x, y, N, int_type(0), int_type(20))
+        np.testing.assert_array_equal(y.numpy(), smooth_numpy(host))
+        assert ag.tenants()[name].kernels == pieces
+
+
 def test_a_grid_stride_launch_that_is_itself_a_part_of_a_grid_is_cut_by_its_blocks():
     with ag.configure(backend="sim", sim_seed=1):
         k = ag.kernel(grid_offset=("first", "total"), grid_stride=True)(firsts)

@@ -40,6 +40,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..core.dag import Node
 from ..core.errors import ArgumentError
 from .checks import is_int
@@ -84,6 +86,12 @@ def _grid_parts(launcher: Any, args: tuple[Any, ...], values: list[Any], site: s
         # (its answer is the same on any grid: each piece runs the whole grid as the i-th
         # part of one count times larger, a count-th of the work on every block)
         total_type = type(args[at[1]])
+        # (no more pieces than the arguments' integer types can number the larger grid by:
+        # a launch given total as an int8 runs whole rather than wrapped around)
+        count = min(count, _most(kernel.params[at[1]], total_type) // blocks,
+                    _most(kernel.params[at[0]], start_type) // blocks + 1)
+        if count < 2:
+            return None
         parts = []
         for i in range(count):
             part = list(args)
@@ -101,6 +109,16 @@ def _grid_parts(launcher: Any, args: tuple[Any, ...], values: list[Any], site: s
         piece = kernel[(stop - start,) + rest, launcher.block, launcher.shared]
         parts.append((piece, tuple(part)))
     return parts
+
+
+def _most(param: Any, value_type: type) -> int:
+    """The largest integer that a value of ``value_type`` passed as ``param`` holds: the
+    narrower of a NumPy integer type's and the parameter's declared type's (CUDA C)."""
+    most = 2 ** 63 - 1
+    for dt in (value_type if issubclass(value_type, np.integer) else None, param.dtype):
+        if dt is not None and np.dtype(dt).kind in "iu":
+            most = min(most, int(np.iinfo(dt).max))
+    return most
 
 
 def split_parts(launcher: Any, args: tuple[Any, ...], arrays: list[Any], values: list[Any],
