@@ -557,6 +557,32 @@ def test_a_given_plan_runs_at_once_and_off_gives_the_tenants_their_own_settings(
         assert mix.right()
 
 
+@pytest.mark.parametrize("tag", ["early", "early-named"])
+def test_a_plan_given_before_its_tenants_are_made_applies_to_each_as_it_is_made(tag):
+    """A saved plan loaded at start-up, before any tenant ran: each tenant it names is
+    regulated with it from its first step on; one it does not name is not."""
+    low, high = f"low-{tag}", f"high-{tag}"
+    with ag.configure(backend="sim", sim_seed=2):
+        plan = Plan({low: {"square": 2}}, {high: {"add_one": (low, "square")}})
+        ag.regulate(plan=plan, tenants=[low, high] if tag == "early-named" else None)
+        assert (ag.regulation().state, ag.regulation().tenants) == ("regulated", ())
+        mix = Mix(tag)
+        with ag.instrument(programs.Edges()) as seen:
+            mix.step()
+        assert [n.name for n, _ in seen.kernels] == ["square", "square", "add_one"]
+        assert "pointer" in seen.kernels[2][1]
+        assert ag.regulation().tenants == (low, high)
+        with ag.tenant(f"bystander-{tag}"):
+            pass
+        assert ag.regulation().tenants == (low, high)
+        ag.regulate(plan="off")
+        with ag.instrument(programs.Edges()) as seen:
+            mix.step()
+        assert [n.name for n, _ in seen.kernels] == ["square", "add_one"]
+        ag.synchronize()
+        assert mix.right()
+
+
 @pytest.mark.parametrize("tenants, message", [
     (["typo"], "no tenant named 'typo'"), (123, "tenants must be a tenant's name or names"),
     ([7], "tenants must be names"), ([], "no tenant to regulate")])

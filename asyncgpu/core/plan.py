@@ -225,6 +225,11 @@ class Plan:
             raise ValueError(f"asyncgpu.Plan: tenant {unshared[0]!r} is in shared but has no "
                              "entry in partitions (the SMs the shared partition has)")
 
+    def named(self) -> set[str]:
+        """The tenants this plan gives a setting."""
+        return (set(self.splits) | set(self.after) | set(self.exclusive)
+                | set(self.partitions) | set(self.one_core))
+
     def tenant_settings(self, name: str) -> tuple[dict[str, int] | None,
                                                   dict[str, tuple[str, str]] | None]:
         """Tenant ``name``'s splits and pointers under this plan (None: none)."""

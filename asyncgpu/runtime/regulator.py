@@ -272,6 +272,17 @@ class Regulator(PlanCheck, StepProfiles):
         if self.rt._instruments:
             self.rt._notify("regulation_changed", *now)
 
+    def joined(self, index: int) -> None:
+        """Tenant ``index`` was just made: regulated from now on where the plan in force names
+        it (a plan given before its tenants were made), with the plan's settings."""
+        if (self.state == "off" or self.plan is None or index in self.tenants
+                or self.rt.tenants[index].name not in self.plan.named()):
+            return
+        self.tenants = sorted([*self.tenants, index])
+        self._profiled[index] = []
+        self.apply(self.plan, measure=False)
+        self._announce()
+
     def apply(self, plan: Plan | None, measure: bool = True) -> None:
         """Make ``plan``'s splits, pointers, exclusive tenants, partitions and host core the
         regulated tenants' (None: their own); with ``measure``, a plan searched on a profile is
@@ -296,7 +307,7 @@ class Regulator(PlanCheck, StepProfiles):
             self._trial = None
         if plan is not None:
             self.state = "regulated"
-            if measure and plan.profile:
+            if measure and plan.profile and self.tenants:
                 self._trial = self._start(plan, "plan", None)
                 self._measure_alone(self._trial)
         if measure:

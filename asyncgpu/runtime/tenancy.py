@@ -242,7 +242,8 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
     ``exclusive=True`` would). A plan found for the same workload shape
     is reused without a search, and a step of another shape sets the plan aside and profiles
     again. ``plan=`` a :class:`~asyncgpu.Plan` (``asyncgpu.regulation().plan``, or
-    ``Plan.load(path)``): run with it. ``plan="off"``: the tenants' own settings again.
+    ``Plan.load(path)``): run with it, the tenants it names that are not made yet each from
+    its making on. ``plan="off"``: the tenants' own settings again.
 
     The plan is a tenant's splits, pointers, partition, exclusive setting and host core
     (``asyncgpu.tenant``), added to those the tenant was given, so results are those of the
@@ -256,8 +257,9 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
         An unknown ``plan``, a :class:`~asyncgpu.Plan` whose settings ``asyncgpu.tenant``
         would refuse (:meth:`~asyncgpu.Plan.check`), ``steps`` below 1, a negative
         ``budget_s``, a ``host_core`` that is not a bool, ``tenants`` that are not names, a
-        tenant name the runtime does not know, or no tenant to regulate (none has run a step
-        yet). A refused call leaves the regulation in force as it was.
+        tenant name the runtime does not know (nor a given plan names), or no tenant to
+        regulate (none has run a step yet, and no given plan names one). A refused call leaves
+        the regulation in force as it was.
     """
     if not (isinstance(plan, Plan) or plan in ("search", "off")):
         raise ValueError(f"asyncgpu.regulate: plan must be 'search', 'off' or an "
@@ -306,20 +308,24 @@ def _regulated(rt: Any, plan: Any, tenants: list[str] | str | None) -> list[int]
     """The indices of the tenants ``regulate`` is asked to regulate (ValueError: a name the
     runtime does not know, or none to regulate)."""
     known = {t.name: t.index for t in rt.tenants[1:]}
+    # (a given plan may name tenants not made yet: each is regulated as it is made)
+    named = plan.named() if isinstance(plan, Plan) else set()
     if tenants is None:
         chosen = [t.index for t in rt.tenants[1:] if t.steps]
-        if isinstance(plan, Plan):
-            named = (set(plan.splits) | set(plan.after) | set(plan.exclusive)
-                     | set(plan.partitions) | set(plan.one_core))
-            chosen = [known[n] for n in sorted(named) if n in known] or chosen
+        if named:
+            chosen = [known[n] for n in sorted(named) if n in known]
+            if not chosen and any(n != "default" for n in named):
+                return []
     else:
         names = [tenants] if isinstance(tenants, str) else tenants
-        missing = [n for n in names if n not in known]
+        missing = [n for n in names if n not in known and n not in named]
         if missing:
             raise ValueError(f"asyncgpu.regulate: no tenant named {missing[0]!r}; the "
                              f"runtime's tenants are {sorted(known) or 'none'} (a tenant "
                              "exists once asyncgpu.tenant(name) was entered)")
-        chosen = sorted({known[n] for n in names})
+        chosen = sorted({known[n] for n in names if n in known})
+        if not chosen and names and all(n in named for n in names):
+            return []
     if not chosen:
         raise ValueError("asyncgpu.regulate: no tenant to regulate; run a step of each "
                          "tenant first (with asyncgpu.tenant(name): ...), or name them "

@@ -87,6 +87,8 @@ class TenantSteps:
             self._tenanted = True
             if exclusive:
                 self.exclusive_changed()
+            if self.regulator is not None:      # (a plan given before its tenants were made)
+                self.regulator.joined(index)
             return index
 
     def partition_tenant(self, index: int, sms: int | None, name: str | None = None) -> None:
