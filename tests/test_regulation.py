@@ -5,6 +5,7 @@ profile again when the workload changes), with results equal to the unregulated 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import threading
 import time
@@ -293,6 +294,35 @@ def test_a_plan_saved_and_loaded_is_the_same(tmp_path):
     path = str(tmp_path / "plan.json")
     plan.save(path)
     assert Plan.load(path) == plan
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d.update(after={"a": {"gemm": "bk"}}), "after must map a kernel name"),
+    (lambda d: d.update(after={"a": {"gemm": ["b"]}}), "after must map a kernel name"),
+    (lambda d: d.update(after={"a": {"gemm": ["b", "k", "x"]}}), "after must map a kernel"),
+    (lambda d: d.update(exclusive="ranker"), "exclusive must be a tuple of tenant names"),
+    (lambda d: d["splits"]["a"].update(k=2.5), r"split must map .*got \{'k': 2.5\}"),
+    (lambda d: d["splits"]["a"].update(k="3"), r"split must map .*got \{'k': '3'\}"),
+    (lambda d: d["splits"]["a"].update(k=True), r"split must map .*got \{'k': True\}"),
+    (lambda d: d["splits"]["a"].update(k=None), "split must map"),
+    (lambda d: d.update(partitions={"a": 8.7}), "partition must be a positive int"),
+    (lambda d: d.update(splits=[["a", 2]]), "splits must map tenant names to objects"),
+    (lambda d: d.update(profile=[{"name": "a", "ops": []}]), "profile, pairs or outcomes"),
+    (lambda d: d.update(pairs=[[1]]), "profile, pairs or outcomes"),
+])
+def test_a_plan_edited_in_its_json_file_wrongly_is_refused_as_loaded(edit, message):
+    """Nothing is converted to fit (a pointer "bk" is not tenant b's kernel k, 2.5 pieces are
+    not 2): a ValueError names the field, whatever the edit broke."""
+    d = json.loads(Plan({"a": {"k": 4}}).to_json())
+    edit(d)
+    with pytest.raises(ValueError, match=message):
+        Plan.from_json(json.dumps(d))
+
+
+def test_a_plan_without_its_optional_fields_loads():
+    assert Plan.from_json('{"splits": {"a": {"k": 2}}}') == Plan({"a": {"k": 2}})
+    with pytest.raises(ValueError, match="not a plan's JSON"):
+        Plan.from_json('{"splits": ')
 
 
 # -- asyncgpu.regulate on the simulator -----------------------------------------------------------

@@ -299,27 +299,57 @@ class Plan:
 
     @classmethod
     def from_json(cls, text: str) -> Plan:
-        d = json.loads(text)
+        """The plan :meth:`to_json` wrote; ValueError naming what is wrong where the text is
+        not one (a plan edited by hand): no value is converted to fit, and the settings must
+        pass :meth:`check`."""
+        try:
+            d = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"asyncgpu.Plan: not a plan's JSON: {exc}") from None
+        if not isinstance(d, dict):
+            raise ValueError(f"asyncgpu.Plan: a plan's JSON is an object; got {d!r}")
+
+        def table(name: str) -> dict[str, Any]:
+            value = d.get(name, {})
+            if not (isinstance(value, dict)
+                    and all(isinstance(v, dict) for v in value.values())):
+                raise ValueError(f"asyncgpu.Plan: {name} must map tenant names to objects; "
+                                 f"got {value!r}")
+            return value
+
+        def names(name: str) -> Any:
+            value = d.get(name, [])
+            return tuple(value) if isinstance(value, list) else value
 
         def outcome(o: Any) -> Outcome | None:
             return None if o is None else Outcome(o["makespan_s"], o["latency_s"],
                                                   o["residue"], o.get("worst_s", {}),
                                                   o.get("score", 0.0))
-        return cls({t: {k: int(n) for k, n in ks.items()} for t, ks in d["splits"].items()},
-                   {t: {k: (v[0], v[1]) for k, v in ks.items()}
-                    for t, ks in d["after"].items()},
-                   _tuples(d.get("shape", [])), outcome(d.get("before")),
-                   outcome(d.get("after_outcome")), d.get("modelled", 0),
-                   d.get("search_s", 0.0),
-                   tuple(TenantProfile(p["name"], p["priority"],
-                                       tuple(Op(o[0], o[1], o[2], o[3], o[4], tuple(o[5]),
-                                                *o[6:8])
-                                             for o in p["ops"]), p["one_stream"])
-                         for p in d.get("profile", [])),
-                   tuple(d.get("exclusive", ())),
-                   tuple(PairProfile(*p) for p in d.get("pairs", [])),
-                   {t: int(n) for t, n in d.get("partitions", {}).items()},
-                   tuple(d.get("shared", ())), tuple(d.get("one_core", ())))
+        splits = dict(table("splits"))
+        after = {t: {k: tuple(v) if isinstance(v, list) else v for k, v in ks.items()}
+                 for t, ks in table("after").items()}
+        partitions = d.get("partitions", {})
+        if not isinstance(partitions, dict):
+            raise ValueError(f"asyncgpu.Plan: partitions must map tenant names to their SMs; "
+                             f"got {partitions!r}")
+        try:
+            plan = cls(
+                splits, after, _tuples(d.get("shape", [])),
+                outcome(d.get("before")), outcome(d.get("after_outcome")),
+                d.get("modelled", 0), d.get("search_s", 0.0),
+                tuple(TenantProfile(p["name"], p["priority"],
+                                    tuple(Op(o[0], o[1], o[2], o[3], o[4], tuple(o[5]),
+                                             *o[6:8])
+                                          for o in p["ops"]), p["one_stream"])
+                      for p in d.get("profile", [])),
+                names("exclusive"), tuple(PairProfile(*p) for p in d.get("pairs", [])),
+                dict(partitions), names("shared"), names("one_core"))
+        except (KeyError, IndexError, TypeError, ValueError) as exc:
+            raise ValueError(f"asyncgpu.Plan: its profile, pairs or outcomes are not as "
+                             f"to_json writes them ({type(exc).__name__}: {exc}); delete "
+                             "those fields to run the plan as given") from None
+        plan.check()
+        return plan
 
     def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as f:
