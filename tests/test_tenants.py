@@ -94,6 +94,9 @@ def test_statistics_count_each_tenants_work_and_time_its_steps(sim):
     latencies = ranker.latencies_s
     assert len(latencies) == 3 and all(t > 0 for t in latencies)   # logical time on sim
     assert ranker.latency_s(0.5) == sorted(latencies)[1]
+    for q in (-0.2, 1.5, float("nan"), "0.5"):
+        with pytest.raises(ValueError, match=r"q must be a quantile in \[0, 1\]"):
+            ranker.latency_s(q)
 
 
 def test_a_service_that_never_asks_for_statistics_keeps_few_steps_unmeasured(sim):
@@ -252,6 +255,7 @@ def test_a_step_across_a_change_of_backend_ends_without_the_retired_runtime():
 @pytest.mark.parametrize("name,priority,match", [
     ("", "normal", "non-empty string"), ("default", "normal", "other than 'default'"),
     ("t", "urgent", "priority must be one of normal, high"), (3, "normal", "non-empty string"),
+    ("shared by a, b", "normal", "not beginning with 'shared by '"),
 ])
 def test_a_bad_tenant_is_refused_by_name(name, priority, match):
     with pytest.raises(ValueError, match=match):

@@ -82,6 +82,9 @@ class TenantStatistics:
 
     def latency_s(self, q: float) -> float | None:
         """The ``q`` quantile (0.5: median, 0.99: p99) of the step latencies, or None."""
+        if not (isinstance(q, (int, float)) and 0 <= q <= 1):
+            raise ValueError(f"TenantStatistics.latency_s: q must be a quantile in [0, 1] (0.5: "
+                             f"the median, 0.99: p99); got {q!r}")
         if not self.latencies_s:
             return None
         ordered = sorted(self.latencies_s)

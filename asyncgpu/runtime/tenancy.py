@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..core.plan import Plan, after_problem, both_problem, split_problem
+from ..core.plan import SHARED, Plan, after_problem, both_problem, split_problem
 from ..core.tenants import PRIORITIES, TenantStatistics
 from ..core.errors import RecordingError
 from .current import current_runtime
@@ -46,9 +46,12 @@ class TenantScope:
                  split: dict[str, int] | None = None,
                  after: dict[str, tuple[str, str]] | None = None,
                  exclusive: bool = False, sms: int | None = None) -> None:
-        if not isinstance(name, str) or not name or name == "default":
+        if (not isinstance(name, str) or not name or name == "default"
+                or name.startswith(SHARED)):
             raise ValueError(f"asyncgpu.tenant: the name must be a non-empty string other than "
-                             f"'default' (the tenant of work outside any); got {name!r}")
+                             f"'default' (the tenant of work outside any) and not beginning "
+                             f"with {SHARED!r} (the SM partitions a regulation plan's tenants "
+                             f"share); got {name!r}")
         if priority not in PRIORITIES:
             raise ValueError(f"asyncgpu.tenant({name!r}): priority must be one of "
                              f"{', '.join(PRIORITIES)}; got {priority!r}")
@@ -196,7 +199,8 @@ def tenant(name: str, priority: str = "normal", streams: int | None = None,
     Raises
     ------
     ValueError
-        An empty name, an unknown priority, a stream count below 1, a bad ``split`` or
+        An empty name, ``"default"`` or one beginning with ``"shared by "`` (the names of
+        the work outside any tenant and of a plan's shared SM partitions), an unknown priority, a stream count below 1, a bad ``split`` or
         ``after`` (or a kernel in both), an ``exclusive`` other than a bool, an ``sms`` other
         than a positive int, or (raised when the block is entered) a tenant already made with
         other settings, or more SMs than the device has outside other tenants' partitions.
