@@ -130,3 +130,21 @@ def test_the_cuda_calls_of_eager_launches_and_graph_replays():
             assert log[k + 1][0] == "record" and log[k + 1][2] == entry[2], log[k:k + 2]
     assert graphs >= 2 * 57         # (each function replayed from its third call on)
     assert sum(entry[0] == "read" for entry in log) == 3
+
+
+def test_a_gpu_the_machine_lacks_is_a_device_error_naming_the_option():
+    """The stand-in has 4 GPUs: device 7 is refused as the simulator refuses a virtual device
+    it lacks, naming the option and the choice (it was a BackendUnavailableError)."""
+    out = stand_in.run(
+        "import os\n"
+        "os.environ.update(ASYNCGPU_BACKEND='cuda', ASYNCGPU_DEVICE='7')\n"
+        "import asyncgpu as ag\n"
+        "try:\n"
+        "    ag.zeros(1)\n"
+        "except ag.DeviceError as e:\n"
+        "    print(type(e).__name__, e)\n"
+        "ag.configure(device=1)\n"
+        "print(float(ag.ones(4).numpy().sum()))\n")
+    assert out.splitlines() == [
+        "DeviceError device=7 (the option device, or ASYNCGPU_DEVICE): this machine has 4 GPUs "
+        "(0-3); choose among those", "4.0"]

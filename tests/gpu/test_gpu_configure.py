@@ -73,3 +73,18 @@ def test_a_program_that_initialized_cuda_before_importing_asyncgpu_is_warned_of_
     assert done.returncode == 0, done.stderr
     warned = "CUDA was initialized before asyncgpu was imported" in done.stderr
     assert warned is cuda_first
+
+
+def test_a_device_the_machine_lacks_is_a_device_error_naming_the_option_as_on_sim():
+    import subprocess
+    import sys
+
+    code = ("import asyncgpu as ag\n"
+            "try:\n"
+            "    ag.zeros(1)\n"
+            "except ag.DeviceError as e:\n"
+            "    print('DeviceError:', e)\n")
+    env = dict(__import__("os").environ, ASYNCGPU_DEVICE="63", ASYNCGPU_BACKEND="cuda")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert "DeviceError: device=63 (the option device, or ASYNCGPU_DEVICE): this machine " \
+           "has" in out.stdout, out.stderr

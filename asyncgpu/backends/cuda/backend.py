@@ -38,7 +38,8 @@ import numpy as np
 
 from ...core.backend import Backend
 from ...core.config import Options
-from ...core.errors import BackendUnavailableError, CaptureError, KernelFault, OutOfMemoryError
+from ...core.errors import CaptureError, KernelFault, OutOfMemoryError
+from ...core.placement import select_devices
 from ..capture import CaptureTracker, Graph, check_launch, destroy
 from .buffers import DEVICE_TO_HOST, CudaBuffer, CudaCopy, DeviceBuffer, ForeignBuffer
 from .queues import warn_if_late
@@ -84,9 +85,8 @@ class CudaBackend(Backend):
         self.runtime = cupy.cuda.runtime
         count = self.runtime.getDeviceCount()
         if not 0 <= options.device < count:
-            raise BackendUnavailableError(
-                f"device {options.device} does not exist; this machine has {count} GPU(s)"
-            )
+            # (DeviceError naming the option, as on the simulator and with several devices)
+            select_devices(1, options.device, count, "GPUs")
         self.device = options.device
         self.runtime.setDevice(self.device)
         #: Several devices: this part's slot, and what its arrays' cached pointers, Numba
