@@ -87,6 +87,49 @@ def test_synchronize_and_free_inside_a_recording_raise(env):
     np.testing.assert_array_equal(x.numpy(), np.ones(N, np.float32))
 
 
+def test_configure_inside_a_recording_is_refused_by_name_and_ends_a_split_segment(env):
+    ag, rt, (scale, add, inc) = env
+    x = ag.zeros(N, np.float32)
+    execution = ag.configure().options.execution
+
+    @ag.graph
+    def step(x):
+        inc[1, N](x, N)
+        ag.configure(execution="sync")
+
+    with pytest.raises(RecordingError, match=r"asyncgpu.configure inside the recording of "
+                                             r"'.*step': .*call configure outside"):
+        step(x)
+    assert ag.configure().options.execution == execution     # (nothing changed)
+    np.testing.assert_array_equal(x.numpy(), np.ones(N, np.float32))   # (issued eagerly)
+
+    @ag.graph(split=True)
+    def split_step(x):
+        inc[1, N](x, N)
+        with ag.configure(execution="sync"):
+            inc[1, N](x, N)
+
+    for _ in range(3):
+        split_step(x)
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 7, np.float32))
+
+
+@pytest.mark.parametrize("misuse, message", [
+    (lambda ag: ag.graph(3), r"asyncgpu.graph decorates a function .*got 3"),
+    (lambda ag: ag.graph(split=1), "split must be True or False; got 1"),
+    (lambda ag: ag.graph(static="yes")(print), "static must be True or False"),
+    (lambda ag: ag.record(split=None), "split must be True or False"),
+    (lambda ag: ag.record(print), r"name must be a str or None; got <built-in function print>"
+                                  r" \(record\(\) is used as `with asyncgpu.record\(\):`"),
+    (lambda ag: ag.record("r")(print), r"asyncgpu.record\('r'\) is a context manager .*"
+                                       r"decorate it with @asyncgpu.graph"),
+])
+def test_a_recorder_used_the_wrong_way_says_the_right_way(env, misuse, message):
+    ag, rt, _ = env
+    with pytest.raises(TypeError, match=message):
+        misuse(ag)
+
+
 def test_the_users_exception_escapes_and_the_runtime_stays_usable(env):
     ag, rt, (scale, add, inc) = env
     x = ag.zeros(N, np.float32)

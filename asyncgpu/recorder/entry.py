@@ -163,6 +163,11 @@ class Recorder(_Run):
         self._open.setdefault(this_thread(), []).append(rec)
         return self
 
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(f"asyncgpu.record({self.name!r}) is a context manager (`with "
+                        "asyncgpu.record(): ...`), not a decorator; to record a function, "
+                        "decorate it with @asyncgpu.graph")
+
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         thread = this_thread()
         opened = self._open.get(thread)
@@ -315,9 +320,20 @@ def graph(fn: Callable[..., Any] | None = None, *, split: bool = False,
     scalar, a closure variable or an array the body reaches without taking it as an argument
     is frozen at capture. Arguments of other types make the call run the body as usual.
     """
+    for option, value in (("split", split), ("static", static)):
+        if type(value) is not bool:
+            raise TypeError(f"asyncgpu.graph: {option} must be True or False; got {value!r}")
     if fn is None:
-        return lambda f: GraphFunction(f, split, static)
-    return GraphFunction(fn, split, static)
+        return lambda f: GraphFunction(_function(f), split, static)
+    return GraphFunction(_function(fn), split, static)
+
+
+def _function(fn: Any) -> Callable[..., Any]:
+    """``fn``, if :func:`graph` can record it (TypeError with the decorator's forms if not)."""
+    if not callable(fn):
+        raise TypeError(f"asyncgpu.graph decorates a function (@asyncgpu.graph, or "
+                        f"@asyncgpu.graph(split=..., static=...) with keywords); got {fn!r}")
+    return fn
 
 
 def record(name: str | None = None, *, split: bool = False) -> Recorder:
@@ -327,6 +343,12 @@ def record(name: str | None = None, *, split: bool = False) -> Recorder:
     line of the ``record()`` call, so a ``with record():`` inside a loop replays from its
     second iteration on. The object bound by ``as`` has ``outcome`` and ``clear()``.
     """
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"asyncgpu.record: name must be a str or None; got {name!r} (record() "
+                        "is used as `with asyncgpu.record():`; to record a function, decorate "
+                        "it with @asyncgpu.graph)")
+    if type(split) is not bool:
+        raise TypeError(f"asyncgpu.record: split must be True or False; got {split!r}")
     if name is None:
         frame = user_frame()
         site: tuple[str, int] = ((frame.f_code.co_filename, frame.f_lineno) if frame is not None

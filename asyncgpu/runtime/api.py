@@ -9,13 +9,14 @@ from typing import Any
 import numpy as np
 
 from ..core.config import Options
-from ..core.errors import AnnotationViolation, DeviceError, KernelFault
+from ..core.errors import AnnotationViolation, DeviceError, KernelFault, RecordingError
 from ..core.statistics import Statistics
 from . import backend_registry, current
 from .array import Array, empty_array, full_array, host_array
 from .current import current_options, current_runtime, set_options
 from .interop import asarray as _import
 from .interop import is_foreign
+from .recording_hook import recording_of, this_thread
 
 
 def array(obj: Any, dtype: Any = None) -> Array:
@@ -234,6 +235,14 @@ class configure:
     """
 
     def __init__(self, **changes: Any) -> None:
+        rt = current._runtime
+        recording = recording_of(rt, this_thread()) if rt is not None else None
+        if recording is not None and not recording.split:
+            raise RecordingError(
+                f"asyncgpu.configure inside the recording of '{recording.name}': a change of "
+                "options first finishes the pending work, which the recording issues only "
+                "when it ends; call configure outside the recorded function (or record with "
+                "split=True, where it ends a segment)")
         self._previous = current_options()
         new = self._previous.replace(**changes)
         if (new.backend != self._previous.backend or new.devices != self._previous.devices
