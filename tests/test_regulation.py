@@ -319,6 +319,28 @@ def test_a_plan_edited_in_its_json_file_wrongly_is_refused_as_loaded(edit, messa
         Plan.from_json(json.dumps(d))
 
 
+@pytest.mark.parametrize("plan, message", [
+    (Plan(partitions={"a": 8, "b": 16}, shared=("a", "b")), "must give each the same SMs"),
+    (Plan({"default": {"k": 2}}), "'default' .* cannot be regulated"),
+    (Plan(exclusive=("default",)), "'default' .* cannot be regulated"),
+])
+def test_a_plan_the_runtime_could_not_apply_as_written_is_refused_by_check(plan, message):
+    with pytest.raises(ValueError, match=message):
+        plan.check()
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"budget_s": float("nan")}, "budget_s must be a finite number"),
+    ({"budget_s": float("inf")}, "budget_s must be a finite number"),
+    ({"budget_s": True}, "budget_s must be a finite number"),
+    ({"plan": "off", "tenants": ["nope"]}, "takes no tenants="),
+])
+def test_regulate_refuses_a_budget_that_is_no_time_and_tenants_for_off(kwargs, message):
+    with ag.configure(backend="sim"):
+        with pytest.raises(ValueError, match=message):
+            ag.regulate(**kwargs)
+
+
 def test_a_plan_without_its_optional_fields_loads():
     assert Plan.from_json('{"splits": {"a": {"k": 2}}}') == Plan({"a": {"k": 2}})
     with pytest.raises(ValueError, match="not a plan's JSON"):

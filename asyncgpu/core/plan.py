@@ -224,6 +224,14 @@ class Plan:
         if unshared:
             raise ValueError(f"asyncgpu.Plan: tenant {unshared[0]!r} is in shared but has no "
                              "entry in partitions (the SMs the shared partition has)")
+        sizes = {self.partitions[n] for n in self.shared}
+        if len(sizes) > 1:
+            raise ValueError(f"asyncgpu.Plan: the tenants in shared share one partition, so "
+                             f"partitions must give each the same SMs; got "
+                             f"{ {n: self.partitions[n] for n in self.shared} }")
+        if "default" in self.named():
+            raise ValueError("asyncgpu.Plan: 'default' (the work outside any tenant) cannot be "
+                             "regulated; name the tenants whose work the plan changes")
 
     def named(self) -> set[str]:
         """The tenants this plan gives a setting."""

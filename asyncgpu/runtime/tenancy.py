@@ -273,9 +273,10 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
     if type(steps) is not int or steps < 1:
         raise ValueError(f"asyncgpu.regulate: steps must be a positive int (the steps of each "
                          f"tenant profiled); got {steps!r}")
-    if not isinstance(budget_s, (int, float)) or budget_s < 0:
-        raise ValueError(f"asyncgpu.regulate: budget_s must be a number of seconds >= 0; got "
-                         f"{budget_s!r}")
+    if (not isinstance(budget_s, (int, float)) or isinstance(budget_s, bool)
+            or not 0 <= budget_s < float("inf")):
+        raise ValueError(f"asyncgpu.regulate: budget_s must be a finite number of seconds >= "
+                         f"0; got {budget_s!r}")
     if not isinstance(host_core, bool):
         raise ValueError(f"asyncgpu.regulate: host_core must be True or False (whether the "
                          f"tenants' threads may be moved onto one host core); got "
@@ -294,6 +295,9 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
     with rt._lock:
         # (everything is checked before the regulation in force is stopped: a refused call
         # changes nothing)
+        if plan == "off" and tenants is not None:
+            raise ValueError("asyncgpu.regulate(plan='off') sets every tenant's regulation "
+                             "aside; it takes no tenants= (drop it)")
         chosen = [] if plan == "off" else _regulated(rt, plan, tenants)
         old = rt.regulator
         book = None
@@ -318,7 +322,7 @@ def _regulated(rt: Any, plan: Any, tenants: list[str] | str | None) -> list[int]
         chosen = [t.index for t in rt.tenants[1:] if t.steps]
         if named:
             chosen = [known[n] for n in sorted(named) if n in known]
-            if not chosen and any(n != "default" for n in named):
+            if not chosen:
                 return []
     else:
         names = [tenants] if isinstance(tenants, str) else tenants
