@@ -38,6 +38,30 @@ def test_metadata_like_numpy(sim):
     assert a.T.shape == (6, 4) and a.reshape(24).shape == (24,)
 
 
+@pytest.mark.parametrize("field, value, fix", [
+    ("shape", (8, 8), r"a.reshape\(shape\) is a view"), ("dtype", np.int32, r"a.view\(dtype\)"),
+    ("strides", (8,), "index, transpose or reshape")])
+def test_an_arrays_layout_cannot_be_set_and_a_recorded_step_keeps_running_right(sim, field,
+                                                                                 value, fix):
+    """Setting a layout field in place would leave a recorded function replaying the old
+    layout, and an eager launch faulting: refused with the way to get the new layout."""
+    ag = sim
+    a = ag.array(np.arange(64, dtype=np.float32))
+
+    @ag.graph
+    def double(x):
+        return x * 2.0
+
+    double(a)
+    double(a)
+    with pytest.raises(AttributeError, match=fr"keep the {field} they were made with: {fix}"):
+        setattr(a, field, value)
+    assert (a.shape, a.dtype, a.strides) == ((64,), np.float32, (4,))
+    np.testing.assert_array_equal(double(a).numpy(), np.arange(64, dtype=np.float32) * 2)
+    assert double.outcome == "replayed"
+    np.testing.assert_array_equal(a.reshape(8, 8).numpy(), np.arange(64.0).reshape(8, 8))
+
+
 def test_transpose_takes_numpys_axes_and_refuses_what_is_not_a_permutation(sim):
     ag = sim
     host = np.arange(24, dtype=np.float32).reshape(2, 3, 4)

@@ -74,6 +74,25 @@ def _normalize_key(key: Any, ndim: int) -> tuple[str, Any]:
     return "basic", key
 
 
+#: What to do instead of setting an array's layout field (``Array.__setattr__``).
+_FIXED = {
+    "shape": "a.reshape(shape) is a view of the same memory with the new shape (CuPy's "
+             "a.shape = ... changes it in place)",
+    "dtype": "a.view(dtype) reads the same bytes as another dtype, a.astype(dtype) converts "
+             "them into a new array",
+    "strides": "index, transpose or reshape the array for a view with other strides",
+}
+
+
+def _made(array: Any, name: str) -> bool:
+    """Whether ``array``'s field ``name`` is set (it is, but while the array is made)."""
+    try:
+        getattr(array, name)
+    except AttributeError:
+        return False
+    return True
+
+
 class Array(View, ArrayOperators):
     """An n-dimensional array in managed (unified) memory, scheduled by asyncgpu.
 
@@ -96,6 +115,15 @@ class Array(View, ArrayOperators):
             "asyncgpu.Array has no public constructor; use asyncgpu.array(data), "
             "asyncgpu.empty(shape, dtype) or asyncgpu.zeros(shape, dtype)"
         )
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # An array's layout is fixed once made: launches remembered by a recorded function,
+        # and the pointers and Numba fields cached on the array, hold it (compiled, the
+        # runtime sets the fields in C and never comes here; uncompiled, once, at the making)
+        fix = _FIXED.get(name)
+        if fix is not None and _made(self, name):
+            raise AttributeError(f"asyncgpu arrays keep the {name} they were made with: {fix}")
+        object.__setattr__(self, name, value)
 
     @classmethod
     def _view(cls, alloc: Allocation, shape: tuple[int, ...], dtype: np.dtype,
