@@ -36,6 +36,35 @@ def test_static_replay_skips_the_body_and_follows_host_writes(env):
     assert ag.statistics().graphs_replayed >= 5
 
 
+def test_a_static_function_captures_anew_under_other_graph_options(env):
+    """graph_streams and graph_order decide how a graph is scheduled: after a change, a
+    static call runs its body again and is captured with the new schedule, as a recorded
+    function's key changes; back under the old options, one run of the body finds the old
+    graph, which replays."""
+    ag, (scale, add, inc) = env
+    runs = []
+
+    @ag.graph(static=True)
+    def step(x):
+        runs.append(1)
+        inc[1, N](x, N)
+        inc[1, N](x, N)
+
+    x = ag.zeros(N, np.float32)
+    for _ in range(3):
+        step(x)
+    assert len(runs) == 2
+    with ag.configure(graph_streams="single", graph_order="opara"):
+        for _ in range(3):
+            step(x)
+        assert len(runs) == 4 and step.outcome == "replayed"
+    step(x)
+    assert len(runs) == 5 and step.outcome == "replayed"
+    step(x)
+    assert len(runs) == 5 and step.outcome == "replayed"
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 16, np.float32))
+
+
 def test_a_static_call_with_a_freed_argument_names_the_kernel_and_argument(env):
     ag, (scale, _, _) = env
 

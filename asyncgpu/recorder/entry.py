@@ -230,7 +230,7 @@ class GraphFunction(_Run):
                 and last.frozen[0] is not None):
             frozen = last.frozen[0]
             hits = self._static.setdefault(akey, {})
-            hits[copy_key(frozen.copy_in)] = (frozen, result)
+            hits[copy_key(frozen.copy_in)] = (frozen, result, last.runtime.graph_config)
             if len(hits) > VARIANTS:         # (as the cache's variants: oldest first)
                 del hits[next(iter(hits))]
             if len(self._static) > _STATIC_KEYS:   # (the oldest added first)
@@ -264,6 +264,8 @@ class GraphFunction(_Run):
             frozen = hit[0]
             if frozen.graph.destroyed:
                 return False, None      # evicted from the cache
+            if hit[2] != rt.graph_config:
+                return False, None      # scheduled under other graph options: recorded anew
             if frozen.graph.frees != explicit_frees():
                 for acc in frozen.accesses:
                     if acc.alloc.freed:
