@@ -232,6 +232,22 @@ def test_a_change_of_memory_model_ignores_dead_weak_proxies_elsewhere_in_the_pro
         dead.value
 
 
+def test_an_array_of_a_retired_runtime_is_refused_naming_where_the_runtime_is_now():
+    with ag.configure(backend="sim", sim_seed=10, sim_devices=3, devices="all"):
+        x = ag.array(START)
+        with ag.configure(devices=2):
+            pass
+        with pytest.raises(ag.ArgumentValueError,
+                           match=r"created on devices all of 3 before asyncgpu\.configure "
+                                 r"switched away and back \(a new runtime\); create it again"):
+            x + 1
+        with ag.configure(devices=2):
+            with pytest.raises(ag.ArgumentValueError,
+                               match=r"created on devices all of 3; asyncgpu\.configure "
+                                     r"switched to devices 2 of 3; create it again"):
+                x + 1
+
+
 def test_a_device_switch_retires_arrays_and_generators_naming_the_switch():
     with ag.configure(backend="sim", sim_seed=10, sim_devices=2):
         x = ag.array(START)

@@ -162,5 +162,19 @@ def foreign(rt: Any) -> str:
     if retired is None:
         return ("belongs to another runtime than the one asyncgpu.configure selects now; "
                 "create it again")
-    return f"was created on {retired[0]}; asyncgpu.configure switched to {retired[1]}; " \
-           "create it again"
+    # (what the runtime is on now, not what retired it: configure may have switched again)
+    made, now = switched(rt.options, current_options())
+    if made == now:
+        return (f"was created on {made} before asyncgpu.configure switched away and back "
+                "(a new runtime); create it again")
+    return f"was created on {made}; asyncgpu.configure switched to {now}; create it again"
+
+
+def switched(old: Options, new: Options) -> tuple[str, str]:
+    """How a switch from options ``old`` to ``new`` is named: ("backend 'sim'", "'cuda'") or
+    ("device 0", "device 1")."""
+    name, where = describe(old)
+    to_name, to_where = describe(new)
+    if name != to_name:
+        return f"backend '{name}'", f"'{to_name}'"
+    return where, to_where

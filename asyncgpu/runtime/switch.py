@@ -61,7 +61,7 @@ from . import backend_registry
 from .allocation import DEVICE, HOST, Allocation, allocations_and_views
 from .memory import holder
 from .array import Array
-from .current import describe
+from .current import switched
 from .interop import origin
 
 log = logging.getLogger("asyncgpu")
@@ -200,12 +200,7 @@ def _close(backend: Any) -> None:
 def retire(rt: Any, new: Options) -> None:
     """``rt`` (all work finished) is no longer selected: close its backend, destroy its
     graphs, end its regulation, and remember which switch retired it, for :func:`foreign`."""
-    name, device = describe(rt.options)
-    to_name, to_device = describe(new)
-    if name != to_name:
-        rt.retired = (f"backend '{name}'", f"'{to_name}'")
-    else:
-        rt.retired = (device, to_device)
+    rt.retired = switched(rt.options, new)
     if rt.graphs is not None:
         rt.graphs.clear()       # a static graph function must not replay them elsewhere
         rt.graphs = None
