@@ -3,6 +3,8 @@ tables that fit 80 columns, no meaningless ratios on the simulator, and Ctrl-C."
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from asyncgpu import __main__ as cli
@@ -261,6 +263,22 @@ def test_what_cannot_run_or_be_written_is_refused_before_anything_runs(capsys, m
     code, out, err = _run(capsys, monkeypatch, *argv)
     assert code == 2 and message in " ".join((out + err).split())
     assert not set(ran) - {"harness", "workloads"}      # (no benchmark ran)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (("bench", "overhead", "tenants", "--workloads", "nope"), "unknown workload(s) ['nope']"),
+    (("bench", "overlap", "multigpu", "--workloads", "zz"), "unknown workload(s) ['zz']"),
+    (("bench", "overhead", "tenants", "--period", "2", "--balance"),
+     "--balance and --no-priority apply to workloads run back to back"),
+], ids=["tenants-mix", "multigpu-workloads", "tenants-period"])
+def test_a_micro_benchmarks_own_options_are_checked_before_any_benchmark_runs(
+        capsys, monkeypatch, argv, message):
+    ran = []
+    monkeypatch.setattr(bench, "bench_module", lambda name: ran.append(name) or
+                        suite.bench_module(name))
+    with pytest.raises(SystemExit, match=re.escape(message)):
+        _run(capsys, monkeypatch, *argv)
+    assert "overhead" not in ran and "overlap" not in ran      # (nothing ran first)
 
 
 def test_a_bad_environment_variable_is_one_line_for_every_command(tmp_path):

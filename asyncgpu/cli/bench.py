@@ -34,20 +34,11 @@ def bench_multigpu(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool
         available = cupy.cuda.runtime.getDeviceCount()
     else:
         available = 64          # (the simulator's most virtual devices)
-    if args.devices:
-        counts = sorted({int(c) for c in args.devices.split(",") if c.strip()})
-    else:
-        counts = [c for c in (1, 2, 4) if c <= available]
+    counts, workloads = multigpu_args(args)
+    counts = counts or [c for c in (1, 2, 4) if c <= available]
     if max(counts) > available:
         raise SystemExit(f"asyncgpu bench multigpu: --devices asks for {max(counts)} GPUs; "
                          f"this host has {available}")
-    workloads = multigpu.WORKLOADS
-    if args.workloads:
-        workloads = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
-        unknown = [w for w in workloads if w not in multigpu.WORKLOADS]
-        if unknown:
-            raise SystemExit(f"asyncgpu bench multigpu: unknown workload(s) {unknown}; "
-                             f"choose from {', '.join(multigpu.WORKLOADS)}")
     result = multigpu.measure(ag, counts, scale, iterations=args.iterations or 5,
                               warmup=args.warmup if args.warmup is not None else 2,
                               on_gpu=on_gpu, workloads=workloads)
@@ -93,6 +84,51 @@ def bench_multigpu(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool
         micro["multigpu"] = result
 
 
+def multigpu_args(args: argparse.Namespace) -> tuple[list[int], tuple[str, ...]]:
+    """``bench multigpu``'s GPU counts (empty: the default) and workloads, from the command
+    line; SystemExit naming the option where one cannot be run (checked before anything
+    runs)."""
+    multigpu = bench_module("multigpu")
+    # (--devices: integers from 1 on, as the argument parser checks them)
+    counts = sorted({int(c) for c in args.devices.split(",") if c.strip()}) if args.devices else []
+    workloads = multigpu.WORKLOADS
+    if args.workloads:
+        workloads = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
+        unknown = [w for w in workloads if w not in multigpu.WORKLOADS]
+        if unknown:
+            raise SystemExit(f"asyncgpu bench multigpu: unknown workload(s) {unknown}; "
+                             f"choose from {', '.join(multigpu.WORKLOADS)}")
+    return counts, workloads
+
+
+def tenants_mix(args: argparse.Namespace) -> tuple[str, ...]:
+    """``bench tenants``' mix, from the command line; SystemExit naming the option where it
+    cannot be run (checked before anything runs)."""
+    tenants = bench_module("tenants")
+    workloads = tenants.WORKLOADS
+    mix = tenants.MIX
+    if args.workloads:
+        mix = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
+        unknown = [w for w in mix if w.partition(":")[0] not in workloads
+                   or w.partition(":")[2] not in ("", *SCALES)]
+        if unknown or not mix:
+            raise SystemExit(f"asyncgpu bench tenants: unknown workload(s) {unknown}; choose "
+                             f"from {', '.join(workloads)} (a scale of its own: ml:small)")
+    if args.partitions and args.steps == "recorded":
+        raise SystemExit("asyncgpu bench tenants: --partitions runs eager steps only (a CUDA "
+                         "graph's kernels run on every SM); drop --steps recorded or "
+                         "--partitions")
+    if args.period is not None:
+        if args.balance or args.no_priority:
+            raise SystemExit("asyncgpu bench tenants: --balance and --no-priority apply to "
+                             "workloads run back to back, not with --period (a service's "
+                             "steps come at its rate, and its tenant has priority high)")
+        if not args.period > 0:
+            raise SystemExit(f"asyncgpu bench tenants: --period must be positive; got "
+                             f"{args.period}")
+    return mix
+
+
 def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool, scale: str,
                   harness: Any, micro: dict[str, Any]) -> None:
     """``asyncgpu bench tenants``: a mix of workloads as tenants sharing the GPU (tenants.py)."""
@@ -102,28 +138,9 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
     from asyncgpu.runtime.plan_check import PLAN_GAIN
 
     tenants = bench_module("tenants")
-    workloads = tenants.WORKLOADS
-    mix = tenants.MIX
-    if args.workloads:
-        mix = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
-        unknown = [w for w in mix if w.partition(":")[0] not in workloads
-                   or w.partition(":")[2] not in ("", *SCALES)]
-        if unknown:
-            raise SystemExit(f"asyncgpu bench tenants: unknown workload(s) {unknown}; choose "
-                             f"from {', '.join(workloads)} (a scale of its own: ml:small)")
-    if args.partitions and args.steps == "recorded":
-        raise SystemExit("asyncgpu bench tenants: --partitions runs eager steps only (a CUDA "
-                         "graph's kernels run on every SM); drop --steps recorded or "
-                         "--partitions")
+    mix = tenants_mix(args)
     num_blocks = args.num_blocks or (4 * current_runtime().backend.sm_count if on_gpu else 2)
     if args.period is not None:
-        if args.balance or args.no_priority:
-            raise SystemExit("asyncgpu bench tenants: --balance and --no-priority apply to "
-                             "workloads run back to back, not with --period (a service's "
-                             "steps come at its rate, and its tenant has priority high)")
-        if not args.period > 0:
-            raise SystemExit(f"asyncgpu bench tenants: --period must be positive; got "
-                             f"{args.period}")
         result = tenants.measure_served(
             ag, scale, steps=args.iterations or (40 if on_gpu else 2),
             warmup=args.warmup if args.warmup is not None else 2, mix=mix,
@@ -248,6 +265,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if problem:
             console.print(f"[red]{problem}[/]")
             return 2
+    if "multigpu" in names:
+        multigpu_args(args)
+    if "tenants" in names:
+        tenants_mix(args)
     _say_unused(console, args, names, WORKLOADS)
     ag.configure(backend="cuda" if on_gpu else "sim")
     #: the micro-benchmarks' results, for --json (every one named, beside the suite's)
