@@ -254,7 +254,8 @@ def test_multigpu_refuses_more_devices_than_the_host_has(capsys, monkeypatch):
     (("bench", "vec", "--json", "/"), "--json '/' is a directory"),
     (("bench", "vec", "--plot", "/no/such/folder/p.png"), "the folder '/no/such/folder' does not"),
     (("trace", "vec", "--out", "/dev/null/x"), "the directory cannot be made"),
-], ids=["workload", "mode", "no-modes", "json-dir", "plot-folder", "trace-out"])
+    (("bench", "vec", "--json", "/proc/asyncgpu.json"), "cannot be written"),
+], ids=["workload", "mode", "no-modes", "json-dir", "plot-folder", "trace-out", "json-proc"])
 def test_what_cannot_run_or_be_written_is_refused_before_anything_runs(capsys, monkeypatch,
                                                                        argv, message):
     ran = []

@@ -48,6 +48,15 @@ def output_problem(flag: str, path: str | None) -> str | None:
         return f"{flag} {path!r}: the folder {folder!r} does not exist"
     if not os.access(folder, os.W_OK):
         return f"{flag} {path!r}: the folder {folder!r} is not writable"
+    # (a try is the only sure test: root passes os.access where nothing can be made, /proc)
+    existed = os.path.exists(path)
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as exc:
+        return f"{flag} {path!r} cannot be written: {exc.strerror or exc}"
+    if not existed:
+        os.remove(path)
     return None
 
 
