@@ -32,13 +32,15 @@ def inc_twin(y, n):
     y[:n] += 1
 
 
-def run_once(at, make, seed, exclusive):
+def run_once(at, make, seed, exclusive, regulated=False):
     name = "exclusive" if exclusive else "shared"     # (a tenant keeps its first settings)
     with ag.configure(backend="sim", sim_seed=seed, sim_strategy="random", execution="async"):
         k = ag.cuda_kernel(SRC, "inc", sim=inc_twin)
         a, b = ag.zeros(8, np.float32), ag.zeros(8, np.float32)
         with ag.tenant(name, exclusive=exclusive):
             k[1, 8](a, 8)                   # (the tenant made, outside the traced block)
+        if regulated:                       # (profiling: each step's beginning is booked)
+            ag.regulate(plan="search", tenants=[name], steps=1000)
         scope = ag.tenant(name, exclusive=exclusive)
         entered = False
         with inject(at, make, MODULES) as injector:
@@ -53,6 +55,9 @@ def run_once(at, make, seed, exclusive):
             scope.__exit__(None, None, None)
         rt = current_runtime()
         assert getattr(rt._pins, "tenant", 0) == 0, injector.where   # (back in the default)
+        if regulated:           # (no step of this thread is left open in the regulator)
+            assert not rt.regulator._open, (injector.where, rt.regulator._open)
+            ag.regulate(plan="off")
         gate = rt.gate
         assert gate is None or (gate._open == 0 and not gate._holders), injector.where
         took = []
@@ -92,3 +97,11 @@ def test_a_fault_at_every_line_of_entering_a_tenants_block_leaves_the_runtime_co
     for at in range(1, len(points) + 1):
         raised += run_once(at, make, at, exclusive).where is not None
     assert raised >= 0.8 * len(points)
+
+
+@pytest.mark.pure
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_an_interrupt_at_every_line_of_entering_a_regulated_tenants_block_leaves_no_step_open():
+    points = run_once(None, KeyboardInterrupt, 0, False, regulated=True).points
+    for at in range(1, len(points) + 1):
+        run_once(at, KeyboardInterrupt, at, False, regulated=True)

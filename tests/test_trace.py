@@ -69,6 +69,40 @@ def test_trace_of_vec_has_its_nodes_streams_and_edges(sim):
     assert set(m) == {"CT", "TC", "CC", "TOT"} and all(0 <= v <= 1 for v in m.values())
 
 
+def test_a_host_read_in_explicit_memory_follows_its_fetch_in_the_trace(sim):
+    ag = sim
+    with ag.configure(memory="explicit"):
+        square = make_square(ag)
+        x = ag.array(np.arange(64, dtype=np.float32))
+        y = ag.empty_like(x)
+        ag.synchronize()
+        with ag.trace() as t:
+            square[2, 32](x, y, 64)
+            assert float(y[3]) == 9.0
+    kernel, = t.kernels
+    fetch, = [n for n in t.copies if any(p == kernel.id for p, _, _ in n.parents)]
+    read, = [n for n in t.nodes if n.kind == "host-read"]
+    assert read.parents == [(fetch.id, "RAW", "float32[64]")]
+
+
+def test_a_launch_from_a_folder_named_like_the_package_is_the_users_site(sim):
+    """A user's folder beside the package whose name begins with its name (asyncgpu_ext) is
+    not the package: its lines are the sites errors and traces name."""
+    import os
+
+    from asyncgpu.runtime import checks
+
+    ag = sim
+    square = make_square(ag)
+    x = ag.zeros(8, np.float32)
+    source = "def launch(k, x):\n    k[1, 8](x, 8)\n"
+    code = compile(source, os.path.join(checks._PACKAGE_DIR + "_ext", "user.py"), "exec")
+    scope: dict = {}
+    exec(code, scope)
+    with pytest.raises(ag.ArgumentError, match=r"launched at user.py:2\)"):
+        scope["launch"](square, x)
+
+
 def test_sync_mode_trace_is_one_stream_without_overlap(sim):
     ag = sim
     run = vec_program(ag)

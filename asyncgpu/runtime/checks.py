@@ -30,11 +30,15 @@ def user_frame() -> Any:
     """The innermost frame outside the asyncgpu package (the caller's), or None. (Compiled
     functions have no frames of their own: a fixed depth would be off by one there.)"""
     f = sys._getframe(1)
-    while f is not None and os.path.dirname(os.path.abspath(f.f_code.co_filename)).startswith(
-        _PACKAGE_DIR
-    ):
+    while f is not None and _in_package(os.path.dirname(os.path.abspath(f.f_code.co_filename))):
         f = f.f_back
     return f
+
+
+def _in_package(folder: str) -> bool:
+    """Whether ``folder`` is the package's or one inside it (not a sibling whose name begins
+    the same, as ``asyncgpu_ext``)."""
+    return folder == _PACKAGE_DIR or folder.startswith(_PACKAGE_DIR + os.sep)
 
 
 def user_site() -> str:

@@ -411,7 +411,8 @@ class HostAccess(Issuing):
                 # (from the device holding the bytes, as an untraced fetch reads them)
                 fetched = memory.copy(alloc, lo, hi, False, label, holder(alloc.location))
                 found = dict(found) if write else {}
-                found[fetched] = []
+                # (the access reads, or partly writes, the mirror bytes the copy wrote)
+                found[fetched] = [(WAW if write else RAW, label)]
                 fetch = False
         after: list[Node] = []
         if found:

@@ -172,6 +172,13 @@ class Regulator(PlanCheck, StepProfiles):
         backlog, trial.backlog = trial.backlog, []
         return backlog
 
+    def abandon(self, index: int) -> None:
+        """This thread's step of tenant ``index`` never began after all (its beginning was
+        interrupted): forgotten, if :meth:`begin` had opened it."""
+        if self._open.pop((threading.get_ident(), index), None) is not None:
+            if self._trial is not None:
+                self._trial.opened.pop(index, None)
+
     def end(self, index: int, failed: bool = False) -> None:
         """A step of tenant ``index`` ended (``failed``: by an exception). A step that failed
         or launched nothing says nothing of the workload's shape: it is neither profiled nor

@@ -147,9 +147,11 @@ class TenantSteps:
             core.enter()        # (before the lock: what runs under it already runs there)
         gate = None
         held = 0
+        regulator = None
         try:
             with self._lock:
-                wait = self.regulator is not None and self.regulator.begin(index)
+                regulator = self.regulator
+                wait = regulator is not None and regulator.begin(index)
                 # (the gate the step opened, closed by its end whatever a plan changes)
                 if self.tenants[index].exclusive and self.gate is not None:
                     gate = self.gate
@@ -169,9 +171,12 @@ class TenantSteps:
                 # the gate, but an exclusive tenant's own may come meanwhile: look again)
                 self._wait_unlocked(events)
         except BaseException:
-            if gate is not None and not out and gate.holding() > held:
+            if not out:
                 with self._lock:
-                    gate.end(index, [])     # (a step that never began holds no one)
+                    if gate is not None and gate.holding() > held:
+                        gate.end(index, [])     # (a step that never began holds no one)
+                    if regulator is not None and regulator is self.regulator:
+                        regulator.abandon(index)    # (nor is it one the regulator awaits)
             raise
 
     def _step_clocks(self, index: int) -> dict[int, Any]:
