@@ -276,6 +276,22 @@ def test_statistics_snapshot_fields(sim):
     with pytest.raises(AttributeError):
         s.nodes = 0
 
+def test_snapshots_across_a_new_backend_are_not_subtracted(sim):
+    """configure(memory=...) makes the backend anew and its counts start at zero: a
+    difference across it would be negative, so it is refused; after it, counts add up."""
+    ag = sim
+    square = make_square(ag)
+    x, y = ag.ones(8, np.float32), ag.empty(8, np.float32)
+    square[1, 8](x, y, 8)
+    before = ag.statistics()
+    with ag.configure(memory="explicit" if before.prefetches else "managed"):
+        with pytest.raises(ValueError, match="before asyncgpu.configure made the backend anew"):
+            ag.statistics() - before
+        start = ag.statistics()
+        square[1, 8](x, y, 8)
+        assert (ag.statistics() - start).kernels == 1
+
+
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=programs.strategies())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -12,7 +13,9 @@ COUNTS = ("nodes", "kernels", "event_waits", "events_recorded", "nodes_retired",
           "host_accesses", "streams_created", "events_created", "copies_to_device",
           "copies_to_host", "bytes_to_device", "bytes_to_host", "graphs_recorded",
           "graphs_replayed", "copies_peer", "bytes_peer")
-_OBJECT_FIELDS = ("edges", "listener", "streams_used", "syncs", "placed")
+_OBJECT_FIELDS = ("edges", "listener", "streams_used", "syncs", "placed", "serial")
+#: Each set of counters' number (``Statistics.counting``): a backend made anew counts anew.
+_serials = itertools.count(1)
 
 
 class Counters:
@@ -21,6 +24,7 @@ class Counters:
     __slots__ = COUNTS + _OBJECT_FIELDS
 
     def __init__(self) -> None:
+        self.serial = next(_serials)
         self.nodes = 0
         self.kernels = 0
         self.calls = 0
@@ -84,12 +88,15 @@ class Counters:
             copies_peer=self.copies_peer,
             bytes_peer=self.bytes_peer,
             placed=MappingProxyType(dict(self.placed)),
+            counting=self.serial,
         )
 
 
 @dataclass(frozen=True)
 class Statistics:
-    """A snapshot of the runtime's counters since it started (or since ``reset``).
+    """A snapshot of the runtime's counters since it started, or since ``asyncgpu.configure``
+    last made its backend anew (``counting`` numbers the counts: snapshots of two cannot be
+    subtracted).
 
     ``calls`` counts library calls (``asyncgpu.cupy`` functions and ``Array`` operators);
     ``edges`` counts dependency edges by reason (RAW, WAR, WAW); ``host_syncs`` counts the times
@@ -134,6 +141,7 @@ class Statistics:
     copies_peer: int = 0
     bytes_peer: int = 0
     placed: Mapping[int, int] = field(default_factory=dict)
+    counting: int = 0
 
     def __sub__(self, earlier: Statistics) -> Statistics:
         """The counts between two snapshots of one runtime (``later - earlier``: what a stretch
@@ -144,10 +152,14 @@ class Statistics:
         if earlier.backend != self.backend:
             raise ValueError(f"statistics of backend {self.backend!r} less those of "
                              f"{earlier.backend!r}: subtract snapshots of one runtime")
+        if earlier.counting != self.counting:
+            raise ValueError("statistics taken before asyncgpu.configure made the backend anew "
+                             "(a change of memory, of the sim_* options, ...), whose counts "
+                             "start at zero: take the earlier snapshot after the change")
         values: dict[str, Any] = {}
         for f in fields(self):
             now, then = getattr(self, f.name), getattr(earlier, f.name)
-            if f.name in ("backend", "inflight"):
+            if f.name in ("backend", "inflight", "counting"):
                 values[f.name] = now
             elif isinstance(now, Mapping):
                 diff = {k: now.get(k, 0) - then.get(k, 0) for k in {**then, **now}}
