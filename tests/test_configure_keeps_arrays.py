@@ -385,3 +385,44 @@ def test_the_same_runtime_object_serves_every_option_but_backend_and_device():
         with ag.configure(device=2):
             assert current_runtime() is not rt
             assert rt.retired == ("device 0", "device 2")
+
+
+def test_an_array_made_while_another_thread_switches_the_memory_model_keeps_its_contents(
+        monkeypatch):
+    """The switch converts every allocation it finds: one whose buffer was made but not yet
+    its Allocation (the gap widened here) would keep the old model's buffer, and lose what
+    kernels write to it."""
+    import threading
+    import time
+
+    import asyncgpu.runtime.array as array_module
+
+    made = array_module.Allocation
+    gap = threading.Event()
+
+    def slow(*args):
+        if gap.is_set():
+            gap.clear()
+            time.sleep(0.2)             # (the switch in the other thread runs meanwhile)
+        return made(*args)
+
+    with ag.configure(backend="sim", sim_seed=3, memory="explicit", debug_hb=True):
+        k = ag.kernel(cuda.jit(_add_one))
+        monkeypatch.setattr(array_module, "Allocation", slow)
+        gap.set()
+        switch = threading.Thread(target=lambda: (time.sleep(0.05),
+                                                  ag.configure(memory="managed")))
+        switch.start()
+        a = ag.array(np.arange(8.0))
+        switch.join()
+        monkeypatch.setattr(array_module, "Allocation", made)
+        k[1, 8](a, 8)
+        np.testing.assert_array_equal(a.numpy(), np.arange(8.0) + 1)
+        np.testing.assert_array_equal((a * 2).numpy(), (np.arange(8.0) + 1) * 2)
+        ag.configure(memory="explicit")
+
+
+def _add_one(y, n):
+    i = cuda.grid(1)
+    if i < n:
+        y[i] += 1.0

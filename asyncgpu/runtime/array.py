@@ -734,7 +734,10 @@ def new_array(runtime: Any, shape: tuple[int, ...], dtype: np.dtype, location: i
     if nbytes >= 2**62:       # before the backend: no CUDA call with a size this large
         raise ValueError(f"an array {describe(dtype, shape)} needs {nbytes} bytes, too many "
                          "to allocate")
-    alloc = Allocation(runtime, runtime.allocate(nbytes), nbytes, location)
+    with runtime._lock:
+        # (the buffer and its Allocation made at once: a change of memory model in another
+        # thread converts every allocation it finds, and must not come between the two)
+        alloc = Allocation(runtime, runtime.allocate(nbytes), nbytes, location)
     if getattr(runtime, "placement", None) is not None:     # (several devices)
         alloc.home = runtime.pinned()
     if strides is None or nbytes == 0:
