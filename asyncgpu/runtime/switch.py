@@ -103,11 +103,15 @@ def rebuild_backend(rt: Any, options: Options) -> None:
         rt.graphs.clear()
         rt.graphs = None
     converted = set()
+    renamed: dict[Any, Any] = {}
+    faults = _faults(old)       # (before the old buffers are freed, which drops their marks)
     for alloc, buffer, location in moved:
         previous = alloc.buffer
         alloc.buffer, alloc.location = buffer, location
+        renamed[getattr(previous, "uid", None)] = getattr(buffer, "uid", None)
         old.free(previous)
         converted.add(id(alloc))
+    _carry_faults(new, faults, renamed)
     for alloc in allocs:
         alloc.copy_back = None      # (a finished node of the old backend)
     for view in views:
@@ -120,6 +124,20 @@ def rebuild_backend(rt: Any, options: Options) -> None:
     rt.stats = stats
     log.info("asyncgpu.configure: new %s backend (memory %s); %d arrays %s", new.name,
              options.memory, len(allocs), "converted" if convert else "adopted")
+
+
+def _faults(backend: Any) -> dict[int, BaseException]:
+    """The simulator's marks of what faulted work was to write (its reads raise until it is
+    written again), by buffer; none from a backend that keeps none."""
+    marks = getattr(getattr(backend, "inner", backend), "faulted_marks", None)
+    return marks() if marks is not None else {}
+
+
+def _carry_faults(new: Any, faults: dict[int, BaseException], renamed: dict[Any, Any]) -> None:
+    """Give the new backend ``faults`` (:func:`_faults`), under the buffers' new names."""
+    keep = getattr(getattr(new, "inner", new), "mark_faulted", None)
+    if faults and keep is not None:
+        keep({renamed.get(uid, uid): fault for uid, fault in faults.items()})
 
 
 def _live(rt: Any) -> tuple[list[Allocation], list[Array]]:

@@ -484,6 +484,15 @@ class SimBackend(Backend):
                 for uid in op.payload.written_buffers():
                     self._faulted.pop(uid, None)
 
+    def faulted_marks(self) -> dict[int, BaseException]:
+        """The buffers (by ``uid``) a faulted kernel or call was to write, with the fault."""
+        return dict(self._faulted)
+
+    def mark_faulted(self, marks: dict[int, BaseException]) -> None:
+        """Mark these buffers (by ``uid``) as a faulted kernel's (a backend made anew takes
+        over the marks of the one before: ``asyncgpu.runtime.switch``)."""
+        self._faulted.update(marks)
+
     def _fault_writes(self, payload: Any, fault: BaseException) -> None:
         """What a faulted kernel or call was to write is marked, so that reads of it raise
         (:meth:`_check_faulted`)."""
