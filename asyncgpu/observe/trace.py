@@ -82,6 +82,9 @@ class _TracingBackend(ForwardingBackend):
 
     def prefetch(self, buffer: Any, stream: Any) -> None:
         t, inner = self._trace, self.inner
+        if not t._active:           # (ended before a trace begun after it: passes through)
+            inner.prefetch(buffer, stream)
+            return
         # (the prefetch is for the node being issued, on its device's stream)
         device = getattr(t._rt._issuing, "device", 0)
         e0, e1 = t._event(device), t._event(device)
@@ -101,6 +104,12 @@ class _TracingBackend(ForwardingBackend):
 
     def launch(self, node: Any, stream: Any, graph: Any = None) -> None:
         t, inner = self._trace, self.inner
+        if not t._active:
+            if graph is None:
+                inner.launch(node, stream)
+            else:
+                inner.graph_launch(graph, stream)
+            return
         device = node.device
         e0, e1 = t._event(device), t._event(device)
         enq = time.perf_counter() - t._t0
@@ -126,6 +135,8 @@ class _TracingBackend(ForwardingBackend):
         t = self._trace
         t0 = time.perf_counter()
         self.inner.host_wait(event)
+        if not t._active:
+            return
         waited = t._event_owner.get(id(event))
         t._sync(t0, [waited] if waited is not None else [])
 
@@ -133,7 +144,8 @@ class _TracingBackend(ForwardingBackend):
         t = self._trace
         t0 = time.perf_counter()
         self.inner.synchronize()
-        t._sync(t0, None)
+        if t._active:
+            t._sync(t0, None)
 
 
 class Trace:
@@ -197,18 +209,22 @@ class Trace:
         with rt._lock:
             if not self._active:
                 return
-            if rt.backend is not self._backend:
-                raise RuntimeError("asyncgpu traces must end in the reverse order they began")
-            inner, want_sites = self._saved
-            rt.backend = inner
-            if rt.streams.backend is self._backend:
-                rt.streams.backend = inner
-            rt.want_sites = want_sites if rt.backend is inner else rt.backend.wants_sites
+            self._active = False
             if self in rt._instruments:
                 rt._instruments.remove(self)
             if not rt._instruments:
                 rt.stats.listener = None
-            self._active = False
+            if rt.backend is not self._backend:
+                # (a trace begun after this one, in another thread, is still on: this one's
+                # layer passes work through until that one ends and takes both off)
+                return
+            inner, want_sites = self._saved
+            while isinstance(inner, _TracingBackend) and not inner._trace._active:
+                inner, want_sites = inner._trace._saved      # (ended out of order before)
+            rt.backend = inner
+            if isinstance(rt.streams.backend, _TracingBackend):
+                rt.streams.backend = inner
+            rt.want_sites = want_sites if rt.backend is inner else rt.backend.wants_sites
 
     def __enter__(self) -> Trace:
         return self
