@@ -96,6 +96,7 @@ def test_a_device_the_simulator_lacks_is_refused_by_configure_and_changes_nothin
     ("", r"option trace must be the path"),
     ("/no/such/folder/t.json", r"option trace: '/no/such/folder/t.json' is in no folder that "
                                r"exists \('/no/such/folder'\)"),
+    ("/tmp", r"option trace: '/tmp' is a folder; name the file"),
 ])
 def test_a_trace_path_that_cannot_be_written_is_refused_at_once(value, pattern):
     import asyncgpu as ag

@@ -213,6 +213,9 @@ class Options:
             if not os.path.isdir(folder):
                 raise ValueError(f"option trace: {os.fspath(trace)!r} is in no folder that "
                                  f"exists ({folder!r}); make the folder, or name another path")
+            if os.path.isdir(os.fspath(trace)):
+                raise ValueError(f"option trace: {os.fspath(trace)!r} is a folder; name the "
+                                 "file to write the trace to (a .json path in it)")
             object.__setattr__(self, "trace", os.fspath(trace))
 
     def replace(self, **changes: Any) -> Options:
