@@ -85,6 +85,8 @@ def test_a_host_read_in_explicit_memory_follows_its_fetch_in_the_trace(sim):
     fetch, = [n for n in t.copies if any(p == kernel.id for p, _, _ in n.parents)]
     read, = [n for n in t.nodes if n.kind == "host-read"]
     assert read.parents == [(fetch.id, "RAW", "float32[64]")]
+    # (each names the user's line it was made for: the read's, the fetch's too)
+    assert read.site == fetch.site and read.site.startswith("test_trace.py:")
 
 
 def test_a_launch_from_a_folder_named_like_the_package_is_the_users_site(sim):

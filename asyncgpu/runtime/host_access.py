@@ -57,6 +57,7 @@ from ..core.deps import Access, access
 from ..core.errors import AnnotationViolation, FreedArrayError, KernelFault
 from .allocation import HOST
 from .array import Array
+from .checks import user_site
 from .issue import Issuing
 from .memory import WHOLE_FETCH_BYTES, holder
 
@@ -434,7 +435,7 @@ class HostAccess(Issuing):
             alloc.location |= HOST  # (fetched, or waited for its copy node: the mirror is current)
         self.stats.host_accesses += 1
         if self._instruments:
-            node = Node("host-write" if write else "host-read", label, None, [acc])
+            node = Node("host-write" if write else "host-read", label, user_site(), [acc])
             node.finished = True
             node.edges = [(p, r, lbl) for p, rs in found.items() for r, lbl in rs]
             self._notify_node(node)

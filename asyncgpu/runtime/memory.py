@@ -77,6 +77,7 @@ from ..core.dag import Node
 from ..core.deps import Access
 from ..core.placement import device_bit
 from .allocation import DEVICE, HOST
+from .checks import user_site
 
 BOTH = HOST | DEVICE
 
@@ -186,7 +187,9 @@ class ExplicitMemory:
             name = f"{label} to {'device' if to_device else 'host'}"
             if device:
                 name += f" ({rt.device_name(device)})"
-        node = Node("copy", name, None, [Access(alloc.id, alloc, lo, hi, to_device, label)])
+        # (traced: the user's line the copy is made for, as a kernel's site)
+        node = Node("copy", name, user_site() if rt._instruments else None,
+                    [Access(alloc.id, alloc, lo, hi, to_device, label)])
         node.launch = launch
         node.device = device
         stats = rt.stats
