@@ -107,6 +107,35 @@ def test_a_launch_from_a_folder_named_like_the_package_is_the_users_site(sim):
         scope["launch"](square, x)
 
 
+def test_a_wait_for_a_tenants_move_into_a_partition_is_a_sync_of_its_own(sim):
+    """Moving a tenant's streams waits for its work: that wait is counted and traced as
+    ``partition``, not folded into the next host read (which would then span the time
+    between them and name the tenant's kernel)."""
+    import time
+
+    ag = sim
+    square = make_square(ag)
+    x = ag.array(np.arange(64, dtype=np.float32))
+    y, z = ag.empty_like(x), ag.empty_like(x)
+    ag.synchronize()
+    with ag.tenant("moved"):
+        pass
+    s0 = ag.statistics()
+    with ag.trace() as t:
+        with ag.tenant("moved"):
+            square[2, 32](x, y, 64)
+        ag.regulate(plan=ag.Plan(partitions={"moved": 40}))
+        time.sleep(0.05)
+        square[2, 32](x, z, 64)
+        assert float(z[1]) == 1.0
+    ag.regulate(plan="off")
+    moved, read = t.kernels
+    assert [(r.reason, r.waited) for r in t.syncs] == [("partition", [moved.id]),
+                                                      ("host-read", [read.id])]
+    assert t.syncs[1].start_s - t.syncs[0].end_s >= 0.04
+    assert (ag.statistics() - s0).host_syncs["partition"] == 1
+
+
 def test_sync_mode_trace_is_one_stream_without_overlap(sim):
     ag = sim
     run = vec_program(ag)

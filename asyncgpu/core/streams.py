@@ -156,20 +156,22 @@ class StreamManager:
             return self.backend.create_stream(device)
         return self.backend.create_stream(device, priority)
 
-    def set_partition(self, tenant: int, partition: str | None) -> None:
+    def set_partition(self, tenant: int, partition: str | None) -> bool:
         """Move tenant ``tenant``'s streams into SM partition ``partition`` (reserved with the
         backend; None: any SM): its work in flight is waited for, then each of its streams
         gets a new handle there, and its later streams are made there. The wait is what
         keeps the order: a launch on a stream follows the stream's earlier ones without an
         event, which a new handle would not. The streams also forget which events they
         waited for; each has completed (its wait preceded work that has), so forgetting costs
-        at most a wait enqueued again."""
+        at most a wait enqueued again. Returns whether the host waited."""
         self._partitions[tenant] = partition
         streams = self.tenant_streams(tenant)
-        self.host_wait([n for s in streams for n in s.inflight])
+        unfinished = [n for s in streams for n in s.inflight if not n.finished]
+        self.host_wait(unfinished)
         for s in streams:
             s.handle = self._handle(tenant, s.device)
             s.waited = {}
+        return bool(unfinished)
 
     def own(self) -> list[StreamState]:
         """The streams of the pool being placed."""

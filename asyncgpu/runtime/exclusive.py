@@ -240,7 +240,7 @@ class ExclusiveSteps:
                 nodes.append(tenant.latest)
             pending = rt._unfinished(nodes)
             if pending:
-                return rt._wait_nodes(pending)
+                return rt._wait_nodes(pending, "exclusive")
             if name is not None and self.launch_times:
                 wait = self._due(ident, index, name)
                 if wait is not None:

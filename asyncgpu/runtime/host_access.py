@@ -245,13 +245,16 @@ class HostAccess(Issuing):
         found = self.deps.conflicts(accesses) if accesses else None
         return [n.event for n in self.streams.latest(found)] if found else []
 
-    def _wait_nodes(self, nodes: list[Any]) -> list[Any]:
+    def _wait_nodes(self, nodes: list[Any], reason: str) -> list[Any]:
         """Under the lock: the completion events of ``nodes``, to wait for without it
         (:meth:`_wait_unlocked`) where the backend can; else (the simulator, which runs its
-        device in the waiting thread, under the lock) waits for them here and returns none."""
+        device in the waiting thread, under the lock) waits for them here and returns none.
+        The wait counts as a host synchronization for ``reason``."""
         if hasattr(self.backend, "wait_quietly"):
+            self.stats.sync(reason)
             return [node.event for node in nodes]
         self.streams.host_wait(nodes)
+        self.stats.sync(reason)
         return []
 
     def _unfinished(self, nodes: list[Any]) -> list[Any]:

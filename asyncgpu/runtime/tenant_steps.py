@@ -107,13 +107,15 @@ class TenantSteps:
         backend = self.backend
         left = tenant.partition_name
         if left is not None:
-            self.streams.set_partition(index, None)
+            if self.streams.set_partition(index, None):
+                self.stats.sync("partition")    # (the host waited: counted, and traced so)
             tenant.partition = tenant.partition_name = None
             if all(t.partition_name != left for t in self.tenants):
                 backend.release_sms(left)
         if sms is not None:
             backend.reserve_sms(name, sms)
-            self.streams.set_partition(index, name)
+            if self.streams.set_partition(index, name):
+                self.stats.sync("partition")
             tenant.partition, tenant.partition_name = sms, name
 
     def exclusive_changed(self) -> None:
@@ -166,7 +168,7 @@ class TenantSteps:
                     if not running:
                         out.append((self._step_clocks(index), self.streams.issues, gate))
                         return
-                    events = self._wait_nodes(running)
+                    events = self._wait_nodes(running, "tenant-step")
                 # (without the lock, as a host read waits; the others' launches now wait at
                 # the gate, but an exclusive tenant's own may come meanwhile: look again)
                 self._wait_unlocked(events)
