@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from numba import cuda
 
 import asyncgpu as ag
 from asyncgpu.core.statistics import COUNTS, Counters
@@ -66,3 +67,35 @@ def test_counters_after_errors_count_what_ran(sim):
     after = ag.statistics()
     assert after.inflight == 0 and after.nodes_retired - refused.nodes_retired == after.nodes - \
         refused.nodes                               # (the faulted nodes are done, not in flight)
+
+
+@pytest.mark.parametrize("pieces", [1, 4])
+def test_data_edges_counted_are_the_edges_instruments_see_also_for_split_launches(pieces):
+    from collections import Counter
+
+    class Edges:
+        def __init__(self):
+            self.reasons = Counter()
+
+        def edge_added(self, parent, child, reason, array):
+            self.reasons[reason] += 1
+
+    with ag.configure(backend="sim", sim_seed=4):
+        k = ag.kernel(const=["x"], out=["y"], elementwise="n")(square)
+        x, y, z = ag.array(np.arange(64.0)), ag.empty(64), ag.empty(64)
+        before = ag.statistics()
+        split = {"square": pieces} if pieces > 1 else None
+        with ag.instrument(Edges()) as seen, ag.tenant(f"edges-{pieces}", split=split):
+            k[2, 32](x, y, 64)
+            k[2, 32](y, z, 64)
+        counted = (ag.statistics() - before).edges
+        assert dict(counted) == {r: n for r, n in seen.reasons.items() if r in ("RAW", "WAR",
+                                                                              "WAW")}
+        assert counted["RAW"] >= 1
+        np.testing.assert_array_equal(z.numpy(), np.arange(64.0) ** 4)
+
+
+def square(x, y, n):
+    i = cuda.grid(1)
+    if i < n:
+        y[i] = x[i] * x[i]

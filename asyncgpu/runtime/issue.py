@@ -169,14 +169,17 @@ class Issuing:
         ``reason``), and the data edges' counts (what ``_issue`` takes as ``found`` and
         ``edge_counts``)."""
         found = self.deps.conflicts(node.accesses)
+        for p in previous:
+            if not p.finished:
+                found.setdefault(p, []).append((reason, p.name))
+        # (counted among the parents kept once the ordering edges are in, as ``_issue`` keeps
+        # them: a data parent an earlier piece already follows is no edge of this one)
         kept = reduce_parents(found) if len(found) > 1 else list(found)
         counts: dict[str, int] = {}     # (a Counter is a Python class: dearer to build)
         for p in kept:
             for why, _ in found[p]:
-                counts[why] = counts.get(why, 0) + 1
-        for p in previous:
-            if not p.finished:
-                found.setdefault(p, []).append((reason, p.name))
+                if why != reason:
+                    counts[why] = counts.get(why, 0) + 1
         return found, tuple(counts.items())
 
     def _graph_order(self, node: Node, frozen: Any) -> Any:
