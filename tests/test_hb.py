@@ -8,7 +8,6 @@ test against a naive checker that keeps the whole history.
 
 from __future__ import annotations
 
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st

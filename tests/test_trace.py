@@ -148,6 +148,29 @@ def test_sync_mode_trace_is_one_stream_without_overlap(sim):
     assert t.metrics() == {"CT": 0.0, "TC": 0.0, "CC": 0.0, "TOT": 0.0}
 
 
+def test_a_trace_saved_without_matplotlib_writes_all_but_the_pictures(sim, tmp_path,
+                                                                       monkeypatch, caplog):
+    import logging
+
+    from asyncgpu.observe import draw, trace as trace_module
+
+    ag = sim
+    run = vec_program(ag)
+    with ag.trace() as t:
+        run()
+    monkeypatch.setattr(trace_module, "can_draw", lambda: False)
+    monkeypatch.setattr(draw, "can_draw", lambda: False)
+    with caplog.at_level(logging.WARNING, logger="asyncgpu"):
+        paths = t.save(str(tmp_path), "vec")
+    assert sorted(paths) == ["dot", "metrics", "trace"]
+    assert sorted(os.listdir(tmp_path)) == ["vec.dot", "vec.metrics.json", "vec.trace.json"]
+    assert [r.getMessage() for r in caplog.records] == [
+        "asyncgpu: the trace's pictures need matplotlib: pip install 'asyncgpu[bench]' (or "
+        "matplotlib); wrote the trace without them"]
+    with pytest.raises(ImportError, match=r"pip install 'asyncgpu\[bench\]'"):
+        t.save_dag(str(tmp_path / "d.png"))
+
+
 def test_exports(sim, tmp_path):
     ag = sim
     run = vec_program(ag)

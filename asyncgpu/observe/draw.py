@@ -13,7 +13,21 @@ from typing import Any
 from .records import PALETTE, edge_labels
 
 
+#: What to install for the pictures (matplotlib is not among the package's own needs).
+NEEDS = ("the trace's pictures need matplotlib: pip install 'asyncgpu[bench]' (or "
+         "matplotlib)")
+
+
+def can_draw() -> bool:
+    """Whether matplotlib can be imported (the pictures can be drawn)."""
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
 def _pyplot() -> Any:
+    if not can_draw():
+        raise ImportError(NEEDS)
     import matplotlib
 
     matplotlib.use("Agg")

@@ -40,6 +40,7 @@ Example::
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
@@ -49,10 +50,11 @@ from typing import Any
 from ..core.backend import ForwardingBackend
 from ..runtime.current import current_runtime
 from . import metrics as _metrics
-from .draw import draw_dag, draw_timeline
+from .draw import NEEDS, can_draw, draw_dag, draw_timeline
 from .export import chrome_trace, to_dot
 from .records import NodeRecord, PrefetchRecord, RegulationRecord, SyncRecord, finite
 
+log = logging.getLogger("asyncgpu")
 
 #: Spare timing events: backend -> device slot -> events
 _pools: weakref.WeakKeyDictionary[Any, dict[int, list[Any]]] = weakref.WeakKeyDictionary()
@@ -421,16 +423,22 @@ class Trace:
 
     def save(self, directory: str, stem: str = "trace") -> dict[str, str]:
         """Write ``stem.trace.json``, ``.dot``, ``.timeline.png``, ``.dag.png`` and
-        ``.metrics.json`` into ``directory``; returns kind -> path."""
+        ``.metrics.json`` into ``directory``; returns kind -> path. Without matplotlib the
+        pictures are left out, with one logged warning saying what to install."""
         os.makedirs(directory, exist_ok=True)
+        drawn = can_draw()
         paths = {k: os.path.join(directory, f"{stem}.{ext}") for k, ext in (
             ("trace", "trace.json"), ("dot", "dot"), ("timeline", "timeline.png"),
-            ("dag", "dag.png"), ("metrics", "metrics.json"))}
+            ("dag", "dag.png"), ("metrics", "metrics.json"))
+            if drawn or not ext.endswith(".png")}
         self.save_chrome(paths["trace"])
         with open(paths["dot"], "w") as f:
             f.write(self.to_dot())
-        self.save_timeline(paths["timeline"], stem)
-        self.save_dag(paths["dag"], stem)
+        if drawn:
+            self.save_timeline(paths["timeline"], stem)
+            self.save_dag(paths["dag"], stem)
+        else:
+            log.warning("asyncgpu: %s; wrote the trace without them", NEEDS)
         with open(paths["metrics"], "w") as f:
             json.dump(dict(finite(self.metrics()), backend=self.backend_name,
                            logical_clock=self.logical_clock), f, indent=1)
