@@ -185,18 +185,29 @@ class OptionalBuildExt(build_ext):
                 raise
             self._give_up(exc)
 
+    def build_extensions(self) -> None:
+        # (the modules build in parallel: what failed is noted, and acted on once all ended)
+        self._failed: list[BaseException] = []
+        self._skipped: list[str] = []
+        super().build_extensions()
+        self.extensions = [e for e in self.extensions if e.name not in self._skipped]
+        if self._failed:
+            self._give_up(self._failed[0])      # (one line, the driver calls' failure in it)
+        elif self._skipped:
+            _say(f"the CUDA driver calls were not compiled ({self._skipped_why}); CUDA "
+                 f"launches will go through CuPy's calls{_version_hint()}")
+
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
         except Exception as exc:  # noqa: BLE001
             if ext.name == DRIVER_MODULE:       # (independent of the rest: CuPy's calls instead)
-                _say(f"the CUDA driver calls were not compiled ({str(exc).strip()}); CUDA "
-                     f"launches will go through CuPy's calls{_version_hint()}")
-                self.extensions.remove(ext)     # (nothing of it to copy into the package)
+                self._skipped_why = str(exc).strip()
+                self._skipped.append(ext.name)  # (nothing of it to copy into the package)
                 return
             if MODE == "required":
                 raise
-            self._give_up(exc)
+            self._failed.append(exc)            # (list.append: safe from the build's threads)
 
     def _give_up(self, exc: BaseException) -> None:
         # A partly compiled package would mix compiled and Python classes that must agree on
