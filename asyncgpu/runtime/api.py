@@ -201,14 +201,15 @@ class configure:
     raised here and the options stay as they were (on leaving a ``with`` block they are
     restored all the same).
 
-    Arrays and generators stay usable across every change but one of ``backend``,
-    ``device`` or ``devices``, or of ``sim_devices`` on a runtime of several devices: a change of ``memory`` converts each live
-    array's memory (explicit: device memory and a host mirror; managed: unified memory),
-    keeping its contents; recorded graphs are recorded again where the backend is rebuilt
-    (``memory``, the other ``sim_*`` options, ``debug_hb``, ``stress``, the launch paths), and
-    statistics start again there. After a change of ``backend`` or of the devices, arrays made
-    before are refused as arguments, with a message naming the switch: create them again. A change that rebuilds the backend is
-    refused inside a ``with asyncgpu.trace()`` block.
+    Arrays and generators stay usable across every change but one of ``backend``, ``device`` or
+    ``devices``, or of ``sim_devices`` on a runtime of several devices: a change of ``memory``
+    converts each live array's memory (explicit: device memory and a host mirror; managed:
+    unified memory), keeping its contents; recorded graphs are recorded again where the backend
+    is rebuilt (``memory``, the other ``sim_*`` options, ``debug_hb``, ``stress``, the launch
+    paths), and statistics start again there. After a change of ``backend`` or of the devices,
+    arrays made before are refused as arguments, with a message naming the switch: create them
+    again. A change that rebuilds the backend is refused inside a ``with asyncgpu.trace()``
+    block.
 
     Parameters
     ----------

@@ -199,11 +199,12 @@ def tenant(name: str, priority: str = "normal", streams: int | None = None,
     Raises
     ------
     ValueError
-        An empty name, ``"default"`` or one beginning with ``"shared by "`` (the names of
-        the work outside any tenant and of a plan's shared SM partitions), an unknown priority, a stream count below 1, a bad ``split`` or
-        ``after`` (or a kernel in both), an ``exclusive`` other than a bool, an ``sms`` other
-        than a positive int, or (raised when the block is entered) a tenant already made with
-        other settings, or more SMs than the device has outside other tenants' partitions.
+        An empty name, ``"default"`` or one beginning with ``"shared by "`` (the names of the work
+        outside any tenant and of a plan's shared SM partitions), an unknown priority, a stream
+        count below 1, a bad ``split`` or ``after`` (or a kernel in both), an ``exclusive``
+        other than a bool, an ``sms`` other than a positive int, or (raised when the block is
+        entered) a tenant already made with other settings, or more SMs than the device has
+        outside other tenants' partitions.
     ArgumentError
         A launch of a kernel the tenant splits that is declared neither element-wise nor with
         a grid offset, or whose arguments break that declaration's contract (nothing is
