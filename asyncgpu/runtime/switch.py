@@ -129,13 +129,13 @@ def rebuild_backend(rt: Any, options: Options) -> None:
 def _faults(backend: Any) -> dict[int, BaseException]:
     """The simulator's marks of what faulted work was to write (its reads raise until it is
     written again), by buffer; none from a backend that keeps none."""
-    marks = getattr(getattr(backend, "inner", backend), "faulted_marks", None)
+    marks = getattr(_root(backend), "faulted_marks", None)
     return marks() if marks is not None else {}
 
 
 def _carry_faults(new: Any, faults: dict[int, BaseException], renamed: dict[Any, Any]) -> None:
     """Give the new backend ``faults`` (:func:`_faults`), under the buffers' new names."""
-    keep = getattr(getattr(new, "inner", new), "mark_faulted", None)
+    keep = getattr(_root(new), "mark_faulted", None)
     if faults and keep is not None:
         keep({renamed.get(uid, uid): fault for uid, fault in faults.items()})
 
