@@ -7,12 +7,20 @@ replaced by mutants) run only where the launch path is plain Python.
 
 from __future__ import annotations
 
+import fnmatch
 import importlib.machinery
 import importlib.util
 import os
 import sys
 
 import pytest
+
+
+#: The core, recorder and host-access tests (by file name): the uncompiled pass runs them whole.
+PURE_FILES = ("test_dag.py", "test_policies.py", "test_hb.py", "test_tracker_*.py",
+              "test_properties.py", "test_schedule_options.py", "test_recorder*.py",
+              "test_host_reads.py", "test_memory_model.py", "test_multi_device.py",
+              "test_backend_interface.py")
 
 
 class _PythonSources(importlib.machinery.PathFinder):
@@ -34,6 +42,9 @@ class _PythonSources(importlib.machinery.PathFinder):
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--pure", action="store_true",
                      help="import asyncgpu's .py files even where they are compiled")
+    parser.addoption("--pure-pass", action="store_true",
+                     help="only the uncompiled pass's tests: the core, recorder and "
+                          "host-access files whole and the tests marked pure elsewhere")
 
 
 def _gpu_selected(config: pytest.Config) -> bool:
@@ -61,6 +72,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # The long tests first: with several workers (pytest-xdist hands tests out in order) one
     # that starts last would keep its worker busy after the others have finished.
     items.sort(key=lambda item: "slow" not in item.keywords)
+
+    if config.getoption("pure_pass"):
+        keep, drop = [], []
+        for item in items:
+            whole = any(fnmatch.fnmatch(item.path.name, pattern) for pattern in PURE_FILES)
+            (keep if whole or "pure" in item.keywords else drop).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
 
     if is_compiled():
         compiled = pytest.mark.skip(reason="needs the launch path as plain Python: runs in "

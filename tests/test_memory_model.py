@@ -388,6 +388,23 @@ def test_switching_memory_model_converts_the_arrays():
         np.testing.assert_array_equal((b * 3).numpy(), np.arange(8.0) * 3)
 
 
+def test_switching_memory_model_passes_over_an_array_whose_making_was_interrupted():
+    """An interrupt (a fault, Ctrl-C) in the middle of making an array can leave a half-made
+    one alive in a reference cycle until the collector runs; a switch of memory model that
+    walks the live arrays then converted nothing and raised AttributeError."""
+    import asyncgpu as ag
+    from asyncgpu.runtime.array import Array
+
+    with ag.configure(backend="sim", sim_seed=1, memory="explicit"):
+        a = ag.array(np.arange(8.0))
+        half = [Array.__new__(Array)]
+        half.append(half)               # (kept by a cycle, as a traceback's frames keep it)
+        with ag.configure(backend="sim", sim_seed=1, memory="managed"):
+            np.testing.assert_array_equal((a * 2).numpy(), np.arange(8.0) * 2)
+        np.testing.assert_array_equal((a + 1).numpy(), np.arange(8.0) + 1)
+        del half
+
+
 # -- random programs: both models equal serial -----------------------------------------------
 def _serial_managed(ag, steps, init, run_program=programs.run):
     """The serial oracle with the managed memory model (the default is explicit)."""

@@ -85,6 +85,13 @@ def test_extras(config):
     assert not any("tqdm" in d for d in config["project"]["dependencies"])
 
 
+def test_the_license_the_metadata_names_is_in_the_tree(config):
+    assert config["project"]["license"] == "Apache-2.0"
+    with open(os.path.join(ROOT, "LICENSE")) as f:
+        text = f.read()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+
+
 def test_the_sdist_carries_docs_tests_and_tools():
     with open(os.path.join(ROOT, "MANIFEST.in")) as f:
         lines = {line.strip() for line in f}
@@ -160,3 +167,5 @@ def test_a_build_without_a_c_compiler_says_so_in_one_line_and_leaves_plain_pytho
     names = zipfile.ZipFile(wheel).namelist()
     assert "asyncgpu/runtime/context.py" in names
     assert not [n for n in names if n.endswith(".so")]
+    # (the license the metadata names travels with the wheel)
+    assert [n for n in names if n.endswith(".dist-info/licenses/LICENSE")], names

@@ -6,29 +6,18 @@ way; this pass proves the Python answers are the compiled ones, and runs what on
 
 from __future__ import annotations
 
-import glob
+import fnmatch
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
 from asyncgpu.core.compiled import is_compiled
+from conftest import PURE_FILES
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-#: The core, recorder and host-access tests (by file name), run whole.
-PURE_FILES = ("test_dag.py", "test_policies.py", "test_hb.py", "test_tracker_*.py",
-              "test_properties.py", "test_schedule_options.py", "test_recorder*.py",
-              "test_host_reads.py", "test_memory_model.py", "test_multi_device.py",
-              "test_backend_interface.py")
-
-
-def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get(
-        "PYTHONPATH")])))
-    return subprocess.run([sys.executable, "-m", "pytest", "--pure", "-q", "-p", "no:cacheprovider",
-                           "-m", "not gpu", *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=1500)
 
 
 @pytest.mark.slow
@@ -36,10 +25,17 @@ def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
 @pytest.mark.skipif(not is_compiled(), reason="the launch path is plain Python here: the "
                     "whole suite is the uncompiled pass")
 def test_the_core_recorder_and_pure_tests_pass_on_the_python_files():
-    files = sorted({path for pattern in PURE_FILES
-                    for path in glob.glob(os.path.join(ROOT, "tests", pattern))})
-    whole = _run(["-n", "2", *files])
-    assert whole.returncode == 0, whole.stdout[-6000:] + whole.stderr[-2000:]
-    marked = _run(["-n", "2", "-m", "pure and not gpu", os.path.join(ROOT, "tests")])
-    assert marked.returncode == 0, marked.stdout[-6000:] + marked.stderr[-2000:]
-    assert " passed" in marked.stdout
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get(
+        "PYTHONPATH")])))
+    # (one session: the files of conftest.PURE_FILES whole, the tests marked pure elsewhere)
+    run = subprocess.run([sys.executable, "-m", "pytest", "--pure", "--pure-pass", "-q", "-rA",
+                          "-n", "2",
+                          "-p", "no:cacheprovider", "-m", "not gpu", os.path.join(ROOT, "tests")],
+                         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+    files = {os.path.basename(path)
+             for path in re.findall(r"^PASSED (tests/[^:]+)::", run.stdout, re.MULTILINE)}
+    whole = {name for name in files
+             if any(fnmatch.fnmatch(name, pattern) for pattern in PURE_FILES)}
+    # (both parts ran: files of PURE_FILES, and tests marked pure in other files)
+    assert whole and files - whole, sorted(files)

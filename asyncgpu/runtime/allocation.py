@@ -132,12 +132,15 @@ def new_view(cls: Any, alloc: Allocation, shape: tuple[int, ...], dtype: Any,
              strides: tuple[int, ...], offset: int) -> Any:
     """A ``cls`` (a :class:`View` subclass) over ``alloc``; computes its byte extent."""
     self = cls.__new__(cls)
+    # (the cache before the allocation: a view whose making was interrupted may still be
+    # found by the walk of a memory-model switch, which clears the caches of an allocation's
+    # views)
+    self._cache = {}
     self._alloc = alloc
     self.shape = shape
     self.dtype = dtype
     self.strides = strides
     self._offset = offset
-    self._cache = {}
     itemsize = dtype.itemsize
     self._lo, self._hi = byte_extent(shape, strides, itemsize, offset)
     self._contiguous = c_contiguous(shape, strides, itemsize)

@@ -149,8 +149,8 @@ def _live(rt: Any) -> tuple[list[Allocation], list[Array]]:
         if issubclass(kind, Allocation):
             if obj.runtime is rt and obj.buffer is not None and not obj.freed:
                 allocs.append(obj)
-        elif issubclass(kind, Array):
-            views.append(obj)
+        elif issubclass(kind, Array) and getattr(obj, "_alloc", None) is not None:
+            views.append(obj)       # (not one whose making was interrupted before its fields)
     return allocs, views
 
 
