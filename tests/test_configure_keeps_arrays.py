@@ -163,7 +163,8 @@ def test_a_fault_pending_at_the_switch_is_raised_by_configure_and_nothing_change
         with pytest.raises(ag.KernelFault, match="were to be written by work that faulted"):
             x.numpy()                       # (what the faulted kernel was to write)
         with ag.configure(memory="managed"):         # and the runtime is usable
-            step(x, 1.0, 1.0)
+            x[:] = START * 2                # (written again: readable; a read-write kernel
+            step(x, 1.0, 1.0)               # over the faulted bytes would not make them so)
             np.testing.assert_array_equal(x.numpy(), START * 2 + 1)
 
 

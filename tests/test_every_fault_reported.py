@@ -27,6 +27,14 @@ def plus_one(x, n):
         x[i] += 1.0
 
 
+@ag.kernel(out=["x"])
+@cuda.jit
+def overwrite(x, v, n):
+    i = cuda.grid(1)
+    if i < n:
+        x[i] = v
+
+
 @ag.kernel(const=["x"])
 @cuda.jit
 def writes_const(x, n):
@@ -213,8 +221,54 @@ def test_what_a_faulted_kernel_was_to_write_is_not_read_as_good_data(memory):
         out_of_bounds[1, 8](b, 8)
         with pytest.raises(ag.KernelFault):
             ag.synchronize()
-        plus_one[1, 8](b, 8)                    # (a kernel that writes it completes)
-        assert b.tolist() == [6.0] * 8
+        plus_one[1, 8](b, 8)                    # (its new bytes derive from the old ones)
+        with pytest.raises(ag.KernelFault, match="were to be written by work that faulted"):
+            b.numpy()
+        overwrite[1, 8](b[:4], 7.0, 4)          # (write-only: those bytes are the program's)
+        assert b[:4].tolist() == [7.0] * 4
+        with pytest.raises(ag.KernelFault, match="were to be written by work that faulted"):
+            b[4:].numpy()
+        overwrite[1, 8](b, 8.0, 8)
+        assert b.tolist() == [8.0] * 8
+
+
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_a_host_write_of_part_of_what_faulted_leaves_the_rest_unreadable(memory):
+    """In explicit memory the write first fetched the device's bytes to the host, and that
+    copy cleared the mark: the rest of the array was then read as good data."""
+    with ag.configure(backend="sim", sim_seed=3, memory=memory):
+        c = ag.array(np.arange(8, dtype=np.float32))
+        out_of_bounds[1, 8](c, 8)
+        with pytest.raises(ag.KernelFault):
+            ag.synchronize()
+        c[0] = 5.0
+        with pytest.raises(ag.KernelFault, match="were to be written by work that faulted"):
+            c.numpy()
+        c[:] = np.zeros(8, np.float32)
+        assert c.tolist() == [0.0] * 8
+
+
+def test_a_chunked_launch_one_of_whose_chunks_faulted_leaves_those_rows_unreadable(
+        chunk_always):
+    """The chunks after the faulted one wrote the same array and completed: each cleared the
+    mark of the whole array, and the rows the faulted chunk never wrote read as zeros."""
+    def twin(x, y, n):
+        if x[0] == 0:
+            raise IndexError("the first chunk faults")
+        y[:n] = x[:n] + 1
+
+    k = ag.cuda_kernel('extern "C" __global__ void k(const float* x, float* y, int n) {}', "k",
+                       sim=twin, elementwise="n")
+    with ag.configure(backend="sim", sim_seed=3):
+        n = 1 << 12
+        x = ag.array(np.arange(n, dtype=np.float32))
+        y = ag.zeros(n, np.float32)
+        k[16, 256](x, y, n)
+        with pytest.raises(ag.KernelFault, match="the first chunk faults"):
+            ag.synchronize()
+        with pytest.raises(ag.KernelFault, match="were to be written by work that faulted"):
+            y.numpy()
+        assert y[-4:].tolist() == list(np.arange(n - 4, n, dtype=np.float32) + 1)
 
 
 def _catch(run, caught):

@@ -126,14 +126,14 @@ def rebuild_backend(rt: Any, options: Options) -> None:
              options.memory, len(allocs), "converted" if convert else "adopted")
 
 
-def _faults(backend: Any) -> dict[int, BaseException]:
+def _faults(backend: Any) -> dict[int, Any]:
     """The simulator's marks of what faulted work was to write (its reads raise until it is
     written again), by buffer; none from a backend that keeps none."""
     marks = getattr(_root(backend), "faulted_marks", None)
     return marks() if marks is not None else {}
 
 
-def _carry_faults(new: Any, faults: dict[int, BaseException], renamed: dict[Any, Any]) -> None:
+def _carry_faults(new: Any, faults: dict[int, Any], renamed: dict[Any, Any]) -> None:
     """Give the new backend ``faults`` (:func:`_faults`), under the buffers' new names."""
     keep = getattr(_root(new), "mark_faulted", None)
     if faults and keep is not None:

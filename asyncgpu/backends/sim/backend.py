@@ -141,9 +141,9 @@ class SimBackend(Backend):
         self._events = 0
         self._order = itertools.count()
         self._errors: list[BaseException] = []
-        #: buffer uid -> the fault of the kernel or call that was to write it, until a later
-        #: write of it completes (:meth:`_check_faulted`)
-        self._faulted: dict[int, BaseException] = {}
+        #: buffer uid -> ``(lo, hi, fault)``: bytes a kernel or call that faulted was to write,
+        #: until a later one overwrites them (:meth:`_check_faulted`)
+        self._faulted: dict[int, list[tuple[int, int, BaseException]]] = {}
         self._pool: dict[int, list[SimBuffer]] = {}
         self._priority: dict[int, float] = {}
         self._pct_changes = {self.rng.randrange(1, 400) for _ in range(3)}
@@ -326,21 +326,22 @@ class SimBackend(Backend):
             for a in accesses:
                 buffer = a.alloc.buffer
                 if not a.write:
-                    self._check_faulted(buffer, label)
+                    self._check_faulted(buffer, a.lo, a.hi, label)
                 elif a.lo <= 0 and a.hi >= buffer.nbytes:
                     self._faulted.pop(buffer.uid, None)     # (written whole by the host)
 
-    def _check_faulted(self, buffer: SimBuffer, label: str) -> None:
-        """KernelFault if ``buffer`` holds what a kernel or call that faulted was to write: its
-        bytes are not what the program computed (the fault itself was raised at the host wait
-        that met it first, maybe in another thread; this read must not pass for a good one).
-        A later kernel, call or copy that writes the buffer and completes, or a host write of
-        all of it, clears it."""
-        fault = self._faulted.get(buffer.uid)
-        if fault is not None:
-            raise KernelFault(f"{label}: its contents were to be written by work that faulted, "
-                              f"and are not the program's ({fault}); write the array again "
-                              "before reading it") from fault
+    def _check_faulted(self, buffer: SimBuffer, lo: int, hi: int, label: str) -> None:
+        """KernelFault if bytes ``[lo, hi)`` of ``buffer`` hold what a kernel or call that
+        faulted was to write: they are not what the program computed (the fault itself was
+        raised at the host wait that met it first, maybe in another thread; this read must
+        not pass for a good one). A later kernel or call that overwrites them
+        (``written_ranges``: write-only, every byte), or a host write of the whole array,
+        clears them; a copy moves them as they are."""
+        for first, end, fault in self._faulted.get(buffer.uid, ()):
+            if first < hi and lo < end:
+                raise KernelFault(f"{label}: its contents were to be written by work that "
+                                  f"faulted, and are not the program's ({fault}); write the "
+                                  "array again before reading it") from fault
 
     # -- memory ------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> SimBuffer:
@@ -481,14 +482,28 @@ class SimBackend(Backend):
             self._fault_writes(op.payload, err)
         else:
             if self._faulted:
-                for uid in op.payload.written_buffers():
-                    self._faulted.pop(uid, None)
+                for uid, lo, hi, overwritten in op.payload.written_ranges():
+                    if overwritten and uid in self._faulted:
+                        self._unmark(uid, lo, hi)
 
-    def faulted_marks(self) -> dict[int, BaseException]:
-        """The buffers (by ``uid``) a faulted kernel or call was to write, with the fault."""
-        return dict(self._faulted)
+    def _unmark(self, uid: int, lo: int, hi: int) -> None:
+        """Bytes ``[lo, hi)`` of buffer ``uid`` were overwritten: no longer a fault's."""
+        kept = []
+        for first, end, fault in self._faulted[uid]:
+            if first < lo:
+                kept.append((first, min(end, lo), fault))
+            if hi < end:
+                kept.append((max(first, hi), end, fault))
+        if kept:
+            self._faulted[uid] = kept
+        else:
+            del self._faulted[uid]
 
-    def mark_faulted(self, marks: dict[int, BaseException]) -> None:
+    def faulted_marks(self) -> dict[int, list[tuple[int, int, BaseException]]]:
+        """The bytes a faulted kernel or call was to write, by buffer ``uid``, with the fault."""
+        return {uid: list(marks) for uid, marks in self._faulted.items()}
+
+    def mark_faulted(self, marks: dict[int, list[tuple[int, int, BaseException]]]) -> None:
         """Mark these buffers (by ``uid``) as a faulted kernel's (a backend made anew takes
         over the marks of the one before: ``asyncgpu.runtime.switch``)."""
         self._faulted.update(marks)
@@ -496,8 +511,9 @@ class SimBackend(Backend):
     def _fault_writes(self, payload: Any, fault: BaseException) -> None:
         """What a faulted kernel or call was to write is marked, so that reads of it raise
         (:meth:`_check_faulted`)."""
-        for uid in payload.written_buffers():
-            self._faulted[uid] = fault
+        for uid, lo, hi, _ in payload.written_ranges():
+            if lo < hi:
+                self._faulted.setdefault(uid, []).append((lo, hi, fault))
 
     def _raise_errors(self) -> None:
         # every pending fault, not only the first: each names its launch site

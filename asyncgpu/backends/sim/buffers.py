@@ -136,10 +136,10 @@ class SimCopy:
         self.buffer, self.lo, self.hi, self.to_device = buffer, lo, hi, to_device
         self.device, self.peer = device, peer
 
-    def written_buffers(self) -> list[int]:
-        """The buffer, when the copy brings the host's bytes to the device (a peer copy or
-        one to the host carries the device's as they are)."""
-        return [self.buffer.uid] if self.to_device and self.peer is None else []
+    def written_ranges(self) -> list[tuple[int, int, int, bool]]:
+        """None: a copy moves bytes as they are, so what faulted work was to write stays
+        marked wherever its bytes are copied."""
+        return []
 
     def _ends(self) -> tuple[tuple[int, np.ndarray], tuple[int, np.ndarray]]:
         """((uid, bytes) of the source, (uid, bytes) of the destination)."""

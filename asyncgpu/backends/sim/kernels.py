@@ -83,6 +83,11 @@ def snapshot(layouts: Any, device: int = 0) -> dict[int, tuple[Any, int, np.ndar
             span[2] = max(span[2], a.hi)
     return {uid: (buf, lo, buf.on(device)[lo:hi].copy()) for uid, (buf, lo, hi) in spans.items()}
 
+def dense(a: Any) -> bool:
+    """Whether the elements of layout ``a`` fill its bytes ``[lo, hi)`` (no gaps between them)."""
+    return a.hi - a.lo == int(np.prod(a.shape)) * a.dtype.itemsize
+
+
 class _Spec:
     """What a queued launch needs of one array argument: the buffer and layout, not the Array.
 
@@ -118,9 +123,12 @@ class SimKernelLaunch:
     def begin(self) -> dict[int, tuple[Any, int, np.ndarray]]:
         return snapshot(self.arrays, self.device)
 
-    def written_buffers(self) -> list[int]:
-        """The uids of the buffers the launch writes."""
-        return [a.buffer.uid for a in self.arrays if a.write]
+    def written_ranges(self) -> list[tuple[int, int, int, bool]]:
+        """``(uid, lo, hi, overwritten)`` of every array the launch writes: ``overwritten``
+        where it writes each byte of ``[lo, hi)`` and reads none (``out``, write-only, over
+        dense elements); a read-write argument's new bytes derive from its old ones."""
+        return [(a.buffer.uid, a.lo, a.hi, not a.read and dense(a))
+                for a in self.arrays if a.write]
 
     def _views(self, snaps: dict[int, tuple[Any, int, np.ndarray]], writable: set[int]
                ) -> list[Any]:

@@ -18,6 +18,7 @@ import numpy as np
 
 from ...core.deps import Access
 from ...runtime.array import Array
+from ...runtime.effects import IN_PLACE
 from ...runtime.library import (
     LibraryCall,
     Synchronizing,
@@ -27,7 +28,7 @@ from ...runtime.library import (
     infer,
     quiet,
 )
-from .kernels import snapshot
+from .kernels import dense, snapshot
 
 
 class _Layout:
@@ -75,10 +76,28 @@ class SimCallLaunch:
     def begin(self) -> dict[int, tuple[Any, int, np.ndarray]]:
         return snapshot(self.inputs, self.device)
 
-    def written_buffers(self) -> list[int]:
-        """The uids of the buffers the call writes: its written arguments and its results."""
-        return ([self.inputs[i].buffer.uid for i in self.written]
-                + [r.buffer.uid for r in self.results])
+    def written_ranges(self) -> list[tuple[int, int, int, bool]]:
+        """``(uid, lo, hi, overwritten)`` of the call's written arguments and its results:
+        results are overwritten; an argument is where the call writes every byte of it from
+        other data (:meth:`_overwrites`)."""
+        return ([(a.buffer.uid, a.lo, a.hi, self._overwrites(i))
+                 for i, a in ((i, self.inputs[i]) for i in self.written)]
+                + [(r.buffer.uid, r.lo, r.hi, True) for r in self.results])
+
+    def _overwrites(self, i: int) -> bool:
+        """Whether written argument ``i`` gets every byte anew, none derived from its old
+        ones: a fill, a ``copyto`` or an ``out=`` without ``where=``, over dense elements that
+        no other argument reads. An in-place function (sort, put, ``__setitem__``, a ufunc's
+        ``at``) reads or keeps what it writes."""
+        a = self.inputs[i]
+        if "where" in self.kwargs or not dense(a):
+            return False
+        if self.name == "ndarray.fill":
+            return True
+        if (self.name != "copyto" and self.name in IN_PLACE) or self.name.endswith(".at"):
+            return False
+        return not any(j != i and b.buffer is a.buffer and b.lo < a.hi and a.lo < b.hi
+                       for j, b in enumerate(self.inputs))
 
     def end(self, snaps: dict[int, tuple[Any, int, np.ndarray]]) -> None:
         views = []
