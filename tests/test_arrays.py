@@ -323,3 +323,25 @@ def test_memory_of_dropped_arrays_is_reclaimed_after_their_kernels_finish(sim):
     del x, y
     gc.collect()
     assert [r() for r in refs] == [None, None]
+
+
+@pytest.mark.parametrize("dtype,key,value,exc", [
+    (np.int8, [0, 1], 300, OverflowError),
+    (np.int8, "mask", np.nan, ValueError),
+    (np.int8, [0], "x", ValueError),
+    (np.uint8, [0], -1, OverflowError),
+    (np.float32, [0], 1 + 2j, TypeError),
+], ids=["300-into-int8", "nan-into-int8-by-mask", "str-into-int8", "-1-into-uint8",
+        "complex-into-float32"])
+def test_an_advanced_assignment_numpy_refuses_raises_at_once_and_leaves_the_array(
+        sim, dtype, key, value, exc):
+    """As NumPy's: raised where the assignment is written; raised when the node ran, at the next
+    wait, it left the array unreadable."""
+    ag = sim
+    a = ag.array(np.arange(5, dtype=dtype))
+    with pytest.raises(exc):
+        a[a == 0 if key == "mask" else key] = value
+    ag.synchronize()
+    assert a.tolist() == list(range(5))
+    a[[0, 1]] = np.array([7, 8])                    # (what NumPy converts is written)
+    assert a.tolist() == [7, 8, 2, 3, 4]

@@ -214,8 +214,17 @@ def test_results_are_cupys_where_numpys_differ(sim, case, expected):
     (lambda: acp.linalg.inv(acp.ones((2, 3))), np.linalg.LinAlgError, "must be square"),
     (lambda: acp.sqrt([1.0, 4.0]), TypeError, "Unsupported type <class 'list'>"),
     (lambda: acp.add(acp.ones(2), (1, 2)), TypeError, "Unsupported type <class 'tuple'>"),
+    # (an int result is not written into a bool or unsigned output, whatever the exponent)
+    (lambda: acp.power(acp.arange(1, 4), -1, out=acp.zeros(3, bool)), TypeError,
+     "Cannot cast .*int64.* to .*bool"),
+    (lambda: acp.ones(3, bool).__ipow__(-2), TypeError, "Cannot cast .*int64.* to .*bool"),
+    (lambda: acp.reciprocal(acp.asarray([0, 1, 2]), out=acp.zeros(3, bool)), TypeError,
+     "Cannot cast .*int64.* to .*bool"),
+    (lambda: acp.arange(3, dtype=acp.uint8) ** -2, OverflowError,
+     "Python integer -2 out of bounds for uint8"),
 ], ids=["where", "clip", "astype-casting", "dot-scalar", "choose-list", "solve-non-square",
-        "inv-non-square", "ufunc-list", "ufunc-tuple"])
+        "inv-non-square", "ufunc-list", "ufunc-tuple", "negative-power-into-bool",
+        "negative-power-in-place", "reciprocal-of-zero-into-bool", "negative-power-of-uint8"])
 def test_what_cupy_refuses_is_refused_with_its_exception_class(sim, case, exc, pattern):
     with pytest.raises(exc, match=pattern):
         case()

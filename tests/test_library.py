@@ -294,6 +294,7 @@ def test_data_dependent_calls_synchronize_and_are_correct(sim):
         [a.astype(float), m.zeros(3)]))),
     ("real_if_close", lambda m, a, b: m.real_if_close(a + 0j)),
     ("poly of conjugate roots", lambda m, a, b: m.poly(m.asarray(np.array([1j, -1j])))),
+    ("delete of repeated indices", lambda m, a, b: m.delete(b, m.concatenate([a[:2], a[:2]]))),
 ])
 def test_results_whose_shape_or_dtype_follow_the_values_are_right(sim, name, call):
     # (the simulator infers a call's result from runs on made-up data; these differ with the
@@ -303,6 +304,25 @@ def test_results_whose_shape_or_dtype_follow_the_values_are_right(sim, name, cal
     got = call(acp, acp.asarray(a), acp.asarray(b))
     check(tuple(got) if isinstance(want, tuple) else got,
           tuple(np.asarray(w) for w in want) if isinstance(want, tuple) else want)
+    sim.synchronize()       # (and no fault reported for it)
+
+
+@pytest.mark.parametrize("name,call", [
+    ("arange(n)", lambda m, n, f: m.arange(n)),
+    ("arange(0, n)", lambda m, n, f: m.arange(0, n)),
+    ("arange of a float", lambda m, n, f: m.arange(f)),
+    ("zeros((n, 2))", lambda m, n, f: m.zeros((n, 2))),
+    ("full((n,), 3.0)", lambda m, n, f: m.full((n,), 3.0)),
+    ("linspace(num=n)", lambda m, n, f: m.linspace(0, 1, num=n)),
+    ("eye(n)", lambda m, n, f: m.eye(n)),
+    ("tri(n)", lambda m, n, f: m.tri(n)),
+])
+def test_a_0d_array_given_as_a_number_gives_numpys_shape(sim, name, call):
+    """The result's shape follows the 0-d array's value: it was inferred from a stand-in's
+    (``arange(n)`` an empty array, read silently as empty, then a fault at the next wait)."""
+    want = call(np, np.int64(5), 2.5)
+    got = call(acp, acp.asarray(5), acp.asarray(2.5))
+    check(got, want)
     sim.synchronize()       # (and no fault reported for it)
 
 

@@ -84,6 +84,10 @@ _FIXED = {
 }
 
 
+#: Values an assignment converts on the host (another library's device array is its own).
+_HOST_VALUES = (bool, int, float, complex, str, bytes, list, tuple, np.ndarray, np.generic)
+
+
 def _made(array: Any, name: str) -> bool:
     """Whether ``array``'s field ``name`` is set (it is, but while the array is made)."""
     try:
@@ -276,6 +280,11 @@ class Array(View, ArrayOperators):
         else:
             kind, norm = _normalize_key(key, self.ndim)
             if kind == "advanced":
+                # the value converted as NumPy's assignment converts it, raising as it does
+                # (300 into int8, NaN into an int), before anything is enqueued: raised when
+                # the node ran, the array was left unreadable
+                if isinstance(value, _HOST_VALUES):
+                    np.empty(np.shape(value), self.dtype)[...] = value
                 return ops.setitem(self, key, value)
             if kind == "scalar":
                 lo = self._element_offset(norm)

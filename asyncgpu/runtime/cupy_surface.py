@@ -239,12 +239,13 @@ def _choose(a: Any, choices: Any, out: Any = None, mode: str = "raise") -> Any:
     return np.choose(a, choices, out=out, mode=mode)
 
 
-def _into(out: Any, result: np.ndarray) -> Any:
-    """``result``, written into ``out`` (an array or a one-array tuple) if given."""
+def _into(out: Any, result: np.ndarray, casting: str = "same_kind") -> Any:
+    """``result``, written into ``out`` (an array or a one-array tuple) if given, under the
+    ufuncs' output rule (``casting``): an int result is not written into a bool array."""
     if out is None:
         return result
     target = out[0] if isinstance(out, tuple) else out
-    target[...] = result
+    np.copyto(target, result, casting=casting)
     return target
 
 
@@ -254,13 +255,15 @@ def _power(x1: Any, x2: Any, /, out: Any = None, **kwargs: Any) -> Any:
     dtype = np.result_type(x1, x2) if not kwargs.get("dtype") else np.dtype(kwargs["dtype"])
     if dtype.kind not in "iu" or not np.any(np.asarray(x2) < 0):
         return np.power(x1, x2, out=out, **kwargs)
+    if type(x2) is int:
+        np.asarray(x2, dtype)       # (a Python int the operands' type cannot hold: OverflowError)
     base, exp = np.asarray(x1), np.asarray(x2)
     negative = exp < 0
     result = np.power(base, np.where(negative, 0, exp), **kwargs)
     odd = (exp % 2).astype(bool)
     small = np.where(base == 1, 1, np.where(base == -1, np.where(odd, -1, 1), 0))
     result = np.where(negative, small, result).astype(dtype)   # (the operands' dtype: NEP 50)
-    return _into(out, result)
+    return _into(out, result, kwargs.get("casting", "same_kind"))
 
 
 def _searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Any:
@@ -276,7 +279,7 @@ def _reciprocal(x: Any, /, out: Any = None, **kwargs: Any) -> Any:
     if a.dtype.kind not in "iu" or not np.any(a == 0):
         return np.reciprocal(x, out=out, **kwargs)
     result = np.where(a == 0, 0, np.reciprocal(np.where(a == 0, 1, a))).astype(a.dtype)
-    return _into(out, result)
+    return _into(out, result, kwargs.get("casting", "same_kind"))
 
 
 class _Ufunc:

@@ -66,6 +66,8 @@ DATA_DEPENDENT = frozenset({
     # coefficients: the trailing zeros; roots and real_if_close: the dtype too)
     "intersect1d", "setdiff1d", "setxor1d", "union1d", "lstsq", "trimseq", "trimcoef", "poly",
     "roots", "real_if_close",
+    # (the indices deleted: their number once repeats are dropped)
+    "delete",
 })
 #: Data-dependent with one argument only (``where(c)`` is ``nonzero(c)``).
 DATA_DEPENDENT_ALONE = frozenset({"where"})
@@ -264,6 +266,12 @@ def placeholders(call: LibraryCall, rng: np.random.Generator, zeros: bool
         views.append(view)
     for a, view in zip(call.arrays, views):
         if a.size == 0:
+            continue
+        if a.ndim == 0:
+            # A 0-d array may stand for a number (``arange(n)``, ``zeros((n, 2))``): 2 in one
+            # run and 0 in the other, so that a shape made from its value differs between
+            # them and the call synchronizes (as CuPy reads the number to the host)
+            view[...] = 0 if zeros else 2
             continue
         vals = rng.uniform(0.5, 1.5, a.shape)
         if zeros:
