@@ -345,3 +345,31 @@ def test_an_advanced_assignment_numpy_refuses_raises_at_once_and_leaves_the_arra
     assert a.tolist() == list(range(5))
     a[[0, 1]] = np.array([7, 8])                    # (what NumPy converts is written)
     assert a.tolist() == [7, 8, 2, 3, 4]
+
+
+def test_an_array_converts_pickles_and_answers_in_as_numpys_does(sim):
+    import pickle
+
+    ag = sim
+    a = ag.array(np.arange(6.0).reshape(2, 3))
+    assert "x" not in a and None not in a and 3.0 in a     # (no element can equal a string)
+    assert complex(ag.array(np.array(1 + 2j))) == 1 + 2j
+    for x in (a, ag.array(np.asfortranarray(np.arange(6.0).reshape(2, 3)))):
+        back = pickle.loads(pickle.dumps(x))
+        assert isinstance(back, ag.Array) and back.tolist() == x.tolist()
+        assert back.strides == x.strides                   # (Fortran order kept)
+    assert a[(0, 1),].tolist() == np.arange(6.0).reshape(2, 3)[(0, 1),].tolist()
+    with pytest.raises(np.exceptions.AxisError):
+        a.transpose(0, 5)
+    with pytest.raises(ValueError, match="permutation"):
+        a.transpose(0, 0)
+
+
+def test_a_big_endian_array_keeps_its_values_in_the_machines_order(sim):
+    """CUDA's numbers are the machine's order: the bytes of a '>f4' array read as other
+    numbers on the device (CuPy keeps the dtype and the kernels misread it)."""
+    ag = sim
+    x = ag.array(np.arange(3, dtype=">f4"))
+    assert x.dtype == np.dtype("float32") and x.dtype.isnative
+    assert (x + 1).tolist() == [1.0, 2.0, 3.0]
+    assert ag.empty(2, ">i4").dtype == np.dtype("int32")

@@ -605,6 +605,9 @@ def test_a_simulator_twin_that_cannot_take_the_arguments_is_refused_where_define
 
         ag.cuda_kernel(SRC, "axpy", sim=short)
     ag.cuda_kernel(SRC, "axpy", sim=lambda *args: None)     # (any arguments: fine)
+    with pytest.raises(ag.SignatureError, match=r"kernel 'axpy': its sim= twin is a int, not a "
+                       r"function"):
+        ag.cuda_kernel(SRC, "axpy", sim=5)          # (it failed as each launch ran)
 
 
 def test_an_allocation_larger_than_the_simulators_memory_is_an_out_of_memory_error(sim):

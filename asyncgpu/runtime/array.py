@@ -58,8 +58,8 @@ def _normalize_key(key: Any, ndim: int) -> tuple[str, Any]:
     tup = key if isinstance(key, tuple) else (key,)
     ints = []
     for k in tup:
-        if isinstance(k, (bool, np.bool_)) or isinstance(k, (list, np.ndarray, Array)):
-            return "advanced", key
+        if isinstance(k, (bool, np.bool_)) or isinstance(k, (list, tuple, np.ndarray, Array)):
+            return "advanced", key      # (a tuple inside the index is a sequence, as in NumPy)
         if isinstance(k, (int, np.integer)):
             ints.append(int(k))
         elif not (k is Ellipsis or k is None or isinstance(k, slice)):
@@ -184,7 +184,9 @@ class Array(View, ArrayOperators):
     def __contains__(self, value: Any) -> bool:
         """``value in a``: whether any element equals it (a node, then a host read), as in
         NumPy."""
-        return bool((self == value).any())
+        equal = self == value
+        # (a value no element can equal, a string say: the comparison is False, as in NumPy)
+        return bool(equal.any()) if isinstance(equal, Array) else bool(equal)
 
     # -- views -------------------------------------------------------------------------------
     def _check_alive(self) -> None:
@@ -343,7 +345,9 @@ class Array(View, ArrayOperators):
                 picked.append(i + ndim if -ndim <= i < 0 else i)
             order = tuple(picked)
             if sorted(order) != list(range(ndim)):
-                raise ValueError(f"Array.transpose: axes must be a permutation of the array's "
+                # (an axis out of range is NumPy's AxisError, a ValueError and an IndexError)
+                out = len(order) == ndim and any(not 0 <= i < ndim for i in order)
+                raise (np.exceptions.AxisError if out else ValueError)(f"Array.transpose: axes must be a permutation of the array's "
                                  f"{ndim} axes (0 to {ndim - 1}, or -{ndim} to -1), each once, "
                                  f"as in NumPy; got {axes!r} for shape {self.shape}")
         return Array._view(self._alloc, tuple(self.shape[i] for i in order), self.dtype,
@@ -550,6 +554,16 @@ class Array(View, ArrayOperators):
 
     def __int__(self) -> int:
         return int(self.item())
+
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        """Pickled by its values (a host read), as CuPy pickles; unpickled into an array of
+        the runtime in use then."""
+        data = self.numpy()
+        fortran = data.flags.f_contiguous and not data.flags.c_contiguous
+        return host_array, (data, None, "F" if fortran else "C")
 
     def __index__(self) -> int:
         if self.dtype.kind not in "iu" or self.ndim:

@@ -26,6 +26,9 @@ class UnsupportedDtype(AsyncGPUError, TypeError, ValueError):
 def array_dtype(dtype: Any) -> np.dtype:
     """``dtype`` as a NumPy dtype; :class:`UnsupportedDtype` if arrays cannot hold it."""
     dt = np.dtype(dtype)
+    if dt.byteorder not in "=|":
+        # (CUDA's numbers are the machine's order: a big-endian dtype's values are kept, in it)
+        dt = dt.newbyteorder("=")
     if dt.kind not in "biufc" or dt.hasobject:
         raise UnsupportedDtype(
             f"asyncgpu arrays hold booleans and numbers; dtype {dt} is not supported"

@@ -335,6 +335,10 @@ def _check_twin(name: str, source: CudaCSource, params: tuple[Param, ...]) -> No
             f"kernel '{name}': its sim= twin '{twin.name}' is an asyncgpu kernel; pass the "
             "function it wraps (the @cuda.jit kernel, or a NumPy function) instead")
     function = getattr(twin, "py_func", None) or getattr(twin, "fn", None) or twin
+    if not callable(function):
+        raise SignatureError(
+            f"kernel '{name}': its sim= twin is a {type(twin).__name__}, not a function; pass "
+            "a Python function or a @cuda.jit kernel taking the kernel's arguments")
     try:
         signature = inspect.signature(function)
     except (TypeError, ValueError):      # (a builtin or a callable without one: trusted)
