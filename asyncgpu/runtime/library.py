@@ -250,6 +250,20 @@ _meta_cache: dict[Any, Any] = {}
 _META_CACHE_SIZE = 4096
 
 
+class Device0d(np.ndarray):
+    """A 0-d array argument as a call sees it on ``sim``: CuPy's arrays are no integers (no
+    ``__index__``), so ``zeros((n, 2))`` or ``linspace(0, 1, num=n)`` raises TypeError there,
+    where ``arange(n)`` reads the number (``int``)."""
+
+    def __index__(self) -> int:
+        raise TypeError("'ndarray' object cannot be interpreted as an integer")
+
+
+def as_called(view: np.ndarray) -> np.ndarray:
+    """``view`` as the call sees it: a 0-d one as a :class:`Device0d`."""
+    return view.view(Device0d) if view.ndim == 0 else view
+
+
 def placeholders(call: LibraryCall, rng: np.random.Generator, zeros: bool
                  ) -> tuple[list[np.ndarray], dict[int, np.ndarray]]:
     """NumPy stand-ins with each argument's layout, one byte buffer per allocation."""
@@ -263,14 +277,14 @@ def placeholders(call: LibraryCall, rng: np.random.Generator, zeros: bool
             view = np.empty(a.shape, a.dtype)
         else:
             view = np.ndarray(a.shape, a.dtype, buffer=buf, offset=a._offset, strides=a.strides)
-        views.append(view)
+        views.append(as_called(view))
     for a, view in zip(call.arrays, views):
         if a.size == 0:
             continue
         if a.ndim == 0:
-            # A 0-d array may stand for a number (``arange(n)``, ``zeros((n, 2))``): 2 in one
-            # run and 0 in the other, so that a shape made from its value differs between
-            # them and the call synchronizes (as CuPy reads the number to the host)
+            # A 0-d array may stand for a number (``arange(n)``): 2 in one run and 0 in the
+            # other, so that a shape made from its value differs between them and the call
+            # synchronizes (as CuPy reads the number to the host)
             view[...] = 0 if zeros else 2
             continue
         vals = rng.uniform(0.5, 1.5, a.shape)
@@ -441,7 +455,7 @@ def run_now(runtime: Any, call: LibraryCall, fn: Callable[..., Any]) -> Any:
             if not write:
                 view = view.view()
                 view.flags.writeable = False
-            views.append(view)
+            views.append(as_called(view))
         try:
             with quiet():
                 result = fn(*fill(call.args, views), **fill(call.kwargs, views))

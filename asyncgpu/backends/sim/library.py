@@ -23,6 +23,7 @@ from ...runtime.library import (
     LibraryCall,
     Synchronizing,
     allocate_results,
+    as_called,
     fill,
     flatten,
     infer,
@@ -106,7 +107,7 @@ class SimCallLaunch:
             view = a.view(snap, base)
             if i not in self.written:
                 view.flags.writeable = False
-            views.append(view)
+            views.append(as_called(view))
         with quiet():
             result = self.fn(*fill(self.args, views), **fill(self.kwargs, views))
         values = flatten(result)
