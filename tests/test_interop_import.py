@@ -65,6 +65,30 @@ def test_asarray_views_a_cpu_dlpack_producer_without_a_copy(sim):
     assert data.tolist() == [2.0 * v for v in range(8)]      # the producer's memory changed
 
 
+class LegacyProducer:
+    """A CPU producer of DLPack's older protocol (no ``max_version``): NumPy views its memory
+    read-only, since that protocol cannot say it is writable."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def __dlpack__(self, stream=None):
+        return self.a.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def test_a_producer_of_the_older_dlpack_protocol_is_copied_by_array_as_the_refusal_says(sim):
+    ag = sim
+    data = np.arange(4, dtype=np.float32)
+    with pytest.raises(ag.ArgumentError, match=r"read-only.*copy it with asyncgpu.array\(x\)"):
+        ag.asarray(LegacyProducer(data))
+    copy = ag.array(LegacyProducer(data))       # (it was refused the same way)
+    _double()[1, 4](copy)
+    assert copy.tolist() == [0.0, 2.0, 4.0, 6.0] and data.tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_an_import_inside_an_earlier_one_is_ordered_with_it(sim, seed):
     ag = sim

@@ -113,8 +113,8 @@ def asarray(obj: Any, dtype: Any = None, copy: bool = False) -> Array:
     if not is_foreign(obj):
         return host_array(obj, dtype)
     rt = current_runtime()
-    host = _host_memory(rt, obj)
-    if host is not None:          # on cuda: a CPU DLPack producer, copied like NumPy data
+    host = _host_memory(rt, obj, copy)
+    if host is not None:          # a CPU DLPack producer, copied like NumPy data
         return host_array(host, dtype)
     view = import_array(rt, obj, "asyncgpu.asarray")
     if dtype is not None and np.dtype(dtype) != view.dtype:
@@ -122,15 +122,19 @@ def asarray(obj: Any, dtype: Any = None, copy: bool = False) -> Array:
     return view.copy() if copy else view
 
 
-def _host_memory(rt: Any, obj: Any) -> np.ndarray | None:
-    """On ``cuda``, a DLPack producer whose memory is on the CPU (without a CUDA interface) as
-    a NumPy view, which ``asarray`` copies; None otherwise."""
-    if rt.backend.name != "cuda" or hasattr(obj, "__cuda_array_interface__"):
+def _host_memory(rt: Any, obj: Any, copy: bool) -> np.ndarray | None:
+    """A DLPack producer whose memory is on the CPU (without a CUDA interface) as a NumPy
+    view, which ``asarray`` copies: on ``cuda`` always; on ``sim``, which views such memory in
+    place, only a read-only one asked to be copied (``asyncgpu.array``: a producer of DLPack's
+    older protocol, which cannot say it is writable, say). A writable one is copied on the
+    device there, after the work already given its memory through a view. None otherwise."""
+    if (rt.backend.name != "cuda" and not copy) or hasattr(obj, "__cuda_array_interface__"):
         return None
     device = _dlpack_device(obj)
     if device is None or device[0] != _DL_CPU:
         return None
-    return np.from_dlpack(obj)
+    host = np.from_dlpack(obj)
+    return host if rt.backend.name == "cuda" or not host.flags.writeable else None
 
 
 def _dlpack_device(obj: Any) -> tuple[int, int] | None:
