@@ -89,6 +89,20 @@ def test_a_producer_of_the_older_dlpack_protocol_is_copied_by_array_as_the_refus
     assert copy.tolist() == [0.0, 2.0, 4.0, 6.0] and data.tolist() == [0.0, 1.0, 2.0, 3.0]
 
 
+def test_an_argument_overlapping_an_earlier_import_is_refused_naming_the_argument(sim):
+    """Refused while the kernel's arguments are checked, naming the kernel's argument (it
+    was refused as the import was adopted, naming asyncgpu.asarray)."""
+    ag = sim
+    data = np.zeros(16, dtype=np.float32)
+    first = ag.asarray(CpuProducer(data[0:8]))
+    with pytest.raises(ag.ArgumentValueError, match=r"kernel '\w+' \(launched at .*\), "
+                       r"argument 0 .*overlaps memory imported before.*import the whole array "
+                       r"first"):
+        _double()[1, 8](CpuProducer(data[4:12]))
+    _double()[1, 8](first)                          # (the runtime goes on)
+    assert first.tolist() == [0.0] * 8
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_an_import_inside_an_earlier_one_is_ordered_with_it(sim, seed):
     ag = sim
@@ -108,8 +122,8 @@ def test_an_import_overlapping_an_earlier_one_without_lying_inside_it_is_refused
     ag = sim
     data = np.zeros(16, dtype=np.float32)
     part = ag.asarray(CpuProducer(data[4:12]))
-    with pytest.raises(ag.ArgumentValueError, match="overlaps memory imported before .* import "
-                       "the larger range first"):
+    with pytest.raises(ag.ArgumentValueError, match="asyncgpu.asarray: .* overlaps memory "
+                       "imported before .* import the whole array first"):
         ag.asarray(CpuProducer(data))
     assert part.tolist() == [0.0] * 8                  # (and the runtime goes on)
     part.free()

@@ -152,7 +152,7 @@ class Described:
     """A foreign array read and checked, not yet adopted (nothing enqueued, nothing cached)."""
 
     __slots__ = ("obj", "kind", "ptr", "shape", "strides", "dtype", "owner", "ready",
-                 "host_ok", "slot")
+                 "host_ok", "slot", "where")
 
     def __init__(self, obj: Any, kind: str, ptr: int, shape: tuple[int, ...],
                  strides: tuple[int, ...], dtype: np.dtype, owner: Any, ready: Any,
@@ -160,6 +160,7 @@ class Described:
         self.obj, self.kind, self.ptr, self.shape, self.strides = obj, kind, ptr, shape, strides
         self.dtype, self.owner, self.ready, self.host_ok = dtype, owner, ready, host_ok
         self.slot = slot        # the runtime's device slot the memory is on
+        self.where = "asyncgpu.asarray"     # who imports it, as errors name it
 
     @property
     def is_c_contiguous(self) -> bool:
@@ -180,6 +181,13 @@ def describe_foreign(rt: Any, obj: Any, where: str) -> Described:
         raise ArgumentError(
             f"{where}: the {kind} holds {dtype}, which asyncgpu arrays cannot hold (booleans, "
             "numbers, and records of them); convert it in the producing library first")
+    described.where = where
+    lo, hi = byte_extent(described.shape, described.strides, dtype.itemsize, 0)
+    if hi > lo:
+        with rt._lock:      # (refused here, before anything of the caller is enqueued)
+            table = _imports.get(rt)
+            if table:
+                _overlapping(table, described.ptr + lo, hi - lo, described)
     return described
 
 
@@ -226,10 +234,12 @@ def _overlapping(table: dict[tuple[int, int], Any], base: int, nbytes: int, d: D
         if start <= base and base + nbytes <= start + size and _origins[alloc][5] == d.slot:
             return alloc, start
         raise ArgumentValueError(
-            f"asyncgpu.asarray: this {d.kind}'s memory (0x{base:x}, {nbytes} bytes) overlaps "
-            f"memory imported before (0x{start:x}, {size} bytes) without lying inside it; "
-            "work on two imports of the same bytes could not be ordered: import the larger "
-            "range first and take views of it (a[2:8]), or free the earlier import")
+            f"{d.where}: this {d.kind}'s memory (0x{base:x}, {nbytes} bytes) overlaps "
+            f"memory imported before (0x{start:x}, {size} bytes) without lying inside it, "
+            "imported while an asyncgpu array or unfinished work holds it; work on two imports "
+            "of the same bytes could not be ordered: import the whole array first "
+            "(w = asyncgpu.asarray(x)) and pass views of it (w[::2]), or synchronize and drop "
+            "the earlier one")
     return None, base
 
 
