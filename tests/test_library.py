@@ -325,13 +325,23 @@ def test_a_0d_array_given_as_a_number_gives_numpys_shape(sim, name, call):
 
 @pytest.mark.parametrize("call", [
     lambda n: acp.zeros((n, 2)), lambda n: acp.full((n,), 3.0),
-    lambda n: acp.linspace(0, 1, num=n), lambda n: acp.eye(n),
-], ids=["zeros", "full", "linspace", "eye"])
+    lambda n: acp.linspace(0, 1, num=n), lambda n: acp.eye(n), lambda n: acp.tri(n),
+    lambda n: acp.triu(acp.ones((3, 3)), n), lambda n: acp.split(acp.arange(6.0), n),
+    lambda n: acp.partition(acp.arange(6.0), n),
+], ids=["zeros", "full", "linspace", "eye", "tri", "triu", "split", "partition"])
 def test_a_0d_array_given_as_an_integer_is_refused_as_cupy_refuses_it(sim, call):
-    # (CuPy 14.2 on the GPU: its arrays have no __index__)
+    # (CuPy 14.2 on the GPU refuses each: its arrays have no __index__; NumPy's take them)
     with pytest.raises(TypeError, match="'ndarray' object cannot be interpreted as an integer"):
-        call(acp.asarray(5))
+        call(acp.asarray(2))
     sim.synchronize()
+
+
+def test_a_0d_array_read_as_a_number_where_cupy_reads_it_so(sim):
+    # (CuPy 14.2 on the GPU; NumPy's around needs an integer, and its rot90 writes k % 4 into k)
+    n = acp.asarray(2)
+    check(acp.around(acp.arange(6.0) / 3, n), np.around(np.arange(6.0) / 3, 2))
+    check(acp.rot90(acp.arange(6.0).reshape(2, 3), n), np.rot90(np.arange(6.0).reshape(2, 3), 2))
+    sim.synchronize()       # (and no fault reported for them)
 
 
 def test_a_view_result_that_differs_from_its_inference_is_a_fault_not_a_wrong_answer(

@@ -259,9 +259,29 @@ class Device0d(np.ndarray):
         raise TypeError("'ndarray' object cannot be interpreted as an integer")
 
 
-def as_called(view: np.ndarray) -> np.ndarray:
-    """``view`` as the call sees it: a 0-d one as a :class:`Device0d`."""
-    return view.view(Device0d) if view.ndim == 0 else view
+#: What CuPy 14.2 does with a 0-d array argument where NumPy's function would take it as an
+#: integer, measured on the GPU: an index is an array (``x[n]``); these read it as a number
+#: (``around(x, n)``) ...
+INDEXING = frozenset({"ndarray.__getitem__", "ndarray.__setitem__"})
+AS_NUMBER = frozenset({"around", "round", "ndarray.round", "rot90"})
+#: ... and these refuse it, where NumPy's take it (``tri(n)``, ``split(x, n)``).
+NO_0D = frozenset({"tri", "triu", "tril", "split", "array_split", "partition",
+                   "argpartition"})
+
+
+def as_called(view: np.ndarray, name: str) -> Any:
+    """``view`` as call ``name`` sees it: a 0-d one as a :class:`Device0d`, or as its number
+    (:data:`AS_NUMBER`), or as itself (an index)."""
+    if view.ndim or name in INDEXING:
+        return view
+    return view[()] if name in AS_NUMBER else view.view(Device0d)
+
+
+def refuse_0d(call: LibraryCall) -> None:
+    """TypeError, as CuPy's, for a 0-d array given to a call of :data:`NO_0D`."""
+    if call.name in NO_0D and any(a.ndim == 0 for a in call.arrays):
+        exc = TypeError("'ndarray' object cannot be interpreted as an integer")
+        raise call_failed(f"{call.describe()} failed: TypeError: {exc}", exc)
 
 
 def placeholders(call: LibraryCall, rng: np.random.Generator, zeros: bool
@@ -277,7 +297,7 @@ def placeholders(call: LibraryCall, rng: np.random.Generator, zeros: bool
             view = np.empty(a.shape, a.dtype)
         else:
             view = np.ndarray(a.shape, a.dtype, buffer=buf, offset=a._offset, strides=a.strides)
-        views.append(as_called(view))
+        views.append(view)
     for a, view in zip(call.arrays, views):
         if a.size == 0:
             continue
@@ -294,7 +314,7 @@ def placeholders(call: LibraryCall, rng: np.random.Generator, zeros: bool
             view[...] = vals > 0.75
         else:
             view[...] = vals.astype(a.dtype) if a.dtype.kind != "c" else vals + 0.25j
-    return views, buffers
+    return [as_called(view, call.name) for view in views], buffers
 
 
 def _long_result(call: Any, dtype: np.dtype) -> None:
@@ -393,6 +413,7 @@ def quiet() -> Any:
 
 def infer(call: LibraryCall, fn: Callable[..., Any]) -> Any:
     """Result metadata from placeholder runs (sim); raises :class:`Synchronizing`."""
+    refuse_0d(call)
     if call.data_dependent():
         raise Synchronizing
     key = None if call.state else _signature(call)
@@ -455,7 +476,7 @@ def run_now(runtime: Any, call: LibraryCall, fn: Callable[..., Any]) -> Any:
             if not write:
                 view = view.view()
                 view.flags.writeable = False
-            views.append(as_called(view))
+            views.append(as_called(view, call.name))
         try:
             with quiet():
                 result = fn(*fill(call.args, views), **fill(call.kwargs, views))

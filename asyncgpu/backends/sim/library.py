@@ -107,7 +107,7 @@ class SimCallLaunch:
             view = a.view(snap, base)
             if i not in self.written:
                 view.flags.writeable = False
-            views.append(as_called(view))
+            views.append(as_called(view, self.name))
         with quiet():
             result = self.fn(*fill(self.args, views), **fill(self.kwargs, views))
         values = flatten(result)
