@@ -610,6 +610,35 @@ def test_a_simulator_twin_that_cannot_take_the_arguments_is_refused_where_define
         ag.cuda_kernel(SRC, "axpy", sim=5)          # (it failed as each launch ran)
 
 
+def test_a_numba_kernel_returning_a_value_is_refused_where_defined_as_the_gpu_refuses_it(sim):
+    """Numba's simulator runs it; Numba refuses it as it compiles for the GPU."""
+    ag = sim
+
+    @cuda.jit
+    def answer(x):
+        x[0] = 1.0
+        return x[0]
+
+    with pytest.raises(ag.SignatureError, match="kernel 'answer' returns a value; a CUDA "
+                       "kernel returns nothing"):
+        ag.kernel(answer)
+
+    @ag.kernel
+    @cuda.jit
+    def early_exit(x):              # (a bare return is a kernel's early exit: fine)
+        i = cuda.grid(1)
+        if i >= x.size:
+            return
+        x[i] = 1.0
+
+    x = ag.zeros(3)
+    early_exit[1, 4](x)
+    assert x.tolist() == [1.0] * 3
+    with pytest.raises(ag.SignatureError, match="got <class 'int'>, whose parameters cannot "
+                       "be read"):
+        ag.kernel(int)
+
+
 def test_an_allocation_larger_than_the_simulators_memory_is_an_out_of_memory_error(sim):
     ag = sim
     with pytest.raises(ag.OutOfMemoryError, match="simulated device memory"):

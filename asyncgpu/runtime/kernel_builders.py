@@ -19,6 +19,7 @@ Plain Python: nothing here touches the device (Numba compiles at the first launc
 from __future__ import annotations
 
 import dataclasses
+import dis
 import inspect
 from typing import Any
 
@@ -88,8 +89,19 @@ def _numba_kernel(fn: Any, const: Any, out: Any, name: str | None) -> Kernel:
         getattr(dispatcher, "targetoptions", {}), "get", lambda *_: False
     )("device"):
         raise SignatureError(f"'{py_func.__name__}' is a device function, not a kernel")
+    try:
+        signature = inspect.signature(py_func)
+    except (TypeError, ValueError):     # (a builtin, a class without a Python signature)
+        raise SignatureError(f"asyncgpu.kernel expects a function or a Numba kernel, got "
+                             f"{fn!r}, whose parameters cannot be read") from None
+    if _returns_a_value(py_func):
+        # (Numba refuses it when it compiles for the GPU, at the first launch; its simulator
+        # runs it, so the sim backend would take what the GPU refuses)
+        raise SignatureError(f"kernel '{py_func.__name__}' returns a value; a CUDA kernel "
+                             "returns nothing (Numba: \"CUDA kernel must have void return "
+                             "type\"): write its results into an array argument")
     params = []
-    for p in inspect.signature(py_func).parameters.values():
+    for p in signature.parameters.values():
         if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
             raise SignatureError(
                 f"kernel '{py_func.__name__}': parameter '{p.name}' must be positional "
@@ -99,6 +111,24 @@ def _numba_kernel(fn: Any, const: Any, out: Any, name: str | None) -> Kernel:
     kname = name or py_func.__name__
     modes = _annotate(kname, tuple(params), const, out, set(), typed=False)
     return Kernel._create(kname, tuple(params), modes, NumbaSource(py_func, dispatcher), False)
+
+
+def _returns_a_value(fn: Any) -> bool:
+    """Whether Python function ``fn`` has a ``return`` of something other than ``None`` (a
+    bare ``return``, as a kernel's early exit, returns None)."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return False
+    previous = None
+    for ins in dis.get_instructions(code):
+        if ins.opname == "RETURN_CONST" and ins.argval is not None:
+            return True
+        if ins.opname == "RETURN_VALUE" and not (
+                previous is not None and previous.opname == "LOAD_CONST"
+                and previous.argval is None):
+            return True
+        previous = ins
+    return False
 
 
 def kernel(fn: Any = None, *, const: Any = (), out: Any = (), sim: Any = None,
