@@ -248,6 +248,69 @@ def test_a_host_write_of_part_of_what_faulted_leaves_the_rest_unreadable(memory)
         assert c.tolist() == [0.0] * 8
 
 
+@ag.kernel(out=["y"])
+@cuda.jit
+def fault_writing(y, n):
+    i = cuda.grid(1)
+    if i < n:
+        y[i] = 7.0
+        if i == 0:
+            raise ValueError("faulted while writing")
+
+
+@ag.kernel(const=["x"], out=["y"])
+@cuda.jit
+def plus_one_into(x, y, n):
+    i = cuda.grid(1)
+    if i < n:
+        y[i] = x[i] + 1.0
+
+
+def _refused_write(a):
+    with pytest.raises(ValueError):
+        a[...] = np.ones(3, np.float32)         # (cannot broadcast: nothing written)
+
+
+def _aliased_kernel(a):
+    plus_one_into[1, 4](a, a, 4)                # (reads the faulted bytes through x)
+
+
+def _strided_copy(a):
+    import asyncgpu.cupy as acp
+
+    view = acp.lib.stride_tricks.as_strided(a, (2, 2), (12, 0))    # (elements 0, 0, 3, 3)
+    acp.copyto(view, ag.array(np.ones((2, 2), np.float32)))
+
+
+@pytest.mark.parametrize("write", [
+    _refused_write,
+    lambda a: a.__setitem__(slice(None, None, 3), np.array([1, 2], np.float32)),
+    _aliased_kernel,
+    lambda a: __import__("asyncgpu.cupy", fromlist=["x"]).atleast_2d(a),
+    _strided_copy,
+], ids=["refused-host-write", "strided-host-write-over-the-whole", "kernel-reading-them-too",
+        "call-whose-writes-are-unknown", "overlapping-strided-copy"])
+def test_what_does_not_overwrite_the_faulted_bytes_leaves_them_unreadable(write):
+    """Each of these left some faulted bytes unwritten, or computed from them, and made the
+    whole array readable: a refused host write (the marks were dropped before it), a strided
+    write whose extent covers the array, a kernel given the array as input and output, a call
+    booked as writing all its arrays because what it writes is unknown, and a copy into a
+    layout whose elements repeat."""
+    with ag.configure(backend="sim", sim_seed=3):
+        a = ag.zeros(4, np.float32)
+        fault_writing[1, 4](a, 4)
+        with pytest.raises(ag.KernelFault, match="faulted while writing"):
+            ag.synchronize()
+        write(a)
+        ag.synchronize()
+        with pytest.raises(ag.KernelFault, match="were to be written by work that faulted"):
+            a.numpy()
+        a[1:3] = np.array([5.0, 6.0], np.float32)   # (a dense host write of part: those bytes)
+        assert a[1:3].tolist() == [5.0, 6.0]
+        with pytest.raises(ag.KernelFault, match="were to be written by work that faulted"):
+            a.numpy()
+
+
 def test_a_chunked_launch_one_of_whose_chunks_faulted_leaves_those_rows_unreadable(
         chunk_always):
     """The chunks after the faulted one wrote the same array and completed: each cleared the

@@ -449,6 +449,10 @@ class HostAccess(Issuing):
         books where the allocation's current copy is."""
         memory = self.memory
         alloc = array._alloc
+        if write and dense:
+            written = getattr(self.backend, "host_written", None)
+            if written is not None:     # (the simulator's marks of what faulted work was
+                written(alloc.buffer, lo, hi)   # to write: these bytes are the program's)
         if memory is not None:
             memory.after_host(array, lo, hi, write, dense)
         elif write:

@@ -173,10 +173,12 @@ class LibraryCall:
         self.error: BaseException | None = None   # a call that failed at enqueue (cuda)
 
     def _written(self, backend: str) -> set[int]:
-        """The slots of the arrays inside the arguments the call writes (``asyncgpu.runtime.effects``)."""
+        """The slots of the arrays inside the arguments the call writes (``asyncgpu.runtime.effects``).
+        ``assumed``: every array is booked written because what the call writes is unknown."""
         written: set[int] = set()
-        for value in effects(backend, self.name, self.args, self.kwargs).places(
-                self.args, self.kwargs):
+        found = effects(backend, self.name, self.args, self.kwargs)
+        self.assumed = found.everything
+        for value in found.places(self.args, self.kwargs):
             _slots(value, written)
         return written
 

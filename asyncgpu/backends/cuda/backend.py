@@ -71,6 +71,9 @@ class CudaBackend(Backend):
     #: ``host_access`` only reports a device fault, which ``HostAccess.read_element``'s path
     #: for a current mirror checks itself (``fault``)
     plain_host_reads = True
+    #: no marks of what faulted work was to write (a device fault is sticky: every later call
+    #: raises it), so nothing to clear after a host write (the simulator's ``host_written``)
+    host_written = None
     prefetches = True
     wants_sites = False
 

@@ -324,19 +324,22 @@ class SimBackend(Backend):
         what a faulted kernel was to write raises (:meth:`_check_faulted`)."""
         if self._faulted:
             for a in accesses:
-                buffer = a.alloc.buffer
                 if not a.write:
-                    self._check_faulted(buffer, a.lo, a.hi, label)
-                elif a.lo <= 0 and a.hi >= buffer.nbytes:
-                    self._faulted.pop(buffer.uid, None)     # (written whole by the host)
+                    self._check_faulted(a.alloc.buffer, a.lo, a.hi, label)
+
+    def host_written(self, buffer: SimBuffer, lo: int, hi: int) -> None:
+        """The host wrote every byte of ``[lo, hi)`` of ``buffer`` (after the write: one that
+        was refused wrote nothing): they are the program's again."""
+        if buffer.uid in self._faulted:
+            self._unmark(buffer.uid, lo, hi)
 
     def _check_faulted(self, buffer: SimBuffer, lo: int, hi: int, label: str) -> None:
         """KernelFault if bytes ``[lo, hi)`` of ``buffer`` hold what a kernel or call that
         faulted was to write: they are not what the program computed (the fault itself was
         raised at the host wait that met it first, maybe in another thread; this read must
         not pass for a good one). A later kernel or call that overwrites them
-        (``written_ranges``: write-only, every byte), or a host write of the whole array,
-        clears them; a copy moves them as they are."""
+        (``written_ranges``: write-only, every byte), or a host write of every byte of them
+        (:meth:`host_written`), clears them; a copy moves them as they are."""
         for first, end, fault in self._faulted.get(buffer.uid, ()):
             if first < hi and lo < end:
                 raise KernelFault(f"{label}: its contents were to be written by work that "

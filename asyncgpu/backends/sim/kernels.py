@@ -84,8 +84,17 @@ def snapshot(layouts: Any, device: int = 0) -> dict[int, tuple[Any, int, np.ndar
     return {uid: (buf, lo, buf.on(device)[lo:hi].copy()) for uid, (buf, lo, hi) in spans.items()}
 
 def dense(a: Any) -> bool:
-    """Whether the elements of layout ``a`` fill its bytes ``[lo, hi)`` (no gaps between them)."""
-    return a.hi - a.lo == int(np.prod(a.shape)) * a.dtype.itemsize
+    """Whether the elements of layout ``a`` fill its bytes ``[lo, hi)``, each byte once: they
+    share none (a zero or overlapping stride would) and hold as many as the extent spans."""
+    if a.hi - a.lo != int(np.prod(a.shape)) * a.dtype.itemsize:
+        return False
+    reach = a.dtype.itemsize - 1     # (the last byte of the lower axes' elements, from the first)
+    for n, st in sorted(((n, abs(st)) for n, st in zip(a.shape, a.strides) if n > 1),
+                        key=lambda axis: axis[1]):
+        if st <= reach:
+            return False
+        reach += (n - 1) * st
+    return True
 
 
 class _Spec:
@@ -127,7 +136,9 @@ class SimKernelLaunch:
         """``(uid, lo, hi, overwritten)`` of every array the launch writes: ``overwritten``
         where it writes each byte of ``[lo, hi)`` and reads none (``out``, write-only, over
         dense elements); a read-write argument's new bytes derive from its old ones."""
-        return [(a.buffer.uid, a.lo, a.hi, not a.read and dense(a))
+        return [(a.buffer.uid, a.lo, a.hi, not a.read and dense(a) and not any(
+                    b.read and b.buffer is a.buffer and b.lo < a.hi and a.lo < b.hi
+                    for b in self.arrays))          # (read through another argument)
                 for a in self.arrays if a.write]
 
     def _views(self, snaps: dict[int, tuple[Any, int, np.ndarray]], writable: set[int]

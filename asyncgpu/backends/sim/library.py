@@ -53,7 +53,7 @@ class SimCallLaunch:
     """One queued library call: ``begin()`` snapshots, ``end(state)`` runs and publishes."""
 
     __slots__ = ("name", "fn", "args", "kwargs", "inputs", "written", "results", "leaves",
-                 "device")
+                 "device", "known")
 
     def __init__(self, call: LibraryCall, fn: Callable[..., Any], results: list[Array],
                  leaves: list[Any]) -> None:
@@ -62,6 +62,10 @@ class SimCallLaunch:
         self.args, self.kwargs = call.args, call.kwargs
         self.inputs = [_Layout(a) for a in call.arrays]
         self.written = set(call.written)
+        #: the written arguments that are the call's outputs: not all of them where what it
+        #: writes is unknown, nor a generator's state (its draws read it)
+        self.known = set() if call.assumed else self.written - (
+            {len(self.inputs) - 1} if call.state else set())
         self.results = [_Layout(a) for a in results]
         # per result leaf: index into results, or a view's (shape, dtype), or None (no array)
         self.leaves = leaves
@@ -91,7 +95,7 @@ class SimCallLaunch:
         no other argument reads. An in-place function (sort, put, ``__setitem__``, a ufunc's
         ``at``) reads or keeps what it writes."""
         a = self.inputs[i]
-        if "where" in self.kwargs or not dense(a):
+        if i not in self.known or "where" in self.kwargs or not dense(a):
             return False
         if self.name == "ndarray.fill":
             return True
