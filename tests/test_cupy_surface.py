@@ -199,6 +199,21 @@ def test_results_are_cupys_where_numpys_differ(sim, case, expected):
     assert _value(case()) == expected
 
 
+@pytest.mark.parametrize("solve,good", [
+    (lambda a: acp.linalg.inv(a), 0.25 * np.eye(2)),
+    (lambda a: acp.linalg.solve(a, acp.ones((2, 2, 1))), np.full((2, 1), 0.25)),
+    (lambda a: acp.linalg.cholesky(a), 2.0 * np.eye(2)),
+], ids=["inv", "solve", "cholesky"])
+def test_a_batch_with_one_singular_matrix_spoils_only_that_one(sim, solve, good):
+    """As CuPy's batched solvers (unchecked: NaN for the matrix that fails); the whole batch
+    was NaN."""
+    batch = np.stack([4.0 * np.eye(2), np.array([[1.0, 2.0], [2.0, 4.0]])])
+    got = solve(acp.asarray(batch)).get()
+    np.testing.assert_allclose(got[0], good)
+    assert np.isnan(got[1]).all()
+    sim.synchronize()
+
+
 @pytest.mark.parametrize("case,exc,pattern", [
     (lambda: acp.where(acp.asarray(I8) > 0, acp.asarray(I8), 300), OverflowError,
      "Python integer 300 out of bounds for int8"),

@@ -295,6 +295,8 @@ def test_data_dependent_calls_synchronize_and_are_correct(sim):
     ("real_if_close", lambda m, a, b: m.real_if_close(a + 0j)),
     ("poly of conjugate roots", lambda m, a, b: m.poly(m.asarray(np.array([1j, -1j])))),
     ("delete of repeated indices", lambda m, a, b: m.delete(b, m.concatenate([a[:2], a[:2]]))),
+    ("rank-deficient polyfit, full", lambda m, a, b: m.polyfit(
+        m.ones(5), a.astype(float), 1, full=True)[1]),
 ])
 def test_results_whose_shape_or_dtype_follow_the_values_are_right(sim, name, call):
     # (the simulator infers a call's result from runs on made-up data; these differ with the
@@ -312,6 +314,9 @@ def test_results_whose_shape_or_dtype_follow_the_values_are_right(sim, name, cal
     ("arange(0, n)", lambda m, n, f: m.arange(0, n)),
     ("arange of a float", lambda m, n, f: m.arange(f)),
     ("repeat(x, n)", lambda m, n, f: m.repeat(m.arange(3), n)),
+    ("arange(m, n) of two 0-d arrays", lambda m, n, f: m.arange(n - 3, n)),
+    ("arange(2, n)", lambda m, n, f: m.arange(2, n)),
+    ("percentile(x, q)", lambda m, n, f: m.percentile(m.arange(10.0), f * 20)),
 ])
 def test_a_0d_array_given_as_a_number_gives_numpys_shape(sim, name, call):
     """The result's shape follows the 0-d array's value: it was inferred from a stand-in's

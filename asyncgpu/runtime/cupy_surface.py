@@ -190,9 +190,17 @@ def _unchecked(fn: Callable[..., Any]) -> Callable[..., Any]:
         except np.linalg.LinAlgError as exc:
             if "ingular" not in str(exc) and "positive definite" not in str(exc):
                 raise
-            a = np.asarray(args[0])         # (the result's shape and dtype: of an identity)
-            identity = np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
-            return np.full_like(fn(identity, *args[1:], **kwargs), np.nan)
+        a = np.asarray(args[0])
+        if a.ndim > 2 and not kwargs and all(np.ndim(b) <= a.ndim for b in args[1:]):
+            # a batch: only the matrices NumPy refuses are NaN, each solved alone (CuPy's
+            # batched solvers spoil only the failing ones)
+            others = [np.broadcast_to(b, a.shape[:-2] + np.shape(b)[np.ndim(b) - 2:])
+                      if np.ndim(b) == a.ndim else b for b in args[1:]]
+            parts = [run(a[i], *[b[i] if np.ndim(b) == a.ndim else b for b in others])
+                     for i in range(a.shape[0])]
+            return np.stack(parts)
+        identity = np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
+        return np.full_like(fn(identity, *args[1:], **kwargs), np.nan)   # (its shape, dtype)
     return run
 
 

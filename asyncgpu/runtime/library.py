@@ -191,7 +191,10 @@ class LibraryCall:
         to the host inside the call; on ``sim`` it runs at once)."""
         name = self.name.rsplit(".", 1)[-1]
         return (self.name in DATA_DEPENDENT or name in DATA_DEPENDENT
-                or (name in DATA_DEPENDENT_ALONE and len(self.args) + len(self.kwargs) == 1))
+                or (name in DATA_DEPENDENT_ALONE and len(self.args) + len(self.kwargs) == 1)
+                # (a fit's residuals: as many as the rank allows, as lstsq's)
+                or (name == "polyfit" and bool(self.kwargs.get(
+                    "full", self.args[4] if len(self.args) > 4 else False))))
 
     def validate(self, runtime: Any) -> None:
         """Refuse freed arrays and arrays of another runtime, before anything is enqueued."""
@@ -265,7 +268,8 @@ class Device0d(np.ndarray):
 #: integer, measured on the GPU: an index is an array (``x[n]``); these read it as a number
 #: (``around(x, n)``) ...
 INDEXING = frozenset({"ndarray.__getitem__", "ndarray.__setitem__"})
-AS_NUMBER = frozenset({"around", "round", "ndarray.round", "rot90"})
+AS_NUMBER = frozenset({"around", "round", "ndarray.round", "rot90", "percentile",
+                       "quantile", "nanpercentile", "nanquantile"})
 #: ... and these refuse it, where NumPy's take it (``tri(n)``, ``split(x, n)``).
 NO_0D = frozenset({"tri", "triu", "tril", "split", "array_split", "partition",
                    "argpartition"})
@@ -300,14 +304,23 @@ def placeholders(call: LibraryCall, rng: np.random.Generator, zeros: bool
         else:
             view = np.ndarray(a.shape, a.dtype, buffer=buf, offset=a._offset, strides=a.strides)
         views.append(view)
+    numbers = 0
     for a, view in zip(call.arrays, views):
         if a.size == 0:
             continue
         if a.ndim == 0:
-            # A 0-d array may stand for a number (``arange(n)``): 2 in one run and 0 in the
-            # other, so that a shape made from its value differs between them and the call
-            # synchronizes (as CuPy reads the number to the host)
-            view[...] = 0 if zeros else 2
+            # A 0-d array may stand for a number (``arange(n)``, ``arange(2, n)``,
+            # ``arange(m, n)``): values far apart and different for each such argument in the
+            # two runs, so that a shape made from them differs between the runs and the call
+            # synchronizes (as CuPy reads the number to the host). As an index (an integer
+            # one gives a result of one shape) a number in range; a bool decides the shape
+            if a.dtype.kind == "b":
+                view[...] = not zeros
+            elif call.name in INDEXING:
+                view[...] = 0
+            else:
+                view[...] = 11 + 3 * numbers if zeros else 2 + numbers
+                numbers += 1
             continue
         vals = rng.uniform(0.5, 1.5, a.shape)
         if zeros:
