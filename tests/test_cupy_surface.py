@@ -275,3 +275,27 @@ def test_methods_refuse_what_cupys_refuse(sim, case, exc, pattern):
     with pytest.raises(exc, match=pattern):
         case()
         sim.synchronize()
+
+
+def test_nanargmax_of_a_slice_of_nans_alone_is_minus_one_as_in_cupy(sim):
+    # (CuPy 14.2 on the GPU: [-1, 1] and -1; NumPy raises, which came as a fault at a wait)
+    x = acp.asarray(np.array([[np.nan, np.nan], [1.0, 2.0]]))
+    assert acp.nanargmax(x, axis=1).tolist() == [-1, 1]
+    assert acp.nanargmin(x, axis=1).tolist() == [-1, 0]
+    assert int(acp.nanargmin(acp.asarray(np.array([np.nan, np.nan])))) == -1
+    sim.synchronize()
+
+
+@pytest.mark.parametrize("call", [
+    lambda s, n: acp.linalg.matrix_power(s, -1), lambda s, n: acp.linalg.tensorinv(s, ind=1),
+    lambda s, n: acp.linalg.pinv(n),
+], ids=["matrix_power-of-a-singular", "tensorinv-of-a-singular", "pinv-of-nan"])
+def test_linear_algebra_cupy_does_not_check_gives_non_finite_values_not_a_fault(sim, call):
+    """CuPy does not check these unless asked, and gives non-finite values (on the GPU, 14.2:
+    +-inf for the singular inverses, NaN for pinv); NumPy raised LinAlgError, a fault at the
+    next wait."""
+    singular = acp.asarray(np.array([[1.0, 2.0], [2.0, 4.0]]))
+    with_nan = acp.asarray(np.array([[1.0, np.nan], [0.0, 1.0]]))
+    got = np.asarray(acp.asnumpy(call(singular, with_nan)))
+    sim.synchronize()
+    assert not np.isfinite(got).all()

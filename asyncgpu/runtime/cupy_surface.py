@@ -180,15 +180,24 @@ def _plain(fn: Callable[..., Any]) -> Callable[..., Any]:
     return run
 
 
+def _nan_like(result: Any) -> Any:
+    """``result`` (an array, or a tuple of them) filled with NaN, its integers with -1."""
+    if isinstance(result, tuple):
+        return tuple(_nan_like(r) for r in result)
+    result = np.asarray(result)
+    return np.full_like(result, np.nan if result.dtype.kind in "fc" else -1)
+
+
 def _unchecked(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` (a NumPy solver) giving NaNs where NumPy raises ``LinAlgError`` for a singular or
-    indefinite matrix: CuPy does not check one unless asked (``cupyx.errstate(linalg='raise')``),
-    and gives non-finite values. A matrix of the wrong shape is refused as CuPy refuses it."""
+    indefinite matrix, or an SVD that does not converge (NaN among the values): CuPy does not
+    check one unless asked (``cupyx.errstate(linalg='raise')``), and gives non-finite values.
+    A matrix of the wrong shape is refused as CuPy refuses it."""
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except np.linalg.LinAlgError as exc:
-            if "ingular" not in str(exc) and "positive definite" not in str(exc):
+            if not any(text in str(exc) for text in _UNCHECKED):
                 raise
         a = np.asarray(args[0])
         if a.ndim > 2 and not kwargs and all(np.ndim(b) <= a.ndim for b in args[1:]):
@@ -200,7 +209,26 @@ def _unchecked(fn: Callable[..., Any]) -> Callable[..., Any]:
                      for i in range(a.shape[0])]
             return np.stack(parts)
         identity = np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
-        return np.full_like(fn(identity, *args[1:], **kwargs), np.nan)   # (its shape, dtype)
+        return _nan_like(fn(identity, *args[1:], **kwargs))     # (its shape and dtype)
+    return run
+
+
+#: What NumPy's linear algebra raises for where CuPy's gives non-finite values.
+_UNCHECKED = ("ingular", "positive definite", "did not converge")
+
+
+def _nan_arg(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``nanargmax``/``nanargmin`` giving -1 for a slice of NaNs alone, as CuPy's do (NumPy
+    raises)."""
+    def run(a: Any, axis: Any = None, *args: Any, **kwargs: Any) -> Any:
+        a = np.asarray(a)
+        empty = np.isnan(a).all(axis=axis, keepdims=bool(kwargs.get("keepdims")))
+        if not np.any(empty):
+            return fn(a, axis, *args, **kwargs)
+        result = fn(np.where(np.isnan(a), 0, a) if empty.ndim == 0 else
+                    np.where(np.isnan(a).all(axis=axis, keepdims=True), 0, a),
+                    axis, *args, **kwargs)
+        return np.where(empty, -1, result) if np.ndim(result) else np.intp(-1)
     return run
 
 
@@ -330,7 +358,14 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "linalg.eigh": _plain(np.linalg.eigh),
     "linalg.qr": _plain(np.linalg.qr),
     "linalg.slogdet": _plain(np.linalg.slogdet),
-    "linalg.svd": _plain(np.linalg.svd),
+    "linalg.svd": _unchecked(_plain(np.linalg.svd)),
+    "linalg.pinv": _unchecked(np.linalg.pinv),
+    "linalg.matrix_power": _unchecked(np.linalg.matrix_power),
+    "linalg.tensorinv": _unchecked(np.linalg.tensorinv),
+    "linalg.norm": _unchecked(np.linalg.norm),
+    "linalg.cond": _unchecked(np.linalg.cond),
+    "nanargmax": _nan_arg(np.nanargmax),
+    "nanargmin": _nan_arg(np.nanargmin),
     # (CuPy sorts stably whatever kind says)
     "argsort": lambda a, axis=-1, kind=None: np.argsort(a, axis=axis, kind="stable"),
     "ndarray.argsort": lambda x, axis=-1, kind=None: x.argsort(axis=axis, kind="stable"),
