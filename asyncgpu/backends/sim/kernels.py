@@ -83,6 +83,12 @@ def snapshot(layouts: Any, device: int = 0) -> dict[int, tuple[Any, int, np.ndar
             span[2] = max(span[2], a.hi)
     return {uid: (buf, lo, buf.on(device)[lo:hi].copy()) for uid, (buf, lo, hi) in spans.items()}
 
+
+def overlap(a: Any, b: Any) -> bool:
+    """Whether layouts ``a`` and ``b`` share bytes of one buffer (by their extents)."""
+    return b.buffer is a.buffer and b.lo < a.hi and a.lo < b.hi
+
+
 def dense(a: Any) -> bool:
     """Whether the elements of layout ``a`` fill its bytes ``[lo, hi)``, each byte once: they
     share none (a zero or overlapping stride would) and hold as many as the extent spans."""
@@ -137,8 +143,7 @@ class SimKernelLaunch:
         where it writes each byte of ``[lo, hi)`` and reads none (``out``, write-only, over
         dense elements); a read-write argument's new bytes derive from its old ones."""
         return [(a.buffer.uid, a.lo, a.hi, not a.read and dense(a) and not any(
-                    b.read and b.buffer is a.buffer and b.lo < a.hi and a.lo < b.hi
-                    for b in self.arrays))          # (read through another argument)
+                    b.read and overlap(a, b) for b in self.arrays))   # (read through another)
                 for a in self.arrays if a.write]
 
     def _views(self, snaps: dict[int, tuple[Any, int, np.ndarray]], writable: set[int]
@@ -180,10 +185,7 @@ class SimKernelLaunch:
                 buf.on(self.device)[a.lo:a.hi] = snap[a.lo - lo0: a.hi - lo0]
 
     def _overlaps_other(self, a: _Spec) -> bool:
-        return any(
-            b is not a and b.buffer is a.buffer and b.lo < a.hi and a.lo < b.hi
-            for b in self.arrays
-        )
+        return any(b is not a and overlap(a, b) for b in self.arrays)
 
     def _const_violation(self, snaps: dict[int, Any], writable: set[int]) -> AnnotationViolation:
         """Find which read-only argument the kernel wrote, by running it on copies."""

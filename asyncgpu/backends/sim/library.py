@@ -29,7 +29,7 @@ from ...runtime.library import (
     infer,
     quiet,
 )
-from .kernels import dense, snapshot
+from .kernels import dense, overlap, snapshot
 
 
 class _Layout:
@@ -101,8 +101,7 @@ class SimCallLaunch:
             return True
         if (self.name != "copyto" and self.name in IN_PLACE) or self.name.endswith(".at"):
             return False
-        return not any(j != i and b.buffer is a.buffer and b.lo < a.hi and a.lo < b.hi
-                       for j, b in enumerate(self.inputs))
+        return not any(j != i and overlap(a, b) for j, b in enumerate(self.inputs))
 
     def end(self, snaps: dict[int, tuple[Any, int, np.ndarray]]) -> None:
         views = []
