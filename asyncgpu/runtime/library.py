@@ -275,10 +275,10 @@ NO_0D = frozenset({"tri", "triu", "tril", "split", "array_split", "partition",
                    "argpartition"})
 
 
-def as_called(view: np.ndarray, name: str) -> Any:
-    """``view`` as call ``name`` sees it: a 0-d one as a :class:`Device0d`, or as its number
-    (:data:`AS_NUMBER`), or as itself (an index)."""
-    if view.ndim or name in INDEXING:
+def as_called(view: np.ndarray, name: str, written: bool = False) -> Any:
+    """``view`` as call ``name`` sees it: a 0-d one it only reads as a :class:`Device0d`, or as
+    its number (:data:`AS_NUMBER`), or as itself (an index)."""
+    if view.ndim or written or name in INDEXING:
         return view
     return view[()] if name in AS_NUMBER else view.view(Device0d)
 
@@ -329,7 +329,8 @@ def placeholders(call: LibraryCall, rng: np.random.Generator, zeros: bool
             view[...] = vals > 0.75
         else:
             view[...] = vals.astype(a.dtype) if a.dtype.kind != "c" else vals + 0.25j
-    return [as_called(view, call.name) for view in views], buffers
+    return [as_called(view, call.name, i in call.written) for i, view in enumerate(views)], \
+        buffers
 
 
 def _long_result(call: Any, dtype: np.dtype) -> None:
@@ -491,7 +492,7 @@ def run_now(runtime: Any, call: LibraryCall, fn: Callable[..., Any]) -> Any:
             if not write:
                 view = view.view()
                 view.flags.writeable = False
-            views.append(as_called(view, call.name))
+            views.append(as_called(view, call.name, write))
         try:
             with quiet():
                 result = fn(*fill(call.args, views), **fill(call.kwargs, views))

@@ -110,7 +110,7 @@ class SimCallLaunch:
             view = a.view(snap, base)
             if i not in self.written:
                 view.flags.writeable = False
-            views.append(as_called(view, self.name))
+            views.append(as_called(view, self.name, i in self.written))
         with quiet():
             result = self.fn(*fill(self.args, views), **fill(self.kwargs, views))
         values = flatten(result)
