@@ -258,7 +258,9 @@ def test_feature_detection_of_a_name_the_simulator_cannot_run_answers_false(sim)
     (lambda: acp.asarray(np.array([1, -2, 3], np.int32)).take(-4), 3),
     (lambda: _value(acp.take(acp.asarray(np.array([1, -2, 3], np.int32)),
                              acp.asarray(np.array([3])))), ("int32", [1])),
-], ids=["take", "take-negative", "take-array"])
+    (lambda: _value(acp.take_along_axis(acp.arange(3), acp.asarray(np.array([5])), 0)),
+     ("int64", [2])),
+], ids=["take", "take-negative", "take-array", "take_along_axis"])
 def test_take_wraps_an_index_out_of_range_around_as_cupy_does(sim, case, expected):
     r = case()
     assert (int(r) if not isinstance(r, tuple) else r) == expected

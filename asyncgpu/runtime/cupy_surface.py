@@ -217,6 +217,15 @@ def _unchecked(fn: Callable[..., Any]) -> Callable[..., Any]:
 _UNCHECKED = ("ingular", "positive definite", "did not converge")
 
 
+def _take_along_axis(a: Any, indices: Any, axis: Any) -> Any:
+    """NumPy's ``take_along_axis`` with an index out of range wrapped around, as CuPy's (on the
+    GPU, 14.2: index 5 of 3 elements takes element 2; NumPy raises)."""
+    a = np.asarray(a)
+    n = a.size if axis is None else a.shape[axis]
+    indices = np.asarray(indices)
+    return np.take_along_axis(a, np.mod(indices, n) if n else indices, axis)
+
+
 def _nan_arg(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``nanargmax``/``nanargmin`` giving -1 for a slice of NaNs alone, as CuPy's do (NumPy
     raises)."""
@@ -382,6 +391,7 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "searchsorted": _searchsorted,
     "ndarray.searchsorted": _searchsorted,
     "take": lambda a, indices, axis=None, out=None: np.take(a, indices, axis, out, "wrap"),
+    "take_along_axis": _take_along_axis,
     "ndarray.take": lambda x, indices, axis=None, out=None: np.take(x, indices, axis, out,
                                                                     "wrap"),
     "put": lambda a, ind, v, mode="wrap": np.put(a, ind, v, mode),
