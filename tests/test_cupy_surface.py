@@ -301,3 +301,22 @@ def test_linear_algebra_cupy_does_not_check_gives_non_finite_values_not_a_fault(
     got = np.asarray(acp.asnumpy(call(singular, with_nan)))
     sim.synchronize()
     assert not np.isfinite(got).all()
+
+
+def test_a_call_reads_its_arguments_as_cupys_signature_does(sim):
+    """Where NumPy's names or order differ from CuPy's (checked on the GPU, CuPy 14.2, for
+    flip, percentile and argmax): the argument goes where CuPy's signature puts it."""
+    a = acp.asarray(np.arange(12.0).reshape(3, 4))
+    assert acp.flip(a=acp.arange(3)).tolist() == [2, 1, 0]
+    assert float(acp.percentile(acp.arange(10.0), 50, interpolation="lower")) == 4.0
+    got = acp.argmax(a, 1, np.int32)                        # (dtype is CuPy's third)
+    assert got.dtype == np.int32 and got.tolist() == [3, 3, 3]
+    with pytest.raises(TypeError):                          # (an array is no dtype)
+        acp.argmax(a, 1, acp.zeros(3, np.int64))
+    x, y = np.arange(6.0), np.arange(6.0)[::-1].copy()
+    w = np.linspace(0.5, 1.0, 6)
+    h = acp.histogram2d(acp.asarray(x), acp.asarray(y), 2, None, acp.asarray(w))[0]
+    np.testing.assert_allclose(h.get(), np.histogram2d(x, y, 2, weights=w)[0])
+    assert acp.concatenate(tup=(acp.arange(2), acp.arange(1))).tolist() == [0, 1, 0]
+    assert acp.reshape(acp.arange(4), newshape=(2, 2)).shape == (2, 2)
+    sim.synchronize()

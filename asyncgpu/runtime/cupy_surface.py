@@ -405,11 +405,63 @@ def numpy_function(path: str) -> Callable[..., Any]:
     :class:`NotOnSimulatorError` when nothing does, ``AttributeError`` when CuPy has no such
     name."""
     prefix, name = _split(path)
-    lookup(prefix, name)
+    entry = lookup(prefix, name)
     fn = AS_CUPY.get(path) or _numpy_function(path, set())
     if fn is None:
         raise unavailable(path)
-    return fn
+    return as_cupy_signature(fn, entry)
+
+
+#: CuPy's parameter names NumPy's functions call otherwise (where their positions differ).
+_RENAMED = {"interpolation": "method"}
+
+
+def as_cupy_signature(fn: Callable[..., Any], entry: dict[str, Any]) -> Callable[..., Any]:
+    """``fn`` (NumPy's) called as CuPy's signature in ``entry`` reads its arguments: where the
+    two differ in names or order (``flip(a=)``, ``argmax(a, axis, dtype)``, ``histogram2d``'s
+    ``weights`` by position), each argument goes to NumPy's parameter of CuPy's name, or of
+    its position; a ``dtype`` or ``out`` NumPy's lacks converts or stores the result. ``fn``
+    itself where the two agree, or where either cannot be read."""
+    if entry.get("kind") != "function" or entry.get("params") is None:
+        return fn
+    try:
+        theirs = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return fn
+    mine = _signature(entry)
+    cupy = list(mine.parameters)
+    numpy = list(theirs.parameters.values())
+    names = [p.name for p in numpy]
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    if (any(p.kind in variadic for p in numpy + list(mine.parameters.values()))
+            or cupy == names[:len(cupy)]):
+        return fn
+    to: dict[str, str | None] = {}
+    for i, name in enumerate(cupy):
+        if name in names:
+            to[name] = name
+        elif _RENAMED.get(name) in names:
+            to[name] = _RENAMED[name]
+        elif name in ("dtype", "out"):
+            to[name] = None         # (applied to the result)
+        elif i < len(names) and names[i] not in cupy:
+            to[name] = names[i]
+        else:
+            return fn               # (no place for it: NumPy's own refusal stands)
+
+    def run(*args: Any, **kwargs: Any) -> Any:
+        given = mine.bind(*args, **kwargs).arguments
+        call = {to[name]: value for name, value in given.items() if to[name] is not None}
+        positional = [call.pop(p.name) for p in numpy
+                      if p.kind is inspect.Parameter.POSITIONAL_ONLY and p.name in call]
+        result = fn(*positional, **call)
+        if to.get("dtype", "dtype") is None and given.get("dtype") is not None:
+            result = np.asarray(result).astype(given["dtype"])
+        if to.get("out", "out") is None and given.get("out") is not None:
+            result = _into(given["out"], np.asarray(result))
+        return result
+
+    return run
 
 
 def sim_value(prefix: str, name: str, entry: dict[str, Any]) -> Any:
