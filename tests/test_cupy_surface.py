@@ -319,4 +319,9 @@ def test_a_call_reads_its_arguments_as_cupys_signature_does(sim):
     np.testing.assert_allclose(h.get(), np.histogram2d(x, y, 2, weights=w)[0])
     assert acp.concatenate(tup=(acp.arange(2), acp.arange(1))).tolist() == [0, 1, 0]
     assert acp.reshape(acp.arange(4), newshape=(2, 2)).shape == (2, 2)
+    singular = acp.asarray(np.array([[1.0, 2.0], [2.0, 4.0]]))
+    for call in (lambda: acp.linalg.inv(a=singular), lambda: acp.linalg.cholesky(a=singular),
+                 lambda: acp.linalg.solve(a=singular, b=acp.ones(2))):
+        assert np.isnan(call().get()).all()     # (by keyword: a fault, or NumPy's refusal)
+    assert acp.linalg.matrix_power(M=singular, n=2).tolist() == [[5.0, 10.0], [10.0, 20.0]]
     sim.synchronize()

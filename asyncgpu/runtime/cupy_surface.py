@@ -174,6 +174,7 @@ def _eig(a: Any) -> Any:
 def _plain(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` returning a plain tuple where NumPy's returns a named one (``QRResult``,
     ``EighResult``...): CuPy's ``.Q`` or ``.eigenvalues`` do not exist."""
+    @functools.wraps(fn)
     def run(*args: Any, **kwargs: Any) -> Any:
         result = fn(*args, **kwargs)
         return tuple(result) if isinstance(result, tuple) else result
@@ -193,12 +194,17 @@ def _unchecked(fn: Callable[..., Any]) -> Callable[..., Any]:
     indefinite matrix, or an SVD that does not converge (NaN among the values): CuPy does not
     check one unless asked (``cupyx.errstate(linalg='raise')``), and gives non-finite values.
     A matrix of the wrong shape is refused as CuPy refuses it."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)      # (its signature NumPy's: CuPy's keywords are put in place)
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
         except np.linalg.LinAlgError as exc:
             if not any(text in str(exc) for text in _UNCHECKED):
                 raise
+        bound = signature.bind(*args, **kwargs)     # (the matrix first, given by keyword too)
+        args, kwargs = bound.args, bound.kwargs
         a = np.asarray(args[0])
         if a.ndim > 2 and not kwargs and all(np.ndim(b) <= a.ndim for b in args[1:]):
             # a batch: only the matrices NumPy refuses are NaN, each solved alone (CuPy's
@@ -433,8 +439,11 @@ def as_cupy_signature(fn: Callable[..., Any], entry: dict[str, Any]) -> Callable
     numpy = list(theirs.parameters.values())
     names = [p.name for p in numpy]
     variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    positional_only = inspect.Parameter.POSITIONAL_ONLY
     if (any(p.kind in variadic for p in numpy + list(mine.parameters.values()))
-            or cupy == names[:len(cupy)]):
+            or (cupy == names[:len(cupy)] and not any(
+                p.kind is positional_only and mine.parameters[p.name].kind is not positional_only
+                for p in numpy[:len(cupy)]))):
         return fn
     to: dict[str, str | None] = {}
     for i, name in enumerate(cupy):
