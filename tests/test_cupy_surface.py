@@ -325,3 +325,13 @@ def test_a_call_reads_its_arguments_as_cupys_signature_does(sim):
         assert np.isnan(call().get()).all()     # (by keyword: a fault, or NumPy's refusal)
     assert acp.linalg.matrix_power(M=singular, n=2).tolist() == [[5.0, 10.0], [10.0, 20.0]]
     sim.synchronize()
+
+
+def test_a_generators_draws_take_cupys_dtype_where_numpys_lack_it(sim):
+    # (CuPy 14.2 on the GPU: uniform and beta take dtype=; NumPy's generator methods do not)
+    g = acp.random.default_rng(0)
+    assert g.uniform(0.0, 1.0, size=4, dtype=np.float32).dtype == np.float32
+    assert g.beta(2.0, 3.0, size=4, dtype=np.float32).dtype == np.float32
+    first = acp.random.default_rng(7).uniform(size=3, dtype=np.float32).tolist()
+    assert acp.random.default_rng(7).uniform(size=3, dtype=np.float32).tolist() == first
+    sim.synchronize()

@@ -51,12 +51,20 @@ class Generator:
         if name.startswith("_"):
             raise AttributeError(name)
         gen = self._gen
-        check = None
+        check = entry = None
         if self._runtime.backend.name != "cuda":
             # CuPy's Generator has fewer methods than NumPy's: sim offers CuPy's, with CuPy's
-            # signatures, so that a draw that passes here runs on the GPU too
+            # signatures, so that a draw that passes here runs on the GPU too (and one CuPy
+            # takes runs here: uniform(..., dtype=np.float32))
             entry = _cupy_surface.generator_method(name)
             check = _cupy_surface.checker(f"random.Generator.{name}", entry, drop_self=True)
+
+        def method(g: Any) -> Any:
+            """What draws, from generator ``g``: its method, called as CuPy's on sim."""
+            found = getattr(g, name)
+            return found if entry is None else _cupy_surface.as_cupy_signature(
+                found, entry, drop_self=True)
+
         if not callable(getattr(gen, name, None)):
             raise AttributeError(f"the {type(gen).__module__} generator has no method '{name}'")
 
@@ -67,8 +75,8 @@ class Generator:
                 raise ArgumentError(
                     f"random.Generator.{name}: this generator {foreign(self._runtime)}")
             return dispatch(f"random.Generator.{name}", args, kwargs,
-                            resolve=lambda b: getattr(gen, name), state=self._state,
-                            inference=lambda: getattr(copy.deepcopy(gen), name))
+                            resolve=lambda b: method(gen), state=self._state,
+                            inference=lambda: method(copy.deepcopy(gen)))
 
         draw.__name__ = name
         draw.__doc__ = getattr(getattr(gen, name), "__doc__", None)

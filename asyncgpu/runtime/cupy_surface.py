@@ -422,19 +422,21 @@ def numpy_function(path: str) -> Callable[..., Any]:
 _RENAMED = {"interpolation": "method"}
 
 
-def as_cupy_signature(fn: Callable[..., Any], entry: dict[str, Any]) -> Callable[..., Any]:
+def as_cupy_signature(fn: Callable[..., Any], entry: dict[str, Any],
+                      drop_self: bool = False) -> Callable[..., Any]:
     """``fn`` (NumPy's) called as CuPy's signature in ``entry`` reads its arguments: where the
     two differ in names or order (``flip(a=)``, ``argmax(a, axis, dtype)``, ``histogram2d``'s
     ``weights`` by position), each argument goes to NumPy's parameter of CuPy's name, or of
     its position; a ``dtype`` or ``out`` NumPy's lacks converts or stores the result. ``fn``
-    itself where the two agree, or where either cannot be read."""
-    if entry.get("kind") != "function" or entry.get("params") is None:
+    itself where the two agree, or where either cannot be read. ``drop_self``: ``entry`` is a
+    method's, ``fn`` bound (a generator's ``uniform(low, high, size, dtype)``)."""
+    if entry.get("kind") not in ("function", "method") or entry.get("params") is None:
         return fn
     try:
         theirs = inspect.signature(fn)
     except (TypeError, ValueError):
         return fn
-    mine = _signature(entry)
+    mine = _signature(entry, drop_self)
     cupy = list(mine.parameters)
     numpy = list(theirs.parameters.values())
     names = [p.name for p in numpy]
