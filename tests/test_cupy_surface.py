@@ -311,6 +311,9 @@ def test_a_call_reads_its_arguments_as_cupys_signature_does(sim):
     assert float(acp.percentile(acp.arange(10.0), 50, interpolation="lower")) == 4.0
     got = acp.argmax(a, 1, np.int32)                        # (dtype is CuPy's third)
     assert got.dtype == np.int32 and got.tolist() == [3, 3, 3]
+    out = acp.zeros(3, np.int32)
+    acp.argmax(a, 1, np.int32, out)     # (out, CuPy's fourth, is booked as the call's write)
+    assert out.tolist() == [3, 3, 3]
     with pytest.raises(TypeError):                          # (an array is no dtype)
         acp.argmax(a, 1, acp.zeros(3, np.int64))
     x, y = np.arange(6.0), np.arange(6.0)[::-1].copy()

@@ -442,6 +442,7 @@ def as_cupy_signature(fn: Callable[..., Any], entry: dict[str, Any],
     names = [p.name for p in numpy]
     variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     positional_only = inspect.Parameter.POSITIONAL_ONLY
+    ordered = (positional_only, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     if (any(p.kind in variadic for p in numpy + list(mine.parameters.values()))
             or (cupy == names[:len(cupy)] and not any(
                 p.kind is positional_only and mine.parameters[p.name].kind is not positional_only
@@ -463,8 +464,13 @@ def as_cupy_signature(fn: Callable[..., Any], entry: dict[str, Any],
     def run(*args: Any, **kwargs: Any) -> Any:
         given = mine.bind(*args, **kwargs).arguments
         call = {to[name]: value for name, value in given.items() if to[name] is not None}
-        positional = [call.pop(p.name) for p in numpy
-                      if p.kind is inspect.Parameter.POSITIONAL_ONLY and p.name in call]
+        # (by position as far as NumPy's order allows: its C methods take no keywords, though
+        # their signatures name them)
+        positional = []
+        for p in numpy:
+            if p.kind not in ordered or p.name not in call:
+                break
+            positional.append(call.pop(p.name))
         result = fn(*positional, **call)
         if to.get("dtype", "dtype") is None and given.get("dtype") is not None:
             result = np.asarray(result).astype(given["dtype"])
@@ -472,6 +478,8 @@ def as_cupy_signature(fn: Callable[..., Any], entry: dict[str, Any],
             result = _into(given["out"], np.asarray(result))
         return result
 
+    # (what the call writes is read from this signature: an out= in CuPy's place is booked)
+    run.__signature__ = mine      # type: ignore[attr-defined]
     return run
 
 
