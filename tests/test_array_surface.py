@@ -371,3 +371,16 @@ def test_asarray_with_copy_false_refuses_a_conversion_before_anything_runs(sim):
         acp.asarray(a, order="F", copy=False)
     assert sim.statistics().nodes == before
     assert acp.asarray(a, copy=False) is a and acp.asarray(a, np.float64, copy=False) is a
+
+
+def test_choose_with_out_by_position_writes_out_as_cupys_method(sim):
+    """NumPy's method takes every positional argument for a choice: out given by position
+    was a second choice, and out stayed unwritten."""
+    import asyncgpu.cupy as acp
+
+    index = acp.asarray(np.array([0, 1, 0]))
+    choices = acp.asarray(np.array([[1.0, 2.0, 3.0], [10.0, 20.0, 30.0]]))
+    out = acp.zeros(3)
+    got = index.choose(choices, out)
+    assert out.tolist() == [1.0, 20.0, 3.0] and got.tolist() == [1.0, 20.0, 3.0]
+    sim.synchronize()

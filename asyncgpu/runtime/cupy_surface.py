@@ -394,6 +394,8 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     # (the methods as their functions; take and put wrap an index out of range around)
     "ndarray.clip": lambda x, min=None, max=None, out=None: _clip(x, min, max, out=out),
     "ndarray.dot": lambda x, b, out=None: _dot(x, b, out),
+    # (NumPy's method takes every positional argument for a choice: out by position was one)
+    "ndarray.choose": _choose,
     "searchsorted": _searchsorted,
     "ndarray.searchsorted": _searchsorted,
     "take": lambda a, indices, axis=None, out=None: np.take(a, indices, axis, out, "wrap"),
