@@ -69,6 +69,9 @@ DATA_DEPENDENT = frozenset({
     # (the indices deleted: their number once repeats are dropped)
     "delete",
 })
+#: Calls that check their indices in ``mode="raise"``: the position of ``mode`` among the
+#: positional arguments (the array first) and its default, CuPy's.
+RAISING = {"choose": (3, "raise"), "put": (3, "wrap")}
 #: Data-dependent with one argument only (``where(c)`` is ``nonzero(c)``).
 DATA_DEPENDENT_ALONE = frozenset({"where"})
 #: Calls whose result is laid out by an ``order`` argument (``'K'``: as the input is), in CuPy
@@ -194,7 +197,17 @@ class LibraryCall:
                 or (name in DATA_DEPENDENT_ALONE and len(self.args) + len(self.kwargs) == 1)
                 # (a fit's residuals: as many as the rank allows, as lstsq's)
                 or (name == "polyfit" and bool(self.kwargs.get(
-                    "full", self.args[4] if len(self.args) > 4 else False))))
+                    "full", self.args[4] if len(self.args) > 4 else False)))
+                # (an index out of range is refused at the call: CuPy reads the indices to
+                # the host to check them)
+                or (name in RAISING and self._mode(RAISING[name]) == "raise"))
+
+    def _mode(self, at: tuple[int, str]) -> Any:
+        """The ``mode`` argument (its position in the call, or the default)."""
+        position, default = at
+        if "mode" in self.kwargs:
+            return self.kwargs["mode"]
+        return self.args[position] if len(self.args) > position else default
 
     def validate(self, runtime: Any) -> None:
         """Refuse freed arrays and arrays of another runtime, before anything is enqueued."""
