@@ -344,10 +344,11 @@ def test_a_generators_draws_take_cupys_dtype_where_numpys_lack_it(sim):
     (lambda: acp.zeros(4).put(acp.asarray(np.array([9])), 1.0, "raise"), IndexError),
     (lambda: acp.asarray(np.array([0, 5])).choose(acp.ones((2, 2))), ValueError),
     (lambda: acp.choose(acp.asarray(np.array([0, 5])), acp.ones((2, 2))), ValueError),
-], ids=["put-raise", "ndarray.choose", "choose"])
+    (lambda: acp.percentile(acp.arange(4.0), acp.asarray(np.array([150.0]))), ValueError),
+], ids=["put-raise", "ndarray.choose", "choose", "percentile-over-100"])
 def test_an_index_out_of_range_in_mode_raise_is_refused_at_the_call(sim, call, exc):
-    """CuPy reads the indices to the host and raises at the call; the simulator inferred the
-    result from stand-in indices and faulted at the next wait."""
+    """CuPy reads the indices (or quantiles) to the host and raises at the call; the simulator
+    inferred the result from stand-ins and faulted at the next wait."""
     with pytest.raises(exc):
         call()
     sim.synchronize()                   # (nothing left to fault)

@@ -72,6 +72,8 @@ DATA_DEPENDENT = frozenset({
 #: Calls that check their indices in ``mode="raise"``: the position of ``mode`` among the
 #: positional arguments (the array first) and its default, CuPy's.
 RAISING = {"choose": (3, "raise"), "put": (3, "wrap")}
+#: Calls that check their quantiles' range (``q``, second).
+QUANTILES = frozenset({"percentile", "quantile", "nanpercentile", "nanquantile"})
 #: Data-dependent with one argument only (``where(c)`` is ``nonzero(c)``).
 DATA_DEPENDENT_ALONE = frozenset({"where"})
 #: Calls whose result is laid out by an ``order`` argument (``'K'``: as the input is), in CuPy
@@ -200,7 +202,10 @@ class LibraryCall:
                     "full", self.args[4] if len(self.args) > 4 else False)))
                 # (an index out of range is refused at the call: CuPy reads the indices to
                 # the host to check them)
-                or (name in RAISING and self._mode(RAISING[name]) == "raise"))
+                or (name in RAISING and self._mode(RAISING[name]) == "raise")
+                # (a device array of quantiles: CuPy reads it to check its range)
+                or (name in QUANTILES and isinstance(
+                    self.kwargs.get("q", self.args[1] if len(self.args) > 1 else None), _Slot)))
 
     def _mode(self, at: tuple[int, str]) -> Any:
         """The ``mode`` argument (its position in the call, or the default)."""
