@@ -387,3 +387,22 @@ def test_choose_with_out_by_position_writes_out_as_cupys_method(sim):
     got = index.choose(choices, out)
     assert out.tolist() == [1.0, 20.0, 3.0] and got.tolist() == [1.0, 20.0, 3.0]
     sim.synchronize()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_methods_take_their_arguments_as_cupys_signatures_do(sim, seed):
+    """NumPy's argmax takes no dtype and its out second; its fill and swapaxes no keywords."""
+    import asyncgpu.cupy as acp
+
+    ag = sim
+    with ag.configure(sim_seed=seed, sim_strategy="random"):
+        a = ag.array(np.arange(12.0).reshape(3, 4)) * 1.0
+        got = a.argmax(axis=1, dtype=np.int32)
+        assert got.dtype == np.int32 and got.tolist() == [3, 3, 3]
+        out = acp.zeros(3, np.int32)
+        a.argmin(1, out, np.int32)                  # (out by position: booked as the write)
+        assert out.tolist() == [0, 0, 0]
+        b = acp.zeros(3)
+        b.fill(value=2.0)
+        assert b.tolist() == [2.0] * 3
+        assert a.swapaxes(axis1=0, axis2=1).shape == (4, 3)

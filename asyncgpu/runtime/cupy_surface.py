@@ -223,6 +223,15 @@ def _unchecked(fn: Callable[..., Any]) -> Callable[..., Any]:
 _UNCHECKED = ("ingular", "positive definite", "did not converge")
 
 
+def _arg_into(result: Any, out: Any, dtype: Any) -> Any:
+    """An ``argmax``'s indices as ``dtype`` (CuPy's method takes one), written into ``out`` if
+    given."""
+    result = np.asarray(result)
+    if dtype is not None:
+        result = result.astype(dtype)
+    return result if out is None else _into(out, result)
+
+
 def _take_along_axis(a: Any, indices: Any, axis: Any) -> Any:
     """NumPy's ``take_along_axis`` with an index out of range wrapped around, as CuPy's (on the
     GPU, 14.2: index 5 of 3 elements takes element 2; NumPy raises)."""
@@ -396,6 +405,14 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "ndarray.dot": lambda x, b, out=None: _dot(x, b, out),
     # (NumPy's method takes every positional argument for a choice: out by position was one)
     "ndarray.choose": _choose,
+    # (the methods whose arguments NumPy's take otherwise: by other positions, or by position
+    # alone, as CuPy's signatures have them)
+    "ndarray.argmax": lambda x, axis=None, out=None, dtype=None, keepdims=False: _arg_into(
+        x.argmax(axis=axis, keepdims=keepdims), out, dtype),
+    "ndarray.argmin": lambda x, axis=None, out=None, dtype=None, keepdims=False: _arg_into(
+        x.argmin(axis=axis, keepdims=keepdims), out, dtype),
+    "ndarray.fill": lambda x, value: x.fill(value),
+    "ndarray.swapaxes": lambda x, axis1, axis2: x.swapaxes(axis1, axis2),
     "searchsorted": _searchsorted,
     "ndarray.searchsorted": _searchsorted,
     "take": lambda a, indices, axis=None, out=None: np.take(a, indices, axis, out, "wrap"),
