@@ -82,11 +82,7 @@ class Function:
             self._check(args, kwargs)
             if self._ufunc:
                 _host_sequences(self.path, args)
-        if self._sim is None:
-            return dispatch(self.path, args, kwargs)
-        sim, cuda = self._sim, function_resolver(self.path)
-        return dispatch(self.path, args, kwargs,
-                        resolve=lambda backend: cuda(backend) if backend == "cuda" else sim)
+        return dispatch(self.path, args, kwargs)
 
     def __getattr__(self, name: str) -> Any:
         # ufunc methods (``acp.add.reduce``, ``acp.add.at``) are nodes too

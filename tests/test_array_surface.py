@@ -391,7 +391,8 @@ def test_choose_with_out_by_position_writes_out_as_cupys_method(sim):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_methods_take_their_arguments_as_cupys_signatures_do(sim, seed):
-    """NumPy's argmax takes no dtype and its out second; its fill and swapaxes no keywords."""
+    """NumPy's argmax takes no dtype and its out second, its all and any a dtype before their
+    out; its fill and swapaxes no keywords."""
     import asyncgpu.cupy as acp
 
     ag = sim
@@ -402,6 +403,11 @@ def test_methods_take_their_arguments_as_cupys_signatures_do(sim, seed):
         out = acp.zeros(3, np.int32)
         a.argmin(1, out, np.int32)                  # (out by position: booked as the write)
         assert out.tolist() == [0, 0, 0]
+        flags = acp.zeros(3, bool)
+        (a > 0).all(1, flags)                       # (NumPy's all takes a dtype second)
+        assert flags.tolist() == [False, True, True]
+        (a > 0).any(1, flags)
+        assert flags.tolist() == [True] * 3
         b = acp.zeros(3)
         b.fill(value=2.0)
         assert b.tolist() == [2.0] * 3

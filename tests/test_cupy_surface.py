@@ -193,8 +193,12 @@ def _value(r):
     (lambda: type(acp.linalg.qr(acp.asarray(np.eye(3)))).__name__, "tuple"),
     (lambda: type(acp.linalg.eigh(acp.asarray(np.eye(3)))).__name__, "tuple"),
     (lambda: type(acp.linalg.slogdet(acp.asarray(np.eye(3)))).__name__, "tuple"),
+    # (CuPy's sinc, i0 and fix are ufuncs computing in half, single or double precision)
+    (lambda: acp.fix(acp.asarray(np.array([-1, 0, 2], np.int32))), ("float64", [-1.0, 0.0, 2.0])),
+    (lambda: acp.sinc(acp.asarray(np.array([True, False]))), ("float16", [0.0, 1.0])),
+    (lambda: acp.i0(acp.asarray(np.array([0, 1], np.int16))).dtype.name, "float32"),
 ], ids=["argsort", "ndarray.argsort", "int-power", "negative-power", "reciprocal", "qr",
-        "eigh", "slogdet"])
+        "eigh", "slogdet", "fix-of-ints", "sinc-of-bools", "i0-of-int16"])
 def test_results_are_cupys_where_numpys_differ(sim, case, expected):
     assert _value(case()) == expected
 
@@ -355,3 +359,20 @@ def test_an_index_out_of_range_in_mode_raise_is_refused_at_the_call(sim, call, e
     a = acp.zeros(4)
     a.put(acp.asarray(np.array([9])), 1.0)          # (CuPy's default mode wraps around)
     assert a.tolist() == [0.0, 1.0, 0.0, 0.0]
+
+
+def test_sinc_i0_and_fix_take_a_ufuncs_out_dtype_and_casting_as_in_cupy(sim):
+    """NumPy's sinc and i0 take no out=: the call was refused on sim as it ran."""
+    x = acp.asarray(np.array([-1.5, 0.0, 0.5, 2.0]))
+    for name in ("sinc", "i0", "fix"):
+        fn = getattr(acp, name)
+        out = acp.zeros(4, np.float32)
+        assert fn(x, out=out) is out
+        assert np.allclose(out.get(), getattr(np, name)(x.get()), atol=1e-6)
+        assert fn(x, dtype=np.float32).dtype == np.float32
+        with pytest.raises(TypeError, match="Cannot cast"):
+            fn(x, out=acp.zeros(4, np.int32))           # (same_kind: no floats into ints)
+    with pytest.raises(TypeError, match="cupy_i0"):
+        acp.i0(acp.asarray(np.ones(2, np.complex64)))
+    assert acp.sinc(acp.asarray(np.ones(2, np.complex64))).dtype == np.complex64
+    sim.synchronize()

@@ -543,3 +543,14 @@ def test_a_singular_matrix_gives_non_finite_values_not_an_error_as_cupy(sim, cal
     got = call(acp)
     sim.synchronize()
     assert got.dtype == np.float64 and not np.isfinite(got.numpy()).any()
+
+
+def test_a_call_with_out_returns_the_out_array_itself_as_cupy(sim):
+    """It returned a new Array viewing ``out``: ``fn(x, out=o) is o`` was False."""
+    import asyncgpu.cupy as acp
+
+    x, out = acp.ones(3), acp.zeros(3)
+    assert acp.add(x, x, out=out) is out and acp.add(x, x, out) is out
+    assert acp.sin(x, out=(out,)) is out and acp.clip(x, 0, 1, out=out) is out
+    assert acp.ravel(x) is not x                # (a view, not written: a new Array, as in CuPy)
+    assert out.tolist() == [1.0] * 3

@@ -21,6 +21,7 @@ import pytest
 import asyncgpu.cupy as acp
 from asyncgpu.runtime import array_modules, effects as _effects, library as _library
 from asyncgpu.runtime.context import Runtime
+from asyncgpu.runtime.cupy_surface import sim_function
 
 
 class Nodes:
@@ -313,9 +314,11 @@ def _instantiate(template: tuple[Any, ...], make: Any) -> tuple[list[Any], dict[
 
 
 def surface() -> list[tuple[str, Any, Any]]:
-    """(path, NumPy's callable: args -> result, asyncgpu's) for every callable of the
-    namespace. Methods take their object as the first argument, generator methods a fresh
-    generator of a fixed seed."""
+    """(path, the reference: args -> result, asyncgpu's) for every callable of the namespace.
+    The reference is NumPy's callable, or what the simulator runs where it reads its arguments
+    as CuPy's signature does (``argmax(a, axis, dtype, out)``, ``ndarray.all(axis, out)``).
+    Methods take their object as the first argument, generator methods a fresh generator of a
+    fixed seed."""
     entries = []
     for prefix, module in (("", np), ("linalg.", np.linalg), ("fft.", np.fft)):
         for name in dir(module):
@@ -331,7 +334,7 @@ def surface() -> list[tuple[str, Any, Any]]:
                 continue
             if not isinstance(ours, acp.Function):      # metadata functions, asarray, ...
                 continue
-            entries.append((prefix + name, ref, ours))
+            entries.append((prefix + name, sim_function(prefix + name) or ref, ours))
             if isinstance(ref, np.ufunc):
                 for method in UFUNC_METHODS:
                     entries.append((f"{prefix}{name}.{method}", getattr(ref, method),
@@ -344,7 +347,8 @@ def surface() -> list[tuple[str, Any, Any]]:
         def ref_method(x: Any, *args: Any, _n: str = name, **kwargs: Any) -> Any:
             return getattr(x, _n)(*args, **kwargs)
 
-        entries.append((f"ndarray.{name}", ref_method, ref_method))
+        entries.append((f"ndarray.{name}", sim_function(f"ndarray.{name}") or ref_method,
+                        ref_method))
     for name in dir(np.random.Generator):
         if name.startswith("_") or name in SIDE_EFFECTS:
             continue

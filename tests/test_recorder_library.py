@@ -239,3 +239,24 @@ def test_random_recorded_call_programs_equal_numpy(ops, order, seed):
         assert step.outcome == "replayed"
         for g, w in zip(got, want):
             np.testing.assert_allclose(np.asarray(g.numpy()), w, rtol=1e-5, atol=1e-6)
+
+
+def test_a_call_given_cupys_argument_order_replays_as_it_ran(sim):
+    """The recording re-issued its calls with NumPy's function, which reads ``argmax(a, 1,
+    np.int32)``'s dtype as its ``out``: the recording failed on sim."""
+    import asyncgpu.cupy as acp
+
+    ag = sim
+    a = ag.array(np.array([[1.0, 5.0, 2.0], [7.0, 0.0, 3.0]]))
+
+    @ag.graph
+    def step(a):
+        return acp.argmax(a, 1, np.int32), acp.nanargmax(a, 1, np.int32), a.all(1)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")         # (nanargmax is not captured: it runs eagerly)
+        for _ in range(3):
+            top, nan_top, every = step(a)
+            assert top.dtype == nan_top.dtype == np.int32
+            assert top.tolist() == nan_top.tolist() == [1, 0]
+            assert every.tolist() == [True, False]

@@ -244,6 +244,7 @@ def _take_along_axis(a: Any, indices: Any, axis: Any) -> Any:
 def _nan_arg(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``nanargmax``/``nanargmin`` giving -1 for a slice of NaNs alone, as CuPy's do (NumPy
     raises)."""
+    @functools.wraps(fn)      # (NumPy's signature: CuPy's is put in place over it)
     def run(a: Any, axis: Any = None, *args: Any, **kwargs: Any) -> Any:
         a = np.asarray(a)
         empty = np.isnan(a).all(axis=axis, keepdims=bool(kwargs.get("keepdims")))
@@ -357,6 +358,35 @@ class _Ufunc:
         return getattr(self._ufunc, name)
 
 
+class _Loops:
+    """A one-input ufunc of CuPy that NumPy has as a plain function (``sinc``, ``i0``, ``fix``):
+    NumPy's function computes it, in the first of CuPy's ``loops`` the input casts to safely
+    (or in ``dtype``), with CuPy's ``out=``, ``casting=`` and ``dtype=``. ``fix`` of ints is a
+    float, as on the GPU."""
+
+    nin, nout = 1, 1
+
+    def __init__(self, fn: Callable[..., Any], loops: str) -> None:
+        self._fn, self._loops = fn, [np.dtype(c) for c in loops]
+        self.__name__ = self.__qualname__ = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __call__(self, x: Any, /, out: Any = None, *, casting: str = "same_kind",
+                 dtype: Any = None) -> Any:
+        a = np.asarray(x)
+        loop = np.dtype(dtype) if dtype is not None else next(
+            (t for t in self._loops if np.can_cast(a.dtype, t)), None)
+        if loop is None or loop not in self._loops:     # (a dtype equals None: float64)
+            raise TypeError(f"Wrong type ({a.dtype},) of arguments for cupy_{self.__name__} "
+                            f"(CuPy's {self.__name__} computes in "
+                            f"{', '.join(str(t) for t in self._loops)})")
+        # (computed in double precision: CuPy's sinc is sinpi(x) / (pi x), exact at integers
+        # in half precision too, where NumPy's sin(pi x) / (pi x) in half is 3e-4 off)
+        wide = np.promote_types(loop, np.float64)
+        result = self._fn(a.astype(loop, casting=casting).astype(wide)).astype(loop)
+        return _into(out, result, casting)
+
+
 def _astype(x: Any, dtype: Any, order: str = "K", casting: Any = None, subok: Any = None,
             copy: bool = True) -> Any:
     if casting is not None or subok is not None:
@@ -399,6 +429,9 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "choose": _choose,
     "power": _Ufunc(np.power, _power),
     "reciprocal": _Ufunc(np.reciprocal, _reciprocal),
+    "sinc": _Loops(np.sinc, "efdFD"),
+    "i0": _Loops(np.i0, "efd"),
+    "fix": _Loops(np.fix, "efd"),
     "ndarray.astype": _astype,
     # (the methods as their functions; take and put wrap an index out of range around)
     "ndarray.clip": lambda x, min=None, max=None, out=None: _clip(x, min, max, out=out),
@@ -411,6 +444,10 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
         x.argmax(axis=axis, keepdims=keepdims), out, dtype),
     "ndarray.argmin": lambda x, axis=None, out=None, dtype=None, keepdims=False: _arg_into(
         x.argmin(axis=axis, keepdims=keepdims), out, dtype),
+    "ndarray.all": lambda x, axis=None, out=None, keepdims=False: x.all(
+        axis=axis, out=out, keepdims=keepdims),
+    "ndarray.any": lambda x, axis=None, out=None, keepdims=False: x.any(
+        axis=axis, out=out, keepdims=keepdims),
     "ndarray.fill": lambda x, value: x.fill(value),
     "ndarray.swapaxes": lambda x, axis1, axis2: x.swapaxes(axis1, axis2),
     "searchsorted": _searchsorted,
@@ -435,6 +472,20 @@ def numpy_function(path: str) -> Callable[..., Any]:
     if fn is None:
         raise unavailable(path)
     return as_cupy_signature(fn, entry)
+
+
+@functools.lru_cache(maxsize=None)
+def sim_function(path: str) -> Callable[..., Any] | None:
+    """What the simulator calls for the call ``path`` (``"ndarray.<name>"``: the method, called
+    with the array first): :func:`numpy_function`'s, read as CuPy's signature reads its
+    arguments; None where that is NumPy's own function or method of the same path, called as it
+    is (a method without an :data:`AS_CUPY` entry, a path CuPy lacks: an internal call's)."""
+    if path.startswith("ndarray."):
+        return AS_CUPY.get(path)
+    try:
+        return numpy_function(path)
+    except (AttributeError, NotOnSimulatorError):
+        return None
 
 
 #: CuPy's parameter names NumPy's functions call otherwise (where their positions differ).
@@ -520,11 +571,21 @@ def sim_value(prefix: str, name: str, entry: dict[str, Any]) -> Any:
 _DEFAULT = object()     # a stand-in default: binding needs to know only that there is one
 
 
+def _default(p: dict[str, Any]) -> Any:
+    """A parameter's default: the literal CuPy's signature shows (the booking of writes reads
+    a flag's, ``overwrite_input=False``), or a stand-in where it is no literal."""
+    if "default" not in p:
+        return inspect.Parameter.empty
+    try:
+        return ast.literal_eval(p["default"])
+    except (ValueError, SyntaxError, TypeError):
+        return _DEFAULT
+
+
 def _signature(entry: dict[str, Any], drop_self: bool = False) -> inspect.Signature:
     params = entry["params"][1:] if drop_self else entry["params"]
     return inspect.Signature([
-        inspect.Parameter(p["name"], getattr(inspect.Parameter, p["kind"]),
-                          default=_DEFAULT if "default" in p else inspect.Parameter.empty)
+        inspect.Parameter(p["name"], getattr(inspect.Parameter, p["kind"]), default=_default(p))
         for p in params
     ])
 

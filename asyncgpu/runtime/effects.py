@@ -17,9 +17,11 @@ They are derived from the function itself, in this order:
    the argument bound to its ``out`` parameter is written (``clip(a, lo, hi, out)``,
    ``sum(a, 0, None, out)``), and so are the parameters :data:`IN_PLACE` lists for it
    (``copyto``'s ``dst``, ``ndarray.sort``'s ``self``, a generator's ``shuffle``'s ``x``).
-   The signature is the backend's function's where Python can read one (CuPy's Cython
-   functions may not expose one, nor may a bare ``(*args, **kwargs)`` wrapper say anything);
-   otherwise NumPy's function of the same path, whose API CuPy follows.
+   The signature is that of the function the backend calls where Python can read one and it
+   names every argument (CuPy's Cython functions may not expose one; a wrapper passing
+   ``*args`` on says nothing): CuPy's on ``cuda``, on ``sim`` the function
+   ``cupy_surface.sim_function`` gives, which reads its arguments as CuPy's signature does.
+   Otherwise NumPy's function of the same path, whose API CuPy follows.
 
 Invariant: a call is *known pure* apart from the writes above only when its path is a ufunc,
 one of the five ufunc methods, or a callable NumPy has under the same path (the reference
@@ -54,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from . import array_modules
+from .cupy_surface import sim_function
 
 log = logging.getLogger(__name__)
 
@@ -93,17 +96,6 @@ UFUNC_METHODS: dict[str, tuple[str, ...]] = {
 }
 
 
-def _all_any(self: Any, axis: Any = None, dtype: Any = None, out: Any = None,
-             keepdims: bool = False, *, where: Any = True) -> Any:
-    """What NumPy's ``ndarray.all``/``any`` take: ``dtype`` before ``out``, which their
-    published signature ``(self, /, axis=None, out=None, ...)`` leaves out."""
-
-
-#: NumPy functions whose published signature differs from what they do, by path: this
-#: function's signature stands for theirs. It describes NumPy only, so on another backend a
-#: path listed here is bound to the backend's own signature or, if that cannot be read, to
-#: none (all its arrays are writes).
-NUMPY_SIGNATURES: dict[str, Any] = {"ndarray.all": _all_any, "ndarray.any": _all_any}
 _GENERATOR = "random.Generator."
 _FLAGS = (bool, int, float, np.generic, type(None))
 _METHOD = "ndarray."
@@ -197,11 +189,11 @@ def _sources(module: Any, path: str) -> tuple[list[Any], int, tuple[Any, ...], b
         ref = _lookup(np, cls + [name])
         ours = _lookup(module, cls + [name]) if mine else None
         known = callable(ref)
-        if path in NUMPY_SIGNATURES:
-            ref = None if mine else NUMPY_SIGNATURES[path]
+        if not mine and not generator:
+            ours = sim_function(path)
         return [ours, ref], int(generator), IN_PLACE.get(path, ()), known
     parts = path.split(".")
-    ours = _lookup(module, parts) if mine else None
+    ours = _lookup(module, parts) if mine else sim_function(path)
     ref = _lookup(np, parts)
     parent = parts[:-1]
     if parent and (_is_ufunc(_lookup(module, parent)) or _is_ufunc(_lookup(np, parent))):
@@ -252,6 +244,10 @@ def _bound(fn: Any, params: tuple[Any, ...], implicit: int, nargs: int,
         bound = sig.bind(*places, **{k: _Place(k) for k in keywords})
     except TypeError:
         return None
+    if any(sig.parameters[name].kind in (inspect.Parameter.VAR_POSITIONAL,
+                                         inspect.Parameter.VAR_KEYWORD)
+           for name in bound.arguments):
+        return None                # arguments passed on unnamed: this signature cannot say
     where = {name: value for name, value in bound.arguments.items()}
     positions: set[int] = set()
     written = set(outs)

@@ -50,7 +50,7 @@ from . import array_modules
 from .allocation import dense_layout
 from .array import Array, host_array, new_array
 from .checks import check_usable
-from .cupy_surface import AS_CUPY
+from .cupy_surface import sim_function
 from .dtypes import UnsupportedDtype, long_double
 from .current import current_runtime
 from .effects import effects
@@ -475,6 +475,16 @@ def infer(call: LibraryCall, fn: Callable[..., Any]) -> Any:
     return metas[0]
 
 
+def _view_of(call: LibraryCall, meta: ViewResult) -> Array:
+    """The argument array a result views; the argument itself where the call writes it and
+    the view is all of it (``add(x, y, out=o)`` returns ``o``, as in CuPy and NumPy)."""
+    src = call.arrays[meta.index]
+    if (meta.index in call.written and meta.shape == src.shape and meta.dtype == src.dtype
+            and meta.offset == src._offset and (meta.strides == src.strides or not src.size)):
+        return src
+    return Array._view(src._alloc, meta.shape, meta.dtype, meta.strides, meta.offset)
+
+
 def allocate_results(runtime: Any, call: LibraryCall, meta: Any, new: list[Array]) -> Any:
     """Arrays for a result structure; fresh allocations are appended to ``new``."""
     if isinstance(meta, NewResult):
@@ -482,8 +492,7 @@ def allocate_results(runtime: Any, call: LibraryCall, meta: Any, new: list[Array
         new.append(arr)
         return arr
     if isinstance(meta, ViewResult):
-        src = call.arrays[meta.index]
-        return Array._view(src._alloc, meta.shape, meta.dtype, meta.strides, meta.offset)
+        return _view_of(call, meta)
     if isinstance(meta, tuple):
         items = [allocate_results(runtime, call, m, new) for m in meta]
         return type(meta)(*items) if hasattr(meta, "_fields") else tuple(items)
@@ -528,8 +537,7 @@ def _wrap_now(call: LibraryCall, meta: Any, value: Any) -> Any:
         order = "F" if meta.strides is not None and value.flags.f_contiguous else "C"
         return host_array(value, order=order)
     if isinstance(meta, ViewResult):
-        src = call.arrays[meta.index]
-        return Array._view(src._alloc, meta.shape, meta.dtype, meta.strides, meta.offset)
+        return _view_of(call, meta)
     if isinstance(meta, tuple):
         items = [_wrap_now(call, m, v) for m, v in zip(meta, value)]
         return type(meta)(*items) if hasattr(meta, "_fields") else tuple(items)
@@ -541,23 +549,23 @@ def _wrap_now(call: LibraryCall, meta: Any, value: Any) -> Any:
 # -- entry points ----------------------------------------------------------------------------
 def function_resolver(path: str) -> Callable[[str], Callable[..., Any]]:
     """``"linalg.solve"`` -> a resolver giving ``numpy.linalg.solve`` / ``cupy.linalg.solve``
-    (on ``sim``, the function of ``cupy_surface.AS_CUPY`` where NumPy's differs from CuPy's).
+    (on ``sim``, ``cupy_surface.sim_function``'s where it has one: what computes CuPy's result
+    from arguments given as CuPy's signature takes them).
 
     ``"ndarray.sum"`` stands for the method: ``x.sum(...)`` on the first argument.
     """
-    as_cupy = AS_CUPY.get(path)         # (what the simulator runs for it, as CuPy computes)
     if path.startswith("ndarray."):
         method = path[len("ndarray."):]
 
         def call_method(x: Any, *args: Any, **kwargs: Any) -> Any:
             return getattr(x, method)(*args, **kwargs)
 
-        return lambda backend: as_cupy if as_cupy is not None and backend == "sim" \
-            else call_method
+        return lambda backend: (backend == "sim" and sim_function(path)) or call_method
 
     def resolve(backend: str) -> Callable[..., Any]:
-        if as_cupy is not None and backend == "sim":
-            return as_cupy
+        on_sim = sim_function(path) if backend == "sim" else None
+        if on_sim is not None:
+            return on_sim
         obj = array_modules.backend_module(backend)
         for part in path.split("."):
             obj = getattr(obj, part)
