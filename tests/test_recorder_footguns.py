@@ -374,3 +374,27 @@ def test_bad_arguments_inside_a_recording_raise_before_anything_is_enqueued(env)
         bad()
     assert rt.recording is None
     np.testing.assert_array_equal(x.numpy(), np.ones(N, np.float32))
+
+
+def test_a_fault_of_a_launch_the_recording_issued_names_the_launchs_line(env):
+    """The first (eager) run issues its launches when the body returns: the fault named the
+    line that called the recorded function, the replays the launch's own."""
+    ag, rt, _ = env
+    from numba import cuda
+
+    @ag.kernel
+    @cuda.jit
+    def past_the_end(x):
+        x[cuda.grid(1) + 1000] = 1.0
+
+    def body(x):
+        past_the_end[1, 1](x)
+
+    launch_line = f"test_recorder_footguns.py:{body.__code__.co_firstlineno + 1}"
+    step = ag.graph(body)
+    x = ag.zeros(8)
+    for outcome in ("recorded", "replayed"):
+        step(x)
+        with pytest.raises(ag.KernelFault, match=f"kernel 'past_the_end' at {launch_line} "):
+            ag.synchronize()
+        assert step.outcome == outcome

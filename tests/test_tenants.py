@@ -99,6 +99,33 @@ def test_statistics_count_each_tenants_work_and_time_its_steps(sim):
             ranker.latency_s(q)
 
 
+def test_a_tenant_block_inside_a_recorded_function_owns_its_work_from_the_first_call(sim):
+    """The recording issued the launches after the block had ended: the first two calls'
+    work was the default tenant's (its streams and priority), the third's the tenant's."""
+    k = sim
+    x = ag.array(np.ones(64))
+    y = ag.empty_like(x)
+    default_before = ag.tenants()["default"]
+    urgent = ag.tenant("recorded-detector", priority="high")
+
+    @ag.graph
+    def step():
+        with urgent:
+            k[2, 32](x, y, 64)
+            k[2, 32](y, x, 64)
+
+    with ag.trace() as t:
+        for _ in range(3):
+            step()
+    ag.synchronize()
+    assert x.numpy().tolist() == [127.0] * 64          # (x -> 4x + 3, three times)
+    assert {n.tenant for n in t.kernels} == {"recorded-detector"}
+    assert [n.kind for n in t.kernels] == ["kernel", "kernel", "graph", "graph"]
+    detector, default = ag.tenants()["recorded-detector"], ag.tenants()["default"]
+    assert (detector.kernels, detector.graphs, detector.steps) == (2, 2, 3)
+    assert (default.kernels, default.graphs) == (default_before.kernels, default_before.graphs)
+
+
 def test_a_service_that_never_asks_for_statistics_keeps_few_steps_unmeasured(sim):
     from asyncgpu.runtime.tenant_steps import SETTLE_EVERY
 

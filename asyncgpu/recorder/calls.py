@@ -51,7 +51,7 @@ from ..runtime.library import (
     function_resolver,
     infer,
 )
-from .keys import issue_pinned
+from .keys import issue_recorded
 
 _UFUNCS = frozenset({
     "add", "subtract", "multiply", "divide", "true_divide", "floor_divide", "remainder", "mod",
@@ -80,7 +80,7 @@ RESULTS_PER_CALL = 8
 class CallLaunch:
     """One deferred library call of a recording (the counterpart of a kernel ``_Launch``)."""
 
-    __slots__ = ("name", "args", "kwargs", "arrays", "site", "key", "launcher", "pin")
+    __slots__ = ("name", "args", "kwargs", "arrays", "site", "key", "launcher", "pin", "tenant")
 
     def __init__(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any],
                  site: str | None) -> None:
@@ -89,6 +89,7 @@ class CallLaunch:
         self.site = site
         self.launcher = None                          # not a kernel
         self.pin = -1                                 # as ``Launch.pin``
+        self.tenant = 0                               # as ``Launch.tenant``
         call = self.call()
         self.arrays: list[Access] = call.accesses()
         sig = _signature(call)
@@ -102,10 +103,7 @@ class CallLaunch:
 
     def issue(self, rt: Any) -> None:
         """Issue it eagerly (a node of the dynamic DAG, writing the recorded result)."""
-        if self.pin < 0:
-            rt.launch_call(self.call())
-        else:
-            issue_pinned(rt, self.pin, rt.launch_call, self.call())
+        issue_recorded(rt, self, rt.launch_call, self.call())
 
 
 def _signature(call: LibraryCall) -> Any:

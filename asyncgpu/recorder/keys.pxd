@@ -5,7 +5,7 @@ cimport cython
 cdef class Launch:
     cdef public object launcher, arrays, values, site, key
     cdef public tuple args
-    cdef public int pin
+    cdef public int pin, tenant
 
 
 cdef class Piece(Launch):

@@ -46,6 +46,7 @@ import numpy as np
 
 from ..runtime.allocation import explicit_frees
 from ..runtime.array import Array
+from ..runtime.checks import recorded_site
 from ..runtime.chunks import bind_parts
 from ..runtime.splits import split_parts, tenant_splits
 
@@ -53,7 +54,7 @@ from ..runtime.splits import split_parts, tenant_splits
 class Launch:
     """One deferred kernel launch: what to issue eagerly, to capture, and its key."""
 
-    __slots__ = ("launcher", "args", "arrays", "values", "site", "key", "pin")
+    __slots__ = ("launcher", "args", "arrays", "values", "site", "key", "pin", "tenant")
 
     def __init__(self, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
                  values: list[Any], site: str | None) -> None:
@@ -65,6 +66,9 @@ class Launch:
         #: several devices: the device slot pinned (``asyncgpu.device``) when it was recorded,
         #: or -1 (the device policy places it)
         self.pin = -1
+        #: the tenant (its index) whose block the launch was made in: issued after the block
+        #: ended, it is still that tenant's (``issue_recorded``)
+        self.tenant = 0
         parts: list[Any] = []
         for v in values:
             t = type(v)
@@ -81,11 +85,8 @@ class Launch:
                     tuple(parts))
 
     def issue(self, rt: Any) -> None:
-        """Issue it eagerly (one kernel node), on its pinned device if it has one."""
-        if self.pin < 0:
-            rt.launch_kernel(self.launcher, self.args)
-        else:
-            issue_pinned(rt, self.pin, rt.launch_kernel, self.launcher, self.args)
+        """Issue it eagerly (one kernel node), as it was made (:func:`issue_recorded`)."""
+        issue_recorded(rt, self, rt.launch_kernel, self.launcher, self.args)
 
 
 class Piece(Launch):
@@ -118,7 +119,7 @@ class Piece(Launch):
         ``split``), as an eager split launch; the later pieces are issued with it."""
         if self.piece == 0:
             launcher, args = self.whole
-            rt.launch_kernel(launcher, args, self.pieces)
+            issue_recorded(rt, self, rt.launch_kernel, launcher, args, self.pieces)
 
 
 def split_launch(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any],
@@ -143,17 +144,24 @@ def split_launch(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any
             in enumerate(zip(parts, bound))]
 
 
-def issue_pinned(rt: Any, slot: int, issue: Any, *args: Any) -> Any:
-    """``issue(*args)`` with device slot ``slot`` pinned for this thread: a launch recorded
-    inside ``asyncgpu.device(n)`` keeps its device when the recording issues it, after the
-    block has ended."""
+def issue_recorded(rt: Any, launch: Any, issue: Any, *args: Any) -> Any:
+    """``issue(*args)`` for a launch or call a recording issues after the body made it, as it
+    was made: on the device slot pinned then (``asyncgpu.device(n)``, ``launch.pin`` >= 0), in
+    the tenant whose block it was made in (``launch.tenant``), its messages and trace naming
+    its line (``launch.site``), although those blocks and that line have passed."""
     pins = rt._pins
-    previous = getattr(pins, "slot", None)
-    pins.slot = slot
+    slot, tenant = getattr(pins, "slot", None), getattr(pins, "tenant", 0)
+    site = getattr(recorded_site, "site", None)
+    if launch.pin >= 0:
+        pins.slot = launch.pin
+    if rt._tenanted:
+        pins.tenant = launch.tenant
+    recorded_site.site = launch.site
     try:
         return issue(*args)
     finally:
-        pins.slot = previous
+        pins.slot, pins.tenant = slot, tenant
+        recorded_site.site = site
 
 
 class RecordingKey:

@@ -18,7 +18,7 @@ cdef class Recording(RecordingHook):
     cdef public Py_ssize_t segment, calls, frees
     cdef public LaunchMemo memo, cut
 
-    @cython.locals(rt=Issuing, launches=list, memo=LaunchMemo, token=tuple)
+    @cython.locals(rt=Issuing, launches=list, memo=LaunchMemo, token=tuple, tenanted=bint)
     cpdef end_segment(self, bint last=*)
 
     @cython.locals(memo=LaunchMemo, rt=Issuing)

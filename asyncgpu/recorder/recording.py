@@ -145,6 +145,13 @@ class Recording(RecordingHook):
             memo.steady = True
         token = (self.token, self.segment)
         stop_recording(rt, self)        # (the segment's launches are issued, not deferred)
+        tenanted = rt._tenanted
+        if tenanted:
+            # (the segment's graph is the tenant's of its last launch, whose block may have
+            # ended: the body's, or the tenant's ``with`` inside the body)
+            pins = rt._pins
+            outer = getattr(pins, "tenant", 0)
+            pins.tenant = launches[-1].tenant
         try:
             frozen = replay_remembered(rt, token, memo) if memo is not None else None
             if frozen is not None:
@@ -152,6 +159,8 @@ class Recording(RecordingHook):
             else:
                 outcome, frozen = finish(rt, token, self.name, launches, memo)
         finally:
+            if tenanted:
+                pins.tenant = outer
             if not last:
                 start_recording(rt, self)
         self.segment += 1
@@ -214,12 +223,16 @@ class Recording(RecordingHook):
             # (a tenant's split, its own or a plan's, is recorded as the pieces, in order)
             pieces = split_launch(rt, launcher, args, arrays, values, site)
             if pieces is not None:
+                for piece in pieces:
+                    piece.tenant = getattr(rt._pins, "tenant", 0)
                 self.launches.extend(pieces)
                 self.keyed = True
                 return True
         launch = Launch(launcher, args, arrays, values, site)
         if self.placed:
             launch.pin = self.runtime.pinned()
+        if rt._tenanted:
+            launch.tenant = getattr(rt._pins, "tenant", 0)
         self.launches.append(launch)
         self.keyed = True
         return True
@@ -250,6 +263,8 @@ class Recording(RecordingHook):
                 if not same_arguments(old, args):
                     return False
                 break
+        if self.runtime._tenanted:
+            same.tenant = getattr(self.runtime._pins, "tenant", 0)    # (this run's block's)
         launches.append(same)
         if position + 1 == len(previous) and not self.keyed:
             self.repeated()
@@ -292,6 +307,8 @@ class Recording(RecordingHook):
         if launch is not None:
             if self.placed:
                 launch.pin = self.runtime.pinned()
+            if self.runtime._tenanted:
+                launch.tenant = getattr(self.runtime._pins, "tenant", 0)
             self.launches.append(launch)
             self.keyed = True
             self.calls += 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -41,8 +42,17 @@ def _in_package(folder: str) -> bool:
     return folder == _PACKAGE_DIR or folder.startswith(_PACKAGE_DIR + os.sep)
 
 
+#: The site a recorded launch was made at while the recorder issues it, after the body's line
+#: has passed (``asyncgpu.recorder.keys.issue_recorded``): its messages name the launch's line.
+recorded_site = threading.local()
+
+
 def user_site() -> str:
-    """``file.py:12`` of the innermost frame outside the asyncgpu package."""
+    """``file.py:12`` of the innermost frame outside the asyncgpu package (of the launch, for
+    one a recording issues after the fact)."""
+    site = getattr(recorded_site, "site", None)
+    if site is not None:
+        return site
     f = user_frame()
     if f is None:
         return "<unknown>"

@@ -360,9 +360,8 @@ class _Ufunc:
 
 class _Loops:
     """A one-input ufunc of CuPy that NumPy has as a plain function (``sinc``, ``i0``, ``fix``):
-    NumPy's function computes it, in the first of CuPy's ``loops`` the input casts to safely
-    (or in ``dtype``), with CuPy's ``out=``, ``casting=`` and ``dtype=``. ``fix`` of ints is a
-    float, as on the GPU."""
+    NumPy's function computes it, in the first of CuPy's ``loops`` the input casts to
+    safely (or in ``dtype``), with CuPy's ``out=``, ``casting=`` and ``dtype=``."""
 
     nin, nout = 1, 1
 
@@ -382,8 +381,10 @@ class _Loops:
                             f"{', '.join(str(t) for t in self._loops)})")
         # (computed in double precision: CuPy's sinc is sinpi(x) / (pi x), exact at integers
         # in half precision too, where NumPy's sin(pi x) / (pi x) in half is 3e-4 off)
-        wide = np.promote_types(loop, np.float64)
-        result = self._fn(a.astype(loop, casting=casting).astype(wide)).astype(loop)
+        work = a.astype(loop, casting=casting)
+        if loop.kind in "fc":
+            work = work.astype(np.promote_types(loop, np.float64))
+        result = np.asarray(self._fn(work)).astype(loop)
         return _into(out, result, casting)
 
 
@@ -431,7 +432,7 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "reciprocal": _Ufunc(np.reciprocal, _reciprocal),
     "sinc": _Loops(np.sinc, "efdFD"),
     "i0": _Loops(np.i0, "efd"),
-    "fix": _Loops(np.fix, "efd"),
+    "fix": _Loops(np.fix, "?bBhHiIlLqQefd"),
     "ndarray.astype": _astype,
     # (the methods as their functions; take and put wrap an index out of range around)
     "ndarray.clip": lambda x, min=None, max=None, out=None: _clip(x, min, max, out=out),

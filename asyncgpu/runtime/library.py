@@ -475,14 +475,19 @@ def infer(call: LibraryCall, fn: Callable[..., Any]) -> Any:
     return metas[0]
 
 
-def _view_of(call: LibraryCall, meta: ViewResult) -> Array:
-    """The argument array a result views; the argument itself where the call writes it and
-    the view is all of it (``add(x, y, out=o)`` returns ``o``, as in CuPy and NumPy)."""
-    src = call.arrays[meta.index]
-    if (meta.index in call.written and meta.shape == src.shape and meta.dtype == src.dtype
-            and meta.offset == src._offset and (meta.strides == src.strides or not src.size)):
+def argument_view(call: LibraryCall, index: int, shape: tuple[int, ...], dtype: np.dtype,
+                  strides: tuple[int, ...], offset: int) -> Array:
+    """A result viewing argument ``index``'s allocation; the argument itself where the call
+    writes it and the view is all of it (``add(x, y, out=o)`` returns ``o``, as in CuPy)."""
+    src = call.arrays[index]
+    if (index in call.written and shape == src.shape and dtype == src.dtype
+            and offset == src._offset and (strides == src.strides or not src.size)):
         return src
-    return Array._view(src._alloc, meta.shape, meta.dtype, meta.strides, meta.offset)
+    return Array._view(src._alloc, shape, dtype, strides, offset)
+
+
+def _view_of(call: LibraryCall, meta: ViewResult) -> Array:
+    return argument_view(call, meta.index, meta.shape, meta.dtype, meta.strides, meta.offset)
 
 
 def allocate_results(runtime: Any, call: LibraryCall, meta: Any, new: list[Array]) -> Any:

@@ -25,7 +25,7 @@ from ...core.deps import Access
 from ...core.errors import AsyncGPUError, call_failed
 from ...runtime.allocation import DEVICE, Allocation, c_strides
 from ...runtime.array import Array, own_layout
-from ...runtime.library import LibraryCall, fill
+from ...runtime.library import LibraryCall, argument_view, fill
 
 
 @contextlib.contextmanager
@@ -112,11 +112,11 @@ class CudaCallLaunch:
         # (CuPy's strides are kept as they are: a Fortran-ordered result, from
         # ``asfortranarray`` or an ``order='F'`` copy, stays Fortran-ordered)
         ptr = value.data.ptr
-        for a in self.call.arrays:
+        for i, a in enumerate(self.call.arrays):
             buf = self.backend.buffer_of(a._alloc.buffer)      # (this device's copy)
             if buf.ptr <= ptr < buf.ptr + buf.nbytes:
-                return Array._view(a._alloc, value.shape, value.dtype, value.strides,
-                                   ptr - buf.ptr)
+                return argument_view(self.call, i, value.shape, value.dtype,
+                                     tuple(value.strides), ptr - buf.ptr)
         for buf in chunks:
             if buf.ptr <= ptr < buf.ptr + buf.nbytes:
                 alloc = adopted.get(buf.uid)
