@@ -33,16 +33,44 @@ def test_ctrl_c_inside_a_simulated_kernel_waits_for_its_end():
     _interrupted_kernel_ends_whole(twin)
 
 
-def _interrupted_kernel_ends_whole(twin):
-    """Run a kernel whose ``twin`` adds 1 twice with an interrupt between: the interrupt is
-    raised by the synchronize that ran it, and both additions are in the result."""
+@pytest.mark.parametrize("raised", [TimeoutError, SystemExit, KeyboardInterrupt])
+def test_a_handler_raising_inside_a_simulated_kernel_waits_for_its_end(raised):
+    """A timeout's SIGALRM handler (or a SIGTERM one) raising inside a simulated kernel: the
+    kernel's writes were lost (``SystemExit``, ``KeyboardInterrupt``) or it was reported as
+    the kernel's fault (any other exception). Now the handler runs after the kernel, as on a
+    device, and its exception reaches the wait unchanged."""
+    import signal
+    import threading
+
+    def on_alarm(signum, frame):
+        raise raised("the program's own")
+
+    def twin(y, n):
+        y[:n] += 1
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGALRM)
+        for _ in range(1000):       # bytecodes where the handler would run
+            pass
+        y[:n] += 1
+
+    before = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        _interrupted_kernel_ends_whole(twin, raised)
+    finally:
+        signal.signal(signal.SIGALRM, before)
+
+
+def _interrupted_kernel_ends_whole(twin, raised=KeyboardInterrupt):
+
+    """Run a kernel whose ``twin`` adds 1 twice with a signal between: the handler's exception
+    (``raised``) is raised by the synchronize that ran it, and both additions are in the
+    result."""
     import numpy as np
 
     with ag.configure(backend="sim", sim_seed=0, sim_strategy="lazy", execution="async"):
         k = ag.cuda_kernel('extern "C" __global__ void k(float* y, int n) {}', "k", sim=twin)
         y = ag.zeros(8, np.float32)
         k[1, 8](y, 8)
-        with ctrl_c_raises(), pytest.raises(KeyboardInterrupt):
+        with ctrl_c_raises(), pytest.raises(raised):
             ag.synchronize()        # runs the kernel
         ag.synchronize()
         np.testing.assert_array_equal(y.numpy(), np.full(8, 2, np.float32))
