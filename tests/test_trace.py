@@ -281,6 +281,33 @@ def test_nested_traces_and_wrong_order(sim):
     assert rt.backend is plain and not rt._instruments
 
 
+@pytest.mark.parametrize("inner_first", [True, False])
+def test_nested_traces_both_record_a_recorded_functions_runs(sim, inner_first):
+    """The capture went through the outer trace's timing layer (its events were captured:
+    reading the outer trace raised RuntimeError), and a replay reached the inner trace only."""
+    import asyncgpu.cupy as acp
+
+    ag = sim
+
+    @ag.graph
+    def step(a):
+        acp.add(a, 1.0, out=a)
+
+    a = ag.zeros(32)
+    outer = ag.trace()
+    inner = ag.trace()
+    for _ in range(3):
+        step(a)                 # recorded, captured and launched, replayed
+    first, second = (inner, outer) if inner_first else (outer, inner)
+    first.stop()
+    second.stop()
+    assert a.tolist() == [3.0] * 32
+    for t in (outer, inner):
+        assert [(n.kind, n.name.rsplit(".", 1)[-1]) for n in t.kernels] == [
+            ("call", "add"), ("graph", "step"), ("graph", "step")]
+        assert all(n.end_s >= n.start_s >= 0 for n in t.kernels)
+
+
 class Hooks(object):
     def __init__(self):
         self.calls = []

@@ -107,19 +107,13 @@ class _TracingBackend(ForwardingBackend):
     def launch(self, node: Any, stream: Any, graph: Any = None) -> None:
         t, inner = self._trace, self.inner
         if not t._active:
-            if graph is None:
-                inner.launch(node, stream)
-            else:
-                inner.graph_launch(graph, stream)
+            _launch(inner, node, stream, graph)
             return
         device = node.device
         e0, e1 = t._event(device), t._event(device)
         enq = time.perf_counter() - t._t0
         inner.record(e0, stream)
-        if graph is None:
-            inner.launch(node, stream)
-        else:
-            inner.graph_launch(graph, stream)
+        _launch(inner, node, stream, graph)
         inner.record(e1, stream)
         rec = NodeRecord(node.id, node.kind, node.name, node.site, t._track(stream),
                          t._next_order(), enq)
@@ -148,6 +142,17 @@ class _TracingBackend(ForwardingBackend):
         self.inner.synchronize()
         if t._active:
             t._sync(t0, None)
+
+
+def _launch(backend: Any, node: Any, stream: Any, graph: Any) -> None:
+    """Launch ``node`` (a kernel, or a replay of ``graph``) on ``backend``: a trace begun before
+    this one, which this one's layer wraps, records it too."""
+    if graph is None:
+        backend.launch(node, stream)
+    elif isinstance(backend, _TracingBackend):
+        backend.launch(node, stream, graph)
+    else:
+        backend.graph_launch(graph, stream)
 
 
 class Trace:

@@ -314,7 +314,10 @@ def _node(rt: Any, be: Any, launch: Any, device: int) -> tuple[Node, Any]:
 
 
 def _capture_backend(be: Any) -> Any:
-    """The backend to capture with: under a trace, the traced one (timing events recorded
-    around captured launches would be captured too, and querying them breaks the capture)."""
+    """The backend to capture with: under traces, the one they trace (timing events recorded
+    around captured launches would be captured too, and querying them breaks the capture);
+    traces nest, each wrapping the one before."""
     traced = getattr(be, "traced", None)     # (set by a trace's wrapper only)
-    return be if traced is None else traced
+    while traced is not None:
+        be, traced = traced, getattr(traced, "traced", None)
+    return be
