@@ -554,3 +554,15 @@ def test_a_call_with_out_returns_the_out_array_itself_as_cupy(sim):
     assert acp.sin(x, out=(out,)) is out and acp.clip(x, 0, 1, out=out) is out
     assert acp.ravel(x) is not x                # (a view, not written: a new Array, as in CuPy)
     assert out.tolist() == [1.0] * 3
+
+
+def test_a_library_call_out_of_memory_is_an_out_of_memory_error(sim):
+    """It was an ArgumentError (a TypeError): ``except TypeError`` caught an out-of-memory."""
+    import asyncgpu as ag
+    import asyncgpu.cupy as acp
+
+    with pytest.raises(ag.OutOfMemoryError, match="zeros") as caught:
+        acp.zeros(10**14)                       # (800 TB)
+    assert isinstance(caught.value, MemoryError)
+    assert not isinstance(caught.value, TypeError)
+    assert (acp.zeros(3) + 1).tolist() == [1.0] * 3     # (usable after it)

@@ -47,12 +47,15 @@ def call_failed(text: str, exc: BaseException) -> AsyncGPUError:
     """The error of a library call that raised ``exc`` (a NumPy or CuPy error), saying
     ``text``: an :class:`ArgumentError` that is also of ``exc``'s class, so that an
     ``except ValueError`` (or ``IndexError``, ``numpy.linalg.LinAlgError``, ...) written for
-    CuPy catches it as before::
+    CuPy catches it as before; an :class:`OutOfMemoryError` (a ``MemoryError``) for one of
+    memory::
 
         call_failed("sum(a) failed: ...", AxisError(5, 1))   # an ArgumentError, a ValueError,
                                                               # an IndexError, an AxisError
     """
     kind = type(exc)
+    if issubclass(kind, MemoryError):
+        return OutOfMemoryError(text)       # (not an ArgumentError: the arguments were fine)
     cls = _CALL_ERRORS.get(kind)
     if cls is None:
         try:
