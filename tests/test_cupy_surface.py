@@ -265,10 +265,52 @@ def test_feature_detection_of_a_name_the_simulator_cannot_run_answers_false(sim)
                              acp.asarray(np.array([3])))), ("int32", [1])),
     (lambda: _value(acp.take_along_axis(acp.arange(3), acp.asarray(np.array([5])), 0)),
      ("int64", [2])),
-], ids=["take", "take-negative", "take-array", "take_along_axis"])
+    # (a gather and a scatter by integer arrays wrap too; they faulted at the next wait)
+    (lambda: _value(acp.arange(3)[acp.asarray(np.array([5, -4]))]), ("int64", [2, 2])),
+    (lambda: _value(acp.arange(6).reshape(2, 3)[..., acp.asarray(np.array([4]))]),
+     ("int64", [[1], [4]])),
+    (lambda: _value(_assigned(acp.zeros(3), acp.asarray(np.array([5])), 9.0)),
+     ("float64", [0.0, 0.0, 9.0])),
+    (lambda: _value(_assigned(acp.zeros((2, 3)), (acp.asarray(np.array([3])), 1), 9.0)),
+     ("float64", [[0.0, 0.0, 0.0], [0.0, 9.0, 0.0]])),
+    (lambda: _value(_put_along(acp.zeros((2, 3)), acp.asarray(np.array([[5], [0]])))),
+     ("float64", [[0.0, 0.0, 9.0], [9.0, 0.0, 0.0]])),
+    # (CuPy's ravel_multi_index wraps by default, NumPy's raises)
+    (lambda: _value(acp.ravel_multi_index((acp.asarray(np.array([0, 5])),
+                                           acp.asarray(np.array([1, 1]))), (2, 3))),
+     ("int64", [1, 4])),
+], ids=["take", "take-negative", "take-array", "take_along_axis", "getitem", "getitem-ellipsis",
+        "setitem", "setitem-tuple", "put_along_axis", "ravel_multi_index"])
 def test_take_wraps_an_index_out_of_range_around_as_cupy_does(sim, case, expected):
     r = case()
     assert (int(r) if not isinstance(r, tuple) else r) == expected
+
+
+def _assigned(a, index, value):
+    a[index] = value
+    return a
+
+
+def _put_along(a, indices):
+    acp.put_along_axis(a, indices, 9.0, 1)
+    return a
+
+
+@pytest.mark.parametrize("call", [
+    lambda: acp.unravel_index(acp.asarray(np.array([1, 7])), (2, 3)),
+    lambda: acp.unravel_index(acp.asarray(np.array([-1])), (2, 3)),
+    lambda: acp.ravel_multi_index((acp.asarray(np.array([0, 5])), acp.asarray(np.array([1, 1]))),
+                                  (2, 3), mode="raise"),
+    lambda: acp.ravel_multi_index((acp.asarray(np.array([0, 5])), acp.asarray(np.array([1, 1]))),
+                                  (2, 3), mode=("raise", "wrap")),
+], ids=["unravel_index", "unravel_index-negative", "ravel_multi_index-raise",
+        "ravel_multi_index-one-raises"])
+def test_indices_cupy_checks_on_the_host_are_refused_at_the_call(sim, call):
+    """CuPy reads them to the host (it synchronizes) and raises ValueError; the simulator
+    inferred the result from stand-in values and faulted at the next wait."""
+    with pytest.raises(ValueError):
+        call()
+    sim.synchronize()
 
 
 @pytest.mark.parametrize("case,exc,pattern", [

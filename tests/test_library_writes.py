@@ -500,3 +500,13 @@ def test_a_rule_that_books_every_array_as_written_is_caught(sim, monkeypatch):
     monkeypatch.setattr(_effects, "_plans", {})
     with pytest.raises(AssertionError):
         test_pure_calls_still_book_their_inputs_as_reads(sim)
+
+
+def test_in_place_methods_the_simulator_runs_as_cupys_book_their_array_alone(sim):
+    """The simulator's own function for a method names its array otherwise than ``self``:
+    every array argument was booked written (and a fill no longer cleared fault marks)."""
+    slot = object()
+    for path, args in [("ndarray.fill", (slot, 1.0)), ("ndarray.put", (slot, slot, slot)),
+                       ("ndarray.__setitem__", (slot, slot, 1.0))]:
+        found = _effects.effects("sim", path, args, {})
+        assert not found.everything and found.positions == {0}, path

@@ -241,6 +241,45 @@ def _take_along_axis(a: Any, indices: Any, axis: Any) -> Any:
     return np.take_along_axis(a, np.mod(indices, n) if n else indices, axis)
 
 
+def _put_along_axis(arr: Any, indices: Any, values: Any, axis: Any) -> None:
+    """NumPy's ``put_along_axis`` with an index out of range wrapped around, as CuPy's (on the
+    GPU, 14.2: index 5 of 3 elements writes element 2; NumPy raises)."""
+    n = arr.size if axis is None else arr.shape[axis]
+    indices = np.asarray(indices)
+    np.put_along_axis(arr, np.mod(indices, n) if n else indices, values, axis)
+
+
+def _wrapped(shape: tuple[int, ...], index: Any) -> Any:
+    """``index`` with each integer array in it wrapped into its dimension's range, as CuPy's
+    integer-array indexing wraps an index out of range (``a[cupy.array([5])]`` of 3 elements is
+    element 2, on the GPU, 14.2; NumPy raises). Integers alone are checked as in NumPy."""
+    items = list(index) if type(index) is tuple else [index]
+    for i, k in enumerate(items):
+        if type(k) is list and all(type(v) in (int, bool) for v in k) and k:
+            items[i] = np.asarray(k)            # (a list of numbers: an array, as in CuPy)
+    spans = [0 if k is None else None if k is Ellipsis
+             else k.ndim if isinstance(k, np.ndarray) and k.dtype.kind == "b" else 1
+             for k in items]
+    dim = 0
+    for i, (k, span) in enumerate(zip(items, spans)):
+        if span is None:                        # (the dimensions the others leave)
+            dim += len(shape) - sum(s for s in spans if s is not None)
+            continue
+        if (isinstance(k, np.ndarray) and k.dtype.kind in "iu" and dim < len(shape)
+                and shape[dim]):
+            items[i] = np.mod(k, shape[dim])
+        dim += span
+    return tuple(items) if type(index) is tuple else items[0]
+
+
+def _getitem(self: Any, index: Any) -> Any:
+    return self[_wrapped(self.shape, index)]
+
+
+def _setitem(self: Any, index: Any, value: Any) -> None:
+    self[_wrapped(self.shape, index)] = value
+
+
 def _nan_arg(fn: Callable[..., Any]) -> Callable[..., Any]:
     """``nanargmax``/``nanargmin`` giving -1 for a slice of NaNs alone, as CuPy's do (NumPy
     raises)."""
@@ -402,7 +441,8 @@ def _astype(x: Any, dtype: Any, order: str = "K", casting: Any = None, subok: An
 #: where NumPy raises; CuPy's linalg results are plain tuples, its sorts stable, an integer to
 #: a negative power 0 (or +-1), the integer reciprocal of 0 0; CuPy refuses an out of range
 #: Python int in where and clip, a scalar in dot, a list of choices, a list to searchsorted,
-#: and astype's casting; its take and put wrap indices out of range around.
+#: and astype's casting; its take and put, its gathers and scatters and ravel_multi_index by
+#: default wrap indices out of range around.
 #: ``ndarray.<name>``: the method.
 AS_CUPY: dict[str, Callable[..., Any]] = {
     "linalg.eig": _eig,
@@ -455,6 +495,12 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "ndarray.searchsorted": _searchsorted,
     "take": lambda a, indices, axis=None, out=None: np.take(a, indices, axis, out, "wrap"),
     "take_along_axis": _take_along_axis,
+    "put_along_axis": _put_along_axis,
+    "ndarray.__getitem__": _getitem,
+    "ndarray.__setitem__": _setitem,
+    # (CuPy's mode wraps by default, NumPy's raises)
+    "ravel_multi_index": lambda multi_index, dims, mode="wrap", order="C": np.ravel_multi_index(
+        multi_index, dims, mode=mode, order=order),
     "ndarray.take": lambda x, indices, axis=None, out=None: np.take(x, indices, axis, out,
                                                                     "wrap"),
     "put": lambda a, ind, v, mode="wrap": np.put(a, ind, v, mode),

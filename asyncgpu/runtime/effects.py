@@ -263,6 +263,8 @@ def _bound(fn: Any, params: tuple[Any, ...], implicit: int, nargs: int,
     conditional = []
     for entry in params:
         target, condition = (entry, None) if isinstance(entry, str) else entry
+        if target == "self" and target not in sig.parameters and not implicit and sig.parameters:
+            target = next(iter(sig.parameters))     # (a method as a function: its array first)
         if target not in sig.parameters:
             return EVERYTHING      # the backend names it otherwise: do not guess
         if condition is None:

@@ -71,7 +71,9 @@ DATA_DEPENDENT = frozenset({
 })
 #: Calls that check their indices in ``mode="raise"``: the position of ``mode`` among the
 #: positional arguments (the array first) and its default, CuPy's.
-RAISING = {"choose": (3, "raise"), "put": (3, "wrap")}
+RAISING = {"choose": (3, "raise"), "put": (3, "wrap"), "ravel_multi_index": (2, "wrap")}
+#: Calls that always read their indices to the host to check them (CuPy synchronizes).
+CHECKING = frozenset({"unravel_index"})
 #: Calls that check their quantiles' range (``q``, second).
 QUANTILES = frozenset({"percentile", "quantile", "nanpercentile", "nanquantile"})
 #: Data-dependent with one argument only (``where(c)`` is ``nonzero(c)``).
@@ -87,6 +89,11 @@ ORDERED = frozenset({
     "ravel", "ndarray.copy", "ndarray.astype", "ndarray.reshape", "ndarray.ravel",
     "ndarray.flatten",
 })
+
+
+def _raises(mode: Any) -> bool:
+    """Whether a ``mode`` (one, or one per index: ``ravel_multi_index``) raises."""
+    return mode == "raise" or type(mode) in (tuple, list) and "raise" in mode
 
 
 class _Slot:
@@ -202,7 +209,8 @@ class LibraryCall:
                     "full", self.args[4] if len(self.args) > 4 else False)))
                 # (an index out of range is refused at the call: CuPy reads the indices to
                 # the host to check them)
-                or (name in RAISING and self._mode(RAISING[name]) == "raise")
+                or name in CHECKING
+                or (name in RAISING and _raises(self._mode(RAISING[name])))
                 # (a device array of quantiles: CuPy reads it to check its range)
                 or (name in QUANTILES and isinstance(
                     self.kwargs.get("q", self.args[1] if len(self.args) > 1 else None), _Slot)))
