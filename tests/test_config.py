@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from asyncgpu.core.config import ENVIRONMENT, options_from_env
+from asyncgpu.core.config import ENVIRONMENT, Options, options_from_env
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -46,6 +46,18 @@ def test_a_switch_given_anything_but_a_bool_is_refused_by_name(name, value):
 
     with pytest.raises(ValueError, match=f"option {name} must be True or False"):
         ag.configure(**{name: value})
+
+
+@pytest.mark.parametrize("name,value", [
+    ("sim_seed", "abc"), ("sim_seed", 2.5), ("sim_seed", -1), ("stress_seed", "x"),
+    ("stress_seed", -1), ("sim_tick", "0.5"), ("sim_tick", True), ("device_data_threshold", None),
+    ("copy_chunks", True), ("graph_cache", True), ("device", True), ("sim_devices", True),
+])
+def test_an_option_of_the_wrong_type_is_refused_by_name(name, value):
+    """Seeds were taken whatever they were (and replay hints then named seeds the variables
+    cannot take); a string for a number raised a bare TypeError; True passed as the integer 1."""
+    with pytest.raises(ValueError, match=f"option {name} must be"):
+        Options(**{name: value})
 
 
 @pytest.mark.parametrize("var, raw", [("ASYNCGPU_BACKEND", "gpu"), ("ASYNCGPU_COPY_CHUNKS", "0"),

@@ -172,14 +172,13 @@ class Options:
         for name in ("max_streams", "poll_threshold", "graph_cache", "graph_ios_group",
                      "graph_ios_groups", "graph_ios_part", "graph_ios_max", "copy_chunks"):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
+            if not _whole(value) or value < 1:
                 raise ValueError(f"option {name} must be a positive integer; got {value!r}")
-        if not isinstance(self.graph_max_streams, int) or self.graph_max_streams < 0:
+        if not _whole(self.graph_max_streams) or self.graph_max_streams < 0:
             raise ValueError("option graph_max_streams must be 0 (no limit) or a positive "
                              f"integer; got {self.graph_max_streams!r}")
         cost = self.graph_lane_cost_us
-        if cost is not None and (not isinstance(cost, (int, float)) or isinstance(cost, bool)
-                                 or not 0.0 <= cost < float("inf")):
+        if cost is not None and (not _real(cost) or not 0.0 <= cost < float("inf")):
             raise ValueError("option graph_lane_cost_us must be None (measured) or a finite "
                              f"number of microseconds >= 0; got {cost!r}")
         devices = self.devices
@@ -187,23 +186,27 @@ class Options:
             devices = tuple(devices)
             object.__setattr__(self, "devices", devices)
         if isinstance(devices, tuple):
-            if (not devices or any(not isinstance(d, int) or isinstance(d, bool) or d < 0
-                                   for d in devices) or len(set(devices)) != len(devices)):
+            if (not devices or any(not _whole(d) or d < 0 for d in devices)
+                    or len(set(devices)) != len(devices)):
                 raise ValueError("option devices must be a count, \"all\" or distinct device "
                                  f"numbers >= 0; got {self.devices!r}")
-        elif devices != "all" and (not isinstance(devices, int) or isinstance(devices, bool)
-                                   or devices < 1):
+        elif devices != "all" and (not _whole(devices) or devices < 1):
             raise ValueError("option devices must be a positive count, \"all\" or a sequence "
                              f"of device numbers; got {devices!r}")
-        if not isinstance(self.device, int) or self.device < 0:
+        if not _whole(self.device) or self.device < 0:
             raise ValueError(f"option device must be a device number >= 0; got {self.device!r}")
-        if not isinstance(self.sim_devices, int) or not 1 <= self.sim_devices <= 64:
+        if not _whole(self.sim_devices) or not 1 <= self.sim_devices <= 64:
             raise ValueError(f"option sim_devices must be from 1 to 64; got {self.sim_devices!r}")
-        if not 0.0 <= self.device_data_threshold <= 1.0:
-            raise ValueError("option device_data_threshold must be in [0, 1]; got "
-                             f"{self.device_data_threshold!r}")
-        if not 0.0 <= self.sim_tick <= 1.0:
-            raise ValueError(f"option sim_tick must be in [0, 1]; got {self.sim_tick!r}")
+        for name in ("device_data_threshold", "sim_tick"):
+            value = getattr(self, name)
+            if not _real(value) or not 0.0 <= value <= 1.0:
+                raise ValueError(f"option {name} must be a number in [0, 1]; got {value!r}")
+        if not _whole(self.stress_seed) or self.stress_seed < 0:
+            raise ValueError("option stress_seed must be an integer >= 0 (what "
+                             f"ASYNCGPU_STRESS_SEED takes); got {self.stress_seed!r}")
+        if self.sim_seed is not None and (not _whole(self.sim_seed) or self.sim_seed < 0):
+            raise ValueError("option sim_seed must be None (a new seed each run) or an integer "
+                             f">= 0 (what ASYNCGPU_SIM_SEED takes); got {self.sim_seed!r}")
         trace = self.trace
         if trace is not None:
             if not isinstance(trace, (str, os.PathLike)) or not os.fspath(trace):
@@ -227,6 +230,16 @@ class Options:
                 f"unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(names))}"
             )
         return dataclasses.replace(self, **changes)
+
+
+def _whole(value: Any) -> bool:
+    """An integer option's value: an int, not a bool (``True`` is an int to Python)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _real(value: Any) -> bool:
+    """A number option's value: an int or a float, not a bool."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _flag(text: str) -> bool:
