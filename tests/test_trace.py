@@ -415,6 +415,15 @@ def _traced_process(code: str, path) -> subprocess.CompletedProcess:
     return out
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs a /proc file system")
+def test_a_process_trace_the_file_system_refuses_is_one_line_at_exit():
+    """A folder that exists but takes no new file (``/proc``, even for root): a traceback
+    followed the line."""
+    out = _traced_process("import asyncgpu as ag\n(ag.zeros(4) + 1).tolist()\n",
+                          "/proc/asyncgpu-trace.json")
+    assert "could not write the trace to" in out.stderr and "Traceback" not in out.stderr
+
+
 def test_asyncgpu_trace_variable_writes_a_chrome_trace_at_exit(tmp_path, monkeypatch):
     monkeypatch.delenv("ASYNCGPU_MEMORY", raising=False)
     path = tmp_path / "proc.json"

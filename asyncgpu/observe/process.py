@@ -65,6 +65,8 @@ def _write_process_trace(t: Trace) -> None:
         t.stop()
         t.save_chrome(path)
         log.info("asyncgpu: wrote the process trace to %s", path)
+    except OSError as exc:      # (the file system's refusal: one line says it all)
+        log.error("asyncgpu: could not write the trace to %s: %s", path, exc)
     except Exception:
         log.exception("asyncgpu: could not write the trace to %s", path)
 
