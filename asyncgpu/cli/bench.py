@@ -22,23 +22,19 @@ from .tables import fmt, make_console, metrics_table, plain_table, print_overhea
 MICRO_BENCHMARKS = ("overlap", "overhead", "inception", "replay", "multigpu", "tenants")
 
 
+class UsageError(Exception):
+    """An option this run cannot take: said in one line, and the command exits with 2."""
+
+
 def bench_multigpu(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool, scale: str,
                    harness: Any, micro: dict[str, Any]) -> None:
     """``asyncgpu bench multigpu``: strong scaling and the device policies (multigpu.py)."""
     from rich.table import Table
 
     multigpu = bench_module("multigpu")
-    if on_gpu:
-        import cupy
-
-        available = cupy.cuda.runtime.getDeviceCount()
-    else:
-        available = 64          # (the simulator's most virtual devices)
-    counts, workloads = multigpu_args(args)
+    available = devices_available(on_gpu)
+    counts, workloads = multigpu_args(args, available)
     counts = counts or [c for c in (1, 2, 4) if c <= available]
-    if max(counts) > available:
-        raise SystemExit(f"asyncgpu bench multigpu: --devices asks for {max(counts)} GPUs; "
-                         f"this host has {available}")
     result = multigpu.measure(ag, counts, scale, iterations=args.iterations or 5,
                               warmup=args.warmup if args.warmup is not None else 2,
                               on_gpu=on_gpu, workloads=workloads)
@@ -84,26 +80,39 @@ def bench_multigpu(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool
         micro["multigpu"] = result
 
 
-def multigpu_args(args: argparse.Namespace) -> tuple[list[int], tuple[str, ...]]:
+def devices_available(on_gpu: bool) -> int:
+    """The GPUs of this host, or the simulator's most virtual devices."""
+    if not on_gpu:
+        return 64
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceCount()
+
+
+def multigpu_args(args: argparse.Namespace, available: int
+                  ) -> tuple[list[int], tuple[str, ...]]:
     """``bench multigpu``'s GPU counts (empty: the default) and workloads, from the command
-    line; SystemExit naming the option where one cannot be run (checked before anything
-    runs)."""
+    line; :class:`UsageError` naming the option where one cannot be run (checked before
+    anything runs)."""
     multigpu = bench_module("multigpu")
     # (--devices: integers from 1 on, as the argument parser checks them)
     counts = sorted({int(c) for c in args.devices.split(",") if c.strip()}) if args.devices else []
+    if counts and counts[-1] > available:
+        raise UsageError(f"asyncgpu bench multigpu: --devices asks for {counts[-1]} GPUs; "
+                         f"this host has {available}")
     workloads = multigpu.WORKLOADS
     if args.workloads:
         workloads = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
         unknown = [w for w in workloads if w not in multigpu.WORKLOADS]
         if unknown:
-            raise SystemExit(f"asyncgpu bench multigpu: unknown workload(s) {unknown}; "
+            raise UsageError(f"asyncgpu bench multigpu: unknown workload(s) {unknown}; "
                              f"choose from {', '.join(multigpu.WORKLOADS)}")
     return counts, workloads
 
 
 def tenants_mix(args: argparse.Namespace) -> tuple[str, ...]:
-    """``bench tenants``' mix, from the command line; SystemExit naming the option where it
-    cannot be run (checked before anything runs)."""
+    """``bench tenants``' mix, from the command line; :class:`UsageError` naming the option
+    where it cannot be run (checked before anything runs)."""
     tenants = bench_module("tenants")
     workloads = tenants.WORKLOADS
     mix = tenants.MIX
@@ -112,19 +121,19 @@ def tenants_mix(args: argparse.Namespace) -> tuple[str, ...]:
         unknown = [w for w in mix if w.partition(":")[0] not in workloads
                    or w.partition(":")[2] not in ("", *SCALES)]
         if unknown or not mix:
-            raise SystemExit(f"asyncgpu bench tenants: unknown workload(s) {unknown}; choose "
+            raise UsageError(f"asyncgpu bench tenants: unknown workload(s) {unknown}; choose "
                              f"from {', '.join(workloads)} (a scale of its own: ml:small)")
     if args.partitions and args.steps == "recorded":
-        raise SystemExit("asyncgpu bench tenants: --partitions runs eager steps only (a CUDA "
+        raise UsageError("asyncgpu bench tenants: --partitions runs eager steps only (a CUDA "
                          "graph's kernels run on every SM); drop --steps recorded or "
                          "--partitions")
     if args.period is not None:
         if args.balance or args.no_priority:
-            raise SystemExit("asyncgpu bench tenants: --balance and --no-priority apply to "
+            raise UsageError("asyncgpu bench tenants: --balance and --no-priority apply to "
                              "workloads run back to back, not with --period (a service's "
                              "steps come at its rate, and its tenant has priority high)")
         if not args.period > 0:
-            raise SystemExit(f"asyncgpu bench tenants: --period must be positive; got "
+            raise UsageError(f"asyncgpu bench tenants: --period must be positive; got "
                              f"{args.period}")
     return mix
 
@@ -265,10 +274,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
         if problem:
             console.print(f"[red]{problem}[/]")
             return 2
-    if "multigpu" in names:
-        multigpu_args(args)
-    if "tenants" in names:
-        tenants_mix(args)
+    try:
+        if "multigpu" in names:
+            multigpu_args(args, devices_available(on_gpu))
+        if "tenants" in names:
+            tenants_mix(args)
+    except UsageError as exc:
+        console.print(f"[red]{exc}[/]")
+        return 2
     _say_unused(console, args, names, WORKLOADS)
     ag.configure(backend="cuda" if on_gpu else "sim")
     #: the micro-benchmarks' results, for --json (every one named, beside the suite's)
@@ -381,7 +394,9 @@ _MODE_COLUMNS = {"serial": "serial", "parallel": "parallel", "handopt": "handopt
 
 #: Options that only some of what ``asyncgpu bench`` runs reads: option -> (its attribute, the
 #: value it has when not given, what reads it).
-_FOR = {"--devices": ("devices", None, ("multigpu",)),
+_FOR = {"--modes": ("modes", "serial,parallel,handopt", ("suite",)),
+        "--metrics": ("metrics", False, ("suite",)),
+        "--devices": ("devices", None, ("multigpu",)),
         "--workloads": ("workloads", None, ("multigpu", "tenants")),
         "--steps": ("steps", "eager", ("tenants",)),
         "--period": ("period", None, ("tenants",)),

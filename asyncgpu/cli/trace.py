@@ -34,7 +34,11 @@ def cmd_trace(args: argparse.Namespace) -> int:
     ag.configure(backend="cuda" if on_gpu else "sim")
     cls = WORKLOADS[args.name]
     num_blocks = args.num_blocks or (4 * current_runtime().backend.sm_count if on_gpu else 2)
-    block: Any = (8, 8) if getattr(cls, "two_d", False) else args.block_size
+    two_d = getattr(cls, "two_d", False)
+    block: Any = (8, 8) if two_d else args.block_size or 256
+    if two_d and args.block_size is not None:
+        console.print(f"[yellow]--block-size: {args.name} runs 2D blocks of (8, 8); the 1D "
+                      "size is ignored[/]")
     wl = cls(ag, scale)
     # one untraced iteration first: compilation and first-touch costs stay out of the trace
     harness.run_mode(ag, wl, args.mode, block, num_blocks, 1, 0, args.inputs,
