@@ -280,8 +280,9 @@ class GraphFunction(_Run):
 
     def __get__(self, instance: Any, owner: Any) -> Any:
         """A method's recorded function, bound to ``instance`` as a function would be: the
-        instance is the body's first argument (one recording for all instances; a static
-        function keys its graphs by it as by any other argument)."""
+        instance is the body's first argument (one recording for all instances; the instance
+        is no argument a static call can key, so a static method runs its body at each call,
+        its launches replayed as a function's without ``static``)."""
         return self if instance is None else types.MethodType(self, instance)
 
     def clear(self) -> None:
