@@ -332,6 +332,10 @@ def test_nanargmax_of_a_slice_of_nans_alone_is_minus_one_as_in_cupy(sim):
     assert acp.nanargmax(x, axis=1).tolist() == [-1, 1]
     assert acp.nanargmin(x, axis=1).tolist() == [-1, 0]
     assert int(acp.nanargmin(acp.asarray(np.array([np.nan, np.nan])))) == -1
+    # (CuPy's reduction gives int64 indices alone: another dtype is refused on the GPU)
+    assert acp.nanargmax(x, 1, np.int64).dtype == np.int64
+    with pytest.raises(TypeError, match="Wrong type .*int32.* for cupy_nanargmax"):
+        acp.nanargmax(x, 1, np.int32)
     sim.synchronize()
 
 

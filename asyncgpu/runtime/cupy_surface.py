@@ -281,18 +281,24 @@ def _setitem(self: Any, index: Any, value: Any) -> None:
 
 
 def _nan_arg(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``nanargmax``/``nanargmin`` giving -1 for a slice of NaNs alone, as CuPy's do (NumPy
-    raises)."""
-    @functools.wraps(fn)      # (NumPy's signature: CuPy's is put in place over it)
-    def run(a: Any, axis: Any = None, *args: Any, **kwargs: Any) -> Any:
+    """``nanargmax``/``nanargmin`` as CuPy's: -1 for a slice of NaNs alone (NumPy raises), and
+    int64 indices only (a ``dtype`` of another type is refused, as the GPU refuses it)."""
+    name = fn.__name__
+
+    def run(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
+            keepdims: bool = False) -> Any:
+        if dtype is not None and np.dtype(dtype) != np.int64:
+            raise TypeError(f"Wrong type ({np.dtype(dtype).type}) of arguments for cupy_{name} "
+                            f"(CuPy's {name} gives int64 indices only)")
         a = np.asarray(a)
-        empty = np.isnan(a).all(axis=axis, keepdims=bool(kwargs.get("keepdims")))
-        if not np.any(empty):
-            return fn(a, axis, *args, **kwargs)
-        result = fn(np.where(np.isnan(a), 0, a) if empty.ndim == 0 else
-                    np.where(np.isnan(a).all(axis=axis, keepdims=True), 0, a),
-                    axis, *args, **kwargs)
-        return np.where(empty, -1, result) if np.ndim(result) else np.intp(-1)
+        gone = np.isnan(a).all(axis=axis, keepdims=True)       # (slices of NaNs alone)
+        result = np.asarray(fn(np.where(gone, 0, a) if gone.any() else a, axis,
+                               keepdims=keepdims))
+        if gone.any():
+            result = np.where(gone.reshape(result.shape), -1, result)
+        return _into(out, result.astype(np.int64))
+
+    run.__name__ = run.__qualname__ = name
     return run
 
 
