@@ -268,6 +268,11 @@ def test_set_and_get_out_refuse_another_shape_or_dtype_before_anything_runs(sim)
         a.get(out=[0.0] * 24)
     with pytest.raises(ValueError, match="unsupported order 'K'"):
         a.get(order="K")
+    # (CuPy refuses both; they were taken)
+    with pytest.raises(RuntimeError, match="cannot set to a non-contiguous array"):
+        a[:, ::2].set(np.zeros((4, 3)))
+    with pytest.raises(RuntimeError, match="out cannot be a non-contiguous array"):
+        a[:, :3].get(out=np.empty((4, 6))[:, ::2])
     after = ag.statistics()
     assert (after.calls, after.host_accesses) == (before.calls, before.host_accesses)
     np.testing.assert_array_equal(a.numpy(), A)

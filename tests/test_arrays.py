@@ -233,11 +233,16 @@ def test_disjoint_views_run_on_different_streams_without_edges(managed_memory, s
 
 def test_scalar_conversions_and_repr(sim):
     ag = sim
-    s = ag.array(np.array([2.5], np.float64))
+    s = ag.array(np.array(2.5, np.float64))
     assert float(s) == 2.5 and int(s) == 2 and bool(s) and s.item() == 2.5
     assert "2.5" in repr(s) and "float64" in repr(s)
-    with pytest.raises(ValueError, match="size 1"):
-        float(ag.zeros(3))
+    one = ag.array(np.array([2.5]))
+    assert bool(one) and one.item() == 2.5
+    for x in (one, ag.zeros(3)):    # (NumPy's refusal, which CuPy converts through)
+        with pytest.raises(TypeError):
+            float(np.zeros(x.shape))
+        with pytest.raises(TypeError):
+            float(x)
 
 
 def test_creation_functions(sim):
@@ -354,6 +359,14 @@ def test_an_array_converts_pickles_and_answers_in_as_numpys_does(sim):
     a = ag.array(np.arange(6.0).reshape(2, 3))
     assert "x" not in a and None not in a and 3.0 in a     # (no element can equal a string)
     assert complex(ag.array(np.array(1 + 2j))) == 1 + 2j
+    for kind in (float, int, complex):      # (a 1-element array of 2 dimensions: as NumPy)
+        try:
+            want = kind(np.arange(6.0).reshape(2, 3)[1:, 2:])
+        except TypeError as exc:
+            with pytest.raises(TypeError, match=str(exc)):
+                kind(a[1:, 2:])
+        else:
+            assert kind(a[1:, 2:]) == want
     for x in (a, ag.array(np.asfortranarray(np.arange(6.0).reshape(2, 3)))):
         back = pickle.loads(pickle.dumps(x))
         assert isinstance(back, ag.Array) and back.tolist() == x.tolist()

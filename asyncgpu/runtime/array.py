@@ -484,6 +484,9 @@ class Array(View, ArrayOperators):
                                  f"out has shape {out.shape}")
             if not out.flags.writeable:
                 raise ValueError("Array.get: out is read-only")
+            if not (out.flags.c_contiguous or out.flags.f_contiguous):
+                raise RuntimeError("Array.get: out cannot be a non-contiguous array, as CuPy "
+                                   "refuses it; get() a new array and copy it there")
             self._read_into(out)
             return out
         layout = order.upper() if isinstance(order, str) else order
@@ -525,6 +528,9 @@ class Array(View, ArrayOperators):
         if arr.shape != self.shape:
             raise ValueError(f"Array.set: shape mismatch: the array has shape {self.shape}, "
                              f"the new values {arr.shape}")
+        if not (self.is_c_contiguous or self.flags.f_contiguous):
+            raise RuntimeError("Array.set: cannot set to a non-contiguous array, as CuPy "
+                               "refuses it; assign through the view instead, a[...] = arr")
         self[...] = arr
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
@@ -549,14 +555,23 @@ class Array(View, ArrayOperators):
             raise ValueError(f"can only convert an array of size 1 to a scalar, got {self.describe()}")
         return self.numpy().reshape(()).item()
 
+    def _number(self, kind: Any) -> Any:
+        """``kind(self)`` (``float``, ``int``, ``complex``) as NumPy converts an array of this
+        shape, which CuPy converts through (NumPy 2 takes 0-d arrays only): NumPy's refusal is
+        met on a stand-in of no memory before the element is read."""
+        if self.ndim:
+            kind(np.lib.stride_tricks.as_strided(np.zeros(1, self.dtype), self.shape,
+                                                 (0,) * self.ndim))
+        return kind(self.item())
+
     def __float__(self) -> float:
-        return float(self.item())
+        return self._number(float)
 
     def __int__(self) -> int:
-        return int(self.item())
+        return self._number(int)
 
     def __complex__(self) -> complex:
-        return complex(self.item())
+        return self._number(complex)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         """Pickled by its values (a host read), as CuPy pickles; unpickled into an array of
