@@ -276,7 +276,7 @@ def _refuse(kernel: Any, site: str | None, what: Any, why: str, length: Any) -> 
                 f"{length}, as an int")
         raise ArgumentError(
             f"{where}, argument {i} '{count}': elementwise='{count}' declares it the "
-            f"element count, but it is {n!r} where the arrays have {length} rows; pass "
+            f"element count, but it is {int(n)} where the arrays have {length} rows; pass "
             "the arrays' length (or drop elementwise=)"
         )
     arr = what.array
