@@ -1,0 +1,381 @@
+"""What the simulator computes where NumPy's result differs from CuPy's: :data:`AS_CUPY`.
+
+The model
+---------
+On ``sim`` NumPy computes CuPy's functions (``asyncgpu.runtime.cupy_surface``). Where NumPy
+gives another result than CuPy 14 on the GPU for the same call (checked there, call by call),
+the simulator runs the function of :data:`AS_CUPY` instead, under the call's path
+(``"linalg.inv"``; ``"ndarray.<name>"``: the method, its array first). Each one computes with
+NumPy and then gives what CuPy gives: a value (an integer to a negative power is 0), a type
+(CuPy's eigenvalues are complex, its ``sinc`` of int8 is float16), a wrapped index where NumPy
+raises, NaN where NumPy's linear algebra raises and CuPy does not check, or CuPy's refusal
+where NumPy accepts (a list of choices).
+
+Invariant: an entry takes its arguments as CuPy's signature names and orders them (a method's
+array first, under any name), so that the booking of a call's writes
+(``asyncgpu.runtime.effects``) can read its ``out`` from the entry's own signature.
+
+Example::
+
+    AS_CUPY["power"](np.array([2], np.int8), -1)      # array([0], dtype=int8), as on the GPU
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from typing import Any, Callable
+
+import numpy as np
+
+
+def _complex(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.result_type(x.dtype, np.complex64), copy=False)
+
+
+def _eig(a: Any) -> Any:
+    result = np.linalg.eig(a)
+    return _complex(result[0]), _complex(result[1])
+
+
+def _plain(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` returning a plain tuple where NumPy's returns a named one (``QRResult``,
+    ``EighResult``...): CuPy's ``.Q`` or ``.eigenvalues`` do not exist."""
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        result = fn(*args, **kwargs)
+        return tuple(result) if isinstance(result, tuple) else result
+    return run
+
+
+def _nan_like(result: Any) -> Any:
+    """``result`` (an array, or a tuple of them) filled with NaN, its integers with -1."""
+    if isinstance(result, tuple):
+        return tuple(_nan_like(r) for r in result)
+    result = np.asarray(result)
+    return np.full_like(result, np.nan if result.dtype.kind in "fc" else -1)
+
+
+def _unchecked(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` (a NumPy solver) giving NaNs where NumPy raises ``LinAlgError`` for a singular or
+    indefinite matrix, or an SVD that does not converge (NaN among the values): CuPy does not
+    check one unless asked (``cupyx.errstate(linalg='raise')``), and gives non-finite values.
+    A matrix of the wrong shape is refused as CuPy refuses it."""
+    signature = inspect.signature(fn)
+
+    @functools.wraps(fn)      # (its signature NumPy's: CuPy's keywords are put in place)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except np.linalg.LinAlgError as exc:
+            if not any(text in str(exc) for text in _UNCHECKED):
+                raise
+        bound = signature.bind(*args, **kwargs)     # (the matrix first, given by keyword too)
+        args, kwargs = bound.args, bound.kwargs
+        a = np.asarray(args[0])
+        if a.ndim > 2 and not kwargs and all(np.ndim(b) <= a.ndim for b in args[1:]):
+            # a batch: only the matrices NumPy refuses are NaN, each solved alone (CuPy's
+            # batched solvers spoil only the failing ones)
+            others = [np.broadcast_to(b, a.shape[:-2] + np.shape(b)[np.ndim(b) - 2:])
+                      if np.ndim(b) == a.ndim else b for b in args[1:]]
+            parts = [run(a[i], *[b[i] if np.ndim(b) == a.ndim else b for b in others])
+                     for i in range(a.shape[0])]
+            return np.stack(parts)
+        identity = np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape)
+        return _nan_like(fn(identity, *args[1:], **kwargs))     # (its shape and dtype)
+    return run
+
+
+#: What NumPy's linear algebra raises for where CuPy's gives non-finite values.
+_UNCHECKED = ("ingular", "positive definite", "did not converge")
+
+
+def _arg_into(result: Any, out: Any, dtype: Any) -> Any:
+    """An ``argmax``'s indices as ``dtype`` (CuPy's method takes one), written into ``out`` if
+    given."""
+    result = np.asarray(result)
+    if dtype is not None:
+        result = result.astype(dtype)
+    return result if out is None else into(out, result)
+
+
+def _take_along_axis(a: Any, indices: Any, axis: Any) -> Any:
+    """NumPy's ``take_along_axis`` with an index out of range wrapped around, as CuPy's (on the
+    GPU, 14.2: index 5 of 3 elements takes element 2; NumPy raises)."""
+    a = np.asarray(a)
+    n = a.size if axis is None else a.shape[axis]
+    indices = np.asarray(indices)
+    return np.take_along_axis(a, np.mod(indices, n) if n else indices, axis)
+
+
+def _put_along_axis(arr: Any, indices: Any, values: Any, axis: Any) -> None:
+    """NumPy's ``put_along_axis`` with an index out of range wrapped around, as CuPy's (on the
+    GPU, 14.2: index 5 of 3 elements writes element 2; NumPy raises)."""
+    n = arr.size if axis is None else arr.shape[axis]
+    indices = np.asarray(indices)
+    np.put_along_axis(arr, np.mod(indices, n) if n else indices, values, axis)
+
+
+def _wrapped(shape: tuple[int, ...], index: Any) -> Any:
+    """``index`` with each integer array in it wrapped into its dimension's range, as CuPy's
+    integer-array indexing wraps an index out of range (``a[cupy.array([5])]`` of 3 elements is
+    element 2, on the GPU, 14.2; NumPy raises). Integers alone are checked as in NumPy."""
+    items = list(index) if type(index) is tuple else [index]
+    for i, k in enumerate(items):
+        if type(k) is list and all(type(v) in (int, bool) for v in k) and k:
+            items[i] = np.asarray(k)            # (a list of numbers: an array, as in CuPy)
+    spans = [0 if k is None else None if k is Ellipsis
+             else k.ndim if isinstance(k, np.ndarray) and k.dtype.kind == "b" else 1
+             for k in items]
+    dim = 0
+    for i, (k, span) in enumerate(zip(items, spans)):
+        if span is None:                        # (the dimensions the others leave)
+            dim += len(shape) - sum(s for s in spans if s is not None)
+            continue
+        if (isinstance(k, np.ndarray) and k.dtype.kind in "iu" and dim < len(shape)
+                and shape[dim]):
+            items[i] = np.mod(k, shape[dim])
+        dim += span
+    return tuple(items) if type(index) is tuple else items[0]
+
+
+def _getitem(self: Any, index: Any) -> Any:
+    return self[_wrapped(self.shape, index)]
+
+
+def _setitem(self: Any, index: Any, value: Any) -> None:
+    self[_wrapped(self.shape, index)] = value
+
+
+def _nan_arg(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``nanargmax``/``nanargmin`` as CuPy's: -1 for a slice of NaNs alone (NumPy raises), and
+    int64 indices only (a ``dtype`` of another type is refused, as the GPU refuses it)."""
+    name = fn.__name__
+
+    def run(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
+            keepdims: bool = False) -> Any:
+        if dtype is not None and np.dtype(dtype) != np.int64:
+            raise TypeError(f"Wrong type ({np.dtype(dtype).type}) of arguments for cupy_{name} "
+                            f"(CuPy's {name} gives int64 indices only)")
+        a = np.asarray(a)
+        gone = np.isnan(a).all(axis=axis, keepdims=True)       # (slices of NaNs alone)
+        result = np.asarray(fn(np.where(gone, 0, a) if gone.any() else a, axis,
+                               keepdims=keepdims))
+        if gone.any():
+            result = np.where(gone.reshape(result.shape), -1, result)
+        return into(out, result.astype(np.int64))
+
+    run.__name__ = run.__qualname__ = name
+    return run
+
+
+def _int_bounds(value: Any, arrays: list[Any]) -> None:
+    """OverflowError, as CuPy raises, for a Python int ``value`` that the integer dtype the
+    ``arrays`` give cannot hold (NumPy wraps it in ``where`` and ``clip``)."""
+    if type(value) is not int:
+        return
+    dtypes = [np.asarray(a).dtype for a in arrays if isinstance(a, (np.ndarray, np.generic))]
+    if not dtypes:
+        return
+    dtype = np.result_type(*dtypes)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            raise OverflowError(f"Python integer {value} out of bounds for {dtype}")
+
+
+def _where(condition: Any, *xy: Any) -> Any:
+    for v in xy:
+        _int_bounds(v, list(xy))
+    return np.where(condition, *xy)
+
+
+def _clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, **kwargs: Any) -> Any:
+    for v in (a_min, a_max):
+        _int_bounds(v, [a])
+    return np.clip(a, a_min, a_max, out=out, **kwargs)
+
+
+def _dot(a: Any, b: Any, out: Any = None) -> Any:
+    for name, v in (("a", a), ("b", b)):
+        if not isinstance(v, np.ndarray):
+            raise TypeError(f"Argument '{name}' has incorrect type (expected cupy.ndarray, got "
+                            f"{type(v).__name__}): cupy.dot multiplies arrays; use a * b for a "
+                            "scalar")
+    return np.dot(a, b, out=out)
+
+
+def _choose(a: Any, choices: Any, out: Any = None, mode: str = "raise") -> Any:
+    if not isinstance(choices, np.ndarray):
+        raise AttributeError(f"'{type(choices).__name__}' object has no attribute 'shape' "
+                             "(cupy.choose takes its choices as one array: stack them first)")
+    return np.choose(a, choices, out=out, mode=mode)
+
+
+def into(out: Any, result: np.ndarray, casting: str = "same_kind") -> Any:
+    """``result``, written into ``out`` (an array or a one-array tuple) if given, under the
+    ufuncs' output rule (``casting``): an int result is not written into a bool array."""
+    if out is None:
+        return result
+    target = out[0] if isinstance(out, tuple) else out
+    np.copyto(target, result, casting=casting)
+    return target
+
+
+def _power(x1: Any, x2: Any, /, out: Any = None, **kwargs: Any) -> Any:
+    """``x1 ** x2`` as CuPy computes it for integers: a negative exponent gives 0, 1 for a base
+    of 1, and +-1 for a base of -1 (NumPy refuses it)."""
+    dtype = np.result_type(x1, x2) if not kwargs.get("dtype") else np.dtype(kwargs["dtype"])
+    if dtype.kind not in "iu" or not np.any(np.asarray(x2) < 0):
+        return np.power(x1, x2, out=out, **kwargs)
+    if type(x2) is int:
+        np.asarray(x2, dtype)       # (a Python int the operands' type cannot hold: OverflowError)
+    base, exp = np.asarray(x1), np.asarray(x2)
+    negative = exp < 0
+    result = np.power(base, np.where(negative, 0, exp), **kwargs)
+    odd = (exp % 2).astype(bool)
+    small = np.where(base == 1, 1, np.where(base == -1, np.where(odd, -1, 1), 0))
+    result = np.where(negative, small, result).astype(dtype)   # (the operands' dtype: NEP 50)
+    return into(out, result, kwargs.get("casting", "same_kind"))
+
+
+def _searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Any:
+    if type(v) in (list, tuple):
+        raise NotImplementedError("Only python scalars or ndarrays are supported as v (CuPy's "
+                                  "searchsorted): pass asyncgpu.asarray(v)")
+    return np.searchsorted(a, v, side=side, sorter=sorter)
+
+
+def _reciprocal(x: Any, /, out: Any = None, **kwargs: Any) -> Any:
+    """``1 / x``; for integers 0 where ``x`` is 0, as CuPy computes it."""
+    a = np.asarray(x)
+    if a.dtype.kind not in "iu" or not np.any(a == 0):
+        return np.reciprocal(x, out=out, **kwargs)
+    result = np.where(a == 0, 0, np.reciprocal(np.where(a == 0, 1, a))).astype(a.dtype)
+    return into(out, result, kwargs.get("casting", "same_kind"))
+
+
+class _Ufunc:
+    """NumPy's ufunc ``ufunc`` called as ``call`` computes it (CuPy's result), its methods and
+    attributes NumPy's (``reduce``, ``nin``...)."""
+
+    def __init__(self, ufunc: np.ufunc, call: Callable[..., Any]) -> None:
+        self._ufunc, self._call = ufunc, call
+        self.__name__ = ufunc.__name__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._ufunc, name)
+
+
+class _Loops:
+    """A one-input ufunc of CuPy that NumPy has as a plain function (``sinc``, ``i0``, ``fix``):
+    NumPy's function computes it, in the first of CuPy's ``loops`` the input casts to
+    safely (or in ``dtype``), with CuPy's ``out=``, ``casting=`` and ``dtype=``."""
+
+    nin, nout = 1, 1
+
+    def __init__(self, fn: Callable[..., Any], loops: str) -> None:
+        self._fn, self._loops = fn, [np.dtype(c) for c in loops]
+        self.__name__ = self.__qualname__ = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    def __call__(self, x: Any, /, out: Any = None, *, casting: str = "same_kind",
+                 dtype: Any = None) -> Any:
+        a = np.asarray(x)
+        loop = np.dtype(dtype) if dtype is not None else next(
+            (t for t in self._loops if np.can_cast(a.dtype, t)), None)
+        if loop is None or loop not in self._loops:     # (a dtype equals None: float64)
+            raise TypeError(f"Wrong type ({a.dtype},) of arguments for cupy_{self.__name__} "
+                            f"(CuPy's {self.__name__} computes in "
+                            f"{', '.join(str(t) for t in self._loops)})")
+        # (computed in double precision: CuPy's sinc is sinpi(x) / (pi x), exact at integers
+        # in half precision too, where NumPy's sin(pi x) / (pi x) in half is 3e-4 off)
+        work = a.astype(loop, casting=casting)
+        if loop.kind in "fc":
+            work = work.astype(np.promote_types(loop, np.float64))
+        result = np.asarray(self._fn(work)).astype(loop)
+        return into(out, result, casting)
+
+
+def _astype(x: Any, dtype: Any, order: str = "K", casting: Any = None, subok: Any = None,
+            copy: bool = True) -> Any:
+    if casting is not None or subok is not None:
+        raise TypeError(f"{'casting' if casting is not None else 'subok'} is not supported yet "
+                        "(CuPy's astype)")
+    return x.astype(dtype, order=order, copy=copy)
+
+
+#: NumPy functions whose results differ from CuPy's, as CuPy gives them (the simulator runs
+#: these instead; checked against CuPy 14 on the GPU): CuPy's eigenvalues are complex whatever
+#: the values, NumPy's real where they all are; CuPy's solvers give NaNs for a singular matrix
+#: where NumPy raises; CuPy's linalg results are plain tuples, its sorts stable, an integer to
+#: a negative power 0 (or +-1), the integer reciprocal of 0 0; CuPy refuses an out of range
+#: Python int in where and clip, a scalar in dot, a list of choices, a list to searchsorted,
+#: and astype's casting; its take and put, its gathers and scatters and ravel_multi_index by
+#: default wrap indices out of range around.
+#: ``ndarray.<name>``: the method.
+AS_CUPY: dict[str, Callable[..., Any]] = {
+    "linalg.eig": _eig,
+    "linalg.eigvals": lambda a: _complex(np.linalg.eigvals(a)),
+    "linalg.inv": _unchecked(np.linalg.inv),
+    "linalg.solve": _unchecked(np.linalg.solve),
+    "linalg.cholesky": _unchecked(np.linalg.cholesky),
+    "linalg.eigh": _plain(np.linalg.eigh),
+    "linalg.qr": _plain(np.linalg.qr),
+    "linalg.slogdet": _plain(np.linalg.slogdet),
+    "linalg.svd": _unchecked(_plain(np.linalg.svd)),
+    "linalg.pinv": _unchecked(np.linalg.pinv),
+    "linalg.matrix_power": _unchecked(np.linalg.matrix_power),
+    "linalg.tensorinv": _unchecked(np.linalg.tensorinv),
+    "linalg.norm": _unchecked(np.linalg.norm),
+    "linalg.cond": _unchecked(np.linalg.cond),
+    "nanargmax": _nan_arg(np.nanargmax),
+    "nanargmin": _nan_arg(np.nanargmin),
+    # (CuPy sorts stably whatever kind says)
+    "argsort": lambda a, axis=-1, kind=None: np.argsort(a, axis=axis, kind="stable"),
+    "ndarray.argsort": lambda x, axis=-1, kind=None: x.argsort(axis=axis, kind="stable"),
+    "where": _where,
+    "clip": _clip,
+    "dot": _dot,
+    "choose": _choose,
+    "power": _Ufunc(np.power, _power),
+    "reciprocal": _Ufunc(np.reciprocal, _reciprocal),
+    "sinc": _Loops(np.sinc, "efdFD"),
+    "i0": _Loops(np.i0, "efd"),
+    "fix": _Loops(np.fix, "?bBhHiIlLqQefd"),
+    "ndarray.astype": _astype,
+    # (the methods as their functions; take and put wrap an index out of range around)
+    "ndarray.clip": lambda x, min=None, max=None, out=None: _clip(x, min, max, out=out),
+    "ndarray.dot": lambda x, b, out=None: _dot(x, b, out),
+    # (NumPy's method takes every positional argument for a choice: out by position was one)
+    "ndarray.choose": _choose,
+    # (the methods whose arguments NumPy's take otherwise: by other positions, or by position
+    # alone, as CuPy's signatures have them)
+    "ndarray.argmax": lambda x, axis=None, out=None, dtype=None, keepdims=False: _arg_into(
+        x.argmax(axis=axis, keepdims=keepdims), out, dtype),
+    "ndarray.argmin": lambda x, axis=None, out=None, dtype=None, keepdims=False: _arg_into(
+        x.argmin(axis=axis, keepdims=keepdims), out, dtype),
+    "ndarray.all": lambda x, axis=None, out=None, keepdims=False: x.all(
+        axis=axis, out=out, keepdims=keepdims),
+    "ndarray.any": lambda x, axis=None, out=None, keepdims=False: x.any(
+        axis=axis, out=out, keepdims=keepdims),
+    "ndarray.fill": lambda x, value: x.fill(value),
+    "ndarray.swapaxes": lambda x, axis1, axis2: x.swapaxes(axis1, axis2),
+    "searchsorted": _searchsorted,
+    "ndarray.searchsorted": _searchsorted,
+    "take": lambda a, indices, axis=None, out=None: np.take(a, indices, axis, out, "wrap"),
+    "take_along_axis": _take_along_axis,
+    "put_along_axis": _put_along_axis,
+    "ndarray.__getitem__": _getitem,
+    "ndarray.__setitem__": _setitem,
+    # (CuPy's mode wraps by default, NumPy's raises)
+    "ravel_multi_index": lambda multi_index, dims, mode="wrap", order="C": np.ravel_multi_index(
+        multi_index, dims, mode=mode, order=order),
+    "ndarray.take": lambda x, indices, axis=None, out=None: np.take(x, indices, axis, out,
+                                                                    "wrap"),
+    "put": lambda a, ind, v, mode="wrap": np.put(a, ind, v, mode),
+    "ndarray.put": lambda x, indices, values, mode="wrap": np.put(x, indices, values, mode),
+}
