@@ -198,3 +198,41 @@ def test_a_blocks_shared_array_is_one_array_whatever_the_thread_switches(monkeyp
         th.join()
     assert len(got) == 8 and all(a is got[0] for a in got)
 
+
+
+def _small_int_arithmetic(out, x, n):
+    out[0] = n + n              # n: an int8 argument holding 100
+    out[1] = x[0] + x[0]        # an int8 element holding 100
+    out[2] = x[1] * 32          # 4 * 32 = 128: beyond int8
+    out[3] = n * n * n * n * n * n * n * n * n * n  # 100**10: wraps at 64 bits, as on a GPU
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")   # (NumPy's, on sim)
+def test_a_numba_kernels_integer_arithmetic_is_numbas_64_bit_arithmetic(sim):
+    """Numba computes on integers of at least 64 bits; the simulator ran the body on NumPy's
+    int8 (100 + 100 was -56) and on unbounded Python ints."""
+    ag = sim
+    k = ag.kernel(out=["out"])(cuda.jit(_small_int_arithmetic))
+    out = ag.zeros(4, np.int64)
+    k[1, 1](out, ag.array(np.array([100, 4], np.int8)), np.int8(100))
+    with np.errstate(over="ignore"):
+        wrapped = int(np.int64(100) ** 10)
+    assert out.tolist() == [200, 200, 128, wrapped]
+
+
+def test_an_int8_total_of_a_grid_stride_loop_covers_every_element(sim):
+    """The kernels guide's example: ``total * blockDim`` wrapped at 8 bits on the simulator,
+    the loop never ran, and ``y`` kept its poison."""
+    ag = sim
+
+    @ag.kernel(const=["x"], out=["y"], grid_offset=("first", "total"), grid_stride=True)
+    @cuda.jit
+    def twice(x, y, first, total):
+        start = (cuda.blockIdx.x + first) * cuda.blockDim.x + cuda.threadIdx.x
+        for i in range(start, x.shape[0], total * cuda.blockDim.x):
+            y[i] = 2 * x[i]
+
+    x = ag.array(np.arange(3000, dtype=np.float32))
+    y = ag.zeros(3000, np.float32)
+    twice[20, 32](x, y, np.int8(0), np.int8(20))
+    np.testing.assert_array_equal(y.numpy(), 2 * np.arange(3000, dtype=np.float32))

@@ -9,6 +9,7 @@ launch behaves as on the device.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 import numpy as np
@@ -22,6 +23,24 @@ from .numba_sim import barrier_free, one_launch, simulated_device_functions
 #: The byte every simulated allocation holds until written, and what a write-only argument's
 #: elements become at a launch's begin: a read of bytes nobody wrote shows as this pattern.
 POISON = 0xFF
+
+
+@functools.lru_cache(maxsize=1)
+def _promoting_array() -> Any:
+    """Numba's simulated device array, for integers of under 64 bits, with element reads as
+    Numba's arithmetic sees them: 64-bit integers (``x[0] + x[0]`` of an int8 array holding
+    100 is 200 on the GPU; NumPy's int8 gives -56). Writes convert back as the device does
+    (wrapping)."""
+    from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+    class PromotingArray(FakeCUDAArray):
+        def __getitem__(self, idx: Any) -> Any:
+            ret = self._ary[idx]
+            if type(ret) is np.ndarray or type(ret) is np.void:
+                return PromotingArray(ret, stream=self.stream)
+            return np.int64(ret)
+
+    return PromotingArray
 
 
 def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block: tuple[int, ...],
@@ -43,8 +62,11 @@ def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block:
     if one_thread is None:
         one_thread = kernel._compiled["sim_one_thread"] = barrier_free(fake.fn)
 
+    promoting = _promoting_array()
+
     def run(args: list[Any]) -> None:
-        wrapped = [FakeCUDAArray(a) if isinstance(a, np.ndarray) else a for a in args]
+        wrapped = [(promoting if a.dtype.kind in "iu" and a.dtype.itemsize < 8
+                    else FakeCUDAArray)(a) if isinstance(a, np.ndarray) else a for a in args]
         with one_launch(one_thread), simulated_device_functions(fake.fn):
             fake[grid, block, 0, shared](*wrapped)
 
@@ -213,7 +235,22 @@ def make_launch(kernel: Kernel, launcher: Any, arrays: list[Any], values: list[A
     """Prepare a launch for the sim backend (raises before enqueue if it cannot run)."""
     if not isinstance(kernel.source, CudaCSource):
         _type_scalars(kernel, values, site)
+        values = [_as_numba_computes(v) for v in values]
     return SimKernelLaunch(kernel, _runner(kernel, launcher), arrays, values, site)
+
+
+def _as_numba_computes(v: Any) -> Any:
+    """An integer scalar argument of a Numba kernel as Numba's arithmetic sees it: a 64-bit
+    integer (Numba computes on integers of at least 64 bits, and wraps there), where the
+    kernel's Python body would compute on the NumPy type (``np.int8(100) + np.int8(100)`` is
+    -56, on the GPU 200) or on an unbounded Python int. Unsigned ones beyond int64 stay
+    ``uint64``; bools, floats and arrays are left as they are."""
+    t = type(v)
+    if t is int:
+        return np.int64(v) if -2**63 <= v < 2**63 else np.uint64(v)
+    if isinstance(v, np.integer) and t is not np.int64 and t is not np.uint64:
+        return np.int64(v)
+    return v
 
 
 def _type_scalars(kernel: Kernel, values: list[Any], site: str | None) -> None:
