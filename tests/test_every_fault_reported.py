@@ -291,8 +291,11 @@ def _strided_copy(a):
     _aliased_kernel,
     lambda a: __import__("asyncgpu.cupy", fromlist=["x"]).atleast_2d(a),
     _strided_copy,
+    lambda a: a.__setitem__(Ellipsis, a[::-1]),
+    lambda a: a.__setitem__(slice(1, None), ag.ones(3, np.float32)),
 ], ids=["refused-host-write", "strided-host-write-over-the-whole", "kernel-reading-them-too",
-        "call-whose-writes-are-unknown", "overlapping-strided-copy"])
+        "call-whose-writes-are-unknown", "overlapping-strided-copy",
+        "assignment-of-its-own-bytes", "device-assignment-of-part"])
 def test_what_does_not_overwrite_the_faulted_bytes_leaves_them_unreadable(write):
     """Each of these left some faulted bytes unwritten, or computed from them, and made the
     whole array readable: a refused host write (the marks were dropped before it), a strided
@@ -312,6 +315,19 @@ def test_what_does_not_overwrite_the_faulted_bytes_leaves_them_unreadable(write)
         assert a[1:3].tolist() == [5.0, 6.0]
         with pytest.raises(ag.KernelFault, match="were to be written by work that faulted"):
             a.numpy()
+
+
+@pytest.mark.parametrize("index", [Ellipsis, slice(None)], ids=["ellipsis", "colon"])
+def test_an_array_assigned_to_every_element_makes_the_faulted_bytes_readable(index):
+    """``a[...] = b`` writes every byte of ``a`` from ``b``, as ``copyto(a, b)`` does, which
+    cleared the marks where the assignment left them."""
+    with ag.configure(backend="sim", sim_seed=3):
+        a = ag.zeros(4, np.float32)
+        fault_writing[1, 4](a, 4)
+        with pytest.raises(ag.KernelFault, match="faulted while writing"):
+            ag.synchronize()
+        a[index] = ag.ones(4, np.float32)
+        assert a.tolist() == [1.0] * 4
 
 
 def test_a_chunked_launch_one_of_whose_chunks_faulted_leaves_those_rows_unreadable(

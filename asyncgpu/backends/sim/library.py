@@ -91,15 +91,22 @@ class SimCallLaunch:
 
     def _overwrites(self, i: int) -> bool:
         """Whether written argument ``i`` gets every byte anew, none derived from its old
-        ones: a fill, a ``copyto`` or an ``out=`` without ``where=``, over dense elements that
-        no other argument reads. An in-place function (sort, put, ``__setitem__``, a ufunc's
-        ``at``) reads or keeps what it writes."""
+        ones: a fill, a ``copyto``, an ``out=`` without ``where=`` or an assignment to every
+        element (``a[...] = b``), over dense elements that no other argument reads. Another
+        in-place function (sort, put, an indexed ``__setitem__``, a ufunc's ``at``) reads or
+        keeps what it writes."""
         a = self.inputs[i]
         if i not in self.known or "where" in self.kwargs or not dense(a):
             return False
         if self.name == "ndarray.fill":
             return True
-        if (self.name != "copyto" and self.name in IN_PLACE) or self.name.endswith(".at"):
+        if self.name == "ndarray.__setitem__" and i == 0 and len(self.args) > 1:
+            # (a[...] = b, a[:] = b: every element of a from b, unless b is a)
+            index = self.args[1]
+            if not all(k is Ellipsis or isinstance(k, slice) and k == slice(None)
+                       for k in (index if type(index) is tuple else (index,))):
+                return False
+        elif (self.name != "copyto" and self.name in IN_PLACE) or self.name.endswith(".at"):
             return False
         return not any(j != i and overlap(a, b) for j, b in enumerate(self.inputs))
 
