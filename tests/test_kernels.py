@@ -236,3 +236,35 @@ def test_an_int8_total_of_a_grid_stride_loop_covers_every_element(sim):
     y = ag.zeros(3000, np.float32)
     twice[20, 32](x, y, np.int8(0), np.int8(20))
     np.testing.assert_array_equal(y.numpy(), 2 * np.arange(3000, dtype=np.float32))
+
+
+def test_more_shared_memory_than_a_block_has_faults_on_the_simulator_as_on_a_gpu(sim):
+    """The GPU refuses a kernel of more than 48 KiB of static shared memory (Numba's compile),
+    and a launch whose static and dynamic shared memory exceed it; the simulator ran both."""
+    ag = sim
+
+    @ag.kernel(out=["a"])
+    @cuda.jit
+    def static_12k(a):
+        s = cuda.shared.array(12288, dtype=np.float32)          # 48 KiB: the most there is
+        s[cuda.threadIdx.x] = 1.0
+        cuda.syncthreads()
+        a[cuda.threadIdx.x] = s[cuda.threadIdx.x]
+
+    @ag.kernel(out=["a"])
+    @cuda.jit
+    def static_20k(a):
+        s = cuda.shared.array(20000, dtype=np.float32)
+        s[cuda.threadIdx.x] = 1.0
+        a[cuda.threadIdx.x] = s[cuda.threadIdx.x]
+
+    a = ag.zeros(32, np.float32)
+    static_12k[1, 32](a)
+    assert a.tolist() == [1.0] * 32
+    for launch in (lambda: static_20k[1, 32](a), lambda: static_12k[1, 32, 4](a)):
+        launch()
+        with pytest.raises(ag.KernelFault, match="bytes of shared memory per block"):
+            ag.synchronize()
+    a[...] = 0
+    static_12k[1, 32](a)                                        # (usable after them)
+    assert a.tolist() == [1.0] * 32

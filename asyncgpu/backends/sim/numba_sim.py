@@ -46,6 +46,8 @@ from typing import Any
 
 import numpy as np
 
+from ...runtime.checks import MAX_SHARED_BYTES
+
 #: Numba's simulator runs one launch at a time in a process: the launch's context (its grid,
 #: its block, its shared memory) is a global of the simulator, and a launch that finds another
 #: one's context runs as a device function of it. Launches from several threads (runtimes of
@@ -96,7 +98,18 @@ def _shared_array(self: Any, shape: Any, dtype: Any, alignment: Any = None) -> n
     with _shared_arrays:
         array = self._allocations.get(site)
         if array is None:
-            array = self._allocations[site] = np.empty(shape, dtype)
+            array = np.empty(shape, dtype)
+            used = (sum(a.nbytes for a in self._allocations.values()) + array.nbytes
+                    + self._dynshared_size)
+            if used > MAX_SHARED_BYTES:
+                # (on the GPU Numba's compile refuses more than this of static shared memory,
+                # and a launch whose static and dynamic together exceed it fails)
+                raise RuntimeError(
+                    f"cuda.shared.array({shape}, {dtype}) makes {used} bytes of shared memory "
+                    f"per block (static{' and dynamic' if self._dynshared_size else ''}), over "
+                    f"the {MAX_SHARED_BYTES} a block has on the GPU, which refuses it; use "
+                    "less shared memory per block")
+            self._allocations[site] = array
     return array
 
 
