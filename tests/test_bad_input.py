@@ -359,7 +359,10 @@ def test_const_argument_written_by_the_kernel(env):                   # case 5
     assert y.numpy().tolist() == (3.0 * np.arange(8)).tolist()
 
 
-def test_out_argument_read_by_the_kernel_sees_poison(sim):            # case 6
+def test_out_argument_read_by_the_kernel_is_an_annotation_violation(sim):   # case 6
+    """The simulator poisons an ``out`` argument (NaN), and the kernel read the poison
+    silently (the result differed from serial, with no error; on the GPU it reads whatever
+    the memory held). Now the read is caught, and the launch's writes are discarded."""
     ag = sim
 
     @cuda.jit
@@ -371,9 +374,12 @@ def test_out_argument_read_by_the_kernel_sees_poison(sim):            # case 6
     k = ag.kernel(accumulate, out=["y"])
     y = ag.zeros(4, np.float32)
     k[1, 4](y)
-    # the sim poisons `out` buffers (NaN): reading one makes the result differ from serial
-    # (undetectable on the GPU, where it reads whatever the memory held; documented)
-    assert np.isnan(y.numpy()).all()
+    with pytest.raises(ag.AnnotationViolation,
+                       match=r"read argument 0 'y' .* declared out .* remove 'y' from out="):
+        ag.synchronize()
+    y[...] = 1.0                       # (usable after it)
+    ag.kernel(accumulate)[1, 4](y)
+    assert y.numpy().tolist() == [2.0] * 4
 
 
 def test_misaligned_data_is_copied_to_aligned_memory(env):            # case 14

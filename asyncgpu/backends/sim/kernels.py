@@ -26,21 +26,38 @@ POISON = 0xFF
 
 
 @functools.lru_cache(maxsize=1)
-def _promoting_array() -> Any:
-    """Numba's simulated device array, for integers of under 64 bits, with element reads as
-    Numba's arithmetic sees them: 64-bit integers (``x[0] + x[0]`` of an int8 array holding
-    100 is 200 on the GPU; NumPy's int8 gives -56). Writes convert back as the device does
-    (wrapping)."""
+def _sim_array() -> Any:
+    """Numba's simulated device array as a launch's arguments need it where Numba's own does
+    not do what the GPU does: ``promote``, element reads of integers of under 64 bits as
+    Numba's arithmetic sees them, 64-bit integers (``x[0] + x[0]`` of an int8 array holding
+    100 is 200 on the GPU; NumPy's int8 gives -56; writes convert back, wrapping as the device
+    does); ``unset``, for an argument declared ``out`` (write-only), a mask of the elements not
+    written yet in this launch: a read of one is noted in ``seen`` (the kernel computes from
+    what the array held, which ``out=`` says it does not)."""
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
-    class PromotingArray(FakeCUDAArray):
+    class SimArray(FakeCUDAArray):
+        def __init__(self, ary: np.ndarray, stream: Any = 0, promote: bool = False,
+                     unset: np.ndarray | None = None, seen: list[Any] | None = None) -> None:
+            super().__init__(ary, stream=stream)
+            self._promote, self._unset, self._seen = promote, unset, seen
+
         def __getitem__(self, idx: Any) -> Any:
             ret = self._ary[idx]
+            unset = self._unset
             if type(ret) is np.ndarray or type(ret) is np.void:
-                return PromotingArray(ret, stream=self.stream)
-            return np.int64(ret)
+                return SimArray(ret, self.stream, self._promote,
+                                None if unset is None else unset[idx], self._seen)
+            if unset is not None and unset[idx]:
+                self._seen.append(idx)
+            return np.int64(ret) if self._promote else ret
 
-    return PromotingArray
+        def __setitem__(self, idx: Any, val: Any) -> None:
+            self._ary[idx] = val
+            if self._unset is not None:
+                self._unset[idx] = False
+
+    return SimArray
 
 
 def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block: tuple[int, ...],
@@ -62,18 +79,25 @@ def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block:
     if one_thread is None:
         one_thread = kernel._compiled["sim_one_thread"] = barrier_free(fake.fn)
 
-    promoting = _promoting_array()
+    sim_array = _sim_array()
 
-    def run(args: list[Any]) -> None:
-        wrapped = [(promoting if a.dtype.kind in "iu" and a.dtype.itemsize < 8
-                    else FakeCUDAArray)(a) if isinstance(a, np.ndarray) else a for a in args]
+    def run(args: list[Any], outs: dict[int, list[Any]] | None = None) -> None:
+        wrapped = []
+        for i, a in enumerate(args):
+            if isinstance(a, np.ndarray):
+                promote = a.dtype.kind in "iu" and a.dtype.itemsize < 8
+                seen = outs.get(i) if outs else None
+                a = (sim_array(a, 0, promote, None if seen is None else np.ones(a.shape, bool),
+                               seen)
+                     if promote or seen is not None else FakeCUDAArray(a))
+            wrapped.append(a)
         with one_launch(one_thread), simulated_device_functions(fake.fn):
             fake[grid, block, 0, shared](*wrapped)
 
     return run
 
 
-def _runner(kernel: Kernel, launcher: Any) -> Callable[[list[Any]], None]:
+def _runner(kernel: Kernel, launcher: Any) -> Callable[..., None]:
     src = kernel.source
     if isinstance(src, CudaCSource):
         twin = src.sim
@@ -85,7 +109,7 @@ def _runner(kernel: Kernel, launcher: Any) -> Callable[[list[Any]], None]:
             )
         if src.sim_runs_blocks:
             return _numba_runner(kernel, twin, launcher.grid, launcher.block, launcher.shared)
-        return lambda args: twin(*args)
+        return lambda args, outs=None: twin(*args)
     return _numba_runner(kernel, src.dispatcher or src.py_func, launcher.grid, launcher.block,
                          launcher.shared)
 
@@ -195,12 +219,18 @@ class SimKernelLaunch:
                                       offset=a.offset - lo0, strides=a.strides)
                 elements[...] = np.void(bytes([POISON]) * a.dtype.itemsize)
         writable = {a.index for a in arrays if a.write}
+        # (the write-only arguments' reads of elements not written yet, by argument)
+        outs: dict[int, list[Any]] = {a.index: [] for a in arrays
+                                      if not a.read and not self._overlaps_other(a)}
         try:
-            self.run(self._views(snaps, writable))
+            self.run(self._views(snaps, writable), outs)
         except ValueError as exc:
             if "read-only" not in str(exc):
                 raise
             raise self._const_violation(snaps, writable) from exc
+        for a in arrays:
+            if outs.get(a.index):
+                raise self._out_violation(a, outs[a.index][0])
         for a in arrays:
             if a.write:
                 buf, lo0, snap = snaps[a.buffer.uid]
@@ -208,6 +238,14 @@ class SimKernelLaunch:
 
     def _overlaps_other(self, a: _Spec) -> bool:
         return any(b is not a and overlap(a, b) for b in self.arrays)
+
+    def _out_violation(self, a: _Spec, index: Any) -> AnnotationViolation:
+        where = f"kernel '{self.kernel.name}'" + (f" (launched at {self.site})" if self.site else "")
+        return AnnotationViolation(
+            f"{where} read argument {a.index} '{a.param}' ({a.desc}) at {index!r} before "
+            f"writing it there, and '{a.param}' is declared out (write-only): the kernel "
+            f"computes from what it held, which the runtime does not keep for it; remove "
+            f"'{a.param}' from out=[...]")
 
     def _const_violation(self, snaps: dict[int, Any], writable: set[int]) -> AnnotationViolation:
         """Find which read-only argument the kernel wrote, by running it on copies."""
