@@ -552,3 +552,23 @@ def test_the_workloads_2d_kernels_split_by_a_tenant_give_the_workloads_answer(
         else:
             np.testing.assert_array_equal(got, whole)
         assert ag.tenants()[name].kernels == kernels
+
+
+def test_an_array_given_for_a_grid_offset_parameter_is_refused_at_the_launch(sim):
+    """An untyped Numba kernel took it and ran (the same mistake with ``elementwise=`` was
+    refused at the launch)."""
+    ag = sim
+
+    @ag.kernel(grid_offset=("first", "total"))
+    @cuda.jit
+    def fill_one(x, first, total):
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            x[i] = 1.0
+
+    x = ag.zeros(8)
+    with pytest.raises(ag.ArgumentError, match=r"argument 1 'first': grid_offset declares it a "
+                                               r"block number, an integer, but it is an array"):
+        fill_one[1, 8](x, ag.zeros(1), 1)
+    fill_one[1, 8](x, 0, 1)
+    assert x.tolist() == [1.0] * 8

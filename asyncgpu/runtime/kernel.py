@@ -377,6 +377,8 @@ class Kernel:
                                     self._describe_foreign(runtime, i, a, site)))
                 else:
                     values[i] = self._bind_scalar(i, self.params[i], a, site)
+        if self.grid_offset is not None and arrays:
+            self._refuse_offset_arrays(arrays, site)
         if foreign:
             # every argument is checked: only now may the imports enqueue their ordering
             for i, name, read, write, described in foreign:
@@ -385,6 +387,17 @@ class Kernel:
                 values[i] = imported
             arrays.sort(key=_BY_INDEX)
         return arrays, values
+
+
+    def _refuse_offset_arrays(self, arrays: list[ArrayArg], site: str | None) -> None:
+        """ArgumentError for an array given where ``grid_offset`` names a block number (an
+        untyped Numba kernel's parameters take anything until it runs)."""
+        for a in arrays:
+            if a.param in self.grid_offset:
+                raise ArgumentError(
+                    f"{self._where(site)}, argument {a.index} '{a.param}': grid_offset declares "
+                    f"it a block number, an integer, but it is an array "
+                    f"({a.array.describe()}); pass an int")
 
 
 class Launcher:
@@ -411,8 +424,9 @@ class Launcher:
         runtime."""
         if kwargs:
             raise ArgumentValueError(
-                f"kernel '{self.kernel.name}': kernel arguments are positional, in the "
-                f"kernel's parameter order; got keyword argument(s) {', '.join(sorted(kwargs))}"
+                f"kernel '{self.kernel.name}' (at {user_site()}): kernel arguments are "
+                "positional, in the kernel's parameter order; got keyword argument(s) "
+                f"{', '.join(sorted(kwargs))}"
             )
         self.schedule(args)
 
