@@ -566,3 +566,13 @@ def test_a_library_call_out_of_memory_is_an_out_of_memory_error(sim):
     assert isinstance(caught.value, MemoryError)
     assert not isinstance(caught.value, TypeError)
     assert (acp.zeros(3) + 1).tolist() == [1.0] * 3     # (usable after it)
+
+
+def test_an_in_place_call_with_out_returns_out_itself(sim):
+    """``out`` also an input: the result viewed the input's slot, a new Array."""
+    import asyncgpu.cupy as acp
+
+    c, d = acp.ones(3), acp.ones(3)
+    assert acp.multiply(c, 2, out=c) is c and acp.add(d, c, out=c) is c
+    assert acp.sqrt(c, out=c) is c and c.clip(0, 1, out=c) is c
+    assert c.tolist() == [1.0] * 3

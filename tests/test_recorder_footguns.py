@@ -103,6 +103,19 @@ def test_configure_inside_a_recording_is_refused_by_name_and_ends_a_split_segmen
     assert ag.configure().options.execution == execution     # (nothing changed)
     np.testing.assert_array_equal(x.numpy(), np.ones(N, np.float32))   # (issued eagerly)
 
+    @ag.graph
+    def caught(x):
+        inc[1, N](x, N)
+        try:
+            ag.configure(execution="sync")
+        except RecordingError:
+            pass
+
+    for _ in range(3):      # (a body that catches it runs eagerly, as for a host operation;
+        caught(x)           # it was captured and replayed, the refusal gone from its runs)
+        assert caught.outcome == "eager"
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 4, np.float32))
+
     @ag.graph(split=True)
     def split_step(x):
         inc[1, N](x, N)
@@ -111,7 +124,7 @@ def test_configure_inside_a_recording_is_refused_by_name_and_ends_a_split_segmen
 
     for _ in range(3):
         split_step(x)
-    np.testing.assert_array_equal(x.numpy(), np.full(N, 7, np.float32))
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 10, np.float32))
 
 
 @pytest.mark.parametrize("misuse, message", [

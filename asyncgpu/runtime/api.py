@@ -239,6 +239,7 @@ class configure:
         rt = current._runtime
         recording = recording_of(rt, this_thread()) if rt is not None else None
         if recording is not None and not recording.split:
+            recording.failed = True     # (as a refused host operation: this call runs eagerly)
             raise RecordingError(
                 f"asyncgpu.configure inside the recording of '{recording.name}': a change of "
                 "options first finishes the pending work, which the recording issues only "

@@ -488,9 +488,11 @@ def argument_view(call: LibraryCall, index: int, shape: tuple[int, ...], dtype: 
     """A result viewing argument ``index``'s allocation; the argument itself where the call
     writes it and the view is all of it (``add(x, y, out=o)`` returns ``o``, as in CuPy)."""
     src = call.arrays[index]
-    if (index in call.written and shape == src.shape and dtype == src.dtype
-            and offset == src._offset and (strides == src.strides or not src.size)):
-        return src
+    for j in call.written:       # (out= may be an input too: multiply(c, 2, out=c))
+        out = call.arrays[j]
+        if (out._alloc is src._alloc and shape == out.shape and dtype == out.dtype
+                and offset == out._offset and (strides == out.strides or not out.size)):
+            return out
     return Array._view(src._alloc, shape, dtype, strides, offset)
 
 
