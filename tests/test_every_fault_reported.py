@@ -317,7 +317,8 @@ def test_what_does_not_overwrite_the_faulted_bytes_leaves_them_unreadable(write)
             a.numpy()
 
 
-@pytest.mark.parametrize("index", [Ellipsis, slice(None)], ids=["ellipsis", "colon"])
+@pytest.mark.parametrize("index", [Ellipsis, slice(None), slice(0, 4), slice(None, 4, 1)],
+                         ids=["ellipsis", "colon", "bounds", "bounds-and-step"])
 def test_an_array_assigned_to_every_element_makes_the_faulted_bytes_readable(index):
     """``a[...] = b`` writes every byte of ``a`` from ``b``, as ``copyto(a, b)`` does, which
     cleared the marks where the assignment left them."""

@@ -49,6 +49,22 @@ class _Layout:
                           strides=self.strides)
 
 
+def _selects_all(index: Any, shape: tuple[int, ...]) -> bool:
+    """Whether ``index`` (slices and at most one ``...``) selects every element of an array of
+    ``shape``, once each (``a[...]``, ``a[:]``, ``a[0:n]``, ``a[:, 0:m]``)."""
+    items = index if type(index) is tuple else (index,)
+    if not all(k is Ellipsis or isinstance(k, slice) for k in items):
+        return False
+    ellipses = [n for n, k in enumerate(items) if k is Ellipsis]
+    if len(ellipses) > 1 or len(items) - len(ellipses) > len(shape):
+        return False
+    before = items[:ellipses[0]] if ellipses else items
+    after = items[ellipses[0] + 1:] if ellipses else ()
+    dims = list(range(len(before))) + list(range(len(shape) - len(after), len(shape)))
+    return all(k.indices(shape[d]) == (0, shape[d], 1)
+               for k, d in zip(before + after, dims))
+
+
 class SimCallLaunch:
     """One queued library call: ``begin()`` snapshots, ``end(state)`` runs and publishes."""
 
@@ -101,10 +117,8 @@ class SimCallLaunch:
         if self.name == "ndarray.fill":
             return True
         if self.name == "ndarray.__setitem__" and i == 0 and len(self.args) > 1:
-            # (a[...] = b, a[:] = b: every element of a from b, unless b is a)
-            index = self.args[1]
-            if not all(k is Ellipsis or isinstance(k, slice) and k == slice(None)
-                       for k in (index if type(index) is tuple else (index,))):
+            # (a[...] = b, a[:] = b, a[0:n] = b: every element of a from b, unless b is a)
+            if not _selects_all(self.args[1], a.shape):
                 return False
         elif (self.name != "copyto" and self.name in IN_PLACE) or self.name.endswith(".at"):
             return False
