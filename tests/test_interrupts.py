@@ -19,18 +19,8 @@ def test_ctrl_c_inside_a_simulated_kernel_waits_for_its_end():
     """The simulated device finishes a kernel as a real one would: SIGINT arriving while the
     host thread runs the kernel's twin is raised after the kernel, whose writes are whole."""
     import signal
-    import threading
 
-    def twin(y, n):
-        y[:n] += 1
-        # (to the main thread, as Ctrl-C reaches a program's only thread: a signal sent to the
-        # process may be taken by another thread, and Python then raises in the main one at once)
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-        for _ in range(1000):       # bytecodes where the interrupt would land
-            pass
-        y[:n] += 1
-
-    _interrupted_kernel_ends_whole(twin)
+    _interrupted_kernel_ends_whole(_signalled_midway(signal.SIGINT))
 
 
 @pytest.mark.parametrize("raised", [TimeoutError, SystemExit, KeyboardInterrupt])
@@ -40,23 +30,32 @@ def test_a_handler_raising_inside_a_simulated_kernel_waits_for_its_end(raised):
     the kernel's fault (any other exception). Now the handler runs after the kernel, as on a
     device, and its exception reaches the wait unchanged."""
     import signal
-    import threading
 
     def on_alarm(signum, frame):
         raise raised("the program's own")
 
+    before = signal.signal(signal.SIGALRM, on_alarm)
+    try:
+        _interrupted_kernel_ends_whole(_signalled_midway(signal.SIGALRM), raised)
+    finally:
+        signal.signal(signal.SIGALRM, before)
+
+
+def _signalled_midway(signum):
+    """A kernel's twin adding 1 twice, with ``signum`` sent to the main thread between (as
+    Ctrl-C reaches a program's only thread: a signal sent to the process may be taken by
+    another thread, and Python then runs the handler in the main one at once)."""
+    import signal
+    import threading
+
     def twin(y, n):
         y[:n] += 1
-        signal.pthread_kill(threading.main_thread().ident, signal.SIGALRM)
+        signal.pthread_kill(threading.main_thread().ident, signum)
         for _ in range(1000):       # bytecodes where the handler would run
             pass
         y[:n] += 1
 
-    before = signal.signal(signal.SIGALRM, on_alarm)
-    try:
-        _interrupted_kernel_ends_whole(twin, raised)
-    finally:
-        signal.signal(signal.SIGALRM, before)
+    return twin
 
 
 def _interrupted_kernel_ends_whole(twin, raised=KeyboardInterrupt):
