@@ -38,6 +38,7 @@ import numpy as np
 
 from .runtime import array_modules
 from .runtime import cupy_surface as _cupy_surface
+from .runtime.cupy_results import refuse_sequences
 from .runtime.array import Array
 from .runtime.library import dispatch, function_resolver
 from .runtime.operators import already
@@ -53,15 +54,6 @@ def _backend() -> str:
     from .runtime.current import current_options
 
     return backends.resolve(current_options())
-
-
-def _host_sequences(path: str, args: tuple[Any, ...]) -> None:
-    """Refuse, as CuPy's ufuncs refuse them, a list or tuple among a ufunc's operands (NumPy
-    takes them as arrays)."""
-    for a in args:
-        if type(a) in (list, tuple):
-            raise TypeError(f"asyncgpu.cupy.{path}: Unsupported type {type(a)} (CuPy's ufuncs "
-                            "take arrays and scalars; pass asyncgpu.asarray(...) for host data)")
 
 
 class Function:
@@ -80,8 +72,7 @@ class Function:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._check is not None:
             self._check(args, kwargs)
-            if self._ufunc:
-                _host_sequences(self.path, args)
+            refuse_sequences(self.path, args, self._ufunc)
         return dispatch(self.path, args, kwargs)
 
     def __getattr__(self, name: str) -> Any:

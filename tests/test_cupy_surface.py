@@ -423,3 +423,53 @@ def test_sinc_i0_and_fix_take_a_ufuncs_out_dtype_and_casting_as_in_cupy(sim):
         acp.i0(acp.asarray(np.ones(2, np.complex64)))
     assert acp.sinc(acp.asarray(np.ones(2, np.complex64))).dtype == np.complex64
     sim.synchronize()
+
+
+# (each as CuPy 14.2's source computes or refuses it: cupy/_manipulation/add_remove.py,
+# cupy/_statistics/histogram.py, cupy/linalg/_product.py, cupy/_core/core.pyx)
+@pytest.mark.parametrize("case,expected", [
+    (lambda: acp.unique_values(acp.asarray(np.array([3, 1, 2, 1, 9, 0]))),
+     ("int64", [0, 1, 2, 3, 9])),                  # (sorted; NumPy 2's come in hash order)
+    (lambda: acp.histogram(acp.asarray(np.array([0.0, 1, 1, 2])), 2,
+                           weights=acp.asarray(np.ones(4, np.bool_)))[0], ("int64", [1, 3])),
+    (lambda: acp.histogram(acp.asarray(np.array([0.0, 1, 1, 2])), 2,
+                           weights=acp.asarray(np.ones(4, np.float32)))[0],
+     ("float64", [1.0, 3.0])),
+    (lambda: acp.kron(2, acp.asarray(np.array([1.0, 2.0], np.float32))),
+     ("float32", [2.0, 4.0])),                     # (a number is a weak scalar: multiply)
+    (lambda: acp.bincount(acp.asarray(np.array([1, 2])), minlength=None), ("int64", [0, 1, 1])),
+], ids=["unique_values", "histogram-bool-weights", "histogram-float32-weights", "kron-number",
+        "bincount-minlength-none"])
+def test_sorting_and_counting_results_are_cupys(sim, case, expected):
+    assert _value(case()) == expected
+
+
+@pytest.mark.parametrize("call,exc,pattern", [
+    (lambda s: acp.sort(s, kind="quicksort"), ValueError, "kind can only be None or 'stable'"),
+    (lambda s: acp.argsort(s, kind="heapsort"), ValueError, "kind can only be None"),
+    (lambda s: s.copy().sort(kind="quicksort"), ValueError, "kind can only be None"),
+    (lambda s: acp.zeros((3, 4))[:, ::2].sort(), NotImplementedError, "non-contiguous"),
+    (lambda s: acp.zeros((3, 4))[:, ::2].partition(1), NotImplementedError, "non-contiguous"),
+    (lambda s: acp.lexsort((s, s)), AttributeError, "stack them first"),
+    (lambda s: acp.searchsorted(s, np.int64(2)), NotImplementedError, "Only python scalars"),
+    (lambda s: acp.histogram(s, "auto"), NotImplementedError, "integer and array bins"),
+    (lambda s: acp.histogram(s, 2, weights=[1.0] * 4), ValueError, "weights must be"),
+    (lambda s: acp.fft.fft([1.0, 2.0]), TypeError, "got a list where CuPy takes an array"),
+    (lambda s: acp.unique([3, 1, 1]), AttributeError, "got a list"),
+    (lambda s: acp.bincount([1, 2]), AttributeError, "got a list"),
+    (lambda s: acp.nonzero([1, 0]), TypeError, "got a list"),
+    (lambda s: acp.count_nonzero([1, 0]), TypeError, "got a list"),
+    (lambda s: acp.where([True, False], 1.0, 2.0), AttributeError, "got a list"),
+], ids=["sort-kind", "argsort-kind", "method-sort-kind", "sort-of-a-strided-view",
+        "partition-of-a-strided-view", "lexsort-of-a-tuple", "searchsorted-numpy-scalar",
+        "histogram-auto", "histogram-list-weights", "fft-of-a-list", "unique-of-a-list",
+        "bincount-of-a-list", "nonzero-of-a-list", "count_nonzero-of-a-list",
+        "where-of-a-list"])
+def test_what_cupys_sorting_counting_and_fft_refuse_is_refused_at_the_call(sim, call, exc,
+                                                                           pattern):
+    """NumPy takes each of these (a list as an array, any sort kind, a tuple of keys), so
+    the program ran on sim and failed on the GPU."""
+    s = acp.asarray(np.array([3.0, 1.0, 2.0, 1.0]))
+    with pytest.raises(exc, match=pattern):
+        call(s)
+    assert acp.sort(s).tolist() == [1.0, 1.0, 2.0, 3.0]        # (usable after it)

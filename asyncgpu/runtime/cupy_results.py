@@ -240,9 +240,9 @@ def _power(x1: Any, x2: Any, /, out: Any = None, **kwargs: Any) -> Any:
 
 
 def _searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Any:
-    if type(v) in (list, tuple):
+    if type(v) in (list, tuple) or isinstance(v, np.generic):
         raise NotImplementedError("Only python scalars or ndarrays are supported as v (CuPy's "
-                                  "searchsorted): pass asyncgpu.asarray(v)")
+                                  "searchsorted): pass asyncgpu.asarray(v), or a Python number")
     return np.searchsorted(a, v, side=side, sorter=sorter)
 
 
@@ -253,6 +253,109 @@ def _reciprocal(x: Any, /, out: Any = None, **kwargs: Any) -> Any:
         return np.reciprocal(x, out=out, **kwargs)
     result = np.where(a == 0, 0, np.reciprocal(np.where(a == 0, 1, a))).astype(a.dtype)
     return into(out, result, kwargs.get("casting", "same_kind"))
+
+
+def _stable(kind: Any) -> None:
+    """CuPy's sorts are stable and take no other ``kind`` (NumPy's quicksort, heapsort...)."""
+    if kind is not None and kind != "stable":
+        raise ValueError(f"kind can only be None or 'stable' (CuPy's sorts); got {kind!r}")
+
+
+def _sort(a: Any, axis: Any = -1, kind: Any = None) -> Any:
+    _stable(kind)
+    return np.sort(a, axis=axis, kind="stable")
+
+
+def _argsort(a: Any, axis: Any = -1, kind: Any = None) -> Any:
+    _stable(kind)
+    return np.argsort(a, axis=axis, kind="stable")
+
+
+def _contiguous(self: Any, name: str) -> None:
+    if not self.flags.c_contiguous:
+        raise NotImplementedError(f"Sorting non-contiguous array is not supported (CuPy's "
+                                  f"ndarray.{name}): sort a copy, then assign it back")
+
+
+def _sort_in_place(self: Any, axis: Any = -1, kind: Any = None) -> None:
+    _contiguous(self, "sort")
+    _stable(kind)
+    self.sort(axis=axis, kind="stable")
+
+
+def _partition_in_place(self: Any, kth: Any, axis: Any = -1) -> None:
+    _contiguous(self, "partition")
+    self.partition(kth, axis=axis)
+
+
+def _lexsort(keys: Any) -> Any:
+    """CuPy's ``lexsort`` takes one array of keys (rows), of at most 2 dimensions."""
+    if not isinstance(keys, np.ndarray):
+        raise AttributeError(f"'{type(keys).__name__}' object has no attribute 'ndim' (CuPy's "
+                             "lexsort takes its keys as one 2-D array: stack them first)")
+    if keys.ndim > 2:
+        raise NotImplementedError("Keys with the rank of three or more is not supported in "
+                                  "lexsort (CuPy's)")
+    return np.lexsort(keys)
+
+
+def _histogram(x: Any, bins: Any = 10, range: Any = None, density: bool = False,
+               weights: Any = None) -> Any:
+    """NumPy's ``histogram`` with CuPy's checks and counts: bins by a rule's name and complex
+    data are refused, weights must be an array, and weighted counts are int64, float64 or
+    complex128 whatever the weights' width (CuPy accumulates in those)."""
+    if isinstance(bins, str):
+        raise NotImplementedError("only integer and array bins are implemented (CuPy's "
+                                  "histogram)")
+    if np.asarray(x).dtype.kind == "c":
+        raise NotImplementedError("complex number is not supported (CuPy's histogram)")
+    if weights is not None:
+        if not isinstance(weights, np.ndarray):
+            raise ValueError("weights must be a cupy.ndarray (CuPy's histogram): pass "
+                             "asyncgpu.asarray(weights)")
+        kind = weights.dtype.kind
+        weights = weights.astype(np.int64 if kind in "bui" else
+                                 np.complex128 if kind == "c" else np.float64)
+    return np.histogram(x, bins, range=range, density=density, weights=weights)
+
+
+def _bincount(x: Any, weights: Any = None, minlength: Any = None) -> Any:
+    return np.bincount(x, weights, 0 if minlength is None else minlength)
+
+
+def _kron(a: Any, b: Any) -> Any:
+    """A number's Kronecker product is CuPy's ``multiply``: the number is a weak scalar."""
+    if not isinstance(a, np.ndarray) or not isinstance(b, np.ndarray):
+        return np.multiply(a, b)
+    return np.kron(a, b)
+
+
+#: CuPy functions that take an array first and refuse a list or tuple there (NumPy converts
+#: it): the exception class CuPy's own code raises as it reads the list.
+ARRAY_FIRST: dict[str, type] = {
+    **{f"fft.{n}": TypeError for n in (
+        "fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2", "irfft2",
+        "rfftn", "irfftn", "hfft", "ihfft")},
+    "unique": AttributeError, "bincount": AttributeError, "where": AttributeError,
+    "nonzero": TypeError, "argwhere": TypeError, "flatnonzero": TypeError,
+    "count_nonzero": TypeError,
+}
+
+
+def refuse_sequences(path: str, args: tuple[Any, ...], ufunc: bool) -> None:
+    """Refuse, as CuPy does, a list or tuple among a ufunc's operands, or first where
+    :data:`ARRAY_FIRST` says (NumPy takes them as arrays, so the call ran on ``sim``)."""
+    if ufunc:
+        for a in args:
+            if type(a) in (list, tuple):
+                raise TypeError(f"asyncgpu.cupy.{path}: Unsupported type {type(a)} (CuPy's "
+                                "ufuncs take arrays and scalars; pass asyncgpu.asarray(...) "
+                                "for host data)")
+        return
+    exc = ARRAY_FIRST.get(path)
+    if exc is not None and args and type(args[0]) in (list, tuple):
+        raise exc(f"asyncgpu.cupy.{path}: got a {type(args[0]).__name__} where CuPy takes an "
+                  "array, and fails on it on the GPU; pass asyncgpu.asarray(...) for host data")
 
 
 class _Ufunc:
@@ -335,8 +438,17 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "nanargmax": _nan_arg(np.nanargmax),
     "nanargmin": _nan_arg(np.nanargmin),
     # (CuPy sorts stably whatever kind says)
-    "argsort": lambda a, axis=-1, kind=None: np.argsort(a, axis=axis, kind="stable"),
-    "ndarray.argsort": lambda x, axis=-1, kind=None: x.argsort(axis=axis, kind="stable"),
+    "sort": _sort,
+    "argsort": _argsort,
+    "ndarray.argsort": lambda x, axis=-1, kind=None: _argsort(x, axis, kind),
+    "ndarray.sort": _sort_in_place,
+    "ndarray.partition": _partition_in_place,
+    "lexsort": _lexsort,
+    "histogram": _histogram,
+    "bincount": _bincount,
+    "kron": _kron,
+    # (CuPy's are sorted, as unique's; NumPy 2's come in hash order)
+    "unique_values": lambda x: np.unique(x),
     "where": _where,
     "clip": _clip,
     "dot": _dot,
