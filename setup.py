@@ -217,8 +217,11 @@ class OptionalBuildExt(build_ext):
             if ext.name != DRIVER_MODULE and os.path.exists(path):
                 os.remove(path)
         self.extensions = []
-        _say(f"compiling the launch path failed ({str(exc).strip() or type(exc).__name__}); "
-             "it will run as plain Python")
+        # (the first line of the reason: a failed compiler command names every flag)
+        reason = (str(exc).strip() or type(exc).__name__).splitlines()[0]
+        if len(reason) > 160:
+            reason = reason[:157] + "..."
+        _say(f"compiling the launch path failed ({reason}); it will run as plain Python")
 
 
 setup(ext_modules=_extensions(), cmdclass={"build_ext": OptionalBuildExt})

@@ -458,6 +458,10 @@ def machine_info(ag: Any) -> dict[str, Any]:
 
         reason = missing_reason()
         info["driver_calls"] = "compiled" if reason is None else f"CuPy's ({reason})"
+    else:
+        info["compiled"] = ("False (plain Python: not compiled at install, for want of a C "
+                            "compiler or Cython, or with ASYNCGPU_BUILD=python)")
+        info["driver_calls"] = "CuPy's (not compiled: they are compiled with the launch path)"
     if be.name == "cuda":
         import cupy
 

@@ -319,3 +319,16 @@ def test_a_1d_block_size_for_a_2d_workloads_trace_is_said_to_be_ignored(capsys, 
                         "1024", "--out", str(tmp_path))
     assert code == 0
     assert "img runs 2D blocks of (8, 8); the 1D size is ignored" in " ".join(out.split())
+
+
+def test_info_of_an_uncompiled_install_says_why_and_what_the_driver_calls_are(capsys,
+                                                                              monkeypatch):
+    """It showed ``compiled False`` without a reason, and no ``driver_calls`` row."""
+    import asyncgpu.core.compiled
+
+    monkeypatch.setattr(asyncgpu.core.compiled, "is_compiled", lambda: False)
+    code, out, _ = _run(capsys, monkeypatch, "info")
+    text = " ".join(out.split())
+    assert code == 0
+    assert "False (plain Python: not compiled at install" in text
+    assert "driver_calls CuPy's (not compiled" in text

@@ -67,8 +67,8 @@ def _say_if_uncompiled() -> None:
     if not _said_uncompiled and not is_compiled():
         _said_uncompiled = True
         log.warning("asyncgpu: the launch path runs as plain Python (it was not compiled at "
-                    "install: no C compiler or Cython); results are the same, each launch "
-                    "costs the host about twice as much")
+                    "install: no C compiler or Cython there, or ASYNCGPU_BUILD=python); results "
+                    "are the same, each launch costs the host about twice as much")
 
 class Runtime(HostAccess, TenantSteps):
     """The scheduler for one backend (use the module-level API; no public constructor)."""
