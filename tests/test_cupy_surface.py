@@ -473,3 +473,17 @@ def test_what_cupys_sorting_counting_and_fft_refuse_is_refused_at_the_call(sim, 
     with pytest.raises(exc, match=pattern):
         call(s)
     assert acp.sort(s).tolist() == [1.0, 1.0, 2.0, 3.0]        # (usable after it)
+
+
+def test_a_generators_draws_convert_to_any_dtype_as_cupys_do(sim):
+    """CuPy's ``random`` and ``standard_exponential`` draw floats and convert them to the
+    ``dtype`` asked for, unchecked (cupy/random/_generator_api.pyx); NumPy's took float32 and
+    float64 alone, so a program CuPy runs was refused on sim. CuPy draws exponentials by
+    ``'inv'`` alone."""
+    g = acp.random.default_rng(0)
+    for dtype in (np.float16, np.int32, np.complex64, np.float32):
+        assert g.random(3, dtype).dtype == dtype
+        assert g.standard_exponential(3, dtype).dtype == dtype
+    with pytest.raises(NotImplementedError, match="method 'zig' is not supported"):
+        g.standard_exponential(3, method="zig")
+    assert g.random(2).dtype == np.float64

@@ -21,7 +21,7 @@ Example::
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -62,8 +62,11 @@ class Generator:
         def method(g: Any) -> Any:
             """What draws, from generator ``g``: its method, called as CuPy's on sim."""
             found = getattr(g, name)
-            return found if entry is None else _cupy_surface.as_cupy_signature(
-                found, entry, drop_self=True)
+            if entry is None:
+                return found
+            if name in _CONVERTED:
+                found = _converted(found, name)
+            return _cupy_surface.as_cupy_signature(found, entry, drop_self=True)
 
         if not callable(getattr(gen, name, None)):
             raise AttributeError(f"the {type(gen).__module__} generator has no method '{name}'")
@@ -81,6 +84,30 @@ class Generator:
         draw.__name__ = name
         draw.__doc__ = getattr(getattr(gen, name), "__doc__", None)
         return draw
+
+
+#: Draws CuPy makes in a float type and converts to any other ``dtype`` asked for, unchecked
+#: (``random(3, np.float16)``, ``standard_exponential(3, np.int32)``; NumPy's take float32 and
+#: float64 alone).
+_CONVERTED = frozenset({"random", "standard_exponential"})
+
+
+def _converted(found: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """NumPy's draw ``found`` (``size, dtype, ...``) giving any ``dtype`` as CuPy's does, and
+    refusing a ``method`` of ``standard_exponential`` CuPy lacks."""
+    def draw(size: Any = None, dtype: Any = np.float64, *rest: Any, **kwargs: Any) -> Any:
+        if name == "standard_exponential":
+            method = kwargs.pop("method", rest[0] if rest else "inv")
+            rest = rest[1:]
+            if method != "inv":
+                raise NotImplementedError(f"cupy.random.Generator.standard_exponential: method "
+                                          f"{method!r} is not supported; CuPy draws by 'inv'")
+            kwargs["method"] = "inv"
+        dtype = np.dtype(dtype)
+        if dtype in (np.float32, np.float64):
+            return found(size, dtype, *rest, **kwargs)
+        return np.asarray(found(size, np.float64, *rest, **kwargs)).astype(dtype)
+    return draw
 
 
 def default_rng(seed: Any = None) -> Generator:
