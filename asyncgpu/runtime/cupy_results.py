@@ -99,27 +99,30 @@ def _arg_into(result: Any, out: Any, dtype: Any) -> Any:
     return result if out is None else into(out, result)
 
 
+def _around(indices: Any, n: int) -> Any:
+    """Integer ``indices`` into ``n`` elements, one out of range wrapped around as CuPy wraps
+    it (index 5 of 3 elements is element 2, on the GPU, 14.2; NumPy raises); an empty axis has
+    no range to wrap into."""
+    return np.mod(indices, n) if n else np.asarray(indices)
+
+
 def _take_along_axis(a: Any, indices: Any, axis: Any) -> Any:
-    """NumPy's ``take_along_axis`` with an index out of range wrapped around, as CuPy's (on the
-    GPU, 14.2: index 5 of 3 elements takes element 2; NumPy raises)."""
+    """NumPy's ``take_along_axis`` with an index out of range wrapped around, as CuPy's."""
     a = np.asarray(a)
-    n = a.size if axis is None else a.shape[axis]
-    indices = np.asarray(indices)
-    return np.take_along_axis(a, np.mod(indices, n) if n else indices, axis)
+    return np.take_along_axis(a, _around(indices, a.size if axis is None else a.shape[axis]),
+                              axis)
 
 
 def _put_along_axis(arr: Any, indices: Any, values: Any, axis: Any) -> None:
-    """NumPy's ``put_along_axis`` with an index out of range wrapped around, as CuPy's (on the
-    GPU, 14.2: index 5 of 3 elements writes element 2; NumPy raises)."""
-    n = arr.size if axis is None else arr.shape[axis]
-    indices = np.asarray(indices)
-    np.put_along_axis(arr, np.mod(indices, n) if n else indices, values, axis)
+    """NumPy's ``put_along_axis`` with an index out of range wrapped around, as CuPy's."""
+    np.put_along_axis(arr, _around(indices, arr.size if axis is None else arr.shape[axis]),
+                      values, axis)
 
 
 def _wrapped(shape: tuple[int, ...], index: Any) -> Any:
     """``index`` with each integer array in it wrapped into its dimension's range, as CuPy's
-    integer-array indexing wraps an index out of range (``a[cupy.array([5])]`` of 3 elements is
-    element 2, on the GPU, 14.2; NumPy raises). Integers alone are checked as in NumPy."""
+    integer-array indexing wraps an index out of range (:func:`_around`). Integers alone are
+    checked as in NumPy."""
     items = list(index) if type(index) is tuple else [index]
     for i, k in enumerate(items):
         if type(k) is list and all(type(v) in (int, bool) for v in k) and k:
@@ -132,9 +135,8 @@ def _wrapped(shape: tuple[int, ...], index: Any) -> Any:
         if span is None:                        # (the dimensions the others leave)
             dim += len(shape) - sum(s for s in spans if s is not None)
             continue
-        if (isinstance(k, np.ndarray) and k.dtype.kind in "iu" and dim < len(shape)
-                and shape[dim]):
-            items[i] = np.mod(k, shape[dim])
+        if isinstance(k, np.ndarray) and k.dtype.kind in "iu" and dim < len(shape):
+            items[i] = _around(k, shape[dim])
         dim += span
     return tuple(items) if type(index) is tuple else items[0]
 

@@ -124,15 +124,9 @@ def _delegated(entry: dict[str, Any], prefix: str) -> Any:
     target = _numpy_function(f"{prefix}.{spec['to']}" if prefix else spec["to"], set())
     if target is None:
         return None
-    try:     # the defaults CuPy passes on for arguments not given: literals only
-        params = inspect.Signature([
-            inspect.Parameter(p["name"], getattr(inspect.Parameter, p["kind"]),
-                              default=ast.literal_eval(p["default"]) if "default" in p
-                              else inspect.Parameter.empty)
-            for p in entry["params"]
-        ])
-    except (ValueError, SyntaxError, TypeError):
-        return None
+    params = _signature(entry)
+    if any(p.default is _DEFAULT for p in params.parameters.values()):
+        return None         # (the defaults CuPy passes on for arguments not given: literals)
     args, kwargs, const = spec["args"], spec["kwargs"], spec["const"]
 
     def call(*a: Any, **k: Any) -> Any:

@@ -388,7 +388,6 @@ class Kernel:
             arrays.sort(key=_BY_INDEX)
         return arrays, values
 
-
     def _refuse_offset_arrays(self, arrays: list[ArrayArg], site: str | None) -> None:
         """ArgumentError for an array given where ``grid_offset`` names a block number (an
         untyped Numba kernel's parameters take anything until it runs)."""
