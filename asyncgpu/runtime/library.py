@@ -52,6 +52,7 @@ from .array import Array, host_array, new_array
 from .checks import check_usable
 from .cupy_surface import sim_function
 from .dtypes import UnsupportedDtype, long_double
+from .zero_d import INDEXING, as_called, refuse_0d
 from .current import current_runtime
 from .effects import effects
 from .kernel import array_arg
@@ -279,41 +280,6 @@ class Synchronizing(Exception):
 _SCALARS = (bool, int, float, complex, np.generic)
 _meta_cache: dict[Any, Any] = {}
 _META_CACHE_SIZE = 4096
-
-
-class Device0d(np.ndarray):
-    """A 0-d array argument as a call sees it on ``sim``: CuPy's arrays are no integers (no
-    ``__index__``), so ``zeros((n, 2))`` or ``linspace(0, 1, num=n)`` raises TypeError there,
-    where ``arange(n)`` reads the number (``int``)."""
-
-    def __index__(self) -> int:
-        raise TypeError("'ndarray' object cannot be interpreted as an integer")
-
-
-#: What CuPy 14.2 does with a 0-d array argument where NumPy's function would take it as an
-#: integer, measured on the GPU: an index is an array (``x[n]``); these read it as a number
-#: (``around(x, n)``) ...
-INDEXING = frozenset({"ndarray.__getitem__", "ndarray.__setitem__"})
-AS_NUMBER = frozenset({"around", "round", "ndarray.round", "rot90", "percentile",
-                       "quantile", "nanpercentile", "nanquantile"})
-#: ... and these refuse it, where NumPy's take it (``tri(n)``, ``split(x, n)``).
-NO_0D = frozenset({"tri", "triu", "tril", "split", "array_split", "partition",
-                   "argpartition"})
-
-
-def as_called(view: np.ndarray, name: str, written: bool = False) -> Any:
-    """``view`` as call ``name`` sees it: a 0-d one it only reads as a :class:`Device0d`, or as
-    its number (:data:`AS_NUMBER`), or as itself (an index)."""
-    if view.ndim or written or name in INDEXING:
-        return view
-    return view[()] if name in AS_NUMBER else view.view(Device0d)
-
-
-def refuse_0d(call: LibraryCall) -> None:
-    """TypeError, as CuPy's, for a 0-d array given to a call of :data:`NO_0D`."""
-    if call.name in NO_0D and any(a.ndim == 0 for a in call.arrays):
-        exc = TypeError("'ndarray' object cannot be interpreted as an integer")
-        raise call_failed(f"{call.describe()} failed: TypeError: {exc}", exc)
 
 
 def placeholders(call: LibraryCall, rng: np.random.Generator, zeros: bool

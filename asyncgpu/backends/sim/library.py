@@ -23,12 +23,12 @@ from ...runtime.library import (
     LibraryCall,
     Synchronizing,
     allocate_results,
-    as_called,
     fill,
     flatten,
     infer,
     quiet,
 )
+from ...runtime.zero_d import as_called
 from .kernels import dense, overlap, snapshot
 
 
