@@ -425,6 +425,18 @@ def test_sinc_i0_and_fix_take_a_ufuncs_out_dtype_and_casting_as_in_cupy(sim):
     sim.synchronize()
 
 
+def test_sinc_is_exactly_zero_at_the_integers_and_one_near_zero_as_cupys_sinpi(sim):
+    """CuPy computes sinpi(x) / (pi x): +0 at every integer, 1 within 1e-9 of 0, NaN at
+    infinity; NumPy's sin(pi x) / (pi x) left -4e-17 at 2, a different answer on sim."""
+    x = np.array([-3.0, -2, -1, -1e-10, 0, 1e-10, 1, 2, 3, 0.5, np.inf])
+    for dtype in (np.float16, np.float32, np.float64):
+        got = acp.sinc(acp.asarray(x.astype(dtype))).get()
+        assert got[[0, 1, 2, 6, 7, 8]].tolist() == [0.0] * 6
+        assert not np.signbit(got[[0, 1, 2, 6, 7, 8]]).any()
+        assert got[3:6].tolist() == [1.0, 1.0, 1.0]
+        assert got[9] == pytest.approx(2 / np.pi, rel=1e-3) and np.isnan(got[10])
+
+
 # (each as CuPy 14.2's source computes or refuses it: cupy/_manipulation/add_remove.py,
 # cupy/_statistics/histogram.py, cupy/linalg/_product.py, cupy/_core/core.pyx)
 @pytest.mark.parametrize("case,expected", [
