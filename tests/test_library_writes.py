@@ -20,6 +20,7 @@ import pytest
 
 import asyncgpu.cupy as acp
 from asyncgpu.runtime import array_modules, effects as _effects, library as _library
+from asyncgpu.runtime import result_meta as _result_meta
 from asyncgpu.runtime.context import Runtime
 from asyncgpu.runtime.cupy_surface import sim_function
 
@@ -479,7 +480,7 @@ def test_a_rule_that_forgets_a_write_is_caught(sim, monkeypatch, mutant, paths, 
     whose write went unbooked and the reported program fails."""
     monkeypatch.setattr(_effects, "_derive", mutant(_effects._derive))
     monkeypatch.setattr(_effects, "_plans", {})          # nothing derived by the real rule
-    monkeypatch.setattr(_library, "_meta_cache", {})
+    monkeypatch.setattr(_result_meta, "_meta_cache", {})
     entries = [e for e in surface() if e[0] in paths]
     problems = unbooked_writes(sim, entries)
     for path in paths:

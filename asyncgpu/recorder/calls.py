@@ -11,8 +11,8 @@ happen during a capture is CuPy allocating the *result* from its pool (the graph
 at every replay, memory the pool hands out again). So:
 
 * at record time the result's shape and dtype come from NumPy on placeholder data (as on
-  ``sim``, ``asyncgpu.runtime.library.infer``), the result array is allocated by the recorder and
-  the call is deferred as ``fn(*args, **kwargs, out=result)``: it allocates nothing;
+  ``sim``, ``asyncgpu.runtime.result_meta.infer``), the result array is allocated by the
+  recorder and the call is deferred as ``fn(*args, **kwargs, out=result)``: it allocates nothing;
 * the result arrays are *the same arrays at every run* of the recording (kept per recording,
   call position and arguments, like a kernel's output arrays), so the second run's sequence
   equals the first and the graph is captured and replayed;
@@ -41,16 +41,9 @@ from collections import OrderedDict
 from typing import Any
 
 from ..core.deps import Access
-from ..runtime.library import (
-    LibraryCall,
-    NewResult,
-    Synchronizing,
-    ViewResult,
-    _key,
-    allocate_results,
-    function_resolver,
-    infer,
-)
+from ..runtime.call_args import fill
+from ..runtime.library import LibraryCall, allocate_results, function_resolver
+from ..runtime.result_meta import NewResult, Synchronizing, ViewResult, call_key, infer
 from .keys import issue_recorded
 
 _UFUNCS = frozenset({
@@ -109,7 +102,7 @@ class CallLaunch:
 def _signature(call: LibraryCall) -> Any:
     arrays = tuple((a._alloc.id, a._lo, a._hi, a.shape, a.strides, a.dtype.str)
                    for a in call.arrays)
-    key = (call.name, _key(call.args), _key(call.kwargs), arrays)
+    key = (call.name, call_key(call.args), call_key(call.kwargs), arrays)
     try:
         hash(key)
     except TypeError:
@@ -197,8 +190,6 @@ def _launch(name: str, args: tuple[Any, ...], kwargs: dict[str, Any], site: str 
 
 def _user_args(call: LibraryCall) -> tuple[tuple[Any, ...], dict[str, Any]]:
     """The call's arguments with the arrays put back in their slots."""
-    from ..runtime.library import fill
-
     return fill(call.args, call.arrays), fill(call.kwargs, call.arrays)
 
 

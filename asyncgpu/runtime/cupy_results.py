@@ -383,7 +383,8 @@ def _sinc(x: Any) -> Any:
         if x.dtype.kind == "c":
             ratio = np.sin(np.pi * x) / (np.pi * x)
         else:
-            sinpi = np.where(np.isfinite(x) & (x == np.round(x)), np.copysign(0.0, x), np.sin(np.pi * x))
+            whole = np.isfinite(x) & (x == np.round(x))
+            sinpi = np.where(whole, np.copysign(0.0, x), np.sin(np.pi * x))
             ratio = sinpi / (np.pi * x)
     return np.where(np.abs(x) > 1e-9, ratio, 1).astype(x.dtype)
 

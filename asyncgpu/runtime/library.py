@@ -5,7 +5,8 @@ The model
 A :class:`LibraryCall` is one call of an array-library function: its name (``"sqrt"``,
 ``"linalg.solve"``), a resolver that picks the function for the backend (``cupy.sqrt`` or
 ``numpy.sqrt``), and the arguments with every :class:`~asyncgpu.Array` found in them (anywhere in
-positional or keyword arguments, also inside lists, tuples and dicts) replaced by a slot.
+positional or keyword arguments, also inside lists, tuples and dicts) replaced by a slot
+(:mod:`asyncgpu.runtime.call_args`).
 
 * The arrays of the arguments the call writes are *writes*, every other array argument is a
   *read*: positional and keyword outputs, in-place targets (``copyto``, ``put``, ``ndarray.sort``,
@@ -21,7 +22,7 @@ positional or keyword arguments, also inside lists, tuples and dicts) replaced b
 The result's shape and dtype must be known when the node is issued. On ``cuda`` CuPy computes them
 at call time (the call itself is enqueued on the node's stream). On ``sim`` nothing runs at call
 time, so they are inferred by running the NumPy function on *placeholder* data of the same shapes,
-dtypes and layout (cached per signature). A call whose result shape depends on the values
+dtypes and layout (cached per signature: :mod:`asyncgpu.runtime.result_meta`). A call whose result shape depends on the values
 (:data:`DATA_DEPENDENT` names, or a placeholder run that gives different shapes for different
 data, or one that fails) is *synchronizing* on ``sim``: the host waits for its inputs and runs it
 at once. On ``cuda`` CuPy itself copies the size to the host on the node's stream, so such calls
@@ -39,20 +40,20 @@ This module is backend-neutral: it imports neither CuPy nor Numba.
 from __future__ import annotations
 
 import contextlib
-import warnings
 from typing import Any, Callable
 
 import numpy as np
 
 from ..core.deps import Access
-from ..core.errors import ArgumentError, call_failed
+from ..core.errors import call_failed
 from . import array_modules
 from .allocation import dense_layout
 from .array import Array, host_array, new_array
+from .call_args import Slot, fill, slots_in, split
 from .checks import check_usable
 from .cupy_surface import sim_function
-from .dtypes import UnsupportedDtype, long_double
-from .zero_d import INDEXING, as_called, refuse_0d
+from .result_meta import NewResult, ViewResult, classify, quiet
+from .zero_d import as_called
 from .current import current_runtime
 from .effects import effects
 from .kernel import array_arg
@@ -79,87 +80,9 @@ CHECKING = frozenset({"unravel_index"})
 QUANTILES = frozenset({"percentile", "quantile", "nanpercentile", "nanquantile"})
 #: Data-dependent with one argument only (``where(c)`` is ``nonzero(c)``).
 DATA_DEPENDENT_ALONE = frozenset({"where"})
-#: Calls whose result is laid out by an ``order`` argument (``'K'``: as the input is), in CuPy
-#: as in NumPy: on ``sim`` a fresh result keeps the dense layout NumPy gives it (Fortran order
-#: for ``asfortranarray(x)``, ``x.copy(order='F')``, ``empty_like`` of a Fortran-ordered
-#: array). Every other fresh result is C-contiguous, as CuPy allocates its results (a ufunc of
-#: Fortran-ordered operands included, where NumPy would keep their order).
-ORDERED = frozenset({
-    "array", "asarray", "asanyarray", "asfortranarray", "copy", "empty_like", "zeros_like",
-    "ones_like", "full_like", "empty", "zeros", "ones", "full", "eye", "require", "reshape",
-    "ravel", "ndarray.copy", "ndarray.astype", "ndarray.reshape", "ndarray.ravel",
-    "ndarray.flatten",
-})
-
-
 def _raises(mode: Any) -> bool:
     """Whether a ``mode`` (one, or one per index: ``ravel_multi_index``) raises."""
     return mode == "raise" or type(mode) in (tuple, list) and "raise" in mode
-
-
-class _Slot:
-    """Where an :class:`Array` stood in the arguments."""
-
-    __slots__ = ("index",)
-
-    def __init__(self, index: int) -> None:
-        self.index = index
-
-    def __eq__(self, other: object) -> bool:     # signatures of calls are compared and hashed
-        return isinstance(other, _Slot) and other.index == self.index
-
-    def __hash__(self) -> int:
-        return hash(("slot", self.index))
-
-
-def split(obj: Any, arrays: list[Array], where: str) -> Any:
-    """``obj`` with every Array replaced by a :class:`_Slot` (appended to ``arrays``)."""
-    if isinstance(obj, Array):
-        arrays.append(obj)
-        return _Slot(len(arrays) - 1)
-    if type(obj) in (list, tuple):
-        return type(obj)(split(o, arrays, where) for o in obj)
-    if type(obj) is dict:
-        return {k: split(v, arrays, where) for k, v in obj.items()}
-    if type(obj) is int and not -2**63 <= obj < 2**64:
-        raise OverflowError(f"{where}: Python int {obj} too large to convert to C long (CuPy "
-                            "passes Python ints to the device as 64-bit integers)")
-    if isinstance(obj, np.ndarray) and obj.ndim > 0:
-        raise ArgumentError(
-            f"{where}: got a NumPy array {obj.dtype.name}{list(obj.shape)} where the device needs "
-            "an asyncgpu.Array (CuPy refuses implicit host-to-device copies too); pass "
-            "asyncgpu.asarray(x) instead"
-        )
-    if (hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "copy_to_host")) \
-            and not isinstance(obj, type):
-        raise ArgumentError(
-            f"{where}: got a {type(obj).__module__.split('.')[0]}.{type(obj).__name__}, whose "
-            "producer asyncgpu cannot order against; import it with asyncgpu.asarray(x) first"
-        )
-    return obj
-
-
-def _slots(template: Any, into: set[int]) -> None:
-    """Add the index of every :class:`_Slot` inside ``template`` to ``into``."""
-    if isinstance(template, _Slot):
-        into.add(template.index)
-    elif type(template) in (list, tuple):
-        for o in template:
-            _slots(o, into)
-    elif type(template) is dict:
-        for o in template.values():
-            _slots(o, into)
-
-
-def fill(template: Any, values: list[Any]) -> Any:
-    """The inverse of :func:`split`: slots replaced by ``values[slot.index]``."""
-    if isinstance(template, _Slot):
-        return values[template.index]
-    if type(template) in (list, tuple):
-        return type(template)(fill(o, values) for o in template)
-    if type(template) is dict:
-        return {k: fill(v, values) for k, v in template.items()}
-    return template
 
 
 class LibraryCall:
@@ -192,7 +115,7 @@ class LibraryCall:
         found = effects(backend, self.name, self.args, self.kwargs)
         self.assumed = found.everything
         for value in found.places(self.args, self.kwargs):
-            _slots(value, written)
+            slots_in(value, written)
         return written
 
     def describe(self) -> str:
@@ -214,7 +137,7 @@ class LibraryCall:
                 or (name in RAISING and _raises(self._mode(RAISING[name])))
                 # (a device array of quantiles: CuPy reads it to check its range)
                 or (name in QUANTILES and isinstance(
-                    self.kwargs.get("q", self.args[1] if len(self.args) > 1 else None), _Slot)))
+                    self.kwargs.get("q", self.args[1] if len(self.args) > 1 else None), Slot)))
 
     def _mode(self, at: tuple[int, str]) -> Any:
         """The ``mode`` argument (its position in the call, or the default)."""
@@ -251,204 +174,7 @@ class LibraryCall:
         return out
 
 
-# -- result metadata on the sim backend ------------------------------------------------------
-class NewResult:
-    """A result leaf that needs a fresh allocation (``strides``: its layout, None for C)."""
-
-    __slots__ = ("shape", "dtype", "strides")
-
-    def __init__(self, shape: tuple[int, ...], dtype: np.dtype,
-                 strides: tuple[int, ...] | None = None) -> None:
-        self.shape, self.dtype, self.strides = shape, dtype, strides
-
-
-class ViewResult:
-    """A result leaf that is a view of argument ``index``'s allocation."""
-
-    __slots__ = ("index", "shape", "dtype", "strides", "offset")
-
-    def __init__(self, index: int, shape: tuple[int, ...], dtype: np.dtype,
-                 strides: tuple[int, ...], offset: int) -> None:
-        self.index, self.shape, self.dtype = index, shape, dtype
-        self.strides, self.offset = strides, offset
-
-
-class Synchronizing(Exception):
-    """Raised by inference: the call must run at once (value-dependent result)."""
-
-
-_SCALARS = (bool, int, float, complex, np.generic)
-_meta_cache: dict[Any, Any] = {}
-_META_CACHE_SIZE = 4096
-
-
-def placeholders(call: LibraryCall, rng: np.random.Generator, zeros: bool
-                 ) -> tuple[list[np.ndarray], dict[int, np.ndarray]]:
-    """NumPy stand-ins with each argument's layout, one byte buffer per allocation."""
-    buffers: dict[int, np.ndarray] = {}
-    views = []
-    for a in call.arrays:
-        buf = buffers.get(a._alloc.id)
-        if buf is None:
-            buf = buffers[a._alloc.id] = np.zeros(max(a._alloc.nbytes, 1), np.uint8)
-        if a.size == 0:
-            view = np.empty(a.shape, a.dtype)
-        else:
-            view = np.ndarray(a.shape, a.dtype, buffer=buf, offset=a._offset, strides=a.strides)
-        views.append(view)
-    numbers = 0
-    for a, view in zip(call.arrays, views):
-        if a.size == 0:
-            continue
-        if a.ndim == 0:
-            # A 0-d array may stand for a number (``arange(n)``, ``arange(2, n)``,
-            # ``arange(m, n)``): values far apart and different for each such argument in the
-            # two runs, so that a shape made from them differs between the runs and the call
-            # synchronizes (as CuPy reads the number to the host). As an index (an integer
-            # one gives a result of one shape) a number in range; a bool decides the shape
-            if a.dtype.kind == "b":
-                view[...] = not zeros
-            elif call.name in INDEXING:
-                view[...] = 0
-            else:
-                view[...] = 11 + 3 * numbers if zeros else 2 + numbers
-                numbers += 1
-            continue
-        vals = rng.uniform(0.5, 1.5, a.shape)
-        if zeros:
-            vals[rng.random(a.shape) < 0.5] = 0
-        if a.dtype.kind == "b":
-            view[...] = vals > 0.75
-        else:
-            view[...] = vals.astype(a.dtype) if a.dtype.kind != "c" else vals + 0.25j
-    return [as_called(view, call.name, i in call.written) for i, view in enumerate(views)], \
-        buffers
-
-
-def _long_result(call: Any, dtype: np.dtype) -> None:
-    raise UnsupportedDtype(f"{call.describe()}: its result has dtype {dtype} (NumPy's long "
-                           "double), which CUDA and CuPy lack; pass float64 or complex128 values")
-
-
-def classify(call: LibraryCall, result: Any, views: list[np.ndarray],
-             buffers: dict[int, np.ndarray], placeholder: bool = True) -> Any:
-    """The result's structure with each array leaf turned into a New/ViewResult.
-
-    Other leaves are returned as they are; from a placeholder run only those that cannot depend
-    on the values (``None``, dtypes, types) are, any other one makes the call synchronizing.
-    """
-    if result is None or isinstance(result, (np.dtype, type)):
-        return result
-    if isinstance(result, tuple):
-        items = [classify(call, r, views, buffers, placeholder) for r in result]
-        return type(result)(*items) if hasattr(result, "_fields") else tuple(items)
-    if isinstance(result, list):
-        return [classify(call, r, views, buffers, placeholder) for r in result]
-    if isinstance(result, _SCALARS):
-        dtype = np.asarray(result).dtype
-        if long_double(dtype):
-            _long_result(call, dtype)
-        return NewResult((), dtype)
-    if isinstance(result, np.ndarray):
-        if result.dtype.hasobject or result.dtype.kind not in "biufc":
-            raise UnsupportedDtype(f"{call.describe()}: its result has dtype {result.dtype}, "
-                                   "which asyncgpu arrays cannot hold")
-        if long_double(result.dtype):
-            _long_result(call, result.dtype)
-        if result.size:
-            addr = result.__array_interface__["data"][0]
-            for i, a in enumerate(call.arrays):
-                buf = buffers[a._alloc.id]
-                base = buf.__array_interface__["data"][0]
-                if base <= addr < base + buf.nbytes and np.shares_memory(result, buf):
-                    return ViewResult(i, result.shape, result.dtype, result.strides, addr - base)
-        if (call.name in ORDERED and result.size and not result.flags.c_contiguous
-                and dense_layout(result.shape, result.strides, result.itemsize)):
-            return NewResult(result.shape, result.dtype, result.strides)
-        return NewResult(result.shape, result.dtype)
-    if placeholder:
-        raise Synchronizing      # a string or object computed from placeholder values
-    return result
-
-
-def _shapes(meta: Any) -> Any:
-    if isinstance(meta, (NewResult, ViewResult)):
-        return (meta.shape, meta.dtype.str)
-    if isinstance(meta, (tuple, list)):
-        return tuple(_shapes(m) for m in meta)
-    return None
-
-
-def _key(obj: Any) -> Any:
-    """A hashable description of an argument, with types (``2`` and ``2.0`` differ)."""
-    if isinstance(obj, _Slot):
-        return ("slot", obj.index)
-    if type(obj) in (list, tuple):
-        return (type(obj).__name__,) + tuple(_key(o) for o in obj)
-    if type(obj) is dict:
-        return ("dict",) + tuple((k, _key(v)) for k, v in sorted(obj.items()))
-    # (floats by their exact bits: 0.0 == -0.0, yet copysign or 1 / x tell them apart)
-    if type(obj) is float:
-        return ("float", obj.hex())
-    if type(obj) is complex:
-        return ("complex", obj.real.hex(), obj.imag.hex())
-    if isinstance(obj, (np.floating, np.complexfloating)):
-        return (type(obj).__qualname__, obj.tobytes())
-    return (type(obj).__qualname__, obj)
-
-
-def _signature(call: LibraryCall) -> Any:
-    groups: dict[int, int] = {}
-    arrays = tuple(
-        (a.shape, a.dtype.str, a.strides, a._offset, a._alloc.nbytes,
-         groups.setdefault(a._alloc.id, len(groups)))
-        for a in call.arrays
-    )
-    key = (call.name, _key(call.args), _key(call.kwargs), arrays, tuple(sorted(call.written)))
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
-
-
-@contextlib.contextmanager
-def quiet() -> Any:
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
-        yield
-
-
-def infer(call: LibraryCall, fn: Callable[..., Any]) -> Any:
-    """Result metadata from placeholder runs (sim); raises :class:`Synchronizing`."""
-    refuse_0d(call)
-    if call.data_dependent():
-        raise Synchronizing
-    key = None if call.state else _signature(call)
-    if key is not None and key in _meta_cache:
-        return _meta_cache[key]
-    rng = np.random.default_rng(12345)
-    metas = []
-    for zeros in (False, True):
-        views, buffers = placeholders(call, rng, zeros)
-        f = call.inference() if call.inference is not None else fn  # state must not advance
-        try:
-            with quiet():
-                result = f(*fill(call.args, views), **fill(call.kwargs, views))
-        except ArgumentError:
-            raise
-        except Exception:
-            raise Synchronizing from None
-        metas.append(classify(call, result, views, buffers))
-    if _shapes(metas[0]) != _shapes(metas[1]):
-        raise Synchronizing
-    if key is not None:
-        if len(_meta_cache) >= _META_CACHE_SIZE:
-            _meta_cache.clear()      # rare: programs repeat a few signatures
-        _meta_cache[key] = metas[0]
-    return metas[0]
-
-
+# -- results ---------------------------------------------------------------------------------
 def argument_view(call: LibraryCall, index: int, shape: tuple[int, ...], dtype: np.dtype,
                   strides: tuple[int, ...], offset: int) -> Array:
     """A result viewing argument ``index``'s allocation; the argument itself where the call

@@ -25,7 +25,8 @@ from ...core.deps import Access
 from ...core.errors import AsyncGPUError, call_failed
 from ...runtime.allocation import DEVICE, Allocation, c_strides
 from ...runtime.array import Array, own_layout
-from ...runtime.library import LibraryCall, argument_view, fill
+from ...runtime.call_args import fill
+from ...runtime.library import LibraryCall, argument_view
 
 
 @contextlib.contextmanager

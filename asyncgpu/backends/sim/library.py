@@ -6,7 +6,7 @@ snapshot and publishes what the call writes (``out=`` and in-place targets from 
 fresh results into their allocations). Anything that runs in between cannot be seen by the call,
 so a missing dependency turns into a wrong value, as for kernels.
 
-The result's metadata was inferred at call time (``asyncgpu.runtime.library.infer``); ``end`` checks
+The result's metadata was inferred at call time (``asyncgpu.runtime.result_meta.infer``); ``end`` checks
 that the real result matches it and reports a :class:`~asyncgpu.KernelFault` otherwise.
 """
 
@@ -19,15 +19,9 @@ import numpy as np
 from ...core.deps import Access
 from ...runtime.array import Array
 from ...runtime.effects import IN_PLACE
-from ...runtime.library import (
-    LibraryCall,
-    Synchronizing,
-    allocate_results,
-    fill,
-    flatten,
-    infer,
-    quiet,
-)
+from ...runtime.call_args import fill
+from ...runtime.library import LibraryCall, allocate_results, flatten
+from ...runtime.result_meta import Synchronizing, infer, quiet
 from ...runtime.zero_d import as_called
 from .kernels import dense, overlap, snapshot
 
