@@ -2,7 +2,7 @@
 
 Numba's simulator runs a kernel's Python function once per CUDA thread, each CUDA thread of a
 block on a Python thread it starts for that block, and polls them in a loop so that
-``cuda.syncthreads()`` can hold every thread of the block at the barrier. Three adaptations,
+``cuda.syncthreads()`` can hold every thread of the block at the barrier. Four adaptations,
 each installed over the simulator's own where its internals are the ones this module expects
 (and left out otherwise, so that a newer Numba runs as it ships):
 
@@ -17,6 +17,8 @@ each installed over the simulator's own where its internals are the ones this mo
   left to run, as Numba's are. A block reduction on 32 threads runs about 5 times faster than
   on Numba's threads, an element-wise kernel about 50 times;
 - ``cuda.shared.array`` is looked up under a lock (:func:`_shared_array`);
+- the warp functions Numba's simulator lacks (``cuda.shfl_down_sync`` and kin) are added, as
+  collectives of a warp's threads (:mod:`asyncgpu.backends.sim.warps`);
 - compiled ``@cuda.jit`` functions a kernel calls (as device functions, whether made with
   ``device=True`` or not), reached through its module's globals, its closure or module
   attributes, are swapped for simulated ones during the launch
@@ -47,6 +49,8 @@ from typing import Any
 import numpy as np
 
 from ...runtime.checks import MAX_SHARED_BYTES
+from . import warps
+from .warps import WARP_FUNCTIONS, Warps
 
 #: Numba's simulator runs one launch at a time in a process: the launch's context (its grid,
 #: its block, its shared memory) is a global of the simulator, and a launch that finds another
@@ -65,10 +69,10 @@ _shared_arrays = threading.Lock()
 _shared_safe: bool | None = None
 _blocks_safe: bool | None = None
 #: Names that reach a barrier of the simulator (``cuda.syncthreads()`` and its forms, a
-#: cooperative group's ``sync``), and the atomics and fences a thread may spin on a flag another
+#: cooperative group's ``sync``, a warp function: :mod:`asyncgpu.backends.sim.warps`), and the atomics and fences a thread may spin on a flag another
 #: sets with: a kernel whose code names none of them runs its blocks on one Python thread each.
 BARRIERS = frozenset({"syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or",
-                      "syncwarp", "cg", "this_grid", "sync"})
+                      "cg", "this_grid", "sync"}) | WARP_FUNCTIONS
 SPINS = frozenset({"cas", "compare_and_swap", "exch", "threadfence", "threadfence_block",
                    "threadfence_system"})
 #: How long a block whose thread failed waits for its other threads to stop (at a barrier, or
@@ -135,45 +139,72 @@ class _BlockBarrier:
     """``cuda.syncthreads()`` for one block's Python threads: released when every thread of
     the block still running waits at it (a thread that returned no longer counts, as Numba's
     simulator counts it); broken for good when a thread fails, so that the others stop there
-    instead of waiting for it."""
+    instead of waiting for it. Its lock is the block's warps' too (:class:`Warps`): when every
+    thread still running waits, some at the barrier and some in warp functions, or all in
+    warp functions, none can go on (the GPU hangs there), and each fails saying so."""
 
     def __init__(self, threads: int) -> None:
-        self._cond = threading.Condition()
+        self.cond = threading.Condition()
         self._live = threads
         self._waiting = 0
         self._generation = 0
         self.broken = False
         self.breaker: Any = None
+        #: why the block's threads stopped when they all waited (None: they did not)
+        self.stuck: str | None = None
+        self.warps = Warps(threads, self)
 
     def wait(self) -> None:
-        with self._cond:
+        with self.cond:
             if self.broken:
-                raise RuntimeError("abort flag set on syncthreads call")
+                raise RuntimeError(self.stuck or "abort flag set on syncthreads call")
             generation = self._generation
             self._waiting += 1
             if self._waiting >= self._live:
                 self._release()
                 return
+            self.check_stuck()
             while generation == self._generation and not self.broken:
-                self._cond.wait()
+                self.cond.wait()
             if self.broken:
-                raise RuntimeError("abort flag set on syncthreads clear")
+                raise RuntimeError(self.stuck or "abort flag set on syncthreads clear")
 
     def leave(self, failed: bool, thread: Any = None) -> None:
-        with self._cond:
+        with self.cond:
             self._live -= 1
             if failed:
-                if not self.broken:
-                    self.breaker = thread       # (the others' failures follow from its)
-                self.broken = True
-                self._cond.notify_all()
-            elif self._waiting and self._waiting >= self._live:
+                self.break_(thread)
+                return
+            self.warps.left(thread.thread_id)
+            if self._waiting and self._waiting >= self._live:
                 self._release()
+            elif self._live:
+                self.check_stuck()
+
+    def break_(self, thread: Any) -> None:
+        """(Under the lock.) Stop every thread waiting, for good."""
+        if not self.broken:
+            self.breaker = thread       # (the others' failures follow from its)
+        self.broken = True
+        self.cond.notify_all()
+
+    def check_stuck(self) -> None:
+        """(Under the lock.) If every thread still running waits and none can go on, break
+        the block with :attr:`stuck` saying where they wait."""
+        in_warps = self.warps.waiting()
+        if not in_warps or self._waiting + in_warps < self._live:
+            return
+        at_barrier = f"{self._waiting} at cuda.syncthreads(), " if self._waiting else ""
+        self.stuck = (f"the block's threads wait for each other: {at_barrier}{in_warps} in "
+                      f"{self.warps.describe_waiting()}; on the GPU this hangs: every "
+                      "thread of the block must reach the same syncthreads, every lane of a "
+                      "mask the same warp function")
+        self.break_(None)
 
     def _release(self) -> None:
         self._waiting = 0
         self._generation += 1
-        self._cond.notify_all()
+        self.cond.notify_all()
 
 
 def _named(e: BaseException, where: str) -> tuple[BaseException, Any]:
@@ -280,6 +311,7 @@ class _Blocks:
         self.state = np.zeros(block_dim, dtype=np.bool_)
         self.args: tuple[Any, ...] = ()
         self.barrier: _BlockBarrier | None = None
+        self.warps: Warps | None = None
         self._done = threading.Condition()
         self._running = 0
         self._failed: list[tuple[_Worker, tuple[BaseException, Any]]] = []
@@ -309,6 +341,7 @@ class _Blocks:
         team = _workers[:len(shares)]
         self.args = args
         self.barrier = None if self._one_thread else _BlockBarrier(len(shares))
+        self.warps = None if self.barrier is None else self.barrier.warps
         self._running, self._failed, self._team = len(shares), [], set(team)
         self.state[...] = False
         block_idx = Dim3(*grid_point)
@@ -358,6 +391,7 @@ def _install_block_manager() -> bool:
             or "current_thread().threadIdx" not in reads):
         return False
     kernel.BlockManager = _block_manager
+    warps.install()
     return True
 
 
