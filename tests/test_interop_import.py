@@ -157,6 +157,61 @@ def test_explicit_model_reads_an_import_through_its_mirror(explicit):
     assert data.tolist() == [14, 4, 8, 12, 16, 20]
 
 
+def test_what_the_producer_writes_after_a_synchronize_is_read_and_never_overwritten(explicit):
+    """After a host read the mirror of an import held its old values: the producer's later
+    write (after ``ag.synchronize()``, as the interop guide asks) was not read, and a partial
+    host write then copied the stale mirror over it."""
+    ag = explicit
+    data = np.zeros(8, dtype=np.float32)
+    a = ag.asarray(CpuProducer(data))
+    assert a[0] == 0.0                       # (a small array: fetched whole by one read)
+    ag.synchronize()
+    data[:] = 100.0                          # the producer writes its memory
+    assert a.numpy().tolist() == [100.0] * 8
+    a[1] = 5.0
+    a += 1
+    ag.synchronize()
+    assert data.tolist() == [101.0, 6.0] + [101.0] * 6
+    assert a.numpy().tolist() == data.tolist()
+
+
+def test_a_host_write_of_an_import_reaches_the_producer_by_the_next_synchronize(explicit):
+    ag = explicit
+    data = np.zeros(8, dtype=np.float32)
+    a = ag.asarray(CpuProducer(data))
+    a[...] = 7.0                             # every byte: no kernel follows it
+    ag.synchronize()
+    assert data.tolist() == [7.0] * 8
+    data[3] = 100.0                          # then the producer writes one element
+    assert (a * 2).numpy().tolist() == [14.0] * 3 + [200.0] + [14.0] * 4
+    assert data[3] == 100.0
+
+
+def test_a_replayed_graph_does_not_copy_an_import_back_for_the_host(explicit):
+    """A graph copies back behind itself what the host keeps reading after it: for another
+    library's memory that copy would be read after the producer wrote it again."""
+    ag = explicit
+    data = np.ones(8, dtype=np.float32)
+    a = ag.asarray(CpuProducer(data))
+
+    double = _double()
+
+    @ag.graph
+    def step(x):
+        double[1, 8](x)
+
+    for i in range(4):                       # (recorded, then replayed: the host reads a
+        step(a)                              # right after each replay)
+        assert a.numpy().tolist() == [2.0 ** (i + 1)] * 8
+    data[:] = 1.0
+    for _ in range(3):
+        step(a)
+        ag.synchronize()
+        data[:] = 5.0                        # the producer writes it after the step
+        assert a.numpy().tolist() == [5.0] * 8
+        data[:] = 1.0
+
+
 def test_a_producer_passed_straight_to_a_kernel_is_imported_once(sim):
     ag = sim
     data = np.ones(16, dtype=np.float64)

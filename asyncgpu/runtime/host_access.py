@@ -388,8 +388,9 @@ class HostAccess(Issuing):
                  else self.deps.conflicts([acc]))
         # A small allocation is fetched whole when that waits for no writer the span does
         # not: the same round trip, and the host's next reads of it need none.
+        # (not another library's memory: its mirror is never booked current)
         whole = (fetch and not write and hi - lo < alloc.nbytes <= WHOLE_FETCH_BYTES
-                 and not self.deps.writes_beyond(key, found))
+                 and not alloc.fixed and not self.deps.writes_beyond(key, found))
         if whole:
             lo, hi = 0, alloc.nbytes
         if memory is not None:

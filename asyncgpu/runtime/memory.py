@@ -47,6 +47,11 @@ fetches the span first so the holes carry the device's values back). Per-allocat
 keep the launch path to one integer test per array; the cost is that a host read of part of a
 device-current array leaves it DEVICE (a later read copies again).
 
+Another library's memory, imported without a copy (``Allocation.fixed``), is DEVICE for good:
+its own library may write it once the runtime is synchronized, so every host read fetches
+(never booking the mirror current) and every host write is a host write of part (its span
+goes to the device at once), and no replayed graph copies it back.
+
 Example::
 
     x = ag.array(data)        # host write of every byte: HOST
@@ -285,7 +290,7 @@ class ExplicitMemory:
         copies it back at its next launches (:meth:`read_back`)."""
         rt = self.runtime
         frozen = rt.last_replay() if rt.last_replay is not None else None
-        if (frozen is None or frozen.replay_version != rt.deps.version
+        if (frozen is None or alloc.fixed or frozen.replay_version != rt.deps.version
                 or len(frozen.read_back) >= READ_BACK_MAX
                 or not any(a is alloc for a in frozen.written)
                 or any(a is alloc for a, _ in frozen.read_back)):
@@ -324,7 +329,7 @@ class ExplicitMemory:
             return False
         if not on_devices or lo >= hi:
             return False
-        whole = dense and lo == 0 and hi == alloc.nbytes
+        whole = dense and lo == 0 and hi == alloc.nbytes and not alloc.fixed
         return (host_write(location, whole, dense)[0] if write
                 else host_read(location, whole)[0])
 
@@ -361,9 +366,13 @@ class ExplicitMemory:
 
     def after_host(self, array: Any, lo: int, hi: int, write: bool, dense: bool) -> None:
         """Book the access's effect on the location; a partial write of a DEVICE allocation
-        sends the written span to the device."""
+        sends the written span to the device, as does any write of another library's memory
+        (``Allocation.fixed``), which no host read makes current on the host either."""
         alloc = array._alloc
-        whole = lo == 0 and hi == alloc.nbytes
+        # (another library's memory is the current copy whenever the runtime is synchronized:
+        # a read leaves the mirror stale-able, a write goes through at once, so that what
+        # the other library writes after a synchronize is read, and never overwritten)
+        whole = lo == 0 and hi == alloc.nbytes and not alloc.fixed
         if not write:
             alloc.location = host_read(alloc.location, whole)[1]
             return
