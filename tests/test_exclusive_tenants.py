@@ -127,6 +127,66 @@ def test_an_exclusive_step_waiting_for_another_tenants_thread_lets_its_launch_go
     assert y.numpy().tolist() == [3.0] * 64 and z.numpy().tolist() == [3.0] * 64
 
 
+def test_steps_that_wait_for_another_tenants_launches_do_not_wait_longer_each_time(
+        k, monkeypatch):
+    """Each such step waits once for the hold's limit, then the others' launches go at once
+    until it closes; its length, that wait included, is no step length: the limit grew twenty
+    times a step (1 s, 44 s, then about half an hour)."""
+    import queue
+
+    monkeypatch.setattr(exclusive, "HOLD_FLOOR_S", 0.2)
+    x = ag.array(np.ones(64))
+    ys = [ag.empty_like(x) for _ in range(3)]
+    zs = [ag.empty_like(x) for _ in range(3)]
+    requests: queue.Queue[int] = queue.Queue()
+    answers: queue.Queue[float] = queue.Queue()
+
+    def server() -> None:
+        with ag.tenant("grow-server"):
+            for _ in range(3):
+                i = requests.get(timeout=30)
+                k[2, 32](x, ys[i], 64)      # two launches and a read, held by the open step
+                k[2, 32](x, zs[i], 64)
+                answers.put(float(ys[i].sum() + zs[i].sum()))
+
+    worker = threading.Thread(target=server)
+    worker.start()
+    took = []
+    for i in range(3):
+        with ag.tenant("grow-client", priority="high", exclusive=True):
+            start = time.perf_counter()
+            requests.put(i)
+            assert answers.get(timeout=30) == 2 * 64 * 3.0
+            took.append(time.perf_counter() - start)
+    worker.join(30)
+    assert not worker.is_alive()
+    assert max(took) < 5.0, took            # (each about 0.2 s: one wait for the floor)
+
+
+def test_an_exclusive_step_of_a_thread_that_ended_inside_it_holds_no_one_afterwards(
+        k, monkeypatch, caplog):
+    monkeypatch.setattr(exclusive, "HOLD_FLOOR_S", 0.5)
+
+    def dies_inside() -> None:
+        scope = ag.tenant("dead-detector", priority="high", exclusive=True)
+        scope.__enter__()                   # (never left: the thread ends inside the block)
+
+    thread = threading.Thread(target=dies_inside)
+    thread.start()
+    thread.join()
+    x = ag.array(np.ones(64))
+    y = ag.empty_like(x)
+    with caplog.at_level("WARNING", logger="asyncgpu"):
+        start = time.perf_counter()
+        with ag.tenant("dead-ranker"):
+            for _ in range(4):
+                k[2, 32](x, y, 64)
+        took = time.perf_counter() - start
+    assert "a thread ended inside the exclusive block of tenant 'dead-detector'" in caplog.text
+    assert took < 0.4, took                 # (held at most once, not 0.5 s per launch)
+    assert y.numpy().tolist() == [3.0] * 64
+
+
 def test_other_tenants_keep_one_launch_in_flight_beside_an_exclusive_one(k):
     with ag.tenant("one-detector", exclusive=True):
         pass

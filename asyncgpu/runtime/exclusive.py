@@ -25,8 +25,11 @@ others on the host, where the runtime decides what is enqueued:
   tenants' latest steps were (at least :data:`HOLD_FLOOR_S`) goes beside it, with a warning,
   once: a step that waits on the host for another tenant's thread (a request that thread
   queues after its own launch) would otherwise hold that thread's launch, and itself, for
-  good. A regulation plan makes tenants exclusive that were not made so (its check measures
-  each tenant alone so), so a program that works unregulated keeps working regulated;
+  good. Until that step closes, the others' launches go at once, and its length (the wait
+  included) does not count towards the next limit. A regulation plan makes tenants exclusive
+  that were not made so (its check measures each tenant alone so), so a program that works
+  unregulated keeps working regulated. A step of a thread that ended without leaving its
+  block is closed, with a warning, at the next launch it holds;
 
 * where a regulation plan gives the launches' times alone (its profile's, by tenant and
   kernel or recorded function: :attr:`ExclusiveSteps.launch_times`), an exclusive tenant
@@ -89,15 +92,18 @@ HOLD_FLOOR_S = 0.5
 class ExclusiveSteps:
     """The gate of one runtime's exclusive tenants (see the module docstring)."""
 
-    __slots__ = ("_begun", "_cond", "_holders", "_length", "_open", "_overdue", "_period",
-                 "_tails", "_thread", "devices", "launch_times", "rt")
+    __slots__ = ("_begun", "_cond", "_holder_threads", "_holders", "_length", "_open",
+                 "_overdue", "_overran", "_period", "_tails", "_thread", "devices",
+                 "launch_times", "rt")
 
     def __init__(self, rt: Any) -> None:
         self.rt = rt
         self._cond = threading.Condition(threading.Lock())
         self._open = 0
-        #: thread id -> its exclusive steps open (its own launches are never held)
+        #: thread id -> its exclusive steps open (its own launches are never held), and the
+        #: thread (whether it still runs: an id is reused once its thread has ended)
         self._holders: dict[int, int] = {}
+        self._holder_threads: dict[int, threading.Thread] = {}
         #: per exclusive tenant, its latest closed step's last node on each stream it used:
         #: the others wait for them as for the open steps
         self._tails: dict[int, list[Any]] = {}
@@ -118,6 +124,10 @@ class ExclusiveSteps:
         self.launch_times: dict[tuple[int, str], float] = {}
         #: whether a held launch went past an open step (:data:`HOLD_LENGTHS`): logged once
         self._overdue = False
+        #: the exclusive tenants whose open step a held launch went past: its length, which
+        #: includes that wait, is not a step's length (the next limit would grow with it), and
+        #: until the open steps close the others' launches go at once
+        self._overran: set[int] = set()
 
     def begin(self, index: int) -> None:
         """Under the runtime's lock: an exclusive step of tenant ``index`` opens."""
@@ -131,6 +141,7 @@ class ExclusiveSteps:
         with self._cond:
             # (one statement: an interrupt leaves the step opened for this thread, or not)
             self._open, self._holders[ident] = self._open + 1, self._holders.get(ident, 0) + 1
+            self._holder_threads[ident] = threading.current_thread()
             self._cond.notify_all()     # (launches looked ahead wait for this step to begin)
 
     def holding(self) -> int:
@@ -148,13 +159,17 @@ class ExclusiveSteps:
                 self._holders[ident] = left
             else:
                 del self._holders[ident]
+                self._holder_threads.pop(ident, None)
             self._tails[index] = tails
             begun = self._begun[index]
-            self._length[index] = time.perf_counter() - begun[-1]
+            length = time.perf_counter() - begun[-1]
+            if index not in self._overran:
+                self._length[index] = length
             if len(begun) == 1:
-                self._period[index] = self._length[index]
+                self._period[index] = length
             self.devices.update(node.device for node in tails)
             if not self._open:
+                self._overran.clear()
                 self._cond.notify_all()
 
     def enter(self, name: str | None = None) -> None:
@@ -177,10 +192,14 @@ class ExclusiveSteps:
             overdue = 0.0
             with self._cond:
                 if self._open and ident not in self._holders:
+                    self._close_abandoned()
+                if self._open and ident not in self._holders:
                     held = True
                     limit = max(HOLD_FLOOR_S, HOLD_LENGTHS * max(self._length.values(),
                                                                  default=0.0))
-                    if not self._cond.wait_for(
+                    if self._overran:
+                        overdue = limit     # (an open step already waited for the others)
+                    elif not self._cond.wait_for(
                             lambda: not self._open or ident in self._holders, limit):
                         overdue = limit
             rt._acquire()       # (not under this module's lock: the runtime's comes first)
@@ -210,6 +229,8 @@ class ExclusiveSteps:
         """Under the runtime's lock: tenant ``index``'s launch waited ``limit`` seconds for
         an exclusive step that stayed open, and goes (said once)."""
         self.rt.tenants[index].held += 1
+        with self._cond:
+            self._overran.update(t for t, ident in self._thread.items() if ident in self._holders)
         if not self._overdue:
             self._overdue = True
             open_steps = [self.rt.tenants[t].name for t, ident in self._thread.items()
@@ -221,6 +242,25 @@ class ExclusiveSteps:
                 "the other tenants' launches while it is open, so it must not wait for them "
                 "(said once)", self.rt.tenants[index].name, limit,
                 ", ".join(repr(n) for n in open_steps) or "a tenant")
+
+    def _close_abandoned(self) -> None:
+        """(Under this module's lock.) Close the exclusive steps of threads that ended without
+        leaving them (a thread that died inside its tenant's block, a generator holding one
+        left unclosed): they would hold every other launch for good."""
+        for ident, thread in list(self._holder_threads.items()):
+            if thread.is_alive():
+                continue
+            del self._holder_threads[ident]
+            steps = self._holders.pop(ident, 0)
+            self._open -= steps
+            names = [self.rt.tenants[t].name for t, i in self._thread.items() if i == ident]
+            log.warning("asyncgpu: a thread ended inside the exclusive block of tenant %s, "
+                        "which it never left; its step is closed now (a tenant's block must "
+                        "be left by the thread that entered it)",
+                        ", ".join(repr(n) for n in names) or "?")
+        if not self._open:
+            self._overran.clear()
+            self._cond.notify_all()
 
     def _turn(self, ident: int, index: int, held: bool,
               name: str | None = None) -> list[Any] | float | None:
