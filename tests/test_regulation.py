@@ -287,8 +287,8 @@ def test_a_plan_saved_and_loaded_is_the_same(tmp_path):
     plan = Plan({"a": {"k": 4}}, {"b": {"j": ("a", "k")}},
                 (("a", (("k", (1, 1, 1), (32, 1, 1)),)),),
                 Outcome(1e-3, {"a": 1e-3}, 0.5, {"a": 2e-3}), None, 12, 0.01,
-                (TenantProfile("a", "high", (op("k", 1.0, 0.5, 0.25, True, [0]),
-                                             Op("g", 1e-3, 1.0, 0.0, True, (), 3.5)), True),),
+                (TenantProfile("a", "high", (op("k", 1.0, 0.5, 0.25, True, []),
+                                             Op("g", 1e-3, 1.0, 0.0, True, (0,), 3.5)), True),),
                 ("a",), (PairProfile("a", "k", "b", "j", 1e-3, 2e-3, 1.5e-3, 2.5e-3),),
                 {"a": 40, "b": 88, "c": 88}, ("b", "c"), ("a", "b"))
     path = str(tmp_path / "plan.json")
@@ -309,6 +309,20 @@ def test_a_plan_saved_and_loaded_is_the_same(tmp_path):
     (lambda d: d.update(splits=[["a", 2]]), "splits must map tenant names to objects"),
     (lambda d: d.update(profile=[{"name": "a", "ops": []}]), "profile, pairs or outcomes"),
     (lambda d: d.update(pairs=[[1]]), "profile, pairs or outcomes"),
+    # (values of the wrong type where the runtime computes with them: refused as loaded, not
+    # as a TypeError of the regulator's after it set the plan in force aside)
+    (lambda d: d.update(profile=[{"name": "a", "priority": "high", "one_stream": False,
+                                  "ops": [["k", "fast", 1.0, 0.0, False, []]]}]),
+     "profile 'a', launch 0: seconds must be a finite number of seconds"),
+    (lambda d: d.update(profile=[{"name": "a", "priority": "high", "one_stream": False,
+                                  "ops": [["k", 1e-3, 1.0, 0.0, False, [0]]]}]),
+     "launch 0: parents must be a tuple of earlier launches' indices"),
+    (lambda d: d.update(profile=[{"name": "a", "priority": "urgent", "one_stream": False,
+                                  "ops": []}]), "priority must be 'high' or 'normal'"),
+    (lambda d: d.update(pairs=[["a", "k", "b", "j", 1e-3, "2", 1e-3, 1e-3]]),
+     "other_alone_s must be a finite number of seconds"),
+    (lambda d: d.update(before={"makespan_s": None, "latency_s": {}, "residue": 0.1}),
+     "before: makespan_s must be a finite number"),
 ])
 def test_a_plan_edited_in_its_json_file_wrongly_is_refused_as_loaded(edit, message):
     """Nothing is converted to fit (a pointer "bk" is not tenant b's kernel k, 2.5 pieces are
@@ -339,6 +353,18 @@ def test_regulate_refuses_a_budget_that_is_no_time_and_tenants_for_off(kwargs, m
     with ag.configure(backend="sim"):
         with pytest.raises(ValueError, match=message):
             ag.regulate(**kwargs)
+
+
+def test_a_plan_refused_by_regulate_leaves_the_plan_in_force_as_it_was():
+    good = Plan({"reg-a": {"k": 2}})
+    bad = Plan({"reg-a": {"k": 3}}, profile=(TenantProfile(
+        "reg-a", "high", (Op("k", "fast", 1.0, 0.0, True, ()),)),))
+    with ag.configure(backend="sim"):
+        ag.regulate(plan=good)
+        with pytest.raises(ValueError, match="seconds must be a finite number"):
+            ag.regulate(plan=bad)
+        assert ag.regulation().plan == good and ag.regulation().state == "regulated"
+        ag.regulate(plan="off")
 
 
 def test_a_plan_without_its_optional_fields_loads():

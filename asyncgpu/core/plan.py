@@ -191,8 +191,9 @@ class Plan:
         """ValueError naming what is wrong where a plan's settings are not what
         ``asyncgpu.tenant`` accepts (a plan made by hand or edited in its JSON file): splits of
         at least 2 pieces, pointers to a (tenant, kernel), tuples of names, partitions of at
-        least one SM. Names of tenants the runtime does not know are allowed (they take effect
-        once such a tenant runs)."""
+        least one SM, and profiles, pairs and outcomes of the types and ranges the search
+        writes. Names of tenants the runtime does not know are allowed (they take effect once
+        such a tenant runs)."""
         def names(field_name: str, value: Any) -> None:
             if not (isinstance(value, tuple) and all(isinstance(n, str) for n in value)):
                 raise ValueError(f"asyncgpu.Plan: {field_name} must be a tuple of tenant names, "
@@ -232,6 +233,83 @@ class Plan:
         if "default" in self.named():
             raise ValueError("asyncgpu.Plan: 'default' (the work outside any tenant) cannot be "
                              "regulated; name the tenants whose work the plan changes")
+        self._check_measured()
+
+    def _check_measured(self) -> None:
+        """ValueError naming the field where the profiles, pairs or outcomes hold values of
+        other types than the search writes (a plan edited by hand): the runtime computes
+        with them when it applies the plan."""
+        def fail(where: str, what: str, value: Any) -> None:
+            raise ValueError(f"asyncgpu.Plan: {where} must be {what}; got {value!r} (delete "
+                             "profile, pairs and the outcomes to run the plan as given)")
+
+        def seconds(where: str, value: Any) -> None:
+            if not _real(value) or not 0 <= value < float("inf"):
+                fail(where, "a finite number of seconds >= 0", value)
+
+        if not (isinstance(self.profile, tuple)
+                and all(isinstance(p, TenantProfile) for p in self.profile)):
+            fail("profile", "a tuple of TenantProfile", self.profile)
+        for p in self.profile:
+            at = f"profile {p.name!r}"
+            if not isinstance(p.name, str):
+                fail("a profile's name", "a tenant's name (str)", p.name)
+            if p.priority not in ("high", "normal"):
+                fail(f"{at}: priority", "'high' or 'normal'", p.priority)
+            if not isinstance(p.one_stream, bool):
+                fail(f"{at}: one_stream", "True or False", p.one_stream)
+            if not (isinstance(p.ops, tuple) and all(isinstance(o, Op) for o in p.ops)):
+                fail(f"{at}: ops", "a tuple of Op", p.ops)
+            for i, o in enumerate(p.ops):
+                where = f"{at}, launch {i}"
+                if not isinstance(o.kernel, str):
+                    fail(f"{where}: kernel", "a kernel's name (str)", o.kernel)
+                seconds(f"{where}: seconds", o.seconds)
+                if not _real(o.share) or not 0 < o.share <= 1:
+                    fail(f"{where}: share", "a share of the device in (0, 1]", o.share)
+                if not _real(o.bandwidth) or not 0 <= o.bandwidth <= 1:
+                    fail(f"{where}: bandwidth", "a share of the bandwidth in [0, 1]",
+                         o.bandwidth)
+                if not isinstance(o.splittable, bool):
+                    fail(f"{where}: splittable", "True or False", o.splittable)
+                if not (isinstance(o.parents, tuple)
+                        and all(type(j) is int and 0 <= j < i for j in o.parents)):
+                    fail(f"{where}: parents", "a tuple of earlier launches' indices",
+                         o.parents)
+                if not _real(o.grid) or not 0 <= o.grid < float("inf"):
+                    fail(f"{where}: grid", "a finite number >= 0", o.grid)
+                if type(o.blocks) is not int or o.blocks < 0:
+                    fail(f"{where}: blocks", "an int >= 0", o.blocks)
+        if not (isinstance(self.pairs, tuple)
+                and all(isinstance(p, PairProfile) for p in self.pairs)):
+            fail("pairs", "a tuple of PairProfile", self.pairs)
+        for p in self.pairs:
+            where = f"the pair of {p.tenant!r} and {p.other!r}"
+            if not all(isinstance(n, str) for n in (p.tenant, p.kernel, p.other,
+                                                    p.other_kernel)):
+                fail(f"{where}: its tenants and kernels", "names (str)",
+                     (p.tenant, p.kernel, p.other, p.other_kernel))
+            for name in ("alone_s", "other_alone_s", "together_s", "other_together_s"):
+                seconds(f"{where}: {name}", getattr(p, name))
+        for name in ("before", "after_outcome"):
+            o = getattr(self, name)
+            if o is None:
+                continue
+            if not isinstance(o, Outcome):
+                fail(name, "an Outcome or None", o)
+            seconds(f"{name}: makespan_s", o.makespan_s)
+            for table in ("latency_s", "worst_s"):
+                value = getattr(o, table)
+                if not (isinstance(value, dict) and all(isinstance(t, str) for t in value)):
+                    fail(f"{name}: {table}", "a table of tenant names to seconds", value)
+                for t, v in value.items():
+                    seconds(f"{name}: {table}[{t!r}]", v)
+            for field_name in ("residue", "score"):
+                if not _real(getattr(o, field_name)):
+                    fail(f"{name}: {field_name}", "a number", getattr(o, field_name))
+        if type(self.modelled) is not int or self.modelled < 0:
+            fail("modelled", "an int >= 0", self.modelled)
+        seconds("search_s", self.search_s)
 
     def named(self) -> set[str]:
         """The tenants this plan gives a setting."""
@@ -367,6 +445,10 @@ class Plan:
     def load(cls, path: str) -> Plan:
         with open(path, encoding="utf-8") as f:
             return cls.from_json(f.read())
+
+
+def _real(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
 
 
 def _lists(x: Any) -> Any:
