@@ -230,6 +230,29 @@ def test_unpassable_parameters(decl):
         parse_cuda_declaration(f"__global__ void k({decl}) {{}}", "k")
 
 
+@pytest.mark.parametrize("src", [
+    'extern "C" __global__ void k(float* x { x[0] = 1; }',
+    'extern "C" __global__ void k(float* x, int n; ) {}',
+])
+def test_a_parameter_list_that_does_not_close_is_refused_naming_the_parameter(src):
+    """The GPU's compiler refuses these; the parser took '{' for a parameter's name and the
+    launch ran on sim."""
+    with pytest.raises(SignatureError, match=r"kernel 'k': parameter \d .* does not close"):
+        parse_cuda_declaration(src, "k")
+
+
+def test_a_kernel_declared_with_two_signatures_is_refused_naming_both():
+    src = ('extern "C" __global__ void k(float* x) {}\n'
+           'extern "C" __global__ void k(int* x) {}')
+    with pytest.raises(SignatureError, match=r"declared with different parameters: "
+                                             r"\(float\*\); \(int\*\)"):
+        parse_cuda_declaration(src, "k")
+    # (a declaration and its definition, one naming the parameters, are one signature)
+    same = 'extern "C" __global__ void k(const float*, int);\n' \
+           'extern "C" __global__ void k(const float* x, int n) {}'
+    assert [p.name for p in parse_cuda_declaration(same, "k")] == ["x", "n"]
+
+
 def test_void_scalar_is_rejected_even_when_not_strict():
     with pytest.raises(SignatureError, match=r"type 'void'"):
         parse_cuda_declaration("__global__ void k(void, int n) {}", "k", strict=False)

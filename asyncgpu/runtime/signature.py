@@ -182,6 +182,11 @@ def _c_param(kernel: str, i: int, text: str, strict: bool) -> Param:
     if not tokens or any(t in ("&", "...", ".") for t in tokens):
         raise SignatureError(f"{where}: not a parameter asyncgpu can pass (empty, reference "
                              "or variadic)")
+    stray = next((t for t in tokens if t in ("{", "}", ";", "(", ")", "=", '"', "#")), None)
+    if stray is not None:
+        raise SignatureError(f"{where}: {stray!r} in a parameter: the parameter list does not "
+                             "close where it should (a missing ')'?); the GPU's compiler "
+                             "refuses this source")
     name = f"arg{i}"
     arrays = sum(t.startswith("[") for t in tokens)      # `float x[]` is a pointer
     tokens = [t for t in tokens if not t.startswith("[") and t not in _RESTRICT]
@@ -226,6 +231,8 @@ def parse_cuda_declaration(source: str, name: str, *, strict: bool = True) -> tu
     # names them gives the names that annotations such as out=["y"] refer to)
     match = (matches[0] if len(matches) == 1 else
              _best_named(name, matches, strict) if matches else None)
+    if len(matches) > 1:
+        _same_parameters(name, matches)
     if match is None:
         names = ", ".join(dict.fromkeys(k[0] for k in kernels)) or "none"
         raise CompileError(f"kernel '{name}' is not declared as __global__ in the source; "
@@ -237,6 +244,28 @@ def parse_cuda_declaration(source: str, name: str, *, strict: bool = True) -> tu
     if body in ("", "void"):
         return ()
     return tuple(_c_param(name, i, p, strict) for i, p in enumerate(_split_top(body)))
+
+
+def _same_parameters(name: str, matches: list[tuple]) -> None:
+    """SignatureError where declarations of one kernel differ in their parameters' types: an
+    ``extern "C"`` function has one signature (the GPU's compiler refuses an overload, and
+    which one a launch would reach is not known)."""
+    types = set()
+    for match in matches:
+        body = " ".join(match[1].split())
+        if match[2] or body in ("", "void"):
+            types.add(())
+            continue
+        try:
+            types.add(tuple(_c_param(name, i, p, False).ctype.replace(" ", "")
+                            for i, p in enumerate(_split_top(body))))
+        except SignatureError:
+            continue                    # (the declaration chosen is parsed again, strictly)
+    if len(types) > 1:
+        listed = "; ".join("(" + ", ".join(t) + ")" for t in sorted(types))
+        raise SignatureError(f"kernel '{name}' is declared with different parameters: "
+                             f"{listed}; an extern \"C\" kernel has one signature (the GPU's "
+                             "compiler refuses an overload): give the others other names")
 
 
 def _best_named(name: str, matches: list[tuple], strict: bool) -> tuple:
