@@ -715,3 +715,25 @@ def test_a_dtype_arrays_cannot_hold_is_caught_as_cupy_raises_it_or_as_numpy_code
     for cls in (ValueError, TypeError):     # (CuPy: ValueError "Unsupported dtype")
         with pytest.raises(cls, match="dtype"):
             make(sim)
+
+
+def test_cuda_kernel_of_no_source_or_no_name_is_refused_naming_the_argument(sim):
+    with pytest.raises(TypeError, match="cuda_kernel: source must be a str"):
+        sim.cuda_kernel(None, "f", sim=lambda x: None)
+    with pytest.raises(TypeError, match="cuda_kernel: name must be a str"):
+        sim.cuda_kernel('extern "C" __global__ void f(float* x) {}', None, sim=lambda x: None)
+
+
+def test_asarray_of_a_freed_array_is_refused_at_the_call(sim):
+    a = sim.zeros(3)
+    a.free()
+    with pytest.raises(sim.FreedArrayError, match="has been freed"):
+        sim.asarray(a)
+
+
+@pytest.mark.parametrize("tool", [None, 3, "trace"])
+def test_an_instrument_without_any_hook_is_refused(sim, tool):
+    with pytest.raises(TypeError, match="defines none of the hooks"):
+        sim.instrument(tool)
+    x = sim.zeros(4)                            # nothing registered: the runtime goes on
+    assert (x + 1).tolist() == [1.0] * 4

@@ -163,7 +163,18 @@ def instrument(obj: Any) -> Any:
     Returns
     -------
     A context manager yielding ``obj``.
+
+    Raises
+    ------
+    TypeError
+        ``obj`` defines none of the hooks (``None``, a number, a tool's class where an
+        instance was meant): it would slow every launch and see nothing.
     """
+    hooks = ("node_added", "edge_added", "node_issued", "synchronized")
+    if not any(callable(getattr(obj, hook, None)) for hook in hooks):
+        raise TypeError(f"asyncgpu.instrument: {obj!r:.60} defines none of the hooks "
+                        f"({', '.join(hooks)}); pass an object with at least one of them "
+                        "(see asyncgpu.Instrument)")
     return current_runtime().instrument(obj)
 
 

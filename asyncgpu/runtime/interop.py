@@ -107,6 +107,7 @@ def asarray(obj: Any, dtype: Any = None, copy: bool = False) -> Array:
     foreign array's converts into a new array.
     """
     if isinstance(obj, Array):
+        obj._check_alive()          # (a freed array is refused here, not at its first use)
         if dtype is None or np.dtype(dtype) == obj.dtype:
             return obj.copy() if copy else obj
         return obj.astype(dtype)

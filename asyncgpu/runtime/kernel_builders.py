@@ -307,6 +307,11 @@ def cuda_kernel(source: str, name: str, signature: str | None = None, *, const: 
         The declaration cannot be parsed or disagrees with ``signature``; the kernel is not in
         the source (the compiler log is in the message when compilation fails).
     """
+    for what, value in (("source", source), ("name", name)):
+        if not isinstance(value, str):
+            raise TypeError(f"asyncgpu.cuda_kernel: {what} must be a str (the CUDA C source, "
+                            f"then the name of its extern \"C\" __global__ kernel); got "
+                            f"{type(value).__name__} {value!r:.60}")
     params = parse_cuda_declaration(source, name, strict=signature is None)
     if signature is not None:
         sig = parse_grcuda_signature(signature)
