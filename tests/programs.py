@@ -347,4 +347,7 @@ POLICIES = [
     {"new_stream": "always-new"},
     {"prefetch": "off"},
     {"max_streams": 2},
+    # (polls an event at every launch: nodes retire while later work is issued, and one retired
+    # before its work completed would give its event and its place in the tracker away)
+    {"poll_threshold": 1},
 ]
