@@ -466,7 +466,7 @@ def test_sorting_and_counting_results_are_cupys(sim, case, expected):
     (lambda s: acp.searchsorted(s, np.int64(2)), NotImplementedError, "Only python scalars"),
     (lambda s: acp.histogram(s, "auto"), NotImplementedError, "integer and array bins"),
     (lambda s: acp.histogram(s, 2, weights=[1.0] * 4), ValueError, "weights must be"),
-    (lambda s: acp.fft.fft([1.0, 2.0]), TypeError, "got a list where CuPy takes an array"),
+    (lambda s: acp.fft.fft([1.0, 2.0]), TypeError, "got a list as argument 1 where CuPy takes"),
     (lambda s: acp.unique([3, 1, 1]), AttributeError, "got a list"),
     (lambda s: acp.bincount([1, 2]), AttributeError, "got a list"),
     (lambda s: acp.nonzero([1, 0]), TypeError, "got a list"),
@@ -485,6 +485,35 @@ def test_what_cupys_sorting_counting_and_fft_refuse_is_refused_at_the_call(sim, 
     with pytest.raises(exc, match=pattern):
         call(s)
     assert acp.sort(s).tolist() == [1.0, 1.0, 2.0, 3.0]        # (usable after it)
+
+
+# (each as CuPy 14.2's source reads the argument: a method of it, cupy/_math/sumprod.py and
+# cupy/_logic/truth.py; a Cython ndarray parameter, cupy/_core/_routines_math.pyx)
+@pytest.mark.parametrize("call, exc, said", [
+    (lambda x: acp.isin(x, [1, 2]), AttributeError, "got a list as argument 2"),
+    (lambda x: acp.isin(2, x), AttributeError, "got an int as argument 1"),
+    (lambda x: acp.sum([1.0, 2.0]), AttributeError, "got a list as argument 1"),
+    (lambda x: acp.mean((1.0, 2.0)), AttributeError, "got a tuple as argument 1"),
+    (lambda x: acp.clip(3.0, 0, 1), AttributeError, "got a float as argument 1"),
+    (lambda x: acp.around(2.5), AttributeError, "got a float"),
+    (lambda x: acp.reshape([1, 2], (2, 1)), AttributeError, "got a list"),
+    (lambda x: acp.zeros_like([1, 2]), AttributeError, "got a list"),
+    (lambda x: acp.array_equal(x, 1), AttributeError, "got an int as argument 2"),
+    (lambda x: acp.full((2,), [1.0, 2.0]), AttributeError, "got a list as argument 2"),
+    (lambda x: acp.cumsum([1, 2]), TypeError, "got a list"),
+    (lambda x: acp.median([1.0, 2.0]), TypeError, "got a list"),
+    (lambda x: acp.all([True]), TypeError, "got a list"),
+    (lambda x: acp.expand_dims((1, 2), 0), TypeError, "got a tuple"),
+], ids=["isin-list", "isin-number", "sum-list", "mean-tuple", "clip-number", "around-number",
+        "reshape-list", "zeros_like-list", "array_equal-number", "full-list", "cumsum-list",
+        "median-list", "all-list", "expand_dims-tuple"])
+def test_host_values_where_cupy_reads_an_array_are_refused_at_the_call_as_cupy_fails(
+        sim, call, exc, said):
+    x = acp.arange(4)
+    with pytest.raises(exc, match=said):
+        call(x)
+    assert acp.full((2,), 3.0).tolist() == [3.0, 3.0]      # (a number to fill with is one)
+    assert acp.isin(x, acp.asarray([1, 2])).tolist() == [False, True, True, False]
 
 
 def test_a_generators_draws_convert_to_any_dtype_as_cupys_do(sim):

@@ -332,21 +332,36 @@ def _kron(a: Any, b: Any) -> Any:
     return np.kron(a, b)
 
 
-#: CuPy functions that take an array first and refuse a list or tuple there (NumPy converts
-#: it): the exception class CuPy's own code raises as it reads the list.
-ARRAY_FIRST: dict[str, type] = {
-    **{f"fft.{n}": TypeError for n in (
+#: CuPy functions that read an argument as an array (a method or attribute of it, or a
+#: parameter its Cython types as ``ndarray``) and fail on a list, a tuple or a Python number
+#: there, where NumPy converts it: the exception class CuPy's code raises, and the positions
+#: (``full`` takes a number to fill with, and fails on a sequence: :data:`SEQUENCES_ONLY`).
+#: From CuPy 14.2's source (``a.sum(...)`` in cupy/_math/sumprod.py, ``check_array`` in
+#: cupy/_logic/truth.py, ``cpdef ... (_ndarray_base a, ...)`` in cupy/_core).
+ARRAY_ARGUMENTS: dict[str, tuple[type, tuple[int, ...]]] = {
+    **{f"fft.{n}": (TypeError, (0,)) for n in (
         "fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft", "rfft2", "irfft2",
         "rfftn", "irfftn", "hfft", "ihfft")},
-    "unique": AttributeError, "bincount": AttributeError, "where": AttributeError,
-    "nonzero": TypeError, "argwhere": TypeError, "flatnonzero": TypeError,
-    "count_nonzero": TypeError,
+    **{n: (AttributeError, (0,)) for n in (
+        "unique", "bincount", "where", "sum", "prod", "mean", "var", "std", "nanmean",
+        "nanvar", "nanstd", "nanmedian", "argmax", "argmin", "nanargmax", "nanargmin", "amax",
+        "amin", "max", "min", "ptp", "clip", "around", "round", "round_", "reshape", "ravel",
+        "transpose", "swapaxes", "squeeze", "repeat", "flip", "fliplr", "flipud", "roll",
+        "rot90", "zeros_like", "ones_like", "full_like", "empty_like", "searchsorted")},
+    **{n: (AttributeError, (0, 1)) for n in ("isin", "in1d", "array_equal")},
+    "full": (AttributeError, (1,)),
+    **{n: (TypeError, (0,)) for n in (
+        "nonzero", "argwhere", "flatnonzero", "count_nonzero", "all", "any", "median",
+        "nansum", "nanprod", "cumsum", "cumprod", "nancumsum", "nancumprod", "broadcast_to",
+        "expand_dims", "moveaxis", "array_split")},
 }
+SEQUENCES_ONLY = frozenset({"full"})
 
 
 def refuse_sequences(path: str, args: tuple[Any, ...], ufunc: bool) -> None:
-    """Refuse, as CuPy does, a list or tuple among a ufunc's operands, or first where
-    :data:`ARRAY_FIRST` says (NumPy takes them as arrays, so the call ran on ``sim``)."""
+    """Refuse, as CuPy does, a list or tuple among a ufunc's operands, or a list, tuple or
+    Python number where :data:`ARRAY_ARGUMENTS` says (NumPy takes them as arrays, so the call
+    ran on ``sim``)."""
     if ufunc:
         for a in args:
             if type(a) in (list, tuple):
@@ -354,10 +369,17 @@ def refuse_sequences(path: str, args: tuple[Any, ...], ufunc: bool) -> None:
                                 "ufuncs take arrays and scalars; pass asyncgpu.asarray(...) "
                                 "for host data)")
         return
-    exc = ARRAY_FIRST.get(path)
-    if exc is not None and args and type(args[0]) in (list, tuple):
-        raise exc(f"asyncgpu.cupy.{path}: got a {type(args[0]).__name__} where CuPy takes an "
-                  "array, and fails on it on the GPU; pass asyncgpu.asarray(...) for host data")
+    refused = ARRAY_ARGUMENTS.get(path)
+    if refused is None:
+        return
+    exc, positions = refused
+    host = (list, tuple) if path in SEQUENCES_ONLY else (list, tuple, int, float, complex, bool)
+    for i in positions:
+        if i < len(args) and type(args[i]) in host:
+            kind = type(args[i]).__name__
+            raise exc(f"asyncgpu.cupy.{path}: got {'an' if kind[0] in 'aeiou' else 'a'} "
+                      f"{kind} as argument {i + 1} where CuPy takes an array, and fails on it "
+                      "on the GPU; pass asyncgpu.asarray(...) for host data")
 
 
 class _Ufunc:
