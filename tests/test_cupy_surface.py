@@ -528,3 +528,38 @@ def test_a_generators_draws_convert_to_any_dtype_as_cupys_do(sim):
     with pytest.raises(NotImplementedError, match="method 'zig' is not supported"):
         g.standard_exponential(3, method="zig")
     assert g.random(2).dtype == np.float64
+
+
+def test_rounding_half_and_single_floats_scales_in_double_precision_as_cupy(sim):
+    """CuPy rounds rint(x * 10**d) / 10**d in double precision (cupy/_core/core.pyx's
+    cupy_round); NumPy scales a float32 in float32: 0.35 to one decimal was 0.4 on sim."""
+    x = acp.asarray(np.array([0.35, 0.05], np.float32))
+    assert acp.around(x, 1).tolist() == pytest.approx([0.3, 0.1])
+    assert x.round(1).dtype == np.float32
+    assert acp.round(acp.asarray(np.array([0.55], np.float16)), 1).tolist() == \
+        pytest.approx([0.5], abs=1e-3)
+
+
+def test_half_float_sums_and_means_accumulate_in_single_precision_as_cupy(sim):
+    """4,096 halves summed down a column: 2,048 where NumPy accumulates in half precision."""
+    ones = acp.ones((4096, 2), np.float16)
+    assert acp.sum(ones, axis=0).tolist() == [4096.0, 4096.0]
+    assert ones.sum(axis=0).dtype == np.float16
+    assert acp.mean(acp.ones((4096, 2), np.float32), axis=0, dtype=np.float16).tolist() == \
+        [1.0, 1.0]
+
+
+def test_var_and_std_follow_cupys_kernels(sim):
+    """cupy/_core/_routines_statistics.pyx's _var: the mean in the input's own type (truncated
+    for integers when dtype is given), a double-precision result for an integer dtype, NaN
+    without a degree of freedom."""
+    i = acp.asarray(np.array([1, 2], np.int32))
+    assert float(acp.var(i)) == 0.25 and float(i.std()) == 0.5
+    assert float(acp.var(i, dtype=np.float64)) == 0.5          # (mean 1.5 truncated to 1)
+    assert acp.var(i, dtype=np.int64).dtype == np.float64
+    assert np.isnan(float(acp.var(acp.asarray([1.0, 2.0]), ddof=2)))
+    assert acp.var(acp.asarray(np.ones(3, np.complex64))).dtype == np.float32
+    m = acp.arange(12.0).reshape(3, 4)
+    assert acp.var(m, axis=1).tolist() == [1.25] * 3
+    assert acp.std(m, axis=(0, 1), keepdims=True).shape == (1, 1)
+

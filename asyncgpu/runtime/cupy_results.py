@@ -441,6 +441,81 @@ class _Loops:
         return into(out, result, casting)
 
 
+def _round(a: Any, decimals: int = 0, out: Any = None) -> Any:
+    """CuPy's rounding to ``decimals``: a half or single float (or complex) value scaled in
+    double precision (``rint(x * 10**d) / 10**d``), where NumPy scales in the value's own
+    precision (float32 0.35 to one decimal: 0.3 on the GPU, 0.4 in NumPy)."""
+    x = np.asarray(a)
+    if decimals == 0 or x.dtype not in (np.float16, np.float32, np.complex64):
+        return np.round(a, decimals, out=out)
+    wide = x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
+    return into(out, np.round(wide, decimals).astype(x.dtype))
+
+
+def _half_in_single(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """CuPy's ``sum``, ``prod`` and ``mean`` (and the NaN-skipping sum and product) of half
+    floats, or into half floats (``dtype=float16``): each value as a half, accumulated in
+    single precision, the result rounded to half. NumPy accumulates halves in half precision
+    along a strided axis (4,096 ones summed down a column: 2,048)."""
+    def call(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
+             keepdims: bool = False) -> Any:
+        x = np.asarray(a)
+        into_half = np.dtype(dtype) == np.float16 if dtype is not None \
+            else x.dtype == np.float16
+        if not into_half:
+            return fn(a, axis=axis, dtype=dtype, out=out, keepdims=keepdims)
+        single = fn(x.astype(np.float16).astype(np.float32), axis=axis, dtype=np.float32,
+                    keepdims=keepdims)
+        return into(out, np.asarray(single).astype(np.float16), "unsafe")
+
+    call.__name__ = call.__qualname__ = fn.__name__
+    return call
+
+
+def _var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
+         keepdims: bool = False) -> Any:
+    """CuPy's ``var``: the mean taken in the input's own type (with ``dtype`` given, an
+    integer input's mean is truncated to an integer, as CuPy's ``mean`` into an integer type
+    does), the squared deviations summed in half, single or else double precision as
+    ``dtype`` (or the input) asks (``dtype=int64`` gives float64); NaN where ``ddof`` leaves
+    no degree of freedom (NumPy: inf)."""
+    x = np.asarray(a)
+    axes = tuple(range(x.ndim)) if axis is None else axis if isinstance(axis, tuple) \
+        else (axis,)
+    if dtype is None:
+        mean_dt = np.dtype(np.float64) if x.dtype.kind in "biu" else x.dtype
+        out_dt = mean_dt if mean_dt.kind != "c" else np.dtype(mean_dt.char.lower())
+    else:
+        mean_dt, out_dt = x.dtype, np.dtype(dtype)
+    items = 1
+    for ax in axes:
+        items *= x.shape[ax]            # (CuPy's IndexError for an axis out of range)
+    div = max(items - ddof, 0)
+    alpha = 1.0 / div if div else float("nan")
+    with np.errstate(all="ignore"):
+        mean = np.mean(x, axis=axes, dtype=np.float64 if mean_dt.kind in "biu" else mean_dt,
+                       keepdims=True).astype(mean_dt)
+        deviation = x - mean
+        if deviation.dtype.kind == "c":
+            squares = deviation.real ** 2 + deviation.imag ** 2
+        else:
+            squares = deviation * deviation
+        # (CuPy's kernels give half, single or else double precision, whatever dtype says)
+        kernel = out_dt if out_dt in (np.float16, np.float32) else np.dtype(np.float64)
+        work = np.float32 if kernel == np.float16 else kernel
+        result = (np.sum(squares, axis=axes, dtype=work, keepdims=keepdims)
+                  * np.asarray(alpha, work)).astype(kernel)
+    return into(out, result, "unsafe")
+
+
+def _std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
+         keepdims: bool = False) -> Any:
+    """CuPy's ``std``: the square root of its :func:`_var`."""
+    variance = _var(a, axis, dtype, None, ddof, keepdims)
+    with np.errstate(invalid="ignore"):
+        return np.sqrt(variance, out=out, dtype=dtype, casting="unsafe")
+
+
 def _astype(x: Any, dtype: Any, order: str = "K", casting: Any = None, subok: Any = None,
             copy: bool = True) -> Any:
     if casting is not None or subok is not None:
@@ -489,6 +564,20 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "unique_values": lambda x: np.unique(x),
     "where": _where,
     "clip": _clip,
+    "sum": _half_in_single(np.sum),
+    "prod": _half_in_single(np.prod),
+    "nansum": _half_in_single(np.nansum),
+    "nanprod": _half_in_single(np.nanprod),
+    "mean": _half_in_single(np.mean),
+    "var": _var,
+    "std": _std,
+    "ndarray.sum": _half_in_single(np.sum),
+    "ndarray.prod": _half_in_single(np.prod),
+    "ndarray.mean": _half_in_single(np.mean),
+    "ndarray.var": _var,
+    "ndarray.std": _std,
+    "around": _round,
+    "round": _round,
     "dot": _dot,
     "choose": _choose,
     "power": _Ufunc(np.power, _power),
@@ -499,6 +588,7 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "ndarray.astype": _astype,
     # (the methods as their functions; take and put wrap an index out of range around)
     "ndarray.clip": lambda x, min=None, max=None, out=None: _clip(x, min, max, out=out),
+    "ndarray.round": lambda x, decimals=0, out=None: _round(x, decimals, out),
     "ndarray.dot": lambda x, b, out=None: _dot(x, b, out),
     # (NumPy's method takes every positional argument for a choice: out by position was one)
     "ndarray.choose": _choose,
