@@ -417,3 +417,17 @@ def test_methods_take_their_arguments_as_cupys_signatures_do(sim, seed):
         b.fill(value=2.0)
         assert b.tolist() == [2.0] * 3
         assert a.swapaxes(axis1=0, axis2=1).shape == (4, 3)
+
+
+def test_reshape_and_ravel_take_cupys_order_and_copy(sim):
+    """CuPy's ndarray.reshape(*shape, order='C', copy=None) and ravel(order='C'): the keywords
+    were refused on sim (TypeError) where the GPU takes them."""
+    import asyncgpu.cupy as acp
+
+    a = acp.arange(6)
+    assert a.reshape(2, 3, order="F").tolist() == [[0, 2, 4], [1, 3, 5]]
+    assert a.reshape((3, 2), order="C").tolist() == [[0, 1], [2, 3], [4, 5]]
+    assert a.reshape(2, 3).ravel(order="F").tolist() == [0, 3, 1, 4, 2, 5]
+    b = a.reshape(2, 3, copy=True)
+    b[0, 0] = 9
+    assert a[0] == 0 and b.tolist() == [[9, 1, 2], [3, 4, 5]]

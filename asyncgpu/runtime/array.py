@@ -304,12 +304,16 @@ class Array(View, HostValues, ArrayOperators):
     def _span(self) -> tuple[int, int]:
         return self._lo, self._hi
 
-    def reshape(self, *shape: Any) -> Array:
+    def reshape(self, *shape: Any, order: str = "C", copy: bool | None = None) -> Array:
         """A view with a new shape; of a non-contiguous array, a node whose result is a view
-        where the shape allows one, else a copy (as in CuPy)."""
+        where the shape allows one, else a copy (as in CuPy). ``order`` (``'F'``, ``'A'``) and
+        ``copy`` are CuPy's: such a reshape is a node too."""
         self._check_alive()
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
+        if order != "C" or copy is not None:
+            return ops.dispatch("ndarray.reshape", (self, shape),
+                                {"order": order, "copy": copy})
         if not self.is_c_contiguous:
             return ops.dispatch("ndarray.reshape", (self, shape), {})
         probe = np.empty(0, self.dtype) if self.size == 0 else np.lib.stride_tricks.as_strided(
@@ -318,9 +322,12 @@ class Array(View, HostValues, ArrayOperators):
         v = probe.reshape(shape)
         return Array._view(self._alloc, v.shape, self.dtype, v.strides, self._offset)
 
-    def ravel(self) -> Array:
+    def ravel(self, order: str = "C") -> Array:
         """A flat view (of a non-contiguous array, as :meth:`reshape`: a copy unless a view
-        can have the flat shape)."""
+        can have the flat shape); ``order`` other than ``'C'``, CuPy's, is a node."""
+        if order != "C":
+            self._check_alive()
+            return ops.dispatch("ndarray.ravel", (self,), {"order": order})
         return self.reshape(-1)
 
     @property
