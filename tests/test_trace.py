@@ -528,3 +528,21 @@ def test_a_traces_busy_time_per_tenant_counts_each_tenants_own_device_work_once(
     assert busy["busy-a"] == pytest.approx(
         (a1.end_s - a1.start_s) + (a2.end_s - a2.start_s) - together)
     assert busy["busy-b"] == pytest.approx(b.end_s - b.start_s)
+
+
+def test_a_synchronizing_library_call_is_one_library_call_wait_in_the_trace_and_the_counts():
+    """nonzero of a pending array waits for it: one wait, traced and counted as the call's
+    (it was traced as a host read and counted twice, as host-read and library-call)."""
+    import asyncgpu as ag
+    import asyncgpu.cupy as acp
+
+    with ag.configure(backend="sim", sim_seed=0, sim_strategy="lazy"):
+        a = acp.arange(10, dtype=acp.float32)
+        ag.synchronize()
+        m = a > 3                           # (pending: the lazy device has not run it)
+        before = ag.statistics()
+        with ag.trace() as t:
+            assert acp.nonzero(m)[0].tolist() == [4, 5, 6, 7, 8, 9]
+        counted = dict((ag.statistics() - before).host_syncs)
+    assert [s.reason for s in t.syncs] == ["library-call"]
+    assert counted == {"library-call": 1}

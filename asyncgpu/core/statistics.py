@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -53,8 +54,13 @@ class Counters:
         self.placed: dict[int, int] = {}
         #: Called with the reason of each host synchronization while instruments are registered.
         self.listener: Any = None
+        #: thread id -> the reason that thread's synchronizations count under meanwhile, for
+        #: waits made on behalf of another one (a synchronizing library call's host accesses)
+        self.relabel: dict[int, str] = {}
 
     def sync(self, reason: str) -> None:
+        if self.relabel:
+            reason = self.relabel.get(threading.get_ident(), reason)
         self.syncs[reason] = self.syncs.get(reason, 0) + 1
         if self.listener is not None:
             self.listener(reason)

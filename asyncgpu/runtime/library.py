@@ -40,6 +40,7 @@ This module is backend-neutral: it imports neither CuPy nor Numba.
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -217,16 +218,24 @@ def flatten(structure: Any) -> list[Any]:
 
 def run_now(runtime: Any, call: LibraryCall, fn: Callable[..., Any]) -> Any:
     """A synchronizing call (sim): wait for the arguments' conflicts, run on the host, wrap."""
+    stats = runtime.stats
+    counted = stats.syncs.get("library-call", 0)
     with contextlib.ExitStack() as stack:
         views = []
-        for i, a in enumerate(call.arrays):
-            write = i in call.written
-            stack.enter_context(runtime.host_access(a, a._lo, a._hi, write))
-            view = a._host_view()
-            if not write:
-                view = view.view()
-                view.flags.writeable = False
-            views.append(as_called(view, call.name, write))
+        # (the accesses' waits are the call's: counted, and traced, as one library-call each)
+        ident = threading.get_ident()
+        stats.relabel[ident] = "library-call"
+        try:
+            for i, a in enumerate(call.arrays):
+                write = i in call.written
+                stack.enter_context(runtime.host_access(a, a._lo, a._hi, write))
+                view = a._host_view()
+                if not write:
+                    view = view.view()
+                    view.flags.writeable = False
+                views.append(as_called(view, call.name, write))
+        finally:
+            del stats.relabel[ident]
         try:
             with quiet():
                 result = fn(*fill(call.args, views), **fill(call.kwargs, views))
@@ -234,7 +243,8 @@ def run_now(runtime: Any, call: LibraryCall, fn: Callable[..., Any]) -> Any:
             raise call_failed(f"{call.describe()} failed: {type(exc).__name__}: {exc}", exc) from exc
         buffers = {a._alloc.id: a._alloc.buffer.host for a in call.arrays}
         meta = classify(call, result, views, buffers, placeholder=False)
-        runtime.stats.sync("library-call")
+        if stats.syncs.get("library-call", 0) == counted:
+            stats.sync("library-call")      # (nothing to wait for: the call counts all the same)
         return _wrap_now(call, meta, result)
 
 
