@@ -13,7 +13,9 @@ They are derived from the function itself, in this order:
    ``nout``) writes its positional arguments from ``nin`` on: ``multiply(a, 3.0, c)`` writes
    ``c``. Its methods: ``at`` writes its first argument; ``reduce``, ``accumulate``,
    ``reduceat`` and ``outer`` write their ``out`` parameter.
-3. Any other function or method is bound to the call's arguments with ``inspect.signature``:
+3. A function of :data:`PURE_VARIADIC` (``einsum``, ``meshgrid``, ``broadcast_arrays``, ...)
+   writes nothing else: it takes its arrays through ``*args``, where no signature can say.
+4. Any other function or method is bound to the call's arguments with ``inspect.signature``:
    the argument bound to its ``out`` parameter is written (``clip(a, lo, hi, out)``,
    ``sum(a, 0, None, out)``), and so are the parameters :data:`IN_PLACE` lists for it
    (``copyto``'s ``dst``, ``ndarray.sort``'s ``self``, a generator's ``shuffle``'s ``x``).
@@ -90,6 +92,13 @@ IN_PLACE: dict[str, tuple[Any, ...]] = {
     "ndarray.__setstate__": ("self",),
     "random.Generator.shuffle": ("x",),
 }
+#: Functions that take their arrays through ``*args`` and write none of them (``out=``, where
+#: they have it, aside): their signatures cannot say where the arguments go, their
+#: documentation (NumPy's and CuPy's) says they only read them.
+PURE_VARIADIC = frozenset({
+    "einsum", "meshgrid", "broadcast_arrays", "ix_", "atleast_1d", "atleast_2d", "atleast_3d",
+    "result_type", "common_type",
+})
 #: Parameters the known ufunc methods write besides ``out``.
 UFUNC_METHODS: dict[str, tuple[str, ...]] = {
     "at": ("a",), "reduce": (), "accumulate": (), "reduceat": (), "outer": (),
@@ -209,6 +218,8 @@ def _derive(module: Any, path: str, nargs: int, keywords: tuple[str, ...]) -> Ef
                   path)
         return EVERYTHING
     outs = frozenset({"out"} & set(keywords))
+    if path in PURE_VARIADIC:
+        return Effects(frozenset(), outs)
     for fn in candidates:
         if _is_ufunc(fn):
             return Effects(frozenset(range(fn.nin, nargs)), outs)
