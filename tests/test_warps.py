@@ -84,7 +84,7 @@ def test_a_lane_that_returned_before_a_shuffle_is_not_waited_for_and_not_read(si
 
     y = ag.zeros(32, np.int64)
     early[1, 32](y, 32)
-    assert y.get().tolist() == [(i ^ 1) + FULL for i in range(32)]
+    assert y.get().tolist() == [(i ^ 1) - 1 for i in range(32)]     # (a full ballot: -1)
     message = _fault_of(ag, early, 32, ag.zeros(32, np.int64), 31)
     assert "reads lane 31" in message and "returned" in message
 
@@ -140,3 +140,18 @@ def test_lanes_waiting_in_two_rounds_that_need_each_other_fail_instead_of_hangin
 
     message = _fault_of(ag, crossed, 32, ag.empty(32, np.int64))
     assert "wait for each other: 32 in" in message and "mask 0x0000003f: 1 of 6 lanes" in message
+
+
+def test_a_shuffle_of_a_value_numba_cannot_shuffle_is_a_fault(sim):
+    """Numba's shuffles compile for int32, int64, float32 and float64 only: a complex value
+    is refused on the GPU, and on sim."""
+    ag = sim
+
+    @ag.kernel(out=["y"])
+    @cuda.jit
+    def complex_shuffle(y):
+        i = cuda.grid(1)
+        y[i] = cuda.shfl_sync(FULL, 1j * i, 0).imag
+
+    message = _fault_of(ag, complex_shuffle, 32, ag.empty(32, np.float64))
+    assert "shuffles 32- and 64-bit integers and floats" in message

@@ -118,8 +118,11 @@ def expected_votes(x: np.ndarray, keys: np.ndarray) -> tuple[np.ndarray, ...]:
     same = (hundreds == hundreds[:, :1]).all(axis=1)
     match_all = np.stack([np.repeat(np.where(same, FULL, 0), 32), np.repeat(same, 32)], axis=1)
     lower = np.tile((1 << np.arange(32, dtype=np.int64)) - 1, len(k))
-    return (np.repeat(ballot, 32), np.repeat(votes, 32, axis=0),
-            np.column_stack([match_any, match_all]), lower)
+    # (Numba types a ballot's and a match's mask int32: a full warp's is -1)
+    signed = lambda m: np.asarray(m, np.int64).astype(np.uint32).view(np.int32)  # noqa: E731
+    match_all[:, 0] = signed(match_all[:, 0])
+    return (signed(np.repeat(ballot, 32)), np.repeat(votes, 32, axis=0),
+            np.column_stack([signed(match_any), match_all]), lower)
 
 
 def expected_half_warps(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -13,7 +13,9 @@ and ``mask``: each lane the mask names that exists in the block and has not retu
 value in, and every one leaves once all have (as a warp's threads converge at a ``.sync``
 instruction). Shuffles read the value of the lane PTX's ``shfl.sync`` names (the offset and the
 source lane taken modulo 32; up and down past the warp's ends read the caller's own value);
-votes and matches read every lane's.
+votes and matches read every lane's. Results have Numba's types: a ballot's or a match's mask
+is an ``int32`` (a full warp's is -1), ``activemask`` and ``lanemask_lt`` are ``uint32``; a
+shuffle takes 32- and 64-bit integers and floats, as Numba's does.
 
 Invariant: what the GPU leaves undefined raises here, naming the lane: a call whose mask leaves
 the calling lane out, lanes of one round calling different functions, a shuffle from a lane
@@ -32,6 +34,8 @@ from __future__ import annotations
 
 import threading
 from typing import Any
+
+import numpy as np
 
 FULL = 0xFFFFFFFF
 #: The functions this module adds to the simulator's ``cuda`` (each a collective but
@@ -145,6 +149,24 @@ def _round(what: str, mask: Any, value: Any) -> tuple[dict[int, Any], int]:
     return warps.exchange(thread.thread_id, what, mask, value), thread.thread_id % 32
 
 
+def _mask(lanes: int) -> np.int32:
+    """A mask as Numba types a ballot's or a match's: an ``int32``, bit 31 its sign."""
+    return np.uint32(lanes).view(np.int32)
+
+
+#: What Numba's shuffles take (``shfl_sync_intrinsic``'s signatures: i4, i8, f4, f8); Python
+#: numbers in a simulated kernel stand for 64-bit ones.
+_SHUFFLED = (np.int32, np.int64, np.float32, np.float64, int, float)
+
+
+def _value(what: str, value: Any) -> Any:
+    if type(value) not in _SHUFFLED:
+        raise TypeError(f"cuda.{what} shuffles 32- and 64-bit integers and floats (Numba's "
+                        f"shuffles compile for int32, int64, float32 and float64); got "
+                        f"{type(value).__name__}: convert it first")
+    return value
+
+
 def _shuffled(what: str, values: dict[int, Any], lane: int, source: int) -> Any:
     if source not in values:
         raise RuntimeError(
@@ -154,24 +176,24 @@ def _shuffled(what: str, values: dict[int, Any], lane: int, source: int) -> Any:
 
 
 def shfl_sync(self: Any, mask: Any, value: Any, src_lane: Any) -> Any:
-    values, lane = _round("shfl_sync", mask, value)
+    values, lane = _round("shfl_sync", mask, _value("shfl_sync", value))
     return _shuffled("shfl_sync", values, lane, int(src_lane) & 31)
 
 
 def shfl_up_sync(self: Any, mask: Any, value: Any, delta: Any) -> Any:
-    values, lane = _round("shfl_up_sync", mask, value)
+    values, lane = _round("shfl_up_sync", mask, _value("shfl_up_sync", value))
     source = lane - (int(delta) & 31)
     return _shuffled("shfl_up_sync", values, lane, source if source >= 0 else lane)
 
 
 def shfl_down_sync(self: Any, mask: Any, value: Any, delta: Any) -> Any:
-    values, lane = _round("shfl_down_sync", mask, value)
+    values, lane = _round("shfl_down_sync", mask, _value("shfl_down_sync", value))
     source = lane + (int(delta) & 31)
     return _shuffled("shfl_down_sync", values, lane, source if source <= 31 else lane)
 
 
 def shfl_xor_sync(self: Any, mask: Any, value: Any, lane_mask: Any) -> Any:
-    values, lane = _round("shfl_xor_sync", mask, value)
+    values, lane = _round("shfl_xor_sync", mask, _value("shfl_xor_sync", value))
     return _shuffled("shfl_xor_sync", values, lane, lane ^ (int(lane_mask) & 31))
 
 
@@ -187,27 +209,27 @@ def eq_sync(self: Any, mask: Any, predicate: Any) -> bool:
     return len(set(_round("eq_sync", mask, bool(predicate))[0].values())) == 1
 
 
-def ballot_sync(self: Any, mask: Any, predicate: Any) -> int:
+def ballot_sync(self: Any, mask: Any, predicate: Any) -> np.int32:
     values, _ = _round("ballot_sync", mask, bool(predicate))
-    return sum(1 << lane for lane, vote in values.items() if vote)
+    return _mask(sum(1 << lane for lane, vote in values.items() if vote))
 
 
-def match_any_sync(self: Any, mask: Any, value: Any) -> int:
+def match_any_sync(self: Any, mask: Any, value: Any) -> np.int32:
     values, _ = _round("match_any_sync", mask, value)
-    return sum(1 << lane for lane, v in values.items() if v == value)
+    return _mask(sum(1 << lane for lane, v in values.items() if v == value))
 
 
-def match_all_sync(self: Any, mask: Any, value: Any) -> tuple[int, bool]:
+def match_all_sync(self: Any, mask: Any, value: Any) -> tuple[np.int32, bool]:
     values, _ = _round("match_all_sync", mask, value)
     same = all(v == value for v in values.values())
-    return (sum(1 << lane for lane in values) if same else 0), same
+    return _mask(sum(1 << lane for lane in values) if same else 0), same
 
 
 def syncwarp(self: Any, mask: Any = FULL) -> None:
     _round("syncwarp", mask, None)
 
 
-def activemask(self: Any) -> int:
+def activemask(self: Any) -> np.uint32:
     """The lanes of the caller's warp that exist in its block (divergence and returned lanes
     are not modelled: a shuffle over this mask leaves a returned lane out, and reading one is
     a fault)."""
@@ -215,11 +237,11 @@ def activemask(self: Any) -> int:
     warps = getattr(getattr(thread, "block", None), "warps", None)
     if warps is None:
         _round("activemask", FULL, None)        # (raises, naming the call)
-    return warps.lanes(thread.thread_id)
+    return np.uint32(warps.lanes(thread.thread_id))
 
 
-def lanemask_lt(self: Any) -> int:
-    return (1 << threading.current_thread().thread_id % 32) - 1
+def lanemask_lt(self: Any) -> np.uint32:
+    return np.uint32((1 << threading.current_thread().thread_id % 32) - 1)
 
 
 def install() -> None:
