@@ -345,9 +345,10 @@ ARRAY_ARGUMENTS: dict[str, tuple[type, tuple[int, ...]]] = {
     **{n: (AttributeError, (0,)) for n in (
         "unique", "bincount", "where", "sum", "prod", "mean", "var", "std", "nanmean",
         "nanvar", "nanstd", "nanmedian", "argmax", "argmin", "nanargmax", "nanargmin", "amax",
-        "amin", "max", "min", "ptp", "clip", "around", "round", "round_", "reshape", "ravel",
-        "transpose", "swapaxes", "squeeze", "repeat", "flip", "fliplr", "flipud", "roll",
-        "rot90", "zeros_like", "ones_like", "full_like", "empty_like", "searchsorted")},
+        "amin", "max", "min", "ptp", "clip", "reshape", "ravel", "transpose", "swapaxes",
+        "squeeze", "repeat", "flip", "fliplr", "flipud", "roll", "rot90", "zeros_like",
+        "ones_like", "full_like", "empty_like")},
+    "searchsorted": (NotImplementedError, (0,)),
     **{n: (AttributeError, (0, 1)) for n in ("isin", "in1d", "array_equal")},
     "full": (AttributeError, (1,)),
     **{n: (TypeError, (0,)) for n in (
