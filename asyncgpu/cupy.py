@@ -30,6 +30,7 @@ host read.
 
 from __future__ import annotations
 
+import functools
 import operator
 import types
 from typing import Any
@@ -38,7 +39,7 @@ import numpy as np
 
 from .runtime import array_modules
 from .runtime import cupy_surface as _cupy_surface
-from .runtime.cupy_results import refuse_sequences
+from .runtime.cupy_results import check_ufunc_method, refuse_sequences
 from .runtime.array import Array
 from .runtime.library import dispatch, function_resolver
 from .runtime.operators import already
@@ -87,9 +88,12 @@ class Function:
         attr = getattr(owner, name)
         if not callable(attr):
             return attr
+        # (on sim, a method CuPy's ufunc lacks, or takes otherwise, is refused at the call)
+        check = (functools.partial(check_ufunc_method, self.path, name)
+                 if self._ufunc and backend != "cuda" else None)
         if owner is self._sim:
-            return Function(f"{self.path}.{name}", attr.__doc__, sim=attr)
-        return Function(f"{self.path}.{name}", attr.__doc__)
+            return Function(f"{self.path}.{name}", attr.__doc__, sim=attr, check=check)
+        return Function(f"{self.path}.{name}", attr.__doc__, check=check)
 
     def __repr__(self) -> str:
         return f"<asyncgpu.cupy function {self.path}>"

@@ -563,3 +563,61 @@ def test_var_and_std_follow_cupys_kernels(sim):
     assert acp.var(m, axis=1).tolist() == [1.25] * 3
     assert acp.std(m, axis=(0, 1), keepdims=True).shape == (1, 1)
 
+
+
+def test_float_floor_division_and_remainder_are_cupys_floor_of_the_quotient(sim):
+    """CuPy computes float x // y as floor(x / y) and x % y as x - floor(x / y) * y, fused
+    (cupy/_core/include/cupy/carray.cuh, _routines_math.pyx); NumPy's gave 1.0 // 0.1 == 9.0.
+    The values are raw CuPy's on an H200."""
+    x = acp.asarray(np.array([1.0, 7.0, -1.0]))
+    assert (x // 0.1).tolist() == [10.0, 70.0, -10.0]
+    assert (x % 0.1).tolist() == [-5.551115123125783e-17, -3.885780586188048e-16,
+                                  5.551115123125783e-17]
+    q, r = divmod(acp.asarray(np.array([1.0])), 0.1)
+    assert (q.tolist(), r.tolist()) == ([10.0], [-5.551115123125783e-17])
+    assert (acp.asarray(np.array([1.0, 3.0], np.float32)) // np.float32(0.1)).tolist() == \
+        [10.0, 30.0]
+    assert np.isnan((acp.asarray(np.array([1.0])) % np.inf).tolist()[0])
+    assert (acp.arange(5) // 2).tolist() == [0, 0, 1, 1, 2]          # (integers as before)
+
+
+@pytest.mark.parametrize("call, exc, said", [
+    (lambda x: acp.maximum.accumulate(x), NotImplementedError, "maximum.accumulate"),
+    (lambda x: acp.maximum.reduce(x), NotImplementedError, "maximum.reduce"),
+    (lambda x: acp.multiply.reduceat(x, acp.asarray([0, 2])), NotImplementedError, "reduceat"),
+    (lambda x: acp.multiply.at(x, acp.asarray([0]), 2.0), NotImplementedError, "multiply.at"),
+    (lambda x: acp.add.at(acp.zeros(2, np.int8), acp.asarray([0]), 1), TypeError,
+     "only supports int32"),
+    (lambda x: acp.add.reduce(x, initial=1.0), TypeError, "unexpected argument 'initial'"),
+], ids=["accumulate", "reduce", "reduceat", "at", "at-dtype", "reduce-initial"])
+def test_ufunc_methods_cupy_lacks_are_refused_at_the_call(sim, call, exc, said):
+    """cupy/_core/_kernel.pyx: reduce and accumulate for add and multiply alone, reduceat for
+    add, at for the ufuncs with a scatter kernel (and its dtypes)."""
+    x = acp.asarray(np.array([1.0, 3.0, 2.0]))
+    with pytest.raises(exc, match=said):
+        call(x)
+    assert acp.add.accumulate(x).tolist() == [1.0, 4.0, 6.0]
+    acp.add.at(x, acp.asarray([0]), 1.0)
+    assert x.tolist() == [2.0, 3.0, 2.0]
+
+
+def test_operators_compare_and_raise_to_powers_as_cupys(sim):
+    """CuPy's __richcmp__ and __pow__ (cupy/_core/core.pyx): == None is an array of False,
+    a string is refused, a 0-d NumPy array compares as its value and is refused in arithmetic,
+    ** 0.5 is sqrt (NaN at -inf, where power gives inf), the modulo of pow() is ignored."""
+    a = acp.asarray(np.array([1.0, 2.0]))
+    assert (a == None).tolist() == [False, False]       # noqa: E711
+    assert (a != None).tolist() == [True, True]         # noqa: E711
+    with pytest.raises(TypeError, match="Unsupported type"):
+        a == "a"                                        # noqa: B015
+    assert (acp.asarray(np.array([0.1], np.float32)) == np.array(0.1)).tolist() == [True]
+    with pytest.raises(TypeError, match="0-d NumPy array"):
+        a * np.array(2.0)
+    with pytest.raises(TypeError, match="Unsupported type"):
+        acp.sqrt(np.array(4.0))
+    edges = acp.asarray(np.array([-np.inf, -0.0, 4.0])) ** 0.5
+    assert np.isnan(edges.tolist()[0]) and edges.tolist()[1:] == [0.0, 2.0]
+    assert np.signbit(edges.get()[1])
+    assert pow(a, 2, 5).tolist() == [1.0, 4.0]
+    assert (acp.arange(3) ** 0.5).dtype == np.float64
+    assert "x" not in a and 2.0 in a

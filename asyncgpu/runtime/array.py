@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import FreedArrayError
+from ..core.errors import ArgumentError, FreedArrayError
 from .allocation import (DEVICE, HOST, Allocation, View, c_strides, dense_layout,
                          describe, f_strides, new_view)
 from .current import current_runtime
@@ -186,8 +186,10 @@ class Array(View, HostValues, ArrayOperators):
     def __contains__(self, value: Any) -> bool:
         """``value in a``: whether any element equals it (a node, then a host read), as in
         NumPy."""
-        equal = self == value
-        # (a value no element can equal, a string say: the comparison is False, as in NumPy)
+        try:
+            equal = self == value
+        except ArgumentError:           # (a string or a list: no element can equal it)
+            return False
         return bool(equal.any()) if isinstance(equal, Array) else bool(equal)
 
     # -- views -------------------------------------------------------------------------------

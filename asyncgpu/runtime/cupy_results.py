@@ -241,6 +241,81 @@ def _power(x1: Any, x2: Any, /, out: Any = None, **kwargs: Any) -> Any:
     return into(out, result, kwargs.get("casting", "same_kind"))
 
 
+def _fused_remainder(x: np.ndarray, q: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``x - q * y`` rounded once, as the GPU computes it (CUDA's compiler fuses the multiply
+    and the subtraction): in double precision for single and half floats, whose product is
+    exact there; for doubles with the product's rounding error recovered (Dekker's split)."""
+    if x.dtype != np.float64:
+        return (x.astype(np.float64) - q.astype(np.float64) * y.astype(np.float64)
+                ).astype(x.dtype)
+    product = q * y
+
+    def split(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        t = 134217729.0 * v                     # (2**27 + 1)
+        high = t - (t - v)
+        return high, v - high
+
+    qh, ql = split(q)
+    yh, yl = split(y)
+    error = ((qh * yh - product) + qh * yl + ql * yh) + ql * yl
+    plain = x - product
+    return np.where(np.isfinite(error), plain - error, plain)
+
+
+def _floor_quotient(x1: Any, x2: Any, kwargs: dict[str, Any]
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """For float operands, CuPy's floor division: ``floor(x1 / x2)`` in the operands' float
+    type (NumPy divides otherwise: 1.0 // 0.1 is 9.0 there, 10.0 on the GPU), with the operands
+    cast to it; None for other types, which NumPy computes as CuPy does."""
+    if kwargs:
+        return None
+    dtype = np.result_type(x1, x2)
+    if dtype.kind != "f" or isinstance(x1, (int, float)) and isinstance(x2, (int, float)):
+        return None
+    x, y = np.asarray(x1).astype(dtype), np.asarray(x2).astype(dtype)
+    # (half floats compute in single precision on the GPU)
+    work = np.float32 if dtype == np.float16 else dtype
+    with np.errstate(all="ignore"):
+        q = np.floor(x.astype(work) / y.astype(work))
+    return x, y, q
+
+
+def _floor_divide(x1: Any, x2: Any, /, out: Any = None, **kwargs: Any) -> Any:
+    """``x1 // x2`` as CuPy computes it: for floats ``floor(x1 / x2)``."""
+    found = _floor_quotient(x1, x2, kwargs)
+    if found is None:
+        return np.floor_divide(x1, x2, out=out, **kwargs)
+    x, _, q = found
+    return into(out, q.astype(x.dtype))
+
+
+def _remainder(x1: Any, x2: Any, /, out: Any = None, **kwargs: Any) -> Any:
+    """``x1 % x2`` as CuPy computes it: for floats ``x1 - floor(x1 / x2) * x2``, fused."""
+    found = _floor_quotient(x1, x2, kwargs)
+    if found is None:
+        return np.remainder(x1, x2, out=out, **kwargs)
+    x, y, q = found
+    work = q.dtype
+    with np.errstate(all="ignore"):
+        r = _fused_remainder(x.astype(work), q, y.astype(work))
+    return into(out, r.astype(x.dtype))
+
+
+def _divmod(x1: Any, x2: Any, /, *outs: Any, **kwargs: Any) -> Any:
+    """``divmod(x1, x2)`` as CuPy computes it: its floor division and remainder."""
+    out = kwargs.pop("out", None) or (outs if outs else None)
+    found = _floor_quotient(x1, x2, kwargs)
+    if found is None:
+        return np.divmod(x1, x2, *((out,) if out is not None else ()), **kwargs)
+    x, y, q = found
+    with np.errstate(all="ignore"):
+        r = _fused_remainder(x.astype(q.dtype), q, y.astype(q.dtype))
+    q, r = q.astype(x.dtype), r.astype(x.dtype)
+    if out is None:
+        return q, r
+    return into(out[0], q), into(out[1], r)
+
+
 def _searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Any:
     if type(v) in (list, tuple) or isinstance(v, np.generic):
         raise NotImplementedError("Only python scalars or ndarrays are supported as v (CuPy's "
@@ -360,12 +435,12 @@ SEQUENCES_ONLY = frozenset({"full"})
 
 
 def refuse_sequences(path: str, args: tuple[Any, ...], ufunc: bool) -> None:
-    """Refuse, as CuPy does, a list or tuple among a ufunc's operands, or a list, tuple or
-    Python number where :data:`ARRAY_ARGUMENTS` says (NumPy takes them as arrays, so the call
-    ran on ``sim``)."""
+    """Refuse, as CuPy does, a list, tuple or 0-d NumPy array among a ufunc's operands (one of
+    more dimensions is refused by any call), or a list, tuple or Python number where
+    :data:`ARRAY_ARGUMENTS` says (NumPy takes them as arrays, so the call ran on ``sim``)."""
     if ufunc:
         for a in args:
-            if type(a) in (list, tuple):
+            if type(a) in (list, tuple) or type(a) is np.ndarray and a.ndim == 0:
                 raise TypeError(f"asyncgpu.cupy.{path}: Unsupported type {type(a)} (CuPy's "
                                 "ufuncs take arrays and scalars; pass asyncgpu.asarray(...) "
                                 "for host data)")
@@ -381,6 +456,53 @@ def refuse_sequences(path: str, args: tuple[Any, ...], ufunc: bool) -> None:
             raise exc(f"asyncgpu.cupy.{path}: got {'an' if kind[0] in 'aeiou' else 'a'} "
                       f"{kind} as argument {i + 1} where CuPy takes an array, and fails on it "
                       "on the GPU; pass asyncgpu.asarray(...) for host data")
+
+
+#: The ufunc methods CuPy 14.2 implements, by method: the ufuncs that have it (its
+#: cupy/_core/_kernel.pyx: ``reduce`` and ``accumulate`` are ``sum``/``prod`` and
+#: ``cumsum``/``cumprod``, ``reduceat`` is ``add``'s alone, ``at`` the ufuncs with a scatter
+#: kernel), and their parameters; every other raises NotImplementedError at the call.
+UFUNC_METHODS: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {
+    "reduce": (frozenset({"add", "multiply"}), ("array", "axis", "dtype", "out", "keepdims")),
+    "accumulate": (frozenset({"add", "multiply"}), ("array", "axis", "dtype", "out")),
+    "reduceat": (frozenset({"add"}), ("array", "indices", "axis", "dtype", "out")),
+    "at": (frozenset({"add", "subtract", "maximum", "minimum", "bitwise_and", "bitwise_or",
+                      "bitwise_xor"}), ("a", "indices", "b")),
+}
+#: ``at``'s array dtypes, by ufunc (cupy/_core/_routines_indexing.pyx's scatter kernels).
+_AT_DTYPES = {
+    "add": "int32 int64 float16 float32 float64 uint32 uint64",
+    "subtract": "int32 uint32",
+    "maximum": "int32 int64 float32 float64 uint32 uint64",
+    "minimum": "int32 int64 float32 float64 uint32 uint64",
+    "bitwise_and": "int32 int64 uint32 uint64",
+    "bitwise_or": "int32 int64 uint32 uint64",
+    "bitwise_xor": "int32 int64 uint32 uint64",
+}
+
+
+def check_ufunc_method(ufunc: str, method: str, args: tuple[Any, ...],
+                       kwargs: dict[str, Any]) -> None:
+    """Refuse, as CuPy does at the call, a ufunc method CuPy lacks for ``ufunc``, a keyword its
+    method lacks (``initial``, ``where``), or an ``at`` on an array of a dtype its scatter
+    kernel lacks (NumPy runs them all, so the call ran on ``sim``)."""
+    known = UFUNC_METHODS.get(method)
+    if known is None:
+        return
+    ufuncs, params = known
+    if ufunc not in ufuncs:
+        raise NotImplementedError(f"`cupy_{ufunc}.{method}` is not supported yet (CuPy "
+                                  f"implements {method} for {', '.join(sorted(ufuncs))})")
+    odd = [k for k in kwargs if k not in params[len(args):]]
+    if odd or len(args) > len(params):
+        raise TypeError(f"{ufunc}.{method}() got an unexpected argument "
+                        f"{odd[0] if odd else 'by position'!r} (CuPy's {method} takes "
+                        f"{', '.join(params)})")
+    if method == "at" and args:
+        dtype = getattr(args[0], "dtype", None)
+        allowed = _AT_DTYPES[ufunc].split()
+        if dtype is not None and dtype.name not in allowed:
+            raise TypeError(f"cupy.{ufunc}.at only supports {', '.join(allowed)} as data type")
 
 
 class _Ufunc:
@@ -582,6 +704,10 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "dot": _dot,
     "choose": _choose,
     "power": _Ufunc(np.power, _power),
+    "floor_divide": _Ufunc(np.floor_divide, _floor_divide),
+    "remainder": _Ufunc(np.remainder, _remainder),
+    "mod": _Ufunc(np.remainder, _remainder),
+    "divmod": _Ufunc(np.divmod, _divmod),
     "reciprocal": _Ufunc(np.reciprocal, _reciprocal),
     "sinc": _Loops(_sinc, "efdFD", "sinc"),
     "i0": _Loops(np.i0, "efd"),

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.errors import ArgumentError
 from .node_ops import ops
 
 _SCALARS = (bool, int, float, complex, np.generic)
@@ -121,20 +122,76 @@ def _operand(other: Any) -> bool:
     return isinstance(other, (ArrayOperators, np.ndarray) + _SCALARS)
 
 
+def _refuse_numpy(ufunc: str, other: Any) -> None:
+    """CuPy's operators refuse a NumPy array, 0-d included (its ufuncs: "Unsupported type"),
+    before anything is enqueued; one of more dimensions is refused by the call itself."""
+    if type(other) is np.ndarray and other.ndim == 0:
+        raise ArgumentError(f"{ufunc}: Unsupported type {type(other)} (a 0-d NumPy array; CuPy's "
+                            "operators take arrays and scalars: pass x.item() or "
+                            "asyncgpu.asarray(x))")
+
+
 def _binary(ufunc: str) -> tuple[Any, Any, Any]:
     def op(self: Any, other: Any) -> Any:
-        return _call(ufunc, self, other) if _operand(other) else NotImplemented
+        if not _operand(other):
+            return NotImplemented
+        _refuse_numpy(ufunc, other)
+        return _call(ufunc, self, other)
 
     def rop(self: Any, other: Any) -> Any:
-        return _call(ufunc, other, self) if _operand(other) else NotImplemented
+        if not _operand(other):
+            return NotImplemented
+        _refuse_numpy(ufunc, other)
+        return _call(ufunc, other, self)
 
     def iop(self: Any, other: Any) -> Any:
         if not _operand(other):
             return NotImplemented
+        _refuse_numpy(ufunc, other)
         _call(ufunc, self, other, out=self)
         return self
 
     return op, rop, iop
+
+
+def _compare(ufunc: str) -> Any:
+    """A comparison as CuPy's ``__richcmp__`` makes it: a 0-d NumPy array compares as its
+    value; ``==`` and ``!=`` with ``None`` or an object that compares by identity give an
+    array of ``False`` (``True``), an array node of the operand's shape."""
+    def op(self: Any, other: Any) -> Any:
+        if type(other) is np.ndarray and other.ndim == 0:
+            other = other.item()
+        if ufunc in ("equal", "not_equal") and (
+                other is None or not _operand(other) and type(other).__eq__ is object.__eq__):
+            return _call("full", self.shape, ufunc == "not_equal", np.bool_)
+        if not _operand(other):
+            if isinstance(other, (str, bytes, list, tuple)):
+                raise ArgumentError(f"{ufunc}: Unsupported type {type(other)} (CuPy compares "
+                                    "arrays and scalars: pass asyncgpu.asarray(x))")
+            return NotImplemented
+        return _call(ufunc, self, other)
+
+    return op
+
+
+#: ``x ** y`` for the exponents CuPy's ``__pow__`` computes with another function (its
+#: fast paths, which give other answers at the edges: ``-inf ** 0.5`` is NaN as ``sqrt``
+#: gives it, where ``power`` gives inf).
+_POWERS = {(int, 2): "square", (float, 0.5): "sqrt", (float, 2.0): "square",
+           (float, -1.0): "reciprocal"}
+
+
+def _pow(self: Any, other: Any, modulo: Any = None) -> Any:
+    """``x ** y`` as CuPy's ``__pow__`` (``modulo`` ignored, as CuPy and NumPy ignore it)."""
+    if not _operand(other):
+        return NotImplemented
+    fast = _POWERS.get((type(other), other)) if type(other) in (int, float) else None
+    if fast is not None:
+        if self.dtype.kind not in ("ifc" if type(other) is int else "fc"):
+            return _call(fast, self, dtype=np.result_type(self.dtype, other))
+        return _call(fast, self)
+    _refuse_numpy("power", other)
+    return _call("power", self, other)
 
 
 _BINARY = {
@@ -226,9 +283,12 @@ def _install() -> None:
             fn.__doc__ = f"``{ufunc}`` as a node" + (" (in place)" if name[2] == "i" else "")
             setattr(ArrayOperators, name, fn)
     for short, ufunc in _COMPARE.items():
-        op = _binary(ufunc)[0]
+        op = _compare(ufunc)
         op.__name__ = op.__qualname__ = f"__{short}__"
         setattr(ArrayOperators, f"__{short}__", op)
+    _pow.__name__ = _pow.__qualname__ = "__pow__"
+    _pow.__doc__ = "``power`` as a node (``square``, ``sqrt``, ``reciprocal`` for CuPy's exponents)"
+    ArrayOperators.__pow__ = _pow       # type: ignore[method-assign]
     for short, ufunc in _UNARY.items():
         def un(self: Any, _u: str = ufunc) -> Any:
             return _call(_u, self)
