@@ -268,3 +268,41 @@ def test_more_shared_memory_than_a_block_has_faults_on_the_simulator_as_on_a_gpu
     a[...] = 0
     static_12k[1, 32](a)                                        # (usable after them)
     assert a.tolist() == [1.0] * 32
+
+
+def test_math_in_a_simulated_kernel_gives_the_devices_ieee_answers(sim):
+    """math.log(0) is -inf on the GPU (and sqrt(-1) NaN, floor(inf) inf, gamma(0) inf, as an
+    H200 computed them); Python's math, which the simulator ran, raised ValueError there."""
+    import math
+
+    from math import log as imported_log
+
+    ag = sim
+
+    @ag.kernel(const=["x"], out=["y"])
+    @cuda.jit
+    def ieee(x, y):
+        i = cuda.grid(1)
+        if i < x.size:
+            v = x[i]
+            y[i, 0] = math.log(v)
+            y[i, 1] = math.sqrt(v)
+            y[i, 2] = math.asin(v)
+            y[i, 3] = math.floor(v)
+            y[i, 4] = math.gamma(v)
+            y[i, 5] = math.lgamma(v)
+            y[i, 6] = math.exp(v)
+            y[i, 7] = imported_log(v)
+
+    x = ag.array(np.array([0.0, -1.0, np.inf, 2.0]))
+    y = ag.empty((4, 8))
+    ieee[1, 4](x, y)
+    with np.errstate(all="ignore"):
+        h = np.array([0.0, -1.0, np.inf, 2.0])
+        want = np.stack([np.log(h), np.sqrt(h), np.arcsin(h), np.floor(h),
+                         [np.inf, np.nan, np.inf, 1.0], [np.inf, np.inf, np.inf, 0.0],
+                         np.exp(h), np.log(h)], axis=1)
+    np.testing.assert_array_equal(y.get(), want)
+    assert math.log(1.0) == 0.0 and math.log is imported_log    # (the process's math untouched)
+    with pytest.raises(ValueError):
+        math.log(0.0)

@@ -2,7 +2,7 @@
 
 Numba's simulator runs a kernel's Python function once per CUDA thread, each CUDA thread of a
 block on a Python thread it starts for that block, and polls them in a loop so that
-``cuda.syncthreads()`` can hold every thread of the block at the barrier. Four adaptations,
+``cuda.syncthreads()`` can hold every thread of the block at the barrier. Five adaptations,
 each installed over the simulator's own where its internals are the ones this module expects
 (and left out otherwise, so that a newer Numba runs as it ships):
 
@@ -19,6 +19,8 @@ each installed over the simulator's own where its internals are the ones this mo
 - ``cuda.shared.array`` is looked up under a lock (:func:`_shared_array`);
 - the warp functions Numba's simulator lacks (``cuda.shfl_down_sync`` and kin) are added, as
   collectives of a warp's threads (:mod:`asyncgpu.backends.sim.warps`);
+- the ``math`` a kernel reaches gives the device's IEEE answers during the launch
+  (:mod:`asyncgpu.backends.sim.ieee_math`: ``math.log(0)`` is ``-inf``, not a ``ValueError``);
 - compiled ``@cuda.jit`` functions a kernel calls (as device functions, whether made with
   ``device=True`` or not), reached through its module's globals, its closure or module
   attributes, are swapped for simulated ones during the launch
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 import os
 import sys
 import threading
@@ -49,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from ...runtime.checks import MAX_SHARED_BYTES
-from . import warps
+from . import ieee_math, warps
 from .warps import WARP_FUNCTIONS, Warps
 
 #: Numba's simulator runs one launch at a time in a process: the launch's context (its grid,
@@ -477,7 +480,8 @@ def barrier_free(fn: types.FunctionType) -> bool:
 def simulated_device_functions(fn: types.FunctionType) -> Iterator[None]:
     """Swap the compiled ``@cuda.jit`` functions ``fn`` reaches (through its globals, its
     closure, or attributes of modules it names, and so on through theirs), which it calls as
-    device functions, for simulated ones, and back afterwards.
+    device functions, for simulated ones, and Python's ``math`` (or its functions) for
+    :mod:`asyncgpu.backends.sim.ieee_math`'s stand-in, and back afterwards.
 
     When ``numba.cuda`` was imported without ``NUMBA_ENABLE_CUDASIM``, device functions are real
     dispatchers that cannot be called from Python; the simulator needs Python versions.
@@ -488,9 +492,15 @@ def simulated_device_functions(fn: types.FunctionType) -> Iterator[None]:
     try:
         for _, refs in _reachable(fn):
             for holder, name, obj in refs:
-                if not _dispatcher(obj):
-                    continue
-                _put(holder, name, FakeCUDAKernel(obj.py_func, device=True))
+                if _dispatcher(obj):
+                    replacement = FakeCUDAKernel(obj.py_func, device=True)
+                else:
+                    # (Python's math, or a function of it: the device's IEEE answers; never
+                    # an attribute of math itself, which the whole process shares)
+                    replacement = ieee_math.stand_in(obj) if holder is not math else None
+                    if replacement is None:
+                        continue
+                _put(holder, name, replacement)
                 swapped.append((holder, name, obj))
         yield
     finally:

@@ -1,0 +1,115 @@
+"""The ``math`` module a simulated kernel sees: IEEE answers where Python's ``math`` raises.
+
+A Numba kernel calls ``math.log``, ``math.sqrt``, ``math.floor`` ... as the device's math
+library computes them: ``log(0)`` is ``-inf``, ``sqrt(-1)`` and ``asin(2)`` are NaN,
+``exp(1000)`` is ``inf``, ``floor(inf)`` is ``inf``. Numba's simulator runs the kernel's Python,
+where Python's ``math`` raises ``ValueError`` or ``OverflowError`` for each of those, so a
+kernel that computes a log of zero on the GPU failed on ``sim``. This module is a stand-in for
+``math`` with the same names, the functions that raise computed by NumPy's ufuncs instead
+(IEEE arithmetic, warnings silenced as the device gives none), in the argument's precision as
+Numba's overloads are (a ``float32`` in, a ``float32`` out; an integer in, a ``float64`` out).
+``floor``, ``ceil`` and ``trunc`` of a float give a float, as Numba's do on the device (``-0.0``
+and the infinities kept).
+
+:func:`stand_in` maps what a kernel reaches by name (the module, or a function imported from
+it) to its stand-in; ``asyncgpu.backends.sim.numba_sim`` swaps them in for the launch.
+
+Example::
+
+    math.log(0.0)            # in a simulated kernel: -inf (Python's math raises ValueError)
+"""
+
+from __future__ import annotations
+
+import math
+import types
+from typing import Any, Callable
+
+import numpy as np
+
+#: Python's ``math`` functions and the NumPy ufuncs that compute them as the device does.
+_UFUNCS = {
+    "sqrt": np.sqrt, "exp": np.exp, "expm1": np.expm1, "log": np.log, "log2": np.log2,
+    "log10": np.log10, "log1p": np.log1p, "sin": np.sin, "cos": np.cos, "tan": np.tan,
+    "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+    "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
+    "atan2": np.arctan2, "hypot": np.hypot, "fmod": np.fmod, "copysign": np.copysign,
+    "fabs": np.fabs, "degrees": np.degrees, "radians": np.radians, "pow": np.power,
+}
+#: Rounding to a float (Numba's ``math.floor`` of a float is a float on the device).
+_ROUNDING = {"floor": np.floor, "ceil": np.ceil, "trunc": np.trunc}
+
+
+def _real(x: Any) -> Any:
+    """``x`` as NumPy computes with it: a Python or NumPy integer as a float64 (Numba's math
+    of an integer is double precision), a float as it is."""
+    if isinstance(x, (bool, int, np.integer, np.bool_)):
+        return np.float64(x)
+    return x
+
+
+def _ieee(name: str, ufunc: np.ufunc) -> Callable[..., Any]:
+    def fn(*args: Any) -> Any:
+        with np.errstate(all="ignore"):
+            return ufunc(*(_real(a) for a in args))
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``math.{name}`` as the device computes it (IEEE, NumPy's ``{ufunc.__name__}``)"
+    return fn
+
+
+def _rounding(name: str, ufunc: np.ufunc) -> Callable[..., Any]:
+    def fn(x: Any) -> Any:
+        if isinstance(x, (bool, int, np.integer, np.bool_)):
+            return x
+        with np.errstate(all="ignore"):
+            return ufunc(x)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``math.{name}`` of a float as a float, as Numba's on the device"
+    return fn
+
+
+def _gamma(which: str) -> Callable[[Any], Any]:
+    """``gamma`` and ``lgamma`` (NumPy has neither): Python's, with the device's answers where
+    it raises: at the poles inf (``gamma`` of a zero keeps its sign), below them NaN for
+    ``gamma``, overflow inf."""
+    base = getattr(math, which)
+
+    def fn(x: Any) -> Any:
+        wide = np.float64(_real(x))
+        try:
+            value = base(float(wide))
+        except OverflowError:
+            value = math.inf
+        except ValueError:             # (a pole, or -inf)
+            if which == "lgamma":
+                value = math.inf
+            elif wide == 0:
+                value = math.copysign(math.inf, wide)
+            else:
+                value = math.nan
+        return np.float32(value) if isinstance(x, np.float32) else np.float64(value)
+    fn.__name__ = fn.__qualname__ = which
+    return fn
+
+
+def _module() -> types.ModuleType:
+    shim = types.ModuleType("math", "Python's math with the device's IEEE answers (asyncgpu)")
+    shim.__dict__.update({k: v for k, v in vars(math).items() if not k.startswith("__")})
+    for name, ufunc in _UFUNCS.items():
+        setattr(shim, name, _ieee(name, ufunc))
+    for name, ufunc in _ROUNDING.items():
+        setattr(shim, name, _rounding(name, ufunc))
+    shim.gamma, shim.lgamma = _gamma("gamma"), _gamma("lgamma")
+    return shim
+
+
+MODULE = _module()
+#: id of Python's ``math`` and of each of its functions the stand-in replaces -> the stand-in.
+_BY_ID = {id(math): MODULE} | {
+    id(getattr(math, name)): getattr(MODULE, name)
+    for name in (*_UFUNCS, *_ROUNDING, "gamma", "lgamma")}
+
+
+def stand_in(value: Any) -> Any:
+    """The stand-in for ``value`` (Python's ``math``, or one of its functions), else None."""
+    return _BY_ID.get(id(value))
