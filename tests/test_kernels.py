@@ -306,3 +306,40 @@ def test_math_in_a_simulated_kernel_gives_the_devices_ieee_answers(sim):
     assert math.log(1.0) == 0.0 and math.log is imported_log    # (the process's math untouched)
     with pytest.raises(ValueError):
         math.log(0.0)
+
+
+def test_stores_into_integer_arrays_convert_as_the_device_converts(sim):
+    """A float stored into an integer element is truncated and saturates at its type's range (an
+    8-bit type's 16-bit one; NaN: the signed least value, 0 unsigned), then wraps to the width;
+    an integer wraps (an H200's answers). NumPy refused them, and the launch faulted on sim."""
+    ag = sim
+
+    @ag.kernel(const=["x"], out=["i32", "i64", "u8", "u64"])
+    @cuda.jit
+    def store(x, i32, i64, u8, u64):
+        i = cuda.grid(1)
+        if i < x.size:
+            i32[i] = x[i]
+            i64[i] = x[i]
+            u8[i] = x[i]
+            u64[i] = x[i]
+
+    values = [-3.7, 1e20, -1e20, np.nan, np.inf, -1.0, 2.0**31, 300.0]
+    x = ag.array(np.array(values))
+    outs = [ag.empty(len(values), t) for t in (np.int32, np.int64, np.uint8, np.uint64)]
+    store[1, len(values)](x, *outs)
+    i32, i64, u8, u64 = (o.get().tolist() for o in outs)
+    assert i32 == [-3, 2**31 - 1, -2**31, -2**31, 2**31 - 1, -1, 2**31 - 1, 300]
+    assert i64 == [-3, 2**63 - 1, -2**63, -2**63, 2**63 - 1, -1, 2**31, 300]
+    assert u8 == [0, 255, 0, 0, 255, 0, 255, 44]
+    assert u64 == [0, 2**64 - 1, 0, 2**63, 2**64 - 1, 0, 2**31, 300]
+
+    @ag.kernel(out=["y"])
+    @cuda.jit
+    def wraps(y):
+        y[0] = 2**31 - 1
+        y[0] += 1                           # (int32 overflow wraps on the device)
+
+    y = ag.empty(1, np.int32)
+    wraps[1, 1](y)
+    assert y.get().tolist() == [-2**31]

@@ -10,6 +10,7 @@ launch behaves as on the device.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Any, Callable
 
 import numpy as np
@@ -30,8 +31,8 @@ def _sim_array() -> Any:
     """Numba's simulated device array as a launch's arguments need it where Numba's own does
     not do what the GPU does: ``promote``, element reads of integers of under 64 bits as
     Numba's arithmetic sees them, 64-bit integers (``x[0] + x[0]`` of an int8 array holding
-    100 is 200 on the GPU; NumPy's int8 gives -56; writes convert back, wrapping as the device
-    does); ``unset``, for an argument declared ``out`` (write-only), a mask of the elements not
+    100 is 200 on the GPU; NumPy's int8 gives -56); writes to an integer array convert as the
+    device converts (:func:`device_integer`); ``unset``, for an argument declared ``out`` (write-only), a mask of the elements not
     written yet in this launch: a read of one is noted in ``seen`` (the kernel computes from
     what the array held, which ``out=`` says it does not)."""
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
@@ -53,11 +54,40 @@ def _sim_array() -> Any:
             return np.int64(ret) if self._promote else ret
 
         def __setitem__(self, idx: Any, val: Any) -> None:
-            self._ary[idx] = val
+            ary = self._ary
+            if type(val) is not ary.dtype.type and ary.dtype.kind in "iu":
+                val = device_integer(val, ary.dtype)
+            ary[idx] = val
             if self._unset is not None:
                 self._unset[idx] = False
 
     return SimArray
+
+
+def device_integer(value: Any, dtype: np.dtype) -> Any:
+    """A number stored into an element of integer ``dtype`` as the device stores it: an integer
+    wraps to the width; a float is truncated toward zero and saturates at the type's range (an
+    8-bit type's 16-bit one), NaN giving the signed types' least value, 0 for unsigned up to
+    32 bits and 2**63 for uint64 (PTX's ``cvt.rzi``), then wraps to the width (as an H200 gave
+    them). NumPy refuses the out-of-range ones (``OverflowError``, ``ValueError`` for NaN),
+    which faulted the launch on ``sim``. Anything else (an array, a bool) as it is."""
+    if isinstance(value, (bool, np.bool_, complex, np.complexfloating)) \
+            or not isinstance(value, (int, float, np.number)):
+        return value
+    if isinstance(value, (float, np.floating)):
+        # (converted to a 16-bit integer at least, of the element's signedness, then stored
+        # in its width, as the device converts to 8 bits: 300.0 into a uint8 is 44, 1e20 255)
+        info = np.iinfo(f"{dtype.kind}{max(dtype.itemsize, 2)}")
+        f = float(value)
+        if f != f:
+            value = info.min if dtype.kind == "i" else 1 << 63 if dtype.itemsize == 8 else 0
+        else:
+            value = info.max if f >= info.max else info.min if f <= info.min else math.trunc(f)
+    bits = dtype.itemsize * 8
+    wrapped = int(value) & ((1 << bits) - 1)
+    if dtype.kind == "i" and wrapped >> (bits - 1):
+        wrapped -= 1 << bits
+    return dtype.type(wrapped)
 
 
 def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block: tuple[int, ...],
@@ -85,11 +115,13 @@ def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block:
         wrapped = []
         for i, a in enumerate(args):
             if isinstance(a, np.ndarray):
-                promote = a.dtype.kind in "iu" and a.dtype.itemsize < 8
+                # (integer arrays store as the device converts: ``device_integer``)
+                integers = a.dtype.kind in "iu"
+                promote = integers and a.dtype.itemsize < 8
                 seen = outs.get(i) if outs else None
                 a = (sim_array(a, 0, promote, None if seen is None else np.ones(a.shape, bool),
                                seen)
-                     if promote or seen is not None else FakeCUDAArray(a))
+                     if integers or seen is not None else FakeCUDAArray(a))
             wrapped.append(a)
         with one_launch(one_thread), simulated_device_functions(fake.fn):
             fake[grid, block, 0, shared](*wrapped)
