@@ -20,9 +20,9 @@ extern "C" __global__ void slow_fill(float* y, float value, int n, long long cyc
 '''
 
 LEGACY_SPIN = r'''
-extern "C" __global__ void legacy_spin(long long cycles) {
+extern "C" __global__ void legacy_spin(const volatile int* release, long long max_cycles) {
     long long start = clock64();
-    while (clock64() - start < cycles) { }
+    while (*release == 0 && clock64() - start < max_cycles) { }
 }
 '''
 
@@ -181,23 +181,26 @@ def test_two_independent_matmul_chains_go_to_two_streams_without_waits():
 
 
 def test_nothing_runs_on_the_legacy_default_stream(gpu):
-    """A 1 s kernel occupies the legacy default stream; asyncgpu's work must not queue behind it."""
+    """A kernel occupies the legacy default stream until the test releases it (or about ten
+    seconds pass); asyncgpu's work must not queue behind it."""
     import cupy
 
     import asyncgpu.cupy as acp
 
     ag = gpu
     _example(ag, acp, seed=3)                    # warm-up: kernels compiled, pool populated
-    cycles = 5 * calibrate(ag, spin_kernel(ag), ag.zeros(1, np.float32), 0.2)   # about 1 s
     legacy = cupy.RawKernel(LEGACY_SPIN, "legacy_spin")
+    release = cupy.zeros(1, np.int32)
     ag.synchronize()
-    legacy((1,), (1,), (np.int64(cycles),), stream=cupy.cuda.Stream.null)
+    legacy((1,), (1,), (release, np.int64(20_000_000_000)), stream=cupy.cuda.Stream.null)
     s, expected = _example(ag, acp, seed=4)        # issued, run and read back by the host
     busy = not cupy.cuda.Stream.null.done
+    with cupy.cuda.Stream(non_blocking=True):
+        release.fill(1)                            # (a stream that does not wait for the legacy one)
     cupy.cuda.Stream.null.synchronize()
     assert s == pytest.approx(expected, rel=1e-9)
     # work queued behind the legacy stream could not have completed (nor been read back)
-    # while its kernel still ran: the order of completions, not a duration
+    # before the kernel there was released: the order of completions, not a duration
     assert busy, "asyncgpu's results came only after the legacy stream's kernel ended"
 
 
@@ -231,6 +234,29 @@ def test_interop_with_cupy_and_numba_on_gpu(gpu):
     nb = cuda.to_device(np.arange(5, dtype=np.int32))
     assert ag.asarray(nb).numpy().tolist() == [0, 1, 2, 3, 4]
     assert (acp.sqrt(ag.asarray(cupy.full(3, 4.0))).numpy() == 2.0).all()
+
+
+def test_what_cupy_writes_into_an_import_after_a_synchronize_is_read_and_kept(gpu):
+    """A CuPy array imported without a copy, read once by the host (its small allocation
+    fetched whole), then written by CuPy: after both libraries synchronize, asyncgpu reads
+    CuPy's values, and a partial host write plus a library call keep them."""
+    import cupy
+
+    ag = gpu
+    c = cupy.zeros(8, np.float32)
+    a = ag.asarray(c)
+    assert a[0] == 0.0
+    ag.synchronize()
+    c[...] = 100.0                                  # CuPy's own write
+    cupy.cuda.get_current_stream().synchronize()
+    assert a.numpy().tolist() == [100.0] * 8
+    a[1] = 5.0
+    a += 1
+    ag.synchronize()
+    assert c.get().tolist() == [101.0, 6.0] + [101.0] * 6
+    a[...] = 7.0                                    # a host write of every byte
+    ag.synchronize()
+    assert c.get().tolist() == [7.0] * 8
 
 
 def test_independent_ffts_of_one_shape_on_several_streams(gpu):

@@ -4,6 +4,9 @@ happens-before checker attached to the cuda backend's log."""
 
 from __future__ import annotations
 
+import time
+
+import numpy as np
 import pytest
 
 from thread_programs import run_threads
@@ -21,6 +24,13 @@ def test_threads_submitting_dependent_work_linearize_on_gpu(seed, debug_hb):
         ag.synchronize()
 
 
+THREE_ARRAYS = r"""
+extern "C" __global__ void k3(float* a, float* b, float* c) {
+    int i = threadIdx.x;
+    c[i] = a[i] + b[i];
+}
+"""
+LAUNCHES = 2000
 SPIN_UNTIL = r"""
 extern "C" __global__ void spin_until(unsigned long long flag_address, float* seen,
                                       long long max_cycles) {
@@ -81,23 +91,56 @@ def test_a_thread_waiting_for_its_result_lets_another_thread_launch_on_gpu(wait)
         assert results == [1.0]             # the flag was set while the first thread waited
 
 
-def test_threads_launching_at_once_do_not_hand_the_gil_over_at_every_launch():
-    """Three threads launching kernels at once: a launch keeps the GIL (a release there hands
-    it to a waiting thread, and the launching thread then waits for it back), so the threads
-    give up the CPU far less often than threads making CuPy's raw launch, which releases it,
-    in the same measurement (other load on the host raises both counts); ``asyncgpu bench
-    overhead`` reports it."""
+def test_a_launch_keeps_the_gil():
+    """A launch keeps the GIL: a release there hands it to a waiting thread, and the launching
+    thread then waits to get it back (a context switch each way). With the interpreter's switch
+    interval longer than the test, a thread waiting for the GIL can only run where a launch
+    releases it, so it counts the releases, however loaded the host is."""
+    import sys
+    import threading
+
+    import asyncgpu as ag
+
+    with ag.configure(backend="cuda"):
+        k = ag.cuda_kernel(THREE_ARRAYS, "k3")
+        a, b, c = (ag.ones(32, np.float32) for _ in range(3))
+        k[1, 32](a, b, c)                   # (compiled and loaded before counting)
+        ag.synchronize()
+        ran, stop, started = [0], threading.Event(), threading.Event()
+
+        def waiter():
+            started.set()
+            while not stop.is_set():
+                ran[0] += 1
+                time.sleep(0)               # (hands the GIL straight back)
+
+        interval = sys.getswitchinterval()
+        sys.setswitchinterval(100.0)
+        try:
+            thread = threading.Thread(target=waiter)
+            thread.start()
+            started.wait()
+            before = ran[0]
+            for _ in range(LAUNCHES):
+                k[1, 32](a, b, c)
+            during = ran[0] - before
+            stop.set()
+            thread.join()
+        finally:
+            sys.setswitchinterval(interval)
+        ag.synchronize()
+    assert during < 0.05 * LAUNCHES, f"the waiting thread ran {during} times in {LAUNCHES} launches"
+
+
+def test_bench_overhead_reports_threads_launching_at_once():
+    """``asyncgpu bench overhead``'s threads case: host us per launch with three threads and
+    with one, and context switches per launch, for asyncgpu's launch, CuPy's raw launch (which
+    releases the GIL) and launches followed by a read."""
     import asyncgpu as ag
     from benchmarks import overhead
 
     with ag.configure(backend="cuda"):
-        measured = overhead.threads(ag, launches=600, repeats=3)
+        measured = overhead.threads(ag, launches=60, repeats=1)
     assert set(measured) == {"ag_launch", "cupy_raw_launch", "ag_launch_read"}
-    ours = measured["ag_launch"]["switches_per_launch"]
-    raw = measured["cupy_raw_launch"]["switches_per_launch"]
-    # (a launch that released the GIL would switch at nearly every launch, as CuPy's does: 0.9
-    # on an H200 host; under other load CuPy's count can fall near ours, and then only the
-    # first check says anything)
-    assert ours < 0.1
-    assert raw < 0.2 or ours < 0.5 * raw
     assert all(v["one_thread_us"] > 0 and v["threads_us"] > 0 for v in measured.values())
+    assert all(v["switches_per_launch"] >= 0 for v in measured.values())
