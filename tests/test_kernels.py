@@ -343,3 +343,37 @@ def test_stores_into_integer_arrays_convert_as_the_device_converts(sim):
     y = ag.empty(1, np.int32)
     wraps[1, 1](y)
     assert y.get().tolist() == [-2**31]
+
+
+def test_intrinsics_in_a_simulated_kernel_give_the_devices_answers(sim):
+    """cuda.cbrt of a negative number, cuda.fma rounded once, and the bit counts on the
+    argument's width (an H200's answers; Numba's simulator computed cbrt(-8) as NaN, counted
+    bits on 32 and raised for a negative number)."""
+    ag = sim
+
+    @ag.kernel(const=["i32", "i64", "u64", "f"], out=["out", "rev"])
+    @cuda.jit
+    def bits(i32, i64, u64, f, out, rev):
+        for j in range(i32.size):
+            out[0, j] = cuda.popc(i32[j])
+            out[1, j] = cuda.clz(i32[j])
+            out[2, j] = cuda.ffs(i64[j])
+            out[3, j] = cuda.clz(i64[j])
+            rev[0, j] = cuda.brev(i32[j])
+            rev[1, j] = cuda.brev(u64[j])
+        out[4, 0] = cuda.cbrt(f[0]) == -2.0
+        out[4, 1] = (cuda.fma(f[1], f[1], f[2]) - 0.0) * 2.0**60
+
+    i32 = ag.array(np.array([-1, 1, 12, -2**31], np.int32))
+    i64 = ag.array(np.array([-1, 1, 2**40, -2**63], np.int64))
+    u64 = ag.array(np.array([1, 12, 2**40, 0], np.uint64))
+    e = 2.0**-30
+    f = ag.array(np.array([-8.0, 1 + e, -(1 + 2 * e)]))
+    out, rev = ag.zeros((5, 4), np.int64), ag.zeros((2, 4), np.uint64)
+    bits[1, 1](i32, i64, u64, f, out, rev)
+    got = out.get()
+    assert got[0].tolist() == [32, 1, 2, 1] and got[1].tolist() == [0, 31, 28, 0]
+    assert got[2].tolist() == [1, 1, 41, 64] and got[3].tolist() == [0, 63, 23, 0]
+    assert got[4, :2].tolist() == [1, 1]
+    assert rev.get()[0].tolist() == [4294967295, 2147483648, 805306368, 1]
+    assert rev.get()[1].tolist() == [2**63, 3458764513820540928, 8388608, 0]

@@ -241,25 +241,28 @@ def _power(x1: Any, x2: Any, /, out: Any = None, **kwargs: Any) -> Any:
     return into(out, result, kwargs.get("casting", "same_kind"))
 
 
-def _fused_remainder(x: np.ndarray, q: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """``x - q * y`` rounded once, as the GPU computes it (CUDA's compiler fuses the multiply
-    and the subtraction): in double precision for single and half floats, whose product is
+def fused_multiply_add(a: Any, b: Any, c: Any) -> Any:
+    """``a * b + c`` rounded once, as the GPU computes it (CUDA's compiler fuses a multiply and
+    an add; ``cuda.fma``): in double precision for single and half floats, whose product is
     exact there; for doubles with the product's rounding error recovered (Dekker's split)."""
-    if x.dtype != np.float64:
-        return (x.astype(np.float64) - q.astype(np.float64) * y.astype(np.float64)
-                ).astype(x.dtype)
-    product = q * y
+    a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
+    dtype = np.result_type(a, b, c)
+    with np.errstate(all="ignore"):
+        if dtype != np.float64:
+            wide = (a.astype(np.float64) * b.astype(np.float64) + c.astype(np.float64))
+            return wide.astype(dtype)[()]
+        product = a * b
 
-    def split(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        t = 134217729.0 * v                     # (2**27 + 1)
-        high = t - (t - v)
-        return high, v - high
+        def split(v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            t = 134217729.0 * v                     # (2**27 + 1)
+            high = t - (t - v)
+            return high, v - high
 
-    qh, ql = split(q)
-    yh, yl = split(y)
-    error = ((qh * yh - product) + qh * yl + ql * yh) + ql * yl
-    plain = x - product
-    return np.where(np.isfinite(error), plain - error, plain)
+        ah, al = split(a)
+        bh, bl = split(b)
+        error = ((ah * bh - product) + ah * bl + al * bh) + al * bl
+        plain = product + c
+        return np.where(np.isfinite(error), plain + error, plain)[()]
 
 
 def _floor_quotient(x1: Any, x2: Any, kwargs: dict[str, Any]
@@ -290,14 +293,15 @@ def _floor_divide(x1: Any, x2: Any, /, out: Any = None, **kwargs: Any) -> Any:
 
 
 def _remainder(x1: Any, x2: Any, /, out: Any = None, **kwargs: Any) -> Any:
-    """``x1 % x2`` as CuPy computes it: for floats ``x1 - floor(x1 / x2) * x2``, fused."""
+    """``x1 % x2`` as CuPy computes it: for floats ``x1 - floor(x1 / x2) * x2``, fused
+    (:func:`fused_multiply_add`)."""
     found = _floor_quotient(x1, x2, kwargs)
     if found is None:
         return np.remainder(x1, x2, out=out, **kwargs)
     x, y, q = found
     work = q.dtype
     with np.errstate(all="ignore"):
-        r = _fused_remainder(x.astype(work), q, y.astype(work))
+        r = fused_multiply_add(-q, y.astype(work), x.astype(work))
     return into(out, r.astype(x.dtype))
 
 
@@ -309,7 +313,7 @@ def _divmod(x1: Any, x2: Any, /, *outs: Any, **kwargs: Any) -> Any:
         return np.divmod(x1, x2, *((out,) if out is not None else ()), **kwargs)
     x, y, q = found
     with np.errstate(all="ignore"):
-        r = _fused_remainder(x.astype(q.dtype), q, y.astype(q.dtype))
+        r = fused_multiply_add(-q, y.astype(q.dtype), x.astype(q.dtype))
     q, r = q.astype(x.dtype), r.astype(x.dtype)
     if out is None:
         return q, r

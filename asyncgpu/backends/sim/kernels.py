@@ -26,6 +26,19 @@ from .numba_sim import barrier_free, one_launch, simulated_device_functions
 POISON = 0xFF
 
 
+class Narrow(np.int64):
+    """An element of an integer array under 64 bits as a simulated kernel reads it: an int64,
+    as Numba's arithmetic computes with it (what it computes is a plain int64, as Numba's
+    results are), that remembers its own ``width`` for the intrinsics that count bits."""
+
+    width = 64
+
+
+#: The class an element of each narrow integer dtype reads as (:class:`Narrow`).
+NARROW = {np.dtype(t): type(f"{np.dtype(t).name}_element", (Narrow,), {"width": 32})
+          for t in (np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32)}
+
+
 @functools.lru_cache(maxsize=1)
 def _sim_array() -> Any:
     """Numba's simulated device array as a launch's arguments need it where Numba's own does
@@ -51,7 +64,7 @@ def _sim_array() -> Any:
                                 None if unset is None else unset[idx], self._seen)
             if unset is not None and unset[idx]:
                 self._seen.append(idx)
-            return np.int64(ret) if self._promote else ret
+            return NARROW[ret.dtype](ret) if self._promote else ret
 
         def __setitem__(self, idx: Any, val: Any) -> None:
             ary = self._ary

@@ -18,7 +18,9 @@ each installed over the simulator's own where its internals are the ones this mo
   on Numba's threads, an element-wise kernel about 50 times;
 - ``cuda.shared.array`` is looked up under a lock (:func:`_shared_array`);
 - the warp functions Numba's simulator lacks (``cuda.shfl_down_sync`` and kin) are added, as
-  collectives of a warp's threads (:mod:`asyncgpu.backends.sim.warps`);
+  collectives of a warp's threads (:mod:`asyncgpu.backends.sim.warps`), and the intrinsics it
+  computes otherwise than the device (``cbrt``, ``fma``, the bit counts) replaced
+  (:mod:`asyncgpu.backends.sim.intrinsics`);
 - the ``math`` a kernel reaches gives the device's IEEE answers during the launch
   (:mod:`asyncgpu.backends.sim.ieee_math`: ``math.log(0)`` is ``-inf``, not a ``ValueError``);
 - compiled ``@cuda.jit`` functions a kernel calls (as device functions, whether made with
@@ -52,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from ...runtime.checks import MAX_SHARED_BYTES
-from . import ieee_math, warps
+from . import ieee_math, intrinsics, warps
 from .warps import WARP_FUNCTIONS, Warps
 
 #: Numba's simulator runs one launch at a time in a process: the launch's context (its grid,
@@ -395,6 +397,7 @@ def _install_block_manager() -> bool:
         return False
     kernel.BlockManager = _block_manager
     warps.install()
+    intrinsics.install()
     return True
 
 

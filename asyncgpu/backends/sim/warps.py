@@ -160,7 +160,7 @@ _SHUFFLED = (np.int32, np.int64, np.float32, np.float64, int, float)
 
 
 def _value(what: str, value: Any) -> Any:
-    if type(value) not in _SHUFFLED:
+    if not isinstance(value, _SHUFFLED) or isinstance(value, (bool, np.bool_)):
         raise TypeError(f"cuda.{what} shuffles 32- and 64-bit integers and floats (Numba's "
                         f"shuffles compile for int32, int64, float32 and float64); got "
                         f"{type(value).__name__}: convert it first")

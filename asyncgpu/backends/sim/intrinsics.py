@@ -1,0 +1,73 @@
+"""Numba's CUDA intrinsics in its simulator, as the device computes them.
+
+Numba's simulator (numba-cuda 0.30) computes ``cuda.cbrt`` as ``a ** (1 / 3)`` (NaN for a
+negative number, where the device's cube root is negative), ``cuda.fma`` as ``a * b + c``
+rounded twice, and ``cuda.popc``, ``cuda.brev``, ``cuda.clz`` and ``cuda.ffs`` on 32 bits
+whatever the argument's width (``clz`` of an int64 1 is 31 there, 63 on the device) and
+raising for a negative number. Here they are the device's: the cube root of NumPy, the fused multiply-add of
+:func:`asyncgpu.runtime.cupy_results.fused_multiply_add`, and the bit counts on the argument's
+width (32 bits for an element of an int32 array or narrower, or a NumPy integer of 32 bits,
+else 64: a Python integer, or a sum of two int32 elements, is an int64, as Numba types them).
+
+Invariant: each gives what an H200 gave for the same arguments.
+
+Example::
+
+    cuda.clz(np.int64(1))        # 63
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...runtime.cupy_results import fused_multiply_add
+
+_NARROW = (np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32)
+
+
+def _bits(value: Any) -> tuple[int, int]:
+    """The argument's two's complement bits as an unsigned integer, and its width (an element
+    of a narrow integer array keeps its own: ``asyncgpu.backends.sim.kernels.Narrow``)."""
+    width = 32 if isinstance(value, _NARROW) else getattr(value, "width", 64)
+    return int(value) & ((1 << width) - 1), width
+
+
+def cbrt(self: Any, a: Any) -> Any:
+    return np.cbrt(a)
+
+
+def fma(self: Any, a: Any, b: Any, c: Any) -> Any:
+    return fused_multiply_add(a, b, c)
+
+
+def popc(self: Any, val: Any) -> int:
+    bits, _ = _bits(val)
+    return bin(bits).count("1")
+
+
+def clz(self: Any, val: Any) -> int:
+    bits, width = _bits(val)
+    return width - bits.bit_length()
+
+
+def ffs(self: Any, val: Any) -> int:
+    bits, _ = _bits(val)
+    return (bits & -bits).bit_length()
+
+
+def brev(self: Any, val: Any) -> Any:
+    """The bits reversed: of a uint64 its 64 bits, of any other integer its low 32 (Numba's
+    ``brev`` of an int64 reverses its low word, as an H200 answered), unsigned."""
+    if isinstance(val, np.uint64):
+        return np.uint64(int(f"{int(val):064b}"[::-1], 2))
+    return np.uint32(int(f"{int(val) & 0xFFFFFFFF:032b}"[::-1], 2))
+
+
+def install() -> None:
+    """Put these in place of the simulator's ``cuda`` intrinsics of the same names."""
+    from numba.cuda.simulator.kernelapi import FakeCUDAModule
+
+    for fn in (cbrt, fma, popc, brev, clz, ffs):
+        setattr(FakeCUDAModule, fn.__name__, fn)
