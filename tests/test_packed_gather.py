@@ -72,10 +72,15 @@ def test_numba_values_refuse_what_the_target_was_not_built_for(sim, case):
 
 
 def test_ints_at_the_edges_of_64_bits_are_ints_and_beyond_them_are_big(sim):
+    """An int of int64 is an int, one up to 2**64 a uint64 (as Numba types it), any other
+    big: a uint64 plan never packs 2**64 (struct.error) nor a negative beyond int64."""
     for v in (-(2**63), 2**63 - 1):
         assert target([int]).numba_values([v]) == (v,)
-    for v in (2**63, -(2**63) - 1):
+    for v in (2**63, 2**64 - 1):
         assert target([int]).numba_values([v]) is None
+        assert target(["uint64"]).numba_values([v]) == (v,)
+    for v in (2**64, -(2**63) - 1):
+        assert target(["uint64"]).numba_values([v]) is None
         assert target(["bigint"]).numba_values([v]) == (v,)
 
 

@@ -108,6 +108,30 @@ def test_numba_bool_argument_falls_back_to_numba_launch():
     assert got[(True, "kinds")] == ["NumbaLaunch"] * 2
 
 
+def test_a_python_int_beyond_uint64_is_refused_after_a_uint64_launch():
+    """Numba types 2**63 as a uint64 and cannot type 2**64: a launch with 2**64 after one with
+    2**63 raised struct.error from the uint64 launch's packed plan; it is an ArgumentError
+    naming the kernel, before anything is enqueued, and the kernel runs on."""
+    import asyncgpu as ag
+    from numba import cuda
+
+    @cuda.jit
+    def high(out, v):
+        out[0] = v >> 60
+
+    with ag.configure(backend="cuda"):
+        k = ag.kernel(high)
+        out = ag.zeros(1, np.uint64)
+        k[1, 1](out, 2**63)
+        assert out.numpy().tolist() == [8]
+        before = ag.statistics().kernels
+        with pytest.raises(ag.ArgumentError, match="kernel 'high'.*cannot compile"):
+            k[1, 1](out, 2**64)
+        assert ag.statistics().kernels == before
+        k[1, 1](out, 2**62)
+        assert out.numpy().tolist() == [4]
+
+
 C_SOURCE = r'''
 extern "C" __global__ void scal(const float* x, double* out, float a, double b, int c,
                                 unsigned char d, short e, long long f, unsigned int g, int n) {

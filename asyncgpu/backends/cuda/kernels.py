@@ -130,7 +130,8 @@ class PackedTarget:
                 flat.extend(fields[1])
             else:
                 t = type(v)
-                if (t if t is not int or _INT64_MIN <= v <= _INT64_MAX else "bigint") != key[i]:
+                if (t if t is not int or _INT64_MIN <= v <= _INT64_MAX else _big_int_key(v)) \
+                        != key[i]:
                     return None
                 flat.append(v)
         return tuple(flat)
@@ -251,7 +252,7 @@ def _numba_launch(backend: Any, kernel: Kernel, launcher: Any, values: list[Any]
             flat.extend(fields[1])
         else:
             t = type(v)
-            key.append(t if t is not int or _INT64_MIN <= v <= _INT64_MAX else "bigint")
+            key.append(t if t is not int or _INT64_MIN <= v <= _INT64_MAX else _big_int_key(v))
             flat.append(v)
     target = _target(backend, launcher)
     if (isinstance(target, PackedTarget) and target.backend() is backend
@@ -278,6 +279,14 @@ def _numba_launch(backend: Any, kernel: Kernel, launcher: Any, values: list[Any]
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _big_int_key(v: int) -> str:
+    """The launch key of a Python int beyond int64: Numba types one below 2**64 as a uint64
+    (a plan of its own), and cannot type the others (its compile refuses them, an
+    ``ArgumentError``; with one key for both, a plan made for a uint64 packed 2**64 and
+    raised ``struct.error``)."""
+    return "uint64" if 0 <= v < 2**64 else "bigint"
 
 
 def _numba_fields(backend: Any, array: Array) -> tuple[str, tuple[int, ...]]:
