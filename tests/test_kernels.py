@@ -377,3 +377,46 @@ def test_intrinsics_in_a_simulated_kernel_give_the_devices_answers(sim):
     assert got[4, :2].tolist() == [1, 1]
     assert rev.get()[0].tolist() == [4294967295, 2147483648, 805306368, 1]
     assert rev.get()[1].tolist() == [2**63, 3458764513820540928, 8388608, 0]
+
+
+def test_a_host_thread_keeps_pythons_math_while_a_kernel_of_its_module_runs(sim):
+    """The kernel's module's ``math`` answers as the device's in the simulator's threads only:
+    a host thread running code of the same module meanwhile still gets ValueError and ints."""
+    import math
+    import threading
+
+    ag = sim
+
+    @ag.kernel(const=["x"], out=["y"])
+    @cuda.jit
+    def logs(x, y):
+        i = cuda.grid(1)
+        if i < x.size:
+            y[i] = math.log(x[i]) + math.ceil(x[i])
+
+    seen, stop = [], threading.Event()
+
+    def host() -> None:
+        while not stop.is_set():
+            if type(math.ceil(2.5)) is not int:
+                seen.append("ceil")
+            try:
+                math.sqrt(-1.0)
+                seen.append("sqrt")
+            except ValueError:
+                pass
+
+    thread = threading.Thread(target=host)
+    thread.start()
+    try:
+        x = ag.array(np.linspace(0.5, 4.0, 64))
+        y = ag.empty_like(x)
+        for _ in range(5):
+            logs[2, 32](x, y)
+            ag.synchronize()
+    finally:
+        stop.set()
+        thread.join()
+    assert seen == []
+    h = np.linspace(0.5, 4.0, 64)
+    np.testing.assert_allclose(y.get(), np.log(h) + np.ceil(h))

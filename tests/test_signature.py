@@ -390,3 +390,10 @@ def test_a_kernel_with_c_linkage_in_any_form_is_accepted(src):
 def test_what_the_gpu_would_refuse_is_refused_from_the_declaration(src, pattern):
     with pytest.raises(SignatureError, match=pattern):
         check_declaration(src, "k", parse_cuda_declaration(src, "k"))
+
+
+def test_a_parameters_cpp_default_value_is_not_its_name():
+    params = parse_cuda_declaration(
+        'extern "C" __global__ void k(float* a, int n = 4, float s=0.5f) {}', "k")
+    assert [p.name for p in params] == ["a", "n", "s"]
+    assert params[1].dtype == np.dtype(np.int32)

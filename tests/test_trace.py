@@ -531,8 +531,8 @@ def test_a_traces_busy_time_per_tenant_counts_each_tenants_own_device_work_once(
 
 
 def test_a_synchronizing_library_call_is_one_library_call_wait_in_the_trace_and_the_counts():
-    """nonzero of a pending array waits for it: one wait, traced and counted as the call's
-    (it was traced as a host read and counted twice, as host-read and library-call)."""
+    """extract of two pending arrays waits for them: one wait, traced and counted as the
+    call's (it was traced as host reads and counted as those and as a library-call)."""
     import asyncgpu as ag
     import asyncgpu.cupy as acp
 
@@ -540,9 +540,10 @@ def test_a_synchronizing_library_call_is_one_library_call_wait_in_the_trace_and_
         a = acp.arange(10, dtype=acp.float32)
         ag.synchronize()
         m = a > 3                           # (pending: the lazy device has not run it)
+        b = a * 2                           # (a second pending input)
         before = ag.statistics()
         with ag.trace() as t:
-            assert acp.nonzero(m)[0].tolist() == [4, 5, 6, 7, 8, 9]
+            assert acp.extract(m, b).tolist() == [8, 10, 12, 14, 16, 18]
         counted = dict((ag.statistics() - before).host_syncs)
     assert [s.reason for s in t.syncs] == ["library-call"]
     assert counted == {"library-call": 1}

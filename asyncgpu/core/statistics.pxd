@@ -8,7 +8,7 @@ cdef class Counters:
     cdef public Py_ssize_t graphs_replayed, copies_peer, bytes_peer, serial
     cdef public dict edges
     cdef public object listener, syncs, placed
-    cdef public dict relabel
+    cdef public set quiet
     cdef public set streams_used
 
     cpdef sync(self, str reason)

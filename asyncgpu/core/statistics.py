@@ -54,13 +54,13 @@ class Counters:
         self.placed: dict[int, int] = {}
         #: Called with the reason of each host synchronization while instruments are registered.
         self.listener: Any = None
-        #: thread id -> the reason that thread's synchronizations count under meanwhile, for
-        #: waits made on behalf of another one (a synchronizing library call's host accesses)
-        self.relabel: dict[int, str] = {}
+        #: the threads whose synchronizations are not counted meanwhile: their waits are part of
+        #: one the caller counts once (a synchronizing library call's host accesses)
+        self.quiet: set[int] = set()
 
     def sync(self, reason: str) -> None:
-        if self.relabel:
-            reason = self.relabel.get(threading.get_ident(), reason)
+        if self.quiet and threading.get_ident() in self.quiet:
+            return
         self.syncs[reason] = self.syncs.get(reason, 0) + 1
         if self.listener is not None:
             self.listener(reason)

@@ -28,6 +28,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..core.errors import ArgumentError
+
 
 def _complex(x: np.ndarray) -> np.ndarray:
     return x.astype(np.result_type(x.dtype, np.complex64), copy=False)
@@ -244,7 +246,9 @@ def _power(x1: Any, x2: Any, /, out: Any = None, **kwargs: Any) -> Any:
 def fused_multiply_add(a: Any, b: Any, c: Any) -> Any:
     """``a * b + c`` rounded once, as the GPU computes it (CUDA's compiler fuses a multiply and
     an add; ``cuda.fma``): in double precision for single and half floats, whose product is
-    exact there; for doubles with the product's rounding error recovered (Dekker's split)."""
+    exact there; for doubles with the product's and the sum's rounding errors recovered
+    (Dekker's split, Knuth's TwoSum) and added back, exact but where the two errors' own sum
+    rounds (far below what the device's rounding shows)."""
     a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
     dtype = np.result_type(a, b, c)
     with np.errstate(all="ignore"):
@@ -261,8 +265,11 @@ def fused_multiply_add(a: Any, b: Any, c: Any) -> Any:
         ah, al = split(a)
         bh, bl = split(b)
         error = ((ah * bh - product) + ah * bl + al * bh) + al * bl
-        plain = product + c
-        return np.where(np.isfinite(error), plain + error, plain)[()]
+        total = product + c                     # (and its rounding error: Knuth's TwoSum)
+        back = total - product
+        rounding = (product - (total - back)) + (c - back)
+        fused = total + (rounding + error)
+        return np.where(np.isfinite(error) & np.isfinite(rounding), fused, total)[()]
 
 
 def _floor_quotient(x1: Any, x2: Any, kwargs: dict[str, Any]
@@ -307,10 +314,11 @@ def _remainder(x1: Any, x2: Any, /, out: Any = None, **kwargs: Any) -> Any:
 
 def _divmod(x1: Any, x2: Any, /, *outs: Any, **kwargs: Any) -> Any:
     """``divmod(x1, x2)`` as CuPy computes it: its floor division and remainder."""
-    out = kwargs.pop("out", None) or (outs if outs else None)
+    out = kwargs.pop("out", None) or (tuple(outs) if outs else None)
     found = _floor_quotient(x1, x2, kwargs)
     if found is None:
-        return np.divmod(x1, x2, *((out,) if out is not None else ()), **kwargs)
+        return np.divmod(x1, x2, out=out, **kwargs) if out is not None else \
+            np.divmod(x1, x2, **kwargs)
     x, y, q = found
     with np.errstate(all="ignore"):
         r = fused_multiply_add(-q, y.astype(q.dtype), x.astype(q.dtype))
@@ -438,16 +446,27 @@ ARRAY_ARGUMENTS: dict[str, tuple[type, tuple[int, ...]]] = {
 SEQUENCES_ONLY = frozenset({"full"})
 
 
+def refuse_numpy_0d(where: str, value: Any) -> None:
+    """CuPy's ufuncs and operators refuse a NumPy array, 0-d included ("Unsupported type"):
+    a 0-d one is refused here, before anything is enqueued (one of more dimensions is refused
+    by any call)."""
+    if type(value) is np.ndarray and value.ndim == 0:
+        raise ArgumentError(f"{where}: Unsupported type {type(value)} (a 0-d NumPy array; "
+                            "CuPy's ufuncs take arrays and scalars: pass x.item() or "
+                            "asyncgpu.asarray(x))")
+
+
 def refuse_sequences(path: str, args: tuple[Any, ...], ufunc: bool) -> None:
     """Refuse, as CuPy does, a list, tuple or 0-d NumPy array among a ufunc's operands (one of
     more dimensions is refused by any call), or a list, tuple or Python number where
     :data:`ARRAY_ARGUMENTS` says (NumPy takes them as arrays, so the call ran on ``sim``)."""
     if ufunc:
         for a in args:
-            if type(a) in (list, tuple) or type(a) is np.ndarray and a.ndim == 0:
+            if type(a) in (list, tuple):
                 raise TypeError(f"asyncgpu.cupy.{path}: Unsupported type {type(a)} (CuPy's "
                                 "ufuncs take arrays and scalars; pass asyncgpu.asarray(...) "
                                 "for host data)")
+            refuse_numpy_0d(f"asyncgpu.cupy.{path}", a)
         return
     refused = ARRAY_ARGUMENTS.get(path)
     if refused is None:

@@ -139,9 +139,12 @@ class ExclusiveSteps:
             self._period[index] = gaps[len(gaps) // 2]
         self._thread[index] = ident
         with self._cond:
+            here = threading.current_thread()
+            if self._holder_threads.get(ident, here) is not here:
+                self._close_abandoned()     # (an ended thread's id, given to this one)
             # (one statement: an interrupt leaves the step opened for this thread, or not)
             self._open, self._holders[ident] = self._open + 1, self._holders.get(ident, 0) + 1
-            self._holder_threads[ident] = threading.current_thread()
+            self._holder_threads[ident] = here
             self._cond.notify_all()     # (launches looked ahead wait for this step to begin)
 
     def holding(self) -> int:
@@ -163,10 +166,12 @@ class ExclusiveSteps:
             self._tails[index] = tails
             begun = self._begun[index]
             length = time.perf_counter() - begun[-1]
-            if index not in self._overran:
+            if index in self._overran:      # (its length is the wait's, not a step's)
+                self._overran.discard(index)
+            else:
                 self._length[index] = length
-            if len(begun) == 1:
-                self._period[index] = length
+                if len(begun) == 1:
+                    self._period[index] = length
             self.devices.update(node.device for node in tails)
             if not self._open:
                 self._overran.clear()

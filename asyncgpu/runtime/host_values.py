@@ -137,7 +137,8 @@ class HostValues:
     def item(self) -> Any:
         """The single element of a size-1 array as a Python scalar."""
         if self.size != 1:
-            raise ValueError(f"can only convert an array of size 1 to a scalar, got {self.describe()}")
+            raise ValueError(f"can only convert an array of size 1 to a scalar, got "
+                             f"{self.describe()}")
         return self.numpy().reshape(()).item()
 
     def _number(self, kind: Any) -> Any:

@@ -22,11 +22,11 @@ positional or keyword arguments, also inside lists, tuples and dicts) replaced b
 The result's shape and dtype must be known when the node is issued. On ``cuda`` CuPy computes them
 at call time (the call itself is enqueued on the node's stream). On ``sim`` nothing runs at call
 time, so they are inferred by running the NumPy function on *placeholder* data of the same shapes,
-dtypes and layout (cached per signature: :mod:`asyncgpu.runtime.result_meta`). A call whose result shape depends on the values
-(:data:`DATA_DEPENDENT` names, or a placeholder run that gives different shapes for different
-data, or one that fails) is *synchronizing* on ``sim``: the host waits for its inputs and runs it
-at once. On ``cuda`` CuPy itself copies the size to the host on the node's stream, so such calls
-block the host there too.
+dtypes and layout (cached per signature: :mod:`asyncgpu.runtime.result_meta`). A call whose result
+shape depends on the values (:data:`DATA_DEPENDENT` names, or a placeholder run that gives different
+shapes for different data, or one that fails) is *synchronizing* on ``sim``: the host waits for its
+inputs and runs it at once. On ``cuda`` CuPy itself copies the size to the host on the node's
+stream, so such calls block the host there too.
 
 Example::
 
@@ -219,12 +219,11 @@ def flatten(structure: Any) -> list[Any]:
 def run_now(runtime: Any, call: LibraryCall, fn: Callable[..., Any]) -> Any:
     """A synchronizing call (sim): wait for the arguments' conflicts, run on the host, wrap."""
     stats = runtime.stats
-    counted = stats.syncs.get("library-call", 0)
+    ident = threading.get_ident()
     with contextlib.ExitStack() as stack:
         views = []
-        # (the accesses' waits are the call's: counted, and traced, as one library-call each)
-        ident = threading.get_ident()
-        stats.relabel[ident] = "library-call"
+        # (the accesses' waits are the call's: traced and counted once, as its library-call)
+        stats.quiet.add(ident)
         try:
             for i, a in enumerate(call.arrays):
                 write = i in call.written
@@ -235,7 +234,8 @@ def run_now(runtime: Any, call: LibraryCall, fn: Callable[..., Any]) -> Any:
                     view.flags.writeable = False
                 views.append(as_called(view, call.name, write))
         finally:
-            del stats.relabel[ident]
+            stats.quiet.discard(ident)
+        stats.sync("library-call")
         try:
             with quiet():
                 result = fn(*fill(call.args, views), **fill(call.kwargs, views))
@@ -243,8 +243,6 @@ def run_now(runtime: Any, call: LibraryCall, fn: Callable[..., Any]) -> Any:
             raise call_failed(f"{call.describe()} failed: {type(exc).__name__}: {exc}", exc) from exc
         buffers = {a._alloc.id: a._alloc.buffer.host for a in call.arrays}
         meta = classify(call, result, views, buffers, placeholder=False)
-        if stats.syncs.get("library-call", 0) == counted:
-            stats.sync("library-call")      # (nothing to wait for: the call counts all the same)
         return _wrap_now(call, meta, result)
 
 

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import ArgumentError
+from .cupy_results import refuse_numpy_0d
 from .node_ops import ops
 
 _SCALARS = (bool, int, float, complex, np.generic)
@@ -122,32 +123,23 @@ def _operand(other: Any) -> bool:
     return isinstance(other, (ArrayOperators, np.ndarray) + _SCALARS)
 
 
-def _refuse_numpy(ufunc: str, other: Any) -> None:
-    """CuPy's operators refuse a NumPy array, 0-d included (its ufuncs: "Unsupported type"),
-    before anything is enqueued; one of more dimensions is refused by the call itself."""
-    if type(other) is np.ndarray and other.ndim == 0:
-        raise ArgumentError(f"{ufunc}: Unsupported type {type(other)} (a 0-d NumPy array; CuPy's "
-                            "operators take arrays and scalars: pass x.item() or "
-                            "asyncgpu.asarray(x))")
-
-
 def _binary(ufunc: str) -> tuple[Any, Any, Any]:
     def op(self: Any, other: Any) -> Any:
         if not _operand(other):
             return NotImplemented
-        _refuse_numpy(ufunc, other)
+        refuse_numpy_0d(ufunc, other)
         return _call(ufunc, self, other)
 
     def rop(self: Any, other: Any) -> Any:
         if not _operand(other):
             return NotImplemented
-        _refuse_numpy(ufunc, other)
+        refuse_numpy_0d(ufunc, other)
         return _call(ufunc, other, self)
 
     def iop(self: Any, other: Any) -> Any:
         if not _operand(other):
             return NotImplemented
-        _refuse_numpy(ufunc, other)
+        refuse_numpy_0d(ufunc, other)
         _call(ufunc, self, other, out=self)
         return self
 
@@ -190,7 +182,7 @@ def _pow(self: Any, other: Any, modulo: Any = None) -> Any:
         if self.dtype.kind not in ("ifc" if type(other) is int else "fc"):
             return _call(fast, self, dtype=np.result_type(self.dtype, other))
         return _call(fast, self)
-    _refuse_numpy("power", other)
+    refuse_numpy_0d("power", other)
     return _call("power", self, other)
 
 

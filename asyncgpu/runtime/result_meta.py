@@ -201,7 +201,8 @@ def _signature(call: Any) -> Any:
          groups.setdefault(a._alloc.id, len(groups)))
         for a in call.arrays
     )
-    key = (call.name, call_key(call.args), call_key(call.kwargs), arrays, tuple(sorted(call.written)))
+    key = (call.name, call_key(call.args), call_key(call.kwargs), arrays,
+           tuple(sorted(call.written)))
     try:
         hash(key)
     except TypeError:

@@ -177,12 +177,13 @@ _RESTRICT = frozenset({"__restrict__", "__restrict", "restrict"})
 
 
 def _c_param(kernel: str, i: int, text: str, strict: bool) -> Param:
+    text = text.split("=", 1)[0]        # (a C++ default value: `int n = 4`)
     tokens = re.findall(r"[A-Za-z_][\w:]*|\[[^\]]*\]|\S", text)
     where = f"kernel '{kernel}': parameter {i} ('{' '.join(text.split())}')"
     if not tokens or any(t in ("&", "...", ".") for t in tokens):
         raise SignatureError(f"{where}: not a parameter asyncgpu can pass (empty, reference "
                              "or variadic)")
-    stray = next((t for t in tokens if t in ("{", "}", ";", "(", ")", "=", '"', "#")), None)
+    stray = next((t for t in tokens if t in ("{", "}", ";", "(", ")")), None)
     if stray is not None:
         raise SignatureError(f"{where}: {stray!r} in a parameter: the parameter list does not "
                              "close where it should (a missing ')'?); the GPU's compiler "

@@ -196,7 +196,7 @@ def test_nothing_runs_on_the_legacy_default_stream(gpu):
     s, expected = _example(ag, acp, seed=4)        # issued, run and read back by the host
     busy = not cupy.cuda.Stream.null.done
     with cupy.cuda.Stream(non_blocking=True):
-        release.fill(1)                            # (a stream that does not wait for the legacy one)
+        release.fill(1)             # (on a stream that does not wait for the legacy one)
     cupy.cuda.Stream.null.synchronize()
     assert s == pytest.approx(expected, rel=1e-9)
     # work queued behind the legacy stream could not have completed (nor been read back)

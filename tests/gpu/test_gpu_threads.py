@@ -143,4 +143,3 @@ def test_bench_overhead_reports_threads_launching_at_once():
         measured = overhead.threads(ag, launches=60, repeats=1)
     assert set(measured) == {"ag_launch", "cupy_raw_launch", "ag_launch_read"}
     assert all(v["one_thread_us"] > 0 and v["threads_us"] > 0 for v in measured.values())
-    assert all(v["switches_per_launch"] >= 0 for v in measured.values())

@@ -12,7 +12,9 @@ Numba's overloads are (a ``float32`` in, a ``float32`` out; an integer in, a ``f
 and the infinities kept).
 
 :func:`stand_in` maps what a kernel reaches by name (the module, or a function imported from
-it) to its stand-in; ``asyncgpu.backends.sim.numba_sim`` swaps them in for the launch.
+it) to what ``asyncgpu.backends.sim.numba_sim`` binds in its place for the launch: one that
+answers as the stand-in in the simulator's threads and as Python's ``math`` in any other (the
+kernel's module globals are shared with the host's threads).
 
 Example::
 
@@ -22,6 +24,7 @@ Example::
 from __future__ import annotations
 
 import math
+import threading
 import types
 from typing import Any, Callable
 
@@ -104,12 +107,41 @@ def _module() -> types.ModuleType:
 
 
 MODULE = _module()
-#: id of Python's ``math`` and of each of its functions the stand-in replaces -> the stand-in.
-_BY_ID = {id(math): MODULE} | {
-    id(getattr(math, name)): getattr(MODULE, name)
+
+
+def _in_kernel() -> bool:
+    """Whether this thread runs a simulated kernel's CUDA threads now (the simulator's threads
+    carry their ``threadIdx``; a host thread has none)."""
+    return getattr(threading.current_thread(), "threadIdx", None) is not None
+
+
+class _Math(types.ModuleType):
+    """What a kernel's module sees as ``math`` during a launch: the stand-in's functions in
+    the simulator's threads, Python's own in every other thread (the module's globals are the
+    whole process's: a host thread running the same module's code meanwhile keeps its math)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(MODULE if _in_kernel() else math, name)
+
+
+def _switch(name: str) -> Callable[..., Any]:
+    real, ieee = getattr(math, name), getattr(MODULE, name)
+
+    def fn(*args: Any) -> Any:
+        return (ieee if _in_kernel() else real)(*args)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = real.__doc__
+    return fn
+
+
+#: id of Python's ``math`` and of each of its functions the stand-in replaces -> what a
+#: kernel's module sees in their place during a launch.
+_BY_ID = {id(math): _Math("math")} | {
+    id(getattr(math, name)): _switch(name)
     for name in (*_UFUNCS, *_ROUNDING, "gamma", "lgamma")}
 
 
 def stand_in(value: Any) -> Any:
-    """The stand-in for ``value`` (Python's ``math``, or one of its functions), else None."""
+    """What to bind in place of ``value`` (Python's ``math``, or one of its functions) during
+    a launch, else None."""
     return _BY_ID.get(id(value))

@@ -1,13 +1,13 @@
 """Numba's CUDA intrinsics in its simulator, as the device computes them.
 
-Numba's simulator (numba-cuda 0.30) computes ``cuda.cbrt`` as ``a ** (1 / 3)`` (NaN for a
-negative number, where the device's cube root is negative), ``cuda.fma`` as ``a * b + c``
-rounded twice, and ``cuda.popc``, ``cuda.brev``, ``cuda.clz`` and ``cuda.ffs`` on 32 bits
-whatever the argument's width (``clz`` of an int64 1 is 31 there, 63 on the device) and
-raising for a negative number. Here they are the device's: the cube root of NumPy, the fused multiply-add of
-:func:`asyncgpu.runtime.cupy_results.fused_multiply_add`, and the bit counts on the argument's
-width (32 bits for an element of an int32 array or narrower, or a NumPy integer of 32 bits,
-else 64: a Python integer, or a sum of two int32 elements, is an int64, as Numba types them).
+Numba's simulator (numba-cuda 0.30) computes ``cuda.cbrt`` as ``a ** (1 / 3)`` (NaN for a negative
+number, where the device's cube root is negative), ``cuda.fma`` as ``a * b + c`` rounded twice, and
+``cuda.popc``, ``cuda.brev``, ``cuda.clz`` and ``cuda.ffs`` on 32 bits whatever the argument's width
+(``clz`` of an int64 1 is 31 there, 63 on the device) and raising for a negative number. Here they
+are the device's: the cube root of NumPy, the fused multiply-add of
+:func:`asyncgpu.runtime.cupy_results.fused_multiply_add`, and the bit counts on the argument's width
+(32 bits for an element of an int32 array or narrower, or a NumPy integer of 32 bits, else 64: a
+Python integer, or a sum of two int32 elements, is an int64, as Numba types them).
 
 Invariant: each gives what an H200 gave for the same arguments.
 

@@ -6,8 +6,8 @@ snapshot and publishes what the call writes (``out=`` and in-place targets from 
 fresh results into their allocations). Anything that runs in between cannot be seen by the call,
 so a missing dependency turns into a wrong value, as for kernels.
 
-The result's metadata was inferred at call time (``asyncgpu.runtime.result_meta.infer``); ``end`` checks
-that the real result matches it and reports a :class:`~asyncgpu.KernelFault` otherwise.
+The result's metadata was inferred at call time (``asyncgpu.runtime.result_meta.infer``); ``end``
+checks that the real result matches it and reports a :class:`~asyncgpu.KernelFault` otherwise.
 """
 
 from __future__ import annotations

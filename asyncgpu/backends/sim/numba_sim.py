@@ -73,9 +73,10 @@ _shared_arrays = threading.Lock()
 #: launch; None before).
 _shared_safe: bool | None = None
 _blocks_safe: bool | None = None
-#: Names that reach a barrier of the simulator (``cuda.syncthreads()`` and its forms, a
-#: cooperative group's ``sync``, a warp function: :mod:`asyncgpu.backends.sim.warps`), and the atomics and fences a thread may spin on a flag another
-#: sets with: a kernel whose code names none of them runs its blocks on one Python thread each.
+#: Names that reach a barrier of the simulator (``cuda.syncthreads()`` and its forms, a cooperative
+#: group's ``sync``, a warp function: :mod:`asyncgpu.backends.sim.warps`), and the atomics and
+#: fences a thread may spin on a flag another sets with: a kernel whose code names none of them runs
+#: its blocks on one Python thread each.
 BARRIERS = frozenset({"syncthreads", "syncthreads_count", "syncthreads_and", "syncthreads_or",
                       "cg", "this_grid", "sync"}) | WARP_FUNCTIONS
 SPINS = frozenset({"cas", "compare_and_swap", "exch", "threadfence", "threadfence_block",

@@ -138,7 +138,8 @@ class Warps:
             self._cond.notify_all()
 
 
-def _round(what: str, mask: Any, value: Any) -> tuple[dict[int, Any], int]:
+def _warps(what: str) -> tuple[Warps, int]:
+    """This thread's block's warps, and its thread number in the block."""
     thread = threading.current_thread()
     warps = getattr(getattr(thread, "block", None), "warps", None)
     if warps is None:
@@ -146,7 +147,12 @@ def _round(what: str, mask: Any, value: Any) -> tuple[dict[int, Any], int]:
             f"asyncgpu's simulator runs this kernel's threads one after another, having found "
             f"no warp function in its code, yet it reached cuda.{what} (through another name): "
             f"call it as cuda.{what}")
-    return warps.exchange(thread.thread_id, what, mask, value), thread.thread_id % 32
+    return warps, thread.thread_id
+
+
+def _round(what: str, mask: Any, value: Any) -> tuple[dict[int, Any], int]:
+    warps, thread = _warps(what)
+    return warps.exchange(thread, what, mask, value), thread % 32
 
 
 def _mask(lanes: int) -> np.int32:
@@ -214,14 +220,25 @@ def ballot_sync(self: Any, mask: Any, predicate: Any) -> np.int32:
     return _mask(sum(1 << lane for lane, vote in values.items() if vote))
 
 
+def _pattern(value: Any) -> Any:
+    """What ``match.sync`` compares: the value's bits (a NaN matches itself, -0.0 not 0.0), a
+    float as Numba types it (a Python float: a float64)."""
+    if isinstance(value, (float, np.floating)):
+        return (np.float32(value) if isinstance(value, np.float32) else np.float64(value)
+                ).tobytes()
+    return int(value)
+
+
 def match_any_sync(self: Any, mask: Any, value: Any) -> np.int32:
-    values, _ = _round("match_any_sync", mask, value)
-    return _mask(sum(1 << lane for lane, v in values.items() if v == value))
+    values, _ = _round("match_any_sync", mask, _pattern(_value("match_any_sync", value)))
+    mine = _pattern(value)
+    return _mask(sum(1 << lane for lane, v in values.items() if v == mine))
 
 
 def match_all_sync(self: Any, mask: Any, value: Any) -> tuple[np.int32, bool]:
-    values, _ = _round("match_all_sync", mask, value)
-    same = all(v == value for v in values.values())
+    values, _ = _round("match_all_sync", mask, _pattern(_value("match_all_sync", value)))
+    mine = _pattern(value)
+    same = all(v == mine for v in values.values())
     return _mask(sum(1 << lane for lane in values) if same else 0), same
 
 
@@ -233,11 +250,8 @@ def activemask(self: Any) -> np.uint32:
     """The lanes of the caller's warp that exist in its block (divergence and returned lanes
     are not modelled: a shuffle over this mask leaves a returned lane out, and reading one is
     a fault)."""
-    thread = threading.current_thread()
-    warps = getattr(getattr(thread, "block", None), "warps", None)
-    if warps is None:
-        _round("activemask", FULL, None)        # (raises, naming the call)
-    return np.uint32(warps.lanes(thread.thread_id))
+    warps, thread = _warps("activemask")
+    return np.uint32(warps.lanes(thread))
 
 
 def lanemask_lt(self: Any) -> np.uint32:
