@@ -420,3 +420,23 @@ def test_a_host_thread_keeps_pythons_math_while_a_kernel_of_its_module_runs(sim)
     assert seen == []
     h = np.linspace(0.5, 4.0, 64)
     np.testing.assert_allclose(y.get(), np.log(h) + np.ceil(h))
+
+
+def test_booleans_compute_as_numbas_integers_in_a_simulated_kernel(sim):
+    """True + True is 2 and -True -1 on the device (Numba computes with booleans as integers);
+    ~b is not b. NumPy's bool gave 1 and refused the negation."""
+    ag = sim
+
+    @ag.kernel(const=["b"], out=["y"])
+    @cuda.jit
+    def arith(b, y):
+        i = cuda.grid(1)
+        if i < b.size:
+            y[i, 0] = b[i] + b[i]
+            y[i, 1] = -b[i]
+            y[i, 2] = ~b[i]
+
+    b = ag.array(np.array([True, False]))
+    y = ag.empty((2, 3), np.int64)
+    arith[1, 2](b, y)
+    assert y.get().tolist() == [[2, -1, 0], [0, 0, 1]]

@@ -29,7 +29,7 @@ _NARROW = (np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32)
 
 def _bits(value: Any) -> tuple[int, int]:
     """The argument's two's complement bits as an unsigned integer, and its width (an element
-    of a narrow integer array keeps its own: ``asyncgpu.backends.sim.kernels.Narrow``)."""
+    of a narrow integer array keeps its own: ``asyncgpu.backends.sim.elements.Narrow``)."""
     width = 32 if isinstance(value, _NARROW) else getattr(value, "width", 64)
     return int(value) & ((1 << width) - 1), width
 

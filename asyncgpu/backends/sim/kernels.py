@@ -19,6 +19,7 @@ from ...core.errors import AnnotationViolation, ArgumentError, AsyncGPUError
 from ...runtime.array import Array
 from ...runtime.dtypes import long_double
 from ...runtime.kernel import CudaCSource, Kernel
+from .elements import NARROW
 from .numba_sim import barrier_free, one_launch, simulated_device_functions
 
 #: The byte every simulated allocation holds until written, and what a write-only argument's
@@ -26,24 +27,11 @@ from .numba_sim import barrier_free, one_launch, simulated_device_functions
 POISON = 0xFF
 
 
-class Narrow(np.int64):
-    """An element of an integer array under 64 bits as a simulated kernel reads it: an int64,
-    as Numba's arithmetic computes with it (what it computes is a plain int64, as Numba's
-    results are), that remembers its own ``width`` for the intrinsics that count bits."""
-
-    width = 64
-
-
-#: The class an element of each narrow integer dtype reads as (:class:`Narrow`).
-NARROW = {np.dtype(t): type(f"{np.dtype(t).name}_element", (Narrow,), {"width": 32})
-          for t in (np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32)}
-
-
 @functools.lru_cache(maxsize=1)
 def _sim_array() -> Any:
     """Numba's simulated device array as a launch's arguments need it where Numba's own does
-    not do what the GPU does: ``promote``, element reads of integers of under 64 bits as Numba's
-    arithmetic sees them, 64-bit integers (``x[0] + x[0]`` of an int8 array holding 100 is 200 on
+    not do what the GPU does: ``promote``, element reads of integers of under 64 bits (and of
+    booleans) as Numba's arithmetic sees them, 64-bit integers (``x[0] + x[0]`` of an int8 array holding 100 is 200 on
     the GPU; NumPy's int8 gives -56); writes to an integer array convert as the device converts
     (:func:`device_integer`); ``unset``, for an argument declared ``out`` (write-only), a mask of
     the elements not written yet in this launch: a read of one is noted in ``seen`` (the kernel
@@ -130,11 +118,12 @@ def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block:
             if isinstance(a, np.ndarray):
                 # (integer arrays store as the device converts: ``device_integer``)
                 integers = a.dtype.kind in "iu"
-                promote = integers and a.dtype.itemsize < 8
+                # (a bool computes as an integer in Numba: True + True is 2, -True -1)
+                promote = integers and a.dtype.itemsize < 8 or a.dtype.kind == "b"
                 seen = outs.get(i) if outs else None
                 a = (sim_array(a, 0, promote, None if seen is None else np.ones(a.shape, bool),
                                seen)
-                     if integers or seen is not None else FakeCUDAArray(a))
+                     if promote or integers or seen is not None else FakeCUDAArray(a))
             wrapped.append(a)
         with one_launch(one_thread), simulated_device_functions(fake.fn):
             fake[grid, block, 0, shared](*wrapped)

@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from .elements import Boolean
+
 FULL = 0xFFFFFFFF
 #: The functions this module adds to the simulator's ``cuda`` (each a collective but
 #: ``lanemask_lt``), which make a kernel run a Python thread per CUDA thread.
@@ -166,7 +168,7 @@ _SHUFFLED = (np.int32, np.int64, np.float32, np.float64, int, float)
 
 
 def _value(what: str, value: Any) -> Any:
-    if not isinstance(value, _SHUFFLED) or isinstance(value, (bool, np.bool_)):
+    if not isinstance(value, _SHUFFLED) or isinstance(value, (bool, np.bool_, Boolean)):
         raise TypeError(f"cuda.{what} shuffles 32- and 64-bit integers and floats (Numba's "
                         f"shuffles compile for int32, int64, float32 and float64); got "
                         f"{type(value).__name__}: convert it first")
