@@ -14,7 +14,7 @@ COUNTS = ("nodes", "kernels", "event_waits", "events_recorded", "nodes_retired",
           "host_accesses", "streams_created", "events_created", "copies_to_device",
           "copies_to_host", "bytes_to_device", "bytes_to_host", "graphs_recorded",
           "graphs_replayed", "copies_peer", "bytes_peer")
-_OBJECT_FIELDS = ("edges", "listener", "streams_used", "syncs", "placed", "serial")
+_OBJECT_FIELDS = ("edges", "listener", "streams_used", "syncs", "placed", "serial", "quiet")
 #: Each set of counters' number (``Statistics.counting``): a backend made anew counts anew.
 _serials = itertools.count(1)
 
