@@ -440,3 +440,29 @@ def test_booleans_compute_as_numbas_integers_in_a_simulated_kernel(sim):
     y = ag.empty((2, 3), np.int64)
     arith[1, 2](b, y)
     assert y.get().tolist() == [[2, -1, 0], [0, 0, 1]]
+
+
+@pytest.mark.parametrize("atomic, dtype", [("inc", np.int32), ("add", np.int8),
+                                           ("add", np.float16), ("xor", np.float32)])
+def test_an_atomic_numba_does_not_compile_for_the_arrays_dtype_faults_as_the_gpu_refuses(
+        sim, atomic, dtype):
+    """Numba's atomics compile for some dtypes only (inc and dec for unsigned 32 and 64 bits,
+    the bitwise ones for integers, add for 32- and 64-bit numbers): an H200 refused these
+    launches, which Numba's simulator ran."""
+    ag = sim
+
+    @ag.kernel
+    @cuda.jit
+    def apply(a):
+        if atomic == "inc":
+            cuda.atomic.inc(a, 0, 10)
+        elif atomic == "add":
+            cuda.atomic.add(a, 0, 1)
+        else:
+            cuda.atomic.xor(a, 0, 1)
+
+    apply[1, 1](ag.zeros(2, dtype))
+    with pytest.raises(ag.KernelFault, match=f"cuda.atomic.{atomic} of an array of "):
+        ag.synchronize()
+    apply[1, 1](ag.zeros(2, np.int32 if atomic == "xor" else np.uint32))     # (compiles)
+    ag.synchronize()

@@ -7,7 +7,9 @@ number, where the device's cube root is negative), ``cuda.fma`` as ``a * b + c``
 are the device's: the cube root of NumPy, the fused multiply-add of
 :func:`asyncgpu.runtime.cupy_results.fused_multiply_add`, and the bit counts on the argument's width
 (32 bits for an element of an int32 array or narrower, or a NumPy integer of 32 bits, else 64: a
-Python integer, or a sum of two int32 elements, is an int64, as Numba types them).
+Python integer, or a sum of two int32 elements, is an int64, as Numba types them). Its atomics
+run on arrays of any dtype; here an atomic of a dtype Numba's compile refuses (:data:`ATOMIC_DTYPES`)
+raises, as the launch fails on the device.
 
 Invariant: each gives what an H200 gave for the same arguments.
 
@@ -18,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -65,9 +68,42 @@ def brev(self: Any, val: Any) -> Any:
     return np.uint32(int(f"{int(val) & 0xFFFFFFFF:032b}"[::-1], 2))
 
 
+_ARITHMETIC = ("int32", "int64", "uint32", "uint64", "float32", "float64")
+_BITWISE = ("int32", "int64", "uint32", "uint64")
+#: The array dtypes each of Numba's atomics compiles for (numba-cuda 0.30, as an H200's
+#: compiles refused the others: ``add`` of an int8 or float16 array, ``inc`` of an int32, a
+#: bitwise or exchanging atomic of floats); the simulator's ran them all.
+ATOMIC_DTYPES = {
+    "add": _ARITHMETIC, "sub": _ARITHMETIC, "max": _ARITHMETIC, "min": _ARITHMETIC,
+    "nanmax": _ARITHMETIC, "nanmin": _ARITHMETIC, "and_": _BITWISE, "or_": _BITWISE,
+    "xor": _BITWISE, "exch": _BITWISE, "cas": _BITWISE, "compare_and_swap": _BITWISE,
+    "inc": ("uint32", "uint64"), "dec": ("uint32", "uint64"),
+}
+
+
+def _checked_atomic(name: str, fn: Any) -> Any:
+    allowed = ATOMIC_DTYPES[name]
+
+    @functools.wraps(fn)
+    def atomic(self: Any, array: Any, *args: Any) -> Any:
+        dtype = getattr(array, "dtype", None)
+        if dtype is not None and np.dtype(dtype).name not in allowed:
+            raise TypeError(f"cuda.atomic.{name.rstrip('_')} of an array of "
+                            f"{np.dtype(dtype).name}: Numba's compiles it for arrays of "
+                            f"{', '.join(allowed)} only, and refuses the launch on the GPU")
+        return fn(self, array, *args)
+    atomic.__wrapped_atomic__ = fn      # type: ignore[attr-defined]
+    return atomic
+
+
 def install() -> None:
-    """Put these in place of the simulator's ``cuda`` intrinsics of the same names."""
-    from numba.cuda.simulator.kernelapi import FakeCUDAModule
+    """Put these in place of the simulator's ``cuda`` intrinsics of the same names, and check
+    its atomics' array dtypes as Numba's compile does."""
+    from numba.cuda.simulator.kernelapi import FakeCUDAAtomic, FakeCUDAModule
 
     for fn in (cbrt, fma, popc, brev, clz, ffs):
         setattr(FakeCUDAModule, fn.__name__, fn)
+    for name in ATOMIC_DTYPES:
+        current = getattr(FakeCUDAAtomic, name)
+        if not hasattr(current, "__wrapped_atomic__"):
+            setattr(FakeCUDAAtomic, name, _checked_atomic(name, current))
