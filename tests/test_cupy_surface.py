@@ -621,3 +621,23 @@ def test_operators_compare_and_raise_to_powers_as_cupys(sim):
     assert pow(a, 2, 5).tolist() == [1.0, 4.0]
     assert (acp.arange(3) ** 0.5).dtype == np.float64
     assert "x" not in a and 2.0 in a
+
+
+def test_quantile_and_percentile_interpolate_sorted_data_as_cupy(sim):
+    """cupy/_statistics/order.py sorts (NaN last) and interpolates without propagating NaN:
+    quantile([1, nan, 3], 0.25) is 2.0 on the GPU, NaN in NumPy; NumPy's newer methods are
+    refused."""
+    x = acp.asarray(np.array([1.0, np.nan, 3.0]))
+    assert float(acp.quantile(x, 0.25)) == 2.0 and acp.quantile(x, 0.25).ndim == 0
+    assert float(acp.quantile(x, 0.0)) == 1.0 and np.isnan(float(acp.quantile(x, 0.75)))
+    assert acp.percentile(x, [0, 25]).tolist() == [1.0, 2.0]
+    m = np.arange(12.0).reshape(3, 4)
+    am = acp.asarray(m)
+    for kwargs in ({"axis": 1}, {"axis": 0}, {"method": "lower"}, {"method": "nearest"},
+                   {"method": "midpoint"}, {"axis": 1, "keepdims": True}):
+        got = acp.quantile(am, [0.1, 0.5, 0.9], **kwargs).get()
+        np.testing.assert_allclose(got, np.quantile(m, [0.1, 0.5, 0.9], **kwargs))
+    with pytest.raises(ValueError, match="'hazen' method is not yet supported"):
+        acp.quantile(am, 0.5, method="hazen")
+    with pytest.raises(ValueError, match="Percentiles must be in the range"):
+        acp.percentile(am, 150.0)

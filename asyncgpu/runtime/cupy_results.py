@@ -662,6 +662,73 @@ def _std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int
         return np.sqrt(variance, out=out, dtype=dtype, casting="unsafe")
 
 
+#: The quantile methods CuPy 14.2 has (cupy/_statistics/order.py); NumPy's others raise there.
+_QUANTILE_METHODS = ("linear", "lower", "higher", "midpoint", "nearest")
+_QUANTILE_NAMES = {False: "Quantiles", True: "Percentiles"}
+
+
+def _quantile(a: Any, q: Any, axis: Any = None, out: Any = None,
+              overwrite_input: bool = False, method: str = "linear",
+              keepdims: bool = False, *, interpolation: Any = None,
+              percent: bool = False) -> Any:
+    """CuPy's ``quantile``: the data sorted along the axes (NaN last), then taken at
+    ``q * (n - 1)`` and interpolated between the two values around it, from the lower one
+    below half way and from the upper one above it. NaN is not propagated (NumPy's answer is
+    NaN for any slice holding one): only a value interpolated next to a NaN is NaN."""
+    if interpolation is not None:
+        method = interpolation
+    if method not in _QUANTILE_METHODS:
+        raise ValueError(f"'{method}' method is not yet supported. Please use any other "
+                         "method. (CuPy's quantile takes "
+                         f"{', '.join(_QUANTILE_METHODS)})")
+    x = np.asarray(a)
+    qs = np.asarray(q)
+    # (CuPy's check: one q in range on each side)
+    if not (np.count_nonzero(0.0 <= qs) and np.count_nonzero(qs <= 1.0)):
+        raise ValueError(f"{_QUANTILE_NAMES[percent]} must be in the range "
+                         f"[0, {100 if percent else 1}]")
+    dtype = np.result_type(x, qs)
+    zerod = qs.ndim == 0
+    qs = qs.reshape(-1)
+    axes = tuple(range(x.ndim)) if axis is None else \
+        tuple(ax % x.ndim for ax in ((axis,) if isinstance(axis, int) else axis))
+    keep = [d for d in range(x.ndim) if d not in axes]
+    data = np.sort(np.transpose(x, keep + list(axes)).reshape(
+        [x.shape[d] for d in keep] + [-1]), axis=-1)
+    n = data.shape[-1]
+    at = qs * (n - 1.0)
+    with np.errstate(all="ignore"):
+        if method in ("lower", "higher", "nearest"):
+            rounding = {"lower": np.floor, "higher": np.ceil, "nearest": np.around}[method]
+            result = np.take(data, rounding(at).astype(np.int64), axis=-1)
+        else:
+            if method == "midpoint":
+                at = 0.5 * (np.floor(at) + np.ceil(at))
+            below = np.floor(at).astype(np.int64)
+            above = np.minimum(below + 1, n - 1)
+            weight = (at - below).astype(dtype)
+            low, high = np.take(data, below, axis=-1), np.take(data, above, axis=-1)
+            diff = high - low
+            result = np.where(weight < 0.5, low + diff * weight,
+                              high - diff * (1 - weight)).astype(dtype)
+    result = np.moveaxis(result, -1, 0)
+    if zerod:
+        result = result[0]
+    if keepdims:
+        shape = [1 if d in axes else x.shape[d] for d in range(x.ndim)]
+        result = result.reshape(([] if zerod else [len(qs)]) + shape)
+    return into(out, np.array(result, dtype=result.dtype, order="C"), "unsafe")
+
+
+def _percentile(a: Any, q: Any, axis: Any = None, out: Any = None,
+                overwrite_input: bool = False, method: str = "linear",
+                keepdims: bool = False, *, interpolation: Any = None) -> Any:
+    """CuPy's ``percentile``: :func:`_quantile` of ``q / 100``."""
+    qs = np.asarray(q) if isinstance(q, (tuple, list)) else q
+    return _quantile(a, qs / 100, axis, out, overwrite_input, method, keepdims,
+                     interpolation=interpolation, percent=True)
+
+
 def _astype(x: Any, dtype: Any, order: str = "K", casting: Any = None, subok: Any = None,
             copy: bool = True) -> Any:
     if casting is not None or subok is not None:
@@ -717,6 +784,8 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "mean": _half_in_single(np.mean),
     "var": _var,
     "std": _std,
+    "quantile": _quantile,
+    "percentile": _percentile,
     "ndarray.sum": _half_in_single(np.sum),
     "ndarray.prod": _half_in_single(np.prod),
     "ndarray.mean": _half_in_single(np.mean),
