@@ -641,3 +641,14 @@ def test_quantile_and_percentile_interpolate_sorted_data_as_cupy(sim):
         acp.quantile(am, 0.5, method="hazen")
     with pytest.raises(ValueError, match="Percentiles must be in the range"):
         acp.percentile(am, 150.0)
+
+
+def test_clip_follows_cupys_kernel_with_a_nan_bound_and_refuses_complex(sim):
+    """cupy_clip: max if min > max, else min if x < min, else max if x > max, else x; a NaN
+    bound drops out of those tests (NumPy gives NaN); no complex loop."""
+    x = acp.asarray(np.array([-1.0, 5.0, 0.5]))
+    assert acp.clip(x, np.nan, 1.0).tolist() == [-1.0, 1.0, 0.5]
+    assert acp.clip(x, 2.0, 1.0).tolist() == [1.0, 1.0, 1.0]
+    assert x.clip(0.0, None).tolist() == [0.0, 5.0, 0.5]
+    with pytest.raises(TypeError, match="cupy_clip"):
+        acp.clip(acp.asarray(np.array([2 + 1j])), 0, 1)
