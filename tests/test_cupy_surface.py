@@ -652,3 +652,13 @@ def test_clip_follows_cupys_kernel_with_a_nan_bound_and_refuses_complex(sim):
     assert x.clip(0.0, None).tolist() == [0.0, 5.0, 0.5]
     with pytest.raises(TypeError, match="cupy_clip"):
         acp.clip(acp.asarray(np.array([2 + 1j])), 0, 1)
+
+
+def test_an_average_with_weights_summing_to_zero_raises_at_the_call_as_cupy(sim):
+    """CuPy reads the weights' sum to refuse zero (cupy/_statistics/meanvar.py): a
+    ZeroDivisionError at the call, where sim's was a KernelFault at the next wait."""
+    x = acp.arange(4.0)
+    with pytest.raises(ZeroDivisionError, match="Weights sum to zero"):
+        acp.average(x, weights=acp.asarray(np.array([1.0, -1.0, 0.0, 0.0])))
+    assert float(acp.average(x, weights=acp.ones(4))) == 1.5
+    assert float(acp.average(x)) == 1.5

@@ -138,7 +138,10 @@ class LibraryCall:
                 or (name in RAISING and _raises(self._mode(RAISING[name])))
                 # (a device array of quantiles: CuPy reads it to check its range)
                 or (name in QUANTILES and isinstance(
-                    self.kwargs.get("q", self.args[1] if len(self.args) > 1 else None), Slot)))
+                    self.kwargs.get("q", self.args[1] if len(self.args) > 1 else None), Slot))
+                # (weights: CuPy reads their sum to refuse zero, ZeroDivisionError at the call)
+                or (name == "average" and self.kwargs.get(
+                    "weights", self.args[2] if len(self.args) > 2 else None) is not None))
 
     def _mode(self, at: tuple[int, str]) -> Any:
         """The ``mode`` argument (its position in the call, or the default)."""
