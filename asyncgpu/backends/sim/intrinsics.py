@@ -7,8 +7,8 @@ number, where the device's cube root is negative), ``cuda.fma`` as ``a * b + c``
 are the device's: the cube root of NumPy, the fused multiply-add of
 :func:`asyncgpu.runtime.cupy_results.fused_multiply_add`, and the bit counts on the argument's width
 (32 bits for an element of an int32 array or narrower, or a NumPy integer of 32 bits, else 64: a
-Python integer, or a sum of two int32 elements, is an int64, as Numba types them). Its atomics
-run on arrays of any dtype; here an atomic of a dtype Numba's compile refuses (:data:`ATOMIC_DTYPES`)
+Python integer, or a sum of two int32 elements, is an int64, as Numba types them). Its atomics run
+on arrays of any dtype; here an atomic of a dtype Numba's compile refuses (:data:`ATOMIC_DTYPES`)
 raises, as the launch fails on the device.
 
 Invariant: each gives what an H200 gave for the same arguments.

@@ -31,11 +31,11 @@ POISON = 0xFF
 def _sim_array() -> Any:
     """Numba's simulated device array as a launch's arguments need it where Numba's own does
     not do what the GPU does: ``promote``, element reads of integers of under 64 bits (and of
-    booleans) as Numba's arithmetic sees them, 64-bit integers (``x[0] + x[0]`` of an int8 array holding 100 is 200 on
-    the GPU; NumPy's int8 gives -56); writes to an integer array convert as the device converts
-    (:func:`device_integer`); ``unset``, for an argument declared ``out`` (write-only), a mask of
-    the elements not written yet in this launch: a read of one is noted in ``seen`` (the kernel
-    computes from what the array held, which ``out=`` says it does not)."""
+    booleans) as Numba's arithmetic sees them, 64-bit integers (``x[0] + x[0]`` of an int8 array
+    holding 100 is 200 on the GPU; NumPy's int8 gives -56); writes to an integer array convert as
+    the device converts (:func:`device_integer`); ``unset``, for an argument declared ``out``
+    (write-only), a mask of the elements not written yet in this launch: a read of one is noted in
+    ``seen`` (the kernel computes from what the array held, which ``out=`` says it does not)."""
     from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
 
     class SimArray(FakeCUDAArray):
