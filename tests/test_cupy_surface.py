@@ -662,3 +662,18 @@ def test_an_average_with_weights_summing_to_zero_raises_at_the_call_as_cupy(sim)
         acp.average(x, weights=acp.asarray(np.array([1.0, -1.0, 0.0, 0.0])))
     assert float(acp.average(x, weights=acp.ones(4))) == 1.5
     assert float(acp.average(x)) == 1.5
+
+
+def test_nanvar_and_nanstd_follow_cupys_kernels(sim):
+    """cupy/_core/_routines_statistics.pyx's _nanvar: the input's type whatever dtype says
+    (nanstd takes dtype's), each deviation divided by max(count - ddof, 0): inf without a
+    degree of freedom where NumPy gives NaN."""
+    f = acp.asarray(np.array([1.0, 2.0, np.nan, 4.0], np.float32))
+    assert acp.nanvar(f, dtype=np.float64).dtype == np.float32
+    assert acp.nanstd(f, dtype=np.float64).dtype == np.float64
+    assert float(acp.nanvar(f)) == pytest.approx(np.nanvar([1.0, 2.0, np.nan, 4.0]))
+    assert float(acp.nanvar(acp.asarray(np.array([1.0, 3.0])), ddof=2)) == np.inf
+    m = np.arange(12.0).reshape(3, 4)
+    m[0, 0] = np.nan
+    np.testing.assert_allclose(acp.nanvar(acp.asarray(m), axis=1).get(), np.nanvar(m, axis=1))
+    assert float(acp.nanvar(acp.arange(4))) == 1.25

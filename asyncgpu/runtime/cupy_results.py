@@ -668,6 +668,39 @@ def _var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int
     return into(out, result, "unsafe")
 
 
+def _nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
+            keepdims: bool = False) -> Any:
+    """CuPy's ``nanvar``: of integers its ``var``; of floats each non-NaN square deviation from
+    the NaN-skipping mean divided by ``max(count - ddof, 0)`` (so, without a degree of freedom,
+    inf, or NaN where a deviation is 0 or the slice holds a NaN; NumPy's answer is NaN) and
+    summed in the input's type whatever ``dtype`` says; of complex values in their real type."""
+    x = np.asarray(a)
+    if x.dtype.kind in "biu":
+        return _var(a, axis, dtype, out, ddof, keepdims)
+    axes = tuple(range(x.ndim)) if axis is None else axis if isinstance(axis, tuple) \
+        else (axis,)
+    with np.errstate(all="ignore"):
+        missing = np.isnan(x)
+        count = np.sum(~missing, axis=axes, keepdims=True)
+        mean = np.nansum(x, axis=axes, dtype=dtype, keepdims=True) / count
+        alpha = np.maximum(count - ddof, 0)
+        deviation = x - mean
+        squares = (deviation.real ** 2 + deviation.imag ** 2 if deviation.dtype.kind == "c"
+                   else deviation * deviation)
+        terms = np.where(missing, 0, squares) / alpha
+        kind = x.dtype if x.dtype.kind != "c" else np.dtype(x.dtype.char.lower())
+        result = np.sum(terms, axis=axes, keepdims=keepdims).astype(kind)
+    return into(out, result, "unsafe")
+
+
+def _nanstd(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
+            keepdims: bool = False) -> Any:
+    """CuPy's ``nanstd``: the square root of its :func:`_nanvar`, in ``dtype`` if given."""
+    variance = _nanvar(a, axis, dtype, None, ddof, keepdims)
+    with np.errstate(invalid="ignore"):
+        return np.sqrt(variance, out=out, dtype=dtype, casting="unsafe")
+
+
 def _std(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
          keepdims: bool = False) -> Any:
     """CuPy's ``std``: the square root of its :func:`_var`."""
@@ -798,6 +831,8 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "mean": _half_in_single(np.mean),
     "var": _var,
     "std": _std,
+    "nanvar": _nanvar,
+    "nanstd": _nanstd,
     "quantile": _quantile,
     "percentile": _percentile,
     "ndarray.sum": _half_in_single(np.sum),
