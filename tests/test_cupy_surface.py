@@ -677,3 +677,33 @@ def test_nanvar_and_nanstd_follow_cupys_kernels(sim):
     m[0, 0] = np.nan
     np.testing.assert_allclose(acp.nanvar(acp.asarray(m), axis=1).get(), np.nanvar(m, axis=1))
     assert float(acp.nanvar(acp.arange(4))) == 1.25
+
+
+def test_reductions_take_a_list_of_axes_as_cupys_do(sim):
+    """CuPy's reductions take any sequence of axes (cupy/_core/_reduction.pyx); NumPy's refused
+    a list, so sum(a, axis=[0]) failed on sim where the GPU computes it."""
+    h = np.arange(12.0).reshape(3, 4)
+    m = acp.asarray(h)
+    assert acp.sum(m, axis=[0]).tolist() == h.sum(axis=0).tolist()
+    assert float(m.sum(axis=[0, 1])) == 66.0
+    assert acp.mean(m, axis=[1]).tolist() == h.mean(axis=1).tolist()
+    np.testing.assert_allclose(acp.nanvar(m, axis=[1]).get(), h.var(axis=1))
+    np.testing.assert_allclose(acp.quantile(m, 0.5, axis=[1]).get(), np.quantile(h, 0.5, axis=1))
+
+
+def test_max_min_all_any_and_kin_take_a_list_of_axes_and_var_refuses_one_as_cupy(sim):
+    """As raw CuPy 14.2 answered on an H200: max, min, all, any, nanmean, median, ptp take a
+    list of axes; var and std raise TypeError (their code indexes a shape with it)."""
+    h = np.arange(12.0).reshape(3, 4)
+    m = acp.asarray(h)
+    assert acp.max(m, axis=[1]).tolist() == [3.0, 7.0, 11.0]
+    assert acp.min(m, axis=[0, 1]).tolist() == 0.0
+    assert acp.all(m, axis=[1]).tolist() == [False, True, True]
+    assert m.any(axis=[0, 1]).tolist() is True
+    assert acp.nanmean(m, axis=[1]).tolist() == [1.5, 5.5, 9.5]
+    assert acp.median(m, axis=[1]).tolist() == [1.5, 5.5, 9.5]
+    assert acp.ptp(m, axis=[1]).tolist() == [3.0, 3.0, 3.0]
+    with pytest.raises(TypeError, match="not list"):
+        acp.var(m, axis=[1])
+    with pytest.raises(TypeError, match="not list"):
+        m.std(axis=[0])

@@ -612,6 +612,14 @@ def _round(a: Any, decimals: int = 0, out: Any = None) -> Any:
     return into(out, np.round(wide, decimals).astype(x.dtype))
 
 
+def _axes(axis: Any, ndim: int) -> tuple[int, ...]:
+    """A reduction's axes as a tuple: all for None, one for an int, any sequence's (CuPy's
+    reductions take a list too, where NumPy's refuse it)."""
+    if axis is None:
+        return tuple(range(ndim))
+    return (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+
+
 def _half_in_single(fn: Callable[..., Any]) -> Callable[..., Any]:
     """CuPy's ``sum``, ``prod`` and ``mean`` (and the NaN-skipping sum and product) of half
     floats, or into half floats (``dtype=float16``): each value as a half, accumulated in
@@ -620,6 +628,8 @@ def _half_in_single(fn: Callable[..., Any]) -> Callable[..., Any]:
     def call(a: Any, axis: Any = None, dtype: Any = None, out: Any = None,
              keepdims: bool = False) -> Any:
         x = np.asarray(a)
+        if isinstance(axis, list):      # (CuPy's reductions take any sequence of axes)
+            axis = tuple(axis)
         into_half = np.dtype(dtype) == np.float16 if dtype is not None \
             else x.dtype == np.float16
         if not into_half:
@@ -632,6 +642,18 @@ def _half_in_single(fn: Callable[..., Any]) -> Callable[..., Any]:
     return call
 
 
+def _sequence_axis(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` taking a list of axes as a tuple, as CuPy's reductions do (NumPy's refuse one)."""
+    @functools.wraps(fn)
+    def call(a: Any, *args: Any, **kwargs: Any) -> Any:
+        if "axis" in kwargs and isinstance(kwargs["axis"], list):
+            kwargs["axis"] = tuple(kwargs["axis"])
+        elif args and isinstance(args[0], list):
+            args = (tuple(args[0]),) + args[1:]
+        return fn(a, *args, **kwargs)
+    return call
+
+
 def _var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int = 0,
          keepdims: bool = False) -> Any:
     """CuPy's ``var``: the mean taken in the input's own type (with ``dtype`` given, an
@@ -640,8 +662,10 @@ def _var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int
     ``dtype`` (or the input) asks (``dtype=int64`` gives float64); NaN where ``ddof`` leaves
     no degree of freedom (NumPy: inf)."""
     x = np.asarray(a)
-    axes = tuple(range(x.ndim)) if axis is None else axis if isinstance(axis, tuple) \
-        else (axis,)
+    if isinstance(axis, list):      # (CuPy's _var wraps it in a tuple and indexes a shape)
+        raise TypeError("tuple indices must be integers or slices, not list (CuPy's var and "
+                        "std take an int or a tuple of axes)")
+    axes = _axes(axis, x.ndim)
     if dtype is None:
         mean_dt = np.dtype(np.float64) if x.dtype.kind in "biu" else x.dtype
         out_dt = mean_dt if mean_dt.kind != "c" else np.dtype(mean_dt.char.lower())
@@ -677,8 +701,7 @@ def _nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: 
     x = np.asarray(a)
     if x.dtype.kind in "biu":
         return _var(a, axis, dtype, out, ddof, keepdims)
-    axes = tuple(range(x.ndim)) if axis is None else axis if isinstance(axis, tuple) \
-        else (axis,)
+    axes = _axes(axis, x.ndim)
     with np.errstate(all="ignore"):
         missing = np.isnan(x)
         count = np.sum(~missing, axis=axes, keepdims=True)
@@ -866,10 +889,15 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
         x.argmax(axis=axis, keepdims=keepdims), out, dtype),
     "ndarray.argmin": lambda x, axis=None, out=None, dtype=None, keepdims=False: _arg_into(
         x.argmin(axis=axis, keepdims=keepdims), out, dtype),
-    "ndarray.all": lambda x, axis=None, out=None, keepdims=False: x.all(
-        axis=axis, out=out, keepdims=keepdims),
-    "ndarray.any": lambda x, axis=None, out=None, keepdims=False: x.any(
-        axis=axis, out=out, keepdims=keepdims),
+    "ndarray.all": _sequence_axis(lambda x, axis=None, out=None, keepdims=False: x.all(
+        axis=axis, out=out, keepdims=keepdims)),
+    "ndarray.any": _sequence_axis(lambda x, axis=None, out=None, keepdims=False: x.any(
+        axis=axis, out=out, keepdims=keepdims)),
+    # (CuPy's reductions take a list of axes)
+    **{name: _sequence_axis(getattr(np, name)) for name in (
+        "amax", "amin", "max", "min", "all", "any", "nanmean", "median", "nanmax",
+        "nanmin")},
+    "ptp": _sequence_axis(np.ptp),
     "ndarray.fill": lambda x, value: x.fill(value),
     "ndarray.swapaxes": lambda x, axis1, axis2: x.swapaxes(axis1, axis2),
     "searchsorted": _searchsorted,
