@@ -39,7 +39,7 @@ import numpy as np
 
 from .runtime import array_modules
 from .runtime import cupy_surface as _cupy_surface
-from .runtime.cupy_results import check_ufunc_method, refuse_sequences
+from .runtime.cupy_refusals import check_ufunc_method, refuse_sequences
 from .runtime.array import Array
 from .runtime.library import dispatch, function_resolver
 from .runtime.operators import already

@@ -39,7 +39,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ..core.errors import ArgumentError, NotOnSimulatorError
-from .cupy_results import AS_CUPY, into
+from .cupy_arithmetic import into
+from .cupy_results import AS_CUPY
 
 PATH = Path(__file__).parent.parent / "data" / "cupy_surface.json"     # (asyncgpu/data)
 FORMAT = 1

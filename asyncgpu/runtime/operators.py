@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..core.errors import ArgumentError
-from .cupy_results import refuse_numpy_0d
+from .cupy_refusals import refuse_numpy_0d
 from .node_ops import ops
 
 _SCALARS = (bool, int, float, complex, np.generic)

@@ -5,7 +5,7 @@ number, where the device's cube root is negative), ``cuda.fma`` as ``a * b + c``
 ``cuda.popc``, ``cuda.brev``, ``cuda.clz`` and ``cuda.ffs`` on 32 bits whatever the argument's width
 (``clz`` of an int64 1 is 31 there, 63 on the device) and raising for a negative number. Here they
 are the device's: the cube root of NumPy, the fused multiply-add of
-:func:`asyncgpu.runtime.cupy_results.fused_multiply_add`, and the bit counts on the argument's width
+:func:`asyncgpu.runtime.cupy_arithmetic.fused_multiply_add`, and the bit counts on the argument's width
 (32 bits for an element of an int32 array or narrower, or a NumPy integer of 32 bits, else 64: a
 Python integer, or a sum of two int32 elements, is an int64, as Numba types them). Its atomics run
 on arrays of any dtype; here an atomic of a dtype Numba's compile refuses (:data:`ATOMIC_DTYPES`)
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from ...runtime.cupy_results import fused_multiply_add
+from ...runtime.cupy_arithmetic import fused_multiply_add
 
 _NARROW = (np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32)
 
