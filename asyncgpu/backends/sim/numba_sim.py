@@ -7,7 +7,7 @@ each installed over the simulator's own where its internals are the ones this mo
 (and left out otherwise, so that a newer Numba runs as it ships):
 
 - blocks run on Python threads kept between blocks and launches (:class:`_Worker`), which meet
-  at a barrier that wakes them (:class:`_BlockBarrier`) instead of a loop that polls them;
+  at a barrier that wakes them (:class:`BlockBarrier`) instead of a loop that polls them;
   a kernel that reaches no barrier (no ``syncthreads`` or its ``_count``/``_and``/``_or``
   forms, no cooperative-groups ``sync``) and none of the atomics a thread could spin on
   (``cas``, ``exch``) or fence for (:func:`barrier_free`) runs each block's CUDA threads one
@@ -55,6 +55,7 @@ import numpy as np
 
 from ...runtime.checks import MAX_SHARED_BYTES
 from . import ieee_math, intrinsics, warps
+from .barrier import BlockBarrier
 from .warps import WARP_FUNCTIONS, Warps
 
 #: Numba's simulator runs one launch at a time in a process: the launch's context (its grid,
@@ -139,78 +140,6 @@ def _install_shared_arrays() -> bool:
         return False
     shared.array = _shared_array
     return True
-
-
-class _BlockBarrier:
-    """``cuda.syncthreads()`` for one block's Python threads: released when every thread of
-    the block still running waits at it (a thread that returned no longer counts, as Numba's
-    simulator counts it); broken for good when a thread fails, so that the others stop there
-    instead of waiting for it. Its lock is the block's warps' too (:class:`Warps`): when every
-    thread still running waits, some at the barrier and some in warp functions, or all in
-    warp functions, none can go on (the GPU hangs there), and each fails saying so."""
-
-    def __init__(self, threads: int) -> None:
-        self.cond = threading.Condition()
-        self._live = threads
-        self._waiting = 0
-        self._generation = 0
-        self.broken = False
-        self.breaker: Any = None
-        #: why the block's threads stopped when they all waited (None: they did not)
-        self.stuck: str | None = None
-        self.warps = Warps(threads, self)
-
-    def wait(self) -> None:
-        with self.cond:
-            if self.broken:
-                raise RuntimeError(self.stuck or "abort flag set on syncthreads call")
-            generation = self._generation
-            self._waiting += 1
-            if self._waiting >= self._live:
-                self._release()
-                return
-            self.check_stuck()
-            while generation == self._generation and not self.broken:
-                self.cond.wait()
-            if self.broken:
-                raise RuntimeError(self.stuck or "abort flag set on syncthreads clear")
-
-    def leave(self, failed: bool, thread: Any = None) -> None:
-        with self.cond:
-            self._live -= 1
-            if failed:
-                self.break_(thread)
-                return
-            self.warps.left(thread.thread_id)
-            if self._waiting and self._waiting >= self._live:
-                self._release()
-            elif self._live:
-                self.check_stuck()
-
-    def break_(self, thread: Any) -> None:
-        """(Under the lock.) Stop every thread waiting, for good."""
-        if not self.broken:
-            self.breaker = thread       # (the others' failures follow from its)
-        self.broken = True
-        self.cond.notify_all()
-
-    def check_stuck(self) -> None:
-        """(Under the lock.) If every thread still running waits and none can go on, break
-        the block with :attr:`stuck` saying where they wait."""
-        in_warps = self.warps.waiting()
-        if not in_warps or self._waiting + in_warps < self._live:
-            return
-        at_barrier = f"{self._waiting} at cuda.syncthreads(), " if self._waiting else ""
-        self.stuck = (f"the block's threads wait for each other: {at_barrier}{in_warps} in "
-                      f"{self.warps.describe_waiting()}; on the GPU this hangs: every "
-                      "thread of the block must reach the same syncthreads, every lane of a "
-                      "mask the same warp function")
-        self.break_(None)
-
-    def _release(self) -> None:
-        self._waiting = 0
-        self._generation += 1
-        self.cond.notify_all()
 
 
 def _named(e: BaseException, where: str) -> tuple[BaseException, Any]:
@@ -302,7 +231,7 @@ if hasattr(os, "register_at_fork"):
 
 class _Blocks:
     """Numba's ``BlockManager``, one block at a time on :class:`_Worker` threads: a thread per
-    CUDA thread meeting at a :class:`_BlockBarrier` (Numba's polls its threads in a loop that
+    CUDA thread meeting at a :class:`BlockBarrier` (Numba's polls its threads in a loop that
     competes with them for the interpreter), or, for a barrier-free kernel (``one_thread``),
     the block's CUDA threads one after another on one. Reports the first thread that
     failed."""
@@ -316,7 +245,7 @@ class _Blocks:
             self.f = f_debug
         self.state = np.zeros(block_dim, dtype=np.bool_)
         self.args: tuple[Any, ...] = ()
-        self.barrier: _BlockBarrier | None = None
+        self.barrier: BlockBarrier | None = None
         self.warps: Warps | None = None
         self._done = threading.Condition()
         self._running = 0
@@ -346,7 +275,7 @@ class _Blocks:
             _workers.append(worker)
         team = _workers[:len(shares)]
         self.args = args
-        self.barrier = None if self._one_thread else _BlockBarrier(len(shares))
+        self.barrier = None if self._one_thread else BlockBarrier(len(shares))
         self.warps = None if self.barrier is None else self.barrier.warps
         self._running, self._failed, self._team = len(shares), [], set(team)
         self.state[...] = False
