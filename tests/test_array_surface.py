@@ -186,6 +186,54 @@ def test_str_and_repr_of_zero_d_arrays(sim):
     assert str(ag.array(A)) == str(A)
 
 
+def test_repr_is_numpys_under_asyncgpus_name_with_the_dtype_always_said(sim):
+    ag = sim
+    assert repr(ag.zeros((0, 3), np.float32)) == \
+        "asyncgpu.Array([], shape=(0, 3), dtype=float32)"
+    assert repr(ag.array(np.array([True, False]))) == \
+        "asyncgpu.Array([ True, False], dtype=bool)"
+    assert repr(ag.array(np.arange(4, dtype=np.int16))) == \
+        "asyncgpu.Array([0, 1, 2, 3], dtype=int16)"
+    big = repr(ag.array(np.arange(2000.0).reshape(40, 50)))
+    assert big.startswith("asyncgpu.Array([[0.000e+00,") and "...," in big
+    assert big.endswith("shape=(40, 50), dtype=float64)")
+    lines = big.splitlines()
+    assert all(line.startswith(" " * 16 + "[") for line in lines[1:] if line.strip()[0] == "[")
+    assert max(len(line) for line in lines[:-1]) <= np.get_printoptions()["linewidth"]
+
+
+def test_the_truth_value_of_an_array_is_numpys(sim):
+    ag = sim
+    assert bool(ag.array(np.array([2.5]))) and not bool(ag.zeros(()))
+    with pytest.raises(ValueError, match="more than one element is ambiguous. Use a.any"):
+        bool(ag.array(np.arange(3.0)) > 0)
+    with pytest.raises(ValueError, match="empty array is ambiguous"):
+        bool(ag.zeros(0))
+
+
+def test_an_array_takes_weak_references_and_subscripts_as_a_type(sim):
+    import weakref
+
+    ag = sim
+    a = ag.zeros(3)
+    ref = weakref.ref(a)
+    assert ref() is a
+    del a
+    assert ref() is None
+    alias = acp.ndarray[int, np.dtype[np.float32]]
+    assert alias.__origin__ is ag.Array
+
+
+def test_flags_describe_the_layout_and_cannot_be_set(sim):
+    ag = sim
+    a = ag.zeros((2, 3))
+    assert a.flags.writeable and a.T.flags["F"]
+    with pytest.raises(AttributeError, match="'writeable' of an asyncgpu array cannot be set"):
+        a.flags.writeable = False
+    with pytest.raises(AttributeError, match="cannot be set"):
+        a.flags.c_contiguous = False
+
+
 def test_get_array_module_answers_like_cupy(sim):
     ag = sim
     assert acp.get_array_module(np.zeros(3)) is np

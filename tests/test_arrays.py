@@ -358,6 +358,13 @@ def test_an_array_converts_pickles_and_answers_in_as_numpys_does(sim):
     ag = sim
     a = ag.array(np.arange(6.0).reshape(2, 3))
     assert "x" not in a and None not in a and 3.0 in a     # (no element can equal a string)
+    assert ag.array(np.array([0.0, 1.0, 2.0])) in a         # (a row: as NumPy)
+    for refused in ([0.0, 1.0, 2.0], (0.0, 1.0, 2.0), np.array([0.0, 1.0, 2.0])):
+        with pytest.raises(TypeError, match="asyncgpu.asarray"):
+            refused in a                                    # (not a silent False)
+    with pytest.raises(ValueError, match="broadcast"):
+        ag.array(np.arange(4.0)) in a
+    assert bytes(a) == np.arange(6.0).tobytes() and bytes(a[1, 2:]) == np.float64(5).tobytes()
     assert complex(ag.array(np.array(1 + 2j))) == 1 + 2j
     for kind in (float, int, complex):      # (a 1-element array of 2 dimensions: as NumPy)
         try:

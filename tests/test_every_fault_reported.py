@@ -198,6 +198,41 @@ def test_a_fault_never_waited_for_is_reported_when_the_program_ends(tmp_path):
     assert "ends_without_waiting.py:10" in done.stderr
 
 
+def test_a_fault_never_waited_for_is_reported_at_exit_while_a_daemon_thread_keeps_launching(
+        tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    program = tmp_path / "daemon_at_exit.py"
+    program.write_text(
+        "import threading, time, numpy as np, asyncgpu as ag\n"
+        "from numba import cuda\n"
+        "@ag.kernel\n@cuda.jit\n"
+        "def boom(x, n):\n"
+        "    i = cuda.grid(1)\n"
+        "    if i < n:\n"
+        "        x[i + 1000] = 1.0\n"
+        "@ag.kernel\n@cuda.jit\n"
+        "def inc(x):\n"
+        "    x[cuda.grid(1)] += 1.0\n"
+        "x = ag.zeros(8, np.float32)\n"
+        "boom[1, 8](x, 8)\n"
+        "def background():\n"
+        "    z = ag.zeros(64, np.float32)\n"
+        "    while True:\n"
+        "        inc[2, 32](z)\n"
+        "threading.Thread(target=background, daemon=True).start()\n"
+        "time.sleep(0.3)\n"
+    )
+    env = dict(os.environ, ASYNCGPU_BACKEND="sim", ASYNCGPU_SIM_STRATEGY="lazy")
+    done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "faults no synchronization reported" in done.stderr
+    assert "daemon_at_exit.py:14" in done.stderr
+
+
 @pytest.mark.parametrize("memory", ["explicit", "managed"])
 def test_what_a_faulted_kernel_was_to_write_is_not_read_as_good_data(memory):
     """The fault is raised at the first host wait that meets it, maybe a read of another

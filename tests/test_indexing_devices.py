@@ -100,6 +100,25 @@ def test_host_mask_does_not_synchronize_but_device_mask_does(sim):
     assert _syncs(ag) == syncs + 1          # the mask's nonzero: its length depends on values
 
 
+def test_an_assignment_through_a_device_mask_counts_it_and_refuses_another_length_at_once(sim):
+    """CuPy counts a device mask on the host to shape the value: the assignment waits for the
+    mask, and a value of another length is a ValueError at the assignment, not a fault later."""
+    ag = sim
+    a = ag.array(np.arange(6.0))
+    m = ag.array(np.arange(6)) > 1                  # true 4 times, pending
+    three = ag.array(np.arange(3.0))
+    syncs = _syncs(ag)
+    with pytest.raises(ValueError, match="3 input values to the 4 output values"):
+        a[m] = three
+    assert _syncs(ag) == syncs + 1
+    assert a.numpy().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]        # nothing written
+    a[m] = ag.array(np.arange(4.0))
+    syncs = _syncs(ag)
+    a[np.arange(6) > 3] = -1.0                                      # (a host mask: no wait)
+    assert _syncs(ag) == syncs
+    assert a.numpy().tolist() == [0.0, 1.0, 0.0, 1.0, -1.0, -1.0]
+
+
 def test_zero_d_index_array_gives_zero_d_array(sim):
     ag = sim
     x = ag.array(np.arange(5.0)) + 1.0
@@ -203,12 +222,15 @@ def test_advanced_assignment_is_a_write_seen_by_later_work(sim, dev, host):
 def test_assignment_with_device_parts_is_a_node_not_a_host_write(sim):
     ag = sim
     x = ag.array(X) * 1.0
+    idx = ag.array(np.array([0, 2]))
     mask = x > 10
     st = ag.statistics()
     accesses, syncs, calls = st.host_accesses, _syncs(ag), st.calls
-    x[mask] = 0.0
+    x[idx] = 0.0
     st = ag.statistics()
     assert st.host_accesses == accesses and _syncs(ag) == syncs and st.calls == calls + 1
+    x[mask] = 0.0                   # (counted on the host, as CuPy counts it: one wait)
+    assert _syncs(ag) == syncs + 1 and ag.statistics().calls == calls + 2
 
 
 def test_assignment_value_that_does_not_broadcast_is_refused(sim):

@@ -121,3 +121,161 @@ def test_dropped_arrays_return_to_the_pool_after_their_kernels(sim):
     sim.zeros(1)       # an allocation drains the queue of dropped blocks
     assert sum(len(v) for v in backend._pool.values()) >= baseline + 1
     np.testing.assert_array_equal(out.numpy(), 20 * X + sum(range(20)))
+
+
+def _device_of(n_buffers: int, monkeypatch: pytest.MonkeyPatch) -> object:
+    """The current sim backend, made to hold at most ``n_buffers`` live buffers of the size
+    of ``N`` doubles, as a device of that much memory would (an allocation beyond them is
+    an ``OutOfMemoryError``; freed ones go back)."""
+    from asyncgpu.runtime.current import current_runtime
+
+    backend = current_runtime().backend
+    backend = getattr(backend, "inner", backend)
+    alloc, free = backend.alloc, backend.free
+    live: set[int] = set()
+
+    def limited(nbytes: int):
+        if nbytes == N * 8 and len(live) >= n_buffers:
+            raise ag.OutOfMemoryError("cannot allocate: the test's device is full")
+        buf = alloc(nbytes)
+        if nbytes == N * 8:
+            live.add(id(buf))
+        return buf
+
+    def freed(buf) -> None:
+        live.discard(id(buf))
+        free(buf)
+
+    monkeypatch.setattr(backend, "alloc", limited)
+    monkeypatch.setattr(backend, "free", freed)
+    return backend
+
+
+@pytest.mark.parametrize("memory", ["managed", "explicit"])
+@pytest.mark.parametrize("strategy", ["lazy", "eager", "random"])
+def test_a_program_that_drops_a_temporary_each_step_fits_where_its_serial_run_fits(
+        memory, strategy, monkeypatch):
+    """Each step's temporary is dropped while its kernel may still be pending: an allocation
+    the device refuses first waits for the work in flight and frees what dropped arrays held,
+    so the program runs in the memory its serial run needs (out, one temporary, one spare)."""
+    with ag.configure(backend="sim", memory=memory, sim_strategy=strategy, sim_seed=1,
+                      execution="async"):
+        k = ag.cuda_kernel(SRC, "axpy", sim=axpy_twin)
+        _device_of(3, monkeypatch)
+        out = ag.zeros(N)
+        for i in range(12):
+            tmp = ag.array(X + i)
+            k[1, N](tmp, out, 1.0, N)
+            del tmp
+        np.testing.assert_array_equal(out.numpy(), 12 * X + sum(range(12)))
+        assert ag.statistics().host_syncs.get("allocation", 0) >= 1
+        with pytest.raises(ag.OutOfMemoryError, match="device is full"):
+            [ag.zeros(N) for _ in range(3)]             # (live arrays: nothing to reclaim)
+        assert (out[:2] + 0).tolist() == [66.0, 78.0]
+
+
+def test_arrays_dropped_in_reference_cycles_are_collected_before_memory_runs_out(
+        sim, monkeypatch):
+    k = sim.cuda_kernel(SRC, "axpy", sim=axpy_twin)
+    _device_of(3, monkeypatch)
+    out = sim.zeros(N)
+    gc.disable()
+    try:
+        for i in range(6):
+            cycle = [sim.array(X + i)]
+            cycle.append(cycle)                       # freed by the collector only
+            k[1, N](cycle[0], out, 1.0, N)
+            del cycle
+    finally:
+        gc.enable()
+    np.testing.assert_array_equal(out.numpy(), 6 * X + sum(range(6)))
+
+
+def test_a_fault_met_while_memory_is_reclaimed_is_raised_there_and_nothing_is_lost(
+        sim, monkeypatch):
+    def oob(x, y, a, n):
+        y[n + 100] = 1.0
+    bad = sim.cuda_kernel(SRC, "axpy", sim=oob)
+    _device_of(2, monkeypatch)
+    out = sim.zeros(N)
+    tmp = sim.array(X)
+    bad[1, N](tmp, out, 1.0, N)
+    del tmp
+    with pytest.raises(sim.KernelFault, match="axpy"):
+        sim.zeros(N)
+    sim.synchronize()                                 # reported once, runtime usable
+    assert sim.zeros(N).tolist() == [0.0] * N
+
+
+def test_the_pool_gives_back_buffers_of_other_sizes_when_memory_runs_out(sim, monkeypatch):
+    from asyncgpu.backends.sim import buffers
+
+    from asyncgpu.runtime.current import current_runtime
+
+    backend = current_runtime().backend
+    backend = getattr(backend, "inner", backend)
+    a = sim.empty(1000, np.uint8)
+    sim.synchronize()
+    a.free()
+    assert backend._pool.get(1000)
+    make = buffers.np.full
+    calls = []
+
+    def full(n, *args, **kwargs):       # the host has no room while the pool holds a buffer
+        calls.append(n)
+        if n == 1008 and backend._pool:
+            raise MemoryError("no room")
+        return make(n, *args, **kwargs)
+
+    monkeypatch.setattr(buffers.np, "full", full)
+    b = sim.empty(1008, np.uint8)
+    assert b.nbytes == 1008 and not backend._pool
+    monkeypatch.setattr(buffers.np, "full", make)
+
+
+@pytest.mark.parametrize("memory", ["managed", "explicit"])
+def test_a_kernel_whose_copy_does_not_fit_on_the_simulator_faults_and_the_runtime_goes_on(
+        memory, monkeypatch):
+    """The simulator runs each kernel on a private copy of what it reads; where the host has
+    no room for it, that launch faults (naming the kernel) and the queue behind it runs."""
+    from asyncgpu.backends.sim import kernels
+
+    with ag.configure(backend="sim", memory=memory, sim_strategy="lazy", execution="async"):
+        k = ag.cuda_kernel(SRC, "axpy", sim=axpy_twin)
+        x, y = ag.array(X), ag.zeros(N)
+        real = kernels.snapshot
+
+        def snapshot(layouts, device=0):
+            raise MemoryError("Unable to allocate")
+
+        monkeypatch.setattr(kernels, "snapshot", snapshot)
+        k[1, N](x, y, 1.0, N)
+        with pytest.raises(ag.KernelFault, match="kernel 'axpy'.*could not run on the "
+                           "simulator: the host's memory had no room"):
+            ag.synchronize()
+        monkeypatch.setattr(kernels, "snapshot", real)
+        with pytest.raises(ag.KernelFault, match="axpy"):     # its output stays marked
+            y.numpy()
+        y2 = ag.zeros(N)
+        k[1, N](x, y2, 2.0, N)
+        np.testing.assert_array_equal(y2.numpy(), 2 * X)
+
+
+def test_a_host_mirror_the_host_has_no_room_for_is_an_out_of_memory_error(monkeypatch):
+    from asyncgpu.backends.sim import buffers
+
+    with ag.configure(backend="sim", memory="explicit", execution="async"):
+        make = buffers.np.full
+        made = []
+
+        def full(n, *args, **kwargs):   # the device's copy fits, the host mirror does not
+            made.append(n)
+            if n == 4096 and len(made) % 2 == 0:
+                raise MemoryError("no room")
+            return make(n, *args, **kwargs)
+
+        monkeypatch.setattr(buffers.np, "full", full)
+        with pytest.raises(ag.OutOfMemoryError, match="host mirror"):
+            ag.empty(4096, np.uint8)
+        monkeypatch.setattr(buffers.np, "full", make)
+        assert (ag.zeros(3) + 1).tolist() == [1.0] * 3

@@ -61,6 +61,75 @@ def test_chunks_spread_over_every_device_and_sum_to_the_serial_answer(four):
     assert stats.copies_peer == 0           # every chunk stayed where it was made
 
 
+def test_the_last_of_the_most_devices_one_runtime_takes_keeps_its_writes():
+    import asyncgpu as ag
+    from asyncgpu.core.config import MAX_DEVICES
+
+    with ag.configure(backend="sim", sim_seed=3, **several(MAX_DEVICES)):
+        kernel = ag.kernel(twice)
+        x, y = ag.array(np.arange(4.0)), ag.zeros(4)
+        with ag.device(MAX_DEVICES - 1):
+            kernel[1, 4](x, y, 4)
+        assert y.numpy().tolist() == [1.0, 3.0, 5.0, 7.0]
+    for too_many in (dict(sim_devices=MAX_DEVICES + 1),
+                     dict(sim_devices=4, devices=MAX_DEVICES + 1),
+                     dict(sim_devices=4, devices=list(range(MAX_DEVICES + 1)))):
+        with pytest.raises(ValueError, match=f"(from 1 to|more than) {MAX_DEVICES}"):
+            ag.configure(backend="sim", **too_many)
+
+
+def test_device_numbers_may_be_numpys_integers_or_a_range():
+    import asyncgpu as ag
+
+    for devices in ([np.int64(1), np.int64(2)], range(1, 3), (1, 2)):
+        with ag.configure(backend="sim", sim_devices=4, devices=devices):
+            assert ag.options().devices == (1, 2)
+            assert all(type(d) is int for d in ag.options().devices)
+
+
+def _placed_on(ag):
+    a = ag.zeros(4)
+    ag.kernel(twice)[1, 4](a, a, 4)
+    return a.device.id
+
+
+def test_a_device_block_left_out_of_order_by_a_generator_leaves_the_later_one_in_force(four):
+    ag = four
+
+    def pinned_generator():
+        with ag.device(1):
+            yield
+
+    held = pinned_generator()
+    next(held)
+    with ag.device(2):
+        held.close()                            # leaves device(1)'s block inside device(2)'s
+        assert [_placed_on(ag) for _ in range(3)] == [2, 2, 2]
+    assert len({_placed_on(ag) for _ in range(4)}) == 4     # no pin left: round robin
+    with ag.configure(devices=2):               # (no block of this thread is open)
+        pass
+
+
+def test_a_device_object_can_be_entered_again_and_decorates_a_function(four):
+    ag = four
+    three = ag.device(3)
+    with three:
+        with three:
+            assert _placed_on(ag) == 3
+        assert _placed_on(ag) == 3
+    with three:
+        assert _placed_on(ag) == 3
+
+    @ag.device(2)
+    def step():
+        return _placed_on(ag)
+
+    assert step() == step() == 2
+    with pytest.raises(ag.DeviceError, match=r"device\(-1\): a device number is >= 0"):
+        with ag.device(-1):
+            pass
+
+
 def test_a_pinned_block_runs_on_its_device_and_copies_its_inputs_there(four):
     ag = four
     kernel = ag.kernel(const=["x"], out=["y"])(twice)
@@ -184,6 +253,36 @@ def test_a_launch_pinned_inside_a_recording_keeps_its_device_when_replayed(four)
         assert y.numpy().tolist() == [3.0] * 32
     assert step.outcome == "replayed"
     assert dict(ag.statistics().placed) == {2: 3}
+
+
+def test_launches_reading_imported_memory_keep_their_pinned_devices_when_replayed(four):
+    """The imported array, first among the arguments, stays where its producer put it: each
+    launch's device is that of the pin, at the first run and at every replay."""
+    from test_interop_import import CpuProducer
+
+    ag = four
+    kernel = ag.kernel(const=["x"], out=["y"])(twice)
+    imported = ag.asarray(CpuProducer(np.arange(16.0)))
+    ys = []
+    for d in range(4):
+        with ag.device(d):
+            ys.append(ag.zeros(16))
+
+    @ag.graph
+    def step():
+        for d in range(4):
+            with ag.device(d):
+                kernel[1, 32](imported, ys[d], 16)
+
+    for _ in range(3):
+        before = dict(ag.statistics().placed)
+        step()
+        after = ag.statistics().placed
+        assert {d: after.get(d, 0) - before.get(d, 0) for d in range(4)} == \
+            {0: 1, 1: 1, 2: 1, 3: 1}
+    assert step.outcome == "replayed"
+    for y in ys:
+        assert y.numpy().tolist() == (2.0 * np.arange(16.0) + 1.0).tolist()
 
 
 @pytest.mark.parametrize("kind", ["graph", "static", "split"])

@@ -8,6 +8,7 @@ environment once, and :func:`asyncgpu.configure` derives new instances with
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -21,6 +22,10 @@ Prefetch = Literal["auto", "off"]
 Memory = Literal["managed", "explicit"]
 SimStrategy = Literal["random", "pct", "reverse", "starve", "eager", "lazy"]
 DevicePolicy = Literal["round-robin", "stream-aware", "min-transfer-size", "min-min", "min-max"]
+#: The most devices one runtime spreads work over: where an allocation's current copies are is
+#: a bit set in a C int of the compiled launch path (the host's bit and one per device).
+MAX_DEVICES = 30
+
 #: What ``devices`` may be: a count (the devices from ``device`` on), the device numbers, or
 #: every device of the host.
 Devices = int | tuple[int, ...] | Literal["all"]
@@ -182,8 +187,10 @@ class Options:
             raise ValueError("option graph_lane_cost_us must be None (measured) or a finite "
                              f"number of microseconds >= 0; got {cost!r}")
         devices = self.devices
-        if isinstance(devices, list):
-            devices = tuple(devices)
+        if isinstance(devices, (list, range)) or (
+                isinstance(devices, tuple) and not all(type(d) is int for d in devices)):
+            # (a range, or NumPy's integers: device numbers as Python ints)
+            devices = tuple(_index(d) for d in devices)
             object.__setattr__(self, "devices", devices)
         if isinstance(devices, tuple):
             if (not devices or any(not _whole(d) or d < 0 for d in devices)
@@ -193,10 +200,16 @@ class Options:
         elif devices != "all" and (not _whole(devices) or devices < 1):
             raise ValueError("option devices must be a positive count, \"all\" or a sequence "
                              f"of device numbers; got {devices!r}")
+        count = len(devices) if isinstance(devices, tuple) else None if devices == "all" \
+            else devices
+        if count is not None and count > MAX_DEVICES:
+            raise ValueError(f"option devices asks for more than {MAX_DEVICES} devices, the most "
+                             f"one runtime spreads work over; got {self.devices!r}")
         if not _whole(self.device) or self.device < 0:
             raise ValueError(f"option device must be a device number >= 0; got {self.device!r}")
-        if not _whole(self.sim_devices) or not 1 <= self.sim_devices <= 64:
-            raise ValueError(f"option sim_devices must be from 1 to 64; got {self.sim_devices!r}")
+        if not _whole(self.sim_devices) or not 1 <= self.sim_devices <= MAX_DEVICES:
+            raise ValueError(f"option sim_devices must be from 1 to {MAX_DEVICES}; got "
+                             f"{self.sim_devices!r}")
         for name in ("device_data_threshold", "sim_tick"):
             value = getattr(self, name)
             if not _real(value) or not 0.0 <= value <= 1.0:
@@ -230,6 +243,16 @@ class Options:
                 f"unknown option(s) {', '.join(sorted(unknown))}; known: {', '.join(sorted(names))}"
             )
         return dataclasses.replace(self, **changes)
+
+
+def _index(value: Any) -> Any:
+    """An integer-like value (NumPy's integers) as a Python int; anything else as it is."""
+    if isinstance(value, bool):
+        return value
+    try:
+        return operator.index(value)
+    except TypeError:
+        return value
 
 
 def _whole(value: Any) -> bool:

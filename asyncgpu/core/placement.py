@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .config import MAX_DEVICES
 from .errors import DeviceError
 
 #: The host's bit in a location set.
@@ -59,7 +60,8 @@ Need = tuple[int, int, bool, int]
 
 
 def device_bit(slot: int) -> int:
-    """The location bit of device slot ``slot``."""
+    """The location bit of device slot ``slot`` (below ``MAX_DEVICES``: the bit sets are C ints
+    where compiled)."""
     return 2 << slot
 
 
@@ -177,6 +179,10 @@ def select_devices(devices: Any, device: int, count: int, what: str) -> tuple[in
     (``what`` names them in messages): ``"all"``, a count from ``device`` on, or the numbers
     themselves. DeviceError for a device the host lacks."""
     if devices == "all":
+        if count > MAX_DEVICES:
+            raise DeviceError(f"devices=\"all\": this machine has {count} {what}, and one "
+                              f"runtime spreads work over at most {MAX_DEVICES}; pass "
+                              f"devices={MAX_DEVICES} or the device numbers")
         chosen = tuple(range(count))
     elif isinstance(devices, int):
         chosen = tuple(range(device, device + devices))

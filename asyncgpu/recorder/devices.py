@@ -48,13 +48,21 @@ def device_groups(preds: list[list[int]], slots: list[int]) -> list[tuple[int, l
 
 def issue_placed(rt: Any, launches: list[Any]) -> list[int]:
     """Issue ``launches`` eagerly, one node each; returns the device slot each was placed on.
-    (Placing a node makes its device the *home* of each allocation it uses, so the home of
-    its first argument, read right after its issue, is its device.)"""
+    (Placing a node makes its device the *home* of each allocation it uses but another
+    library's, whose home is where that memory is: the home of its first argument of ours,
+    read right after its issue, is its device; a launch on imported memory alone runs where
+    it was pinned, or where that memory is.)"""
     slots = []
     for launch in launches:
         launch.issue(rt)
         arrays = launch.arrays
-        slots.append(arrays[0].alloc.home if arrays else max(launch.pin, 0))
+        ours = [a.alloc.home for a in arrays if not a.alloc.fixed]
+        if ours:
+            slots.append(ours[0])
+        elif launch.pin >= 0 or not arrays:
+            slots.append(max(launch.pin, 0))
+        else:
+            slots.append(arrays[0].alloc.home)
     return slots
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import threading
 from typing import Any
 
 import numpy as np
@@ -178,19 +178,36 @@ def instrument(obj: Any) -> Any:
     return current_runtime().instrument(obj)
 
 
-@contextlib.contextmanager
-def device(number: int) -> Iterator[None]:
+class device(contextlib.ContextDecorator):
     """``with asyncgpu.device(1):`` the kernels and library calls this thread issues in the
     block run on device ``number`` (a device of the runtime's ``devices``) whatever the
-    device policy; their inputs are copied there as needed.
+    device policy; their inputs are copied there as needed. The object can be entered again,
+    nested or later, as CuPy's ``Device``, and decorates a function as a block around it.
 
     Raises
     ------
     DeviceError
         ``number`` is not among the runtime's devices (nothing is pinned).
     """
-    with current_runtime().pin(number):
-        yield
+
+    def __init__(self, number: int) -> None:
+        self.number = number
+        self._entered = threading.local()   # (per thread: one object may serve several)
+
+    def __enter__(self) -> device:
+        rt = current_runtime()
+        marks = getattr(self._entered, "marks", None)
+        if marks is None:
+            marks = self._entered.marks = []
+        marks.append((rt, rt.pin(self.number)))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        rt, mark = self._entered.marks.pop()
+        rt.unpin(mark)
+
+    def __repr__(self) -> str:
+        return f"asyncgpu.device({self.number!r})"
 
 
 def options() -> Options:

@@ -33,12 +33,13 @@ from __future__ import annotations
 
 import math
 import operator
+import types
 import weakref
 from typing import Any
 
 import numpy as np
 
-from ..core.errors import ArgumentError, FreedArrayError
+from ..core.errors import FreedArrayError
 from .allocation import (DEVICE, HOST, Allocation, View, c_strides, dense_layout,
                          describe, f_strides, new_view)
 from .current import current_runtime
@@ -113,8 +114,10 @@ class Array(View, HostValues, ArrayOperators):
     ``a.sum()``, ``a.astype(t)``, ...) are library-call nodes (``asyncgpu.runtime.operators``).
     """
 
-    __slots__ = ()     # (the fields are View's)
+    __slots__ = ("__weakref__",)     # (the other fields are View's)
     __array_priority__ = 100
+    #: ``asyncgpu.Array[...]`` (and ``asyncgpu.cupy.ndarray[...]``) in type annotations.
+    __class_getitem__ = classmethod(types.GenericAlias)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError(
@@ -185,11 +188,11 @@ class Array(View, HostValues, ArrayOperators):
 
     def __contains__(self, value: Any) -> bool:
         """``value in a``: whether any element equals it (a node, then a host read), as in
-        NumPy."""
-        try:
-            equal = self == value
-        except ArgumentError:           # (a string or a list: no element can equal it)
+        NumPy: a string is in no array; what ``a == value`` refuses otherwise (a list, a NumPy
+        array, a shape that does not broadcast) is refused here too, as CuPy refuses it."""
+        if isinstance(value, str):
             return False
+        equal = self == value
         return bool(equal.any()) if isinstance(equal, Array) else bool(equal)
 
     # -- views -------------------------------------------------------------------------------
@@ -443,15 +446,16 @@ class Array(View, HostValues, ArrayOperators):
 
     @property
     def device(self) -> Any:
-        """The device holding the array: on ``cuda`` CuPy's ``cupy.cuda.Device`` of the
-        runtime's GPU; on ``sim`` a :class:`SimDevice`, the runtime's virtual device (on
-        several, the one that used the array last)."""
+        """The device holding the array (on several, the one that used it last): on ``cuda``
+        CuPy's ``cupy.cuda.Device`` of that GPU; on ``sim`` a :class:`SimDevice`, the
+        runtime's virtual device."""
         rt = self._alloc.runtime
+        home = self._alloc.home
+        number = rt.devices[home if home >= 0 else 0]
         backend = rt.backend
         if backend.name == "cuda":
-            return backend.cupy.cuda.Device(backend.device)
-        home = self._alloc.home
-        return SimDevice(rt.devices[home if home >= 0 else 0])
+            return backend.cupy.cuda.Device(number)
+        return SimDevice(number)
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         """Pickled by its values (a host read), as CuPy pickles; unpickled into an array of

@@ -21,6 +21,7 @@ baseline and the oracle the tests compare with.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import threading
 from collections import deque
@@ -32,7 +33,7 @@ from ..core.compiled import is_compiled
 from ..core.config import BACKEND_BUILD, Options
 from ..core.dag import Node
 from ..core.deps import Access, DependencyTracker
-from ..core.errors import AnnotationViolation, DeviceError, KernelFault
+from ..core.errors import AnnotationViolation, DeviceError, KernelFault, OutOfMemoryError
 from ..core.interference import THREADS_PER_SM, InterferenceRule
 from ..core.placement import Placement, select_devices
 from ..core.tenants import Tenant
@@ -201,6 +202,9 @@ class Runtime(HostAccess, TenantSteps):
             # (True and 2.0 equal device numbers, and "1" prints like one)
             raise DeviceError(f"asyncgpu.device({number!r}): a device number is an int; got "
                               f"a {type(number).__name__}")
+        if number < 0:
+            raise DeviceError(f"asyncgpu.device({number}): a device number is >= 0; this "
+                              f"runtime runs on device(s) {', '.join(map(str, self.devices))}")
         if number not in self.devices:
             raise DeviceError(
                 f"asyncgpu.device({number}): this runtime runs on device(s) "
@@ -209,17 +213,33 @@ class Runtime(HostAccess, TenantSteps):
                 "ASYNCGPU_DEVICES)")
         return self.devices.index(number)
 
-    @contextlib.contextmanager
-    def pin(self, number: int) -> Iterator[None]:
-        """Run this thread's kernels and library calls on device ``number`` inside the block."""
+    def pin(self, number: int) -> object:
+        """Run this thread's kernels and library calls on device ``number`` until
+        :meth:`unpin` of the mark returned (``asyncgpu.device``).
+
+        A thread's pins are a list in the order entered; the latest still open rules. Blocks
+        leave in reverse order, except a block in a generator, which may be left after one
+        entered later (as tenants' blocks): that one leaves the list, and the later one still
+        rules."""
         slot = self.pinned_slot(number)
         pins = self._pins
-        previous = getattr(pins, "slot", None)
+        entered = getattr(pins, "entered", None)
+        if entered is None:
+            entered = pins.entered = []
+        mark = object()
+        entered.append((mark, slot))
         pins.slot = slot
-        try:
-            yield
-        finally:
-            pins.slot = previous
+        return mark
+
+    def unpin(self, mark: object) -> None:
+        """Leave the pin ``mark`` of :meth:`pin` (in this thread)."""
+        pins = self._pins
+        entered = getattr(pins, "entered", None) or []
+        for i in range(len(entered) - 1, -1, -1):
+            if entered[i][0] is mark:
+                del entered[i]
+                break
+        pins.slot = entered[-1][1] if entered else None
 
     def close(self) -> None:
         """The runtime is being replaced (``set_options``, after its synchronize): give back
@@ -263,7 +283,38 @@ class Runtime(HostAccess, TenantSteps):
     def allocate(self, nbytes: int) -> Any:
         with self._lock:
             self._drain_releases()
-            return self.backend.alloc(nbytes)
+            try:
+                return self.backend.alloc(nbytes)
+            except OutOfMemoryError:
+                self.reclaim()
+            return self.backend.alloc(nbytes)       # (a second refusal is the user's)
+
+    def reclaim(self) -> None:
+        """After an allocation was refused: give back the memory of the arrays the program
+        dropped, then let the caller try once more (as CuPy's pool collects and empties
+        itself before it gives up).
+
+        A dropped array's memory is held by the unfinished work that uses it until that work
+        retires, which happens at a host wait or when polling finds it done; a program that
+        drops a temporary in each step without ever waiting would run out of memory where
+        its serial run fits. So: collect arrays dropped in reference cycles, wait for the
+        work in flight (every stream: other threads' too) and retire it, and free what that
+        released. Inside a recording nothing is waited for (its launches are deferred). A
+        fault met by the wait is raised here, as at any wait."""
+        gc.collect()        # (arrays in reference cycles; finalizers only queue their buffers)
+        self._drain_releases()
+        if self.recording is None and self.streams.inflight:
+            try:
+                self.backend.synchronize()
+            except (KernelFault, AnnotationViolation):
+                self._reclaimed()   # (reported once the device finished everything)
+                raise
+            self._reclaimed()
+
+    def _reclaimed(self) -> None:
+        self.streams.all_finished()
+        self.stats.sync("allocation")
+        self._drain_releases()
 
     def release_later(self, alloc_id: int, buffer: Any) -> None:
         """Called from ``Allocation.__del__``: queue the buffer (deque.append is atomic)."""

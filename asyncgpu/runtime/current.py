@@ -70,6 +70,10 @@ def current_runtime() -> Any:
         return _runtime
 
 
+#: How long the exit's check waits for another thread to leave the runtime's lock.
+EXIT_LOCK_WAIT_S = 2.0
+
+
 def _register_exit_check() -> None:
     global _exit_check_registered
     _exit_check_registered = True
@@ -80,8 +84,15 @@ def _faults_at_exit() -> None:
     """A program that ends without waiting for its last work would never hear of that work's
     faults: finish it at exit and log them (an exception raised here would reach nobody)."""
     rt = _runtime
-    if rt is None or rt.recording is not None or not rt._lock.acquire(blocking=False):
-        return      # (a thread still inside a call, or a recording: nothing safe to wait for)
+    if rt is None or rt.recording is not None:
+        return      # (a recording: its launches were never issued)
+    # Threads still running (daemons) take the lock between their calls: wait for a turn,
+    # then hold it, so that they issue nothing more while the work in flight is finished.
+    if not rt._lock.acquire(timeout=EXIT_LOCK_WAIT_S):
+        if rt.streams.inflight:
+            log.warning("the work in flight at exit was not checked for faults: another "
+                        "thread stayed inside an asyncgpu call for %.0f s", EXIT_LOCK_WAIT_S)
+        return
     try:
         rt.synchronize()
     except (KernelFault, AnnotationViolation) as fault:

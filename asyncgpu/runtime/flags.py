@@ -8,6 +8,8 @@ A snapshot taken when ``a.flags`` is read; asyncgpu arrays are always writeable.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class Flags:
     """``Array.flags``: the layout flags of an array (a snapshot; asyncgpu arrays are always
@@ -22,8 +24,16 @@ class Flags:
 
     def __init__(self, c_contiguous: bool, f_contiguous: bool, owndata: bool,
                  aligned: bool) -> None:
-        self.c_contiguous, self.f_contiguous = bool(c_contiguous), bool(f_contiguous)
-        self.owndata, self.writeable, self.aligned = bool(owndata), True, bool(aligned)
+        put = object.__setattr__
+        put(self, "c_contiguous", bool(c_contiguous))
+        put(self, "f_contiguous", bool(f_contiguous))
+        put(self, "owndata", bool(owndata))
+        put(self, "writeable", True)
+        put(self, "aligned", bool(aligned))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"flag {name!r} of an asyncgpu array cannot be set: its flags "
+                             "describe its layout, and asyncgpu arrays are always writeable")
 
     @property
     def contiguous(self) -> bool:

@@ -22,6 +22,9 @@ from typing import Any
 import numpy as np
 
 
+_REPR_NAME = "asyncgpu.Array("
+
+
 class HostValues:
     """The host reads and writes of :class:`asyncgpu.Array` (a mixin: the array's view,
     allocation and runtime are its own)."""
@@ -166,7 +169,19 @@ class HostValues:
         return int(self.item())
 
     def __bool__(self) -> bool:
+        size = self.size
+        if size > 1:
+            raise ValueError("The truth value of an array with more than one element is "
+                             "ambiguous. Use a.any() or a.all()")
+        if size == 0:
+            raise ValueError("The truth value of an empty array is ambiguous. Use a.size > 0 "
+                             "to check that an array is not empty")
         return bool(self.item())
+
+    def __bytes__(self) -> bytes:
+        """``bytes(a)``: the raw bytes of the elements in C order (a host read), as NumPy's and
+        CuPy's."""
+        return self.tobytes()
 
     def __str__(self) -> str:
         """NumPy's ``str`` of the values (a host read): ``'3.0'`` for a 0-d array."""
@@ -186,5 +201,11 @@ class HostValues:
     def __repr__(self) -> str:
         if self._alloc.freed:
             return f"asyncgpu.Array(<freed {self.describe()}>)"
-        body = np.array2string(self.numpy(), separator=", ", prefix="asyncgpu.Array(")
-        return f"asyncgpu.Array({body}, dtype={self.dtype.name})"
+        # NumPy's repr (its line width, ``shape=`` of empty and summarized arrays) under our
+        # name, with the dtype always said
+        extra = len(_REPR_NAME) - len("array(")
+        text = np.array_repr(self.numpy(),
+                             max_line_width=np.get_printoptions()["linewidth"] - extra)
+        if "dtype=" not in text:
+            text = f"{text[:-1]}, dtype={self.dtype.name})"
+        return _REPR_NAME + text[len("array("):].replace("\n", "\n" + " " * extra)

@@ -16,11 +16,13 @@ and ``...``) returns a new :class:`~asyncgpu.Array`, as CuPy returns a device ar
   A boolean scalar (``x[True]``) adds an axis of length 1 or 0, as in NumPy.
 
 ``x[key] = value`` with an advanced key, or with an ``Array`` value, is one node
-(``ndarray.__setitem__``, which writes ``x`` like any in-place method); masks need no wait there,
-since an assignment's shape does not depend on the values. Everything that can be checked on the
-host (too many indices, a mask whose shape does not match, a host index out of range, index
-arrays that do not broadcast, a value that does not broadcast) raises ``IndexError`` /
-``ValueError`` before anything is enqueued.
+(``ndarray.__setitem__``, which writes ``x`` like any in-place method); a host mask needs no wait
+there, a device mask is counted by the library to shape the value (CuPy reads the count to the
+host: the call waits for the mask's writers, ``LibraryCall.data_dependent``, and a value of
+another length is a ``ValueError`` at the call on both backends). Everything that can be
+checked on the host (too many indices, a mask whose shape does not match, a host index out of
+range, index arrays that do not broadcast, a value that does not broadcast) raises
+``IndexError`` / ``ValueError`` before anything is enqueued.
 """
 
 from __future__ import annotations
@@ -248,11 +250,14 @@ def setitem(x: Array, key: Any, value: Any) -> None:
     elif isinstance(value, (list, tuple)) or (isinstance(value, np.ndarray) and value.ndim):
         value = _upload(np.asarray(value))
     x, comps = parse(x, key)
+    # A host mask stands for its nonzero() indices (NumPy's definition), uploaded as integer
+    # arrays: the library then needs not count it on the host, as it counts a device mask.
+    comps = [e for k in comps for e in
+             (np.nonzero(k) if isinstance(k, np.ndarray) and k.dtype.kind == "b" and k.ndim
+              else (k,))]
     if not any(isinstance(k, Array) and k.dtype.kind == "b" for k in comps):
-        # (a device mask's length is not known here: CuPy or NumPy check it when the node runs)
-        expanded = [e for k in comps for e in
-                    (np.nonzero(k) if isinstance(k, np.ndarray) and k.dtype.kind == "b" else (k,))]
-        _check_value(value, result_shape(x.shape, expanded))
+        # (a device mask's length is not known here: the library checks it at the call)
+        _check_value(value, result_shape(x.shape, comps))
     index = tuple(_upload(k) for k in comps)
     # ``ndarray.__setitem__`` writes its ``self`` (``asyncgpu.runtime.effects``): x is the
     # node's write

@@ -141,7 +141,16 @@ class LibraryCall:
                     self.kwargs.get("q", self.args[1] if len(self.args) > 1 else None), Slot))
                 # (weights: CuPy reads their sum to refuse zero, ZeroDivisionError at the call)
                 or (name == "average" and self.kwargs.get(
-                    "weights", self.args[2] if len(self.args) > 2 else None) is not None))
+                    "weights", self.args[2] if len(self.args) > 2 else None) is not None)
+                # (an assignment through a device mask: CuPy counts the mask on the host to
+                # shape the value, ValueError at the call where the counts differ)
+                or (self.name == "ndarray.__setitem__" and self._device_mask()))
+
+    def _device_mask(self) -> bool:
+        """Whether the key of ``ndarray.__setitem__`` holds a boolean device array."""
+        key = self.args[1] if len(self.args) > 1 else None
+        return any(isinstance(k, Slot) and self.arrays[k.index].dtype.kind == "b"
+                   for k in (key if isinstance(key, tuple) else (key,)))
 
     def _mode(self, at: tuple[int, str]) -> Any:
         """The ``mode`` argument (its position in the call, or the default)."""

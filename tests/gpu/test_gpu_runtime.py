@@ -217,6 +217,36 @@ def test_refuses_more_memory_than_the_gpu_has(gpu, memory):
         assert ag.zeros(4, np.float32).numpy().tolist() == [0.0] * 4
 
 
+STEP = r'''
+extern "C" __global__ void set_first(double* t, double v) { t[0] = v; }
+extern "C" __global__ void head(const double* t, double* out, int i) { out[i] = t[0]; }
+'''
+
+
+@pytest.mark.parametrize("memory", ["explicit", "managed"])
+def test_a_loop_dropping_a_large_temporary_each_step_fits_where_its_serial_run_fits(gpu, memory):
+    """Each step's temporary (a fifth of the free memory) is dropped with its kernels still
+    pending: an allocation the GPU refuses waits for them and reuses what they held."""
+    import cupy
+
+    ag = gpu
+    with ag.configure(memory=memory):
+        free, _ = cupy.cuda.runtime.memGetInfo()
+        n = int(free * 0.2) // 8
+        set_first = ag.cuda_kernel(STEP, "set_first")
+        head = ag.cuda_kernel(STEP, "head")
+        out = ag.zeros(8)
+        before = ag.statistics().host_syncs.get("allocation", 0)
+        for i in range(8):
+            t = ag.empty(n)
+            set_first[1, 1](t, float(i))
+            head[1, 1](t, out, i)
+            del t
+        assert out.numpy().tolist() == [float(i) for i in range(8)]
+        if memory == "explicit":    # (managed memory untouched takes no device memory yet)
+            assert ag.statistics().host_syncs.get("allocation", 0) > before
+
+
 def test_compile_error_carries_the_log(gpu):
     ag = gpu
     k = ag.cuda_kernel('extern "C" __global__ void broken(float* x) { x[0] = undefined_name; }',

@@ -47,7 +47,8 @@ from typing import Any
 import numpy as np
 
 from ...core.backend import Backend
-from ...core.errors import AnnotationViolation, DeadlockError, KernelFault, gathered
+from ...core.errors import (AnnotationViolation, DeadlockError, KernelFault, OutOfMemoryError,
+                            gathered)
 from ...core.partitions import GRAIN, SmLedger, reserve_on_each
 from ..capture import CaptureTracker, Expansion, Graph, check_launch, destroy
 from .buffers import ForeignSimBuffer, SimBuffer, SimCopy
@@ -353,6 +354,12 @@ class SimBackend(Backend):
             buf = free.pop()     # LIFO reuse: a use-after-free sees the new owner's data
             buf.poison()
             return buf
+        try:
+            return SimBuffer(nbytes, self.split)
+        except OutOfMemoryError:
+            if not self._pool:
+                raise
+        self._pool.clear()      # (freed buffers of other sizes: given back, as CuPy's pool does)
         return SimBuffer(nbytes, self.split)
 
     def foreign_buffer(self, owner: Any, ptr: int, nbytes: int, what: str,
@@ -461,7 +468,11 @@ class SimBackend(Backend):
         op = stream.ops[0]
         if kind == "begin":
             if op.kind == "kernel":
-                stream.running = op.payload.begin()
+                try:
+                    stream.running = op.payload.begin()
+                except MemoryError as exc:
+                    self._begin_failed(stream, op, exc)
+                    return
                 running = sum(1 for s in self.streams if s.running is not None)
                 self.max_running = max(self.max_running, running)
                 return
@@ -488,6 +499,18 @@ class SimBackend(Backend):
                 for uid, lo, hi, overwritten in op.payload.written_ranges():
                     if overwritten and uid in self._faulted:
                         self._unmark(uid, lo, hi)
+
+    def _begin_failed(self, stream: SimStream, op: Any, exc: MemoryError) -> None:
+        """The private copy of what ``op`` reads did not fit in the host's memory: a fault of
+        that operation alone, reported at the next wait; the queue behind it goes on."""
+        stream.ops.popleft()
+        err = KernelFault(
+            f"{op.label} could not run on the simulator: the host's memory had no room for "
+            f"its private copy of the bytes it reads (the simulator runs each operation on "
+            f"one; the GPU needs none) ({exc}); free arrays or use smaller ones")
+        err.__cause__ = exc
+        self._errors.append(err)
+        self._fault_writes(op.payload, err)
 
     def _unmark(self, uid: int, lo: int, hi: int) -> None:
         """Bytes ``[lo, hi)`` of buffer ``uid`` were overwritten: no longer a fault's."""

@@ -37,6 +37,15 @@ class NoDevicePointer(NotOnSimulatorError, AttributeError):
     False instead of raising."""
 
 
+def _poisoned(nbytes: int, what: str) -> np.ndarray:
+    """``nbytes`` of poison (0xFF), or :class:`OutOfMemoryError` where the host has no room."""
+    try:
+        return np.full(nbytes, POISON, np.uint8)
+    except MemoryError as exc:      # (the host's memory: the simulated device's)
+        raise OutOfMemoryError(f"cannot allocate {nbytes / 2**20:.1f} MiB of {what}: {exc}. "
+                               "Free arrays, or use smaller ones") from None
+
+
 class SimBuffer:
     """Memory of the simulated device.
 
@@ -56,16 +65,11 @@ class SimBuffer:
     def __init__(self, nbytes: int, split: bool = False) -> None:
         self.uid = next(_uids)
         self.nbytes = nbytes
-        try:
-            self.dev = np.full(nbytes, POISON, np.uint8)
-        except MemoryError as exc:      # (the host's memory: the simulated device's)
-            raise OutOfMemoryError(
-                f"cannot allocate {nbytes / 2**20:.1f} MiB of simulated device memory (host "
-                f"memory on sim): {exc}. Free arrays, or use smaller ones") from None
+        self.dev = _poisoned(nbytes, "simulated device memory (host memory on sim)")
         #: devices 1, 2, ...: (uid, bytes), made on first use
         self.others: dict[int, tuple[int, np.ndarray]] = {}
         if split:
-            self.host = np.full(nbytes, POISON, np.uint8)
+            self.host = _poisoned(nbytes, "host memory for the array's host mirror")
             self.host_uid = next(_uids)
         else:
             self.host = self.dev
@@ -74,7 +78,8 @@ class SimBuffer:
     def _other(self, device: int) -> tuple[int, np.ndarray]:
         other = self.others.get(device)
         if other is None:
-            other = self.others[device] = (next(_uids), np.full(self.nbytes, POISON, np.uint8))
+            other = self.others[device] = (next(_uids), _poisoned(
+                self.nbytes, f"simulated memory of device {device} (host memory on sim)"))
         return other
 
     def on(self, device: int) -> np.ndarray:
