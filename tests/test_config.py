@@ -270,3 +270,30 @@ def test_a_change_of_devices_inside_a_device_pin_is_refused_and_changes_nothing(
             placed = dict(ag.statistics().placed)
         assert c.tolist() == [4.0] * 4
         assert placed == {3: 2}                         # (both calls where the pin says)
+
+
+def test_a_change_of_devices_while_another_thread_is_pinned_is_refused():
+    import threading
+
+    import asyncgpu as ag
+
+    inside, leave = threading.Event(), threading.Event()
+
+    def pinned():
+        with ag.device(3):
+            inside.set()
+            leave.wait(30)
+
+    with ag.configure(backend="sim", sim_devices=4, devices="all"):
+        other = threading.Thread(target=pinned)
+        other.start()
+        inside.wait(30)
+        try:
+            with pytest.raises(ag.DeviceError, match=r"while another thread is inside "
+                               r"asyncgpu.device\(3\)"):
+                ag.configure(devices=2)
+        finally:
+            leave.set()
+            other.join()
+        with ag.configure(devices=2):           # (every block left)
+            assert ag.options().devices == 2

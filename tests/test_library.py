@@ -576,3 +576,26 @@ def test_an_in_place_call_with_out_returns_out_itself(sim):
     assert acp.multiply(c, 2, out=c) is c and acp.add(d, c, out=c) is c
     assert acp.sqrt(c, out=c) is c and c.clip(0, 1, out=c) is c
     assert c.tolist() == [1.0] * 3
+
+
+def test_float_to_integer_conversions_saturate_as_on_the_gpu(sim):
+    """As an H200 converted them (CUDA's conversions, not NumPy's undefined ones): toward zero,
+    saturating; NaN to 0; an 8- or 16-bit integer keeps the 32-bit conversion's low bits."""
+    import asyncgpu as ag
+    import asyncgpu.cupy as acp
+
+    x = ag.array(np.array([np.nan, np.inf, -np.inf, 3e9, -3e9, 300.7, -300.7, 2.5], np.float32))
+    assert x.astype(np.int32).tolist() == [0, 2**31 - 1, -2**31, 2**31 - 1, -2**31, 300, -300, 2]
+    assert x.astype(np.uint8).tolist() == [0, 255, 0, 0, 0, 44, 0, 2]
+    assert x.astype(np.int8).tolist() == [0, -1, 0, -1, 0, 44, -44, 2]
+    assert x.astype(np.uint64).tolist() == [2**63, 2**64 - 1, 0, 3000000000, 0, 300, 0, 2]
+    d = x.astype(np.float64)
+    assert d.astype(np.int32).tolist()[0] == -2**31       # (NaN, from a double: the GPU's)
+    assert d.astype(np.uint32).tolist()[0] == 2**31
+    assert acp.asarray(x, dtype=np.int16).tolist() == [0, -1, 0, -1, 0, 300, -300, 2]
+    into = ag.zeros(8, np.int32)
+    into[...] = x * 1                                         # (an Array value: a node)
+    assert into.tolist() == x.astype(np.int32).tolist()
+    acp.copyto(into, x[::-1] * 1, casting="unsafe")
+    assert into.tolist() == x[::-1].astype(np.int32).tolist()
+    assert x.astype(np.int32, order="F").flags.f_contiguous

@@ -282,15 +282,19 @@ class configure:
             # and before the runtime in use is retired: its arrays stay usable
             backend_registry.select(new)
             rt = current._runtime
-            slot = getattr(rt._pins, "slot", None) if rt is not None else None
-            if slot is not None:
-                # (the pin is the retired runtime's: the new one would run this thread's
-                # work wherever its policy says)
+            pins = list(rt.open_pins.values()) if rt is not None else []
+            if pins:
+                # (a pin is the retired runtime's: the new one would run its thread's work
+                # wherever its policy says)
+                mine = [slot for thread, slot in pins if thread == threading.get_ident()]
+                where = (f"inside asyncgpu.device({rt.devices[mine[-1]]})" if mine else
+                         f"while another thread is inside asyncgpu.device"
+                         f"({rt.devices[pins[-1][1]]})")
                 raise DeviceError(
                     f"asyncgpu.configure({', '.join(f'{k}={v!r}' for k, v in changes.items())})"
-                    f" inside asyncgpu.device({rt.devices[slot]}): a change of backend or "
-                    "devices makes a new runtime, which the pin does not reach; leave the "
-                    "asyncgpu.device block first, and pin again inside the new configuration")
+                    f" {where}: a change of backend or devices makes a new runtime, which the "
+                    "pin does not reach; leave the asyncgpu.device block first, and pin again "
+                    "inside the new configuration")
         set_options(new)
         self.options = new
 

@@ -115,6 +115,8 @@ class Runtime(HostAccess, TenantSteps):
         #: ``asyncgpu.device``: the slot pinned by the calling thread (``slot``), if any; and
         #: ``asyncgpu.tenant``: the tenant the thread issues for (``tenant``), if any.
         self._pins = threading.local()
+        #: Every thread's open pins (``asyncgpu.device`` blocks): mark -> (thread, slot).
+        self.open_pins: dict[object, tuple[int, int]] = {}
         #: The tenants by number (``asyncgpu.core.tenants``; 0: the default one), and whether
         #: there is another (only then does an issue look up its thread's tenant).
         self.tenants = [Tenant(0, "default", "normal", 0)]
@@ -228,12 +230,14 @@ class Runtime(HostAccess, TenantSteps):
             entered = pins.entered = []
         mark = object()
         entered.append((mark, slot))
+        self.open_pins[mark] = (threading.get_ident(), slot)
         pins.slot = slot
         return mark
 
     def unpin(self, mark: object) -> None:
         """Leave the pin ``mark`` of :meth:`pin` (in this thread)."""
         pins = self._pins
+        self.open_pins.pop(mark, None)
         entered = getattr(pins, "entered", None) or []
         for i in range(len(entered) - 1, -1, -1):
             if entered[i][0] is mark:

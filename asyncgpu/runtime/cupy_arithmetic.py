@@ -36,6 +36,38 @@ def into(out: Any, result: np.ndarray, casting: str = "same_kind") -> Any:
     return target
 
 
+def device_cast(x: Any, dtype: Any) -> Any:
+    """``x.astype(dtype)`` as CUDA converts a float to an integer (CuPy's casts, checked on an
+    H200 for NaN, infinities, out-of-range and negative values from every float to every
+    integer type): toward zero, saturating at the type's bounds; an 8- or 16-bit integer is
+    the 32-bit conversion's low bits (``300.7`` to ``int8`` is 44, ``inf`` is -1); NaN is 0,
+    but for a double to a 32-bit integer (the lowest int32, or 2**31 unsigned) and for any
+    float to a 64-bit one (the lowest int64, or 2**63 unsigned). NumPy leaves these
+    undefined (x86 gives the lowest value). Other conversions are NumPy's."""
+    x, dtype = np.asarray(x), np.dtype(dtype)
+    if x.dtype.kind != "f" or dtype.kind not in "iu":
+        return x.astype(dtype)
+    wide = dtype if dtype.itemsize >= 4 else np.dtype(np.int32 if dtype.kind == "i" else
+                                                      np.uint32)
+    bounds = np.iinfo(wide)
+    values = x.astype(np.float64)          # (exact for every float type)
+    with np.errstate(invalid="ignore"):
+        whole = np.trunc(values)
+        nan = np.isnan(values)
+        high = whole >= float(bounds.max)  # (2**63 - 1 rounds up to 2**63: still saturates)
+        low = whole <= float(bounds.min)
+        inside = ~(nan | high | low)
+        out = np.zeros(x.shape, wide)
+        out[inside] = whole[inside].astype(wide)
+    out[high] = bounds.max
+    out[low] = bounds.min
+    if wide.itemsize == 8:
+        out[nan] = bounds.min if wide.kind == "i" else 1 << 63
+    elif x.dtype.itemsize == 8:
+        out[nan] = bounds.min if wide.kind == "i" else 1 << 31
+    return out if wide == dtype else out.astype(dtype)     # (the low bits)
+
+
 def _power(x1: Any, x2: Any, /, out: Any = None, **kwargs: Any) -> Any:
     """``x1 ** x2`` as CuPy computes it for integers: a negative exponent gives 0, 1 for a base
     of 1, and +-1 for a base of -1 (NumPy refuses it)."""

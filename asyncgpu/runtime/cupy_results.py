@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .cupy_arithmetic import ARITHMETIC, into
+from .cupy_arithmetic import ARITHMETIC, device_cast, into
 from .cupy_statistics import STATISTICS
 
 
@@ -151,6 +151,8 @@ def _getitem(self: Any, index: Any) -> Any:
 
 
 def _setitem(self: Any, index: Any, value: Any) -> None:
+    if isinstance(value, np.ndarray):
+        value = device_cast(value, self.dtype)
     self[_wrapped(self.shape, index)] = value
 
 
@@ -320,7 +322,28 @@ def _astype(x: Any, dtype: Any, order: str = "K", casting: Any = None, subok: An
     if casting is not None or subok is not None:
         raise TypeError(f"{'casting' if casting is not None else 'subok'} is not supported yet "
                         "(CuPy's astype)")
-    return x.astype(dtype, order=order, copy=copy)
+    with np.errstate(invalid="ignore"):     # (NaN to an integer: device_cast's answer)
+        result = x.astype(dtype, order=order, copy=copy)
+    if x.dtype.kind == "f" and result.dtype.kind in "iu":
+        result[...] = device_cast(x, dtype)     # (NumPy's layout, the GPU's values)
+    return result
+
+
+def _converting(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``asarray``/``array`` of a device array to another dtype, converted as the GPU
+    converts (:func:`device_cast`)."""
+    def convert(a: Any, dtype: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if dtype is not None and isinstance(a, np.ndarray) and a.dtype.kind == "f" \
+                and np.dtype(dtype).kind in "iu":
+            a = device_cast(a, dtype)
+        return fn(a, dtype, *args, **kwargs)
+    return convert
+
+
+def _copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) -> None:
+    if isinstance(src, np.ndarray) and np.can_cast(src.dtype, dst.dtype, casting):
+        src = device_cast(src, dst.dtype)
+    np.copyto(dst, src, casting=casting, where=where)
 
 
 #: NumPy functions whose results differ from CuPy's, as CuPy gives them (the simulator runs
@@ -366,6 +389,11 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "dot": _dot,
     "choose": _choose,
     "ndarray.astype": _astype,
+    "asarray": _converting(np.asarray),
+    "array": _converting(np.array),
+    "asanyarray": _converting(np.asanyarray),
+    "ascontiguousarray": _converting(np.ascontiguousarray),
+    "copyto": _copyto,
     # (the methods as their functions; take and put wrap an index out of range around)
     "ndarray.clip": lambda x, min=None, max=None, out=None: _clip(x, min, max, out=out),
     "ndarray.dot": lambda x, b, out=None: _dot(x, b, out),

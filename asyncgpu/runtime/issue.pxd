@@ -19,7 +19,8 @@ cdef class Issuing:
     cdef public object _instruments, _issuing, _lock, _releases, graph_config, graphs
     cdef public Backend backend
     cdef public object _acquire, _release
-    cdef public object last_replay, options, retired, devices, _pins, tenants, regulator, gate
+    cdef public object last_replay, options, retired, devices, _pins, open_pins, tenants
+    cdef public object regulator, gate
     cdef public object exclusive_steps, one_core
     cdef public dict _host_busy
     cdef public InterferenceRule interference, _rule

@@ -58,7 +58,7 @@ class Issuing:
                  "backend", "deps", "graph_config", "graphs", "host_epoch", "last_replay",
                  "memory", "no_const", "options", "prefetch", "graph_read_back", "recording",
                  "retired", "stats", "streams", "sync_mode", "want_sites", "devices",
-                 "placement", "_pins", "tenants", "_tenanted", "interference", "_rule",
+                 "placement", "_pins", "open_pins", "tenants", "_tenanted", "interference", "_rule",
                  "regulator", "gate", "exclusive_steps", "one_core")
 
     def launch_kernel(self, launcher: Launcher, args: tuple[Any, ...], pieces: int = 0) -> None:

@@ -271,3 +271,26 @@ def test_independent_ffts_of_one_shape_on_several_streams(gpu):
     assert ag.statistics().streams_used >= 2
     for h, o in zip(hosts, outs):
         np.testing.assert_allclose(o.numpy(), np.fft.fft(h, axis=1), rtol=1e-9, atol=1e-6)
+
+
+def test_the_simulators_float_to_integer_conversions_are_the_gpus(gpu):
+    """Every float type to every integer type, for NaN, the infinities, values out of range
+    and negative ones: the simulator's conversion (``device_cast``) gives CuPy's bits, and so
+    does asyncgpu's ``astype`` on the GPU."""
+    import cupy
+
+    import asyncgpu.cupy as acp
+    from asyncgpu.runtime.cupy_arithmetic import device_cast
+
+    values = [np.nan, np.inf, -np.inf, 1e20, -1e20, 3e9, -3e9, 300.7, -300.7, 2.5, -2.5,
+              0.5, -0.0, 65504.0, 4e9, -2**31, 2**31, 2**32, 2**63, -2**63, 2**64]
+    for source in (np.float16, np.float32, np.float64):
+        with np.errstate(over="ignore"):
+            host = np.array(values, source)
+        for target in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                       np.uint64):
+            want = cupy.asarray(host).astype(target).get()
+            got = device_cast(host, target)
+            assert got.dtype == want.dtype and got.tolist() == want.tolist(), (source, target)
+            ours = acp.asarray(gpu.array(host)).astype(target).get()
+            assert ours.tolist() == want.tolist(), (source, target)
