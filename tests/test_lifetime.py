@@ -279,3 +279,44 @@ def test_a_host_mirror_the_host_has_no_room_for_is_an_out_of_memory_error(monkey
             ag.empty(4096, np.uint8)
         monkeypatch.setattr(buffers.np, "full", make)
         assert (ag.zeros(3) + 1).tolist() == [1.0] * 3
+
+
+def test_memory_is_reclaimed_inside_a_recorded_function_and_beside_another_threads_recording(
+        sim, monkeypatch):
+    """The work a recording waits for is already issued (its own launches are deferred): an
+    allocation inside a recorded body reclaims, and so does one of a thread beside a recording
+    in progress in another thread."""
+    import threading
+
+    k = sim.cuda_kernel(SRC, "axpy", sim=axpy_twin)
+    _device_of(3, monkeypatch)
+    out = sim.zeros(N)
+
+    @sim.graph
+    def step(out, c):
+        t = sim.array(X + c)
+        k[1, N](t, out, 1.0, N)
+
+    for i in range(6):
+        step(out, float(i))
+    np.testing.assert_array_equal(out.numpy(), 6 * X + sum(range(6)))
+
+    inside, leave = threading.Event(), threading.Event()
+
+    def recording():
+        with sim.record():
+            inside.set()
+            leave.wait(30)
+
+    other = threading.Thread(target=recording)
+    other.start()
+    inside.wait(30)
+    try:
+        for i in range(6):
+            tmp = sim.array(X + i)
+            k[1, N](tmp, out, 1.0, N)
+            del tmp
+    finally:
+        leave.set()
+        other.join()
+    np.testing.assert_array_equal(out.numpy(), 12 * X + 2 * sum(range(6)))

@@ -71,6 +71,15 @@ def _say_if_uncompiled() -> None:
                     "install: no C compiler or Cython there, or ASYNCGPU_BUILD=python); results "
                     "are the same, each launch costs the host about twice as much")
 
+def _capture_open(backend: Any) -> bool:
+    """Whether a stream capture is open on ``backend`` (through its wrappers, on any of its
+    devices)."""
+    while hasattr(backend, "inner"):
+        backend = backend.inner
+    return any(part.captures.engaged for part in getattr(backend, "parts", (backend,))
+               if hasattr(part, "captures"))
+
+
 class Runtime(HostAccess, TenantSteps):
     """The scheduler for one backend (use the module-level API; no public constructor)."""
 
@@ -302,12 +311,13 @@ class Runtime(HostAccess, TenantSteps):
         retires, which happens at a host wait or when polling finds it done; a program that
         drops a temporary in each step without ever waiting would run out of memory where
         its serial run fits. So: collect arrays dropped in reference cycles, wait for the
-        work in flight (every stream: other threads' too) and retire it, and free what that
-        released. Inside a recording nothing is waited for (its launches are deferred). A
-        fault met by the wait is raised here, as at any wait."""
+        work in flight (every stream: other threads' too; inside a recorded function too,
+        whose own launches are deferred, not in flight) and retire it, and free what that
+        released. Nothing is waited for while a stream capture is open (a synchronize would
+        break it). A fault met by the wait is raised here, as at any wait."""
         gc.collect()        # (arrays in reference cycles; finalizers only queue their buffers)
         self._drain_releases()
-        if self.recording is None and self.streams.inflight:
+        if self.streams.inflight and not _capture_open(self.backend):
             try:
                 self.backend.synchronize()
             except (KernelFault, AnnotationViolation):
