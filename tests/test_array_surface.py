@@ -200,6 +200,8 @@ def test_repr_is_numpys_under_asyncgpus_name_with_the_dtype_always_said(sim):
     lines = big.splitlines()
     assert all(line.startswith(" " * 16 + "[") for line in lines[1:] if line.strip()[0] == "[")
     assert max(len(line) for line in lines[:-1]) <= np.get_printoptions()["linewidth"]
+    cube = repr(ag.array(np.arange(24).reshape(2, 3, 4) * 1.5)).splitlines()
+    assert "" in cube and not [line for line in cube if line and not line.strip()]
 
 
 def test_the_truth_value_of_an_array_is_numpys(sim):
@@ -225,8 +227,13 @@ def test_an_array_takes_weak_references_and_subscripts_as_a_type(sim):
 
 
 def test_flags_describe_the_layout_and_cannot_be_set(sim):
+    import pickle
+
     ag = sim
     a = ag.zeros((2, 3))
+    for copied in (copy.copy(a.T.flags), copy.deepcopy(a.T.flags),
+                   pickle.loads(pickle.dumps(a.T.flags))):
+        assert repr(copied) == repr(a.T.flags) and copied.f_contiguous
     assert a.flags.writeable and a.T.flags["F"]
     with pytest.raises(AttributeError, match="'writeable' of an asyncgpu array cannot be set"):
         a.flags.writeable = False

@@ -213,24 +213,26 @@ def test_a_fault_never_waited_for_is_reported_at_exit_while_a_daemon_thread_keep
         "    i = cuda.grid(1)\n"
         "    if i < n:\n"
         "        x[i + 1000] = 1.0\n"
-        "@ag.kernel\n@cuda.jit\n"
-        "def inc(x):\n"
-        "    x[cuda.grid(1)] += 1.0\n"
+        "def slow_twin(x):\n"                 # (a twin that takes its time, run at its
+        "    time.sleep(0.02)\n"                # launch: the daemon holds the runtime's lock
+        "    x += 1.0\n"                        # most of the time)
+        "slow = ag.cuda_kernel('extern \"C\" __global__ void slow(float* x) {}', 'slow',\n"
+        "                      sim=slow_twin)\n"
         "x = ag.zeros(8, np.float32)\n"
         "boom[1, 8](x, 8)\n"
         "def background():\n"
         "    z = ag.zeros(64, np.float32)\n"
         "    while True:\n"
-        "        inc[2, 32](z)\n"
+        "        slow[1, 1](z)\n"
         "threading.Thread(target=background, daemon=True).start()\n"
         "time.sleep(0.3)\n"
     )
-    env = dict(os.environ, ASYNCGPU_BACKEND="sim", ASYNCGPU_SIM_STRATEGY="lazy")
+    env = dict(os.environ, ASYNCGPU_BACKEND="sim", ASYNCGPU_SIM_STRATEGY="eager")
     done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True,
                           env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "faults no synchronization reported" in done.stderr
-    assert "daemon_at_exit.py:14" in done.stderr
+    assert "daemon_at_exit.py:15" in done.stderr
 
 
 @pytest.mark.parametrize("memory", ["explicit", "managed"])

@@ -110,6 +110,36 @@ def test_a_device_block_left_out_of_order_by_a_generator_leaves_the_later_one_in
         pass
 
 
+def test_a_device_block_left_in_another_thread_is_refused_and_pins_nothing_more(four):
+    import threading
+
+    ag = four
+
+    def pinned_generator():
+        with ag.device(1):
+            yield
+
+    held = pinned_generator()
+    next(held)
+    said = []
+
+    def close():
+        try:
+            held.close()
+        except RuntimeError as exc:
+            said.append(str(exc))
+
+    closer = threading.Thread(target=close)
+    closer.start()
+    closer.join()
+    assert said and "left in a thread that did not enter it" in said[0]
+    with ag.device(2):                          # (the stale pin goes at this thread's next one)
+        assert _placed_on(ag) == 2
+    assert len({_placed_on(ag) for _ in range(4)}) == 4
+    with ag.configure(devices=2):               # (no block is open anywhere)
+        pass
+
+
 def test_a_device_object_can_be_entered_again_and_decorates_a_function(four):
     ag = four
     three = ag.device(3)

@@ -56,9 +56,9 @@ def issue_placed(rt: Any, launches: list[Any]) -> list[int]:
     for launch in launches:
         launch.issue(rt)
         arrays = launch.arrays
-        ours = [a.alloc.home for a in arrays if not a.alloc.fixed]
-        if ours:
-            slots.append(ours[0])
+        home = next((a.alloc.home for a in arrays if not a.alloc.fixed), None)
+        if home is not None:
+            slots.append(home)
         elif launch.pin >= 0 or not arrays:
             slots.append(max(launch.pin, 0))
         else:

@@ -192,19 +192,31 @@ class device(contextlib.ContextDecorator):
 
     def __init__(self, number: int) -> None:
         self.number = number
-        self._entered = threading.local()   # (per thread: one object may serve several)
+        #: Per thread (one object may serve several): the blocks entered and not left.
+        self._entered: dict[int, list[tuple[Any, object]]] = {}
 
     def __enter__(self) -> device:
         rt = current_runtime()
-        marks = getattr(self._entered, "marks", None)
-        if marks is None:
-            marks = self._entered.marks = []
-        marks.append((rt, rt.pin(self.number)))
+        mark = rt.pin(self.number)
+        self._entered.setdefault(threading.get_ident(), []).append((rt, mark))
         return self
 
     def __exit__(self, *exc: object) -> None:
-        rt, mark = self._entered.marks.pop()
-        rt.unpin(mark)
+        marks = self._entered.get(threading.get_ident())
+        if marks:
+            rt, mark = marks.pop()
+            rt.unpin(mark)
+            return
+        # (a generator holding the block, closed in another thread: the pin is dropped, and
+        # the thread that entered it is told at its next pin or unpin)
+        others = [m for m in self._entered.values() if m]
+        if others:
+            rt, mark = others[-1].pop()
+            rt.unpin(mark)
+        raise RuntimeError(
+            f"asyncgpu.device({self.number!r}) is left in a thread that did not enter it: a "
+            "device block belongs to the thread that entered it (no yield or await inside "
+            "it; a generator holding one must be closed in that thread)")
 
     def __repr__(self) -> str:
         return f"asyncgpu.device({self.number!r})"

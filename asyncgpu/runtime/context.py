@@ -71,14 +71,6 @@ def _say_if_uncompiled() -> None:
                     "install: no C compiler or Cython there, or ASYNCGPU_BUILD=python); results "
                     "are the same, each launch costs the host about twice as much")
 
-def _capture_open(backend: Any) -> bool:
-    """Whether a stream capture is open on ``backend`` (through its wrappers, on any of its
-    devices)."""
-    while hasattr(backend, "inner"):
-        backend = backend.inner
-    return any(part.captures.engaged for part in getattr(backend, "parts", (backend,))
-               if hasattr(part, "captures"))
-
 
 class Runtime(HostAccess, TenantSteps):
     """The scheduler for one backend (use the module-level API; no public constructor)."""
@@ -248,10 +240,8 @@ class Runtime(HostAccess, TenantSteps):
         pins = self._pins
         self.open_pins.pop(mark, None)
         entered = getattr(pins, "entered", None) or []
-        for i in range(len(entered) - 1, -1, -1):
-            if entered[i][0] is mark:
-                del entered[i]
-                break
+        # (its own, and any left by another thread: no longer open)
+        entered[:] = [e for e in entered if e[0] is not mark and e[0] in self.open_pins]
         pins.slot = entered[-1][1] if entered else None
 
     def close(self) -> None:
@@ -317,18 +307,8 @@ class Runtime(HostAccess, TenantSteps):
         break it). A fault met by the wait is raised here, as at any wait."""
         gc.collect()        # (arrays in reference cycles; finalizers only queue their buffers)
         self._drain_releases()
-        if self.streams.inflight and not _capture_open(self.backend):
-            try:
-                self.backend.synchronize()
-            except (KernelFault, AnnotationViolation):
-                self._reclaimed()   # (reported once the device finished everything)
-                raise
-            self._reclaimed()
-
-    def _reclaimed(self) -> None:
-        self.streams.all_finished()
-        self.stats.sync("allocation")
-        self._drain_releases()
+        if self.streams.inflight and not self.backend.captures.engaged:
+            self._synchronize_locked("allocation")
 
     def release_later(self, alloc_id: int, buffer: Any) -> None:
         """Called from ``Allocation.__del__``: queue the buffer (deque.append is atomic)."""

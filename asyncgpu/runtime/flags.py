@@ -31,6 +31,10 @@ class Flags:
         put(self, "writeable", True)
         put(self, "aligned", bool(aligned))
 
+    def __reduce__(self) -> tuple[Any, tuple[bool, bool, bool, bool]]:
+        """Copied and pickled through the constructor (the attributes cannot be set)."""
+        return Flags, (self.c_contiguous, self.f_contiguous, self.owndata, self.aligned)
+
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"flag {name!r} of an asyncgpu array cannot be set: its flags "
                              "describe its layout, and asyncgpu arrays are always writeable")

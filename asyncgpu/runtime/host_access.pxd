@@ -18,9 +18,9 @@ cdef class HostAccess(Issuing):
 
     cpdef synchronize(self)
 
-    cpdef _synchronize_locked(self)
+    cpdef _synchronize_locked(self, str reason=*)
 
-    cpdef _all_finished(self)
+    cpdef _all_finished(self, str reason=*)
 
     cpdef bint _waits_unlocked(self) except -1
 

@@ -196,21 +196,23 @@ class HostAccess(Issuing):
         finally:
             self._release()
 
-    def _synchronize_locked(self) -> None:
-        if self.recording is not None:
+    def _synchronize_locked(self, reason: str = "synchronize") -> None:
+        """Wait for everything, counted as a host wait for ``reason`` (the user's
+        ``synchronize``, which a recording refuses, or the runtime's own)."""
+        if reason == "synchronize" and self.recording is not None:
             self.recording.refuse("synchronize")
         try:
             self.backend.synchronize()
         except (KernelFault, AnnotationViolation):
             # (reported once the device finished everything: what was in flight is done,
             # and counted so, before the faults reach the caller)
-            self._all_finished()
+            self._all_finished(reason)
             raise
-        self._all_finished()
+        self._all_finished(reason)
 
-    def _all_finished(self) -> None:
+    def _all_finished(self, reason: str = "synchronize") -> None:
         self.streams.all_finished()
-        self.stats.sync("synchronize")
+        self.stats.sync(reason)
         self._drain_releases()
 
     def _waits_unlocked(self) -> bool:

@@ -208,4 +208,6 @@ class HostValues:
                              max_line_width=np.get_printoptions()["linewidth"] - extra)
         if "dtype=" not in text:
             text = f"{text[:-1]}, dtype={self.dtype.name})"
-        return _REPR_NAME + text[len("array("):].replace("\n", "\n" + " " * extra)
+        lines = text[len("array("):].split("\n")
+        return _REPR_NAME + "\n".join(lines[:1] + [" " * extra + line if line else line
+                                                   for line in lines[1:]])

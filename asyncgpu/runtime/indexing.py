@@ -251,7 +251,8 @@ def setitem(x: Array, key: Any, value: Any) -> None:
         value = _upload(np.asarray(value))
     x, comps = parse(x, key)
     # A host mask stands for its nonzero() indices (NumPy's definition), uploaded as integer
-    # arrays: the library then needs not count it on the host, as it counts a device mask.
+    # arrays: the library then needs not count it on the host, as it counts a device mask
+    # (the upload is 8 bytes an axis for each true element, where the mask is 1 for each).
     comps = [e for k in comps for e in
              (np.nonzero(k) if isinstance(k, np.ndarray) and k.dtype.kind == "b" and k.ndim
               else (k,))]

@@ -501,13 +501,14 @@ class SimBackend(Backend):
                         self._unmark(uid, lo, hi)
 
     def _begin_failed(self, stream: SimStream, op: Any, exc: MemoryError) -> None:
-        """The private copy of what ``op`` reads did not fit in the host's memory: a fault of
-        that operation alone, reported at the next wait; the queue behind it goes on."""
+        """What ``op`` needs of the host's memory to begin did not fit: a fault of that
+        operation alone, reported at the next wait; the queue behind it goes on."""
         stream.ops.popleft()
         err = KernelFault(
             f"{op.label} could not run on the simulator: the host's memory had no room for "
-            f"its private copy of the bytes it reads (the simulator runs each operation on "
-            f"one; the GPU needs none) ({exc}); free arrays or use smaller ones")
+            f"what it needs there (its private copy of the bytes it reads, which the GPU does "
+            f"not need, or a device's copy of an array) ({exc}); free arrays or use smaller "
+            f"ones ({self.replay_hint()})")
         err.__cause__ = exc
         self._errors.append(err)
         self._fault_writes(op.payload, err)
