@@ -247,6 +247,31 @@ def test_a_loop_dropping_a_large_temporary_each_step_fits_where_its_serial_run_f
             assert ag.statistics().host_syncs.get("allocation", 0) > before
 
 
+def test_a_recorded_function_making_a_large_temporary_each_call_fits(gpu):
+    """The temporaries of earlier calls are held by their issued kernels: an allocation inside
+    the recorded body the GPU refuses waits for those and reuses their memory."""
+    import cupy
+
+    ag = gpu
+    with ag.configure(memory="explicit"):
+        n = int(cupy.cuda.runtime.memGetInfo()[0] * 0.2) // 8
+        set_first = ag.cuda_kernel(STEP, "set_first")
+        head = ag.cuda_kernel(STEP, "head")
+        out = ag.zeros(8)
+
+        @ag.graph
+        def step(i):
+            t = ag.empty(n)
+            set_first[1, 1](t, float(i))
+            head[1, 1](t, out, i)
+
+        before = ag.statistics().host_syncs.get("allocation", 0)
+        for i in range(8):
+            step(i)
+        assert out.numpy().tolist() == [float(i) for i in range(8)]
+        assert ag.statistics().host_syncs.get("allocation", 0) > before
+
+
 def test_compile_error_carries_the_log(gpu):
     ag = gpu
     k = ag.cuda_kernel('extern "C" __global__ void broken(float* x) { x[0] = undefined_name; }',
