@@ -368,7 +368,7 @@ def test_the_served_tenants_benchmark_checks_every_mode_and_holds_the_others_whe
     # (a runtime of its own, as above: the benchmark's exclusive tenant outlives it)
     with ag.configure(backend="sim", sim_seed=2, sim_devices=2, device=1):
         result = tenants.measure_served(ag, "tiny", steps=2, warmup=1, mix=("vec", "bs"),
-                                        block=32)
+                                        block=32, num_blocks=1)
         stats = ag.tenants()
     assert list(result["rows"]) == list(tenants.SERVED_MODES)
     assert set(result["alone"]) == {"alone", "alone, exclusive"}

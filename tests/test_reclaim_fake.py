@@ -3,7 +3,7 @@
 
 A dropped array's memory is held by its unfinished kernels until they retire; an allocation
 the device refuses first waits for the work in flight and frees what that released
-(``Runtime.reclaim``), so a loop that drops a temporary each step fits where its serial run
+(``Runtime.allocating``), so a loop that drops a temporary each step fits where its serial run
 fits. The stand-in's events complete at once, but nothing retires them before a host wait or
 a poll (over 32 nodes in flight), as on a GPU whose work is still queued.
 """

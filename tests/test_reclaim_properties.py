@@ -1,5 +1,5 @@
 """Random programs on a small simulated device: every program whose serial run fits also fits
-asynchronously, and computes the same values (``Runtime.reclaim``).
+asynchronously, and computes the same values (``Runtime.allocating``).
 
 The programs are those of ``tests/programs.py`` (launches, host reads and writes over three
 allocations and their views) with steps that allocate: a temporary made from host data and

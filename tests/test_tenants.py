@@ -506,7 +506,7 @@ def test_the_tenants_benchmark_times_its_steps_with_the_warm_objects_frozen(monk
     before = gc.get_freeze_count()
     with ag.configure(backend="sim", sim_seed=3):
         tenants.measure(ag, "tiny", rounds=1, warmup=1, mix=("vec", "bs"), block=32,
-                        check_rounds=0)
+                        num_blocks=1, check_rounds=0)
     assert frozen[False][:2] == [before, before]        # each workload's warm-up step
     assert frozen[True] and min(frozen[True]) > before
     assert gc.get_freeze_count() == before
@@ -518,7 +518,7 @@ def test_the_tenants_benchmark_with_recorded_steps_checks_every_mode_and_regulat
     with ag.configure(backend="sim", sim_seed=2):
         graphs = ag.statistics().graphs_replayed
         result = tenants.measure(ag, "tiny", rounds=1, warmup=1, mix=("vec", "bs"),
-                                 block=32, recorded=True, check_rounds=0)
+                                 block=32, num_blocks=1, recorded=True, check_rounds=0)
         assert result["recorded"] and "no plan" not in result["plan"]["plan"]
         assert ag.statistics().graphs_replayed > graphs
 
@@ -543,7 +543,7 @@ def test_the_tenants_benchmark_times_the_modes_in_turns(monkeypatch, fresh_runti
     with ag.configure(backend="sim", sim_seed=4):
         known = ag.tenants().get("vec-tenant")      # (the runtime outlives other tests' runs)
         result = tenants.measure(ag, "tiny", rounds=4, warmup=1, mix=("vec", "bs"), block=32,
-                                 check_rounds=0, turns=3)
+                                 num_blocks=1, check_rounds=0, turns=3)
         steps = ag.tenants()["vec-tenant"].steps - (known.steps if known else 0)
         assert steps == 1 + 4           # an untimed round, then 4 in three turns
     modes = ["vec-one-stream", "threads", "vec-tenant", "vec-one-thread", "vec-regulated",

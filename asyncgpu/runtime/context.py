@@ -286,29 +286,37 @@ class Runtime(HostAccess, TenantSteps):
     def allocate(self, nbytes: int) -> Any:
         with self._lock:
             self._drain_releases()
-            try:
-                return self.backend.alloc(nbytes)
-            except OutOfMemoryError:
-                self.reclaim()
-            return self.backend.alloc(nbytes)       # (a second refusal is the user's)
+            return self.allocating(self.backend.alloc, nbytes)
 
-    def reclaim(self) -> None:
-        """After an allocation was refused: give back the memory of the arrays the program
-        dropped, then let the caller try once more (as CuPy's pool collects and empties
-        itself before it gives up).
+    def allocating(self, alloc: Callable[[int], Any], nbytes: int) -> Any:
+        """``alloc(nbytes)``, tried again after each way of giving back the memory of arrays
+        the program dropped, before the device's refusal (``OutOfMemoryError``) is the
+        caller's: as CuPy's pool empties itself and collects before it gives up. Under the
+        lock.
 
         A dropped array's memory is held by the unfinished work that uses it until that work
         retires, which happens at a host wait or when polling finds it done; a program that
         drops a temporary in each step without ever waiting would run out of memory where
-        its serial run fits. So: collect arrays dropped in reference cycles, wait for the
-        work in flight (every stream: other threads' too; inside a recorded function too,
-        whose own launches are deferred, not in flight) and retire it, and free what that
-        released. Nothing is waited for while a stream capture is open (a synchronize would
-        break it). A fault met by the wait is raised here, as at any wait."""
-        gc.collect()        # (arrays in reference cycles; finalizers only queue their buffers)
-        self._drain_releases()
-        if self.streams.inflight and not self.backend.captures.engaged:
-            self._synchronize_locked("allocation")
+        its serial run fits. So, first, wait for the work in flight (every stream: other
+        threads' too; inside a recorded function too, whose own launches are deferred, not in
+        flight), retire it and free what that released (counted as the host wait
+        ``allocation``; not while a stream capture is open, which a synchronize would break;
+        a fault met by the wait is raised here, as at any wait); then, collect the arrays
+        dropped in reference cycles (a full collection: tens of milliseconds where Numba and
+        CuPy are loaded)."""
+        try:
+            return alloc(nbytes)
+        except OutOfMemoryError:
+            if self.streams.inflight and not self.backend.captures.engaged:
+                self._synchronize_locked("allocation")
+            else:
+                self._drain_releases()
+        try:
+            return alloc(nbytes)
+        except OutOfMemoryError:
+            gc.collect()        # (finalizers only queue their buffers)
+            self._drain_releases()
+        return alloc(nbytes)
 
     def release_later(self, alloc_id: int, buffer: Any) -> None:
         """Called from ``Allocation.__del__``: queue the buffer (deque.append is atomic)."""

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ...core.deps import Access
-from ...core.errors import AsyncGPUError, OutOfMemoryError, call_failed
+from ...core.errors import AsyncGPUError, call_failed
 from ...runtime.allocation import DEVICE, Allocation, c_strides
 from ...runtime.array import Array, own_layout
 from ...runtime.call_args import fill
@@ -73,11 +73,9 @@ class CudaCallLaunch:
         def malloc(size: int) -> Any:
             if size == 0:
                 return backend.pool.malloc(0)
-            try:
-                buf = backend.alloc(size)     # inside `with stream`: this stream's arena
-            except OutOfMemoryError:
-                self.runtime.reclaim()      # (what dropped arrays hold: see Runtime.reclaim)
-                buf = backend.alloc(size)
+            # (inside `with stream`: this stream's arena; what dropped arrays hold is given
+            # back first where the device refuses, see Runtime.allocating)
+            buf = self.runtime.allocating(backend.alloc, size)
             chunks.append(buf)
             return buf.mem
 
