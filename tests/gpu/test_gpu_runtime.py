@@ -217,6 +217,21 @@ def test_refuses_more_memory_than_the_gpu_has(gpu, memory):
         assert ag.zeros(4, np.float32).numpy().tolist() == [0.0] * 4
 
 
+@pytest.fixture
+def most_of_the_memory():
+    """The tests that fill most of the GPU's memory take turns (pytest-xdist's workers share
+    one GPU): each sizes its arrays by the memory free when it starts."""
+    import fcntl
+    import tempfile
+
+    with open(f"{tempfile.gettempdir()}/asyncgpu-gpu-memory.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 STEP = r'''
 extern "C" __global__ void set_first(double* t, double v) { t[0] = v; }
 extern "C" __global__ void head(const double* t, double* out, int i) { out[i] = t[0]; }
@@ -224,7 +239,8 @@ extern "C" __global__ void head(const double* t, double* out, int i) { out[i] = 
 
 
 @pytest.mark.parametrize("memory", ["explicit", "managed"])
-def test_a_loop_dropping_a_large_temporary_each_step_fits_where_its_serial_run_fits(gpu, memory):
+def test_a_loop_dropping_a_large_temporary_each_step_fits_where_its_serial_run_fits(
+        gpu, memory, most_of_the_memory):
     """Each step's temporary (a fifth of the free memory) is dropped with its kernels still
     pending: an allocation the GPU refuses waits for them and reuses what they held."""
     import cupy
@@ -247,7 +263,7 @@ def test_a_loop_dropping_a_large_temporary_each_step_fits_where_its_serial_run_f
             assert ag.statistics().host_syncs.get("allocation", 0) > before
 
 
-def test_a_recorded_function_making_a_large_temporary_each_call_fits(gpu):
+def test_a_recorded_function_making_a_large_temporary_each_call_fits(gpu, most_of_the_memory):
     """The temporaries of earlier calls are held by their issued kernels: an allocation inside
     the recorded body the GPU refuses waits for those and reuses their memory."""
     import cupy
