@@ -47,22 +47,22 @@ def device_groups(preds: list[list[int]], slots: list[int]) -> list[tuple[int, l
 
 
 def issue_placed(rt: Any, launches: list[Any]) -> list[int]:
-    """Issue ``launches`` eagerly, one node each; returns the device slot each was placed on.
-    (Placing a node makes its device the *home* of each allocation it uses but another
-    library's, whose home is where that memory is: the home of its first argument of ours,
-    read right after its issue, is its device; a launch on imported memory alone runs where
-    it was pinned, or where that memory is.)"""
+    """Issue ``launches`` eagerly, one node each; returns the device slot each was placed on:
+    the device whose count of placed nodes its issue raised (``Statistics.placed``), else (a
+    launch that issued nothing, an empty one) where it was pinned, or its first argument's
+    home."""
     slots = []
+    placed = rt.stats.placed
     for launch in launches:
+        before = dict(placed)
         launch.issue(rt)
-        arrays = launch.arrays
-        home = next((a.alloc.home for a in arrays if not a.alloc.fixed), None)
-        if home is not None:
-            slots.append(home)
-        elif launch.pin >= 0 or not arrays:
+        number = next((n for n, count in placed.items() if count != before.get(n, 0)), None)
+        if number is not None:
+            slots.append(rt.devices.index(number))
+        elif launch.pin >= 0 or not launch.arrays:
             slots.append(max(launch.pin, 0))
         else:
-            slots.append(arrays[0].alloc.home)
+            slots.append(launch.arrays[0].alloc.home)
     return slots
 
 
