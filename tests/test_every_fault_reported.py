@@ -173,66 +173,56 @@ def test_a_fault_met_while_recovering_from_an_interrupted_launch_is_kept():
         ag.synchronize()
 
 
-def test_a_fault_never_waited_for_is_reported_when_the_program_ends(tmp_path):
+#: A program whose kernel ``boom`` (launched at line 10 of the program, after ``setup``)
+#: writes out of bounds and is never waited for.
+_BOOM = ("import threading, time, numpy as np, asyncgpu as ag\n"
+         "from numba import cuda\n"
+         "@ag.kernel\n@cuda.jit\n"
+         "def boom(x, n):\n"
+         "    i = cuda.grid(1)\n"
+         "    if i < n:\n"
+         "        x[i + 1000] = 1.0\n"
+         "x = ag.zeros(8, np.float32)\n"
+         "boom[1, 8](x, 8)\n")
+
+
+def _stderr_at_exit(tmp_path, name, rest, strategy):
+    """What the program ``_BOOM`` then ``rest`` writes to standard error, run on sim."""
     import os
     import subprocess
     import sys
 
-    program = tmp_path / "ends_without_waiting.py"
-    program.write_text(
-        "import numpy as np, asyncgpu as ag\n"
-        "from numba import cuda\n"
-        "@ag.kernel\n@cuda.jit\n"
-        "def boom(x, n):\n"
-        "    i = cuda.grid(1)\n"
-        "    if i < n:\n"
-        "        x[i + 1000] = 1.0\n"
-        "x = ag.zeros(8, np.float32)\n"
-        "boom[1, 8](x, 8)\n"          # no synchronize, no read: the program just ends
-    )
-    env = dict(os.environ, ASYNCGPU_BACKEND="sim", ASYNCGPU_SIM_STRATEGY="lazy")
+    program = tmp_path / f"{name}.py"
+    program.write_text(_BOOM + rest)
+    env = dict(os.environ, ASYNCGPU_BACKEND="sim", ASYNCGPU_SIM_STRATEGY=strategy)
     done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True,
                           env=env, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "faults no synchronization reported" in done.stderr
-    assert "ends_without_waiting.py:10" in done.stderr
+    return done.stderr
+
+
+def test_a_fault_never_waited_for_is_reported_when_the_program_ends(tmp_path):
+    said = _stderr_at_exit(tmp_path, "ends_without_waiting", "", "lazy")   # (it just ends)
+    assert "faults no synchronization reported" in said
+    assert "ends_without_waiting.py:10" in said
 
 
 def test_a_fault_never_waited_for_is_reported_at_exit_while_a_daemon_thread_keeps_launching(
         tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    program = tmp_path / "daemon_at_exit.py"
-    program.write_text(
-        "import threading, time, numpy as np, asyncgpu as ag\n"
-        "from numba import cuda\n"
-        "@ag.kernel\n@cuda.jit\n"
-        "def boom(x, n):\n"
-        "    i = cuda.grid(1)\n"
-        "    if i < n:\n"
-        "        x[i + 1000] = 1.0\n"
+    said = _stderr_at_exit(tmp_path, "daemon_at_exit", (
         "def slow_twin(x):\n"                 # (a twin that takes its time, run at its
         "    time.sleep(0.02)\n"                # launch: the daemon holds the runtime's lock
         "    x += 1.0\n"                        # most of the time)
         "slow = ag.cuda_kernel('extern \"C\" __global__ void slow(float* x) {}', 'slow',\n"
         "                      sim=slow_twin)\n"
-        "x = ag.zeros(8, np.float32)\n"
-        "boom[1, 8](x, 8)\n"
         "def background():\n"
         "    z = ag.zeros(64, np.float32)\n"
         "    while True:\n"
         "        slow[1, 1](z)\n"
         "threading.Thread(target=background, daemon=True).start()\n"
-        "time.sleep(0.3)\n"
-    )
-    env = dict(os.environ, ASYNCGPU_BACKEND="sim", ASYNCGPU_SIM_STRATEGY="eager")
-    done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True,
-                          env=env, timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert "faults no synchronization reported" in done.stderr
-    assert "daemon_at_exit.py:15" in done.stderr
+        "time.sleep(0.3)\n"), "eager")
+    assert "faults no synchronization reported" in said
+    assert "daemon_at_exit.py:10" in said
 
 
 @pytest.mark.parametrize("memory", ["explicit", "managed"])

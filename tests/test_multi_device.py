@@ -93,15 +93,20 @@ def _placed_on(ag):
     return a.device.id
 
 
-def test_a_device_block_left_out_of_order_by_a_generator_leaves_the_later_one_in_force(four):
-    ag = four
-
+def _held_on_device_1(ag):
+    """A generator suspended inside ``with ag.device(1):``."""
     def pinned_generator():
         with ag.device(1):
             yield
 
     held = pinned_generator()
     next(held)
+    return held
+
+
+def test_a_device_block_left_out_of_order_by_a_generator_leaves_the_later_one_in_force(four):
+    ag = four
+    held = _held_on_device_1(ag)
     with ag.device(2):
         held.close()                            # leaves device(1)'s block inside device(2)'s
         assert [_placed_on(ag) for _ in range(3)] == [2, 2, 2]
@@ -114,13 +119,7 @@ def test_a_device_block_left_in_another_thread_is_refused_and_pins_nothing_more(
     import threading
 
     ag = four
-
-    def pinned_generator():
-        with ag.device(1):
-            yield
-
-    held = pinned_generator()
-    next(held)
+    held = _held_on_device_1(ag)
     said = []
 
     def close():
