@@ -163,7 +163,7 @@ def test_the_tenants_benchmark_runs_the_workloads_partitioned_and_checks_them():
 
     with ag.configure(backend="sim", sim_seed=5):
         result = tenants.measure(ag, "tiny", rounds=1, warmup=0, mix=("vec", "bs"), block=32,
-                                 check_rounds=0, partitions=True)
+                                 num_blocks=1, check_rounds=0, partitions=True)
         assert [r["mode"] for r in result["rows"]] == [*tenants.MODES, "partitioned"]
         ledger = current_runtime().backend._sms[0]
         assert {name: ledger.sms_of(name) for name in ledger.owners} == {

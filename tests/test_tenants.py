@@ -465,7 +465,7 @@ def test_the_tenants_benchmark_checks_every_mode_on_the_simulator(fresh_runtime)
 
     with ag.configure(backend="sim", sim_seed=1):
         result = tenants.measure(ag, "small", rounds=1, warmup=0, mix=("vec:tiny", "hits:tiny"),
-                                 block=32, check_rounds=0)     # (each at a scale of its own)
+                                 block=32, num_blocks=1, check_rounds=0)  # (scales their own)
         assert [r["mode"] for r in result["rows"]] == list(tenants.MODES)
         assert "no plan" not in result["plan"]["plan"]      # (regulated reached its plan)
         # (and so did its twin whose steps one thread issues, tenant by tenant)
