@@ -43,7 +43,9 @@ def device_cast(x: Any, dtype: Any) -> Any:
     the 32-bit conversion's low bits (``300.7`` to ``int8`` is 44, ``inf`` is -1); NaN is 0,
     but for a double to a 32-bit integer (the lowest int32, or 2**31 unsigned) and for any
     float to a 64-bit one (the lowest int64, or 2**63 unsigned). NumPy leaves these
-    undefined (x86 gives the lowest value). Other conversions are NumPy's."""
+    undefined (x86 gives the lowest value). Other conversions are NumPy's. (A simulated
+    Numba kernel's store converts one element as Numba's compile does, which differs for
+    8-bit types and NaN: ``asyncgpu.backends.sim.kernels.device_integer``.)"""
     x, dtype = np.asarray(x), np.dtype(dtype)
     if x.dtype.kind != "f" or dtype.kind not in "iu":
         return x.astype(dtype)

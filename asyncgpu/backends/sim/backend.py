@@ -52,6 +52,7 @@ from ...core.errors import (AnnotationViolation, DeadlockError, KernelFault, Out
 from ...core.partitions import GRAIN, SmLedger, reserve_on_each
 from ..capture import CaptureTracker, Expansion, Graph, check_launch, destroy
 from .buffers import ForeignSimBuffer, SimBuffer, SimCopy
+from .fault_marks import FaultMarks, Marks
 from .kernels import make_launch
 from .interrupts import uninterrupted
 from .library import make_call
@@ -142,9 +143,8 @@ class SimBackend(Backend):
         self._events = 0
         self._order = itertools.count()
         self._errors: list[BaseException] = []
-        #: buffer uid -> ``(lo, hi, fault)``: bytes a kernel or call that faulted was to write,
-        #: until a later one overwrites them (:meth:`_check_faulted`)
-        self._faulted: dict[int, list[tuple[int, int, BaseException]]] = {}
+        #: bytes a kernel or call that faulted was to write, until overwritten
+        self._faulted = FaultMarks()
         self._pool: dict[int, list[SimBuffer]] = {}
         self._priority: dict[int, float] = {}
         self._pct_changes = {self.rng.randrange(1, 400) for _ in range(3)}
@@ -322,30 +322,17 @@ class SimBackend(Backend):
 
     def host_access(self, accesses: Any, label: str) -> None:
         """Host accesses need no simulation: memory is coherent and waits were done. A read of
-        what a faulted kernel was to write raises (:meth:`_check_faulted`)."""
+        what a faulted kernel was to write raises (``FaultMarks.check``)."""
         if self._faulted:
             for a in accesses:
                 if not a.write:
-                    self._check_faulted(a.alloc.buffer, a.lo, a.hi, label)
+                    self._faulted.check(a.alloc.buffer.uid, a.lo, a.hi, label)
 
     def host_written(self, buffer: SimBuffer, lo: int, hi: int) -> None:
         """The host wrote every byte of ``[lo, hi)`` of ``buffer`` (after the write: one that
         was refused wrote nothing): they are the program's again."""
         if buffer.uid in self._faulted:
-            self._unmark(buffer.uid, lo, hi)
-
-    def _check_faulted(self, buffer: SimBuffer, lo: int, hi: int, label: str) -> None:
-        """KernelFault if bytes ``[lo, hi)`` of ``buffer`` hold what a kernel or call that
-        faulted was to write: they are not what the program computed (the fault itself was
-        raised at the host wait that met it first, maybe in another thread; this read must
-        not pass for a good one). A later kernel or call that overwrites them
-        (``written_ranges``: write-only, every byte), or a host write of every byte of them
-        (:meth:`host_written`), clears them; a copy moves them as they are."""
-        for first, end, fault in self._faulted.get(buffer.uid, ()):
-            if first < hi and lo < end:
-                raise KernelFault(f"{label}: its contents were to be written by work that "
-                                  f"faulted, and are not the program's ({fault}); write the "
-                                  "array again before reading it") from fault
+            self._faulted.unmark(buffer.uid, lo, hi)
 
     # -- memory ------------------------------------------------------------------------------
     def alloc(self, nbytes: int) -> SimBuffer:
@@ -487,18 +474,18 @@ class SimBackend(Backend):
             op.payload.end(state)
         except AnnotationViolation as exc:
             self._errors.append(AnnotationViolation(f"{exc} ({self.replay_hint()})"))
-            self._fault_writes(op.payload, self._errors[-1])
+            self._faulted.mark(op.payload, self._errors[-1])
         except Exception as exc:  # the kernel's own error: reported at the next host wait
             err = KernelFault(f"{op.label} raised {type(exc).__name__}: {exc} "
                               f"({self.replay_hint()})")
             err.__cause__ = exc
             self._errors.append(err)
-            self._fault_writes(op.payload, err)
+            self._faulted.mark(op.payload, err)
         else:
             if self._faulted:
                 for uid, lo, hi, overwritten in op.payload.written_ranges():
                     if overwritten and uid in self._faulted:
-                        self._unmark(uid, lo, hi)
+                        self._faulted.unmark(uid, lo, hi)
 
     def _begin_failed(self, stream: SimStream, op: Any, exc: MemoryError) -> None:
         """What ``op`` needs of the host's memory to begin did not fit: a fault of that
@@ -511,36 +498,16 @@ class SimBackend(Backend):
             f"ones ({self.replay_hint()})")
         err.__cause__ = exc
         self._errors.append(err)
-        self._fault_writes(op.payload, err)
+        self._faulted.mark(op.payload, err)
 
-    def _unmark(self, uid: int, lo: int, hi: int) -> None:
-        """Bytes ``[lo, hi)`` of buffer ``uid`` were overwritten: no longer a fault's."""
-        kept = []
-        for first, end, fault in self._faulted[uid]:
-            if first < lo:
-                kept.append((first, min(end, lo), fault))
-            if hi < end:
-                kept.append((max(first, hi), end, fault))
-        if kept:
-            self._faulted[uid] = kept
-        else:
-            del self._faulted[uid]
-
-    def faulted_marks(self) -> dict[int, list[tuple[int, int, BaseException]]]:
+    def faulted_marks(self) -> Marks:
         """The bytes a faulted kernel or call was to write, by buffer ``uid``, with the fault."""
-        return {uid: list(marks) for uid, marks in self._faulted.items()}
+        return self._faulted.copied()
 
-    def mark_faulted(self, marks: dict[int, list[tuple[int, int, BaseException]]]) -> None:
+    def mark_faulted(self, marks: Marks) -> None:
         """Mark these buffers (by ``uid``) as a faulted kernel's (a backend made anew takes
         over the marks of the one before: ``asyncgpu.runtime.switch``)."""
         self._faulted.update(marks)
-
-    def _fault_writes(self, payload: Any, fault: BaseException) -> None:
-        """What a faulted kernel or call was to write is marked, so that reads of it raise
-        (:meth:`_check_faulted`)."""
-        for uid, lo, hi, _ in payload.written_ranges():
-            if lo < hi:
-                self._faulted.setdefault(uid, []).append((lo, hi, fault))
 
     def _raise_errors(self) -> None:
         # every pending fault, not only the first: each names its launch site
