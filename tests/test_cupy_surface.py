@@ -279,11 +279,33 @@ def test_feature_detection_of_a_name_the_simulator_cannot_run_answers_false(sim)
     (lambda: _value(acp.ravel_multi_index((acp.asarray(np.array([0, 5])),
                                            acp.asarray(np.array([1, 1]))), (2, 3))),
      ("int64", [1, 4])),
+    # (CuPy's ufunc.at is its scatter kernel, compress a take of the nonzero positions, and
+    # searchsorted takes the data in sorter's order: each wraps as take does)
+    (lambda: _value(_scattered(acp.add, acp.asarray(np.array([5, -1, 0])), 1.0)),
+     ("float32", [1.0, 0.0, 2.0])),
+    (lambda: _value(_scattered(acp.maximum, acp.asarray(np.array([4])), 7.0)),
+     ("float32", [0.0, 7.0, 0.0])),
+    (lambda: _value(acp.compress(acp.asarray(np.array([True, False, True, True])),
+                                 acp.asarray(np.array([10.0, 20.0, 30.0])))),
+     ("float64", [10.0, 30.0, 10.0])),
+    (lambda: _value(acp.asarray(np.array([10.0, 20.0, 30.0])).compress([0, 1, 0, 1])),
+     ("float64", [20.0, 10.0])),
+    (lambda: _value(acp.searchsorted(acp.asarray(np.array([3.0, 1.0, 2.0])),
+                                     acp.asarray(np.array([2.5])),
+                                     sorter=acp.asarray(np.array([1, 5, 0])))),
+     ("int64", [2])),
 ], ids=["take", "take-negative", "take-array", "take_along_axis", "getitem", "getitem-ellipsis",
-        "setitem", "setitem-tuple", "put_along_axis", "ravel_multi_index"])
+        "setitem", "setitem-tuple", "put_along_axis", "ravel_multi_index", "add.at",
+        "maximum.at", "compress", "ndarray.compress", "searchsorted-sorter"])
 def test_take_wraps_an_index_out_of_range_around_as_cupy_does(sim, case, expected):
     r = case()
     assert (int(r) if not isinstance(r, tuple) else r) == expected
+
+
+def _scattered(ufunc, indices, value):
+    a = acp.zeros(3, dtype=np.float32)
+    ufunc.at(a, indices, value)
+    return a
 
 
 def _assigned(a, index, value):
@@ -707,3 +729,48 @@ def test_max_min_all_any_and_kin_take_a_list_of_axes_and_var_refuses_one_as_cupy
         acp.var(m, axis=[1])
     with pytest.raises(TypeError, match="not list"):
         m.std(axis=[0])
+
+
+def test_unique_values_keeps_each_nan_as_cupys(sim):
+    """cupy/_manipulation/add_remove.py: unique_values is unique(x, equal_nan=False)."""
+    got = acp.unique_values(acp.asarray(np.array([np.nan, 1.0, np.nan]))).get()
+    assert got[0] == 1.0 and np.isnan(got[1:]).all() and got.size == 3
+
+
+def test_an_integer_array_to_a_negative_float_power_is_a_float_reciprocal(sim):
+    """CuPy's __pow__ with -1.0 is reciprocal(x, dtype=float64): 1 / 0 is inf there; without
+    dtype an integer reciprocal of 0 is 0. (The simulator inferred int64 from stand-in values
+    holding a 0 and faulted at the next wait on data without one.)"""
+    x = acp.asarray(np.array([4, 2]))
+    assert _value(x ** -1.0) == ("float64", [0.25, 0.5])
+    assert _value(acp.reciprocal(x, dtype=np.float64)) == ("float64", [0.25, 0.5])
+    assert _value(acp.asarray(np.array([0, 4])) ** -1.0) == ("float64", [np.inf, 0.25])
+    assert _value(acp.reciprocal(acp.asarray(np.array([0, 4], np.int32)))) == ("int32", [0, 0])
+
+
+def test_quantile_of_single_floats_with_a_python_q_stays_single_and_refuses_a_2d_q(sim):
+    """cupy/_statistics/order.py: the result type is result_type(a, q) with q as given (a
+    Python number weak), and a q of more than one dimension raises ValueError."""
+    x = acp.arange(10, dtype=np.float32)
+    assert acp.quantile(x, 0.5).dtype == np.float32
+    assert acp.percentile(x, 50).dtype == np.float32
+    assert acp.quantile(x, [0.5]).dtype == np.float64      # (a list: a float64 array first)
+    with pytest.raises(ValueError, match="Expected q to have a dimension of 1"):
+        acp.quantile(acp.arange(10.0), acp.asarray(np.array([[0.1, 0.5]])))
+
+
+def test_a_half_float_variance_sums_in_half_and_overflows_as_cupys_kernel(sim):
+    """cupy/_core/_routines_statistics.pyx: _var_core_float16 reduces in its output type."""
+    assert np.isinf(float(acp.var(acp.arange(100, dtype=np.float16))))
+    assert float(acp.var(acp.arange(10, dtype=np.float16))) == 8.25
+
+
+def test_a_gather_from_an_array_without_elements_is_refused_at_the_call(sim):
+    """CuPy's take: 'cannot do a non-empty take from an empty axes.' before anything runs."""
+    idx = acp.asarray(np.array([0]))
+    with pytest.raises(IndexError, match="non-empty take from an empty axes"):
+        acp.zeros(0)[idx]
+    with pytest.raises(IndexError, match="non-empty take from an empty axes"):
+        acp.zeros((2, 0))[:, idx]
+    assert acp.zeros((0, 3))[:, idx].shape == (0, 1)
+    assert float(acp.ones(3)[idx][0]) == 1.0             # (the runtime goes on)

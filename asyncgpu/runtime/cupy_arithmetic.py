@@ -173,11 +173,14 @@ def _divmod(x1: Any, x2: Any, /, *outs: Any, **kwargs: Any) -> Any:
 
 
 def _reciprocal(x: Any, /, out: Any = None, **kwargs: Any) -> Any:
-    """``1 / x``; for integers 0 where ``x`` is 0, as CuPy computes it."""
+    """``1 / x``; computed in integers (``x`` an integer array and no other ``dtype=``), 0
+    where ``x`` is 0, as CuPy computes it. (``x ** -1.0`` is this with ``dtype=float64``.)"""
     a = np.asarray(x)
-    if a.dtype.kind not in "iu" or not np.any(a == 0):
+    dtype = kwargs.get("dtype")
+    loop = a.dtype if dtype is None else np.dtype(dtype)
+    if loop.kind not in "iu" or not np.any(a == 0):
         return np.reciprocal(x, out=out, **kwargs)
-    result = np.where(a == 0, 0, np.reciprocal(np.where(a == 0, 1, a))).astype(a.dtype)
+    result = np.where(a == 0, 0, np.reciprocal(np.where(a == 0, 1, a))).astype(loop)
     return into(out, result, kwargs.get("casting", "same_kind"))
 
 

@@ -146,6 +146,27 @@ def _wrapped(shape: tuple[int, ...], index: Any) -> Any:
     return tuple(items) if type(index) is tuple else items[0]
 
 
+def _compress(condition: Any, a: Any, axis: Any = None, out: Any = None) -> Any:
+    """CuPy's ``compress``: ``a`` taken at the condition's nonzero positions, which may pass
+    the axis' end (its length is not checked: they wrap around, as :func:`_take`'s)."""
+    if np.isscalar(condition):
+        raise ValueError("condition must be a 1-d array")
+    if not isinstance(condition, np.ndarray):
+        condition = np.array(condition, dtype=int)
+        if condition.ndim != 1:
+            raise ValueError("condition must be a 1-d array")
+    return np.take(a, np.nonzero(condition)[0], axis, out, "wrap")
+
+
+def _scatter(ufunc: np.ufunc) -> Callable[..., Any]:
+    """CuPy's ``ufunc.at``: its scatter kernel wraps an index array's values out of range
+    around, as ``a[idx] = v`` does."""
+    def at(a: Any, indices: Any, b: Any = None) -> None:
+        ufunc.at(a, _wrapped(a.shape, indices), b)
+    at.__name__ = f"{ufunc.__name__}.at"
+    return at
+
+
 def _getitem(self: Any, index: Any) -> Any:
     return self[_wrapped(self.shape, index)]
 
@@ -239,6 +260,14 @@ def _searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Any
     if type(v) in (list, tuple) or isinstance(v, np.generic):
         raise NotImplementedError("Only python scalars or ndarrays are supported as v (CuPy's "
                                   "searchsorted): pass asyncgpu.asarray(v), or a Python number")
+    if sorter is not None and np.size(a):
+        # (CuPy's: the data taken in sorter's order, an index out of range wrapped around)
+        sorter = np.asarray(sorter)
+        if sorter.dtype.kind not in "iu":
+            raise TypeError("sorter must be of integer type")
+        if sorter.size != np.size(a):
+            raise ValueError("sorter.size must equal a.size")
+        a, sorter = np.take(a, sorter, mode="wrap"), None
     return np.searchsorted(a, v, side=side, sorter=sorter)
 
 
@@ -383,7 +412,7 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "bincount": _bincount,
     "kron": _kron,
     # (CuPy's are sorted, as unique's; NumPy 2's come in hash order)
-    "unique_values": lambda x: np.unique(x),
+    "unique_values": lambda x: np.unique(x, equal_nan=False),
     "where": _where,
     "clip": _clip,
     "dot": _dot,
@@ -422,5 +451,10 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "ndarray.take": lambda x, indices, axis=None, out=None: np.take(x, indices, axis, out,
                                                                     "wrap"),
     "put": lambda a, ind, v, mode="wrap": np.put(a, ind, v, mode),
+    "compress": _compress,
+    "ndarray.compress": lambda x, condition, axis=None, out=None: _compress(condition, x, axis,
+                                                                            out),
+    **{f"{name}.at": _scatter(getattr(np, name)) for name in (
+        "add", "subtract", "maximum", "minimum", "bitwise_and", "bitwise_or", "bitwise_xor")},
     "ndarray.put": lambda x, indices, values, mode="wrap": np.put(x, indices, values, mode),
 }

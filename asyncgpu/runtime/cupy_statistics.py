@@ -102,9 +102,11 @@ def _var(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: int
             squares = deviation * deviation
         # (CuPy's kernels give half, single or else double precision, whatever dtype says)
         kernel = out_dt if out_dt in (np.float16, np.float32) else np.dtype(np.float64)
-        work = np.float32 if kernel == np.float16 else kernel
-        result = (np.sum(squares, axis=axes, dtype=work, keepdims=keepdims)
-                  * np.asarray(alpha, work)).astype(kernel)
+        # (summed in the kernel's own type, half included: a half variance of large values
+        # overflows to inf as on the GPU; scaled by a single-precision alpha below double)
+        scale = np.float64 if kernel == np.float64 else np.float32
+        result = (np.sum(squares, axis=axes, dtype=kernel, keepdims=keepdims)
+                  * np.asarray(alpha, scale)).astype(kernel)
     return into(out, result, "unsafe")
 
 
@@ -175,7 +177,11 @@ def _quantile(a: Any, q: Any, axis: Any = None, out: Any = None,
     if not (np.count_nonzero(0.0 <= qs) and np.count_nonzero(qs <= 1.0)):
         raise ValueError(f"{_QUANTILE_NAMES[percent]} must be in the range "
                          f"[0, {100 if percent else 1}]")
-    dtype = np.result_type(x, qs)
+    # (CuPy's type: of the data with q as given, a Python number weak as in NumPy 2; a list
+    # or tuple an array first)
+    dtype = np.result_type(x, qs if isinstance(q, (list, tuple)) else q)
+    if qs.ndim > 1:
+        raise ValueError(f"Expected q to have a dimension of 1. Actual: {qs.ndim} != 1")
     zerod = qs.ndim == 0
     qs = qs.reshape(-1)
     axes = tuple(range(x.ndim)) if axis is None else \

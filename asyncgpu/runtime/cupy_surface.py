@@ -178,8 +178,9 @@ def sim_function(path: str) -> Callable[..., Any] | None:
     with the array first): :func:`numpy_function`'s, read as CuPy's signature reads its
     arguments; None where that is NumPy's own function or method of the same path, called as it
     is (a method without an :data:`AS_CUPY` entry, a path CuPy lacks: an internal call's)."""
-    if path.startswith("ndarray."):
-        return AS_CUPY.get(path)
+    prefix, _ = _split(path)
+    if path.startswith("ndarray.") or (prefix and prefix not in surface()["namespaces"]):
+        return AS_CUPY.get(path)        # (a method: an array's, or a ufunc's, ``add.at``)
     try:
         return numpy_function(path)
     except (AttributeError, NotOnSimulatorError):

@@ -5,8 +5,8 @@ and ``...``) returns a new :class:`~asyncgpu.Array`, as CuPy returns a device ar
 
 * an integer ``Array`` index is a gather node (``ndarray.__getitem__``): the result's shape follows
   from the shapes alone, so nothing waits. Its values are not known before the node runs: an
-  out-of-range value raises in the node on ``sim`` (a :class:`~asyncgpu.KernelFault` at the next
-  host wait) and wraps around on ``cuda``, which is CuPy's rule for device indices.
+  out-of-range value wraps around, on both backends (CuPy's rule for device indices); from an
+  array with no elements, a gather of any element is an ``IndexError`` at the call, as CuPy's.
 * a NumPy integer array or a list is host data: it is checked against its axis at once (an
   ``IndexError`` before anything is enqueued) and copied to the device, as CuPy does, then
   gathered by the same node.
@@ -217,6 +217,9 @@ def getitem(x: Array, key: Any) -> Array:
         else:
             expanded.append(k)
     shape = result_shape(x.shape, expanded)
+    if x.size == 0 and 0 not in shape:
+        # (CuPy's gather refuses at the call: no index of an empty axis is in range or wraps)
+        raise IndexError("cannot do a non-empty take from an empty axes.")
     index = tuple(_upload(k) for k in expanded)
     return dispatch("ndarray.__getitem__", (x, index), {},
                     inference=lambda: _shaped(shape, x.dtype))
