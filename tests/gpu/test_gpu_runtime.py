@@ -220,12 +220,16 @@ def test_refuses_more_memory_than_the_gpu_has(gpu, memory):
 @pytest.fixture
 def most_of_the_memory():
     """The tests that fill most of the GPU's memory take turns (pytest-xdist's workers share
-    one GPU): each sizes its arrays by the memory free when it starts."""
+    one GPU), each sizing its arrays by the GPU's whole memory, after this process's CuPy pool
+    gave back what earlier tests left in it (blocks it holds serve allocations unrefused)."""
     import fcntl
     import tempfile
 
+    import cupy
+
     with open(f"{tempfile.gettempdir()}/asyncgpu-gpu-memory.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        cupy.get_default_memory_pool().free_all_blocks()
         try:
             yield
         finally:
@@ -241,14 +245,13 @@ extern "C" __global__ void head(const double* t, double* out, int i) { out[i] = 
 @pytest.mark.parametrize("memory", ["explicit", "managed"])
 def test_a_loop_dropping_a_large_temporary_each_step_fits_where_its_serial_run_fits(
         gpu, memory, most_of_the_memory):
-    """Each step's temporary (a fifth of the free memory) is dropped with its kernels still
+    """Each step's temporary (a fifth of the GPU's memory) is dropped with its kernels still
     pending: an allocation the GPU refuses waits for them and reuses what they held."""
     import cupy
 
     ag = gpu
     with ag.configure(memory=memory):
-        free, _ = cupy.cuda.runtime.memGetInfo()
-        n = int(free * 0.2) // 8
+        n = int(cupy.cuda.runtime.memGetInfo()[1] * 0.2) // 8
         set_first = ag.cuda_kernel(STEP, "set_first")
         head = ag.cuda_kernel(STEP, "head")
         out = ag.zeros(8)
@@ -270,7 +273,7 @@ def test_a_recorded_function_making_a_large_temporary_each_call_fits(gpu, most_o
 
     ag = gpu
     with ag.configure(memory="explicit"):
-        n = int(cupy.cuda.runtime.memGetInfo()[0] * 0.2) // 8
+        n = int(cupy.cuda.runtime.memGetInfo()[1] * 0.2) // 8
         set_first = ag.cuda_kernel(STEP, "set_first")
         head = ag.cuda_kernel(STEP, "head")
         out = ag.zeros(8)
