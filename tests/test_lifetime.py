@@ -320,3 +320,34 @@ def test_memory_is_reclaimed_inside_a_recorded_function_and_beside_another_threa
         leave.set()
         other.join()
     np.testing.assert_array_equal(out.numpy(), 12 * X + 2 * sum(range(6)))
+
+
+def test_two_threads_freeing_one_array_at_once_free_it_once_and_the_other_gets_freed_array_error(
+        sim):
+    import threading
+    import time
+
+    from asyncgpu.runtime.allocation import explicit_frees
+    from asyncgpu.runtime.current import current_runtime
+
+    rt = current_runtime()
+    x = sim.array(X)
+    results: list[str] = []
+
+    def free() -> None:
+        try:
+            x.free()
+            results.append("freed")
+        except Exception as e:      # noqa: BLE001 (what the loser sees is the point)
+            results.append(type(e).__name__)
+
+    before = explicit_frees()
+    with rt._lock:          # both threads reach free() before either can go on
+        threads = [threading.Thread(target=free) for _ in range(2)]
+        for t in threads:
+            t.start()
+        time.sleep(0.2)
+    for t in threads:
+        t.join()
+    assert sorted(results) == ["FreedArrayError", "freed"]
+    assert explicit_frees() == before + 1

@@ -468,10 +468,13 @@ class Array(View, HostValues, ArrayOperators):
     def free(self) -> None:
         """Give the memory back now: waits for unfinished work on it; later use raises.
 
-        Every view of the same allocation becomes unusable too (``FreedArrayError``).
+        Every view of the same allocation becomes unusable too (``FreedArrayError``), and so
+        does a second ``free()``, even one racing this one in another thread.
         """
-        self._check_alive()
-        self._alloc.runtime.free(self._alloc)
+        rt = self._alloc.runtime
+        with rt._lock:      # (checked under it: of two threads freeing it at once, one frees)
+            self._check_alive()
+            rt.free(self._alloc)
 
     @property
     def __cuda_array_interface__(self) -> dict[str, Any]:
