@@ -139,6 +139,48 @@ def test_one_record_object_in_two_threads_keeps_each_threads_recording():
         assert "left in a thread that did not enter it" in left[0]
 
 
+def test_a_record_block_left_open_by_a_finished_thread_is_not_inherited_by_a_new_thread():
+    """A thread ends inside ``record()`` (a generator holding the block, never closed): its
+    recording ends with it, the launches it deferred issued once, so a later thread (which may
+    get the same ``threading.get_ident``) records nothing and reads its results."""
+    inc, _ = kernels()
+    with fresh_sim():
+        from asyncgpu.runtime.current import current_runtime
+
+        x = ag.zeros(8, np.float32)
+        kept = []
+
+        def held():
+            with ag.record("left open"):
+                inc[1, 8](x, 8)
+                yield
+
+        def worker():
+            g = held()
+            next(g)
+            kept.append(g)          # the thread ends with the block open
+
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+        assert current_runtime().recording is None
+        read = []
+
+        def fresh():
+            y = ag.zeros(8, np.float32)
+            inc[1, 8](y, 8)
+            read.append(float(y[0]))
+
+        t = threading.Thread(target=fresh)
+        t.start()
+        t.join()
+        assert read == [1.0]
+        np.testing.assert_array_equal(x.numpy(), np.ones(8, np.float32))
+        with pytest.raises(RuntimeError, match="left in a thread that did not enter it"):
+            kept.pop().close()
+        np.testing.assert_array_equal(x.numpy(), np.ones(8, np.float32))   # (run once)
+
+
 @pytest.mark.parametrize("strategy", ["random", "reverse", "starve"])
 def test_split_nested_and_eager_threads_beside_each_other_equal_serial(strategy):
     """One thread records with ``split=True`` (a host read ends each segment), one records a

@@ -33,6 +33,7 @@ import functools
 import inspect
 import itertools
 import logging
+import sys
 import threading
 import types
 from typing import Any, Callable
@@ -147,6 +148,26 @@ class _Run:
                 rt.graphs.clear(self.token)
 
 
+class _Blocks(list):
+    """The ``record()`` blocks one thread entered and has not left, as (recorder, recording)
+    pairs, kept in the thread's local storage (``_threads.blocks``). Python drops that storage
+    when the thread ends, while its identifier is still its own (``threading.get_ident``
+    gives it to a later thread once it has ended): a block left open then (a generator holding
+    one, never closed) ends here, its launches issued eagerly, so that no later thread with the
+    same identifier inherits the recording and its launches run once."""
+
+    __slots__ = ("thread",)
+
+    def __del__(self) -> None:
+        if not self or sys.is_finalizing():
+            return
+        for recorder, rec in reversed(self):
+            recorder._abandon(self.thread, rec)
+
+
+_threads = threading.local()
+
+
 class Recorder(_Run):
     """``with asyncgpu.record():`` (see :func:`record`)."""
 
@@ -160,8 +181,30 @@ class Recorder(_Run):
 
     def __enter__(self) -> Recorder:
         rec = self._enter()
-        self._open.setdefault(this_thread(), []).append(rec)
+        thread = this_thread()
+        blocks = getattr(_threads, "blocks", None)
+        if blocks is None:
+            blocks = _threads.blocks = _Blocks()
+            blocks.thread = thread
+        blocks.append((self, rec))
+        self._open.setdefault(thread, []).append(rec)
         return self
+
+    def _abandon(self, thread: int, rec: Recording | None) -> None:
+        """Thread ``thread`` ended inside this block (``_Blocks``): end the recording, if it is
+        still open, issuing its launches eagerly."""
+        opened = self._open.get(thread)
+        mine = [i for i, r in enumerate(opened or ()) if r is rec]
+        if not mine:
+            return          # (left already, by another thread: see __exit__)
+        del opened[mine[-1]]
+        if not opened:
+            del self._open[thread]
+        if rec is not None:
+            log.warning("asyncgpu: a thread ended inside the block of asyncgpu.record(%r), which "
+                        "it never left; its recorded launches are issued now (a recording's "
+                        "block must be left by the thread that entered it)", self.name)
+            self._exit(rec, True)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise TypeError(f"asyncgpu.record({self.name!r}) is a context manager (`with "
@@ -179,6 +222,11 @@ class Recorder(_Run):
         rec = opened.pop()
         if not opened:
             del self._open[thread]
+        blocks = _threads.blocks
+        for i in range(len(blocks) - 1, -1, -1):
+            if blocks[i][0] is self and blocks[i][1] is rec:
+                del blocks[i]
+                break
         self._exit(rec, exc is not None)
 
 
