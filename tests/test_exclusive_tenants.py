@@ -187,6 +187,40 @@ def test_an_exclusive_step_of_a_thread_that_ended_inside_it_holds_no_one_afterwa
     assert y.numpy().tolist() == [3.0] * 64
 
 
+def test_an_exclusive_block_resumed_in_another_thread_closes_its_step_and_holds_no_one(
+        k, monkeypatch):
+    monkeypatch.setattr(exclusive, "HOLD_FLOOR_S", 0.5)
+
+    def held():
+        with ag.tenant("resumed-detector", priority="high", exclusive=True):
+            yield
+
+    g = held()
+    next(g)                                 # entered in this thread
+    said = []
+
+    def resume() -> None:
+        try:
+            next(g, None)
+        except RuntimeError as exc:
+            said.append(str(exc))
+
+    thread = threading.Thread(target=resume)
+    thread.start()
+    thread.join()
+    assert said and "left in a thread that did not enter it" in said[0]
+    x = ag.array(np.ones(64))
+    y = ag.empty_like(x)
+    with launch_elsewhere("resumed-ranker", lambda: k[2, 32](x, y, 64)) as (opened, launched):
+        start = time.perf_counter()
+        opened.set()
+        assert launched.wait(5)
+        took = time.perf_counter() - start
+    assert took < 0.4, took                 # (not held: the step closed with the block)
+    assert ag.tenants()["resumed-ranker"].held == 0
+    assert y.numpy().tolist() == [3.0] * 64
+
+
 def test_other_tenants_keep_one_launch_in_flight_beside_an_exclusive_one(k):
     with ag.tenant("one-detector", exclusive=True):
         pass

@@ -132,10 +132,10 @@ def test_one_record_object_in_two_threads_keeps_each_threads_recording():
                 r.__exit__(None, None, None)
             except RuntimeError as exc:
                 left.append(str(exc))
-        with r:
-            t = threading.Thread(target=leave)
-            t.start()
-            t.join()
+        r.__enter__()       # (left below by another thread, which ends it)
+        t = threading.Thread(target=leave)
+        t.start()
+        t.join()
         assert "left in a thread that did not enter it" in left[0]
 
 
@@ -179,6 +179,42 @@ def test_a_record_block_left_open_by_a_finished_thread_is_not_inherited_by_a_new
         with pytest.raises(RuntimeError, match="left in a thread that did not enter it"):
             kept.pop().close()
         np.testing.assert_array_equal(x.numpy(), np.ones(8, np.float32))   # (run once)
+
+
+def test_a_record_block_resumed_in_another_thread_raises_and_ends_the_recording():
+    """A generator holding ``record()`` resumed in another thread: that thread gets a clear
+    RuntimeError, and the recording ends there, its deferred launches issued eagerly once, so
+    the thread that entered it reads and synchronizes as before."""
+    inc, _ = kernels()
+    with fresh_sim():
+        from asyncgpu.runtime.current import current_runtime
+
+        x = ag.zeros(8, np.float32)
+
+        def held():
+            with ag.record("resumed elsewhere"):
+                inc[1, 8](x, 8)
+                yield
+                inc[1, 8](x, 8)
+
+        g = held()
+        next(g)
+        said = []
+
+        def resume():
+            try:
+                next(g, None)
+            except RuntimeError as exc:
+                said.append(str(exc))
+
+        t = threading.Thread(target=resume)
+        t.start()
+        t.join()
+        assert said and "left in a thread that did not enter it" in said[0]
+        assert "the recording ended" in said[0]
+        assert current_runtime().recording is None
+        np.testing.assert_array_equal(x.numpy(), np.full(8, 2, np.float32))
+        ag.synchronize()
 
 
 @pytest.mark.parametrize("strategy", ["random", "reverse", "starve"])

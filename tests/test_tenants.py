@@ -236,6 +236,41 @@ def test_a_scope_left_before_one_a_generator_entered_in_it_ends_its_own_step(sim
     assert stats["default"].kernels == before + 1
 
 
+def test_a_tenant_block_resumed_in_another_thread_raises_and_gives_the_entering_thread_its_tenant_back(
+        sim):
+    """A generator holding a tenant's block, resumed in another thread: that thread gets a
+    clear RuntimeError, the step ends, and the thread that entered the block issues for the
+    tenant it had before it again (here the default one)."""
+    k = sim
+    x = ag.array(np.ones(64))
+    y = ag.empty_like(x)
+    before = ag.tenants()["default"].kernels
+
+    def held():
+        with ag.tenant("resumed-elsewhere"):
+            yield
+
+    g = held()
+    next(g)
+    said = []
+
+    def resume():
+        try:
+            next(g, None)
+        except RuntimeError as exc:
+            said.append(str(exc))
+
+    t = threading.Thread(target=resume)
+    t.start()
+    t.join()
+    assert said and "left in a thread that did not enter it" in said[0]
+    k[2, 32](x, y, 64)                      # outside any block: the default tenant's
+    stats = ag.tenants()
+    assert stats["resumed-elsewhere"].steps == 1
+    assert stats["resumed-elsewhere"].kernels == 0
+    assert stats["default"].kernels == before + 1
+
+
 def test_scopes_nest_and_restore_the_threads_tenant(sim):
     k = sim
     x = ag.array(np.ones(32))

@@ -215,10 +215,24 @@ class Recorder(_Run):
         thread = this_thread()
         opened = self._open.get(thread)
         if not opened:
+            # (a generator holding the block, resumed or closed in another thread: the
+            # recording ends, its launches issued eagerly, so that the thread that entered it
+            # can go on; the error says why)
+            others = [t for t, o in self._open.items() if o]
+            ended = ""
+            if others:
+                entered = others[-1]
+                opened = self._open[entered]
+                rec = opened.pop()
+                if not opened:
+                    del self._open[entered]
+                if rec is not None:
+                    self._exit(rec, True)
+                    ended = "; the recording ended, its launches issued eagerly"
             raise RuntimeError(
                 f"asyncgpu.record({self.name!r}) is left in a thread that did not enter it: a "
                 "recording belongs to the thread that entered it (no yield or await inside "
-                "its block)")
+                f"its block; a generator holding one must be closed in that thread){ended}")
         rec = opened.pop()
         if not opened:
             del self._open[thread]

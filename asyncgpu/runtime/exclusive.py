@@ -151,18 +151,20 @@ class ExclusiveSteps:
         """How many exclusive steps this thread has open."""
         return self._holders.get(threading.get_ident(), 0)
 
-    def end(self, index: int, tails: list[Any]) -> None:
+    def end(self, index: int, tails: list[Any], thread: int | None = None) -> None:
         """Under the runtime's lock: the step closes; ``tails``: its last node on each stream
-        it moved, which the others still wait for."""
-        ident = threading.get_ident()
+        it moved, which the others still wait for; ``thread``: the identifier of the thread
+        that began it, where another closes it (None: this one)."""
+        ident = threading.get_ident() if thread is None else thread
         with self._cond:
-            self._open -= 1
-            left = self._holders[ident] - 1
-            if left:
-                self._holders[ident] = left
-            else:
-                del self._holders[ident]
-                self._holder_threads.pop(ident, None)
+            held = self._holders.get(ident, 0)
+            if held:        # (none: closed already, its thread having ended: _close_abandoned)
+                self._open -= 1
+                if held > 1:
+                    self._holders[ident] = held - 1
+                else:
+                    del self._holders[ident]
+                    self._holder_threads.pop(ident, None)
             self._tails[index] = tails
             begun = self._begun[index]
             length = time.perf_counter() - begun[-1]

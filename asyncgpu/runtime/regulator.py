@@ -179,14 +179,16 @@ class Regulator(PlanCheck, StepProfiles):
             if self._trial is not None:
                 self._trial.opened.pop(index, None)
 
-    def end(self, index: int, failed: bool = False) -> None:
+    def end(self, index: int, failed: bool = False, thread: int | None = None) -> None:
         """A step of tenant ``index`` ended (``failed``: by an exception). A step that failed
         or launched nothing says nothing of the workload's shape: it is neither profiled nor
         taken for a step of another shape (a service whose requests now and then fail or
-        find their answer cached keeps its plan)."""
+        find their answer cached keeps its plan). ``thread``: the identifier of the thread
+        that began it, where another ends it (None: this one)."""
         if self._trial is not None:
             self._trial.opened.pop(index, None)
-        step = self._open.pop((threading.get_ident(), index), None)
+        ident = threading.get_ident() if thread is None else thread
+        step = self._open.pop((ident, index), None)
         if step is None:
             return
         shape = tuple(step.keys)

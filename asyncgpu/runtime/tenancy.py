@@ -35,7 +35,8 @@ from .regulator import Regulation, Regulator
 #: numbers and steps, in the order entered. A thread issues for the latest one still open (on
 #: its runtime), else for the default tenant: blocks leave in reverse order, except a block in a
 #: generator, which may be left after a block entered later. One list for all scopes, so a
-#: scope keeps no per-thread state and costs little to make.
+#: scope keeps little per-thread state and costs little to make (its ``_open``: where to find
+#: its blocks still open, for one left in another thread).
 _entered = threading.local()
 
 
@@ -77,6 +78,10 @@ class TenantScope:
         self.after = dict(after) if after else None
         self.exclusive = exclusive
         self.sms = sms
+        #: its blocks entered and not left, as (entry, the thread's ``scopes``, its ``_pins``'
+        #: dictionary, its identifier): a block a generator holds, left in another thread,
+        #: is ended for the thread that entered it (__exit__)
+        self._open: list[tuple[Any, list[Any], dict[str, Any], int]] = []
 
     def __repr__(self) -> str:
         return (f"asyncgpu.tenant({self.name!r}, priority={self.priority!r}, "
@@ -104,8 +109,10 @@ class TenantScope:
         out: list[Any] = []
         try:
             rt.begin_step(index, out)
-            entered.append((self, rt, index, out[0]))
+            entry = (self, rt, index, out[0])
+            entered.append(entry)
             rt._pins.tenant = index
+            self._open.append((entry, entered, rt._pins.__dict__, this_thread()))
             return self
         except BaseException:
             # (an interrupt on the way in: nothing of the entry is left, the step is ended)
@@ -122,17 +129,41 @@ class TenantScope:
         while i >= 0 and entered[i][0] is not self:   # (the last one, unless a generator's)
             i -= 1
         if i < 0:
+            # (a generator holding the block, resumed or closed in another thread: the step
+            # ends, and the thread that entered it issues for its tenant before the block
+            # again, its exclusive step closed; the error says why)
+            ended = ""
+            if self._open:
+                entry, entered, pins, thread = self._open.pop()
+                i = next((j for j, e in enumerate(entered) if e is entry), -1)
+                if i >= 0:
+                    self._leave(entered, i, pins, thread, exc_type is not None)
+                    ended = ("; its step ended, and that thread issues for the tenant it had "
+                             "before the block")
             raise RuntimeError(
                 f"asyncgpu.tenant({self.name!r}) is left in a thread that did not enter it: a "
                 "tenant's block belongs to the thread that entered it (no yield or await "
-                "inside it; a generator holding one must be closed in that thread)")
+                f"inside it; a generator holding one must be closed in that thread){ended}")
+        entry = entered[i]
+        for j in range(len(self._open) - 1, -1, -1):
+            if self._open[j][0] is entry:
+                del self._open[j]
+                break
+        self._leave(entered, i, entry[1]._pins.__dict__, None, exc_type is not None)
+
+    @staticmethod
+    def _leave(entered: list[Any], i: int, pins: dict[str, Any], thread: int | None,
+               failed: bool) -> None:
+        """End the block ``entered[i]`` of a thread (``thread``, None: this one), whose
+        ``scopes`` are ``entered`` and whose ``_pins`` dictionary is ``pins`` (the thread issues
+        for the latest block it has left open on the runtime, else for the default tenant)."""
         _, rt, index, begun = entered[i]
         try:
             if rt.retired is None:      # (a configure inside the block replaced the runtime)
-                rt.end_step(index, begun, exc_type is not None)
+                rt.end_step(index, begun, failed, thread)
         finally:
             del entered[i]
-            rt._pins.tenant = next((e[2] for e in reversed(entered) if e[1] is rt), 0)
+            pins["tenant"] = next((e[2] for e in reversed(entered) if e[1] is rt), 0)
 
     def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         if (inspect.iscoroutinefunction(fn) or inspect.isgeneratorfunction(fn)

@@ -192,10 +192,12 @@ class TenantSteps:
         has is retired on the way)."""
         return self._unfinished([s.inflight[-1] for s in self.streams.streams if s.inflight])
 
-    def end_step(self, index: int, begun: Any, failed: bool = False) -> None:
+    def end_step(self, index: int, begun: Any, failed: bool = False,
+                 thread: int | None = None) -> None:
         """The step of tenant ``index`` begun with ``begun`` ends (``failed``: by an exception):
         a timing event behind the work it issued on each stream it moved; measured once they
-        complete (``tenant_statistics``, and every ``SETTLE_EVERY`` steps here)."""
+        complete (``tenant_statistics``, and every ``SETTLE_EVERY`` steps here). ``thread``:
+        the identifier of the thread that began it, where another ends it (None: this one)."""
         starts, mark, gate = begun
         with self._lock:
             backend = self.backend
@@ -212,7 +214,7 @@ class TenantSteps:
             finally:
                 if gate is not None:
                     # (whatever failed: a step left open would hold the others for good)
-                    gate.end(index, [s.inflight[-1] for s in moved if s.inflight])
+                    gate.end(index, [s.inflight[-1] for s in moved if s.inflight], thread)
             tenant.steps += 1
             tenant.pending.append((starts, ends))
             # (not while a capture is open: querying an event it recorded would break it)
@@ -220,7 +222,7 @@ class TenantSteps:
                     and not getattr(getattr(backend, "captures", None), "engaged", False)):
                 tenant.settle(backend.event_done, backend.elapsed_s)
             if self.regulator is not None:
-                self.regulator.end(index, failed)
+                self.regulator.end(index, failed, thread)
 
     def tenant_statistics(self) -> dict[str, Any]:
         """Every tenant's :class:`~asyncgpu.core.tenants.TenantStatistics` by name, its
