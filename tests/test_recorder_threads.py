@@ -283,3 +283,40 @@ def test_split_nested_and_eager_threads_beside_each_other_equal_serial(strategy)
     np.testing.assert_array_equal(results[0], np.full(8, want_a, np.float32))
     np.testing.assert_array_equal(results[1], np.full(8, want_b, np.float32))
     np.testing.assert_array_equal(results[2], np.full(8, rounds, np.float32))
+
+
+def test_freeing_an_array_another_threads_recording_has_deferred_launches_on_is_refused():
+    """Thread B frees an array while thread A's recorded function has a launch on it deferred:
+    the free raises RecordingError (the array stays), and A's launches all run, once."""
+    inc, _ = kernels()
+    with fresh_sim():
+        x = ag.zeros(8, np.float32)
+        inside, freed = threading.Event(), threading.Event()
+        errors: list[BaseException] = []
+
+        @ag.graph
+        def body(x):
+            inc[1, 8](x, 8)
+            inside.set()
+            freed.wait(10)
+            inc[1, 8](x, 8)
+
+        def a() -> None:
+            try:
+                body(x)
+            except BaseException as exc:  # noqa: BLE001 - checked below
+                errors.append(exc)
+                inside.set()
+
+        t = threading.Thread(target=a)
+        t.start()
+        inside.wait(10)
+        try:
+            with pytest.raises(ag.RecordingError, match="in another thread has deferred"):
+                x.free()
+        finally:
+            freed.set()
+            t.join()
+        assert not errors, errors
+        np.testing.assert_array_equal(x.numpy(), np.full(8, 2, np.float32))
+        x.free()                    # (once the recording has ended)

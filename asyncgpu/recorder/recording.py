@@ -37,6 +37,9 @@ Hazards, and what happens:
   :class:`RecordingError` naming the array; the launches recorded before it are issued
   eagerly (what the program would have done without the recorder) and recording ends;
 * the user's own exception escapes unchanged, after the same eager issue;
+* another thread's ``free`` of an array a deferred launch uses raises :class:`RecordingError`
+  there and frees nothing (:meth:`Recording.defers`): the launch, issued when the body ends,
+  would fail then;
 * a library call (``asyncgpu.cupy``, ``Array`` operators) inside a recording is captured
   like a launch when it can be (elementwise ufuncs, reductions: see
   :mod:`asyncgpu.recorder.calls`; its result is the same array at every run); any other call
@@ -294,6 +297,15 @@ class Recording(RecordingHook):
             "access out of the recorded function (record the device part only), or record "
             "with split=True to make each host operation end a segment"
         )
+
+    def defers(self, alloc: Any) -> bool:
+        """Whether a launch deferred so far (not yet issued) uses allocation ``alloc`` (asked
+        by another thread's ``free``, under the runtime's lock)."""
+        for launch in self.launches:
+            for access in launch.arrays:
+                if access.alloc is alloc:
+                    return True
+        return False
 
     def library_call(self, call: Any, site: str | None) -> tuple[bool, Any]:
         """A library call: deferred like a launch when it can be captured (returns True and

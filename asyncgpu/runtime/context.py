@@ -33,7 +33,8 @@ from ..core.compiled import is_compiled
 from ..core.config import BACKEND_BUILD, Options
 from ..core.dag import Node
 from ..core.deps import Access, DependencyTracker
-from ..core.errors import AnnotationViolation, DeviceError, KernelFault, OutOfMemoryError
+from ..core.errors import (AnnotationViolation, DeviceError, KernelFault, OutOfMemoryError,
+                           RecordingError)
 from ..core.interference import THREADS_PER_SM, InterferenceRule
 from ..core.placement import Placement, select_devices
 from ..core.tenants import Tenant
@@ -47,6 +48,7 @@ from .host_access import HostAccess
 from .kernel import user_site
 from .library import run_now
 from .memory import ExplicitMemory
+from .recording_hook import deferring_elsewhere
 from .tenant_steps import TenantSteps
 
 log = logging.getLogger("asyncgpu")
@@ -327,6 +329,15 @@ class Runtime(HostAccess, TenantSteps):
         with self._lock:
             if self.recording is not None:
                 self.recording.refuse(f"free of an array of {alloc.nbytes} bytes")
+                other = deferring_elsewhere(self, alloc)
+                if other is not None:
+                    # (its launches are issued when that thread's body returns: a free now
+                    # would make them fail there, or run on memory given back)
+                    raise RecordingError(
+                        f"free of an array of {alloc.nbytes} bytes that the recording of "
+                        f"'{other.name}' in another thread has deferred launches on: they run "
+                        "only when that recording ends; free the array after that thread's "
+                        "recorded function or block has returned (the array is not freed)")
             self._drain_releases()
             if self._host_busy:     # (a large host write still copying into its memory)
                 self.settle_host_write(alloc)

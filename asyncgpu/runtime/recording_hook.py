@@ -69,6 +69,10 @@ class RecordingHook:
         """A host operation inside the recording: raise, or end the segment."""
         raise NotImplementedError
 
+    def defers(self, alloc: Any) -> bool:
+        """Whether a launch deferred so far (not yet issued) uses allocation ``alloc``."""
+        raise NotImplementedError
+
 
 #: The ``thread`` of a :class:`Recordings`: no thread's identifier is 0.
 MANY = 0
@@ -111,6 +115,19 @@ def recording_of(rt: Any, thread: int) -> RecordingHook | None:
     if type(current) is Recordings:
         return current.by_thread.get(thread)
     return current if current.thread == thread else None
+
+
+def deferring_elsewhere(rt: Any, alloc: Any) -> RecordingHook | None:
+    """Another thread's recording in progress on ``rt`` with a deferred launch that uses
+    allocation ``alloc``, or None (the lock held)."""
+    current = rt.recording
+    if current is None:
+        return None
+    mine = this_thread()
+    for rec in (current.by_thread.values() if type(current) is Recordings else (current,)):
+        if rec.thread != mine and rec.defers(alloc):
+            return rec
+    return None
 
 
 def start_recording(rt: Any, recording: RecordingHook) -> None:
