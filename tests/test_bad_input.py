@@ -245,7 +245,7 @@ def test_numba_typing_error_is_not_a_crash(sim):
             y[i] = v
 
     y = ag.zeros(4, np.float32)
-    with pytest.raises(ag.ArgumentError, match=r"argument 1 'v': expected an asyncgpu array or a number"):
+    with pytest.raises(ag.ArgumentError, match=r"argument 1 'v': expected an asyncgpu array, a number"):
         fill[1, 4](y, "seven")
     fill[1, 4](y, 7)
     assert y.numpy().tolist() == [7.0] * 4
@@ -737,3 +737,15 @@ def test_an_instrument_without_any_hook_is_refused(sim, tool):
         sim.instrument(tool)
     x = sim.zeros(4)                            # nothing registered: the runtime goes on
     assert (x + 1).tolist() == [1.0] * 4
+
+
+def test_a_tuple_or_record_for_a_cuda_c_number_says_to_pass_the_values_separately(env):
+    ag, k, x, y = env
+    record = np.array([(1.0, 2.0)], dtype=[("a", "f4"), ("b", "f4")])[0]
+    for arg, what in [((1.0, 2.0), r"a tuple \(1.0, 2.0\)"), (record, "a NumPy record")]:
+        with pytest.raises(ag.ArgumentError, match=(
+                rf"kernel 'axpy' .*argument 2 'a': expected a float number, got {what}.*"
+                "declare a parameter per value and pass them separately")):
+            k[1, 8](x, y, arg, 8)
+    ag.synchronize()
+    assert y.numpy().tolist() == list(range(8))

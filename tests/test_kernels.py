@@ -466,3 +466,64 @@ def test_an_atomic_numba_does_not_compile_for_the_arrays_dtype_faults_as_the_gpu
         ag.synchronize()
     apply[1, 1](ag.zeros(2, np.int32 if atomic == "xor" else np.uint32))     # (compiles)
     ag.synchronize()
+
+
+def test_a_numba_kernel_takes_tuples_and_records_as_numba_does(sim):
+    """Numba passes a tuple (nested or named) and a NumPy record by value; they are plain
+    values, without dependencies. They were refused ("expected an asyncgpu array or a
+    number, got tuple")."""
+    import collections
+
+    ag = sim
+
+    @ag.kernel(out=["y"])
+    @cuda.jit
+    def poly(y, c):
+        i = cuda.grid(1)
+        if i < y.size:
+            y[i] = c[0][0] + c[0][1] * i + c[1]
+
+    @ag.kernel(out=["y"])
+    @cuda.jit
+    def fields(y, r):
+        i = cuda.grid(1)
+        if i < y.size:
+            y[i] = r.a + r.b * i
+
+    Coeffs = collections.namedtuple("Coeffs", "a b")
+    y = ag.empty(4)
+    poly[1, 4](y, ((1.0, 2), 10))
+    assert y.numpy().tolist() == [11, 13, 15, 17]
+    fields[1, 4](y, Coeffs(1.0, 3))
+    assert y.numpy().tolist() == [1, 4, 7, 10]
+    records = np.array([(1.0, 2)], dtype=[("a", "f8"), ("b", "i4")])
+    fields[1, 4](y, records[0])
+    records[0]["a"] = 100      # (the launch passes the value it was given: a copy)
+    assert y.numpy().tolist() == [1, 3, 5, 7]
+
+
+def test_a_tuple_holding_an_array_is_refused_with_the_fix(sim):
+    """The runtime orders a launch by its array arguments; it cannot see an array inside a
+    tuple, so such a tuple is refused before enqueue, naming the kernel, argument and fix."""
+    ag = sim
+
+    @ag.kernel
+    @cuda.jit
+    def pair(y, c):
+        i = cuda.grid(1)
+        if i < y.size:
+            y[i] = c[0][i] + c[1]
+
+    x, y = ag.ones(4), ag.zeros(4)
+    for arg, what in [((x, 1.0), r"float64\[4\]"), (((1.0, x), 2.0), r"float64\[4\]"),
+                      ((np.ones(4), 1.0), r"numpy.ndarray float64\[4\]")]:
+        with pytest.raises(ag.ArgumentError, match=(
+                rf"kernel 'pair' .*argument 1 'c': got a tuple holding an array \({what}\).*"
+                "pass the arrays as separate arguments")):
+            pair[1, 4](y, arg)
+    with pytest.raises(ag.ArgumentError, match=r"argument 1 'c': got a tuple holding str"):
+        pair[1, 4](y, ("a", 1.0))
+    with pytest.raises(ag.ArgumentError, match=r"argument 1 'c': Numba cannot type .*ints of "
+                                               "at most 64 bits"):
+        pair[1, 4](y, (2**70, 1.0))
+    assert y.numpy().tolist() == [0] * 4

@@ -94,3 +94,22 @@ def test_pointer_values_put_each_arrays_device_pointer_in_its_place(sim):
     assert target(None).pointer_values(values, arrays) == (4096, 7, 8192, 12288)
     del a[1]._cache["ptr"]
     assert target(None).pointer_values(values, arrays) is None
+
+
+def test_tuples_and_records_compile_by_what_numba_types_them():
+    """A tuple's launch key is its items' (length, nesting, types), a record's its dtype:
+    with ``type(v)`` alone, ``(1.0, 2.0)`` and ``(1, 2, 3)`` shared one compiled kernel, and
+    Numba's launch flattened the second as the first one's types."""
+    from asyncgpu.backends.cuda.kernels import _value_key
+
+    f8 = np.array([(1.0, 2.0)], dtype=[("a", "f8"), ("b", "f8")])
+    i8 = f8.view([("a", "i8"), ("b", "i8")])
+    same = [((1.0, 2.0), (3.0, 4.0)), ((1, (2, 3.0)), (4, (5, 6.0))), (f8[0], f8.copy()[0]),
+            ((2**63,), (2**63 + 1,))]
+    for a, b in same:
+        assert _value_key(a) == _value_key(b)
+    other = [(1.0, 2.0), (1.0, 2.0, 3.0), (1, 2), (np.float32(1), 2.0), ((1.0, 2.0), 3.0),
+             f8[0], i8[0], (2**63,), (2**64,)]
+    keys = [_value_key(v) for v in other]
+    assert len(set(keys)) == len(keys)
+    assert _value_key(3) is int and _value_key(2**63) == "uint64"

@@ -70,17 +70,22 @@ class Launch:
         #: ended, it is still that tenant's (``issue_recorded``)
         self.tenant = 0
         parts: list[Any] = []
+        by_value = False
         for v in values:
             t = type(v)
             if t is int:
                 parts.append(v)
             elif isinstance(v, Array):
                 parts.append((v._alloc.id, v._lo, v._hi, v.shape, v.strides, v.dtype))
-            elif isinstance(v, np.generic):
-                # exact bits: -0.0 and 0.0, or two NaN payloads, are different keys
-                parts.append((t, v.tobytes()))
             else:
-                parts.append((t, repr(v)))
+                parts.append(scalar_key(v))
+                by_value = by_value or t is np.void or isinstance(v, tuple)
+        if by_value:
+            # A record (alone or in a tuple) is kept as bound, a copy: the caller's may be a
+            # view of an array it changes later, so a later launch is its launch only if it
+            # passes an equal value (``same_arguments``), and an eager issue passes this one.
+            self.args = tuple([v if type(v) is np.void or isinstance(v, tuple) else a
+                               for a, v in zip(args, values)])
         self.key = (launcher.kernel, launcher.grid3, launcher.block3, launcher.shared,
                     tuple(parts))
 
@@ -185,8 +190,8 @@ class RecordingKey:
 
 def same_arguments(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
     """Whether ``new`` passes exactly what ``old`` passed: live arrays that are the same view
-    (allocation, byte extent, shape, strides, dtype), and numbers of the same type and bit
-    pattern."""
+    (allocation, byte extent, shape, strides, dtype), numbers of the same type and bit
+    pattern, and tuples and records of the same value (:func:`scalar_key`)."""
     n = len(old)
     if n != len(new):
         return False
@@ -211,6 +216,9 @@ def same_arguments(old: tuple[Any, ...], new: tuple[Any, ...]) -> bool:
                 continue
         elif t is float or isinstance(a, np.floating):
             if a == b and a != 0:   # equal, nonzero, not NaN: the same bits
+                continue
+        elif t is np.void or isinstance(a, tuple):
+            if scalar_key(a) == scalar_key(b):
                 continue
         return False                # anything else (another array, say) is keyed in full
     return True
@@ -256,6 +264,20 @@ class LaunchMemo:
                         return False
             self.frees = frees
         return True
+
+
+def scalar_key(v: Any) -> Any:
+    """A scalar argument's part of a launch key: its type and exact value. A NumPy scalar by
+    its bits (-0.0 and 0.0, or two NaN payloads, are different keys), a record by its dtype
+    too (the same bytes read as other fields are another value), a tuple by its items'."""
+    t = type(v)
+    if isinstance(v, tuple):
+        return (t, tuple([scalar_key(x) for x in v]))
+    if t is np.void:
+        return (t, v.dtype, v.tobytes())
+    if isinstance(v, np.generic):
+        return (t, v.tobytes())
+    return (t, repr(v))
 
 
 def argument_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

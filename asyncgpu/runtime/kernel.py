@@ -330,11 +330,52 @@ class Kernel:
         if not self.typed:
             if isinstance(a, (bool, int, float, complex, np.number, np.bool_)):
                 return a
+            if isinstance(a, (tuple, np.void)):
+                return self._bind_value(i, a, site)
             raise ArgumentError(
-                f"{self._where(site, i)}: expected an asyncgpu array or a number, got "
-                f"{type(a).__name__}"
+                f"{self._where(site, i)}: expected an asyncgpu array, a number, a tuple of "
+                f"numbers or a NumPy record, got {type(a).__name__}"
+            )
+        if isinstance(a, (tuple, np.void)):
+            raise ArgumentError(
+                f"{self._where(site, i)}: expected a {p.ctype} number, got "
+                f"{'a tuple' if isinstance(a, tuple) else 'a NumPy record'} {a!r}; a CUDA C "
+                "parameter takes one number, and asyncgpu passes no tuples or structs by value: "
+                "declare a parameter per value and pass them separately"
             )
         return convert_scalar(a, p, lambda: self._where(site, i))
+
+    def _bind_value(self, i: int, a: Any, site: str | None) -> Any:
+        """A tuple (nested or named) or NumPy record argument of a Numba kernel, which Numba
+        passes by value: the value the launch passes, a record copied (one indexed out of an
+        NumPy array is a view of it, and the launch runs later). Arrays inside a tuple are
+        refused: the runtime orders a launch by the arrays it is given as arguments, and would
+        not see these."""
+        if isinstance(a, np.void):
+            return a.copy()
+        if not isinstance(a, tuple):
+            if isinstance(a, (bool, int, float, complex, np.number, np.bool_)):
+                return a
+            if isinstance(a, (View, np.ndarray)) or is_foreign(a):
+                what = (a.describe() if isinstance(a, View) and not a._alloc.freed else
+                        f"numpy.ndarray {a.dtype}{list(a.shape)}" if isinstance(a, np.ndarray)
+                        else kind_of(a))
+                raise ArgumentError(
+                    f"{self._where(site, i)}: got a tuple holding an array ({what}); the "
+                    "runtime orders a launch after the writers of the arrays passed as "
+                    "arguments and cannot track one inside a tuple: pass the arrays as "
+                    "separate arguments"
+                    + (" (asyncgpu.asarray(x) copies a NumPy array to the device)"
+                       if isinstance(a, np.ndarray) else "")
+                )
+            raise ArgumentError(
+                f"{self._where(site, i)}: got a tuple holding {type(a).__name__} {a!r}; a "
+                "tuple argument holds numbers, NumPy records or tuples of them"
+            )
+        items = [self._bind_value(i, x, site) for x in a]
+        if all(x is y for x, y in zip(items, a)):
+            return a
+        return a._make(items) if hasattr(a, "_make") else tuple(items)
 
     def bind(self, runtime: Any, args: tuple[Any, ...], site: str | None,
              ) -> tuple[list[ArrayArg], list[Any]]:

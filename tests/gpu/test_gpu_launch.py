@@ -132,6 +132,59 @@ def test_a_python_int_beyond_uint64_is_refused_after_a_uint64_launch():
         assert out.numpy().tolist() == [4]
 
 
+
+def test_numba_tuple_and_record_arguments_reach_numbas_launch_as_values():
+    """Tuples (nested) and records keep Numba's own launch, each tuple type and record dtype
+    compiled for itself: a tuple of another length after the first ran Numba's launch of the
+    first one's types. The same on sim (tests/test_kernels.py)."""
+    import asyncgpu as ag
+    from numba import cuda
+
+    @cuda.jit
+    def total(out, c):
+        if cuda.grid(1) == 0:
+            s = 0.0
+            for v in c:
+                s += v
+            out[0] = s
+
+    @cuda.jit
+    def nested(out, c):
+        i = cuda.grid(1)
+        if i < out.shape[0]:
+            out[i] = c[0][0] + c[0][1] * i + c[1]
+
+    @cuda.jit
+    def fields(out, r):
+        i = cuda.grid(1)
+        if i < out.shape[0]:
+            out[i] = r.a + r.b * i
+
+    def program(ag):
+        out = ag.zeros(4)
+        got = []
+        k = ag.kernel(total)
+        for c in [(1.0, 2.0), (1.0, 2.0, 3.0), (1, 2), (np.float32(0.5), 4)]:
+            k[1, 1](out, c)
+            got.append(out.numpy()[0])
+        ag.kernel(nested)[1, 4](out, ((1.0, 2), 10))
+        got.extend(out.numpy())
+        records = np.array([(1.0, 2)], dtype=[("a", "f8"), ("b", "i4")])
+        ag.kernel(fields)[1, 4](out, records[0])
+        records[0]["a"] = 100      # (the launch passes the value it was given)
+        got.extend(out.numpy())
+        ag.kernel(fields)[1, 4](out, records.view([("a", "i8"), ("b", "i4")])[0])
+        got.extend(out.numpy())
+        return np.array(got)
+
+    got = _run_both(ag, program)
+    as_int = int(np.array([100.0]).view(np.int64)[0])     # (the bytes of a = 100.0)
+    expected = [3, 6, 3, 4.5, 11, 13, 15, 17, 1, 3, 5, 7] + [as_int + 2 * i for i in range(4)]
+    np.testing.assert_array_equal(got[True], np.array(expected, np.float64))
+    np.testing.assert_array_equal(got[False], got[True])
+    assert set(got[(True, "kinds")]) == {"NumbaLaunch"}
+
+
 C_SOURCE = r'''
 extern "C" __global__ void scal(const float* x, double* out, float a, double b, int c,
                                 unsigned char d, short e, long long f, unsigned int g, int n) {

@@ -13,6 +13,8 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+import numpy as np
+
 from ...core.errors import ArgumentError, BlockTooLargeError, CompileError
 from ...runtime.allocation import View, c_contiguous
 from ...runtime.array import Array
@@ -251,8 +253,7 @@ def _numba_launch(backend: Any, kernel: Kernel, launcher: Any, values: list[Any]
             key.append(fields[0])
             flat.extend(fields[1])
         else:
-            t = type(v)
-            key.append(t if t is not int or _INT64_MIN <= v <= _INT64_MAX else _big_int_key(v))
+            key.append(_value_key(v))
             flat.append(v)
     target = _target(backend, launcher)
     if (isinstance(target, PackedTarget) and target.backend() is backend
@@ -287,6 +288,21 @@ def _big_int_key(v: int) -> str:
     ``ArgumentError``; with one key for both, a plan made for a uint64 packed 2**64 and
     raised ``struct.error``)."""
     return "uint64" if 0 <= v < 2**64 else "bigint"
+
+
+def _value_key(v: Any) -> Any:
+    """The launch key of a value argument: what Numba types it by. A number by its type (an
+    int beyond int64: :func:`_big_int_key`); a tuple by its type and its items' keys (its
+    length with them), a record by its dtype: ``type(v)`` alone gave ``(1.0, 2.0)`` and
+    ``(1, 2, 3)`` one compiled kernel, whose launch flattens both as the first one's types."""
+    t = type(v)
+    if t is int:
+        return t if _INT64_MIN <= v <= _INT64_MAX else _big_int_key(v)
+    if isinstance(v, tuple):
+        return (t, tuple([_value_key(x) for x in v]))
+    if t is np.void:
+        return ("record", v.dtype, v.dtype.isalignedstruct)
+    return t
 
 
 def _numba_fields(backend: Any, array: Array) -> tuple[str, tuple[int, ...]]:

@@ -316,8 +316,12 @@ def _as_numba_computes(v: Any) -> Any:
     integer (Numba computes on integers of at least 64 bits, and wraps there), where the
     kernel's Python body would compute on the NumPy type (``np.int8(100) + np.int8(100)`` is
     -56, on the GPU 200) or on an unbounded Python int. Unsigned ones beyond int64 stay
-    ``uint64``; bools, floats and arrays are left as they are."""
+    ``uint64``; bools, floats, records and arrays are left as they are. A tuple's integers
+    become the same (Numba types a tuple by its items)."""
     t = type(v)
+    if isinstance(v, tuple):
+        items = [_as_numba_computes(x) for x in v]
+        return v._make(items) if hasattr(v, "_make") else tuple(items)
     if t is int:
         return np.int64(v) if -2**63 <= v < 2**63 else np.uint64(v)
     if isinstance(v, np.integer) and t is not np.int64 and t is not np.uint64:
@@ -333,16 +337,19 @@ def _type_scalars(kernel: Kernel, values: list[Any], site: str | None) -> None:
 
     for i, v in enumerate(values):
         if type(v) is Array or isinstance(v, (bool, float)) or (
-                isinstance(v, np.generic) and not long_double(v.dtype)):
+                isinstance(v, np.generic) and not long_double(v.dtype)
+                and type(v) is not np.void):        # (a record's fields are typed too)
             continue
         try:
-            if isinstance(v, np.generic):
+            if isinstance(v, np.number):
                 raise TypeError(f"{v.dtype} (NumPy's long double) has no CUDA type")
             numba.typeof(v)
         except Exception as exc:   # noqa: BLE001 - (ValueError for big ints, others for objects)
             where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
             fix = ("an int of at most 64 bits" if isinstance(v, int) else
-                   "a float64 or complex128 value" if isinstance(v, np.generic) else
+                   "a float64 or complex128 value" if isinstance(v, np.number) else
+                   "numbers Numba can type (ints of at most 64 bits, no long double), records "
+                   "or tuples of them" if isinstance(v, (tuple, np.void)) else
                    "a number, a bool or an asyncgpu array")
             raise ArgumentError(f"{where}, argument {i} '{kernel.params[i].name}': Numba cannot "
                                 f"type {v!r} ({type(v).__name__}): {exc}; pass {fix}") from None
