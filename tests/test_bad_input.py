@@ -749,3 +749,34 @@ def test_a_tuple_or_record_for_a_cuda_c_number_says_to_pass_the_values_separatel
             k[1, 8](x, y, arg, 8)
     ag.synchronize()
     assert y.numpy().tolist() == list(range(8))
+
+
+def test_a_list_tuple_or_array_array_for_an_array_parameter_says_to_convert_it(env):
+    """Host sequences given for an annotated Numba parameter or a CUDA C pointer get the fix a
+    NumPy array gets (asyncgpu.asarray), not "remove the annotation", which only changed the
+    error."""
+    import array
+
+    ag, k, x, y = env
+
+    @ag.kernel(const=["src"])
+    @cuda.jit
+    def copy(src, dst):
+        i = cuda.grid(1)
+        if i < dst.size:
+            dst[i] = src[i]
+
+    fix = r"convert it with asyncgpu.asarray\(x\), which copies it into"
+    for host in ([1.0] * 8, (1.0,) * 8, array.array("f", [1.0] * 8)):
+        with pytest.raises(ag.ArgumentError, match=(
+                rf"kernel 'copy' .*argument 0 'src': the parameter is annotated const.*{fix}")):
+            copy[1, 8](host, y)
+        with pytest.raises(ag.ArgumentError, match=(
+                rf"kernel 'axpy' .*argument 0 'x': expected an asyncgpu array for "
+                rf"'const float\*', got .*; {fix}")):
+            k[1, 8](host, y, 1.0, 8)
+    with pytest.raises(ag.ArgumentError, match="if the tuple is meant as one value, remove "
+                                               "the annotation"):
+        copy[1, 8]((1.0,) * 8, y)
+    copy[1, 8](ag.asarray(np.full(8, 3, np.float32)), y)
+    assert y.numpy().tolist() == [3.0] * 8

@@ -14,6 +14,7 @@ once. Errors name the kernel with the user's launch site, the argument and the f
 
 from __future__ import annotations
 
+import array
 import math
 import operator
 from dataclasses import dataclass
@@ -135,6 +136,19 @@ def plain_scalar(p: Param) -> tuple[frozenset[type], Any, Any, Any] | None:
         top = float(np.finfo(dt).max)
         return _REALS, -top, top, dt.type
     return None
+
+
+def _convert_fix() -> str:
+    """The fix for host data given where a kernel takes an array: a copy on the device."""
+    into = ("device memory (a copy node moves it before the first kernel)"
+            if current_runtime().memory is not None else "managed memory")
+    return f"convert it with asyncgpu.asarray(x), which copies it into {into}"
+
+
+def _host_sequence_fix(a: Any) -> str:
+    """``"; <the fix>"`` for a list, tuple or ``array.array`` that may be meant as an array
+    (NumPy's get their own message), else ``""``."""
+    return f"; {_convert_fix()}" if isinstance(a, (list, tuple, array.array)) else ""
 
 
 def _all_ints(config: Any) -> bool:
@@ -307,25 +321,26 @@ class Kernel:
 
     def _bind_scalar(self, i: int, p: Param, a: Any, site: str | None) -> Any:
         if isinstance(a, np.ndarray):
-            into = ("device memory (a copy node moves it before the first kernel)"
-                    if current_runtime().memory is not None else "managed memory")
             raise ArgumentError(
                 f"{self._where(site, i)}: got a numpy.ndarray; it lives in host memory, and "
-                "kernels take asyncgpu arrays (or device arrays of other libraries): convert "
-                f"it with asyncgpu.asarray(x), which copies it into {into}"
+                "kernels take asyncgpu arrays (or device arrays of other libraries): "
+                f"{_convert_fix()}"
             )
         if self.typed and p.is_array:
             raise ArgumentError(
                 f"{self._where(site, i)}: expected an asyncgpu array for '{p.ctype}', "
-                f"got {type(a).__name__} {a!r}"
+                f"got {type(a).__name__} {a!r}" + _host_sequence_fix(a)
             )
         number = isinstance(a, (bool, int, float, complex, np.number, np.bool_))
         what = f"the scalar {a!r}" if number else f"a {kind_of(a)}"
         if p.name in self.modes and self.modes[p.name] != "rw":
+            annotation = "const" if self.modes[p.name] == "r" else "out"
             raise ArgumentError(
-                f"{self._where(site, i)}: the parameter is annotated "
-                f"{'const' if self.modes[p.name] == 'r' else 'out'}, which only applies to "
-                f"arrays, but got {what}; remove the annotation or pass an array"
+                f"{self._where(site, i)}: the parameter is annotated {annotation}, which only "
+                f"applies to arrays, but got {what}"
+                + (_host_sequence_fix(a) + ("; or, if the tuple is meant as one value, remove "
+                                            "the annotation" if isinstance(a, tuple) else "")
+                   if _host_sequence_fix(a) else "; remove the annotation or pass an array")
             )
         if not self.typed:
             if isinstance(a, (bool, int, float, complex, np.number, np.bool_)):
@@ -334,7 +349,7 @@ class Kernel:
                 return self._bind_value(i, a, site)
             raise ArgumentError(
                 f"{self._where(site, i)}: expected an asyncgpu array, a number, a tuple of "
-                f"numbers or a NumPy record, got {type(a).__name__}"
+                f"numbers or a NumPy record, got {type(a).__name__}" + _host_sequence_fix(a)
             )
         if isinstance(a, (tuple, np.void)):
             raise ArgumentError(
