@@ -58,6 +58,29 @@ def test_view_of_other_size_needs_contiguous_last_axis(sim):
         ag.array(A).T.view(np.float32)
 
 
+
+@pytest.mark.parametrize("order", [">", "<"])
+def test_a_view_in_the_other_byte_order_is_refused_as_kernels_cannot_read_it(sim, order):
+    """Kernels read an array's bytes in the device's order whatever its dtype says (Numba
+    refuses such an array at the launch, CUDA C misreads it): a view in the other order was
+    accepted and ran on sim. A NumPy array of either order converts its values, as CuPy's."""
+    ag = sim
+    native = "<" if np.little_endian else ">"
+    a = ag.array(np.arange(4, dtype=np.float32))
+    if order == native:
+        assert a.view(order + "f4").dtype == np.float32
+        return
+    with pytest.raises(ValueError, match=rf"view\({order}f4\) of float32\[4\]: .*device's "
+                                         r"byte order.*x\.view\(numpy\.float32\)"):
+        a.view(order + "f4")
+    with pytest.raises(TypeError):     # (either catches it)
+        a.view(np.dtype(np.int32).newbyteorder(order))
+    swapped = np.arange(4, dtype=order + "f4")
+    for convert in (ag.array, ag.asarray):
+        c = convert(swapped)
+        assert c.dtype.isnative and c.numpy().tolist() == [0, 1, 2, 3]
+
+
 def test_flags_match_numpy(sim):
     ag = sim
     a = ag.array(A)

@@ -780,3 +780,16 @@ def test_a_list_tuple_or_array_array_for_an_array_parameter_says_to_convert_it(e
         copy[1, 8]((1.0,) * 8, y)
     copy[1, 8](ag.asarray(np.full(8, 3, np.float32)), y)
     assert y.numpy().tolist() == [3.0] * 8
+
+
+
+def test_an_array_in_the_other_byte_order_is_named_so_for_a_cuda_c_pointer(env):
+    """"expected a float32 array for 'float*', got float32[4]" contradicted itself: the
+    message names the byte order."""
+    ag, k, x, y = env
+    other = ">" if np.little_endian else "<"
+    swapped = x.astype(other + "f4")
+    with pytest.raises(ag.ArgumentError, match=(
+            rf"argument 0 'x': expected a float32 array for 'const float\*', got float32 "
+            rf"\({'big' if other == '>' else 'little'}-endian\)\[8\]")):
+        k[1, 8](swapped, y, 1.0, 8)

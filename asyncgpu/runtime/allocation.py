@@ -118,10 +118,15 @@ def allocations_and_views() -> list[Any]:
 
 
 def describe(dtype: Any, shape: tuple[int, ...]) -> str:
-    """``float32[1024]`` / ``int32[16x8]``: how messages name an array."""
+    """``float32[1024]`` / ``int32[16x8]``: how messages name an array; a byte order other
+    than the machine's is named (``float32 (big-endian)[4]``: ``float32[4]`` contradicted
+    "expected a float32 array")."""
     name = _dtype_names.get(dtype)
     if name is None:
-        name = _dtype_names[dtype] = dtype.name     # (NumPy works the name out at each call)
+        name = dtype.name       # (NumPy works the name out at each call)
+        if not dtype.isnative:
+            name += f" ({'big' if dtype.byteorder == '>' else 'little'}-endian)"
+        _dtype_names[dtype] = name
     return f"{name}[{'x'.join(map(str, shape)) if shape else ''}]"
 
 

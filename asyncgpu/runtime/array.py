@@ -43,7 +43,7 @@ from ..core.errors import FreedArrayError
 from .allocation import (DEVICE, HOST, Allocation, View, c_strides, dense_layout,
                          describe, f_strides, new_view)
 from .current import current_runtime
-from .dtypes import array_dtype, fill_number
+from .dtypes import UnsupportedDtype, array_dtype, fill_number
 from .node_ops import ops
 from .flags import Flags
 from .host_values import HostValues
@@ -386,6 +386,16 @@ class Array(View, HostValues, ArrayOperators):
         if dtype.hasobject or dtype.kind not in "biufc":
             raise TypeError(f"view({dtype}) of {self.describe()}: asyncgpu arrays hold booleans "
                             "and numbers only")
+        if not dtype.isnative:
+            # (a kernel reads the bytes in the device's order whatever the dtype says: Numba
+            # refuses such an array at the launch, CUDA C and CuPy's kernels misread it)
+            raise UnsupportedDtype(
+                f"view({dtype.str}) of {self.describe()}: asyncgpu arrays hold numbers in "
+                f"the device's byte order only, the order kernels read (CuPy refuses arrays of "
+                f"the other order); view it as {dtype.name} "
+                f"(x.view(numpy.{dtype.name})), and swap the bytes of data that is the other "
+                "order on the host (asyncgpu.asarray of a NumPy array of either order converts "
+                "its values)")
         v = self._probe().view(dtype)     # NumPy checks the layout and works out the shape
         return Array._view(self._alloc, v.shape, dtype, v.strides, self._offset)
 
