@@ -14,9 +14,9 @@ once. Errors name the kernel with the user's launch site, the argument and the f
 
 from __future__ import annotations
 
-import array
 import math
 import operator
+from array import array as stdlib_array
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -148,7 +148,7 @@ def _convert_fix() -> str:
 def _host_sequence_fix(a: Any) -> str:
     """``"; <the fix>"`` for a list, tuple or ``array.array`` that may be meant as an array
     (NumPy's get their own message), else ``""``."""
-    return f"; {_convert_fix()}" if isinstance(a, (list, tuple, array.array)) else ""
+    return f"; {_convert_fix()}" if isinstance(a, (list, tuple, stdlib_array)) else ""
 
 
 def _all_ints(config: Any) -> bool:
@@ -335,12 +335,13 @@ class Kernel:
         what = f"the scalar {a!r}" if number else f"a {kind_of(a)}"
         if p.name in self.modes and self.modes[p.name] != "rw":
             annotation = "const" if self.modes[p.name] == "r" else "out"
+            fix = _host_sequence_fix(a)
+            if isinstance(a, tuple):
+                fix += "; or, if the tuple is meant as one value, remove the annotation"
             raise ArgumentError(
                 f"{self._where(site, i)}: the parameter is annotated {annotation}, which only "
                 f"applies to arrays, but got {what}"
-                + (_host_sequence_fix(a) + ("; or, if the tuple is meant as one value, remove "
-                                            "the annotation" if isinstance(a, tuple) else "")
-                   if _host_sequence_fix(a) else "; remove the annotation or pass an array")
+                + (fix or "; remove the annotation or pass an array")
             )
         if not self.typed:
             if isinstance(a, (bool, int, float, complex, np.number, np.bool_)):
