@@ -774,3 +774,35 @@ def test_a_gather_from_an_array_without_elements_is_refused_at_the_call(sim):
         acp.zeros((2, 0))[:, idx]
     assert acp.zeros((0, 3))[:, idx].shape == (0, 1)
     assert float(acp.ones(3)[idx][0]) == 1.0             # (the runtime goes on)
+
+
+def test_calls_numpy_refuses_run_as_cupys_do(sim):
+    """Each as CuPy 14.2 gave it on the GPU: argmax over a tuple of axes (its reduction kernel
+    counts through them flattened), sign of booleans (int8), one element assigned from an
+    array of one element, searchsorted's side anything but 'right' taken as 'left'."""
+    m = acp.asarray(np.array([[3.0, 1.0, 4.0], [1.0, 5.0, 9.0]]))
+    assert int(acp.argmax(m, axis=(0, 1))) == 5 and int(m.argmin(axis=(0, 1))) == 1
+    assert acp.argmax(m, axis=(1,), keepdims=True).tolist() == [[2], [2]]
+    assert _value(acp.sign(acp.asarray(np.array([True, False])))) == ("int8", [1, 0])
+    a = acp.asarray(np.array([1, 2], np.int8))
+    a[0] = acp.asarray(np.array([5], np.int32))
+    assert a.tolist() == [5, 2]
+    z = acp.asarray(np.array(2.5))
+    z[...] = acp.asarray(np.array([7.0]))
+    assert float(z) == 7.0
+    assert _value(acp.searchsorted(acp.asarray(np.array([1.0, 2.0])),
+                                   acp.asarray(np.array([1.0])), side="middle")) == ("int64", [0])
+
+
+def test_creation_from_numbers_refuses_what_cupys_refuses(sim):
+    """cupy/_creation/ranges.py works out arange's length with numpy.ceil and int(), and
+    linspace between two numbers in float(): a complex bound and an infinite range raise."""
+    with pytest.raises(TypeError):
+        acp.arange(0, 2 + 1j)
+    with pytest.raises(OverflowError):
+        acp.arange(0, np.inf)
+    with pytest.raises(TypeError, match="complex"):
+        acp.linspace(0, 1j, 3)
+    assert acp.arange(np.float32(1), 3).dtype == np.float64       # (CuPy's: float)
+    assert acp.arange(5, 1, -2).tolist() == [5, 3] and acp.arange(3).dtype == np.int64
+    assert acp.linspace(0, 1, 3).tolist() == [0.0, 0.5, 1.0]

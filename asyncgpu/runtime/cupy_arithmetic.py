@@ -184,6 +184,14 @@ def _reciprocal(x: Any, /, out: Any = None, **kwargs: Any) -> Any:
     return into(out, result, kwargs.get("casting", "same_kind"))
 
 
+def _sign(x: Any, /, out: Any = None, **kwargs: Any) -> Any:
+    """CuPy's ``sign``: of booleans in int8, its first loop a bool casts to (NumPy refuses)."""
+    a = np.asarray(x)
+    if a.dtype == np.bool_ and kwargs.get("dtype") is None:
+        x = a.astype(np.int8)
+    return np.sign(x, out=out, **kwargs)
+
+
 class _Ufunc:
     """NumPy's ufunc ``ufunc`` called as ``call`` computes it (CuPy's result), its methods and
     attributes NumPy's (``reduce``, ``nin``...)."""
@@ -264,6 +272,7 @@ ARITHMETIC: dict[str, Callable[..., Any]] = {
     "mod": _Ufunc(np.remainder, _remainder),
     "divmod": _Ufunc(np.divmod, _divmod),
     "reciprocal": _Ufunc(np.reciprocal, _reciprocal),
+    "sign": _Ufunc(np.sign, _sign),
     "sinc": _Loops(_sinc, "efdFD", "sinc"),
     "i0": _Loops(np.i0, "efd"),
     "fix": _Loops(np.fix, "?bBhHiIlLqQefd"),

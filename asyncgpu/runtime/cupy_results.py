@@ -104,6 +104,25 @@ def _arg_into(result: Any, out: Any, dtype: Any) -> Any:
     return result if out is None else into(out, result)
 
 
+def _arg_over(x: Any, name: str, axis: Any, keepdims: bool) -> Any:
+    """CuPy's ``argmax``/``argmin`` (``name``) over ``axis``: a tuple of axes is reduced
+    together, the index counting through them flattened in the tuple's order (its reduction
+    kernel's; NumPy takes one axis)."""
+    x = np.asarray(x)
+    if not isinstance(axis, tuple):
+        return getattr(x, name)(axis=axis, keepdims=keepdims)
+    for ax in axis:
+        if not -x.ndim <= ax < x.ndim:
+            raise np.exceptions.AxisError(ax, x.ndim)
+    axes = [ax % x.ndim for ax in axis]
+    if len(set(axes)) != len(axes):
+        raise ValueError("duplicate value in 'axis'")
+    kept = x.ndim - len(axes)
+    moved = np.moveaxis(x, axes, list(range(kept, x.ndim)))
+    result = getattr(moved.reshape(moved.shape[:kept] + (-1,)), name)(axis=-1)
+    return np.expand_dims(result, sorted(axes)) if keepdims else result
+
+
 def _around(indices: Any, n: int) -> Any:
     """Integer ``indices`` into ``n`` elements, one out of range wrapped around as CuPy wraps
     it (index 5 of 3 elements is element 2, on the GPU, 14.2; NumPy raises); an empty axis has
@@ -167,6 +186,29 @@ def _scatter(ufunc: np.ufunc) -> Callable[..., Any]:
     return at
 
 
+def _arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Any:
+    """CuPy's ``arange``: float64 if a bound or the step is a float, else an integer type; its
+    length ``ceil((stop - start) / step)`` worked out first, so that a complex bound and an
+    infinite range are refused as there (``TypeError``, ``OverflowError``)."""
+    if dtype is None:
+        kinds = [v.dtype.kind if isinstance(v, (np.ndarray, np.generic)) else
+                 np.dtype(type(v)).kind for v in (start, stop, step)]
+        dtype = float if "f" in kinds else int
+    lo, hi = (0, start) if stop is None else (start, stop)
+    step = 1 if step is None else step
+    int(np.ceil((hi - lo) / step))
+    return np.arange(lo, hi, step, dtype=dtype)
+
+
+def _linspace(start: Any, stop: Any, num: int = 50, endpoint: bool = True,
+              retstep: bool = False, dtype: Any = None, axis: int = 0) -> Any:
+    """CuPy's ``linspace``: between two numbers it computes in double precision, so a
+    complex one is refused (``TypeError``, as ``float()`` refuses it there)."""
+    if not isinstance(start, np.ndarray) and not isinstance(stop, np.ndarray) and num >= 0:
+        float(start), float(stop)
+    return np.linspace(start, stop, num, endpoint, retstep, dtype, axis)
+
+
 def _getitem(self: Any, index: Any) -> Any:
     return self[_wrapped(self.shape, index)]
 
@@ -174,6 +216,10 @@ def _getitem(self: Any, index: Any) -> Any:
 def _setitem(self: Any, index: Any, value: Any) -> None:
     if isinstance(value, np.ndarray):
         value = device_cast(value, self.dtype)
+        if value.size == 1 and value.ndim:
+            # (CuPy's copy broadcasts one element to any target, one element included; NumPy 2
+            # refuses a[0] = array([5]))
+            value = value.reshape(())
     self[_wrapped(self.shape, index)] = value
 
 
@@ -260,6 +306,7 @@ def _searchsorted(a: Any, v: Any, side: str = "left", sorter: Any = None) -> Any
     if type(v) in (list, tuple) or isinstance(v, np.generic):
         raise NotImplementedError("Only python scalars or ndarrays are supported as v (CuPy's "
                                   "searchsorted): pass asyncgpu.asarray(v), or a Python number")
+    side = "right" if side == "right" else "left"      # (CuPy's: anything else is left)
     if sorter is not None and np.size(a):
         # (CuPy's: the data taken in sorter's order, an index out of range wrapped around)
         sorter = np.asarray(sorter)
@@ -431,9 +478,13 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     # (the methods whose arguments NumPy's take otherwise: by other positions, or by position
     # alone, as CuPy's signatures have them)
     "ndarray.argmax": lambda x, axis=None, out=None, dtype=None, keepdims=False: _arg_into(
-        x.argmax(axis=axis, keepdims=keepdims), out, dtype),
+        _arg_over(x, "argmax", axis, keepdims), out, dtype),
     "ndarray.argmin": lambda x, axis=None, out=None, dtype=None, keepdims=False: _arg_into(
-        x.argmin(axis=axis, keepdims=keepdims), out, dtype),
+        _arg_over(x, "argmin", axis, keepdims), out, dtype),
+    "argmax": lambda a, axis=None, dtype=None, out=None, keepdims=False: _arg_into(
+        _arg_over(a, "argmax", axis, keepdims), out, dtype),
+    "argmin": lambda a, axis=None, dtype=None, out=None, keepdims=False: _arg_into(
+        _arg_over(a, "argmin", axis, keepdims), out, dtype),
     "ndarray.fill": lambda x, value: x.fill(value),
     **ARITHMETIC,
     **STATISTICS,
@@ -452,6 +503,8 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
                                                                     "wrap"),
     "put": lambda a, ind, v, mode="wrap": np.put(a, ind, v, mode),
     "compress": _compress,
+    "arange": _arange,
+    "linspace": _linspace,
     "ndarray.compress": lambda x, condition, axis=None, out=None: _compress(condition, x, axis,
                                                                             out),
     **{f"{name}.at": _scatter(getattr(np, name)) for name in (
