@@ -394,3 +394,33 @@ def test_a_debug_kernel_raises_on_a_division_by_zero_as_in_numbas_simulator(sim)
     ratio[1, 2](x, ag.zeros(2, np.float64))
     with pytest.raises(KernelFault, match="divide by zero"):
         ag.synchronize()
+
+
+@pytest.mark.parametrize("numbas_manager", [False, True])
+def test_a_grid_sync_across_several_blocks_is_a_fault_and_in_one_block_runs(sim, monkeypatch,
+                                                                            numbas_manager):
+    """The simulator runs a launch's blocks one after another, so a grid-wide sync cannot wait
+    for the other blocks: over several blocks it is a KernelFault saying so (Numba's simulator
+    synchronised the block alone, and the result was silently wrong); over one block it is the
+    block's barrier."""
+    ag = sim
+    if numbas_manager:
+        monkeypatch.setattr(numba_sim, "_blocks_safe", False)
+
+    @ag.kernel
+    @cuda.jit
+    def rotate(a, b):
+        i = cuda.grid(1)
+        a[i] = i
+        cuda.cg.this_grid().sync()
+        b[i] = a[(i + 4) % a.size]
+
+    a, b = ag.zeros(8), ag.zeros(8)
+    rotate[2, 4](a, b)
+    with pytest.raises(KernelFault, match=r"kernel 'rotate'.*this_grid\(\)\.sync\(\) in a "
+                                          r"launch of 2 blocks.*cuda backend, or launch it with "
+                                          r"one block"):
+        ag.synchronize()
+    a, b = ag.zeros(8), ag.zeros(8)            # (the faulted launch's are unreadable)
+    rotate[1, 8](a, b)
+    assert b.numpy().tolist() == [4, 5, 6, 7, 0, 1, 2, 3]
