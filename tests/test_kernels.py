@@ -442,6 +442,25 @@ def test_booleans_compute_as_numbas_integers_in_a_simulated_kernel(sim):
     assert y.get().tolist() == [[2, -1, 0], [0, 0, 1]]
 
 
+@pytest.mark.parametrize("b", [True, np.True_, False, np.False_], ids=repr)
+def test_a_bool_scalar_argument_computes_as_numbas_integers_as_an_element_does(sim, b):
+    """A bool passed as a scalar computes as a bool element does: True + True is 2, -True -1,
+    ~True 0. Python's bool gave ~True == -2; NumPy's gave 1 for True + True and refused the
+    negation."""
+    ag = sim
+
+    @ag.kernel(out=["y"])
+    @cuda.jit
+    def arith(y, b):
+        y[0] = b + b
+        y[1] = -b
+        y[2] = ~b
+
+    y = ag.empty(3, np.int64)
+    arith[1, 1](y, b)
+    assert y.get().tolist() == ([2, -1, 0] if b else [0, 0, 1])
+
+
 @pytest.mark.parametrize("atomic, dtype", [("inc", np.int32), ("add", np.int8),
                                            ("add", np.float16), ("xor", np.float32)])
 def test_an_atomic_numba_does_not_compile_for_the_arrays_dtype_faults_as_the_gpu_refuses(

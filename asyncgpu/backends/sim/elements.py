@@ -6,7 +6,7 @@ array holding 100 is 200 on the device, -56 in NumPy's int8) and with booleans a
 is a :class:`Narrow` instead: an ``np.int64`` of its value, whose arithmetic gives plain
 int64s, as Numba's results are, that keeps its array's ``width`` for the intrinsics that count
 bits (``asyncgpu.backends.sim.intrinsics``); a boolean's ``~`` stays ``not``
-(:class:`Boolean`).
+(:class:`Boolean`, which a kernel's bool scalar arguments are too).
 
 Example::
 
@@ -32,8 +32,9 @@ NARROW = {np.dtype(t): type(f"{np.dtype(t).name}_element", (Narrow,), {"width": 
 
 
 class Boolean(Narrow):
-    """A boolean element: it computes as an integer too (``True + True`` is 2, ``-True`` -1),
-    but its ``~`` is ``not``, as Numba's; a warp shuffle refuses it, as Numba's does."""
+    """A boolean element, or a bool scalar argument: it computes as an integer too (``True +
+    True`` is 2, ``-True`` -1), but its ``~`` is ``not``, as Numba's; a warp shuffle refuses it,
+    as Numba's does."""
 
     width = 32
 

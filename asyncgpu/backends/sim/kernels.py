@@ -19,7 +19,7 @@ from ...core.errors import AnnotationViolation, ArgumentError, AsyncGPUError
 from ...runtime.array import Array
 from ...runtime.dtypes import long_double
 from ...runtime.kernel import CudaCSource, Kernel
-from .elements import NARROW
+from .elements import NARROW, Boolean
 from .numba_sim import barrier_free, one_launch, simulated_device_functions
 
 #: The byte every simulated allocation holds until written, and what a write-only argument's
@@ -316,9 +316,13 @@ def _as_numba_computes(v: Any) -> Any:
     integer (Numba computes on integers of at least 64 bits, and wraps there), where the
     kernel's Python body would compute on the NumPy type (``np.int8(100) + np.int8(100)`` is
     -56, on the GPU 200) or on an unbounded Python int. Unsigned ones beyond int64 stay
-    ``uint64``; bools, floats, records and arrays are left as they are. A tuple's integers
-    become the same (Numba types a tuple by its items)."""
+    ``uint64``. A bool (Python's or NumPy's) is a :class:`Boolean`, which computes as Numba's
+    (``True + True`` is 2, ``~b`` is ``not b``) where Python's ``~True`` is -2 and NumPy's
+    ``np.True_ + np.True_`` is True. Floats, records and arrays are left as they are; a
+    tuple's items become the same (Numba types a tuple by its items)."""
     t = type(v)
+    if t is bool or t is np.bool_:
+        return Boolean(v)
     if isinstance(v, tuple):
         items = [_as_numba_computes(x) for x in v]
         return v._make(items) if hasattr(v, "_make") else tuple(items)
