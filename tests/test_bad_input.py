@@ -359,6 +359,28 @@ def test_const_argument_written_by_the_kernel(env):                   # case 5
     assert y.numpy().tolist() == (3.0 * np.arange(8)).tolist()
 
 
+def test_a_const_argument_written_only_while_a_flag_is_unset_is_named(sim):
+    """The kernel sets the flag, then writes the const argument only where the flag was
+    unset: the violation names the argument, found by running the kernel again on what the
+    failed run started from (run again on what it left, the flag was set and nothing was
+    named)."""
+    ag = sim
+
+    @ag.kernel(const=["x"])
+    @cuda.jit
+    def once(x, flag):
+        if flag[0] == 0:
+            flag[0] = 1
+            x[0] = 5.0
+
+    x, flag = ag.zeros(4), ag.zeros(1, np.int32)
+    once[1, 1](x, flag)
+    with pytest.raises(ag.AnnotationViolation,
+                       match=r"kernel 'once' .*wrote argument 0 'x' .*declared const; remove 'x'"):
+        ag.synchronize()
+    assert x.numpy().tolist() == [0.0] * 4
+
+
 def test_out_argument_read_by_the_kernel_is_an_annotation_violation(sim):   # case 6
     """The simulator poisons an ``out`` argument (NaN), and the kernel read the poison
     silently (the result differed from serial, with no error; on the GPU it reads whatever

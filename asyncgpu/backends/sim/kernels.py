@@ -256,12 +256,20 @@ class SimKernelLaunch:
         # (the write-only arguments' reads of elements not written yet, by argument)
         outs: dict[int, list[Any]] = {a.index: [] for a in arrays
                                       if not a.read and not self._overlaps_other(a)}
+        # (what the run starts from, for finding which const argument it wrote: the run changes
+        # the bytes of the buffers it writes, and a write that depends on them may not happen
+        # again on what it left; only where a const argument may be written)
+        before = snaps
+        if len(writable) < len(arrays):
+            written = {a.buffer.uid for a in arrays if a.write}
+            before = {uid: (buf, lo0, snap.copy() if uid in written else snap)
+                      for uid, (buf, lo0, snap) in snaps.items()}
         try:
             self.run(self._views(snaps, writable), outs)
         except ValueError as exc:
             if "read-only" not in str(exc):
                 raise
-            raise self._const_violation(snaps, writable) from exc
+            raise self._const_violation(before, writable) from exc
         for a in arrays:
             if outs.get(a.index):
                 raise self._out_violation(a, outs[a.index][0])
@@ -281,14 +289,18 @@ class SimKernelLaunch:
             f"computes from what it held, which the runtime does not keep for it; remove "
             f"'{a.param}' from out=[...]")
 
-    def _const_violation(self, snaps: dict[int, Any], writable: set[int]) -> AnnotationViolation:
-        """Find which read-only argument the kernel wrote, by running it on copies."""
+    def _const_violation(self, before: dict[int, Any], writable: set[int]
+                         ) -> AnnotationViolation:
+        """Find which read-only argument the kernel wrote, by running it again on copies of
+        ``before``, the snapshots as the failed run started from them (so that a write that
+        depends on data the failed run changed happens again), each const argument alone
+        read-only."""
         where = f"kernel '{self.kernel.name}'" + (f" (launched at {self.site})" if self.site else "")
         everything = {a.index for a in self.arrays}
         for a in self.arrays:
             if a.index in writable:
                 continue
-            copies = {uid: (buf, lo0, snap.copy()) for uid, (buf, lo0, snap) in snaps.items()}
+            copies = {uid: (buf, lo0, snap.copy()) for uid, (buf, lo0, snap) in before.items()}
             try:
                 self.run(self._views(copies, everything - {a.index}))
             except ValueError as exc:
