@@ -381,6 +381,32 @@ def test_a_const_argument_written_only_while_a_flag_is_unset_is_named(sim):
     assert x.numpy().tolist() == [0.0] * 4
 
 
+@pytest.mark.parametrize("own", ["table", "message"])
+def test_a_twins_own_read_only_error_is_its_kernel_fault_not_a_const_violation(sim, own):
+    """A twin writing a read-only NumPy array of its own, or raising a ValueError about
+    something read-only, fails as the twin failed: a KernelFault with its error. Only a write
+    to a const argument is an AnnotationViolation (this one blamed the const 'x', which the
+    source declares const and the twin never wrote)."""
+    ag = sim
+    table = np.frombuffer(b"\x00" * 16, dtype=np.float32)     # (read-only)
+
+    def twin(x, y, a, n):
+        if own == "table":
+            table[0] = a
+        else:
+            raise ValueError("the twin's lookup table is read-only")
+        y[:n] += x[:n]
+
+    k = ag.cuda_kernel(SRC, "axpy", sim=twin)
+    x, y = ag.array(np.arange(4, dtype=np.float32)), ag.zeros(4, np.float32)
+    k[1, 4](x, y, 1.0, 4)
+    with pytest.raises(ag.KernelFault, match=r"kernel 'axpy' .*raised ValueError: .*read-only") \
+            as caught:
+        ag.synchronize()
+    assert not isinstance(caught.value, ag.AnnotationViolation)
+    assert x.numpy().tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
 def test_out_argument_read_by_the_kernel_is_an_annotation_violation(sim):   # case 6
     """The simulator poisons an ``out`` argument (NaN), and the kernel read the poison
     silently (the result differed from serial, with no error; on the GPU it reads whatever

@@ -259,7 +259,7 @@ class SimKernelLaunch:
         # (what the run starts from, for finding which const argument it wrote: the run changes
         # the bytes of the buffers it writes, and a write that depends on them may not happen
         # again on what it left; only where a const argument may be written)
-        before = snaps
+        before = None
         if len(writable) < len(arrays):
             written = {a.buffer.uid for a in arrays if a.write}
             before = {uid: (buf, lo0, snap.copy() if uid in written else snap)
@@ -267,9 +267,13 @@ class SimKernelLaunch:
         try:
             self.run(self._views(snaps, writable), outs)
         except ValueError as exc:
-            if "read-only" not in str(exc):
+            # (NumPy's refusal to write a read-only array, which a const argument is; the
+            # kernel's own error where it is no argument's)
+            violation = (self._const_violation(before, writable)
+                         if before is not None and "read-only" in str(exc) else None)
+            if violation is None:
                 raise
-            raise self._const_violation(before, writable) from exc
+            raise violation from exc
         for a in arrays:
             if outs.get(a.index):
                 raise self._out_violation(a, outs[a.index][0])
@@ -290,27 +294,33 @@ class SimKernelLaunch:
             f"'{a.param}' from out=[...]")
 
     def _const_violation(self, before: dict[int, Any], writable: set[int]
-                         ) -> AnnotationViolation:
+                         ) -> AnnotationViolation | None:
         """Find which read-only argument the kernel wrote, by running it again on copies of
         ``before``, the snapshots as the failed run started from them (so that a write that
-        depends on data the failed run changed happens again), each const argument alone
-        read-only."""
+        depends on data the failed run changed happens again): with every argument writable,
+        then each const argument alone read-only. None where it fails so with every argument
+        writable: the read-only array it wrote is its own (a twin's NumPy table), and its error
+        is its own to report."""
         where = f"kernel '{self.kernel.name}'" + (f" (launched at {self.site})" if self.site else "")
         everything = {a.index for a in self.arrays}
-        for a in self.arrays:
-            if a.index in writable:
-                continue
+
+        def refused(read_only: set[int]) -> bool:
             copies = {uid: (buf, lo0, snap.copy()) for uid, (buf, lo0, snap) in before.items()}
             try:
-                self.run(self._views(copies, everything - {a.index}))
+                self.run(self._views(copies, everything - read_only))
             except ValueError as exc:
-                if "read-only" in str(exc):
-                    return AnnotationViolation(
-                        f"{where} wrote argument {a.index} '{a.param}' ({a.desc}), which is "
-                        f"declared const; remove '{a.param}' from const=[...] or stop writing it"
-                    )
-            except Exception:
-                continue
+                return "read-only" in str(exc)
+            except Exception:       # noqa: BLE001 - (any other failure: not this write)
+                return False
+            return False
+
+        if refused(set()):
+            return None
+        for a in self.arrays:
+            if a.index not in writable and refused({a.index}):
+                return AnnotationViolation(
+                    f"{where} wrote argument {a.index} '{a.param}' ({a.desc}), which is "
+                    f"declared const; remove '{a.param}' from const=[...] or stop writing it")
         return AnnotationViolation(f"{where} wrote an argument declared const")
 
 
