@@ -9,6 +9,7 @@ tests/gpu/test_gpu_faults.py.
 from __future__ import annotations
 
 import pytest
+from stand_in import run
 
 from asyncgpu import KernelFault
 from asyncgpu.core.errors import LaunchError
@@ -254,3 +255,38 @@ def test_driver_errors_of_the_direct_calls_are_classified_by_status_or_by_name(s
     with pytest.raises(KernelFault, match=name):
         b.record(FakeEvent(), FakeStream())
     assert not faults.is_sticky(FakeCudaError(1, "CUDA_ERROR_INVALID_VALUE: invalid argument"))
+
+
+FREE_AFTER_A_FAULT = """
+import os
+import numpy as np
+import cupy
+import asyncgpu as ag
+from benchmarks import replay
+
+
+def illegal(*args):
+    raise cupy.cuda.runtime.CUDARuntimeError("cudaErrorIllegalAddress: an illegal memory access")
+
+
+ag.configure(backend="cuda")
+inc = ag.cuda_kernel(replay.INC, "inc")
+b = ag.zeros(1024, np.float32)
+inc[1, 32](b, 32)
+cupy.cuda.Event.done = property(illegal)         # (the device faulted meanwhile)
+cupy.cuda.Event.synchronize = illegal
+cupy.cuda.runtime.deviceSynchronize = illegal
+try:
+    b.free()
+except ag.KernelFault as fault:
+    print("raised:", "the GPU reported a fault" in str(fault))
+print("freed:", b._alloc.freed, b._alloc.buffer is None)
+os._exit(0)     # (the context is lost: no exit-time synchronize)
+"""
+
+
+def test_free_that_meets_a_sticky_fault_frees_the_array_then_raises_it():
+    """On the real cuda backend over the stand-in CuPy (``tools/fakecupy``): the free's wait
+    meets a sticky fault; the array is freed, then the fault raised (it stayed allocated)."""
+    out = run(FREE_AFTER_A_FAULT)
+    assert out.strip().splitlines()[-2:] == ["raised: True", "freed: True True"]

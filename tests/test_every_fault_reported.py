@@ -386,3 +386,42 @@ def _catch(run, caught):
         run()
     except ag.KernelFault as exc:
         caught.append(exc)
+
+
+def test_free_that_meets_an_earlier_kernels_fault_frees_the_array_then_raises_it(rt):
+    """``try: ... finally: b.free()`` leaks nothing when earlier work faulted: the free waits
+    for b's work, gives the memory back and raises the fault it met (once); it left b
+    allocated, and only a second free freed it."""
+    a = ag.zeros(8, np.float32)
+    b = ag.zeros(8, np.float32)
+    out_of_bounds[1, 8](a, 8)              # faults
+    b[...] = a                             # (so that the free's wait meets the fault)
+    plus_one[1, 8](b, 8)
+    with pytest.raises(ag.KernelFault, match="kernel 'out_of_bounds'"):
+        b.free()
+    assert b._alloc.freed
+    with pytest.raises(ag.FreedArrayError):
+        b.numpy()
+    ag.synchronize()                       # (reported once)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_fault_the_free_does_not_raise_reaches_the_next_wait(seed):
+    """The free drains the device after the fault it met: another kernel's fault found there
+    is kept for the next wait, not lost (whichever of the two the free's wait met first)."""
+    with ag.configure(backend="sim", sim_seed=seed, sim_strategy="random"):
+        a, b, c = (ag.zeros(8, np.float32) for _ in range(3))
+        out_of_bounds[1, 8](a, 8)              # fault a
+        b[...] = a
+        out_of_bounds[1, 8](c, 8)              # fault c
+        sites = []
+        with pytest.raises(ag.KernelFault) as info:
+            b.free()
+        sites += [str(e) for e in getattr(info.value, "exceptions", [info.value])]
+        assert b._alloc.freed
+        try:
+            ag.synchronize()
+        except ag.KernelFault as fault:
+            sites += [str(e) for e in getattr(fault, "exceptions", [fault])]
+        for marker in ("# fault a", "# fault c"):
+            assert sum(f"test_every_fault_reported.py:{_line(marker)}" in s for s in sites) == 1

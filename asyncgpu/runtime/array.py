@@ -479,7 +479,8 @@ class Array(View, HostValues, ArrayOperators):
         """Give the memory back now: waits for unfinished work on it; later use raises.
 
         Every view of the same allocation becomes unusable too (``FreedArrayError``), and so
-        does a second ``free()``, even one racing this one in another thread.
+        does a second ``free()``, even one racing this one in another thread. A fault of
+        earlier work that the wait meets is raised after the memory is given back.
         """
         rt = self._alloc.runtime
         with rt._lock:      # (checked under it: of two threads freeing it at once, one frees)

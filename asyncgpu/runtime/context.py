@@ -325,7 +325,11 @@ class Runtime(HostAccess, TenantSteps):
         self._releases.append((alloc_id, buffer))
 
     def free(self, alloc: Allocation) -> None:
-        """Explicit free: wait for every unfinished node using the allocation, then release."""
+        """Explicit free: wait for every unfinished node using the allocation, then release.
+
+        A fault the wait meets (of any earlier work, as at any host wait) is raised after the
+        release, once the device has finished everything: the array is freed all the same, so
+        that ``try: ... finally: x.free()`` leaks nothing, and the fault is not lost."""
         with self._lock:
             if self.recording is not None:
                 self.recording.refuse(f"free of an array of {alloc.nbytes} bytes")
@@ -342,14 +346,27 @@ class Runtime(HostAccess, TenantSteps):
             if self._host_busy:     # (a large host write still copying into its memory)
                 self.settle_host_write(alloc)
             found = self.deps.conflicts([Access(alloc.id, alloc, 0, alloc.nbytes, True, "free")])
+            fault = None
             if found:
-                self.streams.host_wait(list(found))
-                self.stats.sync("free")
+                try:
+                    self.streams.host_wait(list(found))
+                    self.stats.sync("free")
+                except (KernelFault, AnnotationViolation) as exc:
+                    # (the wait stopped at the fault, maybe before the allocation's own nodes
+                    # finished: wait for everything, keeping any further fault for the next
+                    # host wait, as a synchronize would report it)
+                    fault = exc
+                    try:
+                        self._synchronize_locked("free")
+                    except (KernelFault, AnnotationViolation) as later:
+                        self.backend.keep_faults(later)
             alloc.freed = True
             count_explicit_free()
             buffer, alloc.buffer = alloc.buffer, None
             self.deps.forget(alloc.id)
             self.backend.free(buffer)
+            if fault is not None:
+                raise fault
 
     # -- kernels -----------------------------------------------------------------------------
     def launch_call(self, call: Any) -> Any:
