@@ -39,6 +39,14 @@ def test_options_from_env_parses_and_rejects():
         options_from_env({"ASYNCGPU_PARENT_STREAM": "nope"})
 
 
+def test_a_variable_naming_a_choice_is_read_whatever_its_case_and_spaces():
+    """As the flags and numbers are read (ASYNCGPU_MAX_STREAMS=' 4 ' is 4): SIM was refused."""
+    opts = options_from_env({"ASYNCGPU_BACKEND": " SIM", "ASYNCGPU_MEMORY": "Explicit ",
+                             "ASYNCGPU_GRAPH_ORDER": "IOS", "ASYNCGPU_MAX_STREAMS": " 4 "})
+    assert (opts.backend, opts.memory, opts.graph_order, opts.max_streams) == (
+        "sim", "explicit", "ios", 4)
+
+
 @pytest.mark.parametrize("name", ["graph_read_back", "interference", "debug_hb"])
 @pytest.mark.parametrize("value", ["False", 0, None])
 def test_a_switch_given_anything_but_a_bool_is_refused_by_name(name, value):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from typing import Any
 
 from .suite import (
@@ -15,7 +16,8 @@ from .suite import (
     pick_scale,
     write_json,
 )
-from .tables import fmt, make_console, metrics_table, plain_table, print_overhead
+from .tables import (fmt, make_console, metrics_table, plain_table, print_overhead,
+                     usage_error)
 
 
 #: What ``asyncgpu bench`` runs besides the suite's workloads.
@@ -98,14 +100,14 @@ def multigpu_args(args: argparse.Namespace, available: int
     # (--devices: integers from 1 on, as the argument parser checks them)
     counts = sorted({int(c) for c in args.devices.split(",") if c.strip()}) if args.devices else []
     if counts and counts[-1] > available:
-        raise UsageError(f"asyncgpu bench multigpu: --devices asks for {counts[-1]} GPUs; "
+        raise UsageError(f"multigpu: --devices asks for {counts[-1]} GPUs; "
                          f"this host has {available}")
     workloads = multigpu.WORKLOADS
     if args.workloads:
         workloads = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
         unknown = [w for w in workloads if w not in multigpu.WORKLOADS]
         if unknown:
-            raise UsageError(f"asyncgpu bench multigpu: unknown workload(s) {unknown}; "
+            raise UsageError(f"multigpu: unknown workload(s) {unknown}; "
                              f"choose from {', '.join(multigpu.WORKLOADS)}")
     return counts, workloads
 
@@ -120,20 +122,23 @@ def tenants_mix(args: argparse.Namespace) -> tuple[str, ...]:
         mix = tuple(w.strip() for w in args.workloads.split(",") if w.strip())
         unknown = [w for w in mix if w.partition(":")[0] not in workloads
                    or w.partition(":")[2] not in ("", *SCALES)]
-        if unknown or not mix:
-            raise UsageError(f"asyncgpu bench tenants: unknown workload(s) {unknown}; choose "
+        if not mix:
+            raise UsageError(f"tenants: --workloads names no workload; choose from "
+                             f"{', '.join(workloads)}")
+        if unknown:
+            raise UsageError(f"tenants: unknown workload(s) {unknown}; choose "
                              f"from {', '.join(workloads)} (a scale of its own: ml:small)")
     if args.partitions and args.steps == "recorded":
-        raise UsageError("asyncgpu bench tenants: --partitions runs eager steps only (a CUDA "
+        raise UsageError("tenants: --partitions runs eager steps only (a CUDA "
                          "graph's kernels run on every SM); drop --steps recorded or "
                          "--partitions")
     if args.period is not None:
         if args.balance or args.no_priority:
-            raise UsageError("asyncgpu bench tenants: --balance and --no-priority apply to "
+            raise UsageError("tenants: --balance and --no-priority apply to "
                              "workloads run back to back, not with --period (a service's "
                              "steps come at its rate, and its tenant has priority high)")
         if not args.period > 0:
-            raise UsageError(f"asyncgpu bench tenants: --period must be positive; got "
+            raise UsageError(f"tenants: --period must be positive; got "
                              f"{args.period}")
     return mix
 
@@ -257,31 +262,35 @@ def cmd_bench(args: argparse.Namespace) -> int:
     # (what cannot run is refused before anything runs)
     unknown = [n for n in names if n not in WORKLOADS and n not in MICRO_BENCHMARKS]
     if unknown:
-        console.print(f"[red]unknown workload(s) {unknown}; known: {sorted(WORKLOADS)}, "
-                      f"{', '.join(MICRO_BENCHMARKS)}[/]")
-        return 2
+        return usage_error("asyncgpu bench", f"unknown workload(s) {unknown}; known: "
+                           f"{sorted(WORKLOADS)}, {', '.join(MICRO_BENCHMARKS)}")
     modes = tuple(m.strip() for m in args.modes.split(",") if m.strip())
     if any(n in WORKLOADS for n in names):
         future = [m for m in modes if m in harness.FUTURE_MODES]
         bad = [m for m in modes if m not in harness.MODES and m not in future]
         if future or bad or not modes:
-            console.print(f"[red]{'no modes' if not modes else 'unknown mode(s) ' + str(bad)}"
-                          + (f"; not implemented yet: {future}" if future else "")
-                          + f"; available: {', '.join(harness.MODES)}[/]")
-            return 2
+            return usage_error(
+                "asyncgpu bench", ("no modes" if not modes else f"unknown mode(s) {bad}")
+                + (f"; not implemented yet: {future}" if future else "")
+                + f"; available: {', '.join(harness.MODES)}")
     for flag, path in (("--json", args.json), ("--plot", args.plot)):
         problem = output_problem(flag, path)
         if problem:
-            console.print(f"[red]{problem}[/]")
-            return 2
+            return usage_error("asyncgpu bench", problem)
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        return usage_error("asyncgpu bench", "--plot draws with matplotlib, which is not "
+                           "installed: pip install matplotlib (or asyncgpu[bench])")
+    if args.plot and not on_gpu:
+        return usage_error("asyncgpu bench", "--plot draws the speedups measured on a GPU; the "
+                           "simulator measures none (it checks every result): run on a GPU, "
+                           "or leave --plot out")
     try:
         if "multigpu" in names:
             multigpu_args(args, devices_available(on_gpu))
         if "tenants" in names:
             tenants_mix(args)
     except UsageError as exc:
-        console.print(f"[red]{exc}[/]")
-        return 2
+        return usage_error("asyncgpu bench", str(exc))
     _say_unused(console, args, names, WORKLOADS)
     ag.configure(backend="cuda" if on_gpu else "sim")
     #: the micro-benchmarks' results, for --json (every one named, beside the suite's)

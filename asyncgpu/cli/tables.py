@@ -16,6 +16,16 @@ def make_console() -> Any:
     return Console()     # the terminal's width: the tables fold their columns to fit
 
 
+def usage_error(command: str, message: str) -> int:
+    """Say why ``command`` cannot run, in one line on the standard error (not folded to the
+    terminal's width: a script reads it whole); the exit status to return, 2."""
+    from rich.console import Console
+
+    Console(stderr=True, soft_wrap=True).print(f"[red]{command}: {message}[/]",
+                                               highlight=False)
+    return 2
+
+
 def plain_table(title: str) -> Any:
     from rich import box
     from rich.table import Table

@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from .suite import bench_module, hand_schedule, pick_scale
-from .tables import make_console, metrics_table
+from .tables import make_console, metrics_table, usage_error
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
@@ -18,18 +18,17 @@ def cmd_trace(args: argparse.Namespace) -> int:
     WORKLOADS = bench_module("workloads").WORKLOADS
     console = make_console()
     if args.name not in WORKLOADS:
-        console.print(f"[red]unknown workload {args.name!r}; known: {sorted(WORKLOADS)}[/]")
-        return 2
+        return usage_error("asyncgpu trace", f"unknown workload {args.name!r}; known: "
+                           f"{sorted(WORKLOADS)}")
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         # (before the run: the files go into a directory of that name)
-        console.print(f"[red]--out {args.out!r} is a file; give a directory (made if it does "
-                      f"not exist)[/]")
-        return 2
+        return usage_error("asyncgpu trace", f"--out {args.out!r} is a file; give a directory "
+                           "(made if it does not exist)")
     try:
         os.makedirs(args.out, exist_ok=True)
     except OSError as exc:
-        console.print(f"[red]--out {args.out!r}: the directory cannot be made ({exc})[/]")
-        return 2
+        return usage_error("asyncgpu trace", f"--out {args.out!r}: the directory cannot be "
+                           f"made ({exc})")
     on_gpu, scale = pick_scale(ag, console, args.scale)
     ag.configure(backend="cuda" if on_gpu else "sim")
     cls = WORKLOADS[args.name]

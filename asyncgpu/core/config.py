@@ -274,6 +274,12 @@ def _flag(text: str) -> bool:
     raise ValueError(f"expected 1/0, true/false, yes/no or on/off; got {text!r}")
 
 
+def _word(text: str) -> str:
+    """A variable naming one of an option's choices, read as the flags and numbers are: case
+    and surrounding spaces aside (``ASYNCGPU_BACKEND=SIM`` is ``sim``)."""
+    return text.strip().lower()
+
+
 def _devices(text: str) -> Devices:
     """``ASYNCGPU_DEVICES``: ``all``, a count (``2``) or device numbers (``0,2``)."""
     value = text.strip().lower()
@@ -286,20 +292,20 @@ def _devices(text: str) -> Devices:
 
 #: Environment variable -> (option name, parser). Documented in docs/reference/environment.md.
 ENVIRONMENT: dict[str, tuple[str, Any]] = {
-    "ASYNCGPU_BACKEND": ("backend", str),
-    "ASYNCGPU_EXECUTION": ("execution", str),
-    "ASYNCGPU_DEPENDENCY": ("dependency", str),
-    "ASYNCGPU_NEW_STREAM": ("new_stream", str),
-    "ASYNCGPU_PARENT_STREAM": ("parent_stream", str),
-    "ASYNCGPU_PREFETCH": ("prefetch", str),
-    "ASYNCGPU_MEMORY": ("memory", str),
+    "ASYNCGPU_BACKEND": ("backend", _word),
+    "ASYNCGPU_EXECUTION": ("execution", _word),
+    "ASYNCGPU_DEPENDENCY": ("dependency", _word),
+    "ASYNCGPU_NEW_STREAM": ("new_stream", _word),
+    "ASYNCGPU_PARENT_STREAM": ("parent_stream", _word),
+    "ASYNCGPU_PREFETCH": ("prefetch", _word),
+    "ASYNCGPU_MEMORY": ("memory", _word),
     "ASYNCGPU_COPY_CHUNKS": ("copy_chunks", int),
     "ASYNCGPU_MAX_STREAMS": ("max_streams", int),
     "ASYNCGPU_INTERFERENCE": ("interference", _flag),
     "ASYNCGPU_POLL_THRESHOLD": ("poll_threshold", int),
     "ASYNCGPU_DEVICE": ("device", int),
     "ASYNCGPU_DEVICES": ("devices", lambda s: _devices(s)),
-    "ASYNCGPU_DEVICE_POLICY": ("device_policy", str),
+    "ASYNCGPU_DEVICE_POLICY": ("device_policy", _word),
     "ASYNCGPU_DEVICE_DATA_THRESHOLD": ("device_data_threshold", float),
     "ASYNCGPU_SIM_DEVICES": ("sim_devices", int),
     "ASYNCGPU_DEBUG_HB": ("debug_hb", _flag),
@@ -309,11 +315,11 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_DIRECT_DRIVER": ("direct_driver", _flag),
     "ASYNCGPU_SINGLE_NODE_GRAPHS": ("single_node_graphs", _flag),
     "ASYNCGPU_SIM_SEED": ("sim_seed", int),
-    "ASYNCGPU_SIM_STRATEGY": ("sim_strategy", str),
+    "ASYNCGPU_SIM_STRATEGY": ("sim_strategy", _word),
     "ASYNCGPU_SIM_TICK": ("sim_tick", float),
     "ASYNCGPU_TRACE": ("trace", str),
-    "ASYNCGPU_GRAPH_STREAMS": ("graph_streams", str),
-    "ASYNCGPU_GRAPH_ORDER": ("graph_order", str),
+    "ASYNCGPU_GRAPH_STREAMS": ("graph_streams", _word),
+    "ASYNCGPU_GRAPH_ORDER": ("graph_order", _word),
     "ASYNCGPU_GRAPH_CACHE": ("graph_cache", int),
     "ASYNCGPU_GRAPH_MAX_STREAMS": ("graph_max_streams", int),
     "ASYNCGPU_GRAPH_LANE_COST_US": ("graph_lane_cost_us",
@@ -358,9 +364,10 @@ def options_from_env(environ: dict[str, str] | None = None) -> Options:
 def cli_log_level() -> str:
     """Logging level of the ``asyncgpu`` command (``ASYNCGPU_LOG_LEVEL``, default WARNING);
     ValueError naming the variable for a level ``logging`` does not have."""
-    level = os.environ.get("ASYNCGPU_LOG_LEVEL", "WARNING").upper()
+    raw = os.environ.get("ASYNCGPU_LOG_LEVEL", "WARNING")
+    level = raw.strip().upper()
     if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
-        raise ValueError(f"ASYNCGPU_LOG_LEVEL={level!r} is not a logging level; use one of "
+        raise ValueError(f"ASYNCGPU_LOG_LEVEL={raw!r} is not a logging level; use one of "
                          "DEBUG, INFO, WARNING, ERROR, CRITICAL")
     return level
 
