@@ -164,7 +164,8 @@ def test_numba_tuple_and_record_arguments_reach_numbas_launch_as_values():
         out = ag.zeros(4)
         got = []
         k = ag.kernel(total)
-        for c in [(1.0, 2.0), (1.0, 2.0, 3.0), (1, 2), (np.float32(0.5), 4)]:
+        # (a loop over a tuple: its items of one type, as Numba's compile asks; sim runs Python)
+        for c in [(1.0, 2.0), (1.0, 2.0, 3.0), (1, 2), (np.float32(0.5), np.float32(4))]:
             k[1, 1](out, c)
             got.append(out.numpy()[0])
         ag.kernel(nested)[1, 4](out, ((1.0, 2), 10))
