@@ -618,3 +618,22 @@ def test_a_call_on_a_broadcast_view_makes_no_stand_in_of_the_broadcast_shape(sim
         tracemalloc.stop()
     assert total.tolist() == (np.arange(64.0) * 10**6).tolist()
     assert peak < 64 << 20
+
+
+def test_a_0d_numpy_argument_changed_after_the_call_does_not_change_the_result(sim):
+    """NumPy and CuPy take a 0-d NumPy array's value at the call: a write to it afterwards,
+    before the node has run, changes nothing (it was held by reference and read later)."""
+    x = sim.asarray(np.arange(4.0))
+    s = np.array(2.0)
+    got = [acp.full(3, s), acp.full_like(x, s), acp.where(x > 1, x, s), x.clip(s, None),
+           x.searchsorted(s)]
+    y = sim.zeros(3)
+    y.fill(s)
+    z = sim.zeros(3)
+    acp.copyto(z, s)
+    w = sim.zeros(3)
+    acp.put(w, sim.asarray(np.array([0, 2])), s)
+    s[...] = 50.0
+    assert [g.tolist() for g in got] == [[2.0] * 3, [2.0] * 4, [2.0, 2.0, 2.0, 3.0],
+                                         [2.0, 2.0, 2.0, 3.0], 2]
+    assert (y.tolist(), z.tolist(), w.tolist()) == ([2.0] * 3, [2.0] * 3, [2.0, 0.0, 2.0])

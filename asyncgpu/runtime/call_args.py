@@ -7,7 +7,9 @@ replaces every :class:`~asyncgpu.Array` by a :class:`Slot`, its index in the lis
 arrays; :func:`fill` puts values back in the slots: the arrays themselves, NumPy placeholders
 for inference on ``sim``, or device copies. Splitting refuses what the device cannot take
 before anything is enqueued: a NumPy array (CuPy refuses implicit host-to-device copies), a
-foreign device array asyncgpu cannot order against, a Python int beyond 64 bits.
+foreign device array asyncgpu cannot order against, a Python int beyond 64 bits. A 0-d NumPy
+array, a number to CuPy, is taken as a copy: its value at the call, as CuPy reads it then,
+whatever the host writes into it before the node runs.
 
 Invariant: ``fill(split(obj, arrays, where), arrays)`` equals ``obj``.
 
@@ -61,6 +63,8 @@ def split(obj: Any, arrays: list[Array], where: str) -> Any:
             "an asyncgpu.Array (CuPy refuses implicit host-to-device copies too); pass "
             "asyncgpu.asarray(x) instead"
         )
+    if isinstance(obj, np.ndarray):
+        return obj.copy()       # (0-d: the node runs later, the value is the call's)
     if (hasattr(obj, "__cuda_array_interface__") or hasattr(obj, "copy_to_host")) \
             and not isinstance(obj, type):
         raise ArgumentError(
