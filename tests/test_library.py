@@ -637,3 +637,25 @@ def test_a_0d_numpy_argument_changed_after_the_call_does_not_change_the_result(s
     assert [g.tolist() for g in got] == [[2.0] * 3, [2.0] * 4, [2.0, 2.0, 2.0, 3.0],
                                          [2.0, 2.0, 2.0, 3.0], 2]
     assert (y.tolist(), z.tolist(), w.tolist()) == ([2.0] * 3, [2.0] * 3, [2.0, 0.0, 2.0])
+
+
+@pytest.mark.parametrize("call", [
+    lambda x, n: acp.sum(x, out=n),
+    lambda x, n: x.sum(out=n),
+    lambda x, n: np.sum(x, out=n),
+    lambda x, n: x.mean(out=n),
+    lambda x, n: acp.clip(x[0], 0.0, 1.0, n),
+    lambda x, n: acp.copyto(n, x[0]),
+])
+def test_a_0d_numpy_out_is_refused_at_the_call(sim, call):
+    """CuPy refuses a NumPy ``out`` (TypeError), as asyncgpu refuses one of more dimensions: a
+    0-d one is no longer written later from a worker, first with a stand-in's value."""
+    from asyncgpu.core.errors import ArgumentError
+
+    x = sim.asarray(np.arange(4.0))
+    n = np.zeros(())
+    with pytest.raises(ArgumentError, match="NumPy array float64.. as an output") as info:
+        call(x, n)
+    assert isinstance(info.value, TypeError)
+    sim.synchronize()
+    assert n == 0.0

@@ -46,7 +46,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..core.deps import Access
-from ..core.errors import call_failed
+from ..core.errors import ArgumentError, call_failed
 from . import array_modules
 from .allocation import dense_layout
 from .array import Array, host_array, new_array
@@ -86,6 +86,21 @@ def _raises(mode: Any) -> bool:
     return mode == "raise" or type(mode) in (tuple, list) and "raise" in mode
 
 
+def _refuse_host_output(value: Any, where: str) -> None:
+    """ArgumentError for a NumPy array where the call writes (``out=n``, ``x.sum(out=n)``): a
+    0-d one, which ``split`` lets through as a number (CuPy refuses a NumPy ``out`` with
+    ``TypeError``; a node would write it later, from a worker)."""
+    if type(value) in (list, tuple):
+        for v in value:
+            _refuse_host_output(v, where)
+    elif isinstance(value, np.ndarray):
+        raise ArgumentError(
+            f"{where}: got a NumPy array {value.dtype.name}{list(value.shape)} as an output; "
+            "the device writes only asyncgpu.Array outputs (CuPy refuses a NumPy out too): "
+            "pass an asyncgpu.Array and read it with .get(), or use the call's result"
+        )
+
+
 class LibraryCall:
     """One call of a library function, with its array arguments found and classified."""
 
@@ -116,6 +131,8 @@ class LibraryCall:
         found = effects(backend, self.name, self.args, self.kwargs)
         self.assumed = found.everything
         for value in found.places(self.args, self.kwargs):
+            if not found.everything:
+                _refuse_host_output(value, self.describe())
             slots_in(value, written)
         return written
 
