@@ -24,8 +24,10 @@ Not nodes: constants and types (``acp.float32``, ``acp.pi``, ``acp.newaxis``) ar
 are NumPy's; metadata functions (``result_type``, ``can_cast``, ``shape``, ``ndim``, ``size``, ``isscalar``,
 ...) look only at shapes and dtypes and run at once; ``asarray`` copies host data into the
 runtime's memory and views foreign device arrays without a copy, ``array`` copies (unless
-``copy=False`` and nothing needs converting; see :func:`asyncgpu.asarray`); ``asnumpy`` is a
-host read.
+``copy=False`` and nothing needs converting; see :func:`asyncgpu.asarray`); the functions that
+make an array of host data (``loadtxt``, ``genfromtxt``, ``load``, ``fromfile``, ``fromiter``,
+``fromfunction``, ``frombuffer``, ``fromstring``) run NumPy's once, at the call, and copy its
+result in, as CuPy does; ``asnumpy`` is a host read.
 """
 
 from __future__ import annotations
@@ -275,6 +277,65 @@ def array(obj: Any, dtype: Any = None, copy: bool = True, order: Any = "K", subo
     needed. ``subok=True`` raises ``NotImplementedError``, as in CuPy. ``blocking`` is accepted
     for CuPy's sake: host data has been copied when ``array`` returns."""
     return _to_device(obj, dtype, copy, order, subok, ndmin, "asyncgpu.cupy.array")
+
+
+def _from_host(name: str) -> Any:
+    """CuPy's ``<name>``, ``asarray(numpy.<name>(*args, **kwargs))``: NumPy's function run
+    once, at the call, on the host, and its result copied into the runtime's memory. Not a
+    node: its input may be read once only (a generator, an open file), and a node's result
+    would be inferred on ``sim`` by running the function first."""
+    fn = getattr(np, name)
+
+    def run(*args: Any, **kwargs: Any) -> Array:
+        return _to_device(fn(*args, **kwargs), None, None, None, False, 0,
+                          f"asyncgpu.cupy.{name}")
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = (f"``numpy.{name}`` run once on the host, its result copied into the "
+                   "runtime's memory, as CuPy's (not a node).")
+    return run
+
+
+frombuffer = _from_host("frombuffer")
+fromfile = _from_host("fromfile")
+fromfunction = _from_host("fromfunction")
+fromiter = _from_host("fromiter")
+fromstring = _from_host("fromstring")
+loadtxt = _from_host("loadtxt")
+genfromtxt = _from_host("genfromtxt")
+
+
+class NpzFile:
+    """CuPy's ``NpzFile``: an ``.npz`` file :func:`load` opened, each array copied into the
+    runtime's memory as it is read (``f["x"]``); a context manager, as NumPy's."""
+
+    def __init__(self, npz_file: Any) -> None:
+        self.npz_file = npz_file
+
+    def __enter__(self) -> NpzFile:
+        self.npz_file.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.npz_file.__exit__(*exc)
+
+    def __getitem__(self, key: str) -> Array:
+        return array(self.npz_file[key])
+
+    def close(self) -> None:
+        self.npz_file.close()
+
+
+def load(file: Any, mmap_mode: Any = None, allow_pickle: Any = None) -> Any:
+    """CuPy's ``load``: ``numpy.load`` run once, at the call, on the host (pickles refused
+    unless ``allow_pickle``); an array copied into the runtime's memory, an ``.npz`` file an
+    :class:`NpzFile` that copies each array as it is read, anything else as NumPy loads it."""
+    obj = np.load(file, mmap_mode, False if allow_pickle is None else allow_pickle)
+    if isinstance(obj, np.ndarray):
+        return array(obj)
+    if isinstance(obj, np.lib.npyio.NpzFile):
+        return NpzFile(obj)
+    return obj
 
 
 def asnumpy(a: Any, stream: Any = None, order: str = "C", out: np.ndarray | None = None, *,

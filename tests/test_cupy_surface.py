@@ -806,3 +806,31 @@ def test_creation_from_numbers_refuses_what_cupys_refuses(sim):
     assert acp.arange(np.float32(1), 3).dtype == np.float64       # (CuPy's: float)
     assert acp.arange(5, 1, -2).tolist() == [5, 3] and acp.arange(3).dtype == np.int64
     assert acp.linspace(0, 1, 3).tolist() == [0.0, 0.5, 1.0]
+
+
+def test_functions_of_host_data_read_their_input_once_at_the_call(sim, tmp_path):
+    """CuPy's loadtxt, fromiter, fromfile, load, fromfunction, ... are
+    ``asarray(numpy.<name>(...))``: one run, at the call. A generator, an open file or a
+    StringIO is read once (the simulator's shape inference had read it first, leaving the
+    call an empty result or an error), and fromfunction calls its function once."""
+    import io
+
+    assert acp.loadtxt(io.StringIO("1 2\n3 4")).tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    assert acp.genfromtxt(io.StringIO("1 2\n3 4")).tolist() == [[1.0, 2.0], [3.0, 4.0]]
+    assert acp.fromiter((i for i in range(3)), dtype="i4").tolist() == [0, 1, 2]
+    assert acp.fromiter((i for i in range(3)), dtype="i4", count=3).tolist() == [0, 1, 2]
+    np.arange(4, dtype=np.float32).tofile(tmp_path / "x.bin")
+    with open(tmp_path / "x.bin", "rb") as f:
+        assert acp.fromfile(f, dtype=np.float32).tolist() == [0.0, 1.0, 2.0, 3.0]
+    np.save(tmp_path / "a.npy", np.arange(3.0))
+    with open(tmp_path / "a.npy", "rb") as f:
+        loaded = acp.load(f)
+    assert isinstance(loaded, sim.Array) and loaded.tolist() == [0.0, 1.0, 2.0]
+    np.savez(tmp_path / "b.npz", x=np.arange(2))
+    with acp.load(tmp_path / "b.npz") as npz:
+        assert isinstance(npz["x"], sim.Array) and npz["x"].tolist() == [0, 1]
+    calls = []
+    got = acp.fromfunction(lambda i, j: calls.append(1) or i + j, (2, 2))
+    assert got.tolist() == [[0.0, 1.0], [1.0, 2.0]] and len(calls) == 1
+    big = acp.frombuffer(np.arange(2, dtype=">f4").tobytes(), dtype=">f4")
+    assert big.dtype == np.float32 and big.tolist() == [0.0, 1.0]     # (CuPy's byte order)
