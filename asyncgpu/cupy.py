@@ -24,7 +24,8 @@ Not nodes: constants and types (``acp.float32``, ``acp.pi``, ``acp.newaxis``) ar
 are NumPy's; metadata functions (``result_type``, ``can_cast``, ``shape``, ``ndim``, ``size``, ``isscalar``,
 ...) look only at shapes and dtypes and run at once; ``asarray`` copies host data into the
 runtime's memory and views foreign device arrays without a copy, ``array`` copies (unless
-``copy=False`` and nothing needs converting; see :func:`asyncgpu.asarray`); the functions that
+``copy=False`` and nothing needs converting; see :func:`asyncgpu.asarray`), and ``asanyarray``,
+``require``, ``asarray_chkfinite``, which CuPy builds on them; the functions that
 make an array of host data (``loadtxt``, ``genfromtxt``, ``load``, ``fromfile``, ``fromiter``,
 ``fromfunction``, ``frombuffer``, ``fromstring``) run NumPy's once, at the call, and copy its
 result in, as CuPy does; ``asnumpy`` is a host read.
@@ -277,6 +278,48 @@ def array(obj: Any, dtype: Any = None, copy: bool = True, order: Any = "K", subo
     needed. ``subok=True`` raises ``NotImplementedError``, as in CuPy. ``blocking`` is accepted
     for CuPy's sake: host data has been copied when ``array`` returns."""
     return _to_device(obj, dtype, copy, order, subok, ndmin, "asyncgpu.cupy.array")
+
+
+def asanyarray(a: Any, dtype: Any = None, order: Any = None, *, copy: bool | None = None,
+               blocking: bool = False) -> Array:
+    """CuPy's ``asanyarray``, which is its ``asarray`` (CuPy has no array subclasses): see
+    :func:`asarray`; host data, a NumPy array too, is copied into the runtime's memory."""
+    return _to_device(a, dtype, copy, order, False, 0, "asyncgpu.cupy.asanyarray")
+
+
+def asarray_chkfinite(a: Any, dtype: Any = None, order: Any = None) -> Array:
+    """CuPy's ``asarray_chkfinite``: ``a`` as :func:`asarray` gives it (host data, a NumPy
+    array too, copied in), checked to hold no NaN or infinity."""
+    return dispatch("asarray_chkfinite", (asarray(a, dtype, order),), {})
+
+
+_REQUIREMENTS = {"C": "C", "C_CONTIGUOUS": "C", "CONTIGUOUS": "C", "F": "F",
+                 "F_CONTIGUOUS": "F", "FORTRAN": "F", "O": "OWNDATA", "OWNDATA": "OWNDATA"}
+
+
+def require(a: Any, dtype: Any = None, requirements: Any = None) -> Array:
+    """CuPy's ``require``: ``a`` as :func:`array` with ``copy=None`` gives it (host data, a
+    NumPy array too, copied in), C- or Fortran-contiguous (``'C'``, ``'F'``) or a copy of its
+    own (``'O'``) as ``requirements`` ask; ``ValueError`` for another flag, as CuPy's."""
+    where = "asyncgpu.cupy.require"
+    if not requirements:
+        try:
+            return _to_device(a, dtype, None, None, False, 0, where)
+        except TypeError:
+            raise ValueError(f'Incorrect dtype "{dtype}" provided') from None
+    try:
+        wanted = {_REQUIREMENTS[x.upper()] for x in requirements}
+    except KeyError:
+        unknown = (set(requirements) - set(_REQUIREMENTS)).pop()
+        raise ValueError(f'Incorrect flag "{unknown}" in requirements') from None
+    if wanted >= {"C", "F"}:
+        raise ValueError('Cannot specify both "C" and "F" order')
+    order = "F" if "F" in wanted else "C" if "C" in wanted else "A"
+    copy = True if "OWNDATA" in wanted else None
+    try:
+        return _to_device(a, dtype, copy, order, False, 0, where)
+    except TypeError:
+        raise ValueError(f'Incorrect dtype "{dtype}" provided') from None
 
 
 def _from_host(name: str) -> Any:

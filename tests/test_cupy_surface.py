@@ -834,3 +834,26 @@ def test_functions_of_host_data_read_their_input_once_at_the_call(sim, tmp_path)
     assert got.tolist() == [[0.0, 1.0], [1.0, 2.0]] and len(calls) == 1
     big = acp.frombuffer(np.arange(2, dtype=">f4").tobytes(), dtype=">f4")
     assert big.dtype == np.float32 and big.tolist() == [0.0, 1.0]     # (CuPy's byte order)
+
+
+@pytest.mark.parametrize("convert", [
+    acp.asanyarray, acp.asarray_chkfinite, lambda a: acp.require(a, requirements="C"),
+    lambda a: acp.require(a, np.float32), lambda a: acp.require(a, requirements=["F", "O"]),
+])
+def test_asanyarray_asarray_chkfinite_and_require_copy_a_numpy_array_in(sim, convert):
+    """CuPy 14's three call ``cupy.asarray`` (or ``array``) of their input: a NumPy array is
+    copied into the runtime's memory, as ``acp.asarray`` copies it (it was refused as an
+    implicit host-to-device copy)."""
+    host = np.arange(6.0).reshape(2, 3)
+    got = convert(host)
+    assert isinstance(got, sim.Array) and got.tolist() == host.tolist()
+
+
+def test_require_refuses_the_flags_cupys_refuses_and_keeps_an_array_that_meets_them(sim):
+    x = sim.asarray(np.arange(3.0))
+    assert acp.require(x) is x and acp.require(x, requirements="C") is x
+    assert acp.require(x, requirements="O") is not x
+    with pytest.raises(ValueError, match='Incorrect flag "W"'):
+        acp.require(x, requirements="W")
+    with pytest.raises(ValueError, match="both"):
+        acp.require(x, requirements="CF")
