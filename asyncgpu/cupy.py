@@ -289,8 +289,12 @@ def asanyarray(a: Any, dtype: Any = None, order: Any = None, *, copy: bool | Non
 
 def asarray_chkfinite(a: Any, dtype: Any = None, order: Any = None) -> Array:
     """CuPy's ``asarray_chkfinite``: ``a`` as :func:`asarray` gives it (host data, a NumPy
-    array too, copied in), checked to hold no NaN or infinity."""
-    return dispatch("asarray_chkfinite", (asarray(a, dtype, order),), {})
+    array too, copied in), checked to hold no NaN or infinity: ``ValueError`` at the call,
+    which waits for the array's writers, as CuPy synchronizes to check it on the host."""
+    out = asarray(a, dtype, order)
+    if not bool(_attribute("", "isfinite")(out).all()):
+        raise ValueError("array must not contain Infs or NaNs")
+    return out
 
 
 _REQUIREMENTS = {"C": "C", "C_CONTIGUOUS": "C", "CONTIGUOUS": "C", "F": "F",

@@ -857,3 +857,17 @@ def test_require_refuses_the_flags_cupys_refuses_and_keeps_an_array_that_meets_t
         acp.require(x, requirements="W")
     with pytest.raises(ValueError, match="both"):
         acp.require(x, requirements="CF")
+
+
+def test_asarray_chkfinite_of_nan_or_inf_raises_value_error_at_the_call(sim):
+    """NumPy and CuPy raise ValueError at the call (CuPy reads ``isfinite(a).all()`` to the
+    host); it returned an Array, readable with its NaN, and raised a KernelFault at a later
+    wait. The check waits for the data's writers: here a node still to run."""
+    with pytest.raises(ValueError, match="must not contain"):
+        acp.asarray_chkfinite(sim.asarray([1.0, np.nan]))
+    with pytest.raises(ValueError, match="must not contain"):
+        acp.asarray_chkfinite(acp.log(sim.asarray([1.0, 0.0])))        # -inf, computed later
+    with pytest.raises(ValueError, match="must not contain"):
+        acp.asarray_chkfinite(np.array([np.inf]))
+    assert acp.asarray_chkfinite([1, 2], dtype=np.float32).tolist() == [1.0, 2.0]
+    sim.synchronize()                                                   # (no fault left over)
