@@ -75,6 +75,29 @@ def test_a_variable_whose_value_is_out_of_its_range_is_named(var, raw):
         options_from_env({var: raw, "ASYNCGPU_MAX_STREAMS": "8"})
 
 
+@pytest.mark.parametrize("name", ["max_streams", "poll_threshold", "copy_chunks", "graph_cache",
+                                  "graph_max_streams", "graph_ios_max"])
+def test_a_count_too_large_for_the_runtime_is_refused_naming_the_option_and_its_range(name):
+    """2**70 streams passed (only >= 1 was checked); then configure failed halfway with a bare
+    OverflowError, as the compiled launch path stores counts in a C ssize_t."""
+    import asyncgpu as ag
+
+    before = ag.options()
+    with pytest.raises(ValueError, match=rf"option {name} must be .* at most {sys.maxsize} "
+                                         rf"\(sys.maxsize\); got {2**70}"):
+        ag.configure(**{name: 2**70})
+    assert ag.options() == before
+    assert getattr(Options(**{name: sys.maxsize}), name) == sys.maxsize
+
+
+def test_a_variable_too_large_for_its_count_is_named_with_the_range():
+    raw = "99999999999999999999999"
+    with pytest.raises(ValueError, match=rf"environment variable ASYNCGPU_MAX_STREAMS='{raw}' is "
+                                         rf"not valid: option max_streams must be .* at most "
+                                         rf"{sys.maxsize}"):
+        options_from_env({"ASYNCGPU_MAX_STREAMS": raw})
+
+
 def test_configuring_the_cuda_backend_without_a_gpu_is_refused_and_changes_nothing():
     import numpy as np
 

@@ -168,6 +168,49 @@ def test_a_fault_pending_at_the_switch_is_raised_by_configure_and_nothing_change
             np.testing.assert_array_equal(x.numpy(), START * 2 + 1)
 
 
+@pytest.mark.parametrize("part,memory,change", [
+    ("StreamManager", "explicit", {"memory": "managed"}),
+    ("StreamManager", "managed", {"memory": "explicit"}),
+    ("StreamManager", "explicit", {"max_streams": 4}),
+    ("ExplicitMemory", "managed", {"memory": "explicit"}),
+    ("ExplicitMemory", "explicit", {"poll_threshold": 4}),
+], ids=lambda p: p if isinstance(p, str) else "+".join(p))
+def test_a_configure_that_fails_to_build_the_new_runtime_changes_nothing(monkeypatch, part, memory,
+                                                                        change):
+    """A part of the new configuration that fails to build (here a constructor made to raise;
+    max_streams=2**70 did it in the compiled build, as a bare OverflowError) left the arrays
+    converted to the new memory model and the runtime's options set while configure's were
+    not: a host write and a launch after it deadlocked."""
+    from asyncgpu.runtime import context
+
+    with ag.configure(backend="sim", sim_seed=9, sim_strategy="random", memory=memory):
+        x = ag.array(START)
+        step(x, 2.0, 1.0)
+        rt = current_runtime()
+        before = (rt.options, rt.backend, rt.memory, rt.streams, rt.deps, rt.stats)
+
+        def refuse(*args, **kwargs):
+            raise RuntimeError(f"injected: {part} cannot be built")
+
+        monkeypatch.setattr(context, part, refuse)
+        with pytest.raises(RuntimeError, match="injected"):
+            ag.configure(**change)
+        monkeypatch.undo()
+        assert current_runtime() is rt
+        assert ag.options() == rt.options
+        after = (rt.options, rt.backend, rt.memory, rt.streams, rt.deps, rt.stats)
+        assert all(a is b for a, b in zip(after, before))
+        assert split_memory(x) == (memory == "explicit")     # (not converted)
+        x[3] = 100.0                        # and the runtime is usable, then switches
+        step(x, 1.0, 1.0)
+        expect = START * 2 + 1
+        expect[3] = 100.0
+        np.testing.assert_array_equal((x + 1).numpy(), expect + 2)
+        with ag.configure(**change):
+            step(x, 1.0, 1.0)
+            np.testing.assert_array_equal(x.numpy(), expect + 2)
+
+
 def test_a_fault_pending_when_a_block_ends_is_raised_there_and_the_options_are_restored():
     with ag.configure(backend="sim", sim_seed=7, sim_strategy="lazy", memory="explicit"):
         x = ag.array(START)

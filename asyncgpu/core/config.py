@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import os
+import sys
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -25,6 +26,11 @@ DevicePolicy = Literal["round-robin", "stream-aware", "min-transfer-size", "min-
 #: The most devices one runtime spreads work over: where an allocation's current copies are is
 #: a bit set in a C int of the compiled launch path (the host's bit and one per device).
 MAX_DEVICES = 30
+#: The largest value of a count option (``max_streams``, ``poll_threshold``, ``copy_chunks``,
+#: the recorder's): what a C ``ssize_t`` holds (``sys.maxsize``), the type the compiled launch
+#: path keeps counts in (``asyncgpu.core.streams``, ``asyncgpu.runtime.chunks``). A larger one
+#: would pass every other check and fail only as ``configure`` builds the runtime's parts.
+MAX_COUNT = sys.maxsize
 
 #: What ``devices`` may be: a count (the devices from ``device`` on), the device numbers, or
 #: every device of the host.
@@ -177,11 +183,13 @@ class Options:
         for name in ("max_streams", "poll_threshold", "graph_cache", "graph_ios_group",
                      "graph_ios_groups", "graph_ios_part", "graph_ios_max", "copy_chunks"):
             value = getattr(self, name)
-            if not _whole(value) or value < 1:
-                raise ValueError(f"option {name} must be a positive integer; got {value!r}")
-        if not _whole(self.graph_max_streams) or self.graph_max_streams < 0:
+            if not _whole(value) or not 1 <= value <= MAX_COUNT:
+                raise ValueError(f"option {name} must be a positive integer, at most "
+                                 f"{MAX_COUNT} (sys.maxsize); got {value!r}")
+        if not _whole(self.graph_max_streams) or not 0 <= self.graph_max_streams <= MAX_COUNT:
             raise ValueError("option graph_max_streams must be 0 (no limit) or a positive "
-                             f"integer; got {self.graph_max_streams!r}")
+                             f"integer, at most {MAX_COUNT} (sys.maxsize); got "
+                             f"{self.graph_max_streams!r}")
         cost = self.graph_lane_cost_us
         if cost is not None and (not _real(cost) or not 0.0 <= cost < float("inf")):
             raise ValueError("option graph_lane_cost_us must be None (measured) or a finite "

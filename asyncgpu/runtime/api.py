@@ -239,7 +239,9 @@ class configure:
     program; ``with asyncgpu.configure(execution="sync"): ...`` only inside the block (even if
     it raises). Pending work is finished before options change; if it faulted, the fault is
     raised here and the options stay as they were (on leaving a ``with`` block they are
-    restored all the same).
+    restored all the same). The same holds for a failure to build the new configuration (its
+    backend, streams or converted arrays): raised here, with the runtime, its options, arrays
+    and memory model as they were.
 
     Arrays and generators stay usable across every change but one of ``backend``, ``device`` or
     ``devices``, or of ``sim_devices`` on a runtime of several devices: a change of ``memory``
@@ -262,7 +264,8 @@ class configure:
     TypeError
         An unknown option name.
     ValueError
-        A value outside the option's choices.
+        A value outside the option's choices or range (a count such as ``max_streams``: at
+        most ``sys.maxsize``).
     DeviceError
         ``device`` or ``devices`` names a device the host lacks, or a change of backend or
         devices is asked for inside an ``asyncgpu.device`` block (the options stay as they

@@ -139,47 +139,58 @@ class Runtime(HostAccess, TenantSteps):
             hook(self)
 
     def _configure(self, options: Options) -> None:
-        self.options = options
-        self.deps = DependencyTracker()
+        self._apply(options, self._build(options, self.backend, self.stats))
+
+    def _build(self, options: Options, backend: Any, stats: Counters) -> tuple[Any, ...]:
+        """The parts of the runtime ``options`` ask for over ``backend`` (its streams counted
+        in ``stats``) that may fail to build: dependencies, streams (with the tenants' pools),
+        placement, the interference rule and the memory model, for :meth:`_apply`. Nothing of
+        the runtime changes here, so that a ``configure`` that fails leaves it as it was
+        (docs/reliability.md, promise 3)."""
         devices = len(self.devices)
-        self.streams = StreamManager(self.backend, options, self.stats, devices)
+        streams = StreamManager(backend, options, stats, devices)
         for tenant in self.tenants[1:]:     # (a reconfigured runtime keeps its tenants)
             partition = tenant.partition_name
             if partition is not None:    # (again: the backend may be a new one)
-                self.backend.reserve_sms(partition, tenant.partition)
-            self.streams.add_tenant(tenant.stream_priority, tenant.streams, partition)
-        #: Several devices: where each kernel and library call runs (None: one device).
-        self.placement = None
+                backend.reserve_sms(partition, tenant.partition)
+            streams.add_tenant(tenant.stream_priority, tenant.streams, partition)
+        placement = None
         if devices > 1:
             # (the links are measured only for the policies that weigh them)
             timed = options.device_policy in ("min-min", "min-max")
-            self.placement = Placement(options.device_policy, devices,
-                                       options.device_data_threshold,
-                                       getattr(self.backend, "bandwidth", None) if timed
-                                       else None)
-        self.sync_mode = options.execution == "sync"
-        #: ``parallel`` on one device: the pairs of heavy launches kept apart
-        #: (``asyncgpu.core.interference``), or None. Its verdicts are facts about this
-        #: device's kernels, so the rule (``_rule``) outlives a change of options that keeps
-        #: the backend, even one that sets it aside (``execution="sync"``): otherwise every
-        #: ``with configure(...)`` block would try its pairs again, running each pair one after
-        #: the other at its second meeting.
+            placement = Placement(options.device_policy, devices, options.device_data_threshold,
+                                  getattr(backend, "bandwidth", None) if timed else None)
+        # ``parallel`` on one device: the pairs of heavy launches kept apart
+        # (``asyncgpu.core.interference``). Its verdicts are facts about this device's kernels,
+        # so the rule (``_rule``) outlives a change of options that keeps the backend, even one
+        # that sets it aside (``execution="sync"``): otherwise every ``with configure(...)``
+        # block would try its pairs again, running each pair one after the other at its second
+        # meeting.
         rule = getattr(self, "_rule", None)
-        if rule is None or rule.backend is not self.backend:
-            backend = self.backend
-            rule = self._rule = InterferenceRule(
-                backend, getattr(backend, "sm_count", 132) * THREADS_PER_SM,
-                getattr(backend, "kernel_attributes", None))
+        if rule is None or rule.backend is not backend:
+            rule = InterferenceRule(backend, getattr(backend, "sm_count", 132) * THREADS_PER_SM,
+                                    getattr(backend, "kernel_attributes", None))
+        memory = ExplicitMemory(self) if options.memory == "explicit" else None
+        return DependencyTracker(), streams, placement, rule, memory
+
+    def _apply(self, options: Options, built: tuple[Any, ...]) -> None:
+        """Put in place what :meth:`_build` made for ``options`` (over the runtime's backend,
+        already the new one where ``configure`` rebuilt it): assignments only."""
+        self.options = options
+        #: Several devices: where each kernel and library call runs (``placement``; None: one
+        #: device). The explicit memory model (``memory``, ``asyncgpu.runtime.memory``), or
+        #: None for managed memory.
+        self.deps, self.streams, self.placement, self._rule, self.memory = built
+        self.sync_mode = options.execution == "sync"
+        #: ``parallel`` on one device: the interference rule in force (``_rule``), or None.
         self.interference = None
         if options.interference and not self.sync_mode and options.max_streams > 1 \
-                and devices == 1:
-            self.interference = rule
+                and len(self.devices) == 1:
+            self.interference = self._rule
         #: The options a recording's key includes (how its graphs are scheduled).
         self.graph_config = (options.graph_streams, options.graph_order,
                              options.graph_max_streams, options.graph_lane_cost_us)
         self.no_const = options.dependency == "no-const"
-        #: The explicit memory model (``asyncgpu.runtime.memory``), or None for managed memory.
-        self.memory = ExplicitMemory(self) if options.memory == "explicit" else None
         #: ``graph_read_back`` in force (explicit memory only), and a weak reference to the
         #: graph launched last (``launch_graph``): a host fetch right after it teaches it what
         #: to copy back
@@ -258,7 +269,9 @@ class Runtime(HostAccess, TenantSteps):
         """Apply new options (same backend and device): finishes all work first, and builds a
         new backend for the arrays to move to where an option it is built from changed
         (``asyncgpu.runtime.switch``). A fault of the finished work is raised before anything
-        changes."""
+        changes; so is a failure to build any part of the new configuration (the backend,
+        its streams, the converted buffers...), which leaves options, arrays and memory model
+        as they were."""
         with self._lock:
             rebuild = _switch.needs_rebuild(self.options, options)
             if rebuild:
@@ -271,8 +284,11 @@ class Runtime(HostAccess, TenantSteps):
                 return
             resumes = [hook(self) for hook in REBUILD_HOOKS]
             try:
-                _switch.rebuild_backend(self, options)
-                self._configure(options)
+                # (the new backend's parts are built before anything changes: a failure
+                # leaves the old backend, its arrays and options in place)
+                built = _switch.rebuild_backend(
+                    self, options, lambda backend, stats: self._build(options, backend, stats))
+                self._apply(options, built)
             finally:
                 for resume in resumes:
                     if resume is not None:

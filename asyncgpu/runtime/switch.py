@@ -52,6 +52,7 @@ Example::
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from ..core.config import BACKEND_BUILD, Options
@@ -72,9 +73,12 @@ def needs_rebuild(old: Options, new: Options) -> bool:
     return any(getattr(old, name) != getattr(new, name) for name in BACKEND_BUILD)
 
 
-def rebuild_backend(rt: Any, options: Options) -> None:
+def rebuild_backend(rt: Any, options: Options, prepare: Callable[[Any, Counters], Any]) -> Any:
     """Give ``rt`` (all work finished, lock held) the backend ``options`` ask for and move
-    its live allocations there. On failure nothing has changed (the new buffers are freed)."""
+    its live allocations there; returns what ``prepare(backend, stats)`` built over the new
+    backend and its statistics (the runtime's streams and the rest, ``Runtime._build``), which
+    is called before anything changes. On failure, of either, nothing has changed (the new
+    buffers are freed, the new backend closed)."""
     if rt._host_busy:
         rt.settle_host_writes()     # (a large host write still copying into a mirror)
     old = rt.backend
@@ -86,8 +90,11 @@ def rebuild_backend(rt: Any, options: Options) -> None:
     if convert and old_explicit:
         _push_imports(rt, allocs)
     new = backend_registry.create(options)
+    stats = Counters()              # (the new backend's streams and events count from zero)
+    stats.listener = rt.stats.listener
     moved: list[tuple[Allocation, Any, int]] = []
     try:
+        built = prepare(new, stats)
         if convert:
             for alloc in allocs:
                 buffer, location = _moved(alloc, old, new, old_explicit)
@@ -119,11 +126,10 @@ def rebuild_backend(rt: Any, options: Options) -> None:
             view._cache.clear()     # pointers, Numba/CuPy views and host views of the old buffer
     _close(old)
     rt.backend = new
-    stats = Counters()              # (the new backend's streams and events count from zero)
-    stats.listener = rt.stats.listener
     rt.stats = stats
     log.info("asyncgpu.configure: new %s backend (memory %s); %d arrays %s", new.name,
              options.memory, len(allocs), "converted" if convert else "adopted")
+    return built
 
 
 def _faults(backend: Any) -> dict[int, Any]:
