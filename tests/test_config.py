@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from asyncgpu.core.config import ENVIRONMENT, Options, options_from_env
@@ -60,12 +61,30 @@ def test_a_switch_given_anything_but_a_bool_is_refused_by_name(name, value):
     ("sim_seed", "abc"), ("sim_seed", 2.5), ("sim_seed", -1), ("stress_seed", "x"),
     ("stress_seed", -1), ("sim_tick", "0.5"), ("sim_tick", True), ("device_data_threshold", None),
     ("copy_chunks", True), ("graph_cache", True), ("device", True), ("sim_devices", True),
+    ("copy_chunks", np.True_), ("max_streams", np.float64(4.0)), ("sim_seed", np.False_),
 ])
 def test_an_option_of_the_wrong_type_is_refused_by_name(name, value):
     """Seeds were taken whatever they were (and replay hints then named seeds the variables
     cannot take); a string for a number raised a bare TypeError; True passed as the integer 1."""
     with pytest.raises(ValueError, match=f"option {name} must be"):
         Options(**{name: value})
+
+
+@pytest.mark.parametrize("name,value", [
+    ("copy_chunks", np.int64(4)), ("max_streams", np.int32(4)), ("poll_threshold", np.uint16(8)),
+    ("device", np.int64(0)), ("devices", np.int64(1)), ("sim_devices", np.int64(2)),
+    ("sim_seed", np.int64(3)), ("stress_seed", np.uint32(5)), ("graph_cache", np.int64(16)),
+    ("graph_max_streams", np.int8(0)), ("graph_ios_part", np.int64(12)),
+])
+def test_a_numpy_integer_is_taken_for_an_integer_option_as_a_python_int(name, value):
+    """configure(copy_chunks=np.int64(4)) was refused as "must be a positive integer; got
+    np.int64(4)", while devices=(np.int64(0),) was taken."""
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", **{name: value}):
+        got = getattr(ag.options(), name)
+        assert got == value and type(got) is int
+        assert (ag.ones(3) + 1).tolist() == [2.0, 2.0, 2.0]
 
 
 @pytest.mark.parametrize("var, raw", [("ASYNCGPU_BACKEND", "gpu"), ("ASYNCGPU_COPY_CHUNKS", "0"),

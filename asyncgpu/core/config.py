@@ -8,6 +8,7 @@ environment once, and :func:`asyncgpu.configure` derives new instances with
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import operator
 import os
 import sys
@@ -50,6 +51,12 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "device_policy": ("round-robin", "stream-aware", "min-transfer-size", "min-min", "min-max"),
 }
 
+#: The integer options (``devices`` where it is a count): NumPy's integers are taken for them,
+#: as Python ints.
+_INTEGERS = ("copy_chunks", "max_streams", "poll_threshold", "device", "devices", "sim_devices",
+             "stress_seed", "sim_seed", "graph_cache", "graph_max_streams", "graph_ios_group",
+             "graph_ios_groups", "graph_ios_part", "graph_ios_max")
+
 #: The options a backend object is built from: changing one gives the runtime a new backend, and
 #: its arrays move to it (``asyncgpu.runtime.switch``). ``backend``, ``device``, ``devices`` and
 #: ``sim_devices`` are not among them: changing those retires the runtime and its arrays.
@@ -70,6 +77,9 @@ class Options:
     as DAG nodes, see ``asyncgpu.runtime.memory``; ``managed``: unified memory, prefetched, GrCUDA's
     model). The default was chosen by measurement: explicit was faster in ``parallel`` on all
     six workloads on the H100 (docs/benchmarks.md, "Memory models").
+
+    An integer option takes NumPy's integers too, kept as Python ints (not its bools, nor
+    floats); a count is at most :data:`MAX_COUNT`.
     """
 
     backend: Backend = "auto"
@@ -169,6 +179,12 @@ class Options:
     graph_ios_max: int = 256
 
     def __post_init__(self) -> None:
+        for name in _INTEGERS:
+            # (a count or seed computed with NumPy is one of its integers, which int's
+            # isinstance check refuses)
+            value = getattr(self, name)
+            if type(value) is not int:
+                object.__setattr__(self, name, _index(value))
         for field in dataclasses.fields(self):
             # (a string such as "False" would read as true)
             if field.type == "bool" and not isinstance(getattr(self, field.name), bool):
@@ -254,13 +270,11 @@ class Options:
 
 
 def _index(value: Any) -> Any:
-    """An integer-like value (NumPy's integers) as a Python int; anything else as it is."""
-    if isinstance(value, bool):
-        return value
-    try:
+    """An integer (NumPy's integers among them) as a Python int; anything else as it is, for
+    the checks to refuse: a bool (NumPy's too: ``True`` is no count) or a float."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return operator.index(value)
-    except TypeError:
-        return value
+    return value
 
 
 def _whole(value: Any) -> bool:

@@ -257,7 +257,8 @@ class configure:
     ----------
     **changes:
         Fields of :class:`Options` (``execution``, ``dependency``, ``new_stream``,
-        ``parent_stream``, ``prefetch``, ``backend``, ``max_streams``, ...).
+        ``parent_stream``, ``prefetch``, ``backend``, ``max_streams``, ...). An integer
+        option takes NumPy's integers too (``copy_chunks=np.int64(4)``).
 
     Raises
     ------
