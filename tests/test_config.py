@@ -245,6 +245,25 @@ def test_asyncgpu_imported_after_cuda_was_initialized_warns_once_as_the_backend_
         assert "CUDA_DEVICE_MAX_CONNECTIONS=32" in warned[0]
 
 
+def test_backend_auto_without_a_gpu_says_it_uses_the_simulator_once_a_process(monkeypatch,
+                                                                                caplog):
+    """Each backend a configure built again (memory=, sim_seed=...) said it again: four
+    ``with configure(memory="managed")`` blocks printed the line 9 times."""
+    import asyncgpu as ag
+    from asyncgpu import backends
+
+    monkeypatch.setattr(backends, "_cuda_usable", False)
+    monkeypatch.setattr(backends, "_said_simulator", False, raising=False)
+    caplog.set_level("WARNING", logger="asyncgpu")
+    with ag.configure(backend="auto"):
+        x = ag.ones(4)
+        for seed in range(3):
+            with ag.configure(memory="managed", sim_seed=seed):
+                assert (x * 2).tolist() == [2.0] * 4
+    said = [r.getMessage() for r in caplog.records if "no usable GPU" in r.getMessage()]
+    assert said == ["asyncgpu: no usable GPU found; using the CPU simulator (sim backend)"]
+
+
 def test_public_api_is_documented():
     import asyncgpu as ag
     from asyncgpu.core.compiled import compiled_modules

@@ -71,6 +71,9 @@ from .capture import Expansion, check_launch
 
 log = logging.getLogger("asyncgpu")
 _cuda_usable: bool | None = None
+#: Whether ``backend="auto"``'s line saying it runs on the simulator was logged: once a
+#: process, not at every backend a ``configure`` (``memory=``, ``sim_seed=``...) builds again.
+_said_simulator = False
 
 
 def cuda_usable() -> bool:
@@ -114,9 +117,11 @@ def selected(options: Options) -> tuple[int, ...]:
 
 def create(options: Options) -> Any:
     """Create the backend the options ask for (wrapped in the checker where it applies)."""
+    global _said_simulator
     name = resolve(options)
     if name == "sim":
-        if options.backend == "auto":
+        if options.backend == "auto" and not _said_simulator:
+            _said_simulator = True
             log.warning("asyncgpu: no usable GPU found; using the CPU simulator (sim backend)")
         if "numba.cuda" not in sys.modules:
             enable_numba_simulator()
