@@ -339,7 +339,34 @@ def test_instrument_hooks_in_order(sim):
         ("added", "float32[1]"), ("edge", "reduce", "float32[1]", "RAW", "float32[1]"),
         ("issued", "float32[1]"),
     ]
-    assert isinstance(ag.Instrument(), object)
+
+
+def test_the_base_instruments_hooks_exist_and_do_nothing(sim, caplog):
+    """ag.Instrument provides every hook as a no-op: each returns None and leaves the object
+    unchanged, and a subclass that overrides one hook observes a program without an error,
+    receiving just that hook's calls."""
+    ag = sim
+    base = ag.Instrument()
+    calls = {"node_added": (None,), "edge_added": (None, None, "RAW", "x"),
+             "node_issued": (None,), "synchronized": ("host-read",),
+             "regulation_changed": ("off", None, "")}
+    for hook, args in calls.items():
+        assert callable(getattr(base, hook)), hook
+        assert getattr(base, hook)(*args) is None, hook
+    assert vars(base) == {}
+
+    class IssuedOnly(ag.Instrument):
+        def __init__(self):
+            self.issued = []
+
+        def node_issued(self, node):
+            self.issued.append(node.name)
+
+    run = vec_program(ag)
+    with ag.instrument(IssuedOnly()) as inst:
+        assert run() == pytest.approx(sum(i * i - 1 for i in range(64)))
+    assert inst.issued == ["square", "square", "reduce", "float32[1]"]
+    assert "removing it" not in caplog.text
 
 
 def test_a_failing_instrument_is_removed_and_logged(sim, caplog):
@@ -347,12 +374,35 @@ def test_a_failing_instrument_is_removed_and_logged(sim, caplog):
     run = vec_program(ag)
 
     class Broken(ag.Instrument):
+        def __init__(self):
+            self.edges = 0
+            self.issued = 0
+
         def edge_added(self, *args):
+            self.edges += 1
             raise ValueError("boom")
 
-    with ag.instrument(Broken()):
+        def node_issued(self, node):
+            self.issued += 1
+
+    def removals():
+        return [r for r in caplog.records if "removing it" in r.getMessage()]
+
+    with ag.instrument(Broken()) as broken:
+        # the reduce has two RAW edges and the host read one: only the first reaches the hook
         assert run() == pytest.approx(sum(i * i - 1 for i in range(64)))
-    assert "boom" in caplog.text or "raised in edge_added" in caplog.text
+        assert broken.edges == 1
+        # removed: none of its hooks is called again (the two squares were issued before)
+        assert broken.issued == 2
+        [record] = removals()
+        assert "raised in edge_added" in record.getMessage()
+        assert record.exc_info and isinstance(record.exc_info[1], ValueError)
+        assert "boom" in caplog.text
+        logged = len(caplog.records)
+        # a second program in the same block: no call, no new record
+        assert vec_program(ag)() == pytest.approx(sum(i * i - 1 for i in range(64)))
+        assert (broken.edges, broken.issued) == (1, 2)
+        assert len(caplog.records) == logged
 
 
 def test_statistics_snapshot_fields(sim):
