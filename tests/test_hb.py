@@ -286,6 +286,7 @@ def test_free_with_unsynchronized_device_access(hb):
         hb.free(5, "free of 'x'")
     hb.host_sync_stream(1)
     hb.free(5, "free of 'x'")
+    assert 5 not in hb._records
     hb.launch(2, [wr(5)], "reuse")  # records were dropped: a new life for the id
 
 
@@ -401,6 +402,49 @@ def test_host_syncs_drop_records(hb):
         hb.host_sync_event("e")
         hb.host_access([rd(i % 2)], "h")
     assert all(len(recs) <= 2 for recs in hb._records.values())
+
+
+def live(hb, buffers=None):
+    """The checker's access records (of ``buffers``; None: all)."""
+    return sum(len(recs) for b, recs in hb._records.items() if buffers is None or b in buffers)
+
+
+def test_a_device_wide_sync_drops_every_record(hb):
+    for b in range(8):
+        hb.launch(b % 3, [wr(b), rd(100 + b, 0, 8)], "k")
+    assert live(hb) == 16
+    hb.host_sync_all()
+    assert hb._records == {}     # invariant 1: all of them are ordered before the host
+
+
+def test_a_host_access_drops_the_records_ordered_before_the_host(hb):
+    """Invariant 1 at a host access: the accessed buffers' records that the host has waited
+    for go, those it has not stay (host accesses themselves are not recorded)."""
+    for b in range(8):
+        hb.launch(1, [wr(b)], "synced")
+        hb.launch(2, [rd(100 + b)], "unsynced")
+    hb.host_sync_stream(1)
+    assert live(hb) == 16
+    hb.host_access([rd(b) for b in range(8)] + [rd(100 + b) for b in range(8)], "host read")
+    assert live(hb, range(8)) == 0
+    assert live(hb, range(100, 108)) == 8
+    # many synced launches, each followed by a host access: the count stays bounded
+    for i in range(200):
+        hb.launch(1, [wr(i % 8, 0, 8 + i % 7)], "a")
+        hb.host_sync_stream(1)
+        hb.host_access([rd(i % 8)], "h")
+        assert live(hb, range(8)) == 0
+
+
+def test_free_drops_the_freed_buffers_records(hb):
+    hb.launch(1, [wr(5, 0, 8), wr(6)], "w")
+    hb.launch(2, [rd(5, 8, 16)], "r")
+    hb.host_sync_stream(1)
+    hb.host_sync_stream(2)
+    assert live(hb, [5]) == 2
+    hb.free(5, "free of 'x'")
+    assert 5 not in hb._records
+    assert live(hb, [6]) == 1    # the other buffer's record is kept
 
 
 # -- property tests ---------------------------------------------------------------------------
