@@ -303,15 +303,16 @@ def draw_step(pick: Callable[[int, int], int]) -> Any:
     return HostWrite(draw_operand(pick, False), float(pick(-50, 50)))
 
 
-def strategies() -> Any:
-    """Hypothesis strategy for programs (imported lazily: only tests need hypothesis)."""
+def strategies(min_size: int = 1) -> Any:
+    """Hypothesis strategy for programs of ``min_size`` to 14 steps (imported lazily: only
+    tests need hypothesis)."""
     from hypothesis import strategies as st
 
     @st.composite
     def step(draw: Any) -> Any:
         return draw_step(lambda lo, hi: draw(st.integers(lo, hi)))
 
-    return st.lists(step(), min_size=1, max_size=14)
+    return st.lists(step(), min_size=min_size, max_size=14)
 
 
 def initial(seed: int = 0) -> np.ndarray:

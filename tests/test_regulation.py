@@ -1176,32 +1176,44 @@ def test_regulating_before_any_tenant_ran_a_step_says_what_to_do():
 
 @pytest.mark.parametrize("strategy", ["random", "starve"])
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(steps=programs.strategies(), pieces=st.integers(2, 4))
-def test_random_programs_over_regulated_tenants_equal_serial(strategy, steps, pieces):
-    """Steps spread over three tenants under a plan of a pointer chain (b after c, c after a:
-    every program kernel is ``prog``) and their threads on one host core, with a profile of the
-    first steps."""
+@given(steps=programs.strategies(min_size=6))
+def test_random_programs_over_regulated_tenants_equal_serial(strategy, steps):
+    """Steps spread over three tenants, with a profile of their first steps (a search), then
+    a given plan of a pointer chain (b after c, c after a: every program kernel is ``prog``)
+    and their threads on one host core, in force from two thirds of the program to its end:
+    the results equal serial."""
     init = programs.initial()
     expected = serial(ag, steps, init)
+    given = Plan({}, {"b-regulated": {"prog": ("c-regulated", "prog")},
+                      "c-regulated": {"prog": ("a-regulated", "prog")}},
+                 one_core=("a-regulated", "b-regulated", "c-regulated"))
+    # (the search needs a step of each tenant: steps 0 to 2; every program reaches both points)
+    search_at, given_at = 3, max(4, 2 * len(steps) // 3)
+    switched = []
 
     def run(ag, steps, init):
         scopes = [ag.tenant(f"{n}-regulated", priority="high" if n == "b" else "normal")
                   for n in ("a", "b", "c")]
 
         def scope(i):
-            if i == 3:
+            if i == search_at:
                 ag.regulate(plan="search", steps=1)
-            if i == 9:
-                ag.regulate(plan=Plan({}, {"b-regulated": {"prog": ("c-regulated", "prog")},
-                                           "c-regulated": {"prog": ("a-regulated", "prog")}},
-                                      one_core=("a-regulated", "b-regulated", "c-regulated")))
+                assert ag.regulation().state == "profiling"
+            if i == given_at:
+                ag.regulate(plan=given)
+                state = ag.regulation()
+                assert (state.state, state.plan) == ("regulated", given)
+                switched.append(i)
             return scopes[i % 3]
 
         out = programs.run(ag, steps, init, scope)
+        state = ag.regulation()
+        assert (state.state, state.plan) == ("regulated", given)   # still in force at the end
         ag.regulate(plan="off")
         return out
 
     got = programs.run_async(ag, run, steps, init, strategy, 3)
+    assert switched == [given_at]
     assert_same(got, expected)
 
 
