@@ -43,6 +43,7 @@ import numpy as np
 from .runtime import array_modules
 from .runtime import cupy_surface as _cupy_surface
 from .runtime.cupy_refusals import check_ufunc_method, refuse_sequences
+from .runtime.dtypes import refuse_other_order
 from .runtime.array import Array
 from .runtime.library import dispatch, function_resolver
 from .runtime.operators import already
@@ -243,7 +244,9 @@ def _to_device(obj: Any, dtype: Any, copy: Any, order: Any, subok: Any, ndmin: A
         obj = _asarray(obj)          # a view of the producer's memory; copied below if asked
     if isinstance(obj, Array):
         # (a copy, a conversion or a change of layout is an ``astype`` node; ``copy=False``
-        # gives the array itself where none is needed)
+        # gives the array itself where none is needed; a dtype of the other byte order is
+        # refused, as CuPy's astype refuses it, where host data below is converted)
+        refuse_other_order(dtype, where)
         if copy is False and not already(obj, dtype, layout):
             raise ValueError(f"{where}: unable to avoid a copy while creating an array as "
                              "requested (copy=False, but the dtype or order differs); pass "

@@ -4,6 +4,7 @@ copies, ``get_array_module`` and ``acp.testing``'s comparisons with mixed argume
 from __future__ import annotations
 
 import copy
+import re
 
 import numpy as np
 import pytest
@@ -79,6 +80,50 @@ def test_a_view_in_the_other_byte_order_is_refused_as_kernels_cannot_read_it(sim
     for convert in (ag.array, ag.asarray):
         c = convert(swapped)
         assert c.dtype.isnative and c.numpy().tolist() == [0, 1, 2, 3]
+
+
+def test_a_dtype_of_the_other_byte_order_asked_of_device_work_is_refused_as_cupy_refuses_it(
+        sim):
+    """``astype(">f4")``, ``acp.zeros(2, dtype=">i4")``, ``acp.asarray(x, dtype=">f4")`` gave
+    arrays of the other byte order (kernels read their bytes swapped on the GPU) and
+    ``ag.zeros(2, dtype=">i4")`` a native one: CuPy refuses such a dtype at array creation,
+    and so does asyncgpu now, before anything is enqueued, naming the call and the dtype to
+    pass. Host data asked for that order is converted, as CuPy's ``asarray`` converts it."""
+    ag = sim
+    other = ">" if np.little_endian else "<"
+    x = ag.asarray(np.arange(3, dtype="f4"))
+    nodes = ag.statistics().nodes
+    refused = {
+        "asyncgpu.Array.astype": lambda: x.astype(other + "f4"),
+        "asyncgpu.Array.sum": lambda: x.sum(dtype=np.dtype(other + "f8")),
+        "asyncgpu.cupy.asarray": lambda: acp.asarray(x, dtype=other + "f4"),
+        "asyncgpu.cupy.array": lambda: acp.array(x, other + "f4"),
+        "asyncgpu.asarray": lambda: ag.asarray(x, dtype=other + "f4"),
+        "asyncgpu.array": lambda: ag.array(x, other + "f4"),
+        "asyncgpu.cupy.zeros": lambda: acp.zeros(2, dtype=other + "i4"),
+        "asyncgpu.cupy.arange": lambda: acp.arange(0, 2, 1, other + "i4"),
+        "asyncgpu.cupy.full_like": lambda: acp.full_like(x, 1, dtype=other + "i4"),
+        "asyncgpu.cupy.add": lambda: acp.add(x, x, dtype=other + "f4"),
+        "asyncgpu.cupy.asanyarray": lambda: acp.asanyarray(x, dtype=other + "f4"),
+        "asyncgpu.zeros": lambda: ag.zeros(2, dtype=other + "i4"),
+        "asyncgpu.empty": lambda: ag.empty(2, other + "i4"),
+        "asyncgpu.full": lambda: ag.full(2, 1, other + "i4"),
+        "asyncgpu.ones_like": lambda: ag.ones_like(x, dtype=other + "f4"),
+    }
+    for where, make in refused.items():
+        with pytest.raises(ValueError, match=rf"^{re.escape(where)}: dtype .{{1}}[fi][48] is "
+                                             r".*CuPy refuses it; pass (float|int)(32|64)"):
+            make()
+    assert ag.statistics().nodes == nodes           # (refused before anything was enqueued)
+    swapped = np.arange(3, dtype=other + "f8")
+    for r in (acp.asarray(swapped), acp.asarray([0, 1, 2], dtype=other + "f4"),
+              ag.asarray([0, 1, 2], dtype=other + "f4"),
+              acp.frombuffer(swapped.tobytes(), dtype=other + "f8"),
+              acp.asanyarray([0.0, 1.0, 2.0], dtype=other + "f8")):
+        assert r.dtype.isnative and r.tolist()[:2] == [0, 1], r
+    filled = ag.full(2, np.array(1.0, other + "f8"))      # (its dtype from host data)
+    assert filled.dtype.isnative and filled.tolist() == [1, 1]
+    assert x.astype("=f4", copy=False) is x
 
 
 def test_flags_match_numpy(sim):

@@ -392,4 +392,3 @@ def test_a_big_endian_array_keeps_its_values_in_the_machines_order(sim):
     x = ag.array(np.arange(3, dtype=">f4"))
     assert x.dtype == np.dtype("float32") and x.dtype.isnative
     assert (x + 1).tolist() == [1.0, 2.0, 3.0]
-    assert ag.empty(2, ">i4").dtype == np.dtype("int32")

@@ -833,10 +833,11 @@ def test_a_list_tuple_or_array_array_for_an_array_parameter_says_to_convert_it(e
 
 def test_an_array_in_the_other_byte_order_is_named_so_for_a_cuda_c_pointer(env):
     """"expected a float32 array for 'float*', got float32[4]" contradicted itself: the
-    message names the byte order."""
+    message names the byte order. (No public call makes such an array any more, astype
+    included: one is made by hand, as a foreign import the checks missed would be.)"""
     ag, k, x, y = env
     other = ">" if np.little_endian else "<"
-    swapped = x.astype(other + "f4")
+    swapped = ag.Array._view(x._alloc, x.shape, np.dtype(other + "f4"), x.strides, x._offset)
     with pytest.raises(ag.ArgumentError, match=(
             rf"argument 0 'x': expected a float32 array for 'const float\*', got float32 "
             rf"\({'big' if other == '>' else 'little'}-endian\)\[8\]")):

@@ -14,6 +14,7 @@ from ..core.statistics import Statistics
 from . import backend_registry, current
 from .array import Array, empty_array, full_array, host_array
 from .current import current_options, current_runtime, set_options
+from .dtypes import refuse_other_order
 from .interop import asarray as _import
 from .interop import is_foreign
 from .recording_hook import recording_of, this_thread
@@ -27,7 +28,9 @@ def array(obj: Any, dtype: Any = None) -> Array:
     obj:
         NumPy array, nested sequence, scalar, or an :class:`Array` (copied through the host).
     dtype:
-        Element type; by default the type NumPy infers.
+        Element type; by default the type NumPy infers. Host data asked for the other byte
+        order (``">f4"`` on x86) is converted to the device's, an :class:`Array` refused
+        (a ``ValueError``), as CuPy does.
 
     Returns
     -------
@@ -37,6 +40,8 @@ def array(obj: Any, dtype: Any = None) -> Array:
     """
     if is_foreign(obj):          # another library's array: viewed, then copied on the device
         return _import(obj, dtype, copy=True)
+    if isinstance(obj, Array):   # (a conversion of device data: refused in the other order)
+        refuse_other_order(dtype, "asyncgpu.array")
     return host_array(obj, dtype)
 
 
@@ -58,6 +63,13 @@ def asarray(obj: Any, dtype: Any = None) -> Array:
     return _import(obj, dtype)
 
 
+def _asked(dtype: Any, name: str) -> Any:
+    """``dtype``, refused in the other byte order (``>f4`` on x86) as ``cupy.<name>`` refuses
+    it: a new array holds numbers in the device's order (host data is converted instead)."""
+    refuse_other_order(dtype, f"asyncgpu.{name}")
+    return dtype
+
+
 def empty(shape: Any, dtype: Any = np.float64) -> Array:
     """A new array with undefined contents (never touched by the host: no prefetch needed).
 
@@ -65,7 +77,7 @@ def empty(shape: Any, dtype: Any = np.float64) -> Array:
     -------
     Array
     """
-    return empty_array(shape, dtype, 0)
+    return empty_array(shape, _asked(dtype, "empty"), 0)
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
@@ -76,7 +88,7 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Array:
     -------
     Array
     """
-    return full_array(shape, fill_value, dtype)
+    return full_array(shape, fill_value, _asked(dtype, "full"))
 
 
 def zeros(shape: Any, dtype: Any = np.float64) -> Array:
@@ -86,7 +98,7 @@ def zeros(shape: Any, dtype: Any = np.float64) -> Array:
     -------
     Array
     """
-    return full(shape, 0, dtype)
+    return full(shape, 0, _asked(dtype, "zeros"))
 
 
 def ones(shape: Any, dtype: Any = np.float64) -> Array:
@@ -96,7 +108,7 @@ def ones(shape: Any, dtype: Any = np.float64) -> Array:
     -------
     Array
     """
-    return full(shape, 1, dtype)
+    return full(shape, 1, _asked(dtype, "ones"))
 
 
 def empty_like(a: Any, dtype: Any = None) -> Array:
@@ -106,7 +118,7 @@ def empty_like(a: Any, dtype: Any = None) -> Array:
     -------
     Array
     """
-    return empty(a.shape, a.dtype if dtype is None else dtype)
+    return empty(a.shape, _asked(a.dtype if dtype is None else dtype, "empty_like"))
 
 
 def zeros_like(a: Any, dtype: Any = None) -> Array:
@@ -116,7 +128,7 @@ def zeros_like(a: Any, dtype: Any = None) -> Array:
     -------
     Array
     """
-    return zeros(a.shape, a.dtype if dtype is None else dtype)
+    return zeros(a.shape, _asked(a.dtype if dtype is None else dtype, "zeros_like"))
 
 
 def ones_like(a: Any, dtype: Any = None) -> Array:
@@ -126,7 +138,7 @@ def ones_like(a: Any, dtype: Any = None) -> Array:
     -------
     Array
     """
-    return ones(a.shape, a.dtype if dtype is None else dtype)
+    return ones(a.shape, _asked(a.dtype if dtype is None else dtype, "ones_like"))
 
 
 def full_like(a: Any, fill_value: Any, dtype: Any = None) -> Array:
@@ -136,7 +148,7 @@ def full_like(a: Any, fill_value: Any, dtype: Any = None) -> Array:
     -------
     Array
     """
-    return full(a.shape, fill_value, a.dtype if dtype is None else dtype)
+    return full(a.shape, fill_value, _asked(a.dtype if dtype is None else dtype, "full_like"))
 
 
 def synchronize() -> None:

@@ -3,10 +3,17 @@
 Invariant: an array's dtype passed :func:`array_dtype`; a library call's result dtype is
 checked the same way (``asyncgpu.runtime.library``), so no array of another dtype exists.
 
+Byte order, as in CuPy: data from the host in the other order (a NumPy ``>f4`` array, or host
+data asked to be ``>f4``) is converted to the device's order, its values kept; a dtype of the
+other order asked of work on the device (``astype``, ``zeros(dtype=)``, a library call's
+``dtype=``) is refused by :func:`refuse_other_order` before anything is enqueued.
+
 Example::
 
     array_dtype("float32")          # dtype('float32')
     array_dtype(np.longdouble)      # UnsupportedDtype: ... use float64
+    array_dtype(">f4")              # dtype('float32'): host data's values are converted
+    refuse_other_order(">f4", "asyncgpu.zeros")     # UnsupportedDtype: ... pass float32
 """
 
 from __future__ import annotations
@@ -25,10 +32,8 @@ class UnsupportedDtype(AsyncGPUError, TypeError, ValueError):
 
 def array_dtype(dtype: Any) -> np.dtype:
     """``dtype`` as a NumPy dtype; :class:`UnsupportedDtype` if arrays cannot hold it."""
-    dt = np.dtype(dtype)
-    if dt.byteorder not in "=|":
-        # (CUDA's numbers are the machine's order: a big-endian dtype's values are kept, in it)
-        dt = dt.newbyteorder("=")
+    # (CUDA's numbers are the machine's order: a big-endian dtype's values are kept, in it)
+    dt = native(np.dtype(dtype))
     if dt.kind not in "biufc" or dt.hasobject:
         raise UnsupportedDtype(
             f"asyncgpu arrays hold booleans and numbers; dtype {dt} is not supported"
@@ -38,6 +43,37 @@ def array_dtype(dtype: Any) -> np.dtype:
             f"dtype {dt} (NumPy's long double) has no CUDA type, and CuPy refuses it; use "
             f"{'complex128' if dt.kind == 'c' else 'float64'}")
     return dt
+
+
+def native(dt: np.dtype) -> np.dtype:
+    """``dt`` in the machine's byte order (``>f4`` -> ``float32``)."""
+    return dt if dt.isnative else dt.newbyteorder("=")
+
+
+def other_order(dtype: Any) -> bool:
+    """Whether ``dtype`` (a dtype, or a string naming one) is of the other byte order than the
+    machine's (``>f4`` on x86); False for anything else, a type or a string naming no dtype."""
+    if isinstance(dtype, str):
+        if not dtype.startswith(("<", ">", "!")):
+            return False        # (the order is always written first: a cheap test first)
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError:
+            return False
+    return isinstance(dtype, np.dtype) and not dtype.isnative
+
+
+def refuse_other_order(dtype: Any, where: str) -> None:
+    """:class:`UnsupportedDtype` if ``dtype`` is of the other byte order: asked of work on the
+    device, as CuPy refuses it ("Unsupported dtype >f4 with big-endian byte-order"). CUDA's
+    numbers, and the bytes kernels read, are the machine's order."""
+    if other_order(dtype):
+        dt = np.dtype(dtype)
+        raise UnsupportedDtype(
+            f"{where}: dtype {dt.str} is {'big' if dt.byteorder == '>' else 'little'}-endian, "
+            f"not the device's byte order, and CuPy refuses it; pass {dt.name} "
+            f"(numpy.{dt.name}), and convert host data of the other order by copying it in "
+            "(asyncgpu.asarray of a NumPy array of either order keeps its values)")
 
 
 def long_double(dt: np.dtype) -> bool:

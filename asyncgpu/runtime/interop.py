@@ -51,6 +51,7 @@ from ..core.errors import ArgumentError, ArgumentValueError
 from .allocation import DEVICE, Allocation, byte_extent, c_contiguous
 from .array import Array, host_array
 from .current import current_runtime
+from .dtypes import refuse_other_order
 
 log = logging.getLogger("asyncgpu")
 #: CUDA's handle of the legacy default stream (``CU_STREAM_LEGACY``, ``cudaStreamLegacy``).
@@ -104,10 +105,13 @@ def asarray(obj: Any, dtype: Any = None, copy: bool = False) -> Array:
     device array viewed without a copy (:func:`import_array`); else a copy.
 
     ``copy=True`` (what ``asyncgpu.array`` passes) always copies; a ``dtype`` other than the
-    foreign array's converts into a new array.
+    foreign array's converts into a new array. A ``dtype`` of the other byte order converts
+    host data to the device's order and is refused for a device array (as CuPy's ``astype``
+    refuses it).
     """
     if isinstance(obj, Array):
         obj._check_alive()          # (a freed array is refused here, not at its first use)
+        refuse_other_order(dtype, "asyncgpu.array" if copy else "asyncgpu.asarray")
         if dtype is None or np.dtype(dtype) == obj.dtype:
             return obj.copy() if copy else obj
         return obj.astype(dtype)
@@ -117,6 +121,7 @@ def asarray(obj: Any, dtype: Any = None, copy: bool = False) -> Array:
     host = _host_memory(rt, obj, copy)
     if host is not None:          # a CPU DLPack producer, copied like NumPy data
         return host_array(host, dtype)
+    refuse_other_order(dtype, "asyncgpu.array" if copy else "asyncgpu.asarray")
     view = import_array(rt, obj, "asyncgpu.asarray")
     if dtype is not None and np.dtype(dtype) != view.dtype:
         return view.astype(dtype)

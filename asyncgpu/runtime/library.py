@@ -56,6 +56,7 @@ from .cupy_surface import sim_function
 from .result_meta import NewResult, ViewResult, classify, quiet
 from .zero_d import as_called
 from .current import current_runtime
+from .dtypes import other_order, refuse_other_order
 from .effects import effects
 from .kernel import array_arg
 from .node_ops import ops
@@ -81,6 +82,15 @@ CHECKING = frozenset({"unravel_index"})
 QUANTILES = frozenset({"percentile", "quantile", "nanpercentile", "nanquantile"})
 #: Data-dependent with one argument only (``where(c)`` is ``nonzero(c)``).
 DATA_DEPENDENT_ALONE = frozenset({"where"})
+#: CuPy's calls that copy host data in through ``cupy.asarray``, which converts the other byte
+#: order to the device's: a ``dtype=">f4"`` converts for them unless an asyncgpu array is among
+#: the arguments (an ``astype``, refused in CuPy), and is refused by every other call.
+FROM_HOST = frozenset({
+    "frombuffer", "fromfile", "fromfunction", "fromiter", "fromstring", "loadtxt",
+    "genfromtxt", "asanyarray", "asarray_chkfinite", "require",
+})
+
+
 def _raises(mode: Any) -> bool:
     """Whether a ``mode`` (one, or one per index: ``ravel_multi_index``) raises."""
     return mode == "raise" or type(mode) in (tuple, list) and "raise" in mode
@@ -318,6 +328,22 @@ def function_resolver(path: str) -> Callable[[str], Callable[..., Any]]:
     return resolve
 
 
+def _refuse_other_order(call: LibraryCall) -> None:
+    """Refuse a dtype of the other byte order (``>f4`` on x86) asked of a call, as CuPy refuses
+    it at array creation, before anything is enqueued: its ``dtype=`` or a positional dtype
+    (``astype(">f4")``, ``zeros(2, ">i4")``: a dtype object, or a string starting with a byte
+    order, which no other positional argument is). :data:`FROM_HOST` calls of host data
+    convert instead."""
+    if call.name in FROM_HOST and not call.arrays:
+        return
+    found = [v for v in (call.kwargs.get("dtype"), *call.args) if other_order(v)]
+    if found:
+        name = call.name
+        where = (f"asyncgpu.Array.{name[len('ndarray.'):]}" if name.startswith("ndarray.")
+                 else f"asyncgpu.cupy.{name}")
+        refuse_other_order(found[0], where)
+
+
 def dispatch(path: str, args: tuple[Any, ...], kwargs: dict[str, Any],
              resolve: Callable[[str], Callable[..., Any]] | None = None,
              state: Array | None = None, inference: Callable[[], Any] | None = None) -> Any:
@@ -325,6 +351,7 @@ def dispatch(path: str, args: tuple[Any, ...], kwargs: dict[str, Any],
     runtime = current_runtime()
     call = LibraryCall(path, resolve or function_resolver(path), args, kwargs, state,
                        runtime.backend.name)
+    _refuse_other_order(call)
     call.inference = inference
     return runtime.launch_call(call)
 

@@ -31,7 +31,7 @@ import numpy as np
 from ..core.errors import ArgumentError
 from .allocation import dense_layout
 from .call_args import Slot, fill
-from .dtypes import UnsupportedDtype, long_double
+from .dtypes import UnsupportedDtype, long_double, native
 from .zero_d import INDEXING, as_called, refuse_0d
 
 # (``call`` below is a ``LibraryCall`` of asyncgpu.runtime.library, which imports this module)
@@ -155,6 +155,11 @@ def classify(call: Any, result: Any, views: list[np.ndarray],
                                    "which asyncgpu arrays cannot hold")
         if long_double(result.dtype):
             _long_result(call, result.dtype)
+        if not result.dtype.isnative:
+            # (host data of the other byte order, ``frombuffer(b, ">f4")``: converted to the
+            # device's, as CuPy's ``asarray`` of NumPy's result converts it; no other call is
+            # let ask for that order)
+            return NewResult(result.shape, native(result.dtype))
         if result.size:
             addr = result.__array_interface__["data"][0]
             for i, a in enumerate(call.arrays):

@@ -20,6 +20,7 @@ from ...core.deps import Access
 from ...runtime.array import Array
 from ...runtime.effects import IN_PLACE
 from ...runtime.call_args import fill
+from ...runtime.dtypes import native
 from ...runtime.library import LibraryCall, allocate_results, flatten
 from ...runtime.result_meta import Synchronizing, infer, quiet
 from ...runtime.zero_d import as_called
@@ -140,6 +141,8 @@ class SimCallLaunch:
                 continue
             out = self.results[leaf]
             value = np.asarray(value)
+            if not value.dtype.isnative:        # (host data: converted, result_meta.classify)
+                value = value.astype(native(value.dtype))
             self._check(value, out.shape, out.dtype)
             out.view(out.buffer.on(self.device), 0)[...] = value
         for i in self.written:
