@@ -442,6 +442,22 @@ def test_interop_on_sim(sim):
         a.__cuda_array_interface__
 
 
+def test_a_dlpack_export_on_sim_raises_buffer_error_for_no_copy_or_a_device_it_is_not_on(sim):
+    """``np.from_dlpack(x, copy=False)`` gave a writable host copy whose writes were lost, and
+    ``x.__dlpack__(dl_device=(2, 0))`` (a CUDA device asked for) a CPU capsule: a producer
+    that cannot avoid a copy, or cannot export to the device asked for, raises
+    ``BufferError``, as the array API standard asks (``__array__`` refuses copy=False too)."""
+    ag = sim
+    x = ag.asarray(np.arange(4.0))
+    with pytest.raises(BufferError, match=r"copy=False\) cannot be honoured: .*host copy"):
+        np.from_dlpack(x, copy=False)
+    with pytest.raises(BufferError, match=r"dl_device=\(2, 0\)\) asks for a device the array is "
+                                          r"not on \(\(1, 0\)\)"):
+        x.__dlpack__(dl_device=(2, 0))
+    for kwargs in ({}, {"copy": True}, {"device": "cpu"}, {"device": "cpu", "copy": None}):
+        assert np.from_dlpack(x, **kwargs).tolist() == [0, 1, 2, 3]
+
+
 def test_ufunc_methods_and_scalar_types(sim):
     ag = sim
     h = np.arange(6.0).reshape(2, 3)

@@ -515,7 +515,9 @@ class Array(View, HostValues, ArrayOperators):
                    copy: Any = None) -> Any:
         """DLPack export: the consumer's ``stream`` is made to wait for asyncgpu's work on it.
 
-        On ``cuda`` the capsule shares the device memory; on ``sim`` it holds a host copy.
+        On ``cuda`` the capsule shares the device memory (``copy=True``: a copy node's
+        result); on ``sim`` it holds a host copy, so ``copy=False`` raises ``BufferError``, as
+        does a ``dl_device`` it cannot export to (``asyncgpu.runtime.export.dlpack``).
         """
         self._check_alive()
         return ops.dlpack(self, stream, max_version, dl_device, copy)

@@ -109,20 +109,51 @@ def cuda_array_interface(array: Array) -> dict[str, Any]:
     }
 
 
+#: DLPack's device type of the host's memory (``kDLCPU``)
+_DL_CPU = 1
+
+
 def dlpack(array: Array, stream: Any = None, max_version: Any = None, dl_device: Any = None,
            copy: Any = None) -> Any:
-    """A DLPack capsule of the array (cuda: shared memory; sim: a host copy)."""
+    """A DLPack capsule of the array, as the array API standard asks of a producer.
+
+    On ``cuda`` it shares the array's device memory (``copy`` None or False); ``copy=True``
+    exports a new array made by a copy node, not by waiting: the node is ordered after the
+    array's writers, and the array's later writers after it, as any read is (a copy taken
+    aside by CuPy would race with them, or the host would have to wait for all of them), and
+    the consumer's stream waits for it as for any export. On ``sim`` the array lives in the
+    simulator's memory, so the capsule holds a host copy: ``copy=False`` raises
+    ``BufferError``, as the standard asks of a producer that cannot avoid a copy.
+    ``dl_device``: None or the array's own device (``__dlpack_device__``); the CPU's,
+    ``(1, 0)``, gives a host copy (``BufferError`` with ``copy=False``), any other device
+    ``BufferError``.
+    """
     rt = array._alloc.runtime
-    if rt.backend.name != "cuda":
-        if stream is not None:
+    on_host = rt.backend.name != "cuda"
+    if dl_device is not None:
+        asked, own = tuple(int(d) for d in dl_device), dlpack_device(array)
+        if asked != own and asked != (_DL_CPU, 0):
+            raise BufferError(
+                f"{array.describe()}: __dlpack__(dl_device={asked}) asks for a device the array "
+                f"is not on ({own}); asyncgpu exports it on its own device or, as a host copy, "
+                f"to the CPU ({_DL_CPU}, 0)")
+        on_host = on_host or asked != own
+    if on_host:
+        if copy is False:
+            raise BufferError(
+                f"{array.describe()}: __dlpack__(copy=False) cannot be honoured: "
+                + ("arrays of the sim backend live in the simulator's memory, "
+                   if rt.backend.name != "cuda" else "device memory reaches the CPU ")
+                + "and the capsule can only hold a host copy; pass copy=None, or use x.get()")
+        if stream is not None and rt.backend.name != "cuda":
             raise BufferError("arrays of the sim backend live on the host: pass stream=None")
-        host = array.numpy()
+        host = array.numpy()        # (a host read: waits for the array's writers only)
         return host.__dlpack__() if max_version is None else \
             host.__dlpack__(max_version=max_version)
-    if copy:
-        raise BufferError("asyncgpu arrays are exported without a copy; call x.copy() first")
     cupy = array_modules.backend_module("cuda")
 
+    if copy:
+        array = array.copy()        # (a node; the capsule's view keeps its memory alive)
     view = _export_view(array)
     producer = export_stream(array)
     if producer is not None and stream != -1:

@@ -236,6 +236,43 @@ def test_interop_with_cupy_and_numba_on_gpu(gpu):
     assert (acp.sqrt(ag.asarray(cupy.full(3, 4.0))).numpy() == 2.0).all()
 
 
+def test_a_dlpack_export_with_copy_true_gives_a_copy_ordered_between_the_writers(gpu):
+    """``cupy.from_dlpack(x, copy=True)`` (and any consumer asking for ``copy=True``) raised
+    ``BufferError``, though the array API standard asks the producer to copy: the capsule now
+    holds a copy made by a node, after the array's pending writer (the consumer's stream waits
+    for it; the host does not) and before its next one. ``copy=False`` to the CPU, or a device
+    the array is not on, raises ``BufferError``; the CPU with a copy allowed gets a host copy."""
+    import cupy
+
+    ag = gpu
+    spin = spin_kernel(ag)
+    cycles = calibrate(ag, spin, ag.zeros(1, np.float32), 100e-3)
+    fill = ag.cuda_kernel(SLOW_FILL, "slow_fill", out=["y"])
+    x = ag.zeros(4096, np.float32)
+    cupy.from_dlpack(x, copy=True)              # (warm-up: CuPy compiles its copy once)
+    ag.synchronize()
+    fill[1, 256](x, 3.0, 4096, cycles)          # pending, slow: the copy must come after it
+    before = time.perf_counter()
+    c = cupy.from_dlpack(x, copy=True)
+    returned = time.perf_counter() - before
+    fill[1, 256](x, 7.0, 4096, cycles)          # a later writer: must not reach the copy
+    assert float(c.sum()) == 3.0 * 4096         # (CuPy's stream waited for the copy)
+    c[...] = -1                                 # the copy's memory is not the array's
+    cupy.cuda.get_current_stream().synchronize()
+    assert x.numpy().tolist() == [7.0] * 4096
+    assert returned < 50e-3, "the export waited for the writer instead of ordering a copy"
+    assert np.from_dlpack(x, device="cpu").tolist() == [7.0] * 4096    # a host copy
+    with pytest.raises(BufferError, match="copy=False"):
+        np.from_dlpack(x, device="cpu", copy=False)
+    kind, dev = x.__dlpack_device__()
+    with pytest.raises(BufferError, match="asks for a device the array is not on"):
+        x.__dlpack__(dl_device=(kind, dev + 1))
+    shared = cupy.from_dlpack(x)                # copy=None: still the array's memory
+    shared[0] = 1
+    cupy.cuda.get_current_stream().synchronize()
+    assert x.numpy()[0] == 1.0
+
+
 def test_what_cupy_writes_into_an_import_after_a_synchronize_is_read_and_kept(gpu):
     """A CuPy array imported without a copy, read once by the host (its small allocation
     fetched whole), then written by CuPy: after both libraries synchronize, asyncgpu reads
