@@ -159,6 +159,18 @@ def test_flat_reads_indexes_and_writes_in_c_order(sim):
     np.testing.assert_array_equal(a.numpy(), expected)
 
 
+def test_a_host_array_of_flat_refuses_copy_false_as_the_array_does(sim):
+    """``np.asarray(x.flat, copy=False)`` quietly gave a copy, whose writes were lost: it is
+    refused as ``np.asarray(x, copy=False)`` is (NumPy 2's ``__array__`` protocol)."""
+    ag = sim
+    x = ag.asarray(np.arange(4.0))
+    for obj in (x, x.flat):
+        with pytest.raises(ValueError, match=r"always a copy .*copy=False\) cannot be honoured"):
+            np.asarray(obj, copy=False)
+    assert np.asarray(x.flat).tolist() == [0, 1, 2, 3]
+    assert np.asarray(x.flat, dtype=np.int32, copy=True).tolist() == [0, 1, 2, 3]
+
+
 def test_mT_swaps_last_two_axes(sim):
     ag = sim
     b = ag.array(A.reshape(2, 3, 4))

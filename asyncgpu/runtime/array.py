@@ -544,6 +544,10 @@ class FlatIter:
         return iter(self.base.numpy().ravel())
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if copy is False:       # (NumPy 2's protocol, as Array.__array__: no view can be given)
+            raise ValueError(f"{self!r}: a host array of an asyncgpu array's elements is always "
+                             "a copy (np.asarray(a.flat, copy=False) cannot be honoured); use "
+                             "np.asarray(a.flat) or a.ravel().get()")
         return self.base.numpy().ravel() if dtype is None else \
             self.base.numpy().ravel().astype(dtype)
 
