@@ -256,8 +256,11 @@ def _to_device(obj: Any, dtype: Any, copy: Any, order: Any, subok: Any, ndmin: A
             out = out[(None,) * (ndmin - out.ndim)]      # a view, as CuPy gives
         return out
     data = np.array(obj, dtype=dtype, order=layout, ndmin=ndmin, copy=None)
-    # Fortran order where CuPy gives it: asked for, or kept ('K', 'A') from a NumPy array
-    fortran = layout != "C" and data.flags.f_contiguous and not data.flags.c_contiguous
+    # Fortran order where CuPy gives it: asked for, or kept ('K', 'A') from a NumPy array in
+    # Fortran order (CuPy's _array_default; a non-contiguous one is copied in C order, where
+    # NumPy's 'K' keeps the order of its strides)
+    fortran = data.flags.f_contiguous and not data.flags.c_contiguous and (
+        layout == "F" or layout != "C" and isinstance(obj, np.ndarray) and obj.flags.fnc)
     return host_array(data, order="F" if fortran else "C")
 
 
@@ -266,7 +269,8 @@ def asarray(a: Any, dtype: Any = None, order: Any = None, *, copy: bool | None =
     """``a`` as an :class:`asyncgpu.Array`, as CuPy's ``asarray``: ``a`` itself if it is one
     of that ``dtype`` and ``order``; another library's device array viewed without a copy;
     host data copied into the runtime's memory (``order``: the copy's layout, ``'C'``,
-    ``'F'``, or ``'K'``/``'A'``/None to keep a NumPy array's Fortran order). ``copy=True``
+    ``'F'``, or ``'K'``/``'A'``/None to keep a NumPy array's Fortran order; ``'A'`` copies an
+    array in neither C nor Fortran order into C order, as CuPy's ``astype``). ``copy=True``
     always copies; ``copy=None`` and ``copy=False`` copy only where needed. ``blocking`` is
     accepted for CuPy's sake: host data has been copied when ``asarray`` returns."""
     return _to_device(a, dtype, copy, order, False, 0, "asyncgpu.cupy.asarray")

@@ -516,6 +516,29 @@ def test_asarray_with_copy_false_refuses_a_conversion_before_anything_runs(sim):
     assert acp.asarray(a, copy=False) is a and acp.asarray(a, np.float64, copy=False) is a
 
 
+def test_order_a_of_a_non_contiguous_array_is_a_c_ordered_copy_as_in_cupy(sim):
+    """``acp.asarray(v, order='A')`` of a non-contiguous array returned ``v`` itself, with
+    ``copy=False`` too, and ``v.astype(..., order='A', copy=False)`` as well: CuPy keeps an
+    array for ``'A'`` only in C or Fortran order, else copies it in C order (and refuses with
+    ``copy=False``). A NumPy array is laid out in Fortran order for 'K' and 'A' only when it
+    is in Fortran order, as CuPy lays it out."""
+    ag = sim
+    v = ag.asarray(A)[:, ::2]
+    for copied in (acp.asarray(v, order="A"), acp.array(v, copy=None, order="a"),
+                   v.astype(v.dtype, order="A", copy=False)):
+        assert copied is not v and copied.flags.c_contiguous
+        np.testing.assert_array_equal(copied.numpy(), A[:, ::2])
+    before = ag.statistics().nodes
+    with pytest.raises(ValueError, match="unable to avoid a copy"):
+        acp.asarray(v, order="A", copy=False)
+    assert ag.statistics().nodes == before
+    f = ag.asarray(np.asfortranarray(A))
+    assert acp.asarray(f, order="A", copy=False) is f and acp.asarray(v, order="K") is v
+    strided = np.asfortranarray(A)[:, ::2]          # (Fortran-like strides, not contiguous)
+    assert acp.asarray(strided, order="K").flags.c_contiguous
+    assert acp.asarray(np.asfortranarray(A), order="A").flags.f_contiguous
+
+
 def test_choose_with_out_by_position_writes_out_as_cupys_method(sim):
     """NumPy's method takes every positional argument for a choice: out given by position
     was a second choice, and out stayed unwritten."""

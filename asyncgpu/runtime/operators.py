@@ -96,13 +96,16 @@ _ASTYPE = _Signature("astype")
 
 def already(array: Any, dtype: Any, order: Any) -> bool:
     """Whether ``array`` is already of ``dtype`` (None: its own) and laid out as ``order``
-    asks (``'K'``, ``'A'`` or None: any layout; ``'C'``, ``'F'``, either case): what a
-    ``copy=False`` conversion may return as it is."""
+    asks (``'K'`` or None: any layout; ``'A'``: C or Fortran order; ``'C'``, ``'F'``, either
+    case), as CuPy's ``astype`` decides: what a ``copy=False`` conversion may return as it is
+    (``'A'`` of a non-contiguous array is a C-ordered copy, as in CuPy, where NumPy's
+    ``asarray`` keeps the view)."""
     if dtype is not None and np.dtype(dtype) != array.dtype:
         return False
     order = "K" if order is None else str(order).upper()
-    return (order in ("K", "A") or order == "C" and array.flags.c_contiguous
-            or order == "F" and array.flags.f_contiguous)
+    flags = array.flags
+    return (order == "K" or order == "A" and (flags.c_contiguous or flags.f_contiguous)
+            or order == "C" and flags.c_contiguous or order == "F" and flags.f_contiguous)
 
 
 def _astype(self: Any, *args: Any, **kwargs: Any) -> Any:
