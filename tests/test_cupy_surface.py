@@ -4,6 +4,7 @@ so that a program that passes on the simulator runs on the GPU."""
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -871,3 +872,15 @@ def test_asarray_chkfinite_of_nan_or_inf_raises_value_error_at_the_call(sim):
         acp.asarray_chkfinite(np.array([np.inf]))
     assert acp.asarray_chkfinite([1, 2], dtype=np.float32).tolist() == [1.0, 2.0]
     sim.synchronize()                                                   # (no fault left over)
+
+
+def test_nanmin_and_nanmax_of_a_slice_of_nans_warn_at_the_call_as_cupys(sim):
+    """cupy/_statistics/order.py reads isnan(result).any() to the host and warns: the call
+    waits for its input, and warns once, only where a slice holds NaNs alone."""
+    x = acp.asarray(np.array([[1.0, np.nan], [np.nan, np.nan]]))
+    with pytest.warns(RuntimeWarning, match="All-NaN slice encountered"):
+        got = acp.nanmax(x, axis=0)
+    assert got[0] == 1.0 and np.isnan(float(got[1]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert float(acp.nanmin(acp.asarray(np.array([2.0, np.nan])))) == 2.0

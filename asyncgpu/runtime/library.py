@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -53,7 +54,7 @@ from .array import Array, host_array, new_array
 from .call_args import Slot, fill, slots_in, split
 from .checks import check_usable
 from .cupy_surface import sim_function
-from .result_meta import NewResult, ViewResult, classify, quiet
+from .result_meta import NewResult, ViewResult, classify
 from .zero_d import as_called
 from .current import current_runtime
 from .dtypes import other_order, refuse_other_order
@@ -78,6 +79,9 @@ DATA_DEPENDENT = frozenset({
 RAISING = {"choose": (3, "raise"), "put": (3, "wrap"), "ravel_multi_index": (2, "wrap")}
 #: Calls that always read their indices to the host to check them (CuPy synchronizes).
 CHECKING = frozenset({"unravel_index"})
+#: Calls that read their result to the host to warn of it (CuPy synchronizes), and the
+#: warnings they give at the call: on ``sim`` these are NumPy's same warnings, let through.
+WARNING = {"nanmin": "All-NaN slice encountered", "nanmax": "All-NaN slice encountered"}
 #: Calls that check their quantiles' range (``q``, second).
 QUANTILES = frozenset({"percentile", "quantile", "nanpercentile", "nanquantile"})
 #: Data-dependent with one argument only (``where(c)`` is ``nonzero(c)``).
@@ -161,7 +165,7 @@ class LibraryCall:
                     "full", self.args[4] if len(self.args) > 4 else False)))
                 # (an index out of range is refused at the call: CuPy reads the indices to
                 # the host to check them)
-                or name in CHECKING
+                or name in CHECKING or name in WARNING
                 or (name in RAISING and _raises(self._mode(RAISING[name])))
                 # (a device array of quantiles: CuPy reads it to check its range)
                 or (name in QUANTILES and isinstance(
@@ -276,10 +280,16 @@ def run_now(runtime: Any, call: LibraryCall, fn: Callable[..., Any]) -> Any:
             stats.quiet.discard(ident)
         stats.sync("library-call")
         try:
-            with quiet():
+            with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
+                warnings.simplefilter("always")
                 result = fn(*fill(call.args, views), **fill(call.kwargs, views))
         except Exception as exc:
             raise call_failed(f"{call.describe()} failed: {type(exc).__name__}: {exc}", exc) from exc
+        said = WARNING.get(call.name.rsplit(".", 1)[-1])
+        for w in caught:        # (the others NumPy gives and CuPy does not: not passed on)
+            if said is not None and str(w.message) == said:
+                warnings.warn(said, w.category, stacklevel=2)
+                break
         buffers = {a._alloc.id: a._alloc.buffer.host for a in call.arrays}
         meta = classify(call, result, views, buffers, placeholder=False)
         return _wrap_now(call, meta, result)
