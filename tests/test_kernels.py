@@ -546,3 +546,40 @@ def test_a_tuple_holding_an_array_is_refused_with_the_fix(sim):
                                                "at most 64 bits"):
         pair[1, 4](y, (2**70, 1.0))
     assert y.numpy().tolist() == [0] * 4
+
+
+def test_libdevice_functions_compute_in_their_precision_or_fault_naming_the_function(sim):
+    """numba.cuda.libdevice's functions are docstring stubs: a simulated kernel calling one got
+    None and stored NaN, with no error. The common ones compute as the device does, in their
+    declared precision; the others fault, naming the function."""
+    from numba.cuda import libdevice
+    from numba.cuda.libdevice import expf
+
+    ag = sim
+
+    @ag.kernel(const=["x"], out=["y", "z"])
+    @cuda.jit
+    def common(x, y, z):
+        y[0] = libdevice.sinf(x[0])
+        y[1] = expf(x[0])
+        y[2] = cuda.libdevice.fmaxf(x[1], x[0])
+        y[3] = libdevice.roundf(x[2])
+        z[0] = libdevice.sin(x[0])
+        z[1] = libdevice.exp10(x[0])
+
+    x = ag.array(np.array([1.0, np.nan, -2.5], np.float32))
+    y, z = ag.empty(4, np.float32), ag.empty(2, np.float64)
+    common[1, 1](x, y, z)
+    one = np.float32(1.0)
+    assert y.get().tolist() == [np.sin(one), np.exp(one), 1.0, -3.0]
+    assert z.get().tolist() == [np.sin(1.0), 10.0]
+    assert libdevice.sinf(1.0) is None          # (the process's stubs untouched)
+
+    @ag.kernel(out=["y"])
+    @cuda.jit
+    def fast(y):
+        y[0] = libdevice.fast_sinf(np.float32(1.0))
+
+    fast[1, 1](ag.empty(1, np.float32))
+    with pytest.raises(ag.KernelFault, match="libdevice.fast_sinf is not simulated"):
+        ag.synchronize()

@@ -115,6 +115,9 @@ def _in_kernel() -> bool:
     return getattr(threading.current_thread(), "threadIdx", None) is not None
 
 
+in_kernel = _in_kernel
+
+
 class _Math(types.ModuleType):
     """What a kernel's module sees as ``math`` during a launch: the stand-in's functions in
     the simulator's threads, Python's own in every other thread (the module's globals are the

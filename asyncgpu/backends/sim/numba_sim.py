@@ -22,7 +22,9 @@ each installed over the simulator's own where its internals are the ones this mo
   computes otherwise than the device (``cbrt``, ``fma``, the bit counts) replaced
   (:mod:`asyncgpu.backends.sim.intrinsics`);
 - the ``math`` a kernel reaches gives the device's IEEE answers during the launch
-  (:mod:`asyncgpu.backends.sim.ieee_math`: ``math.log(0)`` is ``-inf``, not a ``ValueError``);
+  (:mod:`asyncgpu.backends.sim.ieee_math`: ``math.log(0)`` is ``-inf``, not a ``ValueError``),
+  and Numba's ``libdevice`` the device's answers or a refusal naming the function
+  (:mod:`asyncgpu.backends.sim.libdevice`; Numba's stubs return None);
 - compiled ``@cuda.jit`` functions a kernel calls (as device functions, whether made with
   ``device=True`` or not), reached through its module's globals, its closure or module
   attributes, are swapped for simulated ones during the launch
@@ -58,7 +60,7 @@ from typing import Any
 import numpy as np
 
 from ...runtime.checks import MAX_SHARED_BYTES
-from . import ieee_math, intrinsics, warps
+from . import ieee_math, intrinsics, libdevice, warps
 from .barrier import BlockBarrier
 from .warps import WARP_FUNCTIONS, Warps
 
@@ -364,6 +366,7 @@ def _install_block_manager() -> bool:
     kernel.BlockManager = _block_manager
     warps.install()
     intrinsics.install()
+    libdevice.install()
     return True
 
 
@@ -464,9 +467,15 @@ def simulated_device_functions(fn: types.FunctionType) -> Iterator[None]:
                 if _dispatcher(obj):
                     replacement = FakeCUDAKernel(obj.py_func, device=True)
                 else:
-                    # (Python's math, or a function of it: the device's IEEE answers; never
-                    # an attribute of math itself, which the whole process shares)
-                    replacement = ieee_math.stand_in(obj) if holder is not math else None
+                    # (Python's math, or a function of it: the device's IEEE answers; Numba's
+                    # libdevice, or a function of it: the device's answers, or a refusal
+                    # naming it; never an attribute of either module itself, which the whole
+                    # process shares)
+                    if holder is math or libdevice.shared(holder):
+                        continue
+                    replacement = ieee_math.stand_in(obj)
+                    if replacement is None:
+                        replacement = libdevice.stand_in(obj)
                     if replacement is None:
                         continue
                 _put(holder, name, replacement)
