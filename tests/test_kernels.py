@@ -583,3 +583,23 @@ def test_libdevice_functions_compute_in_their_precision_or_fault_naming_the_func
     fast[1, 1](ag.empty(1, np.float32))
     with pytest.raises(ag.KernelFault, match="libdevice.fast_sinf is not simulated"):
         ag.synchronize()
+
+
+def test_half_float_intrinsics_give_cudas_answers(sim):
+    """cuda.fp16 in Numba's simulator: hfloor was a ceiling, hmax and hmin gave NaN where one
+    operand was NaN (CUDA's __hmax and __hmin give the other), hfma rounded twice."""
+    ag = sim
+
+    @ag.kernel(const=["x"], out=["y"])
+    @cuda.jit
+    def half(x, y):
+        y[0] = cuda.fp16.hfloor(x[0])
+        y[1] = cuda.fp16.hmax(x[1], x[0])
+        y[2] = cuda.fp16.hmin(x[0], x[1])
+        y[3] = cuda.fp16.hfma(x[2], x[2], x[3])
+
+    a = 1 + 3 * 2.0 ** -10          # (a * a + c is 9 * 2**-20, which twice rounded loses)
+    x = ag.array(np.array([1.5, np.nan, a, -(1 + 6 * 2.0 ** -10)], np.float16))
+    y = ag.empty(4, np.float16)
+    half[1, 1](x, y)
+    assert y.get().tolist() == [1.0, 1.5, 1.5, float(np.float16(9 * 2.0 ** -20))]

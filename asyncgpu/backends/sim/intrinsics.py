@@ -3,15 +3,19 @@
 Numba's simulator (numba-cuda 0.30) computes ``cuda.cbrt`` as ``a ** (1 / 3)`` (NaN for a negative
 number, where the device's cube root is negative), ``cuda.fma`` as ``a * b + c`` rounded twice, and
 ``cuda.popc``, ``cuda.brev``, ``cuda.clz`` and ``cuda.ffs`` on 32 bits whatever the argument's width
-(``clz`` of an int64 1 is 31 there, 63 on the device) and raising for a negative number. Here they
-are the device's: the cube root of NumPy, the fused multiply-add of
-:func:`asyncgpu.runtime.cupy_arithmetic.fused_multiply_add`, and the bit counts on the argument's width
+(``clz`` of an int64 1 is 31 there, 63 on the device) and raising for a negative number, and of
+``cuda.fp16`` ``hfloor`` as a ceiling, ``hmax``/``hmin`` as NaN where one operand is (CUDA's
+``__hmax``/``__hmin`` give the other), ``hfma`` rounded twice, ``hrsqrt`` and ``hexp10`` in half
+precision. Here they are the device's: the cube root of NumPy, the fused multiply-add of
+:func:`asyncgpu.runtime.cupy_arithmetic.fused_multiply_add` (``hfma`` too), the half float
+functions in single precision rounded once, and the bit counts on the argument's width
 (32 bits for an element of an int32 array or narrower, or a NumPy integer of 32 bits, else 64: a
 Python integer, or a sum of two int32 elements, is an int64, as Numba types them). Its atomics run
 on arrays of any dtype; here an atomic of a dtype Numba's compile refuses (:data:`ATOMIC_DTYPES`)
 raises, as the launch fails on the device.
 
-Invariant: each gives what an H200 gave for the same arguments.
+Invariant: each gives what an H200 gave for the same arguments (the half float ones: what
+CUDA's documentation of ``__hfloor``, ``__hmax``, ``__hmin`` and ``__hfma`` says).
 
 Example::
 
@@ -68,6 +72,34 @@ def brev(self: Any, val: Any) -> Any:
     return np.uint32(int(f"{int(val) & 0xFFFFFFFF:032b}"[::-1], 2))
 
 
+def hfloor(self: Any, x: Any) -> Any:
+    return np.floor(x, dtype=np.float16)
+
+
+def hmax(self: Any, a: Any, b: Any) -> Any:
+    """CUDA's ``__hmax``: the other operand where one is NaN (NaN where both are)."""
+    return np.fmax(np.float16(a), np.float16(b))
+
+
+def hmin(self: Any, a: Any, b: Any) -> Any:
+    """CUDA's ``__hmin``: the other operand where one is NaN (NaN where both are)."""
+    return np.fmin(np.float16(a), np.float16(b))
+
+
+def hfma(self: Any, a: Any, b: Any, c: Any) -> Any:
+    return fused_multiply_add(np.float16(a), np.float16(b), np.float16(c))
+
+
+def hrsqrt(self: Any, x: Any) -> Any:
+    with np.errstate(all="ignore"):
+        return np.float16(np.float32(1) / np.sqrt(np.float32(x)))
+
+
+def hexp10(self: Any, x: Any) -> Any:
+    with np.errstate(all="ignore"):
+        return np.float16(np.power(np.float32(10), np.float32(x)))
+
+
 _ARITHMETIC = ("int32", "int64", "uint32", "uint64", "float32", "float64")
 _BITWISE = ("int32", "int64", "uint32", "uint64")
 #: The array dtypes each of Numba's atomics compiles for (numba-cuda 0.30, as an H200's
@@ -99,10 +131,12 @@ def _checked_atomic(name: str, fn: Any) -> Any:
 def install() -> None:
     """Put these in place of the simulator's ``cuda`` intrinsics of the same names, and check
     its atomics' array dtypes as Numba's compile does."""
-    from numba.cuda.simulator.kernelapi import FakeCUDAAtomic, FakeCUDAModule
+    from numba.cuda.simulator.kernelapi import FakeCUDAAtomic, FakeCUDAFp16, FakeCUDAModule
 
     for fn in (cbrt, fma, popc, brev, clz, ffs):
         setattr(FakeCUDAModule, fn.__name__, fn)
+    for fn in (hfloor, hmax, hmin, hfma, hrsqrt, hexp10):
+        setattr(FakeCUDAFp16, fn.__name__, fn)
     for name in ATOMIC_DTYPES:
         current = getattr(FakeCUDAAtomic, name)
         if not hasattr(current, "__wrapped_atomic__"):
