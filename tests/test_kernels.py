@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from numba import cuda
@@ -603,3 +605,26 @@ def test_half_float_intrinsics_give_cudas_answers(sim):
     y = ag.empty(4, np.float16)
     half[1, 1](x, y)
     assert y.get().tolist() == [1.0, 1.5, 1.5, float(np.float16(9 * 2.0 ** -20))]
+
+
+def test_float_scalar_arguments_compute_as_ieee_floats_as_on_the_gpu(sim):
+    """A Python float argument stayed a Python float on sim: 1.0 / s of a zero faulted
+    (ZeroDivisionError), s ** 0.5 of a negative number gave a complex, s ** 2000 overflowed
+    (OverflowError). On the GPU it is a float64 and Numba's numpy error model gives inf, NaN,
+    inf."""
+    ag = sim
+
+    @ag.kernel(out=["y"])
+    @cuda.jit
+    def ieee(y, zero, negative, c):
+        y[0] = 1.0 / zero
+        y[1] = negative ** 0.5
+        y[2] = (negative * -1.0) ** 2000
+        y[3] = (c * c).imag
+
+    y = ag.empty(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # (no RuntimeWarning either: the GPU gives none)
+        ieee[1, 1](y, 0.0, -4.0, 1 + 1j)
+        got = y.get()
+    assert got[0] == np.inf and np.isnan(got[1]) and got[2] == np.inf and got[3] == 2.0

@@ -340,8 +340,11 @@ def _as_numba_computes(v: Any) -> Any:
     -56, on the GPU 200) or on an unbounded Python int. Unsigned ones beyond int64 stay
     ``uint64``. A bool (Python's or NumPy's) is a :class:`Boolean`, which computes as Numba's
     (``True + True`` is 2, ``~b`` is ``not b``) where Python's ``~True`` is -2 and NumPy's
-    ``np.True_ + np.True_`` is True. Floats, records and arrays are left as they are; a
-    tuple's items become the same (Numba types a tuple by its items)."""
+    ``np.True_ + np.True_`` is True. A Python float is a float64 and a complex a complex128,
+    which compute as IEEE numbers do (``1.0 / s`` of a zero is inf, ``s ** 0.5`` of a negative
+    NaN, where Python's raise ZeroDivisionError or give a complex; the launch's threads ignore
+    floating-point errors, as Numba's numpy error model does). NumPy floats, records and arrays
+    are left as they are; a tuple's items become the same (Numba types a tuple by its items)."""
     t = type(v)
     if t is bool or t is np.bool_:
         return Boolean(v)
@@ -350,6 +353,10 @@ def _as_numba_computes(v: Any) -> Any:
         return v._make(items) if hasattr(v, "_make") else tuple(items)
     if t is int:
         return np.int64(v) if -2**63 <= v < 2**63 else np.uint64(v)
+    if t is float:
+        return np.float64(v)
+    if t is complex:
+        return np.complex128(v)
     if isinstance(v, np.integer) and t is not np.int64 and t is not np.uint64:
         return np.int64(v)
     return v

@@ -221,10 +221,14 @@ class _Worker(threading.Thread):
             block = self.block
             dx, dy = block.dims[0], block.dims[1]
             try:
-                for x, y, z in self.points:
-                    self.threadIdx = Dim3(x, y, z)
-                    self.thread_id = x + dx * (y + dy * z)
-                    block.f(*block.args)
+                # (no floating-point error raises or warns, as none does on the device: Numba
+                # compiles a kernel with its numpy error model, where 1.0 / 0.0 is inf;
+                # a debug kernel's raise for division: :class:`_Blocks`)
+                with np.errstate(all="ignore"):
+                    for x, y, z in self.points:
+                        self.threadIdx = Dim3(x, y, z)
+                        self.thread_id = x + dx * (y + dy * z)
+                        block.f(*block.args)
             except BaseException as e:  # (SystemExit too: this thread must live on)
                 self.exception = _named(e, f"tid={list(self.threadIdx)} "
                                            f"ctaid={list(self.blockIdx)}")
