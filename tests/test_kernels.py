@@ -628,3 +628,33 @@ def test_float_scalar_arguments_compute_as_ieee_floats_as_on_the_gpu(sim):
         ieee[1, 1](y, 0.0, -4.0, 1 + 1j)
         got = y.get()
     assert got[0] == np.inf and np.isnan(got[1]) and got[2] == np.inf and got[3] == 2.0
+
+
+def test_math_functions_give_the_devices_precision_and_ieee_answers(sim):
+    """math.nextafter of float32s stepped in double precision on sim and erf of a float32 gave
+    a double; remainder(x, 0) faulted (ValueError), ldexp and exp2 overflowing faulted
+    (OverflowError); floor of an integer gave the integer, where Numba's is a float64 (so
+    2**53 + 1 rounds to 2**53 before the floor)."""
+    import math
+
+    ag = sim
+
+    @ag.kernel(const=["x"], out=["y", "z"])
+    @cuda.jit
+    def precise(x, n, y, z):
+        y[0] = math.nextafter(x[0], x[1]) - 1.0
+        y[1] = math.erf(x[2])
+        y[2] = math.remainder(1.0, 0.0)
+        y[3] = math.ldexp(1.0, 2000)
+        y[4] = math.exp2(2000.0)
+        y[5] = math.remainder(x[1], x[2])
+        z[0] = math.floor(n + 1)
+
+    x = ag.array(np.array([1.0, 2.0, 0.3], np.float32))
+    y, z = ag.empty(6), ag.empty(1, np.int64)
+    precise[1, 1](x, 2**53, y, z)
+    got = y.get()
+    assert got[0] == 2.0 ** -23 and got[1] == np.float32(math.erf(np.float32(0.3)))
+    assert np.isnan(got[2]) and got[3] == got[4] == np.inf
+    assert got[5] == np.float32(math.remainder(2.0, np.float32(0.3)))
+    assert z.get().tolist() == [2**53]

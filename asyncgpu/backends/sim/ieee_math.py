@@ -8,8 +8,10 @@ kernel that computes a log of zero on the GPU failed on ``sim``. This module is 
 ``math`` with the same names, the functions that raise computed by NumPy's ufuncs instead
 (IEEE arithmetic, warnings silenced as the device gives none), in the argument's precision as
 Numba's overloads are (a ``float32`` in, a ``float32`` out; an integer in, a ``float64`` out).
-``floor``, ``ceil`` and ``trunc`` of a float give a float, as Numba's do on the device (``-0.0``
-and the infinities kept).
+``floor``, ``ceil`` and ``trunc`` give a float, as Numba's do on the device (``-0.0`` and the
+infinities kept; of an integer a float64, as Numba types them). ``nextafter``, ``erf`` and
+``erfc`` of a float32 step and round in single precision; ``remainder``, ``ldexp`` and ``exp2``
+give NaN or inf where Python's raise.
 
 :func:`stand_in` maps what a kernel reaches by name (the module, or a function imported from
 it) to what ``asyncgpu.backends.sim.numba_sim`` binds in its place for the launch: one that
@@ -38,6 +40,7 @@ _UFUNCS = {
     "tanh": np.tanh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
     "atan2": np.arctan2, "hypot": np.hypot, "fmod": np.fmod, "copysign": np.copysign,
     "fabs": np.fabs, "degrees": np.degrees, "radians": np.radians, "pow": np.power,
+    "exp2": np.exp2, "nextafter": np.nextafter,
 }
 #: Rounding to a float (Numba's ``math.floor`` of a float is a float on the device).
 _ROUNDING = {"floor": np.floor, "ceil": np.ceil, "trunc": np.trunc}
@@ -62,13 +65,55 @@ def _ieee(name: str, ufunc: np.ufunc) -> Callable[..., Any]:
 
 def _rounding(name: str, ufunc: np.ufunc) -> Callable[..., Any]:
     def fn(x: Any) -> Any:
-        if isinstance(x, (bool, int, np.integer, np.bool_)):
-            return x
         with np.errstate(all="ignore"):
-            return ufunc(x)
+            return ufunc(_real(x))
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = f"``math.{name}`` of a float as a float, as Numba's on the device"
+    fn.__doc__ = (f"``math.{name}`` as a float, as Numba's on the device (of an integer a "
+                  "float64, as Numba types it: cudamath's ``Math_unary_with_fp16``)")
     return fn
+
+
+def _precision(x: Any, value: float) -> Any:
+    """``value``, computed in double precision, in ``x``'s precision as Numba's overload
+    returns it (a float32 of a float32 or half float, else a float64)."""
+    return np.float32(value) if isinstance(x, (np.float32, np.float16)) else np.float64(value)
+
+
+def _erf(which: str) -> Callable[[Any], Any]:
+    """``erf`` and ``erfc`` (NumPy has neither): Python's, in double precision, rounded to the
+    argument's precision (a float32 in, a float32 out, as Numba's ``erff``)."""
+    base = getattr(math, which)
+
+    def fn(x: Any) -> Any:
+        return _precision(x, base(float(_real(x))))
+    fn.__name__ = fn.__qualname__ = which
+    return fn
+
+
+def remainder(x: Any, y: Any) -> Any:
+    """IEEE ``remainder``: NaN for a zero ``y`` or an infinite ``x`` (Python's raises), ``x``
+    for an infinite ``y``; exact in either precision, so computed in double and rounded."""
+    a, b = float(_real(x)), float(_real(y))
+    if b == 0 or math.isinf(a) or a != a or b != b:
+        value = math.nan
+    else:
+        value = a if math.isinf(b) else math.remainder(a, b)
+    both32 = isinstance(x, np.float32) and isinstance(y, np.float32)
+    return np.float32(value) if both32 else np.float64(value)
+
+
+def ldexp(x: Any, i: Any) -> Any:
+    """``x * 2**i`` in ``x``'s precision: inf where it overflows (Python's raises), ``i``
+    converted to an int32 as Numba's ``ldexp(float, int32)`` takes it."""
+    i = ((int(i) + 2**31) & 0xFFFFFFFF) - 2**31
+    with np.errstate(all="ignore"):
+        return np.ldexp(_real(x), i)
+
+
+def frexp(x: Any) -> Any:
+    """Python's ``frexp`` with the mantissa in ``x``'s precision."""
+    m, e = math.frexp(float(_real(x)))
+    return _precision(x, m), e
 
 
 def _gamma(which: str) -> Callable[[Any], Any]:
@@ -103,10 +148,14 @@ def _module() -> types.ModuleType:
     for name, ufunc in _ROUNDING.items():
         setattr(shim, name, _rounding(name, ufunc))
     shim.gamma, shim.lgamma = _gamma("gamma"), _gamma("lgamma")
+    shim.erf, shim.erfc = _erf("erf"), _erf("erfc")
+    shim.remainder, shim.ldexp, shim.frexp = remainder, ldexp, frexp
     return shim
 
 
 MODULE = _module()
+#: The stand-in's functions that are neither a ufunc nor a rounding.
+_OWN = ("gamma", "lgamma", "erf", "erfc", "remainder", "ldexp", "frexp")
 
 
 def _in_kernel() -> bool:
@@ -141,7 +190,7 @@ def _switch(name: str) -> Callable[..., Any]:
 #: kernel's module sees in their place during a launch.
 _BY_ID = {id(math): _Math("math")} | {
     id(getattr(math, name)): _switch(name)
-    for name in (*_UFUNCS, *_ROUNDING, "gamma", "lgamma")}
+    for name in (*_UFUNCS, *_ROUNDING, *_OWN)}
 
 
 def stand_in(value: Any) -> Any:

@@ -68,7 +68,7 @@ _COMPUTED: dict[str, Callable[..., Any]] = {
     "round": _round, "rsqrt": lambda x: 1.0 / np.sqrt(np.float64(x)),
     "rcbrt": lambda x: 1.0 / np.cbrt(np.float64(x)), "sin": np.sin, "sinh": np.sinh,
     "sqrt": np.sqrt, "tan": np.tan, "tanh": np.tanh, "trunc": np.trunc, "ldexp": np.ldexp,
-    "scalbn": np.ldexp,
+    "scalbn": np.ldexp, "remainder": ieee_math.remainder, "nextafter": np.nextafter,
     # (signed integers: in their declared width, wrapping as the device's do; Numba declares
     # the unsigned ones' arguments signed, so they are refused)
     "abs": abs, "llabs": abs, "min": min, "max": max, "llmin": min, "llmax": max,
