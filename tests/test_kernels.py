@@ -658,3 +658,24 @@ def test_math_functions_give_the_devices_precision_and_ieee_answers(sim):
     assert np.isnan(got[2]) and got[3] == got[4] == np.inf
     assert got[5] == np.float32(math.remainder(2.0, np.float32(0.3)))
     assert z.get().tolist() == [2**53]
+
+
+def test_an_atomics_value_converts_to_the_arrays_dtype_first_as_on_the_gpu(sim):
+    """Numba's atomics take the value as the array's dtype: a float64 added to a float32
+    array rounds to float32 first, -0.5 added to an int32 one is 0, -1 added to a uint64 one
+    wraps. Sim added in the wider type (1 + 2**-24 + 2**-50 rounded up in float32, 1 - 0.5
+    truncated to 0) or faulted (OverflowError for -1 into uint64)."""
+    ag = sim
+
+    @ag.kernel
+    @cuda.jit
+    def accumulate(f, i, u, v, w):
+        cuda.atomic.add(f, 0, v)
+        cuda.atomic.add(i, 0, w)
+        cuda.atomic.add(u, 0, -1)
+        cuda.atomic.max(i, 1, 2.9)
+
+    f, i = ag.array(np.ones(1, np.float32)), ag.array(np.array([1, 0], np.int32))
+    u = ag.array(np.array([5], np.uint64))
+    accumulate[1, 1](f, i, u, 2.0 ** -24 + 2.0 ** -50, -0.5)
+    assert f.get().tolist() == [1.0] and i.get().tolist() == [1, 2] and u.get().tolist() == [4]

@@ -11,8 +11,9 @@ precision. Here they are the device's: the cube root of NumPy, the fused multipl
 functions in single precision rounded once, and the bit counts on the argument's width
 (32 bits for an element of an int32 array or narrower, or a NumPy integer of 32 bits, else 64: a
 Python integer, or a sum of two int32 elements, is an int64, as Numba types them). Its atomics run
-on arrays of any dtype; here an atomic of a dtype Numba's compile refuses (:data:`ATOMIC_DTYPES`)
-raises, as the launch fails on the device.
+on arrays of any dtype, and compute with the value as given; here an atomic of a dtype Numba's
+compile refuses (:data:`ATOMIC_DTYPES`) raises, as the launch fails on the device, and the value
+is converted to the array's dtype first, as Numba's are.
 
 Invariant: each gives what an H200 gave for the same arguments (the half float ones: what
 CUDA's documentation of ``__hfloor``, ``__hmax``, ``__hmin`` and ``__hfma`` says).
@@ -113,16 +114,33 @@ ATOMIC_DTYPES = {
 }
 
 
+#: How a value stored into an integer element converts (``asyncgpu.backends.sim.kernels``'s
+#: ``device_integer``, set by :func:`install`: that module imports this one's importer).
+_device_integer: Any = None
+
+
 def _checked_atomic(name: str, fn: Any) -> Any:
+    """Numba's simulated atomic ``fn``, refusing the array dtypes Numba's compile refuses, with
+    its values (all but the index) converted to the array's dtype first, as Numba's signature
+    ``(ary.dtype, ary, intp, ary.dtype)`` converts them on the device: a float64 added to a
+    float32 array rounds to float32 first, -0.5 added to an int32 one is 0 (truncated), -1
+    added to a uint64 one wraps."""
     allowed = ATOMIC_DTYPES[name]
+    first = 0 if name == "compare_and_swap" else 1        # (it takes no index)
 
     @functools.wraps(fn)
     def atomic(self: Any, array: Any, *args: Any) -> Any:
         dtype = getattr(array, "dtype", None)
-        if dtype is not None and np.dtype(dtype).name not in allowed:
-            raise TypeError(f"cuda.atomic.{name.rstrip('_')} of an array of "
-                            f"{np.dtype(dtype).name}: Numba's compiles it for arrays of "
-                            f"{', '.join(allowed)} only, and refuses the launch on the GPU")
+        if dtype is not None:
+            dtype = np.dtype(dtype)
+            if dtype.name not in allowed:
+                raise TypeError(f"cuda.atomic.{name.rstrip('_')} of an array of "
+                                f"{dtype.name}: Numba's compiles it for arrays of "
+                                f"{', '.join(allowed)} only, and refuses the launch on the GPU")
+            kind, t = dtype.kind, dtype.type
+            args = (*args[:first], *(
+                v if type(v) is t else _device_integer(v, dtype) if kind in "iu" else t(v)
+                for v in args[first:]))
         return fn(self, array, *args)
     atomic.__wrapped_atomic__ = fn      # type: ignore[attr-defined]
     return atomic
@@ -130,8 +148,13 @@ def _checked_atomic(name: str, fn: Any) -> Any:
 
 def install() -> None:
     """Put these in place of the simulator's ``cuda`` intrinsics of the same names, and check
-    its atomics' array dtypes as Numba's compile does."""
+    its atomics' array dtypes and convert their values as Numba's compile does."""
+    global _device_integer
     from numba.cuda.simulator.kernelapi import FakeCUDAAtomic, FakeCUDAFp16, FakeCUDAModule
+
+    from .kernels import device_integer
+
+    _device_integer = device_integer
 
     for fn in (cbrt, fma, popc, brev, clz, ffs):
         setattr(FakeCUDAModule, fn.__name__, fn)
