@@ -597,3 +597,26 @@ def test_a_synchronizing_library_call_is_one_library_call_wait_in_the_trace_and_
         counted = dict((ag.statistics() - before).host_syncs)
     assert [s.reason for s in t.syncs] == ["library-call"]
     assert counted == {"library-call": 1}
+
+
+def test_a_trace_started_twice_is_refused_and_still_stops(sim):
+    """A second start() layered the trace over itself: stop() then looped for good, holding
+    the runtime's lock."""
+    ag = sim
+    run = vec_program(ag)
+    t = ag.trace()
+    with pytest.raises(RuntimeError, match="starts once"):
+        t.start()
+    assert run() == pytest.approx(sum(i * i - 1 for i in range(64)))
+    t.stop()
+    run()
+    assert len(t.kernels) == 3          # (the second run, after stop(), untraced)
+
+
+def test_an_instrument_with_only_a_regulation_hook_is_taken(sim):
+    class Watcher:
+        def regulation_changed(self, state, plan, stage):
+            pass
+
+    with sim.instrument(Watcher()) as w:
+        assert isinstance(w, Watcher)

@@ -186,8 +186,16 @@ class Trace:
 
     # -- lifetime ----------------------------------------------------------------------------
     def start(self) -> Trace:
+        """Begin tracing (:func:`trace` starts the trace it returns); a trace starts once, so
+        that its times have one origin: ``RuntimeError`` for a second start."""
         rt = self._rt
         with rt._lock:
+            if self._backend is not None:
+                # (a second layer of the same trace over its first would pass each call to
+                # itself, and stop() would loop for good holding the runtime's lock)
+                raise RuntimeError(
+                    "this trace has started already (asyncgpu.trace() starts the trace it "
+                    "returns) and a trace starts once; for another, call asyncgpu.trace()")
             inner = rt.backend
             root = inner
             while isinstance(root, _TracingBackend):

@@ -170,7 +170,8 @@ def instrument(obj: Any) -> Any:
     """Register an instrument for a ``with`` block: ``with asyncgpu.instrument(tool) as t:``.
 
     The hooks are those of :class:`asyncgpu.Instrument` (``node_added``, ``edge_added``,
-    ``node_issued``, ``synchronized``); an object may define any subset.
+    ``node_issued``, ``synchronized``, ``regulation_changed``); an object may define any
+    subset.
 
     Returns
     -------
@@ -182,7 +183,7 @@ def instrument(obj: Any) -> Any:
         ``obj`` defines none of the hooks (``None``, a number, a tool's class where an
         instance was meant): it would slow every launch and see nothing.
     """
-    hooks = ("node_added", "edge_added", "node_issued", "synchronized")
+    hooks = ("node_added", "edge_added", "node_issued", "synchronized", "regulation_changed")
     if not any(callable(getattr(obj, hook, None)) for hook in hooks):
         raise TypeError(f"asyncgpu.instrument: {obj!r:.60} defines none of the hooks "
                         f"({', '.join(hooks)}); pass an object with at least one of them "
