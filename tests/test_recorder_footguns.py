@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import gc
+import math
 import threading
 import weakref
 
 import numpy as np
 import pytest
+from numba import cuda
 
 from asyncgpu.core.errors import RecordingError
 
@@ -354,6 +356,46 @@ def test_scalars_are_keyed_by_their_exact_bits(env):
         times(a)
     assert times.outcome == "recorded"
     assert np.signbit(y.numpy()).all()
+
+
+MINUS_NAN = -float("nan")
+
+
+@pytest.mark.parametrize("way", ["launch", "static", "static-numpy", "static-complex",
+                                 "library"])
+def test_a_call_given_minus_nan_after_nan_is_not_replayed_with_nan(env, way):
+    """NaN and -NaN print alike (repr, hex) but copysign tells them apart: a graph recorded
+    with one is never replayed for the other, whether the float is a kernel's argument (a
+    Python float reaches a Numba kernel as it is), a static function's argument or a captured
+    library call's."""
+    import asyncgpu.cupy as acp
+
+    ag, rt, _ = env
+
+    @ag.kernel
+    @cuda.jit
+    def sign_of_real(y, a, n):
+        i = cuda.grid(1)
+        if i < n:
+            y[i] = math.copysign(1.0, a)
+
+    y = ag.zeros(N, np.float32)
+    x = ag.array(np.ones(N, np.float32))
+    if way == "library":
+        @ag.graph
+        def f(a):
+            return acp.copysign(x, a)
+    else:
+        @ag.graph(static=way != "launch")
+        def f(a):
+            sign_of_real[1, N](y, a.real if isinstance(a, complex) else a, N)
+            return y
+    make = {"static-numpy": np.float32, "static-complex": lambda v: complex(v, 0.0)}.get(
+        way, float)
+    for a in (float("nan"), float("nan"), float("nan"), MINUS_NAN):
+        got = f(make(a))
+    assert f.outcome == "recorded"                  # keyed apart: recorded again
+    np.testing.assert_array_equal(got.numpy(), np.full(N, -1, np.float32))
 
 
 def test_recursive_recorded_functions_are_inlined(env):

@@ -40,6 +40,7 @@ Plain Python (no CUDA); Cython compiles it with the C types of ``keys.pxd``.
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import numpy as np
@@ -277,7 +278,16 @@ def scalar_key(v: Any) -> Any:
         return (t, v.dtype, v.tobytes())
     if isinstance(v, np.generic):
         return (t, v.tobytes())
+    if t is float or t is complex:
+        return (t, float_bits(v))
     return (t, repr(v))
+
+
+def float_bits(v: Any) -> bytes:
+    """A Python float's or complex's bytes: its exact value, NaN sign and payload included."""
+    if isinstance(v, complex):
+        return struct.pack("<dd", v.real, v.imag)
+    return struct.pack("<d", v)
 
 
 def argument_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -295,10 +305,12 @@ def value_key(v: Any) -> Any:
         return ("A", v._alloc.id, v._lo, v._hi, v.shape, v.strides, v.dtype.str)
     if isinstance(v, (bool, int, str, type(None), np.integer, np.bool_)):
         return (type(v), v)
-    if isinstance(v, (float, np.floating)):
-        return (type(v), float(v).hex())          # exact bits: -0.0 and 0.0 differ
-    if isinstance(v, (complex, np.complexfloating)):
-        return (type(v), complex(v).real.hex(), complex(v).imag.hex())
+    # exact bits: -0.0 and 0.0, or -NaN and NaN (which hex() and repr() both print as nan),
+    # are different keys
+    if isinstance(v, (np.floating, np.complexfloating)):
+        return (type(v), v.tobytes())
+    if isinstance(v, (float, complex)):
+        return (type(v), float_bits(v))
     if isinstance(v, tuple):
         return ("T",) + tuple([value_key(x) for x in v])
     raise TypeError(f"no static key for {type(v).__name__}")

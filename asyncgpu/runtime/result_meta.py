@@ -23,6 +23,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import struct
 import warnings
 from typing import Any, Callable
 
@@ -192,11 +193,12 @@ def call_key(obj: Any) -> Any:
         return (type(obj).__name__,) + tuple(call_key(o) for o in obj)
     if type(obj) is dict:
         return ("dict",) + tuple((k, call_key(v)) for k, v in sorted(obj.items()))
-    # (floats by their exact bits: 0.0 == -0.0, yet copysign or 1 / x tell them apart)
+    # (floats by their exact bits: 0.0 == -0.0, yet copysign or 1 / x tell them apart, and
+    # hex() prints -NaN and NaN alike)
     if type(obj) is float:
-        return ("float", obj.hex())
+        return ("float", struct.pack("<d", obj))
     if type(obj) is complex:
-        return ("complex", obj.real.hex(), obj.imag.hex())
+        return ("complex", struct.pack("<dd", obj.real, obj.imag))
     if isinstance(obj, (np.floating, np.complexfloating)):
         return (type(obj).__qualname__, obj.tobytes())
     return (type(obj).__qualname__, obj)
