@@ -65,6 +65,34 @@ def test_a_static_function_captures_anew_under_other_graph_options(env):
     np.testing.assert_array_equal(x.numpy(), np.full(N, 16, np.float32))
 
 
+def test_a_static_function_stops_running_its_body_again_after_the_memory_model_changes(env):
+    """configure(memory=...) destroys the graphs: a static function records and captures
+    once more under the new model, then launches its graph without running the body (it ran
+    the body at every call, trying the destroyed graph first)."""
+    ag, (scale, add, inc) = env
+    runs = []
+
+    @ag.graph(static=True)
+    def step(x, y):
+        runs.append(1)
+        scale[1, N](x, y, np.float32(2), N)
+
+    x, y = ag.zeros(N, np.float32), ag.empty(N, np.float32)
+    value = 0
+    for memory in ("explicit", "managed", "explicit"):
+        ag.configure(memory=memory)
+        before = len(runs)
+        for _ in range(5):
+            value += 1
+            x[...] = np.float32(value)          # host write: the explicit graph copies x in
+            replayed = ag.statistics().graphs_replayed
+            step(x, y)
+            np.testing.assert_array_equal(y.numpy(), np.full(N, 2 * value, np.float32))
+        assert len(runs) - before == 2, memory  # recorded, captured; then never again
+        assert step.outcome == "replayed"
+        assert ag.statistics().graphs_replayed == replayed + 1
+
+
 def test_a_static_call_with_a_freed_argument_names_the_kernel_and_argument(env):
     ag, (scale, _, _) = env
 

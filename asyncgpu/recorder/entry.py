@@ -277,7 +277,7 @@ class GraphFunction(_Run):
         akey = argument_key(args, kwargs) if self.static else None
         if akey is not None:
             hits = self._static.get(akey)
-            if hits is not None:
+            if hits:                    # (empty once its graphs were all destroyed)
                 done, result = self._replay_static(hits)
                 if done:
                     return result
@@ -317,6 +317,16 @@ class GraphFunction(_Run):
                 return False, None      # nested in this thread's recording
             for hit in hits.values():   # (the first: a loop over a dict's values compiles
                 break                   # to a C walk, next(iter(...)) to method calls)
+            if hit[0].graph.destroyed:
+                # (a configure() or the graph cache destroyed it: the variants that can no
+                # longer launch are dropped, or the first would stay a dead one and every
+                # call would run the body, its new graph never found)
+                for dead in [k for k, h in hits.items() if h[0].graph.destroyed]:
+                    del hits[dead]
+                if not hits:
+                    return False, None
+                for hit in hits.values():
+                    break
             if rt.memory is not None:
                 # (every variant has the same inputs; asking the one that copies nothing in,
                 # settled in the steady state, spares the walk over them)
