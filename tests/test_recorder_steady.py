@@ -5,6 +5,8 @@ cut at its shorter run's length for good, an exception after the launch runs not
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -95,10 +97,45 @@ def test_an_exception_after_the_early_launch_runs_nothing_twice(sim):
         step(False)
     with pytest.raises(ValueError, match="the user's own"):
         step(True)
-    assert step.outcome == "eager"
+    assert step.outcome == "replayed"       # (the graph launched before the body raised)
     step(False)
     assert step.outcome == "replayed"
     np.testing.assert_array_equal(x.numpy(), np.full(N, 10, np.float32))
+
+
+@pytest.mark.parametrize("after", ["raise", "refused host read", "library call"])
+def test_outcome_says_replayed_when_the_graph_launched_before_the_body_went_eager(sim, after):
+    """A steady body's graph launches at its last launch: if the body then raises, catches a
+    refused host operation or makes a library call that runs eagerly, ``outcome`` still says a
+    graph was launched, as ``statistics().graphs_replayed`` does (it said "eager")."""
+    ag = sim
+    import asyncgpu.cupy as acp
+
+    scale, add, inc = kernels(ag)
+    x = ag.zeros(N, np.float32)
+
+    @ag.graph
+    def step(go_eager):
+        inc[1, N](x, N)
+        inc[1, N](x, N)
+        if go_eager and after == "raise":
+            raise KeyError("the user's own")
+        if go_eager and after == "refused host read":
+            with pytest.raises(ag.RecordingError, match="host read"):
+                float(x[0])
+        if go_eager and after == "library call":
+            acp.cumsum(x)               # not capturable: runs eagerly, with a warning
+
+    for _ in range(3):
+        step(False)
+    replayed = ag.statistics().graphs_replayed
+    with pytest.raises(KeyError) if after == "raise" else (
+            pytest.warns(UserWarning, match="cumsum") if after == "library call"
+            else contextlib.nullcontext()):
+        step(True)
+    assert ag.statistics().graphs_replayed == replayed + 1
+    assert step.outcome == ("replayed+eager" if after == "library call" else "replayed")
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 8, np.float32))
 
 
 def test_a_host_write_after_a_launch_is_copied_in_by_the_next_launch(sim):

@@ -79,9 +79,12 @@ class _Run:
         self.name = name
         self.split = split
         #: What the last run did: "recorded" (issued eagerly, key remembered), "replayed"
-        #: (captured now or before, launched as one graph), "eager" (a library call or capture
-        #: failure made it run eagerly), "inline" (part of an enclosing recording), "empty";
-        #: with ``split``, "+"-joined per segment (e.g. "replayed+replayed").
+        #: (captured now or before, launched as one graph), "eager" (a library call, an
+        #: exception or a refused host operation made it run eagerly), "inline" (part of an
+        #: enclosing recording), "empty"; "+"-joined per segment (e.g. "replayed+replayed"
+        #: with ``split``; "replayed" too when a steady body's graph launched at its last
+        #: launch and the body raised after it; "replayed+eager" when a library call ran
+        #: eagerly after that launch).
         self.outcome: str | None = None
 
     def _enter(self) -> Recording | None:
@@ -127,8 +130,12 @@ class _Run:
                 return rec
         finally:
             rt._release()
+        # (segments that ended before, at a host operation of a split body or where a steady
+        # body's launches ended, were recorded or replayed as such: a graph launched shows)
+        outcomes = rec.outcomes
         if failed or rec.failed:
-            self.outcome = "eager"
+            self.outcome = "+".join(outcomes if outcomes and not rec.launches
+                                    else outcomes + ["eager"])
             try:
                 issue_eagerly(rt, rec.launches)
             except Exception:
@@ -137,7 +144,7 @@ class _Run:
                               rec.name)
             return None
         issue_eagerly(rt, rec.launches)     # (a library call made the run eager)
-        self.outcome = "eager"
+        self.outcome = "+".join(outcomes + ["eager"])
         return None
 
     def clear(self) -> None:
