@@ -410,7 +410,7 @@ class HostAccess(Issuing):
                         # (the fetch writes the mirror bytes the copy back writes too: after it)
                         found = dict(found)
                         found[pending] = [(WAW, label)]
-            elif fetch and not write and lo == 0 and hi == alloc.nbytes and self.graph_read_back:
+            if fetch and not write and lo == 0 and hi == alloc.nbytes and self.graph_read_back:
                 memory.learn_read_back(alloc, label)
             if fetch and self._instruments:
                 # traced: the fetch is a copy node (ordered after the span's writers on

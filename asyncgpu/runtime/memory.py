@@ -260,7 +260,9 @@ class ExplicitMemory:
 
         An allocation whose previous copy back the host never consumed (no host access since,
         or a device writer made it DEVICE again and the host fetched that) is dropped: the
-        list keeps only what the host keeps reading. The copies are D2H copy nodes, reads of
+        list keeps only what the host keeps reading. A dropped copy back still in flight
+        stays ``Allocation.copy_back``: every host access of the allocation is ordered after
+        it (a fetch into the mirror it writes, of whatever bytes, included). The copies are D2H copy nodes, reads of
         the device copy, so a later device writer waits for them as for any reader, and the
         graph's next launch finds them in the tracker (its shortcut for a repeated launch
         does not apply: they were committed after it). Booking allocations BOTH is a change
@@ -270,8 +272,15 @@ class ExplicitMemory:
         keep = []
         for alloc, label in frozen.read_back:
             previous = alloc.copy_back
-            alloc.copy_back = None
-            if previous is not None or alloc.freed or alloc.location != DEVICE:
+            if previous is not None:
+                # never consumed: dropped from the list. Still in flight, it stays the
+                # allocation's copy back, which the host's next access is ordered after: it
+                # writes the whole mirror, and that access may fetch bytes of it the graph
+                # does not touch (so no device writer of theirs is behind the copy)
+                if previous.finished:
+                    alloc.copy_back = None
+                continue
+            if alloc.freed or alloc.location != DEVICE:
                 continue
             keep.append((alloc, label))
             node = self.copy(alloc, 0, alloc.nbytes, False, label)
