@@ -19,6 +19,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import shutil
 import sys
 
 from setuptools import Extension, setup
@@ -48,6 +49,7 @@ HOT_MODULES = (
 #: Compiled-only modules (``.pyx``): the CUDA driver calls, through cuda-python's Cython
 #: bindings; built only where those bindings are installed.
 DRIVER_MODULE = "asyncgpu.backends.cuda.cudriver"
+ROOT = os.path.dirname(os.path.abspath(__file__))
 #: The generated C is about 1 MB a module: at -O2 without debug information it compiles in
 #: about two thirds of the time Python's default flags (-O3 -g) take. On Linux, -fno-plt calls
 #: Python's C API through the global offset table rather than a stub per function and module:
@@ -144,9 +146,8 @@ def _extensions() -> list[Extension]:
             raise
         _say("Cython is not installed; the launch path will run as plain Python")
         return []
-    root = os.path.dirname(os.path.abspath(__file__))
     options = dict(compiler_directives=DIRECTIVES, quiet=True, nthreads=os.cpu_count() or 1,
-                   build_dir=os.path.join(root, "build", "cython"))
+                   build_dir=os.path.join(ROOT, "build", "cython"))
     try:
         modules = cythonize([Extension(name, [name.replace(".", "/") + ".py"],
                                        extra_compile_args=COMPILE_ARGS)
@@ -198,6 +199,8 @@ class OptionalBuildExt(build_ext):
                  f"launches will go through CuPy's calls{_version_hint()}")
 
     def build_extension(self, ext: Extension) -> None:
+        if self._reuse_in_tree(ext):
+            return
         try:
             super().build_extension(ext)
         except Exception as exc:  # noqa: BLE001
@@ -208,6 +211,26 @@ class OptionalBuildExt(build_ext):
             if MODE == "required":
                 raise
             self._failed.append(exc)            # (list.append: safe from the build's threads)
+
+    def _reuse_in_tree(self, ext: Extension) -> bool:
+        """Copy the module a build of this tree left beside its source, where it is newer than
+        every file it is built from, instead of compiling it again: pip builds an editable
+        install's modules in a new folder each time, so the README's second install compiled
+        everything the first had (minutes on two cores). The file's name carries the
+        interpreter's ABI, so only a module built for this one is taken."""
+        if self.inplace or self.force:
+            return False
+        suffix = os.path.basename(self.get_ext_filename(ext.name)).split(".", 1)[1]
+        built = os.path.join(ROOT, *ext.name.split(".")) + "." + suffix
+        sources = list(ext.sources) + list(ext.depends or [])
+        if not os.path.exists(built) or not sources or not all(map(os.path.exists, sources)):
+            return False
+        if max(os.path.getmtime(f) for f in sources) > os.path.getmtime(built):
+            return False
+        target = self.get_ext_fullpath(ext.name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copy2(built, target)
+        return True
 
     def _give_up(self, exc: BaseException) -> None:
         # A partly compiled package would mix compiled and Python classes that must agree on

@@ -262,8 +262,8 @@ class ExplicitMemory:
         or a device writer made it DEVICE again and the host fetched that) is dropped: the
         list keeps only what the host keeps reading. A dropped copy back still in flight
         stays ``Allocation.copy_back``: every host access of the allocation is ordered after
-        it (a fetch into the mirror it writes, of whatever bytes, included). The copies are D2H copy nodes, reads of
-        the device copy, so a later device writer waits for them as for any reader, and the
+        it (a fetch into the mirror it writes, of whatever bytes, included). The copies are
+        D2H copy nodes, reads of the device copy, so a later device writer waits for them as for any reader, and the
         graph's next launch finds them in the tracker (its shortcut for a repeated launch
         does not apply: they were committed after it). Booking allocations BOTH is a change
         of location as a host access makes one, so it moves ``Runtime.host_epoch`` on too.
