@@ -132,11 +132,28 @@ def test_a_device_block_left_in_another_thread_is_refused_and_pins_nothing_more(
     closer.start()
     closer.join()
     assert said and "left in a thread that did not enter it" in said[0]
-    with ag.device(2):                          # (the stale pin goes at this thread's next one)
+    assert len({_placed_on(ag) for _ in range(4)}) == 4     # unpinned at once: round robin
+    with ag.device(2):
         assert _placed_on(ag) == 2
     assert len({_placed_on(ag) for _ in range(4)}) == 4
     with ag.configure(devices=2):               # (no block is open anywhere)
         pass
+
+
+def test_a_device_block_closed_from_another_thread_puts_its_thread_back_on_its_earlier_pin(four):
+    import threading
+
+    ag = four
+    with ag.device(3):
+        held = _held_on_device_1(ag)            # device(1)'s block inside device(3)'s
+        assert _placed_on(ag) == 1
+        closer = threading.Thread(target=lambda: pytest.raises(RuntimeError, held.close))
+        closer.start()
+        closer.join()
+        assert [_placed_on(ag) for _ in range(3)] == [3, 3, 3]
+        with pytest.raises(ag.DeviceError, match=r"inside asyncgpu.device\(3\)"):
+            ag.configure(devices=2)             # (this thread is still inside device(3))
+    assert len({_placed_on(ag) for _ in range(4)}) == 4
 
 
 def test_a_device_object_can_be_entered_again_and_decorates_a_function(four):

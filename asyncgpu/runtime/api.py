@@ -205,31 +205,38 @@ class device(contextlib.ContextDecorator):
 
     def __init__(self, number: int) -> None:
         self.number = number
-        #: Per thread (one object may serve several): the blocks entered and not left.
-        self._entered: dict[int, list[tuple[Any, object]]] = {}
+        #: Per thread (one object may serve several): the blocks entered and not left, as
+        #: (runtime, mark, the thread's ``_pins`` dictionary): a block a generator holds, left
+        #: in another thread, is left for the thread that entered it (__exit__)
+        self._entered: dict[int, list[tuple[Any, object, dict[str, Any]]]] = {}
 
     def __enter__(self) -> device:
         rt = current_runtime()
         mark = rt.pin(self.number)
-        self._entered.setdefault(threading.get_ident(), []).append((rt, mark))
+        self._entered.setdefault(threading.get_ident(), []).append(
+            (rt, mark, rt._pins.__dict__))
         return self
 
     def __exit__(self, *exc: object) -> None:
         marks = self._entered.get(threading.get_ident())
         if marks:
-            rt, mark = marks.pop()
+            rt, mark, _ = marks.pop()
             rt.unpin(mark)
             return
-        # (a generator holding the block, closed in another thread: the pin is dropped, and
-        # the thread that entered it is told at its next pin or unpin)
+        # (a generator holding the block, closed in another thread: the block is left for the
+        # thread that entered it, which runs where it did before the block, and configure no
+        # longer counts it as pinned; the error says why)
+        left = ""
         others = [m for m in self._entered.values() if m]
         if others:
-            rt, mark = others[-1].pop()
-            rt.unpin(mark)
+            rt, mark, pins = others[-1].pop()
+            rt.unpin(mark, pins)
+            left = ("; it is left for that thread, whose launches run where they did before "
+                    "the block")
         raise RuntimeError(
             f"asyncgpu.device({self.number!r}) is left in a thread that did not enter it: a "
             "device block belongs to the thread that entered it (no yield or await inside "
-            "it; a generator holding one must be closed in that thread)")
+            f"it; a generator holding one must be closed in that thread){left}")
 
     def __repr__(self) -> str:
         return f"asyncgpu.device({self.number!r})"

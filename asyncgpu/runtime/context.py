@@ -248,14 +248,17 @@ class Runtime(HostAccess, TenantSteps):
         pins.slot = slot
         return mark
 
-    def unpin(self, mark: object) -> None:
-        """Leave the pin ``mark`` of :meth:`pin` (in this thread)."""
-        pins = self._pins
+    def unpin(self, mark: object, pins: dict[str, Any] | None = None) -> None:
+        """Leave the pin ``mark`` of :meth:`pin` for the thread whose ``_pins`` dictionary is
+        ``pins`` (None: this thread's): it runs on the latest pin it still has open, else
+        where the policy says."""
+        if pins is None:
+            pins = self._pins.__dict__
         self.open_pins.pop(mark, None)
-        entered = getattr(pins, "entered", None) or []
+        entered = pins.get("entered") or []
         # (its own, and any left by another thread: no longer open)
         entered[:] = [e for e in entered if e[0] is not mark and e[0] in self.open_pins]
-        pins.slot = entered[-1][1] if entered else None
+        pins["slot"] = entered[-1][1] if entered else None
 
     def close(self) -> None:
         """The runtime is being replaced (``set_options``, after its synchronize): give back
