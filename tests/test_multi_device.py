@@ -714,6 +714,40 @@ def test_a_trace_times_every_node_on_every_device(memory):
         assert all(0 <= p.start_s <= p.end_s for p in t.prefetches)
 
 
+def test_a_peer_copy_of_a_kernels_result_is_a_raw_edge_in_the_trace_dot_hooks_and_stats():
+    # (the copy is booked as a write of the array; what it waits for is the bytes it reads)
+    import asyncgpu as ag
+
+    class Edges:
+        def __init__(self):
+            self.seen = []
+
+        def edge_added(self, parent, child, reason, array):
+            self.seen.append((child.name, reason))
+
+    with ag.configure(backend="sim", sim_seed=3, memory="explicit", **several(2)):
+        kernel = ag.kernel(const=["x"], out=["y"])(twice)
+        a, b, c = ag.array(np.arange(8.0)), ag.zeros(8), ag.zeros(8)
+        ag.synchronize()
+        before = ag.statistics()
+        hooks = Edges()
+        with ag.trace() as t, ag.instrument(hooks):
+            with ag.device(0):
+                kernel[1, 8](a, b, 8)                   # writes b on device 0
+            with ag.device(1):
+                kernel[1, 8](b, c, 8)                   # reads it on device 1: a peer copy
+        np.testing.assert_array_equal(c.numpy(), 2.0 * (2.0 * np.arange(8) + 1.0) + 1.0)
+        peer = [n for n in t.copies if "from device 0" in n.name]
+        assert len(peer) == 1
+        writer = t.kernels[0]
+        assert peer[0].parents == [(writer.id, "RAW", "x")]
+        assert f'n{writer.id} -> n{peer[0].id} [label="RAW x"]' in t.to_dot()
+        assert (peer[0].name, "RAW") in hooks.seen and not any(r == "WAW" for _, r in hooks.seen)
+        flows = [e["name"] for e in t.chrome_trace()["traceEvents"] if e.get("ph") == "s"]
+        assert flows and not any("WAW" in name for name in flows)
+        assert (ag.statistics() - before).edges.get("WAW", 0) == 0
+
+
 def test_the_simulator_refuses_an_event_recorded_on_another_devices_stream():
     from asyncgpu.backends.sim.backend import SimBackend
 

@@ -78,7 +78,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.dag import Node
+from ..core.dag import RAW, WAW, Node
 from ..core.deps import Access
 from ..core.placement import device_bit
 from .allocation import DEVICE, HOST
@@ -209,7 +209,15 @@ class ExplicitMemory:
             stats.bytes_to_host += hi - lo
         location = alloc.location
         if after is None:
-            rt._issue(node)
+            found = None
+            if peer >= 0:
+                # (booked as a write of the allocation, as it makes ``device``'s copy current,
+                # but what it waits for in the live writers is their bytes, which it reads on
+                # ``peer``: those edges are RAW, as a copy to the host's)
+                found = rt.deps.conflicts(node.accesses)
+                for reasons in found.values():
+                    reasons[:] = [(RAW if why == WAW else why, what) for why, what in reasons]
+            rt._issue(node, None, found)
         else:
             rt.issue_after(node, (after,), "split")
         if to_device and peer < 0 and node.stream is not None:
