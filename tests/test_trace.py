@@ -171,6 +171,56 @@ def test_a_trace_saved_without_matplotlib_writes_all_but_the_pictures(sim, tmp_p
         t.save_dag(str(tmp_path / "d.png"))
 
 
+def _png_size(path):
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(head[16:20], "big"), int.from_bytes(head[20:24], "big")
+
+
+def test_a_dag_too_large_to_draw_whole_draws_its_first_nodes_in_a_bounded_picture(
+        sim, tmp_path, monkeypatch, caplog):
+    import logging
+
+    from asyncgpu.observe import draw
+
+    ag = sim
+    monkeypatch.setattr(draw, "DAG_NODES", 12)     # (100 by default: kept small to be fast)
+    monkeypatch.setattr(draw, "DAG_INCHES", 8)
+    square = make_square(ag)
+    x = ag.array(np.arange(64, dtype=np.float32))
+    outs = [ag.empty_like(x) for _ in range(30)]
+    ag.synchronize()
+    with ag.trace() as t:
+        for o in outs:                                  # 30 independent kernels: one row
+            square[2, 32](x, o, 64)
+    with caplog.at_level(logging.WARNING, logger="asyncgpu"):
+        t.save_dag(str(tmp_path / "wide.png"))
+    width, height = _png_size(tmp_path / "wide.png")
+    assert width <= 8 * 110 and height <= 8 * 110      # (12 side by side: 26 inches unbounded)
+    said = [r.getMessage() for r in caplog.records if "wide.png" in r.getMessage()]
+    assert len(said) == 1 and "draws the first 12 of the trace's 30 nodes" in said[0]
+    assert "t.to_dot()" in said[0]
+    assert t.to_dot().count("[label=") == 30         # (the DOT has every node)
+
+
+def test_a_trace_whose_pictures_fail_still_has_its_metrics_saved(sim, tmp_path, monkeypatch):
+    from asyncgpu.observe import trace as trace_module
+
+    ag = sim
+    run = vec_program(ag)
+    with ag.trace() as t:
+        run()
+
+    def fails(*args):
+        raise MemoryError("a picture too large")
+    monkeypatch.setattr(trace_module, "draw_timeline", fails)
+    with pytest.raises(MemoryError):
+        t.save(str(tmp_path), "vec")
+    with open(tmp_path / "vec.metrics.json") as f:
+        assert json.load(f)["CC"] == t.metrics()["CC"]
+
+
 def test_exports(sim, tmp_path):
     ag = sim
     run = vec_program(ag)

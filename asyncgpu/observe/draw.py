@@ -8,9 +8,18 @@ kernels as coloured bars, prefetches hatched, host synchronizations on the host 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from .records import PALETTE, edge_labels
+
+log = logging.getLogger("asyncgpu")
+
+#: :func:`draw_dag` draws at most this many nodes, the first issued (a picture of more is
+#: unreadable, and costs matplotlib minutes and gigabytes: 2,500 side by side made a
+#: 600,000-pixel-wide PNG), in a picture of at most ``DAG_INCHES`` a side (at 110 dpi).
+DAG_NODES = 100
+DAG_INCHES = 40
 
 
 #: What to install for the pictures (matplotlib is not among the package's own needs).
@@ -45,8 +54,17 @@ def depths(nodes: list[Any]) -> dict[int, int]:
 
 
 def draw_dag(nodes: list[Any], path: str, title: str = "") -> None:
-    """Save a PNG of the DAG of trace records (``Trace.kernels`` or ``Trace.nodes``)."""
+    """Save a PNG of the DAG of trace records (``Trace.kernels`` or ``Trace.nodes``): of the
+    first :data:`DAG_NODES` of them, issue order being topological, with one logged line and
+    the title saying so when there are more."""
     plt = _pyplot()
+    total = len(nodes)
+    if total > DAG_NODES:
+        nodes = nodes[:DAG_NODES]
+        log.warning("asyncgpu: %s draws the first %d of the trace's %d nodes; to see another "
+                    "part, trace only that part (a shorter asyncgpu.trace() block), or lay out "
+                    "the whole DAG from the trace's DOT (t.to_dot()) with Graphviz",
+                    path, DAG_NODES, total)
     depth = depths(nodes)
     levels: dict[int, list[Any]] = {}
     for n in nodes:
@@ -56,7 +74,8 @@ def draw_dag(nodes: list[Any], path: str, title: str = "") -> None:
         for i, n in enumerate(row):
             pos[n.id] = (i - (len(row) - 1) / 2, -d)
     width = max((len(r) for r in levels.values()), default=1)
-    fig, ax = plt.subplots(figsize=(max(4, 2.2 * width), max(3, 0.9 * len(levels) + 1)))
+    fig, ax = plt.subplots(figsize=(min(max(4, 2.2 * width), DAG_INCHES),
+                                    min(max(3, 0.9 * len(levels) + 1), DAG_INCHES)))
     for n in nodes:
         for pid, labels in edge_labels(n).items():
             if pid in pos:
@@ -75,7 +94,8 @@ def draw_dag(nodes: list[Any], path: str, title: str = "") -> None:
     ax.set_ylim(-max(len(levels), 1), 0.6)
     ax.axis("off")
     head = f"{title}: " if title else ""
-    ax.set_title(f"{head}{len(nodes)} nodes, {len(streams)} streams (colours)", fontsize=9)
+    shown = f"the first {len(nodes)} of {total}" if total > len(nodes) else f"{total}"
+    ax.set_title(f"{head}{shown} nodes, {len(streams)} streams (colours)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -431,7 +431,9 @@ class Trace:
         draw_timeline(self, path, title)
 
     def save_dag(self, path: str, title: str = "", kernels_only: bool = True) -> None:
-        """A PNG picture of the DAG (laid out by depth; streams as colours) through matplotlib."""
+        """A PNG picture of the DAG (laid out by depth; streams as colours) through matplotlib:
+        of its first ``asyncgpu.observe.draw.DAG_NODES`` nodes (100), with one logged line
+        when there are more (``to_dot`` has them all)."""
         draw_dag(self.device_nodes if kernels_only else self.nodes, path, title)
 
     def save(self, directory: str, stem: str = "trace") -> dict[str, str]:
@@ -447,14 +449,15 @@ class Trace:
         self.save_chrome(paths["trace"])
         with open(paths["dot"], "w") as f:
             f.write(self.to_dot())
+        # (the metrics before the pictures: a picture that fails leaves them written)
+        with open(paths["metrics"], "w") as f:
+            json.dump(dict(finite(self.metrics()), backend=self.backend_name,
+                           logical_clock=self.logical_clock), f, indent=1)
         if drawn:
             self.save_timeline(paths["timeline"], stem)
             self.save_dag(paths["dag"], stem)
         else:
             log.warning("asyncgpu: %s; wrote the trace without them", NEEDS)
-        with open(paths["metrics"], "w") as f:
-            json.dump(dict(finite(self.metrics()), backend=self.backend_name,
-                           logical_clock=self.logical_clock), f, indent=1)
         return paths
 
 
