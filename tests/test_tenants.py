@@ -374,6 +374,30 @@ def test_tenants_keep_their_streams_across_a_reconfigure(sim):
     assert set(priorities("kept", "high")) == {most_urgent()}
 
 
+def test_a_step_spanning_a_configure_that_rebuilds_the_backend_is_counted_without_a_latency(sim):
+    # (its start would be on the old backend's clock, its end on the new one's: the 200
+    # launches before it made the old clock run ahead, and the latency came out 0.0)
+    k = sim
+    x = ag.array(np.ones(32))
+    y = ag.empty_like(x)
+    for _ in range(200):
+        k[1, 32](x, y, 32)
+    ag.synchronize()
+    with ag.tenant("spanning"):
+        k[1, 32](x, y, 32)
+        ag.configure(sim_seed=6)            # a new backend, the runtime and tenants kept
+        k[1, 32](y, x, 32)
+    ag.synchronize()
+    stats = ag.tenants()["spanning"]
+    assert stats.steps == 1 and stats.latencies_s == () and stats.pending == 0
+    with ag.tenant("spanning"):             # the next step is measured on the new clock
+        k[1, 32](x, y, 32)
+    ag.synchronize()
+    stats = ag.tenants()["spanning"]
+    assert stats.steps == 2 and len(stats.latencies_s) == 1 and stats.latencies_s[0] > 0
+    assert x.numpy().tolist() == [7.0] * 32
+
+
 def test_tenants_on_several_devices_get_a_pool_per_device():
     with ag.configure(backend="sim", sim_devices=2, devices="all", device_policy="round-robin"):
         k = ag.kernel(const=["x"], out=["y"])(twice)

@@ -160,13 +160,15 @@ class TenantSteps:
                     held = gate.holding()
                     gate.begin(index)
                 if not wait:
-                    out.append((self._step_clocks(index), self.streams.issues, gate))
+                    out.append((self._step_clocks(index), self.streams.issues, gate,
+                                self.backend))
                     return
             while True:
                 with self._lock:
                     running = self._running() if wait is True else self._unfinished(wait)
                     if not running:
-                        out.append((self._step_clocks(index), self.streams.issues, gate))
+                        out.append((self._step_clocks(index), self.streams.issues, gate,
+                                    self.backend))
                         return
                     events = self._wait_nodes(running, "tenant-step")
                 # (without the lock, as a host read waits; the others' launches now wait at
@@ -197,15 +199,19 @@ class TenantSteps:
         """The step of tenant ``index`` begun with ``begun`` ends (``failed``: by an exception):
         a timing event behind the work it issued on each stream it moved; measured once they
         complete (``tenant_statistics``, and every ``SETTLE_EVERY`` steps here). ``thread``:
-        the identifier of the thread that began it, where another ends it (None: this one)."""
-        starts, mark, gate = begun
+        the identifier of the thread that began it, where another ends it (None: this one). A
+        step that a configure rebuilt the backend in is counted but not measured: its start is
+        on the old backend's clocks, its end would be on the new one's."""
+        starts, mark, gate, began_on = begun
         with self._lock:
             backend = self.backend
             ends = []
             tenant = self.tenants[index]
-            moved = self.streams.moved_since(index, mark)
+            measured = began_on is backend
+            # (after a rebuild the streams are new, and all their work is the step's)
+            moved = self.streams.moved_since(index, mark if measured else 0)
             try:
-                for s in moved:
+                for s in moved if measured else ():
                     event = tenant.spare_event(s.device)
                     if event is None:
                         event = backend.timing_event(s.device)
@@ -216,7 +222,8 @@ class TenantSteps:
                     # (whatever failed: a step left open would hold the others for good)
                     gate.end(index, [s.inflight[-1] for s in moved if s.inflight], thread)
             tenant.steps += 1
-            tenant.pending.append((starts, ends))
+            if measured:
+                tenant.pending.append((starts, ends))
             # (not while a capture is open: querying an event it recorded would break it)
             if (len(tenant.pending) % SETTLE_EVERY == 0
                     and not getattr(getattr(backend, "captures", None), "engaged", False)):
