@@ -26,6 +26,9 @@ extern "C" __global__ void inc(float* y, int n) {
 }
 '''
 MODULES = ("runtime/tenancy", "runtime/tenant_steps")
+#: (a runtime of each test's own: the exclusive tenants made here would otherwise stay in the
+#: process's runtime and hold later tests' launches behind their gate)
+pytestmark = pytest.mark.usefixtures("fresh_runtime")
 
 
 def inc_twin(y, n):
