@@ -12,6 +12,7 @@ import time
 import numpy as np
 import pytest
 from numba import cuda
+from thread_programs import resumed_in_another_thread
 
 import asyncgpu as ag
 from asyncgpu.runtime import exclusive
@@ -197,17 +198,7 @@ def test_an_exclusive_block_resumed_in_another_thread_closes_its_step_and_holds_
 
     g = held()
     next(g)                                 # entered in this thread
-    said = []
-
-    def resume() -> None:
-        try:
-            next(g, None)
-        except RuntimeError as exc:
-            said.append(str(exc))
-
-    thread = threading.Thread(target=resume)
-    thread.start()
-    thread.join()
+    said = resumed_in_another_thread(g)
     assert said and "left in a thread that did not enter it" in said[0]
     x = ag.array(np.ones(64))
     y = ag.empty_like(x)

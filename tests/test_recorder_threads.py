@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from test_recorder_hazards import kernels
 from test_schedule_options import fresh_sim
+from thread_programs import resumed_in_another_thread
 
 import asyncgpu as ag
 
@@ -199,17 +200,7 @@ def test_a_record_block_resumed_in_another_thread_raises_and_ends_the_recording(
 
         g = held()
         next(g)
-        said = []
-
-        def resume():
-            try:
-                next(g, None)
-            except RuntimeError as exc:
-                said.append(str(exc))
-
-        t = threading.Thread(target=resume)
-        t.start()
-        t.join()
+        said = resumed_in_another_thread(g)
         assert said and "left in a thread that did not enter it" in said[0]
         assert "the recording ended" in said[0]
         assert current_runtime().recording is None

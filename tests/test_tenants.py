@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from numba import cuda
 from test_properties import assert_same, serial
+from thread_programs import resumed_in_another_thread
 
 import asyncgpu as ag
 from asyncgpu.runtime.current import current_runtime
@@ -252,17 +253,7 @@ def test_a_tenant_block_resumed_in_another_thread_raises_and_gives_the_entering_
 
     g = held()
     next(g)
-    said = []
-
-    def resume():
-        try:
-            next(g, None)
-        except RuntimeError as exc:
-            said.append(str(exc))
-
-    t = threading.Thread(target=resume)
-    t.start()
-    t.join()
+    said = resumed_in_another_thread(g)
     assert said and "left in a thread that did not enter it" in said[0]
     k[2, 32](x, y, 64)                      # outside any block: the default tenant's
     stats = ag.tenants()

@@ -10,7 +10,8 @@ must equal *some* serial interleaving that keeps each thread's program order:
 * each thread's log (counter values it copied) is strictly increasing, each entry is at least
   the thread's own increments so far and at most the total.
 
-Used by tests/test_threads.py (sim) and tests/gpu/test_gpu_threads.py (cuda).
+Used by tests/test_threads.py (sim) and tests/gpu/test_gpu_threads.py (cuda); and
+:func:`resumed_in_another_thread`, for blocks a generator holds and another thread leaves.
 """
 
 from __future__ import annotations
@@ -88,3 +89,20 @@ def run_threads(ag, threads: int, rounds: int, seed: int) -> None:
         assert all(r + 1 <= v <= total for r, v in enumerate(values)), (t, values)
     # every increment precedes the last copy of all (each thread copies after incrementing)
     assert max(v for _, log in results.values() for v in log.tolist()) == total
+
+
+def resumed_in_another_thread(gen) -> list[str]:
+    """Resume generator ``gen`` once from another thread (a block it holds is then left
+    there); the messages of the ``RuntimeError`` raised there, if any."""
+    said: list[str] = []
+
+    def resume() -> None:
+        try:
+            next(gen, None)
+        except RuntimeError as exc:
+            said.append(str(exc))
+
+    thread = threading.Thread(target=resume)
+    thread.start()
+    thread.join()
+    return said

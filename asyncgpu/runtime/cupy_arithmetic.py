@@ -45,7 +45,7 @@ def device_cast(x: Any, dtype: Any) -> Any:
     float to a 64-bit one (the lowest int64, or 2**63 unsigned). NumPy leaves these
     undefined (x86 gives the lowest value). Other conversions are NumPy's. (A simulated
     Numba kernel's store converts one element as Numba's compile does, which differs for
-    8-bit types and NaN: ``asyncgpu.backends.sim.kernels.device_integer``.)"""
+    8-bit types and NaN: ``asyncgpu.backends.sim.elements.device_integer``.)"""
     x, dtype = np.asarray(x), np.dtype(dtype)
     if x.dtype.kind != "f" or dtype.kind not in "iu":
         return x.astype(dtype)

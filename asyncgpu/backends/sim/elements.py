@@ -1,4 +1,5 @@
-"""What an element of an integer or boolean array is in a simulated kernel.
+"""What an element of an integer or boolean array is in a simulated kernel, and what a number
+stored into an integer one becomes (:func:`device_integer`).
 
 Numba computes with the integers of arrays under 64 bits as int64s (``x[0] + x[0]`` of an int8
 array holding 100 is 200 on the device, -56 in NumPy's int8) and with booleans as integers
@@ -14,6 +15,9 @@ Example::
 """
 
 from __future__ import annotations
+
+import math
+from typing import Any
 
 import numpy as np
 
@@ -43,3 +47,29 @@ class Boolean(Narrow):
 
 
 NARROW[np.dtype(np.bool_)] = Boolean
+
+
+def device_integer(value: Any, dtype: np.dtype) -> Any:
+    """A number stored into an element of integer ``dtype`` as the device stores it: an integer
+    wraps to the width; a float is truncated toward zero and saturates at the type's range (an
+    8-bit type's 16-bit one), NaN giving the signed types' least value, 0 for unsigned up to
+    32 bits and 2**63 for uint64 (PTX's ``cvt.rzi``), then wraps to the width (as an H200 gave
+    them). NumPy refuses the out-of-range ones (``OverflowError``, ``ValueError`` for NaN),
+    which faulted the launch on ``sim``. Anything else (an array, a bool) as it is."""
+    if isinstance(value, (bool, np.bool_, complex, np.complexfloating)) \
+            or not isinstance(value, (int, float, np.number)):
+        return value
+    if isinstance(value, (float, np.floating)):
+        # (converted to a 16-bit integer at least, of the element's signedness, then stored
+        # in its width, as the device converts to 8 bits: 300.0 into a uint8 is 44, 1e20 255)
+        info = np.iinfo(f"{dtype.kind}{max(dtype.itemsize, 2)}")
+        f = float(value)
+        if f != f:
+            value = info.min if dtype.kind == "i" else 1 << 63 if dtype.itemsize == 8 else 0
+        else:
+            value = info.max if f >= info.max else info.min if f <= info.min else math.trunc(f)
+    bits = dtype.itemsize * 8
+    wrapped = int(value) & ((1 << bits) - 1)
+    if dtype.kind == "i" and wrapped >> (bits - 1):
+        wrapped -= 1 << bits
+    return dtype.type(wrapped)

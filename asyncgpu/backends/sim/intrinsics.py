@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ...runtime.cupy_arithmetic import fused_multiply_add
+from .elements import device_integer
 
 _NARROW = (np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32)
 
@@ -114,9 +115,6 @@ ATOMIC_DTYPES = {
 }
 
 
-#: How a value stored into an integer element converts (``asyncgpu.backends.sim.kernels``'s
-#: ``device_integer``, set by :func:`install`: that module imports this one's importer).
-_device_integer: Any = None
 
 
 def _checked_atomic(name: str, fn: Any) -> Any:
@@ -139,7 +137,7 @@ def _checked_atomic(name: str, fn: Any) -> Any:
                                 f"{', '.join(allowed)} only, and refuses the launch on the GPU")
             kind, t = dtype.kind, dtype.type
             args = (*args[:first], *(
-                v if type(v) is t else _device_integer(v, dtype) if kind in "iu" else t(v)
+                v if type(v) is t else device_integer(v, dtype) if kind in "iu" else t(v)
                 for v in args[first:]))
         return fn(self, array, *args)
     atomic.__wrapped_atomic__ = fn      # type: ignore[attr-defined]
@@ -149,12 +147,7 @@ def _checked_atomic(name: str, fn: Any) -> Any:
 def install() -> None:
     """Put these in place of the simulator's ``cuda`` intrinsics of the same names, and check
     its atomics' array dtypes and convert their values as Numba's compile does."""
-    global _device_integer
     from numba.cuda.simulator.kernelapi import FakeCUDAAtomic, FakeCUDAFp16, FakeCUDAModule
-
-    from .kernels import device_integer
-
-    _device_integer = device_integer
 
     for fn in (cbrt, fma, popc, brev, clz, ffs):
         setattr(FakeCUDAModule, fn.__name__, fn)

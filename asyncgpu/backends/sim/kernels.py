@@ -10,7 +10,6 @@ launch behaves as on the device.
 from __future__ import annotations
 
 import functools
-import math
 from typing import Any, Callable
 
 import numpy as np
@@ -19,7 +18,7 @@ from ...core.errors import AnnotationViolation, ArgumentError, AsyncGPUError
 from ...runtime.array import Array
 from ...runtime.dtypes import long_double
 from ...runtime.kernel import CudaCSource, Kernel
-from .elements import NARROW, Boolean
+from .elements import NARROW, Boolean, device_integer
 from .numba_sim import barrier_free, one_launch, simulated_device_functions
 
 #: The byte every simulated allocation holds until written, and what a write-only argument's
@@ -63,32 +62,6 @@ def _sim_array() -> Any:
                 self._unset[idx] = False
 
     return SimArray
-
-
-def device_integer(value: Any, dtype: np.dtype) -> Any:
-    """A number stored into an element of integer ``dtype`` as the device stores it: an integer
-    wraps to the width; a float is truncated toward zero and saturates at the type's range (an
-    8-bit type's 16-bit one), NaN giving the signed types' least value, 0 for unsigned up to
-    32 bits and 2**63 for uint64 (PTX's ``cvt.rzi``), then wraps to the width (as an H200 gave
-    them). NumPy refuses the out-of-range ones (``OverflowError``, ``ValueError`` for NaN),
-    which faulted the launch on ``sim``. Anything else (an array, a bool) as it is."""
-    if isinstance(value, (bool, np.bool_, complex, np.complexfloating)) \
-            or not isinstance(value, (int, float, np.number)):
-        return value
-    if isinstance(value, (float, np.floating)):
-        # (converted to a 16-bit integer at least, of the element's signedness, then stored
-        # in its width, as the device converts to 8 bits: 300.0 into a uint8 is 44, 1e20 255)
-        info = np.iinfo(f"{dtype.kind}{max(dtype.itemsize, 2)}")
-        f = float(value)
-        if f != f:
-            value = info.min if dtype.kind == "i" else 1 << 63 if dtype.itemsize == 8 else 0
-        else:
-            value = info.max if f >= info.max else info.min if f <= info.min else math.trunc(f)
-    bits = dtype.itemsize * 8
-    wrapped = int(value) & ((1 << bits) - 1)
-    if dtype.kind == "i" and wrapped >> (bits - 1):
-        wrapped -= 1 << bits
-    return dtype.type(wrapped)
 
 
 def _numba_runner(kernel: Kernel, py_or_fake: Any, grid: tuple[int, ...], block: tuple[int, ...],
