@@ -136,8 +136,42 @@ def _version_hint() -> str:
             "newer toolkit) and reinstall")
 
 
+def _compiler_problem() -> str | None:
+    """Why the C compiler cannot build a module, from compiling an empty one (a fraction of a
+    second: translating the launch path to C first took half a minute before the compiler
+    failed); None if it can."""
+    import tempfile
+
+    from setuptools._distutils.ccompiler import new_compiler
+    from setuptools._distutils.sysconfig import customize_compiler
+
+    try:
+        compiler = new_compiler()
+        customize_compiler(compiler)
+        with tempfile.TemporaryDirectory() as tmp:
+            source = os.path.join(tmp, "probe.c")
+            with open(source, "w") as f:
+                f.write("int asyncgpu_probe(void) { return 0; }\n")
+            compiler.compile([source], output_dir=tmp)
+    except Exception as exc:  # noqa: BLE001 - any failure: no compiled module can be built
+        return (str(exc).strip() or type(exc).__name__).splitlines()[0]
+    return None
+
+
+#: Whether setuptools was asked to build (pip's other calls of this file ask for metadata
+#: only: the compiler is tried, and its failure said, once, at the build).
+BUILDING = bool({"build", "build_ext", "bdist_wheel", "editable_wheel", "develop", "install",
+                 "bdist_egg"} & set(sys.argv[1:]))
+
+
 def _extensions() -> list[Extension]:
-    if MODE == "python":
+    if MODE == "python" or not BUILDING:
+        return []
+    problem = _compiler_problem()
+    if problem is not None:
+        if MODE == "required":
+            raise SystemExit(f"asyncgpu: the C compiler cannot build the launch path ({problem})")
+        _say(f"compiling the launch path failed ({problem}); it will run as plain Python")
         return []
     try:
         from Cython.Build import cythonize
