@@ -40,7 +40,6 @@ Plain Python (no CUDA); Cython compiles it with the C types of ``keys.pxd``.
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import numpy as np
@@ -48,6 +47,7 @@ import numpy as np
 from ..runtime.allocation import explicit_frees
 from ..runtime.array import Array
 from ..runtime.checks import recorded_site
+from ..runtime.result_meta import float_bits
 from ..runtime.chunks import bind_parts
 from ..runtime.splits import split_parts, tenant_splits
 
@@ -281,13 +281,6 @@ def scalar_key(v: Any) -> Any:
     if t is float or t is complex:
         return (t, float_bits(v))
     return (t, repr(v))
-
-
-def float_bits(v: Any) -> bytes:
-    """A Python float's or complex's bytes: its exact value, NaN sign and payload included."""
-    if isinstance(v, complex):
-        return struct.pack("<dd", v.real, v.imag)
-    return struct.pack("<d", v)
 
 
 def argument_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:

@@ -75,6 +75,12 @@ def convert_scalar(a: Any, p: Param, where: Callable[[], str]) -> np.generic:
     dt = p.dtype
     assert dt is not None  # Invariant: typed scalar parameters always have a dtype.
     if a is None or not isinstance(a, (bool, int, float, np.number, np.bool_)):
+        if isinstance(a, (tuple, np.void)):
+            raise ArgumentError(
+                f"{where()}: expected a {p.ctype} number, got "
+                f"{'a tuple' if isinstance(a, tuple) else 'a NumPy record'} {a!r}; a CUDA C "
+                "parameter takes one number, and asyncgpu passes no tuples or structs by value: "
+                "declare a parameter per value and pass them separately")
         raise ArgumentError(f"{where()}: expected a {p.ctype} number, got {type(a).__name__}")
     if dt.kind == "b":
         if not isinstance(a, (bool, np.bool_)):

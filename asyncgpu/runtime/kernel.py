@@ -352,13 +352,6 @@ class Kernel:
                 f"{self._where(site, i)}: expected an asyncgpu array, a number, a tuple of "
                 f"numbers or a NumPy record, got {type(a).__name__}" + _host_sequence_fix(a)
             )
-        if isinstance(a, (tuple, np.void)):
-            raise ArgumentError(
-                f"{self._where(site, i)}: expected a {p.ctype} number, got "
-                f"{'a tuple' if isinstance(a, tuple) else 'a NumPy record'} {a!r}; a CUDA C "
-                "parameter takes one number, and asyncgpu passes no tuples or structs by value: "
-                "declare a parameter per value and pass them separately"
-            )
         return convert_scalar(a, p, lambda: self._where(site, i))
 
     def _bind_value(self, i: int, a: Any, site: str | None) -> Any:

@@ -185,6 +185,14 @@ def _shapes(meta: Any) -> Any:
     return None
 
 
+def float_bits(v: float | complex) -> bytes:
+    """A Python float's or complex's bytes: its exact value, NaN sign and payload included
+    (``hex()`` and ``repr()`` print -NaN and NaN alike)."""
+    if isinstance(v, complex):
+        return struct.pack("<dd", v.real, v.imag)
+    return struct.pack("<d", v)
+
+
 def call_key(obj: Any) -> Any:
     """A hashable description of an argument, with types (``2`` and ``2.0`` differ)."""
     if isinstance(obj, Slot):
@@ -196,9 +204,9 @@ def call_key(obj: Any) -> Any:
     # (floats by their exact bits: 0.0 == -0.0, yet copysign or 1 / x tell them apart, and
     # hex() prints -NaN and NaN alike)
     if type(obj) is float:
-        return ("float", struct.pack("<d", obj))
+        return ("float", float_bits(obj))
     if type(obj) is complex:
-        return ("complex", struct.pack("<dd", obj.real, obj.imag))
+        return ("complex", float_bits(obj))
     if isinstance(obj, (np.floating, np.complexfloating)):
         return (type(obj).__qualname__, obj.tobytes())
     return (type(obj).__qualname__, obj)

@@ -1,4 +1,5 @@
-"""``cuda.syncthreads()`` for one simulated block: the barrier its Python threads meet at.
+"""``cuda.syncthreads()`` for one simulated block: the barrier its Python threads meet at; and
+a cooperative grid's ``sync``, which the simulator runs for one block only (:func:`grid_sync`).
 
 The model
 ---------
@@ -96,3 +97,35 @@ class BlockBarrier:
         self._waiting = 0
         self._generation += 1
         self.cond.notify_all()
+
+
+def grid_sync(self: Any) -> None:
+    """``cuda.cg.this_grid().sync()`` in Numba's simulator: the block's barrier, as Numba's,
+    where the launch is one block; a RuntimeError where it has more. The simulator runs a
+    launch's blocks one after another, so no block can wait there for the others to arrive (on
+    the GPU a cooperative launch runs them side by side); Numba's synchronised the block alone,
+    and what the kernel read after it was wrong, with no error. Installed over Numba's by
+    :func:`install_grid_sync`."""
+    from numba.cuda.simulator.kernel import _get_kernel_context
+
+    grid = _get_kernel_context().gridDim
+    blocks = grid.x * grid.y * grid.z
+    if blocks > 1:
+        raise RuntimeError(
+            f"cuda.cg.this_grid().sync() in a launch of {blocks} blocks: asyncgpu's simulator "
+            "runs a launch's blocks one after another, so it cannot run a grid-wide sync "
+            "across several blocks (the GPU runs a cooperative launch's blocks side by side); "
+            "run this kernel on the cuda backend, or launch it with one block")
+    threading.current_thread().syncthreads()
+
+
+def install_grid_sync() -> bool:
+    """Put :func:`grid_sync` in place of the simulator's grid group ``sync`` where the
+    simulator keeps the launch's grid where this module reads it; whether it is in place."""
+    from numba.cuda.simulator import kernel, kernelapi
+
+    group = getattr(kernelapi, "GridGroup", None)
+    if group is None or not hasattr(kernel, "_get_kernel_context"):
+        return False
+    group.sync = grid_sync
+    return True

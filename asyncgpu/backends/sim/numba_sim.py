@@ -30,9 +30,9 @@ each installed over the simulator's own where its internals are the ones this mo
   attributes, are swapped for simulated ones during the launch
   (:func:`simulated_device_functions`);
 - a grid-wide sync (``cuda.cg.this_grid().sync()``) in a launch of more than one block fails
-  (:func:`_grid_sync`): the blocks run one after another, so none can wait there for the
-  others, and Numba's synchronised the block alone (the kernel then read what later blocks
-  had not written yet, silently).
+  (:func:`asyncgpu.backends.sim.barrier.grid_sync`): the blocks run one after another, so none
+  can wait there for the others, and Numba's synchronised the block alone (the kernel then
+  read what later blocks had not written yet, silently).
 
 Invariant: a block's CUDA threads see the indices, barriers and shared arrays they would see
 on Numba's threads, and a failure is reported as Numba reports it (``tid=[x, y, z]
@@ -61,7 +61,7 @@ import numpy as np
 
 from ...runtime.checks import MAX_SHARED_BYTES
 from . import ieee_math, intrinsics, libdevice, warps
-from .barrier import BlockBarrier
+from .barrier import BlockBarrier, install_grid_sync
 from .warps import WARP_FUNCTIONS, Warps
 
 #: Numba's simulator runs one launch at a time in a process: the launch's context (its grid,
@@ -145,38 +145,6 @@ def _install_shared_arrays() -> bool:
                                                    "_dynshared_size")):
         return False
     shared.array = _shared_array
-    return True
-
-
-def _grid_sync(self: Any) -> None:
-    """``cuda.cg.this_grid().sync()`` in Numba's simulator: the block's barrier, as Numba's,
-    where the launch is one block; a RuntimeError where it has more. The simulator runs a
-    launch's blocks one after another, so no block can wait there for the others to arrive (on
-    the GPU a cooperative launch runs them side by side); Numba's synchronised the block alone,
-    and what the kernel read after it was wrong, with no error. Installed over Numba's by
-    :func:`_install_grid_sync`."""
-    from numba.cuda.simulator.kernel import _get_kernel_context
-
-    grid = _get_kernel_context().gridDim
-    blocks = grid.x * grid.y * grid.z
-    if blocks > 1:
-        raise RuntimeError(
-            f"cuda.cg.this_grid().sync() in a launch of {blocks} blocks: asyncgpu's simulator "
-            "runs a launch's blocks one after another, so it cannot run a grid-wide sync "
-            "across several blocks (the GPU runs a cooperative launch's blocks side by side); "
-            "run this kernel on the cuda backend, or launch it with one block")
-    threading.current_thread().syncthreads()
-
-
-def _install_grid_sync() -> bool:
-    """Put :func:`_grid_sync` in place of the simulator's grid group ``sync`` where the
-    simulator keeps the launch's grid where this module reads it; whether it is in place."""
-    from numba.cuda.simulator import kernel, kernelapi
-
-    group = getattr(kernelapi, "GridGroup", None)
-    if group is None or not hasattr(kernel, "_get_kernel_context"):
-        return False
-    group.sync = _grid_sync
     return True
 
 
@@ -511,7 +479,7 @@ def one_launch(one_thread_blocks: bool) -> Iterator[None]:
     with _simulating:
         if _shared_safe is None:
             _shared_safe = _install_shared_arrays()
-            _install_grid_sync()
+            install_grid_sync()
         if _blocks_safe is None:
             _blocks_safe = _install_block_manager()
         if _blocks_safe:
