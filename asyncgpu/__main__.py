@@ -187,7 +187,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="serial: one launch after the other; parallel: asyncgpu's scheduler; "
                         "handopt: hand-chosen streams and events (default: parallel)")
     t.add_argument("--block-size", type=_at_least(1, 1024), default=None,
-                   help="1D block size (default: 256; a 2D workload, IMG, runs (8, 8) blocks)")
+                   help="1D block size (default: 256; the 2D workloads, IMG and DL, run "
+                        "(8, 8) blocks)")
     t.add_argument("--num-blocks", type=_at_least(1), default=None, help=blocks_help)
     t.add_argument("--inputs", choices=("streaming", "resident"), default="streaming",
                    help=inputs_help)

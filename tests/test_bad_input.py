@@ -354,7 +354,11 @@ def test_const_argument_written_by_the_kernel(env):                   # case 5
                        match=r"kernel 'scribble' .*wrote argument 0 'a' .*declared const; remove 'a'"):
         bad[1, 8](x, z)
         ag.synchronize()
-    assert x.numpy().tolist() == list(range(8))       # the const array was not modified
+    # (on a GPU the kernel would have changed the const array: a read of it faults, as a
+    # read of what any faulted launch was to write does, until it is written again)
+    with pytest.raises(ag.KernelFault, match="to be written by work that faulted"):
+        x.numpy()
+    x[...] = np.arange(8, dtype=x.dtype)
     k[1, 8](x, y, 2.0, 8)
     assert y.numpy().tolist() == (3.0 * np.arange(8)).tolist()
 
@@ -378,7 +382,8 @@ def test_a_const_argument_written_only_while_a_flag_is_unset_is_named(sim):
     with pytest.raises(ag.AnnotationViolation,
                        match=r"kernel 'once' .*wrote argument 0 'x' .*declared const; remove 'x'"):
         ag.synchronize()
-    assert x.numpy().tolist() == [0.0] * 4
+    with pytest.raises(ag.KernelFault, match="to be written by work that faulted"):
+        x.numpy()
 
 
 @pytest.mark.parametrize("own", ["table", "message"])

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import asyncgpu.cupy as acp
-from asyncgpu import NotOnSimulatorError
+from asyncgpu import ArgumentError, NotOnSimulatorError
 from asyncgpu.runtime import cupy_surface as _cupy_surface
 
 
@@ -611,8 +611,10 @@ def test_float_floor_division_and_remainder_are_cupys_floor_of_the_quotient(sim)
     (lambda x: acp.multiply.at(x, acp.asarray([0]), 2.0), NotImplementedError, "multiply.at"),
     (lambda x: acp.add.at(acp.zeros(2, np.int8), acp.asarray([0]), 1), TypeError,
      "only supports int32"),
-    (lambda x: acp.add.reduce(x, initial=1.0), TypeError, "unexpected argument 'initial'"),
-], ids=["accumulate", "reduce", "reduceat", "at", "at-dtype", "reduce-initial"])
+    (lambda x: acp.add.reduce(x, initial=1.0), ArgumentError,
+     "unexpected argument 'initial'"),
+    (lambda x: acp.add.reduce(x, where=x > 1), ArgumentError, "unexpected argument 'where'"),
+], ids=["accumulate", "reduce", "reduceat", "at", "at-dtype", "reduce-initial", "reduce-where"])
 def test_ufunc_methods_cupy_lacks_are_refused_at_the_call(sim, call, exc, said):
     """cupy/_core/_kernel.pyx: reduce and accumulate for add and multiply alone, reduceat for
     add, at for the ufuncs with a scatter kernel (and its dtypes)."""

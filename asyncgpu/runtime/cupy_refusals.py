@@ -130,9 +130,9 @@ def check_ufunc_method(ufunc: str, method: str, args: tuple[Any, ...],
                                   f"implements {method} for {', '.join(sorted(ufuncs))})")
     odd = [k for k in kwargs if k not in params[len(args):]]
     if odd or len(args) > len(params):
-        raise TypeError(f"{ufunc}.{method}() got an unexpected argument "
-                        f"{odd[0] if odd else 'by position'!r} (CuPy's {method} takes "
-                        f"{', '.join(params)})")
+        raise ArgumentError(f"{ufunc}.{method}() got an unexpected argument "
+                            f"{odd[0] if odd else 'by position'!r} (CuPy's {method} takes "
+                            f"{', '.join(params)})")
     if method == "at" and args:
         dtype = getattr(args[0], "dtype", None)
         allowed = _AT_DTYPES[ufunc].split()

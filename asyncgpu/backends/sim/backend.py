@@ -475,6 +475,8 @@ class SimBackend(Backend):
         except AnnotationViolation as exc:
             self._errors.append(AnnotationViolation(f"{exc} ({self.replay_hint()})"))
             self._faulted.mark(op.payload, self._errors[-1])
+            # (and the const arguments it wrote, which a GPU would have changed)
+            self._faulted.mark_spans(getattr(exc, "written", ()), self._errors[-1])
         except Exception as exc:  # the kernel's own error: reported at the next host wait
             err = KernelFault(f"{op.label} raised {type(exc).__name__}: {exc} "
                               f"({self.replay_hint()})")

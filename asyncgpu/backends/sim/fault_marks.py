@@ -33,7 +33,11 @@ class FaultMarks(dict):
 
     def mark(self, payload: Any, fault: BaseException) -> None:
         """Mark what ``payload`` (a kernel, call or copy) was to write as ``fault``'s."""
-        for uid, lo, hi, _ in payload.written_ranges():
+        self.mark_spans([(uid, lo, hi) for uid, lo, hi, _ in payload.written_ranges()], fault)
+
+    def mark_spans(self, spans: Any, fault: BaseException) -> None:
+        """Mark each ``(uid, lo, hi)`` of ``spans`` as ``fault``'s."""
+        for uid, lo, hi in spans:
             if lo < hi:
                 self.setdefault(uid, []).append((lo, hi, fault))
 

@@ -289,12 +289,22 @@ class SimKernelLaunch:
 
         if refused(set()):
             return None
-        for a in self.arrays:
-            if a.index not in writable and refused({a.index}):
-                return AnnotationViolation(
+        consts = [a for a in self.arrays if a.index not in writable]
+        for a in consts:
+            if refused({a.index}):
+                return _wrote(AnnotationViolation(
                     f"{where} wrote argument {a.index} '{a.param}' ({a.desc}), which is "
-                    f"declared const; remove '{a.param}' from const=[...] or stop writing it")
-        return AnnotationViolation(f"{where} wrote an argument declared const")
+                    f"declared const; remove '{a.param}' from const=[...] or stop writing it"),
+                    [a])
+        return _wrote(AnnotationViolation(f"{where} wrote an argument declared const"), consts)
+
+
+def _wrote(violation: AnnotationViolation, arrays: list[_Spec]) -> AnnotationViolation:
+    """``violation``, with the spans of the const arguments it wrote (``written``): on a GPU
+    the kernel would have changed them, so a host read of them must fault, not pass the
+    bytes the simulator kept (``asyncgpu.backends.sim.fault_marks``)."""
+    violation.written = [(a.buffer.uid, a.lo, a.hi) for a in arrays]
+    return violation
 
 
 def make_launch(kernel: Kernel, launcher: Any, arrays: list[Any], values: list[Any],
