@@ -11,8 +11,9 @@ reads, overwrites, writes and copies back). It lives in the runtime layer becaus
 path takes it; the recorder builds it.
 
 Invariants: ``inputs`` and ``overwritten`` split the allocations the launches use by whether
-their first use may read the old bytes; ``settled`` equals ``Runtime.host_epoch`` only while no
-host access came after its last launch (then none of its inputs is host-current).
+the first launch using one may read its old bytes (through any of its arguments); ``settled``
+equals ``Runtime.host_epoch`` only while no host access came after its last launch (then none
+of its inputs is host-current).
 
 Example::
 
@@ -105,11 +106,28 @@ def copy_key(allocs: tuple[Any, ...]) -> tuple[int, ...]:
 
 def graph_inputs(launches: list[Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     """The allocations ``launches`` use, each once: (those whose old bytes they may read,
-    those their first use overwrites whole)."""
-    first: dict[int, Any] = {}
+    those the first launch using them overwrites whole).
+
+    A launch's accesses to one allocation count together: a launch that gets it whole as a
+    write-only argument and again as an argument it reads (``k(out=z, x=z)``) reads the old
+    bytes, whichever argument comes first."""
+    first: dict[int, Any] = {}      # alloc id -> the allocation, in order of first use
+    whole: set[int] = set()         # those the first launch using them overwrites whole
     for launch in launches:
+        new: dict[int, Any] = {}
+        covers: set[int] = set()
+        reads: set[int] = set()
         for a in launch.arrays:
-            first.setdefault(a.key, a)
-    inputs = tuple(a.alloc for a in first.values() if not overwrites(a))
-    overwritten = tuple(a.alloc for a in first.values() if overwrites(a))
+            key = a.key
+            if key in first:
+                continue            # (an earlier launch used it first)
+            new[key] = a.alloc
+            if overwrites(a):
+                covers.add(key)
+            elif a.read or not a.write:
+                reads.add(key)
+        first.update(new)
+        whole.update(covers - reads)
+    inputs = tuple([alloc for key, alloc in first.items() if key not in whole])
+    overwritten = tuple([alloc for key, alloc in first.items() if key in whole])
     return inputs, overwritten
