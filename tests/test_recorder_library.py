@@ -164,6 +164,30 @@ def test_a_replayed_graph_with_calls_is_one_node(sim):
     np.testing.assert_array_equal(x.numpy(), np.full(N, 15, np.float32))   # ((1*2+1)*2+1)*2+1
 
 
+@pytest.mark.parametrize("call", ["np.sum", "add", "sum method"])
+def test_a_call_given_out_none_is_captured_and_replays(sim, call):
+    """``out=None`` asks for a new result, as leaving ``out`` out does: NumPy passes it on
+    (``np.sum(x)`` calls ``x.sum(axis=None, dtype=None, out=None)``)."""
+    ag = sim
+    import asyncgpu.cupy as acp
+
+    x = ag.zeros(N, np.float32)
+    body, want = {
+        "np.sum": (lambda: np.sum(x), lambda h: h.sum()),
+        "add": (lambda: acp.add(x, 1, out=None), lambda h: h + 1),
+        "sum method": (lambda: x.sum(axis=0, out=None), lambda h: h.sum(axis=0)),
+    }[call]
+    step = ag.graph(body)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")           # nothing falls back
+        for i in range(4):
+            x[...] = i
+            got = step()
+            np.testing.assert_array_equal(np.asarray(got.numpy()),
+                                          want(np.full(N, i, np.float32)))
+            assert step.outcome == ("recorded" if i == 0 else "replayed")
+
+
 def test_calls_off_the_allow_list_or_with_several_results_fall_back(sim):
     ag = sim
     import asyncgpu.cupy as acp

@@ -134,7 +134,7 @@ def defer(recording: Any, call: LibraryCall, site: str | None,
     except Synchronizing:
         return None, None, "its result's shape depends on the data"
     args, kwargs = _user_args(call)
-    if "out" in kwargs:
+    if kwargs.get("out") is not None:     # (out=None, as NumPy passes it on, asks for a result)
         if not isinstance(meta, ViewResult):
             return None, None, "its result is not its out= array"
         result = allocate_results(rt, call, meta, [])
