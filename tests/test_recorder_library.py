@@ -164,7 +164,7 @@ def test_a_replayed_graph_with_calls_is_one_node(sim):
     np.testing.assert_array_equal(x.numpy(), np.full(N, 15, np.float32))   # ((1*2+1)*2+1)*2+1
 
 
-@pytest.mark.parametrize("call", ["np.sum", "add", "sum method"])
+@pytest.mark.parametrize("call", ["np.sum", "add", "add, out=(None,)", "sum method"])
 def test_a_call_given_out_none_is_captured_and_replays(sim, call):
     """``out=None`` asks for a new result, as leaving ``out`` out does: NumPy passes it on
     (``np.sum(x)`` calls ``x.sum(axis=None, dtype=None, out=None)``)."""
@@ -175,6 +175,7 @@ def test_a_call_given_out_none_is_captured_and_replays(sim, call):
     body, want = {
         "np.sum": (lambda: np.sum(x), lambda h: h.sum()),
         "add": (lambda: acp.add(x, 1, out=None), lambda h: h + 1),
+        "add, out=(None,)": (lambda: acp.add(x, 1, out=(None,)), lambda h: h + 1),
         "sum method": (lambda: x.sum(axis=0, out=None), lambda h: h.sum(axis=0)),
     }[call]
     step = ag.graph(body)

@@ -134,7 +134,9 @@ def defer(recording: Any, call: LibraryCall, site: str | None,
     except Synchronizing:
         return None, None, "its result's shape depends on the data"
     args, kwargs = _user_args(call)
-    if kwargs.get("out") is not None:     # (out=None, as NumPy passes it on, asks for a result)
+    out = kwargs.get("out")
+    # (out=None, as NumPy passes it on, or a ufunc's out=(None,), asks for a result)
+    if out is not None and not (type(out) is tuple and all(o is None for o in out)):
         if not isinstance(meta, ViewResult):
             return None, None, "its result is not its out= array"
         result = allocate_results(rt, call, meta, [])
