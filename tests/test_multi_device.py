@@ -944,3 +944,13 @@ def test_threads_pinning_their_own_devices_each_get_theirs(four):
         assert results[d].tolist() == [value] * 32
     assert dict(ag.statistics().placed) == {d: 10 for d in range(4)}
     assert ag.statistics().copies_peer == 0
+
+
+def test_device_groups_keep_a_split_launchs_pieces_in_one_graph():
+    from asyncgpu.recorder.devices import device_groups
+
+    # launch 0 on slot 1; launches 1 and 2 are the pieces of one launch on slot 0, and only
+    # the second needs launch 0: both wait for it, in one graph that orders them
+    preds, slots = [[], [], [0, 1]], [1, 0, 0]
+    assert device_groups(preds, slots) == [(0, [1]), (1, [0]), (0, [2])]
+    assert device_groups(preds, slots, [0, 1, 1]) == [(1, [0]), (0, [1, 2])]

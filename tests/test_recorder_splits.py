@@ -2,7 +2,7 @@
 on the simulator: the kernel is recorded as its pieces, the captured graph runs each piece
 after the one before whatever its streams, replays keep them, a change of plan records the
 step anew, eager fallbacks issue the pieces in order, and every run equals the whole kernel's
-result."""
+result; on several devices too, where the pieces go to one device's graph."""
 
 from __future__ import annotations
 
@@ -386,3 +386,58 @@ def test_random_recorded_programs_of_split_tenants_equal_serial(strategy, blocks
             for got, want in zip(arrays, expected):
                 assert got.numpy().tolist() == want.tolist()
         assert all(unordered_pieces(frozen) == [] for frozen in captured_graphs())
+
+
+def test_on_several_devices_a_split_tenants_replays_keep_the_pieces_on_one_device():
+    with ag.configure(backend="sim", sim_seed=5, sim_strategy="random", sim_devices=2,
+                      devices=2):
+        sq, _, _ = elementwise()
+        host = np.arange(float(N))
+        x, y = ag.array(host), ag.empty(N)
+        whole, splitter = ag.tenant("placed-whole"), ag.tenant("placed-splitter",
+                                                               split={"square": 3})
+
+        @ag.graph
+        def step():
+            sq[2, 32](x, y, N)
+
+        with whole:
+            step()
+        outcomes = []
+        for _ in range(3):
+            with splitter:
+                step()
+            outcomes.append(step.outcome)
+            assert y.numpy().tolist() == (host * host).tolist()
+        # another split setting records anew rather than replaying the whole launch's graph
+        assert outcomes == ["recorded", "replayed", "replayed"]
+        stats = ag.tenants()["placed-splitter"]
+        assert (stats.kernels, stats.graphs) == (3, 2)
+        (split,) = [g for g in captured_graphs(step) if piece_chains(g)]
+        assert [len(c) for c in piece_chains(split)] == [3] and unordered_pieces(split) == []
+        with whole:
+            step()                          # its own key, seen once: captured now, unsplit
+        assert step.outcome == "replayed"
+        assert sorted(len(piece_chains(g)) for g in captured_graphs(step)) == [0, 1]
+
+
+def test_on_several_devices_a_split_launch_pinned_in_a_recording_keeps_its_device():
+    with ag.configure(backend="sim", sim_seed=6, sim_strategy="random", sim_devices=2,
+                      devices=2):
+        sq, _, _ = elementwise()
+        host = np.arange(float(N))
+        x, y = ag.array(host), ag.empty(N)
+
+        @ag.graph
+        def step():
+            with ag.device(1):
+                sq[2, 32](x, y, N)
+
+        with ag.tenant("pinned-splitter", split={"square": 4}):
+            for _ in range(3):
+                step()
+                assert y.numpy().tolist() == (host * host).tolist()
+        assert step.outcome == "replayed"
+        (frozen,) = captured_graphs(step)
+        assert frozen.name.endswith("on device 1")
+        assert [len(c) for c in piece_chains(frozen)] == [4] and unordered_pieces(frozen) == []

@@ -50,7 +50,9 @@ Hazards, and what happens:
 * under a tenant that splits a kernel (``asyncgpu.tenant(split=...)``, or a regulation plan),
   its launch is deferred as its pieces (:class:`~asyncgpu.recorder.keys.Piece`), which the
   capture orders one after another; a memo made under other splits of its kernels is not
-  remembered, so a change of plan keys the run anew.
+  remembered, so a change of plan keys the run anew (on several devices every run is keyed
+  in full, pieces included, and the pieces go to one device's graph:
+  :mod:`asyncgpu.recorder.devices`).
 
 Example::
 
@@ -108,7 +110,8 @@ class Recording(RecordingHook):
         self.eager = False          # fell back to eager execution (a library call)
         self.split = split
         #: several devices: each launch keeps the device pinned when it was recorded, and is
-        #: keyed anew (a remembered launch would carry its old pin)
+        #: keyed anew (a remembered launch would carry its old pin; a split launch's pieces
+        #: are in the key, so another split setting is another key)
         self.placed = runtime.placement is not None
         self.segment = 0
         self.calls = 0              # library calls deferred in this segment (their position)
@@ -222,12 +225,15 @@ class Recording(RecordingHook):
         rt.backend.kernel_launch(kernel, launcher, arrays, values, site)
         if self.cut is not None:
             self.went_on()
-        if rt._tenanted and not self.placed:
-            # (a tenant's split, its own or a plan's, is recorded as the pieces, in order)
+        if rt._tenanted:
+            # (a tenant's split, its own or a plan's, is recorded as the pieces, in order; on
+            # several devices each keeps the pin, as the whole launch would)
             pieces = split_launch(rt, launcher, args, arrays, values, site)
             if pieces is not None:
+                pin = self.runtime.pinned() if self.placed else -1
                 for piece in pieces:
                     piece.tenant = getattr(rt._pins, "tenant", 0)
+                    piece.pin = pin
                 self.launches.extend(pieces)
                 self.keyed = True
                 return True

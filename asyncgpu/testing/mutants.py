@@ -167,9 +167,9 @@ def _stale_location() -> list[Patch]:
 
 def _one_phase() -> list[Patch]:
     def make(groups: Any) -> Any:
-        def groups_in_one_phase(preds: Any, slots: Any) -> Any:
+        def groups_in_one_phase(preds: Any, slots: Any, firsts: Any = None) -> Any:
             return groups([[p for p in ps if slots[p] == slots[i]] for i, ps in enumerate(preds)],
-                          slots)
+                          slots, firsts)
         return groups_in_one_phase
     return [(devices, "device_groups", make)]
 
