@@ -730,6 +730,67 @@ def test_a_pointer_waits_only_for_an_unfinished_launch_and_names_it_in_the_trace
     assert [r.count("pointer") for r in twice_edges] == [1, 0]
 
 
+def two_devices_step(prefix):
+    """A recorded step writing one array on each of two devices (one graph per device once
+    replayed), and the kernel ``twice`` with arrays of its own."""
+    slow = ag.kernel(const=["x"], out=["y"])(square)
+    other = ag.kernel(const=["x"], out=["y"])(twice)
+    xs = [ag.array(np.full(64, 2.0)) for _ in range(2)]
+    ys = [ag.empty(64) for _ in range(2)]
+    a, b = ag.array(np.ones(64)), ag.empty(64)
+
+    def body():
+        for d in range(2):
+            with ag.device(d):
+                slow[2, 32](xs[d], ys[d], 64)
+    body.__qualname__ = f"{prefix}_step"
+    return ag.graph(body), other, a, b, ys
+
+
+@pytest.mark.parametrize("named", ["recording", "*"])
+def test_on_several_devices_a_pointer_holds_behind_every_graph_of_a_replay(named):
+    with ag.configure(backend="sim", sim_seed=4, sim_devices=2, devices=2):
+        step, other, a, b, ys = two_devices_step(f"pointed-{named[0]}")
+        target = step.__qualname__ if named == "recording" else "*"
+        step_tenant = ag.tenant(f"graphs-{named}")
+        waiting = ag.tenant(f"waits-{named}", after={"twice": (f"graphs-{named}", target)})
+        with ag.trace() as t:
+            for _ in range(3):
+                with step_tenant:
+                    step()
+                with waiting:
+                    other[2, 32](a, b, 64)
+            ag.synchronize()
+        assert step.outcome == "replayed"
+        assert [y.numpy().tolist() for y in ys] == [[4.0] * 64] * 2
+        assert b.numpy().tolist() == [3.0] * 64
+        graphs = {n.name for n in t.nodes if n.kind == "graph"}
+        assert graphs == {f"{step.__qualname__} on device {d}" for d in range(2)}
+        by_id = {n.id: n for n in t.nodes}
+        held = [[by_id[p] for p, reason, _ in n.parents if reason == "pointer"]
+                for n in t.kernels if n.name == "twice"]
+        # (the first run is eager: its kernels are the latest launches on their devices)
+        assert [sorted(p.name for p in h) for h in held[1:]] == [sorted(graphs)] * 2
+        twice = [n for n in t.kernels if n.name == "twice"]
+        for n, h in zip(twice, held):
+            assert all(p.end_s <= n.start_s for p in h)
+
+
+def test_on_several_devices_a_replay_waits_for_its_tenants_pointer_naming_the_recording():
+    with ag.configure(backend="sim", sim_seed=4, sim_devices=2, devices=2):
+        step, other, a, b, _ = two_devices_step("held")
+        ag.tenant("held-before")
+        held = ag.tenant("held-graphs", after={step.__qualname__: ("held-before", "twice")})
+        with ag.instrument(programs.Edges()) as seen:
+            for _ in range(3):
+                with ag.tenant("held-before"):
+                    other[2, 32](a, b, 64)
+                with held:
+                    step()
+        ag.synchronize()
+        assert [r.count("pointer") for _, r in seen.graphs] == [1, 1, 1, 1]
+
+
 @pytest.mark.parametrize("after", [{"k": "t"}, {"k": ("t",)}, {"k": ("", "j")}, [("k", "t")]])
 def test_a_bad_pointer_is_refused_by_name(after):
     with pytest.raises(ValueError, match=r"after must map a kernel name to the \(tenant, "

@@ -95,8 +95,9 @@ class Tenant:
     """One tenant of a runtime (see the module docstring)."""
 
     __slots__ = ("after", "counts", "exclusive", "given", "held", "index", "last", "latencies",
-                 "latest", "measured", "name", "partition", "partition_name", "pending",
-                 "priority", "sms", "spare", "splits", "steps", "stream_priority", "streams")
+                 "latest", "latest_on", "measured", "name", "partition", "partition_name",
+                 "pending", "priority", "sms", "spare", "splits", "steps", "stream_priority",
+                 "streams")
 
     def __init__(self, index: int, name: str, priority: str, stream_priority: int,
                  streams: int | None = None, splits: dict[str, int] | None = None,
@@ -125,8 +126,12 @@ class Tenant:
         #: the splits, pointers and exclusive it was given (``splits``, ``after`` and
         #: ``exclusive`` add a regulation plan's)
         self.given = (splits, after, exclusive)
-        #: its latest launch of each kernel, by name (what another tenant's pointer names)
+        #: its latest launch of each kernel, by name (what another tenant's pointer names); for
+        #: a recording replayed as several graphs (several devices), the tuple of them all
         self.last: dict[str, Any] = {}
+        #: several devices: its latest kernel or graph launch on each device slot (what a
+        #: pointer naming ``"*"`` waits for there)
+        self.latest_on: dict[int, Any] = {}
         #: its latest kernel, library call or graph launch (an exclusive tenant's neighbours
         #: keep one in flight: ``asyncgpu.runtime.exclusive``)
         self.latest: Any = None

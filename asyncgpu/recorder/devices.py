@@ -94,8 +94,10 @@ def capture_groups(rt: Any, cache: Any, name: str, launches: list[Any], slots: l
                                            firsts):
             group = [launches[i] for i in indices]
             # (untimed: timing a group would run its launches on the first device)
-            graphs.append(capture(rt, cache, f"{name} on device {rt.devices[slot]}", group,
-                                  (), plan(rt, group, name, timed=False), slot))
+            frozen = capture(rt, cache, f"{name} on device {rt.devices[slot]}", group, (),
+                             plan(rt, group, name, timed=False), slot)
+            frozen.recording = name
+            graphs.append(frozen)
     except BaseException:
         for frozen in graphs:
             rt.backend.graph_destroy(frozen.graph)

@@ -128,7 +128,8 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
 def _finish_placed(rt: Any, token: Any, name: str, launches: list[Any]) -> tuple[str, Any]:
     """:func:`finish` on several devices (``asyncgpu.recorder.devices``): the first run is
     placed launch by launch and its devices kept; the next is captured, one graph per device
-    and phase; later runs launch those graphs. The launches are keyed with their pins."""
+    and phase; later runs launch those graphs (a pointer naming the recording then waits for
+    them all: ``Runtime.launched_together``). The launches are keyed with their pins."""
     cache = graph_cache(rt)
     key = RecordingKey(token, (rt.graph_config,
                                tuple([(l.key, l.pin) for l in launches])))
@@ -147,6 +148,7 @@ def _finish_placed(rt: Any, token: Any, name: str, launches: list[Any]) -> tuple
                 return "eager", None
         for frozen in entry.graphs:
             rt.launch_graph(frozen)
+        rt.launched_together(entry.graphs)
         return "replayed", None
     issue_eagerly(rt, launches)
     return "eager", None

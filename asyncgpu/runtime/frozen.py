@@ -45,7 +45,8 @@ class FrozenGraph:
     graph holds one device's work, ``asyncgpu.recorder.devices``).
     """
 
-    __slots__ = ("graph", "accesses", "launches", "events", "name", "kernels", "copy_in",
+    __slots__ = ("graph", "accesses", "launches", "events", "name", "recording", "kernels",
+                 "copy_in",
                  "copy_only", "copy_bytes", "inputs", "overwritten", "written", "plan", "last",
                  "repeat", "settled", "read_back", "replay_version", "splits", "__weakref__")
 
@@ -56,6 +57,9 @@ class FrozenGraph:
         self.launches = launches    # keeps the arrays alive with the graph
         self.events = events
         self.name = name
+        #: the recorded function's name (what a tenant's pointer names it by), where ``name``
+        #: also says the device (on several devices, one graph per device and phase)
+        self.recording = name
         #: its launches, a launch split in pieces (``asyncgpu.recorder.keys.Piece``) counted
         #: once: the pieces are a tenant's split, not the step's shape (``Regulator.graph``)
         self.kernels = sum([1 for launch in launches if not getattr(launch, "piece", 0)])

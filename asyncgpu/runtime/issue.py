@@ -124,7 +124,7 @@ class Issuing:
                 self.regulator.profile(node, launcher, profiled, args, arrays)
                 return
             if pointer is not None:
-                self.issue_after(node, (pointer,), "pointer")
+                self.issue_after(node, pointer, "pointer")
                 return
             rule = self.interference
             if rule is not None:
@@ -137,9 +137,12 @@ class Issuing:
         finally:
             self._release()
 
-    def _pointer(self, after: dict[str, tuple[str, str]], name: str) -> Node | None:
-        """The node a launch of kernel ``name`` waits for by the tenant's pointers ``after``:
-        the pointed-at tenant's latest launch of the pointed-at kernel, if unfinished."""
+    def _pointer(self, after: dict[str, tuple[str, str]], name: str) -> tuple[Node, ...] | None:
+        """The nodes a launch of kernel ``name`` waits for by the tenant's pointers ``after``,
+        those unfinished, or None: the pointed-at tenant's latest launch of the pointed-at
+        kernel, or every graph of its latest replay of the pointed-at recording (on several
+        devices one per device and phase); for ``"*"``, its latest launch, on several devices
+        its latest launch on each device (a replay's graphs are each on one device)."""
         target = after.get(name)
         if target is None:
             target = after.get("*")
@@ -147,8 +150,17 @@ class Issuing:
                 return None
         for tenant in self.tenants:
             if tenant.name == target[0]:
-                last = tenant.last.get(target[1])
-                return last if last is not None and not last.finished else None
+                if target[1] == "*" and self.placement is not None:
+                    on = tenant.latest_on
+                    last: Any = tuple([on[slot] for slot in sorted(on)])
+                else:
+                    last = tenant.last.get(target[1])
+                    if last is None:
+                        return None
+                    if type(last) is not tuple:
+                        return None if last.finished else (last,)
+                waits = tuple([n for n in last if not n.finished])
+                return waits or None
         return None
 
     def issue_after(self, node: Node, previous: Any, reason: str) -> None:
@@ -198,14 +210,14 @@ class Issuing:
         if not after:
             return None
         # (in launch order, each once: the parents' order must not depend on string hashes)
-        names = dict.fromkeys([frozen.name] + [launch.launcher.kernel.name
+        names = dict.fromkeys([frozen.recording] + [launch.launcher.kernel.name
                                                for launch in frozen.launches
                                                if hasattr(launch, "launcher")])
-        waits = []
+        waits: list[Node] = []
         for name in names:
-            p = self._pointer(after, name)
-            if p is not None and p not in waits:
-                waits.append(p)
+            for p in self._pointer(after, name) or ():
+                if p not in waits:
+                    waits.append(p)
         return (waits, "pointer") if waits else None
 
     def _issue(self, node: Node, graph: Any = None,
@@ -286,6 +298,8 @@ class Issuing:
                     last = tenant.last          # (what a pointer may name; "*": any kernel)
                     last[node.name] = node
                     last["*"] = node
+                    if self.placement is not None:
+                        tenant.latest_on[node.device] = node    # ("*" on several devices)
                 if node.kind != "copy":
                     tenant.latest = node
             if self.placement is not None and node.kind != "copy":
@@ -431,6 +445,14 @@ class Issuing:
             frozen.replay_version = deps.version
             if frozen.read_back:
                 memory.read_back(frozen)
+
+    def launched_together(self, graphs: list[Any]) -> None:
+        """The graphs of one replay (several devices: one per device and phase) were just
+        launched, each its own node: a pointer naming their recording waits for them all
+        (each node alone is its tenant's latest launch of its own graph's name only)."""
+        if self._tenanted and graphs:
+            nodes = tuple([frozen.last[2] for frozen in graphs])
+            self.tenants[nodes[0].tenant].last[graphs[0].recording] = nodes
 
 
 def graph_repeat(frozen: Any, deps: DependencyTracker, accesses: Any) -> tuple[Any, ...]:

@@ -191,8 +191,8 @@ def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any
     """Issue a splittable launch as ``pieces`` nodes in order on device slot ``device`` (where
     the whole launch was placed: every piece goes there; see the module docstring and
     :func:`split_parts`); whether it did (a launch of fewer than two rows or blocks runs
-    whole). Every piece is validated and prepared before the first is issued. ``after``: a
-    node the first piece waits for (a tenant's pointer: an edge of reason ``pointer``), or
+    whole). Every piece is validated and prepared before the first is issued. ``after``: the
+    nodes the first piece waits for (a tenant's pointer: edges of reason ``pointer``), or
     None."""
     kernel = launcher.kernel
     parts = split_parts(launcher, args, arrays, values, site, pieces)
@@ -205,7 +205,7 @@ def launch_split(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any
         node.device = device
         rt.stats.kernels += 1
         if previous is None:
-            rt.issue_after(node, () if after is None else (after,), "pointer")
+            rt.issue_after(node, () if after is None else after, "pointer")
         else:
             rt.issue_after(node, (previous,), "split")
         previous = node

@@ -203,7 +203,9 @@ def tenant(name: str, priority: str = "normal", streams: int | None = None,
     wait for tenant ``detector``'s latest launch of ``conv``, if that has
     not finished (GACER's synchronization pointer, chosen by the user: the two do not run side
     by side; an edge of reason ``pointer``; a recorded function's replay waits for the
-    pointers of every kernel in it, and is named by its recording's name). The block is one
+    pointers of every kernel in it, and is named by its recording's name, which on several
+    devices names all its graphs; ``"*"`` names the latest launch, on several devices the
+    latest on each device). The block is one
     *step* of the tenant, whose latency (from the block's start to the completion of its work)
     ``tenants()`` reports. Also a decorator: each call is a step. Data shared with other
     tenants is ordered as always.
