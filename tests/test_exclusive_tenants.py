@@ -504,6 +504,44 @@ def test_on_two_devices_a_launch_pinned_where_no_exclusive_step_runs_is_not_held
         assert z1.numpy().tolist() == [3.0] * 64 and z0.numpy().tolist() == [3.0] * 64
 
 
+def test_a_launch_pinned_where_the_open_exclusive_step_launched_is_held_and_elsewhere_not(
+        monkeypatch):
+    # (a held launch never goes past the step however slow the host: see the fixture k)
+    monkeypatch.setattr(exclusive, "HOLD_FLOOR_S", 600.0)
+    with ag.configure(backend="sim", sim_seed=3, sim_devices=3, devices="all"):
+        k = ag.kernel(const=["x"], out=["y"])(twice)
+        xs, outs = [], []
+        for d in range(3):
+            with ag.device(d):
+                xs.append(ag.array(np.ones(64)))
+                outs.append(ag.empty(64))
+        y = ag.empty(64)
+        with ag.tenant("now-detector", exclusive=True), ag.device(0):
+            k[2, 32](xs[0], y, 64)      # its first step: device 0 only
+
+        def launched_during_a_step(device: int) -> bool:
+            """Whether another thread's launch pinned to ``device`` ran while a step of the
+            detector that launched on device 1 (and nowhere else yet) was open."""
+            def launch() -> None:
+                with ag.device(device):
+                    k[2, 32](xs[device], outs[device], 64)
+
+            with launch_elsewhere(f"now-ranker-{device}", launch) as (opened, launched):
+                with ag.tenant("now-detector", exclusive=True), ag.device(1):
+                    k[2, 32](xs[1], y, 64)
+                    opened.set()
+                    during = launched.wait(0.5)
+            assert launched.is_set()
+            return during
+
+        assert not launched_during_a_step(1)    # where the open step runs: held
+        assert launched_during_a_step(2)        # no step of the detector used device 2
+        assert not launched_during_a_step(0)    # an earlier step's device: held
+        stats = ag.tenants()
+        assert [stats[f"now-ranker-{d}"].held for d in (1, 2, 0)] == [1, 0, 1]
+        assert [o.numpy().tolist() for o in outs] == [[3.0] * 64] * 3
+
+
 def test_a_plan_makes_a_tenant_exclusive_until_regulation_is_off(k):
     """A regulation plan's exclusive tenant holds the others' launches as its own setting
     would; with regulation off, nothing is held and the tenant keeps the settings it was

@@ -47,8 +47,10 @@ The other tenants keep the device busy between the exclusive tenant's steps (a s
 answers requests as they come leaves gaps); their throughput is what is left. Work of the
 exclusive tenant itself, and of a thread while it has an exclusive step open, is never held.
 On several devices, a thread pinned (``asyncgpu.device``) to a device the exclusive tenants'
-steps have not used is not held either; other launches, whose device is chosen later, under
-the runtime's lock, are.
+steps have not used is not held either: neither the open step so far (its work is booked on
+its device as it is issued) nor an earlier one; whether it is held is decided again under the
+runtime's lock, where the open step issues. Other launches, whose device is chosen later,
+under the runtime's lock, are held.
 
 Invariants: a launch takes the runtime's lock through the gate (``enter``), which decides
 under that lock whether it may go, so no launch slips in beside a step that opened while it
@@ -107,7 +109,8 @@ class ExclusiveSteps:
         #: per exclusive tenant, its latest closed step's last node on each stream it used:
         #: the others wait for them as for the open steps
         self._tails: dict[int, list[Any]] = {}
-        #: the device slots the exclusive tenants' closed steps issued work to
+        #: the device slots the exclusive tenants' steps, the open ones included, issued work
+        #: to (added by ``Issuing._issue`` as each of their nodes is issued)
         self.devices: set[int] = set()
         #: per exclusive tenant, when its latest steps began (``time.perf_counter``), and its
         #: period: the median gap between them, or its only step's length (whether it is
@@ -174,7 +177,6 @@ class ExclusiveSteps:
                 self._length[index] = length
                 if len(begun) == 1:
                     self._period[index] = length
-            self.devices.update(node.device for node in tails)
             if not self._open:
                 self._overran.clear()
                 self._cond.notify_all()
@@ -191,9 +193,14 @@ class ExclusiveSteps:
         ident = threading.get_ident()
         index = getattr(rt._pins, "tenant", 0)
         # (nor while this thread holds the runtime's lock, which the step's end needs)
-        if rt._lock._is_owned() or self._free(ident, index):
+        owned = rt._lock._is_owned()
+        if owned or self._free(ident, index):
             rt._acquire()
-            return
+            # (a pinned launch is decided again under the lock, where the open step issues:
+            # it may have reached that device meanwhile)
+            if owned or getattr(rt._pins, "slot", None) is None or self._free(ident, index):
+                return
+            rt._release()
         held = False
         while True:
             overdue = 0.0
@@ -322,7 +329,7 @@ class ExclusiveSteps:
     def _free(self, ident: int, index: int) -> bool:
         """Whether a launch of thread ``ident``, tenant ``index``, is never held: the tenant is
         exclusive, the thread has an exclusive step open, or it is pinned to a device no
-        exclusive step has used."""
+        exclusive step has used (the open ones' launches so far included)."""
         rt = self.rt
         if rt.tenants[index].exclusive or ident in self._holders:
             return True

@@ -302,6 +302,12 @@ class Issuing:
                         tenant.latest_on[node.device] = node    # ("*" on several devices)
                 if node.kind != "copy":
                     tenant.latest = node
+                if self.placement is not None and tenant.exclusive:
+                    # (a thread pinned to a device this step or an earlier one of an exclusive
+                    # tenant used is held by the gate, from the step's first launch there on)
+                    steps = self.exclusive_steps
+                    if steps is not None:
+                        steps.devices.add(node.device)
             if self.placement is not None and node.kind != "copy":
                 placed = stats.placed
                 number = self.devices[node.device]
