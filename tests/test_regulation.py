@@ -367,6 +367,19 @@ def test_a_plan_refused_by_regulate_leaves_the_plan_in_force_as_it_was():
         ag.regulate(plan="off")
 
 
+def test_a_plan_file_with_a_key_plans_do_not_have_is_refused_by_name(tmp_path):
+    d = json.loads(Plan({"a": {"k": 4}}).to_json())
+    d["exlusive"] = ["a"]                   # (misspelt: the tenant would not be exclusive)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match=r"unknown key 'exlusive'.*keys are splits, after, "
+                                         r".*exclusive.*one_core"):
+        Plan.load(str(path))
+    del d["exlusive"]
+    path.write_text(json.dumps(d))
+    assert Plan.load(str(path)) == Plan({"a": {"k": 4}})     # (every key to_json writes)
+
+
 def test_a_plan_without_its_optional_fields_loads():
     assert Plan.from_json('{"splits": {"a": {"k": 2}}}') == Plan({"a": {"k": 2}})
     with pytest.raises(ValueError, match="not a plan's JSON"):

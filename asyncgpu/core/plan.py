@@ -386,14 +386,19 @@ class Plan:
     @classmethod
     def from_json(cls, text: str) -> Plan:
         """The plan :meth:`to_json` wrote; ValueError naming what is wrong where the text is
-        not one (a plan edited by hand): no value is converted to fit, and the settings must
-        pass :meth:`check`."""
+        not one (a plan edited by hand): a key it does not write is refused, no value is
+        converted to fit, and the settings must pass :meth:`check`."""
         try:
             d = json.loads(text)
         except ValueError as exc:
             raise ValueError(f"asyncgpu.Plan: not a plan's JSON: {exc}") from None
         if not isinstance(d, dict):
             raise ValueError(f"asyncgpu.Plan: a plan's JSON is an object; got {d!r}")
+        # (a key misspelt by hand, "exlusive", would otherwise leave its setting out unseen)
+        unknown = [key for key in d if key not in _JSON_KEYS]
+        if unknown:
+            raise ValueError(f"asyncgpu.Plan: unknown key {unknown[0]!r} in a plan's JSON; "
+                             f"its keys are {', '.join(_JSON_KEYS)}")
 
         def table(name: str) -> dict[str, Any]:
             value = d.get(name, {})
@@ -445,6 +450,12 @@ class Plan:
     def load(cls, path: str) -> Plan:
         with open(path, encoding="utf-8") as f:
             return cls.from_json(f.read())
+
+
+#: The keys of a plan's JSON object (:meth:`Plan.to_json`), each optional in what
+#: :meth:`Plan.from_json` reads.
+_JSON_KEYS = ("splits", "after", "shape", "before", "after_outcome", "modelled", "search_s",
+              "profile", "exclusive", "pairs", "partitions", "shared", "one_core")
 
 
 def _real(x: Any) -> bool:
