@@ -198,7 +198,7 @@ def tenant(name: str, priority: str = "normal", streams: int | None = None,
     splittable kernel ``square`` as 4 pieces in order (an element-wise kernel, ``elementwise=``
     at decoration: over 4 parts of its arrays' rows; a kernel with ``grid_offset=``: over 4
     consecutive block ranges of its grid), so that other tenants' kernels can start between
-    them (on a runtime of one device; a recording records the pieces, in order).
+    them (a recording records the pieces, in order, on the device the launch is placed on).
     ``after={"gemm": ("detector", "conv")}`` makes each of the tenant's launches of ``gemm``
     wait for tenant ``detector``'s latest launch of ``conv``, if that has
     not finished (GACER's synchronization pointer, chosen by the user: the two do not run side
