@@ -32,7 +32,7 @@ def compiled_cupy():
         driver=types.SimpleNamespace(launchKernel=len, CUDADriverError=CupyDriverError),
         runtime=types.SimpleNamespace(eventRecord=max, streamWaitEvent=min, getDevice=int,
                                       setDevice=abs, memcpyAsync=max, streamQuery=abs,
-                                      streamSynchronize=abs)))
+                                      streamSynchronize=abs, eventElapsedTime=min)))
 
 
 class FakeDriverCalls(CudaCalls):
@@ -99,6 +99,7 @@ def logging_cupy(log, device=0, stream_status=0):
                                       streamQuery=lambda s: log.append(("query", s))
                                       or stream_status,
                                       streamSynchronize=logged("synchronize"),
+                                      eventElapsedTime=logged("elapsed"),
                                       getDevice=lambda: current[0], setDevice=set_device)))
 
 

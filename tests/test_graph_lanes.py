@@ -66,7 +66,7 @@ def backend_over(calls, lanes):
         Event=lambda **kw: "done", driver=types.SimpleNamespace(launchKernel=len),
         runtime=types.SimpleNamespace(eventRecord=max, streamWaitEvent=min, getDevice=int,
                                       setDevice=abs, memcpyAsync=max, streamQuery=abs,
-                                      streamSynchronize=abs)))
+                                      streamSynchronize=abs, eventElapsedTime=min)))
     backend.use_calls(calls)
     return backend
 

@@ -909,3 +909,26 @@ def test_the_tenants_benchmark_balanced_and_without_priorities_runs_each_round_a
     assert per_mode == [("bs:tiny", 2), ("vec:tiny", 1)] * len(modes)
     alone = result["alone"]["bs:tiny"]["p50_ms"]
     assert result["bound"]["ms"] >= 2 * alone               # (B&S's 2 steps, with resets)
+
+
+def test_steps_are_measured_in_order_and_a_later_step_waits_for_an_earlier_one():
+    """A tenant's steps are measured oldest first, each once all its ends completed: one
+    still running holds the later ones back, so the latencies come in step order; the events
+    of a measured step are kept to be recorded again."""
+    from asyncgpu.core.tenants import Tenant
+
+    done = {"s1", "e1", "s2", "s3", "e3"}       # (step 2's end has not completed)
+    times = {"e1": 0.004, "e2": 0.002, "e2b": 0.003, "e3": 0.001}
+
+    def elapsed(start, end):
+        return times[end] if start in done and end in done else None
+
+    t = Tenant(1, "service", "normal", 0)
+    t.pending = [({0: "s1"}, [(0, "e1")]), ({0: "s2"}, [(0, "e2"), (0, "e2b")]),
+                 ({0: "s3"}, [(0, "e3")])]
+    t.settle(elapsed)
+    assert (list(t.latencies), t.measured, len(t.pending)) == ([0.004], 1, 2)
+    assert t.spare_event(0) == "e1" and t.spare_event(0) == "s1"
+    done.update({"e2", "e2b"})
+    t.settle(elapsed)                           # (its latency: the latest of its two ends)
+    assert (list(t.latencies), t.measured, t.pending) == ([0.004, 0.003, 0.001], 3, [])

@@ -48,6 +48,20 @@ LATENCY_WINDOW = 10_000
 SPARE_EVENTS = 256
 
 
+def elapsed_when_done(backend: Any) -> Any:
+    """``backend``'s ``elapsed_if_done(start, end)`` (seconds between two timing events, None
+    while either has not completed), or the same from its ``event_done`` and ``elapsed_s``
+    where it has no call of its own for it (``sim``)."""
+    own = getattr(backend, "elapsed_if_done", None)
+    if own is not None:
+        return own
+    done, elapsed_s = backend.event_done, backend.elapsed_s
+
+    def elapsed(start: Any, end: Any) -> float | None:
+        return elapsed_s(start, end) if done(start) and done(end) else None
+    return elapsed
+
+
 def stream_priority(priority: str, least: int, greatest: int) -> int:
     """CUDA's stream priority for ``priority`` on a device whose range is [greatest, least]
     (lower is more urgent)."""
@@ -158,24 +172,36 @@ class Tenant:
         if kind in counts:
             counts[kind] += 1
 
-    def settle(self, done: Any, elapsed_s: Any) -> None:
-        """Measure the pending steps whose events, their starts' and their ends', completed
-        (``done(event)``; ``elapsed_s`` between two events of one device); their events are
-        kept to be recorded again (:meth:`spare_event`)."""
-        still = []
+    def settle(self, elapsed: Any) -> None:
+        """Measure the pending steps, oldest first, up to the first whose events have not all
+        completed (``elapsed(start, end)``: seconds between two timing events of one device,
+        None while either has not completed: :func:`elapsed_when_done`); their events are kept
+        to be recorded again (:meth:`spare_event`). A step's latency is its start's time to
+        its latest end's; later steps wait for an earlier one, so latencies come in step order
+        and a completed step costs one call per end, without a query of each event."""
+        pending = self.pending
         spare = self.spare
-        for starts, ends in self.pending:
-            if all(done(e) for _, e in ends) and all(done(e) for e in starts.values()):
-                self.latencies.append(max((elapsed_s(starts[d], e) for d, e in ends),
-                                          default=0.0))
+        settled = 0
+        for starts, ends in pending:
+            longest = 0.0
+            for d, e in ends:
+                took = elapsed(starts[d], e)
+                if took is None:
+                    break
+                if took > longest:
+                    longest = took
+            else:
+                self.latencies.append(longest)
                 self.measured += 1
+                settled += 1
                 for d, e in (*starts.items(), *ends):
                     kept = spare.setdefault(d, [])
                     if len(kept) < SPARE_EVENTS:
                         kept.append(e)
-            else:
-                still.append((starts, ends))
-        self.pending = still
+                continue
+            break
+        if settled:
+            del pending[:settled]
 
     def spare_event(self, device: int) -> Any:
         """A timing event of device slot ``device`` that a measured step no longer needs, to

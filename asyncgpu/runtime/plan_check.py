@@ -79,6 +79,7 @@ from typing import Any
 from ..core.plan import Plan
 from ..core.device_model import simulate
 from ..core.regulation import HIGH_TARGET, score
+from ..core.tenants import elapsed_when_done
 from .remedy_plans import RemedyPlans
 
 log = logging.getLogger("asyncgpu")
@@ -232,8 +233,9 @@ class PlanCheck(RemedyPlans):
         rt = self.rt
         tenants = rt.tenants
         backend = rt.backend
+        elapsed = elapsed_when_done(backend)
         for t in self.tenants:
-            tenants[t].settle(backend.event_done, backend.elapsed_s)
+            tenants[t].settle(elapsed)
         lead = tenants[trial.lead]
         if trial.stage == "alone":
             if self._alone_measured(trial) and not self._next_alone(trial):

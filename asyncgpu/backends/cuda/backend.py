@@ -358,6 +358,17 @@ class CudaBackend(Backend):
         """Seconds between two completed timing events (cudaEventElapsedTime, 0.5 us steps)."""
         return self.cupy.cuda.get_elapsed_time(start, end) * 1e-3
 
+    def elapsed_if_done(self, start: Any, end: Any) -> float | None:
+        """Seconds between two timing events, or None while either has not completed: one
+        driver call (a tenant's steps are measured so, oldest first)."""
+        if self._capturing:
+            self.captures.check_host_wait(end, "event query")
+        try:
+            ms = self.calls.event_elapsed_ms(start.ptr, end.ptr)
+        except Exception as exc:
+            raise self._device_error(exc)
+        return None if ms < 0.0 else ms * 1e-3
+
     def wait_external(self, stream: Any, event: Any) -> None:
         self.captures.wait_external(stream, event)
         self.calls.stream_wait(stream.ptr, event.ptr, _CUDA_EVENT_WAIT_EXTERNAL)

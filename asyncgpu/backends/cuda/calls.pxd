@@ -5,6 +5,7 @@ from libc.stdint cimport intptr_t
 
 cdef class CudaCalls:
     cdef object _launch, _record, _wait, _copy, _query, _sync, _get_device, _set_device
+    cdef object _elapsed
     cdef intptr_t _device
 
     cpdef bint launches_kernels(self) except -1
@@ -18,6 +19,8 @@ cdef class CudaCalls:
     cpdef stream_wait(self, intptr_t stream, intptr_t event, unsigned int flags)
 
     cpdef bint event_done(self, event) except -1
+
+    cpdef double event_elapsed_ms(self, intptr_t start, intptr_t end) except? -2.0
 
     cpdef event_sync(self, event)
 

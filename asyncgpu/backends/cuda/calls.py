@@ -40,6 +40,10 @@ from __future__ import annotations
 from typing import Any
 
 
+#: cudaErrorNotReady: the work before an event's record has not completed.
+_NOT_READY = 600
+
+
 class CudaCalls:
     """The CUDA calls of a launch through ``cupy``'s callables (see the module docstring)."""
 
@@ -51,6 +55,7 @@ class CudaCalls:
         self._copy = runtime.memcpyAsync
         self._query = runtime.streamQuery
         self._sync = runtime.streamSynchronize
+        self._elapsed = runtime.eventElapsedTime
         self._get_device = runtime.getDevice
         self._set_device = runtime.setDevice
         self._device = runtime.getDevice()
@@ -77,6 +82,16 @@ class CudaCalls:
     def event_done(self, event: Any) -> bool:
         """Whether a CuPy event's latest record has completed (without waiting)."""
         return bool(event.done)
+
+    def event_elapsed_ms(self, start: int, end: int) -> float:
+        """Milliseconds between two timing events' latest records, or -1.0 while either has
+        not completed (one call, where a query of each and then the time are three)."""
+        try:
+            return self._elapsed(start, end)
+        except Exception as exc:        # (CuPy's CUDARuntimeError; its status says which)
+            if getattr(exc, "status", None) == _NOT_READY:
+                return -1.0
+            raise
 
     def event_sync(self, event: Any) -> None:
         """Block until a CuPy event's latest record has completed: a query first, which keeps

@@ -278,6 +278,20 @@ cdef class DriverCalls(CudaCalls):
             return False
         raise self._error(<int>status)
 
+    cpdef double event_elapsed_ms(self, intptr_t start, intptr_t end) except? -2.0:
+        """Milliseconds between two timing events, by cuEventElapsedTime; -1.0 while either
+        has not completed."""
+        cdef float ms = 0.0
+        cdef CUresult status = cydriver.cuEventElapsedTime(&ms, <CUevent><void*>start,
+                                                           <CUevent><void*>end)
+        if status != CUDA_SUCCESS and status != CUDA_ERROR_NOT_READY and self._rebind(status):
+            status = cydriver.cuEventElapsedTime(&ms, <CUevent><void*>start, <CUevent><void*>end)
+        if status == CUDA_SUCCESS:
+            return ms
+        if status == CUDA_ERROR_NOT_READY:
+            return -1.0
+        raise self._error(<int>status)
+
     cpdef memcpy_async(self, intptr_t dst, intptr_t src, size_t nbytes, int kind,
                        intptr_t stream):
         """cuMemcpyAsync (unified addressing: the pointers give the direction, ``kind`` is

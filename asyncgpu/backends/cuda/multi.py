@@ -201,6 +201,9 @@ class MultiCudaBackend(Backend):
     def elapsed_s(self, start: Any, end: Any) -> float:
         return self.parts[0].elapsed_s(start, end)
 
+    def elapsed_if_done(self, start: Any, end: Any) -> float | None:
+        return self.parts[0].elapsed_if_done(start, end)
+
     @property
     def fault(self) -> Any:
         for part in self.parts:

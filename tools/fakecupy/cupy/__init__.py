@@ -117,6 +117,7 @@ runtime = types.SimpleNamespace(
     eventRecord=_noop, streamWaitEvent=_noop, memGetInfo=lambda: (1 << 40, 1 << 40),
     memcpyAsync=_noop, deviceSynchronize=_noop, memPrefetchAsync=_noop,
     streamSynchronize=_noop, streamQuery=lambda stream: 0,
+    eventElapsedTime=lambda start, end: 0.0,  # (events time nothing)
     cudaDevAttrConcurrentManagedAccess=1, streamCaptureModeRelaxed=2)
 driver = types.SimpleNamespace(launchKernel=_noop, CUDADriverError=CUDADriverError)
 cuda = types.SimpleNamespace(MemoryPool=MemoryPool, Stream=Stream, Event=Event, runtime=runtime,
