@@ -246,7 +246,9 @@ def test_a_dlpack_export_with_copy_true_gives_a_copy_ordered_between_the_writers
 
     ag = gpu
     spin = spin_kernel(ag)
-    cycles = calibrate(ag, spin, ag.zeros(1, np.float32), 100e-3)
+    # (a writer of 300 ms against an export's few: a host busy with other tests' work, as
+    # under pytest -n 8, took 66 ms once)
+    cycles = calibrate(ag, spin, ag.zeros(1, np.float32), 300e-3)
     fill = ag.cuda_kernel(SLOW_FILL, "slow_fill", out=["y"])
     x = ag.zeros(4096, np.float32)
     cupy.from_dlpack(x, copy=True)              # (warm-up: CuPy compiles its copy once)
@@ -260,7 +262,7 @@ def test_a_dlpack_export_with_copy_true_gives_a_copy_ordered_between_the_writers
     c[...] = -1                                 # the copy's memory is not the array's
     cupy.cuda.get_current_stream().synchronize()
     assert x.numpy().tolist() == [7.0] * 4096
-    assert returned < 50e-3, "the export waited for the writer instead of ordering a copy"
+    assert returned < 150e-3, "the export waited for the writer instead of ordering a copy"
     assert np.from_dlpack(x, device="cpu").tolist() == [7.0] * 4096    # a host copy
     with pytest.raises(BufferError, match="copy=False"):
         np.from_dlpack(x, device="cpu", copy=False)
