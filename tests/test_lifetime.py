@@ -351,3 +351,68 @@ def test_two_threads_freeing_one_array_at_once_free_it_once_and_the_other_gets_f
         t.join()
     assert sorted(results) == ["FreedArrayError", "freed"]
     assert explicit_frees() == before + 1
+
+
+
+class _Pooled:
+    """A cycle whose finalizer keeps its array (a buffer pool of the program's own)."""
+
+    pool: list = []
+
+    def __init__(self, arr):
+        self.buf = arr
+        self.me = self
+
+    def __del__(self):
+        _Pooled.pool.append(self.buf)
+
+
+def test_an_array_a_finalizer_keeps_is_not_handed_to_another_array(sim):
+    _Pooled(sim.zeros(N))
+    gc.collect()
+    pooled = _Pooled.pool.pop()
+    pooled[...] = 1.0
+    others = [sim.full(N, 7.0) for _ in range(4)]
+    others[0][...] = 3.0
+    np.testing.assert_array_equal(pooled.numpy(), np.ones(N))
+    # its memory goes back once the program drops it (its finalizer does not run again)
+    uid = pooled._alloc.buffer.uid
+    del pooled, others
+    gc.collect()
+    assert sim.zeros(N)._alloc.buffer.uid == uid
+
+
+def test_an_array_finalizers_keep_twice_goes_back_after_the_second_time(sim):
+    _Pooled(sim.zeros(N))
+    gc.collect()
+    _Pooled(_Pooled.pool.pop())         # (a second cycle keeps it, and lets it go again)
+    gc.collect()
+    kept = _Pooled.pool.pop()
+    kept[...] = 2.0
+    others = [sim.full(N, 7.0) for _ in range(4)]
+    np.testing.assert_array_equal(kept.numpy(), np.full(N, 2.0))
+    uid = kept._alloc.buffer.uid
+    del kept, others
+    gc.collect()
+    assert sim.zeros(N)._alloc.buffer.uid == uid
+
+
+def test_an_array_a_finalizer_launches_on_is_given_back_only_after_that_kernel(sim):
+    k = sim.cuda_kernel(SRC, "axpy", sim=axpy_twin)
+    x = sim.array(X)
+
+    class Scrubbed:
+        def __init__(self):
+            self.buf = sim.zeros(N)
+            self.me = self
+
+        def __del__(self):
+            k[1, N](x, self.buf, -1.0, N)
+
+    for _ in range(20):
+        Scrubbed()
+        gc.collect()
+        y = sim.ones(N)
+        k[1, N](x, y, 1.0, N)
+        np.testing.assert_array_equal(y.numpy(), X + 1)
+    sim.synchronize()

@@ -8,7 +8,7 @@ cpdef Py_ssize_t explicit_frees()
 
 @cython.auto_pickle(False)
 cdef class Allocation:
-    cdef public object runtime, buffer, id, copy_back
+    cdef public object runtime, buffer, id, copy_back, requeue
     cdef public Py_ssize_t nbytes
     cdef public int location, home
     cdef public bint freed, fixed

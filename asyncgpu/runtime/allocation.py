@@ -12,7 +12,15 @@ dependency tracker compares; ``contiguous`` says the elements are packed in C or
 
 Invariants: ``lo <= offset < hi <= nbytes`` for a non-empty view and ``lo == hi == offset`` for an
 empty one; an allocation's ``id`` is unique in the process; its buffer goes back to the backend
-only through the runtime (``__del__`` queues it, the runtime releases it at its next entry point).
+only through the runtime (``__del__`` queues the allocation, the runtime releases its buffer at
+its next entry point), and only once nothing refers to the allocation any more.
+
+A finalizer may bring an allocation back: when the collector frees a reference cycle it calls
+the finalizers of every object of it, this one's ``__del__`` among them, before it looks
+whether another finalizer stored one of them somewhere (a user's ``__del__`` putting the
+cycle's array in a pool). So the runtime checks, when it takes the allocation off its queue,
+that nothing else holds it; one that lives on gets a :class:`Requeue`, which queues it again
+when it is collected next (Python calls an object's ``__del__`` only once).
 
 These classes are compiled with the launch path (``setup.py``): binding an argument and booking
 its location read their fields as C struct members.
@@ -28,6 +36,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import weakref
 from typing import Any
 
 from ..core.placement import HOST_BIT, device_bit
@@ -54,7 +63,7 @@ class Allocation:
     """A block of backend memory (runtime-owned; there is no public constructor)."""
 
     __slots__ = ("runtime", "buffer", "nbytes", "location", "freed", "id", "copy_back",
-                 "fixed", "home", "__weakref__")
+                 "fixed", "home", "requeue", "__weakref__")
 
     def __init__(self, runtime: Any, buffer: Any, nbytes: int, location: int) -> None:
         self.runtime = runtime
@@ -73,16 +82,40 @@ class Allocation:
         #: another library's memory (imported without a copy) on device ``home``: on several
         #: devices every node writing it runs there, so that the writes land in that memory
         self.fixed = False
+        #: a :class:`Requeue`, once a finalizer has brought this allocation back (else None)
+        self.requeue = None
 
     def __del__(self) -> None:
-        # Garbage collection may run in the middle of runtime bookkeeping: only queue the
-        # buffer here; the runtime gives it back at its next entry point.
-        buffer = getattr(self, "buffer", None)     # (uncompiled: unset if __init__ failed)
-        if buffer is not None:
-            try:
-                self.runtime.release_later(self.id, buffer)
-            except Exception:  # interpreter shutdown: nothing left to order against
-                pass
+        # Garbage collection may run in the middle of runtime bookkeeping, and another
+        # finalizer of the same cycle may still bring this allocation back: only queue it
+        # here; the runtime gives its buffer back at its next entry point if it is dead then.
+        if getattr(self, "buffer", None) is not None:   # (uncompiled: unset if __init__ failed)
+            queue(self)
+
+
+def queue(alloc: Allocation) -> None:
+    """Queue ``alloc`` for its runtime to release (``Runtime.release_later``)."""
+    try:
+        alloc.runtime.release_later(alloc)
+    except Exception:  # interpreter shutdown: nothing left to order against
+        pass
+
+
+class Requeue:
+    """Held by an allocation a finalizer brought back (``Allocation.requeue``, set by
+    ``Issuing._drain_releases``), with which it forms a cycle: when the collector frees that
+    cycle, this ``__del__`` queues the allocation again, as the allocation's own, already
+    called, no longer can."""
+
+    __slots__ = ("alloc",)
+
+    def __init__(self, alloc: Allocation) -> None:
+        self.alloc = alloc
+
+    def __del__(self) -> None:
+        alloc = self.alloc
+        if alloc is not None and alloc.buffer is not None:
+            queue(alloc)
 
 
 class View:

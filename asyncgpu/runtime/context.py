@@ -95,7 +95,7 @@ class Runtime(HostAccess, TenantSteps):
         self._lock = threading.RLock()
         # (bound once: compiled, ``lock.acquire()`` looks the method up at every launch)
         self._acquire, self._release = self._lock.acquire, self._lock.release
-        self._releases: deque[tuple[int, Any]] = deque()
+        self._releases: deque[Allocation] = deque()
         #: allocation id -> the large host write copying into its host memory without the lock
         #: (``HostAccess.write_host``)
         self._host_busy: dict[int, Any] = {}
@@ -339,9 +339,10 @@ class Runtime(HostAccess, TenantSteps):
             self._drain_releases()
         return alloc(nbytes)
 
-    def release_later(self, alloc_id: int, buffer: Any) -> None:
-        """Called from ``Allocation.__del__``: queue the buffer (deque.append is atomic)."""
-        self._releases.append((alloc_id, buffer))
+    def release_later(self, alloc: Allocation) -> None:
+        """Called from ``Allocation.__del__``: queue the allocation (deque.append is atomic),
+        whose buffer ``_drain_releases`` gives back if nothing brought it back by then."""
+        self._releases.append(alloc)
 
     def free(self, alloc: Allocation) -> None:
         """Explicit free: wait for every unfinished node using the allocation, then release.

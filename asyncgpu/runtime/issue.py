@@ -39,7 +39,7 @@ from ..core.deps import Access, DependencyTracker
 from ..core.errors import DeviceError
 from ..core.interference import Sample
 from ..core.placement import STREAM_AWARE, device_bit
-from .allocation import HOST
+from .allocation import HOST, Requeue
 from .chunks import axis_length, chunk_plan, launch_chunked
 from .splits import launch_split
 from .kernel import Launcher, user_site
@@ -342,9 +342,30 @@ class Issuing:
 
     def _drain_releases(self) -> None:
         """Free the buffers of arrays dropped since (``release_later``; forgotten by the
-        dependency tracker first)."""
-        while self._releases:
-            alloc_id, buffer = self._releases.popleft()
+        dependency tracker first), of those that are dead now.
+
+        An allocation queued by its ``__del__`` may live on: the collector calls the
+        finalizers of a whole cycle before it looks whether one of them stored an object of
+        the cycle somewhere. Its buffer is given back only if the reference taken off the
+        queue is the last one; else it gets a ``Requeue``, which queues it again when it is
+        collected next (``asyncgpu.runtime.allocation``). (The queue holds the allocation
+        itself: a weak reference queued instead could be cleared by a later collection that
+        frees the allocation's cycle again, before a finalizer brings it back once more.)"""
+        releases = self._releases
+        while releases:
+            alloc = releases.popleft()
+            buffer = alloc.buffer
+            if buffer is None:      # (given back already)
+                continue
+            alloc_id = alloc.id
+            alloc.requeue = None    # (the cycle with its Requeue: it alone would keep it alive)
+            alive = weakref.ref(alloc)
+            del alloc
+            alloc = alive()
+            if alloc is not None:
+                alloc.requeue = Requeue(alloc)
+                alloc = None
+                continue
             self.deps.forget(alloc_id)
             self.backend.free(buffer)
 

@@ -85,8 +85,10 @@ def rebuild_backend(rt: Any, options: Options, prepare: Callable[[Any, Counters]
     old_explicit = rt.options.memory == "explicit"
     convert = rt.options.memory != options.memory
     # (adopted buffers need nothing: only a conversion looks for the allocations)
+    # (buffers of arrays dropped before: the old backend's; and their allocations, which the
+    # walk would find, gone)
+    rt._drain_releases()
     allocs, views = _live(rt) if convert else ([], [])
-    rt._drain_releases()        # (buffers of arrays dropped before the walk: the old backend's)
     if convert and old_explicit:
         _push_imports(rt, allocs)
     new = backend_registry.create(options)
