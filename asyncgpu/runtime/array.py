@@ -44,6 +44,7 @@ from .allocation import (DEVICE, HOST, Allocation, View, c_strides, dense_layout
                          describe, f_strides, new_view)
 from .current import current_runtime
 from .dtypes import UnsupportedDtype, array_dtype, fill_number
+from .finalizers import in_finalizer
 from .node_ops import ops
 from .flags import Flags
 from .host_values import HostValues
@@ -481,8 +482,18 @@ class Array(View, HostValues, ArrayOperators):
         Every view of the same allocation becomes unusable too (``FreedArrayError``), and so
         does a second ``free()``, even one racing this one in another thread. A fault of
         earlier work that the wait meets is raised after the memory is given back.
+
+        Called by a finalizer the garbage collector runs, it waits for nothing: the array is
+        unusable at once, and its memory is given back at the runtime's next call, after the
+        work using it (a fault that wait meets is raised at the next host wait).
         """
         rt = self._alloc.runtime
+        if in_finalizer():
+            # (the collector may run it inside another call, or on a thread that call waits
+            # for: the array is freed now, its memory given back at the runtime's next call)
+            self._check_alive()
+            rt.free_later(self._alloc)
+            return
         with rt._lock:      # (checked under it: of two threads freeing it at once, one frees)
             self._check_alive()
             rt.free(self._alloc)

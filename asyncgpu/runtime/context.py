@@ -44,6 +44,7 @@ from . import backend_registry, current
 from . import switch as _switch
 from .allocation import DEVICE, Allocation, count_explicit_free
 from .exclusive import ExclusiveSteps
+from .finalizers import GuardedLock, watch
 from .host_access import HostAccess
 from .kernel import user_site
 from .library import run_now
@@ -92,7 +93,11 @@ class Runtime(HostAccess, TenantSteps):
                             f"ForwardingBackend, to wrap another); got {type(backend).__name__}")
         self.backend = backend
         self.stats = Counters()
-        self._lock = threading.RLock()
+        # (``sim`` runs the program's code, kernels and twins, inside the runtime's calls: a
+        # finalizer the collector runs there must not take the lock, ``asyncgpu.runtime.
+        # finalizers``; ``cuda`` keeps the C lock on its launch path)
+        watch()
+        self._lock = GuardedLock() if backend.name == "sim" else threading.RLock()
         # (bound once: compiled, ``lock.acquire()`` looks the method up at every launch)
         self._acquire, self._release = self._lock.acquire, self._lock.release
         self._releases: deque[Allocation] = deque()
@@ -344,6 +349,27 @@ class Runtime(HostAccess, TenantSteps):
         whose buffer ``_drain_releases`` gives back if nothing brought it back by then."""
         self._releases.append(alloc)
 
+    def free_later(self, alloc: Allocation) -> None:
+        """Explicit free from a finalizer the collector runs (``Array.free``), which may run
+        inside another call or on a thread that call waits for: the allocation is freed now
+        (later use raises) and queued; ``_drain_releases`` gives it back (:meth:`free_deferred`)
+        at the runtime's next entry point."""
+        alloc.freed = True
+        count_explicit_free()
+        self._releases.append(alloc)
+
+    def free_deferred(self, alloc: Allocation) -> bool:
+        """Under the lock, from ``_drain_releases``: give back an allocation :meth:`free_later`
+        queued, once the work using it has finished; a fault that wait meets is kept for the
+        next host wait. False (nothing done) while a recording or a stream capture is open,
+        which a wait would break: it stays queued."""
+        if self.recording is not None or self.backend.captures.engaged:
+            return False
+        fault = self._give_back(alloc)
+        if fault is not None:
+            self.backend.keep_faults(fault)
+        return True
+
     def free(self, alloc: Allocation) -> None:
         """Explicit free: wait for every unfinished node using the allocation, then release.
 
@@ -363,30 +389,38 @@ class Runtime(HostAccess, TenantSteps):
                         "only when that recording ends; free the array after that thread's "
                         "recorded function or block has returned (the array is not freed)")
             self._drain_releases()
-            if self._host_busy:     # (a large host write still copying into its memory)
-                self.settle_host_write(alloc)
-            found = self.deps.conflicts([Access(alloc.id, alloc, 0, alloc.nbytes, True, "free")])
-            fault = None
-            if found:
-                try:
-                    self.streams.host_wait(list(found))
-                    self.stats.sync("free")
-                except (KernelFault, AnnotationViolation) as exc:
-                    # (the wait stopped at the fault, maybe before the allocation's own nodes
-                    # finished: wait for everything, keeping any further fault for the next
-                    # host wait, as a synchronize would report it)
-                    fault = exc
-                    try:
-                        self._synchronize_locked("free")
-                    except (KernelFault, AnnotationViolation) as later:
-                        self.backend.keep_faults(later)
-            alloc.freed = True
-            count_explicit_free()
-            buffer, alloc.buffer = alloc.buffer, None
-            self.deps.forget(alloc.id)
-            self.backend.free(buffer)
+            fault = self._give_back(alloc)
             if fault is not None:
                 raise fault
+
+    def _give_back(self, alloc: Allocation) -> BaseException | None:
+        """Under the lock: wait for every unfinished node using the freed ``alloc``, then
+        give its buffer back; returns the fault the wait met, if any (see :meth:`free`)."""
+        if self._host_busy:     # (a large host write still copying into its memory)
+            self.settle_host_write(alloc)
+        found = self.deps.conflicts([Access(alloc.id, alloc, 0, alloc.nbytes, True, "free")])
+        fault = None
+        if found:
+            try:
+                self.streams.host_wait(list(found))
+                self.stats.sync("free")
+            except (KernelFault, AnnotationViolation) as exc:
+                # (the wait stopped at the fault, maybe before the allocation's own nodes
+                # finished: wait for everything, keeping any further fault for the next
+                # host wait, as a synchronize would report it)
+                fault = exc
+                try:
+                    self._synchronize_locked("free")
+                except (KernelFault, AnnotationViolation) as later:
+                    self.backend.keep_faults(later)
+        if not alloc.freed:         # (a deferred one was marked when it was asked for)
+            alloc.freed = True
+            count_explicit_free()
+        buffer, alloc.buffer = alloc.buffer, None
+        if buffer is not None:      # (a deferred free the wait above gave back already)
+            self.deps.forget(alloc.id)
+            self.backend.free(buffer)
+        return fault
 
     # -- kernels -----------------------------------------------------------------------------
     def launch_call(self, call: Any) -> Any:

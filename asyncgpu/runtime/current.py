@@ -32,12 +32,13 @@ from typing import Any
 from ..core.config import Options, options_from_env
 from ..core.errors import AnnotationViolation, KernelFault
 from . import backend_registry
+from .finalizers import in_finalizer, refused, reentry
 
 log = logging.getLogger("asyncgpu")
 
 _runtime: Any = None
 _options: Options | None = None
-_global_lock = threading.Lock()
+_global_lock = threading.RLock()    # (re-entrant: a finalizer inside configure is refused)
 _runtime_type: Any = None        # asyncgpu.runtime.context.Runtime, once installed
 _exit_check_registered = False
 
@@ -107,8 +108,12 @@ def _take_back_abandoned_lock(rt: Any) -> None:
     """``configure`` runs between calls, never inside one, so a runtime lock this thread holds
     here was abandoned: an exception (Ctrl-C) landed where Python cannot release a ``with``
     block's lock, between the block's last line and its exit. Other threads would wait for it
-    forever, so it is released here."""
+    forever, so it is released here. A finalizer the collector runs inside a call of this
+    thread finds the lock held too, in use: it is refused (``asyncgpu.runtime.finalizers``)."""
     lock = rt._lock
+    error = reentry(lock)
+    if error is not None:       # (a finalizer inside a call of this thread: the lock is in use)
+        raise error
     if lock._is_owned():
         lock._release_save()        # (every level of the reentrant lock at once)
         log.warning("asyncgpu.configure released the runtime's lock, which an interrupted "
@@ -138,6 +143,8 @@ def set_options(new: Options) -> None:
     one for the new selection (``asyncgpu.runtime.switch``). If the pending work faulted, the
     fault is raised and nothing changes (the work has finished: a second call switches)."""
     global _runtime, _options
+    if in_finalizer() and _global_lock._is_owned():
+        raise refused("inside asyncgpu.configure, which it would disrupt")
     with _global_lock:
         old = _runtime
         if old is not None:

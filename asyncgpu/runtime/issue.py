@@ -350,12 +350,21 @@ class Issuing:
         queue is the last one; else it gets a ``Requeue``, which queues it again when it is
         collected next (``asyncgpu.runtime.allocation``). (The queue holds the allocation
         itself: a weak reference queued instead could be cleared by a later collection that
-        frees the allocation's cycle again, before a finalizer brings it back once more.)"""
+        frees the allocation's cycle again, before a finalizer brings it back once more.) An
+        explicit free a finalizer made (``Runtime.free_later``) waits here for the work using
+        the array."""
         releases = self._releases
+        kept = None
         while releases:
             alloc = releases.popleft()
             buffer = alloc.buffer
             if buffer is None:      # (given back already)
+                continue
+            if alloc.freed:         # (an explicit free a finalizer made: ``free_later``)
+                if not self.free_deferred(alloc):
+                    if kept is None:
+                        kept = []
+                    kept.append(alloc)
                 continue
             alloc_id = alloc.id
             alloc.requeue = None    # (the cycle with its Requeue: it alone would keep it alive)
@@ -368,6 +377,8 @@ class Issuing:
                 continue
             self.deps.forget(alloc_id)
             self.backend.free(buffer)
+        if kept is not None:
+            releases.extend(kept)
 
     def pinned(self) -> int:
         """The slot this thread pinned (``asyncgpu.device``), or -1."""

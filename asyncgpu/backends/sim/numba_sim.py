@@ -60,6 +60,7 @@ from typing import Any
 import numpy as np
 
 from ...runtime.checks import MAX_SHARED_BYTES
+from ...runtime.finalizers import mark_waited_thread
 from . import ieee_math, intrinsics, libdevice, warps
 from .barrier import BlockBarrier, install_grid_sync
 from .warps import WARP_FUNCTIONS, Warps
@@ -184,6 +185,7 @@ class _Worker(threading.Thread):
     def run(self) -> None:
         from numba.cuda.simulator.kernelapi import Dim3
 
+        mark_waited_thread()    # (a finalizer run here may not call into asyncgpu)
         while True:
             self.go.acquire()
             block = self.block
