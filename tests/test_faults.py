@@ -23,6 +23,7 @@ import gc
 
 import numpy as np
 import pytest
+from numba import cuda
 
 import asyncgpu as ag
 import asyncgpu.cupy  # noqa: F401  (imported here, not inside the first traced call)
@@ -235,3 +236,58 @@ def test_configure_takes_back_a_lock_an_interrupt_left_held():
             worker.join(20)
             assert not worker.is_alive() and len(done) == 1
         assert not rt._lock._is_owned()
+
+
+def _twin_raising(exc):
+    def twin(x, y, a, n):
+        y[:n] = 7.0
+        raise exc
+    return ag.cuda_kernel(SRC, "axpy", sim=twin)
+
+
+#: what :func:`_raising_axpy` raises
+_RAISED: list = [None]
+
+
+@ag.kernel(const=["x"])
+@cuda.jit
+def _raising_axpy(x, y, a, n):
+    i = cuda.grid(1)
+    if i < n:
+        y[i] = 7.0
+    if i == 0:
+        raise _RAISED[0]
+
+
+def _numba_raising(exc):
+    _RAISED[0] = exc
+    return _raising_axpy
+
+
+@pytest.mark.parametrize("make", [_twin_raising, _numba_raising], ids=["twin", "numba"])
+def test_a_kernel_raising_keyboard_interrupt_stops_the_wait_and_leaves_its_outputs_faulted(
+        sim, make):
+    k = make(KeyboardInterrupt)
+    x, y = sim.array(X), sim.zeros(8, np.float32)
+    with pytest.raises(KeyboardInterrupt):
+        k[1, 8](x, y, 1.0, 8)
+        sim.synchronize()
+    with pytest.raises(ag.KernelFault, match="raised KeyboardInterrupt"):
+        sim.synchronize()
+    with pytest.raises(ag.KernelFault, match="work that faulted"):
+        y.numpy()
+    y[...] = 1.0                    # (written again: the program's once more)
+    np.testing.assert_array_equal(y.numpy(), np.ones(8))
+    sim.synchronize()
+
+
+@pytest.mark.parametrize("make", [_twin_raising, _numba_raising], ids=["twin", "numba"])
+def test_a_kernel_raising_system_exit_is_a_fault_not_an_exit(sim, make):
+    k = make(SystemExit(3))
+    x, y = sim.array(X), sim.zeros(8, np.float32)
+    k[1, 8](x, y, 1.0, 8)
+    with pytest.raises(ag.KernelFault, match="SystemExit"):
+        sim.synchronize()
+    with pytest.raises(ag.KernelFault, match="work that faulted"):
+        y.numpy()
+    sim.synchronize()

@@ -478,16 +478,28 @@ class SimBackend(Backend):
             # (and the const arguments it wrote, which a GPU would have changed)
             self._faulted.mark_spans(getattr(exc, "written", ()), self._errors[-1])
         except Exception as exc:  # the kernel's own error: reported at the next host wait
-            err = KernelFault(f"{op.label} raised {type(exc).__name__}: {exc} "
-                              f"({self.replay_hint()})")
-            err.__cause__ = exc
-            self._errors.append(err)
-            self._faulted.mark(op.payload, err)
+            self._kernel_failed(op, exc)
+        except BaseException as exc:
+            # (KeyboardInterrupt, SystemExit... raised by the kernel's code: it did not finish,
+            # so it is a fault like any other; Ctrl-C still stops the host's wait, as the
+            # program expects of it, and the fault waits for the next host wait)
+            self._kernel_failed(op, exc)
+            if isinstance(exc, KeyboardInterrupt):
+                raise
         else:
             if self._faulted:
                 for uid, lo, hi, overwritten in op.payload.written_ranges():
                     if overwritten and uid in self._faulted:
                         self._faulted.unmark(uid, lo, hi)
+
+    def _kernel_failed(self, op: Any, exc: BaseException) -> None:
+        """``op``'s kernel or call raised ``exc``: a fault reported at the next host wait, and
+        what it was to write marked as the fault's (its reads raise until written again)."""
+        what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        err = KernelFault(f"{op.label} raised {what} ({self.replay_hint()})")
+        err.__cause__ = exc
+        self._errors.append(err)
+        self._faulted.mark(op.payload, err)
 
     def _begin_failed(self, stream: SimStream, op: Any, exc: MemoryError) -> None:
         """What ``op`` needs of the host's memory to begin did not fit: a fault of that

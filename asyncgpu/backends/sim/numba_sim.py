@@ -152,8 +152,13 @@ def _install_shared_arrays() -> bool:
 def _named(e: BaseException, where: str) -> tuple[BaseException, Any]:
     """``e`` as Numba's threads report it, ``where: message`` (``tid=[..] ctaid=[..]``), with
     its traceback; ``e`` itself with ``where`` as a note when its class cannot be made again
-    from one message; a RuntimeError for what is no ``Exception`` (``SystemExit``)."""
+    from one message; a RuntimeError for what is no ``Exception`` (``SystemExit``) but a
+    ``KeyboardInterrupt``, which stays one (the step that ran the kernel marks it a fault and
+    lets it stop the host's wait: ``SimBackend._advance``)."""
     tb = e.__traceback__
+    if isinstance(e, KeyboardInterrupt):
+        e.add_note(where)
+        return e, tb
     if not isinstance(e, Exception):    # (SystemExit from a kernel: a fault, not an exit)
         return RuntimeError(f"{where}: raised {type(e).__name__}({e})"), tb
     try:
