@@ -225,6 +225,23 @@ def test_a_fault_pending_when_a_block_ends_is_raised_there_and_the_options_are_r
             x.numpy()                       # (out_of_bounds was to write it: not its bytes)
 
 
+
+@pytest.mark.parametrize("change", [{"memory": "managed"}, {"sim_tick": 0.9}],
+                         ids=["rebuild", "policy"])
+def test_an_exception_leaving_a_block_goes_on_and_a_pending_fault_waits_for_the_next_wait(
+        change):
+    with ag.configure(backend="sim", sim_seed=7, sim_strategy="lazy", memory="explicit"):
+        x = ag.array(START)
+        with pytest.raises(ValueError, match="the program's own"):
+            with ag.configure(**change):
+                out_of_bounds[1, 8](x, 8)
+                raise ValueError("the program's own error")
+        assert ag.options().memory == "explicit" and ag.options().sim_tick != 0.9
+        with pytest.raises(ag.KernelFault, match="out_of_bounds"):
+            ag.synchronize()
+        ag.synchronize()                    # (reported once)
+
+
 # (policies such as execution, dependency or streams reconfigured the runtime in place before)
 @pytest.mark.parametrize("change", [
     {"sim_strategy": "reverse"}, {"sim_seed": 11}, {"sim_tick": 1.0}, {"stress": True},

@@ -259,7 +259,8 @@ class configure:
     program; ``with asyncgpu.configure(execution="sync"): ...`` only inside the block (even if
     it raises). Pending work is finished before options change; if it faulted, the fault is
     raised here and the options stay as they were (on leaving a ``with`` block they are
-    restored all the same). The same holds for a failure to build the new configuration (its
+    restored all the same, and where the block raised, its exception goes on and the fault is
+    raised at the next host wait). The same holds for a failure to build the new configuration (its
     backend, streams or converted arrays): raised here, with the runtime, its options, arrays
     and memory model as they were.
 
@@ -337,11 +338,14 @@ class configure:
     def __enter__(self) -> Options:
         return self.options
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         try:
             set_options(self._previous)
-        except (KernelFault, AnnotationViolation):
+        except (KernelFault, AnnotationViolation) as fault:
             # the block's last work faulted: it has finished, so the options are restored
-            # now, and the fault still reaches the user
+            # now, and the fault still reaches the user: here, or, where the block's own
+            # exception is on its way out (which goes on), at the next host wait
             set_options(self._previous)
-            raise
+            if exc_type is None:
+                raise
+            current_runtime().backend.keep_faults(fault)
