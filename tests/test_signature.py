@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import asyncgpu as ag
+
 from asyncgpu.core.errors import CompileError, SignatureError
 from asyncgpu.runtime.signature import (
     Param,
@@ -139,10 +141,21 @@ def test_const_placement(decl, const, ctype):
     assert (p.name, p.is_array, p.dtype, p.const, p.ctype) == ("x", True, F32, const, ctype)
 
 
-@pytest.mark.parametrize("decl", ["float** x", "const float** x", "float* const* x",
-                                  "float * * x", "float* x[]"])
-def test_pointer_to_pointer_is_untyped_and_mutable(decl):
-    p = one(decl)
+POINTERS_TO_POINTERS = ["float** x", "const float** x", "float* const* x", "float * * x",
+                        "float* x[]"]
+
+
+@pytest.mark.parametrize("decl", POINTERS_TO_POINTERS)
+def test_pointer_to_pointer_asks_for_a_signature(decl):
+    with pytest.raises(SignatureError, match=r"kernel 'k': parameter 0 .*a pointer to pointers"
+                       r'.*ag\.cuda_kernel\(src, "k", signature="\.\.\."\)'):
+        one(decl)
+
+
+@pytest.mark.parametrize("decl", POINTERS_TO_POINTERS)
+def test_pointer_to_pointer_is_untyped_and_mutable_when_not_strict(decl):
+    src = f'extern "C" __global__ void k({decl}) {{}}'
+    (p,) = parse_cuda_declaration(src, "k", strict=False)
     assert (p.is_array, p.dtype, p.const) == (True, None, False)
 
 
@@ -202,12 +215,38 @@ def test_a_signature_whose_pointer_elements_contradict_the_source_is_refused(sim
     assert [p.dtype for p in k.params] == [F32, F32, I32]
 
 
-@pytest.mark.parametrize("decl", ["float2* v", "struct Particle* v", "const cuComplex* v",
-                                  "void* v", "const void* v", "Foo<int>* v"])
-def test_pointer_to_unknown_type_is_untyped(decl):
+UNKNOWN_ELEMENTS = ["float2* v", "struct Particle* v", "const cuComplex* v", "Foo<int>* v",
+                    "real* v", "T* v", "int4* v"]
+
+
+@pytest.mark.parametrize("decl", ["void* v", "const void* v"])
+def test_void_pointer_takes_any_dtype(decl):
     p = one(decl)
     assert (p.name, p.is_array, p.dtype) == ("v", True, None)
     assert p.const == decl.startswith("const")
+
+
+@pytest.mark.parametrize("decl", UNKNOWN_ELEMENTS)
+def test_pointer_to_unknown_type_asks_for_a_signature_naming_its_elements(decl):
+    with pytest.raises(SignatureError, match=r"kernel 'k': parameter 0 .*no C type asyncgpu "
+                       r"knows.*'pointer float v'.*'pointer v' for arrays of any dtype"):
+        one(decl)
+
+
+@pytest.mark.parametrize("decl", UNKNOWN_ELEMENTS)
+def test_pointer_to_unknown_type_is_untyped_when_not_strict(decl):
+    src = f'extern "C" __global__ void k({decl}) {{}}'
+    (p,) = parse_cuda_declaration(src, "k", strict=False)
+    assert (p.name, p.is_array, p.dtype) == ("v", True, None)
+    assert p.const == decl.startswith("const")
+
+
+def test_a_signature_gives_the_elements_of_a_typedef_pointer():
+    src = 'typedef float real;\nextern "C" __global__ void f(real* a, int n) {}'
+    k = ag.cuda_kernel(src, "f", "pointer float a, sint32 n", sim=lambda a, n: None)
+    assert k.params[0].dtype == F32
+    with pytest.raises(ag.ArgumentError):
+        k[1, 1](ag.zeros(4, np.float64), 4)
 
 
 @pytest.mark.parametrize("decl, shown", [("float2 v", "float2"), ("struct Params v",

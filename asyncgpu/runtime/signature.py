@@ -202,6 +202,18 @@ def _c_param(kernel: str, i: int, text: str, strict: bool) -> Param:
     if stars:
         # Only a const left of the first `*` protects the data; `T* const p` is a const pointer.
         single = stars == 1
+        if strict and (not single or dtype is None and base != ["void"]):
+            # (its arrays' dtypes could not be checked: a float64 array for a `real*` that a
+            # typedef makes float would be read as floats, silently)
+            what = ("a pointer to pointers, whose elements are addresses" if not single else
+                    f"'{' '.join(base)}' is no C type asyncgpu knows (a typedef, a macro, a "
+                    "struct or a vector type)")
+            raise SignatureError(
+                f"{where}: the element type of '{ctype}' is unknown ({what}), so the dtype of "
+                f"the arrays passed for it could not be checked; give the kernel a signature "
+                f'string, e.g. ag.cuda_kernel(src, "{kernel}", signature="..."), with '
+                f"'pointer float {name}' there for float32 elements (or another element type: "
+                f"{', '.join(_GR_TYPES)}), or 'pointer {name}' for arrays of any dtype")
         return Param(name, True, np.dtype(dtype) if dtype and single else None,
                      "const" in head and single, ctype)
     if dtype is None and (strict or base == ["void"]):
@@ -216,8 +228,10 @@ def _c_param(kernel: str, i: int, text: str, strict: bool) -> Param:
 def parse_cuda_declaration(source: str, name: str, *, strict: bool = True) -> tuple[Param, ...]:
     """Find ``__global__ void <name>(...)`` in CUDA C source and return its parameters.
 
-    With ``strict=False`` a by-value parameter of unknown type gets ``dtype=None`` instead of
-    raising, so that a caller holding a signature string can supply the type.
+    With ``strict=False`` a by-value parameter of unknown type, and a pointer whose element
+    type is unknown (a typedef's, a macro's, a struct's, a pointer to pointers), get
+    ``dtype=None`` instead of raising, so that a caller holding a signature string can supply
+    the type; ``void*`` has ``dtype=None`` (arrays of any dtype) either way.
 
     Raises
     ------
