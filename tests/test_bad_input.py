@@ -847,3 +847,20 @@ def test_an_array_in_the_other_byte_order_is_named_so_for_a_cuda_c_pointer(env):
             rf"argument 0 'x': expected a float32 array for 'const float\*', got float32 "
             rf"\({'big' if other == '>' else 'little'}-endian\)\[8\]")):
         k[1, 8](swapped, y, 1.0, 8)
+
+
+@pytest.mark.parametrize("decl, arg, expected", [
+    ("int n", "seven", "expected an int number, got str"),
+    ("unsigned int n", "seven", "expected an unsigned int number, got str"),
+    ("int n", True, "expected an int, got the bool True"),
+    ("float n", "seven", "expected a float number, got str"),
+    ("uint8_t n", "seven", "expected a uint8_t number, got str"),
+    ("int* n", np.zeros(2, np.float32), "expected an int32 array for 'int\\*'"),
+    ("unsigned char* n", np.zeros(2, np.float32), "expected a uint8 array"),
+])
+def test_messages_name_types_with_the_article_english_reads_them_with(sim, decl, arg, expected):
+    k = sim.cuda_kernel(f'extern "C" __global__ void f({decl}) {{}}', "f", sim=lambda n: None)
+    if isinstance(arg, np.ndarray):
+        arg = sim.array(arg)
+    with pytest.raises(sim.ArgumentError, match=expected):
+        k[1, 1](arg)

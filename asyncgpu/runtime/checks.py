@@ -70,6 +70,14 @@ def check_usable(array: Any, runtime: Any, what: str) -> None:
         raise ArgumentValueError(f"{what} {foreign(alloc.runtime)}")
 
 
+def a_or_an(word: str) -> str:
+    """``word`` with the article English reads it with: ``an int``, ``an unsigned int``,
+    ``an int32 array``, but ``a uint8`` ("you-int") and ``a float``."""
+    head = word.lstrip("_").lower()
+    vowel = head[:1] in ("a", "e", "i", "o") or head.startswith("un")
+    return f"{'an' if vowel else 'a'} {word}"
+
+
 def convert_scalar(a: Any, p: Param, where: Callable[[], str]) -> np.generic:
     """Convert a Python or NumPy scalar to a C parameter's dtype, refusing lossy conversions."""
     dt = p.dtype
@@ -77,18 +85,20 @@ def convert_scalar(a: Any, p: Param, where: Callable[[], str]) -> np.generic:
     if a is None or not isinstance(a, (bool, int, float, np.number, np.bool_)):
         if isinstance(a, (tuple, np.void)):
             raise ArgumentError(
-                f"{where()}: expected a {p.ctype} number, got "
+                f"{where()}: expected {a_or_an(p.ctype)} number, got "
                 f"{'a tuple' if isinstance(a, tuple) else 'a NumPy record'} {a!r}; a CUDA C "
                 "parameter takes one number, and asyncgpu passes no tuples or structs by value: "
                 "declare a parameter per value and pass them separately")
-        raise ArgumentError(f"{where()}: expected a {p.ctype} number, got {type(a).__name__}")
+        raise ArgumentError(
+            f"{where()}: expected {a_or_an(p.ctype)} number, got {type(a).__name__}")
     if dt.kind == "b":
         if not isinstance(a, (bool, np.bool_)):
             raise ArgumentError(f"{where()}: expected a bool, got {type(a).__name__} {a!r}")
         return np.bool_(a)
     if isinstance(a, (bool, np.bool_)):
         raise ArgumentError(
-            f"{where()}: expected a {p.ctype}, got the bool {a!r}; pass int({a!r}) if meant"
+            f"{where()}: expected {a_or_an(p.ctype)}, got the bool {a!r}; pass int({a!r}) if "
+            "meant"
         )
     if dt.kind in "iu":
         if isinstance(a, (float, np.floating)):

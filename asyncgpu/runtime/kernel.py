@@ -33,6 +33,7 @@ from .checks import (
     MAX_SHARED_BYTES,
     MAX_THREADS_PER_BLOCK,
     _int_bounds,
+    a_or_an,
     check_usable,
     convert_scalar,
     is_int,
@@ -308,7 +309,8 @@ class Kernel:
             raise ArgumentError(f"{where}: expected a scalar {p.ctype}, got array {label}")
         if p.dtype is not None and dtype != p.dtype:
             raise ArgumentError(
-                f"{where}: expected a {p.dtype.name} array for '{p.ctype}', got {label}; pass "
+                f"{where}: expected {a_or_an(p.dtype.name)} array for '{p.ctype}', got "
+                f"{label}; pass "
                 f"an array of that dtype (x.astype(numpy.{p.dtype.name}) converts a copy) or "
                 "declare the parameter with the array's element type"
             )
