@@ -1379,7 +1379,7 @@ def _measured_check(plan, *named):
             for i, (name, priority) in enumerate(named, 1)]
 
         class backend:
-            event_done = elapsed_s = None
+            elapsed_if_done = None
 
         def _running(self):
             return []

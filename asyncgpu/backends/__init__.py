@@ -18,9 +18,9 @@ For traces (``asyncgpu.observe.trace``) each backend also offers a device clock:
 ``sim`` the executor's step count, a logical clock), ``clock_base(device, wait=True,
 event=None)`` (an event marking "now": complete when it returns, or, with ``wait=False``, soon
 after without the host waiting for it; ``event``: a timing event to record again instead of a
-new one) and ``elapsed_s(start, end)`` (seconds between two completed ones; the ``cuda``
-backend also has ``elapsed_if_done(start, end)``, None while either has not completed, in
-one driver call). They are used
+new one), ``elapsed_s(start, end)`` (seconds between two completed ones) and
+``elapsed_if_done(start, end)`` (the same, or None while either has not completed: on
+``cuda`` one driver call). They are used
 while tracing and for tenants' step latencies, whose events the runtime keeps for the next
 steps once they are measured.
 

@@ -48,20 +48,6 @@ LATENCY_WINDOW = 10_000
 SPARE_EVENTS = 256
 
 
-def elapsed_when_done(backend: Any) -> Any:
-    """``backend``'s ``elapsed_if_done(start, end)`` (seconds between two timing events, None
-    while either has not completed), or the same from its ``event_done`` and ``elapsed_s``
-    where it has no call of its own for it (``sim``)."""
-    own = getattr(backend, "elapsed_if_done", None)
-    if own is not None:
-        return own
-    done, elapsed_s = backend.event_done, backend.elapsed_s
-
-    def elapsed(start: Any, end: Any) -> float | None:
-        return elapsed_s(start, end) if done(start) and done(end) else None
-    return elapsed
-
-
 def stream_priority(priority: str, least: int, greatest: int) -> int:
     """CUDA's stream priority for ``priority`` on a device whose range is [greatest, least]
     (lower is more urgent)."""
@@ -175,7 +161,7 @@ class Tenant:
     def settle(self, elapsed: Any) -> None:
         """Measure the pending steps, oldest first, up to the first whose events have not all
         completed (``elapsed(start, end)``: seconds between two timing events of one device,
-        None while either has not completed: :func:`elapsed_when_done`); their events are kept
+        None while either has not completed: the backend's ``elapsed_if_done``); their events are kept
         to be recorded again (:meth:`spare_event`). A step's latency is its start's time to
         its latest end's; later steps wait for an earlier one, so latencies come in step order
         and a completed step costs one call per end, without a query of each event."""

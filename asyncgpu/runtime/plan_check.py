@@ -79,7 +79,6 @@ from typing import Any
 from ..core.plan import Plan
 from ..core.device_model import simulate
 from ..core.regulation import HIGH_TARGET, score
-from ..core.tenants import elapsed_when_done
 from .remedy_plans import RemedyPlans
 
 log = logging.getLogger("asyncgpu")
@@ -233,7 +232,7 @@ class PlanCheck(RemedyPlans):
         rt = self.rt
         tenants = rt.tenants
         backend = rt.backend
-        elapsed = elapsed_when_done(backend)
+        elapsed = backend.elapsed_if_done
         for t in self.tenants:
             tenants[t].settle(elapsed)
         lead = tenants[trial.lead]

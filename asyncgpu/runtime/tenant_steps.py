@@ -32,7 +32,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ..core.tenants import Tenant, elapsed_when_done, stream_priority
+from ..core.tenants import Tenant, stream_priority
 from .exclusive import ExclusiveSteps
 
 log = logging.getLogger("asyncgpu")
@@ -227,7 +227,7 @@ class TenantSteps:
             # (not while a capture is open: querying an event it recorded would break it)
             if (len(tenant.pending) % SETTLE_EVERY == 0
                     and not getattr(getattr(backend, "captures", None), "engaged", False)):
-                tenant.settle(elapsed_when_done(backend))
+                tenant.settle(backend.elapsed_if_done)
             if self.regulator is not None:
                 self.regulator.end(index, failed, thread)
 
@@ -236,7 +236,7 @@ class TenantSteps:
         completed steps measured (``asyncgpu.tenants``)."""
         with self._lock:
             backend = self.backend
-            elapsed = elapsed_when_done(backend)
+            elapsed = backend.elapsed_if_done
             for tenant in self.tenants:
                 tenant.settle(elapsed)
             return {t.name: t.statistics() for t in self.tenants}

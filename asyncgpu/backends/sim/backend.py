@@ -275,6 +275,12 @@ class SimBackend(Backend):
             raise RuntimeError("elapsed_s needs two recorded events that have been reached")
         return (b.step - a.step) * 1e-6
 
+    def elapsed_if_done(self, start: SimEvent, end: SimEvent) -> float | None:
+        """:meth:`elapsed_s`, or None while either record has not been reached."""
+        if self.event_done(start) and self.event_done(end):
+            return self.elapsed_s(start, end)
+        return None
+
     def event_done(self, event: SimEvent) -> bool:
         if self.captures.engaged:
             self.captures.check_host_wait(event, "event query")
