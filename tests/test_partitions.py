@@ -135,6 +135,30 @@ def test_a_partitioned_tenant_entered_inside_a_recorded_function_is_refused():
         assert np.array_equal(x.numpy(), np.arange(64.0) + 2)
 
 
+def test_a_recorded_function_in_a_tenant_a_plan_partitioned_is_refused_with_the_plans_remedy():
+    with ag.configure(backend="sim"):
+        k = ag.kernel(const=["x"], out=["y"])(add_one)
+        x, y = ag.array(np.arange(64.0)), ag.empty(64)
+        planned = ag.tenant("planned")
+        with planned:
+            k[2, 32](x, y, 64)
+
+        @ag.graph
+        def step():
+            k[2, 32](x, y, 64)
+
+        ag.regulate(plan=ag.Plan(partitions={"planned": 16}))
+        with pytest.raises(ag.RecordingError, match=r"16 SMs.*regulation plan's.*"
+                                                    r"regulate\(plan='off'\)") as refused:
+            with planned:
+                step()
+        assert "without sms" not in str(refused.value)     # (it never asked for SMs)
+        ag.regulate(plan="off")             # (the remedy the message gives: it runs again)
+        with planned:
+            step()
+        assert np.array_equal(y.numpy(), np.arange(64.0) + 1)
+
+
 def test_partitions_on_every_virtual_device():
     with ag.configure(backend="sim", sim_devices=2):
         with ag.tenant("everywhere", sms=64):

@@ -64,9 +64,9 @@ def refuse_partitioned(rt: Any, name: str) -> None:
         return
     raise RecordingError(
         f"recorded function {name!r} called in tenant {tenant.name!r}, which runs on SMs of "
-        f"its own ({tenant.partition} SMs: its sms=, or a regulation plan's): a CUDA graph's "
-        "kernels run on every SM, so its replays would leave the partition; call the function "
-        "undecorated in this tenant, or make the tenant without sms")
+        f"its own ({tenant.partition} SMs): a CUDA graph's kernels run on every SM, so its "
+        "replays would leave the partition; call the function undecorated in this tenant, or "
+        f"{tenant.partition_remedy()}")
 
 
 class _Run:
