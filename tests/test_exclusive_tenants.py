@@ -128,6 +128,29 @@ def test_an_exclusive_step_waiting_for_another_tenants_thread_lets_its_launch_go
     assert y.numpy().tolist() == [3.0] * 64 and z.numpy().tolist() == [3.0] * 64
 
 
+def test_a_slow_exclusive_step_that_keeps_issuing_holds_the_others_until_it_ends_unwarned(
+        k, monkeypatch, caplog):
+    """A step open longer than the hold's limit that issues work meanwhile is slow (a long
+    service step, or any step on the simulator, whose kernels run at its host waits), not
+    waiting for the held launch: the launch waits for the step's end, and nothing is said."""
+    monkeypatch.setattr(exclusive, "HOLD_FLOOR_S", 0.2)
+    x = ag.array(np.ones(64))
+    y, z = ag.empty_like(x), ag.empty_like(x)
+    with caplog.at_level("WARNING", logger="asyncgpu"):
+        with launch_elsewhere("slow-ranker", lambda: k[2, 32](x, z, 64)) as (opened, launched):
+            with ag.tenant("slow-service", priority="high", exclusive=True):
+                opened.set()
+                for _ in range(8):              # (1 s open: five times the limit)
+                    k[2, 32](x, y, 64)
+                    float(y[0])
+                    time.sleep(0.125)
+                assert not launched.is_set()    # held all that time
+            assert launched.wait(5)
+    assert "waited" not in caplog.text
+    assert ag.tenants()["slow-ranker"].held == 1
+    assert z.numpy().tolist() == [3.0] * 64
+
+
 def test_steps_that_wait_for_another_tenants_launches_do_not_wait_longer_each_time(
         k, monkeypatch):
     """Each such step waits once for the hold's limit, then the others' launches go at once

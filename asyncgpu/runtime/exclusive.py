@@ -22,10 +22,11 @@ others on the host, where the runtime decides what is enqueued:
   seconds), so one that stopped running steps holds no one.
 
 * a launch held by a step that stays open :data:`HOLD_LENGTHS` times as long as the exclusive
-  tenants' latest steps were (at least :data:`HOLD_FLOOR_S`) goes beside it, with a warning,
-  once: a step that waits on the host for another tenant's thread (a request that thread
-  queues after its own launch) would otherwise hold that thread's launch, and itself, for
-  good. Until that step closes, the others' launches go at once, and its length (the wait
+  tenants' latest steps were (at least :data:`HOLD_FLOOR_S`), with no node issued or retired
+  meanwhile, goes beside it, with a warning, once: a step that waits on the host for another
+  tenant's thread (a request that thread queues after its own launch) would otherwise hold
+  that thread's launch, and itself, for good; one that issues or finishes work is slow, and
+  holds the others as long as it is open. Until that step closes, the others' launches go at once, and its length (the wait
   included) does not count towards the next limit. A regulation plan makes tenants exclusive
   that were not made so (its check measures each tenant alone so), so a program that works
   unregulated keeps working regulated. A step of a thread that ended without leaving its
@@ -204,6 +205,7 @@ class ExclusiveSteps:
         held = False
         while True:
             overdue = 0.0
+            progress = None
             with self._cond:
                 if self._open and ident not in self._holders:
                     self._close_abandoned()
@@ -213,10 +215,17 @@ class ExclusiveSteps:
                                                                  default=0.0))
                     if self._overran:
                         overdue = limit     # (an open step already waited for the others)
-                    elif not self._cond.wait_for(
-                            lambda: not self._open or ident in self._holders, limit):
-                        overdue = limit
+                    else:
+                        progress = self._progress()
+                        if not self._cond.wait_for(
+                                lambda: not self._open or ident in self._holders, limit):
+                            overdue = limit
             rt._acquire()       # (not under this module's lock: the runtime's comes first)
+            if overdue and progress is not None and self._progress() != progress:
+                # (the open step issued or finished work meanwhile: it is slow, not waiting
+                # for this thread; look again, with the limit from now)
+                rt._release()
+                continue
             if overdue:
                 self._went_past(index, overdue)
                 return          # (holding the lock: the launch goes)
@@ -238,6 +247,15 @@ class ExclusiveSteps:
             # (without the runtime's lock, as a host read waits: the others go on issuing;
             # the loop then checks again under it)
             rt._wait_unlocked(events)
+
+    def _progress(self) -> tuple[int, int]:
+        """The runtime's nodes issued and retired so far. While an exclusive step is open only
+        the exclusive tenants' threads issue, and what completes is work they issued or work
+        in flight before: a step whose count moves in :data:`HOLD_FLOOR_S` is slow (on the
+        simulator, whose kernels run at its host waits, a step takes seconds), not waiting for
+        a held launch. Read without the runtime's lock: two counters, each written whole."""
+        stats = self.rt.stats
+        return stats.nodes, stats.nodes_retired
 
     def _went_past(self, index: int, limit: float) -> None:
         """Under the runtime's lock: tenant ``index``'s launch waited ``limit`` seconds for
