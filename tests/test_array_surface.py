@@ -577,6 +577,40 @@ def test_methods_take_their_arguments_as_cupys_signatures_do(sim, seed):
         assert a.swapaxes(axis1=0, axis2=1).shape == (4, 3)
 
 
+def test_item_with_an_index_is_refused_naming_cupys_signature_and_the_fix(sim):
+    import asyncgpu as ag
+
+    a = ag.array(np.arange(6.0).reshape(2, 3))
+    for args in ((4,), (1, 0)):
+        with pytest.raises(ag.ArgumentError, match=r"asyncgpu.Array.item: takes no arguments.*"
+                                                   r"ndarray.item\(self\).*a.ravel\(\)\[i\]"):
+            a.item(*args)
+    assert a.ravel()[4].item() == 4.0 and a[1:, 2:].item() == 5.0
+
+
+def test_the_ravel_function_views_as_the_method_does(sim):
+    """CuPy's ravel(a) is a.ravel(): a view wherever a reshape can be one (NumPy's function
+    copies a strided array), so writes through either reach the other."""
+    import asyncgpu as ag
+    import asyncgpu.cupy as acp
+
+    y = ag.array(np.arange(6.0))
+    flat = acp.ravel(y[::-2])
+    assert flat.strides == y[::-2].ravel().strides == (-16,)
+    y[1] = 100.0
+    flat[0] = -1.0
+    assert flat.tolist() == [-1.0, 3.0, 100.0]
+    assert y.tolist() == [0.0, 100.0, 2.0, 3.0, 4.0, -1.0]
+    m = ag.array(np.arange(6.0).reshape(2, 3))
+    assert acp.ravel(m, order="F").tolist() == [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
+    flat = acp.ravel(m.T, order="A")                        # (Fortran-ordered: a view)
+    flat[5] = 50.0
+    assert flat.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 50.0] and m[1, 2] == 50.0
+    with pytest.raises(NotImplementedError, match="order='K'"):
+        acp.ravel(m, order="K")
+    assert m.ravel().tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 50.0]    # (usable after it)
+
+
 def test_reshape_and_ravel_take_cupys_order_and_copy(sim):
     """CuPy's ndarray.reshape(*shape, order='C', copy=None) and ravel(order='C'): the keywords
     were refused on sim (TypeError) where the GPU takes them."""

@@ -617,6 +617,32 @@ def test_float_to_integer_conversions_saturate_as_on_the_gpu(sim):
     assert x.astype(np.int32, order="F").flags.f_contiguous
 
 
+def test_scatters_convert_floats_to_integers_as_an_assignment_does(sim):
+    """put, ndarray.put, put_along_axis and fill_diagonal write on the device as an assignment
+    does: a float stored into an integer array converts as the GPU converts (toward zero,
+    saturating), not as NumPy's x86 casts (-1.5 to uint8 was 255)."""
+    import asyncgpu as ag
+    import asyncgpu.cupy as acp
+
+    v = ag.array(np.array([-1.5, np.inf, 1e20]))
+    idx = ag.array(np.arange(3))
+    for dtype in (np.uint8, np.int32):
+        want = v.astype(dtype).tolist()
+        assigned = ag.zeros(3, dtype)
+        assigned[idx] = v
+        put, method, along, diagonal = (ag.zeros(3, dtype), ag.zeros(3, dtype),
+                                        ag.zeros((3, 1), dtype), ag.zeros((3, 3), dtype))
+        acp.put(put, idx, v)
+        method.put(idx, v)
+        acp.put_along_axis(along, ag.zeros((3, 1), np.int64), v[:, None], 1)
+        acp.fill_diagonal(diagonal, v)
+        assert assigned.tolist() == put.tolist() == method.tolist() == want
+        assert along.ravel().tolist() == acp.diagonal(diagonal).tolist() == want
+    small = ag.zeros(2, np.uint8)
+    acp.put(small, [0, 1], [-1.5, 300.7])                   # (host values: converted alike)
+    assert small.tolist() == [0, 44]
+
+
 def test_a_call_on_a_broadcast_view_makes_no_stand_in_of_the_broadcast_shape(sim):
     """The simulator tries a call on stand-ins of its arguments to learn its result's shape:
     a broadcast view's stand-in spans the view's bytes, not its shape's elements."""

@@ -140,7 +140,33 @@ def _take_along_axis(a: Any, indices: Any, axis: Any) -> Any:
 def _put_along_axis(arr: Any, indices: Any, values: Any, axis: Any) -> None:
     """NumPy's ``put_along_axis`` with an index out of range wrapped around, as CuPy's."""
     np.put_along_axis(arr, _around(indices, arr.size if axis is None else arr.shape[axis]),
-                      values, axis)
+                      _stored(values, arr.dtype), axis)
+
+
+def _stored(values: Any, dtype: Any) -> Any:
+    """``values`` as a write on the device stores them in an array of ``dtype``: floats into
+    an integer array converted as the GPU converts (:func:`device_cast`; CuPy's scatters cast
+    each element in the kernel), anything else as given."""
+    v = values if isinstance(values, np.ndarray) else np.asarray(values)
+    if v.dtype.kind == "f" and np.dtype(dtype).kind in "iu":
+        return device_cast(v, dtype)
+    return values
+
+
+def _ravel(a: Any, order: str = "C") -> Any:
+    """CuPy's ``ravel``: the array reshaped to one dimension, a view wherever a reshape can
+    be one (NumPy's ravel copies a strided array: ``x[::-2]``); ``'F'`` the transpose's,
+    ``'A'`` ``'F'`` for an array Fortran- but not C-contiguous; ``'K'`` is not implemented."""
+    if order in ("K", "k"):
+        raise NotImplementedError("ravel with order='K' not yet implemented (CuPy's ravel)")
+    if order in ("A", "a"):
+        flags = a.flags
+        order = "F" if flags.f_contiguous and not flags.c_contiguous else "C"
+    if order in ("F", "f"):
+        a = a.T
+    elif order not in ("C", "c"):
+        raise ValueError(f"order must be one of 'C', 'F', 'A', or 'K' (got {order!r})")
+    return np.reshape(a, -1)
 
 
 def _wrapped(shape: tuple[int, ...], index: Any) -> Any:
@@ -501,7 +527,12 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
         multi_index, dims, mode=mode, order=order),
     "ndarray.take": lambda x, indices, axis=None, out=None: np.take(x, indices, axis, out,
                                                                     "wrap"),
-    "put": lambda a, ind, v, mode="wrap": np.put(a, ind, v, mode),
+    "put": lambda a, ind, v, mode="wrap": np.put(a, ind, _stored(v, a.dtype), mode),
+    "fill_diagonal": lambda a, val, wrap=False: np.fill_diagonal(a, _stored(val, a.dtype),
+                                                                 wrap),
+    # (the function is the method, as in CuPy: a view wherever one can be)
+    "ravel": _ravel,
+    "ndarray.ravel": _ravel,
     "compress": _compress,
     "arange": _arange,
     "linspace": _linspace,
@@ -509,5 +540,6 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
                                                                             out),
     **{f"{name}.at": _scatter(getattr(np, name)) for name in (
         "add", "subtract", "maximum", "minimum", "bitwise_and", "bitwise_or", "bitwise_xor")},
-    "ndarray.put": lambda x, indices, values, mode="wrap": np.put(x, indices, values, mode),
+    "ndarray.put": lambda x, indices, values, mode="wrap": np.put(
+        x, indices, _stored(values, x.dtype), mode),
 }

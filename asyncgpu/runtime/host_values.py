@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from ..core.errors import ArgumentError
+
 
 _REPR_NAME = "asyncgpu.Array("
 
@@ -137,8 +139,15 @@ class HostValues:
         """The values as (nested) Python lists."""
         return self.numpy().tolist()
 
-    def item(self) -> Any:
-        """The single element of a size-1 array as a Python scalar."""
+    def item(self, *args: Any, **kwargs: Any) -> Any:
+        """The single element of a size-1 array as a Python scalar (CuPy's ``item`` takes no
+        index: ``ArgumentError`` for one)."""
+        if args or kwargs:
+            raise ArgumentError(
+                f"asyncgpu.Array.item: takes no arguments (got {len(args) + len(kwargs)}); "
+                "CuPy's signature is ndarray.item(self) and the GPU refuses this call too; "
+                "index the element first: a.ravel()[i].item(), or a.get().item(...) on the "
+                "host")
         if self.size != 1:
             raise ValueError(f"can only convert an array of size 1 to a scalar, got "
                              f"{self.describe()}")
