@@ -89,6 +89,21 @@ def test_a_host_read_in_explicit_memory_follows_its_fetch_in_the_trace(sim):
     assert read.site == fetch.site and read.site.startswith("test_trace.py:")
 
 
+def test_a_call_whose_result_size_depends_on_its_values_is_traced_at_the_users_line(sim):
+    """nonzero, unique, a boolean mask: the call waits for its values inside the package's
+    context managers (contextlib's frames), and each node it makes names the user's line."""
+    import inspect
+
+    import asyncgpu.cupy as acp
+
+    ag = sim
+    a = acp.arange(16, dtype=acp.float32)
+    with ag.trace() as t:
+        line = inspect.currentframe().f_lineno + 1
+        acp.nonzero(a), acp.unique(a), a[a > 3]
+    assert t.nodes and {n.site for n in t.nodes} == {f"test_trace.py:{line}"}
+
+
 def test_a_launch_from_a_folder_named_like_the_package_is_the_users_site(sim):
     """A user's folder beside the package whose name begins with its name (asyncgpu_ext) is
     not the package: its lines are the sites errors and traces name."""

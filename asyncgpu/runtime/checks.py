@@ -6,6 +6,7 @@ the user's launch site), the argument and the fix.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -20,6 +21,7 @@ from .signature import Param
 
 # the whole asyncgpu package (this module is in its runtime/ subpackage): frames there are ours
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_CONTEXTLIB = contextlib.__file__
 GRID_LIMITS = (2**31 - 1, 65535, 65535)
 BLOCK_LIMITS = (1024, 1024, 64)
 MAX_THREADS_PER_BLOCK = 1024
@@ -28,10 +30,13 @@ MAX_SHARED_BYTES = 48 * 1024
 
 
 def user_frame() -> Any:
-    """The innermost frame outside the asyncgpu package (the caller's), or None. (Compiled
+    """The innermost frame outside the asyncgpu package (the caller's), or None, passing over
+    the standard library's ``contextlib``, whose context managers the package enters (a
+    library call whose result's size depends on its values waits inside one). (Compiled
     functions have no frames of their own: a fixed depth would be off by one there.)"""
     f = sys._getframe(1)
-    while f is not None and _in_package(os.path.dirname(os.path.abspath(f.f_code.co_filename))):
+    while f is not None and (f.f_code.co_filename == _CONTEXTLIB or _in_package(
+            os.path.dirname(os.path.abspath(f.f_code.co_filename)))):
         f = f.f_back
     return f
 
