@@ -159,6 +159,28 @@ def test_a_recorded_function_in_a_tenant_a_plan_partitioned_is_refused_with_the_
         assert np.array_equal(y.numpy(), np.arange(64.0) + 1)
 
 
+def test_a_plan_whose_partitions_the_device_cannot_hold_is_refused_leaving_the_plan_in_force():
+    with ag.configure(backend="sim"):
+        k = ag.kernel(const=["x"], out=["y"])(add_one)
+        x, y = ag.array(np.arange(64.0)), ag.empty(64)
+        with ag.tenant("own-part", sms=64):
+            k[2, 32](x, y, 64)
+        with ag.tenant("planned-part"):
+            k[2, 32](y, x, 64)
+        given = ag.Plan(partitions={"planned-part": 16})
+        ag.regulate(plan=given)
+        for sms in (10**6, 72):             # (72: 128 less the own 64 leaves 64)
+            with pytest.raises(ValueError, match=r"partitions need \d+ SMs .* the device has "
+                                                 r"64 outside the tenants' own partitions"):
+                ag.regulate(plan=ag.Plan(partitions={"planned-part": sms}))
+            assert ag.regulation().plan == given
+        ag.regulate(plan=ag.Plan(partitions={"planned-part": 64}))    # (fits: in force)
+        assert current_runtime().tenants[-1].partition == 64
+        with ag.tenant("planned-part"):
+            k[2, 32](y, x, 64)
+        assert np.array_equal(x.numpy(), np.arange(64.0) + 2)
+
+
 def test_partitions_on_every_virtual_device():
     with ag.configure(backend="sim", sim_devices=2):
         with ag.tenant("everywhere", sms=64):

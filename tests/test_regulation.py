@@ -323,6 +323,16 @@ def test_a_plan_saved_and_loaded_is_the_same(tmp_path):
      "other_alone_s must be a finite number of seconds"),
     (lambda d: d.update(before={"makespan_s": None, "latency_s": {}, "residue": 0.1}),
      "before: makespan_s must be a finite number"),
+    # (nested keys misspelt, and fields too many: refused, not read as their defaults)
+    (lambda d: d.update(profile=[{"name": "a", "priority": "high", "one_stram": True,
+                                  "ops": []}]), "unknown key 'one_stram' in a profile"),
+    (lambda d: d.update(before={"makespan_s": 1.0, "latency_s": {}, "residue": 0.1,
+                                "scroe": 2.0}), "unknown key 'scroe' in an outcome"),
+    (lambda d: d.update(profile=[{"name": "a", "priority": "high", "one_stream": False,
+                                  "ops": [["k", 1e-3, 1.0, 0.0, False, [], 0, 4, 9]]}]),
+     "a launch of profile 'a' must be a list of 6 to 8 fields"),
+    (lambda d: d.update(shape="bogus"), r"shape must be a tuple of \(tenant name"),
+    (lambda d: d.update(shape=[["a"]]), r"shape must be a tuple of \(tenant name"),
 ])
 def test_a_plan_edited_in_its_json_file_wrongly_is_refused_as_loaded(edit, message):
     """Nothing is converted to fit (a pointer "bk" is not tenant b's kernel k, 2.5 pieces are
@@ -645,6 +655,32 @@ def test_a_given_plan_runs_at_once_and_off_gives_the_tenants_their_own_settings(
             mix.step()                      # own settings again (and no ValueError)
         assert [n.name for n, _ in seen.kernels] == ["square", "add_one"]
         ag.synchronize()
+        assert mix.right()
+
+
+def test_a_given_plan_whose_profile_takes_no_time_is_not_kept_without_a_measurement():
+    """A plan edited by hand whose profiled launches take 0 s gives the check no latency alone
+    to weigh the steps by: every stage scores 0, which is no gain, so the tenants' own
+    settings are kept (the plan was kept, measured 0.0 against 0.0)."""
+    with ag.configure(backend="sim", sim_seed=2):
+        mix = Mix("timeless")
+        mix.step()
+        low, high = mix.names
+        shape = ((low, (("square", (4, 1, 1), (32, 1, 1)),)),
+                 (high, (("add_one", (1, 1, 1), (32, 1, 1)),)))
+        profile = (TenantProfile(low, "normal", (op("square", 0.0, splittable=True),)),
+                   TenantProfile(high, "high", (op("add_one", 0.0),)))
+        ag.regulate(plan=Plan(after={low: {"square": (high, "add_one")}}, shape=shape,
+                              profile=profile))
+        for _ in range(2000):
+            state = ag.regulation()
+            if state.state == "regulated" and not state.checking:
+                break
+            mix.step()
+            ag.synchronize()
+        assert state.state == "regulated" and not state.checking
+        assert state.measured and max(state.measured.values()) == 0.0
+        assert state.plan.describe() == "no splits, pointers or exclusive tenants"
         assert mix.right()
 
 

@@ -230,6 +230,13 @@ class Plan:
             raise ValueError(f"asyncgpu.Plan: the tenants in shared share one partition, so "
                              f"partitions must give each the same SMs; got "
                              f"{ {n: self.partitions[n] for n in self.shared} }")
+        if not (isinstance(self.shape, tuple) and all(
+                isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], str)
+                and isinstance(entry[1], tuple) for entry in self.shape)):
+            raise ValueError(f"asyncgpu.Plan: shape must be a tuple of (tenant name, its "
+                             f"step's launches) pairs, as the search writes it; got "
+                             f"{self.shape!r} (delete it to run the plan on steps of any "
+                             "shape)")
         if "default" in self.named():
             raise ValueError("asyncgpu.Plan: 'default' (the work outside any tenant) cannot be "
                              "regulated; name the tenants whose work the plan changes")
@@ -412,10 +419,32 @@ class Plan:
             value = d.get(name, [])
             return tuple(value) if isinstance(value, list) else value
 
+        def known(where: str, value: Any, keys: tuple[str, ...]) -> Any:
+            # (nested keys too: a misspelt "one_stram" would otherwise read as its default)
+            if isinstance(value, dict):
+                odd = [key for key in value if key not in keys]
+                if odd:
+                    raise ValueError(f"asyncgpu.Plan: unknown key {odd[0]!r} in {where} of a "
+                                     f"plan's JSON; its keys are {', '.join(keys)}")
+            return value
+
         def outcome(o: Any) -> Outcome | None:
-            return None if o is None else Outcome(o["makespan_s"], o["latency_s"],
-                                                  o["residue"], o.get("worst_s", {}),
-                                                  o.get("score", 0.0))
+            if o is None:
+                return None
+            known("an outcome", o, _OUTCOME_KEYS)
+            return Outcome(o["makespan_s"], o["latency_s"], o["residue"], o.get("worst_s", {}),
+                           o.get("score", 0.0))
+
+        def ops(p: dict[str, Any]) -> tuple[Op, ...]:
+            known("a profile", p, _PROFILE_KEYS)
+            for o in p["ops"]:
+                if not isinstance(o, list) or not 6 <= len(o) <= 8:
+                    raise ValueError(f"asyncgpu.Plan: a launch of profile {p['name']!r} must be "
+                                     "a list of 6 to 8 fields (kernel, seconds, share, "
+                                     "bandwidth, splittable, parents, grid, blocks); got "
+                                     f"{o!r}")
+            return tuple(Op(o[0], o[1], o[2], o[3], o[4], tuple(o[5]), *o[6:8])
+                         for o in p["ops"])
         splits = dict(table("splits"))
         after = {t: {k: tuple(v) if isinstance(v, list) else v for k, v in ks.items()}
                  for t, ks in table("after").items()}
@@ -428,14 +457,13 @@ class Plan:
                 splits, after, _tuples(d.get("shape", [])),
                 outcome(d.get("before")), outcome(d.get("after_outcome")),
                 d.get("modelled", 0), d.get("search_s", 0.0),
-                tuple(TenantProfile(p["name"], p["priority"],
-                                    tuple(Op(o[0], o[1], o[2], o[3], o[4], tuple(o[5]),
-                                             *o[6:8])
-                                          for o in p["ops"]), p["one_stream"])
+                tuple(TenantProfile(p["name"], p["priority"], ops(p), p["one_stream"])
                       for p in d.get("profile", [])),
                 names("exclusive"), tuple(PairProfile(*p) for p in d.get("pairs", [])),
                 dict(partitions), names("shared"), names("one_core"))
         except (KeyError, IndexError, TypeError, ValueError) as exc:
+            if str(exc).startswith("asyncgpu.Plan:"):
+                raise                   # (said already, naming the field)
             raise ValueError(f"asyncgpu.Plan: its profile, pairs or outcomes are not as "
                              f"to_json writes them ({type(exc).__name__}: {exc}); delete "
                              "those fields to run the plan as given") from None
@@ -456,6 +484,9 @@ class Plan:
 #: :meth:`Plan.from_json` reads.
 _JSON_KEYS = ("splits", "after", "shape", "before", "after_outcome", "modelled", "search_s",
               "profile", "exclusive", "pairs", "partitions", "shared", "one_core")
+#: ... of each of its profiles, and of its outcomes.
+_PROFILE_KEYS = ("name", "priority", "one_stream", "ops")
+_OUTCOME_KEYS = ("makespan_s", "latency_s", "residue", "worst_s", "score")
 
 
 def _real(x: Any) -> bool:

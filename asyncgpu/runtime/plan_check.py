@@ -110,6 +110,13 @@ REMEDIES = {"split": "other tenants' launches in pieces", "guard": "guard",
             "pieces": "exclusive steps with the other tenants' launches in pieces"}
 
 
+def gained(score: float, base: float) -> bool:
+    """Whether a measured ``score`` is :data:`PLAN_GAIN` of ``base`` or less. A base of 0 (no
+    latency alone to weigh the steps by: a given plan's profile of launches taking no time)
+    is no measurement, and nothing gains on it."""
+    return base > 0 and score <= PLAN_GAIN * base
+
+
 class Trial:
     """The measurement of a plan in force (:meth:`PlanCheck._check`): the tenant whose steps
     pace it (``lead``: the high-priority one, else the one of the longest steps alone), each
@@ -279,8 +286,7 @@ class PlanCheck(RemedyPlans):
             self._start(own, "own", trial)
             return
         if stage == "own":
-            keep = ("plan" if trial.scores["plan"][0] <= PLAN_GAIN * trial.scores["own"][0]
-                    else "own")
+            keep = "plan" if gained(trial.scores["plan"][0], trial.scores["own"][0]) else "own"
             log.info("asyncgpu: regulation measured the plan at %.2f and the tenants' own "
                      "settings at %.2f (score: the largest slowdown, plus the high-priority "
                      "tenant's lateness weighted); %s kept", trial.scores["plan"][0],
@@ -489,7 +495,7 @@ class PlanCheck(RemedyPlans):
         base = remedy + "-base"
         base_score, before, median = trial.scores[base]
         got, _, now = trial.scores[remedy]
-        if got <= PLAN_GAIN * base_score and worst <= before and now <= MEDIAN_SLACK * median:
+        if gained(got, base_score) and worst <= before and now <= MEDIAN_SLACK * median:
             log.info("asyncgpu: high-priority tenant %r: the %s kept (slowest step %.3f -> "
                      "%.3f ms, score %.2f -> %.2f)", lead, REMEDIES[remedy], before * 1e3,
                      worst * 1e3, base_score, got)

@@ -23,6 +23,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from ..core.partitions import GRAIN
 from ..core.plan import SHARED, Plan, after_problem, both_problem, split_problem
 from ..core.tenants import PRIORITIES, TenantStatistics
 from ..core.errors import RecordingError
@@ -293,7 +294,8 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
     ------
     ValueError
         An unknown ``plan``, a :class:`~asyncgpu.Plan` whose settings ``asyncgpu.tenant``
-        would refuse (:meth:`~asyncgpu.Plan.check`), ``steps`` below 1, a negative
+        would refuse (:meth:`~asyncgpu.Plan.check`) or whose SM partitions the device cannot
+        hold (more SMs than it has outside the tenants' own), ``steps`` below 1, a negative
         ``budget_s``, a ``host_core`` that is not a bool, ``tenants`` that are not names, a
         tenant name the runtime does not know (nor a given plan names), or no tenant to
         regulate (none has run a step yet, and no given plan names one). A refused call leaves
@@ -333,6 +335,8 @@ def regulate(plan: Any = "search", tenants: Any = None, steps: int = 2,
             raise ValueError("asyncgpu.regulate(plan='off') sets every tenant's regulation "
                              "aside; it takes no tenants= (drop it)")
         chosen = [] if plan == "off" else _regulated(rt, plan, tenants)
+        if isinstance(plan, Plan) and plan.partitions:
+            _refuse_partitions(rt, plan)
         old = rt.regulator
         book = None
         if old is not None:
@@ -373,6 +377,25 @@ def _regulated(rt: Any, plan: Any, tenants: list[str] | str | None) -> list[int]
                          "tenant first (with asyncgpu.tenant(name): ...), or name them "
                          "with tenants=")
     return chosen
+
+
+def _refuse_partitions(rt: Any, plan: Plan) -> None:
+    """ValueError where ``plan``'s SM partitions cannot be made on the runtime's devices (as
+    ``asyncgpu.tenant(..., sms=)`` refuses them): a backend without partitions, or more SMs,
+    in whole groups, than the device has outside the tenants' own partitions."""
+    backend = rt.backend
+    if getattr(backend, "reserve_sms", None) is None:
+        raise ValueError(f"asyncgpu.regulate: the plan gives tenants SM partitions, and the "
+                         f"{backend.name} backend has none; run it without them: "
+                         "dataclasses.replace(plan, partitions={}, shared=())")
+    sizes = dict(plan.partition(name) for name in plan.partitions)
+    need = sum(-(-sms // GRAIN) * GRAIN for sms in sizes.values())
+    own = sum(-(-t.sms // GRAIN) * GRAIN for t in rt.tenants if t.sms is not None)
+    have = backend.partitionable_sms() - own
+    if need > have:
+        raise ValueError(f"asyncgpu.regulate: the plan's SM partitions need {need} SMs in whole "
+                         f"groups of {GRAIN} ({plan.describe()}), and the device has {have} "
+                         "outside the tenants' own partitions; give them fewer")
 
 
 def regulation() -> Regulation:
