@@ -166,7 +166,10 @@ class _Blocks(list):
     __slots__ = ("thread",)
 
     def __del__(self) -> None:
-        if not self or sys.is_finalizing():
+        try:
+            if not self or sys.is_finalizing():
+                return
+        except Exception:   # (at interpreter shutdown the module's globals may be gone)
             return
         for recorder, rec in reversed(self):
             recorder._abandon(self.thread, rec)

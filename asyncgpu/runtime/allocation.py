@@ -89,8 +89,14 @@ class Allocation:
         # Garbage collection may run in the middle of runtime bookkeeping, and another
         # finalizer of the same cycle may still bring this allocation back: only queue it
         # here; the runtime gives its buffer back at its next entry point if it is dead then.
-        if getattr(self, "buffer", None) is not None:   # (uncompiled: unset if __init__ failed)
-            queue(self)
+        # (getattr: uncompiled, buffer is unset if __init__ failed; the try: at interpreter
+        # shutdown the module's globals may be gone, and a compiled finalizer's error would
+        # be printed through a sys.excepthook already torn down)
+        try:
+            if getattr(self, "buffer", None) is not None:
+                queue(self)
+        except Exception:
+            pass
 
 
 def queue(alloc: Allocation) -> None:
@@ -114,8 +120,11 @@ class Requeue:
 
     def __del__(self) -> None:
         alloc = self.alloc
-        if alloc is not None and alloc.buffer is not None:
-            queue(alloc)
+        try:
+            if alloc is not None and alloc.buffer is not None:
+                queue(alloc)
+        except Exception:   # (at interpreter shutdown the module's globals may be gone)
+            pass
 
 
 class View:
