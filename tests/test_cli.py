@@ -340,6 +340,14 @@ def test_a_1d_block_size_for_a_2d_workloads_trace_is_said_to_be_ignored(capsys, 
     assert "img runs 2D blocks of (8, 8); the 1D size is ignored" in " ".join(out.split())
 
 
+def test_trace_counts_the_streams_its_kernels_ran_on(capsys, monkeypatch, tmp_path):
+    """vec's three kernels run on two streams; a copy on a third is not a kernel's stream."""
+    code, out, _ = _run(capsys, monkeypatch, "trace", "vec", "--scale", "tiny", "--out",
+                        str(tmp_path))
+    assert code == 0
+    assert "3 kernels on 2 streams, 4 copies," in " ".join(out.split())
+
+
 def test_info_of_an_uncompiled_install_says_why_and_what_the_driver_calls_are(capsys,
                                                                               monkeypatch):
     """It showed ``compiled False`` without a reason, and no ``driver_calls`` row."""

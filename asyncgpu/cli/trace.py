@@ -51,7 +51,9 @@ def cmd_trace(args: argparse.Namespace) -> int:
                           f"overlap of one traced {args.mode} iteration ({scale}, "
                           f"{'cuda' if on_gpu else 'sim: logical clock'})")
     console.print(table)
-    console.print(f"{len(t.kernels)} kernels on {t.streams} streams, {len(t.copies)} copies, "
+    # the kernels' streams only: a copy may have a stream to itself (Trace.streams counts it)
+    kernel_streams = len({k.stream for k in t.kernels})
+    console.print(f"{len(t.kernels)} kernels on {kernel_streams} streams, {len(t.copies)} copies, "
                   f"{len(t.prefetches)} prefetches, {len(t.syncs)} host waits")
     for kind, path in paths.items():
         console.print(f"wrote {kind}: {path}")
