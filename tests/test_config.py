@@ -94,6 +94,41 @@ def test_a_variable_whose_value_is_out_of_its_range_is_named(var, raw):
         options_from_env({var: raw, "ASYNCGPU_MAX_STREAMS": "8"})
 
 
+@pytest.mark.parametrize("var, raw, allowed", [
+    ("ASYNCGPU_MAX_STREAMS", "abc", rf"option max_streams must be a positive integer, at most "
+                                    rf"{sys.maxsize}"),
+    ("ASYNCGPU_STRESS_SEED", "1.5", r"option stress_seed must be an integer >= 0"),
+    ("ASYNCGPU_SIM_DEVICES", "two", r"option sim_devices must be from 1 to 30"),
+    ("ASYNCGPU_GRAPH_MAX_STREAMS", "x", r"option graph_max_streams must be 0 \(no limit\)"),
+    ("ASYNCGPU_SIM_TICK", "half", r"option sim_tick must be a number in \[0, 1\]"),
+])
+def test_a_variable_that_is_no_number_is_refused_naming_the_variable_and_the_range(var, raw,
+                                                                                  allowed):
+    """The message was Python's own: "invalid literal for int() with base 10: 'abc'"."""
+    with pytest.raises(ValueError, match=rf"environment variable {var}='{raw}' is not valid: "
+                                         rf"{allowed}.*; got '{raw}'"):
+        options_from_env({var: raw})
+
+
+@pytest.mark.parametrize("raw", ["a,b", "0,,1", ",", "0,", "2.5"])
+def test_devices_variable_with_an_entry_that_is_no_device_number_is_refused(raw):
+    """An empty entry is refused wherever it is: "0,,1" was read as (0, 1) while "," was
+    refused."""
+    empty = "; an entry is empty" if "," in raw and "" in raw.split(",") else ""
+    with pytest.raises(ValueError, match=rf"environment variable ASYNCGPU_DEVICES='{raw}' is not "
+                                         rf"valid: expected all, a count from 1 to 30, or "
+                                         rf"distinct device numbers >= 0 separated by commas "
+                                         rf"\(0,2\){re.escape(empty)}$"):
+        options_from_env({"ASYNCGPU_DEVICES": raw})
+    assert options_from_env({"ASYNCGPU_DEVICES": " 0, 2 "}).devices == (0, 2)
+
+
+def test_of_two_bad_variables_the_one_named_is_the_one_its_message_describes():
+    with pytest.raises(ValueError, match=r"ASYNCGPU_COPY_CHUNKS='0' is not valid: option "
+                                         r"copy_chunks must be"):
+        options_from_env({"ASYNCGPU_COPY_CHUNKS": "0", "ASYNCGPU_MAX_STREAMS": "0"})
+
+
 @pytest.mark.parametrize("name", ["max_streams", "poll_threshold", "copy_chunks", "graph_cache",
                                   "graph_max_streams", "graph_ios_max"])
 def test_a_count_too_large_for_the_runtime_is_refused_naming_the_option_and_its_range(name):

@@ -302,14 +302,37 @@ def _word(text: str) -> str:
     return text.strip().lower()
 
 
+def _integer(text: str) -> Any:
+    """An integer variable's value; text that is no integer (``abc``, ``1.5``) is passed on
+    as it is, for the option's check to refuse naming the variable and the option's range."""
+    try:
+        return int(text)
+    except ValueError:
+        return text
+
+
+def _number(text: str) -> Any:
+    """A number variable's value; text that is no number is passed on as :func:`_integer`'s."""
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def _devices(text: str) -> Devices:
     """``ASYNCGPU_DEVICES``: ``all``, a count (``2``) or device numbers (``0,2``)."""
     value = text.strip().lower()
     if value == "all":
         return "all"
-    if "," in value:
-        return tuple(int(part) for part in value.split(",") if part.strip())
-    return int(value)
+    parts = [part.strip() for part in value.split(",")]
+    try:
+        # (an empty entry is refused: "0,,1" is no list of devices, as "," alone is not)
+        numbers = [int(part) for part in parts]
+    except ValueError:
+        empty = "; an entry is empty" if "," in value and "" in parts else ""
+        raise ValueError(f"expected all, a count from 1 to {MAX_DEVICES}, or distinct device "
+                         f"numbers >= 0 separated by commas (0,2){empty}") from None
+    return tuple(numbers) if "," in value else numbers[0]
 
 
 #: Environment variable -> (option name, parser). Documented in docs/reference/environment.md.
@@ -321,37 +344,37 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_PARENT_STREAM": ("parent_stream", _word),
     "ASYNCGPU_PREFETCH": ("prefetch", _word),
     "ASYNCGPU_MEMORY": ("memory", _word),
-    "ASYNCGPU_COPY_CHUNKS": ("copy_chunks", int),
-    "ASYNCGPU_MAX_STREAMS": ("max_streams", int),
+    "ASYNCGPU_COPY_CHUNKS": ("copy_chunks", _integer),
+    "ASYNCGPU_MAX_STREAMS": ("max_streams", _integer),
     "ASYNCGPU_INTERFERENCE": ("interference", _flag),
-    "ASYNCGPU_POLL_THRESHOLD": ("poll_threshold", int),
-    "ASYNCGPU_DEVICE": ("device", int),
+    "ASYNCGPU_POLL_THRESHOLD": ("poll_threshold", _integer),
+    "ASYNCGPU_DEVICE": ("device", _integer),
     "ASYNCGPU_DEVICES": ("devices", lambda s: _devices(s)),
     "ASYNCGPU_DEVICE_POLICY": ("device_policy", _word),
-    "ASYNCGPU_DEVICE_DATA_THRESHOLD": ("device_data_threshold", float),
-    "ASYNCGPU_SIM_DEVICES": ("sim_devices", int),
+    "ASYNCGPU_DEVICE_DATA_THRESHOLD": ("device_data_threshold", _number),
+    "ASYNCGPU_SIM_DEVICES": ("sim_devices", _integer),
     "ASYNCGPU_DEBUG_HB": ("debug_hb", _flag),
     "ASYNCGPU_STRESS": ("stress", _flag),
-    "ASYNCGPU_STRESS_SEED": ("stress_seed", int),
+    "ASYNCGPU_STRESS_SEED": ("stress_seed", _integer),
     "ASYNCGPU_PACKED_LAUNCH": ("packed_launch", _flag),
     "ASYNCGPU_DIRECT_DRIVER": ("direct_driver", _flag),
     "ASYNCGPU_SINGLE_NODE_GRAPHS": ("single_node_graphs", _flag),
-    "ASYNCGPU_SIM_SEED": ("sim_seed", int),
+    "ASYNCGPU_SIM_SEED": ("sim_seed", _integer),
     "ASYNCGPU_SIM_STRATEGY": ("sim_strategy", _word),
-    "ASYNCGPU_SIM_TICK": ("sim_tick", float),
+    "ASYNCGPU_SIM_TICK": ("sim_tick", _number),
     "ASYNCGPU_TRACE": ("trace", str),
     "ASYNCGPU_GRAPH_STREAMS": ("graph_streams", _word),
     "ASYNCGPU_GRAPH_ORDER": ("graph_order", _word),
-    "ASYNCGPU_GRAPH_CACHE": ("graph_cache", int),
-    "ASYNCGPU_GRAPH_MAX_STREAMS": ("graph_max_streams", int),
+    "ASYNCGPU_GRAPH_CACHE": ("graph_cache", _integer),
+    "ASYNCGPU_GRAPH_MAX_STREAMS": ("graph_max_streams", _integer),
     "ASYNCGPU_GRAPH_LANE_COST_US": ("graph_lane_cost_us",
-                                    lambda s: None if s.strip().lower() == "auto" else float(s)),
+                                    lambda s: None if s.strip().lower() == "auto" else _number(s)),
     "ASYNCGPU_GRAPH_MEASURE": ("graph_measure", _flag),
     "ASYNCGPU_GRAPH_READ_BACK": ("graph_read_back", _flag),
-    "ASYNCGPU_GRAPH_IOS_GROUP": ("graph_ios_group", int),
-    "ASYNCGPU_GRAPH_IOS_GROUPS": ("graph_ios_groups", int),
-    "ASYNCGPU_GRAPH_IOS_PART": ("graph_ios_part", int),
-    "ASYNCGPU_GRAPH_IOS_MAX": ("graph_ios_max", int),
+    "ASYNCGPU_GRAPH_IOS_GROUP": ("graph_ios_group", _integer),
+    "ASYNCGPU_GRAPH_IOS_GROUPS": ("graph_ios_groups", _integer),
+    "ASYNCGPU_GRAPH_IOS_PART": ("graph_ios_part", _integer),
+    "ASYNCGPU_GRAPH_IOS_MAX": ("graph_ios_max", _integer),
 }
 
 
@@ -375,9 +398,9 @@ def options_from_env(environ: dict[str, str] | None = None) -> Options:
         for name, value in values.items():     # (which variable: each alone, on the defaults)
             try:
                 Options(**{name: value})
-            except ValueError:
+            except ValueError as alone:     # (its own check's message: exc may be another's)
                 var, raw = given[name]
-                raise ValueError(f"environment variable {var}={raw!r} is not valid: {exc}"
+                raise ValueError(f"environment variable {var}={raw!r} is not valid: {alone}"
                                  ) from None
         raise ValueError(f"{exc} (from the ASYNCGPU_* environment: "
                          f"{', '.join(v for v, _ in given.values())})") from None
