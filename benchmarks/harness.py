@@ -473,8 +473,15 @@ def machine_info(ag: Any) -> dict[str, Any]:
     return info
 
 
-def summarize(results: list[Result]) -> list[dict[str, Any]]:
-    """One row per (workload, block): median per mode and the ratios we report."""
+#: The summary's ratios of two times: null where the times are the simulator's.
+RATIOS = ("speedup", "vs_handopt", "vs_cudagraph", "recorded_vs_cudagraph",
+          "recorded_vs_parallel", "recorded_static_vs_cudagraph", "parallel_over_pinned",
+          "vs_other_memory")
+
+
+def summarize(results: list[Result], ratios: bool = True) -> list[dict[str, Any]]:
+    """One row per (workload, block): median per mode and the ratios we report; with
+    ``ratios=False`` (the simulator) every key of :data:`RATIOS` is None."""
     rows: dict[tuple[str, str, str], dict[str, Any]] = {}
     for r in results:
         key = (r.workload, str(r.block), r.memory)
@@ -514,6 +521,10 @@ def summarize(results: list[Result]) -> list[dict[str, Any]]:
         p = row.get("parallel")
         q = other.get("parallel") if other else None
         row["vs_other_memory"] = q / p if p and q else None
+        if not ratios:
+            # (simulator times are no GPU times: a ratio of two says nothing of a speedup; the
+            # keys stay, so that a file has the same shape on every backend)
+            row.update(dict.fromkeys(RATIOS))
     return list(rows.values())
 
 
@@ -523,14 +534,14 @@ def geomean(values: list[float]) -> float:
 
 
 def write_json(path: str, results: list[Result], info: dict[str, Any], options: dict[str, Any],
-               micro: dict[str, Any] | None = None) -> None:
+               micro: dict[str, Any] | None = None, ratios: bool = True) -> None:
     """The suite's results (every iteration's time), and the micro-benchmarks' run beside it
-    (``micro``, by name)."""
+    (``micro``, by name); ``ratios`` as :func:`summarize`'s."""
     doc = {
         **(micro or {}),
         "machine": info, "options": options,
         "results": [dict(asdict(r), median_s=r.median, spread_s=r.spread) for r in results],
-        "summary": summarize(results),
+        "summary": summarize(results, ratios),
     }
     with open(path, "w") as f:
         json.dump(doc, f, indent=1, default=str)

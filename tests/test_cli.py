@@ -141,6 +141,54 @@ def test_bench_on_sim_fits_80_columns_and_shows_no_speedup(capsys, monkeypatch):
     assert "speedup" not in table and "geometric mean" not in table
 
 
+def test_bench_json_on_sim_keeps_every_ratio_key_with_null(capsys, monkeypatch, tmp_path):
+    """The console says no speedups are reported on the simulator; the JSON had the summary's
+    speedup and vs_handopt, and bench tenants' per-mode speedup, as numbers."""
+    import json
+
+    path = tmp_path / "b.json"
+    code, _, _ = _run(capsys, monkeypatch, "bench", "vec", "--modes", "serial,parallel,handopt",
+                      "--iterations", "1", "--warmup", "0", "--block-sizes", "32", "--json",
+                      str(path))
+    assert code == 0
+    row, = json.loads(path.read_text())["summary"]
+    assert row["serial"] and row["parallel"] and row["handopt"]        # (the times stay)
+    ratios = {key: row[key] for key in ("speedup", "vs_handopt", "vs_cudagraph",
+                                        "recorded_vs_parallel", "vs_other_memory")}
+    assert ratios == dict.fromkeys(ratios)
+    code, _, _ = _run(capsys, monkeypatch, "bench", "tenants", "--workloads", "vec",
+                      "--iterations", "1", "--warmup", "0", "--json", str(path))
+    assert code in (0, None)
+    result = json.loads(path.read_text())["tenants"]
+    assert [r["speedup"] for r in result["rows"]] == [None] * len(result["rows"])
+    assert result["bound"]["speedup"] is None and result["bound"]["ms"] > 0
+    code, _, _ = _run(capsys, monkeypatch, "bench", "multigpu", "--devices", "1,2",
+                      "--iterations", "1", "--warmup", "0", "--workloads", "mv", "--json",
+                      str(path))
+    assert code in (0, None)
+    rows = json.loads(path.read_text())["multigpu"]["speedups"]
+    assert {(r["devices"], r["over_one_gpu"], r["of_cupy"], r["over_bound"]) for r in rows} == {
+        (1, None, None, None), (2, None, None, None)}
+
+
+def test_bench_tenants_served_json_on_sim_has_no_share_of_alone(capsys, monkeypatch, tmp_path):
+    """A served run's others' of_alone (a ratio of two step rates) is null on the simulator."""
+    import json
+
+    tenants = suite.bench_module("tenants")
+    served = {"service": "vec", "mix": ["vec", "bs"], "rows": {"tenants": {
+        "service": {"p50_ms": 1.0, "p99_ms": 2.0},
+        "others": {"bs": {"steps_per_s": 3.0, "of_alone": 0.5}}}}}
+    # (a served run takes most of a minute on the simulator: its result's shape is what counts)
+    monkeypatch.setattr(tenants, "measure_served", lambda *args, **kwargs: served)
+    path = tmp_path / "s.json"
+    code, _, _ = _run(capsys, monkeypatch, "bench", "tenants", "--workloads", "vec,bs",
+                      "--period", "2", "--json", str(path))
+    assert code in (0, None)
+    others = json.loads(path.read_text())["tenants_served"]["rows"]["tenants"]["others"]
+    assert others == {"bs": {"steps_per_s": 3.0, "of_alone": None}}
+
+
 def test_bench_tenants_balanced_on_sim_runs_one_step_of_each_and_says_why(capsys, monkeypatch):
     text = _text(capsys, monkeypatch, "bench", "tenants", "--workloads", "vec,bs", "--balance",
                  "--no-priority")

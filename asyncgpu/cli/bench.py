@@ -79,6 +79,9 @@ def bench_multigpu(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool
         multigpu.plot(args.plot, result)
     if args.json:
         result["speedups"] = multigpu.speedups(result)
+        if not on_gpu:
+            for r in result["speedups"]:
+                r.update(over_one_gpu=None, of_cupy=None, over_bound=None)
         micro["multigpu"] = result
 
 
@@ -161,6 +164,10 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
             period=args.period, block=256 if on_gpu else 32, num_blocks=num_blocks,
             recorded=args.steps == "recorded")
         _served_table(console, result, on_gpu, scale)
+        if not on_gpu:
+            for row in result["rows"].values():
+                for other in row["others"].values():
+                    other["of_alone"] = None
         micro["tenants_served"] = result
         return
     if args.balance and not on_gpu:
@@ -216,6 +223,9 @@ def bench_tenants(ag: Any, console: Any, args: argparse.Namespace, on_gpu: bool,
         console.print(f"tenants ({scale}): {', '.join(mix)} checked in every mode "
                       f"({', '.join(row['mode'] for row in result['rows'])}); "
                       "[yellow]no times on the simulator[/]")
+        # (as the suite's ratios in the JSON: null, their keys kept)
+        for row in [*result["rows"], result["bound"]]:
+            row["speedup"] = None
     micro["tenants"] = result
 
 
@@ -381,14 +391,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
                         iterations, args.inputs, lambda: progress.advance(task),
                         metrics=args.metrics, bounds=want_bounds, bandwidth=bandwidth,
                         rounds=max(1, min(args.rounds or 1, iterations)), started=started)
-    rows = harness.summarize(results)
+    rows = harness.summarize(results, ratios=on_gpu)
     print_results(console, args, rows, modes, memories, scale, iterations, on_gpu, want_bounds)
     bandwidth = bandwidths.get(memories[0])
     options = dict(vars(args), scale=scale, iterations=iterations, warmup=warmup,
                    num_blocks=num_blocks, blocks=blocks, h2d_bytes_per_s=bandwidth,
                    h2d_bytes_per_s_by_memory=bandwidths, memories=list(memories))
     if args.json:
-        harness.write_json(args.json, results, harness.machine_info(ag), options, micro)
+        harness.write_json(args.json, results, harness.machine_info(ag), options, micro,
+                           ratios=on_gpu)
         console.print(f"wrote {args.json}")
     if args.plot:
         harness.plot(args.plot, results)
