@@ -285,6 +285,11 @@ def test_a_large_fill_converts_as_numpy_and_refuses_what_numpy_refuses():
         assert x.numpy().tolist() == [2] * (4 * BIG)   # ... before anything was enqueued
         x[...] = True
         assert int(x.sum()) == 4 * BIG
+        wide = ag.zeros(BIG, np.int32)
+        for when in (np.datetime64(1, "D"), np.timedelta64(3, "s")):
+            with pytest.raises(TypeError):          # (a large write: refused as NumPy does)
+                wide[...] = when
+        assert wide.numpy().tolist() == [0] * BIG
 
 
 def test_a_large_array_set_to_one_number_inside_a_recording_is_refused_as_a_host_write():

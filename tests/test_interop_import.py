@@ -103,6 +103,19 @@ def test_an_argument_overlapping_an_earlier_import_is_refused_naming_the_argumen
     assert first.tolist() == [0.0] * 8
 
 
+def test_memory_overlapping_an_import_dropped_since_is_imported_at_once(sim):
+    """The dropped import is given back before the overlap is looked for: nothing holds it, so
+    nothing is refused (it was, until some other call of the runtime gave it back)."""
+    ag = sim
+    data = np.zeros(8, dtype=np.float32)
+    part = ag.asarray(CpuProducer(data[2:6]))
+    assert part.tolist() == [0.0] * 4
+    del part
+    whole = ag.asarray(CpuProducer(data))
+    _double()[1, 8](whole)
+    assert whole.shape == (8,) and whole.tolist() == [0.0] * 8
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_an_import_inside_an_earlier_one_is_ordered_with_it(sim, seed):
     ag = sim

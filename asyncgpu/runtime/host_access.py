@@ -289,8 +289,13 @@ class HostAccess(Issuing):
             # (converted first, without the lock: the copy below then calls no user code,
             # which could call back into the runtime and wait for this very write, and a
             # value that cannot be converted ([1, 2, 'x']) is refused before a byte changes,
-            # as in CuPy, not after NumPy wrote its first items)
-            value = np.asarray(value, dtype=array.dtype)
+            # as in CuPy, not after NumPy wrote its first items; converted as an assignment
+            # converts, refusing what it refuses, where np.asarray(x, dtype=) would turn a
+            # datetime64 into an int)
+            if not (isinstance(value, np.ndarray) and value.dtype == array.dtype):
+                converted = np.empty(np.shape(value), array.dtype)
+                converted[...] = value
+                value = converted
         busy = None
         try:
             with self._lock:

@@ -191,6 +191,8 @@ def describe_foreign(rt: Any, obj: Any, where: str) -> Described:
     lo, hi = byte_extent(described.shape, described.strides, dtype.itemsize, 0)
     if hi > lo:
         with rt._lock:      # (refused here, before anything of the caller is enqueued)
+            # (an import dropped since is given back first: it overlaps nothing any more)
+            rt._drain_releases()
             table = _imports.get(rt)
             if table:
                 _overlapping(table, described.ptr + lo, hi - lo, described)
