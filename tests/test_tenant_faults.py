@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import asyncgpu as ag
+from asyncgpu.runtime import exclusive as exclusive_module
 from asyncgpu.runtime.current import current_runtime
 from asyncgpu.testing.faults import inject
 
@@ -33,6 +34,11 @@ pytestmark = pytest.mark.usefixtures("fresh_runtime")
 
 def inc_twin(y, n):
     y[:n] += 1
+
+
+@pytest.fixture(autouse=True)
+def patient_hold(monkeypatch):
+    monkeypatch.setattr(exclusive_module, "HOLD_FLOOR_S", 600.0)
 
 
 def run_once(at, make, seed, exclusive, regulated=False):
@@ -63,17 +69,16 @@ def run_once(at, make, seed, exclusive, regulated=False):
             ag.regulate(plan="off")
         gate = rt.gate
         assert gate is None or (gate._open == 0 and not gate._holders), injector.where
-        took = []
 
         def other():
-            start = time.perf_counter()
             k[1, 8](b, 8)
-            took.append(time.perf_counter() - start)
 
-        t = threading.Thread(target=other)
+        # (a step left open would hold the launch for good: the hold's limit is 10 minutes
+        # here, so the launch's end, not its time, tells, however loaded the host)
+        t = threading.Thread(target=other, daemon=True)
         t.start()
-        t.join(5)
-        assert took and took[0] < 0.25, (injector.where, took)  # (held: 0.5 s a launch)
+        t.join(60)
+        assert not t.is_alive(), injector.where
         ag.synchronize()
         assert a.tolist() == [2.0 if entered else 1.0] * 8, injector.where
         assert b.tolist() == [1.0] * 8
