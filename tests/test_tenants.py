@@ -338,6 +338,29 @@ def test_a_bad_stream_count_is_refused_by_name(streams):
         ag.tenant("t", streams=streams)
 
 
+def test_a_split_or_pointer_naming_no_declared_kernel_is_warned_after_the_first_step(sim,
+                                                                                      caplog):
+    """A misspelt name leaves a split or a pointer without effect: said once, naming it, after
+    the tenant's first step; names of declared kernels and recordings are not."""
+    k = sim                                 # (twice: y = 2x + 1)
+    x, y = ag.array(np.arange(64.0)), ag.empty(64)
+
+    @ag.graph
+    def replayed():
+        k[2, 32](x, y, 64)
+
+    replayed()
+    with caplog.at_level("WARNING", logger="asyncgpu"):
+        for _ in range(2):
+            with ag.tenant("typo", split={"twcie": 2},
+                           after={"twice": ("other", "conv"),
+                                  replayed.name: ("other", "*")}):
+                k[2, 32](x, y, 64)
+    said = [r.getMessage() for r in caplog.records if "declared" in r.getMessage()]
+    assert len(said) == 2 and "names 'conv'" in said[0] and "names 'twcie'" in said[1]
+    assert y.tolist() == (2 * np.arange(64.0) + 1).tolist()
+
+
 def test_a_tenant_keeps_its_first_priority_and_the_runtime_stays_usable(sim):
     k = sim
     x = ag.array(np.ones(32))

@@ -91,6 +91,12 @@ class TenantStatistics:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+#: The names of the kernels and recorded functions declared in this process, what a tenant's
+#: ``split`` and ``after`` name: a name none of them has is most likely misspelt
+#: (:meth:`Tenant.undeclared`).
+DECLARED: set[str] = set()
+
+
 class Tenant:
     """One tenant of a runtime (see the module docstring)."""
 
@@ -151,6 +157,15 @@ class Tenant:
         """What a tenant keeps from its first use: priority, streams, splits, pointers,
         exclusive (as it was given them: a regulation plan adds to them), SMs asked for."""
         return (self.priority, self.streams) + self.given + (self.sms,)
+
+    def undeclared(self) -> list[str]:
+        """The kernel names this tenant was given (its ``split``'s and ``after``'s, the
+        pointed-at kernels too; ``"*"`` names any) that no kernel or recorded function declared
+        so far has (:data:`DECLARED`), sorted."""
+        splits, after, _ = self.given
+        named = set(splits or ()) | set(after or ())
+        named.update(kernel for _, kernel in (after or {}).values())
+        return sorted(n for n in named if n != "*" and n not in DECLARED)
 
     def partition_remedy(self) -> str:
         """How to run this tenant on every SM again, said where a partition refuses something

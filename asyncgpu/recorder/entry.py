@@ -39,6 +39,7 @@ import types
 from typing import Any, Callable
 
 from ..core.errors import RecordingError
+from ..core.tenants import DECLARED
 from ..runtime import current
 from ..runtime.allocation import explicit_frees
 from ..runtime.checks import user_frame
@@ -77,6 +78,7 @@ class _Run:
     def __init__(self, token: Any, name: str, split: bool) -> None:
         self.token = token
         self.name = name
+        DECLARED.add(name)      # (what a tenant's after= may name)
         self.split = split
         #: What the last run did: "recorded" (issued eagerly, key remembered), "replayed"
         #: (captured now or before, launched as one graph), "eager" (a library call, an

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..core.deps import Access
 from ..core.errors import ArgumentError, ArgumentValueError
+from ..core.tenants import DECLARED
 from . import current
 from .allocation import View
 from .array import Array
@@ -181,6 +182,7 @@ class Kernel:
                 source: Any, typed: bool) -> Kernel:
         self = cls.__new__(cls)
         self.name = name
+        DECLARED.add(name)      # (what a tenant's split= and after= may name)
         self.params = params
         self.modes = modes        # parameter name -> "r" | "w" | "rw" (arrays only)
         self.source = source

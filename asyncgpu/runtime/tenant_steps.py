@@ -222,6 +222,8 @@ class TenantSteps:
                     # (whatever failed: a step left open would hold the others for good)
                     gate.end(index, [s.inflight[-1] for s in moved if s.inflight], thread)
             tenant.steps += 1
+            if tenant.steps == 1 and (tenant.splits or tenant.after):
+                _say_undeclared(tenant)
             if measured:
                 tenant.pending.append((starts, ends))
             # (not while a capture is open: querying an event it recorded would break it)
@@ -240,3 +242,15 @@ class TenantSteps:
             for tenant in self.tenants:
                 tenant.settle(elapsed)
             return {t.name: t.statistics() for t in self.tenants}
+
+
+def _say_undeclared(tenant: Any) -> None:
+    """After a tenant's first step: a warning naming each kernel its ``split`` or ``after``
+    names that no kernel or recorded function declared so far has (a misspelt name would
+    otherwise leave its setting without effect, unseen)."""
+    for name in tenant.undeclared():
+        log.warning("asyncgpu.tenant(%r): split= or after= names %r, and no kernel or recorded "
+                    "function of that name was declared by the end of the tenant's first step; "
+                    "a kernel is named by its function's name (asyncgpu.kernel) or the name "
+                    "given to asyncgpu.cuda_kernel, a recorded function by its recording's",
+                    tenant.name, name)
