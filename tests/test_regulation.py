@@ -332,6 +332,8 @@ def test_a_plan_saved_and_loaded_is_the_same(tmp_path):
                                   "ops": [["k", 1e-3, 1.0, 0.0, False, [], 0, 4, 9]]}]),
      "a launch of profile 'a' must be a list of 6 to 8 fields"),
     (lambda d: d.update(shape="bogus"), r"shape must be a tuple of \(tenant name"),
+    (lambda d: d.update(exclusive=[""]), r"'' is no tenant's name"),
+    (lambda d: d.update(splits={"shared by a": {"k": 2}}), r"'shared by a' is no tenant's"),
     (lambda d: d.update(shape=[["a"]]), r"shape must be a tuple of \(tenant name"),
 ])
 def test_a_plan_edited_in_its_json_file_wrongly_is_refused_as_loaded(edit, message):

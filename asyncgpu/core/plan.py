@@ -240,6 +240,11 @@ class Plan:
         if "default" in self.named():
             raise ValueError("asyncgpu.Plan: 'default' (the work outside any tenant) cannot be "
                              "regulated; name the tenants whose work the plan changes")
+        odd = sorted(n for n in self.named() if not n or n.startswith(SHARED))
+        if odd:
+            raise ValueError(f"asyncgpu.Plan: {odd[0]!r} is no tenant's name (asyncgpu.tenant "
+                             f"refuses an empty one, and one beginning with {SHARED!r}, the "
+                             "names of the partitions tenants share)")
         self._check_measured()
 
     def _check_measured(self) -> None:
