@@ -454,3 +454,24 @@ def test_a_fault_of_a_launch_the_recording_issued_names_the_launchs_line(env):
         with pytest.raises(ag.KernelFault, match=f"kernel 'past_the_end' at {launch_line} "):
             ag.synchronize()
         assert step.outcome == outcome
+
+
+def test_a_trace_started_inside_a_recording_is_refused_and_the_recording_goes_on(env):
+    """Its launches are issued when the recording ends, after such a trace: it came back empty,
+    or its read synchronized inside the recording, refused as a synchronize the program never
+    called. A trace around the recorded call sees them."""
+    ag, rt, (scale, add, inc) = env
+    a = ag.zeros(N, np.float32)
+
+    @ag.graph
+    def step():
+        inc[1, N](a, N)
+        with pytest.raises(RecordingError, match=r"trace\(\) started inside a recording.*"
+                                                 r"start it around the recorded call"):
+            ag.trace()
+
+    for _ in range(3):
+        step()
+    with ag.trace() as t:
+        step()
+    assert [n.name for n in t.kernels] and a.tolist() == [4.0] * N

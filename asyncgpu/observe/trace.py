@@ -48,7 +48,9 @@ import weakref
 from typing import Any
 
 from ..core.backend import ForwardingBackend
+from ..core.errors import RecordingError
 from ..runtime.current import current_runtime
+from ..runtime.recording_hook import recording_of, this_thread
 from . import metrics as _metrics
 from .draw import NEEDS, can_draw, draw_dag, draw_timeline
 from .export import chrome_trace, to_dot
@@ -189,6 +191,14 @@ class Trace:
         """Begin tracing (:func:`trace` starts the trace it returns); a trace starts once, so
         that its times have one origin: ``RuntimeError`` for a second start."""
         rt = self._rt
+        if recording_of(rt, this_thread()) is not None:
+            # (nothing enqueued yet: the launches recorded are issued when the recording ends,
+            # after such a trace, which would come back empty, or synchronize to be read)
+            raise RecordingError(
+                "asyncgpu.trace() started inside a recording (a recorded function's body or a "
+                "record block): the launches recorded are issued when the recording ends, so "
+                "the trace would see none of them; start it around the recorded call or block "
+                "(with asyncgpu.trace() as t: step())")
         with rt._lock:
             if self._backend is not None:
                 # (a second layer of the same trace over its first would pass each call to
