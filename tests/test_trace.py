@@ -685,3 +685,12 @@ def test_an_instrument_with_only_a_regulation_hook_is_taken(sim):
 
     with sim.instrument(Watcher()) as w:
         assert isinstance(w, Watcher)
+
+
+def test_a_kernel_name_with_backslashes_and_quotes_is_quoted_in_the_dot_graph(sim):
+    from asyncgpu.observe.export import to_dot
+    from asyncgpu.observe.records import NodeRecord
+
+    record = NodeRecord(1, "kernel", 'tile\\"x"\\', None, 0, 0, 0.0)
+    line = [ln for ln in to_dot([record]).splitlines() if ln.startswith("  n1 ")][0]
+    assert line.startswith('  n1 [label="tile\\\\\\"x\\"\\\\\\nstream 0"')

@@ -81,11 +81,17 @@ def to_dot(nodes: list[Any]) -> str:
             color, extra, shape = "#dddddd", "", ", shape=box"
         else:
             color, extra, shape = PALETTE[n.stream % len(PALETTE)], f"\\nstream {n.stream}", ""
-        label = (n.name if n.stream is not None else f"{n.kind} {n.name}").replace('"', r"\"")
+        label = _quoted(n.name if n.stream is not None else f"{n.kind} {n.name}")
         lines.append(f'  n{n.id} [label="{label}{extra}", fillcolor="{color}"{shape}];')
         for pid, labels in edge_labels(n).items():
             if pid in shown:
-                label = "\\n".join(labels).replace('"', r"\"")
+                label = "\\n".join(_quoted(text) for text in labels)
                 lines.append(f'  n{pid} -> n{n.id} [label="{label}"];')
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _quoted(text: str) -> str:
+    """``text`` inside a DOT string: its backslashes and quotes escaped (a kernel's ``name=``
+    may hold either)."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
