@@ -307,8 +307,9 @@ def test_multigpu_refuses_more_devices_than_the_host_has(capsys, monkeypatch):
     (("bench", "vec", "--plot", "p.png"), "the simulator measures none"),
     (("bench", "tenants", "--workloads", ","), "--workloads names no workload"),
     (("trace", "nosuch"), "unknown workload 'nosuch'"),
+    (("bench", "tenants", "--workloads", "vec,ml,vec:small"), "names vec more than once"),
 ], ids=["workload", "mode", "no-modes", "json-dir", "plot-folder", "trace-out", "json-proc",
-        "plot-on-sim", "tenants-none", "trace-workload"])
+        "plot-on-sim", "tenants-none", "trace-workload", "tenants-twice"])
 def test_what_cannot_run_or_be_written_is_refused_before_anything_runs(capsys, monkeypatch,
                                                                        argv, message):
     ran = []

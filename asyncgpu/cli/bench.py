@@ -131,6 +131,13 @@ def tenants_mix(args: argparse.Namespace) -> tuple[str, ...]:
         if unknown:
             raise UsageError(f"tenants: unknown workload(s) {unknown}; choose "
                              f"from {', '.join(workloads)} (a scale of its own: ml:small)")
+        names = [w.partition(":")[0] for w in mix]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            # (each workload is a tenant named for it: a second would be the same tenant)
+            raise UsageError(f"tenants: --workloads names {twice[0]} more than once; a mix "
+                             "runs each workload once, as a tenant of its own (more steps of "
+                             "one: --balance)")
     if args.partitions and args.steps == "recorded":
         raise UsageError("tenants: --partitions runs eager steps only (a CUDA "
                          "graph's kernels run on every SM); drop --steps recorded or "
