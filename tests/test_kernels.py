@@ -381,6 +381,37 @@ def test_intrinsics_in_a_simulated_kernel_give_the_devices_answers(sim):
     assert rev.get()[1].tolist() == [2**63, 3458764513820540928, 8388608, 0]
 
 
+@pytest.mark.parametrize("call", ["module", "imported"])
+def test_a_math_function_numbas_cuda_target_does_not_compile_faults_naming_it(sim, call):
+    """math.cbrt, math.factorial: the GPU refuses the kernel (Numba's CUDA target has no typing
+    for them); Python's math answered on sim. The host's math is untouched."""
+    import math
+    from math import cbrt
+
+    ag = sim
+
+    @ag.kernel(out=["y"])
+    @cuda.jit
+    def roots(y):
+        y[0] = math.sqrt(4.0)
+        y[1] = math.cbrt(8.0) if call == "module" else cbrt(8.0)
+
+    y = ag.zeros(2)
+    roots[1, 1](y)
+    with pytest.raises(ag.KernelFault, match=r"kernel 'roots'.*math.cbrt is not compiled by "
+                                             r"Numba's CUDA target"):
+        ag.synchronize()
+    assert cbrt(8.0) == 2.0 and math.factorial(5) == 120
+
+    @ag.kernel(out=["y"])
+    @cuda.jit
+    def root(y):
+        y[0] = math.sqrt(9.0)
+
+    root[1, 1](y)                           # (the runtime goes on)
+    assert float(y[0]) == 3.0
+
+
 def test_a_host_thread_keeps_pythons_math_while_a_kernel_of_its_module_runs(sim):
     """The kernel's module's ``math`` answers as the device's in the simulator's threads only:
     a host thread running code of the same module meanwhile still gets ValueError and ints."""

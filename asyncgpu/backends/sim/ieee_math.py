@@ -11,7 +11,9 @@ Numba's overloads are (a ``float32`` in, a ``float32`` out; an integer in, a ``f
 ``floor``, ``ceil`` and ``trunc`` give a float, as Numba's do on the device (``-0.0`` and the
 infinities kept; of an integer a float64, as Numba types them). ``nextafter``, ``erf`` and
 ``erfc`` of a float32 step and round in single precision; ``remainder``, ``ldexp`` and ``exp2``
-give NaN or inf where Python's raise.
+give NaN or inf where Python's raise. A function Numba's CUDA target does not compile
+(``math.cbrt``, ``math.factorial``: not in its typing registry) raises, naming it, as the GPU
+refuses the kernel.
 
 :func:`stand_in` maps what a kernel reaches by name (the module, or a function imported from
 it) to what ``asyncgpu.backends.sim.numba_sim`` binds in its place for the launch: one that
@@ -150,12 +152,38 @@ def _module() -> types.ModuleType:
     shim.gamma, shim.lgamma = _gamma("gamma"), _gamma("lgamma")
     shim.erf, shim.erfc = _erf("erf"), _erf("erfc")
     shim.remainder, shim.ldexp, shim.frexp = remainder, ldexp, frexp
+    compiled = _cuda_math()
+    if compiled:
+        for name, value in vars(math).items():
+            if callable(value) and not name.startswith("_") and name not in compiled:
+                setattr(shim, name, _uncompiled(name, compiled))
     return shim
 
 
+def _cuda_math() -> frozenset[str]:
+    """The ``math`` functions Numba's CUDA target compiles (its typing registry); empty where
+    it cannot be read (``numba.cuda`` imported as the simulator): then none is refused."""
+    try:
+        from numba.cuda import cudamath
+        return frozenset(fn.__name__ for fn, _ in cudamath.registry.globals
+                         if getattr(fn, "__module__", None) == "math")
+    except (ImportError, AttributeError):
+        return frozenset()
+
+
+def _uncompiled(name: str, compiled: frozenset[str]) -> Callable[..., Any]:
+    """A ``math`` function Numba's CUDA target does not compile: the GPU refuses the kernel,
+    so its call on ``sim`` fails the launch, naming it (Python's would have answered)."""
+    def fn(*args: Any) -> Any:
+        raise NotImplementedError(
+            f"math.{name} is not compiled by Numba's CUDA target, so the GPU refuses this "
+            f"kernel; compute it with the math functions it compiles ({', '.join(sorted(compiled))}"
+            ") or numba.cuda.libdevice's")
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
 MODULE = _module()
-#: The stand-in's functions that are neither a ufunc nor a rounding.
-_OWN = ("gamma", "lgamma", "erf", "erfc", "remainder", "ldexp", "frexp")
 
 
 def _in_kernel() -> bool:
@@ -189,8 +217,8 @@ def _switch(name: str) -> Callable[..., Any]:
 #: id of Python's ``math`` and of each of its functions the stand-in replaces -> what a
 #: kernel's module sees in their place during a launch.
 _BY_ID = {id(math): _Math("math")} | {
-    id(getattr(math, name)): _switch(name)
-    for name in (*_UFUNCS, *_ROUNDING, *_OWN)}
+    id(value): _switch(name) for name, value in vars(math).items()
+    if callable(value) and not name.startswith("_") and getattr(MODULE, name) is not value}
 
 
 def stand_in(value: Any) -> Any:
