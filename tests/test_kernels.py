@@ -222,6 +222,33 @@ def test_a_numba_kernels_integer_arithmetic_is_numbas_64_bit_arithmetic(sim):
     assert out.tolist() == [200, 200, 128, wrapped]
 
 
+def _small_int_beside_float32(out, h, x, w):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i, 0] = (h[i] + x[i]) - h[i]        # float32 in Numba: an int8..int16 or bool
+        out[i, 1] = (x[i] * h[i]) / x[i]        # beside a float32 (the float32 on the left)
+        out[i, 2] = (w[i] + x[i]) - w[i]        # an int32 beside one: float64
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.bool_])
+def test_a_short_integer_beside_a_float32_computes_in_float32_as_numba_types_it(sim, dtype):
+    """Numba types int8, int16 (signed or not) and bool beside a float32 as float32, an int32
+    as float64; the simulator's int64 elements computed all in float64."""
+    ag = sim
+    k = ag.kernel(const=["h", "x", "w"], out=["out"])(cuda.jit(_small_int_beside_float32))
+    h = np.array([3, 1, 1], dtype)
+    x = np.array([0.1, 1e-8, 3.0], np.float32)
+    w = np.array([3, 1, 1], np.int32)
+    out = ag.zeros((3, 3), np.float64)
+    k[1, 32](out, ag.array(h), ag.array(x), ag.array(w))
+    hf, wide = h.astype(np.float32), h.astype(np.float64)
+    with np.errstate(all="ignore"):
+        assert out[:, 0].tolist() == ((hf + x) - hf).astype(np.float64).tolist()
+        assert out[:, 1].tolist() == ((x * hf) / x).astype(np.float64).tolist()
+        assert out[:, 2].tolist() == ((w + x.astype(np.float64)) - w).tolist()
+    assert out[0, 0] != (wide[0] + np.float64(x[0])) - wide[0]      # (float64's answer)
+
+
 def test_an_int8_total_of_a_grid_stride_loop_covers_every_element(sim):
     """The kernels guide's example: ``total * blockDim`` wrapped at 8 bits on the simulator,
     the loop never ran, and ``y`` kept its poison."""

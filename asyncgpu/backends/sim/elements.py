@@ -30,12 +30,45 @@ class Narrow(np.int64):
     width = 64
 
 
+class Short(Narrow):
+    """An element of an integer array under 32 bits: with a ``float32`` it computes in
+    ``float32``, as Numba types an ``int8``, ``int16``, ``uint8``, ``uint16`` or ``bool`` beside
+    a ``float32`` (NumPy's rule before NEP 50; an int64 beside one gave a ``float64``); with
+    anything else as an int64. Its priority over NumPy's scalars hands it the operation where a
+    ``float32`` is on the left."""
+
+    __array_priority__ = 1000.0
+
+
+def _float32_aware(name: str) -> None:
+    """``Short``'s ``__name__`` and ``__rname__``: in ``float32`` beside a ``float32``."""
+    direct, reflected = getattr(np.int64, f"__{name}__"), getattr(np.int64, f"__r{name}__")
+
+    def op(self: Any, other: Any) -> Any:
+        if type(other) is np.float32:
+            return getattr(np.float32(int(self)), f"__{name}__")(other)
+        return direct(self, other)
+
+    def rop(self: Any, other: Any) -> Any:
+        if type(other) is np.float32:
+            return getattr(other, f"__{name}__")(np.float32(int(self)))
+        return reflected(self, other)
+
+    setattr(Short, f"__{name}__", op)
+    setattr(Short, f"__r{name}__", rop)
+
+
+for _name in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow"):
+    _float32_aware(_name)
+
+
 #: The class an element of each narrow integer dtype reads as (:class:`Narrow`).
-NARROW = {np.dtype(t): type(f"{np.dtype(t).name}_element", (Narrow,), {"width": 32})
+NARROW = {np.dtype(t): type(f"{np.dtype(t).name}_element",
+                            (Short if np.dtype(t).itemsize < 4 else Narrow,), {"width": 32})
           for t in (np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32)}
 
 
-class Boolean(Narrow):
+class Boolean(Short):
     """A boolean element, or a bool scalar argument: it computes as an integer too (``True +
     True`` is 2, ``-True`` -1), but its ``~`` is ``not``, as Numba's; a warp shuffle refuses it,
     as Numba's does."""
