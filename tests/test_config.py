@@ -401,3 +401,54 @@ def test_a_change_of_devices_while_another_thread_is_pinned_is_refused():
             other.join()
         with ag.configure(devices=2):           # (every block left)
             assert ag.options().devices == 2
+
+
+def test_leaving_a_configure_block_of_other_devices_while_pinned_is_refused_keeping_the_pin():
+    """Restoring the devices makes a new runtime too: refused as the change is, so the pin is
+    not dropped unseen (the thread's next launch ran on device 0 inside asyncgpu.device(1))."""
+    import numpy as np
+
+    import asyncgpu as ag
+
+    def pinned():
+        with ag.device(1):
+            yield
+
+    with ag.configure(backend="sim", sim_devices=4, devices=2):
+        block = ag.configure(devices=4)
+        block.__enter__()
+        holder = pinned()
+        next(holder)                        # (this thread inside asyncgpu.device(1))
+        with pytest.raises(ag.DeviceError, match=r"leaving the block of asyncgpu.configure\("
+                                                 r"devices=4\) inside asyncgpu.device\(1\)"):
+            block.__exit__(None, None, None)
+        assert ag.options().devices == 4
+        y = ag.zeros(4) + 1
+        assert y.device.id == 1             # (run where the pin says)
+        holder.close()
+        block.__exit__(None, None, None)    # (left now: the devices are restored)
+        assert ag.options().devices == 2 and y.tolist() == [1.0] * 4
+
+
+def test_a_thread_that_ended_inside_a_device_block_does_not_hold_later_changes(caplog):
+    import threading
+
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_devices=4, devices="all"):
+        worker = threading.Thread(target=lambda: ag.device(2).__enter__())
+        worker.start()
+        worker.join()
+        with caplog.at_level("WARNING", logger="asyncgpu"):
+            with ag.configure(devices=2):                   # (not refused)
+                assert ag.options().devices == 2
+        assert "a thread ended inside asyncgpu.device(2)" in caplog.text
+
+
+def test_leaving_a_device_block_never_entered_says_so():
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_devices=2, devices="all"):
+        with pytest.raises(RuntimeError, match=r"device\(1\) is left, and no thread is inside "
+                                               r"it \(never entered"):
+            ag.device(1).__exit__(None, None, None)

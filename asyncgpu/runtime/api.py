@@ -226,17 +226,18 @@ class device(contextlib.ContextDecorator):
         # (a generator holding the block, closed in another thread: the block is left for the
         # thread that entered it, which runs where it did before the block, and configure no
         # longer counts it as pinned; the error says why)
-        left = ""
         others = [m for m in self._entered.values() if m]
-        if others:
-            rt, mark, pins = others[-1].pop()
-            rt.unpin(mark, pins)
-            left = ("; it is left for that thread, whose launches run where they did before "
-                    "the block")
+        if not others:
+            raise RuntimeError(f"asyncgpu.device({self.number!r}) is left, and no thread is "
+                               "inside it (never entered, or left already): leave a device "
+                               "block once, after entering it")
+        rt, mark, pins = others[-1].pop()
+        rt.unpin(mark, pins)
         raise RuntimeError(
             f"asyncgpu.device({self.number!r}) is left in a thread that did not enter it: a "
             "device block belongs to the thread that entered it (no yield or await inside "
-            f"it; a generator holding one must be closed in that thread){left}")
+            "it; a generator holding one must be closed in that thread); it is left for that "
+            "thread, whose launches run where they did before the block")
 
     def __repr__(self) -> str:
         return f"asyncgpu.device({self.number!r})"
@@ -250,6 +251,22 @@ def options() -> Options:
     Options
     """
     return current_options()
+
+
+def _refuse_pinned(changes: str, leaving: str = "") -> None:
+    """DeviceError where a thread is inside an ``asyncgpu.device`` block of the runtime in
+    use (a change of backend or devices makes a new runtime, which the pin does not reach)."""
+    rt = current._runtime
+    pins = rt.live_pins() if rt is not None else []
+    if not pins:
+        return
+    mine = [slot for thread, slot in pins if thread == threading.get_ident()]
+    where = (f"inside asyncgpu.device({rt.devices[mine[-1]]})" if mine else
+             f"while another thread is inside asyncgpu.device({rt.devices[pins[-1][1]]})")
+    raise DeviceError(
+        f"{leaving}asyncgpu.configure({changes}) {where}: a change of backend or devices makes "
+        "a new runtime, which the pin does not reach; leave the asyncgpu.device block first, "
+        "and pin again inside the new configuration")
 
 
 class configure:
@@ -318,27 +335,22 @@ class configure:
             # a backend or a device the host lacks is refused here, not at the first launch,
             # and before the runtime in use is retired: its arrays stay usable
             backend_registry.select(new)
-            rt = current._runtime
-            pins = list(rt.open_pins.values()) if rt is not None else []
-            if pins:
-                # (a pin is the retired runtime's: the new one would run its thread's work
-                # wherever its policy says)
-                mine = [slot for thread, slot in pins if thread == threading.get_ident()]
-                where = (f"inside asyncgpu.device({rt.devices[mine[-1]]})" if mine else
-                         f"while another thread is inside asyncgpu.device"
-                         f"({rt.devices[pins[-1][1]]})")
-                raise DeviceError(
-                    f"asyncgpu.configure({', '.join(f'{k}={v!r}' for k, v in changes.items())})"
-                    f" {where}: a change of backend or devices makes a new runtime, which the "
-                    "pin does not reach; leave the asyncgpu.device block first, and pin again "
-                    "inside the new configuration")
+            _refuse_pinned(", ".join(f"{k}={v!r}" for k, v in changes.items()))
         set_options(new)
         self.options = new
+        self._changes = changes
 
     def __enter__(self) -> Options:
         return self.options
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        now, before = current_options(), self._previous
+        if (now.backend, now.devices, now.device, now.sim_devices) != (
+                before.backend, before.devices, before.device, before.sim_devices):
+            # (restoring makes a new runtime too: refused as the change was, the block's
+            # options kept, so that no thread's pin is dropped unseen)
+            _refuse_pinned(", ".join(f"{k}={v!r}" for k, v in self._changes.items()),
+                           "leaving the block of ")
         try:
             set_options(self._previous)
         except (KernelFault, AnnotationViolation) as fault:

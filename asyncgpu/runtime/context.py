@@ -124,7 +124,7 @@ class Runtime(HostAccess, TenantSteps):
         #: ``asyncgpu.tenant``: the tenant the thread issues for (``tenant``), if any.
         self._pins = threading.local()
         #: Every thread's open pins (``asyncgpu.device`` blocks): mark -> (thread, slot).
-        self.open_pins: dict[object, tuple[int, int]] = {}
+        self.open_pins: dict[object, tuple[int, int, threading.Thread]] = {}
         #: The tenants by number (``asyncgpu.core.tenants``; 0: the default one), and whether
         #: there is another (only then does an issue look up its thread's tenant).
         self.tenants = [Tenant(0, "default", "normal", 0)]
@@ -249,9 +249,21 @@ class Runtime(HostAccess, TenantSteps):
             entered = pins.entered = []
         mark = object()
         entered.append((mark, slot))
-        self.open_pins[mark] = (threading.get_ident(), slot)
+        self.open_pins[mark] = (threading.get_ident(), slot, threading.current_thread())
         pins.slot = slot
         return mark
+
+    def live_pins(self) -> list[tuple[int, int]]:
+        """The pins open now, as (thread identifier, device slot), the latest last; those of
+        threads that ended without leaving their block (entered by hand, or held by a
+        generator never closed) are dropped first, with a warning: no thread can leave them."""
+        for mark, (_, slot, thread) in list(self.open_pins.items()):
+            if not thread.is_alive():
+                del self.open_pins[mark]
+                log.warning("asyncgpu: a thread ended inside asyncgpu.device(%s), which it never "
+                            "left; its pin is dropped (a device block must be left by the "
+                            "thread that entered it)", self.devices[slot])
+        return [(ident, slot) for ident, slot, _ in self.open_pins.values()]
 
     def unpin(self, mark: object, pins: dict[str, Any] | None = None) -> None:
         """Leave the pin ``mark`` of :meth:`pin` for the thread whose ``_pins`` dictionary is
