@@ -807,6 +807,26 @@ def test_arrays_made_under_a_pinned_device_draw_their_kernels_there(four):
     assert ag.statistics().copies_peer == 0
 
 
+def test_a_library_calls_result_is_at_home_where_the_call_ran(four):
+    """Its allocation is made after the call is placed: it had no home, so Array.device said 0
+    and, once the host rewrote it, min-transfer-size sent its kernels round-robin."""
+    import asyncgpu.cupy as acp
+
+    ag = four
+    ag.configure(device_policy="min-transfer-size")      # (restored with the fixture's block)
+    kernel = ag.kernel(const=["x"], out=["y"])(twice)
+    with ag.device(2):
+        x = ag.array(np.arange(8.0))
+    results = [x * 2.0, x.copy(), acp.sqrt(x), x.sum(keepdims=True)]
+    before = dict(ag.statistics().placed)
+    for z in results:
+        assert z.device.id == 2
+        z[...] = np.ones(z.shape)                       # (no device holds it now)
+        kernel[1, 32](z, ag.empty_like(z), z.size)
+    after = dict(ag.statistics().placed)
+    assert after[2] - before.get(2, 0) == len(results)  # (each kernel at its home)
+
+
 def test_min_min_and_min_max_take_the_best_and_the_worst_link():
     bw = default_bandwidth(2, host=1.0, peer=8.0)
     needs = [(HOST_BIT | device_bit(0), 800, True, -1), (device_bit(1), 100, True, -1)]

@@ -289,6 +289,10 @@ class Issuing:
                     # (the accesses also keep the allocations alive until the node is finished)
                     alloc = acc.alloc
                     alloc.location = bit if acc.write else alloc.location | bit
+                    if alloc.home < 0:
+                        # (a library call's result, made after the call was placed: its home
+                        # is where the call ran)
+                        alloc.home = node.device
             stats.nodes += 1
             stats.streams_used.add(stream.index)
             if self._tenanted:
