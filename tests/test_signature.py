@@ -7,7 +7,7 @@ import pytest
 
 import asyncgpu as ag
 
-from asyncgpu.core.errors import CompileError, SignatureError
+from asyncgpu.core.errors import ArgumentError, CompileError, SignatureError
 from asyncgpu.runtime.signature import (
     Param,
     check_declaration,
@@ -436,3 +436,35 @@ def test_a_parameters_cpp_default_value_is_not_its_name():
         'extern "C" __global__ void k(float* a, int n = 4, float s=0.5f) {}', "k")
     assert [p.name for p in params] == ["a", "n", "s"]
     assert params[1].dtype == np.dtype(np.int32)
+
+
+def test_a_numba_kernel_given_a_signature_takes_only_what_it_declares():
+    """The check the cuda backend makes before compiling such a kernel (Numba hands its one
+    overload to arguments of any types): same dtype, rank and layout (``A`` takes any), an
+    integer in the declared one's range, a number a float parameter converts."""
+    from numba.core import types as nb
+
+    from asyncgpu.backends.cuda.kernels import _refuse_undeclared
+
+    class Param:
+        def __init__(self, name):
+            self.name = name
+
+    class Fill:
+        name, params = "fill", (Param("x"), Param("n"))
+
+    declared = (nb.Array(nb.float32, 1, "C"), nb.int32)
+    c32 = nb.Array(nb.float32, 1, "C")
+    for got, n in (((c32, nb.int64), 3), ((nb.Array(nb.float32, 1, "C", readonly=True),
+                                           nb.int16), 7)):
+        _refuse_undeclared(Fill, None, declared, got, [None, n])
+    _refuse_undeclared(Fill, None, (nb.Array(nb.float32, 2, "A"), nb.float32),
+                       (nb.Array(nb.float32, 2, "F"), nb.int64), [None, 3])
+    for got, n, match in (((nb.Array(nb.float64, 1, "C"), nb.int64), 3,
+                           r"argument 'x' is array\(float64, 1d, C\), and the kernel's "
+                           r"signature declares array\(float32, 1d, C\)"),
+                          ((nb.Array(nb.float32, 1, "A"), nb.int64), 3, "1d, A"),
+                          ((c32, nb.int64), 2**40, "argument 'n' is int64.*declares int32"),
+                          ((c32, nb.float64), 2.5, "argument 'n' is float64")):
+        with pytest.raises(ArgumentError, match=f"kernel 'fill': .*{match}"):
+            _refuse_undeclared(Fill, None, declared, got, [None, n])

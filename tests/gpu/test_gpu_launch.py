@@ -133,6 +133,38 @@ def test_a_python_int_beyond_uint64_is_refused_after_a_uint64_launch():
 
 
 
+def test_a_kernel_given_a_signature_refuses_arguments_of_other_types_by_name():
+    """Numba compiles such a kernel for its declared types only and hands that overload to
+    any arguments: a float64 array read as float32 (silent garbage) or an int beyond int32
+    truncated. Refused naming the argument, before anything is enqueued; the declared types
+    run, and a number that converts as C converts goes."""
+    import asyncgpu as ag
+    from numba import cuda
+
+    @cuda.jit("void(float32[::1], int32)")
+    def fill(x, n):
+        i = cuda.grid(1)
+        if i < x.size:
+            x[i] = n
+
+    with ag.configure(backend="cuda"):
+        k = ag.kernel(out=["x"])(fill)
+        x = ag.zeros(8, np.float32)
+        k[1, 8](x, 3)
+        assert x.numpy().tolist() == [3.0] * 8
+        before = ag.statistics().kernels
+        for bad, arg, match in ((ag.zeros(8), 5, "argument 'x' is array\\(float64"),
+                                (x[::2], 5, "argument 'x' is array\\(float32, 1d, A"),
+                                (x, 2**40, "argument 'n' is int64, and the kernel's signature "
+                                           "declares int32"),
+                                (x, 2.5, "argument 'n' is float64")):
+            with pytest.raises(ag.ArgumentError, match=f"kernel 'fill'.*{match}"):
+                k[1, 8](bad, arg)
+        assert ag.statistics().kernels == before
+        k[1, 8](x, np.int16(7))
+        assert x.numpy().tolist() == [7.0] * 8
+
+
 def test_numba_tuple_and_record_arguments_reach_numbas_launch_as_values():
     """Tuples (nested) and records keep Numba's own launch, each tuple type and record dtype
     compiled for itself: a tuple of another length after the first ran Numba's launch of the

@@ -325,7 +325,13 @@ def _compile_numba(backend: Any, kernel: Kernel, values: list[Any], site: str | 
         # (typing a value can fail too: an int beyond 64 bits)
         types = tuple(_numba_type(backend, disp, v) if type(v) is Array else disp.typeof_pyval(v)
                       for v in values)
+        if getattr(disp, "specialized", False) and disp.overloads:
+            # (Numba compiles a kernel given a signature for its types only, and hands that
+            # overload to arguments of any others, read then as the declared types)
+            _refuse_undeclared(kernel, site, next(iter(disp.overloads)), types, values)
         compiled = disp.compile(types)
+    except ArgumentError:
+        raise
     except Exception as exc:
         where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
         shown = ", ".join(map(str, types)) if types else "not all typed"
@@ -334,6 +340,42 @@ def _compile_numba(backend: Any, kernel: Kernel, values: list[Any], site: str | 
         ) from exc
     plan = numba_plan(compiled, backend.calls) if backend.packed_launches else None
     return compiled, plan, set()
+
+
+def _refuse_undeclared(kernel: Kernel, site: str | None, declared: tuple[Any, ...],
+                       types: tuple[Any, ...], values: list[Any]) -> None:
+    """ArgumentError naming the first argument whose Numba type a kernel compiled with an
+    explicit signature (``cuda.jit("void(float32[::1], int32)")``) does not declare: an array
+    of another dtype, rank or layout (``A`` takes any), a float for an integer, or an integer
+    beyond the declared one's range; a number that converts as C converts it (an int to a
+    float, a double to a float) goes."""
+    from numba.core import types as nb
+
+    for i, (want, got) in enumerate(zip(declared, types)):
+        if want == got:
+            continue
+        if isinstance(want, nb.Array) and isinstance(got, nb.Array):
+            if (want.dtype == got.dtype and want.ndim == got.ndim
+                    and want.layout in ("A", got.layout)):
+                continue
+        elif isinstance(want, nb.Integer) and isinstance(got, (nb.Integer, nb.Boolean)):
+            info = np.iinfo(f"{'i' if want.signed else 'u'}{want.bitwidth // 8}")
+            if info.min <= int(values[i]) <= info.max:
+                continue
+        elif isinstance(want, nb.Float) and isinstance(got, (nb.Integer, nb.Float, nb.Boolean)):
+            continue
+        elif isinstance(want, nb.Complex) and isinstance(got, nb.Number):
+            continue
+        elif isinstance(want, nb.Boolean) and isinstance(got, nb.Boolean):
+            continue
+        where = f"kernel '{kernel.name}'" + (f" (launched at {site})" if site else "")
+        name = kernel.params[i].name if i < len(kernel.params) else str(i)
+        raise ArgumentError(
+            f"{where}: argument '{name}' is {got}, and the kernel's signature declares {want}; "
+            "a kernel given a signature is compiled for its types only, and would read the "
+            f"argument as {want}: pass a value of the declared type (an array: "
+            "x.astype(dtype), or a copy for another layout), or decorate it without a "
+            "signature")
 
 
 def _cuda_c_launch(backend: Any, kernel: Kernel, launcher: Any, arrays: list[Any],
