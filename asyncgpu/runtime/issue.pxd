@@ -40,7 +40,7 @@ cdef class Issuing:
 
     @cython.locals(explicit=bint, enqueued=bint, parents=list, streams=StreamManager,
                    stream=StreamState, stats=Counters, p=Node, acc=Access, alloc=Allocation,
-                   bit=int, location=int, edges=dict)
+                   bit=int, location=int, edges=dict, several=bint)
     cpdef _issue(self, Node node, graph=*, dict found=*, edge_counts=*)
 
     @cython.locals(node=Node, deps=DependencyTracker, previous=Node, last=tuple, repeat=tuple,

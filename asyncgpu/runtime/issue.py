@@ -285,12 +285,12 @@ class Issuing:
             self.deps.commit(node, accesses)
             if graph is None or not explicit or self.placement is not None:
                 bit = device_bit(node.device)
-                placed = self.placement is not None
+                several = self.placement is not None
                 for acc in accesses:
                     # (the accesses also keep the allocations alive until the node is finished)
                     alloc = acc.alloc
                     alloc.location = bit if acc.write else alloc.location | bit
-                    if placed and alloc.home < 0:
+                    if several and alloc.home < 0:
                         # (a library call's result, made after the call was placed: its home
                         # is where the call ran)
                         alloc.home = node.device
