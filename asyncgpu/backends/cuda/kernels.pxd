@@ -17,7 +17,7 @@ cdef class RawLaunch:
 
 @cython.final
 cdef class PackedTarget:
-    cdef public object backend, key, shared, ptr_key, nbf_key
+    cdef public object backend, key, shared, ptr_key, nbf_key, kernel_name
     cdef public PackedPlan plan
     cdef public tuple grid, block
 

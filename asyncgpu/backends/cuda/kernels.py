@@ -10,6 +10,7 @@ does not cover fall back to Numba's own launch or to ``RawKernel.__call__``.
 
 from __future__ import annotations
 
+import struct
 import weakref
 from typing import Any
 
@@ -99,7 +100,8 @@ class PackedTarget:
     the kernel), and a strong one kept a dropped runtime's backend, its memory pool with it,
     alive until the launcher was next used with another backend."""
 
-    __slots__ = ("backend", "key", "plan", "grid", "block", "shared", "ptr_key", "nbf_key")
+    __slots__ = ("backend", "key", "plan", "grid", "block", "shared", "ptr_key", "nbf_key",
+                 "kernel_name")
 
     def __init__(self, backend: Any, key: Any, plan: PackedPlan, launcher: Any) -> None:
         self.backend = weakref.ref(backend)     # (call it: the backend, or None once dropped)
@@ -108,6 +110,7 @@ class PackedTarget:
         self.grid, self.block, self.shared = launcher.grid3, launcher.block3, launcher.shared
         # the arrays' cached pointers and Numba fields on this backend's device
         self.ptr_key, self.nbf_key = backend.cache_keys[0], backend.cache_keys[1]
+        self.kernel_name = launcher.kernel.name
 
     # Each gathering answers None when an array's cached values are missing or are not what
     # the target was built for (then make_launch gathers them again).
@@ -164,7 +167,15 @@ class PackedLaunch:
     def enqueue(self, stream: Any) -> None:
         """The launch on ``stream`` (``CudaBackend.launch`` calls this directly)."""
         t = self.target
-        t.plan.launch(self.values, t.grid, t.block, t.shared, stream.ptr)
+        try:
+            t.plan.launch(self.values, t.grid, t.block, t.shared, stream.ptr)
+        except struct.error as exc:
+            # (packed before the launch, so nothing is enqueued: a number beyond the type its
+            # parameter was compiled for, which a Numba kernel given a signature fixes)
+            raise ArgumentError(
+                f"kernel '{t.kernel_name}': an argument does not fit the type of its parameter "
+                f"({exc}); a kernel given a signature is compiled for its types only: pass "
+                "values of the declared types") from None
 
 
 def packed_launch(target: PackedTarget, values: tuple[Any, ...]) -> PackedLaunch:
