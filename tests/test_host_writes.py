@@ -330,3 +330,28 @@ def test_a_host_write_whose_value_cannot_be_converted_changes_nothing(memory, re
             a[0:3] = [1, 2, "x"]
         assert (a + 0).tolist() == [5.0] * 8 and a.tolist() == [5.0] * 8
         assert b.tolist() == [5.0] * 8
+
+
+@pytest.mark.pure       # (holds a method of the compiled host-access class)
+def test_a_large_write_whose_memory_model_changes_before_its_lock_copies_under_the_lock(held):
+    """A configure in another thread switching to managed memory between the write's choice of
+    the unlocked copy and its lock: managed memory's launches do not wait for such a copy, so
+    a kernel could read the array half written. The choice is made again under the lock."""
+    started, go, copied = held
+
+    class SwitchingValue:               # (converted without the lock: another thread switches)
+        def __array__(self, dtype=None, copy=None):
+            switch = threading.Thread(target=lambda: ag.configure(memory="managed"))
+            switch.start()
+            switch.join()
+            return np.full(BIG, 5.0, np.float32)
+
+    with ag.configure(backend="sim", memory="explicit"):
+        x = ag.zeros(BIG, np.float32)
+        writer, errors = _writer(x, SwitchingValue())
+        writer.join(30)
+        go.set()
+        assert not errors and not writer.is_alive()
+        assert ag.options().memory == "managed"
+        assert not started.is_set()         # (written under the lock, not copied without it)
+        assert float(x.sum()) == 5.0 * BIG

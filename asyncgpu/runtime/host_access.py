@@ -330,7 +330,10 @@ class HostAccess(Issuing):
         if self._host_busy:
             self.settle_host_write(alloc)
         self.begin_host_access(array, lo, hi, True, dense)
-        if not (large and self.recording is None and threading.active_count() > 1):
+        # (the memory model asked again under the lock: a configure in another thread may have
+        # switched to managed memory since, whose launches do not wait for such a copy)
+        if not (large and self.memory is not None and self.recording is None
+                and threading.active_count() > 1):
             array._host_view()[key] = value
             self.end_host_access(array, lo, hi, True, dense)
             return None
