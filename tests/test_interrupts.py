@@ -164,3 +164,47 @@ def test_ctrl_c_at_any_line_of_a_simulated_step_loses_no_operation():
                                           err_msg=f"line {line}")
         interrupted.update(sent)
     assert ends <= interrupted          # (the sweep reached every line of a kernel's end)
+
+
+_AXPY = r'''
+extern "C" __global__ void axpy(const double* x, double* y, double a, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] += a * x[i];
+}
+'''
+_BOOM = r'''extern "C" __global__ void boom(double* y, int n) {}'''
+
+
+def _axpy_twin(x, y, a, n):
+    y[:n] += a * x[:n]
+
+
+def _interrupting_twin(y, n):
+    raise KeyboardInterrupt         # (as if Ctrl-C hit while the kernel ran)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+@pytest.mark.parametrize("seed", range(1, 4))
+def test_interrupts_during_a_launchs_recovery_leave_no_half_issued_launch(seed):
+    """A twin raising KeyboardInterrupt lands in a later launch's step and again in the
+    recovery's synchronize, which gave up half-way: the half-issued launch stayed in the DAG
+    and later launches on its array raced with it (RaceError)."""
+    with ag.configure(backend="sim", sim_seed=seed, sim_tick=1.0):
+        boom = ag.cuda_kernel(_BOOM, "boom", sim=_interrupting_twin)
+        axpy = ag.cuda_kernel(_AXPY, "axpy", sim=_axpy_twin)
+        x, ones = ag.zeros(16), ag.ones(16)
+        for i in range(60):
+            try:
+                if i % 3 == 0:
+                    boom[1, 16](ag.zeros(16), 16)
+                axpy[1, 16](ones, x, 1.0, 16)
+            except (KeyboardInterrupt, ag.KernelFault):
+                pass
+        while True:
+            try:
+                ag.synchronize()
+                break
+            except (KeyboardInterrupt, ag.KernelFault):
+                pass
+        values = x.numpy()
+        assert (values == values[0]).all() and 40 <= values[0] <= 60

@@ -497,15 +497,24 @@ class Runtime(HostAccess, TenantSteps):
         and mark every node finished, so no half-registered node can be a parent. Costs one
         device-wide synchronize, on the error path only.
         """
-        try:
-            self.backend.synchronize()
-        except (KernelFault, AnnotationViolation) as fault:
-            # earlier work's fault, not this launch's error: the device is drained all the
-            # same, and the fault must still reach the user, at the next host wait
-            self.backend.keep_faults(fault)
-        except BaseException:   # capture mode, a deadlock: the error in flight goes first
-            log.warning("synchronize after an interrupted launch failed", exc_info=True)
-            return
+        interrupt = None
+        while True:
+            try:
+                self.backend.synchronize()
+            except (KernelFault, AnnotationViolation) as fault:
+                # earlier work's fault, not this launch's error: the device is drained all the
+                # same, and the fault must still reach the user, at the next host wait
+                self.backend.keep_faults(fault)
+            except KeyboardInterrupt as exc:
+                # (a simulated kernel's twin raising one, or Ctrl-C again: the wait stopped
+                # short of the rest, and a recovery left half-way would leave this node half
+                # issued; finished first, the interrupt goes on after)
+                interrupt = exc
+                continue
+            except BaseException:   # capture mode, a deadlock: the error in flight goes first
+                log.warning("synchronize after an interrupted launch failed", exc_info=True)
+                return
+            break
         node.finished = True
         if node.kind in ("kernel", "call"):
             # It may have run: its writes make its device's copy the current one, as the normal
@@ -517,6 +526,8 @@ class Runtime(HostAccess, TenantSteps):
                 alloc.location = bit if acc.write else alloc.location | bit
         self.streams.recover()
         self._drain_releases()
+        if interrupt is not None:
+            raise interrupt
 
     # -- whole-runtime operations ------------------------------------------------------------
     def statistics(self) -> Statistics:
