@@ -425,3 +425,16 @@ def test_a_fault_the_free_does_not_raise_reaches_the_next_wait(seed):
             sites += [str(e) for e in getattr(fault, "exceptions", [fault])]
         for marker in ("# fault a", "# fault c"):
             assert sum(f"test_every_fault_reported.py:{_line(marker)}" in s for s in sites) == 1
+
+
+def test_faults_gathered_again_with_more_are_counted_once_not_said_twice():
+    """A fault kept for the next host wait (a recovery's, a configure's) is gathered again with
+    the later ones: its count grows; the message said "(2 times: ...) (2 times: ...)"."""
+    from asyncgpu.core.errors import KernelFault, gathered
+
+    twice = gathered([KernelFault("kernel 'k' raised X") for _ in range(2)])
+    again = gathered([twice, KernelFault("kernel 'k' raised X"), KernelFault("kernel 'j' raised Y")])
+    message = str(again)
+    assert message.count("times: the pieces") == 1
+    assert "kernel 'k' raised X (3 times: the pieces of one launch" in message
+    assert str(gathered([again, twice])).count("(5 times:") == 1

@@ -141,26 +141,33 @@ def gathered(faults: Sequence[Exception]) -> Exception:
     seen: dict[tuple[type, str], list[Exception]] = {}
     for fault in faults:
         for one in (fault.exceptions if isinstance(fault, KernelFaults) else (fault,)):
-            seen.setdefault((type(one), str(one)), []).append(one)
+            base = getattr(one, "repeats", (str(one), 1))[0]
+            seen.setdefault((type(one), base), []).append(one)
     # (the same fault of the same launch site, several times: a launch the runtime ran in
-    # pieces, or repeated launches that all failed alike; reported once, with the count)
+    # pieces, or repeated launches that all failed alike; reported once, with the count, also
+    # where faults gathered before are gathered again with more)
     flat = [same[0] if len(same) == 1 else _repeated(same) for same in seen.values()]
     if len(flat) == 1:
         return flat[0]
     listing = "; ".join(f"({i}) {type(f).__name__}: {f}" for i, f in enumerate(flat, 1))
     return KernelFaults(f"{len(flat)} faults since the last synchronization: {listing}", flat)
 
+
 def _repeated(same: list[Exception]) -> Exception:
-    """One fault standing for ``same``, identical faults (their count in its message)."""
+    """One fault standing for ``same``, identical faults (their count in its message, and in
+    its ``repeats``: the message without it and the count, so that it is counted again, not
+    said twice, where it is gathered with more of them)."""
     first = same[0]
+    base = getattr(first, "repeats", (str(first), 1))[0]
+    count = sum(getattr(f, "repeats", (None, 1))[1] for f in same)
     try:
-        one = type(first)(f"{first} ({len(same)} times: the pieces of one launch, or launches "
+        one = type(first)(f"{base} ({count} times: the pieces of one launch, or launches "
                           "that failed alike)")
     except Exception:  # noqa: BLE001 - a class whose constructor wants more than a message
         return first
     one.__cause__ = first.__cause__
+    one.repeats = (base, count)
     return one
-
 
 
 class LaunchError(AsyncGPUError, RuntimeError):
