@@ -118,3 +118,36 @@ def test_a_finalizer_calling_asyncgpu_between_calls_runs_as_any_call(sim):
     gc.collect()
     assert seen == [(threading.current_thread().name, "done")]
     np.testing.assert_array_equal(arr.numpy(), np.full(N, 3.0))
+
+
+@pytest.mark.parametrize("depth", [0, 1])
+def test_an_interrupt_raised_as_the_simulators_lock_is_taken_leaves_it_as_it_was(monkeypatch,
+                                                                               depth):
+    """Ctrl-C's handler runs in the lock's Python frame right after the C acquire returned,
+    before the caller's try: the lock stayed held, and every other thread waited for good."""
+    from asyncgpu.runtime import finalizers
+
+    lock = finalizers.GuardedLock()
+    for _ in range(depth):              # (held already by this thread: re-entered)
+        lock.acquire()
+    real = finalizers._acquire
+
+    def acquired_then_interrupted(self, blocking=True, timeout=-1):
+        real(self, blocking, timeout)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(finalizers, "_acquire", acquired_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        lock.acquire()
+    with pytest.raises(KeyboardInterrupt):
+        with lock:
+            pass
+    assert lock._recursion_count() == depth
+    monkeypatch.undo()
+    for _ in range(depth):
+        lock.release()
+    taken = threading.Event()
+    other = threading.Thread(target=lambda: lock.acquire() and taken.set())
+    other.start()
+    other.join(10)
+    assert taken.is_set()

@@ -98,6 +98,15 @@ class GuardedLock(_RLock):
             error = reentry(self)
             if error is not None:
                 raise error
-        return _acquire(self, blocking, timeout)
+        held = self._recursion_count()
+        try:
+            return _acquire(self, blocking, timeout)
+        except BaseException:
+            # (a signal's handler raising as the acquire returned, Ctrl-C's KeyboardInterrupt,
+            # runs in this frame, before the caller's try: the hold this call took is given
+            # back, or the lock would stay held, and every other thread wait, for good)
+            if self._recursion_count() > held:
+                self.release()
+            raise
 
     __enter__ = acquire
