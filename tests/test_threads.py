@@ -4,6 +4,8 @@ raises RaceError at the offending call) stays silent. See tests/thread_programs.
 
 from __future__ import annotations
 
+import os
+
 import sys
 
 import pytest
@@ -31,3 +33,41 @@ def test_threads_submitting_dependent_work_linearize(fast_switching, strategy, s
 def test_threads_under_the_serial_policy(fast_switching):
     with ag.configure(backend="sim", sim_seed=3, execution="sync"):
         run_threads(ag, threads=3, rounds=8, seed=3)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")   # (fork with threads: Python's)
+def test_a_fork_while_another_thread_is_inside_a_call_gives_a_child_that_works():
+    """The fork waits for the other thread's call to end: the child began with the runtime's
+    lock held by a thread it does not have, and its first call waited for good."""
+    import faulthandler
+    import threading
+    import time
+
+    import numpy as np
+
+    import asyncgpu as ag
+
+    with ag.configure(backend="sim", sim_seed=1):
+        x = ag.array(np.arange(16.0))
+        stop = threading.Event()
+
+        def busy():
+            y = ag.zeros(16)
+            while not stop.is_set():
+                y += 1
+                y.numpy()
+
+        worker = threading.Thread(target=busy, daemon=True)
+        worker.start()
+        time.sleep(0.1)
+        try:
+            pid = os.fork()
+            if pid == 0:        # (the child: exit 3 if its call hangs, 0 if it answers right)
+                faulthandler.dump_traceback_later(20, exit=True)
+                os._exit(0 if float((x + 1).sum()) == 136.0 else 2)
+            _, status = os.waitpid(pid, 0)
+        finally:
+            stop.set()
+            worker.join(10)
+        assert os.waitstatus_to_exitcode(status) == 0

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import threading
 from typing import Any
 
@@ -102,6 +103,48 @@ def _faults_at_exit() -> None:
         log.warning("could not finish the pending work at exit", exc_info=True)
     finally:
         rt._lock.release()
+
+
+#: How long a fork waits for another thread's asyncgpu call to end, so that the child starts
+#: with the runtime between calls (its only thread is the one that forked).
+FORK_LOCK_WAIT_S = 5.0
+#: The locks the forking thread holds across the fork (the process's, then the runtime's).
+_held_across_fork: list[Any] = []
+
+
+def _before_fork() -> None:
+    """``os.fork`` in this thread: take the process's and the runtime's locks first, waiting
+    for a call another thread is inside, so that the child does not begin with a lock held
+    by a thread it does not have (its first call would wait for good)."""
+    rt = _runtime
+    for lock in (_global_lock, rt._lock if rt is not None else None):
+        if lock is not None and lock.acquire(timeout=FORK_LOCK_WAIT_S):
+            _held_across_fork.append(lock)
+
+
+def _after_fork_in_parent() -> None:
+    while _held_across_fork:
+        _held_across_fork.pop().release()
+
+
+def _after_fork_in_child() -> None:
+    """In the child: its locks free (each held by the thread that forked, or, past the wait,
+    by a thread the child does not have, whose call it then begins in the middle of: said)."""
+    rt = _runtime
+    locks = [_global_lock] + ([rt._lock] if rt is not None else [])
+    if len(_held_across_fork) < len(locks):
+        log.warning("asyncgpu: this process was forked while another thread stayed inside an "
+                    "asyncgpu call for %.0f s; the child's runtime may be in the middle of that "
+                    "call (fork between calls, or start the child with multiprocessing's "
+                    "'spawn')", FORK_LOCK_WAIT_S)
+    _held_across_fork.clear()
+    for lock in locks:
+        lock._at_fork_reinit()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
 
 
 def _take_back_abandoned_lock(rt: Any) -> None:
