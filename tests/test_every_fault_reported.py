@@ -433,7 +433,8 @@ def test_faults_gathered_again_with_more_are_counted_once_not_said_twice():
     from asyncgpu.core.errors import KernelFault, gathered
 
     twice = gathered([KernelFault("kernel 'k' raised X") for _ in range(2)])
-    again = gathered([twice, KernelFault("kernel 'k' raised X"), KernelFault("kernel 'j' raised Y")])
+    again = gathered([twice, KernelFault("kernel 'k' raised X"),
+                      KernelFault("kernel 'j' raised Y")])
     message = str(again)
     assert message.count("times: the pieces") == 1
     assert "kernel 'k' raised X (3 times: the pieces of one launch" in message

@@ -24,13 +24,13 @@ others on the host, where the runtime decides what is enqueued:
 * a launch held by a step that stays open :data:`HOLD_LENGTHS` times as long as the exclusive
   tenants' latest steps were (at least :data:`HOLD_FLOOR_S`), with no node issued or retired
   meanwhile, goes beside it, with a warning, once: a step that waits on the host for another
-  tenant's thread (a request that thread queues after its own launch) would otherwise hold
-  that thread's launch, and itself, for good; one that issues or finishes work is slow, and
-  holds the others as long as it is open. Until that step closes, the others' launches go at once, and its length (the wait
-  included) does not count towards the next limit. A regulation plan makes tenants exclusive
-  that were not made so (its check measures each tenant alone so), so a program that works
-  unregulated keeps working regulated. A step of a thread that ended without leaving its
-  block is closed, with a warning, at the next launch it holds;
+  tenant's thread (a request that thread queues after its own launch) would otherwise hold that
+  thread's launch, and itself, for good; one that issues or finishes work is slow, and holds the
+  others as long as it is open. Until that step closes, the others' launches go at once, and its
+  length (the wait included) does not count towards the next limit. A regulation plan makes tenants
+  exclusive that were not made so (its check measures each tenant alone so), so a program that works
+  unregulated keeps working regulated. A step of a thread that ended without leaving its block is
+  closed, with a warning, at the next launch it holds;
 
 * where a regulation plan gives the launches' times alone (its profile's, by tenant and
   kernel or recorded function: :attr:`ExclusiveSteps.launch_times`), an exclusive tenant
