@@ -286,3 +286,26 @@ def test_a_call_given_cupys_argument_order_replays_as_it_ran(sim):
             assert (top.dtype, nan_top.dtype) == (np.int32, np.int64)
             assert top.tolist() == nan_top.tolist() == [1, 0]
             assert every.tolist() == [True, False]
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_a_captured_calls_result_is_its_own_for_each_argument_set_of_the_function(sim, static):
+    """The result was kept by the call's own operands alone: a recorded function called with
+    other arguments (a kernel writing its operand from them) returned the same array, and the
+    result the caller held from the first call read the second call's value."""
+    ag = sim
+    scale, add, inc = kernels(ag)
+
+    def body(x, y):
+        scale[1, N](x, y, np.float32(2), N)     # y = 2x
+        return y.sum()
+
+    f = ag.graph(body, static=static)
+    ones = ag.array(np.ones(N, np.float32))
+    tens = ag.array(np.full(N, 10, np.float32))
+    y = ag.zeros(N, np.float32)
+    first, second = f(ones, y), f(tens, y)
+    assert first is not second
+    assert (float(first), float(second)) == (2.0 * N, 20.0 * N)
+    again = f(ones, y)                          # (the same arguments: the same array)
+    assert again is first and float(again) == 2.0 * N and float(second) == 20.0 * N

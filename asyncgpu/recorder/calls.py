@@ -146,6 +146,10 @@ def defer(recording: Any, call: LibraryCall, site: str | None,
     sig = _signature(call)
     if sig is None:
         return None, None, "its arguments cannot be keyed"
+    # (and by the launches deferred before it: the recorded function's other arguments, which
+    # the same operands may hold other values of; its result is the same array only at the
+    # calls that launch the same work before it)
+    sig = (sig, tuple([launch.key for launch in recording.launches]))
     from .cache import graph_cache
 
     cache = graph_cache(rt)
@@ -164,7 +168,11 @@ def defer(recording: Any, call: LibraryCall, site: str | None,
     if hit is None or hit[0]._alloc.freed:
         # (a result the program freed is not handed out again: a new one, recorded anew)
         result = allocate_results(rt, call, meta, [])
-        kept[sig] = (result, tuple([weakref.ref(a._alloc) for a in call.arrays]))
+        # (the arrays of the launches before it too: an argument set whose arrays are gone can
+        # never come again)
+        used = [a._alloc for a in call.arrays]
+        used += [a.alloc for launch in recording.launches for a in launch.arrays]
+        kept[sig] = (result, tuple({id(a): weakref.ref(a) for a in used}.values()))
         if len(kept) > RESULTS_PER_CALL:
             kept.popitem(last=False)
     else:
