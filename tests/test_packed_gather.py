@@ -16,9 +16,14 @@ from asyncgpu.runtime.kernel import array_arg
 FIELDS = ("f4/1", (1, 2, 3, 4, 5, 16, 4))
 
 
+class Kernel:
+    name = "k"
+
+
 class Launcher:
     grid3 = block3 = (1, 1, 1)
     shared = 0
+    kernel = Kernel
 
 
 def target(key):
