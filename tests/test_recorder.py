@@ -440,16 +440,25 @@ def test_the_lane_cost_is_measured_by_the_backend_when_not_set():
     assert lanes_with(4e-6) < 5
 
 
-def test_a_program_that_recorded_a_kernel_exits_quietly(tmp_path):
-    """The arrays a recording keeps are freed as the interpreter shuts down, when the
-    package's globals are gone: their compiled finalizers' errors were printed through a
-    torn-down sys.excepthook ("Error in sys.excepthook")."""
+def _run_script(tmp_path, name, text):
+    """``text`` run as the script ``name`` by a Python of its own on ``sim``."""
     import os
     import subprocess
     import sys
 
-    script = tmp_path / "quiet.py"
-    script.write_text(
+    script = tmp_path / name
+    script.write_text(text)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120, env=dict(os.environ, PYTHONPATH=root,
+                                                ASYNCGPU_BACKEND="sim"))
+
+
+def test_a_program_that_recorded_a_kernel_exits_quietly(tmp_path):
+    """The arrays a recording keeps are freed as the interpreter shuts down, when the
+    package's globals are gone: their compiled finalizers' errors were printed through a
+    torn-down sys.excepthook ("Error in sys.excepthook")."""
+    done = _run_script(tmp_path, "quiet.py", (
         "import numpy as np, asyncgpu as ag\n"
         "from numba import cuda\n"
         "@ag.kernel()\n"
@@ -461,23 +470,14 @@ def test_a_program_that_recorded_a_kernel_exits_quietly(tmp_path):
         "x = ag.array(np.zeros(64, np.float32))\n"
         "with ag.record():\n"
         "    inc[1, 64](x, 64)\n"
-        "print(x[0])\n")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=120, env=dict(os.environ, PYTHONPATH=root,
-                                                ASYNCGPU_BACKEND="sim"))
+        "print(x[0])\n"))
     assert done.returncode == 0 and done.stdout == "1.0\n", done.stderr
     assert "Error in sys.excepthook" not in done.stderr, done.stderr
 
 
 def test_a_record_block_at_a_scripts_top_level_is_keyed_and_named_by_its_line(tmp_path):
     # (compiled, record() has no frame of its own: the caller's line must still be found)
-    import os
-    import subprocess
-    import sys
-
-    script = tmp_path / "top.py"
-    script.write_text(
+    done = _run_script(tmp_path, "top.py", (
         "import numpy as np, asyncgpu as ag\n"
         "x = ag.zeros(4, np.float32)\n"
         "for i in range(3):\n"
@@ -488,11 +488,7 @@ def test_a_record_block_at_a_scripts_top_level_is_keyed_and_named_by_its_line(tm
         "    with ag.record():\n"
         "        x[0] = 1\n"
         "except ag.RecordingError as exc:\n"
-        "    print(exc)\n")
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                          timeout=120, env=dict(os.environ, PYTHONPATH=root,
-                                                ASYNCGPU_BACKEND="sim"))
+        "    print(exc)\n"))
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[:3] == ["recorded", "replayed", "replayed"]
