@@ -99,3 +99,16 @@ def square(x, y, n):
     i = cuda.grid(1)
     if i < n:
         y[i] = x[i] * x[i]
+
+
+def test_a_snapshot_hashes_as_its_values(sim):
+    """A frozen snapshot can be a set member or a dict key (its tables raised
+    ``TypeError: unhashable type: 'mappingproxy'``)."""
+    a = ag.zeros(4)
+    b = a + 1
+    first, again = ag.statistics(), ag.statistics()
+    assert first == again and hash(first) == hash(again) and len({first, again}) == 1
+    c = b * 2
+    later = ag.statistics()
+    assert later != first and len({first, later}) == 2
+    assert float(c.sum()) == 8.0

@@ -175,6 +175,12 @@ class Statistics:
                 values[f.name] = now - then
         return Statistics(**values)
 
+    def __hash__(self) -> int:
+        # (a frozen snapshot hashes as its values do; its tables are read-only mappings,
+        # which have no hash of their own)
+        return hash(tuple(frozenset(v.items()) if isinstance(v, Mapping) else v
+                          for v in (getattr(self, f.name) for f in fields(self))))
+
     def as_dict(self) -> dict[str, object]:
         """The snapshot as plain, JSON-friendly data."""
         out: dict[str, object] = {}
