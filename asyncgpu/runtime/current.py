@@ -14,7 +14,8 @@ context (``asyncgpu.runtime.context``) installs (:func:`install`). ``Launcher.__
 ``_runtime`` directly (one attribute, no call) on every launch.
 
 Invariants: ``_runtime`` is None or a runtime made for ``_options``' backend and device;
-it changes only under ``_global_lock``.
+it changes only under ``_global_lock``. A fork takes both locks first (:func:`_before_fork`),
+so a child begins between calls, its locks free.
 
 Example::
 
