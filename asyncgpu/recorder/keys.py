@@ -49,7 +49,7 @@ from ..runtime.array import Array
 from ..runtime.checks import recorded_site
 from ..runtime.result_meta import float_bits
 from ..runtime.chunks import bind_parts
-from ..runtime.splits import split_parts, tenant_splits
+from ..runtime.splits import split_count, split_parts, tenant_splits
 
 
 class Launch:
@@ -133,12 +133,11 @@ def split_launch(rt: Any, launcher: Any, args: tuple[Any, ...], arrays: list[Any
     """The launch as the :class:`Piece` launches its tenant splits it into, every piece
     validated (``Kernel.bind``) before any is deferred; None when the tenant runs it whole.
     Raises as an eager split does (a kernel not element-wise, arrays that cannot be split)."""
-    splits = tenant_splits(rt)
-    if splits is None:
+    if tenant_splits(rt) is None:
         return None
     kernel = launcher.kernel
-    count = splits.get(kernel.name)
-    if count is None:
+    count = split_count(rt.tenants[getattr(rt._pins, "tenant", 0)], kernel)
+    if not count:
         return None
     parts = split_parts(launcher, args, arrays, values, site, count)
     if parts is None:

@@ -41,7 +41,7 @@ from ..core.interference import Sample
 from ..core.placement import STREAM_AWARE, device_bit
 from .allocation import HOST, Requeue
 from .chunks import axis_length, chunk_plan, launch_chunked
-from .splits import launch_split
+from .splits import launch_split, split_count
 from .kernel import Launcher, user_site
 
 
@@ -100,9 +100,8 @@ class Issuing:
                     profiled = self.regulator.launch(index, launcher)
                 if profiled is None and tenant.after:
                     pointer = self._pointer(tenant.after, kernel.name)
-                splits = tenant.splits
-                if not pieces and splits and kernel.name in splits:
-                    pieces = splits[kernel.name]
+                if not pieces and tenant.splits:
+                    pieces = split_count(tenant, kernel)
                 if (profiled is None and pieces
                         and launch_split(self, launcher, args, arrays, values, site, pieces,
                                          node.device, pointer)):

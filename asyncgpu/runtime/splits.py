@@ -38,6 +38,7 @@ Plain Python: the backends run the kernels as usual.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,8 @@ from ..core.dag import Node
 from ..core.errors import ArgumentError
 from .checks import is_int
 from .chunks import axis_length, prepared, ranges, row_parts
+
+log = logging.getLogger("asyncgpu")
 
 
 def _grid_parts(launcher: Any, args: tuple[Any, ...], values: list[Any], site: str | None,
@@ -143,6 +146,29 @@ def split_parts(launcher: Any, args: tuple[Any, ...], arrays: list[Any], values:
     if pieces < 2 or length < 2:
         return None
     return row_parts(launcher, args, length, pieces)
+
+
+def split_count(tenant: Any, kernel: Any) -> int:
+    """How many pieces ``tenant`` cuts ``kernel``'s launches into (0: none). A regulation
+    plan's split of a kernel declared neither element-wise nor with a grid offset is not
+    applied, said once per tenant and kernel (a plan never makes a working launch fail);
+    the tenant's own is, and :func:`split_parts` refuses it naming the fix."""
+    pieces = tenant.splits.get(kernel.name, 0)
+    if pieces and not kernel.elementwise and kernel.grid_offset is None:
+        own = tenant.given[0]
+        if not own or kernel.name not in own:
+            said = (tenant.name, kernel.name)
+            if said not in _unsplit:
+                _unsplit.add(said)
+                log.warning("asyncgpu: the regulation plan splits kernel %r of tenant %r in %d "
+                            "pieces, and it is declared neither element-wise nor with a grid "
+                            "offset: its launches run whole", kernel.name, tenant.name, pieces)
+            return 0
+    return pieces
+
+
+#: (tenant, kernel) names told that a plan's split of the kernel is not applied.
+_unsplit: set[tuple[str, str]] = set()
 
 
 def tenant_splits(rt: Any) -> Any:
