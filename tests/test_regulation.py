@@ -1736,3 +1736,28 @@ def test_one_slow_step_alone_does_not_make_the_high_tenants_target_generous():
     lead.measured += n
     assert Check()._alone_measured(trial)
     assert trial.alones[1] == 6e-3 and trial.alone == 6.2e-3
+
+
+def test_a_plans_split_of_a_kernel_that_cannot_be_split_runs_it_whole_said_once(caplog):
+    """A plan never makes a working program fail: a split of a kernel declared neither
+    element-wise nor with a grid offset (a plan edited by hand, or saved before the kernel's
+    declaration changed) made every step raise ArgumentError. The tenant's own such split is
+    still refused, naming the fix."""
+    with ag.configure(backend="sim", sim_seed=2):
+        plain = ag.kernel(const=["x"], out=["y"])(add_one)
+        x, y = ag.array(np.arange(64.0)), ag.empty(64)
+        mine = ag.tenant("unsplit")
+        with mine:
+            plain[2, 32](x, y, 64)
+        ag.regulate(plan=Plan({"unsplit": {"add_one": 2}}))
+        with caplog.at_level("WARNING", logger="asyncgpu"):
+            for _ in range(3):
+                with mine:
+                    plain[2, 32](x, y, 64)
+        assert caplog.text.count("splits kernel 'add_one' of tenant 'unsplit'") == 1
+        assert ag.tenants()["unsplit"].kernels == 4
+        assert y.tolist() == (np.arange(64.0) + 1).tolist()
+        ag.regulate(plan="off")
+        with pytest.raises(ag.ArgumentError, match="drop it from the tenant's split"):
+            with ag.tenant("unsplit-own", split={"add_one": 2}):
+                plain[2, 32](x, y, 64)

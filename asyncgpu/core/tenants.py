@@ -167,16 +167,6 @@ class Tenant:
         named.update(kernel for _, kernel in (after or {}).values())
         return sorted(n for n in named if n != "*" and n not in DECLARED)
 
-    def partition_remedy(self) -> str:
-        """How to run this tenant on every SM again, said where a partition refuses something
-        (a recorded function's replay): drop its own ``sms``, or set aside the regulation
-        plan that gave it one."""
-        if self.sms is not None:
-            return f"make the tenant without sms (it asked for {self.sms})"
-        return ("its partition is the regulation plan's: regulate with a plan without "
-                "partitions (dataclasses.replace(plan, partitions={}, shared=()) of "
-                "asyncgpu.regulation().plan), or asyncgpu.regulate(plan='off')")
-
     def count(self, kind: str) -> None:
         """One more node of ``kind`` issued."""
         counts = self.counts

@@ -54,20 +54,31 @@ from .recording import Recording
 
 log = logging.getLogger("asyncgpu")
 _tokens = itertools.count(1)
+#: The tenants told that their recorded functions run unrecorded in a plan's partition.
+_eager_in_partitions: set[str] = set()
 
 
-def refuse_partitioned(rt: Any, name: str) -> None:
-    """RecordingError if this thread's tenant runs on SMs of its own (``asyncgpu.tenant(...,
-    sms=N)``, or a regulation plan's partition): a CUDA graph's kernels run on every SM, so a
-    replay of recorded function ``name`` would leave the partition."""
+def refuse_partitioned(rt: Any, name: str) -> bool:
+    """Whether recorded function ``name`` runs unrecorded, its launches eager: where this
+    thread's tenant runs on SMs a regulation plan gave it (a CUDA graph's kernels run on every
+    SM, so a replay would leave the partition, and a plan never makes a working program fail;
+    said once per tenant). RecordingError where the tenant asked for SMs of its own
+    (``asyncgpu.tenant(..., sms=N)``)."""
     tenant = rt.tenants[getattr(rt._pins, "tenant", 0)]
     if tenant.partition is None:
-        return
+        return False
+    if tenant.sms is None:
+        if tenant.name not in _eager_in_partitions:
+            _eager_in_partitions.add(tenant.name)
+            log.warning("asyncgpu: recorded function %r runs unrecorded in tenant %r, which a "
+                        "regulation plan runs on SMs of its own (a CUDA graph's kernels run on "
+                        "every SM); said once per tenant", name, tenant.name)
+        return True
     raise RecordingError(
         f"recorded function {name!r} called in tenant {tenant.name!r}, which runs on SMs of "
         f"its own ({tenant.partition} SMs): a CUDA graph's kernels run on every SM, so its "
         "replays would leave the partition; call the function undecorated in this tenant, or "
-        f"{tenant.partition_remedy()}")
+        f"make the tenant without sms (it asked for {tenant.sms})")
 
 
 class _Run:
@@ -100,8 +111,8 @@ class _Run:
         else:
             rt.gate.enter()     # (an exclusive tenant's gate: takes the lock when free)
         try:
-            if rt._tenanted:
-                refuse_partitioned(rt, self.name)
+            if rt._tenanted and refuse_partitioned(rt, self.name):
+                return None             # (run unrecorded: see refuse_partitioned)
             if rt._host_busy:
                 rt.settle_host_writes()     # (the recording's decisions read locations)
             if recording_of(rt, this_thread()) is not None:
@@ -321,8 +332,8 @@ class GraphFunction(_Run):
         else:
             rt.gate.enter(self.name)    # (the name: a replay may be looked ahead)
         try:
-            if rt._tenanted:
-                refuse_partitioned(rt, self.name)
+            if rt._tenanted and refuse_partitioned(rt, self.name):
+                return False, None      # (the body runs unrecorded)
             if rt._host_busy:
                 rt.settle_host_writes()
             if recording_of(rt, this_thread()) is not None:

@@ -93,15 +93,15 @@ class TenantScope:
         rt = current_runtime()
         index = rt.tenant_index(self.name, self.priority, self.streams, self.split,
                                 self.after, self.exclusive, self.sms)
-        made = rt.tenants[index]
-        if made.partition is not None and recording_of(rt, this_thread()) is not None:
-            # (as a recorded function called in such a tenant is: see recorder.entry)
+        if self.sms is not None and recording_of(rt, this_thread()) is not None:
+            # (as a recorded function called in such a tenant is: see recorder.entry; a
+            # regulation plan's partition is not the program's, and refuses nothing)
             raise RecordingError(
                 f"asyncgpu.tenant({self.name!r}) entered inside a recording: the tenant runs "
-                f"on SMs of its own ({made.partition} SMs), and a CUDA graph's kernels run on "
-                "every SM, so the replays would leave the partition; enter the tenant outside "
-                "the recorded function and call it undecorated there, or "
-                f"{made.partition_remedy()}")
+                f"on SMs of its own (sms={self.sms}), and a CUDA graph's kernels run on every "
+                "SM, so the replays would leave the partition; enter the tenant outside the "
+                "recorded function and call it undecorated there, or make the tenant without "
+                "sms")
         entered = getattr(_entered, "scopes", None)
         if entered is None:
             entered = _entered.scopes = []
