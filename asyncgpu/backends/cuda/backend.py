@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import logging
+import struct
 from collections import deque
 from typing import Any
 
@@ -46,7 +47,7 @@ from .queues import warn_if_late
 from .calls import CudaCalls
 from .driver import driver_calls
 from .faults import RECENT_LAUNCHES, fault_from, is_sticky, refused_launch
-from .kernels import PackedLaunch, make_launch
+from .kernels import PackedLaunch, make_launch, unfit_argument
 
 log = logging.getLogger("asyncgpu")
 _CUDA_EVENT_WAIT_EXTERNAL = 1     # cudaEventWaitExternal: an event-wait node in the graph
@@ -614,6 +615,8 @@ class CudaBackend(Backend):
     def _launch_failed(self, node: Any, stream: Any, exc: Exception) -> None:
         """A launch raised ``exc``: raise what it means, or launch again where the thread only
         lacked a current context."""
+        if isinstance(exc, struct.error):
+            raise unfit_argument(node.name, exc) from None
         if self.fault is not None or is_sticky(exc):
             raise self._device_error(exc)
         # A host thread that has made no CUDA runtime call yet has no current context,

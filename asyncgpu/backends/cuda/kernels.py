@@ -162,20 +162,26 @@ class PackedLaunch:
     __slots__ = ("target", "values")
 
     def __call__(self, stream: Any) -> None:
-        self.enqueue(stream)
+        try:
+            self.enqueue(stream)
+        except struct.error as exc:
+            raise unfit_argument(self.target.kernel_name, exc) from None
 
     def enqueue(self, stream: Any) -> None:
-        """The launch on ``stream`` (``CudaBackend.launch`` calls this directly)."""
+        """The launch on ``stream`` (``CudaBackend.launch`` calls this directly, and turns a
+        ``struct.error`` into :func:`unfit_argument`'s, off the launch's path)."""
         t = self.target
-        try:
-            t.plan.launch(self.values, t.grid, t.block, t.shared, stream.ptr)
-        except struct.error as exc:
-            # (packed before the launch, so nothing is enqueued: a number beyond the type its
-            # parameter was compiled for, which a Numba kernel given a signature fixes)
-            raise ArgumentError(
-                f"kernel '{t.kernel_name}': an argument does not fit the type of its parameter "
-                f"({exc}); a kernel given a signature is compiled for its types only: pass "
-                "values of the declared types") from None
+        t.plan.launch(self.values, t.grid, t.block, t.shared, stream.ptr)
+
+
+def unfit_argument(kernel_name: str, exc: struct.error) -> ArgumentError:
+    """What a packed launch's ``struct.error`` means: a number beyond the type its parameter was
+    compiled for (a Numba kernel given a signature). Packed before the launch: nothing was
+    enqueued."""
+    return ArgumentError(
+        f"kernel '{kernel_name}': an argument does not fit the type of its parameter ({exc}); "
+        "a kernel given a signature is compiled for its types only: pass values of the "
+        "declared types")
 
 
 def packed_launch(target: PackedTarget, values: tuple[Any, ...]) -> PackedLaunch:
