@@ -9,12 +9,12 @@ Importing (:func:`import_array`: ``asarray`` and kernel arguments)
     Its first use is ordered after the producer's work by an *import node* (kind ``"copy"``,
     a write of the whole allocation) whose stream waits for an event: recorded on the stream
     the interface names (CAI ``stream``; the legacy default stream where it names none), or
-    on a stream of ours that the producer was asked to make its work visible on (DLPack's
-    ``stream=`` handshake). From then on the allocation
-    is tracked like any other. One import per memory range and runtime: importing the same
-    memory again (``asarray`` twice, or passing the object to several launches) returns a
-    view of the same allocation while it lives, so launches that use it are ordered among
-    themselves; the producer's later work is not waited for again.
+    on CuPy's current stream, which the producer was asked to make its work visible on
+    (DLPack's ``stream=`` handshake). From then on the allocation is tracked like any other.
+    One import per memory range and runtime: importing the same memory again (``asarray``
+    twice, or passing the object to several launches) returns a view of the same allocation
+    while it lives, so launches that use it are ordered among themselves; the producer's
+    later work is not waited for again.
 
     Memory models: ``explicit``, the allocation is device memory whose host mirror is
     allocated on the first host access (a host read copies device-to-host then); ``managed``,
@@ -70,8 +70,6 @@ _imports: weakref.WeakKeyDictionary[Any, dict[tuple[int, int], weakref.ref[Alloc
 #: device slot)
 _origins: weakref.WeakKeyDictionary[Allocation, tuple[Any, int, int, str, bool, int]] = \
     weakref.WeakKeyDictionary()
-#: per cuda backend: the stream DLPack producers are asked to make their work visible on
-_handshake_streams: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
 
 def _simulator_array_type() -> Any:
@@ -366,27 +364,28 @@ def _describe_device(rt: Any, obj: Any, kind: str, where: str) -> tuple[Any, ...
 
 def _describe_dlpack(backend: Any, obj: Any, kind: str, where: str, device: tuple[int, int]
                      ) -> tuple[Any, ...]:
-    """cuda, a DLPack producer on a CUDA device: CuPy takes the capsule, passing the stream
-    that is current in it, which is ours: the producer makes its work visible there."""
+    """cuda, a DLPack producer on a CUDA device: CuPy takes the capsule on the stream that is
+    current in CuPy (the user's), passing it as the consumer's stream, and the producer makes
+    its work visible there; an event recorded on that stream then covers it.
+
+    (Not on a stream of ours made current for the call: a CuPy producer takes CuPy's current
+    stream for its own, so it would see the consumer's stream as its own and order nothing,
+    and its kernels still running on the user's stream would be read before they wrote.)"""
     cupy = backend.cupy
     slot = backend.slot_of(device[1])
     if slot < 0:
         _wrong_device(backend, device[1], kind, where)
     with backend.on_device(slot):
         part = backend.part(slot)
-        stream = _handshake_streams.get(part)
-        if stream is None:
-            stream = _handshake_streams[part] = part.create_stream()
         try:
-            with stream:
-                view = cupy.from_dlpack(obj)
+            view = cupy.from_dlpack(obj)
         except Exception as exc:
             raise ArgumentError(
                 f"{where}: the {kind} could not be imported through DLPack ({exc}); pass a "
                 "C- or F-ordered array of a numeric dtype on this GPU"
             ) from exc
         event = part.create_event()
-        part.calls.event_record(event.ptr, stream.ptr)
+        part.calls.event_record(event.ptr, cupy.cuda.get_current_stream().ptr)
     dtype = np.dtype(view.dtype)
     shape, strides = _layout(view.shape, view.strides, dtype, kind, where)
     return (int(view.data.ptr), shape, strides, dtype, (view, obj), event,

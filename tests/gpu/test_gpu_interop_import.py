@@ -111,6 +111,30 @@ def test_first_use_waits_for_the_producers_stream(ag):
     np.testing.assert_array_equal(out.numpy(), np.full(n, 7.0, np.float32))
 
 
+@pytest.mark.parametrize("on", ["null stream", "a stream of its own"])
+def test_a_cupy_array_still_being_written_on_cupys_stream_is_read_after_its_writer(ag, on):
+    """DLPack: CuPy's kernel writing the array still runs on CuPy's current stream when
+    asyncgpu imports it; the read sees what it writes, not what the pool's block held."""
+    cupy = pytest.importorskip("cupy")
+    slow_fill = cupy.ElementwiseKernel(
+        "float32 v", "float32 y",
+        "float acc = 0; for (int k = 0; k < 20000; ++k) acc += k * 1e-12f;"
+        "y = v + (acc > 1e30f ? 1.0f : 0.0f)", "asyncgpu_test_slow_fill")
+    n = 1 << 16
+    stream = cupy.cuda.Stream.null if on == "null stream" else cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        stale = cupy.full(n, -1.0, cupy.float32)
+        slow_fill(cupy.float32(7.0), stale)         # (compiled and run once, untimed)
+        stream.synchronize()
+        stale.fill(-1.0)
+        stream.synchronize()
+        del stale                                   # its block is what the pool hands out next
+        src = cupy.empty(n, cupy.float32)
+        slow_fill(cupy.float32(7.0), src)
+        a = ag.asarray(src)
+        np.testing.assert_array_equal(_read(ag, a), np.full(n, 7.0, np.float32))
+
+
 def _copy_py(x, y):
     i = cuda.grid(1)
     if i < x.size:
