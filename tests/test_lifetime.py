@@ -174,6 +174,28 @@ def test_a_program_that_drops_a_temporary_each_step_fits_where_its_serial_run_fi
         assert (out[:2] + 0).tolist() == [66.0, 78.0]
 
 
+def test_a_recorded_function_made_and_dropped_each_step_fits_where_its_serial_run_fits(
+        sim, monkeypatch):
+    """Each step makes a recorded function (a closure) over a temporary of its own and drops
+    both: the graphs it leaves, which keep the temporary alive, are destroyed when memory runs
+    out, so the program runs in the memory its serial run needs."""
+    k = sim.cuda_kernel(SRC, "axpy", sim=axpy_twin)
+    _device_of(3, monkeypatch)
+    out = sim.zeros(N)
+    for i in range(8):
+        tmp = sim.array(X + i)
+
+        @sim.graph
+        def step(tmp=tmp):
+            k[1, N](tmp, out, 1.0, N)
+
+        step()
+        step()                              # captured: the graph holds tmp
+        assert step.outcome == "replayed"
+        del tmp, step
+    np.testing.assert_array_equal(out.numpy(), 2 * (8 * X + sum(range(8))))
+
+
 def test_arrays_dropped_in_reference_cycles_are_collected_before_memory_runs_out(
         sim, monkeypatch):
     k = sim.cuda_kernel(SRC, "axpy", sim=axpy_twin)

@@ -49,6 +49,34 @@ def test_graph_keeps_its_arrays_alive(env):
     assert alloc() is None
 
 
+def test_a_recorded_function_dropped_lets_go_of_its_graphs_arrays_at_the_next_synchronize(env):
+    ag, rt, (scale, add, inc) = env
+
+    def make():
+        @ag.graph
+        def step(a):
+            inc[1, N](a, N)
+        return step
+
+    kept, dropped = make(), make()
+    a, b = ag.zeros(N, np.float32), ag.zeros(N, np.float32)
+    for _ in range(3):
+        kept(a)
+        dropped(b)
+    assert kept.outcome == dropped.outcome == "replayed"
+    alloc = weakref.ref(b._alloc)
+    del b, dropped
+    gc.collect()
+    assert alloc() is not None              # not from the finalizer: at the next wait
+    ag.synchronize()
+    gc.collect()
+    ag.synchronize()            # (the runtime lets go of dropped allocations at its next call)
+    assert alloc() is None
+    kept(a)                                  # the other function's graph is still there
+    assert kept.outcome == "replayed"
+    np.testing.assert_array_equal(a.numpy(), np.full(N, 4, np.float32))
+
+
 def test_host_access_inside_a_recording_raises_naming_the_array(env):
     ag, rt, (scale, add, inc) = env
     x = ag.zeros(N, np.float32)

@@ -16,7 +16,11 @@ copy in, all captured with the schedule of the first (``FrozenGraph.plan``). Inv
   waits for its last launch first), so a graph's arrays live exactly as long as the graph;
 * ``results`` (the arrays captured library calls write, ``asyncgpu.recorder.calls``) and
   ``memo`` (each segment's previous run, ``asyncgpu.recorder.keys.LaunchMemo``) are keyed by
-  the recorder's token, so ``clear(token)`` forgets one recorder entirely.
+  the recorder's token, so ``clear(token)`` forgets one recorder entirely;
+* a recorded function the program dropped (:func:`dropped`, its finalizer) is forgotten so by
+  every cache at the cache's next capture or the runtime's next wait for everything
+  (``forget_dropped``): its graphs, and the arrays they keep alive, do not outlive it. (Not
+  from the finalizer itself, which the collector may run inside a call holding the lock.)
 
 Example::
 
@@ -29,7 +33,8 @@ Plain Python: destroying goes through the backend.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+import weakref
+from collections import OrderedDict, deque
 from typing import Any
 
 from ..runtime.frozen import FrozenGraph, copy_key
@@ -50,6 +55,9 @@ class GraphCache:
         self.results: OrderedDict[Any, Any] = OrderedDict()
         #: The previous run of each recording segment (``asyncgpu.recorder.keys``).
         self.memo: dict[Any, LaunchMemo] = {}
+        #: Tokens of recorded functions dropped since (:func:`dropped`), to forget.
+        self.dropped: deque[Any] = deque()
+        _caches.add(self)
 
     def get(self, key: Any) -> Any:
         entry = self.entries.pop(key, None)
@@ -58,6 +66,8 @@ class GraphCache:
         return entry
 
     def put(self, key: Any, entry: Any) -> None:
+        if self.dropped:
+            self.forget_dropped()
         old = self.entries.pop(key, None)
         if old is not entry:
             self._destroy(old)
@@ -68,11 +78,23 @@ class GraphCache:
 
     def clear(self, token: Any = None) -> None:
         """Destroy the graphs (of one recorder, or all) and forget their keys."""
-        for key in [k for k in self.entries if token is None or k.token[0] == token]:
+        self._forget(None if token is None else {token})
+
+    def forget_dropped(self) -> None:
+        """Under the runtime's lock: forget the recorded functions dropped since (their
+        graphs destroyed, after their last launches)."""
+        tokens = set()
+        while self.dropped:
+            tokens.add(self.dropped.popleft())
+        self._forget(tokens)
+
+    def _forget(self, tokens: set[Any] | None) -> None:
+        """Destroy the graphs of the recorders ``tokens`` (None: all) and forget their keys."""
+        for key in [k for k in self.entries if tokens is None or k.token[0] in tokens]:
             self._destroy(self.entries.pop(key))
-        for key in [k for k in self.results if token is None or k[0][0] == token]:
+        for key in [k for k in self.results if tokens is None or k[0][0] in tokens]:
             del self.results[key]
-        for key in [k for k in self.memo if token is None or k[0] == token]:
+        for key in [k for k in self.memo if tokens is None or k[0] in tokens]:
             del self.memo[key]
 
     def _destroy(self, entry: Any) -> None:
@@ -147,6 +169,24 @@ def graphs_of(rt: Any, token: Any) -> list[FrozenGraph]:
         return []
     return [f for key, entry in cache.entries.items()
             if key.token[0] == token for f in graphs_in(entry)]
+
+
+#: Every runtime's cache (a runtime keeps one while it lives).
+_caches: weakref.WeakSet[GraphCache] = weakref.WeakSet()
+
+
+def dropped(token: Any) -> None:
+    """The finalizer of a recorded function (``weakref.finalize``): every cache forgets its
+    graphs at its next capture or wait for everything. Only queues the token (a deque's
+    append is atomic): the collector may run this inside any call, in any thread."""
+    while True:
+        try:
+            caches = list(_caches)
+            break
+        except RuntimeError:    # (a cache made in another thread meanwhile: look again)
+            continue
+    for cache in caches:
+        cache.dropped.append(token)
 
 
 def graph_cache(rt: Any) -> GraphCache:

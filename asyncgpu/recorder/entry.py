@@ -36,6 +36,7 @@ import logging
 import sys
 import threading
 import types
+import weakref
 from typing import Any, Callable
 
 from ..core.errors import RecordingError
@@ -47,7 +48,7 @@ from ..runtime.splits import splits_hold
 from ..runtime.current import current_runtime
 from ..runtime.frozen import FrozenGraph, copy_key
 from ..runtime.recording_hook import recording_of, start_recording, stop_recording, this_thread
-from .cache import VARIANTS
+from .cache import VARIANTS, dropped
 from .finish import issue_eagerly
 from .keys import argument_key
 from .recording import Recording
@@ -289,6 +290,8 @@ class GraphFunction(_Run):
         super().__init__(next(_tokens), getattr(fn, "__qualname__", repr(fn)), split)
         self.fn = fn
         self.static = static
+        # (dropped, its graphs go too: they keep every array they touch alive)
+        weakref.finalize(self, dropped, self.token).atexit = False
         #: static: argument key -> {allocations copied in: (FrozenGraph, what the capturing
         #: call returned)} (explicit memory: one graph per set of host-current inputs)
         self._static: dict[Any, dict[tuple[int, ...], tuple[FrozenGraph, Any]]] = {}

@@ -341,19 +341,22 @@ class Runtime(HostAccess, TenantSteps):
         ``allocation``; not while a stream capture is open, which a synchronize would break;
         a fault met by the wait is raised here, as at any wait); then, collect the arrays
         dropped in reference cycles (a full collection: tens of milliseconds where Numba and
-        CuPy are loaded)."""
+        CuPy are loaded). The graphs of recorded functions the program dropped are destroyed
+        on the way (``asyncgpu.recorder.cache``)."""
         try:
             return alloc(nbytes)
         except OutOfMemoryError:
             if self.streams.inflight and not self.backend.captures.engaged:
-                self._synchronize_locked("allocation")
+                self._synchronize_locked("allocation")      # (dropped graphs go too)
             else:
                 self._drain_releases()
+                self._forget_dropped_graphs()
         try:
             return alloc(nbytes)
         except OutOfMemoryError:
-            gc.collect()        # (finalizers only queue their buffers)
+            gc.collect()        # (finalizers only queue their buffers, and dropped graphs)
             self._drain_releases()
+            self._forget_dropped_graphs()
         return alloc(nbytes)
 
     def release_later(self, alloc: Allocation) -> None:

@@ -21,6 +21,7 @@ cdef class HostAccess(Issuing):
     cpdef _synchronize_locked(self, str reason=*)
 
     cpdef _all_finished(self, str reason=*)
+    cpdef _forget_dropped_graphs(self)
 
     cpdef bint _waits_unlocked(self) except -1
 

@@ -214,6 +214,14 @@ class HostAccess(Issuing):
         self.streams.all_finished()
         self.stats.sync(reason)
         self._drain_releases()
+        self._forget_dropped_graphs()
+
+    def _forget_dropped_graphs(self) -> None:
+        """Under the lock: destroy the graphs of recorded functions the program dropped
+        (``asyncgpu.recorder.cache``; the backend waits for their last launches)."""
+        graphs = self.graphs
+        if graphs is not None and graphs.dropped:
+            graphs.forget_dropped()
 
     def _waits_unlocked(self) -> bool:
         """Under the lock: whether a host wait for the device is done first without it (see
