@@ -11,7 +11,7 @@ cdef class Allocation:
     cdef public object runtime, buffer, id, copy_back, requeue
     cdef public Py_ssize_t nbytes
     cdef public int location, home
-    cdef public bint freed, fixed
+    cdef public bint freed, fixed, exported
     cdef object __weakref__
 
 

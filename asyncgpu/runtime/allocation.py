@@ -63,7 +63,7 @@ class Allocation:
     """A block of backend memory (runtime-owned; there is no public constructor)."""
 
     __slots__ = ("runtime", "buffer", "nbytes", "location", "freed", "id", "copy_back",
-                 "fixed", "home", "requeue", "__weakref__")
+                 "fixed", "home", "requeue", "exported", "__weakref__")
 
     def __init__(self, runtime: Any, buffer: Any, nbytes: int, location: int) -> None:
         self.runtime = runtime
@@ -84,6 +84,10 @@ class Allocation:
         self.fixed = False
         #: a :class:`Requeue`, once a finalizer has brought this allocation back (else None)
         self.requeue = None
+        #: cuda: its device memory was handed to another library (``asyncgpu.runtime.export``),
+        #: whose work on it runs on streams the runtime does not see: dropped, its memory is
+        #: given back only after the device has been synchronized as a whole
+        self.exported = False
 
     def __del__(self) -> None:
         # Garbage collection may run in the middle of runtime bookkeeping, and another

@@ -101,6 +101,9 @@ class Runtime(HostAccess, TenantSteps):
         # (bound once: compiled, ``lock.acquire()`` looks the method up at every launch)
         self._acquire, self._release = self._lock.acquire, self._lock.release
         self._releases: deque[Allocation] = deque()
+        #: buffers of exported allocations given back, held until the next synchronize of the
+        #: whole device (``Issuing._return_buffer``)
+        self._lent: list[Any] = []
         #: allocation id -> the large host write copying into its host memory without the lock
         #: (``HostAccess.write_host``)
         self._host_busy: dict[int, Any] = {}
@@ -346,8 +349,10 @@ class Runtime(HostAccess, TenantSteps):
         try:
             return alloc(nbytes)
         except OutOfMemoryError:
-            if self.streams.inflight and not self.backend.captures.engaged:
-                self._synchronize_locked("allocation")      # (dropped graphs go too)
+            if ((self.streams.inflight or self._lent or self._releases)
+                    and not self.backend.captures.engaged):
+                # (dropped graphs and exported memory go too)
+                self._synchronize_locked("allocation")
             else:
                 self._drain_releases()
                 self._forget_dropped_graphs()
@@ -434,7 +439,7 @@ class Runtime(HostAccess, TenantSteps):
         buffer, alloc.buffer = alloc.buffer, None
         if buffer is not None:      # (a deferred free the wait above gave back already)
             self.deps.forget(alloc.id)
-            self.backend.free(buffer)
+            self._return_buffer(buffer, alloc.exported)
         return fault
 
     # -- kernels -----------------------------------------------------------------------------

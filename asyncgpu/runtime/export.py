@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from ..core.deps import Access
@@ -74,13 +75,65 @@ def export_slot(array: Array) -> int:
 
 
 def device_export(array: Array, slot: int = 0) -> None:
-    """Explicit memory model: an exported pointer is to the copy of device slot ``slot``,
-    which must be current (a copy node if not); the consumer may write it, so no other copy
-    is known to be current."""
+    """An export of the copy of device slot ``slot``: the allocation is booked as lent
+    (:func:`lent`). Explicit memory model: that copy must be current (a copy node if not);
+    the consumer may write it, so no other copy is known to be current."""
     rt = array._alloc.runtime
-    if rt.memory is not None:
-        with rt._lock:
+    with rt._lock:
+        _lend(rt, array._alloc, slot)
+        if rt.memory is not None:
             rt.memory.before_export(array, slot)
+
+
+#: per runtime: (device slot, device address) -> the allocation whose memory there an export
+#: handed out, while it lives (:func:`lent`)
+_lent: weakref.WeakKeyDictionary[Any, dict[tuple[int, int], weakref.ref[Any]]] = \
+    weakref.WeakKeyDictionary()
+
+
+def _lend(rt: Any, alloc: Any, slot: int) -> None:
+    """Under the lock: book ``alloc``'s memory on device ``slot`` as handed to another
+    library. Dropped, its memory waits for a synchronize of the whole device before reuse
+    (``Issuing._return_buffer``); passed back to asyncgpu, it is this allocation again
+    (:func:`lent`)."""
+    if not alloc.nbytes:
+        return
+    alloc.exported = True
+    buffer = alloc.buffer.on(slot) if slot else alloc.buffer
+    table = _lent.get(rt)
+    if table is None:
+        table = _lent[rt] = {}
+    table[(slot, buffer.device_pointer())] = weakref.ref(alloc)
+    if len(table) >= 64 and len(table) & (len(table) - 1) == 0:
+        # (at each power of two: the dead go, so the table stays as large as what lives)
+        for key in [k for k, ref in table.items() if _gone(ref())]:
+            del table[key]
+
+
+def _gone(alloc: Any) -> bool:
+    return alloc is None or alloc.freed or alloc.buffer is None
+
+
+def lent(rt: Any, slot: int, base: int, nbytes: int) -> tuple[Any, int] | None:
+    """Under the lock: the live allocation of ``rt`` whose memory on device ``slot``, handed
+    out by an export, holds ``[base, base + nbytes)``, and its address there; None if none
+    does (another library's array over asyncgpu's own memory is a view of the allocation,
+    not an import of memory of its own: ``asyncgpu.runtime.interop``)."""
+    table = _lent.get(rt)
+    if not table:
+        return None
+    ref = table.get((slot, base))
+    if ref is not None:
+        alloc = ref()
+        if not _gone(alloc) and nbytes <= alloc.nbytes:
+            return alloc, base
+    for (at, start), ref in table.items():
+        if at != slot or start > base:
+            continue
+        alloc = ref()
+        if not _gone(alloc) and base + nbytes <= start + alloc.nbytes:
+            return alloc, start
+    return None
 
 
 def _export_view(array: Array) -> Any:

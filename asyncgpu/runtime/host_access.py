@@ -201,14 +201,27 @@ class HostAccess(Issuing):
         ``synchronize``, which a recording refuses, or the runtime's own)."""
         if reason == "synchronize" and self.recording is not None:
             self.recording.refuse("synchronize")
+        # (exported memory the program dropped before this synchronize began: the device's
+        # work on it, other libraries' too, is done once it returns)
+        if self._releases:
+            self._drain_releases()
+        lent = self._lent
+        if lent:
+            self._lent = []
         try:
             self.backend.synchronize()
         except (KernelFault, AnnotationViolation):
             # (reported once the device finished everything: what was in flight is done,
             # and counted so, before the faults reach the caller)
             self._all_finished(reason)
+            self._free_lent(lent)
             raise
         self._all_finished(reason)
+        self._free_lent(lent)
+
+    def _free_lent(self, lent: list[Any]) -> None:
+        for buffer in lent:
+            self.backend.free(buffer)
 
     def _all_finished(self, reason: str = "synchronize") -> None:
         self.streams.all_finished()

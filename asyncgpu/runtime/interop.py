@@ -52,6 +52,7 @@ from .allocation import DEVICE, Allocation, byte_extent, c_contiguous
 from .array import Array, host_array
 from .current import current_runtime
 from .dtypes import refuse_other_order
+from .export import lent
 
 log = logging.getLogger("asyncgpu")
 #: CUDA's handle of the legacy default stream (``CU_STREAM_LEGACY``, ``cudaStreamLegacy``).
@@ -204,6 +205,19 @@ def adopt(rt: Any, d: Described) -> Array:
     lo, hi = byte_extent(d.shape, d.strides, d.dtype.itemsize, 0)
     base, nbytes = d.ptr + lo, hi - lo
     with rt._lock:
+        own = lent(rt, d.slot, base, nbytes) if nbytes and rt.backend.name == "cuda" else None
+        if own is not None:
+            # asyncgpu's own memory, handed out by an export and passed back (a CuPy view of
+            # an Array, say): a view of that allocation, ordered with its other uses, the
+            # part the view covers written, as far as the tracker knows, by the other
+            # library's work on it so far (not inside a recording, which cannot wait for
+            # another library's stream: there the view is ordered with asyncgpu's work only)
+            alloc, start = own
+            view = Array._view(alloc, d.shape, d.dtype, d.strides, d.ptr - start)
+            if d.ready is not None and rt.recording is None:
+                _order_after_producer(rt, alloc, d.ready, d.kind, d.slot,
+                                      (base - start, base - start + nbytes))
+            return view
         table = _imports.setdefault(rt, {})
         found = table.get((base, nbytes))
         alloc = found() if found is not None else None
@@ -469,30 +483,31 @@ class ForeignReady:
 
     __slots__ = ("wait", "event", "span")
 
-    def __init__(self, backend: Any, event: Any, alloc: Allocation) -> None:
+    def __init__(self, backend: Any, event: Any, alloc: Allocation, lo: int, hi: int) -> None:
         self.wait = backend.calls.stream_wait
         self.event = event
-        self.span = (alloc.buffer.uid, alloc.nbytes)
+        self.span = (alloc.buffer.uid, lo, hi)
 
     def hb_accesses(self) -> list[tuple[int, int, int, bool]]:
         """For the checker: the producer's write of the memory, which this node stands for."""
-        uid, nbytes = self.span
-        return [(uid, 0, nbytes, True)]
+        uid, lo, hi = self.span
+        return [(uid, lo, hi, True)]
 
     def __call__(self, stream: Any) -> None:
         self.wait(stream.ptr, self.event.ptr, 0)
 
 
 def _order_after_producer(rt: Any, alloc: Allocation, event: Any, kind: str,
-                          slot: int = 0) -> None:
-    """Issue the import node (under the runtime's lock): a write of the whole allocation, so
-    every later use waits for it, and on the memory's device (slot ``slot``) it waits for the
-    producer's event."""
+                          slot: int = 0, span: tuple[int, int] | None = None) -> None:
+    """Issue the import node (under the runtime's lock): a write of the whole allocation (or
+    of the bytes ``span``), so every later use waits for it, and on the memory's device (slot
+    ``slot``) it waits for the producer's event."""
     if rt.recording is not None:
         rt.recording.refuse(f"import of a {kind}")
     label = f"import of a {kind}"
-    node = Node("copy", label, None, [Access(alloc.id, alloc, 0, alloc.nbytes, True, label)])
-    node.launch = ForeignReady(rt.backend.part(slot), event, alloc)
+    lo, hi = span if span is not None else (0, alloc.nbytes)
+    node = Node("copy", label, None, [Access(alloc.id, alloc, lo, hi, True, label)])
+    node.launch = ForeignReady(rt.backend.part(slot), event, alloc, lo, hi)
     node.device = slot
     rt._issue(node)
     alloc.location = DEVICE << slot

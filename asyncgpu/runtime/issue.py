@@ -54,7 +54,7 @@ class Issuing:
     module docstring."""
 
     __slots__ = ("_acquire", "_host_busy", "_instruments", "_issuing", "_lock", "_plain_reads",
-                 "_release", "_releases", "_short_reads",
+                 "_release", "_releases", "_lent", "_short_reads",
                  "backend", "deps", "graph_config", "graphs", "host_epoch", "last_replay",
                  "memory", "no_const", "options", "prefetch", "graph_read_back", "recording",
                  "retired", "stats", "streams", "sync_mode", "want_sites", "devices",
@@ -371,6 +371,7 @@ class Issuing:
                     kept.append(alloc)
                 continue
             alloc_id = alloc.id
+            exported = alloc.exported
             alloc.requeue = None    # (the cycle with its Requeue: it alone would keep it alive)
             alive = weakref.ref(alloc)
             del alloc
@@ -380,9 +381,20 @@ class Issuing:
                 alloc = None
                 continue
             self.deps.forget(alloc_id)
-            self.backend.free(buffer)
+            self._return_buffer(buffer, exported)
         if kept is not None:
             releases.extend(kept)
+
+    def _return_buffer(self, buffer: Any, exported: bool) -> None:
+        """Give a buffer back to the backend's pool, every node using it finished; that of an
+        exported allocation only after the next synchronize of the whole device
+        (``HostAccess._synchronize_locked``): another library may still run work on it, on a
+        stream of its own, enqueued while the array was alive, and the pool would hand the
+        memory to a kernel of ours meanwhile."""
+        if exported:
+            self._lent.append(buffer)
+        else:
+            self.backend.free(buffer)
 
     def pinned(self) -> int:
         """The slot this thread pinned (``asyncgpu.device``), or -1."""

@@ -169,3 +169,84 @@ def test_host_memory_producer_is_refused_as_a_kernel_argument(ag):
         _add_one(ag)[1, 4](torch.zeros(4))
     a = ag.asarray(torch.arange(4, dtype=torch.float32))       # asarray copies host data
     assert a.numpy().tolist() == [0.0, 1.0, 2.0, 3.0]
+
+
+#: CUDA C kernels that spin about 50 ms on the device before they touch memory: whatever is
+#: not ordered after them reads or writes before they do
+SLOW_FILL = r'''extern "C" __global__ void slow_fill(float* y, float v, int n) {
+    long long t0 = clock64(); while (clock64() - t0 < 100000000LL) {}
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = v; }'''
+SLOW_COPY = r'''extern "C" __global__ void slow_copy(const float* x, float* y, int n) {
+    long long t0 = clock64(); while (clock64() - t0 < 100000000LL) {}
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = ((volatile const float*)x)[i]; }'''
+COPY = r'''extern "C" __global__ void copy(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = x[i]; }'''
+
+
+def test_a_cupy_view_of_an_array_passed_back_is_that_array(ag):
+    """``cupy.asarray(x)`` handed to a kernel (or ``asarray``) is ``x`` again: ordered after
+    ``x``'s writer, and a write through it is seen by ``x``'s readers."""
+    cupy = pytest.importorskip("cupy")
+    slow, copy = ag.cuda_kernel(SLOW_FILL, "slow_fill"), ag.cuda_kernel(COPY, "copy")
+    n = 1 << 12
+    x, out = ag.zeros(n, np.float32), ag.zeros(n, np.float32)
+    slow[n // 256, 256](x, np.float32(0), n)        # (both compiled and loaded, untimed)
+    copy[n // 256, 256](x, out, n)
+    ag.synchronize()
+    c = cupy.asarray(x)
+    slow[n // 256, 256](x, np.float32(7), n)
+    copy[n // 256, 256](c, out, n)                   # reads x after the slow writer
+    np.testing.assert_array_equal(out.numpy(), np.full(n, 7, np.float32))
+    y = ag.asarray(c)
+    assert y._alloc is x._alloc
+    slow[n // 256, 256](y, np.float32(5), n)         # written through the view
+    np.testing.assert_array_equal(x.numpy(), np.full(n, 5, np.float32))
+
+
+def test_memory_another_library_still_reads_is_not_handed_out_again(ag):
+    """An array dropped while CuPy's kernel, enqueued through an export, still reads it: its
+    memory is not given to a new array until the device has been synchronized."""
+    cupy = pytest.importorskip("cupy")
+    reader = cupy.RawKernel(SLOW_COPY, "slow_copy")
+    reader.compile()
+    fill = ag.cuda_kernel(SLOW_FILL.replace("100000000LL", "0LL"), "slow_fill")
+    n = 1 << 12
+    src = ag.empty(n, np.float32)
+    fill[n // 256, 256](src, np.float32(7), n)
+    ag.synchronize()
+    out = cupy.zeros(n, cupy.float32)
+    reader((n // 256,), (256,), (cupy.asarray(src), out, np.int32(n)))
+    del src
+    dst = ag.empty(n, np.float32)
+    fill[n // 256, 256](dst, np.float32(-1), n)
+    cupy.cuda.Stream.null.synchronize()
+    np.testing.assert_array_equal(out.get(), np.full(n, 7, np.float32))
+    ag.synchronize()                                 # (and then it is given back)
+    np.testing.assert_array_equal(dst.numpy(), np.full(n, -1, np.float32))
+
+
+@cuda.jit(debug=True, opt=False)
+def _raise_if_one(x, y, n):
+    i = cuda.grid(1)
+    if i == 0 and x[0] == 1:
+        raise ValueError("boom")
+    if i < n:
+        y[i] = x[i]
+
+
+def test_a_debug_kernel_behind_a_slow_writer_still_raises(ag):
+    """Numba reads a ``debug=True`` kernel's error flag right after the launch: it must have
+    run by then, also when it waited for a parent on another stream."""
+    slow, k = ag.cuda_kernel(SLOW_FILL, "slow_fill"), ag.kernel(_raise_if_one)
+    x, y = ag.zeros(16, np.float32), ag.zeros(16, np.float32)
+    k[1, 32](x, y, 16)                               # (both compiled and loaded)
+    slow[1, 16](y, np.float32(0), 16)
+    ag.synchronize()
+    slow[1, 16](x, np.float32(1), 16)
+    with pytest.raises(Exception, match="boom"):
+        k[1, 32](x, y, 16)
+        ag.synchronize()
+    x[0] = 2.0                                       # the runtime goes on
+    k[1, 32](x, y, 16)
+    assert y.numpy()[0] == 2.0

@@ -11,7 +11,7 @@ from asyncgpu.core.dag cimport Node
 
 cdef class CudaBackend(Backend):
     cdef object __weakref__
-    cdef public object _driver_error, _fetch_stream
+    cdef public object _debug_stream, _driver_error, _fetch_stream
     cdef public object captures, cupy, device_name, driver, fault, pool, runtime
     cdef public CudaCalls calls
     cdef public object _lane_cost_s, _peak_bandwidth, _timing_gate, _green

@@ -62,7 +62,7 @@ class CudaBackend(Backend):
     # No instance dict (the launch path reads these on every launch; compiled, they are the
     # C fields of backend.pxd). The last three are asyncgpu/backends/cuda/timing.py's, made on
     # first use.
-    __slots__ = ("__weakref__", "_capturing", "_driver_error", "_fetch_stream",
+    __slots__ = ("__weakref__", "_capturing", "_debug_stream", "_driver_error", "_fetch_stream",
                  "_graphs_in_flight", "_numba_streams", "_recent", "calls", "captures", "cupy",
                  "device", "device_name", "driver", "explicit", "fault",
                  "host_coherent_while_busy", "packed_launches", "pool", "runtime",
@@ -121,6 +121,7 @@ class CudaBackend(Backend):
         self.packed_launches = options.packed_launch and self.calls.launches_kernels()
         self._driver_error = cupy.cuda.driver.CUDADriverError
         self._fetch_stream: Any = None      # host reads' copies out (fetch_to_host)
+        self._debug_stream: Any = None      # debug=True Numba kernels (debug_stream)
         self._graphs_in_flight: set[Graph] = set()
         # The latest launched nodes (a finished node holds no arrays: bounded, nothing pinned)
         # and the first device fault seen, which every later call reports again.
@@ -331,6 +332,14 @@ class CudaBackend(Backend):
 
     def create_event(self, device: int = 0) -> Any:
         return self.cupy.cuda.Event(block=False, disable_timing=True)
+
+    def debug_stream(self) -> Any:
+        """A blocking stream (one the legacy default stream's work waits for) of this part's
+        device: ``debug=True`` Numba kernels run there (``kernels.NumbaLaunch``)."""
+        stream = self._debug_stream
+        if stream is None:
+            stream = self._debug_stream = self.cupy.cuda.Stream(non_blocking=False)
+        return stream
 
     def timing_event(self, device: int = 0) -> Any:
         """A timing-enabled event (traces and tenants' steps: timing makes recording slightly

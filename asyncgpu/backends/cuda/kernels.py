@@ -74,8 +74,31 @@ class NumbaLaunch:
         self.grid, self.block, self.shared = grid, block, shared
 
     def __call__(self, stream: Any) -> None:
+        if getattr(self.compiled, "debug", False):
+            self._launch_debug(stream)
+            return
         self.compiled.launch(self.args, self.grid, self.block, self.backend.numba_stream(stream),
                              self.shared)
+
+    def _launch_debug(self, stream: Any) -> None:
+        """A ``debug=True`` kernel: Numba reads its error flag back, right after the launch,
+        with a copy on the legacy default stream, which waits for nothing on our non-blocking
+        streams (the flag was read before the kernel ran behind a parent, and its exception
+        lost). So it runs on a blocking stream, which that copy waits for, after ``stream``'s
+        work so far; ``stream`` then waits for it. (Numba's launch then returns once the
+        kernel has run, as it does on its own streams.)"""
+        backend = self.backend
+        calls = backend.calls
+        debug = backend.debug_stream()
+        before, after = backend.create_event(), backend.create_event()
+        calls.event_record(before.ptr, stream.ptr)
+        calls.stream_wait(debug.ptr, before.ptr, 0)
+        try:
+            self.compiled.launch(self.args, self.grid, self.block, backend.numba_stream(debug),
+                                 self.shared)
+        finally:
+            calls.event_record(after.ptr, debug.ptr)
+            calls.stream_wait(stream.ptr, after.ptr, 0)
 
 
 class RawLaunch:
