@@ -23,7 +23,8 @@ driver copies the parameter buffer during the call, so the graph node keeps its 
 Numba's own launch (``_Kernel.launch`` in numba-cuda 0.30, for the argument kinds packing leaves
 to it) prepares device-array arguments without copies and calls ``cuda.core.launch`` on the
 stream. Only a kernel's first launch loads its module (so warm kernels up before capturing), and
-``debug=True`` Numba kernels read an error flag back synchronously (not capturable).
+``debug=True`` Numba kernels read an error flag back synchronously (not capturable; they run
+on a blocking stream, which that read waits for: ``kernels.NumbaLaunch``).
 """
 
 from __future__ import annotations
