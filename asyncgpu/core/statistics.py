@@ -107,7 +107,8 @@ class Statistics:
     ``calls`` counts library calls (``asyncgpu.cupy`` functions and ``Array`` operators);
     ``edges`` counts dependency edges by reason (RAW, WAR, WAW); ``host_syncs`` counts the times
     the host blocked, by reason (``host-read``, ``host-write``, ``synchronize``, ``sync-mode``,
-    ``free``, ``library-call``, and with tenants ``partition``, ``exclusive``,
+    ``free``, ``library-call``, ``exported`` (memory of dropped exported arrays given back), and
+    with tenants ``partition``, ``exclusive``,
     ``tenant-step``); ``inflight`` is the number of device nodes not yet known to be finished.
     ``events_recorded`` counts completion events recorded (one per device node; traces' timing
     events are not counted). ``prefetches``/``bytes_prefetched`` count host-to-device

@@ -104,6 +104,7 @@ class Runtime(HostAccess, TenantSteps):
         #: buffers of exported allocations given back, held until the next synchronize of the
         #: whole device (``Issuing._return_buffer``)
         self._lent: list[Any] = []
+        self._lent_bytes = 0
         #: allocation id -> the large host write copying into its host memory without the lock
         #: (``HostAccess.write_host``)
         self._host_busy: dict[int, Any] = {}

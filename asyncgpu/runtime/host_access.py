@@ -208,6 +208,7 @@ class HostAccess(Issuing):
         lent = self._lent
         if lent:
             self._lent = []
+            self._lent_bytes = 0
         try:
             self.backend.synchronize()
         except (KernelFault, AnnotationViolation):

@@ -18,6 +18,7 @@ from asyncgpu.runtime.recording_hook cimport RecordingHook
 cdef class Issuing:
     cdef public object _instruments, _issuing, _lock, _releases, graph_config, graphs
     cdef public list _lent
+    cdef public Py_ssize_t _lent_bytes
     cdef public Backend backend
     cdef public object _acquire, _release
     cdef public object last_replay, options, retired, devices, _pins, open_pins, tenants

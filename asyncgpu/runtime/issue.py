@@ -47,6 +47,9 @@ from .kernel import Launcher, user_site
 
 #: Whether this module runs compiled (an extension module has no Python frames to look at).
 _COMPILED = __file__.endswith(EXTENSIONS)
+#: Bytes of dropped exported arrays held back (``Issuing._return_buffer``) past which the
+#: runtime synchronizes the device to give them back.
+LENT_BYTES = 256 << 20
 
 
 class Issuing:
@@ -54,7 +57,7 @@ class Issuing:
     module docstring."""
 
     __slots__ = ("_acquire", "_host_busy", "_instruments", "_issuing", "_lock", "_plain_reads",
-                 "_release", "_releases", "_lent", "_short_reads",
+                 "_release", "_releases", "_lent", "_lent_bytes", "_short_reads",
                  "backend", "deps", "graph_config", "graphs", "host_epoch", "last_replay",
                  "memory", "no_const", "options", "prefetch", "graph_read_back", "recording",
                  "retired", "stats", "streams", "sync_mode", "want_sites", "devices",
@@ -384,15 +387,21 @@ class Issuing:
             self._return_buffer(buffer, exported)
         if kept is not None:
             releases.extend(kept)
+        if self._lent_bytes > LENT_BYTES and not self.backend.captures.engaged:
+            self._synchronize_locked("exported")
 
     def _return_buffer(self, buffer: Any, exported: bool) -> None:
         """Give a buffer back to the backend's pool, every node using it finished; that of an
         exported allocation only after the next synchronize of the whole device
         (``HostAccess._synchronize_locked``): another library may still run work on it, on a
         stream of its own, enqueued while the array was alive, and the pool would hand the
-        memory to a kernel of ours meanwhile."""
+        memory to a kernel of ours meanwhile. Past :data:`LENT_BYTES` of such memory the
+        runtime synchronizes the device itself at its next entry point (``_drain_releases``),
+        so that a program which drops exported arrays without ever synchronizing does not
+        hold the GPU's memory away from the other library."""
         if exported:
             self._lent.append(buffer)
+            self._lent_bytes += buffer.nbytes
         else:
             self.backend.free(buffer)
 

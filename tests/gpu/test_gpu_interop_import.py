@@ -226,6 +226,23 @@ def test_memory_another_library_still_reads_is_not_handed_out_again(ag):
     np.testing.assert_array_equal(dst.numpy(), np.full(n, -1, np.float32))
 
 
+def test_dropped_exported_memory_past_a_bound_is_given_back_without_a_synchronize(
+        ag, monkeypatch):
+    """A loop that hands each step's temporary to CuPy and never synchronizes: the runtime
+    synchronizes the device itself once enough such memory waits, and gives it back."""
+    cupy = pytest.importorskip("cupy")
+    from asyncgpu.runtime import issue
+
+    monkeypatch.setattr(issue, "LENT_BYTES", 1 << 20)
+    before = ag.statistics().host_syncs.get("exported", 0)
+    for i in range(8):
+        a = ag.full(1 << 18, i, np.float32)      # 1 MiB each
+        assert float(cupy.asarray(a).sum()) == i * (1 << 18)
+        del a
+    ag.zeros(1)                                  # (an entry point: the drop is seen)
+    assert ag.statistics().host_syncs.get("exported", 0) > before
+
+
 @cuda.jit(debug=True, opt=False)
 def _raise_if_one(x, y, n):
     i = cuda.grid(1)
