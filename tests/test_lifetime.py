@@ -196,6 +196,38 @@ def test_a_recorded_function_made_and_dropped_each_step_fits_where_its_serial_ru
     np.testing.assert_array_equal(out.numpy(), 2 * (8 * X + sum(range(8))))
 
 
+def test_memory_handed_to_another_library_is_given_back_only_after_a_device_synchronize(
+        sim, monkeypatch):
+    """An exported array (booked so by its export on ``cuda``) dropped: another library's work
+    on it may still run on streams the runtime does not see, so its buffer waits for a
+    synchronize of the whole device; past the bound, the runtime makes that synchronize."""
+    from asyncgpu.runtime import issue
+    from asyncgpu.runtime.current import current_runtime
+
+    backend = current_runtime().backend
+    backend = getattr(backend, "inner", backend)
+    freed = []
+    free = backend.free
+    monkeypatch.setattr(backend, "free", lambda buf: (freed.append(buf), free(buf)))
+    a = sim.zeros(N)
+    a._alloc.exported = True
+    buffer = a._alloc.buffer
+    del a
+    gc.collect()
+    sim.zeros(N)                          # an entry point: the drop is seen, the memory held
+    assert not any(b is buffer for b in freed)
+    sim.synchronize()
+    assert any(b is buffer for b in freed)
+    monkeypatch.setattr(issue, "LENT_BYTES", N * 8)
+    before = sim.statistics().host_syncs.get("exported", 0)
+    for _ in range(2):
+        b = sim.zeros(N)
+        b._alloc.exported = True
+        del b
+    sim.zeros(N)
+    assert sim.statistics().host_syncs.get("exported", 0) == before + 1
+
+
 def test_arrays_dropped_in_reference_cycles_are_collected_before_memory_runs_out(
         sim, monkeypatch):
     k = sim.cuda_kernel(SRC, "axpy", sim=axpy_twin)
