@@ -886,3 +886,16 @@ def test_nanmin_and_nanmax_of_a_slice_of_nans_warn_at_the_call_as_cupys(sim):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert float(acp.nanmin(acp.asarray(np.array([2.0, np.nan])))) == 2.0
+
+
+def test_diag_of_a_matrix_is_a_copy_that_later_writes_leave_apart_as_in_cupy(sim):
+    """cupy/_creation/matrix.py returns ``cupy.array(v.diagonal(k))``: NumPy's diag is a view,
+    so a write to the matrix changed the diagonal taken before it, and the other way round."""
+    a = acp.arange(9.0).reshape(3, 3)
+    d = acp.diag(a)
+    up = acp.diag(a, 1)
+    a[0, 0] = 100.0
+    d += 1.0
+    assert d.tolist() == [1.0, 5.0, 9.0] and up.tolist() == [1.0, 5.0]
+    assert a.tolist() == [[100.0, 1.0, 2.0], [3.0, 4.0, 5.0], [6.0, 7.0, 8.0]]
+    assert acp.diag(acp.asarray(np.array([1.0, 2.0]))).tolist() == [[1.0, 0.0], [0.0, 2.0]]

@@ -212,6 +212,14 @@ def _scatter(ufunc: np.ufunc) -> Callable[..., Any]:
     return at
 
 
+def _diag(v: Any, k: int = 0) -> Any:
+    """CuPy's ``diag``: of a 2-D array, a copy of its diagonal (``cupy.array(v.diagonal(k))``;
+    NumPy's is a view, which a later write to either array would change)."""
+    if np.ndim(v) == 2:
+        return np.array(np.diagonal(v, k))
+    return np.diag(v, k)
+
+
 def _arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Any:
     """CuPy's ``arange``: float64 if a bound or the step is a float, else an integer type; its
     length ``ceil((stop - start) / step)`` worked out first, so that a complex bound and an
@@ -455,7 +463,7 @@ def _copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) -
 #: a negative power 0 (or +-1), the integer reciprocal of 0 0; CuPy refuses an out of range
 #: Python int in where and clip, a scalar in dot, a list of choices, a list to searchsorted,
 #: and astype's casting; its take and put, its gathers and scatters and ravel_multi_index by
-#: default wrap indices out of range around.
+#: default wrap indices out of range around; its diag of a matrix is a copy.
 #: ``ndarray.<name>``: the method.
 AS_CUPY: dict[str, Callable[..., Any]] = {
     "linalg.eig": _eig,
@@ -535,6 +543,7 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "ndarray.ravel": _ravel,
     "compress": _compress,
     "arange": _arange,
+    "diag": _diag,
     "linspace": _linspace,
     "ndarray.compress": lambda x, condition, axis=None, out=None: _compress(condition, x, axis,
                                                                             out),
