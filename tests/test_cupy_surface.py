@@ -899,3 +899,28 @@ def test_diag_of_a_matrix_is_a_copy_that_later_writes_leave_apart_as_in_cupy(sim
     assert d.tolist() == [1.0, 5.0, 9.0] and up.tolist() == [1.0, 5.0]
     assert a.tolist() == [[100.0, 1.0, 2.0], [3.0, 4.0, 5.0], [6.0, 7.0, 8.0]]
     assert acp.diag(acp.asarray(np.array([1.0, 2.0]))).tolist() == [[1.0, 0.0], [0.0, 2.0]]
+
+
+def test_ufunc_at_converts_the_values_to_the_arrays_dtype_first_as_cupys_scatter(sim):
+    """cupy/_core/_routines_indexing.pyx: with an index array, ``_scatter_op`` converts the
+    values to the array's dtype before its kernel adds them (``core.array(value,
+    dtype=a.dtype)`` on the host, ``value.astype(a.dtype)`` on the device); NumPy's ``at``
+    added in float64 and cast the sums back (-1 + 0.5 was 0, CuPy's -1 + 0 is -1). With
+    integers alone the ufunc writes into the view, under its casting rule."""
+    idx = acp.asarray(np.array([0, 1]))
+    x = acp.asarray(np.array([-1, -3], np.int32))
+    acp.add.at(x, idx, acp.asarray(np.array([0.5, 1.5])))
+    assert x.tolist() == [-1, -2]
+    x = acp.zeros(2, np.int32)
+    acp.add.at(x, idx[:1], acp.asarray(np.array([np.inf])))          # (the GPU's conversion)
+    assert x.tolist() == [2**31 - 1, 0]
+    m = acp.asarray(np.array([-1, -3], np.int32))
+    acp.add.at(m, m < -2, 0.9)                                        # (a mask: converted too)
+    assert m.tolist() == [-1, -3]
+    with pytest.raises(OverflowError, match="out of bounds for int32"):
+        acp.add.at(acp.zeros(2, np.int32), idx, 2**40)
+    with pytest.raises(TypeError, match="Cannot cast ufunc 'add' output"):
+        acp.add.at(acp.zeros(3, np.int32), 2, 1.5)
+    f = acp.zeros(3)
+    acp.add.at(f, (slice(1, None),), 1.5)
+    assert f.tolist() == [0.0, 1.5, 1.5]

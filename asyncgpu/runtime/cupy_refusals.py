@@ -116,6 +116,37 @@ _AT_DTYPES = {
 }
 
 
+def _leaves(seq: Any) -> list[Any]:
+    return [v for s in seq for v in (_leaves(s) if type(s) in (list, tuple) else [s])]
+
+
+def scatter_kind(indices: Any) -> str:
+    """Which of CuPy's scatters a ``ufunc.at`` (or an assignment) of ``indices`` runs
+    (cupy/_core/_routines_indexing.pyx, ``_scatter_op``): ``"view"`` for integers, slices,
+    ``None`` and ``...`` alone (the ufunc writes into the view they select), ``"mask"`` for one
+    boolean array (a list of booleans, a bool) among them, ``"integers"`` for any other index
+    array (its scatter kernels, each for a few dtypes). A list is an array, as CuPy converts
+    it: of booleans alone a mask, empty an integer one."""
+    items = list(indices) if type(indices) is tuple else [indices]
+    kinds = []
+    for s in items:
+        if s is None or s is Ellipsis or isinstance(s, slice):
+            continue
+        if isinstance(s, (bool, np.bool_)):
+            kinds.append("b")
+        elif type(s) in (list, tuple):
+            leaves = _leaves(s)
+            kinds.append("b" if leaves and all(isinstance(v, (bool, np.bool_)) for v in leaves)
+                         else "i")
+        elif np.isscalar(s) or not hasattr(s, "dtype"):
+            continue                    # (an integer: a view)
+        else:
+            kinds.append(s.dtype.kind)
+    if not kinds:
+        return "view"
+    return "mask" if kinds == ["b"] else "integers"
+
+
 def check_ufunc_method(ufunc: str, method: str, args: tuple[Any, ...],
                        kwargs: dict[str, Any]) -> None:
     """Refuse, as CuPy does at the call, a ufunc method CuPy lacks for ``ufunc``, a keyword its

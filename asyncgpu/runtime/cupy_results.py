@@ -31,6 +31,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .cupy_arithmetic import ARITHMETIC, device_cast, into
+from .cupy_refusals import scatter_kind
 from .cupy_statistics import STATISTICS
 
 
@@ -204,9 +205,24 @@ def _compress(condition: Any, a: Any, axis: Any = None, out: Any = None) -> Any:
 
 
 def _scatter(ufunc: np.ufunc) -> Callable[..., Any]:
-    """CuPy's ``ufunc.at``: its scatter kernel wraps an index array's values out of range
-    around, as ``a[idx] = v`` does."""
+    """CuPy's ``ufunc.at`` (``_scatter_op``), by its index (:func:`scatter_kind`): with an index
+    array, its scatter kernels compute in the array's dtype, the values converted to it first
+    (numbers and lists on the host, ``numpy.array(b, dtype=a.dtype)``, raising where NumPy's
+    conversion raises; an array on the device, :func:`device_cast`), and an index array's
+    values out of range wrap around, as ``a[idx] = v`` wraps them; with integers and slices
+    alone, the ufunc writes into the view they select, under its casting rule (a float into an
+    integer array is refused). NumPy's ``at`` computes in the operands' common type and casts
+    the results back unsafely."""
     def at(a: Any, indices: Any, b: Any = None) -> None:
+        if scatter_kind(indices) == "view":
+            items = list(indices) if type(indices) is tuple else [indices]
+            if not any(k is Ellipsis for k in items):
+                items.append(Ellipsis)          # (a view, 0-d included, not an element)
+            view = a[tuple(items)]
+            ufunc(view, b, out=view)
+            return
+        if b is not None:
+            b = device_cast(b, a.dtype) if isinstance(b, np.ndarray) else np.array(b, a.dtype)
         ufunc.at(a, _wrapped(a.shape, indices), b)
     at.__name__ = f"{ufunc.__name__}.at"
     return at
