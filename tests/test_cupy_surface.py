@@ -924,3 +924,22 @@ def test_ufunc_at_converts_the_values_to_the_arrays_dtype_first_as_cupys_scatter
     f = acp.zeros(3)
     acp.add.at(f, (slice(1, None),), 1.5)
     assert f.tolist() == [0.0, 1.5, 1.5]
+
+
+def test_a_float_filled_into_an_integer_array_converts_as_the_gpu_converts(sim):
+    """cupy/_creation/basic.py fills with ``copyto(a, fill_value, casting='unsafe')``, and
+    cupy/_manipulation/basic.py copies a number with its copy kernel: a float converts on the
+    device (toward zero, saturating; NaN from a double the lowest int32), as an array's astype
+    does, where NumPy's cast gave the lowest int32 for 1e10 and 2**32 - 5 for -5.0."""
+    assert acp.full(2, 1e10, dtype=np.int32).tolist() == [2**31 - 1] * 2
+    assert acp.full(2, -5.0, dtype=np.uint32).tolist() == [0, 0]
+    assert acp.full(1, float("nan"), dtype=np.int32).tolist() == [-2**31]
+    assert acp.full_like(acp.zeros(2, np.int8), 300.7).tolist() == [44, 44]
+    assert acp.full(2, 7).dtype == np.int64 and acp.full(2, 2.5).tolist() == [2.5, 2.5]
+    x = acp.zeros(2, np.int32)
+    acp.copyto(x, 1e10, casting="unsafe")
+    assert x.tolist() == [2**31 - 1] * 2
+    acp.copyto(x, np.float32(-3e9), casting="unsafe", where=acp.asarray([True, False]))
+    assert x.tolist() == [-2**31, 2**31 - 1]
+    with pytest.raises(TypeError, match="same_kind"):
+        acp.copyto(x, 1.5)

@@ -467,9 +467,35 @@ def _converting(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _copyto(dst: Any, src: Any, casting: str = "same_kind", where: Any = True) -> None:
+    """CuPy's ``copyto``: an array, or a float (``1e10``, ``np.float32(3e9)``) into an integer
+    array, converted on the device (:func:`device_cast`), after the casting rule is checked on
+    the host (``numpy.copyto`` into a 0-d array, as CuPy checks a number)."""
     if isinstance(src, np.ndarray) and np.can_cast(src.dtype, dst.dtype, casting):
         src = device_cast(src, dst.dtype)
+    elif isinstance(src, (float, np.floating)) and np.dtype(dst.dtype).kind in "iu":
+        with np.errstate(invalid="ignore"):
+            np.copyto(np.empty((), dst.dtype), src, casting=casting)
+        src = device_cast(np.asarray(src), dst.dtype)
     np.copyto(dst, src, casting=casting, where=where)
+
+
+def _full(shape: Any, fill_value: Any, dtype: Any = None, order: str = "C") -> Any:
+    """CuPy's ``full``: an empty array ``copyto``'d with the value (:func:`_copyto`, unsafe: a
+    float into an integer array converted as the GPU converts it)."""
+    if dtype is None:
+        dtype = np.array(fill_value).dtype
+    a = np.empty(shape, dtype, order=order)
+    _copyto(a, fill_value, casting="unsafe")
+    return a
+
+
+def _full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K", subok: Any = None,
+               shape: Any = None) -> Any:
+    """CuPy's ``full_like``: as :func:`_full`, of ``a``'s shape, dtype and layout."""
+    kwargs = {} if subok is None else {"subok": subok}
+    result = np.empty_like(a, dtype=dtype, order=order, shape=shape, **kwargs)
+    _copyto(result, fill_value, casting="unsafe")
+    return result
 
 
 #: NumPy functions whose results differ from CuPy's, as CuPy gives them (the simulator runs
@@ -520,6 +546,8 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "asanyarray": _converting(np.asanyarray),
     "ascontiguousarray": _converting(np.ascontiguousarray),
     "copyto": _copyto,
+    "full": _full,
+    "full_like": _full_like,
     # (the methods as their functions; take and put wrap an index out of range around)
     "ndarray.clip": lambda x, min=None, max=None, out=None: _clip(x, min, max, out=out),
     "ndarray.dot": lambda x, b, out=None: _dot(x, b, out),
