@@ -943,3 +943,24 @@ def test_a_float_filled_into_an_integer_array_converts_as_the_gpu_converts(sim):
     assert x.tolist() == [-2**31, 2**31 - 1]
     with pytest.raises(TypeError, match="same_kind"):
         acp.copyto(x, 1.5)
+
+
+@pytest.mark.parametrize("call, exc", [
+    (lambda x: acp.put(x, acp.asarray(np.array([0])), float("nan")), ValueError),
+    (lambda x: acp.put(x, acp.asarray(np.array([0])), 1e10), OverflowError),
+    (lambda x: x.put(acp.asarray(np.array([0])), float("nan")), ValueError),
+    (lambda x: acp.put_along_axis(x, acp.asarray(np.array([0])), 1e10, 0), OverflowError),
+    (lambda x: acp.fill_diagonal(x.reshape(2, 2), float("nan")), ValueError),
+], ids=["put-nan", "put-out-of-range", "ndarray.put", "put_along_axis", "fill_diagonal"])
+def test_a_host_number_put_into_an_integer_array_is_refused_as_cupys_host_conversion(
+        sim, call, exc):
+    """cupy/_core/_routines_indexing.pyx and cupy/_indexing/insert.py convert a value that is
+    not a device array on the host, ``core.array(v, dtype=a.dtype)``: NaN or 1e10 into int32
+    raise there (the simulator cast them silently, as the device casts an array's values)."""
+    x = acp.zeros(4, np.int32)
+    with pytest.raises(exc):
+        call(x)
+    assert x.tolist() == [0, 0, 0, 0]
+    acp.put(x, acp.asarray(np.array([0])), acp.asarray(np.array([1e10])))   # (an array: cast)
+    acp.put(x, acp.asarray(np.array([1])), -2.7)
+    assert x.tolist() == [2**31 - 1, -2, 0, 0]

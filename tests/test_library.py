@@ -620,7 +620,8 @@ def test_float_to_integer_conversions_saturate_as_on_the_gpu(sim):
 def test_scatters_convert_floats_to_integers_as_an_assignment_does(sim):
     """put, ndarray.put, put_along_axis and fill_diagonal write on the device as an assignment
     does: a float stored into an integer array converts as the GPU converts (toward zero,
-    saturating), not as NumPy's x86 casts (-1.5 to uint8 was 255)."""
+    saturating), not as NumPy's x86 casts (-1.5 to uint8 was 255). A number or a list CuPy
+    converts on the host first, with NumPy's conversion."""
     import asyncgpu as ag
     import asyncgpu.cupy as acp
 
@@ -639,8 +640,10 @@ def test_scatters_convert_floats_to_integers_as_an_assignment_does(sim):
         assert assigned.tolist() == put.tolist() == method.tolist() == want
         assert along.ravel().tolist() == acp.diagonal(diagonal).tolist() == want
     small = ag.zeros(2, np.uint8)
-    acp.put(small, [0, 1], [-1.5, 300.7])                   # (host values: converted alike)
-    assert small.tolist() == [0, 44]
+    acp.put(small, [0, 1], [1.5, 200.7])        # (host values: NumPy's conversion, as CuPy's)
+    assert small.tolist() == [1, 200]
+    with pytest.raises(OverflowError):
+        acp.put(small, [0, 1], [-1.5, 300.7])
 
 
 def test_a_call_on_a_broadcast_view_makes_no_stand_in_of_the_broadcast_shape(sim):

@@ -145,12 +145,16 @@ def _put_along_axis(arr: Any, indices: Any, values: Any, axis: Any) -> None:
 
 
 def _stored(values: Any, dtype: Any) -> Any:
-    """``values`` as a write on the device stores them in an array of ``dtype``: floats into
-    an integer array converted as the GPU converts (:func:`device_cast`; CuPy's scatters cast
-    each element in the kernel), anything else as given."""
-    v = values if isinstance(values, np.ndarray) else np.asarray(values)
-    if v.dtype.kind == "f" and np.dtype(dtype).kind in "iu":
-        return device_cast(v, dtype)
+    """``values`` as CuPy's ``put``, ``put_along_axis`` and ``fill_diagonal`` store them in an
+    array of ``dtype``: an array's floats into an integer array converted as the GPU converts
+    (:func:`device_cast`; the kernel casts each element), an array otherwise as given; a
+    number or a list converted on the host first, as CuPy converts it (``core.array(values,
+    dtype=...)``, NumPy's conversion: NaN raises ``ValueError``, a value out of the type's
+    range ``OverflowError``)."""
+    if not isinstance(values, np.ndarray):
+        return np.array(values, dtype=dtype)
+    if values.dtype.kind == "f" and np.dtype(dtype).kind in "iu":
+        return device_cast(values, dtype)
     return values
 
 
