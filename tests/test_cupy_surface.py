@@ -964,3 +964,22 @@ def test_a_host_number_put_into_an_integer_array_is_refused_as_cupys_host_conver
     acp.put(x, acp.asarray(np.array([0])), acp.asarray(np.array([1e10])))   # (an array: cast)
     acp.put(x, acp.asarray(np.array([1])), -2.7)
     assert x.tolist() == [2**31 - 1, -2, 0, 0]
+
+
+def test_meshgrid_of_one_array_gives_the_array_itself_as_cupy(sim):
+    """cupy/_creation/ranges.py: ``if len(xi) <= 1: return tuple(xi)``; NumPy copies it, so a
+    write to the grid no longer reached the input. CuPy's inputs are 1-D device arrays."""
+    x = acp.arange(3.0)
+    (g,) = acp.meshgrid(x)
+    g[0] = 99.0
+    assert x.tolist() == [99.0, 1.0, 2.0]
+    assert acp.meshgrid() == ()
+    gx, gy = acp.meshgrid(x, acp.arange(2.0))
+    gx[0, 0] = -1.0
+    assert gx.shape == gy.shape == (2, 3) and x.tolist() == [99.0, 1.0, 2.0]
+    with pytest.raises(ValueError, match="input has to be 1d"):
+        acp.meshgrid(acp.zeros((2, 2)))
+    with pytest.raises(AttributeError, match="'list' object has no attribute 'ndim'"):
+        acp.meshgrid([1.0, 2.0])
+    with pytest.raises(ValueError, match="Valid values for `indexing`"):
+        acp.meshgrid(x, indexing="yx")

@@ -240,6 +240,26 @@ def _diag(v: Any, k: int = 0) -> Any:
     return np.diag(v, k)
 
 
+def _meshgrid(*xi: Any, **kwargs: Any) -> Any:
+    """CuPy's ``meshgrid`` (cupy/_creation/ranges.py): its keywords and 1-D device arrays
+    checked, and of one array (or none) the arrays themselves, not copies (NumPy copies)."""
+    indexing = kwargs.pop("indexing", "xy")
+    copy = bool(kwargs.pop("copy", True))
+    sparse = bool(kwargs.pop("sparse", False))
+    if kwargs:
+        raise TypeError(f"meshgrid() got an unexpected keyword argument '{next(iter(kwargs))}'")
+    if indexing not in ("xy", "ij"):
+        raise ValueError("Valid values for `indexing` are 'xy' and 'ij'.")
+    for x in xi:
+        if x.ndim != 1:
+            raise ValueError("input has to be 1d")
+        if not isinstance(x, np.ndarray):
+            raise ValueError("input has to be cupy.ndarray")
+    if len(xi) <= 1:
+        return tuple(xi)
+    return tuple(np.meshgrid(*xi, copy=copy, sparse=sparse, indexing=indexing))
+
+
 def _arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Any:
     """CuPy's ``arange``: float64 if a bound or the step is a float, else an integer type; its
     length ``ceil((stop - start) / step)`` worked out first, so that a complex bound and an
@@ -592,6 +612,7 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "compress": _compress,
     "arange": _arange,
     "diag": _diag,
+    "meshgrid": _meshgrid,
     "linspace": _linspace,
     "ndarray.compress": lambda x, condition, axis=None, out=None: _compress(condition, x, axis,
                                                                             out),
