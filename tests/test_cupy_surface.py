@@ -983,3 +983,18 @@ def test_meshgrid_of_one_array_gives_the_array_itself_as_cupy(sim):
         acp.meshgrid([1.0, 2.0])
     with pytest.raises(ValueError, match="Valid values for `indexing`"):
         acp.meshgrid(x, indexing="yx")
+
+
+def test_integers_above_2_to_the_53_round_to_tens_exactly_as_cupys_kernel(sim):
+    """cupy/_core/core.pyx rounds integers to a negative number of decimals in integer
+    arithmetic (``cupy_round_neg_uint``); NumPy rounds through float64, which lost the last
+    digits of 2**60 + 13 (1152921504606846976, not ...990)."""
+    x = acp.asarray(np.array([2**60 + 13, -25, 25, 15, 123456, -123456]))
+    assert acp.round(x, -1).tolist() == [2**60 + 14, -20, 20, 20, 123460, -123460]
+    assert x.round(-3).tolist() == [2**60 + 24, 0, 0, 0, 123000, -123000]
+    big = acp.asarray(np.array([2**63 + 55], np.uint64))
+    assert acp.around(big, -1).tolist() == [2**63 + 52] and acp.around(big, -1).dtype == np.uint64
+    small = acp.asarray(np.array([125, -125, 7], np.int16))
+    out = acp.zeros(3, np.int16)
+    acp.round(small, -1, out=out)
+    assert out.tolist() == [120, -120, 10] and acp.round(small, 2).tolist() == [125, -125, 7]

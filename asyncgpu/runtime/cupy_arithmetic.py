@@ -8,7 +8,8 @@ gives it: an integer to a negative power is 0 (1 and +-1 for bases 1 and -1), th
 reciprocal of 0 is 0; float ``//``, ``%`` and ``divmod`` are ``floor(x / y)`` and the fused
 ``x - floor(x / y) * y`` (:func:`fused_multiply_add`: CUDA's compiler fuses the multiply and the
 subtraction); ``sinc``, ``i0`` and ``fix`` are ufuncs with CuPy's loops and ``sinc`` is exactly 0
-at the integers; rounding to decimals scales half and single floats in double precision.
+at the integers; rounding to decimals scales half and single floats in double precision, and
+rounds integers exactly.
 :func:`into` writes a result into ``out=`` under the ufuncs' casting rule.
 
 Invariant: each takes the arguments of CuPy's ufunc (``out=``, ``dtype=``, ``casting=``) and
@@ -251,11 +252,42 @@ class _Loops:
         return into(out, result, casting)
 
 
+def _c_divide(a: Any, b: Any) -> Any:
+    """``a / b`` of 64-bit integers as C divides them: toward zero (NumPy's ``//`` floors)."""
+    q = a // b
+    return np.where((q < 0) & (q * b != a), q + 1, q)
+
+
+def _round_integers(x: np.ndarray, decimals: int) -> np.ndarray:
+    """CuPy's integers rounded to ``decimals`` < 0, its exact kernel (``cupy_round_neg_uint``,
+    cupy/_core/core.pyx) step by step: with ``p = 10**(-decimals - 1)`` in wrapping 64-bit
+    arithmetic, ``q = x / p / 100`` (unsigned for uint64), the remainder ``x - q*p*100`` as a
+    32-bit ``int``, its last digit rounded half to even in single precision
+    (``__float2ll_rn(r / (p * 10.0f))``), and ``(q*100 + that*10) * p`` stored in ``x``'s type.
+    NumPy rounds through float64, which loses the digits of a value above 2**53."""
+    shift = int(np.array(-decimals, np.int64))        # (CuPy's long long: OverflowError)
+    p = np.array(pow(10, shift - 1, 1 << 64), np.uint64).view(np.int64)[()]
+    with np.errstate(all="ignore"):
+        if x.dtype == np.uint64:
+            q = (x // p.astype(np.uint64) // np.uint64(100)).view(np.int64)
+            v = x.view(np.int64)
+        else:
+            v = x.astype(np.int64)
+            q = _c_divide(_c_divide(v, p), np.int64(100))
+        r = (v - q * p * 100).astype(np.int32)
+        last = np.rint(r.astype(np.float32) / (p.astype(np.float32) * np.float32(10)))
+        result = (q * 100 + last.astype(np.int64) * 10) * p
+    return np.asarray(result).astype(x.dtype)
+
+
 def _round(a: Any, decimals: int = 0, out: Any = None) -> Any:
     """CuPy's rounding to ``decimals``: a half or single float (or complex) value scaled in
     double precision (``rint(x * 10**d) / 10**d``), where NumPy scales in the value's own
-    precision (float32 0.35 to one decimal: 0.3 on the GPU, 0.4 in NumPy)."""
+    precision (float32 0.35 to one decimal: 0.3 on the GPU, 0.4 in NumPy); integers to tens
+    and beyond exactly (:func:`_round_integers`)."""
     x = np.asarray(a)
+    if decimals < 0 and x.dtype.kind in "iu":
+        return into(out, _round_integers(x, decimals))
     if decimals == 0 or x.dtype not in (np.float16, np.float32, np.complex64):
         return np.round(a, decimals, out=out)
     wide = x.astype(np.complex128 if x.dtype.kind == "c" else np.float64)
