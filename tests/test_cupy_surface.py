@@ -998,3 +998,22 @@ def test_integers_above_2_to_the_53_round_to_tens_exactly_as_cupys_kernel(sim):
     out = acp.zeros(3, np.int16)
     acp.round(small, -1, out=out)
     assert out.tolist() == [120, -120, 10] and acp.round(small, 2).tolist() == [125, -125, 7]
+
+
+def test_ufunc_at_by_an_integer_or_a_mask_takes_any_dtype_as_cupy(sim):
+    """cupy/_core/_routines_indexing.pyx checks the dtype in its index-array scatter alone
+    (``_scatter_op_single``); by integers and slices the ufunc writes into a view, by one mask
+    a kernel of every dtype does: both were refused with TypeError on the simulator."""
+    f = acp.zeros(4)
+    acp.subtract.at(f, 2, 1.0)
+    assert f.tolist() == [0.0, 0.0, -1.0, 0.0]
+    b = acp.asarray(np.array([1, 2, 3], np.int8))
+    acp.add.at(b, b > 1, 1)
+    acp.maximum.at(b, [True, False, False], 7)
+    assert b.tolist() == [7, 3, 4] and b.dtype == np.int8
+    acp.subtract.at(b, slice(None), 1)
+    assert b.tolist() == [6, 2, 3]
+    with pytest.raises(TypeError, match="only supports int32, uint32"):
+        acp.subtract.at(f, acp.asarray(np.array([2])), 1.0)
+    with pytest.raises(TypeError, match="only supports int32"):
+        acp.add.at(b, (acp.asarray(np.array([0])),), 1)

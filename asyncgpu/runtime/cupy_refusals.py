@@ -150,8 +150,10 @@ def scatter_kind(indices: Any) -> str:
 def check_ufunc_method(ufunc: str, method: str, args: tuple[Any, ...],
                        kwargs: dict[str, Any]) -> None:
     """Refuse, as CuPy does at the call, a ufunc method CuPy lacks for ``ufunc``, a keyword its
-    method lacks (``initial``, ``where``), or an ``at`` on an array of a dtype its scatter
-    kernel lacks (NumPy runs them all, so the call ran on ``sim``)."""
+    method lacks (``initial``, ``where``), or an ``at`` by index arrays on an array of a dtype
+    its scatter kernel lacks (NumPy runs them all, so the call ran on ``sim``). CuPy checks
+    the dtype there alone: by integers and slices, or by one mask, any dtype is taken
+    (:func:`scatter_kind`)."""
     known = UFUNC_METHODS.get(method)
     if known is None:
         return
@@ -164,8 +166,9 @@ def check_ufunc_method(ufunc: str, method: str, args: tuple[Any, ...],
         raise ArgumentError(f"{ufunc}.{method}() got an unexpected argument "
                             f"{odd[0] if odd else 'by position'!r} (CuPy's {method} takes "
                             f"{', '.join(params)})")
-    if method == "at" and args:
-        dtype = getattr(args[0], "dtype", None)
+    given = dict(zip(params, args), **kwargs)
+    if method == "at" and scatter_kind(given.get("indices")) == "integers":
+        dtype = getattr(given.get("a"), "dtype", None)
         allowed = _AT_DTYPES[ufunc].split()
         if dtype is not None and dtype.name not in allowed:
             raise TypeError(f"cupy.{ufunc}.at only supports {', '.join(allowed)} as data type")
