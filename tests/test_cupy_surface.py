@@ -1017,3 +1017,16 @@ def test_ufunc_at_by_an_integer_or_a_mask_takes_any_dtype_as_cupy(sim):
         acp.subtract.at(f, acp.asarray(np.array([2])), 1.0)
     with pytest.raises(TypeError, match="only supports int32"):
         acp.add.at(b, (acp.asarray(np.array([0])),), 1)
+
+
+def test_place_casts_float_values_into_an_integer_array_as_cupys_put(sim):
+    """cupy/_indexing/insert.py: ``place`` puts ``cupy.asarray(vals)`` with ``arr.put``, which
+    casts each value in its kernel; NumPy's place refused float values for an integer array
+    (TypeError, "according to the rule 'safe'")."""
+    x = acp.asarray(np.array([0, 5, 0, 0], np.int32))
+    acp.place(x, x == 0, acp.asarray(np.array([1.7, -2.9])))
+    assert x.tolist() == [1, 5, -2, 1]
+    acp.place(x, x == 5, [1e10])                      # (saturated, as the GPU converts it)
+    assert x.tolist() == [1, 2**31 - 1, -2, 1]
+    with pytest.raises(ValueError):
+        acp.place(x, x == 1, acp.zeros(0))

@@ -158,6 +158,13 @@ def _stored(values: Any, dtype: Any) -> Any:
     return values
 
 
+def _place(arr: Any, mask: Any, vals: Any) -> None:
+    """CuPy's ``place`` (cupy/_indexing/insert.py): the values made an array and put at the
+    mask's true positions by ``arr.put``, whose kernel casts each (:func:`device_cast`), where
+    NumPy's ``place`` refuses a cast that is not safe (float values into an integer array)."""
+    np.place(arr, mask, device_cast(np.asarray(vals), arr.dtype))
+
+
 def _ravel(a: Any, order: str = "C") -> Any:
     """CuPy's ``ravel``: the array reshaped to one dimension, a view wherever a reshape can
     be one (NumPy's ravel copies a strided array: ``x[::-2]``); ``'F'`` the transpose's,
@@ -603,6 +610,7 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
         multi_index, dims, mode=mode, order=order),
     "ndarray.take": lambda x, indices, axis=None, out=None: np.take(x, indices, axis, out,
                                                                     "wrap"),
+    "place": _place,
     "put": lambda a, ind, v, mode="wrap": np.put(a, ind, _stored(v, a.dtype), mode),
     "fill_diagonal": lambda a, val, wrap=False: np.fill_diagonal(a, _stored(val, a.dtype),
                                                                  wrap),
