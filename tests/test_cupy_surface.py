@@ -1030,3 +1030,20 @@ def test_place_casts_float_values_into_an_integer_array_as_cupys_put(sim):
     assert x.tolist() == [1, 2**31 - 1, -2, 1]
     with pytest.raises(ValueError):
         acp.place(x, x == 1, acp.zeros(0))
+
+
+@pytest.mark.parametrize("call, said", [
+    (lambda x: acp.putmask(x, x == 0, [1, 2]), "`values` should be of type cupy.ndarray"),
+    (lambda x: acp.putmask(x, x == 0, (1,)), "`values` should be of type cupy.ndarray"),
+    (lambda x: acp.putmask(x, [True, False, True], 5), "`mask` should be of type cupy.ndarray"),
+], ids=["list-values", "tuple-values", "list-mask"])
+def test_putmask_refuses_a_list_as_cupys_putmask_does(sim, call, said):
+    """cupy/_indexing/insert.py: ``putmask`` takes device arrays, its values a number too, and
+    raises TypeError for anything else; NumPy's took a list (the program ran on the simulator
+    and failed on the GPU)."""
+    x = acp.zeros(3, np.int32)
+    with pytest.raises(TypeError, match=said):
+        call(x)
+    acp.putmask(x, x == 0, acp.asarray(np.array([1, 2], np.int32)))
+    acp.putmask(x, x == 2, 7)
+    assert x.tolist() == [1, 7, 1]

@@ -165,6 +165,19 @@ def _place(arr: Any, mask: Any, vals: Any) -> None:
     np.place(arr, mask, device_cast(np.asarray(vals), arr.dtype))
 
 
+def _putmask(a: Any, mask: Any, values: Any) -> None:
+    """CuPy's ``putmask`` (cupy/_indexing/insert.py): the array, the mask and the values are
+    device arrays (the values a number too), else ``TypeError``; NumPy's takes lists."""
+    for name, v in (("a", a), ("mask", mask)):
+        if not isinstance(v, np.ndarray):
+            raise TypeError(f"`{name}` should be of type cupy.ndarray (CuPy's putmask): pass "
+                            "asyncgpu.asarray(...)")
+    if not (np.isscalar(values) or isinstance(values, np.ndarray)):
+        raise TypeError("`values` should be of type cupy.ndarray (CuPy's putmask takes an "
+                        "array or a number): pass asyncgpu.asarray(...)")
+    np.putmask(a, mask, values)
+
+
 def _ravel(a: Any, order: str = "C") -> Any:
     """CuPy's ``ravel``: the array reshaped to one dimension, a view wherever a reshape can
     be one (NumPy's ravel copies a strided array: ``x[::-2]``); ``'F'`` the transpose's,
@@ -611,6 +624,7 @@ AS_CUPY: dict[str, Callable[..., Any]] = {
     "ndarray.take": lambda x, indices, axis=None, out=None: np.take(x, indices, axis, out,
                                                                     "wrap"),
     "place": _place,
+    "putmask": _putmask,
     "put": lambda a, ind, v, mode="wrap": np.put(a, ind, _stored(v, a.dtype), mode),
     "fill_diagonal": lambda a, val, wrap=False: np.fill_diagonal(a, _stored(val, a.dtype),
                                                                  wrap),
