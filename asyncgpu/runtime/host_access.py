@@ -202,9 +202,8 @@ class HostAccess(Issuing):
         if reason == "synchronize" and self.recording is not None:
             self.recording.refuse("synchronize")
         # (exported memory the program dropped before this synchronize began: the device's
-        # work on it, other libraries' too, is done once it returns)
-        if self._releases:
-            self._drain_releases()
+        # work on it, other libraries' too, is done once it returns; what the drain after it
+        # finds waits for the next)
         lent = self._lent
         if lent:
             self._lent = []
