@@ -532,3 +532,37 @@ def test_cuda_copy_moves_the_span_between_mirror_and_device():
     assert kinds == [(1, 77), (2, 77)]
     assert h2d.hb_accesses() == [(buf.host_uid, 8, 24, False), (buf.uid, 8, 24, True)]
     assert d2h.hb_accesses() == [(buf.uid, 30, 40, False), (buf.host_uid, 30, 40, True)]
+
+
+_DOUBLE = r'''extern "C" __global__ void double_into(const float* x, float* y, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = 2 * x[i]; }'''
+
+
+def _double_twin(x, y, n):
+    y[:n] = 2 * x[:n]
+
+
+def test_a_launch_the_driver_refuses_keeps_the_host_data_of_what_it_would_overwrite(
+        ex, monkeypatch):
+    """``out=`` declares ``y`` written whole, so no copy of its host data goes to the device
+    first; a launch the driver refuses (nothing ran) leaves ``y`` as the host wrote it."""
+    from asyncgpu.runtime.current import current_runtime
+
+    k = ex.cuda_kernel(_DOUBLE, "double_into", sim=_double_twin, out=["y"])
+    x = ex.array(np.ones(4, np.float32))
+    y = ex.array(np.arange(4, dtype=np.float32))
+    backend = current_runtime().backend
+    launch = backend.launch
+
+    def refuse(node, stream):
+        if node.kind != "kernel":
+            return launch(node, stream)
+        raise ex.LaunchError("double_into: the driver refused the launch (stand-in)")
+
+    monkeypatch.setattr(backend, "launch", refuse)
+    with pytest.raises(ex.LaunchError):
+        k[1, 4](x, y, 4)
+    monkeypatch.setattr(backend, "launch", launch)
+    np.testing.assert_array_equal(y.numpy(), np.arange(4, dtype=np.float32))
+    k[1, 4](x, y, 4)                                 # the runtime goes on
+    np.testing.assert_array_equal(y.numpy(), np.full(4, 2, np.float32))

@@ -498,13 +498,14 @@ class Runtime(HostAccess, TenantSteps):
             raise call.error
         return call.results
 
-    def _recover(self, node: Node) -> None:
+    def _recover(self, node: Node, ran: bool = True) -> None:
         """Make the bookkeeping consistent after an exception escaped ``_issue`` mid-way.
 
         The interrupted node may or may not be enqueued, booked on its stream, committed to
         the tracker: rather than undo each step, wait for all device work (the node's too)
         and mark every node finished, so no half-registered node can be a parent. Costs one
-        device-wide synchronize, on the error path only.
+        device-wide synchronize, on the error path only. ``ran`` False: the backend refused
+        the launch before anything of it ran, so it wrote nothing.
         """
         interrupt = None
         while True:
@@ -525,7 +526,7 @@ class Runtime(HostAccess, TenantSteps):
                 return
             break
         node.finished = True
-        if node.kind in ("kernel", "call"):
+        if ran and node.kind in ("kernel", "call"):
             # It may have run: its writes make its device's copy the current one, as the normal
             # path would have booked them. Safe if it did not run: its copies to the device were
             # issued before the launch (explicit memory), so both copies hold the same bytes.

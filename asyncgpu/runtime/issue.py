@@ -36,7 +36,7 @@ from ..core.compiled import EXTENSIONS
 
 from ..core.dag import Node, reduce_parents
 from ..core.deps import Access, DependencyTracker
-from ..core.errors import DeviceError
+from ..core.errors import ArgumentError, DeviceError, LaunchError
 from ..core.interference import Sample
 from ..core.placement import STREAM_AWARE, device_bit
 from .allocation import HOST, Requeue
@@ -337,12 +337,13 @@ class Issuing:
                 stats.sync("sync-mode")
             elif streams._inflight > streams.poll_threshold:
                 streams.poll()
-        except BaseException:
+        except BaseException as exc:
             # Before the launch only harmless work was enqueued (waits, prefetches) and no
             # bookkeeping had changed. From the launch on, the node may be queued on the
-            # device while the DAG does not know it: drain, then mark everything finished.
+            # device while the DAG does not know it: drain, then mark everything finished
+            # (a launch the backend refused before it ran wrote nothing).
             if enqueued:
-                self._recover(node)
+                self._recover(node, not isinstance(exc, (LaunchError, ArgumentError)))
             raise
         finally:
             self._issuing = None

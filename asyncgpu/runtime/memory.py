@@ -402,17 +402,22 @@ class ExplicitMemory:
         """Copy in, to device ``device``, every allocation the node needs that is current
         elsewhere, before the node's waits.
 
-        Written allocations are booked current on ``device`` only here, before the launch
-        rather than at its commit: once that copy is current, it is true whether or not the
-        launch then happens, so an exception or interrupt in between cannot leave a stale copy
-        marked current.
+        Written allocations whose copy on ``device`` is current (copied in, or never
+        written) are booked current there only here, before the launch rather than at its
+        commit: that is true whether or not the launch then happens, so an exception or
+        interrupt in between cannot leave a stale copy marked current. One the launch
+        overwrites whole, current elsewhere (no copy came in), stays booked where it is until
+        the launch is enqueued (``Issuing._issue`` books it then): a launch that does not
+        happen (refused by the driver, interrupted before it) loses none of its bytes.
         """
         self.make_device_current(accesses, device)
         bit = device_bit(device)
         for acc in accesses:     # (a second pass: another argument may read the same array)
             alloc = acc.alloc
             if acc.write and alloc.nbytes:
-                alloc.location = bit
+                location = alloc.location
+                if location & bit or not location:
+                    alloc.location = bit
 
     def before_graph(self, frozen: Any) -> tuple[Any, ...]:
         """A replayed graph copies its ``copy_in`` allocations in itself: book them current on

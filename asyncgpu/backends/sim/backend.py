@@ -246,6 +246,11 @@ class SimBackend(Backend):
         if node.device != stream.device:
             raise ValueError(f"sim backend: {node.label()} of device {node.device} launched on "
                              f"{stream!r} of device {stream.device}")
+        # (whole, as a driver call is: a signal's exception lands after the kernel is queued,
+        # so the runtime knows it may have run; raised before, nothing it overwrites is lost)
+        uninterrupted(self._launch, node, stream)
+
+    def _launch(self, node: Any, stream: SimStream) -> None:
         node.launch.device = node.device        # (a captured one runs there at each launch)
         if self.captures.engaged and self.captures.launch(node, stream):
             return
