@@ -238,6 +238,7 @@ def test_dropped_exported_memory_past_a_bound_is_given_back_without_a_synchroniz
     for i in range(8):
         a = ag.full(1 << 18, i, np.float32)      # 1 MiB each
         assert float(cupy.asarray(a).sum()) == i * (1 << 18)
+        assert float(a[0]) == i                  # (its writer retired: nothing else holds it)
         del a
     ag.zeros(1)                                  # (an entry point: the drop is seen)
     assert ag.statistics().host_syncs.get("exported", 0) > before
