@@ -113,3 +113,64 @@ def test_an_interrupt_at_every_line_of_entering_a_regulated_tenants_block_leaves
     points = run_once(None, KeyboardInterrupt, 0, False, regulated=True).points
     for at in range(1, len(points) + 1):
         run_once(at, KeyboardInterrupt, at, False, regulated=True)
+
+
+def _ctrl_c_as_the_gate_is_taken(lock, at):
+    """A profile function raising KeyboardInterrupt as the ``at``-th acquire of the gate's
+    ``lock`` returns, holding it: where Python delivers a Ctrl-C that arrived during the
+    acquire (it checks for one after each call of C code). Returns the profile function,
+    whose ``seen`` counts the acquires and ``where`` names the interrupted one."""
+    def profile(frame, event, arg):
+        if (event == "c_return" and getattr(arg, "__self__", None) is lock
+                and arg.__name__ in ("acquire", "__enter__", "_acquire_restore")):
+            profile.seen += 1
+            if profile.seen == at:
+                profile.where = f"{frame.f_code.co_name}:{frame.f_lineno}"
+                raise KeyboardInterrupt
+    profile.seen, profile.where = 0, None
+    return profile
+
+
+@pytest.mark.pure
+def test_ctrl_c_as_the_exclusive_gate_is_taken_does_not_hang_every_later_launch():
+    """A Ctrl-C landing as the exclusive tenants' gate took its lock (in ``with`` on the gate's
+    condition, whose ``__enter__`` is Python code) left the lock held: every later launch
+    while a tenant was exclusive, in every thread, waited for it forever. Now the hold is given
+    back, and the next step and the other tenants' launches go."""
+    import sys
+
+    def step(k, a, b):
+        with ag.tenant("exclusive", exclusive=True):
+            k[1, 8](a, 8)
+        k[1, 8](b, 8)               # (the default tenant's launch: through the gate)
+
+    at, raised = 0, 0
+    while True:
+        at += 1
+        with ag.configure(backend="sim", sim_seed=at, execution="async"):
+            k = ag.cuda_kernel(SRC, "inc", sim=inc_twin)
+            a, b = ag.zeros(8, np.float32), ag.zeros(8, np.float32)
+            step(k, a, b)                       # (the tenant made; its gate in place)
+            lock = current_runtime().gate._cond._lock
+            profile = _ctrl_c_as_the_gate_is_taken(lock, at)
+            sys.setprofile(profile)
+            try:
+                step(k, a, b)
+            except KeyboardInterrupt:
+                pass
+            finally:
+                sys.setprofile(None)
+            if profile.where is None:
+                break                           # (every acquire of a step interrupted)
+            raised += 1
+            t = threading.Thread(target=step, args=(k, a, b), daemon=True)
+            t.start()
+            t.join(60)
+            hung = t.is_alive()
+            if hung:        # (let it go, so that the failure ends the test rather than hang it)
+                lock.release()
+                t.join()
+            assert not hung, f"the next step hangs (Ctrl-C at {profile.where})"
+            ag.synchronize()
+            assert 2 <= a.tolist()[0] <= 3 and 2 <= b.tolist()[0] <= 3, profile.where
+    assert raised >= 3

@@ -73,6 +73,8 @@ import time
 from collections import deque
 from typing import Any
 
+from .finalizers import GuardedLock
+
 log = logging.getLogger("asyncgpu")
 
 #: An exclusive tenant that has begun no step for this many of its periods is idle: the other
@@ -95,13 +97,17 @@ HOLD_FLOOR_S = 0.5
 class ExclusiveSteps:
     """The gate of one runtime's exclusive tenants (see the module docstring)."""
 
-    __slots__ = ("_begun", "_cond", "_holder_threads", "_holders", "_length", "_open",
+    __slots__ = ("_begun", "_cond", "_holder_threads", "_holders", "_length", "_lock", "_open",
                  "_overdue", "_overran", "_period", "_tails", "_thread", "devices",
                  "launch_times", "rt")
 
     def __init__(self, rt: Any) -> None:
         self.rt = rt
-        self._cond = threading.Condition(threading.Lock())
+        # (taken with ``with self._lock``, not ``with self._cond``: a Ctrl-C that lands as the
+        # acquire returns inside Condition.__enter__, Python code, would leave it held and every
+        # later launch held behind it, in every thread; GuardedLock gives such a hold back)
+        self._lock = GuardedLock()
+        self._cond = threading.Condition(self._lock)
         self._open = 0
         #: thread id -> its exclusive steps open (its own launches are never held), and the
         #: thread (whether it still runs: an id is reused once its thread has ended)
@@ -142,7 +148,7 @@ class ExclusiveSteps:
             gaps = sorted(b - a for a, b in zip(begun, list(begun)[1:]))
             self._period[index] = gaps[len(gaps) // 2]
         self._thread[index] = ident
-        with self._cond:
+        with self._lock:
             here = threading.current_thread()
             if self._holder_threads.get(ident, here) is not here:
                 self._close_abandoned()     # (an ended thread's id, given to this one)
@@ -160,7 +166,14 @@ class ExclusiveSteps:
         it moved, which the others still wait for; ``thread``: the identifier of the thread
         that began it, where another closes it (None: this one)."""
         ident = threading.get_ident() if thread is None else thread
-        with self._cond:
+        try:
+            self._lock.acquire()
+        except BaseException:
+            # (a Ctrl-C as the lock was taken, which GuardedLock gave back: the step closes all
+            # the same, or it would hold the others' launches while its thread lives)
+            self.end(index, tails, ident)
+            raise
+        try:
             held = self._holders.get(ident, 0)
             if held:        # (none: closed already, its thread having ended: _close_abandoned)
                 self._open -= 1
@@ -181,6 +194,8 @@ class ExclusiveSteps:
             if not self._open:
                 self._overran.clear()
                 self._cond.notify_all()
+        finally:
+            self._lock.release()
 
     def enter(self, name: str | None = None) -> None:
         """Take the runtime's lock for a launch of this thread (a kernel, a library call, a
@@ -206,7 +221,7 @@ class ExclusiveSteps:
         while True:
             overdue = 0.0
             progress = None
-            with self._cond:
+            with self._lock:
                 if self._open and ident not in self._holders:
                     self._close_abandoned()
                 if self._open and ident not in self._holders:
@@ -241,7 +256,7 @@ class ExclusiveSteps:
             if isinstance(events, float):
                 # (looked ahead: until the exclusive step due begins, then, at the loop's
                 # top, until it closes; or until it is overdue, to look again)
-                with self._cond:
+                with self._lock:
                     self._cond.wait_for(lambda: self._open, events)
                 continue
             # (without the runtime's lock, as a host read waits: the others go on issuing;
@@ -261,7 +276,7 @@ class ExclusiveSteps:
         """Under the runtime's lock: tenant ``index``'s launch waited ``limit`` seconds for
         an exclusive step that stayed open, and goes (said once)."""
         self.rt.tenants[index].held += 1
-        with self._cond:
+        with self._lock:
             self._overran.update(t for t, ident in self._thread.items() if ident in self._holders)
         if not self._overdue:
             self._overdue = True

@@ -91,7 +91,8 @@ def reentry(lock: Any) -> RuntimeError | None:
 class GuardedLock(_RLock):
     """A runtime's re-entrant lock that refuses a finalizer where taking it would disrupt the
     call it interrupted or wait forever (:func:`reentry`). The runtime of a backend that runs
-    the program's code inside its calls (``sim``: kernels, twins) uses it."""
+    the program's code inside its calls (``sim``: kernels, twins) uses it, and so does the
+    exclusive tenants' gate (``runtime/exclusive``), for the hold it gives back at an interrupt."""
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         if _collector:
