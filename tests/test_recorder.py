@@ -493,3 +493,37 @@ def test_a_record_block_at_a_scripts_top_level_is_keyed_and_named_by_its_line(tm
     lines = done.stdout.splitlines()
     assert lines[:3] == ["recorded", "replayed", "replayed"]
     assert "record at top.py:8" in lines[3]
+
+
+def test_ctrl_c_as_a_recorded_functions_capture_begins_leaves_no_capture_open(sim, monkeypatch):
+    """A Ctrl-C landing as the capture of a recorded function's graph had begun left the stream
+    capture open: every later synchronize, at exit too, raised CaptureError. Now the capture is
+    ended, the call's launches run eagerly, and later work and reads go on."""
+    from asyncgpu.runtime.current import current_runtime
+
+    ag = sim
+    _, _, inc = kernels(ag)
+    x = ag.zeros(N, np.float32)
+
+    @ag.graph
+    def step(x):
+        inc[1, N](x, N)
+
+    step(x)                                 # recorded: the next call captures
+    backend = current_runtime().backend.inner
+    begin = backend.begin_capture
+
+    def interrupted(stream):
+        monkeypatch.setattr(backend, "begin_capture", begin)
+        begin(stream)
+        raise KeyboardInterrupt             # (as the call returns: the capture is open)
+
+    monkeypatch.setattr(backend, "begin_capture", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        step(x)
+    ag.synchronize()
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 2, np.float32))
+    step(x)
+    np.testing.assert_array_equal((ag.ones(3) * 2).numpy(), np.full(3, 2.0))
+    ag.synchronize()
+    np.testing.assert_array_equal(x.numpy(), np.full(N, 3, np.float32))

@@ -189,8 +189,10 @@ def capture(rt: Any, cache: Any, name: str, launches: list[Any],
     copied: list[Any] = []          # the event after each copy
     waited = [-1] * len(streams)    # per lane: the last copy it waited for
     joins: list[Any] = []
-    be.begin_capture(origin)
     try:
+        # (inside the try: an interrupt as it returns would leave the capture open, and every
+        # later synchronize refused; one before it began finds none to end)
+        be.begin_capture(origin)
         fork = be.create_event(device)
         be.record(fork, origin)
         joined = {0}

@@ -112,6 +112,11 @@ def finish(rt: Any, token: Any, name: str, launches: list[Launch],
                 _warn_eager(name, exc)
                 cache.put(key, _EAGER)
                 entry = _EAGER
+            except BaseException:
+                # (a Ctrl-C during the capture, which it ended: nothing was captured or ran, and
+                # the launches were taken from the recording; they run once all the same)
+                issue_eagerly(rt, launches)
+                raise
             else:
                 if not isinstance(entry, Variants):
                     entry = Variants()
