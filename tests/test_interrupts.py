@@ -208,3 +208,79 @@ def test_interrupts_during_a_launchs_recovery_leave_no_half_issued_launch(seed):
                 pass
         values = x.numpy()
         assert (values == values[0]).all() and 40 <= values[0] <= 60
+
+
+def test_ctrl_c_as_a_graph_replay_records_its_events_does_not_deadlock_later_replays():
+    """A Ctrl-C landing in the simulator's event record, after the event was given its new
+    capture and before the record was enqueued, left the event waiting for a record that never
+    came: a replay's ``done`` event, recorded again at each replay, made the next replay and
+    every later synchronize raise DeadlockError. Now a record is whole (the signal acted on
+    after it), wherever the Ctrl-C lands."""
+    import signal
+    import sys
+    import threading
+
+    import numpy as np
+
+    from asyncgpu.backends.sim import backend as sim_backend
+
+    main = threading.main_thread().ident
+    inside = {"_record", "_record_whole"}
+
+    def under_record(frame):
+        for _ in range(4):
+            if frame is None:
+                return False
+            if frame.f_code.co_name in inside:
+                return True
+            frame = frame.f_back
+        return False
+
+    def replay_signalled(step, x, at):
+        """Replay ``step``, sending SIGINT at the ``at``-th line of the simulator run inside an
+        event's record (None: none sent); returns how many such lines there were."""
+        lines = [0]
+
+        def local(frame, event, arg):
+            if event == "line" and under_record(frame):
+                lines[0] += 1
+                if lines[0] == at:
+                    signal.pthread_kill(main, signal.SIGINT)
+            return local
+
+        def tracer(frame, event, arg):
+            return local if frame.f_code.co_filename == sim_backend.__file__ else None
+
+        with ctrl_c_raises():
+            sys.settrace(tracer)
+            try:
+                step(x)
+            except KeyboardInterrupt:
+                pass
+            finally:
+                sys.settrace(None)
+        return lines[0]
+
+    with ag.configure(backend="sim", sim_seed=1):
+        k = ag.cuda_kernel('extern "C" __global__ void k(float* y, int n) {}', "k",
+                           sim=lambda y, n: y.__setitem__(slice(0, n), y[:n] + 1))
+
+        @ag.graph
+        def step(x):
+            k[1, 4](x, 4)
+
+        x = ag.zeros(4, np.float32)
+        step(x)
+        step(x)                             # recorded, then captured and replayed
+        points = replay_signalled(step, x, None)
+        assert points >= 4, points
+        for at in range(1, points + 1):
+            ag.synchronize()
+            before = x.numpy()[0]
+            replay_signalled(step, x, at)
+            ag.synchronize()
+            got = x.numpy()[0]
+            assert got in (before, before + 1), (at, before, got)
+            step(x)
+            ag.synchronize()
+            np.testing.assert_array_equal(x.numpy(), np.full(4, got + 1), err_msg=f"line {at}")

@@ -223,8 +223,15 @@ class SimBackend(Backend):
         self._maybe_tick()
 
     def _record(self, event: SimEvent, stream: SimStream) -> None:
-        event.capture = Capture()
-        self._enqueue(stream, "record", event.capture, f"record {event!r}")
+        # (whole, a signal's handler held back: an event given a new capture whose record was
+        # never enqueued is waited for forever, and a replay's ``done`` event is recorded again
+        # at each replay, which the next one waits for)
+        uninterrupted(self._record_whole, event, stream)
+
+    def _record_whole(self, event: SimEvent, stream: SimStream) -> None:
+        capture = Capture()
+        self._enqueue(stream, "record", capture, f"record {event!r}")
+        event.capture = capture
 
     def wait(self, stream: SimStream, event: SimEvent) -> None:
         if self.captures.engaged and self.captures.wait(stream, event):
