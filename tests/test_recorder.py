@@ -527,3 +527,103 @@ def test_ctrl_c_as_a_recorded_functions_capture_begins_leaves_no_capture_open(si
     np.testing.assert_array_equal((ag.ones(3) * 2).numpy(), np.full(3, 2.0))
     ag.synchronize()
     np.testing.assert_array_equal(x.numpy(), np.full(N, 3, np.float32))
+
+
+#: The recorder's entry points, the runtime lock's acquire and the recording hook: where a
+#: Ctrl-C may land during a recorded call (the recording itself is entered and left there).
+_ENTRY_MODULES = ("recorder/entry", "runtime/finalizers", "runtime/recording_hook")
+
+
+def _ctrl_c_at(at, files):
+    """A profile function raising KeyboardInterrupt at the ``at``-th place in ``files`` where
+    Python delivers a Ctrl-C: as a function begins and after each call of C code. Its
+    ``where`` names the place it raised at; ``seen`` counts the places (``at`` None: only
+    count)."""
+    def profile(frame, event, arg):
+        if (event == "call" or event == "c_return") and frame.f_code.co_filename in files:
+            profile.seen += 1
+            if profile.seen == at:
+                profile.where = (event, frame.f_code.co_name, frame.f_lineno)
+                raise KeyboardInterrupt
+    profile.seen, profile.where = 0, None
+    return profile
+
+
+def _interrupted_recorded_call(form, calls, at):
+    """Run the recorded call ``calls`` times, then once more with a Ctrl-C at its ``at``-th
+    place (see :func:`_ctrl_c_at`); check the runtime, and return the profile function."""
+    import gc
+    import os
+    import sys
+
+    import asyncgpu as ag
+    from asyncgpu.runtime.current import current_runtime
+    from asyncgpu.recorder.entry import Recorder
+    from asyncgpu.runtime.recording_hook import recording_of, this_thread
+
+    package = os.path.dirname(ag.__file__)
+    files = {os.path.join(package, m + ".py") for m in _ENTRY_MODULES}
+    with ag.configure(backend="sim", sim_seed=at or 0):
+        _, _, inc = kernels(ag)
+        x = ag.zeros(N, np.float32)
+
+        @ag.graph
+        def step(x):
+            inc[1, N](x, N)
+
+        recorder = ag.record("interrupted block")
+
+        def block():
+            with recorder:
+                inc[1, N](x, N)
+
+        call = step if form == "graph" else block
+        args = (x,) if form == "graph" else ()
+        for _ in range(calls):
+            call(*args)
+        profile = _ctrl_c_at(at, files)
+        gc.disable()        # (a collection's callbacks would shift the places between runs)
+        sys.setprofile(profile)
+        try:
+            call(*args)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.setprofile(None)
+            gc.enable()
+        if at is None:
+            return profile
+        where = (calls, profile.where)
+        if where[1] == ("call", "__exit__", Recorder.__exit__.__code__.co_firstlineno):
+            # (as __exit__ began: the block is still entered, as any block is whose __exit__
+            # Python's check for a Ctrl-C interrupted; leaving it again ends it)
+            recorder.__exit__(None, None, None)
+        rt = current_runtime()
+        assert not rt._lock._is_owned(), where
+        assert recording_of(rt, this_thread()) is None, where
+        ag.synchronize()
+        got = x.numpy()[0]
+        assert got in (calls, calls + 1), where      # (the call happened, or it did not)
+        inc[1, N](x, N)                              # (issued, not deferred into a recording)
+        call(*args)
+        ag.synchronize()
+        np.testing.assert_array_equal(x.numpy(), np.full(N, got + 2), err_msg=str(where))
+        return profile
+
+
+@pytest.mark.pure
+@pytest.mark.parametrize("form", ["graph", "record"])
+def test_a_ctrl_c_anywhere_in_a_recorded_call_leaves_no_recording_open(form):
+    """A Ctrl-C landing at the runtime lock's acquire as a recorded call ended (before the
+    recording stopped), or as its recording had started (before the caller's ``try``), left
+    the thread recording for good: its later launches were deferred into the orphaned
+    recording, and every synchronize raised RecordingError. Now, wherever it lands, the
+    recording ends (its launches issued eagerly, as on any failure) and later work goes on.
+    (As ``__exit__`` of a ``record()`` block begins, the block is still entered: Python calls
+    it once, and checks for a Ctrl-C as any function begins.)"""
+    for calls in range(3):          # recorded, captured, replayed
+        points = _interrupted_recorded_call(form, calls, None).seen
+        assert points > 10, points
+        for at in range(1, points + 1):
+            _interrupted_recorded_call(form, calls, at)
+

@@ -16,8 +16,13 @@ cdef class _Run:
     @cython.locals(rt=Issuing, cur=Recording, rec=Recording)
     cpdef Recording _enter(self)
 
-    @cython.locals(rt=Issuing, outcomes=list)
     cpdef Recording _exit(self, Recording rec, bint failed)
+
+    @cython.locals(rt=Issuing, outcomes=list, launches=list)
+    cpdef Recording _end(self, Recording rec, bint failed)
+
+    @cython.locals(rt=Issuing, launches=list, ended=bint)
+    cpdef _recover(self, Recording rec)
 
 
 cdef class Recorder(_Run):

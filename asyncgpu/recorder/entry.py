@@ -111,25 +111,44 @@ class _Run:
             rt._acquire()
         else:
             rt.gate.enter()     # (an exclusive tenant's gate: takes the lock when free)
+        rec = None
         try:
-            if rt._tenanted and refuse_partitioned(rt, self.name):
-                return None             # (run unrecorded: see refuse_partitioned)
-            if rt._host_busy:
-                rt.settle_host_writes()     # (the recording's decisions read locations)
-            if recording_of(rt, this_thread()) is not None:
-                return None             # nested: part of the enclosing recording
-            # (other threads may be recording their own functions meanwhile)
-            rec = Recording(rt, self.token, self.name, self.split)
-            start_recording(rt, rec)
-            return rec
-        finally:
-            rt._release()
+            try:
+                if rt._tenanted and refuse_partitioned(rt, self.name):
+                    return None             # (run unrecorded: see refuse_partitioned)
+                if rt._host_busy:
+                    rt.settle_host_writes()     # (the recording's decisions read locations)
+                if recording_of(rt, this_thread()) is not None:
+                    return None             # nested: part of the enclosing recording
+                # (other threads may be recording their own functions meanwhile)
+                rec = Recording(rt, self.token, self.name, self.split)
+                start_recording(rt, rec)
+                return rec
+            finally:
+                rt._release()
+        except BaseException:
+            # (a Ctrl-C after the recording started, at the release, say: the caller never
+            # gets it to end, and this thread's later launches would go into it for good)
+            if rec is not None:
+                self._recover(rec)
+            raise
 
     def _exit(self, rec: Recording | None, failed: bool) -> Recording | None:
         """End the recording; returns it when it ended normally (its segments' outcomes)."""
         if rec is None:
             self.outcome = "inline"
             return None
+        try:
+            return self._end(rec, failed)
+        except BaseException:
+            # (a Ctrl-C before the recording stopped or its launches were taken, at the lock's
+            # acquire, say: it ends now as a failed run's, or this thread's later launches
+            # would be deferred into it for good)
+            self._recover(rec)
+            raise
+
+    def _end(self, rec: Recording, failed: bool) -> Recording | None:
+        """:meth:`_exit` of a run that recorded."""
         rt = rec.runtime
         rt._acquire()     # (not ``with``: see _enter)
         try:
@@ -147,19 +166,42 @@ class _Run:
         # (segments that ended before, at a host operation of a split body or where a steady
         # body's launches ended, were recorded or replayed as such: a graph launched shows)
         outcomes = rec.outcomes
+        # (taken before they are issued: a run interrupted meanwhile issues none twice)
+        launches, rec.launches = rec.launches, []
         if failed or rec.failed:
-            self.outcome = "+".join(outcomes if outcomes and not rec.launches
+            self.outcome = "+".join(outcomes if outcomes and not launches
                                     else outcomes + ["eager"])
-            try:
-                issue_eagerly(rt, rec.launches)
-            except Exception:
-                # the exception already escaping is the one the user must see
-                log.exception("asyncgpu: issuing the launches of the failed recording of '%s'",
-                              rec.name)
+            self._issue_failed(rec, launches)
             return None
-        issue_eagerly(rt, rec.launches)     # (a library call made the run eager)
+        issue_eagerly(rt, launches)     # (a library call made the run eager)
         self.outcome = "+".join(outcomes + ["eager"])
         return None
+
+    def _recover(self, rec: Recording) -> None:
+        """An exception escaped a run where its recording may still be open or its launches
+        not taken (a Ctrl-C): end it as a failed run's, its launches issued eagerly. Nothing
+        where it ended already."""
+        rt = rec.runtime
+        rt._acquire()
+        try:
+            ended = recording_of(rt, rec.thread) is not rec and not rec.launches
+            stop_recording(rt, rec)
+            launches, rec.launches = rec.launches, []
+        finally:
+            rt._release()
+        if not ended:
+            self.outcome = "+".join(rec.outcomes + ["eager"])
+            self._issue_failed(rec, launches)
+
+    @staticmethod
+    def _issue_failed(rec: Recording, launches: list[Any]) -> None:
+        """Issue the launches of a failed run's recording ``rec`` eagerly."""
+        try:
+            issue_eagerly(rec.runtime, launches)
+        except Exception:
+            # the exception already escaping is the one the user must see
+            log.exception("asyncgpu: issuing the launches of the failed recording of '%s'",
+                          rec.name)
 
     def clear(self) -> None:
         """Destroy this recorder's graphs (waits for their last launches) and forget its keys."""
@@ -190,6 +232,8 @@ class _Blocks(list):
 
 
 _threads = threading.local()
+#: What a run's recording is before ``_enter`` returned it (None: inlined, no recording).
+_OUTSIDE = object()
 
 
 class Recorder(_Run):
@@ -204,15 +248,42 @@ class Recorder(_Run):
         self._open: dict[int, list[Recording | None]] = {}
 
     def __enter__(self) -> Recorder:
-        rec = self._enter()
+        rec = _OUTSIDE     # (see GraphFunction.__call__)
         thread = this_thread()
-        blocks = getattr(_threads, "blocks", None)
-        if blocks is None:
-            blocks = _threads.blocks = _Blocks()
-            blocks.thread = thread
-        blocks.append((self, rec))
-        self._open.setdefault(thread, []).append(rec)
+        try:
+            rec = self._enter()
+            blocks = getattr(_threads, "blocks", None)
+            if blocks is None:
+                blocks = _threads.blocks = _Blocks()
+                blocks.thread = thread
+            blocks.append((self, rec))
+            self._open.setdefault(thread, []).append(rec)
+        except BaseException:
+            # (a Ctrl-C once the recording started: Python calls no __exit__ for a block whose
+            # __enter__ raised, so it ends here, or this thread would record into it for good)
+            if rec is not _OUTSIDE:
+                self._forget(thread, rec)
+                if rec is not None:
+                    self._recover(rec)
+            raise
         return self
+
+    def _forget(self, thread: int, rec: Recording | None) -> None:
+        """Drop the latest of this recorder's blocks of thread ``thread`` (this one) that
+        opened ``rec``, where its entries are still kept."""
+        opened = self._open.get(thread)
+        if opened:
+            for i in range(len(opened) - 1, -1, -1):
+                if opened[i] is rec:
+                    del opened[i]
+                    break
+            if not opened:
+                del self._open[thread]
+        blocks = getattr(_threads, "blocks", None) or ()
+        for i in range(len(blocks) - 1, -1, -1):
+            if blocks[i][0] is self and blocks[i][1] is rec:
+                del blocks[i]
+                break
 
     def _abandon(self, thread: int, rec: Recording | None) -> None:
         """Thread ``thread`` ended inside this block (``_Blocks``): end the recording, if it is
@@ -236,36 +307,48 @@ class Recorder(_Run):
                         "decorate it with @asyncgpu.graph")
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        thread = this_thread()
-        opened = self._open.get(thread)
-        if not opened:
-            # (a generator holding the block, resumed or closed in another thread: the
-            # recording ends, its launches issued eagerly, so that the thread that entered it
-            # can go on; the error says why)
-            others = [t for t, o in self._open.items() if o]
-            ended = ""
-            if others:
-                entered = others[-1]
-                opened = self._open[entered]
-                rec = opened.pop()
-                if not opened:
-                    del self._open[entered]
-                if rec is not None:
-                    self._exit(rec, True)
-                    ended = "; the recording ended, its launches issued eagerly"
-            raise RuntimeError(
-                f"asyncgpu.record({self.name!r}) is left in a thread that did not enter it: a "
-                "recording belongs to the thread that entered it (no yield or await inside "
-                f"its block; a generator holding one must be closed in that thread){ended}")
-        rec = opened.pop()
-        if not opened:
-            del self._open[thread]
-        blocks = _threads.blocks
-        for i in range(len(blocks) - 1, -1, -1):
-            if blocks[i][0] is self and blocks[i][1] is rec:
-                del blocks[i]
-                break
-        self._exit(rec, exc is not None)
+        rec = _OUTSIDE     # (this block's recording, once looked up)
+        try:
+            thread = this_thread()
+            opened = self._open.get(thread)
+            if not opened:
+                self._left_elsewhere()
+            rec = opened[-1]
+            self._forget(thread, rec)
+            self._exit(rec, exc is not None)
+        except BaseException:
+            # (a Ctrl-C before the block's recording ended: it ends here, or this thread would
+            # record into it for good. One as __exit__ begins, where Python checks for one as
+            # any function begins, leaves the block open whatever __exit__ is written to do)
+            if rec is _OUTSIDE:         # (not looked up yet: this thread's latest block)
+                thread = this_thread()
+                opened = self._open.get(thread)
+                if opened:
+                    rec = opened[-1]
+                    self._forget(thread, rec)
+            if rec is not _OUTSIDE and rec is not None:
+                self._recover(rec)
+            raise
+
+    def _left_elsewhere(self) -> None:
+        """Raise for a block left in a thread that did not enter it: a generator holding the
+        block, resumed or closed in another thread. The recording ends, its launches issued
+        eagerly, so that the thread that entered it can go on; the error says why."""
+        others = [t for t, o in self._open.items() if o]
+        ended = ""
+        if others:
+            entered = others[-1]
+            opened = self._open[entered]
+            rec = opened.pop()
+            if not opened:
+                del self._open[entered]
+            if rec is not None:
+                self._exit(rec, True)
+                ended = "; the recording ended, its launches issued eagerly"
+        raise RuntimeError(
+            f"asyncgpu.record({self.name!r}) is left in a thread that did not enter it: a "
+            "recording belongs to the thread that entered it (no yield or await inside "
+            f"its block; a generator holding one must be closed in that thread){ended}")
 
 
 class GraphFunction(_Run):
@@ -307,13 +390,20 @@ class GraphFunction(_Run):
                 done, result = self._replay_static(hits)
                 if done:
                     return result
-        rec = self._enter()
+        rec = _OUTSIDE     # (assigned as _enter returns: inside the try, so no gap between)
         try:
+            rec = self._enter()
             result = self.fn(*args, **kwargs)
         except BaseException:
-            self._exit(rec, True)
+            if rec is not _OUTSIDE:
+                self._exit(rec, True)
             raise
-        last = self._exit(rec, False)
+        try:
+            last = self._exit(rec, False)
+        except BaseException:
+            if rec is not None:     # (a Ctrl-C as _exit began, before its own try)
+                self._recover(rec)
+            raise
         if (akey is not None and last is not None and last.outcomes == ["replayed"]
                 and last.frozen[0] is not None):
             frozen = last.frozen[0]
