@@ -35,6 +35,14 @@ from asyncgpu.runtime.current import current_runtime
 from asyncgpu.testing.regulation import profiled_as
 
 
+@pytest.fixture(autouse=True)
+def _regulation_off_between_tests():
+    """No test leaves a plan in force for the next test its worker runs (the runtime, and its
+    regulation, outlive a ``configure`` block), even one that fails before turning it off."""
+    yield
+    ag.regulate(plan="off")
+
+
 def op(kernel, ms, share=1.0, bandwidth=0.0, splittable=False, parents=()):
     return Op(kernel, ms * 1e-3, share, bandwidth, splittable, tuple(parents))
 
@@ -713,8 +721,9 @@ def test_a_plan_given_before_its_tenants_are_made_applies_to_each_as_it_is_made(
 
 
 @pytest.mark.parametrize("tenants, message", [
-    (["typo"], "no tenant named 'typo'"), (123, "tenants must be a tenant's name or names"),
-    ([7], "tenants must be names"), ([], "no tenant to regulate")])
+    (["no-such-tenant"], "no tenant named 'no-such-tenant'"),
+    (123, "tenants must be a tenant's name or names"), ([7], "tenants must be names"),
+    ([], "no tenant to regulate")])
 def test_a_refused_regulate_call_leaves_the_plan_in_force_as_it_was(tenants, message):
     with ag.configure(backend="sim", sim_seed=2):
         mix = Mix("refused")
@@ -840,6 +849,42 @@ def test_each_tenant_is_measured_alone_first_and_the_high_one_held_to_what_it_me
         _step_noting(mix, later)
         # (off: the high tenant's step begins beside the low's)
         assert later[-1] == ("", (), mix.high.name, 1)
+        ag.synchronize()
+        assert mix.right()
+
+
+def test_a_plan_under_check_times_every_step_of_its_tenants(monkeypatch):
+    """Steps 1 ms apart are timed a sample of, except while regulation checks a plan: the
+    check reads each step's latency."""
+    from asyncgpu.runtime import tenant_steps
+
+    class Clock:            # (the tenants' host clock: 1 ms a read)
+        now = 0.0
+
+        def perf_counter(self):
+            self.now += 1e-3
+            return self.now
+
+    with ag.configure(backend="sim", sim_seed=2):
+        monkeypatch.setattr(tenant_steps, "time", Clock())
+        mix = Mix("timed-check")
+        for _ in range(60):
+            mix.step()
+
+        def unmeasured():
+            return [ag.tenants()[name].unmeasured for name in mix.names]
+
+        assert all(unmeasured())            # (sampled: some steps not timed)
+        assert searched(mix).checking         # (a stage of the check: "alone" first)
+        before, checked = unmeasured(), 0
+        while ag.regulation().checking and checked < 200:
+            mix.step()
+            checked += 1
+        assert checked >= 10 and unmeasured() == before
+        ag.regulate(plan="off")
+        for _ in range(60):
+            mix.step()
+        assert all(a > b for a, b in zip(unmeasured(), before))    # (sampled again)
         ag.synchronize()
         assert mix.right()
 

@@ -127,10 +127,65 @@ def test_a_tenant_block_inside_a_recorded_function_owns_its_work_from_the_first_
     assert (default.kernels, default.graphs) == (default_before.kernels, default_before.graphs)
 
 
+class _Clock:
+    """A host clock for the tenants' steps (``asyncgpu.runtime.tenant_steps.time``) that moves
+    ``step`` seconds each time it is read."""
+
+    def __init__(self, step):
+        self.now, self.step = 0.0, step
+
+    def perf_counter(self):
+        self.now += self.step
+        return self.now
+
+
+def test_steps_closer_than_the_sample_gap_are_timed_a_sample_of_about_one_a_gap():
+    from asyncgpu.core.tenants import SAMPLE_GAP_S, Tenant
+
+    fast, slow = Tenant(1, "fast", "normal", 0), Tenant(2, "slow", "normal", 0)
+    # (5000 steps a twentieth of the gap apart: 250 gaps)
+    timed = [fast.sample(i * SAMPLE_GAP_S / 20) for i in range(5000)]
+    assert all(timed[:10])                  # (a new tenant's first steps: each timed)
+    assert 0.5 * 250 < sum(timed) < 2 * 250             # about one a gap
+    assert fast.unmeasured == timed.count(False)
+    assert all(slow.sample(i * 2 * SAMPLE_GAP_S) for i in range(200)) and slow.unmeasured == 0
+    # (the sample depends only on the steps' times: a run is repeatable)
+    again = Tenant(1, "fast", "normal", 0)
+    assert [again.sample(i * SAMPLE_GAP_S / 20) for i in range(5000)] == timed
+
+
+def test_a_tenant_of_short_steps_times_a_sample_and_counts_the_rest_unmeasured(sim,
+                                                                              monkeypatch):
+    from asyncgpu.runtime import tenant_steps
+
+    k = sim
+    x = ag.array(np.ones(64))
+    y = ag.empty_like(x)
+    monkeypatch.setattr(tenant_steps, "time", _Clock(1e-3))   # (steps 1 ms apart)
+    for _ in range(300):
+        with ag.tenant("short-steps"):
+            k[2, 32](x, y, 64)
+    ag.synchronize()
+    stats = ag.tenants()["short-steps"]
+    assert stats.steps == 300 and stats.pending == 0
+    assert 0 < len(stats.latencies_s) < 150 and all(t > 0 for t in stats.latencies_s)
+    assert len(stats.latencies_s) + stats.unmeasured == 300
+    assert y.numpy().tolist() == [3.0] * 64            # (timed or not, the work is done)
+    ag.configure(step_timing="every")
+    for _ in range(50):
+        with ag.tenant("short-steps"):
+            k[2, 32](x, y, 64)
+    ag.synchronize()
+    every = ag.tenants()["short-steps"]
+    assert (every.steps, every.unmeasured) == (350, stats.unmeasured)
+    assert len(every.latencies_s) == len(stats.latencies_s) + 50
+
+
 def test_a_service_that_never_asks_for_statistics_keeps_few_steps_unmeasured(sim):
     from asyncgpu.runtime.tenant_steps import SETTLE_EVERY
 
     k = sim
+    ag.configure(step_timing="every")      # (each step timed: none left out by the sample)
     x = ag.array(np.ones(64))
     y = ag.empty_like(x)
     rt = current_runtime()
@@ -166,6 +221,8 @@ def test_a_long_running_tenant_records_the_events_of_its_measured_steps_again(si
     monkeypatch.setattr(SimBackend, "clock_base", lambda self, device=0, wait=True, event=None: (
         event is None and made.append(device)) or clock_base(self, device, wait, event))
 
+    ag.configure(step_timing="every")      # (each step timed: none left out by the sample)
+
     def run(name):
         made.clear()
         for i in range(4 * SETTLE_EVERY):
@@ -194,6 +251,7 @@ def test_a_long_running_tenant_keeps_the_latencies_of_its_latest_steps(sim, monk
 
     monkeypatch.setattr(tenants, "LATENCY_WINDOW", 16)     # (read when a tenant is made)
     k = sim
+    ag.configure(step_timing="every")      # (each step timed: none left out by the sample)
     x = ag.array(np.ones(64))
     y = ag.empty_like(x)
     for _ in range(40):

@@ -49,6 +49,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
     "graph_streams": ("opara", "nimble", "single"),
     "graph_order": ("topological", "opara", "ios"),
     "device_policy": ("round-robin", "stream-aware", "min-transfer-size", "min-min", "min-max"),
+    "step_timing": ("sampled", "every"),
 }
 
 #: The integer options (``devices`` where it is a count): NumPy's integers are taken for them,
@@ -100,6 +101,11 @@ class Options:
     #: kept apart when together is slower (``asyncgpu.core.interference``); off: always side by
     #: side.
     interference: bool = True
+    #: Tenants' steps (``asyncgpu.tenant``): ``sampled`` times every step of a tenant whose
+    #: steps come 10 ms apart or more, and a random sample, about a hundred a second, of one
+    #: whose steps come closer (a timed step's work takes the device longer:
+    #: ``asyncgpu.core.tenants``); ``every`` times each step.
+    step_timing: Literal["sampled", "every"] = "sampled"
     #: In-flight nodes beyond which each launch polls events to retire finished work.
     poll_threshold: int = 32
     device: int = 0
@@ -347,6 +353,7 @@ ENVIRONMENT: dict[str, tuple[str, Any]] = {
     "ASYNCGPU_COPY_CHUNKS": ("copy_chunks", _integer),
     "ASYNCGPU_MAX_STREAMS": ("max_streams", _integer),
     "ASYNCGPU_INTERFERENCE": ("interference", _flag),
+    "ASYNCGPU_STEP_TIMING": ("step_timing", _word),
     "ASYNCGPU_POLL_THRESHOLD": ("poll_threshold", _integer),
     "ASYNCGPU_DEVICE": ("device", _integer),
     "ASYNCGPU_DEVICES": ("devices", lambda s: _devices(s)),

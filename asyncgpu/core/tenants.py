@@ -20,7 +20,12 @@ A tenant counts what it issued (:class:`Tenant.count`) and its *steps*: each ent
 ``asyncgpu.tenant(...)`` is a step, whose latency runs from its start (a clock event of each
 device it used) to the completion of the last work it issued on each stream, measured on the
 device's clock by timing events and read once they completed (:meth:`Tenant.settle`); its later
-steps record those events again (:meth:`Tenant.spare_event`).
+steps record those events again (:meth:`Tenant.spare_event`). A timing event costs the device
+more than the host: on an H200 a measured step of a few small kernels took 20-50 us longer to
+reach the host's read than one not measured. A tenant's steps that come more often than one per
+:data:`SAMPLE_GAP_S` are therefore measured a random sample of, about one per
+:data:`SAMPLE_GAP_S` (:meth:`Tenant.sample`), unless every step is asked for (the option
+``step_timing="every"``; a regulation check measures every step).
 
 Invariants: tenant numbers are dense and never reused while the runtime lives; a name means one
 tenant, with the priority, stream limit, splits and pointers it was first given.
@@ -34,6 +39,7 @@ Example::
 
 from __future__ import annotations
 
+import random
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -46,6 +52,13 @@ LATENCY_WINDOW = 10_000
 #: The most timing events a tenant keeps per device to record again (a settle frees two or so
 #: per step measured; the runtime settles every 64 steps).
 SPARE_EVENTS = 256
+#: A tenant's steps begun this many seconds apart or more (on average) are each measured;
+#: closer ones are measured a random sample of, with the chance of their mean gap over this:
+#: about a hundred steps a second per tenant, which cost the device well under 1% of its time
+#: and still give a p99 from a few seconds of steps.
+SAMPLE_GAP_S = 10e-3
+#: The weight of the latest gap between two steps in their running mean.
+_GAP_WEIGHT = 0.125
 
 
 def stream_priority(priority: str, least: int, greatest: int) -> int:
@@ -63,10 +76,13 @@ class TenantStatistics:
 
     ``latencies_s``: the latencies, in seconds, of the latest completed steps (at most
     ``LATENCY_WINDOW``, 10,000), in the order they were measured;
-    ``pending``: steps whose work the runtime has not yet seen complete (call
-    ``asyncgpu.synchronize()`` first for all of them); ``held``: its launches that waited on
-    the host for an exclusive tenant (``asyncgpu.tenant(..., exclusive=True)``) or for its
-    own previous launch while there is one.
+    ``pending``: measured steps whose work the runtime has not yet seen complete (call
+    ``asyncgpu.synchronize()`` first for all of them); ``unmeasured``: steps not timed (steps
+    begun less than 10 ms apart on average are timed a random sample of, about a hundred a
+    second, since timing a step slows its work on the device; the option
+    ``step_timing="every"`` times each); ``held``: its launches that waited on the host for an
+    exclusive tenant (``asyncgpu.tenant(..., exclusive=True)``) or for its own previous launch
+    while there is one.
     """
 
     name: str
@@ -79,6 +95,7 @@ class TenantStatistics:
     pending: int = 0
     held: int = 0
     latencies_s: tuple[float, ...] = field(default=(), repr=False)
+    unmeasured: int = 0
 
     def latency_s(self, q: float) -> float | None:
         """The ``q`` quantile (0.5: median, 0.99: p99) of the step latencies, or None."""
@@ -100,10 +117,10 @@ DECLARED: set[str] = set()
 class Tenant:
     """One tenant of a runtime (see the module docstring)."""
 
-    __slots__ = ("after", "counts", "exclusive", "given", "held", "index", "last", "latencies",
-                 "latest", "latest_on", "measured", "name", "partition", "partition_name",
-                 "pending", "priority", "sms", "spare", "splits", "steps", "stream_priority",
-                 "streams")
+    __slots__ = ("_begun", "_chance", "_gap", "after", "counts", "exclusive", "given", "held",
+                 "index", "last", "latencies", "latest", "latest_on", "measured", "name",
+                 "partition", "partition_name", "pending", "priority", "sms", "spare", "splits",
+                 "steps", "stream_priority", "streams", "unmeasured")
 
     def __init__(self, index: int, name: str, priority: str, stream_priority: int,
                  streams: int | None = None, splits: dict[str, int] | None = None,
@@ -152,6 +169,13 @@ class Tenant:
         self.measured = 0
         #: per device slot: timing events of measured steps, to record again
         self.spare: dict[int, list[Any]] = {}
+        #: steps not measured (:meth:`sample`); the host time the latest step began, the
+        #: running mean of the gaps between steps, the sample's random numbers (seeded by the
+        #: tenant's number: a run's choices depend only on its steps' times)
+        self.unmeasured = 0
+        self._begun: float | None = None
+        self._gap = 4 * SAMPLE_GAP_S      # (a new tenant's first steps are each timed)
+        self._chance = random.Random(index).random
 
     def settings(self) -> tuple[Any, ...]:
         """What a tenant keeps from its first use: priority, streams, splits, pointers,
@@ -204,6 +228,23 @@ class Tenant:
         if settled:
             del pending[:settled]
 
+    def sample(self, now: float) -> bool:
+        """Whether the step beginning at host time ``now`` (seconds) is measured: every step
+        while the steps' running mean gap is :data:`SAMPLE_GAP_S` or more, else with the
+        chance of that gap over it (a long pause weighs as four such gaps at most, so the
+        sample follows a return to short steps within a few dozen of them)."""
+        begun = self._begun
+        self._begun = now
+        if begun is not None:
+            gap = now - begun
+            if gap > 4 * SAMPLE_GAP_S:
+                gap = 4 * SAMPLE_GAP_S
+            self._gap += (gap - self._gap) * _GAP_WEIGHT
+        if self._gap >= SAMPLE_GAP_S or self._chance() * SAMPLE_GAP_S < self._gap:
+            return True
+        self.unmeasured += 1
+        return False
+
     def spare_event(self, device: int) -> Any:
         """A timing event of device slot ``device`` that a measured step no longer needs, to
         record again (creating an event costs the host more than recording one); None if
@@ -221,4 +262,4 @@ class Tenant:
         c = self.counts
         return TenantStatistics(self.name, self.priority, c["kernel"], c["call"], c["copy"],
                                 c["graph"], self.steps, len(self.pending), self.held,
-                                tuple(self.latencies))
+                                tuple(self.latencies), self.unmeasured)

@@ -172,6 +172,11 @@ class Regulator(PlanCheck, StepProfiles):
         backlog, trial.backlog = trial.backlog, []
         return backlog
 
+    def checking(self) -> bool:
+        """Whether a check of the plan in force is under way (it reads every step's
+        latency, so each step is timed meanwhile)."""
+        return self._trial is not None
+
     def abandon(self, index: int) -> None:
         """This thread's step of tenant ``index`` never began after all (its beginning was
         interrupted): forgotten, if :meth:`begin` had opened it."""

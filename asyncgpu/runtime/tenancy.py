@@ -83,6 +83,8 @@ class TenantScope:
         #: dictionary, its identifier): a block a generator holds, left in another thread,
         #: is ended for the thread that entered it (__exit__)
         self._open: list[tuple[Any, list[Any], dict[str, Any], int]] = []
+        #: the runtime this scope's tenant was last found on, and its number there
+        self._made: tuple[Any, int] | None = None
 
     def __repr__(self) -> str:
         return (f"asyncgpu.tenant({self.name!r}, priority={self.priority!r}, "
@@ -91,8 +93,13 @@ class TenantScope:
 
     def __enter__(self) -> TenantScope:
         rt = current_runtime()
-        index = rt.tenant_index(self.name, self.priority, self.streams, self.split,
-                                self.after, self.exclusive, self.sms)
+        made = self._made
+        if made is not None and made[0] is rt:
+            index = made[1]     # (a tenant keeps its number and settings on its runtime)
+        else:
+            index = rt.tenant_index(self.name, self.priority, self.streams, self.split,
+                                    self.after, self.exclusive, self.sms)
+            self._made = (rt, index)
         if self.sms is not None and recording_of(rt, this_thread()) is not None:
             # (as a recorded function called in such a tenant is: see recorder.entry; a
             # regulation plan's partition is not the program's, and refuses nothing)

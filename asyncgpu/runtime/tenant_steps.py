@@ -6,7 +6,9 @@ A tenant (``asyncgpu.tenant``, ``asyncgpu.core.tenants.Tenant``) is made on its 
 the settings it keeps; each entry of its scope is a *step*: ``begin_step`` notes every
 device's clock and the count of issues, ``end_step`` records a timing event behind the work
 the step issued on each stream it moved, and the step is measured once they complete
-(``tenant_statistics``, and every :data:`SETTLE_EVERY` steps). An exclusive tenant's steps
+(``tenant_statistics``, and every :data:`SETTLE_EVERY` steps). A tenant's steps that come
+less than 10 ms apart are timed a sample of (``Tenant.sample``; ``step_timing="every"``, or a
+regulation check under way, times each): a step not timed records neither. An exclusive tenant's steps
 also open and close the runtime's gate (``asyncgpu.runtime.exclusive``), which is consulted
 while any tenant is exclusive (``exclusive_changed``); a step the regulator measures alone
 begins once no work is in flight, and the lead's first step in a stage of the regulator's
@@ -30,6 +32,7 @@ Example::
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from ..core.tenants import Tenant, stream_priority
@@ -159,9 +162,13 @@ class TenantSteps:
                     gate = self.gate
                     held = gate.holding()
                     gate.begin(index)
+                # (every step while a regulation check measures them, or if asked for)
+                timed = (self.options.step_timing == "every"
+                         or (regulator is not None and regulator.checking())
+                         or self.tenants[index].sample(time.perf_counter()))
                 if not wait:
-                    out.append((self._step_clocks(index), self.streams.issues, gate,
-                                self.backend))
+                    out.append((self._step_clocks(index) if timed else None,
+                                self.streams.issues, gate, self.backend))
                     return
             while True:
                 with self._lock:
@@ -207,9 +214,10 @@ class TenantSteps:
             backend = self.backend
             ends = []
             tenant = self.tenants[index]
-            measured = began_on is backend
+            same = began_on is backend
+            measured = same and starts is not None
             # (after a rebuild the streams are new, and all their work is the step's)
-            moved = self.streams.moved_since(index, mark if measured else 0)
+            moved = self.streams.moved_since(index, mark if same else 0)
             try:
                 for s in moved if measured else ():
                     event = tenant.spare_event(s.device)
@@ -227,7 +235,7 @@ class TenantSteps:
             if measured:
                 tenant.pending.append((starts, ends))
             # (not while a capture is open: querying an event it recorded would break it)
-            if (len(tenant.pending) % SETTLE_EVERY == 0
+            if (measured and len(tenant.pending) % SETTLE_EVERY == 0
                     and not getattr(getattr(backend, "captures", None), "engaged", False)):
                 tenant.settle(backend.elapsed_if_done)
             if self.regulator is not None:
