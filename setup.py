@@ -39,7 +39,7 @@ HOT_MODULES = (
     "asyncgpu.runtime.allocation", "asyncgpu.runtime.kernel", "asyncgpu.runtime.issue",
     "asyncgpu.runtime.memory", "asyncgpu.runtime.frozen", "asyncgpu.runtime.context",
     "asyncgpu.runtime.host_access", "asyncgpu.runtime.recording_hook",
-    "asyncgpu.runtime.chunks", "asyncgpu.runtime.tenant_steps", "asyncgpu.runtime.tenancy",
+    "asyncgpu.runtime.chunks", "asyncgpu.runtime.tenant_steps",
     "asyncgpu.recorder.recording", "asyncgpu.recorder.entry", "asyncgpu.recorder.keys",
     "asyncgpu.recorder.finish",
     "asyncgpu.backends.capture", "asyncgpu.backends.cuda.calls",
